@@ -1,0 +1,130 @@
+# shardc - one entry point: all, demo, test, bench, install, clean, deps
+#   make V=1            show full commands
+#   make SAN=address,undefined test   build into build-address-undefined/ with sanitizers
+#   make SAN=thread test                ThreadSanitizer build
+#   make BUILD=dir      choose the build directory
+
+SHELL := /bin/bash
+CC ?= cc
+ifeq ($(origin CC),default)
+CC := cc
+endif
+PREFIX ?= /usr/local
+VERSION := 0.1.0
+
+comma := ,
+SAN ?=
+ifneq ($(SAN),)
+BUILD ?= build-$(subst $(comma),-,$(SAN))
+SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+else
+BUILD ?= build
+SANFLAGS :=
+endif
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+OPT ?= -O2
+# Libraries used by formats/ and compiler/ (pkg-config names). Evaluated lazily, so `make deps`
+# can install them first.
+PKGS := libjpeg spng stb libswscale libavutil jansson libxxhash
+TEST_PKGS := check libpng
+pkgcflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
+pkglibs = $(shell pkg-config --libs $(1) 2>/dev/null)
+
+CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"' -Iformats -Icompiler -Ireader
+CFLAGS ?= $(OPT) -g
+CFLAGS += -std=c11 -fPIC -pthread $(WARN) $(SANFLAGS) -MMD -MP
+LDFLAGS += -pthread $(SANFLAGS)
+LDLIBS = $(call pkglibs,$(PKGS)) -lm
+
+FMT_SRC := $(wildcard formats/*.c)
+COMP_SRC := $(filter-out compiler/shardc.c,$(wildcard compiler/*.c))
+TEST_SRC := $(wildcard tests/test_*.c)
+FMT_OBJ := $(FMT_SRC:%.c=$(BUILD)/%.o)
+COMP_OBJ := $(COMP_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+FMT_LIB := $(BUILD)/libshardfmt.a
+COMP_LIB := $(BUILD)/libshardcomp.a
+BINS := $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
+
+.PHONY: all deps demo test check-unit check-e2e bench install clean help
+all: $(BINS)
+
+help:
+	@echo "targets: all demo test bench install clean deps   (V=1, SAN=address,undefined, BUILD=dir)"
+
+deps:
+	$(Q)scripts/deps.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%.o: tests/%.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) $(call pkgcflags,$(PKGS) $(TEST_PKGS)) $(CFLAGS) -c -o $@ $<
+
+$(FMT_LIB): $(FMT_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(COMP_LIB): $(COMP_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/shardc: $(BUILD)/compiler/shardc.o $(COMP_LIB) $(FMT_LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/shardc-mksample: $(BUILD)/scripts/mksample.o $(COMP_LIB) $(FMT_LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/decode-bench: $(BUILD)/scripts/decode-bench.o $(FMT_LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(COMP_LIB) $(FMT_LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(call pkglibs,$(TEST_PKGS))
+
+# `make demo` and `make test` work on a fresh machine: they install what is missing first.
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BUILD=$(BUILD) scripts/demo.sh
+
+test: deps
+	$(Q)$(MAKE) --no-print-directory all $(TEST_BIN)
+	$(Q)$(MAKE) --no-print-directory check-unit check-e2e
+
+check-unit: $(TEST_BIN)
+	$(Q)scripts/run-tests.sh unit $(TEST_BIN)
+
+check-e2e: $(BINS)
+	$(Q)BUILD=$(BUILD) scripts/run-tests.sh e2e tests/e2e_*.sh
+
+bench: deps
+	$(Q)scripts/deps.sh --bench
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bin/decode-bench
+	$(Q)BUILD=$(BUILD) scripts/bench-build.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf build build-*
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

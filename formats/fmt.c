@@ -1,0 +1,169 @@
+/* fmt.c - error names, messages, hashing and small file helpers shared by the formats library. */
+#include "fmt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+const char *fmt_strerror(int rc)
+{
+    static const char *const names[] = {
+        "unrecognised format",
+        "corrupt data",
+        "truncated data",
+        "exceeds size limit",
+        "unsupported variant or not a regular file",
+        "invalid argument",
+        "hash mismatch",
+        "incompatible version",
+        "object in failed state",
+        "empty file",
+    };
+    if (rc == 0)
+        return "success";
+    if (rc >= FMT_EFORMAT && rc < FMT_ELAST)
+        return names[rc - FMT_EFORMAT];
+    if (rc > 0)
+        return strerror(rc); /* glibc: static strings for known codes */
+    return "unknown error";
+}
+
+int fmt_fail(fmt_msg *msg, int rc, const char *fmt, ...)
+{
+    if (msg) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg->text, sizeof msg->text, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+const char *fmt_reason(const fmt_msg *msg, int rc)
+{
+    if (msg && msg->text[0])
+        return msg->text;
+    return fmt_strerror(rc);
+}
+
+uint64_t fmt_hash64(const void *data, size_t len)
+{
+    return XXH3_64bits(data, len);
+}
+
+int fmt_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    /* O_NONBLOCK: a FIFO or device named like an image must not hang the caller; anything but a
+     * regular file is refused below before a byte is read */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    struct stat st;
+    int rc = 0;
+    uint8_t *p = NULL;
+    if (fstat(fd, &st) != 0) {
+        rc = errno;
+        goto leave;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = S_ISDIR(st.st_mode) ? EISDIR : FMT_EUNSUPPORTED;
+        goto leave;
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        rc = FMT_ETOOBIG;
+        goto leave;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    p = malloc(n ? n : 1);
+    if (!p) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    while (got < n) {
+        ssize_t r = read(fd, p + got, n - got);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = errno;
+            goto leave;
+        }
+        if (r == 0)
+            break; /* file shrank while we read: hand back what is there */
+        got += (size_t)r;
+    }
+    *buf = p;
+    *len = got;
+    p = NULL;
+leave:
+    free(p);
+    close(fd);
+    return rc;
+}
+
+int fmt_fsync_parent(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return ENOMEM;
+    int rc = 0;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        rc = errno;
+    } else {
+        if (fsync(fd) != 0 && errno != EINVAL)
+            rc = errno;
+        close(fd);
+    }
+    free(copy);
+    return rc;
+}
+
+int fmt_write_file_atomic(const char *path, const void *data, size_t len)
+{
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 5);
+    if (!tmp)
+        return ENOMEM;
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+    int rc = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = errno;
+        goto leave;
+    }
+    const uint8_t *p = data;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, p + done, len - done);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = errno;
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (!rc && fsync(fd) != 0)
+        rc = errno;
+    if (close(fd) != 0 && !rc)
+        rc = errno;
+    if (!rc && rename(tmp, path) != 0)
+        rc = errno;
+    if (rc)
+        unlink(tmp);
+    else
+        rc = fmt_fsync_parent(path);
+leave:
+    free(tmp);
+    return rc;
+}

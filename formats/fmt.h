@@ -1,0 +1,57 @@
+/* fmt.h - shared definitions of the formats library: error codes and messages.
+ *
+ * Error convention (as in LMDB): functions return int, 0 on success, a positive errno value for
+ * system errors (ENOMEM, EIO, ENOSPC, ...) and one of the negative FMT_E* codes below for errors of
+ * the library's own. fmt_strerror() names both. Where a function takes a fmt_msg *, it may also
+ * write a more specific one-line reason there (e.g. libjpeg's "Premature end of JPEG file"); the
+ * pointer may be NULL. The library never prints and never exits.
+ */
+#ifndef FMT_H
+#define FMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    FMT_EFORMAT = -30800,   /* not a format we know (unrecognised magic bytes) */
+    FMT_ECORRUPT,           /* data is damaged or inconsistent */
+    FMT_ETRUNC,             /* data ends early */
+    FMT_ETOOBIG,            /* exceeds a configured size limit */
+    FMT_EUNSUPPORTED,       /* valid but a variant we do not handle */
+    FMT_EINVAL,             /* bad argument */
+    FMT_EHASH,              /* content hash does not match the recorded one */
+    FMT_EVERSION,           /* written by an incompatible version */
+    FMT_ESTATE,             /* object is in a failed state; only close/free is allowed */
+    FMT_EEMPTY,             /* zero-length input */
+    FMT_ELAST
+};
+
+/* Optional detail for an error: a one-line, human-readable reason, no trailing newline. */
+typedef struct fmt_msg {
+    char text[256];
+} fmt_msg;
+
+/* Name of an error code: FMT_E* or errno. Never NULL; static storage. */
+const char *fmt_strerror(int rc);
+
+/* printf into msg (if msg is not NULL); returns rc so callers can `return fmt_fail(msg, rc, ...)`. */
+int fmt_fail(fmt_msg *msg, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The detail if one was written, else fmt_strerror(rc). */
+const char *fmt_reason(const fmt_msg *msg, int rc);
+
+/* 64-bit XXH3 hash of a byte range: the sample hash stored by every backend. */
+uint64_t fmt_hash64(const void *data, size_t len);
+
+/* Read a whole file into memory. *buf is malloc'd (caller frees), at most max_bytes long
+ * (FMT_ETOOBIG beyond). Returns errno values for I/O errors. */
+int fmt_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len);
+
+/* Write a whole file atomically: PATH.tmp, fsync, rename to PATH, fsync the directory. */
+int fmt_write_file_atomic(const char *path, const void *data, size_t len);
+
+/* fsync the directory that holds path (so a rename in it is durable). */
+int fmt_fsync_parent(const char *path);
+
+#endif

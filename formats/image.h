@@ -1,0 +1,92 @@
+/* image.h - image codecs: JPEG (libjpeg-turbo), PNG (libspng), BMP (stb_image) decode, and the
+ * encoders the sample generator and the per-image dataset sets use.
+ *
+ * Pixels are always 8-bit, interleaved HWC, rows packed (stride = width * channels), with 1 (gray)
+ * or 3 (RGB) channels. Decoding converts every source layout to the channel count asked for:
+ * gray -> RGB by replication, RGB -> gray by ITU-R 601 luma (JPEG: the decoder's own Y channel),
+ * alpha is dropped (not composited), 16-bit samples keep their high byte, CMYK/YCCK JPEGs are
+ * converted to RGB with the same arithmetic as Pillow's CMYK->RGB conversion.
+ *
+ * All functions are thread-safe on distinct objects; none keeps global state.
+ */
+#ifndef FMT_IMAGE_H
+#define FMT_IMAGE_H
+
+#include "fmt.h"
+
+typedef enum {
+    FMT_IMG_UNKNOWN = 0,
+    FMT_IMG_JPEG,
+    FMT_IMG_PNG,
+    FMT_IMG_BMP
+} fmt_image_type;
+
+/* Limits against decompression bombs, checked from the header before any pixel allocation.
+ * A zero field means the default. */
+typedef struct {
+    uint32_t max_side;      /* default FMT_DEFAULT_MAX_SIDE */
+    uint64_t max_pixels;    /* width * height; default FMT_DEFAULT_MAX_PIXELS */
+} fmt_limits;
+
+#define FMT_DEFAULT_MAX_SIDE   32768u
+#define FMT_DEFAULT_MAX_PIXELS 178956970ull   /* Pillow's hard limit (2 x MAX_IMAGE_PIXELS) */
+
+typedef struct {
+    uint8_t *pixels;        /* HWC; owned by the image, released by fmt_image_free */
+    uint32_t width, height;
+    uint32_t channels;      /* 1 or 3 */
+} fmt_image;
+
+typedef struct {
+    fmt_image_type type;
+    uint32_t width, height; /* as stored in the file */
+    uint32_t channels;      /* channels in the file: 1 gray, 2 gray+alpha, 3, 4 (RGBA or CMYK) */
+} fmt_image_info;
+
+typedef struct {
+    uint32_t channels;      /* 1 or 3 */
+    /* Shrink-on-load: when both are non-zero, a JPEG is decoded at the smallest DCT scale
+     * (1/8, 1/4, 1/2, else full) whose output is still >= min_width x min_height. Other formats
+     * ignore them. With zeros the image is decoded at full size. */
+    uint32_t min_width, min_height;
+    fmt_limits limits;
+} fmt_decode_opts;
+
+/* Identify the format by its magic bytes (FMT_IMG_UNKNOWN if none matches). */
+fmt_image_type fmt_image_sniff(const void *buf, size_t len);
+const char *fmt_image_type_name(fmt_image_type t);   /* "jpeg", "png", "bmp", "unknown" */
+
+/* Read only the header: format, size and channels. Cheap; used by --dry-run and limits.
+ * Errors: FMT_EEMPTY, FMT_EFORMAT, FMT_ETRUNC, FMT_ECORRUPT, FMT_EUNSUPPORTED. */
+int fmt_image_probe(const void *buf, size_t len, fmt_image_info *info, fmt_msg *msg);
+
+/* Decode buf into out (out->pixels newly malloc'd; on error out is zeroed and owns nothing).
+ * Truncated or corrupt data is an error, never a partially gray image: libjpeg's "corrupt data"
+ * warnings are treated as errors, PNG CRCs are checked, a BMP shorter than its header claims is
+ * refused. Errors: those of probe, plus FMT_ETOOBIG (limits), ENOMEM. */
+int fmt_image_decode(const void *buf, size_t len, const fmt_decode_opts *opts, fmt_image *out,
+                     fmt_msg *msg);
+
+/* Allocate an image of the given geometry (pixels uninitialised). Returns 0 or ENOMEM/FMT_EINVAL. */
+int fmt_image_alloc(fmt_image *img, uint32_t width, uint32_t height, uint32_t channels);
+
+/* Release img->pixels and zero img. Accepts a zeroed image. */
+void fmt_image_free(fmt_image *img);
+
+/* Encoders: *out is malloc'd (caller frees), *out_len its length. */
+typedef struct {
+    int quality;            /* 1..100; default (0) 90 */
+    int progressive;        /* non-zero: progressive scan script */
+    int restart_rows;       /* non-zero: a restart marker every this many MCU rows */
+    int subsampling;        /* 444, 422 or 420 (default 420); ignored for gray */
+    int cmyk;               /* non-zero: write a 4-channel Adobe CMYK JPEG from the RGB pixels
+                             * (C = 255 - R, ..., K = 0), for decoder tests */
+} fmt_jpeg_opts;
+
+int fmt_jpeg_encode(const fmt_image *img, const fmt_jpeg_opts *opts, uint8_t **out, size_t *out_len);
+/* level 0 = stored (no compression), as in PNG-0 sets; 1..9 zlib levels. */
+int fmt_png_encode(const fmt_image *img, int level, uint8_t **out, size_t *out_len);
+/* 24-bit (RGB) or 8-bit gray-palette (gray) bottom-up BMP. */
+int fmt_bmp_encode(const fmt_image *img, uint8_t **out, size_t *out_len);
+
+#endif

@@ -1,0 +1,122 @@
+/* raw.h - the raw shard format (spec: formats/raw.md): a streaming writer and an mmap reader.
+ *
+ * Thread-safety: a writer is used by one thread at a time. A reader (fmt_raw_shard) is immutable
+ * after fmt_raw_open and may be shared by any number of threads.
+ */
+#ifndef FMT_RAW_H
+#define FMT_RAW_H
+
+#include "fmt.h"
+
+#define FMT_RAW_HEADER_SIZE 256u
+#define FMT_RAW_ENTRY_SIZE 64u
+#define FMT_RAW_DEFAULT_ALIGN 4096u
+#define FMT_RAW_FLAG_FIXED 1u
+#define FMT_RAW_ENTRY_AUX 1u
+
+/* What the writer is told about a sample; hash and channel sums are computed by the caller (in
+ * parallel workers) with fmt_hash64 / fmt_pixel_sums, so the writer thread only copies bytes. */
+typedef struct {
+    uint32_t height, width, channels;
+    int32_t label;
+    uint64_t source;
+    uint64_t hash;              /* fmt_hash64 of the pixels */
+    uint64_t sum[3], sumsq[3];  /* fmt_pixel_sums of the pixels */
+    const void *aux;            /* optional aux record (copied), NULL if none */
+    uint32_t aux_len;
+} fmt_sample_meta;
+
+/* Per-channel sums of pixel values and of their squares, added to sum[] / sumsq[]. */
+void fmt_pixel_sums(const uint8_t *pixels, size_t npixels, uint32_t channels,
+                    uint64_t sum[3], uint64_t sumsq[3]);
+
+/* A shard's header, decoded. */
+typedef struct {
+    uint16_t version_major, version_minor;
+    uint64_t sample_count, first_index;
+    uint64_t index_offset, aux_offset, aux_size, file_size;
+    uint32_t align, flags;
+    uint32_t fixed_height, fixed_width, fixed_channels;
+    uint64_t stride;
+    uint64_t fingerprint, input_end;
+    uint64_t channel_sum[3], channel_sumsq[3];
+    uint64_t index_hash, header_hash;
+} fmt_raw_header;
+
+/* One index entry, decoded. */
+typedef struct {
+    uint64_t offset, length, hash;
+    int32_t label;
+    uint32_t height, width, channels;
+    uint32_t flags;
+    uint64_t source;
+    uint64_t aux_off;
+    uint32_t aux_len;
+} fmt_raw_entry;
+
+/* ---- writing ---- */
+
+typedef struct fmt_raw_writer fmt_raw_writer;
+
+typedef struct {
+    uint32_t align;             /* 0 = FMT_RAW_DEFAULT_ALIGN; else a power of two in 64..1 MiB */
+    uint64_t first_index;
+    uint64_t fingerprint;
+} fmt_raw_writer_opts;
+
+/* Start a shard that will be named path; bytes go to "path.tmp" (created or truncated). */
+int fmt_raw_writer_open(fmt_raw_writer **w, const char *path, const fmt_raw_writer_opts *opts);
+
+/* Append one sample (pixels: m->height * m->width * m->channels bytes). On an I/O error (ENOSPC,
+ * EIO, ...) the writer enters a failed state: later calls return FMT_ESTATE; abort it. */
+int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *pixels);
+
+/* Samples added so far, and the size the file would have if finished now (bounds --shard-size). */
+uint64_t fmt_raw_writer_count(const fmt_raw_writer *w);
+uint64_t fmt_raw_writer_size(const fmt_raw_writer *w);
+
+/* Bytes one sample adds to a shard: payload rounded up to align, plus its index entry. */
+uint64_t fmt_raw_sample_cost(uint64_t payload_len, uint32_t aux_len, uint32_t align);
+
+/* Write index, aux area and header, fsync, rename path.tmp -> path, fsync the directory, free w.
+ * input_end is stored in the header. On success *hdr (if not NULL) receives the final header.
+ * On failure the temp file is removed and w is freed all the same. */
+int fmt_raw_writer_finish(fmt_raw_writer *w, uint64_t input_end, fmt_raw_header *hdr);
+
+/* Drop an unfinished shard: remove path.tmp, free w. Accepts NULL. */
+void fmt_raw_writer_abort(fmt_raw_writer *w);
+
+/* ---- reading ---- */
+
+typedef struct fmt_raw_shard fmt_raw_shard;
+
+/* Map path read-only and validate header and index as formats/raw.md says (no payload hashing).
+ * Errors: errno values, FMT_ETRUNC, FMT_ECORRUPT, FMT_EVERSION, FMT_EHASH (header or index hash),
+ * FMT_EFORMAT (bad magic); msg says which check failed. */
+int fmt_raw_open(fmt_raw_shard **s, const char *path, fmt_msg *msg);
+void fmt_raw_close(fmt_raw_shard *s);                       /* accepts NULL */
+
+const fmt_raw_header *fmt_raw_get_header(const fmt_raw_shard *s);   /* valid until close */
+uint64_t fmt_raw_count(const fmt_raw_shard *s);
+
+/* Entry i (i < count) decoded into *e. */
+void fmt_raw_get_entry(const fmt_raw_shard *s, uint64_t i, fmt_raw_entry *e);
+
+/* Pointer to sample i's pixels inside the mapping: read-only, valid until fmt_raw_close. */
+const uint8_t *fmt_raw_pixels(const fmt_raw_shard *s, uint64_t i);
+
+/* Sample i's aux record (NULL, 0 if none): inside the mapping, valid until fmt_raw_close. */
+const uint8_t *fmt_raw_aux(const fmt_raw_shard *s, uint64_t i, uint32_t *len);
+
+/* Re-hash sample i's pixels: 0 if they match the index, FMT_EHASH if not. */
+int fmt_raw_check_sample(const fmt_raw_shard *s, uint64_t i);
+
+/* The file descriptor the shard is mapped from (for pread / O_DIRECT paths), and the mapping. */
+int fmt_raw_fd(const fmt_raw_shard *s);
+const uint8_t *fmt_raw_base(const fmt_raw_shard *s);
+
+/* Pure header/entry codecs (exposed for tests and fuzzing). */
+void fmt_raw_encode_header(const fmt_raw_header *h, uint8_t out[FMT_RAW_HEADER_SIZE]);
+int fmt_raw_decode_header(const uint8_t in[FMT_RAW_HEADER_SIZE], fmt_raw_header *h, fmt_msg *msg);
+
+#endif

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Install what shardc needs from Debian's packages. Idempotent: packages already present are
+# skipped, and nothing runs apt when all are there.
+#   scripts/deps.sh            build + test dependencies
+#   scripts/deps.sh --bench    also the benchmark extras (Pillow, gnuplot)
+#   scripts/deps.sh --check    exit 1 (listing them) if any build/test dependency is missing
+set -euo pipefail
+
+build_pkgs=(
+  build-essential pkg-config
+  libjpeg62-turbo-dev libjpeg-turbo-progs  # JPEG codec (libjpeg API) and djpeg, the test reference
+  libspng-dev libpng-dev                   # PNG: libspng decodes, libpng is the second decoder in tests
+  libstb-dev                               # stb_image (BMP) and stb_image_resize
+  libswscale-dev libavutil-dev             # resize
+  libxxhash-dev                            # XXH3 sample hashes
+  libjansson-dev                           # manifest.json
+  check                                    # unit tests
+  python3 python3-pil                      # Pillow: the reference decoder of the pixel tests
+  libhdf5-dev hdf5-tools liblmdb-dev lmdb-utils  # HDF5 / LMDB backends
+)
+bench_pkgs=(python3-numpy python3-h5py gnuplot-nox)
+
+want=("${build_pkgs[@]}")
+mode=install
+for a in "$@"; do
+  case "$a" in
+    --bench) want+=("${bench_pkgs[@]}") ;;
+    --check) mode=check ;;
+    *) echo "usage: scripts/deps.sh [--bench] [--check]" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${want[@]}"; do
+  st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [ "$st" = installed ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$mode" = check ]; then
+  echo "missing packages: ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "scripts/deps.sh: installing ${missing[*]}" >&2
+sudo=
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "scripts/deps.sh: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

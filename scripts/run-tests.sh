@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Run test programs and print one closing line: "tests: N passed, N failed".
+#   scripts/run-tests.sh unit BIN...     check suites (each prints its own per-test results)
+#   scripts/run-tests.sh e2e SCRIPT...   shell end-to-end tests (exit 0 = pass, 77 = skipped)
+set -u
+kind=$1; shift
+pass=0; fail=0; skip=0; failed=()
+for t in "$@"; do
+  echo "== $t"
+  if [ "$kind" = unit ]; then "$t"; else bash "$t"; fi
+  rc=$?
+  if [ $rc -eq 0 ]; then pass=$((pass+1))
+  elif [ $rc -eq 77 ]; then skip=$((skip+1)); echo "   (skipped)"
+  else fail=$((fail+1)); failed+=("$t"); fi
+done
+[ $fail -gt 0 ] && printf 'FAILED: %s\n' "${failed[@]}"
+echo "$kind: $pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]
