@@ -40,7 +40,8 @@ typedef struct {
 typedef struct {
     fmt_image_type type;
     uint32_t width, height; /* as stored in the file */
-    uint32_t channels;      /* channels in the file: 1 gray, 2 gray+alpha, 3, 4 (RGBA or CMYK) */
+    uint32_t channels;      /* channels in the file: 1 gray, 2 gray+alpha, 3, 4 (RGBA or CMYK);
+                             * palette images (PNG, BMP) report 3, 32-bit BMPs 4 */
 } fmt_image_info;
 
 typedef struct {
@@ -57,13 +58,17 @@ fmt_image_type fmt_image_sniff(const void *buf, size_t len);
 const char *fmt_image_type_name(fmt_image_type t);   /* "jpeg", "png", "bmp", "unknown" */
 
 /* Read only the header: format, size and channels. Cheap; used by --dry-run and limits.
+ * Reports the size as stored, without applying any limit.
  * Errors: FMT_EEMPTY, FMT_EFORMAT, FMT_ETRUNC, FMT_ECORRUPT, FMT_EUNSUPPORTED. */
 int fmt_image_probe(const void *buf, size_t len, fmt_image_info *info, fmt_msg *msg);
 
 /* Decode buf into out (out->pixels newly malloc'd; on error out is zeroed and owns nothing).
  * Truncated or corrupt data is an error, never a partially gray image: libjpeg's "corrupt data"
- * warnings are treated as errors, PNG CRCs are checked, a BMP shorter than its header claims is
- * refused. Errors: those of probe, plus FMT_ETOOBIG (limits), ENOMEM. */
+ * warnings are treated as errors and a JPEG is read up to EOI, PNG CRCs are checked and a PNG is
+ * read up to IEND, a BMP shorter than its header claims is refused. A JPEG may also be refused
+ * for more than 500 scans (FMT_ECORRUPT) or needing more than 2 GiB inside libjpeg (FMT_ETOOBIG).
+ * opts NULL: 3 channels, full size, default limits. msg is cleared first.
+ * Errors: those of probe, plus FMT_ETOOBIG (limits), FMT_EINVAL (channels not 1 or 3), ENOMEM. */
 int fmt_image_decode(const void *buf, size_t len, const fmt_decode_opts *opts, fmt_image *out,
                      fmt_msg *msg);
 
@@ -73,18 +78,24 @@ int fmt_image_alloc(fmt_image *img, uint32_t width, uint32_t height, uint32_t ch
 /* Release img->pixels and zero img. Accepts a zeroed image. */
 void fmt_image_free(fmt_image *img);
 
-/* Encoders: *out is malloc'd (caller frees), *out_len its length. */
+/* Encoders: *out is malloc'd (caller frees), *out_len its length; on error *out is NULL.
+ * Return 0, FMT_EINVAL (bad image or options), FMT_ETOOBIG (beyond the format's size fields) or
+ * ENOMEM. */
 typedef struct {
     int quality;            /* 1..100; default (0) 90 */
     int progressive;        /* non-zero: progressive scan script */
     int restart_rows;       /* non-zero: a restart marker every this many MCU rows */
-    int subsampling;        /* 444, 422 or 420 (default 420); ignored for gray */
-    int cmyk;               /* non-zero: write a 4-channel Adobe CMYK JPEG from the RGB pixels
-                             * (C = 255 - R, ..., K = 0), for decoder tests */
+    int subsampling;        /* 444, 422 or 420 (default 420); ignored for gray and CMYK */
+    int cmyk;               /* for decoder tests: 1 writes a 4-channel Adobe CMYK JPEG, 2 an
+                             * Adobe YCCK one, from the RGB pixels with full gray component
+                             * replacement (K = 255 - max(R,G,B), C = 255 (max - R) / max, ...),
+                             * stored inverted as Adobe files are; decoding gives back about the
+                             * same RGB. Subsampling applies to YCCK only. */
 } fmt_jpeg_opts;
 
 int fmt_jpeg_encode(const fmt_image *img, const fmt_jpeg_opts *opts, uint8_t **out, size_t *out_len);
-/* level 0 = stored (no compression), as in PNG-0 sets; 1..9 zlib levels. */
+/* 8-bit RGB or gray. level 0 = stored (no compression, no row filters), as in PNG-0 sets;
+ * 1..9 zlib levels with spng's adaptive filtering. */
 int fmt_png_encode(const fmt_image *img, int level, uint8_t **out, size_t *out_len);
 /* 24-bit (RGB) or 8-bit gray-palette (gray) bottom-up BMP. */
 int fmt_bmp_encode(const fmt_image *img, uint8_t **out, size_t *out_len);

@@ -1,0 +1,458 @@
+/* jpeg.c - JPEG probe, decode and encode through the libjpeg API of libjpeg-turbo.
+ *
+ * Decoding uses libjpeg's defaults (JDCT_ISLOW, fancy upsampling), so a full-size decode equals
+ * `djpeg -ppm` and Pillow byte for byte. libjpeg reports trouble in two ways: error_exit for fatal
+ * errors and emit_message(-1) for "corrupt data" warnings, after which it carries on and fills the
+ * rest of the image with gray. Both longjmp out here: a warning fails the decode, so a damaged file
+ * is refused instead of stored half gray.
+ *
+ * setjmp discipline: each setjmp lives in a small *_run function whose state is entirely in a
+ * struct owned by its caller, so nothing read after the longjmp is an automatic variable of the
+ * function that called setjmp (whose values would be indeterminate). The caller releases what
+ * the struct holds, whichever way *_run returned.
+ */
+#include "codec.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdio.h> /* jpeglib.h needs FILE */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jerror.h>
+#include <jpeglib.h>
+
+/* libjpeg's own memory cap (used for the whole-image coefficient buffers of progressive and
+ * multi-scan files, the allocations a small hostile file can make large). Above what any image
+ * within the default pixel limit needs: 4 full-resolution components of 178956970 pixels at 2
+ * bytes per coefficient is 1.43 GB. */
+#define JPEG_MAX_MEMORY (2048L * 1024 * 1024)
+/* A progressive file may hold any number of scans, each a full pass over the coefficients: a CPU
+ * bomb. Real encoders write about 10; libjpeg-turbo's own fuzzers stop at 500. */
+#define JPEG_MAX_SCANS 500
+#define JPEG_FIRST_BUFFER_MAX (64u * 1024 * 1024) /* encoder output, before it grows */
+
+struct jpeg_err {
+    struct jpeg_error_mgr pub; /* first: libjpeg sees a struct jpeg_error_mgr * */
+    jmp_buf jump;
+    int rc;
+    char text[JMSG_LENGTH_MAX];
+};
+
+/* libjpeg's message for the current msg_code, with a lowercase first letter (our style). */
+static void jerr_output_message(j_common_ptr cinfo)
+{
+    struct jpeg_err *e = (struct jpeg_err *)cinfo->err;
+    e->pub.format_message(cinfo, e->text);
+    if (e->text[0] >= 'A' && e->text[0] <= 'Z' && !(e->text[1] >= 'A' && e->text[1] <= 'Z'))
+        e->text[0] = (char)(e->text[0] - 'A' + 'a');
+}
+
+static int jerr_rc(int code)
+{
+    switch (code) {
+    case JERR_OUT_OF_MEMORY:
+        return ENOMEM;
+    case JERR_NO_BACKING_STORE: /* the memory cap above was reached */
+    case JERR_IMAGE_TOO_BIG:
+    case JERR_WIDTH_OVERFLOW:
+        return FMT_ETOOBIG;
+    case JERR_BAD_PRECISION:
+    case JERR_CONVERSION_NOTIMPL:
+    case JERR_SOF_UNSUPPORTED:
+    case JERR_NOT_COMPILED:
+    case JERR_ARITH_NOTIMPL:
+        return FMT_EUNSUPPORTED;
+    case JERR_INPUT_EMPTY:
+    case JERR_INPUT_EOF:
+        return FMT_ETRUNC;
+    default:
+        return FMT_ECORRUPT;
+    }
+}
+
+static void jerr_error_exit(j_common_ptr cinfo)
+{
+    struct jpeg_err *e = (struct jpeg_err *)cinfo->err;
+    jerr_output_message(cinfo);
+    if (e->pub.msg_code == JERR_NO_BACKING_STORE)
+        snprintf(e->text, sizeof e->text, "JPEG needs more than %ld MiB to decode",
+                 JPEG_MAX_MEMORY / (1024 * 1024));
+    e->rc = jerr_rc(e->pub.msg_code);
+    longjmp(e->jump, 1);
+}
+
+static void jerr_emit_message(j_common_ptr cinfo, int msg_level)
+{
+    struct jpeg_err *e = (struct jpeg_err *)cinfo->err;
+    if (msg_level >= 0) /* trace messages */
+        return;
+    e->pub.num_warnings++;
+    /* The one warning that says nothing about the pixels: a JFIF header from a newer revision. */
+    if (e->pub.msg_code == JWRN_JFIF_MAJOR)
+        return;
+    jerr_output_message(cinfo);
+    e->rc = e->pub.msg_code == JWRN_JPEG_EOF ? FMT_ETRUNC : FMT_ECORRUPT;
+    longjmp(e->jump, 1);
+}
+
+static void jerr_init(struct jpeg_err *e)
+{
+    memset(e, 0, sizeof *e);
+    jpeg_std_error(&e->pub);
+    e->pub.error_exit = jerr_error_exit;
+    e->pub.emit_message = jerr_emit_message;
+    e->pub.output_message = jerr_output_message;
+}
+
+static void jpeg_progress(j_common_ptr cinfo)
+{
+    if (!cinfo->is_decompressor)
+        return;
+    j_decompress_ptr d = (j_decompress_ptr)cinfo;
+    if (d->input_scan_number > JPEG_MAX_SCANS) {
+        struct jpeg_err *e = (struct jpeg_err *)cinfo->err;
+        snprintf(e->text, sizeof e->text, "JPEG has more than %d scans", JPEG_MAX_SCANS);
+        e->rc = FMT_ECORRUPT;
+        longjmp(e->jump, 1);
+    }
+}
+
+/* ---- decoding ---- */
+
+struct jpeg_dec {
+    struct jpeg_decompress_struct cinfo;
+    struct jpeg_err err;
+    struct jpeg_progress_mgr progress;
+    int created;
+    uint8_t *row; /* one CMYK output row */
+};
+
+/* Adobe CMYK as Pillow decodes it: Pillow reads every 4-component JPEG as "CMYK;I" (Adobe's
+ * inverted polarity: ink = 255 - stored), then converts CMYK to RGB as in Pillow 9.4 Convert.c
+ * cmyk2rgb: R = nk - MULDIV255(C, nk), nk = 255 - K, MULDIV255(a, b) = (t + (t >> 8)) >> 8 with
+ * t = a * b + 128. In stored values: nk = K', C = 255 - C'. */
+static void cmyk_inverted_to_rgb(const uint8_t *src, uint8_t *dst, size_t npix)
+{
+    for (size_t i = 0; i < npix; i++, src += 4, dst += 3) {
+        uint32_t nk = src[3];
+        for (int c = 0; c < 3; c++) {
+            uint32_t t = (255u - src[c]) * nk + 128u;
+            dst[c] = (uint8_t)(nk - ((t + (t >> 8)) >> 8)); /* <= nk: never negative */
+        }
+    }
+}
+
+static void cmyk_inverted_to_gray(const uint8_t *src, uint8_t *dst, size_t npix)
+{
+    for (size_t i = 0; i < npix; i++) {
+        uint8_t rgb[3];
+        cmyk_inverted_to_rgb(src + 4 * i, rgb, 1);
+        dst[i] = fmt_luma(rgb[0], rgb[1], rgb[2]);
+    }
+}
+
+static void jpeg_dec_init(struct jpeg_dec *d)
+{
+    memset(d, 0, sizeof *d);
+    jerr_init(&d->err);
+    d->cinfo.err = &d->err.pub;
+}
+
+/* jpeg_create_decompress, jpeg_mem_src, jpeg_read_header. Only called from a *_run function that
+ * has called setjmp(d->err.jump). */
+static void jpeg_dec_header(struct jpeg_dec *d, const uint8_t *buf, size_t len)
+{
+    jpeg_create_decompress(&d->cinfo);
+    d->created = 1;
+    d->cinfo.mem->max_memory_to_use = JPEG_MAX_MEMORY;
+    d->progress.progress_monitor = jpeg_progress;
+    d->cinfo.progress = &d->progress;
+    jpeg_mem_src(&d->cinfo, buf, (unsigned long)len);
+    jpeg_read_header(&d->cinfo, TRUE);
+}
+
+static void jpeg_dec_release(struct jpeg_dec *d, int rc, fmt_msg *msg)
+{
+    if (d->created)
+        jpeg_destroy_decompress(&d->cinfo);
+    free(d->row);
+    d->row = NULL;
+    if (rc && d->err.text[0])
+        fmt_fail(msg, rc, "%s", d->err.text);
+}
+
+static int jpeg_probe_run(struct jpeg_dec *d, const uint8_t *buf, size_t len,
+                          fmt_image_info *info)
+{
+    if (setjmp(d->err.jump))
+        return d->err.rc;
+    jpeg_dec_header(d, buf, len);
+    info->width = d->cinfo.image_width;
+    info->height = d->cinfo.image_height;
+    info->channels = (uint32_t)d->cinfo.num_components;
+    return 0;
+}
+
+int fmt_jpeg_probe(const uint8_t *buf, size_t len, fmt_image_info *info, fmt_msg *msg)
+{
+    struct jpeg_dec d;
+    jpeg_dec_init(&d);
+    int rc = jpeg_probe_run(&d, buf, len, info);
+    jpeg_dec_release(&d, rc, msg);
+    return rc;
+}
+
+/* Shrink-on-load: the smallest DCT scale (1/8, 1/4, 1/2) whose output still covers min_w x min_h
+ * on both axes, else full size. Leaves the output dimensions computed. */
+static void jpeg_pick_scale(j_decompress_ptr cinfo, uint32_t min_w, uint32_t min_h)
+{
+    static const unsigned denoms[] = {8, 4, 2};
+    if (min_w && min_h) {
+        for (size_t i = 0; i < sizeof denoms / sizeof denoms[0]; i++) {
+            cinfo->scale_num = 1;
+            cinfo->scale_denom = denoms[i];
+            jpeg_calc_output_dimensions(cinfo);
+            if (cinfo->output_width >= min_w && cinfo->output_height >= min_h)
+                return;
+        }
+    }
+    cinfo->scale_num = 1;
+    cinfo->scale_denom = 1;
+    jpeg_calc_output_dimensions(cinfo);
+}
+
+static int jpeg_decode_run(struct jpeg_dec *d, const uint8_t *buf, size_t len,
+                           const fmt_decode_opts *opts, fmt_image *out, fmt_msg *msg)
+{
+    if (setjmp(d->err.jump))
+        return d->err.rc;
+    jpeg_dec_header(d, buf, len);
+    j_decompress_ptr cinfo = &d->cinfo;
+
+    int rc = fmt_limits_check(&opts->limits, cinfo->image_width, cinfo->image_height, msg);
+    if (rc)
+        return rc;
+    /* libjpeg assumes CMYK for every 4-component file (YCCK when the Adobe marker says so) and
+     * converts YCCK to CMYK itself; CMYK to RGB is ours, the way Pillow does it. */
+    int cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
+    if (cmyk)
+        cinfo->out_color_space = JCS_CMYK;
+    else
+        cinfo->out_color_space = opts->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_pick_scale(cinfo, opts->min_width, opts->min_height);
+    jpeg_start_decompress(cinfo);
+
+    rc = fmt_image_alloc(out, cinfo->output_width, cinfo->output_height, opts->channels);
+    if (rc)
+        return fmt_fail(msg, rc, "cannot allocate %ux%u image", cinfo->output_width,
+                        cinfo->output_height);
+    size_t stride = (size_t)out->width * out->channels;
+    if (cmyk) {
+        d->row = malloc((size_t)out->width * 4);
+        if (!d->row)
+            return fmt_fail(msg, ENOMEM, "cannot allocate a JPEG row");
+    }
+    while (cinfo->output_scanline < cinfo->output_height) {
+        uint8_t *dst = out->pixels + (size_t)cinfo->output_scanline * stride;
+        JSAMPROW row = cmyk ? d->row : dst;
+        if (jpeg_read_scanlines(cinfo, &row, 1) != 1)
+            return fmt_fail(msg, FMT_ECORRUPT, "JPEG decoder returned no scanline");
+        if (cmyk && out->channels == 3)
+            cmyk_inverted_to_rgb(d->row, dst, out->width);
+        else if (cmyk)
+            cmyk_inverted_to_gray(d->row, dst, out->width);
+    }
+    /* Reads up to EOI, so damage after the last scanline still counts. */
+    jpeg_finish_decompress(cinfo);
+    return 0;
+}
+
+int fmt_jpeg_decode(const uint8_t *buf, size_t len, const fmt_decode_opts *opts, fmt_image *out,
+                    fmt_msg *msg)
+{
+    struct jpeg_dec d;
+    jpeg_dec_init(&d);
+    int rc = jpeg_decode_run(&d, buf, len, opts, out, msg);
+    jpeg_dec_release(&d, rc, msg);
+    if (rc)
+        fmt_image_free(out);
+    return rc;
+}
+
+/* ---- encoding ---- */
+
+/* Destination manager writing into a malloc'd buffer that grows by doubling. jpeg_mem_dest would
+ * do the same, but after an error its current buffer is out of our reach (it only stores it to
+ * the caller's pointer at the end), so an error path would leak it. */
+struct mem_dest {
+    struct jpeg_destination_mgr pub; /* first: libjpeg sees a struct jpeg_destination_mgr * */
+    uint8_t *buf;
+    size_t cap;
+    size_t len;
+};
+
+static void mem_dest_init(j_compress_ptr cinfo)
+{
+    struct mem_dest *m = (struct mem_dest *)cinfo->dest;
+    m->pub.next_output_byte = m->buf;
+    m->pub.free_in_buffer = m->cap;
+}
+
+static boolean mem_dest_empty(j_compress_ptr cinfo)
+{
+    /* Called when the whole buffer is full. */
+    struct mem_dest *m = (struct mem_dest *)cinfo->dest;
+    size_t ncap = m->cap * 2;
+    uint8_t *p = ncap > m->cap ? realloc(m->buf, ncap) : NULL;
+    if (!p)
+        ERREXIT1(cinfo, JERR_OUT_OF_MEMORY, 0);
+    m->buf = p;
+    m->pub.next_output_byte = p + m->cap;
+    m->pub.free_in_buffer = ncap - m->cap;
+    m->cap = ncap;
+    return TRUE;
+}
+
+static void mem_dest_term(j_compress_ptr cinfo)
+{
+    struct mem_dest *m = (struct mem_dest *)cinfo->dest;
+    m->len = m->cap - m->pub.free_in_buffer;
+}
+
+struct jpeg_enc {
+    struct jpeg_compress_struct cinfo;
+    struct jpeg_err err;
+    struct mem_dest dest;
+    int created;
+    uint8_t *row; /* one CMYK input row */
+};
+
+/* RGB to the Adobe (inverted) CMYK that cmyk_inverted_to_rgb turns back into about the same RGB,
+ * with full gray component replacement so that K varies and the decoder's K arithmetic is
+ * exercised: K = 255 - max(R, G, B), C = 255 * (max - R) / max (0 for black), stored inverted
+ * (C' = 255 - C, K' = 255 - K = max). */
+static void rgb_to_cmyk_inverted(const fmt_image *img, uint32_t y, uint8_t *dst)
+{
+    const uint8_t *src = img->pixels + (size_t)y * img->width * img->channels;
+    for (uint32_t x = 0; x < img->width; x++, dst += 4) {
+        uint32_t rgb[3];
+        for (int c = 0; c < 3; c++)
+            rgb[c] = src[(size_t)x * img->channels + (img->channels == 3 ? (size_t)c : 0)];
+        uint32_t mx = rgb[0] > rgb[1] ? rgb[0] : rgb[1];
+        mx = mx > rgb[2] ? mx : rgb[2];
+        for (int c = 0; c < 3; c++) {
+            uint32_t ink = mx ? (255u * (mx - rgb[c]) + mx / 2) / mx : 0;
+            dst[c] = (uint8_t)(255u - ink);
+        }
+        dst[3] = (uint8_t)mx;
+    }
+}
+
+static int jpeg_encode_run(struct jpeg_enc *e, const fmt_image *img, const fmt_jpeg_opts *o,
+                           int quality, int subsampling)
+{
+    if (setjmp(e->err.jump))
+        return e->err.rc;
+    j_compress_ptr cinfo = &e->cinfo;
+    jpeg_create_compress(cinfo);
+    e->created = 1;
+
+    /* A first guess that fits most outputs, so that the buffer rarely grows. */
+    e->dest.cap = (size_t)img->width * img->height * img->channels / 4 + 4096;
+    if (e->dest.cap > JPEG_FIRST_BUFFER_MAX)
+        e->dest.cap = JPEG_FIRST_BUFFER_MAX;
+    e->dest.buf = malloc(e->dest.cap);
+    if (!e->dest.buf)
+        return ENOMEM;
+    e->dest.pub.init_destination = mem_dest_init;
+    e->dest.pub.empty_output_buffer = mem_dest_empty;
+    e->dest.pub.term_destination = mem_dest_term;
+    cinfo->dest = &e->dest.pub;
+
+    cinfo->image_width = img->width;
+    cinfo->image_height = img->height;
+    if (o->cmyk) {
+        cinfo->input_components = 4;
+        cinfo->in_color_space = JCS_CMYK;
+    } else {
+        cinfo->input_components = (int)img->channels;
+        cinfo->in_color_space = img->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    }
+    jpeg_set_defaults(cinfo);
+    if (o->cmyk) /* libjpeg writes the Adobe marker for both */
+        jpeg_set_colorspace(cinfo, o->cmyk == 2 ? JCS_YCCK : JCS_CMYK);
+    jpeg_set_quality(cinfo, quality, TRUE);
+
+    if (cinfo->jpeg_color_space == JCS_YCbCr || cinfo->jpeg_color_space == JCS_YCCK) {
+        int h = subsampling == 444 ? 1 : 2, v = subsampling == 420 ? 2 : 1;
+        cinfo->comp_info[0].h_samp_factor = h;
+        cinfo->comp_info[0].v_samp_factor = v;
+        for (int c = 1; c < cinfo->num_components; c++) {
+            /* YCCK: K is sampled like Y, the chroma pair at the lowest rate */
+            int full = cinfo->jpeg_color_space == JCS_YCCK && c == 3;
+            cinfo->comp_info[c].h_samp_factor = full ? h : 1;
+            cinfo->comp_info[c].v_samp_factor = full ? v : 1;
+        }
+    }
+    if (o->progressive)
+        jpeg_simple_progression(cinfo);
+    cinfo->restart_in_rows = o->restart_rows;
+
+    jpeg_start_compress(cinfo, TRUE);
+    if (o->cmyk) {
+        e->row = malloc((size_t)img->width * 4);
+        if (!e->row)
+            return ENOMEM;
+    }
+    size_t stride = (size_t)img->width * img->channels;
+    while (cinfo->next_scanline < cinfo->image_height) {
+        JSAMPROW row;
+        if (o->cmyk) {
+            rgb_to_cmyk_inverted(img, cinfo->next_scanline, e->row);
+            row = e->row;
+        } else {
+            row = img->pixels + (size_t)cinfo->next_scanline * stride;
+        }
+        jpeg_write_scanlines(cinfo, &row, 1);
+    }
+    jpeg_finish_compress(cinfo);
+    return 0;
+}
+
+int fmt_jpeg_encode(const fmt_image *img, const fmt_jpeg_opts *opts, uint8_t **out, size_t *out_len)
+{
+    if (!out || !out_len)
+        return FMT_EINVAL;
+    *out = NULL;
+    *out_len = 0;
+    fmt_jpeg_opts o = {0};
+    if (opts)
+        o = *opts;
+    int quality = o.quality ? o.quality : 90;
+    int subsampling = o.subsampling ? o.subsampling : 420;
+    if (!img || !img->pixels || img->width == 0 || img->height == 0 ||
+        (img->channels != 1 && img->channels != 3) || quality < 1 || quality > 100 ||
+        (subsampling != 444 && subsampling != 422 && subsampling != 420) || o.restart_rows < 0 ||
+        o.cmyk < 0 || o.cmyk > 2)
+        return FMT_EINVAL;
+    if (img->width > JPEG_MAX_DIMENSION || img->height > JPEG_MAX_DIMENSION)
+        return FMT_ETOOBIG;
+
+    struct jpeg_enc e;
+    memset(&e, 0, sizeof e);
+    jerr_init(&e.err);
+    e.cinfo.err = &e.err.pub;
+    int rc = jpeg_encode_run(&e, img, &o, quality, subsampling);
+    if (e.created)
+        jpeg_destroy_compress(&e.cinfo);
+    free(e.row);
+    if (rc) {
+        free(e.dest.buf);
+        return rc;
+    }
+    uint8_t *shrunk = realloc(e.dest.buf, e.dest.len ? e.dest.len : 1);
+    *out = shrunk ? shrunk : e.dest.buf;
+    *out_len = e.dest.len;
+    return 0;
+}
