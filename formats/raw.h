@@ -11,6 +11,8 @@
 #define FMT_RAW_HEADER_SIZE 256u
 #define FMT_RAW_ENTRY_SIZE 64u
 #define FMT_RAW_DEFAULT_ALIGN 4096u
+#define FMT_RAW_MIN_ALIGN 256u          /* the header must fit in front of the first payload */
+#define FMT_RAW_MAX_ALIGN (1u << 20)
 #define FMT_RAW_FLAG_FIXED 1u
 #define FMT_RAW_ENTRY_AUX 1u
 
@@ -26,7 +28,8 @@ typedef struct {
     uint32_t aux_len;
 } fmt_sample_meta;
 
-/* Per-channel sums of pixel values and of their squares, added to sum[] / sumsq[]. */
+/* Per-channel sums of pixel values and of their squares, added to sum[] / sumsq[]. pixels holds
+ * npixels * channels bytes, channels 1..3 (HWC); entries c >= channels are left untouched. */
 void fmt_pixel_sums(const uint8_t *pixels, size_t npixels, uint32_t channels,
                     uint64_t sum[3], uint64_t sumsq[3]);
 
@@ -59,31 +62,40 @@ typedef struct {
 typedef struct fmt_raw_writer fmt_raw_writer;
 
 typedef struct {
-    uint32_t align;             /* 0 = FMT_RAW_DEFAULT_ALIGN; else a power of two in 64..1 MiB */
+    uint32_t align;             /* 0 = FMT_RAW_DEFAULT_ALIGN; else a power of two in 256..1 MiB */
     uint64_t first_index;
     uint64_t fingerprint;
 } fmt_raw_writer_opts;
 
-/* Start a shard that will be named path; bytes go to "path.tmp" (created or truncated). */
+/* Start a shard that will be named path; bytes go to "path.tmp" (created or truncated). opts may be
+ * NULL (defaults). Errors: FMT_EINVAL (bad align), errno values. The writer never prints. */
 int fmt_raw_writer_open(fmt_raw_writer **w, const char *path, const fmt_raw_writer_opts *opts);
 
-/* Append one sample (pixels: m->height * m->width * m->channels bytes). On an I/O error (ENOSPC,
- * EIO, ...) the writer enters a failed state: later calls return FMT_ESTATE; abort it. */
+/* Append one sample (pixels: m->height * m->width * m->channels bytes; m->aux is copied, m->aux_len
+ * bytes, none if aux is NULL or aux_len is 0). m->hash and m->sum/sumsq are stored as given.
+ * Bad metadata (channels not 1 or 3, zero height or width, label < -1, aux NULL with aux_len > 0)
+ * returns FMT_EINVAL, a shard that would pass 2^63 bytes FMT_ETOOBIG, a failed allocation ENOMEM;
+ * after these nothing was written and the writer stays usable. On an I/O error (ENOSPC, EIO, EFBIG,
+ * ...) the writer enters a failed state: later adds return FMT_ESTATE and finish returns the
+ * original error. */
 int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *pixels);
 
-/* Samples added so far, and the size the file would have if finished now (bounds --shard-size). */
+/* Samples added so far, and the size the file would have if finished now (bounds --shard-size):
+ * align + the sum of fmt_raw_sample_cost over the samples added. */
 uint64_t fmt_raw_writer_count(const fmt_raw_writer *w);
 uint64_t fmt_raw_writer_size(const fmt_raw_writer *w);
 
-/* Bytes one sample adds to a shard: payload rounded up to align, plus its index entry. */
+/* Bytes one sample adds to a shard: payload rounded up to align, plus its index entry and its aux
+ * record (aux_len). align 0 means FMT_RAW_DEFAULT_ALIGN. UINT64_MAX if the sum overflows. */
 uint64_t fmt_raw_sample_cost(uint64_t payload_len, uint32_t aux_len, uint32_t align);
 
 /* Write index, aux area and header, fsync, rename path.tmp -> path, fsync the directory, free w.
  * input_end is stored in the header. On success *hdr (if not NULL) receives the final header.
- * On failure the temp file is removed and w is freed all the same. */
+ * On failure the temp file is removed and w is freed all the same; the one exception is a failed
+ * directory fsync after the rename, which returns its error with the complete shard in place. */
 int fmt_raw_writer_finish(fmt_raw_writer *w, uint64_t input_end, fmt_raw_header *hdr);
 
-/* Drop an unfinished shard: remove path.tmp, free w. Accepts NULL. */
+/* Drop an unfinished shard: remove path.tmp, free w. Accepts NULL (also after a failed state). */
 void fmt_raw_writer_abort(fmt_raw_writer *w);
 
 /* ---- reading ---- */
@@ -91,31 +103,43 @@ void fmt_raw_writer_abort(fmt_raw_writer *w);
 typedef struct fmt_raw_shard fmt_raw_shard;
 
 /* Map path read-only and validate header and index as formats/raw.md says (no payload hashing).
- * Errors: errno values, FMT_ETRUNC, FMT_ECORRUPT, FMT_EVERSION, FMT_EHASH (header or index hash),
- * FMT_EFORMAT (bad magic); msg says which check failed. */
+ * Errors: errno values, FMT_ETRUNC (file shorter than 256 bytes or than file_size), FMT_ECORRUPT,
+ * FMT_EVERSION, FMT_EHASH (header or index hash), FMT_EFORMAT (bad magic); msg says which check
+ * failed. The whole file is mapped (MAP_SHARED, no access-pattern advice: madvise on
+ * fmt_raw_base is up to the caller); index entries are read from the mapping on demand, so an
+ * open shard costs no heap memory per sample. The file must not be modified while open. */
 int fmt_raw_open(fmt_raw_shard **s, const char *path, fmt_msg *msg);
 void fmt_raw_close(fmt_raw_shard *s);                       /* accepts NULL */
 
 const fmt_raw_header *fmt_raw_get_header(const fmt_raw_shard *s);   /* valid until close */
 uint64_t fmt_raw_count(const fmt_raw_shard *s);
 
-/* Entry i (i < count) decoded into *e. */
+/* Entry i decoded into *e. Precondition: i < fmt_raw_count(s) (asserted). */
 void fmt_raw_get_entry(const fmt_raw_shard *s, uint64_t i, fmt_raw_entry *e);
 
-/* Pointer to sample i's pixels inside the mapping: read-only, valid until fmt_raw_close. */
+/* Pointer to sample i's pixels (i < count) inside the mapping: read-only, valid until
+ * fmt_raw_close. The pointer is a multiple of align away from fmt_raw_base (page-aligned). */
 const uint8_t *fmt_raw_pixels(const fmt_raw_shard *s, uint64_t i);
 
 /* Sample i's aux record (NULL, 0 if none): inside the mapping, valid until fmt_raw_close. */
 const uint8_t *fmt_raw_aux(const fmt_raw_shard *s, uint64_t i, uint32_t *len);
 
-/* Re-hash sample i's pixels: 0 if they match the index, FMT_EHASH if not. */
+/* Re-hash sample i's pixels: 0 if they match the index, FMT_EHASH if not, FMT_EINVAL if
+ * i >= count. */
 int fmt_raw_check_sample(const fmt_raw_shard *s, uint64_t i);
 
 /* The file descriptor the shard is mapped from (for pread / O_DIRECT paths), and the mapping. */
 int fmt_raw_fd(const fmt_raw_shard *s);
 const uint8_t *fmt_raw_base(const fmt_raw_shard *s);
 
-/* Pure header/entry codecs (exposed for tests and fuzzing). */
+/* Pure header codecs (exposed for tests and fuzzing).
+ * encode writes every field of *h except header_hash, which it computes over bytes 0..247 and
+ * stores (the result is always a correctly hashed header); reserved bytes are zero.
+ * decode fills *h with what the bytes say (also on failure, as far as they could be read) and
+ * checks everything a header alone can tell, in this order: magic (FMT_EFORMAT), major version
+ * (FMT_EVERSION), header_hash (FMT_EHASH), then field consistency (FMT_ECORRUPT): header_size,
+ * align, index_offset, aux_offset and file_size arithmetic without overflow, fixed shape and
+ * stride when FIXED. It cannot compare file_size with a real file: fmt_raw_open does. */
 void fmt_raw_encode_header(const fmt_raw_header *h, uint8_t out[FMT_RAW_HEADER_SIZE]);
 int fmt_raw_decode_header(const uint8_t in[FMT_RAW_HEADER_SIZE], fmt_raw_header *h, fmt_msg *msg);
 
