@@ -1,0 +1,412 @@
+/* manifest.c - manifest.json through jansson. 64-bit hashes travel as 16-digit hex strings, since
+ * JSON numbers are doubles for most readers. */
+#include "manifest.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const mode_names[] = {"keep", "size", "short-side"};
+static const char *const fit_names[] = {"crop", "pad", "stretch"};
+
+const char *fmt_geom_mode_name(fmt_geom_mode m)
+{
+    return (unsigned)m < 3 ? mode_names[m] : "unknown";
+}
+
+const char *fmt_fit_name(fmt_fit f)
+{
+    return (unsigned)f < 3 ? fit_names[f] : "unknown";
+}
+
+int fmt_fit_parse(const char *s)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, fit_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int mode_parse(const char *s)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, mode_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static json_t *hex64(uint64_t v)
+{
+    char buf[17];
+    snprintf(buf, sizeof buf, "%016" PRIx64, v);
+    return json_string(buf);
+}
+
+static json_t *dbl_array(const double *v, uint32_t n)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < n; i++)
+        json_array_append_new(a, json_real(v[i]));
+    return a;
+}
+
+int fmt_manifest_dump(const fmt_manifest *m, char **out)
+{
+    *out = NULL;
+    json_t *root = json_object();
+    json_t *classes = json_array(), *shards = json_array();
+    if (!root || !classes || !shards)
+        goto nomem;
+    json_object_set_new(root, "format", json_string("shardc"));
+    json_object_set_new(root, "manifest_version", json_integer(FMT_MANIFEST_VERSION));
+    json_object_set_new(root, "backend", json_string(m->backend ? m->backend : "raw"));
+    json_object_set_new(root, "backend_version", json_integer(m->backend_version));
+    json_object_set_new(root, "tool", json_string(m->tool ? m->tool : ""));
+    json_object_set_new(root, "samples", json_integer((json_int_t)m->samples));
+    json_object_set_new(root, "inputs", json_integer((json_int_t)m->inputs));
+    json_object_set_new(root, "rejects", json_integer((json_int_t)m->rejects));
+    for (size_t i = 0; i < m->nclasses; i++)
+        json_array_append_new(classes, json_string(m->classes[i]));
+    json_object_set(root, "classes", classes);
+
+    json_t *g = json_object();
+    json_object_set_new(g, "mode", json_string(fmt_geom_mode_name(m->geom.mode)));
+    json_object_set_new(g, "fit", json_string(fmt_fit_name(m->geom.fit)));
+    json_object_set_new(g, "width", json_integer(m->geom.width));
+    json_object_set_new(g, "height", json_integer(m->geom.height));
+    json_object_set_new(g, "short_side", json_integer(m->geom.short_side));
+    json_object_set_new(g, "max_side", json_integer(m->geom.max_side));
+    json_object_set_new(g, "channels", json_integer(m->channels));
+    json_object_set_new(g, "sample_width", json_integer(m->sample_width));
+    json_object_set_new(g, "sample_height", json_integer(m->sample_height));
+    json_object_set_new(root, "geometry", g);
+
+    json_t *st = json_object();
+    json_object_set_new(st, "pixels", json_integer((json_int_t)m->pixels));
+    json_object_set_new(st, "mean", dbl_array(m->mean, m->channels));
+    json_object_set_new(st, "std", dbl_array(m->std, m->channels));
+    json_object_set_new(root, "stats", st);
+
+    json_object_set_new(root, "fingerprint", hex64(m->fingerprint));
+    for (size_t i = 0; i < m->nshards; i++) {
+        const fmt_manifest_shard *s = &m->shards[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "file", json_string(s->file));
+        json_object_set_new(o, "first", json_integer((json_int_t)s->first));
+        json_object_set_new(o, "samples", json_integer((json_int_t)s->samples));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)s->bytes));
+        json_object_set_new(o, "hash", hex64(s->hash));
+        json_array_append_new(shards, o);
+    }
+    json_object_set(root, "shards", shards);
+    if (m->build_json) {
+        json_t *b = json_loads(m->build_json, 0, NULL);
+        if (b)
+            json_object_set_new(root, "build", b);
+    }
+    *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(classes);
+    json_decref(shards);
+    json_decref(root);
+    if (!*out)
+        return ENOMEM;
+    return 0;
+nomem:
+    json_decref(classes);
+    json_decref(shards);
+    json_decref(root);
+    return ENOMEM;
+}
+
+/* ---- parsing: every accessor checks type and range and names the field on failure ---- */
+
+static int get_u64(json_t *o, const char *key, uint64_t max, uint64_t *v, fmt_msg *msg)
+{
+    json_t *j = json_object_get(o, key);
+    if (!json_is_integer(j) || json_integer_value(j) < 0 ||
+        (uint64_t)json_integer_value(j) > max)
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest field '%s' missing or out of range", key);
+    *v = (uint64_t)json_integer_value(j);
+    return 0;
+}
+
+static int get_u32(json_t *o, const char *key, uint32_t max, uint32_t *v, fmt_msg *msg)
+{
+    uint64_t x;
+    int rc = get_u64(o, key, max, &x, msg);
+    if (rc == 0)
+        *v = (uint32_t)x;
+    return rc;
+}
+
+static int get_str(json_t *o, const char *key, char **v, fmt_msg *msg)
+{
+    json_t *j = json_object_get(o, key);
+    if (!json_is_string(j))
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest field '%s' missing or not a string", key);
+    *v = strdup(json_string_value(j));
+    return *v ? 0 : ENOMEM;
+}
+
+static int get_hex(json_t *o, const char *key, uint64_t *v, fmt_msg *msg)
+{
+    json_t *j = json_object_get(o, key);
+    const char *s = json_string_value(j);
+    if (!s || strlen(s) != 16 || strspn(s, "0123456789abcdef") != 16)
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest field '%s' is not a 16-digit hex hash", key);
+    *v = strtoull(s, NULL, 16);
+    return 0;
+}
+
+static int get_dbls(json_t *o, const char *key, uint32_t n, double *v, fmt_msg *msg)
+{
+    json_t *a = json_object_get(o, key);
+    if (!json_is_array(a) || json_array_size(a) != n)
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest field '%s' is not an array of %u numbers", key,
+                        n);
+    for (uint32_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(a, i);
+        if (!json_is_number(x) || !isfinite(json_number_value(x)))
+            return fmt_fail(msg, FMT_ECORRUPT, "manifest field '%s' holds a non-number", key);
+        v[i] = json_number_value(x);
+    }
+    return 0;
+}
+
+/* A shard file name must stay inside the dataset directory. */
+static int safe_name(const char *s)
+{
+    return s[0] && s[0] != '.' && !strchr(s, '/') && strlen(s) < 256;
+}
+
+int fmt_manifest_parse(const char *text, size_t len, fmt_manifest *m, fmt_msg *msg)
+{
+    memset(m, 0, sizeof *m);
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest is not valid JSON: %s (line %d)", jerr.text,
+                        jerr.line);
+    int rc = 0;
+    uint32_t version = 0;
+    const uint64_t big = (uint64_t)1 << 53;
+    if (!json_is_object(root)) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "manifest is not a JSON object");
+        goto leave;
+    }
+    if (!json_is_string(json_object_get(root, "format")) ||
+        strcmp(json_string_value(json_object_get(root, "format")), "shardc") != 0) {
+        rc = fmt_fail(msg, FMT_EFORMAT, "not a shardc manifest");
+        goto leave;
+    }
+    if ((rc = get_u32(root, "manifest_version", UINT32_MAX, &version, msg)))
+        goto leave;
+    if (version != FMT_MANIFEST_VERSION) {
+        rc = fmt_fail(msg, FMT_EVERSION, "manifest version %u not supported (this is %d)", version,
+                      FMT_MANIFEST_VERSION);
+        goto leave;
+    }
+    if ((rc = get_str(root, "backend", &m->backend, msg)) ||
+        (rc = get_u32(root, "backend_version", UINT32_MAX, &m->backend_version, msg)) ||
+        (rc = get_str(root, "tool", &m->tool, msg)) ||
+        (rc = get_u64(root, "samples", big, &m->samples, msg)) ||
+        (rc = get_u64(root, "inputs", big, &m->inputs, msg)) ||
+        (rc = get_u64(root, "rejects", big, &m->rejects, msg)) ||
+        (rc = get_hex(root, "fingerprint", &m->fingerprint, msg)))
+        goto leave;
+
+    json_t *classes = json_object_get(root, "classes");
+    if (!json_is_array(classes)) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "manifest field 'classes' is not an array");
+        goto leave;
+    }
+    m->nclasses = json_array_size(classes);
+    m->classes = calloc(m->nclasses ? m->nclasses : 1, sizeof *m->classes);
+    if (!m->classes) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    for (size_t i = 0; i < m->nclasses; i++) {
+        const char *s = json_string_value(json_array_get(classes, i));
+        if (!s) {
+            rc = fmt_fail(msg, FMT_ECORRUPT, "manifest class %zu is not a string", i);
+            goto leave;
+        }
+        if (!(m->classes[i] = strdup(s))) {
+            rc = ENOMEM;
+            goto leave;
+        }
+    }
+
+    json_t *g = json_object_get(root, "geometry");
+    const char *mode = json_string_value(json_object_get(g, "mode"));
+    const char *fit = json_string_value(json_object_get(g, "fit"));
+    int mi = mode ? mode_parse(mode) : -1, fi = fit ? fmt_fit_parse(fit) : -1;
+    if (!json_is_object(g) || mi < 0 || fi < 0) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "manifest 'geometry' missing or has a bad mode or fit");
+        goto leave;
+    }
+    m->geom.mode = (fmt_geom_mode)mi;
+    m->geom.fit = (fmt_fit)fi;
+    if ((rc = get_u32(g, "width", 1u << 20, &m->geom.width, msg)) ||
+        (rc = get_u32(g, "height", 1u << 20, &m->geom.height, msg)) ||
+        (rc = get_u32(g, "short_side", 1u << 20, &m->geom.short_side, msg)) ||
+        (rc = get_u32(g, "max_side", 1u << 20, &m->geom.max_side, msg)) ||
+        (rc = get_u32(g, "channels", 3, &m->channels, msg)) ||
+        (rc = get_u32(g, "sample_width", 1u << 20, &m->sample_width, msg)) ||
+        (rc = get_u32(g, "sample_height", 1u << 20, &m->sample_height, msg)))
+        goto leave;
+    if (m->channels != 1 && m->channels != 3) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "manifest 'channels' must be 1 or 3");
+        goto leave;
+    }
+
+    json_t *st = json_object_get(root, "stats");
+    if ((rc = get_u64(st, "pixels", UINT64_MAX >> 1, &m->pixels, msg)) ||
+        (rc = get_dbls(st, "mean", m->channels, m->mean, msg)) ||
+        (rc = get_dbls(st, "std", m->channels, m->std, msg)))
+        goto leave;
+
+    json_t *shards = json_object_get(root, "shards");
+    if (!json_is_array(shards)) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "manifest field 'shards' is not an array");
+        goto leave;
+    }
+    m->nshards = json_array_size(shards);
+    m->shards = calloc(m->nshards ? m->nshards : 1, sizeof *m->shards);
+    if (!m->shards) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    uint64_t next = 0;
+    for (size_t i = 0; i < m->nshards; i++) {
+        json_t *o = json_array_get(shards, i);
+        fmt_manifest_shard *s = &m->shards[i];
+        if (!json_is_object(o)) {
+            rc = fmt_fail(msg, FMT_ECORRUPT, "manifest shard %zu is not an object", i);
+            goto leave;
+        }
+        if ((rc = get_str(o, "file", &s->file, msg)) ||
+            (rc = get_u64(o, "first", big, &s->first, msg)) ||
+            (rc = get_u64(o, "samples", big, &s->samples, msg)) ||
+            (rc = get_u64(o, "bytes", UINT64_MAX >> 1, &s->bytes, msg)) ||
+            (rc = get_hex(o, "hash", &s->hash, msg)))
+            goto leave;
+        if (!safe_name(s->file)) {
+            rc = fmt_fail(msg, FMT_ECORRUPT, "manifest shard %zu has an unsafe file name", i);
+            goto leave;
+        }
+        if (s->first != next) {
+            rc = fmt_fail(msg, FMT_ECORRUPT, "manifest shard %zu starts at %" PRIu64
+                          ", expected %" PRIu64, i, s->first, next);
+            goto leave;
+        }
+        next += s->samples;
+    }
+    if (next != m->samples) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "manifest shards hold %" PRIu64 " samples, not %" PRIu64,
+                      next, m->samples);
+        goto leave;
+    }
+    json_t *b = json_object_get(root, "build");
+    if (json_is_object(b)) {
+        m->build_json = json_dumps(b, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (!m->build_json) {
+            rc = ENOMEM;
+            goto leave;
+        }
+    }
+leave:
+    json_decref(root);
+    if (rc)
+        fmt_manifest_free(m);
+    return rc;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (p) {
+        memcpy(p, dir, a);
+        p[a] = '/';
+        memcpy(p + a + 1, name, b + 1);
+    }
+    return p;
+}
+
+int fmt_manifest_write(const char *dir, const fmt_manifest *m)
+{
+    char *text = NULL, *path = join(dir, FMT_MANIFEST_NAME);
+    int rc = path ? fmt_manifest_dump(m, &text) : ENOMEM;
+    if (rc == 0) {
+        size_t n = strlen(text);
+        char *t2 = realloc(text, n + 2);
+        if (!t2) {
+            rc = ENOMEM;
+        } else {
+            text = t2;
+            text[n] = '\n';
+            rc = fmt_write_file_atomic(path, text, n + 1);
+        }
+    }
+    free(text);
+    free(path);
+    return rc;
+}
+
+int fmt_manifest_read(const char *dir, fmt_manifest *m, fmt_msg *msg)
+{
+    memset(m, 0, sizeof *m);
+    char *path = join(dir, FMT_MANIFEST_NAME);
+    if (!path)
+        return ENOMEM;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = fmt_read_file(path, FMT_MANIFEST_MAX_BYTES, &buf, &len);
+    if (rc == 0)
+        rc = fmt_manifest_parse((const char *)buf, len, m, msg);
+    else
+        fmt_fail(msg, rc, "cannot read %s: %s", path, fmt_strerror(rc));
+    free(buf);
+    free(path);
+    return rc;
+}
+
+void fmt_manifest_free(fmt_manifest *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; m->classes && i < m->nclasses; i++)
+        free(m->classes[i]);
+    for (size_t i = 0; m->shards && i < m->nshards; i++)
+        free(m->shards[i].file);
+    free(m->classes);
+    free(m->shards);
+    free(m->backend);
+    free(m->tool);
+    free(m->build_json);
+    memset(m, 0, sizeof *m);
+}
+
+long fmt_manifest_find_shard(const fmt_manifest *m, uint64_t idx)
+{
+    if (idx >= m->samples)
+        return -1;
+    size_t lo = 0, hi = m->nshards;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->shards[mid].first <= idx)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    /* skip empty shards sharing the same first index */
+    while (lo < m->nshards && idx >= m->shards[lo].first + m->shards[lo].samples)
+        lo++;
+    return lo < m->nshards ? (long)lo : -1;
+}

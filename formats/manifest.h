@@ -1,0 +1,66 @@
+/* manifest.h - OUT/manifest.json (spec: formats/manifest.md): what a dataset directory holds.
+ *
+ * The manifest is written last, atomically, so its presence means every shard it names is complete.
+ * Reading validates everything (types, ranges, shard ranges contiguous and summing to the sample
+ * count, shard file names without path separators) so later code can trust it.
+ */
+#ifndef FMT_MANIFEST_H
+#define FMT_MANIFEST_H
+
+#include "geometry.h"
+
+#define FMT_MANIFEST_NAME "manifest.json"
+#define FMT_MANIFEST_VERSION 1
+#define FMT_MANIFEST_MAX_BYTES (256u << 20)
+
+typedef struct {
+    char *file;                 /* shard file name inside the dataset directory */
+    uint64_t first, samples;    /* dataset-wide index of its first sample; its sample count */
+    uint64_t bytes;             /* file size */
+    uint64_t hash;              /* the shard's header_hash (raw) or whole-file hash (other backends) */
+} fmt_manifest_shard;
+
+typedef struct {
+    char *backend;              /* "raw" */
+    uint32_t backend_version;   /* version of the backend's on-disk format */
+    char *tool;                 /* "shardc X.Y.Z" */
+    uint64_t samples;           /* samples in the dataset */
+    uint64_t inputs;            /* input images listed by the build */
+    uint64_t rejects;           /* inputs skipped (listed in rejects.tsv) */
+    size_t nclasses;
+    char **classes;             /* class names; label L is classes[L] */
+    fmt_geom geom;
+    uint32_t channels;          /* 1 or 3 */
+    uint32_t sample_width, sample_height;   /* every sample's size when fixed, else 0 */
+    uint64_t pixels;            /* pixels (per channel) the stats cover */
+    double mean[3], std[3];     /* per channel, over all stored pixels, on the 0..255 scale */
+    uint64_t fingerprint;       /* hash of inputs and options (resume uses it) */
+    size_t nshards;
+    fmt_manifest_shard *shards;
+    char *build_json;           /* build options, a JSON object written by the compiler (opaque here) */
+} fmt_manifest;
+
+/* Serialise m to JSON (malloc'd, NUL-terminated; caller frees). */
+int fmt_manifest_dump(const fmt_manifest *m, char **json);
+
+/* Parse and validate JSON text (len bytes). On success *m is filled (free with fmt_manifest_free).
+ * Errors: FMT_ECORRUPT (bad JSON or fields, msg names the field), FMT_EVERSION, ENOMEM. */
+int fmt_manifest_parse(const char *json, size_t len, fmt_manifest *m, fmt_msg *msg);
+
+/* dir/manifest.json: write atomically / read and parse. Read errors: ENOENT if absent, else those
+ * of fmt_read_file and fmt_manifest_parse. */
+int fmt_manifest_write(const char *dir, const fmt_manifest *m);
+int fmt_manifest_read(const char *dir, fmt_manifest *m, fmt_msg *msg);
+
+/* Release everything m owns and zero it. Accepts a zeroed manifest. */
+void fmt_manifest_free(fmt_manifest *m);
+
+/* Names used in the manifest for geometry modes and fit modes, and their parsers (-1 if unknown). */
+const char *fmt_geom_mode_name(fmt_geom_mode m);
+const char *fmt_fit_name(fmt_fit f);
+int fmt_fit_parse(const char *s);
+
+/* Index of the shard holding dataset sample idx (binary search), or -1 if idx >= samples. */
+long fmt_manifest_find_shard(const fmt_manifest *m, uint64_t idx);
+
+#endif

@@ -1,0 +1,176 @@
+/* Manifest: round trip, validation of every field a reader relies on, shard lookup. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "manifest.h"
+
+static fmt_manifest sample_manifest(fmt_manifest_shard *sh, char **classes)
+{
+    fmt_manifest m = {0};
+    m.backend = "raw";
+    m.backend_version = 1;
+    m.tool = "shardc test";
+    m.samples = 10;
+    m.inputs = 12;
+    m.rejects = 2;
+    m.nclasses = 2;
+    m.classes = classes;
+    m.geom.mode = FMT_GEOM_SIZE;
+    m.geom.fit = FMT_FIT_PAD;
+    m.geom.width = 32;
+    m.geom.height = 24;
+    m.channels = 3;
+    m.sample_width = 32;
+    m.sample_height = 24;
+    m.pixels = 7680;
+    m.mean[0] = 100.5;
+    m.mean[1] = 50.25;
+    m.mean[2] = 0.125;
+    m.std[0] = 10;
+    m.std[1] = 20;
+    m.std[2] = 30;
+    m.fingerprint = 0xfedcba9876543210ull;
+    sh[0] = (fmt_manifest_shard){"shard-00000.raw", 0, 6, 1234, 0x0123456789abcdefull};
+    sh[1] = (fmt_manifest_shard){"shard-00001.raw", 6, 0, 4096, 1};
+    sh[2] = (fmt_manifest_shard){"shard-00002.raw", 6, 4, 5678, 0xffffffffffffffffull};
+    m.nshards = 3;
+    m.shards = sh;
+    m.build_json = "{\"channels\": 3}";
+    return m;
+}
+
+START_TEST(round_trip)
+{
+    fmt_manifest_shard sh[3];
+    char *classes[] = {"cat", "dog \"quoted\""};
+    fmt_manifest m = sample_manifest(sh, classes), r;
+    char *json;
+    ck_assert_int_eq(fmt_manifest_dump(&m, &json), 0);
+    fmt_msg msg = {{0}};
+    ck_assert_int_eq(fmt_manifest_parse(json, strlen(json), &r, &msg), 0);
+    ck_assert_str_eq(r.backend, "raw");
+    ck_assert_uint_eq(r.samples, 10);
+    ck_assert_uint_eq(r.inputs, 12);
+    ck_assert_uint_eq(r.rejects, 2);
+    ck_assert_uint_eq(r.nclasses, 2);
+    ck_assert_str_eq(r.classes[1], "dog \"quoted\"");
+    ck_assert_int_eq(r.geom.mode, FMT_GEOM_SIZE);
+    ck_assert_int_eq(r.geom.fit, FMT_FIT_PAD);
+    ck_assert_uint_eq(r.geom.width, 32);
+    ck_assert_uint_eq(r.sample_height, 24);
+    ck_assert_uint_eq(r.fingerprint, 0xfedcba9876543210ull);
+    ck_assert_uint_eq(r.nshards, 3);
+    ck_assert_uint_eq(r.shards[0].hash, 0x0123456789abcdefull);
+    ck_assert_uint_eq(r.shards[2].hash, 0xffffffffffffffffull);
+    ck_assert_uint_eq(r.shards[2].first, 6);
+    ck_assert_double_eq_tol(r.mean[1], 50.25, 1e-9);
+    ck_assert_double_eq_tol(r.std[2], 30, 1e-9);
+    ck_assert_ptr_nonnull(strstr(r.build_json, "\"channels\""));
+    /* lookup skips the empty shard */
+    ck_assert_int_eq(fmt_manifest_find_shard(&r, 0), 0);
+    ck_assert_int_eq(fmt_manifest_find_shard(&r, 5), 0);
+    ck_assert_int_eq(fmt_manifest_find_shard(&r, 6), 2);
+    ck_assert_int_eq(fmt_manifest_find_shard(&r, 9), 2);
+    ck_assert_int_eq(fmt_manifest_find_shard(&r, 10), -1);
+    fmt_manifest_free(&r);
+    free(json);
+}
+END_TEST
+
+/* Replace the first occurrence of `from` in the dumped JSON by `to` and parse the result. */
+static int parse_edited(const char *from, const char *to, fmt_msg *msg)
+{
+    fmt_manifest_shard sh[3];
+    char *classes[] = {"cat", "dog"};
+    fmt_manifest m = sample_manifest(sh, classes), r;
+    char *json;
+    ck_assert_int_eq(fmt_manifest_dump(&m, &json), 0);
+    char *at = strstr(json, from);
+    ck_assert_msg(at != NULL, "fixture lacks '%s'", from);
+    size_t n = strlen(json) + strlen(to) + 1;
+    char *e = malloc(n);
+    snprintf(e, n, "%.*s%s%s", (int)(at - json), json, to, at + strlen(from));
+    memset(msg, 0, sizeof *msg);
+    int rc = fmt_manifest_parse(e, strlen(e), &r, msg);
+    if (rc == 0)
+        fmt_manifest_free(&r);
+    free(e);
+    free(json);
+    return rc;
+}
+
+START_TEST(rejects_bad_fields)
+{
+    fmt_msg msg;
+    ck_assert_int_eq(parse_edited("\"samples\": 10", "\"samples\": 11", &msg), FMT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(msg.text, "samples"));
+    ck_assert_int_eq(parse_edited("\"samples\": 10", "\"samples\": -1", &msg), FMT_ECORRUPT);
+    ck_assert_int_eq(parse_edited("\"samples\": 10", "\"samples\": \"10\"", &msg), FMT_ECORRUPT);
+    ck_assert_int_eq(parse_edited("shard-00001.raw", "../etc/passwd", &msg), FMT_ECORRUPT);
+    ck_assert_int_eq(parse_edited("shard-00001.raw", "a/b", &msg), FMT_ECORRUPT);
+    ck_assert_int_eq(parse_edited("\"first\": 6", "\"first\": 7", &msg), FMT_ECORRUPT);
+    ck_assert_int_eq(parse_edited("\"channels\": 3,", "\"channels\": 2,", &msg), FMT_ECORRUPT);
+    ck_assert_int_eq(parse_edited("\"manifest_version\": 1", "\"manifest_version\": 2", &msg),
+                     FMT_EVERSION);
+    ck_assert_int_eq(parse_edited("\"format\": \"shardc\"", "\"format\": \"other\"", &msg),
+                     FMT_EFORMAT);
+    ck_assert_int_eq(parse_edited("0123456789abcdef", "0123456789abcdeg", &msg), FMT_ECORRUPT);
+    ck_assert_int_eq(parse_edited("\"mode\": \"size\"", "\"mode\": \"huge\"", &msg), FMT_ECORRUPT);
+    ck_assert_int_eq(parse_edited("\"mean\": [", "\"mean\": [1, ", &msg), FMT_ECORRUPT);
+    ck_assert_int_eq(parse_edited("\"tool\"", "\"tool\": 1, \"tool\"", &msg), FMT_ECORRUPT);
+}
+END_TEST
+
+START_TEST(rejects_garbage)
+{
+    fmt_manifest r;
+    fmt_msg msg = {{0}};
+    const char *cases[] = {"", "{", "[]", "null", "{\"format\": \"shardc\"}", "\xff\xfe{}",
+                           "{\"format\": \"shardc\", \"manifest_version\": 1}"};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int rc = fmt_manifest_parse(cases[i], strlen(cases[i]), &r, &msg);
+        ck_assert_msg(rc != 0, "case %zu parsed", i);
+    }
+}
+END_TEST
+
+START_TEST(write_read_dir)
+{
+    char dir[] = "/tmp/test_manifest_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    fmt_manifest_shard sh[3];
+    char *classes[] = {"a", "b"};
+    fmt_manifest m = sample_manifest(sh, classes), r;
+    ck_assert_int_eq(fmt_manifest_read(dir, &r, NULL), ENOENT);
+    ck_assert_int_eq(fmt_manifest_write(dir, &m), 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/manifest.json.tmp", dir);
+    ck_assert_int_ne(access(path, F_OK), 0); /* no temp left behind */
+    ck_assert_int_eq(fmt_manifest_read(dir, &r, NULL), 0);
+    ck_assert_uint_eq(r.samples, 10);
+    fmt_manifest_free(&r);
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("manifest");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, rejects_bad_fields);
+    tcase_add_test(tc, rejects_garbage);
+    tcase_add_test(tc, write_read_dir);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
