@@ -1,0 +1,911 @@
+/* build.c - the build pipeline.
+ *
+ * Threads: N workers and the calling thread as the writer. Input position i is processed by
+ * whichever worker claims it (decode, resize, hash, channel sums) into slot i % W of a ring of W
+ * slots; the writer takes slots strictly in input order, appends the sample to the current shard
+ * and frees the slot. A worker may claim position i only while i < next_write + W, so memory is
+ * bounded by W decoded images whatever the input size, and the bytes written depend only on the
+ * inputs: the order of completion never reaches the file.
+ *
+ * Crash safety: shards are written under a temporary name, fsynced and renamed (formats/raw.c);
+ * each reject is appended to OUT/.rejects.journal, which is fsynced before a shard is renamed, so
+ * a finished shard's input range always has its rejects on disk. rejects.tsv and manifest.json
+ * are written, atomically, only when every shard is finished; the manifest last. A resumed build
+ * keeps the finished shards whose fingerprint, position and sample hashes check out, and starts
+ * again at the input position after the last one.
+ *
+ * Crash tests: with SHARDC_CRASH_AFTER=N in the environment the build kills itself (SIGKILL)
+ * right after the N-th sample reaches a shard file, so a test can stop it at an exact point.
+ */
+#include "build.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "fmt.h"
+#include "image.h"
+#include "inputs.h"
+#include "manifest.h"
+#include "raw.h"
+#include "util.h"
+
+#define JOURNAL_NAME ".rejects.journal"
+#define REJECTS_NAME "rejects.tsv"
+
+typedef struct {
+    int done;
+    int rc;                     /* 0: sample ready; else rejected with reason */
+    char reason[256];
+    fmt_image img;
+    fmt_sample_meta meta;
+} slot;
+
+typedef struct {
+    const shc_build_opts *o;
+    const shc_inputs *in;
+    slot *slots;
+    size_t nslots;
+    size_t next_claim, next_write, end;
+    int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t space, ready;
+} pipeline;
+
+/* One reject: input position, path, reason. */
+typedef struct {
+    uint64_t pos;
+    char *path, *reason;
+} reject;
+
+typedef struct {
+    reject *v;
+    size_t n, cap;
+} reject_list;
+
+static int reject_add(reject_list *l, uint64_t pos, const char *path, const char *reason)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        reject *p = realloc(l->v, cap * sizeof *p);
+        if (!p)
+            return ENOMEM;
+        l->v = p;
+        l->cap = cap;
+    }
+    reject *r = &l->v[l->n];
+    r->pos = pos;
+    r->path = strdup(path);
+    r->reason = strdup(reason);
+    if (!r->path || !r->reason) {
+        free(r->path);
+        free(r->reason);
+        return ENOMEM;
+    }
+    l->n++;
+    return 0;
+}
+
+static void reject_list_free(reject_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].path);
+        free(l->v[i].reason);
+    }
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static char *path_join(const char *dir, const char *name)
+{
+    char *p;
+    return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
+}
+
+static char *shard_name(uint64_t k)
+{
+    char *p;
+    return asprintf(&p, "shard-%05" PRIu64 ".raw", k) < 0 ? NULL : p;
+}
+
+/* ---- the worker side ---- */
+
+static int is_identity(const fmt_geom_plan *p, const fmt_image *src)
+{
+    return p->out_w == src->width && p->out_h == src->height && p->src_x == 0 && p->src_y == 0 &&
+           p->src_w == src->width && p->src_h == src->height && p->dst_w == p->out_w &&
+           p->dst_h == p->out_h;
+}
+
+/* Decode, resize, hash one input. On failure s->rc is set and s->reason says why. */
+static void process(const shc_build_opts *o, const char *path, fmt_resizer *rz, slot *s)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    fmt_image dec = {0};
+    fmt_msg msg = {{0}};
+    int rc = fmt_read_file(path, (size_t)o->max_file_bytes, &buf, &len);
+    if (rc) {
+        if (rc == FMT_ETOOBIG)
+            snprintf(s->reason, sizeof s->reason, "file larger than %" PRIu64 " bytes",
+                     o->max_file_bytes);
+        else
+            snprintf(s->reason, sizeof s->reason, "%s", fmt_strerror(rc));
+        goto leave;
+    }
+    fmt_image_info info;
+    rc = fmt_image_probe(buf, len, &info, &msg);
+    if (rc)
+        goto fail;
+    fmt_decode_opts dopt = {.channels = o->channels, .limits = o->limits};
+    fmt_geom_min_decode(&o->geom, info.width, info.height, &dopt.min_width, &dopt.min_height);
+    rc = fmt_image_decode(buf, len, &dopt, &dec, &msg);
+    if (rc)
+        goto fail;
+    free(buf);
+    buf = NULL;
+    fmt_geom_plan plan;
+    /* the output size comes from the full-size plan, so it does not depend on the DCT scale */
+    rc = fmt_geom_plan_decoded(&o->geom, info.width, info.height, dec.width, dec.height, &plan);
+    if (rc)
+        goto fail;
+    if (is_identity(&plan, &dec)) {
+        s->img = dec;
+        memset(&dec, 0, sizeof dec);
+    } else {
+        rc = fmt_resize(rz, &dec, &plan, &s->img, &msg);
+        if (rc)
+            goto fail;
+    }
+    size_t npix = (size_t)s->img.width * s->img.height;
+    s->meta.height = s->img.height;
+    s->meta.width = s->img.width;
+    s->meta.channels = s->img.channels;
+    s->meta.hash = fmt_hash64(s->img.pixels, npix * s->img.channels);
+    memset(s->meta.sum, 0, sizeof s->meta.sum);
+    memset(s->meta.sumsq, 0, sizeof s->meta.sumsq);
+    fmt_pixel_sums(s->img.pixels, npix, s->img.channels, s->meta.sum, s->meta.sumsq);
+    goto leave;
+fail:
+    snprintf(s->reason, sizeof s->reason, "%s", fmt_reason(&msg, rc));
+leave:
+    s->rc = rc;
+    if (rc)
+        fmt_image_free(&s->img);
+    fmt_image_free(&dec);
+    free(buf);
+}
+
+static void *worker(void *arg)
+{
+    pipeline *pl = arg;
+    fmt_resizer *rz = NULL;
+    int rzrc = fmt_resizer_create(&rz);
+    for (;;) {
+        pthread_mutex_lock(&pl->mu);
+        while (!pl->stop && pl->next_claim < pl->end &&
+               pl->next_claim >= pl->next_write + pl->nslots)
+            pthread_cond_wait(&pl->space, &pl->mu);
+        if (pl->stop || pl->next_claim >= pl->end) {
+            pthread_mutex_unlock(&pl->mu);
+            break;
+        }
+        size_t i = pl->next_claim++;
+        pthread_mutex_unlock(&pl->mu);
+
+        slot *s = &pl->slots[i % pl->nslots];
+        memset(s, 0, sizeof *s);
+        if (rzrc) {
+            s->rc = rzrc;
+            snprintf(s->reason, sizeof s->reason, "%s", fmt_strerror(rzrc));
+        } else {
+            process(pl->o, pl->in->items[i].path, rz, s);
+        }
+        s->meta.label = pl->in->items[i].label;
+        s->meta.source = i;
+
+        pthread_mutex_lock(&pl->mu);
+        s->done = 1;
+        pthread_cond_broadcast(&pl->ready);
+        pthread_mutex_unlock(&pl->mu);
+    }
+    fmt_resizer_free(rz);
+    return NULL;
+}
+
+/* ---- fingerprint, projection ---- */
+
+static uint64_t fingerprint(const shc_build_opts *o, const shc_inputs *in)
+{
+    XXH3_state_t *st = XXH3_createState();
+    if (!st)
+        return 0;
+    XXH3_64bits_reset(st);
+    const char tag[] = "shardc-build-1";
+    XXH3_64bits_update(st, tag, sizeof tag);
+    uint64_t v[] = {o->geom.mode, o->geom.fit, o->geom.width, o->geom.height, o->geom.short_side,
+                    o->geom.max_side, o->channels, o->limits.max_side, o->limits.max_pixels,
+                    o->max_file_bytes, o->shard_bytes, o->shard_samples, o->align};
+    XXH3_64bits_update(st, v, sizeof v);
+    for (size_t i = 0; i < in->nclasses; i++)
+        XXH3_64bits_update(st, in->classes[i], strlen(in->classes[i]) + 1);
+    for (size_t i = 0; i < in->n; i++) {
+        XXH3_64bits_update(st, in->items[i].path, strlen(in->items[i].path) + 1);
+        XXH3_64bits_update(st, &in->items[i].label, sizeof in->items[i].label);
+    }
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
+/* ---- output directory state ---- */
+
+static int is_ours(const char *name)
+{
+    return strcmp(name, FMT_MANIFEST_NAME) == 0 || strcmp(name, REJECTS_NAME) == 0 ||
+           strcmp(name, JOURNAL_NAME) == 0 || strncmp(name, "shard-", 6) == 0 ||
+           strcmp(name, FMT_MANIFEST_NAME ".tmp") == 0 || strcmp(name, REJECTS_NAME ".tmp") == 0;
+}
+
+/* 1 if dir holds anything; 2 if it holds something that is not ours. */
+static int dir_contents(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int any = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (!is_ours(e->d_name)) {
+            any = 2;
+            break;
+        }
+        any = 1;
+    }
+    closedir(d);
+    return any;
+}
+
+/* Remove our files: the manifest first, so no manifest ever names a removed shard. With
+ * keep_from >= 0, shard files numbered below keep_from (and the journal) are kept. */
+static int clear_output(const char *dir, long keep_from)
+{
+    char *p = path_join(dir, FMT_MANIFEST_NAME);
+    if (!p)
+        return ENOMEM;
+    if (unlink(p) != 0 && errno != ENOENT) {
+        int e = errno;
+        free(p);
+        return e;
+    }
+    free(p);
+    fmt_fsync_parent(dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_ours(e->d_name))
+            continue;
+        unsigned long k;
+        int n = 0;
+        if (keep_from >= 0 && strcmp(e->d_name, JOURNAL_NAME) == 0)
+            continue;
+        if (keep_from >= 0 && sscanf(e->d_name, "shard-%lu.raw%n", &k, &n) == 1 &&
+            e->d_name[n] == '\0' && (long)k < keep_from)
+            continue;
+        char *q = path_join(dir, e->d_name);
+        if (!q || (unlink(q) != 0 && errno != ENOENT))
+            rc = q ? errno : ENOMEM;
+        free(q);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* ---- resume ---- */
+
+typedef struct {
+    fmt_manifest_shard *v;
+    size_t n, cap;
+    uint64_t sum[3], sumsq[3];
+    uint64_t pixels;            /* per channel, over all samples of the listed shards */
+} shard_list;
+
+static int shard_list_add(shard_list *l, const char *name, const fmt_raw_header *h)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        fmt_manifest_shard *p = realloc(l->v, cap * sizeof *p);
+        if (!p)
+            return ENOMEM;
+        l->v = p;
+        l->cap = cap;
+    }
+    fmt_manifest_shard *s = &l->v[l->n];
+    if (!(s->file = strdup(name)))
+        return ENOMEM;
+    s->first = h->first_index;
+    s->samples = h->sample_count;
+    s->bytes = h->file_size;
+    s->hash = h->header_hash;
+    for (int c = 0; c < 3; c++) {
+        l->sum[c] += h->channel_sum[c];
+        l->sumsq[c] += h->channel_sumsq[c];
+    }
+    l->n++;
+    return 0;
+}
+
+static void shard_list_free(shard_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i].file);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+/* Keep finished shards 0, 1, ... while each opens, carries this build's fingerprint, continues
+ * where the previous one ended and has every sample hash intact. Sets *next_input and
+ * *next_index to where the build continues. */
+static int resume_scan(const shc_build_opts *o, uint64_t fp, shard_list *kept,
+                       uint64_t *next_input, uint64_t *next_index)
+{
+    *next_input = 0;
+    *next_index = 0;
+    for (uint64_t k = 0;; k++) {
+        char *name = shard_name(k), *path = name ? path_join(o->out, name) : NULL;
+        if (!path) {
+            free(name);
+            return ENOMEM;
+        }
+        fmt_raw_shard *s = NULL;
+        fmt_msg msg = {{0}};
+        int ok = 0;
+        uint64_t px = 0;
+        if (access(path, F_OK) == 0) {
+            int rc = fmt_raw_open(&s, path, &msg);
+            const fmt_raw_header *h = rc ? NULL : fmt_raw_get_header(s);
+            if (h && h->fingerprint == fp && h->first_index == *next_index &&
+                h->input_end > *next_input) {
+                ok = 1;
+                for (uint64_t i = 0; ok && i < h->sample_count; i++) {
+                    fmt_raw_entry e;
+                    fmt_raw_get_entry(s, i, &e);
+                    px += (uint64_t)e.height * e.width;
+                    ok = fmt_raw_check_sample(s, i) == 0;
+                }
+            }
+            if (ok) {
+                *next_input = h->input_end;
+                *next_index += h->sample_count;
+                kept->pixels += px;
+                ok = shard_list_add(kept, name, h) == 0;
+            } else {
+                fprintf(stderr, "shardc: %s: not reusable (%s), rebuilding from here\n", path,
+                        rc ? fmt_reason(&msg, rc) : "different build or damaged");
+            }
+        }
+        fmt_raw_close(s);
+        free(path);
+        free(name);
+        if (!ok)
+            return clear_output(o->out, (long)k);
+    }
+}
+
+/* Reload the journal's rejects below next_input and rewrite it with only those. */
+static int journal_load(const char *out, uint64_t next_input, reject_list *rej)
+{
+    char *path = path_join(out, JOURNAL_NAME);
+    if (!path)
+        return ENOMEM;
+    FILE *f = fopen(path, "r");
+    int rc = 0;
+    if (f) {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, f)) > 0) {
+            if (line[n - 1] != '\n')
+                break; /* torn last line */
+            line[n - 1] = '\0';
+            char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+            if (!t2)
+                continue;
+            *t1 = *t2 = '\0';
+            uint64_t pos;
+            if (shc_parse_uint(line, 0, UINT64_MAX, &pos) == 0 && pos < next_input)
+                if ((rc = reject_add(rej, pos, t1 + 1, t2 + 1)))
+                    break;
+        }
+        free(line);
+        fclose(f);
+    }
+    free(path);
+    return rc;
+}
+
+/* ---- writing helpers ---- */
+
+/* TSV field: tabs, newlines and backslashes escaped so every line is one record. */
+static void put_tsv(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '\t': fputs("\\t", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\\': fputs("\\\\", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static int write_rejects(const char *out, const shc_inputs *in, const reject_list *rej)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return ENOMEM;
+    fputs("path\treason\n", f);
+    for (size_t i = 0; i < in->nskipped; i++) {
+        put_tsv(f, in->skipped[i].path);
+        fputc('\t', f);
+        put_tsv(f, in->skipped[i].reason);
+        fputc('\n', f);
+    }
+    for (size_t i = 0; i < rej->n; i++) {
+        put_tsv(f, rej->v[i].path);
+        fputc('\t', f);
+        put_tsv(f, rej->v[i].reason);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        return ENOMEM;
+    }
+    char *path = path_join(out, REJECTS_NAME);
+    int rc = path ? fmt_write_file_atomic(path, buf, len) : ENOMEM;
+    free(path);
+    free(buf);
+    return rc;
+}
+
+static char *build_options_json(const shc_build_opts *o)
+{
+    char *s;
+    int n = asprintf(&s,
+                     "{\"channels\": %u, \"max_side_limit\": %u, \"max_pixels\": %" PRIu64
+                     ", \"max_file_bytes\": %" PRIu64 ", \"shard_bytes\": %" PRIu64
+                     ", \"shard_samples\": %" PRIu64 ", \"align\": %u, \"source\": \"%s\"}",
+                     o->channels, o->limits.max_side, o->limits.max_pixels, o->max_file_bytes,
+                     o->shard_bytes, o->shard_samples, o->align, o->list ? "list" : "folders");
+    return n < 0 ? NULL : s;
+}
+
+static void print_progress(double t0, uint64_t done, uint64_t total, uint64_t rejects, int final)
+{
+    double dt = shc_now() - t0;
+    double rate = dt > 0 ? (double)done / dt : 0;
+    double eta = rate > 0 ? (double)(total - done) / rate : 0;
+    fprintf(stderr, "\r\033[Kshardc: %" PRIu64 "/%" PRIu64 " images (%.0f%%), %.0f img/s, ETA %d:%02d, "
+            "%" PRIu64 " rejected%s", done, total, total ? 100.0 * (double)done / (double)total : 100.0,
+            rate, (int)eta / 60, (int)eta % 60, rejects, final ? "\n" : "");
+}
+
+/* ---- dry run ---- */
+
+static int dry_run(const shc_build_opts *o, const shc_inputs *in)
+{
+    uint64_t samples = 0, bad = 0, src_bytes = 0, bytes = 0, shards = 0, cur = 0, cur_n = 0;
+    uint32_t align = o->align ? o->align : FMT_RAW_DEFAULT_ALIGN;
+    for (size_t i = 0; i < in->n; i++) {
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        fmt_image_info info;
+        fmt_geom_plan plan;
+        int rc = fmt_read_file(in->items[i].path, (size_t)o->max_file_bytes, &buf, &len);
+        if (rc == 0)
+            rc = fmt_image_probe(buf, len, &info, NULL);
+        free(buf);
+        if (rc == 0)
+            rc = fmt_geom_plan_for(&o->geom, info.width, info.height, &plan);
+        if (rc) {
+            bad++;
+            continue;
+        }
+        src_bytes += len;
+        uint64_t cost = fmt_raw_sample_cost((uint64_t)plan.out_w * plan.out_h * o->channels, 0, align);
+        if (cur_n == 0 || (cur + cost > o->shard_bytes && cur_n > 0) ||
+            (o->shard_samples && cur_n >= o->shard_samples)) {
+            if (cur_n)
+                bytes += cur;
+            shards++;
+            cur = align; /* header area */
+            cur_n = 0;
+        }
+        cur += cost;
+        cur_n++;
+        samples++;
+    }
+    bytes += cur_n ? cur : 0;
+    char b1[32], b2[32];
+    fprintf(stderr,
+            "shardc: dry run: %zu inputs in %zu classes, %" PRIu64 " would be stored, %" PRIu64
+            " unreadable, %zu skipped while listing\n"
+            "shardc: projected output %s in %" PRIu64 " shard(s), from %s of input (%.1fx)\n",
+            in->n, in->nclasses, samples, bad, in->nskipped, shc_human_size(bytes, b1, sizeof b1),
+            shards, shc_human_size(src_bytes, b2, sizeof b2),
+            src_bytes ? (double)bytes / (double)src_bytes : 0.0);
+    if (o->json)
+        printf("{\"dry_run\": true, \"inputs\": %zu, \"classes\": %zu, \"samples\": %" PRIu64
+               ", \"unreadable\": %" PRIu64 ", \"projected_bytes\": %" PRIu64
+               ", \"shards\": %" PRIu64 ", \"input_bytes\": %" PRIu64 "}\n",
+               in->n, in->nclasses, samples, bad, bytes, shards, src_bytes);
+    return SHC_EXIT_OK;
+}
+
+/* For fixed-size geometry the output size is known up front: warn when it is large or does not
+ * fit on the output filesystem. */
+static void warn_projection(const shc_build_opts *o, const shc_inputs *in)
+{
+    if (o->geom.mode != FMT_GEOM_SIZE)
+        return;
+    uint32_t align = o->align ? o->align : FMT_RAW_DEFAULT_ALIGN;
+    uint64_t per = fmt_raw_sample_cost((uint64_t)o->geom.width * o->geom.height * o->channels, 0,
+                                       align);
+    uint64_t total = per * in->n;
+    struct statvfs vfs;
+    char b1[32], b2[32];
+    if (statvfs(o->out, &vfs) == 0) {
+        uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+        if (total > avail)
+            fprintf(stderr, "shardc: warning: projected output %s exceeds the %s free in %s\n",
+                    shc_human_size(total, b1, sizeof b1), shc_human_size(avail, b2, sizeof b2),
+                    o->out);
+        else if (total > (64ull << 30))
+            fprintf(stderr, "shardc: note: projected output %s (uncompressed pixels)\n",
+                    shc_human_size(total, b1, sizeof b1));
+    }
+}
+
+/* ---- the build ---- */
+
+int shc_build(const shc_build_opts *o)
+{
+    shc_inputs in;
+    char err[512] = "";
+    int rc = o->list ? shc_inputs_from_list(o->list, o->srcs, o->nsrc, &in, err, sizeof err)
+                     : shc_inputs_from_dirs(o->srcs, o->nsrc, &in, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "shardc: %s\n", err);
+        return rc == ENOMEM ? SHC_EXIT_IO : SHC_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < in.nskipped; i++)
+        fprintf(stderr, "shardc: cannot read %s: %s (skipped)\n", in.skipped[i].path,
+                in.skipped[i].reason);
+    if (o->dry_run) {
+        rc = dry_run(o, &in);
+        shc_inputs_free(&in);
+        return rc;
+    }
+
+    int exit_code = SHC_EXIT_OK;
+    reject_list rej = {0};
+    shard_list shards = {0};
+    pipeline pl = {0};
+    pthread_t *tids = NULL;
+    unsigned nthreads = 0;
+    fmt_raw_writer *w = NULL;
+    FILE *journal = NULL;
+    char *jpath = NULL, *cur_name = NULL, *cur_path = NULL;
+    uint64_t fp = fingerprint(o, &in), next_input = 0, next_index = 0;
+    uint32_t align = o->align ? o->align : FMT_RAW_DEFAULT_ALIGN;
+    double t0 = shc_now(), last_progress = 0;
+    const char *crash_env = getenv("SHARDC_CRASH_AFTER");
+    uint64_t crash_after = 0, written = 0;
+    if (crash_env && shc_parse_uint(crash_env, 1, UINT64_MAX, &crash_after) != 0)
+        crash_after = 0;
+
+    /* the output directory */
+    if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "shardc: cannot create %s: %s\n", o->out, strerror(errno));
+        exit_code = SHC_EXIT_IO;
+        goto leave;
+    }
+    struct stat sb;
+    if (stat(o->out, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(o->out, W_OK | X_OK) != 0) {
+        fprintf(stderr, "shardc: cannot write to %s: %s\n", o->out,
+                errno ? strerror(errno) : "not a directory");
+        exit_code = SHC_EXIT_IO;
+        goto leave;
+    }
+    int contents = dir_contents(o->out);
+    if (contents == 2 && !o->force) {
+        fprintf(stderr, "shardc: %s is not empty and holds files that are not a shardc dataset "
+                "(use --force to write into it anyway)\n", o->out);
+        exit_code = SHC_EXIT_USAGE;
+        goto leave;
+    }
+    if (contents && o->resume) {
+        fmt_manifest old;
+        if (fmt_manifest_read(o->out, &old, NULL) == 0) {
+            int same = old.fingerprint == fp;
+            uint64_t n = old.samples, r = old.rejects;
+            fmt_manifest_free(&old);
+            if (same) {
+                fprintf(stderr, "shardc: %s is already complete (%" PRIu64 " samples, %" PRIu64
+                        " rejected); nothing to do\n", o->out, n, r);
+                exit_code = r ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
+                goto leave;
+            }
+        }
+        rc = resume_scan(o, fp, &shards, &next_input, &next_index);
+        if (rc == 0)
+            rc = journal_load(o->out, next_input, &rej);
+        if (rc) {
+            fprintf(stderr, "shardc: cannot resume in %s: %s\n", o->out, strerror(rc));
+            exit_code = SHC_EXIT_IO;
+            goto leave;
+        }
+        if (shards.n)
+            fprintf(stderr, "shardc: resuming: kept %zu finished shard(s), %" PRIu64
+                    " samples; continuing at input %" PRIu64 " of %zu\n", shards.n, next_index,
+                    next_input, in.n);
+    } else if (contents) {
+        if (!o->force) {
+            fprintf(stderr, "shardc: %s already holds a dataset (use --resume to continue it or "
+                    "--force to replace it)\n", o->out);
+            exit_code = SHC_EXIT_USAGE;
+            goto leave;
+        }
+        if ((rc = clear_output(o->out, -1))) {
+            fprintf(stderr, "shardc: cannot clear %s: %s\n", o->out, strerror(rc));
+            exit_code = SHC_EXIT_IO;
+            goto leave;
+        }
+    }
+    warn_projection(o, &in);
+
+    /* the journal holds exactly the rejects below the resume point */
+    jpath = path_join(o->out, JOURNAL_NAME);
+    journal = jpath ? fopen(jpath, "w") : NULL;
+    if (!journal) {
+        fprintf(stderr, "shardc: cannot write %s: %s\n", jpath ? jpath : o->out, strerror(errno));
+        exit_code = SHC_EXIT_IO;
+        goto leave;
+    }
+    for (size_t i = 0; i < rej.n; i++)
+        fprintf(journal, "%" PRIu64 "\t%s\t%s\n", rej.v[i].pos, rej.v[i].path, rej.v[i].reason);
+
+    /* workers */
+    nthreads = o->threads ? o->threads : 1;
+    pl.o = o;
+    pl.in = &in;
+    pl.nslots = 2 * (size_t)nthreads + 2;
+    pl.next_claim = pl.next_write = (size_t)next_input;
+    pl.end = in.n;
+    pl.slots = calloc(pl.nslots, sizeof *pl.slots);
+    tids = calloc(nthreads, sizeof *tids);
+    if (!pl.slots || !tids) {
+        fprintf(stderr, "shardc: out of memory\n");
+        exit_code = SHC_EXIT_IO;
+        goto leave;
+    }
+    pthread_mutex_init(&pl.mu, NULL);
+    pthread_cond_init(&pl.space, NULL);
+    pthread_cond_init(&pl.ready, NULL);
+    for (unsigned t = 0; t < nthreads; t++) {
+        if (pthread_create(&tids[t], NULL, worker, &pl) != 0) {
+            nthreads = t;
+            break;
+        }
+    }
+    if (nthreads == 0) {
+        fprintf(stderr, "shardc: cannot start worker threads\n");
+        exit_code = SHC_EXIT_IO;
+        goto stop;
+    }
+
+    /* the writer: results in input order */
+    uint64_t shard_no = shards.n;
+    for (size_t i = (size_t)next_input; i < in.n; i++) {
+        slot *s = &pl.slots[i % pl.nslots];
+        pthread_mutex_lock(&pl.mu);
+        while (!s->done)
+            pthread_cond_wait(&pl.ready, &pl.mu);
+        pthread_mutex_unlock(&pl.mu);
+
+        if (s->rc) {
+            fprintf(stderr, "%sshardc: cannot decode %s: %s (%s)\n", o->progress ? "\r\033[K" : "",
+                    in.items[i].path, s->reason, o->strict ? "aborting: --strict" : "skipped");
+            if (reject_add(&rej, i, in.items[i].path, s->reason) != 0) {
+                exit_code = SHC_EXIT_IO;
+                goto stop;
+            }
+            fprintf(journal, "%zu\t%s\t%s\n", i, in.items[i].path, s->reason);
+            if (o->strict) {
+                exit_code = SHC_EXIT_REJECTS;
+                goto stop;
+            }
+        } else {
+            uint64_t cost = fmt_raw_sample_cost((uint64_t)s->img.width * s->img.height *
+                                                s->img.channels, 0, align);
+            if (w && (fmt_raw_writer_size(w) + cost > o->shard_bytes ||
+                      (o->shard_samples && fmt_raw_writer_count(w) >= o->shard_samples))) {
+                /* close the shard; its rejects reach the disk first */
+                fmt_raw_header h;
+                if (fflush(journal) != 0 || fsync(fileno(journal)) != 0) {
+                    rc = errno;
+                } else {
+                    rc = fmt_raw_writer_finish(w, i, &h);
+                    if (rc == 0)
+                        rc = shard_list_add(&shards, cur_name, &h);
+                }
+                w = NULL;
+                if (rc)
+                    goto io_error;
+                shard_no++;
+            }
+            if (!w) {
+                free(cur_name);
+                free(cur_path);
+                cur_name = shard_name(shard_no);
+                cur_path = cur_name ? path_join(o->out, cur_name) : NULL;
+                fmt_raw_writer_opts wo = {.align = align, .first_index = next_index,
+                                          .fingerprint = fp};
+                rc = cur_path ? fmt_raw_writer_open(&w, cur_path, &wo) : ENOMEM;
+                if (rc)
+                    goto io_error;
+            }
+            rc = fmt_raw_writer_add(w, &s->meta, s->img.pixels);
+            if (rc)
+                goto io_error;
+            shards.pixels += (uint64_t)s->img.width * s->img.height;
+            next_index++;
+            if (crash_after && ++written == crash_after)
+                raise(SIGKILL);
+        }
+        fmt_image_free(&s->img);
+        pthread_mutex_lock(&pl.mu);
+        s->done = 0;
+        pl.next_write = i + 1;
+        pthread_cond_broadcast(&pl.space);
+        pthread_mutex_unlock(&pl.mu);
+
+        if (o->progress && shc_now() - last_progress > 0.25) {
+            last_progress = shc_now();
+            print_progress(t0, i + 1 - next_input, in.n - next_input, rej.n, 0);
+        }
+    }
+    if (w) {
+        fmt_raw_header h;
+        if (fflush(journal) != 0 || fsync(fileno(journal)) != 0) {
+            rc = errno;
+            fmt_raw_writer_abort(w);
+        } else {
+            rc = fmt_raw_writer_finish(w, in.n, &h);
+            if (rc == 0)
+                rc = shard_list_add(&shards, cur_name, &h);
+        }
+        w = NULL;
+        if (rc)
+            goto io_error;
+    }
+    if (o->progress)
+        print_progress(t0, in.n - next_input, in.n - next_input, rej.n, 1);
+
+    /* rejects.tsv, then the manifest: last */
+    fmt_manifest m = {0};
+    char tool[64];
+    snprintf(tool, sizeof tool, "shardc %s", SHARDC_VERSION);
+    m.backend = "raw";
+    m.backend_version = 1;
+    m.tool = tool;
+    m.samples = next_index;
+    m.inputs = in.n + in.nskipped;
+    m.rejects = rej.n + in.nskipped;
+    m.classes = in.classes;
+    m.nclasses = in.nclasses;
+    m.geom = o->geom;
+    m.channels = o->channels;
+    if (o->geom.mode == FMT_GEOM_SIZE) {
+        m.sample_width = o->geom.width;
+        m.sample_height = o->geom.height;
+    }
+    uint64_t pixels = shards.pixels;
+    m.pixels = pixels;
+    for (uint32_t c = 0; c < o->channels; c++) {
+        double mean = pixels ? (double)shards.sum[c] / (double)pixels : 0;
+        double var = pixels ? (double)shards.sumsq[c] / (double)pixels - mean * mean : 0;
+        m.mean[c] = mean;
+        m.std[c] = var > 0 ? sqrt(var) : 0;
+    }
+    m.fingerprint = fp;
+    m.nshards = shards.n;
+    m.shards = shards.v;
+    m.build_json = build_options_json(o);
+    fclose(journal);
+    journal = NULL;
+    rc = write_rejects(o->out, &in, &rej);
+    if (rc == 0)
+        rc = fmt_manifest_write(o->out, &m);
+    free(m.build_json);
+    if (rc) {
+        fprintf(stderr, "shardc: cannot write the manifest in %s: %s\n", o->out, strerror(rc));
+        exit_code = SHC_EXIT_IO;
+        goto stop;
+    }
+    unlink(jpath);
+
+    double dt = shc_now() - t0;
+    uint64_t total_bytes = 0;
+    for (size_t k = 0; k < shards.n; k++)
+        total_bytes += shards.v[k].bytes;
+    char hb[32];
+    size_t nrej = rej.n + in.nskipped;
+    fprintf(stderr, "shardc: wrote %" PRIu64 " samples (%zu classes) in %zu shard(s), %s, to %s; "
+            "%zu rejected%s; %.2f s, %.0f images/s\n", next_index, in.nclasses, shards.n,
+            shc_human_size(total_bytes, hb, sizeof hb), o->out, nrej,
+            nrej ? " (see rejects.tsv)" : "", dt, dt > 0 ? (double)(in.n - next_input) / dt : 0.0);
+    if (o->json)
+        printf("{\"samples\": %" PRIu64 ", \"classes\": %zu, \"shards\": %zu, \"bytes\": %" PRIu64
+               ", \"inputs\": %zu, \"rejects\": %zu, \"seconds\": %.3f, \"images_per_s\": %.1f, "
+               "\"threads\": %u, \"out\": \"%s\"}\n", next_index, in.nclasses, shards.n,
+               total_bytes, in.n + in.nskipped, nrej, dt,
+               dt > 0 ? (double)(in.n - next_input) / dt : 0.0, nthreads, o->out);
+    exit_code = nrej ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
+    goto stop;
+
+io_error:
+    fprintf(stderr, "%sshardc: cannot write %s: %s\n", o->progress ? "\r\033[K" : "",
+            cur_path ? cur_path : o->out, fmt_strerror(rc));
+    exit_code = SHC_EXIT_IO;
+stop:
+    fmt_raw_writer_abort(w);
+    w = NULL;
+    if (tids) {
+        pthread_mutex_lock(&pl.mu);
+        pl.stop = 1;
+        pthread_cond_broadcast(&pl.space);
+        pthread_mutex_unlock(&pl.mu);
+        for (unsigned t = 0; t < nthreads; t++)
+            pthread_join(tids[t], NULL);
+        pthread_mutex_destroy(&pl.mu);
+        pthread_cond_destroy(&pl.space);
+        pthread_cond_destroy(&pl.ready);
+    }
+    for (size_t k = 0; pl.slots && k < pl.nslots; k++)
+        fmt_image_free(&pl.slots[k].img);
+leave:
+    if (journal) {
+        fflush(journal);
+        fsync(fileno(journal));
+        fclose(journal);
+    }
+    free(jpath);
+    free(cur_name);
+    free(cur_path);
+    free(tids);
+    free(pl.slots);
+    shard_list_free(&shards);
+    reject_list_free(&rej);
+    shc_inputs_free(&in);
+    return exit_code;
+}

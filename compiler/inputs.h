@@ -1,0 +1,52 @@
+/* inputs.h - what a build reads: the ordered list of input images and their labels.
+ *
+ * Two sources: class-folder trees (each subfolder of a SRC is a class; class names sorted by byte
+ * value give labels 0..K-1; image files found recursively, ordered by path) and list files
+ * ("path label" per line, the label the last field, paths relative to the first SRC that holds
+ * them). Problems with single entries that do not stop a build (an unreadable folder, a symlink
+ * loop) are collected in `skipped`; problems that make the list itself wrong (a list line naming a
+ * missing file, a bad label) are errors.
+ */
+#ifndef SHC_INPUTS_H
+#define SHC_INPUTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Labels in list files are 0..SHC_MAX_LABEL (the manifest names every class up to the largest). */
+#define SHC_MAX_LABEL 1000000
+
+typedef struct {
+    char *path;         /* path to open (SRC joined with the relative path) */
+    int32_t label;
+} shc_input;
+
+typedef struct {
+    char *path;
+    char *reason;
+} shc_skip;
+
+typedef struct {
+    shc_input *items;
+    size_t n, cap;
+    char **classes;     /* label L is named classes[L] */
+    size_t nclasses;
+    shc_skip *skipped;
+    size_t nskipped, skipcap;
+    size_t ignored;     /* non-image files left out (by extension) */
+} shc_inputs;
+
+/* Walk class-folder trees. Errors: errno of a SRC that cannot be read (err says which). */
+int shc_inputs_from_dirs(char *const *srcs, size_t nsrc, shc_inputs *in, char *err, size_t errlen);
+
+/* Read a list file. Errors: errno for the list file itself; EINVAL for a malformed line or bad
+ * label; ENOENT when a named file is in none of the SRCs. err names the file and line. */
+int shc_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, shc_inputs *in,
+                         char *err, size_t errlen);
+
+void shc_inputs_free(shc_inputs *in);
+
+/* Does the name end in an image extension we read (.jpg .jpeg .jpe .png .bmp .dib, any case)? */
+int shc_is_image_name(const char *name);
+
+#endif

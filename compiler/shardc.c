@@ -1,0 +1,495 @@
+/* shardc - the dataset compiler's command line: build, info, verify, cat. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "dataset.h"
+#include "raw.h"
+#include "util.h"
+
+static const char usage_main[] =
+    "usage: shardc COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  build SRC... -o OUT [options]   compile images into the dataset directory OUT\n"
+    "  info OUT [--json]               what OUT holds: samples, classes, shards, geometry, stats\n"
+    "  verify OUT                      re-hash every sample; exit 1 naming each damaged one\n"
+    "  cat OUT INDEX [-o FILE]         one sample as binary PPM (P6, or P5 for gray)\n"
+    "\n"
+    "  shardc COMMAND --help for a command's options; shardc --version\n";
+
+static const char usage_build[] =
+    "usage: shardc build SRC... -o OUT [options]\n"
+    "\n"
+    "SRC is a class-folder tree (each subfolder a class; sorted names give labels 0..K-1),\n"
+    "or, with --list, the folder the list's paths are relative to.\n"
+    "\n"
+    "  -o, --output OUT        dataset directory to write (created if missing)\n"
+    "      --format raw        storage format (raw)\n"
+    "      --list FILE         list file: \"path label\" per line\n"
+    "      --size WxH          fixed output size, with --fit crop|pad|stretch (default crop:\n"
+    "                          resize the short side, center crop)\n"
+    "      --fit MODE          crop, pad (letterbox, zero border) or stretch\n"
+    "      --short-side N      keep aspect, short side N (up or down)\n"
+    "      --max-side N        cap the long side at N (never upscales)\n"
+    "                          (no geometry option: keep each image's own size)\n"
+    "      --gray              store one channel (default: RGB)\n"
+    "  -j, --threads N         worker threads (default: all cores)\n"
+    "      --shard-size SIZE   bound on a shard's size, e.g. 512MiB (default 1GiB)\n"
+    "      --shard-samples N   bound on samples per shard\n"
+    "      --align N           payload alignment in bytes, a power of two 256..1MiB (default 4096)\n"
+    "      --max-pixels N      refuse images with more pixels (default 178956970)\n"
+    "      --max-image-side N  refuse images with a longer side (default 32768)\n"
+    "      --max-file-size SIZE  refuse input files larger than this (default 1GiB)\n"
+    "      --strict            the first bad image aborts the build\n"
+    "      --resume            continue an interrupted build in OUT\n"
+    "      --force             replace what OUT holds\n"
+    "      --dry-run           report counts and projected size; write nothing\n"
+    "      --progress, --no-progress   progress line (default: when stderr is a terminal)\n"
+    "      --json              machine-readable summary on stdout\n"
+    "\n"
+    "exit status: 0 success, 1 finished with rejects (see OUT/rejects.tsv), 2 usage error,\n"
+    "3 fatal I/O error (no manifest is left)\n";
+
+static const char usage_info[] =
+    "usage: shardc info OUT [--json]\n"
+    "  what the dataset directory OUT holds: samples, classes, shards, geometry, channel stats\n";
+static const char usage_verify[] =
+    "usage: shardc verify OUT\n"
+    "  re-hash every sample of OUT against its recorded hash; exit 1 naming each damaged sample\n";
+static const char usage_cat[] =
+    "usage: shardc cat OUT INDEX [-o FILE]\n"
+    "  write sample INDEX of OUT as binary PPM (P6; P5 for gray) to stdout or FILE\n";
+
+static int usage_error(const char *usage, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "shardc: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", usage);
+    return SHC_EXIT_USAGE;
+}
+
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+    return 0;
+}
+
+/* ---- build ---- */
+
+enum {
+    OPT_FORMAT = 256, OPT_LIST, OPT_SIZE, OPT_FIT, OPT_SHORT, OPT_MAXSIDE, OPT_GRAY, OPT_SHARDSIZE,
+    OPT_SHARDSAMPLES, OPT_ALIGN, OPT_MAXPIX, OPT_MAXIMGSIDE, OPT_MAXFILE, OPT_STRICT, OPT_RESUME,
+    OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON
+};
+
+static int cmd_build(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, 0, 'o'},      {"threads", required_argument, 0, 'j'},
+        {"format", required_argument, 0, OPT_FORMAT}, {"list", required_argument, 0, OPT_LIST},
+        {"size", required_argument, 0, OPT_SIZE},   {"fit", required_argument, 0, OPT_FIT},
+        {"short-side", required_argument, 0, OPT_SHORT},
+        {"max-side", required_argument, 0, OPT_MAXSIDE}, {"gray", no_argument, 0, OPT_GRAY},
+        {"grey", no_argument, 0, OPT_GRAY},
+        {"shard-size", required_argument, 0, OPT_SHARDSIZE},
+        {"shard-samples", required_argument, 0, OPT_SHARDSAMPLES},
+        {"align", required_argument, 0, OPT_ALIGN},
+        {"max-pixels", required_argument, 0, OPT_MAXPIX},
+        {"max-image-side", required_argument, 0, OPT_MAXIMGSIDE},
+        {"max-file-size", required_argument, 0, OPT_MAXFILE},
+        {"strict", no_argument, 0, OPT_STRICT},     {"resume", no_argument, 0, OPT_RESUME},
+        {"force", no_argument, 0, OPT_FORCE},       {"dry-run", no_argument, 0, OPT_DRYRUN},
+        {"progress", no_argument, 0, OPT_PROGRESS},
+        {"no-progress", no_argument, 0, OPT_NOPROGRESS},
+        {"json", no_argument, 0, OPT_JSON},         {0, 0, 0, 0}};
+    shc_build_opts o = {
+        .channels = 3,
+        .shard_bytes = 1ull << 30,
+        .max_file_bytes = 1ull << 30,
+        .limits = {FMT_DEFAULT_MAX_SIDE, FMT_DEFAULT_MAX_PIXELS},
+        .progress = isatty(STDERR_FILENO),
+    };
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    o.threads = nproc > 0 ? (unsigned)nproc : 1;
+    int have_size = 0, have_short = 0, have_fit = 0;
+    uint64_t v;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:j:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': o.out = optarg; break;
+        case 'j':
+            if (shc_parse_uint(optarg, 1, 1024, &v))
+                return usage_error(usage_build, "bad thread count '%s' (1..1024)", optarg);
+            o.threads = (unsigned)v;
+            break;
+        case OPT_FORMAT:
+            if (strcmp(optarg, "raw") != 0)
+                return usage_error(usage_build, "format '%s' is not available in this build "
+                                   "(available: raw)", optarg);
+            break;
+        case OPT_LIST: o.list = optarg; break;
+        case OPT_SIZE:
+            if (shc_parse_wxh(optarg, &o.geom.width, &o.geom.height))
+                return usage_error(usage_build, "bad --size '%s' (expected WxH, e.g. 224x224)",
+                                   optarg);
+            have_size = 1;
+            break;
+        case OPT_FIT: {
+            int f = fmt_fit_parse(optarg);
+            if (f < 0)
+                return usage_error(usage_build, "bad --fit '%s' (crop, pad or stretch)", optarg);
+            o.geom.fit = (fmt_fit)f;
+            have_fit = 1;
+            break;
+        }
+        case OPT_SHORT:
+            if (shc_parse_uint(optarg, 1, 65535, &v))
+                return usage_error(usage_build, "bad --short-side '%s' (1..65535)", optarg);
+            o.geom.short_side = (uint32_t)v;
+            have_short = 1;
+            break;
+        case OPT_MAXSIDE:
+            if (shc_parse_uint(optarg, 1, 65535, &v))
+                return usage_error(usage_build, "bad --max-side '%s' (1..65535)", optarg);
+            o.geom.max_side = (uint32_t)v;
+            break;
+        case OPT_GRAY: o.channels = 1; break;
+        case OPT_SHARDSIZE:
+            if (shc_parse_size(optarg, &o.shard_bytes) || o.shard_bytes < 4096)
+                return usage_error(usage_build, "bad --shard-size '%s' (e.g. 1GiB, at least 4KiB)",
+                                   optarg);
+            break;
+        case OPT_SHARDSAMPLES:
+            if (shc_parse_uint(optarg, 1, UINT64_MAX, &o.shard_samples))
+                return usage_error(usage_build, "bad --shard-samples '%s'", optarg);
+            break;
+        case OPT_ALIGN:
+            if (shc_parse_size(optarg, &v) || v < FMT_RAW_MIN_ALIGN || v > FMT_RAW_MAX_ALIGN ||
+                (v & (v - 1)))
+                return usage_error(usage_build, "bad --align '%s' (a power of two, 256..1MiB)",
+                                   optarg);
+            o.align = (uint32_t)v;
+            break;
+        case OPT_MAXPIX:
+            if (shc_parse_uint(optarg, 1, UINT64_MAX, &o.limits.max_pixels))
+                return usage_error(usage_build, "bad --max-pixels '%s'", optarg);
+            break;
+        case OPT_MAXIMGSIDE:
+            if (shc_parse_uint(optarg, 1, 65535, &v))
+                return usage_error(usage_build, "bad --max-image-side '%s' (1..65535)", optarg);
+            o.limits.max_side = (uint32_t)v;
+            break;
+        case OPT_MAXFILE:
+            if (shc_parse_size(optarg, &o.max_file_bytes) || o.max_file_bytes == 0)
+                return usage_error(usage_build, "bad --max-file-size '%s'", optarg);
+            break;
+        case OPT_STRICT: o.strict = 1; break;
+        case OPT_RESUME: o.resume = 1; break;
+        case OPT_FORCE: o.force = 1; break;
+        case OPT_DRYRUN: o.dry_run = 1; break;
+        case OPT_PROGRESS: o.progress = 1; break;
+        case OPT_NOPROGRESS: o.progress = 0; break;
+        case OPT_JSON: o.json = 1; break;
+        default: fputs(usage_build, stderr); return SHC_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc)
+        return usage_error(usage_build, "%s", "no SRC given");
+    if (!o.out && !o.dry_run)
+        return usage_error(usage_build, "%s", "no output directory given (-o OUT)");
+    if (have_size && have_short)
+        return usage_error(usage_build, "%s", "--size and --short-side exclude each other");
+    if (have_size && o.geom.max_side)
+        return usage_error(usage_build, "%s", "--size and --max-side exclude each other");
+    if (have_fit && !have_size)
+        return usage_error(usage_build, "%s", "--fit needs --size");
+    if (o.resume && o.force)
+        return usage_error(usage_build, "%s", "--resume and --force exclude each other");
+    o.geom.mode = have_size ? FMT_GEOM_SIZE : have_short ? FMT_GEOM_SHORT_SIDE : FMT_GEOM_KEEP;
+    o.srcs = argv + optind;
+    o.nsrc = (size_t)(argc - optind);
+    return shc_build(&o);
+}
+
+/* ---- info ---- */
+
+static void print_json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}
+
+static int open_dataset(const char *dir, fmt_dataset **d)
+{
+    fmt_msg msg = {{0}};
+    int rc = fmt_dataset_open(d, dir, &msg);
+    if (rc) {
+        fprintf(stderr, "shardc: cannot open dataset %s: %s\n", dir, fmt_reason(&msg, rc));
+        return rc == ENOENT ? SHC_EXIT_USAGE : SHC_EXIT_REJECTS;
+    }
+    return 0;
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    int json = 0;
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else if (argv[i][0] == '-')
+            return usage_error(usage_info, "unknown option '%s'", argv[i]);
+        else if (!dir)
+            dir = argv[i];
+        else
+            return usage_error(usage_info, "unexpected argument '%s'", argv[i]);
+    }
+    if (!dir)
+        return usage_error(usage_info, "%s", "no dataset directory given");
+    fmt_dataset *d;
+    int rc = open_dataset(dir, &d);
+    if (rc)
+        return rc;
+    const fmt_manifest *m = fmt_dataset_manifest(d);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < m->nshards; i++)
+        bytes += m->shards[i].bytes;
+    if (json) {
+        printf("{\"samples\": %" PRIu64 ", \"classes\": [", m->samples);
+        for (size_t i = 0; i < m->nclasses; i++) {
+            if (i)
+                printf(", ");
+            print_json_string(m->classes[i]);
+        }
+        printf("], \"num_classes\": %zu, \"backend\": ", m->nclasses);
+        print_json_string(m->backend);
+        printf(", \"inputs\": %" PRIu64 ", \"rejects\": %" PRIu64 ", \"bytes\": %" PRIu64
+               ", \"channels\": %u, \"geometry\": {\"mode\": \"%s\", \"fit\": \"%s\", \"width\": %u, "
+               "\"height\": %u, \"short_side\": %u, \"max_side\": %u}, \"sample_width\": %u, "
+               "\"sample_height\": %u, \"mean\": [", m->inputs, m->rejects,
+               bytes, m->channels, fmt_geom_mode_name(m->geom.mode), fmt_fit_name(m->geom.fit),
+               m->geom.width, m->geom.height, m->geom.short_side, m->geom.max_side,
+               m->sample_width, m->sample_height);
+        for (uint32_t c = 0; c < m->channels; c++)
+            printf("%s%.4f", c ? ", " : "", m->mean[c]);
+        printf("], \"std\": [");
+        for (uint32_t c = 0; c < m->channels; c++)
+            printf("%s%.4f", c ? ", " : "", m->std[c]);
+        printf("], \"shards\": [");
+        for (size_t i = 0; i < m->nshards; i++) {
+            printf("%s{\"file\": ", i ? ", " : "");
+            print_json_string(m->shards[i].file);
+            printf(", \"first\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
+                   m->shards[i].first, m->shards[i].samples, m->shards[i].bytes);
+        }
+        printf("], \"tool\": ");
+        print_json_string(m->tool);
+        printf("}\n");
+    } else {
+        char hb[32];
+        printf("dataset:   %s (%s, written by %s)\n", dir, m->backend, m->tool);
+        printf("samples:   %" PRIu64 " from %" PRIu64 " inputs, %" PRIu64 " rejected\n", m->samples,
+               m->inputs, m->rejects);
+        printf("classes:   %zu", m->nclasses);
+        for (size_t i = 0; i < m->nclasses && i < 10; i++)
+            printf("%s%s", i ? ", " : " (", m->classes[i]);
+        printf("%s\n", m->nclasses > 10 ? ", ...)" : m->nclasses ? ")" : "");
+        if (m->geom.mode == FMT_GEOM_SIZE)
+            printf("geometry:  %ux%u, fit %s, %u channel(s)\n", m->geom.width, m->geom.height,
+                   fmt_fit_name(m->geom.fit), m->channels);
+        else if (m->geom.mode == FMT_GEOM_SHORT_SIDE)
+            printf("geometry:  short side %u%s, %u channel(s)\n", m->geom.short_side,
+                   m->geom.max_side ? ", long side capped" : "", m->channels);
+        else
+            printf("geometry:  source sizes%s, %u channel(s)\n",
+                   m->geom.max_side ? ", long side capped" : "", m->channels);
+        printf("shards:    %zu, %s\n", m->nshards, shc_human_size(bytes, hb, sizeof hb));
+        printf("mean:     ");
+        for (uint32_t c = 0; c < m->channels; c++)
+            printf(" %.3f", m->mean[c]);
+        printf("\nstd:      ");
+        for (uint32_t c = 0; c < m->channels; c++)
+            printf(" %.3f", m->std[c]);
+        printf("\n");
+    }
+    fmt_dataset_close(d);
+    return 0;
+}
+
+/* ---- verify ---- */
+
+static int cmd_verify(int argc, char **argv)
+{
+    if (argc != 2 || argv[1][0] == '-')
+        return usage_error(usage_verify, "%s", "expected one dataset directory");
+    const char *dir = argv[1];
+    fmt_manifest m;
+    fmt_msg msg = {{0}};
+    int rc = fmt_manifest_read(dir, &m, &msg);
+    if (rc) {
+        fprintf(stderr, "shardc: cannot read the manifest of %s: %s\n", dir, fmt_reason(&msg, rc));
+        return rc == ENOENT ? SHC_EXIT_USAGE : SHC_EXIT_REJECTS;
+    }
+    uint64_t damaged = 0, checked = 0;
+    for (size_t k = 0; k < m.nshards; k++) {
+        const fmt_manifest_shard *ms = &m.shards[k];
+        char *path;
+        if (asprintf(&path, "%s/%s", dir, ms->file) < 0) {
+            fmt_manifest_free(&m);
+            return SHC_EXIT_IO;
+        }
+        fmt_raw_shard *s = NULL;
+        fmt_msg smsg = {{0}};
+        rc = fmt_raw_open(&s, path, &smsg);
+        const fmt_raw_header *h = rc ? NULL : fmt_raw_get_header(s);
+        if (!rc && (h->header_hash != ms->hash || h->sample_count != ms->samples ||
+                    h->first_index != ms->first)) {
+            rc = FMT_ECORRUPT;
+            snprintf(smsg.text, sizeof smsg.text, "shard does not match the manifest");
+        }
+        if (rc) {
+            /* the whole shard is unusable: name its samples as a range */
+            if (ms->samples)
+                printf("damaged: samples %" PRIu64 "-%" PRIu64 " (%s): %s\n", ms->first,
+                       ms->first + ms->samples - 1, path, fmt_reason(&smsg, rc));
+            else
+                printf("damaged: %s: %s\n", path, fmt_reason(&smsg, rc));
+            damaged += ms->samples ? ms->samples : 1;
+        } else {
+            for (uint64_t i = 0; i < h->sample_count; i++) {
+                checked++;
+                if (fmt_raw_check_sample(s, i) != 0) {
+                    printf("damaged: sample %" PRIu64 " (%s, entry %" PRIu64 "): hash mismatch\n",
+                           ms->first + i, path, i);
+                    damaged++;
+                }
+            }
+        }
+        fmt_raw_close(s);
+        free(path);
+    }
+    if (damaged)
+        fprintf(stderr, "shardc: %s: %" PRIu64 " damaged sample(s)\n", dir, damaged);
+    else
+        fprintf(stderr, "shardc: %s: all %" PRIu64 " samples in %zu shard(s) verified\n", dir,
+                checked, m.nshards);
+    fmt_manifest_free(&m);
+    return damaged ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
+}
+
+/* ---- cat ---- */
+
+static int cmd_cat(int argc, char **argv)
+{
+    const char *dir = NULL, *index = NULL, *outfile = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) {
+            if (++i >= argc)
+                return usage_error(usage_cat, "%s", "-o needs a file name");
+            outfile = argv[i];
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return usage_error(usage_cat, "unknown option '%s'", argv[i]);
+        } else if (!dir) {
+            dir = argv[i];
+        } else if (!index) {
+            index = argv[i];
+        } else {
+            return usage_error(usage_cat, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    uint64_t idx;
+    if (!dir || !index)
+        return usage_error(usage_cat, "%s", "expected OUT and INDEX");
+    if (shc_parse_uint(index, 0, UINT64_MAX, &idx))
+        return usage_error(usage_cat, "bad INDEX '%s'", index);
+    fmt_dataset *d;
+    int rc = open_dataset(dir, &d);
+    if (rc)
+        return rc;
+    fmt_sample s;
+    if (fmt_dataset_get(d, idx, &s) != 0) {
+        fprintf(stderr, "shardc: %s has %" PRIu64 " samples; no sample %" PRIu64 "\n", dir,
+                fmt_dataset_count(d), idx);
+        fmt_dataset_close(d);
+        return SHC_EXIT_USAGE;
+    }
+    char head[64];
+    int hn = snprintf(head, sizeof head, "P%c\n%u %u\n255\n", s.channels == 1 ? '5' : '6', s.width,
+                      s.height);
+    if (outfile) {
+        size_t n = (size_t)hn + s.length;
+        uint8_t *buf = malloc(n);
+        rc = buf ? 0 : ENOMEM;
+        if (buf) {
+            memcpy(buf, head, (size_t)hn);
+            memcpy(buf + hn, s.pixels, s.length);
+            rc = fmt_write_file_atomic(outfile, buf, n);
+            free(buf);
+        }
+        if (rc)
+            fprintf(stderr, "shardc: cannot write %s: %s\n", outfile, fmt_strerror(rc));
+    } else {
+        if (fwrite(head, 1, (size_t)hn, stdout) != (size_t)hn ||
+            fwrite(s.pixels, 1, s.length, stdout) != s.length || fflush(stdout) != 0) {
+            rc = errno ? errno : EIO;
+            fprintf(stderr, "shardc: cannot write to stdout: %s\n", strerror(rc));
+        }
+    }
+    fmt_dataset_close(d);
+    return rc ? SHC_EXIT_IO : SHC_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return SHC_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage_main, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        printf("shardc %s\n", SHARDC_VERSION);
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+        const char *usage;
+    } cmds[] = {{"build", cmd_build, usage_build},
+                {"info", cmd_info, usage_info},
+                {"verify", cmd_verify, usage_verify},
+                {"cat", cmd_cat, usage_cat}};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        if (strcmp(cmd, cmds[i].name) == 0) {
+            if (wants_help(argc - 1, argv + 1)) {
+                fputs(cmds[i].usage, stdout);
+                return 0;
+            }
+            return cmds[i].fn(argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "shardc: unknown command '%s'\n%s", cmd, usage_main);
+    return SHC_EXIT_USAGE;
+}

@@ -1,0 +1,95 @@
+/* util.c - CLI number parsing and formatting. */
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+int shc_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int shc_parse_size(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t mul;
+    } units[] = {
+        {"", 1},          {"b", 1},
+        {"k", 1000},      {"kb", 1000},    {"kib", 1ull << 10},
+        {"m", 1000000},   {"mb", 1000000}, {"mib", 1ull << 20},
+        {"g", 1000000000ull}, {"gb", 1000000000ull}, {"gib", 1ull << 30},
+        {"t", 1000000000000ull}, {"tb", 1000000000000ull}, {"tib", 1ull << 40},
+    };
+    if (!s || !isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -1;
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
+        if (strcasecmp(end, units[i].suffix) == 0) {
+            if (v > UINT64_MAX / units[i].mul)
+                return -1;
+            *out = v * units[i].mul;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int shc_parse_wxh(const char *s, uint32_t *w, uint32_t *h)
+{
+    const char *x = s ? strpbrk(s, "xX") : NULL;
+    if (!x)
+        return -1;
+    char buf[32];
+    size_t n = (size_t)(x - s);
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    uint64_t a, b;
+    if (shc_parse_uint(buf, 1, 65535, &a) || shc_parse_uint(x + 1, 1, 65535, &b))
+        return -1;
+    *w = (uint32_t)a;
+    *h = (uint32_t)b;
+    return 0;
+}
+
+char *shc_human_size(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)bytes;
+    int i = 0;
+    while (v >= 1024 && i < 5) {
+        v /= 1024;
+        i++;
+    }
+    if (i == 0)
+        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, len, "%.1f %s", v, u[i]);
+    return buf;
+}
+
+double shc_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,24 @@
+/* util.h - small helpers of the shardc CLI: number and size parsing, human-readable sizes. */
+#ifndef SHC_UTIL_H
+#define SHC_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parse a byte size: digits with an optional suffix k/K/KB (1000), KiB (1024), M/MB, MiB, G/GB,
+ * GiB, T/TB, TiB; "1GiB", "512M", "4096". Overflow-checked. 0 on success, -1 on error. */
+int shc_parse_size(const char *s, uint64_t *out);
+
+/* Parse an unsigned decimal integer in [min, max]. 0 on success, -1 on error. */
+int shc_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/* Parse "WxH" (both 1..65535). 0 on success, -1 on error. */
+int shc_parse_wxh(const char *s, uint32_t *w, uint32_t *h);
+
+/* "1.5 GiB" style, into buf. Returns buf. */
+char *shc_human_size(uint64_t bytes, char *buf, size_t len);
+
+/* Monotonic seconds. */
+double shc_now(void);
+
+#endif

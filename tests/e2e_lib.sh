@@ -1,0 +1,40 @@
+# Shared helpers for the end-to-end tests (sourced). Each test runs in its own temp dir.
+set -u
+BUILD=${BUILD:-build}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SHARDC="$ROOT/$BUILD/bin/shardc"
+MKSAMPLE="$ROOT/$BUILD/bin/shardc-mksample"
+T=$(mktemp -d /tmp/shardc-e2e.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+NPASS=0
+NFAIL=0
+NAME=$(basename "$0" .sh)
+# A python3 with Pillow (Debian's python3-pil lives in /usr/bin/python3, which may not be the
+# first python3 on PATH); empty if there is none.
+PYPIL=
+for py in python3 /usr/bin/python3; do
+  if "$py" -c 'import PIL' 2>/dev/null; then PYPIL=$py; break; fi
+done
+
+ok() { NPASS=$((NPASS+1)); echo "  ok   $*"; }
+bad() { NFAIL=$((NFAIL+1)); echo "  FAIL $*"; }
+
+# check DESCRIPTION COMMAND...: pass if the command succeeds
+check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+
+# expect_exit CODE DESCRIPTION COMMAND...: run the command (output to $T/out, $T/err)
+expect_exit() {
+  local want=$1 d=$2; shift 2
+  "$@" >"$T/out" 2>"$T/err"
+  local got=$?
+  if [ "$got" -eq "$want" ]; then ok "$d (exit $got)"; else
+    bad "$d: exit $got, expected $want"; sed 's/^/       /' "$T/err" | head -20; fi
+}
+
+# json_get FILE KEY: a top-level value of a JSON object
+json_get() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
+finish() {
+  echo "$NAME: $NPASS passed, $NFAIL failed"
+  [ "$NFAIL" -eq 0 ]
+}

@@ -1,0 +1,241 @@
+/* Input listing (class folders, list files) and the CLI's number parsing. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "inputs.h"
+#include "util.h"
+
+static char root[64];
+
+static void touch(const char *rel)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", root, rel);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("x", f);
+    fclose(f);
+}
+
+static void mk(const char *rel)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", root, rel);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+}
+
+static void setup(void)
+{
+    snprintf(root, sizeof root, "/tmp/test_inputs_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(root));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *rel(const char *path)
+{
+    return path + strlen(root) + 1;
+}
+
+START_TEST(class_folders)
+{
+    mk("a");
+    mk("a/zebra");
+    mk("a/apple");
+    mk("a/apple/sub");
+    mk("a/.hidden");
+    touch("a/zebra/2.JPG");
+    touch("a/zebra/10.png");
+    touch("a/apple/b.bmp");
+    touch("a/apple/sub/a.jpeg");
+    touch("a/apple/notes.txt");
+    touch("a/apple/.DS_Store.jpg");
+    touch("a/.hidden/x.jpg");
+    touch("a/top.jpg");
+    char p[256];
+    snprintf(p, sizeof p, "%s/a", root);
+    char *srcs[] = {p};
+    shc_inputs in;
+    char err[256];
+    ck_assert_int_eq(shc_inputs_from_dirs(srcs, 1, &in, err, sizeof err), 0);
+    ck_assert_uint_eq(in.nclasses, 2);
+    ck_assert_str_eq(in.classes[0], "apple");
+    ck_assert_str_eq(in.classes[1], "zebra");
+    ck_assert_uint_eq(in.n, 4);
+    /* byte order of paths inside a class; the sub folder's file comes after b.bmp */
+    ck_assert_str_eq(rel(in.items[0].path), "a/apple/b.bmp");
+    ck_assert_int_eq(in.items[0].label, 0);
+    ck_assert_str_eq(rel(in.items[1].path), "a/apple/sub/a.jpeg");
+    ck_assert_str_eq(rel(in.items[2].path), "a/zebra/10.png");
+    ck_assert_str_eq(rel(in.items[3].path), "a/zebra/2.JPG");
+    ck_assert_int_eq(in.items[3].label, 1);
+    ck_assert_uint_eq(in.ignored, 2); /* notes.txt, top.jpg */
+    ck_assert_uint_eq(in.nskipped, 0);
+    shc_inputs_free(&in);
+}
+END_TEST
+
+START_TEST(union_of_sources)
+{
+    mk("s1");
+    mk("s2");
+    mk("s1/b");
+    mk("s2/a");
+    mk("s2/b");
+    touch("s1/b/1.jpg");
+    touch("s2/b/1.jpg");
+    touch("s2/a/1.jpg");
+    char p1[256], p2[256];
+    snprintf(p1, sizeof p1, "%s/s1", root);
+    snprintf(p2, sizeof p2, "%s/s2", root);
+    char *srcs[] = {p1, p2};
+    shc_inputs in;
+    char err[256];
+    ck_assert_int_eq(shc_inputs_from_dirs(srcs, 2, &in, err, sizeof err), 0);
+    ck_assert_uint_eq(in.nclasses, 2);
+    ck_assert_uint_eq(in.n, 3);
+    ck_assert_str_eq(rel(in.items[0].path), "s2/a/1.jpg");
+    ck_assert_str_eq(rel(in.items[1].path), "s1/b/1.jpg");
+    ck_assert_str_eq(rel(in.items[2].path), "s2/b/1.jpg");
+    ck_assert_int_eq(in.items[2].label, 1);
+    shc_inputs_free(&in);
+}
+END_TEST
+
+START_TEST(symlink_loops_are_skipped)
+{
+    mk("d");
+    mk("d/c");
+    touch("d/c/ok.jpg");
+    char p[256], t[256];
+    snprintf(p, sizeof p, "%s/d/c/self.jpg", root);
+    ck_assert_int_eq(symlink("self.jpg", p), 0); /* a -> a: ELOOP */
+    snprintf(p, sizeof p, "%s/d/c/up", root);
+    snprintf(t, sizeof t, "%s/d/c", root);
+    ck_assert_int_eq(symlink(t, p), 0); /* directory cycle */
+    snprintf(p, sizeof p, "%s/d", root);
+    char *srcs[] = {p};
+    shc_inputs in;
+    char err[256];
+    ck_assert_int_eq(shc_inputs_from_dirs(srcs, 1, &in, err, sizeof err), 0);
+    ck_assert_uint_eq(in.n, 1);
+    ck_assert_uint_eq(in.nskipped, 2);
+    ck_assert_ptr_nonnull(strstr(in.skipped[0].path, "self.jpg"));
+    ck_assert_ptr_nonnull(strstr(in.skipped[0].reason, "loop"));
+    ck_assert_ptr_nonnull(strstr(in.skipped[1].path, "up"));
+    ck_assert_ptr_nonnull(strstr(in.skipped[1].reason, "loop"));
+    shc_inputs_free(&in);
+}
+END_TEST
+
+START_TEST(missing_source)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/nope", root);
+    char *srcs[] = {p};
+    shc_inputs in;
+    char err[256];
+    ck_assert_int_eq(shc_inputs_from_dirs(srcs, 1, &in, err, sizeof err), ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "nope"));
+}
+END_TEST
+
+static int list_case(const char *text, shc_inputs *in, char *err)
+{
+    char lp[256];
+    snprintf(lp, sizeof lp, "%s/list.txt", root);
+    FILE *f = fopen(lp, "w");
+    fputs(text, f);
+    fclose(f);
+    char *srcs[] = {root};
+    return shc_inputs_from_list(lp, srcs, 1, in, err, 256);
+}
+
+START_TEST(list_file)
+{
+    mk("x");
+    touch("x/one.jpg");
+    touch("x/two words.png");
+    shc_inputs in;
+    char err[256];
+    ck_assert_int_eq(list_case("# comment\n\nx/one.jpg 3\n  x/two words.png\t0  \r\n", &in, err),
+                     0);
+    ck_assert_uint_eq(in.n, 2);
+    ck_assert_str_eq(rel(in.items[0].path), "x/one.jpg");
+    ck_assert_int_eq(in.items[0].label, 3);
+    ck_assert_str_eq(rel(in.items[1].path), "x/two words.png");
+    ck_assert_int_eq(in.items[1].label, 0);
+    ck_assert_uint_eq(in.nclasses, 4);
+    ck_assert_str_eq(in.classes[3], "3");
+    shc_inputs_free(&in);
+
+    ck_assert_int_eq(list_case("x/one.jpg 1\nx/missing.jpg 2\n", &in, err), ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, ":2:"));
+    ck_assert_ptr_nonnull(strstr(err, "missing.jpg"));
+    ck_assert_int_eq(list_case("x/one.jpg cat\n", &in, err), EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "bad label 'cat'"));
+    ck_assert_int_eq(list_case("x/one.jpg -1\n", &in, err), EINVAL);
+    ck_assert_int_eq(list_case("x/one.jpg 99999999999\n", &in, err), EINVAL);
+    ck_assert_int_eq(list_case("x/one.jpg 1.5\n", &in, err), EINVAL);
+    ck_assert_int_eq(list_case("x/one.jpg\n", &in, err), EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "path label"));
+}
+END_TEST
+
+START_TEST(parse_numbers)
+{
+    uint64_t v;
+    uint32_t w, h;
+    ck_assert_int_eq(shc_parse_size("1GiB", &v), 0);
+    ck_assert_uint_eq(v, 1ull << 30);
+    ck_assert_int_eq(shc_parse_size("512M", &v), 0);
+    ck_assert_uint_eq(v, 512000000ull);
+    ck_assert_int_eq(shc_parse_size("4096", &v), 0);
+    ck_assert_uint_eq(v, 4096);
+    ck_assert_int_eq(shc_parse_size("3kib", &v), 0);
+    ck_assert_uint_eq(v, 3072);
+    ck_assert_int_eq(shc_parse_size("99999999999TiB", &v), -1);
+    ck_assert_int_eq(shc_parse_size("1 GiB", &v), -1);
+    ck_assert_int_eq(shc_parse_size("-1", &v), -1);
+    ck_assert_int_eq(shc_parse_size("GiB", &v), -1);
+    ck_assert_int_eq(shc_parse_wxh("224x160", &w, &h), 0);
+    ck_assert_uint_eq(w, 224);
+    ck_assert_uint_eq(h, 160);
+    ck_assert_int_eq(shc_parse_wxh("224", &w, &h), -1);
+    ck_assert_int_eq(shc_parse_wxh("0x5", &w, &h), -1);
+    ck_assert_int_eq(shc_parse_wxh("5x70000", &w, &h), -1);
+    ck_assert_int_eq(shc_parse_uint("12", 1, 10, &v), -1);
+    ck_assert_int_eq(shc_parse_uint("10", 1, 10, &v), 0);
+    ck_assert_int_eq(shc_parse_uint("+3", 0, 10, &v), -1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("inputs");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, class_folders);
+    tcase_add_test(tc, union_of_sources);
+    tcase_add_test(tc, symlink_loops_are_skipped);
+    tcase_add_test(tc, missing_source);
+    tcase_add_test(tc, list_file);
+    tcase_add_test(tc, parse_numbers);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
