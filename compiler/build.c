@@ -39,22 +39,28 @@
 #include "inputs.h"
 #include "manifest.h"
 #include "raw.h"
+#include "render.h"
 #include "util.h"
 
 #define JOURNAL_NAME ".rejects.journal"
 #define REJECTS_NAME "rejects.tsv"
+#define INPUTS_NAME "inputs.tsv"
 
+/* One input's results: K samples (K = shc_render_count), or a reject. The arrays are allocated
+ * once per slot and reused. */
 typedef struct {
     int done;
-    int rc;                     /* 0: sample ready; else rejected with reason */
+    int rc;                     /* 0: samples ready; else rejected with reason */
     char reason[256];
-    fmt_image img;
-    fmt_sample_meta meta;
+    fmt_image *imgs;
+    fmt_sample_meta *metas;
+    fmt_aug_params *params;
+    uint8_t *aux;               /* K records of FMT_AUG_RECORD_SIZE bytes when augmenting */
 } slot;
 
 typedef struct {
     const shc_build_opts *o;
-    const shc_inputs *in;
+    const fmt_inputs *in;
     slot *slots;
     size_t nslots;
     size_t next_claim, next_write, end;
@@ -121,70 +127,43 @@ static char *shard_name(uint64_t k)
 
 /* ---- the worker side ---- */
 
-static int is_identity(const fmt_geom_plan *p, const fmt_image *src)
+/* Decode and render one input, then hash and sum each sample. On failure s->rc is set and
+ * s->reason says why. */
+static void process(const shc_build_opts *o, const fmt_input *in, uint64_t pos, fmt_resizer *rz,
+                    slot *s)
 {
-    return p->out_w == src->width && p->out_h == src->height && p->src_x == 0 && p->src_y == 0 &&
-           p->src_w == src->width && p->src_h == src->height && p->dst_w == p->out_w &&
-           p->dst_h == p->out_h;
+    uint32_t n = shc_render_count(&o->r);
+    s->rc = shc_render(&o->r, in->path, pos, rz, s->imgs, s->params, s->reason, sizeof s->reason);
+    if (s->rc)
+        return;
+    for (uint32_t v = 0; v < n; v++) {
+        fmt_image *im = &s->imgs[v];
+        fmt_sample_meta *m = &s->metas[v];
+        size_t npix = (size_t)im->width * im->height;
+        memset(m, 0, sizeof *m);
+        m->height = im->height;
+        m->width = im->width;
+        m->channels = im->channels;
+        m->label = in->label;
+        m->source = pos;
+        m->hash = fmt_hash64(im->pixels, npix * im->channels);
+        fmt_pixel_sums(im->pixels, npix, im->channels, m->sum, m->sumsq);
+        if (o->r.augment) {
+            uint8_t *rec = s->aux + (size_t)v * FMT_AUG_RECORD_SIZE;
+            fmt_aug_encode(&s->params[v], rec);
+            m->aux = rec;
+            m->aux_len = FMT_AUG_RECORD_SIZE;
+        }
+    }
 }
 
-/* Decode, resize, hash one input. On failure s->rc is set and s->reason says why. */
-static void process(const shc_build_opts *o, const char *path, fmt_resizer *rz, slot *s)
+static void slot_clear(slot *s, uint32_t n)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    fmt_image dec = {0};
-    fmt_msg msg = {{0}};
-    int rc = fmt_read_file(path, (size_t)o->max_file_bytes, &buf, &len);
-    if (rc) {
-        if (rc == FMT_ETOOBIG)
-            snprintf(s->reason, sizeof s->reason, "file larger than %" PRIu64 " bytes",
-                     o->max_file_bytes);
-        else
-            snprintf(s->reason, sizeof s->reason, "%s", fmt_strerror(rc));
-        goto leave;
-    }
-    fmt_image_info info;
-    rc = fmt_image_probe(buf, len, &info, &msg);
-    if (rc)
-        goto fail;
-    fmt_decode_opts dopt = {.channels = o->channels, .limits = o->limits};
-    fmt_geom_min_decode(&o->geom, info.width, info.height, &dopt.min_width, &dopt.min_height);
-    rc = fmt_image_decode(buf, len, &dopt, &dec, &msg);
-    if (rc)
-        goto fail;
-    free(buf);
-    buf = NULL;
-    fmt_geom_plan plan;
-    /* the output size comes from the full-size plan, so it does not depend on the DCT scale */
-    rc = fmt_geom_plan_decoded(&o->geom, info.width, info.height, dec.width, dec.height, &plan);
-    if (rc)
-        goto fail;
-    if (is_identity(&plan, &dec)) {
-        s->img = dec;
-        memset(&dec, 0, sizeof dec);
-    } else {
-        rc = fmt_resize(rz, &dec, &plan, &s->img, &msg);
-        if (rc)
-            goto fail;
-    }
-    size_t npix = (size_t)s->img.width * s->img.height;
-    s->meta.height = s->img.height;
-    s->meta.width = s->img.width;
-    s->meta.channels = s->img.channels;
-    s->meta.hash = fmt_hash64(s->img.pixels, npix * s->img.channels);
-    memset(s->meta.sum, 0, sizeof s->meta.sum);
-    memset(s->meta.sumsq, 0, sizeof s->meta.sumsq);
-    fmt_pixel_sums(s->img.pixels, npix, s->img.channels, s->meta.sum, s->meta.sumsq);
-    goto leave;
-fail:
-    snprintf(s->reason, sizeof s->reason, "%s", fmt_reason(&msg, rc));
-leave:
-    s->rc = rc;
-    if (rc)
-        fmt_image_free(&s->img);
-    fmt_image_free(&dec);
-    free(buf);
+    for (uint32_t v = 0; v < n; v++)
+        fmt_image_free(&s->imgs[v]);
+    s->done = 0;
+    s->rc = 0;
+    s->reason[0] = '\0';
 }
 
 static void *worker(void *arg)
@@ -205,15 +184,12 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&pl->mu);
 
         slot *s = &pl->slots[i % pl->nslots];
-        memset(s, 0, sizeof *s);
         if (rzrc) {
             s->rc = rzrc;
             snprintf(s->reason, sizeof s->reason, "%s", fmt_strerror(rzrc));
         } else {
-            process(pl->o, pl->in->items[i].path, rz, s);
+            process(pl->o, &pl->in->items[i], i, rz, s);
         }
-        s->meta.label = pl->in->items[i].label;
-        s->meta.source = i;
 
         pthread_mutex_lock(&pl->mu);
         s->done = 1;
@@ -226,7 +202,7 @@ static void *worker(void *arg)
 
 /* ---- fingerprint, projection ---- */
 
-static uint64_t fingerprint(const shc_build_opts *o, const shc_inputs *in)
+static uint64_t fingerprint(const shc_build_opts *o, const fmt_inputs *in)
 {
     XXH3_state_t *st = XXH3_createState();
     if (!st)
@@ -234,10 +210,17 @@ static uint64_t fingerprint(const shc_build_opts *o, const shc_inputs *in)
     XXH3_64bits_reset(st);
     const char tag[] = "shardc-build-1";
     XXH3_64bits_update(st, tag, sizeof tag);
-    uint64_t v[] = {o->geom.mode, o->geom.fit, o->geom.width, o->geom.height, o->geom.short_side,
-                    o->geom.max_side, o->channels, o->limits.max_side, o->limits.max_pixels,
-                    o->max_file_bytes, o->shard_bytes, o->shard_samples, o->align};
+    const shc_render_opts *r = &o->r;
+    uint64_t v[] = {r->geom.mode, r->geom.fit, r->geom.width, r->geom.height, r->geom.short_side,
+                    r->geom.max_side, r->channels, r->limits.max_side, r->limits.max_pixels,
+                    r->max_file_bytes, o->shard_bytes, o->shard_samples, o->align, r->augment,
+                    r->seed};
     XXH3_64bits_update(st, v, sizeof v);
+    if (r->augment) {
+        char spec[256];
+        fmt_aug_format(&r->aug, spec, sizeof spec);
+        XXH3_64bits_update(st, spec, strlen(spec) + 1);
+    }
     for (size_t i = 0; i < in->nclasses; i++)
         XXH3_64bits_update(st, in->classes[i], strlen(in->classes[i]) + 1);
     for (size_t i = 0; i < in->n; i++) {
@@ -254,6 +237,7 @@ static uint64_t fingerprint(const shc_build_opts *o, const shc_inputs *in)
 static int is_ours(const char *name)
 {
     return strcmp(name, FMT_MANIFEST_NAME) == 0 || strcmp(name, REJECTS_NAME) == 0 ||
+           strcmp(name, INPUTS_NAME) == 0 || strcmp(name, INPUTS_NAME ".tmp") == 0 ||
            strcmp(name, JOURNAL_NAME) == 0 || strncmp(name, "shard-", 6) == 0 ||
            strcmp(name, FMT_MANIFEST_NAME ".tmp") == 0 || strcmp(name, REJECTS_NAME ".tmp") == 0;
 }
@@ -456,7 +440,7 @@ static void put_tsv(FILE *f, const char *s)
     }
 }
 
-static int write_rejects(const char *out, const shc_inputs *in, const reject_list *rej)
+static int write_rejects(const char *out, const fmt_inputs *in, const reject_list *rej)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -487,6 +471,32 @@ static int write_rejects(const char *out, const shc_inputs *in, const reject_lis
     return rc;
 }
 
+/* inputs.tsv: every input position with its label and path, so each sample's `source` can be
+ * traced back to its file (and replayed: shardc cat --replay). */
+static int write_inputs(const char *out, const fmt_inputs *in)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return ENOMEM;
+    fputs("source\tlabel\tpath\n", f);
+    for (size_t i = 0; i < in->n; i++) {
+        fprintf(f, "%zu\t%d\t", i, (int)in->items[i].label);
+        put_tsv(f, in->items[i].path);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        return ENOMEM;
+    }
+    char *path = path_join(out, INPUTS_NAME);
+    int rc = path ? fmt_write_file_atomic(path, buf, len) : ENOMEM;
+    free(path);
+    free(buf);
+    return rc;
+}
+
 static char *build_options_json(const shc_build_opts *o)
 {
     char *s;
@@ -494,7 +504,8 @@ static char *build_options_json(const shc_build_opts *o)
                      "{\"channels\": %u, \"max_side_limit\": %u, \"max_pixels\": %" PRIu64
                      ", \"max_file_bytes\": %" PRIu64 ", \"shard_bytes\": %" PRIu64
                      ", \"shard_samples\": %" PRIu64 ", \"align\": %u, \"source\": \"%s\"}",
-                     o->channels, o->limits.max_side, o->limits.max_pixels, o->max_file_bytes,
+                     o->r.channels, o->r.limits.max_side, o->r.limits.max_pixels,
+                     o->r.max_file_bytes,
                      o->shard_bytes, o->shard_samples, o->align, o->list ? "list" : "folders");
     return n < 0 ? NULL : s;
 }
@@ -511,7 +522,7 @@ static void print_progress(double t0, uint64_t done, uint64_t total, uint64_t re
 
 /* ---- dry run ---- */
 
-static int dry_run(const shc_build_opts *o, const shc_inputs *in)
+static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
 {
     uint64_t samples = 0, bad = 0, src_bytes = 0, bytes = 0, shards = 0, cur = 0, cur_n = 0;
     uint32_t align = o->align ? o->align : FMT_RAW_DEFAULT_ALIGN;
@@ -520,20 +531,24 @@ static int dry_run(const shc_build_opts *o, const shc_inputs *in)
         size_t len = 0;
         fmt_image_info info;
         fmt_geom_plan plan;
-        int rc = fmt_read_file(in->items[i].path, (size_t)o->max_file_bytes, &buf, &len);
+        int rc = fmt_read_file(in->items[i].path, (size_t)o->r.max_file_bytes, &buf, &len);
         if (rc == 0)
             rc = fmt_image_probe(buf, len, &info, NULL);
         free(buf);
         if (rc == 0)
-            rc = fmt_geom_plan_for(&o->geom, info.width, info.height, &plan);
+            rc = fmt_geom_plan_for(&o->r.geom, info.width, info.height, &plan);
         if (rc) {
             bad++;
             continue;
         }
         src_bytes += len;
-        uint64_t cost = fmt_raw_sample_cost((uint64_t)plan.out_w * plan.out_h * o->channels, 0, align);
-        if (cur_n == 0 || (cur + cost > o->shard_bytes && cur_n > 0) ||
-            (o->shard_samples && cur_n >= o->shard_samples)) {
+        /* as the writer does: whole inputs per shard */
+        uint32_t nper = shc_render_count(&o->r);
+        uint64_t cost = nper * fmt_raw_sample_cost((uint64_t)plan.out_w * plan.out_h *
+                                                   o->r.channels,
+                                                   o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
+        if (cur_n == 0 || cur + cost > o->shard_bytes ||
+            (o->shard_samples && cur_n + nper > o->shard_samples)) {
             if (cur_n)
                 bytes += cur;
             shards++;
@@ -541,8 +556,8 @@ static int dry_run(const shc_build_opts *o, const shc_inputs *in)
             cur_n = 0;
         }
         cur += cost;
-        cur_n++;
-        samples++;
+        cur_n += nper;
+        samples += nper;
     }
     bytes += cur_n ? cur : 0;
     char b1[32], b2[32];
@@ -563,14 +578,14 @@ static int dry_run(const shc_build_opts *o, const shc_inputs *in)
 
 /* For fixed-size geometry the output size is known up front: warn when it is large or does not
  * fit on the output filesystem. */
-static void warn_projection(const shc_build_opts *o, const shc_inputs *in)
+static void warn_projection(const shc_build_opts *o, const fmt_inputs *in)
 {
-    if (o->geom.mode != FMT_GEOM_SIZE)
+    if (o->r.geom.mode != FMT_GEOM_SIZE)
         return;
     uint32_t align = o->align ? o->align : FMT_RAW_DEFAULT_ALIGN;
-    uint64_t per = fmt_raw_sample_cost((uint64_t)o->geom.width * o->geom.height * o->channels, 0,
-                                       align);
-    uint64_t total = per * in->n;
+    uint64_t per = fmt_raw_sample_cost((uint64_t)o->r.geom.width * o->r.geom.height * o->r.channels,
+                                       o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
+    uint64_t total = per * in->n * shc_render_count(&o->r);
     struct statvfs vfs;
     char b1[32], b2[32];
     if (statvfs(o->out, &vfs) == 0) {
@@ -589,10 +604,10 @@ static void warn_projection(const shc_build_opts *o, const shc_inputs *in)
 
 int shc_build(const shc_build_opts *o)
 {
-    shc_inputs in;
+    fmt_inputs in;
     char err[512] = "";
-    int rc = o->list ? shc_inputs_from_list(o->list, o->srcs, o->nsrc, &in, err, sizeof err)
-                     : shc_inputs_from_dirs(o->srcs, o->nsrc, &in, err, sizeof err);
+    int rc = o->list ? fmt_inputs_from_list(o->list, o->srcs, o->nsrc, &in, err, sizeof err)
+                     : fmt_inputs_from_dirs(o->srcs, o->nsrc, &in, err, sizeof err);
     if (rc) {
         fprintf(stderr, "shardc: %s\n", err);
         return rc == ENOMEM ? SHC_EXIT_IO : SHC_EXIT_USAGE;
@@ -600,9 +615,15 @@ int shc_build(const shc_build_opts *o)
     for (size_t i = 0; i < in.nskipped; i++)
         fprintf(stderr, "shardc: cannot read %s: %s (skipped)\n", in.skipped[i].path,
                 in.skipped[i].reason);
+    if (in.n == 0) {
+        fprintf(stderr, "shardc: no images found in %s%s (expected class folders of .jpg, .png or "
+                ".bmp files, or a --list)\n", o->srcs[0], o->nsrc > 1 ? " and the other SRCs" : "");
+        fmt_inputs_free(&in);
+        return SHC_EXIT_USAGE;
+    }
     if (o->dry_run) {
         rc = dry_run(o, &in);
-        shc_inputs_free(&in);
+        fmt_inputs_free(&in);
         return rc;
     }
 
@@ -617,6 +638,7 @@ int shc_build(const shc_build_opts *o)
     char *jpath = NULL, *cur_name = NULL, *cur_path = NULL;
     uint64_t fp = fingerprint(o, &in), next_input = 0, next_index = 0;
     uint32_t align = o->align ? o->align : FMT_RAW_DEFAULT_ALIGN;
+    const uint32_t nper = shc_render_count(&o->r);
     double t0 = shc_now(), last_progress = 0;
     const char *crash_env = getenv("SHARDC_CRASH_AFTER");
     uint64_t crash_after = 0, written = 0;
@@ -703,7 +725,16 @@ int shc_build(const shc_build_opts *o)
     pl.end = in.n;
     pl.slots = calloc(pl.nslots, sizeof *pl.slots);
     tids = calloc(nthreads, sizeof *tids);
-    if (!pl.slots || !tids) {
+    int slots_ok = pl.slots != NULL;
+    for (size_t k = 0; slots_ok && k < pl.nslots; k++) {
+        slot *sl = &pl.slots[k];
+        sl->imgs = calloc(nper, sizeof *sl->imgs);
+        sl->metas = calloc(nper, sizeof *sl->metas);
+        sl->params = calloc(nper, sizeof *sl->params);
+        sl->aux = calloc(nper, FMT_AUG_RECORD_SIZE);
+        slots_ok = sl->imgs && sl->metas && sl->params && sl->aux;
+    }
+    if (!slots_ok || !tids) {
         fprintf(stderr, "shardc: out of memory\n");
         exit_code = SHC_EXIT_IO;
         goto leave;
@@ -745,14 +776,19 @@ int shc_build(const shc_build_opts *o)
                 goto stop;
             }
         } else {
-            uint64_t cost = fmt_raw_sample_cost((uint64_t)s->img.width * s->img.height *
-                                                s->img.channels, 0, align);
-            if (w && (fmt_raw_writer_size(w) + cost > o->shard_bytes ||
-                      (o->shard_samples && fmt_raw_writer_count(w) >= o->shard_samples))) {
+            /* a shard holds whole inputs (all variants of one), so input_end is exact */
+            uint64_t cost = 0;
+            for (uint32_t v = 0; v < nper; v++)
+                cost += fmt_raw_sample_cost((uint64_t)s->imgs[v].width * s->imgs[v].height *
+                                            s->imgs[v].channels, s->metas[v].aux_len, align);
+            if (w && fmt_raw_writer_count(w) > 0 &&
+                (fmt_raw_writer_size(w) + cost > o->shard_bytes ||
+                 (o->shard_samples && fmt_raw_writer_count(w) + nper > o->shard_samples))) {
                 /* close the shard; its rejects reach the disk first */
                 fmt_raw_header h;
                 if (fflush(journal) != 0 || fsync(fileno(journal)) != 0) {
                     rc = errno;
+                    fmt_raw_writer_abort(w);
                 } else {
                     rc = fmt_raw_writer_finish(w, i, &h);
                     if (rc == 0)
@@ -774,17 +810,18 @@ int shc_build(const shc_build_opts *o)
                 if (rc)
                     goto io_error;
             }
-            rc = fmt_raw_writer_add(w, &s->meta, s->img.pixels);
-            if (rc)
-                goto io_error;
-            shards.pixels += (uint64_t)s->img.width * s->img.height;
-            next_index++;
-            if (crash_after && ++written == crash_after)
-                raise(SIGKILL);
+            for (uint32_t v = 0; v < nper; v++) {
+                rc = fmt_raw_writer_add(w, &s->metas[v], s->imgs[v].pixels);
+                if (rc)
+                    goto io_error;
+                shards.pixels += (uint64_t)s->imgs[v].width * s->imgs[v].height;
+                next_index++;
+                if (crash_after && ++written == crash_after)
+                    raise(SIGKILL);
+            }
         }
-        fmt_image_free(&s->img);
         pthread_mutex_lock(&pl.mu);
-        s->done = 0;
+        slot_clear(s, nper);
         pl.next_write = i + 1;
         pthread_cond_broadcast(&pl.space);
         pthread_mutex_unlock(&pl.mu);
@@ -823,15 +860,21 @@ int shc_build(const shc_build_opts *o)
     m.rejects = rej.n + in.nskipped;
     m.classes = in.classes;
     m.nclasses = in.nclasses;
-    m.geom = o->geom;
-    m.channels = o->channels;
-    if (o->geom.mode == FMT_GEOM_SIZE) {
-        m.sample_width = o->geom.width;
-        m.sample_height = o->geom.height;
+    m.geom = o->r.geom;
+    m.channels = o->r.channels;
+    m.augment = o->r.augment;
+    m.seed = o->r.seed;
+    char spec[256] = "";
+    if (o->r.augment)
+        fmt_aug_format(&o->r.aug, spec, sizeof spec);
+    m.aug_spec = o->r.augment ? spec : NULL;
+    if (o->r.geom.mode == FMT_GEOM_SIZE) {
+        m.sample_width = o->r.geom.width;
+        m.sample_height = o->r.geom.height;
     }
     uint64_t pixels = shards.pixels;
     m.pixels = pixels;
-    for (uint32_t c = 0; c < o->channels; c++) {
+    for (uint32_t c = 0; c < o->r.channels; c++) {
         double mean = pixels ? (double)shards.sum[c] / (double)pixels : 0;
         double var = pixels ? (double)shards.sumsq[c] / (double)pixels - mean * mean : 0;
         m.mean[c] = mean;
@@ -844,6 +887,8 @@ int shc_build(const shc_build_opts *o)
     fclose(journal);
     journal = NULL;
     rc = write_rejects(o->out, &in, &rej);
+    if (rc == 0)
+        rc = write_inputs(o->out, &in);
     if (rc == 0)
         rc = fmt_manifest_write(o->out, &m);
     free(m.build_json);
@@ -892,7 +937,8 @@ stop:
         pthread_cond_destroy(&pl.ready);
     }
     for (size_t k = 0; pl.slots && k < pl.nslots; k++)
-        fmt_image_free(&pl.slots[k].img);
+        if (pl.slots[k].imgs)
+            slot_clear(&pl.slots[k], nper);
 leave:
     if (journal) {
         fflush(journal);
@@ -903,9 +949,15 @@ leave:
     free(cur_name);
     free(cur_path);
     free(tids);
+    for (size_t k = 0; pl.slots && k < pl.nslots; k++) {
+        free(pl.slots[k].imgs);
+        free(pl.slots[k].metas);
+        free(pl.slots[k].params);
+        free(pl.slots[k].aux);
+    }
     free(pl.slots);
     shard_list_free(&shards);
     reject_list_free(&rej);
-    shc_inputs_free(&in);
+    fmt_inputs_free(&in);
     return exit_code;
 }

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "geometry.h"
+#include "render.h"
 
 /* Exit codes of the CLI contract. */
 enum { SHC_EXIT_OK = 0, SHC_EXIT_REJECTS = 1, SHC_EXIT_USAGE = 2, SHC_EXIT_IO = 3 };
@@ -19,10 +19,7 @@ typedef struct {
     size_t nsrc;
     const char *list;           /* list file, or NULL for class folders */
     const char *out;
-    fmt_geom geom;
-    uint32_t channels;          /* 1 or 3 */
-    fmt_limits limits;
-    uint64_t max_file_bytes;    /* inputs larger than this are rejected */
+    shc_render_opts r;          /* geometry, channels, limits, augmentation */
     unsigned threads;           /* worker threads (>= 1) */
     uint64_t shard_bytes;       /* bound on a shard's file size (a single larger sample still fits) */
     uint64_t shard_samples;     /* 0 = no bound */

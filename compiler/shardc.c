@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "augment.h"
 #include "build.h"
+#include "inspect.h"
 #include "dataset.h"
 #include "raw.h"
 #include "util.h"
@@ -40,6 +42,11 @@ static const char usage_build[] =
     "      --max-side N        cap the long side at N (never upscales)\n"
     "                          (no geometry option: keep each image's own size)\n"
     "      --gray              store one channel (default: RGB)\n"
+    "      --augment K         write K pre-augmented variants per image (needs --size)\n"
+    "      --aug SPEC          the augmentation, default " FMT_AUG_DEFAULT_SPEC "\n"
+    "                          rrc=SMIN:SMAX[:RMIN:RMAX] random-resized-crop (area, aspect),\n"
+    "                          flip[=P], jitter=S (or brightness=S,contrast=S,saturation=S)\n"
+    "      --seed S            seed of the augmentation draws (default 0)\n"
     "  -j, --threads N         worker threads (default: all cores)\n"
     "      --shard-size SIZE   bound on a shard's size, e.g. 512MiB (default 1GiB)\n"
     "      --shard-samples N   bound on samples per shard\n"
@@ -58,20 +65,26 @@ static const char usage_build[] =
     "3 fatal I/O error (no manifest is left)\n";
 
 static const char usage_info[] =
-    "usage: shardc info OUT [--json]\n"
-    "  what the dataset directory OUT holds: samples, classes, shards, geometry, channel stats\n";
+    "usage: shardc info OUT [--json] [--sample I]\n"
+    "  what the dataset directory OUT holds: samples, classes, shards, geometry, channel stats,\n"
+    "  augmentation; with --sample I, one sample's label, shape, source file and the exact\n"
+    "  augmentation parameters drawn for it (JSON keys source and params)\n";
 static const char usage_verify[] =
     "usage: shardc verify OUT\n"
     "  re-hash every sample of OUT against its recorded hash; exit 1 naming each damaged sample\n";
 static const char usage_cat[] =
-    "usage: shardc cat OUT INDEX [-o FILE]\n"
-    "  write sample INDEX of OUT as binary PPM (P6; P5 for gray) to stdout or FILE\n";
+    "usage: shardc cat OUT INDEX [-o FILE] [--replay]\n"
+    "  write sample INDEX of OUT as binary PPM (P6; P5 for gray) to stdout or FILE\n"
+    "  --replay: render the sample again from its source file (an augmented one from its recorded\n"
+    "  parameters) and write that instead; exit 1 if it differs from the stored pixels\n";
 
+/* One line saying what is wrong, then where the usage is (the first line of the usage text). */
 static int usage_error(const char *usage, const char *fmt, const char *arg)
 {
     fprintf(stderr, "shardc: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n%s", usage);
+    const char *nl = strchr(usage, '\n');
+    fprintf(stderr, "\n%.*s\n(see --help)\n", nl ? (int)(nl - usage) : (int)strlen(usage), usage);
     return SHC_EXIT_USAGE;
 }
 
@@ -88,7 +101,7 @@ static int wants_help(int argc, char **argv)
 enum {
     OPT_FORMAT = 256, OPT_LIST, OPT_SIZE, OPT_FIT, OPT_SHORT, OPT_MAXSIDE, OPT_GRAY, OPT_SHARDSIZE,
     OPT_SHARDSAMPLES, OPT_ALIGN, OPT_MAXPIX, OPT_MAXIMGSIDE, OPT_MAXFILE, OPT_STRICT, OPT_RESUME,
-    OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON
+    OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED
 };
 
 static int cmd_build(int argc, char **argv)
@@ -110,14 +123,17 @@ static int cmd_build(int argc, char **argv)
         {"force", no_argument, 0, OPT_FORCE},       {"dry-run", no_argument, 0, OPT_DRYRUN},
         {"progress", no_argument, 0, OPT_PROGRESS},
         {"no-progress", no_argument, 0, OPT_NOPROGRESS},
-        {"json", no_argument, 0, OPT_JSON},         {0, 0, 0, 0}};
+        {"json", no_argument, 0, OPT_JSON},         {"augment", required_argument, 0, OPT_AUGMENT},
+        {"aug", required_argument, 0, OPT_AUG},     {"seed", required_argument, 0, OPT_SEED},
+        {0, 0, 0, 0}};
     shc_build_opts o = {
-        .channels = 3,
+        .r = {.channels = 3,
+              .max_file_bytes = 1ull << 30,
+              .limits = {FMT_DEFAULT_MAX_SIDE, FMT_DEFAULT_MAX_PIXELS}},
         .shard_bytes = 1ull << 30,
-        .max_file_bytes = 1ull << 30,
-        .limits = {FMT_DEFAULT_MAX_SIDE, FMT_DEFAULT_MAX_PIXELS},
         .progress = isatty(STDERR_FILENO),
     };
+    const char *aug_spec = NULL;
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads = nproc > 0 ? (unsigned)nproc : 1;
     int have_size = 0, have_short = 0, have_fit = 0;
@@ -139,7 +155,7 @@ static int cmd_build(int argc, char **argv)
             break;
         case OPT_LIST: o.list = optarg; break;
         case OPT_SIZE:
-            if (shc_parse_wxh(optarg, &o.geom.width, &o.geom.height))
+            if (shc_parse_wxh(optarg, &o.r.geom.width, &o.r.geom.height))
                 return usage_error(usage_build, "bad --size '%s' (expected WxH, e.g. 224x224)",
                                    optarg);
             have_size = 1;
@@ -148,22 +164,22 @@ static int cmd_build(int argc, char **argv)
             int f = fmt_fit_parse(optarg);
             if (f < 0)
                 return usage_error(usage_build, "bad --fit '%s' (crop, pad or stretch)", optarg);
-            o.geom.fit = (fmt_fit)f;
+            o.r.geom.fit = (fmt_fit)f;
             have_fit = 1;
             break;
         }
         case OPT_SHORT:
             if (shc_parse_uint(optarg, 1, 65535, &v))
                 return usage_error(usage_build, "bad --short-side '%s' (1..65535)", optarg);
-            o.geom.short_side = (uint32_t)v;
+            o.r.geom.short_side = (uint32_t)v;
             have_short = 1;
             break;
         case OPT_MAXSIDE:
             if (shc_parse_uint(optarg, 1, 65535, &v))
                 return usage_error(usage_build, "bad --max-side '%s' (1..65535)", optarg);
-            o.geom.max_side = (uint32_t)v;
+            o.r.geom.max_side = (uint32_t)v;
             break;
-        case OPT_GRAY: o.channels = 1; break;
+        case OPT_GRAY: o.r.channels = 1; break;
         case OPT_SHARDSIZE:
             if (shc_parse_size(optarg, &o.shard_bytes) || o.shard_bytes < 4096)
                 return usage_error(usage_build, "bad --shard-size '%s' (e.g. 1GiB, at least 4KiB)",
@@ -181,16 +197,16 @@ static int cmd_build(int argc, char **argv)
             o.align = (uint32_t)v;
             break;
         case OPT_MAXPIX:
-            if (shc_parse_uint(optarg, 1, UINT64_MAX, &o.limits.max_pixels))
+            if (shc_parse_uint(optarg, 1, UINT64_MAX, &o.r.limits.max_pixels))
                 return usage_error(usage_build, "bad --max-pixels '%s'", optarg);
             break;
         case OPT_MAXIMGSIDE:
             if (shc_parse_uint(optarg, 1, 65535, &v))
                 return usage_error(usage_build, "bad --max-image-side '%s' (1..65535)", optarg);
-            o.limits.max_side = (uint32_t)v;
+            o.r.limits.max_side = (uint32_t)v;
             break;
         case OPT_MAXFILE:
-            if (shc_parse_size(optarg, &o.max_file_bytes) || o.max_file_bytes == 0)
+            if (shc_parse_size(optarg, &o.r.max_file_bytes) || o.r.max_file_bytes == 0)
                 return usage_error(usage_build, "bad --max-file-size '%s'", optarg);
             break;
         case OPT_STRICT: o.strict = 1; break;
@@ -200,6 +216,17 @@ static int cmd_build(int argc, char **argv)
         case OPT_PROGRESS: o.progress = 1; break;
         case OPT_NOPROGRESS: o.progress = 0; break;
         case OPT_JSON: o.json = 1; break;
+        case OPT_AUGMENT:
+            if (shc_parse_uint(optarg, 1, FMT_AUG_MAX_VARIANTS, &v))
+                return usage_error(usage_build, "bad --augment '%s' (1..1024 variants)", optarg);
+            o.r.augment = (uint32_t)v;
+            break;
+        case OPT_AUG: aug_spec = optarg; break;
+        case OPT_SEED:
+            if (shc_parse_uint(optarg, 0, UINT64_MAX, &o.r.seed))
+                return usage_error(usage_build, "bad --seed '%s' (an unsigned 64-bit integer)",
+                                   optarg);
+            break;
         default: fputs(usage_build, stderr); return SHC_EXIT_USAGE;
         }
     }
@@ -209,13 +236,22 @@ static int cmd_build(int argc, char **argv)
         return usage_error(usage_build, "%s", "no output directory given (-o OUT)");
     if (have_size && have_short)
         return usage_error(usage_build, "%s", "--size and --short-side exclude each other");
-    if (have_size && o.geom.max_side)
+    if (have_size && o.r.geom.max_side)
         return usage_error(usage_build, "%s", "--size and --max-side exclude each other");
     if (have_fit && !have_size)
         return usage_error(usage_build, "%s", "--fit needs --size");
     if (o.resume && o.force)
         return usage_error(usage_build, "%s", "--resume and --force exclude each other");
-    o.geom.mode = have_size ? FMT_GEOM_SIZE : have_short ? FMT_GEOM_SHORT_SIDE : FMT_GEOM_KEEP;
+    if (aug_spec && !o.r.augment)
+        return usage_error(usage_build, "%s", "--aug needs --augment K");
+    if (o.r.augment) {
+        if (!have_size)
+            return usage_error(usage_build, "%s", "--augment needs --size WxH (the variants' size)");
+        fmt_msg msg = {{0}};
+        if (fmt_aug_parse(aug_spec ? aug_spec : FMT_AUG_DEFAULT_SPEC, &o.r.aug, &msg) != 0)
+            return usage_error(usage_build, "bad --aug: %s", msg.text);
+    }
+    o.r.geom.mode = have_size ? FMT_GEOM_SIZE : have_short ? FMT_GEOM_SHORT_SIDE : FMT_GEOM_KEEP;
     o.srcs = argv + optind;
     o.nsrc = (size_t)(argc - optind);
     return shc_build(&o);
@@ -249,13 +285,62 @@ static int open_dataset(const char *dir, fmt_dataset **d)
     return 0;
 }
 
+/* shardc info OUT --sample I: one sample's label, shape, provenance and augmentation. */
+static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
+{
+    fmt_sample s;
+    if (fmt_dataset_get(d, idx, &s) != 0) {
+        fprintf(stderr, "shardc: %s has %" PRIu64 " samples; no sample %" PRIu64 "\n", dir,
+                fmt_dataset_count(d), idx);
+        return SHC_EXIT_USAGE;
+    }
+    const fmt_manifest *m = fmt_dataset_manifest(d);
+    const char *cls = s.label >= 0 && (size_t)s.label < m->nclasses ? m->classes[s.label] : "";
+    char *path = NULL;
+    shc_input_path(dir, s.source, &path);
+    fmt_aug_params p;
+    int aug = s.aux && fmt_aug_decode(s.aux, s.aux_len, &p) == 0;
+    if (json) {
+        printf("{\"index\": %" PRIu64 ", \"label\": %d, \"class\": ", idx, (int)s.label);
+        print_json_string(cls);
+        printf(", \"height\": %u, \"width\": %u, \"channels\": %u, \"hash\": \"%016" PRIx64
+               "\", \"source\": %" PRIu64 ", \"path\": ", s.height, s.width, s.channels, s.hash,
+               s.source);
+        if (path)
+            print_json_string(path);
+        else
+            printf("null");
+        if (aug)
+            printf(", \"variant\": %u, \"params\": {\"source_size\": [%u, %u], \"crop\": [%u, %u, "
+                   "%u, %u], \"flip\": %s, \"brightness\": %.9g, \"contrast\": %.9g, "
+                   "\"saturation\": %.9g}}\n", p.variant, p.src_w, p.src_h, p.crop_x, p.crop_y,
+                   p.crop_w, p.crop_h, p.flip ? "true" : "false", (double)p.brightness,
+                   (double)p.contrast, (double)p.saturation);
+        else
+            printf(", \"variant\": null, \"params\": null}\n");
+    } else {
+        printf("sample:    %" PRIu64 "\nlabel:     %d (%s)\nshape:     %ux%u, %u channel(s)\n"
+               "hash:      %016" PRIx64 "\nsource:    %" PRIu64 " (%s)\n", idx, (int)s.label, cls,
+               s.width, s.height, s.channels, s.hash, s.source, path ? path : "path unknown");
+        if (aug)
+            printf("variant:   %u\ncrop:      %ux%u at (%u, %u) of %ux%u\nflip:      %s\n"
+                   "colour:    brightness %.4f, contrast %.4f, saturation %.4f\n", p.variant,
+                   p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.src_w, p.src_h, p.flip ? "yes" : "no",
+                   (double)p.brightness, (double)p.contrast, (double)p.saturation);
+    }
+    free(path);
+    return 0;
+}
+
 static int cmd_info(int argc, char **argv)
 {
     int json = 0;
-    const char *dir = NULL;
+    const char *dir = NULL, *sample = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             json = 1;
+        else if (strcmp(argv[i], "--sample") == 0 && i + 1 < argc)
+            sample = argv[++i];
         else if (argv[i][0] == '-')
             return usage_error(usage_info, "unknown option '%s'", argv[i]);
         else if (!dir)
@@ -265,10 +350,18 @@ static int cmd_info(int argc, char **argv)
     }
     if (!dir)
         return usage_error(usage_info, "%s", "no dataset directory given");
+    uint64_t sidx = 0;
+    if (sample && shc_parse_uint(sample, 0, UINT64_MAX, &sidx))
+        return usage_error(usage_info, "bad --sample '%s'", sample);
     fmt_dataset *d;
     int rc = open_dataset(dir, &d);
     if (rc)
         return rc;
+    if (sample) {
+        rc = sample_info(dir, d, sidx, json);
+        fmt_dataset_close(d);
+        return rc;
+    }
     const fmt_manifest *m = fmt_dataset_manifest(d);
     uint64_t bytes = 0;
     for (size_t i = 0; i < m->nshards; i++)
@@ -401,8 +494,11 @@ static int cmd_verify(int argc, char **argv)
 static int cmd_cat(int argc, char **argv)
 {
     const char *dir = NULL, *index = NULL, *outfile = NULL;
+    int replay = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) {
+        if (strcmp(argv[i], "--replay") == 0) {
+            replay = 1;
+        } else if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) {
             if (++i >= argc)
                 return usage_error(usage_cat, "%s", "-o needs a file name");
             outfile = argv[i];
@@ -432,6 +528,45 @@ static int cmd_cat(int argc, char **argv)
         fmt_dataset_close(d);
         return SHC_EXIT_USAGE;
     }
+    fmt_image re = {0};
+    int differs = 0;
+    if (replay) {
+        char *path = NULL, reason[300];
+        rc = shc_input_path(dir, s.source, &path);
+        if (rc) {
+            fprintf(stderr, "shardc: %s/inputs.tsv does not name source %" PRIu64 ": %s\n", dir,
+                    s.source, fmt_strerror(rc));
+            fmt_dataset_close(d);
+            return SHC_EXIT_REJECTS;
+        }
+        rc = shc_replay(d, &s, path, &re, reason, sizeof reason);
+        if (rc) {
+            fprintf(stderr, "shardc: cannot replay sample %" PRIu64 " from %s: %s\n", idx, path,
+                    reason);
+            free(path);
+            fmt_dataset_close(d);
+            return SHC_EXIT_REJECTS;
+        }
+        size_t n = (size_t)re.width * re.height * re.channels;
+        if (re.width != s.width || re.height != s.height || re.channels != s.channels ||
+            memcmp(re.pixels, s.pixels, n) != 0) {
+            size_t diff = 0;
+            for (size_t k = 0; n == s.length && k < n; k++)
+                diff += re.pixels[k] != s.pixels[k];
+            fprintf(stderr, "shardc: replay of sample %" PRIu64 " from %s differs from the stored "
+                    "pixels (%zu of %zu bytes)\n", idx, path, diff, n);
+            differs = 1;
+        } else {
+            fprintf(stderr, "shardc: replay of sample %" PRIu64 " from %s matches the stored "
+                    "pixels\n", idx, path);
+        }
+        free(path);
+        s.pixels = re.pixels;
+        s.length = n;
+        s.width = re.width;
+        s.height = re.height;
+        s.channels = re.channels;
+    }
     char head[64];
     int hn = snprintf(head, sizeof head, "P%c\n%u %u\n255\n", s.channels == 1 ? '5' : '6', s.width,
                       s.height);
@@ -454,8 +589,9 @@ static int cmd_cat(int argc, char **argv)
             fprintf(stderr, "shardc: cannot write to stdout: %s\n", strerror(rc));
         }
     }
+    fmt_image_free(&re);
     fmt_dataset_close(d);
-    return rc ? SHC_EXIT_IO : SHC_EXIT_OK;
+    return rc ? SHC_EXIT_IO : differs ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
 }
 
 int main(int argc, char **argv)

@@ -91,6 +91,12 @@ int fmt_manifest_dump(const fmt_manifest *m, char **out)
     json_object_set_new(st, "std", dbl_array(m->std, m->channels));
     json_object_set_new(root, "stats", st);
 
+    json_t *aug = json_object();
+    json_object_set_new(aug, "variants", json_integer(m->augment));
+    json_object_set_new(aug, "spec", m->aug_spec ? json_string(m->aug_spec) : json_null());
+    json_object_set_new(aug, "seed", hex64(m->seed));
+    json_object_set_new(root, "augment", aug);
+
     json_object_set_new(root, "fingerprint", hex64(m->fingerprint));
     for (size_t i = 0; i < m->nshards; i++) {
         const fmt_manifest_shard *s = &m->shards[i];
@@ -271,6 +277,20 @@ int fmt_manifest_parse(const char *text, size_t len, fmt_manifest *m, fmt_msg *m
         (rc = get_dbls(st, "std", m->channels, m->std, msg)))
         goto leave;
 
+    json_t *aug = json_object_get(root, "augment");
+    if (aug) {
+        if ((rc = get_u32(aug, "variants", 1u << 20, &m->augment, msg)) ||
+            (rc = get_hex(aug, "seed", &m->seed, msg)))
+            goto leave;
+        json_t *spec = json_object_get(aug, "spec");
+        if (m->augment && (rc = get_str(aug, "spec", &m->aug_spec, msg)))
+            goto leave;
+        if (!m->augment && !json_is_null(spec) && spec) {
+            rc = fmt_fail(msg, FMT_ECORRUPT, "manifest 'augment' has a spec but no variants");
+            goto leave;
+        }
+    }
+
     json_t *shards = json_object_get(root, "shards");
     if (!json_is_array(shards)) {
         rc = fmt_fail(msg, FMT_ECORRUPT, "manifest field 'shards' is not an array");
@@ -390,6 +410,7 @@ void fmt_manifest_free(fmt_manifest *m)
     free(m->backend);
     free(m->tool);
     free(m->build_json);
+    free(m->aug_spec);
     memset(m, 0, sizeof *m);
 }
 

@@ -37,6 +37,9 @@ typedef struct {
     uint64_t fingerprint;       /* hash of inputs and options (resume uses it) */
     size_t nshards;
     fmt_manifest_shard *shards;
+    uint32_t augment;           /* K variants per source image; 0 = none */
+    char *aug_spec;             /* the augmentation spec (canonical form); NULL when augment = 0 */
+    uint64_t seed;              /* seed of the augmentation draws */
     char *build_json;           /* build options, a JSON object written by the compiler (opaque here) */
 } fmt_manifest;
 

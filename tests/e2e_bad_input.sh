@@ -88,6 +88,9 @@ expect_exit 2 "missing SRC" "$SHARDC" build "$T/nope" -o "$T/u"
 expect_exit 2 "OUT already holds a dataset" "$SHARDC" build "$T/src" -o "$T/o" --no-progress
 expect_exit 1 "--force replaces it" "$SHARDC" build "$T/src" -o "$T/o" --force --size 16x16 --no-progress
 check "the replaced dataset has the new geometry" grep -q '"width": 16' "$T/o/manifest.json"
+mkdir -p "$T/empty/cls"
+expect_exit 2 "a source without images" "$SHARDC" build "$T/empty" -o "$T/u"
+check "it says no images were found" grep -q "no images found in" "$T/err"
 expect_exit 2 "unknown command" "$SHARDC" frobnicate
 expect_exit 0 "--help" "$SHARDC" build --help
 expect_exit 2 "info on a directory without a manifest" "$SHARDC" info "$T/src"

@@ -34,6 +34,13 @@ expect_exit() {
 # json_get FILE KEY: a top-level value of a JSON object
 json_get() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
+# crash N COMMAND...: run a build with SHARDC_CRASH_AFTER=N, expecting it to kill itself; the
+# status is the command's (137 after SIGKILL), without the shell's "Killed" notice
+crash() {
+  local n=$1; shift
+  { SHARDC_CRASH_AFTER=$n "$@" >/dev/null 2>&1 & wait $!; } 2>/dev/null
+}
+
 finish() {
   echo "$NAME: $NPASS passed, $NFAIL failed"
   [ "$NFAIL" -eq 0 ]

@@ -17,7 +17,7 @@ same_as_ref() {
 
 for k in 1 6 7 8 13 20 $((n - 1)) $n; do
   d="$T/crash$k"
-  ( SHARDC_CRASH_AFTER=$k exec "$SHARDC" build "$T/src" -o "$d" "${opts[@]}" ) >/dev/null 2>&1
+  crash "$k" "$SHARDC" build "$T/src" -o "$d" "${opts[@]}"
   rc=$?
   check "killed after sample $k (exit $rc)" [ $rc -eq 137 ]
   check "no manifest after the kill at $k" [ ! -e "$d/manifest.json" ]
@@ -49,7 +49,7 @@ expect_exit 1 "resume of a complete build" "$SHARDC" build "$T/src" -o "$T/ref" 
 check "it says there is nothing to do" grep -q "nothing to do" "$T/err"
 
 # resume with other options does not reuse shards of a different build
-( SHARDC_CRASH_AFTER=10 exec "$SHARDC" build "$T/src" -o "$T/other" "${opts[@]}" ) >/dev/null 2>&1
+crash 10 "$SHARDC" build "$T/src" -o "$T/other" "${opts[@]}"
 "$SHARDC" build "$T/src" -o "$T/other" --size 40x30 --shard-samples 5 --no-progress --resume >/dev/null 2>"$T/err"
 check "shards of other options are not reused" grep -q "not reusable" "$T/err"
 "$SHARDC" build "$T/src" -o "$T/fresh5" --size 40x30 --shard-samples 5 --no-progress >/dev/null 2>&1

@@ -66,9 +66,9 @@ START_TEST(class_folders)
     char p[256];
     snprintf(p, sizeof p, "%s/a", root);
     char *srcs[] = {p};
-    shc_inputs in;
+    fmt_inputs in;
     char err[256];
-    ck_assert_int_eq(shc_inputs_from_dirs(srcs, 1, &in, err, sizeof err), 0);
+    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, err, sizeof err), 0);
     ck_assert_uint_eq(in.nclasses, 2);
     ck_assert_str_eq(in.classes[0], "apple");
     ck_assert_str_eq(in.classes[1], "zebra");
@@ -82,7 +82,7 @@ START_TEST(class_folders)
     ck_assert_int_eq(in.items[3].label, 1);
     ck_assert_uint_eq(in.ignored, 2); /* notes.txt, top.jpg */
     ck_assert_uint_eq(in.nskipped, 0);
-    shc_inputs_free(&in);
+    fmt_inputs_free(&in);
 }
 END_TEST
 
@@ -100,16 +100,16 @@ START_TEST(union_of_sources)
     snprintf(p1, sizeof p1, "%s/s1", root);
     snprintf(p2, sizeof p2, "%s/s2", root);
     char *srcs[] = {p1, p2};
-    shc_inputs in;
+    fmt_inputs in;
     char err[256];
-    ck_assert_int_eq(shc_inputs_from_dirs(srcs, 2, &in, err, sizeof err), 0);
+    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 2, &in, err, sizeof err), 0);
     ck_assert_uint_eq(in.nclasses, 2);
     ck_assert_uint_eq(in.n, 3);
     ck_assert_str_eq(rel(in.items[0].path), "s2/a/1.jpg");
     ck_assert_str_eq(rel(in.items[1].path), "s1/b/1.jpg");
     ck_assert_str_eq(rel(in.items[2].path), "s2/b/1.jpg");
     ck_assert_int_eq(in.items[2].label, 1);
-    shc_inputs_free(&in);
+    fmt_inputs_free(&in);
 }
 END_TEST
 
@@ -126,16 +126,16 @@ START_TEST(symlink_loops_are_skipped)
     ck_assert_int_eq(symlink(t, p), 0); /* directory cycle */
     snprintf(p, sizeof p, "%s/d", root);
     char *srcs[] = {p};
-    shc_inputs in;
+    fmt_inputs in;
     char err[256];
-    ck_assert_int_eq(shc_inputs_from_dirs(srcs, 1, &in, err, sizeof err), 0);
+    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, err, sizeof err), 0);
     ck_assert_uint_eq(in.n, 1);
     ck_assert_uint_eq(in.nskipped, 2);
     ck_assert_ptr_nonnull(strstr(in.skipped[0].path, "self.jpg"));
     ck_assert_ptr_nonnull(strstr(in.skipped[0].reason, "loop"));
     ck_assert_ptr_nonnull(strstr(in.skipped[1].path, "up"));
     ck_assert_ptr_nonnull(strstr(in.skipped[1].reason, "loop"));
-    shc_inputs_free(&in);
+    fmt_inputs_free(&in);
 }
 END_TEST
 
@@ -144,14 +144,14 @@ START_TEST(missing_source)
     char p[256];
     snprintf(p, sizeof p, "%s/nope", root);
     char *srcs[] = {p};
-    shc_inputs in;
+    fmt_inputs in;
     char err[256];
-    ck_assert_int_eq(shc_inputs_from_dirs(srcs, 1, &in, err, sizeof err), ENOENT);
+    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, err, sizeof err), ENOENT);
     ck_assert_ptr_nonnull(strstr(err, "nope"));
 }
 END_TEST
 
-static int list_case(const char *text, shc_inputs *in, char *err)
+static int list_case(const char *text, fmt_inputs *in, char *err)
 {
     char lp[256];
     snprintf(lp, sizeof lp, "%s/list.txt", root);
@@ -159,7 +159,7 @@ static int list_case(const char *text, shc_inputs *in, char *err)
     fputs(text, f);
     fclose(f);
     char *srcs[] = {root};
-    return shc_inputs_from_list(lp, srcs, 1, in, err, 256);
+    return fmt_inputs_from_list(lp, srcs, 1, in, err, 256);
 }
 
 START_TEST(list_file)
@@ -167,7 +167,7 @@ START_TEST(list_file)
     mk("x");
     touch("x/one.jpg");
     touch("x/two words.png");
-    shc_inputs in;
+    fmt_inputs in;
     char err[256];
     ck_assert_int_eq(list_case("# comment\n\nx/one.jpg 3\n  x/two words.png\t0  \r\n", &in, err),
                      0);
@@ -178,7 +178,7 @@ START_TEST(list_file)
     ck_assert_int_eq(in.items[1].label, 0);
     ck_assert_uint_eq(in.nclasses, 4);
     ck_assert_str_eq(in.classes[3], "3");
-    shc_inputs_free(&in);
+    fmt_inputs_free(&in);
 
     ck_assert_int_eq(list_case("x/one.jpg 1\nx/missing.jpg 2\n", &in, err), ENOENT);
     ck_assert_ptr_nonnull(strstr(err, ":2:"));

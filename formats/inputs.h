@@ -7,46 +7,46 @@
  * loop) are collected in `skipped`; problems that make the list itself wrong (a list line naming a
  * missing file, a bad label) are errors.
  */
-#ifndef SHC_INPUTS_H
-#define SHC_INPUTS_H
+#ifndef FMT_INPUTS_H
+#define FMT_INPUTS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* Labels in list files are 0..SHC_MAX_LABEL (the manifest names every class up to the largest). */
-#define SHC_MAX_LABEL 1000000
+/* Labels in list files are 0..FMT_MAX_LABEL (the manifest names every class up to the largest). */
+#define FMT_MAX_LABEL 1000000
 
 typedef struct {
     char *path;         /* path to open (SRC joined with the relative path) */
     int32_t label;
-} shc_input;
+} fmt_input;
 
 typedef struct {
     char *path;
     char *reason;
-} shc_skip;
+} fmt_skip;
 
 typedef struct {
-    shc_input *items;
+    fmt_input *items;
     size_t n, cap;
     char **classes;     /* label L is named classes[L] */
     size_t nclasses;
-    shc_skip *skipped;
+    fmt_skip *skipped;
     size_t nskipped, skipcap;
     size_t ignored;     /* non-image files left out (by extension) */
-} shc_inputs;
+} fmt_inputs;
 
 /* Walk class-folder trees. Errors: errno of a SRC that cannot be read (err says which). */
-int shc_inputs_from_dirs(char *const *srcs, size_t nsrc, shc_inputs *in, char *err, size_t errlen);
+int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, char *err, size_t errlen);
 
 /* Read a list file. Errors: errno for the list file itself; EINVAL for a malformed line or bad
  * label; ENOENT when a named file is in none of the SRCs. err names the file and line. */
-int shc_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, shc_inputs *in,
+int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_inputs *in,
                          char *err, size_t errlen);
 
-void shc_inputs_free(shc_inputs *in);
+void fmt_inputs_free(fmt_inputs *in);
 
 /* Does the name end in an image extension we read (.jpg .jpeg .jpe .png .bmp .dib, any case)? */
-int shc_is_image_name(const char *name);
+int fmt_is_image_name(const char *name);
 
 #endif

@@ -11,11 +11,11 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-static int add_item(shc_inputs *in, char *path, int32_t label)
+static int add_item(fmt_inputs *in, char *path, int32_t label)
 {
     if (in->n == in->cap) {
         size_t cap = in->cap ? in->cap * 2 : 256;
-        shc_input *p = realloc(in->items, cap * sizeof *p);
+        fmt_input *p = realloc(in->items, cap * sizeof *p);
         if (!p)
             return ENOMEM;
         in->items = p;
@@ -27,11 +27,11 @@ static int add_item(shc_inputs *in, char *path, int32_t label)
     return 0;
 }
 
-static int add_skip(shc_inputs *in, const char *path, const char *reason)
+static int add_skip(fmt_inputs *in, const char *path, const char *reason)
 {
     if (in->nskipped == in->skipcap) {
         size_t cap = in->skipcap ? in->skipcap * 2 : 16;
-        shc_skip *p = realloc(in->skipped, cap * sizeof *p);
+        fmt_skip *p = realloc(in->skipped, cap * sizeof *p);
         if (!p)
             return ENOMEM;
         in->skipped = p;
@@ -49,7 +49,7 @@ static int add_skip(shc_inputs *in, const char *path, const char *reason)
     return 0;
 }
 
-int shc_is_image_name(const char *name)
+int fmt_is_image_name(const char *name)
 {
     static const char *const exts[] = {".jpg", ".jpeg", ".jpe", ".png", ".bmp", ".dib"};
     const char *dot = strrchr(name, '.');
@@ -125,7 +125,7 @@ typedef struct {
     int depth;
 } dir_stack;
 
-static int walk(shc_inputs *in, const char *dir, int32_t label, dir_stack *st)
+static int walk(fmt_inputs *in, const char *dir, int32_t label, dir_stack *st)
 {
     char **names;
     size_t n;
@@ -162,7 +162,7 @@ static int walk(shc_inputs *in, const char *dir, int32_t label, dir_stack *st)
                 st->depth--;
             }
             free(p);
-        } else if (shc_is_image_name(names[i])) {
+        } else if (fmt_is_image_name(names[i])) {
             rc = add_item(in, p, label); /* takes p */
             if (rc)
                 free(p);
@@ -175,7 +175,7 @@ static int walk(shc_inputs *in, const char *dir, int32_t label, dir_stack *st)
     return rc;
 }
 
-int shc_inputs_from_dirs(char *const *srcs, size_t nsrc, shc_inputs *in, char *err, size_t errlen)
+int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, char *err, size_t errlen)
 {
     memset(in, 0, sizeof *in);
     int rc = 0;
@@ -196,7 +196,7 @@ int shc_inputs_from_dirs(char *const *srcs, size_t nsrc, shc_inputs *in, char *e
             int isdir = p && stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
             free(p);
             if (!isdir) {
-                in->ignored += shc_is_image_name(names[i]) ? 1 : 0;
+                in->ignored += fmt_is_image_name(names[i]) ? 1 : 0;
                 free(names[i]);
                 continue;
             }
@@ -257,11 +257,11 @@ int shc_inputs_from_dirs(char *const *srcs, size_t nsrc, shc_inputs *in, char *e
 leave:
     free_names(all, nall);
     if (rc)
-        shc_inputs_free(in);
+        fmt_inputs_free(in);
     return rc;
 }
 
-int shc_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, shc_inputs *in,
+int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_inputs *in,
                          char *err, size_t errlen)
 {
     memset(in, 0, sizeof *in);
@@ -306,9 +306,9 @@ int shc_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, shc_i
         *pe = '\0';
         errno = 0;
         long v = strtol(lab, &end, 10);
-        if (errno || *end || end == lab || v < 0 || v > SHC_MAX_LABEL || !isdigit((unsigned char)*lab)) {
+        if (errno || *end || end == lab || v < 0 || v > FMT_MAX_LABEL || !isdigit((unsigned char)*lab)) {
             snprintf(err, errlen, "%s:%lu: bad label '%s' (expected an integer 0..%d)", list,
-                     lineno, lab, SHC_MAX_LABEL);
+                     lineno, lab, FMT_MAX_LABEL);
             rc = EINVAL;
             break;
         }
@@ -352,11 +352,11 @@ int shc_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, shc_i
             }
     }
     if (rc)
-        shc_inputs_free(in);
+        fmt_inputs_free(in);
     return rc;
 }
 
-void shc_inputs_free(shc_inputs *in)
+void fmt_inputs_free(fmt_inputs *in)
 {
     for (size_t i = 0; i < in->n; i++)
         free(in->items[i].path);

@@ -1,0 +1,21 @@
+/* inspect.h - looking into a built dataset: which file a sample came from, the options it was
+ * rendered with, and replaying it from its source. */
+#ifndef SHC_INSPECT_H
+#define SHC_INSPECT_H
+
+#include "dataset.h"
+#include "render.h"
+
+/* The path of input `source` from dir/inputs.tsv (*path malloc'd). ENOENT if absent. */
+int shc_input_path(const char *dir, uint64_t source, char **path);
+
+/* The render options a dataset was built with, from its manifest. */
+int shc_render_opts_from_manifest(const fmt_manifest *m, shc_render_opts *o, fmt_msg *msg);
+
+/* Render sample s of dataset d again from its source file (path): an augmented sample by
+ * re-applying its recorded parameters to the decoded source, a plain one through the build's own
+ * render path. *out is allocated here. */
+int shc_replay(const fmt_dataset *d, const fmt_sample *s, const char *path, fmt_image *out,
+               char *reason, size_t rlen);
+
+#endif

@@ -1,0 +1,378 @@
+/* augment.c - pre-augmentation: SPEC parsing, counter-based draws, and their exact application. */
+#include "augment.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* ---- the generator ---- */
+
+double fmt_aug_uniform(uint64_t seed, uint64_t source, uint32_t variant, uint32_t draw)
+{
+    uint8_t key[20];
+    for (int i = 0; i < 8; i++)
+        key[i] = (uint8_t)(source >> (8 * i));
+    for (int i = 0; i < 4; i++) {
+        key[8 + i] = (uint8_t)(variant >> (8 * i));
+        key[12 + i] = (uint8_t)(draw >> (8 * i));
+    }
+    memcpy(key + 16, "aug1", 4);
+    uint64_t h = XXH3_64bits_withSeed(key, sizeof key, seed);
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0); /* 53 bits -> [0, 1) */
+}
+
+/* ---- SPEC ---- */
+
+static int parse_num(const char *s, const char **end, double *v)
+{
+    char *e;
+    errno = 0;
+    *v = strtod(s, &e);
+    if (e == s || errno || !isfinite(*v))
+        return -1;
+    *end = e;
+    return 0;
+}
+
+/* Parse "a:b:..." into up to max numbers; returns the count or -1. */
+static int parse_list(const char *s, double *v, int max)
+{
+    int n = 0;
+    for (;;) {
+        const char *e;
+        if (n == max || parse_num(s, &e, &v[n]) != 0)
+            return -1;
+        n++;
+        if (*e == '\0')
+            return n;
+        if (*e != ':')
+            return -1;
+        s = e + 1;
+    }
+}
+
+int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg)
+{
+    memset(out, 0, sizeof *out);
+    if (!spec || !*spec)
+        return fmt_fail(msg, FMT_EINVAL, "empty augmentation spec (try '%s')",
+                        FMT_AUG_DEFAULT_SPEC);
+    char *copy = strdup(spec), *save = NULL;
+    if (!copy)
+        return ENOMEM;
+    int rc = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        const char *val = eq ? eq + 1 : NULL;
+        if (eq)
+            *eq = '\0';
+        double v[4];
+        int n;
+        if (strcmp(tok, "none") == 0 && !val) {
+            continue;
+        } else if (strcmp(tok, "rrc") == 0) {
+            n = val ? parse_list(val, v, 4) : -1;
+            if (n != 2 && n != 4) {
+                rc = fmt_fail(msg, FMT_EINVAL, "rrc expects SMIN:SMAX or SMIN:SMAX:RMIN:RMAX, "
+                              "e.g. rrc=0.08:1:0.75:1.3333");
+                break;
+            }
+            out->rrc = 1;
+            out->scale_min = v[0];
+            out->scale_max = v[1];
+            out->ratio_min = n == 4 ? v[2] : 3.0 / 4.0;
+            out->ratio_max = n == 4 ? v[3] : 4.0 / 3.0;
+            if (!(out->scale_min > 0 && out->scale_min <= out->scale_max && out->scale_max <= 1))
+                rc = fmt_fail(msg, FMT_EINVAL, "rrc scale range must satisfy 0 < SMIN <= SMAX <= 1");
+            else if (!(out->ratio_min > 0 && out->ratio_min <= out->ratio_max &&
+                       out->ratio_max < 1e6))
+                rc = fmt_fail(msg, FMT_EINVAL, "rrc ratio range must satisfy 0 < RMIN <= RMAX");
+        } else if (strcmp(tok, "flip") == 0) {
+            out->flip_p = 0.5;
+            if (val && (parse_list(val, v, 1) != 1 || v[0] < 0 || v[0] > 1)) {
+                rc = fmt_fail(msg, FMT_EINVAL, "flip expects a probability in 0..1, e.g. flip=0.5");
+                break;
+            }
+            if (val)
+                out->flip_p = v[0];
+        } else if (strcmp(tok, "jitter") == 0 || strcmp(tok, "brightness") == 0 ||
+                   strcmp(tok, "contrast") == 0 || strcmp(tok, "saturation") == 0) {
+            if (!val || parse_list(val, v, 1) != 1 || v[0] < 0 || v[0] > 1) {
+                rc = fmt_fail(msg, FMT_EINVAL, "%s expects a strength in 0..1, e.g. %s=0.4", tok,
+                              tok);
+                break;
+            }
+            if (tok[0] == 'j' || tok[0] == 'b')
+                out->brightness = v[0];
+            if (tok[0] == 'j' || tok[0] == 'c')
+                out->contrast = v[0];
+            if (tok[0] == 'j' || tok[0] == 's')
+                out->saturation = v[0];
+        } else {
+            rc = fmt_fail(msg, FMT_EINVAL, "unknown augmentation '%s' (expected rrc, flip, jitter, "
+                          "brightness, contrast, saturation or none)", tok);
+        }
+    }
+    free(copy);
+    if (rc)
+        memset(out, 0, sizeof *out);
+    return rc;
+}
+
+void fmt_aug_format(const fmt_aug_spec *s, char *buf, size_t len)
+{
+    int n = 0;
+    buf[0] = '\0';
+#define ADD(...)                                                                       \
+    do {                                                                               \
+        if (n >= 0 && (size_t)n < len)                                                 \
+            n += snprintf(buf + n, len - (size_t)n, "%s", n ? "," : "");               \
+        if (n >= 0 && (size_t)n < len)                                                 \
+            n += snprintf(buf + n, len - (size_t)n, __VA_ARGS__);                      \
+    } while (0)
+    if (s->rrc)
+        ADD("rrc=%g:%g:%g:%g", s->scale_min, s->scale_max, s->ratio_min, s->ratio_max);
+    if (s->flip_p > 0)
+        ADD("flip=%g", s->flip_p);
+    if (s->brightness > 0)
+        ADD("brightness=%g", s->brightness);
+    if (s->contrast > 0)
+        ADD("contrast=%g", s->contrast);
+    if (s->saturation > 0)
+        ADD("saturation=%g", s->saturation);
+    if (n == 0)
+        ADD("none");
+#undef ADD
+}
+
+/* ---- drawing ---- */
+
+enum { DRAW_FLIP = 40, DRAW_BRIGHT, DRAW_CONTRAST, DRAW_SAT };
+
+static uint32_t randint(double u, uint32_t lo, uint32_t hi) /* uniform in [lo, hi] */
+{
+    uint64_t span = (uint64_t)hi - lo + 1;
+    uint64_t k = (uint64_t)(u * (double)span);
+    return lo + (uint32_t)(k < span ? k : span - 1);
+}
+
+void fmt_aug_draw(const fmt_aug_spec *s, uint64_t seed, uint64_t source, uint32_t variant,
+                  uint32_t src_w, uint32_t src_h, const fmt_geom_plan *base, fmt_aug_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->source = source;
+    p->variant = variant;
+    p->src_w = src_w;
+    p->src_h = src_h;
+    p->crop_x = base->src_x;
+    p->crop_y = base->src_y;
+    p->crop_w = base->src_w;
+    p->crop_h = base->src_h;
+    if (s->rrc) {
+        double area = (double)src_w * src_h;
+        double lr0 = log(s->ratio_min), lr1 = log(s->ratio_max);
+        int found = 0;
+        for (uint32_t a = 0; a < 10 && !found; a++) {
+            double target = area * (s->scale_min + (s->scale_max - s->scale_min) *
+                                                       fmt_aug_uniform(seed, source, variant, 4 * a));
+            double ar = exp(lr0 + (lr1 - lr0) * fmt_aug_uniform(seed, source, variant, 4 * a + 1));
+            double w = floor(sqrt(target * ar) + 0.5), h = floor(sqrt(target / ar) + 0.5);
+            if (w >= 1 && h >= 1 && w <= src_w && h <= src_h) {
+                p->crop_w = (uint32_t)w;
+                p->crop_h = (uint32_t)h;
+                p->crop_y = randint(fmt_aug_uniform(seed, source, variant, 4 * a + 2), 0,
+                                    src_h - p->crop_h);
+                p->crop_x = randint(fmt_aug_uniform(seed, source, variant, 4 * a + 3), 0,
+                                    src_w - p->crop_w);
+                found = 1;
+            }
+        }
+        if (!found) {
+            /* the largest centered rectangle whose ratio is clamped into the range */
+            double in_ratio = (double)src_w / src_h;
+            uint32_t w = src_w, h = src_h;
+            if (in_ratio < s->ratio_min)
+                h = (uint32_t)fmin(src_h, fmax(1, floor(w / s->ratio_min + 0.5)));
+            else if (in_ratio > s->ratio_max)
+                w = (uint32_t)fmin(src_w, fmax(1, floor(h * s->ratio_max + 0.5)));
+            p->crop_w = w;
+            p->crop_h = h;
+            p->crop_x = (src_w - w) / 2;
+            p->crop_y = (src_h - h) / 2;
+        }
+    }
+    p->flip = s->flip_p > 0 && fmt_aug_uniform(seed, source, variant, DRAW_FLIP) < s->flip_p;
+    p->brightness = 1.0f;
+    p->contrast = 1.0f;
+    p->saturation = 1.0f;
+    if (s->brightness > 0)
+        p->brightness = (float)(1 - s->brightness +
+                                2 * s->brightness * fmt_aug_uniform(seed, source, variant, DRAW_BRIGHT));
+    if (s->contrast > 0)
+        p->contrast = (float)(1 - s->contrast +
+                              2 * s->contrast * fmt_aug_uniform(seed, source, variant, DRAW_CONTRAST));
+    if (s->saturation > 0)
+        p->saturation = (float)(1 - s->saturation +
+                                2 * s->saturation * fmt_aug_uniform(seed, source, variant, DRAW_SAT));
+}
+
+/* ---- applying ---- */
+
+static int32_t q16(float f)
+{
+    return (int32_t)lrint((double)f * 65536.0);
+}
+
+static uint8_t clamp_q16(int64_t v) /* v: value * 65536, rounding offset included */
+{
+    if (v <= 0)
+        return 0;
+    v >>= 16;
+    return (uint8_t)(v > 255 ? 255 : v);
+}
+
+static uint32_t luma(const uint8_t *px)
+{
+    return (px[0] * 19595u + px[1] * 38470u + px[2] * 7471u + 0x8000u) >> 16;
+}
+
+static void colour(fmt_image *im, const fmt_aug_params *p)
+{
+    size_t npix = (size_t)im->width * im->height, n = npix * im->channels;
+    uint8_t *px = im->pixels;
+    uint8_t lut[256];
+    if (p->brightness != 1.0f) {
+        int64_t b = q16(p->brightness);
+        for (int v = 0; v < 256; v++)
+            lut[v] = clamp_q16(v * b + 32768);
+        for (size_t i = 0; i < n; i++)
+            px[i] = lut[px[i]];
+    }
+    if (p->contrast != 1.0f && npix) {
+        uint64_t sum = 0;
+        for (size_t i = 0; i < npix; i++)
+            sum += im->channels == 3 ? luma(px + 3 * i) : px[i];
+        int64_t m = (int64_t)((sum + npix / 2) / npix), c = q16(p->contrast);
+        for (int v = 0; v < 256; v++)
+            lut[v] = clamp_q16(m * 65536 + (v - m) * c + 32768);
+        for (size_t i = 0; i < n; i++)
+            px[i] = lut[px[i]];
+    }
+    if (p->saturation != 1.0f && im->channels == 3) {
+        int64_t t = q16(p->saturation);
+        for (size_t i = 0; i < npix; i++, px += 3) {
+            int64_t l = luma(px);
+            for (int k = 0; k < 3; k++)
+                px[k] = clamp_q16(l * 65536 + (px[k] - l) * t + 32768);
+        }
+    }
+}
+
+static void flip_rows(fmt_image *im)
+{
+    uint32_t c = im->channels, w = im->width;
+    for (uint32_t y = 0; y < im->height; y++) {
+        uint8_t *row = im->pixels + (size_t)y * w * c;
+        for (uint32_t a = 0, b = w - 1; a < b; a++, b--)
+            for (uint32_t k = 0; k < c; k++) {
+                uint8_t t = row[a * c + k];
+                row[a * c + k] = row[b * c + k];
+                row[b * c + k] = t;
+            }
+    }
+}
+
+int fmt_aug_apply(fmt_resizer *rz, const fmt_image *src, const fmt_aug_params *p, uint32_t out_w,
+                  uint32_t out_h, fmt_image *dst, fmt_msg *msg)
+{
+    memset(dst, 0, sizeof *dst);
+    if (src->width != p->src_w || src->height != p->src_h)
+        return fmt_fail(msg, FMT_EINVAL, "source is %ux%u, the parameters were drawn for %ux%u",
+                        src->width, src->height, p->src_w, p->src_h);
+    if (!p->crop_w || !p->crop_h || p->crop_w > src->width || p->crop_h > src->height ||
+        p->crop_x > src->width - p->crop_w ||
+        p->crop_y > src->height - p->crop_h)
+        return fmt_fail(msg, FMT_EINVAL, "crop rectangle outside the source");
+    fmt_geom_plan plan = {.out_w = out_w, .out_h = out_h, .src_x = p->crop_x, .src_y = p->crop_y,
+                          .src_w = p->crop_w, .src_h = p->crop_h, .dst_w = out_w, .dst_h = out_h};
+    int rc = fmt_resize(rz, src, &plan, dst, msg);
+    if (rc)
+        return rc;
+    if (p->flip)
+        flip_rows(dst);
+    colour(dst, p);
+    return 0;
+}
+
+/* ---- the aux record ---- */
+
+static void put32(uint8_t *b, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static uint32_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float bitsf(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE])
+{
+    memset(out, 0, FMT_AUG_RECORD_SIZE);
+    memcpy(out, "AUG1", 4);
+    put32(out + 4, p->variant);
+    put32(out + 8, (uint32_t)p->source);
+    put32(out + 12, (uint32_t)(p->source >> 32));
+    put32(out + 16, p->src_w);
+    put32(out + 20, p->src_h);
+    put32(out + 24, p->crop_x);
+    put32(out + 28, p->crop_y);
+    put32(out + 32, p->crop_w);
+    put32(out + 36, p->crop_h);
+    put32(out + 40, p->flip);
+    put32(out + 44, fbits(p->brightness));
+    put32(out + 48, fbits(p->contrast));
+    put32(out + 52, fbits(p->saturation));
+}
+
+int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p)
+{
+    memset(p, 0, sizeof *p);
+    if (!in || len != FMT_AUG_RECORD_SIZE || memcmp(in, "AUG1", 4) != 0)
+        return FMT_ECORRUPT;
+    p->variant = get32(in + 4);
+    p->source = (uint64_t)get32(in + 8) | (uint64_t)get32(in + 12) << 32;
+    p->src_w = get32(in + 16);
+    p->src_h = get32(in + 20);
+    p->crop_x = get32(in + 24);
+    p->crop_y = get32(in + 28);
+    p->crop_w = get32(in + 32);
+    p->crop_h = get32(in + 36);
+    p->flip = get32(in + 40);
+    p->brightness = bitsf(get32(in + 44));
+    p->contrast = bitsf(get32(in + 48));
+    p->saturation = bitsf(get32(in + 52));
+    if (p->flip > 1 || !isfinite(p->brightness) || !isfinite(p->contrast) ||
+        !isfinite(p->saturation) || p->brightness < 0 || p->contrast < 0 || p->saturation < 0 ||
+        p->brightness > 2 || p->contrast > 2 || p->saturation > 2)
+        return FMT_ECORRUPT;
+    return 0;
+}

@@ -1,0 +1,75 @@
+/* augment.h - deterministic pre-augmentation: the SPEC, the parameters drawn for one variant, and
+ * their application to a decoded source image.
+ *
+ * Every variant is a pure function of (source image, spec, seed, source index, variant number):
+ * the random draws come from a counter-based generator keyed by (seed, source, variant, draw), so
+ * the bytes do not depend on thread count, work order or resumption. The parameters drawn are
+ * recorded with the sample (fmt_aug_params, serialised as a 64-byte aux record, see augment.md)
+ * so any variant can be audited and reproduced from its source with fmt_aug_apply.
+ *
+ * Operations, always applied in this order:
+ *   crop        random-resized-crop: a source rectangle of area fraction in [scale_min, scale_max]
+ *               of the source and aspect ratio (w/h) log-uniform in [ratio_min, ratio_max],
+ *               at a uniform position (up to 10 tries, then the largest centered rectangle of the
+ *               clamped ratio, as torchvision does), resized to the output size; without `rrc`
+ *               the crop is the geometry's own (center crop for --size)
+ *   flip        horizontal mirror with probability flip_p
+ *   brightness  pixel * b,                       b uniform in [1 - s, 1 + s]
+ *   contrast    m + c * (pixel - m),             c uniform in [1 - s, 1 + s], m = mean luma
+ *   saturation  l + t * (pixel - l),             t uniform in [1 - s, 1 + s], l = pixel's luma
+ * The colour operations run in 16.16 fixed point with round-half-up and clamping to 0..255, so the
+ * result is exact integer arithmetic on every machine.
+ */
+#ifndef FMT_AUGMENT_H
+#define FMT_AUGMENT_H
+
+#include "geometry.h"
+
+#define FMT_AUG_DEFAULT_SPEC "rrc=0.08:1:0.75:1.3333,flip=0.5,jitter=0.4"
+#define FMT_AUG_RECORD_SIZE 64u
+#define FMT_AUG_MAX_VARIANTS 1024u
+
+typedef struct {
+    int rrc;                            /* random-resized-crop on */
+    double scale_min, scale_max;        /* area fraction, 0 < min <= max <= 1 */
+    double ratio_min, ratio_max;        /* aspect ratio w/h, 0 < min <= max */
+    double flip_p;                      /* 0..1 */
+    double brightness, contrast, saturation;   /* jitter strengths, 0..1 */
+} fmt_aug_spec;
+
+/* What was drawn for one variant. */
+typedef struct {
+    uint64_t source;                    /* input position of the source image */
+    uint32_t variant;                   /* 0 .. K-1 */
+    uint32_t src_w, src_h;              /* size of the decoded source the crop refers to */
+    uint32_t crop_x, crop_y, crop_w, crop_h;   /* source rectangle resized to the output */
+    uint32_t flip;                      /* 1: mirrored */
+    float brightness, contrast, saturation;    /* factors (1 = unchanged) */
+} fmt_aug_params;
+
+/* Parse SPEC ("rrc=SMIN:SMAX[:RMIN:RMAX],flip[=P],jitter=S,brightness=S,contrast=S,
+ * saturation=S"; "none" for no operation). On error returns FMT_EINVAL and msg says what was
+ * expected where. */
+int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg);
+
+/* Canonical text of a spec (every value explicit), for the manifest. */
+void fmt_aug_format(const fmt_aug_spec *s, char *buf, size_t len);
+
+/* Draw variant `variant` of source `source` for a decoded source of src_w x src_h, whose geometry
+ * plan (without augmentation) is base (used for the crop when the spec has no rrc). */
+void fmt_aug_draw(const fmt_aug_spec *s, uint64_t seed, uint64_t source, uint32_t variant,
+                  uint32_t src_w, uint32_t src_h, const fmt_geom_plan *base, fmt_aug_params *p);
+
+/* Produce the variant: crop p's rectangle out of src (which must be p->src_w x p->src_h), resize
+ * it to out_w x out_h, then flip and colour as p says. dst is allocated here. */
+int fmt_aug_apply(fmt_resizer *rz, const fmt_image *src, const fmt_aug_params *p, uint32_t out_w,
+                  uint32_t out_h, fmt_image *dst, fmt_msg *msg);
+
+/* 64-byte little-endian aux record <-> params. decode: FMT_ECORRUPT on a bad magic or length. */
+void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE]);
+int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p);
+
+/* The generator: uniform double in [0, 1) for draw number `draw` of (seed, source, variant). */
+double fmt_aug_uniform(uint64_t seed, uint64_t source, uint32_t variant, uint32_t draw);
+
+#endif

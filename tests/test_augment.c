@@ -1,0 +1,261 @@
+/* Pre-augmentation: SPEC parsing, the draws (ranges, distributions, determinism), exact
+ * application (flip mirrors, colour arithmetic), the aux record. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "augment.h"
+
+START_TEST(parse_spec)
+{
+    fmt_aug_spec s;
+    fmt_msg msg = {{0}};
+    ck_assert_int_eq(fmt_aug_parse(FMT_AUG_DEFAULT_SPEC, &s, &msg), 0);
+    ck_assert(s.rrc);
+    ck_assert_double_eq_tol(s.scale_min, 0.08, 1e-12);
+    ck_assert_double_eq_tol(s.scale_max, 1, 1e-12);
+    ck_assert_double_eq_tol(s.ratio_min, 0.75, 1e-12);
+    ck_assert_double_eq_tol(s.flip_p, 0.5, 1e-12);
+    ck_assert_double_eq_tol(s.brightness, 0.4, 1e-12);
+    ck_assert_double_eq_tol(s.saturation, 0.4, 1e-12);
+    ck_assert_int_eq(fmt_aug_parse("rrc=0.5:0.9,flip", &s, &msg), 0);
+    ck_assert_double_eq_tol(s.ratio_max, 4.0 / 3.0, 1e-12);
+    ck_assert_double_eq_tol(s.flip_p, 0.5, 1e-12);
+    ck_assert(s.contrast == 0);
+    ck_assert_int_eq(fmt_aug_parse("contrast=0.2,flip=1", &s, &msg), 0);
+    ck_assert(!s.rrc);
+    ck_assert_double_eq_tol(s.contrast, 0.2, 1e-12);
+    ck_assert(s.brightness == 0);
+    ck_assert_int_eq(fmt_aug_parse("none", &s, &msg), 0);
+    char buf[256];
+    fmt_aug_format(&s, buf, sizeof buf);
+    ck_assert_str_eq(buf, "none");
+    ck_assert_int_eq(fmt_aug_parse("rrc=0.25:1:0.5:2,flip=0.3,jitter=0.1", &s, &msg), 0);
+    fmt_aug_format(&s, buf, sizeof buf);
+    ck_assert_str_eq(buf, "rrc=0.25:1:0.5:2,flip=0.3,brightness=0.1,contrast=0.1,saturation=0.1");
+    fmt_aug_spec again;
+    ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
+    ck_assert_mem_eq(&s, &again, sizeof s);
+
+    const char *bad[] = {"", "rrc", "rrc=0.5", "rrc=0:1", "rrc=0.9:0.5", "rrc=0.5:1.5",
+                         "rrc=0.5:1:2:1", "rrc=a:b", "rrc=0.5:1:0.75", "flip=2", "flip=x",
+                         "jitter", "jitter=-0.1", "jitter=1.5", "blur=3", "flip,,rrc=0.1:1x"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        memset(&msg, 0, sizeof msg);
+        ck_assert_msg(fmt_aug_parse(bad[i], &s, &msg) == FMT_EINVAL, "'%s' accepted", bad[i]);
+        ck_assert_msg(msg.text[0] != '\0', "'%s' gave no reason", bad[i]);
+    }
+}
+END_TEST
+
+/* Draws stay inside the spec's ranges and fill them: a fixed seed, many sources. */
+START_TEST(draw_ranges_and_distribution)
+{
+    fmt_aug_spec s;
+    ck_assert_int_eq(fmt_aug_parse("rrc=0.2:0.8:0.5:2,flip=0.3,jitter=0.25", &s, NULL), 0);
+    const uint32_t W = 400, H = 300;
+    fmt_geom_plan base = {.src_w = W, .src_h = H};
+    int n = 20000, flips = 0, fallback = 0;
+    double bmin = 9, bmax = -9, bsum = 0, amin = 9, amax = 0;
+    for (int i = 0; i < n; i++) {
+        fmt_aug_params p;
+        fmt_aug_draw(&s, 7, (uint64_t)i / 4, (uint32_t)(i % 4), W, H, &base, &p);
+        ck_assert_uint_le(p.crop_x + p.crop_w, W);
+        ck_assert_uint_le(p.crop_y + p.crop_h, H);
+        ck_assert_uint_ge(p.crop_w, 1);
+        double area = (double)p.crop_w * p.crop_h / (W * H);
+        double ratio = (double)p.crop_w / p.crop_h;
+        /* rounding w and h to integers moves area and ratio a little */
+        if (area < 0.2 * 0.97 || area > 0.8 * 1.03 || ratio < 0.5 * 0.97 || ratio > 2 * 1.03)
+            fallback++;
+        amin = fmin(amin, area);
+        amax = fmax(amax, area);
+        flips += (int)p.flip;
+        ck_assert(p.brightness >= 0.75f && p.brightness <= 1.25f);
+        ck_assert(p.contrast >= 0.75f && p.contrast <= 1.25f);
+        ck_assert(p.saturation >= 0.75f && p.saturation <= 1.25f);
+        bmin = fmin(bmin, p.brightness);
+        bmax = fmax(bmax, p.brightness);
+        bsum += p.brightness;
+    }
+    ck_assert_int_eq(fallback, 0);          /* every draw found a fitting crop here */
+    ck_assert(amin < 0.21 && amax > 0.79);  /* the range is covered */
+    /* flip frequency 0.3: 6000 of 20000 expected, sd ~65 */
+    ck_assert_int_ge(flips, 6000 - 400);
+    ck_assert_int_le(flips, 6000 + 400);
+    ck_assert(bmin < 0.76 && bmax > 1.24);
+    ck_assert_double_eq_tol(bsum / n, 1.0, 0.01);
+}
+END_TEST
+
+START_TEST(draws_are_keyed)
+{
+    fmt_aug_spec s;
+    ck_assert_int_eq(fmt_aug_parse(FMT_AUG_DEFAULT_SPEC, &s, NULL), 0);
+    fmt_geom_plan base = {.src_w = 640, .src_h = 480};
+    fmt_aug_params a, b, c, d;
+    fmt_aug_draw(&s, 1, 10, 2, 640, 480, &base, &a);
+    fmt_aug_draw(&s, 1, 10, 2, 640, 480, &base, &b);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+    fmt_aug_draw(&s, 2, 10, 2, 640, 480, &base, &c);   /* other seed */
+    fmt_aug_draw(&s, 1, 10, 3, 640, 480, &base, &d);   /* other variant */
+    ck_assert(memcmp(&a.crop_x, &c.crop_x, 16) != 0 || a.brightness != c.brightness);
+    ck_assert(memcmp(&a.crop_x, &d.crop_x, 16) != 0 || a.brightness != d.brightness);
+    ck_assert_double_ne(fmt_aug_uniform(1, 10, 2, 0), fmt_aug_uniform(1, 11, 2, 0));
+}
+END_TEST
+
+/* A source too thin for any crop of the ratio range falls back to the clamped center crop. */
+START_TEST(draw_fallback)
+{
+    fmt_aug_spec s;
+    ck_assert_int_eq(fmt_aug_parse("rrc=0.9:1:1:1", &s, NULL), 0);
+    fmt_geom_plan base = {.src_w = 1000, .src_h = 10};
+    fmt_aug_params p;
+    fmt_aug_draw(&s, 3, 0, 0, 1000, 10, &base, &p);
+    ck_assert_uint_eq(p.crop_w, 10);
+    ck_assert_uint_eq(p.crop_h, 10);
+    ck_assert_uint_eq(p.crop_x, 495);
+    ck_assert_uint_eq(p.crop_y, 0);
+}
+END_TEST
+
+static fmt_image pattern(uint32_t w, uint32_t h, uint32_t c)
+{
+    fmt_image im;
+    ck_assert_int_eq(fmt_image_alloc(&im, w, h, c), 0);
+    for (size_t i = 0; i < (size_t)w * h * c; i++)
+        im.pixels[i] = (uint8_t)(i * 37 + (i / 7) * 11);
+    return im;
+}
+
+START_TEST(flip_mirrors_exactly)
+{
+    fmt_resizer *rz;
+    ck_assert_int_eq(fmt_resizer_create(&rz), 0);
+    for (uint32_t c = 1; c <= 3; c += 2) {
+        fmt_image src = pattern(17, 9, c), a, b;
+        fmt_aug_params p = {.src_w = 17, .src_h = 9, .crop_w = 17, .crop_h = 9,
+                            .brightness = 1, .contrast = 1, .saturation = 1};
+        ck_assert_int_eq(fmt_aug_apply(rz, &src, &p, 17, 9, &a, NULL), 0);
+        ck_assert_mem_eq(a.pixels, src.pixels, (size_t)17 * 9 * c); /* identity */
+        p.flip = 1;
+        ck_assert_int_eq(fmt_aug_apply(rz, &src, &p, 17, 9, &b, NULL), 0);
+        for (uint32_t y = 0; y < 9; y++)
+            for (uint32_t x = 0; x < 17; x++)
+                for (uint32_t k = 0; k < c; k++)
+                    ck_assert_uint_eq(b.pixels[(y * 17 + x) * c + k],
+                                      src.pixels[(y * 17 + (16 - x)) * c + k]);
+        fmt_image_free(&src);
+        fmt_image_free(&a);
+        fmt_image_free(&b);
+    }
+    fmt_resizer_free(rz);
+}
+END_TEST
+
+START_TEST(colour_arithmetic)
+{
+    fmt_resizer *rz;
+    ck_assert_int_eq(fmt_resizer_create(&rz), 0);
+    fmt_image src, out;
+    ck_assert_int_eq(fmt_image_alloc(&src, 2, 1, 3), 0);
+    const uint8_t px[6] = {200, 100, 50, 10, 20, 250};
+    memcpy(src.pixels, px, 6);
+    fmt_aug_params p = {.src_w = 2, .src_h = 1, .crop_w = 2, .crop_h = 1,
+                        .brightness = 1.5f, .contrast = 1, .saturation = 1};
+    ck_assert_int_eq(fmt_aug_apply(rz, &src, &p, 2, 1, &out, NULL), 0);
+    const uint8_t bright[6] = {255, 150, 75, 15, 30, 255};
+    ck_assert_mem_eq(out.pixels, bright, 6);
+    fmt_image_free(&out);
+
+    /* saturation 0: every channel becomes the pixel's luma (Pillow's convert('L') weights) */
+    p.brightness = 1;
+    p.saturation = 0;
+    ck_assert_int_eq(fmt_aug_apply(rz, &src, &p, 2, 1, &out, NULL), 0);
+    uint32_t l0 = (200 * 19595u + 100 * 38470u + 50 * 7471u + 0x8000u) >> 16;
+    uint32_t l1 = (10 * 19595u + 20 * 38470u + 250 * 7471u + 0x8000u) >> 16;
+    const uint8_t gray[6] = {(uint8_t)l0, (uint8_t)l0, (uint8_t)l0, (uint8_t)l1, (uint8_t)l1,
+                             (uint8_t)l1};
+    ck_assert_mem_eq(out.pixels, gray, 6);
+    fmt_image_free(&out);
+
+    /* contrast 0: every value becomes the mean luma */
+    p.saturation = 1;
+    p.contrast = 0;
+    ck_assert_int_eq(fmt_aug_apply(rz, &src, &p, 2, 1, &out, NULL), 0);
+    uint8_t m = (uint8_t)((l0 + l1 + 1) / 2);
+    for (int i = 0; i < 6; i++)
+        ck_assert_uint_eq(out.pixels[i], m);
+    fmt_image_free(&out);
+    fmt_image_free(&src);
+    fmt_resizer_free(rz);
+}
+END_TEST
+
+START_TEST(apply_rejects_bad_params)
+{
+    fmt_resizer *rz;
+    ck_assert_int_eq(fmt_resizer_create(&rz), 0);
+    fmt_image src = pattern(10, 10, 3), out;
+    fmt_aug_params p = {.src_w = 10, .src_h = 10, .crop_x = 5, .crop_w = 6, .crop_h = 10,
+                        .brightness = 1, .contrast = 1, .saturation = 1};
+    ck_assert_int_eq(fmt_aug_apply(rz, &src, &p, 4, 4, &out, NULL), FMT_EINVAL);
+    p.crop_x = 0;
+    p.src_w = 11;
+    ck_assert_int_eq(fmt_aug_apply(rz, &src, &p, 4, 4, &out, NULL), FMT_EINVAL);
+    fmt_image_free(&src);
+    fmt_resizer_free(rz);
+}
+END_TEST
+
+START_TEST(record_round_trip)
+{
+    fmt_aug_params p, q;
+    memset(&p, 0, sizeof p); /* padding too, for the byte comparison below */
+    p.source = 0x123456789ull;
+    p.variant = 7;
+    p.src_w = 640;
+    p.src_h = 480;
+    p.crop_x = 1;
+    p.crop_y = 2;
+    p.crop_w = 300;
+    p.crop_h = 200;
+    p.flip = 1;
+    p.brightness = 0.8125f;
+    p.contrast = 1.25f;
+    p.saturation = 1.0f;
+    uint8_t rec[FMT_AUG_RECORD_SIZE];
+    fmt_aug_encode(&p, rec);
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), 0);
+    ck_assert_mem_eq(&p, &q, sizeof p);
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec - 1, &q), FMT_ECORRUPT);
+    rec[0] = 'X';
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    fmt_aug_encode(&p, rec);
+    rec[40] = 2; /* flip must be 0 or 1 */
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("augment");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, parse_spec);
+    tcase_add_test(tc, draw_ranges_and_distribution);
+    tcase_add_test(tc, draws_are_keyed);
+    tcase_add_test(tc, draw_fallback);
+    tcase_add_test(tc, flip_mirrors_exactly);
+    tcase_add_test(tc, colour_arithmetic);
+    tcase_add_test(tc, apply_rejects_bad_params);
+    tcase_add_test(tc, record_round_trip);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
