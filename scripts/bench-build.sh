@@ -7,6 +7,7 @@
 # set it reports, each the median of 3 runs:
 #   decode      decode-only loop, same codecs, one thread, files in memory (the plain-decode floor)
 #   shardc -jN  shardc build --size 224x224 into raw shards, N worker threads
+#   --augment 4 the same with 4 pre-augmented variants per image (default spec), -j1
 #   pillow      Pillow open+convert+resize(short side, bilinear)+center crop written into an
 #               HDF5 dataset with h5py (numpy memmap where h5py is missing), one thread
 # and prints images/s, per-core images/s and ratios against the baselines.
@@ -44,6 +45,8 @@ bench_set() {
   cores=$(nproc)
   j1=$(for r in 1 2 3; do rm -rf "$W/out"; "$bin/shardc" build "$dir" -o "$W/out" --size 224x224 -j1 --no-progress --json 2>/dev/null | sed 's/.*"images_per_s": \([0-9.]*\).*/\1/'; done | median)
   jn=$(for r in 1 2 3; do rm -rf "$W/out"; "$bin/shardc" build "$dir" -o "$W/out" --size 224x224 -j"$cores" --no-progress --json 2>/dev/null | sed 's/.*"images_per_s": \([0-9.]*\).*/\1/'; done | median)
+  local aug
+  aug=$(for r in 1 2 3; do rm -rf "$W/out"; "$bin/shardc" build "$dir" -o "$W/out" --size 224x224 --augment 4 -j1 --no-progress --json 2>/dev/null | sed 's/.*"images_per_s": \([0-9.]*\).*/\1/'; done | median)
   local pil
   pil=$(for r in 1 2 3; do "$PY" scripts/pillow-convert.py "$dir" "$W/pillow.h5" 224; done | median)
   rm -rf "$W/out" "$W/pillow.h5"
@@ -54,9 +57,11 @@ bench_set() {
   printf '  %-34s %10.0f %14.0f\n' "pillow+h5py convert (1 thread)" "$pil" "$pil"
   printf '  %-34s %10.0f %14.0f\n' "shardc build -j1" "$j1" "$j1"
   printf '  %-34s %10.0f %14.0f\n' "shardc build -j$cores" "$jn" "$(awk "BEGIN{print $jn/$cores}")"
-  awk -v j1="$j1" -v dec="$dec" -v pil="$pil" -v jn="$jn" -v c="$cores" 'BEGIN {
+  printf '  %-34s %10.0f %14.0f   (%.0f variants/s)\n' "shardc build -j1 --augment 4" "$aug" "$aug" "$(awk "BEGIN{print 4*$aug}")"
+  awk -v j1="$j1" -v dec="$dec" -v pil="$pil" -v jn="$jn" -v c="$cores" -v aug="$aug" 'BEGIN {
     printf "  ratios: shardc -j1 / pillow = %.2fx, shardc -j1 / full decode = %.2fx, -j%d scaling = %.2fx\n",
-      j1/pil, j1/dec, c, jn/j1 }'
+      j1/pil, j1/dec, c, jn/j1
+    printf "          augmented variants/s / plain samples/s (both -j1) = %.2fx\n", 4*aug/j1 }'
 }
 
 echo "shardc build benchmark ($(nproc) cores; medians of 3 runs; page cache warm)"
