@@ -45,17 +45,24 @@ LDLIBS = $(call pkglibs,$(PKGS)) -lm
 
 FMT_SRC := $(wildcard formats/*.c)
 COMP_SRC := $(filter-out compiler/shardc.c,$(wildcard compiler/*.c))
+READ_SRC := $(filter-out reader/shardbench.c,$(wildcard reader/*.c))
 TEST_SRC := $(wildcard tests/test_*.c)
 FMT_OBJ := $(FMT_SRC:%.c=$(BUILD)/%.o)
 COMP_OBJ := $(COMP_SRC:%.c=$(BUILD)/%.o)
+READ_OBJ := $(READ_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 FMT_LIB := $(BUILD)/libshardfmt.a
 COMP_LIB := $(BUILD)/libshardcomp.a
-BINS := $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
+# libshardread carries the formats objects it needs, so it stands alone once installed
+READ_LIB := $(BUILD)/libshardread.a
+READ_SO := $(BUILD)/libshardread.so.$(VERSION)
+READ_PC := $(BUILD)/shardread.pc
+BINS := $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample $(BUILD)/bin/shardbench
+LIBS := $(READ_LIB) $(READ_SO) $(READ_PC)
 
 .PHONY: all deps demo test check-unit check-e2e bench install clean help
-all: $(BINS)
+all: $(BINS) $(LIBS)
 
 help:
 	@echo "targets: all demo test bench install clean deps   (V=1, SAN=address,undefined, BUILD=dir)"
@@ -81,6 +88,24 @@ $(COMP_LIB): $(COMP_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(READ_LIB): $(READ_OBJ) $(FMT_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(READ_SO): $(READ_OBJ) $(FMT_OBJ)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,libshardread.so.$(basename $(basename $(VERSION))) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
+	$(Q)ln -sf $(notdir $@) $(BUILD)/libshardread.so
+
+$(READ_PC): reader/shardread.pc.in Makefile
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@PRIVATE_LIBS@|$(strip $(LDLIBS)) -ldl -pthread|g' $< > $@
+
+$(BUILD)/bin/shardbench: $(BUILD)/reader/shardbench.o $(READ_LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
+
 $(BUILD)/bin/shardc: $(BUILD)/compiler/shardc.o $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
@@ -96,9 +121,9 @@ $(BUILD)/bin/decode-bench: $(BUILD)/scripts/decode-bench.o $(FMT_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(COMP_LIB) $(FMT_LIB)
+$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(COMP_LIB) $(READ_LIB) $(FMT_LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(call pkglibs,$(TEST_PKGS))
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(call pkglibs,$(TEST_PKGS)) -ldl
 
 # `make demo` and `make test` work on a fresh machine: they install what is missing first.
 demo: deps
@@ -108,6 +133,9 @@ demo: deps
 test: deps
 	$(Q)$(MAKE) --no-print-directory all $(TEST_BIN)
 	$(Q)$(MAKE) --no-print-directory check-unit check-e2e
+
+# the reader's tests build datasets with the CLIs of the same build
+$(BUILD)/tests/test_reader: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
 
 check-unit: $(TEST_BIN)
 	$(Q)scripts/run-tests.sh unit $(TEST_BIN)
@@ -121,8 +149,15 @@ bench: deps
 	$(Q)BUILD=$(BUILD) scripts/bench-build.sh
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(READ_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(READ_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so.$(basename $(basename $(VERSION)))
+	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so
+	install -m 644 reader/shardread.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(READ_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 
 clean:
 	rm -rf build build-*

@@ -4,8 +4,19 @@
  * each matches its manifest entry (sample count, first index, size, header hash). Samples are then
  * addressed by dataset-wide index.
  *
- * Thread-safety: after open, a dataset is immutable; fmt_dataset_get and fmt_dataset_check may be
- * called from any number of threads at once.
+ * Access paths. Every shard is mapped whatever the access mode, because the header and the index
+ * (64 bytes per sample) are read from the mapping. The mode decides how payload bytes are read by
+ * fmt_dataset_read: FMT_ACCESS_MMAP copies them out of the mapping; FMT_ACCESS_PREAD reads them
+ * with pread(2) and FMT_ACCESS_DIRECT with pread(2) on a second descriptor opened with O_DIRECT
+ * (page cache bypassed), so in those two modes payload pages are never touched through the
+ * mapping (as long as the caller does not dereference fmt_sample.pixels).
+ *
+ * Thread-safety: after open, a dataset is immutable; fmt_dataset_get, fmt_dataset_read,
+ * fmt_dataset_read_buf (each thread with its own scratch), fmt_dataset_check and fmt_dataset_advise
+ * may be called from any number of threads at once.
+ *
+ * Mapped files must not be truncated while the dataset is open: touching a page past the new end
+ * of a mapping raises SIGBUS (as with any mmap reader, LMDB included).
  */
 #ifndef FMT_DATASET_H
 #define FMT_DATASET_H
@@ -13,6 +24,24 @@
 #include "manifest.h"
 
 typedef struct fmt_dataset fmt_dataset;
+
+/* How fmt_dataset_read gets payload bytes (see the top of this file). */
+typedef enum {
+    FMT_ACCESS_MMAP = 0,
+    FMT_ACCESS_PREAD,
+    FMT_ACCESS_DIRECT
+} fmt_access;
+
+/* Expected access pattern, passed to the kernel by fmt_dataset_advise. */
+typedef enum {
+    FMT_ADVICE_NORMAL = 0,
+    FMT_ADVICE_SEQUENTIAL,      /* dataset order: read ahead aggressively */
+    FMT_ADVICE_RANDOM           /* random order: read only what is touched, no read-ahead */
+} fmt_advice;
+
+/* Alignment of O_DIRECT transfers (buffer address, file offset and length): 4096 covers the
+ * logical block size of every common device (512 or 4096 bytes). */
+#define FMT_DIRECT_ALIGN 4096u
 
 /* One sample as stored. pixels (and aux) point into the dataset's mapping: read-only, valid until
  * fmt_dataset_close. */
@@ -34,11 +63,56 @@ typedef struct {
 int fmt_dataset_open(fmt_dataset **d, const char *dir, fmt_msg *msg);
 void fmt_dataset_close(fmt_dataset *d);                 /* accepts NULL */
 
+/* fmt_dataset_open with an access mode (fmt_dataset_open is FMT_ACCESS_MMAP). FMT_ACCESS_DIRECT
+ * opens each shard a second time with O_DIRECT; where the filesystem refuses O_DIRECT (EINVAL, e.g.
+ * an old tmpfs) that shard is read with plain pread instead (fmt_dataset_direct_shards counts the
+ * shards that really use O_DIRECT). Further errors: FMT_EINVAL for an unknown mode, errno values
+ * of the second open, FMT_ECORRUPT if the file was replaced between the two opens. */
+int fmt_dataset_open_ex(fmt_dataset **d, const char *dir, fmt_access access, fmt_msg *msg);
+
+fmt_access fmt_dataset_access(const fmt_dataset *d);   /* the mode given to open */
+
+/* Bytes of the largest sample (0 for an empty dataset): what a buffer must hold to read any
+ * sample. Computed at open (O(1) per fixed-shape shard, one pass over the index otherwise). */
+uint64_t fmt_dataset_max_length(const fmt_dataset *d);
+size_t fmt_dataset_direct_shards(const fmt_dataset *d); /* shards read with O_DIRECT */
+
 const fmt_manifest *fmt_dataset_manifest(const fmt_dataset *d);   /* valid until close */
 uint64_t fmt_dataset_count(const fmt_dataset *d);
 
-/* Sample idx. Returns 0, or FMT_EINVAL if idx >= count. */
+/* Sample idx. Returns 0, or FMT_EINVAL if idx >= count. In every access mode s->pixels points
+ * into the mapping; in PREAD and DIRECT mode reading through it defeats the purpose of the mode. */
 int fmt_dataset_get(const fmt_dataset *d, uint64_t idx, fmt_sample *s);
+
+/* Copy sample idx's pixels (meta.length bytes, meta.height * meta.width * meta.channels) into dst,
+ * the way the access mode says. meta (may be NULL) receives what fmt_dataset_get gives, except
+ * meta->pixels, which is NULL (aux still points into the mapping: the aux area is part of the
+ * small index region, not of the payloads).
+ *
+ * FMT_ACCESS_DIRECT needs a bounce buffer, since O_DIRECT reads whole aligned blocks into aligned
+ * memory while dst is neither: fmt_dataset_read_buf takes the caller's scratch (address and
+ * scratch_len multiples of FMT_DIRECT_ALIGN, scratch_len > 0; any size works, larger means fewer
+ * system calls: 1 MiB is plenty), and reads the sample in scratch-sized chunks. When dst and the
+ * payload's file offset are congruent modulo FMT_DIRECT_ALIGN (e.g. dst page-aligned: payloads
+ * are aligned in the shard), the whole blocks go straight into dst and only a partial last block
+ * passes through scratch. fmt_dataset_read is fmt_dataset_read_buf without scratch: in DIRECT mode
+ * it allocates a bounce buffer per call, which is fine for occasional reads but not for a hot loop.
+ * In MMAP and PREAD mode scratch is not used (may be NULL).
+ *
+ * Returns 0; FMT_EINVAL (idx >= count, bad scratch); errno values of pread; FMT_ETRUNC when the
+ * file ends before the payload does (it was truncated after open). Thread-safe. */
+int fmt_dataset_read(const fmt_dataset *d, uint64_t idx, void *dst, fmt_sample *meta);
+int fmt_dataset_read_buf(const fmt_dataset *d, uint64_t idx, void *dst, fmt_sample *meta,
+                         void *scratch, size_t scratch_len);
+
+/* Path of the shard file holding sample idx (for messages), NULL if idx >= count. Valid until
+ * close. */
+const char *fmt_dataset_sample_file(const fmt_dataset *d, uint64_t idx);
+
+/* Tell the kernel how samples will be read: madvise(2) on every shard mapping in MMAP mode,
+ * posix_fadvise(2) on every shard in PREAD mode, nothing in DIRECT mode (no page cache). A hint
+ * only: the data read is the same whatever the advice. Returns 0 or the first errno. */
+int fmt_dataset_advise(const fmt_dataset *d, fmt_advice advice);
 
 /* Re-hash sample idx: 0 if it matches its recorded hash, FMT_EHASH if not, FMT_EINVAL bad idx. */
 int fmt_dataset_check(const fmt_dataset *d, uint64_t idx);

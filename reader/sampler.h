@@ -1,0 +1,78 @@
+/* sampler.h - which dataset samples make up each batch of each epoch, for one rank.
+ *
+ * Pure functions of the configuration: no state changes after create, so any number of threads
+ * may ask for any batch of any epoch at once, in any order, and get the same answer each time.
+ * Memory is O(number of shards), never O(samples): random orders come from a keyed bijection on
+ * [0, n) (a Feistel network with cycle walking), evaluated per position, not from a stored
+ * permutation.
+ *
+ * Epoch sequence: the epoch's global order seq(j), j in [0, n):
+ *   sequential  seq(j) = j
+ *   random      seq(j) = perm_{seed,epoch}(j)
+ *   quasi       shards are put in the order perm_{seed,epoch} over shard numbers and cut into
+ *               windows of `window` shards; window w's samples come out in the order
+ *               perm_{seed,epoch,w} over the window's sample count, before window w+1 starts.
+ *               Position t of a window is sample t of its shards laid end to end in the epoch's
+ *               shard order (empty shards take no positions).
+ * Rank partition: rank r takes j = r, r + world, r + 2 world, ... ; with SHR_UNEVEN_PAD every rank
+ * takes ceil(n / world) positions (j wraps around modulo n), with SHR_UNEVEN_DROP floor(n / world).
+ * Batches: consecutive runs of batch_size of the rank's positions; the last may be shorter, or is
+ * dropped with drop_last. Every rank has the same number of batches.
+ *
+ * Cost: sequential O(1) and random O(1) per sample (a few tens of ns). Quasi: each
+ * shr_sampler_batch call also walks the epoch's shard order up to the windows it needs
+ * (O(nshards) at worst), and each sample costs one permutation plus a scan of its window's shards.
+ */
+#ifndef SHR_SAMPLER_H
+#define SHR_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardread.h"
+
+typedef struct {
+    uint64_t n;                 /* samples in the dataset (0 is allowed: no batches) */
+    shr_order order;
+    uint64_t seed;
+    uint32_t rank, world;
+    shr_uneven uneven;
+    uint32_t batch_size;
+    int drop_last;
+    /* SHR_ORDER_QUASI only (ignored by the other orders): */
+    size_t nshards;             /* sample counts of the shards, in dataset order: shard s holds */
+    const uint64_t *shard_counts;   /* the dataset indices after those of shards 0..s-1. Copied by
+                                     * create; may be NULL when nshards is 0 (then n must be 0) */
+    uint32_t window;            /* shards per window (>= 1) */
+} shr_sampler_cfg;
+
+typedef struct shr_sampler shr_sampler;
+
+/* Errors: SHR_EINVAL (NULL arguments, world 0, rank >= world, batch_size 0, an unknown order or
+ * uneven mode, n + world past UINT64_MAX, quasi with window 0 or with counts not summing to n),
+ * ENOMEM. On failure *s is NULL. */
+int shr_sampler_create(shr_sampler **s, const shr_sampler_cfg *cfg);
+void shr_sampler_free(shr_sampler *s);          /* accepts NULL */
+
+uint64_t shr_sampler_per_rank(const shr_sampler *s);  /* positions per rank per epoch */
+uint64_t shr_sampler_batches(const shr_sampler *s);   /* batches per rank per epoch */
+
+/* The dataset indices of batch `batch` (< shr_sampler_batches) of `epoch`, into out (room for
+ * batch_size); returns how many (batch_size, or fewer for a last partial batch). A batch number
+ * past the end returns 0 and writes nothing. */
+uint32_t shr_sampler_batch(const shr_sampler *s, uint64_t epoch, uint64_t batch, uint64_t *out);
+
+/* SHR_ORDER_QUASI: the shard at position q (< nshards) of epoch's shard order; window w is
+ * positions [w * window, (w + 1) * window). Lets a reader prefetch the next window's shards and
+ * drop finished ones. Other orders (and q >= nshards): q. */
+uint64_t shr_sampler_shard_at(const shr_sampler *s, uint64_t epoch, uint64_t q);
+
+/* The keyed bijection itself: perm(key, n, i) for i < n is a permutation of [0, n), a different
+ * one for each key. Returns i itself when i >= n. */
+uint64_t shr_perm(uint64_t key, uint64_t n, uint64_t i);
+
+/* Deterministic per-sample random bits for augmentation: a hash of (seed, epoch, index, salt).
+ * The same on every machine. */
+uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t salt);
+
+#endif

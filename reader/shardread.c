@@ -1,0 +1,738 @@
+/* shardread.c - the reader: options, the ring of batch buffers, prefetch workers, batch assembly.
+ *
+ * Concurrency design
+ * ------------------
+ * One consumer thread calls shr_next; `threads` workers fill batches; shr_release may come from
+ * any thread. Everything shared lives under one mutex, r->mu. The batch bytes themselves are
+ * written without it, by the one worker that owns the slot at the time.
+ *
+ * The stream. Batches form one stream numbered k = 0, 1, 2, ... from where the reader was opened,
+ * running across epochs: with nb batches per epoch and the reader opened at (E0, C0), stream batch
+ * k is batch (C0 + k) % nb of epoch E0 + (C0 + k) / nb. This is a pure function, and the sampler
+ * is one too, so whoever fills batch k needs nothing but k: the output cannot depend on which
+ * worker filled what, or when.
+ *
+ * Slots. The ring has P = prefetch slots, allocated at open. A slot's state says who owns it:
+ *   FREE     on the free stack; nobody touches its buffers;
+ *   FILLING  claimed by one worker for stream batch k; that worker writes the buffers, unlocked;
+ *   READY    filled (or failed: rc and message in the slot); waiting for the consumer;
+ *   HELD     returned by shr_next; the caller reads the buffers until shr_release.
+ * Every transition happens under the mutex: FREE -> FILLING (a worker claims), FILLING -> READY
+ * (the worker is done), READY -> HELD (shr_next), HELD -> FREE (shr_release). The unlock/lock
+ * pairs order the worker's writes before the consumer's reads, and the consumer's reads (which end
+ * with shr_release) before the next refill.
+ *
+ * Claims in order, any free slot. A worker claims when a slot is free: it pops one, takes
+ * k = next_claim++ and records pending[k % P] = slot. Claims are thus in stream order, and at most
+ * P batches are claimed and not yet delivered, so pending[] maps each of them to its slot without
+ * collision. A batch goes to any free slot rather than to slot k % P because the consumer may
+ * release batches out of order: with fixed slots, still holding batch k - P would block batch k
+ * while other slots sat free.
+ *
+ * Delivery in order. shr_next waits until stream batch next_deliver is READY, whatever later
+ * batches are ready already. Workers finish in any order; the consumer sees stream order.
+ *
+ * Who wakes whom. `slot_free`: workers wait on it for a free slot; shr_release signals one worker
+ * per freed slot; close and a failing worker broadcast it. `ready`: the consumer waits on it for
+ * batch next_deliver; a worker signals it when the batch it finished is next_deliver (the only one
+ * the consumer can be waiting for); close broadcasts it. Nobody polls or spins.
+ *
+ * Progress. While the consumer holds h < P batches, batch next_deliver arrives: either it is
+ * claimed (a worker is filling it), or, claims being in order, no later batch is claimed either,
+ * so the P - h slots not held are all free and a waiting worker claims it. With h == P nothing can
+ * ever arrive, so shr_next returns SHR_EINVAL instead of blocking forever.
+ *
+ * Epochs. The stream does not stop at an epoch's end: workers fill the next epoch's first batches
+ * while the consumer finishes the current one. The consumer alone turns the epoch: after the last
+ * batch of an epoch, shr_next returns SHR_EEND once (no stream batch consumed) and moves its
+ * (epoch, cursor) to (epoch + 1, 0).
+ *
+ * Memory. The P slots, and per worker an index array, an O_DIRECT bounce buffer and a sample
+ * buffer for crop/pad that grows to the largest sample read, are all there is. Nothing is
+ * allocated per batch or per epoch, so memory is bounded by the ring plus a per-worker constant.
+ *
+ * Failure. A worker that cannot fill its batch stores the error in the slot, marks it READY and
+ * sets `halt`, which stops all claims (idle workers are woken to exit). Batches before the failed
+ * one are still delivered; when the consumer reaches it, shr_next returns its error and the reader
+ * stays failed (SHR_ESTATE). Close sets `stop`, broadcasts both conditions, and joins the workers
+ * (each finishes the batch in hand) before anything is freed.
+ */
+#include "shardread.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset.h"
+#include "pinned.h"
+#include "sampler.h"
+
+/* the access modes are passed through to the dataset layer by value */
+_Static_assert(SHR_ACCESS_MMAP == (int)FMT_ACCESS_MMAP && SHR_ACCESS_PREAD == (int)FMT_ACCESS_PREAD &&
+               SHR_ACCESS_DIRECT == (int)FMT_ACCESS_DIRECT, "access modes differ");
+
+#define SHR_MAX_THREADS 1024u
+#define SHR_MAX_PREFETCH 65536u
+#define SHR_BOUNCE_BYTES (1u << 20)     /* O_DIRECT bounce buffer per worker */
+#define SHR_MSG_LEN 512
+#define SHR_PAGE 4096u
+
+typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
+
+typedef struct {
+    shr_batch b;                /* first member: shr_release maps a batch back to its slot */
+    void *data;                 /* from shr_host_alloc, b.pinned says how */
+    int64_t *arrays;            /* labels, indices, sources: 3 * batch_size */
+    slot_state state;
+    int rc;                     /* READY: result of the fill */
+    char msg[SHR_MSG_LEN];      /* READY with rc != 0: what failed */
+} shr_slot;
+
+typedef struct {
+    struct shr_reader *r;
+    pthread_t thread;
+    uint64_t *idx;              /* the batch's dataset indices, batch_size */
+    void *bounce;               /* DIRECT: FMT_DIRECT_ALIGN-aligned bounce buffer */
+    uint8_t *sample;            /* PREAD/DIRECT crop/pad: room for the largest stored sample */
+    size_t sample_cap;
+} shr_worker;
+
+struct shr_reader {
+    shr_options o;              /* validated, prefetch resolved */
+    fmt_dataset *ds;
+    shr_sampler *sampler;
+    uint32_t height, width, channels;
+    size_t sample_bytes, batch_bytes;
+    size_t sample_max;          /* largest stored sample */
+    int uniform;                /* every sample is stored at the output size */
+    uint64_t nb;                /* batches per epoch */
+    uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb) */
+
+    pthread_mutex_t mu;
+    pthread_cond_t slot_free, ready;
+    shr_slot *slots;
+    uint32_t nslots;
+    uint32_t *free_stack, nfree;
+    uint32_t *pending;          /* pending[k % nslots]: slot of claimed, undelivered batch k */
+    uint64_t next_claim, next_deliver;
+    uint32_t held;
+    int stop, halt;
+
+    shr_worker *workers;
+    uint32_t nworkers;          /* started */
+
+    /* consumer side: touched only by the thread calling shr_next */
+    uint64_t epoch, cursor;
+    int failed;
+    char err[SHR_MSG_LEN];
+};
+
+static _Thread_local char g_open_err[SHR_MSG_LEN];
+
+static int fail_msg(char *buf, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail_msg(char *buf, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, SHR_MSG_LEN, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+void shr_options_init(shr_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->batch_size = 256;
+    o->order = SHR_ORDER_SEQUENTIAL;
+    o->quasi_window = 4;
+    o->world = 1;
+    o->uneven = SHR_UNEVEN_PAD;
+    o->threads = 2;
+    o->prefetch = 0;
+    o->access = SHR_ACCESS_MMAP;
+    o->pin = SHR_PIN_AUTO;
+}
+
+const char *shr_strerror(int rc)
+{
+    switch (rc) {
+    case SHR_EEND:
+        return "end of epoch";
+    case SHR_EINVAL:
+        return "invalid argument";
+    case SHR_ESHAPE:
+        return "samples vary in size and no output size was given";
+    case SHR_ESTATE:
+        return "reader has failed";
+    default:
+        return fmt_strerror(rc);
+    }
+}
+
+const char *shr_last_error(const shr_reader *r)
+{
+    return r ? r->err : g_open_err;
+}
+
+/* ---- batch assembly (workers, no lock held) ---- */
+
+/* Mirror each row of an h x w x c image in place. */
+static void mirror_rows(uint8_t *p, uint32_t h, uint32_t w, uint32_t c)
+{
+    for (uint32_t y = 0; y < h; y++) {
+        uint8_t *row = p + (size_t)y * w * c;
+        for (uint32_t a = 0, b = w - 1; a < b; a++, b--) {
+            for (uint32_t k = 0; k < c; k++) {
+                uint8_t t = row[(size_t)a * c + k];
+                row[(size_t)a * c + k] = row[(size_t)b * c + k];
+                row[(size_t)b * c + k] = t;
+            }
+        }
+    }
+}
+
+/* Where a stored extent `have` goes in an output extent `want`: copy n = min(have, want) from
+ * src_off to dst_off. Larger: crop (centered, or at a drawn offset); smaller: pad (centered). */
+static void place(uint32_t have, uint32_t want, int random, uint64_t draw, uint32_t *src_off,
+                  uint32_t *dst_off, uint32_t *n)
+{
+    if (have >= want) {
+        *src_off = random ? (uint32_t)(draw % ((uint64_t)have - want + 1)) : (have - want) / 2;
+        *dst_off = 0;
+        *n = want;
+    } else {
+        *src_off = 0;
+        *dst_off = (want - have) / 2;
+        *n = have;
+    }
+}
+
+static void crop_pad(const shr_reader *r, uint8_t *dst, const uint8_t *src, const fmt_sample *s,
+                     uint64_t epoch)
+{
+    const shr_options *o = &r->o;
+    uint32_t c = r->channels, sx, dx, nx, sy, dy, ny;
+    place(s->width, r->width, o->random_crop,
+          o->random_crop ? shr_mix(o->seed, epoch, s->index, SHR_SALT_CROP_X) : 0, &sx, &dx, &nx);
+    place(s->height, r->height, o->random_crop,
+          o->random_crop ? shr_mix(o->seed, epoch, s->index, SHR_SALT_CROP_Y) : 0, &sy, &dy, &ny);
+    if (nx < r->width || ny < r->height)
+        memset(dst, 0, r->sample_bytes);
+    for (uint32_t y = 0; y < ny; y++)
+        memcpy(dst + (((size_t)(dy + y) * r->width + dx) * c),
+               src + (((size_t)(sy + y) * s->width + sx) * c), (size_t)nx * c);
+}
+
+/* Sample idx into dst (sample_bytes at the output geometry). */
+static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst, fmt_sample *s,
+                      char *msg)
+{
+    const shr_reader *r = w->r;
+    int rc = fmt_dataset_get(r->ds, idx, s);
+    if (rc)
+        return fail_msg(msg, rc, "sample %" PRIu64 " is out of range", idx);
+    const char *file = fmt_dataset_sample_file(r->ds, idx);
+    if (s->channels != r->channels)
+        return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " has %" PRIu32 " channels, the "
+                        "dataset %" PRIu32, file, idx, s->channels, r->channels);
+    int mmap = r->o.access == SHR_ACCESS_MMAP;
+    if (s->width == r->width && s->height == r->height) {
+        if (mmap)
+            memcpy(dst, s->pixels, r->sample_bytes);
+        else
+            rc = fmt_dataset_read_buf(r->ds, idx, dst, NULL, w->bounce, SHR_BOUNCE_BYTES);
+    } else {
+        const uint8_t *src = s->pixels;
+        if (!mmap) {
+            /* sized at open for the dataset's largest sample; the index cannot change since */
+            if (s->length > w->sample_cap)
+                return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " is larger than the "
+                                "largest sample", file, idx);
+            rc = fmt_dataset_read_buf(r->ds, idx, w->sample, NULL, w->bounce, SHR_BOUNCE_BYTES);
+            src = w->sample;
+        }
+        if (rc == 0)
+            crop_pad(r, dst, src, s, epoch);
+    }
+    if (rc)
+        return fail_msg(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
+                        shr_strerror(rc));
+    if (r->o.flip && (shr_mix(r->o.seed, epoch, idx, SHR_SALT_FLIP) & 1))
+        mirror_rows(dst, r->height, r->width, r->channels);
+    return 0;
+}
+
+/* Fill slot with stream batch k. */
+static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
+{
+    const shr_reader *r = w->r;
+    uint64_t t = r->c0 + k;
+    uint64_t epoch = r->e0 + t / r->nb, number = t % r->nb;
+    shr_batch *b = &slot->b;
+    uint32_t n = shr_sampler_batch(r->sampler, epoch, number, w->idx);
+    b->n = n;
+    b->epoch = epoch;
+    b->number = number;
+    for (uint32_t i = 0; i < n; i++) {
+        fmt_sample s;
+        int rc = put_sample(w, epoch, w->idx[i], b->data + (size_t)i * r->sample_bytes, &s,
+                            slot->msg);
+        if (rc)
+            return rc;
+        b->labels[i] = s.label;
+        b->indices[i] = (int64_t)w->idx[i];
+        b->sources[i] = (int64_t)s.source;
+    }
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    shr_worker *w = arg;
+    shr_reader *r = w->r;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (!r->stop && !r->halt && r->nfree == 0)
+            pthread_cond_wait(&r->slot_free, &r->mu);
+        if (r->stop || r->halt)
+            break;
+        uint32_t si = r->free_stack[--r->nfree];
+        uint64_t k = r->next_claim++;
+        r->pending[k % r->nslots] = si;
+        shr_slot *slot = &r->slots[si];
+        slot->state = SLOT_FILLING;
+        pthread_mutex_unlock(&r->mu);
+
+        int rc = fill(w, slot, k);
+
+        pthread_mutex_lock(&r->mu);
+        slot->rc = rc;
+        slot->state = SLOT_READY;
+        if (rc) {
+            r->halt = 1;
+            pthread_cond_broadcast(&r->slot_free);
+        }
+        if (k == r->next_deliver)
+            pthread_cond_signal(&r->ready);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* ---- open / close ---- */
+
+static int check_options(const shr_options *o)
+{
+    char *m = g_open_err;
+    if (o->batch_size == 0)
+        return fail_msg(m, SHR_EINVAL, "batch_size must be at least 1");
+    if ((unsigned)o->order > SHR_ORDER_QUASI)
+        return fail_msg(m, SHR_EINVAL, "unknown order %d", (int)o->order);
+    if (o->order == SHR_ORDER_QUASI && o->quasi_window == 0)
+        return fail_msg(m, SHR_EINVAL, "quasi_window must be at least 1");
+    if (o->world == 0 || o->rank >= o->world)
+        return fail_msg(m, SHR_EINVAL, "rank %" PRIu32 " is not in [0, world %" PRIu32 ")",
+                        o->rank, o->world);
+    if ((unsigned)o->uneven > SHR_UNEVEN_DROP)
+        return fail_msg(m, SHR_EINVAL, "unknown uneven mode %d", (int)o->uneven);
+    if ((o->width == 0) != (o->height == 0))
+        return fail_msg(m, SHR_EINVAL, "width and height must both be given, or neither");
+    if (o->threads == 0 || o->threads > SHR_MAX_THREADS)
+        return fail_msg(m, SHR_EINVAL, "threads must be in 1..%u", SHR_MAX_THREADS);
+    if (o->prefetch == 1 || o->prefetch > SHR_MAX_PREFETCH)
+        return fail_msg(m, SHR_EINVAL, "prefetch must be 0 (automatic) or in 2..%u",
+                        SHR_MAX_PREFETCH);
+    if ((unsigned)o->access > SHR_ACCESS_DIRECT)
+        return fail_msg(m, SHR_EINVAL, "unknown access mode %d", (int)o->access);
+    if ((unsigned)o->pin > SHR_PIN_OFF)
+        return fail_msg(m, SHR_EINVAL, "unknown pin mode %d", (int)o->pin);
+    return 0;
+}
+
+/* Batch geometry from the options or the dataset, and the sizes it implies. */
+static int set_geometry(shr_reader *r, const char *dir)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    r->channels = m->channels;
+    if (r->o.width) {
+        r->width = r->o.width;
+        r->height = r->o.height;
+    } else if (m->sample_width && m->sample_height) {
+        r->width = m->sample_width;
+        r->height = m->sample_height;
+    } else {
+        return fail_msg(g_open_err, SHR_ESHAPE, "%s: samples vary in size: give width and height "
+                        "to crop or pad them to", dir);
+    }
+    uint64_t sample, batch;
+    if (__builtin_mul_overflow((uint64_t)r->width, r->height, &sample) ||
+        __builtin_mul_overflow(sample, (uint64_t)r->channels, &sample) ||
+        __builtin_mul_overflow(sample, (uint64_t)r->o.batch_size, &batch) || batch > SIZE_MAX / 2)
+        return fail_msg(g_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
+                        " samples is too large", r->o.batch_size, r->width, r->height);
+    r->sample_bytes = (size_t)sample;
+    r->batch_bytes = (size_t)batch;
+    uint64_t max = fmt_dataset_max_length(r->ds);
+    if (max > SIZE_MAX / 2)
+        return fail_msg(g_open_err, FMT_ETOOBIG, "%s: a sample of %" PRIu64 " bytes is too large",
+                        dir, max);
+    r->sample_max = (size_t)max;
+    r->uniform = m->sample_width == r->width && m->sample_height == r->height;
+    return 0;
+}
+
+static int make_sampler(shr_reader *r)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    uint64_t *counts = calloc(m->nshards ? m->nshards : 1, sizeof *counts);
+    if (!counts)
+        return ENOMEM;
+    for (size_t i = 0; i < m->nshards; i++)
+        counts[i] = m->shards[i].samples;
+    shr_sampler_cfg cfg = {
+        .n = m->samples,
+        .order = r->o.order,
+        .seed = r->o.seed,
+        .rank = r->o.rank,
+        .world = r->o.world,
+        .uneven = r->o.uneven,
+        .batch_size = r->o.batch_size,
+        .drop_last = r->o.drop_last,
+        .nshards = m->nshards,
+        .shard_counts = counts,
+        .window = r->o.quasi_window ? r->o.quasi_window : 1,
+    };
+    int rc = shr_sampler_create(&r->sampler, &cfg);
+    free(counts);
+    if (rc)
+        return fail_msg(g_open_err, rc, "cannot plan the epochs: %s", shr_strerror(rc));
+    r->nb = shr_sampler_batches(r->sampler);
+    if (r->nb == 0)
+        return fail_msg(g_open_err, SHR_EINVAL, "no batches: %" PRIu64 " samples, %" PRIu64
+                        " for this rank, batch_size %" PRIu32 "%s", m->samples,
+                        shr_sampler_per_rank(r->sampler), r->o.batch_size,
+                        r->o.drop_last ? " with drop_last" : "");
+    if (r->o.cursor > r->nb)
+        return fail_msg(g_open_err, SHR_EINVAL, "cursor %" PRIu64 " is past the epoch's %" PRIu64
+                        " batches", r->o.cursor, r->nb);
+    /* cursor == nb: the epoch is consumed and its SHR_EEND is next */
+    r->epoch = r->o.epoch;
+    r->cursor = r->o.cursor;
+    r->e0 = r->o.epoch + (r->o.cursor == r->nb);
+    r->c0 = r->o.cursor == r->nb ? 0 : r->o.cursor;
+    return 0;
+}
+
+static int make_ring(shr_reader *r)
+{
+    uint32_t n = r->nslots;
+    r->slots = calloc(n, sizeof *r->slots);
+    r->free_stack = calloc(n, sizeof *r->free_stack);
+    r->pending = calloc(n, sizeof *r->pending);
+    if (!r->slots || !r->free_stack || !r->pending)
+        return ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        shr_slot *s = &r->slots[i];
+        int rc = shr_host_alloc(r->batch_bytes, &s->data, &s->b.pinned, (shr_pin)r->o.pin);
+        if (rc)
+            return fail_msg(g_open_err, rc, "cannot allocate %u batch buffers of %zu bytes", n,
+                            r->batch_bytes);
+        s->arrays = calloc(3 * (size_t)r->o.batch_size, sizeof *s->arrays);
+        if (!s->arrays)
+            return ENOMEM;
+        s->b.data = s->data;
+        s->b.labels = s->arrays;
+        s->b.indices = s->arrays + r->o.batch_size;
+        s->b.sources = s->arrays + 2 * (size_t)r->o.batch_size;
+        s->b.height = r->height;
+        s->b.width = r->width;
+        s->b.channels = r->channels;
+        s->state = SLOT_FREE;
+        r->free_stack[r->nfree++] = n - 1 - i;    /* slot 0 is taken first */
+    }
+    return 0;
+}
+
+static void free_reader(shr_reader *r)
+{
+    for (uint32_t i = 0; r->workers && i < r->o.threads; i++) {
+        free(r->workers[i].idx);
+        free(r->workers[i].bounce);
+        free(r->workers[i].sample);
+    }
+    free(r->workers);
+    for (uint32_t i = 0; r->slots && i < r->nslots; i++) {
+        shr_host_free(r->slots[i].data, r->slots[i].b.pinned);
+        free(r->slots[i].arrays);
+    }
+    free(r->slots);
+    free(r->free_stack);
+    free(r->pending);
+    shr_sampler_free(r->sampler);
+    fmt_dataset_close(r->ds);
+    free(r);
+}
+
+/* Stop and join the workers that were started. */
+static void stop_workers(shr_reader *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_broadcast(&r->slot_free);
+    pthread_cond_broadcast(&r->ready);
+    pthread_mutex_unlock(&r->mu);
+    for (uint32_t i = 0; i < r->nworkers; i++)
+        pthread_join(r->workers[i].thread, NULL);
+    r->nworkers = 0;
+}
+
+static int start_workers(shr_reader *r)
+{
+    r->workers = calloc(r->o.threads, sizeof *r->workers);
+    if (!r->workers)
+        return ENOMEM;
+    for (uint32_t i = 0; i < r->o.threads; i++) {
+        shr_worker *w = &r->workers[i];
+        w->r = r;
+        w->idx = calloc(r->o.batch_size, sizeof *w->idx);
+        if (!w->idx)
+            return ENOMEM;
+        if (r->o.access == SHR_ACCESS_DIRECT &&
+            posix_memalign(&w->bounce, FMT_DIRECT_ALIGN, SHR_BOUNCE_BYTES) != 0) {
+            w->bounce = NULL;
+            return ENOMEM;
+        }
+        /* crop/pad needs the whole stored sample in memory when it is not mapped; sized once,
+         * so memory does not creep up as workers meet larger samples */
+        if (r->o.access != SHR_ACCESS_MMAP && !r->uniform) {
+            w->sample = malloc(r->sample_max);
+            if (!w->sample)
+                return ENOMEM;
+            w->sample_cap = r->sample_max;
+        }
+    }
+    for (uint32_t i = 0; i < r->o.threads; i++) {
+        int rc = pthread_create(&r->workers[i].thread, NULL, worker_main, &r->workers[i]);
+        if (rc)
+            return fail_msg(g_open_err, rc, "cannot start worker thread: %s", shr_strerror(rc));
+        r->nworkers++;
+    }
+    return 0;
+}
+
+int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
+{
+    g_open_err[0] = '\0';
+    if (!out || !dir)
+        return fail_msg(g_open_err, SHR_EINVAL, "no reader or directory given");
+    *out = NULL;
+    shr_options o;
+    if (opt)
+        o = *opt;
+    else
+        shr_options_init(&o);
+    int rc = check_options(&o);
+    if (rc)
+        return rc;
+    if (o.prefetch == 0)
+        o.prefetch = o.threads + 2 > SHR_MAX_PREFETCH ? SHR_MAX_PREFETCH : o.threads + 2;
+
+    shr_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return fail_msg(g_open_err, ENOMEM, "out of memory");
+    r->o = o;
+    r->nslots = o.prefetch;
+    int sync_ready = 0;
+    fmt_msg msg = {{0}};
+    rc = fmt_dataset_open_ex(&r->ds, dir, (fmt_access)o.access, &msg);
+    if (rc) {
+        fail_msg(g_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
+        goto leave;
+    }
+    rc = set_geometry(r, dir);
+    if (rc)
+        goto leave;
+    rc = make_sampler(r);
+    if (rc)
+        goto leave;
+    uint64_t ring;
+    if (__builtin_mul_overflow((uint64_t)r->batch_bytes, (uint64_t)r->nslots, &ring) ||
+        ring > SIZE_MAX / 2) {
+        rc = fail_msg(g_open_err, SHR_EINVAL, "a ring of %" PRIu32 " batches of %zu bytes is too "
+                      "large", r->nslots, r->batch_bytes);
+        goto leave;
+    }
+    rc = make_ring(r);
+    if (rc)
+        goto leave;
+    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    if (pthread_cond_init(&r->slot_free, NULL) != 0) {
+        pthread_mutex_destroy(&r->mu);
+        rc = ENOMEM;
+        goto leave;
+    }
+    if (pthread_cond_init(&r->ready, NULL) != 0) {
+        pthread_cond_destroy(&r->slot_free);
+        pthread_mutex_destroy(&r->mu);
+        rc = ENOMEM;
+        goto leave;
+    }
+    sync_ready = 1;
+    /* Only a hint to the kernel's read-ahead (a failure changes no result). Sequential order
+     * wants aggressive read-ahead. Random orders want none, except through a mapping: there
+     * MADV_RANDOM makes every 4 KiB page fault a synchronous read of its own, and a 224x224
+     * sample is 37 of them (measured cold: 8x slower than the default fault-around, which then
+     * matches pread); so RANDOM is for mappings only where each sample fits in one page, the
+     * case where fault-around would read mostly neighbours. pread reads a whole sample in one
+     * request with or without read-ahead. */
+    fmt_advice advice = FMT_ADVICE_SEQUENTIAL;
+    if (o.order != SHR_ORDER_SEQUENTIAL)
+        advice = o.access != SHR_ACCESS_MMAP || r->sample_max <= SHR_PAGE ? FMT_ADVICE_RANDOM
+                                                                          : FMT_ADVICE_NORMAL;
+    (void)fmt_dataset_advise(r->ds, advice);
+    rc = start_workers(r);
+leave:
+    if (rc) {
+        if (!g_open_err[0])
+            fail_msg(g_open_err, rc, "cannot open a reader on %s: %s", dir, shr_strerror(rc));
+        if (sync_ready) {
+            stop_workers(r);
+            pthread_cond_destroy(&r->ready);
+            pthread_cond_destroy(&r->slot_free);
+            pthread_mutex_destroy(&r->mu);
+        }
+        free_reader(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void shr_close(shr_reader *r)
+{
+    if (!r)
+        return;
+    stop_workers(r);
+    pthread_cond_destroy(&r->ready);
+    pthread_cond_destroy(&r->slot_free);
+    pthread_mutex_destroy(&r->mu);
+    free_reader(r);
+}
+
+/* ---- consuming ---- */
+
+int shr_next(shr_reader *r, const shr_batch **b)
+{
+    if (b)
+        *b = NULL;
+    if (!r)
+        return SHR_EINVAL;
+    if (!b)
+        return fail_msg(r->err, SHR_EINVAL, "shr_next needs somewhere to put the batch");
+    if (r->failed)
+        return SHR_ESTATE;
+    if (r->cursor == r->nb) {
+        r->epoch++;
+        r->cursor = 0;
+        return SHR_EEND;
+    }
+    pthread_mutex_lock(&r->mu);
+    if (r->held == r->nslots) {
+        pthread_mutex_unlock(&r->mu);
+        return fail_msg(r->err, SHR_EINVAL, "all %" PRIu32 " batches of the ring are held: "
+                        "release one before asking for the next", r->nslots);
+    }
+    uint64_t k = r->next_deliver;
+    while (!(k < r->next_claim && r->slots[r->pending[k % r->nslots]].state == SLOT_READY))
+        pthread_cond_wait(&r->ready, &r->mu);
+    shr_slot *slot = &r->slots[r->pending[k % r->nslots]];
+    slot->state = SLOT_HELD;
+    r->held++;
+    r->next_deliver++;
+    pthread_mutex_unlock(&r->mu);
+
+    if (slot->rc) {
+        r->failed = 1;
+        memcpy(r->err, slot->msg, sizeof r->err);
+        return slot->rc;
+    }
+    r->cursor++;
+    *b = &slot->b;
+    return 0;
+}
+
+void shr_release(shr_reader *r, const shr_batch *b)
+{
+    if (!r || !b)
+        return;
+    /* b must be one of this reader's slots (shr_batch is a slot's first member) */
+    uintptr_t p = (uintptr_t)b, lo = (uintptr_t)r->slots;
+    if (p < lo || p >= lo + (uintptr_t)r->nslots * sizeof *r->slots ||
+        (p - lo) % sizeof *r->slots != 0)
+        return;
+    uint32_t i = (uint32_t)((p - lo) / sizeof *r->slots);
+    pthread_mutex_lock(&r->mu);
+    if (r->slots[i].state == SLOT_HELD) {   /* a second release of the same batch is ignored */
+        r->slots[i].state = SLOT_FREE;
+        r->free_stack[r->nfree++] = i;
+        r->held--;
+        pthread_cond_signal(&r->slot_free);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- state and info ---- */
+
+shr_state shr_get_state(const shr_reader *r)
+{
+    shr_state s = {0, 0, 0};
+    if (r) {
+        s.seed = r->o.seed;
+        s.epoch = r->epoch;
+        s.cursor = r->cursor;
+    }
+    return s;
+}
+
+uint64_t shr_batches_per_epoch(const shr_reader *r)
+{
+    return r ? r->nb : 0;
+}
+
+uint64_t shr_samples_per_epoch(const shr_reader *r)
+{
+    if (!r)
+        return 0;
+    uint64_t per = shr_sampler_per_rank(r->sampler);
+    if (r->o.drop_last)
+        per -= per % r->o.batch_size;
+    return per;
+}
+
+void shr_get_info(const shr_reader *r, shr_info *info)
+{
+    memset(info, 0, sizeof *info);
+    if (!r)
+        return;
+    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    info->samples = m->samples;
+    info->classes = (uint32_t)m->nclasses;
+    info->height = r->height;
+    info->width = r->width;
+    info->channels = r->channels;
+    for (int c = 0; c < 3; c++) {
+        info->mean[c] = m->mean[c];
+        info->std[c] = m->std[c];
+    }
+    info->batch_bytes = r->batch_bytes;
+    info->ring_bytes = (uint64_t)r->nslots * (r->batch_bytes + 3 * sizeof(int64_t) *
+                                              (uint64_t)r->o.batch_size);
+}

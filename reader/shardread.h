@@ -1,0 +1,203 @@
+/* shardread.h - libshardread: stream batches out of a dataset directory written by shardc.
+ *
+ * A reader opens a dataset, plans each epoch's sample order (sequential, random or quasi-random,
+ * partitioned across ranks) and fills batches ahead of the consumer with worker threads, into a
+ * bounded ring of buffers (pinned host memory when a CUDA device is present, page-aligned memory
+ * otherwise). The consumer takes a batch with shr_next, uses it, and gives it back with
+ * shr_release.
+ *
+ *     shr_options o;
+ *     shr_options_init(&o);
+ *     o.batch_size = 256; o.order = SHR_ORDER_RANDOM; o.seed = 42; o.threads = 4;
+ *     shr_reader *r;
+ *     int rc = shr_open(&r, "ds", &o);
+ *     if (rc) { fprintf(stderr, "%s\n", shr_last_error(NULL)); ... }
+ *     for (int epoch = 0; epoch < 10; epoch++) {
+ *         const shr_batch *b;
+ *         while ((rc = shr_next(r, &b)) == 0) {
+ *             train(b->data, b->labels, b->n);
+ *             shr_release(r, b);
+ *         }
+ *         if (rc != SHR_EEND) { error... }      // SHR_EEND: the epoch is over
+ *     }
+ *     shr_close(r);
+ *
+ * Determinism and resumption: the batches of an epoch, their samples and their order depend only
+ * on (dataset, options, seed, epoch), never on the thread count or timing. The state
+ * (seed, epoch, cursor) returned by shr_get_state is the whole state: a reader opened with it
+ * yields exactly the batches that were left.
+ *
+ * Errors: functions return 0 on success, a positive errno value for system errors, or a negative
+ * SHR_E* / FMT_E* code; shr_strerror names any of them. The library never prints or exits.
+ *
+ * Memory: the ring holds `prefetch` batches of batch_size * height * width * channels bytes
+ * (plus labels and indices); nothing else grows with the dataset or the number of epochs.
+ */
+#ifndef SHARDREAD_H
+#define SHARDREAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHR_VERSION_MAJOR 0
+#define SHR_VERSION_MINOR 1
+
+enum {
+    SHR_EEND = -30700,      /* not an error: the current epoch has no more batches */
+    SHR_EINVAL,             /* bad option or argument */
+    SHR_ESHAPE,             /* samples vary in size and no output size was given */
+    SHR_ESTATE,             /* the reader has failed (a worker hit an error); only close */
+    SHR_ELAST
+};
+
+typedef enum {
+    SHR_ORDER_SEQUENTIAL = 0,   /* dataset order */
+    SHR_ORDER_RANDOM,           /* a fresh permutation per epoch, from seed and epoch */
+    SHR_ORDER_QUASI             /* shard order shuffled, samples shuffled within a window of
+                                 * `quasi_window` shards at a time: for data larger than RAM */
+} shr_order;
+
+typedef enum {
+    SHR_UNEVEN_PAD = 0,     /* ranks whose share is short repeat samples from the epoch's start */
+    SHR_UNEVEN_DROP         /* drop the epoch's last samples so every rank has the same count */
+} shr_uneven;
+
+typedef enum {
+    SHR_ACCESS_MMAP = 0,    /* map the shards (default) */
+    SHR_ACCESS_PREAD,       /* pread into the batch buffer: cold data, network filesystems */
+    SHR_ACCESS_DIRECT       /* pread with O_DIRECT (page cache bypassed) where the filesystem
+                             * allows it, else plain pread */
+} shr_access;
+
+typedef enum {
+    SHR_PIN_AUTO = 0,       /* pinned (cudaHostAlloc) when a CUDA device is present */
+    SHR_PIN_OFF             /* always page-aligned ordinary memory */
+} shr_pin;
+
+typedef struct {
+    uint32_t batch_size;        /* samples per batch (default 256) */
+    shr_order order;            /* default SHR_ORDER_SEQUENTIAL */
+    uint64_t seed;              /* for orders and augmentation (default 0) */
+    uint32_t quasi_window;      /* shards per window for SHR_ORDER_QUASI (default 4) */
+    uint32_t rank, world;       /* this process's share: rank in [0, world) (default 0 of 1) */
+    shr_uneven uneven;          /* default SHR_UNEVEN_PAD */
+    int drop_last;              /* non-zero: drop the epoch's last partial batch */
+    /* Output size. 0 x 0: the dataset's own size, which every sample must share (SHR_ESHAPE
+     * otherwise). Else every sample is center-cropped where larger and zero-padded (centered)
+     * where smaller to width x height. */
+    uint32_t width, height;
+    int random_crop;            /* crop at a random offset instead of the center (where larger) */
+    int flip;                   /* mirror horizontally with probability 1/2 */
+    /* Both draws are reproducible per sample (see SHR_SALT_FLIP) and do not depend on the rank. */
+    uint32_t threads;           /* worker threads, 1..1024 (default 2) */
+    uint32_t prefetch;          /* batches in the ring, 2..65536; 0 (the default): threads + 2 */
+    shr_access access;          /* default SHR_ACCESS_MMAP */
+    shr_pin pin;                /* default SHR_PIN_AUTO */
+    /* Where to start: epoch and batch within it (default 0, 0). cursor may equal the epoch's
+     * batch count: the epoch is then consumed and the first shr_next returns its SHR_EEND. */
+    uint64_t epoch, cursor;
+} shr_options;
+
+/* On-the-fly augmentation, exactly: with shr_mix(seed, epoch, index, salt) (declared in
+ * sampler.h, exported by the library) and `index` the sample's dataset index, the sample is
+ * mirrored iff shr_mix(.., SHR_SALT_FLIP) & 1; where a stored width W exceeds the output width w,
+ * random_crop starts the crop at column shr_mix(.., SHR_SALT_CROP_X) % (W - w + 1), and likewise
+ * the row with SHR_SALT_CROP_Y; without random_crop at (W - w) / 2. Where the stored size is
+ * smaller, the sample sits at (w - W) / 2 in a zero border. The flip mirrors the finished
+ * (cropped or padded) output. */
+#define SHR_SALT_FLIP 0x666c6970u       /* "flip" */
+#define SHR_SALT_CROP_X 0x63726f78u     /* "crox" */
+#define SHR_SALT_CROP_Y 0x63726f79u     /* "croy" */
+
+/* One batch. Every pointer is owned by the reader and valid until the batch is passed to
+ * shr_release (or the reader is closed). data has room for batch_size samples; in a short last
+ * batch the bytes after the first n samples are unspecified. data is aligned to 4096 bytes. */
+typedef struct {
+    uint8_t *data;              /* n * height * width * channels bytes, uint8 NHWC */
+    int64_t *labels;            /* n labels */
+    int64_t *indices;           /* n dataset indices (positions in the dataset) */
+    int64_t *sources;           /* n source indices (input image of each sample) */
+    uint32_t n;                 /* samples in this batch (batch_size, or fewer in the last) */
+    uint32_t height, width, channels;
+    uint64_t epoch;             /* epoch this batch belongs to */
+    uint64_t number;            /* its position in the epoch (this rank's batches: 0, 1, ...) */
+    int pinned;                 /* data is CUDA pinned host memory */
+} shr_batch;
+
+/* The whole reader state: open a reader with these in its options to continue exactly here. */
+typedef struct {
+    uint64_t seed, epoch, cursor;
+} shr_state;
+
+typedef struct shr_reader shr_reader;
+
+/* Defaults as documented in shr_options. */
+void shr_options_init(shr_options *o);
+
+/* Open the dataset in dir and start the workers. o may be NULL (defaults). On failure *r is NULL
+ * and a description of the error (naming the file at fault) is available from
+ * shr_last_error(NULL). Errors: SHR_EINVAL (bad options, with the reason in the message; also an
+ * epoch without batches, and a cursor past the epoch), SHR_ESHAPE, the dataset's errors (ENOENT
+ * without a manifest, FMT_ETRUNC / FMT_ECORRUPT / FMT_EHASH / FMT_EFORMAT for a damaged shard,
+ * ...), ENOMEM, and pthread_create's errors. Thread-safe. */
+int shr_open(shr_reader **r, const char *dir, const shr_options *o);
+
+/* Stop the workers and free everything, including batches not released. Accepts NULL. Must not
+ * run concurrently with any other call on r. */
+void shr_close(shr_reader *r);
+
+/* The next batch, in order; blocks until it is ready. Returns 0 and sets *b, or SHR_EEND at the
+ * end of the epoch (then the next call starts the next epoch), or an error a worker met filling
+ * this batch (I/O error, damaged shard: shr_last_error(r) names the file), after which the reader
+ * is failed: SHR_ESTATE from then on. Batches before the failed one are delivered normally.
+ * SHR_EINVAL when the caller holds all prefetch batches (nothing changes; release one). One
+ * consumer thread at a time: shr_next, shr_get_state and shr_last_error(r) belong to it. */
+int shr_next(shr_reader *r, const shr_batch **b);
+
+/* Give a batch back so its buffer can be refilled. Batches may be released in any order and from
+ * any thread (e.g. once a device copy has finished); a consumer may hold up to prefetch - 1
+ * batches at once (holding all of them would block shr_next forever, so it returns SHR_EINVAL
+ * instead). NULL, a pointer that is not one of r's batches, and a second release of the same
+ * batch are ignored. */
+void shr_release(shr_reader *r, const shr_batch *b);
+
+/* Where the next shr_next continues: the epoch and the number of its next batch (equal to
+ * shr_batches_per_epoch when the epoch's SHR_EEND is next). r may be NULL (zeros). */
+shr_state shr_get_state(const shr_reader *r);
+
+/* Batches per epoch for this rank, and samples per epoch for this rank (with padding). */
+uint64_t shr_batches_per_epoch(const shr_reader *r);
+uint64_t shr_samples_per_epoch(const shr_reader *r);
+
+/* The dataset: sample count, classes, and the batch geometry. */
+typedef struct {
+    uint64_t samples;
+    uint32_t classes;
+    uint32_t height, width, channels;   /* batch geometry */
+    double mean[3], std[3];             /* per-channel stats of the stored pixels (0..255) */
+    uint64_t batch_bytes;               /* bytes of one batch's pixels */
+    uint64_t ring_bytes;                /* all buffers the ring holds (pixels, labels,
+                                         * indices, sources). Workers add a constant on top:
+                                         * per worker an index array, 1 MiB with DIRECT access,
+                                         * and the largest stored sample when PREAD or DIRECT
+                                         * samples are cropped or padded */
+} shr_info;
+void shr_get_info(const shr_reader *r, shr_info *info);
+
+/* Name of an error code (SHR_E*, FMT_E* or errno). Never NULL; static storage. */
+const char *shr_strerror(int rc);
+
+/* r NULL: the message of the last failed shr_open in this thread (thread-local). r not NULL: the
+ * message of r's last failed shr_next ("" if none). Valid until the next call into the library
+ * from this thread. Never NULL. */
+const char *shr_last_error(const shr_reader *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

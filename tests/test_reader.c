@@ -1,0 +1,1082 @@
+/* test_reader.c - libshardread: batch contents against the dataset, orders, ranks, exact resume,
+ * prefetch bounds, crop/pad/flip, access paths, flat memory, errors; and the formats/dataset read
+ * paths underneath.
+ *
+ * Fixtures are real datasets built at run time by the shardc binaries of the same build directory
+ * (found next to this program: <exe>/../bin/, else $BUILD/bin), once, before the tests fork. */
+#include "dataset.h"
+#include "pinned.h"
+#include "sampler.h"
+#include "shardread.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define N_SAMPLES 23
+#define FIX_W 24
+#define FIX_H 20
+
+static char g_bin[1024];                /* directory holding shardc and shardc-mksample */
+static char g_root[1024];               /* temp dir of the whole run */
+static char g_fixed[1100];              /* 23 RGB samples of 24x20, shards of 7 */
+static char g_gray[1100];               /* the same, one channel */
+static char g_var[1100];                /* 23 RGB samples of their own size, long side <= 40 */
+
+/* ---- fixtures ---- */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static int run_quiet(const char *cmd)
+{
+    char full[8192];
+    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static int find_bins(void)
+{
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        snprintf(g_bin, sizeof g_bin, "%s/../bin", dirname(exe));
+        char probe[1200];
+        snprintf(probe, sizeof probe, "%s/shardc", g_bin);
+        if (file_exists(probe))
+            return 0;
+    }
+    const char *build = getenv("BUILD");
+    snprintf(g_bin, sizeof g_bin, "%s/bin", build && *build ? build : "build");
+    char probe[1200];
+    snprintf(probe, sizeof probe, "%s/shardc", g_bin);
+    return file_exists(probe) ? 0 : -1;
+}
+
+/* First n lines of src into dst. */
+static int head_lines(const char *src, const char *dst, int n)
+{
+    FILE *in = fopen(src, "r"), *out = fopen(dst, "w");
+    int rc = in && out ? 0 : -1;
+    char line[1024];
+    for (int i = 0; rc == 0 && i < n; i++)
+        if (!fgets(line, sizeof line, in) || fputs(line, out) < 0)
+            rc = -1;
+    if (in)
+        fclose(in);
+    if (out && fclose(out) != 0)
+        rc = -1;
+    return rc;
+}
+
+static int build_fixtures(void)
+{
+    if (find_bins() != 0) {
+        fprintf(stderr, "test_reader: shardc not found next to the test (run make all first)\n");
+        return -1;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_root, sizeof g_root, "%s/test_reader.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_root)) {
+        g_root[0] = '\0';
+        return -1;
+    }
+    char cmd[4096], list[1200], list23[1200];
+    snprintf(list, sizeof list, "%s/list.txt", g_root);
+    snprintf(list23, sizeof list23, "%s/list23.txt", g_root);
+    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 8 "
+             "--no-broken --quiet --list '%s'", g_bin, g_root, list);
+    if (run_quiet(cmd) != 0 || head_lines(list, list23, N_SAMPLES) != 0)
+        return -1;
+    snprintf(g_fixed, sizeof g_fixed, "%s/fixed", g_root);
+    snprintf(g_gray, sizeof g_gray, "%s/gray", g_root);
+    snprintf(g_var, sizeof g_var, "%s/var", g_root);
+    const char *sets[][2] = {
+        {g_fixed, "--size 24x20"}, {g_gray, "--size 24x20 --gray"}, {g_var, "--max-side 40"},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/src' --list '%s' -o '%s' %s "
+                 "--shard-samples 7 -j 2 --no-progress", g_bin, g_root, list23, sets[i][0],
+                 sets[i][1]);
+        if (run_quiet(cmd) != 0) {
+            fprintf(stderr, "test_reader: failed: %s\n", cmd);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void remove_fixtures(void)
+{
+    if (g_root[0])
+        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A copy of a dataset directory (for damaging), at g_root/name. */
+static void copy_dataset(const char *from, const char *name, char *out, size_t n)
+{
+    snprintf(out, n, "%s/%s", g_root, name);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", out, from, out);
+    ck_assert_int_eq(run_quiet(cmd), 0);
+}
+
+/* ---- recording a reader's output ---- */
+
+typedef struct {
+    int end;                    /* SHR_EEND rather than a batch */
+    uint64_t epoch, number;
+    uint32_t n;
+    int64_t idx[16], lab[16], src[16];
+    uint8_t *data;
+    size_t bytes;
+} event;
+
+static void options(shr_options *o, uint32_t batch, shr_order order, uint64_t seed)
+{
+    shr_options_init(o);
+    o->batch_size = batch;
+    o->order = order;
+    o->seed = seed;
+}
+
+static shr_reader *open_ok(const char *dir, const shr_options *o)
+{
+    shr_reader *r = NULL;
+    int rc = shr_open(&r, dir, o);
+    ck_assert_msg(rc == 0, "shr_open %s: %s (%s)", dir, shr_strerror(rc), shr_last_error(NULL));
+    ck_assert_ptr_nonnull(r);
+    return r;
+}
+
+/* The next count events (batches or ends of epoch), releasing every batch. */
+static event *take(shr_reader *r, size_t count)
+{
+    event *ev = calloc(count, sizeof *ev);
+    ck_assert_ptr_nonnull(ev);
+    for (size_t i = 0; i < count; i++) {
+        const shr_batch *b;
+        int rc = shr_next(r, &b);
+        if (rc == SHR_EEND) {
+            ck_assert_ptr_null(b);
+            ev[i].end = 1;
+            continue;
+        }
+        ck_assert_msg(rc == 0, "shr_next: %s (%s)", shr_strerror(rc), shr_last_error(r));
+        ck_assert_uint_le(b->n, 16);
+        ck_assert_uint_ge(b->n, 1);
+        ev[i].epoch = b->epoch;
+        ev[i].number = b->number;
+        ev[i].n = b->n;
+        for (uint32_t j = 0; j < b->n; j++) {
+            ev[i].idx[j] = b->indices[j];
+            ev[i].lab[j] = b->labels[j];
+            ev[i].src[j] = b->sources[j];
+        }
+        ev[i].bytes = (size_t)b->n * b->height * b->width * b->channels;
+        ev[i].data = malloc(ev[i].bytes);
+        ck_assert_ptr_nonnull(ev[i].data);
+        memcpy(ev[i].data, b->data, ev[i].bytes);
+        shr_release(r, b);
+    }
+    return ev;
+}
+
+static void events_free(event *ev, size_t count)
+{
+    for (size_t i = 0; ev && i < count; i++)
+        free(ev[i].data);
+    free(ev);
+}
+
+static void assert_same_events(const event *a, const event *b, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        ck_assert_int_eq(a[i].end, b[i].end);
+        if (a[i].end)
+            continue;
+        ck_assert_uint_eq(a[i].epoch, b[i].epoch);
+        ck_assert_uint_eq(a[i].number, b[i].number);
+        ck_assert_uint_eq(a[i].n, b[i].n);
+        ck_assert_mem_eq(a[i].idx, b[i].idx, a[i].n * sizeof(int64_t));
+        ck_assert_mem_eq(a[i].lab, b[i].lab, a[i].n * sizeof(int64_t));
+        ck_assert_mem_eq(a[i].src, b[i].src, a[i].n * sizeof(int64_t));
+        ck_assert_uint_eq(a[i].bytes, b[i].bytes);
+        ck_assert_msg(memcmp(a[i].data, b[i].data, a[i].bytes) == 0, "event %zu: pixels differ",
+                      i);
+    }
+}
+
+/* Events of `epochs` whole epochs of a reader opened at epoch 0. */
+static event *run_epochs(const char *dir, const shr_options *o, int epochs, size_t *count)
+{
+    shr_reader *r = open_ok(dir, o);
+    *count = (size_t)epochs * (shr_batches_per_epoch(r) + 1);
+    event *ev = take(r, *count);
+    shr_close(r);
+    return ev;
+}
+
+/* ---- expected pixels ---- */
+
+static void mirror(uint8_t *p, uint32_t h, uint32_t w, uint32_t c)
+{
+    uint8_t *row = malloc((size_t)w * c);
+    ck_assert_ptr_nonnull(row);
+    for (uint32_t y = 0; y < h; y++) {
+        uint8_t *line = p + (size_t)y * w * c;
+        for (uint32_t x = 0; x < w; x++)
+            memcpy(row + (size_t)x * c, line + (size_t)(w - 1 - x) * c, c);
+        memcpy(line, row, (size_t)w * c);
+    }
+    free(row);
+}
+
+/* The stored sample at output size w x h, computed pixel by pixel: where the sample is larger
+ * the window starts at (x0, y0), where smaller it is centered in a zero border. */
+static void expect_sample(uint8_t *out, const fmt_sample *s, uint32_t w, uint32_t h, uint32_t x0,
+                          uint32_t y0, int flip)
+{
+    uint32_t c = s->channels;
+    for (uint32_t y = 0; y < h; y++) {
+        for (uint32_t x = 0; x < w; x++) {
+            long sy = s->height >= h ? (long)(y + y0) : (long)y - (long)(h - s->height) / 2;
+            long sx = s->width >= w ? (long)(x + x0) : (long)x - (long)(w - s->width) / 2;
+            int in = sy >= 0 && sy < (long)s->height && sx >= 0 && sx < (long)s->width;
+            for (uint32_t k = 0; k < c; k++)
+                out[((size_t)y * w + x) * c + k] =
+                    in ? s->pixels[((size_t)sy * s->width + (size_t)sx) * c + k] : 0;
+        }
+    }
+    if (flip)
+        mirror(out, h, w, c);
+}
+
+static uint32_t center(uint32_t have, uint32_t want)
+{
+    return have > want ? (have - want) / 2 : 0;
+}
+
+/* Check every sample of every batch of ev against the dataset: labels, sources, and pixels as
+ * cropped/padded/flipped per the options. */
+static void check_against_dataset(const char *dir, const shr_options *o, const event *ev,
+                                  size_t count, uint32_t w, uint32_t h)
+{
+    fmt_dataset *d;
+    ck_assert_int_eq(fmt_dataset_open(&d, dir, NULL), 0);
+    uint32_t c = fmt_dataset_manifest(d)->channels;
+    uint8_t *want = malloc((size_t)w * h * c);
+    ck_assert_ptr_nonnull(want);
+    for (size_t i = 0; i < count; i++) {
+        for (uint32_t j = 0; !ev[i].end && j < ev[i].n; j++) {
+            uint64_t idx = (uint64_t)ev[i].idx[j];
+            fmt_sample s;
+            ck_assert_int_eq(fmt_dataset_get(d, idx, &s), 0);
+            ck_assert_int_eq(ev[i].lab[j], s.label);
+            ck_assert_int_eq(ev[i].src[j], (int64_t)s.source);
+            uint32_t x0 = center(s.width, w), y0 = center(s.height, h);
+            if (o->random_crop && s.width > w)
+                x0 = (uint32_t)(shr_mix(o->seed, ev[i].epoch, idx, SHR_SALT_CROP_X) %
+                                (s.width - w + 1));
+            if (o->random_crop && s.height > h)
+                y0 = (uint32_t)(shr_mix(o->seed, ev[i].epoch, idx, SHR_SALT_CROP_Y) %
+                                (s.height - h + 1));
+            int flip = o->flip && (shr_mix(o->seed, ev[i].epoch, idx, SHR_SALT_FLIP) & 1);
+            expect_sample(want, &s, w, h, x0, y0, flip);
+            ck_assert_msg(memcmp(ev[i].data + (size_t)j * w * h * c, want, (size_t)w * h * c) == 0,
+                          "batch %zu sample %u (index %" PRIu64 "): pixels differ", i, j, idx);
+        }
+    }
+    free(want);
+    fmt_dataset_close(d);
+}
+
+/* Each epoch in ev (one rank, no padding) holds every index exactly once. */
+static void assert_permutations(const event *ev, size_t count, uint64_t n)
+{
+    uint8_t *seen = calloc(n, 1);
+    ck_assert_ptr_nonnull(seen);
+    uint64_t got = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (ev[i].end) {
+            ck_assert_uint_eq(got, n);
+            memset(seen, 0, n);
+            got = 0;
+            continue;
+        }
+        for (uint32_t j = 0; j < ev[i].n; j++) {
+            ck_assert_int_ge(ev[i].idx[j], 0);
+            ck_assert_int_lt(ev[i].idx[j], (int64_t)n);
+            ck_assert_msg(!seen[ev[i].idx[j]], "index %" PRId64 " twice in an epoch",
+                          ev[i].idx[j]);
+            seen[ev[i].idx[j]] = 1;
+            got++;
+        }
+    }
+    free(seen);
+}
+
+/* ---- tests ---- */
+
+/* Parse `shardc cat` output (binary PPM/PGM) of sample idx into a malloc'd buffer. */
+static uint8_t *cat_sample(const char *dir, int idx, int *w, int *h, int *c)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/shardc' cat '%s' %d", g_bin, dir, idx);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char magic[3] = {0};
+    int maxval;
+    ck_assert_int_eq(fscanf(p, "%2s %d %d %d", magic, w, h, &maxval), 4);
+    ck_assert_int_eq(fgetc(p), '\n');
+    ck_assert_int_eq(maxval, 255);
+    *c = strcmp(magic, "P6") == 0 ? 3 : 1;
+    size_t n = (size_t)*w * *h * *c;
+    uint8_t *buf = malloc(n);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, n, p), n);
+    ck_assert_int_eq(pclose(p), 0);
+    return buf;
+}
+
+START_TEST(test_sequential_matches_dataset)
+{
+    shr_options o;
+    options(&o, 4, SHR_ORDER_SEQUENTIAL, 0);
+    shr_reader *r = open_ok(g_fixed, &o);
+    ck_assert_uint_eq(shr_batches_per_epoch(r), 6);
+    ck_assert_uint_eq(shr_samples_per_epoch(r), N_SAMPLES);
+    shr_info info;
+    shr_get_info(r, &info);
+    ck_assert_uint_eq(info.samples, N_SAMPLES);
+    ck_assert_uint_eq(info.classes, 3);
+    ck_assert_uint_eq(info.width, FIX_W);
+    ck_assert_uint_eq(info.height, FIX_H);
+    ck_assert_uint_eq(info.channels, 3);
+    ck_assert_uint_eq(info.batch_bytes, 4 * FIX_W * FIX_H * 3);
+    ck_assert_uint_eq(info.ring_bytes, 4 * (info.batch_bytes + 3 * 8 * 4)); /* threads 2 + 2 */
+    ck_assert(info.mean[0] > 0 && info.std[0] > 0);
+
+    event *ev = take(r, 7 + 2);     /* epoch 0, its end, and two batches of epoch 1 */
+    uint64_t next = 0;
+    for (int i = 0; i < 6; i++) {
+        ck_assert(!ev[i].end);
+        ck_assert_uint_eq(ev[i].epoch, 0);
+        ck_assert_uint_eq(ev[i].number, (uint64_t)i);
+        ck_assert_uint_eq(ev[i].n, i < 5 ? 4 : 3);
+        for (uint32_t j = 0; j < ev[i].n; j++)
+            ck_assert_int_eq(ev[i].idx[j], (int64_t)next++);
+    }
+    ck_assert_uint_eq(next, N_SAMPLES);
+    ck_assert(ev[6].end);
+    ck_assert(!ev[7].end && ev[7].epoch == 1 && ev[7].number == 0 && ev[7].idx[0] == 0);
+    ck_assert(!ev[8].end && ev[8].epoch == 1 && ev[8].number == 1 && ev[8].idx[0] == 4);
+    check_against_dataset(g_fixed, &o, ev, 9, FIX_W, FIX_H);
+
+    /* and against the CLI's own reading of a few samples */
+    const int picks[][2] = {{0, 0}, {2, 3}, {5, 2}};   /* event, sample: indices 0, 11, 22 */
+    for (size_t i = 0; i < 3; i++) {
+        int w, h, c;
+        const event *e = &ev[picks[i][0]];
+        uint8_t *cat = cat_sample(g_fixed, (int)e->idx[picks[i][1]], &w, &h, &c);
+        ck_assert_int_eq(w, FIX_W);
+        ck_assert_int_eq(h, FIX_H);
+        ck_assert_int_eq(c, 3);
+        ck_assert_mem_eq(cat, e->data + (size_t)picks[i][1] * FIX_W * FIX_H * 3,
+                         (size_t)FIX_W * FIX_H * 3);
+        free(cat);
+    }
+    events_free(ev, 9);
+    shr_close(r);
+}
+END_TEST
+
+START_TEST(test_random_permutations)
+{
+    shr_options o;
+    options(&o, 5, SHR_ORDER_RANDOM, 7);
+    size_t count;
+    event *ev = run_epochs(g_fixed, &o, 3, &count);
+    ck_assert_uint_eq(count, 3 * 6);
+    assert_permutations(ev, count, N_SAMPLES);
+    /* a real shuffle: not dataset order, and another order in the next epoch */
+    int sorted = 1, same = 1;
+    for (int j = 0; j < 5; j++) {
+        sorted &= ev[0].idx[j] == j;
+        same &= ev[0].idx[j] == ev[6].idx[j];
+    }
+    ck_assert(!sorted && !same);
+    check_against_dataset(g_fixed, &o, ev, count, FIX_W, FIX_H);
+
+    /* the same seed gives the same epochs, another seed others */
+    size_t count2;
+    event *again = run_epochs(g_fixed, &o, 3, &count2);
+    assert_same_events(ev, again, count);
+    events_free(again, count2);
+    o.seed = 8;
+    event *other = run_epochs(g_fixed, &o, 1, &count2);
+    ck_assert(memcmp(other[0].idx, ev[0].idx, 5 * sizeof(int64_t)) != 0);
+    events_free(other, count2);
+    events_free(ev, count);
+}
+END_TEST
+
+START_TEST(test_quasi_permutations)
+{
+    shr_options o;
+    options(&o, 4, SHR_ORDER_QUASI, 3);
+    o.quasi_window = 2;
+    size_t count;
+    event *ev = run_epochs(g_fixed, &o, 2, &count);
+    assert_permutations(ev, count, N_SAMPLES);
+    check_against_dataset(g_fixed, &o, ev, count, FIX_W, FIX_H);
+    events_free(ev, count);
+}
+END_TEST
+
+/* Three ranks: same batch count each, and together they cover the epoch. */
+static void check_ranks(shr_order order, shr_uneven uneven)
+{
+    const uint32_t world = 3;
+    uint32_t seen[N_SAMPLES] = {0};
+    uint64_t batches = 0, total = 0;
+    size_t count[3];
+    event *ev[3];
+    for (uint32_t rank = 0; rank < world; rank++) {
+        shr_options o;
+        options(&o, 3, order, 11);
+        o.world = world;
+        o.rank = rank;
+        o.uneven = uneven;
+        shr_reader *r = open_ok(g_fixed, &o);
+        if (rank == 0)
+            batches = shr_batches_per_epoch(r);
+        ck_assert_uint_eq(shr_batches_per_epoch(r), batches);
+        ck_assert_uint_eq(shr_samples_per_epoch(r), uneven == SHR_UNEVEN_PAD ? 8 : 7);
+        count[rank] = batches + 1;
+        ev[rank] = take(r, count[rank]);
+        ck_assert(ev[rank][batches].end);
+        for (uint64_t i = 0; i < batches; i++)
+            for (uint32_t j = 0; j < ev[rank][i].n; j++) {
+                seen[ev[rank][i].idx[j]]++;
+                total++;
+            }
+        check_against_dataset(g_fixed, &o, ev[rank], count[rank], FIX_W, FIX_H);
+        shr_close(r);
+    }
+    ck_assert_uint_eq(batches, 3);      /* 8 or 7 samples in batches of 3 */
+    if (uneven == SHR_UNEVEN_PAD) {
+        ck_assert_uint_eq(total, 24);   /* one sample repeated to even out the ranks */
+        for (int i = 0; i < N_SAMPLES; i++)
+            ck_assert_uint_ge(seen[i], 1);
+    } else {
+        ck_assert_uint_eq(total, 21);
+        for (int i = 0; i < N_SAMPLES; i++)
+            ck_assert_uint_le(seen[i], 1);
+    }
+    for (uint32_t rank = 0; rank < world; rank++)
+        events_free(ev[rank], count[rank]);
+}
+
+START_TEST(test_ranks)
+{
+    check_ranks(SHR_ORDER_SEQUENTIAL, SHR_UNEVEN_PAD);
+    check_ranks(SHR_ORDER_RANDOM, SHR_UNEVEN_PAD);
+    check_ranks(SHR_ORDER_RANDOM, SHR_UNEVEN_DROP);
+    check_ranks(SHR_ORDER_QUASI, SHR_UNEVEN_PAD);
+}
+END_TEST
+
+/* From every position of an uninterrupted run, a reader opened at the state recorded there yields
+ * exactly the rest of the run, ends of epochs included. */
+START_TEST(test_resume_everywhere)
+{
+    shr_options o;
+    options(&o, 4, SHR_ORDER_RANDOM, 99);
+    o.flip = 1;
+    shr_reader *r = open_ok(g_fixed, &o);
+    const size_t count = 2 * (6 + 1);
+    shr_state st[2 * 7];
+    event *all = calloc(count, sizeof *all);
+    ck_assert_ptr_nonnull(all);
+    for (size_t i = 0; i < count; i++) {
+        st[i] = shr_get_state(r);
+        event *one = take(r, 1);
+        all[i] = one[0];
+        free(one);
+    }
+    shr_state end = shr_get_state(r);
+    shr_close(r);
+    ck_assert(st[0].seed == 99 && st[0].epoch == 0 && st[0].cursor == 0);
+    ck_assert(st[6].epoch == 0 && st[6].cursor == 6 && all[6].end);   /* SHR_EEND is next */
+    ck_assert(st[7].epoch == 1 && st[7].cursor == 0);
+    ck_assert(end.epoch == 2 && end.cursor == 0);
+
+    for (size_t i = 0; i < count; i++) {
+        shr_options ro = o;
+        ro.seed = st[i].seed;
+        ro.epoch = st[i].epoch;
+        ro.cursor = st[i].cursor;
+        ro.threads = 1 + (uint32_t)(i % 3);
+        shr_reader *rr = open_ok(g_fixed, &ro);
+        shr_state s0 = shr_get_state(rr);
+        ck_assert(s0.epoch == st[i].epoch && s0.cursor == st[i].cursor);
+        event *rest = take(rr, count - i);
+        assert_same_events(all + i, rest, count - i);
+        events_free(rest, count - i);
+        shr_close(rr);
+    }
+    events_free(all, count);
+}
+END_TEST
+
+START_TEST(test_threads_identical)
+{
+    shr_options o;
+    options(&o, 3, SHR_ORDER_RANDOM, 5);
+    o.width = 32;
+    o.height = 28;
+    o.flip = 1;
+    o.random_crop = 1;
+    o.threads = 1;
+    o.prefetch = 2;
+    size_t n1, n4;
+    event *one = run_epochs(g_var, &o, 3, &n1);
+    o.threads = 4;
+    o.prefetch = 0;
+    event *four = run_epochs(g_var, &o, 3, &n4);
+    ck_assert_uint_eq(n1, n4);
+    assert_same_events(one, four, n1);
+    events_free(one, n1);
+    events_free(four, n4);
+}
+END_TEST
+
+START_TEST(test_prefetch_bound)
+{
+    shr_options o;
+    options(&o, 2, SHR_ORDER_SEQUENTIAL, 0);
+    o.prefetch = 3;
+    shr_reader *r = open_ok(g_fixed, &o);
+    const shr_batch *b0, *b1, *b2, *b3, *bx;
+    ck_assert_int_eq(shr_next(r, &b0), 0);
+    ck_assert_int_eq(shr_next(r, &b1), 0);
+    /* holding prefetch - 1 batches, the next one still comes */
+    ck_assert_int_eq(shr_next(r, &b2), 0);
+    ck_assert_int_eq(b2->indices[0], 4);
+    /* holding all of them, shr_next refuses instead of blocking, and nothing moves */
+    shr_state before = shr_get_state(r);
+    ck_assert_int_eq(shr_next(r, &bx), SHR_EINVAL);
+    ck_assert_ptr_null(bx);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(r), "held"));
+    shr_state after = shr_get_state(r);
+    ck_assert(before.epoch == after.epoch && before.cursor == after.cursor);
+    /* release out of order: b0 (the oldest) stays held, yet the next batch comes */
+    shr_release(r, b1);
+    shr_release(r, b1);                 /* a second release is ignored */
+    ck_assert_int_eq(shr_next(r, &b3), 0);
+    ck_assert_int_eq(b3->indices[0], 6);
+    ck_assert_int_eq(b3->indices[1], 7);
+    ck_assert_int_eq(b0->indices[0], 0);    /* still intact while held */
+    ck_assert_int_eq(b0->indices[1], 1);
+    ck_assert_int_eq(shr_next(r, &bx), SHR_EINVAL);
+    shr_release(r, b2);
+    shr_release(r, b0);
+    shr_release(r, b3);
+    shr_release(r, NULL);
+    /* the stream went on in order: batches 4..11, then the end */
+    event *ev = take(r, 9);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_uint_eq(ev[i].number, 4 + (uint64_t)i);
+        ck_assert_int_eq(ev[i].idx[0], 2 * (4 + i));
+    }
+    ck_assert(ev[8].end);
+    events_free(ev, 9);
+    shr_close(r);
+}
+END_TEST
+
+START_TEST(test_close_with_held_batches)
+{
+    shr_options o;
+    options(&o, 2, SHR_ORDER_RANDOM, 1);
+    o.threads = 3;
+    shr_reader *r = open_ok(g_fixed, &o);
+    const shr_batch *b;
+    ck_assert_int_eq(shr_next(r, &b), 0);
+    ck_assert_int_eq(shr_next(r, &b), 0);
+    shr_close(r);                       /* frees held batches and stops busy workers */
+    shr_close(NULL);
+}
+END_TEST
+
+START_TEST(test_crop_pad)
+{
+    shr_options o;
+    options(&o, 4, SHR_ORDER_SEQUENTIAL, 0);
+    shr_reader *r = NULL;
+    ck_assert_int_eq(shr_open(&r, g_var, &o), SHR_ESHAPE);
+    ck_assert_ptr_null(r);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), g_var));
+
+    o.width = 32;
+    o.height = 30;
+    size_t count;
+    event *ev = run_epochs(g_var, &o, 1, &count);
+    check_against_dataset(g_var, &o, ev, count, 32, 30);
+    events_free(ev, count);
+
+    /* the fixture exercises both directions */
+    fmt_dataset *d;
+    ck_assert_int_eq(fmt_dataset_open(&d, g_var, NULL), 0);
+    int crop = 0, pad = 0;
+    for (uint64_t i = 0; i < N_SAMPLES; i++) {
+        fmt_sample s;
+        ck_assert_int_eq(fmt_dataset_get(d, i, &s), 0);
+        crop |= s.width > 32 || s.height > 30;
+        pad |= s.width < 32 || s.height < 30;
+    }
+    ck_assert(crop && pad);
+    fmt_dataset_close(d);
+}
+END_TEST
+
+START_TEST(test_flip)
+{
+    const char *sets[] = {g_fixed, g_gray};
+    for (int k = 0; k < 2; k++) {
+        shr_options o;
+        options(&o, 4, SHR_ORDER_RANDOM, 5);
+        size_t n_plain, n_flip;
+        event *plain = run_epochs(sets[k], &o, 2, &n_plain);
+        o.flip = 1;
+        event *flip = run_epochs(sets[k], &o, 2, &n_flip);
+        ck_assert_uint_eq(n_plain, n_flip);
+        uint32_t c = k == 0 ? 3 : 1;
+        size_t one = (size_t)FIX_W * FIX_H * c;
+        uint8_t *m = malloc(one);
+        int mirrored = 0, kept = 0;
+        for (size_t i = 0; i < n_plain; i++) {
+            for (uint32_t j = 0; !plain[i].end && j < plain[i].n; j++) {
+                ck_assert_int_eq(plain[i].idx[j], flip[i].idx[j]);
+                const uint8_t *a = plain[i].data + j * one, *b = flip[i].data + j * one;
+                memcpy(m, a, one);
+                mirror(m, FIX_H, FIX_W, c);
+                if (shr_mix(5, plain[i].epoch, (uint64_t)plain[i].idx[j], SHR_SALT_FLIP) & 1) {
+                    ck_assert_mem_eq(b, m, one);
+                    ck_assert(memcmp(a, m, one) != 0);  /* the image is not symmetric */
+                    mirrored++;
+                } else {
+                    ck_assert_mem_eq(b, a, one);
+                    kept++;
+                }
+            }
+        }
+        ck_assert(mirrored > 5 && kept > 5);
+        check_against_dataset(sets[k], &o, flip, n_flip, FIX_W, FIX_H);
+        free(m);
+        events_free(plain, n_plain);
+        events_free(flip, n_flip);
+    }
+}
+END_TEST
+
+START_TEST(test_random_crop)
+{
+    shr_options o;
+    options(&o, 4, SHR_ORDER_RANDOM, 21);
+    o.width = 10;
+    o.height = 10;
+    o.random_crop = 1;
+    size_t count;
+    event *ev = run_epochs(g_var, &o, 2, &count);
+    check_against_dataset(g_var, &o, ev, count, 10, 10);
+    /* deterministic per (seed, epoch) */
+    size_t count2;
+    event *again = run_epochs(g_var, &o, 2, &count2);
+    assert_same_events(ev, again, count);
+    events_free(again, count2);
+    /* the draws really move the window: not all centered, and not the same in both epochs */
+    fmt_dataset *d;
+    ck_assert_int_eq(fmt_dataset_open(&d, g_var, NULL), 0);
+    int off_center = 0, moved = 0;
+    for (uint64_t i = 0; i < N_SAMPLES; i++) {
+        fmt_sample s;
+        ck_assert_int_eq(fmt_dataset_get(d, i, &s), 0);
+        ck_assert(s.width >= 10 && s.height >= 10);
+        uint64_t x0 = shr_mix(21, 0, i, SHR_SALT_CROP_X) % (s.width - 10 + 1);
+        uint64_t x1 = shr_mix(21, 1, i, SHR_SALT_CROP_X) % (s.width - 10 + 1);
+        off_center += x0 != (s.width - 10) / 2;
+        moved += x0 != x1;
+    }
+    ck_assert(off_center > 3 && moved > 3);
+    fmt_dataset_close(d);
+    events_free(ev, count);
+
+    /* random crop where larger, centered padding where smaller */
+    o.width = 36;
+    o.height = 36;
+    ev = run_epochs(g_var, &o, 1, &count);
+    check_against_dataset(g_var, &o, ev, count, 36, 36);
+    events_free(ev, count);
+}
+END_TEST
+
+START_TEST(test_access_modes)
+{
+    const char *sets[] = {g_fixed, g_var};
+    for (int k = 0; k < 2; k++) {
+        shr_options o;
+        options(&o, 3, SHR_ORDER_RANDOM, 13);
+        o.flip = 1;
+        if (k == 1) {
+            o.width = 30;
+            o.height = 26;
+        }
+        size_t n_mmap, n;
+        event *mm = run_epochs(sets[k], &o, 2, &n_mmap);
+        check_against_dataset(sets[k], &o, mm, n_mmap, k ? 30 : FIX_W, k ? 26 : FIX_H);
+        for (shr_access a = SHR_ACCESS_PREAD; a <= SHR_ACCESS_DIRECT; a++) {
+            o.access = a;
+            event *other = run_epochs(sets[k], &o, 2, &n);
+            ck_assert_uint_eq(n, n_mmap);
+            assert_same_events(mm, other, n);
+            events_free(other, n);
+        }
+        events_free(mm, n_mmap);
+    }
+}
+END_TEST
+
+/* fmt_dataset_read in each mode, into aligned and unaligned buffers, with small scratch. */
+START_TEST(test_dataset_read)
+{
+    const char *sets[] = {g_fixed, g_var};
+    fmt_dataset *ref;
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(fmt_dataset_open(&ref, sets[k], NULL), 0);
+        for (fmt_access a = FMT_ACCESS_MMAP; a <= FMT_ACCESS_DIRECT; a++) {
+            fmt_dataset *d;
+            fmt_msg msg = {{0}};
+            ck_assert_int_eq(fmt_dataset_open_ex(&d, sets[k], a, &msg), 0);
+            ck_assert_int_eq(fmt_dataset_access(d), a);
+            if (a == FMT_ACCESS_DIRECT && fmt_dataset_direct_shards(d) == 0)
+                fprintf(stderr, "test_reader: O_DIRECT refused by the filesystem of %s: the "
+                        "plain pread fallback was tested instead\n", sets[k]);
+            if (a != FMT_ACCESS_DIRECT)
+                ck_assert_uint_eq(fmt_dataset_direct_shards(d), 0);
+            ck_assert_int_eq(fmt_dataset_advise(d, FMT_ADVICE_RANDOM), 0);
+            ck_assert_int_eq(fmt_dataset_advise(d, FMT_ADVICE_SEQUENTIAL), 0);
+            ck_assert_int_eq(fmt_dataset_advise(d, (fmt_advice)7), FMT_EINVAL);
+            uint8_t *aligned, *scratch, *bad_scratch;
+            ck_assert_int_eq(posix_memalign((void **)&aligned, 4096, 3 * 4096 * 4), 0);
+            ck_assert_int_eq(posix_memalign((void **)&scratch, 4096, 8192), 0);
+            bad_scratch = scratch + 512;
+            uint8_t *odd = malloc(40 * 40 * 3 + 1);
+            for (uint64_t i = 0; i < N_SAMPLES; i++) {
+                fmt_sample s, m;
+                ck_assert_int_eq(fmt_dataset_get(ref, i, &s), 0);
+                ck_assert_ptr_nonnull(fmt_dataset_sample_file(d, i));
+                ck_assert_ptr_nonnull(strstr(fmt_dataset_sample_file(d, i), "shard-0000"));
+                uint8_t *dsts[] = {aligned, odd + 1, aligned + 4096 - 100};
+                for (int t = 0; t < 3; t++) {
+                    memset(dsts[t], 0xee, s.length);
+                    memset(&m, 0, sizeof m);
+                    m.pixels = (const uint8_t *)1;
+                    ck_assert_int_eq(fmt_dataset_read(d, i, dsts[t], &m), 0);
+                    ck_assert_mem_eq(dsts[t], s.pixels, s.length);
+                    ck_assert_ptr_null(m.pixels);
+                    ck_assert_uint_eq(m.index, i);
+                    ck_assert_int_eq(m.label, s.label);
+                    ck_assert_uint_eq(m.width, s.width);
+                    ck_assert_uint_eq(m.height, s.height);
+                    ck_assert_uint_eq(m.length, s.length);
+                    ck_assert_uint_eq(m.hash, s.hash);
+                    /* the smallest scratch: samples over 4 KiB take several chunks */
+                    memset(dsts[t], 0xee, s.length);
+                    ck_assert_int_eq(fmt_dataset_read_buf(d, i, dsts[t], NULL, scratch, 4096), 0);
+                    ck_assert_mem_eq(dsts[t], s.pixels, s.length);
+                }
+                int bad = fmt_dataset_read_buf(d, i, aligned, NULL, bad_scratch, 4096);
+                ck_assert_int_eq(bad, a == FMT_ACCESS_DIRECT && fmt_dataset_direct_shards(d)
+                                      ? FMT_EINVAL : 0);
+            }
+            ck_assert_int_eq(fmt_dataset_read(d, N_SAMPLES, aligned, NULL), FMT_EINVAL);
+            ck_assert_ptr_null(fmt_dataset_sample_file(d, N_SAMPLES));
+            free(odd);
+            free(scratch);
+            free(aligned);
+            fmt_dataset_close(d);
+        }
+        fmt_dataset_close(ref);
+    }
+    fmt_dataset *d = NULL;
+    ck_assert_int_eq(fmt_dataset_open_ex(&d, g_fixed, (fmt_access)9, NULL), FMT_EINVAL);
+    ck_assert_ptr_null(d);
+}
+END_TEST
+
+static size_t rss_anon(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %zu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb * 1024;
+}
+
+static void run_epoch(shr_reader *r)
+{
+    const shr_batch *b;
+    int rc;
+    while ((rc = shr_next(r, &b)) == 0)
+        shr_release(r, b);
+    ck_assert_int_eq(rc, SHR_EEND);
+}
+
+START_TEST(test_memory_flat)
+{
+    shr_options o;
+    options(&o, 2, SHR_ORDER_RANDOM, 17);
+    o.width = 30;
+    o.height = 30;
+    o.flip = 1;
+    o.random_crop = 1;
+    o.access = (shr_access)_i;          /* mmap, pread, direct */
+    shr_reader *r = open_ok(g_var, &o);
+    for (int e = 0; e < 2; e++)
+        run_epoch(r);
+    (void)rss_anon();                   /* stdio's first-use allocations, outside the window */
+    size_t heap2 = mallinfo2().uordblks, rss2 = rss_anon();
+    for (int e = 2; e < 50; e++)
+        run_epoch(r);
+    size_t heap50 = mallinfo2().uordblks, rss50 = rss_anon();
+    shr_state st = shr_get_state(r);
+    ck_assert_uint_eq(st.epoch, 50);
+    shr_close(r);
+    /* 48 epochs of 12 batches: a leak of even a few bytes per batch would show in the heap */
+    ck_assert_msg(heap50 <= heap2 + 1024, "heap grew from %zu to %zu bytes", heap2, heap50);
+    ck_assert_msg(rss50 <= rss2 + (1u << 20), "anonymous RSS grew from %zu to %zu bytes", rss2,
+                  rss50);
+}
+END_TEST
+
+START_TEST(test_open_errors)
+{
+    shr_reader *r = (shr_reader *)&r;
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/no-such-dataset", g_root);
+    ck_assert_int_eq(shr_open(&r, dir, NULL), ENOENT);
+    ck_assert_ptr_null(r);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "no-such-dataset"));
+    ck_assert_str_eq(shr_strerror(ENOENT), strerror(ENOENT));
+
+    char copy[1200], shard[1300];
+    copy_dataset(g_fixed, "truncated", copy, sizeof copy);
+    snprintf(shard, sizeof shard, "%s/shard-00001.raw", copy);
+    ck_assert_int_eq(truncate(shard, 5000), 0);
+    ck_assert_int_eq(shr_open(&r, copy, NULL), FMT_ETRUNC);
+    ck_assert_ptr_null(r);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "shard-00001.raw"));
+
+    copy_dataset(g_fixed, "garbage", copy, sizeof copy);
+    snprintf(shard, sizeof shard, "%s/shard-00002.raw", copy);
+    int fd = open(shard, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, "this is no shard header", 23, 0), 23);
+    close(fd);
+    ck_assert_int_eq(shr_open(&r, copy, NULL), FMT_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "shard-00002.raw"));
+
+    /* each access mode reports the same */
+    shr_options o;
+    shr_options_init(&o);
+    o.access = SHR_ACCESS_DIRECT;
+    ck_assert_int_eq(shr_open(&r, copy, &o), FMT_EFORMAT);
+    ck_assert_int_eq(shr_open(NULL, g_fixed, NULL), SHR_EINVAL);
+}
+END_TEST
+
+START_TEST(test_bad_options)
+{
+    shr_options o;
+    shr_reader *r = NULL;
+    for (int k = 0; k < 13; k++) {
+        options(&o, 4, SHR_ORDER_RANDOM, 0);
+        switch (k) {
+        case 0: o.batch_size = 0; break;
+        case 1: o.rank = 3; o.world = 3; break;
+        case 2: o.world = 0; o.rank = 0; break;
+        case 3: o.prefetch = 1; break;
+        case 4: o.threads = 0; break;
+        case 5: o.width = 16; break;
+        case 6: o.height = 16; break;
+        case 7: o.cursor = 7; break;                /* 6 batches per epoch */
+        case 8: o.order = (shr_order)9; break;
+        case 9: o.access = (shr_access)9; break;
+        case 10: o.pin = (shr_pin)9; break;
+        case 11: o.batch_size = 24; o.drop_last = 1; break;     /* no batch at all */
+        case 12: o.order = SHR_ORDER_QUASI; o.quasi_window = 0; break;
+        }
+        r = (shr_reader *)&o;
+        ck_assert_msg(shr_open(&r, g_fixed, &o) == SHR_EINVAL, "case %d", k);
+        ck_assert_ptr_null(r);
+        ck_assert_msg(shr_last_error(NULL)[0] != '\0', "case %d has no message", k);
+    }
+    /* the limits themselves are fine: cursor == batches (SHR_EEND next), prefetch 2 */
+    options(&o, 4, SHR_ORDER_RANDOM, 0);
+    o.cursor = 6;
+    o.epoch = 3;
+    o.prefetch = 2;
+    o.threads = 1;
+    r = open_ok(g_fixed, &o);
+    const shr_batch *b;
+    ck_assert_int_eq(shr_next(r, &b), SHR_EEND);
+    ck_assert_int_eq(shr_next(r, &b), 0);
+    ck_assert_uint_eq(b->epoch, 4);
+    ck_assert_uint_eq(b->number, 0);
+    shr_release(r, b);
+    ck_assert_int_eq(shr_next(r, NULL), SHR_EINVAL);
+    shr_close(r);
+    ck_assert_int_eq(shr_next(NULL, &b), SHR_EINVAL);
+
+    /* NULL options: the defaults (batch 256, so one short batch of everything) */
+    r = open_ok(g_fixed, NULL);
+    ck_assert_uint_eq(shr_batches_per_epoch(r), 1);
+    ck_assert_int_eq(shr_next(r, &b), 0);
+    ck_assert_uint_eq(b->n, N_SAMPLES);
+    ck_assert(!b->pinned || shr_cuda_available());
+    shr_release(r, b);
+    shr_close(r);
+}
+END_TEST
+
+/* A dataset whose manifest disagrees with its samples opens (samples are not scanned at open),
+ * then the worker that meets one fails the reader with a message naming the shard. */
+START_TEST(test_worker_failure)
+{
+    char copy[1200];
+    copy_dataset(g_fixed, "lying-manifest", copy, sizeof copy);
+    fmt_manifest m;
+    ck_assert_int_eq(fmt_manifest_read(copy, &m, NULL), 0);
+    ck_assert_uint_eq(m.channels, 3);
+    m.channels = 1;
+    ck_assert_int_eq(fmt_manifest_write(copy, &m), 0);
+    fmt_manifest_free(&m);
+    for (shr_access a = SHR_ACCESS_MMAP; a <= SHR_ACCESS_DIRECT; a++) {
+        shr_options o;
+        options(&o, 4, SHR_ORDER_SEQUENTIAL, 0);
+        o.access = a;
+        shr_reader *r = open_ok(copy, &o);
+        const shr_batch *b;
+        ck_assert_int_eq(shr_next(r, &b), FMT_ECORRUPT);
+        ck_assert_ptr_null(b);
+        ck_assert_ptr_nonnull(strstr(shr_last_error(r), "shard-00000.raw"));
+        ck_assert_ptr_nonnull(strstr(shr_last_error(r), "channels"));
+        ck_assert_int_eq(shr_next(r, &b), SHR_ESTATE);
+        ck_assert_int_eq(shr_next(r, &b), SHR_ESTATE);
+        shr_close(r);
+    }
+}
+END_TEST
+
+START_TEST(test_strerror)
+{
+    ck_assert_str_eq(shr_strerror(SHR_EEND), "end of epoch");
+    ck_assert_str_eq(shr_strerror(SHR_ESHAPE), "samples vary in size and no output size was given");
+    ck_assert_str_eq(shr_strerror(FMT_ETRUNC), fmt_strerror(FMT_ETRUNC));
+    ck_assert_str_eq(shr_strerror(EIO), strerror(EIO));
+    ck_assert_ptr_nonnull(shr_strerror(-1));
+}
+END_TEST
+
+START_TEST(test_host_alloc)
+{
+    void *p;
+    int pinned = -1;
+    ck_assert_int_eq(shr_host_alloc(100000, &p, &pinned, SHR_PIN_OFF), 0);
+    ck_assert_int_eq(pinned, 0);
+    ck_assert_uint_eq((uintptr_t)p % SHR_HOST_ALIGN, 0);
+    memset(p, 0x5a, 100000);
+    shr_host_free(p, pinned);
+    ck_assert_int_eq(shr_host_alloc(0, &p, &pinned, SHR_PIN_OFF), EINVAL);
+    ck_assert_int_eq(shr_host_alloc(10, &p, &pinned, (shr_pin)5), EINVAL);
+    ck_assert_int_eq(shr_host_alloc(1 << 20, &p, &pinned, SHR_PIN_AUTO), 0);
+    ck_assert_uint_eq((uintptr_t)p % SHR_HOST_ALIGN, 0);
+    memset(p, 0xa5, 1 << 20);
+    if (shr_cuda_available())
+        ck_assert_int_eq(pinned, 1);
+    else
+        ck_assert_int_eq(pinned, 0);
+    shr_host_free(p, pinned);
+    shr_host_free(NULL, 0);
+    if (!shr_cuda_available())
+        fprintf(stderr, "test_reader: no CUDA device: pinned allocation not exercised (skipped)\n");
+}
+END_TEST
+
+static Suite *reader_suite(void)
+{
+    Suite *s = suite_create("reader");
+    TCase *tc = tcase_create("reader");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_sequential_matches_dataset);
+    tcase_add_test(tc, test_random_permutations);
+    tcase_add_test(tc, test_quasi_permutations);
+    tcase_add_test(tc, test_ranks);
+    tcase_add_test(tc, test_resume_everywhere);
+    tcase_add_test(tc, test_threads_identical);
+    tcase_add_test(tc, test_prefetch_bound);
+    tcase_add_test(tc, test_close_with_held_batches);
+    tcase_add_test(tc, test_crop_pad);
+    tcase_add_test(tc, test_flip);
+    tcase_add_test(tc, test_random_crop);
+    tcase_add_test(tc, test_access_modes);
+    tcase_add_test(tc, test_dataset_read);
+    tcase_add_loop_test(tc, test_memory_flat, 0, 3);
+    tcase_add_test(tc, test_open_errors);
+    tcase_add_test(tc, test_bad_options);
+    tcase_add_test(tc, test_worker_failure);
+    tcase_add_test(tc, test_strerror);
+    tcase_add_test(tc, test_host_alloc);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (build_fixtures() != 0) {
+        remove_fixtures();
+        fprintf(stderr, "test_reader: cannot build the fixture datasets\n");
+        return EXIT_FAILURE;
+    }
+    SRunner *sr = srunner_create(reader_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    remove_fixtures();
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
