@@ -19,9 +19,14 @@
  * Batches: consecutive runs of batch_size of the rank's positions; the last may be shorter, or is
  * dropped with drop_last. Every rank has the same number of batches.
  *
- * Cost: sequential O(1) and random O(1) per sample (a few tens of ns). Quasi: each
- * shr_sampler_batch call also walks the epoch's shard order up to the windows it needs
- * (O(nshards) at worst), and each sample costs one permutation plus a scan of its window's shards.
+ * Cost: sequential O(1) and random O(1) per sample (a few tens of ns; datasets under 64 samples
+ * a few hundred). Quasi: each shr_sampler_batch call also walks the epoch's shard order up to the
+ * windows it needs, one permutation step per shard (O(nshards), some 30 ns a shard), and each
+ * sample costs one permutation plus a binary search of its window's shards (a table of 16 bytes
+ * a shard, held for the call: on the stack up to 256 shards a window, else on the heap, and if
+ * that allocation fails the call still succeeds, scanning instead). So the "shards" given
+ * to quasi should be shards, not single files: for datasets stored one file per sample, group the
+ * files into blocks.
  */
 #ifndef SHR_SAMPLER_H
 #define SHR_SAMPLER_H
