@@ -147,6 +147,7 @@ bench: deps
 	$(Q)scripts/deps.sh --bench
 	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bin/decode-bench
 	$(Q)BUILD=$(BUILD) scripts/bench-build.sh
+	$(Q)BUILD=$(BUILD) scripts/bench-read.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
