@@ -32,7 +32,7 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unu
 OPT ?= -O2
 # Libraries used by formats/ and compiler/ (pkg-config names). Evaluated lazily, so `make deps`
 # can install them first.
-PKGS := libjpeg spng stb libswscale libavutil jansson libxxhash
+PKGS := libjpeg spng stb libswscale libavutil jansson libxxhash hdf5 lmdb
 TEST_PKGS := check libpng
 pkgcflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
 pkglibs = $(shell pkg-config --libs $(1) 2>/dev/null)

@@ -20,6 +20,7 @@
 #include "build.h"
 
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -38,7 +39,7 @@
 #include "image.h"
 #include "inputs.h"
 #include "manifest.h"
-#include "raw.h"
+#include "backend.h"
 #include "render.h"
 #include "util.h"
 
@@ -119,10 +120,36 @@ static char *path_join(const char *dir, const char *name)
     return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
 }
 
-static char *shard_name(uint64_t k)
+/* Shard k's name without the backend's suffix, and with it (the manifest's file name). */
+static char *shard_stem(uint64_t k)
 {
     char *p;
-    return asprintf(&p, "shard-%05" PRIu64 ".raw", k) < 0 ? NULL : p;
+    return asprintf(&p, "shard-%05" PRIu64, k) < 0 ? NULL : p;
+}
+
+static char *shard_name(const fmt_backend *be, uint64_t k)
+{
+    char *p;
+    return asprintf(&p, "shard-%05" PRIu64 "%s", k, be->suffix) < 0 ? NULL : p;
+}
+
+/* Remove a file or a whole directory tree (LMDB shards, per-image class folders). */
+static int rm_entry(const char *fpath, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    int r = type == FTW_DP ? rmdir(fpath) : unlink(fpath);
+    return r != 0 && errno != ENOENT ? errno : 0;
+}
+
+static int rm_tree(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return errno == ENOENT ? 0 : errno;
+    if (!S_ISDIR(sb.st_mode))
+        return unlink(path) != 0 && errno != ENOENT ? errno : 0;
+    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* ---- the worker side ---- */
@@ -234,6 +261,15 @@ static uint64_t fingerprint(const shc_build_opts *o, const fmt_inputs *in)
 
 /* ---- output directory state ---- */
 
+/* Class folders of per-image sets are ours too. */
+static int is_class(const fmt_inputs *in, const char *name)
+{
+    for (size_t i = 0; in && i < in->nclasses; i++)
+        if (strcmp(in->classes[i], name) == 0)
+            return 1;
+    return 0;
+}
+
 static int is_ours(const char *name)
 {
     return strcmp(name, FMT_MANIFEST_NAME) == 0 || strcmp(name, REJECTS_NAME) == 0 ||
@@ -242,8 +278,9 @@ static int is_ours(const char *name)
            strcmp(name, FMT_MANIFEST_NAME ".tmp") == 0 || strcmp(name, REJECTS_NAME ".tmp") == 0;
 }
 
-/* 1 if dir holds anything; 2 if it holds something that is not ours. */
-static int dir_contents(const char *dir)
+/* 1 if dir holds anything; 2 if it holds something that is not ours (class folders are ours
+ * when the backend writes per-image sets). */
+static int dir_contents(const char *dir, const fmt_inputs *sets)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -253,7 +290,7 @@ static int dir_contents(const char *dir)
     while ((e = readdir(d))) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        if (!is_ours(e->d_name)) {
+        if (!is_ours(e->d_name) && !is_class(sets, e->d_name)) {
             any = 2;
             break;
         }
@@ -264,8 +301,10 @@ static int dir_contents(const char *dir)
 }
 
 /* Remove our files: the manifest first, so no manifest ever names a removed shard. With
- * keep_from >= 0, shard files numbered below keep_from (and the journal) are kept. */
-static int clear_output(const char *dir, long keep_from)
+ * keep_from >= 0, shards numbered below keep_from (and the journal) are kept. Class folders of
+ * per-image sets (sets != NULL) go only when everything goes: kept shards' images live there, and
+ * a resumed build rewrites the others under the same names. */
+static int clear_output(const char *dir, long keep_from, const fmt_inputs *sets)
 {
     char *p = path_join(dir, FMT_MANIFEST_NAME);
     if (!p)
@@ -283,18 +322,23 @@ static int clear_output(const char *dir, long keep_from)
     int rc = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (!is_ours(e->d_name))
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        int cls = is_class(sets, e->d_name);
+        if (!is_ours(e->d_name) && !(cls && keep_from < 0))
             continue;
         unsigned long k;
         int n = 0;
         if (keep_from >= 0 && strcmp(e->d_name, JOURNAL_NAME) == 0)
             continue;
-        if (keep_from >= 0 && sscanf(e->d_name, "shard-%lu.raw%n", &k, &n) == 1 &&
-            e->d_name[n] == '\0' && (long)k < keep_from)
+        /* shard-NNNNN followed by a suffix, not a temporary */
+        if (keep_from >= 0 && sscanf(e->d_name, "shard-%lu%n", &k, &n) == 1 &&
+            !strstr(e->d_name + n, ".tmp") && (long)k < keep_from)
             continue;
         char *q = path_join(dir, e->d_name);
-        if (!q || (unlink(q) != 0 && errno != ENOENT))
-            rc = q ? errno : ENOMEM;
+        int r = q ? rm_tree(q) : ENOMEM;
+        if (r && !rc)
+            rc = r;
         free(q);
     }
     closedir(d);
@@ -303,6 +347,12 @@ static int clear_output(const char *dir, long keep_from)
 
 /* ---- resume ---- */
 
+/* Backends whose shards keep their images in class folders. */
+static int is_set(const fmt_backend *be)
+{
+    return strcmp(be->suffix, ".idx") == 0;
+}
+
 typedef struct {
     fmt_manifest_shard *v;
     size_t n, cap;
@@ -310,7 +360,7 @@ typedef struct {
     uint64_t pixels;            /* per channel, over all samples of the listed shards */
 } shard_list;
 
-static int shard_list_add(shard_list *l, const char *name, const fmt_raw_header *h)
+static int shard_list_add(shard_list *l, const char *name, const fmt_shard_info *h)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
@@ -324,12 +374,12 @@ static int shard_list_add(shard_list *l, const char *name, const fmt_raw_header 
     if (!(s->file = strdup(name)))
         return ENOMEM;
     s->first = h->first_index;
-    s->samples = h->sample_count;
-    s->bytes = h->file_size;
-    s->hash = h->header_hash;
+    s->samples = h->samples;
+    s->bytes = h->bytes;
+    s->hash = h->hash;
     for (int c = 0; c < 3; c++) {
-        l->sum[c] += h->channel_sum[c];
-        l->sumsq[c] += h->channel_sumsq[c];
+        l->sum[c] += h->sum[c];
+        l->sumsq[c] += h->sumsq[c];
     }
     l->n++;
     return 0;
@@ -346,37 +396,37 @@ static void shard_list_free(shard_list *l)
 /* Keep finished shards 0, 1, ... while each opens, carries this build's fingerprint, continues
  * where the previous one ended and has every sample hash intact. Sets *next_input and
  * *next_index to where the build continues. */
-static int resume_scan(const shc_build_opts *o, uint64_t fp, shard_list *kept,
-                       uint64_t *next_input, uint64_t *next_index)
+static int resume_scan(const shc_build_opts *o, const fmt_inputs *in, uint64_t fp,
+                       shard_list *kept, uint64_t *next_input, uint64_t *next_index)
 {
+    const fmt_backend *be = o->backend;
     *next_input = 0;
     *next_index = 0;
     for (uint64_t k = 0;; k++) {
-        char *name = shard_name(k), *path = name ? path_join(o->out, name) : NULL;
+        char *name = shard_name(be, k), *path = name ? path_join(o->out, name) : NULL;
         if (!path) {
             free(name);
             return ENOMEM;
         }
-        fmt_raw_shard *s = NULL;
+        void *s = NULL;
         fmt_msg msg = {{0}};
         int ok = 0;
         uint64_t px = 0;
         if (access(path, F_OK) == 0) {
-            int rc = fmt_raw_open(&s, path, &msg);
-            const fmt_raw_header *h = rc ? NULL : fmt_raw_get_header(s);
+            int rc = be->r_open(&s, o->out, path, FMT_ACCESS_MMAP, &msg);
+            const fmt_shard_info *h = rc ? NULL : be->r_info(s);
             if (h && h->fingerprint == fp && h->first_index == *next_index &&
                 h->input_end > *next_input) {
                 ok = 1;
-                for (uint64_t i = 0; ok && i < h->sample_count; i++) {
-                    fmt_raw_entry e;
-                    fmt_raw_get_entry(s, i, &e);
+                for (uint64_t i = 0; ok && i < h->samples; i++) {
+                    fmt_sample e;
+                    ok = be->r_get(s, i, &e) == 0 && be->r_check(s, i) == 0;
                     px += (uint64_t)e.height * e.width;
-                    ok = fmt_raw_check_sample(s, i) == 0;
                 }
             }
             if (ok) {
                 *next_input = h->input_end;
-                *next_index += h->sample_count;
+                *next_index += h->samples;
                 kept->pixels += px;
                 ok = shard_list_add(kept, name, h) == 0;
             } else {
@@ -384,11 +434,11 @@ static int resume_scan(const shc_build_opts *o, uint64_t fp, shard_list *kept,
                         rc ? fmt_reason(&msg, rc) : "different build or damaged");
             }
         }
-        fmt_raw_close(s);
+        be->r_close(s);
         free(path);
         free(name);
         if (!ok)
-            return clear_output(o->out, (long)k);
+            return clear_output(o->out, (long)k, is_set(be) ? in : NULL);
     }
 }
 
@@ -544,7 +594,7 @@ static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
         src_bytes += len;
         /* as the writer does: whole inputs per shard */
         uint32_t nper = shc_render_count(&o->r);
-        uint64_t cost = nper * fmt_raw_sample_cost((uint64_t)plan.out_w * plan.out_h *
+        uint64_t cost = nper * o->backend->w_cost((uint64_t)plan.out_w * plan.out_h *
                                                    o->r.channels,
                                                    o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
         if (cur_n == 0 || cur + cost > o->shard_bytes ||
@@ -583,7 +633,7 @@ static void warn_projection(const shc_build_opts *o, const fmt_inputs *in)
     if (o->r.geom.mode != FMT_GEOM_SIZE)
         return;
     uint32_t align = o->align ? o->align : FMT_RAW_DEFAULT_ALIGN;
-    uint64_t per = fmt_raw_sample_cost((uint64_t)o->r.geom.width * o->r.geom.height * o->r.channels,
+    uint64_t per = o->backend->w_cost((uint64_t)o->r.geom.width * o->r.geom.height * o->r.channels,
                                        o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
     uint64_t total = per * in->n * shc_render_count(&o->r);
     struct statvfs vfs;
@@ -633,7 +683,8 @@ int shc_build(const shc_build_opts *o)
     pipeline pl = {0};
     pthread_t *tids = NULL;
     unsigned nthreads = 0;
-    fmt_raw_writer *w = NULL;
+    const fmt_backend *be = o->backend;
+    void *w = NULL;
     FILE *journal = NULL;
     char *jpath = NULL, *cur_name = NULL, *cur_path = NULL;
     uint64_t fp = fingerprint(o, &in), next_input = 0, next_index = 0;
@@ -658,7 +709,7 @@ int shc_build(const shc_build_opts *o)
         exit_code = SHC_EXIT_IO;
         goto leave;
     }
-    int contents = dir_contents(o->out);
+    int contents = dir_contents(o->out, is_set(be) ? &in : NULL);
     if (contents == 2 && !o->force) {
         fprintf(stderr, "shardc: %s is not empty and holds files that are not a shardc dataset "
                 "(use --force to write into it anyway)\n", o->out);
@@ -678,7 +729,7 @@ int shc_build(const shc_build_opts *o)
                 goto leave;
             }
         }
-        rc = resume_scan(o, fp, &shards, &next_input, &next_index);
+        rc = resume_scan(o, &in, fp, &shards, &next_input, &next_index);
         if (rc == 0)
             rc = journal_load(o->out, next_input, &rej);
         if (rc) {
@@ -697,7 +748,7 @@ int shc_build(const shc_build_opts *o)
             exit_code = SHC_EXIT_USAGE;
             goto leave;
         }
-        if ((rc = clear_output(o->out, -1))) {
+        if ((rc = clear_output(o->out, -1, is_set(be) ? &in : NULL))) {
             fprintf(stderr, "shardc: cannot clear %s: %s\n", o->out, strerror(rc));
             exit_code = SHC_EXIT_IO;
             goto leave;
@@ -779,18 +830,18 @@ int shc_build(const shc_build_opts *o)
             /* a shard holds whole inputs (all variants of one), so input_end is exact */
             uint64_t cost = 0;
             for (uint32_t v = 0; v < nper; v++)
-                cost += fmt_raw_sample_cost((uint64_t)s->imgs[v].width * s->imgs[v].height *
+                cost += be->w_cost((uint64_t)s->imgs[v].width * s->imgs[v].height *
                                             s->imgs[v].channels, s->metas[v].aux_len, align);
-            if (w && fmt_raw_writer_count(w) > 0 &&
-                (fmt_raw_writer_size(w) + cost > o->shard_bytes ||
-                 (o->shard_samples && fmt_raw_writer_count(w) + nper > o->shard_samples))) {
+            if (w && be->w_count(w) > 0 &&
+                (be->w_size(w) + cost > o->shard_bytes ||
+                 (o->shard_samples && be->w_count(w) + nper > o->shard_samples))) {
                 /* close the shard; its rejects reach the disk first */
-                fmt_raw_header h;
+                fmt_shard_info h;
                 if (fflush(journal) != 0 || fsync(fileno(journal)) != 0) {
                     rc = errno;
-                    fmt_raw_writer_abort(w);
+                    be->w_abort(w);
                 } else {
-                    rc = fmt_raw_writer_finish(w, i, &h);
+                    rc = be->w_finish(w, i, &h);
                     if (rc == 0)
                         rc = shard_list_add(&shards, cur_name, &h);
                 }
@@ -802,16 +853,20 @@ int shc_build(const shc_build_opts *o)
             if (!w) {
                 free(cur_name);
                 free(cur_path);
-                cur_name = shard_name(shard_no);
+                cur_name = shard_name(be, shard_no);
                 cur_path = cur_name ? path_join(o->out, cur_name) : NULL;
-                fmt_raw_writer_opts wo = {.align = align, .first_index = next_index,
-                                          .fingerprint = fp};
-                rc = cur_path ? fmt_raw_writer_open(&w, cur_path, &wo) : ENOMEM;
+                char *stem = shard_stem(shard_no);
+                fmt_writer_opts wo = {.dir = o->out, .name = stem, .first_index = next_index,
+                                      .fingerprint = fp, .align = align, .quality = o->quality,
+                                      .classes = (const char *const *)in.classes,
+                                      .nclasses = in.nclasses};
+                rc = cur_path && stem ? be->w_open(&w, &wo) : ENOMEM;
+                free(stem);
                 if (rc)
                     goto io_error;
             }
             for (uint32_t v = 0; v < nper; v++) {
-                rc = fmt_raw_writer_add(w, &s->metas[v], s->imgs[v].pixels);
+                rc = be->w_add(w, &s->metas[v], s->imgs[v].pixels, NULL);
                 if (rc)
                     goto io_error;
                 shards.pixels += (uint64_t)s->imgs[v].width * s->imgs[v].height;
@@ -832,12 +887,12 @@ int shc_build(const shc_build_opts *o)
         }
     }
     if (w) {
-        fmt_raw_header h;
+        fmt_shard_info h;
         if (fflush(journal) != 0 || fsync(fileno(journal)) != 0) {
             rc = errno;
-            fmt_raw_writer_abort(w);
+            be->w_abort(w);
         } else {
-            rc = fmt_raw_writer_finish(w, in.n, &h);
+            rc = be->w_finish(w, in.n, &h);
             if (rc == 0)
                 rc = shard_list_add(&shards, cur_name, &h);
         }
@@ -852,8 +907,8 @@ int shc_build(const shc_build_opts *o)
     fmt_manifest m = {0};
     char tool[64];
     snprintf(tool, sizeof tool, "shardc %s", SHARDC_VERSION);
-    m.backend = "raw";
-    m.backend_version = 1;
+    m.backend = (char *)be->name;
+    m.backend_version = be->version;
     m.tool = tool;
     m.samples = next_index;
     m.inputs = in.n + in.nskipped;
@@ -923,7 +978,8 @@ io_error:
             cur_path ? cur_path : o->out, fmt_strerror(rc));
     exit_code = SHC_EXIT_IO;
 stop:
-    fmt_raw_writer_abort(w);
+    if (w)
+        be->w_abort(w);
     w = NULL;
     if (tids) {
         pthread_mutex_lock(&pl.mu);

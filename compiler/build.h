@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "backend.h"
 #include "render.h"
 
 /* Exit codes of the CLI contract. */
@@ -19,6 +20,8 @@ typedef struct {
     size_t nsrc;
     const char *list;           /* list file, or NULL for class folders */
     const char *out;
+    const fmt_backend *backend; /* storage format */
+    int quality;                /* --format jpeg: 1..100 */
     shc_render_opts r;          /* geometry, channels, limits, augmentation */
     unsigned threads;           /* worker threads (>= 1) */
     uint64_t shard_bytes;       /* bound on a shard's file size (a single larger sample still fits) */

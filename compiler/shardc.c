@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include "augment.h"
+#include "backend.h"
 #include "build.h"
 #include "inspect.h"
 #include "dataset.h"
-#include "raw.h"
 #include "util.h"
 
 static const char usage_main[] =
@@ -33,7 +33,8 @@ static const char usage_build[] =
     "or, with --list, the folder the list's paths are relative to.\n"
     "\n"
     "  -o, --output OUT        dataset directory to write (created if missing)\n"
-    "      --format raw        storage format (raw)\n"
+    "      --format FMT        raw (default), hdf5, lmdb, or per-image sets png0, bmp, jpeg\n"
+    "      --quality Q         JPEG quality for --format jpeg (default 90)\n"
     "      --list FILE         list file: \"path label\" per line\n"
     "      --size WxH          fixed output size, with --fit crop|pad|stretch (default crop:\n"
     "                          resize the short side, center crop)\n"
@@ -101,7 +102,8 @@ static int wants_help(int argc, char **argv)
 enum {
     OPT_FORMAT = 256, OPT_LIST, OPT_SIZE, OPT_FIT, OPT_SHORT, OPT_MAXSIDE, OPT_GRAY, OPT_SHARDSIZE,
     OPT_SHARDSAMPLES, OPT_ALIGN, OPT_MAXPIX, OPT_MAXIMGSIDE, OPT_MAXFILE, OPT_STRICT, OPT_RESUME,
-    OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED
+    OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED,
+    OPT_QUALITY
 };
 
 static int cmd_build(int argc, char **argv)
@@ -125,6 +127,7 @@ static int cmd_build(int argc, char **argv)
         {"no-progress", no_argument, 0, OPT_NOPROGRESS},
         {"json", no_argument, 0, OPT_JSON},         {"augment", required_argument, 0, OPT_AUGMENT},
         {"aug", required_argument, 0, OPT_AUG},     {"seed", required_argument, 0, OPT_SEED},
+        {"quality", required_argument, 0, OPT_QUALITY},
         {0, 0, 0, 0}};
     shc_build_opts o = {
         .r = {.channels = 3,
@@ -132,6 +135,8 @@ static int cmd_build(int argc, char **argv)
               .limits = {FMT_DEFAULT_MAX_SIDE, FMT_DEFAULT_MAX_PIXELS}},
         .shard_bytes = 1ull << 30,
         .progress = isatty(STDERR_FILENO),
+        .backend = &fmt_backend_raw,
+        .quality = 90,
     };
     const char *aug_spec = NULL;
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
@@ -149,9 +154,14 @@ static int cmd_build(int argc, char **argv)
             o.threads = (unsigned)v;
             break;
         case OPT_FORMAT:
-            if (strcmp(optarg, "raw") != 0)
-                return usage_error(usage_build, "format '%s' is not available in this build "
-                                   "(available: raw)", optarg);
+            if (!(o.backend = fmt_backend_find(optarg)))
+                return usage_error(usage_build, "unknown --format '%s' (raw, hdf5, lmdb, png0, bmp "
+                                   "or jpeg)", optarg);
+            break;
+        case OPT_QUALITY:
+            if (shc_parse_uint(optarg, 1, 100, &v))
+                return usage_error(usage_build, "bad --quality '%s' (1..100)", optarg);
+            o.quality = (int)v;
             break;
         case OPT_LIST: o.list = optarg; break;
         case OPT_SIZE:
@@ -442,6 +452,12 @@ static int cmd_verify(int argc, char **argv)
         fprintf(stderr, "shardc: cannot read the manifest of %s: %s\n", dir, fmt_reason(&msg, rc));
         return rc == ENOENT ? SHC_EXIT_USAGE : SHC_EXIT_REJECTS;
     }
+    const fmt_backend *be = fmt_backend_find(m.backend);
+    if (!be) {
+        fprintf(stderr, "shardc: %s: unknown backend '%s'\n", dir, m.backend);
+        fmt_manifest_free(&m);
+        return SHC_EXIT_REJECTS;
+    }
     uint64_t damaged = 0, checked = 0;
     for (size_t k = 0; k < m.nshards; k++) {
         const fmt_manifest_shard *ms = &m.shards[k];
@@ -450,11 +466,11 @@ static int cmd_verify(int argc, char **argv)
             fmt_manifest_free(&m);
             return SHC_EXIT_IO;
         }
-        fmt_raw_shard *s = NULL;
+        void *s = NULL;
         fmt_msg smsg = {{0}};
-        rc = fmt_raw_open(&s, path, &smsg);
-        const fmt_raw_header *h = rc ? NULL : fmt_raw_get_header(s);
-        if (!rc && (h->header_hash != ms->hash || h->sample_count != ms->samples ||
+        rc = be->r_open(&s, dir, path, FMT_ACCESS_MMAP, &smsg);
+        const fmt_shard_info *h = rc ? NULL : be->r_info(s);
+        if (!rc && (h->hash != ms->hash || h->samples != ms->samples ||
                     h->first_index != ms->first)) {
             rc = FMT_ECORRUPT;
             snprintf(smsg.text, sizeof smsg.text, "shard does not match the manifest");
@@ -468,16 +484,18 @@ static int cmd_verify(int argc, char **argv)
                 printf("damaged: %s: %s\n", path, fmt_reason(&smsg, rc));
             damaged += ms->samples ? ms->samples : 1;
         } else {
-            for (uint64_t i = 0; i < h->sample_count; i++) {
+            for (uint64_t i = 0; i < h->samples; i++) {
                 checked++;
-                if (fmt_raw_check_sample(s, i) != 0) {
-                    printf("damaged: sample %" PRIu64 " (%s, entry %" PRIu64 "): hash mismatch\n",
-                           ms->first + i, path, i);
+                int crc = be->r_check(s, i);
+                if (crc != 0) {
+                    printf("damaged: sample %" PRIu64 " (%s, entry %" PRIu64 "): %s\n",
+                           ms->first + i, path, i,
+                           crc == FMT_EHASH ? "hash mismatch" : fmt_strerror(crc));
                     damaged++;
                 }
             }
         }
-        fmt_raw_close(s);
+        be->r_close(s);
         free(path);
     }
     if (damaged)
@@ -527,6 +545,20 @@ static int cmd_cat(int argc, char **argv)
                 fmt_dataset_count(d), idx);
         fmt_dataset_close(d);
         return SHC_EXIT_USAGE;
+    }
+    uint8_t *owned = NULL;
+    if (!s.pixels) {
+        /* a backend that decodes (per-image sets) or copies: read the sample out */
+        owned = malloc(s.length ? (size_t)s.length : 1);
+        rc = owned ? fmt_dataset_read(d, idx, owned, NULL) : ENOMEM;
+        if (rc) {
+            fprintf(stderr, "shardc: cannot read sample %" PRIu64 " of %s: %s\n", idx, dir,
+                    fmt_strerror(rc));
+            free(owned);
+            fmt_dataset_close(d);
+            return SHC_EXIT_REJECTS;
+        }
+        s.pixels = owned;
     }
     fmt_image re = {0};
     int differs = 0;
@@ -590,6 +622,7 @@ static int cmd_cat(int argc, char **argv)
         }
     }
     fmt_image_free(&re);
+    free(owned);
     fmt_dataset_close(d);
     return rc ? SHC_EXIT_IO : differs ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
 }

@@ -105,6 +105,9 @@ int fmt_dataset_read(const fmt_dataset *d, uint64_t idx, void *dst, fmt_sample *
 int fmt_dataset_read_buf(const fmt_dataset *d, uint64_t idx, void *dst, fmt_sample *meta,
                          void *scratch, size_t scratch_len);
 
+/* Name of the dataset's backend ("raw", "hdf5", ...). */
+const char *fmt_dataset_backend(const fmt_dataset *d);
+
 /* Path of the shard file holding sample idx (for messages), NULL if idx >= count. Valid until
  * close. */
 const char *fmt_dataset_sample_file(const fmt_dataset *d, uint64_t idx);

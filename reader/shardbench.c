@@ -722,6 +722,9 @@ static int fill_memcpy(sb_job *job, size_t worker, size_t item, uint8_t *dst, fm
     int rc = fmt_dataset_get(job->ds, job->idx[item], &s);
     if (rc)
         return fmt_fail(msg, rc, "sample %" PRIu64 ": no such sample", job->idx[item]);
+    if (!s.pixels)
+        return fmt_fail(msg, FMT_EUNSUPPORTED, "the %s backend does not map its pixels: no "
+                        "mmap+memcpy baseline", fmt_dataset_backend(job->ds));
     /* variable-size samples: the reader crops them into slot-sized places; copy as much */
     memcpy(dst, s.pixels, s.length < job->slot ? (size_t)s.length : job->slot);
     return 0;

@@ -240,7 +240,8 @@ static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
     if (s->channels != r->channels)
         return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " has %" PRIu32 " channels, the "
                         "dataset %" PRIu32, file, idx, s->channels, r->channels);
-    int mmap = r->o.access == SHR_ACCESS_MMAP;
+    /* zero copy where the backend hands out mapped pixels */
+    int mmap = r->o.access == SHR_ACCESS_MMAP && s->pixels != NULL;
     if (s->width == r->width && s->height == r->height) {
         if (mmap)
             memcpy(dst, s->pixels, r->sample_bytes);
@@ -507,9 +508,10 @@ static int start_workers(shr_reader *r)
             w->bounce = NULL;
             return ENOMEM;
         }
-        /* crop/pad needs the whole stored sample in memory when it is not mapped; sized once,
-         * so memory does not creep up as workers meet larger samples */
-        if (r->o.access != SHR_ACCESS_MMAP && !r->uniform) {
+        /* crop/pad needs the whole stored sample in memory when it is not mapped (pread, direct,
+         * or a backend that decodes, such as the per-image sets); sized once, so memory does not
+         * creep up as workers meet larger samples */
+        if (!r->uniform) {
             w->sample = malloc(r->sample_max);
             if (!w->sample)
                 return ENOMEM;

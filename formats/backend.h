@@ -1,0 +1,110 @@
+/* backend.h - the storage backends behind one interface, in the manner of Redis's rio.h: a table of
+ * function pointers per backend, for writing one shard and for reading one shard.
+ *
+ * A dataset directory holds manifest.json, which names the backend, and a list of shards, each
+ * holding a contiguous range of the dataset's samples. What a shard is depends on the backend:
+ *   raw     one file, shard-NNNNN.raw                     (formats/raw.md)
+ *   hdf5    one HDF5 file, shard-NNNNN.h5                 (formats/hdf5.md)
+ *   lmdb    one LMDB environment directory, shard-NNNNN.lmdb/   (formats/lmdb.md)
+ *   png0, bmp, jpeg   one index file shard-NNNNN.idx plus one image file per sample in class
+ *                     folders (<dir>/<class>/<index>.<ext>)    (formats/imageset.md)
+ * The compiler writes shards through fmt_backend's writer calls; formats/dataset.c reads them
+ * through its reader calls. Neither knows which backend it talks to.
+ *
+ * Every backend stores, per sample: label, height, width, channels, uint8 HWC pixels, the XXH3-64
+ * hash of those pixels (fmt_hash64), the source index, and an optional aux record (augmentation
+ * parameters; opaque bytes here). Per shard: sample count, first dataset index, the build
+ * fingerprint, input_end (where a resumed build continues), per-channel pixel sums and sums of
+ * squares (for the manifest's stats), and a content hash that the manifest records.
+ *
+ * Writers are atomic: a shard is written under a temporary name and renamed into place by finish
+ * (after an fsync), so a shard with its final name is always complete. The library never prints.
+ *
+ * Thread-safety: a writer is used by one thread. A reader shard is immutable after open: get, read
+ * and check may be called from any number of threads at once.
+ */
+#ifndef FMT_BACKEND_H
+#define FMT_BACKEND_H
+
+#include "dataset.h"
+#include "raw.h"
+
+/* What a shard says about itself (written by finish, read back by open). */
+typedef struct {
+    uint64_t samples;
+    uint64_t first_index;
+    uint64_t fingerprint;
+    uint64_t input_end;
+    uint64_t sum[3], sumsq[3];
+    uint64_t bytes;             /* size on disk (files of the shard together) */
+    uint64_t hash;              /* content hash recorded in the manifest */
+} fmt_shard_info;
+
+typedef struct {
+    const char *dir;            /* the dataset directory */
+    const char *name;           /* shard name without suffix, e.g. "shard-00003" */
+    uint64_t first_index;
+    uint64_t fingerprint;
+    uint32_t align;             /* raw: payload alignment (0 = default) */
+    int quality;                /* jpeg sets: 1..100 (0 = 90) */
+    const char *const *classes; /* per-image sets: class folder names, label L -> classes[L] */
+    size_t nclasses;
+} fmt_writer_opts;
+
+typedef struct fmt_backend {
+    const char *name;           /* manifest "backend": "raw", "hdf5", "lmdb", "png0", "bmp", "jpeg" */
+    uint32_t version;           /* its on-disk format version (manifest "backend_version") */
+    const char *suffix;         /* appended to the shard name: ".raw", ".h5", ".lmdb", ".idx" */
+
+    /* ---- writing one shard ---- */
+    int (*w_open)(void **w, const fmt_writer_opts *o);
+    /* Append one sample. m->hash and m->sum/sumsq were computed by the caller over `pixels`. An
+     * I/O error leaves the writer failed (later calls FMT_ESTATE). For lossy backends (jpeg) the
+     * stored hash is that of the pixels a decoder gets back, and *stored_hash (if not NULL)
+     * receives it; others set it to m->hash. */
+    int (*w_add)(void *w, const fmt_sample_meta *m, const void *pixels, uint64_t *stored_hash);
+    uint64_t (*w_count)(const void *w);
+    uint64_t (*w_size)(const void *w);          /* bytes the shard would have if finished now */
+    /* Bytes one more sample of payload_len pixel bytes and aux_len aux bytes adds (an estimate
+     * for compressed backends: the uncompressed size). */
+    uint64_t (*w_cost)(uint64_t payload_len, uint32_t aux_len, uint32_t align);
+    /* Complete, fsync, rename into place, free w. On failure the temporary files are removed and
+     * w is freed all the same. */
+    int (*w_finish)(void *w, uint64_t input_end, fmt_shard_info *info);
+    void (*w_abort)(void *w);                   /* remove temporaries, free; accepts NULL */
+
+    /* ---- reading one shard ---- */
+    /* path: the shard's path (dir/name + suffix). Validate everything that later calls rely on. */
+    int (*r_open)(void **s, const char *dir, const char *path, fmt_access access, fmt_msg *msg);
+    void (*r_close)(void *s);                   /* accepts NULL */
+    const fmt_shard_info *(*r_info)(const void *s);
+    /* Sample i's metadata. out->pixels points at the stored pixels when the backend can hand
+     * them out without copying (valid until close), else it is NULL and r_read must be used.
+     * out->aux likewise (NULL if none). out->index is local (i). */
+    int (*r_get)(const void *s, uint64_t i, fmt_sample *out);
+    /* Copy (or decode) sample i's pixels into dst (out->length bytes). scratch: an aligned
+     * buffer for O_DIRECT reads (may be NULL in other modes). */
+    int (*r_read)(const void *s, uint64_t i, void *dst, void *scratch, size_t scratch_len);
+    /* Re-hash sample i: 0, FMT_EHASH on mismatch, or a read/decode error. */
+    int (*r_check)(const void *s, uint64_t i);
+    /* Optional (may be NULL): access-pattern hint. */
+    int (*r_advise)(const void *s, fmt_advice advice);
+    /* Optional (may be NULL): non-zero when FMT_ACCESS_DIRECT reads really bypass the page cache
+     * for this shard (the filesystem may refuse O_DIRECT). */
+    int (*r_direct)(const void *s);
+} fmt_backend;
+
+/* The backend called name, or NULL. */
+const fmt_backend *fmt_backend_find(const char *name);
+
+/* Names of every backend compiled in, NULL-terminated. */
+const char *const *fmt_backend_names(void);
+
+extern const fmt_backend fmt_backend_raw;
+extern const fmt_backend fmt_backend_hdf5;
+extern const fmt_backend fmt_backend_lmdb;
+extern const fmt_backend fmt_backend_png0;
+extern const fmt_backend fmt_backend_bmp;
+extern const fmt_backend fmt_backend_jpeg;
+
+#endif
