@@ -59,6 +59,8 @@
 #include "manifest.h"
 #include "shardread.h"
 
+#include <xxhash.h>
+
 #define SB_EXIT_OK 0
 #define SB_EXIT_FAIL 1
 #define SB_EXIT_USAGE 2
@@ -101,6 +103,8 @@ static const char usage_read[] =
     "                      reader; folders are resized and center-cropped to it (default: the size\n"
     "                      of the first shardc dataset given, else 224x224)\n"
     "      --access MODE   how the reader reads shards: mmap, pread or direct (default mmap)\n"
+    "      --checksum      JSON: an XXH3 digest of the batches delivered (indices, labels, pixels),\n"
+    "                      equal across thread counts, access paths and lossless formats\n"
     "      --memcpy        also measure plain mmap + memcpy of every shardc dataset's sample bytes,\n"
     "                      same order, threads and batch size: the physical limit (row \"memcpy\")\n"
     "      --json          one JSON object per row on stdout instead of the table\n"
@@ -267,6 +271,7 @@ typedef struct {
     uint32_t width, height, channels;   /* folder output; for shardc datasets only with --size */
     int have_size;
     int cold, memcpy_baseline, json;
+    int checksum;               /* digest the delivered batches (indices, labels, pixels) */
 } sb_read_opts;
 
 /* One row of the report. */
@@ -278,6 +283,8 @@ typedef struct {
     sb_span *spans;             /* one per epoch */
     uint64_t errors;            /* folder files that failed to decode (skipped) */
     double resident;            /* --cold: largest fraction of pages found cached after eviction */
+    XXH3_state_t *digest;       /* --checksum: over the batch stream, in delivery order */
+    uint64_t checksum;
 } sb_row;
 
 static int row_init(sb_row *row, const char *dataset, const char *format, uint32_t epochs)
@@ -294,6 +301,8 @@ static void row_free(sb_row *row)
 {
     free(row->spans);
     row->spans = NULL;
+    XXH3_freeState(row->digest);
+    row->digest = NULL;
 }
 
 /* The measured span (steady state: epochs 2..E; or the only epoch) and all epochs together. */
@@ -456,6 +465,11 @@ static int consume(shr_reader *r, const char *dir, uint32_t first, uint32_t coun
         while ((rc = shr_next(r, &b)) == 0) {
             size_t bytes = (size_t)b->n * b->height * b->width * b->channels;
             sink += touch(b->data, bytes) + (uint64_t)b->labels[0];
+            if (row->digest) {
+                XXH3_64bits_update(row->digest, b->indices, b->n * sizeof *b->indices);
+                XXH3_64bits_update(row->digest, b->labels, b->n * sizeof *b->labels);
+                XXH3_64bits_update(row->digest, b->data, bytes);
+            }
             row->spans[e].images += b->n;
             row->spans[e].bytes += bytes;
             if (trace)
@@ -509,6 +523,11 @@ static int run_reader(const char *dir, const sb_read_opts *ro, sb_row *row, sb_t
 {
     shr_reader *r = NULL;
     int rc = 0;
+    if (ro->checksum && !row->digest) {
+        if (!(row->digest = XXH3_createState()))
+            return ENOMEM;
+        XXH3_64bits_reset(row->digest);
+    }
     for (uint32_t e = 0; e < ro->epochs; e++) {
         if (ro->cold || e == 0) {
             if (ro->cold)
@@ -991,6 +1010,8 @@ static void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row
                ro->cold ? "true" : "false", row->width, row->height, row->channels, row->errors);
         if (ro->cold)
             printf(", \"resident_after_evict\": %.4f", row->resident);
+        if (row->digest)
+            printf(", \"checksum\": \"%016" PRIx64 "\"", XXH3_64bits_digest(row->digest));
         printf(", \"first_epoch\": {");
         print_span_json(&row->spans[0]);
         printf("}}\n");
@@ -1020,7 +1041,7 @@ static void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row
 
 /* ---- read ---- */
 
-enum { OPT_ORDER = 256, OPT_SEED, OPT_COLD, OPT_SIZE, OPT_ACCESS, OPT_MEMCPY, OPT_JSON };
+enum { OPT_ORDER = 256, OPT_SEED, OPT_COLD, OPT_SIZE, OPT_ACCESS, OPT_MEMCPY, OPT_JSON, OPT_CHECKSUM };
 
 typedef struct {
     char *path;
@@ -1176,7 +1197,7 @@ static int cmd_read(int argc, char **argv)
         {"seed", required_argument, 0, OPT_SEED}, {"cold", no_argument, 0, OPT_COLD},
         {"size", required_argument, 0, OPT_SIZE}, {"access", required_argument, 0, OPT_ACCESS},
         {"memcpy", no_argument, 0, OPT_MEMCPY}, {"json", no_argument, 0, OPT_JSON},
-        {0, 0, 0, 0}};
+        {"checksum", no_argument, 0, OPT_CHECKSUM}, {0, 0, 0, 0}};
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_read_opts ro = {
         .threads = nproc > 0 ? (uint32_t)nproc : 1,
@@ -1240,6 +1261,7 @@ static int cmd_read(int argc, char **argv)
                                    optarg);
             break;
         case OPT_MEMCPY: ro.memcpy_baseline = 1; break;
+        case OPT_CHECKSUM: ro.checksum = 1; break;
         case OPT_JSON: ro.json = 1; break;
         case ':':
             return usage_error(usage_read, "option '%s' needs a value", argv[optind - 1]);
