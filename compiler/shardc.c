@@ -488,8 +488,10 @@ static int cmd_verify(int argc, char **argv)
                 checked++;
                 int crc = be->r_check(s, i);
                 if (crc != 0) {
-                    printf("damaged: sample %" PRIu64 " (%s, entry %" PRIu64 "): %s\n",
-                           ms->first + i, path, i,
+                    char file[1024];
+                    if (!be->r_sample_path || be->r_sample_path(s, i, file, sizeof file) != 0)
+                        snprintf(file, sizeof file, "%s, entry %" PRIu64, path, i);
+                    printf("damaged: sample %" PRIu64 " (%s): %s\n", ms->first + i, file,
                            crc == FMT_EHASH ? "hash mismatch" : fmt_strerror(crc));
                     damaged++;
                 }

@@ -92,6 +92,9 @@ typedef struct fmt_backend {
     /* Optional (may be NULL): non-zero when FMT_ACCESS_DIRECT reads really bypass the page cache
      * for this shard (the filesystem may refuse O_DIRECT). */
     int (*r_direct)(const void *s);
+    /* Optional (may be NULL): the file holding sample i, when a sample has a file of its own
+     * (per-image sets), for messages. 0, or FMT_EINVAL / ERANGE. */
+    int (*r_sample_path)(const void *s, uint64_t i, char *buf, size_t len);
 } fmt_backend;
 
 /* The backend called name, or NULL. */

@@ -13,7 +13,8 @@
 #include <stdint.h>
 
 enum {
-    FMT_EFORMAT = -30800,   /* not a format we know (unrecognised magic bytes) */
+    FMT_EFORMAT = -30900,   /* not a format we know (unrecognised magic bytes); the range stays
+                             * clear of LMDB's codes (-30799..-30780) and libshardread's */
     FMT_ECORRUPT,           /* data is damaged or inconsistent */
     FMT_ETRUNC,             /* data ends early */
     FMT_ETOOBIG,            /* exceeds a configured size limit */

@@ -1,0 +1,966 @@
+/* lmdb.c - the lmdb backend (spec: formats/lmdb.md): one LMDB environment per shard, keys the
+ * 8-byte big-endian sample index, values a 48-byte header, the pixels and the aux record, the
+ * shard's metadata under the reserved key "__shardc__/meta".
+ *
+ * Writer: samples are appended (MDB_APPEND, so leaf pages fill completely) into space LMDB
+ * reserves in its own pages (MDB_RESERVE, so each pixel byte is copied once), in transactions of
+ * about LM_BATCH_BYTES, with MDB_NOSYNC: durability comes once, from the forced sync in finish.
+ * The map grows between transactions, always ahead of the projected size, because an
+ * MDB_MAP_FULL inside a transaction would lose the samples already put in it.
+ *
+ * Reader: LMDB's API makes no promise that one read transaction may be used by several threads
+ * at once. So r_open walks the database once, checks every key and value header, and records
+ * where each value lies in the map; the read transaction stays open until r_close, which keeps
+ * those addresses valid (and with no writer they never move). After open no LMDB call is made:
+ * get, read and check are plain loads from the map, safe from any number of threads.
+ *
+ * LMDB error codes (MDB_KEYEXIST .. MDB_BAD_DBI, -30799 .. -30780) overlap the library's FMT_E*
+ * range, so none is ever returned as it is: lm_code translates them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "backend.h"
+
+#define LM_VALUE_MAGIC "SHLV"
+#define LM_VALUE_VERSION 1u
+#define LM_VALUE_HEADER 48u
+#define LM_META_KEY "__shardc__/meta"
+#define LM_RESERVED_PREFIX "__shardc__/"
+#define LM_META_MAGIC "SHARDLMD"
+#define LM_META_MAJOR 1u
+#define LM_META_MINOR 0u
+#define LM_META_SIZE 128u
+#define LM_META_HASHED 120u         /* meta_hash covers bytes 0..119 */
+#define LM_PAGE_HEADER 16u          /* LMDB's page header (PAGEHDRSZ) */
+#define LM_MAX_PAGE 32768u          /* LMDB's largest page size (MAX_PAGESIZE) */
+#define LM_BATCH_BYTES ((uint64_t)64 << 20)
+#define LM_MAP_STEP ((uint64_t)16 << 20)
+
+/* ---- byte order helpers ---- */
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* ---- shared helpers ---- */
+
+/* An LMDB return code as a library error code (see the top of this file). */
+static int lm_code(int mrc)
+{
+    if (mrc >= 0)
+        return mrc;
+    switch (mrc) {
+    case MDB_INVALID:
+        return FMT_EFORMAT;
+    case MDB_VERSION_MISMATCH:
+        return FMT_EVERSION;
+    case MDB_MAP_FULL:
+    case MDB_TXN_FULL:
+    case MDB_PAGE_FULL:
+    case MDB_CURSOR_FULL:
+        return ENOSPC;
+    case MDB_CORRUPTED:
+    case MDB_PAGE_NOTFOUND:
+    case MDB_MAP_RESIZED:
+    case MDB_INCOMPATIBLE:
+    case MDB_BAD_DBI:
+        return FMT_ECORRUPT;
+    default:
+        return EIO;
+    }
+}
+
+/* The page size LMDB picks for a new environment: the OS page size, capped. */
+static uint64_t lm_page_size(void)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0)
+        return 4096;
+    return (uint64_t)ps > LM_MAX_PAGE ? LM_MAX_PAGE : (uint64_t)ps;
+}
+
+static uint64_t lm_round_up(uint64_t x, uint64_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+/* height * width * channels; nonzero if it overflows. */
+static int lm_shape_bytes(uint32_t h, uint32_t w, uint32_t c, uint64_t *out)
+{
+    return __builtin_mul_overflow((uint64_t)h * w, (uint64_t)c, out);
+}
+
+static char *lm_join(const char *dir, const char *name, const char *suffix)
+{
+    char *p;
+    return asprintf(&p, "%s/%s%s", dir, name, suffix) < 0 ? NULL : p;
+}
+
+/* Remove an environment directory: data.mdb, lock.mdb (if a tool left one), the directory. A
+ * plain file of that name is removed too. 0 if nothing is left (or nothing was there). */
+static int lm_remove_env(const char *dir)
+{
+    int rc = 0;
+    char *data = lm_join(dir, "data.mdb", ""), *lock = lm_join(dir, "lock.mdb", "");
+    if (!data || !lock) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    unlink(data);
+    unlink(lock);
+    if (rmdir(dir) != 0) {
+        if (errno == ENOTDIR)
+            rc = unlink(dir) != 0 ? errno : 0;
+        else if (errno != ENOENT)
+            rc = errno;
+    }
+leave:
+    free(data);
+    free(lock);
+    return rc;
+}
+
+/* fsync a file or directory by path; *size (if not NULL) receives its size. */
+static int lm_fsync_path(const char *path, int dir, uint64_t *size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
+    if (fd < 0)
+        return errno;
+    int rc = 0;
+    struct stat st;
+    if (size) {
+        if (fstat(fd, &st) != 0)
+            rc = errno;
+        else
+            *size = (uint64_t)st.st_size;
+    }
+    if (!rc && fsync(fd) != 0 && !(dir && errno == EINVAL))
+        rc = errno;
+    close(fd);
+    return rc;
+}
+
+/* ---- value and metadata codecs ---- */
+
+typedef struct {
+    int32_t label;
+    uint32_t height, width, channels;
+    uint64_t hash, source;
+    uint32_t aux_len;
+} lm_header;
+
+static void lm_encode_header(const fmt_sample_meta *m, uint32_t aux_len, uint8_t *out)
+{
+    memset(out, 0, LM_VALUE_HEADER);
+    memcpy(out, LM_VALUE_MAGIC, 4);
+    out[4] = LM_VALUE_VERSION;
+    out[6] = LM_VALUE_HEADER;
+    put32(out + 8, (uint32_t)m->label);
+    put32(out + 12, m->height);
+    put32(out + 16, m->width);
+    put32(out + 20, m->channels);
+    put64(out + 24, m->hash);
+    put64(out + 32, m->source);
+    put32(out + 40, aux_len);
+}
+
+static void lm_decode_header(const uint8_t *in, lm_header *h)
+{
+    h->label = (int32_t)get32(in + 8);
+    h->height = get32(in + 12);
+    h->width = get32(in + 16);
+    h->channels = get32(in + 20);
+    h->hash = get64(in + 24);
+    h->source = get64(in + 32);
+    h->aux_len = get32(in + 40);
+}
+
+/* Check the value of local sample i (lmdb.md, "What a reader checks", item 5). */
+static int lm_check_value(const uint8_t *v, size_t n, uint64_t i, fmt_msg *msg)
+{
+    if (n < LM_VALUE_HEADER)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": value of %zu bytes is shorter "
+                        "than its header", i, n);
+    if (memcmp(v, LM_VALUE_MAGIC, 4) != 0)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad value magic", i);
+    if (get16(v + 4) != LM_VALUE_VERSION)
+        return fmt_fail(msg, FMT_EVERSION, "sample %" PRIu64 ": unsupported value version %u",
+                        i, get16(v + 4));
+    if (get16(v + 6) != LM_VALUE_HEADER)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad value header size %u", i,
+                        get16(v + 6));
+    lm_header h;
+    lm_decode_header(v, &h);
+    uint64_t len, total;
+    if (h.channels != 1 && h.channels != 3)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad channel count %" PRIu32, i,
+                        h.channels);
+    if (!h.height || !h.width)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": zero height or width", i);
+    if (h.label < -1)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad label %" PRId32, i, h.label);
+    if (lm_shape_bytes(h.height, h.width, h.channels, &len) ||
+        __builtin_add_overflow(len, (uint64_t)LM_VALUE_HEADER + h.aux_len, &total) ||
+        total != n)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": value is %zu bytes, its header "
+                        "says %" PRIu32 "x%" PRIu32 "x%" PRIu32 " pixels and %" PRIu32
+                        " aux bytes", i, n, h.height, h.width, h.channels, h.aux_len);
+    return 0;
+}
+
+/* The metadata record; its meta_hash is the shard's content hash. */
+static void lm_encode_meta(const fmt_shard_info *in, uint64_t index_hash, uint8_t *out)
+{
+    memset(out, 0, LM_META_SIZE);
+    memcpy(out, LM_META_MAGIC, 8);
+    out[8] = LM_META_MAJOR;
+    out[10] = LM_META_MINOR;
+    put32(out + 12, LM_META_SIZE);
+    put64(out + 16, in->samples);
+    put64(out + 24, in->first_index);
+    put64(out + 32, in->fingerprint);
+    put64(out + 40, in->input_end);
+    for (int c = 0; c < 3; c++) {
+        put64(out + 48 + 8 * c, in->sum[c]);
+        put64(out + 72 + 8 * c, in->sumsq[c]);
+    }
+    put64(out + 96, index_hash);
+    put64(out + LM_META_HASHED, XXH3_64bits(out, LM_META_HASHED));
+}
+
+/* ---- writing ---- */
+
+typedef struct {
+    MDB_env *env;
+    MDB_txn *txn;               /* the open batch, or NULL */
+    MDB_dbi dbi;
+    char *path, *tmp, *data;    /* NAME.lmdb, NAME.lmdb.tmp, NAME.lmdb.tmp/data.mdb */
+    int err;                    /* first LMDB or I/O error: the writer is failed */
+    uint64_t first_index, fingerprint, count;
+    uint64_t size;              /* projected size of data.mdb (w_size) */
+    uint64_t mapsize;
+    uint64_t batch;             /* value bytes put in the open transaction */
+    uint64_t sum[3], sumsq[3];
+    XXH3_state_t *index_hash;   /* over value headers and aux records, in key order */
+} lm_writer;
+
+/* Fixed part of the projection: two meta pages, the main database's root, and room for the
+ * pages each commit copies and frees (a handful per transaction, reused by later ones). */
+static uint64_t lm_base_size(void)
+{
+    return 8 * lm_page_size();
+}
+
+static uint64_t lm_w_cost(uint64_t payload_len, uint32_t aux_len, uint32_t align)
+{
+    (void)align;
+    uint64_t v, ps = lm_page_size();
+    if (__builtin_add_overflow(payload_len, (uint64_t)LM_VALUE_HEADER + aux_len, &v) ||
+        v > UINT32_MAX)
+        return UINT64_MAX;
+    /* LMDB moves a value out of the leaf when node header (8) + key (8) + data exceed
+     * me_nodemax, about half a page */
+    uint64_t nodemax = (((ps - LM_PAGE_HEADER) / 2) & ~(uint64_t)1) - 2;
+    if (16 + v > nodemax)
+        return lm_round_up(LM_PAGE_HEADER + v, ps) + 64;    /* 26-byte leaf entry, branches */
+    uint64_t node = ((16 + v + 1) & ~(uint64_t)1) + 2;      /* even, plus its index slot */
+    uint64_t per_page = (ps - LM_PAGE_HEADER) / node;       /* >= 2: node <= nodemax + 2 */
+    return (ps + per_page - 1) / per_page + 16;             /* a share of the branch pages */
+}
+
+static int lm_commit(lm_writer *w)
+{
+    if (!w->txn)
+        return 0;
+    int mrc = mdb_txn_commit(w->txn);       /* frees the transaction, also on failure */
+    w->txn = NULL;
+    w->batch = 0;
+    return lm_code(mrc);
+}
+
+static int lm_begin(lm_writer *w)
+{
+    if (w->txn)
+        return 0;
+    int mrc = mdb_txn_begin(w->env, NULL, 0, &w->txn);
+    if (mrc == 0) {
+        mrc = mdb_dbi_open(w->txn, NULL, 0, &w->dbi);
+        if (mrc) {
+            mdb_txn_abort(w->txn);
+            w->txn = NULL;
+        }
+    }
+    return lm_code(mrc);
+}
+
+/* The map size to set for a projected size: room to grow before the next resize. */
+static uint64_t lm_map_for(uint64_t projected)
+{
+    return lm_round_up(2 * projected + LM_MAP_STEP, LM_MAP_STEP);
+}
+
+/* Make sure the map holds `projected` bytes plus slack for the pages LMDB copies and frees within
+ * a transaction; growing it needs the open batch committed first. */
+static int lm_room(lm_writer *w, uint64_t projected)
+{
+    if (projected > UINT64_MAX / 4)
+        return FMT_ETOOBIG;
+    if (projected + projected / 8 + LM_MAP_STEP / 2 <= w->mapsize)
+        return 0;
+    int rc = lm_commit(w);
+    if (rc)
+        return rc;
+    uint64_t map = lm_map_for(projected);
+    if (map > SIZE_MAX)
+        return FMT_ETOOBIG;
+    rc = lm_code(mdb_env_set_mapsize(w->env, (size_t)map));
+    if (rc == 0)
+        w->mapsize = map;
+    return rc;
+}
+
+static void lm_writer_free(lm_writer *w)
+{
+    if (w->txn)
+        mdb_txn_abort(w->txn);
+    if (w->env)
+        mdb_env_close(w->env);
+    XXH3_freeState(w->index_hash);
+    free(w->path);
+    free(w->tmp);
+    free(w->data);
+    free(w);
+}
+
+static int lm_w_open(void **out, const fmt_writer_opts *o)
+{
+    *out = NULL;
+    int rc = 0, made = 0;
+    lm_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return ENOMEM;
+    w->first_index = o->first_index;
+    w->fingerprint = o->fingerprint;
+    w->size = lm_base_size();
+    w->path = lm_join(o->dir, o->name, ".lmdb");
+    w->tmp = lm_join(o->dir, o->name, ".lmdb.tmp");
+    w->data = w->tmp ? lm_join(w->tmp, "data.mdb", "") : NULL;
+    w->index_hash = XXH3_createState();
+    if (!w->path || !w->tmp || !w->data || !w->index_hash) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    XXH3_64bits_reset(w->index_hash);
+    /* a killed build may have left a temporary environment behind */
+    rc = lm_remove_env(w->tmp);
+    if (rc)
+        goto leave;
+    if (mkdir(w->tmp, 0755) != 0) {
+        rc = errno;
+        goto leave;
+    }
+    made = 1;
+    w->mapsize = lm_map_for(w->size);
+    int mrc = mdb_env_create(&w->env);
+    if (mrc == 0)
+        mrc = mdb_env_set_mapsize(w->env, (size_t)w->mapsize);
+    /* MDB_NOLOCK: this process is the environment's only user, and no lock.mdb is left behind */
+    if (mrc == 0)
+        mrc = mdb_env_open(w->env, w->tmp, MDB_NOLOCK | MDB_NOSYNC, 0644);
+    rc = lm_code(mrc);
+leave:
+    if (rc) {
+        if (w->env) {
+            mdb_env_close(w->env);
+            w->env = NULL;
+        }
+        if (made)
+            lm_remove_env(w->tmp);
+        lm_writer_free(w);
+    } else {
+        *out = w;
+    }
+    return rc;
+}
+
+static int lm_w_add(void *p, const fmt_sample_meta *m, const void *pixels, uint64_t *stored_hash)
+{
+    lm_writer *w = p;
+    if (w->err)
+        return FMT_ESTATE;
+    if ((m->channels != 1 && m->channels != 3) || !m->height || !m->width || m->label < -1 ||
+        (!m->aux && m->aux_len))
+        return FMT_EINVAL;
+    uint32_t aux_len = m->aux ? m->aux_len : 0;
+    uint64_t len, cost, size, index;
+    if (lm_shape_bytes(m->height, m->width, m->channels, &len) || len > SIZE_MAX)
+        return FMT_ETOOBIG;
+    cost = lm_w_cost(len, aux_len, 0);
+    if (cost == UINT64_MAX || __builtin_add_overflow(w->size, cost, &size) ||
+        __builtin_add_overflow(w->first_index, w->count, &index))
+        return FMT_ETOOBIG;
+
+    int rc = lm_room(w, size + LM_META_SIZE + lm_page_size());
+    if (rc == FMT_ETOOBIG)
+        return rc;
+    if (!rc)
+        rc = lm_begin(w);
+    if (rc)
+        goto fail;
+
+    uint8_t kb[8];
+    put_be64(kb, index);
+    uint8_t head[LM_VALUE_HEADER];
+    lm_encode_header(m, aux_len, head);
+    size_t vlen = (size_t)(LM_VALUE_HEADER + len + aux_len);
+    MDB_val key = {.mv_size = sizeof kb, .mv_data = kb};
+    MDB_val val = {.mv_size = vlen, .mv_data = NULL};
+    int mrc = mdb_put(w->txn, w->dbi, &key, &val, MDB_APPEND | MDB_RESERVE);
+    if (mrc) {
+        rc = lm_code(mrc);
+        goto fail;
+    }
+    uint8_t *dst = val.mv_data;
+    memcpy(dst, head, LM_VALUE_HEADER);
+    memcpy(dst + LM_VALUE_HEADER, pixels, (size_t)len);
+    if (aux_len)
+        memcpy(dst + LM_VALUE_HEADER + len, m->aux, aux_len);
+    XXH3_64bits_update(w->index_hash, head, LM_VALUE_HEADER);
+    if (aux_len)
+        XXH3_64bits_update(w->index_hash, m->aux, aux_len);
+    for (int c = 0; c < 3; c++) {
+        w->sum[c] += m->sum[c];
+        w->sumsq[c] += m->sumsq[c];
+    }
+    w->count++;
+    w->size = size;
+    w->batch += vlen;
+    if (stored_hash)
+        *stored_hash = m->hash;
+    if (w->batch >= LM_BATCH_BYTES) {
+        rc = lm_commit(w);
+        if (rc)
+            goto fail;
+    }
+    return 0;
+fail:
+    /* a failed put or commit leaves the transaction unusable: the batch is lost */
+    if (w->txn) {
+        mdb_txn_abort(w->txn);
+        w->txn = NULL;
+    }
+    w->err = rc;
+    return rc;
+}
+
+static uint64_t lm_w_count(const void *w)
+{
+    return ((const lm_writer *)w)->count;
+}
+
+static uint64_t lm_w_size(const void *w)
+{
+    return ((const lm_writer *)w)->size;
+}
+
+/* Put tmp in place of path. A shard of that name from an earlier build is exchanged atomically
+ * with the new one and then removed; where the filesystem cannot exchange, it is removed first
+ * (a crash in between leaves no shard of that name, never a partial one). */
+static int lm_install(const char *tmp, const char *path)
+{
+    if (rename(tmp, path) == 0)
+        return 0;
+    int rc = errno;
+    if (rc != ENOTEMPTY && rc != EEXIST && rc != ENOTDIR)
+        return rc;
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0) {
+        lm_remove_env(tmp);     /* the old shard; a leftover .tmp is harmless */
+        return 0;
+    }
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+        return errno;
+    rc = lm_remove_env(path);
+    if (rc)
+        return rc;
+    return rename(tmp, path) != 0 ? errno : 0;
+}
+
+static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
+{
+    lm_writer *w = p;
+    int renamed = 0, rc = w->err;
+    if (rc)
+        goto leave;
+    fmt_shard_info h = {
+        .samples = w->count, .first_index = w->first_index, .fingerprint = w->fingerprint,
+        .input_end = input_end,
+    };
+    memcpy(h.sum, w->sum, sizeof h.sum);
+    memcpy(h.sumsq, w->sumsq, sizeof h.sumsq);
+    uint8_t meta[LM_META_SIZE];
+    lm_encode_meta(&h, XXH3_64bits_digest(w->index_hash), meta);
+    h.hash = get64(meta + LM_META_HASHED);
+
+    rc = lm_room(w, w->size + LM_META_SIZE + lm_page_size());
+    if (!rc)
+        rc = lm_begin(w);
+    if (rc)
+        goto leave;
+    MDB_val key = {.mv_size = strlen(LM_META_KEY), .mv_data = LM_META_KEY};
+    MDB_val val = {.mv_size = sizeof meta, .mv_data = meta};
+    rc = lm_code(mdb_put(w->txn, w->dbi, &key, &val, 0));
+    if (rc)
+        goto leave;
+    rc = lm_commit(w);
+    if (!rc)
+        rc = lm_code(mdb_env_sync(w->env, 1));
+    if (rc)
+        goto leave;
+    mdb_env_close(w->env);
+    w->env = NULL;
+    /* the sync above covered the data; this also makes the size and the directory entry
+     * durable before the rename publishes them */
+    rc = lm_fsync_path(w->data, 0, &h.bytes);
+    if (!rc)
+        rc = lm_fsync_path(w->tmp, 1, NULL);
+    if (!rc)
+        rc = lm_install(w->tmp, w->path);
+    if (rc)
+        goto leave;
+    renamed = 1;
+    rc = fmt_fsync_parent(w->path);
+    if (!rc && info)
+        *info = h;
+leave:
+    if (w->txn) {
+        mdb_txn_abort(w->txn);
+        w->txn = NULL;
+    }
+    if (w->env) {
+        mdb_env_close(w->env);
+        w->env = NULL;
+    }
+    if (!renamed)
+        lm_remove_env(w->tmp);
+    lm_writer_free(w);
+    return rc;
+}
+
+static void lm_w_abort(void *p)
+{
+    lm_writer *w = p;
+    if (!w)
+        return;
+    if (w->txn) {
+        mdb_txn_abort(w->txn);
+        w->txn = NULL;
+    }
+    if (w->env) {
+        mdb_env_close(w->env);
+        w->env = NULL;
+    }
+    lm_remove_env(w->tmp);
+    lm_writer_free(w);
+}
+
+/* ---- reading ---- */
+
+typedef struct {
+    const uint8_t *val;         /* the value in LMDB's map */
+    uint64_t len;
+} lm_entry;
+
+typedef struct {
+    MDB_env *env;
+    MDB_txn *txn;               /* open until close: it keeps the entries' addresses valid */
+    lm_entry *ent;              /* info.samples entries */
+    fmt_shard_info info;
+    uint8_t *lo, *hi;           /* page-aligned span of the map holding the values (madvise) */
+} lm_shard;
+
+static void lm_r_close(void *p)
+{
+    lm_shard *s = p;
+    if (!s)
+        return;
+    if (s->txn)
+        mdb_txn_abort(s->txn);
+    if (s->env)
+        mdb_env_close(s->env);
+    free(s->ent);
+    free(s);
+}
+
+/* Decode and check the metadata value (lmdb.md, item 4). entries: keys in the database. */
+static int lm_read_meta(lm_shard *s, const MDB_val *v, uint64_t entries, uint64_t file_size,
+                        uint64_t *index_hash, fmt_msg *msg)
+{
+    const uint8_t *m = v->mv_data;
+    if (v->mv_size < 8 || memcmp(m, LM_META_MAGIC, 8) != 0)
+        return fmt_fail(msg, FMT_EFORMAT, "bad metadata magic (not a shardc lmdb shard)");
+    if (v->mv_size < LM_META_SIZE)
+        return fmt_fail(msg, FMT_ECORRUPT, "metadata value is %zu bytes, expected at least %u",
+                        v->mv_size, LM_META_SIZE);
+    if (get16(m + 8) != LM_META_MAJOR)
+        return fmt_fail(msg, FMT_EVERSION, "unsupported version %u.%u (this reader knows %u.x)",
+                        get16(m + 8), get16(m + 10), LM_META_MAJOR);
+    if (XXH3_64bits(m, LM_META_HASHED) != get64(m + LM_META_HASHED))
+        return fmt_fail(msg, FMT_EHASH, "bad metadata hash");
+    uint32_t meta_size = get32(m + 12);
+    if (meta_size < LM_META_SIZE || meta_size > v->mv_size)
+        return fmt_fail(msg, FMT_ECORRUPT, "bad metadata size %" PRIu32, meta_size);
+    fmt_shard_info *in = &s->info;
+    in->samples = get64(m + 16);
+    in->first_index = get64(m + 24);
+    in->fingerprint = get64(m + 32);
+    in->input_end = get64(m + 40);
+    for (int c = 0; c < 3; c++) {
+        in->sum[c] = get64(m + 48 + 8 * c);
+        in->sumsq[c] = get64(m + 72 + 8 * c);
+    }
+    *index_hash = get64(m + 96);
+    in->hash = get64(m + LM_META_HASHED);
+    uint64_t end;
+    if (__builtin_add_overflow(in->first_index, in->samples, &end))
+        return fmt_fail(msg, FMT_ECORRUPT, "sample range overflows");
+    /* every sample is a key, and a key takes at least 16 bytes of the file */
+    if (in->samples >= entries || in->samples > file_size / 16)
+        return fmt_fail(msg, FMT_ECORRUPT, "metadata says %" PRIu64 " samples, the database "
+                        "holds %" PRIu64 " entries", in->samples, entries);
+    return 0;
+}
+
+/* Walk every key (lmdb.md, items 5 and 6), recording where each sample's value lies. */
+static int lm_walk(lm_shard *s, MDB_dbi dbi, uint64_t index_hash, fmt_msg *msg)
+{
+    MDB_cursor *cur = NULL;
+    XXH3_state_t *st = XXH3_createState();
+    uint64_t got = 0, ps = lm_page_size();
+    int rc = 0, mrc;
+    if (!st) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    XXH3_64bits_reset(st);
+    mrc = mdb_cursor_open(s->txn, dbi, &cur);
+    if (mrc) {
+        rc = fmt_fail(msg, lm_code(mrc), "cannot open a cursor: %s", mdb_strerror(mrc));
+        goto leave;
+    }
+    MDB_val k, v;
+    MDB_cursor_op op = MDB_FIRST;
+    while ((mrc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
+        op = MDB_NEXT;
+        if (k.mv_size != 8) {
+            size_t plen = strlen(LM_RESERVED_PREFIX);
+            if (k.mv_size < plen || memcmp(k.mv_data, LM_RESERVED_PREFIX, plen) != 0) {
+                rc = fmt_fail(msg, FMT_ECORRUPT, "unexpected key of %zu bytes", k.mv_size);
+                goto leave;
+            }
+            continue;   /* a reserved key: the metadata, or one of a later minor version */
+        }
+        uint64_t idx = get_be64(k.mv_data);
+        if (got >= s->info.samples) {
+            rc = fmt_fail(msg, FMT_ECORRUPT, "more sample keys than the %" PRIu64 " the "
+                          "metadata says", s->info.samples);
+            goto leave;
+        }
+        if (idx != s->info.first_index + got) {
+            rc = fmt_fail(msg, FMT_ECORRUPT, "key %" PRIu64 " found where %" PRIu64 " was "
+                          "expected", idx, s->info.first_index + got);
+            goto leave;
+        }
+        const uint8_t *val = v.mv_data;
+        rc = lm_check_value(val, v.mv_size, got, msg);
+        if (rc)
+            goto leave;
+        XXH3_64bits_update(st, val, LM_VALUE_HEADER);
+        uint32_t aux_len = get32(val + 40);
+        if (aux_len)
+            XXH3_64bits_update(st, val + v.mv_size - aux_len, aux_len);
+        s->ent[got].val = val;
+        s->ent[got].len = v.mv_size;
+        uint8_t *lo = (uint8_t *)((uintptr_t)val & ~(uintptr_t)(ps - 1));
+        uint8_t *hi = (uint8_t *)lm_round_up((uintptr_t)val + v.mv_size, ps);
+        if (!s->lo || lo < s->lo)
+            s->lo = lo;
+        if (hi > s->hi)
+            s->hi = hi;
+        got++;
+    }
+    if (mrc != MDB_NOTFOUND) {
+        rc = fmt_fail(msg, lm_code(mrc), "cannot walk the database: %s", mdb_strerror(mrc));
+        goto leave;
+    }
+    if (got != s->info.samples) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "%" PRIu64 " sample keys, the metadata says %" PRIu64,
+                      got, s->info.samples);
+        goto leave;
+    }
+    if (XXH3_64bits_digest(st) != index_hash)
+        rc = fmt_fail(msg, FMT_EHASH, "bad index hash");
+leave:
+    if (cur)
+        mdb_cursor_close(cur);
+    XXH3_freeState(st);
+    return rc;
+}
+
+static int lm_r_open(void **out, const char *dir, const char *path, fmt_access access,
+                     fmt_msg *msg)
+{
+    (void)dir;
+    (void)access;   /* LMDB hands out map addresses only: every mode reads through the map */
+    *out = NULL;
+    if (msg)
+        msg->text[0] = '\0';
+    int rc = 0, mrc;
+    char *data = lm_join(path, "data.mdb", "");
+    lm_shard *s = calloc(1, sizeof *s);
+    if (!s || !data) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        rc = errno;
+        fmt_fail(msg, rc, "%s", fmt_strerror(rc));
+        goto leave;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        rc = fmt_fail(msg, FMT_EFORMAT, "not a directory (an lmdb shard is an environment "
+                      "directory)");
+        goto leave;
+    }
+    if (stat(data, &st) != 0) {
+        rc = errno;
+        fmt_fail(msg, rc, "data.mdb: %s", fmt_strerror(rc));
+        goto leave;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = fmt_fail(msg, FMT_EFORMAT, "data.mdb is not a regular file");
+        goto leave;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    if (size == 0) {
+        rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is empty");
+        goto leave;
+    }
+    if (size > SIZE_MAX / 2) {
+        rc = fmt_fail(msg, FMT_ETOOBIG, "data.mdb too large to map");
+        goto leave;
+    }
+
+    mrc = mdb_env_create(&s->env);
+    /* a map no larger than the file: LMDB raises it to what its meta page says is in use (the
+     * check below), whatever map size the writer recorded */
+    if (mrc == 0)
+        mrc = mdb_env_set_mapsize(s->env, (size_t)lm_round_up(size, lm_page_size()));
+    if (mrc) {
+        rc = fmt_fail(msg, lm_code(mrc), "%s", mdb_strerror(mrc));
+        goto leave;
+    }
+    /* MDB_NOLOCK: a shard is immutable once it has its final name, so there is no writer for
+     * the reader table to hold off, and nothing is written into the dataset */
+    mrc = mdb_env_open(s->env, path, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0);
+    if (mrc) {
+        mdb_env_close(s->env);
+        s->env = NULL;
+        if (mrc == MDB_INVALID && size < 2 * lm_page_size())
+            rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is %" PRIu64 " bytes, too short for an "
+                          "lmdb environment", size);
+        else if (mrc == MDB_INVALID)
+            rc = fmt_fail(msg, FMT_EFORMAT, "data.mdb is not an lmdb environment");
+        else
+            rc = fmt_fail(msg, lm_code(mrc), "cannot open the environment: %s",
+                          mdb_strerror(mrc));
+        goto leave;
+    }
+    MDB_envinfo ei;
+    MDB_stat es;
+    mdb_env_info(s->env, &ei);
+    mdb_env_stat(s->env, &es);
+    uint64_t used;
+    if (__builtin_mul_overflow((uint64_t)ei.me_last_pgno + 1, (uint64_t)es.ms_psize, &used) ||
+        used > size) {
+        rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is %" PRIu64 " bytes, its meta page says %"
+                      PRIu64 " pages of %u", size, (uint64_t)ei.me_last_pgno + 1, es.ms_psize);
+        goto leave;
+    }
+
+    MDB_dbi dbi;
+    unsigned flags = 0;
+    mrc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &s->txn);
+    if (mrc == 0)
+        mrc = mdb_dbi_open(s->txn, NULL, 0, &dbi);
+    if (mrc == 0)
+        mrc = mdb_dbi_flags(s->txn, dbi, &flags);
+    if (mrc == 0)
+        mrc = mdb_stat(s->txn, dbi, &es);
+    if (mrc) {
+        rc = fmt_fail(msg, lm_code(mrc), "cannot read the main database: %s", mdb_strerror(mrc));
+        goto leave;
+    }
+    if (flags != 0) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "main database has flags 0x%x", flags);
+        goto leave;
+    }
+    MDB_val key = {.mv_size = strlen(LM_META_KEY), .mv_data = LM_META_KEY}, val;
+    mrc = mdb_get(s->txn, dbi, &key, &val);
+    if (mrc == MDB_NOTFOUND) {
+        rc = fmt_fail(msg, FMT_EFORMAT, "no %s key (not a shardc lmdb shard)", LM_META_KEY);
+        goto leave;
+    }
+    if (mrc) {
+        rc = fmt_fail(msg, lm_code(mrc), "cannot read %s: %s", LM_META_KEY, mdb_strerror(mrc));
+        goto leave;
+    }
+    uint64_t index_hash = 0;
+    rc = lm_read_meta(s, &val, es.ms_entries, size, &index_hash, msg);
+    if (rc)
+        goto leave;
+    s->info.bytes = size;
+    s->ent = calloc(s->info.samples ? s->info.samples : 1, sizeof *s->ent);
+    if (!s->ent) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    rc = lm_walk(s, dbi, index_hash, msg);
+leave:
+    free(data);
+    if (rc)
+        lm_r_close(s);
+    else
+        *out = s;
+    return rc;
+}
+
+static const fmt_shard_info *lm_r_info(const void *p)
+{
+    return &((const lm_shard *)p)->info;
+}
+
+static int lm_r_get(const void *p, uint64_t i, fmt_sample *out)
+{
+    const lm_shard *s = p;
+    if (i >= s->info.samples)
+        return FMT_EINVAL;
+    const uint8_t *v = s->ent[i].val;
+    lm_header h;
+    lm_decode_header(v, &h);
+    out->index = i;
+    out->label = h.label;
+    out->height = h.height;
+    out->width = h.width;
+    out->channels = h.channels;
+    out->source = h.source;
+    out->hash = h.hash;
+    out->length = s->ent[i].len - LM_VALUE_HEADER - h.aux_len;
+    out->pixels = v + LM_VALUE_HEADER;
+    out->aux = h.aux_len ? v + s->ent[i].len - h.aux_len : NULL;
+    out->aux_len = h.aux_len;
+    return 0;
+}
+
+static int lm_r_read(const void *p, uint64_t i, void *dst, void *scratch, size_t scratch_len)
+{
+    (void)scratch;
+    (void)scratch_len;
+    const lm_shard *s = p;
+    if (i >= s->info.samples)
+        return FMT_EINVAL;
+    const uint8_t *v = s->ent[i].val;
+    memcpy(dst, v + LM_VALUE_HEADER, (size_t)(s->ent[i].len - LM_VALUE_HEADER - get32(v + 40)));
+    return 0;
+}
+
+static int lm_r_check(const void *p, uint64_t i)
+{
+    const lm_shard *s = p;
+    if (i >= s->info.samples)
+        return FMT_EINVAL;
+    const uint8_t *v = s->ent[i].val;
+    size_t len = (size_t)(s->ent[i].len - LM_VALUE_HEADER - get32(v + 40));
+    return XXH3_64bits(v + LM_VALUE_HEADER, len) == get64(v + 24) ? 0 : FMT_EHASH;
+}
+
+static int lm_r_advise(const void *p, fmt_advice advice)
+{
+    static const int madv[] = {MADV_NORMAL, MADV_SEQUENTIAL, MADV_RANDOM};
+    const lm_shard *s = p;
+    if ((unsigned)advice > FMT_ADVICE_RANDOM)
+        return FMT_EINVAL;
+    if (!s->lo)
+        return 0;
+    /* the span lies inside LMDB's map (one contiguous mapping); advice only changes read-ahead */
+    return madvise(s->lo, (size_t)(s->hi - s->lo), madv[advice]) != 0 ? errno : 0;
+}
+
+const fmt_backend fmt_backend_lmdb = {
+    .name = "lmdb",
+    .version = 1,
+    .suffix = ".lmdb",
+    .w_open = lm_w_open,
+    .w_add = lm_w_add,
+    .w_count = lm_w_count,
+    .w_size = lm_w_size,
+    .w_cost = lm_w_cost,
+    .w_finish = lm_w_finish,
+    .w_abort = lm_w_abort,
+    .r_open = lm_r_open,
+    .r_close = lm_r_close,
+    .r_info = lm_r_info,
+    .r_get = lm_r_get,
+    .r_read = lm_r_read,
+    .r_check = lm_r_check,
+    .r_advise = lm_r_advise,
+    /* r_direct, r_sample_path: none (every access mode reads through the map; one directory per
+     * shard, not per sample) */
+};

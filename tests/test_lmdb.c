@@ -1,0 +1,1549 @@
+/* test_lmdb.c - the lmdb backend, used only through its fmt_backend table: round trips, the layout
+ * that liblmdb and the standard tools see (formats/lmdb.md), atomic writing, damage, crafted
+ * environments and concurrent reads. */
+#include "backend.h"
+
+#include <check.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+static const fmt_backend *const be = &fmt_backend_lmdb;
+
+/* g_root is made once by the runner process and removed with everything under it at the end, even
+ * when a test failed in its forked child; each test gets a fresh g_dir inside it. */
+static char g_root[1024], g_dir[1100];
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static void root_setup(void)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(g_root, sizeof g_root, "%s/test_lmdb.XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(g_root))
+        g_root[0] = '\0';
+}
+
+static void root_teardown(void)
+{
+    if (g_root[0])
+        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void setup(void)
+{
+    static unsigned seq;
+    ck_assert_msg(g_root[0] != '\0', "cannot create a temp dir");
+    snprintf(g_dir, sizeof g_dir, "%s/t%u.XXXXXX", g_root, seq++);
+    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+}
+
+static void path_in_dir(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "%s/%s", g_dir, name);
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    return (uint64_t)st.st_size;
+}
+
+/* How many names dir holds (not . and ..); *only_match: whether `only` is one of them. */
+static size_t dir_entries(const char *dir, const char *only, int *only_match)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    size_t n = 0;
+    int match = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        n++;
+        if (only && strcmp(e->d_name, only) == 0)
+            match = 1;
+    }
+    closedir(d);
+    if (only_match)
+        *only_match = match;
+    return n;
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint16_t rd16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static void wr64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void wr32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void wr16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint64_t rng_state;
+
+static uint64_t rng(void)
+{
+    /* xorshift64*: deterministic fixtures */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+/* ---- fixtures: samples written to a shard ---- */
+
+typedef struct {
+    uint32_t h, w, c;
+    int32_t label;
+    uint64_t source;
+    uint8_t *px;
+    uint8_t *aux;
+    uint32_t aux_len;
+} tsample;
+
+enum { SHAPES_FIXED_GRAY, SHAPES_FIXED_RGB, SHAPES_MIXED, SHAPES_IMAGENET };
+
+static tsample *make_samples(size_t n, int shapes, int with_aux)
+{
+    tsample *s = calloc(n ? n : 1, sizeof *s);
+    ck_assert_ptr_nonnull(s);
+    for (size_t i = 0; i < n; i++) {
+        if (shapes == SHAPES_FIXED_GRAY) {
+            s[i].h = 17, s[i].w = 13, s[i].c = 1;
+        } else if (shapes == SHAPES_FIXED_RGB) {
+            s[i].h = 32, s[i].w = 30, s[i].c = 3;       /* 2880 bytes: an overflow value */
+        } else if (shapes == SHAPES_IMAGENET) {
+            s[i].h = 224, s[i].w = 224, s[i].c = 3;
+        } else {
+            /* from 1 byte (a leaf value) to 60x60x3 (an overflow value) */
+            s[i].h = 1 + (uint32_t)(rng() % 60);
+            s[i].w = 1 + (uint32_t)(rng() % 60);
+            s[i].c = (rng() & 1) ? 3 : 1;
+        }
+        s[i].label = (i % 4 == 3) ? -1 : (int32_t)(rng() % 1000);
+        s[i].source = rng();
+        size_t len = (size_t)s[i].h * s[i].w * s[i].c;
+        s[i].px = malloc(len);
+        ck_assert_ptr_nonnull(s[i].px);
+        for (size_t k = 0; k < len; k++)
+            s[i].px[k] = (uint8_t)rng();
+        if (with_aux && i % 3 != 1) {
+            s[i].aux_len = 1 + (uint32_t)(rng() % 70);
+            s[i].aux = malloc(s[i].aux_len);
+            ck_assert_ptr_nonnull(s[i].aux);
+            for (uint32_t k = 0; k < s[i].aux_len; k++)
+                s[i].aux[k] = (uint8_t)rng();
+        }
+    }
+    return s;
+}
+
+static void free_samples(tsample *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(s[i].px);
+        free(s[i].aux);
+    }
+    free(s);
+}
+
+static uint64_t sample_len(const tsample *s)
+{
+    return (uint64_t)s->h * s->w * s->c;
+}
+
+static void fill_meta(const tsample *s, fmt_sample_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    m->height = s->h;
+    m->width = s->w;
+    m->channels = s->c;
+    m->label = s->label;
+    m->source = s->source;
+    m->hash = fmt_hash64(s->px, sample_len(s));
+    fmt_pixel_sums(s->px, (size_t)s->h * s->w, s->c, m->sum, m->sumsq);
+    m->aux = s->aux;
+    m->aux_len = s->aux_len;
+}
+
+typedef struct {
+    const char *name;
+    uint64_t first_index, fingerprint, input_end;
+    int replace;                /* an older shard of this name exists until finish */
+} tshard;
+
+static void shard_paths(const char *name, char *fin, char *tmp, char *data, size_t n)
+{
+    snprintf(fin, n, "%s/%s.lmdb", g_dir, name);
+    if (tmp)
+        snprintf(tmp, n, "%s/%s.lmdb.tmp", g_dir, name);
+    if (data)
+        snprintf(data, n, "%s/%s.lmdb/data.mdb", g_dir, name);
+}
+
+/* Write samples through the table, asserting the temporary/final names and the size accounting
+ * after every add; *info receives what finish says, *projected the last w_size. */
+static void write_shard(const tshard *t, const tsample *s, size_t n, fmt_shard_info *info,
+                        uint64_t *projected)
+{
+    char fin[1400], tmp[1400], data[1400];
+    shard_paths(t->name, fin, tmp, data, sizeof fin);
+    fmt_writer_opts o = {.dir = g_dir, .name = t->name, .first_index = t->first_index,
+                         .fingerprint = t->fingerprint};
+    void *w;
+    ck_assert_int_eq(be->w_open(&w, &o), 0);
+    ck_assert(is_dir(tmp));
+    ck_assert(t->replace ? is_dir(fin) : !exists(fin));
+    uint64_t size = be->w_size(w);
+    ck_assert_uint_gt(size, 0);
+    for (size_t i = 0; i < n; i++) {
+        fmt_sample_meta m;
+        fill_meta(&s[i], &m);
+        uint64_t stored = 0;
+        ck_assert_int_eq(be->w_add(w, &m, s[i].px, &stored), 0);
+        ck_assert_uint_eq(stored, m.hash);
+        uint64_t cost = be->w_cost(sample_len(&s[i]), s[i].aux_len, 0);
+        ck_assert_uint_gt(cost, sample_len(&s[i]) + s[i].aux_len);
+        size += cost;
+        ck_assert_uint_eq(be->w_size(w), size);
+        ck_assert_uint_eq(be->w_count(w), i + 1);
+    }
+    ck_assert(t->replace ? is_dir(fin) : !exists(fin));
+    ck_assert_int_eq(be->w_finish(w, t->input_end, info), 0);
+    ck_assert(!exists(tmp));
+    ck_assert(is_dir(fin));
+    int only = 0;
+    ck_assert_uint_eq(dir_entries(fin, "data.mdb", &only), 1);   /* no lock.mdb */
+    ck_assert(only);
+    ck_assert_uint_eq(info->bytes, file_size(data));
+    /* the projection bounds the real size (--shard-size relies on it) */
+    ck_assert_uint_le(info->bytes, size);
+    if (projected)
+        *projected = size;
+}
+
+static void expected_sums(const tsample *s, size_t n, uint64_t sum[3], uint64_t sumsq[3])
+{
+    memset(sum, 0, 3 * sizeof *sum);
+    memset(sumsq, 0, 3 * sizeof *sumsq);
+    for (size_t i = 0; i < n; i++) {
+        for (uint64_t k = 0; k < sample_len(&s[i]); k++) {
+            uint64_t v = s[i].px[k];
+            sum[k % s[i].c] += v;
+            sumsq[k % s[i].c] += v * v;
+        }
+    }
+}
+
+static void *open_shard(const char *name, fmt_access access)
+{
+    char fin[1400];
+    shard_paths(name, fin, NULL, NULL, sizeof fin);
+    void *r = (void *)1;
+    fmt_msg msg = {{0}};
+    int rc = be->r_open(&r, g_dir, fin, access, &msg);
+    ck_assert_msg(rc == 0, "open %s: %s", fin, fmt_reason(&msg, rc));
+    ck_assert_ptr_nonnull(r);
+    return r;
+}
+
+/* Everything the reader says about the shard against the fixture. */
+static void check_shard(const tshard *t, const tsample *s, size_t n, const fmt_shard_info *winfo,
+                        fmt_access access)
+{
+    void *r = open_shard(t->name, access);
+    const fmt_shard_info *ri = be->r_info(r);
+    ck_assert_uint_eq(ri->samples, n);
+    ck_assert_uint_eq(ri->first_index, t->first_index);
+    ck_assert_uint_eq(ri->fingerprint, t->fingerprint);
+    ck_assert_uint_eq(ri->input_end, t->input_end);
+    ck_assert_uint_eq(ri->bytes, winfo->bytes);
+    ck_assert_uint_eq(ri->hash, winfo->hash);
+    uint64_t sum[3], sumsq[3];
+    expected_sums(s, n, sum, sumsq);
+    for (int c = 0; c < 3; c++) {
+        ck_assert_uint_eq(ri->sum[c], sum[c]);
+        ck_assert_uint_eq(ri->sumsq[c], sumsq[c]);
+        ck_assert_uint_eq(winfo->sum[c], sum[c]);
+        ck_assert_uint_eq(winfo->sumsq[c], sumsq[c]);
+    }
+    ck_assert_uint_eq(winfo->samples, n);
+    ck_assert_uint_eq(winfo->first_index, t->first_index);
+    ck_assert_uint_eq(winfo->fingerprint, t->fingerprint);
+    ck_assert_uint_eq(winfo->input_end, t->input_end);
+
+    for (size_t i = 0; i < n; i++) {
+        fmt_sample smp;
+        memset(&smp, 0xAB, sizeof smp);
+        ck_assert_int_eq(be->r_get(r, i, &smp), 0);
+        uint64_t len = sample_len(&s[i]);
+        ck_assert_uint_eq(smp.index, i);
+        ck_assert_int_eq(smp.label, s[i].label);
+        ck_assert_uint_eq(smp.height, s[i].h);
+        ck_assert_uint_eq(smp.width, s[i].w);
+        ck_assert_uint_eq(smp.channels, s[i].c);
+        ck_assert_uint_eq(smp.source, s[i].source);
+        ck_assert_uint_eq(smp.hash, fmt_hash64(s[i].px, len));
+        ck_assert_uint_eq(smp.length, len);
+        ck_assert_ptr_nonnull(smp.pixels);     /* zero copy in every access mode */
+        ck_assert_mem_eq(smp.pixels, s[i].px, len);
+        ck_assert_uint_eq(smp.aux_len, s[i].aux_len);
+        if (s[i].aux) {
+            ck_assert_ptr_nonnull(smp.aux);
+            ck_assert_mem_eq(smp.aux, s[i].aux, s[i].aux_len);
+        } else {
+            ck_assert_ptr_null(smp.aux);
+        }
+        uint8_t *buf = malloc(len + 1);
+        ck_assert_ptr_nonnull(buf);
+        memset(buf, 0x5A, len + 1);
+        ck_assert_int_eq(be->r_read(r, i, buf, NULL, 0), 0);
+        ck_assert_mem_eq(buf, s[i].px, len);
+        ck_assert_mem_eq(buf, smp.pixels, len);
+        ck_assert_uint_eq(buf[len], 0x5A);      /* nothing past the sample */
+        free(buf);
+        ck_assert_int_eq(be->r_check(r, i), 0);
+    }
+    fmt_sample smp;
+    uint8_t one;
+    ck_assert_int_eq(be->r_get(r, n, &smp), FMT_EINVAL);
+    ck_assert_int_eq(be->r_read(r, n, &one, NULL, 0), FMT_EINVAL);
+    ck_assert_int_eq(be->r_check(r, n), FMT_EINVAL);
+    ck_assert_int_eq(be->r_advise(r, FMT_ADVICE_SEQUENTIAL), 0);
+    ck_assert_int_eq(be->r_advise(r, FMT_ADVICE_RANDOM), 0);
+    ck_assert_int_eq(be->r_advise(r, FMT_ADVICE_NORMAL), 0);
+    ck_assert_int_eq(be->r_advise(r, (fmt_advice)7), FMT_EINVAL);
+    be->r_close(r);
+}
+
+/* ---- an independent reading of the layout in formats/lmdb.md, with liblmdb alone ---- */
+
+static void spec_check(const tshard *t, const tsample *s, size_t n, uint64_t content_hash)
+{
+    char fin[1400];
+    shard_paths(t->name, fin, NULL, NULL, sizeof fin);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_stat st;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_open(env, fin, MDB_RDONLY | MDB_NOLOCK, 0), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+    ck_assert_int_eq(mdb_stat(txn, dbi, &st), 0);
+    ck_assert_uint_eq(st.ms_entries, n + 1);
+
+    XXH3_state_t *ih = XXH3_createState();
+    XXH3_64bits_reset(ih);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t kb[8];
+        be64(kb, t->first_index + i);
+        MDB_val k = {8, kb}, v;
+        ck_assert_int_eq(mdb_get(txn, dbi, &k, &v), 0);
+        const uint8_t *p = v.mv_data;
+        uint64_t len = sample_len(&s[i]);
+        ck_assert_uint_eq(v.mv_size, 48 + len + s[i].aux_len);
+        ck_assert_mem_eq(p, "SHLV", 4);
+        ck_assert_uint_eq(rd16(p + 4), 1);
+        ck_assert_uint_eq(rd16(p + 6), 48);
+        ck_assert_int_eq((int32_t)rd32(p + 8), s[i].label);
+        ck_assert_uint_eq(rd32(p + 12), s[i].h);
+        ck_assert_uint_eq(rd32(p + 16), s[i].w);
+        ck_assert_uint_eq(rd32(p + 20), s[i].c);
+        ck_assert_uint_eq(rd64(p + 24), XXH3_64bits(s[i].px, len));
+        ck_assert_uint_eq(rd64(p + 32), s[i].source);
+        ck_assert_uint_eq(rd32(p + 40), s[i].aux_len);
+        ck_assert_uint_eq(rd32(p + 44), 0);
+        ck_assert_mem_eq(p + 48, s[i].px, len);
+        if (s[i].aux_len)
+            ck_assert_mem_eq(p + 48 + len, s[i].aux, s[i].aux_len);
+        /* an overflow value starts 16 bytes into a page: pixels are 64-byte aligned */
+        if (v.mv_size > 2100)
+            ck_assert_uint_eq((uintptr_t)(p + 48) % 64, 0);
+        XXH3_64bits_update(ih, p, 48);
+        XXH3_64bits_update(ih, p + 48 + len, s[i].aux_len);
+    }
+    MDB_val k = {15, "__shardc__/meta"}, v;
+    ck_assert_int_eq(mdb_get(txn, dbi, &k, &v), 0);
+    ck_assert_uint_eq(v.mv_size, 128);
+    const uint8_t *m = v.mv_data;
+    ck_assert_mem_eq(m, "SHARDLMD", 8);
+    ck_assert_uint_eq(rd16(m + 8), 1);
+    ck_assert_uint_eq(rd16(m + 10), 0);
+    ck_assert_uint_eq(rd32(m + 12), 128);
+    ck_assert_uint_eq(rd64(m + 16), n);
+    ck_assert_uint_eq(rd64(m + 24), t->first_index);
+    ck_assert_uint_eq(rd64(m + 32), t->fingerprint);
+    ck_assert_uint_eq(rd64(m + 40), t->input_end);
+    ck_assert_uint_eq(rd64(m + 96), XXH3_64bits_digest(ih));
+    ck_assert_uint_eq(rd64(m + 120), XXH3_64bits(m, 120));
+    ck_assert_uint_eq(rd64(m + 120), content_hash);
+    XXH3_freeState(ih);
+
+    /* a cursor walks the samples in order, the metadata last */
+    MDB_cursor *cur;
+    ck_assert_int_eq(mdb_cursor_open(txn, dbi, &cur), 0);
+    size_t seen = 0;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), seen++) {
+        if (seen < n) {
+            uint8_t kb[8];
+            be64(kb, t->first_index + seen);
+            ck_assert_uint_eq(k.mv_size, 8);
+            ck_assert_mem_eq(k.mv_data, kb, 8);
+        } else {
+            ck_assert_uint_eq(k.mv_size, 15);
+            ck_assert_mem_eq(k.mv_data, "__shardc__/meta", 15);
+        }
+    }
+    ck_assert_uint_eq(seen, n + 1);
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    uint8_t *buf;
+    ck_assert_int_eq(fmt_read_file(path, (size_t)1 << 30, &buf, len), 0);
+    return buf;
+}
+
+static void remove_shard(const char *name)
+{
+    char fin[1400], data[1400], lock[1500];
+    shard_paths(name, fin, NULL, data, sizeof fin);
+    snprintf(lock, sizeof lock, "%s/lock.mdb", fin);
+    ck_assert_int_eq(unlink(data), 0);
+    unlink(lock);
+    ck_assert_int_eq(rmdir(fin), 0);
+}
+
+static void roundtrip(size_t n, int shapes, int with_aux)
+{
+    rng_state = 0x9E3779B97F4A7C15ULL ^ (n * 131 + (uint64_t)shapes * 7 + (uint64_t)with_aux);
+    tsample *s = make_samples(n, shapes, with_aux);
+    tshard t = {"shard-00000", 5000 + n, 0xFEEDFACECAFEBEEFULL, 77777, 0};
+    fmt_shard_info info;
+    write_shard(&t, s, n, &info, NULL);
+    check_shard(&t, s, n, &info, FMT_ACCESS_MMAP);
+    check_shard(&t, s, n, &info, FMT_ACCESS_PREAD);
+    check_shard(&t, s, n, &info, FMT_ACCESS_DIRECT);
+    spec_check(&t, s, n, info.hash);
+
+    /* deterministic: the same samples give the same hash and the same bytes */
+    tshard t2 = t;
+    t2.name = "shard-00001";
+    fmt_shard_info info2;
+    write_shard(&t2, s, n, &info2, NULL);
+    ck_assert_uint_eq(info2.hash, info.hash);
+    ck_assert_uint_eq(info2.bytes, info.bytes);
+    char d1[1400], d2[1400], fin[1400];
+    shard_paths(t.name, fin, NULL, d1, sizeof d1);
+    shard_paths(t2.name, fin, NULL, d2, sizeof d2);
+    size_t l1, l2;
+    uint8_t *b1 = slurp(d1, &l1), *b2 = slurp(d2, &l2);
+    ck_assert_uint_eq(l1, l2);
+    ck_assert_mem_eq(b1, b2, l1);
+    free(b1);
+    free(b2);
+
+    /* ... and any metadata field changes the content hash */
+    tshard t3 = t;
+    t3.name = "shard-00002";
+    t3.input_end++;
+    fmt_shard_info info3;
+    write_shard(&t3, s, n, &info3, NULL);
+    ck_assert_uint_ne(info3.hash, info.hash);
+    remove_shard(t.name);
+    remove_shard(t2.name);
+    remove_shard(t3.name);
+    free_samples(s, n);
+}
+
+START_TEST(test_roundtrip_fixed_gray)
+{
+    roundtrip(7, SHAPES_FIXED_GRAY, 1);
+    roundtrip(5, SHAPES_FIXED_GRAY, 0);
+}
+END_TEST
+
+START_TEST(test_roundtrip_fixed_rgb)
+{
+    roundtrip(9, SHAPES_FIXED_RGB, 0);
+    roundtrip(3, SHAPES_FIXED_RGB, 1);
+    roundtrip(4, SHAPES_IMAGENET, 1);
+}
+END_TEST
+
+START_TEST(test_roundtrip_mixed)
+{
+    roundtrip(23, SHAPES_MIXED, 1);
+    roundtrip(400, SHAPES_MIXED, 0);    /* several leaf pages and a branch level */
+    roundtrip(1, SHAPES_MIXED, 1);
+}
+END_TEST
+
+START_TEST(test_empty_shard)
+{
+    roundtrip(0, SHAPES_MIXED, 0);
+    roundtrip(0, SHAPES_FIXED_RGB, 1);
+    be->r_close(NULL);
+}
+END_TEST
+
+/* n samples of 1024x683x3 (2 MiB), filled by a cheap generator. */
+static tsample *make_big_samples(size_t n)
+{
+    tsample *s = calloc(n, sizeof *s);
+    ck_assert_ptr_nonnull(s);
+    for (size_t i = 0; i < n; i++) {
+        s[i].h = 683, s[i].w = 1024, s[i].c = 3, s[i].label = (int32_t)i, s[i].source = i;
+        size_t len = (size_t)sample_len(&s[i]);
+        s[i].px = malloc(len);
+        ck_assert_ptr_nonnull(s[i].px);
+        uint64_t x = rng();
+        for (size_t k = 0; k < len; k += 8) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            memcpy(s[i].px + k, &x, len - k < 8 ? len - k : 8);
+        }
+    }
+    return s;
+}
+
+/* A shard large enough for several write transactions and map resizes. */
+START_TEST(test_large_shard)
+{
+    rng_state = 99;
+    const size_t n = 36;    /* 36 x 2 MiB: past the 64 MiB transaction size */
+    tsample *s = make_big_samples(n);
+    tshard t = {"shard-00007", 123456, 1, 2, 0};
+    fmt_shard_info info;
+    uint64_t projected;
+    write_shard(&t, s, n, &info, &projected);
+    /* the projection is close as well as an upper bound */
+    ck_assert_uint_ge(info.bytes, projected - projected / 1000);
+    check_shard(&t, s, n, &info, FMT_ACCESS_MMAP);
+    free_samples(s, n);
+}
+END_TEST
+
+/* ---- what the standard tools see ---- */
+
+static int have_tool(const char *name)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
+    return system(cmd) == 0;
+}
+
+static char *run_tool(const char *fmt, const char *path)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, fmt, path);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    size_t r;
+    while ((r = fread(out + len, 1, cap - len - 1, f)) > 0) {
+        len += r;
+        if (cap - len < 2) {
+            cap *= 2;
+            out = realloc(out, cap);
+            ck_assert_ptr_nonnull(out);
+        }
+    }
+    out[len] = '\0';
+    ck_assert_int_eq(pclose(f), 0);
+    return out;
+}
+
+/* mdb_dump -p's rendering of a key: printable bytes as they are, anything else as a backslash
+ * and two hex digits (versions differ on a backslash itself; the keys here hold none). */
+static void dump_escape(const uint8_t *k, size_t n, char *out)
+{
+    char *o = out;
+    *o++ = ' ';
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_ne(k[i], '\\');
+        if (isprint(k[i]))
+            *o++ = (char)k[i];
+        else
+            o += sprintf(o, "\\%02x", k[i]);
+    }
+    *o = '\0';
+}
+
+START_TEST(test_standard_tools)
+{
+    if (!have_tool("mdb_stat") || !have_tool("mdb_dump")) {
+        fprintf(stderr, "test_standard_tools: mdb_stat/mdb_dump not installed (lmdb-utils)\n");
+        return;
+    }
+    rng_state = 7;
+    const size_t n = 9;
+    tsample *s = make_samples(n, SHAPES_FIXED_GRAY, 1);
+    /* keys 00 01 00 00 00 00 00 'P' .. 'X': escaped bytes and printable ones */
+    tshard t = {"shard-00003", 0x0001000000000050ULL, 3, 4, 0};
+    fmt_shard_info info;
+    write_shard(&t, s, n, &info, NULL);
+    char fin[1400];
+    shard_paths(t.name, fin, NULL, NULL, sizeof fin);
+
+    char *out = run_tool("mdb_stat '%s' 2>&1", fin);
+    char want[64];
+    snprintf(want, sizeof want, "Entries: %zu\n", n + 1);
+    ck_assert_msg(strstr(out, want), "mdb_stat said:\n%s", out);
+    free(out);
+
+    out = run_tool("mdb_dump -p '%s' 2>&1", fin);
+    char *p = strstr(out, "HEADER=END\n");
+    ck_assert_ptr_nonnull(p);
+    p += strlen("HEADER=END\n");
+    /* key and value lines alternate; the keys are the samples' in order, then the metadata */
+    for (size_t i = 0; i <= n; i++) {
+        char *eol = strchr(p, '\n');
+        ck_assert_ptr_nonnull(eol);
+        *eol = '\0';
+        char exp[128];
+        if (i < n) {
+            uint8_t kb[8];
+            be64(kb, t.first_index + i);
+            dump_escape(kb, 8, exp);
+        } else {
+            dump_escape((const uint8_t *)"__shardc__/meta", 15, exp);
+        }
+        ck_assert_str_eq(p, exp);
+        p = strchr(eol + 1, '\n');     /* skip the value line */
+        ck_assert_ptr_nonnull(p);
+        p++;
+    }
+    ck_assert(strncmp(p, "DATA=END", 8) == 0);
+    free(out);
+
+    /* the tools may leave a lock.mdb in the shard: the reader neither needs nor counts it */
+    void *r = open_shard(t.name, FMT_ACCESS_MMAP);
+    ck_assert_uint_eq(be->r_info(r)->bytes, info.bytes);
+    ck_assert_uint_eq(be->r_info(r)->hash, info.hash);
+    be->r_close(r);
+    free_samples(s, n);
+}
+END_TEST
+
+/* ---- writing: temporaries, abort, replacement, bad arguments, I/O failure ---- */
+
+START_TEST(test_tmp_and_abort)
+{
+    rng_state = 11;
+    tsample *s = make_samples(5, SHAPES_FIXED_RGB, 1);
+    char fin[1400], tmp[1400];
+    shard_paths("shard-00004", fin, tmp, NULL, sizeof fin);
+    fmt_writer_opts o = {.dir = g_dir, .name = "shard-00004", .first_index = 10};
+    void *w;
+    ck_assert_int_eq(be->w_open(&w, &o), 0);
+    for (int i = 0; i < 5; i++) {
+        fmt_sample_meta m;
+        fill_meta(&s[i], &m);
+        ck_assert_int_eq(be->w_add(w, &m, s[i].px, NULL), 0);
+    }
+    ck_assert(is_dir(tmp));
+    ck_assert(!exists(fin));
+    be->w_abort(w);
+    ck_assert_uint_eq(dir_entries(g_dir, NULL, NULL), 0);
+    be->w_abort(NULL);
+
+    /* abort right after open */
+    ck_assert_int_eq(be->w_open(&w, &o), 0);
+    be->w_abort(w);
+    ck_assert_uint_eq(dir_entries(g_dir, NULL, NULL), 0);
+
+    /* a temporary environment left by a killed build is replaced */
+    ck_assert_int_eq(mkdir(tmp, 0755), 0);
+    char junk[1500];
+    snprintf(junk, sizeof junk, "%s/data.mdb", tmp);
+    ck_assert_int_eq(fmt_write_file_atomic(junk, "garbage", 7), 0);
+    snprintf(junk, sizeof junk, "%s/lock.mdb", tmp);
+    ck_assert_int_eq(fmt_write_file_atomic(junk, "lock", 4), 0);
+    tshard t = {"shard-00004", 10, 0, 5, 0};
+    fmt_shard_info info;
+    write_shard(&t, s, 5, &info, NULL);
+    check_shard(&t, s, 5, &info, FMT_ACCESS_MMAP);
+    free_samples(s, 5);
+}
+END_TEST
+
+START_TEST(test_replace_existing)
+{
+    rng_state = 12;
+    tsample *a = make_samples(4, SHAPES_MIXED, 0), *b = make_samples(6, SHAPES_FIXED_RGB, 1);
+    tshard t = {"shard-00005", 40, 1, 44, 0};
+    fmt_shard_info ia, ib;
+    write_shard(&t, a, 4, &ia, NULL);
+    /* rewriting a shard (a resumed build redoing it) swaps the new one in */
+    t.input_end = 46;
+    t.replace = 1;
+    write_shard(&t, b, 6, &ib, NULL);
+    ck_assert_uint_ne(ia.hash, ib.hash);
+    check_shard(&t, b, 6, &ib, FMT_ACCESS_MMAP);
+    int only = 0;
+    ck_assert_uint_eq(dir_entries(g_dir, "shard-00005.lmdb", &only), 1);
+    ck_assert(only);
+    free_samples(a, 4);
+    free_samples(b, 6);
+}
+END_TEST
+
+START_TEST(test_writer_bad_args)
+{
+    rng_state = 13;
+    tsample *s = make_samples(2, SHAPES_FIXED_GRAY, 0);
+    fmt_writer_opts o = {.dir = g_dir, .name = "shard-00006", .first_index = 0};
+    void *w;
+    ck_assert_int_eq(be->w_open(&w, &o), 0);
+    fmt_sample_meta m;
+    fill_meta(&s[0], &m);
+    uint64_t before = be->w_size(w);
+    m.channels = 2;
+    ck_assert_int_eq(be->w_add(w, &m, s[0].px, NULL), FMT_EINVAL);
+    m.channels = 1;
+    m.height = 0;
+    ck_assert_int_eq(be->w_add(w, &m, s[0].px, NULL), FMT_EINVAL);
+    m.height = s[0].h;
+    m.width = 0;
+    ck_assert_int_eq(be->w_add(w, &m, s[0].px, NULL), FMT_EINVAL);
+    m.width = s[0].w;
+    m.label = -2;
+    ck_assert_int_eq(be->w_add(w, &m, s[0].px, NULL), FMT_EINVAL);
+    m.label = s[0].label;
+    m.aux_len = 5;
+    ck_assert_int_eq(be->w_add(w, &m, s[0].px, NULL), FMT_EINVAL);
+    m.aux_len = 0;
+    /* an LMDB value holds at most 4 GiB - 1 bytes; the pixels are never read */
+    fmt_sample_meta big = m;
+    big.height = 70000, big.width = 70000;
+    ck_assert_int_eq(be->w_add(w, &big, s[0].px, NULL), FMT_ETOOBIG);
+    ck_assert_uint_eq(be->w_count(w), 0);
+    ck_assert_uint_eq(be->w_size(w), before);
+    /* the writer is still usable */
+    ck_assert_int_eq(be->w_add(w, &m, s[0].px, NULL), 0);
+    fill_meta(&s[1], &m);
+    ck_assert_int_eq(be->w_add(w, &m, s[1].px, NULL), 0);
+    fmt_shard_info info;
+    ck_assert_int_eq(be->w_finish(w, 2, &info), 0);
+    tshard t = {"shard-00006", 0, 0, 2, 0};
+    check_shard(&t, s, 2, &info, FMT_ACCESS_MMAP);
+
+    /* costs: monotonic, page-granular for overflow values, refusing what LMDB cannot store */
+    ck_assert_uint_lt(be->w_cost(1, 0, 0), be->w_cost(1000, 0, 0));
+    ck_assert_uint_lt(be->w_cost(1000, 0, 0), be->w_cost(150528, 0, 0));
+    ck_assert_uint_ge(be->w_cost(150528, 0, 0), 150528 + 48);
+    ck_assert_uint_eq(be->w_cost(150528, 0, 0) % 64, 0);
+    ck_assert_uint_eq(be->w_cost(150528, 0, 4096), be->w_cost(150528, 0, 0));
+    ck_assert_uint_eq(be->w_cost((uint64_t)UINT32_MAX, 0, 0), UINT64_MAX);
+    ck_assert_uint_eq(be->w_cost(UINT64_MAX - 10, 100, 0), UINT64_MAX);
+    free_samples(s, 2);
+}
+END_TEST
+
+START_TEST(test_write_failure)
+{
+    /* the file size limit makes LMDB's page writes fail, as a full disk would */
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {.rlim_cur = 1 << 20, .rlim_max = RLIM_INFINITY};
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    rng_state = 14;
+    const size_t n = 30;
+    tsample *s = make_big_samples(n);
+    char fin[1400], tmp[1400];
+    shard_paths("shard-00008", fin, tmp, NULL, sizeof fin);
+    fmt_writer_opts o = {.dir = g_dir, .name = "shard-00008"};
+    void *w;
+    ck_assert_int_eq(be->w_open(&w, &o), 0);
+    int rc = 0;
+    size_t i;
+    for (i = 0; i < n && rc == 0; i++) {
+        fmt_sample_meta m;
+        fill_meta(&s[i], &m);
+        rc = be->w_add(w, &m, s[i].px, NULL);
+    }
+    /* a commit (before the map grows past its first 32 MiB) fails inside an add */
+    ck_assert_msg(rc == EFBIG || rc == EIO, "rc %d after %zu adds", rc, i);
+    fmt_sample_meta m;
+    fill_meta(&s[0], &m);
+    ck_assert_int_eq(be->w_add(w, &m, s[0].px, NULL), FMT_ESTATE);
+    ck_assert_int_eq(be->w_finish(w, 0, NULL), rc);
+    ck_assert(!exists(tmp));
+    ck_assert(!exists(fin));
+
+    /* failing in finish: fewer samples than the first resize */
+    ck_assert_int_eq(be->w_open(&w, &o), 0);
+    for (i = 0; i < 5; i++) {
+        fill_meta(&s[i], &m);
+        ck_assert_int_eq(be->w_add(w, &m, s[i].px, NULL), 0);
+    }
+    rc = be->w_finish(w, 0, NULL);
+    ck_assert_msg(rc == EFBIG || rc == EIO, "rc %d", rc);
+    ck_assert(!exists(tmp));
+    ck_assert(!exists(fin));
+    free_samples(s, n);
+}
+END_TEST
+
+/* ---- damage ---- */
+
+/* A shard of 12 mixed samples; its data.mdb's bytes in *buf. */
+static tsample *base_shard(size_t *n, uint8_t **buf, size_t *len, fmt_shard_info *info)
+{
+    rng_state = 0xABCDEF;
+    *n = 12;
+    tsample *s = make_samples(*n, SHAPES_MIXED, 1);
+    /* sample 3 large enough for an overflow value, samples 0 and 5 leaf values; all three
+     * distinct enough to be found in the file by their pixels */
+    free(s[0].px);
+    s[0].h = 5, s[0].w = 5, s[0].c = 3;
+    s[0].px = malloc(75);
+    for (int k = 0; k < 75; k++)
+        s[0].px[k] = (uint8_t)rng();
+    s[3].label = 17;
+    free(s[3].px);
+    s[3].h = 40, s[3].w = 50, s[3].c = 3;
+    s[3].px = malloc(6000);
+    free(s[5].px);
+    s[5].h = 4, s[5].w = 4, s[5].c = 1;
+    s[5].px = malloc(16);
+    for (int k = 0; k < 6000; k++)
+        s[3].px[k] = (uint8_t)rng();
+    for (int k = 0; k < 16; k++)
+        s[5].px[k] = (uint8_t)rng();
+    tshard t = {"base", 1000, 5, 6, 0};
+    write_shard(&t, s, *n, info, NULL);
+    char fin[1400], data[1400];
+    shard_paths(t.name, fin, NULL, data, sizeof fin);
+    *buf = slurp(data, len);
+    return s;
+}
+
+/* Open a shard whose data.mdb holds exactly these bytes. */
+static int open_bytes(const uint8_t *buf, size_t len, fmt_msg *msg)
+{
+    char fin[1400], data[1400];
+    shard_paths("bytes", fin, NULL, data, sizeof fin);
+    ck_assert_int_eq(mkdir(fin, 0755), 0);
+    int fd = open(data, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
+    ck_assert_int_eq(close(fd), 0);
+    fmt_msg local;
+    if (!msg)
+        msg = &local;
+    memset(msg, 0, sizeof *msg);
+    void *r = (void *)1;
+    int rc = be->r_open(&r, g_dir, fin, FMT_ACCESS_MMAP, msg);
+    if (rc == 0)
+        be->r_close(r);
+    else
+        ck_assert_ptr_null(r);
+    unlink(data);
+    char lock[1500];
+    snprintf(lock, sizeof lock, "%s/lock.mdb", fin);
+    unlink(lock);
+    ck_assert_int_eq(rmdir(fin), 0);
+    return rc;
+}
+
+/* Offset of sample i's pixels (or of its value header: - 48) in the file bytes. */
+static size_t find_pixels(const uint8_t *buf, size_t len, const tsample *s)
+{
+    size_t plen = (size_t)sample_len(s);
+    const uint8_t *p = memmem(buf, len, s->px, plen);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_null(memmem(p + 1, len - (size_t)(p + 1 - buf), s->px, plen));
+    return (size_t)(p - buf);
+}
+
+START_TEST(test_pixel_damage)
+{
+    size_t n, len;
+    uint8_t *buf;
+    fmt_shard_info info;
+    tsample *s = base_shard(&n, &buf, &len, &info);
+    char fin[1400], data[1400];
+    shard_paths("base", fin, NULL, data, sizeof fin);
+    const size_t victims[] = {3, 5};
+    for (size_t v = 0; v < 2; v++) {
+        size_t k = victims[v];
+        size_t off = find_pixels(buf, len, &s[k]) + (size_t)sample_len(&s[k]) / 2;
+        int fd = open(data, O_WRONLY);
+        ck_assert_int_ge(fd, 0);
+        uint8_t flipped = buf[off] ^ 0x10;
+        ck_assert_int_eq(pwrite(fd, &flipped, 1, (off_t)off), 1);
+        close(fd);
+        /* the shard opens (hashes are not checked on open); check names the damaged sample */
+        void *r = open_shard("base", FMT_ACCESS_MMAP);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_int_eq(be->r_check(r, i), i == k ? FMT_EHASH : 0);
+        be->r_close(r);
+        fd = open(data, O_WRONLY);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(pwrite(fd, buf + off, 1, (off_t)off), 1);
+        close(fd);
+    }
+    free(buf);
+    free_samples(s, n);
+}
+END_TEST
+
+START_TEST(test_header_damage)
+{
+    size_t n, len;
+    uint8_t *buf;
+    fmt_shard_info info;
+    tsample *s = base_shard(&n, &buf, &len, &info);
+    ck_assert_int_eq(open_bytes(buf, len, NULL), 0);
+    fmt_msg msg;
+    const size_t victims[] = {3, 5};
+    for (size_t v = 0; v < 2; v++) {
+        size_t k = victims[v];
+        size_t hdr = find_pixels(buf, len, &s[k]) - 48;
+        char want[128];
+
+        buf[hdr] ^= 1;                              /* value magic */
+        ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_ECORRUPT);
+        snprintf(want, sizeof want, "sample %zu: bad value magic", k);
+        ck_assert_str_eq(msg.text, want);
+        buf[hdr] ^= 1;
+
+        buf[hdr + 4] = 2;                           /* value version */
+        ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_EVERSION);
+        buf[hdr + 4] = 1;
+
+        buf[hdr + 12] ^= 0x40;                      /* height: the size no longer adds up */
+        ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_ECORRUPT);
+        snprintf(want, sizeof want, "sample %zu: value is ", k);
+        ck_assert_msg(strncmp(msg.text, want, strlen(want)) == 0, "%s", msg.text);
+        buf[hdr + 12] ^= 0x40;
+
+        buf[hdr + 20] = 2;                          /* channels */
+        ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_ECORRUPT);
+        buf[hdr + 20] = (uint8_t)s[k].c;
+
+        /* fields that keep the value consistent are caught by the index hash */
+        const size_t fields[] = {8, 24, 31, 32, 44};
+        for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) {
+            buf[hdr + fields[f]] ^= 0x04;
+            ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_EHASH);
+            ck_assert_str_eq(msg.text, "bad index hash");
+            buf[hdr + fields[f]] ^= 0x04;
+        }
+    }
+    /* an aux byte too */
+    size_t aux = find_pixels(buf, len, &s[0]) + (size_t)sample_len(&s[0]);
+    ck_assert_mem_eq(buf + aux, s[0].aux, s[0].aux_len);
+    buf[aux] ^= 0x01;
+    ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_EHASH);
+    buf[aux] ^= 0x01;
+    ck_assert_int_eq(open_bytes(buf, len, NULL), 0);
+    free(buf);
+    free_samples(s, n);
+}
+END_TEST
+
+START_TEST(test_meta_damage)
+{
+    size_t n, len;
+    uint8_t *buf;
+    fmt_shard_info info;
+    tsample *s = base_shard(&n, &buf, &len, &info);
+    uint8_t *m = memmem(buf, len, "SHARDLMD", 8);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_uint_eq(rd64(m + 120), info.hash);
+    fmt_msg msg;
+    const size_t spots[] = {8, 12, 16, 24, 40, 50, 100, 110, 119, 120, 127};
+    for (size_t i = 0; i < sizeof spots / sizeof *spots; i++) {
+        m[spots[i]] ^= 0x20;
+        int rc = open_bytes(buf, len, &msg);
+        if (spots[i] == 8) {    /* the major version is checked before the hash */
+            ck_assert_int_eq(rc, FMT_EVERSION);
+        } else {
+            ck_assert_int_eq(rc, FMT_EHASH);
+            ck_assert_str_eq(msg.text, "bad metadata hash");
+        }
+        m[spots[i]] ^= 0x20;
+    }
+    m[0] = 'X';
+    ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_EFORMAT);
+    ck_assert_str_eq(msg.text, "bad metadata magic (not a shardc lmdb shard)");
+    m[0] = 'S';
+    ck_assert_int_eq(open_bytes(buf, len, NULL), 0);
+    free(buf);
+    free_samples(s, n);
+}
+END_TEST
+
+START_TEST(test_truncation)
+{
+    size_t n, len;
+    uint8_t *buf;
+    fmt_shard_info info;
+    tsample *s = base_shard(&n, &buf, &len, &info);
+    long ps = sysconf(_SC_PAGESIZE);
+    ck_assert_uint_eq(len % (size_t)ps, 0);
+    const size_t cuts[] = {0, 1, 100, (size_t)ps - 1, (size_t)ps, (size_t)ps + 16,
+                           2 * (size_t)ps - 1, 2 * (size_t)ps, 3 * (size_t)ps, len / 2,
+                           len - (size_t)ps, len - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+        if (cuts[i] >= len)
+            continue;
+        fmt_msg msg;
+        int rc = open_bytes(buf, cuts[i], &msg);
+        ck_assert_msg(rc == FMT_ETRUNC, "cut at %zu: %d %s", cuts[i], rc, fmt_reason(&msg, rc));
+        ck_assert_str_ne(msg.text, "");
+    }
+    fmt_msg msg;
+    ck_assert_int_eq(open_bytes(buf, 0, &msg), FMT_ETRUNC);
+    ck_assert_str_eq(msg.text, "data.mdb is empty");
+    free(buf);
+    free_samples(s, n);
+}
+END_TEST
+
+START_TEST(test_garbage)
+{
+    fmt_msg msg;
+    rng_state = 15;
+    size_t len = 64 << 10;
+    uint8_t *buf = malloc(len);
+    ck_assert_ptr_nonnull(buf);
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (uint8_t)rng();
+    ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_EFORMAT);
+    ck_assert_str_eq(msg.text, "data.mdb is not an lmdb environment");
+    memset(buf, 0, len);
+    ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_EFORMAT);
+    ck_assert_int_eq(open_bytes(buf, 3000, &msg), FMT_ETRUNC);
+    free(buf);
+
+    /* paths that are not shards */
+    char p[1400], q[1500];
+    void *r = (void *)1;
+    path_in_dir(p, sizeof p, "missing.lmdb");
+    ck_assert_int_eq(be->r_open(&r, g_dir, p, FMT_ACCESS_MMAP, &msg), ENOENT);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(fmt_write_file_atomic(p, "x", 1), 0);     /* a file, not a directory */
+    ck_assert_int_eq(be->r_open(&r, g_dir, p, FMT_ACCESS_MMAP, &msg), FMT_EFORMAT);
+    ck_assert_str_eq(msg.text, "not a directory (an lmdb shard is an environment directory)");
+    path_in_dir(p, sizeof p, "empty.lmdb");
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    ck_assert_int_eq(be->r_open(&r, g_dir, p, FMT_ACCESS_MMAP, &msg), ENOENT);
+    ck_assert_str_eq(msg.text, "data.mdb: No such file or directory");
+    snprintf(q, sizeof q, "%s/data.mdb", p);
+    ck_assert_int_eq(mkdir(q, 0755), 0);
+    ck_assert_int_eq(be->r_open(&r, g_dir, p, FMT_ACCESS_MMAP, &msg), FMT_EFORMAT);
+    ck_assert_str_eq(msg.text, "data.mdb is not a regular file");
+    ck_assert_ptr_null(r);
+}
+END_TEST
+
+/* ---- environments crafted with liblmdb, per formats/lmdb.md ---- */
+
+typedef struct {
+    uint8_t key[32];
+    size_t klen;
+    uint8_t *val;
+    size_t vlen;
+} kv;
+
+typedef struct {
+    kv e[8];
+    size_t n;
+} kvset;
+
+static void kv_add(kvset *set, const void *key, size_t klen, const uint8_t *val, size_t vlen)
+{
+    kv *e = &set->e[set->n++];
+    memcpy(e->key, key, klen);
+    e->klen = klen;
+    e->val = malloc(vlen ? vlen : 1);
+    ck_assert_ptr_nonnull(e->val);
+    memcpy(e->val, val, vlen);
+    e->vlen = vlen;
+}
+
+static void kv_free(kvset *set)
+{
+    for (size_t i = 0; i < set->n; i++)
+        free(set->e[i].val);
+    set->n = 0;
+}
+
+/* A sample value as the spec lays it out: h x w x c pixels p + k, an aux record of aux_len. */
+static size_t spec_value(uint8_t *out, uint32_t h, uint32_t w, uint32_t c, int32_t label,
+                         uint8_t p, uint32_t aux_len)
+{
+    size_t len = (size_t)h * w * c;
+    memset(out, 0, 48);
+    memcpy(out, "SHLV", 4);
+    wr16(out + 4, 1);
+    wr16(out + 6, 48);
+    wr32(out + 8, (uint32_t)label);
+    wr32(out + 12, h);
+    wr32(out + 16, w);
+    wr32(out + 20, c);
+    for (size_t k = 0; k < len; k++)
+        out[48 + k] = (uint8_t)(p + k);
+    wr64(out + 24, XXH3_64bits(out + 48, len));
+    wr64(out + 32, 1000 + p);
+    wr32(out + 40, aux_len);
+    for (uint32_t k = 0; k < aux_len; k++)
+        out[48 + len + k] = (uint8_t)(0xA0 + k);
+    return 48 + len + aux_len;
+}
+
+/* The metadata record for the sample values in set (those with 8-byte keys, in set order). */
+static void spec_meta(uint8_t *m, const kvset *set, uint64_t count, uint64_t first)
+{
+    memset(m, 0, 128);
+    memcpy(m, "SHARDLMD", 8);
+    wr16(m + 8, 1);
+    wr16(m + 10, 0);
+    wr32(m + 12, 128);
+    wr64(m + 16, count);
+    wr64(m + 24, first);
+    wr64(m + 32, 0x1234);
+    wr64(m + 40, 99);
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    for (size_t i = 0; i < set->n; i++) {
+        const kv *e = &set->e[i];
+        if (e->klen != 8 || e->vlen < 48)
+            continue;
+        uint32_t aux_len = rd32(e->val + 40);
+        XXH3_64bits_update(st, e->val, 48);
+        if (aux_len <= e->vlen - 48)
+            XXH3_64bits_update(st, e->val + e->vlen - aux_len, aux_len);
+    }
+    wr64(m + 96, XXH3_64bits_digest(st));
+    XXH3_freeState(st);
+    wr64(m + 120, XXH3_64bits(m, 120));
+}
+
+static void rehash_meta(uint8_t *m)
+{
+    wr64(m + 120, XXH3_64bits(m, 120));
+}
+
+/* Write set into a fresh environment and open it with the backend. */
+static int open_crafted(const kvset *set, unsigned dbflags, fmt_msg *msg, fmt_shard_info *info)
+{
+    char fin[1400], data[1400];
+    shard_paths("crafted", fin, NULL, data, sizeof fin);
+    ck_assert_int_eq(mkdir(fin, 0755), 0);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_set_mapsize(env, 16 << 20), 0);
+    ck_assert_int_eq(mdb_env_open(env, fin, MDB_NOLOCK, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, NULL, dbflags, &dbi), 0);
+    for (size_t i = 0; i < set->n; i++) {
+        MDB_val k = {set->e[i].klen, (void *)set->e[i].key};
+        MDB_val v = {set->e[i].vlen, set->e[i].val};
+        ck_assert_int_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+    }
+    ck_assert_int_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+
+    fmt_msg local;
+    if (!msg)
+        msg = &local;
+    memset(msg, 0, sizeof *msg);
+    void *r = (void *)1;
+    int rc = be->r_open(&r, g_dir, fin, FMT_ACCESS_MMAP, msg);
+    if (rc == 0) {
+        if (info)
+            *info = *be->r_info(r);
+        /* every sample reads back as the spec value says */
+        for (uint64_t i = 0; i < be->r_info(r)->samples; i++) {
+            fmt_sample smp;
+            ck_assert_int_eq(be->r_get(r, i, &smp), 0);
+            ck_assert_int_eq(be->r_check(r, i), 0);
+            ck_assert_uint_eq(smp.source, 1000 + smp.pixels[0]);
+            for (uint32_t k = 0; k < smp.aux_len; k++)
+                ck_assert_uint_eq(smp.aux[k], 0xA0 + k);
+        }
+        be->r_close(r);
+    } else {
+        ck_assert_ptr_null(r);
+    }
+    unlink(data);
+    ck_assert_int_eq(rmdir(fin), 0);
+    return rc;
+}
+
+/* Two or three samples from first on, with the metadata; tweak() may change anything first. */
+static void crafted_base(kvset *set, uint64_t first, size_t n)
+{
+    static uint8_t val[8192];
+    for (size_t i = 0; i < n; i++) {
+        uint8_t kb[8];
+        be64(kb, first + i);
+        size_t vlen = i == 1 ? spec_value(val, 40, 30, 3, 2, 7, 0)            /* overflow */
+                             : spec_value(val, 3, 2, 1, (int32_t)i - 1, (uint8_t)(50 * i), 9);
+        kv_add(set, kb, 8, val, vlen);
+    }
+}
+
+static void add_meta(kvset *set, uint64_t count, uint64_t first, uint8_t m[128])
+{
+    spec_meta(m, set, count, first);
+    kv_add(set, "__shardc__/meta", 15, m, 128);
+}
+
+START_TEST(test_crafted_envs)
+{
+    kvset set = {0};
+    uint8_t m[160];
+    fmt_msg msg;
+    fmt_shard_info info;
+
+    /* the spec, written by someone else, reads */
+    crafted_base(&set, 77, 3);
+    add_meta(&set, 3, 77, m);
+    int rc = open_crafted(&set, 0, &msg, &info);
+    ck_assert_msg(rc == 0, "%s", fmt_reason(&msg, rc));
+    ck_assert_uint_eq(info.samples, 3);
+    ck_assert_uint_eq(info.first_index, 77);
+    ck_assert_uint_eq(info.fingerprint, 0x1234);
+    ck_assert_uint_eq(info.input_end, 99);
+    ck_assert_uint_eq(info.hash, rd64(m + 120));
+    kv_free(&set);
+
+    /* a later minor version: a longer metadata record, reserved bytes, another reserved key */
+    crafted_base(&set, 77, 3);
+    spec_meta(m, &set, 3, 77);
+    wr16(m + 10, 4);
+    m[104] = 0x55;
+    memset(m + 128, 0x66, 32);
+    rehash_meta(m);
+    kv_add(&set, "__shardc__/meta", 15, m, 160);
+    kv_add(&set, "__shardc__/later", 16, (const uint8_t *)"x", 1);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), 0);
+    kv_free(&set);
+
+    /* not ours: no metadata */
+    crafted_base(&set, 0, 2);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_EFORMAT);
+    ck_assert_str_eq(msg.text, "no __shardc__/meta key (not a shardc lmdb shard)");
+    kv_free(&set);
+
+    /* a missing sample: keys 10 and 12 */
+    crafted_base(&set, 10, 2);
+    be64(set.e[1].key, 12);
+    add_meta(&set, 2, 10, m);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "key 12 found where 11 was expected");
+    kv_free(&set);
+
+    /* keys from the wrong first index */
+    crafted_base(&set, 10, 2);
+    add_meta(&set, 2, 11, m);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "key 10 found where 11 was expected");
+    kv_free(&set);
+
+    /* counts that disagree with the keys */
+    crafted_base(&set, 10, 2);
+    add_meta(&set, 3, 10, m);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "metadata says 3 samples, the database holds 3 entries");
+    kv_add(&set, "__shardc__/x", 12, (const uint8_t *)"", 0);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "2 sample keys, the metadata says 3");
+    kv_free(&set);
+    crafted_base(&set, 10, 2);
+    add_meta(&set, 1, 10, m);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "more sample keys than the 1 the metadata says");
+    kv_free(&set);
+
+    /* a key that is neither a sample nor reserved */
+    crafted_base(&set, 10, 2);
+    add_meta(&set, 2, 10, m);
+    kv_add(&set, "hello", 5, (const uint8_t *)"x", 1);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "unexpected key of 5 bytes");
+    kv_free(&set);
+
+    /* metadata: version, size, overflowing range, index hash */
+    crafted_base(&set, 10, 2);
+    spec_meta(m, &set, 2, 10);
+    wr16(m + 8, 2);
+    rehash_meta(m);
+    kv_add(&set, "__shardc__/meta", 15, m, 128);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_EVERSION);
+    ck_assert_str_eq(msg.text, "unsupported version 2.0 (this reader knows 1.x)");
+    set.e[2].vlen = 100;
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "metadata value is 100 bytes, expected at least 128");
+    set.e[2].vlen = 128;
+    wr16(set.e[2].val + 8, 1);
+    wr32(set.e[2].val + 12, 64);
+    rehash_meta(set.e[2].val);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "bad metadata size 64");
+    wr32(set.e[2].val + 12, 256);
+    rehash_meta(set.e[2].val);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
+    wr32(set.e[2].val + 12, 128);
+    wr64(set.e[2].val + 24, UINT64_MAX);
+    rehash_meta(set.e[2].val);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "sample range overflows");
+    wr64(set.e[2].val + 24, 10);
+    set.e[2].val[96] ^= 1;
+    rehash_meta(set.e[2].val);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_EHASH);
+    ck_assert_str_eq(msg.text, "bad index hash");
+    set.e[2].val[96] ^= 1;
+    rehash_meta(set.e[2].val);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), 0);
+    kv_free(&set);
+
+    /* sample values */
+    static const struct {
+        size_t at;
+        uint32_t value;
+        int width;
+        int rc;
+        const char *msg;
+    } bad[] = {
+        {6, 40, 2, FMT_ECORRUPT, "sample 0: bad value header size 40"},
+        {12, 0, 4, FMT_ECORRUPT, "sample 0: zero height or width"},
+        {16, 0, 4, FMT_ECORRUPT, "sample 0: zero height or width"},
+        {20, 2, 4, FMT_ECORRUPT, "sample 0: bad channel count 2"},
+        {20, 0, 4, FMT_ECORRUPT, "sample 0: bad channel count 0"},
+        {8, (uint32_t)-2, 4, FMT_ECORRUPT, "sample 0: bad label -2"},
+        {40, 10, 4, FMT_ECORRUPT, "sample 0: value is 63 bytes, its header says 3x2x1 pixels "
+                                  "and 10 aux bytes"},
+        {40, 0xFFFFFFF0u, 4, FMT_ECORRUPT, NULL},
+        {12, 0x80000000u, 4, FMT_ECORRUPT, NULL},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+        crafted_base(&set, 10, 2);
+        if (bad[b].width == 2)
+            wr16(set.e[0].val + bad[b].at, (uint16_t)bad[b].value);
+        else
+            wr32(set.e[0].val + bad[b].at, bad[b].value);
+        add_meta(&set, 2, 10, m);
+        ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), bad[b].rc);
+        if (bad[b].msg)
+            ck_assert_str_eq(msg.text, bad[b].msg);
+        kv_free(&set);
+    }
+    crafted_base(&set, 10, 2);
+    set.e[0].vlen = 20;
+    add_meta(&set, 2, 10, m);
+    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "sample 0: value of 20 bytes is shorter than its header");
+    kv_free(&set);
+
+    /* a database with duplicate keys is not one of ours (small values: LMDB's limit for them) */
+    crafted_base(&set, 10, 1);
+    add_meta(&set, 1, 10, m);
+    ck_assert_int_eq(open_crafted(&set, MDB_DUPSORT, &msg, NULL), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "main database has flags 0x4");
+    kv_free(&set);
+}
+END_TEST
+
+/* ---- concurrent reads ---- */
+
+typedef struct {
+    void *r;
+    uint64_t n;
+    const uint64_t *ref;        /* per sample: hash of r_read's bytes with the metadata mixed in */
+    unsigned seed;
+    uint64_t mismatches;
+} reader_job;
+
+static uint64_t sample_digest(const fmt_sample *m, const uint8_t *px)
+{
+    uint64_t h = XXH3_64bits(px, (size_t)m->length);
+    uint64_t fields[8] = {h, (uint64_t)m->label, m->height, m->width, m->channels, m->source,
+                          m->hash, m->aux ? XXH3_64bits(m->aux, m->aux_len) : 0};
+    return XXH3_64bits(fields, sizeof fields);
+}
+
+static void *reader_main(void *arg)
+{
+    reader_job *j = arg;
+    uint8_t *buf = malloc(224 * 224 * 3);
+    if (!buf) {
+        j->mismatches++;
+        return NULL;
+    }
+    for (int round = 0; round < 4; round++) {
+        for (uint64_t k = 0; k < j->n; k++) {
+            /* a different order per thread and round */
+            uint64_t i = (k * 7 + j->seed * 13 + (uint64_t)round * 5) % j->n;
+            fmt_sample m;
+            if (be->r_get(j->r, i, &m) != 0 || be->r_read(j->r, i, buf, NULL, 0) != 0 ||
+                memcmp(buf, m.pixels, (size_t)m.length) != 0 || be->r_check(j->r, i) != 0 ||
+                sample_digest(&m, buf) != j->ref[i])
+                j->mismatches++;
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+START_TEST(test_parallel_reads)
+{
+    rng_state = 16;
+    const size_t n = 48;
+    tsample *s = make_samples(n, SHAPES_MIXED, 1);
+    /* a few full-size images among the small ones */
+    for (size_t i = 0; i < n; i += 8) {
+        free(s[i].px);
+        s[i].h = 224, s[i].w = 224, s[i].c = 3;
+        s[i].px = malloc(224 * 224 * 3);
+        ck_assert_ptr_nonnull(s[i].px);
+        for (size_t k = 0; k < 224 * 224 * 3; k++)
+            s[i].px[k] = (uint8_t)rng();
+    }
+    tshard t = {"shard-00009", 0, 0, 0, 0};
+    fmt_shard_info info;
+    write_shard(&t, s, n, &info, NULL);
+    void *r = open_shard(t.name, FMT_ACCESS_MMAP);
+
+    /* one thread first: the reference */
+    uint64_t *ref = calloc(n, sizeof *ref);
+    uint8_t *buf = malloc(224 * 224 * 3);
+    ck_assert_ptr_nonnull(ref);
+    ck_assert_ptr_nonnull(buf);
+    for (size_t i = 0; i < n; i++) {
+        fmt_sample m;
+        ck_assert_int_eq(be->r_get(r, i, &m), 0);
+        ck_assert_int_eq(be->r_read(r, i, buf, NULL, 0), 0);
+        ck_assert_mem_eq(buf, s[i].px, sample_len(&s[i]));
+        ref[i] = sample_digest(&m, buf);
+    }
+    free(buf);
+
+    enum { THREADS = 8 };
+    pthread_t th[THREADS];
+    reader_job jobs[THREADS];
+    for (unsigned k = 0; k < THREADS; k++) {
+        jobs[k] = (reader_job){.r = r, .n = n, .ref = ref, .seed = k};
+        ck_assert_int_eq(pthread_create(&th[k], NULL, reader_main, &jobs[k]), 0);
+    }
+    for (unsigned k = 0; k < THREADS; k++) {
+        ck_assert_int_eq(pthread_join(th[k], NULL), 0);
+        ck_assert_uint_eq(jobs[k].mismatches, 0);
+    }
+    be->r_close(r);
+    free(ref);
+    free_samples(s, n);
+}
+END_TEST
+
+static Suite *lmdb_suite(void)
+{
+    Suite *s = suite_create("lmdb");
+    TCase *tc = tcase_create("core");
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_roundtrip_fixed_gray);
+    tcase_add_test(tc, test_roundtrip_fixed_rgb);
+    tcase_add_test(tc, test_roundtrip_mixed);
+    tcase_add_test(tc, test_empty_shard);
+    tcase_add_test(tc, test_large_shard);
+    tcase_add_test(tc, test_standard_tools);
+    tcase_add_test(tc, test_tmp_and_abort);
+    tcase_add_test(tc, test_replace_existing);
+    tcase_add_test(tc, test_writer_bad_args);
+    tcase_add_test(tc, test_write_failure);
+    tcase_add_test(tc, test_pixel_damage);
+    tcase_add_test(tc, test_header_damage);
+    tcase_add_test(tc, test_meta_damage);
+    tcase_add_test(tc, test_truncation);
+    tcase_add_test(tc, test_garbage);
+    tcase_add_test(tc, test_crafted_envs);
+    tcase_add_test(tc, test_parallel_reads);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(lmdb_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
