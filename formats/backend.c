@@ -4,10 +4,11 @@
 #include "backend.h"
 
 static const fmt_backend *const backends[] = {
-    &fmt_backend_raw, &fmt_backend_lmdb, &fmt_backend_png0, &fmt_backend_bmp, &fmt_backend_jpeg,
+    &fmt_backend_raw,  &fmt_backend_hdf5, &fmt_backend_lmdb,
+    &fmt_backend_png0, &fmt_backend_bmp,  &fmt_backend_jpeg,
 };
 
-static const char *const names[] = {"raw", "lmdb", "png0", "bmp", "jpeg", NULL};
+static const char *const names[] = {"raw", "hdf5", "lmdb", "png0", "bmp", "jpeg", NULL};
 
 const fmt_backend *fmt_backend_find(const char *name)
 {

@@ -1,8 +1,8 @@
 /* dataset.h - read access to a dataset directory written by shardc: its manifest and shards.
  *
- * fmt_dataset_open reads and validates the manifest, then opens (maps) every shard and checks that
- * each matches its manifest entry (sample count, first index, size, header hash). Samples are then
- * addressed by dataset-wide index.
+ * fmt_dataset_open reads and validates the manifest, then opens every shard through the backend
+ * the manifest names (formats/backend.h) and checks that each matches its manifest entry (sample
+ * count, first index, size, content hash). Samples are then addressed by dataset-wide index.
  *
  * Access paths. Every shard is mapped whatever the access mode, because the header and the index
  * (64 bytes per sample) are read from the mapping. The mode decides how payload bytes are read by
@@ -43,8 +43,10 @@ typedef enum {
  * logical block size of every common device (512 or 4096 bytes). */
 #define FMT_DIRECT_ALIGN 4096u
 
-/* One sample as stored. pixels (and aux) point into the dataset's mapping: read-only, valid until
- * fmt_dataset_close. */
+/* One sample as stored. pixels points at the stored pixels where the backend maps them (raw, lmdb,
+ * contiguous hdf5 in MMAP mode): read-only, valid until fmt_dataset_close. It is NULL where the
+ * pixels must be read or decoded (per-image sets, pread/direct modes of hdf5, chunked hdf5):
+ * use fmt_dataset_read then. aux likewise (NULL if the sample has none). */
 typedef struct {
     uint64_t index;             /* dataset-wide index */
     int32_t label;
@@ -80,8 +82,9 @@ size_t fmt_dataset_direct_shards(const fmt_dataset *d); /* shards read with O_DI
 const fmt_manifest *fmt_dataset_manifest(const fmt_dataset *d);   /* valid until close */
 uint64_t fmt_dataset_count(const fmt_dataset *d);
 
-/* Sample idx. Returns 0, or FMT_EINVAL if idx >= count. In every access mode s->pixels points
- * into the mapping; in PREAD and DIRECT mode reading through it defeats the purpose of the mode. */
+/* Sample idx's metadata, and its pixels where the backend maps them (see fmt_sample). Returns 0,
+ * or FMT_EINVAL if idx >= count. For raw shards s->pixels points into the mapping in every access
+ * mode; in PREAD and DIRECT mode reading through it defeats the purpose of the mode. */
 int fmt_dataset_get(const fmt_dataset *d, uint64_t idx, fmt_sample *s);
 
 /* Copy sample idx's pixels (meta.length bytes, meta.height * meta.width * meta.channels) into dst,
