@@ -148,6 +148,7 @@ bench: deps
 	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bin/decode-bench
 	$(Q)BUILD=$(BUILD) scripts/bench-build.sh
 	$(Q)BUILD=$(BUILD) scripts/bench-read.sh
+	$(Q)BUILD=$(BUILD) scripts/bench-formats.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
