@@ -63,3 +63,28 @@ for t in sorted({1, cores}):
             print(f"| {f} | {b/1e6:.1f} MB | {t} | {c} | {ips:,.0f} | {med(f, t, c, 'mb_per_s'):,.0f} | "
                   f"{med(f, t, c, 'cpu_s_per_image'):.3g} | {ips/raw:.2f}x |")
 PY
+
+# h5py's per-sample reads of the same HDF5 shards (random order, one thread, warm), the way a
+# Python loader reads an HDF5 dataset, against our reader's 1-thread warm figure above
+PYH5=
+for p in python3 /usr/bin/python3; do "$p" -c 'import h5py, numpy' 2>/dev/null && { PYH5=$p; break; }; done
+if [ -n "$PYH5" ]; then
+  "$PYH5" - "$W/fmt-hdf5" <<'PY' | tee -a "$W/formats.md"
+import glob, random, sys, time
+import h5py
+files = sorted(glob.glob(sys.argv[1] + "/shard-*.h5"))
+dsets = [h5py.File(f, "r")["pixels"] for f in files]
+order = [(k, i) for k, d in enumerate(dsets) for i in range(d.shape[0])]
+random.Random(1).shuffle(order)
+rates = []
+for rep in range(3):
+    t = time.perf_counter()
+    for k, i in order:
+        dsets[k][i]
+    rates.append(len(order) / (time.perf_counter() - t))
+rates.sort()
+print(f"\nh5py per-sample random reads of the same hdf5 shards (1 thread, warm, median of 3): {rates[1]:,.0f} images/s")
+PY
+else
+  echo "(h5py not installed: scripts/deps.sh --bench installs it)"
+fi
