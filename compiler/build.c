@@ -14,8 +14,21 @@
  * keeps the finished shards whose fingerprint, position and sample hashes check out, and starts
  * again at the input position after the last one.
  *
- * Crash tests: with SHARDC_CRASH_AFTER=N in the environment the build kills itself (SIGKILL)
- * right after the N-th sample reaches a shard file, so a test can stop it at an exact point.
+ * Crash tests. A build passes "crash points", counted from 1 in an order fixed by the inputs and
+ * options (never by -j or timing): one after each sample is handed to the shard writer (raw,
+ * hdf5, per-image sets: written to a file; lmdb: put in the open transaction); one just before a
+ * shard is finished (every sample handed over, nothing renamed, the journal not yet flushed) and
+ * one just after (the shard renamed into place); then one before rejects.tsv is written, one
+ * before inputs.tsv, one before manifest.json and one right after manifest.json's rename (the
+ * journal still present). A build of S samples in H shards passes S + 2H + 4 of them. Environment:
+ *   SHARDC_CRASH_AT=K      kill the build (SIGKILL: no cleanup, no flush of stdio buffers) at the
+ *                          K-th crash point
+ *   SHARDC_CRASH_AFTER=N   kill it at the N-th sample point (right after the N-th sample),
+ *                          whatever the other points before it
+ *   SHARDC_CRASH_POINTS=1  print "shardc: crash points: T" on stderr when the build ends (T: the
+ *                          points passed), so a test can draw points in range; 2 also prints one
+ *                          line per point as it is passed ("shardc: crash point K: what")
+ * A resumed build counts its own points from 1.
  */
 #include "build.h"
 
@@ -150,6 +163,42 @@ static int rm_tree(const char *path)
     if (!S_ISDIR(sb.st_mode))
         return unlink(path) != 0 && errno != ENOENT ? errno : 0;
     return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- crash points (see the top of this file) ---- */
+
+typedef struct {
+    uint64_t at;                /* SHARDC_CRASH_AT, 0: never */
+    uint64_t after_samples;     /* SHARDC_CRASH_AFTER, 0: never */
+    uint64_t passed, samples;
+    uint64_t report;            /* SHARDC_CRASH_POINTS */
+} crash_hook;
+
+static uint64_t env_uint(const char *name)
+{
+    const char *v = getenv(name);
+    uint64_t n;
+    return v && shc_parse_uint(v, 1, UINT64_MAX, &n) == 0 ? n : 0;
+}
+
+static void crash_init(crash_hook *c)
+{
+    memset(c, 0, sizeof *c);
+    c->at = env_uint("SHARDC_CRASH_AT");
+    c->after_samples = env_uint("SHARDC_CRASH_AFTER");
+    c->report = env_uint("SHARDC_CRASH_POINTS");
+}
+
+/* Pass one crash point: what and name say where, for SHARDC_CRASH_POINTS=2. */
+static void crash_point(crash_hook *c, int sample, const char *what, const char *name)
+{
+    c->passed++;
+    c->samples += sample != 0;
+    if (c->report >= 2)
+        fprintf(stderr, "shardc: crash point %" PRIu64 ": %s %s\n", c->passed, what, name);
+    if ((c->at && c->passed == c->at) ||
+        (sample && c->after_samples && c->samples == c->after_samples))
+        raise(SIGKILL);
 }
 
 /* ---- the worker side ---- */
@@ -570,6 +619,28 @@ static void print_progress(double t0, uint64_t done, uint64_t total, uint64_t re
             rate, (int)eta / 60, (int)eta % 60, rejects, final ? "\n" : "");
 }
 
+/* Finish the current shard: its rejects reach the disk first, then the backend completes it and
+ * renames it into place. *w is consumed whatever happens. */
+static int finish_shard(const fmt_backend *be, void **w, FILE *journal, uint64_t input_end,
+                        shard_list *shards, const char *name, crash_hook *crash)
+{
+    fmt_shard_info h;
+    int rc;
+    crash_point(crash, 0, "before finishing", name);
+    if (fflush(journal) != 0 || fsync(fileno(journal)) != 0) {
+        rc = errno;
+        be->w_abort(*w);
+    } else {
+        rc = be->w_finish(*w, input_end, &h);
+        if (rc == 0)
+            rc = shard_list_add(shards, name, &h);
+    }
+    *w = NULL;
+    if (rc == 0)
+        crash_point(crash, 0, "after finishing", name);
+    return rc;
+}
+
 /* ---- dry run ---- */
 
 static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
@@ -691,10 +762,8 @@ int shc_build(const shc_build_opts *o)
     uint32_t align = o->align ? o->align : FMT_RAW_DEFAULT_ALIGN;
     const uint32_t nper = shc_render_count(&o->r);
     double t0 = shc_now(), last_progress = 0;
-    const char *crash_env = getenv("SHARDC_CRASH_AFTER");
-    uint64_t crash_after = 0, written = 0;
-    if (crash_env && shc_parse_uint(crash_env, 1, UINT64_MAX, &crash_after) != 0)
-        crash_after = 0;
+    crash_hook crash;
+    crash_init(&crash);
 
     /* the output directory */
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
@@ -723,6 +792,11 @@ int shc_build(const shc_build_opts *o)
             uint64_t n = old.samples, r = old.rejects;
             fmt_manifest_free(&old);
             if (same) {
+                /* a build killed between the manifest's rename and its last cleanup */
+                char *jp = path_join(o->out, JOURNAL_NAME);
+                if (jp)
+                    unlink(jp);
+                free(jp);
                 fprintf(stderr, "shardc: %s is already complete (%" PRIu64 " samples, %" PRIu64
                         " rejected); nothing to do\n", o->out, n, r);
                 exit_code = r ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
@@ -835,18 +909,7 @@ int shc_build(const shc_build_opts *o)
             if (w && be->w_count(w) > 0 &&
                 (be->w_size(w) + cost > o->shard_bytes ||
                  (o->shard_samples && be->w_count(w) + nper > o->shard_samples))) {
-                /* close the shard; its rejects reach the disk first */
-                fmt_shard_info h;
-                if (fflush(journal) != 0 || fsync(fileno(journal)) != 0) {
-                    rc = errno;
-                    be->w_abort(w);
-                } else {
-                    rc = be->w_finish(w, i, &h);
-                    if (rc == 0)
-                        rc = shard_list_add(&shards, cur_name, &h);
-                }
-                w = NULL;
-                if (rc)
+                if ((rc = finish_shard(be, &w, journal, i, &shards, cur_name, &crash)))
                     goto io_error;
                 shard_no++;
             }
@@ -871,8 +934,7 @@ int shc_build(const shc_build_opts *o)
                     goto io_error;
                 shards.pixels += (uint64_t)s->imgs[v].width * s->imgs[v].height;
                 next_index++;
-                if (crash_after && ++written == crash_after)
-                    raise(SIGKILL);
+                crash_point(&crash, 1, "sample written to", cur_name);
             }
         }
         pthread_mutex_lock(&pl.mu);
@@ -886,20 +948,8 @@ int shc_build(const shc_build_opts *o)
             print_progress(t0, i + 1 - next_input, in.n - next_input, rej.n, 0);
         }
     }
-    if (w) {
-        fmt_shard_info h;
-        if (fflush(journal) != 0 || fsync(fileno(journal)) != 0) {
-            rc = errno;
-            be->w_abort(w);
-        } else {
-            rc = be->w_finish(w, in.n, &h);
-            if (rc == 0)
-                rc = shard_list_add(&shards, cur_name, &h);
-        }
-        w = NULL;
-        if (rc)
-            goto io_error;
-    }
+    if (w && (rc = finish_shard(be, &w, journal, in.n, &shards, cur_name, &crash)))
+        goto io_error;
     if (o->progress)
         print_progress(t0, in.n - next_input, in.n - next_input, rej.n, 1);
 
@@ -941,17 +991,23 @@ int shc_build(const shc_build_opts *o)
     m.build_json = build_options_json(o);
     fclose(journal);
     journal = NULL;
+    crash_point(&crash, 0, "before writing", REJECTS_NAME);
     rc = write_rejects(o->out, &in, &rej);
-    if (rc == 0)
+    if (rc == 0) {
+        crash_point(&crash, 0, "before writing", INPUTS_NAME);
         rc = write_inputs(o->out, &in);
-    if (rc == 0)
+    }
+    if (rc == 0) {
+        crash_point(&crash, 0, "before writing", FMT_MANIFEST_NAME);
         rc = fmt_manifest_write(o->out, &m);
+    }
     free(m.build_json);
     if (rc) {
         fprintf(stderr, "shardc: cannot write the manifest in %s: %s\n", o->out, strerror(rc));
         exit_code = SHC_EXIT_IO;
         goto stop;
     }
+    crash_point(&crash, 0, "after writing", FMT_MANIFEST_NAME);
     unlink(jpath);
 
     double dt = shc_now() - t0;
@@ -1015,5 +1071,7 @@ leave:
     shard_list_free(&shards);
     reject_list_free(&rej);
     fmt_inputs_free(&in);
+    if (crash.report)
+        fprintf(stderr, "shardc: crash points: %" PRIu64 "\n", crash.passed);
     return exit_code;
 }

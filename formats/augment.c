@@ -1,5 +1,6 @@
 /* augment.c - pre-augmentation: SPEC parsing, counter-based draws, and their exact application. */
 #include "augment.h"
+#include "le.h"
 
 #include <errno.h>
 #include <math.h>
@@ -13,12 +14,9 @@
 double fmt_aug_uniform(uint64_t seed, uint64_t source, uint32_t variant, uint32_t draw)
 {
     uint8_t key[20];
-    for (int i = 0; i < 8; i++)
-        key[i] = (uint8_t)(source >> (8 * i));
-    for (int i = 0; i < 4; i++) {
-        key[8 + i] = (uint8_t)(variant >> (8 * i));
-        key[12 + i] = (uint8_t)(draw >> (8 * i));
-    }
+    fmt_le_put64(key, source);
+    fmt_le_put32(key + 8, variant);
+    fmt_le_put32(key + 12, draw);
     memcpy(key + 16, "aug1", 4);
     uint64_t h = XXH3_64bits_withSeed(key, sizeof key, seed);
     return (double)(h >> 11) * (1.0 / 9007199254740992.0); /* 53 bits -> [0, 1) */
@@ -309,17 +307,6 @@ int fmt_aug_apply(fmt_resizer *rz, const fmt_image *src, const fmt_aug_params *p
 
 /* ---- the aux record ---- */
 
-static void put32(uint8_t *b, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *b)
-{
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-
 static uint32_t fbits(float f)
 {
     uint32_t u;
@@ -338,19 +325,18 @@ void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE])
 {
     memset(out, 0, FMT_AUG_RECORD_SIZE);
     memcpy(out, "AUG1", 4);
-    put32(out + 4, p->variant);
-    put32(out + 8, (uint32_t)p->source);
-    put32(out + 12, (uint32_t)(p->source >> 32));
-    put32(out + 16, p->src_w);
-    put32(out + 20, p->src_h);
-    put32(out + 24, p->crop_x);
-    put32(out + 28, p->crop_y);
-    put32(out + 32, p->crop_w);
-    put32(out + 36, p->crop_h);
-    put32(out + 40, p->flip);
-    put32(out + 44, fbits(p->brightness));
-    put32(out + 48, fbits(p->contrast));
-    put32(out + 52, fbits(p->saturation));
+    fmt_le_put32(out + 4, p->variant);
+    fmt_le_put64(out + 8, p->source);
+    fmt_le_put32(out + 16, p->src_w);
+    fmt_le_put32(out + 20, p->src_h);
+    fmt_le_put32(out + 24, p->crop_x);
+    fmt_le_put32(out + 28, p->crop_y);
+    fmt_le_put32(out + 32, p->crop_w);
+    fmt_le_put32(out + 36, p->crop_h);
+    fmt_le_put32(out + 40, p->flip);
+    fmt_le_put32(out + 44, fbits(p->brightness));
+    fmt_le_put32(out + 48, fbits(p->contrast));
+    fmt_le_put32(out + 52, fbits(p->saturation));
 }
 
 int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p)
@@ -358,18 +344,18 @@ int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p)
     memset(p, 0, sizeof *p);
     if (!in || len != FMT_AUG_RECORD_SIZE || memcmp(in, "AUG1", 4) != 0)
         return FMT_ECORRUPT;
-    p->variant = get32(in + 4);
-    p->source = (uint64_t)get32(in + 8) | (uint64_t)get32(in + 12) << 32;
-    p->src_w = get32(in + 16);
-    p->src_h = get32(in + 20);
-    p->crop_x = get32(in + 24);
-    p->crop_y = get32(in + 28);
-    p->crop_w = get32(in + 32);
-    p->crop_h = get32(in + 36);
-    p->flip = get32(in + 40);
-    p->brightness = bitsf(get32(in + 44));
-    p->contrast = bitsf(get32(in + 48));
-    p->saturation = bitsf(get32(in + 52));
+    p->variant = fmt_le_get32(in + 4);
+    p->source = fmt_le_get64(in + 8);
+    p->src_w = fmt_le_get32(in + 16);
+    p->src_h = fmt_le_get32(in + 20);
+    p->crop_x = fmt_le_get32(in + 24);
+    p->crop_y = fmt_le_get32(in + 28);
+    p->crop_w = fmt_le_get32(in + 32);
+    p->crop_h = fmt_le_get32(in + 36);
+    p->flip = fmt_le_get32(in + 40);
+    p->brightness = bitsf(fmt_le_get32(in + 44));
+    p->contrast = bitsf(fmt_le_get32(in + 48));
+    p->saturation = bitsf(fmt_le_get32(in + 52));
     if (p->flip > 1 || !isfinite(p->brightness) || !isfinite(p->contrast) ||
         !isfinite(p->saturation) || p->brightness < 0 || p->contrast < 0 || p->saturation < 0 ||
         p->brightness > 2 || p->contrast > 2 || p->saturation > 2)

@@ -8,6 +8,7 @@
  * and (for palette images) no pixel names an entry stb did not read.
  */
 #include "codec.h"
+#include "le.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -33,28 +34,6 @@ struct bmp_header {
     uint64_t row_bytes, data_bytes;
 };
 
-static uint32_t le16(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
-}
-
-static uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put16(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    put16(p, v);
-    put16(p + 2, v >> 16);
-}
-
 /* Parse and check the headers. limits NULL: probe (no size limit, no pixel-array checks). */
 static int bmp_parse(const uint8_t *p, size_t len, const fmt_limits *limits, struct bmp_header *h,
                      fmt_msg *msg)
@@ -62,8 +41,8 @@ static int bmp_parse(const uint8_t *p, size_t len, const fmt_limits *limits, str
     memset(h, 0, sizeof *h);
     if (len < BMP_FILE_HEADER + 4)
         return fmt_fail(msg, FMT_ETRUNC, "BMP header truncated (file has %zu bytes)", len);
-    h->offset = le32(p + 10);
-    h->hsz = le32(p + 14);
+    h->offset = fmt_le_get32(p + 10);
+    h->hsz = fmt_le_get32(p + 14);
     if (h->hsz != 12 && h->hsz != 40 && h->hsz != 56 && h->hsz != 108 && h->hsz != 124)
         return fmt_fail(msg, FMT_EUNSUPPORTED, "BMP header size %u not supported", h->hsz);
     if (len < BMP_FILE_HEADER + (size_t)h->hsz)
@@ -71,18 +50,18 @@ static int bmp_parse(const uint8_t *p, size_t len, const fmt_limits *limits, str
 
     uint32_t planes;
     if (h->hsz == 12) { /* OS/2 1.x: unsigned 16-bit sizes, always bottom-up */
-        h->width = le16(p + 18);
-        h->height = le16(p + 20);
-        planes = le16(p + 22);
-        h->bpp = le16(p + 24);
+        h->width = fmt_le_get16(p + 18);
+        h->height = fmt_le_get16(p + 20);
+        planes = fmt_le_get16(p + 22);
+        h->bpp = fmt_le_get16(p + 24);
         h->compression = BMP_RGB;
         if (h->width == 0 || h->height == 0)
             return fmt_fail(msg, FMT_ECORRUPT, "BMP size %ux%u invalid", h->width, h->height);
     } else {
-        int32_t w = (int32_t)le32(p + 18), ht = (int32_t)le32(p + 22);
-        planes = le16(p + 26);
-        h->bpp = le16(p + 28);
-        h->compression = le32(p + 30);
+        int32_t w = (int32_t)fmt_le_get32(p + 18), ht = (int32_t)fmt_le_get32(p + 22);
+        planes = fmt_le_get16(p + 26);
+        h->bpp = fmt_le_get16(p + 28);
+        h->compression = fmt_le_get32(p + 30);
         if (w <= 0)
             return fmt_fail(msg, FMT_ECORRUPT, "BMP width %d invalid", (int)w);
         if (ht == 0 || ht == INT32_MIN)
@@ -262,18 +241,18 @@ int fmt_bmp_encode(const fmt_image *img, uint8_t **out, size_t *out_len)
         return ENOMEM;
     b[0] = 'B';
     b[1] = 'M';
-    put32(b + 2, (uint32_t)total);
-    put32(b + 10, (uint32_t)offset);
-    put32(b + 14, BMP_INFO_HEADER);
-    put32(b + 18, img->width);
-    put32(b + 22, img->height); /* positive: bottom-up, the layout every reader handles */
-    put16(b + 26, 1);
-    put16(b + 28, bpp);
-    put32(b + 30, BMP_RGB);
-    put32(b + 34, (uint32_t)data);
-    put32(b + 38, 2835); /* 72 dpi */
-    put32(b + 42, 2835);
-    put32(b + 46, palette);
+    fmt_le_put32(b + 2, (uint32_t)total);
+    fmt_le_put32(b + 10, (uint32_t)offset);
+    fmt_le_put32(b + 14, BMP_INFO_HEADER);
+    fmt_le_put32(b + 18, img->width);
+    fmt_le_put32(b + 22, img->height); /* positive: bottom-up, the layout every reader handles */
+    fmt_le_put16(b + 26, 1);
+    fmt_le_put16(b + 28, bpp);
+    fmt_le_put32(b + 30, BMP_RGB);
+    fmt_le_put32(b + 34, (uint32_t)data);
+    fmt_le_put32(b + 38, 2835); /* 72 dpi */
+    fmt_le_put32(b + 42, 2835);
+    fmt_le_put32(b + 46, palette);
     for (uint32_t i = 0; i < palette; i++) {
         uint8_t *e = b + BMP_FILE_HEADER + BMP_INFO_HEADER + 4 * i;
         e[0] = e[1] = e[2] = (uint8_t)i;

@@ -4,19 +4,23 @@
  * the manifest names (formats/backend.h) and checks that each matches its manifest entry (sample
  * count, first index, size, content hash). Samples are then addressed by dataset-wide index.
  *
- * Access paths. Every shard is mapped whatever the access mode, because the header and the index
- * (64 bytes per sample) are read from the mapping. The mode decides how payload bytes are read by
- * fmt_dataset_read: FMT_ACCESS_MMAP copies them out of the mapping; FMT_ACCESS_PREAD reads them
- * with pread(2) and FMT_ACCESS_DIRECT with pread(2) on a second descriptor opened with O_DIRECT
- * (page cache bypassed), so in those two modes payload pages are never touched through the
- * mapping (as long as the caller does not dereference fmt_sample.pixels).
+ * Access paths. The mode decides how payload bytes are read by fmt_dataset_read: FMT_ACCESS_MMAP
+ * copies them out of a mapping of the shard; FMT_ACCESS_PREAD reads them with pread(2) and
+ * FMT_ACCESS_DIRECT with pread(2) on a second descriptor opened with O_DIRECT (page cache
+ * bypassed). In those two modes raw and hdf5 shards are not mapped at all: their index (raw: 64
+ * bytes per sample plus the aux area) is read into memory at open, fmt_sample.pixels is NULL and
+ * aux points into that copy. LMDB shards are mapped in every mode (LMDB reads only through its
+ * map); per-image sets never are.
  *
  * Thread-safety: after open, a dataset is immutable; fmt_dataset_get, fmt_dataset_read,
  * fmt_dataset_read_buf (each thread with its own scratch), fmt_dataset_check and fmt_dataset_advise
  * may be called from any number of threads at once.
  *
  * Mapped files must not be truncated while the dataset is open: touching a page past the new end
- * of a mapping raises SIGBUS (as with any mmap reader, LMDB included).
+ * of a mapping raises SIGBUS (as with any mmap reader, LMDB included). For files that may change
+ * under a reader, use FMT_ACCESS_PREAD or FMT_ACCESS_DIRECT with raw or hdf5 shards: a shard
+ * truncated after open then makes fmt_dataset_read return FMT_ETRUNC (or the pread error) for the
+ * samples it lost, and never faults.
  */
 #ifndef FMT_DATASET_H
 #define FMT_DATASET_H
@@ -43,10 +47,11 @@ typedef enum {
  * logical block size of every common device (512 or 4096 bytes). */
 #define FMT_DIRECT_ALIGN 4096u
 
-/* One sample as stored. pixels points at the stored pixels where the backend maps them (raw, lmdb,
- * contiguous hdf5 in MMAP mode): read-only, valid until fmt_dataset_close. It is NULL where the
- * pixels must be read or decoded (per-image sets, pread/direct modes of hdf5, chunked hdf5):
- * use fmt_dataset_read then. aux likewise (NULL if the sample has none). */
+/* One sample as stored. pixels points at the stored pixels where the backend maps them (raw and
+ * contiguous hdf5 in MMAP mode, lmdb in every mode): read-only, valid until fmt_dataset_close. It
+ * is NULL where the pixels must be read or decoded (per-image sets, pread/direct modes of raw and
+ * hdf5, chunked hdf5): use fmt_dataset_read then. aux: the sample's aux record (NULL if it has
+ * none), valid until fmt_dataset_close. */
 typedef struct {
     uint64_t index;             /* dataset-wide index */
     int32_t label;
@@ -83,14 +88,12 @@ const fmt_manifest *fmt_dataset_manifest(const fmt_dataset *d);   /* valid until
 uint64_t fmt_dataset_count(const fmt_dataset *d);
 
 /* Sample idx's metadata, and its pixels where the backend maps them (see fmt_sample). Returns 0,
- * or FMT_EINVAL if idx >= count. For raw shards s->pixels points into the mapping in every access
- * mode; in PREAD and DIRECT mode reading through it defeats the purpose of the mode. */
+ * or FMT_EINVAL if idx >= count. */
 int fmt_dataset_get(const fmt_dataset *d, uint64_t idx, fmt_sample *s);
 
 /* Copy sample idx's pixels (meta.length bytes, meta.height * meta.width * meta.channels) into dst,
  * the way the access mode says. meta (may be NULL) receives what fmt_dataset_get gives, except
- * meta->pixels, which is NULL (aux still points into the mapping: the aux area is part of the
- * small index region, not of the payloads).
+ * meta->pixels, which is NULL (aux is as fmt_dataset_get gives it).
  *
  * FMT_ACCESS_DIRECT needs a bounce buffer, since O_DIRECT reads whole aligned blocks into aligned
  * memory while dst is neither: fmt_dataset_read_buf takes the caller's scratch (address and
@@ -120,7 +123,8 @@ const char *fmt_dataset_sample_file(const fmt_dataset *d, uint64_t idx);
  * only: the data read is the same whatever the advice. Returns 0 or the first errno. */
 int fmt_dataset_advise(const fmt_dataset *d, fmt_advice advice);
 
-/* Re-hash sample idx: 0 if it matches its recorded hash, FMT_EHASH if not, FMT_EINVAL bad idx. */
+/* Re-hash sample idx: 0 if it matches its recorded hash, FMT_EHASH if not, FMT_EINVAL bad idx;
+ * where the mode reads with pread, also the read errors of fmt_dataset_read. */
 int fmt_dataset_check(const fmt_dataset *d, uint64_t idx);
 
 #endif

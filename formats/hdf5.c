@@ -19,6 +19,7 @@
  * itself, outside HDF5 and without holding the mutex.
  */
 #include "backend.h"
+#include "le.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -173,12 +174,6 @@ static int meta_alloc(h5_meta *m)
     return 0;
 }
 
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Hash n integers of `width` bytes as little-endian. */
 static void hash_le(XXH3_state_t *st, const void *arr, size_t n, size_t width)
 {
@@ -213,7 +208,7 @@ static int content_hash(const h5_meta *m, uint64_t *out)
         m->fixed ? 0 : 1, m->aux_width,
     };
     for (int i = 0; i < 13; i++)
-        put64(head + 8 * i, f[i]);
+        fmt_le_put64(head + 8 * i, f[i]);
     size_t n = (size_t)m->n;
     XXH3_64bits_reset(st);
     XXH3_64bits_update(st, head, sizeof head);

@@ -1,5 +1,6 @@
 /* image.c - format sniffing, probe/decode dispatch, image buffers and channel conversions. */
 #include "codec.h"
+#include "le.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -25,9 +26,7 @@ static int bmp_match(const uint8_t *p, size_t len)
         return 0;
     if (len < 18)
         return 1;
-    uint32_t hsz = (uint32_t)p[14] | (uint32_t)p[15] << 8 | (uint32_t)p[16] << 16 |
-                   (uint32_t)p[17] << 24;
-    switch (hsz) {
+    switch (fmt_le_get32(p + 14)) {
     case 12: case 16: case 40: case 52: case 56: case 64: case 108: case 124:
         return 1;
     default:

@@ -15,6 +15,7 @@
 #include "imageset.h"
 
 #include "image.h"
+#include "le.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -53,41 +54,6 @@ static const set_kind kind_png0 = { SET_PNG0, "png0", ".png" };
 static const set_kind kind_bmp = { SET_BMP, "bmp", ".bmp" };
 static const set_kind kind_jpeg = { SET_JPEG, "jpeg", ".jpg" };
 
-/* ---- little-endian helpers ---- */
-
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 /* ---- shared helpers ---- */
 
 typedef struct {
@@ -99,34 +65,34 @@ typedef struct {
 static void encode_entry(const set_entry *e, uint8_t *out)
 {
     memset(out, 0, IDX_ENTRY_SIZE);
-    put64(out, e->hash);
-    put64(out + 8, e->file_hash);
-    put64(out + 16, e->file_size);
-    put64(out + 24, e->source);
-    put64(out + 32, e->aux_off);
-    put32(out + 40, (uint32_t)e->label);
-    put32(out + 44, e->height);
-    put32(out + 48, e->width);
-    put16(out + 52, (uint16_t)e->channels);
-    put16(out + 54, (uint16_t)e->flags);
-    put32(out + 56, e->folder);
-    put32(out + 60, e->aux_len);
+    fmt_le_put64(out, e->hash);
+    fmt_le_put64(out + 8, e->file_hash);
+    fmt_le_put64(out + 16, e->file_size);
+    fmt_le_put64(out + 24, e->source);
+    fmt_le_put64(out + 32, e->aux_off);
+    fmt_le_put32(out + 40, (uint32_t)e->label);
+    fmt_le_put32(out + 44, e->height);
+    fmt_le_put32(out + 48, e->width);
+    fmt_le_put16(out + 52, (uint16_t)e->channels);
+    fmt_le_put16(out + 54, (uint16_t)e->flags);
+    fmt_le_put32(out + 56, e->folder);
+    fmt_le_put32(out + 60, e->aux_len);
 }
 
 static void decode_entry(const uint8_t *in, set_entry *e)
 {
-    e->hash = get64(in);
-    e->file_hash = get64(in + 8);
-    e->file_size = get64(in + 16);
-    e->source = get64(in + 24);
-    e->aux_off = get64(in + 32);
-    e->label = (int32_t)get32(in + 40);
-    e->height = get32(in + 44);
-    e->width = get32(in + 48);
-    e->channels = get16(in + 52);
-    e->flags = get16(in + 54);
-    e->folder = get32(in + 56);
-    e->aux_len = get32(in + 60);
+    e->hash = fmt_le_get64(in);
+    e->file_hash = fmt_le_get64(in + 8);
+    e->file_size = fmt_le_get64(in + 16);
+    e->source = fmt_le_get64(in + 24);
+    e->aux_off = fmt_le_get64(in + 32);
+    e->label = (int32_t)fmt_le_get32(in + 40);
+    e->height = fmt_le_get32(in + 44);
+    e->width = fmt_le_get32(in + 48);
+    e->channels = fmt_le_get16(in + 52);
+    e->flags = fmt_le_get16(in + 54);
+    e->folder = fmt_le_get32(in + 56);
+    e->aux_len = fmt_le_get32(in + 60);
 }
 
 /* A folder name that is one harmless path component (imageset.md "Files of a shard"). */
@@ -243,7 +209,7 @@ static void remove_written(set_writer *w)
 {
     char rel[IDX_REL_MAX];
     for (uint64_t i = 0; i < w->count; i++) {
-        const set_folder *f = &w->folders[get32(w->entries + i * IDX_ENTRY_SIZE + 56)];
+        const set_folder *f = &w->folders[fmt_le_get32(w->entries + i * IDX_ENTRY_SIZE + 56)];
         rel_name(rel, f->name, f->len, w->first_index + i, w->kind, 0);
         unlinkat(w->dir_fd, rel, 0);
     }
@@ -590,38 +556,38 @@ static int set_w_finish(void *wp, uint64_t input_end, fmt_shard_info *info)
     uint64_t folders_offset = IDX_HEADER_SIZE + entries_bytes;
     uint64_t aux_offset = folders_offset + w->folders_size;
     memcpy(buf, IDX_MAGIC, 8);
-    put16(buf + 8, IDX_VERSION_MAJOR);
-    put16(buf + 10, IDX_VERSION_MINOR);
-    put32(buf + 12, IDX_HEADER_SIZE);
-    put32(buf + 16, (uint32_t)w->kind->format);
-    put32(buf + 20, (uint32_t)w->quality);
-    put64(buf + 24, w->count);
-    put64(buf + 32, w->first_index);
-    put64(buf + 40, w->fingerprint);
-    put64(buf + 48, input_end);
+    fmt_le_put16(buf + 8, IDX_VERSION_MAJOR);
+    fmt_le_put16(buf + 10, IDX_VERSION_MINOR);
+    fmt_le_put32(buf + 12, IDX_HEADER_SIZE);
+    fmt_le_put32(buf + 16, (uint32_t)w->kind->format);
+    fmt_le_put32(buf + 20, (uint32_t)w->quality);
+    fmt_le_put64(buf + 24, w->count);
+    fmt_le_put64(buf + 32, w->first_index);
+    fmt_le_put64(buf + 40, w->fingerprint);
+    fmt_le_put64(buf + 48, input_end);
     for (int c = 0; c < 3; c++) {
-        put64(buf + 56 + 8 * c, w->sum[c]);
-        put64(buf + 80 + 8 * c, w->sumsq[c]);
+        fmt_le_put64(buf + 56 + 8 * c, w->sum[c]);
+        fmt_le_put64(buf + 80 + 8 * c, w->sumsq[c]);
     }
-    put64(buf + 104, folders_offset);
-    put64(buf + 112, w->folders_size);
-    put32(buf + 120, (uint32_t)w->nfolders);
-    put64(buf + 128, aux_offset);
-    put64(buf + 136, w->aux_len);
-    put64(buf + 144, size);
-    put64(buf + 152, w->images_size);
+    fmt_le_put64(buf + 104, folders_offset);
+    fmt_le_put64(buf + 112, w->folders_size);
+    fmt_le_put32(buf + 120, (uint32_t)w->nfolders);
+    fmt_le_put64(buf + 128, aux_offset);
+    fmt_le_put64(buf + 136, w->aux_len);
+    fmt_le_put64(buf + 144, size);
+    fmt_le_put64(buf + 152, w->images_size);
     if (entries_bytes)
         memcpy(buf + IDX_HEADER_SIZE, w->entries, (size_t)entries_bytes);
     uint8_t *p = buf + folders_offset;
     for (size_t i = 0; i < w->nfolders; i++) {
-        put16(p, (uint16_t)w->folders[i].len);
+        fmt_le_put16(p, (uint16_t)w->folders[i].len);
         memcpy(p + 2, w->folders[i].name, w->folders[i].len);
         p += 2 + w->folders[i].len;
     }
     if (w->aux_len)
         memcpy(buf + aux_offset, w->aux, w->aux_len);
     uint64_t hash = XXH3_64bits(buf, (size_t)size - IDX_TRAILER_SIZE);
-    put64(buf + size - IDX_TRAILER_SIZE, hash);
+    fmt_le_put64(buf + size - IDX_TRAILER_SIZE, hash);
 
     /* a failure from here on (the directory fsync after the rename) may leave the index in
      * place, vouching for files about to be removed: it goes too */
@@ -687,12 +653,12 @@ static void set_r_close(void *sp)
 static int validate(set_shard *s, fmt_msg *msg)
 {
     const uint8_t *b = s->idx;
-    uint32_t header_size = get32(b + 12), format = get32(b + 16);
-    uint64_t count = get64(b + 24), first = get64(b + 32);
-    uint64_t folders_offset = get64(b + 104), folders_size = get64(b + 112);
-    uint32_t nfolders = get32(b + 120);
-    uint64_t aux_offset = get64(b + 128), aux_size = get64(b + 136);
-    uint64_t file_size = get64(b + 144), images_size = get64(b + 152);
+    uint32_t header_size = fmt_le_get32(b + 12), format = fmt_le_get32(b + 16);
+    uint64_t count = fmt_le_get64(b + 24), first = fmt_le_get64(b + 32);
+    uint64_t folders_offset = fmt_le_get64(b + 104), folders_size = fmt_le_get64(b + 112);
+    uint32_t nfolders = fmt_le_get32(b + 120);
+    uint64_t aux_offset = fmt_le_get64(b + 128), aux_size = fmt_le_get64(b + 136);
+    uint64_t file_size = fmt_le_get64(b + 144), images_size = fmt_le_get64(b + 152);
     uint64_t v, end;
 
     if (header_size != IDX_HEADER_SIZE)
@@ -714,6 +680,10 @@ static int validate(set_shard *s, fmt_msg *msg)
         return fmt_fail(msg, FMT_ECORRUPT, "areas do not end at the trailer");
 
     /* file_size == idx_len was checked by the caller, so every offset below is in the buffer */
+    /* a record takes at least 3 bytes: the table bounds the allocation, not the count field */
+    if (nfolders > folders_size / 3)
+        return fmt_fail(msg, FMT_ECORRUPT, "folder table of %" PRIu64 " bytes cannot hold %"
+                        PRIu32 " folders", folders_size, nfolders);
     s->folders = calloc(nfolders ? nfolders : 1, sizeof *s->folders);
     if (!s->folders)
         return ENOMEM;
@@ -722,7 +692,7 @@ static int validate(set_shard *s, fmt_msg *msg)
     for (uint32_t f = 0; f < nfolders; f++) {
         if (table_end - pos < 2)
             return fmt_fail(msg, FMT_ECORRUPT, "folder %" PRIu32 " outside the folder table", f);
-        uint16_t n = get16(b + pos);
+        uint16_t n = fmt_le_get16(b + pos);
         if (table_end - pos - 2 < n)
             return fmt_fail(msg, FMT_ECORRUPT, "folder %" PRIu32 " outside the folder table", f);
         const char *name = (const char *)b + pos + 2;
@@ -773,14 +743,14 @@ static int validate(set_shard *s, fmt_msg *msg)
     fmt_shard_info *in = &s->info;
     in->samples = count;
     in->first_index = first;
-    in->fingerprint = get64(b + 40);
-    in->input_end = get64(b + 48);
+    in->fingerprint = fmt_le_get64(b + 40);
+    in->input_end = fmt_le_get64(b + 48);
     for (int c = 0; c < 3; c++) {
-        in->sum[c] = get64(b + 56 + 8 * c);
-        in->sumsq[c] = get64(b + 80 + 8 * c);
+        in->sum[c] = fmt_le_get64(b + 56 + 8 * c);
+        in->sumsq[c] = fmt_le_get64(b + 80 + 8 * c);
     }
     in->bytes = v;
-    in->hash = get64(b + file_size - IDX_TRAILER_SIZE);
+    in->hash = fmt_le_get64(b + file_size - IDX_TRAILER_SIZE);
     return 0;
 }
 
@@ -834,20 +804,20 @@ static int set_r_open(const set_kind *k, void **out, const char *dir, const char
         rc = fmt_fail(msg, FMT_ETRUNC, "file is %zu bytes, shorter than the header", n);
         goto leave;
     }
-    uint16_t major = get16(b + 8), minor = get16(b + 10);
+    uint16_t major = fmt_le_get16(b + 8), minor = fmt_le_get16(b + 10);
     if (major != IDX_VERSION_MAJOR) {
         rc = fmt_fail(msg, FMT_EVERSION, "unsupported version %u.%u (this reader knows %u.x)",
                       major, minor, IDX_VERSION_MAJOR);
         goto leave;
     }
     /* the size before the hash: "truncated" says more than "bad hash" about a short file */
-    uint64_t file_size = get64(b + 144);
+    uint64_t file_size = fmt_le_get64(b + 144);
     if (file_size != (uint64_t)n) {
         rc = fmt_fail(msg, n < file_size ? FMT_ETRUNC : FMT_ECORRUPT,
                       "file is %zu bytes, header says %" PRIu64, n, file_size);
         goto leave;
     }
-    if (XXH3_64bits(b, n - IDX_TRAILER_SIZE) != get64(b + n - IDX_TRAILER_SIZE)) {
+    if (XXH3_64bits(b, n - IDX_TRAILER_SIZE) != fmt_le_get64(b + n - IDX_TRAILER_SIZE)) {
         rc = fmt_fail(msg, FMT_EHASH, "bad index hash");
         goto leave;
     }

@@ -25,11 +25,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "backend.h"
+#include "le.h"
 
 #define LM_VALUE_MAGIC "SHLV"
 #define LM_VALUE_VERSION 1u
@@ -47,33 +50,6 @@
 #define LM_MAP_STEP ((uint64_t)16 << 20)
 
 /* ---- byte order helpers ---- */
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 static void put_be64(uint8_t *p, uint64_t v)
 {
@@ -202,24 +178,24 @@ static void lm_encode_header(const fmt_sample_meta *m, uint32_t aux_len, uint8_t
     memcpy(out, LM_VALUE_MAGIC, 4);
     out[4] = LM_VALUE_VERSION;
     out[6] = LM_VALUE_HEADER;
-    put32(out + 8, (uint32_t)m->label);
-    put32(out + 12, m->height);
-    put32(out + 16, m->width);
-    put32(out + 20, m->channels);
-    put64(out + 24, m->hash);
-    put64(out + 32, m->source);
-    put32(out + 40, aux_len);
+    fmt_le_put32(out + 8, (uint32_t)m->label);
+    fmt_le_put32(out + 12, m->height);
+    fmt_le_put32(out + 16, m->width);
+    fmt_le_put32(out + 20, m->channels);
+    fmt_le_put64(out + 24, m->hash);
+    fmt_le_put64(out + 32, m->source);
+    fmt_le_put32(out + 40, aux_len);
 }
 
 static void lm_decode_header(const uint8_t *in, lm_header *h)
 {
-    h->label = (int32_t)get32(in + 8);
-    h->height = get32(in + 12);
-    h->width = get32(in + 16);
-    h->channels = get32(in + 20);
-    h->hash = get64(in + 24);
-    h->source = get64(in + 32);
-    h->aux_len = get32(in + 40);
+    h->label = (int32_t)fmt_le_get32(in + 8);
+    h->height = fmt_le_get32(in + 12);
+    h->width = fmt_le_get32(in + 16);
+    h->channels = fmt_le_get32(in + 20);
+    h->hash = fmt_le_get64(in + 24);
+    h->source = fmt_le_get64(in + 32);
+    h->aux_len = fmt_le_get32(in + 40);
 }
 
 /* Check the value of local sample i (lmdb.md, "What a reader checks", item 5). */
@@ -230,12 +206,12 @@ static int lm_check_value(const uint8_t *v, size_t n, uint64_t i, fmt_msg *msg)
                         "than its header", i, n);
     if (memcmp(v, LM_VALUE_MAGIC, 4) != 0)
         return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad value magic", i);
-    if (get16(v + 4) != LM_VALUE_VERSION)
+    if (fmt_le_get16(v + 4) != LM_VALUE_VERSION)
         return fmt_fail(msg, FMT_EVERSION, "sample %" PRIu64 ": unsupported value version %u",
-                        i, get16(v + 4));
-    if (get16(v + 6) != LM_VALUE_HEADER)
+                        i, fmt_le_get16(v + 4));
+    if (fmt_le_get16(v + 6) != LM_VALUE_HEADER)
         return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad value header size %u", i,
-                        get16(v + 6));
+                        fmt_le_get16(v + 6));
     lm_header h;
     lm_decode_header(v, &h);
     uint64_t len, total;
@@ -262,17 +238,17 @@ static void lm_encode_meta(const fmt_shard_info *in, uint64_t index_hash, uint8_
     memcpy(out, LM_META_MAGIC, 8);
     out[8] = LM_META_MAJOR;
     out[10] = LM_META_MINOR;
-    put32(out + 12, LM_META_SIZE);
-    put64(out + 16, in->samples);
-    put64(out + 24, in->first_index);
-    put64(out + 32, in->fingerprint);
-    put64(out + 40, in->input_end);
+    fmt_le_put32(out + 12, LM_META_SIZE);
+    fmt_le_put64(out + 16, in->samples);
+    fmt_le_put64(out + 24, in->first_index);
+    fmt_le_put64(out + 32, in->fingerprint);
+    fmt_le_put64(out + 40, in->input_end);
     for (int c = 0; c < 3; c++) {
-        put64(out + 48 + 8 * c, in->sum[c]);
-        put64(out + 72 + 8 * c, in->sumsq[c]);
+        fmt_le_put64(out + 48 + 8 * c, in->sum[c]);
+        fmt_le_put64(out + 72 + 8 * c, in->sumsq[c]);
     }
-    put64(out + 96, index_hash);
-    put64(out + LM_META_HASHED, XXH3_64bits(out, LM_META_HASHED));
+    fmt_le_put64(out + 96, index_hash);
+    fmt_le_put64(out + LM_META_HASHED, XXH3_64bits(out, LM_META_HASHED));
 }
 
 /* ---- writing ---- */
@@ -315,6 +291,24 @@ static uint64_t lm_w_cost(uint64_t payload_len, uint32_t aux_len, uint32_t align
     return (ps + per_page - 1) / per_page + 16;             /* a share of the branch pages */
 }
 
+/* LMDB turns a short write into EIO, and the usual cause of a short write is a full filesystem
+ * or the file size limit (RLIMIT_FSIZE): name those, so a full disk does not read as a failing
+ * one. */
+static int lm_write_error(const lm_writer *w, int rc)
+{
+    if (rc != EIO)
+        return rc;
+    struct statvfs v;
+    if (statvfs(w->tmp, &v) == 0 && v.f_bavail == 0)
+        return ENOSPC;
+    struct rlimit rl;
+    struct stat st;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        stat(w->data, &st) == 0 && (uint64_t)st.st_size >= (uint64_t)rl.rlim_cur)
+        return EFBIG;
+    return rc;
+}
+
 static int lm_commit(lm_writer *w)
 {
     if (!w->txn)
@@ -322,7 +316,7 @@ static int lm_commit(lm_writer *w)
     int mrc = mdb_txn_commit(w->txn);       /* frees the transaction, also on failure */
     w->txn = NULL;
     w->batch = 0;
-    return lm_code(mrc);
+    return lm_write_error(w, lm_code(mrc));
 }
 
 static int lm_begin(lm_writer *w)
@@ -546,7 +540,7 @@ static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
     memcpy(h.sumsq, w->sumsq, sizeof h.sumsq);
     uint8_t meta[LM_META_SIZE];
     lm_encode_meta(&h, XXH3_64bits_digest(w->index_hash), meta);
-    h.hash = get64(meta + LM_META_HASHED);
+    h.hash = fmt_le_get64(meta + LM_META_HASHED);
 
     rc = lm_room(w, w->size + LM_META_SIZE + lm_page_size());
     if (!rc)
@@ -560,7 +554,7 @@ static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
         goto leave;
     rc = lm_commit(w);
     if (!rc)
-        rc = lm_code(mdb_env_sync(w->env, 1));
+        rc = lm_write_error(w, lm_code(mdb_env_sync(w->env, 1)));
     if (rc)
         goto leave;
     mdb_env_close(w->env);
@@ -648,25 +642,25 @@ static int lm_read_meta(lm_shard *s, const MDB_val *v, uint64_t entries, uint64_
     if (v->mv_size < LM_META_SIZE)
         return fmt_fail(msg, FMT_ECORRUPT, "metadata value is %zu bytes, expected at least %u",
                         v->mv_size, LM_META_SIZE);
-    if (get16(m + 8) != LM_META_MAJOR)
+    if (fmt_le_get16(m + 8) != LM_META_MAJOR)
         return fmt_fail(msg, FMT_EVERSION, "unsupported version %u.%u (this reader knows %u.x)",
-                        get16(m + 8), get16(m + 10), LM_META_MAJOR);
-    if (XXH3_64bits(m, LM_META_HASHED) != get64(m + LM_META_HASHED))
+                        fmt_le_get16(m + 8), fmt_le_get16(m + 10), LM_META_MAJOR);
+    if (XXH3_64bits(m, LM_META_HASHED) != fmt_le_get64(m + LM_META_HASHED))
         return fmt_fail(msg, FMT_EHASH, "bad metadata hash");
-    uint32_t meta_size = get32(m + 12);
+    uint32_t meta_size = fmt_le_get32(m + 12);
     if (meta_size < LM_META_SIZE || meta_size > v->mv_size)
         return fmt_fail(msg, FMT_ECORRUPT, "bad metadata size %" PRIu32, meta_size);
     fmt_shard_info *in = &s->info;
-    in->samples = get64(m + 16);
-    in->first_index = get64(m + 24);
-    in->fingerprint = get64(m + 32);
-    in->input_end = get64(m + 40);
+    in->samples = fmt_le_get64(m + 16);
+    in->first_index = fmt_le_get64(m + 24);
+    in->fingerprint = fmt_le_get64(m + 32);
+    in->input_end = fmt_le_get64(m + 40);
     for (int c = 0; c < 3; c++) {
-        in->sum[c] = get64(m + 48 + 8 * c);
-        in->sumsq[c] = get64(m + 72 + 8 * c);
+        in->sum[c] = fmt_le_get64(m + 48 + 8 * c);
+        in->sumsq[c] = fmt_le_get64(m + 72 + 8 * c);
     }
-    *index_hash = get64(m + 96);
-    in->hash = get64(m + LM_META_HASHED);
+    *index_hash = fmt_le_get64(m + 96);
+    in->hash = fmt_le_get64(m + LM_META_HASHED);
     uint64_t end;
     if (__builtin_add_overflow(in->first_index, in->samples, &end))
         return fmt_fail(msg, FMT_ECORRUPT, "sample range overflows");
@@ -722,7 +716,7 @@ static int lm_walk(lm_shard *s, MDB_dbi dbi, uint64_t index_hash, fmt_msg *msg)
         if (rc)
             goto leave;
         XXH3_64bits_update(st, val, LM_VALUE_HEADER);
-        uint32_t aux_len = get32(val + 40);
+        uint32_t aux_len = fmt_le_get32(val + 40);
         if (aux_len)
             XXH3_64bits_update(st, val + v.mv_size - aux_len, aux_len);
         s->ent[got].val = val;
@@ -750,6 +744,53 @@ leave:
     if (cur)
         mdb_cursor_close(cur);
     XXH3_freeState(st);
+    return rc;
+}
+
+/* LMDB trusts its meta pages (pages 0 and 1, the newer by txnid is used): a page size of 0
+ * divides by zero inside mdb_env_open (SIGFPE), a second meta page naming a larger page size than
+ * the first makes LMDB read a meta page past the end of the file (SIGBUS), and a root page number
+ * of 0 or 1 fails an assertion (abort). So before LMDB sees a file whose first page looks like its
+ * meta page, both meta pages must name one power-of-two page size that LMDB can have written, and
+ * the newer one's main-database root must be a page in use (or none: an empty database). Anything
+ * else is left to LMDB to refuse (MDB_INVALID and friends). Meta pages are liblmdb's MDB_meta in
+ * host byte order, after the 16-byte page header; the offsets are those of a 64-bit host. */
+_Static_assert(sizeof(void *) == 8 && sizeof(size_t) == 8, "meta page offsets assume 64 bits");
+static int lm_check_meta_pages(const char *data, fmt_msg *msg)
+{
+    enum { magic_off = 16, psize_off = 40, root_off = 128, last_off = 136, txnid_off = 144,
+           meta_end = 152 };
+    const uint32_t magic = 0xBEEFC0DEu;    /* MDB_MAGIC */
+    int fd = open(data, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fmt_fail(msg, errno, "data.mdb: %s", fmt_strerror(errno));
+    int rc = 0, n = 0;
+    uint8_t b[2][meta_end];
+    uint32_t ps[2] = {0, 0};
+    for (; n < 2 && !rc; n++) {
+        uint32_t m;
+        if (pread(fd, b[n], meta_end, n ? (off_t)ps[0] : 0) != (ssize_t)meta_end)
+            break;
+        memcpy(&m, b[n] + magic_off, 4);
+        if (m != magic)
+            break;
+        memcpy(&ps[n], b[n] + psize_off, 4);
+        if (ps[n] < 512 || ps[n] > LM_MAX_PAGE || (ps[n] & (ps[n] - 1)) != 0 ||
+            (n == 1 && ps[1] != ps[0]))
+            rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb meta page %d: bad page size %" PRIu32, n,
+                          ps[n]);
+    }
+    close(fd);
+    if (rc || n < 2)
+        return rc;
+    uint64_t txn[2], root, last;
+    memcpy(&txn[0], b[0] + txnid_off, 8);
+    memcpy(&txn[1], b[1] + txnid_off, 8);
+    int cur = txn[0] < txn[1];
+    memcpy(&root, b[cur] + root_off, 8);
+    memcpy(&last, b[cur] + last_off, 8);
+    if (root != UINT64_MAX && (root < 2 || root > last))
+        rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb meta page %d: bad root page %" PRIu64, cur, root);
     return rc;
 }
 
@@ -797,6 +838,8 @@ static int lm_r_open(void **out, const char *dir, const char *path, fmt_access a
         rc = fmt_fail(msg, FMT_ETOOBIG, "data.mdb too large to map");
         goto leave;
     }
+    if ((rc = lm_check_meta_pages(data, msg)) != 0)
+        goto leave;
 
     mrc = mdb_env_create(&s->env);
     /* a map no larger than the file: LMDB raises it to what its meta page says is in use (the
@@ -917,7 +960,8 @@ static int lm_r_read(const void *p, uint64_t i, void *dst, void *scratch, size_t
     if (i >= s->info.samples)
         return FMT_EINVAL;
     const uint8_t *v = s->ent[i].val;
-    memcpy(dst, v + LM_VALUE_HEADER, (size_t)(s->ent[i].len - LM_VALUE_HEADER - get32(v + 40)));
+    memcpy(dst, v + LM_VALUE_HEADER,
+           (size_t)(s->ent[i].len - LM_VALUE_HEADER - fmt_le_get32(v + 40)));
     return 0;
 }
 
@@ -927,8 +971,8 @@ static int lm_r_check(const void *p, uint64_t i)
     if (i >= s->info.samples)
         return FMT_EINVAL;
     const uint8_t *v = s->ent[i].val;
-    size_t len = (size_t)(s->ent[i].len - LM_VALUE_HEADER - get32(v + 40));
-    return XXH3_64bits(v + LM_VALUE_HEADER, len) == get64(v + 24) ? 0 : FMT_EHASH;
+    size_t len = (size_t)(s->ent[i].len - LM_VALUE_HEADER - fmt_le_get32(v + 40));
+    return XXH3_64bits(v + LM_VALUE_HEADER, len) == fmt_le_get64(v + 24) ? 0 : FMT_EHASH;
 }
 
 static int lm_r_advise(const void *p, fmt_advice advice)

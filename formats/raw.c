@@ -9,6 +9,11 @@
  * validated with overflow-checked arithmetic before fmt_raw_open returns, after which the accessors
  * can address the mapping without further checks. Entries are decoded from the mapping on demand
  * (explicit little-endian loads, no struct casts of unaligned memory).
+ *
+ * Without a mapping (FMT_RAW_OPEN_NOMAP) the header and the tail of the file (index and aux area)
+ * are read with pread into memory and validated there; the accessors then decode the copy, so no
+ * later access can fault on a page of a file that was truncated after open, and payloads are
+ * read with pread by whoever needs them (fmt_raw_check_sample included).
  */
 #include "raw.h"
 
@@ -553,8 +558,10 @@ void fmt_raw_writer_abort(fmt_raw_writer *w)
 
 struct fmt_raw_shard {
     int fd;
-    const uint8_t *base;
+    const uint8_t *base;        /* the mapping, MAP_FAILED without one */
     size_t size;
+    uint8_t *tail;              /* FMT_RAW_OPEN_NOMAP: copy of the bytes from index_offset on */
+    const uint8_t *index;       /* the index: in the mapping or in tail; the aux area follows */
     fmt_raw_header h;
 };
 
@@ -562,7 +569,7 @@ struct fmt_raw_shard {
 static int check_entries(const fmt_raw_shard *s, fmt_msg *msg)
 {
     const fmt_raw_header *h = &s->h;
-    const uint8_t *index = s->base + h->index_offset;
+    const uint8_t *index = s->index;
     int fixed = (h->flags & FMT_RAW_FLAG_FIXED) != 0;
     uint64_t prev_end = h->align;
     for (uint64_t i = 0; i < h->sample_count; i++) {
@@ -603,7 +610,64 @@ static int check_entries(const fmt_raw_shard *s, fmt_msg *msg)
     return 0;
 }
 
+/* Read up to len bytes at off, retrying after signals and partial transfers; *got is what was
+ * read (less than len only at end of file). */
+static int pread_full(int fd, void *buf, size_t len, uint64_t off, size_t *got)
+{
+    size_t done = 0;
+    int rc = 0;
+    while (done < len) {
+        ssize_t r = pread(fd, (uint8_t *)buf + done, len - done, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = errno;
+            break;
+        }
+        if (r == 0)
+            break;
+        done += (size_t)r;
+    }
+    *got = done;
+    return rc;
+}
+
+/* The first min(size, 256) bytes of the file into head, with pread. The file may have shrunk
+ * since fstat: a short read is FMT_ETRUNC. */
+static int load_unmapped(fmt_raw_shard *s, uint8_t head[FMT_RAW_HEADER_SIZE], fmt_msg *msg)
+{
+    size_t want = s->size < FMT_RAW_HEADER_SIZE ? s->size : FMT_RAW_HEADER_SIZE, got;
+    int rc = pread_full(s->fd, head, want, 0, &got);
+    if (rc)
+        return fmt_fail(msg, rc, "cannot read the header: %s", fmt_strerror(rc));
+    if (got < want)
+        return fmt_fail(msg, FMT_ETRUNC, "file shrank to %zu bytes while opening", got);
+    return 0;
+}
+
+/* The file's tail (index and aux area) into s->tail, with pread; a short read is FMT_ETRUNC. */
+static int load_tail(fmt_raw_shard *s, fmt_msg *msg)
+{
+    /* decode_header and the size check proved index_offset <= file_size == size */
+    size_t len = s->size - (size_t)s->h.index_offset, got;
+    s->tail = malloc(len ? len : 1);
+    if (!s->tail)
+        return fmt_fail(msg, ENOMEM, "no memory for an index of %zu bytes", len);
+    int rc = pread_full(s->fd, s->tail, len, s->h.index_offset, &got);
+    if (rc)
+        return fmt_fail(msg, rc, "cannot read the index: %s", fmt_strerror(rc));
+    if (got < len)
+        return fmt_fail(msg, FMT_ETRUNC, "file shrank while its index was read");
+    s->index = s->tail;
+    return 0;
+}
+
 int fmt_raw_open(fmt_raw_shard **out, const char *path, fmt_msg *msg)
+{
+    return fmt_raw_open_ex(out, path, 0, msg);
+}
+
+int fmt_raw_open_ex(fmt_raw_shard **out, const char *path, unsigned flags, fmt_msg *msg)
 {
     *out = NULL;
     if (msg)
@@ -636,22 +700,31 @@ int fmt_raw_open(fmt_raw_shard **out, const char *path, fmt_msg *msg)
         goto leave;
     }
     s->size = (size_t)st.st_size;
-    void *map = mmap(NULL, s->size, PROT_READ, MAP_SHARED, s->fd, 0);
-    if (map == MAP_FAILED) {
-        rc = errno;
-        goto leave;
+    uint8_t copy[FMT_RAW_HEADER_SIZE];
+    const uint8_t *head = copy;
+    if (flags & FMT_RAW_OPEN_NOMAP) {
+        rc = load_unmapped(s, copy, msg);
+        if (rc)
+            goto leave;
+    } else {
+        void *map = mmap(NULL, s->size, PROT_READ, MAP_SHARED, s->fd, 0);
+        if (map == MAP_FAILED) {
+            rc = errno;
+            goto leave;
+        }
+        s->base = map;
+        head = s->base;
     }
-    s->base = map;
 
     if (s->size < FMT_RAW_HEADER_SIZE) {
         size_t n = s->size < 8 ? s->size : 8;
-        if (memcmp(s->base, RAW_MAGIC, n) != 0)
+        if (memcmp(head, RAW_MAGIC, n) != 0)
             rc = fmt_fail(msg, FMT_EFORMAT, "bad magic (not a raw shard)");
         else
             rc = fmt_fail(msg, FMT_ETRUNC, "file is %zu bytes, shorter than the header", s->size);
         goto leave;
     }
-    rc = fmt_raw_decode_header(s->base, &s->h, msg);
+    rc = fmt_raw_decode_header(head, &s->h, msg);
     if (rc)
         goto leave;
     if (s->h.file_size != (uint64_t)s->size) {
@@ -659,9 +732,12 @@ int fmt_raw_open(fmt_raw_shard **out, const char *path, fmt_msg *msg)
                       "file is %zu bytes, header says %" PRIu64, s->size, s->h.file_size);
         goto leave;
     }
+    if (s->base != MAP_FAILED)
+        s->index = s->base + s->h.index_offset;
+    else if ((rc = load_tail(s, msg)))
+        goto leave;
     /* decode_header proved index_offset <= file_size == size */
-    if (XXH3_64bits(s->base + s->h.index_offset, s->size - (size_t)s->h.index_offset) !=
-        s->h.index_hash) {
+    if (XXH3_64bits(s->index, s->size - (size_t)s->h.index_offset) != s->h.index_hash) {
         rc = fmt_fail(msg, FMT_EHASH, "bad index hash");
         goto leave;
     }
@@ -682,6 +758,7 @@ void fmt_raw_close(fmt_raw_shard *s)
         munmap((void *)s->base, s->size);
     if (s->fd >= 0)
         close(s->fd);
+    free(s->tail);
     free(s);
 }
 
@@ -698,15 +775,17 @@ uint64_t fmt_raw_count(const fmt_raw_shard *s)
 void fmt_raw_get_entry(const fmt_raw_shard *s, uint64_t i, fmt_raw_entry *e)
 {
     assert(i < s->h.sample_count);
-    decode_entry(s->base + s->h.index_offset + i * FMT_RAW_ENTRY_SIZE, e);
+    decode_entry(s->index + i * FMT_RAW_ENTRY_SIZE, e);
 }
 
 const uint8_t *fmt_raw_pixels(const fmt_raw_shard *s, uint64_t i)
 {
     assert(i < s->h.sample_count);
+    if (s->base == MAP_FAILED)
+        return NULL;
     if (s->h.flags & FMT_RAW_FLAG_FIXED)
         return s->base + s->h.align + i * s->h.stride;
-    return s->base + get64(s->base + s->h.index_offset + i * FMT_RAW_ENTRY_SIZE);
+    return s->base + get64(s->index + i * FMT_RAW_ENTRY_SIZE);
 }
 
 const uint8_t *fmt_raw_aux(const fmt_raw_shard *s, uint64_t i, uint32_t *len)
@@ -718,7 +797,38 @@ const uint8_t *fmt_raw_aux(const fmt_raw_shard *s, uint64_t i, uint32_t *len)
         return NULL;
     }
     *len = e.aux_len;
-    return s->base + s->h.aux_offset + e.aux_off;
+    /* the aux area follows the index, in the mapping as in the copy */
+    return s->index + (s->h.aux_offset - s->h.index_offset) + e.aux_off;
+}
+
+/* Hash [off, off + len) of the file, read with pread in chunks of at most 1 MiB. */
+static int hash_unmapped(int fd, uint64_t off, uint64_t len, uint64_t *hash)
+{
+    size_t chunk = len < ((size_t)1 << 20) ? (size_t)len : (size_t)1 << 20;
+    uint8_t *buf = malloc(chunk ? chunk : 1);
+    XXH3_state_t *st = XXH3_createState();
+    int rc = 0;
+    if (!buf || !st) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    XXH3_64bits_reset(st);
+    for (uint64_t done = 0; done < len;) {
+        size_t want = len - done < chunk ? (size_t)(len - done) : chunk, got;
+        if ((rc = pread_full(fd, buf, want, off + done, &got)))
+            goto leave;
+        if (got < want) {
+            rc = FMT_ETRUNC;
+            goto leave;
+        }
+        XXH3_64bits_update(st, buf, want);
+        done += want;
+    }
+    *hash = XXH3_64bits_digest(st);
+leave:
+    XXH3_freeState(st);
+    free(buf);
+    return rc;
 }
 
 int fmt_raw_check_sample(const fmt_raw_shard *s, uint64_t i)
@@ -727,7 +837,15 @@ int fmt_raw_check_sample(const fmt_raw_shard *s, uint64_t i)
         return FMT_EINVAL;
     fmt_raw_entry e;
     fmt_raw_get_entry(s, i, &e);
-    return XXH3_64bits(s->base + e.offset, e.length) == e.hash ? 0 : FMT_EHASH;
+    uint64_t hash;
+    if (s->base != MAP_FAILED) {
+        hash = XXH3_64bits(s->base + e.offset, e.length);
+    } else {
+        int rc = hash_unmapped(s->fd, e.offset, e.length, &hash);
+        if (rc)
+            return rc;
+    }
+    return hash == e.hash ? 0 : FMT_EHASH;
 }
 
 int fmt_raw_fd(const fmt_raw_shard *s)
@@ -737,5 +855,5 @@ int fmt_raw_fd(const fmt_raw_shard *s)
 
 const uint8_t *fmt_raw_base(const fmt_raw_shard *s)
 {
-    return s->base;
+    return s->base != MAP_FAILED ? s->base : NULL;
 }

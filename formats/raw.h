@@ -1,4 +1,5 @@
-/* raw.h - the raw shard format (spec: formats/raw.md): a streaming writer and an mmap reader.
+/* raw.h - the raw shard format (spec: formats/raw.md): a streaming writer and a reader that maps
+ * the file, or reads it with pread only (FMT_RAW_OPEN_NOMAP).
  *
  * Thread-safety: a writer is used by one thread at a time. A reader (fmt_raw_shard) is immutable
  * after fmt_raw_open and may be shared by any number of threads.
@@ -107,8 +108,20 @@ typedef struct fmt_raw_shard fmt_raw_shard;
  * FMT_EVERSION, FMT_EHASH (header or index hash), FMT_EFORMAT (bad magic); msg says which check
  * failed. The whole file is mapped (MAP_SHARED, no access-pattern advice: madvise on
  * fmt_raw_base is up to the caller); index entries are read from the mapping on demand, so an
- * open shard costs no heap memory per sample. The file must not be modified while open. */
+ * open shard costs no heap memory per sample. The file must not be truncated while open: touching
+ * a mapped page past the new end of the file raises SIGBUS. fmt_raw_open_ex(s, path, 0, msg). */
 int fmt_raw_open(fmt_raw_shard **s, const char *path, fmt_msg *msg);
+
+/* Open without a mapping: header, index and aux area are read with pread at open (the same checks
+ * as fmt_raw_open, and a file that shrinks while being read is FMT_ETRUNC), and kept in memory:
+ * 64 bytes per sample plus the aux area. Nothing is read through a mapping afterwards, so a file
+ * truncated or rewritten while open can never fault: fmt_raw_pixels and fmt_raw_base return NULL,
+ * payloads are read with pread on fmt_raw_fd (a short read meaning the file was truncated), and
+ * fmt_raw_check_sample reads them the same way. */
+#define FMT_RAW_OPEN_NOMAP 1u
+
+/* fmt_raw_open with flags: 0 or FMT_RAW_OPEN_NOMAP. Unknown flag bits are ignored. */
+int fmt_raw_open_ex(fmt_raw_shard **s, const char *path, unsigned flags, fmt_msg *msg);
 void fmt_raw_close(fmt_raw_shard *s);                       /* accepts NULL */
 
 const fmt_raw_header *fmt_raw_get_header(const fmt_raw_shard *s);   /* valid until close */
@@ -118,17 +131,21 @@ uint64_t fmt_raw_count(const fmt_raw_shard *s);
 void fmt_raw_get_entry(const fmt_raw_shard *s, uint64_t i, fmt_raw_entry *e);
 
 /* Pointer to sample i's pixels (i < count) inside the mapping: read-only, valid until
- * fmt_raw_close. The pointer is a multiple of align away from fmt_raw_base (page-aligned). */
+ * fmt_raw_close. The pointer is a multiple of align away from fmt_raw_base (page-aligned). NULL
+ * when the shard was opened with FMT_RAW_OPEN_NOMAP. */
 const uint8_t *fmt_raw_pixels(const fmt_raw_shard *s, uint64_t i);
 
-/* Sample i's aux record (NULL, 0 if none): inside the mapping, valid until fmt_raw_close. */
+/* Sample i's aux record (NULL, 0 if none): inside the mapping, or inside the in-memory copy with
+ * FMT_RAW_OPEN_NOMAP; valid until fmt_raw_close. */
 const uint8_t *fmt_raw_aux(const fmt_raw_shard *s, uint64_t i, uint32_t *len);
 
 /* Re-hash sample i's pixels: 0 if they match the index, FMT_EHASH if not, FMT_EINVAL if
- * i >= count. */
+ * i >= count. With FMT_RAW_OPEN_NOMAP the pixels are read with pread: then also errno values,
+ * ENOMEM, and FMT_ETRUNC when the file ends before the payload does. Thread-safe. */
 int fmt_raw_check_sample(const fmt_raw_shard *s, uint64_t i);
 
-/* The file descriptor the shard is mapped from (for pread / O_DIRECT paths), and the mapping. */
+/* The file descriptor the shard was opened from (for pread / O_DIRECT paths), and the mapping
+ * (NULL with FMT_RAW_OPEN_NOMAP). */
 int fmt_raw_fd(const fmt_raw_shard *s);
 const uint8_t *fmt_raw_base(const fmt_raw_shard *s);
 

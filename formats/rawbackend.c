@@ -1,5 +1,10 @@
 /* rawbackend.c - the raw shard format (raw.c) behind the backend interface, with the three ways of
- * reading payload bytes: the mapping, pread, and pread on a second O_DIRECT descriptor. */
+ * reading payload bytes: the mapping, pread, and pread on a second O_DIRECT descriptor.
+ *
+ * Only FMT_ACCESS_MMAP maps the file. In the pread and O_DIRECT modes the shard is opened with
+ * FMT_RAW_OPEN_NOMAP (index and aux area copied into memory at open), so that a shard truncated
+ * under a running reader yields FMT_ETRUNC from a short pread instead of a SIGBUS from a mapped
+ * page: those modes are the ones meant for files that may change (network filesystems). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -128,7 +133,8 @@ static int rb_r_open(void **out, const char *dir, const char *path, fmt_access a
         return ENOMEM;
     s->dfd = -1;
     s->access = access;
-    int rc = fmt_raw_open(&s->raw, path, msg);
+    int rc = fmt_raw_open_ex(&s->raw, path, access == FMT_ACCESS_MMAP ? 0 : FMT_RAW_OPEN_NOMAP,
+                             msg);
     if (rc == 0 && access == FMT_ACCESS_DIRECT)
         rc = open_direct(s, path, msg);
     if (rc) {
@@ -160,7 +166,7 @@ static int rb_r_get(const void *p, uint64_t i, fmt_sample *out)
     out->source = e.source;
     out->hash = e.hash;
     out->length = e.length;
-    out->pixels = fmt_raw_pixels(s->raw, i);
+    out->pixels = fmt_raw_pixels(s->raw, i);           /* NULL unless MMAP */
     out->aux = fmt_raw_aux(s->raw, i, &out->aux_len);
     return 0;
 }

@@ -31,7 +31,19 @@
  * SHR_E* / FMT_E* code; shr_strerror names any of them. The library never prints or exits.
  *
  * Memory: the ring holds `prefetch` batches of batch_size * height * width * channels bytes
- * (plus labels and indices); nothing else grows with the dataset or the number of epochs.
+ * (plus labels and indices); nothing else grows with the number of epochs. The open dataset costs
+ * a little per sample: in SHR_ACCESS_PREAD and SHR_ACCESS_DIRECT mode the raw and hdf5 indexes
+ * (raw: 64 bytes per sample plus the augmentation records) are held in memory.
+ *
+ * Files that change under a reader. In SHR_ACCESS_MMAP mode the shards are mapped, and a shard
+ * truncated (or rewritten smaller) while the reader is open raises SIGBUS in the thread that next
+ * touches a page past the new end of the file: the process dies, as with LMDB or any other reader
+ * that maps its files. SHR_ACCESS_PREAD and SHR_ACCESS_DIRECT are the safe choice for files that
+ * may change (shared or network filesystems, datasets rebuilt in place): raw and hdf5 shards are
+ * then never mapped, and a shard truncated after open makes shr_next fail cleanly with FMT_ETRUNC,
+ * shr_last_error naming the shard file and the sample. LMDB shards are mapped in every mode (LMDB
+ * reads only through its map), so they are not protected. A shard replaced by rename is safe in
+ * every mode: the reader keeps the file it opened.
  */
 #ifndef SHARDREAD_H
 #define SHARDREAD_H
@@ -67,8 +79,10 @@ typedef enum {
 } shr_uneven;
 
 typedef enum {
-    SHR_ACCESS_MMAP = 0,    /* map the shards (default) */
-    SHR_ACCESS_PREAD,       /* pread into the batch buffer: cold data, network filesystems */
+    SHR_ACCESS_MMAP = 0,    /* map the shards (default); a shard truncated while mapped raises
+                             * SIGBUS (see "Files that change" above) */
+    SHR_ACCESS_PREAD,       /* pread into the batch buffer: cold data, network filesystems, files
+                             * that may change (a truncated shard is a clean FMT_ETRUNC) */
     SHR_ACCESS_DIRECT       /* pread with O_DIRECT (page cache bypassed) where the filesystem
                              * allows it, else plain pread */
 } shr_access;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "augment.h"
+#include "testutil.h"
 
 START_TEST(parse_spec)
 {
@@ -253,9 +254,5 @@ int main(void)
     tcase_add_test(tc, apply_rejects_bad_params);
     tcase_add_test(tc, record_round_trip);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run(s);
 }

@@ -3,6 +3,7 @@
  * Lanczos, block images, and identical bytes across runs and threads. Everything is in memory;
  * no fixture files are needed. */
 #include "geometry.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <libavutil/cpu.h>
@@ -955,9 +956,5 @@ static Suite *geometry_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(geometry_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(geometry_suite());
 }

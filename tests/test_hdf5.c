@@ -2,12 +2,11 @@
  * atomic writing, the direct (mmap / pread / O_DIRECT) and H5Dread paths, crafted and damaged
  * files, and cross-checks with h5dump and h5py. Fixtures the backend does not write itself
  * (chunked copies, files with a changed field) are made with the HDF5 C API. */
-#include "backend.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <hdf5.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -23,90 +22,17 @@
 
 static const fmt_backend *be = &fmt_backend_hdf5;
 
-/* g_root is made once by the runner process and removed with everything under it at the end, even
- * when a test failed in its forked child; each test gets a fresh g_dir inside it. It lies under
- * TMPDIR (default /tmp); O_DIRECT is exercised where that filesystem supports it. */
-static char g_root[1024], g_dir[1100];
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static void root_setup(void)
-{
-    const char *base = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_hdf5.XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(g_root))
-        g_root[0] = '\0';
-}
-
-static void root_teardown(void)
-{
-    if (g_root[0])
-        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void setup(void)
-{
-    static unsigned seq;
-    ck_assert_msg(g_root[0] != '\0', "cannot create a temp dir");
-    snprintf(g_dir, sizeof g_dir, "%s/t%u.XXXXXX", g_root, seq++);
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
-}
-
-static void path_in_dir(char *out, size_t n, const char *name)
-{
-    snprintf(out, n, "%s/%s", g_dir, name);
-}
-
-static int exists(const char *path)
-{
-    struct stat st;
-    return lstat(path, &st) == 0;
-}
-
-static int dir_entries(const char *dir)
-{
-    char cmd[1300];
-    snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    int n = -1;
-    ck_assert_int_eq(fscanf(p, "%d", &n), 1);
-    pclose(p);
-    return n;
-}
-
-static uint64_t rng_state;
-
-static uint64_t rng(void)
-{
-    /* xorshift64*: deterministic fixtures */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
+/* The temp tree (testutil.h) lies under TMPDIR (default /tmp); O_DIRECT is exercised where that
+ * filesystem supports it. */
 
 /* ---- fixtures: samples written to a shard ---- */
-
-typedef struct {
-    uint32_t h, w, c;
-    int32_t label;
-    uint64_t source;
-    uint8_t *px;
-    uint8_t *aux;
-    uint32_t aux_len;
-} tsample;
 
 enum { SHAPES_FIXED_GRAY, SHAPES_FIXED_RGB, SHAPES_MIXED, SHAPES_SAME_HW };
 enum { AUX_NONE, AUX_64, AUX_VARIED };
 
-static tsample *make_samples(size_t n, int shapes, int aux)
+static tu_sample *make_samples(size_t n, int shapes, int aux)
 {
-    tsample *s = calloc(n ? n : 1, sizeof *s);
-    ck_assert_ptr_nonnull(s);
+    tu_sample *s = tu_samples_new(n);
     for (size_t i = 0; i < n; i++) {
         if (shapes == SHAPES_FIXED_GRAY) {
             s[i].h = 17, s[i].w = 13, s[i].c = 1;
@@ -115,54 +41,13 @@ static tsample *make_samples(size_t n, int shapes, int aux)
         } else if (shapes == SHAPES_SAME_HW) {
             s[i].h = 8, s[i].w = 8, s[i].c = i == 2 ? 3 : 1;  /* one RGB among gray */
         } else {
-            s[i].h = 1 + (uint32_t)(rng() % 40);
-            s[i].w = 1 + (uint32_t)(rng() % 40);
-            s[i].c = (rng() & 1) ? 3 : 1;
+            tu_sample_random_shape(&s[i], 40);
         }
-        s[i].label = (i % 4 == 3) ? -1 : (int32_t)(rng() % 1000);
-        s[i].source = rng();
-        size_t len = (size_t)s[i].h * s[i].w * s[i].c;
-        s[i].px = malloc(len);
-        ck_assert_ptr_nonnull(s[i].px);
-        for (size_t k = 0; k < len; k++)
-            s[i].px[k] = (uint8_t)rng();
-        if ((aux == AUX_64) || (aux == AUX_VARIED && i % 3 != 1)) {
-            s[i].aux_len = aux == AUX_64 ? 64 : 1 + (uint32_t)(rng() % 70);
-            s[i].aux = malloc(s[i].aux_len);
-            ck_assert_ptr_nonnull(s[i].aux);
-            for (uint32_t k = 0; k < s[i].aux_len; k++)
-                s[i].aux[k] = (uint8_t)rng();
-        }
+        tu_sample_random(&s[i], i);
+        if ((aux == AUX_64) || (aux == AUX_VARIED && i % 3 != 1))
+            tu_sample_random_aux(&s[i], aux == AUX_64 ? 64 : 1 + (uint32_t)(tu_rng() % 70));
     }
     return s;
-}
-
-static void free_samples(tsample *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(s[i].px);
-        free(s[i].aux);
-    }
-    free(s);
-}
-
-static uint64_t sample_len(const tsample *s)
-{
-    return (uint64_t)s->h * s->w * s->c;
-}
-
-static void fill_meta(const tsample *s, fmt_sample_meta *m)
-{
-    memset(m, 0, sizeof *m);
-    m->height = s->h;
-    m->width = s->w;
-    m->channels = s->c;
-    m->label = s->label;
-    m->source = s->source;
-    m->hash = fmt_hash64(s->px, sample_len(s));
-    fmt_pixel_sums(s->px, (size_t)s->h * s->w, s->c, m->sum, m->sumsq);
-    m->aux = s->aux;
-    m->aux_len = s->aux_len;
 }
 
 #define FIRST 5000u
@@ -170,7 +55,7 @@ static void fill_meta(const tsample *s, fmt_sample_meta *m)
 #define INPUT_END 77777u
 
 /* Write samples as shard `name` in g_dir, asserting the writer's bookkeeping on the way. */
-static void write_shard(const char *name, const tsample *s, size_t n, fmt_shard_info *info)
+static void write_shard(const char *name, const tu_sample *s, size_t n, fmt_shard_info *info)
 {
     fmt_writer_opts o = { .dir = g_dir, .name = name, .first_index = FIRST,
                           .fingerprint = FPRINT };
@@ -179,14 +64,14 @@ static void write_shard(const char *name, const tsample *s, size_t n, fmt_shard_
     uint64_t size0 = be->w_size(w);
     for (size_t i = 0; i < n; i++) {
         fmt_sample_meta m;
-        fill_meta(&s[i], &m);
+        tu_sample_meta(&s[i], &m);
         uint64_t before = be->w_size(w), stored = 0;
         ck_assert_int_eq(be->w_add(w, &m, s[i].px, &stored), 0);
         ck_assert_uint_eq(stored, m.hash);
         ck_assert_uint_eq(be->w_count(w), i + 1);
         if (!s[i].aux_len)
-            ck_assert_uint_ge(be->w_size(w) - before, be->w_cost(sample_len(&s[i]), 0, 0));
-        ck_assert_uint_ge(be->w_cost(sample_len(&s[i]), s[i].aux_len, 0), sample_len(&s[i]));
+            ck_assert_uint_ge(be->w_size(w) - before, be->w_cost(tu_sample_len(&s[i]), 0, 0));
+        ck_assert_uint_ge(be->w_cost(tu_sample_len(&s[i]), s[i].aux_len, 0), tu_sample_len(&s[i]));
     }
     ck_assert_uint_ge(be->w_size(w), size0);
     uint64_t predicted = be->w_size(w);
@@ -194,12 +79,12 @@ static void write_shard(const char *name, const tsample *s, size_t n, fmt_shard_
     snprintf(final, sizeof final, "%s/%s.h5", g_dir, name);
     snprintf(tmp, sizeof tmp, "%s/%s.h5.tmp", g_dir, name);
     snprintf(data, sizeof data, "%s/%s.h5.pixels.tmp", g_dir, name);
-    ck_assert(!exists(final));
-    ck_assert(exists(data));
+    ck_assert(!tu_exists(final));
+    ck_assert(tu_exists(data));
     ck_assert_int_eq(be->w_finish(w, INPUT_END, info), 0);
-    ck_assert(exists(final));
-    ck_assert(!exists(tmp));
-    ck_assert(!exists(data));
+    ck_assert(tu_exists(final));
+    ck_assert(!tu_exists(tmp));
+    ck_assert(!tu_exists(data));
     struct stat st;
     ck_assert_int_eq(stat(final, &st), 0);
     ck_assert_uint_eq(info->bytes, (uint64_t)st.st_size);
@@ -239,7 +124,7 @@ static void open_fails(const char *path, int want, const char *needle)
 }
 
 /* Every field, pixel and aux byte of an open shard against the fixture. */
-static void check_shard(void *sh, const tsample *s, size_t n, fmt_access access, int zero_copy,
+static void check_shard(void *sh, const tu_sample *s, size_t n, fmt_access access, int zero_copy,
                         const fmt_shard_info *want)
 {
     const fmt_shard_info *in = be->r_info(sh);
@@ -249,7 +134,7 @@ static void check_shard(void *sh, const tsample *s, size_t n, fmt_access access,
     ck_assert_uint_eq(in->input_end, INPUT_END);
     uint64_t sum[3] = {0}, sumsq[3] = {0};
     for (size_t i = 0; i < n; i++)
-        for (uint64_t k = 0; k < sample_len(&s[i]); k++) {
+        for (uint64_t k = 0; k < tu_sample_len(&s[i]); k++) {
             uint64_t v = s[i].px[k];
             sum[k % s[i].c] += v;
             sumsq[k % s[i].c] += v * v;
@@ -267,15 +152,8 @@ static void check_shard(void *sh, const tsample *s, size_t n, fmt_access access,
     ck_assert_ptr_nonnull(scratch);
     for (size_t i = 0; i < n; i++) {
         fmt_sample smp;
-        ck_assert_int_eq(be->r_get(sh, i, &smp), 0);
-        ck_assert_uint_eq(smp.index, i);
-        ck_assert_int_eq(smp.label, s[i].label);
-        ck_assert_uint_eq(smp.height, s[i].h);
-        ck_assert_uint_eq(smp.width, s[i].w);
-        ck_assert_uint_eq(smp.channels, s[i].c);
-        ck_assert_uint_eq(smp.source, s[i].source);
-        ck_assert_uint_eq(smp.length, sample_len(&s[i]));
-        ck_assert_uint_eq(smp.hash, fmt_hash64(s[i].px, sample_len(&s[i])));
+        tu_get_sample(be, sh, i, &s[i], &smp);
+        ck_assert_uint_eq(smp.hash, fmt_hash64(s[i].px, tu_sample_len(&s[i])));
         ck_assert_uint_eq(smp.aux_len, s[i].aux_len);
         if (s[i].aux_len)
             ck_assert(memcmp(smp.aux, s[i].aux, s[i].aux_len) == 0);
@@ -283,18 +161,18 @@ static void check_shard(void *sh, const tsample *s, size_t n, fmt_access access,
             ck_assert_ptr_null(smp.aux);
         if (zero_copy) {
             ck_assert_ptr_nonnull(smp.pixels);
-            ck_assert(memcmp(smp.pixels, s[i].px, sample_len(&s[i])) == 0);
+            ck_assert(memcmp(smp.pixels, s[i].px, tu_sample_len(&s[i])) == 0);
         } else {
             ck_assert_ptr_null(smp.pixels);
         }
-        uint8_t *buf = malloc(sample_len(&s[i]) + 1);
+        uint8_t *buf = malloc(tu_sample_len(&s[i]) + 1);
         ck_assert_ptr_nonnull(buf);
         /* a 4096-byte scratch forces multi-block O_DIRECT reads for samples above 4 KiB */
         ck_assert_int_eq(be->r_read(sh, i, buf, access == FMT_ACCESS_DIRECT ? scratch : NULL,
                                     access == FMT_ACCESS_DIRECT ? FMT_DIRECT_ALIGN : 0), 0);
-        ck_assert(memcmp(buf, s[i].px, sample_len(&s[i])) == 0);
+        ck_assert(memcmp(buf, s[i].px, tu_sample_len(&s[i])) == 0);
         ck_assert_int_eq(be->r_read(sh, i, buf, NULL, 0), 0);
-        ck_assert(memcmp(buf, s[i].px, sample_len(&s[i])) == 0);
+        ck_assert(memcmp(buf, s[i].px, tu_sample_len(&s[i])) == 0);
         free(buf);
         ck_assert_int_eq(be->r_check(sh, i), 0);
     }
@@ -318,7 +196,7 @@ static int odirect_ok(const char *path)
     return fd >= 0;
 }
 
-static void check_all_modes(const char *path, const tsample *s, size_t n, int direct_path,
+static void check_all_modes(const char *path, const tu_sample *s, size_t n, int direct_path,
                             const fmt_shard_info *want)
 {
     static const fmt_access modes[] = { FMT_ACCESS_MMAP, FMT_ACCESS_PREAD, FMT_ACCESS_DIRECT };
@@ -551,39 +429,13 @@ static void rewrite(const char *src, const char *dst, int chunked, const char *d
     ck_assert_int_ge(H5Fclose(out), 0);
 }
 
-static void flip_byte(const char *path, uint64_t off)
-{
-    int fd = open(path, O_RDWR);
-    ck_assert_int_ge(fd, 0);
-    uint8_t b;
-    ck_assert_int_eq(pread(fd, &b, 1, (off_t)off), 1);
-    b ^= 0x5A;
-    ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)off), 1);
-    close(fd);
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    uint8_t *buf;
-    ck_assert_int_eq(fmt_read_file(path, (size_t)1 << 30, &buf, len), 0);
-    return buf;
-}
-
-static void spit(const char *path, const uint8_t *buf, size_t len)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
-    ck_assert_int_eq(close(fd), 0);
-}
-
 /* ---- round trips ---- */
 
 static void roundtrip(size_t n, int shapes, int aux)
 {
     char path[1300];
-    rng_state = 0x9E3779B97F4A7C15ULL ^ (n * 131 + (uint64_t)shapes * 7 + (uint64_t)aux);
-    tsample *s = make_samples(n, shapes, aux);
+    tu_rng_state = 0x9E3779B97F4A7C15ULL ^ (n * 131 + (uint64_t)shapes * 7 + (uint64_t)aux);
+    tu_sample *s = make_samples(n, shapes, aux);
     fmt_shard_info info;
     write_shard("shard-00000", s, n, &info);
     ck_assert_uint_eq(info.samples, n);
@@ -593,7 +445,7 @@ static void roundtrip(size_t n, int shapes, int aux)
     shard_path(path, sizeof path, "shard-00000");
     ck_assert_uint_eq(info.hash, spec_hash(path));
     check_all_modes(path, s, n, 1, &info);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 
 START_TEST(test_roundtrip_fixed_gray)
@@ -647,8 +499,8 @@ START_TEST(test_layout)
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         char name[32];
         snprintf(name, sizeof name, "shard-%05zu", k);
-        rng_state = 1234 + k;
-        tsample *s = make_samples(cases[k].n, cases[k].shapes, cases[k].aux);
+        tu_rng_state = 1234 + k;
+        tu_sample *s = make_samples(cases[k].n, cases[k].shapes, cases[k].aux);
         fmt_shard_info info;
         write_shard(name, s, cases[k].n, &info);
         shard_path(path, sizeof path, name);
@@ -667,8 +519,8 @@ START_TEST(test_layout)
             if (cases[k].offsets)
                 ck_assert_uint_eq(((uint64_t *)off.buf)[i], total); /* back to back */
             else
-                ck_assert(memcmp(pix.buf + total, s[i].px, sample_len(&s[i])) == 0);
-            total += sample_len(&s[i]);
+                ck_assert(memcmp(pix.buf + total, s[i].px, tu_sample_len(&s[i])) == 0);
+            total += tu_sample_len(&s[i]);
             ck_assert_uint_eq(((uint32_t *)shp.buf)[3 * i], s[i].h);
             ck_assert_uint_eq(((uint32_t *)shp.buf)[3 * i + 1], s[i].w);
             ck_assert_uint_eq(((uint32_t *)shp.buf)[3 * i + 2], s[i].c);
@@ -699,7 +551,7 @@ START_TEST(test_layout)
         free_tds(&lab);
         free_tds(&shp);
         H5Fclose(f);
-        free_samples(s, cases[k].n);
+        tu_samples_free(s, cases[k].n);
     }
 }
 END_TEST
@@ -707,8 +559,8 @@ END_TEST
 /* Same samples, same options: the same content hash and the same bytes. */
 START_TEST(test_deterministic)
 {
-    rng_state = 42;
-    tsample *s = make_samples(11, SHAPES_MIXED, AUX_VARIED);
+    tu_rng_state = 42;
+    tu_sample *s = make_samples(11, SHAPES_MIXED, AUX_VARIED);
     fmt_shard_info a, b;
     write_shard("shard-00000", s, 11, &a);
     write_shard("shard-00001", s, 11, &b);
@@ -718,7 +570,7 @@ START_TEST(test_deterministic)
     shard_path(pa, sizeof pa, "shard-00000");
     shard_path(pb, sizeof pb, "shard-00001");
     size_t la, lb;
-    uint8_t *ba = slurp(pa, &la), *bb = slurp(pb, &lb);
+    uint8_t *ba = tu_slurp(pa, &la), *bb = tu_slurp(pb, &lb);
     ck_assert_uint_eq(la, lb);
     ck_assert(memcmp(ba, bb, la) == 0);
     free(ba);
@@ -728,7 +580,7 @@ START_TEST(test_deterministic)
     fmt_shard_info c;
     write_shard("shard-00002", s, 11, &c);
     ck_assert_uint_ne(a.hash, c.hash);
-    free_samples(s, 11);
+    tu_samples_free(s, 11);
 }
 END_TEST
 
@@ -736,25 +588,21 @@ END_TEST
 
 START_TEST(test_abort_leaves_nothing)
 {
-    rng_state = 7;
-    tsample *s = make_samples(3, SHAPES_MIXED, AUX_VARIED);
+    tu_rng_state = 7;
+    tu_sample *s = make_samples(3, SHAPES_MIXED, AUX_VARIED);
     fmt_writer_opts o = { .dir = g_dir, .name = "shard-00000" };
     void *w;
     ck_assert_int_eq(be->w_open(&w, &o), 0);
-    for (int i = 0; i < 3; i++) {
-        fmt_sample_meta m;
-        fill_meta(&s[i], &m);
-        ck_assert_int_eq(be->w_add(w, &m, s[i].px, NULL), 0);
-    }
-    ck_assert_int_eq(dir_entries(g_dir), 1);
+    tu_add_samples(be, w, s, 0, 3);
+    ck_assert_int_eq(tu_dir_entries(g_dir, NULL, NULL), 1);
     be->w_abort(w);
-    ck_assert_int_eq(dir_entries(g_dir), 0);
+    ck_assert_int_eq(tu_dir_entries(g_dir, NULL, NULL), 0);
     be->w_abort(NULL);
     /* an empty writer aborted right away */
     ck_assert_int_eq(be->w_open(&w, &o), 0);
     be->w_abort(w);
-    ck_assert_int_eq(dir_entries(g_dir), 0);
-    free_samples(s, 3);
+    ck_assert_int_eq(tu_dir_entries(g_dir, NULL, NULL), 0);
+    tu_samples_free(s, 3);
 }
 END_TEST
 
@@ -859,7 +707,7 @@ START_TEST(test_write_failure_pixels)
     ck_assert_int_eq(res[2], EFBIG);
     ck_assert_int_eq(res[3], FMT_ESTATE);
     ck_assert_int_eq(res[7], EFBIG);
-    ck_assert_int_eq(dir_entries(g_dir), 0);
+    ck_assert_int_eq(tu_dir_entries(g_dir, NULL, NULL), 0);
 }
 END_TEST
 
@@ -872,7 +720,7 @@ START_TEST(test_write_failure_hdf5)
     ck_assert_int_eq(res[0], 0);
     ck_assert_int_eq(res[1], 0);
     ck_assert_int_eq(res[7], EFBIG);
-    ck_assert_int_eq(dir_entries(g_dir), 0);
+    ck_assert_int_eq(tu_dir_entries(g_dir, NULL, NULL), 0);
 }
 END_TEST
 
@@ -905,15 +753,15 @@ static int find_mapping(const void *p, uintptr_t *start, uint64_t *off, char *fi
 
 START_TEST(test_zero_copy)
 {
-    rng_state = 99;
+    tu_rng_state = 99;
     const size_t n = 6;
-    tsample *s = make_samples(n, SHAPES_FIXED_RGB, AUX_NONE);
+    tu_sample *s = make_samples(n, SHAPES_FIXED_RGB, AUX_NONE);
     fmt_shard_info info;
     write_shard("shard-00000", s, n, &info);
     char path[1300], real[PATH_MAX];
     shard_path(path, sizeof path, "shard-00000");
     ck_assert_ptr_nonnull(realpath(path, real));
-    uint64_t off = h5_pixels_offset(path), stride = sample_len(&s[0]);
+    uint64_t off = h5_pixels_offset(path), stride = tu_sample_len(&s[0]);
     void *sh = open_ok(path, FMT_ACCESS_MMAP);
     for (size_t i = 0; i < n; i++) {
         fmt_sample smp;
@@ -934,11 +782,11 @@ START_TEST(test_zero_copy)
     fmt_sample smp;
     ck_assert_int_eq(be->r_get(sh, 4, &smp), 0);
     uint8_t before = smp.pixels[10];
-    flip_byte(path, off + 4 * stride + 10);
+    tu_flip_byte(path, off + 4 * stride + 10, 0x5A);
     ck_assert_uint_eq(smp.pixels[10], (uint8_t)(before ^ 0x5A));
     ck_assert_int_eq(be->r_check(sh, 4), FMT_EHASH);
     be->r_close(sh);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
@@ -946,17 +794,17 @@ END_TEST
  * (sample hashes are not checked on open). */
 START_TEST(test_pixel_damage)
 {
-    rng_state = 5;
+    tu_rng_state = 5;
     const size_t n = 8;
-    tsample *s = make_samples(n, SHAPES_MIXED, AUX_NONE);
+    tu_sample *s = make_samples(n, SHAPES_MIXED, AUX_NONE);
     fmt_shard_info info;
     write_shard("shard-00000", s, n, &info);
     char path[1300];
     shard_path(path, sizeof path, "shard-00000");
     uint64_t at = h5_pixels_offset(path);
     for (size_t i = 0; i < 5; i++)
-        at += sample_len(&s[i]);
-    flip_byte(path, at + sample_len(&s[5]) - 1); /* the last byte of sample 5 */
+        at += tu_sample_len(&s[i]);
+    tu_flip_byte(path, at + tu_sample_len(&s[5]) - 1, 0x5A); /* the last byte of sample 5 */
     static const fmt_access modes[] = { FMT_ACCESS_MMAP, FMT_ACCESS_PREAD, FMT_ACCESS_DIRECT };
     for (int k = 0; k < 3; k++) {
         void *sh = open_ok(path, modes[k]);
@@ -964,7 +812,7 @@ START_TEST(test_pixel_damage)
             ck_assert_int_eq(be->r_check(sh, i), i == 5 ? FMT_EHASH : 0);
         be->r_close(sh);
     }
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
@@ -972,8 +820,8 @@ END_TEST
 
 static void chunked_copy(int shapes, int aux, size_t n)
 {
-    rng_state = 321 + (uint64_t)shapes;
-    tsample *s = make_samples(n, shapes, aux);
+    tu_rng_state = 321 + (uint64_t)shapes;
+    tu_sample *s = make_samples(n, shapes, aux);
     fmt_shard_info info;
     write_shard("shard-00000", s, n, &info);
     char src[1300], dst[1300];
@@ -993,7 +841,7 @@ static void chunked_copy(int shapes, int aux, size_t n)
     void *sh = open_ok(dst, FMT_ACCESS_MMAP);
     ck_assert_uint_eq(be->r_info(sh)->hash, info.hash);
     be->r_close(sh);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 
 START_TEST(test_chunked_fixed)
@@ -1012,7 +860,7 @@ END_TEST
 
 typedef struct {
     void *sh;
-    const tsample *s;
+    const tu_sample *s;
     size_t n;
     fmt_access access;
     unsigned seed;
@@ -1028,7 +876,7 @@ static void *reader_thread(void *arg)
         for (size_t k = 0; k < j->n; k++) {
             size_t i = (k * 7 + j->seed) % j->n;
             int rc = be->r_read(j->sh, i, buf, scratch, 2 * FMT_DIRECT_ALIGN);
-            if (rc || memcmp(buf, j->s[i].px, sample_len(&j->s[i])) != 0)
+            if (rc || memcmp(buf, j->s[i].px, tu_sample_len(&j->s[i])) != 0)
                 j->bad++;
             if (be->r_check(j->sh, i) != 0)
                 j->bad++;
@@ -1038,7 +886,7 @@ static void *reader_thread(void *arg)
     return NULL;
 }
 
-static void read_parallel(const char *path, const tsample *s, size_t n)
+static void read_parallel(const char *path, const tu_sample *s, size_t n)
 {
     static const fmt_access modes[] = { FMT_ACCESS_MMAP, FMT_ACCESS_PREAD, FMT_ACCESS_DIRECT };
     for (int k = 0; k < 3; k++) {
@@ -1064,9 +912,9 @@ static void read_parallel(const char *path, const tsample *s, size_t n)
 
 START_TEST(test_threads)
 {
-    rng_state = 77;
+    tu_rng_state = 77;
     const size_t n = 40;
-    tsample *s = make_samples(n, SHAPES_MIXED, AUX_NONE);
+    tu_sample *s = make_samples(n, SHAPES_MIXED, AUX_NONE);
     fmt_shard_info info;
     write_shard("shard-00000", s, n, &info);
     char path[1300], chunked[1300];
@@ -1076,7 +924,7 @@ START_TEST(test_threads)
     shard_path(chunked, sizeof chunked, "chunked");
     rewrite(path, chunked, 1, NULL, NULL, NULL);
     read_parallel(chunked, s, n);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
@@ -1104,9 +952,9 @@ static void *open_thread(void *arg)
 
 START_TEST(test_threads_open)
 {
-    rng_state = 78;
+    tu_rng_state = 78;
     const size_t n = 12;
-    tsample *s = make_samples(n, SHAPES_FIXED_GRAY, AUX_64);
+    tu_sample *s = make_samples(n, SHAPES_FIXED_GRAY, AUX_64);
     fmt_shard_info info;
     write_shard("shard-00000", s, n, &info);
     char path[1300], chunked[1300];
@@ -1123,7 +971,7 @@ START_TEST(test_threads_open)
         pthread_join(th[t], NULL);
         ck_assert_int_eq(jobs[t].bad, 0);
     }
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
@@ -1131,52 +979,52 @@ END_TEST
 
 START_TEST(test_truncated)
 {
-    rng_state = 11;
+    tu_rng_state = 11;
     const size_t n = 5;
-    tsample *s = make_samples(n, SHAPES_FIXED_RGB, AUX_64);
+    tu_sample *s = make_samples(n, SHAPES_FIXED_RGB, AUX_64);
     fmt_shard_info info;
     write_shard("shard-00000", s, n, &info);
     char path[1300], cut[1300];
     shard_path(path, sizeof path, "shard-00000");
-    path_in_dir(cut, sizeof cut, "cut.h5");
+    tu_path(cut, sizeof cut, "cut.h5");
     size_t len;
-    uint8_t *buf = slurp(path, &len);
+    uint8_t *buf = tu_slurp(path, &len);
     size_t sizes[] = { len - 1, len - 100, len / 2, 5000, 2048, 100, 48 };
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
-        spit(cut, buf, sizes[k]);
+        tu_spit(cut, buf, sizes[k]);
         open_fails(cut, FMT_ETRUNC, "truncated");
     }
-    spit(cut, buf, 7);
+    tu_spit(cut, buf, 7);
     open_fails(cut, FMT_EFORMAT, "not an HDF5 file");
-    spit(cut, buf, 0);
+    tu_spit(cut, buf, 0);
     open_fails(cut, FMT_ETRUNC, "empty");
     free(buf);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
 START_TEST(test_garbage)
 {
     char path[1300];
-    path_in_dir(path, sizeof path, "garbage.h5");
+    tu_path(path, sizeof path, "garbage.h5");
     uint8_t buf[8192];
-    rng_state = 3;
+    tu_rng_state = 3;
     for (size_t i = 0; i < sizeof buf; i++)
-        buf[i] = (uint8_t)rng();
-    spit(path, buf, sizeof buf);
+        buf[i] = (uint8_t)tu_rng();
+    tu_spit(path, buf, sizeof buf);
     open_fails(path, FMT_EFORMAT, "not an HDF5 file");
     /* the signature followed by garbage: HDF5 refuses it, with its reason */
     memcpy(buf, "\211HDF\r\n\032\n", 8);
-    spit(path, buf, sizeof buf);
+    tu_spit(path, buf, sizeof buf);
     open_fails(path, 0, "HDF5 error in H5Fopen");
     /* a raw shard, a directory, a missing file */
     memcpy(buf, "SHARDRAW", 8);
-    spit(path, buf, sizeof buf);
+    tu_spit(path, buf, sizeof buf);
     open_fails(path, FMT_EFORMAT, NULL);
     void *sh;
     fmt_msg msg;
     ck_assert_int_eq(be->r_open(&sh, g_dir, g_dir, FMT_ACCESS_MMAP, &msg), EISDIR);
-    path_in_dir(path, sizeof path, "missing.h5");
+    tu_path(path, sizeof path, "missing.h5");
     ck_assert_int_eq(be->r_open(&sh, g_dir, path, FMT_ACCESS_MMAP, &msg), ENOENT);
     ck_assert_int_eq(be->r_open(&sh, g_dir, path, (fmt_access)9, &msg), FMT_EINVAL);
     be->r_close(NULL);
@@ -1187,7 +1035,7 @@ START_TEST(test_foreign_hdf5)
 {
     /* a valid HDF5 file that is not a shard */
     char path[1300];
-    path_in_dir(path, sizeof path, "other.h5");
+    tu_path(path, sizeof path, "other.h5");
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     hsize_t dims[1] = { 4 };
     int data[4] = {1, 2, 3, 4};
@@ -1246,16 +1094,16 @@ static void edit_hash(const char *name, tds *t)
 
 START_TEST(test_crafted)
 {
-    rng_state = 13;
-    tsample *fx = make_samples(6, SHAPES_FIXED_GRAY, AUX_64);
-    tsample *mx = make_samples(6, SHAPES_MIXED, AUX_VARIED);
+    tu_rng_state = 13;
+    tu_sample *fx = make_samples(6, SHAPES_FIXED_GRAY, AUX_64);
+    tu_sample *mx = make_samples(6, SHAPES_MIXED, AUX_VARIED);
     fmt_shard_info info;
     write_shard("fixed", fx, 6, &info);
     write_shard("flat", mx, 6, &info);
     char fixed[1300], flat[1300], bad[1300];
     shard_path(fixed, sizeof fixed, "fixed");
     shard_path(flat, sizeof flat, "flat");
-    path_in_dir(bad, sizeof bad, "bad.h5");
+    tu_path(bad, sizeof bad, "bad.h5");
 
     /* a plain copy (contiguous, written by HDF5's own H5Dwrite) is fine */
     rewrite(flat, bad, 0, NULL, NULL, NULL);
@@ -1332,8 +1180,8 @@ START_TEST(test_crafted)
         rehash(bad);
         open_fails(bad, FMT_ECORRUPT, cases[k].needle);
     }
-    free_samples(fx, 6);
-    free_samples(mx, 6);
+    tu_samples_free(fx, 6);
+    tu_samples_free(mx, 6);
 }
 END_TEST
 
@@ -1348,23 +1196,23 @@ extern void __lsan_enable(void) __attribute__((weak));
  * are not leak-checked. Our own error paths are leak-checked by test_crafted and friends. */
 START_TEST(test_metadata_damage)
 {
-    rng_state = 17;
+    tu_rng_state = 17;
     const size_t n = 4;
-    tsample *s = make_samples(n, SHAPES_FIXED_GRAY, AUX_64);
+    tu_sample *s = make_samples(n, SHAPES_FIXED_GRAY, AUX_64);
     fmt_shard_info info;
     write_shard("shard-00000", s, n, &info);
     char path[1300], bad[1300];
     shard_path(path, sizeof path, "shard-00000");
-    path_in_dir(bad, sizeof bad, "bad.h5");
-    uint64_t off = h5_pixels_offset(path), plen = n * sample_len(&s[0]);
+    tu_path(bad, sizeof bad, "bad.h5");
+    uint64_t off = h5_pixels_offset(path), plen = n * tu_sample_len(&s[0]);
     size_t len;
-    uint8_t *buf = slurp(path, &len);
+    uint8_t *buf = tu_slurp(path, &len);
     int failed = 0, moved = 0;
     for (size_t at = 0; at < len; at += 61) {
         if (at >= off && at < off + plen)
             continue;
         buf[at] ^= 0xFF;
-        spit(bad, buf, len);
+        tu_spit(bad, buf, len);
         buf[at] ^= 0xFF;
         fmt_msg msg = {{0}};
         void *sh;
@@ -1392,38 +1240,29 @@ START_TEST(test_metadata_damage)
     fprintf(stderr, "test_metadata_damage: %d of the flips refused on open, %d caught by r_check\n",
             failed, moved);
     free(buf);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
 /* ---- standard tools ---- */
 
-static int have_tool(const char *cmd)
-{
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s >/dev/null 2>&1", cmd);
-    return system(buf) == 0;
-}
-
 START_TEST(test_h5dump)
 {
-    if (!have_tool("h5dump --version")) {
+    if (!tu_have_tool("h5dump --version")) {
         fprintf(stderr, "test_h5dump: SKIPPED (h5dump not installed)\n");
         return;
     }
-    rng_state = 23;
-    tsample *s = make_samples(5, SHAPES_MIXED, AUX_VARIED);
+    tu_rng_state = 23;
+    tu_sample *s = make_samples(5, SHAPES_MIXED, AUX_VARIED);
     fmt_shard_info info;
     write_shard("shard-00000", s, 5, &info);
     char path[1300], cmd[1400];
     shard_path(path, sizeof path, "shard-00000");
     snprintf(cmd, sizeof cmd, "h5dump -H '%s' 2>&1", path);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    static char out[65536];
-    size_t got = fread(out, 1, sizeof out - 1, p);
-    out[got] = '\0';
-    ck_assert_int_eq(pclose(p), 0);
+    size_t len;
+    int status;
+    char *out = (char *)tu_run_capture(cmd, &len, &status);
+    ck_assert_int_eq(status, 0);
     const char *want[] = {
         "DATASET \"pixels\"", "DATASET \"labels\"", "DATASET \"shapes\"", "DATASET \"hashes\"",
         "DATASET \"sources\"", "DATASET \"offsets\"", "DATASET \"aux\"", "DATASET \"aux_len\"",
@@ -1436,16 +1275,16 @@ START_TEST(test_h5dump)
         ck_assert_msg(strstr(out, want[k]), "h5dump -H lacks %s:\n%s", want[k], out);
     /* and the data itself: the labels as h5dump prints them */
     snprintf(cmd, sizeof cmd, "h5dump -d labels -y -w 0 '%s' 2>&1", path);
-    p = popen(cmd, "r");
-    got = fread(out, 1, sizeof out - 1, p);
-    out[got] = '\0';
-    ck_assert_int_eq(pclose(p), 0);
+    free(out);
+    out = (char *)tu_run_capture(cmd, &len, &status);
+    ck_assert_int_eq(status, 0);
     char labels[256] = "";
     for (int i = 0; i < 5; i++)
         snprintf(labels + strlen(labels), sizeof labels - strlen(labels), "%s%d", i ? ", " : "",
                  s[i].label);
     ck_assert_msg(strstr(out, labels), "h5dump labels lack %s:\n%s", labels, out);
-    free_samples(s, 5);
+    free(out);
+    tu_samples_free(s, 5);
 }
 END_TEST
 
@@ -1454,20 +1293,20 @@ END_TEST
 /* h5py reads pixels (whole array and by memmap at the pixel dataset's offset) and labels. */
 static void h5py_check(int shapes)
 {
-    if (!have_tool(PYTHON " -c 'import h5py, numpy'")) {
+    if (!tu_have_tool(PYTHON " -c 'import h5py, numpy'")) {
         fprintf(stderr, "test_h5py: SKIPPED (" PYTHON " has no h5py)\n");
         return;
     }
-    rng_state = 29 + (uint64_t)shapes;
+    tu_rng_state = 29 + (uint64_t)shapes;
     const size_t n = 6;
-    tsample *s = make_samples(n, shapes, AUX_NONE);
+    tu_sample *s = make_samples(n, shapes, AUX_NONE);
     fmt_shard_info info;
     write_shard("shard-00000", s, n, &info);
     char path[1300], px[1300], lab[1300], mm[1300], cmd[8192];
     shard_path(path, sizeof path, "shard-00000");
-    path_in_dir(px, sizeof px, "pixels.bin");
-    path_in_dir(lab, sizeof lab, "labels.bin");
-    path_in_dir(mm, sizeof mm, "memmap.bin");
+    tu_path(px, sizeof px, "pixels.bin");
+    tu_path(lab, sizeof lab, "labels.bin");
+    tu_path(mm, sizeof mm, "memmap.bin");
     snprintf(cmd, sizeof cmd, PYTHON " -c '\n"
              "import sys, h5py, numpy as np\n"
              "f = h5py.File(sys.argv[1], \"r\")\n"
@@ -1481,12 +1320,12 @@ static void h5py_check(int shapes)
              "' '%s' '%s' '%s' '%s'", path, px, lab, mm);
     ck_assert_int_eq(system(cmd), 0);
     size_t lp, ll, lm;
-    uint8_t *bp = slurp(px, &lp), *bl = slurp(lab, &ll), *bm = slurp(mm, &lm);
+    uint8_t *bp = tu_slurp(px, &lp), *bl = tu_slurp(lab, &ll), *bm = tu_slurp(mm, &lm);
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        ck_assert_uint_le(total + sample_len(&s[i]), lp);
-        ck_assert(memcmp(bp + total, s[i].px, sample_len(&s[i])) == 0);
-        total += sample_len(&s[i]);
+        ck_assert_uint_le(total + tu_sample_len(&s[i]), lp);
+        ck_assert(memcmp(bp + total, s[i].px, tu_sample_len(&s[i])) == 0);
+        total += tu_sample_len(&s[i]);
         int32_t l;
         memcpy(&l, bl + 4 * i, 4);
         ck_assert_int_eq(l, s[i].label);
@@ -1498,7 +1337,7 @@ static void h5py_check(int shapes)
     free(bp);
     free(bl);
     free(bm);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 
 START_TEST(test_h5py_fixed)
@@ -1518,8 +1357,7 @@ static Suite *hdf5_suite(void)
     Suite *s = suite_create("hdf5");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_add_checked_fixture(tc, setup, NULL);
+    tu_temp_fixtures(tc);
     tcase_add_test(tc, test_roundtrip_fixed_gray);
     tcase_add_test(tc, test_roundtrip_fixed_rgb_aux);
     tcase_add_test(tc, test_roundtrip_mixed_aux);
@@ -1557,9 +1395,5 @@ int main(void)
     /* no recycling in HDF5's free lists: an allocation leaked inside HDF5 (test_metadata_damage)
      * is then a fresh malloc made while leak checking is off, not a block reused from earlier */
     H5set_free_list_limits(0, 0, 0, 0, 0, 0);
-    SRunner *sr = srunner_create(hdf5_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(hdf5_suite());
 }

@@ -1,10 +1,10 @@
 /* test_image.c - image codecs against second decoders: djpeg and Pillow for JPEG, libpng for PNG,
  * hand-made files with known pixels for BMP; plus bad input, limits and probing. */
 #include "image.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
-#include <ftw.h>
 #include <png.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -15,73 +15,12 @@
 
 #include <jpeglib.h> /* after stdio.h */
 
-/* g_root is made once by the runner process and removed with everything under it at the end, even
- * when a test failed in its forked child; each test gets a fresh g_dir inside it. */
-static char g_root[1024], g_dir[1100];
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static void root_setup(void)
-{
-    const char *base = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_image.XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(g_root))
-        g_root[0] = '\0';
-}
-
-static void root_teardown(void)
-{
-    if (g_root[0])
-        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void setup(void)
-{
-    static unsigned seq;
-    ck_assert_msg(g_root[0] != '\0', "cannot create a temp dir");
-    snprintf(g_dir, sizeof g_dir, "%s/t%u.XXXXXX", g_root, seq++);
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
-}
-
-static void write_file(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_msg(f != NULL, "cannot create %s", path);
-    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 /* Write data to a new file in g_dir; path receives its name. */
 static void temp_file(char *path, size_t n, const char *ext, const void *data, size_t len)
 {
     static unsigned seq;
     snprintf(path, n, "%s/f%u.%s", g_dir, seq++, ext);
-    write_file(path, data, len);
-}
-
-/* Run a shell command and return its whole stdout (malloc'd); *status gets the exit status. */
-static uint8_t *run_capture(const char *cmd, size_t *len, int *status)
-{
-    FILE *p = popen(cmd, "r");
-    ck_assert_msg(p != NULL, "cannot run %s", cmd);
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = malloc(cap);
-    ck_assert_ptr_nonnull(buf);
-    size_t r;
-    while ((r = fread(buf + n, 1, cap - n, p)) > 0) {
-        n += r;
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            ck_assert_ptr_nonnull(buf);
-        }
-    }
-    *status = pclose(p);
-    *len = n;
-    return buf;
+    tu_spit(path, data, len);
 }
 
 static uint32_t lcg_next(uint32_t *s)
@@ -168,7 +107,7 @@ static void djpeg(const uint8_t *jpg, size_t len, const char *args, fmt_image *i
     snprintf(cmd, sizeof cmd, "djpeg %s -pnm '%s'", args, path);
     size_t n;
     int st;
-    uint8_t *out = run_capture(cmd, &n, &st);
+    uint8_t *out = tu_run_capture(cmd, &n, &st);
     ck_assert_msg(st == 0, "%s failed (status %d)", cmd, st);
     parse_pnm(out, n, img);
     free(out);
@@ -221,7 +160,7 @@ static uint8_t *pillow_decode(const char *py, const uint8_t *data, size_t len, c
              "'%s' %s",
              py, path, mode);
     int st;
-    uint8_t *out = run_capture(cmd, out_len, &st);
+    uint8_t *out = tu_run_capture(cmd, out_len, &st);
     ck_assert_msg(st == 0, "%s failed (status %d)", cmd, st);
     unlink(path);
     return out;
@@ -1555,8 +1494,7 @@ static Suite *image_suite(void)
 {
     Suite *s = suite_create("image");
     TCase *tc = tcase_create("image");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_add_checked_fixture(tc, setup, NULL);
+    tu_temp_fixtures(tc);
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_jpeg_vs_djpeg, 0, (int)(sizeof jsizes / sizeof jsizes[0]));
     tcase_add_test(tc, test_jpeg_shrink_on_load);
@@ -1583,9 +1521,5 @@ static Suite *image_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(image_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(image_suite());
 }

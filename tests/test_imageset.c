@@ -2,6 +2,7 @@
  * round trips, files checked with independent decoders (Pillow, djpeg), damage and atomicity. */
 #include "imageset.h"
 #include "image.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
@@ -16,37 +17,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-/* g_root is made once by the runner process and removed with everything under it at the end;
- * each test gets a fresh g_dir inside it. */
-static char g_root[1024], g_dir[1100];
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static void root_setup(void)
-{
-    const char *base = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_imageset.XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(g_root))
-        g_root[0] = '\0';
-}
-
-static void root_teardown(void)
-{
-    if (g_root[0])
-        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void setup(void)
-{
-    static unsigned seq;
-    ck_assert_msg(g_root[0] != '\0', "cannot create a temp dir");
-    snprintf(g_dir, sizeof g_dir, "%s/t%u.XXXXXX", g_root, seq++);
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
-}
-
 static const fmt_backend *const g_backends[] = { &fmt_backend_png0, &fmt_backend_bmp,
                                                  &fmt_backend_jpeg };
 static const char *const g_ext[] = { "png", "bmp", "jpg" };
@@ -56,74 +26,10 @@ static int is_jpeg(const fmt_backend *be)
     return be == &fmt_backend_jpeg;
 }
 
-static int exists(const char *path)
-{
-    struct stat st;
-    return lstat(path, &st) == 0;
-}
-
-static uint64_t file_size(const char *path)
-{
-    struct stat st;
-    ck_assert_msg(stat(path, &st) == 0, "stat %s: %s", path, strerror(errno));
-    return (uint64_t)st.st_size;
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    uint8_t *buf;
-    int rc = fmt_read_file(path, (size_t)1 << 30, &buf, len);
-    ck_assert_msg(rc == 0, "read %s: %s", path, fmt_strerror(rc));
-    return buf;
-}
-
-static void spit(const char *path, const uint8_t *buf, size_t len)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
-    ck_assert_int_eq(close(fd), 0);
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void wr64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void wr32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Recompute an index's trailer hash after the test edited it. */
 static void rehash(uint8_t *buf, size_t len)
 {
-    wr64(buf + len - 8, XXH3_64bits(buf, len - 8));
-}
-
-static uint64_t rng_state;
-
-static uint64_t rng(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
+    fmt_le_put64(buf + len - 8, XXH3_64bits(buf, len - 8));
 }
 
 static size_t g_count;
@@ -145,78 +51,33 @@ static size_t entries_under(const char *dir)
 
 /* ---- fixtures ---- */
 
-typedef struct {
-    uint32_t h, w, c;
-    int32_t label;
-    uint64_t source;
-    uint8_t *px;
-    uint8_t *aux;
-    uint32_t aux_len;
-} tsample;
-
 enum { SHAPES_FIXED_GRAY, SHAPES_FIXED_RGB, SHAPES_MIXED };
 
 /* Smooth gradients with a little noise: typical of photos, so that JPEG stays close to them. */
-static tsample *make_samples(size_t n, int shapes, int with_aux, int32_t nlabels)
+static tu_sample *make_samples(size_t n, int shapes, int with_aux, int32_t nlabels)
 {
-    tsample *s = calloc(n ? n : 1, sizeof *s);
-    ck_assert_ptr_nonnull(s);
+    tu_sample *s = tu_samples_new(n);
     for (size_t i = 0; i < n; i++) {
         if (shapes == SHAPES_FIXED_GRAY) {
             s[i].h = 17, s[i].w = 13, s[i].c = 1;
         } else if (shapes == SHAPES_FIXED_RGB) {
             s[i].h = 24, s[i].w = 20, s[i].c = 3;
         } else {
-            s[i].h = 1 + (uint32_t)(rng() % 40);
-            s[i].w = 1 + (uint32_t)(rng() % 40);
-            s[i].c = (rng() & 1) ? 3 : 1;
+            tu_sample_random_shape(&s[i], 40);
         }
         s[i].label = (i % 5 == 4) ? -1 : (int32_t)(i % (size_t)nlabels);
-        s[i].source = rng();
+        s[i].source = tu_rng();
         s[i].px = malloc((size_t)s[i].h * s[i].w * s[i].c);
         ck_assert_ptr_nonnull(s[i].px);
         uint8_t *p = s[i].px;
         for (uint32_t y = 0; y < s[i].h; y++)
             for (uint32_t x = 0; x < s[i].w; x++)
                 for (uint32_t c = 0; c < s[i].c; c++)
-                    *p++ = (uint8_t)(x * 150 / s[i].w + y * 60 / s[i].h + c * 20 + rng() % 6);
-        if (with_aux && i % 3 != 1) {
-            s[i].aux_len = 1 + (uint32_t)(rng() % 70);
-            s[i].aux = malloc(s[i].aux_len);
-            ck_assert_ptr_nonnull(s[i].aux);
-            for (uint32_t k = 0; k < s[i].aux_len; k++)
-                s[i].aux[k] = (uint8_t)rng();
-        }
+                    *p++ = (uint8_t)(x * 150 / s[i].w + y * 60 / s[i].h + c * 20 + tu_rng() % 6);
+        if (with_aux && i % 3 != 1)
+            tu_sample_random_aux(&s[i], 1 + (uint32_t)(tu_rng() % 70));
     }
     return s;
-}
-
-static void free_samples(tsample *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(s[i].px);
-        free(s[i].aux);
-    }
-    free(s);
-}
-
-static uint64_t sample_len(const tsample *s)
-{
-    return (uint64_t)s->h * s->w * s->c;
-}
-
-static void fill_meta(const tsample *s, fmt_sample_meta *m)
-{
-    memset(m, 0, sizeof *m);
-    m->height = s->h;
-    m->width = s->w;
-    m->channels = s->c;
-    m->label = s->label;
-    m->source = s->source;
-    m->hash = fmt_hash64(s->px, sample_len(s));
-    fmt_pixel_sums(s->px, (size_t)s->h * s->w, s->c, m->sum, m->sumsq);
-    m->aux = s->aux;
-    m->aux_len = s->aux_len;
 }
 
 static const char *const g_classes[] = { "cat", "big dog", "emu" };
@@ -237,7 +98,7 @@ static void idx_path(char *out, size_t n, const char *dir, const char *name)
 
 /* Write samples as one shard, asserting the writer's accounting; stored[i] (if not NULL) gets
  * what w_add said it stored. */
-static fmt_shard_info write_set(const fmt_backend *be, const wopts *o, const tsample *s, size_t n,
+static fmt_shard_info write_set(const fmt_backend *be, const wopts *o, const tu_sample *s, size_t n,
                                 uint64_t *stored)
 {
     fmt_writer_opts wo = { .dir = o->dir, .name = o->name, .first_index = o->first,
@@ -248,7 +109,7 @@ static fmt_shard_info write_set(const fmt_backend *be, const wopts *o, const tsa
     uint64_t prev = be->w_size(w);
     for (size_t i = 0; i < n; i++) {
         fmt_sample_meta m;
-        fill_meta(&s[i], &m);
+        tu_sample_meta(&s[i], &m);
         uint64_t h = 0;
         int rc = be->w_add(w, &m, s[i].px, &h);
         ck_assert_msg(rc == 0, "add %zu: %s", i, fmt_strerror(rc));
@@ -263,11 +124,11 @@ static fmt_shard_info write_set(const fmt_backend *be, const wopts *o, const tsa
     }
     char p[4200];
     idx_path(p, sizeof p, o->dir, o->name);
-    ck_assert(!exists(p));
+    ck_assert(!tu_exists(p));
     fmt_shard_info info;
     memset(&info, 0xAB, sizeof info);
     ck_assert_int_eq(be->w_finish(w, o->input_end, &info), 0);
-    ck_assert(exists(p));
+    ck_assert(tu_exists(p));
     ck_assert_uint_eq(info.bytes, prev);
     return info;
 }
@@ -299,28 +160,6 @@ static uint8_t *parse_pnm(const uint8_t *b, size_t len, uint32_t *w, uint32_t *h
     if (px)
         memcpy(px, b + pos, n);
     return px;
-}
-
-/* Run cmd and collect its stdout. */
-static uint8_t *run_capture(const char *cmd, size_t *len, int *status)
-{
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = malloc(cap);
-    ck_assert_ptr_nonnull(buf);
-    size_t r;
-    while ((r = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += r;
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            ck_assert_ptr_nonnull(buf);
-        }
-    }
-    *status = pclose(f);
-    *len = n;
-    return buf;
 }
 
 static int have_djpeg(void)
@@ -361,7 +200,7 @@ static uint8_t *decode_external(const char *path, uint32_t c, uint32_t *w, uint3
     }
     size_t len;
     int status;
-    uint8_t *out = run_capture(cmd, &len, &status);
+    uint8_t *out = tu_run_capture(cmd, &len, &status);
     ck_assert_msg(status == 0, "%s failed (status %d)", cmd, status);
     uint32_t oc;
     uint8_t *px = parse_pnm(out, len, w, h, &oc);
@@ -392,8 +231,8 @@ static const char *expected_folder(int32_t label, char *buf)
 static void roundtrip(int bi, size_t n, int shapes, int with_aux)
 {
     const fmt_backend *be = g_backends[bi];
-    rng_state = 0x9E3779B97F4A7C15ULL ^ (n * 131 + (uint64_t)shapes * 7 + (uint64_t)bi);
-    tsample *s = make_samples(n, shapes, with_aux, 4); /* label 3 is outside the class list */
+    tu_rng_state = 0x9E3779B97F4A7C15ULL ^ (n * 131 + (uint64_t)shapes * 7 + (uint64_t)bi);
+    tu_sample *s = make_samples(n, shapes, with_aux, 4); /* label 3 is outside the class list */
     uint64_t *stored = calloc(n + 1, sizeof *stored);
     ck_assert_ptr_nonnull(stored);
     wopts o = { .dir = g_dir, .name = "shard-00002", .first = 100 + n,
@@ -420,29 +259,22 @@ static void roundtrip(int bi, size_t n, int shapes, int with_aux)
 
     /* the manifest hash is the index's trailer */
     size_t ilen;
-    uint8_t *ibuf = slurp(path, &ilen);
-    ck_assert_uint_eq(in->hash, rd64(ibuf + ilen - 8));
+    uint8_t *ibuf = tu_slurp(path, &ilen);
+    ck_assert_uint_eq(in->hash, fmt_le_get64(ibuf + ilen - 8));
     ck_assert_uint_eq(in->hash, XXH3_64bits(ibuf, ilen - 8));
     ck_assert_mem_eq(ibuf, "SHARDIDX", 8);
 
     uint64_t sum[3] = {0}, sumsq[3] = {0}, disk = ilen;
     double abs_err = 0, values = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t len = sample_len(&s[i]);
+        uint64_t len = tu_sample_len(&s[i]);
         for (uint64_t k = 0; k < len; k++) {
             uint64_t v = s[i].px[k];
             sum[k % s[i].c] += v;
             sumsq[k % s[i].c] += v * v;
         }
         fmt_sample smp;
-        ck_assert_int_eq(be->r_get(sh, i, &smp), 0);
-        ck_assert_uint_eq(smp.index, i);
-        ck_assert_int_eq(smp.label, s[i].label);
-        ck_assert_uint_eq(smp.height, s[i].h);
-        ck_assert_uint_eq(smp.width, s[i].w);
-        ck_assert_uint_eq(smp.channels, s[i].c);
-        ck_assert_uint_eq(smp.source, s[i].source);
-        ck_assert_uint_eq(smp.length, len);
+        tu_get_sample(be, sh, i, &s[i], &smp);
         ck_assert_ptr_null(smp.pixels);
         ck_assert_uint_eq(smp.hash, stored[i]);
         if (s[i].aux) {
@@ -457,10 +289,10 @@ static void roundtrip(int bi, size_t n, int shapes, int with_aux)
         char fb[16], file[4400], got_path[4400];
         sample_file(file, sizeof file, g_dir, expected_folder(s[i].label, fb), 100 + n + i,
                     g_ext[bi]);
-        ck_assert_msg(exists(file), "missing %s", file);
+        ck_assert_msg(tu_exists(file), "missing %s", file);
         ck_assert_int_eq(fmt_imageset_sample_path(sh, i, got_path, sizeof got_path), 0);
         ck_assert_str_eq(got_path, file);
-        uint64_t fsize = file_size(file);
+        uint64_t fsize = tu_file_size(file);
         disk += fsize;
         if (bi == 0) /* PNG-0 is stored, not compressed */
             ck_assert_uint_ge(fsize, len);
@@ -513,13 +345,13 @@ static void roundtrip(int bi, size_t n, int shapes, int with_aux)
     char path2[4300];
     idx_path(path2, sizeof path2, dir2, o.name);
     size_t ilen2;
-    uint8_t *ibuf2 = slurp(path2, &ilen2);
+    uint8_t *ibuf2 = tu_slurp(path2, &ilen2);
     ck_assert_uint_eq(ilen, ilen2);
     ck_assert_mem_eq(ibuf, ibuf2, ilen);
     free(ibuf);
     free(ibuf2);
     free(stored);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 
 START_TEST(test_roundtrip_fixed_gray)
@@ -549,7 +381,7 @@ START_TEST(test_empty_shard)
     ck_assert_uint_eq(wi.samples, 0);
     char path[4200];
     idx_path(path, sizeof path, g_dir, o.name);
-    ck_assert_uint_eq(wi.bytes, file_size(path));
+    ck_assert_uint_eq(wi.bytes, tu_file_size(path));
     ck_assert_uint_eq(wi.bytes, 168);
     ck_assert_uint_eq(entries_under(g_dir), 1); /* only the index */
     void *sh;
@@ -574,13 +406,13 @@ END_TEST
 START_TEST(test_files_independent_decoder)
 {
     const fmt_backend *be = g_backends[_i];
-    rng_state = 42 + (uint64_t)_i;
-    tsample *s = make_samples(6, SHAPES_MIXED, 0, 3);
+    tu_rng_state = 42 + (uint64_t)_i;
+    tu_sample *s = make_samples(6, SHAPES_MIXED, 0, 3);
     s[0].c = 1; /* make sure both kinds are there (pixels stay valid: fewer bytes are read) */
     s[1].c = 3;
     free(s[1].px);
-    s[1].px = malloc(sample_len(&s[1]));
-    for (uint64_t k = 0; k < sample_len(&s[1]); k++)
+    s[1].px = malloc(tu_sample_len(&s[1]));
+    for (uint64_t k = 0; k < tu_sample_len(&s[1]); k++)
         s[1].px[k] = (uint8_t)(k * 3);
     uint64_t stored[6];
     wopts o = { .dir = g_dir, .name = "shard-00000", .classes = g_classes, .nclasses = 3 };
@@ -595,9 +427,9 @@ START_TEST(test_files_independent_decoder)
         ck_assert_uint_eq(w, s[i].w);
         ck_assert_uint_eq(h, s[i].h);
         if (is_jpeg(be)) /* what a JPEG decoder sees is what the stored hash is of */
-            ck_assert_uint_eq(fmt_hash64(px, sample_len(&s[i])), stored[i]);
+            ck_assert_uint_eq(fmt_hash64(px, tu_sample_len(&s[i])), stored[i]);
         else
-            ck_assert_mem_eq(px, s[i].px, sample_len(&s[i]));
+            ck_assert_mem_eq(px, s[i].px, tu_sample_len(&s[i]));
         free(px);
     }
     /* and our own decoder of the files agrees with the reader */
@@ -605,12 +437,12 @@ START_TEST(test_files_independent_decoder)
         char fb[16], file[4400];
         sample_file(file, sizeof file, g_dir, expected_folder(s[i].label, fb), i, g_ext[_i]);
         size_t len;
-        uint8_t *buf = slurp(file, &len);
+        uint8_t *buf = tu_slurp(file, &len);
         fmt_image_type t = fmt_image_sniff(buf, len);
         ck_assert_int_eq(t, _i == 0 ? FMT_IMG_PNG : _i == 1 ? FMT_IMG_BMP : FMT_IMG_JPEG);
         free(buf);
     }
-    free_samples(s, 6);
+    tu_samples_free(s, 6);
 }
 END_TEST
 
@@ -619,17 +451,17 @@ START_TEST(test_png0_is_stored)
     /* a constant image compresses to almost nothing at any level above 0 */
     uint8_t px[64 * 48 * 3];
     memset(px, 7, sizeof px);
-    tsample s = { .h = 48, .w = 64, .c = 3, .label = 0, .px = px };
+    tu_sample s = { .h = 48, .w = 64, .c = 3, .label = 0, .px = px };
     wopts o = { .dir = g_dir, .name = "shard-00000", .classes = g_classes, .nclasses = 3 };
     write_set(&fmt_backend_png0, &o, &s, 1, NULL);
     char file[4400];
     sample_file(file, sizeof file, g_dir, "cat", 0, "png");
-    uint64_t size = file_size(file);
+    uint64_t size = tu_file_size(file);
     ck_assert_uint_ge(size, sizeof px + 48); /* pixels and one filter byte per row */
     ck_assert_uint_lt(size, sizeof px + 48 + 200);
     /* the raw rows are in the file as they are */
     size_t len;
-    uint8_t *buf = slurp(file, &len);
+    uint8_t *buf = tu_slurp(file, &len);
     uint8_t row[64 * 3 + 1];
     row[0] = 0; /* filter type none */
     memset(row + 1, 7, sizeof row - 1);
@@ -646,19 +478,19 @@ START_TEST(test_bmp_layout)
         rgb[k] = (uint8_t)(k * 5);
     for (size_t k = 0; k < sizeof gray; k++)
         gray[k] = (uint8_t)(k * 11);
-    tsample s[2] = { { .h = 3, .w = 5, .c = 3, .label = 1, .px = rgb },
+    tu_sample s[2] = { { .h = 3, .w = 5, .c = 3, .label = 1, .px = rgb },
                      { .h = 3, .w = 5, .c = 1, .label = 1, .px = gray } };
     wopts o = { .dir = g_dir, .name = "shard-00000", .classes = g_classes, .nclasses = 3 };
     write_set(&fmt_backend_bmp, &o, s, 2, NULL);
     char file[4400];
     size_t len;
     sample_file(file, sizeof file, g_dir, "big dog", 0, "bmp");
-    uint8_t *b = slurp(file, &len);
+    uint8_t *b = tu_slurp(file, &len);
     ck_assert_uint_eq(b[28], 24);
     ck_assert_uint_eq(len, 54 + 3 * 16);
     free(b);
     sample_file(file, sizeof file, g_dir, "big dog", 1, "bmp");
-    b = slurp(file, &len);
+    b = tu_slurp(file, &len);
     ck_assert_uint_eq(b[28], 8);
     free(b);
 }
@@ -666,8 +498,8 @@ END_TEST
 
 START_TEST(test_jpeg_quality)
 {
-    rng_state = 99;
-    tsample *s = make_samples(1, SHAPES_FIXED_RGB, 0, 3);
+    tu_rng_state = 99;
+    tu_sample *s = make_samples(1, SHAPES_FIXED_RGB, 0, 3);
     uint64_t sizes[2];
     int q[2] = { 30, 98 };
     for (int k = 0; k < 2; k++) {
@@ -679,12 +511,12 @@ START_TEST(test_jpeg_quality)
         write_set(&fmt_backend_jpeg, &o, s, 1, NULL);
         char file[4400];
         sample_file(file, sizeof file, dir, "cat", 0, "jpg");
-        sizes[k] = file_size(file);
+        sizes[k] = tu_file_size(file);
         char path[4300];
         idx_path(path, sizeof path, dir, o.name);
         size_t len;
-        uint8_t *b = slurp(path, &len);
-        ck_assert_uint_eq(rd32(b + 20), (uint32_t)q[k]); /* recorded for information */
+        uint8_t *b = tu_slurp(path, &len);
+        ck_assert_uint_eq(fmt_le_get32(b + 20), (uint32_t)q[k]); /* recorded for information */
         free(b);
     }
     ck_assert_uint_lt(sizes[0], sizes[1]);
@@ -694,7 +526,7 @@ START_TEST(test_jpeg_quality)
     ck_assert_int_eq(fmt_backend_jpeg.w_open(&w, &wo), FMT_EINVAL);
     wo.quality = -1;
     ck_assert_int_eq(fmt_backend_jpeg.w_open(&w, &wo), FMT_EINVAL);
-    free_samples(s, 1);
+    tu_samples_free(s, 1);
 }
 END_TEST
 
@@ -711,11 +543,11 @@ START_TEST(test_class_folders)
         { 7, "spaced name" }, { 8, "8" }, { -1, "-1" }, { 0, "cat" }, { 12345, "12345" },
     };
     size_t n = sizeof want / sizeof want[0];
-    tsample *s = calloc(n, sizeof *s);
+    tu_sample *s = calloc(n, sizeof *s);
     uint8_t px[4 * 4 * 3];
     memset(px, 100, sizeof px);
     for (size_t i = 0; i < n; i++)
-        s[i] = (tsample){ .h = 4, .w = 4, .c = 3, .label = want[i].label, .px = px };
+        s[i] = (tu_sample){ .h = 4, .w = 4, .c = 3, .label = want[i].label, .px = px };
     wopts o = { .dir = g_dir, .name = "shard-00007", .first = 99999998, .classes = classes,
                 .nclasses = 8 };
     write_set(be, &o, s, n, NULL);
@@ -723,11 +555,11 @@ START_TEST(test_class_folders)
     for (size_t i = 0; i < n; i++) {
         char file[4400];
         sample_file(file, sizeof file, g_dir, want[i].folder, 99999998 + i, g_ext[_i]);
-        ck_assert_msg(exists(file), "missing %s", file);
+        ck_assert_msg(tu_exists(file), "missing %s", file);
     }
     char file[4400];
     snprintf(file, sizeof file, "%s/cat/100000008.%s", g_dir, g_ext[_i]);
-    ck_assert(exists(file));
+    ck_assert(tu_exists(file));
     /* folders cat 1 2 3 4 5 6 "spaced name" 8 -1 12345, the files, the index; no temp files */
     ck_assert_uint_eq(entries_under(g_dir), 11 + n + 1);
     free(s);
@@ -737,18 +569,18 @@ END_TEST
 /* ---- damage ---- */
 
 /* A finished shard of n mixed samples in g_dir; returns the open reader. */
-static void *damaged_fixture(const fmt_backend *be, size_t n, tsample **sp, char *path,
+static void *damaged_fixture(const fmt_backend *be, size_t n, tu_sample **sp, char *path,
                              size_t plen)
 {
-    rng_state = 1234;
+    tu_rng_state = 1234;
     *sp = make_samples(n, SHAPES_MIXED, 1, 3);
     for (size_t i = 0; i < n; i++) {
         /* big enough that a byte in the middle of the file is pixel data */
         (*sp)[i].h += 16;
         (*sp)[i].w += 16;
         free((*sp)[i].px);
-        (*sp)[i].px = malloc(sample_len(&(*sp)[i]));
-        for (uint64_t k = 0; k < sample_len(&(*sp)[i]); k++)
+        (*sp)[i].px = malloc(tu_sample_len(&(*sp)[i]));
+        for (uint64_t k = 0; k < tu_sample_len(&(*sp)[i]); k++)
             (*sp)[i].px[k] = (uint8_t)(k / 7 + i);
     }
     wopts o = { .dir = g_dir, .name = "shard-00001", .first = 50, .classes = g_classes,
@@ -765,12 +597,12 @@ static void *damaged_fixture(const fmt_backend *be, size_t n, tsample **sp, char
 START_TEST(test_missing_file)
 {
     const fmt_backend *be = g_backends[_i];
-    tsample *s;
+    tu_sample *s;
     char path[4200], file[4400];
     void *sh = damaged_fixture(be, 5, &s, path, sizeof path);
     ck_assert_int_eq(fmt_imageset_sample_path(sh, 2, file, sizeof file), 0);
     ck_assert_int_eq(unlink(file), 0);
-    uint8_t *px = malloc(sample_len(&s[2]));
+    uint8_t *px = malloc(tu_sample_len(&s[2]));
     ck_assert_int_eq(be->r_read(sh, 2, px, NULL, 0), ENOENT);
     ck_assert_int_eq(be->r_check(sh, 2), ENOENT);
     fmt_msg msg = {{0}};
@@ -792,21 +624,21 @@ START_TEST(test_missing_file)
     ck_assert_int_eq(be->r_read(sh, 2, px, NULL, 0), EISDIR);
     be->r_close(sh);
     free(px);
-    free_samples(s, 5);
+    tu_samples_free(s, 5);
 }
 END_TEST
 
 START_TEST(test_damaged_file)
 {
     const fmt_backend *be = g_backends[_i];
-    tsample *s;
+    tu_sample *s;
     char path[4200], file[4400];
     void *sh = damaged_fixture(be, 5, &s, path, sizeof path);
     ck_assert_int_eq(fmt_imageset_sample_path(sh, 1, file, sizeof file), 0);
     size_t len;
-    uint8_t *b = slurp(file, &len);
+    uint8_t *b = tu_slurp(file, &len);
     b[len / 2] ^= 0x5A;
-    spit(file, b, len);
+    tu_spit(file, b, len);
     ck_assert_int_eq(be->r_check(sh, 1), FMT_EHASH);
     fmt_msg msg = {{0}};
     ck_assert_int_eq(fmt_imageset_check(sh, 1, &msg), FMT_EHASH);
@@ -814,37 +646,37 @@ START_TEST(test_damaged_file)
     ck_assert_int_eq(be->r_check(sh, 0), 0);
     ck_assert_int_eq(be->r_check(sh, 2), 0);
     /* reading does not hash: it decodes (PNG: the chunk CRC catches it) or gives other pixels */
-    uint8_t *px = malloc(sample_len(&s[1]));
+    uint8_t *px = malloc(tu_sample_len(&s[1]));
     int rc = be->r_read(sh, 1, px, NULL, 0);
     if (_i == 0)
         ck_assert_int_ne(rc, 0);
     if (rc == 0 && !is_jpeg(be))
-        ck_assert(memcmp(px, s[1].px, sample_len(&s[1])) != 0);
+        ck_assert(memcmp(px, s[1].px, tu_sample_len(&s[1])) != 0);
     free(b);
 
     /* a truncated file, and one with bytes appended */
     ck_assert_int_eq(fmt_imageset_sample_path(sh, 3, file, sizeof file), 0);
-    b = slurp(file, &len);
-    spit(file, b, len - 10);
+    b = tu_slurp(file, &len);
+    tu_spit(file, b, len - 10);
     ck_assert_int_eq(be->r_read(sh, 3, px, NULL, 0), FMT_ETRUNC);
     ck_assert_int_eq(be->r_check(sh, 3), FMT_ETRUNC);
     uint8_t *longer = malloc(len + 1);
     memcpy(longer, b, len);
     longer[len] = 0;
-    spit(file, longer, len + 1);
+    tu_spit(file, longer, len + 1);
     memset(&msg, 0, sizeof msg);
     ck_assert_int_eq(fmt_imageset_read(sh, 3, px, &msg), FMT_ECORRUPT);
     ck_assert_msg(strstr(msg.text, file) != NULL, "message does not name the file: %s", msg.text);
-    spit(file, b, len);
+    tu_spit(file, b, len);
     ck_assert_int_eq(be->r_check(sh, 3), 0);
     free(longer);
     free(b);
 
     /* the same bytes but not an image at all: the file hash catches it first, decode in read */
     ck_assert_int_eq(fmt_imageset_sample_path(sh, 4, file, sizeof file), 0);
-    b = slurp(file, &len);
+    b = tu_slurp(file, &len);
     memset(b, 'x', len);
-    spit(file, b, len);
+    tu_spit(file, b, len);
     ck_assert_int_eq(be->r_check(sh, 4), FMT_EHASH);
     memset(&msg, 0, sizeof msg);
     ck_assert_int_eq(fmt_imageset_read(sh, 4, px, &msg), FMT_EFORMAT);
@@ -852,7 +684,7 @@ START_TEST(test_damaged_file)
     free(b);
     free(px);
     be->r_close(sh);
-    free_samples(s, 5);
+    tu_samples_free(s, 5);
 }
 END_TEST
 
@@ -864,17 +696,17 @@ START_TEST(test_shape_mismatch)
     uint8_t px[6 * 10 * 3];
     for (size_t k = 0; k < sizeof px; k++)
         px[k] = (uint8_t)(k / 3);
-    tsample s = { .h = 6, .w = 10, .c = 3, .label = 0, .px = px };
+    tu_sample s = { .h = 6, .w = 10, .c = 3, .label = 0, .px = px };
     wopts o = { .dir = g_dir, .name = "shard-00000", .classes = g_classes, .nclasses = 3 };
     write_set(be, &o, &s, 1, NULL);
     char path[4200];
     idx_path(path, sizeof path, g_dir, o.name);
     size_t len;
-    uint8_t *b = slurp(path, &len);
-    wr32(b + 160 + 44, 10);
-    wr32(b + 160 + 48, 6);
+    uint8_t *b = tu_slurp(path, &len);
+    fmt_le_put32(b + 160 + 44, 10);
+    fmt_le_put32(b + 160 + 48, 6);
     rehash(b, len);
-    spit(path, b, len);
+    tu_spit(path, b, len);
     void *sh;
     fmt_msg msg = {{0}};
     ck_assert_int_eq(be->r_open(&sh, g_dir, path, FMT_ACCESS_MMAP, &msg), 0);
@@ -885,11 +717,11 @@ START_TEST(test_shape_mismatch)
     be->r_close(sh);
 
     /* a recorded pixel hash that the file does not decode to */
-    wr32(b + 160 + 44, 6);
-    wr32(b + 160 + 48, 10);
+    fmt_le_put32(b + 160 + 44, 6);
+    fmt_le_put32(b + 160 + 48, 10);
     b[160] ^= 1;
     rehash(b, len);
-    spit(path, b, len);
+    tu_spit(path, b, len);
     ck_assert_int_eq(be->r_open(&sh, g_dir, path, FMT_ACCESS_MMAP, &msg), 0);
     ck_assert_int_eq(be->r_read(sh, 0, out, NULL, 0), 0);
     memset(&msg, 0, sizeof msg);
@@ -903,7 +735,7 @@ END_TEST
 static int open_bytes(const fmt_backend *be, const char *path, const uint8_t *b, size_t len,
                       fmt_msg *msg)
 {
-    spit(path, b, len);
+    tu_spit(path, b, len);
     memset(msg, 0, sizeof *msg);
     void *sh = (void *)1;
     int rc = be->r_open(&sh, g_dir, path, FMT_ACCESS_MMAP, msg);
@@ -925,12 +757,12 @@ static int open_bytes(const fmt_backend *be, const char *path, const uint8_t *b,
 START_TEST(test_index_damage)
 {
     const fmt_backend *be = g_backends[_i];
-    tsample *s;
+    tu_sample *s;
     char path[4200];
     void *sh = damaged_fixture(be, 4, &s, path, sizeof path);
     be->r_close(sh);
     size_t len0;
-    uint8_t *orig = slurp(path, &len0);
+    uint8_t *orig = tu_slurp(path, &len0);
     uint8_t *b = malloc(len0 + 16);
     size_t len;
     fmt_msg msg;
@@ -973,23 +805,23 @@ START_TEST(test_index_damage)
     rehash(b, len);
     EXPECT_OPEN(FMT_EVERSION, "version");
     memcpy(b, orig, len0);
-    wr32(b + 12, 128);
+    fmt_le_put32(b + 12, 128);
     rehash(b, len);
     EXPECT_OPEN(FMT_ECORRUPT, "header size");
     memcpy(b, orig, len0);
-    wr32(b + 16, (uint32_t)(_i == 0 ? 2 : 1));
+    fmt_le_put32(b + 16, (uint32_t)(_i == 0 ? 2 : 1));
     rehash(b, len);
     EXPECT_OPEN(FMT_ECORRUPT, "set, not");
     memcpy(b, orig, len0);
-    wr64(b + 24, 5); /* sample_count without room for it */
+    fmt_le_put64(b + 24, 5); /* sample_count without room for it */
     rehash(b, len);
     EXPECT_OPEN(FMT_ECORRUPT, "folder table does not follow");
     memcpy(b, orig, len0);
-    wr64(b + 32, UINT64_MAX - 1); /* first_index + count overflows */
+    fmt_le_put64(b + 32, UINT64_MAX - 1); /* first_index + count overflows */
     rehash(b, len);
     EXPECT_OPEN(FMT_ECORRUPT, "overflows");
     memcpy(b, orig, len0);
-    wr64(b + 152, rd64(b + 152) + 1); /* images_size */
+    fmt_le_put64(b + 152, fmt_le_get64(b + 152) + 1); /* images_size */
     rehash(b, len);
     EXPECT_OPEN(FMT_ECORRUPT, "image sizes");
 
@@ -1010,12 +842,12 @@ START_TEST(test_index_damage)
             e[bad[k].off] = (uint8_t)bad[k].val;
             e[bad[k].off + 1] = 0;
         } else if (bad[k].width == 4) {
-            wr32(e + bad[k].off, (uint32_t)bad[k].val);
+            fmt_le_put32(e + bad[k].off, (uint32_t)bad[k].val);
         } else {
-            wr64(e + bad[k].off, bad[k].val);
+            fmt_le_put64(e + bad[k].off, bad[k].val);
         }
         if (bad[k].off == 44 && bad[k].val == 0xFFFFFFFF) {
-            wr32(e + 48, 0xFFFFFFFF);
+            fmt_le_put32(e + 48, 0xFFFFFFFF);
             e[52] = 3;
         }
         rehash(b, len);
@@ -1023,14 +855,14 @@ START_TEST(test_index_damage)
     }
     /* an aux record outside the aux area (sample 0 has one) */
     memcpy(b, orig, len0);
-    ck_assert_uint_eq(rd32(b + e0 + 54) & 1, 1);
-    wr64(b + e0 + 32, rd64(b + 136));
+    ck_assert_uint_eq(fmt_le_get32(b + e0 + 54) & 1, 1);
+    fmt_le_put64(b + e0 + 32, fmt_le_get64(b + 136));
     rehash(b, len);
     EXPECT_OPEN(FMT_ECORRUPT, "aux record");
 
     /* folder names that would leave the dataset directory */
-    uint64_t ft = rd64(orig + 104);
-    ck_assert_uint_eq(rd32(orig + 120), 3); /* cat, big dog, emu (labels 0, 1, 2, 0) */
+    uint64_t ft = fmt_le_get64(orig + 104);
+    ck_assert_uint_eq(fmt_le_get32(orig + 120), 3); /* cat, big dog, emu (labels 0, 1, 2, 0) */
     ck_assert_uint_eq(orig[ft], 3);
     ck_assert_mem_eq(orig + ft + 2, "cat", 3);
     const char *evil[] = { "..x", "a/b", ".\0.", "\x01zz" };
@@ -1049,7 +881,7 @@ START_TEST(test_index_damage)
     rehash(b, len);
     EXPECT_OPEN(FMT_ECORRUPT, "outside the folder table");
     memcpy(b, orig, len0);
-    wr32(b + 120, 2); /* one record fewer than the table holds */
+    fmt_le_put32(b + 120, 2); /* one record fewer than the table holds */
     rehash(b, len);
     EXPECT_OPEN(FMT_ECORRUPT, "stray bytes");
 
@@ -1064,7 +896,7 @@ START_TEST(test_index_damage)
     ck_assert_int_eq(be->r_open(&sh2, g_dir, path, FMT_ACCESS_MMAP, &m2), ENOENT);
     free(b);
     free(orig);
-    free_samples(s, 4);
+    tu_samples_free(s, 4);
 }
 END_TEST
 
@@ -1073,17 +905,13 @@ END_TEST
 START_TEST(test_abort_leaves_nothing)
 {
     const fmt_backend *be = g_backends[_i];
-    rng_state = 7;
-    tsample *s = make_samples(6, SHAPES_MIXED, 1, 4);
+    tu_rng_state = 7;
+    tu_sample *s = make_samples(6, SHAPES_MIXED, 1, 4);
     fmt_writer_opts wo = { .dir = g_dir, .name = "shard-00000", .classes = g_classes,
                            .nclasses = 3 };
     void *w;
     ck_assert_int_eq(be->w_open(&w, &wo), 0);
-    for (size_t i = 0; i < 6; i++) {
-        fmt_sample_meta m;
-        fill_meta(&s[i], &m);
-        ck_assert_int_eq(be->w_add(w, &m, s[i].px, NULL), 0);
-    }
+    tu_add_samples(be, w, s, 0, 6);
     ck_assert_uint_gt(entries_under(g_dir), 6);
     be->w_abort(w);
     ck_assert_uint_eq(entries_under(g_dir), 0);
@@ -1096,11 +924,7 @@ START_TEST(test_abort_leaves_nothing)
     wo.name = "shard-00001";
     wo.first_index = 3;
     ck_assert_int_eq(be->w_open(&w, &wo), 0);
-    for (size_t i = 3; i < 6; i++) {
-        fmt_sample_meta m;
-        fill_meta(&s[i], &m);
-        ck_assert_int_eq(be->w_add(w, &m, s[i].px, NULL), 0);
-    }
+    tu_add_samples(be, w, s, 3, 6);
     be->w_abort(w);
     ck_assert_uint_eq(entries_under(g_dir), before);
     char path[4200];
@@ -1111,7 +935,7 @@ START_TEST(test_abort_leaves_nothing)
     for (uint64_t i = 0; i < 3; i++)
         ck_assert_int_eq(be->r_check(sh, i), 0);
     be->r_close(sh);
-    free_samples(s, 6);
+    tu_samples_free(s, 6);
 }
 END_TEST
 
@@ -1119,27 +943,25 @@ START_TEST(test_rewrite_removes_old_index)
 {
     /* a shard written again: the old index goes at open, before its files are replaced */
     const fmt_backend *be = g_backends[_i];
-    rng_state = 8;
-    tsample *s = make_samples(3, SHAPES_FIXED_RGB, 0, 3);
+    tu_rng_state = 8;
+    tu_sample *s = make_samples(3, SHAPES_FIXED_RGB, 0, 3);
     wopts o = { .dir = g_dir, .name = "shard-00000", .classes = g_classes, .nclasses = 3 };
     write_set(be, &o, s, 3, NULL);
     char path[4200];
     idx_path(path, sizeof path, g_dir, o.name);
-    ck_assert(exists(path));
+    ck_assert(tu_exists(path));
     fmt_writer_opts wo = { .dir = g_dir, .name = "shard-00000", .classes = g_classes,
                            .nclasses = 3 };
     void *w;
     ck_assert_int_eq(be->w_open(&w, &wo), 0);
-    ck_assert(!exists(path));
-    fmt_sample_meta m;
-    fill_meta(&s[0], &m);
-    ck_assert_int_eq(be->w_add(w, &m, s[0].px, NULL), 0);
-    ck_assert(!exists(path));
+    ck_assert(!tu_exists(path));
+    tu_add_samples(be, w, s, 0, 1);
+    ck_assert(!tu_exists(path));
     fmt_shard_info info;
     ck_assert_int_eq(be->w_finish(w, 1, &info), 0);
     ck_assert_uint_eq(info.samples, 1);
-    ck_assert(exists(path));
-    free_samples(s, 3);
+    ck_assert(tu_exists(path));
+    tu_samples_free(s, 3);
 }
 END_TEST
 
@@ -1183,7 +1005,7 @@ START_TEST(test_writer_errors)
     /* an I/O error fails the writer: a file named like the next class folder */
     char blocker[4200];
     snprintf(blocker, sizeof blocker, "%s/big dog", g_dir);
-    spit(blocker, (const uint8_t *)"x", 1);
+    tu_spit(blocker, (const uint8_t *)"x", 1);
     m.label = 1;
     ck_assert_int_eq(be->w_add(w, &m, px, NULL), ENOTDIR);
     m.label = 0;
@@ -1191,7 +1013,7 @@ START_TEST(test_writer_errors)
     ck_assert_int_eq(be->w_finish(w, 0, NULL), ENOTDIR);
     /* nothing of the shard is left, the blocker is untouched */
     ck_assert_uint_eq(entries_under(g_dir), 1);
-    ck_assert(exists(blocker));
+    ck_assert(tu_exists(blocker));
 }
 END_TEST
 
@@ -1203,7 +1025,7 @@ START_TEST(test_index_rename_failure)
     idx_path(path, sizeof path, g_dir, "shard-00000");
     snprintf(inner, sizeof inner, "%s/x", path);
     ck_assert_int_eq(mkdir(path, 0755), 0);
-    spit(inner, (const uint8_t *)"x", 1);
+    tu_spit(inner, (const uint8_t *)"x", 1);
     fmt_writer_opts wo = { .dir = g_dir, .name = "shard-00000" };
     void *w;
     /* removing the old index fails too: a directory */
@@ -1217,7 +1039,7 @@ START_TEST(test_index_rename_failure)
                           .hash = fmt_hash64(px, 12) };
     ck_assert_int_eq(be->w_add(w, &m, px, NULL), 0);
     ck_assert_int_eq(mkdir(path, 0755), 0);
-    spit(inner, (const uint8_t *)"x", 1);
+    tu_spit(inner, (const uint8_t *)"x", 1);
     rc = be->w_finish(w, 0, NULL);
     ck_assert_int_gt(rc, 0);
     /* the directory and its file only */
@@ -1283,9 +1105,9 @@ static void *reader_thread(void *p)
 START_TEST(test_parallel_reads)
 {
     const fmt_backend *be = g_backends[_i];
-    rng_state = 31337;
+    tu_rng_state = 31337;
     size_t n = 24;
-    tsample *s = make_samples(n, SHAPES_MIXED, 0, 3);
+    tu_sample *s = make_samples(n, SHAPES_MIXED, 0, 3);
     wopts o = { .dir = g_dir, .name = "shard-00000", .classes = g_classes, .nclasses = 3 };
     write_set(be, &o, s, n, NULL);
     char path[4200];
@@ -1296,7 +1118,7 @@ START_TEST(test_parallel_reads)
     uint8_t **ref = calloc(n, sizeof *ref);
     uint64_t *len = calloc(n, sizeof *len);
     for (size_t i = 0; i < n; i++) {
-        len[i] = sample_len(&s[i]);
+        len[i] = tu_sample_len(&s[i]);
         ref[i] = malloc(len[i]);
         ck_assert_int_eq(be->r_read(sh, i, ref[i], NULL, 0), 0);
     }
@@ -1315,7 +1137,7 @@ START_TEST(test_parallel_reads)
         free(ref[i]);
     free(ref);
     free(len);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
@@ -1349,8 +1171,7 @@ static Suite *imageset_suite(void)
 {
     Suite *s = suite_create("imageset");
     TCase *tc = tcase_create("imageset");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_add_checked_fixture(tc, setup, NULL);
+    tu_temp_fixtures(tc);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_backend_tables);
     tcase_add_loop_test(tc, test_roundtrip_fixed_gray, 0, 3);
@@ -1378,9 +1199,5 @@ static Suite *imageset_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(imageset_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(imageset_suite());
 }

@@ -10,6 +10,7 @@
 
 #include "inputs.h"
 #include "util.h"
+#include "testutil.h"
 
 static char root[64];
 
@@ -233,9 +234,5 @@ int main(void)
     tcase_add_test(tc, list_file);
     tcase_add_test(tc, parse_numbers);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run(s);
 }

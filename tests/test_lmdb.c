@@ -1,14 +1,13 @@
 /* test_lmdb.c - the lmdb backend, used only through its fmt_backend table: round trips, the layout
  * that liblmdb and the standard tools see (formats/lmdb.md), atomic writing, damage, crafted
  * environments and concurrent reads. */
-#include "backend.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,152 +21,19 @@
 
 static const fmt_backend *const be = &fmt_backend_lmdb;
 
-/* g_root is made once by the runner process and removed with everything under it at the end, even
- * when a test failed in its forked child; each test gets a fresh g_dir inside it. */
-static char g_root[1024], g_dir[1100];
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static void root_setup(void)
-{
-    const char *base = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_lmdb.XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(g_root))
-        g_root[0] = '\0';
-}
-
-static void root_teardown(void)
-{
-    if (g_root[0])
-        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void setup(void)
-{
-    static unsigned seq;
-    ck_assert_msg(g_root[0] != '\0', "cannot create a temp dir");
-    snprintf(g_dir, sizeof g_dir, "%s/t%u.XXXXXX", g_root, seq++);
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
-}
-
-static void path_in_dir(char *out, size_t n, const char *name)
-{
-    snprintf(out, n, "%s/%s", g_dir, name);
-}
-
-static int exists(const char *path)
-{
-    struct stat st;
-    return lstat(path, &st) == 0;
-}
-
-static int is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static uint64_t file_size(const char *path)
-{
-    struct stat st;
-    ck_assert_int_eq(stat(path, &st), 0);
-    return (uint64_t)st.st_size;
-}
-
-/* How many names dir holds (not . and ..); *only_match: whether `only` is one of them. */
-static size_t dir_entries(const char *dir, const char *only, int *only_match)
-{
-    DIR *d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    size_t n = 0;
-    int match = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        n++;
-        if (only && strcmp(e->d_name, only) == 0)
-            match = 1;
-    }
-    closedir(d);
-    if (only_match)
-        *only_match = match;
-    return n;
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint16_t rd16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static void wr64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void wr32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void wr16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
 static void be64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (56 - 8 * i));
 }
 
-static uint64_t rng_state;
-
-static uint64_t rng(void)
-{
-    /* xorshift64*: deterministic fixtures */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
 /* ---- fixtures: samples written to a shard ---- */
-
-typedef struct {
-    uint32_t h, w, c;
-    int32_t label;
-    uint64_t source;
-    uint8_t *px;
-    uint8_t *aux;
-    uint32_t aux_len;
-} tsample;
 
 enum { SHAPES_FIXED_GRAY, SHAPES_FIXED_RGB, SHAPES_MIXED, SHAPES_IMAGENET };
 
-static tsample *make_samples(size_t n, int shapes, int with_aux)
+static tu_sample *make_samples(size_t n, int shapes, int with_aux)
 {
-    tsample *s = calloc(n ? n : 1, sizeof *s);
-    ck_assert_ptr_nonnull(s);
+    tu_sample *s = tu_samples_new(n);
     for (size_t i = 0; i < n; i++) {
         if (shapes == SHAPES_FIXED_GRAY) {
             s[i].h = 17, s[i].w = 13, s[i].c = 1;
@@ -177,60 +43,19 @@ static tsample *make_samples(size_t n, int shapes, int with_aux)
             s[i].h = 224, s[i].w = 224, s[i].c = 3;
         } else {
             /* from 1 byte (a leaf value) to 60x60x3 (an overflow value) */
-            s[i].h = 1 + (uint32_t)(rng() % 60);
-            s[i].w = 1 + (uint32_t)(rng() % 60);
-            s[i].c = (rng() & 1) ? 3 : 1;
+            tu_sample_random_shape(&s[i], 60);
         }
-        s[i].label = (i % 4 == 3) ? -1 : (int32_t)(rng() % 1000);
-        s[i].source = rng();
-        size_t len = (size_t)s[i].h * s[i].w * s[i].c;
-        s[i].px = malloc(len);
-        ck_assert_ptr_nonnull(s[i].px);
-        for (size_t k = 0; k < len; k++)
-            s[i].px[k] = (uint8_t)rng();
-        if (with_aux && i % 3 != 1) {
-            s[i].aux_len = 1 + (uint32_t)(rng() % 70);
-            s[i].aux = malloc(s[i].aux_len);
-            ck_assert_ptr_nonnull(s[i].aux);
-            for (uint32_t k = 0; k < s[i].aux_len; k++)
-                s[i].aux[k] = (uint8_t)rng();
-        }
+        tu_sample_random(&s[i], i);
+        if (with_aux && i % 3 != 1)
+            tu_sample_random_aux(&s[i], 1 + (uint32_t)(tu_rng() % 70));
     }
     return s;
-}
-
-static void free_samples(tsample *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(s[i].px);
-        free(s[i].aux);
-    }
-    free(s);
-}
-
-static uint64_t sample_len(const tsample *s)
-{
-    return (uint64_t)s->h * s->w * s->c;
-}
-
-static void fill_meta(const tsample *s, fmt_sample_meta *m)
-{
-    memset(m, 0, sizeof *m);
-    m->height = s->h;
-    m->width = s->w;
-    m->channels = s->c;
-    m->label = s->label;
-    m->source = s->source;
-    m->hash = fmt_hash64(s->px, sample_len(s));
-    fmt_pixel_sums(s->px, (size_t)s->h * s->w, s->c, m->sum, m->sumsq);
-    m->aux = s->aux;
-    m->aux_len = s->aux_len;
 }
 
 typedef struct {
     const char *name;
     uint64_t first_index, fingerprint, input_end;
-    int replace;                /* an older shard of this name exists until finish */
+    int replace;                /* an older shard of this name tu_exists until finish */
 } tshard;
 
 static void shard_paths(const char *name, char *fin, char *tmp, char *data, size_t n)
@@ -244,7 +69,7 @@ static void shard_paths(const char *name, char *fin, char *tmp, char *data, size
 
 /* Write samples through the table, asserting the temporary/final names and the size accounting
  * after every add; *info receives what finish says, *projected the last w_size. */
-static void write_shard(const tshard *t, const tsample *s, size_t n, fmt_shard_info *info,
+static void write_shard(const tshard *t, const tu_sample *s, size_t n, fmt_shard_info *info,
                         uint64_t *projected)
 {
     char fin[1400], tmp[1400], data[1400];
@@ -253,42 +78,42 @@ static void write_shard(const tshard *t, const tsample *s, size_t n, fmt_shard_i
                          .fingerprint = t->fingerprint};
     void *w;
     ck_assert_int_eq(be->w_open(&w, &o), 0);
-    ck_assert(is_dir(tmp));
-    ck_assert(t->replace ? is_dir(fin) : !exists(fin));
+    ck_assert(tu_is_dir(tmp));
+    ck_assert(t->replace ? tu_is_dir(fin) : !tu_exists(fin));
     uint64_t size = be->w_size(w);
     ck_assert_uint_gt(size, 0);
     for (size_t i = 0; i < n; i++) {
         fmt_sample_meta m;
-        fill_meta(&s[i], &m);
+        tu_sample_meta(&s[i], &m);
         uint64_t stored = 0;
         ck_assert_int_eq(be->w_add(w, &m, s[i].px, &stored), 0);
         ck_assert_uint_eq(stored, m.hash);
-        uint64_t cost = be->w_cost(sample_len(&s[i]), s[i].aux_len, 0);
-        ck_assert_uint_gt(cost, sample_len(&s[i]) + s[i].aux_len);
+        uint64_t cost = be->w_cost(tu_sample_len(&s[i]), s[i].aux_len, 0);
+        ck_assert_uint_gt(cost, tu_sample_len(&s[i]) + s[i].aux_len);
         size += cost;
         ck_assert_uint_eq(be->w_size(w), size);
         ck_assert_uint_eq(be->w_count(w), i + 1);
     }
-    ck_assert(t->replace ? is_dir(fin) : !exists(fin));
+    ck_assert(t->replace ? tu_is_dir(fin) : !tu_exists(fin));
     ck_assert_int_eq(be->w_finish(w, t->input_end, info), 0);
-    ck_assert(!exists(tmp));
-    ck_assert(is_dir(fin));
+    ck_assert(!tu_exists(tmp));
+    ck_assert(tu_is_dir(fin));
     int only = 0;
-    ck_assert_uint_eq(dir_entries(fin, "data.mdb", &only), 1);   /* no lock.mdb */
+    ck_assert_uint_eq(tu_dir_entries(fin, "data.mdb", &only), 1);   /* no lock.mdb */
     ck_assert(only);
-    ck_assert_uint_eq(info->bytes, file_size(data));
+    ck_assert_uint_eq(info->bytes, tu_file_size(data));
     /* the projection bounds the real size (--shard-size relies on it) */
     ck_assert_uint_le(info->bytes, size);
     if (projected)
         *projected = size;
 }
 
-static void expected_sums(const tsample *s, size_t n, uint64_t sum[3], uint64_t sumsq[3])
+static void expected_sums(const tu_sample *s, size_t n, uint64_t sum[3], uint64_t sumsq[3])
 {
     memset(sum, 0, 3 * sizeof *sum);
     memset(sumsq, 0, 3 * sizeof *sumsq);
     for (size_t i = 0; i < n; i++) {
-        for (uint64_t k = 0; k < sample_len(&s[i]); k++) {
+        for (uint64_t k = 0; k < tu_sample_len(&s[i]); k++) {
             uint64_t v = s[i].px[k];
             sum[k % s[i].c] += v;
             sumsq[k % s[i].c] += v * v;
@@ -309,7 +134,7 @@ static void *open_shard(const char *name, fmt_access access)
 }
 
 /* Everything the reader says about the shard against the fixture. */
-static void check_shard(const tshard *t, const tsample *s, size_t n, const fmt_shard_info *winfo,
+static void check_shard(const tshard *t, const tu_sample *s, size_t n, const fmt_shard_info *winfo,
                         fmt_access access)
 {
     void *r = open_shard(t->name, access);
@@ -336,16 +161,9 @@ static void check_shard(const tshard *t, const tsample *s, size_t n, const fmt_s
     for (size_t i = 0; i < n; i++) {
         fmt_sample smp;
         memset(&smp, 0xAB, sizeof smp);
-        ck_assert_int_eq(be->r_get(r, i, &smp), 0);
-        uint64_t len = sample_len(&s[i]);
-        ck_assert_uint_eq(smp.index, i);
-        ck_assert_int_eq(smp.label, s[i].label);
-        ck_assert_uint_eq(smp.height, s[i].h);
-        ck_assert_uint_eq(smp.width, s[i].w);
-        ck_assert_uint_eq(smp.channels, s[i].c);
-        ck_assert_uint_eq(smp.source, s[i].source);
+        tu_get_sample(be, r, i, &s[i], &smp);
+        uint64_t len = tu_sample_len(&s[i]);
         ck_assert_uint_eq(smp.hash, fmt_hash64(s[i].px, len));
-        ck_assert_uint_eq(smp.length, len);
         ck_assert_ptr_nonnull(smp.pixels);     /* zero copy in every access mode */
         ck_assert_mem_eq(smp.pixels, s[i].px, len);
         ck_assert_uint_eq(smp.aux_len, s[i].aux_len);
@@ -379,7 +197,7 @@ static void check_shard(const tshard *t, const tsample *s, size_t n, const fmt_s
 
 /* ---- an independent reading of the layout in formats/lmdb.md, with liblmdb alone ---- */
 
-static void spec_check(const tshard *t, const tsample *s, size_t n, uint64_t content_hash)
+static void spec_check(const tshard *t, const tu_sample *s, size_t n, uint64_t content_hash)
 {
     char fin[1400];
     shard_paths(t->name, fin, NULL, NULL, sizeof fin);
@@ -402,19 +220,19 @@ static void spec_check(const tshard *t, const tsample *s, size_t n, uint64_t con
         MDB_val k = {8, kb}, v;
         ck_assert_int_eq(mdb_get(txn, dbi, &k, &v), 0);
         const uint8_t *p = v.mv_data;
-        uint64_t len = sample_len(&s[i]);
+        uint64_t len = tu_sample_len(&s[i]);
         ck_assert_uint_eq(v.mv_size, 48 + len + s[i].aux_len);
         ck_assert_mem_eq(p, "SHLV", 4);
-        ck_assert_uint_eq(rd16(p + 4), 1);
-        ck_assert_uint_eq(rd16(p + 6), 48);
-        ck_assert_int_eq((int32_t)rd32(p + 8), s[i].label);
-        ck_assert_uint_eq(rd32(p + 12), s[i].h);
-        ck_assert_uint_eq(rd32(p + 16), s[i].w);
-        ck_assert_uint_eq(rd32(p + 20), s[i].c);
-        ck_assert_uint_eq(rd64(p + 24), XXH3_64bits(s[i].px, len));
-        ck_assert_uint_eq(rd64(p + 32), s[i].source);
-        ck_assert_uint_eq(rd32(p + 40), s[i].aux_len);
-        ck_assert_uint_eq(rd32(p + 44), 0);
+        ck_assert_uint_eq(fmt_le_get16(p + 4), 1);
+        ck_assert_uint_eq(fmt_le_get16(p + 6), 48);
+        ck_assert_int_eq((int32_t)fmt_le_get32(p + 8), s[i].label);
+        ck_assert_uint_eq(fmt_le_get32(p + 12), s[i].h);
+        ck_assert_uint_eq(fmt_le_get32(p + 16), s[i].w);
+        ck_assert_uint_eq(fmt_le_get32(p + 20), s[i].c);
+        ck_assert_uint_eq(fmt_le_get64(p + 24), XXH3_64bits(s[i].px, len));
+        ck_assert_uint_eq(fmt_le_get64(p + 32), s[i].source);
+        ck_assert_uint_eq(fmt_le_get32(p + 40), s[i].aux_len);
+        ck_assert_uint_eq(fmt_le_get32(p + 44), 0);
         ck_assert_mem_eq(p + 48, s[i].px, len);
         if (s[i].aux_len)
             ck_assert_mem_eq(p + 48 + len, s[i].aux, s[i].aux_len);
@@ -429,16 +247,16 @@ static void spec_check(const tshard *t, const tsample *s, size_t n, uint64_t con
     ck_assert_uint_eq(v.mv_size, 128);
     const uint8_t *m = v.mv_data;
     ck_assert_mem_eq(m, "SHARDLMD", 8);
-    ck_assert_uint_eq(rd16(m + 8), 1);
-    ck_assert_uint_eq(rd16(m + 10), 0);
-    ck_assert_uint_eq(rd32(m + 12), 128);
-    ck_assert_uint_eq(rd64(m + 16), n);
-    ck_assert_uint_eq(rd64(m + 24), t->first_index);
-    ck_assert_uint_eq(rd64(m + 32), t->fingerprint);
-    ck_assert_uint_eq(rd64(m + 40), t->input_end);
-    ck_assert_uint_eq(rd64(m + 96), XXH3_64bits_digest(ih));
-    ck_assert_uint_eq(rd64(m + 120), XXH3_64bits(m, 120));
-    ck_assert_uint_eq(rd64(m + 120), content_hash);
+    ck_assert_uint_eq(fmt_le_get16(m + 8), 1);
+    ck_assert_uint_eq(fmt_le_get16(m + 10), 0);
+    ck_assert_uint_eq(fmt_le_get32(m + 12), 128);
+    ck_assert_uint_eq(fmt_le_get64(m + 16), n);
+    ck_assert_uint_eq(fmt_le_get64(m + 24), t->first_index);
+    ck_assert_uint_eq(fmt_le_get64(m + 32), t->fingerprint);
+    ck_assert_uint_eq(fmt_le_get64(m + 40), t->input_end);
+    ck_assert_uint_eq(fmt_le_get64(m + 96), XXH3_64bits_digest(ih));
+    ck_assert_uint_eq(fmt_le_get64(m + 120), XXH3_64bits(m, 120));
+    ck_assert_uint_eq(fmt_le_get64(m + 120), content_hash);
     XXH3_freeState(ih);
 
     /* a cursor walks the samples in order, the metadata last */
@@ -463,13 +281,6 @@ static void spec_check(const tshard *t, const tsample *s, size_t n, uint64_t con
     mdb_env_close(env);
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    uint8_t *buf;
-    ck_assert_int_eq(fmt_read_file(path, (size_t)1 << 30, &buf, len), 0);
-    return buf;
-}
-
 static void remove_shard(const char *name)
 {
     char fin[1400], data[1400], lock[1500];
@@ -482,8 +293,8 @@ static void remove_shard(const char *name)
 
 static void roundtrip(size_t n, int shapes, int with_aux)
 {
-    rng_state = 0x9E3779B97F4A7C15ULL ^ (n * 131 + (uint64_t)shapes * 7 + (uint64_t)with_aux);
-    tsample *s = make_samples(n, shapes, with_aux);
+    tu_rng_state = 0x9E3779B97F4A7C15ULL ^ (n * 131 + (uint64_t)shapes * 7 + (uint64_t)with_aux);
+    tu_sample *s = make_samples(n, shapes, with_aux);
     tshard t = {"shard-00000", 5000 + n, 0xFEEDFACECAFEBEEFULL, 77777, 0};
     fmt_shard_info info;
     write_shard(&t, s, n, &info, NULL);
@@ -503,7 +314,7 @@ static void roundtrip(size_t n, int shapes, int with_aux)
     shard_paths(t.name, fin, NULL, d1, sizeof d1);
     shard_paths(t2.name, fin, NULL, d2, sizeof d2);
     size_t l1, l2;
-    uint8_t *b1 = slurp(d1, &l1), *b2 = slurp(d2, &l2);
+    uint8_t *b1 = tu_slurp(d1, &l1), *b2 = tu_slurp(d2, &l2);
     ck_assert_uint_eq(l1, l2);
     ck_assert_mem_eq(b1, b2, l1);
     free(b1);
@@ -519,7 +330,7 @@ static void roundtrip(size_t n, int shapes, int with_aux)
     remove_shard(t.name);
     remove_shard(t2.name);
     remove_shard(t3.name);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 
 START_TEST(test_roundtrip_fixed_gray)
@@ -554,16 +365,15 @@ START_TEST(test_empty_shard)
 END_TEST
 
 /* n samples of 1024x683x3 (2 MiB), filled by a cheap generator. */
-static tsample *make_big_samples(size_t n)
+static tu_sample *make_big_samples(size_t n)
 {
-    tsample *s = calloc(n, sizeof *s);
-    ck_assert_ptr_nonnull(s);
+    tu_sample *s = tu_samples_new(n);
     for (size_t i = 0; i < n; i++) {
         s[i].h = 683, s[i].w = 1024, s[i].c = 3, s[i].label = (int32_t)i, s[i].source = i;
-        size_t len = (size_t)sample_len(&s[i]);
+        size_t len = (size_t)tu_sample_len(&s[i]);
         s[i].px = malloc(len);
         ck_assert_ptr_nonnull(s[i].px);
-        uint64_t x = rng();
+        uint64_t x = tu_rng();
         for (size_t k = 0; k < len; k += 8) {
             x = x * 6364136223846793005ULL + 1442695040888963407ULL;
             memcpy(s[i].px + k, &x, len - k < 8 ? len - k : 8);
@@ -575,9 +385,9 @@ static tsample *make_big_samples(size_t n)
 /* A shard large enough for several write transactions and map resizes. */
 START_TEST(test_large_shard)
 {
-    rng_state = 99;
+    tu_rng_state = 99;
     const size_t n = 36;    /* 36 x 2 MiB: past the 64 MiB transaction size */
-    tsample *s = make_big_samples(n);
+    tu_sample *s = make_big_samples(n);
     tshard t = {"shard-00007", 123456, 1, 2, 0};
     fmt_shard_info info;
     uint64_t projected;
@@ -585,39 +395,21 @@ START_TEST(test_large_shard)
     /* the projection is close as well as an upper bound */
     ck_assert_uint_ge(info.bytes, projected - projected / 1000);
     check_shard(&t, s, n, &info, FMT_ACCESS_MMAP);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
 /* ---- what the standard tools see ---- */
 
-static int have_tool(const char *name)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
-    return system(cmd) == 0;
-}
-
+/* The output of the command fmt with path put in; the command must succeed. */
 static char *run_tool(const char *fmt, const char *path)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, fmt, path);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t cap = 1 << 16, len = 0;
-    char *out = malloc(cap);
-    ck_assert_ptr_nonnull(out);
-    size_t r;
-    while ((r = fread(out + len, 1, cap - len - 1, f)) > 0) {
-        len += r;
-        if (cap - len < 2) {
-            cap *= 2;
-            out = realloc(out, cap);
-            ck_assert_ptr_nonnull(out);
-        }
-    }
-    out[len] = '\0';
-    ck_assert_int_eq(pclose(f), 0);
+    size_t len;
+    int status;
+    char *out = (char *)tu_run_capture(cmd, &len, &status);
+    ck_assert_int_eq(status, 0);
     return out;
 }
 
@@ -639,13 +431,13 @@ static void dump_escape(const uint8_t *k, size_t n, char *out)
 
 START_TEST(test_standard_tools)
 {
-    if (!have_tool("mdb_stat") || !have_tool("mdb_dump")) {
+    if (!tu_have_tool("command -v mdb_stat") || !tu_have_tool("command -v mdb_dump")) {
         fprintf(stderr, "test_standard_tools: mdb_stat/mdb_dump not installed (lmdb-utils)\n");
         return;
     }
-    rng_state = 7;
+    tu_rng_state = 7;
     const size_t n = 9;
-    tsample *s = make_samples(n, SHAPES_FIXED_GRAY, 1);
+    tu_sample *s = make_samples(n, SHAPES_FIXED_GRAY, 1);
     /* keys 00 01 00 00 00 00 00 'P' .. 'X': escaped bytes and printable ones */
     tshard t = {"shard-00003", 0x0001000000000050ULL, 3, 4, 0};
     fmt_shard_info info;
@@ -689,7 +481,7 @@ START_TEST(test_standard_tools)
     ck_assert_uint_eq(be->r_info(r)->bytes, info.bytes);
     ck_assert_uint_eq(be->r_info(r)->hash, info.hash);
     be->r_close(r);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
@@ -697,28 +489,24 @@ END_TEST
 
 START_TEST(test_tmp_and_abort)
 {
-    rng_state = 11;
-    tsample *s = make_samples(5, SHAPES_FIXED_RGB, 1);
+    tu_rng_state = 11;
+    tu_sample *s = make_samples(5, SHAPES_FIXED_RGB, 1);
     char fin[1400], tmp[1400];
     shard_paths("shard-00004", fin, tmp, NULL, sizeof fin);
     fmt_writer_opts o = {.dir = g_dir, .name = "shard-00004", .first_index = 10};
     void *w;
     ck_assert_int_eq(be->w_open(&w, &o), 0);
-    for (int i = 0; i < 5; i++) {
-        fmt_sample_meta m;
-        fill_meta(&s[i], &m);
-        ck_assert_int_eq(be->w_add(w, &m, s[i].px, NULL), 0);
-    }
-    ck_assert(is_dir(tmp));
-    ck_assert(!exists(fin));
+    tu_add_samples(be, w, s, 0, 5);
+    ck_assert(tu_is_dir(tmp));
+    ck_assert(!tu_exists(fin));
     be->w_abort(w);
-    ck_assert_uint_eq(dir_entries(g_dir, NULL, NULL), 0);
+    ck_assert_uint_eq(tu_dir_entries(g_dir, NULL, NULL), 0);
     be->w_abort(NULL);
 
     /* abort right after open */
     ck_assert_int_eq(be->w_open(&w, &o), 0);
     be->w_abort(w);
-    ck_assert_uint_eq(dir_entries(g_dir, NULL, NULL), 0);
+    ck_assert_uint_eq(tu_dir_entries(g_dir, NULL, NULL), 0);
 
     /* a temporary environment left by a killed build is replaced */
     ck_assert_int_eq(mkdir(tmp, 0755), 0);
@@ -731,14 +519,14 @@ START_TEST(test_tmp_and_abort)
     fmt_shard_info info;
     write_shard(&t, s, 5, &info, NULL);
     check_shard(&t, s, 5, &info, FMT_ACCESS_MMAP);
-    free_samples(s, 5);
+    tu_samples_free(s, 5);
 }
 END_TEST
 
 START_TEST(test_replace_existing)
 {
-    rng_state = 12;
-    tsample *a = make_samples(4, SHAPES_MIXED, 0), *b = make_samples(6, SHAPES_FIXED_RGB, 1);
+    tu_rng_state = 12;
+    tu_sample *a = make_samples(4, SHAPES_MIXED, 0), *b = make_samples(6, SHAPES_FIXED_RGB, 1);
     tshard t = {"shard-00005", 40, 1, 44, 0};
     fmt_shard_info ia, ib;
     write_shard(&t, a, 4, &ia, NULL);
@@ -749,22 +537,22 @@ START_TEST(test_replace_existing)
     ck_assert_uint_ne(ia.hash, ib.hash);
     check_shard(&t, b, 6, &ib, FMT_ACCESS_MMAP);
     int only = 0;
-    ck_assert_uint_eq(dir_entries(g_dir, "shard-00005.lmdb", &only), 1);
+    ck_assert_uint_eq(tu_dir_entries(g_dir, "shard-00005.lmdb", &only), 1);
     ck_assert(only);
-    free_samples(a, 4);
-    free_samples(b, 6);
+    tu_samples_free(a, 4);
+    tu_samples_free(b, 6);
 }
 END_TEST
 
 START_TEST(test_writer_bad_args)
 {
-    rng_state = 13;
-    tsample *s = make_samples(2, SHAPES_FIXED_GRAY, 0);
+    tu_rng_state = 13;
+    tu_sample *s = make_samples(2, SHAPES_FIXED_GRAY, 0);
     fmt_writer_opts o = {.dir = g_dir, .name = "shard-00006", .first_index = 0};
     void *w;
     ck_assert_int_eq(be->w_open(&w, &o), 0);
     fmt_sample_meta m;
-    fill_meta(&s[0], &m);
+    tu_sample_meta(&s[0], &m);
     uint64_t before = be->w_size(w);
     m.channels = 2;
     ck_assert_int_eq(be->w_add(w, &m, s[0].px, NULL), FMT_EINVAL);
@@ -789,7 +577,7 @@ START_TEST(test_writer_bad_args)
     ck_assert_uint_eq(be->w_size(w), before);
     /* the writer is still usable */
     ck_assert_int_eq(be->w_add(w, &m, s[0].px, NULL), 0);
-    fill_meta(&s[1], &m);
+    tu_sample_meta(&s[1], &m);
     ck_assert_int_eq(be->w_add(w, &m, s[1].px, NULL), 0);
     fmt_shard_info info;
     ck_assert_int_eq(be->w_finish(w, 2, &info), 0);
@@ -804,7 +592,7 @@ START_TEST(test_writer_bad_args)
     ck_assert_uint_eq(be->w_cost(150528, 0, 4096), be->w_cost(150528, 0, 0));
     ck_assert_uint_eq(be->w_cost((uint64_t)UINT32_MAX, 0, 0), UINT64_MAX);
     ck_assert_uint_eq(be->w_cost(UINT64_MAX - 10, 100, 0), UINT64_MAX);
-    free_samples(s, 2);
+    tu_samples_free(s, 2);
 }
 END_TEST
 
@@ -814,9 +602,9 @@ START_TEST(test_write_failure)
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit rl = {.rlim_cur = 1 << 20, .rlim_max = RLIM_INFINITY};
     ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
-    rng_state = 14;
+    tu_rng_state = 14;
     const size_t n = 30;
-    tsample *s = make_big_samples(n);
+    tu_sample *s = make_big_samples(n);
     char fin[1400], tmp[1400];
     shard_paths("shard-00008", fin, tmp, NULL, sizeof fin);
     fmt_writer_opts o = {.dir = g_dir, .name = "shard-00008"};
@@ -826,63 +614,51 @@ START_TEST(test_write_failure)
     size_t i;
     for (i = 0; i < n && rc == 0; i++) {
         fmt_sample_meta m;
-        fill_meta(&s[i], &m);
+        tu_sample_meta(&s[i], &m);
         rc = be->w_add(w, &m, s[i].px, NULL);
     }
     /* a commit (before the map grows past its first 32 MiB) fails inside an add */
     ck_assert_msg(rc == EFBIG || rc == EIO, "rc %d after %zu adds", rc, i);
     fmt_sample_meta m;
-    fill_meta(&s[0], &m);
+    tu_sample_meta(&s[0], &m);
     ck_assert_int_eq(be->w_add(w, &m, s[0].px, NULL), FMT_ESTATE);
     ck_assert_int_eq(be->w_finish(w, 0, NULL), rc);
-    ck_assert(!exists(tmp));
-    ck_assert(!exists(fin));
+    ck_assert(!tu_exists(tmp));
+    ck_assert(!tu_exists(fin));
 
     /* failing in finish: fewer samples than the first resize */
     ck_assert_int_eq(be->w_open(&w, &o), 0);
-    for (i = 0; i < 5; i++) {
-        fill_meta(&s[i], &m);
-        ck_assert_int_eq(be->w_add(w, &m, s[i].px, NULL), 0);
-    }
+    tu_add_samples(be, w, s, 0, 5);
     rc = be->w_finish(w, 0, NULL);
     ck_assert_msg(rc == EFBIG || rc == EIO, "rc %d", rc);
-    ck_assert(!exists(tmp));
-    ck_assert(!exists(fin));
-    free_samples(s, n);
+    ck_assert(!tu_exists(tmp));
+    ck_assert(!tu_exists(fin));
+    tu_samples_free(s, n);
 }
 END_TEST
 
 /* ---- damage ---- */
 
 /* A shard of 12 mixed samples; its data.mdb's bytes in *buf. */
-static tsample *base_shard(size_t *n, uint8_t **buf, size_t *len, fmt_shard_info *info)
+static tu_sample *base_shard(size_t *n, uint8_t **buf, size_t *len, fmt_shard_info *info)
 {
-    rng_state = 0xABCDEF;
+    tu_rng_state = 0xABCDEF;
     *n = 12;
-    tsample *s = make_samples(*n, SHAPES_MIXED, 1);
+    tu_sample *s = make_samples(*n, SHAPES_MIXED, 1);
     /* sample 3 large enough for an overflow value, samples 0 and 5 leaf values; all three
      * distinct enough to be found in the file by their pixels */
-    free(s[0].px);
     s[0].h = 5, s[0].w = 5, s[0].c = 3;
-    s[0].px = malloc(75);
-    for (int k = 0; k < 75; k++)
-        s[0].px[k] = (uint8_t)rng();
+    tu_sample_random_pixels(&s[0]);
     s[3].label = 17;
-    free(s[3].px);
     s[3].h = 40, s[3].w = 50, s[3].c = 3;
-    s[3].px = malloc(6000);
-    free(s[5].px);
+    tu_sample_random_pixels(&s[3]);
     s[5].h = 4, s[5].w = 4, s[5].c = 1;
-    s[5].px = malloc(16);
-    for (int k = 0; k < 6000; k++)
-        s[3].px[k] = (uint8_t)rng();
-    for (int k = 0; k < 16; k++)
-        s[5].px[k] = (uint8_t)rng();
+    tu_sample_random_pixels(&s[5]);
     tshard t = {"base", 1000, 5, 6, 0};
     write_shard(&t, s, *n, info, NULL);
     char fin[1400], data[1400];
     shard_paths(t.name, fin, NULL, data, sizeof fin);
-    *buf = slurp(data, len);
+    *buf = tu_slurp(data, len);
     return s;
 }
 
@@ -892,10 +668,7 @@ static int open_bytes(const uint8_t *buf, size_t len, fmt_msg *msg)
     char fin[1400], data[1400];
     shard_paths("bytes", fin, NULL, data, sizeof fin);
     ck_assert_int_eq(mkdir(fin, 0755), 0);
-    int fd = open(data, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
-    ck_assert_int_eq(close(fd), 0);
+    tu_spit(data, buf, len);
     fmt_msg local;
     if (!msg)
         msg = &local;
@@ -915,9 +688,9 @@ static int open_bytes(const uint8_t *buf, size_t len, fmt_msg *msg)
 }
 
 /* Offset of sample i's pixels (or of its value header: - 48) in the file bytes. */
-static size_t find_pixels(const uint8_t *buf, size_t len, const tsample *s)
+static size_t find_pixels(const uint8_t *buf, size_t len, const tu_sample *s)
 {
-    size_t plen = (size_t)sample_len(s);
+    size_t plen = (size_t)tu_sample_len(s);
     const uint8_t *p = memmem(buf, len, s->px, plen);
     ck_assert_ptr_nonnull(p);
     ck_assert_ptr_null(memmem(p + 1, len - (size_t)(p + 1 - buf), s->px, plen));
@@ -929,30 +702,23 @@ START_TEST(test_pixel_damage)
     size_t n, len;
     uint8_t *buf;
     fmt_shard_info info;
-    tsample *s = base_shard(&n, &buf, &len, &info);
+    tu_sample *s = base_shard(&n, &buf, &len, &info);
     char fin[1400], data[1400];
     shard_paths("base", fin, NULL, data, sizeof fin);
     const size_t victims[] = {3, 5};
     for (size_t v = 0; v < 2; v++) {
         size_t k = victims[v];
-        size_t off = find_pixels(buf, len, &s[k]) + (size_t)sample_len(&s[k]) / 2;
-        int fd = open(data, O_WRONLY);
-        ck_assert_int_ge(fd, 0);
-        uint8_t flipped = buf[off] ^ 0x10;
-        ck_assert_int_eq(pwrite(fd, &flipped, 1, (off_t)off), 1);
-        close(fd);
+        size_t off = find_pixels(buf, len, &s[k]) + (size_t)tu_sample_len(&s[k]) / 2;
+        tu_flip_byte(data, off, 0x10);
         /* the shard opens (hashes are not checked on open); check names the damaged sample */
         void *r = open_shard("base", FMT_ACCESS_MMAP);
         for (size_t i = 0; i < n; i++)
             ck_assert_int_eq(be->r_check(r, i), i == k ? FMT_EHASH : 0);
         be->r_close(r);
-        fd = open(data, O_WRONLY);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(pwrite(fd, buf + off, 1, (off_t)off), 1);
-        close(fd);
+        tu_flip_byte(data, off, 0x10);
     }
     free(buf);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
@@ -961,7 +727,7 @@ START_TEST(test_header_damage)
     size_t n, len;
     uint8_t *buf;
     fmt_shard_info info;
-    tsample *s = base_shard(&n, &buf, &len, &info);
+    tu_sample *s = base_shard(&n, &buf, &len, &info);
     ck_assert_int_eq(open_bytes(buf, len, NULL), 0);
     fmt_msg msg;
     const size_t victims[] = {3, 5};
@@ -1000,14 +766,14 @@ START_TEST(test_header_damage)
         }
     }
     /* an aux byte too */
-    size_t aux = find_pixels(buf, len, &s[0]) + (size_t)sample_len(&s[0]);
+    size_t aux = find_pixels(buf, len, &s[0]) + (size_t)tu_sample_len(&s[0]);
     ck_assert_mem_eq(buf + aux, s[0].aux, s[0].aux_len);
     buf[aux] ^= 0x01;
     ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_EHASH);
     buf[aux] ^= 0x01;
     ck_assert_int_eq(open_bytes(buf, len, NULL), 0);
     free(buf);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
@@ -1016,10 +782,10 @@ START_TEST(test_meta_damage)
     size_t n, len;
     uint8_t *buf;
     fmt_shard_info info;
-    tsample *s = base_shard(&n, &buf, &len, &info);
+    tu_sample *s = base_shard(&n, &buf, &len, &info);
     uint8_t *m = memmem(buf, len, "SHARDLMD", 8);
     ck_assert_ptr_nonnull(m);
-    ck_assert_uint_eq(rd64(m + 120), info.hash);
+    ck_assert_uint_eq(fmt_le_get64(m + 120), info.hash);
     fmt_msg msg;
     const size_t spots[] = {8, 12, 16, 24, 40, 50, 100, 110, 119, 120, 127};
     for (size_t i = 0; i < sizeof spots / sizeof *spots; i++) {
@@ -1039,7 +805,7 @@ START_TEST(test_meta_damage)
     m[0] = 'S';
     ck_assert_int_eq(open_bytes(buf, len, NULL), 0);
     free(buf);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
@@ -1048,7 +814,7 @@ START_TEST(test_truncation)
     size_t n, len;
     uint8_t *buf;
     fmt_shard_info info;
-    tsample *s = base_shard(&n, &buf, &len, &info);
+    tu_sample *s = base_shard(&n, &buf, &len, &info);
     long ps = sysconf(_SC_PAGESIZE);
     ck_assert_uint_eq(len % (size_t)ps, 0);
     const size_t cuts[] = {0, 1, 100, (size_t)ps - 1, (size_t)ps, (size_t)ps + 16,
@@ -1066,19 +832,19 @@ START_TEST(test_truncation)
     ck_assert_int_eq(open_bytes(buf, 0, &msg), FMT_ETRUNC);
     ck_assert_str_eq(msg.text, "data.mdb is empty");
     free(buf);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
 START_TEST(test_garbage)
 {
     fmt_msg msg;
-    rng_state = 15;
+    tu_rng_state = 15;
     size_t len = 64 << 10;
     uint8_t *buf = malloc(len);
     ck_assert_ptr_nonnull(buf);
     for (size_t i = 0; i < len; i++)
-        buf[i] = (uint8_t)rng();
+        buf[i] = (uint8_t)tu_rng();
     ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_EFORMAT);
     ck_assert_str_eq(msg.text, "data.mdb is not an lmdb environment");
     memset(buf, 0, len);
@@ -1089,13 +855,13 @@ START_TEST(test_garbage)
     /* paths that are not shards */
     char p[1400], q[1500];
     void *r = (void *)1;
-    path_in_dir(p, sizeof p, "missing.lmdb");
+    tu_path(p, sizeof p, "missing.lmdb");
     ck_assert_int_eq(be->r_open(&r, g_dir, p, FMT_ACCESS_MMAP, &msg), ENOENT);
     ck_assert_ptr_null(r);
     ck_assert_int_eq(fmt_write_file_atomic(p, "x", 1), 0);     /* a file, not a directory */
     ck_assert_int_eq(be->r_open(&r, g_dir, p, FMT_ACCESS_MMAP, &msg), FMT_EFORMAT);
     ck_assert_str_eq(msg.text, "not a directory (an lmdb shard is an environment directory)");
-    path_in_dir(p, sizeof p, "empty.lmdb");
+    tu_path(p, sizeof p, "empty.lmdb");
     ck_assert_int_eq(mkdir(p, 0755), 0);
     ck_assert_int_eq(be->r_open(&r, g_dir, p, FMT_ACCESS_MMAP, &msg), ENOENT);
     ck_assert_str_eq(msg.text, "data.mdb: No such file or directory");
@@ -1146,17 +912,17 @@ static size_t spec_value(uint8_t *out, uint32_t h, uint32_t w, uint32_t c, int32
     size_t len = (size_t)h * w * c;
     memset(out, 0, 48);
     memcpy(out, "SHLV", 4);
-    wr16(out + 4, 1);
-    wr16(out + 6, 48);
-    wr32(out + 8, (uint32_t)label);
-    wr32(out + 12, h);
-    wr32(out + 16, w);
-    wr32(out + 20, c);
+    fmt_le_put16(out + 4, 1);
+    fmt_le_put16(out + 6, 48);
+    fmt_le_put32(out + 8, (uint32_t)label);
+    fmt_le_put32(out + 12, h);
+    fmt_le_put32(out + 16, w);
+    fmt_le_put32(out + 20, c);
     for (size_t k = 0; k < len; k++)
         out[48 + k] = (uint8_t)(p + k);
-    wr64(out + 24, XXH3_64bits(out + 48, len));
-    wr64(out + 32, 1000 + p);
-    wr32(out + 40, aux_len);
+    fmt_le_put64(out + 24, XXH3_64bits(out + 48, len));
+    fmt_le_put64(out + 32, 1000 + p);
+    fmt_le_put32(out + 40, aux_len);
     for (uint32_t k = 0; k < aux_len; k++)
         out[48 + len + k] = (uint8_t)(0xA0 + k);
     return 48 + len + aux_len;
@@ -1167,32 +933,32 @@ static void spec_meta(uint8_t *m, const kvset *set, uint64_t count, uint64_t fir
 {
     memset(m, 0, 128);
     memcpy(m, "SHARDLMD", 8);
-    wr16(m + 8, 1);
-    wr16(m + 10, 0);
-    wr32(m + 12, 128);
-    wr64(m + 16, count);
-    wr64(m + 24, first);
-    wr64(m + 32, 0x1234);
-    wr64(m + 40, 99);
+    fmt_le_put16(m + 8, 1);
+    fmt_le_put16(m + 10, 0);
+    fmt_le_put32(m + 12, 128);
+    fmt_le_put64(m + 16, count);
+    fmt_le_put64(m + 24, first);
+    fmt_le_put64(m + 32, 0x1234);
+    fmt_le_put64(m + 40, 99);
     XXH3_state_t *st = XXH3_createState();
     XXH3_64bits_reset(st);
     for (size_t i = 0; i < set->n; i++) {
         const kv *e = &set->e[i];
         if (e->klen != 8 || e->vlen < 48)
             continue;
-        uint32_t aux_len = rd32(e->val + 40);
+        uint32_t aux_len = fmt_le_get32(e->val + 40);
         XXH3_64bits_update(st, e->val, 48);
         if (aux_len <= e->vlen - 48)
             XXH3_64bits_update(st, e->val + e->vlen - aux_len, aux_len);
     }
-    wr64(m + 96, XXH3_64bits_digest(st));
+    fmt_le_put64(m + 96, XXH3_64bits_digest(st));
     XXH3_freeState(st);
-    wr64(m + 120, XXH3_64bits(m, 120));
+    fmt_le_put64(m + 120, XXH3_64bits(m, 120));
 }
 
 static void rehash_meta(uint8_t *m)
 {
-    wr64(m + 120, XXH3_64bits(m, 120));
+    fmt_le_put64(m + 120, XXH3_64bits(m, 120));
 }
 
 /* Write set into a fresh environment and open it with the backend. */
@@ -1279,13 +1045,13 @@ START_TEST(test_crafted_envs)
     ck_assert_uint_eq(info.first_index, 77);
     ck_assert_uint_eq(info.fingerprint, 0x1234);
     ck_assert_uint_eq(info.input_end, 99);
-    ck_assert_uint_eq(info.hash, rd64(m + 120));
+    ck_assert_uint_eq(info.hash, fmt_le_get64(m + 120));
     kv_free(&set);
 
     /* a later minor version: a longer metadata record, reserved bytes, another reserved key */
     crafted_base(&set, 77, 3);
     spec_meta(m, &set, 3, 77);
-    wr16(m + 10, 4);
+    fmt_le_put16(m + 10, 4);
     m[104] = 0x55;
     memset(m + 128, 0x66, 32);
     rehash_meta(m);
@@ -1341,7 +1107,7 @@ START_TEST(test_crafted_envs)
     /* metadata: version, size, overflowing range, index hash */
     crafted_base(&set, 10, 2);
     spec_meta(m, &set, 2, 10);
-    wr16(m + 8, 2);
+    fmt_le_put16(m + 8, 2);
     rehash_meta(m);
     kv_add(&set, "__shardc__/meta", 15, m, 128);
     ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_EVERSION);
@@ -1350,20 +1116,20 @@ START_TEST(test_crafted_envs)
     ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
     ck_assert_str_eq(msg.text, "metadata value is 100 bytes, expected at least 128");
     set.e[2].vlen = 128;
-    wr16(set.e[2].val + 8, 1);
-    wr32(set.e[2].val + 12, 64);
+    fmt_le_put16(set.e[2].val + 8, 1);
+    fmt_le_put32(set.e[2].val + 12, 64);
     rehash_meta(set.e[2].val);
     ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
     ck_assert_str_eq(msg.text, "bad metadata size 64");
-    wr32(set.e[2].val + 12, 256);
+    fmt_le_put32(set.e[2].val + 12, 256);
     rehash_meta(set.e[2].val);
     ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
-    wr32(set.e[2].val + 12, 128);
-    wr64(set.e[2].val + 24, UINT64_MAX);
+    fmt_le_put32(set.e[2].val + 12, 128);
+    fmt_le_put64(set.e[2].val + 24, UINT64_MAX);
     rehash_meta(set.e[2].val);
     ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
     ck_assert_str_eq(msg.text, "sample range overflows");
-    wr64(set.e[2].val + 24, 10);
+    fmt_le_put64(set.e[2].val + 24, 10);
     set.e[2].val[96] ^= 1;
     rehash_meta(set.e[2].val);
     ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_EHASH);
@@ -1395,9 +1161,9 @@ START_TEST(test_crafted_envs)
     for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
         crafted_base(&set, 10, 2);
         if (bad[b].width == 2)
-            wr16(set.e[0].val + bad[b].at, (uint16_t)bad[b].value);
+            fmt_le_put16(set.e[0].val + bad[b].at, (uint16_t)bad[b].value);
         else
-            wr32(set.e[0].val + bad[b].at, bad[b].value);
+            fmt_le_put32(set.e[0].val + bad[b].at, bad[b].value);
         add_meta(&set, 2, 10, m);
         ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), bad[b].rc);
         if (bad[b].msg)
@@ -1463,17 +1229,13 @@ static void *reader_main(void *arg)
 
 START_TEST(test_parallel_reads)
 {
-    rng_state = 16;
+    tu_rng_state = 16;
     const size_t n = 48;
-    tsample *s = make_samples(n, SHAPES_MIXED, 1);
+    tu_sample *s = make_samples(n, SHAPES_MIXED, 1);
     /* a few full-size images among the small ones */
     for (size_t i = 0; i < n; i += 8) {
-        free(s[i].px);
         s[i].h = 224, s[i].w = 224, s[i].c = 3;
-        s[i].px = malloc(224 * 224 * 3);
-        ck_assert_ptr_nonnull(s[i].px);
-        for (size_t k = 0; k < 224 * 224 * 3; k++)
-            s[i].px[k] = (uint8_t)rng();
+        tu_sample_random_pixels(&s[i]);
     }
     tshard t = {"shard-00009", 0, 0, 0, 0};
     fmt_shard_info info;
@@ -1489,7 +1251,7 @@ START_TEST(test_parallel_reads)
         fmt_sample m;
         ck_assert_int_eq(be->r_get(r, i, &m), 0);
         ck_assert_int_eq(be->r_read(r, i, buf, NULL, 0), 0);
-        ck_assert_mem_eq(buf, s[i].px, sample_len(&s[i]));
+        ck_assert_mem_eq(buf, s[i].px, tu_sample_len(&s[i]));
         ref[i] = sample_digest(&m, buf);
     }
     free(buf);
@@ -1507,7 +1269,7 @@ START_TEST(test_parallel_reads)
     }
     be->r_close(r);
     free(ref);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 END_TEST
 
@@ -1515,8 +1277,7 @@ static Suite *lmdb_suite(void)
 {
     Suite *s = suite_create("lmdb");
     TCase *tc = tcase_create("core");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_add_checked_fixture(tc, setup, NULL);
+    tu_temp_fixtures(tc);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_roundtrip_fixed_gray);
     tcase_add_test(tc, test_roundtrip_fixed_rgb);
@@ -1541,9 +1302,5 @@ static Suite *lmdb_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(lmdb_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(lmdb_suite());
 }

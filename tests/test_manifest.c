@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "manifest.h"
+#include "testutil.h"
 
 static fmt_manifest sample_manifest(fmt_manifest_shard *sh, char **classes)
 {
@@ -168,9 +169,5 @@ int main(void)
     tcase_add_test(tc, rejects_garbage);
     tcase_add_test(tc, write_read_dir);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run(s);
 }

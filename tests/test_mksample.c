@@ -4,7 +4,6 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,77 +13,9 @@
 
 #include "image.h"
 #include "mksample.h"
+#include "testutil.h"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void rm_rf(const char *path)
-{
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* One folder for the whole run, made and removed by an unchecked fixture in the parent process,
- * so a failing test (which ends its forked child at once) still leaves nothing behind. */
-static char suite_root[512];
-
-static void suite_setup(void)
-{
-    const char *base = getenv("TMPDIR");
-    snprintf(suite_root, sizeof suite_root, "%s/test_mksample.XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(suite_root))
-        suite_root[0] = '\0';
-}
-
-static void suite_teardown(void)
-{
-    if (suite_root[0])
-        rm_rf(suite_root);
-}
-
-static char *make_tmpdir(void)
-{
-    ck_assert_msg(suite_root[0] != '\0', "cannot create a temporary folder");
-    char tmpl[600];
-    snprintf(tmpl, sizeof tmpl, "%s/t.XXXXXX", suite_root);
-    char *d = mkdtemp(tmpl);
-    ck_assert_ptr_nonnull(d);
-    return strdup(d);
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    uint8_t *buf = NULL;
-    int rc = fmt_read_file(path, (size_t)1 << 30, &buf, len);
-    ck_assert_msg(rc == 0, "read %s: %s", path, fmt_strerror(rc));
-    return buf;
-}
-
-static int file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* Number of entries (files) in a directory, "." and ".." excluded. */
-static unsigned count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    ck_assert_msg(d != NULL, "opendir %s", dir);
-    unsigned n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
-}
 
 static mks_opts small_opts(void)
 {
@@ -369,7 +300,7 @@ static unsigned compare_trees(const char *a, const char *b, int *all_equal)
         snprintf(sb, sizeof sb, "%s/%s", b, e->d_name);
         DIR *sub = opendir(sa);
         ck_assert_ptr_nonnull(sub);
-        ck_assert_uint_eq(count_entries(sa), count_entries(sb));
+        ck_assert_uint_eq(tu_dir_entries(sa, NULL, NULL), tu_dir_entries(sb, NULL, NULL));
         struct dirent *f;
         while ((f = readdir(sub)) != NULL) {
             if (f->d_name[0] == '.')
@@ -378,7 +309,7 @@ static unsigned compare_trees(const char *a, const char *b, int *all_equal)
             snprintf(fa, sizeof fa, "%s/%s", sa, f->d_name);
             snprintf(fb, sizeof fb, "%s/%s", sb, f->d_name);
             size_t la, lb;
-            uint8_t *ba = slurp(fa, &la), *bb = slurp(fb, &lb);
+            uint8_t *ba = tu_slurp(fa, &la), *bb = tu_slurp(fb, &lb);
             if (la != lb || memcmp(ba, bb, la) != 0)
                 *all_equal = 0;
             free(ba);
@@ -393,7 +324,7 @@ static unsigned compare_trees(const char *a, const char *b, int *all_equal)
 
 START_TEST(test_deterministic)
 {
-    char *root = make_tmpdir();
+    const char *root = g_dir;
     char a[1024], b[1024], c[1024], la[1024], lb[1024];
     snprintf(a, sizeof a, "%s/a", root);
     snprintf(b, sizeof b, "%s/b/nested", root); /* parents are created too */
@@ -413,7 +344,7 @@ START_TEST(test_deterministic)
     ck_assert_uint_eq(compare_trees(a, b, &equal), 48 + MKS_BROKEN_FILES);
     ck_assert_msg(equal, "two runs with the same options differ");
     size_t n1, n2;
-    uint8_t *l1 = slurp(la, &n1), *l2 = slurp(lb, &n2);
+    uint8_t *l1 = tu_slurp(la, &n1), *l2 = tu_slurp(lb, &n2);
     ck_assert_uint_eq(n1, n2);
     ck_assert_mem_eq(l1, l2, n1);
     free(l1);
@@ -426,8 +357,6 @@ START_TEST(test_deterministic)
     ck_assert_uint_eq(compare_trees(a, c, &equal), 48 + MKS_BROKEN_FILES);
     ck_assert(!equal);
 
-    rm_rf(root);
-    free(root);
 }
 END_TEST
 
@@ -460,7 +389,7 @@ static const broken_case broken_cases[MKS_BROKEN_FILES] = {
 
 START_TEST(test_files_on_disk)
 {
-    char *root = make_tmpdir();
+    const char *root = g_dir;
     char out[1024], list[1024];
     snprintf(out, sizeof out, "%s/data", root);
     snprintf(list, sizeof list, "%s/list.txt", root);
@@ -478,7 +407,7 @@ START_TEST(test_files_on_disk)
     ck_assert_uint_le(r.jpeg, 96 * 65 / 100);
     ck_assert_uint_ge(r.png, 96 * 20 / 100);
     ck_assert_uint_ge(r.bmp, 96 * 10 / 100);
-    ck_assert_uint_eq(count_entries(out), 4);
+    ck_assert_uint_eq(tu_dir_entries(out, NULL, NULL), 4);
 
     unsigned jpeg = 0, png = 0, bmp = 0;
     uint64_t bytes = 0;
@@ -489,14 +418,14 @@ START_TEST(test_files_on_disk)
         for (unsigned k = 0; k < MKS_BROKEN_FILES; k++)
             nbroken += k % 4 == c;
         /* exactly the planned files and this class's broken files, nothing else */
-        ck_assert_uint_eq(count_entries(dir), 24 + nbroken);
+        ck_assert_uint_eq(tu_dir_entries(dir, NULL, NULL), 24 + nbroken);
         for (unsigned i = 0; i < 24; i++) {
             mks_item it;
             ck_assert_int_eq(mks_plan(&o, c, i, &it), 0);
             char path[1200];
             snprintf(path, sizeof path, "%s/%s", dir, it.name);
             size_t len;
-            uint8_t *buf = slurp(path, &len);
+            uint8_t *buf = tu_slurp(path, &len);
             bytes += len;
             ck_assert_int_eq(fmt_image_sniff(buf, len), it.type);
             jpeg += it.type == FMT_IMG_JPEG;
@@ -545,7 +474,7 @@ START_TEST(test_files_on_disk)
         char path[1200];
         snprintf(path, sizeof path, "%s/%s/%s", out, mks_class_name(k % 4), broken_cases[k].name);
         size_t len;
-        uint8_t *buf = slurp(path, &len);
+        uint8_t *buf = tu_slurp(path, &len);
         bytes += len;
         if (k == 0)
             ck_assert_uint_eq(len, 0);
@@ -595,7 +524,7 @@ START_TEST(test_files_on_disk)
         char full[1400];
         *slash = '/';
         snprintf(full, sizeof full, "%s/%s", out, rel);
-        ck_assert_msg(file_exists(full), "listed file %s missing", full);
+        ck_assert_msg(tu_is_file(full), "listed file %s missing", full);
         lines++;
     }
     fclose(f);
@@ -603,14 +532,12 @@ START_TEST(test_files_on_disk)
     for (unsigned l = 0; l < 4; l++)
         ck_assert_uint_eq(per_label[l], 24);
 
-    rm_rf(root);
-    free(root);
 }
 END_TEST
 
 START_TEST(test_no_broken_and_photo)
 {
-    char *root = make_tmpdir();
+    const char *root = g_dir;
     char out[1024], photo[1024];
     snprintf(out, sizeof out, "%s/plain", root);
     snprintf(photo, sizeof photo, "%s/photo", root);
@@ -625,7 +552,7 @@ START_TEST(test_no_broken_and_photo)
     for (unsigned c = 0; c < 2; c++) {
         char dir[1100];
         snprintf(dir, sizeof dir, "%s/%s", out, mks_class_name(c));
-        ck_assert_uint_eq(count_entries(dir), 3);
+        ck_assert_uint_eq(tu_dir_entries(dir, NULL, NULL), 3);
     }
 
     mks_opts_init(&o);
@@ -639,14 +566,14 @@ START_TEST(test_no_broken_and_photo)
     for (unsigned c = 0; c < 2; c++) {
         char dir[1100];
         snprintf(dir, sizeof dir, "%s/%s", photo, mks_class_name(c));
-        ck_assert_uint_eq(count_entries(dir), 4);
+        ck_assert_uint_eq(tu_dir_entries(dir, NULL, NULL), 4);
         for (unsigned i = 0; i < 4; i++) {
             mks_item it;
             ck_assert_int_eq(mks_plan(&o, c, i, &it), 0);
             char path[1200];
             snprintf(path, sizeof path, "%s/%s", dir, it.name);
             size_t len;
-            uint8_t *buf = slurp(path, &len);
+            uint8_t *buf = tu_slurp(path, &len);
             /* compressed about as well as a real photo of that size, not like flat art */
             ck_assert_msg(len > 25000 && len < 200000, "%s: %zu bytes", path, len);
             fmt_decode_opts dopts = { .channels = 3 };
@@ -662,14 +589,12 @@ START_TEST(test_no_broken_and_photo)
             free(buf);
         }
     }
-    rm_rf(root);
-    free(root);
 }
 END_TEST
 
 START_TEST(test_write_errors)
 {
-    char *root = make_tmpdir();
+    const char *root = g_dir;
     char file[1024], under[1100], out[1024], list[1100];
     snprintf(file, sizeof file, "%s/a-file", root);
     FILE *f = fopen(file, "w");
@@ -694,8 +619,6 @@ START_TEST(test_write_errors)
     ck_assert_int_eq(mks_generate(out, &o, &r), ENOENT);
     ck_assert_str_eq(r.path, list);
     ck_assert_uint_eq(r.images, 1);
-    rm_rf(root);
-    free(root);
 }
 END_TEST
 
@@ -802,7 +725,7 @@ static Suite *mksample_suite(void)
     Suite *s = suite_create("mksample");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
-    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
+    tu_temp_fixtures(tc);
     tcase_add_test(tc, test_defaults_and_errors);
     tcase_add_test(tc, test_class_names_and_labels);
     tcase_add_test(tc, test_plan_mix);
@@ -818,9 +741,5 @@ static Suite *mksample_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(mksample_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(mksample_suite());
 }

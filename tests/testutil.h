@@ -1,0 +1,340 @@
+/* testutil.h - fixtures and helpers shared by the unit tests (tests/test_*.c).
+ *
+ * The Makefile links each test program from its one .c file, so this is header-only: everything is
+ * static and marked unused, and a test includes the header and uses what it needs. A helper that
+ * cannot do its job fails the running test with a check assertion (which ends the forked child).
+ *
+ * The temp tree: tu_root_setup / tu_root_teardown, an unchecked fixture, run once in the runner
+ * process; they make g_root = $TMPDIR/<program name>.XXXXXX (TMPDIR defaults to /tmp) and remove it
+ * with everything under it at the end, even when a test failed in its forked child. tu_dir_setup,
+ * a checked fixture, gives each test a fresh, empty g_dir inside g_root. tu_temp_fixtures adds both
+ * to a TCase. */
+#ifndef TESTUTIL_H
+#define TESTUTIL_H
+
+#include "backend.h"
+#include "le.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TU_UNUSED __attribute__((unused))
+
+/* ---- the temp tree ---- */
+
+/* Sizes that leave room for the names tests put below g_dir in their path buffers. */
+static TU_UNUSED char g_root[512], g_dir[600];
+
+static TU_UNUSED int tu_remove_entry(const char *path, const struct stat *st, int flag,
+                                     struct FTW *ftw)
+{
+    return remove(path);
+}
+
+/* Remove path and everything under it, without following links; what cannot go stays. */
+static TU_UNUSED void tu_rm_rf(const char *path)
+{
+    nftw(path, tu_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* An empty g_root means it could not be made: tu_dir_setup then fails each test, which says so. */
+static TU_UNUSED void tu_root_setup(void)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(g_root, sizeof g_root, "%s/%s.XXXXXX", base && *base ? base : "/tmp",
+             program_invocation_short_name);
+    if (!mkdtemp(g_root))
+        g_root[0] = '\0';
+}
+
+static TU_UNUSED void tu_root_teardown(void)
+{
+    if (g_root[0])
+        tu_rm_rf(g_root);
+}
+
+static TU_UNUSED void tu_dir_setup(void)
+{
+    static unsigned seq;
+    ck_assert_msg(g_root[0] != '\0', "cannot create a temp dir");
+    snprintf(g_dir, sizeof g_dir, "%s/t%u.XXXXXX", g_root, seq++);
+    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+}
+
+/* g_root for the whole run of tc, a fresh g_dir for each of its tests. */
+static TU_UNUSED void tu_temp_fixtures(TCase *tc)
+{
+    tcase_add_unchecked_fixture(tc, tu_root_setup, tu_root_teardown);
+    tcase_add_checked_fixture(tc, tu_dir_setup, NULL);
+}
+
+/* out = g_dir/name. */
+static TU_UNUSED void tu_path(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "%s/%s", g_dir, name);
+}
+
+/* ---- files ---- */
+
+/* Whether path names anything (a dangling link included). */
+static TU_UNUSED int tu_exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* Whether path is a directory (links followed). */
+static TU_UNUSED int tu_is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Whether path is a regular file (links followed). */
+static TU_UNUSED int tu_is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Size of path in bytes; stat must succeed. */
+static TU_UNUSED uint64_t tu_file_size(const char *path)
+{
+    struct stat st;
+    ck_assert_msg(stat(path, &st) == 0, "stat %s: %s", path, strerror(errno));
+    return (uint64_t)st.st_size;
+}
+
+/* How many names dir holds, . and .. not counted; *only_match (if not NULL): whether `only` (if
+ * not NULL) is one of them. */
+static TU_UNUSED size_t tu_dir_entries(const char *dir, const char *only, int *only_match)
+{
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "opendir %s: %s", dir, strerror(errno));
+    size_t n = 0;
+    int match = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        n++;
+        if (only && strcmp(e->d_name, only) == 0)
+            match = 1;
+    }
+    closedir(d);
+    if (only_match)
+        *only_match = match;
+    return n;
+}
+
+/* The whole file, malloc'd (up to 1 GiB). */
+static TU_UNUSED uint8_t *tu_slurp(const char *path, size_t *len)
+{
+    uint8_t *buf = NULL;
+    int rc = fmt_read_file(path, (size_t)1 << 30, &buf, len);
+    ck_assert_msg(rc == 0, "read %s: %s", path, fmt_strerror(rc));
+    return buf;
+}
+
+/* Create or truncate path and write len bytes to it. */
+static TU_UNUSED void tu_spit(const char *path, const void *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_msg(fd >= 0, "cannot create %s: %s", path, strerror(errno));
+    ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
+    ck_assert_int_eq(close(fd), 0);
+}
+
+/* XOR the byte at off in the file with mask (the same call again restores it). */
+static TU_UNUSED void tu_flip_byte(const char *path, uint64_t off, uint8_t mask)
+{
+    int fd = open(path, O_RDWR);
+    ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+    uint8_t b;
+    ck_assert_int_eq(pread(fd, &b, 1, (off_t)off), 1);
+    b ^= mask;
+    ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)off), 1);
+    close(fd);
+}
+
+/* ---- other programs ---- */
+
+/* Whether the shell command succeeds (its output discarded): "h5dump --version". */
+static TU_UNUSED int tu_have_tool(const char *cmd)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s >/dev/null 2>&1", cmd);
+    return system(buf) == 0;
+}
+
+/* Run a shell command and return its whole stdout, malloc'd, with a NUL after the *len bytes (so
+ * text output is a string); *status gets the status pclose returns. */
+static TU_UNUSED uint8_t *tu_run_capture(const char *cmd, size_t *len, int *status)
+{
+    FILE *p = popen(cmd, "r");
+    ck_assert_msg(p != NULL, "cannot run %s", cmd);
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    size_t r;
+    while ((r = fread(buf + n, 1, cap - 1 - n, p)) > 0) {
+        n += r;
+        if (n == cap - 1) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            ck_assert_ptr_nonnull(buf);
+        }
+    }
+    buf[n] = '\0';
+    *status = pclose(p);
+    *len = n;
+    return buf;
+}
+
+/* ---- deterministic fixtures ---- */
+
+/* xorshift64*: the same fixtures on every run and host; a test seeds tu_rng_state (not 0). */
+static TU_UNUSED uint64_t tu_rng_state;
+
+static TU_UNUSED uint64_t tu_rng(void)
+{
+    tu_rng_state ^= tu_rng_state >> 12;
+    tu_rng_state ^= tu_rng_state << 25;
+    tu_rng_state ^= tu_rng_state >> 27;
+    return tu_rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+/* A sample for the backend tests: h x w x c pixels (HWC) and an optional aux record. */
+typedef struct {
+    uint32_t h, w, c;
+    int32_t label;
+    uint64_t source;
+    uint8_t *px;
+    uint8_t *aux;
+    uint32_t aux_len;
+} tu_sample;
+
+/* n zeroed samples (room for one when n is 0, so the pointer can be freed alike). */
+static TU_UNUSED tu_sample *tu_samples_new(size_t n)
+{
+    tu_sample *s = calloc(n ? n : 1, sizeof *s);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+static TU_UNUSED void tu_samples_free(tu_sample *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(s[i].px);
+        free(s[i].aux);
+    }
+    free(s);
+}
+
+static TU_UNUSED uint64_t tu_sample_len(const tu_sample *s)
+{
+    return (uint64_t)s->h * s->w * s->c;
+}
+
+/* A random shape from tu_rng: sides 1..max_side, 1 or 3 channels. */
+static TU_UNUSED void tu_sample_random_shape(tu_sample *s, uint32_t max_side)
+{
+    s->h = 1 + (uint32_t)(tu_rng() % max_side);
+    s->w = 1 + (uint32_t)(tu_rng() % max_side);
+    s->c = (tu_rng() & 1) ? 3 : 1;
+}
+
+/* (Re)allocate s->px for the shape s holds and fill it with tu_rng bytes. */
+static TU_UNUSED void tu_sample_random_pixels(tu_sample *s)
+{
+    size_t len = (size_t)tu_sample_len(s);
+    free(s->px);
+    s->px = malloc(len ? len : 1);
+    ck_assert_ptr_nonnull(s->px);
+    for (size_t k = 0; k < len; k++)
+        s->px[k] = (uint8_t)tu_rng();
+}
+
+/* Sample i of a random set, for the shape s holds: a label in 0..999 (none, -1, for every fourth
+ * sample), a source index and the pixels, all from tu_rng. */
+static TU_UNUSED void tu_sample_random(tu_sample *s, size_t i)
+{
+    s->label = (i % 4 == 3) ? -1 : (int32_t)(tu_rng() % 1000);
+    s->source = tu_rng();
+    tu_sample_random_pixels(s);
+}
+
+/* Give s an aux record of len tu_rng bytes. */
+static TU_UNUSED void tu_sample_random_aux(tu_sample *s, uint32_t len)
+{
+    s->aux_len = len;
+    s->aux = malloc(len);
+    ck_assert_ptr_nonnull(s->aux);
+    for (uint32_t k = 0; k < len; k++)
+        s->aux[k] = (uint8_t)tu_rng();
+}
+
+/* What a writer's w_add takes for s: shape, label, source, hash, sums and aux (m->aux points
+ * into s). */
+static TU_UNUSED void tu_sample_meta(const tu_sample *s, fmt_sample_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    m->height = s->h;
+    m->width = s->w;
+    m->channels = s->c;
+    m->label = s->label;
+    m->source = s->source;
+    m->hash = fmt_hash64(s->px, tu_sample_len(s));
+    fmt_pixel_sums(s->px, (size_t)s->h * s->w, s->c, m->sum, m->sumsq);
+    m->aux = s->aux;
+    m->aux_len = s->aux_len;
+}
+
+/* Add samples s[from..to) to writer w; each add must succeed. */
+static TU_UNUSED void tu_add_samples(const fmt_backend *be, void *w, const tu_sample *s,
+                                     size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) {
+        fmt_sample_meta m;
+        tu_sample_meta(&s[i], &m);
+        ck_assert_int_eq(be->w_add(w, &m, s[i].px, NULL), 0);
+    }
+}
+
+/* r_get of sample i of shard sh must succeed (into *smp) and give what s holds: index i, label,
+ * shape, source and length. */
+static TU_UNUSED void tu_get_sample(const fmt_backend *be, void *sh, uint64_t i, const tu_sample *s,
+                                    fmt_sample *smp)
+{
+    ck_assert_int_eq(be->r_get(sh, i, smp), 0);
+    ck_assert_uint_eq(smp->index, i);
+    ck_assert_int_eq(smp->label, s->label);
+    ck_assert_uint_eq(smp->height, s->h);
+    ck_assert_uint_eq(smp->width, s->w);
+    ck_assert_uint_eq(smp->channels, s->c);
+    ck_assert_uint_eq(smp->source, s->source);
+    ck_assert_uint_eq(smp->length, tu_sample_len(s));
+}
+
+/* ---- the runner ---- */
+
+/* Run every test of s (each in a forked child unless CK_FORK=no); EXIT_SUCCESS when none failed,
+ * for main to return. */
+static TU_UNUSED int tu_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#endif
