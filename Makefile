@@ -150,6 +150,58 @@ bench: deps
 	$(Q)BUILD=$(BUILD) scripts/bench-read.sh
 	$(Q)BUILD=$(BUILD) scripts/bench-formats.sh
 
+# ---- fuzzing (tests/fuzz/README.md) ----
+#   make fuzz                  libFuzzer targets (clang, ASan + UBSan): $(FUZZ_BUILD)/fuzz/fuzz_NAME
+#   make fuzz-seeds            seed corpora $(BUILD)/fuzz/corpus/NAME/, made with this build's CLIs
+#   make fuzz-run SECONDS=N    each target N seconds (default 60) on its seeds and regressions
+#   make fuzz-replay           each target over its seeds and regressions without libFuzzer, built
+#                              with $(CC) and SAN (e.g. make SAN=address,undefined fuzz-replay)
+#   FUZZ="raw png"             limits fuzz-run and fuzz-replay to these targets
+FUZZ_BUILD ?= $(BUILD)-fuzz
+FUZZ_CC ?= clang
+FUZZ_SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+    -fno-sanitize-recover=all
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ ?= $(FUZZ_NAMES)
+SECONDS ?= 60
+FUZZ_COMMON := $(BUILD)/tests/fuzz/common.o
+FUZZ_SEEDS := $(BUILD)/fuzz/corpus/.done
+
+.PHONY: fuzz fuzz-targets fuzz-seeds fuzz-run fuzz-replay
+.SECONDARY: $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/fuzz_%.o) $(FUZZ_COMMON) $(BUILD)/tests/fuzz/replay.o
+
+# the whole library is rebuilt with clang and coverage instrumentation in a build directory of its
+# own, since the flags differ from every other build
+fuzz:
+	$(Q)scripts/deps.sh --fuzz
+	$(Q)$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) FUZZ_BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) \
+	    SAN= SANFLAGS='$(FUZZ_SANFLAGS)' fuzz-targets
+
+fuzz-targets: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+	@:
+
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_COMMON) $(FMT_LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+$(BUILD)/fuzz/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(FUZZ_COMMON) \
+                        $(FMT_LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+fuzz-seeds: $(FUZZ_SEEDS)
+
+$(FUZZ_SEEDS): tests/fuzz/make-seeds.sh $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
+	$(Q)BUILD=$(BUILD) tests/fuzz/make-seeds.sh $(BUILD)/fuzz/corpus
+
+fuzz-run: fuzz $(FUZZ_SEEDS)
+	$(Q)tests/fuzz/run.sh fuzz $(FUZZ_BUILD)/fuzz $(BUILD)/fuzz/corpus $(SECONDS) $(FUZZ)
+
+fuzz-replay: $(FUZZ:%=$(BUILD)/fuzz/replay_%) $(FUZZ_SEEDS)
+	$(Q)tests/fuzz/run.sh replay $(BUILD)/fuzz $(BUILD)/fuzz/corpus 0 $(FUZZ)
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig
@@ -160,6 +212,52 @@ install: all
 	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so
 	install -m 644 reader/shardread.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(READ_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+# ---- GPU step and CUDA feed: $(BUILD)/lib/libshardgpu.so from reader/*.cu ----
+# Built where nvcc is found (NVCC=/path/to/nvcc to choose). Nothing else links against CUDA:
+# libshardread opens the library at run time (reader/gpu_api.h) and falls back to the CPU step
+# without it, a driver or a device. Code for sm_90 plus compute_90 PTX, which newer GPUs JIT;
+# e.g. NVCC_ARCH='-gencode arch=compute_80,code=sm_80 ...' adds older ones.
+ifeq ($(origin NVCC),undefined)
+NVCC := $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+endif
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCCFLAGS ?= -O2 -g
+NVCC_WARN := -Xcompiler -Wall,-Wextra,-Wshadow
+CUDA_LIBDIR ?= $(firstword $(wildcard $(dir $(NVCC))../lib64 $(dir $(NVCC))../lib))
+GPU_SRC := $(wildcard reader/*.cu)
+GPU_OBJ := $(GPU_SRC:%.cu=$(BUILD)/%.cu.o)
+GPU_SO := $(BUILD)/lib/libshardgpu.so
+
+ifneq ($(NVCC),)
+.PHONY: gpu install-gpu
+all: $(GPU_SO)
+gpu: $(GPU_SO)
+
+$(BUILD)/reader/%.cu.o: reader/%.cu
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) -std=c++17 $(NVCC_ARCH) $(NVCCFLAGS) -Xcompiler -fPIC,-fvisibility=hidden \
+	    $(NVCC_WARN) $(CPPFLAGS) -MMD -MP -MF $(@:.o=.d) -MT $@ -c -o $@ $<
+
+# RUNPATH $ORIGIN: a bundle (scripts/gpu-bundle.sh) keeps the CUDA libraries next to it
+$(GPU_SO): $(GPU_OBJ)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  NVLD    $@")
+	$(Q)$(NVCC) -shared $(NVCC_ARCH) -cudart shared -o $@ $^ -lcublas \
+	    -Xlinker --enable-new-dtags,-rpath,'$$ORIGIN'$(if $(CUDA_LIBDIR),:$(CUDA_LIBDIR))
+
+# the GPU tests load it from $(BUILD)/lib (they pass, skipped, without it)
+$(BUILD)/tests/test_cuda: | $(GPU_SO)
+
+install: install-gpu
+install-gpu: $(GPU_SO)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(GPU_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 reader/cuda_feed.h $(DESTDIR)$(PREFIX)/include/
+else
+$(info nvcc not found: libshardgpu.so (the GPU step) is not built; NVCC=/path/to/nvcc builds it)
+endif
 
 clean:
 	rm -rf build build-*

@@ -28,10 +28,28 @@ echo "== 5. rejects.tsv"
 column -t -s $'\t' "$work/raw/rejects.tsv" 2>/dev/null || cat "$work/raw/rejects.tsv"
 echo
 "$bin/shardc" cat "$work/raw" 0 -o "$work/sample0.ppm"
+echo
+echo "== 6. shardbench train: a small model learns from the shards (softmax regression on the CPU"
+echo "      or, where a CUDA device is usable, on the GPU)"
+"$bin/shardbench" train "$work/raw" --model softmax --batch 32 --epochs 5
+echo
+echo "== 7. shardbench compare: every format built from the same images, each read back, against"
+echo "      decoding the images themselves (the work a training-time loader repeats every epoch)"
+plot=()
+if command -v gnuplot >/dev/null; then
+  plot=(--plot "$work/compare.png")
+else
+  echo "(gnuplot is not installed: no plot; scripts/deps.sh installs gnuplot-nox)"
+fi
+"$bin/shardbench" compare "$work/images" --work "$work/compare" --size 64x64 --batch 32 \
+  --epochs 5 "${plot[@]}"
 cat <<MSG
 Next:
   $work/raw/manifest.json        what was built: classes, shards and their hashes, channel mean/std
   $work/sample0.ppm              sample 0 as an image (shardc cat $work/raw 0 -o FILE)
+  $work/compare/                 every format built by compare; compare.tsv, the table's data
+  $work/compare.png              the table as a chart (with gnuplot)
+  $bin/shardbench compare --help  the columns; --step-ms for another model, --json
   $bin/shardc build --help       geometry, --gray, -j, --shard-size, --resume, --dry-run, --json
   formats/raw.md                 the shard format, for readers in other languages
 MSG

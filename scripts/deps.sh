@@ -2,7 +2,8 @@
 # Install what shardc needs from Debian's packages. Idempotent: packages already present are
 # skipped, and nothing runs apt when all are there.
 #   scripts/deps.sh            build + test dependencies
-#   scripts/deps.sh --bench    also the benchmark extras (Pillow, gnuplot)
+#   scripts/deps.sh --bench    also the benchmark extras (numpy, h5py)
+#   scripts/deps.sh --fuzz     also what make fuzz needs (clang and its libFuzzer runtime)
 #   scripts/deps.sh --check    exit 1 (listing them) if any build/test dependency is missing
 set -euo pipefail
 
@@ -17,16 +18,21 @@ build_pkgs=(
   check                                    # unit tests
   python3 python3-pil                      # Pillow: the reference decoder of the pixel tests
   libhdf5-dev hdf5-tools liblmdb-dev lmdb-utils  # HDF5 / LMDB backends
+  gnuplot-nox                              # the plot make demo draws (shardbench compare --plot)
 )
-bench_pkgs=(python3-numpy python3-h5py gnuplot-nox)
+bench_pkgs=(python3-numpy python3-h5py)
+# clang 14 is Debian 12's clang; its sanitizer and libFuzzer runtimes (-fsanitize=fuzzer) are in
+# libclang-rt-14-dev, which clang only recommends (and apt-get here skips recommends)
+fuzz_pkgs=(clang libclang-rt-14-dev)
 
 want=("${build_pkgs[@]}")
 mode=install
 for a in "$@"; do
   case "$a" in
     --bench) want+=("${bench_pkgs[@]}") ;;
+    --fuzz) want+=("${fuzz_pkgs[@]}") ;;
     --check) mode=check ;;
-    *) echo "usage: scripts/deps.sh [--bench] [--check]" >&2; exit 2 ;;
+    *) echo "usage: scripts/deps.sh [--bench] [--fuzz] [--check]" >&2; exit 2 ;;
   esac
 done
 

@@ -1,0 +1,68 @@
+/* cuda_feed.h - the normalize kernel of the CUDA feed, for code that trains on its own device
+ * buffers: uint8 NHWC batches (as libshardread delivers them) to normalised float32 or float16
+ * NCHW, with a crop window and a horizontal flip per sample.
+ *
+ * Defined in libshardgpu.so (built with nvcc where the CUDA Toolkit is present; link with
+ * -lshardgpu, or reach it through the shr_gpu_api table, see gpu_api.h). For output sample i,
+ * channel c, row y, column x of an out_height x out_width crop:
+ *
+ *     sx = flip[i] ? crop_x + out_width - 1 - x : crop_x + x        (crop_x, crop_y: per sample
+ *     sy = crop_y + y                                                 from crop_xy, else common)
+ *     dst[((i * channels + c) * out_height + y) * out_width + x]
+ *         = (src[((i * height + sy) * width + sx) * channels + c] - mean[c]) / std[c]
+ *
+ * computed in float32 (a std of 0 divides by 1) and, for float16, rounded to nearest. The flip
+ * mirrors the crop, as the reader's flip mirrors its output.
+ *
+ * Errors: 0, EINVAL (a window outside the source, n or a size 0, channels not 1..4, NULL
+ * pointers, a negative or non-finite std), ENOMEM, ENODEV (no device), EIO (another CUDA error;
+ * shr_feed_error says which). Thread-safety: every function may be called from any thread; the
+ * message of shr_feed_error is per thread.
+ */
+#ifndef SHR_CUDA_FEED_H
+#define SHR_CUDA_FEED_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { SHR_FEED_F32 = 0, SHR_FEED_F16 } shr_feed_dtype;
+
+typedef struct {
+    uint32_t n, height, width, channels;    /* the source: n samples of uint8 HWC */
+    uint32_t out_height, out_width;         /* the crop (0: the source's size) */
+    uint32_t crop_x, crop_y;                /* its origin, for every sample ... */
+    const uint32_t *crop_xy;                /* ... or, if not NULL, per sample: device memory
+                                             * (host memory for shr_feed_normalize_host) holding
+                                             * n (x, y) pairs; an origin past width - out_width
+                                             * (height - out_height) is clamped to it */
+    const uint8_t *flip;                    /* NULL, or n flags (same memory as crop_xy): mirror
+                                             * sample i where flip[i] is non-zero */
+    float mean[4], std[4];                  /* per channel, in pixel units (0..255) */
+    shr_feed_dtype dtype;
+} shr_feed_norm;
+
+/* Bytes of the output: n * channels * out_height * out_width * (4 or 2). 0 for bad sizes. */
+uint64_t shr_feed_out_bytes(const shr_feed_norm *p);
+
+/* Queue the kernel on stream (a cudaStream_t; NULL: the legacy default stream). src and dst are
+ * device pointers (dst: shr_feed_out_bytes, float or half aligned); crop_xy and flip, if set,
+ * must stay valid until the kernel has run. Returns as soon as it is queued; a kernel failure
+ * shows in a later CUDA call on the stream. */
+int shr_feed_normalize(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream);
+
+/* The same on host memory, synchronously: src (n * height * width * channels bytes), crop_xy and
+ * flip are copied to the device, the kernel runs, the result comes back to dst. For tests and
+ * tools; a training loop keeps its batches on the device and uses shr_feed_normalize. */
+int shr_feed_normalize_host(const shr_feed_norm *p, const uint8_t *src, void *dst);
+
+/* The CUDA error of this thread's last failed call, "" if none. Never NULL. */
+const char *shr_feed_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,212 @@
+/* step.c - the training step's dispatcher: the GPU implementation (libshardgpu.so, opened at run
+ * time, see gpu_api.h) where a device is usable, else the CPU one (step_cpu.c).
+ *
+ * The GPU library is looked for once per process. The CUDA runtime is asked first (pinned.c,
+ * which loads only libcudart): on a machine without a device that is all it costs, and the CUDA
+ * libraries proper (cuBLAS alone maps more than half a gigabyte) are never loaded.
+ */
+#include "gpu_api.h"
+#include "pinned.h"
+#include "step_cpu.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GPU_LIB_NAME "libshardgpu.so"
+
+struct shr_step {
+    const shr_gpu_api *gpu;     /* NULL: the CPU implementation */
+    void *impl;
+};
+
+/* Written once under pthread_once, read-only afterwards. */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static const shr_gpu_api *g_api;
+static char g_status[1024];
+
+int shr_gpu_open(const char *path, const shr_gpu_api **api, char *why, size_t why_len)
+{
+    char dummy[1];
+    if (!why) {
+        why = dummy;
+        why_len = sizeof dummy;
+    }
+    *api = NULL;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(why, why_len, "%s", e ? e : path);
+        return ENOENT;
+    }
+    /* POSIX guarantees that a function pointer survives the round trip through void * */
+    const shr_gpu_api *(*get)(void) =
+        (const shr_gpu_api *(*)(void))dlsym(lib, SHR_GPU_API_SYMBOL);
+    const shr_gpu_api *t = get ? get() : NULL;
+    if (!t) {
+        snprintf(why, why_len, "%s: no %s symbol", path, SHR_GPU_API_SYMBOL);
+        dlclose(lib);
+        return ENOEXEC;
+    }
+    if (t->abi != SHR_GPU_ABI || t->opts_size != sizeof(shr_step_opts) ||
+        t->batch_size != sizeof(shr_batch) || t->stats_size != sizeof(shr_step_stats) ||
+        t->norm_size != sizeof(shr_feed_norm)) {
+        snprintf(why, why_len, "%s: built from another version (ABI %u, this library %u)", path,
+                 t->abi, SHR_GPU_ABI);
+        dlclose(lib);
+        return ENOEXEC;
+    }
+    /* never closed: steps and kernels of the table may be in use until the process ends */
+    *api = t;
+    return 0;
+}
+
+/* dirname of path into out ("." where there is no slash). */
+static void dir_of(const char *path, char *out, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, n, ".");
+    else
+        snprintf(out, n, "%.*s", (int)(slash - path), path);
+}
+
+static void gpu_load(void)
+{
+    if (!shr_cuda_available()) {
+        snprintf(g_status, sizeof g_status, "no CUDA device");
+        return;
+    }
+    char cand[4][PATH_MAX + 32];
+    size_t nc = 0;
+    const char *env = getenv("SHARDREAD_GPU_LIB");
+    if (env && *env) {
+        snprintf(cand[nc++], sizeof cand[0], "%s", env);
+    } else {
+        char dir[PATH_MAX];
+        Dl_info info;
+        if (dladdr((void *)shr_step_create, &info) && info.dli_fname && *info.dli_fname) {
+            dir_of(info.dli_fname, dir, sizeof dir);
+            snprintf(cand[nc++], sizeof cand[0], "%s/" GPU_LIB_NAME, dir);
+            snprintf(cand[nc++], sizeof cand[0], "%s/lib/" GPU_LIB_NAME, dir);
+        }
+        char exe[PATH_MAX];
+        ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (len > 0) {
+            exe[len] = '\0';
+            dir_of(exe, dir, sizeof dir);
+            snprintf(cand[nc++], sizeof cand[0], "%s/../lib/" GPU_LIB_NAME, dir);
+        }
+        snprintf(cand[nc++], sizeof cand[0], GPU_LIB_NAME);
+    }
+    /* report the failure of the first candidate that exists: a library that is there but does
+     * not load (a missing libcublas) says more than "not found" */
+    char why[sizeof g_status], first[sizeof g_status] = "";
+    const shr_gpu_api *api = NULL;
+    size_t found = 0;
+    for (size_t i = 0; i < nc && !api; i++) {
+        int exists = strchr(cand[i], '/') == NULL || access(cand[i], F_OK) == 0;
+        if (!exists && !(env && *env))
+            continue;
+        if (shr_gpu_open(cand[i], &api, why, sizeof why) != 0 && !first[0])
+            snprintf(first, sizeof first, "%s", why);
+        found = i;
+    }
+    if (!api)
+        snprintf(g_status, sizeof g_status, "%s", first[0] ? first : GPU_LIB_NAME " not found");
+    else if (!api->available())
+        snprintf(g_status, sizeof g_status, "no CUDA device that %.900s can use", cand[found]);
+    else
+        snprintf(g_status, sizeof g_status, "%.1000s", cand[found]);
+    if (api && api->available())
+        g_api = api;
+}
+
+const shr_gpu_api *shr_gpu_table(void)
+{
+    pthread_once(&g_once, gpu_load);
+    return g_api;
+}
+
+const char *shr_gpu_status(void)
+{
+    pthread_once(&g_once, gpu_load);
+    return g_status;
+}
+
+int shr_step_gpu_available(void)
+{
+    return shr_gpu_table() != NULL;
+}
+
+int shr_step_create(shr_step **s, const shr_step_opts *o)
+{
+    int rc = 0;
+    shr_step *st = NULL;
+    const shr_gpu_api *api = NULL;
+    if (!s)
+        return SHR_EINVAL;
+    *s = NULL;
+    if (!o || (o->device != SHR_DEVICE_AUTO && o->device != SHR_DEVICE_CPU &&
+               o->device != SHR_DEVICE_GPU))
+        return SHR_EINVAL;
+    if (o->device != SHR_DEVICE_CPU) {
+        api = shr_gpu_table();
+        if (!api && o->device == SHR_DEVICE_GPU)
+            return ENODEV;
+    }
+    st = calloc(1, sizeof *st);
+    if (!st)
+        return ENOMEM;
+    st->gpu = api;
+    rc = api ? api->step_create(&st->impl, o, NULL) : shr_cpu_step_create(&st->impl, o);
+    if (rc)
+        goto leave;
+    *s = st;
+    st = NULL;
+leave:
+    free(st);
+    return rc;
+}
+
+void shr_step_free(shr_step *s)
+{
+    if (!s)
+        return;
+    if (s->gpu)
+        s->gpu->step_free(s->impl);
+    else
+        shr_cpu_step_free(s->impl);
+    free(s);
+}
+
+int shr_step_run(shr_step *s, const shr_batch *b)
+{
+    if (!s)
+        return SHR_EINVAL;
+    return s->gpu ? s->gpu->step_run(s->impl, b) : shr_cpu_step_run(s->impl, b);
+}
+
+int shr_step_sync(shr_step *s, shr_step_stats *st)
+{
+    if (!s)
+        return SHR_EINVAL;
+    return s->gpu ? s->gpu->step_sync(s->impl, st) : shr_cpu_step_sync(s->impl, st);
+}
+
+const char *shr_step_last_error(const shr_step *s)
+{
+    return s && s->gpu ? s->gpu->step_error(s->impl) : "";
+}
+
+const shr_gpu_api *shr_step_gpu(const shr_step *s, void **impl)
+{
+    if (impl)
+        *impl = s && s->gpu ? s->impl : NULL;
+    return s ? s->gpu : NULL;
+}

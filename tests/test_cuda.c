@@ -1,0 +1,742 @@
+/* test_cuda.c - the training step's dispatcher and the GPU step (libshardgpu.so).
+ *
+ * Always run: the dispatcher's fall-back (no GPU library: the CPU step under SHR_DEVICE_AUTO,
+ * ENODEV under SHR_DEVICE_GPU), loading errors, and the GPU library's argument checks and
+ * no-device answers where it is built. Run where a CUDA device is present, skipped with a
+ * message otherwise: the device copy of a batch equals the host batch; no device buffer is
+ * overwritten while a step reads it and no host buffer is needed after a run returns (checksums
+ * of the device input taken at the start and at the end of every step, against the host's,
+ * with slow steps and fast producers and the reverse, with synthetic batches and with a real
+ * reader); the model's loss falls and matches the CPU step's; the normalize kernel equals a CPU
+ * reference.
+ *
+ * CUDA state does not survive fork, and check runs each test in a child: the parent never
+ * touches CUDA (it probes for a device in a child of its own). */
+#include "cuda_feed.h"
+#include "gpu_api.h"
+#include "pinned.h"
+#include "shardread.h"
+#include "step.h"
+
+#include <check.h>
+#include <errno.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int g_gpu;                       /* a device is usable (probed in a child) */
+static char g_gpu_why[1024];            /* shr_gpu_status() as the probe saw it */
+static char g_exe_dir[1024];
+
+/* ---- helpers ---- */
+
+static uint64_t mix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void fill_random(uint8_t *p, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(mix64(&seed) >> 56);
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* This build's libshardgpu.so (<exe dir>/../lib), or NULL when it was not built. */
+static const char *built_gpu_lib(void)
+{
+    static char path[1200];
+    snprintf(path, sizeof path, "%s/../lib/libshardgpu.so", g_exe_dir);
+    return file_exists(path) ? path : NULL;
+}
+
+static shr_step_opts emulated_opts(double ms, shr_device dev)
+{
+    shr_step_opts o;
+    memset(&o, 0, sizeof o);
+    o.kind = SHR_STEP_EMULATED;
+    o.step_ms = ms;
+    o.device = dev;
+    return o;
+}
+
+/* A batch over caller memory. */
+static shr_batch batch_of(uint8_t *data, int64_t *labels, uint32_t n, uint32_t h, uint32_t w,
+                          uint32_t c)
+{
+    shr_batch b;
+    memset(&b, 0, sizeof b);
+    b.data = data;
+    b.labels = labels;
+    b.n = n;
+    b.height = h;
+    b.width = w;
+    b.channels = c;
+    return b;
+}
+
+/* A GPU step with hooks: the table and the implementation handle. */
+typedef struct {
+    const shr_gpu_api *api;
+    void *s;
+} gpu_handle;
+
+static gpu_handle gpu_create(const shr_step_opts *o, uint32_t flags, uint32_t slots)
+{
+    gpu_handle g = {shr_gpu_table(), NULL};
+    ck_assert_ptr_nonnull(g.api);
+    shr_gpu_config c = {flags, slots};
+    int rc = g.api->step_create(&g.s, o, &c);
+    ck_assert_msg(rc == 0, "gpu step_create: %s", shr_strerror(rc));
+    return g;
+}
+
+/* ---- always: the dispatcher and the library's checks ---- */
+
+START_TEST(test_fallback_without_gpu_lib)
+{
+    /* the library is looked for once per process: this works in check's default fork mode,
+     * where each test is a fresh child */
+    const char *fork_env = getenv("CK_FORK");
+    if (fork_env && strcmp(fork_env, "no") == 0) {
+        fprintf(stderr, "test_cuda: CK_FORK=no: fall-back test skipped\n");
+        return;
+    }
+    ck_assert_int_eq(setenv("SHARDREAD_GPU_LIB", "/nonexistent/libshardgpu.so", 1), 0);
+    ck_assert_int_eq(shr_step_gpu_available(), 0);
+    ck_assert_ptr_null(shr_gpu_table());
+    if (shr_cuda_available())
+        ck_assert_msg(strstr(shr_gpu_status(), "/nonexistent/libshardgpu.so") != NULL,
+                      "status: %s", shr_gpu_status());
+    else
+        ck_assert_str_eq(shr_gpu_status(), "no CUDA device");
+
+    /* AUTO: the CPU step, which works */
+    shr_step_opts o = emulated_opts(0, SHR_DEVICE_AUTO);
+    shr_step *s = NULL;
+    ck_assert_int_eq(shr_step_create(&s, &o), 0);
+    ck_assert_ptr_nonnull(s);
+    void *impl = (void *)1;
+    ck_assert_ptr_null(shr_step_gpu(s, &impl));
+    ck_assert_ptr_null(impl);
+    uint8_t px[2 * 4 * 4 * 3];
+    int64_t lab[2] = {0, 1};
+    memset(px, 7, sizeof px);
+    shr_batch b = batch_of(px, lab, 2, 4, 4, 3);
+    ck_assert_int_eq(shr_step_run(s, &b), 0);
+    shr_step_stats st;
+    memset(&st, 0xff, sizeof st);
+    ck_assert_int_eq(shr_step_sync(s, &st), 0);
+    ck_assert_int_eq(st.on_gpu, 0);
+    ck_assert_uint_eq(st.h2d_bytes, 0);
+    ck_assert_str_eq(shr_step_last_error(s), "");
+    shr_step_free(s);
+
+    /* GPU: refused, nothing returned */
+    o.device = SHR_DEVICE_GPU;
+    s = (shr_step *)1;
+    ck_assert_int_eq(shr_step_create(&s, &o), ENODEV);
+    ck_assert_ptr_null(s);
+
+    /* CPU: as AUTO here */
+    o.device = SHR_DEVICE_CPU;
+    ck_assert_int_eq(shr_step_create(&s, &o), 0);
+    ck_assert_ptr_null(shr_step_gpu(s, NULL));
+    shr_step_free(s);
+}
+END_TEST
+
+START_TEST(test_dispatcher_errors)
+{
+    shr_step_opts o = emulated_opts(0, SHR_DEVICE_CPU);
+    shr_step *s = (shr_step *)1;
+    ck_assert_int_eq(shr_step_create(NULL, &o), SHR_EINVAL);
+    ck_assert_int_eq(shr_step_create(&s, NULL), SHR_EINVAL);
+    ck_assert_ptr_null(s);
+    o.device = (shr_device)7;
+    s = (shr_step *)1;
+    ck_assert_int_eq(shr_step_create(&s, &o), SHR_EINVAL);
+    ck_assert_ptr_null(s);
+    /* the implementation's own checks come through: a negative step time */
+    o = emulated_opts(-1, SHR_DEVICE_AUTO);
+    ck_assert_int_eq(shr_step_create(&s, &o), SHR_EINVAL);
+    ck_assert_ptr_null(s);
+    ck_assert_int_eq(shr_step_run(NULL, NULL), SHR_EINVAL);
+    ck_assert_int_eq(shr_step_sync(NULL, NULL), SHR_EINVAL);
+    shr_step_free(NULL);
+    ck_assert_ptr_null(shr_step_gpu(NULL, NULL));
+}
+END_TEST
+
+START_TEST(test_gpu_open_errors)
+{
+    const shr_gpu_api *api = (const shr_gpu_api *)1;
+    char why[512] = "";
+    ck_assert_int_eq(shr_gpu_open("/nonexistent/libshardgpu.so", &api, why, sizeof why), ENOENT);
+    ck_assert_ptr_null(api);
+    ck_assert_msg(strstr(why, "/nonexistent/libshardgpu.so") != NULL, "why: %s", why);
+    /* a shared object without the table */
+    ck_assert_int_eq(shr_gpu_open("libc.so.6", &api, why, sizeof why), ENOEXEC);
+    ck_assert_ptr_null(api);
+    ck_assert_msg(strstr(why, SHR_GPU_API_SYMBOL) != NULL, "why: %s", why);
+    ck_assert_int_eq(shr_gpu_open("/nonexistent/x.so", &api, NULL, 0), ENOENT);
+}
+END_TEST
+
+/* The library of this build, loaded directly, with or without a device. */
+START_TEST(test_gpu_lib_checks)
+{
+    const char *path = built_gpu_lib();
+    if (!path) {
+        fprintf(stderr, "test_cuda: libshardgpu.so not built (no nvcc): library checks skipped\n");
+        return;
+    }
+    const shr_gpu_api *api = NULL;
+    char why[512] = "";
+    ck_assert_msg(shr_gpu_open(path, &api, why, sizeof why) == 0, "%s", why);
+    ck_assert_uint_eq(api->abi, SHR_GPU_ABI);
+    ck_assert_uint_eq(api->opts_size, sizeof(shr_step_opts));
+    int avail = api->available();
+    if (!shr_cuda_available())
+        ck_assert_int_eq(avail, 0);
+
+    /* options are checked before the device is looked at */
+    shr_step_opts o = emulated_opts(NAN, SHR_DEVICE_GPU);
+    void *s = (void *)1;
+    ck_assert_int_eq(api->step_create(&s, &o, NULL), SHR_EINVAL);
+    ck_assert_ptr_null(s);
+    o = emulated_opts(1, SHR_DEVICE_GPU);
+    shr_gpu_config c = {0, 1};      /* one slot cannot double-buffer */
+    ck_assert_int_eq(api->step_create(&s, &o, &c), SHR_EINVAL);
+    memset(&o, 0, sizeof o);
+    o.kind = SHR_STEP_MODEL;        /* classes 0 */
+    ck_assert_int_eq(api->step_create(&s, &o, NULL), SHR_EINVAL);
+    o.classes = 3;
+    o.std[1] = -1;
+    ck_assert_int_eq(api->step_create(&s, &o, NULL), SHR_EINVAL);
+
+    uint8_t src[2 * 4 * 4 * 3] = {0};
+    float dst[2 * 3 * 4 * 4];
+    shr_feed_norm p;
+    memset(&p, 0, sizeof p);
+    p.n = 2;
+    p.height = p.width = 4;
+    p.channels = 3;
+    p.out_width = 3;
+    p.crop_x = 2;                   /* 2 + 3 > 4 */
+    ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), EINVAL);
+    p.crop_x = 1;
+    p.out_height = 5;               /* taller than the source */
+    ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), EINVAL);
+    p.out_height = 0;
+    p.channels = 5;
+    ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), EINVAL);
+    p.channels = 3;
+    p.std[2] = INFINITY;
+    ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), EINVAL);
+    p.std[2] = 0;
+    ck_assert_int_eq(api->feed_normalize_host(&p, NULL, dst), EINVAL);
+
+    if (!avail) {
+        o = emulated_opts(1, SHR_DEVICE_GPU);
+        ck_assert_int_eq(api->step_create(&s, &o, NULL), ENODEV);
+        ck_assert_ptr_null(s);
+        ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), ENODEV);
+    } else {
+        ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), 0);
+    }
+}
+END_TEST
+
+START_TEST(test_checksum_reference)
+{
+    /* the value the device recomputes: (byte + 1) * ((i * 2654435761) mod 2^32 | 1), summed */
+    const uint8_t a[3] = {0, 1, 255};
+    uint64_t w1 = 2654435761u, w2 = (uint32_t)(2u * 2654435761u) | 1u;
+    ck_assert_uint_eq(shr_gpu_checksum(a, 3), 1 + 2 * w1 + 256 * w2);
+    const uint8_t b[3] = {1, 0, 255};
+    ck_assert_uint_ne(shr_gpu_checksum(a, 3), shr_gpu_checksum(b, 3));
+    ck_assert_uint_eq(shr_gpu_checksum(a, 0), 0);
+}
+END_TEST
+
+/* ---- where a device is present ---- */
+
+START_TEST(test_gpu_copy_equals_host)
+{
+    shr_step_opts o = emulated_opts(0, SHR_DEVICE_GPU);
+    shr_step *step = NULL;
+    ck_assert_int_eq(shr_step_create(&step, &o), 0);
+    void *impl = NULL;
+    const shr_gpu_api *api = shr_step_gpu(step, &impl);
+    ck_assert_ptr_nonnull(api);
+    /* shapes that grow the device buffers, pinned and pageable memory */
+    const uint32_t shapes[][4] = {{3, 17, 13, 3}, {5, 8, 8, 1}, {64, 64, 48, 3}, {1, 1, 1, 1}};
+    uint64_t total = 0;
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        for (int pin = 0; pin < 2; pin++) {
+            size_t bytes = (size_t)shapes[t][0] * shapes[t][1] * shapes[t][2] * shapes[t][3];
+            void *host = NULL;
+            int pinned = 0;
+            ck_assert_int_eq(shr_host_alloc(bytes, &host, &pinned, pin ? SHR_PIN_AUTO
+                                                                       : SHR_PIN_OFF), 0);
+            ck_assert_int_eq(pinned, pin);
+            fill_random(host, bytes, t * 2 + (uint64_t)pin);
+            shr_batch b = batch_of(host, NULL, shapes[t][0], shapes[t][1], shapes[t][2],
+                                   shapes[t][3]);
+            b.pinned = pinned;
+            ck_assert_int_eq(shr_step_run(step, &b), 0);
+            total += bytes;
+            uint8_t *back = malloc(bytes + 16);
+            ck_assert_ptr_nonnull(back);
+            memset(back, 0xee, bytes + 16);
+            size_t got = 0;
+            ck_assert_int_eq(api->step_input(impl, back, bytes + 16, &got), 0);
+            ck_assert_uint_eq(got, bytes);
+            ck_assert_msg(memcmp(back, host, bytes) == 0, "shape %zu pinned %d: device copy "
+                          "differs from the host batch", t, pin);
+            ck_assert_uint_eq(back[bytes], 0xee);
+            free(back);
+            shr_host_free(host, pinned);
+        }
+    }
+    shr_step_stats st;
+    ck_assert_int_eq(shr_step_sync(step, &st), 0);
+    ck_assert_int_eq(st.on_gpu, 1);
+    ck_assert_uint_eq(st.h2d_bytes, total);
+    ck_assert(st.h2d_s > 0);
+    ck_assert_uint_eq(st.loss_batches, 0);
+    ck_assert_int_eq(shr_step_sync(step, &st), 0);
+    ck_assert_uint_eq(st.h2d_bytes, 0);         /* reset by the sync before */
+    shr_step_free(step);
+}
+END_TEST
+
+/* Synthetic producers: `hosts` pinned buffers used in turn; each is scribbled over as soon as the
+ * run that read it returns (what the reader does once a batch is released). Variant bit 0: slow
+ * steps (5 ms) and a producer without pause, else instant steps and a producer pausing 3 ms;
+ * bit 1: 3 device slots instead of 2. */
+START_TEST(test_gpu_no_early_reuse)
+{
+    int slow_steps = _i & 1;
+    uint32_t slots = _i & 2 ? 3 : 2;
+    enum { RUNS = 24, HOSTS = 3, N = 32, H = 128, W = 128, C = 3 };
+    const size_t bytes = (size_t)N * H * W * C;
+    shr_step_opts o = emulated_opts(slow_steps ? 5.0 : 0.0, SHR_DEVICE_GPU);
+    gpu_handle g = gpu_create(&o, SHR_GPU_CHECKSUMS, slots);
+    uint8_t *host[HOSTS];
+    int pinned[HOSTS];
+    for (int i = 0; i < HOSTS; i++) {
+        ck_assert_int_eq(shr_host_alloc(bytes, (void **)&host[i], &pinned[i], SHR_PIN_AUTO), 0);
+        ck_assert_int_eq(pinned[i], 1);
+    }
+    uint64_t want[RUNS];
+    for (int r = 0; r < RUNS; r++) {
+        uint8_t *p = host[r % HOSTS];
+        fill_random(p, bytes, 1000 + (uint64_t)r);
+        want[r] = shr_gpu_checksum(p, bytes);
+        shr_batch b = batch_of(p, NULL, N, H, W, C);
+        b.pinned = 1;
+        ck_assert_int_eq(g.api->step_run(g.s, &b), 0);
+        memset(p, r & 0xff, bytes);             /* released and refilled at once */
+        if (!slow_steps)
+            usleep(3000);
+    }
+    shr_step_stats st;
+    ck_assert_int_eq(g.api->step_sync(g.s, &st), 0);
+    uint64_t start[RUNS], end[RUNS];
+    size_t count = 0;
+    ck_assert_int_eq(g.api->step_checksums(g.s, start, end, RUNS, &count), 0);
+    ck_assert_uint_eq(count, RUNS);
+    for (int r = 0; r < RUNS; r++) {
+        ck_assert_msg(start[r] == want[r], "run %d: the step started before its copy landed "
+                      "or the host buffer was reused too early", r);
+        ck_assert_msg(end[r] == want[r], "run %d: the device buffer was overwritten during "
+                      "the step", r);
+    }
+    ck_assert_uint_eq(st.h2d_bytes, (uint64_t)RUNS * bytes);
+    if (slow_steps)     /* every step spins at least its 5 ms of device time */
+        ck_assert_msg(st.busy_s >= RUNS * 0.005 * 0.99, "busy %.4f s", st.busy_s);
+    g.api->step_free(g.s);
+    for (int i = 0; i < HOSTS; i++)
+        shr_host_free(host[i], pinned[i]);
+}
+END_TEST
+
+/* ---- the same through a real reader: batches released as soon as the step returns ---- */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static int run_quiet(const char *cmd)
+{
+    char full[8192 + 32];
+    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* 3 classes x 12 images of 40x32 built by this build's shardc into a new temp dir. */
+static void make_dataset(char *root, size_t root_len, char *ds, size_t ds_len)
+{
+    char bin[1200];
+    snprintf(bin, sizeof bin, "%s/../bin", g_exe_dir);
+    char probe[1300];
+    snprintf(probe, sizeof probe, "%s/shardc", bin);
+    ck_assert_msg(file_exists(probe), "%s not found", probe);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(root, root_len, "%s/test_cuda.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    snprintf(ds, ds_len, "%s/ds", root);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 12 "
+             "--no-broken --quiet && '%s/shardc' build '%s/src' -o '%s' --size 40x32 "
+             "--shard-samples 10 -j 2 --no-progress", bin, root, bin, root, ds);
+    ck_assert_msg(run_quiet(cmd) == 0, "failed: %s", cmd);
+}
+
+START_TEST(test_gpu_reader_feed)
+{
+    char root[1100], ds[1200];
+    make_dataset(root, sizeof root, ds, sizeof ds);
+    for (int slow = 0; slow < 2; slow++) {
+        shr_options ro;
+        shr_options_init(&ro);
+        ro.batch_size = 8;
+        ro.threads = 2;
+        ro.prefetch = 3;
+        ro.order = SHR_ORDER_RANDOM;
+        shr_reader *r = NULL;
+        ck_assert_int_eq(shr_open(&r, ds, &ro), 0);
+        shr_step_opts o = emulated_opts(slow ? 5.0 : 0.0, SHR_DEVICE_GPU);
+        gpu_handle g = gpu_create(&o, SHR_GPU_CHECKSUMS, 2);
+        enum { MAXRUNS = 64 };
+        uint64_t want[MAXRUNS];
+        size_t runs = 0;
+        for (int epoch = 0; epoch < 2; epoch++) {
+            const shr_batch *b;
+            int rc;
+            while ((rc = shr_next(r, &b)) == 0) {
+                ck_assert_int_eq(b->pinned, 1);
+                ck_assert_uint_lt(runs, MAXRUNS);
+                want[runs++] = shr_gpu_checksum(b->data, (size_t)b->n * b->height * b->width *
+                                                b->channels);
+                ck_assert_int_eq(g.api->step_run(g.s, b), 0);
+                shr_release(r, b);
+                if (!slow)
+                    usleep(2000);
+            }
+            ck_assert_int_eq(rc, SHR_EEND);
+        }
+        ck_assert_int_eq(g.api->step_sync(g.s, NULL), 0);
+        uint64_t start[MAXRUNS], end[MAXRUNS];
+        size_t count = 0;
+        ck_assert_int_eq(g.api->step_checksums(g.s, start, end, MAXRUNS, &count), 0);
+        ck_assert_uint_eq(count, runs);
+        for (size_t i = 0; i < runs; i++) {
+            ck_assert_msg(start[i] == want[i], "slow %d run %zu: start checksum differs", slow,
+                          i);
+            ck_assert_msg(end[i] == want[i], "slow %d run %zu: end checksum differs", slow, i);
+        }
+        g.api->step_free(g.s);
+        shr_close(r);
+    }
+    nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+END_TEST
+
+/* ---- the model ---- */
+
+enum { MC = 4, MH = 12, MW = 12, MN = 48, MBATCHES = 6, MEPOCHS = 6 };
+
+/* A generated dataset: class c is a bright blob in quadrant c on noise, plus a tint. */
+static void make_images(uint8_t *px, int64_t *lab, size_t count, uint64_t seed)
+{
+    for (size_t i = 0; i < count; i++) {
+        int c = (int)(mix64(&seed) % MC);
+        lab[i] = c;
+        uint8_t *img = px + i * MH * MW * 3;
+        for (int y = 0; y < MH; y++)
+            for (int x = 0; x < MW; x++) {
+                int in = (y < MH / 2) == (c < 2) && (x < MW / 2) == (c % 2 == 0);
+                for (int ch = 0; ch < 3; ch++) {
+                    int v = (int)(mix64(&seed) % 96) + (in ? 120 : 20) + (ch == c % 3 ? 20 : 0);
+                    img[(y * MW + x) * 3 + ch] = (uint8_t)(v > 255 ? 255 : v);
+                }
+            }
+    }
+}
+
+/* Mean loss and accuracy per epoch of a step over the generated batches. */
+static void train(shr_device dev, shr_model model, const uint8_t *px, const int64_t *lab,
+                  double *loss, double *acc)
+{
+    shr_step_opts o;
+    memset(&o, 0, sizeof o);
+    o.kind = SHR_STEP_MODEL;
+    o.model = model;
+    o.model_side = 6;
+    o.hidden = 32;
+    o.classes = MC;
+    o.lr = 0.1f;
+    o.seed = 7;
+    for (int c = 0; c < 3; c++) {
+        o.mean[c] = 110;
+        o.std[c] = 60;
+    }
+    o.device = dev;
+    shr_step *s = NULL;
+    ck_assert_int_eq(shr_step_create(&s, &o), 0);
+    ck_assert_int_eq(shr_step_gpu(s, NULL) != NULL, dev == SHR_DEVICE_GPU);
+    for (int e = 0; e < MEPOCHS; e++) {
+        for (int b = 0; b < MBATCHES; b++) {
+            size_t first = (size_t)b * MN;
+            shr_batch bt = batch_of((uint8_t *)px + first * MH * MW * 3, (int64_t *)lab + first,
+                                    MN, MH, MW, 3);
+            ck_assert_int_eq(shr_step_run(s, &bt), 0);
+        }
+        shr_step_stats st;
+        ck_assert_int_eq(shr_step_sync(s, &st), 0);
+        ck_assert_int_eq(st.on_gpu, dev == SHR_DEVICE_GPU);
+        ck_assert_uint_eq(st.loss_batches, MBATCHES);
+        ck_assert_uint_eq(st.seen, MBATCHES * MN);
+        loss[e] = st.loss_sum / (double)st.loss_batches;
+        acc[e] = (double)st.correct / (double)st.seen;
+    }
+    shr_step_free(s);
+}
+
+START_TEST(test_gpu_model_learns)
+{
+    shr_model model = _i ? SHR_MODEL_MLP : SHR_MODEL_SOFTMAX;
+    size_t count = (size_t)MBATCHES * MN;
+    uint8_t *px = malloc(count * MH * MW * 3);
+    int64_t *lab = malloc(count * sizeof *lab);
+    ck_assert(px && lab);
+    make_images(px, lab, count, 99);
+    double gl[MEPOCHS], ga[MEPOCHS], cl[MEPOCHS], ca[MEPOCHS];
+    train(SHR_DEVICE_GPU, model, px, lab, gl, ga);
+    train(SHR_DEVICE_CPU, model, px, lab, cl, ca);
+    for (int e = 0; e < MEPOCHS; e++)
+        fprintf(stderr, "test_cuda: %s epoch %d: gpu loss %.5f acc %.3f, cpu loss %.5f acc %.3f\n",
+                _i ? "mlp" : "softmax", e, gl[e], ga[e], cl[e], ca[e]);
+    ck_assert_msg(gl[MEPOCHS - 1] < 0.5 * gl[0], "loss did not fall: %.4f -> %.4f", gl[0],
+                  gl[MEPOCHS - 1]);
+    ck_assert_msg(ga[MEPOCHS - 1] > 0.9, "accuracy %.3f", ga[MEPOCHS - 1]);
+    /* the same weights, batches and algorithm as the CPU step: only rounding differs */
+    for (int e = 0; e < MEPOCHS; e++)
+        ck_assert_msg(fabs(gl[e] - cl[e]) <= 5e-3 * fmax(1.0, cl[e]),
+                      "epoch %d: gpu loss %.6f, cpu %.6f", e, gl[e], cl[e]);
+    free(px);
+    free(lab);
+}
+END_TEST
+
+START_TEST(test_gpu_model_bad_batches)
+{
+    shr_step_opts o;
+    memset(&o, 0, sizeof o);
+    o.kind = SHR_STEP_MODEL;
+    o.classes = 3;
+    o.device = SHR_DEVICE_GPU;
+    shr_step *s = NULL;
+    ck_assert_int_eq(shr_step_create(&s, &o), 0);
+    uint8_t px[4 * 8 * 8 * 3];
+    fill_random(px, sizeof px, 5);
+    int64_t lab[4] = {0, 1, 2, 1};
+    shr_batch b = batch_of(px, lab, 4, 8, 8, 3);
+    ck_assert_int_eq(shr_step_run(s, &b), 0);
+    lab[2] = 3;                                 /* outside [0, classes) */
+    ck_assert_int_eq(shr_step_run(s, &b), SHR_EINVAL);
+    lab[2] = -1;
+    ck_assert_int_eq(shr_step_run(s, &b), SHR_EINVAL);
+    lab[2] = 2;
+    shr_batch g = batch_of(px, lab, 4, 8, 8, 1);  /* the channel count changed */
+    ck_assert_int_eq(shr_step_run(s, &g), SHR_EINVAL);
+    b.labels = NULL;
+    ck_assert_int_eq(shr_step_run(s, &b), SHR_EINVAL);
+    b.labels = lab;
+    b.n = 0;
+    ck_assert_int_eq(shr_step_run(s, &b), SHR_EINVAL);
+    ck_assert_int_eq(shr_step_run(s, NULL), SHR_EINVAL);
+    /* refused batches change nothing: the step goes on */
+    b.n = 4;
+    b.height = 4;                               /* other sizes are fine */
+    ck_assert_int_eq(shr_step_run(s, &b), 0);
+    shr_step_stats st;
+    ck_assert_int_eq(shr_step_sync(s, &st), 0);
+    ck_assert_uint_eq(st.loss_batches, 2);
+    ck_assert_uint_eq(st.seen, 8);
+    ck_assert(isfinite(st.loss_sum) && st.loss_sum > 0);
+    ck_assert_str_eq(shr_step_last_error(s), "");
+    shr_step_free(s);
+}
+END_TEST
+
+/* ---- the normalize kernel ---- */
+
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    float v;
+    if (e == 0)
+        v = ldexpf((float)m, -24);
+    else if (e == 31)
+        v = m ? NAN : INFINITY;
+    else
+        v = ldexpf((float)(m | 1024), (int)e - 25);
+    return sign ? -v : v;
+}
+
+/* Loop: bit 0 float16, bit 1 per-sample crops and flips (else one crop for all, gray, std 0). */
+START_TEST(test_gpu_normalize)
+{
+    int half = _i & 1, per_sample = _i & 2;
+    enum { N = 5, H = 10, W = 9 };
+    uint32_t c = per_sample ? 3 : 1;
+    uint8_t src[N * H * W * 3];
+    fill_random(src, sizeof src, 77 + (uint64_t)_i);
+    shr_feed_norm p;
+    memset(&p, 0, sizeof p);
+    p.n = N;
+    p.height = H;
+    p.width = W;
+    p.channels = c;
+    p.out_height = 7;
+    p.out_width = 5;
+    p.crop_x = 3;
+    p.crop_y = 2;
+    p.dtype = half ? SHR_FEED_F16 : SHR_FEED_F32;
+    const float mean[3] = {120.5f, 99.0f, 130.25f}, sd[3] = {57.0f, 0.0f, 3.5f};
+    memcpy(p.mean, mean, sizeof mean);
+    memcpy(p.std, sd, sizeof sd);
+    uint32_t xy[N * 2] = {0, 0, 4, 3, 2, 1, 9, 9, 1, 2};   /* (9, 9) is clamped to (4, 3) */
+    uint8_t flip[N] = {1, 0, 1, 1, 0};
+    if (per_sample) {
+        p.crop_xy = xy;
+        p.flip = flip;
+    } else {
+        p.std[0] = 0;                                       /* divides by 1 */
+    }
+    size_t outn = (size_t)N * c * 7 * 5;
+    ck_assert_uint_eq(shr_gpu_table()->feed_normalize_host == NULL, 0);
+    void *out = malloc(outn * 4);
+    ck_assert_ptr_nonnull(out);
+    int rc = shr_gpu_table()->feed_normalize_host(&p, src, out);
+    ck_assert_msg(rc == 0, "normalize: %s (%s)", shr_strerror(rc), shr_gpu_table()->feed_error());
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t cx = p.crop_x, cy = p.crop_y;
+        if (per_sample) {
+            cx = xy[2 * i] > W - 5 ? W - 5 : xy[2 * i];
+            cy = xy[2 * i + 1] > H - 7 ? H - 7 : xy[2 * i + 1];
+        }
+        for (uint32_t ch = 0; ch < c; ch++)
+            for (uint32_t y = 0; y < 7; y++)
+                for (uint32_t x = 0; x < 5; x++) {
+                    uint32_t sx = per_sample && flip[i] ? cx + 4 - x : cx + x;
+                    float inv = p.std[ch] > 0 ? 1.0f / p.std[ch] : 1.0f;
+                    float want = ((float)src[((i * H + cy + y) * W + sx) * c + ch] - p.mean[ch]) *
+                                 inv;
+                    size_t k = (((size_t)i * c + ch) * 7 + y) * 5 + x;
+                    if (half) {
+                        float got = half_to_float(((uint16_t *)out)[k]);
+                        ck_assert_msg(fabsf(got - want) <= fabsf(want) * 0x1p-11f + 0x1p-24f,
+                                      "sample %u c %u (%u,%u): %g vs %g", i, ch, x, y, got, want);
+                    } else {
+                        float got = ((float *)out)[k];
+                        ck_assert_msg(got == want, "sample %u c %u (%u,%u): %g vs %g", i, ch, x,
+                                      y, got, want);
+                    }
+                }
+    }
+    free(out);
+}
+END_TEST
+
+/* ---- running ---- */
+
+/* Whether a device is usable, asked in a child so that this process never initialises CUDA
+ * (the tests' children could not use it after fork). */
+static void probe_gpu(void)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        int avail = shr_step_gpu_available();
+        const char *why = shr_gpu_status();
+        ssize_t w = write(fd[1], why, strlen(why));
+        (void)w;
+        _exit(avail ? 0 : 1);
+    }
+    close(fd[1]);
+    ssize_t n = pid > 0 ? read(fd[0], g_gpu_why, sizeof g_gpu_why - 1) : -1;
+    g_gpu_why[n > 0 ? n : 0] = '\0';
+    close(fd[0]);
+    int st = 0;
+    if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        g_gpu = 1;
+}
+
+static Suite *cuda_suite(void)
+{
+    Suite *s = suite_create("cuda");
+    TCase *tc = tcase_create("dispatch");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_fallback_without_gpu_lib);
+    tcase_add_test(tc, test_dispatcher_errors);
+    tcase_add_test(tc, test_gpu_open_errors);
+    tcase_add_test(tc, test_gpu_lib_checks);
+    tcase_add_test(tc, test_checksum_reference);
+    suite_add_tcase(s, tc);
+    if (g_gpu) {
+        TCase *gc = tcase_create("gpu");
+        tcase_set_timeout(gc, 120);
+        tcase_add_test(gc, test_gpu_copy_equals_host);
+        tcase_add_loop_test(gc, test_gpu_no_early_reuse, 0, 4);
+        tcase_add_test(gc, test_gpu_reader_feed);
+        tcase_add_loop_test(gc, test_gpu_model_learns, 0, 2);
+        tcase_add_test(gc, test_gpu_model_bad_batches);
+        tcase_add_loop_test(gc, test_gpu_normalize, 0, 4);
+        suite_add_tcase(s, gc);
+    }
+    return s;
+}
+
+int main(void)
+{
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    snprintf(g_exe_dir, sizeof g_exe_dir, "%s", n > 0 ? dirname(exe) : ".");
+    probe_gpu();
+    if (!g_gpu && strcmp(g_gpu_why, "no CUDA device") == 0)
+        fprintf(stderr, "test_cuda: no CUDA device: GPU tests skipped\n");
+    else if (!g_gpu)
+        fprintf(stderr, "test_cuda: no CUDA device: GPU tests skipped (%s)\n", g_gpu_why);
+    else
+        fprintf(stderr, "test_cuda: GPU tests run with %s\n", g_gpu_why);
+    SRunner *sr = srunner_create(cuda_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
