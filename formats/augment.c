@@ -3,6 +3,7 @@
 #include "le.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,9 @@ static int parse_num(const char *s, const char **end, double *v)
     char *e;
     errno = 0;
     *v = strtod(s, &e);
-    if (e == s || errno || !isfinite(*v))
+    /* subnormals too: strtod flags most of them ERANGE, and the canonical text of one that got
+     * through (a hex float such as 0x1p-1074) would not parse again */
+    if (e == s || errno || !isfinite(*v) || (*v != 0 && fabs(*v) < DBL_MIN))
         return -1;
     *end = e;
     return 0;
@@ -120,8 +123,23 @@ int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg)
     return rc;
 }
 
+/* v in the fewest significant digits (6 or more, like %g) that strtod turns back into v, so that
+ * the canonical text parses to the very spec it came from (and specs that differ give different
+ * texts, hence different build fingerprints). */
+static const char *exact_num(char out[32], double v)
+{
+    for (int prec = 6; prec < 17; prec++) {
+        snprintf(out, 32, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            return out;
+    }
+    snprintf(out, 32, "%.17g", v);
+    return out;
+}
+
 void fmt_aug_format(const fmt_aug_spec *s, char *buf, size_t len)
 {
+    char a[32], b[32], c[32], d[32];
     int n = 0;
     buf[0] = '\0';
 #define ADD(...)                                                                       \
@@ -132,15 +150,16 @@ void fmt_aug_format(const fmt_aug_spec *s, char *buf, size_t len)
             n += snprintf(buf + n, len - (size_t)n, __VA_ARGS__);                      \
     } while (0)
     if (s->rrc)
-        ADD("rrc=%g:%g:%g:%g", s->scale_min, s->scale_max, s->ratio_min, s->ratio_max);
+        ADD("rrc=%s:%s:%s:%s", exact_num(a, s->scale_min), exact_num(b, s->scale_max),
+            exact_num(c, s->ratio_min), exact_num(d, s->ratio_max));
     if (s->flip_p > 0)
-        ADD("flip=%g", s->flip_p);
+        ADD("flip=%s", exact_num(a, s->flip_p));
     if (s->brightness > 0)
-        ADD("brightness=%g", s->brightness);
+        ADD("brightness=%s", exact_num(a, s->brightness));
     if (s->contrast > 0)
-        ADD("contrast=%g", s->contrast);
+        ADD("contrast=%s", exact_num(a, s->contrast));
     if (s->saturation > 0)
-        ADD("saturation=%g", s->saturation);
+        ADD("saturation=%s", exact_num(a, s->saturation));
     if (n == 0)
         ADD("none");
 #undef ADD

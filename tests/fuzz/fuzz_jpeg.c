@@ -1,0 +1,10 @@
+/* fuzz_jpeg - fmt_image_probe and fmt_image_decode on JPEG files from untrusted bytes. Byte 0 of an
+ * input chooses the decode options (channels, shrink hint, limits: see fz_image in common.c); the
+ * rest is the file. */
+#include "common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fz_image(FMT_IMG_JPEG, data, size);
+    return 0;
+}
