@@ -2,7 +2,7 @@
 # End to end: --augment K writes K audited variants per image: bytes independent of -j and of
 # --resume, every variant reproducible from its source and recorded parameters, seeds matter,
 # malformed specs refused.
-. "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 "$MKSAMPLE" "$T/src" --classes 3 --per-class 8 --seed 2 --quiet || { echo "mksample failed"; exit 1; }
 nsrc=$(find "$T/src" -type f -name '[0-9]*' | wc -l)

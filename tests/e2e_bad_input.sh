@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end: every kind of bad input gets one line naming the file, an entry in rejects.tsv and
 # the right exit code; nothing crashes, hangs or leaves a manifest behind a failure.
-. "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 "$MKSAMPLE" "$T/src" --classes 3 --per-class 6 --seed 3 --quiet || { echo "mksample failed"; exit 1; }
 # more bad entries than the generator makes: a FIFO, a dangling symlink, a symlink loop, a

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End to end: generate a dataset, build, info, verify, cat, determinism across -j, damage detection.
-. "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 "$MKSAMPLE" "$T/src" --classes 4 --per-class 10 --seed 7 --quiet --no-broken || { echo "mksample failed"; exit 1; }
 nsrc=$(find "$T/src" -type f | wc -l)

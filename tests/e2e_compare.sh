@@ -3,7 +3,7 @@
 # JSON keys, per-epoch loss, the timeline) and shardbench compare (every format built from one
 # folder, one row each plus the source's, with the derived columns consistent), and the exit
 # codes of bad arguments. Speeds are never asserted.
-. "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/lib.sh"
 BENCH="$ROOT/$BUILD/bin/shardbench"
 
 "$MKSAMPLE" "$T/src" --classes 3 --per-class 8 --seed 6 --quiet --no-broken || { echo "mksample failed"; exit 1; }

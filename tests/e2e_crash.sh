@@ -7,7 +7,7 @@
 # shard name; then --resume gives the bytes of an uninterrupted build, every file of OUT. Raw,
 # hdf5, lmdb and png0. A full disk while writing hdf5, lmdb or png0 ends with exit 3, a message
 # naming the shard and the reason, no manifest, and a dataset that --resume completes.
-. "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 # The points drawn depend on this seed only: every run kills at the same points. CRASH_SEED=n
 # explores other draws.

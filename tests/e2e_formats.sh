@@ -3,7 +3,7 @@
 # for jpeg, equal to decoding the JPEG files shardc wrote) with the same labels; verify passes on
 # each and names damage in each; standard tools read HDF5 and LMDB output; reading with 8 threads
 # gives the same batches as 1.
-. "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 "$MKSAMPLE" "$T/src" --classes 3 --per-class 7 --seed 4 --quiet --no-broken || { echo "mksample failed"; exit 1; }
 formats=(raw hdf5 lmdb png0 bmp jpeg)

@@ -2,7 +2,7 @@
 # End to end: stored pixels equal the reference decoders'. A build without geometry options keeps
 # every image as decoded: each sample must equal Pillow's decode (convert to RGB or L) byte for
 # byte, and each JPEG sample must also equal djpeg's.
-. "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 if [ -z "$PYPIL" ]; then echo "SKIPPED: no python3 with Pillow (python3-pil)"; exit 77; fi
 "$MKSAMPLE" "$T/src" --classes 4 --per-class 10 --seed 5 --quiet --no-broken || { echo "mksample failed"; exit 1; }

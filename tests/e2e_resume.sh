@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end: a build killed at exact points (SIGKILL) and resumed gives the same bytes as an
 # uninterrupted build; a killed build never leaves a manifest naming a missing or partial shard.
-. "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 "$MKSAMPLE" "$T/src" --classes 3 --per-class 12 --seed 11 --quiet || { echo "mksample failed"; exit 1; }
 opts=(--size 40x30 --shard-samples 7 --no-progress -j2)

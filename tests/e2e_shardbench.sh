@@ -2,7 +2,7 @@
 # End to end: shardbench read on a shardc dataset (through libshardread) and on its source folder
 # (the decode path): rows, keys, exact image counts for every order, cold runs, the memcpy
 # baseline, and the exit codes of bad datasets and bad options. Speeds are never asserted.
-. "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/lib.sh"
 BENCH="$ROOT/$BUILD/bin/shardbench"
 
 "$MKSAMPLE" "$T/src" --classes 4 --per-class 10 --seed 3 --quiet --no-broken || { echo "mksample failed"; exit 1; }
