@@ -1210,6 +1210,20 @@ static int run_targets(const sb_target *targets, size_t nt, const sb_read_opts *
     return status;
 }
 
+/* --order for every command */
+static int parse_order(const char *s, shr_order *o)
+{
+    if (strcmp(s, "seq") == 0 || strcmp(s, "sequential") == 0)
+        *o = SHR_ORDER_SEQUENTIAL;
+    else if (strcmp(s, "random") == 0)
+        *o = SHR_ORDER_RANDOM;
+    else if (strcmp(s, "quasi") == 0)
+        *o = SHR_ORDER_QUASI;
+    else
+        return -1;
+    return 0;
+}
+
 static int cmd_read(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -1250,13 +1264,7 @@ static int cmd_read(int argc, char **argv)
             ro.epochs = (uint32_t)v;
             break;
         case OPT_ORDER:
-            if (strcmp(optarg, "seq") == 0 || strcmp(optarg, "sequential") == 0)
-                ro.order = SHR_ORDER_SEQUENTIAL;
-            else if (strcmp(optarg, "random") == 0)
-                ro.order = SHR_ORDER_RANDOM;
-            else if (strcmp(optarg, "quasi") == 0)
-                ro.order = SHR_ORDER_QUASI;
-            else
+            if (parse_order(optarg, &ro.order))
                 return usage_error(usage_read, "bad --order '%s' (seq, random or quasi)", optarg);
             break;
         case OPT_SEED:
@@ -1982,19 +1990,6 @@ static int parse_double(const char *s, double min, double max, double *out)
     if (errno || *end || !isfinite(v) || v < min || v > max)
         return -1;
     *out = v;
-    return 0;
-}
-
-static int parse_order(const char *s, shr_order *o)
-{
-    if (strcmp(s, "seq") == 0 || strcmp(s, "sequential") == 0)
-        *o = SHR_ORDER_SEQUENTIAL;
-    else if (strcmp(s, "random") == 0)
-        *o = SHR_ORDER_RANDOM;
-    else if (strcmp(s, "quasi") == 0)
-        *o = SHR_ORDER_QUASI;
-    else
-        return -1;
     return 0;
 }
 
