@@ -44,7 +44,8 @@ LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS = $(call pkglibs,$(PKGS)) -lm
 
 FMT_SRC := $(wildcard formats/*.c)
-COMP_SRC := $(filter-out compiler/shardc.c,$(wildcard compiler/*.c))
+# programs with a main of their own: not part of the compiler library
+COMP_SRC := $(filter-out compiler/shardc.c compiler/mksample.c,$(wildcard compiler/*.c))
 READ_SRC := $(filter-out reader/shardbench.c,$(wildcard reader/*.c))
 TEST_SRC := $(wildcard tests/test_*.c)
 FMT_OBJ := $(FMT_SRC:%.c=$(BUILD)/%.o)
@@ -101,7 +102,7 @@ $(READ_PC): reader/shardread.pc.in Makefile
 	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	    -e 's|@PRIVATE_LIBS@|$(strip $(LDLIBS)) -ldl -pthread|g' $< > $@
 
-$(BUILD)/bin/shardbench: $(BUILD)/reader/shardbench.o $(READ_LIB)
+$(BUILD)/bin/shardbench: $(BUILD)/reader/shardbench.o $(COMP_LIB) $(READ_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
@@ -111,7 +112,7 @@ $(BUILD)/bin/shardc: $(BUILD)/compiler/shardc.o $(COMP_LIB) $(FMT_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/shardc-mksample: $(BUILD)/scripts/mksample.o $(COMP_LIB) $(FMT_LIB)
+$(BUILD)/bin/shardc-mksample: $(BUILD)/compiler/mksample.o $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -124,6 +125,14 @@ $(BUILD)/bin/decode-bench: $(BUILD)/scripts/decode-bench.o $(FMT_LIB)
 $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(COMP_LIB) $(READ_LIB) $(FMT_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(call pkglibs,$(TEST_PKGS)) -ldl
+
+# the generator's tests call its functions: the program's object without its main
+$(BUILD)/compiler/mksample-nomain.o: compiler/mksample.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) -DMKS_NO_MAIN $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/test_mksample: $(BUILD)/compiler/mksample-nomain.o
 
 # `make demo` and `make test` work on a fresh machine: they install what is missing first.
 demo: deps
@@ -180,13 +189,13 @@ fuzz:
 fuzz-targets: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 	@:
 
-$(BUILD)/fuzz/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_COMMON) $(FMT_LIB)
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_COMMON) $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
 $(BUILD)/fuzz/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(FUZZ_COMMON) \
-                        $(FMT_LIB)
+                        $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

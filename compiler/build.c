@@ -53,6 +53,7 @@
 #include "inputs.h"
 #include "manifest.h"
 #include "backend.h"
+#include "raw.h"
 #include "render.h"
 #include "util.h"
 
@@ -125,12 +126,6 @@ static void reject_list_free(reject_list *l)
     }
     free(l->v);
     memset(l, 0, sizeof *l);
-}
-
-static char *path_join(const char *dir, const char *name)
-{
-    char *p;
-    return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
 }
 
 /* Shard k's name without the backend's suffix, and with it (the manifest's file name). */
@@ -355,7 +350,7 @@ static int dir_contents(const char *dir, const fmt_inputs *sets)
  * a resumed build rewrites the others under the same names. */
 static int clear_output(const char *dir, long keep_from, const fmt_inputs *sets)
 {
-    char *p = path_join(dir, FMT_MANIFEST_NAME);
+    char *p = fmt_path_join(dir, FMT_MANIFEST_NAME, "");
     if (!p)
         return ENOMEM;
     if (unlink(p) != 0 && errno != ENOENT) {
@@ -384,7 +379,7 @@ static int clear_output(const char *dir, long keep_from, const fmt_inputs *sets)
         if (keep_from >= 0 && sscanf(e->d_name, "shard-%lu%n", &k, &n) == 1 &&
             !strstr(e->d_name + n, ".tmp") && (long)k < keep_from)
             continue;
-        char *q = path_join(dir, e->d_name);
+        char *q = fmt_path_join(dir, e->d_name, "");
         int r = q ? rm_tree(q) : ENOMEM;
         if (r && !rc)
             rc = r;
@@ -452,7 +447,7 @@ static int resume_scan(const shc_build_opts *o, const fmt_inputs *in, uint64_t f
     *next_input = 0;
     *next_index = 0;
     for (uint64_t k = 0;; k++) {
-        char *name = shard_name(be, k), *path = name ? path_join(o->out, name) : NULL;
+        char *name = shard_name(be, k), *path = name ? fmt_path_join(o->out, name, "") : NULL;
         if (!path) {
             free(name);
             return ENOMEM;
@@ -494,7 +489,7 @@ static int resume_scan(const shc_build_opts *o, const fmt_inputs *in, uint64_t f
 /* Reload the journal's rejects below next_input and rewrite it with only those. */
 static int journal_load(const char *out, uint64_t next_input, reject_list *rej)
 {
-    char *path = path_join(out, JOURNAL_NAME);
+    char *path = fmt_path_join(out, JOURNAL_NAME, "");
     if (!path)
         return ENOMEM;
     FILE *f = fopen(path, "r");
@@ -563,7 +558,7 @@ static int write_rejects(const char *out, const fmt_inputs *in, const reject_lis
         free(buf);
         return ENOMEM;
     }
-    char *path = path_join(out, REJECTS_NAME);
+    char *path = fmt_path_join(out, REJECTS_NAME, "");
     int rc = path ? fmt_write_file_atomic(path, buf, len) : ENOMEM;
     free(path);
     free(buf);
@@ -589,7 +584,7 @@ static int write_inputs(const char *out, const fmt_inputs *in)
         free(buf);
         return ENOMEM;
     }
-    char *path = path_join(out, INPUTS_NAME);
+    char *path = fmt_path_join(out, INPUTS_NAME, "");
     int rc = path ? fmt_write_file_atomic(path, buf, len) : ENOMEM;
     free(path);
     free(buf);
@@ -793,7 +788,7 @@ int shc_build(const shc_build_opts *o)
             fmt_manifest_free(&old);
             if (same) {
                 /* a build killed between the manifest's rename and its last cleanup */
-                char *jp = path_join(o->out, JOURNAL_NAME);
+                char *jp = fmt_path_join(o->out, JOURNAL_NAME, "");
                 if (jp)
                     unlink(jp);
                 free(jp);
@@ -831,7 +826,7 @@ int shc_build(const shc_build_opts *o)
     warn_projection(o, &in);
 
     /* the journal holds exactly the rejects below the resume point */
-    jpath = path_join(o->out, JOURNAL_NAME);
+    jpath = fmt_path_join(o->out, JOURNAL_NAME, "");
     journal = jpath ? fopen(jpath, "w") : NULL;
     if (!journal) {
         fprintf(stderr, "shardc: cannot write %s: %s\n", jpath ? jpath : o->out, strerror(errno));
@@ -917,7 +912,7 @@ int shc_build(const shc_build_opts *o)
                 free(cur_name);
                 free(cur_path);
                 cur_name = shard_name(be, shard_no);
-                cur_path = cur_name ? path_join(o->out, cur_name) : NULL;
+                cur_path = cur_name ? fmt_path_join(o->out, cur_name, "") : NULL;
                 char *stem = shard_stem(shard_no);
                 fmt_writer_opts wo = {.dir = o->out, .name = stem, .first_index = next_index,
                                       .fingerprint = fp, .align = align, .quality = o->quality,

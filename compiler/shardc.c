@@ -10,6 +10,7 @@
 
 #include "augment.h"
 #include "backend.h"
+#include "raw.h"
 #include "build.h"
 #include "inspect.h"
 #include "dataset.h"
@@ -89,6 +90,19 @@ static int usage_error(const char *usage, const char *fmt, const char *arg)
     return SHC_EXIT_USAGE;
 }
 
+/* "raw, hdf5, ..., bmp or jpeg": every backend compiled in. */
+static void format_list(char *buf, size_t len)
+{
+    const char *const *n = fmt_backend_names();
+    size_t k = 0, used = 0;
+    while (n[k])
+        k++;
+    buf[0] = '\0';
+    for (size_t i = 0; i < k && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i == 0 ? "" : i + 1 < k ? ", " :
+                                 " or ", n[i]);
+}
+
 static int wants_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -154,9 +168,12 @@ static int cmd_build(int argc, char **argv)
             o.threads = (unsigned)v;
             break;
         case OPT_FORMAT:
-            if (!(o.backend = fmt_backend_find(optarg)))
-                return usage_error(usage_build, "unknown --format '%s' (raw, hdf5, lmdb, png0, bmp "
-                                   "or jpeg)", optarg);
+            if (!(o.backend = fmt_backend_find(optarg))) {
+                char known[128], why[512];
+                format_list(known, sizeof known);
+                snprintf(why, sizeof why, "unknown --format '%.300s' (%s)", optarg, known);
+                return usage_error(usage_build, "%s", why);
+            }
             break;
         case OPT_QUALITY:
             if (shc_parse_uint(optarg, 1, 100, &v))

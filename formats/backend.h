@@ -26,8 +26,7 @@
 #ifndef FMT_BACKEND_H
 #define FMT_BACKEND_H
 
-#include "dataset.h"
-#include "raw.h"
+#include "sample.h"
 
 /* What a shard says about itself (written by finish, read back by open). */
 typedef struct {

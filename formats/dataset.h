@@ -26,43 +26,9 @@
 #define FMT_DATASET_H
 
 #include "manifest.h"
+#include "sample.h"
 
 typedef struct fmt_dataset fmt_dataset;
-
-/* How fmt_dataset_read gets payload bytes (see the top of this file). */
-typedef enum {
-    FMT_ACCESS_MMAP = 0,
-    FMT_ACCESS_PREAD,
-    FMT_ACCESS_DIRECT
-} fmt_access;
-
-/* Expected access pattern, passed to the kernel by fmt_dataset_advise. */
-typedef enum {
-    FMT_ADVICE_NORMAL = 0,
-    FMT_ADVICE_SEQUENTIAL,      /* dataset order: read ahead aggressively */
-    FMT_ADVICE_RANDOM           /* random order: read only what is touched, no read-ahead */
-} fmt_advice;
-
-/* Alignment of O_DIRECT transfers (buffer address, file offset and length): 4096 covers the
- * logical block size of every common device (512 or 4096 bytes). */
-#define FMT_DIRECT_ALIGN 4096u
-
-/* One sample as stored. pixels points at the stored pixels where the backend maps them (raw and
- * contiguous hdf5 in MMAP mode, lmdb in every mode): read-only, valid until fmt_dataset_close. It
- * is NULL where the pixels must be read or decoded (per-image sets, pread/direct modes of raw and
- * hdf5, chunked hdf5): use fmt_dataset_read then. aux: the sample's aux record (NULL if it has
- * none), valid until fmt_dataset_close. */
-typedef struct {
-    uint64_t index;             /* dataset-wide index */
-    int32_t label;
-    uint32_t height, width, channels;
-    uint64_t source;            /* input position of the source image */
-    uint64_t hash;              /* recorded hash of the pixels */
-    const uint8_t *pixels;
-    uint64_t length;
-    const uint8_t *aux;
-    uint32_t aux_len;
-} fmt_sample;
 
 /* Open the dataset in dir. Errors: those of fmt_manifest_read (ENOENT: no manifest), of
  * fmt_raw_open for a shard, FMT_ECORRUPT when a shard disagrees with the manifest,

@@ -1,4 +1,5 @@
-/* fmt.c - error names, messages, hashing and small file helpers shared by the formats library. */
+/* fmt.c - error names, messages, hashing and small file and buffer helpers shared by the formats
+ * library. */
 #include "fmt.h"
 
 #include <errno.h>
@@ -166,4 +167,77 @@ int fmt_write_file_atomic(const char *path, const void *data, size_t len)
 leave:
     free(tmp);
     return rc;
+}
+
+int fmt_grow(void **buf, size_t *cap, size_t used, size_t more)
+{
+    size_t need;
+    if (__builtin_add_overflow(used, more, &need))
+        return ENOMEM;
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap : 256;
+    while (ncap < need) {
+        if (__builtin_mul_overflow(ncap, (size_t)2, &ncap))
+            return ENOMEM;
+    }
+    void *p = realloc(*buf, ncap);
+    if (!p)
+        return ENOMEM;
+    *buf = p;
+    *cap = ncap;
+    return 0;
+}
+
+char *fmt_path_join(const char *dir, const char *name, const char *suffix)
+{
+    char *p;
+    return asprintf(&p, "%s/%s%s", dir, name, suffix) < 0 ? NULL : p;
+}
+
+int fmt_pread_full(int fd, void *buf, size_t len, uint64_t off, size_t *got)
+{
+    size_t done = 0;
+    int rc = 0;
+    while (done < len) {
+        ssize_t r = pread(fd, (uint8_t *)buf + done, len - done, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = errno;
+            break;
+        }
+        if (r == 0)
+            break;
+        done += (size_t)r;
+    }
+    *got = done;
+    return rc;
+}
+
+int fmt_pread_exact(int fd, void *buf, size_t len, uint64_t off)
+{
+    size_t got;
+    int rc = fmt_pread_full(fd, buf, len, off, &got);
+    return rc ? rc : got < len ? FMT_ETRUNC : 0;
+}
+
+int fmt_open_regular(const char *path, int *fd, struct stat *st, fmt_msg *msg)
+{
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return errno;
+    int rc = 0;
+    if (fstat(*fd, st) != 0)
+        rc = errno;
+    else if (!S_ISREG(st->st_mode))
+        rc = fmt_fail(msg, S_ISDIR(st->st_mode) ? EISDIR : EINVAL, "not a regular file");
+    else if (st->st_size == 0)
+        rc = fmt_fail(msg, FMT_ETRUNC, "empty file");
+    if (rc) {
+        close(*fd);
+        *fd = -1;
+        return rc;
+    }
+    return 0;
 }

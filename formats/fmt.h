@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 enum {
     FMT_EFORMAT = -30900,   /* not a format we know (unrecognised magic bytes); the range stays
@@ -54,5 +55,26 @@ int fmt_write_file_atomic(const char *path, const void *data, size_t len);
 
 /* fsync the directory that holds path (so a rename in it is durable). */
 int fmt_fsync_parent(const char *path);
+
+/* ---- small helpers the backends share ---- */
+
+/* Make room for `more` bytes after `used` in *buf (capacity *cap), doubling from 256. 0 or
+ * ENOMEM (also when the sizes overflow); *buf and *cap are unchanged on failure. */
+int fmt_grow(void **buf, size_t *cap, size_t used, size_t more);
+
+/* malloc'd "dir/name" followed by suffix (which may be ""), or NULL without memory. */
+char *fmt_path_join(const char *dir, const char *name, const char *suffix);
+
+/* Read up to len bytes at off, retrying after signals and partial transfers; *got is what was
+ * read (less than len only at end of file). 0 or the errno of a failed pread. */
+int fmt_pread_full(int fd, void *buf, size_t len, uint64_t off, size_t *got);
+
+/* fmt_pread_full that wants all len bytes: 0, an errno, or FMT_ETRUNC when the file ends first. */
+int fmt_pread_exact(int fd, void *buf, size_t len, uint64_t off);
+
+/* Open path read-only (O_CLOEXEC) as a shard file: *fd and its fstat in *st on success. Errors:
+ * errno of open/fstat, EISDIR or EINVAL ("not a regular file"), FMT_ETRUNC ("empty file"), with
+ * the reason in msg. *fd is -1 on failure. */
+int fmt_open_regular(const char *path, int *fd, struct stat *st, fmt_msg *msg);
 
 #endif

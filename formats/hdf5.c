@@ -227,43 +227,6 @@ static int content_hash(const h5_meta *m, uint64_t *out)
     return 0;
 }
 
-/* height * width * channels; nonzero if it overflows. */
-static int shape_bytes(uint64_t h, uint64_t w, uint64_t c, uint64_t *out)
-{
-    uint64_t hw;
-    return __builtin_mul_overflow(h, w, &hw) || __builtin_mul_overflow(hw, c, out);
-}
-
-static char *join_path(const char *dir, const char *name, const char *suffix)
-{
-    char *p = NULL;
-    if (asprintf(&p, "%s/%s%s", dir, name, suffix) < 0)
-        return NULL;
-    return p;
-}
-
-static int pread_all(int fd, void *buf, size_t len, uint64_t off, int *eof)
-{
-    uint8_t *p = buf;
-    *eof = 0;
-    while (len > 0) {
-        ssize_t r = pread(fd, p, len, (off_t)off);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        if (r == 0) {
-            *eof = 1;
-            return FMT_ETRUNC;
-        }
-        p += r;
-        off += (uint64_t)r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
-
 static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
     const uint8_t *p = buf;
@@ -332,9 +295,9 @@ static int h5w_open(void **out, const fmt_writer_opts *o)
     w->fd = -1;
     w->first_index = o->first_index;
     w->fingerprint = o->fingerprint;
-    w->path = join_path(o->dir, o->name, ".h5");
-    w->tmp = join_path(o->dir, o->name, ".h5.tmp");
-    w->data_tmp = join_path(o->dir, o->name, ".h5.pixels.tmp");
+    w->path = fmt_path_join(o->dir, o->name, ".h5");
+    w->tmp = fmt_path_join(o->dir, o->name, ".h5.tmp");
+    w->data_tmp = fmt_path_join(o->dir, o->name, ".h5.pixels.tmp");
     if (!w->path || !w->tmp || !w->data_tmp) {
         rc = ENOMEM;
         goto leave;
@@ -387,12 +350,11 @@ static int h5w_add(void *wp, const fmt_sample_meta *m, const void *pixels, uint6
     h5_writer *w = wp;
     if (w->err)
         return FMT_ESTATE;
-    if ((m->channels != 1 && m->channels != 3) || !m->height || !m->width || m->label < -1 ||
-        (!m->aux && m->aux_len))
+    if (fmt_sample_meta_check(m))
         return FMT_EINVAL;
     uint32_t aux_len = m->aux ? m->aux_len : 0;
     uint64_t len, end;
-    if (aux_len > H5B_MAX_AUX || shape_bytes(m->height, m->width, m->channels, &len) ||
+    if (aux_len > H5B_MAX_AUX || fmt_shape_bytes(m->height, m->width, m->channels, &len) ||
         len > SIZE_MAX || __builtin_add_overflow(w->pos, len, &end) || end > INT64_MAX)
         return FMT_ETOOBIG;
 
@@ -613,10 +575,10 @@ static int copy_range(int in, int out, uint64_t off, uint64_t len)
     uint8_t *buf = malloc(blen);
     if (!buf)
         return ENOMEM;
-    int rc = 0, eof;
+    int rc = 0;
     while (done < len) {
         size_t k = len - done > blen ? blen : (size_t)(len - done);
-        if ((rc = pread_all(in, buf, k, done, &eof)) != 0 ||
+        if ((rc = fmt_pread_exact(in, buf, k, done)) != 0 ||
             (rc = pwrite_all(out, buf, k, off + done)) != 0)
             break;
         done += k;
@@ -933,7 +895,7 @@ static int check_samples(const h5_meta *m, fmt_msg *msg)
                             i, sh[2]);
         if (!sh[0] || !sh[1])
             return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": zero height or width", i);
-        if (shape_bytes(sh[0], sh[1], sh[2], &len) || len > INT64_MAX)
+        if (fmt_shape_bytes(sh[0], sh[1], sh[2], &len) || len > INT64_MAX)
             return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": shape too large", i);
         if (m->fixed) {
             if (sh[0] != m->fh || sh[1] != m->fw || sh[2] != m->fc)
@@ -1082,7 +1044,7 @@ static int h5r_load(h5_shard *s, const char *path, fmt_msg *msg)
         m->fh = (uint32_t)pd[1];
         m->fw = (uint32_t)pd[2];
         m->fc = (uint32_t)pd[3];
-        shape_bytes(m->fh, m->fw, m->fc, &s->stride);
+        fmt_shape_bytes(m->fh, m->fw, m->fc, &s->stride);
         if (__builtin_mul_overflow(s->stride, m->n, &m->total) || m->total > INT64_MAX) {
             rc = fmt_fail(msg, FMT_ECORRUPT, "dataset pixels: too large");
             goto leave;
@@ -1193,29 +1155,13 @@ static int h5r_open(void **out, const char *dir, const char *path, fmt_access ac
     s->fd = s->dfd = -1;
     s->file = s->pixels = H5I_INVALID_HID;
     s->access = access;
-    s->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (s->fd < 0) {
-        rc = errno;
-        goto leave;
-    }
     struct stat st;
-    if (fstat(s->fd, &st) != 0) {
-        rc = errno;
+    if ((rc = fmt_open_regular(path, &s->fd, &st, msg)) != 0)
         goto leave;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = fmt_fail(msg, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "not a regular file");
-        goto leave;
-    }
-    if (st.st_size == 0) {
-        rc = fmt_fail(msg, FMT_ETRUNC, "empty file");
-        goto leave;
-    }
     s->file_size = (uint64_t)st.st_size;
     /* refuse what is not HDF5 before the HDF5 library parses a byte of it */
     uint8_t sig[8];
-    int eof;
-    rc = pread_all(s->fd, sig, s->file_size < 8 ? (size_t)s->file_size : 8, 0, &eof);
+    rc = fmt_pread_exact(s->fd, sig, s->file_size < 8 ? (size_t)s->file_size : 8, 0);
     if (rc)
         goto leave;
     if (s->file_size < 8 || memcmp(sig, H5B_SIGNATURE, 8) != 0) {
@@ -1390,13 +1336,13 @@ static int h5r_read(const void *sp, uint64_t i, void *dst, void *scratch, size_t
         memcpy(dst, s->map + s->pix_off + off, (size_t)len);
         return 0;
     }
-    int rc = EINVAL, eof;
+    int rc = EINVAL;
     if (s->dfd >= 0)
         rc = read_direct(s, s->pix_off + off, len, dst, scratch, scratch_len);
     /* EINVAL: this device wants other O_DIRECT alignment after all; the bytes are still there
      * for a plain pread */
     if (rc == EINVAL)
-        rc = pread_all(s->fd, dst, (size_t)len, s->pix_off + off, &eof);
+        rc = fmt_pread_exact(s->fd, dst, (size_t)len, s->pix_off + off);
     return rc;
 }
 

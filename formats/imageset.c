@@ -164,27 +164,6 @@ typedef struct {
     int err;                    /* first I/O error: the writer is failed */
 } set_writer;
 
-/* Make room for `more` bytes after `used` in *buf (capacity *cap), doubling. */
-static int grow(void **buf, size_t *cap, size_t used, size_t more)
-{
-    size_t need;
-    if (__builtin_add_overflow(used, more, &need))
-        return ENOMEM;
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 256;
-    while (ncap < need) {
-        if (__builtin_mul_overflow(ncap, (size_t)2, &ncap))
-            return ENOMEM;
-    }
-    void *p = realloc(*buf, ncap);
-    if (!p)
-        return ENOMEM;
-    *buf = p;
-    *cap = ncap;
-    return 0;
-}
-
 static void writer_free(set_writer *w)
 {
     if (w->dir_fd >= 0)
@@ -313,9 +292,9 @@ static int folder_for(set_writer *w, int32_t label, uint32_t *out)
         name = NULL;
     if (!name)
         return ENOMEM;
-    if (grow((void **)&w->folders, &w->folders_cap, w->nfolders * sizeof *w->folders,
+    if (fmt_grow((void **)&w->folders, &w->folders_cap, w->nfolders * sizeof *w->folders,
              sizeof *w->folders) ||
-        (!in_list && grow((void **)&w->extra, &w->extra_cap, w->nextra * sizeof *w->extra,
+        (!in_list && fmt_grow((void **)&w->extra, &w->extra_cap, w->nextra * sizeof *w->extra,
                           sizeof *w->extra))) {
         free(name);
         return ENOMEM;
@@ -389,13 +368,11 @@ static int set_w_add(void *wp, const fmt_sample_meta *m, const void *pixels,
     set_writer *w = wp;
     if (w->err)
         return FMT_ESTATE;
-    if (!m || !pixels || (m->channels != 1 && m->channels != 3) || !m->height || !m->width ||
-        m->label < -1 || (!m->aux && m->aux_len))
+    if (fmt_sample_meta_check(m) || !pixels)
         return FMT_EINVAL;
     uint32_t aux_len = m->aux ? m->aux_len : 0;
     uint64_t len;
-    if (__builtin_mul_overflow((uint64_t)m->height * m->width, (uint64_t)m->channels, &len) ||
-        len > SIZE_MAX)
+    if (fmt_shape_bytes(m->height, m->width, m->channels, &len) || len > SIZE_MAX)
         return FMT_ETOOBIG;
 
     fmt_image img = { .pixels = (uint8_t *)pixels, .width = m->width, .height = m->height,
@@ -443,9 +420,9 @@ static int set_w_add(void *wp, const fmt_sample_meta *m, const void *pixels,
     }
     if ((rc = folder_for(w, m->label, &folder)))
         goto leave;
-    if (grow((void **)&w->entries, &w->entries_cap, (size_t)w->count * IDX_ENTRY_SIZE,
+    if (fmt_grow((void **)&w->entries, &w->entries_cap, (size_t)w->count * IDX_ENTRY_SIZE,
              IDX_ENTRY_SIZE) ||
-        grow((void **)&w->aux, &w->aux_cap, w->aux_len, aux_len)) {
+        fmt_grow((void **)&w->aux, &w->aux_cap, w->aux_len, aux_len)) {
         rc = ENOMEM;
         goto leave;
     }

@@ -107,24 +107,12 @@ static uint64_t lm_round_up(uint64_t x, uint64_t a)
     return (x + a - 1) / a * a;
 }
 
-/* height * width * channels; nonzero if it overflows. */
-static int lm_shape_bytes(uint32_t h, uint32_t w, uint32_t c, uint64_t *out)
-{
-    return __builtin_mul_overflow((uint64_t)h * w, (uint64_t)c, out);
-}
-
-static char *lm_join(const char *dir, const char *name, const char *suffix)
-{
-    char *p;
-    return asprintf(&p, "%s/%s%s", dir, name, suffix) < 0 ? NULL : p;
-}
-
 /* Remove an environment directory: data.mdb, lock.mdb (if a tool left one), the directory. A
  * plain file of that name is removed too. 0 if nothing is left (or nothing was there). */
 static int lm_remove_env(const char *dir)
 {
     int rc = 0;
-    char *data = lm_join(dir, "data.mdb", ""), *lock = lm_join(dir, "lock.mdb", "");
+    char *data = fmt_path_join(dir, "data.mdb", ""), *lock = fmt_path_join(dir, "lock.mdb", "");
     if (!data || !lock) {
         rc = ENOMEM;
         goto leave;
@@ -222,7 +210,7 @@ static int lm_check_value(const uint8_t *v, size_t n, uint64_t i, fmt_msg *msg)
         return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": zero height or width", i);
     if (h.label < -1)
         return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad label %" PRId32, i, h.label);
-    if (lm_shape_bytes(h.height, h.width, h.channels, &len) ||
+    if (fmt_shape_bytes(h.height, h.width, h.channels, &len) ||
         __builtin_add_overflow(len, (uint64_t)LM_VALUE_HEADER + h.aux_len, &total) ||
         total != n)
         return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": value is %zu bytes, its header "
@@ -383,9 +371,9 @@ static int lm_w_open(void **out, const fmt_writer_opts *o)
     w->first_index = o->first_index;
     w->fingerprint = o->fingerprint;
     w->size = lm_base_size();
-    w->path = lm_join(o->dir, o->name, ".lmdb");
-    w->tmp = lm_join(o->dir, o->name, ".lmdb.tmp");
-    w->data = w->tmp ? lm_join(w->tmp, "data.mdb", "") : NULL;
+    w->path = fmt_path_join(o->dir, o->name, ".lmdb");
+    w->tmp = fmt_path_join(o->dir, o->name, ".lmdb.tmp");
+    w->data = w->tmp ? fmt_path_join(w->tmp, "data.mdb", "") : NULL;
     w->index_hash = XXH3_createState();
     if (!w->path || !w->tmp || !w->data || !w->index_hash) {
         rc = ENOMEM;
@@ -429,12 +417,11 @@ static int lm_w_add(void *p, const fmt_sample_meta *m, const void *pixels, uint6
     lm_writer *w = p;
     if (w->err)
         return FMT_ESTATE;
-    if ((m->channels != 1 && m->channels != 3) || !m->height || !m->width || m->label < -1 ||
-        (!m->aux && m->aux_len))
+    if (fmt_sample_meta_check(m))
         return FMT_EINVAL;
     uint32_t aux_len = m->aux ? m->aux_len : 0;
     uint64_t len, cost, size, index;
-    if (lm_shape_bytes(m->height, m->width, m->channels, &len) || len > SIZE_MAX)
+    if (fmt_shape_bytes(m->height, m->width, m->channels, &len) || len > SIZE_MAX)
         return FMT_ETOOBIG;
     cost = lm_w_cost(len, aux_len, 0);
     if (cost == UINT64_MAX || __builtin_add_overflow(w->size, cost, &size) ||
@@ -803,7 +790,7 @@ static int lm_r_open(void **out, const char *dir, const char *path, fmt_access a
     if (msg)
         msg->text[0] = '\0';
     int rc = 0, mrc;
-    char *data = lm_join(path, "data.mdb", "");
+    char *data = fmt_path_join(path, "data.mdb", "");
     lm_shard *s = calloc(1, sizeof *s);
     if (!s || !data) {
         rc = ENOMEM;

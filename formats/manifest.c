@@ -347,21 +347,9 @@ leave:
     return rc;
 }
 
-static char *join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (p) {
-        memcpy(p, dir, a);
-        p[a] = '/';
-        memcpy(p + a + 1, name, b + 1);
-    }
-    return p;
-}
-
 int fmt_manifest_write(const char *dir, const fmt_manifest *m)
 {
-    char *text = NULL, *path = join(dir, FMT_MANIFEST_NAME);
+    char *text = NULL, *path = fmt_path_join(dir, FMT_MANIFEST_NAME, "");
     int rc = path ? fmt_manifest_dump(m, &text) : ENOMEM;
     if (rc == 0) {
         size_t n = strlen(text);
@@ -382,7 +370,7 @@ int fmt_manifest_write(const char *dir, const fmt_manifest *m)
 int fmt_manifest_read(const char *dir, fmt_manifest *m, fmt_msg *msg)
 {
     memset(m, 0, sizeof *m);
-    char *path = join(dir, FMT_MANIFEST_NAME);
+    char *path = fmt_path_join(dir, FMT_MANIFEST_NAME, "");
     if (!path)
         return ENOMEM;
     uint8_t *buf = NULL;

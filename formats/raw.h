@@ -7,7 +7,7 @@
 #ifndef FMT_RAW_H
 #define FMT_RAW_H
 
-#include "fmt.h"
+#include "sample.h"
 
 #define FMT_RAW_HEADER_SIZE 256u
 #define FMT_RAW_ENTRY_SIZE 64u
@@ -16,23 +16,6 @@
 #define FMT_RAW_MAX_ALIGN (1u << 20)
 #define FMT_RAW_FLAG_FIXED 1u
 #define FMT_RAW_ENTRY_AUX 1u
-
-/* What the writer is told about a sample; hash and channel sums are computed by the caller (in
- * parallel workers) with fmt_hash64 / fmt_pixel_sums, so the writer thread only copies bytes. */
-typedef struct {
-    uint32_t height, width, channels;
-    int32_t label;
-    uint64_t source;
-    uint64_t hash;              /* fmt_hash64 of the pixels */
-    uint64_t sum[3], sumsq[3];  /* fmt_pixel_sums of the pixels */
-    const void *aux;            /* optional aux record (copied), NULL if none */
-    uint32_t aux_len;
-} fmt_sample_meta;
-
-/* Per-channel sums of pixel values and of their squares, added to sum[] / sumsq[]. pixels holds
- * npixels * channels bytes, channels 1..3 (HWC); entries c >= channels are left untouched. */
-void fmt_pixel_sums(const uint8_t *pixels, size_t npixels, uint32_t channels,
-                    uint64_t sum[3], uint64_t sumsq[3]);
 
 /* A shard's header, decoded. */
 typedef struct {

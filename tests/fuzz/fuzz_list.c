@@ -1,4 +1,4 @@
-/* fuzz_list - a list file ("path label" per line, formats/inputs.h) from untrusted bytes.
+/* fuzz_list - a list file ("path label" per line, compiler/inputs.h) from untrusted bytes.
  *
  * The paths resolve against two SRC folders: the first empty, the second holding one empty file,
  * a.jpg (and a folder, d/), so that most lines fail with "no such file" as they would on a real
