@@ -30,6 +30,8 @@ endif
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 OPT ?= -O2
+# A python3 with Pillow (and torchvision for some tests): Debian's, when there
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 # Libraries used by formats/ and compiler/ (pkg-config names). Evaluated lazily, so `make deps`
 # can install them first.
 PKGS := libjpeg spng stb libswscale libavutil jansson libxxhash hdf5 lmdb
@@ -147,10 +149,10 @@ test: deps
 $(BUILD)/tests/test_reader: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
 
 check-unit: $(TEST_BIN)
-	$(Q)scripts/run-tests.sh unit $(TEST_BIN)
+	$(Q)SHARDC_PYTHON=$(PYTHON) scripts/run-tests.sh unit $(TEST_BIN)
 
 check-e2e: $(BINS)
-	$(Q)BUILD=$(BUILD) scripts/run-tests.sh e2e tests/e2e_*.sh
+	$(Q)SHARDC_PYTHON=$(PYTHON) BUILD=$(BUILD) scripts/run-tests.sh e2e tests/e2e_*.sh
 
 bench: deps
 	$(Q)scripts/deps.sh --bench
