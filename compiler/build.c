@@ -638,10 +638,78 @@ static int finish_shard(const fmt_backend *be, void **w, FILE *journal, uint64_t
 
 /* ---- dry run ---- */
 
+/* Inputs rendered and encoded by a dry run for backends with w_sample_bytes. */
+#define DRY_ENCODED_MAX 128
+
+/* Render the input at pos and add, over its samples, what the backend would store
+ * (w_sample_bytes) to *exact and its w_cost estimate to *est. Nothing is added when the input
+ * cannot be rendered or encoded. */
+static void dry_encode(const shc_build_opts *o, const fmt_inputs *in, size_t pos,
+                       fmt_resizer *rz, uint64_t *exact, uint64_t *est)
+{
+    uint32_t nper = shc_render_count(&o->r);
+    fmt_image *imgs = calloc(nper, sizeof *imgs);
+    fmt_aug_params *params = calloc(nper, sizeof *params);
+    char reason[256];
+    if (!imgs || !params ||
+        shc_render(&o->r, in->items[pos].path, pos, rz, imgs, params, reason, sizeof reason)) {
+        free(imgs);
+        free(params);
+        return;
+    }
+    fmt_writer_opts wo = {.align = o->align, .quality = o->quality};
+    uint64_t e = 0, c = 0;
+    int ok = 1;
+    for (uint32_t v = 0; v < nper; v++) {
+        fmt_image *im = &imgs[v];
+        uint8_t rec[FMT_AUG_RECORD_SIZE] = {0};
+        fmt_sample_meta m = {.height = im->height, .width = im->width, .channels = im->channels,
+                             .label = in->items[pos].label, .source = pos,
+                             .aux = o->r.augment ? rec : NULL,
+                             .aux_len = o->r.augment ? FMT_AUG_RECORD_SIZE : 0};
+        uint64_t len = (uint64_t)im->width * im->height * im->channels;
+        m.hash = fmt_hash64(im->pixels, (size_t)len);
+        uint64_t b = o->backend->w_sample_bytes(&wo, &m, im->pixels);
+        ok = ok && b != 0;
+        e += b;
+        c += o->backend->w_cost(len, m.aux_len, o->align);
+        fmt_image_free(im);
+    }
+    if (ok) {
+        *exact += e;
+        *est += c;
+    }
+    free(imgs);
+    free(params);
+}
+
+/* Bytes of inputs.tsv, as write_inputs writes it (paths are short enough never to be escaped in
+ * a way that matters for a projection). */
+static uint64_t inputs_tsv_bytes(const fmt_inputs *in)
+{
+    uint64_t b = strlen("source\tlabel\tpath\n");
+    char num[64];
+    for (size_t i = 0; i < in->n; i++)
+        b += (uint64_t)snprintf(num, sizeof num, "%zu\t%d\t\n", i, (int)in->items[i].label) +
+             strlen(in->items[i].path);
+    return b;
+}
+
+/* The projection: every input is probed (header only) for the sample size the geometry gives
+ * it, and the shards are laid out as the writer would, input by input. Backends whose stored
+ * size depends on the pixels (w_sample_bytes: image files, compressed payloads) get their
+ * w_cost scaled by exact / estimated bytes over up to DRY_ENCODED_MAX inputs, evenly spread,
+ * that are really rendered and encoded. */
 static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
 {
     uint64_t samples = 0, bad = 0, src_bytes = 0, bytes = 0, shards = 0, cur = 0, cur_n = 0;
-    uint32_t align = o->align ? o->align : FMT_RAW_DEFAULT_ALIGN;
+    uint32_t align = o->align;
+    uint32_t nper = shc_render_count(&o->r);
+    uint64_t *cost = calloc(in->n ? in->n : 1, sizeof *cost);
+    if (!cost) {
+        fprintf(stderr, "shardc: out of memory\n");
+        return SHC_EXIT_IO;
+    }
     for (size_t i = 0; i < in->n; i++) {
         uint8_t *buf = NULL;
         size_t len = 0;
@@ -658,24 +726,49 @@ static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
             continue;
         }
         src_bytes += len;
-        /* as the writer does: whole inputs per shard */
-        uint32_t nper = shc_render_count(&o->r);
-        uint64_t cost = nper * o->backend->w_cost((uint64_t)plan.out_w * plan.out_h *
-                                                   o->r.channels,
-                                                   o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
-        if (cur_n == 0 || cur + cost > o->shard_bytes ||
+        cost[i] = nper * o->backend->w_cost((uint64_t)plan.out_w * plan.out_h * o->r.channels,
+                                            o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
+    }
+    double scale = 1.0;
+    uint64_t good = in->n - bad, encoded = 0;
+    if (o->backend->w_sample_bytes && good) {
+        fmt_resizer *rz = NULL;
+        uint64_t exact = 0, est = 0, step = (good + DRY_ENCODED_MAX - 1) / DRY_ENCODED_MAX, k = 0;
+        if (fmt_resizer_create(&rz) == 0) {
+            for (size_t i = 0; i < in->n; i++) {
+                if (!cost[i] || k++ % step)
+                    continue;
+                dry_encode(o, in, i, rz, &exact, &est);
+                encoded++;
+            }
+            fmt_resizer_free(rz);
+        }
+        if (est)
+            scale = (double)exact / (double)est;
+    }
+    uint64_t header = align ? align : FMT_RAW_DEFAULT_ALIGN;
+    for (size_t i = 0; i < in->n; i++) {
+        if (!cost[i])
+            continue;
+        /* as the writer does: whole inputs per shard, bounded by the size so far (real bytes)
+         * plus the next input's w_cost (an estimate) */
+        if (cur_n == 0 || cur + cost[i] > o->shard_bytes ||
             (o->shard_samples && cur_n + nper > o->shard_samples)) {
             if (cur_n)
                 bytes += cur;
             shards++;
-            cur = align; /* header area */
+            cur = header;
             cur_n = 0;
         }
-        cur += cost;
+        cur += (uint64_t)((double)cost[i] * scale + 0.5);
         cur_n += nper;
         samples += nper;
     }
     bytes += cur_n ? cur : 0;
+    free(cost);
+    uint64_t shard_bytes = bytes;
+    /* the files next to the shards: inputs.tsv exactly, rejects.tsv and the manifest roughly */
+    bytes += inputs_tsv_bytes(in) + 1024 + 128 * shards + 16 * in->nclasses;
     char b1[32], b2[32];
     fprintf(stderr,
             "shardc: dry run: %zu inputs in %zu classes, %" PRIu64 " would be stored, %" PRIu64
@@ -684,11 +777,15 @@ static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
             in->n, in->nclasses, samples, bad, in->nskipped, shc_human_size(bytes, b1, sizeof b1),
             shards, shc_human_size(src_bytes, b2, sizeof b2),
             src_bytes ? (double)bytes / (double)src_bytes : 0.0);
+    if (encoded)
+        fprintf(stderr, "shardc: (%" PRIu64 " of the inputs encoded to measure the stored size: "
+                "%.3f of the uncompressed estimate)\n", encoded, scale);
     if (o->json)
         printf("{\"dry_run\": true, \"inputs\": %zu, \"classes\": %zu, \"samples\": %" PRIu64
                ", \"unreadable\": %" PRIu64 ", \"projected_bytes\": %" PRIu64
-               ", \"shards\": %" PRIu64 ", \"input_bytes\": %" PRIu64 "}\n",
-               in->n, in->nclasses, samples, bad, bytes, shards, src_bytes);
+               ", \"shards\": %" PRIu64 ", \"shard_bytes\": %" PRIu64 ", \"input_bytes\": %" PRIu64
+               ", \"encoded\": %" PRIu64 "}\n", in->n, in->nclasses, samples, bad, bytes, shards,
+               shard_bytes, src_bytes, encoded);
     return SHC_EXIT_OK;
 }
 
@@ -698,7 +795,7 @@ static void warn_projection(const shc_build_opts *o, const fmt_inputs *in)
 {
     if (o->r.geom.mode != FMT_GEOM_SIZE)
         return;
-    uint32_t align = o->align ? o->align : FMT_RAW_DEFAULT_ALIGN;
+    uint32_t align = o->align;   /* 0: the backend's own layout (raw: packed) */
     uint64_t per = o->backend->w_cost((uint64_t)o->r.geom.width * o->r.geom.height * o->r.channels,
                                        o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
     uint64_t total = per * in->n * shc_render_count(&o->r);
@@ -754,7 +851,7 @@ int shc_build(const shc_build_opts *o)
     FILE *journal = NULL;
     char *jpath = NULL, *cur_name = NULL, *cur_path = NULL;
     uint64_t fp = fingerprint(o, &in), next_input = 0, next_index = 0;
-    uint32_t align = o->align ? o->align : FMT_RAW_DEFAULT_ALIGN;
+    uint32_t align = o->align;   /* 0: the backend's own layout (raw: packed) */
     const uint32_t nper = shc_render_count(&o->r);
     double t0 = shc_now(), last_progress = 0;
     crash_hook crash;

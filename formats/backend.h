@@ -44,7 +44,7 @@ typedef struct {
     const char *name;           /* shard name without suffix, e.g. "shard-00003" */
     uint64_t first_index;
     uint64_t fingerprint;
-    uint32_t align;             /* raw: payload alignment (0 = default) */
+    uint32_t align;             /* raw: payload alignment (0 = the packed layout) */
     int quality;                /* jpeg sets: 1..100 (0 = 90) */
     const char *const *classes; /* per-image sets: class folder names, label L -> classes[L] */
     size_t nclasses;
@@ -67,6 +67,12 @@ typedef struct fmt_backend {
     /* Bytes one more sample of payload_len pixel bytes and aux_len aux bytes adds (an estimate
      * for compressed backends: the uncompressed size). */
     uint64_t (*w_cost)(uint64_t payload_len, uint32_t aux_len, uint32_t align);
+    /* Optional (may be NULL): exactly the bytes this sample would add to a shard written with o,
+     * found by encoding it in memory, for backends whose size depends on the pixels or the
+     * shape where w_cost knows only the payload length (image files, compressed payloads);
+     * 0 if it cannot be encoded. shardc build --dry-run renders a sample of the inputs for it. */
+    uint64_t (*w_sample_bytes)(const fmt_writer_opts *o, const fmt_sample_meta *m,
+                               const void *pixels);
     /* Complete, fsync, rename into place, free w. On failure the temporary files are removed and
      * w is freed all the same. */
     int (*w_finish)(void *w, uint64_t input_end, fmt_shard_info *info);

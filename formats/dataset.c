@@ -42,7 +42,8 @@ int fmt_dataset_open_ex(fmt_dataset **out, const char *dir, fmt_access access, f
     if (rc)
         goto leave;
     d->be = fmt_backend_find(d->man.backend);
-    if (!d->be || d->be->version != d->man.backend_version) {
+    /* a backend reads the versions of its format up to its own (raw 2 reads raw 1) */
+    if (!d->be || d->man.backend_version == 0 || d->man.backend_version > d->be->version) {
         rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s/manifest.json: backend '%s' version %u is not "
                       "supported", dir, d->man.backend, d->man.backend_version);
         goto leave;

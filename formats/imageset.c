@@ -502,6 +502,48 @@ static uint64_t jpeg_w_cost(uint64_t payload_len, uint32_t aux_len, uint32_t ali
     return cost_sum(payload_len, 1024, (uint64_t)IDX_ENTRY_SIZE + aux_len);
 }
 
+/* Exactly what the writer would store for this sample: the image file encoded in memory (the
+ * same encoder and options as set_w_add), its index entry and its aux record; 0 on failure. */
+static uint64_t set_sample_bytes(int format, const fmt_writer_opts *o, const fmt_sample_meta *m,
+                                 const void *pixels)
+{
+    fmt_image img = { .pixels = (uint8_t *)pixels, .width = m->width, .height = m->height,
+                      .channels = m->channels };
+    uint8_t *file = NULL;
+    size_t file_len = 0;
+    int rc;
+    if (format == SET_PNG0) {
+        rc = fmt_png_encode(&img, 0, &file, &file_len);
+    } else if (format == SET_BMP) {
+        rc = fmt_bmp_encode(&img, &file, &file_len);
+    } else {
+        fmt_jpeg_opts jo = { .quality = o && o->quality ? o->quality : 90, .subsampling = 420 };
+        rc = fmt_jpeg_encode(&img, &jo, &file, &file_len);
+    }
+    free(file);
+    if (rc)
+        return 0;
+    return cost_sum(file_len, IDX_ENTRY_SIZE, m->aux ? m->aux_len : 0);
+}
+
+static uint64_t png0_sample_bytes(const fmt_writer_opts *o, const fmt_sample_meta *m,
+                                  const void *pixels)
+{
+    return set_sample_bytes(SET_PNG0, o, m, pixels);
+}
+
+static uint64_t bmp_sample_bytes(const fmt_writer_opts *o, const fmt_sample_meta *m,
+                                 const void *pixels)
+{
+    return set_sample_bytes(SET_BMP, o, m, pixels);
+}
+
+static uint64_t jpeg_sample_bytes(const fmt_writer_opts *o, const fmt_sample_meta *m,
+                                  const void *pixels)
+{
+    return set_sample_bytes(SET_JPEG, o, m, pixels);
+}
+
 static void set_w_abort(void *wp)
 {
     set_writer *w = wp;
@@ -998,7 +1040,8 @@ static int jpeg_r_open(void **s, const char *dir, const char *path, fmt_access a
 const fmt_backend fmt_backend_png0 = {
     .name = "png0", .version = IDX_VERSION_MAJOR, .suffix = ".idx",
     .w_open = png0_w_open, .w_add = set_w_add, .w_count = set_w_count, .w_size = set_w_size,
-    .w_cost = png0_w_cost, .w_finish = set_w_finish, .w_abort = set_w_abort,
+    .w_cost = png0_w_cost, .w_sample_bytes = png0_sample_bytes, .w_finish = set_w_finish,
+    .w_abort = set_w_abort,
     .r_open = png0_r_open, .r_close = set_r_close, .r_info = set_r_info, .r_get = set_r_get,
     .r_read = set_r_read, .r_check = set_r_check, .r_advise = NULL,
     .r_sample_path = fmt_imageset_sample_path,
@@ -1007,7 +1050,8 @@ const fmt_backend fmt_backend_png0 = {
 const fmt_backend fmt_backend_bmp = {
     .name = "bmp", .version = IDX_VERSION_MAJOR, .suffix = ".idx",
     .w_open = bmp_w_open, .w_add = set_w_add, .w_count = set_w_count, .w_size = set_w_size,
-    .w_cost = bmp_w_cost, .w_finish = set_w_finish, .w_abort = set_w_abort,
+    .w_cost = bmp_w_cost, .w_sample_bytes = bmp_sample_bytes, .w_finish = set_w_finish,
+    .w_abort = set_w_abort,
     .r_open = bmp_r_open, .r_close = set_r_close, .r_info = set_r_info, .r_get = set_r_get,
     .r_read = set_r_read, .r_check = set_r_check, .r_advise = NULL,
     .r_sample_path = fmt_imageset_sample_path,
@@ -1016,7 +1060,8 @@ const fmt_backend fmt_backend_bmp = {
 const fmt_backend fmt_backend_jpeg = {
     .name = "jpeg", .version = IDX_VERSION_MAJOR, .suffix = ".idx",
     .w_open = jpeg_w_open, .w_add = set_w_add, .w_count = set_w_count, .w_size = set_w_size,
-    .w_cost = jpeg_w_cost, .w_finish = set_w_finish, .w_abort = set_w_abort,
+    .w_cost = jpeg_w_cost, .w_sample_bytes = jpeg_sample_bytes, .w_finish = set_w_finish,
+    .w_abort = set_w_abort,
     .r_open = jpeg_r_open, .r_close = set_r_close, .r_info = set_r_info, .r_get = set_r_get,
     .r_read = set_r_read, .r_check = set_r_check, .r_advise = NULL,
     .r_sample_path = fmt_imageset_sample_path,

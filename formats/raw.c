@@ -33,7 +33,8 @@
 #include <xxhash.h>
 
 #define RAW_MAGIC "SHARDRAW"
-#define RAW_VERSION_MAJOR 1u
+#define RAW_V1 1u               /* payloads at multiples of align (writer: an alignment given) */
+#define RAW_V2 2u               /* packed layout, data_offset, per-entry codec */
 #define RAW_VERSION_MINOR 0u
 #define RAW_HASHED_BYTES 248u   /* header_hash covers header bytes 0..247 */
 
@@ -114,6 +115,8 @@ void fmt_raw_encode_header(const fmt_raw_header *h, uint8_t out[FMT_RAW_HEADER_S
         put64(out + 136 + 8 * c, h->channel_sumsq[c]);
     }
     put64(out + 160, h->index_hash);
+    if (h->version_major >= RAW_V2)
+        put64(out + 168, h->data_offset);
     put64(out + RAW_HASHED_BYTES, XXH3_64bits(out, RAW_HASHED_BYTES));
 }
 
@@ -145,18 +148,22 @@ int fmt_raw_decode_header(const uint8_t in[FMT_RAW_HEADER_SIZE], fmt_raw_header 
     }
     h->index_hash = get64(in + 160);
     h->header_hash = get64(in + RAW_HASHED_BYTES);
+    int v2 = h->version_major == RAW_V2;
+    h->data_offset = v2 ? get64(in + 168) : h->align;
 
     /* the version comes before the hash: another major version may hash differently */
-    if (h->version_major != RAW_VERSION_MAJOR)
-        return fmt_fail(msg, FMT_EVERSION, "unsupported version %u.%u (this reader knows %u.x)",
-                        h->version_major, h->version_minor, RAW_VERSION_MAJOR);
+    if (h->version_major != RAW_V1 && !v2)
+        return fmt_fail(msg, FMT_EVERSION, "unsupported version %u.%u (this reader knows 1.x "
+                        "and 2.x)", h->version_major, h->version_minor);
     if (XXH3_64bits(in, RAW_HASHED_BYTES) != h->header_hash)
         return fmt_fail(msg, FMT_EHASH, "bad header hash");
     if (header_size != FMT_RAW_HEADER_SIZE)
         return fmt_fail(msg, FMT_ECORRUPT, "bad header size %" PRIu32, header_size);
     if (!align_ok(h->align))
         return fmt_fail(msg, FMT_ECORRUPT, "bad alignment %" PRIu32, h->align);
-    if (h->index_offset < h->align || h->index_offset % FMT_RAW_ENTRY_SIZE != 0)
+    if (v2 && h->data_offset < FMT_RAW_HEADER_SIZE)
+        return fmt_fail(msg, FMT_ECORRUPT, "bad data offset %" PRIu64, h->data_offset);
+    if (h->index_offset < h->data_offset || h->index_offset % FMT_RAW_ENTRY_SIZE != 0)
         return fmt_fail(msg, FMT_ECORRUPT, "bad index offset %" PRIu64, h->index_offset);
 
     uint64_t index_bytes, index_end, aux_end;
@@ -171,11 +178,14 @@ int fmt_raw_decode_header(const uint8_t in[FMT_RAW_HEADER_SIZE], fmt_raw_header 
 
     if (h->flags & FMT_RAW_FLAG_FIXED) {
         uint64_t len, data_bytes, data_end;
+        /* version 2: FIXED states the shape only (payloads are found through the index) */
         if ((h->fixed_channels != 1 && h->fixed_channels != 3) || !h->fixed_height ||
             !h->fixed_width ||
             fmt_shape_bytes(h->fixed_height, h->fixed_width, h->fixed_channels, &len))
             return fmt_fail(msg, FMT_ECORRUPT, "bad fixed shape %" PRIu32 "x%" PRIu32 "x%" PRIu32,
                             h->fixed_height, h->fixed_width, h->fixed_channels);
+        if (v2)
+            return 0;
         if (h->stride != round_up(len, h->align) || h->stride == 0)
             return fmt_fail(msg, FMT_ECORRUPT, "bad stride %" PRIu64, h->stride);
         if (__builtin_mul_overflow(h->sample_count, h->stride, &data_bytes) ||
@@ -186,7 +196,11 @@ int fmt_raw_decode_header(const uint8_t in[FMT_RAW_HEADER_SIZE], fmt_raw_header 
     return 0;
 }
 
-static void encode_entry(const fmt_raw_entry *e, uint8_t *out)
+/* Entry flag bits 8..11 of a version 2 entry: the payload's codec. */
+#define RAW_CODEC_SHIFT 8
+#define RAW_CODEC_MASK 0xfu
+
+static void encode_entry(const fmt_raw_entry *e, uint8_t *out, unsigned version)
 {
     memset(out, 0, FMT_RAW_ENTRY_SIZE);
     put64(out, e->offset);
@@ -196,13 +210,18 @@ static void encode_entry(const fmt_raw_entry *e, uint8_t *out)
     put32(out + 28, e->height);
     put32(out + 32, e->width);
     put16(out + 36, (uint16_t)e->channels);
-    put16(out + 38, (uint16_t)e->flags);
+    uint32_t flags = e->flags;
+    if (version >= RAW_V2 && e->codec) {
+        flags |= e->codec << RAW_CODEC_SHIFT;
+        put32(out + 60, (uint32_t)e->stored);
+    }
+    put16(out + 38, (uint16_t)flags);
     put64(out + 40, e->source);
     put64(out + 48, e->aux_off);
     put32(out + 56, e->aux_len);
 }
 
-static void decode_entry(const uint8_t *in, fmt_raw_entry *e)
+static void decode_entry(const uint8_t *in, fmt_raw_entry *e, unsigned version)
 {
     e->offset = get64(in);
     e->length = get64(in + 8);
@@ -215,13 +234,26 @@ static void decode_entry(const uint8_t *in, fmt_raw_entry *e)
     e->source = get64(in + 40);
     e->aux_off = get64(in + 48);
     e->aux_len = get32(in + 56);
+    e->codec = version >= RAW_V2 ? (e->flags >> RAW_CODEC_SHIFT) & RAW_CODEC_MASK : 0;
+    e->stored = e->codec ? get32(in + 60) : e->length;
+}
+
+/* Packed layout: the padding a run of samples of payload_len bytes costs each of them. Payloads
+ * of FMT_RAW_RUN_BYTES or more are runs of their own; smaller ones share a run, k of them. */
+static uint64_t packed_padded(uint64_t payload_len)
+{
+    if (payload_len == 0)
+        return 0;
+    if (payload_len >= FMT_RAW_RUN_BYTES)
+        return round_up(payload_len, FMT_RAW_DEFAULT_ALIGN);
+    uint64_t k = FMT_RAW_RUN_BYTES / payload_len;
+    uint64_t run = round_up(k * payload_len, FMT_RAW_DEFAULT_ALIGN);
+    return (run + k - 1) / k;
 }
 
 uint64_t fmt_raw_sample_cost(uint64_t payload_len, uint32_t aux_len, uint32_t align)
 {
-    if (align == 0)
-        align = FMT_RAW_DEFAULT_ALIGN;
-    uint64_t padded = round_up(payload_len, align), cost;
+    uint64_t padded = align ? round_up(payload_len, align) : packed_padded(payload_len), cost;
     if ((padded == 0 && payload_len != 0) ||
         __builtin_add_overflow(padded, (uint64_t)FMT_RAW_ENTRY_SIZE + aux_len, &cost))
         return UINT64_MAX;
@@ -235,8 +267,11 @@ struct fmt_raw_writer {
     int err;                    /* first I/O error; nonzero puts the writer in the failed state */
     char *path, *tmp;
     uint32_t align;
+    unsigned version;           /* RAW_V1 (an alignment was given) or RAW_V2 (packed) */
     uint64_t first_index, fingerprint;
-    uint64_t pos;               /* end of the last padded payload: where the next one goes */
+    uint64_t pos;               /* v1: end of the last padded payload, where the next one goes;
+                                 * v2: end of the last payload */
+    uint64_t run_start;         /* v2: start of the current run */
     uint64_t count;
     uint8_t *index;             /* count encoded entries */
     size_t index_cap;
@@ -290,6 +325,7 @@ static void writer_free(fmt_raw_writer *w)
 int fmt_raw_writer_open(fmt_raw_writer **out, const char *path, const fmt_raw_writer_opts *opts)
 {
     *out = NULL;
+    unsigned version = opts && opts->align ? RAW_V1 : RAW_V2;
     uint32_t align = opts && opts->align ? opts->align : FMT_RAW_DEFAULT_ALIGN;
     if (!align_ok(align))
         return FMT_EINVAL;
@@ -299,7 +335,8 @@ int fmt_raw_writer_open(fmt_raw_writer **out, const char *path, const fmt_raw_wr
         return ENOMEM;
     w->fd = -1;
     w->align = align;
-    w->pos = align;
+    w->version = version;
+    w->pos = w->run_start = align;
     w->first_index = opts ? opts->first_index : 0;
     w->fingerprint = opts ? opts->fingerprint : 0;
     size_t plen = strlen(path);
@@ -330,13 +367,22 @@ int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *
     if (fmt_sample_meta_check(m))
         return FMT_EINVAL;
     uint32_t aux_len = m->aux ? m->aux_len : 0;
-    uint64_t len, padded, new_pos, new_size;
+    uint64_t len, stored, start, end, new_pos, new_size;
     if (fmt_shape_bytes(m->height, m->width, m->channels, &len) || len > SIZE_MAX)
         return FMT_ETOOBIG;
-    padded = round_up(len, w->align);
-    if (!padded || __builtin_add_overflow(w->pos, padded, &new_pos) ||
-        __builtin_add_overflow(fmt_raw_writer_size(w), fmt_raw_sample_cost(len, aux_len, w->align),
-                               &new_size) ||
+    stored = len;
+    /* where the payload goes: v1 at pos (a multiple of align); v2 after the previous payload,
+     * unless it is large or would straddle the run, which then starts at the next aligned offset */
+    start = w->pos;
+    int new_run = w->version >= RAW_V2 &&
+                  (stored >= FMT_RAW_RUN_BYTES || w->pos - w->run_start + stored > FMT_RAW_RUN_BYTES);
+    if (new_run)
+        start = round_up(w->pos, w->align);
+    if (!start || __builtin_add_overflow(start, stored, &end))
+        return FMT_ETOOBIG;
+    new_pos = w->version >= RAW_V2 ? end : round_up(end, w->align);
+    if (!new_pos || __builtin_add_overflow(new_pos, 64 * (w->count + 1) + 63, &new_size) ||
+        __builtin_add_overflow(new_size, (uint64_t)w->aux_len + aux_len, &new_size) ||
         new_size > INT64_MAX)
         return FMT_ETOOBIG;
 
@@ -346,23 +392,25 @@ int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *
         fmt_grow((void **)&w->aux, &w->aux_cap, w->aux_len, aux_len))
         return ENOMEM;
 
-    struct iovec iov[2] = {
-        { .iov_base = (void *)pixels, .iov_len = (size_t)len },
-        { .iov_base = w->zeros, .iov_len = (size_t)(padded - len) },
+    /* padding: v1 after the payload, v2 in front of it (up to the start of a new run) */
+    struct iovec iov[3] = {
+        { .iov_base = w->zeros, .iov_len = (size_t)(start - w->pos) },
+        { .iov_base = (void *)pixels, .iov_len = (size_t)stored },
+        { .iov_base = w->zeros, .iov_len = (size_t)(new_pos - end) },
     };
-    int rc = pwritev_all(w->fd, iov, 2, w->pos);
+    int rc = pwritev_all(w->fd, iov, 3, w->pos);
     if (rc) {
         w->err = rc;
         return rc;
     }
 
     fmt_raw_entry e = {
-        .offset = w->pos, .length = len, .hash = m->hash, .label = m->label,
+        .offset = start, .length = len, .stored = stored, .hash = m->hash, .label = m->label,
         .height = m->height, .width = m->width, .channels = m->channels,
         .flags = aux_len ? FMT_RAW_ENTRY_AUX : 0, .source = m->source,
         .aux_off = aux_len ? w->aux_len : 0, .aux_len = aux_len,
     };
-    encode_entry(&e, w->index + (size_t)w->count * FMT_RAW_ENTRY_SIZE);
+    encode_entry(&e, w->index + (size_t)w->count * FMT_RAW_ENTRY_SIZE, w->version);
     if (aux_len) {
         memcpy(w->aux + w->aux_len, m->aux, aux_len);
         w->aux_len += aux_len;
@@ -379,6 +427,8 @@ int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *
         w->sum[c] += m->sum[c];
         w->sumsq[c] += m->sumsq[c];
     }
+    if (new_run)
+        w->run_start = start;
     w->pos = new_pos;
     w->count++;
     return 0;
@@ -389,9 +439,15 @@ uint64_t fmt_raw_writer_count(const fmt_raw_writer *w)
     return w->count;
 }
 
+/* The index starts at the first multiple of 64 after the payloads (v1: pos already is one). */
+static uint64_t index_start(const fmt_raw_writer *w)
+{
+    return round_up(w->pos, FMT_RAW_ENTRY_SIZE);
+}
+
 uint64_t fmt_raw_writer_size(const fmt_raw_writer *w)
 {
-    return w->pos + w->count * FMT_RAW_ENTRY_SIZE + w->aux_len;
+    return index_start(w) + w->count * FMT_RAW_ENTRY_SIZE + w->aux_len;
 }
 
 int fmt_raw_writer_finish(fmt_raw_writer *w, uint64_t input_end, fmt_raw_header *hdr)
@@ -400,10 +456,11 @@ int fmt_raw_writer_finish(fmt_raw_writer *w, uint64_t input_end, fmt_raw_header 
     if (rc)
         goto leave;
 
+    uint64_t ix = index_start(w);
     fmt_raw_header h = {
-        .version_major = RAW_VERSION_MAJOR, .version_minor = RAW_VERSION_MINOR,
-        .sample_count = w->count, .first_index = w->first_index,
-        .index_offset = w->pos, .aux_offset = w->pos + w->count * FMT_RAW_ENTRY_SIZE,
+        .version_major = (uint16_t)w->version, .version_minor = RAW_VERSION_MINOR,
+        .sample_count = w->count, .first_index = w->first_index, .data_offset = w->align,
+        .index_offset = ix, .aux_offset = ix + w->count * FMT_RAW_ENTRY_SIZE,
         .aux_size = w->aux_len, .file_size = fmt_raw_writer_size(w),
         .align = w->align, .fingerprint = w->fingerprint, .input_end = input_end,
     };
@@ -412,7 +469,8 @@ int fmt_raw_writer_finish(fmt_raw_writer *w, uint64_t input_end, fmt_raw_header 
         h.fixed_height = w->fixed_h;
         h.fixed_width = w->fixed_w;
         h.fixed_channels = w->fixed_c;
-        h.stride = round_up((uint64_t)w->fixed_h * w->fixed_w * w->fixed_c, w->align);
+        if (w->version == RAW_V1)
+            h.stride = round_up((uint64_t)w->fixed_h * w->fixed_w * w->fixed_c, w->align);
     }
     memcpy(h.channel_sum, w->sum, sizeof h.channel_sum);
     memcpy(h.channel_sumsq, w->sumsq, sizeof h.channel_sumsq);
@@ -429,11 +487,12 @@ int fmt_raw_writer_finish(fmt_raw_writer *w, uint64_t input_end, fmt_raw_header 
     h.index_hash = XXH3_64bits_digest(st);
     XXH3_freeState(st);
 
-    struct iovec tail[2] = {
+    struct iovec tail[3] = {
+        { .iov_base = w->zeros, .iov_len = (size_t)(ix - w->pos) },
         { .iov_base = w->index, .iov_len = index_bytes },
         { .iov_base = w->aux, .iov_len = w->aux_len },
     };
-    rc = pwritev_all(w->fd, tail, 2, h.index_offset);
+    rc = pwritev_all(w->fd, tail, 3, w->pos);
     if (rc)
         goto leave;
 
@@ -506,11 +565,11 @@ static int check_entries(const fmt_raw_shard *s, fmt_msg *msg)
 {
     const fmt_raw_header *h = &s->h;
     const uint8_t *index = s->index;
-    int fixed = (h->flags & FMT_RAW_FLAG_FIXED) != 0;
-    uint64_t prev_end = h->align;
+    int fixed = (h->flags & FMT_RAW_FLAG_FIXED) != 0, v2 = h->version_major >= RAW_V2;
+    uint64_t prev_end = h->data_offset;
     for (uint64_t i = 0; i < h->sample_count; i++) {
         fmt_raw_entry e;
-        decode_entry(index + i * FMT_RAW_ENTRY_SIZE, &e);
+        decode_entry(index + i * FMT_RAW_ENTRY_SIZE, &e, h->version_major);
         uint64_t len, end, aux_end;
         if (e.channels != 1 && e.channels != 3)
             return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": bad channel count %" PRIu32,
@@ -523,13 +582,18 @@ static int check_entries(const fmt_raw_shard *s, fmt_msg *msg)
         if (fmt_shape_bytes(e.height, e.width, e.channels, &len) || len != e.length)
             return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": length does not match shape",
                             i);
-        if (e.offset % h->align != 0)
+        if (e.codec >= FMT_RAW_CODEC_LAST)
+            return fmt_fail(msg, FMT_EUNSUPPORTED, "entry %" PRIu64 ": unknown codec %" PRIu32,
+                            i, e.codec);
+        if (e.codec && !e.stored)
+            return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": empty payload", i);
+        if (!v2 && e.offset % h->align != 0)
             return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": payload offset not aligned", i);
         if (e.offset < prev_end)
             return fmt_fail(msg, FMT_ECORRUPT, i == 0 ?
                             "entry %" PRIu64 ": payload starts before the data area" :
                             "entry %" PRIu64 ": payload overlaps the previous one", i);
-        if (__builtin_add_overflow(e.offset, e.length, &end) || end > h->index_offset)
+        if (__builtin_add_overflow(e.offset, e.stored, &end) || end > h->index_offset)
             return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": payload extends past the data "
                             "area", i);
         if ((e.flags & FMT_RAW_ENTRY_AUX) &&
@@ -538,7 +602,8 @@ static int check_entries(const fmt_raw_shard *s, fmt_msg *msg)
             return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": aux record outside the aux "
                             "area", i);
         if (fixed && (e.height != h->fixed_height || e.width != h->fixed_width ||
-                      e.channels != h->fixed_channels || e.offset != h->align + i * h->stride))
+                      e.channels != h->fixed_channels ||
+                      (!v2 && e.offset != h->align + i * h->stride)))
             return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": does not match the fixed "
                             "layout", i);
         prev_end = end;
@@ -675,7 +740,7 @@ uint64_t fmt_raw_count(const fmt_raw_shard *s)
 void fmt_raw_get_entry(const fmt_raw_shard *s, uint64_t i, fmt_raw_entry *e)
 {
     assert(i < s->h.sample_count);
-    decode_entry(s->index + i * FMT_RAW_ENTRY_SIZE, e);
+    decode_entry(s->index + i * FMT_RAW_ENTRY_SIZE, e, s->h.version_major);
 }
 
 const uint8_t *fmt_raw_pixels(const fmt_raw_shard *s, uint64_t i)
@@ -683,7 +748,7 @@ const uint8_t *fmt_raw_pixels(const fmt_raw_shard *s, uint64_t i)
     assert(i < s->h.sample_count);
     if (s->base == MAP_FAILED)
         return NULL;
-    if (s->h.flags & FMT_RAW_FLAG_FIXED)
+    if ((s->h.flags & FMT_RAW_FLAG_FIXED) && s->h.version_major == RAW_V1)
         return s->base + s->h.align + i * s->h.stride;
     return s->base + get64(s->index + i * FMT_RAW_ENTRY_SIZE);
 }
@@ -1042,7 +1107,7 @@ static int rb_r_direct(const void *p)
 
 const fmt_backend fmt_backend_raw = {
     .name = "raw",
-    .version = 1,
+    .version = 2,               /* shards of version 1 (aligned) and 2 (packed) */
     .suffix = ".raw",
     .w_open = rb_w_open,
     .w_add = rb_w_add,

@@ -16,6 +16,15 @@
 #define FMT_RAW_MAX_ALIGN (1u << 20)
 #define FMT_RAW_FLAG_FIXED 1u
 #define FMT_RAW_ENTRY_AUX 1u
+/* Version 2 (packed layout, written when no alignment is asked for): payloads smaller than
+ * FMT_RAW_RUN_BYTES are packed back to back in runs that start at multiples of the alignment and
+ * never straddle a run; larger payloads start at a multiple of the alignment (raw.md "Layout"). */
+#define FMT_RAW_RUN_BYTES (64u << 10)
+/* How a payload is stored (version 2 entries; version 1 stores every payload as pixels). */
+enum {
+    FMT_RAW_CODEC_NONE = 0,     /* the pixels themselves */
+    FMT_RAW_CODEC_LAST          /* first value this reader does not know */
+};
 
 /* A shard's header, decoded. */
 typedef struct {
@@ -28,6 +37,7 @@ typedef struct {
     uint64_t fingerprint, input_end;
     uint64_t channel_sum[3], channel_sumsq[3];
     uint64_t index_hash, header_hash;
+    uint64_t data_offset;       /* start of the payload area: version 1 align, version 2 recorded */
 } fmt_raw_header;
 
 /* One index entry, decoded. */
@@ -39,6 +49,8 @@ typedef struct {
     uint64_t source;
     uint64_t aux_off;
     uint32_t aux_len;
+    uint32_t codec;             /* FMT_RAW_CODEC_*: how the payload is stored (version 2) */
+    uint64_t stored;            /* payload bytes in the file: length when codec is NONE */
 } fmt_raw_entry;
 
 /* ---- writing ---- */
@@ -46,7 +58,10 @@ typedef struct {
 typedef struct fmt_raw_writer fmt_raw_writer;
 
 typedef struct {
-    uint32_t align;             /* 0 = FMT_RAW_DEFAULT_ALIGN; else a power of two in 256..1 MiB */
+    /* 0: version 2, the packed layout (runs aligned to FMT_RAW_DEFAULT_ALIGN, payloads from
+     * FMT_RAW_RUN_BYTES up page-aligned); else a power of two in 256..1 MiB: version 1, every
+     * payload at a multiple of align and padded to one. */
+    uint32_t align;
     uint64_t first_index;
     uint64_t fingerprint;
 } fmt_raw_writer_opts;
@@ -64,13 +79,17 @@ int fmt_raw_writer_open(fmt_raw_writer **w, const char *path, const fmt_raw_writ
  * original error. */
 int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *pixels);
 
-/* Samples added so far, and the size the file would have if finished now (bounds --shard-size):
- * align + the sum of fmt_raw_sample_cost over the samples added. */
+/* Samples added so far, and the size the file would have if finished now (bounds --shard-size).
+ * With an alignment that is align + the sum of fmt_raw_sample_cost over the samples added; in the
+ * packed layout the sum of the costs is close to it (see fmt_raw_sample_cost). */
 uint64_t fmt_raw_writer_count(const fmt_raw_writer *w);
 uint64_t fmt_raw_writer_size(const fmt_raw_writer *w);
 
-/* Bytes one sample adds to a shard: payload rounded up to align, plus its index entry and its aux
- * record (aux_len). align 0 means FMT_RAW_DEFAULT_ALIGN. UINT64_MAX if the sum overflows. */
+/* Bytes one sample adds to a shard: its payload with padding, plus its index entry and its aux
+ * record (aux_len). With align > 0 (version 1) the payload rounded up to align, exactly. With
+ * align 0 (packed layout) the padding of a run shared among the samples it holds: exact for a
+ * shard of one shape (rounded up to a whole byte), an estimate when shapes vary. UINT64_MAX if
+ * the sum overflows. */
 uint64_t fmt_raw_sample_cost(uint64_t payload_len, uint32_t aux_len, uint32_t align);
 
 /* Write index, aux area and header, fsync, rename path.tmp -> path, fsync the directory, free w.
@@ -114,8 +133,9 @@ uint64_t fmt_raw_count(const fmt_raw_shard *s);
 void fmt_raw_get_entry(const fmt_raw_shard *s, uint64_t i, fmt_raw_entry *e);
 
 /* Pointer to sample i's pixels (i < count) inside the mapping: read-only, valid until
- * fmt_raw_close. The pointer is a multiple of align away from fmt_raw_base (page-aligned). NULL
- * when the shard was opened with FMT_RAW_OPEN_NOMAP. */
+ * fmt_raw_close. Version 1: a multiple of align away from fmt_raw_base (page-aligned); version 2:
+ * wherever the layout put it (no alignment). NULL when the shard was opened with
+ * FMT_RAW_OPEN_NOMAP. */
 const uint8_t *fmt_raw_pixels(const fmt_raw_shard *s, uint64_t i);
 
 /* Sample i's aux record (NULL, 0 if none): inside the mapping, or inside the in-memory copy with

@@ -76,7 +76,8 @@ expect_exit 1 "info refuses a dataset with a damaged shard" "$SHARDC" info "$T/b
 # dry run writes nothing
 expect_exit 0 "dry run" "$SHARDC" build "$T/src" -o "$T/dry" --size 64x64 --dry-run --json
 check "dry run creates no output" [ ! -e "$T/dry" ]
-check "dry run projects the exact size" [ "$(json_get "$T/out" projected_bytes)" -eq $((4096 + nsrc * (4096*3 + 64))) ]
+# 64x64x3 = 12288 bytes: runs of 5 samples fill 61440 bytes, a multiple of 4096 (no padding)
+check "dry run projects the exact shard size" [ "$(json_get "$T/out" shard_bytes)" -eq $((4096 + nsrc * (4096*3 + 64))) ]
 
 # geometry: --gray keeps one channel; no geometry keeps source sizes
 expect_exit 0 "gray build" "$SHARDC" build "$T/src" -o "$T/g" --gray --size 32x32 --no-progress

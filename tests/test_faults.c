@@ -80,7 +80,10 @@ static void make_dataset(const char *backend, const char *name, char *out, size_
         void *w;
         fmt_writer_opts wo = {.dir = out, .name = stem, .first_index = (uint64_t)k * PER_SHARD,
                               .fingerprint = 7, .classes = (const char *const *)g_classes,
-                              .nclasses = 5};
+                              .nclasses = 5,
+                              /* raw: the aligned layout (version 1), whose offsets the damage
+                               * and truncation below compute */
+                              .align = 4096};
         ck_assert_int_eq(be->w_open(&w, &wo), 0);
         for (uint64_t i = (uint64_t)k * PER_SHARD; i < (uint64_t)(k + 1) * PER_SHARD; i++) {
             fill_pixels(i, px);

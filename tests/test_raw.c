@@ -692,12 +692,12 @@ START_TEST(test_versions)
     size_t len;
     uint8_t *buf = base_shard(&len, SHAPES_MIXED);
     fmt_msg msg;
-    wr16(buf + 8, 2);
+    wr16(buf + 8, 3);
     rehash_header(buf);
     ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_EVERSION);
     fmt_raw_header h;
     ck_assert_int_eq(fmt_raw_decode_header(buf, &h, NULL), FMT_EVERSION);
-    ck_assert_uint_eq(h.version_major, 2);
+    ck_assert_uint_eq(h.version_major, 3);
     wr16(buf + 8, 0);
     rehash_header(buf);
     ck_assert_int_eq(open_bytes(buf, len, NULL), FMT_EVERSION);
@@ -1128,6 +1128,199 @@ START_TEST(test_pixel_sums)
 }
 END_TEST
 
+/* ---- version 2: the packed layout (no alignment given) ---- */
+
+/* Samples of one shape hxwxc, or (h == 0) of shapes drawn from a mix of tiny, mid-sized and
+ * large (>= FMT_RAW_RUN_BYTES) ones. */
+static tsample *make_packed_samples(size_t n, uint32_t h, uint32_t w, uint32_t c)
+{
+    tsample *s = calloc(n, sizeof *s);
+    ck_assert_ptr_nonnull(s);
+    for (size_t i = 0; i < n; i++) {
+        if (h) {
+            s[i].h = h, s[i].w = w, s[i].c = c;
+        } else {
+            static const uint32_t side[] = {1, 8, 37, 100, 150, 160};
+            s[i].h = side[rng() % 6];
+            s[i].w = side[rng() % 6];
+            s[i].c = (rng() & 1) ? 3 : 1;
+        }
+        s[i].label = (int32_t)(i % 7);
+        s[i].source = i;
+        size_t len = (size_t)s[i].h * s[i].w * s[i].c;
+        s[i].px = malloc(len);
+        ck_assert_ptr_nonnull(s[i].px);
+        for (size_t k = 0; k < len; k++)
+            s[i].px[k] = (uint8_t)rng();
+        if (i % 5 == 0) {
+            s[i].aux_len = 16;
+            s[i].aux = malloc(16);
+            ck_assert_ptr_nonnull(s[i].aux);
+            memset(s[i].aux, (int)i, 16);
+        }
+    }
+    return s;
+}
+
+/* Write s with no alignment given, then check the layout against raw.md's rule (computed here
+ * independently), the zero padding, every pixel mapped and unmapped, and return the file size. */
+static uint64_t packed_roundtrip(const tsample *s, size_t n)
+{
+    char path[4200];
+    path_in_dir(path, sizeof path, "shard-00000.raw");
+    fmt_raw_writer *w;
+    ck_assert_int_eq(fmt_raw_writer_open(&w, path, &(fmt_raw_writer_opts){ .first_index = 3 }), 0);
+    for (size_t i = 0; i < n; i++) {
+        fmt_sample_meta m;
+        fill_meta(&s[i], &m);
+        ck_assert_int_eq(fmt_raw_writer_add(w, &m, s[i].px), 0);
+    }
+    uint64_t predicted = fmt_raw_writer_size(w);
+    ck_assert_int_eq(fmt_raw_writer_finish(w, 9, NULL), 0);
+
+    /* the rule: after the previous payload, unless the payload is at least a run long or would
+     * cross the end of the current run; then at the next multiple of 4096, starting a run */
+    const uint64_t run = FMT_RAW_RUN_BYTES;
+    uint64_t pos = 4096, run_start = 4096, aux_total = 0;
+    uint64_t *off = calloc(n ? n : 1, sizeof *off);
+    ck_assert_ptr_nonnull(off);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t len = sample_len(&s[i]);
+        if (len >= run || pos - run_start + len > run)
+            pos = run_start = round_up(pos, 4096);
+        off[i] = pos;
+        pos += len;
+        aux_total += s[i].aux_len;
+    }
+    size_t flen;
+    uint8_t *file = slurp(path, &flen);
+    ck_assert_uint_eq(flen, predicted);
+    fmt_raw_shard *sh;
+    for (int mapped = 0; mapped < 2; mapped++) {
+        fmt_msg msg;
+        ck_assert_int_eq(fmt_raw_open_ex(&sh, path, mapped ? 0 : FMT_RAW_OPEN_NOMAP, &msg), 0);
+        const fmt_raw_header *h = fmt_raw_get_header(sh);
+        ck_assert_uint_eq(h->version_major, 2);
+        ck_assert_uint_eq(h->data_offset, 4096);
+        ck_assert_uint_eq(h->align, 4096);
+        ck_assert_uint_eq(h->stride, 0);
+        ck_assert_uint_eq(h->index_offset, round_up(pos, 64));
+        ck_assert_uint_eq(h->file_size, round_up(pos, 64) + 64 * n + aux_total);
+        ck_assert_uint_eq(h->first_index, 3);
+        ck_assert_uint_eq(h->input_end, 9);
+        for (size_t i = 0; i < n; i++) {
+            fmt_raw_entry e;
+            fmt_raw_get_entry(sh, i, &e);
+            ck_assert_uint_eq(e.offset, off[i]);
+            ck_assert_uint_eq(e.length, sample_len(&s[i]));
+            ck_assert_uint_eq(e.stored, e.length);
+            ck_assert_uint_eq(e.codec, FMT_RAW_CODEC_NONE);
+            ck_assert_int_eq(e.label, s[i].label);
+            ck_assert_mem_eq(file + e.offset, s[i].px, (size_t)e.length);
+            const uint8_t *px = fmt_raw_pixels(sh, i);
+            if (mapped)
+                ck_assert_mem_eq(px, s[i].px, (size_t)e.length);
+            else
+                ck_assert_ptr_null(px);
+            uint32_t alen;
+            const uint8_t *aux = fmt_raw_aux(sh, i, &alen);
+            ck_assert_uint_eq(alen, s[i].aux_len);
+            if (alen)
+                ck_assert_mem_eq(aux, s[i].aux, alen);
+            ck_assert_int_eq(fmt_raw_check_sample(sh, i), 0);
+            /* padding in front of a payload (up to the previous one's end) is zero */
+            uint64_t prev_end = i ? off[i - 1] + sample_len(&s[i - 1]) : FMT_RAW_HEADER_SIZE;
+            for (uint64_t k = prev_end; k < e.offset; k++)
+                ck_assert_uint_eq(file[k], 0);
+        }
+        fmt_raw_close(sh);
+    }
+    free(off);
+    free(file);
+    return flen;
+}
+
+START_TEST(test_packed_layout)
+{
+    rng_state = 0x5eed0002;
+    /* tiny samples: packed, not one page each (version 1 at 4096 would be 21x the pixels) */
+    size_t n = 2000;
+    tsample *s = make_packed_samples(n, 8, 8, 3);
+    uint64_t size = packed_roundtrip(s, n);
+    uint64_t pixels = 192 * n, aux = 16 * (n / 5);
+    ck_assert_uint_le(size, 4096 + pixels + pixels / 50 + 64 * n + aux + 64);
+    uint64_t cost = 0;
+    for (size_t i = 0; i < n; i++)
+        cost += fmt_raw_sample_cost(192, s[i].aux_len, 0);
+    /* the cost of a fixed shape is its share of a run: within a run's padding of the real size */
+    ck_assert_uint_le(cost + 4096, size + 4096);
+    ck_assert_uint_ge(cost + 4096 + 4096, size);
+    free_samples(s, n);
+
+    /* large samples start at page boundaries */
+    s = make_packed_samples(5, 160, 150, 3);
+    packed_roundtrip(s, 5);
+    free_samples(s, 5);
+
+    /* a mix of every size; and an empty shard */
+    s = make_packed_samples(300, 0, 0, 0);
+    packed_roundtrip(s, 300);
+    free_samples(s, 300);
+    packed_roundtrip(NULL, 0);
+}
+END_TEST
+
+START_TEST(test_packed_cost)
+{
+    /* large: page-rounded; small: a run of k shared by k samples */
+    ck_assert_uint_eq(fmt_raw_sample_cost(150528, 0, 0), 151552 + 64);
+    ck_assert_uint_eq(fmt_raw_sample_cost(65536, 3, 0), 65536 + 64 + 3);
+    ck_assert_uint_eq(fmt_raw_sample_cost(192, 0, 0), (65536 + 340) / 341 + 64);
+    ck_assert_uint_eq(fmt_raw_sample_cost(40000, 0, 0), 40960 + 64);
+    ck_assert_uint_eq(fmt_raw_sample_cost(0, 0, 0), 64);
+    ck_assert_uint_eq(fmt_raw_sample_cost(UINT64_MAX - 10, 0, 0), UINT64_MAX);
+}
+END_TEST
+
+START_TEST(test_packed_corruption)
+{
+    /* a version 2 shard of a few samples, then damaged entries and header fields */
+    rng_state = 0x5eed0003;
+    tsample *s = make_packed_samples(6, 0, 0, 0);
+    packed_roundtrip(s, 6);
+    free_samples(s, 6);
+    char path[4200];
+    path_in_dir(path, sizeof path, "shard-00000.raw");
+    size_t len;
+    uint8_t *orig = slurp(path, &len), *buf = malloc(len);
+    ck_assert_ptr_nonnull(buf);
+    uint64_t ix = rd64(orig + 32);
+    fmt_msg msg;
+    fmt_raw_shard *sh;
+    struct { size_t at; int width; uint64_t value; int rc; const char *text; } cases[] = {
+        { 168, 8, 100, FMT_ECORRUPT, "bad data offset 100" },
+        { 168, 8, ix + 64, FMT_ECORRUPT, "bad index offset" },
+        { 168, 8, 8192, FMT_ECORRUPT, "entry 0: payload starts before the data area" },
+        { (size_t)ix + 64 + 0, 8, 0, FMT_ECORRUPT, "entry 1: payload overlaps the previous one" },
+        { (size_t)ix + 64 + 0, 8, ix - 1, FMT_ECORRUPT, "entry 1: payload extends past the data area" },
+        { (size_t)ix + 39, 1, 0x0f, FMT_EUNSUPPORTED, "entry 0: unknown codec 15" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(buf, orig, len);
+        if (cases[i].width == 8)
+            wr64(buf + cases[i].at, cases[i].value);
+        else
+            buf[cases[i].at] = (uint8_t)cases[i].value;
+        rehash_all(buf, len);
+        spit(path, buf, len);
+        ck_assert_int_eq(fmt_raw_open(&sh, path, &msg), cases[i].rc);
+        ck_assert_msg(strstr(msg.text, cases[i].text) != NULL, "case %zu: '%s'", i, msg.text);
+    }
+    free(buf);
+    free(orig);
+}
+END_TEST
+
 static Suite *raw_suite(void)
 {
     Suite *s = suite_create("raw");
@@ -1157,6 +1350,9 @@ static Suite *raw_suite(void)
     tcase_add_test(tc, test_write_failure_enospc);
     tcase_add_test(tc, test_rename_failure);
     tcase_add_test(tc, test_pixel_sums);
+    tcase_add_test(tc, test_packed_layout);
+    tcase_add_test(tc, test_packed_cost);
+    tcase_add_test(tc, test_packed_corruption);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -36,8 +36,9 @@ static void fz_raw_direct(const char *path, unsigned flags)
         fmt_raw_get_entry(s, i, &e);
         FZ_ASSERT(e.channels == 1 || e.channels == 3);
         FZ_ASSERT(e.length == (uint64_t)e.height * e.width * e.channels);
-        FZ_ASSERT(e.offset >= h->align && e.offset + e.length <= h->index_offset);
-        if (h->flags & FMT_RAW_FLAG_FIXED)
+        FZ_ASSERT(e.offset >= h->data_offset && e.offset + e.stored <= h->index_offset);
+        FZ_ASSERT(e.codec != FMT_RAW_CODEC_NONE || e.stored == e.length);
+        if ((h->flags & FMT_RAW_FLAG_FIXED) && h->version_major == 1)
             FZ_ASSERT(e.offset == h->align + i * h->stride);
         const uint8_t *px = fmt_raw_pixels(s, i);
         if (base) {
