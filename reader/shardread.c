@@ -738,3 +738,116 @@ void shr_get_info(const shr_reader *r, shr_info *info)
     info->ring_bytes = (uint64_t)r->nslots * (r->batch_bytes + 3 * sizeof(int64_t) *
                                               (uint64_t)r->o.batch_size);
 }
+
+/* ---- single samples ---- */
+
+struct shr_dataset {
+    fmt_dataset *ds;
+};
+
+int shr_dataset_open(shr_dataset **out, const char *dir, shr_access access)
+{
+    g_open_err[0] = '\0';
+    if (!out || !dir)
+        return fail_msg(g_open_err, SHR_EINVAL, "no dataset or directory given");
+    *out = NULL;
+    if ((unsigned)access > SHR_ACCESS_DIRECT)
+        return fail_msg(g_open_err, SHR_EINVAL, "unknown access mode %d", (int)access);
+    shr_dataset *d = calloc(1, sizeof *d);
+    if (!d)
+        return fail_msg(g_open_err, ENOMEM, "out of memory");
+    fmt_msg msg = {{0}};
+    int rc = fmt_dataset_open_ex(&d->ds, dir, (fmt_access)access, &msg);
+    if (rc) {
+        free(d);
+        return fail_msg(g_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
+    }
+    *out = d;
+    return 0;
+}
+
+void shr_dataset_close(shr_dataset *d)
+{
+    if (!d)
+        return;
+    fmt_dataset_close(d->ds);
+    free(d);
+}
+
+void shr_dataset_get_info(const shr_dataset *d, shr_dataset_info *info)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(d->ds);
+    memset(info, 0, sizeof *info);
+    info->format = fmt_dataset_backend(d->ds);
+    info->tool = m->tool ? m->tool : "";
+    info->samples = m->samples;
+    info->inputs = m->inputs;
+    info->rejects = m->rejects;
+    info->classes = (uint32_t)m->nclasses;
+    info->channels = m->channels;
+    info->width = m->sample_width;
+    info->height = m->sample_height;
+    info->geom_mode = fmt_geom_mode_name(m->geom.mode);
+    info->geom_fit = fmt_fit_name(m->geom.fit);
+    info->geom_width = m->geom.width;
+    info->geom_height = m->geom.height;
+    info->geom_short_side = m->geom.short_side;
+    info->geom_max_side = m->geom.max_side;
+    for (int c = 0; c < 3; c++) {
+        info->mean[c] = m->mean[c];
+        info->std[c] = m->std[c];
+    }
+    info->augment = m->augment;
+    info->aug_spec = m->aug_spec ? m->aug_spec : "";
+    info->seed = m->seed;
+}
+
+const char *shr_dataset_class(const shr_dataset *d, uint32_t label)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(d->ds);
+    return label < m->nclasses ? m->classes[label] : NULL;
+}
+
+static void sample_meta(const fmt_sample *f, shr_sample *s)
+{
+    s->label = f->label;
+    s->height = f->height;
+    s->width = f->width;
+    s->channels = f->channels;
+    s->source = f->source;
+    s->bytes = f->length;
+}
+
+int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s)
+{
+    fmt_sample f;
+    if (fmt_dataset_get(d->ds, idx, &f) != 0)
+        return SHR_EINVAL;
+    sample_meta(&f, s);
+    return 0;
+}
+
+int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta)
+{
+    g_open_err[0] = '\0';
+    fmt_sample f;
+    if (fmt_dataset_get(d->ds, idx, &f) != 0)
+        return fail_msg(g_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+                        " samples)", idx, fmt_dataset_count(d->ds));
+    if (f.length > len)
+        return fail_msg(g_open_err, SHR_EINVAL, "sample %" PRIu64 " has %" PRIu64 " bytes, the "
+                        "buffer %zu", idx, f.length, len);
+    int rc;
+    if (f.pixels && fmt_dataset_access(d->ds) == FMT_ACCESS_MMAP) {
+        memcpy(dst, f.pixels, f.length);
+        rc = 0;
+    } else {
+        rc = fmt_dataset_read(d->ds, idx, dst, NULL);
+    }
+    if (rc)
+        return fail_msg(g_open_err, rc, "%s: cannot read sample %" PRIu64 ": %s",
+                        fmt_dataset_sample_file(d->ds, idx), idx, shr_strerror(rc));
+    if (meta)
+        sample_meta(&f, meta);
+    return 0;
+}

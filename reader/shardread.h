@@ -205,10 +205,84 @@ void shr_get_info(const shr_reader *r, shr_info *info);
 /* Name of an error code (SHR_E*, FMT_E* or errno). Never NULL; static storage. */
 const char *shr_strerror(int rc);
 
-/* r NULL: the message of the last failed shr_open in this thread (thread-local). r not NULL: the
- * message of r's last failed shr_next ("" if none). Valid until the next call into the library
- * from this thread. Never NULL. */
+/* r NULL: the message of the last failed shr_open, shr_dataset_open or shr_dataset_read in this
+ * thread (thread-local). r not NULL: the message of r's last failed shr_next ("" if none). Valid
+ * until the next call into the library from this thread. Never NULL. */
 const char *shr_last_error(const shr_reader *r);
+
+/* ---- Single samples: random access to a dataset, without a reader ----
+ *
+ * A shr_dataset is a dataset directory opened for access sample by sample (a map-style dataset:
+ * sample i, its label and shape), together with what its manifest records. It has no threads and
+ * no ring; each read copies one sample's stored pixels, uncropped, into the caller's buffer.
+ *
+ *     shr_dataset *d;
+ *     if (shr_dataset_open(&d, "ds", SHR_ACCESS_MMAP)) { fprintf(stderr, "%s\n",
+ *                                                         shr_last_error(NULL)); ... }
+ *     shr_sample s;
+ *     shr_dataset_sample(d, i, &s);                   // label and shape of sample i
+ *     uint8_t *px = malloc(s.bytes);
+ *     shr_dataset_read(d, i, px, s.bytes, NULL);       // its pixels, uint8 HWC
+ *     shr_dataset_close(d);
+ *
+ * Thread-safety: after open, every function below except close may be called from any number of
+ * threads at once. Errors: as shr_open; the message of a failed shr_dataset_open or
+ * shr_dataset_read (naming the file) is shr_last_error(NULL) in the calling thread. */
+typedef struct shr_dataset shr_dataset;
+
+/* One stored sample's metadata. */
+typedef struct {
+    int64_t label;
+    uint32_t height, width, channels;   /* as stored */
+    uint64_t source;                    /* position of its source image among the build's inputs */
+    uint64_t bytes;                     /* height * width * channels: its pixels, uint8 HWC */
+} shr_sample;
+
+/* What the manifest says about the dataset. Every string is owned by the dataset and valid until
+ * shr_dataset_close; none is NULL. */
+typedef struct {
+    const char *format;                 /* storage backend: "raw", "hdf5", "lmdb", "png0", ... */
+    const char *tool;                   /* the program that wrote it, e.g. "shardc 0.1.0" */
+    uint64_t samples;                   /* samples in the dataset */
+    uint64_t inputs, rejects;           /* input images the build listed, and skipped */
+    uint32_t classes;                   /* class count; names from shr_dataset_class */
+    uint32_t channels;                  /* 1 or 3 */
+    uint32_t width, height;             /* every sample's size when all share one, else 0 x 0 */
+    /* the build's geometry: mode "keep", "size" or "short-side"; fit "crop", "pad" or
+     * "stretch" (used by "size"); the sizes the mode uses (0 where unused) */
+    const char *geom_mode, *geom_fit;
+    uint32_t geom_width, geom_height, geom_short_side, geom_max_side;
+    double mean[3], std[3];             /* per-channel stats of the stored pixels (0..255) */
+    uint32_t augment;                   /* pre-augmented variants per source image, 0: none */
+    const char *aug_spec;               /* the augmentation spec ("" when augment is 0) */
+    uint64_t seed;                      /* seed of the augmentation draws */
+} shr_dataset_info;
+
+/* Open the dataset in dir (access as in shr_options; SHR_ACCESS_MMAP is the usual choice). On
+ * failure *d is NULL and shr_last_error(NULL) names the file at fault. Errors: SHR_EINVAL (NULL
+ * arguments, unknown access mode), ENOENT without a manifest, FMT_ETRUNC / FMT_ECORRUPT /
+ * FMT_EFORMAT / ... for a damaged manifest or shard, FMT_EUNSUPPORTED, ENOMEM. */
+int shr_dataset_open(shr_dataset **d, const char *dir, shr_access access);
+
+/* Close the dataset. Accepts NULL. Must not run concurrently with any other call on d. */
+void shr_dataset_close(shr_dataset *d);
+
+/* The manifest's facts (see shr_dataset_info); d must not be NULL. */
+void shr_dataset_get_info(const shr_dataset *d, shr_dataset_info *info);
+
+/* Name of class `label` (the class folder, or the list file's label), NULL if label >= classes.
+ * Valid until shr_dataset_close. */
+const char *shr_dataset_class(const shr_dataset *d, uint32_t label);
+
+/* Metadata of sample idx. Returns 0, or SHR_EINVAL if idx >= samples. */
+int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s);
+
+/* Copy sample idx's stored pixels (s.bytes of them, uint8 HWC) into dst, which has room for len
+ * bytes; meta (may be NULL) receives its metadata. Returns 0; SHR_EINVAL (idx >= samples, or len
+ * smaller than the sample: nothing is written); the read's errors (errno values of pread,
+ * FMT_ETRUNC for a shard truncated after open in SHR_ACCESS_PREAD / DIRECT mode), with
+ * shr_last_error(NULL) naming the shard file and the sample. */
+int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta);
 
 #ifdef __cplusplus
 }

@@ -1038,6 +1038,98 @@ START_TEST(test_host_alloc)
 }
 END_TEST
 
+/* shr_dataset: single samples through the public API equal the formats layer's, in every access
+ * mode and for fixed and varying sizes; the manifest's facts; errors name the file. */
+START_TEST(test_public_dataset)
+{
+    const char *sets[] = {g_fixed, g_var, g_gray};
+    for (int k = 0; k < 3; k++) {
+        fmt_dataset *ref;
+        ck_assert_int_eq(fmt_dataset_open(&ref, sets[k], NULL), 0);
+        const fmt_manifest *m = fmt_dataset_manifest(ref);
+        for (shr_access a = SHR_ACCESS_MMAP; a <= SHR_ACCESS_DIRECT; a++) {
+            shr_dataset *d = NULL;
+            ck_assert_msg(shr_dataset_open(&d, sets[k], a) == 0, "%s", shr_last_error(NULL));
+            shr_dataset_info info;
+            shr_dataset_get_info(d, &info);
+            ck_assert_str_eq(info.format, "raw");
+            ck_assert_uint_eq(info.samples, N_SAMPLES);
+            ck_assert_uint_eq(info.classes, 3);
+            ck_assert_uint_eq(info.channels, k == 2 ? 1 : 3);
+            ck_assert_uint_eq(info.width, k == 1 ? 0 : FIX_W);
+            ck_assert_uint_eq(info.height, k == 1 ? 0 : FIX_H);
+            ck_assert_str_eq(info.geom_mode, k == 1 ? "keep" : "size");
+            ck_assert_uint_eq(info.geom_max_side, k == 1 ? 40 : 0);
+            ck_assert_uint_eq(info.geom_width, k == 1 ? 0 : FIX_W);
+            ck_assert_uint_eq(info.augment, 0);
+            ck_assert_str_eq(info.aug_spec, "");
+            ck_assert_ptr_nonnull(strstr(info.tool, "shardc"));
+            for (uint32_t c = 0; c < info.channels; c++) {
+                ck_assert(info.mean[c] == m->mean[c]);
+                ck_assert(info.std[c] == m->std[c]);
+            }
+            for (uint32_t c = 0; c < 3; c++)
+                ck_assert_str_eq(shr_dataset_class(d, c), m->classes[c]);
+            ck_assert_ptr_null(shr_dataset_class(d, 3));
+            uint8_t buf[40 * 40 * 3];
+            for (uint64_t i = 0; i < N_SAMPLES; i++) {
+                fmt_sample f;
+                shr_sample s, r2;
+                ck_assert_int_eq(fmt_dataset_get(ref, i, &f), 0);
+                ck_assert_int_eq(shr_dataset_sample(d, i, &s), 0);
+                ck_assert_int_eq(s.label, f.label);
+                ck_assert_uint_eq(s.width, f.width);
+                ck_assert_uint_eq(s.height, f.height);
+                ck_assert_uint_eq(s.channels, f.channels);
+                ck_assert_uint_eq(s.source, f.source);
+                ck_assert_uint_eq(s.bytes, (uint64_t)f.width * f.height * f.channels);
+                memset(buf, 0xee, sizeof buf);
+                ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes, &r2), 0);
+                ck_assert_mem_eq(buf, f.pixels, f.length);
+                ck_assert_int_eq(r2.label, s.label);
+                ck_assert_uint_eq(r2.bytes, s.bytes);
+                /* one byte short: refused, nothing written */
+                memset(buf, 0xee, sizeof buf);
+                ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes - 1, NULL), SHR_EINVAL);
+                ck_assert_uint_eq(buf[0], 0xee);
+            }
+            shr_sample s;
+            ck_assert_int_eq(shr_dataset_sample(d, N_SAMPLES, &s), SHR_EINVAL);
+            ck_assert_int_eq(shr_dataset_read(d, N_SAMPLES, buf, sizeof buf, NULL), SHR_EINVAL);
+            ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "out of range"));
+            shr_dataset_close(d);
+        }
+        fmt_dataset_close(ref);
+    }
+
+    shr_dataset *d = (shr_dataset *)&d;
+    char dir[1200], copy[1200], shard[1300];
+    snprintf(dir, sizeof dir, "%s/no-such-dataset", g_root);
+    ck_assert_int_eq(shr_dataset_open(&d, dir, SHR_ACCESS_MMAP), ENOENT);
+    ck_assert_ptr_null(d);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "no-such-dataset"));
+    ck_assert_int_eq(shr_dataset_open(&d, g_fixed, (shr_access)9), SHR_EINVAL);
+    ck_assert_int_eq(shr_dataset_open(NULL, g_fixed, SHR_ACCESS_MMAP), SHR_EINVAL);
+    copy_dataset(g_fixed, "truncated-ds", copy, sizeof copy);
+    snprintf(shard, sizeof shard, "%s/shard-00001.raw", copy);
+    ck_assert_int_eq(truncate(shard, 5000), 0);
+    ck_assert_int_eq(shr_dataset_open(&d, copy, SHR_ACCESS_MMAP), FMT_ETRUNC);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "shard-00001.raw"));
+
+    /* truncated after open, read with pread: a clean error naming the shard */
+    copy_dataset(g_fixed, "truncated-later", copy, sizeof copy);
+    snprintf(shard, sizeof shard, "%s/shard-00001.raw", copy);
+    ck_assert_int_eq(shr_dataset_open(&d, copy, SHR_ACCESS_PREAD), 0);
+    ck_assert_int_eq(truncate(shard, 5000), 0);
+    uint8_t buf[FIX_W * FIX_H * 3];
+    ck_assert_int_eq(shr_dataset_read(d, 0, buf, sizeof buf, NULL), 0);
+    ck_assert_int_eq(shr_dataset_read(d, 13, buf, sizeof buf, NULL), FMT_ETRUNC);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "shard-00001.raw"));
+    shr_dataset_close(d);
+    shr_dataset_close(NULL);
+}
+END_TEST
+
 static Suite *reader_suite(void)
 {
     Suite *s = suite_create("reader");
@@ -1062,6 +1154,7 @@ static Suite *reader_suite(void)
     tcase_add_test(tc, test_worker_failure);
     tcase_add_test(tc, test_strerror);
     tcase_add_test(tc, test_host_alloc);
+    tcase_add_test(tc, test_public_dataset);
     suite_add_tcase(s, tc);
     return s;
 }
