@@ -75,6 +75,14 @@
 _Static_assert(SHR_ACCESS_MMAP == (int)FMT_ACCESS_MMAP && SHR_ACCESS_PREAD == (int)FMT_ACCESS_PREAD &&
                SHR_ACCESS_DIRECT == (int)FMT_ACCESS_DIRECT, "access modes differ");
 
+/* the formats layer's codes, repeated in the public header (compared as ints: distinct enums) */
+_Static_assert((int)SHR_EFORMAT == (int)FMT_EFORMAT && (int)SHR_ECORRUPT == (int)FMT_ECORRUPT &&
+               (int)SHR_ETRUNC == (int)FMT_ETRUNC && (int)SHR_ETOOBIG == (int)FMT_ETOOBIG &&
+               (int)SHR_EUNSUPPORTED == (int)FMT_EUNSUPPORTED &&
+               (int)SHR_EFMT_INVAL == (int)FMT_EINVAL && (int)SHR_EHASH == (int)FMT_EHASH &&
+               (int)SHR_EVERSION == (int)FMT_EVERSION && (int)SHR_EFMT_STATE == (int)FMT_ESTATE &&
+               (int)SHR_EEMPTY == (int)FMT_EEMPTY, "formats error codes differ");
+
 #define SHR_MAX_THREADS 1024u
 #define SHR_MAX_PREFETCH 65536u
 #define SHR_BOUNCE_BYTES (1u << 20)     /* O_DIRECT bounce buffer per worker */

@@ -28,7 +28,8 @@
  * yields exactly the batches that were left.
  *
  * Errors: functions return 0 on success, a positive errno value for system errors, or a negative
- * SHR_E* / FMT_E* code; shr_strerror names any of them. The library never prints or exits.
+ * SHR_E* code (the formats layer's FMT_E* codes appear as the SHR_E* codes of the same value
+ * below); shr_strerror names any of them. The library never prints or exits.
  *
  * Memory: the ring holds `prefetch` batches of batch_size * height * width * channels bytes
  * (plus labels and indices); nothing else grows with the number of epochs. The open dataset costs
@@ -64,6 +65,21 @@ enum {
     SHR_ESHAPE,             /* samples vary in size and no output size was given */
     SHR_ESTATE,             /* the reader has failed (a worker hit an error); only close */
     SHR_ELAST
+};
+
+/* The codes of the formats layer underneath (formats/fmt.h's FMT_E*, the same values), which
+ * these functions pass through; repeated here so that a program needs this header only. */
+enum {
+    SHR_EFORMAT = -30900,   /* not a format we know (unrecognised magic bytes) */
+    SHR_ECORRUPT,           /* data is damaged or inconsistent */
+    SHR_ETRUNC,             /* data ends early (a truncated file) */
+    SHR_ETOOBIG,            /* exceeds a size limit */
+    SHR_EUNSUPPORTED,       /* valid, but a variant this build cannot read */
+    SHR_EFMT_INVAL,         /* bad argument, found by the formats layer */
+    SHR_EHASH,              /* content hash does not match the recorded one */
+    SHR_EVERSION,           /* written by an incompatible version */
+    SHR_EFMT_STATE,         /* an object of the formats layer has failed */
+    SHR_EEMPTY              /* zero-length input */
 };
 
 typedef enum {
