@@ -65,10 +65,11 @@ BINS := $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample $(BUILD)/bin/shardbench
 LIBS := $(READ_LIB) $(READ_SO) $(READ_PC)
 
 .PHONY: all deps demo test check-unit check-e2e bench install clean help
-all: $(BINS) $(LIBS)
+all: $(BINS) $(LIBS) python
 
 help:
-	@echo "targets: all demo test bench install clean deps   (V=1, SAN=address,undefined, BUILD=dir)"
+	@echo "targets: all demo test bench install clean deps python"
+	@echo "         (V=1, SAN=address,undefined, BUILD=dir, PYTHON=interpreter)"
 
 deps:
 	$(Q)scripts/deps.sh
@@ -143,7 +144,7 @@ demo: deps
 
 test: deps
 	$(Q)$(MAKE) --no-print-directory all $(TEST_BIN)
-	$(Q)$(MAKE) --no-print-directory check-unit check-e2e
+	$(Q)$(MAKE) --no-print-directory check-unit check-e2e check-python
 
 # the reader's tests build datasets with the CLIs of the same build
 $(BUILD)/tests/test_reader: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
@@ -223,6 +224,48 @@ install: all
 	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so
 	install -m 644 reader/shardread.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(READ_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+# ---- the Python module (reader/python/): $(PY_SO), for $(PYTHON) ----
+#   make python           just the module:
+#                         PYTHONPATH=$(BUILD)/python $(PYTHON) -c 'import shardread'
+#   make check-python     its pytest suite (tests/python/); under SAN=address it runs with libasan
+#                         preloaded into the interpreter (tests/python/run.sh)
+# It links libshardread.a into the module (symbols kept private) and sees only reader/shardread.h.
+# PYTHON: Debian's interpreter, which has numpy and torch (a python3 earlier on PATH may not).
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PY_EXT := $(or $(shell $(PYTHON) -c \
+    'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX") or "")' 2>/dev/null),.so)
+PY_SO := $(BUILD)/python/shardread$(PY_EXT)
+# where `make install` puts the module: the interpreter's own place for locally installed packages
+# (Debian: /usr/local/lib/python3.X/dist-packages)
+PY_SITE ?= $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
+py_includes = $(shell $(PYTHON) -c 'import sysconfig, numpy; \
+    print("-I" + sysconfig.get_paths()["include"], "-I" + numpy.get_include())')
+
+.PHONY: python check-python install-python print-read-libs
+python: $(PY_SO)
+
+$(BUILD)/python/shardread.o: reader/python/shardread.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) -D_GNU_SOURCE -Ireader $(py_includes) $(CFLAGS) -fvisibility=hidden -c -o $@ $<
+
+$(PY_SO): $(BUILD)/python/shardread.o $(READ_LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--exclude-libs,ALL -o $@ $^ $(LDLIBS) -ldl
+
+# the link flags of libshardread.a's dependencies (reader/python/setup.py asks for them)
+print-read-libs:
+	@echo $(LDLIBS) -ldl -pthread
+
+check-python: $(PY_SO) $(BINS)
+	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) SAN=$(SAN) CC=$(CC) tests/python/run.sh
+
+install: install-python
+install-python: $(PY_SO)
+	$(Q)dir='$(PY_SITE)' && install -d "$(DESTDIR)$$dir" && \
+	    install -m 644 $(PY_SO) "$(DESTDIR)$$dir/" && \
+	    echo "installed shardread for $(PYTHON) in $(DESTDIR)$$dir"
 
 # ---- GPU step and CUDA feed: $(BUILD)/lib/libshardgpu.so from reader/*.cu ----
 # Built where nvcc is found (NVCC=/path/to/nvcc to choose). Nothing else links against CUDA:

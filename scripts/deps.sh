@@ -19,8 +19,10 @@ build_pkgs=(
   python3 python3-pil                      # Pillow: the reference decoder of the pixel tests
   libhdf5-dev hdf5-tools liblmdb-dev lmdb-utils  # HDF5 / LMDB backends
   gnuplot-nox                              # the plot make demo draws (shardbench compare --plot)
+  python3-dev python3-numpy                # the Python module (reader/python/) builds against both
+  python3-pytest python3-torch             # its tests: pytest, and torch interop (tensors, DataLoader)
 )
-bench_pkgs=(python3-numpy python3-h5py)
+bench_pkgs=(python3-numpy python3-h5py python3-torchvision)  # torchvision: scripts/bench-torch.py
 # clang 14 is Debian 12's clang; its sanitizer and libFuzzer runtimes (-fsanitize=fuzzer) are in
 # libclang-rt-14-dev, which clang only recommends (and apt-get here skips recommends)
 fuzz_pkgs=(clang libclang-rt-14-dev)

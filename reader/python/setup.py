@@ -1,0 +1,49 @@
+"""Build and install the shardread module for the interpreter that runs this:
+
+    pip install --no-build-isolation reader/python        (offline, with the system setuptools)
+
+The module links the static libshardread of the repository's build directory ($SHARDREAD_BUILD,
+default build/ at the repository root); when that library is missing it is made first with
+`make`. So the installed module stands alone: it needs neither libshardread.so nor the
+repository at run time, only the shared libraries the reader uses (libjpeg, HDF5, LMDB, ...).
+"""
+import os
+import shlex
+import subprocess
+
+import numpy
+from setuptools import Extension, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.path.abspath(os.environ.get("SHARDREAD_BUILD", os.path.join(ROOT, "build")))
+
+
+def make(*args):
+    """Output of make at the repository root, for this build directory."""
+    cmd = ["make", "--no-print-directory", "-s", "-C", ROOT, f"BUILD={BUILD}", *args]
+    return subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+
+
+# the library (rebuilt by make if a source changed) and the link flags of its dependencies
+make(os.path.join(BUILD, "libshardread.a"))
+libs = shlex.split(make("print-read-libs").strip().splitlines()[-1])  # after any make notice
+
+setup(
+    name="shardread",
+    version="0.1.0",
+    description="Read datasets written by shardc (libshardread) from Python, numpy and PyTorch",
+    license="MIT",
+    ext_modules=[
+        Extension(
+            "shardread",
+            sources=["shardread.c"],
+            include_dirs=[os.path.join(ROOT, "reader"), numpy.get_include()],
+            define_macros=[("_GNU_SOURCE", None)],
+            extra_compile_args=["-std=c11", "-fvisibility=hidden"],
+            extra_objects=[os.path.join(BUILD, "libshardread.a")],
+            extra_link_args=["-Wl,--exclude-libs,ALL", "-pthread", *libs],
+        )
+    ],
+    install_requires=["numpy"],
+)

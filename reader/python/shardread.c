@@ -1,0 +1,1418 @@
+/* shardread.c - the Python module `shardread`: libshardread for Python, numpy and PyTorch.
+ *
+ * Built on the public header reader/shardread.h only, with the Python C API and numpy's C API.
+ *
+ * Objects
+ * -------
+ * Dataset   a shr_dataset: ds[i] copies sample i into a fresh ndarray.
+ * Loader    the user's handle: options, the position (epoch, cursor) of the next batch, and the
+ *           current _Ring. It opens a new ring whenever the position it must continue from is not
+ *           where the current ring stands (load_state_dict, set_epoch, an abandoned iteration, a
+ *           forked child): a reader's stream only ever moves forward.
+ * _Ring     owns one shr_reader. Closed when the last reference goes: the Loader's, or that of a
+ *           batch still alive after the Loader moved on to a new ring.
+ * _Batch    the base object of the arrays of one delivered batch: holds its _Ring and the
+ *           shr_batch, and gives the batch back (shr_release) when the last array (or tensor
+ *           made from one) is collected. No copy: the arrays are views of the ring's buffers.
+ *
+ * Holding batches. A ring has `prefetch` buffers; a batch kept alive by Python keeps its buffer.
+ * The module hands out at most prefetch - 2 zero-copy batches at once, so that the workers
+ * always have two buffers to fill and shr_next can never find every buffer held: a batch
+ * delivered while that many are already held is copied into ordinary arrays and its buffer given
+ * back at once (Loader.copies counts them). Keeping old batches therefore costs a copy, never a
+ * deadlock, and never changes a byte of a batch still held.
+ *
+ * Threads. The GIL is released while shr_next waits and while samples are read, so other Python
+ * threads run. One thread at a time may iterate a Loader (shr_next has one consumer); a second
+ * gets RuntimeError. Batches may be collected from any thread (shr_release is thread-safe).
+ *
+ * fork. A reader's worker threads do not survive fork(2): a child (e.g. a DataLoader worker
+ * process) that iterates a Loader opens its own reader, and leaves the parent's untouched (never
+ * closed or released in the child: its mutex may have been held at the fork).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shardread.h"
+
+/* ---- module-wide objects (created once at import) ---- */
+
+static PyObject *g_error;           /* shardread.Error and its subclasses */
+static PyObject *g_corrupt_error;
+static PyObject *g_argument_error;
+static PyObject *g_shape_error;
+static PyObject *g_not_found_error;
+static PyObject *g_read_error;
+static PyObject *g_state_error;
+static PyObject *g_unsupported_error;
+static PyObject *g_from_numpy;      /* torch.from_numpy, once torch is imported */
+static PyObject *g_torch_loader;    /* Loader subclassing torch's IterableDataset, made lazily */
+
+/* ---- errors ---- */
+
+/* Raise the Python exception for library code rc with message msg (the library's, naming the
+ * file). The exception carries .code (rc) and .reason (shr_strerror(rc)). Returns NULL. */
+static PyObject *raise_lib(int rc, const char *msg)
+{
+    if (!msg || !*msg)
+        msg = shr_strerror(rc);
+    PyObject *type, *exc;
+    if (rc == ENOMEM)
+        return PyErr_NoMemory();
+    if (rc > 0) {
+        type = rc == ENOENT ? g_not_found_error : g_read_error;
+        exc = PyObject_CallFunction(type, "is", rc, msg);
+    } else {
+        switch (rc) {
+        case SHR_EINVAL:
+        case SHR_EFMT_INVAL:
+            type = g_argument_error;
+            break;
+        case SHR_ESHAPE:
+            type = g_shape_error;
+            break;
+        case SHR_ESTATE:
+            type = g_state_error;
+            break;
+        case SHR_EUNSUPPORTED:
+            type = g_unsupported_error;
+            break;
+        case SHR_EFORMAT:
+        case SHR_ECORRUPT:
+        case SHR_ETRUNC:
+        case SHR_ETOOBIG:
+        case SHR_EHASH:
+        case SHR_EVERSION:
+        case SHR_EEMPTY:
+            type = g_corrupt_error;
+            break;
+        default:
+            type = g_error;
+        }
+        exc = PyObject_CallFunction(type, "s", msg);
+    }
+    if (!exc)
+        return NULL;
+    PyObject *code = PyLong_FromLong(rc), *reason = PyUnicode_FromString(shr_strerror(rc));
+    if (!code || !reason || PyObject_SetAttrString(exc, "code", code) < 0 ||
+        PyObject_SetAttrString(exc, "reason", reason) < 0) {
+        Py_XDECREF(code);
+        Py_XDECREF(reason);
+        Py_DECREF(exc);
+        return NULL;
+    }
+    Py_DECREF(code);
+    Py_DECREF(reason);
+    PyErr_SetObject(type, exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+/* ---- small helpers ---- */
+
+static int parse_access(PyObject *s, shr_access *out)
+{
+    if (!s || s == Py_None) {
+        *out = SHR_ACCESS_MMAP;
+        return 0;
+    }
+    const char *a = PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+    if (a && strcmp(a, "mmap") == 0)
+        *out = SHR_ACCESS_MMAP;
+    else if (a && strcmp(a, "pread") == 0)
+        *out = SHR_ACCESS_PREAD;
+    else if (a && strcmp(a, "direct") == 0)
+        *out = SHR_ACCESS_DIRECT;
+    else {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "access must be 'mmap', 'pread' or 'direct', not %R", s);
+        return -1;
+    }
+    return 0;
+}
+
+/* A path argument (str or os.PathLike) as bytes in the filesystem encoding. */
+static PyObject *fs_path(PyObject *path)
+{
+    PyObject *b = NULL;
+    if (!PyUnicode_FSConverter(path, &b))
+        return NULL;
+    return b;
+}
+
+static PyObject *double_list(const double *v, uint32_t n)
+{
+    PyObject *l = PyList_New(n);
+    for (uint32_t i = 0; l && i < n; i++) {
+        PyObject *f = PyFloat_FromDouble(v[i]);
+        if (!f) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SET_ITEM(l, i, f);
+    }
+    return l;
+}
+
+/* A uint64 from a Python int (ValueError if negative or too large). */
+static int to_u64(PyObject *o, const char *what, uint64_t *out)
+{
+    PyObject *i = PyNumber_Index(o);
+    if (!i) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.100s", what,
+                         Py_TYPE(o)->tp_name);
+        }
+        return -1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(i);
+    Py_DECREF(i);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "%s must be a non-negative 64-bit integer, not %R",
+                         what, o);
+        }
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int to_u32(PyObject *o, const char *what, uint32_t lo, uint32_t *out)
+{
+    uint64_t v;
+    if (to_u64(o, what, &v) < 0)
+        return -1;
+    if (v < lo || v > UINT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s must be in %u..%u, not %R", what, lo, UINT32_MAX, o);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* ======================================================================================== */
+/* Dataset                                                                                   */
+/* ======================================================================================== */
+
+typedef struct {
+    PyObject_HEAD
+    shr_dataset *d;
+    PyObject *path;
+    uint64_t samples;
+} DatasetObject;
+
+static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"path", "access", NULL};
+    PyObject *path, *access = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Dataset", kwlist, &path, &access))
+        return -1;
+    shr_access a;
+    if (parse_access(access, &a) < 0)
+        return -1;
+    PyObject *b = fs_path(path);
+    if (!b)
+        return -1;
+    if (self->d) {
+        shr_dataset_close(self->d);
+        self->d = NULL;
+    }
+    shr_dataset *d = NULL;
+    int rc;
+    char msg[1024];
+    Py_BEGIN_ALLOW_THREADS
+    rc = shr_dataset_open(&d, PyBytes_AS_STRING(b), a);
+    if (rc)
+        snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+    Py_END_ALLOW_THREADS
+    Py_DECREF(b);
+    if (rc) {
+        raise_lib(rc, msg);
+        return -1;
+    }
+    self->d = d;
+    shr_dataset_info info;
+    shr_dataset_get_info(d, &info);
+    self->samples = info.samples;
+    Py_XSETREF(self->path, PyOS_FSPath(path));
+    return self->path ? 0 : -1;
+}
+
+static void Dataset_dealloc(DatasetObject *self)
+{
+    shr_dataset_close(self->d);
+    Py_XDECREF(self->path);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int check_open(const DatasetObject *self)
+{
+    if (!self->d) {
+        PyErr_SetString(g_state_error, "the Dataset is not open (its __init__ failed or was not "
+                        "called)");
+        return -1;
+    }
+    return 0;
+}
+
+static Py_ssize_t Dataset_len(DatasetObject *self)
+{
+    if (check_open(self) < 0)
+        return -1;
+    if (self->samples > PY_SSIZE_T_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "too many samples");
+        return -1;
+    }
+    return (Py_ssize_t)self->samples;
+}
+
+static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    if (!PyIndex_Check(key))
+        return PyErr_Format(PyExc_TypeError, "Dataset indices must be integers, not %.100s",
+                            Py_TYPE(key)->tp_name);
+    Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = (Py_ssize_t)self->samples;
+    if (i < 0)
+        i += n;
+    if (i < 0 || i >= n)
+        return PyErr_Format(PyExc_IndexError, "Dataset index %R out of range (%zd samples)", key,
+                            n);
+    shr_sample s;
+    if (shr_dataset_sample(self->d, (uint64_t)i, &s) != 0)
+        return PyErr_Format(PyExc_IndexError, "Dataset index %zd out of range", i);
+    npy_intp dims[3] = {s.height, s.width, s.channels};
+    PyObject *arr = PyArray_SimpleNew(3, dims, NPY_UINT8);
+    if (!arr)
+        return NULL;
+    int rc;
+    char msg[1024];
+    void *dst = PyArray_DATA((PyArrayObject *)arr);
+    size_t len = (size_t)PyArray_NBYTES((PyArrayObject *)arr);
+    Py_BEGIN_ALLOW_THREADS
+    rc = shr_dataset_read(self->d, (uint64_t)i, dst, len, &s);
+    if (rc)
+        snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        Py_DECREF(arr);
+        return raise_lib(rc, msg);
+    }
+    return Py_BuildValue("(NL)", arr, (long long)s.label);
+}
+
+static PyObject *Dataset_sample(DatasetObject *self, PyObject *arg)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    uint64_t i;
+    if (to_u64(arg, "index", &i) < 0)
+        return NULL;
+    shr_sample s;
+    if (shr_dataset_sample(self->d, i, &s) != 0)
+        return PyErr_Format(PyExc_IndexError, "Dataset index %R out of range (%llu samples)", arg,
+                            (unsigned long long)self->samples);
+    return Py_BuildValue("{s:L,s:(III),s:K}", "label", (long long)s.label, "shape", s.height,
+                         s.width, s.channels, "source", (unsigned long long)s.source);
+}
+
+static PyObject *Dataset_get_info(DatasetObject *self, void *closure)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    shr_dataset_info in;
+    shr_dataset_get_info(self->d, &in);
+    PyObject *classes = PyList_New(in.classes);
+    if (!classes)
+        return NULL;
+    for (uint32_t c = 0; c < in.classes; c++) {
+        const char *name = shr_dataset_class(self->d, c);
+        PyObject *s = PyUnicode_DecodeFSDefault(name ? name : "");
+        if (!s) {
+            Py_DECREF(classes);
+            return NULL;
+        }
+        PyList_SET_ITEM(classes, c, s);
+    }
+    PyObject *size;
+    if (in.width && in.height)
+        size = Py_BuildValue("(II)", in.height, in.width);
+    else
+        size = Py_NewRef(Py_None);
+    if (!size) {
+        Py_DECREF(classes);
+        return NULL;
+    }
+    uint32_t nc = in.channels < 3 ? in.channels : 3;
+    return Py_BuildValue(
+        "{s:s,s:K,s:N,s:I,s:I,s:N,s:{s:s,s:s,s:I,s:I,s:I,s:I},s:N,s:N,s:I,s:s,s:K,s:K,s:K,s:s,s:O}",
+        "format", in.format, "samples", (unsigned long long)in.samples, "classes", classes,
+        "num_classes", in.classes, "channels", in.channels, "size", size, "geometry", "mode",
+        in.geom_mode, "fit", in.geom_fit, "width", in.geom_width, "height", in.geom_height,
+        "short_side", in.geom_short_side, "max_side", in.geom_max_side, "mean",
+        double_list(in.mean, nc), "std", double_list(in.std, nc), "augment", in.augment,
+        "aug_spec", in.aug_spec, "seed", (unsigned long long)in.seed, "inputs",
+        (unsigned long long)in.inputs, "rejects", (unsigned long long)in.rejects, "tool", in.tool,
+        "path", self->path);
+}
+
+static PyObject *Dataset_get_path(DatasetObject *self, void *closure)
+{
+    return Py_NewRef(self->path ? self->path : Py_None);
+}
+
+static PyObject *Dataset_repr(DatasetObject *self)
+{
+    if (!self->d)
+        return PyUnicode_FromString("<shardread.Dataset (not open)>");
+    return PyUnicode_FromFormat("<shardread.Dataset %R: %llu samples>", self->path,
+                                (unsigned long long)self->samples);
+}
+
+static PyMethodDef Dataset_methods[] = {
+    {"sample", (PyCFunction)Dataset_sample, METH_O,
+     "sample(i) -> dict\n\nMetadata of sample i without reading its pixels: label, shape "
+     "(height, width, channels) as stored, and source (the position of its source image among "
+     "the build's inputs)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Dataset_getset[] = {
+    {"info", (getter)Dataset_get_info, NULL,
+     "What the dataset's manifest records, as a dict: format (storage backend), samples, "
+     "classes (names; label L is classes[L]), num_classes, channels, size ((height, width) "
+     "when every sample shares one, else None), geometry (the build's mode, fit and sizes), "
+     "mean and std (per channel, 0..255 scale), augment and aug_spec (pre-augmentation), seed, "
+     "inputs and rejects (of the build), tool, path.",
+     NULL},
+    {"path", (getter)Dataset_get_path, NULL, "The dataset directory.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods Dataset_as_sequence = {
+    .sq_length = (lenfunc)Dataset_len,
+};
+
+static PyMappingMethods Dataset_as_mapping = {
+    .mp_length = (lenfunc)Dataset_len,
+    .mp_subscript = (binaryfunc)Dataset_getitem,
+};
+
+static PyTypeObject DatasetType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shardread.Dataset",
+    .tp_basicsize = sizeof(DatasetObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Dataset(path, access='mmap')\n\n"
+              "A dataset directory written by shardc, sample by sample (a map-style dataset, "
+              "usable as a torch Dataset):\n\n"
+              "    ds = shardread.Dataset('ds')\n"
+              "    len(ds)                    # samples\n"
+              "    image, label = ds[i]       # (H, W, C) uint8 ndarray (a copy), int label\n"
+              "    ds.info                    # classes, mean/std, geometry, samples, format\n\n"
+              "Samples are returned as stored, each at its own size. access: 'mmap' (default), "
+              "'pread' or 'direct' (see libshardread). Raises FileNotFoundError "
+              "(shardread.NotFoundError) for a directory without a manifest and "
+              "shardread.CorruptError for a damaged shard, with a message naming the file. "
+              "Reads release the GIL; a Dataset may be read from several threads at once.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Dataset_init,
+    .tp_dealloc = (destructor)Dataset_dealloc,
+    .tp_repr = (reprfunc)Dataset_repr,
+    .tp_as_sequence = &Dataset_as_sequence,
+    .tp_as_mapping = &Dataset_as_mapping,
+    .tp_methods = Dataset_methods,
+    .tp_getset = Dataset_getset,
+};
+
+/* ======================================================================================== */
+/* _Ring and _Batch                                                                          */
+/* ======================================================================================== */
+
+typedef struct {
+    PyObject_HEAD
+    shr_reader *r;
+    pid_t pid;                  /* the process that opened r: only it may touch r */
+    uint32_t nslots;            /* the ring's buffers (prefetch) */
+    uint32_t held;              /* batches of r alive in Python (zero-copy) */
+    uint32_t rank, world;       /* the share r reads */
+    int failed;                 /* shr_next failed: r is of no further use */
+} RingObject;
+
+static void Ring_dealloc(RingObject *self)
+{
+    if (self->r && self->pid == getpid()) {
+        shr_reader *r = self->r;
+        /* joins the workers, each finishing the batch in hand */
+        Py_BEGIN_ALLOW_THREADS
+        shr_close(r);
+        Py_END_ALLOW_THREADS
+    }
+    /* in a forked child the parent's reader is left alone: its threads are gone and its mutex
+     * may be locked; the child's memory is discarded at exit anyway */
+    self->r = NULL;
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject RingType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shardread._Ring",
+    .tp_basicsize = sizeof(RingObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A libshardread reader and its ring of batch buffers (internal).",
+    .tp_dealloc = (destructor)Ring_dealloc,
+};
+
+typedef struct {
+    PyObject_HEAD
+    RingObject *ring;
+    const shr_batch *b;
+} BatchObject;
+
+static void Batch_dealloc(BatchObject *self)
+{
+    RingObject *ring = self->ring;
+    if (ring) {
+        if (ring->pid == getpid())
+            shr_release(ring->r, self->b);
+        ring->held--;
+        Py_DECREF(ring);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject BatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shardread._Batch",
+    .tp_basicsize = sizeof(BatchObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The ring buffer under a batch's arrays: gives it back to the reader when the last "
+              "array (or tensor) using it is collected (internal).",
+    .tp_dealloc = (destructor)Batch_dealloc,
+};
+
+/* An ndarray over data (not owned), kept valid by base. */
+static PyObject *view(void *data, int nd, npy_intp *dims, int type, PyObject *base)
+{
+    PyObject *a = PyArray_New(&PyArray_Type, nd, dims, type, NULL, data, 0, NPY_ARRAY_CARRAY, NULL);
+    if (!a)
+        return NULL;
+    Py_INCREF(base);
+    if (PyArray_SetBaseObject((PyArrayObject *)a, base) < 0) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    return a;
+}
+
+/* A fresh ndarray holding a copy of data. */
+static PyObject *copy_of(const void *data, int nd, npy_intp *dims, int type)
+{
+    PyObject *a = PyArray_SimpleNew(nd, dims, type);
+    if (a)
+        memcpy(PyArray_DATA((PyArrayObject *)a), data, (size_t)PyArray_NBYTES((PyArrayObject *)a));
+    return a;
+}
+
+/* ======================================================================================== */
+/* Loader                                                                                    */
+/* ======================================================================================== */
+
+enum { FW_NUMPY = 0, FW_TORCH };
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *path;             /* as given (str or PathLike), for repr */
+    PyObject *path_bytes;       /* filesystem encoding */
+    shr_options o;              /* the options; epoch, cursor, rank and world are set per open */
+    uint32_t rank, world;       /* this process's share */
+    int framework;
+    int return_indices;
+    RingObject *ring;           /* the reader now in use (NULL until the first open) */
+    uint64_t nb;                /* batches per epoch of this share */
+    uint64_t epoch, cursor;     /* where the next batch comes from */
+    int active;                 /* an iteration is under way (started, not yet finished) */
+    unsigned long gen;          /* counts iterations; an iterator belongs to one */
+    int busy;                   /* a thread is inside next() */
+    unsigned long long copies;  /* batches copied because too many were held */
+} LoaderObject;
+
+typedef struct {
+    PyObject_HEAD
+    LoaderObject *loader;
+    unsigned long gen;
+    int done;
+} LoaderIterObject;
+
+static PyTypeObject LoaderType;
+static PyTypeObject LoaderIterType;
+
+/* The share a torch DataLoader worker process reads: each of num_workers workers takes its own
+ * part of this rank's share. Outside a worker, (rank, world). */
+static int worker_share(const LoaderObject *self, uint32_t *rank, uint32_t *world)
+{
+    *rank = self->rank;
+    *world = self->world;
+    PyObject *mods = PyImport_GetModuleDict();
+    PyObject *tud = mods ? PyDict_GetItemString(mods, "torch.utils.data") : NULL;
+    if (!tud)
+        return 0;
+    PyObject *wi = PyObject_CallMethod(tud, "get_worker_info", NULL);
+    if (!wi)
+        return -1;
+    int rc = 0;
+    if (wi != Py_None) {
+        PyObject *id = PyObject_GetAttrString(wi, "id");
+        PyObject *nw = PyObject_GetAttrString(wi, "num_workers");
+        long i = id ? PyLong_AsLong(id) : -1, n = nw ? PyLong_AsLong(nw) : -1;
+        Py_XDECREF(id);
+        Py_XDECREF(nw);
+        if (PyErr_Occurred() || n < 1 || i < 0 || i >= n ||
+            (uint64_t)self->world * (uint64_t)n > UINT32_MAX) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "unexpected DataLoader worker info");
+            rc = -1;
+        } else {
+            *rank = self->rank * (uint32_t)n + (uint32_t)i;
+            *world = self->world * (uint32_t)n;
+        }
+    }
+    Py_DECREF(wi);
+    return rc;
+}
+
+/* Open a new reader at (epoch, cursor) for the share (rank, world) and make it current. The
+ * previous ring lives on while batches of it are alive. */
+static int open_ring(LoaderObject *self, uint64_t epoch, uint64_t cursor, uint32_t rank,
+                     uint32_t world)
+{
+    shr_options o = self->o;
+    o.epoch = epoch;
+    o.cursor = cursor;
+    o.rank = rank;
+    o.world = world;
+    RingObject *ring = PyObject_New(RingObject, &RingType);
+    if (!ring)
+        return -1;
+    ring->r = NULL;
+    ring->pid = getpid();
+    ring->nslots = o.prefetch;
+    ring->held = 0;
+    ring->rank = rank;
+    ring->world = world;
+    ring->failed = 0;
+    shr_reader *r = NULL;
+    int rc;
+    char msg[1024];
+    Py_BEGIN_ALLOW_THREADS
+    rc = shr_open(&r, PyBytes_AS_STRING(self->path_bytes), &o);
+    if (rc)
+        snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        Py_DECREF(ring);
+        raise_lib(rc, msg);
+        return -1;
+    }
+    ring->r = r;
+    Py_XSETREF(self->ring, ring);
+    if (rank == self->rank && world == self->world)
+        self->nb = shr_batches_per_epoch(r);
+    return 0;
+}
+
+/* Make the current ring deliver the batch at (self->epoch, self->cursor) next. */
+static int sync_ring(LoaderObject *self)
+{
+    uint32_t rank, world;
+    if (worker_share(self, &rank, &world) < 0)
+        return -1;
+    RingObject *ring = self->ring;
+    if (ring && ring->pid == getpid() && !ring->failed && ring->rank == rank &&
+        ring->world == world) {
+        shr_state st = shr_get_state(ring->r);
+        if (st.epoch == self->epoch && st.cursor == self->cursor)
+            return 0;
+        /* an epoch read to its last batch: its end is all that stands in the way */
+        uint64_t nb = shr_batches_per_epoch(ring->r);
+        if (st.cursor == nb && self->cursor == 0 && st.epoch + 1 == self->epoch) {
+            const shr_batch *b;
+            if (shr_next(ring->r, &b) == SHR_EEND)
+                return 0;
+            ring->failed = 1;
+        }
+    }
+    return open_ring(self, self->epoch, self->cursor, rank, world);
+}
+
+static int flag(PyObject *o, int *out)
+{
+    int v = PyObject_IsTrue(o);
+    if (v < 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* rank and world when not given: torch.distributed's when it is initialised, else the RANK and
+ * WORLD_SIZE environment variables, else 0 of 1. */
+static int default_share(PyObject *rank_arg, PyObject *world_arg, uint32_t *rank, uint32_t *world)
+{
+    *rank = 0;
+    *world = 1;
+    int have_rank = rank_arg && rank_arg != Py_None, have_world = world_arg && world_arg != Py_None;
+    if (have_rank && to_u32(rank_arg, "rank", 0, rank) < 0)
+        return -1;
+    if (have_world && to_u32(world_arg, "world", 1, world) < 0)
+        return -1;
+    if (have_rank && have_world)
+        return 0;
+    PyObject *mods = PyImport_GetModuleDict();
+    PyObject *dist = mods ? PyDict_GetItemString(mods, "torch.distributed") : NULL;
+    if (dist) {
+        PyObject *avail = PyObject_CallMethod(dist, "is_available", NULL);
+        int ok = avail ? PyObject_IsTrue(avail) : -1;
+        Py_XDECREF(avail);
+        if (ok > 0) {
+            PyObject *init = PyObject_CallMethod(dist, "is_initialized", NULL);
+            ok = init ? PyObject_IsTrue(init) : -1;
+            Py_XDECREF(init);
+        }
+        if (ok < 0)
+            return -1;
+        if (ok) {
+            PyObject *r = PyObject_CallMethod(dist, "get_rank", NULL);
+            PyObject *w = r ? PyObject_CallMethod(dist, "get_world_size", NULL) : NULL;
+            int bad = !w || (!have_rank && to_u32(r, "torch.distributed rank", 0, rank) < 0) ||
+                      (!have_world && to_u32(w, "torch.distributed world size", 1, world) < 0);
+            Py_XDECREF(r);
+            Py_XDECREF(w);
+            return bad ? -1 : 0;
+        }
+    }
+    const char *names[2] = {"RANK", "WORLD_SIZE"};
+    uint32_t *dst[2] = {rank, world};
+    int given[2] = {have_rank, have_world};
+    for (int k = 0; k < 2; k++) {
+        const char *v = getenv(names[k]);
+        if (given[k] || !v || !*v)
+            continue;
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (errno || *end || v[0] == '-' || x > UINT32_MAX || (k == 1 && x == 0)) {
+            PyErr_Format(PyExc_ValueError, "environment variable %s=%s is not a valid %s",
+                         names[k], v, k ? "world size" : "rank");
+            return -1;
+        }
+        *dst[k] = (uint32_t)x;
+    }
+    return 0;
+}
+
+static int default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 4 ? 4 : (int)n;
+}
+
+static PyObject *import_torch(void)
+{
+    if (g_from_numpy)
+        return g_from_numpy;
+    PyObject *torch = PyImport_ImportModule("torch");
+    if (!torch)
+        return NULL;
+    g_from_numpy = PyObject_GetAttrString(torch, "from_numpy");
+    Py_DECREF(torch);
+    return g_from_numpy;
+}
+
+/* The Loader type to instantiate: once torch.utils.data is imported, a subclass of both Loader
+ * and torch's IterableDataset, so that DataLoader(loader, batch_size=None) treats it as one. */
+static PyTypeObject *loader_class(PyTypeObject *asked)
+{
+    if (asked != &LoaderType)
+        return asked;
+    if (g_torch_loader)
+        return (PyTypeObject *)g_torch_loader;
+    PyObject *mods = PyImport_GetModuleDict();
+    PyObject *tud = mods ? PyDict_GetItemString(mods, "torch.utils.data") : NULL;
+    if (!tud)
+        return asked;
+    PyObject *itds = PyObject_GetAttrString(tud, "IterableDataset");
+    if (!itds)
+        return NULL;
+    PyObject *cls = PyObject_CallFunction((PyObject *)&PyType_Type, "s(OO){s:s,s:s,s:()}",
+                                          "Loader", (PyObject *)&LoaderType, itds, "__module__",
+                                          "shardread", "__doc__", LoaderType.tp_doc, "__slots__");
+    Py_DECREF(itds);
+    if (!cls)
+        return NULL;
+    g_torch_loader = cls;
+    return (PyTypeObject *)cls;
+}
+
+static PyObject *Loader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyTypeObject *t = loader_class(type);
+    if (!t)
+        return NULL;
+    return t->tp_alloc(t, 0);
+}
+
+static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"path", "batch_size", "shuffle", "seed", "threads", "rank", "world",
+                             "drop_last", "size", "random_crop", "flip", "access", "framework",
+                             "return_indices", "order", "prefetch", "pin_memory", "uneven",
+                             "quasi_window", NULL};
+    PyObject *path, *batch_size = NULL, *shuffle = Py_False, *seed = NULL, *threads = Py_None,
+             *rank = Py_None, *world = Py_None, *drop_last = Py_False, *size = Py_None,
+             *random_crop = Py_False, *flip = Py_False, *access = NULL, *framework = NULL,
+             *return_indices = Py_False, *order = Py_None, *prefetch = Py_None,
+             *pin_memory = Py_True, *uneven = Py_None, *quasi_window = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOOOOOOOOOOOOOOO:Loader", kwlist, &path,
+                                     &batch_size, &shuffle, &seed, &threads, &rank, &world,
+                                     &drop_last, &size, &random_crop, &flip, &access, &framework,
+                                     &return_indices, &order, &prefetch, &pin_memory, &uneven,
+                                     &quasi_window))
+        return -1;
+    if (self->ring) {
+        PyErr_SetString(PyExc_RuntimeError, "a Loader cannot be initialised twice");
+        return -1;
+    }
+    shr_options *o = &self->o;
+    shr_options_init(o);
+    int v;
+    if (batch_size && to_u32(batch_size, "batch_size", 1, &o->batch_size) < 0)
+        return -1;
+    if (flag(shuffle, &v) < 0)
+        return -1;
+    o->order = v ? SHR_ORDER_RANDOM : SHR_ORDER_SEQUENTIAL;
+    if (order != Py_None) {
+        const char *s = PyUnicode_Check(order) ? PyUnicode_AsUTF8(order) : NULL;
+        if (s && strcmp(s, "sequential") == 0)
+            o->order = SHR_ORDER_SEQUENTIAL;
+        else if (s && strcmp(s, "random") == 0)
+            o->order = SHR_ORDER_RANDOM;
+        else if (s && strcmp(s, "quasi") == 0)
+            o->order = SHR_ORDER_QUASI;
+        else {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "order must be 'sequential', 'random' or 'quasi', "
+                             "not %R", order);
+            return -1;
+        }
+    }
+    if (seed && to_u64(seed, "seed", &o->seed) < 0)
+        return -1;
+    if (threads == Py_None)
+        o->threads = (uint32_t)default_threads();
+    else if (to_u32(threads, "threads", 1, &o->threads) < 0)
+        return -1;
+    if (default_share(rank, world, &self->rank, &self->world) < 0)
+        return -1;
+    if (flag(drop_last, &o->drop_last) < 0)
+        return -1;
+    if (size != Py_None) {
+        if (PyLong_Check(size)) {
+            if (to_u32(size, "size", 1, &o->height) < 0)
+                return -1;
+            o->width = o->height;
+        } else {
+            PyObject *h, *w;
+            if (!PyTuple_Check(size) || PyTuple_GET_SIZE(size) != 2) {
+                PyErr_Format(PyExc_ValueError, "size must be an int or a (height, width) tuple, "
+                             "not %R", size);
+                return -1;
+            }
+            h = PyTuple_GET_ITEM(size, 0);
+            w = PyTuple_GET_ITEM(size, 1);
+            if (to_u32(h, "size height", 1, &o->height) < 0 ||
+                to_u32(w, "size width", 1, &o->width) < 0)
+                return -1;
+        }
+    }
+    if (flag(random_crop, &o->random_crop) < 0 || flag(flip, &o->flip) < 0)
+        return -1;
+    shr_access a;
+    if (parse_access(access, &a) < 0)
+        return -1;
+    o->access = a;
+    self->framework = FW_NUMPY;
+    if (framework && framework != Py_None) {
+        const char *s = PyUnicode_Check(framework) ? PyUnicode_AsUTF8(framework) : NULL;
+        if (s && strcmp(s, "torch") == 0)
+            self->framework = FW_TORCH;
+        else if (!(s && strcmp(s, "numpy") == 0)) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "framework must be 'numpy' or 'torch', not %R",
+                             framework);
+            return -1;
+        }
+    }
+    if (self->framework == FW_TORCH && !import_torch())
+        return -1;
+    if (flag(return_indices, &self->return_indices) < 0)
+        return -1;
+    if (prefetch == Py_None) {
+        /* one more than the library's default: while next() waits, the for loop's variables
+         * still hold the previous batch */
+        o->prefetch = o->threads + 3 > 65536 ? 65536 : o->threads + 3;
+    } else if (to_u32(prefetch, "prefetch", 2, &o->prefetch) < 0) {
+        return -1;
+    }
+    if (flag(pin_memory, &v) < 0)
+        return -1;
+    o->pin = v ? SHR_PIN_AUTO : SHR_PIN_OFF;
+    if (uneven != Py_None) {
+        const char *s = PyUnicode_Check(uneven) ? PyUnicode_AsUTF8(uneven) : NULL;
+        if (s && strcmp(s, "pad") == 0)
+            o->uneven = SHR_UNEVEN_PAD;
+        else if (s && strcmp(s, "drop") == 0)
+            o->uneven = SHR_UNEVEN_DROP;
+        else {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "uneven must be 'pad' or 'drop', not %R", uneven);
+            return -1;
+        }
+    }
+    if (quasi_window && to_u32(quasi_window, "quasi_window", 1, &o->quasi_window) < 0)
+        return -1;
+    PyObject *b = fs_path(path);
+    if (!b)
+        return -1;
+    Py_XSETREF(self->path_bytes, b);
+    Py_XSETREF(self->path, PyOS_FSPath(path));
+    if (!self->path)
+        return -1;
+    self->epoch = 0;
+    self->cursor = 0;
+    return open_ring(self, 0, 0, self->rank, self->world);
+}
+
+static void Loader_dealloc(LoaderObject *self)
+{
+    Py_XDECREF(self->ring);
+    Py_XDECREF(self->path);
+    Py_XDECREF(self->path_bytes);
+    PyTypeObject *t = Py_TYPE(self);
+    t->tp_free((PyObject *)self);
+}
+
+static int loader_ready(const LoaderObject *self)
+{
+    if (!self->ring) {
+        PyErr_SetString(g_state_error, "the Loader is not open (its __init__ failed or was not "
+                        "called)");
+        return -1;
+    }
+    return 0;
+}
+
+static Py_ssize_t Loader_len(LoaderObject *self)
+{
+    if (loader_ready(self) < 0)
+        return -1;
+    return (Py_ssize_t)self->nb;
+}
+
+static PyObject *Loader_iter(LoaderObject *self)
+{
+    if (loader_ready(self) < 0)
+        return NULL;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the Loader is being iterated by another thread");
+        return NULL;
+    }
+    if (self->active) {
+        /* the last iteration was abandoned: like a DataLoader, a new one is a new epoch */
+        self->epoch++;
+        self->cursor = 0;
+        self->active = 0;
+    }
+    if (sync_ring(self) < 0)
+        return NULL;
+    LoaderIterObject *it = PyObject_New(LoaderIterObject, &LoaderIterType);
+    if (!it)
+        return NULL;
+    it->loader = (LoaderObject *)Py_NewRef(self);
+    it->gen = ++self->gen;
+    it->done = 0;
+    self->active = 1;
+    return (PyObject *)it;
+}
+
+/* The arrays (or tensors) of batch b of ring: views with a _Batch base, or copies when the
+ * caller already holds the most zero-copy batches allowed. */
+static PyObject *deliver(LoaderObject *self, RingObject *ring, const shr_batch *b)
+{
+    BatchObject *base = PyObject_New(BatchObject, &BatchType);
+    if (!base) {
+        shr_release(ring->r, b);
+        return NULL;
+    }
+    base->ring = (RingObject *)Py_NewRef(ring);
+    base->b = b;
+    ring->held++;
+    /* keep two buffers for the workers (see "Holding batches" at the top) */
+    int copy = ring->held + 2 > ring->nslots;
+    npy_intp dims[4] = {b->n, b->height, b->width, b->channels};
+    npy_intp n1[1] = {b->n};
+    PyObject *img, *lab, *idx = NULL;
+    if (copy) {
+        img = copy_of(b->data, 4, dims, NPY_UINT8);
+        lab = img ? copy_of(b->labels, 1, n1, NPY_INT64) : NULL;
+        if (lab && self->return_indices)
+            idx = copy_of(b->indices, 1, n1, NPY_INT64);
+        self->copies++;
+    } else {
+        img = view(b->data, 4, dims, NPY_UINT8, (PyObject *)base);
+        lab = img ? view(b->labels, 1, n1, NPY_INT64, (PyObject *)base) : NULL;
+        if (lab && self->return_indices)
+            idx = view(b->indices, 1, n1, NPY_INT64, (PyObject *)base);
+    }
+    Py_DECREF(base);    /* the views hold it now; for copies this gives the buffer back */
+    if (!img || !lab || (self->return_indices && !idx))
+        goto fail;
+    if (self->framework == FW_TORCH) {
+        PyObject **arrs[3] = {&img, &lab, &idx};
+        for (int k = 0; k < 3; k++) {
+            if (!*arrs[k])
+                continue;
+            PyObject *t = PyObject_CallOneArg(g_from_numpy, *arrs[k]);
+            if (!t)
+                goto fail;
+            Py_SETREF(*arrs[k], t);
+        }
+    }
+    if (idx)
+        return Py_BuildValue("(NNN)", img, lab, idx);
+    return Py_BuildValue("(NN)", img, lab);
+fail:
+    Py_XDECREF(img);
+    Py_XDECREF(lab);
+    Py_XDECREF(idx);
+    return NULL;
+}
+
+static PyObject *LoaderIter_next(LoaderIterObject *it)
+{
+    LoaderObject *self = it->loader;
+    if (it->done)
+        return NULL;
+    if (it->gen != self->gen || !self->active) {
+        PyErr_SetString(PyExc_RuntimeError, "this Loader iterator is finished: a newer iteration "
+                        "of the Loader (or set_epoch / load_state_dict) replaced it");
+        return NULL;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the Loader is being iterated by another thread");
+        return NULL;
+    }
+    /* a forked child continues where the parent stood, with a reader of its own */
+    if (self->ring->pid != getpid() && sync_ring(self) < 0)
+        return NULL;
+    RingObject *ring = (RingObject *)Py_NewRef(self->ring);
+    const shr_batch *b = NULL;
+    int rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = shr_next(ring->r, &b);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    PyObject *out = NULL;
+    if (rc == SHR_EEND) {
+        shr_state st = shr_get_state(ring->r);
+        self->epoch = st.epoch;
+        self->cursor = st.cursor;
+        self->active = 0;
+        it->done = 1;
+    } else if (rc) {
+        ring->failed = 1;
+        self->active = 0;
+        it->done = 1;
+        raise_lib(rc, shr_last_error(ring->r));
+    } else {
+        self->epoch = b->epoch;
+        self->cursor = b->number + 1;
+        out = deliver(self, ring, b);
+    }
+    Py_DECREF(ring);
+    return out;
+}
+
+static void LoaderIter_dealloc(LoaderIterObject *it)
+{
+    Py_XDECREF(it->loader);
+    PyObject_Free(it);
+}
+
+static PyTypeObject LoaderIterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shardread._LoaderIterator",
+    .tp_basicsize = sizeof(LoaderIterObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One epoch of a Loader's batches (internal; made by iter(loader)).",
+    .tp_dealloc = (destructor)LoaderIter_dealloc,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)LoaderIter_next,
+};
+
+static PyObject *Loader_set_epoch(LoaderObject *self, PyObject *arg)
+{
+    uint64_t e;
+    if (to_u64(arg, "epoch", &e) < 0)
+        return NULL;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the Loader is being iterated by another thread");
+        return NULL;
+    }
+    /* a state just loaded for this epoch keeps its cursor: load_state_dict(s); set_epoch(e) */
+    if (self->active || e != self->epoch) {
+        self->epoch = e;
+        self->cursor = 0;
+    }
+    self->active = 0;
+    Py_RETURN_NONE;
+}
+
+static const char *const state_keys[] = {"seed", "epoch", "cursor", "batch_size", "rank", "world",
+                                         "order", "drop_last", "uneven", "samples"};
+
+static const char *order_name(shr_order o)
+{
+    return o == SHR_ORDER_RANDOM ? "random" : o == SHR_ORDER_QUASI ? "quasi" : "sequential";
+}
+
+static uint64_t loader_samples(const LoaderObject *self)
+{
+    shr_info info;
+    shr_get_info(self->ring->r, &info);
+    return info.samples;
+}
+
+static PyObject *Loader_state_dict(LoaderObject *self, PyObject *unused)
+{
+    if (loader_ready(self) < 0)
+        return NULL;
+    return Py_BuildValue("{s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:s,s:K}", state_keys[0],
+                         (unsigned long long)self->o.seed, state_keys[1],
+                         (unsigned long long)self->epoch, state_keys[2],
+                         (unsigned long long)self->cursor, state_keys[3], self->o.batch_size,
+                         state_keys[4], self->rank, state_keys[5], self->world, state_keys[6],
+                         order_name(self->o.order), state_keys[7],
+                         self->o.drop_last ? Py_True : Py_False, state_keys[8],
+                         self->o.uneven == SHR_UNEVEN_DROP ? "drop" : "pad", state_keys[9],
+                         (unsigned long long)loader_samples(self));
+}
+
+static PyObject *Loader_load_state_dict(LoaderObject *self, PyObject *state)
+{
+    if (loader_ready(self) < 0)
+        return NULL;
+    if (!PyDict_Check(state))
+        return PyErr_Format(PyExc_TypeError, "load_state_dict takes the dict of state_dict(), "
+                            "not %.100s", Py_TYPE(state)->tp_name);
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the Loader is being iterated by another thread");
+        return NULL;
+    }
+    PyObject *mine = Loader_state_dict(self, NULL);
+    if (!mine)
+        return NULL;
+    uint64_t seed = 0, epoch = 0, cursor = 0;
+    uint64_t *dst[3] = {&seed, &epoch, &cursor};
+    PyObject *res = NULL;
+    for (size_t k = 0; k < sizeof state_keys / sizeof *state_keys; k++) {
+        PyObject *v = PyDict_GetItemString(state, state_keys[k]);
+        if (!v) {
+            PyErr_Format(PyExc_ValueError, "state has no '%s'", state_keys[k]);
+            goto leave;
+        }
+        if (k < 3) {
+            if (to_u64(v, state_keys[k], dst[k]) < 0)
+                goto leave;
+            continue;
+        }
+        /* the rest must be as this Loader has them, or the batches would differ */
+        int eq = PyObject_RichCompareBool(v, PyDict_GetItemString(mine, state_keys[k]), Py_EQ);
+        if (eq < 0)
+            goto leave;
+        if (!eq) {
+            PyErr_Format(PyExc_ValueError, "state was saved with %s=%R, this Loader has %s=%R: "
+                         "it would not resume the same batches", state_keys[k], v, state_keys[k],
+                         PyDict_GetItemString(mine, state_keys[k]));
+            goto leave;
+        }
+    }
+    if (cursor > self->nb) {
+        PyErr_Format(PyExc_ValueError, "state cursor %llu is past the epoch's %llu batches",
+                     (unsigned long long)cursor, (unsigned long long)self->nb);
+        goto leave;
+    }
+    if (seed != self->o.seed) {
+        /* a different seed: the current ring reads another order, so open one now */
+        uint64_t old = self->o.seed;
+        self->o.seed = seed;
+        if (open_ring(self, epoch, cursor, self->ring->rank, self->ring->world) < 0) {
+            self->o.seed = old;
+            goto leave;
+        }
+    }
+    self->epoch = epoch;
+    self->cursor = cursor;
+    self->active = 0;
+    res = Py_NewRef(Py_None);
+leave:
+    Py_DECREF(mine);
+    return res;
+}
+
+static PyObject *Loader_get_info(LoaderObject *self, void *closure)
+{
+    if (loader_ready(self) < 0)
+        return NULL;
+    shr_info in;
+    shr_get_info(self->ring->r, &in);
+    uint32_t nc = in.channels < 3 ? in.channels : 3;
+    return Py_BuildValue("{s:K,s:I,s:(III),s:N,s:N,s:K,s:K,s:K,s:K}", "samples",
+                         (unsigned long long)in.samples, "num_classes", in.classes, "shape",
+                         in.height, in.width, in.channels, "mean", double_list(in.mean, nc), "std",
+                         double_list(in.std, nc), "batch_bytes",
+                         (unsigned long long)in.batch_bytes, "ring_bytes",
+                         (unsigned long long)in.ring_bytes, "batches",
+                         (unsigned long long)self->nb, "samples_per_epoch",
+                         (unsigned long long)shr_samples_per_epoch(self->ring->r));
+}
+
+#define LOADER_U(name, expr)                                                                      \
+    static PyObject *Loader_get_##name(LoaderObject *self, void *closure)                         \
+    {                                                                                              \
+        return PyLong_FromUnsignedLongLong((unsigned long long)(expr));                            \
+    }
+LOADER_U(batch_size, self->o.batch_size)
+LOADER_U(threads, self->o.threads)
+LOADER_U(prefetch, self->o.prefetch)
+LOADER_U(rank, self->rank)
+LOADER_U(world, self->world)
+LOADER_U(epoch, self->epoch)
+LOADER_U(seed, self->o.seed)
+LOADER_U(copies, self->copies)
+LOADER_U(held, self->ring ? self->ring->held : 0)
+
+static PyObject *Loader_get_path(LoaderObject *self, void *closure)
+{
+    return Py_NewRef(self->path ? self->path : Py_None);
+}
+
+static PyObject *Loader_repr(LoaderObject *self)
+{
+    if (!self->ring)
+        return PyUnicode_FromString("<shardread.Loader (not open)>");
+    return PyUnicode_FromFormat("<shardread.Loader %R: batch_size %u, %s order, %llu batches per "
+                                "epoch, rank %u of %u>", self->path, self->o.batch_size,
+                                order_name(self->o.order), (unsigned long long)self->nb,
+                                self->rank, self->world);
+}
+
+static PyMethodDef Loader_methods[] = {
+    {"set_epoch", (PyCFunction)Loader_set_epoch, METH_O,
+     "set_epoch(epoch)\n\nMake the next iteration read this epoch (its order comes from seed and "
+     "epoch). Without it, each iteration reads the epoch after the last. An iteration under way "
+     "is abandoned. After load_state_dict of a state in this same epoch the loaded cursor is "
+     "kept, so load_state_dict(s); set_epoch(s['epoch']) resumes mid-epoch."},
+    {"state_dict", (PyCFunction)Loader_state_dict, METH_NOARGS,
+     "state_dict() -> dict\n\nWhere the Loader stands, as a small JSON-serialisable dict: seed, "
+     "epoch and cursor (the next batch's number in the epoch; equal to len(loader) when the "
+     "epoch's batches have all been delivered), plus the options that must match to resume "
+     "(batch_size, rank, world, order, drop_last, uneven, samples). A Loader given it with "
+     "load_state_dict yields exactly the batches that were left."},
+    {"load_state_dict", (PyCFunction)Loader_load_state_dict, METH_O,
+     "load_state_dict(state)\n\nContinue from a state_dict(): the next iteration yields the rest "
+     "of that epoch, batch for batch, then iterations go on with the following epochs. "
+     "ValueError when the state was saved with other options (batch size, ranks, order, ...) "
+     "or for another dataset size."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Loader_getset[] = {
+    {"info", (getter)Loader_get_info, NULL,
+     "The batches' facts as a dict: samples (in the dataset), num_classes, shape (height, width, "
+     "channels of each sample in a batch), mean and std (per channel, 0..255), batch_bytes, "
+     "ring_bytes (all the ring's buffers), batches and samples_per_epoch (this rank's).",
+     NULL},
+    {"batch_size", (getter)Loader_get_batch_size, NULL, "Samples per batch.", NULL},
+    {"threads", (getter)Loader_get_threads, NULL, "Reader worker threads.", NULL},
+    {"prefetch", (getter)Loader_get_prefetch, NULL, "Batch buffers in the ring.", NULL},
+    {"rank", (getter)Loader_get_rank, NULL, "This process's rank.", NULL},
+    {"world", (getter)Loader_get_world, NULL, "The number of ranks.", NULL},
+    {"epoch", (getter)Loader_get_epoch, NULL, "The epoch the next batch belongs to.", NULL},
+    {"seed", (getter)Loader_get_seed, NULL, "Seed of the orders and augmentation draws.", NULL},
+    {"copies", (getter)Loader_get_copies, NULL,
+     "Batches delivered as copies because prefetch - 2 zero-copy batches were already held.", NULL},
+    {"held", (getter)Loader_get_held, NULL,
+     "Zero-copy batches of the current reader still alive in Python (each keeps a ring buffer).",
+     NULL},
+    {"path", (getter)Loader_get_path, NULL, "The dataset directory.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods Loader_as_sequence = {
+    .sq_length = (lenfunc)Loader_len,
+};
+
+static PyTypeObject LoaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shardread.Loader",
+    .tp_basicsize = sizeof(LoaderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc =
+        "Loader(path, batch_size=256, shuffle=False, seed=0, threads=None, rank=None, world=None,\n"
+        "       drop_last=False, size=None, random_crop=False, flip=False, access='mmap',\n"
+        "       framework='numpy', return_indices=False, order=None, prefetch=None,\n"
+        "       pin_memory=True, uneven='pad', quasi_window=4)\n\n"
+        "Batches of a shardc dataset, read ahead by worker threads into a ring of buffers:\n\n"
+        "    for images, labels in shardread.Loader('ds', batch_size=256, shuffle=True):\n"
+        "        ...   # images (B, H, W, C) uint8, labels (B,) int64\n\n"
+        "Each iteration is one epoch; the next iteration starts the next epoch (a random order is "
+        "a fresh permutation per epoch, from seed and epoch). The batches of an epoch depend only "
+        "on the dataset, the options, seed and epoch, never on threads or timing.\n\n"
+        "shuffle: random order (order='quasi' reads shard windows, for data larger than RAM). "
+        "threads: worker threads (default: the cores, at most 4). rank/world: this process's "
+        "share; by default torch.distributed's when it is initialised, else the RANK and "
+        "WORLD_SIZE environment variables, else 0 of 1; every rank gets the same number of "
+        "batches (uneven='pad' repeats samples, 'drop' drops them). drop_last: drop a short last "
+        "batch. size: an int or (height, width); every sample is center-cropped (random_crop: at "
+        "a random offset) or zero-padded to it; needed when samples vary in size. flip: mirror "
+        "with probability 1/2. access: 'mmap', 'pread' (files that may change, network "
+        "filesystems) or 'direct' (O_DIRECT). framework='torch': torch tensors (uint8 NHWC, "
+        "int64) sharing the batch memory. return_indices: a third element, the dataset indices. "
+        "prefetch: ring buffers (default threads + 3). pin_memory: ring buffers in CUDA pinned "
+        "memory where a device exists, so images.cuda(non_blocking=True) is an asynchronous "
+        "copy.\n\n"
+        "Batches are zero-copy views of the ring buffers: a buffer is reused once every array "
+        "and tensor of its batch is collected. Up to prefetch - 2 batches may be kept this way; "
+        "a batch delivered while that many are kept is copied instead (see copies), so keeping "
+        "batches never blocks the reader nor changes them.\n\n"
+        "len(loader) is the batches per epoch of this rank. state_dict() / load_state_dict() "
+        "resume exactly; set_epoch(e) picks the epoch the next iteration reads. Once torch is "
+        "imported, a Loader is a torch.utils.data.IterableDataset: DataLoader(loader, "
+        "batch_size=None) works (num_workers=0 is the right choice: the Loader has its own "
+        "threads; with workers, each reads a disjoint part of the share). The GIL is released "
+        "while waiting for a batch. Errors: shardread.Error subclasses (CorruptError names the "
+        "damaged file), FileNotFoundError for a missing dataset, ValueError for bad arguments.",
+    .tp_new = Loader_new,
+    .tp_init = (initproc)Loader_init,
+    .tp_dealloc = (destructor)Loader_dealloc,
+    .tp_repr = (reprfunc)Loader_repr,
+    .tp_iter = (getiterfunc)Loader_iter,
+    .tp_as_sequence = &Loader_as_sequence,
+    .tp_methods = Loader_methods,
+    .tp_getset = Loader_getset,
+};
+
+/* ======================================================================================== */
+/* the module                                                                                */
+/* ======================================================================================== */
+
+static PyObject *new_error(PyObject *m, const char *name, PyObject *bases, const char *doc)
+{
+    char full[64];
+    snprintf(full, sizeof full, "shardread.%s", name);
+    PyObject *e = PyErr_NewExceptionWithDoc(full, doc, bases, NULL);
+    if (!e)
+        return NULL;
+    if (PyModule_AddObjectRef(m, name, e) < 0) {
+        Py_DECREF(e);
+        return NULL;
+    }
+    return e;
+}
+
+static PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "shardread",
+    .m_doc = "Read datasets written by shardc (libshardread) from Python, numpy and PyTorch.\n\n"
+             "    import shardread\n"
+             "    ds = shardread.Dataset('ds')              # map-style: ds[i] -> (image, label)\n"
+             "    loader = shardread.Loader('ds', batch_size=256, shuffle=True, threads=4)\n"
+             "    for images, labels in loader:             # (B, H, W, C) uint8, (B,) int64\n"
+             "        ...\n\n"
+             "Errors are shardread.Error subclasses: CorruptError (a damaged file, named in the "
+             "message), ArgumentError (a ValueError), ShapeError, NotFoundError (a "
+             "FileNotFoundError), ReadError (an OSError), StateError, UnsupportedError.",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit_shardread(void);
+
+PyMODINIT_FUNC PyInit_shardread(void)
+{
+    import_array();
+    if (PyType_Ready(&DatasetType) < 0 || PyType_Ready(&RingType) < 0 ||
+        PyType_Ready(&BatchType) < 0 || PyType_Ready(&LoaderType) < 0 ||
+        PyType_Ready(&LoaderIterType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    PyObject *b = NULL;
+    if (!(g_error = new_error(m, "Error", NULL, "Base class of the errors of libshardread. "
+                              ".code is the library's error code, .reason its name; the message "
+                              "names the file at fault.")))
+        goto fail;
+    if (!(g_corrupt_error = new_error(m, "CorruptError", g_error, "A damaged, truncated or "
+                                      "unrecognised dataset file (named in the message).")))
+        goto fail;
+    if (!(b = PyTuple_Pack(2, g_error, PyExc_ValueError)) ||
+        !(g_argument_error = new_error(m, "ArgumentError", b, "An option or argument the "
+                                       "library refused (also a ValueError).")))
+        goto fail;
+    Py_CLEAR(b);
+    if (!(g_shape_error = new_error(m, "ShapeError", g_argument_error, "Samples vary in size "
+                                    "and no size= was given to crop or pad them to.")))
+        goto fail;
+    if (!(b = PyTuple_Pack(2, g_error, PyExc_FileNotFoundError)) ||
+        !(g_not_found_error = new_error(m, "NotFoundError", b, "No dataset there: no manifest, "
+                                        "or a missing file (also a FileNotFoundError).")))
+        goto fail;
+    Py_CLEAR(b);
+    if (!(b = PyTuple_Pack(2, g_error, PyExc_OSError)) ||
+        !(g_read_error = new_error(m, "ReadError", b, "A system error reading the dataset (also "
+                                   "an OSError, with its errno).")))
+        goto fail;
+    Py_CLEAR(b);
+    if (!(g_state_error = new_error(m, "StateError", g_error, "The reader failed earlier (or "
+                                    "the object is not open); open a new one.")))
+        goto fail;
+    if (!(g_unsupported_error = new_error(m, "UnsupportedError", g_error, "A valid dataset "
+                                          "this build cannot read (e.g. a backend left out).")))
+        goto fail;
+    if (PyModule_AddObjectRef(m, "Dataset", (PyObject *)&DatasetType) < 0 ||
+        PyModule_AddObjectRef(m, "Loader", (PyObject *)&LoaderType) < 0 ||
+        PyModule_AddStringConstant(m, "__version__", "0.1.0") < 0 ||
+        PyModule_AddIntConstant(m, "LIBRARY_VERSION_MAJOR", SHR_VERSION_MAJOR) < 0 ||
+        PyModule_AddIntConstant(m, "LIBRARY_VERSION_MINOR", SHR_VERSION_MINOR) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_XDECREF(b);
+    Py_DECREF(m);
+    return NULL;
+}

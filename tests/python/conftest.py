@@ -1,0 +1,62 @@
+"""Fixtures of the shardread tests: real datasets built at test time by the shardc binaries of
+the build under test ($BUILD, default build/), from synthetic images of many sizes."""
+import os
+import random
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+SHARDC = os.path.join(BUILD, "bin", "shardc")
+MKSAMPLE = os.path.join(BUILD, "bin", "shardc-mksample")
+
+N_SAMPLES = 23
+
+
+def run(*cmd):
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+class Fixtures:
+    """Paths of the fixture datasets, and the list they were built from."""
+
+    def __init__(self, root):
+        self.root = str(root)
+        src = os.path.join(self.root, "src")
+        full = os.path.join(self.root, "list-all.txt")
+        run(MKSAMPLE, src, "--classes", "3", "--per-class", "8", "--no-broken", "--quiet",
+            "--list", full, "--seed", "5")
+        with open(full) as f:
+            lines = [ln.split() for ln in f if ln.strip()]
+        # a shuffled list: labels do not follow the sample order
+        random.Random(3).shuffle(lines)
+        lines = lines[:N_SAMPLES]
+        self.list_labels = [int(lab) for _, lab in lines]
+        lst = os.path.join(self.root, "list.txt")
+        with open(lst, "w") as f:
+            f.writelines(f"{p} {lab}\n" for p, lab in lines)
+        self.fixed = self.build("fixed", src, lst, "--size", "24x20")
+        self.gray = self.build("gray", src, lst, "--size", "24x20", "--gray")
+        self.var = self.build("var", src, lst, "--max-side", "40")
+
+    def build(self, name, src, lst, *opts):
+        out = os.path.join(self.root, name)
+        run(SHARDC, "build", src, "--list", lst, "-o", out, "--shard-samples", "7", "-j", "2",
+            "--no-progress", *opts)
+        return out
+
+    def copy(self, which, name):
+        """A copy of a fixture dataset, to damage."""
+        dst = os.path.join(self.root, name)
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(getattr(self, which), dst)
+        return dst
+
+
+@pytest.fixture(scope="session")
+def fx(tmp_path_factory):
+    if not os.access(SHARDC, os.X_OK):
+        pytest.fail(f"{SHARDC} not found: build first (make all)")
+    return Fixtures(tmp_path_factory.mktemp("shardread"))

@@ -1,0 +1,558 @@
+"""shardread, the Python module: Dataset against `shardc cat`, the Loader's batches against the
+Dataset, orders, epochs, exact resumption, ranks, zero-copy batches and their lifetime, torch
+interop, errors."""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import shardread
+from conftest import N_SAMPLES, SHARDC
+
+try:
+    import torch
+    import torch.utils.data
+except ImportError:  # the torch tests skip, visibly
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+
+
+def read_ppm(data):
+    """(H, W, C) uint8 of a binary PPM/PGM as `shardc cat` writes it."""
+    parts, pos = [], 0
+    while len(parts) < 4:
+        while data[pos:pos + 1].isspace():
+            pos += 1
+        end = pos
+        while not data[end:end + 1].isspace():
+            end += 1
+        parts.append(data[pos:end])
+        pos = end
+    pos += 1
+    magic, w, h = parts[0], int(parts[1]), int(parts[2])
+    c = 3 if magic == b"P6" else 1
+    assert magic in (b"P5", b"P6") and int(parts[3]) == 255
+    return np.frombuffer(data[pos:pos + w * h * c], np.uint8).reshape(h, w, c)
+
+
+def epoch(loader):
+    """One iteration's batches, copied: [(images, labels, indices)]."""
+    out = []
+    for b in loader:
+        out.append(tuple(np.array(x, copy=True) for x in b))
+    return out
+
+
+def indices_of(batches):
+    return [int(i) for b in batches for i in b[2]]
+
+
+def same(a, b):
+    return len(a) == len(b) and all(
+        len(x) == len(y) and all(np.array_equal(p, q) for p, q in zip(x, y)) for x, y in zip(a, b))
+
+
+# ---- Dataset ----
+
+@pytest.mark.parametrize("which", ["fixed", "gray", "var"])
+def test_dataset_equals_shardc_cat(fx, which):
+    path = getattr(fx, which)
+    ds = shardread.Dataset(path)
+    assert len(ds) == N_SAMPLES
+    info = json.loads(subprocess.run([SHARDC, "info", path, "--json"], check=True,
+                                     capture_output=True).stdout)
+    assert ds.info["classes"] == info["classes"]
+    assert ds.info["samples"] == info["samples"] == N_SAMPLES
+    assert ds.info["format"] == "raw"
+    assert ds.info["channels"] == (1 if which == "gray" else 3)
+    assert ds.info["size"] == (None if which == "var" else (20, 24))
+    assert ds.info["geometry"]["mode"] == ("keep" if which == "var" else "size")
+    assert ds.info["mean"] == pytest.approx(info["mean"], abs=1e-3)
+    assert ds.info["std"] == pytest.approx(info["std"], abs=1e-3)
+    sizes = set()
+    for i in range(N_SAMPLES):
+        image, label = ds[i]
+        ref = read_ppm(subprocess.run([SHARDC, "cat", path, str(i)], check=True,
+                                      capture_output=True).stdout)
+        assert image.dtype == np.uint8 and image.shape == ref.shape
+        assert np.array_equal(image, ref), f"sample {i} differs from shardc cat"
+        # the label the list file gave the sample's source image
+        meta = ds.sample(i)
+        assert label == meta["label"] == fx.list_labels[meta["source"]]
+        assert meta["shape"] == image.shape
+        sizes.add(image.shape)
+    if which == "var":
+        assert len(sizes) > 5  # samples of many sizes
+    image, label = ds[-1]
+    assert np.array_equal(image, ds[N_SAMPLES - 1][0])
+    assert ds[np.int64(2)][1] == ds[2][1]
+    with pytest.raises(IndexError):
+        ds[N_SAMPLES]
+    with pytest.raises(IndexError):
+        ds[-N_SAMPLES - 1]
+    with pytest.raises(TypeError):
+        ds["0"]
+
+
+def test_dataset_access_modes_agree(fx):
+    ref = shardread.Dataset(fx.var)
+    for access in ("pread", "direct"):
+        ds = shardread.Dataset(fx.var, access=access)
+        for i in range(N_SAMPLES):
+            assert np.array_equal(ds[i][0], ref[i][0])
+    with pytest.raises(ValueError):
+        shardread.Dataset(fx.var, access="mmmap")
+
+
+# ---- Loader: batches, orders, epochs ----
+
+def test_batches_equal_dataset(fx):
+    ds = shardread.Dataset(fx.fixed)
+    for shuffle in (False, True):
+        loader = shardread.Loader(fx.fixed, batch_size=5, shuffle=shuffle, seed=3, threads=2,
+                                  return_indices=True)
+        assert len(loader) == 5  # 23 samples: 4 of 5 and one of 3
+        batches = epoch(loader)
+        assert [len(b[1]) for b in batches] == [5, 5, 5, 5, 3]
+        for images, labels, indices in batches:
+            assert images.dtype == np.uint8 and images.shape[1:] == (20, 24, 3)
+            assert labels.dtype == np.int64 and indices.dtype == np.int64
+            for k, i in enumerate(indices):
+                image, label = ds[int(i)]
+                assert np.array_equal(images[k], image)
+                assert labels[k] == label
+        idx = indices_of(batches)
+        assert sorted(idx) == list(range(N_SAMPLES))  # every sample once
+        if shuffle:
+            assert idx != list(range(N_SAMPLES))
+        else:
+            assert idx == list(range(N_SAMPLES))
+
+
+def test_gray_and_cropped_batches(fx):
+    ds = shardread.Dataset(fx.gray)
+    images, labels, indices = next(iter(shardread.Loader(fx.gray, batch_size=4,
+                                                         return_indices=True)))
+    assert images.shape == (4, 20, 24, 1)
+    for k, i in enumerate(indices):
+        assert np.array_equal(images[k], ds[int(i)][0])
+
+    # samples of their own sizes, center-cropped or zero-padded to 16 x 30 (height x width)
+    ds = shardread.Dataset(fx.var)
+    with pytest.raises(shardread.ShapeError):
+        shardread.Loader(fx.var, batch_size=4)
+    with pytest.raises(ValueError):
+        shardread.Loader(fx.var, batch_size=4)
+    seen = 0
+    for images, labels, indices in shardread.Loader(fx.var, batch_size=4, size=(16, 30),
+                                                    return_indices=True):
+        assert images.shape[1:] == (16, 30, 3)
+        for k, i in enumerate(indices):
+            src = ds[int(i)][0]
+            want = np.zeros((16, 30, 3), np.uint8)
+            h, w = src.shape[:2]
+            ch, cw = min(h, 16), min(w, 30)
+            sy, sx = (h - ch) // 2, (w - cw) // 2
+            dy, dx = (16 - ch) // 2, (30 - cw) // 2
+            want[dy:dy + ch, dx:dx + cw] = src[sy:sy + ch, sx:sx + cw]
+            assert np.array_equal(images[k], want), f"sample {int(i)}"
+            seen += 1
+    assert seen == N_SAMPLES
+
+
+def test_flip_mirrors(fx):
+    ds = shardread.Dataset(fx.fixed)
+    flipped = 0
+    for images, _, indices in shardread.Loader(fx.fixed, batch_size=8, flip=True, seed=1,
+                                               return_indices=True):
+        for k, i in enumerate(indices):
+            src = ds[int(i)][0]
+            if np.array_equal(images[k], src[:, ::-1]) and not np.array_equal(src, src[:, ::-1]):
+                flipped += 1
+            else:
+                assert np.array_equal(images[k], src)
+    assert 0 < flipped < N_SAMPLES
+
+
+def test_iterating_again_is_the_next_epoch_and_set_epoch_picks_one(fx):
+    loader = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=9, return_indices=True)
+    e0, e1, e2 = epoch(loader), epoch(loader), epoch(loader)
+    assert indices_of(e0) != indices_of(e1) != indices_of(e2)
+    for e in (e0, e1, e2):
+        assert sorted(indices_of(e)) == list(range(N_SAMPLES))
+    assert loader.epoch == 3
+    # set_epoch chooses; the same epoch is the same batches on any Loader with the same seed
+    loader.set_epoch(1)
+    assert same(epoch(loader), e1)
+    other = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=9, threads=1,
+                             return_indices=True)
+    other.set_epoch(0)
+    assert same(epoch(other), e0)
+    other.set_epoch(2)
+    assert same(epoch(other), e2)
+    # another seed, another order
+    seed2 = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=10, return_indices=True)
+    assert indices_of(epoch(seed2)) != indices_of(e0)
+    # an iteration abandoned part way: the next iteration is the next epoch, from its start
+    loader.set_epoch(0)
+    it = iter(loader)
+    next(it)
+    assert same(epoch(loader), e1)
+    with pytest.raises(RuntimeError):
+        next(it)  # superseded
+
+
+def test_state_dict_resumes_exactly(fx):
+    opts = dict(batch_size=4, shuffle=True, seed=21, return_indices=True)
+    ref = shardread.Loader(fx.fixed, **opts)
+    ref.set_epoch(4)
+    e4, e5 = epoch(ref), epoch(ref)
+    nb = len(ref)
+    assert nb == 6
+    for cursor in (0, 1, 3, nb - 1, nb):
+        loader = shardread.Loader(fx.fixed, **opts)
+        loader.set_epoch(4)
+        it = iter(loader)
+        for _ in range(cursor):
+            next(it)
+        state = loader.state_dict()
+        assert state["epoch"] == 4 and state["cursor"] == cursor and state["seed"] == 21
+        state = json.loads(json.dumps(state))  # JSON-serialisable
+        resumed = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=0, threads=1,
+                                   return_indices=True)
+        resumed.load_state_dict(state)
+        assert same(epoch(resumed), e4[cursor:]), f"cursor {cursor}"
+        assert same(epoch(resumed), e5)
+        # the usual loop: load_state_dict, then set_epoch(state's epoch) keeps the cursor
+        again = shardread.Loader(fx.fixed, **opts)
+        again.load_state_dict(state)
+        again.set_epoch(4)
+        assert same(epoch(again), e4[cursor:])
+    # a finished epoch's state continues with the next epoch
+    done = shardread.Loader(fx.fixed, **opts)
+    done.set_epoch(4)
+    epoch(done)
+    state = done.state_dict()
+    assert (state["epoch"], state["cursor"]) == (5, 0)
+    fresh = shardread.Loader(fx.fixed, **opts)
+    fresh.load_state_dict(state)
+    assert same(epoch(fresh), e5)
+    # a state of other options would not resume the same batches
+    for key, value in (("batch_size", 5), ("world", 2), ("samples", 99), ("order", "sequential")):
+        bad = dict(state, **{key: value})
+        with pytest.raises(ValueError, match=key):
+            fresh.load_state_dict(bad)
+    with pytest.raises(ValueError):
+        fresh.load_state_dict(dict(state, cursor=nb + 1))
+    with pytest.raises(ValueError):
+        fresh.load_state_dict({"epoch": 1})
+
+
+@pytest.mark.parametrize("uneven", ["pad", "drop"])
+def test_ranks_equal_disjoint_shares(fx, uneven):
+    world = 3
+    shares = []
+    for rank in range(world):
+        loader = shardread.Loader(fx.fixed, batch_size=3, shuffle=True, seed=4, rank=rank,
+                                  world=world, uneven=uneven, return_indices=True)
+        assert (loader.rank, loader.world) == (rank, world)
+        shares.append(indices_of(epoch(loader)))
+    per = -(-N_SAMPLES // world) if uneven == "pad" else N_SAMPLES // world
+    assert all(len(s) == per for s in shares)
+    everything = [i for s in shares for i in s]
+    if uneven == "drop":
+        assert len(set(everything)) == len(everything)  # disjoint
+    else:
+        assert set(everything) == set(range(N_SAMPLES))  # all covered; padding repeats 1
+        assert len(everything) - len(set(everything)) == per * world - N_SAMPLES
+
+
+def test_rank_world_defaults(fx, monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    loader = shardread.Loader(fx.fixed, batch_size=2)
+    assert (loader.rank, loader.world) == (0, 1)
+    monkeypatch.setenv("RANK", "2")
+    monkeypatch.setenv("WORLD_SIZE", "5")
+    loader = shardread.Loader(fx.fixed, batch_size=2)
+    assert (loader.rank, loader.world) == (2, 5)
+    assert len(loader) == 3  # 5 samples of 23 for rank 2 of 5
+    assert shardread.Loader(fx.fixed, batch_size=2, rank=1).rank == 1
+    monkeypatch.setenv("WORLD_SIZE", "many")
+    with pytest.raises(ValueError, match="WORLD_SIZE"):
+        shardread.Loader(fx.fixed, batch_size=2)
+    monkeypatch.setenv("WORLD_SIZE", "5")
+    monkeypatch.setenv("RANK", "5")
+    with pytest.raises(shardread.ArgumentError, match="rank"):
+        shardread.Loader(fx.fixed, batch_size=2)
+
+
+@needs_torch
+def test_rank_world_from_torch_distributed(fx, monkeypatch, tmp_path):
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available in this torch build")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        loader = shardread.Loader(fx.fixed, batch_size=2)
+        assert (loader.rank, loader.world) == (0, 1)  # torch.distributed's, not the environment's
+    finally:
+        dist.destroy_process_group()
+    assert shardread.Loader(fx.fixed, batch_size=2).rank == 3
+
+
+# ---- batch memory ----
+
+def test_batches_are_views_of_the_ring_until_collected(fx):
+    loader = shardread.Loader(fx.fixed, batch_size=4, threads=1, prefetch=5)
+    it = iter(loader)
+    images, labels = next(it)
+    assert not images.flags.owndata and type(images.base).__name__ == "_Batch"
+    assert labels.base is images.base
+    assert images.ctypes.data % 4096 == 0  # the ring buffer itself
+    assert loader.held == 1
+    view = images[1:3]
+    del images, labels
+    assert loader.held == 1  # a view of the batch still holds its buffer
+    del view
+    assert loader.held == 0
+    assert loader.copies == 0
+
+
+def test_holding_many_batches_neither_blocks_nor_corrupts(fx):
+    ds = shardread.Dataset(fx.fixed)
+    loader = shardread.Loader(fx.fixed, batch_size=2, shuffle=True, seed=2, threads=2,
+                              prefetch=4, return_indices=True)
+    kept = []
+    failure = []
+
+    def consume():
+        try:
+            for _ in range(4):  # 4 epochs of 12 batches, all kept: far more than the ring's 4
+                for b in loader:
+                    kept.append(b)
+                    assert loader.held <= 2  # prefetch - 2 zero-copy batches at most
+        except BaseException as e:  # reported by the main thread
+            failure.append(e)
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    t.join(120)  # a liveness guard, not a timing: a deadlock would never finish
+    assert not t.is_alive(), "the Loader blocked with old batches held"
+    assert not failure, failure
+    assert len(kept) == 4 * 12
+    assert loader.copies == 4 * 12 - 2
+    # every kept batch still holds exactly its samples, the zero-copy ones included
+    for images, labels, indices in kept:
+        for k, i in enumerate(indices):
+            image, label = ds[int(i)]
+            assert np.array_equal(images[k], image) and labels[k] == label
+    zero_copy = [b for b in kept if not b[0].flags.owndata]
+    assert len(zero_copy) == 2
+    del kept, zero_copy, images, labels, indices
+    assert loader.held == 0
+    # and the ring runs on, all buffers free again
+    assert sorted(indices_of(epoch(loader))) == list(range(N_SAMPLES))
+    assert loader.copies == 4 * 12 - 2
+
+
+def test_batches_outlive_the_loader(fx):
+    loader = shardread.Loader(fx.fixed, batch_size=4, return_indices=True)
+    images, labels, indices = next(iter(loader))
+    expect = [shardread.Dataset(fx.fixed)[int(i)][0] for i in indices]
+    loader.load_state_dict(dict(loader.state_dict(), cursor=3))  # a new reader
+    del loader
+    for k in range(4):
+        assert np.array_equal(images[k], expect[k])
+
+
+def test_gil_released_while_waiting(fx):
+    # With a switch interval of 100 s the main thread never hands the GIL over on its own; the
+    # other thread can only run when the module releases it (or time.sleep in that thread).
+    loader = shardread.Loader(fx.var, batch_size=1, size=(40, 40), threads=1, prefetch=2)
+    count = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+            time.sleep(0)
+
+    old = sys.getswitchinterval()
+    t = threading.Thread(target=spin, daemon=True)
+    sys.setswitchinterval(100)
+    try:
+        t.start()
+        before = count[0]
+        for _ in range(3):
+            for _ in loader:
+                pass
+        ran = count[0] - before
+    finally:
+        stop.set()
+        sys.setswitchinterval(old)
+        t.join()
+    assert ran > 0
+
+
+def test_one_consumer_thread(fx):
+    loader = shardread.Loader(fx.fixed, batch_size=4)
+    results = []
+    barrier = threading.Barrier(2)
+
+    def run():
+        barrier.wait()
+        try:
+            results.append(len(epoch(loader)))
+        except RuntimeError:
+            results.append("busy")
+
+    ts = [threading.Thread(target=run) for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    # either both iterations ran one after the other, or one was refused: never interleaved
+    assert sorted(map(str, results)) in (["6", "6"], ["6", "busy"], ["busy", "busy"])
+
+
+# ---- torch ----
+
+@needs_torch
+def test_torch_tensors_share_the_batch_memory(fx):
+    ds = shardread.Dataset(fx.fixed)
+    loader = shardread.Loader(fx.fixed, batch_size=4, framework="torch", return_indices=True,
+                              threads=1, prefetch=5)
+    images, labels, indices = next(iter(loader))
+    assert isinstance(images, torch.Tensor) and images.dtype == torch.uint8
+    assert images.shape == (4, 20, 24, 3) and images.is_contiguous()
+    assert labels.dtype == torch.int64 and indices.dtype == torch.int64
+    assert images.data_ptr() % 4096 == 0
+    for k in range(4):
+        image, label = ds[int(indices[k])]
+        assert np.array_equal(images[k].numpy(), image) and int(labels[k]) == label
+    # the tensors hold the ring buffer: no copy was made, and it is given back when they go
+    assert loader.held == 1 and loader.copies == 0
+    arr = images.numpy()
+    assert arr.ctypes.data == images.data_ptr()
+    del images, labels, indices
+    assert loader.held == 1  # arr still uses it
+    del arr
+    assert loader.held == 0
+
+
+@needs_torch
+def test_loader_in_a_torch_dataloader(fx):
+    loader = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=5, return_indices=True)
+    assert isinstance(loader, torch.utils.data.IterableDataset)
+    assert isinstance(loader, shardread.Loader)
+    ref = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=5, return_indices=True)
+    want = epoch(ref)
+    dl = torch.utils.data.DataLoader(loader, batch_size=None)
+    assert len(dl) == len(loader) == 6
+    got = [tuple(x.numpy().copy() for x in b) for b in dl]
+    assert same(got, want)
+    assert isinstance(next(iter(torch.utils.data.DataLoader(loader, batch_size=None)))[0],
+                      torch.Tensor)
+
+
+@needs_torch
+def test_dataloader_workers_read_disjoint_parts(fx):
+    loader = shardread.Loader(fx.fixed, batch_size=3, shuffle=True, seed=5, uneven="drop",
+                              return_indices=True, threads=1)
+    dl = torch.utils.data.DataLoader(loader, batch_size=None, num_workers=2)
+    idx = [int(i) for b in dl for i in b[2]]
+    assert len(idx) == len(set(idx)) and len(idx) >= N_SAMPLES - 3
+
+
+@needs_torch
+def test_pinned_batches_copy_asynchronously(fx):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: pinned ring buffers not exercised")
+    loader = shardread.Loader(fx.fixed, batch_size=4, framework="torch")
+    images, labels = next(iter(loader))
+    assert images.is_pinned()  # torch sees the ring buffer as pinned: a real async copy
+    dev = images.cuda(non_blocking=True)
+    torch.cuda.synchronize()
+    assert torch.equal(dev.cpu(), images)
+    off = shardread.Loader(fx.fixed, batch_size=4, framework="torch", pin_memory=False)
+    assert not next(iter(off))[0].is_pinned()
+
+
+# ---- errors ----
+
+def test_missing_dataset(fx, tmp_path):
+    for make in (shardread.Dataset, shardread.Loader):
+        with pytest.raises(FileNotFoundError) as e:
+            make(str(tmp_path / "nothing-here"))
+        assert isinstance(e.value, shardread.Error)
+        assert "nothing-here" in str(e.value)
+
+
+def test_damaged_shard_named(fx):
+    shard = "shard-00001.raw"
+    path = fx.copy("fixed", "truncated")
+    os.truncate(os.path.join(path, shard), 5000)
+    for make in (shardread.Dataset, shardread.Loader):
+        with pytest.raises(shardread.CorruptError, match=shard) as e:
+            make(path)
+        assert path in str(e.value)
+    path = fx.copy("fixed", "garbage")
+    with open(os.path.join(path, "shard-00002.raw"), "r+b") as f:
+        f.write(b"this is no shard header")
+    with pytest.raises(shardread.CorruptError, match="shard-00002.raw"):
+        shardread.Loader(path, access="pread")
+    # truncated under an open reader (pread: a clean error, no SIGBUS): the batch that needs it
+    # fails naming the file, the batches before it arrive, and the iterator ends. With two ring
+    # buffers, batches 0 and 1 may be read before the truncation, batch 2 (shard 2) only after.
+    path = fx.copy("fixed", "truncated-later")
+    loader = shardread.Loader(path, batch_size=7, access="pread", threads=1, prefetch=2)
+    ds = shardread.Dataset(path, access="pread")
+    os.truncate(os.path.join(path, "shard-00002.raw"), 5000)
+    it = iter(loader)
+    for _ in range(2):
+        images, labels = next(it)  # copies (prefetch 2): no buffer stays held
+    assert loader.copies == 2
+    with pytest.raises(shardread.CorruptError, match="shard-00002.raw"):
+        next(it)
+    with pytest.raises(StopIteration):
+        next(it)
+    with pytest.raises(shardread.CorruptError, match="shard-00002.raw"):
+        ds[16]
+
+
+def test_bad_arguments(fx):
+    for kw in (dict(batch_size=0), dict(threads=0), dict(prefetch=1), dict(batch_size=-1),
+               dict(size=(0, 4)), dict(size="big"), dict(access="nfs"), dict(framework="jax"),
+               dict(order="best"), dict(uneven="some"), dict(rank=2, world=2),
+               dict(world=0), dict(batch_size=24, drop_last=True)):
+        with pytest.raises(ValueError):
+            shardread.Loader(fx.fixed, **kw)
+    with pytest.raises(TypeError):
+        shardread.Loader(fx.fixed, batch_size=2.5)
+    with pytest.raises(TypeError):
+        shardread.Loader()
+    loader = shardread.Loader(fx.fixed, batch_size=4)
+    with pytest.raises(TypeError):
+        loader.load_state_dict([1, 2])
+    with pytest.raises(ValueError):
+        loader.set_epoch(-1)
+
+
+def test_docstrings():
+    names = [shardread, shardread.Dataset, shardread.Loader, shardread.Error,
+             shardread.CorruptError, shardread.ArgumentError, shardread.ShapeError,
+             shardread.NotFoundError, shardread.ReadError, shardread.StateError,
+             shardread.UnsupportedError]
+    for cls in (shardread.Dataset, shardread.Loader):
+        names += [getattr(cls, n) for n in dir(cls) if not n.startswith("_")]
+    for obj in names:
+        assert obj.__doc__ and len(obj.__doc__) > 10, obj
