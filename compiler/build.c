@@ -287,6 +287,12 @@ static uint64_t fingerprint(const shc_build_opts *o, const fmt_inputs *in)
                     r->max_file_bytes, o->shard_bytes, o->shard_samples, o->align, r->augment,
                     r->seed};
     XXH3_64bits_update(st, v, sizeof v);
+    if (o->compress.codec) {
+        /* only when compressing, so that the fingerprints of other builds stay what they were */
+        char spec[32];
+        fmt_codec_format(&o->compress, spec, sizeof spec);
+        XXH3_64bits_update(st, spec, strlen(spec) + 1);
+    }
     if (r->augment) {
         char spec[256];
         fmt_aug_format(&r->aug, spec, sizeof spec);
@@ -593,14 +599,16 @@ static int write_inputs(const char *out, const fmt_inputs *in)
 
 static char *build_options_json(const shc_build_opts *o)
 {
-    char *s;
+    char *s, codec[32];
+    fmt_codec_format(&o->compress, codec, sizeof codec);
     int n = asprintf(&s,
                      "{\"channels\": %u, \"max_side_limit\": %u, \"max_pixels\": %" PRIu64
                      ", \"max_file_bytes\": %" PRIu64 ", \"shard_bytes\": %" PRIu64
-                     ", \"shard_samples\": %" PRIu64 ", \"align\": %u, \"source\": \"%s\"}",
+                     ", \"shard_samples\": %" PRIu64 ", \"align\": %u, \"compress\": \"%s\""
+                     ", \"source\": \"%s\"}",
                      o->r.channels, o->r.limits.max_side, o->r.limits.max_pixels,
                      o->r.max_file_bytes,
-                     o->shard_bytes, o->shard_samples, o->align, o->list ? "list" : "folders");
+                     o->shard_bytes, o->shard_samples, o->align, codec, o->list ? "list" : "folders");
     return n < 0 ? NULL : s;
 }
 
@@ -657,7 +665,8 @@ static void dry_encode(const shc_build_opts *o, const fmt_inputs *in, size_t pos
         free(params);
         return;
     }
-    fmt_writer_opts wo = {.align = o->align, .quality = o->quality};
+    fmt_writer_opts wo = {.align = o->align, .quality = o->quality, .codec = o->compress.codec,
+                          .level = o->compress.level};
     uint64_t e = 0, c = 0;
     int ok = 1;
     for (uint32_t v = 0; v < nper; v++) {
@@ -731,7 +740,10 @@ static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
     }
     double scale = 1.0;
     uint64_t good = in->n - bad, encoded = 0;
-    if (o->backend->w_sample_bytes && good) {
+    /* raw stores plain pixels exactly as w_cost says: only compressed raw needs encoding */
+    int measure = o->backend->w_sample_bytes &&
+                  (strcmp(o->backend->name, "raw") != 0 || o->compress.codec);
+    if (measure && good) {
         fmt_resizer *rz = NULL;
         uint64_t exact = 0, est = 0, step = (good + DRY_ENCODED_MAX - 1) / DRY_ENCODED_MAX, k = 0;
         if (fmt_resizer_create(&rz) == 0) {
@@ -1013,6 +1025,7 @@ int shc_build(const shc_build_opts *o)
                 char *stem = shard_stem(shard_no);
                 fmt_writer_opts wo = {.dir = o->out, .name = stem, .first_index = next_index,
                                       .fingerprint = fp, .align = align, .quality = o->quality,
+                                      .codec = o->compress.codec, .level = o->compress.level,
                                       .classes = (const char *const *)in.classes,
                                       .nclasses = in.nclasses};
                 rc = cur_path && stem ? be->w_open(&w, &wo) : ENOMEM;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "compress.h"
 #include "render.h"
 
 /* Exit codes of the CLI contract. */
@@ -27,6 +28,7 @@ typedef struct {
     uint64_t shard_bytes;       /* bound on a shard's file size (a single larger sample still fits) */
     uint64_t shard_samples;     /* 0 = no bound */
     uint32_t align;
+    fmt_codec_spec compress;    /* --compress (raw): per-sample payload compression */
     int strict, resume, force, dry_run;
     int progress;               /* print a progress line on stderr */
     int json;                   /* machine-readable summary on stdout */

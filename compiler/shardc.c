@@ -36,6 +36,8 @@ static const char usage_build[] =
     "  -o, --output OUT        dataset directory to write (created if missing)\n"
     "      --format FMT        raw (default), hdf5, lmdb, or per-image sets png0, bmp, jpeg\n"
     "      --quality Q         JPEG quality for --format jpeg (default 90)\n"
+    "      --compress C        raw: compress each sample on its own, C = lz4[:1..12] or\n"
+    "                          zstd[:LEVEL] (default level 1; -7..-1 faster, up to 19 smaller)\n"
     "      --list FILE         list file: \"path label\" per line\n"
     "      --size WxH          fixed output size, with --fit crop|pad|stretch (default crop:\n"
     "                          resize the short side, center crop)\n"
@@ -118,7 +120,7 @@ enum {
     OPT_FORMAT = 256, OPT_LIST, OPT_SIZE, OPT_FIT, OPT_SHORT, OPT_MAXSIDE, OPT_GRAY, OPT_SHARDSIZE,
     OPT_SHARDSAMPLES, OPT_ALIGN, OPT_MAXPIX, OPT_MAXIMGSIDE, OPT_MAXFILE, OPT_STRICT, OPT_RESUME,
     OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED,
-    OPT_QUALITY
+    OPT_QUALITY, OPT_COMPRESS
 };
 
 static int cmd_build(int argc, char **argv)
@@ -143,6 +145,7 @@ static int cmd_build(int argc, char **argv)
         {"json", no_argument, 0, OPT_JSON},         {"augment", required_argument, 0, OPT_AUGMENT},
         {"aug", required_argument, 0, OPT_AUG},     {"seed", required_argument, 0, OPT_SEED},
         {"quality", required_argument, 0, OPT_QUALITY},
+        {"compress", required_argument, 0, OPT_COMPRESS},
         {0, 0, 0, 0}};
     shc_build_opts o = {
         .r = {.channels = 3,
@@ -250,6 +253,12 @@ static int cmd_build(int argc, char **argv)
             o.r.augment = (uint32_t)v;
             break;
         case OPT_AUG: aug_spec = optarg; break;
+        case OPT_COMPRESS: {
+            fmt_msg why;
+            if (fmt_codec_parse(optarg, &o.compress, &why))
+                return usage_error(usage_build, "bad --compress: %s", why.text);
+            break;
+        }
         case OPT_SEED:
             if (shc_parse_uint(optarg, 0, UINT64_MAX, &o.r.seed))
                 return usage_error(usage_build, "bad --seed '%s' (an unsigned 64-bit integer)",
@@ -268,6 +277,9 @@ static int cmd_build(int argc, char **argv)
         return usage_error(usage_build, "%s", "--size and --max-side exclude each other");
     if (have_fit && !have_size)
         return usage_error(usage_build, "%s", "--fit needs --size");
+    if (o.compress.codec && strcmp(o.backend->name, "raw") != 0)
+        return usage_error(usage_build, "--compress is for --format raw (%s stores its own way)",
+                           o.backend->name);
     if (o.resume && o.force)
         return usage_error(usage_build, "%s", "--resume and --force exclude each other");
     if (aug_spec && !o.r.augment)

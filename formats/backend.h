@@ -46,6 +46,7 @@ typedef struct {
     uint64_t fingerprint;
     uint32_t align;             /* raw: payload alignment (0 = the packed layout) */
     int quality;                /* jpeg sets: 1..100 (0 = 90) */
+    int codec, level;           /* raw: payload compression (compress.h FMT_CODEC_*, level) */
     const char *const *classes; /* per-image sets: class folder names, label L -> classes[L] */
     size_t nclasses;
 } fmt_writer_opts;

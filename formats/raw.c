@@ -32,6 +32,12 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "compress.h"
+
+_Static_assert((int)FMT_RAW_CODEC_LZ4 == (int)FMT_CODEC_LZ4 &&
+               (int)FMT_RAW_CODEC_ZSTD == (int)FMT_CODEC_ZSTD &&
+               (int)FMT_RAW_CODEC_LAST == (int)FMT_CODEC_COUNT, "raw codecs are compress.h's");
+
 #define RAW_MAGIC "SHARDRAW"
 #define RAW_V1 1u               /* payloads at multiples of align (writer: an alignment given) */
 #define RAW_V2 2u               /* packed layout, data_offset, per-entry codec */
@@ -278,6 +284,9 @@ struct fmt_raw_writer {
     uint8_t *aux;
     size_t aux_len, aux_cap;
     uint8_t *zeros;             /* align zero bytes, the source of all padding */
+    fmt_codec_spec codec;       /* compression of the payloads, or FMT_CODEC_NONE */
+    uint8_t *cbuf;              /* compressed payload */
+    size_t cbuf_cap;
     int fixed;
     uint32_t fixed_h, fixed_w, fixed_c;
     uint64_t sum[3], sumsq[3];
@@ -319,15 +328,17 @@ static void writer_free(fmt_raw_writer *w)
     free(w->index);
     free(w->aux);
     free(w->zeros);
+    free(w->cbuf);
     free(w);
 }
 
 int fmt_raw_writer_open(fmt_raw_writer **out, const char *path, const fmt_raw_writer_opts *opts)
 {
     *out = NULL;
-    unsigned version = opts && opts->align ? RAW_V1 : RAW_V2;
+    fmt_codec_spec codec = {opts ? opts->codec : 0, opts ? opts->level : 0};
+    unsigned version = opts && opts->align && !codec.codec ? RAW_V1 : RAW_V2;
     uint32_t align = opts && opts->align ? opts->align : FMT_RAW_DEFAULT_ALIGN;
-    if (!align_ok(align))
+    if (!align_ok(align) || fmt_codec_check(&codec))
         return FMT_EINVAL;
     int rc = 0;
     fmt_raw_writer *w = calloc(1, sizeof *w);
@@ -336,6 +347,7 @@ int fmt_raw_writer_open(fmt_raw_writer **out, const char *path, const fmt_raw_wr
     w->fd = -1;
     w->align = align;
     w->version = version;
+    w->codec = codec;
     w->pos = w->run_start = align;
     w->first_index = opts ? opts->first_index : 0;
     w->fingerprint = opts ? opts->fingerprint : 0;
@@ -371,6 +383,24 @@ int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *
     if (fmt_shape_bytes(m->height, m->width, m->channels, &len) || len > SIZE_MAX)
         return FMT_ETOOBIG;
     stored = len;
+    const void *payload = pixels;
+    int codec = FMT_CODEC_NONE;
+    if (w->codec.codec) {
+        /* stored compressed where that is smaller (and fits the entry's 32-bit length) */
+        size_t bound = fmt_compress_bound(w->codec.codec, (size_t)len), clen;
+        if (bound && bound <= UINT32_MAX) {
+            if (fmt_grow((void **)&w->cbuf, &w->cbuf_cap, 0, bound))
+                return ENOMEM;
+            int rc = fmt_compress(&w->codec, pixels, (size_t)len, w->cbuf, w->cbuf_cap, &clen);
+            if (rc)
+                return rc;
+            if (clen > 0 && clen < len) {
+                stored = clen;
+                payload = w->cbuf;
+                codec = w->codec.codec;
+            }
+        }
+    }
     /* where the payload goes: v1 at pos (a multiple of align); v2 after the previous payload,
      * unless it is large or would straddle the run, which then starts at the next aligned offset */
     start = w->pos;
@@ -395,7 +425,7 @@ int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *
     /* padding: v1 after the payload, v2 in front of it (up to the start of a new run) */
     struct iovec iov[3] = {
         { .iov_base = w->zeros, .iov_len = (size_t)(start - w->pos) },
-        { .iov_base = (void *)pixels, .iov_len = (size_t)stored },
+        { .iov_base = (void *)payload, .iov_len = (size_t)stored },
         { .iov_base = w->zeros, .iov_len = (size_t)(new_pos - end) },
     };
     int rc = pwritev_all(w->fd, iov, 3, w->pos);
@@ -405,7 +435,8 @@ int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *
     }
 
     fmt_raw_entry e = {
-        .offset = start, .length = len, .stored = stored, .hash = m->hash, .label = m->label,
+        .offset = start, .length = len, .stored = stored, .codec = (uint32_t)codec,
+        .hash = m->hash, .label = m->label,
         .height = m->height, .width = m->width, .channels = m->channels,
         .flags = aux_len ? FMT_RAW_ENTRY_AUX : 0, .source = m->source,
         .aux_off = aux_len ? w->aux_len : 0, .aux_len = aux_len,
@@ -587,6 +618,11 @@ static int check_entries(const fmt_raw_shard *s, fmt_msg *msg)
                             i, e.codec);
         if (e.codec && !e.stored)
             return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": empty payload", i);
+        /* no codec expands a block further than this (LZ4 under 255:1, a Zstandard RLE block
+         * 4 bytes for 128 KiB): a reader never sizes a buffer by a length no payload can have */
+        if (e.codec && e.length / e.stored >= (e.codec == FMT_RAW_CODEC_LZ4 ? 256u : 65536u))
+            return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": %" PRIu64 " stored bytes "
+                            "cannot decode to %" PRIu64, i, e.stored, e.length);
         if (!v2 && e.offset % h->align != 0)
             return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": payload offset not aligned", i);
         if (e.offset < prev_end)
@@ -750,7 +786,35 @@ const uint8_t *fmt_raw_pixels(const fmt_raw_shard *s, uint64_t i)
         return NULL;
     if ((s->h.flags & FMT_RAW_FLAG_FIXED) && s->h.version_major == RAW_V1)
         return s->base + s->h.align + i * s->h.stride;
+    fmt_raw_entry e;
+    fmt_raw_get_entry(s, i, &e);
+    return e.codec == FMT_RAW_CODEC_NONE ? s->base + e.offset : NULL;
+}
+
+const uint8_t *fmt_raw_stored(const fmt_raw_shard *s, uint64_t i)
+{
+    assert(i < s->h.sample_count);
+    if (s->base == MAP_FAILED)
+        return NULL;
     return s->base + get64(s->index + i * FMT_RAW_ENTRY_SIZE);
+}
+
+int fmt_raw_decode(const fmt_raw_entry *e, const void *src, void *dst, fmt_msg *msg)
+{
+    if (e->codec == FMT_RAW_CODEC_NONE) {
+        memcpy(dst, src, (size_t)e->length);
+        return 0;
+    }
+    int rc = fmt_decompress((int)e->codec, src, (size_t)e->stored, dst, (size_t)e->length);
+    if (rc == FMT_ECORRUPT)
+        return fmt_fail(msg, rc, "damaged %s block (%" PRIu64 " bytes do not decode to %" PRIu64
+                        ")", fmt_codec_name((int)e->codec), e->stored, e->length);
+    if (rc)
+        return fmt_fail(msg, rc, "cannot decode: %s", fmt_strerror(rc));
+    if (XXH3_64bits(dst, (size_t)e->length) != e->hash)
+        return fmt_fail(msg, FMT_EHASH, "damaged %s block (decodes to pixels that do not match "
+                        "their hash)", fmt_codec_name((int)e->codec));
+    return 0;
 }
 
 const uint8_t *fmt_raw_aux(const fmt_raw_shard *s, uint64_t i, uint32_t *len)
@@ -803,6 +867,22 @@ int fmt_raw_check_sample(const fmt_raw_shard *s, uint64_t i)
     fmt_raw_entry e;
     fmt_raw_get_entry(s, i, &e);
     uint64_t hash;
+    if (e.codec != FMT_RAW_CODEC_NONE) {
+        /* decode, then the same hash check fmt_raw_decode makes */
+        uint8_t *enc = NULL, *px = malloc(e.length ? (size_t)e.length : 1);
+        const uint8_t *src = fmt_raw_stored(s, i);
+        int rc = px ? 0 : ENOMEM;
+        if (!rc && !src) {
+            enc = malloc((size_t)e.stored);
+            rc = enc ? fmt_pread_exact(s->fd, enc, (size_t)e.stored, e.offset) : ENOMEM;
+            src = enc;
+        }
+        if (!rc)
+            rc = fmt_raw_decode(&e, src, px, NULL);
+        free(enc);
+        free(px);
+        return rc;
+    }
     if (s->base != MAP_FAILED) {
         hash = XXH3_64bits(s->base + e.offset, e.length);
     } else {
@@ -851,7 +931,8 @@ static int rb_w_open(void **w, const fmt_writer_opts *o)
     if (!path)
         return ENOMEM;
     fmt_raw_writer_opts wo = {.align = o->align, .first_index = o->first_index,
-                              .fingerprint = o->fingerprint};
+                              .fingerprint = o->fingerprint, .codec = o->codec,
+                              .level = o->level};
     int rc = fmt_raw_writer_open((fmt_raw_writer **)w, path, &wo);
     free(path);
     return rc;
@@ -899,6 +980,28 @@ static int rb_w_finish(void *w, uint64_t input_end, fmt_shard_info *info)
 static void rb_w_abort(void *w)
 {
     fmt_raw_writer_abort(w);
+}
+
+/* What the writer stores for this sample: its payload, compressed where that is smaller, with
+ * its share of the padding (fmt_raw_sample_cost of the stored size), entry and aux record. */
+static uint64_t rb_sample_bytes(const fmt_writer_opts *o, const fmt_sample_meta *m,
+                                const void *pixels)
+{
+    uint64_t len, stored;
+    if (fmt_shape_bytes(m->height, m->width, m->channels, &len) || len > SIZE_MAX)
+        return 0;
+    stored = len;
+    fmt_codec_spec spec = {o->codec, o->level};
+    if (spec.codec && fmt_codec_check(&spec) == 0) {
+        size_t bound = fmt_compress_bound(spec.codec, (size_t)len), clen;
+        uint8_t *buf = bound ? malloc(bound) : NULL;
+        if (!buf)
+            return 0;
+        if (fmt_compress(&spec, pixels, (size_t)len, buf, bound, &clen) == 0 && clen && clen < len)
+            stored = clen;
+        free(buf);
+    }
+    return fmt_raw_sample_cost(stored, m->aux ? m->aux_len : 0, spec.codec ? 0 : o->align);
 }
 
 /* ---- reading ---- */
@@ -983,7 +1086,7 @@ static int rb_r_get(const void *p, uint64_t i, fmt_sample *out)
     out->source = e.source;
     out->hash = e.hash;
     out->length = e.length;
-    out->pixels = fmt_raw_pixels(s->raw, i);           /* NULL unless MMAP */
+    out->pixels = fmt_raw_pixels(s->raw, i);   /* NULL unless MMAP and stored plain */
     out->aux = fmt_raw_aux(s->raw, i, &out->aux_len);
     return 0;
 }
@@ -1042,6 +1145,45 @@ static int direct_read(int fd, uint8_t *dst, uint64_t off, uint64_t len, uint8_t
     return rc;
 }
 
+/* A compressed payload: its stored bytes out of the mapping, or read into scratch (whole aligned
+ * blocks with O_DIRECT) or a buffer of its own when scratch is too small, then decoded into dst. */
+static int read_encoded(const rb_shard *s, const fmt_raw_entry *e, uint8_t *dst, uint8_t *scratch,
+                        size_t scratch_len)
+{
+    const uint8_t *src = NULL;
+    void *own = NULL;
+    int rc = 0;
+    if (s->access == FMT_ACCESS_MMAP) {
+        src = fmt_raw_base(s->raw) + e->offset;
+    } else if (s->dfd >= 0) {
+        uint64_t lo = align_down(e->offset), hi = align_up(e->offset + e->stored);
+        if (!scratch || (uintptr_t)scratch % FMT_DIRECT_ALIGN || scratch_len < hi - lo) {
+            if (posix_memalign(&own, FMT_DIRECT_ALIGN, (size_t)(hi - lo)) != 0)
+                return ENOMEM;
+            scratch = own;
+        }
+        size_t got;
+        rc = fmt_pread_full(s->dfd, scratch, (size_t)(hi - lo), lo, &got);
+        if (rc == EINVAL) /* O_DIRECT refused for this transfer: plain pread */
+            rc = fmt_pread_full(fmt_raw_fd(s->raw), scratch, (size_t)(hi - lo), lo, &got);
+        if (!rc && got < e->offset + e->stored - lo)
+            rc = FMT_ETRUNC;
+        src = scratch + (e->offset - lo);
+    } else {
+        if (!scratch || scratch_len < e->stored) {
+            if (!(own = malloc((size_t)e->stored)))
+                return ENOMEM;
+            scratch = own;
+        }
+        rc = fmt_pread_exact(fmt_raw_fd(s->raw), scratch, (size_t)e->stored, e->offset);
+        src = scratch;
+    }
+    if (!rc)
+        rc = fmt_raw_decode(e, src, dst, NULL);
+    free(own);
+    return rc;
+}
+
 static int rb_r_read(const void *p, uint64_t i, void *dst, void *scratch, size_t scratch_len)
 {
     const rb_shard *s = p;
@@ -1049,6 +1191,8 @@ static int rb_r_read(const void *p, uint64_t i, void *dst, void *scratch, size_t
         return FMT_EINVAL;
     fmt_raw_entry e;
     fmt_raw_get_entry(s->raw, i, &e);
+    if (e.codec != FMT_RAW_CODEC_NONE)
+        return read_encoded(s, &e, dst, scratch, scratch_len);
     if (s->access == FMT_ACCESS_MMAP) {
         memcpy(dst, fmt_raw_pixels(s->raw, i), (size_t)e.length);
         return 0;
@@ -1116,6 +1260,7 @@ const fmt_backend fmt_backend_raw = {
     .w_cost = fmt_raw_sample_cost,
     .w_finish = rb_w_finish,
     .w_abort = rb_w_abort,
+    .w_sample_bytes = rb_sample_bytes,
     .r_open = rb_r_open,
     .r_close = rb_r_close,
     .r_info = rb_r_info,

@@ -20,9 +20,12 @@
  * FMT_RAW_RUN_BYTES are packed back to back in runs that start at multiples of the alignment and
  * never straddle a run; larger payloads start at a multiple of the alignment (raw.md "Layout"). */
 #define FMT_RAW_RUN_BYTES (64u << 10)
-/* How a payload is stored (version 2 entries; version 1 stores every payload as pixels). */
+/* How a payload is stored (version 2 entries; version 1 stores every payload as pixels): the
+ * codec numbers of compress.h. */
 enum {
     FMT_RAW_CODEC_NONE = 0,     /* the pixels themselves */
+    FMT_RAW_CODEC_LZ4 = 1,      /* one LZ4 block of the pixels */
+    FMT_RAW_CODEC_ZSTD = 2,     /* one Zstandard frame of the pixels */
     FMT_RAW_CODEC_LAST          /* first value this reader does not know */
 };
 
@@ -64,6 +67,10 @@ typedef struct {
     uint32_t align;
     uint64_t first_index;
     uint64_t fingerprint;
+    /* FMT_RAW_CODEC_NONE (0), or LZ4 / ZSTD: each payload is compressed on its own at level
+     * `level` (compress.h; 0 = the codec's default) and stored compressed where that is smaller
+     * (version 2; align, if given, is then the run alignment). */
+    int codec, level;
 } fmt_raw_writer_opts;
 
 /* Start a shard that will be named path; bytes go to "path.tmp" (created or truncated). opts may be
@@ -135,14 +142,26 @@ void fmt_raw_get_entry(const fmt_raw_shard *s, uint64_t i, fmt_raw_entry *e);
 /* Pointer to sample i's pixels (i < count) inside the mapping: read-only, valid until
  * fmt_raw_close. Version 1: a multiple of align away from fmt_raw_base (page-aligned); version 2:
  * wherever the layout put it (no alignment). NULL when the shard was opened with
- * FMT_RAW_OPEN_NOMAP. */
+ * FMT_RAW_OPEN_NOMAP, and for a sample stored compressed (use fmt_raw_stored and
+ * fmt_raw_decode). */
 const uint8_t *fmt_raw_pixels(const fmt_raw_shard *s, uint64_t i);
+
+/* Sample i's payload as stored (e.stored bytes; the pixels when e.codec is NONE) inside the
+ * mapping; NULL with FMT_RAW_OPEN_NOMAP. */
+const uint8_t *fmt_raw_stored(const fmt_raw_shard *s, uint64_t i);
+
+/* Decode e's stored payload (src, e->stored bytes) into dst (e->length bytes) and check the
+ * decoded pixels against e->hash: 0, FMT_ECORRUPT (the block does not decode to e->length
+ * bytes), FMT_EHASH (it decodes, to other pixels), ENOMEM; msg says which, naming the codec.
+ * A plain payload is copied and not hashed. */
+int fmt_raw_decode(const fmt_raw_entry *e, const void *src, void *dst, fmt_msg *msg);
 
 /* Sample i's aux record (NULL, 0 if none): inside the mapping, or inside the in-memory copy with
  * FMT_RAW_OPEN_NOMAP; valid until fmt_raw_close. */
 const uint8_t *fmt_raw_aux(const fmt_raw_shard *s, uint64_t i, uint32_t *len);
 
-/* Re-hash sample i's pixels: 0 if they match the index, FMT_EHASH if not, FMT_EINVAL if
+/* Re-hash sample i's pixels (decoded first when stored compressed): 0 if they match the index,
+ * FMT_EHASH if not, FMT_ECORRUPT if a compressed payload does not decode, FMT_EINVAL if
  * i >= count. With FMT_RAW_OPEN_NOMAP the pixels are read with pread: then also errno values,
  * ENOMEM, and FMT_ETRUNC when the file ends before the payload does. Thread-safe. */
 int fmt_raw_check_sample(const fmt_raw_shard *s, uint64_t i);

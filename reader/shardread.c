@@ -85,7 +85,7 @@ _Static_assert((int)SHR_EFORMAT == (int)FMT_EFORMAT && (int)SHR_ECORRUPT == (int
 
 #define SHR_MAX_THREADS 1024u
 #define SHR_MAX_PREFETCH 65536u
-#define SHR_BOUNCE_BYTES (1u << 20)     /* O_DIRECT bounce buffer per worker */
+#define SHR_BOUNCE_BYTES (1u << 20)     /* per worker: O_DIRECT bounce buffer, compressed bytes */
 #define SHR_MSG_LEN 512
 #define SHR_PAGE 4096u
 
@@ -104,7 +104,8 @@ typedef struct {
     struct shr_reader *r;
     pthread_t thread;
     uint64_t *idx;              /* the batch's dataset indices, batch_size */
-    void *bounce;               /* DIRECT: FMT_DIRECT_ALIGN-aligned bounce buffer */
+    void *bounce;               /* PREAD, DIRECT: FMT_DIRECT_ALIGN-aligned scratch (the O_DIRECT
+                                 * bounce buffer; where compressed payloads are read) */
     uint8_t *sample;            /* PREAD/DIRECT crop/pad: room for the largest stored sample */
     size_t sample_cap;
 } shr_worker;
@@ -511,7 +512,7 @@ static int start_workers(shr_reader *r)
         w->idx = calloc(r->o.batch_size, sizeof *w->idx);
         if (!w->idx)
             return ENOMEM;
-        if (r->o.access == SHR_ACCESS_DIRECT &&
+        if (r->o.access != SHR_ACCESS_MMAP &&
             posix_memalign(&w->bounce, FMT_DIRECT_ALIGN, SHR_BOUNCE_BYTES) != 0) {
             w->bounce = NULL;
             return ENOMEM;

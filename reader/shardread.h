@@ -212,7 +212,7 @@ typedef struct {
     uint64_t batch_bytes;               /* bytes of one batch's pixels */
     uint64_t ring_bytes;                /* all buffers the ring holds (pixels, labels,
                                          * indices, sources). Workers add a constant on top:
-                                         * per worker an index array, 1 MiB with DIRECT access,
+                                         * per worker an index array, 1 MiB with PREAD or DIRECT access,
                                          * and the largest stored sample when PREAD or DIRECT
                                          * samples are cropped or padded */
 } shr_info;

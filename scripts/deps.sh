@@ -14,6 +14,7 @@ build_pkgs=(
   libstb-dev                               # stb_image (BMP) and stb_image_resize
   libswscale-dev libavutil-dev             # resize
   libxxhash-dev                            # XXH3 sample hashes
+  liblz4-dev libzstd-dev                   # shardc build --compress lz4|zstd
   libjansson-dev                           # manifest.json
   check                                    # unit tests
   python3 python3-pil                      # Pillow: the reference decoder of the pixel tests

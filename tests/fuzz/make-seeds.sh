@@ -16,7 +16,7 @@ for b in "$shardc" "$mks"; do
 done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/shardc-seeds.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-targets=(raw manifest list jpeg png bmp hdf5 lmdb imageset aug)
+targets=(raw manifest list jpeg png bmp hdf5 lmdb imageset aug codec)
 rm -rf "$out"
 for t in "${targets[@]}"; do mkdir -p "$out/$t"; done
 
@@ -43,6 +43,11 @@ for f in raw hdf5 lmdb; do
   build "$f-aug" --format "$f" --size 5x4 --augment 2 --aug "rrc=0.3:1,flip,jitter=0.2" \
     --shard-samples 5 "${small[@]}"
 done
+# raw version 2: the packed layout, and compressed payloads (one shard each: 4 KiB of header
+# page per seed)
+build raw-packed --format raw --size 6x5 --shard-samples 4
+build raw-lz4 --format raw --size 12x10 --shard-samples 4 --compress lz4
+build raw-zstd --format raw --max-side 16 --shard-samples 4 --compress zstd
 for f in png0 bmp jpeg; do
   build "$f-rgb" --format "$f" --size 6x5 --shard-samples 3
   build "$f-gray" --format "$f" --max-side 9 --gray --shard-samples 4
@@ -156,6 +161,27 @@ for s in shards:
         n += 1
 if n == 0:
     sys.exit("make-seeds.sh: no aux records in the augmented shards")
+PY
+
+# codec: the compressed payloads of the compressed shards, as fuzz_codec.c takes them (codec
+# byte, 24-bit decoded length, the block)
+python3 - "$out/codec" "$tmp"/raw-lz4/shard-*.raw "$tmp"/raw-zstd/shard-*.raw <<'PY'
+import struct, sys
+out, shards = sys.argv[1], sys.argv[2:]
+n = 0
+for s in shards:
+    b = open(s, "rb").read()
+    count, first, ix = struct.unpack_from("<QQQ", b, 16)
+    for i in range(count):
+        off, length = struct.unpack_from("<QQ", b, ix + 64 * i)
+        codec = (struct.unpack_from("<H", b, ix + 64 * i + 38)[0] >> 8) & 15
+        if codec and length < 1 << 24:
+            stored = struct.unpack_from("<I", b, ix + 64 * i + 60)[0]
+            with open(f"{out}/block-{n:02d}.bin", "wb") as f:
+                f.write(bytes([codec - 1]) + length.to_bytes(3, "little") + b[off:off + stored])
+            n += 1
+if n == 0:
+    sys.exit("make-seeds.sh: no compressed payloads in the compressed shards")
 PY
 
 for t in "${targets[@]}"; do
