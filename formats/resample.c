@@ -458,31 +458,35 @@ static inline uint8_t h_one(const uint8_t *row, uint32_t ch, const int32_t *k, i
     return clip8(acc);
 }
 
+/* Horizontal pass over `rows` rows: outputs x0 .. x0 + nx - 1 of table t, written from dst. */
 static void h_plain(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w, uint32_t ch,
-                    const rs_table *t, uint8_t *dst, size_t dstride)
+                    const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst, size_t dstride)
 {
     (void)in_w;
     for (uint32_t y = 0; y < rows; y++) {
         const uint8_t *row = src + y * sstride;
         uint8_t *out = dst + y * dstride;
-        for (uint32_t xx = 0; xx < t->out_len; xx++) {
+        for (uint32_t i = 0; i < nx; i++) {
+            uint32_t xx = x0 + i;
             const int32_t *k = t->k + (size_t)xx * t->stride;
             for (uint32_t c = 0; c < ch; c++)
-                out[(size_t)xx * ch + c] =
+                out[(size_t)i * ch + c] =
                     h_one(row, ch, k, t->span[2 * xx], t->span[2 * xx + 1], c);
         }
     }
 }
 
-/* Vertical pass: output row yy of width `bytes` from n rows starting at base, stride apart. */
+/* Vertical pass: output rows y0 .. y0 + ny - 1 of table t, `bytes` wide; src's first row is
+ * source row yoff. */
 static void v_plain(const uint8_t *src, size_t sstride, int32_t yoff, size_t bytes,
-                    const rs_table *t, uint8_t *dst, size_t dstride)
+                    const rs_table *t, uint32_t y0, uint32_t ny, uint8_t *dst, size_t dstride)
 {
-    for (uint32_t yy = 0; yy < t->out_len; yy++) {
+    for (uint32_t i = 0; i < ny; i++) {
+        uint32_t yy = y0 + i;
         const int32_t *k = t->k + (size_t)yy * t->stride;
         const uint8_t *base = src + (size_t)(t->span[2 * yy] - yoff) * sstride;
         int32_t n = t->span[2 * yy + 1];
-        uint8_t *out = dst + (size_t)yy * dstride;
+        uint8_t *out = dst + (size_t)i * dstride;
         for (size_t x = 0; x < bytes; x++) {
             int32_t acc = RS_HALF;
             for (int32_t y = 0; y < n; y++)
@@ -540,14 +544,15 @@ RS_INLINE void store8(uint8_t *p, v8si a)
 }
 
 RS_INLINE void v_vec(const uint8_t *src, size_t sstride, int32_t yoff, size_t bytes,
-                     const rs_table *t, uint8_t *dst, size_t dstride)
+                     const rs_table *t, uint32_t y0, uint32_t ny, uint8_t *dst, size_t dstride)
 {
     const v8si half = {RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF};
-    for (uint32_t yy = 0; yy < t->out_len; yy++) {
+    for (uint32_t i = 0; i < ny; i++) {
+        uint32_t yy = y0 + i;
         const int32_t *k = t->k + (size_t)yy * t->stride;
         const uint8_t *base = src + (size_t)(t->span[2 * yy] - yoff) * sstride;
         int32_t n = t->span[2 * yy + 1];
-        uint8_t *out = dst + (size_t)yy * dstride;
+        uint8_t *out = dst + (size_t)i * dstride;
         size_t x = 0;
         for (; x + 32 <= bytes; x += 32) {
             v8si a0 = half, a1 = half, a2 = half, a3 = half;
@@ -581,19 +586,21 @@ RS_INLINE void v_vec(const uint8_t *src, size_t sstride, int32_t yoff, size_t by
 }
 
 RS_INLINE void h_vec(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
-                     uint32_t ch, const rs_table *t, uint8_t *dst, size_t dstride)
+                     uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst,
+                     size_t dstride)
 {
     if (ch == 2) {
-        h_plain(src, sstride, rows, in_w, ch, t, dst, dstride);
+        h_plain(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
         return;
     }
     for (uint32_t y = 0; y < rows; y++) {
         const uint8_t *row = src + y * sstride;
         uint8_t *out = dst + y * dstride;
-        for (uint32_t xx = 0; xx < t->out_len; xx++) {
+        for (uint32_t i = 0; i < nx; i++) {
+            uint32_t xx = x0 + i;
             const int32_t *k = t->k + (size_t)xx * t->stride;
             int32_t xmin = t->span[2 * xx], n = t->span[2 * xx + 1];
-            uint8_t *o = out + (size_t)xx * ch;
+            uint8_t *o = out + (size_t)i * ch;
             if (ch == 1) {
                 /* whole vectors of taps; the padding coefficients are zero */
                 int32_t nv = (n + 7) & ~7;
@@ -634,63 +641,67 @@ RS_INLINE void h_vec(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t
 #define RS_X86 1
 __attribute__((target("avx2"))) static void h_avx2(const uint8_t *src, size_t sstride,
                                                    uint32_t rows, uint32_t in_w, uint32_t ch,
-                                                   const rs_table *t, uint8_t *dst,
-                                                   size_t dstride)
+                                                   const rs_table *t, uint32_t x0, uint32_t nx,
+                                                   uint8_t *dst, size_t dstride)
 {
-    h_vec(src, sstride, rows, in_w, ch, t, dst, dstride);
+    h_vec(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
 }
 
 __attribute__((target("avx2"))) static void v_avx2(const uint8_t *src, size_t sstride,
                                                    int32_t yoff, size_t bytes, const rs_table *t,
-                                                   uint8_t *dst, size_t dstride)
+                                                   uint32_t y0, uint32_t ny, uint8_t *dst,
+                                                   size_t dstride)
 {
-    v_vec(src, sstride, yoff, bytes, t, dst, dstride);
+    v_vec(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
 }
 
 __attribute__((target("sse4.1"))) static void h_sse41(const uint8_t *src, size_t sstride,
                                                       uint32_t rows, uint32_t in_w, uint32_t ch,
-                                                      const rs_table *t, uint8_t *dst,
-                                                      size_t dstride)
+                                                      const rs_table *t, uint32_t x0,
+                                                      uint32_t nx, uint8_t *dst, size_t dstride)
 {
-    h_vec(src, sstride, rows, in_w, ch, t, dst, dstride);
+    h_vec(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
 }
 
 __attribute__((target("sse4.1"))) static void v_sse41(const uint8_t *src, size_t sstride,
                                                       int32_t yoff, size_t bytes,
-                                                      const rs_table *t, uint8_t *dst,
-                                                      size_t dstride)
+                                                      const rs_table *t, uint32_t y0,
+                                                      uint32_t ny, uint8_t *dst, size_t dstride)
 {
-    v_vec(src, sstride, yoff, bytes, t, dst, dstride);
+    v_vec(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
 }
 #endif
 
 static void h_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, uint32_t rows,
-                   uint32_t in_w, uint32_t ch, const rs_table *t, uint8_t *dst, size_t dstride)
+                   uint32_t in_w, uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx,
+                   uint8_t *dst, size_t dstride)
 {
 #ifdef RS_X86
     if (path == FMT_RS_PATH_AVX2)
-        return h_avx2(src, sstride, rows, in_w, ch, t, dst, dstride);
+        return h_avx2(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
     if (path == FMT_RS_PATH_SSE41)
-        return h_sse41(src, sstride, rows, in_w, ch, t, dst, dstride);
+        return h_sse41(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
 #endif
-    h_plain(src, sstride, rows, in_w, ch, t, dst, dstride);
+    h_plain(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
 }
 
 static void v_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, int32_t yoff,
-                   size_t bytes, const rs_table *t, uint8_t *dst, size_t dstride)
+                   size_t bytes, const rs_table *t, uint32_t y0, uint32_t ny, uint8_t *dst,
+                   size_t dstride)
 {
 #ifdef RS_X86
     if (path == FMT_RS_PATH_AVX2)
-        return v_avx2(src, sstride, yoff, bytes, t, dst, dstride);
+        return v_avx2(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
     if (path == FMT_RS_PATH_SSE41)
-        return v_sse41(src, sstride, yoff, bytes, t, dst, dstride);
+        return v_sse41(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
 #endif
-    v_plain(src, sstride, yoff, bytes, t, dst, dstride);
+    v_plain(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
 }
 
 /* Pillow's nearest neighbour for a scaling affine map: positions accumulated in double from
  * box0 + scale / 2, truncated toward zero (negative -> outside, left zero). */
 static int nearest(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_box *b,
+                   uint32_t out_w, uint32_t out_h, uint32_t win_x, uint32_t win_y,
                    const fmt_rs_view *dst)
 {
     uint32_t ch = src->channels, dw = dst->width, dh = dst->height;
@@ -701,8 +712,13 @@ static int nearest(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_box *
         s->xin = n;
         s->xin_cap = dw;
     }
-    double a0 = (double)(b->x1 - b->x0) / dw, a4 = (double)(b->y1 - b->y0) / dh;
+    double a0 = (double)(b->x1 - b->x0) / out_w, a4 = (double)(b->y1 - b->y0) / out_h;
     double xo = (double)b->x0 + a0 * 0.5, yo = (double)b->y0 + a4 * 0.5;
+    /* positions are running sums, as in Pillow: step to the window rather than multiply */
+    for (uint32_t x = 0; x < win_x; x++)
+        xo += a0;
+    for (uint32_t y = 0; y < win_y; y++)
+        yo += a4;
     uint32_t xmin = dw, xmax = 0;
     for (uint32_t x = 0; x < dw; x++) {
         int xin = xo < 0.0 ? -1 : (int)xo;
@@ -743,6 +759,15 @@ static int view_ok(const fmt_rs_view *v)
 int fmt_resample(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_box *box,
                  fmt_filter f, const fmt_rs_view *dst, fmt_msg *msg)
 {
+    if (!dst)
+        return fmt_fail(msg, FMT_EINVAL, "invalid argument");
+    return fmt_resample_window(s, src, box, f, dst->width, dst->height, 0, 0, dst, msg);
+}
+
+int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_box *box,
+                        fmt_filter f, uint32_t out_w, uint32_t out_h, uint32_t win_x,
+                        uint32_t win_y, const fmt_rs_view *dst, fmt_msg *msg)
+{
     if (!s || !src || !dst)
         return fmt_fail(msg, FMT_EINVAL, "invalid argument");
     if (!view_ok(src) || !view_ok(dst) || src->channels != dst->channels)
@@ -750,10 +775,13 @@ int fmt_resample(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_box *bo
     if ((unsigned)f >= FMT_FILTER_COUNT)
         return fmt_fail(msg, FMT_EINVAL, "unknown filter %d", (int)f);
     if (src->width > FMT_RS_MAX_SIDE || src->height > FMT_RS_MAX_SIDE ||
-        dst->width > FMT_RS_MAX_SIDE || dst->height > FMT_RS_MAX_SIDE)
+        out_w > FMT_RS_MAX_SIDE || out_h > FMT_RS_MAX_SIDE)
         return fmt_fail(msg, FMT_ETOOBIG, "image side larger than %u", FMT_RS_MAX_SIDE);
     uint32_t sw = src->width, sh = src->height, dw = dst->width, dh = dst->height;
     uint32_t ch = src->channels;
+    if (!out_w || !out_h || (uint64_t)win_x + dw > out_w || (uint64_t)win_y + dh > out_h)
+        return fmt_fail(msg, FMT_EINVAL, "window %ux%u at (%u, %u) is not inside %ux%u", dw, dh,
+                        win_x, win_y, out_w, out_h);
     fmt_rs_box b = {0.0f, 0.0f, (float)sw, (float)sh};
     if (box)
         b = *box;
@@ -763,29 +791,33 @@ int fmt_resample(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_box *bo
         return fmt_fail(msg, FMT_EINVAL, "box (%g, %g, %g, %g) is not inside the %ux%u image",
                         (double)b.x0, (double)b.y0, (double)b.x1, (double)b.y1, sw, sh);
     int whole = b.x0 == 0.0f && b.y0 == 0.0f && b.x1 == (float)sw && b.y1 == (float)sh;
-    if (sw == dw && sh == dh && whole) {
-        for (uint32_t y = 0; y < sh; y++)
-            memcpy(dst->pixels + y * dst->stride, src->pixels + y * src->stride,
-                   (size_t)sw * ch);
+    if (sw == out_w && sh == out_h && whole) {
+        for (uint32_t y = 0; y < dh; y++)
+            memcpy(dst->pixels + y * dst->stride,
+                   src->pixels + (size_t)(win_y + y) * src->stride + (size_t)win_x * ch,
+                   (size_t)dw * ch);
         return 0;
     }
     if (f == FMT_FILTER_NEAREST) {
-        int rc = nearest(s, src, &b, dst);
+        int rc = nearest(s, src, &b, out_w, out_h, win_x, win_y, dst);
         return rc ? fmt_fail(msg, rc, "cannot allocate resampling scratch") : 0;
     }
     const rs_table *tx, *ty;
-    int rc = table_get(s, sw, b.x0, b.x1, dw, f, &tx);
+    int rc = table_get(s, sw, b.x0, b.x1, out_w, f, &tx);
     if (!rc)
-        rc = table_get(s, sh, b.y0, b.y1, dh, f, &ty);
+        rc = table_get(s, sh, b.y0, b.y1, out_h, f, &ty);
     if (rc)
         return fmt_fail(msg, rc, "cannot build resampling tables for %ux%u to %ux%u", sw, sh,
-                        dw, dh);
-    int need_h = dw != sw || b.x0 != 0.0f || b.x1 != (float)dw;
-    int need_v = dh != sh || b.y0 != 0.0f || b.y1 != (float)dh;
-    /* the source rows the vertical pass reads */
-    int32_t first = ty->span[0];
-    int32_t last = ty->span[2 * (dh - 1)] + ty->span[2 * (dh - 1) + 1];
+                        out_w, out_h);
+    /* Pillow skips a pass whose axis keeps its size with the whole image as box */
+    int need_h = out_w != sw || b.x0 != 0.0f || b.x1 != (float)out_w;
+    int need_v = out_h != sh || b.y0 != 0.0f || b.y1 != (float)out_h;
     if (need_h && need_v) {
+        /* the source rows the window's vertical taps read */
+        int32_t first = ty->span[2 * win_y];
+        int32_t last = ty->span[2 * (win_y + dh - 1)] + ty->span[2 * (win_y + dh - 1) + 1];
+        if (last < first)
+            last = first;
         size_t tstride = (size_t)dw * ch, rows = (size_t)(last - first);
         if (rows && tstride > SIZE_MAX / rows)
             return fmt_fail(msg, FMT_ETOOBIG, "resampling scratch too large");
@@ -799,14 +831,15 @@ int fmt_resample(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_box *bo
             s->tmp_cap = need;
         }
         h_pass(s->path, src->pixels + (size_t)first * src->stride, src->stride, (uint32_t)rows,
-               sw, ch, tx, s->tmp, tstride);
-        v_pass(s->path, s->tmp, tstride, first, tstride, ty, dst->pixels, dst->stride);
-    } else if (need_h) {
-        h_pass(s->path, src->pixels + (size_t)first * src->stride, src->stride,
-               (uint32_t)(last - first), sw, ch, tx, dst->pixels, dst->stride);
-    } else {
-        v_pass(s->path, src->pixels, src->stride, 0, (size_t)sw * ch, ty, dst->pixels,
+               sw, ch, tx, win_x, dw, s->tmp, tstride);
+        v_pass(s->path, s->tmp, tstride, first, tstride, ty, win_y, dh, dst->pixels,
                dst->stride);
+    } else if (need_h) {
+        h_pass(s->path, src->pixels + (size_t)win_y * src->stride, src->stride, dh, sw, ch, tx,
+               win_x, dw, dst->pixels, dst->stride);
+    } else {
+        v_pass(s->path, src->pixels + (size_t)win_x * ch, src->stride, 0, (size_t)dw * ch, ty,
+               win_y, dh, dst->pixels, dst->stride);
     }
     return 0;
 }

@@ -44,10 +44,11 @@
 
 #include "fmt.h"
 
+/* Zero is bilinear, torchvision's default, so zero-initialised options get it. */
 typedef enum {
-    FMT_FILTER_NEAREST = 0,
+    FMT_FILTER_BILINEAR = 0,
+    FMT_FILTER_NEAREST,
     FMT_FILTER_BOX,
-    FMT_FILTER_BILINEAR,    /* torchvision's default */
     FMT_FILTER_HAMMING,
     FMT_FILTER_BICUBIC,
     FMT_FILTER_LANCZOS,
@@ -112,5 +113,13 @@ const char *fmt_rs_path_name(fmt_rs_path p);
  * FMT_ETOOBIG beyond FMT_RS_MAX_SIDE; ENOMEM. On error dst's pixels are unspecified. */
 int fmt_resample(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_box *box,
                  fmt_filter f, const fmt_rs_view *dst, fmt_msg *msg);
+
+/* The window (win_x, win_y, dst->width, dst->height) of the out_w x out_h resize that
+ * fmt_resample would give: the same bytes as resizing fully and cropping (torchvision's
+ * Resize then CenterCrop), computing only what the window needs. Errors as fmt_resample, plus
+ * FMT_EINVAL for a window outside out_w x out_h. */
+int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_box *box,
+                        fmt_filter f, uint32_t out_w, uint32_t out_h, uint32_t win_x,
+                        uint32_t win_y, const fmt_rs_view *dst, fmt_msg *msg);
 
 #endif

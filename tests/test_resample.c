@@ -337,6 +337,50 @@ START_TEST(test_paths_agree_random)
 }
 END_TEST
 
+/* A window of a resize equals the same rectangle cut out of the full resize. */
+START_TEST(test_window_equals_crop)
+{
+    fmt_rs_scratch *s;
+    ck_assert_int_eq(fmt_rs_scratch_create(NULL, &s), 0);
+    uint32_t seed = 1234;
+    for (int it = 0; it < 400; it++) {
+        rs_case c = {0};
+        c.sw = 1 + rng_next(&seed) % 200;
+        c.sh = 1 + rng_next(&seed) % 100;
+        c.dw = 1 + rng_next(&seed) % 200;
+        c.dh = 1 + rng_next(&seed) % 100;
+        if (it % 5 == 0) {
+            c.dw = c.sw;            /* one axis without a pass */
+            c.dh = it % 10 ? c.dh : c.sh;
+        }
+        uint32_t ch = 1 + rng_next(&seed) % 3;
+        fmt_filter f = (fmt_filter)(rng_next(&seed) % FMT_FILTER_COUNT);
+        fmt_rs_path path = paths[rng_next(&seed) % 3];
+        if (fmt_rs_scratch_set_path(s, path) != 0)
+            ck_assert_int_eq(fmt_rs_scratch_set_path(s, FMT_RS_PATH_PLAIN), 0);
+        uint8_t *img = make_image(c.sw, c.sh, ch, (uint32_t)it);
+        uint8_t *full = run_case(s, &c, ch, f, img);
+        uint32_t ww = 1 + rng_next(&seed) % c.dw, wh = 1 + rng_next(&seed) % c.dh;
+        uint32_t wx = rng_next(&seed) % (c.dw - ww + 1), wy = rng_next(&seed) % (c.dh - wh + 1);
+        uint8_t *win = malloc((size_t)ww * wh * ch);
+        ck_assert_ptr_nonnull(win);
+        fmt_rs_view sv = {img, c.sw, c.sh, ch, (size_t)c.sw * ch};
+        fmt_rs_view dv = {win, ww, wh, ch, (size_t)ww * ch};
+        ck_assert_int_eq(fmt_resample_window(s, &sv, NULL, f, c.dw, c.dh, wx, wy, &dv, NULL), 0);
+        int bad = 0;
+        for (uint32_t y = 0; y < wh; y++)
+            bad |= memcmp(win + (size_t)y * ww * ch,
+                          full + ((size_t)(wy + y) * c.dw + wx) * ch, (size_t)ww * ch) != 0;
+        ck_assert_msg(!bad, "window %ux%u at %u,%u of %ux%u -> %ux%u ch %u %s differs", ww, wh,
+                      wx, wy, c.sw, c.sh, c.dw, c.dh, ch, fmt_filter_name(f));
+        free(win);
+        free(full);
+        free(img);
+    }
+    fmt_rs_scratch_free(s);
+}
+END_TEST
+
 START_TEST(test_env_forces_plain)
 {
     setenv("SHARDC_RESAMPLE", "plain", 1);
@@ -466,6 +510,7 @@ int main(void)
     tcase_add_test(tc, test_pillow_differential);
     tcase_add_test(tc, test_channels_independent);
     tcase_add_test(tc, test_paths_agree_random);
+    tcase_add_test(tc, test_window_equals_crop);
     tcase_add_test(tc, test_env_forces_plain);
     tcase_add_test(tc, test_cache_threads);
     tcase_add_test(tc, test_errors);
