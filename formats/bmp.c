@@ -200,7 +200,7 @@ int fmt_bmp_decode(const uint8_t *buf, size_t len, const fmt_decode_opts *opts, 
                       h.width, h.height);
         goto leave;
     }
-    rc = fmt_image_alloc(out, h.width, h.height, opts->channels);
+    rc = fmt_image_reserve(out, h.width, h.height, opts->channels);
     if (rc) {
         fmt_fail(msg, rc, "cannot allocate %ux%u image", h.width, h.height);
         goto leave;

@@ -3,8 +3,9 @@
  *
  * The per-format probe/decode functions are only called by image.c, after it has checked that
  * len > 0, that the magic bytes match, and resolved the options: opts is never NULL, channels is 1
- * or 3 and both limits are non-zero. They follow the contract of fmt_image_decode: on error *out is
- * zeroed and owns nothing, and msg (which may be NULL) says why.
+ * or 3 and both limits are non-zero. out may arrive holding a buffer to reuse: codecs size it
+ * with fmt_image_reserve. They follow the contract of fmt_image_decode: on error *out is zeroed and
+ * owns nothing (image.c releases what is left), and msg (which may be NULL) says why.
  */
 #ifndef FMT_CODEC_H
 #define FMT_CODEC_H

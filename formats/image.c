@@ -98,6 +98,7 @@ void fmt_image_rgb_to_gray_inplace(fmt_image *img)
     if (p)
         img->pixels = p;
     img->channels = 1;
+    img->cap = p ? (npix ? npix : 1) : 0;
 }
 
 int fmt_image_alloc(fmt_image *img, uint32_t width, uint32_t height, uint32_t channels)
@@ -113,6 +114,32 @@ int fmt_image_alloc(fmt_image *img, uint32_t width, uint32_t height, uint32_t ch
     img->pixels = malloc((size_t)npix * channels);
     if (!img->pixels)
         return ENOMEM;
+    img->width = width;
+    img->height = height;
+    img->channels = channels;
+    img->cap = (size_t)npix * channels;
+    return 0;
+}
+
+int fmt_image_reserve(fmt_image *img, uint32_t width, uint32_t height, uint32_t channels)
+{
+    if (!img || width == 0 || height == 0 || channels < 1 || channels > 4)
+        return FMT_EINVAL;
+    uint64_t npix = (uint64_t)width * height;
+    if (npix > SIZE_MAX / channels)
+        return ENOMEM;
+    size_t need = (size_t)npix * channels;
+    size_t have = img->cap ? img->cap : (size_t)img->width * img->height * img->channels;
+    if (!img->pixels || have < need) {
+        uint8_t *p = malloc(need);
+        if (!p)
+            return ENOMEM;
+        free(img->pixels);
+        img->pixels = p;
+        img->cap = need;
+    } else {
+        img->cap = have;
+    }
     img->width = width;
     img->height = height;
     img->channels = channels;
@@ -161,11 +188,18 @@ int fmt_image_probe(const void *buf, size_t len, fmt_image_info *info, fmt_msg *
 int fmt_image_decode(const void *buf, size_t len, const fmt_decode_opts *opts, fmt_image *out,
                      fmt_msg *msg)
 {
+    if (out)
+        memset(out, 0, sizeof *out);
+    return fmt_image_decode_into(buf, len, opts, out, msg);
+}
+
+int fmt_image_decode_into(const void *buf, size_t len, const fmt_decode_opts *opts,
+                          fmt_image *out, fmt_msg *msg)
+{
     if (msg)
         msg->text[0] = '\0';
     if (!out)
         return fmt_fail(msg, FMT_EINVAL, "invalid argument");
-    memset(out, 0, sizeof *out);
     if (!buf && len)
         return fmt_fail(msg, FMT_EINVAL, "invalid argument");
     fmt_decode_opts o = {.channels = 3};

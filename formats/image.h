@@ -35,6 +35,7 @@ typedef struct {
     uint8_t *pixels;        /* HWC; owned by the image, released by fmt_image_free */
     uint32_t width, height;
     uint32_t channels;      /* 1 or 3 */
+    size_t cap;             /* bytes allocated at pixels, for reuse; 0 = exactly the pixels */
 } fmt_image;
 
 typedef struct {
@@ -72,8 +73,20 @@ int fmt_image_probe(const void *buf, size_t len, fmt_image_info *info, fmt_msg *
 int fmt_image_decode(const void *buf, size_t len, const fmt_decode_opts *opts, fmt_image *out,
                      fmt_msg *msg);
 
+/* The same into out's buffer (libspng style): out is a zeroed image or one whose pixels/cap came
+ * from an earlier decode or fmt_image_reserve; the buffer is reused when large enough, else
+ * replaced, so a loop decoding into the same image allocates nothing once it has seen its
+ * largest image. On error out is zeroed and owns nothing (its buffer is released). */
+int fmt_image_decode_into(const void *buf, size_t len, const fmt_decode_opts *opts,
+                          fmt_image *out, fmt_msg *msg);
+
 /* Allocate an image of the given geometry (pixels uninitialised). Returns 0 or ENOMEM/FMT_EINVAL. */
 int fmt_image_alloc(fmt_image *img, uint32_t width, uint32_t height, uint32_t channels);
+
+/* Give img the geometry, reusing its buffer when img->cap covers it, else replacing it (the
+ * pixels are then uninitialised; kept ones are not preserved either way). Returns 0 or
+ * ENOMEM/FMT_EINVAL; on error img is unchanged. */
+int fmt_image_reserve(fmt_image *img, uint32_t width, uint32_t height, uint32_t channels);
 
 /* Release img->pixels and zero img. Accepts a zeroed image. */
 void fmt_image_free(fmt_image *img);

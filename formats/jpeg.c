@@ -243,7 +243,7 @@ static int jpeg_decode_run(struct jpeg_dec *d, const uint8_t *buf, size_t len,
     jpeg_pick_scale(cinfo, opts->min_width, opts->min_height);
     jpeg_start_decompress(cinfo);
 
-    rc = fmt_image_alloc(out, cinfo->output_width, cinfo->output_height, opts->channels);
+    rc = fmt_image_reserve(out, cinfo->output_width, cinfo->output_height, opts->channels);
     if (rc)
         return fmt_fail(msg, rc, "cannot allocate %ux%u image", cinfo->output_width,
                         cinfo->output_height);

@@ -137,7 +137,7 @@ int fmt_png_decode(const uint8_t *buf, size_t len, const fmt_decode_opts *opts, 
     size_t size;
     if ((err = spng_decoded_image_size(ctx, fmt, &size)))
         goto leave;
-    rc = fmt_image_alloc(out, ihdr.width, ihdr.height, fmt == SPNG_FMT_G8 ? 1 : 3);
+    rc = fmt_image_reserve(out, ihdr.width, ihdr.height, fmt == SPNG_FMT_G8 ? 1 : 3);
     if (rc) {
         fmt_fail(msg, rc, "cannot allocate %ux%u image", ihdr.width, ihdr.height);
         goto leave;
