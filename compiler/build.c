@@ -78,6 +78,7 @@ typedef struct {
     const fmt_inputs *in;
     slot *slots;
     size_t nslots;
+    fmt_rs_cache *cache;        /* resize coefficients shared by the workers */
     size_t next_claim, next_write, end;
     int stop;
     pthread_mutex_t mu;
@@ -200,11 +201,12 @@ static void crash_point(crash_hook *c, int sample, const char *what, const char 
 
 /* Decode and render one input, then hash and sum each sample. On failure s->rc is set and
  * s->reason says why. */
-static void process(const shc_build_opts *o, const fmt_input *in, uint64_t pos, fmt_resizer *rz,
-                    slot *s)
+static void process(const shc_build_opts *o, const fmt_input *in, uint64_t pos,
+                    shc_render_scratch *rs, slot *s)
 {
     uint32_t n = shc_render_count(&o->r);
-    s->rc = shc_render(&o->r, in->path, pos, rz, s->imgs, s->params, s->reason, sizeof s->reason);
+    s->rc = shc_render_into(&o->r, in->path, pos, rs, s->imgs, s->params, s->reason,
+                            sizeof s->reason);
     if (s->rc)
         return;
     for (uint32_t v = 0; v < n; v++) {
@@ -228,10 +230,10 @@ static void process(const shc_build_opts *o, const fmt_input *in, uint64_t pos, 
     }
 }
 
+/* The images keep their buffers: the next input rendered into the slot reuses them. */
 static void slot_clear(slot *s, uint32_t n)
 {
-    for (uint32_t v = 0; v < n; v++)
-        fmt_image_free(&s->imgs[v]);
+    (void)n;
     s->done = 0;
     s->rc = 0;
     s->reason[0] = '\0';
@@ -240,8 +242,8 @@ static void slot_clear(slot *s, uint32_t n)
 static void *worker(void *arg)
 {
     pipeline *pl = arg;
-    fmt_resizer *rz = NULL;
-    int rzrc = fmt_resizer_create(&rz);
+    shc_render_scratch *rs = NULL;
+    int rzrc = shc_render_scratch_create(pl->cache, &rs);
     for (;;) {
         pthread_mutex_lock(&pl->mu);
         while (!pl->stop && pl->next_claim < pl->end &&
@@ -259,7 +261,7 @@ static void *worker(void *arg)
             s->rc = rzrc;
             snprintf(s->reason, sizeof s->reason, "%s", fmt_strerror(rzrc));
         } else {
-            process(pl->o, &pl->in->items[i], i, rz, s);
+            process(pl->o, &pl->in->items[i], i, rs, s);
         }
 
         pthread_mutex_lock(&pl->mu);
@@ -267,7 +269,7 @@ static void *worker(void *arg)
         pthread_cond_broadcast(&pl->ready);
         pthread_mutex_unlock(&pl->mu);
     }
-    fmt_resizer_free(rz);
+    shc_render_scratch_free(rs);
     return NULL;
 }
 
@@ -285,7 +287,8 @@ static uint64_t fingerprint(const shc_build_opts *o, const fmt_inputs *in)
     uint64_t v[] = {r->geom.mode, r->geom.fit, r->geom.width, r->geom.height, r->geom.short_side,
                     r->geom.max_side, r->channels, r->limits.max_side, r->limits.max_pixels,
                     r->max_file_bytes, o->shard_bytes, o->shard_samples, o->align, r->augment,
-                    r->seed};
+                    r->seed, r->geom.crop_w, r->geom.crop_h, (uint64_t)r->geom.filter,
+                    (uint64_t)r->geom.shrink_on_load};
     XXH3_64bits_update(st, v, sizeof v);
     if (o->compress.codec) {
         /* only when compressing, so that the fingerprints of other builds stay what they were */
@@ -954,7 +957,7 @@ int shc_build(const shc_build_opts *o)
     pl.end = in.n;
     pl.slots = calloc(pl.nslots, sizeof *pl.slots);
     tids = calloc(nthreads, sizeof *tids);
-    int slots_ok = pl.slots != NULL;
+    int slots_ok = pl.slots != NULL && fmt_rs_cache_create(&pl.cache) == 0;
     for (size_t k = 0; slots_ok && k < pl.nslots; k++) {
         slot *sl = &pl.slots[k];
         sl->imgs = calloc(nper, sizeof *sl->imgs);
@@ -1081,6 +1084,9 @@ int shc_build(const shc_build_opts *o)
     if (o->r.geom.mode == FMT_GEOM_SIZE) {
         m.sample_width = o->r.geom.width;
         m.sample_height = o->r.geom.height;
+    } else if (o->r.geom.crop_w) {
+        m.sample_width = o->r.geom.crop_w;
+        m.sample_height = o->r.geom.crop_h;
     }
     uint64_t pixels = shards.pixels;
     m.pixels = pixels;
@@ -1167,12 +1173,15 @@ leave:
     free(cur_path);
     free(tids);
     for (size_t k = 0; pl.slots && k < pl.nslots; k++) {
+        for (uint32_t v = 0; pl.slots[k].imgs && v < nper; v++)
+            fmt_image_free(&pl.slots[k].imgs[v]);
         free(pl.slots[k].imgs);
         free(pl.slots[k].metas);
         free(pl.slots[k].params);
         free(pl.slots[k].aux);
     }
     free(pl.slots);
+    fmt_rs_cache_free(pl.cache);
     shard_list_free(&shards);
     reject_list_free(&rej);
     fmt_inputs_free(&in);

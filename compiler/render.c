@@ -1,76 +1,176 @@
 /* render.c - decode one input and produce its sample(s). */
 #include "render.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct shc_render_scratch {
+    fmt_resizer *rz;
+    int own_rz;
+    uint8_t *file;              /* the encoded input */
+    size_t file_cap;
+    fmt_image dec;              /* the decoded input */
+};
+
+int shc_render_scratch_create(fmt_rs_cache *cache, shc_render_scratch **s)
+{
+    *s = calloc(1, sizeof **s);
+    if (!*s)
+        return ENOMEM;
+    int rc = fmt_resizer_create_shared(cache, &(*s)->rz);
+    if (rc) {
+        free(*s);
+        *s = NULL;
+        return rc;
+    }
+    (*s)->own_rz = 1;
+    return 0;
+}
+
+void shc_render_scratch_free(shc_render_scratch *s)
+{
+    if (!s)
+        return;
+    if (s->own_rz)
+        fmt_resizer_free(s->rz);
+    free(s->file);
+    fmt_image_free(&s->dec);
+    free(s);
+}
+
+/* fmt_read_file into a reused buffer: regular files only (a FIFO must not hang a worker), at
+ * most max bytes (FMT_ETOOBIG beyond), errno values for I/O errors. */
+static int read_into(const char *path, uint64_t max, shc_render_scratch *s, size_t *len)
+{
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0) {
+        rc = errno;
+        goto leave;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = S_ISDIR(st.st_mode) ? EISDIR : FMT_EUNSUPPORTED;
+        goto leave;
+    }
+    if ((uint64_t)st.st_size > max || (uint64_t)st.st_size > SIZE_MAX - 1) {
+        rc = FMT_ETOOBIG;
+        goto leave;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    if (s->file_cap < n + 1) {
+        uint8_t *p = malloc(n + 1);
+        if (!p) {
+            rc = ENOMEM;
+            goto leave;
+        }
+        free(s->file);
+        s->file = p;
+        s->file_cap = n + 1;
+    }
+    while (got < n) {
+        ssize_t r = read(fd, s->file + got, n - got);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = errno;
+            goto leave;
+        }
+        if (r == 0)
+            break; /* file shrank while we read: hand back what is there */
+        got += (size_t)r;
+    }
+    *len = got;
+leave:
+    close(fd);
+    return rc;
+}
 
 static int is_identity(const fmt_geom_plan *p, const fmt_image *src)
 {
-    return p->out_w == src->width && p->out_h == src->height && p->src_x == 0 && p->src_y == 0 &&
-           p->src_w == src->width && p->src_h == src->height && p->dst_w == p->out_w &&
-           p->dst_h == p->out_h;
+    return p->out_w == src->width && p->out_h == src->height && p->rs_w == src->width &&
+           p->rs_h == src->height && p->win_x == 0 && p->win_y == 0 && p->box.x0 == 0.0f &&
+           p->box.y0 == 0.0f && p->box.x1 == (float)src->width &&
+           p->box.y1 == (float)src->height && p->dst_w == p->out_w && p->dst_h == p->out_h;
 }
 
-int shc_render(const shc_render_opts *o, const char *path, uint64_t source, fmt_resizer *rz,
-               fmt_image *out, fmt_aug_params *params, char *reason, size_t rlen)
+int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
+                    shc_render_scratch *s, fmt_image *out, fmt_aug_params *params, char *reason,
+                    size_t rlen)
 {
     uint32_t n = shc_render_count(o);
-    uint8_t *buf = NULL;
     size_t len = 0;
-    fmt_image dec = {0};
     fmt_msg msg = {{0}};
-    memset(out, 0, n * sizeof *out);
-    int rc = fmt_read_file(path, (size_t)o->max_file_bytes, &buf, &len);
+    int rc = read_into(path, o->max_file_bytes, s, &len);
     if (rc) {
         if (rc == FMT_ETOOBIG)
             snprintf(reason, rlen, "file larger than %" PRIu64 " bytes", o->max_file_bytes);
         else
             snprintf(reason, rlen, "%s", fmt_strerror(rc));
-        goto leave;
+        return rc;
     }
     fmt_image_info info;
-    rc = fmt_image_probe(buf, len, &info, &msg);
+    rc = fmt_image_probe(s->file, len, &info, &msg);
     if (rc)
         goto fail;
     fmt_decode_opts dopt = {.channels = o->channels, .limits = o->limits};
     /* augmented crops can be small parts of the source: they need it at full size */
     if (!o->augment)
         fmt_geom_min_decode(&o->geom, info.width, info.height, &dopt.min_width, &dopt.min_height);
-    rc = fmt_image_decode(buf, len, &dopt, &dec, &msg);
+    rc = fmt_image_decode_into(s->file, len, &dopt, &s->dec, &msg);
     if (rc)
         goto fail;
-    free(buf);
-    buf = NULL;
     fmt_geom_plan plan;
-    /* the output size comes from the full-size plan, so it does not depend on the DCT scale */
-    rc = fmt_geom_plan_decoded(&o->geom, info.width, info.height, dec.width, dec.height, &plan);
+    /* the output comes from the full-size plan, so it does not depend on the DCT scale */
+    rc = fmt_geom_plan_decoded(&o->geom, info.width, info.height, s->dec.width, s->dec.height,
+                               &plan);
     if (rc)
         goto fail;
     if (o->augment) {
         for (uint32_t v = 0; v < n && !rc; v++) {
-            fmt_aug_draw(&o->aug, o->seed, source, v, dec.width, dec.height, &plan, &params[v]);
-            rc = fmt_aug_apply(rz, &dec, &params[v], plan.out_w, plan.out_h, &out[v], &msg);
+            fmt_aug_draw(&o->aug, o->seed, source, v, s->dec.width, s->dec.height, &plan,
+                         &params[v]);
+            rc = fmt_aug_apply_into(s->rz, &s->dec, &params[v], plan.out_w, plan.out_h, &out[v],
+                                    &msg);
         }
         if (rc)
             goto fail;
-    } else if (is_identity(&plan, &dec)) {
-        out[0] = dec;
-        memset(&dec, 0, sizeof dec);
+    } else if (is_identity(&plan, &s->dec)) {
+        /* hand the decoded buffer over and keep the output's for the next decode */
+        fmt_image t = out[0];
+        out[0] = s->dec;
+        s->dec = t;
     } else {
-        rc = fmt_resize(rz, &dec, &plan, &out[0], &msg);
+        rc = fmt_resize_into(s->rz, &s->dec, &plan, &out[0], &msg);
         if (rc)
             goto fail;
     }
-    goto leave;
+    return 0;
 fail:
     snprintf(reason, rlen, "%s", fmt_reason(&msg, rc));
-leave:
+    return rc;
+}
+
+int shc_render(const shc_render_opts *o, const char *path, uint64_t source, fmt_resizer *rz,
+               fmt_image *out, fmt_aug_params *params, char *reason, size_t rlen)
+{
+    uint32_t n = shc_render_count(o);
+    memset(out, 0, n * sizeof *out);
+    shc_render_scratch s = {.rz = rz};
+    int rc = shc_render_into(o, path, source, &s, out, params, reason, rlen);
+    free(s.file);
+    fmt_image_free(&s.dec);
     if (rc)
         for (uint32_t v = 0; v < n; v++)
             fmt_image_free(&out[v]);
-    fmt_image_free(&dec);
-    free(buf);
     return rc;
 }

@@ -1,6 +1,6 @@
-/* render.h - what one input image becomes: decode (with shrink-on-load), then either the plain
- * geometry (one sample) or K augmented variants. Shared by the build workers and by replay, so a
- * replayed sample goes through exactly the code that wrote it.
+/* render.h - what one input image becomes: decode (shrink-on-load when the geometry allows it),
+ * then either the plain geometry (one sample) or K augmented variants. Shared by the build
+ * workers and by replay, so a replayed sample goes through exactly the code that wrote it.
  */
 #ifndef SHC_RENDER_H
 #define SHC_RENDER_H
@@ -26,9 +26,25 @@ static inline uint32_t shc_render_count(const shc_render_opts *o)
     return o->augment ? o->augment : 1;
 }
 
+/* Per-worker state reused from image to image: the file buffer, the decoded image and the
+ * resizer. Once it has seen the largest input, rendering into reused outputs allocates nothing
+ * of ours (libjpeg/libspng still allocate their own per-image state). One per thread. */
+typedef struct shc_render_scratch shc_render_scratch;
+
+/* cache may be NULL or shared by all workers (it must outlive the scratch). Returns 0, ENOMEM. */
+int shc_render_scratch_create(fmt_rs_cache *cache, shc_render_scratch **s);
+void shc_render_scratch_free(shc_render_scratch *s);     /* accepts NULL */
+
 /* Render the input at path (input position `source`) into out[0 .. shc_render_count) and, when
- * augmenting, params[0 ..). On failure returns non-zero, every out[] is empty, and reason holds
- * a one-line explanation. */
+ * augmenting, params[0 ..). out[] are images whose buffers are reused when large enough
+ * (zeroed images the first time; see fmt_image_reserve). On failure returns non-zero, out[]
+ * keep (or lose) their buffers but hold no sample, and reason holds a one-line explanation. */
+int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
+                    shc_render_scratch *s, fmt_image *out, fmt_aug_params *params, char *reason,
+                    size_t rlen);
+
+/* As shc_render_into with a resizer of the caller's and newly allocated out[] (every out[] is
+ * empty on failure). */
 int shc_render(const shc_render_opts *o, const char *path, uint64_t source, fmt_resizer *rz,
                fmt_image *out, fmt_aug_params *params, char *reason, size_t rlen);
 

@@ -39,12 +39,20 @@ static const char usage_build[] =
     "      --compress C        raw: compress each sample on its own, C = lz4[:1..12] or\n"
     "                          zstd[:LEVEL] (default level 1; -7..-1 faster, up to 19 smaller)\n"
     "      --list FILE         list file: \"path label\" per line\n"
+    "      --short-side N      torchvision Resize(N): short side N (up or down), long side\n"
+    "                          int(N * long / short)\n"
+    "      --crop WxH          torchvision CenterCrop((H, W)) after the resize (zero-padded\n"
+    "                          where the image is smaller)\n"
     "      --size WxH          fixed output size, with --fit crop|pad|stretch (default crop:\n"
-    "                          resize the short side, center crop)\n"
+    "                          Resize(short side covering WxH) then CenterCrop, so --size\n"
+    "                          224x224 is CenterCrop(224)(Resize(224)(img)))\n"
     "      --fit MODE          crop, pad (letterbox, zero border) or stretch\n"
-    "      --short-side N      keep aspect, short side N (up or down)\n"
-    "      --max-side N        cap the long side at N (never upscales)\n"
+    "      --max-side N        cap the long side at N (Resize's max_size with --short-side)\n"
     "                          (no geometry option: keep each image's own size)\n"
+    "      --filter F          resize filter: bilinear (default, torchvision's), nearest, box,\n"
+    "                          hamming, bicubic, lanczos; pixels equal Pillow's Image.resize\n"
+    "      --shrink-on-load    decode JPEGs at a reduced DCT scale that still covers the\n"
+    "                          resize (faster; pixels close to, not equal to, the exact ones)\n"
     "      --gray              store one channel (default: RGB)\n"
     "      --augment K         write K pre-augmented variants per image (needs --size)\n"
     "      --aug SPEC          the augmentation, default " FMT_AUG_DEFAULT_SPEC "\n"
@@ -120,7 +128,7 @@ enum {
     OPT_FORMAT = 256, OPT_LIST, OPT_SIZE, OPT_FIT, OPT_SHORT, OPT_MAXSIDE, OPT_GRAY, OPT_SHARDSIZE,
     OPT_SHARDSAMPLES, OPT_ALIGN, OPT_MAXPIX, OPT_MAXIMGSIDE, OPT_MAXFILE, OPT_STRICT, OPT_RESUME,
     OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED,
-    OPT_QUALITY, OPT_COMPRESS
+    OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK
 };
 
 static int cmd_build(int argc, char **argv)
@@ -146,6 +154,8 @@ static int cmd_build(int argc, char **argv)
         {"aug", required_argument, 0, OPT_AUG},     {"seed", required_argument, 0, OPT_SEED},
         {"quality", required_argument, 0, OPT_QUALITY},
         {"compress", required_argument, 0, OPT_COMPRESS},
+        {"crop", required_argument, 0, OPT_CROP},   {"filter", required_argument, 0, OPT_FILTER},
+        {"shrink-on-load", no_argument, 0, OPT_SHRINK},
         {0, 0, 0, 0}};
     shc_build_opts o = {
         .r = {.channels = 3,
@@ -210,6 +220,18 @@ static int cmd_build(int argc, char **argv)
                 return usage_error(usage_build, "bad --max-side '%s' (1..65535)", optarg);
             o.r.geom.max_side = (uint32_t)v;
             break;
+        case OPT_CROP:
+            if (shc_parse_wxh(optarg, &o.r.geom.crop_w, &o.r.geom.crop_h))
+                return usage_error(usage_build, "bad --crop '%s' (expected WxH, e.g. 224x224)",
+                                   optarg);
+            break;
+        case OPT_FILTER:
+            if (fmt_filter_parse(optarg, &o.r.geom.filter))
+                return usage_error(usage_build,
+                                   "bad --filter '%s' (nearest, box, bilinear, hamming, bicubic "
+                                   "or lanczos)", optarg);
+            break;
+        case OPT_SHRINK: o.r.geom.shrink_on_load = 1; break;
         case OPT_GRAY: o.r.channels = 1; break;
         case OPT_SHARDSIZE:
             if (shc_parse_size(optarg, &o.shard_bytes) || o.shard_bytes < 4096)
@@ -280,6 +302,9 @@ static int cmd_build(int argc, char **argv)
     if (o.compress.codec && strcmp(o.backend->name, "raw") != 0)
         return usage_error(usage_build, "--compress is for --format raw (%s stores its own way)",
                            o.backend->name);
+    if (have_size && o.r.geom.crop_w)
+        return usage_error(usage_build, "%s",
+                           "--size and --crop exclude each other (--size crops already)");
     if (o.resume && o.force)
         return usage_error(usage_build, "%s", "--resume and --force exclude each other");
     if (aug_spec && !o.r.augment)
@@ -455,6 +480,9 @@ static int cmd_info(int argc, char **argv)
         else
             printf("geometry:  source sizes%s, %u channel(s)\n",
                    m->geom.max_side ? ", long side capped" : "", m->channels);
+        char chain[256];
+        fmt_geom_chain(&m->geom, chain, sizeof chain);
+        printf("transform: %s\n", chain);
         printf("shards:    %zu, %s\n", m->nshards, shc_human_size(bytes, hb, sizeof hb));
         printf("mean:     ");
         for (uint32_t c = 0; c < m->channels; c++)

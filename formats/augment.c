@@ -184,10 +184,21 @@ void fmt_aug_draw(const fmt_aug_spec *s, uint64_t seed, uint64_t source, uint32_
     p->variant = variant;
     p->src_w = src_w;
     p->src_h = src_h;
-    p->crop_x = base->src_x;
-    p->crop_y = base->src_y;
-    p->crop_w = base->src_w;
-    p->crop_h = base->src_h;
+    p->filter = base->filter;
+    /* without rrc: the source rectangle that the plan's visible window comes from */
+    uint32_t rw = base->rs_w ? base->rs_w : src_w, rh = base->rs_h ? base->rs_h : src_h;
+    uint32_t ww = base->rs_w ? base->dst_w : src_w, wh = base->rs_h ? base->dst_h : src_h;
+    uint64_t cx = ((uint64_t)base->win_x * src_w + rw / 2) / rw;
+    uint64_t cy = ((uint64_t)base->win_y * src_h + rh / 2) / rh;
+    uint64_t cw = ((uint64_t)ww * src_w + rw / 2) / rw, chh = ((uint64_t)wh * src_h + rh / 2) / rh;
+    cx = cx < src_w ? cx : src_w - 1;
+    cy = cy < src_h ? cy : src_h - 1;
+    cw = cw < 1 ? 1 : cw > src_w - cx ? src_w - cx : cw;
+    chh = chh < 1 ? 1 : chh > src_h - cy ? src_h - cy : chh;
+    p->crop_x = (uint32_t)cx;
+    p->crop_y = (uint32_t)cy;
+    p->crop_w = (uint32_t)cw;
+    p->crop_h = (uint32_t)chh;
     if (s->rrc) {
         double area = (double)src_w * src_h;
         double lr0 = log(s->ratio_min), lr1 = log(s->ratio_max);
@@ -305,7 +316,19 @@ static void flip_rows(fmt_image *im)
 int fmt_aug_apply(fmt_resizer *rz, const fmt_image *src, const fmt_aug_params *p, uint32_t out_w,
                   uint32_t out_h, fmt_image *dst, fmt_msg *msg)
 {
-    memset(dst, 0, sizeof *dst);
+    if (dst)
+        memset(dst, 0, sizeof *dst);
+    int rc = fmt_aug_apply_into(rz, src, p, out_w, out_h, dst, msg);
+    if (rc && dst)
+        fmt_image_free(dst);
+    return rc;
+}
+
+int fmt_aug_apply_into(fmt_resizer *rz, const fmt_image *src, const fmt_aug_params *p,
+                       uint32_t out_w, uint32_t out_h, fmt_image *dst, fmt_msg *msg)
+{
+    if (!rz || !src || !src->pixels || !p || !dst)
+        return fmt_fail(msg, FMT_EINVAL, "invalid argument");
     if (src->width != p->src_w || src->height != p->src_h)
         return fmt_fail(msg, FMT_EINVAL, "source is %ux%u, the parameters were drawn for %ux%u",
                         src->width, src->height, p->src_w, p->src_h);
@@ -313,9 +336,20 @@ int fmt_aug_apply(fmt_resizer *rz, const fmt_image *src, const fmt_aug_params *p
         p->crop_x > src->width - p->crop_w ||
         p->crop_y > src->height - p->crop_h)
         return fmt_fail(msg, FMT_EINVAL, "crop rectangle outside the source");
-    fmt_geom_plan plan = {.out_w = out_w, .out_h = out_h, .src_x = p->crop_x, .src_y = p->crop_y,
-                          .src_w = p->crop_w, .src_h = p->crop_h, .dst_w = out_w, .dst_h = out_h};
-    int rc = fmt_resize(rz, src, &plan, dst, msg);
+    if ((unsigned)p->filter >= FMT_FILTER_COUNT)
+        return fmt_fail(msg, FMT_EINVAL, "unknown filter %u", p->filter);
+    if (!out_w || !out_h || out_w > FMT_GEOM_MAX_SIDE || out_h > FMT_GEOM_MAX_SIDE)
+        return fmt_fail(msg, FMT_EINVAL, "bad output size %ux%u", out_w, out_h);
+    /* torchvision's resized_crop: crop, then resize the crop alone (a view, no copy) */
+    uint32_t ch = src->channels;
+    int rc = fmt_image_reserve(dst, out_w, out_h, ch);
+    if (rc)
+        return fmt_fail(msg, rc, "cannot allocate a %ux%u image", out_w, out_h);
+    size_t sstride = (size_t)src->width * ch;
+    fmt_rs_view sv = {src->pixels + (size_t)p->crop_y * sstride + (size_t)p->crop_x * ch,
+                      p->crop_w, p->crop_h, ch, sstride};
+    fmt_rs_view dv = {dst->pixels, out_w, out_h, ch, (size_t)out_w * ch};
+    rc = fmt_resample(fmt_resizer_scratch(rz), &sv, NULL, (fmt_filter)p->filter, &dv, msg);
     if (rc)
         return rc;
     if (p->flip)
@@ -356,6 +390,7 @@ void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE])
     fmt_le_put32(out + 44, fbits(p->brightness));
     fmt_le_put32(out + 48, fbits(p->contrast));
     fmt_le_put32(out + 52, fbits(p->saturation));
+    fmt_le_put32(out + 56, p->filter);
 }
 
 int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p)
@@ -375,7 +410,8 @@ int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p)
     p->brightness = bitsf(fmt_le_get32(in + 44));
     p->contrast = bitsf(fmt_le_get32(in + 48));
     p->saturation = bitsf(fmt_le_get32(in + 52));
-    if (p->flip > 1 || !isfinite(p->brightness) || !isfinite(p->contrast) ||
+    p->filter = fmt_le_get32(in + 56);
+    if (p->flip > 1 || p->filter >= FMT_FILTER_COUNT || !isfinite(p->brightness) || !isfinite(p->contrast) ||
         !isfinite(p->saturation) || p->brightness < 0 || p->contrast < 0 || p->saturation < 0 ||
         p->brightness > 2 || p->contrast > 2 || p->saturation > 2)
         return FMT_ECORRUPT;

@@ -11,8 +11,10 @@
  *   crop        random-resized-crop: a source rectangle of area fraction in [scale_min, scale_max]
  *               of the source and aspect ratio (w/h) log-uniform in [ratio_min, ratio_max],
  *               at a uniform position (up to 10 tries, then the largest centered rectangle of the
- *               clamped ratio, as torchvision does), resized to the output size; without `rrc`
- *               the crop is the geometry's own (center crop for --size)
+ *               clamped ratio, as torchvision does), cut out and resized alone to the output
+ *               size with the geometry's filter (torchvision's resized_crop: Pillow's
+ *               img.crop(rect).resize(size, filter), byte for byte); without `rrc` the crop is
+ *               the source rectangle under the geometry's visible window
  *   flip        horizontal mirror with probability flip_p
  *   brightness  pixel * b,                       b uniform in [1 - s, 1 + s]
  *   contrast    m + c * (pixel - m),             c uniform in [1 - s, 1 + s], m = mean luma
@@ -45,6 +47,7 @@ typedef struct {
     uint32_t crop_x, crop_y, crop_w, crop_h;   /* source rectangle resized to the output */
     uint32_t flip;                      /* 1: mirrored */
     float brightness, contrast, saturation;    /* factors (1 = unchanged) */
+    uint32_t filter;                    /* fmt_filter of the resize */
 } fmt_aug_params;
 
 /* Parse SPEC ("rrc=SMIN:SMAX[:RMIN:RMAX],flip[=P],jitter=S,brightness=S,contrast=S,
@@ -56,14 +59,20 @@ int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg);
 void fmt_aug_format(const fmt_aug_spec *s, char *buf, size_t len);
 
 /* Draw variant `variant` of source `source` for a decoded source of src_w x src_h, whose geometry
- * plan (without augmentation) is base (used for the crop when the spec has no rrc). */
+ * plan (without augmentation) is base (its filter is recorded; its window gives the crop when
+ * the spec has no rrc). */
 void fmt_aug_draw(const fmt_aug_spec *s, uint64_t seed, uint64_t source, uint32_t variant,
                   uint32_t src_w, uint32_t src_h, const fmt_geom_plan *base, fmt_aug_params *p);
 
 /* Produce the variant: crop p's rectangle out of src (which must be p->src_w x p->src_h), resize
- * it to out_w x out_h, then flip and colour as p says. dst is allocated here. */
+ * it to out_w x out_h with p's filter, then flip and colour as p says. dst is allocated here
+ * (zeroed on error). */
 int fmt_aug_apply(fmt_resizer *rz, const fmt_image *src, const fmt_aug_params *p, uint32_t out_w,
                   uint32_t out_h, fmt_image *dst, fmt_msg *msg);
+/* The same into dst's buffer when it is large enough (see fmt_image_reserve), else a new one;
+ * dst keeps a buffer on error. */
+int fmt_aug_apply_into(fmt_resizer *rz, const fmt_image *src, const fmt_aug_params *p,
+                       uint32_t out_w, uint32_t out_h, fmt_image *dst, fmt_msg *msg);
 
 /* 64-byte little-endian aux record <-> params. decode: FMT_ECORRUPT on a bad magic or length. */
 void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE]);

@@ -1,34 +1,43 @@
 /* geometry.h - output geometry (what size a sample becomes) and the resize that produces it.
  *
- * A plan is computed from the source size and the options; it says which source rectangle is
- * used, what size it is scaled to, and where that lands in the output (padding around it for
- * FMT_FIT_PAD). The same plan drives shrink-on-load: fmt_geom_min_decode() tells the decoder the
- * smallest decoded size that still never upscales.
+ * The geometry is a torchvision-style chain with torchvision's own arithmetic, so the stored
+ * pixels are those of `transform(Image.open(p).convert('RGB'))` for the matching transform:
  *
- * Rounding, everywhere: a derived side is round(exact), halves rounded up, and at least 1; an
- * offset that centres a rectangle is (larger - smaller) / 2 rounded down.
+ *   FMT_GEOM_SHORT_SIDE   Resize(short_side[, max_size=max_side]): the short side becomes
+ *                         short_side, the long side int(short_side * long / short) (truncated,
+ *                         as torchvision computes it in Python floats); when max_side is set
+ *                         and the long side exceeds it, long = max_side and short =
+ *                         int(max_side * short / long). Then CenterCrop(crop_h, crop_w) if
+ *                         crop_w is set.
+ *   FMT_GEOM_KEEP         the source size, or, when max_side is set and the long side exceeds
+ *                         it, long = max_side and short = round(short * max_side / long) (halves
+ *                         up); then CenterCrop if crop_w is set.
+ *   FMT_GEOM_SIZE, FMT_FIT_CROP     Resize(S) then CenterCrop(height, width), S the smallest
+ *                         short side whose resize covers width x height: for a square target,
+ *                         S = width, i.e. CenterCrop(N)(Resize(N)(img)).
+ *   FMT_GEOM_SIZE, FMT_FIT_PAD      Resize(S) then CenterCrop(height, width), S the largest short
+ *                         side whose resize fits inside: torchvision's CenterCrop pads the
+ *                         missing border with zeros (left (W - w) // 2, top (H - h) // 2).
+ *   FMT_GEOM_SIZE, FMT_FIT_STRETCH  Resize((height, width)).
  *
- *   FMT_GEOM_SIZE, FMT_FIT_CROP     the largest centred source rectangle of aspect W/H, scaled to
- *                                   exactly W x H. A source wider than W/H keeps its height and
- *                                   uses width round(src_h * W / H) (e.g. 500x375 -> 224x224
- *                                   crops x 62..436, all rows); a taller one likewise.
- *   FMT_GEOM_SIZE, FMT_FIT_PAD      the whole source scaled to fit in W x H: the axis that
- *                                   limits fills exactly, the other is round(side * scale);
- *                                   centred, the border is zero (black) pixels.
- *   FMT_GEOM_SIZE, FMT_FIT_STRETCH  the whole source to W x H.
- *   FMT_GEOM_SHORT_SIDE             short side = short_side exactly (up or down), long side =
- *                                   round(long * short_side / short); then, if max_side is set
- *                                   and the long side exceeds it, long = max_side and short =
- *                                   round(short * max_side / long) from the source sides.
- *                                   A square source gives short_side x short_side.
- *   FMT_GEOM_KEEP                   the source size, unless max_side is set and the long side
- *                                   exceeds it: then scaled down as above (never up).
- * max_side is ignored by FMT_GEOM_SIZE; fit is used only by FMT_GEOM_SIZE.
+ * CenterCrop(h, w) of an image W x H, as torchvision computes it: an axis that is too small is
+ * first padded with zeros ((W - w) // 2 before, the rest after), then the crop starts at
+ * int(round((W - w) / 2)) with Python's round (halves to even: 69 / 2 -> 34, 71 / 2 -> 36).
+ *
+ * The resize is fmt_resample (Pillow's Image.resize) with the geometry's filter, default
+ * bilinear as in torchvision; only the part of the resized image that the crop keeps is
+ * computed. max_side is ignored by FMT_GEOM_SIZE; fit only matters for FMT_GEOM_SIZE.
+ *
+ * Shrink-on-load (shrink_on_load set): a JPEG may be decoded at a reduced DCT scale that still
+ * covers the resize, and the resize then reads the decoded image through a sub-pixel box (the
+ * full-size box scaled by the decoder's factor), so the result stays close to the exact one
+ * (not equal: the decoder's own downscaling replaces part of the filter).
  */
 #ifndef FMT_GEOMETRY_H
 #define FMT_GEOMETRY_H
 
 #include "image.h"
+#include "resample.h"
 
 /* Largest output side a plan may produce (FMT_ETOOBIG beyond): a sanity bound against plans
  * such as a 1-pixel-wide source with a large short side, not a limit of the resizer. */
@@ -51,64 +60,82 @@ typedef struct {
     fmt_fit fit;
     uint32_t width, height; /* FMT_GEOM_SIZE */
     uint32_t short_side;    /* FMT_GEOM_SHORT_SIDE */
-    uint32_t max_side;      /* 0 = none; caps the long side of KEEP / SHORT_SIDE, never upscales */
+    uint32_t max_side;      /* 0 = none; caps the long side of KEEP / SHORT_SIDE */
+    uint32_t crop_w, crop_h;    /* CenterCrop after KEEP / SHORT_SIDE; 0 = none */
+    fmt_filter filter;      /* resize filter; 0 is bilinear */
+    int shrink_on_load;     /* allow a reduced-scale JPEG decode (changes pixels slightly) */
 } fmt_geom;
 
+/* How a source becomes the output: the box of the source is resized to rs_w x rs_h; the window
+ * (win_x, win_y, dst_w, dst_h) of that resized image lands at (dst_x, dst_y) of the
+ * out_w x out_h output, the rest of which is zero (padding). */
 typedef struct {
     uint32_t out_w, out_h;          /* output image size */
-    uint32_t src_x, src_y, src_w, src_h;   /* source rectangle used */
-    uint32_t dst_x, dst_y, dst_w, dst_h;   /* where the scaled rectangle lands in the output */
+    uint32_t src_x, src_y, src_w, src_h;   /* whole pixels holding the box */
+    uint32_t dst_x, dst_y, dst_w, dst_h;   /* where the visible pixels land in the output */
+    fmt_rs_box box;                 /* source region resized (Pillow's box) */
+    uint32_t rs_w, rs_h;            /* size the box is resized to */
+    uint32_t win_x, win_y;          /* top left of the visible part in the resized image */
+    fmt_filter filter;              /* the geometry's filter */
 } fmt_geom_plan;
 
 /* Plan for a source of src_w x src_h (see the top of this file). Returns 0; FMT_EINVAL for a
- * zero source side, a zero width/height/short_side that the mode needs, or an unknown mode or
- * fit; FMT_ETOOBIG when an output side would exceed FMT_GEOM_MAX_SIDE. On error *p is zeroed. */
+ * zero source side, a zero width/height/short_side that the mode needs, a crop size with one
+ * side zero, or an unknown mode or fit; FMT_ETOOBIG when an output side would exceed
+ * FMT_GEOM_MAX_SIDE (or, for a resize that is cropped, a resized side FMT_RS_MAX_SIDE). On
+ * error *p is zeroed. */
 int fmt_geom_plan_for(const fmt_geom *g, uint32_t src_w, uint32_t src_h, fmt_geom_plan *p);
 
 /* The plan for a src_w x src_h source that was decoded at a reduced dec_w x dec_h (JPEG
- * shrink-on-load): the output size and placement are those of the full-size plan, only the
- * source rectangle is mapped onto the decoded image (edges scaled and rounded, at least 1
- * pixel). Unlike fmt_geom_plan_for(g, dec_w, dec_h), whose short side, long side or padding
- * can differ by a pixel because the decoded aspect is rounded (1001x750 with short side 100
- * gives 133x100, its 1/4 decode 251x188 gives 134x100), the output shape then does not depend
- * on the DCT scale the decoder picked. With dec == src it equals fmt_geom_plan_for.
- * Errors as fmt_geom_plan_for, plus FMT_EINVAL for a zero decoded side. */
+ * shrink-on-load): the output, resize and window are those of the full-size plan; only the
+ * box is mapped onto the decoded image, by the decoder's scale (k/8 when dec is
+ * ceil(src * k / 8) on both axes, else dec / src per axis), keeping its fractions. With
+ * dec == src it equals fmt_geom_plan_for. Errors as fmt_geom_plan_for, plus FMT_EINVAL for a
+ * zero decoded side or one larger than the source. */
 int fmt_geom_plan_decoded(const fmt_geom *g, uint32_t src_w, uint32_t src_h, uint32_t dec_w,
                           uint32_t dec_h, fmt_geom_plan *p);
 
-/* The smallest decoded size (*min_w, *min_h) at which the plan for a src_w x src_h source still
- * downscales or keeps size on both axes: the shrink-on-load hint for fmt_decode_opts.
- * It is the whole source scaled by the plan's factor on each axis, rounded up (for a crop, the
- * factor that maps the crop rectangle to W x H, applied to the whole source): a decoder that
- * delivers at least that and a fresh plan made on the decoded size never upscales.
- * Both are 0 when the full size is needed: when the plan keeps the size or upscales on either
- * axis (a decoder reduces both axes together), or when the options are invalid. */
+/* The shrink-on-load hint for fmt_decode_opts: the decoded size of the smallest DCT scale
+ * 1/8, 1/4 or 1/2 whose coverage (side / d, the box of fmt_geom_plan_decoded) is at least the
+ * resized size on both axes, so the resize never enlarges. Both are 0 (decode at full size) unless g->shrink_on_load is set and the plan
+ * reduces both axes, or when the options are invalid. */
 void fmt_geom_min_decode(const fmt_geom *g, uint32_t src_w, uint32_t src_h,
                          uint32_t *min_w, uint32_t *min_h);
 
-/* Reusable resize state (scaler contexts for the last few geometries, scratch buffers). One per
- * thread; not thread-safe. Distinct resizers may be used concurrently. */
+/* The source rectangle of the plain center crop for FMT_GEOM_SIZE with FMT_FIT_CROP: the
+ * largest centred rectangle of aspect width/height (sides rounded, offsets halved down); the
+ * whole source otherwise. Pre-augmentation uses it as the crop when there is no
+ * random-resized-crop. */
+void fmt_geom_center_rect(const fmt_geom *g, uint32_t src_w, uint32_t src_h, uint32_t *x,
+                          uint32_t *y, uint32_t *w, uint32_t *h);
+
+/* The chain as text for the manifest and `shardc info`, torchvision style, e.g.
+ * "Resize(256, bilinear) | CenterCrop((224, 224))". Truncated to len (NUL-terminated). */
+void fmt_geom_chain(const fmt_geom *g, char *buf, size_t len);
+
+/* Reusable resize state: a resampling scratch (see resample.h). One per thread; not
+ * thread-safe. Distinct resizers may be used concurrently, and may share one coefficient
+ * cache. */
 typedef struct fmt_resizer fmt_resizer;
 
-/* Returns 0, FMT_EINVAL (r NULL) or ENOMEM. */
+/* Returns 0, FMT_EINVAL (r NULL) or ENOMEM. fmt_resizer_create keeps coefficient tables for
+ * itself; fmt_resizer_create_shared uses cache (which must outlive the resizer). */
 int fmt_resizer_create(fmt_resizer **r);
+int fmt_resizer_create_shared(fmt_rs_cache *cache, fmt_resizer **r);
 void fmt_resizer_free(fmt_resizer *r);            /* accepts NULL */
+/* The resampling scratch inside r, for direct fmt_resample calls. */
+fmt_rs_scratch *fmt_resizer_scratch(fmt_resizer *r);
 
-/* Apply plan p to src: its source rectangle is scaled to dst_w x dst_h and placed at
- * (dst_x, dst_y) of a p->out_w x p->out_h image, the rest of which is zero. dst is allocated
- * here (src->channels channels, 1 or 3; release with fmt_image_free) and zeroed on error.
- * A plan that does not scale (src_w == dst_w and src_h == dst_h) copies the pixels exactly.
- *
- * The filter is Lanczos (a = 3, libswscale), applied to each channel separately, like Pillow's
- * Image.resize(LANCZOS) but without reading source pixels outside the rectangle; a constant
- * colour stays exactly that colour, edges may ring by a few levels. Reductions by more than 16x
- * on an axis are first area-averaged to 8x the target. The output depends only on the inputs
- * (no CPU-dependent rounding), so it is the same on every run, machine and thread.
- *
- * The plan must fit src (its rectangle inside src, its dst rectangle inside the output) and
- * come from fmt_geom_plan_for for src's size or be consistent like one. Errors: FMT_EINVAL
- * (bad arguments or plan), ENOMEM, FMT_ETOOBIG (scratch too large), FMT_EUNSUPPORTED (the
- * scaler refused the geometry); msg says which. */
+/* Apply plan p to src (with p->filter) into dst, reusing dst's buffer when it is large enough
+ * (dst->pixels NULL or a buffer of dst->cap bytes from an earlier call or fmt_image_reserve;
+ * it is grown otherwise). dst becomes p->out_w x p->out_h with src's channels. On error dst
+ * keeps its buffer and msg says why. Errors: FMT_EINVAL (bad arguments or a plan that does not
+ * fit src), ENOMEM, FMT_ETOOBIG. */
+int fmt_resize_into(fmt_resizer *r, const fmt_image *src, const fmt_geom_plan *p, fmt_image *dst,
+                    fmt_msg *msg);
+
+/* As fmt_resize_into into a newly allocated dst (zeroed on error; release with
+ * fmt_image_free). */
 int fmt_resize(fmt_resizer *r, const fmt_image *src, const fmt_geom_plan *p, fmt_image *dst,
                fmt_msg *msg);
 

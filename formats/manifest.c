@@ -80,6 +80,13 @@ int fmt_manifest_dump(const fmt_manifest *m, char **out)
     json_object_set_new(g, "height", json_integer(m->geom.height));
     json_object_set_new(g, "short_side", json_integer(m->geom.short_side));
     json_object_set_new(g, "max_side", json_integer(m->geom.max_side));
+    json_object_set_new(g, "crop_width", json_integer(m->geom.crop_w));
+    json_object_set_new(g, "crop_height", json_integer(m->geom.crop_h));
+    json_object_set_new(g, "filter", json_string(fmt_filter_name(m->geom.filter)));
+    json_object_set_new(g, "shrink_on_load", json_boolean(m->geom.shrink_on_load));
+    char chain[256];
+    fmt_geom_chain(&m->geom, chain, sizeof chain);
+    json_object_set_new(g, "chain", json_string(chain));
     json_object_set_new(g, "channels", json_integer(m->channels));
     json_object_set_new(g, "sample_width", json_integer(m->sample_width));
     json_object_set_new(g, "sample_height", json_integer(m->sample_height));
@@ -147,6 +154,13 @@ static int get_u32(json_t *o, const char *key, uint32_t max, uint32_t *v, fmt_ms
     if (rc == 0)
         *v = (uint32_t)x;
     return rc;
+}
+
+/* A field that manifests of earlier versions lack: absent reads as 0. */
+static int get_opt_u32(json_t *o, const char *key, uint32_t max, uint32_t *v, fmt_msg *msg)
+{
+    *v = 0;
+    return json_object_get(o, key) ? get_u32(o, key, max, v, msg) : 0;
 }
 
 static int get_str(json_t *o, const char *key, char **v, fmt_msg *msg)
@@ -262,10 +276,24 @@ int fmt_manifest_parse(const char *text, size_t len, fmt_manifest *m, fmt_msg *m
         (rc = get_u32(g, "height", 1u << 20, &m->geom.height, msg)) ||
         (rc = get_u32(g, "short_side", 1u << 20, &m->geom.short_side, msg)) ||
         (rc = get_u32(g, "max_side", 1u << 20, &m->geom.max_side, msg)) ||
+        (rc = get_opt_u32(g, "crop_width", 1u << 20, &m->geom.crop_w, msg)) ||
+        (rc = get_opt_u32(g, "crop_height", 1u << 20, &m->geom.crop_h, msg)) ||
         (rc = get_u32(g, "channels", 3, &m->channels, msg)) ||
         (rc = get_u32(g, "sample_width", 1u << 20, &m->sample_width, msg)) ||
         (rc = get_u32(g, "sample_height", 1u << 20, &m->sample_height, msg)))
         goto leave;
+    /* filter and shrink_on_load: absent in manifests of earlier versions (bilinear, off) */
+    json_t *filt = json_object_get(g, "filter"), *sol = json_object_get(g, "shrink_on_load");
+    if (filt && (!json_is_string(filt) ||
+                 fmt_filter_parse(json_string_value(filt), &m->geom.filter) != 0)) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "manifest 'geometry' has a bad filter");
+        goto leave;
+    }
+    if (sol && !json_is_boolean(sol)) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "manifest 'shrink_on_load' is not a boolean");
+        goto leave;
+    }
+    m->geom.shrink_on_load = sol && json_is_true(sol);
     if (m->channels != 1 && m->channels != 3) {
         rc = fmt_fail(msg, FMT_ECORRUPT, "manifest 'channels' must be 1 or 3");
         goto leave;

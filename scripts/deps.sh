@@ -11,8 +11,7 @@ build_pkgs=(
   build-essential pkg-config
   libjpeg62-turbo-dev libjpeg-turbo-progs  # JPEG codec (libjpeg API) and djpeg, the test reference
   libspng-dev libpng-dev                   # PNG: libspng decodes, libpng is the second decoder in tests
-  libstb-dev                               # stb_image (BMP) and stb_image_resize
-  libswscale-dev libavutil-dev             # resize
+  libstb-dev                               # stb_image (BMP)
   libxxhash-dev                            # XXH3 sample hashes
   liblz4-dev libzstd-dev                   # shardc build --compress lz4|zstd
   libjansson-dev                           # manifest.json
