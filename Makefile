@@ -153,6 +153,7 @@ test: deps
 
 # the reader's tests build datasets with the CLIs of the same build
 $(BUILD)/tests/test_reader: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
+$(BUILD)/tests/test_transform: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
 
 check-unit: $(TEST_BIN)
 	$(Q)SHARDC_PYTHON=$(PYTHON) scripts/run-tests.sh unit $(TEST_BIN)

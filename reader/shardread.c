@@ -61,6 +61,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -70,6 +71,7 @@
 #include "dataset.h"
 #include "pinned.h"
 #include "sampler.h"
+#include "transform.h"
 
 /* the access modes are passed through to the dataset layer by value */
 _Static_assert(SHR_ACCESS_MMAP == (int)FMT_ACCESS_MMAP && SHR_ACCESS_PREAD == (int)FMT_ACCESS_PREAD &&
@@ -95,6 +97,7 @@ typedef struct {
     shr_batch b;                /* first member: shr_release maps a batch back to its slot */
     void *data;                 /* from shr_host_alloc, b.pinned says how */
     int64_t *arrays;            /* labels, indices, sources: 3 * batch_size */
+    shr_params *params;         /* batch_size */
     slot_state state;
     int rc;                     /* READY: result of the fill */
     char msg[SHR_MSG_LEN];      /* READY with rc != 0: what failed */
@@ -108,6 +111,7 @@ typedef struct {
                                  * bounce buffer; where compressed payloads are read) */
     uint8_t *sample;            /* PREAD/DIRECT crop/pad: room for the largest stored sample */
     size_t sample_cap;
+    uint8_t *staged;            /* a uint8 HWC sample at the output size, before conversion */
 } shr_worker;
 
 struct shr_reader {
@@ -115,9 +119,13 @@ struct shr_reader {
     fmt_dataset *ds;
     shr_sampler *sampler;
     uint32_t height, width, channels;
-    size_t sample_bytes, batch_bytes;
+    size_t sample_bytes, batch_bytes;   /* at the output dtype */
+    size_t staged_bytes;        /* one uint8 HWC sample at the output size */
     size_t sample_max;          /* largest stored sample */
     int uniform;                /* every sample is stored at the output size */
+    int convert;                /* the output is not uint8 NHWC: samples go through out */
+    shr_tf_rrc rrc;             /* o.rrc: the ranges */
+    shr_tf_out out;             /* dtype, layout, normalisation */
     uint64_t nb;                /* batches per epoch */
     uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb) */
 
@@ -165,6 +173,17 @@ void shr_options_init(shr_options *o)
     o->prefetch = 0;
     o->access = SHR_ACCESS_MMAP;
     o->pin = SHR_PIN_AUTO;
+    o->flip_p = 0.5;
+    o->rrc_scale[0] = 0.08;
+    o->rrc_scale[1] = 1.0;
+    o->rrc_ratio[0] = 3.0 / 4.0;
+    o->rrc_ratio[1] = 4.0 / 3.0;
+    o->filter = SHR_FILTER_BILINEAR;
+    o->dtype = SHR_DTYPE_U8;
+    o->layout = SHR_LAYOUT_NHWC;
+    o->normalize = SHR_NORM_NONE;
+    for (int c = 0; c < 4; c++)
+        o->std[c] = 1.0f;
 }
 
 const char *shr_strerror(int rc)
@@ -221,25 +240,90 @@ static void place(uint32_t have, uint32_t want, int random, uint64_t draw, uint3
     }
 }
 
-static void crop_pad(const shr_reader *r, uint8_t *dst, const uint8_t *src, const fmt_sample *s,
-                     uint64_t epoch)
+/* The parameters of sample idx, stored at src_w x src_h, for an output of out_w x out_h: see
+ * shardread.h (rrc: the RandomResizedCrop box; else the crop/pad's stored rectangle). */
+static void draw(const shr_options *o, const shr_tf_rrc *rrc, uint32_t out_w, uint32_t out_h,
+                 uint64_t epoch, uint64_t idx, uint32_t src_w, uint32_t src_h, shr_params *p)
 {
-    const shr_options *o = &r->o;
-    uint32_t c = r->channels, sx, dx, nx, sy, dy, ny;
-    place(s->width, r->width, o->random_crop,
-          o->random_crop ? shr_mix(o->seed, epoch, s->index, SHR_SALT_CROP_X) : 0, &sx, &dx, &nx);
-    place(s->height, r->height, o->random_crop,
-          o->random_crop ? shr_mix(o->seed, epoch, s->index, SHR_SALT_CROP_Y) : 0, &sy, &dy, &ny);
-    if (nx < r->width || ny < r->height)
-        memset(dst, 0, r->sample_bytes);
-    for (uint32_t y = 0; y < ny; y++)
-        memcpy(dst + (((size_t)(dy + y) * r->width + dx) * c),
-               src + (((size_t)(sy + y) * s->width + sx) * c), (size_t)nx * c);
+    memset(p, 0, sizeof *p);
+    p->src_w = src_w;
+    p->src_h = src_h;
+    if (o->rrc) {
+        shr_tf_rrc_box(rrc, o->seed, epoch, idx, src_w, src_h, p);
+    } else {
+        uint32_t dx, dy;
+        place(src_w, out_w, o->random_crop,
+              o->random_crop ? shr_mix(o->seed, epoch, idx, SHR_SALT_CROP_X) : 0, &p->x, &dx, &p->w);
+        place(src_h, out_h, o->random_crop,
+              o->random_crop ? shr_mix(o->seed, epoch, idx, SHR_SALT_CROP_Y) : 0, &p->y, &dy, &p->h);
+    }
+    p->flip = o->flip && shr_tf_bernoulli((uint32_t)shr_mix(o->seed, epoch, idx, SHR_SALT_FLIP),
+                                          o->flip_p);
 }
 
-/* Sample idx into dst (sample_bytes at the output geometry). */
+/* The crop/pad of p (from draw) of the stored src into dst, uint8 HWC at the output size. */
+static void crop_pad(const shr_reader *r, uint8_t *dst, const uint8_t *src, const fmt_sample *s,
+                     const shr_params *p)
+{
+    uint32_t c = r->channels, nx = p->w, ny = p->h;
+    uint32_t dx = (r->width - nx) / 2, dy = (r->height - ny) / 2;  /* 0 where cropped */
+    if (nx < r->width || ny < r->height)
+        memset(dst, 0, r->staged_bytes);
+    for (uint32_t y = 0; y < ny; y++)
+        memcpy(dst + (((size_t)(dy + y) * r->width + dx) * c),
+               src + (((size_t)(p->y + y) * s->width + p->x) * c), (size_t)nx * c);
+}
+
+/* The box of p (inside the stored src) resized to the output size, uint8 HWC, into dst. */
+static int resize_box(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt_sample *s,
+                      const shr_params *p, uint8_t *dst, char *msg)
+{
+    return fail_msg(msg, FMT_EUNSUPPORTED, "sample %" PRIu64 ": no resampler yet", idx);
+}
+
+/* put_sample for RandomResizedCrop and for outputs other than uint8 NHWC: the finished uint8
+ * pixels (the stored sample itself where it needs no crop, pad or resize) are converted into dst
+ * by the output kernel, which also mirrors them. */
+static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_sample *s,
+                           const shr_params *p, char *msg)
+{
+    const shr_reader *r = w->r;
+    uint32_t c = r->channels;
+    const uint8_t *src = s->pixels;
+    if (!(r->o.access == SHR_ACCESS_MMAP && s->pixels)) {
+        const char *file = fmt_dataset_sample_file(r->ds, idx);
+        if (s->length > w->sample_cap)
+            return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " is larger than the "
+                            "largest sample", file, idx);
+        int rc = fmt_dataset_read_buf(r->ds, idx, w->sample, NULL, w->bounce, SHR_BOUNCE_BYTES);
+        if (rc)
+            return fail_msg(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
+                            shr_strerror(rc));
+        src = w->sample;
+    }
+    size_t stride = (size_t)s->width * c;
+    if (r->o.rrc) {
+        int rc = resize_box(w, idx, src, s, p, r->convert || p->flip ? w->staged : dst, msg);
+        if (rc)
+            return rc;
+        if (!r->convert && !p->flip)
+            return 0;
+        src = w->staged;
+        stride = (size_t)r->width * c;
+    } else if (p->w == r->width && p->h == r->height) {
+        src += (size_t)p->y * stride + (size_t)p->x * c;   /* a crop (or none): read in place */
+    } else {
+        crop_pad(r, w->staged, src, s, p);
+        src = w->staged;
+        stride = (size_t)r->width * c;
+    }
+    shr_tf_store(&r->out, src, stride, (int)p->flip, dst);
+    return 0;
+}
+
+/* Sample idx into dst (sample_bytes at the output geometry and dtype), its parameters into p. */
 static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst, fmt_sample *s,
-                      char *msg)
+                      shr_params *p, char *msg)
 {
     const shr_reader *r = w->r;
     int rc = fmt_dataset_get(r->ds, idx, s);
@@ -249,6 +333,9 @@ static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
     if (s->channels != r->channels)
         return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " has %" PRIu32 " channels, the "
                         "dataset %" PRIu32, file, idx, s->channels, r->channels);
+    draw(&r->o, &r->rrc, r->width, r->height, epoch, idx, s->width, s->height, p);
+    if (r->o.rrc || r->convert)
+        return put_transformed(w, idx, dst, s, p, msg);
     /* zero copy where the backend hands out mapped pixels */
     int mmap = r->o.access == SHR_ACCESS_MMAP && s->pixels != NULL;
     if (s->width == r->width && s->height == r->height) {
@@ -267,12 +354,12 @@ static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
             src = w->sample;
         }
         if (rc == 0)
-            crop_pad(r, dst, src, s, epoch);
+            crop_pad(r, dst, src, s, p);
     }
     if (rc)
         return fail_msg(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
                         shr_strerror(rc));
-    if (r->o.flip && (shr_mix(r->o.seed, epoch, idx, SHR_SALT_FLIP) & 1))
+    if (p->flip)
         mirror_rows(dst, r->height, r->width, r->channels);
     return 0;
 }
@@ -291,7 +378,7 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
     for (uint32_t i = 0; i < n; i++) {
         fmt_sample s;
         int rc = put_sample(w, epoch, w->idx[i], b->data + (size_t)i * r->sample_bytes, &s,
-                            slot->msg);
+                            &slot->params[i], slot->msg);
         if (rc)
             return rc;
         b->labels[i] = s.label;
@@ -336,9 +423,8 @@ static void *worker_main(void *arg)
 
 /* ---- open / close ---- */
 
-static int check_options(const shr_options *o)
+static int check_options(const shr_options *o, char *m)
 {
-    char *m = g_open_err;
     if (o->batch_size == 0)
         return fail_msg(m, SHR_EINVAL, "batch_size must be at least 1");
     if ((unsigned)o->order > SHR_ORDER_QUASI)
@@ -361,6 +447,65 @@ static int check_options(const shr_options *o)
         return fail_msg(m, SHR_EINVAL, "unknown access mode %d", (int)o->access);
     if ((unsigned)o->pin > SHR_PIN_OFF)
         return fail_msg(m, SHR_EINVAL, "unknown pin mode %d", (int)o->pin);
+    if (!(o->flip_p >= 0 && o->flip_p <= 1))
+        return fail_msg(m, SHR_EINVAL, "flip_p must be a probability in 0..1, not %g", o->flip_p);
+    if (o->rrc) {
+        if (!o->width)
+            return fail_msg(m, SHR_EINVAL, "rrc needs an output width and height");
+        if (o->random_crop)
+            return fail_msg(m, SHR_EINVAL, "rrc and random_crop exclude each other: the "
+                            "RandomResizedCrop draws its own box");
+        if (!(o->rrc_scale[0] > 0 && o->rrc_scale[0] <= o->rrc_scale[1] && o->rrc_scale[1] <= 1))
+            return fail_msg(m, SHR_EINVAL, "rrc_scale must satisfy 0 < min <= max <= 1, not "
+                            "[%g, %g]", o->rrc_scale[0], o->rrc_scale[1]);
+        if (!(o->rrc_ratio[0] > 0 && o->rrc_ratio[0] <= o->rrc_ratio[1] && o->rrc_ratio[1] < 1e6))
+            return fail_msg(m, SHR_EINVAL, "rrc_ratio must satisfy 0 < min <= max, not [%g, %g]",
+                            o->rrc_ratio[0], o->rrc_ratio[1]);
+        if ((unsigned)o->filter > SHR_FILTER_LANCZOS)
+            return fail_msg(m, SHR_EINVAL, "unknown filter %d", (int)o->filter);
+    }
+    if ((unsigned)o->dtype > SHR_DTYPE_F16)
+        return fail_msg(m, SHR_EINVAL, "unknown dtype %d", (int)o->dtype);
+    if ((unsigned)o->layout > SHR_LAYOUT_NCHW)
+        return fail_msg(m, SHR_EINVAL, "unknown layout %d", (int)o->layout);
+    if ((unsigned)o->normalize > SHR_NORM_DATASET)
+        return fail_msg(m, SHR_EINVAL, "unknown normalisation %d", (int)o->normalize);
+    if (o->normalize != SHR_NORM_NONE && o->dtype == SHR_DTYPE_U8)
+        return fail_msg(m, SHR_EINVAL, "normalisation needs a float dtype (float32 or float16): "
+                        "uint8 cannot hold the normalised values");
+    if (o->normalize == SHR_NORM_GIVEN)
+        for (int c = 0; c < 4; c++)
+            if (!isfinite(o->mean[c]) || !(o->std[c] > 0) || !isfinite(o->std[c]))
+                return fail_msg(m, SHR_EINVAL, "channel %d: mean must be finite and std positive "
+                                "and finite (mean %g, std %g)", c, o->mean[c], o->std[c]);
+    return 0;
+}
+
+/* The output kernel's settings: dtype, layout, normalisation; and the RandomResizedCrop's. */
+static int set_output(shr_reader *r, const char *dir)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    const shr_options *o = &r->o;
+    shr_tf_out_init(&r->out, o->dtype, o->layout, r->width, r->height, r->channels);
+    r->convert = o->dtype != SHR_DTYPE_U8 || (o->layout == SHR_LAYOUT_NCHW && r->channels > 1);
+    if (o->normalize != SHR_NORM_NONE && r->channels > 4)
+        return fail_msg(g_open_err, SHR_EINVAL, "%s: cannot normalise %" PRIu32 " channels (at "
+                        "most 4)", dir, r->channels);
+    for (uint32_t c = 0; c < r->channels && o->normalize != SHR_NORM_NONE; c++) {
+        if (o->normalize == SHR_NORM_GIVEN) {
+            r->out.mean[c] = o->mean[c];
+            r->out.std[c] = o->std[c];
+        } else {
+            if (c >= 3 || !(m->std[c] > 0) || !isfinite(m->std[c]) || !isfinite(m->mean[c]))
+                return fail_msg(g_open_err, SHR_EINVAL, "%s: the manifest has no usable "
+                                "statistics for channel %" PRIu32 " (std %g): give mean and std",
+                                dir, c, c < 3 ? m->std[c] : 0.0);
+            r->out.mean[c] = (float)m->mean[c];
+            r->out.std[c] = (float)m->std[c];
+        }
+    }
+    if (o->rrc)
+        shr_tf_rrc_init(&r->rrc, o->rrc_scale, o->rrc_ratio);
     return 0;
 }
 
@@ -385,6 +530,12 @@ static int set_geometry(shr_reader *r, const char *dir)
         __builtin_mul_overflow(sample, (uint64_t)r->o.batch_size, &batch) || batch > SIZE_MAX / 2)
         return fail_msg(g_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
                         " samples is too large", r->o.batch_size, r->width, r->height);
+    r->staged_bytes = (size_t)sample;
+    size_t elem = shr_tf_elem_size(r->o.dtype);
+    if (__builtin_mul_overflow(sample, (uint64_t)elem, &sample) ||
+        __builtin_mul_overflow(batch, (uint64_t)elem, &batch) || batch > SIZE_MAX / 2)
+        return fail_msg(g_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
+                        " samples is too large", r->o.batch_size, r->width, r->height);
     r->sample_bytes = (size_t)sample;
     r->batch_bytes = (size_t)batch;
     uint64_t max = fmt_dataset_max_length(r->ds);
@@ -393,7 +544,7 @@ static int set_geometry(shr_reader *r, const char *dir)
                         dir, max);
     r->sample_max = (size_t)max;
     r->uniform = m->sample_width == r->width && m->sample_height == r->height;
-    return 0;
+    return set_output(r, dir);
 }
 
 static int make_sampler(shr_reader *r)
@@ -453,8 +604,12 @@ static int make_ring(shr_reader *r)
             return fail_msg(g_open_err, rc, "cannot allocate %u batch buffers of %zu bytes", n,
                             r->batch_bytes);
         s->arrays = calloc(3 * (size_t)r->o.batch_size, sizeof *s->arrays);
-        if (!s->arrays)
+        s->params = calloc(r->o.batch_size, sizeof *s->params);
+        if (!s->arrays || !s->params)
             return ENOMEM;
+        s->b.params = s->params;
+        s->b.dtype = r->o.dtype;
+        s->b.layout = r->o.layout;
         s->b.data = s->data;
         s->b.labels = s->arrays;
         s->b.indices = s->arrays + r->o.batch_size;
@@ -474,11 +629,13 @@ static void free_reader(shr_reader *r)
         free(r->workers[i].idx);
         free(r->workers[i].bounce);
         free(r->workers[i].sample);
+        free(r->workers[i].staged);
     }
     free(r->workers);
     for (uint32_t i = 0; r->slots && i < r->nslots; i++) {
         shr_host_free(r->slots[i].data, r->slots[i].b.pinned);
         free(r->slots[i].arrays);
+        free(r->slots[i].params);
     }
     free(r->slots);
     free(r->free_stack);
@@ -520,11 +677,17 @@ static int start_workers(shr_reader *r)
         /* crop/pad needs the whole stored sample in memory when it is not mapped (pread, direct,
          * or a backend that decodes, such as the per-image sets); sized once, so memory does not
          * creep up as workers meet larger samples */
-        if (!r->uniform) {
+        if (!r->uniform || r->convert || r->o.rrc) {
             w->sample = malloc(r->sample_max);
             if (!w->sample)
                 return ENOMEM;
             w->sample_cap = r->sample_max;
+        }
+        /* where the pixels are resized or padded before the output kernel converts them */
+        if ((!r->uniform && r->convert) || r->o.rrc) {
+            w->staged = malloc(r->staged_bytes);
+            if (!w->staged)
+                return ENOMEM;
         }
     }
     for (uint32_t i = 0; i < r->o.threads; i++) {
@@ -547,7 +710,7 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
         o = *opt;
     else
         shr_options_init(&o);
-    int rc = check_options(&o);
+    int rc = check_options(&o, g_open_err);
     if (rc)
         return rc;
     if (o.prefetch == 0)
@@ -743,8 +906,11 @@ void shr_get_info(const shr_reader *r, shr_info *info)
         info->mean[c] = m->mean[c];
         info->std[c] = m->std[c];
     }
+    info->dtype = r->o.dtype;
+    info->layout = r->o.layout;
     info->batch_bytes = r->batch_bytes;
-    info->ring_bytes = (uint64_t)r->nslots * (r->batch_bytes + 3 * sizeof(int64_t) *
+    info->ring_bytes = (uint64_t)r->nslots * (r->batch_bytes + (3 * sizeof(int64_t) +
+                                                                sizeof(shr_params)) *
                                               (uint64_t)r->o.batch_size);
 }
 
@@ -858,5 +1024,19 @@ int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, 
                         fmt_dataset_sample_file(d->ds, idx), idx, shr_strerror(rc));
     if (meta)
         sample_meta(&f, meta);
+    return 0;
+}
+
+int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32_t src_w,
+                    uint32_t src_h, shr_params *p)
+{
+    char msg[SHR_MSG_LEN];
+    if (!o || !p || !src_w || !src_h || check_options(o, msg) != 0)
+        return SHR_EINVAL;
+    shr_tf_rrc rrc;
+    if (o->rrc)
+        shr_tf_rrc_init(&rrc, o->rrc_scale, o->rrc_ratio);
+    draw(o, &rrc, o->width ? o->width : src_w, o->height ? o->height : src_h, epoch, index, src_w,
+         src_h, p);
     return 0;
 }

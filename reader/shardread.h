@@ -31,8 +31,9 @@
  * SHR_E* code (the formats layer's FMT_E* codes appear as the SHR_E* codes of the same value
  * below); shr_strerror names any of them. The library never prints or exits.
  *
- * Memory: the ring holds `prefetch` batches of batch_size * height * width * channels bytes
- * (plus labels and indices); nothing else grows with the number of epochs. The open dataset costs
+ * Memory: the ring holds `prefetch` batches of batch_size * height * width * channels elements
+ * of the output dtype (plus labels, indices and parameters); nothing else grows with the number
+ * of epochs. The open dataset costs
  * a little per sample: in SHR_ACCESS_PREAD and SHR_ACCESS_DIRECT mode the raw and hdf5 indexes
  * (raw: 64 bytes per sample plus the augmentation records) are held in memory.
  *
@@ -108,6 +109,35 @@ typedef enum {
     SHR_PIN_OFF             /* always page-aligned ordinary memory */
 } shr_pin;
 
+/* Element type and layout of the delivered pixels (see "Output" below). */
+typedef enum {
+    SHR_DTYPE_U8 = 0,       /* uint8, the stored values */
+    SHR_DTYPE_F32,          /* float32 */
+    SHR_DTYPE_F16           /* IEEE half (uint16_t bit patterns) */
+} shr_dtype;
+
+typedef enum {
+    SHR_LAYOUT_NHWC = 0,    /* batch, row, column, channel (interleaved) */
+    SHR_LAYOUT_NCHW         /* batch, channel, row, column (planar), as torch models take */
+} shr_layout;
+
+typedef enum {
+    SHR_NORM_NONE = 0,      /* values as stored (0..255), converted to the dtype */
+    SHR_NORM_GIVEN,         /* (x - mean[c]) / std[c] with the options' mean and std */
+    SHR_NORM_DATASET        /* the same with the dataset's own per-channel statistics, from
+                             * its manifest (shr_info.mean, .std) */
+} shr_norm;
+
+/* Resampling filters of the RandomResizedCrop, Pillow's (and torchvision's InterpolationMode). */
+typedef enum {
+    SHR_FILTER_NEAREST = 0,
+    SHR_FILTER_BOX,
+    SHR_FILTER_BILINEAR,    /* torchvision's default */
+    SHR_FILTER_HAMMING,
+    SHR_FILTER_BICUBIC,
+    SHR_FILTER_LANCZOS
+} shr_filter;
+
 typedef struct {
     uint32_t batch_size;        /* samples per batch (default 256) */
     shr_order order;            /* default SHR_ORDER_SEQUENTIAL */
@@ -121,8 +151,21 @@ typedef struct {
      * where smaller to width x height. */
     uint32_t width, height;
     int random_crop;            /* crop at a random offset instead of the center (where larger) */
-    int flip;                   /* mirror horizontally with probability 1/2 */
-    /* Both draws are reproducible per sample (see SHR_SALT_FLIP) and do not depend on the rank. */
+    int flip;                   /* mirror horizontally, with probability flip_p */
+    double flip_p;              /* 0..1 (default 0.5) */
+    /* The draws are reproducible per sample (see SHR_SALT_FLIP) and do not depend on the rank. */
+    /* RandomResizedCrop (see "RandomResizedCrop" below): non-zero rrc replaces the crop/pad:
+     * every sample's box is drawn as torchvision draws it and resized to width x height, which
+     * must be given. Excludes random_crop. */
+    int rrc;
+    double rrc_scale[2];        /* area fraction [min, max], 0 < min <= max <= 1 (0.08, 1) */
+    double rrc_ratio[2];        /* aspect ratio w/h [min, max], 0 < min <= max (3/4, 4/3) */
+    shr_filter filter;          /* the resize's filter (default SHR_FILTER_BILINEAR) */
+    /* Output (see "Output" below). */
+    shr_dtype dtype;            /* default SHR_DTYPE_U8 */
+    shr_layout layout;          /* default SHR_LAYOUT_NHWC */
+    shr_norm normalize;         /* default SHR_NORM_NONE; needs a float dtype */
+    float mean[4], std[4];      /* SHR_NORM_GIVEN: per channel, on the 0..255 scale; std > 0 */
     uint32_t threads;           /* worker threads, 1..1024 (default 2) */
     uint32_t prefetch;          /* batches in the ring, 2..65536; 0 (the default): threads + 2 */
     shr_access access;          /* default SHR_ACCESS_MMAP */
@@ -134,25 +177,66 @@ typedef struct {
 
 /* On-the-fly augmentation, exactly: with shr_mix(seed, epoch, index, salt) (declared in
  * sampler.h, exported by the library) and `index` the sample's dataset index, the sample is
- * mirrored iff shr_mix(.., SHR_SALT_FLIP) & 1; where a stored width W exceeds the output width w,
- * random_crop starts the crop at column shr_mix(.., SHR_SALT_CROP_X) % (W - w + 1), and likewise
- * the row with SHR_SALT_CROP_Y; without random_crop at (W - w) / 2. Where the stored size is
- * smaller, the sample sits at (w - W) / 2 in a zero border. The flip mirrors the finished
- * (cropped or padded) output. */
+ * mirrored iff flip is set and (shr_mix(.., SHR_SALT_FLIP) & 0xffffff) * 2^-24 < (float)flip_p
+ * (torch.rand(1) < p, on the low 24 bits as torch takes them); where a stored width W exceeds
+ * the output width w, random_crop starts the crop at column shr_mix(.., SHR_SALT_CROP_X) %
+ * (W - w + 1), and likewise the row with SHR_SALT_CROP_Y; without random_crop at (W - w) / 2.
+ * Where the stored size is smaller, the sample sits at (w - W) / 2 in a zero border. The flip
+ * mirrors the finished (cropped, padded or resized) output.
+ *
+ * RandomResizedCrop. With rrc set, the box of a sample stored at W x H is what torchvision
+ * 0.14's RandomResizedCrop.get_params(img, scale, ratio) returns, computed with the same
+ * arithmetic, but with the words below in place of torch's generator. torch draws 32-bit words;
+ * here word k of a sample is the low (k even) or high (k odd) half of
+ * shr_mix(seed, epoch, index, SHR_SALT_RRC + k / 2). Attempt a = 0..9 uses words 4a..4a+3:
+ *     area   = W * H * (double)u(4a; scale)            u(k; [lo, hi]) is torch's float32
+ *     aspect = (double)exp_f32(u(4a + 1; log_ratio))   uniform_: fma_f32(x, hi - lo, lo) with
+ *     w = round(sqrt(area * aspect))                   x = (word & 0xffffff) * 2^-24 and lo,
+ *     h = round(sqrt(area / aspect))                   hi cast to float32; log_ratio = log_f32
+ *     if 0 < w <= W and 0 < h <= H:                    of the float32 ratio bounds; exp_f32 and
+ *         y = word(4a + 2) % (H - h + 1)               log_f32 are torch's float32 exp and log
+ *         x = word(4a + 3) % (W - w + 1)               (bit for bit); round() is Python's
+ *         done                                         (halves to even); sqrt in double.
+ * After 10 failures, torchvision's center crop: with r = W / H, w = W, h = round(W / min_ratio)
+ * if r < min_ratio, h = H, w = round(H * max_ratio) if r > max_ratio, else the whole image; at
+ * ((W - w) / 2, (H - h) / 2). The box is then cropped out and resized to width x height with
+ * Pillow's algorithm for `filter` (libshardread's resampler gives Pillow's bytes), so a sample
+ * equals torchvision's F.resized_crop(img, y, x, h, w, [height, width], filter) of the stored
+ * image, mirrored when the flip says so. shr_draw_params computes any sample's parameters. */
 #define SHR_SALT_FLIP 0x666c6970u       /* "flip" */
 #define SHR_SALT_CROP_X 0x63726f78u     /* "crox" */
 #define SHR_SALT_CROP_Y 0x63726f79u     /* "croy" */
+#define SHR_SALT_RRC 0x72726300u        /* "rrc\0": SHR_SALT_RRC + 0 .. SHR_SALT_RRC + 19 */
+
+/* Output. Samples are delivered as dtype in layout: n * height * width * channels elements,
+ * each sample's at sample_index * height * width * channels. uint8 carries the stored values;
+ * float32 the value x (0..255) as a float, or with normalisation ((float)x - mean[c]) / std[c]
+ * computed in float32 (the CUDA feed's formula, so both give the same floats); float16 the
+ * float32 value rounded to nearest even. The workers write the converted pixels straight into
+ * the batch buffer. */
+
+/* What was done to one sample, reported with the batch (shr_batch.params) for audits. */
+typedef struct {
+    uint32_t x, y, w, h;        /* the rectangle of the stored image used: the RandomResizedCrop
+                                 * box, or the crop/pad's (the whole image where it was padded) */
+    uint32_t flip;              /* 1: mirrored */
+    uint32_t src_w, src_h;      /* the stored image's size */
+} shr_params;
 
 /* One batch. Every pointer is owned by the reader and valid until the batch is passed to
  * shr_release (or the reader is closed). data has room for batch_size samples; in a short last
  * batch the bytes after the first n samples are unspecified. data is aligned to 4096 bytes. */
 typedef struct {
-    uint8_t *data;              /* n * height * width * channels bytes, uint8 NHWC */
+    uint8_t *data;              /* n * height * width * channels elements of dtype, in layout
+                                 * (uint8 NHWC by default; cast to float * or uint16_t *) */
     int64_t *labels;            /* n labels */
     int64_t *indices;           /* n dataset indices (positions in the dataset) */
     int64_t *sources;           /* n source indices (input image of each sample) */
+    const shr_params *params;   /* n samples' transform parameters */
     uint32_t n;                 /* samples in this batch (batch_size, or fewer in the last) */
     uint32_t height, width, channels;
+    shr_dtype dtype;
+    shr_layout layout;
     uint64_t epoch;             /* epoch this batch belongs to */
     uint64_t number;            /* its position in the epoch (this rank's batches: 0, 1, ...) */
     int pinned;                 /* data is CUDA pinned host memory */
@@ -209,7 +293,9 @@ typedef struct {
     uint32_t classes;
     uint32_t height, width, channels;   /* batch geometry */
     double mean[3], std[3];             /* per-channel stats of the stored pixels (0..255) */
-    uint64_t batch_bytes;               /* bytes of one batch's pixels */
+    shr_dtype dtype;                    /* of the delivered pixels */
+    shr_layout layout;
+    uint64_t batch_bytes;               /* bytes of one batch's pixels (at the dtype) */
     uint64_t ring_bytes;                /* all buffers the ring holds (pixels, labels,
                                          * indices, sources). Workers add a constant on top:
                                          * per worker an index array, 1 MiB with PREAD or DIRECT access,
@@ -217,6 +303,12 @@ typedef struct {
                                          * samples are cropped or padded */
 } shr_info;
 void shr_get_info(const shr_reader *r, shr_info *info);
+
+/* The parameters the reader with options o (checked as shr_open checks them) draws for the sample
+ * at dataset index `index`, stored at src_w x src_h, in epoch `epoch`: what shr_batch.params
+ * reports for it. Returns 0, or SHR_EINVAL (bad options or sizes; no message). Thread-safe. */
+int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32_t src_w,
+                    uint32_t src_h, shr_params *p);
 
 /* Name of an error code (SHR_E*, FMT_E* or errno). Never NULL; static storage. */
 const char *shr_strerror(int rc);

@@ -238,6 +238,12 @@ static event *run_epochs(const char *dir, const shr_options *o, int epochs, size
 
 /* ---- expected pixels ---- */
 
+/* The documented flip draw with flip_p 1/2: (word & 0xffffff) * 2^-24 < 0.5. */
+static int flipped(uint64_t seed, uint64_t epoch, uint64_t idx)
+{
+    return (shr_mix(seed, epoch, idx, SHR_SALT_FLIP) & 0xffffff) < 0x800000;
+}
+
 static void mirror(uint8_t *p, uint32_t h, uint32_t w, uint32_t c)
 {
     uint8_t *row = malloc((size_t)w * c);
@@ -300,7 +306,7 @@ static void check_against_dataset(const char *dir, const shr_options *o, const e
             if (o->random_crop && s.height > h)
                 y0 = (uint32_t)(shr_mix(o->seed, ev[i].epoch, idx, SHR_SALT_CROP_Y) %
                                 (s.height - h + 1));
-            int flip = o->flip && (shr_mix(o->seed, ev[i].epoch, idx, SHR_SALT_FLIP) & 1);
+            int flip = o->flip && flipped(o->seed, ev[i].epoch, idx);
             expect_sample(want, &s, w, h, x0, y0, flip);
             ck_assert_msg(memcmp(ev[i].data + (size_t)j * w * h * c, want, (size_t)w * h * c) == 0,
                           "batch %zu sample %u (index %" PRIu64 "): pixels differ", i, j, idx);
@@ -373,7 +379,8 @@ START_TEST(test_sequential_matches_dataset)
     ck_assert_uint_eq(info.height, FIX_H);
     ck_assert_uint_eq(info.channels, 3);
     ck_assert_uint_eq(info.batch_bytes, 4 * FIX_W * FIX_H * 3);
-    ck_assert_uint_eq(info.ring_bytes, 4 * (info.batch_bytes + 3 * 8 * 4)); /* threads 2 + 2 */
+    ck_assert_uint_eq(info.ring_bytes,                   /* threads 2 + 2 slots */
+                      4 * (info.batch_bytes + (3 * 8 + sizeof(shr_params)) * 4));
     ck_assert(info.mean[0] > 0 && info.std[0] > 0);
 
     event *ev = take(r, 7 + 2);     /* epoch 0, its end, and two batches of epoch 1 */
@@ -681,7 +688,7 @@ START_TEST(test_flip)
                 const uint8_t *a = plain[i].data + j * one, *b = flip[i].data + j * one;
                 memcpy(m, a, one);
                 mirror(m, FIX_H, FIX_W, c);
-                if (shr_mix(5, plain[i].epoch, (uint64_t)plain[i].idx[j], SHR_SALT_FLIP) & 1) {
+                if (flipped(5, plain[i].epoch, (uint64_t)plain[i].idx[j])) {
                     ck_assert_mem_eq(b, m, one);
                     ck_assert(memcmp(a, m, one) != 0);  /* the image is not symmetric */
                     mirrored++;

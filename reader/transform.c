@@ -1,0 +1,490 @@
+/* transform.c - the RandomResizedCrop draw (torchvision's arithmetic, our words) and the output
+ * kernels (uint8 HWC -> uint8/float32/float16, HWC/CHW, normalised, mirrored).
+ *
+ * Exactness of the draw. torchvision's get_params mixes float32 tensor arithmetic with Python
+ * doubles, and a box that is off by one pixel gives other pixels, so every step here has the type
+ * torch gives it: the uniform draws are torch's float32 uniform_ (an FMA of the 24-bit fraction,
+ * measured against torch's own generator), the log of the ratio bounds and the exp of the drawn
+ * log-ratio are torch's float32 log and exp (SLEEF's algorithms with FMA, which torch runs for
+ * tensors of any size on x86-64, and which differ from libm's expf in the last bit for about one
+ * value in ten), the products, square roots and round() are doubles with ties to even. The
+ * floating point contraction is off (C11 mode; the pragma for compilers that contract by default)
+ * so every fmaf below is one and nothing else is.
+ *
+ * The output kernels compute ((float)x - mean) / std with an IEEE division on every path: the
+ * AVX2 path divides 8 lanes at a time, the plain path one value at a time, and both round the
+ * same way, so the bytes are equal; float16 is vcvtps2ph with round-to-nearest-even on one side
+ * and shr_tf_half on the other.
+ */
+#include "transform.h"
+
+#include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#define SHR_TF_X86 1
+#include <immintrin.h>
+#endif
+
+/* ---- torch's float32 exp and log ---- */
+
+float shr_tf_torch_expf(float d)
+{
+    /* Cody-Waite reduction by ln 2 in two parts, then a degree-6 polynomial, all in float32
+     * with fused multiply-adds */
+    if (d < -104.0f)
+        return 0.0f;
+    if (d > 100.0f)
+        return INFINITY;
+    float q = rintf(d * 1.442695040888963407359924681001892137426645954152985934135449406931f);
+    float s = fmaf(q, -0.693145751953125f, d);
+    s = fmaf(q, -1.428606765330187045e-06f, s);
+    float u = 0.000198527617612853646278381f;
+    u = fmaf(u, s, 0.00139304355252534151077271f);
+    u = fmaf(u, s, 0.00833336077630519866943359f);
+    u = fmaf(u, s, 0.0416664853692054748535156f);
+    u = fmaf(u, s, 0.166666671633720397949219f);
+    u = fmaf(u, s, 0.5f);
+    u = 1.0f + fmaf(s * s, u, s);
+    return ldexpf(u, (int)q);
+}
+
+/* pairs of floats holding one value as hi + lo, for the log's extra precision */
+typedef struct {
+    float hi, lo;
+} f2;
+
+static f2 f2_sum(float x, float y)          /* exact x + y */
+{
+    float s = x + y, v = s - x;
+    return (f2){ s, (x - (s - v)) + (y - v) };
+}
+
+static f2 f2_add(f2 x, f2 y)
+{
+    float s = x.hi + y.hi;
+    return (f2){ s, x.hi - s + y.hi + x.lo + y.lo };
+}
+
+static f2 f2_add1(f2 x, float y)
+{
+    float s = x.hi + y;
+    return (f2){ s, x.hi - s + y + x.lo };
+}
+
+static f2 f2_mul1(f2 x, float y)
+{
+    float s = x.hi * y;
+    return (f2){ s, fmaf(x.lo, y, fmaf(x.hi, y, -s)) };
+}
+
+static f2 f2_div(f2 n, f2 d)
+{
+    float t = 1.0f / d.hi, s = n.hi * t;
+    float u = fmaf(t, n.hi, -s);
+    float v = fmaf(-d.lo, t, fmaf(-d.hi, t, 1.0f));
+    return (f2){ s, fmaf(s, v, fmaf(n.lo, t, u)) };
+}
+
+static int f32_bits_exp(float d)
+{
+    uint32_t b;
+    memcpy(&b, &d, 4);
+    return (int)((b >> 23) & 0xff) - 0x7f;
+}
+
+static float f32_scale(float d, int e)      /* d * 2^e by the exponent field (no over/underflow) */
+{
+    uint32_t b;
+    memcpy(&b, &d, 4);
+    b += (uint32_t)e << 23;
+    memcpy(&d, &b, 4);
+    return d;
+}
+
+float shr_tf_torch_logf(float d)
+{
+    if (isnan(d) || d < 0)
+        return NAN;
+    if (d == 0)
+        return -INFINITY;
+    if (isinf(d))
+        return INFINITY;
+    /* d = m * 2^e with m in [0.75, 1.5); log d = e log 2 + 2 atanh((m - 1) / (m + 1)) */
+    int tiny = d < 1.17549435e-38f;
+    if (tiny)
+        d *= 18446744073709551616.0f;      /* 2^64 */
+    int e = f32_bits_exp(d * (1.0f / 0.75f));
+    float m = f32_scale(d, -e);
+    if (tiny)
+        e -= 64;
+    f2 s = f2_mul1((f2){ 0.69314718246459960938f, -1.904654323148236017e-09f }, (float)e);
+    f2 x = f2_div(f2_sum(-1.0f, m), f2_sum(1.0f, m));
+    float x2 = x.hi * x.hi;
+    float t = 0.3027294874e+0f;
+    t = fmaf(t, x2, 0.3996108174e+0f);
+    t = fmaf(t, x2, 0.6666694880e+0f);
+    s = f2_add(s, (f2){ x.hi * 2, x.lo * 2 });
+    s = f2_add1(s, x2 * x.hi * t);
+    return s.hi + s.lo;
+}
+
+/* ---- RandomResizedCrop ---- */
+
+void shr_tf_rrc_init(shr_tf_rrc *c, const double scale[2], const double ratio[2])
+{
+    for (int i = 0; i < 2; i++) {
+        c->scale[i] = scale[i];
+        c->ratio[i] = ratio[i];
+        c->scale_f[i] = (float)scale[i];
+        c->log_ratio[i] = shr_tf_torch_logf((float)ratio[i]);
+    }
+}
+
+/* torch's Tensor.uniform_(lo, hi) on a float32 tensor, for one 32-bit word of its generator */
+static float torch_uniform(uint32_t word, float lo, float hi)
+{
+    float x = (float)(word & 0xffffffu) * 0x1p-24f;
+    return fmaf(x, hi - lo, lo);
+}
+
+static uint32_t rrc_word(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t k)
+{
+    uint64_t h = shr_mix(seed, epoch, index, SHR_SALT_RRC + k / 2);
+    return (uint32_t)(k % 2 ? h >> 32 : h);
+}
+
+void shr_tf_rrc_box(const shr_tf_rrc *c, uint64_t seed, uint64_t epoch, uint64_t index,
+                    uint32_t src_w, uint32_t src_h, shr_params *p)
+{
+    p->src_w = src_w;
+    p->src_h = src_h;
+    double area = (double)src_h * src_w;
+    for (uint32_t a = 0; a < 10; a++) {
+        /* each attempt's four words come from two hashes; the row and column words are only
+         * needed when the box fits */
+        uint64_t h0 = shr_mix(seed, epoch, index, SHR_SALT_RRC + 2 * a);
+        double target = area * (double)torch_uniform((uint32_t)h0, c->scale_f[0], c->scale_f[1]);
+        double aspect = (double)shr_tf_torch_expf(torch_uniform((uint32_t)(h0 >> 32),
+                                                                c->log_ratio[0], c->log_ratio[1]));
+        double w = rint(sqrt(target * aspect)), h = rint(sqrt(target / aspect));
+        if (w > 0 && w <= src_w && h > 0 && h <= src_h) {
+            p->w = (uint32_t)w;
+            p->h = (uint32_t)h;
+            p->y = rrc_word(seed, epoch, index, 4 * a + 2) % (src_h - p->h + 1);
+            p->x = rrc_word(seed, epoch, index, 4 * a + 3) % (src_w - p->w + 1);
+            return;
+        }
+    }
+    double in_ratio = (double)src_w / (double)src_h;
+    double rmin = fmin(c->ratio[0], c->ratio[1]), rmax = fmax(c->ratio[0], c->ratio[1]);
+    uint32_t w = src_w, h = src_h;
+    if (in_ratio < rmin)
+        h = (uint32_t)rint((double)w / rmin);
+    else if (in_ratio > rmax)
+        w = (uint32_t)rint((double)h * rmax);
+    /* rounding can reach 0 (ratios far from the image's) or, with a ratio bound just below the
+     * image's, not at all; torchvision would fail on an empty box, we keep at least a pixel */
+    if (w < 1)
+        w = 1;
+    if (h < 1)
+        h = 1;
+    p->w = w;
+    p->h = h;
+    p->x = (src_w - w) / 2;
+    p->y = (src_h - h) / 2;
+}
+
+int shr_tf_bernoulli(uint32_t w, double p)
+{
+    return (float)(w & 0xffffffu) * 0x1p-24f < (float)p;
+}
+
+/* ---- output kernels ---- */
+
+size_t shr_tf_elem_size(shr_dtype d)
+{
+    return d == SHR_DTYPE_F32 ? 4 : d == SHR_DTYPE_F16 ? 2 : 1;
+}
+
+uint16_t shr_tf_half(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u)                              /* inf or nan (quiet, payload kept) */
+        return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 | (ax >> 13 & 0x3ff) : 0));
+    if (ax >= 0x477ff000u)                              /* rounds to >= 65520: infinity */
+        return (uint16_t)(sign | 0x7c00);
+    if (ax < 0x38800000u) {                             /* below 2^-14: a subnormal half */
+        if (ax < 0x33000000u)                           /* below 2^-25: rounds to 0 */
+            return sign;
+        uint32_t e = ax >> 23, m = (ax & 0x7fffff) | 0x800000;
+        uint32_t shift = 126 - e;                       /* m * 2^(e - 150) in units of 2^-24 */
+        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1)))
+            q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t r = ax - 0x38000000u;                      /* rebias the exponent by 127 - 15 */
+    uint32_t q = r >> 13, rem = r & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (q & 1)))
+        q++;                                            /* may carry into the exponent: right */
+    return (uint16_t)(sign | q);
+}
+
+static int cpu_has_avx2(void)
+{
+#if SHR_TF_X86 && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#else
+    return 0;
+#endif
+}
+
+void shr_tf_out_init(shr_tf_out *o, shr_dtype dtype, shr_layout layout, uint32_t width,
+                     uint32_t height, uint32_t channels)
+{
+    memset(o, 0, sizeof *o);
+    o->dtype = dtype;
+    o->layout = layout;
+    o->width = width;
+    o->height = height;
+    o->channels = channels;
+    for (int c = 0; c < 4; c++) {
+        o->mean[c] = 0.0f;
+        o->std[c] = 1.0f;
+    }
+    const char *env = getenv("SHARDC_TRANSFORM");
+    o->path = env && strcmp(env, "plain") == 0 ? SHR_TF_PLAIN
+                                               : cpu_has_avx2() ? SHR_TF_AVX2 : SHR_TF_PLAIN;
+}
+
+int shr_tf_out_set_path(shr_tf_out *o, shr_tf_path path)
+{
+    if (path == SHR_TF_AVX2 && !cpu_has_avx2())
+        return -1;
+    o->path = path;
+    return 0;
+}
+
+/* One element at position e (in elements) of dst. */
+static inline void put1(const shr_tf_out *o, void *dst, size_t e, uint8_t v, uint32_t c)
+{
+    switch (o->dtype) {
+    case SHR_DTYPE_U8:
+        ((uint8_t *)dst)[e] = v;
+        break;
+    case SHR_DTYPE_F32:
+        ((float *)dst)[e] = ((float)v - o->mean[c]) / o->std[c];
+        break;
+    case SHR_DTYPE_F16:
+        ((uint16_t *)dst)[e] = shr_tf_half(((float)v - o->mean[c]) / o->std[c]);
+        break;
+    }
+}
+
+/* Pixels [x0, x1) of row y, one element at a time: the plain path, and the AVX2 path's tails. */
+static void store_span(const shr_tf_out *o, const uint8_t *row, uint32_t y, uint32_t x0,
+                       uint32_t x1, int mirror, void *dst)
+{
+    uint32_t W = o->width, C = o->channels;
+    size_t plane = (size_t)W * o->height;
+    for (uint32_t x = x0; x < x1; x++) {
+        uint32_t dx = mirror ? W - 1 - x : x;
+        for (uint32_t c = 0; c < C; c++) {
+            size_t e = o->layout == SHR_LAYOUT_NHWC ? ((size_t)y * W + dx) * C + c
+                                                    : c * plane + (size_t)y * W + dx;
+            put1(o, dst, e, row[(size_t)x * C + c], c);
+        }
+    }
+}
+
+#if SHR_TF_X86 && defined(__GNUC__)
+
+/* pshufb masks (-1: zero). deint3[c][b]: channel c's bytes of 16 RGB pixels from input block b
+ * (bytes 16b..16b+15 of the 48). rev3[o][b]: output block o of the 16 pixels in reverse order,
+ * from input block b. */
+static const int8_t deint3[3][3][16] = {
+    {
+        {0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+        {-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1},
+        {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13},
+    },
+    {
+        {1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+        {-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1},
+        {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14},
+    },
+    {
+        {2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+        {-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1},
+        {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15},
+    },
+};
+
+static const int8_t rev3[3][3][16] = {
+    {
+        {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+        {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 14},
+        {13, 14, 15, 10, 11, 12, 7, 8, 9, 4, 5, 6, 1, 2, 3, -1},
+    },
+    {
+        {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 15, -1},
+        {15, -1, 11, 12, 13, 8, 9, 10, 5, 6, 7, 2, 3, 4, -1, 0},
+        {-1, 0, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+    },
+    {
+        {-1, 12, 13, 14, 9, 10, 11, 6, 7, 8, 3, 4, 5, 0, 1, 2},
+        {1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+        {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+    },
+};
+
+#define AVX2_FN __attribute__((target("avx2,f16c")))
+
+AVX2_FN static inline __m128i mask(const int8_t *m)
+{
+    return _mm_loadu_si128((const __m128i *)m);
+}
+
+AVX2_FN static inline __m128i shuf3(__m128i a, __m128i b, __m128i c, const int8_t m[3][16])
+{
+    return _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, mask(m[0])),
+                                     _mm_shuffle_epi8(b, mask(m[1]))),
+                        _mm_shuffle_epi8(c, mask(m[2])));
+}
+
+/* 8 values (bytes) -> ((float)x - m) / s, in float32 lanes */
+AVX2_FN static inline __m256 norm8(__m128i v8, __m256 m, __m256 s)
+{
+    __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v8));
+    return _mm256_div_ps(_mm256_sub_ps(f, m), s);
+}
+
+/* 16 bytes v to 16 elements at dst (element offset e), lanes 0..7 normalised with (m0, s0),
+ * lanes 8..15 with (m1, s1) */
+AVX2_FN static inline void emit16(const shr_tf_out *o, void *dst, size_t e, __m128i v, __m256 m0,
+                                  __m256 s0, __m256 m1, __m256 s1)
+{
+    if (o->dtype == SHR_DTYPE_U8) {
+        _mm_storeu_si128((__m128i *)((uint8_t *)dst + e), v);
+        return;
+    }
+    __m256 lo = norm8(v, m0, s0), hi = norm8(_mm_srli_si128(v, 8), m1, s1);
+    if (o->dtype == SHR_DTYPE_F32) {
+        _mm256_storeu_ps((float *)dst + e, lo);
+        _mm256_storeu_ps((float *)dst + e + 8, hi);
+    } else {
+        uint16_t *h = (uint16_t *)dst + e;
+        _mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT));
+        _mm_storeu_si128((__m128i *)(h + 8), _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+AVX2_FN static void store_avx2_rgb(const shr_tf_out *o, const uint8_t *src, size_t stride,
+                                   int mirror, void *dst)
+{
+    uint32_t W = o->width, H = o->height;
+    size_t plane = (size_t)W * H;
+    const __m128i rev1 = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m256 mc[3], sc[3], mp[3], sp[3];
+    for (int c = 0; c < 3; c++) {
+        mc[c] = _mm256_set1_ps(o->mean[c]);
+        sc[c] = _mm256_set1_ps(o->std[c]);
+        /* interleaved lanes starting at channel c: c, c+1, c+2, c, ... */
+        float mm[8], ss[8];
+        for (int k = 0; k < 8; k++) {
+            mm[k] = o->mean[(c + k) % 3];
+            ss[k] = o->std[(c + k) % 3];
+        }
+        mp[c] = _mm256_loadu_ps(mm);
+        sp[c] = _mm256_loadu_ps(ss);
+    }
+    for (uint32_t y = 0; y < H; y++) {
+        const uint8_t *row = src + (size_t)y * stride;
+        uint32_t x = 0;
+        for (; x + 16 <= W; x += 16) {
+            const uint8_t *p = row + (size_t)x * 3;
+            __m128i a = _mm_loadu_si128((const __m128i *)p);
+            __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
+            __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
+            uint32_t dx = mirror ? W - 16 - x : x;
+            if (o->layout == SHR_LAYOUT_NCHW) {
+                for (int ch = 0; ch < 3; ch++) {
+                    __m128i v = shuf3(a, b, c, deint3[ch]);
+                    if (mirror)
+                        v = _mm_shuffle_epi8(v, rev1);
+                    emit16(o, dst, ch * plane + (size_t)y * W + dx, v, mc[ch], sc[ch], mc[ch],
+                           sc[ch]);
+                }
+            } else {
+                __m128i v0 = a, v1 = b, v2 = c;
+                if (mirror) {
+                    v0 = shuf3(a, b, c, rev3[0]);
+                    v1 = shuf3(a, b, c, rev3[1]);
+                    v2 = shuf3(a, b, c, rev3[2]);
+                }
+                size_t e = ((size_t)y * W + dx) * 3;
+                /* element offsets 0, 8, 16, 24, 32, 40 start at channels 0, 2, 1, 0, 2, 1 */
+                emit16(o, dst, e, v0, mp[0], sp[0], mp[2], sp[2]);
+                emit16(o, dst, e + 16, v1, mp[1], sp[1], mp[0], sp[0]);
+                emit16(o, dst, e + 32, v2, mp[2], sp[2], mp[1], sp[1]);
+            }
+        }
+        store_span(o, row, y, x, W, mirror, dst);
+    }
+}
+
+AVX2_FN static void store_avx2_gray(const shr_tf_out *o, const uint8_t *src, size_t stride,
+                                    int mirror, void *dst)
+{
+    uint32_t W = o->width, H = o->height;
+    const __m128i rev1 = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m256 m = _mm256_set1_ps(o->mean[0]), s = _mm256_set1_ps(o->std[0]);
+    for (uint32_t y = 0; y < H; y++) {
+        const uint8_t *row = src + (size_t)y * stride;
+        uint32_t x = 0;
+        for (; x + 16 <= W; x += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(row + x));
+            if (mirror)
+                v = _mm_shuffle_epi8(v, rev1);
+            emit16(o, dst, (size_t)y * W + (mirror ? W - 16 - x : x), v, m, s, m, s);
+        }
+        store_span(o, row, y, x, W, mirror, dst);
+    }
+}
+
+#endif
+
+void shr_tf_store(const shr_tf_out *o, const uint8_t *src, size_t stride, int mirror, void *dst)
+{
+    if (o->dtype == SHR_DTYPE_U8 && (o->layout == SHR_LAYOUT_NHWC || o->channels == 1) &&
+        !mirror) {
+        size_t row = (size_t)o->width * o->channels;
+        for (uint32_t y = 0; y < o->height; y++)
+            memcpy((uint8_t *)dst + y * row, src + y * stride, row);
+        return;
+    }
+#if SHR_TF_X86 && defined(__GNUC__)
+    if (o->path == SHR_TF_AVX2 && o->channels == 3) {
+        store_avx2_rgb(o, src, stride, mirror, dst);
+        return;
+    }
+    if (o->path == SHR_TF_AVX2 && o->channels == 1) {
+        store_avx2_gray(o, src, stride, mirror, dst);
+        return;
+    }
+#endif
+    for (uint32_t y = 0; y < o->height; y++)
+        store_span(o, src + (size_t)y * stride, y, 0, o->width, mirror, dst);
+}

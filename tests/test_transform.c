@@ -1,0 +1,753 @@
+/* test_transform.c - the reader's read-time transforms: RandomResizedCrop draws (torchvision's
+ * ranges and arithmetic), the output kernels (dtype, layout, normalisation, mirror; every code
+ * path the same bytes), and through libshardread: float outputs equal the normalised uint8
+ * output, parameters reported per sample, RandomResizedCrop pixels equal torchvision's
+ * resized_crop of the reported box (checked by tests/rrc_check.py with python3-torchvision),
+ * determinism across threads and resumption, flat memory, and bad option combinations.
+ *
+ * Fixtures are datasets built at run time by the shardc binaries of the same build directory. */
+#include "dataset.h"
+#include "sampler.h"
+#include "shardread.h"
+#include "transform.h"
+
+#include <check.h>
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <malloc.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_bin[1024];                /* directory holding shardc and shardc-mksample */
+static char g_root[1024];               /* temp dir of the whole run */
+static char g_rgb[1100];                /* RGB samples of many sizes (short side 40, max 64) */
+static char g_gray[1100];               /* the same, one channel */
+static char g_fixed[1100];              /* RGB samples all 24x20 */
+#define N_SAMPLES 24
+
+/* ---- fixtures ---- */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static int run_quiet(const char *cmd)
+{
+    char full[8192];
+    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static int find_bins(void)
+{
+    char exe[1024], probe[1200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        snprintf(g_bin, sizeof g_bin, "%s/../bin", dirname(exe));
+        snprintf(probe, sizeof probe, "%s/shardc", g_bin);
+        if (file_exists(probe))
+            return 0;
+    }
+    const char *build = getenv("BUILD");
+    snprintf(g_bin, sizeof g_bin, "%s/bin", build && *build ? build : "build");
+    snprintf(probe, sizeof probe, "%s/shardc", g_bin);
+    return file_exists(probe) ? 0 : -1;
+}
+
+static int build_fixtures(void)
+{
+    if (find_bins() != 0) {
+        fprintf(stderr, "test_transform: shardc not found next to the test (run make all)\n");
+        return -1;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_root, sizeof g_root, "%s/test_transform.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_root)) {
+        g_root[0] = '\0';
+        return -1;
+    }
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 8 "
+             "--min-side 30 --max-side 90 --no-broken --quiet", g_bin, g_root);
+    if (run_quiet(cmd) != 0)
+        return -1;
+    snprintf(g_rgb, sizeof g_rgb, "%s/rgb", g_root);
+    snprintf(g_gray, sizeof g_gray, "%s/gray", g_root);
+    snprintf(g_fixed, sizeof g_fixed, "%s/fixed", g_root);
+    const char *sets[][2] = {
+        {g_rgb, "--short-side 40 --max-side 64"},
+        {g_gray, "--short-side 40 --max-side 64 --gray"},
+        {g_fixed, "--size 24x20"},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/src' -o '%s' %s --shard-samples 7 -j 2 "
+                 "--no-progress", g_bin, g_root, sets[i][0], sets[i][1]);
+        if (run_quiet(cmd) != 0) {
+            fprintf(stderr, "test_transform: failed: %s\n", cmd);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void remove_fixtures(void)
+{
+    if (g_root[0])
+        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- a reference for the output kernels, written independently of them ---- */
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+static float ref_value(uint8_t v, float mean, float std)
+{
+    return ((float)v - mean) / std;
+}
+
+static uint16_t ref_half(float f)
+{
+    _Float16 h = (_Float16)f;
+    uint16_t u;
+    memcpy(&u, &h, 2);
+    return u;
+}
+
+/* Element (c, y, x) of a sample of o's geometry, dtype and layout, read back as float bits. */
+static uint32_t elem_bits(const shr_tf_out *o, const void *p, uint32_t c, uint32_t y, uint32_t x)
+{
+    size_t e = o->layout == SHR_LAYOUT_NHWC
+                   ? ((size_t)y * o->width + x) * o->channels + c
+                   : ((size_t)c * o->height + y) * o->width + x;
+    uint32_t u = 0;
+    if (o->dtype == SHR_DTYPE_U8)
+        u = ((const uint8_t *)p)[e];
+    else if (o->dtype == SHR_DTYPE_F16)
+        u = ((const uint16_t *)p)[e];
+    else
+        memcpy(&u, (const float *)p + e, 4);
+    return u;
+}
+
+static uint32_t want_bits(const shr_tf_out *o, uint8_t v, uint32_t c)
+{
+    if (o->dtype == SHR_DTYPE_U8)
+        return v;
+    float f = ref_value(v, o->mean[c], o->std[c]);
+    if (o->dtype == SHR_DTYPE_F16)
+        return ref_half(f);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* ---- unit tests ---- */
+
+START_TEST(test_half)
+{
+    /* every 4099th float bit pattern (both signs), and the edges */
+    for (uint64_t b = 0; b <= 0xffffffffu; b += 4099) {
+        uint32_t u = (uint32_t)b;
+        float f;
+        memcpy(&f, &u, 4);
+        if (isnan(f))
+            continue;
+        ck_assert_msg(shr_tf_half(f) == ref_half(f), "%a: %04x, want %04x", (double)f,
+                      shr_tf_half(f), ref_half(f));
+    }
+    const float edge[] = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 1e9f, -1e9f, INFINITY,
+                          0x1p-24f, 0x1p-25f, 0x1.000002p-25f, 0x1.8p-24f, 0x1p-14f, 0x1.ffcp-15f,
+                          0x1.ffep-15f, 2.5f / 255, -1.0f / 3};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+        ck_assert_msg(shr_tf_half(edge[i]) == ref_half(edge[i]), "%a", (double)edge[i]);
+}
+END_TEST
+
+/* Every dtype, layout, mirror and normalisation, on widths around the vector sizes, against the
+ * reference; for each path the CPU has. */
+START_TEST(test_kernels)
+{
+    const uint32_t widths[] = {1, 5, 15, 16, 17, 31, 32, 33, 47, 48, 50, 224};
+    const uint32_t heights[] = {1, 3, 7};
+    int paths = 0;
+    for (shr_tf_path path = SHR_TF_PLAIN; path <= SHR_TF_AVX2; path++) {
+        for (uint32_t ch = 1; ch <= 4; ch++)
+            for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+                for (size_t hi = 0; hi < sizeof heights / sizeof heights[0]; hi++)
+                    for (int combo = 0; combo < 3 * 2 * 2 * 2; combo++) {
+                        uint32_t W = widths[wi], H = heights[hi];
+                        shr_dtype dt = (shr_dtype)(combo % 3);
+                        shr_layout lay = (shr_layout)(combo / 3 % 2);
+                        int mirror = combo / 6 % 2, norm = combo / 12 % 2;
+                        shr_tf_out o;
+                        shr_tf_out_init(&o, dt, lay, W, H, ch);
+                        if (shr_tf_out_set_path(&o, path) != 0)
+                            continue;
+                        paths |= 1 << path;
+                        if (norm && dt != SHR_DTYPE_U8) {
+                            const float m[4] = {123.675f, 116.28f, 103.53f, 7.25f};
+                            const float s[4] = {58.395f, 57.12f, 57.375f, 0.3f};
+                            memcpy(o.mean, m, sizeof m);
+                            memcpy(o.std, s, sizeof s);
+                        }
+                        size_t stride = (size_t)W * ch + 13;    /* rows not packed */
+                        uint8_t *src = malloc(stride * H);
+                        size_t out = (size_t)W * H * ch * shr_tf_elem_size(dt);
+                        uint8_t *dst = malloc(out + 64);
+                        ck_assert(src && dst);
+                        for (size_t i = 0; i < stride * H; i++)
+                            src[i] = (uint8_t)rnd();
+                        memset(dst, 0xa5, out + 64);
+                        shr_tf_store(&o, src, stride, mirror, dst);
+                        for (uint32_t y = 0; y < H; y++)
+                            for (uint32_t x = 0; x < W; x++)
+                                for (uint32_t c = 0; c < ch; c++) {
+                                    uint32_t sx = mirror ? W - 1 - x : x;
+                                    uint8_t v = src[y * stride + (size_t)sx * ch + c];
+                                    ck_assert_msg(elem_bits(&o, dst, c, y, x) == want_bits(&o, v, c),
+                                                  "path %d %ux%ux%u dtype %d layout %d mirror %d "
+                                                  "norm %d: (%u, %u, %u) differs", path, W, H, ch,
+                                                  dt, lay, mirror, norm, c, y, x);
+                                }
+                        for (size_t i = out; i < out + 64; i++)
+                            ck_assert_msg(dst[i] == 0xa5, "wrote past the sample");
+                        free(src);
+                        free(dst);
+                    }
+    }
+    ck_assert(paths & 1);
+    if (!(paths & 2))
+        fprintf(stderr, "test_kernels: no AVX2 here: only the plain path was checked\n");
+}
+END_TEST
+
+static shr_options rrc_options(uint64_t seed)
+{
+    shr_options o;
+    shr_options_init(&o);
+    o.seed = seed;
+    o.rrc = 1;
+    o.width = 32;
+    o.height = 24;
+    o.flip = 1;
+    return o;
+}
+
+/* 20,000 draws over images of many sizes: every box inside its image, of torchvision's area and
+ * aspect ranges (up to the rounding of each side), uniformly placed; flips about half. */
+START_TEST(test_rrc_ranges)
+{
+    shr_options o = rrc_options(7);
+    const uint32_t sizes[][2] = {{500, 375}, {375, 500}, {256, 341}, {512, 256}, {256, 256},
+                                 {333, 500}, {640, 427}, {41, 57}, {3, 2}, {1, 1}};
+    double sum_frac = 0, sum_lr = 0, sum_px = 0, sum_py = 0;
+    long fallback = 0, flips = 0, placed = 0, nx = 0, ny = 0;
+    const long n = 20000;
+    for (long i = 0; i < n; i++) {
+        uint32_t W = sizes[i % 10][0], H = sizes[i % 10][1];
+        shr_params p;
+        ck_assert_int_eq(shr_draw_params(&o, 3, (uint64_t)i, W, H, &p), 0);
+        ck_assert_uint_eq(p.src_w, W);
+        ck_assert_uint_eq(p.src_h, H);
+        ck_assert(p.w >= 1 && p.h >= 1 && p.x + p.w <= W && p.y + p.h <= H);
+        flips += p.flip;
+        if (W < 40)
+            continue;
+        /* a side is round(sqrt(area * r)): within half a pixel of the exact side */
+        double lo = (p.w - 0.5) * (p.h - 0.5) / ((double)W * H);
+        double hi = (p.w + 0.5) * (p.h + 0.5) / ((double)W * H);
+        double rlo = (p.w - 0.5) / (p.h + 0.5), rhi = (p.w + 0.5) / (p.h - 0.5);
+        int in_range = hi >= 0.08 && lo <= 1.0 && rhi >= 3.0 / 4 && rlo <= 4.0 / 3;
+        if (!in_range) {
+            /* only the center-crop fallback may leave the ranges: then centered */
+            ck_assert_uint_eq(p.x, (W - p.w) / 2);
+            ck_assert_uint_eq(p.y, (H - p.h) / 2);
+            fallback++;
+            continue;
+        }
+        placed++;
+        sum_frac += (double)p.w * p.h / ((double)W * H);
+        sum_lr += log((double)p.w / p.h);
+        if (p.w < W) {
+            sum_px += (double)p.x / (W - p.w);
+            nx++;
+        }
+        if (p.h < H) {
+            sum_py += (double)p.y / (H - p.h);
+            ny++;
+        }
+    }
+    ck_assert_int_le(fallback, n / 100);
+    /* accepted area fractions: uniform in [0.08, 1] less the tall or wide boxes that do not fit:
+     * torchvision's own mean on these sizes is 0.43 (tests/rrc_check.py compares the whole
+     * distribution with torchvision's) */
+    ck_assert_msg(sum_frac / placed > 0.38 && sum_frac / placed < 0.48, "mean area %f",
+                  sum_frac / placed);
+    ck_assert_msg(fabs(sum_lr / placed) < 0.02, "mean log-ratio %f", sum_lr / placed);
+    ck_assert_msg(fabs(sum_px / nx - 0.5) < 0.02 && fabs(sum_py / ny - 0.5) < 0.02,
+                  "offsets not uniform: %f %f", sum_px / nx, sum_py / ny);
+    ck_assert_msg(labs(flips - n / 2) < n / 50, "%ld flips of %ld", flips, n);
+}
+END_TEST
+
+START_TEST(test_rrc_determinism)
+{
+    shr_options o = rrc_options(11), o2 = rrc_options(12);
+    long same_epoch = 0, other_epoch = 0, other_seed = 0;
+    for (uint64_t i = 0; i < 2000; i++) {
+        shr_params a, b, c, d;
+        ck_assert_int_eq(shr_draw_params(&o, 5, i, 400, 300, &a), 0);
+        ck_assert_int_eq(shr_draw_params(&o, 5, i, 400, 300, &b), 0);
+        ck_assert_int_eq(shr_draw_params(&o, 6, i, 400, 300, &c), 0);
+        ck_assert_int_eq(shr_draw_params(&o2, 5, i, 400, 300, &d), 0);
+        same_epoch += memcmp(&a, &b, sizeof a) == 0;
+        other_epoch += memcmp(&a, &c, sizeof a) == 0;
+        other_seed += memcmp(&a, &d, sizeof a) == 0;
+    }
+    ck_assert_int_eq(same_epoch, 2000);
+    ck_assert_int_le(other_epoch, 2);
+    ck_assert_int_le(other_seed, 2);
+}
+END_TEST
+
+/* Where no attempt fits (an image far wider than any ratio allows), torchvision's fallback: the
+ * centered crop of the clamped ratio, round(H * max_ratio) wide. */
+START_TEST(test_rrc_fallback)
+{
+    shr_options o = rrc_options(1);
+    for (uint64_t i = 0; i < 100; i++) {
+        shr_params p;
+        ck_assert_int_eq(shr_draw_params(&o, 0, i, 1000, 10, &p), 0);
+        ck_assert_uint_eq(p.w, 13);                 /* round(10 * 4/3) */
+        ck_assert_uint_eq(p.h, 10);
+        ck_assert_uint_eq(p.x, (1000 - 13) / 2);
+        ck_assert_uint_eq(p.y, 0);
+        ck_assert_int_eq(shr_draw_params(&o, 0, i, 10, 1000, &p), 0);
+        ck_assert_uint_eq(p.w, 10);
+        ck_assert_uint_eq(p.h, 13);                 /* round(10 / (3/4)) */
+        ck_assert_uint_eq(p.y, (1000 - 13) / 2);
+    }
+    o.rrc_ratio[0] = o.rrc_ratio[1] = 1.0;          /* a square image, square boxes only */
+    o.rrc_scale[0] = o.rrc_scale[1] = 1.0;
+    shr_params p;
+    ck_assert_int_eq(shr_draw_params(&o, 0, 0, 50, 50, &p), 0);
+    ck_assert(p.x == 0 && p.y == 0 && p.w == 50 && p.h == 50);
+}
+END_TEST
+
+/* ---- torchvision as the reference (tests/rrc_check.py) ---- */
+
+/* A python with numpy, torch, torchvision and Pillow: $PYTHON, /usr/bin/python3 or python3. */
+static const char *find_python(void)
+{
+    static char found[512];
+    const char *env = getenv("PYTHON");
+    const char *cands[] = {env && *env ? env : NULL, "/usr/bin/python3", "python3"};
+    for (size_t i = 0; i < 3; i++) {
+        if (!cands[i])
+            continue;
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy, torch, torchvision, PIL'", cands[i]);
+        if (run_quiet(cmd) == 0) {
+            snprintf(found, sizeof found, "%s", cands[i]);
+            return found;
+        }
+    }
+    return NULL;
+}
+
+static const char *check_script(void)
+{
+    static char path[1200];
+    snprintf(path, sizeof path, "tests/rrc_check.py");
+    if (file_exists(path))
+        return path;
+    snprintf(path, sizeof path, "%s/../../tests/rrc_check.py", g_bin);
+    return path;
+}
+
+/* Run rrc_check.py MODE DIR; false (with a note) where no python has torchvision. */
+static int run_check(const char *mode, const char *dir)
+{
+    const char *py = find_python();
+    if (!py) {
+        fprintf(stderr, "test_transform: no python3 with torchvision and Pillow: the %s check "
+                "against torchvision is skipped (set PYTHON)\n", mode);
+        return 0;
+    }
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' %s '%s' >&2", py, check_script(), mode, dir);
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s check failed (see above)", mode);
+    return 1;
+}
+
+/* Draws of several option sets on images of many sizes (and some that force the fallback),
+ * with the words behind them: torchvision's get_params on the same words must give the same
+ * boxes, and on torch's own generator the same distributions. */
+START_TEST(test_rrc_torchvision)
+{
+    char dir[1200], path[1300];
+    snprintf(dir, sizeof dir, "%s/draws", g_root);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(path, sizeof path, "%s/draws.tsv", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    const double sets[][5] = {
+        {0.08, 1.0, 3.0 / 4, 4.0 / 3, 0.5}, {0.5, 0.9, 0.2, 5.0, 0.3}, {0.01, 0.05, 1.0, 1.0, 0.9},
+        {0.9, 1.0, 0.1, 0.11, 0.5},
+    };
+    for (size_t k = 0; k < 4; k++) {
+        shr_options o = rrc_options(100 + k);
+        o.rrc_scale[0] = sets[k][0];
+        o.rrc_scale[1] = sets[k][1];
+        o.rrc_ratio[0] = sets[k][2];
+        o.rrc_ratio[1] = sets[k][3];
+        o.flip_p = sets[k][4];
+        fprintf(f, "# %" PRIu64 " %.17g %.17g %.17g %.17g %.17g\n", o.seed, sets[k][0], sets[k][1],
+                sets[k][2], sets[k][3], sets[k][4]);
+        for (uint64_t i = 0; i < 5000; i++) {
+            /* sizes like a --short-side 256 --max-side 512 dataset, and odd small ones */
+            uint32_t W = 256 + (uint32_t)(rnd() % 257), H = 256 + (uint32_t)(rnd() % 257);
+            if (i % 2)
+                W = 256;
+            else
+                H = 256;
+            if (i % 50 == 7) {
+                W = 1 + (uint32_t)(rnd() % 9);
+                H = 1 + (uint32_t)(rnd() % 700);
+            }
+            uint64_t epoch = i % 3;
+            shr_params p;
+            ck_assert_int_eq(shr_draw_params(&o, epoch, i, W, H, &p), 0);
+            fprintf(f, "%u %u %" PRIu64 " %" PRIu64 " %u %u %u %u %u", W, H, epoch, i, p.x, p.y,
+                    p.w, p.h, p.flip);
+            for (uint32_t k2 = 0; k2 < 20; k2++)
+                fprintf(f, " %016" PRIx64, shr_mix(o.seed, epoch, i, SHR_SALT_RRC + k2));
+            fprintf(f, " %016" PRIx64 "\n", shr_mix(o.seed, epoch, i, SHR_SALT_FLIP));
+        }
+    }
+    ck_assert_int_eq(fclose(f), 0);
+    /* torch's float32 exp over the log-ratios a draw can meet, and its log over ratio bounds */
+    snprintf(path, sizeof path, "%s/math.tsv", dir);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 100000; i++) {
+        float x = (float)((double)(rnd() >> 11) * 0x1p-53 * 8.0 - 4.0);
+        fprintf(f, "exp %a %a\n", (double)x, (double)shr_tf_torch_expf(x));
+        float y = (float)exp((double)(rnd() >> 11) * 0x1p-53 * 12.0 - 6.0);
+        fprintf(f, "log %a %a\n", (double)y, (double)shr_tf_torch_logf(y));
+    }
+    ck_assert_int_eq(fclose(f), 0);
+    if (run_check("words", dir))
+        run_check("dist", dir);
+}
+END_TEST
+
+/* ---- through the reader ---- */
+
+typedef struct {
+    uint32_t n, bytes;
+    int64_t idx[64];
+    shr_params prm[64];
+    uint8_t *data;
+} rec;
+
+static shr_reader *open_ok(const char *dir, const shr_options *o)
+{
+    shr_reader *r = NULL;
+    int rc = shr_open(&r, dir, o);
+    ck_assert_msg(rc == 0, "shr_open %s: %s (%s)", dir, shr_strerror(rc), shr_last_error(NULL));
+    return r;
+}
+
+/* Every batch of `epochs` epochs (ends of epoch dropped), copied. */
+static rec *record(const char *dir, const shr_options *o, int epochs, size_t *count)
+{
+    shr_reader *r = open_ok(dir, o);
+    size_t cap = (size_t)epochs * shr_batches_per_epoch(r), k = 0;
+    rec *out = calloc(cap, sizeof *out);
+    ck_assert_ptr_nonnull(out);
+    shr_info info;
+    shr_get_info(r, &info);
+    size_t one = info.batch_bytes / o->batch_size;
+    for (int e = 0; e < epochs; e++) {
+        const shr_batch *b;
+        int rc;
+        while ((rc = shr_next(r, &b)) == 0) {
+            ck_assert_uint_lt(k, cap);
+            ck_assert_uint_le(b->n, 64);
+            ck_assert_int_eq(b->dtype, o->dtype);
+            ck_assert_int_eq(b->layout, o->layout);
+            out[k].n = b->n;
+            out[k].bytes = (uint32_t)(one * b->n);
+            memcpy(out[k].idx, b->indices, b->n * sizeof *b->indices);
+            memcpy(out[k].prm, b->params, b->n * sizeof *b->params);
+            out[k].data = malloc(out[k].bytes);
+            ck_assert_ptr_nonnull(out[k].data);
+            memcpy(out[k].data, b->data, out[k].bytes);
+            k++;
+            shr_release(r, b);
+        }
+        ck_assert_int_eq(rc, SHR_EEND);
+    }
+    shr_close(r);
+    *count = k;
+    return out;
+}
+
+static void recs_free(rec *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i].data);
+    free(v);
+}
+
+static void assert_same(const rec *a, size_t na, const rec *b, size_t nb)
+{
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        ck_assert_uint_eq(a[i].n, b[i].n);
+        ck_assert_mem_eq(a[i].idx, b[i].idx, a[i].n * sizeof a[i].idx[0]);
+        ck_assert_mem_eq(a[i].prm, b[i].prm, a[i].n * sizeof a[i].prm[0]);
+        ck_assert_uint_eq(a[i].bytes, b[i].bytes);
+        ck_assert_msg(memcmp(a[i].data, b[i].data, a[i].bytes) == 0, "batch %zu differs", i);
+    }
+}
+
+static void stored_size(fmt_dataset *d, uint64_t idx, uint32_t *w, uint32_t *h)
+{
+    fmt_sample s;
+    ck_assert_int_eq(fmt_dataset_get(d, idx, &s), 0);
+    *w = s.width;
+    *h = s.height;
+}
+
+/* The parameters every batch reports are shr_draw_params's for its samples. */
+static void check_params(const char *dir, const shr_options *o, const rec *v, size_t n, int epochs)
+{
+    fmt_dataset *d;
+    ck_assert_int_eq(fmt_dataset_open(&d, dir, NULL), 0);
+    size_t per_epoch = n / (size_t)epochs;
+    int flipped = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < v[i].n; j++) {
+            uint32_t w, h;
+            stored_size(d, (uint64_t)v[i].idx[j], &w, &h);
+            shr_params p;
+            ck_assert_int_eq(shr_draw_params(o, i / per_epoch, (uint64_t)v[i].idx[j], w, h, &p),
+                             0);
+            ck_assert_mem_eq(&p, &v[i].prm[j], sizeof p);
+            flipped += p.flip;
+        }
+    ck_assert(!o->flip || flipped > 0);
+    fmt_dataset_close(d);
+}
+
+/* Float and planar outputs are the uint8 NHWC output, converted by the documented formula:
+ * crop/pad on samples of many sizes, with the flip, given and dataset statistics. */
+START_TEST(test_dtype_layout)
+{
+    const char *dirs[] = {g_rgb, g_gray};
+    for (int k = 0; k < 2; k++) {
+        shr_options o;
+        shr_options_init(&o);
+        o.batch_size = 5;
+        o.order = SHR_ORDER_RANDOM;
+        o.seed = 3;
+        o.width = 48;
+        o.height = 36;
+        o.flip = 1;
+        o.threads = 3;
+        o.rrc = _i;
+        size_t nu, nv;
+        rec *u8 = record(dirs[k], &o, 2, &nu);
+        check_params(dirs[k], &o, u8, nu, 2);
+        uint32_t ch = k == 0 ? 3 : 1;
+        shr_reader *r = open_ok(dirs[k], &o);
+        shr_info info;
+        shr_get_info(r, &info);
+        shr_close(r);
+        for (int combo = 0; combo < 12; combo++) {
+            shr_options f = o;
+            f.dtype = (shr_dtype)(combo % 3);
+            f.layout = (shr_layout)(combo / 3 % 2);
+            f.normalize = f.dtype == SHR_DTYPE_U8 ? SHR_NORM_NONE
+                          : combo / 6 ? SHR_NORM_DATASET : SHR_NORM_GIVEN;
+            const float m[4] = {123.675f, 116.28f, 103.53f, 0}, s[4] = {58.395f, 57.12f, 57.375f, 1};
+            memcpy(f.mean, m, sizeof m);
+            memcpy(f.std, s, sizeof s);
+            f.access = (shr_access)(combo % 3);
+            rec *v = record(dirs[k], &f, 2, &nv);
+            ck_assert_uint_eq(nu, nv);
+            shr_tf_out ref;
+            shr_tf_out_init(&ref, f.dtype, f.layout, 48, 36, ch);
+            for (uint32_t c = 0; c < ch && f.normalize != SHR_NORM_NONE; c++) {
+                ref.mean[c] = f.normalize == SHR_NORM_GIVEN ? m[c] : (float)info.mean[c];
+                ref.std[c] = f.normalize == SHR_NORM_GIVEN ? s[c] : (float)info.std[c];
+            }
+            size_t one = (size_t)48 * 36 * ch, esz = shr_tf_elem_size(f.dtype);
+            for (size_t i = 0; i < nu; i++) {
+                ck_assert_mem_eq(u8[i].prm, v[i].prm, u8[i].n * sizeof u8[i].prm[0]);
+                ck_assert_uint_eq(v[i].bytes, u8[i].bytes * esz);
+                for (uint32_t j = 0; j < u8[i].n; j++) {
+                    const uint8_t *a = u8[i].data + j * one;
+                    const uint8_t *b = v[i].data + j * one * esz;
+                    for (uint32_t y = 0; y < 36; y++)
+                        for (uint32_t x = 0; x < 48; x++)
+                            for (uint32_t c = 0; c < ch; c++) {
+                                uint8_t px = a[((size_t)y * 48 + x) * ch + c];
+                                ck_assert_msg(elem_bits(&ref, b, c, y, x) == want_bits(&ref, px, c),
+                                              "combo %d batch %zu sample %u (%u,%u,%u)", combo, i,
+                                              j, c, y, x);
+                            }
+                }
+            }
+            recs_free(v, nv);
+        }
+        recs_free(u8, nu);
+    }
+}
+END_TEST
+
+/* Options that cannot work together: SHR_EINVAL at open, with a reason, and from
+ * shr_draw_params. */
+START_TEST(test_bad_combinations)
+{
+    for (int k = 0; k < 17; k++) {
+        shr_options o;
+        shr_options_init(&o);
+        o.batch_size = 4;
+        o.width = 16;
+        o.height = 16;
+        o.rrc = 1;
+        o.dtype = SHR_DTYPE_F32;
+        switch (k) {
+        case 0: o.width = o.height = 0; break;                      /* rrc without a size */
+        case 1: o.random_crop = 1; break;
+        case 2: o.rrc_scale[0] = 0; break;
+        case 3: o.rrc_scale[0] = 0.5; o.rrc_scale[1] = 0.4; break;
+        case 4: o.rrc_scale[1] = 1.5; break;
+        case 5: o.rrc_ratio[0] = -1; break;
+        case 6: o.rrc_ratio[0] = 2; o.rrc_ratio[1] = 1; break;
+        case 7: o.rrc_ratio[1] = NAN; break;
+        case 8: o.filter = (shr_filter)17; break;
+        case 9: o.dtype = (shr_dtype)5; break;
+        case 10: o.layout = (shr_layout)5; break;
+        case 11: o.normalize = (shr_norm)5; break;
+        case 12: o.dtype = SHR_DTYPE_U8; o.normalize = SHR_NORM_DATASET; break;
+        case 13: o.normalize = SHR_NORM_GIVEN; o.std[1] = 0; break;
+        case 14: o.normalize = SHR_NORM_GIVEN; o.mean[2] = INFINITY; break;
+        case 15: o.flip = 1; o.flip_p = 1.5; break;
+        case 16: o.flip_p = NAN; break;
+        }
+        shr_reader *r = (shr_reader *)&o;
+        ck_assert_msg(shr_open(&r, g_rgb, &o) == SHR_EINVAL, "case %d", k);
+        ck_assert_ptr_null(r);
+        ck_assert_msg(strlen(shr_last_error(NULL)) > 10, "case %d: no reason", k);
+        shr_params p;
+        ck_assert_msg(shr_draw_params(&o, 0, 0, 10, 10, &p) == SHR_EINVAL, "case %d", k);
+    }
+    /* the manifest's statistics must be usable for SHR_NORM_DATASET: a dataset whose stats were
+     * lost (std 0) is refused, naming the dataset */
+    char copy[1200], cmd[4096];
+    snprintf(copy, sizeof copy, "%s/nostats", g_root);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", copy, g_fixed, copy);
+    ck_assert_int_eq(run_quiet(cmd), 0);
+    fmt_manifest m;
+    ck_assert_int_eq(fmt_manifest_read(copy, &m, NULL), 0);
+    m.std[1] = 0;
+    ck_assert_int_eq(fmt_manifest_write(copy, &m), 0);
+    fmt_manifest_free(&m);
+    shr_options o;
+    shr_options_init(&o);
+    o.batch_size = 4;
+    o.dtype = SHR_DTYPE_F16;
+    o.normalize = SHR_NORM_DATASET;
+    shr_reader *r = NULL;
+    ck_assert_int_eq(shr_open(&r, copy, &o), SHR_EINVAL);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "nostats"));
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "statistics"));
+    o.normalize = SHR_NORM_GIVEN;               /* given statistics work on it */
+    r = open_ok(copy, &o);
+    shr_close(r);
+    ck_assert_int_eq(shr_draw_params(NULL, 0, 0, 1, 1, NULL), SHR_EINVAL);
+}
+END_TEST
+
+/* The ring is sized for the dtype. */
+START_TEST(test_ring_bytes)
+{
+    for (shr_dtype dt = SHR_DTYPE_U8; dt <= SHR_DTYPE_F16; dt++) {
+        shr_options o;
+        shr_options_init(&o);
+        o.batch_size = 8;
+        o.dtype = dt;
+        o.prefetch = 3;
+        shr_reader *r = open_ok(g_fixed, &o);
+        shr_info info;
+        shr_get_info(r, &info);
+        ck_assert_uint_eq(info.batch_bytes, (uint64_t)8 * 24 * 20 * 3 * shr_tf_elem_size(dt));
+        ck_assert_uint_eq(info.ring_bytes,
+                          3 * (info.batch_bytes + 8 * (3 * sizeof(int64_t) + sizeof(shr_params))));
+        ck_assert_int_eq(info.dtype, dt);
+        shr_close(r);
+    }
+}
+END_TEST
+
+static Suite *transform_suite(void)
+{
+    Suite *s = suite_create("transform");
+    TCase *tc = tcase_create("transform");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_half);
+    tcase_add_test(tc, test_kernels);
+    tcase_add_test(tc, test_rrc_ranges);
+    tcase_add_test(tc, test_rrc_determinism);
+    tcase_add_test(tc, test_rrc_fallback);
+    tcase_add_test(tc, test_rrc_torchvision);
+    tcase_add_loop_test(tc, test_dtype_layout, 0, 1);
+    tcase_add_test(tc, test_bad_combinations);
+    tcase_add_test(tc, test_ring_bytes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (build_fixtures() != 0) {
+        remove_fixtures();
+        fprintf(stderr, "test_transform: cannot build the fixture datasets\n");
+        return EXIT_FAILURE;
+    }
+    SRunner *sr = srunner_create(transform_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    remove_fixtures();
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
