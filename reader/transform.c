@@ -380,14 +380,30 @@ AVX2_FN static inline void emit16(const shr_tf_out *o, void *dst, size_t e, __m1
         _mm_storeu_si128((__m128i *)((uint8_t *)dst + e), v);
         return;
     }
+    /* Float samples are 2 or 4 times the bytes of the uint8 ones and go to a batch far larger
+     * than the caches: streaming stores, where aligned, skip reading every line before writing
+     * it, and leave the caches to the source pixels. shr_tf_store fences them. */
     __m256 lo = norm8(v, m0, s0), hi = norm8(_mm_srli_si128(v, 8), m1, s1);
     if (o->dtype == SHR_DTYPE_F32) {
-        _mm256_storeu_ps((float *)dst + e, lo);
-        _mm256_storeu_ps((float *)dst + e + 8, hi);
+        float *f = (float *)dst + e;
+        if (((uintptr_t)f & 31) == 0) {
+            _mm256_stream_ps(f, lo);
+            _mm256_stream_ps(f + 8, hi);
+        } else {
+            _mm256_storeu_ps(f, lo);
+            _mm256_storeu_ps(f + 8, hi);
+        }
     } else {
+        __m128i a = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT);
+        __m128i b = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT);
         uint16_t *h = (uint16_t *)dst + e;
-        _mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT));
-        _mm_storeu_si128((__m128i *)(h + 8), _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT));
+        if (((uintptr_t)h & 15) == 0) {
+            _mm_stream_si128((__m128i *)h, a);
+            _mm_stream_si128((__m128i *)(h + 8), b);
+        } else {
+            _mm_storeu_si128((__m128i *)h, a);
+            _mm_storeu_si128((__m128i *)(h + 8), b);
+        }
     }
 }
 
@@ -476,12 +492,13 @@ void shr_tf_store(const shr_tf_out *o, const uint8_t *src, size_t stride, int mi
         return;
     }
 #if SHR_TF_X86 && defined(__GNUC__)
-    if (o->path == SHR_TF_AVX2 && o->channels == 3) {
-        store_avx2_rgb(o, src, stride, mirror, dst);
-        return;
-    }
-    if (o->path == SHR_TF_AVX2 && o->channels == 1) {
-        store_avx2_gray(o, src, stride, mirror, dst);
+    if (o->path == SHR_TF_AVX2 && (o->channels == 3 || o->channels == 1)) {
+        if (o->channels == 3)
+            store_avx2_rgb(o, src, stride, mirror, dst);
+        else
+            store_avx2_gray(o, src, stride, mirror, dst);
+        /* the streaming stores are weakly ordered: done before the sample is handed on */
+        _mm_sfence();
         return;
     }
 #endif
