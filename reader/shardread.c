@@ -70,6 +70,7 @@
 
 #include "dataset.h"
 #include "pinned.h"
+#include "resample.h"
 #include "sampler.h"
 #include "transform.h"
 
@@ -112,6 +113,7 @@ typedef struct {
     uint8_t *sample;            /* PREAD/DIRECT crop/pad: room for the largest stored sample */
     size_t sample_cap;
     uint8_t *staged;            /* a uint8 HWC sample at the output size, before conversion */
+    fmt_rs_scratch *rs;         /* rrc: the resampler's per-thread state */
 } shr_worker;
 
 struct shr_reader {
@@ -125,6 +127,8 @@ struct shr_reader {
     int uniform;                /* every sample is stored at the output size */
     int convert;                /* the output is not uint8 NHWC: samples go through out */
     shr_tf_rrc rrc;             /* o.rrc: the ranges */
+    fmt_rs_cache *rs_cache;     /* o.rrc: coefficient tables shared by the workers */
+    uint32_t max_w, max_h;      /* o.rrc: the largest stored width and height */
     shr_tf_out out;             /* dtype, layout, normalisation */
     uint64_t nb;                /* batches per epoch */
     uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb) */
@@ -274,11 +278,49 @@ static void crop_pad(const shr_reader *r, uint8_t *dst, const uint8_t *src, cons
                src + (((size_t)(p->y + y) * s->width + p->x) * c), (size_t)nx * c);
 }
 
-/* The box of p (inside the stored src) resized to the output size, uint8 HWC, into dst. */
+/* The resampler's name for a filter. */
+static fmt_filter rs_filter(shr_filter f)
+{
+    switch (f) {
+    case SHR_FILTER_NEAREST:
+        return FMT_FILTER_NEAREST;
+    case SHR_FILTER_BOX:
+        return FMT_FILTER_BOX;
+    case SHR_FILTER_HAMMING:
+        return FMT_FILTER_HAMMING;
+    case SHR_FILTER_BICUBIC:
+        return FMT_FILTER_BICUBIC;
+    case SHR_FILTER_LANCZOS:
+        return FMT_FILTER_LANCZOS;
+    default:
+        return FMT_FILTER_BILINEAR;
+    }
+}
+
+/* The box of p cropped out of the stored src and resized to the output size (uint8 HWC) into
+ * dst: torchvision's resized_crop, which crops first, so the filter sees no pixel outside the box
+ * (a Pillow resize with a box would read past its edges). */
 static int resize_box(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt_sample *s,
                       const shr_params *p, uint8_t *dst, char *msg)
 {
-    return fail_msg(msg, FMT_EUNSUPPORTED, "sample %" PRIu64 ": no resampler yet", idx);
+    const shr_reader *r = w->r;
+    uint32_t c = r->channels;
+    size_t stride = (size_t)s->width * c;
+    const fmt_rs_view in = {
+        .pixels = (uint8_t *)(uintptr_t)(src + (size_t)p->y * stride + (size_t)p->x * c),
+        .width = p->w, .height = p->h, .channels = c, .stride = stride,
+    };
+    const fmt_rs_view out = {
+        .pixels = dst, .width = r->width, .height = r->height, .channels = c,
+        .stride = (size_t)r->width * c,
+    };
+    fmt_msg m = {{0}};
+    int rc = fmt_resample(w->rs, &in, NULL, rs_filter(r->o.filter), &out, &m);
+    if (rc)
+        return fail_msg(msg, rc, "%s: sample %" PRIu64 ": cannot resize %" PRIu32 "x%" PRIu32
+                        " to %" PRIu32 "x%" PRIu32 ": %s", fmt_dataset_sample_file(r->ds, idx),
+                        idx, p->w, p->h, r->width, r->height, fmt_reason(&m, rc));
+    return 0;
 }
 
 /* put_sample for RandomResizedCrop and for outputs other than uint8 NHWC: the finished uint8
@@ -630,6 +672,7 @@ static void free_reader(shr_reader *r)
         free(r->workers[i].bounce);
         free(r->workers[i].sample);
         free(r->workers[i].staged);
+        fmt_rs_scratch_free(r->workers[i].rs);
     }
     free(r->workers);
     for (uint32_t i = 0; r->slots && i < r->nslots; i++) {
@@ -641,8 +684,75 @@ static void free_reader(shr_reader *r)
     free(r->free_stack);
     free(r->pending);
     shr_sampler_free(r->sampler);
+    fmt_rs_cache_free(r->rs_cache);
     fmt_dataset_close(r->ds);
     free(r);
+}
+
+/* Resize a w x h image of zeros to width x height: what it leaves behind in the scratch (the
+ * coefficient tables of both axes, the intermediate rows) is what resizing a box of that size
+ * needs. */
+static int resize_dummy(const shr_reader *r, fmt_rs_scratch *rs, uint32_t w, uint32_t h,
+                        uint8_t *zeros, uint8_t *out)
+{
+    const fmt_rs_view in = {.pixels = zeros, .width = w, .height = h, .channels = r->channels,
+                            .stride = (size_t)w * r->channels};
+    const fmt_rs_view o = {.pixels = out, .width = r->width, .height = r->height,
+                           .channels = r->channels, .stride = (size_t)r->width * r->channels};
+    return fmt_resample(rs, &in, NULL, rs_filter(r->o.filter), &o, NULL);
+}
+
+/* A worker's scratch grows to the tallest box it resizes: grown here to the tallest possible
+ * (a 1-pixel-wide box of the largest stored height), so it does not grow while training. */
+static int prewarm_scratch(const shr_reader *r, fmt_rs_scratch *rs)
+{
+    uint8_t *zeros = calloc((size_t)r->max_h * r->channels, 1);
+    uint8_t *out = malloc(r->staged_bytes);
+    int rc = zeros && out ? resize_dummy(r, rs, 1, r->max_h, zeros, out) : ENOMEM;
+    free(zeros);
+    free(out);
+    return rc;
+}
+
+/* RandomResizedCrop boxes are 1..max_w wide and 1..max_h tall, and the resampler's coefficient
+ * tables depend on nothing else (the output size and filter being fixed): all of them are built
+ * into the shared cache here, once, so that none is built (and memory does not grow) while
+ * training. Tables that do not fit in the cache's bound are rebuilt per worker as needed. */
+static int prewarm_tables(shr_reader *r)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    r->max_w = m->sample_width;
+    r->max_h = m->sample_height;
+    int fixed = r->max_w && r->max_h;
+    for (uint64_t i = 0; !fixed && i < m->samples; i++) {
+        fmt_sample s;
+        int rc = fmt_dataset_get(r->ds, i, &s);
+        if (rc)
+            return rc;
+        r->max_w = s.width > r->max_w ? s.width : r->max_w;
+        r->max_h = s.height > r->max_h ? s.height : r->max_h;
+    }
+    fmt_rs_scratch *rs = NULL;
+    uint32_t side = r->max_w > r->max_h ? r->max_w : r->max_h;
+    uint8_t *zeros = calloc((size_t)side * r->channels, 1), *out = malloc(r->staged_bytes);
+    int rc = zeros && out ? fmt_rs_cache_create(&r->rs_cache) : ENOMEM;
+    if (!rc)
+        rc = fmt_rs_scratch_create(r->rs_cache, &rs);
+    /* a row of w pixels to width x 1 builds the w -> width table; a column likewise */
+    for (uint32_t w = 1; !rc && w <= r->max_w; w++) {
+        const fmt_rs_view in = {zeros, w, 1, r->channels, (size_t)w * r->channels};
+        const fmt_rs_view o = {out, r->width, 1, r->channels, (size_t)r->width * r->channels};
+        rc = fmt_resample(rs, &in, NULL, rs_filter(r->o.filter), &o, NULL);
+    }
+    for (uint32_t h = 1; !rc && h <= r->max_h; h++) {
+        const fmt_rs_view in = {zeros, 1, h, r->channels, r->channels};
+        const fmt_rs_view o = {out, 1, r->height, r->channels, r->channels};
+        rc = fmt_resample(rs, &in, NULL, rs_filter(r->o.filter), &o, NULL);
+    }
+    fmt_rs_scratch_free(rs);
+    free(zeros);
+    free(out);
+    return rc;
 }
 
 /* Stop and join the workers that were started. */
@@ -688,6 +798,14 @@ static int start_workers(shr_reader *r)
             w->staged = malloc(r->staged_bytes);
             if (!w->staged)
                 return ENOMEM;
+        }
+        if (r->o.rrc) {
+            int rc = fmt_rs_scratch_create(r->rs_cache, &w->rs);
+            if (!rc)
+                rc = prewarm_scratch(r, w->rs);
+            if (rc)
+                return fail_msg(g_open_err, rc, "cannot set up the resampler: %s",
+                                shr_strerror(rc));
         }
     }
     for (uint32_t i = 0; i < r->o.threads; i++) {
@@ -772,6 +890,14 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
         advice = o.access != SHR_ACCESS_MMAP || r->sample_max <= SHR_PAGE ? FMT_ADVICE_RANDOM
                                                                           : FMT_ADVICE_NORMAL;
     (void)fmt_dataset_advise(r->ds, advice);
+    if (o.rrc) {
+        rc = prewarm_tables(r);
+        if (rc) {
+            fail_msg(g_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
+                     shr_strerror(rc));
+            goto leave;
+        }
+    }
     rc = start_workers(r);
 leave:
     if (rc) {

@@ -633,6 +633,220 @@ START_TEST(test_dtype_layout)
 }
 END_TEST
 
+/* RandomResizedCrop pixels against torchvision: every filter, up- and downscaling, RGB and gray,
+ * both flips; the stored images, reported boxes and delivered pixels go to rrc_check.py. */
+START_TEST(test_rrc_pixels)
+{
+    char dir[1200], path[1300];
+    snprintf(dir, sizeof dir, "%s/pixels", g_root);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(path, sizeof path, "%s/samples.tsv", dir);
+    FILE *list = fopen(path, "w");
+    ck_assert_ptr_nonnull(list);
+    const struct {
+        const char *dir;
+        uint32_t w, h;
+        shr_filter f;
+        double s0, r0, r1;
+    } cases[] = {
+        {g_rgb, 48, 36, SHR_FILTER_BILINEAR, 0.08, 3.0 / 4, 4.0 / 3},
+        {g_rgb, 20, 16, SHR_FILTER_BILINEAR, 0.3, 3.0 / 4, 4.0 / 3},
+        {g_rgb, 33, 17, SHR_FILTER_BICUBIC, 0.08, 0.5, 2.0},
+        {g_rgb, 25, 25, SHR_FILTER_LANCZOS, 0.08, 3.0 / 4, 4.0 / 3},
+        {g_rgb, 31, 40, SHR_FILTER_NEAREST, 0.08, 3.0 / 4, 4.0 / 3},
+        {g_rgb, 16, 16, SHR_FILTER_BOX, 0.5, 3.0 / 4, 4.0 / 3},
+        {g_rgb, 19, 23, SHR_FILTER_HAMMING, 0.08, 3.0 / 4, 4.0 / 3},
+        {g_gray, 48, 36, SHR_FILTER_BILINEAR, 0.08, 3.0 / 4, 4.0 / 3},
+        {g_gray, 17, 13, SHR_FILTER_BICUBIC, 0.08, 3.0 / 4, 4.0 / 3},
+    };
+    fmt_dataset *ds[2];
+    ck_assert_int_eq(fmt_dataset_open(&ds[0], g_rgb, NULL), 0);
+    ck_assert_int_eq(fmt_dataset_open(&ds[1], g_gray, NULL), 0);
+    int flips = 0, n = 0;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        shr_options o;
+        shr_options_init(&o);
+        o.batch_size = 5;
+        o.order = SHR_ORDER_RANDOM;
+        o.seed = 40 + k;
+        o.rrc = 1;
+        o.width = cases[k].w;
+        o.height = cases[k].h;
+        o.filter = cases[k].f;
+        o.rrc_scale[0] = cases[k].s0;
+        o.rrc_ratio[0] = cases[k].r0;
+        o.rrc_ratio[1] = cases[k].r1;
+        o.flip = 1;
+        o.access = (shr_access)(k % 3);
+        size_t nr;
+        rec *v = record(cases[k].dir, &o, 2, &nr);
+        fmt_dataset *d = ds[cases[k].dir == g_gray];
+        uint32_t ch = cases[k].dir == g_gray ? 1 : 3;
+        for (size_t i = 0; i < nr; i++)
+            for (uint32_t j = 0; j < v[i].n; j++) {
+                fmt_sample st;
+                ck_assert_int_eq(fmt_dataset_get(d, (uint64_t)v[i].idx[j], &st), 0);
+                ck_assert_ptr_nonnull(st.pixels);
+                char stored[1400], out[1400];
+                snprintf(stored, sizeof stored, "%s/stored-%zu-%" PRId64 ".raw", dir,
+                         k, v[i].idx[j]);
+                snprintf(out, sizeof out, "%s/out-%zu-%zu-%u.raw", dir, k, i, j);
+                FILE *f = fopen(stored, "wb");
+                ck_assert_ptr_nonnull(f);
+                ck_assert_uint_eq(fwrite(st.pixels, 1, st.length, f), st.length);
+                ck_assert_int_eq(fclose(f), 0);
+                size_t one = (size_t)o.width * o.height * ch;
+                f = fopen(out, "wb");
+                ck_assert_ptr_nonnull(f);
+                ck_assert_uint_eq(fwrite(v[i].data + j * one, 1, one, f), one);
+                ck_assert_int_eq(fclose(f), 0);
+                const shr_params *p = &v[i].prm[j];
+                ck_assert_uint_eq(p->src_w, st.width);
+                ck_assert_uint_eq(p->src_h, st.height);
+                fprintf(list, "%s %u %u %u %u %u %u %u %u %u %u %d %s\n", stored, st.width,
+                        st.height, ch, p->x, p->y, p->w, p->h, p->flip, o.width, o.height,
+                        (int)o.filter, out);
+                flips += p->flip;
+                n++;
+            }
+        check_params(cases[k].dir, &o, v, nr, 2);
+        recs_free(v, nr);
+    }
+    fmt_dataset_close(ds[0]);
+    fmt_dataset_close(ds[1]);
+    ck_assert_int_eq(fclose(list), 0);
+    ck_assert(flips > 10 && flips < n - 10);
+    run_check("pixels", dir);
+}
+END_TEST
+
+/* Same seed, same batches; 1 and 4 threads alike; resuming anywhere in an epoch gives the
+ * batches that were left; another epoch draws other boxes. */
+START_TEST(test_rrc_determinism_reader)
+{
+    shr_options o;
+    shr_options_init(&o);
+    o.batch_size = 5;
+    o.order = SHR_ORDER_RANDOM;
+    o.seed = 77;
+    o.rrc = 1;
+    o.width = 32;
+    o.height = 32;
+    o.flip = 1;
+    o.dtype = SHR_DTYPE_F16;
+    o.layout = SHR_LAYOUT_NCHW;
+    o.normalize = SHR_NORM_DATASET;
+    o.threads = 1;
+    size_t n1, n4, n2;
+    rec *one = record(g_rgb, &o, 3, &n1);
+    o.threads = 4;
+    rec *four = record(g_rgb, &o, 3, &n4);
+    assert_same(one, n1, four, n4);
+    o.threads = 2;
+    o.prefetch = 2;
+    rec *two = record(g_rgb, &o, 3, &n2);
+    assert_same(one, n1, two, n2);
+    recs_free(two, n2);
+    /* resume at every cursor of epoch 1 */
+    size_t per_epoch = n1 / 3;
+    for (uint64_t cur = 0; cur <= per_epoch; cur++) {
+        shr_options rs = o;
+        rs.epoch = 1;
+        rs.cursor = cur;
+        shr_reader *r = open_ok(g_rgb, &rs);
+        const shr_batch *b;
+        size_t k = per_epoch + cur;
+        int rc;
+        while ((rc = shr_next(r, &b)) == 0) {
+            ck_assert_uint_lt(k, 2 * per_epoch);
+            ck_assert_uint_eq(b->n, one[k].n);
+            ck_assert_mem_eq(b->indices, one[k].idx, b->n * sizeof *b->indices);
+            ck_assert_mem_eq(b->params, one[k].prm, b->n * sizeof *b->params);
+            ck_assert_msg(memcmp(b->data, one[k].data, one[k].bytes) == 0,
+                          "resumed at %" PRIu64 ": batch %zu differs", cur, k);
+            shr_release(r, b);
+            k++;
+        }
+        ck_assert_int_eq(rc, SHR_EEND);
+        ck_assert_uint_eq(k, 2 * per_epoch);
+        shr_close(r);
+    }
+    /* the epochs draw differently: few samples get the same box twice */
+    fmt_dataset *d;
+    ck_assert_int_eq(fmt_dataset_open(&d, g_rgb, NULL), 0);
+    uint64_t n = fmt_dataset_manifest(d)->samples;
+    fmt_dataset_close(d);
+    shr_params *e0 = calloc(n, sizeof *e0), *e1 = calloc(n, sizeof *e1);
+    for (size_t i = 0; i < 2 * per_epoch; i++)
+        for (uint32_t j = 0; j < one[i].n; j++)
+            (i < per_epoch ? e0 : e1)[one[i].idx[j]] = one[i].prm[j];
+    int same = 0;
+    for (uint64_t i = 0; i < n; i++)
+        same += memcmp(&e0[i], &e1[i], sizeof e0[i]) == 0;
+    ck_assert_int_le(same, 2);
+    free(e0);
+    free(e1);
+    recs_free(one, n1);
+    recs_free(four, n4);
+}
+END_TEST
+
+static size_t rss_anon(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %zu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb * 1024;
+}
+
+static void run_epoch(shr_reader *r)
+{
+    const shr_batch *b;
+    int rc;
+    while ((rc = shr_next(r, &b)) == 0)
+        shr_release(r, b);
+    ck_assert_int_eq(rc, SHR_EEND);
+}
+
+/* 50 epochs of RandomResizedCrop to float32 NCHW: the heap and the anonymous memory stay where
+ * the first two epochs left them (every access mode), as in test_reader's test_memory_flat. */
+START_TEST(test_rrc_memory_flat)
+{
+    shr_options o;
+    shr_options_init(&o);
+    o.batch_size = 3;
+    o.order = SHR_ORDER_RANDOM;
+    o.seed = 5;
+    o.rrc = 1;
+    o.width = 40;
+    o.height = 30;
+    o.flip = 1;
+    o.filter = _i == 1 ? SHR_FILTER_LANCZOS : SHR_FILTER_BILINEAR;
+    o.dtype = SHR_DTYPE_F32;
+    o.layout = SHR_LAYOUT_NCHW;
+    o.normalize = SHR_NORM_DATASET;
+    o.access = (shr_access)_i;
+    shr_reader *r = open_ok(g_rgb, &o);
+    for (int e = 0; e < 2; e++)
+        run_epoch(r);
+    (void)rss_anon();                   /* stdio's first-use allocations, outside the window */
+    size_t heap1 = mallinfo2().uordblks, rss1 = rss_anon();
+    for (int e = 2; e < 50; e++)
+        run_epoch(r);
+    size_t heap50 = mallinfo2().uordblks, rss50 = rss_anon();
+    ck_assert_uint_eq(shr_get_state(r).epoch, 50);
+    shr_close(r);
+    ck_assert_msg(heap50 <= heap1 + 1024, "heap grew from %zu to %zu bytes", heap1, heap50);
+    ck_assert_msg(rss50 <= rss1 + (1u << 20), "anonymous RSS grew from %zu to %zu bytes", rss1,
+                  rss50);
+}
+END_TEST
+
 /* Options that cannot work together: SHR_EINVAL at open, with a reason, and from
  * shr_draw_params. */
 START_TEST(test_bad_combinations)
@@ -730,7 +944,10 @@ static Suite *transform_suite(void)
     tcase_add_test(tc, test_rrc_determinism);
     tcase_add_test(tc, test_rrc_fallback);
     tcase_add_test(tc, test_rrc_torchvision);
-    tcase_add_loop_test(tc, test_dtype_layout, 0, 1);
+    tcase_add_loop_test(tc, test_dtype_layout, 0, 2);
+    tcase_add_test(tc, test_rrc_pixels);
+    tcase_add_test(tc, test_rrc_determinism_reader);
+    tcase_add_loop_test(tc, test_rrc_memory_flat, 0, 3);
     tcase_add_test(tc, test_bad_combinations);
     tcase_add_test(tc, test_ring_bytes);
     suite_add_tcase(s, tc);
