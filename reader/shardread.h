@@ -254,8 +254,10 @@ void shr_options_init(shr_options *o);
 
 /* Open the dataset in dir and start the workers. o may be NULL (defaults). On failure *r is NULL
  * and a description of the error (naming the file at fault) is available from
- * shr_last_error(NULL). Errors: SHR_EINVAL (bad options, with the reason in the message; also an
- * epoch without batches, and a cursor past the epoch), SHR_ESHAPE, the dataset's errors (ENOENT
+ * shr_last_error(NULL). Errors: SHR_EINVAL (bad options, with the reason in the message: also
+ * combinations that cannot work, such as rrc without width and height or with random_crop,
+ * normalisation to uint8, dataset statistics the manifest does not have; an epoch without
+ * batches, and a cursor past the epoch), SHR_ESHAPE, the dataset's errors (ENOENT
  * without a manifest, FMT_ETRUNC / FMT_ECORRUPT / FMT_EHASH / FMT_EFORMAT for a damaged shard,
  * ...), ENOMEM, and pthread_create's errors. Thread-safe. */
 int shr_open(shr_reader **r, const char *dir, const shr_options *o);
@@ -297,10 +299,17 @@ typedef struct {
     shr_layout layout;
     uint64_t batch_bytes;               /* bytes of one batch's pixels (at the dtype) */
     uint64_t ring_bytes;                /* all buffers the ring holds (pixels, labels,
-                                         * indices, sources). Workers add a constant on top:
-                                         * per worker an index array, 1 MiB with PREAD or DIRECT access,
-                                         * and the largest stored sample when PREAD or DIRECT
-                                         * samples are cropped or padded */
+                                         * indices, sources, parameters). Workers add a
+                                         * constant on top: per worker an index array, 1 MiB
+                                         * with PREAD or DIRECT access, and the largest stored sample
+                                         * when PREAD or DIRECT samples are cropped, padded,
+                                         * resized or converted; with rrc or a conversion, a
+                                         * uint8 sample at the output size and the resampler's
+                                         * rows (width x channels x the tallest stored
+                                         * sample); with rrc, once per reader, the resampler's
+                                         * coefficient tables for every box side up to the
+                                         * largest stored width and height (a few KiB each,
+                                         * 64 MiB at most) */
 } shr_info;
 void shr_get_info(const shr_reader *r, shr_info *info);
 
