@@ -542,6 +542,7 @@ typedef struct {
     uint32_t rank, world;       /* this process's share */
     int framework;
     int return_indices;
+    int return_params;
     RingObject *ring;           /* the reader now in use (NULL until the first open) */
     uint64_t nb;                /* batches per epoch of this share */
     uint64_t epoch, cursor;     /* where the next batch comes from */
@@ -767,6 +768,159 @@ static PyTypeObject *loader_class(PyTypeObject *asked)
     return (PyTypeObject *)cls;
 }
 
+/* A pair of floats (lo, hi) from a 2-sequence. */
+static int float_pair(PyObject *o, const char *what, double out[2])
+{
+    PyObject *seq = PySequence_Check(o) && !PyUnicode_Check(o) ? PySequence_Tuple(o) : NULL;
+    if (!seq || PyTuple_GET_SIZE(seq) != 2) {
+        Py_XDECREF(seq);
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s must be a (min, max) pair of numbers, not %R", what, o);
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        out[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(seq, i));
+        if (out[i] == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* Per-channel values (1 to 4 numbers, or one number for every channel) into out[4]. */
+static int channel_values(PyObject *o, const char *what, float out[4])
+{
+    if (PyNumber_Check(o) && !PySequence_Check(o)) {
+        double v = PyFloat_AsDouble(o);
+        if (v == -1.0 && PyErr_Occurred())
+            return -1;
+        for (int c = 0; c < 4; c++)
+            out[c] = (float)v;
+        return 0;
+    }
+    PyObject *seq = PySequence_Check(o) && !PyUnicode_Check(o) ? PySequence_Tuple(o) : NULL;
+    Py_ssize_t n = seq ? PyTuple_GET_SIZE(seq) : 0;
+    if (!seq || n < 1 || n > 4) {
+        Py_XDECREF(seq);
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s must be a number or 1 to 4 numbers (one per channel, "
+                     "on the 0..255 scale), not %R", what, o);
+        return -1;
+    }
+    for (Py_ssize_t c = 0; c < 4; c++) {
+        double v = PyFloat_AsDouble(PyTuple_GET_ITEM(seq, c < n ? c : n - 1));
+        if (v == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        out[c] = (float)v;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* A name among names[] (case-insensitive); also a numpy or torch dtype, by its name. */
+static int choose(PyObject *o, const char *what, const char *const *names, int n, int *out)
+{
+    PyObject *str = NULL;
+    if (PyUnicode_Check(o)) {
+        str = Py_NewRef(o);
+    } else if (PyType_Check(o)) {
+        str = PyObject_GetAttrString(o, "__name__");        /* numpy.float32 */
+    } else {
+        str = PyObject_Str(o);                              /* dtype('float32'), torch.float32 */
+    }
+    const char *s = str ? PyUnicode_AsUTF8(str) : NULL;
+    if (s && strncmp(s, "torch.", 6) == 0)
+        s += 6;
+    for (int i = 0; s && i < n; i++) {
+        if (strcasecmp(s, names[i]) == 0) {
+            Py_DECREF(str);
+            *out = i;
+            return 0;
+        }
+    }
+    Py_XDECREF(str);
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "unknown %s %R", what, o);
+    return -1;
+}
+
+/* The read-time transform keywords into o (see the Loader's docstring). */
+static int transform_options(shr_options *o, PyObject *flip, PyObject *rrc, PyObject *ratio,
+                             PyObject *interpolation, PyObject *dtype, PyObject *layout,
+                             PyObject *mean, PyObject *std)
+{
+    if (PyFloat_Check(flip)) {
+        o->flip = 1;
+        o->flip_p = PyFloat_AS_DOUBLE(flip);
+        if (!(o->flip_p >= 0 && o->flip_p <= 1)) {
+            PyErr_Format(PyExc_ValueError, "flip must be a bool or a probability in 0..1, not %R",
+                         flip);
+            return -1;
+        }
+    } else if (flag(flip, &o->flip) < 0) {
+        return -1;
+    }
+    if (rrc != Py_None && rrc != Py_False) {
+        o->rrc = 1;
+        if (rrc != Py_True && float_pair(rrc, "rrc", o->rrc_scale) < 0)
+            return -1;
+    }
+    if (ratio != Py_None) {
+        if (!o->rrc) {
+            PyErr_SetString(PyExc_ValueError, "ratio is the RandomResizedCrop's: give rrc too");
+            return -1;
+        }
+        if (float_pair(ratio, "ratio", o->rrc_ratio) < 0)
+            return -1;
+    }
+    int v;
+    static const char *const filters[] = {"nearest", "box", "bilinear", "hamming", "bicubic",
+                                          "lanczos"};
+    if (interpolation != Py_None) {
+        if (choose(interpolation, "interpolation (nearest, box, bilinear, hamming, bicubic or "
+                   "lanczos)", filters, 6, &v) < 0)
+            return -1;
+        o->filter = (shr_filter)v;
+    }
+    static const char *const dtypes[] = {"uint8", "float32", "float16"};
+    if (dtype != Py_None) {
+        if (choose(dtype, "dtype (uint8, float32 or float16)", dtypes, 3, &v) < 0)
+            return -1;
+        o->dtype = (shr_dtype)v;
+    }
+    static const char *const layouts[] = {"NHWC", "NCHW"};
+    if (layout != Py_None) {
+        if (choose(layout, "layout (NHWC or NCHW)", layouts, 2, &v) < 0)
+            return -1;
+        o->layout = (shr_layout)v;
+    }
+    int dataset_mean = PyUnicode_Check(mean) && strcmp(PyUnicode_AsUTF8(mean), "dataset") == 0;
+    if (dataset_mean) {
+        if (std != Py_None && !(PyUnicode_Check(std) &&
+                                strcmp(PyUnicode_AsUTF8(std), "dataset") == 0)) {
+            PyErr_SetString(PyExc_ValueError, "mean='dataset' takes the dataset's std too: "
+                            "leave std out");
+            return -1;
+        }
+        o->normalize = SHR_NORM_DATASET;
+    } else if (mean != Py_None || std != Py_None) {
+        if (mean == Py_None || std == Py_None) {
+            PyErr_SetString(PyExc_ValueError, "give both mean and std (or mean='dataset')");
+            return -1;
+        }
+        if (channel_values(mean, "mean", o->mean) < 0 || channel_values(std, "std", o->std) < 0)
+            return -1;
+        o->normalize = SHR_NORM_GIVEN;
+    }
+    if (o->normalize != SHR_NORM_NONE && dtype == Py_None)
+        o->dtype = SHR_DTYPE_F32;       /* normalised values need floats */
+    return 0;
+}
+
 static PyObject *Loader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     PyTypeObject *t = loader_class(type);
@@ -780,17 +934,21 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"path", "batch_size", "shuffle", "seed", "threads", "rank", "world",
                              "drop_last", "size", "random_crop", "flip", "access", "framework",
                              "return_indices", "order", "prefetch", "pin_memory", "uneven",
-                             "quasi_window", NULL};
+                             "quasi_window", "rrc", "ratio", "interpolation", "dtype", "layout",
+                             "mean", "std", "return_params", NULL};
     PyObject *path, *batch_size = NULL, *shuffle = Py_False, *seed = NULL, *threads = Py_None,
              *rank = Py_None, *world = Py_None, *drop_last = Py_False, *size = Py_None,
              *random_crop = Py_False, *flip = Py_False, *access = NULL, *framework = NULL,
              *return_indices = Py_False, *order = Py_None, *prefetch = Py_None,
-             *pin_memory = Py_True, *uneven = Py_None, *quasi_window = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOOOOOOOOOOOOOOO:Loader", kwlist, &path,
-                                     &batch_size, &shuffle, &seed, &threads, &rank, &world,
+             *pin_memory = Py_True, *uneven = Py_None, *quasi_window = NULL, *rrc = Py_None,
+             *ratio = Py_None, *interpolation = Py_None, *dtype = Py_None, *layout = Py_None,
+             *mean = Py_None, *std = Py_None, *return_params = Py_False;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOOOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist,
+                                     &path, &batch_size, &shuffle, &seed, &threads, &rank, &world,
                                      &drop_last, &size, &random_crop, &flip, &access, &framework,
                                      &return_indices, &order, &prefetch, &pin_memory, &uneven,
-                                     &quasi_window))
+                                     &quasi_window, &rrc, &ratio, &interpolation, &dtype, &layout,
+                                     &mean, &std, &return_params))
         return -1;
     if (self->ring) {
         PyErr_SetString(PyExc_RuntimeError, "a Loader cannot be initialised twice");
@@ -848,7 +1006,10 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                 return -1;
         }
     }
-    if (flag(random_crop, &o->random_crop) < 0 || flag(flip, &o->flip) < 0)
+    if (flag(random_crop, &o->random_crop) < 0 ||
+        transform_options(o, flip, rrc, ratio, interpolation, dtype, layout, mean, std) < 0)
+        return -1;
+    if (flag(return_params, &self->return_params) < 0)
         return -1;
     shr_access a;
     if (parse_access(access, &a) < 0)
@@ -973,26 +1134,48 @@ static PyObject *deliver(LoaderObject *self, RingObject *ring, const shr_batch *
     /* keep two buffers for the workers (see "Holding batches" at the top) */
     int copy = ring->held + 2 > ring->nslots;
     npy_intp dims[4] = {b->n, b->height, b->width, b->channels};
+    if (b->layout == SHR_LAYOUT_NCHW) {
+        dims[1] = b->channels;
+        dims[2] = b->height;
+        dims[3] = b->width;
+    }
+    int type = b->dtype == SHR_DTYPE_F32 ? NPY_FLOAT32 : b->dtype == SHR_DTYPE_F16 ? NPY_FLOAT16
+                                                                                   : NPY_UINT8;
     npy_intp n1[1] = {b->n};
-    PyObject *img, *lab, *idx = NULL;
+    int want_idx = self->return_indices || self->return_params;
+    PyObject *img, *lab, *idx = NULL, *prm = NULL;
     if (copy) {
-        img = copy_of(b->data, 4, dims, NPY_UINT8);
+        img = copy_of(b->data, 4, dims, type);
         lab = img ? copy_of(b->labels, 1, n1, NPY_INT64) : NULL;
-        if (lab && self->return_indices)
+        if (lab && want_idx)
             idx = copy_of(b->indices, 1, n1, NPY_INT64);
         self->copies++;
     } else {
-        img = view(b->data, 4, dims, NPY_UINT8, (PyObject *)base);
+        img = view(b->data, 4, dims, type, (PyObject *)base);
         lab = img ? view(b->labels, 1, n1, NPY_INT64, (PyObject *)base) : NULL;
-        if (lab && self->return_indices)
+        if (lab && want_idx)
             idx = view(b->indices, 1, n1, NPY_INT64, (PyObject *)base);
     }
+    if (lab && self->return_params) {
+        /* a small copy: (n, 5) int64 columns x, y, w, h, flip */
+        npy_intp d2[2] = {b->n, 5};
+        prm = PyArray_SimpleNew(2, d2, NPY_INT64);
+        for (uint32_t i = 0; prm && i < b->n; i++) {
+            int64_t *row = (int64_t *)PyArray_GETPTR2((PyArrayObject *)prm, i, 0);
+            const shr_params *p = &b->params[i];
+            row[0] = p->x;
+            row[1] = p->y;
+            row[2] = p->w;
+            row[3] = p->h;
+            row[4] = p->flip;
+        }
+    }
     Py_DECREF(base);    /* the views hold it now; for copies this gives the buffer back */
-    if (!img || !lab || (self->return_indices && !idx))
+    if (!img || !lab || (want_idx && !idx) || (self->return_params && !prm))
         goto fail;
     if (self->framework == FW_TORCH) {
-        PyObject **arrs[3] = {&img, &lab, &idx};
-        for (int k = 0; k < 3; k++) {
+        PyObject **arrs[4] = {&img, &lab, &idx, &prm};
+        for (int k = 0; k < 4; k++) {
             if (!*arrs[k])
                 continue;
             PyObject *t = PyObject_CallOneArg(g_from_numpy, *arrs[k]);
@@ -1001,6 +1184,8 @@ static PyObject *deliver(LoaderObject *self, RingObject *ring, const shr_batch *
             Py_SETREF(*arrs[k], t);
         }
     }
+    if (prm)
+        return Py_BuildValue("(NNNN)", img, lab, idx, prm);
     if (idx)
         return Py_BuildValue("(NNN)", img, lab, idx);
     return Py_BuildValue("(NN)", img, lab);
@@ -1008,6 +1193,7 @@ fail:
     Py_XDECREF(img);
     Py_XDECREF(lab);
     Py_XDECREF(idx);
+    Py_XDECREF(prm);
     return NULL;
 }
 
@@ -1191,10 +1377,13 @@ static PyObject *Loader_get_info(LoaderObject *self, void *closure)
     shr_info in;
     shr_get_info(self->ring->r, &in);
     uint32_t nc = in.channels < 3 ? in.channels : 3;
-    return Py_BuildValue("{s:K,s:I,s:(III),s:N,s:N,s:K,s:K,s:K,s:K}", "samples",
+    return Py_BuildValue("{s:K,s:I,s:(III),s:s,s:s,s:N,s:N,s:K,s:K,s:K,s:K}", "samples",
                          (unsigned long long)in.samples, "num_classes", in.classes, "shape",
-                         in.height, in.width, in.channels, "mean", double_list(in.mean, nc), "std",
-                         double_list(in.std, nc), "batch_bytes",
+                         in.height, in.width, in.channels, "dtype",
+                         in.dtype == SHR_DTYPE_F32 ? "float32"
+                         : in.dtype == SHR_DTYPE_F16 ? "float16" : "uint8",
+                         "layout", in.layout == SHR_LAYOUT_NCHW ? "NCHW" : "NHWC", "mean",
+                         double_list(in.mean, nc), "std", double_list(in.std, nc), "batch_bytes",
                          (unsigned long long)in.batch_bytes, "ring_bytes",
                          (unsigned long long)in.ring_bytes, "batches",
                          (unsigned long long)self->nb, "samples_per_epoch",
@@ -1254,7 +1443,8 @@ static PyMethodDef Loader_methods[] = {
 static PyGetSetDef Loader_getset[] = {
     {"info", (getter)Loader_get_info, NULL,
      "The batches' facts as a dict: samples (in the dataset), num_classes, shape (height, width, "
-     "channels of each sample in a batch), mean and std (per channel, 0..255), batch_bytes, "
+     "channels of each sample in a batch), dtype and layout of the images, mean and std (the "
+     "dataset's, per channel, 0..255), batch_bytes, "
      "ring_bytes (all the ring's buffers), batches and samples_per_epoch (this rank's).",
      NULL},
     {"batch_size", (getter)Loader_get_batch_size, NULL, "Samples per batch.", NULL},
@@ -1286,7 +1476,9 @@ static PyTypeObject LoaderType = {
         "Loader(path, batch_size=256, shuffle=False, seed=0, threads=None, rank=None, world=None,\n"
         "       drop_last=False, size=None, random_crop=False, flip=False, access='mmap',\n"
         "       framework='numpy', return_indices=False, order=None, prefetch=None,\n"
-        "       pin_memory=True, uneven='pad', quasi_window=4)\n\n"
+        "       pin_memory=True, uneven='pad', quasi_window=4, rrc=None, ratio=None,\n"
+        "       interpolation='bilinear', dtype='uint8', layout='NHWC', mean=None, std=None,\n"
+        "       return_params=False)\n\n"
         "Batches of a shardc dataset, read ahead by worker threads into a ring of buffers:\n\n"
         "    for images, labels in shardread.Loader('ds', batch_size=256, shuffle=True):\n"
         "        ...   # images (B, H, W, C) uint8, labels (B,) int64\n\n"
@@ -1300,7 +1492,20 @@ static PyTypeObject LoaderType = {
         "batches (uneven='pad' repeats samples, 'drop' drops them). drop_last: drop a short last "
         "batch. size: an int or (height, width); every sample is center-cropped (random_crop: at "
         "a random offset) or zero-padded to it; needed when samples vary in size. flip: mirror "
-        "with probability 1/2. access: 'mmap', 'pread' (files that may change, network "
+        "with probability 1/2 (True) or the given probability (a float).\n\n"
+        "Read-time transforms, done by the worker threads: rrc=True (scale (0.08, 1.0)) or "
+        "rrc=(min, max) draws torchvision's RandomResizedCrop box for every sample of every epoch "
+        "(ratio=(min, max), default (3/4, 4/3)) and resizes it to size with interpolation "
+        "('bilinear' by default, or 'nearest', 'box', 'hamming', 'bicubic', 'lanczos'): the "
+        "pixels equal torchvision's F.resized_crop of the stored image, mirrored when flipped. "
+        "dtype 'uint8', 'float32' or 'float16' (or the numpy/torch dtype), layout 'NHWC' or "
+        "'NCHW'. mean and std: per-channel normalisation (x - mean) / std on the 0..255 scale "
+        "(torchvision's [0.485, 0.456, 0.406] is [123.675, 116.28, 103.53] here), or "
+        "mean='dataset' for the dataset's own statistics; normalising implies float32 unless "
+        "dtype says float16. return_params: batches become (images, labels, indices, params), "
+        "params an (n, 5) int64 array of each sample's box x, y, w, h in the stored image and "
+        "flip (0 or 1).\n\n"
+        "access: 'mmap', 'pread' (files that may change, network "
         "filesystems) or 'direct' (O_DIRECT). framework='torch': torch tensors (uint8 NHWC, "
         "int64) sharing the batch memory. return_indices: a third element, the dataset indices. "
         "prefetch: ring buffers (default threads + 3). pin_memory: ring buffers in CUDA pinned "
