@@ -301,9 +301,9 @@ typedef struct {
     uint64_t ring_bytes;                /* all buffers the ring holds (pixels, labels,
                                          * indices, sources, parameters). Workers add a
                                          * constant on top: per worker an index array, 1 MiB
-                                         * with PREAD or DIRECT access, and the largest stored sample
-                                         * when PREAD or DIRECT samples are cropped, padded,
-                                         * resized or converted; with rrc or a conversion, a
+                                         * with PREAD or DIRECT access, and the largest stored
+                                         * sample when PREAD or DIRECT samples are cropped,
+                                         * padded, resized or converted; with rrc or a conversion, a
                                          * uint8 sample at the output size and the resampler's
                                          * rows (width x channels x the tallest stored
                                          * sample); with rrc, once per reader, the resampler's
