@@ -161,6 +161,47 @@ static int bmp_check_indices(const uint8_t *buf, const struct bmp_header *h, fmt
     return 0;
 }
 
+/* 16 bits per pixel: stb widens each 5- or 6-bit field by bit replication, Pillow (what the
+ * README promises) scales it, v * 255 / max, rounding down: one level apart on a third of the
+ * values. So the pixels stb decoded (rows top-down, RGB) are replaced by Pillow's values here.
+ * Pillow reads the layouts 5-5-5 (BI_RGB, or those masks) and 5-6-5 and refuses any other; so do
+ * we. */
+static int bmp_masks16(const uint8_t *buf, const struct bmp_header *h, uint32_t m[3], fmt_msg *msg)
+{
+    if (h->compression != BMP_BITFIELDS) {
+        m[0] = 0x7C00;
+        m[1] = 0x03E0;
+        m[2] = 0x001F;
+        return 0;
+    }
+    for (int c = 0; c < 3; c++)
+        m[c] = fmt_le_get32(buf + BMP_FILE_HEADER + BMP_INFO_HEADER + 4 * c);
+    if (m[2] == 0x001F && ((m[0] == 0xF800 && m[1] == 0x07E0) || (m[0] == 0x7C00 && m[1] == 0x03E0)))
+        return 0;
+    return fmt_fail(msg, FMT_EUNSUPPORTED, "16-bit BMP with masks %04x/%04x/%04x not supported "
+                    "(only 5-5-5 and 5-6-5)", m[0], m[1], m[2]);
+}
+
+static void bmp_pillow16(const uint8_t *buf, const struct bmp_header *h, const uint32_t m[3],
+                         uint8_t *px)
+{
+    int top_down = h->hsz != 12 && (int32_t)fmt_le_get32(buf + BMP_FILE_HEADER + 8) < 0;
+    unsigned shift[3], max[3];
+    for (int c = 0; c < 3; c++) {
+        shift[c] = (unsigned)__builtin_ctz(m[c]);
+        max[c] = m[c] >> shift[c];
+    }
+    for (uint32_t y = 0; y < h->height; y++) {
+        const uint8_t *row = buf + h->offset + (top_down ? y : h->height - 1 - y) * h->row_bytes;
+        uint8_t *o = px + (size_t)y * h->width * 3;
+        for (uint32_t x = 0; x < h->width; x++) {
+            uint32_t v = fmt_le_get16(row + 2 * (size_t)x);
+            for (int c = 0; c < 3; c++)
+                o[3 * x + c] = (uint8_t)(((v & m[c]) >> shift[c]) * 255u / max[c]);
+        }
+    }
+}
+
 int fmt_bmp_decode(const uint8_t *buf, size_t len, const fmt_decode_opts *opts, fmt_image *out,
                    fmt_msg *msg)
 {
@@ -184,6 +225,9 @@ int fmt_bmp_decode(const uint8_t *buf, size_t len, const fmt_decode_opts *opts, 
     }
     if (h.bpp <= 8 && (rc = bmp_check_indices(buf, &h, msg)))
         goto leave;
+    uint32_t masks16[3];
+    if (h.bpp == 16 && (rc = bmp_masks16(buf, &h, masks16, msg)))
+        goto leave;
 
     int w = 0, ht = 0, comp = 0;
     px = stbi_load_from_memory(buf, (int)used, &w, &ht, &comp, 3);
@@ -206,6 +250,8 @@ int fmt_bmp_decode(const uint8_t *buf, size_t len, const fmt_decode_opts *opts, 
         goto leave;
     }
     size_t npix = (size_t)h.width * h.height;
+    if (h.bpp == 16)
+        bmp_pillow16(buf, &h, masks16, px);
     if (opts->channels == 3)
         memcpy(out->pixels, px, npix * 3);
     else
