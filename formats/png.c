@@ -102,6 +102,48 @@ leave:
     return rc;
 }
 
+/* An indexed image whose palette has fewer entries than its bit depth can address: spng maps
+ * an index past the palette to black, Pillow to its grey ramp; the PNG specification calls it an
+ * error, and our BMP decoding refuses the same fault. So the indices are decoded as they are
+ * (SPNG_FMT_PNG: packed rows of bit_depth bits), any index past the palette refuses the image
+ * with its value, and the palette is applied here (what SPNG_FMT_RGB8 does: tRNS and gamma are
+ * not applied). out is allocated RGB by the caller. Returns an spng error or an FMT code (*rc). */
+static int png_short_palette(spng_ctx *ctx, const struct spng_ihdr *ih, const struct spng_plte *pl,
+                             fmt_image *out, fmt_msg *msg, int *rc)
+{
+    size_t size;
+    int err = spng_decoded_image_size(ctx, SPNG_FMT_PNG, &size);
+    if (err)
+        return err;
+    uint8_t *idx = malloc(size ? size : 1);
+    if (!idx) {
+        *rc = fmt_fail(msg, ENOMEM, "out of memory decoding PNG");
+        return 0;
+    }
+    if ((err = spng_decode_image(ctx, idx, size, SPNG_FMT_PNG, 0)) == 0) {
+        unsigned depth = ih->bit_depth, mask = (1u << depth) - 1;
+        size_t stride = ((size_t)ih->width * depth + 7) / 8;
+        for (uint32_t y = 0; y < ih->height && !*rc; y++) {
+            const uint8_t *row = idx + (size_t)y * stride;
+            uint8_t *px = out->pixels + (size_t)y * ih->width * 3;
+            for (uint32_t x = 0; x < ih->width; x++) {
+                size_t bit = (size_t)x * depth;
+                unsigned v = (row[bit / 8] >> (8 - depth - bit % 8)) & mask;
+                if (v >= pl->n_entries) {
+                    *rc = fmt_fail(msg, FMT_ECORRUPT, "PNG palette index %u out of range (the "
+                                   "palette has %u entries) at (%u, %u)", v, pl->n_entries, x, y);
+                    break;
+                }
+                px[3 * x] = pl->entries[v].red;
+                px[3 * x + 1] = pl->entries[v].green;
+                px[3 * x + 2] = pl->entries[v].blue;
+            }
+        }
+    }
+    free(idx);
+    return err;
+}
+
 int fmt_png_decode(const uint8_t *buf, size_t len, const fmt_decode_opts *opts, fmt_image *out,
                    fmt_msg *msg)
 {
@@ -146,8 +188,14 @@ int fmt_png_decode(const uint8_t *buf, size_t len, const fmt_decode_opts *opts, 
         rc = fmt_fail(msg, FMT_ECORRUPT, "unexpected PNG output size %zu", size);
         goto leave;
     }
-    if ((err = spng_decode_image(ctx, out->pixels, size, fmt, 0)))
+    struct spng_plte plte;
+    if (ihdr.color_type == SPNG_COLOR_TYPE_INDEXED && fmt == SPNG_FMT_RGB8 &&
+        spng_get_plte(ctx, &plte) == 0 && plte.n_entries < (1u << ihdr.bit_depth)) {
+        if ((err = png_short_palette(ctx, &ihdr, &plte, out, msg, &rc)) || rc)
+            goto leave;
+    } else if ((err = spng_decode_image(ctx, out->pixels, size, fmt, 0))) {
         goto leave;
+    }
     /* spng stops once the image data is complete; the chunks after it (the last IDAT's CRC
      * included) are only read here, up to IEND */
     if ((err = spng_decode_chunks(ctx)))
