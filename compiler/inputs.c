@@ -287,6 +287,10 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
         while (len > 0 && isspace((unsigned char)line[len - 1]))
             line[--len] = '\0';
         char *s = line;
+        /* a UTF-8 byte order mark (editors on Windows write one) is not part of the first path */
+        if (lineno == 1 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB &&
+            (unsigned char)s[2] == 0xBF)
+            s += 3;
         while (isspace((unsigned char)*s))
             s++;
         if (!*s || *s == '#')
@@ -313,17 +317,23 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
             break;
         }
         char *found = NULL;
+        int why = ENOENT;   /* the most telling reason met: a loop or a permission beats ENOENT */
         for (size_t k = 0; k < nsrc && !found; k++) {
             char *p = s[0] == '/' ? strdup(s) : join(srcs[k], s);
             struct stat sb;
             if (p && stat(p, &sb) == 0)
                 found = p;
-            else
+            else {
+                if (p && errno != ENOENT && errno != ENOTDIR)
+                    why = errno;
                 free(p);
+            }
         }
         if (!found) {
-            snprintf(err, errlen, "%s:%lu: no such file: %s", list, lineno, s);
-            rc = ENOENT;
+            snprintf(err, errlen, "%s:%lu: %s: %s", list, lineno,
+                     why == ELOOP ? "symbolic link loop" : why == ENOENT ? "no such file" :
+                     strerror(why), s);
+            rc = why;
             break;
         }
         if ((rc = add_item(in, found, (int32_t)v))) {
