@@ -60,6 +60,7 @@
 #define JOURNAL_NAME ".rejects.journal"
 #define REJECTS_NAME "rejects.tsv"
 #define INPUTS_NAME "inputs.tsv"
+#define LOCK_NAME ".shardc.lock"    /* flock'd by the one build writing in OUT */
 
 /* One input's results: K samples (K = shc_render_count), or a reject. The arrays are allocated
  * once per slot and reused. */
@@ -275,7 +276,7 @@ static void *worker(void *arg)
 
 /* ---- fingerprint, projection ---- */
 
-static uint64_t fingerprint(const shc_build_opts *o, const fmt_inputs *in)
+uint64_t shc_fingerprint(const shc_build_opts *o, const fmt_inputs *in)
 {
     XXH3_state_t *st = XXH3_createState();
     if (!st)
@@ -341,7 +342,8 @@ static int dir_contents(const char *dir, const fmt_inputs *sets)
     int any = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            strcmp(e->d_name, LOCK_NAME) == 0)
             continue;
         if (!is_ours(e->d_name) && !is_class(sets, e->d_name)) {
             any = 2;
@@ -375,8 +377,9 @@ static int clear_output(const char *dir, long keep_from, const fmt_inputs *sets)
     int rc = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            strcmp(e->d_name, LOCK_NAME) == 0)
+            continue;   /* the lock we hold stays (see shc_lock_dir) */
         int cls = is_class(sets, e->d_name);
         if (!is_ours(e->d_name) && !(cls && keep_from < 0))
             continue;
@@ -430,6 +433,11 @@ static int shard_list_add(shard_list *l, const char *name, const fmt_shard_info 
     s->samples = h->samples;
     s->bytes = h->bytes;
     s->hash = h->hash;
+    s->pins = h->pins;
+    s->file_hash = h->file_hash;
+    s->pin_hash = h->pin_hash;
+    s->pin_skip_off = h->pin_skip_off;
+    s->pin_skip_len = h->pin_skip_len;
     for (int c = 0; c < 3; c++) {
         l->sum[c] += h->sum[c];
         l->sumsq[c] += h->sumsq[c];
@@ -477,11 +485,16 @@ static int resume_scan(const shc_build_opts *o, const fmt_inputs *in, uint64_t f
                     px += (uint64_t)e.height * e.width;
                 }
             }
+            fmt_shard_info hp;
+            if (ok) {
+                hp = *h;
+                ok = !be->r_pins || be->r_pins(s, path, &hp) == 0;
+            }
             if (ok) {
                 *next_input = h->input_end;
                 *next_index += h->samples;
                 kept->pixels += px;
-                ok = shard_list_add(kept, name, h) == 0;
+                ok = shard_list_add(kept, name, &hp) == 0;
             } else {
                 fprintf(stderr, "shardc: %s: not reusable (%s), rebuilding from here\n", path,
                         rc ? fmt_reason(&msg, rc) : "different build or damaged");
@@ -865,12 +878,13 @@ int shc_build(const shc_build_opts *o)
     void *w = NULL;
     FILE *journal = NULL;
     char *jpath = NULL, *cur_name = NULL, *cur_path = NULL;
-    uint64_t fp = fingerprint(o, &in), next_input = 0, next_index = 0;
+    uint64_t fp = shc_fingerprint(o, &in), next_input = 0, next_index = 0;
     uint32_t align = o->align;   /* 0: the backend's own layout (raw: packed) */
     const uint32_t nper = shc_render_count(&o->r);
     double t0 = shc_now(), last_progress = 0;
     crash_hook crash;
     crash_init(&crash);
+    int lock_fd = -1;
 
     /* the output directory */
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
@@ -882,6 +896,23 @@ int shc_build(const shc_build_opts *o)
     if (stat(o->out, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(o->out, W_OK | X_OK) != 0) {
         fprintf(stderr, "shardc: cannot write to %s: %s\n", o->out,
                 errno ? strerror(errno) : "not a directory");
+        exit_code = SHC_EXIT_IO;
+        goto leave;
+    }
+    /* one writer at a time: a second build, --force or --resume into OUT would mix shards */
+    long holder;
+    rc = shc_lock_dir(o->out, LOCK_NAME, &lock_fd, &holder);
+    if (rc == EWOULDBLOCK) {
+        if (holder > 0)
+            fprintf(stderr, "shardc: %s is being written by another shardc, pid %ld\n", o->out,
+                    holder);
+        else
+            fprintf(stderr, "shardc: %s is being written by another shardc\n", o->out);
+        exit_code = SHC_EXIT_USAGE;
+        goto leave;
+    }
+    if (rc) {
+        fprintf(stderr, "shardc: cannot lock %s/%s: %s\n", o->out, LOCK_NAME, strerror(rc));
         exit_code = SHC_EXIT_IO;
         goto leave;
     }
@@ -1187,5 +1218,7 @@ leave:
     fmt_inputs_free(&in);
     if (crash.report)
         fprintf(stderr, "shardc: crash points: %" PRIu64 "\n", crash.passed);
+    if (lock_fd >= 0)
+        close(lock_fd);
     return exit_code;
 }

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "compress.h"
+#include "inputs.h"
 #include "render.h"
 
 /* Exit codes of the CLI contract. */
@@ -38,5 +39,10 @@ typedef struct {
  * an exit code: SHC_EXIT_OK, SHC_EXIT_REJECTS (finished with rejects, or --strict stopped it),
  * SHC_EXIT_USAGE (bad inputs found before any work), SHC_EXIT_IO (fatal I/O; no manifest). */
 int shc_build(const shc_build_opts *o);
+
+/* The build fingerprint of options o over inputs in (every shard records it; --resume and
+ * shardc verify compare it): geometry, channels, limits, shard bounds, augmentation, seed,
+ * class names and every input's path and label. */
+uint64_t shc_fingerprint(const shc_build_opts *o, const fmt_inputs *in);
 
 #endif

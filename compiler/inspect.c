@@ -2,6 +2,9 @@
 #include "inspect.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,4 +125,193 @@ leave:
     if (rc)
         fmt_image_free(out);
     return rc;
+}
+
+/* ---- manifest cross-checks (shardc verify) ---- */
+
+typedef struct {
+    void (*report)(void *ctx, const char *line);
+    void *ctx;
+    size_t n;
+} mismatch_sink;
+
+static void mismatch(mismatch_sink *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mismatch(mismatch_sink *k, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    k->report(k->ctx, line);
+    k->n++;
+}
+
+/* Lines of dir/name after its header line, or -1 if it cannot be read. */
+static long count_lines(const char *dir, const char *name)
+{
+    char *p;
+    if (asprintf(&p, "%s/%s", dir, name) < 0)
+        return -1;
+    FILE *f = fopen(p, "r");
+    free(p);
+    if (!f)
+        return -1;
+    long n = 0;
+    int c, last = '\n';
+    while ((c = getc(f)) != EOF) {
+        if (c == '\n')
+            n++;
+        last = c;
+    }
+    if (last != '\n')
+        n++;
+    fclose(f);
+    return n > 0 ? n - 1 : 0;
+}
+
+/* inputs.tsv as the fmt_inputs the build had (paths and labels; classes from m). */
+static int inputs_from_tsv(const char *dir, const fmt_manifest *m, fmt_inputs *in)
+{
+    memset(in, 0, sizeof *in);
+    char *p;
+    if (asprintf(&p, "%s/inputs.tsv", dir) < 0)
+        return ENOMEM;
+    FILE *f = fopen(p, "r");
+    free(p);
+    if (!f)
+        return errno;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int rc = 0, first = 1;
+    while (!rc && (n = getline(&line, &cap, f)) > 0) {
+        if (line[n - 1] == '\n')
+            line[--n] = '\0';
+        if (first) {
+            first = 0;
+            continue;
+        }
+        char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        if (!t2) {
+            rc = FMT_ECORRUPT;
+            break;
+        }
+        *t2 = '\0';
+        if (in->n == in->cap) {
+            size_t nc = in->cap ? in->cap * 2 : 256;
+            fmt_input *v = realloc(in->items, nc * sizeof *v);
+            if (!v) {
+                rc = ENOMEM;
+                break;
+            }
+            in->items = v;
+            in->cap = nc;
+        }
+        unescape(t2 + 1);
+        in->items[in->n].label = (int32_t)strtol(t1 + 1, NULL, 10);
+        if (!(in->items[in->n].path = strdup(t2 + 1)))
+            rc = ENOMEM;
+        else
+            in->n++;
+    }
+    free(line);
+    fclose(f);
+    in->classes = m->classes;
+    in->nclasses = m->nclasses;
+    return rc;
+}
+
+size_t shc_check_manifest(const char *dir, const fmt_manifest *m, const uint64_t (*sum)[3],
+                          const uint64_t (*sumsq)[3], uint64_t pixels, uint64_t shard_fp,
+                          void (*report)(void *ctx, const char *line), void *ctx)
+{
+    mismatch_sink k = {report, ctx, 0};
+    /* geometry: a fixed --size means every sample has that size */
+    if (m->geom.mode == FMT_GEOM_SIZE &&
+        (m->sample_width != m->geom.width || m->sample_height != m->geom.height))
+        mismatch(&k, "manifest: geometry %ux%u but sample size %ux%u (fields 'geometry', "
+                 "'sample_width', 'sample_height')", m->geom.width, m->geom.height,
+                 m->sample_width, m->sample_height);
+    if (m->geom.mode != FMT_GEOM_SIZE && (m->sample_width || m->sample_height))
+        mismatch(&k, "manifest: geometry mode %s has no fixed sample size, yet sample size is "
+                 "%ux%u (fields 'geometry', 'sample_width', 'sample_height')",
+                 fmt_geom_mode_name(m->geom.mode), m->sample_width, m->sample_height);
+    /* stats: the shards' sums give them back */
+    uint64_t ts[3] = {0}, tq[3] = {0};
+    for (size_t i = 0; i < m->nshards; i++)
+        for (int c = 0; c < 3; c++) {
+            ts[c] += sum[i][c];
+            tq[c] += sumsq[i][c];
+        }
+    if (pixels != m->pixels)
+        mismatch(&k, "manifest: stats cover %" PRIu64 " pixels, the samples hold %" PRIu64
+                 " (field 'stats.pixels')", m->pixels, pixels);
+    for (uint32_t c = 0; c < m->channels && c < 3; c++) {
+        double mean = pixels ? (double)ts[c] / (double)pixels : 0;
+        double var = pixels ? (double)tq[c] / (double)pixels - mean * mean : 0;
+        double sd = var > 0 ? sqrt(var) : 0;
+        if (fabs(mean - m->mean[c]) > 1e-6 * (1 + fabs(mean)) ||
+            fabs(sd - m->std[c]) > 1e-6 * (1 + sd))
+            mismatch(&k, "manifest: channel %u mean/std %.6f/%.6f, the shards give %.6f/%.6f "
+                     "(fields 'stats.mean', 'stats.std')", c, m->mean[c], m->std[c], mean, sd);
+    }
+    for (uint32_t c = m->channels; c < 3; c++)
+        if (ts[c] || tq[c])
+            mismatch(&k, "manifest: %u channel(s), yet the shards hold values for channel %u "
+                     "(field 'channels')", m->channels, c);
+    /* counts against the build's own lists */
+    long ninputs = count_lines(dir, "inputs.tsv"), nrej = count_lines(dir, "rejects.tsv");
+    if (ninputs < 0)
+        mismatch(&k, "%s/inputs.tsv: cannot be read", dir);
+    if (nrej < 0)
+        mismatch(&k, "%s/rejects.tsv: cannot be read", dir);
+    if (nrej >= 0 && (uint64_t)nrej != m->rejects)
+        mismatch(&k, "manifest: %" PRIu64 " rejects, rejects.tsv lists %ld (field 'rejects')",
+                 m->rejects, nrej);
+    if (m->samples > 0 && m->augment == 0 && ninputs >= 0 && (uint64_t)ninputs < m->samples)
+        mismatch(&k, "manifest: %" PRIu64 " samples from %ld listed inputs (field 'samples')",
+                 m->samples, ninputs);
+    if (ninputs >= 0 && m->inputs < (uint64_t)ninputs)
+        mismatch(&k, "manifest: %" PRIu64 " inputs, inputs.tsv lists %ld (field 'inputs')",
+                 m->inputs, ninputs);
+    else if (ninputs >= 0 && nrej >= 0 && m->inputs > (uint64_t)ninputs + (uint64_t)nrej)
+        mismatch(&k, "manifest: %" PRIu64 " inputs, more than the %ld listed and %ld rejected "
+                 "(field 'inputs')", m->inputs, ninputs, nrej);
+    /* everything the fingerprint covers, recomputed */
+    if (m->nshards == 0)
+        return k.n;
+    shc_build_opts o;
+    memset(&o, 0, sizeof o);
+    fmt_msg msg = {{0}};
+    int rc = shc_render_opts_from_manifest(m, &o.r, &msg);
+    if (rc) {
+        mismatch(&k, "manifest: augmentation spec does not parse: %s (field 'augment.spec')",
+                 fmt_reason(&msg, rc));
+        return k.n;
+    }
+    json_t *b = m->build_json ? json_loads(m->build_json, 0, NULL) : NULL;
+    json_t *v;
+    if (b && json_is_integer(v = json_object_get(b, "shard_bytes")))
+        o.shard_bytes = (uint64_t)json_integer_value(v);
+    if (b && json_is_integer(v = json_object_get(b, "shard_samples")))
+        o.shard_samples = (uint64_t)json_integer_value(v);
+    if (b && json_is_integer(v = json_object_get(b, "align")))
+        o.align = (uint32_t)json_integer_value(v);
+    json_decref(b);
+    fmt_inputs in;
+    rc = inputs_from_tsv(dir, m, &in);
+    if (rc == 0) {
+        uint64_t fp = shc_fingerprint(&o, &in);
+        if (fp != shard_fp || fp != m->fingerprint)
+            mismatch(&k, "manifest: geometry, channels, classes, augmentation, seed or build "
+                     "options differ from those the shards were built with (their fingerprint %016"
+                     PRIx64 ", the manifest's fields give %016" PRIx64 ")", shard_fp, fp);
+    } else {
+        mismatch(&k, "%s/inputs.tsv: %s", dir, rc == FMT_ECORRUPT ? "malformed line" : strerror(rc));
+    }
+    for (size_t i = 0; i < in.n; i++)
+        free(in.items[i].path);
+    free(in.items);
+    return k.n;
 }

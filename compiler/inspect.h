@@ -5,6 +5,7 @@
 
 #include "dataset.h"
 #include "render.h"
+#include "build.h"
 
 /* The path of input `source` from dir/inputs.tsv (*path malloc'd). ENOENT if absent. */
 int shc_input_path(const char *dir, uint64_t source, char **path);
@@ -17,5 +18,16 @@ int shc_render_opts_from_manifest(const fmt_manifest *m, shc_render_opts *o, fmt
  * render path. *out is allocated here. */
 int shc_replay(const fmt_dataset *d, const fmt_sample *s, const char *path, fmt_image *out,
                char *reason, size_t rlen);
+
+/* The manifest's fields against each other and against what the build recorded beside the
+ * shards, for shardc verify: geometry (mode, size, sample size), channel stats against the
+ * shards' sums (sum, sumsq: one per shard, in order), the inputs and rejects counts against
+ * inputs.tsv and rejects.tsv, and the build fingerprint recomputed from the manifest's
+ * geometry, classes, augmentation, seed and build options and inputs.tsv, against the one the
+ * shards carry (shard_fp). Calls report(ctx, line) once per mismatch, naming the field; returns
+ * the number of mismatches. */
+size_t shc_check_manifest(const char *dir, const fmt_manifest *m, const uint64_t (*sum)[3],
+                          const uint64_t (*sumsq)[3], uint64_t pixels, uint64_t shard_fp,
+                          void (*report)(void *ctx, const char *line), void *ctx);
 
 #endif

@@ -324,19 +324,54 @@ static int cmd_build(int argc, char **argv)
 
 /* ---- info ---- */
 
-static void print_json_string(const char *s)
+/* Bytes of one UTF-8 sequence at s (shortest form, no surrogates, <= U+10FFFF), 0 if invalid. */
+static int utf8_len(const unsigned char *s)
 {
+    unsigned c = s[0];
+    int n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 :
+            c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0) || (c == 0xF0 && s[1] < 0x90) ||
+        (c == 0xF4 && s[1] >= 0x90))
+        return 0;
+    return n;
+}
+
+/* A JSON string. Names on disk are bytes: valid UTF-8 is written as it is, and each byte that is
+ * not part of valid UTF-8 as the escaped lone surrogate U+DC00 + byte (Python's
+ * "surrogateescape": os.fsencode(json.loads(...)) gives the original bytes back). */
+static void print_json_string(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
     putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
+    while (*s) {
+        int n = utf8_len(s);
+        if (n == 0) {
+            printf("\\udc%02x", *s++);
+        } else if (n > 1) {
+            fwrite(s, 1, (size_t)n, stdout);
+            s += n;
+        } else if (*s == '"' || *s == '\\') {
+            printf("\\%c", *s++);
+        } else if (*s < 0x20 || *s == 0x7f) {
+            printf("\\u%04x", *s++);
+        } else {
+            putchar(*s++);
+        }
     }
     putchar('"');
+}
+
+static int has_manifest(const char *dir)
+{
+    char *p;
+    if (asprintf(&p, "%s/%s", dir, FMT_MANIFEST_NAME) < 0)
+        return 0;
+    int ok = access(p, F_OK) == 0;
+    free(p);
+    return ok;
 }
 
 static int open_dataset(const char *dir, fmt_dataset **d)
@@ -345,7 +380,8 @@ static int open_dataset(const char *dir, fmt_dataset **d)
     int rc = fmt_dataset_open(d, dir, &msg);
     if (rc) {
         fprintf(stderr, "shardc: cannot open dataset %s: %s\n", dir, fmt_reason(&msg, rc));
-        return rc == ENOENT ? SHC_EXIT_USAGE : SHC_EXIT_REJECTS;
+        /* usage error only when there is no dataset at all; a missing shard is damage */
+        return rc == ENOENT && !has_manifest(dir) ? SHC_EXIT_USAGE : SHC_EXIT_REJECTS;
     }
     return 0;
 }
@@ -498,6 +534,17 @@ static int cmd_info(int argc, char **argv)
 
 /* ---- verify ---- */
 
+static void print_mismatch(void *ctx, const char *line)
+{
+    (void)ctx;
+    printf("mismatch: %s\n", line);
+}
+
+/* Every shard checked before any library parses it (size and whole-file hash against the
+ * manifest, then the backend's own pre-check), then opened and compared with its manifest
+ * entry, every sample checked against the manifest's description and re-hashed; then the
+ * manifest's fields against each other and the shards (inspect.c). Each problem is one line on
+ * stdout ("damaged: ..." or "mismatch: ..."); exit 1 if there is any. */
 static int cmd_verify(int argc, char **argv)
 {
     if (argc != 2 || argv[1][0] == '-')
@@ -511,27 +558,61 @@ static int cmd_verify(int argc, char **argv)
         return rc == ENOENT ? SHC_EXIT_USAGE : SHC_EXIT_REJECTS;
     }
     const fmt_backend *be = fmt_backend_find(m.backend);
-    if (!be) {
-        fprintf(stderr, "shardc: %s: unknown backend '%s'\n", dir, m.backend);
+    if (!be || be->version != m.backend_version) {
+        fprintf(stderr, "shardc: %s: backend '%s' version %u is not supported\n", dir, m.backend,
+                m.backend_version);
         fmt_manifest_free(&m);
         return SHC_EXIT_REJECTS;
     }
-    uint64_t damaged = 0, checked = 0;
+    uint64_t damaged = 0, checked = 0, pixels = 0, shard_fp = m.fingerprint;
+    size_t mismatches = 0, unread = 0;
+    uint64_t (*sum)[3] = calloc(m.nshards + 1, sizeof *sum);
+    uint64_t (*sumsq)[3] = calloc(m.nshards + 1, sizeof *sumsq);
+    if (!sum || !sumsq) {
+        free(sum);
+        free(sumsq);
+        fmt_manifest_free(&m);
+        return SHC_EXIT_IO;
+    }
     for (size_t k = 0; k < m.nshards; k++) {
         const fmt_manifest_shard *ms = &m.shards[k];
-        char *path;
-        if (asprintf(&path, "%s/%s", dir, ms->file) < 0) {
+        char *path, *data;
+        if (asprintf(&path, "%s/%s", dir, ms->file) < 0)
+            path = NULL;
+        if (path && asprintf(&data, "%s%s%s", path, be->data_file ? "/" : "",
+                             be->data_file ? be->data_file : "") < 0)
+            data = NULL;
+        if (!path || !data) {
+            free(path);
             fmt_manifest_free(&m);
             return SHC_EXIT_IO;
         }
         void *s = NULL;
         fmt_msg smsg = {{0}};
-        rc = be->r_open(&s, dir, path, FMT_ACCESS_MMAP, &smsg);
+        rc = 0;
+        if (ms->pins & FMT_PIN_FILE) {
+            uint64_t whole = 0, size = 0;
+            rc = fmt_hash_file(data, 0, 0, NULL, &whole, &size);
+            if (rc)
+                fmt_fail(&smsg, rc, "%s", fmt_strerror(rc));
+            else if (size != ms->bytes)
+                rc = fmt_fail(&smsg, FMT_ECORRUPT, "%s is %" PRIu64 " bytes, the manifest says %"
+                              PRIu64, data, size, ms->bytes);
+            else if (whole != ms->file_hash)
+                rc = fmt_fail(&smsg, FMT_EHASH, "%s: whole-file hash %016" PRIx64 " differs from "
+                              "the manifest's %016" PRIx64, data, whole, ms->file_hash);
+        }
+        if (!rc)
+            rc = fmt_shard_precheck(be, path, ms, &smsg);
+        if (!rc)
+            rc = be->r_open(&s, dir, path, FMT_ACCESS_MMAP, &smsg);
         const fmt_shard_info *h = rc ? NULL : be->r_info(s);
-        if (!rc && (h->hash != ms->hash || h->samples != ms->samples ||
-                    h->first_index != ms->first)) {
-            rc = FMT_ECORRUPT;
-            snprintf(smsg.text, sizeof smsg.text, "shard does not match the manifest");
+        if (h) {
+            rc = fmt_shard_check_info(&m, k, h, &smsg);
+            if (h->fingerprint != m.fingerprint)
+                shard_fp = h->fingerprint;
+            memcpy(sum[k], h->sum, sizeof sum[k]);
+            memcpy(sumsq[k], h->sumsq, sizeof sumsq[k]);
         }
         if (rc) {
             /* the whole shard is unusable: name its samples as a range */
@@ -541,10 +622,22 @@ static int cmd_verify(int argc, char **argv)
             else
                 printf("damaged: %s: %s\n", path, fmt_reason(&smsg, rc));
             damaged += ms->samples ? ms->samples : 1;
+            unread++;
         } else {
             for (uint64_t i = 0; i < h->samples; i++) {
                 checked++;
-                int crc = be->r_check(s, i);
+                fmt_sample e;
+                fmt_msg emsg = {{0}};
+                int crc = be->r_get(s, i, &e);
+                if (crc == 0) {
+                    e.index = ms->first + i;
+                    pixels += (uint64_t)e.height * e.width;
+                    if ((crc = fmt_manifest_check_sample(&m, &e, &emsg)) != 0) {
+                        printf("mismatch: %s\n", fmt_reason(&emsg, crc));
+                        mismatches++;
+                    }
+                }
+                crc = be->r_check(s, i);
                 if (crc != 0) {
                     char file[1024];
                     if (!be->r_sample_path || be->r_sample_path(s, i, file, sizeof file) != 0)
@@ -556,15 +649,24 @@ static int cmd_verify(int argc, char **argv)
             }
         }
         be->r_close(s);
+        free(data);
         free(path);
     }
-    if (damaged)
-        fprintf(stderr, "shardc: %s: %" PRIu64 " damaged sample(s)\n", dir, damaged);
+    /* the manifest as a whole; its stats only when every shard could be read */
+    if (!unread)
+        mismatches += shc_check_manifest(dir, &m, (const uint64_t(*)[3])sum,
+                                         (const uint64_t(*)[3])sumsq, pixels, shard_fp,
+                                         print_mismatch, NULL);
+    free(sum);
+    free(sumsq);
+    if (damaged || mismatches)
+        fprintf(stderr, "shardc: %s: %" PRIu64 " damaged sample(s), %zu manifest mismatch(es)\n",
+                dir, damaged, mismatches);
     else
         fprintf(stderr, "shardc: %s: all %" PRIu64 " samples in %zu shard(s) verified\n", dir,
                 checked, m.nshards);
     fmt_manifest_free(&m);
-    return damaged ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
+    return damaged || mismatches ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
 }
 
 /* ---- cat ---- */

@@ -8,6 +8,9 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 int shc_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
@@ -92,4 +95,37 @@ double shc_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int shc_lock_dir(const char *dir, const char *name, int *fd, long *holder)
+{
+    *fd = -1;
+    *holder = 0;
+    char *path;
+    if (asprintf(&path, "%s/%s", dir, name) < 0)
+        return ENOMEM;
+    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    free(path);
+    if (f < 0)
+        return errno;
+    if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno == EWOULDBLOCK ? EWOULDBLOCK : errno;
+        char buf[32] = "";
+        ssize_t n = pread(f, buf, sizeof buf - 1, 0);
+        if (n > 0) {
+            buf[n] = '\0';
+            *holder = strtol(buf, NULL, 10);
+        }
+        close(f);
+        return e;
+    }
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+    if (ftruncate(f, 0) != 0 || pwrite(f, buf, (size_t)n, 0) != n) {
+        int e = errno;
+        close(f);
+        return e;
+    }
+    *fd = f;
+    return 0;
 }

@@ -18,6 +18,14 @@ int shc_parse_wxh(const char *s, uint32_t *w, uint32_t *h);
 /* "1.5 GiB" style, into buf. Returns buf. */
 char *shc_human_size(uint64_t bytes, char *buf, size_t len);
 
+/* Take an exclusive, non-blocking flock(2) on dir/name (created if absent) and write our pid
+ * into it, so that one writer at a time works in dir. Returns 0 with *fd holding the lock (it
+ * is released when *fd is closed or the process ends, however it ends); EWOULDBLOCK when
+ * another process holds it, with *holder its pid as it wrote it (0 if unknown); else an errno
+ * value. The file itself stays: removing it would let a third writer lock a fresh file while
+ * the second still holds the old one. */
+int shc_lock_dir(const char *dir, const char *name, int *fd, long *holder);
+
 /* Monotonic seconds. */
 double shc_now(void);
 

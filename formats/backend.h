@@ -37,6 +37,11 @@ typedef struct {
     uint64_t sum[3], sumsq[3];
     uint64_t bytes;             /* size on disk (files of the shard together) */
     uint64_t hash;              /* content hash recorded in the manifest */
+    /* Set by w_finish of the backends whose shards a third-party library parses (hdf5, lmdb),
+     * for the manifest: the pins of fmt_manifest_shard (pins, file_hash, pin_hash, skip range). */
+    uint32_t pins;
+    uint64_t file_hash;
+    uint64_t pin_hash, pin_skip_off, pin_skip_len;
 } fmt_shard_info;
 
 typedef struct {
@@ -80,6 +85,18 @@ typedef struct fmt_backend {
     void (*w_abort)(void *w);                   /* remove temporaries, free; accepts NULL */
 
     /* ---- reading one shard ---- */
+    /* Optional (may be NULL): check, with our own bounds-checked code and before r_open hands
+     * the shard to a library that trusts its bytes, the regions that library parses: against
+     * the manifest's pin when ms->pins has FMT_PIN_OPEN, structurally in any case. path as for
+     * r_open. 0, FMT_ECORRUPT / FMT_EHASH / FMT_ETRUNC with msg set, or errno values. */
+    int (*r_precheck)(const char *path, const fmt_manifest_shard *ms, fmt_msg *msg);
+    /* Optional (may be NULL): compute the manifest's pins (pins, file_hash, pin_hash, skip
+     * range) of open shard s, at path, into info, as w_finish gives them (--resume keeps
+     * finished shards with it). Reads the whole file. */
+    int (*r_pins)(const void *s, const char *path, fmt_shard_info *info);
+    /* The file of a shard that file_hash and bytes describe, relative to the shard's path
+     * (lmdb: "data.mdb"); NULL when the shard path is itself that file. */
+    const char *data_file;
     /* path: the shard's path (dir/name + suffix). Validate everything that later calls rely on. */
     int (*r_open)(void **s, const char *dir, const char *path, fmt_access access, fmt_msg *msg);
     void (*r_close)(void *s);                   /* accepts NULL */
@@ -102,6 +119,14 @@ typedef struct fmt_backend {
      * (per-image sets), for messages. 0, or FMT_EINVAL / ERANGE. */
     int (*r_sample_path)(const void *s, uint64_t i, char *buf, size_t len);
 } fmt_backend;
+
+/* Before be->r_open: be->r_precheck where the backend has one (see there), else 0. */
+int fmt_shard_precheck(const fmt_backend *be, const char *path, const fmt_manifest_shard *ms,
+                       fmt_msg *msg);
+
+/* A shard's own account (h, from r_info) against manifest shard i: sample count, first index,
+ * size, content hash, build fingerprint. 0, or FMT_ECORRUPT naming the first difference. */
+int fmt_shard_check_info(const fmt_manifest *m, size_t i, const fmt_shard_info *h, fmt_msg *msg);
 
 /* The backend called name, or NULL. */
 const fmt_backend *fmt_backend_find(const char *name);

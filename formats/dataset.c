@@ -62,27 +62,35 @@ int fmt_dataset_open_ex(fmt_dataset **out, const char *dir, fmt_access access, f
             goto leave;
         }
         fmt_msg sub = {{0}};
+        rc = fmt_shard_precheck(d->be, s->path, ms, &sub);
+        if (rc) {
+            fmt_fail(msg, rc, "%s: %s", s->path, fmt_reason(&sub, rc));
+            goto leave;
+        }
         rc = d->be->r_open(&s->s, dir, s->path, access, &sub);
         if (rc) {
             fmt_fail(msg, rc, "%s: %s", s->path, fmt_reason(&sub, rc));
             goto leave;
         }
         const fmt_shard_info *h = d->be->r_info(s->s);
-        if (h->hash != ms->hash || h->samples != ms->samples || h->first_index != ms->first ||
-            h->bytes != ms->bytes) {
-            rc = fmt_fail(msg, FMT_ECORRUPT, "%s: does not match the manifest (%s)", s->path,
-                          h->hash != ms->hash ? "content hash differs" : "counts differ");
+        if ((rc = fmt_shard_check_info(&d->man, i, h, &sub)) != 0) {
+            fmt_fail(msg, rc, "%s: %s", s->path, fmt_reason(&sub, rc));
             goto leave;
         }
-        /* the largest payload: known from the manifest when every sample shares one size */
-        if (d->man.sample_width && d->man.sample_height) {
-            d->max_length = (uint64_t)d->man.sample_width * d->man.sample_height * d->man.channels;
-        } else {
-            for (uint64_t k = 0; k < h->samples; k++) {
-                fmt_sample smp;
-                if (d->be->r_get(s->s, k, &smp) == 0)
-                    d->max_length = max_u64(d->max_length, smp.length);
+        /* every sample against what the manifest says of all of them: one pass over the index
+         * (in memory for every backend), so every access mode refuses the same datasets */
+        for (uint64_t k = 0; k < h->samples; k++) {
+            fmt_sample smp;
+            rc = d->be->r_get(s->s, k, &smp);
+            if (rc == 0) {
+                smp.index = ms->first + k;
+                rc = fmt_manifest_check_sample(&d->man, &smp, &sub);
             }
+            if (rc) {
+                fmt_fail(msg, rc, "%s: %s", s->path, fmt_reason(&sub, rc));
+                goto leave;
+            }
+            d->max_length = max_u64(d->max_length, smp.length);
         }
     }
     for (size_t i = 0; access == FMT_ACCESS_DIRECT && d->be->r_direct && i < d->man.nshards; i++)
@@ -92,6 +100,55 @@ int fmt_dataset_open_ex(fmt_dataset **out, const char *dir, fmt_access access, f
 leave:
     fmt_dataset_close(d);
     return rc;
+}
+
+int fmt_manifest_check_sample(const fmt_manifest *m, const fmt_sample *s, fmt_msg *msg)
+{
+    if (s->channels != m->channels)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " has %u channel(s), the manifest "
+                        "says %u (field 'channels')", s->index, s->channels, m->channels);
+    if ((m->sample_width || m->sample_height) &&
+        (s->width != m->sample_width || s->height != m->sample_height))
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " is %ux%u, the manifest says every "
+                        "sample is %ux%u (fields 'sample_width', 'sample_height')", s->index,
+                        s->width, s->height, m->sample_width, m->sample_height);
+    if (s->label < -1 || (s->label >= 0 && (uint64_t)s->label >= m->nclasses))
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " has label %d, the manifest names "
+                        "%zu class(es) (field 'classes')", s->index, (int)s->label, m->nclasses);
+    if (m->augment && !s->aux)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " has no augmentation record, the "
+                        "manifest says %u variants (field 'augment')", s->index, m->augment);
+    return 0;
+}
+
+int fmt_shard_check_info(const fmt_manifest *m, size_t i, const fmt_shard_info *h, fmt_msg *msg)
+{
+    const fmt_manifest_shard *ms = &m->shards[i];
+    if (h->samples != ms->samples)
+        return fmt_fail(msg, FMT_ECORRUPT, "holds %" PRIu64 " samples, the manifest says %" PRIu64,
+                        h->samples, ms->samples);
+    if (h->first_index != ms->first)
+        return fmt_fail(msg, FMT_ECORRUPT, "starts at sample %" PRIu64 ", the manifest says %"
+                        PRIu64, h->first_index, ms->first);
+    if (h->bytes != ms->bytes)
+        return fmt_fail(msg, FMT_ECORRUPT, "is %" PRIu64 " bytes, the manifest says %" PRIu64,
+                        h->bytes, ms->bytes);
+    if (h->hash != ms->hash)
+        return fmt_fail(msg, FMT_ECORRUPT, "content hash %016" PRIx64 " differs from the "
+                        "manifest's %016" PRIx64, h->hash, ms->hash);
+    if (h->fingerprint != m->fingerprint)
+        return fmt_fail(msg, FMT_ECORRUPT, "was written by a build with fingerprint %016" PRIx64
+                        ", the manifest says %016" PRIx64 " (field 'fingerprint')",
+                        h->fingerprint, m->fingerprint);
+    return 0;
+}
+
+int fmt_shard_precheck(const fmt_backend *be, const char *path, const fmt_manifest_shard *ms,
+                       fmt_msg *msg)
+{
+    if (!be->r_precheck)
+        return 0;
+    return be->r_precheck(path, ms, msg);
 }
 
 int fmt_dataset_open(fmt_dataset **d, const char *dir, fmt_msg *msg)

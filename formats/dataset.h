@@ -2,7 +2,11 @@
  *
  * fmt_dataset_open reads and validates the manifest, then opens every shard through the backend
  * the manifest names (formats/backend.h) and checks that each matches its manifest entry (sample
- * count, first index, size, content hash). Samples are then addressed by dataset-wide index.
+ * count, first index, size, content hash, fingerprint), and every sample's shape, channels,
+ * label and augmentation record against the manifest (fmt_manifest_check_sample). Before a
+ * backend whose shards a third-party library parses (hdf5, lmdb) opens a shard, the bytes that
+ * library trusts are checked by our own code against the manifest's pin (backend.h,
+ * r_precheck), so damage there is reported and never reaches the library. Samples are then addressed by dataset-wide index.
  *
  * Access paths. The mode decides how payload bytes are read by fmt_dataset_read: FMT_ACCESS_MMAP
  * copies them out of a mapping of the shard; FMT_ACCESS_PREAD reads them with pread(2) and
@@ -29,6 +33,13 @@
 #include "sample.h"
 
 typedef struct fmt_dataset fmt_dataset;
+
+/* Sample s (s->index dataset-wide) against what manifest m says of every sample: its channel
+ * count, the fixed sample size when there is one, a label within the classes (or -1), an
+ * augmentation record exactly when the dataset is augmented. 0, or FMT_ECORRUPT with msg naming
+ * the manifest field. fmt_dataset_open applies it to every sample, so that no access mode
+ * delivers what the manifest misdescribes; shardc verify applies it too. */
+int fmt_manifest_check_sample(const fmt_manifest *m, const fmt_sample *s, fmt_msg *msg);
 
 /* Open the dataset in dir. Errors: those of fmt_manifest_read (ENOENT: no manifest), of
  * fmt_raw_open for a shard, FMT_ECORRUPT when a shard disagrees with the manifest,

@@ -241,3 +241,71 @@ int fmt_open_regular(const char *path, int *fd, struct stat *st, fmt_msg *msg)
     }
     return 0;
 }
+
+int fmt_hash_file(const char *path, uint64_t skip_off, uint64_t skip_len, uint64_t *pinned,
+                  uint64_t *whole, uint64_t *size)
+{
+    enum { chunk = 1 << 20 };
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    int rc = 0;
+    uint8_t *buf = malloc(chunk);
+    XXH3_state_t *sp = pinned ? XXH3_createState() : NULL, *sw = whole ? XXH3_createState() : NULL;
+    struct stat st;
+    if (!buf || (pinned && !sp) || (whole && !sw)) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    if (fstat(fd, &st) != 0) {
+        rc = errno;
+        goto leave;
+    }
+    if (sp)
+        XXH3_64bits_reset(sp);
+    if (sw)
+        XXH3_64bits_reset(sw);
+    uint64_t end = (uint64_t)st.st_size, skip_end = skip_off + skip_len;
+    if (skip_len == 0 || skip_end < skip_off)
+        skip_off = skip_end = end;
+    for (uint64_t pos = 0; pos < end;) {
+        if (!whole && pos >= skip_off && pos < skip_end) {
+            pos = skip_end;
+            continue;
+        }
+        uint64_t want = end - pos < chunk ? end - pos : chunk;
+        /* stop at the edges of the skipped range so each chunk is wholly in or out of it */
+        if (pos < skip_off && pos + want > skip_off)
+            want = skip_off - pos;
+        else if (pos >= skip_off && pos < skip_end && pos + want > skip_end)
+            want = skip_end - pos;
+        ssize_t n = pread(fd, buf, (size_t)want, (off_t)pos);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = errno;
+            goto leave;
+        }
+        if (n == 0) {
+            rc = FMT_ETRUNC;
+            goto leave;
+        }
+        if (sw)
+            XXH3_64bits_update(sw, buf, (size_t)n);
+        if (sp && !(pos >= skip_off && pos < skip_end))
+            XXH3_64bits_update(sp, buf, (size_t)n);
+        pos += (uint64_t)n;
+    }
+    if (pinned)
+        *pinned = XXH3_64bits_digest(sp);
+    if (whole)
+        *whole = XXH3_64bits_digest(sw);
+    if (size)
+        *size = end;
+leave:
+    XXH3_freeState(sp);
+    XXH3_freeState(sw);
+    free(buf);
+    close(fd);
+    return rc;
+}

@@ -77,4 +77,12 @@ int fmt_pread_exact(int fd, void *buf, size_t len, uint64_t off);
  * the reason in msg. *fd is -1 on failure. */
 int fmt_open_regular(const char *path, int *fd, struct stat *st, fmt_msg *msg);
 
+/* Hash a file in one pass of pread(2), never mapping it. *pinned (may be NULL) receives the
+ * XXH3-64 of every byte outside [skip_off, skip_off + skip_len) (skip_len 0: the whole file);
+ * *whole (may be NULL) that of the whole file; when whole is NULL the skipped range is not even
+ * read. *size (may be NULL) receives the file's size. Errors: errno values, FMT_ETRUNC if the
+ * file shrinks while being read, ENOMEM. */
+int fmt_hash_file(const char *path, uint64_t skip_off, uint64_t skip_len, uint64_t *pinned,
+                  uint64_t *whole, uint64_t *size);
+
 #endif

@@ -513,6 +513,8 @@ static int lm_install(const char *tmp, const char *path)
     return rename(tmp, path) != 0 ? errno : 0;
 }
 
+static int lm_tree_check(const char *data, uint64_t *pin, fmt_msg *msg);
+
 static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
 {
     lm_writer *w = p;
@@ -551,6 +553,12 @@ static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
     rc = lm_fsync_path(w->data, 0, &h.bytes);
     if (!rc)
         rc = lm_fsync_path(w->tmp, 1, NULL);
+    /* the pins of the manifest: what LMDB trusts (checked at every open), and the whole file */
+    if (!rc)
+        rc = lm_tree_check(w->data, &h.pin_hash, NULL);
+    if (!rc)
+        rc = fmt_hash_file(w->data, 0, 0, NULL, &h.file_hash, NULL);
+    h.pins = FMT_PIN_FILE | FMT_PIN_OPEN;
     if (!rc)
         rc = lm_install(w->tmp, w->path);
     if (rc)
@@ -734,50 +742,248 @@ leave:
     return rc;
 }
 
-/* LMDB trusts its meta pages (pages 0 and 1, the newer by txnid is used): a page size of 0
- * divides by zero inside mdb_env_open (SIGFPE), a second meta page naming a larger page size than
- * the first makes LMDB read a meta page past the end of the file (SIGBUS), and a root page number
- * of 0 or 1 fails an assertion (abort). So before LMDB sees a file whose first page looks like its
- * meta page, both meta pages must name one power-of-two page size that LMDB can have written, and
- * the newer one's main-database root must be a page in use (or none: an empty database). Anything
- * else is left to LMDB to refuse (MDB_INVALID and friends). Meta pages are liblmdb's MDB_meta in
- * host byte order, after the 16-byte page header; the offsets are those of a 64-bit host. */
+/* ---- our own check of what LMDB trusts ----
+ *
+ * LMDB trusts its file: a page size of 0 in a meta page divides by zero inside mdb_env_open, a
+ * second meta page naming a larger page size makes it read past the file, a root page number of 0
+ * or 1 fails an assertion, and one flipped byte in the header of a branch or leaf page (its key
+ * count, a node offset, a node's sizes) sends mdb_cursor_get out of bounds (SIGSEGV). So before
+ * LMDB sees a shard, lm_tree_check walks the same structure with bounds checks of its own, from
+ * the newer meta page down every branch and leaf page of the main database, and refuses anything
+ * LMDB could not have written: see formats/lmdb.md, "What a reader checks before LMDB". The walk
+ * also hashes what it read (both meta pages, every branch and leaf page, every overflow page
+ * header), which is the pin the manifest records: damage that keeps the structure plausible
+ * still differs from the pin.
+ *
+ * Offsets are those of liblmdb's structures (MDB_page, MDB_meta, MDB_db, MDB_node) on a 64-bit
+ * little-endian host, the only kind this backend writes and reads. */
 _Static_assert(sizeof(void *) == 8 && sizeof(size_t) == 8, "meta page offsets assume 64 bits");
-static int lm_check_meta_pages(const char *data, fmt_msg *msg)
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the lmdb page checks assume a little-endian host"
+#endif
+
+enum {
+    LM_P_BRANCH = 0x01, LM_P_LEAF = 0x02, LM_P_OVERFLOW = 0x04,
+    LM_F_BIGDATA = 0x01,
+    LM_MAX_DEPTH = 32,          /* liblmdb's CURSOR_STACK */
+    /* in a meta page (after the 16-byte page header): */
+    LM_M_MAGIC = 16, LM_M_VERSION = 20, LM_M_PSIZE = 40, LM_M_MAIN = 88, LM_M_LAST = 136,
+    LM_M_TXNID = 144, LM_M_END = 152,
+    /* in MDB_db: */
+    LM_DB_FLAGS = 4, LM_DB_DEPTH = 6, LM_DB_ENTRIES = 32, LM_DB_ROOT = 40,
+};
+
+typedef struct {
+    const uint8_t *map;
+    uint64_t size, psize, npages;
+    uint8_t *seen;              /* one bit per page: each tree page is met once */
+    XXH3_state_t *st;
+    uint64_t entries;
+    fmt_msg *msg;
+} lm_tree;
+
+static uint16_t lm_u16(const uint8_t *p)
 {
-    enum { magic_off = 16, psize_off = 40, root_off = 128, last_off = 136, txnid_off = 144,
-           meta_end = 152 };
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+static uint64_t lm_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static int lm_tree_page(lm_tree *t, uint64_t pgno, unsigned depth, unsigned leaf_depth)
+{
+    if (pgno < 2 || pgno >= t->npages)
+        return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": page number out of range "
+                        "(pages 2..%" PRIu64 ")", pgno, t->npages - 1);
+    if (t->seen[pgno / 8] & (1u << (pgno % 8)))
+        return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": reached twice", pgno);
+    t->seen[pgno / 8] |= (uint8_t)(1u << (pgno % 8));
+    const uint8_t *p = t->map + pgno * t->psize;
+    uint16_t flags = lm_u16(p + 10), lower = lm_u16(p + 12), upper = lm_u16(p + 14);
+    int leaf = depth == leaf_depth;
+    if (lm_u64(p) != pgno || flags != (leaf ? LM_P_LEAF : LM_P_BRANCH))
+        return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": bad page header (number %"
+                        PRIu64 ", flags 0x%x at depth %u of %u)", pgno, lm_u64(p), flags, depth,
+                        leaf_depth);
+    if (lower < LM_PAGE_HEADER + 2 || (lower - LM_PAGE_HEADER) % 2 || lower > upper ||
+        upper > t->psize)
+        return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": bad free-space bounds (%u, "
+                        "%u)", pgno, lower, upper);
+    XXH3_64bits_update(t->st, p, (size_t)t->psize);
+    unsigned nkeys = (lower - LM_PAGE_HEADER) / 2u;
+    for (unsigned i = 0; i < nkeys; i++) {
+        uint64_t off = lm_u16(p + LM_PAGE_HEADER + 2 * i);
+        if (off < upper || off + 8 > t->psize)
+            return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": node %u at bad offset %"
+                            PRIu64, pgno, i, off);
+        const uint8_t *n = p + off;
+        uint64_t lo = lm_u16(n), hi = lm_u16(n + 2), nflags = lm_u16(n + 4), ksize = lm_u16(n + 6);
+        uint64_t data = off + 8 + ksize;
+        if (data > t->psize)
+            return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": node %u: key runs past "
+                            "the page", pgno, i);
+        if (!leaf) {
+            int rc = lm_tree_page(t, lo | hi << 16 | nflags << 32, depth + 1, leaf_depth);
+            if (rc)
+                return rc;
+            continue;
+        }
+        uint64_t dsize = lo | hi << 16;
+        t->entries++;
+        if (nflags == 0) {
+            if (data + dsize > t->psize)
+                return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": node %u: value "
+                                "runs past the page", pgno, i);
+            continue;
+        }
+        if (nflags != LM_F_BIGDATA || data + 8 > t->psize)
+            return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": node %u: bad flags 0x%"
+                            PRIx64, pgno, i, nflags);
+        uint64_t ov = lm_u64(p + data), pages = (LM_PAGE_HEADER - 1 + dsize) / t->psize + 1;
+        if (ov < 2 || ov >= t->npages || pages > t->npages - ov)
+            return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": node %u: overflow "
+                            "value (page %" PRIu64 ", %" PRIu64 " bytes) outside the file", pgno,
+                            i, ov, dsize);
+        const uint8_t *o = t->map + ov * t->psize;
+        uint32_t opages;
+        memcpy(&opages, o + 12, 4);
+        if (lm_u64(o) != ov || lm_u16(o + 10) != LM_P_OVERFLOW || opages < pages ||
+            opages > t->npages - ov)
+            return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": bad overflow page "
+                            "header", ov);
+        XXH3_64bits_update(t->st, o, LM_PAGE_HEADER);
+    }
+    return 0;
+}
+
+/* Check data.mdb as formats/lmdb.md says, without LMDB; *pin (may be NULL) receives the hash of
+ * the bytes checked. */
+static int lm_tree_check(const char *data, uint64_t *pin, fmt_msg *msg)
+{
     const uint32_t magic = 0xBEEFC0DEu;    /* MDB_MAGIC */
     int fd = open(data, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return fmt_fail(msg, errno, "data.mdb: %s", fmt_strerror(errno));
-    int rc = 0, n = 0;
-    uint8_t b[2][meta_end];
-    uint32_t ps[2] = {0, 0};
-    for (; n < 2 && !rc; n++) {
-        uint32_t m;
-        if (pread(fd, b[n], meta_end, n ? (off_t)ps[0] : 0) != (ssize_t)meta_end)
-            break;
-        memcpy(&m, b[n] + magic_off, 4);
-        if (m != magic)
-            break;
-        memcpy(&ps[n], b[n] + psize_off, 4);
-        if (ps[n] < 512 || ps[n] > LM_MAX_PAGE || (ps[n] & (ps[n] - 1)) != 0 ||
-            (n == 1 && ps[1] != ps[0]))
-            rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb meta page %d: bad page size %" PRIu32, n,
-                          ps[n]);
+    struct stat st;
+    lm_tree t = {.msg = msg};
+    void *map = MAP_FAILED;
+    int rc = 0;
+    if (fstat(fd, &st) != 0) {
+        rc = fmt_fail(msg, errno, "data.mdb: %s", fmt_strerror(errno));
+        goto leave;
     }
+    t.size = (uint64_t)st.st_size;
+    if (t.size == 0) {
+        rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is empty");
+        goto leave;
+    }
+    if (t.size < LM_M_END || t.size > SIZE_MAX / 2) {
+        rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is %" PRIu64 " bytes, too short for an lmdb "
+                      "environment", t.size);
+        goto leave;
+    }
+    map = mmap(NULL, (size_t)t.size, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        rc = fmt_fail(msg, errno, "data.mdb: cannot map: %s", fmt_strerror(errno));
+        goto leave;
+    }
+    t.map = map;
+    /* meta page 0 names the page size, which places meta page 1 */
+    uint32_t ps[2], m;
+    memcpy(&m, t.map + LM_M_MAGIC, 4);
+    memcpy(&ps[0], t.map + LM_M_PSIZE, 4);
+    if (m != magic || (2 * (uint64_t)ps[0] > t.size && ps[0] <= LM_MAX_PAGE)) {
+        if (t.size < 2 * lm_page_size() || m == magic)
+            rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is %" PRIu64 " bytes, too short for an "
+                          "lmdb environment", t.size);
+        else
+            rc = fmt_fail(msg, FMT_EFORMAT, "data.mdb is not an lmdb environment");
+        goto leave;
+    }
+    if (ps[0] < 512 || ps[0] > LM_MAX_PAGE || (ps[0] & (ps[0] - 1)) != 0) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb meta page 0: bad page size %" PRIu32, ps[0]);
+        goto leave;
+    }
+    const uint8_t *meta[2] = {t.map, t.map + ps[0]};
+    memcpy(&m, meta[1] + LM_M_MAGIC, 4);
+    memcpy(&ps[1], meta[1] + LM_M_PSIZE, 4);
+    if (m != magic || ps[1] != ps[0]) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb meta page 1: bad magic or page size");
+        goto leave;
+    }
+    t.psize = ps[0];
+    const uint8_t *cur = lm_u64(meta[0] + LM_M_TXNID) < lm_u64(meta[1] + LM_M_TXNID) ? meta[1]
+                                                                                    : meta[0];
+    int which = cur == meta[1];
+    const uint8_t *db = cur + LM_M_MAIN;
+    uint64_t last = lm_u64(cur + LM_M_LAST), root = lm_u64(db + LM_DB_ROOT);
+    unsigned depth = lm_u16(db + LM_DB_DEPTH);
+    if (last < 1 || last >= t.size / t.psize) {
+        rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is %" PRIu64 " bytes, its meta page %d says %"
+                      PRIu64 " pages of %" PRIu64, t.size, which, last + 1, t.psize);
+        goto leave;
+    }
+    t.npages = last + 1;
+    if (lm_u16(db + LM_DB_FLAGS) != 0) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "main database has flags 0x%x", lm_u16(db + LM_DB_FLAGS));
+        goto leave;
+    }
+    if (!(t.seen = calloc((size_t)(t.npages / 8 + 1), 1)) || !(t.st = XXH3_createState())) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    XXH3_64bits_reset(t.st);
+    XXH3_64bits_update(t.st, t.map, 2 * (size_t)t.psize);
+    if (root == UINT64_MAX) {
+        if (depth != 0)
+            rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb meta page %d: empty database of depth %u",
+                          which, depth);
+    } else if (depth < 1 || depth > LM_MAX_DEPTH) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb meta page %d: bad tree depth %u", which, depth);
+    } else {
+        rc = lm_tree_page(&t, root, 1, depth);
+    }
+    if (!rc && t.entries != lm_u64(db + LM_DB_ENTRIES))
+        rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb tree holds %" PRIu64 " entries, its meta page %"
+                      PRIu64, t.entries, lm_u64(db + LM_DB_ENTRIES));
+    if (!rc && pin)
+        *pin = XXH3_64bits_digest(t.st);
+leave:
+    if (map != MAP_FAILED)
+        munmap(map, (size_t)t.size);
+    XXH3_freeState(t.st);
+    free(t.seen);
     close(fd);
-    if (rc || n < 2)
-        return rc;
-    uint64_t txn[2], root, last;
-    memcpy(&txn[0], b[0] + txnid_off, 8);
-    memcpy(&txn[1], b[1] + txnid_off, 8);
-    int cur = txn[0] < txn[1];
-    memcpy(&root, b[cur] + root_off, 8);
-    memcpy(&last, b[cur] + last_off, 8);
-    if (root != UINT64_MAX && (root < 2 || root > last))
-        rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb meta page %d: bad root page %" PRIu64, cur, root);
+    return rc;
+}
+
+/* Before LMDB sees the shard: size, structure, and the pin of the manifest. */
+static int lm_r_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg *msg)
+{
+    char *data = lm_join(path, "data.mdb", "");
+    if (!data)
+        return ENOMEM;
+    struct stat st;
+    int rc = 0;
+    if (stat(data, &st) != 0) {
+        rc = fmt_fail(msg, errno, "data.mdb: %s", fmt_strerror(errno));
+    } else if ((uint64_t)st.st_size != ms->bytes) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "data.mdb is %" PRIu64 " bytes, the manifest says %"
+                      PRIu64, (uint64_t)st.st_size, ms->bytes);
+    } else {
+        uint64_t pin = 0;
+        rc = lm_tree_check(data, &pin, msg);
+        if (!rc && (ms->pins & FMT_PIN_OPEN) && pin != ms->pin_hash)
+            rc = fmt_fail(msg, FMT_EHASH, "lmdb meta or B-tree pages do not match the manifest's "
+                          "pin: damaged");
+    }
+    free(data);
     return rc;
 }
 
@@ -825,7 +1031,7 @@ static int lm_r_open(void **out, const char *dir, const char *path, fmt_access a
         rc = fmt_fail(msg, FMT_ETOOBIG, "data.mdb too large to map");
         goto leave;
     }
-    if ((rc = lm_check_meta_pages(data, msg)) != 0)
+    if ((rc = lm_tree_check(data, NULL, msg)) != 0)
         goto leave;
 
     mrc = mdb_env_create(&s->env);
@@ -912,6 +1118,21 @@ leave:
     return rc;
 }
 
+static int lm_r_pins(const void *p, const char *path, fmt_shard_info *info)
+{
+    (void)p;
+    char *data = lm_join(path, "data.mdb", "");
+    if (!data)
+        return ENOMEM;
+    info->pin_skip_off = info->pin_skip_len = 0;
+    int rc = lm_tree_check(data, &info->pin_hash, NULL);
+    if (!rc)
+        rc = fmt_hash_file(data, 0, 0, NULL, &info->file_hash, NULL);
+    info->pins = rc ? 0 : FMT_PIN_FILE | FMT_PIN_OPEN;
+    free(data);
+    return rc;
+}
+
 static const fmt_shard_info *lm_r_info(const void *p)
 {
     return &((const lm_shard *)p)->info;
@@ -985,6 +1206,9 @@ const fmt_backend fmt_backend_lmdb = {
     .w_cost = lm_w_cost,
     .w_finish = lm_w_finish,
     .w_abort = lm_w_abort,
+    .r_precheck = lm_r_precheck,
+    .r_pins = lm_r_pins,
+    .data_file = "data.mdb",
     .r_open = lm_r_open,
     .r_close = lm_r_close,
     .r_info = lm_r_info,

@@ -113,6 +113,15 @@ int fmt_manifest_dump(const fmt_manifest *m, char **out)
         json_object_set_new(o, "samples", json_integer((json_int_t)s->samples));
         json_object_set_new(o, "bytes", json_integer((json_int_t)s->bytes));
         json_object_set_new(o, "hash", hex64(s->hash));
+        if (s->pins & FMT_PIN_FILE)
+            json_object_set_new(o, "file_hash", hex64(s->file_hash));
+        if (s->pins & FMT_PIN_OPEN) {
+            json_t *p = json_object();
+            json_object_set_new(p, "hash", hex64(s->pin_hash));
+            json_object_set_new(p, "skip_offset", json_integer((json_int_t)s->pin_skip_off));
+            json_object_set_new(p, "skip_bytes", json_integer((json_int_t)s->pin_skip_len));
+            json_object_set_new(o, "pin", p);
+        }
         json_array_append_new(shards, o);
     }
     json_object_set(root, "shards", shards);
@@ -344,6 +353,27 @@ int fmt_manifest_parse(const char *text, size_t len, fmt_manifest *m, fmt_msg *m
             (rc = get_u64(o, "bytes", UINT64_MAX >> 1, &s->bytes, msg)) ||
             (rc = get_hex(o, "hash", &s->hash, msg)))
             goto leave;
+        if (json_object_get(o, "file_hash")) {
+            if ((rc = get_hex(o, "file_hash", &s->file_hash, msg)))
+                goto leave;
+            s->pins |= FMT_PIN_FILE;
+        }
+        json_t *pin = json_object_get(o, "pin");
+        if (pin) {
+            if (!json_is_object(pin)) {
+                rc = fmt_fail(msg, FMT_ECORRUPT, "manifest shard %zu: 'pin' is not an object", i);
+                goto leave;
+            }
+            if ((rc = get_hex(pin, "hash", &s->pin_hash, msg)) ||
+                (rc = get_u64(pin, "skip_offset", UINT64_MAX >> 1, &s->pin_skip_off, msg)) ||
+                (rc = get_u64(pin, "skip_bytes", UINT64_MAX >> 1, &s->pin_skip_len, msg)))
+                goto leave;
+            if (s->pin_skip_off + s->pin_skip_len > s->bytes) {
+                rc = fmt_fail(msg, FMT_ECORRUPT, "manifest shard %zu: pin range past the file", i);
+                goto leave;
+            }
+            s->pins |= FMT_PIN_OPEN;
+        }
         if (!safe_name(s->file)) {
             rc = fmt_fail(msg, FMT_ECORRUPT, "manifest shard %zu has an unsafe file name", i);
             goto leave;

@@ -17,8 +17,20 @@ typedef struct {
     char *file;                 /* shard file name inside the dataset directory */
     uint64_t first, samples;    /* dataset-wide index of its first sample; its sample count */
     uint64_t bytes;             /* file size */
-    uint64_t hash;              /* the shard's header_hash (raw) or whole-file hash (other backends) */
+    uint64_t hash;              /* the shard's own content hash (raw: header_hash; see each spec) */
+    /* Optional pins (absent from manifests of older builds; FMT_PIN_* in `pins` says which):
+     * file_hash: XXH3-64 of the whole shard file (lmdb: its data.mdb), checked by verify before
+     *            any library parses the file;
+     * pin_hash:  XXH3-64 of the bytes a third-party library trusts when it opens the shard
+     *            (hdf5: every byte but the pixel range [pin_skip_off, +pin_skip_len); lmdb: its
+     *            meta pages and B-tree pages, see formats/lmdb.md), checked at every open. */
+    uint32_t pins;
+    uint64_t file_hash;
+    uint64_t pin_hash, pin_skip_off, pin_skip_len;
 } fmt_manifest_shard;
+
+#define FMT_PIN_FILE 1u             /* file_hash is set */
+#define FMT_PIN_OPEN 2u             /* pin_hash (and the skip range) are set */
 
 typedef struct {
     char *backend;              /* "raw" */

@@ -993,19 +993,17 @@ START_TEST(test_worker_failure)
     m.channels = 1;
     ck_assert_int_eq(fmt_manifest_write(copy, &m), 0);
     fmt_manifest_free(&m);
+    /* the manifest's description is checked against every sample at open: every access mode
+     * refuses the dataset the same way, before any batch */
     for (shr_access a = SHR_ACCESS_MMAP; a <= SHR_ACCESS_DIRECT; a++) {
         shr_options o;
         options(&o, 4, SHR_ORDER_SEQUENTIAL, 0);
         o.access = a;
-        shr_reader *r = open_ok(copy, &o);
-        const shr_batch *b;
-        ck_assert_int_eq(shr_next(r, &b), FMT_ECORRUPT);
-        ck_assert_ptr_null(b);
-        ck_assert_ptr_nonnull(strstr(shr_last_error(r), "shard-00000.raw"));
-        ck_assert_ptr_nonnull(strstr(shr_last_error(r), "channels"));
-        ck_assert_int_eq(shr_next(r, &b), SHR_ESTATE);
-        ck_assert_int_eq(shr_next(r, &b), SHR_ESTATE);
-        shr_close(r);
+        shr_reader *r = (shr_reader *)1;
+        ck_assert_int_eq(shr_open(&r, copy, &o), FMT_ECORRUPT);
+        ck_assert_ptr_null(r);
+        ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "shard-00000.raw"));
+        ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "'channels'"));
     }
 }
 END_TEST
