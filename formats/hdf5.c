@@ -1229,8 +1229,8 @@ static int h5r_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg 
     if (rc)
         return fmt_fail(msg, rc, "%s", fmt_strerror(rc));
     if (size != ms->bytes)
-        return fmt_fail(msg, FMT_ECORRUPT, "file is %" PRIu64 " bytes, the manifest says %" PRIu64,
-                        size, ms->bytes);
+        return fmt_fail(msg, size < ms->bytes ? FMT_ETRUNC : FMT_ECORRUPT, "file is %" PRIu64
+                        " bytes, the manifest says %" PRIu64, size, ms->bytes);
     if (pin != ms->pin_hash)
         return fmt_fail(msg, FMT_EHASH, "HDF5 metadata (superblock, object headers, indexes) does "
                         "not match the manifest's pin: damaged");

@@ -974,8 +974,9 @@ static int lm_r_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg
     if (stat(data, &st) != 0) {
         rc = fmt_fail(msg, errno, "data.mdb: %s", fmt_strerror(errno));
     } else if ((uint64_t)st.st_size != ms->bytes) {
-        rc = fmt_fail(msg, FMT_ECORRUPT, "data.mdb is %" PRIu64 " bytes, the manifest says %"
-                      PRIu64, (uint64_t)st.st_size, ms->bytes);
+        rc = fmt_fail(msg, (uint64_t)st.st_size < ms->bytes ? FMT_ETRUNC : FMT_ECORRUPT,
+                      "data.mdb is %" PRIu64 " bytes, the manifest says %" PRIu64,
+                      (uint64_t)st.st_size, ms->bytes);
     } else {
         uint64_t pin = 0;
         rc = lm_tree_check(data, &pin, msg);
