@@ -1218,7 +1218,13 @@ leave:
     fmt_inputs_free(&in);
     if (crash.report)
         fprintf(stderr, "shardc: crash points: %" PRIu64 "\n", crash.passed);
-    if (lock_fd >= 0)
+    if (lock_fd >= 0) {
+        /* no stale pid left behind (still holding the lock): a finished OUT is the same bytes
+         * whoever wrote it */
+        if (ftruncate(lock_fd, 0) != 0) {
+            /* harmless: the next writer truncates it too */
+        }
         close(lock_fd);
+    }
     return exit_code;
 }
