@@ -10,7 +10,7 @@
 SHARDBENCH="$ROOT/$BUILD/bin/shardbench"
 # The flips drawn depend on this seed only. FLIP_SEED=n explores other draws; FLIPS per format.
 FLIP_SEED=${FLIP_SEED:-20261124}
-FLIPS=${FLIPS:-40}
+FLIPS=${FLIPS:-25}
 
 "$MKSAMPLE" "$T/src" --classes 3 --per-class 10 --seed 5 --no-broken --quiet || { echo "mksample failed"; exit 1; }
 

@@ -529,7 +529,13 @@ START_TEST(test_hdf5_damaged_reopen)
         ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "shard-00000.h5"));
     }
     long grown = rss_kib() - base;
+#ifdef __SANITIZE_ADDRESS__
+    /* AddressSanitizer holds freed memory in quarantine, so the resident size grows whatever
+     * happens; LeakSanitizer checks this build for leaks at exit instead */
+    (void)grown;
+#else
     ck_assert_msg(base > 0 && grown < 256, "resident size grew by %ld KiB over 900 opens", grown);
+#endif
 }
 END_TEST
 
