@@ -298,6 +298,10 @@ size_t shc_check_manifest(const char *dir, const fmt_manifest *m, const uint64_t
         o.shard_samples = (uint64_t)json_integer_value(v);
     if (b && json_is_integer(v = json_object_get(b, "align")))
         o.align = (uint32_t)json_integer_value(v);
+    if (b && json_is_string(v = json_object_get(b, "compress")) &&
+        fmt_codec_parse(json_string_value(v), &o.compress, NULL) != 0)
+        mismatch(&k, "manifest: build option compress '%s' does not parse (field 'build')",
+                 json_string_value(v));
     json_decref(b);
     fmt_inputs in;
     rc = inputs_from_tsv(dir, m, &in);

@@ -26,6 +26,7 @@
 #ifndef FMT_BACKEND_H
 #define FMT_BACKEND_H
 
+#include "manifest.h"
 #include "sample.h"
 
 /* What a shard says about itself (written by finish, read back by open). */

@@ -966,7 +966,7 @@ leave:
 /* Before LMDB sees the shard: size, structure, and the pin of the manifest. */
 static int lm_r_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg *msg)
 {
-    char *data = lm_join(path, "data.mdb", "");
+    char *data = fmt_path_join(path, "data.mdb", "");
     if (!data)
         return ENOMEM;
     struct stat st;
@@ -1122,7 +1122,7 @@ leave:
 static int lm_r_pins(const void *p, const char *path, fmt_shard_info *info)
 {
     (void)p;
-    char *data = lm_join(path, "data.mdb", "");
+    char *data = fmt_path_join(path, "data.mdb", "");
     if (!data)
         return ENOMEM;
     info->pin_skip_off = info->pin_skip_len = 0;
