@@ -67,7 +67,9 @@ int fmt_dataset_open_ex(fmt_dataset **out, const char *dir, fmt_access access, f
             fmt_fail(msg, rc, "%s: %s", s->path, fmt_reason(&sub, rc));
             goto leave;
         }
-        rc = d->be->r_open(&s->s, dir, s->path, access, &sub);
+        char *sdir = fmt_manifest_shard_dir(dir, ms);
+        rc = sdir ? d->be->r_open(&s->s, sdir, s->path, access, &sub) : ENOMEM;
+        free(sdir);
         if (rc) {
             fmt_fail(msg, rc, "%s: %s", s->path, fmt_reason(&sub, rc));
             goto leave;
@@ -127,9 +129,9 @@ int fmt_shard_check_info(const fmt_manifest *m, size_t i, const fmt_shard_info *
     if (h->samples != ms->samples)
         return fmt_fail(msg, FMT_ECORRUPT, "holds %" PRIu64 " samples, the manifest says %" PRIu64,
                         h->samples, ms->samples);
-    if (h->first_index != ms->first)
+    if (h->first_index + ms->offset != ms->first)
         return fmt_fail(msg, FMT_ECORRUPT, "starts at sample %" PRIu64 ", the manifest says %"
-                        PRIu64, h->first_index, ms->first);
+                        PRIu64, h->first_index + ms->offset, ms->first);
     if (h->bytes != ms->bytes)
         return fmt_fail(msg, FMT_ECORRUPT, "is %" PRIu64 " bytes, the manifest says %" PRIu64,
                         h->bytes, ms->bytes);

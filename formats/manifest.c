@@ -111,6 +111,8 @@ int fmt_manifest_dump(const fmt_manifest *m, char **out)
         json_object_set_new(o, "file", json_string(s->file));
         json_object_set_new(o, "first", json_integer((json_int_t)s->first));
         json_object_set_new(o, "samples", json_integer((json_int_t)s->samples));
+        if (s->offset)
+            json_object_set_new(o, "offset", json_integer((json_int_t)s->offset));
         json_object_set_new(o, "bytes", json_integer((json_int_t)s->bytes));
         json_object_set_new(o, "hash", hex64(s->hash));
         if (s->pins & FMT_PIN_FILE)
@@ -206,10 +208,23 @@ static int get_dbls(json_t *o, const char *key, uint32_t n, double *v, fmt_msg *
     return 0;
 }
 
-/* A shard file name must stay inside the dataset directory. */
+/* A shard path must stay inside the dataset directory: relative, at most 4 components, none
+ * empty or starting with '.' (so no "..", no hidden names). */
 static int safe_name(const char *s)
 {
-    return s[0] && s[0] != '.' && !strchr(s, '/') && strlen(s) < 256;
+    size_t len = strlen(s);
+    if (len == 0 || len >= 1024)
+        return 0;
+    int parts = 0;
+    for (const char *p = s;;) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 0 || n >= 256 || p[0] == '.' || ++parts > 4)
+            return 0;
+        if (!e)
+            return 1;
+        p = e + 1;
+    }
 }
 
 int fmt_manifest_parse(const char *text, size_t len, fmt_manifest *m, fmt_msg *msg)
@@ -374,6 +389,13 @@ int fmt_manifest_parse(const char *text, size_t len, fmt_manifest *m, fmt_msg *m
             }
             s->pins |= FMT_PIN_OPEN;
         }
+        if (json_object_get(o, "offset") && (rc = get_u64(o, "offset", big, &s->offset, msg)))
+            goto leave;
+        if (s->offset > s->first) {
+            rc = fmt_fail(msg, FMT_ECORRUPT, "manifest shard %zu has an offset past its first "
+                          "sample", i);
+            goto leave;
+        }
         if (!safe_name(s->file)) {
             rc = fmt_fail(msg, FMT_ECORRUPT, "manifest shard %zu has an unsafe file name", i);
             goto leave;
@@ -476,4 +498,13 @@ long fmt_manifest_find_shard(const fmt_manifest *m, uint64_t idx)
     while (lo < m->nshards && idx >= m->shards[lo].first + m->shards[lo].samples)
         lo++;
     return lo < m->nshards ? (long)lo : -1;
+}
+
+char *fmt_manifest_shard_dir(const char *dir, const fmt_manifest_shard *s)
+{
+    const char *slash = strrchr(s->file, '/');
+    if (!slash)
+        return strdup(dir);
+    char *p;
+    return asprintf(&p, "%s/%.*s", dir, (int)(slash - s->file), s->file) < 0 ? NULL : p;
 }

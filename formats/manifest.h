@@ -14,7 +14,9 @@
 #define FMT_MANIFEST_MAX_BYTES (256u << 20)
 
 typedef struct {
-    char *file;                 /* shard file name inside the dataset directory */
+    char *file;                 /* shard path relative to the dataset directory: a file name, or
+                                 * folders then a name (merged builds: parts/P/shard-00000.raw);
+                                 * never absolute, never a component starting with '.' */
     uint64_t first, samples;    /* dataset-wide index of its first sample; its sample count */
     uint64_t bytes;             /* file size */
     uint64_t hash;              /* the shard's own content hash (raw: header_hash; see each spec) */
@@ -27,6 +29,9 @@ typedef struct {
     uint32_t pins;
     uint64_t file_hash;
     uint64_t pin_hash, pin_skip_off, pin_skip_len;
+    uint64_t offset;            /* added to the indexes the shard itself records gives dataset
+                                 * indexes: 0, except in a merged build, where each part numbers
+                                 * its samples from 0 (then: the samples of the parts before) */
 } fmt_manifest_shard;
 
 #define FMT_PIN_FILE 1u             /* file_hash is set */
@@ -74,6 +79,11 @@ void fmt_manifest_free(fmt_manifest *m);
 const char *fmt_geom_mode_name(fmt_geom_mode m);
 const char *fmt_fit_name(fmt_fit f);
 int fmt_fit_parse(const char *s);
+
+/* The folder holding shard s of the dataset in dir, where its backend finds the files that go
+ * with it (per-image sets: class folders): dir itself, or dir/parts/P for a merged build's shard
+ * parts/P/shard-00000.idx. Malloc'd; NULL when out of memory. */
+char *fmt_manifest_shard_dir(const char *dir, const fmt_manifest_shard *s);
 
 /* Index of the shard holding dataset sample idx (binary search), or -1 if idx >= samples. */
 long fmt_manifest_find_shard(const fmt_manifest *m, uint64_t idx);

@@ -35,9 +35,12 @@ static fmt_manifest sample_manifest(fmt_manifest_shard *sh, char **classes)
     m.std[1] = 20;
     m.std[2] = 30;
     m.fingerprint = 0xfedcba9876543210ull;
-    sh[0] = (fmt_manifest_shard){"shard-00000.raw", 0, 6, 1234, 0x0123456789abcdefull};
-    sh[1] = (fmt_manifest_shard){"shard-00001.raw", 6, 0, 4096, 1};
-    sh[2] = (fmt_manifest_shard){"shard-00002.raw", 6, 4, 5678, 0xffffffffffffffffull};
+    sh[0] = (fmt_manifest_shard){.file = "shard-00000.raw", .first = 0, .samples = 6, .bytes = 1234,
+                                 .hash = 0x0123456789abcdefull};
+    sh[1] = (fmt_manifest_shard){.file = "shard-00001.raw", .first = 6, .samples = 0, .bytes = 4096,
+                                 .hash = 1};
+    sh[2] = (fmt_manifest_shard){.file = "shard-00002.raw", .first = 6, .samples = 4, .bytes = 5678,
+                                 .hash = 0xffffffffffffffffull};
     m.nshards = 3;
     m.shards = sh;
     m.build_json = "{\"channels\": 3}";
@@ -112,7 +115,20 @@ START_TEST(rejects_bad_fields)
     ck_assert_int_eq(parse_edited("\"samples\": 10", "\"samples\": -1", &msg), FMT_ECORRUPT);
     ck_assert_int_eq(parse_edited("\"samples\": 10", "\"samples\": \"10\"", &msg), FMT_ECORRUPT);
     ck_assert_int_eq(parse_edited("shard-00001.raw", "../etc/passwd", &msg), FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("shard-00001.raw", "a/b", &msg), FMT_ECORRUPT);
+    /* shard paths stay inside the dataset: relative, no '.'-names, no empty components */
+    static const char *const unsafe[] = {"/etc/passwd", "parts/../../x", "parts/./shard.raw",
+                                         "parts//shard.raw", "parts/shard.raw/", ".hidden",
+                                         "a/b/c/d/e", "parts/.p/shard.raw"};
+    for (size_t i = 0; i < sizeof unsafe / sizeof *unsafe; i++)
+        ck_assert_msg(parse_edited("shard-00001.raw", unsafe[i], &msg) == FMT_ECORRUPT,
+                      "unsafe path %s accepted", unsafe[i]);
+    ck_assert_int_eq(parse_edited("shard-00001.raw", "parts/00001-of-00002/shard-00001.raw", &msg),
+                     0);
+    /* offsets: a part's own numbering; never past the dataset-wide first index */
+    ck_assert_int_eq(parse_edited("\"first\": 6,", "\"first\": 6, \"offset\": 7,", &msg),
+                     FMT_ECORRUPT);
+    ck_assert_int_eq(parse_edited("\"first\": 6,", "\"first\": 6, \"offset\": -1,", &msg),
+                     FMT_ECORRUPT);
     ck_assert_int_eq(parse_edited("\"first\": 6", "\"first\": 7", &msg), FMT_ECORRUPT);
     ck_assert_int_eq(parse_edited("\"channels\": 3,", "\"channels\": 2,", &msg), FMT_ECORRUPT);
     ck_assert_int_eq(parse_edited("\"manifest_version\": 1", "\"manifest_version\": 2", &msg),
@@ -160,6 +176,35 @@ START_TEST(write_read_dir)
 }
 END_TEST
 
+START_TEST(offsets_and_shard_dirs)
+{
+    fmt_manifest_shard sh[3];
+    char *classes[] = {"a", "b"};
+    fmt_manifest m = sample_manifest(sh, classes), r;
+    sh[1].file = "parts/00001-of-00002/shard-00000.raw";
+    sh[1].offset = 6;
+    sh[2].file = "parts/00001-of-00002/shard-00001.raw";
+    sh[2].offset = 6;
+    char *json;
+    ck_assert_int_eq(fmt_manifest_dump(&m, &json), 0);
+    ck_assert_ptr_nonnull(strstr(json, "\"offset\": 6"));
+    fmt_msg msg = {{0}};
+    ck_assert_int_eq(fmt_manifest_parse(json, strlen(json), &r, &msg), 0);
+    ck_assert_uint_eq(r.shards[0].offset, 0);
+    ck_assert_uint_eq(r.shards[1].offset, 6);
+    ck_assert_uint_eq(r.shards[2].offset, 6);
+    ck_assert_str_eq(r.shards[2].file, "parts/00001-of-00002/shard-00001.raw");
+    char *d0 = fmt_manifest_shard_dir("/data/ds", &r.shards[0]);
+    char *d2 = fmt_manifest_shard_dir("/data/ds", &r.shards[2]);
+    ck_assert_str_eq(d0, "/data/ds");
+    ck_assert_str_eq(d2, "/data/ds/parts/00001-of-00002");
+    free(d0);
+    free(d2);
+    fmt_manifest_free(&r);
+    free(json);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("manifest");
@@ -168,6 +213,7 @@ int main(void)
     tcase_add_test(tc, rejects_bad_fields);
     tcase_add_test(tc, rejects_garbage);
     tcase_add_test(tc, write_read_dir);
+    tcase_add_test(tc, offsets_and_shard_dirs);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
