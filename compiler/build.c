@@ -329,6 +329,7 @@ static int is_ours(const char *name)
     return strcmp(name, FMT_MANIFEST_NAME) == 0 || strcmp(name, REJECTS_NAME) == 0 ||
            strcmp(name, INPUTS_NAME) == 0 || strcmp(name, INPUTS_NAME ".tmp") == 0 ||
            strcmp(name, JOURNAL_NAME) == 0 || strncmp(name, "shard-", 6) == 0 ||
+           strcmp(name, SHC_PARTS_DIR) == 0 ||
            strcmp(name, FMT_MANIFEST_NAME ".tmp") == 0 || strcmp(name, REJECTS_NAME ".tmp") == 0;
 }
 
@@ -387,6 +388,9 @@ static int clear_output(const char *dir, long keep_from, const fmt_inputs *sets)
         int n = 0;
         if (keep_from >= 0 && strcmp(e->d_name, JOURNAL_NAME) == 0)
             continue;
+        /* parts of a build in parts go with --force only */
+        if (keep_from >= 0 && strcmp(e->d_name, SHC_PARTS_DIR) == 0)
+            continue;
         /* shard-NNNNN followed by a suffix, not a temporary */
         if (keep_from >= 0 && sscanf(e->d_name, "shard-%lu%n", &k, &n) == 1 &&
             !strstr(e->d_name + n, ".tmp") && (long)k < keep_from)
@@ -427,6 +431,7 @@ static int shard_list_add(shard_list *l, const char *name, const fmt_shard_info 
         l->cap = cap;
     }
     fmt_manifest_shard *s = &l->v[l->n];
+    memset(s, 0, sizeof *s);
     if (!(s->file = strdup(name)))
         return ENOMEM;
     s->first = h->first_index;
@@ -458,10 +463,11 @@ static void shard_list_free(shard_list *l)
  * where the previous one ended and has every sample hash intact. Sets *next_input and
  * *next_index to where the build continues. */
 static int resume_scan(const shc_build_opts *o, const fmt_inputs *in, uint64_t fp,
-                       shard_list *kept, uint64_t *next_input, uint64_t *next_index)
+                       uint64_t first_input, shard_list *kept, uint64_t *next_input,
+                       uint64_t *next_index)
 {
     const fmt_backend *be = o->backend;
-    *next_input = 0;
+    *next_input = first_input;
     *next_index = 0;
     for (uint64_t k = 0;; k++) {
         char *name = shard_name(be, k), *path = name ? fmt_path_join(o->out, name, "") : NULL;
@@ -587,9 +593,9 @@ static int write_rejects(const char *out, const fmt_inputs *in, const reject_lis
     return rc;
 }
 
-/* inputs.tsv: every input position with its label and path, so each sample's `source` can be
- * traced back to its file (and replayed: shardc cat --replay). */
-static int write_inputs(const char *out, const fmt_inputs *in)
+/* inputs.tsv: every input position in [lo, hi) with its label and path, so each sample's
+ * `source` can be traced back to its file (and replayed: shardc cat --replay). */
+static int write_inputs(const char *out, const fmt_inputs *in, uint64_t lo, uint64_t hi)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -597,7 +603,7 @@ static int write_inputs(const char *out, const fmt_inputs *in)
     if (!f)
         return ENOMEM;
     fputs("source\tlabel\tpath\n", f);
-    for (size_t i = 0; i < in->n; i++) {
+    for (size_t i = (size_t)lo; i < hi; i++) {
         fprintf(f, "%zu\t%d\t", i, (int)in->items[i].label);
         put_tsv(f, in->items[i].path);
         fputc('\n', f);
@@ -710,11 +716,11 @@ static void dry_encode(const shc_build_opts *o, const fmt_inputs *in, size_t pos
 
 /* Bytes of inputs.tsv, as write_inputs writes it (paths are short enough never to be escaped in
  * a way that matters for a projection). */
-static uint64_t inputs_tsv_bytes(const fmt_inputs *in)
+static uint64_t inputs_tsv_bytes(const fmt_inputs *in, uint64_t lo, uint64_t hi)
 {
     uint64_t b = strlen("source\tlabel\tpath\n");
     char num[64];
-    for (size_t i = 0; i < in->n; i++)
+    for (size_t i = (size_t)lo; i < hi; i++)
         b += (uint64_t)snprintf(num, sizeof num, "%zu\t%d\t\n", i, (int)in->items[i].label) +
              strlen(in->items[i].path);
     return b;
@@ -725,7 +731,7 @@ static uint64_t inputs_tsv_bytes(const fmt_inputs *in)
  * size depends on the pixels (w_sample_bytes: image files, compressed payloads) get their
  * w_cost scaled by exact / estimated bytes over up to DRY_ENCODED_MAX inputs, evenly spread,
  * that are really rendered and encoded. */
-static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
+static int dry_run(const shc_build_opts *o, const fmt_inputs *in, uint64_t lo, uint64_t hi)
 {
     uint64_t samples = 0, bad = 0, src_bytes = 0, bytes = 0, shards = 0, cur = 0, cur_n = 0;
     uint32_t align = o->align;
@@ -735,7 +741,7 @@ static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
         fprintf(stderr, "shardc: out of memory\n");
         return SHC_EXIT_IO;
     }
-    for (size_t i = 0; i < in->n; i++) {
+    for (size_t i = (size_t)lo; i < hi; i++) {
         uint8_t *buf = NULL;
         size_t len = 0;
         fmt_image_info info;
@@ -755,7 +761,7 @@ static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
                                             o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
     }
     double scale = 1.0;
-    uint64_t good = in->n - bad, encoded = 0;
+    uint64_t good = hi - lo - bad, encoded = 0;
     /* raw stores plain pixels exactly as w_cost says: only compressed raw needs encoding */
     int measure = o->backend->w_sample_bytes &&
                   (strcmp(o->backend->name, "raw") != 0 || o->compress.codec);
@@ -763,7 +769,7 @@ static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
         fmt_resizer *rz = NULL;
         uint64_t exact = 0, est = 0, step = (good + DRY_ENCODED_MAX - 1) / DRY_ENCODED_MAX, k = 0;
         if (fmt_resizer_create(&rz) == 0) {
-            for (size_t i = 0; i < in->n; i++) {
+            for (size_t i = (size_t)lo; i < hi; i++) {
                 if (!cost[i] || k++ % step)
                     continue;
                 dry_encode(o, in, i, rz, &exact, &est);
@@ -775,7 +781,7 @@ static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
             scale = (double)exact / (double)est;
     }
     uint64_t header = align ? align : FMT_RAW_DEFAULT_ALIGN;
-    for (size_t i = 0; i < in->n; i++) {
+    for (size_t i = (size_t)lo; i < hi; i++) {
         if (!cost[i])
             continue;
         /* as the writer does: whole inputs per shard, bounded by the size so far (real bytes)
@@ -796,13 +802,14 @@ static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
     free(cost);
     uint64_t shard_bytes = bytes;
     /* the files next to the shards: inputs.tsv exactly, rejects.tsv and the manifest roughly */
-    bytes += inputs_tsv_bytes(in) + 1024 + 128 * shards + 16 * in->nclasses;
+    bytes += inputs_tsv_bytes(in, lo, hi) + 1024 + 128 * shards + 16 * in->nclasses;
     char b1[32], b2[32];
     fprintf(stderr,
             "shardc: dry run: %zu inputs in %zu classes, %" PRIu64 " would be stored, %" PRIu64
             " unreadable, %zu skipped while listing\n"
             "shardc: projected output %s in %" PRIu64 " shard(s), from %s of input (%.1fx)\n",
-            in->n, in->nclasses, samples, bad, in->nskipped, shc_human_size(bytes, b1, sizeof b1),
+            (size_t)(hi - lo), in->nclasses, samples, bad, in->nskipped,
+            shc_human_size(bytes, b1, sizeof b1),
             shards, shc_human_size(src_bytes, b2, sizeof b2),
             src_bytes ? (double)bytes / (double)src_bytes : 0.0);
     if (encoded)
@@ -812,21 +819,21 @@ static int dry_run(const shc_build_opts *o, const fmt_inputs *in)
         printf("{\"dry_run\": true, \"inputs\": %zu, \"classes\": %zu, \"samples\": %" PRIu64
                ", \"unreadable\": %" PRIu64 ", \"projected_bytes\": %" PRIu64
                ", \"shards\": %" PRIu64 ", \"shard_bytes\": %" PRIu64 ", \"input_bytes\": %" PRIu64
-               ", \"encoded\": %" PRIu64 "}\n", in->n, in->nclasses, samples, bad, bytes, shards,
-               shard_bytes, src_bytes, encoded);
+               ", \"encoded\": %" PRIu64 "}\n", (size_t)(hi - lo), in->nclasses, samples, bad,
+               bytes, shards, shard_bytes, src_bytes, encoded);
     return SHC_EXIT_OK;
 }
 
 /* For fixed-size geometry the output size is known up front: warn when it is large or does not
  * fit on the output filesystem. */
-static void warn_projection(const shc_build_opts *o, const fmt_inputs *in)
+static void warn_projection(const shc_build_opts *o, uint64_t ninputs)
 {
     if (o->r.geom.mode != FMT_GEOM_SIZE)
         return;
     uint32_t align = o->align;   /* 0: the backend's own layout (raw: packed) */
     uint64_t per = o->backend->w_cost((uint64_t)o->r.geom.width * o->r.geom.height * o->r.channels,
                                        o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
-    uint64_t total = per * in->n * shc_render_count(&o->r);
+    uint64_t total = per * ninputs * shc_render_count(&o->r);
     struct statvfs vfs;
     char b1[32], b2[32];
     if (statvfs(o->out, &vfs) == 0) {
@@ -843,7 +850,9 @@ static void warn_projection(const shc_build_opts *o, const fmt_inputs *in)
 
 /* ---- the build ---- */
 
-int shc_build(const shc_build_opts *o)
+/* The build into o->out: the whole input list, or o->part's slice of it when o->out is the
+ * part's folder. */
+static int build_dir(const shc_build_opts *o)
 {
     fmt_inputs in;
     char err[512] = "";
@@ -862,8 +871,13 @@ int shc_build(const shc_build_opts *o)
         fmt_inputs_free(&in);
         return SHC_EXIT_USAGE;
     }
+    /* a part takes its slice of the list; `source` stays the position in the whole list */
+    uint64_t lo, hi;
+    shc_part_range(in.n, &o->part, &lo, &hi);
+    if (o->ctl)
+        atomic_store(&o->ctl->total, hi - lo);
     if (o->dry_run) {
-        rc = dry_run(o, &in);
+        rc = dry_run(o, &in, lo, hi);
         fmt_inputs_free(&in);
         return rc;
     }
@@ -878,7 +892,8 @@ int shc_build(const shc_build_opts *o)
     void *w = NULL;
     FILE *journal = NULL;
     char *jpath = NULL, *cur_name = NULL, *cur_path = NULL;
-    uint64_t fp = shc_fingerprint(o, &in), next_input = 0, next_index = 0;
+    /* a part's shards carry the whole build's fingerprint: a part folder's name fixes its slice */
+    uint64_t fp = shc_fingerprint(o, &in), next_input = lo, next_index = 0;
     uint32_t align = o->align;   /* 0: the backend's own layout (raw: packed) */
     const uint32_t nper = shc_render_count(&o->r);
     double t0 = shc_now(), last_progress = 0;
@@ -941,7 +956,7 @@ int shc_build(const shc_build_opts *o)
                 goto leave;
             }
         }
-        rc = resume_scan(o, &in, fp, &shards, &next_input, &next_index);
+        rc = resume_scan(o, &in, fp, lo, &shards, &next_input, &next_index);
         if (rc == 0)
             rc = journal_load(o->out, next_input, &rej);
         if (rc) {
@@ -951,8 +966,8 @@ int shc_build(const shc_build_opts *o)
         }
         if (shards.n)
             fprintf(stderr, "shardc: resuming: kept %zu finished shard(s), %" PRIu64
-                    " samples; continuing at input %" PRIu64 " of %zu\n", shards.n, next_index,
-                    next_input, in.n);
+                    " samples; continuing at input %" PRIu64 " of %" PRIu64 "\n", shards.n,
+                    next_index, next_input - lo, hi - lo);
     } else if (contents) {
         if (!o->force) {
             fprintf(stderr, "shardc: %s already holds a dataset (use --resume to continue it or "
@@ -966,7 +981,7 @@ int shc_build(const shc_build_opts *o)
             goto leave;
         }
     }
-    warn_projection(o, &in);
+    warn_projection(o, hi - lo);
 
     /* the journal holds exactly the rejects below the resume point */
     jpath = fmt_path_join(o->out, JOURNAL_NAME, "");
@@ -985,7 +1000,7 @@ int shc_build(const shc_build_opts *o)
     pl.in = &in;
     pl.nslots = 2 * (size_t)nthreads + 2;
     pl.next_claim = pl.next_write = (size_t)next_input;
-    pl.end = in.n;
+    pl.end = (size_t)hi;
     pl.slots = calloc(pl.nslots, sizeof *pl.slots);
     tids = calloc(nthreads, sizeof *tids);
     int slots_ok = pl.slots != NULL && fmt_rs_cache_create(&pl.cache) == 0;
@@ -1019,7 +1034,13 @@ int shc_build(const shc_build_opts *o)
 
     /* the writer: results in input order */
     uint64_t shard_no = shards.n;
-    for (size_t i = (size_t)next_input; i < in.n; i++) {
+    for (size_t i = (size_t)next_input; i < hi; i++) {
+        if (o->ctl && atomic_load(&o->ctl->stop)) {
+            fprintf(stderr, "%sshardc: build of %s stopped at input %zu\n",
+                    o->progress ? "\r\033[K" : "", o->out, i);
+            exit_code = SHC_EXIT_IO;
+            goto stop;
+        }
         slot *s = &pl.slots[i % pl.nslots];
         pthread_mutex_lock(&pl.mu);
         while (!s->done)
@@ -1082,15 +1103,17 @@ int shc_build(const shc_build_opts *o)
         pthread_cond_broadcast(&pl.space);
         pthread_mutex_unlock(&pl.mu);
 
+        if (o->ctl)
+            atomic_store(&o->ctl->done, i + 1 - lo);
         if (o->progress && shc_now() - last_progress > 0.25) {
             last_progress = shc_now();
-            print_progress(t0, i + 1 - next_input, in.n - next_input, rej.n, 0);
+            print_progress(t0, i + 1 - next_input, hi - next_input, rej.n, 0);
         }
     }
-    if (w && (rc = finish_shard(be, &w, journal, in.n, &shards, cur_name, &crash)))
+    if (w && (rc = finish_shard(be, &w, journal, hi, &shards, cur_name, &crash)))
         goto io_error;
     if (o->progress)
-        print_progress(t0, in.n - next_input, in.n - next_input, rej.n, 1);
+        print_progress(t0, hi - next_input, hi - next_input, rej.n, 1);
 
     /* rejects.tsv, then the manifest: last */
     fmt_manifest m = {0};
@@ -1100,7 +1123,7 @@ int shc_build(const shc_build_opts *o)
     m.backend_version = be->version;
     m.tool = tool;
     m.samples = next_index;
-    m.inputs = in.n + in.nskipped;
+    m.inputs = hi - lo + in.nskipped;
     m.rejects = rej.n + in.nskipped;
     m.classes = in.classes;
     m.nclasses = in.nclasses;
@@ -1119,25 +1142,37 @@ int shc_build(const shc_build_opts *o)
         m.sample_width = o->r.geom.crop_w;
         m.sample_height = o->r.geom.crop_h;
     }
-    uint64_t pixels = shards.pixels;
-    m.pixels = pixels;
-    for (uint32_t c = 0; c < o->r.channels; c++) {
-        double mean = pixels ? (double)shards.sum[c] / (double)pixels : 0;
-        double var = pixels ? (double)shards.sumsq[c] / (double)pixels - mean * mean : 0;
-        m.mean[c] = mean;
-        m.std[c] = var > 0 ? sqrt(var) : 0;
-    }
+    m.pixels = shards.pixels;
+    shc_channel_stats(shards.sum, shards.sumsq, shards.pixels, o->r.channels, m.mean, m.std);
     m.fingerprint = fp;
     m.nshards = shards.n;
     m.shards = shards.v;
     m.build_json = build_options_json(o);
+    if (o->part.count && m.build_json) {
+        /* what the merge checks and adds up */
+        shc_part_record pr = {.part = o->part, .inputs = in.n, .first_input = lo, .end_input = hi,
+                              .listing_skips = in.nskipped, .rejects = rej.n,
+                              .list_hash = shc_inputs_hash(&in), .fingerprint = fp,
+                              .pixels = shards.pixels, .quality = o->quality};
+        memcpy(pr.sum, shards.sum, sizeof pr.sum);
+        memcpy(pr.sumsq, shards.sumsq, sizeof pr.sumsq);
+        char *with = NULL;
+        rc = shc_part_record_add(m.build_json, &pr, &with);
+        free(m.build_json);
+        m.build_json = rc ? NULL : with;
+    }
+    if (!m.build_json) {
+        fprintf(stderr, "shardc: out of memory\n");
+        exit_code = SHC_EXIT_IO;
+        goto stop;
+    }
     fclose(journal);
     journal = NULL;
     crash_point(&crash, 0, "before writing", REJECTS_NAME);
     rc = write_rejects(o->out, &in, &rej);
     if (rc == 0) {
         crash_point(&crash, 0, "before writing", INPUTS_NAME);
-        rc = write_inputs(o->out, &in);
+        rc = write_inputs(o->out, &in, lo, hi);
     }
     if (rc == 0) {
         crash_point(&crash, 0, "before writing", FMT_MANIFEST_NAME);
@@ -1158,16 +1193,17 @@ int shc_build(const shc_build_opts *o)
         total_bytes += shards.v[k].bytes;
     char hb[32];
     size_t nrej = rej.n + in.nskipped;
-    fprintf(stderr, "shardc: wrote %" PRIu64 " samples (%zu classes) in %zu shard(s), %s, to %s; "
-            "%zu rejected%s; %.2f s, %.0f images/s\n", next_index, in.nclasses, shards.n,
-            shc_human_size(total_bytes, hb, sizeof hb), o->out, nrej,
-            nrej ? " (see rejects.tsv)" : "", dt, dt > 0 ? (double)(in.n - next_input) / dt : 0.0);
+    if (!o->ctl || !o->ctl->quiet)
+        fprintf(stderr, "shardc: wrote %" PRIu64 " samples (%zu classes) in %zu shard(s), %s, to "
+                "%s; %zu rejected%s; %.2f s, %.0f images/s\n", next_index, in.nclasses, shards.n,
+                shc_human_size(total_bytes, hb, sizeof hb), o->out, nrej,
+                nrej ? " (see rejects.tsv)" : "", dt, dt > 0 ? (double)(hi - next_input) / dt : 0.0);
     if (o->json)
         printf("{\"samples\": %" PRIu64 ", \"classes\": %zu, \"shards\": %zu, \"bytes\": %" PRIu64
                ", \"inputs\": %zu, \"rejects\": %zu, \"seconds\": %.3f, \"images_per_s\": %.1f, "
                "\"threads\": %u, \"out\": \"%s\"}\n", next_index, in.nclasses, shards.n,
-               total_bytes, in.n + in.nskipped, nrej, dt,
-               dt > 0 ? (double)(in.n - next_input) / dt : 0.0, nthreads, o->out);
+               total_bytes, (size_t)(hi - lo) + in.nskipped, nrej, dt,
+               dt > 0 ? (double)(hi - next_input) / dt : 0.0, nthreads, o->out);
     exit_code = nrej ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
     goto stop;
 
@@ -1227,4 +1263,22 @@ leave:
         close(lock_fd);
     }
     return exit_code;
+}
+
+int shc_build(const shc_build_opts *o)
+{
+    if (!o->part.count || o->dry_run)
+        return build_dir(o);
+    /* a part: the same build, into OUT/parts/IIIII-of-NNNNN */
+    char err[1024], *dir = NULL;
+    int rc = shc_part_prepare(o->out, &o->part, o->force, o->resume, &dir, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "shardc: %s\n", err);
+        return rc == EEXIST ? SHC_EXIT_USAGE : SHC_EXIT_IO;
+    }
+    shc_build_opts po = *o;
+    po.out = dir;
+    rc = build_dir(&po);
+    free(dir);
+    return rc;
 }

@@ -7,15 +7,26 @@
 #ifndef SHC_BUILD_H
 #define SHC_BUILD_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "backend.h"
 #include "compress.h"
 #include "inputs.h"
+#include "part.h"
 #include "render.h"
 
 /* Exit codes of the CLI contract. */
 enum { SHC_EXIT_OK = 0, SHC_EXIT_REJECTS = 1, SHC_EXIT_USAGE = 2, SHC_EXIT_IO = 3 };
+
+/* For a program that runs builds itself (shardc-mpi): it may stop a build from another thread
+ * (the build ends at the next input with SHC_EXIT_IO and no manifest) and watch its progress. */
+typedef struct {
+    atomic_int stop;            /* set non-zero to stop the build */
+    atomic_uint_fast64_t done;  /* inputs of this build (or part) handled so far */
+    atomic_uint_fast64_t total; /* inputs of this build (or part), once known */
+    int quiet;                  /* no summary line (messages about inputs and errors remain) */
+} shc_build_ctl;
 
 typedef struct {
     char *const *srcs;
@@ -33,9 +44,11 @@ typedef struct {
     int strict, resume, force, dry_run;
     int progress;               /* print a progress line on stderr */
     int json;                   /* machine-readable summary on stdout */
+    shc_part part;              /* build this slice only, into OUT/parts/ (count 0: all of it) */
+    shc_build_ctl *ctl;         /* NULL, or a driver's view of the build (shardc-mpi) */
 } shc_build_opts;
 
-/* Run a build. Prints its own messages (one line per reject, errors, summary) on stderr. Returns
+/* Run a build (with o->part.count, one part of it: part.h). Prints its own messages (one line per reject, errors, summary) on stderr. Returns
  * an exit code: SHC_EXIT_OK, SHC_EXIT_REJECTS (finished with rejects, or --strict stopped it),
  * SHC_EXIT_USAGE (bad inputs found before any work), SHC_EXIT_IO (fatal I/O; no manifest). */
 int shc_build(const shc_build_opts *o);

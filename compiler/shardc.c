@@ -14,6 +14,8 @@
 #include "build.h"
 #include "inspect.h"
 #include "dataset.h"
+#include "merge.h"
+#include "part.h"
 #include "util.h"
 
 static const char usage_main[] =
@@ -24,6 +26,7 @@ static const char usage_main[] =
     "  info OUT [--json]               what OUT holds: samples, classes, shards, geometry, stats\n"
     "  verify OUT                      re-hash every sample; exit 1 naming each damaged one\n"
     "  cat OUT INDEX [-o FILE]         one sample as binary PPM (P6, or P5 for gray)\n"
+    "  merge OUT                       join the parts of a build made with --part I/N\n"
     "\n"
     "  shardc COMMAND --help for a command's options; shardc --version\n";
 
@@ -73,6 +76,11 @@ static const char usage_build[] =
     "      --dry-run           report counts and projected size; write nothing\n"
     "      --progress, --no-progress   progress line (default: when stderr is a terminal)\n"
     "      --json              machine-readable summary on stdout\n"
+    "      --part I/N          build part I of N (I counts from 0) into OUT/parts/IIIII-of-NNNNN:\n"
+    "                          a contiguous slice of the sorted inputs; then shardc merge OUT\n"
+    "      --part auto         I and N from a Slurm job array (SLURM_ARRAY_TASK_ID, ..._MIN,\n"
+    "                          ..._COUNT) or an MPI launcher (OMPI_COMM_WORLD_RANK/SIZE,\n"
+    "                          PMI_RANK/PMI_SIZE, ...)\n"
     "\n"
     "exit status: 0 success, 1 finished with rejects (see OUT/rejects.tsv), 2 usage error,\n"
     "3 fatal I/O error (no manifest is left)\n";
@@ -85,6 +93,14 @@ static const char usage_info[] =
 static const char usage_verify[] =
     "usage: shardc verify OUT\n"
     "  re-hash every sample of OUT against its recorded hash; exit 1 naming each damaged sample\n";
+static const char usage_merge[] =
+    "usage: shardc merge OUT [--json]\n"
+    "  check that OUT/parts holds every part of a build made with --part I/N, each finished and\n"
+    "  built from the same inputs and options, then write OUT/manifest.json over the parts'\n"
+    "  shards (no pixel is copied), OUT/rejects.tsv and OUT/inputs.tsv: the dataset a one-machine\n"
+    "  build gives\n"
+    "exit status: 0 merged, 1 merged and inputs were rejected, 2 parts missing, unfinished or\n"
+    "inconsistent (nothing written), 3 fatal I/O error\n";
 static const char usage_cat[] =
     "usage: shardc cat OUT INDEX [-o FILE] [--replay]\n"
     "  write sample INDEX of OUT as binary PPM (P6; P5 for gray) to stdout or FILE\n"
@@ -128,7 +144,7 @@ enum {
     OPT_FORMAT = 256, OPT_LIST, OPT_SIZE, OPT_FIT, OPT_SHORT, OPT_MAXSIDE, OPT_GRAY, OPT_SHARDSIZE,
     OPT_SHARDSAMPLES, OPT_ALIGN, OPT_MAXPIX, OPT_MAXIMGSIDE, OPT_MAXFILE, OPT_STRICT, OPT_RESUME,
     OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED,
-    OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK
+    OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK, OPT_PART
 };
 
 static int cmd_build(int argc, char **argv)
@@ -156,6 +172,7 @@ static int cmd_build(int argc, char **argv)
         {"compress", required_argument, 0, OPT_COMPRESS},
         {"crop", required_argument, 0, OPT_CROP},   {"filter", required_argument, 0, OPT_FILTER},
         {"shrink-on-load", no_argument, 0, OPT_SHRINK},
+        {"part", required_argument, 0, OPT_PART},
         {0, 0, 0, 0}};
     shc_build_opts o = {
         .r = {.channels = 3,
@@ -279,6 +296,15 @@ static int cmd_build(int argc, char **argv)
             fmt_msg why;
             if (fmt_codec_parse(optarg, &o.compress, &why))
                 return usage_error(usage_build, "bad --compress: %s", why.text);
+            break;
+        }
+        case OPT_PART: {
+            char perr[512];
+            const char *from = NULL;
+            if (strcmp(optarg, "auto") == 0
+                    ? shc_part_from_env(getenv, &o.part, &from, perr, sizeof perr) != 0
+                    : shc_part_parse(optarg, &o.part, perr, sizeof perr) != 0)
+                return usage_error(usage_build, "%s", perr);
             break;
         }
         case OPT_SEED:
@@ -582,8 +608,11 @@ static int cmd_verify(int argc, char **argv)
         if (path && asprintf(&data, "%s%s%s", path, be->data_file ? "/" : "",
                              be->data_file ? be->data_file : "") < 0)
             data = NULL;
-        if (!path || !data) {
+        /* the shard's folder, where its backend finds the files that go with it */
+        char *sdir = path && data ? fmt_manifest_shard_dir(dir, ms) : NULL;
+        if (!sdir) {
             free(path);
+            free(data);
             fmt_manifest_free(&m);
             return SHC_EXIT_IO;
         }
@@ -605,7 +634,7 @@ static int cmd_verify(int argc, char **argv)
         if (!rc)
             rc = fmt_shard_precheck(be, path, ms, &smsg);
         if (!rc)
-            rc = be->r_open(&s, dir, path, FMT_ACCESS_MMAP, &smsg);
+            rc = be->r_open(&s, sdir, path, FMT_ACCESS_MMAP, &smsg);
         const fmt_shard_info *h = rc ? NULL : be->r_info(s);
         if (h) {
             rc = fmt_shard_check_info(&m, k, h, &smsg);
@@ -649,6 +678,7 @@ static int cmd_verify(int argc, char **argv)
             }
         }
         be->r_close(s);
+        free(sdir);
         free(data);
         free(path);
     }
@@ -667,6 +697,46 @@ static int cmd_verify(int argc, char **argv)
                 checked, m.nshards);
     fmt_manifest_free(&m);
     return damaged || mismatches ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
+}
+
+/* ---- merge ---- */
+
+static int cmd_merge(int argc, char **argv)
+{
+    const char *dir = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else if (argv[i][0] == '-')
+            return usage_error(usage_merge, "unknown option '%s'", argv[i]);
+        else if (!dir)
+            dir = argv[i];
+        else
+            return usage_error(usage_merge, "unexpected argument '%s'", argv[i]);
+    }
+    if (!dir)
+        return usage_error(usage_merge, "%s", "no dataset directory given");
+    char err[4096];
+    shc_merge_result r;
+    double t0 = shc_now();
+    int rc = shc_merge(dir, &r, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "shardc: cannot merge %s: %s\n", dir, err);
+        return rc == SHC_MERGE_ENOPARTS || rc == SHC_MERGE_EMISSING || rc == SHC_MERGE_EMISMATCH
+                   ? SHC_EXIT_USAGE : SHC_EXIT_IO;
+    }
+    double dt = shc_now() - t0;
+    char hb[32];
+    fprintf(stderr, "shardc: merged %u part(s) into %s: %" PRIu64 " samples in %" PRIu64
+            " shard(s), %s, %" PRIu64 " rejected%s; %.3f s\n", r.parts, dir, r.samples, r.shards,
+            shc_human_size(r.bytes, hb, sizeof hb), r.rejects,
+            r.rejects ? " (see rejects.tsv)" : "", dt);
+    if (json)
+        printf("{\"parts\": %u, \"samples\": %" PRIu64 ", \"shards\": %" PRIu64 ", \"bytes\": %"
+               PRIu64 ", \"inputs\": %" PRIu64 ", \"rejects\": %" PRIu64 ", \"seconds\": %.3f}\n",
+               r.parts, r.samples, r.shards, r.bytes, r.inputs, r.rejects, dt);
+    return r.rejects ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
 }
 
 /* ---- cat ---- */
@@ -811,7 +881,8 @@ int main(int argc, char **argv)
     } cmds[] = {{"build", cmd_build, usage_build},
                 {"info", cmd_info, usage_info},
                 {"verify", cmd_verify, usage_verify},
-                {"cat", cmd_cat, usage_cat}};
+                {"cat", cmd_cat, usage_cat},
+                {"merge", cmd_merge, usage_merge}};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
         if (strcmp(cmd, cmds[i].name) == 0) {
             if (wants_help(argc - 1, argv + 1)) {

@@ -1,0 +1,38 @@
+/* merge.h - `shardc merge OUT`: join the parts built with --part I/N (part.h) into one dataset.
+ *
+ * The merge checks that OUT/parts holds parts 0..N-1 of one N, each complete (its manifest
+ * written) and consistent with the others (same input list, same options and format, same shardc,
+ * the slice part.h assigns it), and that every shard of every part opens and matches its part's
+ * manifest. Then it writes, each atomically, OUT/rejects.tsv, OUT/inputs.tsv and last
+ * OUT/manifest.json, which names the parts' shards where they are (parts/IIIII-of-NNNNN/shard-...,
+ * relative to OUT) with an offset that turns each part's sample numbers into dataset-wide ones.
+ * No pixel is copied. The result is the dataset a one-machine build of the same inputs and
+ * options gives: same samples, labels, sources and order, same rejects.tsv, inputs.tsv, counts,
+ * fingerprint and exactly the same channel statistics (from exact integer sums); only the shard
+ * boundaries differ (each part starts new shards).
+ *
+ * Nothing is written when a check fails. Nothing here prints.
+ */
+#ifndef SHC_MERGE_H
+#define SHC_MERGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Errors of shc_merge besides errno values of I/O (those leave no manifest either). */
+enum {
+    SHC_MERGE_ENOPARTS = 1001,  /* OUT/parts missing or empty */
+    SHC_MERGE_EMISSING,         /* parts missing or unfinished (err lists them) */
+    SHC_MERGE_EMISMATCH         /* a part disagrees with the others or is damaged (err names it) */
+};
+
+typedef struct {
+    uint32_t parts;
+    uint64_t samples, inputs, rejects, shards, bytes;
+} shc_merge_result;
+
+/* Merge the parts in out. 0, SHC_MERGE_* or an errno value; err (errlen bytes) says what and
+ * names the parts at fault. res may be NULL. */
+int shc_merge(const char *out, shc_merge_result *res, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,259 @@
+/* Parts of a build: slices of the input list, --part parsing, --part auto from Slurm and MPI
+ * variables, folder names, the part record's round trip. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "part.h"
+#include "testutil.h"
+
+/* Every N from 1 to more parts than inputs: contiguous slices, in order, covering [0, n) once,
+ * sizes within one of each other. */
+START_TEST(ranges_cover_the_list)
+{
+    static const uint64_t ns[] = {0, 1, 2, 7, 45, 1000, 1281167};
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        uint64_t n = ns[k];
+        for (uint32_t count = 1; count <= 70; count++) {
+            uint64_t next = 0, small = UINT64_MAX, big = 0;
+            for (uint32_t i = 0; i < count; i++) {
+                shc_part p = {i, count};
+                uint64_t lo, hi;
+                shc_part_range(n, &p, &lo, &hi);
+                ck_assert_uint_eq(lo, next);
+                ck_assert_uint_le(lo, hi);
+                next = hi;
+                small = hi - lo < small ? hi - lo : small;
+                big = hi - lo > big ? hi - lo : big;
+            }
+            ck_assert_uint_eq(next, n);
+            ck_assert_uint_le(big - small, 1);
+            if (count > n)
+                ck_assert_uint_eq(small, 0); /* more parts than inputs: some are empty */
+        }
+    }
+    uint64_t lo, hi;
+    shc_part_range(45, NULL, &lo, &hi);
+    ck_assert_uint_eq(lo, 0);
+    ck_assert_uint_eq(hi, 45);
+    shc_part whole = {0, 0};
+    shc_part_range(45, &whole, &lo, &hi);
+    ck_assert_uint_eq(hi, 45);
+    /* a huge list does not overflow n * I */
+    shc_part last = {SHC_PART_MAX - 1, SHC_PART_MAX};
+    shc_part_range(UINT64_MAX / 2, &last, &lo, &hi);
+    ck_assert_uint_eq(hi, UINT64_MAX / 2);
+    ck_assert_uint_lt(lo, hi);
+}
+END_TEST
+
+START_TEST(parse_i_of_n)
+{
+    shc_part p;
+    char err[256];
+    ck_assert_int_eq(shc_part_parse("3/8", &p, err, sizeof err), 0);
+    ck_assert_uint_eq(p.index, 3);
+    ck_assert_uint_eq(p.count, 8);
+    ck_assert_int_eq(shc_part_parse("0/1", &p, err, sizeof err), 0);
+    static const char *const bad[] = {"8/8", "9/8", "1/0", "-1/4", "3", "3/", "/3", "a/b",
+                                      "3/8x", "1/100000", "", "3//8"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = '\0';
+        ck_assert_msg(shc_part_parse(bad[i], &p, err, sizeof err) == EINVAL, "%s parsed", bad[i]);
+        ck_assert_msg(strstr(err, bad[i]) != NULL, "message for %s: %s", bad[i], err);
+    }
+    shc_part_parse("8/8", &p, err, sizeof err);
+    ck_assert_ptr_nonnull(strstr(err, "count from 0"));
+}
+END_TEST
+
+/* A fake environment for shc_part_from_env. */
+static const char *g_env[16][2];
+
+static char *fake_getenv(const char *name)
+{
+    for (size_t i = 0; i < 16 && g_env[i][0]; i++)
+        if (strcmp(g_env[i][0], name) == 0)
+            return (char *)g_env[i][1];
+    return NULL;
+}
+
+static void set_env(const char *const *kv)
+{
+    memset(g_env, 0, sizeof g_env);
+    for (size_t i = 0; kv[2 * i]; i++) {
+        g_env[i][0] = kv[2 * i];
+        g_env[i][1] = kv[2 * i + 1];
+    }
+}
+
+/* 0 and the part, or the error. */
+static int from_env(const char *const *kv, shc_part *p, const char **from)
+{
+    char err[512];
+    set_env(kv);
+    return shc_part_from_env(fake_getenv, p, from, err, sizeof err);
+}
+
+START_TEST(auto_from_slurm_arrays)
+{
+    shc_part p;
+    const char *from;
+    /* --array=1-8: task 1 is part 0 */
+    const char *a[] = {"SLURM_ARRAY_TASK_ID", "1", "SLURM_ARRAY_TASK_MIN", "1",
+                       "SLURM_ARRAY_TASK_MAX", "8", "SLURM_ARRAY_TASK_COUNT", "8", NULL};
+    ck_assert_int_eq(from_env(a, &p, &from), 0);
+    ck_assert_uint_eq(p.index, 0);
+    ck_assert_uint_eq(p.count, 8);
+    ck_assert_str_eq(from, "SLURM_ARRAY_TASK_*");
+    /* --array=0-63, only COUNT */
+    const char *b[] = {"SLURM_ARRAY_TASK_ID", "63", "SLURM_ARRAY_TASK_COUNT", "64", NULL};
+    ck_assert_int_eq(from_env(b, &p, &from), 0);
+    ck_assert_uint_eq(p.index, 63);
+    ck_assert_uint_eq(p.count, 64);
+    /* only MIN and MAX */
+    const char *c[] = {"SLURM_ARRAY_TASK_ID", "12", "SLURM_ARRAY_TASK_MIN", "10",
+                       "SLURM_ARRAY_TASK_MAX", "13", NULL};
+    ck_assert_int_eq(from_env(c, &p, &from), 0);
+    ck_assert_uint_eq(p.index, 2);
+    ck_assert_uint_eq(p.count, 4);
+    /* --array=0-14:2 (8 tasks) */
+    const char *d[] = {"SLURM_ARRAY_TASK_ID", "6", "SLURM_ARRAY_TASK_MIN", "0",
+                       "SLURM_ARRAY_TASK_MAX", "14", "SLURM_ARRAY_TASK_STEP", "2",
+                       "SLURM_ARRAY_TASK_COUNT", "8", NULL};
+    ck_assert_int_eq(from_env(d, &p, &from), 0);
+    ck_assert_uint_eq(p.index, 3);
+    ck_assert_uint_eq(p.count, 8);
+    /* an array that is a list (--array=1,3,7): refused */
+    const char *e[] = {"SLURM_ARRAY_TASK_ID", "3", "SLURM_ARRAY_TASK_MIN", "1",
+                       "SLURM_ARRAY_TASK_MAX", "7", "SLURM_ARRAY_TASK_COUNT", "3", NULL};
+    ck_assert_int_eq(from_env(e, &p, &from), EINVAL);
+    /* the array wins over the MPI variables srun also sets */
+    const char *f[] = {"SLURM_PROCID", "0", "SLURM_NTASKS", "1", "SLURM_ARRAY_TASK_ID", "2",
+                       "SLURM_ARRAY_TASK_COUNT", "4", NULL};
+    ck_assert_int_eq(from_env(f, &p, &from), 0);
+    ck_assert_uint_eq(p.index, 2);
+    ck_assert_uint_eq(p.count, 4);
+    const char *g[] = {"SLURM_ARRAY_TASK_ID", "2", NULL};
+    ck_assert_int_eq(from_env(g, &p, &from), EINVAL);
+    const char *h[] = {"SLURM_ARRAY_TASK_ID", "x", "SLURM_ARRAY_TASK_COUNT", "4", NULL};
+    ck_assert_int_eq(from_env(h, &p, &from), EINVAL);
+    const char *i[] = {"SLURM_ARRAY_TASK_ID", "9", "SLURM_ARRAY_TASK_MIN", "1",
+                       "SLURM_ARRAY_TASK_MAX", "8", NULL};
+    ck_assert_int_eq(from_env(i, &p, &from), EINVAL);
+}
+END_TEST
+
+START_TEST(auto_from_mpi_launchers)
+{
+    shc_part p;
+    const char *from;
+    const char *a[] = {"OMPI_COMM_WORLD_RANK", "2", "OMPI_COMM_WORLD_SIZE", "4", NULL};
+    ck_assert_int_eq(from_env(a, &p, &from), 0);
+    ck_assert_uint_eq(p.index, 2);
+    ck_assert_uint_eq(p.count, 4);
+    const char *b[] = {"PMI_RANK", "0", "PMI_SIZE", "3", NULL};
+    ck_assert_int_eq(from_env(b, &p, &from), 0);
+    ck_assert_uint_eq(p.count, 3);
+    ck_assert_str_eq(from, "PMI_RANK/PMI_SIZE");
+    const char *c[] = {"MV2_COMM_WORLD_RANK", "5", "MV2_COMM_WORLD_SIZE", "6", NULL};
+    ck_assert_int_eq(from_env(c, &p, &from), 0);
+    ck_assert_uint_eq(p.index, 5);
+    const char *d[] = {"SLURM_PROCID", "7", "SLURM_NTASKS", "8", NULL};
+    ck_assert_int_eq(from_env(d, &p, &from), 0);
+    ck_assert_uint_eq(p.index, 7);
+    const char *e[] = {"OMPI_COMM_WORLD_RANK", "4", "OMPI_COMM_WORLD_SIZE", "4", NULL};
+    ck_assert_int_eq(from_env(e, &p, &from), EINVAL);
+    const char *f[] = {"PMI_RANK", "1", NULL};
+    ck_assert_int_eq(from_env(f, &p, &from), EINVAL);
+    const char *none[] = {"HOME", "/root", NULL};
+    ck_assert_int_eq(from_env(none, &p, &from), ENOENT);
+}
+END_TEST
+
+START_TEST(names)
+{
+    char name[SHC_PART_NAME_LEN];
+    shc_part p = {3, 8}, q;
+    shc_part_name(&p, name);
+    ck_assert_str_eq(name, "00003-of-00008");
+    ck_assert_int_eq(shc_part_name_parse(name, &q), 0);
+    ck_assert_uint_eq(q.index, 3);
+    ck_assert_uint_eq(q.count, 8);
+    static const char *const bad[] = {"00008-of-00008", "00003-of-00000", "0003-of-00008",
+                                      "00003-of-000080", "00003_of_00008", "0000a-of-00008",
+                                      "00003-of-00008.tmp", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(shc_part_name_parse(bad[i], &q) == EINVAL, "%s parsed", bad[i]);
+}
+END_TEST
+
+START_TEST(record_round_trip)
+{
+    shc_part_record r = {.part = {5, 64}, .inputs = 1281167, .first_input = 100091,
+                         .end_input = 120109, .listing_skips = 2, .rejects = 7,
+                         .list_hash = 0xfedcba9876543210ull, .fingerprint = 0x0123456789abcdefull,
+                         .pixels = 1ull << 40, .sum = {UINT64_MAX, 1, 2},
+                         .sumsq = {3, UINT64_MAX - 1, 0}, .quality = 90};
+    char *json = NULL, *rest = NULL;
+    ck_assert_int_eq(shc_part_record_add("{\"channels\": 3, \"align\": 4096}", &r, &json), 0);
+    shc_part_record s;
+    ck_assert_int_eq(shc_part_record_get(json, &s, &rest), 0);
+    ck_assert_uint_eq(s.part.index, 5);
+    ck_assert_uint_eq(s.part.count, 64);
+    ck_assert_uint_eq(s.inputs, r.inputs);
+    ck_assert_uint_eq(s.first_input, r.first_input);
+    ck_assert_uint_eq(s.end_input, r.end_input);
+    ck_assert_uint_eq(s.listing_skips, 2);
+    ck_assert_uint_eq(s.rejects, 7);
+    ck_assert_uint_eq(s.list_hash, r.list_hash);
+    ck_assert_uint_eq(s.fingerprint, r.fingerprint);
+    ck_assert_uint_eq(s.pixels, r.pixels);
+    ck_assert_mem_eq(s.sum, r.sum, sizeof r.sum);
+    ck_assert_mem_eq(s.sumsq, r.sumsq, sizeof r.sumsq);
+    ck_assert_int_eq(s.quality, 90);
+    ck_assert_str_eq(rest, "{\"channels\":3,\"align\":4096}");
+    free(rest);
+    ck_assert_int_eq(shc_part_record_get("{\"channels\": 3}", &s, NULL), ENOENT);
+    ck_assert_int_eq(shc_part_record_get(NULL, &s, NULL), ENOENT);
+    /* damaged records are refused, not half read */
+    char *bad = strdup(json);
+    char *at = strstr(bad, "\"first_input\":100091");
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, "\"first_input\":999999", strlen("\"first_input\":100091")); /* past the end */
+    ck_assert_int_eq(shc_part_record_get(bad, &s, NULL), EINVAL);
+    free(bad);
+    free(json);
+}
+END_TEST
+
+START_TEST(stats_from_sums)
+{
+    /* 4 pixels of one channel: 0, 2, 4, 6: mean 3, std sqrt(5) */
+    uint64_t sum[3] = {12, 0, 0}, sumsq[3] = {56, 0, 0};
+    double mean[3] = {0}, std[3] = {0};
+    shc_channel_stats(sum, sumsq, 4, 1, mean, std);
+    ck_assert_double_eq_tol(mean[0], 3.0, 1e-12);
+    ck_assert_double_eq_tol(std[0], 2.2360679774997896, 1e-12);
+    shc_channel_stats(sum, sumsq, 0, 1, mean, std);
+    ck_assert_double_eq(mean[0], 0.0);
+    ck_assert_double_eq(std[0], 0.0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("part");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, ranges_cover_the_list);
+    tcase_add_test(tc, parse_i_of_n);
+    tcase_add_test(tc, auto_from_slurm_arrays);
+    tcase_add_test(tc, auto_from_mpi_launchers);
+    tcase_add_test(tc, names);
+    tcase_add_test(tc, record_round_trip);
+    tcase_add_test(tc, stats_from_sums);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
