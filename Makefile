@@ -47,7 +47,7 @@ LDLIBS = $(call pkglibs,$(PKGS)) -lm
 
 FMT_SRC := $(wildcard formats/*.c)
 # programs with a main of their own: not part of the compiler library
-COMP_SRC := $(filter-out compiler/shardc.c compiler/mksample.c,$(wildcard compiler/*.c))
+COMP_SRC := $(filter-out compiler/shardc.c compiler/mksample.c compiler/shardc-mpi.c,$(wildcard compiler/*.c))
 READ_SRC := $(filter-out reader/shardbench.c,$(wildcard reader/*.c))
 TEST_SRC := $(wildcard tests/test_*.c)
 FMT_OBJ := $(FMT_SRC:%.c=$(BUILD)/%.o)
@@ -272,6 +272,35 @@ install-python: $(PY_SO)
 	$(Q)dir='$(PY_SITE)' && install -d "$(DESTDIR)$$dir" && \
 	    install -m 644 $(PY_SO) "$(DESTDIR)$$dir/" && \
 	    echo "installed shardread for $(PYTHON) in $(DESTDIR)$$dir"
+
+# ---- shardc-mpi: shardc build under mpirun, built where Open MPI's (or any) mpicc is found ----
+# MPICC=/path/to/mpicc to choose; MPICC= to leave it out. It links a copy of shardc.c without its
+# main (the same build options) and the compiler's libraries.
+ifeq ($(origin MPICC),undefined)
+MPICC := $(shell command -v mpicc 2>/dev/null)
+endif
+ifneq ($(MPICC),)
+MPI_BIN := $(BUILD)/bin/shardc-mpi
+BINS += $(MPI_BIN)
+all: $(MPI_BIN)
+
+$(BUILD)/compiler/shardc-nomain.o: compiler/shardc.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CPPFLAGS) -DSHARDC_NO_MAIN $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/compiler/shardc-mpi.o: compiler/shardc-mpi.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  MPICC   $<")
+	$(Q)OMPI_CC=$(CC) MPICH_CC=$(CC) $(MPICC) $(CPPFLAGS) $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
+
+$(MPI_BIN): $(BUILD)/compiler/shardc-mpi.o $(BUILD)/compiler/shardc-nomain.o $(COMP_LIB) $(FMT_LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  MPILD   $@")
+	$(Q)OMPI_CC=$(CC) MPICH_CC=$(CC) $(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+else
+$(info mpicc not found: shardc-mpi is not built; scripts/deps.sh installs Open MPI)
+endif
 
 # ---- GPU step and CUDA feed: $(BUILD)/lib/libshardgpu.so from reader/*.cu ----
 # Built where nvcc is found (NVCC=/path/to/nvcc to choose). Nothing else links against CUDA:

@@ -908,6 +908,7 @@ static int build_dir(const shc_build_opts *o)
         goto leave;
     }
     struct stat sb;
+    errno = 0;
     if (stat(o->out, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(o->out, W_OK | X_OK) != 0) {
         fprintf(stderr, "shardc: cannot write to %s: %s\n", o->out,
                 errno ? strerror(errno) : "not a directory");

@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "raw.h"
 #include "build.h"
+#include "cli.h"
 #include "inspect.h"
 #include "dataset.h"
 #include "merge.h"
@@ -147,7 +148,7 @@ enum {
     OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK, OPT_PART
 };
 
-static int cmd_build(int argc, char **argv)
+int shc_build_args(int argc, char **argv, shc_build_opts *out)
 {
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'},      {"threads", required_argument, 0, 'j'},
@@ -345,7 +346,15 @@ static int cmd_build(int argc, char **argv)
     o.r.geom.mode = have_size ? FMT_GEOM_SIZE : have_short ? FMT_GEOM_SHORT_SIDE : FMT_GEOM_KEEP;
     o.srcs = argv + optind;
     o.nsrc = (size_t)(argc - optind);
-    return shc_build(&o);
+    *out = o;
+    return 0;
+}
+
+static int cmd_build(int argc, char **argv)
+{
+    shc_build_opts o;
+    int rc = shc_build_args(argc, argv, &o);
+    return rc ? rc : shc_build(&o);
 }
 
 /* ---- info ---- */

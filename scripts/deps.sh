@@ -21,6 +21,7 @@ build_pkgs=(
   gnuplot-nox                              # the plot make demo draws (shardbench compare --plot)
   python3-dev python3-numpy                # the Python module (reader/python/) builds against both
   python3-pytest python3-torch             # its tests: pytest, and torch interop (tensors, DataLoader)
+  libopenmpi-dev openmpi-bin               # shardc-mpi (mpicc) and its tests (mpirun)
 )
 bench_pkgs=(python3-numpy python3-h5py python3-torchvision)  # torchvision: scripts/bench-torch.py
 # clang 14 is Debian 12's clang; its sanitizer and libFuzzer runtimes (-fsanitize=fuzzer) are in

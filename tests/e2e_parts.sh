@@ -211,6 +211,62 @@ expect_exit 2 "a whole build into a folder of parts" "$SHARDC" build "$T/src" -o
 "$SHARDC" build "$T/src" -o "$T/miss" "${opts[@]}" --resume >/dev/null 2>&1
 check "a whole build --resume keeps the parts" [ -d "$T/miss/parts/00000-of-00004" ]
 
+# scripts/slurm: the array script and the merge job, under a stand-in for sbatch that runs each
+# array task in turn with the variables Slurm sets (and the merge after them)
+mkdir -p "$T/bin"
+cat >"$T/bin/sbatch" <<'SB'
+#!/usr/bin/env bash
+array= exports= dep=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --parsable) ;;
+    --array=*) array=${1#--array=} ;;
+    --export=*) exports=${1#--export=} ;;
+    --dependency=*) dep=${1#--dependency=} ;;
+    -*) echo "sbatch stand-in: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+  shift
+done
+script=$1; shift
+extra=()
+IFS=, read -ra kv <<<"$exports"
+for e in "${kv[@]}"; do [ "$e" = ALL ] || extra+=("$e"); done
+echo "$dep" >>"$SBATCH_LOG"
+if [ -n "$array" ]; then
+  lo=${array%-*} hi=${array#*-}
+  for ((id = lo; id <= hi; id++)); do
+    env "${extra[@]}" SLURM_ARRAY_JOB_ID=42 SLURM_ARRAY_TASK_ID=$id SLURM_ARRAY_TASK_MIN=$lo \
+      SLURM_ARRAY_TASK_MAX=$hi SLURM_ARRAY_TASK_COUNT=$((hi - lo + 1)) SLURM_CPUS_PER_TASK=2 \
+      bash "$script" "$@" >>"$SBATCH_LOG" 2>&1 || echo "task $id: exit $?" >>"$SBATCH_LOG"
+  done
+  echo 42
+else
+  env "${extra[@]}" bash "$script" "$@" >>"$SBATCH_LOG" 2>&1 || echo "job: exit $?" >>"$SBATCH_LOG"
+  echo 43
+fi
+SB
+chmod +x "$T/bin/sbatch"
+export SBATCH_LOG="$T/sbatch.log" SHARDC
+PATH="$T/bin:$PATH" bash "$ROOT/scripts/slurm/submit.sh" 5 "$T/src" "$T/slurm-sub" --size 40x30 --shard-samples 7 >"$T/out" 2>&1
+check "scripts/slurm/submit.sh submits the array and the merge" grep -q "parts: job array 42 (0-4); merge: job 43" "$T/out"
+check "the merge waits for the array (afterok:42)" grep -qx "afterok:42" "$SBATCH_LOG"
+check "no task and no merge failed (rejects are not failures for afterok)" [ "$(grep -c 'exit' "$SBATCH_LOG")" -eq 0 ]
+check "Slurm scripts: 5 parts + merge == one-machine build" same_as_ref "$T/slurm-sub"
+# a task killed mid-way fails the array (no merge); run again on its own (--array=3 with
+# PARTS=5) it is part 3 of 5 and finishes the part
+rm -rf "$T/slurm-sub/parts/00003-of-00005" "$T/slurm-sub/manifest.json"
+PATH="$T/bin:$PATH" sbatch --array=3-3 --export=ALL,PARTS=5,SHARDC_CRASH_AFTER=5 \
+  "$ROOT/scripts/slurm/build-parts.sbatch" "$T/src" "$T/slurm-sub" --size 40x30 --shard-samples 7 >/dev/null
+check "a killed task fails" grep -q "task 3: exit 137" "$SBATCH_LOG"
+check "and leaves its part unfinished" [ ! -e "$T/slurm-sub/parts/00003-of-00005/manifest.json" ]
+PATH="$T/bin:$PATH" sbatch --array=3-3 --export=ALL,PARTS=5 "$ROOT/scripts/slurm/build-parts.sbatch" \
+  "$T/src" "$T/slurm-sub" --size 40x30 --shard-samples 7 >/dev/null
+check "run again alone, the task finishes its part" [ -e "$T/slurm-sub/parts/00003-of-00005/manifest.json" ]
+check "and nothing else" [ "$(ls "$T/slurm-sub/parts" | wc -l)" -eq 5 ]
+PATH="$T/bin:$PATH" sbatch --dependency=afterok:42 "$ROOT/scripts/slurm/merge.sbatch" "$T/slurm-sub" >/dev/null
+check "merged again == one-machine build" same_as_ref "$T/slurm-sub"
+
 # every storage format that writes shards is split and merged the same way
 for f in hdf5 lmdb png0 bmp jpeg; do
   "$SHARDC" build "$T/src" -o "$T/ref-$f" "${opts[@]}" --format "$f" >/dev/null 2>&1

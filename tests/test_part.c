@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build.h"
+#include "mksample.h"
 #include "part.h"
 #include "testutil.h"
 
@@ -243,6 +245,43 @@ START_TEST(stats_from_sums)
 }
 END_TEST
 
+/* A driver's stop request (shardc-mpi's, when another rank failed): the build ends before its
+ * first input with SHC_EXIT_IO, leaves no manifest, and the part can be resumed to completion. */
+START_TEST(build_stops_when_asked)
+{
+    char src[700], out[700], part[800];
+    snprintf(src, sizeof src, "%s/src", g_dir);
+    snprintf(out, sizeof out, "%s/out", g_dir);
+    mks_opts mo;
+    mks_opts_init(&mo);
+    mo.classes = 2;
+    mo.per_class = 5;
+    mo.broken = 0;
+    mks_report rep;
+    ck_assert_int_eq(mks_generate(src, &mo, &rep), 0);
+    char *srcs[] = {src};
+    shc_build_ctl ctl = {0};
+    shc_build_opts o = {.srcs = srcs, .nsrc = 1, .out = out, .backend = &fmt_backend_raw,
+                        .threads = 2, .shard_bytes = 1u << 30, .part = {1, 2}, .ctl = &ctl};
+    o.r.channels = 3;
+    o.r.max_file_bytes = 1u << 30;
+    o.r.limits = (fmt_limits){FMT_DEFAULT_MAX_SIDE, FMT_DEFAULT_MAX_PIXELS};
+    o.r.geom = (fmt_geom){.mode = FMT_GEOM_SIZE, .width = 16, .height = 12};
+    ctl.quiet = 1;
+    atomic_store(&ctl.stop, 1);
+    ck_assert_int_eq(shc_build(&o), SHC_EXIT_IO);
+    snprintf(part, sizeof part, "%s/parts/00001-of-00002/manifest.json", out);
+    ck_assert_int_ne(access(part, F_OK), 0);
+    ck_assert_uint_eq(atomic_load(&ctl.total), 5);      /* its slice: inputs 5..9 */
+    ck_assert_uint_eq(atomic_load(&ctl.done), 0);
+    atomic_store(&ctl.stop, 0);
+    o.resume = 1;
+    ck_assert_int_eq(shc_build(&o), SHC_EXIT_OK);
+    ck_assert_int_eq(access(part, F_OK), 0);
+    ck_assert_uint_eq(atomic_load(&ctl.done), 5);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("part");
@@ -254,6 +293,8 @@ int main(void)
     tcase_add_test(tc, names);
     tcase_add_test(tc, record_round_trip);
     tcase_add_test(tc, stats_from_sums);
+    tu_temp_fixtures(tc);
+    tcase_add_test(tc, build_stops_when_asked);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
