@@ -141,6 +141,7 @@ $(BUILD)/compiler/mksample-nomain.o: compiler/mksample.c
 	$(Q)$(CC) $(CPPFLAGS) -DMKS_NO_MAIN $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/test_mksample: $(BUILD)/compiler/mksample-nomain.o
+$(BUILD)/tests/test_part: $(BUILD)/compiler/mksample-nomain.o
 
 # `make demo` and `make test` work on a fresh machine: they install what is missing first.
 demo: deps
