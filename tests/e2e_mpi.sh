@@ -15,6 +15,7 @@ mpi() { mpirun --allow-run-as-root --oversubscribe -n "$@"; }
 export LSAN_OPTIONS="suppressions=$ROOT/tests/mpi-lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 # keep its components loaded at exit, so that leak reports can name (and suppress) them
 export OMPI_MCA_mca_base_component_disable_dlclose=1
+export TSAN_OPTIONS="suppressions=$ROOT/tests/mpi-tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 
 "$MKSAMPLE" "$T/src" --classes 3 --per-class 12 --seed 11 --quiet || { echo "mksample failed"; exit 1; }
 opts=(--size 40x30 --shard-samples 7 --no-progress -j1)
