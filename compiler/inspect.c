@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "part.h"
 #include "util.h"
 
 /* Undo the TSV escaping of build.c (\t \n \r \\). */
@@ -281,6 +282,16 @@ size_t shc_check_manifest(const char *dir, const fmt_manifest *m, const uint64_t
     /* everything the fingerprint covers, recomputed */
     if (m->nshards == 0)
         return k.n;
+    /* one part of a build in parts (part.h) lists only its slice in inputs.tsv, while the
+     * fingerprint covers the whole list: the merge checks that across the parts */
+    shc_part_record pr;
+    if (shc_part_record_get(m->build_json, &pr, NULL) == 0) {
+        if (shard_fp != m->fingerprint || pr.fingerprint != m->fingerprint)
+            mismatch(&k, "manifest: part %u of %u: its shards' fingerprint %016" PRIx64 ", its "
+                     "manifest's %016" PRIx64 ", its part record's %016" PRIx64, pr.part.index,
+                     pr.part.count, shard_fp, m->fingerprint, pr.fingerprint);
+        return k.n;
+    }
     shc_build_opts o;
     memset(&o, 0, sizeof o);
     fmt_msg msg = {{0}};

@@ -89,6 +89,7 @@ for s in m["shards"]:
     assert os.path.isfile(os.path.join(d, f)), f
 assert not any(n.startswith("shard-") for n in os.listdir(d))
 PY
+check "a part verifies on its own" "$SHARDC" verify "$T/p4/parts/00002-of-00004"
 check "a sample reads the same through shardc cat" \
   cmp -s <("$SHARDC" cat "$T/ref" 17) <("$SHARDC" cat "$T/p4" 17)
 check "and replays from its source" "$SHARDC" cat "$T/p4" 17 --replay -o "$T/s17.ppm" 2>/dev/null
