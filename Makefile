@@ -34,7 +34,7 @@ OPT ?= -O2
 PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 # Libraries used by formats/ and compiler/ (pkg-config names). Evaluated lazily, so `make deps`
 # can install them first.
-PKGS := libjpeg spng stb jansson libxxhash hdf5 lmdb liblz4 libzstd
+PKGS := libjpeg spng stb jansson libxxhash hdf5 lmdb liblz4 libzstd liburing
 TEST_PKGS := check libpng
 pkgcflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
 pkglibs = $(shell pkg-config --libs $(1) 2>/dev/null)

@@ -116,6 +116,10 @@ typedef struct fmt_backend {
     /* Optional (may be NULL): non-zero when FMT_ACCESS_DIRECT reads really bypass the page cache
      * for this shard (the filesystem may refuse O_DIRECT). */
     int (*r_direct)(const void *s);
+    /* Optional (may be NULL): where sample i's bytes lie for O_DIRECT requests of the caller's
+     * own (sample.h fmt_extent). 0, FMT_EINVAL (bad i), or FMT_EUNSUPPORTED when this shard is
+     * not read with O_DIRECT. */
+    int (*r_extent)(const void *s, uint64_t i, fmt_extent *out);
     /* Optional (may be NULL): the file holding sample i, when a sample has a file of its own
      * (per-image sets), for messages. 0, or FMT_EINVAL / ERANGE. */
     int (*r_sample_path)(const void *s, uint64_t i, char *buf, size_t len);

@@ -240,6 +240,17 @@ int fmt_dataset_read_buf(const fmt_dataset *d, uint64_t idx, void *dst, fmt_samp
     return d->be->r_read(sh->s, local, dst, scratch, scratch_len);
 }
 
+int fmt_dataset_extent(const fmt_dataset *d, uint64_t idx, fmt_extent *x)
+{
+    const ds_shard *sh;
+    uint64_t local;
+    if (locate(d, idx, &sh, &local))
+        return FMT_EINVAL;
+    if (!d->be->r_extent)
+        return FMT_EUNSUPPORTED;
+    return d->be->r_extent(sh->s, local, x);
+}
+
 int fmt_dataset_read(const fmt_dataset *d, uint64_t idx, void *dst, fmt_sample *meta)
 {
     return fmt_dataset_read_buf(d, idx, dst, meta, NULL, 0);

@@ -88,6 +88,12 @@ int fmt_dataset_read(const fmt_dataset *d, uint64_t idx, void *dst, fmt_sample *
 int fmt_dataset_read_buf(const fmt_dataset *d, uint64_t idx, void *dst, fmt_sample *meta,
                          void *scratch, size_t scratch_len);
 
+/* Where sample idx's bytes lie for O_DIRECT requests of the caller's own (sample.h): 0, or
+ * FMT_EINVAL (idx >= count), FMT_EUNSUPPORTED (a backend without them, or a shard not read with
+ * O_DIRECT: the dataset was not opened with FMT_ACCESS_DIRECT, or the filesystem refused it).
+ * Thread-safe. */
+int fmt_dataset_extent(const fmt_dataset *d, uint64_t idx, fmt_extent *x);
+
 /* Name of the dataset's backend ("raw", "hdf5", ...). */
 const char *fmt_dataset_backend(const fmt_dataset *d);
 

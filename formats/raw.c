@@ -920,6 +920,7 @@ typedef struct {
     fmt_raw_shard *raw;
     fmt_access access;
     int dfd;                    /* O_DIRECT descriptor, or -1 (then pread on the raw fd) */
+    uint32_t mem_align, off_align;  /* what dfd's transfers need (statx; else FMT_DIRECT_ALIGN) */
     fmt_shard_info info;
 } rb_shard;
 
@@ -1029,6 +1030,19 @@ static int open_direct(rb_shard *s, const char *path, fmt_msg *msg)
         return fmt_fail(msg, FMT_ECORRUPT, "file was replaced while opening");
     }
     s->dfd = fd;
+    /* the device's own O_DIRECT alignment where the kernel says (often 512), else the safe 4096 */
+    s->mem_align = s->off_align = FMT_DIRECT_ALIGN;
+#ifdef STATX_DIOALIGN
+    struct statx sx;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN) &&
+        sx.stx_dio_mem_align && sx.stx_dio_offset_align &&
+        !(sx.stx_dio_mem_align & (sx.stx_dio_mem_align - 1)) &&
+        !(sx.stx_dio_offset_align & (sx.stx_dio_offset_align - 1)) &&
+        sx.stx_dio_mem_align <= FMT_DIRECT_ALIGN && sx.stx_dio_offset_align <= FMT_DIRECT_ALIGN) {
+        s->mem_align = sx.stx_dio_mem_align;
+        s->off_align = sx.stx_dio_offset_align;
+    }
+#endif
     return 0;
 }
 
@@ -1249,6 +1263,21 @@ static int rb_r_direct(const void *p)
     return ((const rb_shard *)p)->dfd >= 0;
 }
 
+static int rb_r_extent(const void *p, uint64_t i, fmt_extent *x)
+{
+    const rb_shard *s = p;
+    if (i >= fmt_raw_count(s->raw))
+        return FMT_EINVAL;
+    if (s->dfd < 0)
+        return FMT_EUNSUPPORTED;
+    fmt_raw_entry e;
+    fmt_raw_get_entry(s->raw, i, &e);
+    *x = (fmt_extent){.fd = s->dfd, .buffered_fd = fmt_raw_fd(s->raw), .mem_align = s->mem_align,
+                      .off_align = s->off_align, .offset = e.offset, .stored = e.stored,
+                      .length = e.length, .hash = e.hash, .codec = (int)e.codec};
+    return 0;
+}
+
 const fmt_backend fmt_backend_raw = {
     .name = "raw",
     .version = 2,               /* shards of version 1 (aligned) and 2 (packed) */
@@ -1269,4 +1298,5 @@ const fmt_backend fmt_backend_raw = {
     .r_check = rb_r_check,
     .r_advise = rb_r_advise,
     .r_direct = rb_r_direct,
+    .r_extent = rb_r_extent,
 };

@@ -28,6 +28,20 @@ typedef enum {
  * logical block size of every common device (512 or 4096 bytes). */
 #define FMT_DIRECT_ALIGN 4096u
 
+/* Where a sample's stored bytes lie, for a reader that issues its own O_DIRECT requests
+ * (fmt_dataset_extent): [offset, offset + stored) of the file open as fd with O_DIRECT. A request
+ * must start at a multiple of off_align, be a multiple of it long and land at an address that is
+ * a multiple of mem_align; reading past the end of the file is fine (a short read). The payload
+ * is the pixels themselves (codec 0, stored == length) or a compressed block to decode with
+ * fmt_raw_decode (compress.h codecs; the decoded pixels must hash to `hash`). buffered_fd is the
+ * same file without O_DIRECT, for a transfer the filesystem refuses with EINVAL. */
+typedef struct {
+    int fd, buffered_fd;
+    uint32_t mem_align, off_align;
+    uint64_t offset, stored, length, hash;
+    int codec;
+} fmt_extent;
+
 /* One sample as stored. pixels points at the stored pixels where the backend maps them (raw and
  * contiguous hdf5 in MMAP mode, lmdb in every mode): read-only, valid until fmt_dataset_close. It
  * is NULL where the pixels must be read or decoded (per-image sets, pread/direct modes of raw and

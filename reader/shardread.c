@@ -69,6 +69,7 @@
 #include <string.h>
 
 #include "dataset.h"
+#include "direct.h"
 #include "pinned.h"
 #include "resample.h"
 #include "sampler.h"
@@ -90,6 +91,8 @@ _Static_assert((int)SHR_EFORMAT == (int)FMT_EFORMAT && (int)SHR_ECORRUPT == (int
 #define SHR_MAX_PREFETCH 65536u
 #define SHR_BOUNCE_BYTES (1u << 20)     /* per worker: O_DIRECT bounce buffer, compressed bytes */
 #define SHR_MSG_LEN 512
+#define SHR_DIRECT_DEPTH 64u            /* DIRECT: requests in flight per worker */
+#define SHR_DIRECT_STAGING (4u << 20)   /* DIRECT: staging for requests not read in place */
 #define SHR_PAGE 4096u
 
 typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
@@ -114,6 +117,8 @@ typedef struct {
     size_t sample_cap;
     uint8_t *staged;            /* a uint8 HWC sample at the output size, before conversion */
     fmt_rs_scratch *rs;         /* rrc: the resampler's per-thread state */
+    shr_direct *direct;         /* DIRECT, samples at the output size: the batch's reads at once */
+    shr_direct_item *items;     /* batch_size */
 } shr_worker;
 
 struct shr_reader {
@@ -406,6 +411,52 @@ static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
     return 0;
 }
 
+/* Fill the batch's samples idx[0 .. n) (at the output size, every one) through the direct
+ * engine: all reads in flight at once, straight into the batch where alignment allows. A sample
+ * whose shard has no extents (not read with O_DIRECT) is read as put_sample reads it. */
+static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n)
+{
+    const shr_reader *r = w->r;
+    shr_batch *b = &slot->b;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t idx = w->idx[i];
+        uint8_t *dst = b->data + (size_t)i * r->sample_bytes;
+        fmt_sample s;
+        int rc = fmt_dataset_get(r->ds, idx, &s);
+        if (rc)
+            return fail_msg(slot->msg, rc, "sample %" PRIu64 " is out of range", idx);
+        b->labels[i] = s.label;
+        b->indices[i] = (int64_t)idx;
+        b->sources[i] = (int64_t)s.source;
+        if (s.channels != r->channels || s.width != r->width || s.height != r->height ||
+            fmt_dataset_extent(r->ds, idx, &w->items[m].x) != 0) {
+            if ((rc = put_sample(w, epoch, idx, dst, &s, &slot->params[i], slot->msg)))
+                return rc;
+            continue;
+        }
+        draw(&r->o, &r->rrc, r->width, r->height, epoch, idx, s.width, s.height,
+             &slot->params[i]);
+        w->items[m].dst = dst;
+        w->idx[n + m] = i;          /* the item's batch position */
+        m++;
+    }
+    uint32_t bad;
+    fmt_msg msg;
+    int rc = shr_direct_read(w->direct, w->items, m, &bad, &msg);
+    if (rc) {
+        uint64_t idx = w->idx[w->idx[n + bad]];
+        return fail_msg(slot->msg, rc, "%s: cannot read sample %" PRIu64 ": %s",
+                        fmt_dataset_sample_file(r->ds, idx), idx, fmt_reason(&msg, rc));
+    }
+    for (uint32_t j = 0; j < m; j++) {
+        uint32_t i = (uint32_t)w->idx[n + j];
+        if (slot->params[i].flip)
+            mirror_rows(b->data + (size_t)i * r->sample_bytes, r->height, r->width, r->channels);
+    }
+    return 0;
+}
+
 /* Fill slot with stream batch k. */
 static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
 {
@@ -417,6 +468,8 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
     b->n = n;
     b->epoch = epoch;
     b->number = number;
+    if (w->direct)
+        return fill_direct(w, slot, epoch, n);
     for (uint32_t i = 0; i < n; i++) {
         fmt_sample s;
         int rc = put_sample(w, epoch, w->idx[i], b->data + (size_t)i * r->sample_bytes, &s,
@@ -673,6 +726,8 @@ static void free_reader(shr_reader *r)
         free(r->workers[i].sample);
         free(r->workers[i].staged);
         fmt_rs_scratch_free(r->workers[i].rs);
+        shr_direct_free(r->workers[i].direct);
+        free(r->workers[i].items);
     }
     free(r->workers);
     for (uint32_t i = 0; r->slots && i < r->nslots; i++) {
@@ -776,7 +831,9 @@ static int start_workers(shr_reader *r)
     for (uint32_t i = 0; i < r->o.threads; i++) {
         shr_worker *w = &r->workers[i];
         w->r = r;
-        w->idx = calloc(r->o.batch_size, sizeof *w->idx);
+        /* DIRECT keeps each direct item's batch position after the batch's indices */
+        w->idx = calloc((size_t)r->o.batch_size * (r->o.access == SHR_ACCESS_DIRECT ? 2 : 1),
+                        sizeof *w->idx);
         if (!w->idx)
             return ENOMEM;
         if (r->o.access != SHR_ACCESS_MMAP &&
@@ -792,6 +849,11 @@ static int start_workers(shr_reader *r)
             if (!w->sample)
                 return ENOMEM;
             w->sample_cap = r->sample_max;
+        } else if (r->o.access == SHR_ACCESS_DIRECT && fmt_dataset_direct_shards(r->ds) > 0) {
+            int rc = shr_direct_create(&w->direct, SHR_DIRECT_DEPTH, SHR_DIRECT_STAGING);
+            w->items = calloc(r->o.batch_size, sizeof *w->items);
+            if (rc || !w->items)
+                return ENOMEM;
         }
         /* where the pixels are resized or padded before the output kernel converts them */
         if ((!r->uniform && r->convert) || r->o.rrc) {

@@ -100,8 +100,11 @@ typedef enum {
                              * SIGBUS (see "Files that change" above) */
     SHR_ACCESS_PREAD,       /* pread into the batch buffer: cold data, network filesystems, files
                              * that may change (a truncated shard is a clean FMT_ETRUNC) */
-    SHR_ACCESS_DIRECT       /* pread with O_DIRECT (page cache bypassed) where the filesystem
-                             * allows it, else plain pread */
+    SHR_ACCESS_DIRECT       /* O_DIRECT (page cache bypassed) where the filesystem allows it,
+                             * else plain pread. For raw shards read at their stored size, each
+                             * worker issues a whole batch's reads at once, many in flight
+                             * (io_uring, else pread), merged into runs where samples lie
+                             * together, straight into the batch where the alignment allows */
 } shr_access;
 
 typedef enum {
