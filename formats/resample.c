@@ -22,6 +22,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#endif
 
 /* the vector types are only used inside functions built for AVX2 / SSE4.1 */
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -503,13 +506,27 @@ typedef int32_t v4si __attribute__((vector_size(16)));
 typedef uint8_t v8qu __attribute__((vector_size(8)));
 typedef uint8_t v4qu __attribute__((vector_size(4)));
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* Only the SSE4.1 and AVX2 paths inline these, so they may use SSE4.1: load8 and store8 are then
+ * pmovzxbd and packus, where GCC turns __builtin_convertvector between byte and int vectors into
+ * moves of one byte at a time (which made a 300x250 -> 224x224 bilinear resize 1.9x slower). */
+#define RS_INLINE static inline __attribute__((always_inline, target("sse4.1")))
+#define RS_SSE41_HELPERS 1
+#else
 #define RS_INLINE static inline __attribute__((always_inline))
+#endif
 
 RS_INLINE v8si load8(const uint8_t *p)
 {
+#ifdef RS_SSE41_HELPERS
+    __m128i b = _mm_loadl_epi64((const __m128i *)p);
+    v4si lo = (v4si)_mm_cvtepu8_epi32(b), hi = (v4si)_mm_cvtepu8_epi32(_mm_srli_si128(b, 4));
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+#else
     v8qu b;
     memcpy(&b, p, sizeof b);
     return __builtin_convertvector(b, v8si);
+#endif
 }
 
 RS_INLINE v4si load4(const uint8_t *p)
@@ -539,8 +556,15 @@ RS_INLINE v4si clip_v4(v4si a)
 
 RS_INLINE void store8(uint8_t *p, v8si a)
 {
+#ifdef RS_SSE41_HELPERS
+    v8si c = clip_v8(a);
+    __m128i lo = (__m128i)__builtin_shufflevector(c, c, 0, 1, 2, 3);
+    __m128i hi = (__m128i)__builtin_shufflevector(c, c, 4, 5, 6, 7);
+    _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(_mm_packus_epi32(lo, hi), _mm_setzero_si128()));
+#else
     v8qu b = __builtin_convertvector(clip_v8(a), v8qu);
     memcpy(p, &b, sizeof b);
+#endif
 }
 
 RS_INLINE void v_vec(const uint8_t *src, size_t sstride, int32_t yoff, size_t bytes,
