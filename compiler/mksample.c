@@ -172,7 +172,6 @@ static const mks_slot mks_slots[20] = {
     { FMT_IMG_JPEG, 3, 60, 420, 0, 0 },
 };
 
-static const uint32_t mks_photo_sizes[3][2] = { { 500, 375 }, { 375, 500 }, { 500, 400 } };
 
 static const char *mks_ext(fmt_image_type t)
 {
@@ -186,9 +185,14 @@ int mks_plan(const mks_opts *o, unsigned cls, unsigned index, mks_item *it)
         return FMT_EINVAL;
     mks_rng r = mks_rng_for(o->seed, cls, index, MKS_TAG_PLAN);
     if (o->photo) {
-        const uint32_t *sz = mks_photo_sizes[mks_rng_below(&r, 3)];
-        it->width = sz[0];
-        it->height = sz[1];
+        /* every photo its own size, as in ImageNet: the long side uniform in
+         * MKS_PHOTO_MIN_LONG..MKS_PHOTO_MAX_LONG, the aspect ratio uniform in 1..1.5, one in
+         * three portrait */
+        uint32_t lng = MKS_PHOTO_MIN_LONG + mks_rng_below(&r, MKS_PHOTO_MAX_LONG - MKS_PHOTO_MIN_LONG + 1);
+        uint32_t shrt = (uint32_t)((uint64_t)lng * 1000 / (1000 + mks_rng_below(&r, 501)));
+        int portrait = mks_rng_below(&r, 3) == 0;
+        it->width = portrait ? shrt : lng;
+        it->height = portrait ? lng : shrt;
         it->channels = 3;
         it->type = FMT_IMG_JPEG;
         it->jpeg.quality = MKS_PHOTO_QUALITY;
@@ -1042,7 +1046,8 @@ static const char usage_text[] =
     "  --min-side A      smallest image side in pixels (default 48)\n"
     "  --max-side B      largest image side in pixels (default 160)\n"
     "  --no-broken       do not add the broken files (broken-*.jpg/png/bmp)\n"
-    "  --photo           photo-like 500x375/375x500/500x400 JPEGs (quality 90) for benchmarks\n"
+    "  --photo           photo-like JPEGs (quality 90) for benchmarks, each its own size: long\n"
+    "                    side 360..640, aspect 1..1.5, a third portrait\n"
     "  --list FILE       also write FILE: \"class/file label\" per valid image\n"
     "  --quiet           no summary line\n"
     "  -h, --help        this text\n";

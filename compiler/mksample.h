@@ -38,6 +38,8 @@
 #define MKS_BROKEN_FILES     9         /* broken files written unless disabled */
 /* Photo mode: 500x375, 375x500 or 500x400 JPEGs at this quality, 4:2:0. */
 #define MKS_PHOTO_QUALITY    90
+#define MKS_PHOTO_MIN_LONG   360     /* photo mode: long side range */
+#define MKS_PHOTO_MAX_LONG   640
 
 typedef struct {
     unsigned classes;       /* 1..MKS_MAX_CLASSES (default 4) */

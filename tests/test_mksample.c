@@ -207,11 +207,12 @@ START_TEST(test_plan_mix)
         }
     ck_assert_uint_eq(kinds, 63);
 
-    /* photo plans: fixed photo sizes, quality 90, 4:2:0, all RGB JPEG */
+    /* photo plans: every image its own size in the photo range, quality 90, 4:2:0, RGB JPEG */
     mks_opts_init(&o);
     o.photo = 1;
     o.per_class = 30;
-    unsigned sizes[3] = { 0 };
+    unsigned ph_portrait = 0, distinct = 0, np = 0;
+    uint32_t seen[4 * 30][2];
     for (unsigned c = 0; c < o.classes; c++)
         for (unsigned i = 0; i < o.per_class; i++) {
             mks_item it;
@@ -222,18 +223,22 @@ START_TEST(test_plan_mix)
             ck_assert_int_eq(it.jpeg.subsampling, 420);
             ck_assert_int_eq(it.jpeg.cmyk, 0);
             ck_assert_int_eq(it.jpeg.progressive, 0);
-            if (it.width == 500 && it.height == 375)
-                sizes[0]++;
-            else if (it.width == 375 && it.height == 500)
-                sizes[1]++;
-            else if (it.width == 500 && it.height == 400)
-                sizes[2]++;
-            else
-                ck_abort_msg("unexpected photo size %ux%u", it.width, it.height);
+            uint32_t lng = it.width > it.height ? it.width : it.height;
+            uint32_t shrt = it.width > it.height ? it.height : it.width;
+            ck_assert(lng >= MKS_PHOTO_MIN_LONG && lng <= MKS_PHOTO_MAX_LONG);
+            ck_assert(shrt * 3 >= lng * 2 - 3 && shrt <= lng);  /* aspect 1..1.5 */
+            ph_portrait += it.height > it.width;
+            int dup = 0;
+            for (unsigned k = 0; k < np; k++)
+                dup |= seen[k][0] == it.width && seen[k][1] == it.height;
+            distinct += !dup;
+            seen[np][0] = it.width;
+            seen[np][1] = it.height;
+            np++;
         }
-    ck_assert_uint_gt(sizes[0], 10);
-    ck_assert_uint_gt(sizes[1], 10);
-    ck_assert_uint_gt(sizes[2], 10);
+    ck_assert_uint_ge(distinct, np * 9 / 10);
+    ck_assert_uint_gt(ph_portrait, np / 5);
+    ck_assert_uint_lt(ph_portrait, np / 2);
 }
 END_TEST
 
