@@ -304,6 +304,8 @@ struct fmt_rs_scratch {
     size_t tmp_cap;
     int32_t *xin;               /* nearest: source column per output column */
     size_t xin_cap;
+    uint8_t *strip;             /* 8 rows transposed, for the vector horizontal pass */
+    size_t strip_cap;
 };
 
 static int cpu_has(fmt_rs_path p)
@@ -349,6 +351,7 @@ void fmt_rs_scratch_free(fmt_rs_scratch *s)
             table_free(s->memo[i].t);
     free(s->tmp);
     free(s->xin);
+    free(s->strip);
     free(s);
 }
 
@@ -472,9 +475,23 @@ static void h_plain(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t 
         for (uint32_t i = 0; i < nx; i++) {
             uint32_t xx = x0 + i;
             const int32_t *k = t->k + (size_t)xx * t->stride;
+            int32_t xmin = t->span[2 * xx], n = t->span[2 * xx + 1];
+            if (ch == 3) {
+                /* the channels of a tap together, as Pillow's loop does */
+                int32_t s0 = RS_HALF, s1 = RS_HALF, s2 = RS_HALF;
+                const uint8_t *p = row + (size_t)xmin * 3;
+                for (int32_t x = 0; x < n; x++, p += 3) {
+                    s0 += p[0] * k[x];
+                    s1 += p[1] * k[x];
+                    s2 += p[2] * k[x];
+                }
+                out[(size_t)i * 3] = clip8(s0);
+                out[(size_t)i * 3 + 1] = clip8(s1);
+                out[(size_t)i * 3 + 2] = clip8(s2);
+                continue;
+            }
             for (uint32_t c = 0; c < ch; c++)
-                out[(size_t)i * ch + c] =
-                    h_one(row, ch, k, t->span[2 * xx], t->span[2 * xx + 1], c);
+                out[(size_t)i * ch + c] = h_one(row, ch, k, xmin, n, c);
         }
     }
 }
@@ -502,9 +519,7 @@ static void v_plain(const uint8_t *src, size_t sstride, int32_t yoff, size_t byt
 /* Vector versions: written once, compiled per instruction set through the callers' target
  * attributes (always_inline makes the compiler generate them inside each caller). */
 typedef int32_t v8si __attribute__((vector_size(32)));
-typedef int32_t v4si __attribute__((vector_size(16)));
 typedef uint8_t v8qu __attribute__((vector_size(8)));
-typedef uint8_t v4qu __attribute__((vector_size(4)));
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 /* Only the SSE4.1 and AVX2 paths inline these, so they may use SSE4.1: load8 and store8 are then
@@ -529,28 +544,12 @@ RS_INLINE v8si load8(const uint8_t *p)
 #endif
 }
 
-RS_INLINE v4si load4(const uint8_t *p)
-{
-    v4qu b;
-    memcpy(&b, p, sizeof b);
-    return __builtin_convertvector(b, v4si);
-}
-
 RS_INLINE v8si clip_v8(v8si a)
 {
     const v8si zero = {0}, top = {255, 255, 255, 255, 255, 255, 255, 255};
     a >>= RS_BITS;
     a &= ~(a < zero);
     v8si big = a > top;
-    return (a & ~big) | (top & big);
-}
-
-RS_INLINE v4si clip_v4(v4si a)
-{
-    const v4si zero = {0}, top = {255, 255, 255, 255};
-    a >>= RS_BITS;
-    a &= ~(a < zero);
-    v4si big = a > top;
     return (a & ~big) | (top & big);
 }
 
@@ -609,66 +608,191 @@ RS_INLINE void v_vec(const uint8_t *src, size_t sstride, int32_t yoff, size_t by
     }
 }
 
-RS_INLINE void h_vec(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
-                     uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst,
-                     size_t dstride)
+/* The horizontal pass, vectorised across rows: 8 source rows at a time are first transposed
+ * into a strip whose column x holds the 8 rows' pixels at x (8 * ch bytes), so one output
+ * pixel of all 8 rows is ch vectors of 8 lanes, each tap one multiply-add per vector. The
+ * transposition costs one copy of the columns the window reads; rows left over (fewer than 8)
+ * take the plain loop. */
+RS_INLINE void h_strip(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
+                       const uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx,
+                       uint8_t *dst, size_t dstride, uint8_t *strip)
 {
-    if (ch == 2) {
-        h_plain(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
-        return;
+    const v8si half = {RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF};
+    const size_t colb = 8 * (size_t)ch;
+    int32_t c0 = t->span[2 * x0];
+    int32_t c1 = t->span[2 * (x0 + nx - 1)] + t->span[2 * (x0 + nx - 1) + 1];
+    for (uint32_t i = 0; i < nx; i++) {
+        int32_t a = t->span[2 * (x0 + i)], b = a + t->span[2 * (x0 + i) + 1];
+        c0 = a < c0 ? a : c0;
+        c1 = b > c1 ? b : c1;
     }
-    for (uint32_t y = 0; y < rows; y++) {
-        const uint8_t *row = src + y * sstride;
-        uint8_t *out = dst + y * dstride;
+    uint32_t y = 0;
+    for (; y + 8 <= rows; y += 8) {
+        for (uint32_t r = 0; r < 8; r++) {
+            const uint8_t *row = src + (y + r) * sstride + (size_t)c0 * ch;
+            uint8_t *d = strip + (size_t)r * ch;
+            for (int32_t x = 0; x < c1 - c0; x++)
+                memcpy(d + (size_t)x * colb, row + (size_t)x * ch, ch);
+        }
         for (uint32_t i = 0; i < nx; i++) {
             uint32_t xx = x0 + i;
             const int32_t *k = t->k + (size_t)xx * t->stride;
-            int32_t xmin = t->span[2 * xx], n = t->span[2 * xx + 1];
-            uint8_t *o = out + (size_t)i * ch;
-            if (ch == 1) {
-                /* whole vectors of taps; the padding coefficients are zero */
-                int32_t nv = (n + 7) & ~7;
-                if ((int64_t)xmin + nv > in_w) {
-                    o[0] = h_one(row, 1, k, xmin, n, 0);
-                    continue;
-                }
-                v8si a = {0};
-                const uint8_t *p = row + xmin;
-                for (int32_t x = 0; x < nv; x += 8) {
-                    v8si kv;
-                    memcpy(&kv, k + x, sizeof kv);
-                    a += load8(p + x) * kv;
-                }
-                int32_t acc = RS_HALF + a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
-                o[0] = clip8(acc);
-            } else {
-                /* one pixel per 4-byte load; for 3 channels the fourth byte is the next pixel's
-                 * (ignored), so the last pixel of a row is read by the plain loop */
-                if (ch == 3 && (int64_t)xmin + n >= in_w) {
-                    for (uint32_t c = 0; c < 3; c++)
-                        o[c] = h_one(row, 3, k, xmin, n, c);
-                    continue;
-                }
-                v4si a = {RS_HALF, RS_HALF, RS_HALF, RS_HALF};
-                const uint8_t *p = row + (size_t)xmin * ch;
-                for (int32_t x = 0; x < n; x++, p += ch)
-                    a += load4(p) * k[x];
-                a = clip_v4(a);
-                for (uint32_t c = 0; c < ch; c++)
-                    o[c] = (uint8_t)a[c];
+            int32_t n = t->span[2 * xx + 1];
+            const uint8_t *p = strip + (size_t)(t->span[2 * xx] - c0) * colb;
+            v8si a0 = half, a1 = half, a2 = half, a3 = half;
+            for (int32_t x = 0; x < n; x++, p += colb) {
+                int32_t kt = k[x];
+                a0 += load8(p) * kt;
+                if (ch > 1)
+                    a1 += load8(p + 8) * kt;
+                if (ch > 2)
+                    a2 += load8(p + 16) * kt;
+                if (ch > 3)
+                    a3 += load8(p + 24) * kt;
             }
+            uint8_t ob[32];
+            store8(ob, a0);
+            if (ch > 1)
+                store8(ob + 8, a1);
+            if (ch > 2)
+                store8(ob + 16, a2);
+            if (ch > 3)
+                store8(ob + 24, a3);
+            uint8_t *o = dst + y * dstride + (size_t)i * ch;
+            for (uint32_t r = 0; r < 8; r++)
+                memcpy(o + r * dstride, ob + r * ch, ch);
         }
+    }
+    if (y < rows)
+        h_plain(src + y * sstride, sstride, rows - y, in_w, ch, t, x0, nx, dst + y * dstride,
+                dstride);
+}
+
+RS_INLINE void h_vec(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
+                     uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst,
+                     size_t dstride, uint8_t *strip)
+{
+    /* constant channel counts, so the copies and the vector count are unrolled */
+    switch (ch) {
+    case 1:
+        h_strip(src, sstride, rows, in_w, 1, t, x0, nx, dst, dstride, strip);
+        break;
+    case 2:
+        h_strip(src, sstride, rows, in_w, 2, t, x0, nx, dst, dstride, strip);
+        break;
+    case 3:
+        h_strip(src, sstride, rows, in_w, 3, t, x0, nx, dst, dstride, strip);
+        break;
+    default:
+        h_strip(src, sstride, rows, in_w, 4, t, x0, nx, dst, dstride, strip);
+        break;
     }
 }
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define RS_X86 1
+#include <immintrin.h>
+
+/* AVX2 with intrinsics: GCC lowers the byte-to-int conversions of the generic vector code
+ * poorly (lane by lane), and these loops are the resampler's whole cost. */
+#define RS_AVX2 static inline __attribute__((always_inline, target("avx2")))
+
+RS_AVX2 __m256i ax_load8(const uint8_t *p)
+{
+    __m128i b;
+    memcpy(&b, p, 8);       /* upper half unused */
+    return _mm256_cvtepu8_epi32(b);
+}
+
+RS_AVX2 __m256i ax_madd(__m256i acc, __m256i v, __m256i k)
+{
+    return _mm256_add_epi32(acc, _mm256_mullo_epi32(v, k));
+}
+
+/* (a >> 22) clamped to 0..255, 8 bytes to p */
+RS_AVX2 void ax_store8(uint8_t *p, __m256i a)
+{
+    a = _mm256_srai_epi32(a, RS_BITS);
+    __m256i w = _mm256_packs_epi32(a, a);       /* per 128-bit lane: a0..a3 a0..a3 | a4..a7 .. */
+    __m256i b = _mm256_packus_epi16(w, w);      /* bytes, saturated to 0..255 */
+    __m256i q = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+    uint64_t v = (uint64_t)_mm_cvtsi128_si64(_mm256_castsi256_si128(q));
+    memcpy(p, &v, 8);
+}
+
+RS_AVX2 void h_strip_avx2(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
+                          const uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx,
+                          uint8_t *dst, size_t dstride, uint8_t *strip)
+{
+    const __m256i half = _mm256_set1_epi32(RS_HALF);
+    const size_t colb = 8 * (size_t)ch;
+    int32_t c0 = t->span[2 * x0], c1 = c0;
+    for (uint32_t i = 0; i < nx; i++) {
+        int32_t a = t->span[2 * (x0 + i)], b = a + t->span[2 * (x0 + i) + 1];
+        c0 = a < c0 ? a : c0;
+        c1 = b > c1 ? b : c1;
+    }
+    uint32_t y = 0;
+    for (; y + 8 <= rows; y += 8) {
+        for (uint32_t r = 0; r < 8; r++) {
+            const uint8_t *row = src + (y + r) * sstride + (size_t)c0 * ch;
+            uint8_t *d = strip + (size_t)r * ch;
+            for (int32_t x = 0; x < c1 - c0; x++)
+                memcpy(d + (size_t)x * colb, row + (size_t)x * ch, ch);
+        }
+        for (uint32_t i = 0; i < nx; i++) {
+            uint32_t xx = x0 + i;
+            const int32_t *k = t->k + (size_t)xx * t->stride;
+            int32_t n = t->span[2 * xx + 1];
+            const uint8_t *p = strip + (size_t)(t->span[2 * xx] - c0) * colb;
+            __m256i a0 = half, a1 = half, a2 = half, a3 = half;
+            for (int32_t x = 0; x < n; x++, p += colb) {
+                __m256i kt = _mm256_set1_epi32(k[x]);
+                a0 = ax_madd(a0, ax_load8(p), kt);
+                if (ch > 1)
+                    a1 = ax_madd(a1, ax_load8(p + 8), kt);
+                if (ch > 2)
+                    a2 = ax_madd(a2, ax_load8(p + 16), kt);
+                if (ch > 3)
+                    a3 = ax_madd(a3, ax_load8(p + 24), kt);
+            }
+            uint8_t ob[32];
+            ax_store8(ob, a0);
+            if (ch > 1)
+                ax_store8(ob + 8, a1);
+            if (ch > 2)
+                ax_store8(ob + 16, a2);
+            if (ch > 3)
+                ax_store8(ob + 24, a3);
+            uint8_t *o = dst + y * dstride + (size_t)i * ch;
+            for (uint32_t r = 0; r < 8; r++)
+                memcpy(o + r * dstride, ob + r * ch, ch);
+        }
+    }
+    if (y < rows)
+        h_plain(src + y * sstride, sstride, rows - y, in_w, ch, t, x0, nx, dst + y * dstride,
+                dstride);
+}
+
 __attribute__((target("avx2"))) static void h_avx2(const uint8_t *src, size_t sstride,
                                                    uint32_t rows, uint32_t in_w, uint32_t ch,
                                                    const rs_table *t, uint32_t x0, uint32_t nx,
-                                                   uint8_t *dst, size_t dstride)
+                                                   uint8_t *dst, size_t dstride, uint8_t *strip)
 {
-    h_vec(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
+    switch (ch) {
+    case 1:
+        h_strip_avx2(src, sstride, rows, in_w, 1, t, x0, nx, dst, dstride, strip);
+        break;
+    case 2:
+        h_strip_avx2(src, sstride, rows, in_w, 2, t, x0, nx, dst, dstride, strip);
+        break;
+    case 3:
+        h_strip_avx2(src, sstride, rows, in_w, 3, t, x0, nx, dst, dstride, strip);
+        break;
+    default:
+        h_strip_avx2(src, sstride, rows, in_w, 4, t, x0, nx, dst, dstride, strip);
+        break;
+    }
 }
 
 __attribute__((target("avx2"))) static void v_avx2(const uint8_t *src, size_t sstride,
@@ -676,15 +800,52 @@ __attribute__((target("avx2"))) static void v_avx2(const uint8_t *src, size_t ss
                                                    uint32_t y0, uint32_t ny, uint8_t *dst,
                                                    size_t dstride)
 {
-    v_vec(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
+    const __m256i half = _mm256_set1_epi32(RS_HALF);
+    for (uint32_t i = 0; i < ny; i++) {
+        uint32_t yy = y0 + i;
+        const int32_t *k = t->k + (size_t)yy * t->stride;
+        const uint8_t *base = src + (size_t)(t->span[2 * yy] - yoff) * sstride;
+        int32_t n = t->span[2 * yy + 1];
+        uint8_t *out = dst + (size_t)i * dstride;
+        size_t x = 0;
+        for (; x + 32 <= bytes; x += 32) {
+            __m256i a0 = half, a1 = half, a2 = half, a3 = half;
+            const uint8_t *p = base + x;
+            for (int32_t y = 0; y < n; y++, p += sstride) {
+                __m256i kt = _mm256_set1_epi32(k[y]);
+                a0 = ax_madd(a0, ax_load8(p), kt);
+                a1 = ax_madd(a1, ax_load8(p + 8), kt);
+                a2 = ax_madd(a2, ax_load8(p + 16), kt);
+                a3 = ax_madd(a3, ax_load8(p + 24), kt);
+            }
+            ax_store8(out + x, a0);
+            ax_store8(out + x + 8, a1);
+            ax_store8(out + x + 16, a2);
+            ax_store8(out + x + 24, a3);
+        }
+        for (; x + 8 <= bytes; x += 8) {
+            __m256i a0 = half;
+            const uint8_t *p = base + x;
+            for (int32_t y = 0; y < n; y++, p += sstride)
+                a0 = ax_madd(a0, ax_load8(p), _mm256_set1_epi32(k[y]));
+            ax_store8(out + x, a0);
+        }
+        for (; x < bytes; x++) {
+            int32_t acc = RS_HALF;
+            for (int32_t y = 0; y < n; y++)
+                acc += base[(size_t)y * sstride + x] * k[y];
+            out[x] = clip8(acc);
+        }
+    }
 }
 
 __attribute__((target("sse4.1"))) static void h_sse41(const uint8_t *src, size_t sstride,
                                                       uint32_t rows, uint32_t in_w, uint32_t ch,
                                                       const rs_table *t, uint32_t x0,
-                                                      uint32_t nx, uint8_t *dst, size_t dstride)
+                                                      uint32_t nx, uint8_t *dst, size_t dstride,
+                                                      uint8_t *strip)
 {
-    h_vec(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
+    h_vec(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
 }
 
 __attribute__((target("sse4.1"))) static void v_sse41(const uint8_t *src, size_t sstride,
@@ -698,13 +859,15 @@ __attribute__((target("sse4.1"))) static void v_sse41(const uint8_t *src, size_t
 
 static void h_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, uint32_t rows,
                    uint32_t in_w, uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx,
-                   uint8_t *dst, size_t dstride)
+                   uint8_t *dst, size_t dstride, uint8_t *strip)
 {
 #ifdef RS_X86
     if (path == FMT_RS_PATH_AVX2)
-        return h_avx2(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
+        return h_avx2(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
     if (path == FMT_RS_PATH_SSE41)
-        return h_sse41(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
+        return h_sse41(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
+#else
+    (void)strip;
 #endif
     h_plain(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
 }
@@ -836,6 +999,18 @@ int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_
     /* Pillow skips a pass whose axis keeps its size with the whole image as box */
     int need_h = out_w != sw || b.x0 != 0.0f || b.x1 != (float)out_w;
     int need_v = out_h != sh || b.y0 != 0.0f || b.y1 != (float)out_h;
+    if (need_h) {
+        /* the vector horizontal pass transposes 8 rows of the columns it reads */
+        size_t need = ((size_t)sw * 8 + 8) * ch;
+        if (need > s->strip_cap) {
+            uint8_t *n = malloc(need);
+            if (!n)
+                return fmt_fail(msg, ENOMEM, "cannot allocate resampling scratch");
+            free(s->strip);
+            s->strip = n;
+            s->strip_cap = need;
+        }
+    }
     if (need_h && need_v) {
         /* the source rows the window's vertical taps read */
         int32_t first = ty->span[2 * win_y];
@@ -855,12 +1030,12 @@ int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_
             s->tmp_cap = need;
         }
         h_pass(s->path, src->pixels + (size_t)first * src->stride, src->stride, (uint32_t)rows,
-               sw, ch, tx, win_x, dw, s->tmp, tstride);
+               sw, ch, tx, win_x, dw, s->tmp, tstride, s->strip);
         v_pass(s->path, s->tmp, tstride, first, tstride, ty, win_y, dh, dst->pixels,
                dst->stride);
     } else if (need_h) {
         h_pass(s->path, src->pixels + (size_t)win_y * src->stride, src->stride, dh, sw, ch, tx,
-               win_x, dw, dst->pixels, dst->stride);
+               win_x, dw, dst->pixels, dst->stride, s->strip);
     } else {
         v_pass(s->path, src->pixels + (size_t)win_x * ch, src->stride, 0, (size_t)dw * ch, ty,
                win_y, dh, dst->pixels, dst->stride);

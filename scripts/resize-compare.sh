@@ -1,29 +1,26 @@
 #!/usr/bin/env bash
-# Resize library comparison behind formats/geometry.c: time (single thread, median) and PSNR
-# against Pillow's antialiased LANCZOS for libswscale and stb_image_resize variants on
-# synthetic photo-like ImageNet-size downscales. Prints a markdown table (see resize-compare.md).
-#   scripts/resize-compare.sh [RUNS]        RUNS resizes per method and image (default 30)
-# Needs cc, pkg-config (libswscale libavutil stb libxxhash), python3 with Pillow and numpy.
-# Not part of the Makefile build; builds into a temporary directory and leaves nothing behind.
+# The resampler alone against Pillow's Image.resize, per image, on the same decoded photos of many
+# sizes: time (one thread, medians) and byte identity. Prints a markdown table.
+#   scripts/resize-compare.sh [N [REPS [SIZE]]]   N photos (default 200), REPS runs per image
+#                                                 (default 15), Resize(SIZE) (default 224)
+# Needs cc, pkg-config (libjpeg spng stb libxxhash), python3 with Pillow, and
+# build/bin/shardc-mksample. Not part of the Makefile build; builds into a temporary directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs=${1:-30}
+n=${1:-200}; reps=${2:-15}; size=${3:-224}
 py=${PYTHON:-}
 if [ -z "$py" ]; then
-  # the Debian python3 carries python3-pil; a pyenv shim first on PATH may not
-  for c in python3 /usr/bin/python3; do
-    if "$c" -c 'import PIL, numpy' 2>/dev/null; then py=$c; break; fi
+  for c in /usr/bin/python3 python3; do
+    if "$c" -c 'import PIL' 2>/dev/null; then py=$c; break; fi
   done
 fi
-[ -n "$py" ] || { echo "resize-compare: no python3 with Pillow and numpy" >&2; exit 1; }
+[ -n "$py" ] || { echo "resize-compare: no python3 with Pillow" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# fmt_resize itself joins the comparison when geometry.c is there
-extra=()
-if [ -f formats/geometry.c ]; then
-  extra=(-DWITH_SHARDC formats/geometry.c formats/fmt.c)
-fi
-cc -O2 -std=c11 -D_GNU_SOURCE -Iformats $(pkg-config --cflags libswscale libavutil stb libxxhash) \
-  scripts/resize-compare.c "${extra[@]}" -o "$tmp/resize-compare" \
-  $(pkg-config --libs libswscale libavutil stb libxxhash) -lm
-"$py" scripts/resize-compare.py "$tmp/resize-compare" "$tmp" "$runs"
+build/bin/shardc-mksample "$tmp/photos" --photo --classes 1 --per-class "$n" --seed 7 --quiet
+pkgs="libjpeg spng stb libxxhash"
+cc -O2 -std=c11 -D_GNU_SOURCE -Iformats $(pkg-config --cflags $pkgs) scripts/resize-compare.c \
+  formats/resample.c formats/fmt.c formats/image.c formats/jpeg.c formats/png.c formats/bmp.c \
+  -o "$tmp/resize-compare" $(pkg-config --libs $pkgs) -lm -pthread
+mapfile -t files < <(find "$tmp/photos" -type f -name '*.jpg' | sort)
+"$py" scripts/resize-compare.py "$tmp/resize-compare" "$tmp" "$reps" "$size" "${files[@]}"
