@@ -96,8 +96,9 @@ int fmt_geom_plan_decoded(const fmt_geom *g, uint32_t src_w, uint32_t src_h, uin
                           uint32_t dec_h, fmt_geom_plan *p);
 
 /* The shrink-on-load hint for fmt_decode_opts: the decoded size of the smallest DCT scale
- * 1/8, 1/4 or 1/2 whose coverage (side / d, the box of fmt_geom_plan_decoded) is at least the
- * resized size on both axes, so the resize never enlarges. Both are 0 (decode at full size) unless g->shrink_on_load is set and the plan
+ * 1/8, 1/4 or 1/2 whose coverage (side / d, the box of fmt_geom_plan_decoded) is at least 1.5
+ * times the resized size on both axes, so the resize never enlarges and still filters enough to
+ * stay within 40 dB of the exact result. Both are 0 (decode at full size) unless g->shrink_on_load is set and the plan
  * reduces both axes, or when the options are invalid. */
 void fmt_geom_min_decode(const fmt_geom *g, uint32_t src_w, uint32_t src_h,
                          uint32_t *min_w, uint32_t *min_h);

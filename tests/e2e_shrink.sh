@@ -12,7 +12,7 @@ done
 if [ -z "$PYNP" ]; then echo "SKIPPED: no python3 with numpy (python3-numpy)"; exit 77; fi
 
 "$MKSAMPLE" "$T/src" --photo --classes 2 --per-class 12 --seed 4 --quiet || { echo "mksample failed"; exit 1; }
-for g in "size:--size 128x128" "crop:--short-side 160 --crop 128x128"; do
+for g in "size:--size 112x112" "crop:--short-side 120 --crop 112x112"; do
   name=${g%%:*}; opts=${g#*:}
   expect_exit 0 "exact build $opts" "$SHARDC" build "$T/src" -o "$T/ex-$name" --no-progress -j2 $opts
   expect_exit 0 "shrink-on-load build $opts" "$SHARDC" build "$T/src" -o "$T/sh-$name" --no-progress -j2 --shrink-on-load $opts
@@ -39,9 +39,9 @@ for i in range(n):
 ps = np.array(ps)
 print(f"  ..   {n} images: {same} identical, PSNR of the others min {ps.min():.1f}"
       f" median {np.median(ps):.1f} max {ps.max():.1f} dB" if len(ps) else f"  ..   all {n} identical")
-ok = len(ps) >= n // 2 and (len(ps) == 0 or ps.min() >= 40.0)
+ok = len(ps) >= n // 3 and (len(ps) == 0 or ps.min() >= 40.0)
 sys.exit(0 if ok else 1)
 PY
-  check "shrink-on-load reduces most decodes and stays >= 40 dB from exact ($name)" [ $? -eq 0 ]
+  check "shrink-on-load reduces a third of the decodes or more, each >= 40 dB from exact ($name)" [ $? -eq 0 ]
 done
 finish

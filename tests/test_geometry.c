@@ -332,7 +332,7 @@ START_TEST(test_min_decode_cases)
         fmt_geom g;
         uint32_t mw, mh;
     } cases[] = {
-        /* the decoded size at the smallest 1/d with side / d >= the resized size */
+        /* the decoded size at the smallest 1/d with side / d >= 1.5 x the resized size */
         {500, 375, SIZE(224, 224, FMT_FIT_CROP), 0, 0},        /* 298x224: only full size */
         {1000, 750, SIZE(224, 224, FMT_FIT_CROP), 500, 375},   /* 298x224: 1/2 */
         {375, 500, SIZE(100, 100, FMT_FIT_CROP), 188, 250},   /* 100x133: 1/2 */
@@ -340,16 +340,18 @@ START_TEST(test_min_decode_cases)
         {4001, 3001, SIZE(224, 224, FMT_FIT_CROP), 501, 376},
         {1920, 1080, SIZE(320, 180, FMT_FIT_CROP), 480, 270},
         {1000, 500, SIZE(300, 100, FMT_FIT_CROP), 500, 250},
-        {500, 375, SIZE(224, 224, FMT_FIT_PAD), 250, 188},     /* 224x168 */
-        {500, 375, SIZE(125, 93, FMT_FIT_STRETCH), 125, 94},   /* 1/4: 125 x 93.75 */
+        {500, 375, SIZE(224, 224, FMT_FIT_PAD), 0, 0},         /* 224x168: 250 < 1.5 x 224 */
+        {700, 525, SIZE(224, 224, FMT_FIT_PAD), 350, 263},     /* 224x168: 1/2 */
+        {500, 375, SIZE(125, 93, FMT_FIT_STRETCH), 250, 188},  /* 1/4 leaves less than 1.5x */
+        {750, 375, SIZE(125, 62, FMT_FIT_STRETCH), 188, 94},   /* 1/4: 187.5 x 93.75 */
         {500, 375, SIZE(125, 94, FMT_FIT_STRETCH), 250, 188},  /* 93.75 < 94: 1/2 */
         {1024, 768, SHORT(256, 0), 512, 384},                  /* 341x256: 1/4 is 256: 1/2 */
         {1000, 250, SHORT(256, 512), 0, 0},                    /* 512x128: full */
         {1024, 768, SHORTC(256, 0, 224, 224), 512, 384},
-        {17, 9, SIZE(4, 2, FMT_FIT_STRETCH), 5, 3},            /* 1/4: 4.25 x 2.25 */
-        {900, 600, KEEP(400), 450, 300},
-        /* tiny: 1/8 and 1/4 both decode 1 x 1 pixel; the decoder would take 1/8 */
-        {4, 4, SIZE(1, 1, FMT_FIT_STRETCH), 0, 0},
+        {17, 9, SIZE(4, 2, FMT_FIT_STRETCH), 9, 5},            /* 1/2: 8.5 x 4.5 */
+        {900, 600, KEEP(400), 0, 0},                           /* 400x267: 450 < 600 */
+        {1500, 1000, KEEP(400), 750, 500},
+        {4, 4, SIZE(1, 1, FMT_FIT_STRETCH), 2, 2},
         /* no reduction: upscale, identity, one axis kept */
         {100, 100, SIZE(224, 224, FMT_FIT_CROP), 0, 0},
         {224, 224, SIZE(224, 224, FMT_FIT_CROP), 0, 0},
@@ -379,7 +381,7 @@ END_TEST
 /* The contract, checked the way the JPEG decoder uses it: for every DCT scale k/8 whose output
  * (ceil(side * k / 8)) is at least the hint on both axes, the decoded plan's box still spans at
  * least the resized size (no enlargement) and the output is the full-size plan's. And the hint
- * allows 1/2 whenever the resize is at most half the source. */
+ * allows 1/2 whenever the resize is at most a third of the source. */
 START_TEST(test_min_decode_never_upscales)
 {
     static const uint32_t sides[] = {17, 100, 224, 333, 375, 500, 640, 1023, 1024, 2000, 4001};
@@ -399,8 +401,7 @@ START_TEST(test_min_decode_never_upscales)
                 ck_assert_int_eq(fmt_geom_plan_for(&g, sw, sh, &full), 0);
                 if (mw == 0) {
                     ck_assert_uint_eq(mh, 0);
-                    ck_assert(2 * (uint64_t)full.rs_w > sw || 2 * (uint64_t)full.rs_h > sh ||
-                              sw <= 8 || sh <= 8);
+                    ck_assert(3 * (uint64_t)full.rs_w > sw || 3 * (uint64_t)full.rs_h > sh);
                     continue;
                 }
                 ck_assert(mw < sw && mh < sh);
@@ -419,8 +420,7 @@ START_TEST(test_min_decode_never_upscales)
                               p.rs_w == full.rs_w && p.rs_h == full.rs_h &&
                               p.win_x == full.win_x && p.win_y == full.win_y);
                 }
-                if (2 * (uint64_t)full.rs_w <= sw && 2 * (uint64_t)full.rs_h <= sh && sw > 8 &&
-                    sh > 8)
+                if (3 * (uint64_t)full.rs_w <= sw && 3 * (uint64_t)full.rs_h <= sh)
                     ck_assert_msg(mw <= (sw + 1) / 2 && mh <= (sh + 1) / 2,
                                   "geom %zu %ux%u: hint %ux%u rules out 1/2", gi, sw, sh, mw, mh);
             }
