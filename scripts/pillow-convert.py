@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The conversion shardc replaces, as it is usually written in Python: Pillow decode, resize the
-short side (bilinear), center crop, store the uint8 pixels in an HDF5 dataset with h5py (or a numpy
-memmap where h5py is missing). One thread. Prints images/s.
+"""The conversion shardc replaces, as it is usually written in Python: Pillow decode, then
+torchvision's Resize(SIZE) + CenterCrop(SIZE) arithmetic (bilinear; the pixels shardc build
+--size SIZExSIZE stores), store the uint8 pixels in an HDF5 dataset with h5py (or a numpy memmap
+where h5py is missing). One thread. Prints images/s.
 
     pillow-convert.py SRC OUT SIZE
 """
@@ -32,10 +33,12 @@ for p in paths:
     except Exception:
         continue
     w, h = im.size
-    s = size / min(w, h)
-    nw, nh = max(size, round(w * s)), max(size, round(h * s))
+    if w <= h:
+        nw, nh = size, int(size * h / w)
+    else:
+        nw, nh = int(size * w / h), size
     im = im.resize((nw, nh), Image.BILINEAR)
-    x, y = (nw - size) // 2, (nh - size) // 2
+    x, y = int(round((nw - size) / 2.0)), int(round((nh - size) / 2.0))
     data[n] = np.asarray(im.crop((x, y, x + size, y + size)))
     n += 1
 if f is not None:
