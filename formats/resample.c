@@ -519,6 +519,7 @@ static void v_plain(const uint8_t *src, size_t sstride, int32_t yoff, size_t byt
 /* Vector versions: written once, compiled per instruction set through the callers' target
  * attributes (always_inline makes the compiler generate them inside each caller). */
 typedef int32_t v8si __attribute__((vector_size(32)));
+typedef int32_t v4si __attribute__((vector_size(16)));
 typedef uint8_t v8qu __attribute__((vector_size(8)));
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
