@@ -1001,9 +1001,13 @@ int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_
     int need_h = out_w != sw || b.x0 != 0.0f || b.x1 != (float)out_w;
     int need_v = out_h != sh || b.y0 != 0.0f || b.y1 != (float)out_h;
     if (need_h) {
-        /* the vector horizontal pass transposes 8 rows of the columns it reads */
+        /* the vector horizontal pass transposes 8 rows of the columns it reads; the strip
+         * grows geometrically from 64 KiB (sources up to 2730 RGB pixels wide), so a stream
+         * of varied sizes reallocates rarely, typically never */
         size_t need = ((size_t)sw * 8 + 8) * ch;
         if (need > s->strip_cap) {
+            size_t cap = s->strip_cap ? 2 * s->strip_cap : (size_t)64 << 10;
+            need = need > cap ? need : cap;
             uint8_t *n = malloc(need);
             if (!n)
                 return fmt_fail(msg, ENOMEM, "cannot allocate resampling scratch");
