@@ -275,4 +275,8 @@ for f in hdf5 lmdb png0 bmp jpeg; do
   "$SHARDC" merge "$T/fmt-$f" >/dev/null 2>&1
   check "$f: 3 parts + merge == one-machine build" same_as_ref "$T/fmt-$f" "$T/ref-$f"
 done
+"$SHARDC" build "$T/src" -o "$T/ref-zstd" "${opts[@]}" --compress zstd >/dev/null 2>&1
+build_parts "$T/fmt-zstd" 3 --compress zstd
+"$SHARDC" merge "$T/fmt-zstd" >/dev/null 2>&1
+check "raw --compress zstd: 3 parts + merge == one-machine build" same_as_ref "$T/fmt-zstd" "$T/ref-zstd"
 finish
