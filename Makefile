@@ -168,6 +168,8 @@ bench: deps
 	$(Q)BUILD=$(BUILD) scripts/bench-build.sh
 	$(Q)BUILD=$(BUILD) scripts/bench-read.sh
 	$(Q)BUILD=$(BUILD) scripts/bench-formats.sh
+	$(Q)$(MAKE) --no-print-directory bench-torch
+
 
 # ---- fuzzing (tests/fuzz/README.md) ----
 #   make fuzz                  libFuzzer targets (clang, ASan + UBSan): $(FUZZ_BUILD)/fuzz/fuzz_NAME
@@ -249,7 +251,7 @@ PY_SITE ?= $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("pla
 py_includes = $(shell $(PYTHON) -c 'import sysconfig, numpy; \
     print("-I" + sysconfig.get_paths()["include"], "-I" + numpy.get_include())')
 
-.PHONY: python check-python install-python print-read-libs
+.PHONY: python check-python install-python print-read-libs bench-torch
 python: $(PY_SO)
 
 $(BUILD)/python/shardread.o: reader/python/shardread.c
@@ -267,6 +269,12 @@ print-read-libs:
 
 check-python: $(PY_SO) $(BINS)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) SAN=$(SAN) CC=$(CC) tests/python/run.sh
+
+# shardread.Loader against torchvision / memmap / h5py DataLoaders and the C reader, plus a small
+# CPU training loop fed by each (scripts/bench-torch.py)
+bench-torch: $(PY_SO) $(BINS)
+	$(Q)scripts/deps.sh --bench
+	$(Q)BUILD=$(BUILD) PYTHONPATH=$(BUILD)/python $(PYTHON) scripts/bench-torch.py
 
 install: install-python
 install-python: $(PY_SO)

@@ -357,7 +357,8 @@ def test_holding_many_batches_neither_blocks_nor_corrupts(fx):
             assert np.array_equal(images[k], image) and labels[k] == label
     zero_copy = [b for b in kept if not b[0].flags.owndata]
     assert len(zero_copy) == 2
-    del kept, zero_copy, images, labels, indices
+    kept.clear()
+    del zero_copy, images, labels, indices
     assert loader.held == 0
     # and the ring runs on, all buffers free again
     assert sorted(indices_of(epoch(loader))) == list(range(N_SAMPLES))
