@@ -41,6 +41,7 @@ case ",$SAN," in
 esac
 export PYTHONPATH="$ROOT/$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
 export BUILD
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
 cd tests/python
 if [ -n "$preload" ]; then
   LD_PRELOAD="$preload${LD_PRELOAD:+:$LD_PRELOAD}" "$PYTHON" -m pytest -q -rs -p no:cacheprovider "$@"

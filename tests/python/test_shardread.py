@@ -557,3 +557,30 @@ def test_docstrings():
         names += [getattr(cls, n) for n in dir(cls) if not n.startswith("_")]
     for obj in names:
         assert obj.__doc__ and len(obj.__doc__) > 10, obj
+
+
+# ---- installation ----
+
+@pytest.mark.skipif(bool(os.environ.get("SAN")), reason="pip builds a plain module: not under SAN")
+def test_pip_install_offline(fx, tmp_path):
+    """pip install --no-build-isolation reader/python, offline, into a virtual environment that
+    sees the system's numpy; the installed module reads the fixture by itself."""
+    import venv
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env_dir = tmp_path / "venv"
+    try:
+        venv.create(env_dir, system_site_packages=True, with_pip=True)
+    except Exception as e:  # e.g. no ensurepip in this interpreter
+        pytest.skip(f"cannot create a virtual environment with pip: {e}")
+    py = str(env_dir / "bin" / "python")
+    env = dict(os.environ, SHARDREAD_BUILD=os.path.join(root, os.environ.get("BUILD", "build")))
+    env.pop("PYTHONPATH", None)
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index",
+                    os.path.join(root, "reader", "python")], check=True, env=env,
+                   capture_output=True)
+    out = subprocess.run([py, "-c", "import shardread, sys; ds = shardread.Dataset(sys.argv[1]); "
+                          "print(shardread.__file__); print(len(ds), ds[3][1])", fx.fixed],
+                         check=True, env=env, capture_output=True, text=True, cwd=tmp_path).stdout
+    path, counts = out.splitlines()
+    assert path.startswith(str(env_dir))
+    assert counts == f"{N_SAMPLES} {shardread.Dataset(fx.fixed)[3][1]}"
