@@ -341,16 +341,18 @@ def fmt(x):
     return f"{x:,.0f}"
 
 
-def report(rows, cores, n, photos_bytes, raw_bytes, batch, load):
+def report(rows):
     out = []
+    m = next(r for r in rows if r["pipeline"] == "meta")
+    cores = m["cores"]
     tv = [r for r in rows if r["pipeline"] == "torchvision"]
     best = max(tv, key=lambda r: r["images_per_s"])
-    cuda = torch.cuda.is_available()
-    out.append(f"{n} photos ({photos_bytes / 1e6:.1f} MB of JPEG, short side 250..500), "
-               f"raw shards 224x224 ({raw_bytes / 1e6:.1f} MB); batch {batch}, random order, "
-               f"{cores} cores; torch {torch.__version__}"
-               f"{'' if cuda else ', no CUDA (pin_memory has no effect)'}; load average "
-               f"{load[0]:.1f} at the start, {load[1]:.1f} at the end.\n")
+    frugal = min(tv, key=lambda r: r["cpu_s_per_image"])
+    out.append(f"{m['photos']} photos ({m['photo_bytes'] / 1e6:.1f} MB of JPEG, short side "
+               f"250..500), raw shards 224x224 ({m['raw_bytes'] / 1e6:.1f} MB); batch "
+               f"{m['batch']}, random order, {cores} cores; torch {m['torch']}"
+               f"{'' if m['cuda'] else ', no CUDA (pin_memory has no effect)'}; load average "
+               f"{m['load_start']:.1f} at the start, {m['load_end']:.1f} at the end.\n")
     out.append("| pipeline | configuration | images/s | CPU-s/image | shardread.Loader "
                f"({cores} threads) / this |")
     out.append("|---|---|---:|---:|---:|")
@@ -388,6 +390,12 @@ def report(rows, cores, n, photos_bytes, raw_bytes, batch, load):
                        f"| {r['ratio_to_c']:.2f}x | {r['cpu_ratio_to_c']:.2f}x | "
                        f"{r['images_per_s'] / best['images_per_s']:,.0f}x |")
     out.append("")
+    out.append(f"CPU time per image: shardread.Loader ({cores} threads) "
+               f"{loader_best['cpu_s_per_image']:.2e} s, the most frugal torchvision "
+               f"configuration ({frugal['transform']}, workers {frugal['num_workers']}) "
+               f"{frugal['cpu_s_per_image']:.2e} s: "
+               f"{frugal['cpu_s_per_image'] / loader_best['cpu_s_per_image']:,.0f}x less work "
+               "per image.\n")
     out.append("Training a small CNN on 64x64 crops (CPU, batch 64): per epoch images/s, input "
                "stall % (waiting for the next batch / epoch time), mean loss.\n")
     out.append("| fed by | epoch | images/s | input stall | loss |")
@@ -409,7 +417,13 @@ def main():
     ap.add_argument("--reps", type=int, default=9, help="Loader / shardbench runs (median)")
     ap.add_argument("--train-epochs", type=int, default=3)
     ap.add_argument("--cores", type=int, default=os.cpu_count())
+    ap.add_argument("--report", metavar="JSONL",
+                    help="only print the tables of an earlier run's torch.jsonl")
     args = ap.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            print(report([json.loads(ln) for ln in f if ln.strip()]))
+        return
     build = os.environ.get("BUILD", "build")
     bench = os.environ.get("BENCH_DIR", ".bench")
     os.makedirs(bench, exist_ok=True)
@@ -459,12 +473,16 @@ def main():
         train(name, loader, nhwc, args.train_epochs, mean, std, rows)
         del loader  # its worker processes end here
 
+    def du(p):
+        return sum(os.path.getsize(os.path.join(r, x)) for r, _, fs in os.walk(p) for x in fs)
+    rows.insert(0, dict(pipeline="meta", photos=n, photo_bytes=du(photos), raw_bytes=du(raw224),
+                        batch=args.batch, cores=cores, torch=torch.__version__,
+                        cuda=torch.cuda.is_available(), load_start=load0,
+                        load_end=os.getloadavg()[0]))
     with open(os.path.join(bench, "torch.jsonl"), "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    du = lambda p: sum(os.path.getsize(os.path.join(r, x)) for r, _, fs in os.walk(p) for x in fs)
-    text = report(rows, cores, n, du(photos), du(raw224), args.batch,
-                  (load0, os.getloadavg()[0]))
+    text = report(rows)
     with open(os.path.join(bench, "torch.md"), "w") as f:
         f.write(text)
     print(text)
