@@ -25,7 +25,8 @@ shardbench read at the same thread count (target >= 0.8x).
 Training: a small CNN (three stride-2 convolutions, global pooling, a linear layer) trained on
 the CPU on 64x64 crops, batch 64, SGD, fed by each pipeline: torchvision (RandomResizedCrop(64)
 + flip from the JPEGs, the best worker count measured above), the memmap and h5py datasets and
-shardread.Loader (random 64x64 crop + flip of the 72x72 samples). Per epoch: images/s, input
+shardread.Loader (random 64x64 crop + flip of the 72x72 samples; with the default ring and with
+prefetch 16). Per epoch: images/s, input
 stall % (time spent waiting for the next batch / epoch time) and the mean loss.
 
 The tables go to stdout and $BENCH_DIR/torch.md, the rows as JSON to $BENCH_DIR/torch.jsonl.
@@ -468,6 +469,10 @@ def main():
     feeds.append((f"shardread.Loader, threads {cores}", True,
                   lambda: shardread.Loader(raw72, batch_size=64, shuffle=True, threads=cores,
                                            size=64, random_crop=True, flip=True)))
+    # the same with a deeper ring: tells a ring too shallow from reader threads waiting for CPU
+    feeds.append((f"shardread.Loader, threads {cores}, prefetch 16", True,
+                  lambda: shardread.Loader(raw72, batch_size=64, shuffle=True, threads=cores,
+                                           size=64, random_crop=True, flip=True, prefetch=16)))
     for name, nhwc, make in feeds:
         loader = make()
         train(name, loader, nhwc, args.train_epochs, mean, std, rows)
