@@ -39,7 +39,7 @@ TEST_PKGS := check libpng
 pkgcflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
 pkglibs = $(shell pkg-config --libs $(1) 2>/dev/null)
 
-CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"' -Iformats -Icompiler -Ireader
+CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"' -Iformats -Icompiler -Ireader -Ireader/bench
 CFLAGS ?= $(OPT) -g
 CFLAGS += -std=c11 -fPIC -pthread $(WARN) $(SANFLAGS) -MMD -MP
 LDFLAGS += -pthread $(SANFLAGS)
@@ -48,17 +48,22 @@ LDLIBS = $(call pkglibs,$(PKGS)) -lm
 FMT_SRC := $(wildcard formats/*.c)
 # programs with a main of their own: not part of the compiler library
 COMP_SRC := $(filter-out compiler/shardc.c compiler/mksample.c compiler/shardc-mpi.c,$(wildcard compiler/*.c))
-READ_SRC := $(filter-out reader/shardbench.c,$(wildcard reader/*.c))
+READ_SRC := $(wildcard reader/*.c)
+# shardbench: a program over the libraries, one file per concern; everything but its main is also
+# linked into the tests of the training step
+BENCH_SRC := $(wildcard reader/bench/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 FMT_OBJ := $(FMT_SRC:%.c=$(BUILD)/%.o)
 COMP_OBJ := $(COMP_SRC:%.c=$(BUILD)/%.o)
 READ_OBJ := $(READ_SRC:%.c=$(BUILD)/%.o)
+BENCH_OBJ := $(filter-out $(BUILD)/reader/bench/main.o,$(BENCH_SRC:%.c=$(BUILD)/%.o))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 FMT_LIB := $(BUILD)/libshardfmt.a
 COMP_LIB := $(BUILD)/libshardcomp.a
 # libshardread carries the formats objects it needs, so it stands alone once installed
 READ_LIB := $(BUILD)/libshardread.a
+BENCH_LIB := $(BUILD)/libshardbench.a
 READ_SO := $(BUILD)/libshardread.so.$(VERSION)
 READ_PC := $(BUILD)/shardread.pc
 BINS := $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample $(BUILD)/bin/shardbench
@@ -92,6 +97,10 @@ $(COMP_LIB): $(COMP_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(BENCH_LIB): $(BENCH_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
 $(READ_LIB): $(READ_OBJ) $(FMT_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -105,7 +114,7 @@ $(READ_PC): reader/shardread.pc.in Makefile
 	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	    -e 's|@PRIVATE_LIBS@|$(strip $(LDLIBS)) -ldl -pthread|g' $< > $@
 
-$(BUILD)/bin/shardbench: $(BUILD)/reader/shardbench.o $(COMP_LIB) $(READ_LIB)
+$(BUILD)/bin/shardbench: $(BUILD)/reader/bench/main.o $(BENCH_LIB) $(COMP_LIB) $(READ_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
@@ -130,7 +139,7 @@ $(BUILD)/bin/decode-bench: $(BUILD)/scripts/decode-bench.o $(FMT_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(COMP_LIB) $(READ_LIB) $(FMT_LIB)
+$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(BENCH_LIB) $(COMP_LIB) $(READ_LIB) $(FMT_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(call pkglibs,$(TEST_PKGS)) -ldl
 
@@ -323,7 +332,8 @@ NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=c
 NVCCFLAGS ?= -O2 -g
 NVCC_WARN := -Xcompiler -Wall,-Wextra,-Wshadow
 CUDA_LIBDIR ?= $(firstword $(wildcard $(dir $(NVCC))../lib64 $(dir $(NVCC))../lib))
-GPU_SRC := $(wildcard reader/*.cu)
+# the CUDA feed (reader/cuda_feed.cu, a library feature) and shardbench's GPU step
+GPU_SRC := $(wildcard reader/*.cu reader/bench/*.cu)
 GPU_OBJ := $(GPU_SRC:%.cu=$(BUILD)/%.cu.o)
 GPU_SO := $(BUILD)/lib/libshardgpu.so
 

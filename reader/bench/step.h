@@ -1,4 +1,5 @@
-/* step.h - a training step fed by libshardread batches: the consumer side of shardbench train.
+/* step.h - a training step fed by libshardread batches: the consumer side of shardbench train
+ * (part of the benchmark, not of the library).
  *
  * A step takes one batch (uint8 NHWC pixels + labels) and does the work of one training iteration:
  *   SHR_STEP_EMULATED   stands in for a bigger model: busy for step_ms milliseconds per batch

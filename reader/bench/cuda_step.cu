@@ -1,4 +1,5 @@
-/* cuda_step.cu - the GPU training step and the CUDA feed (libshardgpu.so).
+/* cuda_step.cu - the GPU training step of shardbench train (in libshardgpu.so, next to the CUDA
+ * feed of cuda_feed.cu, whose device probe and helpers it shares through cuda_common.h).
  *
  * What this file does
  * -------------------
@@ -76,9 +77,6 @@
  * A bad option or batch is refused before anything is queued (SHR_EINVAL), leaving the step as
  * it was. A CUDA or cuBLAS failure leaves device state unknown: the step is then failed, every
  * later call returns the same code (ENOMEM, ENODEV or EIO) and step_error says what failed.
- *
- * The feed kernel (cuda_feed.h) is independent of the step: one thread per output element, a
- * template for float and half outputs.
  */
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
@@ -95,6 +93,7 @@
 extern "C" {
 #include "gpu_api.h"
 }
+#include "cuda_common.h"
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -139,12 +138,6 @@ typedef struct {
     float mean[3], inv_std[3];
 } norm3;
 
-/* One of four values by selects: indexing a kernel parameter's array with a run-time index
- * would copy the array to local memory in every thread. */
-__device__ static inline float pick4(float a, float b, float c, float d, uint32_t i)
-{
-    return i == 0 ? a : i == 1 ? b : i == 2 ? c : d;
-}
 
 /* uint8 NHWC (h x w x c) -> column j of X (D x n), laid out c x side x side: the box average of
  * the source cell [y*h/side, (y+1)*h/side) x [x*w/side, (x+1)*w/side) (at least one pixel, so
@@ -271,69 +264,9 @@ __global__ void relu_back_bias_kernel(float *dh, const float *hm, float *b, uint
     b[i] -= lr * s;
 }
 
-__device__ static inline void store_out(float *p, size_t i, float v)
-{
-    p[i] = v;
-}
-
-__device__ static inline void store_out(__half *p, size_t i, float v)
-{
-    p[i] = __float2half_rn(v);
-}
-
-typedef struct {
-    uint32_t n, h, w, c, oh, ow, cx, cy;
-    const uint32_t *crop_xy;
-    const uint8_t *flip;
-    float mean[4], inv_std[4];
-} norm_args;
-
-template <typename T>
-__global__ void normalize_kernel(norm_args a, const uint8_t *src, T *dst)
-{
-    size_t plane = (size_t)a.oh * a.ow;
-    size_t total = (size_t)a.n * a.c * plane;
-    for (size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x; t < total;
-         t += (size_t)gridDim.x * blockDim.x) {
-        size_t i = t / (plane * a.c);
-        uint32_t ch = (uint32_t)(t / plane % a.c);
-        uint32_t y = (uint32_t)(t % plane / a.ow), x = (uint32_t)(t % a.ow);
-        uint32_t cx = a.cx, cy = a.cy;
-        if (a.crop_xy) {
-            cx = min(a.crop_xy[2 * i], a.w - a.ow);
-            cy = min(a.crop_xy[2 * i + 1], a.h - a.oh);
-        }
-        uint32_t sx = a.flip && a.flip[i] ? cx + a.ow - 1 - x : cx + x;
-        uint32_t sy = cy + y;
-        uint8_t v = src[((i * a.h + sy) * a.w + sx) * a.c + ch];
-        float m = pick4(a.mean[0], a.mean[1], a.mean[2], a.mean[3], ch);
-        float is = pick4(a.inv_std[0], a.inv_std[1], a.inv_std[2], a.inv_std[3], ch);
-        store_out(dst, t, ((float)v - m) * is);
-    }
-}
 
 /* ---- host side: helpers ---- */
 
-static unsigned grid_for(size_t total, unsigned block)
-{
-    size_t g = (total + block - 1) / block;
-    return g == 0 ? 1u : g > 65535u * 8u ? 65535u * 8u : (unsigned)g;
-}
-
-static int rc_of_cuda(cudaError_t e)
-{
-    switch (e) {
-    case cudaErrorMemoryAllocation:
-        return ENOMEM;
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorNoKernelImageForDevice:
-    case cudaErrorInvalidDevice:
-        return ENODEV;
-    default:
-        return EIO;
-    }
-}
 
 static uint64_t splitmix64(uint64_t *x)
 {
@@ -352,33 +285,6 @@ static void init_uniform(float *w, size_t n, float a, uint64_t *state)
     }
 }
 
-/* ---- availability ---- */
-
-static std::once_flag g_avail_once;
-static int g_avail;
-
-static void probe_device(void)
-{
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
-        cudaGetLastError();
-        return;
-    }
-    /* a device this object has no code for (SASS for sm_90, PTX for compute_90: older GPUs) is
-     * as good as none; asking for a kernel's attributes loads the module and says so */
-    cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, spin_kernel) != cudaSuccess) {
-        cudaGetLastError();
-        return;
-    }
-    g_avail = 1;
-}
-
-static int gpu_available(void)
-{
-    std::call_once(g_avail_once, probe_device);
-    return g_avail;
-}
 
 /* ---- the step ---- */
 
@@ -530,7 +436,7 @@ static int gpu_step_create(void **out, const shr_step_opts *o, const shr_gpu_con
     *out = NULL;
     if (!o || !valid_opts(o) || (c && (c->slots == 1 || c->slots > MAX_SLOTS)))
         return SHR_EINVAL;
-    if (!gpu_available())
+    if (!shr_cuda_usable())
         return ENODEV;
     s = (gpu_step *)calloc(1, sizeof *s);
     if (!s)
@@ -927,130 +833,6 @@ leave:
     return rc;
 }
 
-/* ---- the feed kernel ---- */
-
-static thread_local char g_feed_msg[256];
-
-static int feed_fail(int rc, const char *what, cudaError_t e)
-{
-    snprintf(g_feed_msg, sizeof g_feed_msg, "%s: %s", what, cudaGetErrorString(e));
-    return rc;
-}
-
-/* Checks p and fills the kernel's arguments. */
-static int feed_args(const shr_feed_norm *p, norm_args *a)
-{
-    memset(a, 0, sizeof *a);
-    if (!p || p->n == 0 || p->height == 0 || p->width == 0 || p->channels < 1 ||
-        p->channels > 4 || (p->dtype != SHR_FEED_F32 && p->dtype != SHR_FEED_F16))
-        return EINVAL;
-    a->n = p->n;
-    a->h = p->height;
-    a->w = p->width;
-    a->c = p->channels;
-    a->oh = p->out_height ? p->out_height : p->height;
-    a->ow = p->out_width ? p->out_width : p->width;
-    if (a->oh > a->h || a->ow > a->w)
-        return EINVAL;
-    if (!p->crop_xy && ((uint64_t)p->crop_x + a->ow > a->w || (uint64_t)p->crop_y + a->oh > a->h))
-        return EINVAL;
-    a->cx = p->crop_x;
-    a->cy = p->crop_y;
-    a->crop_xy = p->crop_xy;
-    a->flip = p->flip;
-    for (uint32_t c = 0; c < a->c; c++) {
-        if (!isfinite(p->std[c]) || p->std[c] < 0 || !isfinite(p->mean[c]))
-            return EINVAL;
-        a->mean[c] = p->mean[c];
-        a->inv_std[c] = p->std[c] > 0 ? 1.0f / p->std[c] : 1.0f;
-    }
-    return 0;
-}
-
-EXPORT uint64_t shr_feed_out_bytes(const shr_feed_norm *p)
-{
-    norm_args a;
-    if (feed_args(p, &a) != 0)
-        return 0;
-    return (uint64_t)a.n * a.c * a.oh * a.ow * (p->dtype == SHR_FEED_F16 ? 2u : 4u);
-}
-
-static int feed_launch(const norm_args *a, shr_feed_dtype dtype, const uint8_t *src, void *dst,
-                       cudaStream_t st)
-{
-    size_t total = (size_t)a->n * a->c * a->oh * a->ow;
-    if (dtype == SHR_FEED_F16)
-        normalize_kernel<__half><<<grid_for(total, 256), 256, 0, st>>>(*a, src, (__half *)dst);
-    else
-        normalize_kernel<float><<<grid_for(total, 256), 256, 0, st>>>(*a, src, (float *)dst);
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : feed_fail(rc_of_cuda(e), "normalize kernel", e);
-}
-
-EXPORT int shr_feed_normalize(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream)
-{
-    norm_args a;
-    g_feed_msg[0] = '\0';
-    if (!src || !dst || feed_args(p, &a) != 0)
-        return EINVAL;
-    if (!gpu_available())
-        return ENODEV;
-    return feed_launch(&a, p->dtype, src, dst, (cudaStream_t)stream);
-}
-
-#define FEED_CU(call)                                                                             \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess) {                                                                  \
-            rc = feed_fail(rc_of_cuda(e_), #call, e_);                                            \
-            goto leave;                                                                           \
-        }                                                                                         \
-    } while (0)
-
-EXPORT int shr_feed_normalize_host(const shr_feed_norm *p, const uint8_t *src, void *dst)
-{
-    norm_args a;
-    int rc = 0;
-    uint8_t *d_src = NULL, *d_flip = NULL;
-    uint32_t *d_xy = NULL;
-    void *d_dst = NULL;
-    size_t in_bytes = 0, out_bytes = 0;
-    g_feed_msg[0] = '\0';
-    if (!src || !dst || feed_args(p, &a) != 0)
-        return EINVAL;
-    if (!gpu_available())
-        return ENODEV;
-    in_bytes = (size_t)a.n * a.h * a.w * a.c;
-    out_bytes = (size_t)shr_feed_out_bytes(p);
-    FEED_CU(cudaMalloc((void **)&d_src, in_bytes));
-    FEED_CU(cudaMalloc(&d_dst, out_bytes));
-    FEED_CU(cudaMemcpy(d_src, src, in_bytes, cudaMemcpyHostToDevice));
-    if (p->crop_xy) {
-        FEED_CU(cudaMalloc((void **)&d_xy, (size_t)a.n * 2 * sizeof(uint32_t)));
-        FEED_CU(cudaMemcpy(d_xy, p->crop_xy, (size_t)a.n * 2 * sizeof(uint32_t),
-                           cudaMemcpyHostToDevice));
-        a.crop_xy = d_xy;
-    }
-    if (p->flip) {
-        FEED_CU(cudaMalloc((void **)&d_flip, a.n));
-        FEED_CU(cudaMemcpy(d_flip, p->flip, a.n, cudaMemcpyHostToDevice));
-        a.flip = d_flip;
-    }
-    if ((rc = feed_launch(&a, p->dtype, d_src, d_dst, 0)) != 0)
-        goto leave;
-    FEED_CU(cudaMemcpy(dst, d_dst, out_bytes, cudaMemcpyDeviceToHost));
-leave:
-    cudaFree(d_src);
-    cudaFree(d_dst);
-    cudaFree(d_xy);
-    cudaFree(d_flip);
-    return rc;
-}
-
-EXPORT const char *shr_feed_error(void)
-{
-    return g_feed_msg;
-}
 
 /* ---- the table ---- */
 
@@ -1060,7 +842,7 @@ static const shr_gpu_api g_api = {
     (uint32_t)sizeof(shr_batch),
     (uint32_t)sizeof(shr_step_stats),
     (uint32_t)sizeof(shr_feed_norm),
-    gpu_available,
+    shr_cuda_usable,
     gpu_step_create,
     gpu_step_run,
     gpu_step_sync,
@@ -1077,3 +859,4 @@ EXPORT const shr_gpu_api *shr_gpu_api_get(void)
 {
     return &g_api;
 }
+

@@ -1,7 +1,7 @@
-/* gpu_api.h - the C ABI between libshardread and libshardgpu.so, the GPU half of the training
- * step (cuda_step.cu).
+/* gpu_api.h - the C ABI between shardbench's training step (step.c) and libshardgpu.so, which
+ * holds the GPU half of that step (bench/cuda_step.cu) and the CUDA feed (cuda_feed.cu).
  *
- * libshardread never links against CUDA: the GPU code lives in its own shared object, built by
+ * Neither libshardread nor shardbench links against CUDA: the GPU code lives in its own shared object, built by
  * nvcc and linked against libcudart and libcublas, which step.c opens with dlopen at run time and
  * reaches through one exported symbol, shr_gpu_api(), returning a table of plain C function
  * pointers. Where that object, the CUDA libraries, a driver or a device is missing, the table is
@@ -99,7 +99,7 @@ static inline uint64_t shr_gpu_checksum(const uint8_t *p, size_t n)
     return sum;
 }
 
-/* ---- in libshardread (step.c) ---- */
+/* ---- in the benchmark (step.c) ---- */
 
 /* The table of the libshardgpu.so found as described above, with a usable device; NULL if none
  * (loaded once per process; the reason is then in shr_gpu_status). */

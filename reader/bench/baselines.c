@@ -1,0 +1,331 @@
+/* baselines.c - what the reader is compared with: a pool of threads claiming whole batches (the
+ * reader's worker model without the ring), filling them by memcpy from the shard mappings or by
+ * decoding an image folder. */
+#include "bench.h"
+
+/* ---- measurement ---- */
+
+static void run_batches(sb_worker *w, sb_job *job)
+{
+    for (;;) {
+        size_t b = atomic_fetch_add(&job->next_batch, 1);
+        size_t lo = b * job->batch;
+        if (lo >= job->n)
+            break;
+        size_t hi = lo + job->batch < job->n ? lo + job->batch : job->n;
+        size_t filled = 0;
+        uint64_t bytes = 0;
+        for (size_t k = lo; k < hi; k++) {
+            fmt_msg msg = {{0}};
+            int rc = job->fill(job, w->id, k, w->buf + filled * job->slot, &msg);
+            if (rc) {
+                atomic_fetch_add(&job->errors, 1);
+                pthread_mutex_lock(&job->mu);
+                if (!job->first_error[0])
+                    snprintf(job->first_error, sizeof job->first_error, "%s: %s",
+                             job->in ? job->in->items[job->order[k]].path : "sample",
+                             fmt_reason(&msg, rc));
+                pthread_mutex_unlock(&job->mu);
+                continue;
+            }
+            filled++;
+            bytes += job->slot;
+        }
+        w->sink += touch(w->buf, filled * job->slot);
+        atomic_fetch_add(&job->images, filled);
+        atomic_fetch_add(&job->bytes, bytes);
+    }
+}
+
+static void *pool_main(void *arg)
+{
+    sb_worker *w = arg;
+    sb_pool *p = w->pool;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->generation == seen && !p->quit)
+            pthread_cond_wait(&p->go, &p->mu);
+        if (p->quit)
+            break;
+        seen = p->generation;
+        pthread_mutex_unlock(&p->mu);
+        run_batches(w, p->job);
+        pthread_mutex_lock(&p->mu);
+        if (--p->busy == 0)
+            pthread_cond_signal(&p->idle);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void pool_stop(sb_pool *p)
+{
+    if (!p->ws)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (uint32_t i = 0; i < p->started; i++)
+        pthread_join(p->ws[i].tid, NULL);
+    for (uint32_t i = 0; i < p->started; i++)
+        free(p->ws[i].buf);
+    free(p->ws);
+    p->ws = NULL;
+    pthread_cond_destroy(&p->idle);
+    pthread_cond_destroy(&p->go);
+    pthread_mutex_destroy(&p->mu);
+}
+
+/* Start `threads` workers for job, each with a batch buffer (faulted in now, before any clock
+ * runs). Returns 0, ENOMEM, or the error of pthread_create: a run with fewer threads than asked
+ * would be mislabelled, so that is a failure too (and everything is undone). */
+static int pool_start(sb_pool *p, sb_job *job, uint32_t threads)
+{
+    memset(p, 0, sizeof *p);
+    p->job = job;
+    size_t len = ((size_t)job->batch * job->slot + SB_PAGE - 1) / SB_PAGE * SB_PAGE;
+    p->ws = calloc(threads, sizeof *p->ws);
+    if (!p->ws)
+        return ENOMEM;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->idle, NULL);
+    int rc = 0;
+    for (; p->started < threads; p->started++) {
+        sb_worker *w = &p->ws[p->started];
+        w->pool = p;
+        w->id = p->started;
+        if (len) {
+            w->buf = aligned_alloc(SB_PAGE, len);
+            if (!w->buf) {
+                rc = ENOMEM;
+                break;
+            }
+            memset(w->buf, 0, len);
+        }
+        rc = pthread_create(&w->tid, NULL, pool_main, w);
+        if (rc) {
+            free(w->buf);
+            break;
+        }
+    }
+    if (rc)
+        pool_stop(p);
+    return rc;
+}
+
+/* Run one epoch of the job (its n and inputs set by the caller) and add what was delivered to
+ * span. */
+static void pool_epoch(sb_pool *p, sb_span *span)
+{
+    sb_job *job = p->job;
+    atomic_store(&job->next_batch, 0);
+    atomic_store(&job->images, 0);
+    atomic_store(&job->bytes, 0);
+    pthread_mutex_lock(&p->mu);
+    p->busy = p->started;
+    p->generation++;
+    pthread_cond_broadcast(&p->go);
+    while (p->busy)
+        pthread_cond_wait(&p->idle, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    span->images += atomic_load(&job->images);
+    span->bytes += atomic_load(&job->bytes);
+}
+
+/* ---- memcpy baseline ---- */
+
+static int fill_memcpy(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg)
+{
+    fmt_sample s;
+    int rc = fmt_dataset_get(job->ds, job->idx[item], &s);
+    if (rc)
+        return fmt_fail(msg, rc, "sample %" PRIu64 ": no such sample", job->idx[item]);
+    if (!s.pixels)
+        return fmt_fail(msg, FMT_EUNSUPPORTED, "the %s backend does not map its pixels: no "
+                        "mmap+memcpy baseline", fmt_dataset_backend(job->ds));
+    /* variable-size samples: the reader crops them into slot-sized places; copy as much */
+    memcpy(dst, s.pixels, s.length < job->slot ? (size_t)s.length : job->slot);
+    return 0;
+}
+
+static int open_dataset(fmt_dataset **ds, const char *dir)
+{
+    fmt_msg msg = {{0}};
+    int rc = fmt_dataset_open(ds, dir, &msg);
+    if (rc)
+        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, fmt_reason(&msg, rc));
+    return rc;
+}
+
+int run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace,
+                      size_t slot, sb_row *row)
+{
+    sb_job job = {.batch = ro->batch, .slot = slot, .fill = fill_memcpy};
+    pthread_mutex_init(&job.mu, NULL);
+    fmt_dataset *ds = NULL;
+    sb_pool pool;
+    int rc = pool_start(&pool, &job, ro->threads);
+    if (rc) {
+        fprintf(stderr, "shardbench: cannot start %u threads: %s\n", ro->threads, strerror(rc));
+        goto leave;
+    }
+    for (uint32_t e = 0; e < ro->epochs; e++) {
+        if (ro->cold) {
+            fmt_dataset_close(ds);
+            ds = NULL;
+            evict_dataset(dir, row);
+        }
+        sb_mark from = mark_now();
+        if (!ds && (rc = open_dataset(&ds, dir)) != 0)
+            goto leave;
+        job.ds = ds;
+        job.idx = trace->idx + (size_t)e * trace->per_epoch;
+        job.n = (size_t)trace->count[e];
+        pool_epoch(&pool, &row->spans[e]);
+        span_close(&row->spans[e], from, mark_now());
+    }
+    row->errors = atomic_load(&job.errors);
+    if (row->errors)
+        fprintf(stderr, "shardbench: %s: %" PRIu64 " samples could not be copied (first: %s)\n",
+                dir, row->errors, job.first_error);
+leave:
+    pool_stop(&pool);
+    fmt_dataset_close(ds);
+    pthread_mutex_destroy(&job.mu);
+    return rc;
+}
+
+/* ---- image folders: the decode path ---- */
+
+/* What shardc build does per input, minus hashing and writing: the compiler's own render path
+ * (read, probe, decode with the shrink-on-load hint, plan on the decoded size, resize unless it is
+ * already the output), called through libshardcomp. */
+int fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg)
+{
+    const char *path = job->in->items[job->order[item]].path;
+    shc_render_opts ro = {.geom = *job->geom, .channels = job->channels,
+                          .limits = {FMT_DEFAULT_MAX_SIDE, FMT_DEFAULT_MAX_PIXELS},
+                          .max_file_bytes = SB_MAX_FILE};
+    fmt_image out = {0};
+    int rc = shc_render(&ro, path, job->order[item], job->rz[worker], &out, NULL, msg->text,
+                        sizeof msg->text);
+    if (rc)
+        return rc;
+    size_t n = (size_t)out.width * out.height * out.channels;
+    if (n != job->slot)
+        rc = fmt_fail(msg, FMT_EINVAL, "decoded to %ux%ux%u, expected %zu bytes", out.width,
+                      out.height, out.channels, job->slot);
+    else
+        memcpy(dst, out.pixels, n);
+    fmt_image_free(&out);
+    return rc;
+}
+
+/* This epoch's file order, from the reader's sampler: file i of the listing stands where a
+ * shardc dataset built from the folder holds sample i, so seq and random give the order in which
+ * the reader delivers that dataset. quasi: blocks of SB_QUASI_BLOCK files stand in for shards
+ * (the sampler shuffles blocks, then files within windows of SB_QUASI_WINDOW blocks). Returns 0,
+ * ENOMEM or the sampler's error. */
+int folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_t epoch)
+{
+    size_t nblocks = (n + SB_QUASI_BLOCK - 1) / SB_QUASI_BLOCK;
+    uint64_t *counts = calloc(nblocks ? nblocks : 1, sizeof *counts);
+    uint64_t *idx = malloc(SB_QUASI_BLOCK * sizeof *idx);
+    shr_sampler *sm = NULL;
+    int rc = counts && idx ? 0 : ENOMEM;
+    for (size_t b = 0; !rc && b < nblocks; b++)
+        counts[b] = b + 1 < nblocks ? SB_QUASI_BLOCK : n - b * SB_QUASI_BLOCK;
+    shr_sampler_cfg cfg = {.n = n, .order = kind, .seed = seed, .rank = 0, .world = 1,
+                           .uneven = SHR_UNEVEN_PAD, .batch_size = SB_QUASI_BLOCK,
+                           .nshards = nblocks, .shard_counts = counts,
+                           .window = SB_QUASI_WINDOW};
+    if (!rc)
+        rc = shr_sampler_create(&sm, &cfg);
+    size_t at = 0;
+    for (uint64_t b = 0; !rc && b < shr_sampler_batches(sm); b++) {
+        uint32_t k = shr_sampler_batch(sm, epoch, b, idx);
+        for (uint32_t i = 0; i < k && at < n; i++)
+            order[at++] = (size_t)idx[i];
+    }
+    shr_sampler_free(sm);
+    free(idx);
+    free(counts);
+    return rc;
+}
+
+int run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
+{
+    fmt_inputs in;
+    char err[512] = "";
+    fmt_geom geom = {.mode = FMT_GEOM_SIZE, .fit = FMT_FIT_CROP, .width = ro->width,
+                     .height = ro->height};
+    sb_job job = {.batch = ro->batch, .fill = fill_decode, .geom = &geom,
+                  .channels = ro->channels,
+                  .slot = (size_t)ro->width * ro->height * ro->channels};
+    pthread_mutex_init(&job.mu, NULL);
+    size_t *order = NULL;
+    sb_pool pool = {0};
+    fmt_resizer **rz = NULL;
+    int rc = fmt_inputs_from_dirs(&dir, 1, &in, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, strerror(rc));
+        pthread_mutex_destroy(&job.mu);
+        return rc;
+    }
+    if (in.n == 0) {
+        fprintf(stderr, "shardbench: cannot open %s: no manifest.json and no images in class "
+                "folders\n", dir);
+        rc = ENOENT;
+        goto leave;
+    }
+    order = malloc(in.n * sizeof *order);
+    rz = calloc(ro->threads, sizeof *rz);
+    rc = order && rz ? 0 : ENOMEM;
+    for (uint32_t i = 0; !rc && i < ro->threads; i++)
+        rc = fmt_resizer_create(&rz[i]);
+    if (rc) {
+        fprintf(stderr, "shardbench: %s: %s\n", dir, fmt_strerror(rc));
+        goto leave;
+    }
+    job.in = &in;
+    job.order = order;
+    job.rz = rz;
+    job.n = in.n;
+    rc = pool_start(&pool, &job, ro->threads);
+    if (rc) {
+        fprintf(stderr, "shardbench: cannot start %u threads: %s\n", ro->threads, strerror(rc));
+        goto leave;
+    }
+    row->width = ro->width;
+    row->height = ro->height;
+    row->channels = ro->channels;
+    for (uint32_t e = 0; e < ro->epochs; e++) {
+        if (ro->cold)
+            evict_dataset(dir, row);
+        sb_mark from = mark_now();
+        if ((rc = folder_order(order, in.n, ro->order, ro->seed, e)) != 0) {
+            fprintf(stderr, "shardbench: %s: %s\n", dir, shr_strerror(rc));
+            goto leave;
+        }
+        pool_epoch(&pool, &row->spans[e]);
+        span_close(&row->spans[e], from, mark_now());
+    }
+    row->errors = atomic_load(&job.errors);
+    if (row->errors)
+        fprintf(stderr, "shardbench: %s: %" PRIu64 " decodes failed over %u epoch(s) (skipped; "
+                "first: %s)\n", dir, row->errors, ro->epochs, job.first_error);
+leave:
+    pool_stop(&pool);
+    for (uint32_t i = 0; rz && i < ro->threads; i++)
+        fmt_resizer_free(rz[i]);
+    free(rz);
+    free(order);
+    fmt_inputs_free(&in);
+    pthread_mutex_destroy(&job.mu);
+    return rc;
+}
+
+/* ---- the report ---- */

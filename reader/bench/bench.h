@@ -1,0 +1,293 @@
+/* bench.h - what the files of shardbench share: its types, the option table and the helpers one
+ * command borrows from another. */
+#ifndef SB_BENCH_H
+#define SB_BENCH_H
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "dataset.h"
+#include "geometry.h"
+#include "image.h"
+#include "inputs.h"
+#include "manifest.h"
+#include "shardread.h"
+#include "step.h"
+#include "render.h"
+#include "sampler.h"
+#include <xxhash.h>
+
+#define SB_EXIT_OK 0
+#define SB_EXIT_FAIL 1
+#define SB_EXIT_USAGE 2
+#define SB_PAGE 4096u
+#define SB_MAX_FILE ((size_t)1 << 30)   /* input files larger than this are refused, as in build */
+#define SB_QUASI_BLOCK 1024u            /* folder quasi order: files per stand-in "shard" */
+#define SB_QUASI_WINDOW 4u              /* blocks shuffled together, as the reader's default */
+/* ResNet-50 training on an A100: 11.7 ms per batch of 256. The default step keeps that rate
+ * (about 21,900 images/s) whatever the batch size. */
+#define SB_DEFAULT_STEP_MS 11.7
+#define SB_DEFAULT_STEP_BATCH 256.0
+#define SB_MAX_DEPTH 64                 /* eviction walk: deeper trees are not datasets */
+
+typedef struct {
+    double wall, cpu;           /* seconds: monotonic clock; user + system of the whole process */
+} sb_mark;
+
+typedef struct {
+    double wall_s, cpu_s;
+    uint64_t images, bytes;     /* images delivered and their pixel bytes */
+} sb_span;
+
+typedef enum { SB_SHARDS, SB_FOLDER } sb_kind;
+
+typedef struct {
+    uint32_t threads, batch, epochs;
+    shr_order order;
+    shr_access access;
+    uint64_t seed;
+    uint32_t width, height, channels;   /* folder output; for shardc datasets only with --size */
+    int have_size;
+    int cold, memcpy_baseline, json;
+    int checksum;               /* digest the delivered batches (indices, labels, pixels) */
+} sb_read_opts;
+
+/* One row of the report. */
+typedef struct {
+    const char *dataset;
+    char format[32];            /* "raw" (the manifest's backend), "folder", "memcpy" */
+    uint32_t width, height, channels;
+    uint32_t epochs;
+    sb_span *spans;             /* one per epoch */
+    uint64_t errors;            /* folder files that failed to decode (skipped) */
+    double resident;            /* --cold: largest fraction of pages found cached after eviction */
+    XXH3_state_t *digest;       /* --checksum: over the batch stream, in delivery order */
+    uint64_t checksum;
+} sb_row;
+
+/* The dataset order the reader delivered, per epoch, for the memcpy baseline to replay. */
+typedef struct {
+    uint64_t per_epoch;         /* shr_samples_per_epoch */
+    uint64_t *idx;              /* epochs * per_epoch indices */
+    uint64_t *count;            /* per epoch: how many were recorded */
+} sb_trace;
+
+typedef struct sb_job sb_job;
+
+typedef int (*sb_fill_fn)(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg);
+
+struct sb_job {
+    size_t n;                   /* items this epoch */
+    uint32_t batch;
+    size_t slot;                /* bytes per sample in a batch buffer */
+    sb_fill_fn fill;
+    atomic_size_t next_batch;
+    atomic_uint_fast64_t images, bytes, errors;
+    pthread_mutex_t mu;         /* guards first_error */
+    char first_error[512];
+    /* folder */
+    const fmt_inputs *in;
+    const size_t *order;
+    const fmt_geom *geom;
+    uint32_t channels;
+    fmt_resizer **rz;           /* one per worker */
+    /* memcpy */
+    const fmt_dataset *ds;
+    const uint64_t *idx;
+};
+
+typedef struct sb_pool sb_pool;
+
+typedef struct {
+    sb_pool *pool;
+    size_t id;
+    uint8_t *buf;               /* batch * slot bytes */
+    uint64_t sink;
+    pthread_t tid;
+} sb_worker;
+
+/* Threads that live for a whole run, as the reader's workers do, so that thread start-up is not
+ * charged to every epoch: the main thread publishes an epoch by bumping `generation` and waits
+ * until `busy` drops to zero. */
+struct sb_pool {
+    sb_job *job;
+    sb_worker *ws;
+    uint32_t started;
+    pthread_mutex_t mu;
+    pthread_cond_t go, idle;
+    uint64_t generation;
+    uint32_t busy;
+    int quit;
+};
+
+typedef struct {
+    int json;
+    int name_width;
+    int header_done;
+    double first_rate;          /* images/s of the first row, for "vs first" */
+    int have_first;
+} sb_report;
+
+enum { OPT_ORDER = 256, OPT_SEED, OPT_COLD, OPT_SIZE, OPT_ACCESS, OPT_MEMCPY, OPT_JSON, OPT_CHECKSUM };
+
+typedef struct {
+    char *path;
+    sb_kind kind;
+} sb_target;
+
+/* Where batches come from: libshardread, or the folder feed below. */
+typedef struct {
+    int (*next)(void *ctx, const shr_batch **b);
+    void (*release)(void *ctx, const shr_batch *b);
+    const char *(*last_error)(void *ctx);
+    void *ctx;
+} sb_source;
+
+enum { SB_SLOT_FREE = 0, SB_SLOT_FILLING, SB_SLOT_READY, SB_SLOT_HELD };
+
+typedef struct {
+    shr_batch b;
+    int state;
+} sb_slot;
+
+typedef struct sb_feed sb_feed;
+
+typedef struct {
+    sb_feed *feed;
+    size_t id;
+    pthread_t tid;
+} sb_feed_worker;
+
+struct sb_feed {
+    sb_job job;                 /* fill_decode's context */
+    fmt_inputs in;
+    int have_inputs;
+    fmt_geom geom;
+    size_t *order;
+    fmt_resizer **rz;
+    shr_order kind;
+    uint64_t seed;
+    sb_slot *slots;
+    uint32_t depth;
+    sb_feed_worker *ws;
+    uint32_t nthreads, started;
+    pthread_mutex_t mu;
+    pthread_cond_t work, ready;
+    uint64_t epoch, nb;         /* the current epoch; batches per epoch */
+    uint64_t claim, take;       /* next batch to fill, next to deliver */
+    int open;                   /* the epoch's order is drawn: workers may claim */
+    int quit;
+};
+
+typedef struct {
+    uint32_t threads, batch, epochs, prefetch;
+    shr_order order;
+    uint64_t seed;
+    uint32_t width, height;
+    int have_size;
+    shr_step_opts step;
+    const char *timeline;
+    int json;
+} sb_train_opts;
+
+typedef struct {
+    uint64_t images;
+    double wall_s, wait_s, step_s;      /* epoch; inside next; inside the step's run call */
+    shr_step_stats st;                  /* busy_s, H2D and the learning counters */
+} sb_epoch;
+
+enum { OPT_MODEL = 512, OPT_STEP_MS, OPT_SIDE, OPT_HIDDEN, OPT_LR, OPT_DEVICE, OPT_PREFETCH,
+       OPT_TIMELINE, OPT_TORDER, OPT_TSEED, OPT_TSIZE, OPT_TJSON, OPT_WORK, OPT_PLOT };
+
+typedef struct {
+    const char *format;         /* "source" or a shardc format */
+    char *dir;
+    uint64_t bytes;
+    uint64_t images_per_epoch;  /* what an epoch delivered */
+    double ips, cpu;            /* steady state: images/s, CPU-s per image */
+    double cores, saved, util;
+} sb_cmp_row;
+
+typedef struct {
+    char *work;
+    uint32_t width, height, threads, batch, epochs;
+    double step_ms;
+    int json;
+    const char *plot;
+} sb_cmp_opts;
+
+/* options.c */
+int usage_error(const char *usage, const char *fmt, const char *arg);
+int wants_help(int argc, char **argv);
+int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+int parse_wxh(const char *s, uint32_t *w, uint32_t *h);
+const char *order_name(shr_order o);
+const char *access_name(shr_access a);
+int parse_order(const char *s, shr_order *o);
+int parse_double(const char *s, double min, double max, double *out);
+
+/* report.c */
+void print_json_string(FILE *f, const char *s);
+sb_mark mark_now(void);
+void span_close(sb_span *s, sb_mark from, sb_mark to);
+int row_init(sb_row *row, const char *dataset, const char *format, uint32_t epochs);
+void row_free(sb_row *row);
+sb_span row_measured(const sb_row *row);
+double rate(double x, double s);
+void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row);
+void warn_resident(const sb_row *row);
+double now_s(void);
+void print_json_double(double v, const char *fmt);
+double pct(double x, double of);
+
+/* evict.c */
+void evict_dataset(const char *dir, sb_row *row);
+
+/* read.c */
+extern const char usage_read[];
+uint64_t touch(const uint8_t *p, size_t len);
+const char *open_reason(const char *msg, const char *dir, int rc);
+int run_reader(const char *dir, const sb_read_opts *ro, sb_row *row, sb_trace *trace);
+int classify(sb_target *t, sb_read_opts *ro);
+void backend_name(const char *dir, char *out, size_t len);
+int cmd_read(int argc, char **argv);
+
+/* baselines.c */
+int run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace, size_t slot,
+               sb_row *row);
+int fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg);
+int folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_t epoch);
+int run_folder(char *dir, const sb_read_opts *ro, sb_row *row);
+
+/* feed.c */
+void feed_close(sb_feed *f);
+int feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t depth,
+              shr_order kind, uint64_t seed, uint32_t width, uint32_t height, uint32_t channels);
+int feed_next(void *ctx, const shr_batch **b);
+void feed_release(void *ctx, const shr_batch *b);
+const char *feed_error(void *ctx);
+
+/* train.c */
+extern const char usage_train[];
+int cmd_train(int argc, char **argv);
+
+/* compare.c */
+extern const char usage_compare[];
+int cmd_compare(int argc, char **argv);
+
+#endif

@@ -1,0 +1,443 @@
+/* compare.c - `shardbench compare`: every format built from one image folder, each read as
+ * `read` does, turned into what a training run pays. */
+#include "bench.h"
+
+const char usage_compare[] =
+    "usage: shardbench compare SRC --work DIR [options]\n"
+    "\n"
+    "Build every format from the image folder SRC into DIR with the shardc next to shardbench\n"
+    "(raw, hdf5, lmdb, png0, bmp, jpeg: DIR/<format>, its log in DIR/<format>.log), read each,\n"
+    "and SRC itself through the decode path, with the same threads and batch size, and print one\n"
+    "table: bytes on disk, images/s, CPU-seconds per image, the cores needed to feed a step of\n"
+    "X ms per batch (batch / X x CPU-s per image), the decode work removed versus the source\n"
+    "(CPU-seconds per epoch), and the step's utilisation (images/s / its demand, at most 1).\n"
+    "\n"
+    "  -w, --work DIR      where the datasets are built (created; formats in it are replaced)\n"
+    "      --size WxH      output size of every format and of the source's decode (default\n"
+    "                      224x224)\n"
+    "  -j, --threads N     build, reader and decoding threads (default: all cores)\n"
+    "  -b, --batch B       samples per batch (default 256)\n"
+    "      --step-ms X     the step's time per batch (default 11.7 x batch / 256: ResNet-50 on\n"
+    "                      an A100, 11.7 ms per 256 images)\n"
+    "  -e, --epochs E      epochs read per format (default 2; E > 1: steady state, epochs 2..E)\n"
+    "      --json          {\"formats\": [...]} on stdout instead of the table\n"
+    "      --plot FILE     a PNG bar chart by scripts/plot-compare.sh (gnuplot); without gnuplot\n"
+    "                      the plot is skipped with a message\n"
+    "\n"
+    "exit status: 0 success, 1 a build or a read failed, 2 usage error\n";
+
+static const char *const sb_formats[] = {"raw", "hdf5", "lmdb", "png0", "bmp", "jpeg"};
+#define SB_NFORMATS (sizeof sb_formats / sizeof *sb_formats)
+
+/* The directory this program lives in (from /proc/self/exe). */
+static int exe_dir(char *out, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    return snprintf(out, len, "%s", exe) < (int)len ? 0 : -1;
+}
+
+/* Run argv (argv[0] a path) with its stdout and stderr going to the file log (truncated), or
+ * both to our stderr when log is NULL (our stdout may be JSON). Returns its exit status, 128 + the
+ * signal that killed it, or -1 with errno when it could not be started (127: exec failed). */
+static int run_child(char *const argv[], const char *log)
+{
+    int fd = -1;
+    if (log) {
+        fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        errno = e;
+        return -1;
+    }
+    if (pid == 0) {
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+        } else {
+            dup2(STDERR_FILENO, STDOUT_FILENO);
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    if (fd >= 0)
+        close(fd);
+    int st;
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR)
+            return -1;
+    }
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+}
+
+/* Bytes of every regular file under path (apparent sizes: what the files hold, independent of
+ * the filesystem's block size). */
+static uint64_t tree_bytes(const char *path, int depth)
+{
+    struct stat st;
+    if (depth > SB_MAX_DEPTH || lstat(path, &st) != 0)
+        return 0;
+    if (S_ISREG(st.st_mode))
+        return (uint64_t)st.st_size;
+    if (!S_ISDIR(st.st_mode))
+        return 0;
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    uint64_t sum = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char *sub;
+        if (asprintf(&sub, "%s/%s", path, de->d_name) < 0)
+            break;
+        sum += tree_bytes(sub, depth + 1);
+        free(sub);
+    }
+    closedir(d);
+    return sum;
+}
+
+static int build_format(const char *shardc, const char *src, const sb_cmp_opts *co,
+                        const char *format, const char *out)
+{
+    char size[32], threads[16], *log;
+    snprintf(size, sizeof size, "%ux%u", co->width, co->height);
+    snprintf(threads, sizeof threads, "%u", co->threads);
+    if (asprintf(&log, "%s.log", out) < 0)
+        return ENOMEM;
+    char *const argv[] = {(char *)shardc, "build", (char *)src, "-o", (char *)out, "--format",
+                          (char *)format, "--size", size, "-j", threads, "--force",
+                          "--no-progress", NULL};
+    int st = run_child(argv, log);
+    int rc = 0;
+    if (st < 0) {
+        rc = errno ? errno : EIO;
+        fprintf(stderr, "shardbench: cannot run %s: %s\n", shardc, strerror(rc));
+    } else if (st > 1) {
+        /* 1 is a finished build with rejects (broken inputs), which the source has as well */
+        fprintf(stderr, "shardbench: shardc build --format %s failed (exit %d); see %s\n", format,
+                st, log);
+        rc = EIO;
+    }
+    free(log);
+    return rc;
+}
+
+/* Read a built dataset (or the source folder) like `read` does and fill the row's speed. */
+static int measure(sb_cmp_row *row, const sb_cmp_opts *co, int folder)
+{
+    sb_read_opts ro = {
+        .threads = co->threads, .batch = co->batch, .epochs = co->epochs,
+        .order = SHR_ORDER_SEQUENTIAL, .access = SHR_ACCESS_MMAP,
+        .width = co->width, .height = co->height, .channels = 3,
+    };
+    sb_row r;
+    int rc = row_init(&r, row->dir, folder ? "folder" : row->format, co->epochs);
+    if (rc) {
+        fprintf(stderr, "shardbench: %s\n", strerror(rc));
+        return rc;
+    }
+    rc = folder ? run_folder(row->dir, &ro, &r) : run_reader(row->dir, &ro, &r, NULL);
+    if (rc == 0) {
+        sb_span m = row_measured(&r);
+        row->ips = rate((double)m.images, m.wall_s);
+        row->cpu = rate(m.cpu_s, (double)m.images);
+        row->images_per_epoch = r.spans[co->epochs - 1].images;
+    }
+    row_free(&r);
+    return rc;
+}
+
+static void compare_report(const sb_cmp_opts *co, const char *src, const sb_cmp_row *rows,
+                           size_t nrows, double demand)
+{
+    if (co->json) {
+        printf("{\"source\": ");
+        print_json_string(stdout, src);
+        printf(", \"work\": ");
+        print_json_string(stdout, co->work);
+        printf(", \"width\": %u, \"height\": %u, \"threads\": %u, \"batch\": %u, \"epochs\": %u, "
+               "\"step_ms\": %.6g, \"demand_images_per_s\": %.1f, \"formats\": [", co->width,
+               co->height, co->threads, co->batch, co->epochs, co->step_ms, demand);
+        for (size_t i = 0; i < nrows; i++) {
+            const sb_cmp_row *r = &rows[i];
+            printf("%s{\"format\": \"%s\", \"dir\": ", i ? ", " : "", r->format);
+            print_json_string(stdout, r->dir);
+            printf(", \"bytes\": %" PRIu64 ", \"images_per_epoch\": %" PRIu64 ", "
+                   "\"images_per_s\": %.1f, \"cpu_s_per_image\": %.6g, \"cores_needed\": %.4g, "
+                   "\"decode_cpu_s_saved_per_epoch\": %.6g, \"step_util\": %.4f}", r->bytes,
+                   r->images_per_epoch, r->ips, r->cpu, r->cores, r->saved, r->util);
+        }
+        printf("]}\n");
+        fflush(stdout);
+        return;
+    }
+    printf("%-7s %12s %11s %11s %13s %18s %10s\n", "format", "bytes", "images/s", "CPU-s/img",
+           "cores needed", "CPU-s saved/epoch", "step util");
+    for (size_t i = 0; i < nrows; i++) {
+        const sb_cmp_row *r = &rows[i];
+        printf("%-7s %12" PRIu64 " %11.1f %11.3g %13.3g %18.3g %9.1f%%\n", r->format, r->bytes,
+               r->ips, r->cpu, r->cores, r->saved, r->util * 100);
+    }
+    printf("\nstep: %.3g ms per batch of %u = %.0f images/s to feed; cores needed = that x "
+           "CPU-s/img;\nCPU-s saved/epoch = (source - format) CPU-s/img x %" PRIu64 " images; "
+           "%u thread(s), %ux%u, %s\n", co->step_ms, co->batch, demand,
+           rows[0].images_per_epoch, co->threads, co->width, co->height,
+           co->epochs > 2 ? "steady state (epochs 2..)" : co->epochs == 2 ? "steady state (epoch 2)"
+                                                                         : "one epoch");
+    fflush(stdout);
+}
+
+/* scripts/plot-compare.sh exits with this when gnuplot is not installed */
+#define SB_PLOT_NO_GNUPLOT 3
+
+/* The plot script: next to shardbench, in the source tree above the build directory, or where an
+ * install would put it. */
+static char *find_plot_script(const char *bindir)
+{
+    static const char *const rel[] = {"/plot-compare.sh", "/../../scripts/plot-compare.sh",
+                                       "/../share/shardc/plot-compare.sh"};
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+        char *p;
+        if (asprintf(&p, "%s%s", bindir, rel[i]) < 0)
+            return NULL;
+        if (access(p, X_OK) == 0)
+            return p;
+        free(p);
+    }
+    return NULL;
+}
+
+/* Write DIR/compare.tsv and run the plot script on it. Returns the exit status for the run: a
+ * missing gnuplot or script is not a failure (the table is the result; the plot is a view). */
+static int compare_plot(const sb_cmp_opts *co, const char *bindir, const sb_cmp_row *rows,
+                        size_t nrows, double demand)
+{
+    char *tsv = NULL, *script = NULL, dem[32];
+    int status = SB_EXIT_OK;
+    if (asprintf(&tsv, "%s/compare.tsv", co->work) < 0) {
+        tsv = NULL;
+        status = SB_EXIT_FAIL;
+        goto leave;
+    }
+    FILE *f = fopen(tsv, "w");
+    if (!f) {
+        fprintf(stderr, "shardbench: cannot write %s: %s\n", tsv, strerror(errno));
+        status = SB_EXIT_FAIL;
+        goto leave;
+    }
+    fprintf(f, "# format\timages_per_s\tcpu_s_per_image\tbytes\tcores_needed\tstep_util\n");
+    for (size_t i = 0; i < nrows; i++)
+        fprintf(f, "%s\t%.1f\t%.6g\t%" PRIu64 "\t%.4g\t%.4f\n", rows[i].format, rows[i].ips,
+                rows[i].cpu, rows[i].bytes, rows[i].cores, rows[i].util);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "shardbench: cannot write %s: %s\n", tsv, strerror(errno));
+        status = SB_EXIT_FAIL;
+        goto leave;
+    }
+    script = find_plot_script(bindir);
+    if (!script) {
+        fprintf(stderr, "shardbench: plot skipped: plot-compare.sh not found next to %s or in "
+                "%s/../../scripts (the data is in %s)\n", bindir, bindir, tsv);
+        goto leave;
+    }
+    snprintf(dem, sizeof dem, "%.1f", demand);
+    char *const argv[] = {script, tsv, (char *)co->plot, dem, NULL};
+    int st = run_child(argv, NULL);
+    if (st == SB_PLOT_NO_GNUPLOT) {
+        fprintf(stderr, "shardbench: plot skipped: gnuplot is not installed (Debian: apt-get "
+                "install gnuplot-nox); the data is in %s\n", tsv);
+    } else if (st != 0) {
+        fprintf(stderr, "shardbench: cannot plot to %s: %s exited with %d\n", co->plot, script,
+                st);
+        status = SB_EXIT_FAIL;
+    } else if (!co->json) {
+        printf("plot: %s\n", co->plot);
+    }
+leave:
+    free(script);
+    free(tsv);
+    return status;
+}
+
+static int run_compare(char *src, const sb_cmp_opts *co)
+{
+    char bindir[PATH_MAX], *shardc = NULL;
+    sb_cmp_row rows[1 + SB_NFORMATS];
+    size_t nrows = 0;
+    int status = SB_EXIT_OK;
+    memset(rows, 0, sizeof rows);
+    if (exe_dir(bindir, sizeof bindir) != 0 || asprintf(&shardc, "%s/shardc", bindir) < 0) {
+        fprintf(stderr, "shardbench: cannot find my own directory in /proc/self/exe\n");
+        return SB_EXIT_FAIL;
+    }
+    if (access(shardc, X_OK) != 0) {
+        fprintf(stderr, "shardbench: cannot run %s: %s (compare builds with the shardc next to "
+                "shardbench)\n", shardc, strerror(errno));
+        free(shardc);
+        return SB_EXIT_FAIL;
+    }
+    int created = mkdir(co->work, 0755) == 0;
+    if (!created && errno != EEXIST) {
+        fprintf(stderr, "shardbench: cannot create %s: %s\n", co->work, strerror(errno));
+        free(shardc);
+        return SB_EXIT_FAIL;
+    }
+    /* datasets written inside SRC would become classes of the next build */
+    char *rs = realpath(src, NULL), *rw = realpath(co->work, NULL);
+    size_t ls = rs ? strlen(rs) : 0;
+    int inside = rs && rw && strncmp(rw, rs, ls) == 0 && (rw[ls] == '/' || rw[ls] == '\0');
+    free(rs);
+    free(rw);
+    if (inside) {
+        if (created)
+            rmdir(co->work);
+        fprintf(stderr, "shardbench: --work %s is inside SRC %s; choose a directory outside it\n",
+                co->work, src);
+        free(shardc);
+        return SB_EXIT_FAIL;
+    }
+    /* the source first: every other row is measured against it */
+    rows[0].format = "source";
+    rows[0].dir = strdup(src);
+    if (!rows[0].dir || measure(&rows[0], co, 1) != 0) {
+        fprintf(stderr, "shardbench: cannot read the source %s: nothing to compare with\n", src);
+        status = SB_EXIT_FAIL;
+        goto leave;
+    }
+    rows[0].bytes = tree_bytes(src, 0);
+    nrows = 1;
+    for (size_t i = 0; i < SB_NFORMATS; i++) {
+        sb_cmp_row *r = &rows[nrows];
+        r->format = sb_formats[i];
+        if (asprintf(&r->dir, "%s/%s", co->work, sb_formats[i]) < 0) {
+            r->dir = NULL;
+            status = SB_EXIT_FAIL;
+            break;
+        }
+        if (!co->json)
+            fprintf(stderr, "shardbench: building and reading %s\n", r->dir);
+        if (build_format(shardc, src, co, sb_formats[i], r->dir) != 0 ||
+            measure(r, co, 0) != 0) {
+            status = SB_EXIT_FAIL;
+            free(r->dir);
+            r->dir = NULL;
+            continue;
+        }
+        r->bytes = tree_bytes(r->dir, 0);
+        nrows++;
+    }
+    double demand = co->batch / (co->step_ms / 1000.0);
+    for (size_t i = 0; i < nrows; i++) {
+        sb_cmp_row *r = &rows[i];
+        r->cores = demand * r->cpu;
+        r->saved = (rows[0].cpu - r->cpu) * (double)rows[0].images_per_epoch;
+        r->util = demand > 0 && r->ips < demand ? r->ips / demand : 1.0;
+    }
+    compare_report(co, src, rows, nrows, demand);
+    if (co->plot) {
+        int st = compare_plot(co, bindir, rows, nrows, demand);
+        if (st != SB_EXIT_OK)
+            status = st;
+    }
+leave:
+    for (size_t i = 0; i < 1 + SB_NFORMATS; i++)
+        free(rows[i].dir);
+    free(shardc);
+    return status;
+}
+
+int cmd_compare(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"work", required_argument, 0, 'w'}, {"size", required_argument, 0, OPT_TSIZE},
+        {"threads", required_argument, 0, 'j'}, {"batch", required_argument, 0, 'b'},
+        {"step-ms", required_argument, 0, OPT_STEP_MS}, {"epochs", required_argument, 0, 'e'},
+        {"json", no_argument, 0, OPT_TJSON}, {"plot", required_argument, 0, OPT_PLOT},
+        {0, 0, 0, 0}};
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    sb_cmp_opts co = {
+        .width = 224, .height = 224, .threads = nproc > 0 ? (uint32_t)nproc : 1, .batch = 256,
+        .epochs = 2,
+    };
+    uint64_t v;
+    double d;
+    int c, have_step = 0;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":w:j:b:e:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'w': co.work = optarg; break;
+        case OPT_TSIZE:
+            if (parse_wxh(optarg, &co.width, &co.height))
+                return usage_error(usage_compare, "bad --size '%s' (expected WxH, e.g. 224x224)",
+                                   optarg);
+            break;
+        case 'j':
+            if (parse_uint(optarg, 1, 1024, &v))
+                return usage_error(usage_compare, "bad --threads '%s' (1..1024)", optarg);
+            co.threads = (uint32_t)v;
+            break;
+        case 'b':
+            if (parse_uint(optarg, 1, 1u << 20, &v))
+                return usage_error(usage_compare, "bad --batch '%s' (1..1048576)", optarg);
+            co.batch = (uint32_t)v;
+            break;
+        case OPT_STEP_MS:
+            if (parse_double(optarg, 1e-6, 3600000, &d))
+                return usage_error(usage_compare, "bad --step-ms '%s' (more than 0, at most "
+                                   "3600000)", optarg);
+            co.step_ms = d;
+            have_step = 1;
+            break;
+        case 'e':
+            if (parse_uint(optarg, 1, 1000000, &v))
+                return usage_error(usage_compare, "bad --epochs '%s' (1..1000000)", optarg);
+            co.epochs = (uint32_t)v;
+            break;
+        case OPT_TJSON: co.json = 1; break;
+        case OPT_PLOT: co.plot = optarg; break;
+        case ':':
+            return usage_error(usage_compare, "option '%s' needs a value", argv[optind - 1]);
+        default:
+            return usage_error(usage_compare, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return usage_error(usage_compare, "%s", "no SRC given");
+    if (optind + 1 < argc)
+        return usage_error(usage_compare, "unexpected argument '%s' (one SRC)", argv[optind + 1]);
+    if (!co.work)
+        return usage_error(usage_compare, "%s", "no --work DIR given");
+    if (!have_step)
+        co.step_ms = SB_DEFAULT_STEP_MS * co.batch / SB_DEFAULT_STEP_BATCH;
+    sb_target t = {.path = argv[optind]};
+    sb_read_opts ro = {.have_size = 1};
+    if (classify(&t, &ro) != 0)
+        return SB_EXIT_FAIL;
+    if (t.kind != SB_FOLDER) {
+        fprintf(stderr, "shardbench: %s is a shardc dataset; compare needs the image folder it "
+                "was built from\n", t.path);
+        return SB_EXIT_FAIL;
+    }
+    return run_compare(t.path, &co);
+}

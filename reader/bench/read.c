@@ -1,0 +1,422 @@
+/* read.c - `shardbench read`: every DATASET through the public libshardread API, the batches
+ * touched as a training loop would, with the memcpy and folder baselines beside them. */
+#include "bench.h"
+
+const char usage_read[] =
+    "usage: shardbench read DATASET... [options]\n"
+    "\n"
+    "A DATASET holding manifest.json is a shardc dataset, read through libshardread. Any other\n"
+    "directory is an image folder (class folders of JPEG/PNG/BMP): every file is decoded with the\n"
+    "same codecs as shardc (shrink-on-load, resize + center crop to --size) into batch buffers,\n"
+    "the training-time work that shards remove.\n"
+    "\n"
+    "  -j, --threads N     worker threads: reader workers, or decoding threads (default: all cores)\n"
+    "  -b, --batch B       samples per batch (default 256)\n"
+    "      --order ORDER   seq, random or quasi (default seq); random shuffles every epoch from\n"
+    "                      --seed; a folder's quasi order shuffles blocks of 1024 files, 4 at a time\n"
+    "      --seed S        seed of the random orders (default 0)\n"
+    "  -e, --epochs E      epochs per dataset (default 2); with E > 1 the figures are the steady\n"
+    "                      state, epochs 2..E, and --json also reports the first epoch\n"
+    "      --cold          evict the dataset's files from the page cache (posix_fadvise DONTNEED)\n"
+    "                      before every epoch, so every epoch is cold; the reader is reopened at\n"
+    "                      each epoch since mapped pages cannot be evicted\n"
+    "      --size WxH      output size: shardc datasets are center-cropped / padded to it by the\n"
+    "                      reader; folders are resized and center-cropped to it (default: the size\n"
+    "                      of the first shardc dataset given, else 224x224)\n"
+    "      --access MODE   how the reader reads shards: mmap, pread or direct (default mmap)\n"
+    "      --checksum      JSON: an XXH3 digest of the batches delivered (indices, labels, pixels),\n"
+    "                      equal across thread counts, access paths and lossless formats\n"
+    "      --memcpy        also measure plain mmap + memcpy of every shardc dataset's sample bytes,\n"
+    "                      same order, threads and batch size: the physical limit (row \"memcpy\")\n"
+    "      --json          one JSON object per row on stdout instead of the table\n"
+    "\n"
+    "exit status: 0 success, 1 a dataset could not be opened or read, 2 usage error\n";
+
+/* ---- small helpers ---- */
+
+/* Read one byte per page and the last byte: the batch is really delivered, at negligible cost. */
+uint64_t touch(const uint8_t *p, size_t len)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < len; i += SB_PAGE)
+        s += p[i];
+    if (len)
+        s += p[len - 1];
+    return s;
+}
+
+static void trace_free(sb_trace *t)
+{
+    free(t->idx);
+    free(t->count);
+    memset(t, 0, sizeof *t);
+}
+
+static int trace_alloc(sb_trace *t, uint64_t per_epoch, uint32_t epochs)
+{
+    if (t->idx)
+        return 0;
+    t->per_epoch = per_epoch;
+    if (per_epoch > SIZE_MAX / sizeof *t->idx / epochs)
+        return ENOMEM;
+    t->idx = malloc((size_t)(per_epoch * epochs) * sizeof *t->idx);
+    t->count = calloc(epochs, sizeof *t->count);
+    return t->idx && t->count ? 0 : ENOMEM;
+}
+
+static void trace_add(sb_trace *t, uint64_t epoch, const shr_batch *b)
+{
+    uint64_t *c = &t->count[epoch];
+    for (uint32_t i = 0; i < b->n && *c < t->per_epoch; i++)
+        t->idx[epoch * t->per_epoch + (*c)++] = (uint64_t)b->indices[i];
+}
+
+static void reader_options(const sb_read_opts *ro, uint64_t epoch, shr_options *o)
+{
+    shr_options_init(o);
+    o->batch_size = ro->batch;
+    o->order = ro->order;
+    o->seed = ro->seed;
+    o->threads = ro->threads;
+    o->access = ro->access;
+    if (ro->have_size) {
+        o->width = ro->width;
+        o->height = ro->height;
+    }
+    o->epoch = epoch;
+}
+
+/* Consume epochs [first, first + count) of an open reader into row->spans; the first epoch's
+ * clock started at `start` (before shr_open). Returns 0 or the error of shr_next (printed). */
+static int consume(shr_reader *r, const char *dir, uint32_t first, uint32_t count, sb_mark start,
+                   sb_row *row, sb_trace *trace)
+{
+    volatile uint64_t sink = 0;
+    sb_mark from = start;
+    for (uint32_t e = first; e < first + count; e++) {
+        const shr_batch *b;
+        int rc;
+        while ((rc = shr_next(r, &b)) == 0) {
+            size_t bytes = (size_t)b->n * b->height * b->width * b->channels;
+            sink += touch(b->data, bytes) + (uint64_t)b->labels[0];
+            if (row->digest) {
+                XXH3_64bits_update(row->digest, b->indices, b->n * sizeof *b->indices);
+                XXH3_64bits_update(row->digest, b->labels, b->n * sizeof *b->labels);
+                XXH3_64bits_update(row->digest, b->data, bytes);
+            }
+            row->spans[e].images += b->n;
+            row->spans[e].bytes += bytes;
+            if (trace)
+                trace_add(trace, e, b);
+            row->width = b->width;
+            row->height = b->height;
+            row->channels = b->channels;
+            shr_release(r, b);
+        }
+        if (rc != SHR_EEND) {
+            fprintf(stderr, "shardbench: cannot read %s: %s\n", dir, shr_last_error(r));
+            return rc;
+        }
+        sb_mark to = mark_now();
+        span_close(&row->spans[e], from, to);
+        from = to;
+    }
+    (void)sink;
+    return 0;
+}
+
+/* The reason in a library message: its message may already say "cannot open ... DIR: reason",
+ * and ours names DIR itself. */
+const char *open_reason(const char *msg, const char *dir, int rc)
+{
+    if (!msg || !*msg)
+        return shr_strerror(rc);
+    if (strncmp(msg, "cannot open", 11) == 0) {
+        const char *at = strstr(msg, dir);
+        size_t dl = strlen(dir);
+        if (at && strncmp(at + dl, ": ", 2) == 0 && at[dl + 2])
+            return at + dl + 2;
+    }
+    return msg;
+}
+
+static int open_reader(shr_reader **r, const char *dir, const sb_read_opts *ro, uint64_t epoch)
+{
+    shr_options o;
+    reader_options(ro, epoch, &o);
+    int rc = shr_open(r, dir, &o);
+    if (rc)
+        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir,
+                open_reason(shr_last_error(NULL), dir, rc));
+    return rc;
+}
+
+/* Run the reader over E epochs. Warm: one reader across all epochs (prefetch crosses epoch
+ * boundaries, as in training). Cold: evict, open at epoch e, read it, close, for every e. */
+int run_reader(const char *dir, const sb_read_opts *ro, sb_row *row, sb_trace *trace)
+{
+    shr_reader *r = NULL;
+    int rc = 0;
+    if (ro->checksum && !row->digest) {
+        if (!(row->digest = XXH3_createState()))
+            return ENOMEM;
+        XXH3_64bits_reset(row->digest);
+    }
+    for (uint32_t e = 0; e < ro->epochs; e++) {
+        if (ro->cold || e == 0) {
+            if (ro->cold)
+                evict_dataset(dir, row);
+            sb_mark start = mark_now();
+            rc = open_reader(&r, dir, ro, e);
+            if (rc)
+                goto leave;
+            if (trace && (rc = trace_alloc(trace, shr_samples_per_epoch(r), ro->epochs)) != 0) {
+                fprintf(stderr, "shardbench: %s: %s\n", dir, strerror(rc));
+                goto leave;
+            }
+            rc = consume(r, dir, e, ro->cold ? 1 : ro->epochs, start, row, trace);
+            if (rc)
+                goto leave;
+            shr_close(r);
+            r = NULL;
+            if (!ro->cold)
+                break;
+        }
+    }
+leave:
+    shr_close(r);
+    return rc;
+}
+
+/* ---- baselines: a pool of threads claiming batches ---- */
+
+/* Classify every DATASET before anything runs, so a typo fails at once and not after an hour of
+ * measuring; pick the default output size from the first shardc dataset's manifest. */
+int classify(sb_target *t, sb_read_opts *ro)
+{
+    struct stat st;
+    if (stat(t->path, &st) != 0) {
+        fprintf(stderr, "shardbench: cannot open %s: %s\n", t->path, strerror(errno));
+        return SB_EXIT_FAIL;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "shardbench: cannot open %s: not a directory\n", t->path);
+        return SB_EXIT_FAIL;
+    }
+    char *mpath;
+    if (asprintf(&mpath, "%s/%s", t->path, FMT_MANIFEST_NAME) < 0)
+        return SB_EXIT_FAIL;
+    t->kind = access(mpath, F_OK) == 0 ? SB_SHARDS : SB_FOLDER;
+    free(mpath);
+    if (t->kind == SB_SHARDS && !ro->have_size && !ro->width) {
+        fmt_manifest m;
+        /* unreadable manifests are reported when the reader opens the dataset */
+        if (fmt_manifest_read(t->path, &m, NULL) == 0) {
+            if (m.sample_width && m.sample_height) {
+                ro->width = m.sample_width;
+                ro->height = m.sample_height;
+                ro->channels = m.channels;
+            }
+            fmt_manifest_free(&m);
+        }
+    }
+    return 0;
+}
+
+void backend_name(const char *dir, char *out, size_t len)
+{
+    fmt_manifest m;
+    snprintf(out, len, "raw");
+    if (fmt_manifest_read(dir, &m, NULL) == 0) {
+        snprintf(out, len, "%s", m.backend);
+        fmt_manifest_free(&m);
+    }
+}
+
+/* Measure every target in order, printing each row as it is done. A dataset that fails is
+ * reported and skipped; the others still run. Returns the exit status. */
+static int run_targets(const sb_target *targets, size_t nt, const sb_read_opts *opts)
+{
+    sb_read_opts ro = *opts;
+    int status = SB_EXIT_OK;
+    sb_report rep = {.json = ro.json, .name_width = 7};
+    for (size_t i = 0; i < nt; i++) {
+        int len = (int)strlen(targets[i].path);
+        if (len > rep.name_width)
+            rep.name_width = len;
+    }
+    /* ratios printed under the table: each reader row against its own memcpy row */
+    double *ratio = calloc(nt, sizeof *ratio);
+    if (!ratio) {
+        fprintf(stderr, "shardbench: %s\n", strerror(ENOMEM));
+        return SB_EXIT_FAIL;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        const sb_target *t = &targets[i];
+        sb_row row;
+        sb_trace trace = {0};
+        if (t->kind == SB_FOLDER) {
+            if (row_init(&row, t->path, "folder", ro.epochs) == 0 &&
+                run_folder(t->path, &ro, &row) == 0) {
+                report_row(&rep, &ro, &row);
+                warn_resident(&row);
+            } else
+                status = SB_EXIT_FAIL;
+            row_free(&row);
+            continue;
+        }
+        char backend[32];
+        backend_name(t->path, backend, sizeof backend);
+        if (row_init(&row, t->path, backend, ro.epochs) != 0 ||
+            run_reader(t->path, &ro, &row, ro.memcpy_baseline ? &trace : NULL) != 0) {
+            status = SB_EXIT_FAIL;
+            row_free(&row);
+            trace_free(&trace);
+            continue;
+        }
+        report_row(&rep, &ro, &row);
+        warn_resident(&row);
+        if (ro.memcpy_baseline) {
+            sb_row mrow;
+            size_t slot = (size_t)row.width * row.height * row.channels;
+            if (row_init(&mrow, t->path, "memcpy", ro.epochs) == 0 &&
+                run_memcpy(t->path, &ro, &trace, slot, &mrow) == 0) {
+                mrow.width = row.width;
+                mrow.height = row.height;
+                mrow.channels = row.channels;
+                report_row(&rep, &ro, &mrow);
+                warn_resident(&mrow);
+                sb_span a = row_measured(&row), b = row_measured(&mrow);
+                double mr = rate((double)b.images, b.wall_s);
+                ratio[i] = mr > 0 ? rate((double)a.images, a.wall_s) / mr : 0;
+            } else {
+                status = SB_EXIT_FAIL;
+            }
+            row_free(&mrow);
+        }
+        row_free(&row);
+        trace_free(&trace);
+    }
+    if (!ro.json && rep.header_done) {
+        if (ro.epochs > 2)
+            printf("\nsteady state: epochs 2-%u of %u", ro.epochs, ro.epochs);
+        else if (ro.epochs == 2)
+            printf("\nsteady state: epoch 2 of 2");
+        else
+            printf("\none epoch");
+        if (ro.cold)
+            printf(" (each cold, reader opening included)");
+        else if (ro.epochs > 1)
+            printf(" (the first, which includes opening, is in --json)");
+        else
+            printf(" (opening included)");
+        printf("; %u thread(s), batch %u, order %s, output %ux%u for folders%s\n", ro.threads,
+               ro.batch, order_name(ro.order), ro.width, ro.height,
+               ro.cold ? "; cold: files evicted before every epoch" : "");
+        for (size_t i = 0; i < nt; i++)
+            if (ratio[i] > 0)
+                printf("%s: reader / memcpy = %.2fx\n", targets[i].path, ratio[i]);
+    }
+    free(ratio);
+    return status;
+}
+
+int cmd_read(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"threads", required_argument, 0, 'j'}, {"batch", required_argument, 0, 'b'},
+        {"epochs", required_argument, 0, 'e'},  {"order", required_argument, 0, OPT_ORDER},
+        {"seed", required_argument, 0, OPT_SEED}, {"cold", no_argument, 0, OPT_COLD},
+        {"size", required_argument, 0, OPT_SIZE}, {"access", required_argument, 0, OPT_ACCESS},
+        {"memcpy", no_argument, 0, OPT_MEMCPY}, {"json", no_argument, 0, OPT_JSON},
+        {"checksum", no_argument, 0, OPT_CHECKSUM}, {0, 0, 0, 0}};
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    sb_read_opts ro = {
+        .threads = nproc > 0 ? (uint32_t)nproc : 1,
+        .batch = 256,
+        .epochs = 2,
+        .order = SHR_ORDER_SEQUENTIAL,
+        .access = SHR_ACCESS_MMAP,
+        .channels = 3,
+    };
+    uint64_t v;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":j:b:e:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            if (parse_uint(optarg, 1, 1024, &v))
+                return usage_error(usage_read, "bad --threads '%s' (1..1024)", optarg);
+            ro.threads = (uint32_t)v;
+            break;
+        case 'b':
+            if (parse_uint(optarg, 1, 1u << 20, &v))
+                return usage_error(usage_read, "bad --batch '%s' (1..1048576)", optarg);
+            ro.batch = (uint32_t)v;
+            break;
+        case 'e':
+            if (parse_uint(optarg, 1, 1000000, &v))
+                return usage_error(usage_read, "bad --epochs '%s' (1..1000000)", optarg);
+            ro.epochs = (uint32_t)v;
+            break;
+        case OPT_ORDER:
+            if (parse_order(optarg, &ro.order))
+                return usage_error(usage_read, "bad --order '%s' (seq, random or quasi)", optarg);
+            break;
+        case OPT_SEED:
+            if (parse_uint(optarg, 0, UINT64_MAX, &ro.seed))
+                return usage_error(usage_read, "bad --seed '%s'", optarg);
+            break;
+        case OPT_COLD: ro.cold = 1; break;
+        case OPT_SIZE:
+            if (parse_wxh(optarg, &ro.width, &ro.height))
+                return usage_error(usage_read, "bad --size '%s' (expected WxH, e.g. 224x224)",
+                                   optarg);
+            ro.have_size = 1;
+            break;
+        case OPT_ACCESS:
+            if (strcmp(optarg, "mmap") == 0)
+                ro.access = SHR_ACCESS_MMAP;
+            else if (strcmp(optarg, "pread") == 0)
+                ro.access = SHR_ACCESS_PREAD;
+            else if (strcmp(optarg, "direct") == 0)
+                ro.access = SHR_ACCESS_DIRECT;
+            else
+                return usage_error(usage_read, "bad --access '%s' (mmap, pread or direct)",
+                                   optarg);
+            break;
+        case OPT_MEMCPY: ro.memcpy_baseline = 1; break;
+        case OPT_CHECKSUM: ro.checksum = 1; break;
+        case OPT_JSON: ro.json = 1; break;
+        case ':':
+            return usage_error(usage_read, "option '%s' needs a value", argv[optind - 1]);
+        default:
+            return usage_error(usage_read, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return usage_error(usage_read, "%s", "no DATASET given");
+    size_t nt = (size_t)(argc - optind);
+    sb_target *targets = calloc(nt, sizeof *targets);
+    if (!targets) {
+        fprintf(stderr, "shardbench: %s\n", strerror(ENOMEM));
+        return SB_EXIT_FAIL;
+    }
+    int status = SB_EXIT_OK;
+    for (size_t i = 0; i < nt && status == SB_EXIT_OK; i++) {
+        targets[i].path = argv[optind + (int)i];
+        status = classify(&targets[i], &ro);
+    }
+    if (status == SB_EXIT_OK) {
+        if (!ro.width) {
+            ro.width = 224;
+            ro.height = 224;
+        }
+        status = run_targets(targets, nt, &ro);
+    }
+    free(targets);
+    return status;
+}
+
+/* ---- train: the reader feeding a training step ---- */

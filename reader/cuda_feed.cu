@@ -1,0 +1,217 @@
+/* cuda_feed.cu - the CUDA feed (cuda_feed.h): uint8 NHWC batches, as libshardread delivers
+ * them, to normalised float32 or float16 NCHW on the device. A library feature of libshardgpu.so.
+ *
+ * The kernel is one thread per output element (a grid-stride loop), a template for float and half
+ * outputs; every argument is checked on the host before anything is queued. Errors are kept per
+ * thread (shr_feed_error), so callers on different threads never see each other's messages.
+ */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <errno.h>
+#include <math.h>
+#include <mutex>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "cuda_feed.h"
+}
+#include "cuda_common.h"
+
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+__device__ static inline void store_out(float *p, size_t i, float v)
+{
+    p[i] = v;
+}
+
+__device__ static inline void store_out(__half *p, size_t i, float v)
+{
+    p[i] = __float2half_rn(v);
+}
+
+typedef struct {
+    uint32_t n, h, w, c, oh, ow, cx, cy;
+    const uint32_t *crop_xy;
+    const uint8_t *flip;
+    float mean[4], inv_std[4];
+} norm_args;
+
+template <typename T>
+__global__ void normalize_kernel(norm_args a, const uint8_t *src, T *dst)
+{
+    size_t plane = (size_t)a.oh * a.ow;
+    size_t total = (size_t)a.n * a.c * plane;
+    for (size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x; t < total;
+         t += (size_t)gridDim.x * blockDim.x) {
+        size_t i = t / (plane * a.c);
+        uint32_t ch = (uint32_t)(t / plane % a.c);
+        uint32_t y = (uint32_t)(t % plane / a.ow), x = (uint32_t)(t % a.ow);
+        uint32_t cx = a.cx, cy = a.cy;
+        if (a.crop_xy) {
+            cx = min(a.crop_xy[2 * i], a.w - a.ow);
+            cy = min(a.crop_xy[2 * i + 1], a.h - a.oh);
+        }
+        uint32_t sx = a.flip && a.flip[i] ? cx + a.ow - 1 - x : cx + x;
+        uint32_t sy = cy + y;
+        uint8_t v = src[((i * a.h + sy) * a.w + sx) * a.c + ch];
+        float m = pick4(a.mean[0], a.mean[1], a.mean[2], a.mean[3], ch);
+        float is = pick4(a.inv_std[0], a.inv_std[1], a.inv_std[2], a.inv_std[3], ch);
+        store_out(dst, t, ((float)v - m) * is);
+    }
+}
+
+/* ---- availability ---- */
+
+static std::once_flag g_avail_once;
+static int g_avail;
+
+static void probe_device(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+        cudaGetLastError();
+        return;
+    }
+    /* a device this object has no code for (SASS for sm_90, PTX for compute_90: older GPUs) is
+     * as good as none; asking for a kernel's attributes loads the module and says so */
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, normalize_kernel<float>) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    g_avail = 1;
+}
+
+int shr_cuda_usable(void)
+{
+    std::call_once(g_avail_once, probe_device);
+    return g_avail;
+}
+
+/* ---- the feed kernel ---- */
+
+static thread_local char g_feed_msg[256];
+
+static int feed_fail(int rc, const char *what, cudaError_t e)
+{
+    snprintf(g_feed_msg, sizeof g_feed_msg, "%s: %s", what, cudaGetErrorString(e));
+    return rc;
+}
+
+/* Checks p and fills the kernel's arguments. */
+static int feed_args(const shr_feed_norm *p, norm_args *a)
+{
+    memset(a, 0, sizeof *a);
+    if (!p || p->n == 0 || p->height == 0 || p->width == 0 || p->channels < 1 ||
+        p->channels > 4 || (p->dtype != SHR_FEED_F32 && p->dtype != SHR_FEED_F16))
+        return EINVAL;
+    a->n = p->n;
+    a->h = p->height;
+    a->w = p->width;
+    a->c = p->channels;
+    a->oh = p->out_height ? p->out_height : p->height;
+    a->ow = p->out_width ? p->out_width : p->width;
+    if (a->oh > a->h || a->ow > a->w)
+        return EINVAL;
+    if (!p->crop_xy && ((uint64_t)p->crop_x + a->ow > a->w || (uint64_t)p->crop_y + a->oh > a->h))
+        return EINVAL;
+    a->cx = p->crop_x;
+    a->cy = p->crop_y;
+    a->crop_xy = p->crop_xy;
+    a->flip = p->flip;
+    for (uint32_t c = 0; c < a->c; c++) {
+        if (!isfinite(p->std[c]) || p->std[c] < 0 || !isfinite(p->mean[c]))
+            return EINVAL;
+        a->mean[c] = p->mean[c];
+        a->inv_std[c] = p->std[c] > 0 ? 1.0f / p->std[c] : 1.0f;
+    }
+    return 0;
+}
+
+EXPORT uint64_t shr_feed_out_bytes(const shr_feed_norm *p)
+{
+    norm_args a;
+    if (feed_args(p, &a) != 0)
+        return 0;
+    return (uint64_t)a.n * a.c * a.oh * a.ow * (p->dtype == SHR_FEED_F16 ? 2u : 4u);
+}
+
+static int feed_launch(const norm_args *a, shr_feed_dtype dtype, const uint8_t *src, void *dst,
+                       cudaStream_t st)
+{
+    size_t total = (size_t)a->n * a->c * a->oh * a->ow;
+    if (dtype == SHR_FEED_F16)
+        normalize_kernel<__half><<<grid_for(total, 256), 256, 0, st>>>(*a, src, (__half *)dst);
+    else
+        normalize_kernel<float><<<grid_for(total, 256), 256, 0, st>>>(*a, src, (float *)dst);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : feed_fail(rc_of_cuda(e), "normalize kernel", e);
+}
+
+EXPORT int shr_feed_normalize(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream)
+{
+    norm_args a;
+    g_feed_msg[0] = '\0';
+    if (!src || !dst || feed_args(p, &a) != 0)
+        return EINVAL;
+    if (!shr_cuda_usable())
+        return ENODEV;
+    return feed_launch(&a, p->dtype, src, dst, (cudaStream_t)stream);
+}
+
+#define FEED_CU(call)                                                                             \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess) {                                                                  \
+            rc = feed_fail(rc_of_cuda(e_), #call, e_);                                            \
+            goto leave;                                                                           \
+        }                                                                                         \
+    } while (0)
+
+EXPORT int shr_feed_normalize_host(const shr_feed_norm *p, const uint8_t *src, void *dst)
+{
+    norm_args a;
+    int rc = 0;
+    uint8_t *d_src = NULL, *d_flip = NULL;
+    uint32_t *d_xy = NULL;
+    void *d_dst = NULL;
+    size_t in_bytes = 0, out_bytes = 0;
+    g_feed_msg[0] = '\0';
+    if (!src || !dst || feed_args(p, &a) != 0)
+        return EINVAL;
+    if (!shr_cuda_usable())
+        return ENODEV;
+    in_bytes = (size_t)a.n * a.h * a.w * a.c;
+    out_bytes = (size_t)shr_feed_out_bytes(p);
+    FEED_CU(cudaMalloc((void **)&d_src, in_bytes));
+    FEED_CU(cudaMalloc(&d_dst, out_bytes));
+    FEED_CU(cudaMemcpy(d_src, src, in_bytes, cudaMemcpyHostToDevice));
+    if (p->crop_xy) {
+        FEED_CU(cudaMalloc((void **)&d_xy, (size_t)a.n * 2 * sizeof(uint32_t)));
+        FEED_CU(cudaMemcpy(d_xy, p->crop_xy, (size_t)a.n * 2 * sizeof(uint32_t),
+                           cudaMemcpyHostToDevice));
+        a.crop_xy = d_xy;
+    }
+    if (p->flip) {
+        FEED_CU(cudaMalloc((void **)&d_flip, a.n));
+        FEED_CU(cudaMemcpy(d_flip, p->flip, a.n, cudaMemcpyHostToDevice));
+        a.flip = d_flip;
+    }
+    if ((rc = feed_launch(&a, p->dtype, d_src, d_dst, 0)) != 0)
+        goto leave;
+    FEED_CU(cudaMemcpy(dst, d_dst, out_bytes, cudaMemcpyDeviceToHost));
+leave:
+    cudaFree(d_src);
+    cudaFree(d_dst);
+    cudaFree(d_xy);
+    cudaFree(d_flip);
+    return rc;
+}
+
+EXPORT const char *shr_feed_error(void)
+{
+    return g_feed_msg;
+}
