@@ -1,10 +1,10 @@
 /* gpu_api.h - the C ABI between shardbench's training step (step.c) and libshardgpu.so, which
  * holds the GPU half of that step (bench/cuda_step.cu) and the CUDA feed (cuda_feed.cu).
  *
- * Neither libshardread nor shardbench links against CUDA: the GPU code lives in its own shared object, built by
- * nvcc and linked against libcudart and libcublas, which step.c opens with dlopen at run time and
- * reaches through one exported symbol, shr_gpu_api(), returning a table of plain C function
- * pointers. Where that object, the CUDA libraries, a driver or a device is missing, the table is
+ * Neither libshardread nor shardbench links against CUDA: the GPU code lives in its own shared
+ * object, built by nvcc and linked against libcudart and libcublas, which step.c opens with dlopen
+ * at run time and reaches through one exported symbol, shr_gpu_api(), returning a table of plain
+ * C function pointers. Where that object, the CUDA libraries, a driver or a device is missing, the table is
  * simply not used and the step runs on the CPU (SHR_DEVICE_AUTO) or fails with ENODEV
  * (SHR_DEVICE_GPU).
  *
