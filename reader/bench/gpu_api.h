@@ -4,9 +4,9 @@
  * Neither libshardread nor shardbench links against CUDA: the GPU code lives in its own shared
  * object, built by nvcc and linked against libcudart and libcublas, which step.c opens with dlopen
  * at run time and reaches through one exported symbol, shr_gpu_api(), returning a table of plain
- * C function pointers. Where that object, the CUDA libraries, a driver or a device is missing, the table is
- * simply not used and the step runs on the CPU (SHR_DEVICE_AUTO) or fails with ENODEV
- * (SHR_DEVICE_GPU).
+ * C function pointers. Where that object, the CUDA libraries, a driver or a device is missing,
+ * the table is simply not used and the step runs on the CPU (SHR_DEVICE_AUTO) or fails with
+ * ENODEV (SHR_DEVICE_GPU).
  *
  * Both sides are compiled from the same tree; the table carries an ABI number and the sizes of
  * the structs it passes, and a table whose numbers differ is refused (a stale libshardgpu.so
