@@ -40,6 +40,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,55 @@ static int rm_tree(const char *path)
     return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* ---- reporting: the caller's callbacks (build.h); the library prints nothing ---- */
+
+static void say(const shc_build_cb *cb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* One line for cb->message. */
+static void say(const shc_build_cb *cb, const char *fmt, ...)
+{
+    if (!cb || !cb->message)
+        return;
+    char text[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    cb->message(cb->ctx, text);
+}
+
+void shc_build_opts_init(shc_build_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->r.channels = 3;
+    o->r.max_file_bytes = 1ull << 30;
+    o->r.limits = (fmt_limits){FMT_DEFAULT_MAX_SIDE, FMT_DEFAULT_MAX_PIXELS};
+    o->shard_bytes = 1ull << 30;
+    o->backend = &fmt_backend_raw;
+    o->quality = 90;
+    o->threads = 1;
+}
+
+const char *shc_strerror(int rc)
+{
+    switch (rc) {
+    case SHC_EREJECTS:
+        return "inputs were rejected";
+    case SHC_EINPUT:
+        return "bad inputs or output directory";
+    case SHC_ESTOPPED:
+        return "the build was stopped";
+    default:
+        return fmt_strerror(rc);
+    }
+}
+
+int shc_build_exit(int rc)
+{
+    return rc == 0 ? SHC_EXIT_OK : rc == SHC_EREJECTS ? SHC_EXIT_REJECTS :
+           rc == SHC_EINPUT ? SHC_EXIT_USAGE : SHC_EXIT_IO;
+}
+
 /* ---- crash points (see the top of this file) ---- */
 
 typedef struct {
@@ -169,6 +219,7 @@ typedef struct {
     uint64_t after_samples;     /* SHARDC_CRASH_AFTER, 0: never */
     uint64_t passed, samples;
     uint64_t report;            /* SHARDC_CRASH_POINTS */
+    const shc_build_cb *cb;     /* where the report goes */
 } crash_hook;
 
 static uint64_t env_uint(const char *name)
@@ -178,9 +229,10 @@ static uint64_t env_uint(const char *name)
     return v && shc_parse_uint(v, 1, UINT64_MAX, &n) == 0 ? n : 0;
 }
 
-static void crash_init(crash_hook *c)
+static void crash_init(crash_hook *c, const shc_build_cb *cb)
 {
     memset(c, 0, sizeof *c);
+    c->cb = cb;
     c->at = env_uint("SHARDC_CRASH_AT");
     c->after_samples = env_uint("SHARDC_CRASH_AFTER");
     c->report = env_uint("SHARDC_CRASH_POINTS");
@@ -192,7 +244,7 @@ static void crash_point(crash_hook *c, int sample, const char *what, const char 
     c->passed++;
     c->samples += sample != 0;
     if (c->report >= 2)
-        fprintf(stderr, "shardc: crash point %" PRIu64 ": %s %s\n", c->passed, what, name);
+        say(c->cb, "crash point %" PRIu64 ": %s %s", c->passed, what, name);
     if ((c->at && c->passed == c->at) ||
         (sample && c->after_samples && c->samples == c->after_samples))
         raise(SIGKILL);
@@ -462,7 +514,7 @@ static void shard_list_free(shard_list *l)
 /* Keep finished shards 0, 1, ... while each opens, carries this build's fingerprint, continues
  * where the previous one ended and has every sample hash intact. Sets *next_input and
  * *next_index to where the build continues. */
-static int resume_scan(const shc_build_opts *o, const fmt_inputs *in, uint64_t fp,
+static int resume_scan(const shc_build_opts *o, const shc_build_cb *cb, const fmt_inputs *in, uint64_t fp,
                        uint64_t first_input, shard_list *kept, uint64_t *next_input,
                        uint64_t *next_index)
 {
@@ -502,7 +554,7 @@ static int resume_scan(const shc_build_opts *o, const fmt_inputs *in, uint64_t f
                 kept->pixels += px;
                 ok = shard_list_add(kept, name, &hp) == 0;
             } else {
-                fprintf(stderr, "shardc: %s: not reusable (%s), rebuilding from here\n", path,
+                say(cb, "%s: not reusable (%s), rebuilding from here", path,
                         rc ? fmt_reason(&msg, rc) : "different build or damaged");
             }
         }
@@ -634,14 +686,14 @@ static char *build_options_json(const shc_build_opts *o)
     return n < 0 ? NULL : s;
 }
 
-static void print_progress(double t0, uint64_t done, uint64_t total, uint64_t rejects, int final)
+static void report_progress(const shc_build_cb *cb, double t0, uint64_t done, uint64_t total,
+                            uint64_t rejects, int final)
 {
-    double dt = shc_now() - t0;
-    double rate = dt > 0 ? (double)done / dt : 0;
-    double eta = rate > 0 ? (double)(total - done) / rate : 0;
-    fprintf(stderr, "\r\033[Kshardc: %" PRIu64 "/%" PRIu64 " images (%.0f%%), %.0f img/s, ETA %d:%02d, "
-            "%" PRIu64 " rejected%s", done, total, total ? 100.0 * (double)done / (double)total : 100.0,
-            rate, (int)eta / 60, (int)eta % 60, rejects, final ? "\n" : "");
+    if (!cb || !cb->progress)
+        return;
+    shc_progress p = {.done = done, .total = total, .rejects = rejects,
+                      .seconds = shc_now() - t0, .final = final};
+    cb->progress(cb->ctx, &p);
 }
 
 /* Finish the current shard: its rejects reach the disk first, then the backend completes it and
@@ -731,15 +783,15 @@ static uint64_t inputs_tsv_bytes(const fmt_inputs *in, uint64_t lo, uint64_t hi)
  * size depends on the pixels (w_sample_bytes: image files, compressed payloads) get their
  * w_cost scaled by exact / estimated bytes over up to DRY_ENCODED_MAX inputs, evenly spread,
  * that are really rendered and encoded. */
-static int dry_run(const shc_build_opts *o, const fmt_inputs *in, uint64_t lo, uint64_t hi)
+static int dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_inputs *in, uint64_t lo, uint64_t hi)
 {
     uint64_t samples = 0, bad = 0, src_bytes = 0, bytes = 0, shards = 0, cur = 0, cur_n = 0;
     uint32_t align = o->align;
     uint32_t nper = shc_render_count(&o->r);
     uint64_t *cost = calloc(in->n ? in->n : 1, sizeof *cost);
     if (!cost) {
-        fprintf(stderr, "shardc: out of memory\n");
-        return SHC_EXIT_IO;
+        say(cb, "out of memory");
+        return ENOMEM;
     }
     for (size_t i = (size_t)lo; i < hi; i++) {
         uint8_t *buf = NULL;
@@ -803,30 +855,19 @@ static int dry_run(const shc_build_opts *o, const fmt_inputs *in, uint64_t lo, u
     uint64_t shard_bytes = bytes;
     /* the files next to the shards: inputs.tsv exactly, rejects.tsv and the manifest roughly */
     bytes += inputs_tsv_bytes(in, lo, hi) + 1024 + 128 * shards + 16 * in->nclasses;
-    char b1[32], b2[32];
-    fprintf(stderr,
-            "shardc: dry run: %zu inputs in %zu classes, %" PRIu64 " would be stored, %" PRIu64
-            " unreadable, %zu skipped while listing\n"
-            "shardc: projected output %s in %" PRIu64 " shard(s), from %s of input (%.1fx)\n",
-            (size_t)(hi - lo), in->nclasses, samples, bad, in->nskipped,
-            shc_human_size(bytes, b1, sizeof b1),
-            shards, shc_human_size(src_bytes, b2, sizeof b2),
-            src_bytes ? (double)bytes / (double)src_bytes : 0.0);
-    if (encoded)
-        fprintf(stderr, "shardc: (%" PRIu64 " of the inputs encoded to measure the stored size: "
-                "%.3f of the uncompressed estimate)\n", encoded, scale);
-    if (o->json)
-        printf("{\"dry_run\": true, \"inputs\": %zu, \"classes\": %zu, \"samples\": %" PRIu64
-               ", \"unreadable\": %" PRIu64 ", \"projected_bytes\": %" PRIu64
-               ", \"shards\": %" PRIu64 ", \"shard_bytes\": %" PRIu64 ", \"input_bytes\": %" PRIu64
-               ", \"encoded\": %" PRIu64 "}\n", (size_t)(hi - lo), in->nclasses, samples, bad,
-               bytes, shards, shard_bytes, src_bytes, encoded);
-    return SHC_EXIT_OK;
+    if (cb && cb->projection) {
+        shc_projection p = {.inputs = (size_t)(hi - lo), .classes = in->nclasses,
+                            .skipped = in->nskipped, .samples = samples, .unreadable = bad,
+                            .bytes = bytes, .shards = shards, .shard_bytes = shard_bytes,
+                            .input_bytes = src_bytes, .encoded = encoded, .scale = scale};
+        cb->projection(cb->ctx, &p);
+    }
+    return 0;
 }
 
 /* For fixed-size geometry the output size is known up front: warn when it is large or does not
  * fit on the output filesystem. */
-static void warn_projection(const shc_build_opts *o, uint64_t ninputs)
+static void warn_projection(const shc_build_opts *o, const shc_build_cb *cb, uint64_t ninputs)
 {
     if (o->r.geom.mode != FMT_GEOM_SIZE)
         return;
@@ -839,11 +880,11 @@ static void warn_projection(const shc_build_opts *o, uint64_t ninputs)
     if (statvfs(o->out, &vfs) == 0) {
         uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
         if (total > avail)
-            fprintf(stderr, "shardc: warning: projected output %s exceeds the %s free in %s\n",
+            say(cb, "warning: projected output %s exceeds the %s free in %s",
                     shc_human_size(total, b1, sizeof b1), shc_human_size(avail, b2, sizeof b2),
                     o->out);
         else if (total > (64ull << 30))
-            fprintf(stderr, "shardc: note: projected output %s (uncompressed pixels)\n",
+            say(cb, "note: projected output %s (uncompressed pixels)",
                     shc_human_size(total, b1, sizeof b1));
     }
 }
@@ -852,24 +893,23 @@ static void warn_projection(const shc_build_opts *o, uint64_t ninputs)
 
 /* The build into o->out: the whole input list, or o->part's slice of it when o->out is the
  * part's folder. */
-static int build_dir(const shc_build_opts *o)
+static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
 {
     fmt_inputs in;
     char err[512] = "";
     int rc = o->list ? fmt_inputs_from_list(o->list, o->srcs, o->nsrc, &in, err, sizeof err)
                      : fmt_inputs_from_dirs(o->srcs, o->nsrc, &in, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "shardc: %s\n", err);
-        return rc == ENOMEM ? SHC_EXIT_IO : SHC_EXIT_USAGE;
+        say(cb, "%s", err);
+        return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
     }
     for (size_t i = 0; i < in.nskipped; i++)
-        fprintf(stderr, "shardc: cannot read %s: %s (skipped)\n", in.skipped[i].path,
-                in.skipped[i].reason);
+        say(cb, "cannot read %s: %s (skipped)", in.skipped[i].path, in.skipped[i].reason);
     if (in.n == 0) {
-        fprintf(stderr, "shardc: no images found in %s%s (expected class folders of .jpg, .png or "
-                ".bmp files, or a --list)\n", o->srcs[0], o->nsrc > 1 ? " and the other SRCs" : "");
+        say(cb, "no images found in %s%s (expected class folders of .jpg, .png or .bmp files, or a "
+            "--list)", o->srcs[0], o->nsrc > 1 ? " and the other SRCs" : "");
         fmt_inputs_free(&in);
-        return SHC_EXIT_USAGE;
+        return SHC_EINPUT;
     }
     /* a part takes its slice of the list; `source` stays the position in the whole list */
     uint64_t lo, hi;
@@ -877,12 +917,12 @@ static int build_dir(const shc_build_opts *o)
     if (o->ctl)
         atomic_store(&o->ctl->total, hi - lo);
     if (o->dry_run) {
-        rc = dry_run(o, &in, lo, hi);
+        rc = dry_run(o, cb, &in, lo, hi);
         fmt_inputs_free(&in);
         return rc;
     }
 
-    int exit_code = SHC_EXIT_OK;
+    int result = 0;
     reject_list rej = {0};
     shard_list shards = {0};
     pipeline pl = {0};
@@ -898,21 +938,20 @@ static int build_dir(const shc_build_opts *o)
     const uint32_t nper = shc_render_count(&o->r);
     double t0 = shc_now(), last_progress = 0;
     crash_hook crash;
-    crash_init(&crash);
+    crash_init(&crash, cb);
     int lock_fd = -1;
 
     /* the output directory */
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "shardc: cannot create %s: %s\n", o->out, strerror(errno));
-        exit_code = SHC_EXIT_IO;
+        result = errno;
+        say(cb, "cannot create %s: %s", o->out, strerror(result));
         goto leave;
     }
     struct stat sb;
     errno = 0;
     if (stat(o->out, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(o->out, W_OK | X_OK) != 0) {
-        fprintf(stderr, "shardc: cannot write to %s: %s\n", o->out,
-                errno ? strerror(errno) : "not a directory");
-        exit_code = SHC_EXIT_IO;
+        result = errno ? errno : ENOTDIR;
+        say(cb, "cannot write to %s: %s", o->out, errno ? strerror(errno) : "not a directory");
         goto leave;
     }
     /* one writer at a time: a second build, --force or --resume into OUT would mix shards */
@@ -920,23 +959,22 @@ static int build_dir(const shc_build_opts *o)
     rc = shc_lock_dir(o->out, LOCK_NAME, &lock_fd, &holder);
     if (rc == EWOULDBLOCK) {
         if (holder > 0)
-            fprintf(stderr, "shardc: %s is being written by another shardc, pid %ld\n", o->out,
-                    holder);
+            say(cb, "%s is being written by another shardc, pid %ld", o->out, holder);
         else
-            fprintf(stderr, "shardc: %s is being written by another shardc\n", o->out);
-        exit_code = SHC_EXIT_USAGE;
+            say(cb, "%s is being written by another shardc", o->out);
+        result = SHC_EINPUT;
         goto leave;
     }
     if (rc) {
-        fprintf(stderr, "shardc: cannot lock %s/%s: %s\n", o->out, LOCK_NAME, strerror(rc));
-        exit_code = SHC_EXIT_IO;
+        say(cb, "cannot lock %s/%s: %s", o->out, LOCK_NAME, strerror(rc));
+        result = rc;
         goto leave;
     }
     int contents = dir_contents(o->out, is_set(be) ? &in : NULL);
     if (contents == 2 && !o->force) {
-        fprintf(stderr, "shardc: %s is not empty and holds files that are not a shardc dataset "
-                "(use --force to write into it anyway)\n", o->out);
-        exit_code = SHC_EXIT_USAGE;
+        say(cb, "%s is not empty and holds files that are not a shardc dataset (use --force to "
+            "write into it anyway)", o->out);
+        result = SHC_EINPUT;
         goto leave;
     }
     if (contents && o->resume) {
@@ -951,45 +989,45 @@ static int build_dir(const shc_build_opts *o)
                 if (jp)
                     unlink(jp);
                 free(jp);
-                fprintf(stderr, "shardc: %s is already complete (%" PRIu64 " samples, %" PRIu64
-                        " rejected); nothing to do\n", o->out, n, r);
-                exit_code = r ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
+                say(cb, "%s is already complete (%" PRIu64 " samples, %" PRIu64 " rejected); nothing "
+                    "to do", o->out, n, r);
+                result = r ? SHC_EREJECTS : 0;
                 goto leave;
             }
         }
-        rc = resume_scan(o, &in, fp, lo, &shards, &next_input, &next_index);
+        rc = resume_scan(o, cb, &in, fp, lo, &shards, &next_input, &next_index);
         if (rc == 0)
             rc = journal_load(o->out, next_input, &rej);
         if (rc) {
-            fprintf(stderr, "shardc: cannot resume in %s: %s\n", o->out, strerror(rc));
-            exit_code = SHC_EXIT_IO;
+            say(cb, "cannot resume in %s: %s", o->out, strerror(rc));
+            result = rc;
             goto leave;
         }
         if (shards.n)
-            fprintf(stderr, "shardc: resuming: kept %zu finished shard(s), %" PRIu64
-                    " samples; continuing at input %" PRIu64 " of %" PRIu64 "\n", shards.n,
+            say(cb, "resuming: kept %zu finished shard(s), %" PRIu64 " samples; continuing at "
+                "input %" PRIu64 " of %" PRIu64, shards.n,
                     next_index, next_input - lo, hi - lo);
     } else if (contents) {
         if (!o->force) {
-            fprintf(stderr, "shardc: %s already holds a dataset (use --resume to continue it or "
-                    "--force to replace it)\n", o->out);
-            exit_code = SHC_EXIT_USAGE;
+            say(cb, "%s already holds a dataset (use --resume to continue it or --force to "
+                "replace it)", o->out);
+            result = SHC_EINPUT;
             goto leave;
         }
         if ((rc = clear_output(o->out, -1, is_set(be) ? &in : NULL))) {
-            fprintf(stderr, "shardc: cannot clear %s: %s\n", o->out, strerror(rc));
-            exit_code = SHC_EXIT_IO;
+            say(cb, "cannot clear %s: %s", o->out, strerror(rc));
+            result = rc;
             goto leave;
         }
     }
-    warn_projection(o, hi - lo);
+    warn_projection(o, cb, hi - lo);
 
     /* the journal holds exactly the rejects below the resume point */
     jpath = fmt_path_join(o->out, JOURNAL_NAME, "");
     journal = jpath ? fopen(jpath, "w") : NULL;
     if (!journal) {
-        fprintf(stderr, "shardc: cannot write %s: %s\n", jpath ? jpath : o->out, strerror(errno));
-        exit_code = SHC_EXIT_IO;
+        result = jpath ? errno : ENOMEM;
+        say(cb, "cannot write %s: %s", jpath ? jpath : o->out, strerror(result));
         goto leave;
     }
     for (size_t i = 0; i < rej.n; i++)
@@ -1014,8 +1052,8 @@ static int build_dir(const shc_build_opts *o)
         slots_ok = sl->imgs && sl->metas && sl->params && sl->aux;
     }
     if (!slots_ok || !tids) {
-        fprintf(stderr, "shardc: out of memory\n");
-        exit_code = SHC_EXIT_IO;
+        say(cb, "out of memory");
+        result = ENOMEM;
         goto leave;
     }
     pthread_mutex_init(&pl.mu, NULL);
@@ -1028,8 +1066,8 @@ static int build_dir(const shc_build_opts *o)
         }
     }
     if (nthreads == 0) {
-        fprintf(stderr, "shardc: cannot start worker threads\n");
-        exit_code = SHC_EXIT_IO;
+        say(cb, "cannot start worker threads");
+        result = EAGAIN;
         goto stop;
     }
 
@@ -1037,9 +1075,8 @@ static int build_dir(const shc_build_opts *o)
     uint64_t shard_no = shards.n;
     for (size_t i = (size_t)next_input; i < hi; i++) {
         if (o->ctl && atomic_load(&o->ctl->stop)) {
-            fprintf(stderr, "%sshardc: build of %s stopped at input %zu\n",
-                    o->progress ? "\r\033[K" : "", o->out, i);
-            exit_code = SHC_EXIT_IO;
+            say(cb, "build of %s stopped at input %zu", o->out, i);
+            result = SHC_ESTOPPED;
             goto stop;
         }
         slot *s = &pl.slots[i % pl.nslots];
@@ -1049,15 +1086,15 @@ static int build_dir(const shc_build_opts *o)
         pthread_mutex_unlock(&pl.mu);
 
         if (s->rc) {
-            fprintf(stderr, "%sshardc: cannot decode %s: %s (%s)\n", o->progress ? "\r\033[K" : "",
-                    in.items[i].path, s->reason, o->strict ? "aborting: --strict" : "skipped");
+            if (cb && cb->reject)
+                cb->reject(cb->ctx, in.items[i].path, s->reason);
             if (reject_add(&rej, i, in.items[i].path, s->reason) != 0) {
-                exit_code = SHC_EXIT_IO;
+                result = ENOMEM;
                 goto stop;
             }
             fprintf(journal, "%zu\t%s\t%s\n", i, in.items[i].path, s->reason);
             if (o->strict) {
-                exit_code = SHC_EXIT_REJECTS;
+                result = SHC_EREJECTS;
                 goto stop;
             }
         } else {
@@ -1106,15 +1143,14 @@ static int build_dir(const shc_build_opts *o)
 
         if (o->ctl)
             atomic_store(&o->ctl->done, i + 1 - lo);
-        if (o->progress && shc_now() - last_progress > 0.25) {
+        if (cb && cb->progress && shc_now() - last_progress > 0.25) {
             last_progress = shc_now();
-            print_progress(t0, i + 1 - next_input, hi - next_input, rej.n, 0);
+            report_progress(cb, t0, i + 1 - next_input, hi - next_input, rej.n, 0);
         }
     }
     if (w && (rc = finish_shard(be, &w, journal, hi, &shards, cur_name, &crash)))
         goto io_error;
-    if (o->progress)
-        print_progress(t0, hi - next_input, hi - next_input, rej.n, 1);
+    report_progress(cb, t0, hi - next_input, hi - next_input, rej.n, 1);
 
     /* rejects.tsv, then the manifest: last */
     fmt_manifest m = {0};
@@ -1163,8 +1199,8 @@ static int build_dir(const shc_build_opts *o)
         m.build_json = rc ? NULL : with;
     }
     if (!m.build_json) {
-        fprintf(stderr, "shardc: out of memory\n");
-        exit_code = SHC_EXIT_IO;
+        say(cb, "out of memory");
+        result = ENOMEM;
         goto stop;
     }
     fclose(journal);
@@ -1181,8 +1217,8 @@ static int build_dir(const shc_build_opts *o)
     }
     free(m.build_json);
     if (rc) {
-        fprintf(stderr, "shardc: cannot write the manifest in %s: %s\n", o->out, strerror(rc));
-        exit_code = SHC_EXIT_IO;
+        say(cb, "cannot write the manifest in %s: %s", o->out, strerror(rc));
+        result = rc;
         goto stop;
     }
     crash_point(&crash, 0, "after writing", FMT_MANIFEST_NAME);
@@ -1192,26 +1228,20 @@ static int build_dir(const shc_build_opts *o)
     uint64_t total_bytes = 0;
     for (size_t k = 0; k < shards.n; k++)
         total_bytes += shards.v[k].bytes;
-    char hb[32];
     size_t nrej = rej.n + in.nskipped;
-    if (!o->ctl || !o->ctl->quiet)
-        fprintf(stderr, "shardc: wrote %" PRIu64 " samples (%zu classes) in %zu shard(s), %s, to "
-                "%s; %zu rejected%s; %.2f s, %.0f images/s\n", next_index, in.nclasses, shards.n,
-                shc_human_size(total_bytes, hb, sizeof hb), o->out, nrej,
-                nrej ? " (see rejects.tsv)" : "", dt, dt > 0 ? (double)(hi - next_input) / dt : 0.0);
-    if (o->json)
-        printf("{\"samples\": %" PRIu64 ", \"classes\": %zu, \"shards\": %zu, \"bytes\": %" PRIu64
-               ", \"inputs\": %zu, \"rejects\": %zu, \"seconds\": %.3f, \"images_per_s\": %.1f, "
-               "\"threads\": %u, \"out\": \"%s\"}\n", next_index, in.nclasses, shards.n,
-               total_bytes, (size_t)(hi - lo) + in.nskipped, nrej, dt,
-               dt > 0 ? (double)(hi - next_input) / dt : 0.0, nthreads, o->out);
-    exit_code = nrej ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
+    if (cb && cb->summary) {
+        shc_summary sum = {.samples = next_index, .classes = in.nclasses, .shards = shards.n,
+                           .bytes = total_bytes, .inputs = (size_t)(hi - lo) + in.nskipped,
+                           .rejects = nrej, .seconds = dt, .threads = nthreads, .out = o->out,
+                           .images_per_s = dt > 0 ? (double)(hi - next_input) / dt : 0.0};
+        cb->summary(cb->ctx, &sum);
+    }
+    result = nrej ? SHC_EREJECTS : 0;
     goto stop;
 
 io_error:
-    fprintf(stderr, "%sshardc: cannot write %s: %s\n", o->progress ? "\r\033[K" : "",
-            cur_path ? cur_path : o->out, fmt_strerror(rc));
-    exit_code = SHC_EXIT_IO;
+    say(cb, "cannot write %s: %s", cur_path ? cur_path : o->out, fmt_strerror(rc));
+    result = rc;
 stop:
     if (w)
         be->w_abort(w);
@@ -1254,7 +1284,7 @@ leave:
     reject_list_free(&rej);
     fmt_inputs_free(&in);
     if (crash.report)
-        fprintf(stderr, "shardc: crash points: %" PRIu64 "\n", crash.passed);
+        say(cb, "crash points: %" PRIu64, crash.passed);
     if (lock_fd >= 0) {
         /* no stale pid left behind (still holding the lock): a finished OUT is the same bytes
          * whoever wrote it */
@@ -1263,23 +1293,23 @@ leave:
         }
         close(lock_fd);
     }
-    return exit_code;
+    return result;
 }
 
-int shc_build(const shc_build_opts *o)
+int shc_build(const shc_build_opts *o, const shc_build_cb *cb)
 {
     if (!o->part.count || o->dry_run)
-        return build_dir(o);
+        return build_dir(o, cb);
     /* a part: the same build, into OUT/parts/IIIII-of-NNNNN */
     char err[1024], *dir = NULL;
     int rc = shc_part_prepare(o->out, &o->part, o->force, o->resume, &dir, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "shardc: %s\n", err);
-        return rc == EEXIST ? SHC_EXIT_USAGE : SHC_EXIT_IO;
+        say(cb, "%s", err);
+        return rc == EEXIST ? SHC_EINPUT : rc;
     }
     shc_build_opts po = *o;
     po.out = dir;
-    rc = build_dir(&po);
+    rc = build_dir(&po, cb);
     free(dir);
     return rc;
 }

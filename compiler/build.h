@@ -16,8 +16,27 @@
 #include "part.h"
 #include "render.h"
 
-/* Exit codes of the CLI contract. */
+/* Exit codes of the CLI contract (the CLIs map shc_build's codes to them: shc_build_exit). */
 enum { SHC_EXIT_OK = 0, SHC_EXIT_REJECTS = 1, SHC_EXIT_USAGE = 2, SHC_EXIT_IO = 3 };
+
+/* shc_build's own codes, beside errno values and FMT_E* (fmt.h); the range stays clear of the
+ * formats library's, libshardread's and LMDB's. */
+enum {
+    SHC_EREJECTS = -30600,  /* the build finished, but inputs were rejected (rejects.tsv); or
+                             * --strict stopped it at the first reject */
+    SHC_EINPUT,             /* refused before any work: unreadable sources, no images, a bad list
+                             * file, an output directory that is not ours to write (or that
+                             * another build is writing) */
+    SHC_ESTOPPED,           /* stopped through shc_build_ctl (no manifest) */
+    SHC_ELAST
+};
+
+/* Name of a code: SHC_E*, FMT_E* or errno. Never NULL; static storage. */
+const char *shc_strerror(int rc);
+
+/* The exit status of the CLI contract for a result of shc_build: 0 -> SHC_EXIT_OK, SHC_EREJECTS
+ * -> SHC_EXIT_REJECTS, SHC_EINPUT -> SHC_EXIT_USAGE, anything else -> SHC_EXIT_IO. */
+int shc_build_exit(int rc);
 
 /* For a program that runs builds itself (shardc-mpi): it may stop a build from another thread
  * (the build ends at the next input with SHC_EXIT_IO and no manifest) and watch its progress. */
@@ -25,7 +44,6 @@ typedef struct {
     atomic_int stop;            /* set non-zero to stop the build */
     atomic_uint_fast64_t done;  /* inputs of this build (or part) handled so far */
     atomic_uint_fast64_t total; /* inputs of this build (or part), once known */
-    int quiet;                  /* no summary line (messages about inputs and errors remain) */
 } shc_build_ctl;
 
 typedef struct {
@@ -42,16 +60,66 @@ typedef struct {
     uint32_t align;
     fmt_codec_spec compress;    /* --compress (raw): per-sample payload compression */
     int strict, resume, force, dry_run;
-    int progress;               /* print a progress line on stderr */
-    int json;                   /* machine-readable summary on stdout */
+    int progress;               /* the CLI's --progress / --json (shc_build itself reads neither: */
+    int json;                   /* it reports through shc_build_cb) */
     shc_part part;              /* build this slice only, into OUT/parts/ (count 0: all of it) */
     shc_build_ctl *ctl;         /* NULL, or a driver's view of the build (shardc-mpi) */
 } shc_build_opts;
 
-/* Run a build (with o->part.count, one part of it: part.h). Prints its own messages (one line per reject, errors, summary) on stderr. Returns
- * an exit code: SHC_EXIT_OK, SHC_EXIT_REJECTS (finished with rejects, or --strict stopped it),
- * SHC_EXIT_USAGE (bad inputs found before any work), SHC_EXIT_IO (fatal I/O; no manifest). */
-int shc_build(const shc_build_opts *o);
+/* The defaults of `shardc build`: raw format, 3 channels, the image's own size (geometry KEEP),
+ * the default decode limits, 1 GiB input files and shards at most, JPEG quality 90, one thread. */
+void shc_build_opts_init(shc_build_opts *o);
+
+/* Where the writer is (progress calls come at most every 0.25 s, and once more at the end). */
+typedef struct {
+    uint64_t done, total;       /* inputs written this run, of those this run has to write */
+    uint64_t rejects;           /* rejects so far (a resumed build's earlier ones included) */
+    double seconds;             /* since the build started */
+    int final;                  /* the last call: every input is written */
+} shc_progress;
+
+/* A finished build (or part). */
+typedef struct {
+    uint64_t samples;
+    size_t classes, shards;
+    uint64_t bytes;             /* of the shards */
+    size_t inputs;              /* inputs of this build or part, skipped entries included */
+    size_t rejects;             /* in rejects.tsv (skipped entries included) */
+    double seconds, images_per_s;   /* this run: inputs it wrote per second */
+    unsigned threads;
+    const char *out;
+} shc_summary;
+
+/* What a dry run projects (nothing is written). */
+typedef struct {
+    size_t inputs, classes, skipped;    /* listed, classes, entries skipped while listing */
+    uint64_t samples, unreadable;       /* samples that would be stored; inputs that cannot be */
+    uint64_t bytes, shards, shard_bytes;    /* the projected output, its shards alone */
+    uint64_t input_bytes;
+    uint64_t encoded;           /* inputs really encoded to measure the stored size (0: none) */
+    double scale;               /* measured / estimated stored size over those */
+} shc_projection;
+
+/* How a build reports. Every member may be NULL (a NULL table: a silent build); calls come from
+ * the thread that called shc_build, in the order of events. Texts are one line, without the
+ * program's name or a newline, valid during the call. */
+typedef struct {
+    void *ctx;
+    /* errors, warnings and notes: "cannot create OUT: reason", "warning: ...", "resuming: ..." */
+    void (*message)(void *ctx, const char *text);
+    /* an input that could not be decoded: rejected (or, with strict, the build stops here) */
+    void (*reject)(void *ctx, const char *path, const char *reason);
+    void (*progress)(void *ctx, const shc_progress *p);
+    void (*summary)(void *ctx, const shc_summary *s);       /* the build finished */
+    void (*projection)(void *ctx, const shc_projection *p); /* the dry run finished */
+} shc_build_cb;
+
+/* Run a build (with o->part.count, one part of it: part.h); cb (may be NULL) hears about it. The
+ * library prints nothing. Returns 0; SHC_EREJECTS (finished with rejects, or --strict stopped
+ * it); SHC_EINPUT (bad inputs or output directory, found before any work; cb->message says
+ * which); SHC_ESTOPPED; or an errno value / FMT_E* code for a fatal I/O error (no manifest
+ * written; cb->message names the file). */
+int shc_build(const shc_build_opts *o, const shc_build_cb *cb);
 
 /* The build fingerprint of options o over inputs in (every shard records it; --resume and
  * shardc verify compare it): geometry, channels, limits, shard bounds, augmentation, seed,

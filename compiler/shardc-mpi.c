@@ -57,7 +57,12 @@ static void *run_build(void *arg)
 {
     job *j = arg;
     double t0 = shc_now();
-    j->rc = shc_build(&j->o);
+    /* shardc's lines for this rank's part, without its summary: rank 0 sums the parts up */
+    shc_cli_out out = {.strict = j->o.strict};
+    shc_build_cb cb;
+    shc_cli_callbacks(&cb, &out);
+    cb.summary = NULL;
+    j->rc = shc_build_exit(shc_build(&j->o, &cb));
     j->seconds = shc_now() - t0;
     atomic_store(&j->finished, 1);
     return NULL;
@@ -164,7 +169,6 @@ int main(int argc, char **argv)
     j->o.part = (shc_part){(uint32_t)rank, (uint32_t)size};
     j->o.progress = 0;
     j->o.json = 0;
-    j->ctl.quiet = 1;
     j->o.ctl = &j->ctl;
     double t0 = shc_now();
     pthread_t tid;

@@ -175,15 +175,9 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         {"shrink-on-load", no_argument, 0, OPT_SHRINK},
         {"part", required_argument, 0, OPT_PART},
         {0, 0, 0, 0}};
-    shc_build_opts o = {
-        .r = {.channels = 3,
-              .max_file_bytes = 1ull << 30,
-              .limits = {FMT_DEFAULT_MAX_SIDE, FMT_DEFAULT_MAX_PIXELS}},
-        .shard_bytes = 1ull << 30,
-        .progress = isatty(STDERR_FILENO),
-        .backend = &fmt_backend_raw,
-        .quality = 90,
-    };
+    shc_build_opts o;
+    shc_build_opts_init(&o);
+    o.progress = isatty(STDERR_FILENO);
     const char *aug_spec = NULL;
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     o.threads = nproc > 0 ? (unsigned)nproc : 1;
@@ -350,11 +344,93 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
     return 0;
 }
 
+/* ---- printing a build: shc_build's callbacks ---- */
+
+/* A line printed while a progress line shows first erases it. */
+static const char *erase(const shc_cli_out *out)
+{
+    return out->progress && out->showing ? "\r\033[K" : "";
+}
+
+static void on_message(void *ctx, const char *text)
+{
+    fprintf(stderr, "%sshardc: %s\n", erase(ctx), text);
+}
+
+static void on_reject(void *ctx, const char *path, const char *reason)
+{
+    shc_cli_out *out = ctx;
+    fprintf(stderr, "%sshardc: cannot decode %s: %s (%s)\n", out->progress ? "\r\033[K" : "",
+            path, reason, out->strict ? "aborting: --strict" : "skipped");
+}
+
+static void on_progress(void *ctx, const shc_progress *p)
+{
+    shc_cli_out *out = ctx;
+    double rate = p->seconds > 0 ? (double)p->done / p->seconds : 0;
+    double eta = rate > 0 ? (double)(p->total - p->done) / rate : 0;
+    fprintf(stderr, "\r\033[Kshardc: %" PRIu64 "/%" PRIu64 " images (%.0f%%), %.0f img/s, ETA "
+            "%d:%02d, %" PRIu64 " rejected%s", p->done, p->total,
+            p->total ? 100.0 * (double)p->done / (double)p->total : 100.0, rate, (int)eta / 60,
+            (int)eta % 60, p->rejects, p->final ? "\n" : "");
+    out->showing = !p->final;
+}
+
+static void on_summary(void *ctx, const shc_summary *s)
+{
+    shc_cli_out *out = ctx;
+    char hb[32];
+    fprintf(stderr, "shardc: wrote %" PRIu64 " samples (%zu classes) in %zu shard(s), %s, to %s; "
+            "%zu rejected%s; %.2f s, %.0f images/s\n", s->samples, s->classes, s->shards,
+            shc_human_size(s->bytes, hb, sizeof hb), s->out, s->rejects,
+            s->rejects ? " (see rejects.tsv)" : "", s->seconds, s->images_per_s);
+    if (out->json)
+        printf("{\"samples\": %" PRIu64 ", \"classes\": %zu, \"shards\": %zu, \"bytes\": %" PRIu64
+               ", \"inputs\": %zu, \"rejects\": %zu, \"seconds\": %.3f, \"images_per_s\": %.1f, "
+               "\"threads\": %u, \"out\": \"%s\"}\n", s->samples, s->classes, s->shards, s->bytes,
+               s->inputs, s->rejects, s->seconds, s->images_per_s, s->threads, s->out);
+}
+
+static void on_projection(void *ctx, const shc_projection *p)
+{
+    shc_cli_out *out = ctx;
+    char b1[32], b2[32];
+    fprintf(stderr,
+            "shardc: dry run: %zu inputs in %zu classes, %" PRIu64 " would be stored, %" PRIu64
+            " unreadable, %zu skipped while listing\n"
+            "shardc: projected output %s in %" PRIu64 " shard(s), from %s of input (%.1fx)\n",
+            p->inputs, p->classes, p->samples, p->unreadable, p->skipped,
+            shc_human_size(p->bytes, b1, sizeof b1), p->shards,
+            shc_human_size(p->input_bytes, b2, sizeof b2),
+            p->input_bytes ? (double)p->bytes / (double)p->input_bytes : 0.0);
+    if (p->encoded)
+        fprintf(stderr, "shardc: (%" PRIu64 " of the inputs encoded to measure the stored size: "
+                "%.3f of the uncompressed estimate)\n", p->encoded, p->scale);
+    if (out->json)
+        printf("{\"dry_run\": true, \"inputs\": %zu, \"classes\": %zu, \"samples\": %" PRIu64
+               ", \"unreadable\": %" PRIu64 ", \"projected_bytes\": %" PRIu64
+               ", \"shards\": %" PRIu64 ", \"shard_bytes\": %" PRIu64 ", \"input_bytes\": %" PRIu64
+               ", \"encoded\": %" PRIu64 "}\n", p->inputs, p->classes, p->samples, p->unreadable,
+               p->bytes, p->shards, p->shard_bytes, p->input_bytes, p->encoded);
+}
+
+void shc_cli_callbacks(shc_build_cb *cb, shc_cli_out *out)
+{
+    *cb = (shc_build_cb){.ctx = out, .message = on_message, .reject = on_reject,
+                         .progress = out->progress ? on_progress : NULL, .summary = on_summary,
+                         .projection = on_projection};
+}
+
 static int cmd_build(int argc, char **argv)
 {
     shc_build_opts o;
     int rc = shc_build_args(argc, argv, &o);
-    return rc ? rc : shc_build(&o);
+    if (rc)
+        return rc;
+    shc_cli_out out = {.progress = o.progress, .json = o.json, .strict = o.strict};
+    shc_build_cb cb;
+    shc_cli_callbacks(&cb, &out);
+    return shc_build_exit(shc_build(&o, &cb));
 }
 
 /* ---- info ---- */
