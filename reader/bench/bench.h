@@ -28,6 +28,7 @@
 #include "manifest.h"
 #include "shardread.h"
 #include "step.h"
+#include "build.h"
 #include "render.h"
 #include "sampler.h"
 #include <xxhash.h>

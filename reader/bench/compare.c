@@ -5,7 +5,7 @@
 const char usage_compare[] =
     "usage: shardbench compare SRC --work DIR [options]\n"
     "\n"
-    "Build every format from the image folder SRC into DIR with the shardc next to shardbench\n"
+    "Build every format from the image folder SRC into DIR with shardc's build (libshardcomp)\n"
     "(raw, hdf5, lmdb, png0, bmp, jpeg: DIR/<format>, its log in DIR/<format>.log), read each,\n"
     "and SRC itself through the decode path, with the same threads and batch size, and print one\n"
     "table: bytes on disk, images/s, CPU-seconds per image, the cores needed to feed a step of\n"
@@ -26,8 +26,8 @@ const char usage_compare[] =
     "\n"
     "exit status: 0 success, 1 a build or a read failed, 2 usage error\n";
 
-static const char *const sb_formats[] = {"raw", "hdf5", "lmdb", "png0", "bmp", "jpeg"};
-#define SB_NFORMATS (sizeof sb_formats / sizeof *sb_formats)
+/* rows: the source, then every backend compiled in (fmt_backend_names) */
+#define SB_MAX_FORMATS 16
 
 /* The directory this program lives in (from /proc/self/exe). */
 static int exe_dir(char *out, size_t len)
@@ -116,28 +116,60 @@ static uint64_t tree_bytes(const char *path, int depth)
     return sum;
 }
 
-static int build_format(const char *shardc, const char *src, const sb_cmp_opts *co,
-                        const char *format, const char *out)
+/* The build's messages, as shardc would print them, go to the format's log file. */
+static void log_message(void *ctx, const char *text)
 {
-    char size[32], threads[16], *log;
-    snprintf(size, sizeof size, "%ux%u", co->width, co->height);
-    snprintf(threads, sizeof threads, "%u", co->threads);
+    fprintf(ctx, "shardc: %s\n", text);
+}
+
+static void log_reject(void *ctx, const char *path, const char *reason)
+{
+    fprintf(ctx, "shardc: cannot decode %s: %s (skipped)\n", path, reason);
+}
+
+static void log_summary(void *ctx, const shc_summary *s)
+{
+    fprintf(ctx, "shardc: wrote %" PRIu64 " samples (%zu classes) in %zu shard(s), %" PRIu64
+            " bytes, to %s; %zu rejected; %.2f s\n", s->samples, s->classes, s->shards, s->bytes,
+            s->out, s->rejects, s->seconds);
+}
+
+/* `shardc build SRC -o OUT --format FORMAT --size WxH -j THREADS --force`, through
+ * libshardcomp, its messages in OUT.log. */
+static int build_format(char *src, const sb_cmp_opts *co, const char *format, const char *out)
+{
+    char *log;
     if (asprintf(&log, "%s.log", out) < 0)
         return ENOMEM;
-    char *const argv[] = {(char *)shardc, "build", (char *)src, "-o", (char *)out, "--format",
-                          (char *)format, "--size", size, "-j", threads, "--force",
-                          "--no-progress", NULL};
-    int st = run_child(argv, log);
-    int rc = 0;
-    if (st < 0) {
-        rc = errno ? errno : EIO;
-        fprintf(stderr, "shardbench: cannot run %s: %s\n", shardc, strerror(rc));
-    } else if (st > 1) {
-        /* 1 is a finished build with rejects (broken inputs), which the source has as well */
-        fprintf(stderr, "shardbench: shardc build --format %s failed (exit %d); see %s\n", format,
-                st, log);
-        rc = EIO;
+    FILE *f = fopen(log, "w");
+    if (!f) {
+        int rc = errno;
+        fprintf(stderr, "shardbench: cannot write %s: %s\n", log, strerror(rc));
+        free(log);
+        return rc;
     }
+    shc_build_opts o;
+    shc_build_opts_init(&o);
+    o.srcs = &src;
+    o.nsrc = 1;
+    o.out = out;
+    o.backend = fmt_backend_find(format);
+    o.r.geom.mode = FMT_GEOM_SIZE;
+    o.r.geom.width = co->width;
+    o.r.geom.height = co->height;
+    o.threads = co->threads;
+    o.force = 1;
+    shc_build_cb cb = {.ctx = f, .message = log_message, .reject = log_reject,
+                       .summary = log_summary};
+    int rc = o.backend ? shc_build(&o, &cb) : FMT_EUNSUPPORTED;
+    if (fclose(f) != 0 && (rc == 0 || rc == SHC_EREJECTS))
+        rc = errno;
+    /* rejects (broken inputs) finish the build, and the source has them as well */
+    if (rc == SHC_EREJECTS)
+        rc = 0;
+    if (rc)
+        fprintf(stderr, "shardbench: building --format %s failed: %s; see %s\n", format,
+                shc_strerror(rc), log);
     free(log);
     return rc;
 }
@@ -281,25 +313,19 @@ leave:
 
 static int run_compare(char *src, const sb_cmp_opts *co)
 {
-    char bindir[PATH_MAX], *shardc = NULL;
-    sb_cmp_row rows[1 + SB_NFORMATS];
+    char bindir[PATH_MAX];
+    sb_cmp_row rows[1 + SB_MAX_FORMATS];
+    const char *const *formats = fmt_backend_names();
     size_t nrows = 0;
     int status = SB_EXIT_OK;
     memset(rows, 0, sizeof rows);
-    if (exe_dir(bindir, sizeof bindir) != 0 || asprintf(&shardc, "%s/shardc", bindir) < 0) {
+    if (exe_dir(bindir, sizeof bindir) != 0) {
         fprintf(stderr, "shardbench: cannot find my own directory in /proc/self/exe\n");
-        return SB_EXIT_FAIL;
-    }
-    if (access(shardc, X_OK) != 0) {
-        fprintf(stderr, "shardbench: cannot run %s: %s (compare builds with the shardc next to "
-                "shardbench)\n", shardc, strerror(errno));
-        free(shardc);
         return SB_EXIT_FAIL;
     }
     int created = mkdir(co->work, 0755) == 0;
     if (!created && errno != EEXIST) {
         fprintf(stderr, "shardbench: cannot create %s: %s\n", co->work, strerror(errno));
-        free(shardc);
         return SB_EXIT_FAIL;
     }
     /* datasets written inside SRC would become classes of the next build */
@@ -313,7 +339,6 @@ static int run_compare(char *src, const sb_cmp_opts *co)
             rmdir(co->work);
         fprintf(stderr, "shardbench: --work %s is inside SRC %s; choose a directory outside it\n",
                 co->work, src);
-        free(shardc);
         return SB_EXIT_FAIL;
     }
     /* the source first: every other row is measured against it */
@@ -326,17 +351,17 @@ static int run_compare(char *src, const sb_cmp_opts *co)
     }
     rows[0].bytes = tree_bytes(src, 0);
     nrows = 1;
-    for (size_t i = 0; i < SB_NFORMATS; i++) {
+    for (size_t i = 0; formats[i] && i < SB_MAX_FORMATS; i++) {
         sb_cmp_row *r = &rows[nrows];
-        r->format = sb_formats[i];
-        if (asprintf(&r->dir, "%s/%s", co->work, sb_formats[i]) < 0) {
+        r->format = formats[i];
+        if (asprintf(&r->dir, "%s/%s", co->work, formats[i]) < 0) {
             r->dir = NULL;
             status = SB_EXIT_FAIL;
             break;
         }
         if (!co->json)
             fprintf(stderr, "shardbench: building and reading %s\n", r->dir);
-        if (build_format(shardc, src, co, sb_formats[i], r->dir) != 0 ||
+        if (build_format(src, co, formats[i], r->dir) != 0 ||
             measure(r, co, 0) != 0) {
             status = SB_EXIT_FAIL;
             free(r->dir);
@@ -360,9 +385,8 @@ static int run_compare(char *src, const sb_cmp_opts *co)
             status = st;
     }
 leave:
-    for (size_t i = 0; i < 1 + SB_NFORMATS; i++)
+    for (size_t i = 0; i < 1 + SB_MAX_FORMATS; i++)
         free(rows[i].dir);
-    free(shardc);
     return status;
 }
 
