@@ -41,7 +41,8 @@ pkglibs = $(shell pkg-config --libs $(1) 2>/dev/null)
 
 CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"' -Iformats -Icompiler -Ireader -Ireader/bench
 CFLAGS ?= $(OPT) -g
-CFLAGS += -std=c11 -fPIC -pthread $(WARN) $(SANFLAGS) -MMD -MP
+# -fvisibility=hidden: libshardread.so exports what shardread.h marks SHR_API and nothing else
+CFLAGS += -std=c11 -fPIC -pthread -fvisibility=hidden $(WARN) $(SANFLAGS) -MMD -MP
 LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS = $(call pkglibs,$(PKGS)) -lm
 
@@ -79,12 +80,21 @@ help:
 deps:
 	$(Q)scripts/deps.sh
 
-$(BUILD)/%.o: %.c
+# Objects are rebuilt when the compile flags change: $(FLAGS_FILE) is rewritten only when they
+# differ from the last build's (e.g. -fvisibility=hidden added), and every object depends on it.
+FLAGS_FILE := $(BUILD)/.cflags
+FLAGS_NOW := $(CC) $(CPPFLAGS) $(CFLAGS)
+ifneq ($(file <$(FLAGS_FILE)),$(FLAGS_NOW))
+$(shell mkdir -p $(BUILD))
+$(file >$(FLAGS_FILE),$(FLAGS_NOW))
+endif
+
+$(BUILD)/%.o: %.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%.o: tests/%.c
+$(BUILD)/tests/%.o: tests/%.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(call pkgcflags,$(PKGS) $(TEST_PKGS)) $(CFLAGS) -c -o $@ $<
@@ -144,7 +154,7 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(BENCH_LIB) $(COMP_LIB) $(READ_L
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(call pkglibs,$(TEST_PKGS)) -ldl
 
 # the generator's tests call its functions: the program's object without its main
-$(BUILD)/compiler/mksample-nomain.o: compiler/mksample.c
+$(BUILD)/compiler/mksample-nomain.o: compiler/mksample.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) -DMKS_NO_MAIN $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
@@ -241,7 +251,9 @@ install: all
 	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so.$(basename $(basename $(VERSION)))
 	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so
 	install -m 644 reader/shardread.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(READ_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@PRIVATE_LIBS@|$(strip $(LDLIBS)) -ldl -pthread|g' reader/shardread.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/shardread.pc
 
 # ---- the Python module (reader/python/): $(PY_SO), for $(PYTHON) ----
 #   make python           just the module:
@@ -263,7 +275,7 @@ py_includes = $(shell $(PYTHON) -c 'import sysconfig, numpy; \
 .PHONY: python check-python install-python print-read-libs bench-torch
 python: $(PY_SO)
 
-$(BUILD)/python/shardread.o: reader/python/shardread.c
+$(BUILD)/python/shardread.o: reader/python/shardread.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) -D_GNU_SOURCE -Ireader $(py_includes) $(CFLAGS) -fvisibility=hidden -c -o $@ $<
@@ -302,12 +314,12 @@ MPI_BIN := $(BUILD)/bin/shardc-mpi
 BINS += $(MPI_BIN)
 all: $(MPI_BIN)
 
-$(BUILD)/compiler/shardc-nomain.o: compiler/shardc.c
+$(BUILD)/compiler/shardc-nomain.o: compiler/shardc.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CPPFLAGS) -DSHARDC_NO_MAIN $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/compiler/shardc-mpi.o: compiler/shardc-mpi.c
+$(BUILD)/compiler/shardc-mpi.o: compiler/shardc-mpi.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MPICC   $<")
 	$(Q)OMPI_CC=$(CC) MPICH_CC=$(CC) $(MPICC) $(CPPFLAGS) $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<

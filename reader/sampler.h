@@ -76,8 +76,6 @@ uint64_t shr_sampler_shard_at(const shr_sampler *s, uint64_t epoch, uint64_t q);
  * one for each key. Returns i itself when i >= n. */
 uint64_t shr_perm(uint64_t key, uint64_t n, uint64_t i);
 
-/* Deterministic per-sample random bits for augmentation: a hash of (seed, epoch, index, salt).
- * The same on every machine. */
-uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t salt);
+/* shr_mix, the per-sample random bits of augmentation, is public: shardread.h. */
 
 #endif

@@ -42,7 +42,7 @@
  * touches a page past the new end of the file: the process dies, as with LMDB or any other reader
  * that maps its files. SHR_ACCESS_PREAD and SHR_ACCESS_DIRECT are the safe choice for files that
  * may change (shared or network filesystems, datasets rebuilt in place): raw and hdf5 shards are
- * then never mapped, and a shard truncated after open makes shr_next fail cleanly with FMT_ETRUNC,
+ * then never mapped, and a shard truncated after open makes shr_next fail cleanly with SHR_ETRUNC,
  * shr_last_error naming the shard file and the sample. LMDB shards are mapped in every mode (LMDB
  * reads only through its map), so they are not protected. A shard replaced by rename is safe in
  * every mode: the reader keeps the file it opened.
@@ -55,6 +55,14 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* What the shared library exports: the functions declared here and nothing else (it is built with
+ * -fvisibility=hidden). */
+#if defined(__GNUC__)
+#define SHR_API __attribute__((visibility("default")))
+#else
+#define SHR_API
 #endif
 
 #define SHR_VERSION_MAJOR 0
@@ -99,7 +107,7 @@ typedef enum {
     SHR_ACCESS_MMAP = 0,    /* map the shards (default); a shard truncated while mapped raises
                              * SIGBUS (see "Files that change" above) */
     SHR_ACCESS_PREAD,       /* pread into the batch buffer: cold data, network filesystems, files
-                             * that may change (a truncated shard is a clean FMT_ETRUNC) */
+                             * that may change (a truncated shard is a clean SHR_ETRUNC) */
     SHR_ACCESS_DIRECT       /* O_DIRECT (page cache bypassed) where the filesystem allows it,
                              * else plain pread. For raw shards read at their stored size, each
                              * worker issues a whole batch's reads at once, many in flight
@@ -178,8 +186,8 @@ typedef struct {
     uint64_t epoch, cursor;
 } shr_options;
 
-/* On-the-fly augmentation, exactly: with shr_mix(seed, epoch, index, salt) (declared in
- * sampler.h, exported by the library) and `index` the sample's dataset index, the sample is
+/* On-the-fly augmentation, exactly: with shr_mix(seed, epoch, index, salt) (declared below) and
+ * `index` the sample's dataset index, the sample is
  * mirrored iff flip is set and (shr_mix(.., SHR_SALT_FLIP) & 0xffffff) * 2^-24 < (float)flip_p
  * (torch.rand(1) < p, on the low 24 bits as torch takes them); where a stored width W exceeds
  * the output width w, random_crop starts the crop at column shr_mix(.., SHR_SALT_CROP_X) %
@@ -209,6 +217,10 @@ typedef struct {
 #define SHR_SALT_FLIP 0x666c6970u       /* "flip" */
 #define SHR_SALT_CROP_X 0x63726f78u     /* "crox" */
 #define SHR_SALT_CROP_Y 0x63726f79u     /* "croy" */
+
+/* Deterministic per-sample random bits: a hash of (seed, epoch, index, salt), the same on every
+ * machine. With the salts above it gives the reader's flip and crop draws. Thread-safe. */
+SHR_API uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t salt);
 #define SHR_SALT_RRC 0x72726300u        /* "rrc\0": SHR_SALT_RRC + 0 .. SHR_SALT_RRC + 19 */
 
 /* Output. Samples are delivered as dtype in layout: n * height * width * channels elements,
@@ -253,7 +265,7 @@ typedef struct {
 typedef struct shr_reader shr_reader;
 
 /* Defaults as documented in shr_options. */
-void shr_options_init(shr_options *o);
+SHR_API void shr_options_init(shr_options *o);
 
 /* Open the dataset in dir and start the workers. o may be NULL (defaults). On failure *r is NULL
  * and a description of the error (naming the file at fault) is available from
@@ -261,13 +273,13 @@ void shr_options_init(shr_options *o);
  * combinations that cannot work, such as rrc without width and height or with random_crop,
  * normalisation to uint8, dataset statistics the manifest does not have; an epoch without
  * batches, and a cursor past the epoch), SHR_ESHAPE, the dataset's errors (ENOENT
- * without a manifest, FMT_ETRUNC / FMT_ECORRUPT / FMT_EHASH / FMT_EFORMAT for a damaged shard,
+ * without a manifest, SHR_ETRUNC / SHR_ECORRUPT / SHR_EHASH / SHR_EFORMAT for a damaged shard,
  * ...), ENOMEM, and pthread_create's errors. Thread-safe. */
-int shr_open(shr_reader **r, const char *dir, const shr_options *o);
+SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o);
 
 /* Stop the workers and free everything, including batches not released. Accepts NULL. Must not
  * run concurrently with any other call on r. */
-void shr_close(shr_reader *r);
+SHR_API void shr_close(shr_reader *r);
 
 /* The next batch, in order; blocks until it is ready. Returns 0 and sets *b, or SHR_EEND at the
  * end of the epoch (then the next call starts the next epoch), or an error a worker met filling
@@ -275,22 +287,22 @@ void shr_close(shr_reader *r);
  * is failed: SHR_ESTATE from then on. Batches before the failed one are delivered normally.
  * SHR_EINVAL when the caller holds all prefetch batches (nothing changes; release one). One
  * consumer thread at a time: shr_next, shr_get_state and shr_last_error(r) belong to it. */
-int shr_next(shr_reader *r, const shr_batch **b);
+SHR_API int shr_next(shr_reader *r, const shr_batch **b);
 
 /* Give a batch back so its buffer can be refilled. Batches may be released in any order and from
  * any thread (e.g. once a device copy has finished); a consumer may hold up to prefetch - 1
  * batches at once (holding all of them would block shr_next forever, so it returns SHR_EINVAL
  * instead). NULL, a pointer that is not one of r's batches, and a second release of the same
  * batch are ignored. */
-void shr_release(shr_reader *r, const shr_batch *b);
+SHR_API void shr_release(shr_reader *r, const shr_batch *b);
 
 /* Where the next shr_next continues: the epoch and the number of its next batch (equal to
  * shr_batches_per_epoch when the epoch's SHR_EEND is next). r may be NULL (zeros). */
-shr_state shr_get_state(const shr_reader *r);
+SHR_API shr_state shr_get_state(const shr_reader *r);
 
 /* Batches per epoch for this rank, and samples per epoch for this rank (with padding). */
-uint64_t shr_batches_per_epoch(const shr_reader *r);
-uint64_t shr_samples_per_epoch(const shr_reader *r);
+SHR_API uint64_t shr_batches_per_epoch(const shr_reader *r);
+SHR_API uint64_t shr_samples_per_epoch(const shr_reader *r);
 
 /* The dataset: sample count, classes, and the batch geometry. */
 typedef struct {
@@ -314,21 +326,21 @@ typedef struct {
                                          * largest stored width and height (a few KiB each,
                                          * 64 MiB at most) */
 } shr_info;
-void shr_get_info(const shr_reader *r, shr_info *info);
+SHR_API void shr_get_info(const shr_reader *r, shr_info *info);
 
 /* The parameters the reader with options o (checked as shr_open checks them) draws for the sample
  * at dataset index `index`, stored at src_w x src_h, in epoch `epoch`: what shr_batch.params
  * reports for it. Returns 0, or SHR_EINVAL (bad options or sizes; no message). Thread-safe. */
-int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32_t src_w,
-                    uint32_t src_h, shr_params *p);
+SHR_API int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32_t src_w,
+                            uint32_t src_h, shr_params *p);
 
 /* Name of an error code (SHR_E*, FMT_E* or errno). Never NULL; static storage. */
-const char *shr_strerror(int rc);
+SHR_API const char *shr_strerror(int rc);
 
 /* r NULL: the message of the last failed shr_open, shr_dataset_open or shr_dataset_read in this
  * thread (thread-local). r not NULL: the message of r's last failed shr_next ("" if none). Valid
  * until the next call into the library from this thread. Never NULL. */
-const char *shr_last_error(const shr_reader *r);
+SHR_API const char *shr_last_error(const shr_reader *r);
 
 /* ---- Single samples: random access to a dataset, without a reader ----
  *
@@ -380,29 +392,30 @@ typedef struct {
 
 /* Open the dataset in dir (access as in shr_options; SHR_ACCESS_MMAP is the usual choice). On
  * failure *d is NULL and shr_last_error(NULL) names the file at fault. Errors: SHR_EINVAL (NULL
- * arguments, unknown access mode), ENOENT without a manifest, FMT_ETRUNC / FMT_ECORRUPT /
- * FMT_EFORMAT / ... for a damaged manifest or shard, FMT_EUNSUPPORTED, ENOMEM. */
-int shr_dataset_open(shr_dataset **d, const char *dir, shr_access access);
+ * arguments, unknown access mode), ENOENT without a manifest, SHR_ETRUNC / SHR_ECORRUPT /
+ * SHR_EFORMAT / ... for a damaged manifest or shard, SHR_EUNSUPPORTED, ENOMEM. */
+SHR_API int shr_dataset_open(shr_dataset **d, const char *dir, shr_access access);
 
 /* Close the dataset. Accepts NULL. Must not run concurrently with any other call on d. */
-void shr_dataset_close(shr_dataset *d);
+SHR_API void shr_dataset_close(shr_dataset *d);
 
 /* The manifest's facts (see shr_dataset_info); d must not be NULL. */
-void shr_dataset_get_info(const shr_dataset *d, shr_dataset_info *info);
+SHR_API void shr_dataset_get_info(const shr_dataset *d, shr_dataset_info *info);
 
 /* Name of class `label` (the class folder, or the list file's label), NULL if label >= classes.
  * Valid until shr_dataset_close. */
-const char *shr_dataset_class(const shr_dataset *d, uint32_t label);
+SHR_API const char *shr_dataset_class(const shr_dataset *d, uint32_t label);
 
 /* Metadata of sample idx. Returns 0, or SHR_EINVAL if idx >= samples. */
-int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s);
+SHR_API int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s);
 
 /* Copy sample idx's stored pixels (s.bytes of them, uint8 HWC) into dst, which has room for len
  * bytes; meta (may be NULL) receives its metadata. Returns 0; SHR_EINVAL (idx >= samples, or len
  * smaller than the sample: nothing is written); the read's errors (errno values of pread,
- * FMT_ETRUNC for a shard truncated after open in SHR_ACCESS_PREAD / DIRECT mode), with
+ * SHR_ETRUNC for a shard truncated after open in SHR_ACCESS_PREAD / DIRECT mode), with
  * shr_last_error(NULL) naming the shard file and the sample. */
-int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta);
+SHR_API int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len,
+                             shr_sample *meta);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# End to end: the installed library stands alone. `make install` into a temporary PREFIX, then a
+# program that knows nothing but the installed shardread.h and shardread.pc is compiled, linked
+# against the installed libshardread.so and run on a dataset; and the shared object exports
+# exactly the functions shardread.h declares.
+. "$(dirname "$0")/lib.sh"
+
+P="$T/prefix"
+make --no-print-directory -C "$ROOT" BUILD="$BUILD" PREFIX="$P" PY_SITE="$T/python" install >"$T/install.log" 2>&1
+check "make install PREFIX=$P" test -f "$P/include/shardread.h" -a -f "$P/lib/pkgconfig/shardread.pc"
+
+export PKG_CONFIG_PATH="$P/lib/pkgconfig"
+check "pkg-config finds shardread in PREFIX" bash -c "pkg-config --cflags shardread | grep -q -- '-I$P/include'"
+
+# a sanitizer build's library needs the program built with the same runtime
+case "$BUILD" in
+  *address*) SAN="-fsanitize=address,undefined" ;;
+  *thread*) SAN="-fsanitize=thread" ;;
+  *) SAN= ;;
+esac
+
+cat >"$T/prog.c" <<'C'
+#include <shardread.h>
+#include <stdio.h>
+
+/* every sample of one random epoch, "index label" per line, then a few documented helpers */
+int main(int argc, char **argv)
+{
+    shr_options o;
+    shr_options_init(&o);
+    o.batch_size = 3;
+    o.threads = 2;
+    o.order = SHR_ORDER_RANDOM;
+    o.seed = 7;
+    if (argc != 2)
+        return 2;
+    shr_reader *r;
+    int rc = shr_open(&r, argv[1], &o);
+    if (rc) {
+        fprintf(stderr, "prog: %s\n", shr_last_error(NULL));
+        return 1;
+    }
+    const shr_batch *b;
+    while ((rc = shr_next(r, &b)) == 0) {
+        for (uint32_t i = 0; i < b->n; i++)
+            printf("%lld %lld\n", (long long)b->indices[i], (long long)b->labels[i]);
+        shr_release(r, b);
+    }
+    shr_close(r);
+    if (rc != SHR_EEND)
+        return 1;
+    fprintf(stderr, "mix %llu\n", (unsigned long long)shr_mix(7, 0, 5, SHR_SALT_FLIP));
+    fprintf(stderr, "etrunc %s\n", shr_strerror(SHR_ETRUNC));
+    shr_reader *none;
+    fprintf(stderr, "missing %d\n", shr_open(&none, "/nonexistent-dataset", NULL));
+    return 0;
+}
+C
+check "a program compiles against the installed header alone" \
+  cc -std=c11 -Wall -Wextra -Werror $SAN -o "$T/prog" "$T/prog.c" $(pkg-config --cflags --libs shardread)
+
+"$MKSAMPLE" "$T/src" --classes 3 --per-class 5 --seed 2 --quiet --no-broken || { echo "mksample failed"; exit 1; }
+"$SHARDC" build "$T/src" -o "$T/ds" --size 16x16 --no-progress 2>/dev/null \
+  || { echo "shardc build failed"; exit 1; }
+LD_LIBRARY_PATH="$P/lib" "$T/prog" "$T/ds" >"$T/out" 2>"$T/err"
+check "it runs on the installed libshardread.so" test $? -eq 0
+check "every sample once (a permutation of 0..14)" \
+  bash -c "cut -d' ' -f1 '$T/out' | sort -n | tr '\n' ' ' | grep -qx '0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 '"
+check "in a shuffled order" bash -c "! cut -d' ' -f1 '$T/out' | sort -nc 2>/dev/null"
+check "labels as the folders give them (5 per class)" \
+  bash -c "[ \"\$(cut -d' ' -f2 '$T/out' | sort | uniq -c | awk '{print \$1}' | tr '\n' ' ')\" = '5 5 5 ' ]"
+check "SHR_ETRUNC is named" bash -c "grep -q '^etrunc ' '$T/err' && ! grep -qi 'unknown' '$T/err'"
+check "a missing dataset is ENOENT (2)" grep -qx 'missing 2' "$T/err"
+
+# the exported symbols: exactly the functions shardread.h declares
+so="$P/lib/libshardread.so"
+nm -D --defined-only "$so" | awk '$2 ~ /^[TtWDdBbRrVv]$/ {print $3}' | sort -u >"$T/exported"
+sed -n 's/^SHR_API[^(]*[^a-z_0-9]\([a-z_0-9]*\)(.*/\1/p' "$P/include/shardread.h" | sort -u >"$T/declared"
+check "shardread.h declares functions" test -s "$T/declared"
+if diff "$T/declared" "$T/exported" >"$T/diff"; then ok "libshardread.so exports exactly shardread.h's functions ($(wc -l <"$T/declared"))"
+else bad "libshardread.so exports differ from shardread.h (< declared, > exported)"; sed 's/^/       /' "$T/diff" | head -20; fi
+
+finish
