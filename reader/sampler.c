@@ -51,6 +51,8 @@ struct shr_sampler {
     uint32_t rank, world;
     uint32_t batch_size;
     uint64_t per_rank, batches;
+    uint64_t start_epoch, start;        /* elastic resumption (sampler.h) */
+    uint64_t start_per_rank, start_batches;
     uint64_t nshards, window;
     uint64_t *shard_start;      /* quasi: nshards + 1 prefix sums of the shard counts */
 };
@@ -110,6 +112,22 @@ uint64_t shr_perm(uint64_t key, uint64_t n, uint64_t i)
     return x;
 }
 
+/* Positions per rank out of m left in an epoch. */
+static uint64_t share(const shr_sampler_cfg *cfg, uint64_t m)
+{
+    if (cfg->uneven == SHR_UNEVEN_PAD)
+        return m / cfg->world + (m % cfg->world != 0);
+    return m / cfg->world;
+}
+
+static uint64_t batches_of(const shr_sampler_cfg *cfg, uint64_t per_rank)
+{
+    uint64_t b = per_rank / cfg->batch_size;
+    if (!cfg->drop_last && per_rank % cfg->batch_size)
+        b++;
+    return b;
+}
+
 int shr_sampler_create(shr_sampler **s, const shr_sampler_cfg *cfg)
 {
     int rc = 0;
@@ -133,13 +151,12 @@ int shr_sampler_create(shr_sampler **s, const shr_sampler_cfg *cfg)
     p->rank = cfg->rank;
     p->world = cfg->world;
     p->batch_size = cfg->batch_size;
-    if (cfg->uneven == SHR_UNEVEN_PAD)
-        p->per_rank = cfg->n / cfg->world + (cfg->n % cfg->world != 0);
-    else
-        p->per_rank = cfg->n / cfg->world;
-    p->batches = p->per_rank / cfg->batch_size;
-    if (!cfg->drop_last && p->per_rank % cfg->batch_size)
-        p->batches++;
+    p->per_rank = share(cfg, cfg->n);
+    p->batches = batches_of(cfg, p->per_rank);
+    p->start_epoch = cfg->start_epoch;
+    p->start = cfg->start < cfg->n ? cfg->start : cfg->n;
+    p->start_per_rank = share(cfg, cfg->n - p->start);
+    p->start_batches = batches_of(cfg, p->start_per_rank);
 
     if (cfg->order == SHR_ORDER_QUASI) {
         if (cfg->window == 0 || (cfg->nshards && !cfg->shard_counts)) {
@@ -195,6 +212,28 @@ uint64_t shr_sampler_per_rank(const shr_sampler *s)
 uint64_t shr_sampler_batches(const shr_sampler *s)
 {
     return s->batches;
+}
+
+uint64_t shr_sampler_per_rank_in(const shr_sampler *s, uint64_t epoch)
+{
+    return epoch == s->start_epoch ? s->start_per_rank : s->per_rank;
+}
+
+uint64_t shr_sampler_batches_in(const shr_sampler *s, uint64_t epoch)
+{
+    return epoch == s->start_epoch ? s->start_batches : s->batches;
+}
+
+uint64_t shr_sampler_consumed(const shr_sampler *s, uint64_t epoch, uint64_t batches)
+{
+    uint64_t start = epoch == s->start_epoch ? s->start : 0;
+    if (batches >= shr_sampler_batches_in(s, epoch))
+        return s->n;
+    uint64_t step;
+    if (__builtin_mul_overflow(batches, (uint64_t)s->batch_size * s->world, &step) ||
+        step >= s->n - start)
+        return s->n;
+    return start + step;
 }
 
 uint64_t shr_sampler_shard_at(const shr_sampler *s, uint64_t epoch, uint64_t q)
@@ -278,11 +317,12 @@ static uint64_t quasi_seq(const shr_sampler *s, quasi_cursor *c, uint64_t j)
 
 uint32_t shr_sampler_batch(const shr_sampler *s, uint64_t epoch, uint64_t batch, uint64_t *out)
 {
-    if (batch >= s->batches)
+    uint64_t per_rank = shr_sampler_per_rank_in(s, epoch);
+    uint64_t start = epoch == s->start_epoch ? s->start : 0;
+    if (batch >= shr_sampler_batches_in(s, epoch))
         return 0;
     uint64_t k0 = batch * s->batch_size;
-    uint32_t count = s->per_rank - k0 < s->batch_size ? (uint32_t)(s->per_rank - k0)
-                                                      : s->batch_size;
+    uint32_t count = per_rank - k0 < s->batch_size ? (uint32_t)(per_rank - k0) : s->batch_size;
     uint64_t key = epoch_key(s->seed, epoch);
     quasi_cursor qc;
     uint64_t stack_table[2 * QUASI_STACK], *heap_table = NULL;
@@ -302,7 +342,7 @@ uint32_t shr_sampler_batch(const shr_sampler *s, uint64_t epoch, uint64_t batch,
     }
     for (uint32_t i = 0; i < count; i++) {
         /* below n + world by the check in create, so no overflow; past n only when padding */
-        uint64_t j = s->rank + (k0 + i) * s->world;
+        uint64_t j = start + s->rank + (k0 + i) * s->world;
         if (j >= s->n)
             j %= s->n;
         switch (s->order) {

@@ -16,6 +16,14 @@
  *               shard order (empty shards take no positions).
  * Rank partition: rank r takes j = r, r + world, r + 2 world, ... ; with SHR_UNEVEN_PAD every rank
  * takes ceil(n / world) positions (j wraps around modulo n), with SHR_UNEVEN_DROP floor(n / world).
+ * Elastic resumption: in epoch start_epoch the first `start` positions of the sequence were
+ * consumed already (by any number of ranks); there rank r takes j = start + r, start + r + world,
+ * ..., ceil((n - start) / world) positions with SHR_UNEVEN_PAD (past n, j wraps modulo n: the
+ * declared padding), floor((n - start) / world) with SHR_UNEVEN_DROP. Since every rank's k-th
+ * batch covers positions below start + (k + 1) * batch_size * world, the positions consumed when
+ * every rank has taken c batches are exactly [0, start + c * batch_size * world) (capped at n),
+ * whatever the world size: a state of (epoch, positions consumed) resumes on any world size
+ * with no position repeated or lost but the padding.
  * Batches: consecutive runs of batch_size of the rank's positions; the last may be shorter, or is
  * dropped with drop_last. Every rank has the same number of batches.
  *
@@ -49,6 +57,8 @@ typedef struct {
     const uint64_t *shard_counts;   /* the dataset indices after those of shards 0..s-1. Copied by
                                      * create; may be NULL when nshards is 0 (then n must be 0) */
     uint32_t window;            /* shards per window (>= 1) */
+    uint64_t start_epoch, start;    /* positions [0, start) of epoch start_epoch were consumed
+                                     * before (elastic resumption; start 0: none) */
 } shr_sampler_cfg;
 
 typedef struct shr_sampler shr_sampler;
@@ -61,8 +71,14 @@ void shr_sampler_free(shr_sampler *s);          /* accepts NULL */
 
 uint64_t shr_sampler_per_rank(const shr_sampler *s);  /* positions per rank per epoch */
 uint64_t shr_sampler_batches(const shr_sampler *s);   /* batches per rank per epoch */
+/* The same for one epoch: start_epoch may have fewer (the others have the figures above). */
+uint64_t shr_sampler_per_rank_in(const shr_sampler *s, uint64_t epoch);
+uint64_t shr_sampler_batches_in(const shr_sampler *s, uint64_t epoch);
+/* Positions of epoch's sequence consumed once every rank has taken `batches` batches of it
+ * (at most n). */
+uint64_t shr_sampler_consumed(const shr_sampler *s, uint64_t epoch, uint64_t batches);
 
-/* The dataset indices of batch `batch` (< shr_sampler_batches) of `epoch`, into out (room for
+/* The dataset indices of batch `batch` (< shr_sampler_batches_in(epoch)) of `epoch`, into out (room for
  * batch_size); returns how many (batch_size, or fewer for a last partial batch). A batch number
  * past the end returns 0 and writes nothing. */
 uint32_t shr_sampler_batch(const shr_sampler *s, uint64_t epoch, uint64_t batch, uint64_t *out);

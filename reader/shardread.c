@@ -102,6 +102,8 @@ typedef struct {
     void *data;                 /* from shr_host_alloc, b.pinned says how */
     int64_t *arrays;            /* labels, indices, sources: 3 * batch_size */
     shr_params *params;         /* batch_size */
+    int64_t *bad_idx;           /* batch_size: b.bad_indices */
+    int32_t *bad_err, *bad_pos; /* batch_size each: b.bad_errors, b.bad_positions */
     slot_state state;
     int rc;                     /* READY: result of the fill */
     char msg[SHR_MSG_LEN];      /* READY with rc != 0: what failed */
@@ -135,8 +137,9 @@ struct shr_reader {
     fmt_rs_cache *rs_cache;     /* o.rrc: coefficient tables shared by the workers */
     uint32_t max_w, max_h;      /* o.rrc: the largest stored width and height */
     shr_tf_out out;             /* dtype, layout, normalisation */
-    uint64_t nb;                /* batches per epoch */
-    uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb) */
+    uint64_t nb;                /* batches per epoch (but the resumed one: sampler.h) */
+    uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb0) */
+    uint64_t nb0;               /* batches of epoch e0 */
 
     pthread_mutex_t mu;
     pthread_cond_t slot_free, ready;
@@ -154,6 +157,7 @@ struct shr_reader {
     /* consumer side: touched only by the thread calling shr_next */
     uint64_t epoch, cursor;
     int failed;
+    shr_recovery recovery;
     char err[SHR_MSG_LEN];
 };
 
@@ -328,6 +332,16 @@ static int resize_box(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt
     return 0;
 }
 
+/* verify_samples: the stored pixels px (s->length bytes) against their recorded hash. */
+static int verify_px(const shr_reader *r, uint64_t idx, const uint8_t *px, const fmt_sample *s,
+                     char *msg)
+{
+    if (!r->o.verify_samples || fmt_hash64(px, (size_t)s->length) == s->hash)
+        return 0;
+    return fail_msg(msg, FMT_EHASH, "%s: sample %" PRIu64 ": pixels do not match their hash "
+                    "(damaged)", fmt_dataset_sample_file(r->ds, idx), idx);
+}
+
 /* put_sample for RandomResizedCrop and for outputs other than uint8 NHWC: the finished uint8
  * pixels (the stored sample itself where it needs no crop, pad or resize) are converted into dst
  * by the output kernel, which also mirrors them. */
@@ -348,6 +362,9 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
                             shr_strerror(rc));
         src = w->sample;
     }
+    int vrc = verify_px(r, idx, src, s, msg);
+    if (vrc)
+        return vrc;
     size_t stride = (size_t)s->width * c;
     if (r->o.rrc) {
         int rc = resize_box(w, idx, src, s, p, r->convert || p->flip ? w->staged : dst, msg);
@@ -386,10 +403,15 @@ static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
     /* zero copy where the backend hands out mapped pixels */
     int mmap = r->o.access == SHR_ACCESS_MMAP && s->pixels != NULL;
     if (s->width == r->width && s->height == r->height) {
-        if (mmap)
+        if (mmap) {
+            if ((rc = verify_px(r, idx, s->pixels, s, msg)) != 0)
+                return rc;
             memcpy(dst, s->pixels, r->sample_bytes);
-        else
+        } else {
             rc = fmt_dataset_read_buf(r->ds, idx, dst, NULL, w->bounce, SHR_BOUNCE_BYTES);
+            if (rc == 0 && (rc = verify_px(r, idx, dst, s, msg)) != 0)
+                return rc;
+        }
     } else {
         const uint8_t *src = s->pixels;
         if (!mmap) {
@@ -400,6 +422,8 @@ static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
             rc = fmt_dataset_read_buf(r->ds, idx, w->sample, NULL, w->bounce, SHR_BOUNCE_BYTES);
             src = w->sample;
         }
+        if (rc == 0 && (rc = verify_px(r, idx, src, s, msg)) != 0)
+            return rc;
         if (rc == 0)
             crop_pad(r, dst, src, s, p);
     }
@@ -457,29 +481,89 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
     return 0;
 }
 
-/* Fill slot with stream batch k. */
+/* Stream batch k is batch *number of *epoch (see "The stream" above; the first epoch may be a
+ * resumed one, shorter than the rest). */
+static void stream_pos(const shr_reader *r, uint64_t k, uint64_t *epoch, uint64_t *number)
+{
+    if (k < r->nb0 - r->c0) {
+        *epoch = r->e0;
+        *number = r->c0 + k;
+        return;
+    }
+    uint64_t t = k - (r->nb0 - r->c0);
+    *epoch = r->e0 + 1 + t / r->nb;
+    *number = t % r->nb;
+}
+
+/* on_error substitute: the first candidate that reads cleanly takes position i (see
+ * shardread.h, "Read-time recovery"). 0, or the last candidate's error. */
+static int substitute(shr_worker *w, shr_slot *slot, uint64_t epoch, uint64_t bad, uint32_t i,
+                      fmt_sample *s)
+{
+    const shr_reader *r = w->r;
+    uint64_t n = fmt_dataset_count(r->ds);
+    char msg[SHR_MSG_LEN];
+    int rc = SHR_ECORRUPT;
+    for (uint32_t a = 0; a < 16; a++) {
+        uint64_t c = shr_mix(r->o.seed, epoch, bad, SHR_SALT_SUBSTITUTE + a) % n;
+        if (c == bad)
+            continue;
+        rc = put_sample(w, epoch, c, slot->b.data + (size_t)i * r->sample_bytes, s,
+                        &slot->params[i], msg);
+        if (rc == 0) {
+            slot->b.indices[i] = (int64_t)c;
+            return 0;
+        }
+    }
+    return rc;
+}
+
+/* Fill slot with stream batch k. A sample that cannot be read fails the batch, or is skipped or
+ * substituted (on_error): slot->msg then holds the latest one's message. */
 static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
 {
     const shr_reader *r = w->r;
-    uint64_t t = r->c0 + k;
-    uint64_t epoch = r->e0 + t / r->nb, number = t % r->nb;
+    uint64_t epoch, number;
+    stream_pos(r, k, &epoch, &number);
     shr_batch *b = &slot->b;
     uint32_t n = shr_sampler_batch(r->sampler, epoch, number, w->idx);
-    b->n = n;
     b->epoch = epoch;
     b->number = number;
-    if (w->direct)
+    b->nbad = 0;
+    /* the direct engine reads a whole batch at once; recovery and verification go sample by
+     * sample */
+    if (w->direct && r->o.on_error == SHR_ON_ERROR_FAIL && !r->o.verify_samples) {
+        b->n = n;
         return fill_direct(w, slot, epoch, n);
+    }
+    uint32_t out = 0;
     for (uint32_t i = 0; i < n; i++) {
         fmt_sample s;
-        int rc = put_sample(w, epoch, w->idx[i], b->data + (size_t)i * r->sample_bytes, &s,
-                            &slot->params[i], slot->msg);
-        if (rc)
-            return rc;
-        b->labels[i] = s.label;
-        b->indices[i] = (int64_t)w->idx[i];
-        b->sources[i] = (int64_t)s.source;
+        int rc = put_sample(w, epoch, w->idx[i], b->data + (size_t)out * r->sample_bytes, &s,
+                            &slot->params[out], slot->msg);
+        b->indices[out] = (int64_t)w->idx[i];
+        if (rc) {
+            if (r->o.on_error == SHR_ON_ERROR_FAIL)
+                return rc;
+            slot->bad_idx[b->nbad] = (int64_t)w->idx[i];
+            slot->bad_err[b->nbad] = rc;
+            slot->bad_pos[b->nbad] = -1;
+            if (r->o.on_error == SHR_ON_ERROR_SKIP) {
+                b->nbad++;
+                continue;
+            }
+            char keep[SHR_MSG_LEN];
+            memcpy(keep, slot->msg, sizeof keep);
+            if (substitute(w, slot, epoch, w->idx[i], out, &s) != 0)
+                return fail_msg(slot->msg, rc, "%s (and no substitute could be read)", keep);
+            memcpy(slot->msg, keep, sizeof keep);
+            slot->bad_pos[b->nbad++] = (int32_t)out;
+        }
+        b->labels[out] = s.label;
+        b->sources[out] = (int64_t)s.source;
+        out++;
     }
+    b->n = out;
     return 0;
 }
 
@@ -531,6 +615,11 @@ static int check_options(const shr_options *o, char *m)
                         o->rank, o->world);
     if ((unsigned)o->uneven > SHR_UNEVEN_DROP)
         return fail_msg(m, SHR_EINVAL, "unknown uneven mode %d", (int)o->uneven);
+    if ((unsigned)o->on_error > SHR_ON_ERROR_SUBSTITUTE)
+        return fail_msg(m, SHR_EINVAL, "unknown on_error mode %d", (int)o->on_error);
+    if (o->consumed && o->cursor)
+        return fail_msg(m, SHR_EINVAL, "give either consumed (any world size) or cursor (the "
+                        "same world size), not both");
     if ((o->width == 0) != (o->height == 0))
         return fail_msg(m, SHR_EINVAL, "width and height must both be given, or neither");
     if (o->threads == 0 || o->threads > SHR_MAX_THREADS)
@@ -662,6 +751,8 @@ static int make_sampler(shr_reader *r)
         .nshards = m->nshards,
         .shard_counts = counts,
         .window = r->o.quasi_window ? r->o.quasi_window : 1,
+        .start_epoch = r->o.epoch,
+        .start = r->o.consumed,
     };
     int rc = shr_sampler_create(&r->sampler, &cfg);
     free(counts);
@@ -673,14 +764,19 @@ static int make_sampler(shr_reader *r)
                         " for this rank, batch_size %" PRIu32 "%s", m->samples,
                         shr_sampler_per_rank(r->sampler), r->o.batch_size,
                         r->o.drop_last ? " with drop_last" : "");
-    if (r->o.cursor > r->nb)
+    if (r->o.consumed > m->samples)
+        return fail_msg(g_open_err, SHR_EINVAL, "consumed %" PRIu64 " is past the epoch's %"
+                        PRIu64 " samples", r->o.consumed, m->samples);
+    uint64_t first = shr_sampler_batches_in(r->sampler, r->o.epoch);
+    if (r->o.cursor > first)
         return fail_msg(g_open_err, SHR_EINVAL, "cursor %" PRIu64 " is past the epoch's %" PRIu64
-                        " batches", r->o.cursor, r->nb);
-    /* cursor == nb: the epoch is consumed and its SHR_EEND is next */
+                        " batches", r->o.cursor, first);
+    /* cursor == the epoch's batches: it is consumed and its SHR_EEND is next */
     r->epoch = r->o.epoch;
     r->cursor = r->o.cursor;
-    r->e0 = r->o.epoch + (r->o.cursor == r->nb);
-    r->c0 = r->o.cursor == r->nb ? 0 : r->o.cursor;
+    r->e0 = r->o.epoch + (r->o.cursor == first);
+    r->c0 = r->o.cursor == first ? 0 : r->o.cursor;
+    r->nb0 = shr_sampler_batches_in(r->sampler, r->e0);
     return 0;
 }
 
@@ -700,8 +796,14 @@ static int make_ring(shr_reader *r)
                             r->batch_bytes);
         s->arrays = calloc(3 * (size_t)r->o.batch_size, sizeof *s->arrays);
         s->params = calloc(r->o.batch_size, sizeof *s->params);
-        if (!s->arrays || !s->params)
+        s->bad_idx = calloc(r->o.batch_size, sizeof *s->bad_idx);
+        s->bad_err = calloc(2 * (size_t)r->o.batch_size, sizeof *s->bad_err);
+        if (!s->arrays || !s->params || !s->bad_idx || !s->bad_err)
             return ENOMEM;
+        s->bad_pos = s->bad_err + r->o.batch_size;
+        s->b.bad_indices = s->bad_idx;
+        s->b.bad_errors = s->bad_err;
+        s->b.bad_positions = s->bad_pos;
         s->b.params = s->params;
         s->b.dtype = r->o.dtype;
         s->b.layout = r->o.layout;
@@ -733,6 +835,8 @@ static void free_reader(shr_reader *r)
     for (uint32_t i = 0; r->slots && i < r->nslots; i++) {
         shr_host_free(r->slots[i].data, r->slots[i].b.pinned);
         free(r->slots[i].arrays);
+        free(r->slots[i].bad_idx);
+        free(r->slots[i].bad_err);
         free(r->slots[i].params);
     }
     free(r->slots);
@@ -1001,7 +1105,7 @@ int shr_next(shr_reader *r, const shr_batch **b)
         return fail_msg(r->err, SHR_EINVAL, "shr_next needs somewhere to put the batch");
     if (r->failed)
         return SHR_ESTATE;
-    if (r->cursor == r->nb) {
+    if (r->cursor == shr_sampler_batches_in(r->sampler, r->epoch)) {
         r->epoch++;
         r->cursor = 0;
         return SHR_EEND;
@@ -1027,6 +1131,15 @@ int shr_next(shr_reader *r, const shr_batch **b)
         return slot->rc;
     }
     r->cursor++;
+    if (slot->b.nbad) {
+        /* recovered samples: counted and reported, never hidden */
+        uint32_t skipped = 0;
+        for (uint32_t i = 0; i < slot->b.nbad; i++)
+            skipped += slot->bad_pos[i] < 0;
+        r->recovery.skipped += skipped;
+        r->recovery.replaced += slot->b.nbad - skipped;
+        memcpy(r->err, slot->msg, sizeof r->err);
+    }
     *b = &slot->b;
     return 0;
 }
@@ -1055,13 +1168,25 @@ void shr_release(shr_reader *r, const shr_batch *b)
 
 shr_state shr_get_state(const shr_reader *r)
 {
-    shr_state s = {0, 0, 0};
+    shr_state s = {0, 0, 0, 0};
     if (r) {
         s.seed = r->o.seed;
         s.epoch = r->epoch;
         s.cursor = r->cursor;
+        s.consumed = shr_sampler_consumed(r->sampler, r->epoch, r->cursor);
     }
     return s;
+}
+
+uint64_t shr_batches_in_epoch(const shr_reader *r, uint64_t epoch)
+{
+    return r ? shr_sampler_batches_in(r->sampler, epoch) : 0;
+}
+
+shr_recovery shr_get_recovery(const shr_reader *r)
+{
+    shr_recovery z = {0, 0};
+    return r ? r->recovery : z;
 }
 
 uint64_t shr_batches_per_epoch(const shr_reader *r)

@@ -116,6 +116,12 @@ typedef enum {
 } shr_access;
 
 typedef enum {
+    SHR_ON_ERROR_FAIL = 0,      /* a sample that cannot be read fails the batch (default) */
+    SHR_ON_ERROR_SKIP,          /* it is left out: a shorter batch */
+    SHR_ON_ERROR_SUBSTITUTE     /* a deterministic other sample takes its place */
+} shr_on_error;
+
+typedef enum {
     SHR_PIN_AUTO = 0,       /* pinned (cudaHostAlloc) when a CUDA device is present */
     SHR_PIN_OFF             /* always page-aligned ordinary memory */
 } shr_pin;
@@ -184,7 +190,50 @@ typedef struct {
     /* Where to start: epoch and batch within it (default 0, 0). cursor may equal the epoch's
      * batch count: the epoch is then consumed and the first shr_next returns its SHR_EEND. */
     uint64_t epoch, cursor;
+    /* Samples that cannot be read (see "Read-time recovery" below). */
+    shr_on_error on_error;      /* default SHR_ON_ERROR_FAIL */
+    int verify_samples;         /* non-zero: hash every sample as it is read (XXH3-64 against
+                                 * the hash stored with it); a mismatch is FMT_EHASH */
+    /* Elastic resumption (see "Resuming on another world size" below): positions of epoch
+     * `epoch`'s global sequence already consumed by all ranks together, shr_state.consumed of
+     * the reader that saved the state, on any world size. Non-zero needs cursor 0. */
+    uint64_t consumed;
 } shr_options;
+
+/* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
+ * an image file of a per-image set that no longer decodes) or, with verify_samples, whose pixels
+ * do not match their stored hash, is handled as on_error says:
+ *   SHR_ON_ERROR_FAIL        the batch fails: shr_next returns the error, the reader is failed
+ *                            (SHR_ESTATE from then on). The default, and the only behaviour
+ *                            before these options existed.
+ *   SHR_ON_ERROR_SKIP        the sample is left out: the batch is shorter (n smaller; its
+ *                            other samples keep their order).
+ *   SHR_ON_ERROR_SUBSTITUTE  another sample takes its place, same position, same shape: the
+ *                            first of candidates c_a = shr_mix(seed, epoch, index,
+ *                            SHR_SALT_SUBSTITUTE + a) % samples, a = 0, 1, ... 15, that is not
+ *                            the sample itself and reads cleanly (verified too, with
+ *                            verify_samples); labels, indices, sources and params describe the
+ *                            substitute. If all 16 fail, the batch fails as with FAIL.
+ * Either way the run goes on and nothing is hidden: the batch lists what was not delivered as
+ * planned (shr_batch.nbad, bad_indices, bad_errors, bad_positions), shr_get_recovery counts it
+ * for the reader's life, and shr_last_error(r) holds the message of the latest one (naming the
+ * file and the sample). The choice depends only on (seed, epoch, index), so it is the same at
+ * every thread count and after a resume. verify_samples costs one XXH3-64 pass over each stored
+ * sample (see the README for the measured cost). */
+#define SHR_SALT_SUBSTITUTE 0x73756230u /* "sub0": + attempt 0 .. 15 */
+
+/* Resuming on another world size. An epoch's order is one global sequence; rank r of world W
+ * reads positions r, r + W, r + 2W, ... of it (sampler.h). When every rank has consumed c
+ * batches, the positions consumed are exactly [0, min(n, c * batch_size * W)), whatever W: this
+ * is shr_state.consumed. A reader opened with options epoch = state.epoch, consumed =
+ * state.consumed (cursor 0) on any world size W' reads positions consumed + r', consumed + r' +
+ * W', ... of the same sequence: every sample of the epoch not consumed before is read exactly
+ * once over the W' ranks, plus, with SHR_UNEVEN_PAD, the declared padding (positions past the
+ * end wrap to the epoch's start so every rank has the same count; SHR_UNEVEN_DROP drops the
+ * tail instead). That resumed epoch may have fewer batches than the others
+ * (shr_batches_in_epoch); later epochs are whole. Save a state when every rank has consumed the
+ * same number of batches (synchronous data parallel training does): consumed is computed from
+ * this rank's cursor. */
 
 /* On-the-fly augmentation, exactly: with shr_mix(seed, epoch, index, salt) (declared below) and
  * `index` the sample's dataset index, the sample is
@@ -255,12 +304,29 @@ typedef struct {
     uint64_t epoch;             /* epoch this batch belongs to */
     uint64_t number;            /* its position in the epoch (this rank's batches: 0, 1, ...) */
     int pinned;                 /* data is CUDA pinned host memory */
+    /* Samples of this batch's plan not delivered as planned (on_error skip or substitute; 0
+     * with fail), nbad entries each, in plan order: */
+    uint32_t nbad;
+    const int64_t *bad_indices;     /* the dataset index that could not be read */
+    const int32_t *bad_errors;      /* why: FMT_EHASH (verify_samples), FMT_ETRUNC, EIO, ... */
+    const int32_t *bad_positions;   /* substitute: the position in this batch of the sample
+                                     * that took its place; skip: -1 */
 } shr_batch;
 
 /* The whole reader state: open a reader with these in its options to continue exactly here. */
 typedef struct {
     uint64_t seed, epoch, cursor;
+    /* Positions of the epoch's global sequence consumed by all ranks together (see "Resuming on
+     * another world size"): pass it as shr_options.consumed, with cursor 0, to resume on any
+     * world size; cursor alone resumes on the same world size, as before. */
+    uint64_t consumed;
 } shr_state;
+
+/* What read-time recovery did over the reader's life (counted as batches are delivered). */
+typedef struct {
+    uint64_t replaced;          /* samples replaced by a substitute */
+    uint64_t skipped;           /* samples left out */
+} shr_recovery;
 
 typedef struct shr_reader shr_reader;
 
@@ -297,12 +363,19 @@ SHR_API int shr_next(shr_reader *r, const shr_batch **b);
 SHR_API void shr_release(shr_reader *r, const shr_batch *b);
 
 /* Where the next shr_next continues: the epoch and the number of its next batch (equal to
- * shr_batches_per_epoch when the epoch's SHR_EEND is next). r may be NULL (zeros). */
+ * shr_batches_in_epoch when the epoch's SHR_EEND is next), and the positions of the epoch's
+ * sequence consumed by all ranks. r may be NULL (zeros). */
 SHR_API shr_state shr_get_state(const shr_reader *r);
 
 /* Batches per epoch for this rank, and samples per epoch for this rank (with padding). */
 SHR_API uint64_t shr_batches_per_epoch(const shr_reader *r);
 SHR_API uint64_t shr_samples_per_epoch(const shr_reader *r);
+/* Batches of one epoch for this rank: shr_batches_per_epoch, except in an epoch resumed with
+ * shr_options.consumed, which has those of what was left. */
+SHR_API uint64_t shr_batches_in_epoch(const shr_reader *r, uint64_t epoch);
+
+/* Counts of read-time recovery so far (zeros for NULL). The consumer's thread. */
+SHR_API shr_recovery shr_get_recovery(const shr_reader *r);
 
 /* The dataset: sample count, classes, and the batch geometry. */
 typedef struct {

@@ -6,6 +6,7 @@
  * (found next to this program: <exe>/../bin/, else $BUILD/bin), once, before the tests fork. */
 #include "dataset.h"
 #include "pinned.h"
+#include "raw.h"
 #include "sampler.h"
 #include "shardread.h"
 
@@ -1135,6 +1136,269 @@ START_TEST(test_public_dataset)
 }
 END_TEST
 
+/* ---- read-time recovery ---- */
+
+#define NBAD 3
+static const uint64_t g_bad[NBAD] = {3, 10, 18};
+
+static int is_bad(uint64_t idx)
+{
+    for (int i = 0; i < NBAD; i++)
+        if (g_bad[i] == idx)
+            return 1;
+    return 0;
+}
+
+/* A copy of the fixed dataset (shards of 7) with one payload byte of each g_bad sample flipped:
+ * the damage only a hash finds. */
+static void damaged_copy(char *out, size_t n)
+{
+    copy_dataset(g_fixed, "damaged-samples", out, n);
+    for (int i = 0; i < NBAD; i++) {
+        char shard[1400];
+        snprintf(shard, sizeof shard, "%s/shard-%05d.raw", out, (int)(g_bad[i] / 7));
+        fmt_raw_shard *rs;
+        ck_assert_int_eq(fmt_raw_open(&rs, shard, NULL), 0);
+        uint64_t off = (uint64_t)(fmt_raw_pixels(rs, g_bad[i] % 7) - fmt_raw_base(rs)) + 5;
+        fmt_raw_close(rs);
+        int fd = open(shard, O_RDWR);
+        ck_assert_int_ge(fd, 0);
+        uint8_t b;
+        ck_assert_int_eq(pread(fd, &b, 1, (off_t)off), 1);
+        b ^= 0x40;
+        ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)off), 1);
+        close(fd);
+    }
+}
+
+/* The substitute the header promises for bad sample idx. */
+static uint64_t expected_substitute(uint64_t seed, uint64_t epoch, uint64_t idx, uint64_t n)
+{
+    for (uint32_t a = 0; a < 16; a++) {
+        uint64_t c = shr_mix(seed, epoch, idx, SHR_SALT_SUBSTITUTE + a) % n;
+        if (c != idx && !is_bad(c))
+            return c;
+    }
+    ck_abort_msg("no substitute");
+    return 0;
+}
+
+/* Three damaged samples, verify_samples on, random order, two epochs, every access mode: with
+ * fail the first batch holding one fails with FMT_EHASH naming the shard; with substitute and
+ * skip every epoch completes, each bad sample is listed with FMT_EHASH, the substitute is the
+ * promised one, the counters add up, and every other sample is byte-identical to a clean read
+ * of the undamaged dataset (by index: clean[idx]). */
+START_TEST(test_recovery)
+{
+    char dir[1200];
+    damaged_copy(dir, sizeof dir);
+    const size_t px = (size_t)FIX_W * FIX_H * 3;
+    uint8_t clean[23][24 * 20 * 3];
+    fmt_dataset *ds;
+    ck_assert_int_eq(fmt_dataset_open(&ds, g_fixed, NULL), 0);
+    for (uint64_t i = 0; i < 23; i++)
+        ck_assert_int_eq(fmt_dataset_read(ds, i, clean[i], NULL), 0);
+    fmt_dataset_close(ds);
+    for (shr_access a = SHR_ACCESS_MMAP; a <= SHR_ACCESS_DIRECT; a++) {
+        shr_options o;
+        options(&o, 4, SHR_ORDER_RANDOM, 77);
+        o.access = a;
+        o.verify_samples = 1;
+        /* fail */
+        shr_reader *r = open_ok(dir, &o);
+        const shr_batch *b;
+        int rc;
+        while ((rc = shr_next(r, &b)) == 0)
+            shr_release(r, b);
+        ck_assert_int_eq(rc, FMT_EHASH);
+        ck_assert_ptr_nonnull(strstr(shr_last_error(r), ".raw"));
+        shr_close(r);
+        for (int mode = SHR_ON_ERROR_SKIP; mode <= SHR_ON_ERROR_SUBSTITUTE; mode++) {
+            o.on_error = (shr_on_error)mode;
+            r = open_ok(dir, &o);
+            uint64_t nb = shr_batches_per_epoch(r), bad_seen = 0;
+            for (uint64_t epoch = 0; epoch < 2; epoch++) {
+                uint64_t delivered = 0;
+                for (uint64_t k = 0; k < nb; k++) {
+                    ck_assert_int_eq(shr_next(r, &b), 0);
+                    ck_assert_uint_eq(b->epoch, epoch);
+                    uint64_t plan[4];
+                    shr_sampler *sp;
+                    shr_sampler_cfg cfg = {.n = 23, .order = SHR_ORDER_RANDOM, .seed = 77,
+                                           .world = 1, .batch_size = 4};
+                    ck_assert_int_eq(shr_sampler_create(&sp, &cfg), 0);
+                    uint32_t np = shr_sampler_batch(sp, epoch, k, plan);
+                    shr_sampler_free(sp);
+                    uint32_t pos = 0, nbad = 0;
+                    for (uint32_t i = 0; i < np; i++) {
+                        if (!is_bad(plan[i])) {
+                            ck_assert_int_eq(b->indices[pos], (int64_t)plan[i]);
+                            ck_assert_mem_eq(b->data + pos * px, clean[plan[i]], px);
+                            pos++;
+                            continue;
+                        }
+                        ck_assert_uint_lt(nbad, b->nbad);
+                        ck_assert_int_eq(b->bad_indices[nbad], (int64_t)plan[i]);
+                        ck_assert_int_eq(b->bad_errors[nbad], FMT_EHASH);
+                        if (mode == SHR_ON_ERROR_SKIP) {
+                            ck_assert_int_eq(b->bad_positions[nbad], -1);
+                        } else {
+                            uint64_t c = expected_substitute(77, epoch, plan[i], 23);
+                            ck_assert_int_eq(b->bad_positions[nbad], (int32_t)pos);
+                            ck_assert_int_eq(b->indices[pos], (int64_t)c);
+                            ck_assert_mem_eq(b->data + pos * px, clean[c], px);
+                            pos++;
+                        }
+                        nbad++;
+                    }
+                    ck_assert_uint_eq(nbad, b->nbad);
+                    ck_assert_uint_eq(b->n, pos);
+                    delivered += b->n;
+                    bad_seen += nbad;
+                    shr_release(r, b);
+                }
+                ck_assert_int_eq(shr_next(r, &b), SHR_EEND);
+                ck_assert_uint_eq(delivered, mode == SHR_ON_ERROR_SKIP ? 23 - NBAD : 23);
+            }
+            ck_assert_uint_eq(bad_seen, 2 * NBAD);
+            shr_recovery rec = shr_get_recovery(r);
+            ck_assert_uint_eq(rec.skipped, mode == SHR_ON_ERROR_SKIP ? 2 * NBAD : 0);
+            ck_assert_uint_eq(rec.replaced, mode == SHR_ON_ERROR_SUBSTITUTE ? 2 * NBAD : 0);
+            ck_assert_ptr_nonnull(strstr(shr_last_error(r), "do not match their hash"));
+            shr_close(r);
+        }
+    }
+}
+END_TEST
+
+/* ---- elastic resumption ---- */
+
+/* W = 4 ranks read c batches each of epoch 1 and save their states (all with the same consumed
+ * count); readers on W' = 3 and W' = 2 ranks resume from it: over the first part and the resumed
+ * part every sample of the epoch is read exactly once, but for the padding the resumed epoch
+ * declares (SHR_UNEVEN_PAD: W' * per-rank share - samples left; those are repeats) or drops
+ * (SHR_UNEVEN_DROP: never repeats, drops that many); the next epoch is whole again. Every
+ * order. */
+static void check_elastic(shr_order order, shr_uneven uneven, uint32_t wnew, uint64_t c)
+{
+    const uint64_t n = 23;
+    const uint32_t B = 2, W = 4;
+    uint32_t seen[23] = {0};
+    uint64_t consumed = 0;
+    for (uint32_t rank = 0; rank < W; rank++) {
+        shr_options o;
+        options(&o, B, order, 5);
+        o.rank = rank;
+        o.world = W;
+        o.uneven = uneven;
+        o.quasi_window = 2;
+        o.epoch = 1;
+        shr_reader *r = open_ok(g_fixed, &o);
+        for (uint64_t k = 0; k < c; k++) {
+            const shr_batch *b;
+            ck_assert_int_eq(shr_next(r, &b), 0);
+            for (uint32_t i = 0; i < b->n; i++)
+                seen[b->indices[i]]++;
+            shr_release(r, b);
+        }
+        shr_state st = shr_get_state(r);
+        ck_assert_uint_eq(st.epoch, 1);
+        ck_assert_uint_eq(st.cursor, c);
+        if (rank == 0)
+            consumed = st.consumed;
+        ck_assert_uint_eq(st.consumed, consumed);
+        shr_close(r);
+    }
+    ck_assert_uint_eq(consumed, c * B * W < n ? c * B * W : n);
+    uint64_t left = n - consumed, got = 0;
+    for (uint32_t rank = 0; rank < wnew; rank++) {
+        shr_options o;
+        options(&o, B, order, 5);
+        o.rank = rank;
+        o.world = wnew;
+        o.uneven = uneven;
+        o.quasi_window = 2;
+        o.epoch = 1;
+        o.consumed = consumed;
+        shr_reader *r = open_ok(g_fixed, &o);
+        const shr_batch *b;
+        int rc;
+        uint64_t batches = 0;
+        while ((rc = shr_next(r, &b)) == 0) {
+            ck_assert_uint_eq(b->epoch, 1);
+            for (uint32_t i = 0; i < b->n; i++)
+                seen[b->indices[i]]++;
+            got += b->n;
+            batches++;
+            shr_release(r, b);
+        }
+        ck_assert_int_eq(rc, SHR_EEND);
+        ck_assert_uint_eq(batches, shr_batches_in_epoch(r, 1));
+        ck_assert_uint_eq(shr_get_state(r).consumed, 0);   /* epoch 2, nothing consumed yet */
+        ck_assert_uint_eq(shr_batches_in_epoch(r, 2), shr_batches_per_epoch(r));
+        ck_assert_int_eq(shr_next(r, &b), 0);
+        ck_assert_uint_eq(b->epoch, 2);
+        ck_assert_uint_eq(b->number, 0);
+        shr_release(r, b);
+        shr_close(r);
+    }
+    uint64_t once = 0, twice = 0, never = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        ck_assert_uint_le(seen[i], 2);
+        once += seen[i] == 1;
+        twice += seen[i] == 2;
+        never += seen[i] == 0;
+    }
+    uint64_t share = uneven == SHR_UNEVEN_PAD ? (left + wnew - 1) / wnew : left / wnew;
+    if (uneven == SHR_UNEVEN_PAD) {
+        ck_assert_uint_eq(got, share * wnew);
+        ck_assert_uint_eq(never, 0);
+        ck_assert_uint_eq(twice, share * wnew - left);      /* the declared padding */
+    } else {
+        ck_assert_uint_eq(twice, 0);
+        ck_assert_uint_eq(never, left - share * wnew);      /* the declared drop */
+    }
+}
+
+START_TEST(test_elastic_resume)
+{
+    static const shr_order orders[] = {SHR_ORDER_SEQUENTIAL, SHR_ORDER_RANDOM, SHR_ORDER_QUASI};
+    for (int i = 0; i < 3; i++)
+        for (uint32_t w = 2; w <= 4; w++)
+            for (uint64_t c = 0; c <= 2; c++) {
+                check_elastic(orders[i], SHR_UNEVEN_PAD, w, c);
+                check_elastic(orders[i], SHR_UNEVEN_DROP, w, c);
+            }
+}
+END_TEST
+
+START_TEST(test_elastic_options)
+{
+    shr_options o;
+    options(&o, 2, SHR_ORDER_RANDOM, 1);
+    o.consumed = 4;
+    o.cursor = 1;
+    shr_reader *r = (shr_reader *)1;
+    ck_assert_int_eq(shr_open(&r, g_fixed, &o), SHR_EINVAL);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "not both"));
+    o.cursor = 0;
+    o.consumed = 24;
+    ck_assert_int_eq(shr_open(&r, g_fixed, &o), SHR_EINVAL);
+    /* everything consumed: the epoch's end comes first, then a whole epoch */
+    o.consumed = 23;
+    r = open_ok(g_fixed, &o);
+    const shr_batch *b;
+    ck_assert_int_eq(shr_next(r, &b), SHR_EEND);
+    ck_assert_int_eq(shr_next(r, &b), 0);
+    ck_assert_uint_eq(b->epoch, 1);
+    shr_release(r, b);
+    shr_close(r);
+    o.on_error = (shr_on_error)7;
+    o.consumed = 0;
+    ck_assert_int_eq(shr_open(&r, g_fixed, &o), SHR_EINVAL);
+}
+END_TEST
+
 static Suite *reader_suite(void)
 {
     Suite *s = suite_create("reader");
@@ -1157,6 +1421,9 @@ static Suite *reader_suite(void)
     tcase_add_test(tc, test_open_errors);
     tcase_add_test(tc, test_bad_options);
     tcase_add_test(tc, test_worker_failure);
+    tcase_add_test(tc, test_recovery);
+    tcase_add_test(tc, test_elastic_resume);
+    tcase_add_test(tc, test_elastic_options);
     tcase_add_test(tc, test_strerror);
     tcase_add_test(tc, test_host_alloc);
     tcase_add_test(tc, test_public_dataset);
