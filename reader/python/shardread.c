@@ -935,20 +935,21 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                              "drop_last", "size", "random_crop", "flip", "access", "framework",
                              "return_indices", "order", "prefetch", "pin_memory", "uneven",
                              "quasi_window", "rrc", "ratio", "interpolation", "dtype", "layout",
-                             "mean", "std", "return_params", NULL};
+                             "mean", "std", "return_params", "on_error", "verify_samples", NULL};
     PyObject *path, *batch_size = NULL, *shuffle = Py_False, *seed = NULL, *threads = Py_None,
              *rank = Py_None, *world = Py_None, *drop_last = Py_False, *size = Py_None,
              *random_crop = Py_False, *flip = Py_False, *access = NULL, *framework = NULL,
              *return_indices = Py_False, *order = Py_None, *prefetch = Py_None,
              *pin_memory = Py_True, *uneven = Py_None, *quasi_window = NULL, *rrc = Py_None,
              *ratio = Py_None, *interpolation = Py_None, *dtype = Py_None, *layout = Py_None,
-             *mean = Py_None, *std = Py_None, *return_params = Py_False;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOOOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist,
+             *mean = Py_None, *std = Py_None, *return_params = Py_False, *on_error = Py_None,
+             *verify_samples = Py_False;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist,
                                      &path, &batch_size, &shuffle, &seed, &threads, &rank, &world,
                                      &drop_last, &size, &random_crop, &flip, &access, &framework,
                                      &return_indices, &order, &prefetch, &pin_memory, &uneven,
                                      &quasi_window, &rrc, &ratio, &interpolation, &dtype, &layout,
-                                     &mean, &std, &return_params))
+                                     &mean, &std, &return_params, &on_error, &verify_samples))
         return -1;
     if (self->ring) {
         PyErr_SetString(PyExc_RuntimeError, "a Loader cannot be initialised twice");
@@ -1010,6 +1011,23 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         transform_options(o, flip, rrc, ratio, interpolation, dtype, layout, mean, std) < 0)
         return -1;
     if (flag(return_params, &self->return_params) < 0)
+        return -1;
+    if (on_error != Py_None) {
+        const char *s = PyUnicode_Check(on_error) ? PyUnicode_AsUTF8(on_error) : NULL;
+        if (s && strcmp(s, "fail") == 0)
+            o->on_error = SHR_ON_ERROR_FAIL;
+        else if (s && strcmp(s, "skip") == 0)
+            o->on_error = SHR_ON_ERROR_SKIP;
+        else if (s && strcmp(s, "substitute") == 0)
+            o->on_error = SHR_ON_ERROR_SUBSTITUTE;
+        else {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "on_error must be 'fail', 'skip' or 'substitute', "
+                             "not %R", on_error);
+            return -1;
+        }
+    }
+    if (flag(verify_samples, &o->verify_samples) < 0)
         return -1;
     shr_access a;
     if (parse_access(access, &a) < 0)
@@ -1420,7 +1438,23 @@ static PyObject *Loader_repr(LoaderObject *self)
                                 self->rank, self->world);
 }
 
+static PyObject *Loader_recovery(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    shr_recovery rec = shr_get_recovery(self->ring ? self->ring->r : NULL);
+    const char *last = self->ring && (rec.replaced || rec.skipped) ? shr_last_error(self->ring->r)
+                                                                   : "";
+    return Py_BuildValue("{s:K,s:K,s:s}", "replaced", (unsigned long long)rec.replaced,
+                         "skipped", (unsigned long long)rec.skipped, "last", last);
+}
+
 static PyMethodDef Loader_methods[] = {
+    {"recovery", (PyCFunction)Loader_recovery, METH_NOARGS,
+     "recovery() -> dict\n\nWhat on_error='skip' or 'substitute' did since the current "
+     "iteration's reader started (a new one starts with set_epoch and load_state_dict): "
+     "{'replaced': n, 'skipped': n, 'last': message of the latest, naming the file and the "
+     "sample}. A skipped sample makes its batch shorter; a substitute is a deterministic other "
+     "sample of the same shape (see shardread.h, \"Read-time recovery\")."},
     {"set_epoch", (PyCFunction)Loader_set_epoch, METH_O,
      "set_epoch(epoch)\n\nMake the next iteration read this epoch (its order comes from seed and "
      "epoch). Without it, each iteration reads the epoch after the last. An iteration under way "
@@ -1478,7 +1512,7 @@ static PyTypeObject LoaderType = {
         "       framework='numpy', return_indices=False, order=None, prefetch=None,\n"
         "       pin_memory=True, uneven='pad', quasi_window=4, rrc=None, ratio=None,\n"
         "       interpolation='bilinear', dtype='uint8', layout='NHWC', mean=None, std=None,\n"
-        "       return_params=False)\n\n"
+        "       return_params=False, on_error='fail', verify_samples=False)\n\n"
         "Batches of a shardc dataset, read ahead by worker threads into a ring of buffers:\n\n"
         "    for images, labels in shardread.Loader('ds', batch_size=256, shuffle=True):\n"
         "        ...   # images (B, H, W, C) uint8, labels (B,) int64\n\n"
@@ -1511,6 +1545,10 @@ static PyTypeObject LoaderType = {
         "prefetch: ring buffers (default threads + 3). pin_memory: ring buffers in CUDA pinned "
         "memory where a device exists, so images.cuda(non_blocking=True) is an asynchronous "
         "copy.\n\n"
+        "on_error: what a sample that cannot be read (or, with verify_samples=True, whose pixels "
+        "do not match their stored hash) does: 'fail' (default) raises, 'skip' leaves it out of "
+        "a shorter batch, 'substitute' puts a deterministic other sample in its place (chosen "
+        "from seed, epoch and index); recovery() reports what was replaced or skipped.\n\n"
         "Batches are zero-copy views of the ring buffers: a buffer is reused once every array "
         "and tensor of its batch is collected. Up to prefetch - 2 batches may be kept this way; "
         "a batch delivered while that many are kept is copied instead (see copies), so keeping "

@@ -530,6 +530,46 @@ def test_damaged_shard_named(fx):
         ds[16]
 
 
+def test_on_error_skip_and_substitute(fx):
+    """One sample's pixels damaged (found by verify_samples): 'fail' raises naming the shard,
+    'skip' delivers every other sample once, 'substitute' keeps every batch full, and both
+    report it through recovery(); every sample not damaged arrives byte-identical."""
+    clean = shardread.Dataset(fx.fixed)
+    path = fx.copy("fixed", "damaged-sample")
+    bad = 9
+    image, _ = clean[bad]
+    shard = os.path.join(path, "shard-00001.raw")
+    with open(shard, "r+b") as f:
+        data = f.read()
+        off = data.find(np.ascontiguousarray(image).tobytes())
+        assert off > 0
+        f.seek(off + 7)
+        f.write(bytes([data[off + 7] ^ 0x20]))
+    with pytest.raises(shardread.CorruptError, match="shard-00001.raw"):
+        for _ in shardread.Loader(path, batch_size=4, verify_samples=True):
+            pass
+    for mode in ("skip", "substitute"):
+        loader = shardread.Loader(path, batch_size=4, shuffle=True, seed=3, on_error=mode,
+                                  verify_samples=True, return_indices=True)
+        seen = []
+        for images, labels, indices in loader:
+            assert len(images) == len(indices) == len(labels)
+            for img, i in zip(images, indices):
+                assert int(i) != bad
+                assert np.array_equal(img, clean[int(i)][0])
+            seen.extend(int(i) for i in indices)
+        rec = loader.recovery()
+        if mode == "skip":
+            assert sorted(seen) == [i for i in range(N_SAMPLES) if i != bad]
+            assert rec["skipped"] == 1 and rec["replaced"] == 0
+        else:
+            assert len(seen) == N_SAMPLES
+            assert rec["replaced"] == 1 and rec["skipped"] == 0
+        assert "shard-00001.raw" in rec["last"]
+    with pytest.raises(ValueError, match="on_error"):
+        shardread.Loader(path, on_error="ignore")
+
+
 def test_bad_arguments(fx):
     for kw in (dict(batch_size=0), dict(threads=0), dict(prefetch=1), dict(batch_size=-1),
                dict(size=(0, 4)), dict(size="big"), dict(access="nfs"), dict(framework="jax"),
