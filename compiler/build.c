@@ -349,6 +349,11 @@ uint64_t shc_fingerprint(const shc_build_opts *o, const fmt_inputs *in)
         fmt_codec_format(&o->compress, spec, sizeof spec);
         XXH3_64bits_update(st, spec, strlen(spec) + 1);
     }
+    if (o->jpeg_fraction > 0) {
+        char spec[64];
+        snprintf(spec, sizeof spec, "jpeg %.17g q%d", o->jpeg_fraction, o->quality);
+        XXH3_64bits_update(st, spec, strlen(spec) + 1);
+    }
     if (r->augment) {
         char spec[256];
         fmt_aug_format(&r->aug, spec, sizeof spec);
@@ -679,10 +684,11 @@ static char *build_options_json(const shc_build_opts *o)
                      "{\"channels\": %u, \"max_side_limit\": %u, \"max_pixels\": %" PRIu64
                      ", \"max_file_bytes\": %" PRIu64 ", \"shard_bytes\": %" PRIu64
                      ", \"shard_samples\": %" PRIu64 ", \"align\": %u, \"compress\": \"%s\""
-                     ", \"source\": \"%s\"}",
+                     ", \"jpeg_fraction\": %.17g, \"quality\": %d, \"source\": \"%s\"}",
                      o->r.channels, o->r.limits.max_side, o->r.limits.max_pixels,
                      o->r.max_file_bytes,
-                     o->shard_bytes, o->shard_samples, o->align, codec, o->list ? "list" : "folders");
+                     o->shard_bytes, o->shard_samples, o->align, codec, o->jpeg_fraction,
+                     o->quality, o->list ? "list" : "folders");
     return n < 0 ? NULL : s;
 }
 
@@ -727,7 +733,7 @@ static int finish_shard(const fmt_backend *be, void **w, FILE *journal, uint64_t
  * (w_sample_bytes) to *exact and its w_cost estimate to *est. Nothing is added when the input
  * cannot be rendered or encoded. */
 static void dry_encode(const shc_build_opts *o, const fmt_inputs *in, size_t pos,
-                       fmt_resizer *rz, uint64_t *exact, uint64_t *est)
+                       uint64_t first_index, fmt_resizer *rz, uint64_t *exact, uint64_t *est)
 {
     uint32_t nper = shc_render_count(&o->r);
     fmt_image *imgs = calloc(nper, sizeof *imgs);
@@ -740,12 +746,13 @@ static void dry_encode(const shc_build_opts *o, const fmt_inputs *in, size_t pos
         return;
     }
     fmt_writer_opts wo = {.align = o->align, .quality = o->quality, .codec = o->compress.codec,
-                          .level = o->compress.level};
+                          .level = o->compress.level, .jpeg_fraction = o->jpeg_fraction};
     uint64_t e = 0, c = 0;
     int ok = 1;
     for (uint32_t v = 0; v < nper; v++) {
         fmt_image *im = &imgs[v];
         uint8_t rec[FMT_AUG_RECORD_SIZE] = {0};
+        wo.first_index = first_index + v;   /* the sample's dataset index (the mixed mode's pick) */
         fmt_sample_meta m = {.height = im->height, .width = im->width, .channels = im->channels,
                              .label = in->items[pos].label, .source = pos,
                              .aux = o->r.augment ? rec : NULL,
@@ -816,7 +823,8 @@ static int dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_in
     uint64_t good = hi - lo - bad, encoded = 0;
     /* raw stores plain pixels exactly as w_cost says: only compressed raw needs encoding */
     int measure = o->backend->w_sample_bytes &&
-                  (strcmp(o->backend->name, "raw") != 0 || o->compress.codec);
+                  (strcmp(o->backend->name, "raw") != 0 || o->compress.codec ||
+                   o->jpeg_fraction > 0);
     if (measure && good) {
         fmt_resizer *rz = NULL;
         uint64_t exact = 0, est = 0, step = (good + DRY_ENCODED_MAX - 1) / DRY_ENCODED_MAX, k = 0;
@@ -824,7 +832,7 @@ static int dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_in
             for (size_t i = (size_t)lo; i < hi; i++) {
                 if (!cost[i] || k++ % step)
                     continue;
-                dry_encode(o, in, i, rz, &exact, &est);
+                dry_encode(o, in, i, (k - 1) * nper, rz, &exact, &est);
                 encoded++;
             }
             fmt_resizer_free(rz);
@@ -1119,6 +1127,7 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
                 fmt_writer_opts wo = {.dir = o->out, .name = stem, .first_index = next_index,
                                       .fingerprint = fp, .align = align, .quality = o->quality,
                                       .codec = o->compress.codec, .level = o->compress.level,
+                                      .jpeg_fraction = o->jpeg_fraction,
                                       .classes = (const char *const *)in.classes,
                                       .nclasses = in.nclasses};
                 rc = cur_path && stem ? be->w_open(&w, &wo) : ENOMEM;

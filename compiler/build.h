@@ -59,6 +59,7 @@ typedef struct {
     uint64_t shard_samples;     /* 0 = no bound */
     uint32_t align;
     fmt_codec_spec compress;    /* --compress (raw): per-sample payload compression */
+    double jpeg_fraction;       /* --jpeg-fraction (raw): share of samples stored as JPEG */
     int strict, resume, force, dry_run;
     int progress;               /* the CLI's --progress / --json (shc_build itself reads neither: */
     int json;                   /* it reports through shc_build_cb) */

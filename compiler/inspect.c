@@ -313,6 +313,10 @@ size_t shc_check_manifest(const char *dir, const fmt_manifest *m, const uint64_t
         fmt_codec_parse(json_string_value(v), &o.compress, NULL) != 0)
         mismatch(&k, "manifest: build option compress '%s' does not parse (field 'build')",
                  json_string_value(v));
+    if (b && json_is_number(v = json_object_get(b, "jpeg_fraction")))
+        o.jpeg_fraction = json_number_value(v);
+    if (b && json_is_integer(v = json_object_get(b, "quality")))
+        o.quality = (int)json_integer_value(v);
     json_decref(b);
     fmt_inputs in;
     rc = inputs_from_tsv(dir, m, &in);

@@ -39,7 +39,10 @@ static const char usage_build[] =
     "\n"
     "  -o, --output OUT        dataset directory to write (created if missing)\n"
     "      --format FMT        raw (default), hdf5, lmdb, or per-image sets png0, bmp, jpeg\n"
-    "      --quality Q         JPEG quality for --format jpeg (default 90)\n"
+    "      --quality Q         JPEG quality for --format jpeg and --jpeg-fraction (default 90)\n"
+    "      --jpeg-fraction P   raw: store about P (0..1) of the samples as JPEG at --quality,\n"
+    "                          chosen by a hash of the sample index (formats/raw.md), decoded\n"
+    "                          by the reader's workers: fewer bytes for CPU time\n"
     "      --compress C        raw: compress each sample on its own, C = lz4[:1..12] or\n"
     "                          zstd[:LEVEL] (default level 1; -7..-1 faster, up to 19 smaller)\n"
     "      --list FILE         list file: \"path label\" per line\n"
@@ -145,7 +148,7 @@ enum {
     OPT_FORMAT = 256, OPT_LIST, OPT_SIZE, OPT_FIT, OPT_SHORT, OPT_MAXSIDE, OPT_GRAY, OPT_SHARDSIZE,
     OPT_SHARDSAMPLES, OPT_ALIGN, OPT_MAXPIX, OPT_MAXIMGSIDE, OPT_MAXFILE, OPT_STRICT, OPT_RESUME,
     OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED,
-    OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK, OPT_PART
+    OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK, OPT_PART, OPT_JPEGFRACTION
 };
 
 int shc_build_args(int argc, char **argv, shc_build_opts *out)
@@ -171,6 +174,7 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         {"aug", required_argument, 0, OPT_AUG},     {"seed", required_argument, 0, OPT_SEED},
         {"quality", required_argument, 0, OPT_QUALITY},
         {"compress", required_argument, 0, OPT_COMPRESS},
+        {"jpeg-fraction", required_argument, 0, OPT_JPEGFRACTION},
         {"crop", required_argument, 0, OPT_CROP},   {"filter", required_argument, 0, OPT_FILTER},
         {"shrink-on-load", no_argument, 0, OPT_SHRINK},
         {"part", required_argument, 0, OPT_PART},
@@ -287,6 +291,15 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
             o.r.augment = (uint32_t)v;
             break;
         case OPT_AUG: aug_spec = optarg; break;
+        case OPT_JPEGFRACTION: {
+            char *end;
+            errno = 0;
+            double f = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(f >= 0 && f <= 1))
+                return usage_error(usage_build, "bad --jpeg-fraction '%s' (0..1)", optarg);
+            o.jpeg_fraction = f;
+            break;
+        }
         case OPT_COMPRESS: {
             fmt_msg why;
             if (fmt_codec_parse(optarg, &o.compress, &why))
@@ -320,6 +333,9 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         return usage_error(usage_build, "%s", "--size and --max-side exclude each other");
     if (have_fit && !have_size)
         return usage_error(usage_build, "%s", "--fit needs --size");
+    if (o.jpeg_fraction > 0 && strcmp(o.backend->name, "raw") != 0)
+        return usage_error(usage_build, "--jpeg-fraction is for --format raw (%s: use --format "
+                           "jpeg for JPEG only)", o.backend->name);
     if (o.compress.codec && strcmp(o.backend->name, "raw") != 0)
         return usage_error(usage_build, "--compress is for --format raw (%s stores its own way)",
                            o.backend->name);

@@ -53,6 +53,7 @@ typedef struct {
     uint32_t align;             /* raw: payload alignment (0 = the packed layout) */
     int quality;                /* jpeg sets: 1..100 (0 = 90) */
     int codec, level;           /* raw: payload compression (compress.h FMT_CODEC_*, level) */
+    double jpeg_fraction;       /* raw: the share of samples stored as JPEG at quality (0: none) */
     const char *const *classes; /* per-image sets: class folder names, label L -> classes[L] */
     size_t nclasses;
 } fmt_writer_opts;
@@ -77,7 +78,8 @@ typedef struct fmt_backend {
     /* Optional (may be NULL): exactly the bytes this sample would add to a shard written with o,
      * found by encoding it in memory, for backends whose size depends on the pixels or the
      * shape where w_cost knows only the payload length (image files, compressed payloads);
-     * 0 if it cannot be encoded. shardc build --dry-run renders a sample of the inputs for it. */
+     * 0 if it cannot be encoded. shardc build --dry-run renders a sample of the inputs for it.
+     * o->first_index is the sample's own dataset index (raw's mixed mode picks by it). */
     uint64_t (*w_sample_bytes)(const fmt_writer_opts *o, const fmt_sample_meta *m,
                                const void *pixels);
     /* Complete, fsync, rename into place, free w. On failure the temporary files are removed and

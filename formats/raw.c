@@ -33,10 +33,47 @@
 #include <xxhash.h>
 
 #include "compress.h"
+#include "image.h"
 
 _Static_assert((int)FMT_RAW_CODEC_LZ4 == (int)FMT_CODEC_LZ4 &&
                (int)FMT_RAW_CODEC_ZSTD == (int)FMT_CODEC_ZSTD &&
-               (int)FMT_RAW_CODEC_LAST == (int)FMT_CODEC_COUNT, "raw codecs are compress.h's");
+               (int)FMT_RAW_CODEC_JPEG == (int)FMT_CODEC_COUNT, "raw codecs are compress.h's");
+
+#define RAW_JPEG_SEED 0x6a706567u   /* "jpeg" */
+
+int fmt_raw_jpeg_pick(uint64_t index, double fraction)
+{
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)(index >> (8 * i));
+    uint64_t h = XXH3_64bits_withSeed(le, sizeof le, RAW_JPEG_SEED);
+    return (double)(h >> 11) * 0x1.0p-53 < fraction;
+}
+
+/* A JPEG of the pixels at quality (4:2:0), and the hash of what a decoder gives back: 0, or the
+ * encoder's / decoder's error. *jpeg is malloc'd. */
+static int jpeg_encode(const void *pixels, uint32_t h, uint32_t w, uint32_t c, int quality,
+                       uint8_t **jpeg, size_t *len, uint64_t *hash)
+{
+    fmt_image img = {.pixels = (uint8_t *)pixels, .width = w, .height = h, .channels = c};
+    fmt_jpeg_opts jo = {.quality = quality ? quality : 90, .subsampling = 420};
+    int rc = fmt_jpeg_encode(&img, &jo, jpeg, len);
+    if (rc)
+        return rc;
+    fmt_decode_opts dopt = {.channels = c, .limits = {h > w ? h : w, (uint64_t)h * w}};
+    fmt_image back;
+    rc = fmt_image_decode(*jpeg, *len, &dopt, &back, NULL);
+    if (rc == 0 && (back.width != w || back.height != h || back.channels != c))
+        rc = FMT_ECORRUPT;
+    if (rc == 0)
+        *hash = fmt_hash64(back.pixels, (size_t)h * w * c);
+    fmt_image_free(&back);
+    if (rc) {
+        free(*jpeg);
+        *jpeg = NULL;
+    }
+    return rc;
+}
 
 #define RAW_MAGIC "SHARDRAW"
 #define RAW_V1 1u               /* payloads at multiples of align (writer: an alignment given) */
@@ -285,7 +322,10 @@ struct fmt_raw_writer {
     size_t aux_len, aux_cap;
     uint8_t *zeros;             /* align zero bytes, the source of all padding */
     fmt_codec_spec codec;       /* compression of the payloads, or FMT_CODEC_NONE */
+    double jpeg_fraction;       /* mixed mode: samples fmt_raw_jpeg_pick selects are JPEG */
+    int quality;
     uint8_t *cbuf;              /* compressed payload */
+    uint8_t *jbuf;              /* the last JPEG payload */
     size_t cbuf_cap;
     int fixed;
     uint32_t fixed_h, fixed_w, fixed_c;
@@ -329,6 +369,7 @@ static void writer_free(fmt_raw_writer *w)
     free(w->aux);
     free(w->zeros);
     free(w->cbuf);
+    free(w->jbuf);
     free(w);
 }
 
@@ -336,9 +377,12 @@ int fmt_raw_writer_open(fmt_raw_writer **out, const char *path, const fmt_raw_wr
 {
     *out = NULL;
     fmt_codec_spec codec = {opts ? opts->codec : 0, opts ? opts->level : 0};
-    unsigned version = opts && opts->align && !codec.codec ? RAW_V1 : RAW_V2;
+    double jpeg = opts ? opts->jpeg_fraction : 0;
+    int quality = opts ? opts->quality : 0;
+    unsigned version = opts && opts->align && !codec.codec && !(jpeg > 0) ? RAW_V1 : RAW_V2;
     uint32_t align = opts && opts->align ? opts->align : FMT_RAW_DEFAULT_ALIGN;
-    if (!align_ok(align) || fmt_codec_check(&codec))
+    if (!align_ok(align) || fmt_codec_check(&codec) || !(jpeg >= 0 && jpeg <= 1) ||
+        quality < 0 || quality > 100)
         return FMT_EINVAL;
     int rc = 0;
     fmt_raw_writer *w = calloc(1, sizeof *w);
@@ -348,6 +392,8 @@ int fmt_raw_writer_open(fmt_raw_writer **out, const char *path, const fmt_raw_wr
     w->align = align;
     w->version = version;
     w->codec = codec;
+    w->jpeg_fraction = jpeg;
+    w->quality = quality;
     w->pos = w->run_start = align;
     w->first_index = opts ? opts->first_index : 0;
     w->fingerprint = opts ? opts->fingerprint : 0;
@@ -385,7 +431,26 @@ int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *
     stored = len;
     const void *payload = pixels;
     int codec = FMT_CODEC_NONE;
-    if (w->codec.codec) {
+    uint64_t hash = m->hash;
+    uint8_t *jpeg = NULL;
+    if (w->jpeg_fraction > 0 && fmt_raw_jpeg_pick(w->first_index + w->count, w->jpeg_fraction)) {
+        size_t jlen;
+        uint64_t jhash;
+        int rc = jpeg_encode(pixels, m->height, m->width, m->channels, w->quality, &jpeg, &jlen,
+                             &jhash);
+        if (rc)
+            return rc;
+        /* the writer keeps the last JPEG until the next one: nothing to free on any return */
+        free(w->jbuf);
+        w->jbuf = jpeg;
+        if (jlen < len && jlen <= UINT32_MAX) {
+            stored = jlen;
+            payload = jpeg;
+            codec = FMT_RAW_CODEC_JPEG;
+            hash = jhash;
+        }
+    }
+    if (w->codec.codec && codec == FMT_CODEC_NONE) {
         /* stored compressed where that is smaller (and fits the entry's 32-bit length) */
         size_t bound = fmt_compress_bound(w->codec.codec, (size_t)len), clen;
         if (bound && bound <= UINT32_MAX) {
@@ -436,7 +501,7 @@ int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *
 
     fmt_raw_entry e = {
         .offset = start, .length = len, .stored = stored, .codec = (uint32_t)codec,
-        .hash = m->hash, .label = m->label,
+        .hash = hash, .label = m->label,
         .height = m->height, .width = m->width, .channels = m->channels,
         .flags = aux_len ? FMT_RAW_ENTRY_AUX : 0, .source = m->source,
         .aux_off = aux_len ? w->aux_len : 0, .aux_len = aux_len,
@@ -799,21 +864,45 @@ const uint8_t *fmt_raw_stored(const fmt_raw_shard *s, uint64_t i)
     return s->base + get64(s->index + i * FMT_RAW_ENTRY_SIZE);
 }
 
+static const char *raw_codec_name(uint32_t codec)
+{
+    return codec == FMT_RAW_CODEC_JPEG ? "jpeg" : fmt_codec_name((int)codec);
+}
+
 int fmt_raw_decode(const fmt_raw_entry *e, const void *src, void *dst, fmt_msg *msg)
 {
     if (e->codec == FMT_RAW_CODEC_NONE) {
         memcpy(dst, src, (size_t)e->length);
         return 0;
     }
-    int rc = fmt_decompress((int)e->codec, src, (size_t)e->stored, dst, (size_t)e->length);
+    int rc;
+    if (e->codec == FMT_RAW_CODEC_JPEG) {
+        /* exactly the stored shape: the limits refuse a JPEG of any other size before decoding */
+        fmt_decode_opts o = {.channels = e->channels,
+                             .limits = {e->height > e->width ? e->height : e->width,
+                                        (uint64_t)e->height * e->width}};
+        fmt_image img;
+        fmt_msg why;
+        rc = fmt_image_decode(src, (size_t)e->stored, &o, &img, &why);
+        if (rc == 0 && (img.width != e->width || img.height != e->height ||
+                        img.channels != e->channels))
+            rc = FMT_ECORRUPT;
+        if (rc == 0)
+            memcpy(dst, img.pixels, (size_t)e->length);
+        fmt_image_free(&img);
+        if (rc && rc != ENOMEM)
+            return fmt_fail(msg, FMT_ECORRUPT, "damaged jpeg payload (%s)", fmt_reason(&why, rc));
+    } else {
+        rc = fmt_decompress((int)e->codec, src, (size_t)e->stored, dst, (size_t)e->length);
+    }
     if (rc == FMT_ECORRUPT)
         return fmt_fail(msg, rc, "damaged %s block (%" PRIu64 " bytes do not decode to %" PRIu64
-                        ")", fmt_codec_name((int)e->codec), e->stored, e->length);
+                        ")", raw_codec_name(e->codec), e->stored, e->length);
     if (rc)
         return fmt_fail(msg, rc, "cannot decode: %s", fmt_strerror(rc));
     if (XXH3_64bits(dst, (size_t)e->length) != e->hash)
         return fmt_fail(msg, FMT_EHASH, "damaged %s block (decodes to pixels that do not match "
-                        "their hash)", fmt_codec_name((int)e->codec));
+                        "their hash)", raw_codec_name(e->codec));
     return 0;
 }
 
@@ -933,7 +1022,8 @@ static int rb_w_open(void **w, const fmt_writer_opts *o)
         return ENOMEM;
     fmt_raw_writer_opts wo = {.align = o->align, .first_index = o->first_index,
                               .fingerprint = o->fingerprint, .codec = o->codec,
-                              .level = o->level};
+                              .level = o->level, .jpeg_fraction = o->jpeg_fraction,
+                              .quality = o->quality};
     int rc = fmt_raw_writer_open((fmt_raw_writer **)w, path, &wo);
     free(path);
     return rc;
@@ -993,6 +1083,16 @@ static uint64_t rb_sample_bytes(const fmt_writer_opts *o, const fmt_sample_meta 
         return 0;
     stored = len;
     fmt_codec_spec spec = {o->codec, o->level};
+    uint64_t jpeg_cost = 0;
+    if (o->jpeg_fraction > 0) {
+        uint8_t *jpeg;
+        size_t jlen;
+        uint64_t h;
+        if (jpeg_encode(pixels, m->height, m->width, m->channels, o->quality, &jpeg, &jlen, &h))
+            return 0;
+        free(jpeg);
+        jpeg_cost = fmt_raw_sample_cost(jlen < len ? jlen : len, m->aux ? m->aux_len : 0, 0);
+    }
     if (spec.codec && fmt_codec_check(&spec) == 0) {
         size_t bound = fmt_compress_bound(spec.codec, (size_t)len), clen;
         uint8_t *buf = bound ? malloc(bound) : NULL;
@@ -1002,7 +1102,12 @@ static uint64_t rb_sample_bytes(const fmt_writer_opts *o, const fmt_sample_meta 
             stored = clen;
         free(buf);
     }
-    return fmt_raw_sample_cost(stored, m->aux ? m->aux_len : 0, spec.codec ? 0 : o->align);
+    uint64_t cost = fmt_raw_sample_cost(stored, m->aux ? m->aux_len : 0,
+                                        spec.codec || o->jpeg_fraction > 0 ? 0 : o->align);
+    /* mixed mode: first_index is the sample's dataset index, as the writer picks by it */
+    if (o->jpeg_fraction > 0 && fmt_raw_jpeg_pick(o->first_index, o->jpeg_fraction))
+        cost = jpeg_cost;
+    return cost;
 }
 
 /* ---- reading ---- */
@@ -1274,7 +1379,8 @@ static int rb_r_extent(const void *p, uint64_t i, fmt_extent *x)
     fmt_raw_get_entry(s->raw, i, &e);
     *x = (fmt_extent){.fd = s->dfd, .buffered_fd = fmt_raw_fd(s->raw), .mem_align = s->mem_align,
                       .off_align = s->off_align, .offset = e.offset, .stored = e.stored,
-                      .length = e.length, .hash = e.hash, .codec = (int)e.codec};
+                      .length = e.length, .hash = e.hash, .codec = (int)e.codec,
+                      .height = e.height, .width = e.width, .channels = e.channels};
     return 0;
 }
 

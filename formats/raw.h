@@ -26,8 +26,14 @@ enum {
     FMT_RAW_CODEC_NONE = 0,     /* the pixels themselves */
     FMT_RAW_CODEC_LZ4 = 1,      /* one LZ4 block of the pixels */
     FMT_RAW_CODEC_ZSTD = 2,     /* one Zstandard frame of the pixels */
+    FMT_RAW_CODEC_JPEG = 3,     /* a JPEG file (lossy: the hash is that of its decoded pixels) */
     FMT_RAW_CODEC_LAST          /* first value this reader does not know */
 };
+
+/* The mixed mode's rule: the sample at dataset index `index` is stored as JPEG iff
+ * XXH3-64(index as 8 little-endian bytes, seed 0x6a706567) / 2^64 < fraction (as a double: the
+ * hash's top 53 bits times 2^-53). Deterministic, independent of threads and shard sizes. */
+int fmt_raw_jpeg_pick(uint64_t index, double fraction);
 
 /* A shard's header, decoded. */
 typedef struct {
@@ -71,6 +77,10 @@ typedef struct {
      * `level` (compress.h; 0 = the codec's default) and stored compressed where that is smaller
      * (version 2; align, if given, is then the run alignment). */
     int codec, level;
+    /* Mixed mode (version 2): the samples fmt_raw_jpeg_pick selects are stored as a JPEG at
+     * `quality` (1..100, 0 = 90; 4:2:0), where that is smaller than their pixels; 0 = none. */
+    double jpeg_fraction;
+    int quality;
 } fmt_raw_writer_opts;
 
 /* Start a shard that will be named path; bytes go to "path.tmp" (created or truncated). opts may be

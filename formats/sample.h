@@ -40,6 +40,7 @@ typedef struct {
     uint32_t mem_align, off_align;
     uint64_t offset, stored, length, hash;
     int codec;
+    uint32_t height, width, channels;   /* the decoded shape */
 } fmt_extent;
 
 /* One sample as stored. pixels points at the stored pixels where the backend maps them (raw and

@@ -196,7 +196,8 @@ static int finish(shr_direct *d, const dreq *r, shr_direct_item *it, uint32_t *b
         shr_direct_item *t = &it[d->order[r->first + j]];
         const uint8_t *src = r->buf + (t->x.offset - r->lo);
         fmt_raw_entry e = {.codec = (uint32_t)t->x.codec, .stored = t->x.stored,
-                           .length = t->x.length, .hash = t->x.hash};
+                           .length = t->x.length, .hash = t->x.hash, .height = t->x.height,
+                           .width = t->x.width, .channels = t->x.channels};
         int rc = fmt_raw_decode(&e, src, t->dst, msg);
         if (rc) {
             *bad = d->order[r->first + j];

@@ -96,4 +96,60 @@ expect_exit 2 "an unknown codec is a usage error" "$SHARDC" build "$T/src" -o "$
 check "the message names the codec" grep -q "unknown codec 'gzip'" "$T/err"
 expect_exit 2 "a bad level is a usage error" "$SHARDC" build "$T/src" -o "$T/j" --compress zstd:42
 
+# ---- the mixed mode: --jpeg-fraction P stores the samples a hash of their index picks as JPEG
+expect_exit 0 "build --jpeg-fraction 0.5" "$SHARDC" build "$T/src" -o "$T/mix" --size 64x48 --shard-samples 9 -j2 --no-progress --jpeg-fraction 0.5 --quality 80
+expect_exit 0 "verify the mixed dataset" "$SHARDC" verify "$T/mix"
+python3 - "$T/mix" > "$T/codecs" <<'PY'
+import glob, struct, sys
+for s in sorted(glob.glob(sys.argv[1] + "/shard-*.raw")):
+    b = open(s, "rb").read()
+    n, first, ix = struct.unpack_from("<QQQ", b, 16)
+    for i in range(n):
+        flags = struct.unpack_from("<H", b, ix + 64 * i + 38)[0]
+        print(first + i, (flags >> 8) & 15)
+PY
+njpeg=$(awk '$2 == 3' "$T/codecs" | wc -l); ntotal=$(wc -l < "$T/codecs")
+check "about half the samples are JPEG ($njpeg of $ntotal)" [ "$njpeg" -ge $((ntotal / 4)) -a "$njpeg" -le $((3 * ntotal / 4)) ]
+same=1
+for i in $(awk '$2 == 0 {print $1}' "$T/codecs"); do
+  "$SHARDC" cat "$T/plain" "$i" -o "$T/a.ppm" 2>/dev/null && "$SHARDC" cat "$T/mix" "$i" -o "$T/b.ppm" 2>/dev/null &&
+    cmp -s "$T/a.ppm" "$T/b.ppm" || same=0
+done
+check "the samples not picked are the plain build's pixels" [ $same -eq 1 ]
+if [ -n "$PYPIL" ]; then
+  for i in $(awk '$2 == 3 {print $1}' "$T/codecs" | head -6); do "$SHARDC" cat "$T/mix" "$i" -o "$T/j$i.ppm"; done
+  check "JPEG samples read back as Pillow decodes their stored JPEG" "$PYPIL" - "$T/mix" "$T" <<'PY'
+import glob, io, struct, sys
+from PIL import Image
+ds, t = sys.argv[1], sys.argv[2]
+checked = 0
+for s in sorted(glob.glob(ds + "/shard-*.raw")):
+    b = open(s, "rb").read()
+    n, first, ix = struct.unpack_from("<QQQ", b, 16)
+    for i in range(n):
+        off = struct.unpack_from("<Q", b, ix + 64 * i)[0]
+        flags = struct.unpack_from("<H", b, ix + 64 * i + 38)[0]
+        stored = struct.unpack_from("<I", b, ix + 64 * i + 60)[0]
+        try:
+            got = open(f"{t}/j{first + i}.ppm", "rb").read()
+        except FileNotFoundError:
+            continue
+        assert (flags >> 8) & 15 == 3
+        im = Image.open(io.BytesIO(b[off:off + stored]))
+        assert im.format == "JPEG"
+        want = im.convert("RGB").tobytes()
+        assert got.endswith(want) and len(got) - len(want) < 20, (first + i)
+        checked += 1
+assert checked >= 3, checked
+PY
+else
+  echo "  skip JPEG samples against Pillow (no python3 with Pillow)"
+fi
+for order in seq random; do
+  a=$(sum "$T/mix" 1 "$order" mmap); b=$(sum "$T/mix" 2 "$order" pread); c=$(sum "$T/mix" 2 "$order" direct)
+  check "mixed dataset, order $order: one batch checksum in every access mode" [ -n "$a" -a "$a" = "$b" -a "$a" = "$c" ]
+done
+expect_exit 2 "--jpeg-fraction outside 0..1 is a usage error" "$SHARDC" build "$T/src" -o "$T/j" --jpeg-fraction 1.5
+expect_exit 2 "--jpeg-fraction with --format hdf5 is a usage error" "$SHARDC" build "$T/src" -o "$T/j" --format hdf5 --jpeg-fraction 0.5
+
 finish

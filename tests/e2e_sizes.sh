@@ -43,6 +43,7 @@ projection "jpeg-own-size" --format jpeg -j2
 projection "lmdb-gray" --format lmdb --gray --size 40x40 -j2
 projection "hdf5-short-side" --format hdf5 --short-side 40 -j2
 projection "raw-lz4" --format raw --size 64x48 --compress lz4 -j2
+projection "raw-jpeg-mix" --format raw --size 64x48 --jpeg-fraction 0.5 -j2
 projection "raw-zstd-short-side" --format raw --short-side 40 --compress zstd:9 -j2
 
 # tiny samples are packed: 8x8 gray is 64 pixel bytes and a 64-byte index entry per sample, not

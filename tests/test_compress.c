@@ -276,6 +276,29 @@ START_TEST(test_writer_bad_codec)
 }
 END_TEST
 
+START_TEST(test_jpeg_pick)
+{
+    /* the documented rule, computed here from XXH3 directly, and the fraction it gives */
+    const double fractions[] = {0, 0.1, 0.5, 0.9, 1};
+    for (size_t f = 0; f < 5; f++) {
+        unsigned picked = 0;
+        for (uint64_t i = 0; i < 20000; i++) {
+            uint8_t le[8];
+            for (int b = 0; b < 8; b++)
+                le[b] = (uint8_t)(i >> (8 * b));
+            uint64_t h = XXH3_64bits_withSeed(le, 8, 0x6a706567u);
+            int want = (double)(h >> 11) * 0x1.0p-53 < fractions[f];
+            ck_assert_int_eq(fmt_raw_jpeg_pick(i, fractions[f]), want);
+            picked += (unsigned)want;
+        }
+        double off = (double)picked - 20000 * fractions[f];
+        ck_assert_msg(off >= -300 && off <= 300, "fraction %g: %u picked", fractions[f], picked);
+    }
+    ck_assert(!fmt_raw_jpeg_pick(12345, 0));
+    ck_assert(fmt_raw_jpeg_pick(12345, 1));
+}
+END_TEST
+
 static Suite *compress_suite(void)
 {
     Suite *s = suite_create("compress");
@@ -287,6 +310,7 @@ static Suite *compress_suite(void)
     tcase_add_test(tc, test_shard_roundtrip);
     tcase_add_test(tc, test_shard_damage);
     tcase_add_test(tc, test_writer_bad_codec);
+    tcase_add_test(tc, test_jpeg_pick);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -48,6 +48,7 @@ done
 build raw-packed --format raw --size 6x5 --shard-samples 4
 build raw-lz4 --format raw --size 12x10 --shard-samples 4 --compress lz4
 build raw-zstd --format raw --max-side 16 --shard-samples 4 --compress zstd
+build raw-jpegmix --format raw --size 16x16 --shard-samples 4 --jpeg-fraction 0.5 --quality 50
 for f in png0 bmp jpeg; do
   build "$f-rgb" --format "$f" --size 6x5 --shard-samples 3
   build "$f-gray" --format "$f" --max-side 9 --gray --shard-samples 4
