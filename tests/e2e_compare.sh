@@ -76,7 +76,8 @@ check "only the 6 valid images reach the step" python3 -c '
 import json,sys; r = json.load(open(sys.argv[1])); assert r["measured_images"] == 6 and r["errors"] > 0, r' "$T/out"
 check "the skipped files are reported" grep -q "decodes failed" "$T/err"
 
-# compare: every format, plus the source
+# compare: every format, plus the source, plus raw read with the reader's CPU-side
+# RandomResizedCrop + flip + float32 NCHW normalisation (raw+rrc)
 expect_exit 0 "compare (--json)" "$BENCH" compare "$T/src" --work "$T/work" --size 16x16 \
   --threads 2 --batch 8 --epochs 2 --step-ms 5 --json
 cp "$T/out" "$T/cmp.json"
@@ -84,7 +85,8 @@ check "compare: a row per format and the source, with every key, consistent" pyt
 import json, sys
 r = json.load(open(sys.argv[1])); n = int(sys.argv[2])
 rows = {f["format"]: f for f in r["formats"]}
-assert sorted(rows) == sorted(["source", "raw", "hdf5", "lmdb", "png0", "bmp", "jpeg"]), list(rows)
+assert sorted(rows) == sorted(["source", "raw", "hdf5", "lmdb", "png0", "bmp", "jpeg", "raw+rrc"]), list(rows)
+assert rows["raw+rrc"]["dir"] == rows["raw"]["dir"] and rows["raw+rrc"]["bytes"] == rows["raw"]["bytes"]
 demand = 8 / 0.005
 assert abs(r["demand_images_per_s"] - demand) < 0.1, r
 src = rows["source"]
@@ -103,7 +105,7 @@ check "compare built every format in --work" bash -c "for f in raw hdf5 lmdb png
 
 expect_exit 0 "compare again into the same --work, table output" "$BENCH" compare "$T/src" \
   --work "$T/work" --size 16x16 --threads 2 --batch 8 --epochs 1
-check "the table has every row" bash -c "for f in source raw hdf5 lmdb png0 bmp jpeg; do grep -q \"^\$f \" '$T/out' || exit 1; done"
+check "the table has every row" bash -c "for f in source raw hdf5 lmdb png0 bmp jpeg raw+rrc; do grep -q \"^\$f \" '$T/out' || exit 1; done"
 
 if command -v gnuplot >/dev/null; then
   expect_exit 0 "compare --plot" "$BENCH" compare "$T/src" --work "$T/work" --size 16x16 \

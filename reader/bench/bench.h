@@ -57,6 +57,43 @@ typedef struct {
 
 typedef enum { SB_SHARDS, SB_FOLDER } sb_kind;
 
+/* The reader's read-time transforms, as read and train take them (transform.c). */
+typedef struct {
+    int rrc;                    /* --rrc */
+    double scale[2], ratio[2];
+    int flip;                   /* --flip[=P] */
+    double flip_p;
+    shr_filter filter;          /* --interpolation */
+    shr_dtype dtype;            /* --dtype */
+    int dtype_given;
+    shr_layout layout;          /* --layout */
+    shr_norm normalize;         /* --normalize */
+    float mean[4], std[4];
+} sb_tf_opts;
+
+enum { OPT_RRC = 768, OPT_FLIP, OPT_INTERP, OPT_DTYPE, OPT_LAYOUT, OPT_NORMALIZE };
+
+#define SB_TF_LONGOPTS                                                                           \
+    {"rrc", optional_argument, 0, OPT_RRC}, {"flip", optional_argument, 0, OPT_FLIP},            \
+    {"interpolation", required_argument, 0, OPT_INTERP},                                          \
+    {"dtype", required_argument, 0, OPT_DTYPE}, {"layout", required_argument, 0, OPT_LAYOUT},   \
+    {"normalize", optional_argument, 0, OPT_NORMALIZE}
+
+#define SB_TF_USAGE                                                                              \
+    "      --rrc [SMIN:SMAX[:RMIN:RMAX]]\n"                                                       \
+    "                      torchvision's RandomResizedCrop, drawn per sample and epoch: area\n"   \
+    "                      fraction SMIN..SMAX (default 0.08:1), aspect ratio RMIN..RMAX\n"       \
+    "                      (default 0.75:1.3333), resized to --size (shardc datasets only)\n"    \
+    "      --interpolation F  its filter: nearest, box, bilinear (default), hamming, bicubic,\n" \
+    "                      lanczos\n"                                                              \
+    "      --flip[=P]      mirror with probability P (default 0.5)\n"                             \
+    "      --dtype T       delivered pixels: u8 (default), f32 or f16\n"                          \
+    "      --layout L      nhwc (default) or nchw\n"                                              \
+    "      --normalize [dataset|M,M,M/S,S,S]\n"                                                   \
+    "                      (x - mean) / std per channel on the 0..255 scale, with the dataset's\n" \
+    "                      statistics (default) or the given ones; implies --dtype f32 unless\n" \
+    "                      f16 is asked for\n"
+
 typedef struct {
     uint32_t threads, batch, epochs;
     shr_order order;
@@ -66,6 +103,7 @@ typedef struct {
     int have_size;
     int cold, memcpy_baseline, json;
     int checksum;               /* digest the delivered batches (indices, labels, pixels) */
+    sb_tf_opts tf;              /* read-time transforms (shardc datasets) */
 } sb_read_opts;
 
 /* One row of the report. */
@@ -204,6 +242,7 @@ typedef struct {
     shr_step_opts step;
     const char *timeline;
     int json;
+    sb_tf_opts tf;              /* read-time transforms (shardc datasets) */
 } sb_train_opts;
 
 typedef struct {
@@ -241,6 +280,14 @@ const char *order_name(shr_order o);
 const char *access_name(shr_access a);
 int parse_order(const char *s, shr_order *o);
 int parse_double(const char *s, double min, double max, double *out);
+
+/* transform.c */
+void sb_tf_init(sb_tf_opts *t);
+int sb_tf_option(sb_tf_opts *t, int opt, int argc, char **argv, const char *usage);
+int sb_tf_any(const sb_tf_opts *t);
+void sb_tf_apply(const sb_tf_opts *t, shr_options *o);
+const char *sb_tf_describe(const sb_tf_opts *t, char *buf, size_t len);
+size_t sb_elem_size(shr_dtype d);
 
 /* report.c */
 void print_json_string(FILE *f, const char *s);

@@ -11,6 +11,9 @@ const char usage_compare[] =
     "table: bytes on disk, images/s, CPU-seconds per image, the cores needed to feed a step of\n"
     "X ms per batch (batch / X x CPU-s per image), the decode work removed versus the source\n"
     "(CPU-seconds per epoch), and the step's utilisation (images/s / its demand, at most 1).\n"
+    "The row raw+rrc reads the raw shards again with the augmentation and normalisation done by\n"
+    "the reader on the CPU (RandomResizedCrop, flip, float32 NCHW normalised with the dataset's\n"
+    "statistics), against raw's uint8 batches that a GPU step normalises on the device.\n"
     "\n"
     "  -w, --work DIR      where the datasets are built (created; formats in it are replaced)\n"
     "      --size WxH      output size of every format and of the source's decode (default\n"
@@ -175,13 +178,16 @@ static int build_format(char *src, const sb_cmp_opts *co, const char *format, co
 }
 
 /* Read a built dataset (or the source folder) like `read` does and fill the row's speed. */
-static int measure(sb_cmp_row *row, const sb_cmp_opts *co, int folder)
+static int measure(sb_cmp_row *row, const sb_cmp_opts *co, int folder, const sb_tf_opts *tf)
 {
     sb_read_opts ro = {
         .threads = co->threads, .batch = co->batch, .epochs = co->epochs,
         .order = SHR_ORDER_SEQUENTIAL, .access = SHR_ACCESS_MMAP,
         .width = co->width, .height = co->height, .channels = 3,
     };
+    sb_tf_init(&ro.tf);
+    if (tf)
+        ro.tf = *tf;
     sb_row r;
     int rc = row_init(&r, row->dir, folder ? "folder" : row->format, co->epochs);
     if (rc) {
@@ -314,7 +320,7 @@ leave:
 static int run_compare(char *src, const sb_cmp_opts *co)
 {
     char bindir[PATH_MAX];
-    sb_cmp_row rows[1 + SB_MAX_FORMATS];
+    sb_cmp_row rows[2 + SB_MAX_FORMATS];  /* the source, the formats, raw+rrc */
     const char *const *formats = fmt_backend_names();
     size_t nrows = 0;
     int status = SB_EXIT_OK;
@@ -344,7 +350,7 @@ static int run_compare(char *src, const sb_cmp_opts *co)
     /* the source first: every other row is measured against it */
     rows[0].format = "source";
     rows[0].dir = strdup(src);
-    if (!rows[0].dir || measure(&rows[0], co, 1) != 0) {
+    if (!rows[0].dir || measure(&rows[0], co, 1, NULL) != 0) {
         fprintf(stderr, "shardbench: cannot read the source %s: nothing to compare with\n", src);
         status = SB_EXIT_FAIL;
         goto leave;
@@ -362,7 +368,7 @@ static int run_compare(char *src, const sb_cmp_opts *co)
         if (!co->json)
             fprintf(stderr, "shardbench: building and reading %s\n", r->dir);
         if (build_format(src, co, formats[i], r->dir) != 0 ||
-            measure(r, co, 0) != 0) {
+            measure(r, co, 0, NULL) != 0) {
             status = SB_EXIT_FAIL;
             free(r->dir);
             r->dir = NULL;
@@ -370,6 +376,27 @@ static int run_compare(char *src, const sb_cmp_opts *co)
         }
         r->bytes = tree_bytes(r->dir, 0);
         nrows++;
+    }
+    /* the raw shards with the CPU-side transforms: where augmentation and normalisation cost */
+    for (size_t i = 1; i < nrows; i++) {
+        if (strcmp(rows[i].format, "raw") != 0)
+            continue;
+        sb_cmp_row *r = &rows[nrows];
+        sb_tf_opts tf;
+        sb_tf_init(&tf);
+        tf.rrc = tf.flip = 1;
+        tf.dtype = SHR_DTYPE_F32;
+        tf.layout = SHR_LAYOUT_NCHW;
+        tf.normalize = SHR_NORM_DATASET;
+        r->format = "raw+rrc";
+        r->dir = strdup(rows[i].dir);
+        if (!r->dir || measure(r, co, 0, &tf) != 0) {
+            status = SB_EXIT_FAIL;
+            break;
+        }
+        r->bytes = rows[i].bytes;
+        nrows++;
+        break;
     }
     double demand = co->batch / (co->step_ms / 1000.0);
     for (size_t i = 0; i < nrows; i++) {
@@ -385,7 +412,7 @@ static int run_compare(char *src, const sb_cmp_opts *co)
             status = st;
     }
 leave:
-    for (size_t i = 0; i < 1 + SB_MAX_FORMATS; i++)
+    for (size_t i = 0; i < 2 + SB_MAX_FORMATS; i++)
         free(rows[i].dir);
     return status;
 }

@@ -30,6 +30,9 @@ const char usage_read[] =
     "                      same order, threads and batch size: the physical limit (row \"memcpy\")\n"
     "      --json          one JSON object per row on stdout instead of the table\n"
     "\n"
+    "Read-time transforms, done by the reader's threads (shardc datasets only):\n"
+    SB_TF_USAGE
+    "\n"
     "exit status: 0 success, 1 a dataset could not be opened or read, 2 usage error\n";
 
 /* ---- small helpers ---- */
@@ -79,10 +82,12 @@ static void reader_options(const sb_read_opts *ro, uint64_t epoch, shr_options *
     o->seed = ro->seed;
     o->threads = ro->threads;
     o->access = ro->access;
-    if (ro->have_size) {
+    /* a RandomResizedCrop always has an output size: --size, else the dataset's, else 224x224 */
+    if (ro->have_size || ro->tf.rrc) {
         o->width = ro->width;
         o->height = ro->height;
     }
+    sb_tf_apply(&ro->tf, o);
     o->epoch = epoch;
 }
 
@@ -97,7 +102,8 @@ static int consume(shr_reader *r, const char *dir, uint32_t first, uint32_t coun
         const shr_batch *b;
         int rc;
         while ((rc = shr_next(r, &b)) == 0) {
-            size_t bytes = (size_t)b->n * b->height * b->width * b->channels;
+            size_t bytes = (size_t)b->n * b->height * b->width * b->channels *
+                           sb_elem_size(b->dtype);
             sink += touch(b->data, bytes) + (uint64_t)b->labels[0];
             if (row->digest) {
                 XXH3_64bits_update(row->digest, b->indices, b->n * sizeof *b->indices);
@@ -313,6 +319,10 @@ static int run_targets(const sb_target *targets, size_t nt, const sb_read_opts *
         printf("; %u thread(s), batch %u, order %s, output %ux%u for folders%s\n", ro.threads,
                ro.batch, order_name(ro.order), ro.width, ro.height,
                ro.cold ? "; cold: files evicted before every epoch" : "");
+        if (sb_tf_any(&ro.tf)) {
+            char tf[256];
+            printf("transforms by the reader: %s\n", sb_tf_describe(&ro.tf, tf, sizeof tf));
+        }
         for (size_t i = 0; i < nt; i++)
             if (ratio[i] > 0)
                 printf("%s: reader / memcpy = %.2fx\n", targets[i].path, ratio[i]);
@@ -329,7 +339,7 @@ int cmd_read(int argc, char **argv)
         {"seed", required_argument, 0, OPT_SEED}, {"cold", no_argument, 0, OPT_COLD},
         {"size", required_argument, 0, OPT_SIZE}, {"access", required_argument, 0, OPT_ACCESS},
         {"memcpy", no_argument, 0, OPT_MEMCPY}, {"json", no_argument, 0, OPT_JSON},
-        {"checksum", no_argument, 0, OPT_CHECKSUM}, {0, 0, 0, 0}};
+        {"checksum", no_argument, 0, OPT_CHECKSUM}, SB_TF_LONGOPTS, {0, 0, 0, 0}};
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_read_opts ro = {
         .threads = nproc > 0 ? (uint32_t)nproc : 1,
@@ -340,11 +350,17 @@ int cmd_read(int argc, char **argv)
         .channels = 3,
     };
     uint64_t v;
-    int c;
+    int c, rc;
+    sb_tf_init(&ro.tf);
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":j:b:e:", opts, NULL)) != -1) {
         switch (c) {
+        case OPT_RRC: case OPT_FLIP: case OPT_INTERP: case OPT_DTYPE: case OPT_LAYOUT:
+        case OPT_NORMALIZE:
+            if ((rc = sb_tf_option(&ro.tf, c, argc, argv, usage_read)) != 0)
+                return rc;
+            break;
         case 'j':
             if (parse_uint(optarg, 1, 1024, &v))
                 return usage_error(usage_read, "bad --threads '%s' (1..1024)", optarg);
@@ -407,6 +423,11 @@ int cmd_read(int argc, char **argv)
     for (size_t i = 0; i < nt && status == SB_EXIT_OK; i++) {
         targets[i].path = argv[optind + (int)i];
         status = classify(&targets[i], &ro);
+        if (status == SB_EXIT_OK && targets[i].kind == SB_FOLDER && sb_tf_any(&ro.tf)) {
+            free(targets);
+            return usage_error(usage_read, "the read-time transforms are the reader's: %s is an "
+                               "image folder, not a shardc dataset", argv[optind + (int)i]);
+        }
     }
     if (status == SB_EXIT_OK) {
         if (!ro.width) {

@@ -126,6 +126,11 @@ void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row)
             printf(", \"resident_after_evict\": %.4f", row->resident);
         if (row->digest)
             printf(", \"checksum\": \"%016" PRIx64 "\"", XXH3_64bits_digest(row->digest));
+        if (sb_tf_any(&ro->tf) && strcmp(row->format, "memcpy") != 0) {
+            char tf[256];
+            printf(", \"transform\": ");
+            print_json_string(stdout, sb_tf_describe(&ro->tf, tf, sizeof tf));
+        }
         printf(", \"first_epoch\": {");
         print_span_json(&row->spans[0]);
         printf("}}\n");

@@ -189,6 +189,10 @@ int shr_step_run(shr_step *s, const shr_batch *b)
 {
     if (!s)
         return SHR_EINVAL;
+    /* the GPU step copies uint8 NHWC and normalises on the device */
+    if (s->gpu && b && (b->dtype != SHR_DTYPE_U8 || (b->layout == SHR_LAYOUT_NCHW &&
+                                                     b->channels > 1)))
+        return SHR_EINVAL;
     return s->gpu ? s->gpu->step_run(s->impl, b) : shr_cpu_step_run(s->impl, b);
 }
 

@@ -205,10 +205,46 @@ static uint32_t box_end(const uint32_t *b, uint32_t o)
     return b[o + 1] > b[o] ? b[o + 1] : b[o] + 1;
 }
 
-/* Sample p (h x w x c, uint8 HWC) into s->x: channel-major side x side, normalised. */
-static void downsample(cpu_step *s, const uint8_t *p, uint32_t h, uint32_t w)
+/* IEEE half bits to float. */
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY)
+                                                      : ldexpf((float)(m | 0x400), (int)e - 25);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    u |= sign;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+/* Element (y, x, c) of sample p of batch b, whatever its dtype and layout. */
+static float element(const shr_batch *b, const uint8_t *p, uint32_t y, uint32_t x, uint32_t c)
+{
+    size_t e = b->layout == SHR_LAYOUT_NCHW
+                   ? ((size_t)c * b->height + y) * b->width + x
+                   : ((size_t)y * b->width + x) * b->channels + c;
+    switch (b->dtype) {
+    case SHR_DTYPE_F32: {
+        float f;
+        memcpy(&f, p + 4 * e, 4);
+        return f;
+    }
+    case SHR_DTYPE_F16: {
+        uint16_t u;
+        memcpy(&u, p + 2 * e, 2);
+        return half_to_float(u);
+    }
+    default:
+        return p[e];
+    }
+}
+
+/* Sample p of batch b (h x w x c) into s->x: channel-major side x side, normalised. */
+static void downsample(cpu_step *s, const shr_batch *b, const uint8_t *p, uint32_t h, uint32_t w)
 {
     uint32_t side = s->side, ch = s->channels;
+    int plain = b->dtype == SHR_DTYPE_U8 && (b->layout == SHR_LAYOUT_NHWC || ch == 1);
     for (uint32_t oy = 0; oy < side; oy++) {
         memset(s->acc, 0, (size_t)side * ch * sizeof *s->acc);
         uint32_t y0 = s->ry[oy], y1 = box_end(s->ry, oy);
@@ -219,7 +255,7 @@ static void downsample(cpu_step *s, const uint8_t *p, uint32_t h, uint32_t w)
                 float *a = s->acc + (size_t)ox * ch;
                 for (uint32_t x = x0; x < x1; x++)
                     for (uint32_t c = 0; c < ch; c++)
-                        a[c] += row[(size_t)x * ch + c];
+                        a[c] += plain ? row[(size_t)x * ch + c] : element(b, p, y, x, c);
             }
         }
         for (uint32_t ox = 0; ox < side; ox++) {
@@ -337,12 +373,13 @@ static int model_step(cpu_step *s, const shr_batch *b)
     }
     box_bounds(s->ry, b->height, s->side);
     box_bounds(s->rx, b->width, s->side);
-    size_t stride = (size_t)b->height * b->width * b->channels;
+    size_t stride = (size_t)b->height * b->width * b->channels *
+                    (b->dtype == SHR_DTYPE_F32 ? 4 : b->dtype == SHR_DTYPE_F16 ? 2 : 1);
     float scale = 1.0f / (float)b->n;
     double loss = 0;
     uint64_t correct = 0;
     for (uint32_t i = 0; i < b->n; i++) {
-        downsample(s, b->data + i * stride, b->height, b->width);
+        downsample(s, b, b->data + i * stride, b->height, b->width);
         int hit;
         loss += sample_step(s, (uint32_t)b->labels[i], scale, &hit);
         correct += (uint64_t)hit;

@@ -1,6 +1,7 @@
 /* train.c - `shardbench train`: batches (from libshardread or a folder feed) through a training
  * step (step.h), timed per epoch: input stall, step busy, loss, accuracy. */
 #include "bench.h"
+#include "gpu_api.h"
 
 const char usage_train[] =
     "usage: shardbench train DATASET [options]\n"
@@ -28,7 +29,11 @@ const char usage_train[] =
     "                      epochs 2..E; every epoch is listed\n"
     "      --order ORDER   seq, random or quasi (default random)\n"
     "      --seed S        seed of the order and of the model's initial weights (default 0)\n"
-    "      --size WxH      output size (default: the dataset's; folders 224x224)\n"
+    "      --size WxH      output size (default: the dataset's; folders 224x224; a RandomResizedCrop\n"
+    "                      of samples of many sizes 224x224)\n"
+    "  read-time transforms, done by the reader's threads (shardc datasets only; float or NCHW\n"
+    "  batches need --device cpu: the GPU step takes uint8 NHWC and normalises on the device):\n"
+    SB_TF_USAGE
     "  output:\n"
     "      --timeline FILE one line per batch: epoch, batch, images, wait ms, step ms, time ms\n"
     "      --json          one JSON object on stdout instead of the table\n"
@@ -272,7 +277,19 @@ static int run_train(char *dir, const sb_train_opts *opts)
         if (to.have_size) {
             o.width = to.width;
             o.height = to.height;
+        } else if (to.tf.rrc) {
+            /* a RandomResizedCrop to the dataset's own size, or 224x224 when sizes vary */
+            fmt_manifest m;
+            o.width = o.height = 224;
+            if (fmt_manifest_read(dir, &m, NULL) == 0) {
+                if (m.sample_width && m.sample_height) {
+                    o.width = m.sample_width;
+                    o.height = m.sample_height;
+                }
+                fmt_manifest_free(&m);
+            }
         }
+        sb_tf_apply(&to.tf, &o);
         rc = shr_open(&r, dir, &o);
         if (rc) {
             fprintf(stderr, "shardbench: cannot open %s: %s\n", dir,
@@ -305,8 +322,9 @@ static int run_train(char *dir, const sb_train_opts *opts)
     }
     to.step.classes = info.classes;
     for (int c = 0; c < 3; c++) {
-        to.step.mean[c] = info.mean[c];
-        to.step.std[c] = info.std[c];
+        /* batches the reader normalised already pass the step's normalisation unchanged */
+        to.step.mean[c] = to.tf.normalize != SHR_NORM_NONE ? 0.0 : info.mean[c];
+        to.step.std[c] = to.tf.normalize != SHR_NORM_NONE ? 1.0 : info.std[c];
     }
     if (to.step.kind == SHR_STEP_MODEL && info.classes < 2) {
         fprintf(stderr, "shardbench: %s: a model needs at least 2 classes, the dataset has %u\n",
@@ -319,6 +337,14 @@ static int run_train(char *dir, const sb_train_opts *opts)
         fprintf(stderr, "shardbench: cannot create the training step: %s%s\n", shr_strerror(rc),
                 to.step.device == SHR_DEVICE_GPU && !shr_step_gpu_available()
                 ? " (no usable CUDA device)" : "");
+        goto leave;
+    }
+    if (r && shr_step_gpu(step, NULL) &&
+        (info.dtype != SHR_DTYPE_U8 || (info.layout == SHR_LAYOUT_NCHW && info.channels > 1))) {
+        fprintf(stderr, "shardbench: the GPU step takes uint8 NHWC batches and normalises them on "
+                "the device (the CUDA feed): train on --device cpu for the reader's float or "
+                "NCHW output\n");
+        rc = SHR_EINVAL;
         goto leave;
     }
     if (to.timeline) {
@@ -361,7 +387,7 @@ int cmd_train(int argc, char **argv)
         {"prefetch", required_argument, 0, OPT_PREFETCH}, {"epochs", required_argument, 0, 'e'},
         {"order", required_argument, 0, OPT_TORDER}, {"seed", required_argument, 0, OPT_TSEED},
         {"size", required_argument, 0, OPT_TSIZE}, {"timeline", required_argument, 0, OPT_TIMELINE},
-        {"json", no_argument, 0, OPT_TJSON}, {0, 0, 0, 0}};
+        {"json", no_argument, 0, OPT_TJSON}, SB_TF_LONGOPTS, {0, 0, 0, 0}};
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_train_opts to = {
         .threads = nproc > 0 ? (uint32_t)nproc : 1,
@@ -374,11 +400,17 @@ int cmd_train(int argc, char **argv)
     int have_model = 0, have_step = 0;
     uint64_t v;
     double d;
-    int c;
+    int c, rc;
+    sb_tf_init(&to.tf);
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":j:b:e:", opts, NULL)) != -1) {
         switch (c) {
+        case OPT_RRC: case OPT_FLIP: case OPT_INTERP: case OPT_DTYPE: case OPT_LAYOUT:
+        case OPT_NORMALIZE:
+            if ((rc = sb_tf_option(&to.tf, c, argc, argv, usage_train)) != 0)
+                return rc;
+            break;
         case OPT_MODEL:
             if (strcmp(optarg, "softmax") == 0)
                 to.step.model = SHR_MODEL_SOFTMAX;
@@ -475,6 +507,9 @@ int cmd_train(int argc, char **argv)
     sb_read_opts ro = {.have_size = 1};     /* classify only checks that DATASET is a directory */
     if (classify(&t, &ro) != 0)
         return SB_EXIT_FAIL;
+    if (t.kind == SB_FOLDER && sb_tf_any(&to.tf))
+        return usage_error(usage_train, "the read-time transforms are the reader's: %s is an "
+                           "image folder, not a shardc dataset", t.path);
     return run_train(t.path, &to) ? SB_EXIT_FAIL : SB_EXIT_OK;
 }
 

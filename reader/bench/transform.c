@@ -1,0 +1,218 @@
+/* transform.c - the read-time transform options of `shardbench read` and `train` (--rrc, --flip,
+ * --interpolation, --dtype, --layout, --normalize): parsed into an sb_tf_opts, then applied to the
+ * reader's shr_options. */
+#include "bench.h"
+
+void sb_tf_init(sb_tf_opts *t)
+{
+    memset(t, 0, sizeof *t);
+    shr_options o;
+    shr_options_init(&o);
+    memcpy(t->scale, o.rrc_scale, sizeof t->scale);
+    memcpy(t->ratio, o.rrc_ratio, sizeof t->ratio);
+    t->flip_p = o.flip_p;
+    t->filter = o.filter;
+    t->dtype = o.dtype;
+    t->layout = o.layout;
+    t->normalize = o.normalize;
+}
+
+/* "SMIN:SMAX" or "SMIN:SMAX:RMIN:RMAX": 2 or 4 numbers, -1 otherwise. */
+static int parse_range(const char *s, double v[4])
+{
+    int n = 0;
+    while (n < 4) {
+        char *end;
+        errno = 0;
+        v[n] = strtod(s, &end);
+        if (end == s || errno || !isfinite(v[n]))
+            return -1;
+        n++;
+        if (*end == '\0')
+            break;
+        if (*end != ':')
+            return -1;
+        s = end + 1;
+    }
+    return n == 2 || n == 4 ? n : -1;
+}
+
+/* "M,M,M/S,S,S" (1 to 4 channels, as many stds as means) */
+static int parse_stats(const char *s, float mean[4], float std[4])
+{
+    const char *slash = strchr(s, '/');
+    if (!slash)
+        return -1;
+    for (int half = 0; half < 2; half++) {
+        const char *p = half ? slash + 1 : s;
+        float *out = half ? std : mean;
+        int n = 0;
+        for (;;) {
+            char *end;
+            errno = 0;
+            double v = strtod(p, &end);
+            if (end == p || errno || !isfinite(v) || n == 4)
+                return -1;
+            out[n++] = (float)v;
+            if (*end == ',') {
+                p = end + 1;
+                continue;
+            }
+            if (*end != (half ? '\0' : '/'))
+                return -1;
+            break;
+        }
+        for (int c = n; c < 4; c++)
+            out[c] = out[n - 1];
+    }
+    return 0;
+}
+
+/* The value of an option whose argument is optional: --opt=VALUE, or the next word when it looks
+ * like one (accept says so), taken from argv. NULL when there is none. */
+static const char *optional_value(int argc, char **argv, int (*accept)(const char *))
+{
+    if (optarg)
+        return optarg;
+    if (optind < argc && accept(argv[optind]))
+        return argv[optind++];
+    return NULL;
+}
+
+static int looks_like_range(const char *s)
+{
+    double v[4];
+    return parse_range(s, v) > 0;
+}
+
+static int looks_like_stats(const char *s)
+{
+    float m[4], d[4];
+    return strcmp(s, "dataset") == 0 || parse_stats(s, m, d) == 0;
+}
+
+int sb_tf_option(sb_tf_opts *t, int opt, int argc, char **argv, const char *usage)
+{
+    const char *v;
+    double r[4];
+    switch (opt) {
+    case OPT_RRC:
+        t->rrc = 1;
+        v = optional_value(argc, argv, looks_like_range);
+        if (v) {
+            int n = parse_range(v, r);
+            if (n < 0 || !(r[0] > 0 && r[0] <= r[1] && r[1] <= 1) ||
+                (n == 4 && !(r[2] > 0 && r[2] <= r[3])))
+                return usage_error(usage, "bad --rrc '%s' (SMIN:SMAX[:RMIN:RMAX], 0 < SMIN <= "
+                                   "SMAX <= 1, 0 < RMIN <= RMAX; e.g. 0.08:1:0.75:1.3333)", v);
+            t->scale[0] = r[0];
+            t->scale[1] = r[1];
+            if (n == 4) {
+                t->ratio[0] = r[2];
+                t->ratio[1] = r[3];
+            }
+        }
+        return 0;
+    case OPT_FLIP:
+        t->flip = 1;
+        if (optarg && parse_double(optarg, 0, 1, &t->flip_p))
+            return usage_error(usage, "bad --flip '%s' (a probability, 0..1)", optarg);
+        return 0;
+    case OPT_INTERP: {
+        static const char *const names[] = {"nearest", "box", "bilinear", "hamming", "bicubic",
+                                            "lanczos"};
+        for (int i = 0; i < 6; i++)
+            if (strcmp(optarg, names[i]) == 0) {
+                t->filter = (shr_filter)i;
+                return 0;
+            }
+        return usage_error(usage, "bad --interpolation '%s' (nearest, box, bilinear, hamming, "
+                           "bicubic or lanczos)", optarg);
+    }
+    case OPT_DTYPE:
+        t->dtype_given = 1;
+        if (strcmp(optarg, "u8") == 0 || strcmp(optarg, "uint8") == 0)
+            t->dtype = SHR_DTYPE_U8;
+        else if (strcmp(optarg, "f32") == 0 || strcmp(optarg, "float32") == 0)
+            t->dtype = SHR_DTYPE_F32;
+        else if (strcmp(optarg, "f16") == 0 || strcmp(optarg, "float16") == 0)
+            t->dtype = SHR_DTYPE_F16;
+        else
+            return usage_error(usage, "bad --dtype '%s' (u8, f32 or f16)", optarg);
+        return 0;
+    case OPT_LAYOUT:
+        if (strcasecmp(optarg, "nhwc") == 0)
+            t->layout = SHR_LAYOUT_NHWC;
+        else if (strcasecmp(optarg, "nchw") == 0)
+            t->layout = SHR_LAYOUT_NCHW;
+        else
+            return usage_error(usage, "bad --layout '%s' (nhwc or nchw)", optarg);
+        return 0;
+    case OPT_NORMALIZE:
+        v = optional_value(argc, argv, looks_like_stats);
+        if (!v || strcmp(v, "dataset") == 0) {
+            t->normalize = SHR_NORM_DATASET;
+        } else if (parse_stats(v, t->mean, t->std) == 0) {
+            t->normalize = SHR_NORM_GIVEN;
+        } else {
+            return usage_error(usage, "bad --normalize '%s' (dataset, or M,M,M/S,S,S on the "
+                               "0..255 scale)", v);
+        }
+        return 0;
+    }
+    return usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+}
+
+size_t sb_elem_size(shr_dtype d)
+{
+    return d == SHR_DTYPE_F32 ? 4 : d == SHR_DTYPE_F16 ? 2 : 1;
+}
+
+int sb_tf_any(const sb_tf_opts *t)
+{
+    return t->rrc || t->flip || t->dtype != SHR_DTYPE_U8 || t->layout != SHR_LAYOUT_NHWC ||
+           t->normalize != SHR_NORM_NONE;
+}
+
+void sb_tf_apply(const sb_tf_opts *t, shr_options *o)
+{
+    o->rrc = t->rrc;
+    memcpy(o->rrc_scale, t->scale, sizeof o->rrc_scale);
+    memcpy(o->rrc_ratio, t->ratio, sizeof o->rrc_ratio);
+    o->filter = t->filter;
+    if (t->flip) {
+        o->flip = 1;
+        o->flip_p = t->flip_p;
+    }
+    /* normalised values need floats: --normalize alone means float32 (an explicit --dtype u8
+     * reaches the reader, which refuses it with its reason) */
+    o->dtype = t->normalize != SHR_NORM_NONE && !t->dtype_given ? SHR_DTYPE_F32 : t->dtype;
+    o->layout = t->layout;
+    o->normalize = t->normalize;
+    memcpy(o->mean, t->mean, sizeof o->mean);
+    memcpy(o->std, t->std, sizeof o->std);
+}
+
+const char *sb_tf_describe(const sb_tf_opts *t, char *buf, size_t len)
+{
+    static const char *const filters[] = {"nearest", "box", "bilinear", "hamming", "bicubic",
+                                          "lanczos"};
+    shr_options o;
+    shr_options_init(&o);
+    sb_tf_apply(t, &o);
+    int n = 0;
+    buf[0] = '\0';
+    if (t->rrc)
+        n += snprintf(buf + n, len - (size_t)n, "RandomResizedCrop %g:%g ratio %g:%g %s, ",
+                      t->scale[0], t->scale[1], t->ratio[0], t->ratio[1], filters[t->filter]);
+    if (t->flip && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "flip p=%g, ", t->flip_p);
+    if ((size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "%s %s%s",
+                      o.dtype == SHR_DTYPE_F32 ? "float32" : o.dtype == SHR_DTYPE_F16 ? "float16"
+                                                                                     : "uint8",
+                      o.layout == SHR_LAYOUT_NCHW ? "NCHW" : "NHWC",
+                      o.normalize == SHR_NORM_DATASET ? " normalised (dataset statistics)"
+                      : o.normalize == SHR_NORM_GIVEN ? " normalised (given statistics)" : "");
+    return buf;
+}
