@@ -192,6 +192,7 @@ bench: deps
 	$(Q)BUILD=$(BUILD) scripts/bench-build.sh
 	$(Q)BUILD=$(BUILD) scripts/bench-read.sh
 	$(Q)BUILD=$(BUILD) scripts/bench-formats.sh
+	$(Q)BUILD=$(BUILD) $(PYTHON) scripts/bench-rrc.py
 	$(Q)$(MAKE) --no-print-directory bench-torch
 
 

@@ -360,13 +360,15 @@ END_TEST
 
 /* ---- torchvision as the reference (tests/rrc_check.py) ---- */
 
-/* A python with numpy, torch, torchvision and Pillow: $PYTHON, /usr/bin/python3 or python3. */
+/* A python with numpy, torch, torchvision and Pillow: $SHARDC_PYTHON (make test sets it),
+ * $PYTHON, /usr/bin/python3 or python3. */
 static const char *find_python(void)
 {
     static char found[512];
-    const char *env = getenv("PYTHON");
-    const char *cands[] = {env && *env ? env : NULL, "/usr/bin/python3", "python3"};
-    for (size_t i = 0; i < 3; i++) {
+    const char *env = getenv("SHARDC_PYTHON"), *env2 = getenv("PYTHON");
+    const char *cands[] = {env && *env ? env : NULL, env2 && *env2 ? env2 : NULL,
+                           "/usr/bin/python3", "python3"};
+    for (size_t i = 0; i < 4; i++) {
         if (!cands[i])
             continue;
         char cmd[1024];
