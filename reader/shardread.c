@@ -265,10 +265,10 @@ static void draw(const shr_options *o, const shr_tf_rrc *rrc, uint32_t out_w, ui
         shr_tf_rrc_box(rrc, o->seed, epoch, idx, src_w, src_h, p);
     } else {
         uint32_t dx, dy;
-        place(src_w, out_w, o->random_crop,
-              o->random_crop ? shr_mix(o->seed, epoch, idx, SHR_SALT_CROP_X) : 0, &p->x, &dx, &p->w);
-        place(src_h, out_h, o->random_crop,
-              o->random_crop ? shr_mix(o->seed, epoch, idx, SHR_SALT_CROP_Y) : 0, &p->y, &dy, &p->h);
+        uint64_t rx = o->random_crop ? shr_mix(o->seed, epoch, idx, SHR_SALT_CROP_X) : 0;
+        uint64_t ry = o->random_crop ? shr_mix(o->seed, epoch, idx, SHR_SALT_CROP_Y) : 0;
+        place(src_w, out_w, o->random_crop, rx, &p->x, &dx, &p->w);
+        place(src_h, out_h, o->random_crop, ry, &p->y, &dy, &p->h);
     }
     p->flip = o->flip && shr_tf_bernoulli((uint32_t)shr_mix(o->seed, epoch, idx, SHR_SALT_FLIP),
                                           o->flip_p);

@@ -24,7 +24,7 @@
 /* The ranges and the values derived from them once per reader. */
 typedef struct {
     double scale[2], ratio[2];      /* as given (the fallback uses the ratio range in double) */
-    float scale_f[2];               /* the scale bounds as float32, as torch's uniform_ casts them */
+    float scale_f[2];               /* the scale bounds in float32, as torch's uniform_ has them */
     float log_ratio[2];             /* torch.log(torch.tensor(ratio)): float32 */
 } shr_tf_rrc;
 

@@ -227,7 +227,8 @@ START_TEST(test_kernels)
                                 for (uint32_t c = 0; c < ch; c++) {
                                     uint32_t sx = mirror ? W - 1 - x : x;
                                     uint8_t v = src[y * stride + (size_t)sx * ch + c];
-                                    ck_assert_msg(elem_bits(&o, dst, c, y, x) == want_bits(&o, v, c),
+                                    ck_assert_msg(elem_bits(&o, dst, c, y, x) ==
+                                                      want_bits(&o, v, c),
                                                   "path %d %ux%ux%u dtype %d layout %d mirror %d "
                                                   "norm %d: (%u, %u, %u) differs", path, W, H, ch,
                                                   dt, lay, mirror, norm, c, y, x);
@@ -599,7 +600,8 @@ START_TEST(test_dtype_layout)
             f.layout = (shr_layout)(combo / 3 % 2);
             f.normalize = f.dtype == SHR_DTYPE_U8 ? SHR_NORM_NONE
                           : combo / 6 ? SHR_NORM_DATASET : SHR_NORM_GIVEN;
-            const float m[4] = {123.675f, 116.28f, 103.53f, 0}, s[4] = {58.395f, 57.12f, 57.375f, 1};
+            const float m[4] = {123.675f, 116.28f, 103.53f, 0};
+            const float s[4] = {58.395f, 57.12f, 57.375f, 1};
             memcpy(f.mean, m, sizeof m);
             memcpy(f.std, s, sizeof s);
             f.access = (shr_access)(combo % 3);

@@ -29,8 +29,8 @@ const char usage_train[] =
     "                      epochs 2..E; every epoch is listed\n"
     "      --order ORDER   seq, random or quasi (default random)\n"
     "      --seed S        seed of the order and of the model's initial weights (default 0)\n"
-    "      --size WxH      output size (default: the dataset's; folders 224x224; a RandomResizedCrop\n"
-    "                      of samples of many sizes 224x224)\n"
+    "      --size WxH      output size (default: the dataset's; folders 224x224; a\n"
+    "                      RandomResizedCrop of samples of many sizes 224x224)\n"
     "  read-time transforms, done by the reader's threads (shardc datasets only; float or NCHW\n"
     "  batches need --device cpu: the GPU step takes uint8 NHWC and normalises on the device):\n"
     SB_TF_USAGE
