@@ -61,7 +61,6 @@
 #define JOURNAL_NAME ".rejects.journal"
 #define REJECTS_NAME "rejects.tsv"
 #define INPUTS_NAME "inputs.tsv"
-#define LOCK_NAME ".shardc.lock"    /* flock'd by the one build writing in OUT */
 
 /* One input's results: K samples (K = shc_render_count), or a reject. The arrays are allocated
  * once per slot and reused. */
@@ -401,7 +400,7 @@ static int dir_contents(const char *dir, const fmt_inputs *sets)
     struct dirent *e;
     while ((e = readdir(d))) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-            strcmp(e->d_name, LOCK_NAME) == 0)
+            strcmp(e->d_name, SHC_LOCK_NAME) == 0)
             continue;
         if (!is_ours(e->d_name) && !is_class(sets, e->d_name)) {
             any = 2;
@@ -436,7 +435,7 @@ static int clear_output(const char *dir, long keep_from, const fmt_inputs *sets)
     struct dirent *e;
     while ((e = readdir(d))) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-            strcmp(e->d_name, LOCK_NAME) == 0)
+            strcmp(e->d_name, SHC_LOCK_NAME) == 0)
             continue;   /* the lock we hold stays (see shc_lock_dir) */
         int cls = is_class(sets, e->d_name);
         if (!is_ours(e->d_name) && !(cls && keep_from < 0))
@@ -964,7 +963,7 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
     }
     /* one writer at a time: a second build, --force or --resume into OUT would mix shards */
     long holder;
-    rc = shc_lock_dir(o->out, LOCK_NAME, &lock_fd, &holder);
+    rc = shc_lock_dir(o->out, SHC_LOCK_NAME, &lock_fd, &holder);
     if (rc == EWOULDBLOCK) {
         if (holder > 0)
             say(cb, "%s is being written by another shardc, pid %ld", o->out, holder);
@@ -974,7 +973,7 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
         goto leave;
     }
     if (rc) {
-        say(cb, "cannot lock %s/%s: %s", o->out, LOCK_NAME, strerror(rc));
+        say(cb, "cannot lock %s/%s: %s", o->out, SHC_LOCK_NAME, strerror(rc));
         result = rc;
         goto leave;
     }

@@ -26,6 +26,9 @@ char *shc_human_size(uint64_t bytes, char *buf, size_t len);
  * the second still holds the old one. */
 int shc_lock_dir(const char *dir, const char *name, int *fd, long *holder);
 
+/* The lock file a build takes in the folder it writes (a whole dataset's OUT, or a part's). */
+#define SHC_LOCK_NAME ".shardc.lock"
+
 /* Monotonic seconds. */
 double shc_now(void);
 

@@ -209,6 +209,9 @@ check "it names the shard" grep -q "part 00001-of-00003: .*parts/00001-of-00003/
 
 # a whole build never takes a folder of parts for its own, and --force replaces them
 expect_exit 2 "a whole build into a folder of parts" "$SHARDC" build "$T/src" -o "$T/miss" "${opts[@]}"
+# the lock file the refused whole build leaves in OUT does not bar the parts (a task run again)
+"$SHARDC" build "$T/src" -o "$T/miss" "${opts[@]}" --part 1/4 >/dev/null 2>"$T/err"
+check "a part still builds into it" [ -e "$T/miss/parts/00001-of-00004/manifest.json" ]
 "$SHARDC" build "$T/src" -o "$T/miss" "${opts[@]}" --resume >/dev/null 2>&1
 check "a whole build --resume keeps the parts" [ -d "$T/miss/parts/00000-of-00004" ]
 
