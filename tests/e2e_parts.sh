@@ -101,7 +101,10 @@ for i in 0 1 2 3 4 5; do
   "$SHARDC" build "$T/src" -o "$out" "${opts[@]}" --part "$i/6" >/dev/null 2>&1 &
   pids+=($!)
 done
-for p in "${pids[@]}"; do wait "$p"; done
+codes=
+for p in "${pids[@]}"; do wait "$p"; codes+="$? "; done
+check "6 parts built concurrently all finish (exits: $codes)" \
+  [ "$(tr -d '01 ' <<<"$codes")" = "" ]
 "$SHARDC" merge "$out" >/dev/null 2>&1
 check "6 parts built concurrently + merge == one-machine build" same_as_ref "$out"
 
