@@ -193,6 +193,7 @@ bench: deps
 	$(Q)BUILD=$(BUILD) scripts/bench-read.sh
 	$(Q)BUILD=$(BUILD) scripts/bench-formats.sh
 	$(Q)BUILD=$(BUILD) $(PYTHON) scripts/bench-rrc.py
+	$(Q)BUILD=$(BUILD) scripts/bench-direct.sh
 	$(Q)$(MAKE) --no-print-directory bench-torch
 
 

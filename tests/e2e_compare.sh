@@ -85,23 +85,34 @@ check "compare: a row per format and the source, with every key, consistent" pyt
 import json, sys
 r = json.load(open(sys.argv[1])); n = int(sys.argv[2])
 rows = {f["format"]: f for f in r["formats"]}
-assert sorted(rows) == sorted(["source", "raw", "hdf5", "lmdb", "png0", "bmp", "jpeg", "raw+rrc"]), list(rows)
+assert sorted(rows) == sorted(["source", "raw", "hdf5", "lmdb", "png0", "bmp", "jpeg", "raw+rrc",
+                              "raw+lz4", "raw+zstd", "raw+jpeg50"]), list(rows)
 assert rows["raw+rrc"]["dir"] == rows["raw"]["dir"] and rows["raw+rrc"]["bytes"] == rows["raw"]["bytes"]
 demand = 8 / 0.005
 assert abs(r["demand_images_per_s"] - demand) < 0.1, r
 src = rows["source"]
 for name, f in rows.items():
     for k in ["images_per_s", "bytes", "cpu_s_per_image", "cores_needed",
-              "decode_cpu_s_saved_per_epoch", "step_util"]:
+              "decode_cpu_s_saved_per_epoch", "step_util", "cold_images_per_s",
+              "bytes_per_sample", "ram_gib_at_imagenet"]:
         assert k in f, (name, k)
     assert f["images_per_epoch"] == n and f["bytes"] > 0 and f["images_per_s"] > 0, f
+    assert f["cold_images_per_s"] > 0, f
+    assert abs(f["bytes_per_sample"] - f["bytes"] / n) <= 0.06, f
+    assert abs(f["ram_gib_at_imagenet"] - f["bytes_per_sample"] * 1281167 / 2**30) <= 0.006, f
     assert abs(f["cores_needed"] - demand * f["cpu_s_per_image"]) <= 1e-3 * f["cores_needed"] + 1e-9, f
     want = (src["cpu_s_per_image"] - f["cpu_s_per_image"]) * n
     assert abs(f["decode_cpu_s_saved_per_epoch"] - want) <= 1e-3 * abs(want) + 1e-6, (f, want)
     assert abs(f["step_util"] - min(1, f["images_per_s"] / demand)) < 1e-3, f
 assert src["decode_cpu_s_saved_per_epoch"] == 0
+# raw's stored forms are what they say: compressed ones smaller than raw (the generated images
+# compress), the JPEG mix smaller still than raw
+assert rows["raw+lz4"]["bytes"] < rows["raw"]["bytes"], rows
+assert rows["raw+zstd"]["bytes"] < rows["raw"]["bytes"], rows
+assert rows["raw+jpeg50"]["bytes"] < rows["raw"]["bytes"], rows
 PY
-check "compare built every format in --work" bash -c "for f in raw hdf5 lmdb png0 bmp jpeg; do [ -f '$T/work/'\$f/manifest.json ] || exit 1; done"
+check "raw's forms were built with their options" bash -c "grep -q '\"compress\": \"lz4\"' '$T/work/raw+lz4/manifest.json' && grep -q '\"compress\": \"zstd\"' '$T/work/raw+zstd/manifest.json' && grep -q '\"jpeg_fraction\": 0.5' '$T/work/raw+jpeg50/manifest.json'"
+check "compare built every format in --work" bash -c "for f in raw hdf5 lmdb png0 bmp jpeg raw+lz4 raw+zstd raw+jpeg50; do [ -f '$T/work/'\$f/manifest.json ] || exit 1; done"
 
 expect_exit 0 "compare again into the same --work, table output" "$BENCH" compare "$T/src" \
   --work "$T/work" --size 16x16 --threads 2 --batch 8 --epochs 1

@@ -260,6 +260,8 @@ typedef struct {
     uint64_t bytes;
     uint64_t images_per_epoch;  /* what an epoch delivered */
     double ips, cpu;            /* steady state: images/s, CPU-s per image */
+    double cold_ips;            /* one epoch, every file evicted first: images/s */
+    double per_sample, gib;     /* bytes per sample; GiB for ImageNet's 1.28M images so stored */
     double cores, saved, util;
 } sb_cmp_row;
 

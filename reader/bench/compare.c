@@ -6,11 +6,14 @@ const char usage_compare[] =
     "usage: shardbench compare SRC --work DIR [options]\n"
     "\n"
     "Build every format from the image folder SRC into DIR with shardc's build (libshardcomp)\n"
-    "(raw, hdf5, lmdb, png0, bmp, jpeg: DIR/<format>, its log in DIR/<format>.log), read each,\n"
-    "and SRC itself through the decode path, with the same threads and batch size, and print one\n"
-    "table: bytes on disk, images/s, CPU-seconds per image, the cores needed to feed a step of\n"
-    "X ms per batch (batch / X x CPU-s per image), the decode work removed versus the source\n"
-    "(CPU-seconds per epoch), and the step's utilisation (images/s / its demand, at most 1).\n"
+    "(raw, hdf5, lmdb, png0, bmp, jpeg, and raw's stored forms raw+lz4, raw+zstd (--compress)\n"
+    "and raw+jpeg50 (--jpeg-fraction 0.5): DIR/<row>, its log in DIR/<row>.log), read each, and\n"
+    "SRC itself through the decode path, with the same threads and batch size, warm and cold\n"
+    "(files evicted from the page cache before the epoch), and print one table: bytes on disk\n"
+    "and per sample, the RAM that would hold ImageNet's 1,281,167 images stored so (GiB, from\n"
+    "the bytes per sample), images/s warm and cold, CPU-seconds per image, the cores needed to\n"
+    "feed a step of X ms per batch (batch / X x CPU-s per image), the decode work removed versus\n"
+    "the source (CPU-seconds per epoch), and the step's utilisation (images/s / its demand).\n"
     "The row raw+rrc reads the raw shards again with the augmentation and normalisation done by\n"
     "the reader on the CPU (RandomResizedCrop, flip, float32 NCHW normalised with the dataset's\n"
     "statistics), against raw's uint8 batches that a GPU step normalises on the device.\n"
@@ -29,8 +32,18 @@ const char usage_compare[] =
     "\n"
     "exit status: 0 success, 1 a build or a read failed, 2 usage error\n";
 
-/* rows: the source, then every backend compiled in (fmt_backend_names) */
+/* rows: the source, then every backend compiled in (fmt_backend_names), then raw's stored forms */
 #define SB_MAX_FORMATS 16
+
+/* ImageNet-1k's training set: the scale the "fits in RAM" column projects to */
+#define SB_IMAGENET_IMAGES 1281167.0
+
+/* Raw's stored forms, each a row of its own: name, --compress, --jpeg-fraction. */
+static const struct {
+    const char *name, *codec;
+    double jpeg_fraction;
+} sb_raw_forms[] = {{"raw+lz4", "lz4", 0}, {"raw+zstd", "zstd", 0}, {"raw+jpeg50", NULL, 0.5}};
+#define SB_NFORMS (sizeof sb_raw_forms / sizeof *sb_raw_forms)
 
 /* The directory this program lives in (from /proc/self/exe). */
 static int exe_dir(char *out, size_t len)
@@ -137,9 +150,10 @@ static void log_summary(void *ctx, const shc_summary *s)
             s->out, s->rejects, s->seconds);
 }
 
-/* `shardc build SRC -o OUT --format FORMAT --size WxH -j THREADS --force`, through
- * libshardcomp, its messages in OUT.log. */
-static int build_format(char *src, const sb_cmp_opts *co, const char *format, const char *out)
+/* `shardc build SRC -o OUT --format FORMAT --size WxH -j THREADS --force` (and for raw's forms
+ * `--compress CODEC` or `--jpeg-fraction F`), through libshardcomp, its messages in OUT.log. */
+static int build_format(char *src, const sb_cmp_opts *co, const char *format, const char *codec,
+                        double jpeg_fraction, const char *out)
 {
     char *log;
     if (asprintf(&log, "%s.log", out) < 0)
@@ -162,6 +176,12 @@ static int build_format(char *src, const sb_cmp_opts *co, const char *format, co
     o.r.geom.height = co->height;
     o.threads = co->threads;
     o.force = 1;
+    o.jpeg_fraction = jpeg_fraction;
+    if (codec && fmt_codec_parse(codec, &o.compress, NULL) != 0) {
+        fclose(f);
+        free(log);
+        return EINVAL;
+    }
     shc_build_cb cb = {.ctx = f, .message = log_message, .reject = log_reject,
                        .summary = log_summary};
     int rc = o.backend ? shc_build(&o, &cb) : FMT_EUNSUPPORTED;
@@ -177,32 +197,43 @@ static int build_format(char *src, const sb_cmp_opts *co, const char *format, co
     return rc;
 }
 
-/* Read a built dataset (or the source folder) like `read` does and fill the row's speed. */
+/* Read a built dataset (or the source folder) like `read` does and fill the row's speed: warm
+ * (co->epochs, the steady state), then cold (one epoch with every file evicted first). tf: the
+ * reader's transforms (NULL: none). */
 static int measure(sb_cmp_row *row, const sb_cmp_opts *co, int folder, const sb_tf_opts *tf)
 {
-    sb_read_opts ro = {
-        .threads = co->threads, .batch = co->batch, .epochs = co->epochs,
-        .order = SHR_ORDER_SEQUENTIAL, .access = SHR_ACCESS_MMAP,
-        .width = co->width, .height = co->height, .channels = 3,
-    };
-    sb_tf_init(&ro.tf);
-    if (tf)
-        ro.tf = *tf;
-    sb_row r;
-    int rc = row_init(&r, row->dir, folder ? "folder" : row->format, co->epochs);
-    if (rc) {
-        fprintf(stderr, "shardbench: %s\n", strerror(rc));
-        return rc;
+    for (int cold = 0; cold < 2; cold++) {
+        uint32_t epochs = cold ? 1 : co->epochs;
+        sb_read_opts ro = {
+            .threads = co->threads, .batch = co->batch, .epochs = epochs,
+            .order = SHR_ORDER_SEQUENTIAL, .access = SHR_ACCESS_MMAP,
+            .width = co->width, .height = co->height, .channels = 3, .cold = cold,
+        };
+        sb_tf_init(&ro.tf);
+        if (tf)
+            ro.tf = *tf;
+        sb_row r;
+        int rc = row_init(&r, row->dir, folder ? "folder" : row->format, epochs);
+        if (rc) {
+            fprintf(stderr, "shardbench: %s\n", strerror(rc));
+            return rc;
+        }
+        rc = folder ? run_folder(row->dir, &ro, &r) : run_reader(row->dir, &ro, &r, NULL);
+        if (rc == 0) {
+            sb_span m = row_measured(&r);
+            if (cold) {
+                row->cold_ips = rate((double)m.images, m.wall_s);
+            } else {
+                row->ips = rate((double)m.images, m.wall_s);
+                row->cpu = rate(m.cpu_s, (double)m.images);
+                row->images_per_epoch = r.spans[co->epochs - 1].images;
+            }
+        }
+        row_free(&r);
+        if (rc)
+            return rc;
     }
-    rc = folder ? run_folder(row->dir, &ro, &r) : run_reader(row->dir, &ro, &r, NULL);
-    if (rc == 0) {
-        sb_span m = row_measured(&r);
-        row->ips = rate((double)m.images, m.wall_s);
-        row->cpu = rate(m.cpu_s, (double)m.images);
-        row->images_per_epoch = r.spans[co->epochs - 1].images;
-    }
-    row_free(&r);
-    return rc;
+    return 0;
 }
 
 static void compare_report(const sb_cmp_opts *co, const char *src, const sb_cmp_row *rows,
@@ -221,23 +252,29 @@ static void compare_report(const sb_cmp_opts *co, const char *src, const sb_cmp_
             printf("%s{\"format\": \"%s\", \"dir\": ", i ? ", " : "", r->format);
             print_json_string(stdout, r->dir);
             printf(", \"bytes\": %" PRIu64 ", \"images_per_epoch\": %" PRIu64 ", "
-                   "\"images_per_s\": %.1f, \"cpu_s_per_image\": %.6g, \"cores_needed\": %.4g, "
+                   "\"bytes_per_sample\": %.1f, \"ram_gib_at_imagenet\": %.2f, "
+                   "\"images_per_s\": %.1f, \"cold_images_per_s\": %.1f, "
+                   "\"cpu_s_per_image\": %.6g, \"cores_needed\": %.4g, "
                    "\"decode_cpu_s_saved_per_epoch\": %.6g, \"step_util\": %.4f}", r->bytes,
-                   r->images_per_epoch, r->ips, r->cpu, r->cores, r->saved, r->util);
+                   r->images_per_epoch, r->per_sample, r->gib, r->ips, r->cold_ips, r->cpu,
+                   r->cores, r->saved, r->util);
         }
         printf("]}\n");
         fflush(stdout);
         return;
     }
-    printf("%-7s %12s %11s %11s %13s %18s %10s\n", "format", "bytes", "images/s", "CPU-s/img",
-           "cores needed", "CPU-s saved/epoch", "step util");
+    printf("%-10s %12s %9s %9s %11s %11s %10s %8s %10s %7s\n", "format", "bytes", "B/sample",
+           "GiB@1.28M", "images/s", "cold img/s", "CPU-s/img", "cores", "CPU-s svd", "util");
     for (size_t i = 0; i < nrows; i++) {
         const sb_cmp_row *r = &rows[i];
-        printf("%-7s %12" PRIu64 " %11.1f %11.3g %13.3g %18.3g %9.1f%%\n", r->format, r->bytes,
-               r->ips, r->cpu, r->cores, r->saved, r->util * 100);
+        printf("%-10s %12" PRIu64 " %9.0f %9.1f %11.1f %11.1f %10.3g %8.3g %10.3g %6.1f%%\n",
+               r->format, r->bytes, r->per_sample, r->gib, r->ips, r->cold_ips, r->cpu, r->cores,
+               r->saved, r->util * 100);
     }
-    printf("\nstep: %.3g ms per batch of %u = %.0f images/s to feed; cores needed = that x "
-           "CPU-s/img;\nCPU-s saved/epoch = (source - format) CPU-s/img x %" PRIu64 " images; "
+    printf("\nGiB@1.28M: bytes per sample x 1,281,167 (ImageNet), the RAM that would cache it;\n"
+           "cold: one epoch with every file evicted first; ");
+    printf("step: %.3g ms per batch of %u = %.0f images/s to feed; cores needed = that x "
+           "CPU-s/img;\nCPU-s svd (saved per epoch) = (source - format) CPU-s/img x %" PRIu64 " images; "
            "%u thread(s), %ux%u, %s\n", co->step_ms, co->batch, demand,
            rows[0].images_per_epoch, co->threads, co->width, co->height,
            co->epochs > 2 ? "steady state (epochs 2..)" : co->epochs == 2 ? "steady state (epoch 2)"
@@ -283,10 +320,12 @@ static int compare_plot(const sb_cmp_opts *co, const char *bindir, const sb_cmp_
         status = SB_EXIT_FAIL;
         goto leave;
     }
-    fprintf(f, "# format\timages_per_s\tcpu_s_per_image\tbytes\tcores_needed\tstep_util\n");
+    fprintf(f, "# format\timages_per_s\tcpu_s_per_image\tbytes\tcores_needed\tstep_util"
+            "\tcold_images_per_s\tbytes_per_sample\tram_gib_at_imagenet\n");
     for (size_t i = 0; i < nrows; i++)
-        fprintf(f, "%s\t%.1f\t%.6g\t%" PRIu64 "\t%.4g\t%.4f\n", rows[i].format, rows[i].ips,
-                rows[i].cpu, rows[i].bytes, rows[i].cores, rows[i].util);
+        fprintf(f, "%s\t%.1f\t%.6g\t%" PRIu64 "\t%.4g\t%.4f\t%.1f\t%.1f\t%.3f\n",
+                rows[i].format, rows[i].ips, rows[i].cpu, rows[i].bytes, rows[i].cores,
+                rows[i].util, rows[i].cold_ips, rows[i].per_sample, rows[i].gib);
     if (fclose(f) != 0) {
         fprintf(stderr, "shardbench: cannot write %s: %s\n", tsv, strerror(errno));
         status = SB_EXIT_FAIL;
@@ -320,7 +359,7 @@ leave:
 static int run_compare(char *src, const sb_cmp_opts *co)
 {
     char bindir[PATH_MAX];
-    sb_cmp_row rows[2 + SB_MAX_FORMATS];  /* the source, the formats, raw+rrc */
+    sb_cmp_row rows[2 + SB_MAX_FORMATS + SB_NFORMS];  /* source, formats, raw's forms, raw+rrc */
     const char *const *formats = fmt_backend_names();
     size_t nrows = 0;
     int status = SB_EXIT_OK;
@@ -357,17 +396,24 @@ static int run_compare(char *src, const sb_cmp_opts *co)
     }
     rows[0].bytes = tree_bytes(src, 0);
     nrows = 1;
-    for (size_t i = 0; formats[i] && i < SB_MAX_FORMATS; i++) {
+    size_t nformats = 0;
+    while (formats[nformats] && nformats < SB_MAX_FORMATS)
+        nformats++;
+    for (size_t i = 0; i < nformats + SB_NFORMS; i++) {
         sb_cmp_row *r = &rows[nrows];
-        r->format = formats[i];
-        if (asprintf(&r->dir, "%s/%s", co->work, formats[i]) < 0) {
+        /* the backends, then raw's stored forms */
+        int form = i >= nformats;
+        const char *backend = form ? "raw" : formats[i];
+        r->format = form ? sb_raw_forms[i - nformats].name : formats[i];
+        if (asprintf(&r->dir, "%s/%s", co->work, r->format) < 0) {
             r->dir = NULL;
             status = SB_EXIT_FAIL;
             break;
         }
         if (!co->json)
             fprintf(stderr, "shardbench: building and reading %s\n", r->dir);
-        if (build_format(src, co, formats[i], r->dir) != 0 ||
+        if (build_format(src, co, backend, form ? sb_raw_forms[i - nformats].codec : NULL,
+                         form ? sb_raw_forms[i - nformats].jpeg_fraction : 0, r->dir) != 0 ||
             measure(r, co, 0, NULL) != 0) {
             status = SB_EXIT_FAIL;
             free(r->dir);
@@ -404,6 +450,8 @@ static int run_compare(char *src, const sb_cmp_opts *co)
         r->cores = demand * r->cpu;
         r->saved = (rows[0].cpu - r->cpu) * (double)rows[0].images_per_epoch;
         r->util = demand > 0 && r->ips < demand ? r->ips / demand : 1.0;
+        r->per_sample = r->images_per_epoch ? (double)r->bytes / (double)r->images_per_epoch : 0;
+        r->gib = r->per_sample * SB_IMAGENET_IMAGES / (1024.0 * 1024 * 1024);
     }
     compare_report(co, src, rows, nrows, demand);
     if (co->plot) {
@@ -412,7 +460,7 @@ static int run_compare(char *src, const sb_cmp_opts *co)
             status = st;
     }
 leave:
-    for (size_t i = 0; i < 2 + SB_MAX_FORMATS; i++)
+    for (size_t i = 0; i < 2 + SB_MAX_FORMATS + SB_NFORMS; i++)
         free(rows[i].dir);
     return status;
 }
