@@ -619,7 +619,9 @@ RS_INLINE void h_strip(const uint8_t *src, size_t sstride, uint32_t rows, uint32
                        uint8_t *dst, size_t dstride, uint8_t *strip)
 {
     const v8si half = {RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF};
-    const size_t colb = 8 * (size_t)ch;
+    /* a column of the strip: 8 rows of ch bytes, plus a spare byte for RGB, which moves 4
+     * bytes a pixel (the 4th is overwritten by the next row's, or lands in the spare byte) */
+    const size_t colb = 8 * (size_t)ch + (ch == 3);
     int32_t c0 = t->span[2 * x0];
     int32_t c1 = t->span[2 * (x0 + nx - 1)] + t->span[2 * (x0 + nx - 1) + 1];
     for (uint32_t i = 0; i < nx; i++) {
@@ -632,7 +634,11 @@ RS_INLINE void h_strip(const uint8_t *src, size_t sstride, uint32_t rows, uint32
         for (uint32_t r = 0; r < 8; r++) {
             const uint8_t *row = src + (y + r) * sstride + (size_t)c0 * ch;
             uint8_t *d = strip + (size_t)r * ch;
-            for (int32_t x = 0; x < c1 - c0; x++)
+            int32_t x = 0;
+            if (ch == 3)
+                for (; x + 1 < c1 - c0; x++)
+                    memcpy(d + (size_t)x * colb, row + (size_t)x * 3, 4);
+            for (; x < c1 - c0; x++)
                 memcpy(d + (size_t)x * colb, row + (size_t)x * ch, ch);
         }
         for (uint32_t i = 0; i < nx; i++) {
@@ -660,8 +666,14 @@ RS_INLINE void h_strip(const uint8_t *src, size_t sstride, uint32_t rows, uint32
             if (ch > 3)
                 store8(ob + 24, a3);
             uint8_t *o = dst + y * dstride + (size_t)i * ch;
-            for (uint32_t r = 0; r < 8; r++)
-                memcpy(o + r * dstride, ob + r * ch, ch);
+            if (ch == 3 && i + 1 < nx) {
+                /* the 4th byte is pixel i + 1's, written next */
+                for (uint32_t r = 0; r < 8; r++)
+                    memcpy(o + r * dstride, ob + r * 3, 4);
+            } else {
+                for (uint32_t r = 0; r < 8; r++)
+                    memcpy(o + r * dstride, ob + r * ch, ch);
+            }
         }
     }
     if (y < rows)
@@ -721,53 +733,111 @@ RS_AVX2 void ax_store8(uint8_t *p, __m256i a)
     memcpy(p, &v, 8);
 }
 
+/* 8 rows x 8 RGB pixels (rows r at row[r] + 3 * x) as the strip's 8 columns x..x+7: pixel slots
+ * of 4 bytes (the 4th zero), one 8x8 transposition of 32-bit slots */
+RS_AVX2 void ax_rgb_block(const uint8_t *const row[8], size_t x, uint8_t *col)
+{
+    const __m256i sh = _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1,
+                                        0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
+    __m256i v[8];
+    for (int r = 0; r < 8; r++) {
+        const uint8_t *p = row[r] + 3 * x;
+        __m256i a = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const void *)p)),
+            _mm_loadu_si128((const void *)(p + 12)), 1);
+        v[r] = _mm256_shuffle_epi8(a, sh);
+    }
+    __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
+    __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]), t7 = _mm256_unpackhi_epi32(v[6], v[7]);
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    _mm256_storeu_si256((void *)(col + 0), _mm256_permute2x128_si256(u0, u4, 0x20));
+    _mm256_storeu_si256((void *)(col + 32), _mm256_permute2x128_si256(u1, u5, 0x20));
+    _mm256_storeu_si256((void *)(col + 64), _mm256_permute2x128_si256(u2, u6, 0x20));
+    _mm256_storeu_si256((void *)(col + 96), _mm256_permute2x128_si256(u3, u7, 0x20));
+    _mm256_storeu_si256((void *)(col + 128), _mm256_permute2x128_si256(u0, u4, 0x31));
+    _mm256_storeu_si256((void *)(col + 160), _mm256_permute2x128_si256(u1, u5, 0x31));
+    _mm256_storeu_si256((void *)(col + 192), _mm256_permute2x128_si256(u2, u6, 0x31));
+    _mm256_storeu_si256((void *)(col + 224), _mm256_permute2x128_si256(u3, u7, 0x31));
+}
+
+/* The transposed strip of h_strip, with RGB pixels in 4-byte slots (4th byte zero) so that the
+ * transposition is of 32-bit units. */
 RS_AVX2 void h_strip_avx2(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
                           const uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx,
                           uint8_t *dst, size_t dstride, uint8_t *strip)
 {
     const __m256i half = _mm256_set1_epi32(RS_HALF);
-    const size_t colb = 8 * (size_t)ch;
+    const uint32_t cw = ch == 3 ? 4 : ch;      /* bytes of a pixel slot */
+    const size_t colb = 8 * (size_t)cw;
     int32_t c0 = t->span[2 * x0], c1 = c0;
     for (uint32_t i = 0; i < nx; i++) {
         int32_t a = t->span[2 * (x0 + i)], b = a + t->span[2 * (x0 + i) + 1];
         c0 = a < c0 ? a : c0;
         c1 = b > c1 ? b : c1;
     }
+    const size_t cols = (size_t)(c1 - c0);
     uint32_t y = 0;
     for (; y + 8 <= rows; y += 8) {
-        for (uint32_t r = 0; r < 8; r++) {
-            const uint8_t *row = src + (y + r) * sstride + (size_t)c0 * ch;
-            uint8_t *d = strip + (size_t)r * ch;
-            for (int32_t x = 0; x < c1 - c0; x++)
-                memcpy(d + (size_t)x * colb, row + (size_t)x * ch, ch);
+        if (ch == 3) {
+            const uint8_t *row[8];
+            for (uint32_t r = 0; r < 8; r++)
+                row[r] = src + (y + r) * sstride + (size_t)c0 * 3;
+            size_t x = 0;
+            /* a block reads 3 * x + 28 bytes of each row */
+            for (; x + 10 <= cols; x += 8)
+                ax_rgb_block(row, x, strip + x * colb);
+            for (; x < cols; x++)
+                for (uint32_t r = 0; r < 8; r++) {
+                    uint8_t *d = strip + x * colb + (size_t)r * 4;
+                    memcpy(d, row[r] + 3 * x, 3);
+                    d[3] = 0;
+                }
+        } else {
+            for (uint32_t r = 0; r < 8; r++) {
+                const uint8_t *row = src + (y + r) * sstride + (size_t)c0 * ch;
+                uint8_t *d = strip + (size_t)r * ch;
+                for (size_t x = 0; x < cols; x++)
+                    memcpy(d + x * colb, row + x * ch, ch);
+            }
         }
         for (uint32_t i = 0; i < nx; i++) {
             uint32_t xx = x0 + i;
-            const int32_t *k = t->k + (size_t)xx * t->stride;
             int32_t n = t->span[2 * xx + 1];
             const uint8_t *p = strip + (size_t)(t->span[2 * xx] - c0) * colb;
+            const int32_t *k = t->k + (size_t)xx * t->stride;
             __m256i a0 = half, a1 = half, a2 = half, a3 = half;
             for (int32_t x = 0; x < n; x++, p += colb) {
                 __m256i kt = _mm256_set1_epi32(k[x]);
                 a0 = ax_madd(a0, ax_load8(p), kt);
-                if (ch > 1)
+                if (cw > 1)
                     a1 = ax_madd(a1, ax_load8(p + 8), kt);
-                if (ch > 2)
+                if (cw > 2)
                     a2 = ax_madd(a2, ax_load8(p + 16), kt);
-                if (ch > 3)
+                if (cw > 3)
                     a3 = ax_madd(a3, ax_load8(p + 24), kt);
             }
             uint8_t ob[32];
             ax_store8(ob, a0);
-            if (ch > 1)
+            if (cw > 1)
                 ax_store8(ob + 8, a1);
-            if (ch > 2)
+            if (cw > 2)
                 ax_store8(ob + 16, a2);
-            if (ch > 3)
+            if (cw > 3)
                 ax_store8(ob + 24, a3);
             uint8_t *o = dst + y * dstride + (size_t)i * ch;
-            for (uint32_t r = 0; r < 8; r++)
-                memcpy(o + r * dstride, ob + r * ch, ch);
+            if (ch == 3 && i + 1 < nx) {
+                /* the 4th byte lands on pixel i + 1, written next */
+                for (uint32_t r = 0; r < 8; r++)
+                    memcpy(o + r * dstride, ob + r * 4, 4);
+            } else {
+                for (uint32_t r = 0; r < 8; r++)
+                    memcpy(o + r * dstride, ob + r * cw, ch);
+            }
         }
     }
     if (y < rows)
@@ -1002,9 +1072,9 @@ int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_
     int need_v = out_h != sh || b.y0 != 0.0f || b.y1 != (float)out_h;
     if (need_h) {
         /* the vector horizontal pass transposes 8 rows of the columns it reads; the strip
-         * grows geometrically from 64 KiB (sources up to 2730 RGB pixels wide), so a stream
+         * grows geometrically from 64 KiB (sources up to 2047 RGB pixels wide), so a stream
          * of varied sizes reallocates rarely, typically never */
-        size_t need = ((size_t)sw * 8 + 8) * ch;
+        size_t need = ((size_t)sw + 1) * 8 * (ch + 1);
         if (need > s->strip_cap) {
             size_t cap = s->strip_cap ? 2 * s->strip_cap : (size_t)64 << 10;
             need = need > cap ? need : cap;
