@@ -450,6 +450,8 @@ typedef struct {
     uint32_t nslots;            /* the ring's buffers (prefetch) */
     uint32_t held;              /* batches of r alive in Python (zero-copy) */
     uint32_t rank, world;       /* the share r reads */
+    uint64_t start_epoch;       /* r was opened in this epoch ... */
+    uint64_t start;             /* ... with these positions of it consumed (0: none) */
     int failed;                 /* shr_next failed: r is of no further use */
 } RingObject;
 
@@ -543,9 +545,15 @@ typedef struct {
     int framework;
     int return_indices;
     int return_params;
+    int return_recovery;
     RingObject *ring;           /* the reader now in use (NULL until the first open) */
     uint64_t nb;                /* batches per epoch of this share */
-    uint64_t epoch, cursor;     /* where the next batch comes from */
+    uint64_t epoch, cursor;     /* where the next batch comes from: cursor batches of this
+                                 * share after position `start` of epoch's global sequence */
+    uint64_t start;             /* positions of `epoch` consumed before cursor counts (non-zero
+                                 * only in an epoch resumed from another world size) */
+    uint64_t start_nb;          /* batches of this share in that resumed epoch */
+    uint64_t samples;           /* in the dataset */
     int active;                 /* an iteration is under way (started, not yet finished) */
     unsigned long gen;          /* counts iterations; an iterator belongs to one */
     int busy;                   /* a thread is inside next() */
@@ -606,6 +614,19 @@ static int open_ring(LoaderObject *self, uint64_t epoch, uint64_t cursor, uint32
     o.cursor = cursor;
     o.rank = rank;
     o.world = world;
+    int mine = rank == self->rank && world == self->world;
+    if (epoch == self->epoch && self->start) {
+        /* a resumed epoch: the library takes consumed positions or a cursor, not both, so the
+         * batches this share has read since are folded into the positions (the same ones, as
+         * every share advances alike) */
+        uint64_t step = cursor * (uint64_t)o.batch_size * world, n = self->samples;
+        o.consumed = step >= n - self->start ? n : self->start + step;
+        o.cursor = 0;
+        if (cursor) {
+            self->start = o.consumed;
+            self->cursor = 0;
+        }
+    }
     RingObject *ring = PyObject_New(RingObject, &RingType);
     if (!ring)
         return -1;
@@ -615,6 +636,8 @@ static int open_ring(LoaderObject *self, uint64_t epoch, uint64_t cursor, uint32
     ring->held = 0;
     ring->rank = rank;
     ring->world = world;
+    ring->start_epoch = epoch;
+    ring->start = o.consumed;
     ring->failed = 0;
     shr_reader *r = NULL;
     int rc;
@@ -631,8 +654,14 @@ static int open_ring(LoaderObject *self, uint64_t epoch, uint64_t cursor, uint32
     }
     ring->r = r;
     Py_XSETREF(self->ring, ring);
-    if (rank == self->rank && world == self->world)
+    if (mine) {
+        shr_info info;
+        shr_get_info(r, &info);
+        self->samples = info.samples;
         self->nb = shr_batches_per_epoch(r);
+        if (o.consumed)
+            self->start_nb = shr_batches_in_epoch(r, epoch);
+    }
     return 0;
 }
 
@@ -646,11 +675,13 @@ static int sync_ring(LoaderObject *self)
     if (ring && ring->pid == getpid() && !ring->failed && ring->rank == rank &&
         ring->world == world) {
         shr_state st = shr_get_state(ring->r);
-        if (st.epoch == self->epoch && st.cursor == self->cursor)
+        uint64_t ring_start = st.epoch == ring->start_epoch ? ring->start : 0;
+        if (st.epoch == self->epoch && st.cursor == self->cursor && ring_start == self->start)
             return 0;
         /* an epoch read to its last batch: its end is all that stands in the way */
-        uint64_t nb = shr_batches_per_epoch(ring->r);
-        if (st.cursor == nb && self->cursor == 0 && st.epoch + 1 == self->epoch) {
+        uint64_t nb = shr_batches_in_epoch(ring->r, st.epoch);
+        if (st.cursor == nb && self->cursor == 0 && self->start == 0 &&
+            st.epoch + 1 == self->epoch) {
             const shr_batch *b;
             if (shr_next(ring->r, &b) == SHR_EEND)
                 return 0;
@@ -935,7 +966,8 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                              "drop_last", "size", "random_crop", "flip", "access", "framework",
                              "return_indices", "order", "prefetch", "pin_memory", "uneven",
                              "quasi_window", "rrc", "ratio", "interpolation", "dtype", "layout",
-                             "mean", "std", "return_params", "on_error", "verify_samples", NULL};
+                             "mean", "std", "return_params", "on_error", "verify_samples",
+                             "return_recovery", NULL};
     PyObject *path, *batch_size = NULL, *shuffle = Py_False, *seed = NULL, *threads = Py_None,
              *rank = Py_None, *world = Py_None, *drop_last = Py_False, *size = Py_None,
              *random_crop = Py_False, *flip = Py_False, *access = NULL, *framework = NULL,
@@ -943,13 +975,14 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
              *pin_memory = Py_True, *uneven = Py_None, *quasi_window = NULL, *rrc = Py_None,
              *ratio = Py_None, *interpolation = Py_None, *dtype = Py_None, *layout = Py_None,
              *mean = Py_None, *std = Py_None, *return_params = Py_False, *on_error = Py_None,
-             *verify_samples = Py_False;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist,
+             *verify_samples = Py_False, *return_recovery = Py_False;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist,
                                      &path, &batch_size, &shuffle, &seed, &threads, &rank, &world,
                                      &drop_last, &size, &random_crop, &flip, &access, &framework,
                                      &return_indices, &order, &prefetch, &pin_memory, &uneven,
                                      &quasi_window, &rrc, &ratio, &interpolation, &dtype, &layout,
-                                     &mean, &std, &return_params, &on_error, &verify_samples))
+                                     &mean, &std, &return_params, &on_error, &verify_samples,
+                                     &return_recovery))
         return -1;
     if (self->ring) {
         PyErr_SetString(PyExc_RuntimeError, "a Loader cannot be initialised twice");
@@ -1027,7 +1060,8 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
             return -1;
         }
     }
-    if (flag(verify_samples, &o->verify_samples) < 0)
+    if (flag(verify_samples, &o->verify_samples) < 0 ||
+        flag(return_recovery, &self->return_recovery) < 0)
         return -1;
     shr_access a;
     if (parse_access(access, &a) < 0)
@@ -1123,6 +1157,7 @@ static PyObject *Loader_iter(LoaderObject *self)
         /* the last iteration was abandoned: like a DataLoader, a new one is a new epoch */
         self->epoch++;
         self->cursor = 0;
+        self->start = 0;
         self->active = 0;
     }
     if (sync_ring(self) < 0)
@@ -1161,7 +1196,20 @@ static PyObject *deliver(LoaderObject *self, RingObject *ring, const shr_batch *
                                                                                    : NPY_UINT8;
     npy_intp n1[1] = {b->n};
     int want_idx = self->return_indices || self->return_params;
-    PyObject *img, *lab, *idx = NULL, *prm = NULL;
+    PyObject *img, *lab, *idx = NULL, *prm = NULL, *rec = NULL;
+    if (self->return_recovery) {
+        /* a list of (index, position, code, reason), read before a copied batch goes back */
+        rec = PyList_New(b->nbad);
+        for (uint32_t i = 0; rec && i < b->nbad; i++) {
+            PyObject *t = Py_BuildValue("(Liis)", (long long)b->bad_indices[i],
+                                        (int)b->bad_positions[i], (int)b->bad_errors[i],
+                                        shr_strerror(b->bad_errors[i]));
+            if (!t)
+                Py_CLEAR(rec);
+            else
+                PyList_SET_ITEM(rec, i, t);
+        }
+    }
     if (copy) {
         img = copy_of(b->data, 4, dims, type);
         lab = img ? copy_of(b->labels, 1, n1, NPY_INT64) : NULL;
@@ -1189,7 +1237,8 @@ static PyObject *deliver(LoaderObject *self, RingObject *ring, const shr_batch *
         }
     }
     Py_DECREF(base);    /* the views hold it now; for copies this gives the buffer back */
-    if (!img || !lab || (want_idx && !idx) || (self->return_params && !prm))
+    if (!img || !lab || (want_idx && !idx) || (self->return_params && !prm) ||
+        (self->return_recovery && !rec))
         goto fail;
     if (self->framework == FW_TORCH) {
         PyObject **arrs[4] = {&img, &lab, &idx, &prm};
@@ -1202,16 +1251,22 @@ static PyObject *deliver(LoaderObject *self, RingObject *ring, const shr_batch *
             Py_SETREF(*arrs[k], t);
         }
     }
-    if (prm)
-        return Py_BuildValue("(NNNN)", img, lab, idx, prm);
-    if (idx)
-        return Py_BuildValue("(NNN)", img, lab, idx);
-    return Py_BuildValue("(NN)", img, lab);
+    /* (images, labels[, indices[, params]][, recovery]) */
+    PyObject *out = PyTuple_New(2 + (idx != NULL) + (prm != NULL) + (rec != NULL));
+    if (!out)
+        goto fail;
+    PyObject *parts[5] = {img, lab, idx, prm, rec};
+    Py_ssize_t k = 0;
+    for (int j = 0; j < 5; j++)
+        if (parts[j])
+            PyTuple_SET_ITEM(out, k++, parts[j]);
+    return out;
 fail:
     Py_XDECREF(img);
     Py_XDECREF(lab);
     Py_XDECREF(idx);
     Py_XDECREF(prm);
+    Py_XDECREF(rec);
     return NULL;
 }
 
@@ -1245,6 +1300,7 @@ static PyObject *LoaderIter_next(LoaderIterObject *it)
         shr_state st = shr_get_state(ring->r);
         self->epoch = st.epoch;
         self->cursor = st.cursor;
+        self->start = st.epoch == ring->start_epoch ? ring->start : 0;
         self->active = 0;
         it->done = 1;
     } else if (rc) {
@@ -1255,6 +1311,7 @@ static PyObject *LoaderIter_next(LoaderIterObject *it)
     } else {
         self->epoch = b->epoch;
         self->cursor = b->number + 1;
+        self->start = b->epoch == ring->start_epoch ? ring->start : 0;
         out = deliver(self, ring, b);
     }
     Py_DECREF(ring);
@@ -1291,6 +1348,7 @@ static PyObject *Loader_set_epoch(LoaderObject *self, PyObject *arg)
     if (self->active || e != self->epoch) {
         self->epoch = e;
         self->cursor = 0;
+        self->start = 0;
     }
     self->active = 0;
     Py_RETURN_NONE;
@@ -1306,16 +1364,25 @@ static const char *order_name(shr_order o)
 
 static uint64_t loader_samples(const LoaderObject *self)
 {
-    shr_info info;
-    shr_get_info(self->ring->r, &info);
-    return info.samples;
+    return self->samples;
+}
+
+/* Positions of the epoch's global sequence consumed by all ranks when every rank stands where
+ * this one does (shr_state.consumed of a reader at this position). */
+static uint64_t loader_consumed(const LoaderObject *self, uint64_t start, uint64_t cursor)
+{
+    uint64_t n = self->samples, nb = start ? self->start_nb : self->nb;
+    if (cursor >= nb || start >= n)
+        return n;
+    uint64_t step = cursor * (uint64_t)self->o.batch_size * self->world;
+    return step >= n - start ? n : start + step;
 }
 
 static PyObject *Loader_state_dict(LoaderObject *self, PyObject *unused)
 {
     if (loader_ready(self) < 0)
         return NULL;
-    return Py_BuildValue("{s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:s,s:K}", state_keys[0],
+    return Py_BuildValue("{s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:s,s:K,s:K}", state_keys[0],
                          (unsigned long long)self->o.seed, state_keys[1],
                          (unsigned long long)self->epoch, state_keys[2],
                          (unsigned long long)self->cursor, state_keys[3], self->o.batch_size,
@@ -1323,7 +1390,8 @@ static PyObject *Loader_state_dict(LoaderObject *self, PyObject *unused)
                          order_name(self->o.order), state_keys[7],
                          self->o.drop_last ? Py_True : Py_False, state_keys[8],
                          self->o.uneven == SHR_UNEVEN_DROP ? "drop" : "pad", state_keys[9],
-                         (unsigned long long)loader_samples(self));
+                         (unsigned long long)loader_samples(self), "consumed",
+                         (unsigned long long)loader_consumed(self, self->start, self->cursor));
 }
 
 static PyObject *Loader_load_state_dict(LoaderObject *self, PyObject *state)
@@ -1340,9 +1408,20 @@ static PyObject *Loader_load_state_dict(LoaderObject *self, PyObject *state)
     PyObject *mine = Loader_state_dict(self, NULL);
     if (!mine)
         return NULL;
-    uint64_t seed = 0, epoch = 0, cursor = 0;
+    uint64_t seed = 0, epoch = 0, cursor = 0, consumed = 0, start = 0;
     uint64_t *dst[3] = {&seed, &epoch, &cursor};
     PyObject *res = NULL;
+    /* With `consumed` (states saved since elastic resumption exists) any rank of any world
+     * size resumes from the positions consumed; without it, only the same share can. */
+    PyObject *cv = PyDict_GetItemString(state, "consumed");
+    if (cv && to_u64(cv, "consumed", &consumed) < 0)
+        goto leave;
+    if (cv && consumed > self->samples) {
+        PyErr_Format(PyExc_ValueError, "state consumed %llu is past the epoch's %llu samples",
+                     (unsigned long long)consumed, (unsigned long long)self->samples);
+        goto leave;
+    }
+    int elastic = 0;
     for (size_t k = 0; k < sizeof state_keys / sizeof *state_keys; k++) {
         PyObject *v = PyDict_GetItemString(state, state_keys[k]);
         if (!v) {
@@ -1354,10 +1433,15 @@ static PyObject *Loader_load_state_dict(LoaderObject *self, PyObject *state)
                 goto leave;
             continue;
         }
+        int share = strcmp(state_keys[k], "rank") == 0 || strcmp(state_keys[k], "world") == 0;
         /* the rest must be as this Loader has them, or the batches would differ */
         int eq = PyObject_RichCompareBool(v, PyDict_GetItemString(mine, state_keys[k]), Py_EQ);
         if (eq < 0)
             goto leave;
+        if (!eq && share && cv) {
+            elastic = 1;
+            continue;
+        }
         if (!eq) {
             PyErr_Format(PyExc_ValueError, "state was saved with %s=%R, this Loader has %s=%R: "
                          "it would not resume the same batches", state_keys[k], v, state_keys[k],
@@ -1365,22 +1449,38 @@ static PyObject *Loader_load_state_dict(LoaderObject *self, PyObject *state)
             goto leave;
         }
     }
-    if (cursor > self->nb) {
+    if (!elastic && cursor > self->nb) {
         PyErr_Format(PyExc_ValueError, "state cursor %llu is past the epoch's %llu batches",
                      (unsigned long long)cursor, (unsigned long long)self->nb);
         goto leave;
     }
-    if (seed != self->o.seed) {
-        /* a different seed: the current ring reads another order, so open one now */
-        uint64_t old = self->o.seed;
+    /* the same share resumes by cursor unless the state's epoch was itself resumed elastically
+     * (its cursor then counts from the positions consumed at that epoch's start) */
+    if (cv && !elastic && loader_consumed(self, 0, cursor) != consumed)
+        elastic = 1;
+    if (elastic) {
+        start = consumed;
+        cursor = 0;
+    }
+    if (seed != self->o.seed || start) {
+        /* another seed reads another order, and a resumed epoch's batch count comes from its
+         * reader: open one now */
+        uint64_t old[4] = {self->o.seed, self->epoch, self->cursor, self->start};
         self->o.seed = seed;
-        if (open_ring(self, epoch, cursor, self->ring->rank, self->ring->world) < 0) {
-            self->o.seed = old;
+        self->epoch = epoch;
+        self->cursor = cursor;
+        self->start = start;
+        if (open_ring(self, epoch, cursor, self->rank, self->world) < 0) {
+            self->o.seed = old[0];
+            self->epoch = old[1];
+            self->cursor = old[2];
+            self->start = old[3];
             goto leave;
         }
     }
     self->epoch = epoch;
     self->cursor = cursor;
+    self->start = start;
     self->active = 0;
     res = Py_NewRef(Py_None);
 leave:
@@ -1464,13 +1564,18 @@ static PyMethodDef Loader_methods[] = {
      "state_dict() -> dict\n\nWhere the Loader stands, as a small JSON-serialisable dict: seed, "
      "epoch and cursor (the next batch's number in the epoch; equal to len(loader) when the "
      "epoch's batches have all been delivered), plus the options that must match to resume "
-     "(batch_size, rank, world, order, drop_last, uneven, samples). A Loader given it with "
-     "load_state_dict yields exactly the batches that were left."},
+     "(batch_size, rank, world, order, drop_last, uneven, samples), and consumed: the "
+     "positions of the epoch's global order read by all ranks together, assuming every rank "
+     "has read as many batches as this one (save states at the same step on every rank). A "
+     "Loader given it with load_state_dict yields exactly the batches that were left."},
     {"load_state_dict", (PyCFunction)Loader_load_state_dict, METH_O,
      "load_state_dict(state)\n\nContinue from a state_dict(): the next iteration yields the rest "
      "of that epoch, batch for batch, then iterations go on with the following epochs. "
-     "ValueError when the state was saved with other options (batch size, ranks, order, ...) "
-     "or for another dataset size."},
+     "A state with 'consumed' also resumes on another world size or rank: the epoch's samples "
+     "not yet consumed are shared among the new ranks, each read exactly once (plus "
+     "uneven='pad''s declared padding), and that epoch is shorter than len(loader); states "
+     "without it (older ones) need the same rank and world. ValueError when the state was "
+     "saved with other options (batch size, order, ...) or for another dataset size."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1512,7 +1617,8 @@ static PyTypeObject LoaderType = {
         "       framework='numpy', return_indices=False, order=None, prefetch=None,\n"
         "       pin_memory=True, uneven='pad', quasi_window=4, rrc=None, ratio=None,\n"
         "       interpolation='bilinear', dtype='uint8', layout='NHWC', mean=None, std=None,\n"
-        "       return_params=False, on_error='fail', verify_samples=False)\n\n"
+        "       return_params=False, on_error='fail', verify_samples=False,\n"
+        "       return_recovery=False)\n\n"
         "Batches of a shardc dataset, read ahead by worker threads into a ring of buffers:\n\n"
         "    for images, labels in shardread.Loader('ds', batch_size=256, shuffle=True):\n"
         "        ...   # images (B, H, W, C) uint8, labels (B,) int64\n\n"
@@ -1548,13 +1654,19 @@ static PyTypeObject LoaderType = {
         "on_error: what a sample that cannot be read (or, with verify_samples=True, whose pixels "
         "do not match their stored hash) does: 'fail' (default) raises, 'skip' leaves it out of "
         "a shorter batch, 'substitute' puts a deterministic other sample in its place (chosen "
-        "from seed, epoch and index); recovery() reports what was replaced or skipped.\n\n"
+        "from seed, epoch and index); recovery() reports what was replaced or skipped. "
+        "return_recovery: a last element, the list of this batch's samples not delivered as "
+        "planned, one (index, position, code, reason) tuple each: the dataset index that could "
+        "not be read, the position in the batch of its substitute (-1 when skipped), the "
+        "error code and its description (e.g. a content hash mismatch); empty for a clean "
+        "batch.\n\n"
         "Batches are zero-copy views of the ring buffers: a buffer is reused once every array "
         "and tensor of its batch is collected. Up to prefetch - 2 batches may be kept this way; "
         "a batch delivered while that many are kept is copied instead (see copies), so keeping "
         "batches never blocks the reader nor changes them.\n\n"
         "len(loader) is the batches per epoch of this rank. state_dict() / load_state_dict() "
-        "resume exactly; set_epoch(e) picks the epoch the next iteration reads. Once torch is "
+        "resume exactly, also on another world size (the rest of the epoch is shared among the "
+        "new ranks); set_epoch(e) picks the epoch the next iteration reads. Once torch is "
         "imported, a Loader is a torch.utils.data.IterableDataset: DataLoader(loader, "
         "batch_size=None) works (num_workers=0 is the right choice: the Loader has its own "
         "threads; with workers, each reads a disjoint part of the share). The GIL is released "

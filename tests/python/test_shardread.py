@@ -244,14 +244,103 @@ def test_state_dict_resumes_exactly(fx):
     fresh.load_state_dict(state)
     assert same(epoch(fresh), e5)
     # a state of other options would not resume the same batches
-    for key, value in (("batch_size", 5), ("world", 2), ("samples", 99), ("order", "sequential")):
+    for key, value in (("batch_size", 5), ("samples", 99), ("order", "sequential")):
         bad = dict(state, **{key: value})
         with pytest.raises(ValueError, match=key):
             fresh.load_state_dict(bad)
+    # a state without 'consumed' (saved before elastic resumption) needs the same share
+    old = {k: v for k, v in state.items() if k != "consumed"}
+    fresh.load_state_dict(old)
+    assert same(epoch(fresh), e5)
+    for key, value in (("world", 2), ("rank", 1)):
+        with pytest.raises(ValueError, match=key):
+            fresh.load_state_dict(dict(old, **{key: value}))
+    with pytest.raises(ValueError, match="consumed"):
+        fresh.load_state_dict(dict(state, consumed=N_SAMPLES + 1))
     with pytest.raises(ValueError):
         fresh.load_state_dict(dict(state, cursor=nb + 1))
     with pytest.raises(ValueError):
         fresh.load_state_dict({"epoch": 1})
+
+
+def take(loader, batches):
+    """The indices of the next `batches` batches of a new iteration of loader (all: None)."""
+    it = iter(loader)
+    if batches is None:
+        return [int(i) for batch in it for i in batch[2]]
+    return [int(i) for _ in range(batches) for i in next(it)[2]]
+
+
+@pytest.mark.parametrize("order", ["sequential", "random", "quasi"])
+@pytest.mark.parametrize("uneven", ["pad", "drop"])
+def test_state_resumes_on_another_world_size(fx, order, uneven):
+    """Four ranks read c batches each and save their states; the epoch is finished by three or
+    two ranks loading one of them (any rank's: they agree), then by two ranks after three read
+    one more batch: every sample of the epoch is read exactly once, but the declared padding
+    (uneven='pad': positions past the end wrap to the start) or the dropped tail ('drop')."""
+    opts = dict(batch_size=2, order=order, seed=8, uneven=uneven, return_indices=True,
+                threads=2, quasi_window=2)
+
+    def loaders(world, state=None):
+        out = [shardread.Loader(fx.fixed, rank=r, world=world, **opts) for r in range(world)]
+        for r, loader in enumerate(out):
+            loader.set_epoch(2)
+            if state is not None:
+                loader.load_state_dict(json.loads(json.dumps(state[r % len(state)])))
+        return out
+
+    for c in (1, 2):
+        four = loaders(4)
+        first = [take(loader, c) for loader in four]
+        states = [loader.state_dict() for loader in four]
+        assert len({s["consumed"] for s in states}) == 1
+        consumed = states[0]["consumed"]
+        assert consumed == min(N_SAMPLES, c * 2 * 4)
+        assert sorted(i for p in first for i in p) == sorted(set(i for p in first for i in p))
+        for world in (3, 2):
+            rest = N_SAMPLES - consumed
+            new = loaders(world, states)
+            parts = [take(loader, None) for loader in new]
+            assert all((lambda s: (s["epoch"], s["cursor"], s["consumed"]))(loader.state_dict())
+                       == (3, 0, 0) for loader in new)
+            everything = [i for p in first + parts for i in p]
+            if uneven == "pad":
+                pad = -(-rest // world) * world - rest
+                # the 4-rank part (consumed < n here) has no padding
+                assert set(everything) == set(range(N_SAMPLES)), (c, world)
+                assert len(everything) == N_SAMPLES + pad, (c, world)
+            else:
+                dropped = rest % world
+                assert len(set(everything)) == len(everything), (c, world)
+                assert len(everything) == N_SAMPLES - dropped, (c, world)
+            # the epoch after is whole on the new world size
+            nxt = [take(loader, None) for loader in new]
+            per = -(-N_SAMPLES // world) if uneven == "pad" else N_SAMPLES // world
+            assert all(len(p) == per for p in nxt)
+            assert len({i for p in nxt for i in p}) == min(N_SAMPLES, per * world)
+        # 4 -> 3 ranks for one batch, then 3 -> 2: a state saved in a resumed epoch resumes too
+        three = loaders(3, states)
+        its = [iter(loader) for loader in three]
+        middle = [[int(i) for i in next(it)[2]] for it in its]
+        states3 = [loader.state_dict() for loader in three]
+        def share(rest, world):
+            return -(-rest // world) if uneven == "pad" else rest // world
+        per3 = share(N_SAMPLES - consumed, 3)
+        # one batch of 2 per rank; when that is the resumed epoch's last, all of it is consumed
+        after = N_SAMPLES if per3 <= 2 else consumed + 2 * 3
+        assert {s["consumed"] for s in states3} == {after}
+        two = loaders(2, states3)
+        last = [take(loader, None) for loader in two]
+        everything = [i for p in first + middle + last for i in p]
+        read = consumed + min(2, per3) * 3 + share(N_SAMPLES - after, 2) * 2
+        assert len(everything) == read
+        if uneven == "pad":
+            assert set(everything) == set(range(N_SAMPLES))
+        else:
+            assert len(set(everything)) == len(everything)
+        # on the same world size, such a state resumes what the saving loaders had left
+        left = [[int(i) for b in it for i in b[2]] for it in its]
+        assert [take(loader, None) for loader in loaders(3, states3)] == left
 
 
 @pytest.mark.parametrize("uneven", ["pad", "drop"])
@@ -568,6 +657,77 @@ def test_on_error_skip_and_substitute(fx):
         assert "shard-00001.raw" in rec["last"]
     with pytest.raises(ValueError, match="on_error"):
         shardread.Loader(path, on_error="ignore")
+
+
+def damage_samples(fx, name, bad):
+    """A copy of the fixed dataset with one pixel byte of each sample in `bad` flipped, found in
+    its shard by the clean sample's bytes (every such sample is one contiguous run there)."""
+    clean = shardread.Dataset(fx.fixed)
+    path = fx.copy("fixed", name)
+    shards = sorted(f for f in os.listdir(path) if f.startswith("shard-"))
+    for i in bad:
+        image = np.ascontiguousarray(clean[i][0]).tobytes()
+        hits = []
+        for shard in shards:
+            with open(os.path.join(path, shard), "rb") as f:
+                off = f.read().find(image)
+            if off >= 0:
+                hits.append((shard, off))
+        assert len(hits) == 1, (i, hits)
+        shard, off = hits[0]
+        with open(os.path.join(path, shard), "r+b") as f:
+            f.seek(off + 5)
+            byte = f.read(1)[0]
+            f.seek(off + 5)
+            f.write(bytes([byte ^ 0x41]))
+    return path
+
+
+@pytest.mark.parametrize("mode", ["skip", "substitute"])
+@pytest.mark.parametrize("access", ["mmap", "pread", "direct"])
+def test_batches_name_the_samples_recovered(fx, mode, access):
+    """return_recovery: each batch lists the samples not delivered as planned; over two epochs
+    in random order the lists name exactly the damaged samples, once per epoch each, with the
+    hash mismatch as the reason and (substitute) the position of the sample that took its place;
+    every sample delivered is byte-identical to the clean dataset's."""
+    clean = shardread.Dataset(fx.fixed)
+    bad = {2, 9, 17}
+    path = damage_samples(fx, f"damaged-{mode}-{access}", sorted(bad))
+    loader = shardread.Loader(path, batch_size=4, shuffle=True, seed=11, on_error=mode,
+                              verify_samples=True, return_indices=True, return_recovery=True,
+                              access=access, threads=2)
+    for _ in range(2):
+        named, delivered = [], []
+        for images, labels, indices, recovered in loader:
+            assert isinstance(recovered, list)
+            positions = set()
+            for index, position, code, reason in recovered:
+                named.append(index)
+                assert "hash" in reason and code != 0
+                if mode == "skip":
+                    assert position == -1
+                else:
+                    assert 0 <= position < len(indices)
+                    assert int(indices[position]) not in bad
+                    positions.add(position)
+            for img, lab, i in zip(images, labels, indices):
+                assert int(i) not in bad
+                ref_img, ref_lab = clean[int(i)]
+                assert np.array_equal(img, ref_img) and int(lab) == ref_lab
+            delivered.extend(int(i) for i in indices)
+        assert sorted(named) == sorted(bad)
+        if mode == "skip":
+            assert sorted(delivered) == sorted(set(range(N_SAMPLES)) - bad)
+        else:
+            assert len(delivered) == N_SAMPLES
+            assert set(range(N_SAMPLES)) - bad <= set(delivered)
+    rec = loader.recovery()
+    assert rec["skipped" if mode == "skip" else "replaced"] == 2 * len(bad)
+    # a clean dataset: every list empty; without the option, batches keep their shape
+    for batch in shardread.Loader(fx.fixed, batch_size=4, return_recovery=True):
+        assert len(batch) == 3 and batch[2] == []
+    for batch in shardread.Loader(path, batch_size=4, on_error=mode, verify_samples=True):
+        assert len(batch) == 2
 
 
 def test_bad_arguments(fx):
