@@ -116,6 +116,61 @@ check "the skipped files are reported on stderr" grep -q "decodes failed" "$T/er
 expect_exit 1 "a missing dataset" "$BENCH" read "$T/nope" --json
 check "the message names the missing dataset" grep -q "shardbench: cannot open $T/nope" "$T/err"
 check "nothing is measured before a bad argument is found" [ ! -s "$T/out" ]
+# Damaged samples: one pixel byte of samples 3 and 21 flipped in a copy (found in their shards by
+# the bytes `shardc cat` gives of the clean dataset). --verify-samples catches them; --on-error
+# substitute and skip finish every epoch and report the count; fail (the default) exits 1
+# naming the shard.
+mkdir -p "$T/dmg"
+cp -r "$T/ds/." "$T/dmg/"
+for i in 3 21; do
+  "$SHARDC" cat "$T/ds" "$i" -o "$T/s$i.ppm" || { echo "shardc cat failed"; exit 1; }
+done
+python3 - "$T" <<'PY' || { echo "cannot damage the samples"; exit 1; }
+import glob, os, sys
+t = sys.argv[1]
+for i in (3, 21):
+    ppm = open(f"{t}/s{i}.ppm", "rb").read()
+    pixels = ppm.split(b"\n", 3)[3]          # P6, W H, 255, pixels
+    hits = []
+    for shard in sorted(glob.glob(f"{t}/dmg/shard-*")):
+        data = open(shard, "rb").read()
+        off = data.find(pixels)
+        if off >= 0:
+            hits.append((shard, off))
+    assert len(hits) == 1, (i, hits)
+    shard, off = hits[0]
+    with open(shard, "r+b") as f:
+        f.seek(off + 11)
+        b = f.read(1)[0]
+        f.seek(off + 11)
+        f.write(bytes([b ^ 0x10]))
+PY
+for mode in substitute skip; do
+  expect_exit 0 "--on-error $mode --verify-samples over damaged samples" \
+    "$BENCH" read "$T/dmg" --json -e 2 -j 2 -b 8 --order random --on-error "$mode" --verify-samples
+  if [ "$mode" = substitute ]; then got=$((2 * n)); rep=4; skp=0; else got=$((2 * n - 4)); rep=0; skp=4; fi
+  check "$mode: every epoch completes, $rep replaced and $skp skipped in the row" python3 -c "
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r['images'] == $got and r['replaced'] == $rep and r['skipped'] == $skp, r" "$T/out"
+  check "$mode: the count is reported on stderr, naming the shard" \
+    grep -q "$T/dmg: $rep sample(s) replaced, $skp skipped over 2 epoch(s) (latest: .*shard-0000" "$T/err"
+  expect_exit 0 "train --on-error $mode --verify-samples" "$BENCH" train "$T/dmg" --json -e 2 -j 2 \
+    -b 8 --step-ms 0 --on-error "$mode" --verify-samples
+  check "train $mode: the count is in its row" python3 -c "
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r['replaced'] == $rep and r['skipped'] == $skp, r" "$T/out"
+done
+expect_exit 1 "--on-error fail (the default) with --verify-samples stops at a damaged sample" \
+  "$BENCH" read "$T/dmg" -e 1 -j 2 -b 8 --on-error fail --verify-samples
+check "the message names the shard" grep -q "cannot read $T/dmg: .*shard-0000" "$T/err"
+expect_exit 1 "train --verify-samples stops at a damaged sample" \
+  "$BENCH" train "$T/dmg" -e 1 -j 2 -b 8 --step-ms 0 --verify-samples
+expect_exit 0 "without --verify-samples a pixel flip is not seen" "$BENCH" read "$T/dmg" -e 1 -j 2 -b 8
+expect_exit 2 "a bad --on-error" "$BENCH" read "$T/ds" --on-error ignore
+check "the message names the choices" grep -q "bad --on-error 'ignore' (fail, skip or substitute)" "$T/err"
+
 expect_exit 1 "a missing dataset after a good one" "$BENCH" read "$T/ds" "$T/nope"
 check "it is named" grep -q "cannot open $T/nope" "$T/err"
 mkdir -p "$T/bad"

@@ -104,6 +104,8 @@ typedef struct {
     int cold, memcpy_baseline, json;
     int checksum;               /* digest the delivered batches (indices, labels, pixels) */
     sb_tf_opts tf;              /* read-time transforms (shardc datasets) */
+    shr_on_error on_error;      /* --on-error: what a sample that cannot be read does */
+    int verify_samples;         /* --verify-samples */
 } sb_read_opts;
 
 /* One row of the report. */
@@ -114,6 +116,7 @@ typedef struct {
     uint32_t epochs;
     sb_span *spans;             /* one per epoch */
     uint64_t errors;            /* folder files that failed to decode (skipped) */
+    shr_recovery recovery;      /* samples the reader replaced or skipped (--on-error) */
     double resident;            /* --cold: largest fraction of pages found cached after eviction */
     XXH3_state_t *digest;       /* --checksum: over the batch stream, in delivery order */
     uint64_t checksum;
@@ -182,7 +185,8 @@ typedef struct {
     int have_first;
 } sb_report;
 
-enum { OPT_ORDER = 256, OPT_SEED, OPT_COLD, OPT_SIZE, OPT_ACCESS, OPT_MEMCPY, OPT_JSON, OPT_CHECKSUM };
+enum { OPT_ORDER = 256, OPT_SEED, OPT_COLD, OPT_SIZE, OPT_ACCESS, OPT_MEMCPY, OPT_JSON, OPT_CHECKSUM,
+       OPT_ON_ERROR, OPT_VERIFY };
 
 typedef struct {
     char *path;
@@ -243,6 +247,8 @@ typedef struct {
     const char *timeline;
     int json;
     sb_tf_opts tf;              /* read-time transforms (shardc datasets) */
+    shr_on_error on_error;      /* --on-error */
+    int verify_samples;         /* --verify-samples */
 } sb_train_opts;
 
 typedef struct {
@@ -282,6 +288,8 @@ const char *order_name(shr_order o);
 const char *access_name(shr_access a);
 int parse_order(const char *s, shr_order *o);
 int parse_double(const char *s, double min, double max, double *out);
+int parse_on_error(const char *s, shr_on_error *o);
+void report_recovery(const char *dir, shr_reader *r, uint32_t epochs);
 
 /* transform.c */
 void sb_tf_init(sb_tf_opts *t);

@@ -87,6 +87,31 @@ int parse_order(const char *s, shr_order *o)
     return 0;
 }
 
+/* --on-error for read and train */
+int parse_on_error(const char *s, shr_on_error *o)
+{
+    if (strcmp(s, "fail") == 0)
+        *o = SHR_ON_ERROR_FAIL;
+    else if (strcmp(s, "skip") == 0)
+        *o = SHR_ON_ERROR_SKIP;
+    else if (strcmp(s, "substitute") == 0)
+        *o = SHR_ON_ERROR_SUBSTITUTE;
+    else
+        return -1;
+    return 0;
+}
+
+/* Samples a reader replaced or skipped are reported on stderr, never hidden, whatever the output
+ * format: the counts and the latest reason, which names the file and the sample. */
+void report_recovery(const char *dir, shr_reader *r, uint32_t epochs)
+{
+    shr_recovery rec = shr_get_recovery(r);
+    if (rec.replaced || rec.skipped)
+        fprintf(stderr, "shardbench: %s: %" PRIu64 " sample(s) replaced, %" PRIu64 " skipped over "
+                "%u epoch(s) (latest: %s)\n", dir, rec.replaced, rec.skipped, epochs,
+                shr_last_error(r));
+}
+
 /* A decimal number in [min, max]. 0 on success, -1 on error. */
 int parse_double(const char *s, double min, double max, double *out)
 {

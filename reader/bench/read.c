@@ -24,6 +24,9 @@ const char usage_read[] =
     "                      reader; folders are resized and center-cropped to it (default: the size\n"
     "                      of the first shardc dataset given, else 224x224)\n"
     "      --access MODE   how the reader reads shards: mmap, pread or direct (default mmap)\n"
+    "      --on-error A    a sample that cannot be read: fail (default), skip it (a shorter batch)\n"
+    "                      or substitute a deterministic other sample; the count is reported\n"
+    "      --verify-samples hash every sample as it is read (a mismatch is a damaged sample)\n"
     "      --checksum      JSON: an XXH3 digest of the batches delivered (indices, labels, pixels),\n"
     "                      equal across thread counts, access paths and lossless formats\n"
     "      --memcpy        also measure plain mmap + memcpy of every shardc dataset's sample bytes,\n"
@@ -82,6 +85,8 @@ static void reader_options(const sb_read_opts *ro, uint64_t epoch, shr_options *
     o->seed = ro->seed;
     o->threads = ro->threads;
     o->access = ro->access;
+    o->on_error = ro->on_error;
+    o->verify_samples = ro->verify_samples;
     /* a RandomResizedCrop always has an output size: --size, else the dataset's, else 224x224 */
     if (ro->have_size || ro->tf.rrc) {
         o->width = ro->width;
@@ -181,6 +186,10 @@ int run_reader(const char *dir, const sb_read_opts *ro, sb_row *row, sb_trace *t
                 goto leave;
             }
             rc = consume(r, dir, e, ro->cold ? 1 : ro->epochs, start, row, trace);
+            shr_recovery rec = shr_get_recovery(r);
+            row->recovery.replaced += rec.replaced;
+            row->recovery.skipped += rec.skipped;
+            report_recovery(dir, r, ro->cold ? 1 : ro->epochs);
             if (rc)
                 goto leave;
             shr_close(r);
@@ -339,7 +348,8 @@ int cmd_read(int argc, char **argv)
         {"seed", required_argument, 0, OPT_SEED}, {"cold", no_argument, 0, OPT_COLD},
         {"size", required_argument, 0, OPT_SIZE}, {"access", required_argument, 0, OPT_ACCESS},
         {"memcpy", no_argument, 0, OPT_MEMCPY}, {"json", no_argument, 0, OPT_JSON},
-        {"checksum", no_argument, 0, OPT_CHECKSUM}, SB_TF_LONGOPTS, {0, 0, 0, 0}};
+        {"checksum", no_argument, 0, OPT_CHECKSUM}, {"on-error", required_argument, 0, OPT_ON_ERROR},
+        {"verify-samples", no_argument, 0, OPT_VERIFY}, SB_TF_LONGOPTS, {0, 0, 0, 0}};
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_read_opts ro = {
         .threads = nproc > 0 ? (uint32_t)nproc : 1,
@@ -404,6 +414,12 @@ int cmd_read(int argc, char **argv)
             break;
         case OPT_MEMCPY: ro.memcpy_baseline = 1; break;
         case OPT_CHECKSUM: ro.checksum = 1; break;
+        case OPT_ON_ERROR:
+            if (parse_on_error(optarg, &ro.on_error))
+                return usage_error(usage_read, "bad --on-error '%s' (fail, skip or substitute)",
+                                   optarg);
+            break;
+        case OPT_VERIFY: ro.verify_samples = 1; break;
         case OPT_JSON: ro.json = 1; break;
         case ':':
             return usage_error(usage_read, "option '%s' needs a value", argv[optind - 1]);

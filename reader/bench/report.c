@@ -122,6 +122,8 @@ void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row)
                strcmp(row->format, "folder") == 0 ? "read" :
                strcmp(row->format, "memcpy") == 0 ? "mmap" : access_name(ro->access),
                ro->cold ? "true" : "false", row->width, row->height, row->channels, row->errors);
+        printf(", \"replaced\": %" PRIu64 ", \"skipped\": %" PRIu64, row->recovery.replaced,
+               row->recovery.skipped);
         if (ro->cold)
             printf(", \"resident_after_evict\": %.4f", row->resident);
         if (row->digest)

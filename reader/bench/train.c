@@ -31,6 +31,9 @@ const char usage_train[] =
     "      --seed S        seed of the order and of the model's initial weights (default 0)\n"
     "      --size WxH      output size (default: the dataset's; folders 224x224; a\n"
     "                      RandomResizedCrop of samples of many sizes 224x224)\n"
+    "      --on-error A    a sample that cannot be read: fail (default), skip it (a shorter batch)\n"
+    "                      or substitute a deterministic other sample; the count is reported\n"
+    "      --verify-samples hash every sample as it is read (a mismatch is a damaged sample)\n"
     "  read-time transforms, done by the reader's threads (shardc datasets only; float or NCHW\n"
     "  batches need --device cpu: the GPU step takes uint8 NHWC and normalises on the device):\n"
     SB_TF_USAGE
@@ -153,7 +156,7 @@ static sb_epoch epoch_sum(const sb_epoch *ep, uint32_t from, uint32_t to)
 
 static void train_report(const char *dir, const char *format, const sb_train_opts *to,
                          uint32_t prefetch, const shr_info *info, const sb_epoch *ep,
-                         uint64_t errors)
+                         uint64_t errors, shr_recovery rec)
 {
     int learns = to->step.kind == SHR_STEP_MODEL;
     uint32_t from = to->epochs > 1 ? 1 : 0;
@@ -177,11 +180,13 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
         printf(", \"batch\": %u, \"threads\": %u, \"prefetch\": %u, \"order\": \"%s\", "
                "\"seed\": %" PRIu64 ", \"epochs\": %u, \"width\": %u, \"height\": %u, "
                "\"channels\": %u, \"classes\": %u, \"errors\": %" PRIu64 ", "
+               "\"replaced\": %" PRIu64 ", \"skipped\": %" PRIu64 ", "
                "\"measured_epochs\": \"%s\", \"measured_images\": %" PRIu64 ", \"wall_s\": %.6f, "
                "\"images_per_s\": %.1f, \"stall_pct\": %.3f, \"busy_pct\": %.3f, "
                "\"h2d_gb_per_s\": ",
                to->batch, to->threads, prefetch, order_name(to->order), to->seed, to->epochs,
-               info->width, info->height, info->channels, info->classes, errors, measured,
+               info->width, info->height, info->channels, info->classes, errors, rec.replaced,
+               rec.skipped, measured,
                m.images, m.wall_s, rate((double)m.images, m.wall_s), pct(m.wait_s, m.wall_s),
                pct(m.st.busy_s, m.wall_s));
         print_json_double(h2d, "%.3f");
@@ -274,6 +279,8 @@ static int run_train(char *dir, const sb_train_opts *opts)
         o.seed = to.seed;
         o.threads = to.threads;
         o.prefetch = to.prefetch;
+        o.on_error = to.on_error;
+        o.verify_samples = to.verify_samples;
         if (to.have_size) {
             o.width = to.width;
             o.height = to.height;
@@ -357,13 +364,16 @@ static int run_train(char *dir, const sb_train_opts *opts)
         fprintf(timeline, "# epoch\tbatch\timages\twait_ms\tstep_ms\tt_ms\n");
     }
     rc = train_loop(&src, step, dir, &to, timeline, ep);
+    shr_recovery rec = shr_get_recovery(r);
+    if (r)
+        report_recovery(dir, r, to.epochs);
     if (rc)
         goto leave;
     uint64_t errors = have_feed ? atomic_load(&feed.job.errors) : 0;
     if (errors)
         fprintf(stderr, "shardbench: %s: %" PRIu64 " decodes failed over %u epoch(s) (skipped; "
                 "first: %s)\n", dir, errors, to.epochs, feed.job.first_error);
-    train_report(dir, format, &to, prefetch, &info, ep, errors);
+    train_report(dir, format, &to, prefetch, &info, ep, errors, rec);
 leave:
     if (timeline && fclose(timeline) != 0 && !rc) {
         rc = errno;
@@ -387,7 +397,8 @@ int cmd_train(int argc, char **argv)
         {"prefetch", required_argument, 0, OPT_PREFETCH}, {"epochs", required_argument, 0, 'e'},
         {"order", required_argument, 0, OPT_TORDER}, {"seed", required_argument, 0, OPT_TSEED},
         {"size", required_argument, 0, OPT_TSIZE}, {"timeline", required_argument, 0, OPT_TIMELINE},
-        {"json", no_argument, 0, OPT_TJSON}, SB_TF_LONGOPTS, {0, 0, 0, 0}};
+        {"json", no_argument, 0, OPT_TJSON}, {"on-error", required_argument, 0, OPT_ON_ERROR},
+        {"verify-samples", no_argument, 0, OPT_VERIFY}, SB_TF_LONGOPTS, {0, 0, 0, 0}};
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_train_opts to = {
         .threads = nproc > 0 ? (uint32_t)nproc : 1,
@@ -488,6 +499,12 @@ int cmd_train(int argc, char **argv)
             break;
         case OPT_TIMELINE: to.timeline = optarg; break;
         case OPT_TJSON: to.json = 1; break;
+        case OPT_ON_ERROR:
+            if (parse_on_error(optarg, &to.on_error))
+                return usage_error(usage_train, "bad --on-error '%s' (fail, skip or substitute)",
+                                   optarg);
+            break;
+        case OPT_VERIFY: to.verify_samples = 1; break;
         case ':':
             return usage_error(usage_train, "option '%s' needs a value", argv[optind - 1]);
         default:
