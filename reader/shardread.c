@@ -437,7 +437,8 @@ static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
 
 /* Fill the batch's samples idx[0 .. n) (at the output size, every one) through the direct
  * engine: all reads in flight at once, straight into the batch where alignment allows. A sample
- * whose shard has no extents (not read with O_DIRECT) is read as put_sample reads it. */
+ * whose shard has no extents (not read with O_DIRECT) is read as put_sample reads it. With
+ * verify_samples, each sample read by the engine is hashed in the batch, before any mirroring. */
 static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n)
 {
     const shr_reader *r = w->r;
@@ -475,6 +476,15 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
     }
     for (uint32_t j = 0; j < m; j++) {
         uint32_t i = (uint32_t)w->idx[n + j];
+        if (r->o.verify_samples) {
+            uint64_t idx = w->idx[i];
+            fmt_sample s;
+            if ((rc = fmt_dataset_get(r->ds, idx, &s)) != 0)
+                return fail_msg(slot->msg, rc, "sample %" PRIu64 " is out of range", idx);
+            if ((rc = verify_px(r, idx, b->data + (size_t)i * r->sample_bytes, &s,
+                                slot->msg)) != 0)
+                return rc;
+        }
         if (slot->params[i].flip)
             mirror_rows(b->data + (size_t)i * r->sample_bytes, r->height, r->width, r->channels);
     }
@@ -530,11 +540,14 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
     b->epoch = epoch;
     b->number = number;
     b->nbad = 0;
-    /* the direct engine reads a whole batch at once; recovery and verification go sample by
-     * sample */
-    if (w->direct && r->o.on_error == SHR_ON_ERROR_FAIL && !r->o.verify_samples) {
+    /* The direct engine reads a whole batch at once. When one of its samples cannot be read
+     * (or fails verification) and on_error asks for recovery, the batch is read again sample by
+     * sample below, which knows which samples failed: a cost paid by damaged batches only. */
+    if (w->direct) {
         b->n = n;
-        return fill_direct(w, slot, epoch, n);
+        int rc = fill_direct(w, slot, epoch, n);
+        if (rc == 0 || r->o.on_error == SHR_ON_ERROR_FAIL)
+            return rc;
     }
     uint32_t out = 0;
     for (uint32_t i = 0; i < n; i++) {

@@ -219,7 +219,9 @@ typedef struct {
  * for the reader's life, and shr_last_error(r) holds the message of the latest one (naming the
  * file and the sample). The choice depends only on (seed, epoch, index), so it is the same at
  * every thread count and after a resume. verify_samples costs one XXH3-64 pass over each stored
- * sample (see the README for the measured cost). */
+ * sample (see the README for the measured cost). With SHR_ACCESS_DIRECT both keep the batch-wide
+ * O_DIRECT reads (samples are verified in the batch); only a batch in which a sample fails is
+ * read again sample by sample, to find and replace or skip it. */
 #define SHR_SALT_SUBSTITUTE 0x73756230u /* "sub0": + attempt 0 .. 15 */
 
 /* Resuming on another world size. An epoch's order is one global sequence; rank r of world W
