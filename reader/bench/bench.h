@@ -71,14 +71,6 @@ typedef struct {
     float mean[4], std[4];
 } sb_tf_opts;
 
-enum { OPT_RRC = 768, OPT_FLIP, OPT_INTERP, OPT_DTYPE, OPT_LAYOUT, OPT_NORMALIZE };
-
-#define SB_TF_LONGOPTS                                                                           \
-    {"rrc", optional_argument, 0, OPT_RRC}, {"flip", optional_argument, 0, OPT_FLIP},            \
-    {"interpolation", required_argument, 0, OPT_INTERP},                                          \
-    {"dtype", required_argument, 0, OPT_DTYPE}, {"layout", required_argument, 0, OPT_LAYOUT},   \
-    {"normalize", optional_argument, 0, OPT_NORMALIZE}
-
 #define SB_TF_USAGE                                                                              \
     "      --rrc [SMIN:SMAX[:RMIN:RMAX]]\n"                                                       \
     "                      torchvision's RandomResizedCrop, drawn per sample and epoch: area\n"   \
@@ -185,8 +177,15 @@ typedef struct {
     int have_first;
 } sb_report;
 
-enum { OPT_ORDER = 256, OPT_SEED, OPT_COLD, OPT_SIZE, OPT_ACCESS, OPT_MEMCPY, OPT_JSON, OPT_CHECKSUM,
-       OPT_ON_ERROR, OPT_VERIFY };
+/* The options of every command, in one table (options.c): long-only options are numbered from
+ * 256; each command takes the ones its SB_CMD_* bit names. */
+enum {
+    OPT_ORDER = 256, OPT_SEED, OPT_COLD, OPT_SIZE, OPT_ACCESS, OPT_MEMCPY, OPT_JSON, OPT_CHECKSUM,
+    OPT_MODEL, OPT_STEP_MS, OPT_SIDE, OPT_HIDDEN, OPT_LR, OPT_DEVICE, OPT_PREFETCH, OPT_TIMELINE,
+    OPT_PLOT, OPT_RRC, OPT_FLIP, OPT_INTERP, OPT_DTYPE, OPT_LAYOUT, OPT_NORMALIZE, OPT_ON_ERROR,
+    OPT_VERIFY
+};
+enum { SB_CMD_READ = 1, SB_CMD_TRAIN = 2, SB_CMD_COMPARE = 4 };
 
 typedef struct {
     char *path;
@@ -257,9 +256,6 @@ typedef struct {
     shr_step_stats st;                  /* busy_s, H2D and the learning counters */
 } sb_epoch;
 
-enum { OPT_MODEL = 512, OPT_STEP_MS, OPT_SIDE, OPT_HIDDEN, OPT_LR, OPT_DEVICE, OPT_PREFETCH,
-       OPT_TIMELINE, OPT_TORDER, OPT_TSEED, OPT_TSIZE, OPT_TJSON, OPT_WORK, OPT_PLOT };
-
 typedef struct {
     const char *format;         /* "source" or a shardc format */
     char *dir;
@@ -290,6 +286,7 @@ int parse_order(const char *s, shr_order *o);
 int parse_double(const char *s, double min, double max, double *out);
 int parse_on_error(const char *s, shr_on_error *o);
 void report_recovery(const char *dir, shr_reader *r, uint32_t epochs);
+const struct option *sb_longopts(unsigned cmd);
 
 /* transform.c */
 void sb_tf_init(sb_tf_opts *t);

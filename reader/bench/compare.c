@@ -467,12 +467,6 @@ leave:
 
 int cmd_compare(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"work", required_argument, 0, 'w'}, {"size", required_argument, 0, OPT_TSIZE},
-        {"threads", required_argument, 0, 'j'}, {"batch", required_argument, 0, 'b'},
-        {"step-ms", required_argument, 0, OPT_STEP_MS}, {"epochs", required_argument, 0, 'e'},
-        {"json", no_argument, 0, OPT_TJSON}, {"plot", required_argument, 0, OPT_PLOT},
-        {0, 0, 0, 0}};
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_cmp_opts co = {
         .width = 224, .height = 224, .threads = nproc > 0 ? (uint32_t)nproc : 1, .batch = 256,
@@ -483,10 +477,10 @@ int cmd_compare(int argc, char **argv)
     int c, have_step = 0;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":w:j:b:e:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":w:j:b:e:", sb_longopts(SB_CMD_COMPARE), NULL)) != -1) {
         switch (c) {
         case 'w': co.work = optarg; break;
-        case OPT_TSIZE:
+        case OPT_SIZE:
             if (parse_wxh(optarg, &co.width, &co.height))
                 return usage_error(usage_compare, "bad --size '%s' (expected WxH, e.g. 224x224)",
                                    optarg);
@@ -513,7 +507,7 @@ int cmd_compare(int argc, char **argv)
                 return usage_error(usage_compare, "bad --epochs '%s' (1..1000000)", optarg);
             co.epochs = (uint32_t)v;
             break;
-        case OPT_TJSON: co.json = 1; break;
+        case OPT_JSON: co.json = 1; break;
         case OPT_PLOT: co.plot = optarg; break;
         case ':':
             return usage_error(usage_compare, "option '%s' needs a value", argv[optind - 1]);

@@ -125,3 +125,56 @@ int parse_double(const char *s, double min, double max, double *out)
     *out = v;
     return 0;
 }
+
+/* Every option of shardbench, once: its getopt_long entry and the commands that take it. */
+static const struct {
+    struct option opt;
+    unsigned cmds;
+} sb_options[] = {
+    {{"threads", required_argument, 0, 'j'}, SB_CMD_READ | SB_CMD_TRAIN | SB_CMD_COMPARE},
+    {{"batch", required_argument, 0, 'b'}, SB_CMD_READ | SB_CMD_TRAIN | SB_CMD_COMPARE},
+    {{"epochs", required_argument, 0, 'e'}, SB_CMD_READ | SB_CMD_TRAIN | SB_CMD_COMPARE},
+    {{"size", required_argument, 0, OPT_SIZE}, SB_CMD_READ | SB_CMD_TRAIN | SB_CMD_COMPARE},
+    {{"json", no_argument, 0, OPT_JSON}, SB_CMD_READ | SB_CMD_TRAIN | SB_CMD_COMPARE},
+    {{"order", required_argument, 0, OPT_ORDER}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"seed", required_argument, 0, OPT_SEED}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"cold", no_argument, 0, OPT_COLD}, SB_CMD_READ},
+    {{"access", required_argument, 0, OPT_ACCESS}, SB_CMD_READ},
+    {{"memcpy", no_argument, 0, OPT_MEMCPY}, SB_CMD_READ},
+    {{"checksum", no_argument, 0, OPT_CHECKSUM}, SB_CMD_READ},
+    {{"on-error", required_argument, 0, OPT_ON_ERROR}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"verify-samples", no_argument, 0, OPT_VERIFY}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"step-ms", required_argument, 0, OPT_STEP_MS}, SB_CMD_TRAIN | SB_CMD_COMPARE},
+    {{"model", required_argument, 0, OPT_MODEL}, SB_CMD_TRAIN},
+    {{"side", required_argument, 0, OPT_SIDE}, SB_CMD_TRAIN},
+    {{"hidden", required_argument, 0, OPT_HIDDEN}, SB_CMD_TRAIN},
+    {{"lr", required_argument, 0, OPT_LR}, SB_CMD_TRAIN},
+    {{"device", required_argument, 0, OPT_DEVICE}, SB_CMD_TRAIN},
+    {{"prefetch", required_argument, 0, OPT_PREFETCH}, SB_CMD_TRAIN},
+    {{"timeline", required_argument, 0, OPT_TIMELINE}, SB_CMD_TRAIN},
+    /* the reader's read-time transforms (transform.c) */
+    {{"rrc", optional_argument, 0, OPT_RRC}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"flip", optional_argument, 0, OPT_FLIP}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"interpolation", required_argument, 0, OPT_INTERP}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"dtype", required_argument, 0, OPT_DTYPE}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"layout", required_argument, 0, OPT_LAYOUT}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"normalize", optional_argument, 0, OPT_NORMALIZE}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"work", required_argument, 0, 'w'}, SB_CMD_COMPARE},
+    {{"plot", required_argument, 0, OPT_PLOT}, SB_CMD_COMPARE},
+};
+#define SB_NOPTIONS (sizeof sb_options / sizeof *sb_options)
+
+/* The getopt_long table of one command (SB_CMD_*): the entries of sb_options it takes. Static
+ * storage, one table per command, filled on first use (the CLI is single-threaded). */
+const struct option *sb_longopts(unsigned cmd)
+{
+    static struct option tables[3][SB_NOPTIONS + 1];
+    unsigned t = cmd == SB_CMD_READ ? 0 : cmd == SB_CMD_TRAIN ? 1 : 2;
+    if (!tables[t][0].name) {
+        size_t n = 0;
+        for (size_t i = 0; i < SB_NOPTIONS; i++)
+            if (sb_options[i].cmds & cmd)
+                tables[t][n++] = sb_options[i].opt;
+    }
+    return tables[t];
+}

@@ -342,14 +342,6 @@ static int run_targets(const sb_target *targets, size_t nt, const sb_read_opts *
 
 int cmd_read(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"threads", required_argument, 0, 'j'}, {"batch", required_argument, 0, 'b'},
-        {"epochs", required_argument, 0, 'e'},  {"order", required_argument, 0, OPT_ORDER},
-        {"seed", required_argument, 0, OPT_SEED}, {"cold", no_argument, 0, OPT_COLD},
-        {"size", required_argument, 0, OPT_SIZE}, {"access", required_argument, 0, OPT_ACCESS},
-        {"memcpy", no_argument, 0, OPT_MEMCPY}, {"json", no_argument, 0, OPT_JSON},
-        {"checksum", no_argument, 0, OPT_CHECKSUM}, {"on-error", required_argument, 0, OPT_ON_ERROR},
-        {"verify-samples", no_argument, 0, OPT_VERIFY}, SB_TF_LONGOPTS, {0, 0, 0, 0}};
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_read_opts ro = {
         .threads = nproc > 0 ? (uint32_t)nproc : 1,
@@ -364,7 +356,7 @@ int cmd_read(int argc, char **argv)
     sb_tf_init(&ro.tf);
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":j:b:e:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":j:b:e:", sb_longopts(SB_CMD_READ), NULL)) != -1) {
         switch (c) {
         case OPT_RRC: case OPT_FLIP: case OPT_INTERP: case OPT_DTYPE: case OPT_LAYOUT:
         case OPT_NORMALIZE:

@@ -389,16 +389,6 @@ leave:
 
 int cmd_train(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, OPT_MODEL}, {"step-ms", required_argument, 0, OPT_STEP_MS},
-        {"side", required_argument, 0, OPT_SIDE}, {"hidden", required_argument, 0, OPT_HIDDEN},
-        {"lr", required_argument, 0, OPT_LR}, {"device", required_argument, 0, OPT_DEVICE},
-        {"batch", required_argument, 0, 'b'}, {"threads", required_argument, 0, 'j'},
-        {"prefetch", required_argument, 0, OPT_PREFETCH}, {"epochs", required_argument, 0, 'e'},
-        {"order", required_argument, 0, OPT_TORDER}, {"seed", required_argument, 0, OPT_TSEED},
-        {"size", required_argument, 0, OPT_TSIZE}, {"timeline", required_argument, 0, OPT_TIMELINE},
-        {"json", no_argument, 0, OPT_TJSON}, {"on-error", required_argument, 0, OPT_ON_ERROR},
-        {"verify-samples", no_argument, 0, OPT_VERIFY}, SB_TF_LONGOPTS, {0, 0, 0, 0}};
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_train_opts to = {
         .threads = nproc > 0 ? (uint32_t)nproc : 1,
@@ -415,7 +405,7 @@ int cmd_train(int argc, char **argv)
     sb_tf_init(&to.tf);
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":j:b:e:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":j:b:e:", sb_longopts(SB_CMD_TRAIN), NULL)) != -1) {
         switch (c) {
         case OPT_RRC: case OPT_FLIP: case OPT_INTERP: case OPT_DTYPE: case OPT_LAYOUT:
         case OPT_NORMALIZE:
@@ -483,22 +473,22 @@ int cmd_train(int argc, char **argv)
                 return usage_error(usage_train, "bad --prefetch '%s' (2..65536)", optarg);
             to.prefetch = (uint32_t)v;
             break;
-        case OPT_TORDER:
+        case OPT_ORDER:
             if (parse_order(optarg, &to.order))
                 return usage_error(usage_train, "bad --order '%s' (seq, random or quasi)", optarg);
             break;
-        case OPT_TSEED:
+        case OPT_SEED:
             if (parse_uint(optarg, 0, UINT64_MAX, &to.seed))
                 return usage_error(usage_train, "bad --seed '%s'", optarg);
             break;
-        case OPT_TSIZE:
+        case OPT_SIZE:
             if (parse_wxh(optarg, &to.width, &to.height))
                 return usage_error(usage_train, "bad --size '%s' (expected WxH, e.g. 224x224)",
                                    optarg);
             to.have_size = 1;
             break;
         case OPT_TIMELINE: to.timeline = optarg; break;
-        case OPT_TJSON: to.json = 1; break;
+        case OPT_JSON: to.json = 1; break;
         case OPT_ON_ERROR:
             if (parse_on_error(optarg, &to.on_error))
                 return usage_error(usage_train, "bad --on-error '%s' (fail, skip or substitute)",
