@@ -66,8 +66,8 @@
  * once per slot and reused. */
 typedef struct {
     int done;
-    int rc;                     /* 0: samples ready; else rejected with reason */
-    char reason[256];
+    int rc;                     /* 0: samples ready; else rejected, why says why */
+    fmt_msg why;
     fmt_image *imgs;
     fmt_sample_meta *metas;
     fmt_aug_params *params;
@@ -252,13 +252,12 @@ static void crash_point(crash_hook *c, int sample, const char *what, const char 
 /* ---- the worker side ---- */
 
 /* Decode and render one input, then hash and sum each sample. On failure s->rc is set and
- * s->reason says why. */
+ * s->why says why. */
 static void process(const shc_build_opts *o, const fmt_input *in, uint64_t pos,
                     shc_render_scratch *rs, slot *s)
 {
     uint32_t n = shc_render_count(&o->r);
-    s->rc = shc_render_into(&o->r, in->path, pos, rs, s->imgs, s->params, s->reason,
-                            sizeof s->reason);
+    s->rc = shc_render_into(&o->r, in->path, pos, rs, s->imgs, s->params, &s->why);
     if (s->rc)
         return;
     for (uint32_t v = 0; v < n; v++) {
@@ -288,7 +287,7 @@ static void slot_clear(slot *s, uint32_t n)
     (void)n;
     s->done = 0;
     s->rc = 0;
-    s->reason[0] = '\0';
+    s->why.text[0] = '\0';
 }
 
 static void *worker(void *arg)
@@ -310,8 +309,7 @@ static void *worker(void *arg)
 
         slot *s = &pl->slots[i % pl->nslots];
         if (rzrc) {
-            s->rc = rzrc;
-            snprintf(s->reason, sizeof s->reason, "%s", fmt_strerror(rzrc));
+            s->rc = fmt_fail(&s->why, rzrc, "%s", fmt_strerror(rzrc));
         } else {
             process(pl->o, &pl->in->items[i], i, rs, s);
         }
@@ -737,9 +735,7 @@ static void dry_encode(const shc_build_opts *o, const fmt_inputs *in, size_t pos
     uint32_t nper = shc_render_count(&o->r);
     fmt_image *imgs = calloc(nper, sizeof *imgs);
     fmt_aug_params *params = calloc(nper, sizeof *params);
-    char reason[256];
-    if (!imgs || !params ||
-        shc_render(&o->r, in->items[pos].path, pos, rz, imgs, params, reason, sizeof reason)) {
+    if (!imgs || !params || shc_render(&o->r, in->items[pos].path, pos, rz, imgs, params, NULL)) {
         free(imgs);
         free(params);
         return;
@@ -903,11 +899,11 @@ static void warn_projection(const shc_build_opts *o, const shc_build_cb *cb, uin
 static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
 {
     fmt_inputs in;
-    char err[512] = "";
-    int rc = o->list ? fmt_inputs_from_list(o->list, o->srcs, o->nsrc, &in, err, sizeof err)
-                     : fmt_inputs_from_dirs(o->srcs, o->nsrc, &in, err, sizeof err);
+    fmt_msg msg = {{0}};
+    int rc = o->list ? fmt_inputs_from_list(o->list, o->srcs, o->nsrc, &in, &msg)
+                     : fmt_inputs_from_dirs(o->srcs, o->nsrc, &in, &msg);
     if (rc) {
-        say(cb, "%s", err);
+        say(cb, "%s", msg.text);
         return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
     }
     for (size_t i = 0; i < in.nskipped; i++)
@@ -1094,12 +1090,12 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
 
         if (s->rc) {
             if (cb && cb->reject)
-                cb->reject(cb->ctx, in.items[i].path, s->reason);
-            if (reject_add(&rej, i, in.items[i].path, s->reason) != 0) {
+                cb->reject(cb->ctx, in.items[i].path, s->why.text);
+            if (reject_add(&rej, i, in.items[i].path, s->why.text) != 0) {
                 result = ENOMEM;
                 goto stop;
             }
-            fprintf(journal, "%zu\t%s\t%s\n", i, in.items[i].path, s->reason);
+            fprintf(journal, "%zu\t%s\t%s\n", i, in.items[i].path, s->why.text);
             if (o->strict) {
                 result = SHC_EREJECTS;
                 goto stop;

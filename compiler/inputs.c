@@ -175,7 +175,7 @@ static int walk(fmt_inputs *in, const char *dir, int32_t label, dir_stack *st)
     return rc;
 }
 
-int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, char *err, size_t errlen)
+int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, fmt_msg *msg)
 {
     memset(in, 0, sizeof *in);
     int rc = 0;
@@ -187,7 +187,7 @@ int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, char *e
         size_t n;
         rc = list_dir(srcs[s], &names, &n);
         if (rc) {
-            snprintf(err, errlen, "cannot read %s: %s", srcs[s], strerror(rc));
+            fmt_fail(msg, rc, "cannot read %s: %s", srcs[s], strerror(rc));
             break;
         }
         for (size_t i = 0; i < n; i++) {
@@ -253,7 +253,7 @@ int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, char *e
         }
     }
     if (rc)
-        snprintf(err, errlen, "cannot list inputs: %s", strerror(rc));
+        fmt_fail(msg, rc, "cannot list inputs: %s", strerror(rc));
 leave:
     free_names(all, nall);
     if (rc)
@@ -262,14 +262,13 @@ leave:
 }
 
 int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_inputs *in,
-                         char *err, size_t errlen)
+                         fmt_msg *msg)
 {
     memset(in, 0, sizeof *in);
     FILE *f = fopen(list, "r");
     if (!f) {
         int e = errno;
-        snprintf(err, errlen, "cannot open list file %s: %s", list, strerror(e));
-        return e;
+        return fmt_fail(msg, e, "cannot open list file %s: %s", list, strerror(e));
     }
     char *line = NULL;
     size_t cap = 0;
@@ -280,8 +279,7 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
     while ((len = getline(&line, &cap, f)) >= 0) {
         lineno++;
         if ((size_t)len != strlen(line)) {
-            snprintf(err, errlen, "%s:%lu: line contains a NUL byte", list, lineno);
-            rc = EINVAL;
+            rc = fmt_fail(msg, EINVAL, "%s:%lu: line contains a NUL byte", list, lineno);
             break;
         }
         while (len > 0 && isspace((unsigned char)line[len - 1]))
@@ -299,8 +297,7 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
         while (sp > s && !isspace((unsigned char)sp[-1]))
             sp--;
         if (sp == s) {
-            snprintf(err, errlen, "%s:%lu: expected \"path label\"", list, lineno);
-            rc = EINVAL;
+            rc = fmt_fail(msg, EINVAL, "%s:%lu: expected \"path label\"", list, lineno);
             break;
         }
         char *lab = sp, *end;
@@ -311,9 +308,8 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
         errno = 0;
         long v = strtol(lab, &end, 10);
         if (errno || *end || end == lab || v < 0 || v > FMT_MAX_LABEL || !isdigit((unsigned char)*lab)) {
-            snprintf(err, errlen, "%s:%lu: bad label '%s' (expected an integer 0..%d)", list,
-                     lineno, lab, FMT_MAX_LABEL);
-            rc = EINVAL;
+            rc = fmt_fail(msg, EINVAL, "%s:%lu: bad label '%s' (expected an integer 0..%d)", list,
+                          lineno, lab, FMT_MAX_LABEL);
             break;
         }
         char *found = NULL;
@@ -330,10 +326,9 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
             }
         }
         if (!found) {
-            snprintf(err, errlen, "%s:%lu: %s: %s", list, lineno,
-                     why == ELOOP ? "symbolic link loop" : why == ENOENT ? "no such file" :
-                     strerror(why), s);
-            rc = why;
+            rc = fmt_fail(msg, why, "%s:%lu: %s: %s", list, lineno,
+                          why == ELOOP ? "symbolic link loop" : why == ENOENT ? "no such file" :
+                          strerror(why), s);
             break;
         }
         if ((rc = add_item(in, found, (int32_t)v))) {
@@ -344,8 +339,7 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
             maxlabel = (int32_t)v;
     }
     if (!rc && ferror(f)) {
-        rc = EIO;
-        snprintf(err, errlen, "cannot read list file %s", list);
+        rc = fmt_fail(msg, EIO, "cannot read list file %s", list);
     }
     free(line);
     fclose(f);

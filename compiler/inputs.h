@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fmt.h"
+
 /* Labels in list files are 0..FMT_MAX_LABEL (the manifest names every class up to the largest). */
 #define FMT_MAX_LABEL 1000000
 
@@ -36,13 +38,13 @@ typedef struct {
     size_t ignored;     /* non-image files left out (by extension) */
 } fmt_inputs;
 
-/* Walk class-folder trees. Errors: errno of a SRC that cannot be read (err says which). */
-int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, char *err, size_t errlen);
+/* Walk class-folder trees. Errors: errno of a SRC that cannot be read (msg says which). */
+int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, fmt_msg *msg);
 
 /* Read a list file. Errors: errno for the list file itself; EINVAL for a malformed line or bad
- * label; ENOENT when a named file is in none of the SRCs. err names the file and line. */
+ * label; ENOENT when a named file is in none of the SRCs. msg names the file and line. */
 int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_inputs *in,
-                         char *err, size_t errlen);
+                         fmt_msg *msg);
 
 void fmt_inputs_free(fmt_inputs *in);
 

@@ -89,36 +89,34 @@ int shc_render_opts_from_manifest(const fmt_manifest *m, shc_render_opts *o, fmt
 }
 
 int shc_replay(const fmt_dataset *d, const fmt_sample *s, const char *path, fmt_image *out,
-               char *reason, size_t rlen)
+               fmt_msg *msg)
 {
     shc_render_opts o;
-    fmt_msg msg = {{0}};
+    fmt_msg why = {{0}};
     fmt_resizer *rz = NULL;
     fmt_image dec = {0};
     memset(out, 0, sizeof *out);
-    int rc = shc_render_opts_from_manifest(fmt_dataset_manifest(d), &o, &msg);
+    int rc = shc_render_opts_from_manifest(fmt_dataset_manifest(d), &o, &why);
     if (rc == 0)
         rc = fmt_resizer_create(&rz);
-    if (rc) {
-        snprintf(reason, rlen, "%s", fmt_reason(&msg, rc));
-        return rc;
-    }
+    if (rc)
+        return fmt_fail(msg, rc, "%s", fmt_reason(&why, rc));
     if (s->aux) {
         fmt_aug_params p;
         if ((rc = fmt_aug_decode(s->aux, s->aux_len, &p)) != 0) {
-            snprintf(reason, rlen, "the sample's augmentation record is damaged");
+            fmt_fail(msg, rc, "the sample's augmentation record is damaged");
             goto leave;
         }
         /* the source at full size, as the build decoded it for augmentation */
         shc_render_opts full = o;
         full.augment = 0;
         full.geom = (fmt_geom){.mode = FMT_GEOM_KEEP};
-        rc = shc_render(&full, path, s->source, rz, &dec, NULL, reason, rlen);
-        if (rc == 0 && (rc = fmt_aug_apply(rz, &dec, &p, s->width, s->height, out, &msg)) != 0)
-            snprintf(reason, rlen, "%s", fmt_reason(&msg, rc));
+        rc = shc_render(&full, path, s->source, rz, &dec, NULL, msg);
+        if (rc == 0 && (rc = fmt_aug_apply(rz, &dec, &p, s->width, s->height, out, &why)) != 0)
+            fmt_fail(msg, rc, "%s", fmt_reason(&why, rc));
     } else {
         o.augment = 0;
-        rc = shc_render(&o, path, s->source, rz, out, NULL, reason, rlen);
+        rc = shc_render(&o, path, s->source, rz, out, NULL, msg);
     }
 leave:
     fmt_image_free(&dec);

@@ -15,9 +15,9 @@ int shc_render_opts_from_manifest(const fmt_manifest *m, shc_render_opts *o, fmt
 
 /* Render sample s of dataset d again from its source file (path): an augmented sample by
  * re-applying its recorded parameters to the decoded source, a plain one through the build's own
- * render path. *out is allocated here. */
+ * render path. *out is allocated here. On failure msg (may be NULL) says why. */
 int shc_replay(const fmt_dataset *d, const fmt_sample *s, const char *path, fmt_image *out,
-               char *reason, size_t rlen);
+               fmt_msg *msg);
 
 /* The manifest's fields against each other and against what the build recorded beside the
  * shards, for shardc verify: geometry (mode, size, sample size), channel stats against the

@@ -925,7 +925,7 @@ leave:
 }
 
 /* The list file: valid images in label order, then index order. */
-static int mks_write_list(const mks_opts *o, mks_report *r)
+static int mks_write_list(const mks_opts *o, char *path, size_t pathcap)
 {
     size_t cap = (size_t)o->classes * o->per_class * 40 + 1, used = 0;
     char *text = malloc(cap);
@@ -949,7 +949,7 @@ static int mks_write_list(const mks_opts *o, mks_report *r)
             used += (size_t)n;
         }
     }
-    snprintf(r->path, sizeof r->path, "%s", o->list_path);
+    snprintf(path, pathcap, "%s", o->list_path);
     rc = mks_write(o->list_path, text, used);
 leave:
     free(text);
@@ -963,9 +963,10 @@ int mks_generate(const char *out_dir, const mks_opts *o, mks_report *r)
         r = &local;
     memset(r, 0, sizeof *r);
     if (!out_dir || !*out_dir || mks_opts_error(o))
-        return FMT_EINVAL;
-    char *path = r->path;
-    const size_t cap = sizeof r->path;
+        return fmt_fail(&r->msg, FMT_EINVAL, "%s",
+                        out_dir && *out_dir ? mks_opts_error(o) : "no output folder given");
+    char path[4096] = "";   /* the file or folder being written, named when that fails */
+    const size_t cap = sizeof path;
     uint8_t *buf = NULL;
     size_t len = 0;
     int rc = 0;
@@ -1021,13 +1022,20 @@ int mks_generate(const char *out_dir, const mks_opts *o, mks_report *r)
         }
     }
     if (o->list_path) {
-        rc = mks_write_list(o, r);
+        rc = mks_write_list(o, path, cap);
         if (rc)
             goto leave;
     }
     path[0] = '\0';
 leave:
     free(buf);
+    if (rc) {
+        /* strerror capitalises; our messages are lowercase */
+        char reason[256];
+        snprintf(reason, sizeof reason, "%s", fmt_strerror(rc));
+        reason[0] = (char)tolower((unsigned char)reason[0]);
+        fmt_fail(&r->msg, rc, "cannot write %s: %s", path[0] ? path : out_dir, reason);
+    }
     return rc;
 }
 
@@ -1151,11 +1159,7 @@ int main(int argc, char **argv)
     mks_report r;
     int rc = mks_generate(out, &o, &r);
     if (rc) {
-        /* strerror capitalises; our messages are lowercase */
-        char reason[256];
-        snprintf(reason, sizeof reason, "%s", fmt_strerror(rc));
-        reason[0] = (char)tolower((unsigned char)reason[0]);
-        fprintf(stderr, "shardc-mksample: cannot write %s: %s\n", r.path[0] ? r.path : out, reason);
+        fprintf(stderr, "shardc-mksample: %s\n", r.msg.text);
         return 1;
     }
     if (!quiet)

@@ -55,15 +55,16 @@ typedef struct {
                              * label then index; broken files are not listed */
 } mks_opts;
 
-/* What was written; on failure, which path failed. */
+/* What was written; on failure, which path failed and why. */
 typedef struct {
     unsigned images;        /* valid images written */
     unsigned classes;
     unsigned broken;        /* broken files written */
     unsigned jpeg, png, bmp;    /* valid images per format */
     uint64_t bytes;         /* bytes written, broken files included, list file excluded */
-    char path[4096];        /* on error: the file or directory that could not be written, "" if
-                             * the error is not about a path (invalid options) */
+    fmt_msg msg;            /* on error: "cannot write PATH: reason" naming the file or folder
+                             * that could not be written, or what is wrong with the options;
+                             * "" on success */
 } mks_report;
 
 /* The plan for one valid image: everything mks_generate decides before rendering it. */
@@ -109,8 +110,8 @@ int mks_render_photo(unsigned cls, unsigned index, uint64_t seed, uint32_t w, ui
 
 /* Write the dataset into out_dir (created if missing; files already there with the same names are
  * overwritten, others are left alone). r may be NULL. Returns 0, FMT_EINVAL for bad options, an
- * errno value when a file or directory cannot be written (r->path names it), or an encoder's
- * error. Stops at the first error; what was written stays. */
+ * errno value when a file or directory cannot be written, or an encoder's error; r->msg says
+ * which and why. Stops at the first error; what was written stays. */
 int mks_generate(const char *out_dir, const mks_opts *o, mks_report *r);
 
 #endif

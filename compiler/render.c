@@ -104,29 +104,26 @@ static int is_identity(const fmt_geom_plan *p, const fmt_image *src)
 }
 
 int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
-                    shc_render_scratch *s, fmt_image *out, fmt_aug_params *params, char *reason,
-                    size_t rlen)
+                    shc_render_scratch *s, fmt_image *out, fmt_aug_params *params, fmt_msg *msg)
 {
     uint32_t n = shc_render_count(o);
     size_t len = 0;
-    fmt_msg msg = {{0}};
+    fmt_msg why = {{0}};
     int rc = read_into(path, o->max_file_bytes, s, &len);
     if (rc) {
         if (rc == FMT_ETOOBIG)
-            snprintf(reason, rlen, "file larger than %" PRIu64 " bytes", o->max_file_bytes);
-        else
-            snprintf(reason, rlen, "%s", fmt_strerror(rc));
-        return rc;
+            return fmt_fail(msg, rc, "file larger than %" PRIu64 " bytes", o->max_file_bytes);
+        return fmt_fail(msg, rc, "%s", fmt_strerror(rc));
     }
     fmt_image_info info;
-    rc = fmt_image_probe(s->file, len, &info, &msg);
+    rc = fmt_image_probe(s->file, len, &info, &why);
     if (rc)
         goto fail;
     fmt_decode_opts dopt = {.channels = o->channels, .limits = o->limits};
     /* augmented crops can be small parts of the source: they need it at full size */
     if (!o->augment)
         fmt_geom_min_decode(&o->geom, info.width, info.height, &dopt.min_width, &dopt.min_height);
-    rc = fmt_image_decode_into(s->file, len, &dopt, &s->dec, &msg);
+    rc = fmt_image_decode_into(s->file, len, &dopt, &s->dec, &why);
     if (rc)
         goto fail;
     fmt_geom_plan plan;
@@ -140,7 +137,7 @@ int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
             fmt_aug_draw(&o->aug, o->seed, source, v, s->dec.width, s->dec.height, &plan,
                          &params[v]);
             rc = fmt_aug_apply_into(s->rz, &s->dec, &params[v], plan.out_w, plan.out_h, &out[v],
-                                    &msg);
+                                    &why);
         }
         if (rc)
             goto fail;
@@ -150,23 +147,22 @@ int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
         out[0] = s->dec;
         s->dec = t;
     } else {
-        rc = fmt_resize_into(s->rz, &s->dec, &plan, &out[0], &msg);
+        rc = fmt_resize_into(s->rz, &s->dec, &plan, &out[0], &why);
         if (rc)
             goto fail;
     }
     return 0;
 fail:
-    snprintf(reason, rlen, "%s", fmt_reason(&msg, rc));
-    return rc;
+    return fmt_fail(msg, rc, "%s", fmt_reason(&why, rc));
 }
 
 int shc_render(const shc_render_opts *o, const char *path, uint64_t source, fmt_resizer *rz,
-               fmt_image *out, fmt_aug_params *params, char *reason, size_t rlen)
+               fmt_image *out, fmt_aug_params *params, fmt_msg *msg)
 {
     uint32_t n = shc_render_count(o);
     memset(out, 0, n * sizeof *out);
     shc_render_scratch s = {.rz = rz};
-    int rc = shc_render_into(o, path, source, &s, out, params, reason, rlen);
+    int rc = shc_render_into(o, path, source, &s, out, params, msg);
     free(s.file);
     fmt_image_free(&s.dec);
     if (rc)

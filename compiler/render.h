@@ -38,14 +38,14 @@ void shc_render_scratch_free(shc_render_scratch *s);     /* accepts NULL */
 /* Render the input at path (input position `source`) into out[0 .. shc_render_count) and, when
  * augmenting, params[0 ..). out[] are images whose buffers are reused when large enough
  * (zeroed images the first time; see fmt_image_reserve). On failure returns non-zero, out[]
- * keep (or lose) their buffers but hold no sample, and reason holds a one-line explanation. */
+ * keep (or lose) their buffers but hold no sample, and msg (may be NULL) holds a one-line
+ * explanation. */
 int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
-                    shc_render_scratch *s, fmt_image *out, fmt_aug_params *params, char *reason,
-                    size_t rlen);
+                    shc_render_scratch *s, fmt_image *out, fmt_aug_params *params, fmt_msg *msg);
 
 /* As shc_render_into with a resizer of the caller's and newly allocated out[] (every out[] is
  * empty on failure). */
 int shc_render(const shc_render_opts *o, const char *path, uint64_t source, fmt_resizer *rz,
-               fmt_image *out, fmt_aug_params *params, char *reason, size_t rlen);
+               fmt_image *out, fmt_aug_params *params, fmt_msg *msg);
 
 #endif

@@ -896,7 +896,8 @@ static int cmd_cat(int argc, char **argv)
     fmt_image re = {0};
     int differs = 0;
     if (replay) {
-        char *path = NULL, reason[300];
+        char *path = NULL;
+        fmt_msg why = {{0}};
         rc = shc_input_path(dir, s.source, &path);
         if (rc) {
             fprintf(stderr, "shardc: %s/inputs.tsv does not name source %" PRIu64 ": %s\n", dir,
@@ -904,10 +905,10 @@ static int cmd_cat(int argc, char **argv)
             fmt_dataset_close(d);
             return SHC_EXIT_REJECTS;
         }
-        rc = shc_replay(d, &s, path, &re, reason, sizeof reason);
+        rc = shc_replay(d, &s, path, &re, &why);
         if (rc) {
             fprintf(stderr, "shardc: cannot replay sample %" PRIu64 " from %s: %s\n", idx, path,
-                    reason);
+                    why.text);
             free(path);
             fmt_dataset_close(d);
             return SHC_EXIT_REJECTS;

@@ -30,7 +30,7 @@ enum {
 
 /* Optional detail for an error: a one-line, human-readable reason, no trailing newline. */
 typedef struct fmt_msg {
-    char text[256];
+    char text[512];
 } fmt_msg;
 
 /* Name of an error code: FMT_E* or errno. Never NULL; static storage. */

@@ -68,8 +68,8 @@ START_TEST(class_folders)
     snprintf(p, sizeof p, "%s/a", root);
     char *srcs[] = {p};
     fmt_inputs in;
-    char err[256];
-    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, err, sizeof err), 0);
+    fmt_msg err = {{0}};
+    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, &err), 0);
     ck_assert_uint_eq(in.nclasses, 2);
     ck_assert_str_eq(in.classes[0], "apple");
     ck_assert_str_eq(in.classes[1], "zebra");
@@ -102,8 +102,8 @@ START_TEST(union_of_sources)
     snprintf(p2, sizeof p2, "%s/s2", root);
     char *srcs[] = {p1, p2};
     fmt_inputs in;
-    char err[256];
-    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 2, &in, err, sizeof err), 0);
+    fmt_msg err = {{0}};
+    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 2, &in, &err), 0);
     ck_assert_uint_eq(in.nclasses, 2);
     ck_assert_uint_eq(in.n, 3);
     ck_assert_str_eq(rel(in.items[0].path), "s2/a/1.jpg");
@@ -128,8 +128,8 @@ START_TEST(symlink_loops_are_skipped)
     snprintf(p, sizeof p, "%s/d", root);
     char *srcs[] = {p};
     fmt_inputs in;
-    char err[256];
-    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, err, sizeof err), 0);
+    fmt_msg err = {{0}};
+    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, &err), 0);
     ck_assert_uint_eq(in.n, 1);
     ck_assert_uint_eq(in.nskipped, 2);
     ck_assert_ptr_nonnull(strstr(in.skipped[0].path, "self.jpg"));
@@ -146,13 +146,13 @@ START_TEST(missing_source)
     snprintf(p, sizeof p, "%s/nope", root);
     char *srcs[] = {p};
     fmt_inputs in;
-    char err[256];
-    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, err, sizeof err), ENOENT);
-    ck_assert_ptr_nonnull(strstr(err, "nope"));
+    fmt_msg err = {{0}};
+    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, &err), ENOENT);
+    ck_assert_ptr_nonnull(strstr(err.text, "nope"));
 }
 END_TEST
 
-static int list_case(const char *text, fmt_inputs *in, char *err)
+static int list_case(const char *text, fmt_inputs *in, fmt_msg *err)
 {
     char lp[256];
     snprintf(lp, sizeof lp, "%s/list.txt", root);
@@ -160,7 +160,7 @@ static int list_case(const char *text, fmt_inputs *in, char *err)
     fputs(text, f);
     fclose(f);
     char *srcs[] = {root};
-    return fmt_inputs_from_list(lp, srcs, 1, in, err, 256);
+    return fmt_inputs_from_list(lp, srcs, 1, in, err);
 }
 
 START_TEST(list_file)
@@ -169,8 +169,8 @@ START_TEST(list_file)
     touch("x/one.jpg");
     touch("x/two words.png");
     fmt_inputs in;
-    char err[256];
-    ck_assert_int_eq(list_case("# comment\n\nx/one.jpg 3\n  x/two words.png\t0  \r\n", &in, err),
+    fmt_msg err = {{0}};
+    ck_assert_int_eq(list_case("# comment\n\nx/one.jpg 3\n  x/two words.png\t0  \r\n", &in, &err),
                      0);
     ck_assert_uint_eq(in.n, 2);
     ck_assert_str_eq(rel(in.items[0].path), "x/one.jpg");
@@ -181,16 +181,16 @@ START_TEST(list_file)
     ck_assert_str_eq(in.classes[3], "3");
     fmt_inputs_free(&in);
 
-    ck_assert_int_eq(list_case("x/one.jpg 1\nx/missing.jpg 2\n", &in, err), ENOENT);
-    ck_assert_ptr_nonnull(strstr(err, ":2:"));
-    ck_assert_ptr_nonnull(strstr(err, "missing.jpg"));
-    ck_assert_int_eq(list_case("x/one.jpg cat\n", &in, err), EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "bad label 'cat'"));
-    ck_assert_int_eq(list_case("x/one.jpg -1\n", &in, err), EINVAL);
-    ck_assert_int_eq(list_case("x/one.jpg 99999999999\n", &in, err), EINVAL);
-    ck_assert_int_eq(list_case("x/one.jpg 1.5\n", &in, err), EINVAL);
-    ck_assert_int_eq(list_case("x/one.jpg\n", &in, err), EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "path label"));
+    ck_assert_int_eq(list_case("x/one.jpg 1\nx/missing.jpg 2\n", &in, &err), ENOENT);
+    ck_assert_ptr_nonnull(strstr(err.text, ":2:"));
+    ck_assert_ptr_nonnull(strstr(err.text, "missing.jpg"));
+    ck_assert_int_eq(list_case("x/one.jpg cat\n", &in, &err), EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.text, "bad label 'cat'"));
+    ck_assert_int_eq(list_case("x/one.jpg -1\n", &in, &err), EINVAL);
+    ck_assert_int_eq(list_case("x/one.jpg 99999999999\n", &in, &err), EINVAL);
+    ck_assert_int_eq(list_case("x/one.jpg 1.5\n", &in, &err), EINVAL);
+    ck_assert_int_eq(list_case("x/one.jpg\n", &in, &err), EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.text, "path label"));
 }
 END_TEST
 

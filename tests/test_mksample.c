@@ -66,7 +66,7 @@ START_TEST(test_defaults_and_errors)
     bad = o;
     bad.classes = 0;
     ck_assert_int_eq(mks_generate("/nonexistent/never", &bad, &r), FMT_EINVAL);
-    ck_assert_str_eq(r.path, "");
+    ck_assert_str_eq(r.msg.text, mks_opts_error(&bad));
 
     mks_item it;
     ck_assert_int_eq(mks_plan(&o, 4, 0, &it), FMT_EINVAL);
@@ -403,7 +403,7 @@ START_TEST(test_files_on_disk)
     o.list_path = list;
     mks_report r;
     ck_assert_int_eq(mks_generate(out, &o, &r), 0);
-    ck_assert_str_eq(r.path, "");
+    ck_assert_str_eq(r.msg.text, "");
     ck_assert_uint_eq(r.images, 96);
     ck_assert_uint_eq(r.classes, 4);
     ck_assert_uint_eq(r.broken, MKS_BROKEN_FILES);
@@ -600,7 +600,7 @@ END_TEST
 START_TEST(test_write_errors)
 {
     const char *root = g_dir;
-    char file[1024], under[1100], out[1024], list[1100];
+    char file[1024], under[1100], out[1024], list[1100], want[1200];
     snprintf(file, sizeof file, "%s/a-file", root);
     FILE *f = fopen(file, "w");
     ck_assert_ptr_nonnull(f);
@@ -613,16 +613,19 @@ START_TEST(test_write_errors)
     /* OUT below a regular file */
     snprintf(under, sizeof under, "%s/sub", file);
     ck_assert_int_eq(mks_generate(under, &o, &r), ENOTDIR);
-    ck_assert_ptr_nonnull(strstr(r.path, "a-file"));
+    ck_assert_ptr_nonnull(strstr(r.msg.text, "a-file"));
+    ck_assert_ptr_nonnull(strstr(r.msg.text, ": not a directory"));
     /* OUT is a regular file */
     ck_assert_int_eq(mks_generate(file, &o, &r), ENOTDIR);
-    ck_assert_str_eq(r.path, file);
+    snprintf(want, sizeof want, "cannot write %s: not a directory", file);
+    ck_assert_str_eq(r.msg.text, want);
     /* list file in a missing folder: images are written, the list fails and is named */
     snprintf(out, sizeof out, "%s/data", root);
     snprintf(list, sizeof list, "%s/missing/list.txt", root);
     o.list_path = list;
     ck_assert_int_eq(mks_generate(out, &o, &r), ENOENT);
-    ck_assert_str_eq(r.path, list);
+    snprintf(want, sizeof want, "cannot write %s: no such file or directory", list);
+    ck_assert_str_eq(r.msg.text, want);
     ck_assert_uint_eq(r.images, 1);
 }
 END_TEST

@@ -210,8 +210,7 @@ int fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *
                           .limits = {FMT_DEFAULT_MAX_SIDE, FMT_DEFAULT_MAX_PIXELS},
                           .max_file_bytes = SB_MAX_FILE};
     fmt_image out = {0};
-    int rc = shc_render(&ro, path, job->order[item], job->rz[worker], &out, NULL, msg->text,
-                        sizeof msg->text);
+    int rc = shc_render(&ro, path, job->order[item], job->rz[worker], &out, NULL, msg);
     if (rc)
         return rc;
     size_t n = (size_t)out.width * out.height * out.channels;
@@ -259,7 +258,6 @@ int folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_
 int run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
 {
     fmt_inputs in;
-    char err[512] = "";
     fmt_geom geom = {.mode = FMT_GEOM_SIZE, .fit = FMT_FIT_CROP, .width = ro->width,
                      .height = ro->height};
     sb_job job = {.batch = ro->batch, .fill = fill_decode, .geom = &geom,
@@ -269,7 +267,7 @@ int run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
     size_t *order = NULL;
     sb_pool pool = {0};
     fmt_resizer **rz = NULL;
-    int rc = fmt_inputs_from_dirs(&dir, 1, &in, err, sizeof err);
+    int rc = fmt_inputs_from_dirs(&dir, 1, &in, NULL);
     if (rc) {
         fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, strerror(rc));
         pthread_mutex_destroy(&job.mu);

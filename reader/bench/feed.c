@@ -101,8 +101,7 @@ int feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t 
     f->seed = seed;
     f->depth = depth;
     f->nthreads = threads;
-    char err[512] = "";
-    int rc = fmt_inputs_from_dirs(&dir, 1, &f->in, err, sizeof err);
+    int rc = fmt_inputs_from_dirs(&dir, 1, &f->in, NULL);
     if (rc) {
         fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, strerror(rc));
         return rc;

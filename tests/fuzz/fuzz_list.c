@@ -24,13 +24,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_path(src1, sizeof src1, "src1");
         fz_path(src2, sizeof src2, "src2");
     }
-    char list[4096], err[512] = "";
+    char list[4096];
+    fmt_msg err = {{0}};
     fz_write("list.txt", data, size, list, sizeof list);
     char *const srcs[] = {src1, src2};
     fmt_inputs in;
-    int rc = fmt_inputs_from_list(list, srcs, 2, &in, err, sizeof err);
+    int rc = fmt_inputs_from_list(list, srcs, 2, &in, &err);
     if (rc) {
-        FZ_ASSERT(err[0] != '\0');
+        FZ_ASSERT(err.text[0] != '\0');
         FZ_ASSERT(in.n == 0 && in.items == NULL && in.classes == NULL);
         return 0;
     }
