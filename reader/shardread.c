@@ -3,8 +3,8 @@
  * Concurrency design
  * ------------------
  * One consumer thread calls shr_next; `threads` workers fill batches; shr_release may come from
- * any thread. Everything shared lives under one mutex, r->mu. The batch bytes themselves are
- * written without it, by the one worker that owns the slot at the time.
+ * any thread. Everything shared lives in the ring, under its mutex. The batch bytes themselves
+ * are written without it, by the one worker that owns the slot at the time.
  *
  * The stream. Batches form one stream numbered k = 0, 1, 2, ... from where the reader was opened,
  * running across epochs: with nb batches per epoch and the reader opened at (E0, C0), stream batch
@@ -12,35 +12,11 @@
  * is one too, so whoever fills batch k needs nothing but k: the output cannot depend on which
  * worker filled what, or when.
  *
- * Slots. The ring has P = prefetch slots, allocated at open. A slot's state says who owns it:
- *   FREE     on the free stack; nobody touches its buffers;
- *   FILLING  claimed by one worker for stream batch k; that worker writes the buffers, unlocked;
- *   READY    filled (or failed: rc and message in the slot); waiting for the consumer;
- *   HELD     returned by shr_next; the caller reads the buffers until shr_release.
- * Every transition happens under the mutex: FREE -> FILLING (a worker claims), FILLING -> READY
- * (the worker is done), READY -> HELD (shr_next), HELD -> FREE (shr_release). The unlock/lock
- * pairs order the worker's writes before the consumer's reads, and the consumer's reads (which end
- * with shr_release) before the next refill.
- *
- * Claims in order, any free slot. A worker claims when a slot is free: it pops one, takes
- * k = next_claim++ and records pending[k % P] = slot. Claims are thus in stream order, and at most
- * P batches are claimed and not yet delivered, so pending[] maps each of them to its slot without
- * collision. A batch goes to any free slot rather than to slot k % P because the consumer may
- * release batches out of order: with fixed slots, still holding batch k - P would block batch k
- * while other slots sat free.
- *
- * Delivery in order. shr_next waits until stream batch next_deliver is READY, whatever later
- * batches are ready already. Workers finish in any order; the consumer sees stream order.
- *
- * Who wakes whom. `slot_free`: workers wait on it for a free slot; shr_release signals one worker
- * per freed slot; close and a failing worker broadcast it. `ready`: the consumer waits on it for
- * batch next_deliver; a worker signals it when the batch it finished is next_deliver (the only one
- * the consumer can be waiting for); close broadcasts it. Nobody polls or spins.
- *
- * Progress. While the consumer holds h < P batches, batch next_deliver arrives: either it is
- * claimed (a worker is filling it), or, claims being in order, no later batch is claimed either,
- * so the P - h slots not held are all free and a waiting worker claims it. With h == P nothing can
- * ever arrive, so shr_next returns SHR_EINVAL instead of blocking forever.
+ * The ring (ring.c: slot states, claims and delivery in stream order, who wakes whom, why it
+ * cannot stall) has P = prefetch slots, allocated at open; a slot holds one batch's buffers. A
+ * worker claims stream batch k with a free slot, fills it unlocked, and marks it ready; shr_next
+ * takes the batches in stream order and shr_release gives their slots back. With all P slots held
+ * nothing can ever arrive, so shr_next returns SHR_EINVAL instead of blocking forever.
  *
  * Epochs. The stream does not stop at an epoch's end: workers fill the next epoch's first batches
  * while the consumer finishes the current one. The consumer alone turns the epoch: after the last
@@ -51,11 +27,11 @@
  * buffer for crop/pad that grows to the largest sample read, are all there is. Nothing is
  * allocated per batch or per epoch, so memory is bounded by the ring plus a per-worker constant.
  *
- * Failure. A worker that cannot fill its batch stores the error in the slot, marks it READY and
- * sets `halt`, which stops all claims (idle workers are woken to exit). Batches before the failed
- * one are still delivered; when the consumer reaches it, shr_next returns its error and the reader
- * stays failed (SHR_ESTATE). Close sets `stop`, broadcasts both conditions, and joins the workers
- * (each finishes the batch in hand) before anything is freed.
+ * Failure. A worker that cannot fill its batch stores the error in the slot and hands it to the
+ * ring as filled; the ring then stops all claims (idle workers are woken to exit). Batches before
+ * the failed one are still delivered; when the consumer reaches it, shr_next returns its error and
+ * the reader stays failed (SHR_ESTATE). Close stops the ring and joins the workers (each finishes
+ * the batch in hand) before anything is freed.
  */
 #include "shardread.h"
 
@@ -72,6 +48,7 @@
 #include "direct.h"
 #include "pinned.h"
 #include "resample.h"
+#include "ring.h"
 #include "sampler.h"
 #include "transform.h"
 
@@ -95,8 +72,6 @@ _Static_assert((int)SHR_EFORMAT == (int)FMT_EFORMAT && (int)SHR_ECORRUPT == (int
 #define SHR_DIRECT_STAGING (4u << 20)   /* DIRECT: staging for requests not read in place */
 #define SHR_PAGE 4096u
 
-typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
-
 typedef struct {
     shr_batch b;                /* first member: shr_release maps a batch back to its slot */
     void *data;                 /* from shr_host_alloc, b.pinned says how */
@@ -104,9 +79,8 @@ typedef struct {
     shr_params *params;         /* batch_size */
     int64_t *bad_idx;           /* batch_size: b.bad_indices */
     int32_t *bad_err, *bad_pos; /* batch_size each: b.bad_errors, b.bad_positions */
-    slot_state state;
-    int rc;                     /* READY: result of the fill */
-    char msg[SHR_MSG_LEN];      /* READY with rc != 0: what failed */
+    int rc;                     /* filled: result of the fill */
+    char msg[SHR_MSG_LEN];      /* filled with rc != 0: what failed */
 } shr_slot;
 
 typedef struct {
@@ -141,15 +115,9 @@ struct shr_reader {
     uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb0) */
     uint64_t nb0;               /* batches of epoch e0 */
 
-    pthread_mutex_t mu;
-    pthread_cond_t slot_free, ready;
-    shr_slot *slots;
+    shr_ring ring;              /* who owns which slot; the only state the threads share */
+    shr_slot *slots;            /* ring slot i is slots[i] */
     uint32_t nslots;
-    uint32_t *free_stack, nfree;
-    uint32_t *pending;          /* pending[k % nslots]: slot of claimed, undelivered batch k */
-    uint64_t next_claim, next_deliver;
-    uint32_t held;
-    int stop, halt;
 
     shr_worker *workers;
     uint32_t nworkers;          /* started */
@@ -580,36 +548,19 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
     return 0;
 }
 
+/* The ring's fill: stream batch k into slot si, by worker w. */
+static int fill_slot(void *ctx, void *worker, uint32_t si, uint64_t k)
+{
+    shr_reader *r = ctx;
+    shr_slot *slot = &r->slots[si];
+    slot->rc = fill(worker, slot, k);
+    return slot->rc;
+}
+
 static void *worker_main(void *arg)
 {
     shr_worker *w = arg;
-    shr_reader *r = w->r;
-    pthread_mutex_lock(&r->mu);
-    for (;;) {
-        while (!r->stop && !r->halt && r->nfree == 0)
-            pthread_cond_wait(&r->slot_free, &r->mu);
-        if (r->stop || r->halt)
-            break;
-        uint32_t si = r->free_stack[--r->nfree];
-        uint64_t k = r->next_claim++;
-        r->pending[k % r->nslots] = si;
-        shr_slot *slot = &r->slots[si];
-        slot->state = SLOT_FILLING;
-        pthread_mutex_unlock(&r->mu);
-
-        int rc = fill(w, slot, k);
-
-        pthread_mutex_lock(&r->mu);
-        slot->rc = rc;
-        slot->state = SLOT_READY;
-        if (rc) {
-            r->halt = 1;
-            pthread_cond_broadcast(&r->slot_free);
-        }
-        if (k == r->next_deliver)
-            pthread_cond_signal(&r->ready);
-    }
-    pthread_mutex_unlock(&r->mu);
+    shr_ring_serve(&w->r->ring, w);
     return NULL;
 }
 
@@ -797,9 +748,7 @@ static int make_ring(shr_reader *r)
 {
     uint32_t n = r->nslots;
     r->slots = calloc(n, sizeof *r->slots);
-    r->free_stack = calloc(n, sizeof *r->free_stack);
-    r->pending = calloc(n, sizeof *r->pending);
-    if (!r->slots || !r->free_stack || !r->pending)
+    if (!r->slots)
         return ENOMEM;
     for (uint32_t i = 0; i < n; i++) {
         shr_slot *s = &r->slots[i];
@@ -827,8 +776,6 @@ static int make_ring(shr_reader *r)
         s->b.height = r->height;
         s->b.width = r->width;
         s->b.channels = r->channels;
-        s->state = SLOT_FREE;
-        r->free_stack[r->nfree++] = n - 1 - i;    /* slot 0 is taken first */
     }
     return 0;
 }
@@ -853,8 +800,6 @@ static void free_reader(shr_reader *r)
         free(r->slots[i].params);
     }
     free(r->slots);
-    free(r->free_stack);
-    free(r->pending);
     shr_sampler_free(r->sampler);
     fmt_rs_cache_free(r->rs_cache);
     fmt_dataset_close(r->ds);
@@ -930,11 +875,7 @@ static int prewarm_tables(shr_reader *r)
 /* Stop and join the workers that were started. */
 static void stop_workers(shr_reader *r)
 {
-    pthread_mutex_lock(&r->mu);
-    r->stop = 1;
-    pthread_cond_broadcast(&r->slot_free);
-    pthread_cond_broadcast(&r->ready);
-    pthread_mutex_unlock(&r->mu);
+    shr_ring_stop(&r->ring);
     for (uint32_t i = 0; i < r->nworkers; i++)
         pthread_join(r->workers[i].thread, NULL);
     r->nworkers = 0;
@@ -1041,18 +982,7 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
     rc = make_ring(r);
     if (rc)
         goto leave;
-    if (pthread_mutex_init(&r->mu, NULL) != 0) {
-        rc = ENOMEM;
-        goto leave;
-    }
-    if (pthread_cond_init(&r->slot_free, NULL) != 0) {
-        pthread_mutex_destroy(&r->mu);
-        rc = ENOMEM;
-        goto leave;
-    }
-    if (pthread_cond_init(&r->ready, NULL) != 0) {
-        pthread_cond_destroy(&r->slot_free);
-        pthread_mutex_destroy(&r->mu);
+    if (shr_ring_init(&r->ring, r->nslots, fill_slot, r) != 0) {
         rc = ENOMEM;
         goto leave;
     }
@@ -1084,9 +1014,7 @@ leave:
             fail_msg(g_open_err, rc, "cannot open a reader on %s: %s", dir, shr_strerror(rc));
         if (sync_ready) {
             stop_workers(r);
-            pthread_cond_destroy(&r->ready);
-            pthread_cond_destroy(&r->slot_free);
-            pthread_mutex_destroy(&r->mu);
+            shr_ring_destroy(&r->ring);
         }
         free_reader(r);
         return rc;
@@ -1100,9 +1028,7 @@ void shr_close(shr_reader *r)
     if (!r)
         return;
     stop_workers(r);
-    pthread_cond_destroy(&r->ready);
-    pthread_cond_destroy(&r->slot_free);
-    pthread_mutex_destroy(&r->mu);
+    shr_ring_destroy(&r->ring);
     free_reader(r);
 }
 
@@ -1123,20 +1049,11 @@ int shr_next(shr_reader *r, const shr_batch **b)
         r->cursor = 0;
         return SHR_EEND;
     }
-    pthread_mutex_lock(&r->mu);
-    if (r->held == r->nslots) {
-        pthread_mutex_unlock(&r->mu);
+    uint32_t si;
+    if (shr_ring_next(&r->ring, &si, NULL) != 0)
         return fail_msg(r->err, SHR_EINVAL, "all %" PRIu32 " batches of the ring are held: "
                         "release one before asking for the next", r->nslots);
-    }
-    uint64_t k = r->next_deliver;
-    while (!(k < r->next_claim && r->slots[r->pending[k % r->nslots]].state == SLOT_READY))
-        pthread_cond_wait(&r->ready, &r->mu);
-    shr_slot *slot = &r->slots[r->pending[k % r->nslots]];
-    slot->state = SLOT_HELD;
-    r->held++;
-    r->next_deliver++;
-    pthread_mutex_unlock(&r->mu);
+    shr_slot *slot = &r->slots[si];
 
     if (slot->rc) {
         r->failed = 1;
@@ -1166,15 +1083,8 @@ void shr_release(shr_reader *r, const shr_batch *b)
     if (p < lo || p >= lo + (uintptr_t)r->nslots * sizeof *r->slots ||
         (p - lo) % sizeof *r->slots != 0)
         return;
-    uint32_t i = (uint32_t)((p - lo) / sizeof *r->slots);
-    pthread_mutex_lock(&r->mu);
-    if (r->slots[i].state == SLOT_HELD) {   /* a second release of the same batch is ignored */
-        r->slots[i].state = SLOT_FREE;
-        r->free_stack[r->nfree++] = i;
-        r->held--;
-        pthread_cond_signal(&r->slot_free);
-    }
-    pthread_mutex_unlock(&r->mu);
+    /* a second release of the same batch is ignored (the ring finds the slot not held) */
+    (void)shr_ring_release(&r->ring, (uint32_t)((p - lo) / sizeof *r->slots));
 }
 
 /* ---- state and info ---- */

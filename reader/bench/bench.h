@@ -30,6 +30,7 @@
 #include "step.h"
 #include "build.h"
 #include "render.h"
+#include "ring.h"
 #include "sampler.h"
 #include <xxhash.h>
 
@@ -200,11 +201,8 @@ typedef struct {
     void *ctx;
 } sb_source;
 
-enum { SB_SLOT_FREE = 0, SB_SLOT_FILLING, SB_SLOT_READY, SB_SLOT_HELD };
-
 typedef struct {
     shr_batch b;
-    int state;
 } sb_slot;
 
 typedef struct sb_feed sb_feed;
@@ -228,12 +226,11 @@ struct sb_feed {
     uint32_t depth;
     sb_feed_worker *ws;
     uint32_t nthreads, started;
-    pthread_mutex_t mu;
-    pthread_cond_t work, ready;
+    shr_ring ring;              /* ring slot i is slots[i]; stream batch k: feed.c */
+    /* consumer side: touched only by the thread calling feed_next */
     uint64_t epoch, nb;         /* the current epoch; batches per epoch */
-    uint64_t claim, take;       /* next batch to fill, next to deliver */
+    uint64_t take;              /* batches of the epoch delivered */
     int open;                   /* the epoch's order is drawn: workers may claim */
-    int quit;
 };
 
 typedef struct {

@@ -1,16 +1,24 @@
-/* feed.c - an image folder as a batch source for `shardbench train`: decoding threads fill a ring
- * of batches shaped as libshardread's. */
+/* feed.c - an image folder as a batch source for `shardbench train`: decoding threads fill
+ * libshardread's ring (ring.h) with batches shaped as the reader's.
+ *
+ * The stream: batch k is batch k % nb of epoch k / nb. Unlike the reader, the feed does not fill
+ * the next epoch ahead: the epoch's order is drawn when the consumer opens it, and the ring's limit
+ * holds the workers at the epoch's end until then. A batch whose every image failed to decode is
+ * delivered empty and skipped by the consumer. */
 #include "bench.h"
 
-static void feed_fill(sb_feed *f, size_t worker, sb_slot *sl, uint64_t k)
+static int feed_fill(void *ctx, void *worker, uint32_t slot, uint64_t k)
 {
+    sb_feed *f = ctx;
+    sb_feed_worker *w = worker;
+    shr_batch *b = &f->slots[slot].b;
     sb_job *job = &f->job;
-    size_t lo = (size_t)k * job->batch;
+    size_t lo = (size_t)(k % f->nb) * job->batch;
     size_t hi = lo + job->batch < job->n ? lo + job->batch : job->n;
     uint32_t filled = 0;
     for (size_t i = lo; i < hi; i++) {
         fmt_msg msg = {{0}};
-        int rc = job->fill(job, worker, i, sl->b.data + filled * job->slot, &msg);
+        int rc = job->fill(job, w->id, i, b->data + filled * job->slot, &msg);
         if (rc) {
             atomic_fetch_add(&job->errors, 1);
             pthread_mutex_lock(&job->mu);
@@ -21,51 +29,32 @@ static void feed_fill(sb_feed *f, size_t worker, sb_slot *sl, uint64_t k)
             continue;
         }
         size_t item = job->order[i];
-        sl->b.labels[filled] = job->in->items[item].label;
-        sl->b.indices[filled] = (int64_t)item;
-        sl->b.sources[filled] = (int64_t)item;
+        b->labels[filled] = job->in->items[item].label;
+        b->indices[filled] = (int64_t)item;
+        b->sources[filled] = (int64_t)item;
         filled++;
     }
-    sl->b.n = filled;
+    b->n = filled;
+    b->epoch = k / f->nb;
+    b->number = k % f->nb;
+    return 0;
 }
 
 static void *feed_main(void *arg)
 {
     sb_feed_worker *w = arg;
-    sb_feed *f = w->feed;
-    pthread_mutex_lock(&f->mu);
-    for (;;) {
-        while (!f->quit && !(f->open && f->claim < f->nb &&
-                             f->slots[f->claim % f->depth].state == SB_SLOT_FREE))
-            pthread_cond_wait(&f->work, &f->mu);
-        if (f->quit)
-            break;
-        uint64_t k = f->claim++;
-        sb_slot *sl = &f->slots[k % f->depth];
-        sl->state = SB_SLOT_FILLING;
-        sl->b.epoch = f->epoch;
-        sl->b.number = k;
-        pthread_mutex_unlock(&f->mu);
-        feed_fill(f, w->id, sl, k);
-        pthread_mutex_lock(&f->mu);
-        sl->state = SB_SLOT_READY;
-        pthread_cond_broadcast(&f->ready);
-    }
-    pthread_mutex_unlock(&f->mu);
+    shr_ring_serve(&w->feed->ring, w);
     return NULL;
 }
 
 void feed_close(sb_feed *f)
 {
-    if (f->ws) {
-        pthread_mutex_lock(&f->mu);
-        f->quit = 1;
-        pthread_cond_broadcast(&f->work);
-        pthread_mutex_unlock(&f->mu);
+    if (f->ws && f->ring.state) {
+        shr_ring_stop(&f->ring);
         for (uint32_t i = 0; i < f->started; i++)
             pthread_join(f->ws[i].tid, NULL);
-        free(f->ws);
     }
+    free(f->ws);
     for (uint32_t i = 0; f->slots && i < f->depth; i++) {
         free(f->slots[i].b.data);
         free(f->slots[i].b.labels);
@@ -79,9 +68,7 @@ void feed_close(sb_feed *f)
     free(f->order);
     if (f->have_inputs)
         fmt_inputs_free(&f->in);
-    pthread_cond_destroy(&f->ready);
-    pthread_cond_destroy(&f->work);
-    pthread_mutex_destroy(&f->mu);
+    shr_ring_destroy(&f->ring);
     pthread_mutex_destroy(&f->job.mu);
     memset(f, 0, sizeof *f);
 }
@@ -93,9 +80,6 @@ int feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t 
                      uint32_t channels)
 {
     memset(f, 0, sizeof *f);
-    pthread_mutex_init(&f->mu, NULL);
-    pthread_cond_init(&f->work, NULL);
-    pthread_cond_init(&f->ready, NULL);
     pthread_mutex_init(&f->job.mu, NULL);
     f->kind = kind;
     f->seed = seed;
@@ -127,6 +111,10 @@ int feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t 
     f->slots = calloc(depth, sizeof *f->slots);
     f->ws = calloc(threads, sizeof *f->ws);
     rc = f->order && f->rz && f->slots && f->ws ? 0 : ENOMEM;
+    if (!rc)
+        rc = shr_ring_init(&f->ring, depth, feed_fill, f);
+    if (!rc)
+        shr_ring_set_limit(&f->ring, 0);    /* nothing to claim before the first epoch's order */
     for (uint32_t i = 0; !rc && i < threads; i++)
         rc = fmt_resizer_create(&f->rz[i]);
     size_t len = ((size_t)batch * f->job.slot + SB_PAGE - 1) / SB_PAGE * SB_PAGE;
@@ -163,61 +151,45 @@ int feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t 
     return 0;
 }
 
+/* The consumer alone draws an epoch's order and moves the ring's limit: every batch of the
+ * epoch before has been delivered by then, so no worker is reading the order. */
 int feed_next(void *ctx, const shr_batch **b)
 {
     sb_feed *f = ctx;
     *b = NULL;
-    pthread_mutex_lock(&f->mu);
     if (!f->open) {
         int orc = folder_order(f->order, f->in.n, f->kind, f->seed, f->epoch);
-        if (orc) {
-            pthread_mutex_unlock(&f->mu);
+        if (orc)
             return orc;
-        }
-        f->claim = f->take = 0;
+        f->take = 0;
         f->open = 1;
-        pthread_cond_broadcast(&f->work);
+        shr_ring_set_limit(&f->ring, (f->epoch + 1) * f->nb);
     }
-    int rc = 0;
     for (;;) {
         if (f->take == f->nb) {
             f->open = 0;
             f->epoch++;
-            rc = SHR_EEND;
-            break;
+            return SHR_EEND;
         }
-        sb_slot *sl = &f->slots[f->take % f->depth];
-        if (sl->state == SB_SLOT_HELD) {
-            rc = SHR_EINVAL;    /* the consumer holds every slot: nothing can arrive */
-            break;
-        }
-        while (!(sl->state == SB_SLOT_READY && sl->b.number == f->take))
-            pthread_cond_wait(&f->ready, &f->mu);
+        uint32_t si;
+        if (shr_ring_next(&f->ring, &si, NULL) != 0)
+            return SHR_EINVAL;  /* the consumer holds every slot: nothing can arrive */
         f->take++;
-        if (sl->b.n == 0) {
-            sl->state = SB_SLOT_FREE;
-            pthread_cond_broadcast(&f->work);
+        if (f->slots[si].b.n == 0) {
+            shr_ring_release(&f->ring, si);
             continue;
         }
-        sl->state = SB_SLOT_HELD;
-        *b = &sl->b;
-        break;
+        *b = &f->slots[si].b;
+        return 0;
     }
-    pthread_mutex_unlock(&f->mu);
-    return rc;
 }
 
 void feed_release(void *ctx, const shr_batch *b)
 {
     sb_feed *f = ctx;
-    pthread_mutex_lock(&f->mu);
-    for (uint32_t i = 0; b && i < f->depth; i++) {
-        if (&f->slots[i].b == b && f->slots[i].state == SB_SLOT_HELD) {
-            f->slots[i].state = SB_SLOT_FREE;
-            pthread_cond_broadcast(&f->work);
-        }
-    }
-    pthread_mutex_unlock(&f->mu);
+    for (uint32_t i = 0; b && i < f->depth; i++)
+        if (&f->slots[i].b == b)
+            shr_ring_release(&f->ring, i);
 }
 
 const char *feed_error(void *ctx)
