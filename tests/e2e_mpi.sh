@@ -11,11 +11,13 @@ if [ ! -x "$MPI_BIN" ] || ! command -v mpirun >/dev/null; then
 fi
 # Open MPI refuses root without these; --oversubscribe: more ranks than cores
 mpi() { mpirun --allow-run-as-root --oversubscribe -n "$@"; }
-# Open MPI's own allocations outlive MPI_Finalize: not ours to report
-export LSAN_OPTIONS="suppressions=$ROOT/tests/mpi-lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+# Open MPI's own allocations outlive MPI_Finalize: not ours to report. LeakSanitizer reads one
+# suppressions file (the last suppressions= wins), so the suites' file and Open MPI's are joined.
+cat "$ROOT/tests/lsan.supp" "$ROOT/tests/mpi-lsan.supp" > "$T/lsan.supp"
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$T/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"
 # keep its components loaded at exit, so that leak reports can name (and suppress) them
 export OMPI_MCA_mca_base_component_disable_dlclose=1
-export TSAN_OPTIONS="suppressions=$ROOT/tests/mpi-tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$ROOT/tests/mpi-tsan.supp"
 
 "$MKSAMPLE" "$T/src" --classes 3 --per-class 12 --seed 11 --quiet || { echo "mksample failed"; exit 1; }
 opts=(--size 40x30 --shard-samples 7 --no-progress -j1)
