@@ -882,7 +882,7 @@ int fmt_raw_decode(const fmt_raw_entry *e, const void *src, void *dst, fmt_msg *
                              .limits = {e->height > e->width ? e->height : e->width,
                                         (uint64_t)e->height * e->width}};
         fmt_image img;
-        fmt_msg why;
+        fmt_msg why = {{0}};
         rc = fmt_image_decode(src, (size_t)e->stored, &o, &img, &why);
         if (rc == 0 && (img.width != e->width || img.height != e->height ||
                         img.channels != e->channels))

@@ -325,7 +325,7 @@ int shr_direct_read(shr_direct *d, shr_direct_item *it, uint32_t n, uint32_t *ba
         }
         for (; done_upto < next; done_upto++) {
             uint32_t b;
-            fmt_msg m;
+            fmt_msg m = {{0}};
             int rc = finish(d, &d->reqs[done_upto], it, &b, &m);
             if (rc && !first) {
                 first = rc;

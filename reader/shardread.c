@@ -435,7 +435,7 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
         m++;
     }
     uint32_t bad;
-    fmt_msg msg;
+    fmt_msg msg = {{0}};
     int rc = shr_direct_read(w->direct, w->items, m, &bad, &msg);
     if (rc) {
         uint64_t idx = w->idx[w->idx[n + bad]];
