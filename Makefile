@@ -30,7 +30,8 @@ endif
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 OPT ?= -O2
-# A python3 with Pillow (and torchvision for some tests): Debian's, when there
+# A python3 with Pillow, numpy and torch (torchvision for some tests): Debian's, when there; a
+# python3 earlier on PATH may lack them
 PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 # Libraries used by formats/ and compiler/ (pkg-config names). Evaluated lazily, so `make deps`
 # can install them first.
@@ -268,8 +269,7 @@ install: all
 #   make check-python     its pytest suite (tests/python/); under SAN=address it runs with libasan
 #                         preloaded into the interpreter (tests/python/run.sh)
 # It links libshardread.a into the module (symbols kept private) and sees only reader/shardread.h.
-# PYTHON: Debian's interpreter, which has numpy and torch (a python3 earlier on PATH may not).
-PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+# PYTHON (set at the top): Debian's interpreter, which has numpy and torch.
 PY_EXT := $(or $(shell $(PYTHON) -c \
     'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX") or "")' 2>/dev/null),.so)
 PY_SO := $(BUILD)/python/shardread$(PY_EXT)
