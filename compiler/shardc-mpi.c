@@ -165,6 +165,12 @@ int main(int argc, char **argv)
         free(j);
         goto leave;
     }
+    if (j->o.jpeg_fraction > 0) {       /* see shardc's check: every rank builds a part */
+        if (rank == 0)
+            fprintf(stderr, "shardc-mpi: --jpeg-fraction cannot be combined with parts\n");
+        free(j);
+        goto leave;
+    }
     const int progress = j->o.progress && rank == 0, json = j->o.json;
     j->o.part = (shc_part){(uint32_t)rank, (uint32_t)size};
     j->o.progress = 0;

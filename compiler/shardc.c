@@ -336,6 +336,10 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
     if (o.jpeg_fraction > 0 && strcmp(o.backend->name, "raw") != 0)
         return usage_error(usage_build, "--jpeg-fraction is for --format raw (%s: use --format "
                            "jpeg for JPEG only)", o.backend->name);
+    /* the JPEG mix picks samples by their index within the shard set being written, which a part
+     * does not know for the whole dataset: its parts would not merge into a one-machine build */
+    if (o.jpeg_fraction > 0 && o.part.count > 0)
+        return usage_error(usage_build, "%s", "--jpeg-fraction cannot be combined with --part");
     if (o.compress.codec && strcmp(o.backend->name, "raw") != 0)
         return usage_error(usage_build, "--compress is for --format raw (%s stores its own way)",
                            o.backend->name);

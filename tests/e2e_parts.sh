@@ -133,6 +133,8 @@ expect_exit 2 "--part auto without Slurm or MPI variables" \
   -u SLURM_PROCID -u SLURM_NTASKS -u MV2_COMM_WORLD_RANK -u MV2_COMM_WORLD_SIZE \
   "$SHARDC" build "$T/src" -o "$T/noenv" "${opts[@]}" --part auto
 check "it says what it looked for" grep -q "SLURM_ARRAY_TASK_ID" "$T/err"
+expect_exit 2 "--jpeg-fraction with --part (picked by index within the part)" \
+    "$SHARDC" build "$T/src" -o "$T/x" "${opts[@]}" --part 0/2 --jpeg-fraction 0.5
 expect_exit 2 "--part 4/4 (parts count from 0)" "$SHARDC" build "$T/src" -o "$T/x" "${opts[@]}" --part 4/4
 expect_exit 2 "--part for a list array --array=1,3,7" env SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_MIN=1 \
   SLURM_ARRAY_TASK_MAX=7 SLURM_ARRAY_TASK_COUNT=3 "$SHARDC" build "$T/src" -o "$T/x" "${opts[@]}" --part auto
