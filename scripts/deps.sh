@@ -18,9 +18,12 @@ build_pkgs=(
   check                                    # unit tests
   python3 python3-pil                      # Pillow: the reference decoder of the pixel tests
   libhdf5-dev hdf5-tools liblmdb-dev lmdb-utils  # HDF5 / LMDB backends
+  liburing-dev                             # io_uring batches of the reader's O_DIRECT path
   gnuplot-nox                              # the plot make demo draws (shardbench compare --plot)
   python3-dev python3-numpy                # the Python module (reader/python/) builds against both
   python3-pytest python3-torch             # its tests: pytest, and torch interop (tensors, DataLoader)
+  python3-torchvision                      # the exactness tests' reference (e2e_torchvision, tests/python)
+  python3-venv python3-pip patchelf        # make wheel (bundled libraries) and its install test
   libopenmpi-dev openmpi-bin               # shardc-mpi (mpicc) and its tests (mpirun)
 )
 bench_pkgs=(python3-numpy python3-h5py python3-torchvision)  # torchvision: scripts/bench-torch.py
