@@ -39,6 +39,22 @@ PKGS := libjpeg spng stb jansson libxxhash hdf5 lmdb liblz4 libzstd liburing
 TEST_PKGS := check libpng
 pkgcflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
 pkglibs = $(shell pkg-config --libs $(1) 2>/dev/null)
+# The Debian package of each pkg-config name (scripts/deps.sh installs them all). `pkgcheck`
+# runs before any compile and stops at the first name pkg-config cannot find, naming it and its
+# package: pkg-config asked for the whole list at once would fail as a whole, drop every flag, and
+# the compiler would then name the wrong header.
+DEB_libjpeg := libjpeg62-turbo-dev
+DEB_spng := libspng-dev
+DEB_stb := libstb-dev
+DEB_jansson := libjansson-dev
+DEB_libxxhash := libxxhash-dev
+DEB_hdf5 := libhdf5-dev
+DEB_lmdb := liblmdb-dev
+DEB_liblz4 := liblz4-dev
+DEB_libzstd := libzstd-dev
+DEB_liburing := liburing-dev
+DEB_check := check
+DEB_libpng := libpng-dev
 
 CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"' -Iformats -Icompiler -Ireader -Ireader/bench
 CFLAGS ?= $(OPT) -g
@@ -81,6 +97,13 @@ help:
 deps:
 	$(Q)scripts/deps.sh
 
+.PHONY: pkgcheck
+pkgcheck:
+	$(Q)command -v pkg-config >/dev/null || \
+	    { echo "make: pkg-config is missing: install it with scripts/deps.sh (or make deps)" >&2; exit 1; }
+	$(Q)$(foreach p,$(PKGS) $(TEST_PKGS),pkg-config --exists $(p) || \
+	    { echo "make: pkg-config cannot find $(p) (Debian package $(or $(DEB_$(p)),unknown)): install it with scripts/deps.sh (or make deps)" >&2; exit 1; };)
+
 # Objects are rebuilt when the compile flags change: $(FLAGS_FILE) is rewritten only when they
 # differ from the last build's (e.g. -fvisibility=hidden added), and every object depends on it.
 FLAGS_FILE := $(BUILD)/.cflags
@@ -90,12 +113,12 @@ $(shell mkdir -p $(BUILD))
 $(file >$(FLAGS_FILE),$(FLAGS_NOW))
 endif
 
-$(BUILD)/%.o: %.c $(FLAGS_FILE)
+$(BUILD)/%.o: %.c $(FLAGS_FILE) | pkgcheck
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%.o: tests/%.c $(FLAGS_FILE)
+$(BUILD)/tests/%.o: tests/%.c $(FLAGS_FILE) | pkgcheck
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(call pkgcflags,$(PKGS) $(TEST_PKGS)) $(CFLAGS) -c -o $@ $<
@@ -263,33 +286,47 @@ install: all
 	    -e 's|@PRIVATE_LIBS@|$(strip $(LDLIBS)) -ldl -pthread|g' reader/shardread.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/shardread.pc
 
-# ---- the Python module (reader/python/): $(PY_SO), for $(PYTHON) ----
-#   make python           just the module:
+# ---- the Python package (reader/python/shardread/): $(PY_PKG), for $(PYTHON) ----
+#   make python           just the package:
 #                         PYTHONPATH=$(BUILD)/python $(PYTHON) -c 'import shardread'
 #   make check-python     its pytest suite (tests/python/); under SAN=address it runs with libasan
 #                         preloaded into the interpreter (tests/python/run.sh)
-# It links libshardread.a into the module (symbols kept private) and sees only reader/shardread.h.
+#   make wheel            build/dist/shardread-$(VERSION)-cp311-abi3-linux_x86_64.whl: the package
+#                         with every shared library it needs (scripts/wheel.py)
+# The C extension _shardread uses CPython's stable ABI (Py_LIMITED_API 3.11) and no numpy C API,
+# so one binary serves every CPython >= 3.11 with numpy 1 or 2; the pure-Python layer
+# (shardread/__init__.py) makes the arrays. It links libshardread.a into the extension (symbols
+# kept private) and sees only reader/shardread.h.
 # PYTHON (set at the top): Debian's interpreter, which has numpy and torch.
-PY_EXT := $(or $(shell $(PYTHON) -c \
-    'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX") or "")' 2>/dev/null),.so)
-PY_SO := $(BUILD)/python/shardread$(PY_EXT)
-# where `make install` puts the module: the interpreter's own place for locally installed packages
-# (Debian: /usr/local/lib/python3.X/dist-packages)
+PY_PKG := $(BUILD)/python/shardread
+PY_SO := $(PY_PKG)/_shardread.abi3.so
+PY_FILES := $(patsubst reader/python/shardread/%,$(PY_PKG)/%,$(wildcard reader/python/shardread/*))
+# where `make install` puts the package: the interpreter's own place for locally installed
+# packages (Debian: /usr/local/lib/python3.X/dist-packages)
 PY_SITE ?= $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
-py_includes = $(shell $(PYTHON) -c 'import sysconfig, numpy; \
-    print("-I" + sysconfig.get_paths()["include"], "-I" + numpy.get_include())')
+py_includes = $(shell $(PYTHON) -c 'import sysconfig; print("-I" + sysconfig.get_paths()["include"])')
 
-.PHONY: python check-python install-python print-read-libs bench-torch
-python: $(PY_SO)
+.PHONY: python check-python install-python print-read-libs bench-torch wheel
+python: $(PY_SO) $(PY_FILES)
 
-$(BUILD)/python/shardread.o: reader/python/shardread.c $(FLAGS_FILE)
+$(BUILD)/python/_shardread.o: reader/python/_shardread.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) -D_GNU_SOURCE -Ireader $(py_includes) $(CFLAGS) -fvisibility=hidden -c -o $@ $<
 
-$(PY_SO): $(BUILD)/python/shardread.o $(READ_LIB)
+$(PY_SO): $(BUILD)/python/_shardread.o $(READ_LIB)
+	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--exclude-libs,ALL -o $@ $^ $(LDLIBS) -ldl
+
+$(PY_PKG)/%: reader/python/shardread/%
+	@mkdir -p $(@D)
+	$(Q)cp $< $@
+
+WHEEL := $(BUILD)/dist/shardread-$(VERSION)-cp311-abi3-linux_x86_64.whl
+wheel: $(WHEEL)
+$(WHEEL): $(PY_SO) $(PY_FILES) scripts/wheel.py
+	$(Q)$(PYTHON) scripts/wheel.py --version $(VERSION) --package $(PY_PKG) --out $@
 
 # the link flags of libshardread.a's dependencies (reader/python/setup.py asks for them)
 print-read-libs:
@@ -305,9 +342,9 @@ bench-torch: $(PY_SO) $(BINS)
 	$(Q)BUILD=$(BUILD) PYTHONPATH=$(BUILD)/python $(PYTHON) scripts/bench-torch.py
 
 install: install-python
-install-python: $(PY_SO)
-	$(Q)dir='$(PY_SITE)' && install -d "$(DESTDIR)$$dir" && \
-	    install -m 644 $(PY_SO) "$(DESTDIR)$$dir/" && \
+install-python: $(PY_SO) $(PY_FILES)
+	$(Q)dir='$(PY_SITE)' && install -d "$(DESTDIR)$$dir/shardread" && \
+	    install -m 644 $(PY_PKG)/* "$(DESTDIR)$$dir/shardread/" && \
 	    echo "installed shardread for $(PYTHON) in $(DESTDIR)$$dir"
 
 # ---- shardc-mpi: shardc build under mpirun, built where Open MPI's (or any) mpicc is found ----

@@ -2,16 +2,17 @@
 
     pip install --no-build-isolation reader/python        (offline, with the system setuptools)
 
-The module links the static libshardread of the repository's build directory ($SHARDREAD_BUILD,
-default build/ at the repository root); when that library is missing it is made first with
-`make`. So the installed module stands alone: it needs neither libshardread.so nor the
-repository at run time, only the shared libraries the reader uses (libjpeg, HDF5, LMDB, ...).
+The package's C extension links the static libshardread of the repository's build directory
+($SHARDREAD_BUILD, default build/ at the repository root); when that library is missing it is
+made first with `make`. So the installed package stands alone: it needs neither libshardread.so
+nor the repository at run time, only the shared libraries the reader uses (libjpeg, HDF5, LMDB,
+...). The extension uses CPython's stable ABI (3.11) and no numpy C API: `make wheel` makes the
+self-contained wheel (those libraries bundled) for every CPython >= 3.11 with numpy 1 or 2.
 """
 import os
 import shlex
 import subprocess
 
-import numpy
 from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,16 +35,21 @@ setup(
     version="0.1.0",
     description="Read datasets written by shardc (libshardread) from Python, numpy and PyTorch",
     license="MIT",
+    packages=["shardread"],
+    package_data={"shardread": ["py.typed", "*.pyi"]},
+    python_requires=">=3.11",
     ext_modules=[
         Extension(
-            "shardread",
-            sources=["shardread.c"],
-            include_dirs=[os.path.join(ROOT, "reader"), numpy.get_include()],
-            define_macros=[("_GNU_SOURCE", None)],
+            "shardread._shardread",
+            sources=["_shardread.c"],
+            include_dirs=[os.path.join(ROOT, "reader")],
+            define_macros=[("_GNU_SOURCE", None), ("Py_LIMITED_API", "0x030B0000")],
+            py_limited_api=True,
             extra_compile_args=["-std=c11", "-fvisibility=hidden"],
             extra_objects=[os.path.join(BUILD, "libshardread.a")],
             extra_link_args=["-Wl,--exclude-libs,ALL", "-pthread", *libs],
         )
     ],
     install_requires=["numpy"],
+    options={"bdist_wheel": {"py_limited_api": "cp311"}},
 )

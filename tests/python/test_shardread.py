@@ -400,12 +400,19 @@ def test_rank_world_from_torch_distributed(fx, monkeypatch, tmp_path):
 
 # ---- batch memory ----
 
+def ring_batch(a):
+    """The _Batch whose ring buffer array a views (through the memoryview numpy keeps of the
+    extension's _View), or None for an array with memory of its own (a copy)."""
+    base = a.base
+    return base.obj.batch if isinstance(base, memoryview) else None
+
+
 def test_batches_are_views_of_the_ring_until_collected(fx):
     loader = shardread.Loader(fx.fixed, batch_size=4, threads=1, prefetch=5)
     it = iter(loader)
     images, labels = next(it)
-    assert not images.flags.owndata and type(images.base).__name__ == "_Batch"
-    assert labels.base is images.base
+    assert not images.flags.owndata and type(ring_batch(images)).__name__ == "_Batch"
+    assert ring_batch(labels) is ring_batch(images)
     assert images.ctypes.data % 4096 == 0  # the ring buffer itself
     assert loader.held == 1
     view = images[1:3]
@@ -414,6 +421,78 @@ def test_batches_are_views_of_the_ring_until_collected(fx):
     del view
     assert loader.held == 0
     assert loader.copies == 0
+
+
+class FakeEvent:
+    """Stands for a CUDA event recorded behind a queued device copy: done only when told (or
+    waited for)."""
+
+    made = []
+
+    def __init__(self):
+        self.done = False
+        self.waited = False
+        FakeEvent.made.append(self)
+
+    def query(self):
+        return self.done
+
+    def synchronize(self):
+        self.waited = True
+        self.done = True
+
+
+@pytest.fixture
+def fake_fence():
+    """Every collected batch is fenced by a FakeEvent, as a pinned batch is by torch's."""
+    FakeEvent.made.clear()
+    shardread._shardread._set_fence(FakeEvent, pinned_only=False)
+    yield FakeEvent.made
+    shardread._shardread._set_fence(shardread._fence)
+
+
+def test_a_collected_batch_is_not_reused_before_its_copy_completes(fx, fake_fence):
+    import ctypes
+    loader = shardread.Loader(fx.fixed, batch_size=2, threads=1, prefetch=6,
+                              return_indices=True)
+    it = iter(loader)
+    images, labels, indices = next(it)
+    addr, nbytes = images.ctypes.data, images.nbytes
+    want = images.copy()
+    del images, labels, indices        # as after images.cuda(non_blocking=True): copy queued
+    assert loader.held == 0 and loader.fenced == 1 and len(fake_fence) == 1
+    # the workers keep filling the other buffers; the fenced one is left alone
+    for _ in range(3):
+        b = next(it)
+        assert loader.copies == 0
+        del b
+        time.sleep(0.05)  # time for a worker to refill a buffer given back (none may be)
+        raw = ctypes.string_at(addr, nbytes)
+        assert raw == want.tobytes(), "a fenced buffer was overwritten"
+    # the oldest fence is waited for only when the workers would otherwise run short
+    assert loader.fenced >= 1 and not fake_fence[0].waited
+    fake_fence[0].done = True
+    for e in fake_fence:
+        e.done = True
+    b = next(it)
+    assert loader.fenced == 0, "completed copies give their buffers back"
+    del b
+    # with no event ever done, next() waits (synchronize) rather than starving the workers
+    got = sum(1 for _ in it)
+    assert got == len(loader) - 5
+    assert any(e.waited for e in fake_fence[4:])
+    assert loader.copies == 0
+
+
+def test_fenced_batches_are_waited_for_when_the_reader_closes(fx, fake_fence):
+    loader = shardread.Loader(fx.fixed, batch_size=2, threads=1, prefetch=6)
+    b = next(iter(loader))
+    del b
+    assert loader.fenced == 1
+    ev = fake_fence[0]
+    loader.set_epoch(3)
+    next(iter(loader))                  # a new reader: the old one closes
+    assert ev.waited, "the old ring's buffers were freed with a copy still queued"
 
 
 def test_holding_many_batches_neither_blocks_nor_corrupts(fx):
@@ -444,7 +523,7 @@ def test_holding_many_batches_neither_blocks_nor_corrupts(fx):
         for k, i in enumerate(indices):
             image, label = ds[int(i)]
             assert np.array_equal(images[k], image) and labels[k] == label
-    zero_copy = [b for b in kept if not b[0].flags.owndata]
+    zero_copy = [b for b in kept if ring_batch(b[0]) is not None]
     assert len(zero_copy) == 2
     kept.clear()
     del zero_copy, images, labels, indices
@@ -766,7 +845,8 @@ def test_pip_install_offline(fx, tmp_path):
     """pip install --no-build-isolation reader/python, offline, into a virtual environment that
     sees the system's numpy; the installed module reads the fixture by itself."""
     import venv
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.environ.get("SHARDREAD_ROOT") or os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env_dir = tmp_path / "venv"
     try:
         venv.create(env_dir, system_site_packages=True, with_pip=True)

@@ -1,19 +1,25 @@
-/* shardread.c - the Python module `shardread`: libshardread for Python, numpy and PyTorch.
+/* _shardread.c - the C extension under the Python package `shardread`: libshardread for Python.
  *
- * Built on the public header reader/shardread.h only, with the Python C API and numpy's C API.
+ * Built on the public header reader/shardread.h only, with CPython's stable ABI (Py_LIMITED_API
+ * 3.11): one binary serves every CPython >= 3.11. It knows nothing of numpy or torch: memory is
+ * handed out as _View objects that export the buffer protocol (PEP 3118: format, shape), and the
+ * package's Python layer (shardread/__init__.py) turns them into numpy arrays (np.asarray, no
+ * copy) and torch tensors (torch.from_numpy, no copy), through the hook it installs with
+ * _set_wrap(). So the same binary works with numpy 1 and numpy 2.
  *
  * Objects
  * -------
- * Dataset   a shr_dataset: ds[i] copies sample i into a fresh ndarray.
+ * Dataset   a shr_dataset: ds[i] copies sample i into a fresh buffer.
  * Loader    the user's handle: options, the position (epoch, cursor) of the next batch, and the
  *           current _Ring. It opens a new ring whenever the position it must continue from is not
  *           where the current ring stands (load_state_dict, set_epoch, an abandoned iteration, a
  *           forked child): a reader's stream only ever moves forward.
  * _Ring     owns one shr_reader. Closed when the last reference goes: the Loader's, or that of a
  *           batch still alive after the Loader moved on to a new ring.
- * _Batch    the base object of the arrays of one delivered batch: holds its _Ring and the
- *           shr_batch, and gives the batch back (shr_release) when the last array (or tensor
- *           made from one) is collected. No copy: the arrays are views of the ring's buffers.
+ * _Batch    holds its _Ring and the shr_batch, and gives the batch back (shr_release) when the
+ *           last _View of it (so the last array or tensor made from one) is collected.
+ * _View     one array's memory: a pointer, shape and format, kept valid by its _Batch (a view of
+ *           a ring buffer) or owning a malloc'd block (a copy, a Dataset sample).
  *
  * Holding batches. A ring has `prefetch` buffers; a batch kept alive by Python keeps its buffer.
  * The module hands out at most prefetch - 2 zero-copy batches at once, so that the workers
@@ -21,6 +27,15 @@
  * delivered while that many are already held is copied into ordinary arrays and its buffer given
  * back at once (Loader.copies counts them). Keeping old batches therefore costs a copy, never a
  * deadlock, and never changes a byte of a batch still held.
+ *
+ * Copies still in flight. A pinned batch's tensor may be gone while the device copy made from
+ * it (images.cuda(non_blocking=True)) still waits in a CUDA stream. So, where the package has
+ * installed a fence (_set_fence: torch's CUDA is in use), a pinned batch collected by Python is
+ * not given back at once: it waits on its ring's "fenced" list until the event that the next
+ * next() records on the current stream has completed; next() gives back every fenced batch
+ * whose event is done, and waits on the oldest ones while the workers would otherwise be left
+ * with fewer than two free buffers. Copies on a side stream must be joined to the current stream
+ * (current_stream().wait_stream(side)), as torch itself requires of a tensor used across streams.
  *
  * Threads. The GIL is released while shr_next waits and while samples are read, so other Python
  * threads run. One thread at a time may iterate a Loader (shr_next has one consumer); a second
@@ -31,16 +46,84 @@
  * closed or released in the child: its mutex may have been held at the fork).
  */
 #define PY_SSIZE_T_CLEAN
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030B0000
+#endif
 #include <Python.h>
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#include <numpy/arrayobject.h>
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "shardread.h"
+
+/* The stable ABI has no Py_SETREF / Py_XSETREF */
+#define SETREF(dst, src)                                                                          \
+    do {                                                                                           \
+        PyObject *old_ = (PyObject *)(dst);                                                        \
+        (dst) = (src);                                                                             \
+        Py_DECREF(old_);                                                                           \
+    } while (0)
+#define XSETREF(dst, src)                                                                         \
+    do {                                                                                           \
+        PyObject *old_ = (PyObject *)(dst);                                                        \
+        (dst) = (src);                                                                             \
+        Py_XDECREF(old_);                                                                          \
+    } while (0)
+
+/* Free an object of one of this module's heap types, and drop the reference its instance held
+ * on the type. */
+static void free_object(PyObject *self)
+{
+    PyTypeObject *t = Py_TYPE(self);
+    freefunc f = (freefunc)PyType_GetSlot(t, Py_tp_free);
+    f(self);
+    Py_DECREF(t);
+}
+
+/* The UTF-8 text of a str (NULL, with an error set, if it has none). */
+static const char *utf8(PyObject *o)
+{
+    return PyUnicode_AsUTF8AndSize(o, NULL);
+}
+
+/* o is the str s */
+static int str_is(PyObject *o, const char *s)
+{
+    if (!PyUnicode_Check(o))
+        return 0;
+    const char *t = utf8(o);
+    if (!t) {
+        PyErr_Clear();
+        return 0;
+    }
+    return strcmp(t, s) == 0;
+}
+
+/* The name of o's type, for messages (a new reference). */
+static PyObject *type_name(PyObject *o)
+{
+    PyObject *n = PyType_GetName(Py_TYPE(o));
+    if (!n) {
+        PyErr_Clear();
+        n = PyUnicode_FromString("?");
+    }
+    return n;
+}
+
+/* PyErr_Format(exc, "<prefix> %U<suffix>") with o's type name; returns NULL */
+static PyObject *type_error(PyObject *exc, const char *prefix, PyObject *o, const char *suffix)
+{
+    PyObject *n = type_name(o);
+    if (n) {
+        PyErr_Format(exc, "%s%U%s", prefix, n, suffix);
+        Py_DECREF(n);
+    }
+    return NULL;
+}
 
 /* ---- module-wide objects (created once at import) ---- */
 
@@ -52,8 +135,12 @@ static PyObject *g_not_found_error;
 static PyObject *g_read_error;
 static PyObject *g_state_error;
 static PyObject *g_unsupported_error;
-static PyObject *g_from_numpy;      /* torch.from_numpy, once torch is imported */
 static PyObject *g_torch_loader;    /* Loader subclassing torch's IterableDataset, made lazily */
+static PyObject *g_wrap;            /* wrap(parts, torch): _Views into arrays (see _set_wrap) */
+static PyObject *g_fence;           /* fence() -> event, or None (see _set_fence) */
+static int g_fence_all;             /* fence every batch, pinned or not (tests) */
+static PyTypeObject *DatasetType, *RingType, *BatchType, *ViewType, *LoaderType,
+    *LoaderIterType;
 
 /* ---- errors ---- */
 
@@ -123,7 +210,7 @@ static int parse_access(PyObject *s, shr_access *out)
         *out = SHR_ACCESS_MMAP;
         return 0;
     }
-    const char *a = PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+    const char *a = PyUnicode_Check(s) ? utf8(s) : NULL;
     if (a && strcmp(a, "mmap") == 0)
         *out = SHR_ACCESS_MMAP;
     else if (a && strcmp(a, "pread") == 0)
@@ -156,7 +243,7 @@ static PyObject *double_list(const double *v, uint32_t n)
             Py_DECREF(l);
             return NULL;
         }
-        PyList_SET_ITEM(l, i, f);
+        PyList_SetItem(l, i, f);
     }
     return l;
 }
@@ -168,8 +255,9 @@ static int to_u64(PyObject *o, const char *what, uint64_t *out)
     if (!i) {
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {
             PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.100s", what,
-                         Py_TYPE(o)->tp_name);
+            char prefix[96];
+            snprintf(prefix, sizeof prefix, "%s must be an integer, not ", what);
+            type_error(PyExc_TypeError, prefix, o, "");
         }
         return -1;
     }
@@ -198,6 +286,128 @@ static int to_u32(PyObject *o, const char *what, uint32_t lo, uint32_t *out)
     }
     *out = (uint32_t)v;
     return 0;
+}
+
+/* ======================================================================================== */
+/* _View                                                                                     */
+/* ======================================================================================== */
+
+typedef struct {
+    PyObject_HEAD
+    void *data;
+    PyObject *owner;            /* the _Batch whose memory data is, or NULL: data is ours */
+    int ndim;
+    Py_ssize_t shape[4];
+    Py_ssize_t strides[4];
+    Py_ssize_t itemsize;
+    Py_ssize_t len;             /* bytes */
+    char format[4];             /* struct module syntax: B uint8, e float16, f float32, q int64 */
+} ViewObject;
+
+/* A _View of data (C-contiguous, ndim <= 4 dimensions of shape, items of format). With an owner,
+ * data belongs to it and the view holds a reference; without, data was malloc'd and the view
+ * takes it (freed with the view, or here if the view cannot be made). */
+static PyObject *new_view(void *data, PyObject *owner, const char *format, Py_ssize_t itemsize,
+                          int ndim, const Py_ssize_t *shape)
+{
+    ViewObject *v = PyObject_New(ViewObject, ViewType);
+    if (!v) {
+        if (!owner)
+            free(data);
+        return NULL;
+    }
+    v->data = data;
+    v->owner = owner;
+    Py_XINCREF(owner);
+    v->ndim = ndim;
+    v->itemsize = itemsize;
+    snprintf(v->format, sizeof v->format, "%s", format);
+    Py_ssize_t step = itemsize;
+    for (int d = ndim - 1; d >= 0; d--) {
+        v->shape[d] = shape[d];
+        v->strides[d] = step;
+        step *= shape[d];
+    }
+    v->len = step;
+    return (PyObject *)v;
+}
+
+/* A _View holding a copy of len bytes at src. */
+static PyObject *view_copy(const void *src, const char *format, Py_ssize_t itemsize, int ndim,
+                           const Py_ssize_t *shape)
+{
+    size_t len = (size_t)itemsize;
+    for (int d = 0; d < ndim; d++)
+        len *= (size_t)shape[d];
+    void *p = malloc(len ? len : 1);
+    if (!p)
+        return PyErr_NoMemory();
+    if (src && len)
+        memcpy(p, src, len);
+    return new_view(p, NULL, format, itemsize, ndim, shape);
+}
+
+static int View_getbuffer(ViewObject *self, Py_buffer *view, int flags)
+{
+    view->buf = self->data;
+    view->obj = Py_NewRef((PyObject *)self);
+    view->len = self->len;
+    view->readonly = 0;
+    view->itemsize = self->itemsize;
+    view->format = (flags & PyBUF_FORMAT) ? self->format : NULL;
+    view->ndim = self->ndim;
+    view->shape = (flags & PyBUF_ND) == PyBUF_ND ? self->shape : NULL;
+    view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? self->strides : NULL;
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    return 0;
+}
+
+static void View_dealloc(ViewObject *self)
+{
+    if (self->owner)
+        Py_DECREF(self->owner);
+    else
+        free(self->data);
+    free_object((PyObject *)self);
+}
+
+static PyObject *View_get_batch(ViewObject *self, void *closure)
+{
+    return Py_NewRef(self->owner ? self->owner : Py_None);
+}
+
+static PyGetSetDef View_getset[] = {
+    {"batch", (getter)View_get_batch, NULL,
+     "The _Batch whose ring buffer this memory is, or None for memory of its own.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot View_slots[] = {
+    {Py_tp_doc, "The memory of one array of a batch or sample, exported through the buffer "
+                "protocol (internal: the package makes numpy arrays of it)."},
+    {Py_tp_dealloc, View_dealloc},
+    {Py_tp_getset, View_getset},
+    {Py_bf_getbuffer, View_getbuffer},
+    {0, NULL},
+};
+
+static PyType_Spec View_spec = {
+    .name = "shardread._View",
+    .basicsize = sizeof(ViewObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = View_slots,
+};
+
+/* The package's form of parts (a tuple of _Views and plain objects): wrap(parts, torch). Without
+ * the package's hook (the extension imported on its own) the parts as they are. */
+static PyObject *wrap(PyObject *parts, int torch)
+{
+    if (!parts || !g_wrap)
+        return parts;
+    PyObject *out = PyObject_CallFunction(g_wrap, "OO", parts, torch ? Py_True : Py_False);
+    Py_DECREF(parts);
+    return out;
 }
 
 /* ======================================================================================== */
@@ -231,7 +441,7 @@ static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
     int rc;
     char msg[1024];
     Py_BEGIN_ALLOW_THREADS
-    rc = shr_dataset_open(&d, PyBytes_AS_STRING(b), a);
+    rc = shr_dataset_open(&d, PyBytes_AsString(b), a);
     if (rc)
         snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
     Py_END_ALLOW_THREADS
@@ -244,7 +454,7 @@ static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
     shr_dataset_info info;
     shr_dataset_get_info(d, &info);
     self->samples = info.samples;
-    Py_XSETREF(self->path, PyOS_FSPath(path));
+    XSETREF(self->path, PyOS_FSPath(path));
     return self->path ? 0 : -1;
 }
 
@@ -252,7 +462,7 @@ static void Dataset_dealloc(DatasetObject *self)
 {
     shr_dataset_close(self->d);
     Py_XDECREF(self->path);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    free_object((PyObject *)self);
 }
 
 static int check_open(const DatasetObject *self)
@@ -281,8 +491,7 @@ static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
     if (check_open(self) < 0)
         return NULL;
     if (!PyIndex_Check(key))
-        return PyErr_Format(PyExc_TypeError, "Dataset indices must be integers, not %.100s",
-                            Py_TYPE(key)->tp_name);
+        return type_error(PyExc_TypeError, "Dataset indices must be integers, not ", key, "");
     Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
     if (i == -1 && PyErr_Occurred())
         return NULL;
@@ -295,14 +504,14 @@ static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
     shr_sample s;
     if (shr_dataset_sample(self->d, (uint64_t)i, &s) != 0)
         return PyErr_Format(PyExc_IndexError, "Dataset index %zd out of range", i);
-    npy_intp dims[3] = {s.height, s.width, s.channels};
-    PyObject *arr = PyArray_SimpleNew(3, dims, NPY_UINT8);
+    Py_ssize_t dims[3] = {s.height, s.width, s.channels};
+    PyObject *arr = view_copy(NULL, "B", 1, 3, dims);
     if (!arr)
         return NULL;
     int rc;
     char msg[1024];
-    void *dst = PyArray_DATA((PyArrayObject *)arr);
-    size_t len = (size_t)PyArray_NBYTES((PyArrayObject *)arr);
+    void *dst = ((ViewObject *)arr)->data;
+    size_t len = (size_t)((ViewObject *)arr)->len;
     Py_BEGIN_ALLOW_THREADS
     rc = shr_dataset_read(self->d, (uint64_t)i, dst, len, &s);
     if (rc)
@@ -312,7 +521,7 @@ static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
         Py_DECREF(arr);
         return raise_lib(rc, msg);
     }
-    return Py_BuildValue("(NL)", arr, (long long)s.label);
+    return wrap(Py_BuildValue("(NL)", arr, (long long)s.label), 0);
 }
 
 static PyObject *Dataset_sample(DatasetObject *self, PyObject *arg)
@@ -346,7 +555,7 @@ static PyObject *Dataset_get_info(DatasetObject *self, void *closure)
             Py_DECREF(classes);
             return NULL;
         }
-        PyList_SET_ITEM(classes, c, s);
+        PyList_SetItem(classes, c, s);
     }
     PyObject *size;
     if (in.width && in.height)
@@ -403,40 +612,38 @@ static PyGetSetDef Dataset_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PySequenceMethods Dataset_as_sequence = {
-    .sq_length = (lenfunc)Dataset_len,
+static const char dataset_doc[] = "Dataset(path, access='mmap')\n\n"
+    "A dataset directory written by shardc, sample by sample (a map-style dataset, "
+    "usable as a torch Dataset):\n\n"
+    "    ds = shardread.Dataset('ds')\n"
+    "    len(ds)                    # samples\n"
+    "    image, label = ds[i]       # (H, W, C) uint8 ndarray (a copy), int label\n"
+    "    ds.info                    # classes, mean/std, geometry, samples, format\n\n"
+    "Samples are returned as stored, each at its own size. access: 'mmap' (default), "
+    "'pread' or 'direct' (see libshardread). Raises FileNotFoundError "
+    "(shardread.NotFoundError) for a directory without a manifest and "
+    "shardread.CorruptError for a damaged shard, with a message naming the file. "
+    "Reads release the GIL; a Dataset may be read from several threads at once.";
+
+static PyType_Slot Dataset_slots[] = {
+    {Py_tp_doc, (void *)dataset_doc},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, Dataset_init},
+    {Py_tp_dealloc, Dataset_dealloc},
+    {Py_tp_repr, Dataset_repr},
+    {Py_sq_length, Dataset_len},
+    {Py_mp_length, Dataset_len},
+    {Py_mp_subscript, Dataset_getitem},
+    {Py_tp_methods, Dataset_methods},
+    {Py_tp_getset, Dataset_getset},
+    {0, NULL},
 };
 
-static PyMappingMethods Dataset_as_mapping = {
-    .mp_length = (lenfunc)Dataset_len,
-    .mp_subscript = (binaryfunc)Dataset_getitem,
-};
-
-static PyTypeObject DatasetType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shardread.Dataset",
-    .tp_basicsize = sizeof(DatasetObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Dataset(path, access='mmap')\n\n"
-              "A dataset directory written by shardc, sample by sample (a map-style dataset, "
-              "usable as a torch Dataset):\n\n"
-              "    ds = shardread.Dataset('ds')\n"
-              "    len(ds)                    # samples\n"
-              "    image, label = ds[i]       # (H, W, C) uint8 ndarray (a copy), int label\n"
-              "    ds.info                    # classes, mean/std, geometry, samples, format\n\n"
-              "Samples are returned as stored, each at its own size. access: 'mmap' (default), "
-              "'pread' or 'direct' (see libshardread). Raises FileNotFoundError "
-              "(shardread.NotFoundError) for a directory without a manifest and "
-              "shardread.CorruptError for a damaged shard, with a message naming the file. "
-              "Reads release the GIL; a Dataset may be read from several threads at once.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Dataset_init,
-    .tp_dealloc = (destructor)Dataset_dealloc,
-    .tp_repr = (reprfunc)Dataset_repr,
-    .tp_as_sequence = &Dataset_as_sequence,
-    .tp_as_mapping = &Dataset_as_mapping,
-    .tp_methods = Dataset_methods,
-    .tp_getset = Dataset_getset,
+static PyType_Spec Dataset_spec = {
+    .name = "shardread.Dataset",
+    .basicsize = sizeof(DatasetObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .slots = Dataset_slots,
 };
 
 /* ======================================================================================== */
@@ -453,11 +660,70 @@ typedef struct {
     uint64_t start_epoch;       /* r was opened in this epoch ... */
     uint64_t start;             /* ... with these positions of it consumed (0: none) */
     int failed;                 /* shr_next failed: r is of no further use */
+    /* batches collected by Python whose device copies may still be queued (see "Copies still
+     * in flight" at the top): given back once their event has completed, oldest first */
+    struct fenced {
+        const shr_batch *b;
+        PyObject *event;        /* has query() -> bool and synchronize() */
+    } *fenced;
+    uint32_t nfenced;
 } RingObject;
+
+/* Give back fenced batch k of ring (its event completed, or waited for). */
+static void unfence(RingObject *ring, uint32_t k)
+{
+    shr_release(ring->r, ring->fenced[k].b);
+    Py_DECREF(ring->fenced[k].event);
+    memmove(&ring->fenced[k], &ring->fenced[k + 1],
+            (ring->nfenced - k - 1) * sizeof ring->fenced[0]);
+    ring->nfenced--;
+}
+
+/* Wait for fenced batch k's event (a failed wait is taken as done: the error is reported where
+ * it can be, then cleared). */
+static void fence_wait(RingObject *ring, uint32_t k)
+{
+    PyObject *r = PyObject_CallMethod(ring->fenced[k].event, "synchronize", NULL);
+    if (!r)
+        PyErr_WriteUnraisable(ring->fenced[k].event);
+    Py_XDECREF(r);
+}
+
+/* Give back the fenced batches whose events have completed; then wait for the oldest until at
+ * most `keep` buffers are out of the workers' hands (held by Python or fenced). */
+static int drain_fenced(RingObject *ring, uint32_t keep)
+{
+    for (uint32_t k = 0; k < ring->nfenced;) {
+        PyObject *done = PyObject_CallMethod(ring->fenced[k].event, "query", NULL);
+        if (!done)
+            return -1;
+        int yes = PyObject_IsTrue(done);
+        Py_DECREF(done);
+        if (yes < 0)
+            return -1;
+        if (yes)
+            unfence(ring, k);
+        else
+            k++;
+    }
+    while (ring->nfenced && ring->held + ring->nfenced > keep) {
+        PyObject *r = PyObject_CallMethod(ring->fenced[0].event, "synchronize", NULL);
+        if (!r)
+            return -1;
+        Py_DECREF(r);
+        unfence(ring, 0);
+    }
+    return 0;
+}
 
 static void Ring_dealloc(RingObject *self)
 {
     if (self->r && self->pid == getpid()) {
+        /* the buffers are freed below: the copies still reading them must be done first */
+        while (self->nfenced) {
+            fence_wait(self, 0);
+            unfence(self, 0);
+        }
         shr_reader *r = self->r;
         /* joins the workers, each finishing the batch in hand */
         Py_BEGIN_ALLOW_THREADS
@@ -467,16 +733,23 @@ static void Ring_dealloc(RingObject *self)
     /* in a forked child the parent's reader is left alone: its threads are gone and its mutex
      * may be locked; the child's memory is discarded at exit anyway */
     self->r = NULL;
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    for (uint32_t k = 0; k < self->nfenced; k++)
+        Py_DECREF(self->fenced[k].event);
+    free(self->fenced);
+    free_object((PyObject *)self);
 }
 
-static PyTypeObject RingType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shardread._Ring",
-    .tp_basicsize = sizeof(RingObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A libshardread reader and its ring of batch buffers (internal).",
-    .tp_dealloc = (destructor)Ring_dealloc,
+static PyType_Slot Ring_slots[] = {
+    {Py_tp_doc, "A libshardread reader and its ring of batch buffers (internal)."},
+    {Py_tp_dealloc, Ring_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec Ring_spec = {
+    .name = "shardread._Ring",
+    .basicsize = sizeof(RingObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = Ring_slots,
 };
 
 typedef struct {
@@ -485,50 +758,66 @@ typedef struct {
     const shr_batch *b;
 } BatchObject;
 
+/* The event fencing a pinned batch collected now, or NULL (none needed: give it back now). */
+static PyObject *fence_for(RingObject *ring, const shr_batch *b)
+{
+    if (!g_fence || !(b->pinned || g_fence_all) || ring->nslots == 0)
+        return NULL;
+    /* a dealloc may run while an exception is being raised: keep it */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *event = PyObject_CallNoArgs(g_fence);
+    if (!event) {
+        PyErr_WriteUnraisable(g_fence);
+    } else if (event == Py_None) {
+        Py_CLEAR(event);
+    }
+    if (event && !ring->fenced) {
+        ring->fenced = calloc(ring->nslots, sizeof *ring->fenced);
+        if (!ring->fenced) {
+            /* no room to wait asynchronously: wait now */
+            PyObject *r = PyObject_CallMethod(event, "synchronize", NULL);
+            if (!r)
+                PyErr_WriteUnraisable(event);
+            Py_XDECREF(r);
+            Py_CLEAR(event);
+        }
+    }
+    PyErr_Restore(et, ev, tb);
+    return event;
+}
+
 static void Batch_dealloc(BatchObject *self)
 {
     RingObject *ring = self->ring;
     if (ring) {
-        if (ring->pid == getpid())
+        PyObject *event = ring->pid == getpid() ? fence_for(ring, self->b) : NULL;
+        if (event) {
+            ring->fenced[ring->nfenced].b = self->b;
+            ring->fenced[ring->nfenced].event = event;
+            ring->nfenced++;
+        } else if (ring->pid == getpid()) {
             shr_release(ring->r, self->b);
+        }
         ring->held--;
         Py_DECREF(ring);
     }
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    free_object((PyObject *)self);
 }
 
-static PyTypeObject BatchType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shardread._Batch",
-    .tp_basicsize = sizeof(BatchObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The ring buffer under a batch's arrays: gives it back to the reader when the last "
-              "array (or tensor) using it is collected (internal).",
-    .tp_dealloc = (destructor)Batch_dealloc,
+static PyType_Slot Batch_slots[] = {
+    {Py_tp_doc, "The ring buffer under a batch's arrays: gives it back to the reader when the "
+                "last array (or tensor) using it is collected (internal)."},
+    {Py_tp_dealloc, Batch_dealloc},
+    {0, NULL},
 };
 
-/* An ndarray over data (not owned), kept valid by base. */
-static PyObject *view(void *data, int nd, npy_intp *dims, int type, PyObject *base)
-{
-    PyObject *a = PyArray_New(&PyArray_Type, nd, dims, type, NULL, data, 0, NPY_ARRAY_CARRAY, NULL);
-    if (!a)
-        return NULL;
-    Py_INCREF(base);
-    if (PyArray_SetBaseObject((PyArrayObject *)a, base) < 0) {
-        Py_DECREF(a);
-        return NULL;
-    }
-    return a;
-}
-
-/* A fresh ndarray holding a copy of data. */
-static PyObject *copy_of(const void *data, int nd, npy_intp *dims, int type)
-{
-    PyObject *a = PyArray_SimpleNew(nd, dims, type);
-    if (a)
-        memcpy(PyArray_DATA((PyArrayObject *)a), data, (size_t)PyArray_NBYTES((PyArrayObject *)a));
-    return a;
-}
+static PyType_Spec Batch_spec = {
+    .name = "shardread._Batch",
+    .basicsize = sizeof(BatchObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = Batch_slots,
+};
 
 /* ======================================================================================== */
 /* Loader                                                                                    */
@@ -567,8 +856,6 @@ typedef struct {
     int done;
 } LoaderIterObject;
 
-static PyTypeObject LoaderType;
-static PyTypeObject LoaderIterType;
 
 /* The share a torch DataLoader worker process reads: each of num_workers workers takes its own
  * part of this rank's share. Outside a worker, (rank, world). */
@@ -627,7 +914,7 @@ static int open_ring(LoaderObject *self, uint64_t epoch, uint64_t cursor, uint32
             self->cursor = 0;
         }
     }
-    RingObject *ring = PyObject_New(RingObject, &RingType);
+    RingObject *ring = PyObject_New(RingObject, RingType);
     if (!ring)
         return -1;
     ring->r = NULL;
@@ -639,11 +926,13 @@ static int open_ring(LoaderObject *self, uint64_t epoch, uint64_t cursor, uint32
     ring->start_epoch = epoch;
     ring->start = o.consumed;
     ring->failed = 0;
+    ring->fenced = NULL;
+    ring->nfenced = 0;
     shr_reader *r = NULL;
     int rc;
     char msg[1024];
     Py_BEGIN_ALLOW_THREADS
-    rc = shr_open(&r, PyBytes_AS_STRING(self->path_bytes), &o);
+    rc = shr_open(&r, PyBytes_AsString(self->path_bytes), &o);
     if (rc)
         snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
     Py_END_ALLOW_THREADS
@@ -653,7 +942,7 @@ static int open_ring(LoaderObject *self, uint64_t epoch, uint64_t cursor, uint32
         return -1;
     }
     ring->r = r;
-    Py_XSETREF(self->ring, ring);
+    XSETREF(self->ring, ring);
     if (mine) {
         shr_info info;
         shr_get_info(r, &info);
@@ -762,23 +1051,23 @@ static int default_threads(void)
     return n < 1 ? 1 : n > 4 ? 4 : (int)n;
 }
 
-static PyObject *import_torch(void)
+/* framework='torch' needs torch importable: ImportError at once, not at the first batch */
+static int import_torch(void)
 {
-    if (g_from_numpy)
-        return g_from_numpy;
     PyObject *torch = PyImport_ImportModule("torch");
     if (!torch)
-        return NULL;
-    g_from_numpy = PyObject_GetAttrString(torch, "from_numpy");
+        return -1;
     Py_DECREF(torch);
-    return g_from_numpy;
+    return 0;
 }
+
+static const char loader_doc[];
 
 /* The Loader type to instantiate: once torch.utils.data is imported, a subclass of both Loader
  * and torch's IterableDataset, so that DataLoader(loader, batch_size=None) treats it as one. */
 static PyTypeObject *loader_class(PyTypeObject *asked)
 {
-    if (asked != &LoaderType)
+    if (asked != LoaderType)
         return asked;
     if (g_torch_loader)
         return (PyTypeObject *)g_torch_loader;
@@ -790,8 +1079,8 @@ static PyTypeObject *loader_class(PyTypeObject *asked)
     if (!itds)
         return NULL;
     PyObject *cls = PyObject_CallFunction((PyObject *)&PyType_Type, "s(OO){s:s,s:s,s:()}",
-                                          "Loader", (PyObject *)&LoaderType, itds, "__module__",
-                                          "shardread", "__doc__", LoaderType.tp_doc, "__slots__");
+                                          "Loader", (PyObject *)LoaderType, itds, "__module__",
+                                          "shardread", "__doc__", loader_doc, "__slots__");
     Py_DECREF(itds);
     if (!cls)
         return NULL;
@@ -803,14 +1092,14 @@ static PyTypeObject *loader_class(PyTypeObject *asked)
 static int float_pair(PyObject *o, const char *what, double out[2])
 {
     PyObject *seq = PySequence_Check(o) && !PyUnicode_Check(o) ? PySequence_Tuple(o) : NULL;
-    if (!seq || PyTuple_GET_SIZE(seq) != 2) {
+    if (!seq || PyTuple_Size(seq) != 2) {
         Py_XDECREF(seq);
         PyErr_Clear();
         PyErr_Format(PyExc_ValueError, "%s must be a (min, max) pair of numbers, not %R", what, o);
         return -1;
     }
     for (int i = 0; i < 2; i++) {
-        out[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(seq, i));
+        out[i] = PyFloat_AsDouble(PyTuple_GetItem(seq, i));
         if (out[i] == -1.0 && PyErr_Occurred()) {
             Py_DECREF(seq);
             return -1;
@@ -832,7 +1121,7 @@ static int channel_values(PyObject *o, const char *what, float out[4])
         return 0;
     }
     PyObject *seq = PySequence_Check(o) && !PyUnicode_Check(o) ? PySequence_Tuple(o) : NULL;
-    Py_ssize_t n = seq ? PyTuple_GET_SIZE(seq) : 0;
+    Py_ssize_t n = seq ? PyTuple_Size(seq) : 0;
     if (!seq || n < 1 || n > 4) {
         Py_XDECREF(seq);
         PyErr_Clear();
@@ -841,7 +1130,7 @@ static int channel_values(PyObject *o, const char *what, float out[4])
         return -1;
     }
     for (Py_ssize_t c = 0; c < 4; c++) {
-        double v = PyFloat_AsDouble(PyTuple_GET_ITEM(seq, c < n ? c : n - 1));
+        double v = PyFloat_AsDouble(PyTuple_GetItem(seq, c < n ? c : n - 1));
         if (v == -1.0 && PyErr_Occurred()) {
             Py_DECREF(seq);
             return -1;
@@ -863,7 +1152,7 @@ static int choose(PyObject *o, const char *what, const char *const *names, int n
     } else {
         str = PyObject_Str(o);                              /* dtype('float32'), torch.float32 */
     }
-    const char *s = str ? PyUnicode_AsUTF8(str) : NULL;
+    const char *s = str ? utf8(str) : NULL;
     if (s && strncmp(s, "torch.", 6) == 0)
         s += 6;
     for (int i = 0; s && i < n; i++) {
@@ -886,7 +1175,7 @@ static int transform_options(shr_options *o, PyObject *flip, PyObject *rrc, PyOb
 {
     if (PyFloat_Check(flip)) {
         o->flip = 1;
-        o->flip_p = PyFloat_AS_DOUBLE(flip);
+        o->flip_p = PyFloat_AsDouble(flip);
         if (!(o->flip_p >= 0 && o->flip_p <= 1)) {
             PyErr_Format(PyExc_ValueError, "flip must be a bool or a probability in 0..1, not %R",
                          flip);
@@ -929,10 +1218,10 @@ static int transform_options(shr_options *o, PyObject *flip, PyObject *rrc, PyOb
             return -1;
         o->layout = (shr_layout)v;
     }
-    int dataset_mean = PyUnicode_Check(mean) && strcmp(PyUnicode_AsUTF8(mean), "dataset") == 0;
+    int dataset_mean = PyUnicode_Check(mean) && str_is(mean, "dataset");
     if (dataset_mean) {
         if (std != Py_None && !(PyUnicode_Check(std) &&
-                                strcmp(PyUnicode_AsUTF8(std), "dataset") == 0)) {
+                                str_is(std, "dataset"))) {
             PyErr_SetString(PyExc_ValueError, "mean='dataset' takes the dataset's std too: "
                             "leave std out");
             return -1;
@@ -957,7 +1246,8 @@ static PyObject *Loader_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     PyTypeObject *t = loader_class(type);
     if (!t)
         return NULL;
-    return t->tp_alloc(t, 0);
+    allocfunc alloc = (allocfunc)PyType_GetSlot(t, Py_tp_alloc);
+    return alloc(t, 0);
 }
 
 static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
@@ -997,7 +1287,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         return -1;
     o->order = v ? SHR_ORDER_RANDOM : SHR_ORDER_SEQUENTIAL;
     if (order != Py_None) {
-        const char *s = PyUnicode_Check(order) ? PyUnicode_AsUTF8(order) : NULL;
+        const char *s = PyUnicode_Check(order) ? utf8(order) : NULL;
         if (s && strcmp(s, "sequential") == 0)
             o->order = SHR_ORDER_SEQUENTIAL;
         else if (s && strcmp(s, "random") == 0)
@@ -1028,13 +1318,13 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
             o->width = o->height;
         } else {
             PyObject *h, *w;
-            if (!PyTuple_Check(size) || PyTuple_GET_SIZE(size) != 2) {
+            if (!PyTuple_Check(size) || PyTuple_Size(size) != 2) {
                 PyErr_Format(PyExc_ValueError, "size must be an int or a (height, width) tuple, "
                              "not %R", size);
                 return -1;
             }
-            h = PyTuple_GET_ITEM(size, 0);
-            w = PyTuple_GET_ITEM(size, 1);
+            h = PyTuple_GetItem(size, 0);
+            w = PyTuple_GetItem(size, 1);
             if (to_u32(h, "size height", 1, &o->height) < 0 ||
                 to_u32(w, "size width", 1, &o->width) < 0)
                 return -1;
@@ -1046,7 +1336,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     if (flag(return_params, &self->return_params) < 0)
         return -1;
     if (on_error != Py_None) {
-        const char *s = PyUnicode_Check(on_error) ? PyUnicode_AsUTF8(on_error) : NULL;
+        const char *s = PyUnicode_Check(on_error) ? utf8(on_error) : NULL;
         if (s && strcmp(s, "fail") == 0)
             o->on_error = SHR_ON_ERROR_FAIL;
         else if (s && strcmp(s, "skip") == 0)
@@ -1069,7 +1359,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     o->access = a;
     self->framework = FW_NUMPY;
     if (framework && framework != Py_None) {
-        const char *s = PyUnicode_Check(framework) ? PyUnicode_AsUTF8(framework) : NULL;
+        const char *s = PyUnicode_Check(framework) ? utf8(framework) : NULL;
         if (s && strcmp(s, "torch") == 0)
             self->framework = FW_TORCH;
         else if (!(s && strcmp(s, "numpy") == 0)) {
@@ -1079,7 +1369,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
             return -1;
         }
     }
-    if (self->framework == FW_TORCH && !import_torch())
+    if (self->framework == FW_TORCH && import_torch() < 0)
         return -1;
     if (flag(return_indices, &self->return_indices) < 0)
         return -1;
@@ -1094,7 +1384,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         return -1;
     o->pin = v ? SHR_PIN_AUTO : SHR_PIN_OFF;
     if (uneven != Py_None) {
-        const char *s = PyUnicode_Check(uneven) ? PyUnicode_AsUTF8(uneven) : NULL;
+        const char *s = PyUnicode_Check(uneven) ? utf8(uneven) : NULL;
         if (s && strcmp(s, "pad") == 0)
             o->uneven = SHR_UNEVEN_PAD;
         else if (s && strcmp(s, "drop") == 0)
@@ -1110,8 +1400,8 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     PyObject *b = fs_path(path);
     if (!b)
         return -1;
-    Py_XSETREF(self->path_bytes, b);
-    Py_XSETREF(self->path, PyOS_FSPath(path));
+    XSETREF(self->path_bytes, b);
+    XSETREF(self->path, PyOS_FSPath(path));
     if (!self->path)
         return -1;
     self->epoch = 0;
@@ -1121,11 +1411,10 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
 
 static void Loader_dealloc(LoaderObject *self)
 {
-    Py_XDECREF(self->ring);
+    Py_XDECREF((PyObject *)self->ring);
     Py_XDECREF(self->path);
     Py_XDECREF(self->path_bytes);
-    PyTypeObject *t = Py_TYPE(self);
-    t->tp_free((PyObject *)self);
+    free_object((PyObject *)self);
 }
 
 static int loader_ready(const LoaderObject *self)
@@ -1162,39 +1451,39 @@ static PyObject *Loader_iter(LoaderObject *self)
     }
     if (sync_ring(self) < 0)
         return NULL;
-    LoaderIterObject *it = PyObject_New(LoaderIterObject, &LoaderIterType);
+    LoaderIterObject *it = PyObject_New(LoaderIterObject, LoaderIterType);
     if (!it)
         return NULL;
-    it->loader = (LoaderObject *)Py_NewRef(self);
+    it->loader = (LoaderObject *)Py_NewRef((PyObject *)self);
     it->gen = ++self->gen;
     it->done = 0;
     self->active = 1;
     return (PyObject *)it;
 }
 
-/* The arrays (or tensors) of batch b of ring: views with a _Batch base, or copies when the
- * caller already holds the most zero-copy batches allowed. */
+/* The arrays (or tensors) of batch b of ring: views of the ring buffer kept by a _Batch, or
+ * copies when the caller already holds the most zero-copy batches allowed. */
 static PyObject *deliver(LoaderObject *self, RingObject *ring, const shr_batch *b)
 {
-    BatchObject *base = PyObject_New(BatchObject, &BatchType);
+    BatchObject *base = PyObject_New(BatchObject, BatchType);
     if (!base) {
         shr_release(ring->r, b);
         return NULL;
     }
-    base->ring = (RingObject *)Py_NewRef(ring);
+    base->ring = (RingObject *)Py_NewRef((PyObject *)ring);
     base->b = b;
     ring->held++;
     /* keep two buffers for the workers (see "Holding batches" at the top) */
-    int copy = ring->held + 2 > ring->nslots;
-    npy_intp dims[4] = {b->n, b->height, b->width, b->channels};
+    int copy = ring->held + ring->nfenced + 2 > ring->nslots;
+    Py_ssize_t dims[4] = {b->n, b->height, b->width, b->channels};
     if (b->layout == SHR_LAYOUT_NCHW) {
         dims[1] = b->channels;
         dims[2] = b->height;
         dims[3] = b->width;
     }
-    int type = b->dtype == SHR_DTYPE_F32 ? NPY_FLOAT32 : b->dtype == SHR_DTYPE_F16 ? NPY_FLOAT16
-                                                                                   : NPY_UINT8;
-    npy_intp n1[1] = {b->n};
+    const char *fmt = b->dtype == SHR_DTYPE_F32 ? "f" : b->dtype == SHR_DTYPE_F16 ? "e" : "B";
+    Py_ssize_t isz = b->dtype == SHR_DTYPE_F32 ? 4 : b->dtype == SHR_DTYPE_F16 ? 2 : 1;
+    Py_ssize_t n1[1] = {b->n};
     int want_idx = self->return_indices || self->return_params;
     PyObject *img, *lab, *idx = NULL, *prm = NULL, *rec = NULL;
     if (self->return_recovery) {
@@ -1204,30 +1493,28 @@ static PyObject *deliver(LoaderObject *self, RingObject *ring, const shr_batch *
             PyObject *t = Py_BuildValue("(Liis)", (long long)b->bad_indices[i],
                                         (int)b->bad_positions[i], (int)b->bad_errors[i],
                                         shr_strerror(b->bad_errors[i]));
-            if (!t)
+            if (!t || PyList_SetItem(rec, i, t) < 0)
                 Py_CLEAR(rec);
-            else
-                PyList_SET_ITEM(rec, i, t);
         }
     }
     if (copy) {
-        img = copy_of(b->data, 4, dims, type);
-        lab = img ? copy_of(b->labels, 1, n1, NPY_INT64) : NULL;
+        img = view_copy(b->data, fmt, isz, 4, dims);
+        lab = img ? view_copy(b->labels, "q", 8, 1, n1) : NULL;
         if (lab && want_idx)
-            idx = copy_of(b->indices, 1, n1, NPY_INT64);
+            idx = view_copy(b->indices, "q", 8, 1, n1);
         self->copies++;
     } else {
-        img = view(b->data, 4, dims, type, (PyObject *)base);
-        lab = img ? view(b->labels, 1, n1, NPY_INT64, (PyObject *)base) : NULL;
+        img = new_view(b->data, (PyObject *)base, fmt, isz, 4, dims);
+        lab = img ? new_view(b->labels, (PyObject *)base, "q", 8, 1, n1) : NULL;
         if (lab && want_idx)
-            idx = view(b->indices, 1, n1, NPY_INT64, (PyObject *)base);
+            idx = new_view(b->indices, (PyObject *)base, "q", 8, 1, n1);
     }
     if (lab && self->return_params) {
         /* a small copy: (n, 5) int64 columns x, y, w, h, flip */
-        npy_intp d2[2] = {b->n, 5};
-        prm = PyArray_SimpleNew(2, d2, NPY_INT64);
-        for (uint32_t i = 0; prm && i < b->n; i++) {
-            int64_t *row = (int64_t *)PyArray_GETPTR2((PyArrayObject *)prm, i, 0);
+        Py_ssize_t d2[2] = {b->n, 5};
+        prm = view_copy(NULL, "q", 8, 2, d2);
+        int64_t *row = prm ? (int64_t *)((ViewObject *)prm)->data : NULL;
+        for (uint32_t i = 0; row && i < b->n; i++, row += 5) {
             const shr_params *p = &b->params[i];
             row[0] = p->x;
             row[1] = p->y;
@@ -1240,17 +1527,6 @@ static PyObject *deliver(LoaderObject *self, RingObject *ring, const shr_batch *
     if (!img || !lab || (want_idx && !idx) || (self->return_params && !prm) ||
         (self->return_recovery && !rec))
         goto fail;
-    if (self->framework == FW_TORCH) {
-        PyObject **arrs[4] = {&img, &lab, &idx, &prm};
-        for (int k = 0; k < 4; k++) {
-            if (!*arrs[k])
-                continue;
-            PyObject *t = PyObject_CallOneArg(g_from_numpy, *arrs[k]);
-            if (!t)
-                goto fail;
-            Py_SETREF(*arrs[k], t);
-        }
-    }
     /* (images, labels[, indices[, params]][, recovery]) */
     PyObject *out = PyTuple_New(2 + (idx != NULL) + (prm != NULL) + (rec != NULL));
     if (!out)
@@ -1259,8 +1535,8 @@ static PyObject *deliver(LoaderObject *self, RingObject *ring, const shr_batch *
     Py_ssize_t k = 0;
     for (int j = 0; j < 5; j++)
         if (parts[j])
-            PyTuple_SET_ITEM(out, k++, parts[j]);
-    return out;
+            PyTuple_SetItem(out, k++, parts[j]);
+    return wrap(out, self->framework == FW_TORCH);
 fail:
     Py_XDECREF(img);
     Py_XDECREF(lab);
@@ -1287,7 +1563,13 @@ static PyObject *LoaderIter_next(LoaderIterObject *it)
     /* a forked child continues where the parent stood, with a reader of its own */
     if (self->ring->pid != getpid() && sync_ring(self) < 0)
         return NULL;
-    RingObject *ring = (RingObject *)Py_NewRef(self->ring);
+    RingObject *ring = (RingObject *)Py_NewRef((PyObject *)self->ring);
+    /* batches whose copies are done go back; with a third buffer free for the workers the
+     * batch about to come needs no copy (see "Holding batches") */
+    if (drain_fenced(ring, ring->nslots > 3 ? ring->nslots - 3 : 0) < 0) {
+        Py_DECREF(ring);
+        return NULL;
+    }
     const shr_batch *b = NULL;
     int rc;
     self->busy = 1;
@@ -1320,19 +1602,23 @@ static PyObject *LoaderIter_next(LoaderIterObject *it)
 
 static void LoaderIter_dealloc(LoaderIterObject *it)
 {
-    Py_XDECREF(it->loader);
-    PyObject_Free(it);
+    Py_XDECREF((PyObject *)it->loader);
+    free_object((PyObject *)it);
 }
 
-static PyTypeObject LoaderIterType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shardread._LoaderIterator",
-    .tp_basicsize = sizeof(LoaderIterObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "One epoch of a Loader's batches (internal; made by iter(loader)).",
-    .tp_dealloc = (destructor)LoaderIter_dealloc,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = (iternextfunc)LoaderIter_next,
+static PyType_Slot LoaderIter_slots[] = {
+    {Py_tp_doc, "One epoch of a Loader's batches (internal; made by iter(loader))."},
+    {Py_tp_dealloc, LoaderIter_dealloc},
+    {Py_tp_iter, PyObject_SelfIter},
+    {Py_tp_iternext, LoaderIter_next},
+    {0, NULL},
+};
+
+static PyType_Spec LoaderIter_spec = {
+    .name = "shardread._LoaderIterator",
+    .basicsize = sizeof(LoaderIterObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = LoaderIter_slots,
 };
 
 static PyObject *Loader_set_epoch(LoaderObject *self, PyObject *arg)
@@ -1399,8 +1685,8 @@ static PyObject *Loader_load_state_dict(LoaderObject *self, PyObject *state)
     if (loader_ready(self) < 0)
         return NULL;
     if (!PyDict_Check(state))
-        return PyErr_Format(PyExc_TypeError, "load_state_dict takes the dict of state_dict(), "
-                            "not %.100s", Py_TYPE(state)->tp_name);
+        return type_error(PyExc_TypeError, "load_state_dict takes the dict of state_dict(), not ",
+                          state, "");
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "the Loader is being iterated by another thread");
         return NULL;
@@ -1522,6 +1808,7 @@ LOADER_U(epoch, self->epoch)
 LOADER_U(seed, self->o.seed)
 LOADER_U(copies, self->copies)
 LOADER_U(held, self->ring ? self->ring->held : 0)
+LOADER_U(fenced, self->ring ? self->ring->nfenced : 0)
 
 static PyObject *Loader_get_path(LoaderObject *self, void *closure)
 {
@@ -1598,88 +1885,93 @@ static PyGetSetDef Loader_getset[] = {
     {"held", (getter)Loader_get_held, NULL,
      "Zero-copy batches of the current reader still alive in Python (each keeps a ring buffer).",
      NULL},
+    {"fenced", (getter)Loader_get_fenced, NULL,
+     "Pinned batches of the current reader collected by Python whose device copies may still "
+     "be queued: their buffers go back to the workers once those copies are done.", NULL},
     {"path", (getter)Loader_get_path, NULL, "The dataset directory.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PySequenceMethods Loader_as_sequence = {
-    .sq_length = (lenfunc)Loader_len,
+static const char loader_doc[] =
+    "Loader(path, batch_size=256, shuffle=False, seed=0, threads=None, rank=None, world=None,\n"
+    "       drop_last=False, size=None, random_crop=False, flip=False, access='mmap',\n"
+    "       framework='numpy', return_indices=False, order=None, prefetch=None,\n"
+    "       pin_memory=True, uneven='pad', quasi_window=4, rrc=None, ratio=None,\n"
+    "       interpolation='bilinear', dtype='uint8', layout='NHWC', mean=None, std=None,\n"
+    "       return_params=False, on_error='fail', verify_samples=False,\n"
+    "       return_recovery=False)\n\n"
+    "Batches of a shardc dataset, read ahead by worker threads into a ring of buffers:\n\n"
+    "    for images, labels in shardread.Loader('ds', batch_size=256, shuffle=True):\n"
+    "        ...   # images (B, H, W, C) uint8, labels (B,) int64\n\n"
+    "Each iteration is one epoch; the next iteration starts the next epoch (a random order is "
+    "a fresh permutation per epoch, from seed and epoch). The batches of an epoch depend only "
+    "on the dataset, the options, seed and epoch, never on threads or timing.\n\n"
+    "shuffle: random order (order='quasi' reads shard windows, for data larger than RAM). "
+    "threads: worker threads (default: the cores, at most 4). rank/world: this process's "
+    "share; by default torch.distributed's when it is initialised, else the RANK and "
+    "WORLD_SIZE environment variables, else 0 of 1; every rank gets the same number of "
+    "batches (uneven='pad' repeats samples, 'drop' drops them). drop_last: drop a short last "
+    "batch. size: an int or (height, width); every sample is center-cropped (random_crop: at "
+    "a random offset) or zero-padded to it; needed when samples vary in size. flip: mirror "
+    "with probability 1/2 (True) or the given probability (a float).\n\n"
+    "Read-time transforms, done by the worker threads: rrc=True (scale (0.08, 1.0)) or "
+    "rrc=(min, max) draws torchvision's RandomResizedCrop box for every sample of every epoch "
+    "(ratio=(min, max), default (3/4, 4/3)) and resizes it to size with interpolation "
+    "('bilinear' by default, or 'nearest', 'box', 'hamming', 'bicubic', 'lanczos'): the "
+    "pixels equal torchvision's F.resized_crop of the stored image, mirrored when flipped. "
+    "dtype 'uint8', 'float32' or 'float16' (or the numpy/torch dtype), layout 'NHWC' or "
+    "'NCHW'. mean and std: per-channel normalisation (x - mean) / std on the 0..255 scale "
+    "(torchvision's [0.485, 0.456, 0.406] is [123.675, 116.28, 103.53] here), or "
+    "mean='dataset' for the dataset's own statistics; normalising implies float32 unless "
+    "dtype says float16. return_params: batches become (images, labels, indices, params), "
+    "params an (n, 5) int64 array of each sample's box x, y, w, h in the stored image and "
+    "flip (0 or 1).\n\n"
+    "access: 'mmap', 'pread' (files that may change, network "
+    "filesystems) or 'direct' (O_DIRECT). framework='torch': torch tensors (uint8 NHWC, "
+    "int64) sharing the batch memory. return_indices: a third element, the dataset indices. "
+    "prefetch: ring buffers (default threads + 3). pin_memory: ring buffers in CUDA pinned "
+    "memory where a device exists, so images.cuda(non_blocking=True) is an asynchronous "
+    "copy.\n\n"
+    "on_error: what a sample that cannot be read (or, with verify_samples=True, whose pixels "
+    "do not match their stored hash) does: 'fail' (default) raises, 'skip' leaves it out of "
+    "a shorter batch, 'substitute' puts a deterministic other sample in its place (chosen "
+    "from seed, epoch and index); recovery() reports what was replaced or skipped. "
+    "return_recovery: a last element, the list of this batch's samples not delivered as "
+    "planned, one (index, position, code, reason) tuple each: the dataset index that could "
+    "not be read, the position in the batch of its substitute (-1 when skipped), the "
+    "error code and its description (e.g. a content hash mismatch); empty for a clean "
+    "batch.\n\n"
+    "Batches are zero-copy views of the ring buffers: a buffer is reused once every array "
+    "and tensor of its batch is collected. Up to prefetch - 2 batches may be kept this way; "
+    "a batch delivered while that many are kept is copied instead (see copies), so keeping "
+    "batches never blocks the reader nor changes them.\n\n"
+    "len(loader) is the batches per epoch of this rank. state_dict() / load_state_dict() "
+    "resume exactly, also on another world size (the rest of the epoch is shared among the "
+    "new ranks); set_epoch(e) picks the epoch the next iteration reads. Once torch is "
+    "imported, a Loader is a torch.utils.data.IterableDataset: DataLoader(loader, "
+    "batch_size=None) works (num_workers=0 is the right choice: the Loader has its own "
+    "threads; with workers, each reads a disjoint part of the share). The GIL is released "
+    "while waiting for a batch. Errors: shardread.Error subclasses (CorruptError names the "
+    "damaged file), FileNotFoundError for a missing dataset, ValueError for bad arguments.";
+
+static PyType_Slot Loader_slots[] = {
+    {Py_tp_doc, (void *)loader_doc},
+    {Py_tp_new, Loader_new},
+    {Py_tp_init, Loader_init},
+    {Py_tp_dealloc, Loader_dealloc},
+    {Py_tp_repr, Loader_repr},
+    {Py_tp_iter, Loader_iter},
+    {Py_sq_length, Loader_len},
+    {Py_tp_methods, Loader_methods},
+    {Py_tp_getset, Loader_getset},
+    {0, NULL},
 };
 
-static PyTypeObject LoaderType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shardread.Loader",
-    .tp_basicsize = sizeof(LoaderObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc =
-        "Loader(path, batch_size=256, shuffle=False, seed=0, threads=None, rank=None, world=None,\n"
-        "       drop_last=False, size=None, random_crop=False, flip=False, access='mmap',\n"
-        "       framework='numpy', return_indices=False, order=None, prefetch=None,\n"
-        "       pin_memory=True, uneven='pad', quasi_window=4, rrc=None, ratio=None,\n"
-        "       interpolation='bilinear', dtype='uint8', layout='NHWC', mean=None, std=None,\n"
-        "       return_params=False, on_error='fail', verify_samples=False,\n"
-        "       return_recovery=False)\n\n"
-        "Batches of a shardc dataset, read ahead by worker threads into a ring of buffers:\n\n"
-        "    for images, labels in shardread.Loader('ds', batch_size=256, shuffle=True):\n"
-        "        ...   # images (B, H, W, C) uint8, labels (B,) int64\n\n"
-        "Each iteration is one epoch; the next iteration starts the next epoch (a random order is "
-        "a fresh permutation per epoch, from seed and epoch). The batches of an epoch depend only "
-        "on the dataset, the options, seed and epoch, never on threads or timing.\n\n"
-        "shuffle: random order (order='quasi' reads shard windows, for data larger than RAM). "
-        "threads: worker threads (default: the cores, at most 4). rank/world: this process's "
-        "share; by default torch.distributed's when it is initialised, else the RANK and "
-        "WORLD_SIZE environment variables, else 0 of 1; every rank gets the same number of "
-        "batches (uneven='pad' repeats samples, 'drop' drops them). drop_last: drop a short last "
-        "batch. size: an int or (height, width); every sample is center-cropped (random_crop: at "
-        "a random offset) or zero-padded to it; needed when samples vary in size. flip: mirror "
-        "with probability 1/2 (True) or the given probability (a float).\n\n"
-        "Read-time transforms, done by the worker threads: rrc=True (scale (0.08, 1.0)) or "
-        "rrc=(min, max) draws torchvision's RandomResizedCrop box for every sample of every epoch "
-        "(ratio=(min, max), default (3/4, 4/3)) and resizes it to size with interpolation "
-        "('bilinear' by default, or 'nearest', 'box', 'hamming', 'bicubic', 'lanczos'): the "
-        "pixels equal torchvision's F.resized_crop of the stored image, mirrored when flipped. "
-        "dtype 'uint8', 'float32' or 'float16' (or the numpy/torch dtype), layout 'NHWC' or "
-        "'NCHW'. mean and std: per-channel normalisation (x - mean) / std on the 0..255 scale "
-        "(torchvision's [0.485, 0.456, 0.406] is [123.675, 116.28, 103.53] here), or "
-        "mean='dataset' for the dataset's own statistics; normalising implies float32 unless "
-        "dtype says float16. return_params: batches become (images, labels, indices, params), "
-        "params an (n, 5) int64 array of each sample's box x, y, w, h in the stored image and "
-        "flip (0 or 1).\n\n"
-        "access: 'mmap', 'pread' (files that may change, network "
-        "filesystems) or 'direct' (O_DIRECT). framework='torch': torch tensors (uint8 NHWC, "
-        "int64) sharing the batch memory. return_indices: a third element, the dataset indices. "
-        "prefetch: ring buffers (default threads + 3). pin_memory: ring buffers in CUDA pinned "
-        "memory where a device exists, so images.cuda(non_blocking=True) is an asynchronous "
-        "copy.\n\n"
-        "on_error: what a sample that cannot be read (or, with verify_samples=True, whose pixels "
-        "do not match their stored hash) does: 'fail' (default) raises, 'skip' leaves it out of "
-        "a shorter batch, 'substitute' puts a deterministic other sample in its place (chosen "
-        "from seed, epoch and index); recovery() reports what was replaced or skipped. "
-        "return_recovery: a last element, the list of this batch's samples not delivered as "
-        "planned, one (index, position, code, reason) tuple each: the dataset index that could "
-        "not be read, the position in the batch of its substitute (-1 when skipped), the "
-        "error code and its description (e.g. a content hash mismatch); empty for a clean "
-        "batch.\n\n"
-        "Batches are zero-copy views of the ring buffers: a buffer is reused once every array "
-        "and tensor of its batch is collected. Up to prefetch - 2 batches may be kept this way; "
-        "a batch delivered while that many are kept is copied instead (see copies), so keeping "
-        "batches never blocks the reader nor changes them.\n\n"
-        "len(loader) is the batches per epoch of this rank. state_dict() / load_state_dict() "
-        "resume exactly, also on another world size (the rest of the epoch is shared among the "
-        "new ranks); set_epoch(e) picks the epoch the next iteration reads. Once torch is "
-        "imported, a Loader is a torch.utils.data.IterableDataset: DataLoader(loader, "
-        "batch_size=None) works (num_workers=0 is the right choice: the Loader has its own "
-        "threads; with workers, each reads a disjoint part of the share). The GIL is released "
-        "while waiting for a batch. Errors: shardread.Error subclasses (CorruptError names the "
-        "damaged file), FileNotFoundError for a missing dataset, ValueError for bad arguments.",
-    .tp_new = Loader_new,
-    .tp_init = (initproc)Loader_init,
-    .tp_dealloc = (destructor)Loader_dealloc,
-    .tp_repr = (reprfunc)Loader_repr,
-    .tp_iter = (getiterfunc)Loader_iter,
-    .tp_as_sequence = &Loader_as_sequence,
-    .tp_methods = Loader_methods,
-    .tp_getset = Loader_getset,
+static PyType_Spec Loader_spec = {
+    .name = "shardread.Loader",
+    .basicsize = sizeof(LoaderObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .slots = Loader_slots,
 };
 
 /* ======================================================================================== */
@@ -1700,9 +1992,44 @@ static PyObject *new_error(PyObject *m, const char *name, PyObject *bases, const
     return e;
 }
 
+static PyObject *set_wrap(PyObject *m, PyObject *fn)
+{
+    if (fn != Py_None && !PyCallable_Check(fn))
+        return PyErr_Format(PyExc_TypeError, "_set_wrap takes a callable or None");
+    XSETREF(g_wrap, fn == Py_None ? NULL : Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
+static PyObject *set_fence(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"fence", "pinned_only", NULL};
+    PyObject *fn;
+    int pinned_only = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:_set_fence", kwlist, &fn, &pinned_only))
+        return NULL;
+    if (fn != Py_None && !PyCallable_Check(fn))
+        return PyErr_Format(PyExc_TypeError, "_set_fence takes a callable or None");
+    XSETREF(g_fence, fn == Py_None ? NULL : Py_NewRef(fn));
+    g_fence_all = !pinned_only;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"_set_wrap", (PyCFunction)set_wrap, METH_O,
+     "_set_wrap(fn)\n\nfn(parts, torch) -> tuple turns a delivered tuple, whose arrays are "
+     "_View objects (buffer protocol), into the tuple given to the user (internal: the "
+     "package installs it)."},
+    {"_set_fence", (PyCFunction)(void (*)(void))set_fence, METH_VARARGS | METH_KEYWORDS,
+     "_set_fence(fence, pinned_only=True)\n\nfence() -> an event (query(), synchronize()) "
+     "recorded on the current device stream, or None; a pinned batch collected by Python goes "
+     "back to the reader only once the event recorded then has completed (internal: the "
+     "package installs torch's; pinned_only=False fences every batch, for tests)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "shardread",
+    .m_name = "shardread._shardread",
     .m_doc = "Read datasets written by shardc (libshardread) from Python, numpy and PyTorch.\n\n"
              "    import shardread\n"
              "    ds = shardread.Dataset('ds')              # map-style: ds[i] -> (image, label)\n"
@@ -1713,17 +2040,23 @@ static PyModuleDef module = {
              "message), ArgumentError (a ValueError), ShapeError, NotFoundError (a "
              "FileNotFoundError), ReadError (an OSError), StateError, UnsupportedError.",
     .m_size = -1,
+    .m_methods = module_methods,
 };
 
-PyMODINIT_FUNC PyInit_shardread(void);
+PyMODINIT_FUNC PyInit__shardread(void);
 
-PyMODINIT_FUNC PyInit_shardread(void)
+PyMODINIT_FUNC PyInit__shardread(void)
 {
-    import_array();
-    if (PyType_Ready(&DatasetType) < 0 || PyType_Ready(&RingType) < 0 ||
-        PyType_Ready(&BatchType) < 0 || PyType_Ready(&LoaderType) < 0 ||
-        PyType_Ready(&LoaderIterType) < 0)
-        return NULL;
+    struct {
+        PyTypeObject **type;
+        PyType_Spec *spec;
+    } types[] = {{&DatasetType, &Dataset_spec}, {&RingType, &Ring_spec},
+                 {&BatchType, &Batch_spec},     {&ViewType, &View_spec},
+                 {&LoaderType, &Loader_spec},   {&LoaderIterType, &LoaderIter_spec}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        if (!*types[i].type && !(*types[i].type = (PyTypeObject *)PyType_FromSpec(types[i].spec)))
+            return NULL;
+    }
     PyObject *m = PyModule_Create(&module);
     if (!m)
         return NULL;
@@ -1759,8 +2092,9 @@ PyMODINIT_FUNC PyInit_shardread(void)
     if (!(g_unsupported_error = new_error(m, "UnsupportedError", g_error, "A valid dataset "
                                           "this build cannot read (e.g. a backend left out).")))
         goto fail;
-    if (PyModule_AddObjectRef(m, "Dataset", (PyObject *)&DatasetType) < 0 ||
-        PyModule_AddObjectRef(m, "Loader", (PyObject *)&LoaderType) < 0 ||
+    if (PyModule_AddObjectRef(m, "Dataset", (PyObject *)DatasetType) < 0 ||
+        PyModule_AddObjectRef(m, "Loader", (PyObject *)LoaderType) < 0 ||
+        PyModule_AddObjectRef(m, "_View", (PyObject *)ViewType) < 0 ||
         PyModule_AddStringConstant(m, "__version__", "0.1.0") < 0 ||
         PyModule_AddIntConstant(m, "LIBRARY_VERSION_MAJOR", SHR_VERSION_MAJOR) < 0 ||
         PyModule_AddIntConstant(m, "LIBRARY_VERSION_MINOR", SHR_VERSION_MINOR) < 0)

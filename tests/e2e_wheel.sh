@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# End to end: the wheel (make wheel) stands alone. It is tagged cp311-abi3; its extension uses no
+# numpy C API (no PyArray_ / _ARRAY_API symbol) and only the stable ABI's symbols of libpython;
+# every library it needs but the C library resolves inside the wheel (shardread.libs/, through
+# RUNPATH, with no LD_LIBRARY_PATH); and installed with pip into a fresh virtual environment
+# (--system-site-packages for numpy, torch and Pillow), the whole Python suite (tests/python)
+# passes against the installed package, run from outside the repository.
+. "$(dirname "$0")/lib.sh"
+
+PY=${SHARDC_PYTHON:-/usr/bin/python3}
+case "$BUILD" in
+  *address*|*thread*)
+    # a sanitizer build's extension needs its runtime preloaded; the plain build covers the wheel
+    echo "  (the wheel is tested in the plain build only)"; exit 77 ;;
+esac
+
+make --no-print-directory -C "$ROOT" BUILD="$BUILD" wheel >"$T/wheel.log" 2>&1
+check "make wheel" test -f "$ROOT/$BUILD/dist/shardread-0.1.0-cp311-abi3-linux_x86_64.whl"
+sed 's/^/       /' "$T/wheel.log" | tail -1
+WHL=$(ls "$ROOT/$BUILD"/dist/shardread-*-cp311-abi3-linux_x86_64.whl | head -1)
+
+mkdir "$T/unz"
+(cd "$T/unz" && python3 -m zipfile -e "$WHL" .)
+EXT="$T/unz/shardread/_shardread.abi3.so"
+check "the wheel's WHEEL file says cp311-abi3" grep -qx 'Tag: cp311-abi3-linux_x86_64' \
+  "$T/unz/shardread-0.1.0.dist-info/WHEEL"
+check "the wheel holds the type stubs and py.typed" test -f "$T/unz/shardread/__init__.pyi" \
+  -a -f "$T/unz/shardread/py.typed"
+
+# no numpy C API: its functions are reached through _ARRAY_API / PyArray_* names
+if nm -D "$EXT" | grep -E 'PyArray_|_ARRAY_API' >"$T/np"; then
+  bad "the extension uses the numpy C API: $(head -3 "$T/np" | tr '\n' ' ')"
+else
+  ok "no numpy C API symbol in the extension"
+fi
+# every Python symbol it takes is in the stable ABI's list for 3.11 (CPython's Misc/stable_abi:
+# the names python3.so exports)
+abi3_so=$("$PY" -c 'import sysconfig, os; d = sysconfig.get_config_var("LIBDIR"); print(os.path.join(d, "libpython3.so")) if os.path.exists(os.path.join(d, "libpython3.so")) else print("")')
+nm -D --undefined-only "$EXT" | awk '{print $2}' | grep -E '^_?Py' | sed 's/@.*//' | sort -u >"$T/uses"
+check "the extension calls into libpython ($(wc -l <"$T/uses") symbols)" test -s "$T/uses"
+if [ -n "$abi3_so" ]; then
+  nm -D --defined-only "$abi3_so" | awk '{print $3}' | sort -u >"$T/abi3"
+  if comm -23 "$T/uses" "$T/abi3" >"$T/extra" && [ -s "$T/extra" ]; then
+    bad "symbols outside the stable ABI: $(tr '\n' ' ' <"$T/extra")"
+  else
+    ok "every libpython symbol the extension uses is in the stable ABI (libpython3.so)"
+  fi
+else
+  # Debian ships no libpython3.so: no underscore name but the stable ABI's own (the abi_only
+  # entries of CPython's Misc/stable_abi.toml that the limited API's macros call)
+  abi_only='^(_Py_Dealloc|_Py_(None|True|False|NotImplemented)Struct|_Py_EllipsisObject|_Py_IncRef|_Py_DecRef|_PyArg_(Parse|ParseTuple|ParseTupleAndKeywords|BuildValue|VaParse|VaParseTupleAndKeywords)_SizeT|_Py_BuildValue_SizeT|_Py_VaBuildValue_SizeT|_PyObject_(CallFunction|CallMethod)_SizeT|_PyObject_New|_PyObject_NewVar|_PyErr_BadInternalCall)$'
+  if grep -E '^_Py' "$T/uses" | grep -vE "$abi_only" >"$T/extra" ||
+     grep -E '^(PyUnicode_AsUTF8|PyTuple_GET_ITEM|PyList_SET_ITEM|PyArray_.*)$' "$T/uses" >>"$T/extra"; [ -s "$T/extra" ]; then
+    bad "symbols outside the stable ABI: $(tr '\n' ' ' <"$T/extra")"
+  else
+    ok "no private (_Py) or non-stable libpython symbol in the extension"
+  fi
+fi
+
+# every NEEDED library resolves inside the wheel, or is the C library's
+env -u LD_LIBRARY_PATH ldd "$EXT" >"$T/ldd" 2>&1
+if grep -q 'not found' "$T/ldd"; then
+  bad "unresolved libraries: $(grep 'not found' "$T/ldd" | tr '\n' ' ')"
+else
+  ok "ldd resolves every library of the extension"
+fi
+outside=$(awk '$2 == "=>" {print $1, $3}' "$T/ldd" | while read -r n p; do echo "$n $(readlink -f "$p")"; done |
+  grep -vE '^(libc|libm|libpthread|libdl|librt|libutil|libresolv|ld-linux[^ ]*)\.so' |
+  grep -v " $T/unz/shardread.libs/" || true)
+if [ -n "$outside" ]; then
+  bad "libraries resolved outside the wheel: $outside"
+else
+  ok "every library but glibc's resolves inside shardread.libs ($(ls "$T/unz/shardread.libs" | wc -l) bundled)"
+fi
+check "the extension's RUNPATH is \$ORIGIN/../shardread.libs" \
+  bash -c "readelf -d '$EXT' | grep -q 'RUNPATH.*\\\$ORIGIN/../shardread.libs'"
+
+# installed into a fresh venv and tested from outside the repository
+if ! "$PY" -m venv --system-site-packages "$T/venv" >"$T/venv.log" 2>&1; then
+  bad "python3 -m venv: $(tail -1 "$T/venv.log") (scripts/deps.sh installs python3-venv)"
+  finish; exit
+fi
+VPY="$T/venv/bin/python"
+env -u PYTHONPATH "$VPY" -m pip install -q --no-index --no-deps "$WHL" >"$T/pip.log" 2>&1
+rc=$?
+check "pip install --no-index the wheel into a fresh venv" test $rc -eq 0
+where=$(cd "$T" && env -u PYTHONPATH "$VPY" -c 'import shardread; print(shardread.__file__)' 2>&1)
+case "$where" in
+  "$T/venv/"*) ok "the venv imports the installed package ($where)" ;;
+  *) bad "the venv imports shardread from elsewhere: $where"; sed 's/^/       /' "$T/pip.log" ;;
+esac
+
+# the Python suite against the installed package: tests copied out of the repository, the
+# fixtures built by this build's shardc
+cp -r "$ROOT/tests/python" "$T/pytests"
+(cd "$T/pytests" && env -u PYTHONPATH BUILD="$ROOT/$BUILD" PYTHONDONTWRITEBYTECODE=1 \
+  SHARDREAD_ROOT="$ROOT" "$VPY" -m pytest -q -rs -p no:cacheprovider . >"$T/pytest.log" 2>&1)
+rc=$?
+tail -3 "$T/pytest.log" | sed 's/^/       /'
+if [ $rc -eq 0 ]; then ok "tests/python passes against the installed wheel"; else
+  bad "tests/python against the installed wheel (pytest exit $rc)"; grep -E '^(FAILED|ERROR)' "$T/pytest.log" | head; fi
+
+finish
