@@ -24,6 +24,7 @@ build_pkgs=(
   python3-pytest python3-torch             # its tests: pytest, and torch interop (tensors, DataLoader)
   python3-torchvision                      # the exactness tests' reference (e2e_torchvision, tests/python)
   python3-venv python3-pip patchelf        # make wheel (bundled libraries) and its install test
+  python3-setuptools                       # pip install --no-build-isolation reader/python
   libopenmpi-dev openmpi-bin               # shardc-mpi (mpicc) and its tests (mpirun)
 )
 bench_pkgs=(python3-numpy python3-h5py python3-torchvision)  # torchvision: scripts/bench-torch.py
