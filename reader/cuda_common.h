@@ -40,4 +40,8 @@ static inline int rc_of_cuda(cudaError_t e)
 /* 1 if a device is usable: present, and able to run this object's kernels (probed once). */
 int shr_cuda_usable(void);
 
+/* Why shr_cuda_usable is 0 (the CUDA call that failed and its error, with the driver and
+ * runtime versions), or which device it found; never NULL, static, fixed after the probe. */
+const char *shr_cuda_usable_status(void);
+
 #endif

@@ -67,21 +67,43 @@ __global__ void normalize_kernel(norm_args a, const uint8_t *src, T *dst)
 
 static std::once_flag g_avail_once;
 static int g_avail;
+static char g_avail_status[512];
 
 static void probe_device(void)
 {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+    int n = 0, drv = 0, rt = 0, dev = 0;
+    cudaDriverGetVersion(&drv);
+    cudaRuntimeGetVersion(&rt);
+    char versions[96];
+    snprintf(versions, sizeof versions, "runtime %d.%d, driver %d.%d", rt / 1000, rt % 1000 / 10,
+             drv / 1000, drv % 1000 / 10);
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
         cudaGetLastError();
+        snprintf(g_avail_status, sizeof g_avail_status, "cudaGetDeviceCount: %s (%s)",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "no device", versions);
         return;
     }
     /* a device this object has no code for (SASS for sm_90, PTX for compute_90: older GPUs) is
      * as good as none; asking for a kernel's attributes loads the module and says so */
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, normalize_kernel<float>) != cudaSuccess) {
+    cudaDeviceProp prop;
+    cudaGetDevice(&dev);
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
         cudaGetLastError();
+        snprintf(prop.name, sizeof prop.name, "?");
+        prop.major = prop.minor = 0;
+    }
+    e = cudaFuncGetAttributes(&fa, normalize_kernel<float>);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(g_avail_status, sizeof g_avail_status,
+                 "device %d (%s, sm_%d%d): cannot load the kernels: %s (%s)", dev, prop.name,
+                 prop.major, prop.minor, cudaGetErrorString(e), versions);
         return;
     }
+    snprintf(g_avail_status, sizeof g_avail_status, "device %d of %d: %s, sm_%d%d (%s)", dev, n,
+             prop.name, prop.major, prop.minor, versions);
     g_avail = 1;
 }
 
@@ -89,6 +111,12 @@ int shr_cuda_usable(void)
 {
     std::call_once(g_avail_once, probe_device);
     return g_avail;
+}
+
+const char *shr_cuda_usable_status(void)
+{
+    std::call_once(g_avail_once, probe_device);
+    return g_avail_status;
 }
 
 /* ---- the feed kernel ---- */

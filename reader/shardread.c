@@ -1148,6 +1148,9 @@ void shr_get_info(const shr_reader *r, shr_info *info)
     info->ring_bytes = (uint64_t)r->nslots * (r->batch_bytes + (3 * sizeof(int64_t) +
                                                                 sizeof(shr_params)) *
                                               (uint64_t)r->o.batch_size);
+    info->pinned = r->slots && r->nslots > 0;
+    for (uint32_t i = 0; info->pinned && i < r->nslots; i++)
+        info->pinned = r->slots[i].b.pinned;
 }
 
 /* ---- single samples ---- */

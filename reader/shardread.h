@@ -400,6 +400,9 @@ typedef struct {
                                          * coefficient tables for every box side up to the
                                          * largest stored width and height (a few KiB each,
                                          * 64 MiB at most) */
+    int pinned;                         /* 1 if every batch buffer of the ring is CUDA pinned
+                                         * host memory, 0 if any is ordinary memory (SHR_PIN_OFF,
+                                         * no device, or a failed cudaHostAlloc) */
 } shr_info;
 SHR_API void shr_get_info(const shr_reader *r, shr_info *info);
 

@@ -171,6 +171,48 @@ expect_exit 0 "without --verify-samples a pixel flip is not seen" "$BENCH" read 
 expect_exit 2 "a bad --on-error" "$BENCH" read "$T/ds" --on-error ignore
 check "the message names the choices" grep -q "bad --on-error 'ignore' (fail, skip or substitute)" "$T/err"
 
+# memory and devices: the ring says whether it is pinned and how big it is; a GPU asked for and
+# not found fails with the reason; auto says on stderr why it runs on the CPU
+expect_exit 0 "read: the ring's memory in the row" "$BENCH" read "$T/ds" --json -e 1 -j 2 -b 8
+check "pinned and ring_bytes" python3 -c "
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert isinstance(r['pinned'], bool) and r['ring_bytes'] >= 8 * 32 * 32 * 3, r" "$T/out"
+for src in ds src; do
+  expect_exit 0 "train $src --device cpu: pageable memory, no copy figures" \
+    "$BENCH" train "$T/$src" --json -e 1 -j 2 -b 8 --step-ms 0 --device cpu
+  check "train $src --device cpu: the keys, null where no GPU ran" python3 -c "
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r['device'] == 'cpu' and r['pinned'] is False and r['ring_bytes'] > 0, r
+for k in ('h2d_gb_per_s', 'h2d_baseline_pinned_gb_per_s', 'h2d_pageable_gb_per_s',
+          'h2d_vs_baseline', 'gpu_status'):
+    assert k in r and r[k] is None, (k, r)" "$T/out"
+done
+"$BENCH" train "$T/ds" --json -e 1 -j 2 -b 8 --step-ms 0 --device gpu >"$T/gpu.json" 2>"$T/gpu.err"
+gpu_rc=$?
+if [ $gpu_rc -eq 1 ]; then
+  check "--device gpu without a GPU: fails naming the cause" \
+    grep -q "shardbench: cannot create the training step on the GPU: .*[a-z]: [a-zA-Z]" "$T/gpu.err"
+  check "--device gpu without a GPU: nothing measured" [ ! -s "$T/gpu.json" ]
+  expect_exit 0 "--device auto without a GPU" "$BENCH" train "$T/ds" --json -e 1 -j 2 -b 8 \
+    --step-ms 0
+  check "--device auto: the fall-back and its cause on stderr" \
+    grep -q "shardbench: the training step runs on the CPU: .*: " "$T/err"
+  check "--device auto: the cause in the row" python3 -c "
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r['device'] == 'cpu' and r['gpu_status'] and r['h2d_vs_baseline'] is None, r" "$T/out"
+else
+  check "--device gpu with a GPU: runs (exit $gpu_rc)" [ $gpu_rc -eq 0 ]
+  check "--device gpu: pinned batches and the copy baselines" python3 -c "
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r['device'] == 'gpu' and r['pinned'] is True, r
+assert r['h2d_gb_per_s'] > 0 and r['h2d_baseline_pinned_gb_per_s'] > 0, r
+assert r['h2d_pageable_gb_per_s'] > 0 and r['h2d_vs_baseline'] > 0, r" "$T/gpu.json"
+fi
+
 expect_exit 1 "a missing dataset after a good one" "$BENCH" read "$T/ds" "$T/nope"
 check "it is named" grep -q "cannot open $T/nope" "$T/err"
 mkdir -p "$T/bad"

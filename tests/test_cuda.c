@@ -8,10 +8,15 @@
  * of the device input taken at the start and at the end of every step, against the host's,
  * with slow steps and fast producers and the reverse, with synthetic batches and with a real
  * reader); the model's loss falls and matches the CPU step's; the normalize kernel equals a CPU
- * reference.
+ * reference, on one block and on grids of many (batches of 224x224 and odd sizes, and one past
+ * the largest grid, where the grid-stride loop wraps).
+ *
+ * SHARDC_REQUIRE_GPU=1 in the environment (or --require-gpu) turns "no usable device" from a
+ * skip into a failure, for machines where a GPU must be found: the reason is printed either way.
  *
  * CUDA state does not survive fork, and check runs each test in a child: the parent never
  * touches CUDA (it probes for a device in a child of its own). */
+#include "bench.h"
 #include "cuda_feed.h"
 #include "gpu_api.h"
 #include "pinned.h"
@@ -119,11 +124,18 @@ START_TEST(test_fallback_without_gpu_lib)
     ck_assert_int_eq(setenv("SHARDREAD_GPU_LIB", "/nonexistent/libshardgpu.so", 1), 0);
     ck_assert_int_eq(shr_step_gpu_available(), 0);
     ck_assert_ptr_null(shr_gpu_table());
-    if (shr_cuda_available())
+    if (shr_cuda_available()) {
         ck_assert_msg(strstr(shr_gpu_status(), "/nonexistent/libshardgpu.so") != NULL,
                       "status: %s", shr_gpu_status());
-    else
-        ck_assert_str_eq(shr_gpu_status(), "no CUDA device");
+    } else {
+        /* the reason the runtime gave comes along, not only the verdict */
+        char why[512];
+        shr_cuda_status(why, sizeof why);
+        ck_assert_msg(strncmp(shr_gpu_status(), "no CUDA device: ", 16) == 0, "status: %s",
+                      shr_gpu_status());
+        ck_assert_str_eq(shr_gpu_status() + 16, why);
+        ck_assert_msg(strlen(why) > 10, "no reason: %s", why);
+    }
 
     /* AUTO: the CPU step, which works */
     shr_step_opts o = emulated_opts(0, SHR_DEVICE_AUTO);
@@ -157,6 +169,29 @@ START_TEST(test_fallback_without_gpu_lib)
     ck_assert_int_eq(shr_step_create(&s, &o), 0);
     ck_assert_ptr_null(shr_step_gpu(s, NULL));
     shr_step_free(s);
+}
+END_TEST
+
+/* shr_cuda_status: a reason, whatever the machine, copied and truncated as told. */
+START_TEST(test_cuda_status)
+{
+    char why[512], small[8];
+    int avail = shr_cuda_available();
+    ck_assert_ptr_eq(shr_cuda_status(why, sizeof why), why);
+    fprintf(stderr, "test_cuda: shr_cuda_status: %s\n", why);
+    if (avail) {
+        ck_assert_msg(strstr(why, "CUDA device(s) (libcudart.so") != NULL, "%s", why);
+    } else {
+        /* what failed: the runtime's loading, or its device count (with the versions) */
+        ck_assert_msg(strncmp(why, "cannot load the CUDA runtime: ", 30) == 0 ||
+                      strstr(why, "runtime ") != NULL, "%s", why);
+        ck_assert_msg(strchr(why, ':') != NULL, "%s", why);
+    }
+    ck_assert_str_eq(shr_cuda_status(NULL, 10), "");
+    ck_assert_str_eq(shr_cuda_status(why, 0), "");
+    shr_cuda_status(small, sizeof small);
+    ck_assert_uint_eq(strlen(small), sizeof small - 1);
+    ck_assert_int_eq(strncmp(small, why, sizeof small - 1), 0);
 }
 END_TEST
 
@@ -213,6 +248,18 @@ START_TEST(test_gpu_lib_checks)
     int avail = api->available();
     if (!shr_cuda_available())
         ck_assert_int_eq(avail, 0);
+    ck_assert_ptr_nonnull(api->status());
+    ck_assert_msg(strlen(api->status()) > 10, "status: %s", api->status());
+    if (!avail)         /* the failing call and the versions */
+        ck_assert_msg(strstr(api->status(), "driver ") != NULL, "%s", api->status());
+    double gp = -1, gq = -1;
+    ck_assert_int_eq(api->h2d_baseline(0, 1, &gp, &gq, NULL, 0), EINVAL);
+    ck_assert_int_eq(api->h2d_baseline(16, 0, &gp, &gq, NULL, 0), EINVAL);
+    if (!avail) {
+        why[0] = '\0';
+        ck_assert_int_eq(api->h2d_baseline(4096, 2, &gp, &gq, why, sizeof why), ENODEV);
+        ck_assert_str_eq(why, api->status());
+    }
 
     /* options are checked before the device is looked at */
     shr_step_opts o = emulated_opts(NAN, SHR_DEVICE_GPU);
@@ -411,6 +458,44 @@ static void make_dataset(char *root, size_t root_len, char *ds, size_t ds_len)
     ck_assert_msg(run_quiet(cmd) == 0, "failed: %s", cmd);
 }
 
+/* The reader's ring and shardbench's folder feed say whether their buffers are pinned: pinned
+ * where a device is and pinning was asked for, never under SHR_PIN_OFF. */
+START_TEST(test_ring_memory)
+{
+    char root[1100], ds[1200], src[1200];
+    make_dataset(root, sizeof root, ds, sizeof ds);
+    snprintf(src, sizeof src, "%s/src", root);
+    for (int pin = 0; pin < 2; pin++) {
+        shr_options ro;
+        shr_options_init(&ro);
+        ro.batch_size = 8;
+        ro.threads = 1;
+        ro.prefetch = 3;
+        ro.pin = pin ? SHR_PIN_AUTO : SHR_PIN_OFF;
+        shr_reader *r = NULL;
+        ck_assert_int_eq(shr_open(&r, ds, &ro), 0);
+        shr_info info;
+        shr_get_info(r, &info);
+        ck_assert_int_eq(info.pinned, pin && shr_cuda_available());
+        ck_assert_uint_ge(info.ring_bytes, 3 * info.batch_bytes);
+        const shr_batch *b;
+        ck_assert_int_eq(shr_next(r, &b), 0);
+        ck_assert_int_eq(b->pinned, info.pinned);
+        shr_release(r, b);
+        shr_close(r);
+
+        sb_feed f;
+        ck_assert_int_eq(feed_open(&f, src, 4, 1, 2, SHR_ORDER_SEQUENTIAL, 0, 16, 16, 3,
+                                   pin ? SHR_PIN_AUTO : SHR_PIN_OFF), 0);
+        ck_assert_int_eq(f.pinned, pin && shr_cuda_available());
+        ck_assert_int_eq(f.slots[0].b.pinned, f.pinned);
+        ck_assert_uint_ge(f.ring_bytes, 2 * 4 * 16 * 16 * 3);
+        feed_close(&f);
+    }
+    nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+END_TEST
+
 START_TEST(test_gpu_reader_feed)
 {
     char root[1100], ds[1200];
@@ -424,6 +509,9 @@ START_TEST(test_gpu_reader_feed)
         ro.order = SHR_ORDER_RANDOM;
         shr_reader *r = NULL;
         ck_assert_int_eq(shr_open(&r, ds, &ro), 0);
+        shr_info info;
+        shr_get_info(r, &info);
+        ck_assert_int_eq(info.pinned, 1);
         shr_step_opts o = emulated_opts(slow ? 5.0 : 0.0, SHR_DEVICE_GPU);
         gpu_handle g = gpu_create(&o, SHR_GPU_CHECKSUMS, 2);
         enum { MAXRUNS = 64 };
@@ -669,6 +757,139 @@ START_TEST(test_gpu_normalize)
 }
 END_TEST
 
+/* The kernel's definition (cuda_feed.h) on the CPU, against out: float32 bit for bit, float16
+ * within half a unit in the last place. Returns the number of elements compared. */
+static size_t check_normalized(const shr_feed_norm *p, const uint8_t *src, const void *out)
+{
+    uint32_t oh = p->out_height ? p->out_height : p->height;
+    uint32_t ow = p->out_width ? p->out_width : p->width, c = p->channels;
+    size_t k = 0;
+    for (uint32_t i = 0; i < p->n; i++) {
+        uint32_t cx = p->crop_x, cy = p->crop_y;
+        if (p->crop_xy) {
+            cx = p->crop_xy[2 * i] > p->width - ow ? p->width - ow : p->crop_xy[2 * i];
+            cy = p->crop_xy[2 * i + 1] > p->height - oh ? p->height - oh : p->crop_xy[2 * i + 1];
+        }
+        int flip = p->flip && p->flip[i];
+        for (uint32_t ch = 0; ch < c; ch++) {
+            float inv = p->std[ch] > 0 ? 1.0f / p->std[ch] : 1.0f;
+            for (uint32_t y = 0; y < oh; y++)
+                for (uint32_t x = 0; x < ow; x++, k++) {
+                    uint32_t sx = flip ? cx + ow - 1 - x : cx + x;
+                    size_t at = (((size_t)i * p->height + cy + y) * p->width + sx) * c + ch;
+                    float want = ((float)src[at] - p->mean[ch]) * inv;
+                    if (p->dtype == SHR_FEED_F16) {
+                        float got = half_to_float(((const uint16_t *)out)[k]);
+                        if (!(fabsf(got - want) <= fabsf(want) * 0x1p-11f + 0x1p-24f))
+                            ck_abort_msg("element %zu (sample %u c %u x %u y %u): %g vs %g", k,
+                                         i, ch, x, y, got, want);
+                    } else {
+                        float got = ((const float *)out)[k];
+                        if (got != want)
+                            ck_abort_msg("element %zu (sample %u c %u x %u y %u): %g vs %g", k,
+                                         i, ch, x, y, got, want);
+                    }
+                }
+        }
+    }
+    return k;
+}
+
+/* Many blocks: 256 threads a block, so every case has hundreds at least; the last has more
+ * elements than the largest grid (65535 x 8 blocks of 256) has threads, so threads wrap round
+ * the grid-stride loop, and its indices pass 2^27. */
+static const struct {
+    uint32_t n, h, w, c, oh, ow;
+    int per_sample, half;
+} g_grids[] = {
+    {64, 224, 224, 3, 0, 0, 0, 0},          /* a ResNet batch, no crop */
+    {64, 227, 225, 3, 224, 224, 1, 1},      /* odd sources, random crops and flips, half */
+    {64, 227, 225, 3, 224, 224, 1, 0},
+    {7, 513, 1001, 1, 511, 997, 0, 0},      /* gray, odd, one crop for all */
+    {9, 31, 17, 4, 29, 13, 1, 1},           /* 4 channels, a partial last block */
+    {48, 1024, 1000, 3, 0, 0, 1, 1},        /* 147 M elements: past the largest grid */
+};
+
+START_TEST(test_gpu_normalize_grids)
+{
+    const shr_gpu_api *api = shr_gpu_table();
+    ck_assert_ptr_nonnull(api);
+    shr_feed_norm p;
+    memset(&p, 0, sizeof p);
+    p.n = g_grids[_i].n;
+    p.height = g_grids[_i].h;
+    p.width = g_grids[_i].w;
+    p.channels = g_grids[_i].c;
+    p.out_height = g_grids[_i].oh;
+    p.out_width = g_grids[_i].ow;
+    p.dtype = g_grids[_i].half ? SHR_FEED_F16 : SHR_FEED_F32;
+    const float mean[4] = {123.675f, 116.28f, 103.53f, 50.0f};
+    const float sd[4] = {58.395f, 57.12f, 57.375f, 0.0f};
+    memcpy(p.mean, mean, sizeof mean);
+    memcpy(p.std, sd, sizeof sd);
+    size_t in = (size_t)p.n * p.height * p.width * p.channels;
+    uint8_t *src = malloc(in);
+    uint32_t *xy = malloc((size_t)p.n * 2 * sizeof *xy);
+    uint8_t *flip = malloc(p.n);
+    ck_assert(src && xy && flip);
+    fill_random(src, in, 500 + (uint64_t)_i);
+    uint64_t seed = 900 + (uint64_t)_i;
+    for (uint32_t i = 0; i < p.n; i++) {
+        /* origins up to 8 past the last valid one: those are clamped */
+        xy[2 * i] = (uint32_t)(mix64(&seed) % (p.width - (p.out_width ? p.out_width
+                                                                     : p.width) + 9));
+        xy[2 * i + 1] = (uint32_t)(mix64(&seed) % (p.height - (p.out_height ? p.out_height
+                                                                          : p.height) + 9));
+        flip[i] = (uint8_t)(mix64(&seed) & 1);
+    }
+    if (g_grids[_i].per_sample) {
+        p.crop_xy = xy;
+        p.flip = flip;
+    } else if (p.out_width) {
+        p.crop_x = (p.width - p.out_width) / 2 + 1;
+        p.crop_y = (p.height - p.out_height) / 2;
+    }
+    uint64_t bytes = (uint64_t)p.n * p.channels * (p.out_height ? p.out_height : p.height) *
+                     (p.out_width ? p.out_width : p.width) * (p.dtype == SHR_FEED_F16 ? 2 : 4);
+    void *out = malloc(bytes);
+    ck_assert_ptr_nonnull(out);
+    int rc = api->feed_normalize_host(&p, src, out);
+    ck_assert_msg(rc == 0, "normalize: %s (%s)", shr_strerror(rc), api->feed_error());
+    size_t k = check_normalized(&p, src, out);
+    ck_assert_uint_eq(k * (p.dtype == SHR_FEED_F16 ? 2 : 4), bytes);
+    fprintf(stderr, "test_cuda: normalize %ux%ux%ux%u -> %ux%u %s: %zu elements, %zu blocks of "
+            "256, equal\n", p.n, p.height, p.width, p.channels, p.out_height ? p.out_height
+            : p.height, p.out_width ? p.out_width : p.width, p.dtype == SHR_FEED_F16 ? "f16"
+            : "f32", k, (k + 255) / 256);
+    free(out);
+    free(src);
+    free(xy);
+    free(flip);
+}
+END_TEST
+
+/* The copy baseline of shardbench train: both kinds of memory are timed, on the device. */
+START_TEST(test_gpu_h2d_baseline)
+{
+    const shr_gpu_api *api = shr_gpu_table();
+    ck_assert_ptr_nonnull(api);
+    double gp = 0, gq = 0;
+    char why[256] = "";
+    int rc = api->h2d_baseline((size_t)32 << 20, 8, &gp, &gq, why, sizeof why);
+    ck_assert_msg(rc == 0, "h2d_baseline: %s (%s)", shr_strerror(rc), why);
+    fprintf(stderr, "test_cuda: cudaMemcpyAsync of 32 MiB: %.2f GB/s pinned, %.2f GB/s pageable\n",
+            gp, gq);
+    ck_assert(gp > 0 && gq > 0 && isfinite(gp) && isfinite(gq));
+}
+END_TEST
+
+/* Where no device is usable and one is required: fails, with the reason. */
+START_TEST(test_gpu_required)
+{
+    ck_abort_msg("SHARDC_REQUIRE_GPU is set and no GPU test could run: %s", g_gpu_why);
+}
+END_TEST
+
 /* ---- running ---- */
 
 /* Whether a device is usable, asked in a child so that this process never initialises CUDA
@@ -696,12 +917,16 @@ static void probe_gpu(void)
         g_gpu = 1;
 }
 
+static int g_require_gpu;               /* SHARDC_REQUIRE_GPU=1 or --require-gpu */
+
 static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("dispatch");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_fallback_without_gpu_lib);
+    tcase_add_test(tc, test_cuda_status);
+    tcase_add_test(tc, test_ring_memory);
     tcase_add_test(tc, test_dispatcher_errors);
     tcase_add_test(tc, test_gpu_open_errors);
     tcase_add_test(tc, test_gpu_lib_checks);
@@ -716,24 +941,46 @@ static Suite *cuda_suite(void)
         tcase_add_loop_test(gc, test_gpu_model_learns, 0, 2);
         tcase_add_test(gc, test_gpu_model_bad_batches);
         tcase_add_loop_test(gc, test_gpu_normalize, 0, 4);
+        tcase_add_loop_test(gc, test_gpu_normalize_grids, 0,
+                            (int)(sizeof g_grids / sizeof g_grids[0]));
+        tcase_add_test(gc, test_gpu_h2d_baseline);
         suite_add_tcase(s, gc);
+    } else if (g_require_gpu) {
+        TCase *rc = tcase_create("gpu-required");
+        tcase_add_test(rc, test_gpu_required);
+        suite_add_tcase(s, rc);
     }
     return s;
 }
 
-int main(void)
+/* GPU tests registered where a device is usable: keep in step with cuda_suite. */
+#define GPU_TESTS (1 + 4 + 1 + 2 + 1 + 4 + (int)(sizeof g_grids / sizeof g_grids[0]) + 1)
+
+int main(int argc, char **argv)
 {
     char exe[1024];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
     snprintf(g_exe_dir, sizeof g_exe_dir, "%s", n > 0 ? dirname(exe) : ".");
+    const char *req = getenv("SHARDC_REQUIRE_GPU");
+    g_require_gpu = req && *req && strcmp(req, "0") != 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--require-gpu") == 0) {
+            g_require_gpu = 1;
+        } else {
+            fprintf(stderr, "usage: test_cuda [--require-gpu]\n");
+            return 2;
+        }
+    }
     probe_gpu();
-    if (!g_gpu && strcmp(g_gpu_why, "no CUDA device") == 0)
-        fprintf(stderr, "test_cuda: no CUDA device: GPU tests skipped\n");
-    else if (!g_gpu)
-        fprintf(stderr, "test_cuda: no CUDA device: GPU tests skipped (%s)\n", g_gpu_why);
+    if (g_gpu)
+        fprintf(stderr, "test_cuda: %d GPU tests run with %s\n", GPU_TESTS, g_gpu_why);
+    else if (g_require_gpu)
+        fprintf(stderr, "test_cuda: FAIL: a GPU is required and none is usable: %s\n",
+                g_gpu_why);
     else
-        fprintf(stderr, "test_cuda: GPU tests run with %s\n", g_gpu_why);
+        fprintf(stderr, "test_cuda: SKIPPED %d GPU tests: %s (SHARDC_REQUIRE_GPU=1 makes this "
+                "a failure)\n", GPU_TESTS, g_gpu_why);
     SRunner *sr = srunner_create(cuda_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -113,6 +113,9 @@ typedef struct {
     double resident;            /* --cold: largest fraction of pages found cached after eviction */
     XXH3_state_t *digest;       /* --checksum: over the batch stream, in delivery order */
     uint64_t checksum;
+    int have_ring;              /* libshardread rows: its ring's memory, as shr_info gives it */
+    int pinned;
+    uint64_t ring_bytes;
 } sb_row;
 
 /* The dataset order the reader delivered, per epoch, for the memcpy baseline to replay. */
@@ -227,6 +230,8 @@ struct sb_feed {
     sb_feed_worker *ws;
     uint32_t nthreads, started;
     shr_ring ring;              /* ring slot i is slots[i]; stream batch k: feed.c */
+    int pinned;                 /* every slot's pixels are CUDA pinned memory (shr_host_alloc) */
+    uint64_t ring_bytes;        /* the slots' buffers: pixels, labels, indices, sources */
     /* consumer side: touched only by the thread calling feed_next */
     uint64_t epoch, nb;         /* the current epoch; batches per epoch */
     uint64_t take;              /* batches of the epoch delivered */
@@ -329,7 +334,8 @@ int run_folder(char *dir, const sb_read_opts *ro, sb_row *row);
 /* feed.c */
 void feed_close(sb_feed *f);
 int feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t depth,
-              shr_order kind, uint64_t seed, uint32_t width, uint32_t height, uint32_t channels);
+              shr_order kind, uint64_t seed, uint32_t width, uint32_t height, uint32_t channels,
+              shr_pin pin);
 int feed_next(void *ctx, const shr_batch **b);
 void feed_release(void *ctx, const shr_batch *b);
 const char *feed_error(void *ctx);

@@ -834,6 +834,91 @@ leave:
 }
 
 
+/* ---- the copy baseline ---- */
+
+#define BASE_CU(call)                                                                             \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess) {                                                                  \
+            rc = rc_of_cuda(e_);                                                                  \
+            snprintf(why, why_len, "%s: %s", #call, cudaGetErrorString(e_));                      \
+            goto leave;                                                                           \
+        }                                                                                         \
+    } while (0)
+
+/* GB/s of reps copies from src to dst on st: one untimed copy first (the first touch of a
+ * pageable buffer by the driver, and of the device buffer). */
+static int time_copies(void *dst, const void *src, size_t bytes, uint32_t reps, cudaStream_t st,
+                       cudaEvent_t a, cudaEvent_t b, double *gbs, char *why, size_t why_len)
+{
+    int rc = 0;
+    float ms = 0;
+    BASE_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st));
+    BASE_CU(cudaEventRecord(a, st));
+    for (uint32_t i = 0; i < reps; i++)
+        BASE_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st));
+    BASE_CU(cudaEventRecord(b, st));
+    BASE_CU(cudaEventSynchronize(b));
+    BASE_CU(cudaEventElapsedTime(&ms, a, b));
+    *gbs = ms > 0 ? (double)bytes * reps / (ms * 1e6) : 0;
+leave:
+    return rc;
+}
+
+static int gpu_h2d_baseline(size_t bytes, uint32_t reps, double *pinned_gbs, double *pageable_gbs,
+                            char *why, size_t why_len)
+{
+    int rc = 0;
+    char dummy[1];
+    void *pinned = NULL, *pageable = NULL, *dev = NULL;
+    cudaStream_t st = NULL;
+    cudaEvent_t a = NULL, b = NULL;
+    if (!why || why_len == 0) {
+        why = dummy;
+        why_len = sizeof dummy;
+    }
+    why[0] = '\0';
+    if (bytes == 0 || reps == 0 || !pinned_gbs || !pageable_gbs)
+        return EINVAL;
+    *pinned_gbs = *pageable_gbs = 0;
+    if (!shr_cuda_usable()) {
+        snprintf(why, why_len, "%s", shr_cuda_usable_status());
+        return ENODEV;
+    }
+    BASE_CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    BASE_CU(cudaEventCreate(&a));
+    BASE_CU(cudaEventCreate(&b));
+    BASE_CU(cudaMalloc(&dev, bytes));
+    BASE_CU(cudaHostAlloc(&pinned, bytes, cudaHostAllocPortable));
+    if (posix_memalign(&pageable, 4096, bytes) != 0) {
+        pageable = NULL;
+        snprintf(why, why_len, "cannot allocate %zu bytes of host memory", bytes);
+        rc = ENOMEM;
+        goto leave;
+    }
+    /* faulted in before any clock runs, as the ring's buffers are */
+    memset(pinned, 1, bytes);
+    memset(pageable, 1, bytes);
+    if ((rc = time_copies(dev, pinned, bytes, reps, st, a, b, pinned_gbs, why, why_len)) != 0)
+        goto leave;
+    rc = time_copies(dev, pageable, bytes, reps, st, a, b, pageable_gbs, why, why_len);
+leave:
+    if (st)
+        cudaStreamSynchronize(st);
+    cudaFree(dev);
+    cudaFreeHost(pinned);
+    free(pageable);
+    if (a)
+        cudaEventDestroy(a);
+    if (b)
+        cudaEventDestroy(b);
+    if (st)
+        cudaStreamDestroy(st);
+    cudaGetLastError();
+    return rc;
+}
+
+
 /* ---- the table ---- */
 
 static const shr_gpu_api g_api = {
@@ -850,6 +935,8 @@ static const shr_gpu_api g_api = {
     gpu_step_error,
     gpu_step_input,
     gpu_step_checksums,
+    shr_cuda_usable_status,
+    gpu_h2d_baseline,
     shr_feed_normalize,
     shr_feed_normalize_host,
     shr_feed_error,

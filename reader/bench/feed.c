@@ -6,6 +6,7 @@
  * holds the workers at the epoch's end until then. A batch whose every image failed to decode is
  * delivered empty and skipped by the consumer. */
 #include "bench.h"
+#include "pinned.h"
 
 static int feed_fill(void *ctx, void *worker, uint32_t slot, uint64_t k)
 {
@@ -56,7 +57,7 @@ void feed_close(sb_feed *f)
     }
     free(f->ws);
     for (uint32_t i = 0; f->slots && i < f->depth; i++) {
-        free(f->slots[i].b.data);
+        shr_host_free(f->slots[i].b.data, f->slots[i].b.pinned);
         free(f->slots[i].b.labels);
         free(f->slots[i].b.indices);
         free(f->slots[i].b.sources);
@@ -74,10 +75,11 @@ void feed_close(sb_feed *f)
 }
 
 /* Open the folder dir as a batch source: list its images, allocate `depth` slots of `batch`
- * samples of width x height x channels, start `threads` decoders. Prints its errors. */
+ * samples of width x height x channels (pixels pinned as shr_host_alloc does under pin),
+ * start `threads` decoders. Prints its errors. */
 int feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t depth,
-                     shr_order kind, uint64_t seed, uint32_t width, uint32_t height,
-                     uint32_t channels)
+              shr_order kind, uint64_t seed, uint32_t width, uint32_t height, uint32_t channels,
+              shr_pin pin)
 {
     memset(f, 0, sizeof *f);
     pthread_mutex_init(&f->job.mu, NULL);
@@ -120,14 +122,21 @@ int feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t 
     size_t len = ((size_t)batch * f->job.slot + SB_PAGE - 1) / SB_PAGE * SB_PAGE;
     for (uint32_t i = 0; !rc && i < depth; i++) {
         shr_batch *b = &f->slots[i].b;
-        b->data = aligned_alloc(SB_PAGE, len);
+        /* pinned where a device is, as the reader's ring and a DataLoader with pin_memory: a
+         * copy out of pageable memory would be staged by the driver */
+        void *data = NULL;
+        rc = shr_host_alloc(len, &data, &b->pinned, pin);
+        b->data = data;
         b->labels = malloc(batch * sizeof *b->labels);
         b->indices = malloc(batch * sizeof *b->indices);
         b->sources = malloc(batch * sizeof *b->sources);
-        if (!b->data || !b->labels || !b->indices || !b->sources)
+        if (!rc && (!b->labels || !b->indices || !b->sources))
             rc = ENOMEM;
-        else
+        if (!rc)
             memset(b->data, 0, len);    /* faulted in now, before any clock runs */
+        f->pinned = i == 0 ? b->pinned : f->pinned && b->pinned;
+        f->ring_bytes += len + (uint64_t)batch * (sizeof *b->labels + sizeof *b->indices +
+                                                  sizeof *b->sources);
         b->width = width;
         b->height = height;
         b->channels = channels;

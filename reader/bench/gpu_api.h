@@ -39,7 +39,7 @@
 extern "C" {
 #endif
 
-#define SHR_GPU_ABI 1
+#define SHR_GPU_ABI 2
 
 /* step_create flags */
 #define SHR_GPU_CHECKSUMS 1u    /* record a checksum of each step's device input when the step
@@ -78,6 +78,19 @@ typedef struct {
     int (*step_input)(void *s, void *dst, size_t n, size_t *got);
     int (*step_checksums)(void *s, uint64_t *start, uint64_t *end, size_t max, size_t *count);
 
+    /* Why available() is 0 (the failing CUDA call, its error, driver and runtime versions), or
+     * the device it found. Never NULL; static. */
+    const char *(*status)(void);
+    /* The copy baseline the ring's transfers are judged against: on the calling thread's
+     * current device, `reps` cudaMemcpyAsync host-to-device copies of `bytes` each on a stream
+     * of their own, timed with events, from a buffer of cudaHostAlloc'd (pinned) memory and
+     * from one of ordinary (pageable) memory, both allocated and faulted in here and freed
+     * before returning. Writes GB/s (1e9 bytes/s) to *pinned_gbs and *pageable_gbs. Returns 0,
+     * EINVAL (bytes or reps 0), ENOMEM, ENODEV, EIO, with the failing call in why (may be
+     * NULL). */
+    int (*h2d_baseline)(size_t bytes, uint32_t reps, double *pinned_gbs, double *pageable_gbs,
+                        char *why, size_t why_len);
+
     /* cuda_feed.h, for callers that reach the library through this table. */
     int (*feed_normalize)(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream);
     int (*feed_normalize_host)(const shr_feed_norm *p, const uint8_t *src, void *dst);
@@ -105,8 +118,10 @@ static inline uint64_t shr_gpu_checksum(const uint8_t *p, size_t n)
  * (loaded once per process; the reason is then in shr_gpu_status). */
 const shr_gpu_api *shr_gpu_table(void);
 
-/* Why shr_gpu_table is NULL ("no CUDA device", "libshardgpu.so: cannot open shared object
- * file: ..."), or the library's path where it is not. Never NULL; static storage. */
+/* Why shr_gpu_table is NULL, with the reason of the layer that failed ("no CUDA device: " and
+ * shr_cuda_status's text, "libshardgpu.so: cannot open shared object file: ...", "no CUDA
+ * device that PATH can use: " and the library's status), or the library's path where it is not.
+ * Never NULL; static storage. */
 const char *shr_gpu_status(void);
 
 /* Open the library at path (not cached, never closed): its table, whether or not a device is

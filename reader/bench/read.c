@@ -181,6 +181,11 @@ int run_reader(const char *dir, const sb_read_opts *ro, sb_row *row, sb_trace *t
             rc = open_reader(&r, dir, ro, e);
             if (rc)
                 goto leave;
+            shr_info info;
+            shr_get_info(r, &info);
+            row->have_ring = 1;
+            row->pinned = info.pinned;
+            row->ring_bytes = info.ring_bytes;
             if (trace && (rc = trace_alloc(trace, shr_samples_per_epoch(r), ro->epochs)) != 0) {
                 fprintf(stderr, "shardbench: %s: %s\n", dir, strerror(rc));
                 goto leave;

@@ -124,6 +124,9 @@ void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row)
                ro->cold ? "true" : "false", row->width, row->height, row->channels, row->errors);
         printf(", \"replaced\": %" PRIu64 ", \"skipped\": %" PRIu64, row->recovery.replaced,
                row->recovery.skipped);
+        if (row->have_ring)
+            printf(", \"pinned\": %s, \"ring_bytes\": %" PRIu64, row->pinned ? "true" : "false",
+                   row->ring_bytes);
         if (ro->cold)
             printf(", \"resident_after_evict\": %.4f", row->resident);
         if (row->digest)

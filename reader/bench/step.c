@@ -79,7 +79,9 @@ static void dir_of(const char *path, char *out, size_t n)
 static void gpu_load(void)
 {
     if (!shr_cuda_available()) {
-        snprintf(g_status, sizeof g_status, "no CUDA device");
+        char why[sizeof g_status - 32];
+        snprintf(g_status, sizeof g_status, "no CUDA device: %s",
+                 shr_cuda_status(why, sizeof why));
         return;
     }
     char cand[4][PATH_MAX + 32];
@@ -120,9 +122,10 @@ static void gpu_load(void)
     if (!api)
         snprintf(g_status, sizeof g_status, "%s", first[0] ? first : GPU_LIB_NAME " not found");
     else if (!api->available())
-        snprintf(g_status, sizeof g_status, "no CUDA device that %.900s can use", cand[found]);
+        snprintf(g_status, sizeof g_status, "no CUDA device that %.500s can use: %.480s",
+                 cand[found], api->status());
     else
-        snprintf(g_status, sizeof g_status, "%.1000s", cand[found]);
+        snprintf(g_status, sizeof g_status, "%.500s (%.480s)", cand[found], api->status());
     if (api && api->available())
         g_api = api;
 }

@@ -2,6 +2,7 @@
  * step (step.h), timed per epoch: input stall, step busy, loss, accuracy. */
 #include "bench.h"
 #include "gpu_api.h"
+#include "pinned.h"
 
 const char usage_train[] =
     "usage: shardbench train DATASET [options]\n"
@@ -20,7 +21,8 @@ const char usage_train[] =
     "      --side N        model input side (default 16)\n"
     "      --hidden N      MLP hidden units (default 128)\n"
     "      --lr X          learning rate (default 0.05)\n"
-    "      --device D      auto, cpu or gpu (default auto: the GPU where one is usable)\n"
+    "      --device D      auto, cpu or gpu (default auto: the GPU where one is usable; auto\n"
+    "                      says on stderr why it fell back to the CPU, gpu fails with the reason)\n"
     "  the reader:\n"
     "  -b, --batch B       samples per batch (default 256)\n"
     "  -j, --threads N     reader workers or decoding threads (default: all cores)\n"
@@ -40,6 +42,11 @@ const char usage_train[] =
     "  output:\n"
     "      --timeline FILE one line per batch: epoch, batch, images, wait ms, step ms, time ms\n"
     "      --json          one JSON object on stdout instead of the table\n"
+    "\n"
+    "Batches are in CUDA pinned memory where the step may use a GPU and a device is present\n"
+    "(\"pinned\" in --json, with \"ring_bytes\"); a GPU step fed from pageable memory is warned\n"
+    "of. After the epochs a GPU run times plain cudaMemcpyAsync copies of one batch from pinned\n"
+    "and from pageable memory: the yardsticks of its host-to-device GB/s.\n"
     "\n"
     "exit status: 0 success, 1 the dataset or the step failed, 2 usage error\n";
 
@@ -127,6 +134,35 @@ static int train_loop(sb_source *src, shr_step *step, const char *dir, const sb_
     return 0;
 }
 
+/* What the report adds about memory and transfers. */
+typedef struct {
+    int pinned;                 /* every batch buffer is pinned */
+    uint64_t ring_bytes;        /* the batch buffers */
+    const char *gpu_status;     /* shr_gpu_status(), NULL under --device cpu */
+    double base_pinned, base_pageable;      /* GB/s of the copy baselines, NAN if not run */
+} sb_train_mem;
+
+/* Host-to-device copies of one batch's pixels without the ring: from pinned and from pageable
+ * memory, so that h2d_gb_per_s has its yardstick from the same run and device. Prints a warning
+ * and leaves NANs where it fails: the training itself went well. */
+static void h2d_baselines(shr_step *step, uint64_t bytes, sb_train_mem *mem)
+{
+    const shr_gpu_api *api = shr_step_gpu(step, NULL);
+    if (!api || bytes == 0)
+        return;
+    /* about 2 GB per kind, 8 copies at least and 200 at most: long enough to time */
+    uint64_t reps = 2000000000ull / bytes;
+    reps = reps < 8 ? 8 : reps > 200 ? 200 : reps;
+    char why[512];
+    int rc = api->h2d_baseline((size_t)bytes, (uint32_t)reps, &mem->base_pinned,
+                               &mem->base_pageable, why, sizeof why);
+    if (rc) {
+        mem->base_pinned = mem->base_pageable = NAN;
+        fprintf(stderr, "shardbench: cannot time the copy baseline: %s\n",
+                why[0] ? why : shr_strerror(rc));
+    }
+}
+
 static double epoch_loss(const sb_epoch *x)
 {
     return x->st.loss_batches ? x->st.loss_sum / (double)x->st.loss_batches : NAN;
@@ -156,13 +192,17 @@ static sb_epoch epoch_sum(const sb_epoch *ep, uint32_t from, uint32_t to)
 
 static void train_report(const char *dir, const char *format, const sb_train_opts *to,
                          uint32_t prefetch, const shr_info *info, const sb_epoch *ep,
-                         uint64_t errors, shr_recovery rec)
+                         uint64_t errors, shr_recovery rec, const sb_train_mem *mem)
 {
     int learns = to->step.kind == SHR_STEP_MODEL;
     uint32_t from = to->epochs > 1 ? 1 : 0;
     sb_epoch m = epoch_sum(ep, from, to->epochs);
     int gpu = m.st.on_gpu;
     double h2d = gpu && m.st.h2d_s > 0 ? (double)m.st.h2d_bytes / m.st.h2d_s / 1e9 : NAN;
+    double base_pinned = gpu ? mem->base_pinned : NAN, base_pageable = gpu ? mem->base_pageable
+                                                                               : NAN;
+    double vs_base = isfinite(h2d) && isfinite(base_pinned) && base_pinned > 0
+                     ? h2d / base_pinned : NAN;
     char measured[32];
     if (to->epochs > 2)
         snprintf(measured, sizeof measured, "2-%u", to->epochs);
@@ -190,6 +230,18 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
                m.images, m.wall_s, rate((double)m.images, m.wall_s), pct(m.wait_s, m.wall_s),
                pct(m.st.busy_s, m.wall_s));
         print_json_double(h2d, "%.3f");
+        printf(", \"h2d_baseline_pinned_gb_per_s\": ");
+        print_json_double(base_pinned, "%.3f");
+        printf(", \"h2d_pageable_gb_per_s\": ");
+        print_json_double(base_pageable, "%.3f");
+        printf(", \"h2d_vs_baseline\": ");
+        print_json_double(vs_base, "%.4f");
+        printf(", \"pinned\": %s, \"ring_bytes\": %" PRIu64 ", \"gpu_status\": ",
+               mem->pinned ? "true" : "false", mem->ring_bytes);
+        if (mem->gpu_status)
+            print_json_string(stdout, mem->gpu_status);
+        else
+            printf("null");
         printf(", \"loss\": [");
         for (uint32_t e = 0; learns && e < to->epochs; e++) {
             fputs(e ? ", " : "", stdout);
@@ -219,6 +271,8 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
         printf(" %.3g ms", to->step.step_ms);
     printf(" on the %s; batch %u, %u thread(s), prefetch %u, order %s\n", gpu ? "GPU" : "CPU",
            to->batch, to->threads, prefetch, order_name(to->order));
+    printf("batches in %s host memory, ring %.1f MiB\n", mem->pinned ? "pinned" : "pageable",
+           (double)mem->ring_bytes / (1024.0 * 1024.0));
     printf("%5s %9s %8s %10s %8s %7s", "epoch", "images", "wall s", "images/s", "stall %",
            "busy %");
     if (learns)
@@ -239,6 +293,10 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
     if (gpu)
         printf(", host-to-device %.2f GB/s", isfinite(h2d) ? h2d : 0);
     printf("\n");
+    if (gpu && isfinite(base_pinned))
+        printf("cudaMemcpyAsync of one batch alone: %.2f GB/s from pinned memory (the ring: "
+               "%.2fx of it), %.2f GB/s from pageable\n", base_pinned,
+               isfinite(vs_base) ? vs_base : 0, base_pageable);
     if (!learns && to->step.step_ms > 0)
         printf("the step alone could take %.1f images/s (batch %u every %.3g ms)\n",
                to->batch / (to->step.step_ms / 1000.0), to->batch, to->step.step_ms);
@@ -256,6 +314,9 @@ static int run_train(char *dir, const sb_train_opts *opts)
     sb_epoch *ep = calloc(to.epochs, sizeof *ep);
     sb_source src;
     shr_info info = {0};
+    sb_train_mem mem = {.base_pinned = NAN, .base_pageable = NAN};
+    /* a CPU step needs no pinned memory: asking for it would load CUDA and make a context */
+    shr_pin pin = to.step.device == SHR_DEVICE_CPU ? SHR_PIN_OFF : SHR_PIN_AUTO;
     char format[32];
     uint32_t prefetch = to.prefetch ? to.prefetch : to.threads + 2;
     int rc = ep ? 0 : ENOMEM;
@@ -281,6 +342,7 @@ static int run_train(char *dir, const sb_train_opts *opts)
         o.prefetch = to.prefetch;
         o.on_error = to.on_error;
         o.verify_samples = to.verify_samples;
+        o.pin = pin;
         if (to.have_size) {
             o.width = to.width;
             o.height = to.height;
@@ -312,7 +374,7 @@ static int run_train(char *dir, const sb_train_opts *opts)
             to.height = 224;
         }
         rc = feed_open(&feed, dir, to.batch, to.threads, prefetch, to.order, to.seed, to.width,
-                       to.height, 3);
+                       to.height, 3, pin);
         have_feed = 1;
         if (rc)
             goto leave;
@@ -321,6 +383,9 @@ static int run_train(char *dir, const sb_train_opts *opts)
         info.width = to.width;
         info.height = to.height;
         info.channels = 3;
+        info.pinned = feed.pinned;
+        info.ring_bytes = feed.ring_bytes;
+        info.batch_bytes = (uint64_t)to.batch * to.width * to.height * 3;
         for (int c = 0; c < 3; c++) {
             info.mean[c] = SB_FOLDER_MEAN;
             info.std[c] = SB_FOLDER_STD;
@@ -341,10 +406,23 @@ static int run_train(char *dir, const sb_train_opts *opts)
     }
     rc = shr_step_create(&step, &to.step);
     if (rc) {
-        fprintf(stderr, "shardbench: cannot create the training step: %s%s\n", shr_strerror(rc),
-                to.step.device == SHR_DEVICE_GPU && !shr_step_gpu_available()
-                ? " (no usable CUDA device)" : "");
+        if (to.step.device == SHR_DEVICE_GPU && !shr_step_gpu_available())
+            fprintf(stderr, "shardbench: cannot create the training step on the GPU: %s\n",
+                    shr_gpu_status());
+        else
+            fprintf(stderr, "shardbench: cannot create the training step: %s\n",
+                    shr_strerror(rc));
         goto leave;
+    }
+    mem.pinned = info.pinned;
+    mem.ring_bytes = info.ring_bytes;
+    mem.gpu_status = to.step.device == SHR_DEVICE_CPU ? NULL : shr_gpu_status();
+    if (!shr_step_gpu(step, NULL) && to.step.device == SHR_DEVICE_AUTO)
+        fprintf(stderr, "shardbench: the training step runs on the CPU: %s\n", shr_gpu_status());
+    if (shr_step_gpu(step, NULL) && !info.pinned) {
+        char why[512];
+        fprintf(stderr, "shardbench: warning: the batches are in pageable memory, host-to-device "
+                "copies are staged: %s\n", shr_cuda_status(why, sizeof why));
     }
     if (r && shr_step_gpu(step, NULL) &&
         (info.dtype != SHR_DTYPE_U8 || (info.layout == SHR_LAYOUT_NCHW && info.channels > 1))) {
@@ -373,7 +451,8 @@ static int run_train(char *dir, const sb_train_opts *opts)
     if (errors)
         fprintf(stderr, "shardbench: %s: %" PRIu64 " decodes failed over %u epoch(s) (skipped; "
                 "first: %s)\n", dir, errors, to.epochs, feed.job.first_error);
-    train_report(dir, format, &to, prefetch, &info, ep, errors, rec);
+    h2d_baselines(step, info.batch_bytes, &mem);
+    train_report(dir, format, &to, prefetch, &info, ep, errors, rec, &mem);
 leave:
     if (timeline && fclose(timeline) != 0 && !rc) {
         rc = errno;
