@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# End to end: scripts/gpu-check.sh, the one-command GPU check, on the CPU paths at tiny sizes.
+# Prepared as for the GPU machine (--prepare --no-build: the bundle and the wheel or module of
+# this build) where libshardgpu.so was built, else straight from $BUILD (--cpu OUT); then the
+# report must hold every row with the right kind of value: correctness checks pass (or skip,
+# those that need a device), transfer and training figures numeric, every step finished, and OUT
+# flat with its three files. A failing correctness check must give a non-zero exit with the
+# report still written.
+. "$(dirname "$0")/lib.sh"
+
+case "$BUILD:${SAN:-}" in
+  *address*|*thread*|*:?*)
+    # a sanitizer build's module needs its runtime preloaded; the plain build covers the script
+    echo "  (gpu-check is tested in the plain build only)"; exit 77 ;;
+esac
+PY=
+for py in ${SHARDC_PYTHON:-} /usr/bin/python3 python3; do
+  if "$py" -c 'import torch, torchvision, pytest' 2>/dev/null; then PY=$py; break; fi
+done
+if [ -z "$PY" ]; then echo "SKIPPED: no python3 with torch, torchvision and pytest"; exit 77; fi
+export PYTHON=$PY
+GC="$ROOT/scripts/gpu-check.sh"
+OUT=$T/report
+
+if [ -f "$ROOT/$BUILD/lib/libshardgpu.so" ] && [ -x "$ROOT/$BUILD/tests/test_cuda" ]; then
+  expect_exit 0 "--prepare --no-build" "$GC" --prepare "$T/prep" --no-build
+  check "the prepared folder has the bundle" test -x "$T/prep/bundle/bin/shardc"
+  check "and the module (a wheel or the built module)" \
+    bash -c "ls '$T/prep'/*.whl >/dev/null 2>&1 || test -d '$T/prep/python'"
+  check "its size is printed" grep -q "is [0-9]* MiB" "$T/out"
+  how=(--run "$T/prep" "$OUT" --cpu)
+else
+  how=(--cpu "$OUT")
+fi
+t0=$(date +%s)
+expect_exit 0 "gpu-check.sh ${how[*]}" "$GC" "${how[@]}"
+echo "       ($(( $(date +%s) - t0 ))s)"
+
+TSV=$OUT/report.tsv
+check "OUT holds report.tsv, report.md and logs.txt, nothing else" \
+  test "$(cd "$OUT" && ls | tr '\n' ' ')" = "logs.txt report.md report.tsv "
+check "the logs of every step" bash -c "for s in data test_cuda pytest check transfer train-resnet18; do grep -q \"^######## \$s\$\" '$OUT/logs.txt' || exit 1; done"
+
+"$PY" - "$TSV" > "$T/verdict" 2>&1 <<'PY'
+import math, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+bad = []
+if rows[0] != ["step", "config", "metric", "value", "unit", "note"]:
+    bad.append(f"header {rows[0]}")
+rows = rows[1:]
+bad += [f"row of {len(r)} fields: {r}" for r in rows if len(r) != 6]
+have = {(r[0], r[1], r[2]): r[3] for r in rows if len(r) == 6}
+
+def num(v):
+    try:
+        x = float(v)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+for r in rows:
+    if r[0] in ("data", "transfer", "train", "steps") and num(r[3]) is None:
+        bad.append(f"not a number: {r}")
+    if r[0] == "correctness" and r[3] not in ("pass", "skip"):
+        bad.append(f"correctness not passed: {r}")
+for c in ("test_cuda", "pytest", "loader_threads_deterministic"):
+    if have.get(("correctness", c, "result")) != "pass":
+        bad.append(f"correctness {c}: {have.get(('correctness', c, 'result'))}")
+for c in ("pytest_pinned_test", "loader_is_pinned", "async_copy_equal", "copy_overlaps_compute",
+          "slot_kept_until_copy_done"):
+    if have.get(("correctness", c, "result")) not in ("pass", "skip"):
+        bad.append(f"correctness {c} missing")
+for c, m in (("pinned_memcpy", "rate"), ("pageable_memcpy", "rate"), ("loader_ring", "rate"),
+             ("loader_ring", "vs_pinned"), ("loader_ring", "vs_pageable")):
+    v = num(have.get(("transfer", c, m), ""))
+    if v is None or v <= 0:
+        bad.append(f"transfer {c} {m}: {have.get(('transfer', c, m))}")
+for f in ("synthetic", "shardread:1", "shardread:2", "cudafeed:1", "dataloader:1", "dataloader:2"):
+    cfg = f"resnet18/{f}"
+    ips = num(have.get(("train", cfg, "images_per_s"), ""))
+    stall = num(have.get(("train", cfg, "stall"), ""))
+    cores = num(have.get(("train", cfg, "cores_busy"), ""))
+    if ips is None or ips <= 0:
+        bad.append(f"{cfg} images_per_s {have.get(('train', cfg, 'images_per_s'))}")
+    if stall is None or not 0 <= stall <= 100:
+        bad.append(f"{cfg} stall {have.get(('train', cfg, 'stall'))}")
+    if cores is None or cores < 0:
+        bad.append(f"{cfg} cores_busy {have.get(('train', cfg, 'cores_busy'))}")
+    if f != "synthetic" and (num(have.get(("train", cfg, "vs_ceiling"), "")) or 0) <= 0:
+        bad.append(f"{cfg} vs_ceiling missing")
+for s in ("data", "test_cuda", "pytest", "check", "transfer", "train-resnet18"):
+    if have.get(("steps", s, "exit")) != "0":
+        bad.append(f"step {s} exit {have.get(('steps', s, 'exit'))}")
+if num(have.get(("data", "jpeg", "images"), "")) != 64:
+    bad.append(f"data: {have.get(('data', 'jpeg', 'images'))} JPEGs, expected 2 x 4 x 8")
+print("\n".join(bad) if bad else "ok")
+sys.exit(1 if bad else 0)
+PY
+check "report.tsv: every row, numbers numeric, correctness passed or skipped" test "$(cat "$T/verdict")" = ok
+grep -v '^ok$' "$T/verdict" | sed 's/^/       /' | head -20
+check "report.md has its tables" bash -c "grep -q '^## Correctness' '$OUT/report.md' && grep -q '^## Transfer' '$OUT/report.md' && grep -q '^## Training' '$OUT/report.md' && grep -q '^| resnet18/dataloader:2 | [0-9]' '$OUT/report.md'"
+check "the CPU report says it holds no GPU figure" grep -q 'no GPU figure' "$OUT/report.md"
+
+# a correctness check that fails (pytest collects nothing): exit 1, the report still written
+expect_exit 1 "a failed correctness check fails the run" \
+  env ONLY="data correctness" PYTEST_K=no_such_test_at_all "$GC" --cpu "$T/report2"
+check "the failure is in the report" bash -c "awk -F'\t' '\$1 == \"correctness\" && \$2 == \"pytest\" && \$4 == \"fail\"' '$T/report2/report.tsv' | grep -q ."
+check "and report.md still written" grep -q '| pytest | \*\*fail\*\*' "$T/report2/report.md"
+expect_exit 2 "a usage error" "$GC" --run
+finish
