@@ -825,6 +825,9 @@ static PyType_Spec Batch_spec = {
 
 enum { FW_NUMPY = 0, FW_TORCH };
 
+/* The epochs a Loader counts: their number plus one must not wrap */
+#define MAX_EPOCH ((uint64_t)INT64_MAX)
+
 typedef struct {
     PyObject_HEAD
     PyObject *path;             /* as given (str or PathLike), for repr */
@@ -845,7 +848,8 @@ typedef struct {
     uint64_t samples;           /* in the dataset */
     int active;                 /* an iteration is under way (started, not yet finished) */
     unsigned long gen;          /* counts iterations; an iterator belongs to one */
-    int busy;                   /* a thread is inside next() */
+    int busy;                   /* a thread is inside next(), iter() or load_state_dict() */
+    uint64_t iter_total;        /* batches the iteration under way yields in all */
     unsigned long long copies;  /* batches copied because too many were held */
 } LoaderObject;
 
@@ -857,8 +861,10 @@ typedef struct {
 } LoaderIterObject;
 
 
-/* The share a torch DataLoader worker process reads: each of num_workers workers takes its own
- * part of this rank's share. Outside a worker, (rank, world). */
+/* The share this process reads: (rank, world). Inside a torch DataLoader worker process the
+ * Loader refuses to run: a worker holds a copy of the Loader that the parent's set_epoch,
+ * load_state_dict and state_dict never reach, and every batch would be copied through shared
+ * memory; the Loader's own threads are the parallelism. */
 static int worker_share(const LoaderObject *self, uint32_t *rank, uint32_t *world)
 {
     *rank = self->rank;
@@ -872,20 +878,13 @@ static int worker_share(const LoaderObject *self, uint32_t *rank, uint32_t *worl
         return -1;
     int rc = 0;
     if (wi != Py_None) {
-        PyObject *id = PyObject_GetAttrString(wi, "id");
-        PyObject *nw = PyObject_GetAttrString(wi, "num_workers");
-        long i = id ? PyLong_AsLong(id) : -1, n = nw ? PyLong_AsLong(nw) : -1;
-        Py_XDECREF(id);
-        Py_XDECREF(nw);
-        if (PyErr_Occurred() || n < 1 || i < 0 || i >= n ||
-            (uint64_t)self->world * (uint64_t)n > UINT32_MAX) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "unexpected DataLoader worker info");
-            rc = -1;
-        } else {
-            *rank = self->rank * (uint32_t)n + (uint32_t)i;
-            *world = self->world * (uint32_t)n;
-        }
+        PyErr_SetString(PyExc_RuntimeError,
+                        "shardread.Loader cannot run in a DataLoader worker process: a worker's "
+                        "copy of the Loader never sees the parent's set_epoch, load_state_dict "
+                        "or state_dict, and each batch would be copied between processes; use "
+                        "DataLoader(loader, batch_size=None, num_workers=0), or iterate the "
+                        "Loader itself (its threads= keyword sets the parallelism)");
+        rc = -1;
     }
     Py_DECREF(wi);
     return rc;
@@ -938,6 +937,9 @@ static int open_ring(LoaderObject *self, uint64_t epoch, uint64_t cursor, uint32
     Py_END_ALLOW_THREADS
     if (rc) {
         Py_DECREF(ring);
+        if (rc == SHR_ESHAPE)
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; pass size=(height, width) "
+                     "(or size=N for N x N) to crop or pad every sample to one size");
         raise_lib(rc, msg);
         return -1;
     }
@@ -980,8 +982,29 @@ static int sync_ring(LoaderObject *self)
     return open_ring(self, self->epoch, self->cursor, rank, world);
 }
 
-static int flag(PyObject *o, int *out)
+/* A yes/no keyword: a bool, 0 or 1, or a numpy bool; anything else (a string, None, 2) is a
+ * TypeError naming the keyword, never taken as true. */
+static int flag_named(PyObject *o, const char *what, int *out)
 {
+    int ok = PyBool_Check(o);
+    if (!ok && PyLong_Check(o)) {
+        long v = PyLong_AsLong(o);
+        if (v == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        ok = v == 0 || v == 1;
+    }
+    if (!ok) {
+        PyObject *n = type_name(o);
+        ok = n && PyUnicode_CompareWithASCIIString(n, "bool_") == 0;   /* numpy.bool_ */
+        Py_XDECREF(n);
+    }
+    if (!ok) {
+        PyObject *n = type_name(o);
+        if (n)
+            PyErr_Format(PyExc_TypeError, "%s must be True or False, not %R (%U)", what, o, n);
+        Py_XDECREF(n);
+        return -1;
+    }
     int v = PyObject_IsTrue(o);
     if (v < 0)
         return -1;
@@ -1181,7 +1204,7 @@ static int transform_options(shr_options *o, PyObject *flip, PyObject *rrc, PyOb
                          flip);
             return -1;
         }
-    } else if (flag(flip, &o->flip) < 0) {
+    } else if (flag_named(flip, "flip (a bool or a probability)", &o->flip) < 0) {
         return -1;
     }
     if (rrc != Py_None && rrc != Py_False) {
@@ -1283,7 +1306,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     int v;
     if (batch_size && to_u32(batch_size, "batch_size", 1, &o->batch_size) < 0)
         return -1;
-    if (flag(shuffle, &v) < 0)
+    if (flag_named(shuffle, "shuffle", &v) < 0)
         return -1;
     o->order = v ? SHR_ORDER_RANDOM : SHR_ORDER_SEQUENTIAL;
     if (order != Py_None) {
@@ -1309,7 +1332,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         return -1;
     if (default_share(rank, world, &self->rank, &self->world) < 0)
         return -1;
-    if (flag(drop_last, &o->drop_last) < 0)
+    if (flag_named(drop_last, "drop_last", &o->drop_last) < 0)
         return -1;
     if (size != Py_None) {
         if (PyLong_Check(size)) {
@@ -1330,10 +1353,10 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                 return -1;
         }
     }
-    if (flag(random_crop, &o->random_crop) < 0 ||
+    if (flag_named(random_crop, "random_crop", &o->random_crop) < 0 ||
         transform_options(o, flip, rrc, ratio, interpolation, dtype, layout, mean, std) < 0)
         return -1;
-    if (flag(return_params, &self->return_params) < 0)
+    if (flag_named(return_params, "return_params", &self->return_params) < 0)
         return -1;
     if (on_error != Py_None) {
         const char *s = PyUnicode_Check(on_error) ? utf8(on_error) : NULL;
@@ -1350,8 +1373,8 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
             return -1;
         }
     }
-    if (flag(verify_samples, &o->verify_samples) < 0 ||
-        flag(return_recovery, &self->return_recovery) < 0)
+    if (flag_named(verify_samples, "verify_samples", &o->verify_samples) < 0 ||
+        flag_named(return_recovery, "return_recovery", &self->return_recovery) < 0)
         return -1;
     shr_access a;
     if (parse_access(access, &a) < 0)
@@ -1371,7 +1394,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     }
     if (self->framework == FW_TORCH && import_torch() < 0)
         return -1;
-    if (flag(return_indices, &self->return_indices) < 0)
+    if (flag_named(return_indices, "return_indices", &self->return_indices) < 0)
         return -1;
     if (prefetch == Py_None) {
         /* one more than the library's default: while next() waits, the for loop's variables
@@ -1380,7 +1403,7 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     } else if (to_u32(prefetch, "prefetch", 2, &o->prefetch) < 0) {
         return -1;
     }
-    if (flag(pin_memory, &v) < 0)
+    if (flag_named(pin_memory, "pin_memory", &v) < 0)
         return -1;
     o->pin = v ? SHR_PIN_AUTO : SHR_PIN_OFF;
     if (uneven != Py_None) {
@@ -1427,11 +1450,20 @@ static int loader_ready(const LoaderObject *self)
     return 0;
 }
 
+/* Batches an iteration started now would yield: the rest of the epoch after a resume (counted
+ * from the resumed epoch's own batches after an elastic one), else a whole epoch. */
+static uint64_t batches_left(const LoaderObject *self)
+{
+    uint64_t total = self->start ? self->start_nb : self->nb;
+    return self->cursor < total ? total - self->cursor : 0;
+}
+
 static Py_ssize_t Loader_len(LoaderObject *self)
 {
     if (loader_ready(self) < 0)
         return -1;
-    return (Py_ssize_t)self->nb;
+    /* during an iteration, what that iteration yields in all (a progress bar's total) */
+    return (Py_ssize_t)(self->active ? self->iter_total : batches_left(self));
 }
 
 static PyObject *Loader_iter(LoaderObject *self)
@@ -1449,8 +1481,13 @@ static PyObject *Loader_iter(LoaderObject *self)
         self->start = 0;
         self->active = 0;
     }
-    if (sync_ring(self) < 0)
+    /* open_ring lets the GIL go: no other thread may iterate or move the Loader meanwhile */
+    self->busy = 1;
+    int rc = sync_ring(self);
+    self->busy = 0;
+    if (rc < 0)
         return NULL;
+    self->iter_total = batches_left(self);
     LoaderIterObject *it = PyObject_New(LoaderIterObject, LoaderIterType);
     if (!it)
         return NULL;
@@ -1561,8 +1598,13 @@ static PyObject *LoaderIter_next(LoaderIterObject *it)
         return NULL;
     }
     /* a forked child continues where the parent stood, with a reader of its own */
-    if (self->ring->pid != getpid() && sync_ring(self) < 0)
-        return NULL;
+    if (self->ring->pid != getpid()) {
+        self->busy = 1;
+        int rc = sync_ring(self);
+        self->busy = 0;
+        if (rc < 0)
+            return NULL;
+    }
     RingObject *ring = (RingObject *)Py_NewRef((PyObject *)self->ring);
     /* batches whose copies are done go back; with a third buffer free for the workers the
      * batch about to come needs no copy (see "Holding batches") */
@@ -1626,6 +1668,8 @@ static PyObject *Loader_set_epoch(LoaderObject *self, PyObject *arg)
     uint64_t e;
     if (to_u64(arg, "epoch", &e) < 0)
         return NULL;
+    if (e > MAX_EPOCH)
+        return PyErr_Format(PyExc_ValueError, "epoch must be below 2**63, not %R", arg);
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "the Loader is being iterated by another thread");
         return NULL;
@@ -1668,7 +1712,7 @@ static PyObject *Loader_state_dict(LoaderObject *self, PyObject *unused)
 {
     if (loader_ready(self) < 0)
         return NULL;
-    return Py_BuildValue("{s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:s,s:K,s:K}", state_keys[0],
+    return Py_BuildValue("{s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:s,s:K,s:K,s:K}", state_keys[0],
                          (unsigned long long)self->o.seed, state_keys[1],
                          (unsigned long long)self->epoch, state_keys[2],
                          (unsigned long long)self->cursor, state_keys[3], self->o.batch_size,
@@ -1677,11 +1721,17 @@ static PyObject *Loader_state_dict(LoaderObject *self, PyObject *unused)
                          self->o.drop_last ? Py_True : Py_False, state_keys[8],
                          self->o.uneven == SHR_UNEVEN_DROP ? "drop" : "pad", state_keys[9],
                          (unsigned long long)loader_samples(self), "consumed",
-                         (unsigned long long)loader_consumed(self, self->start, self->cursor));
+                         (unsigned long long)loader_consumed(self, self->start, self->cursor),
+                         "start", (unsigned long long)self->start);
 }
 
-static PyObject *Loader_load_state_dict(LoaderObject *self, PyObject *state)
+static PyObject *Loader_load_state_dict(LoaderObject *self, PyObject *args, PyObject *kw)
 {
+    static char *kwlist[] = {"state", "strict", NULL};
+    PyObject *state;
+    int strict = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:load_state_dict", kwlist, &state, &strict))
+        return NULL;
     if (loader_ready(self) < 0)
         return NULL;
     if (!PyDict_Check(state))
@@ -1735,6 +1785,46 @@ static PyObject *Loader_load_state_dict(LoaderObject *self, PyObject *state)
             goto leave;
         }
     }
+    /* the state's own numbers must agree with each other (a hand-edited or damaged state) */
+    uint32_t st_rank = 0, st_world = 0, st_bs = 0;
+    if (to_u32(PyDict_GetItemString(state, "world"), "state world", 1, &st_world) < 0 ||
+        to_u32(PyDict_GetItemString(state, "rank"), "state rank", 0, &st_rank) < 0 ||
+        to_u32(PyDict_GetItemString(state, "batch_size"), "state batch_size", 1, &st_bs) < 0)
+        goto leave;
+    if (st_rank >= st_world) {
+        PyErr_Format(PyExc_ValueError, "state rank %u is not below its world %u", st_rank,
+                     st_world);
+        goto leave;
+    }
+    if (epoch > MAX_EPOCH) {
+        PyErr_Format(PyExc_ValueError, "state epoch %llu is past the last epoch a Loader counts "
+                     "(2**63 - 1)", (unsigned long long)epoch);
+        goto leave;
+    }
+    PyObject *sv = PyDict_GetItemString(state, "start");
+    if (cv && sv) {
+        uint64_t st_start, n = self->samples;
+        if (to_u64(sv, "state start", &st_start) < 0)
+            goto leave;
+        uint64_t step = cursor * (uint64_t)st_bs * st_world;
+        uint64_t want = st_start >= n || (st_bs && step / st_bs / st_world != cursor) ||
+                                step >= n - st_start ? n : st_start + step;
+        if (consumed != want && !(consumed == n && cursor > 0)) {
+            PyErr_Format(PyExc_ValueError, "state is inconsistent: cursor %llu from position "
+                         "%llu at batch size %u on %u rank(s) means %llu positions consumed, "
+                         "not %llu", (unsigned long long)cursor, (unsigned long long)st_start,
+                         st_bs, st_world, (unsigned long long)want,
+                         (unsigned long long)consumed);
+            goto leave;
+        }
+    }
+    if (seed != self->o.seed && strict) {
+        PyErr_Format(PyExc_ValueError, "state was saved with seed=%llu, this Loader has "
+                     "seed=%llu: it would read another order (load_state_dict(state, "
+                     "strict=False) switches to the state's seed)", (unsigned long long)seed,
+                     (unsigned long long)self->o.seed);
+        goto leave;
+    }
     if (!elastic && cursor > self->nb) {
         PyErr_Format(PyExc_ValueError, "state cursor %llu is past the epoch's %llu batches",
                      (unsigned long long)cursor, (unsigned long long)self->nb);
@@ -1756,7 +1846,10 @@ static PyObject *Loader_load_state_dict(LoaderObject *self, PyObject *state)
         self->epoch = epoch;
         self->cursor = cursor;
         self->start = start;
-        if (open_ring(self, epoch, cursor, self->rank, self->world) < 0) {
+        self->busy = 1;
+        int rc = open_ring(self, epoch, cursor, self->rank, self->world);
+        self->busy = 0;
+        if (rc < 0) {
             self->o.seed = old[0];
             self->epoch = old[1];
             self->cursor = old[2];
@@ -1855,14 +1948,17 @@ static PyMethodDef Loader_methods[] = {
      "positions of the epoch's global order read by all ranks together, assuming every rank "
      "has read as many batches as this one (save states at the same step on every rank). A "
      "Loader given it with load_state_dict yields exactly the batches that were left."},
-    {"load_state_dict", (PyCFunction)Loader_load_state_dict, METH_O,
-     "load_state_dict(state)\n\nContinue from a state_dict(): the next iteration yields the rest "
+    {"load_state_dict", (PyCFunction)(void (*)(void))Loader_load_state_dict,
+     METH_VARARGS | METH_KEYWORDS,
+     "load_state_dict(state, strict=True)\n\nContinue from a state_dict(): the next iteration yields the rest "
      "of that epoch, batch for batch, then iterations go on with the following epochs. "
      "A state with 'consumed' also resumes on another world size or rank: the epoch's samples "
      "not yet consumed are shared among the new ranks, each read exactly once (plus "
      "uneven='pad''s declared padding), and that epoch is shorter than len(loader); states "
      "without it (older ones) need the same rank and world. ValueError when the state was "
-     "saved with other options (batch size, order, ...) or for another dataset size."},
+     "saved with other options (batch size, order, ...) or for another dataset size, or when "
+     "its numbers disagree with each other; with strict=True (the default) also when it was "
+     "saved with another seed (strict=False switches to the state's seed)."},
     {NULL, NULL, 0, NULL},
 };
 

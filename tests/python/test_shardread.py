@@ -226,7 +226,9 @@ def test_state_dict_resumes_exactly(fx):
         state = json.loads(json.dumps(state))  # JSON-serialisable
         resumed = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=0, threads=1,
                                    return_indices=True)
-        resumed.load_state_dict(state)
+        with pytest.raises(ValueError, match="seed=21.*seed=0.*strict=False"):
+            resumed.load_state_dict(state)     # another seed is refused unless asked for
+        resumed.load_state_dict(state, strict=False)
         assert same(epoch(resumed), e4[cursor:]), f"cursor {cursor}"
         assert same(epoch(resumed), e5)
         # the usual loop: load_state_dict, then set_epoch(state's epoch) keeps the cursor
@@ -537,7 +539,8 @@ def test_batches_outlive_the_loader(fx):
     loader = shardread.Loader(fx.fixed, batch_size=4, return_indices=True)
     images, labels, indices = next(iter(loader))
     expect = [shardread.Dataset(fx.fixed)[int(i)][0] for i in indices]
-    loader.load_state_dict(dict(loader.state_dict(), cursor=3))  # a new reader
+    state = {k: v for k, v in loader.state_dict().items() if k not in ("consumed", "start")}
+    loader.load_state_dict(dict(state, cursor=3))  # a new reader
     del loader
     for k in range(4):
         assert np.array_equal(images[k], expect[k])
@@ -634,12 +637,18 @@ def test_loader_in_a_torch_dataloader(fx):
 
 
 @needs_torch
-def test_dataloader_workers_read_disjoint_parts(fx):
-    loader = shardread.Loader(fx.fixed, batch_size=3, shuffle=True, seed=5, uneven="drop",
-                              return_indices=True, threads=1)
-    dl = torch.utils.data.DataLoader(loader, batch_size=None, num_workers=2)
-    idx = [int(i) for b in dl for i in b[2]]
-    assert len(idx) == len(set(idx)) and len(idx) >= N_SAMPLES - 3
+def test_dataloader_worker_processes_are_refused(fx):
+    """A worker's copy of the Loader would never see the parent's set_epoch or state: refused
+    at the first batch, persistent or not, with what to do instead."""
+    loader = shardread.Loader(fx.fixed, batch_size=3, shuffle=True, seed=5, threads=1)
+    for persistent in (False, True):
+        dl = torch.utils.data.DataLoader(loader, batch_size=None, num_workers=2,
+                                         persistent_workers=persistent)
+        with pytest.raises(RuntimeError, match="num_workers=0"):
+            next(iter(dl))
+    # the same Loader in the main process still works
+    dl = torch.utils.data.DataLoader(loader, batch_size=None, num_workers=0)
+    assert sum(1 for _ in dl) == len(loader)
 
 
 @needs_torch
