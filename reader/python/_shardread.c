@@ -1074,6 +1074,27 @@ static int default_threads(void)
     return n < 1 ? 1 : n > 4 ? 4 : (int)n;
 }
 
+/* Where torch is imported and has a CUDA device, initialise its CUDA state before the ring is
+ * pinned: torch reports a tensor as pinned (is_pinned(), which its own copies and DataLoader
+ * consult) only once it has initialised CUDA itself, and the buffers are then pinned under the
+ * primary context torch uses. Best effort: pinning works without it. */
+static void prepare_torch_cuda(void)
+{
+    PyObject *mods = PyImport_GetModuleDict();
+    PyObject *torch = mods ? PyDict_GetItemString(mods, "torch") : NULL;
+    if (!torch)
+        return;
+    PyObject *cuda = PyObject_GetAttrString(torch, "cuda");
+    PyObject *avail = cuda ? PyObject_CallMethod(cuda, "is_available", NULL) : NULL;
+    if (avail && PyObject_IsTrue(avail) == 1) {
+        PyObject *r = PyObject_CallMethod(cuda, "init", NULL);
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(avail);
+    Py_XDECREF(cuda);
+    PyErr_Clear();
+}
+
 /* framework='torch' needs torch importable: ImportError at once, not at the first batch */
 static int import_torch(void)
 {
@@ -1429,6 +1450,8 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         return -1;
     self->epoch = 0;
     self->cursor = 0;
+    if (o->pin == SHR_PIN_AUTO)
+        prepare_torch_cuda();
     return open_ring(self, 0, 0, self->rank, self->world);
 }
 
