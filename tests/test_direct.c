@@ -49,7 +49,8 @@ static void make_dataset(const char *name, uint32_t h, uint32_t w, int codec, ui
     free(px);
     fmt_shard_info info;
     ck_assert_int_eq(be->w_finish(wr, NS, &info), 0);
-    fmt_manifest_shard sh = {"shard-00000.raw", 0, NS, info.bytes, info.hash};
+    fmt_manifest_shard sh = {.file = "shard-00000.raw", .first = 0, .samples = NS,
+                             .bytes = info.bytes, .hash = info.hash};
     char *classes[] = {"a", "b", "c"};
     fmt_manifest m = {0};
     m.backend = "raw";
