@@ -35,8 +35,11 @@ OPT ?= -O2
 PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 # Libraries used by formats/ and compiler/ (pkg-config names). Evaluated lazily, so `make deps`
 # can install them first.
-PKGS := libjpeg spng stb jansson libxxhash hdf5 lmdb liblz4 libzstd liburing
+PKGS := libjpeg spng jansson libxxhash hdf5 lmdb liblz4 libzstd liburing
 TEST_PKGS := check libpng
+# Libraries of compiler/ alone (archives as inputs): its objects, and the programs and tests that
+# link the compiler library; never libshardread or the Python module
+COMP_PKGS := libarchive
 pkgcflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
 pkglibs = $(shell pkg-config --libs $(1) 2>/dev/null)
 # The Debian package of each pkg-config name (scripts/deps.sh installs them all). `pkgcheck`
@@ -45,7 +48,6 @@ pkglibs = $(shell pkg-config --libs $(1) 2>/dev/null)
 # the compiler would then name the wrong header.
 DEB_libjpeg := libjpeg62-turbo-dev
 DEB_spng := libspng-dev
-DEB_stb := libstb-dev
 DEB_jansson := libjansson-dev
 DEB_libxxhash := libxxhash-dev
 DEB_hdf5 := libhdf5-dev
@@ -55,6 +57,7 @@ DEB_libzstd := libzstd-dev
 DEB_liburing := liburing-dev
 DEB_check := check
 DEB_libpng := libpng-dev
+DEB_libarchive := libarchive-dev
 
 CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"' -Iformats -Icompiler -Ireader -Ireader/bench
 CFLAGS ?= $(OPT) -g
@@ -101,7 +104,7 @@ deps:
 pkgcheck:
 	$(Q)command -v pkg-config >/dev/null || \
 	    { echo "make: pkg-config is missing: install it with scripts/deps.sh (or make deps)" >&2; exit 1; }
-	$(Q)$(foreach p,$(PKGS) $(TEST_PKGS),pkg-config --exists $(p) || \
+	$(Q)$(foreach p,$(PKGS) $(TEST_PKGS) $(COMP_PKGS),pkg-config --exists $(p) || \
 	    { echo "make: pkg-config cannot find $(p) (Debian package $(or $(DEB_$(p)),unknown)): install it with scripts/deps.sh (or make deps)" >&2; exit 1; };)
 
 # Objects are rebuilt when the compile flags change: $(FLAGS_FILE) is rewritten only when they
@@ -127,6 +130,9 @@ $(BUILD)/tests/%.o: tests/%.c $(FLAGS_FILE) | pkgcheck
 # always inlined, so GCC's note that such arguments are passed differently without AVX does not
 # apply (and no pragma silences it)
 $(BUILD)/formats/resample.o: CFLAGS += -Wno-psabi
+
+$(BUILD)/compiler/%.o: CFLAGS += $(call pkgcflags,$(COMP_PKGS))
+COMP_LDLIBS = $(call pkglibs,$(COMP_PKGS))
 
 $(FMT_LIB): $(FMT_OBJ)
 	@$(if $(Q),echo "  AR      $@")
@@ -156,12 +162,12 @@ $(READ_PC): reader/shardread.pc.in Makefile
 $(BUILD)/bin/shardbench: $(BUILD)/reader/bench/main.o $(BENCH_LIB) $(COMP_LIB) $(READ_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS) -ldl
 
 $(BUILD)/bin/shardc: $(BUILD)/compiler/shardc.o $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS)
 
 $(BUILD)/bin/shardc-mksample: $(BUILD)/compiler/mksample.o $(FMT_LIB)
 	@mkdir -p $(@D)
@@ -180,7 +186,7 @@ $(BUILD)/bin/decode-bench: $(BUILD)/scripts/decode-bench.o $(FMT_LIB)
 
 $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(BENCH_LIB) $(COMP_LIB) $(READ_LIB) $(FMT_LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(call pkglibs,$(TEST_PKGS)) -ldl
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS) $(call pkglibs,$(TEST_PKGS)) -ldl
 
 # the generator's tests call its functions: the program's object without its main
 $(BUILD)/compiler/mksample-nomain.o: compiler/mksample.c $(FLAGS_FILE)
@@ -254,13 +260,13 @@ fuzz-targets: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_COMMON) $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) $(COMP_LDLIBS)
 
 $(BUILD)/fuzz/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(FUZZ_COMMON) \
                         $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS)
 
 fuzz-seeds: $(FUZZ_SEEDS)
 
@@ -344,7 +350,7 @@ bench-torch: $(PY_SO) $(BINS)
 install: install-python
 install-python: $(PY_SO) $(PY_FILES)
 	$(Q)dir='$(PY_SITE)' && install -d "$(DESTDIR)$$dir/shardread" && \
-	    install -m 644 $(PY_PKG)/* "$(DESTDIR)$$dir/shardread/" && \
+	    install -m 644 $(PY_SO) $(PY_FILES) "$(DESTDIR)$$dir/shardread/" && \
 	    echo "installed shardread for $(PYTHON) in $(DESTDIR)$$dir"
 
 # ---- shardc-mpi: shardc build under mpirun, built where Open MPI's (or any) mpicc is found ----
@@ -371,7 +377,7 @@ $(BUILD)/compiler/shardc-mpi.o: compiler/shardc-mpi.c $(FLAGS_FILE)
 $(MPI_BIN): $(BUILD)/compiler/shardc-mpi.o $(BUILD)/compiler/shardc-nomain.o $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MPILD   $@")
-	$(Q)OMPI_CC=$(CC) MPICH_CC=$(CC) $(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)OMPI_CC=$(CC) MPICH_CC=$(CC) $(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS)
 else
 $(info mpicc not found: shardc-mpi is not built; scripts/deps.sh installs Open MPI)
 endif

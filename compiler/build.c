@@ -10,7 +10,12 @@
  * Crash safety: shards are written under a temporary name, fsynced and renamed (formats/raw.c);
  * each reject is appended to OUT/.rejects.journal, which is fsynced before a shard is renamed, so
  * a finished shard's input range always has its rejects on disk. rejects.tsv and manifest.json
- * are written, atomically, only when every shard is finished; the manifest last. A resumed build
+ * are written, atomically, only when every shard is finished; the manifest last.
+ *
+ * Warnings: an input that decodes with a warning (image.h: what Pillow reads with a complaint,
+ * e.g. libjpeg's "corrupt JPEG data") is stored, and listed in warnings.tsv (written with
+ * rejects.tsv) and counted in the summary; the journal keeps them as lines "W<pos>\tpath\ttext"
+ * so a resumed build lists them too. With --strict a warning is a reject. A resumed build
  * keeps the finished shards whose fingerprint, position and sample hashes check out, and starts
  * again at the input position after the last one.
  *
@@ -54,12 +59,15 @@
 #include "inputs.h"
 #include "manifest.h"
 #include "backend.h"
+#include "dataset.h"
+#include "feed.h"
 #include "raw.h"
 #include "render.h"
 #include "util.h"
 
 #define JOURNAL_NAME ".rejects.journal"
 #define REJECTS_NAME "rejects.tsv"
+#define WARNINGS_NAME "warnings.tsv"
 #define INPUTS_NAME "inputs.tsv"
 
 /* One input's results: K samples (K = shc_render_count), or a reject. The arrays are allocated
@@ -67,7 +75,7 @@
 typedef struct {
     int done;
     int rc;                     /* 0: samples ready; else rejected, why says why */
-    fmt_msg why;
+    fmt_msg why;                /* with rc 0: the decoder's warning, "" if none */
     fmt_image *imgs;
     fmt_sample_meta *metas;
     fmt_aug_params *params;
@@ -80,6 +88,7 @@ typedef struct {
     slot *slots;
     size_t nslots;
     fmt_rs_cache *cache;        /* resize coefficients shared by the workers */
+    shc_feed *feed;             /* archive members' bytes (NULL: no archive among the inputs) */
     size_t next_claim, next_write, end;
     int stop;
     pthread_mutex_t mu;
@@ -189,6 +198,7 @@ void shc_build_opts_init(shc_build_opts *o)
     o->backend = &fmt_backend_raw;
     o->quality = 90;
     o->threads = 1;
+    o->archive_buffer = 512ull << 20;
 }
 
 const char *shc_strerror(int rc)
@@ -253,11 +263,21 @@ static void crash_point(crash_hook *c, int sample, const char *what, const char 
 
 /* Decode and render one input, then hash and sum each sample. On failure s->rc is set and
  * s->why says why. */
-static void process(const shc_build_opts *o, const fmt_input *in, uint64_t pos,
+static void process(const shc_build_opts *o, shc_feed *feed, const fmt_input *in, uint64_t pos,
                     shc_render_scratch *rs, slot *s)
 {
     uint32_t n = shc_render_count(&o->r);
-    s->rc = shc_render_into(&o->r, in->path, pos, rs, s->imgs, s->params, &s->why);
+    if (in->archive) {
+        /* an archive member: its bytes come from the feeder */
+        uint8_t *data;
+        size_t len;
+        s->rc = shc_feed_take(feed, pos, &data, &len, &s->why);
+        if (s->rc == 0)
+            s->rc = shc_render_mem_into(&o->r, data, len, pos, rs, s->imgs, s->params, &s->why);
+        free(data);
+    } else {
+        s->rc = shc_render_into(&o->r, in->path, pos, rs, s->imgs, s->params, &s->why);
+    }
     if (s->rc)
         return;
     for (uint32_t v = 0; v < n; v++) {
@@ -311,7 +331,7 @@ static void *worker(void *arg)
         if (rzrc) {
             s->rc = fmt_fail(&s->why, rzrc, "%s", fmt_strerror(rzrc));
         } else {
-            process(pl->o, &pl->in->items[i], i, rs, s);
+            process(pl->o, pl->feed, &pl->in->items[i], i, rs, s);
         }
 
         pthread_mutex_lock(&pl->mu);
@@ -381,6 +401,7 @@ static int is_class(const fmt_inputs *in, const char *name)
 static int is_ours(const char *name)
 {
     return strcmp(name, FMT_MANIFEST_NAME) == 0 || strcmp(name, REJECTS_NAME) == 0 ||
+           strcmp(name, WARNINGS_NAME) == 0 || strcmp(name, WARNINGS_NAME ".tmp") == 0 ||
            strcmp(name, INPUTS_NAME) == 0 || strcmp(name, INPUTS_NAME ".tmp") == 0 ||
            strcmp(name, JOURNAL_NAME) == 0 || strncmp(name, "shard-", 6) == 0 ||
            strcmp(name, SHC_PARTS_DIR) == 0 ||
@@ -568,8 +589,9 @@ static int resume_scan(const shc_build_opts *o, const shc_build_cb *cb, const fm
     }
 }
 
-/* Reload the journal's rejects below next_input and rewrite it with only those. */
-static int journal_load(const char *out, uint64_t next_input, reject_list *rej)
+/* Reload the journal's rejects (and warnings: lines "W<pos>...") below next_input. */
+static int journal_load(const char *out, uint64_t next_input, reject_list *rej,
+                        reject_list *warn)
 {
     char *path = fmt_path_join(out, JOURNAL_NAME, "");
     if (!path)
@@ -589,8 +611,9 @@ static int journal_load(const char *out, uint64_t next_input, reject_list *rej)
                 continue;
             *t1 = *t2 = '\0';
             uint64_t pos;
-            if (shc_parse_uint(line, 0, UINT64_MAX, &pos) == 0 && pos < next_input)
-                if ((rc = reject_add(rej, pos, t1 + 1, t2 + 1)))
+            int w = line[0] == 'W';
+            if (shc_parse_uint(line + w, 0, UINT64_MAX, &pos) == 0 && pos < next_input)
+                if ((rc = reject_add(w ? warn : rej, pos, t1 + 1, t2 + 1)))
                     break;
         }
         free(line);
@@ -641,6 +664,32 @@ static int write_rejects(const char *out, const fmt_inputs *in, const reject_lis
         return ENOMEM;
     }
     char *path = fmt_path_join(out, REJECTS_NAME, "");
+    int rc = path ? fmt_write_file_atomic(path, buf, len) : ENOMEM;
+    free(path);
+    free(buf);
+    return rc;
+}
+
+/* warnings.tsv: the inputs stored although their decoder warned, with the warning. */
+static int write_warnings(const char *out, const reject_list *warn)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return ENOMEM;
+    fputs("path\twarning\n", f);
+    for (size_t i = 0; i < warn->n; i++) {
+        put_tsv(f, warn->v[i].path);
+        fputc('\t', f);
+        put_tsv(f, warn->v[i].reason);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        return ENOMEM;
+    }
+    char *path = fmt_path_join(out, WARNINGS_NAME, "");
     int rc = path ? fmt_write_file_atomic(path, buf, len) : ENOMEM;
     free(path);
     free(buf);
@@ -730,12 +779,15 @@ static int finish_shard(const fmt_backend *be, void **w, FILE *journal, uint64_t
  * (w_sample_bytes) to *exact and its w_cost estimate to *est. Nothing is added when the input
  * cannot be rendered or encoded. */
 static void dry_encode(const shc_build_opts *o, const fmt_inputs *in, size_t pos,
-                       uint64_t first_index, fmt_resizer *rz, uint64_t *exact, uint64_t *est)
+                       const uint8_t *data, size_t data_len, uint64_t first_index, fmt_resizer *rz,
+                       uint64_t *exact, uint64_t *est)
 {
     uint32_t nper = shc_render_count(&o->r);
     fmt_image *imgs = calloc(nper, sizeof *imgs);
     fmt_aug_params *params = calloc(nper, sizeof *params);
-    if (!imgs || !params || shc_render(&o->r, in->items[pos].path, pos, rz, imgs, params, NULL)) {
+    if (!imgs || !params ||
+        (data ? shc_render_mem(&o->r, data, data_len, pos, rz, imgs, params, NULL)
+              : shc_render(&o->r, in->items[pos].path, pos, rz, imgs, params, NULL))) {
         free(imgs);
         free(params);
         return;
@@ -791,7 +843,10 @@ static int dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_in
     uint32_t align = o->align;
     uint32_t nper = shc_render_count(&o->r);
     uint64_t *cost = calloc(in->n ? in->n : 1, sizeof *cost);
-    if (!cost) {
+    shc_feed *feed = NULL;
+    if (!cost || (in->narchives && shc_feed_start(in, lo, hi, o->r.max_file_bytes,
+                                                  o->archive_buffer, &feed) != 0)) {
+        free(cost);
         say(cb, "out of memory");
         return ENOMEM;
     }
@@ -800,7 +855,9 @@ static int dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_in
         size_t len = 0;
         fmt_image_info info;
         fmt_geom_plan plan;
-        int rc = fmt_read_file(in->items[i].path, (size_t)o->r.max_file_bytes, &buf, &len);
+        int rc = in->items[i].archive ? shc_feed_take(feed, i, &buf, &len, NULL)
+                                      : fmt_read_file(in->items[i].path,
+                                                      (size_t)o->r.max_file_bytes, &buf, &len);
         if (rc == 0)
             rc = fmt_image_probe(buf, len, &info, NULL);
         free(buf);
@@ -814,6 +871,8 @@ static int dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_in
         cost[i] = nper * o->backend->w_cost((uint64_t)plan.out_w * plan.out_h * o->r.channels,
                                             o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
     }
+    shc_feed_free(feed);
+    feed = NULL;
     double scale = 1.0;
     uint64_t good = hi - lo - bad, encoded = 0;
     /* raw stores plain pixels exactly as w_cost says: only compressed raw needs encoding */
@@ -823,15 +882,24 @@ static int dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_in
     if (measure && good) {
         fmt_resizer *rz = NULL;
         uint64_t exact = 0, est = 0, step = (good + DRY_ENCODED_MAX - 1) / DRY_ENCODED_MAX, k = 0;
-        if (fmt_resizer_create(&rz) == 0) {
+        /* archive members are read again, in one more walk of their archives */
+        if (fmt_resizer_create(&rz) == 0 &&
+            (!in->narchives || shc_feed_start(in, lo, hi, o->r.max_file_bytes,
+                                              o->archive_buffer, &feed) == 0)) {
             for (size_t i = (size_t)lo; i < hi; i++) {
-                if (!cost[i] || k++ % step)
-                    continue;
-                dry_encode(o, in, i, (k - 1) * nper, rz, &exact, &est);
-                encoded++;
+                uint8_t *data = NULL;
+                size_t len = 0;
+                int took = in->items[i].archive &&
+                           shc_feed_take(feed, i, &data, &len, NULL) == 0;
+                if (cost[i] && k++ % step == 0 && (took || !in->items[i].archive)) {
+                    dry_encode(o, in, i, data, len, (k - 1) * nper, rz, &exact, &est);
+                    encoded++;
+                }
+                free(data);
             }
-            fmt_resizer_free(rz);
+            shc_feed_free(feed);
         }
+        fmt_resizer_free(rz);
         if (est)
             scale = (double)exact / (double)est;
     }
@@ -900,8 +968,9 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
 {
     fmt_inputs in;
     fmt_msg msg = {{0}};
-    int rc = o->list ? fmt_inputs_from_list(o->list, o->srcs, o->nsrc, &in, &msg)
-                     : fmt_inputs_from_dirs(o->srcs, o->nsrc, &in, &msg);
+    int rc = o->wds ? fmt_inputs_from_wds(o->srcs, o->nsrc, o->wds_label, &in, &msg)
+             : o->list ? fmt_inputs_from_list(o->list, o->srcs, o->nsrc, &in, &msg)
+                       : fmt_inputs_from_dirs(o->srcs, o->nsrc, &in, &msg);
     if (rc) {
         say(cb, "%s", msg.text);
         return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
@@ -926,7 +995,7 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
     }
 
     int result = 0;
-    reject_list rej = {0};
+    reject_list rej = {0}, warn = {0};
     shard_list shards = {0};
     pipeline pl = {0};
     pthread_t *tids = NULL;
@@ -1000,7 +1069,7 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
         }
         rc = resume_scan(o, cb, &in, fp, lo, &shards, &next_input, &next_index);
         if (rc == 0)
-            rc = journal_load(o->out, next_input, &rej);
+            rc = journal_load(o->out, next_input, &rej, &warn);
         if (rc) {
             say(cb, "cannot resume in %s: %s", o->out, strerror(rc));
             result = rc;
@@ -1035,6 +1104,9 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
     }
     for (size_t i = 0; i < rej.n; i++)
         fprintf(journal, "%" PRIu64 "\t%s\t%s\n", rej.v[i].pos, rej.v[i].path, rej.v[i].reason);
+    for (size_t i = 0; i < warn.n; i++)
+        fprintf(journal, "W%" PRIu64 "\t%s\t%s\n", warn.v[i].pos, warn.v[i].path,
+                warn.v[i].reason);
 
     /* workers */
     nthreads = o->threads ? o->threads : 1;
@@ -1057,6 +1129,12 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
     if (!slots_ok || !tids) {
         say(cb, "out of memory");
         result = ENOMEM;
+        goto leave;
+    }
+    if (in.narchives && (rc = shc_feed_start(&in, next_input, hi, o->r.max_file_bytes,
+                                             o->archive_buffer, &pl.feed)) != 0) {
+        say(cb, "cannot start reading the archives: %s", strerror(rc));
+        result = rc;
         goto leave;
     }
     pthread_mutex_init(&pl.mu, NULL);
@@ -1088,6 +1166,22 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
             pthread_cond_wait(&pl.ready, &pl.mu);
         pthread_mutex_unlock(&pl.mu);
 
+        if (s->rc == 0 && s->why.text[0] && o->strict) {
+            /* --strict: a file the decoder warned about is refused like a damaged one */
+            s->rc = FMT_ECORRUPT;
+            size_t n = strlen(s->why.text);
+            const char *tail = " (a decoder warning; --strict)";
+            if (n + strlen(tail) < sizeof s->why.text)
+                memcpy(s->why.text + n, tail, strlen(tail) + 1);
+        } else if (s->rc == 0 && s->why.text[0]) {
+            if (cb && cb->warning)
+                cb->warning(cb->ctx, in.items[i].path, s->why.text);
+            if (reject_add(&warn, i, in.items[i].path, s->why.text) != 0) {
+                result = ENOMEM;
+                goto stop;
+            }
+            fprintf(journal, "W%zu\t%s\t%s\n", i, in.items[i].path, s->why.text);
+        }
         if (s->rc) {
             if (cb && cb->reject)
                 cb->reject(cb->ctx, in.items[i].path, s->why.text);
@@ -1211,6 +1305,8 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
     journal = NULL;
     crash_point(&crash, 0, "before writing", REJECTS_NAME);
     rc = write_rejects(o->out, &in, &rej);
+    if (rc == 0)
+        rc = write_warnings(o->out, &warn);
     if (rc == 0) {
         crash_point(&crash, 0, "before writing", INPUTS_NAME);
         rc = write_inputs(o->out, &in, lo, hi);
@@ -1227,6 +1323,13 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
     }
     crash_point(&crash, 0, "after writing", FMT_MANIFEST_NAME);
     unlink(jpath);
+    /* what was written opens as a reader opens it, or the build failed */
+    fmt_msg probe = {{0}};
+    if ((rc = fmt_dataset_probe(o->out, &probe)) != 0) {
+        say(cb, "the dataset written to %s does not open: %s", o->out, fmt_reason(&probe, rc));
+        result = rc;
+        goto stop;
+    }
 
     double dt = shc_now() - t0;
     uint64_t total_bytes = 0;
@@ -1236,7 +1339,8 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
     if (cb && cb->summary) {
         shc_summary sum = {.samples = next_index, .classes = in.nclasses, .shards = shards.n,
                            .bytes = total_bytes, .inputs = (size_t)(hi - lo) + in.nskipped,
-                           .rejects = nrej, .seconds = dt, .threads = nthreads, .out = o->out,
+                           .rejects = nrej, .warnings = warn.n, .seconds = dt,
+                           .threads = nthreads, .out = o->out,
                            .images_per_s = dt > 0 ? (double)(hi - next_input) / dt : 0.0};
         cb->summary(cb->ctx, &sum);
     }
@@ -1255,6 +1359,7 @@ stop:
         pl.stop = 1;
         pthread_cond_broadcast(&pl.space);
         pthread_mutex_unlock(&pl.mu);
+        shc_feed_stop(pl.feed);     /* workers waiting for a member's bytes */
         for (unsigned t = 0; t < nthreads; t++)
             pthread_join(tids[t], NULL);
         pthread_mutex_destroy(&pl.mu);
@@ -1283,9 +1388,11 @@ leave:
         free(pl.slots[k].aux);
     }
     free(pl.slots);
+    shc_feed_free(pl.feed);
     fmt_rs_cache_free(pl.cache);
     shard_list_free(&shards);
     reject_list_free(&rej);
+    reject_list_free(&warn);
     fmt_inputs_free(&in);
     if (crash.report)
         say(cb, "crash points: %" PRIu64, crash.passed);

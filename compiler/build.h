@@ -1,5 +1,5 @@
 /* build.h - `shardc build`: list inputs, decode/resize them in worker threads, write shards in
- * input order, then rejects.tsv and (last) manifest.json.
+ * input order, then rejects.tsv, warnings.tsv and (last) manifest.json.
  *
  * Output bytes depend only on the inputs and the options, never on the thread count or timing:
  * workers finish out of order, the writer consumes results strictly by input position.
@@ -50,6 +50,9 @@ typedef struct {
     char *const *srcs;
     size_t nsrc;
     const char *list;           /* list file, or NULL for class folders */
+    int wds;                    /* SRCs are WebDataset shards (inputs.h: fmt_inputs_from_wds) */
+    const char *wds_label;      /* their label member: NULL ("cls"), "txt", "json:FIELD" */
+    uint64_t archive_buffer;    /* bytes of archive members read ahead at most (feed.h) */
     const char *out;
     const fmt_backend *backend; /* storage format */
     int quality;                /* --format jpeg: 1..100 */
@@ -86,6 +89,7 @@ typedef struct {
     uint64_t bytes;             /* of the shards */
     size_t inputs;              /* inputs of this build or part, skipped entries included */
     size_t rejects;             /* in rejects.tsv (skipped entries included) */
+    size_t warnings;            /* stored with a decoder warning, in warnings.tsv */
     double seconds, images_per_s;   /* this run: inputs it wrote per second */
     unsigned threads;
     const char *out;
@@ -110,6 +114,9 @@ typedef struct {
     void (*message)(void *ctx, const char *text);
     /* an input that could not be decoded: rejected (or, with strict, the build stops here) */
     void (*reject)(void *ctx, const char *path, const char *reason);
+    /* an input stored although its decoder warned (fmt_image_decode); with strict it is a reject
+     * instead */
+    void (*warning)(void *ctx, const char *path, const char *text);
     void (*progress)(void *ctx, const shc_progress *p);
     void (*summary)(void *ctx, const shc_summary *s);       /* the build finished */
     void (*projection)(void *ctx, const shc_projection *p); /* the dry run finished */

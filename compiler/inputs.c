@@ -1,7 +1,8 @@
-/* inputs.c - listing a build's inputs from class folders or a list file. */
+/* inputs.c - listing a build's inputs from class folders, archives or a list file. */
 #include "inputs.h"
 
 #include <ctype.h>
+#include <jansson.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -11,7 +12,10 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-static int add_item(fmt_inputs *in, char *path, int32_t label)
+#include "arcwalk.h"
+
+static int add_member(fmt_inputs *in, char *path, int32_t label, uint32_t archive, uint64_t seq,
+                      uint64_t size)
 {
     if (in->n == in->cap) {
         size_t cap = in->cap ? in->cap * 2 : 256;
@@ -21,10 +25,31 @@ static int add_item(fmt_inputs *in, char *path, int32_t label)
         in->items = p;
         in->cap = cap;
     }
-    in->items[in->n].path = path;
-    in->items[in->n].label = label;
+    in->items[in->n] = (fmt_input){.path = path, .label = label, .archive = archive,
+                                   .seq = seq, .size = size};
     in->n++;
     return 0;
+}
+
+static int add_item(fmt_inputs *in, char *path, int32_t label)
+{
+    return add_member(in, path, label, 0, 0, 0);
+}
+
+/* The archive's number (1-based) in in->archives, added if new. 0: out of memory. */
+static uint32_t add_archive(fmt_inputs *in, const char *path, int nest)
+{
+    for (size_t i = 0; i < in->narchives; i++)
+        if (strcmp(in->archives[i].path, path) == 0 && in->archives[i].nest == nest)
+            return (uint32_t)i + 1;
+    fmt_archive_src *p = realloc(in->archives, (in->narchives + 1) * sizeof *p);
+    if (!p)
+        return 0;
+    in->archives = p;
+    if (!(p[in->narchives].path = strdup(path)))
+        return 0;
+    p[in->narchives].nest = nest;
+    return (uint32_t)++in->narchives;
 }
 
 static int add_skip(fmt_inputs *in, const char *path, const char *reason)
@@ -175,6 +200,217 @@ static int walk(fmt_inputs *in, const char *dir, int32_t label, dir_stack *st)
     return rc;
 }
 
+/* ---- archives as class-folder trees ---- */
+
+/* strcmp with '/' below every other byte: the order of a depth-first walk of sorted folders
+ * ("a/x" before "a.jpg", as the folder "a" sorts before the file "a.jpg") */
+static int cmp_path(const char *a, const char *b)
+{
+    for (;; a++, b++) {
+        unsigned char x = *a == '/' ? 1 : (unsigned char)*a, y = *b == '/' ? 1 : (unsigned char)*b;
+        if (x != y || !x)
+            return (x > y) - (x < y);
+    }
+}
+
+typedef struct {
+    char *cls;          /* class name */
+    char *rel;          /* path within the class folder, for the order */
+    char *name;         /* the member's name in the archive */
+    uint64_t seq, size;
+} arc_entry;
+
+typedef struct {
+    fmt_inputs *in;
+    const char *path;
+    arc_entry *v;
+    size_t n, cap;
+    char **classes;     /* class names met (folders, inner tars), unsorted, with repeats */
+    size_t ncls, capcls;
+} arc_tree;
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const arc_entry *x = a, *y = b;
+    int c = strcmp(x->cls, y->cls);
+    if (!c)
+        c = cmp_path(x->rel, y->rel);
+    if (!c)
+        c = (x->seq > y->seq) - (x->seq < y->seq);
+    return c;
+}
+
+static int tree_class(arc_tree *t, const char *name, size_t len)
+{
+    if (t->ncls == t->capcls) {
+        size_t cap = t->capcls ? t->capcls * 2 : 64;
+        char **p = realloc(t->classes, cap * sizeof *p);
+        if (!p)
+            return ENOMEM;
+        t->classes = p;
+        t->capcls = cap;
+    }
+    if (!(t->classes[t->ncls] = strndup(name, len)))
+        return ENOMEM;
+    t->ncls++;
+    return 0;
+}
+
+/* A hidden component (the folder walk leaves those out)? */
+static int has_hidden(const char *p)
+{
+    for (;;) {
+        if (*p == '.')
+            return 1;
+        const char *s = strchr(p, '/');
+        if (!s)
+            return 0;
+        p = s + 1;
+    }
+}
+
+static int skip_member(fmt_inputs *in, const char *arc, const char *name, const char *why)
+{
+    char *p;
+    if (asprintf(&p, "%s!%s", arc, name) < 0)
+        return ENOMEM;
+    int rc = add_skip(in, p, why);
+    free(p);
+    return rc;
+}
+
+static int tree_visit(void *ctx, const shc_arc_member *m, shc_arc_reader *r)
+{
+    (void)r;
+    arc_tree *t = ctx;
+    if (m->type == SHC_ARC_ERROR)
+        return skip_member(t->in, t->path, m->name, m->error);
+    const char *cls, *rel;
+    size_t clen;
+    if (m->inner) {
+        /* a member of an inner tar: the class is the tar's name less ".tar" */
+        if (!shc_arc_name_safe(m->inner))
+            goto unsafe;
+        cls = m->outer;
+        clen = strlen(cls) - 4;
+        rel = m->inner;
+    } else {
+        if (!shc_arc_name_safe(m->name))
+            goto unsafe;
+        cls = m->name;
+        const char *slash = strchr(cls, '/');
+        if (!slash) {
+            size_t n = strlen(cls);
+            int tar = m->type == SHC_ARC_FILE && n > 4 && strcasecmp(cls + n - 4, ".tar") == 0;
+            if (cls[0] == '.')
+                return 0;
+            if (m->type == SHC_ARC_DIR || tar)
+                return tree_class(t, cls, tar ? n - 4 : n);
+            t->in->ignored += fmt_is_image_name(cls) ? 1 : 0;
+            return 0;
+        }
+        clen = (size_t)(slash - cls);
+        rel = slash + 1;
+    }
+    if (cls[0] == '.' || has_hidden(rel))
+        return 0;
+    int rc = tree_class(t, cls, clen);
+    if (rc || m->type == SHC_ARC_DIR || m->type == SHC_ARC_OTHER)
+        return rc;
+    if (!fmt_is_image_name(rel)) {
+        t->in->ignored += m->type == SHC_ARC_FILE;
+        return 0;
+    }
+    if (m->type == SHC_ARC_LINK)
+        return skip_member(t->in, t->path, m->name, "a link (links in archives are not followed)");
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        arc_entry *p = realloc(t->v, cap * sizeof *p);
+        if (!p)
+            return ENOMEM;
+        t->v = p;
+        t->cap = cap;
+    }
+    arc_entry *e = &t->v[t->n];
+    e->cls = strndup(cls, clen);
+    e->name = strdup(m->name);
+    /* rel is the tail of the member's name (m->inner is a copy of that tail) */
+    e->rel = e->name ? e->name + strlen(m->name) - strlen(rel) : NULL;
+    e->seq = m->seq;
+    e->size = m->size > 0 ? (uint64_t)m->size : 0;
+    if (!e->cls || !e->name) {
+        free(e->cls);
+        free(e->name);
+        return ENOMEM;
+    }
+    t->n++;
+    return 0;
+unsafe:
+    if (m->type == SHC_ARC_FILE || m->type == SHC_ARC_LINK)
+        return skip_member(t->in, t->path, m->name,
+                           "unsafe member name (absolute or with '..'): not an input");
+    return 0;
+}
+
+static void tree_free(arc_tree *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->v[i].cls);
+        free(t->v[i].name);
+    }
+    free(t->v);
+    free_names(t->classes, t->ncls);
+    memset(t, 0, sizeof *t);
+}
+
+/* msg's text less its leading "path: " (the skipped entry names the path already) */
+static const char *reason_of(const char *path, const char *text)
+{
+    size_t n = strlen(path);
+    return strncmp(text, path, n) == 0 && text[n] == ':' && text[n + 1] == ' ' ? text + n + 2
+                                                                              : text;
+}
+
+/* Is path an archive file (by name)? */
+static int is_archive_src(const char *path)
+{
+    struct stat sb;
+    return shc_arc_is_archive_name(path) && stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* List the archive at path as a class-folder tree into t (entries sorted by class, then the walk
+ * order; of two entries with one path only the later one kept). A damaged archive keeps the
+ * members before the damage and a skipped entry saying where; one that is no archive at all is
+ * an error. */
+static int tree_list(fmt_inputs *in, const char *path, arc_tree *t, fmt_msg *msg)
+{
+    memset(t, 0, sizeof *t);
+    t->in = in;
+    t->path = path;
+    fmt_msg why = {{0}};
+    int rc = shc_arc_walk(path, 1, tree_visit, t, &why);
+    if (rc == ENOMEM)
+        return fmt_fail(msg, rc, "cannot list %s: out of memory", path);
+    if (rc && t->n == 0 && t->ncls == 0)
+        return fmt_fail(msg, rc, "cannot read %s", why.text);
+    if (rc && (rc = add_skip(in, path, reason_of(path, why.text))))
+        return rc;
+    if (t->n > 1)
+        qsort(t->v, t->n, sizeof *t->v, cmp_entry);
+    size_t k = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (i + 1 < t->n && strcmp(t->v[i].cls, t->v[i + 1].cls) == 0 &&
+            cmp_path(t->v[i].rel, t->v[i + 1].rel) == 0) {
+            free(t->v[i].cls);
+            free(t->v[i].name);
+        } else {
+            t->v[k++] = t->v[i];
+        }
+    }
+    t->n = k;
+    return 0;
+}
+
 int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, fmt_msg *msg)
 {
     memset(in, 0, sizeof *in);
@@ -182,9 +418,39 @@ int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, fmt_msg
     /* classes: the union of the subfolder names of every SRC, sorted */
     char **all = NULL;
     size_t nall = 0, capall = 0;
+    /* archives among the SRCs: listed first, their classes join the others */
+    arc_tree *trees = calloc(nsrc ? nsrc : 1, sizeof *trees);
+    size_t *cursor = calloc(nsrc ? nsrc : 1, sizeof *cursor);
+    if (!trees || !cursor)
+        rc = ENOMEM;
     for (size_t s = 0; s < nsrc && !rc; s++) {
         char **names;
         size_t n;
+        if (is_archive_src(srcs[s])) {
+            if ((rc = tree_list(in, srcs[s], &trees[s], msg)))
+                goto leave;
+            names = trees[s].classes;
+            n = trees[s].ncls;
+            trees[s].classes = NULL;
+            trees[s].ncls = 0;
+            if (!add_archive(in, srcs[s], 1))
+                rc = ENOMEM;
+            for (size_t i = 0; i < n; i++) {
+                if (nall == capall) {
+                    capall = capall ? capall * 2 : 64;
+                    char **q = realloc(all, capall * sizeof *q);
+                    if (!q) {
+                        rc = ENOMEM;
+                        free(names[i]);
+                        continue;
+                    }
+                    all = q;
+                }
+                all[nall++] = names[i];
+            }
+            free(names);
+            continue;
+        }
         rc = list_dir(srcs[s], &names, &n);
         if (rc) {
             fmt_fail(msg, rc, "cannot read %s: %s", srcs[s], strerror(rc));
@@ -237,6 +503,22 @@ int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, fmt_msg
     nall = 0;
     for (size_t c = 0; c < in->nclasses && !rc; c++) {
         for (size_t s = 0; s < nsrc && !rc; s++) {
+            if (trees[s].path) {
+                arc_tree *t = &trees[s];
+                uint32_t a = add_archive(in, srcs[s], 1);
+                for (; !rc && cursor[s] < t->n && strcmp(t->v[cursor[s]].cls, in->classes[c]) <= 0;
+                     cursor[s]++) {
+                    arc_entry *e = &t->v[cursor[s]];
+                    char *p;
+                    if (!a || asprintf(&p, "%s!%s", srcs[s], e->name) < 0) {
+                        rc = ENOMEM;
+                        break;
+                    }
+                    if ((rc = add_member(in, p, (int32_t)c, a, e->seq, e->size)))
+                        free(p);
+                }
+                continue;
+            }
             char *p = join(srcs[s], in->classes[c]);
             struct stat sb;
             if (!p) {
@@ -255,10 +537,128 @@ int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, fmt_msg
     if (rc)
         fmt_fail(msg, rc, "cannot list inputs: %s", strerror(rc));
 leave:
+    for (size_t s = 0; trees && s < nsrc; s++)
+        tree_free(&trees[s]);
+    free(trees);
+    free(cursor);
     free_names(all, nall);
     if (rc)
         fmt_inputs_free(in);
     return rc;
+}
+
+/* ---- list files ---- */
+
+/* One line of f into buf (cap bytes, NUL-terminated, the newline dropped). Returns its length,
+ * -1 at the end of the file, -2 when the line does not fit (the rest of it is not read). */
+static long read_line(FILE *f, char *buf, size_t cap)
+{
+    size_t n = 0;
+    int c = EOF;
+    while ((c = getc_unlocked(f)) != EOF && c != '\n') {
+        if (n + 1 >= cap)
+            return -2;
+        buf[n++] = (char)c;
+    }
+    if (c == EOF && n == 0)
+        return -1;
+    buf[n] = '\0';
+    return (long)n;
+}
+
+/* The members of one archive a list file names, sorted by name (for lookups). */
+typedef struct {
+    char *name;
+    uint64_t seq;
+    int64_t size;
+    int type;
+} mem_ent;
+
+typedef struct {
+    char *path;
+    mem_ent *v;
+    size_t n, cap;
+} mem_index;
+
+static int index_visit(void *ctx, const shc_arc_member *m, shc_arc_reader *r)
+{
+    (void)r;
+    mem_index *x = ctx;
+    if (m->type == SHC_ARC_ERROR)
+        return 0;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 256;
+        mem_ent *p = realloc(x->v, cap * sizeof *p);
+        if (!p)
+            return ENOMEM;
+        x->v = p;
+        x->cap = cap;
+    }
+    if (!(x->v[x->n].name = strdup(m->name)))
+        return ENOMEM;
+    x->v[x->n].seq = m->seq;
+    x->v[x->n].size = m->size;
+    x->v[x->n].type = m->type;
+    x->n++;
+    return 0;
+}
+
+static int cmp_mem(const void *a, const void *b)
+{
+    const mem_ent *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static void index_free(mem_index *x)
+{
+    for (size_t i = 0; i < x->n; i++)
+        free(x->v[i].name);
+    free(x->v);
+    free(x->path);
+}
+
+/* The member called name of the archive at path (indexes cached in *cache), the last one of
+ * that name as extraction keeps it; NULL when there is none. Errors in rc/msg. */
+static const mem_ent *find_member(mem_index **cache, size_t *ncache, const char *path,
+                                  const char *name, int *rc, fmt_msg *why)
+{
+    mem_index *x = NULL;
+    for (size_t i = 0; i < *ncache; i++)
+        if (strcmp((*cache)[i].path, path) == 0)
+            x = &(*cache)[i];
+    if (!x) {
+        mem_index *p = realloc(*cache, (*ncache + 1) * sizeof *p);
+        if (!p) {
+            *rc = ENOMEM;
+            return NULL;
+        }
+        *cache = p;
+        x = &p[(*ncache)++];
+        memset(x, 0, sizeof *x);
+        if (!(x->path = strdup(path))) {
+            *rc = ENOMEM;
+            return NULL;
+        }
+        int wr = shc_arc_walk(path, 1, index_visit, x, why);
+        if (wr == ENOMEM || (wr && x->n == 0)) {
+            *rc = wr;
+            return NULL;
+        }
+        if (x->n > 1)
+            qsort(x->v, x->n, sizeof *x->v, cmp_mem);
+    }
+    while (name[0] == '.' && name[1] == '/')
+        name += 2;
+    size_t lo = 0, hi = x->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(x->v[mid].name, name) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 && strcmp(x->v[lo - 1].name, name) == 0 ? &x->v[lo - 1] : NULL;
 }
 
 int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_inputs *in,
@@ -270,14 +670,20 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
         int e = errno;
         return fmt_fail(msg, e, "cannot open list file %s: %s", list, strerror(e));
     }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
+    char *line = malloc(FMT_LIST_LINE_MAX + 1);
+    long len;
     unsigned long lineno = 0;
     int32_t maxlabel = -1;
-    int rc = 0;
-    while ((len = getline(&line, &cap, f)) >= 0) {
+    int rc = line ? 0 : ENOMEM;
+    mem_index *cache = NULL;
+    size_t ncache = 0;
+    while (!rc && (len = read_line(f, line, FMT_LIST_LINE_MAX + 1)) != -1) {
         lineno++;
+        if (len == -2) {
+            rc = fmt_fail(msg, EINVAL, "%s:%lu: line longer than %d bytes", list, lineno,
+                          FMT_LIST_LINE_MAX);
+            break;
+        }
         if ((size_t)len != strlen(line)) {
             rc = fmt_fail(msg, EINVAL, "%s:%lu: line contains a NUL byte", list, lineno);
             break;
@@ -325,6 +731,55 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
                 free(p);
             }
         }
+        if (!found && strchr(s, '!')) {
+            /* ARCHIVE!MEMBER: the archive in one of the SRCs, the member in its listing */
+            for (char *bang = strchr(s, '!'); bang && !found && !rc; bang = strchr(bang + 1, '!')) {
+                *bang = '\0';
+                for (size_t k = 0; k < nsrc && !found && !rc; k++) {
+                    char *p = s[0] == '/' ? strdup(s) : join(srcs[k], s);
+                    if (!p) {
+                        rc = ENOMEM;
+                        break;
+                    }
+                    if (!is_archive_src(p)) {
+                        free(p);
+                        continue;
+                    }
+                    fmt_msg awhy = {{0}};
+                    int arc_rc = 0;
+                    const mem_ent *e = find_member(&cache, &ncache, p, bang + 1, &arc_rc, &awhy);
+                    uint32_t a = e ? add_archive(in, p, 1) : 1;
+                    if (arc_rc || !a) {
+                        rc = fmt_fail(msg, arc_rc ? arc_rc : ENOMEM, "%s:%lu: cannot read %s",
+                                      list, lineno, arc_rc ? awhy.text : "out of memory");
+                    } else if (!e) {
+                        rc = fmt_fail(msg, ENOENT, "%s:%lu: no member %s in %s", list, lineno,
+                                      bang + 1, p);
+                    } else if (e->type != SHC_ARC_FILE) {
+                        rc = fmt_fail(msg, EINVAL, "%s:%lu: member %s of %s is not a file", list,
+                                      lineno, e->name, p);
+                    } else if (!shc_arc_name_safe(e->name)) {
+                        rc = fmt_fail(msg, EINVAL, "%s:%lu: unsafe member name %s in %s", list,
+                                      lineno, e->name, p);
+                    } else if (asprintf(&found, "%s!%s", p, e->name) < 0) {
+                        found = NULL;
+                        rc = ENOMEM;
+                    } else if ((rc = add_member(in, found, (int32_t)v, a, e->seq,
+                                                e->size > 0 ? (uint64_t)e->size : 0))) {
+                        free(found);
+                    }
+                    free(p);
+                }
+                *bang = '!';
+            }
+            if (rc)
+                break;
+            if (found) {
+                if (v > maxlabel)
+                    maxlabel = (int32_t)v;
+                continue;
+            }
+        }
         if (!found) {
             rc = fmt_fail(msg, why, "%s:%lu: %s: %s", list, lineno,
                           why == ELOOP ? "symbolic link loop" : why == ENOENT ? "no such file" :
@@ -341,11 +796,223 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
     if (!rc && ferror(f)) {
         rc = fmt_fail(msg, EIO, "cannot read list file %s", list);
     }
+    for (size_t i = 0; i < ncache; i++)
+        index_free(&cache[i]);
+    free(cache);
     free(line);
     fclose(f);
     if (!rc && maxlabel >= 0) {
         /* classes of a list file are the labels themselves */
         in->nclasses = (size_t)maxlabel + 1;
+        in->classes = calloc(in->nclasses, sizeof *in->classes);
+        if (!in->classes)
+            rc = ENOMEM;
+        for (size_t i = 0; !rc && i < in->nclasses; i++)
+            if (asprintf(&in->classes[i], "%zu", i) < 0) {
+                in->classes[i] = NULL;
+                rc = ENOMEM;
+            }
+    }
+    if (rc)
+        fmt_inputs_free(in);
+    return rc;
+}
+
+/* ---- WebDataset shards ---- */
+
+typedef struct {
+    fmt_inputs *in;
+    const char *path;
+    uint32_t arc;
+    const char *label_ext;      /* "cls", "txt" or "json" */
+    const char *field;          /* json: the field */
+    int32_t maxlabel;
+    /* the group being read */
+    char *key;
+    char *image;                /* its image member */
+    uint64_t seq, size;
+    int have_label;             /* 1 label read, -1 a label member that does not parse */
+    int32_t label;
+    char bad[1024];
+} wds_state;
+
+/* A group is done: its sample, or a skipped entry saying why not. */
+static int wds_flush(wds_state *w)
+{
+    int rc = 0;
+    if (!w->key)
+        return 0;
+    if (w->image && w->have_label == 1) {
+        char *p;
+        if (asprintf(&p, "%s!%s", w->path, w->image) < 0)
+            rc = ENOMEM;
+        else if ((rc = add_member(w->in, p, w->label, w->arc, w->seq, w->size)))
+            free(p);
+        if (!rc && w->label > w->maxlabel)
+            w->maxlabel = w->label;
+    } else if (w->image) {
+        char why[1100];
+        if (w->have_label < 0)
+            snprintf(why, sizeof why, "%s", w->bad);
+        else if (w->field)
+            snprintf(why, sizeof why, "no .json member with the label field \"%s\"", w->field);
+        else
+            snprintf(why, sizeof why, "no .%s member (the label)", w->label_ext);
+        rc = skip_member(w->in, w->path, w->image, why);
+    } else if (w->have_label) {
+        rc = skip_member(w->in, w->path, w->key, "no image member in the sample");
+    }
+    free(w->key);
+    free(w->image);
+    w->key = w->image = NULL;
+    w->have_label = 0;
+    return rc;
+}
+
+/* The label in a .cls/.txt/.json member's bytes, or a reason in w->bad. */
+static int wds_parse(wds_state *w, const char *name, const uint8_t *data, size_t len, int32_t *out)
+{
+    long v = -1;
+    if (w->field) {
+        json_error_t je;
+        json_t *j = json_loadb((const char *)data, len, JSON_DECODE_ANY, &je);
+        json_t *f = j && json_is_object(j) ? json_object_get(j, w->field) : NULL;
+        if (f && json_is_integer(f) && json_integer_value(f) >= 0 &&
+            json_integer_value(f) <= FMT_MAX_LABEL)
+            v = (long)json_integer_value(f);
+        json_decref(j);
+        if (v < 0) {
+            snprintf(w->bad, sizeof w->bad, "%.400s: no integer field \"%s\" (0..%d)", name,
+                     w->field, FMT_MAX_LABEL);
+            return -1;
+        }
+    } else {
+        char text[32];
+        size_t a = 0, b = len;
+        while (a < b && isspace(data[a]))
+            a++;
+        while (b > a && isspace(data[b - 1]))
+            b--;
+        char *end = NULL;
+        if (b - a > 0 && b - a < sizeof text && isdigit(data[a])) {
+            memcpy(text, data + a, b - a);
+            text[b - a] = '\0';
+            errno = 0;
+            v = strtol(text, &end, 10);
+            if (errno || *end || v > FMT_MAX_LABEL)
+                v = -1;
+        }
+        if (v < 0) {
+            snprintf(w->bad, sizeof w->bad, "%.400s: bad label (expected an integer 0..%d)", name,
+                     FMT_MAX_LABEL);
+            return -1;
+        }
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int wds_visit(void *ctx, const shc_arc_member *m, shc_arc_reader *r)
+{
+    wds_state *w = ctx;
+    if (m->type == SHC_ARC_DIR || m->type == SHC_ARC_ERROR)
+        return 0;
+    /* webdataset's split: key = path up to the first '.' of the last component */
+    const char *base = strrchr(m->name, '/');
+    base = base ? base + 1 : m->name;
+    const char *dot = strchr(base, '.');
+    if (base[0] == '.' || !dot) {
+        w->in->ignored++;
+        return 0;
+    }
+    size_t klen = (size_t)(dot - m->name);
+    const char *ext = dot + 1;
+    int rc = 0;
+    if (!w->key || strlen(w->key) != klen || strncmp(w->key, m->name, klen) != 0) {
+        if ((rc = wds_flush(w)))
+            return rc;
+        if (!(w->key = strndup(m->name, klen)))
+            return ENOMEM;
+    }
+    if (!shc_arc_name_safe(m->name)) {
+        if (fmt_is_image_name(m->name))
+            return skip_member(w->in, w->path, m->name,
+                               "unsafe member name (absolute or with '..'): not an input");
+        return 0;
+    }
+    if (fmt_is_image_name(m->name) && !w->image) {
+        if (m->type != SHC_ARC_FILE)
+            return skip_member(w->in, w->path, m->name,
+                               "a link (links in archives are not followed)");
+        if (!(w->image = strdup(m->name)))
+            return ENOMEM;
+        w->seq = m->seq;
+        w->size = m->size > 0 ? (uint64_t)m->size : 0;
+        return 0;
+    }
+    if (strcasecmp(ext, w->label_ext) == 0 && m->type == SHC_ARC_FILE && !w->have_label) {
+        uint8_t *data;
+        size_t len;
+        fmt_msg why = {{0}};
+        rc = shc_arc_read(r, FMT_LIST_LINE_MAX, &data, &len, &why);
+        if (rc == ENOMEM)
+            return rc;
+        if (rc) {
+            snprintf(w->bad, sizeof w->bad, "%.400s: %.500s", m->name, why.text);
+            w->have_label = -1;
+            return 0;
+        }
+        w->have_label = wds_parse(w, m->name, data, len, &w->label) == 0 ? 1 : -1;
+        free(data);
+        return 0;
+    }
+    w->in->ignored++;
+    return 0;
+}
+
+int fmt_inputs_from_wds(char *const *srcs, size_t nsrc, const char *label, fmt_inputs *in,
+                        fmt_msg *msg)
+{
+    memset(in, 0, sizeof *in);
+    wds_state w = {.in = in, .maxlabel = -1, .label_ext = "cls"};
+    if (label && (strcmp(label, "cls") == 0 || strcmp(label, "txt") == 0)) {
+        w.label_ext = label;
+    } else if (label) {
+        w.label_ext = "json";
+        w.field = strncmp(label, "json:", 5) == 0 ? label + 5 : label;
+        if (!*w.field)
+            return fmt_fail(msg, EINVAL, "bad WebDataset label '%s' (cls, txt or json:FIELD)",
+                            label);
+    }
+    int rc = 0;
+    for (size_t s = 0; s < nsrc && !rc; s++) {
+        if (!is_archive_src(srcs[s])) {
+            rc = fmt_fail(msg, EINVAL, "%s: not a WebDataset shard (a .tar, .tar.gz, ... file)",
+                          srcs[s]);
+            break;
+        }
+        w.path = srcs[s];
+        if (!(w.arc = add_archive(in, srcs[s], 0))) {
+            rc = ENOMEM;
+            break;
+        }
+        size_t before = in->n + in->nskipped;
+        fmt_msg why = {{0}};
+        rc = shc_arc_walk(srcs[s], 0, wds_visit, &w, &why);
+        int frc = wds_flush(&w);
+        if (rc == ENOMEM || frc) {
+            rc = rc ? rc : frc;
+            fmt_fail(msg, rc, "cannot list %s: %s", srcs[s], strerror(rc));
+        } else if (rc && in->n + in->nskipped == before) {
+            fmt_fail(msg, rc, "cannot read %s", why.text);
+        } else if (rc) {
+            rc = add_skip(in, srcs[s], reason_of(srcs[s], why.text));
+        }
+    }
+    free(w.key);
+    free(w.image);
+    if (!rc && w.maxlabel >= 0) {
+        in->nclasses = (size_t)w.maxlabel + 1;
         in->classes = calloc(in->nclasses, sizeof *in->classes);
         if (!in->classes)
             rc = ENOMEM;
@@ -370,6 +1037,9 @@ void fmt_inputs_free(fmt_inputs *in)
     }
     for (size_t i = 0; in->classes && i < in->nclasses; i++)
         free(in->classes[i]);
+    for (size_t i = 0; i < in->narchives; i++)
+        free(in->archives[i].path);
+    free(in->archives);
     free(in->items);
     free(in->skipped);
     free(in->classes);

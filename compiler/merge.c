@@ -12,9 +12,11 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "dataset.h"
 #include "fmt.h"
 #include "manifest.h"
 #include "part.h"
+#include "util.h"
 
 /* inputs.tsv of a whole list can be large (a line per input): no small cap */
 #define MERGE_MAX_TSV ((size_t)1 << 40)
@@ -252,12 +254,12 @@ static int read_tsv(const char *dir, const char *name, char **buf, size_t *blen,
     return rc;
 }
 
-/* OUT/rejects.tsv and OUT/inputs.tsv from the parts': the header once, the listing's skips once
- * (every part lists them), then each part's own lines in part order. */
+/* OUT/rejects.tsv, OUT/inputs.tsv and OUT/warnings.tsv from the parts': the header once, the
+ * listing's skips once (every part lists them), then each part's own lines in part order. */
 static int write_tsvs(const char *out, const part_t *parts, uint32_t n, char *err, size_t len)
 {
-    static const char *const names[2] = {"rejects.tsv", "inputs.tsv"};
-    for (int t = 0; t < 2; t++) {
+    static const char *const names[3] = {"rejects.tsv", "inputs.tsv", "warnings.tsv"};
+    for (int t = 0; t < 3; t++) {
         char *obuf = NULL, *path = NULL;
         size_t olen = 0;
         FILE *f = open_memstream(&obuf, &olen);
@@ -269,6 +271,10 @@ static int write_tsvs(const char *out, const part_t *parts, uint32_t n, char *er
             char *buf = NULL, **lines = NULL;
             size_t blen, nl;
             rc = read_tsv(parts[i].dir, names[t], &buf, &blen, &lines, &nl);
+            if (rc == ENOENT && t == 2) {
+                rc = 0;     /* a part built before warnings were listed: none */
+                continue;
+            }
             if (rc) {
                 fail(err, len, rc, "part %s: cannot read %s/%s: %s", parts[i].name, parts[i].dir,
                      names[t], fmt_strerror(rc));
@@ -278,7 +284,14 @@ static int write_tsvs(const char *out, const part_t *parts, uint32_t n, char *er
              * one line per input of its slice */
             size_t skips = t == 0 ? (size_t)r->listing_skips : 0;
             size_t own = t == 0 ? (size_t)r->rejects : (size_t)(r->end_input - r->first_input);
-            if (nl != 1 + skips + own) {
+            if (t == 2) {
+                /* warnings: the header once, then each part's own (no count is recorded) */
+                static const char head[] = "path\twarning\n";
+                if (ftell(f) == 0)
+                    fwrite(head, 1, sizeof head - 1, f);
+                for (size_t k = 1; k < nl; k++)
+                    fwrite(lines[k], 1, line_len(lines[k]), f);
+            } else if (nl != 1 + skips + own) {
                 rc = fail(err, len, SHC_MERGE_EMISMATCH, "part %s: %s/%s has %zu lines, its "
                           "manifest says %zu", parts[i].name, parts[i].dir, names[t], nl,
                           1 + skips + own);
@@ -379,10 +392,25 @@ int shc_merge(const char *out, shc_merge_result *res, char *err, size_t errlen)
         return ENOMEM;
     uint32_t n = 0;
     part_t *parts = NULL;
+    int lock_fd = -1;
     int rc = real_dir(pdir);
     if (rc) {
         rc = fail(err, errlen, SHC_MERGE_ENOPARTS, "no parts in %s: %s (build them first with "
                   "shardc build --part I/N)", pdir, rc == ENOTDIR ? "not a folder" : strerror(rc));
+        goto leave;
+    }
+    /* one writer of OUT at a time, merges and whole builds alike: the lock build takes */
+    long holder;
+    rc = shc_lock_dir(out, SHC_LOCK_NAME, &lock_fd, &holder);
+    if (rc == EWOULDBLOCK) {
+        rc = fail(err, errlen, SHC_MERGE_EBUSY, "%s is being written by another shardc merge or "
+                  "build", out);
+        if (holder > 0)
+            append(err, errlen, ", pid %ld", holder);
+        goto leave;
+    }
+    if (rc) {
+        rc = fail(err, errlen, rc, "cannot lock %s/%s: %s", out, SHC_LOCK_NAME, strerror(rc));
         goto leave;
     }
     if ((rc = find_count(pdir, &n, err, errlen)))
@@ -457,6 +485,12 @@ int shc_merge(const char *out, shc_merge_result *res, char *err, size_t errlen)
         rc = write_tsvs(out, parts, n, err, errlen);
     if (!rc)
         rc = write_manifest(out, parts, n, res, err, errlen);
+    if (!rc) {
+        /* what was written opens as a reader opens it, or the merge failed */
+        fmt_msg probe = {{0}};
+        if ((rc = fmt_dataset_probe(out, &probe)) != 0)
+            fail(err, errlen, rc, "the merged dataset does not open: %s", fmt_reason(&probe, rc));
+    }
 leave:
     if (rc == ENOMEM && !err[0])
         snprintf(err, errlen, "out of memory");
@@ -467,5 +501,12 @@ leave:
     }
     free(parts);
     free(pdir);
+    if (lock_fd >= 0) {
+        /* no stale pid left behind, as build leaves none */
+        if (ftruncate(lock_fd, 0) != 0) {
+            /* harmless: the next writer truncates it too */
+        }
+        close(lock_fd);
+    }
     return rc;
 }

@@ -11,6 +11,11 @@
  * fingerprint and exactly the same channel statistics (from exact integer sums); only the shard
  * boundaries differ (each part starts new shards).
  *
+ * One writer at a time: the merge holds OUT's lock file (util.h SHC_LOCK_NAME, the one a whole
+ * build takes) throughout, and a second merge or build of OUT is refused (SHC_MERGE_EBUSY) before
+ * it reads anything. Before returning 0 the merge opens what it wrote the way a reader does
+ * (fmt_dataset_probe): a merged dataset that would not open is an error here.
+ *
  * Nothing is written when a check fails. Nothing here prints.
  */
 #ifndef SHC_MERGE_H
@@ -23,7 +28,8 @@
 enum {
     SHC_MERGE_ENOPARTS = 1001,  /* OUT/parts missing or empty */
     SHC_MERGE_EMISSING,         /* parts missing or unfinished (err lists them) */
-    SHC_MERGE_EMISMATCH         /* a part disagrees with the others or is damaged (err names it) */
+    SHC_MERGE_EMISMATCH,        /* a part disagrees with the others or is damaged (err names it) */
+    SHC_MERGE_EBUSY             /* another merge or build holds OUT's lock (nothing written) */
 };
 
 typedef struct {

@@ -779,35 +779,32 @@ static size_t mks_jpeg_scan_start(const uint8_t *b, size_t len)
     return 0;
 }
 
-/* Overwrite 32 bytes inside the scan with FF 00 pairs: the stuffed-FF bytes read as a run of one
- * bits, which no Huffman table assigns to any code, so libjpeg warns "Corrupt JPEG data: bad
- * Huffman code" (and about extraneous bytes) rather than silently decoding garbage. The result is
- * checked with the real decoder; should a position decode anyway, the next one is tried. */
+/* Overwrite 32 bytes inside the scan with FF 00 pairs (stuffed-FF bytes that read as a run of one
+ * bits, which no Huffman table assigns to any code) and point the scan header's first component
+ * at Huffman tables 3, which the file does not define. libjpeg only warns about the first (and
+ * Pillow, like shardc, then stores what it decoded), but the second is fatal to both. The result
+ * is checked with the real decoder. */
 static int mks_corrupt_scan(uint8_t *b, size_t len)
 {
     size_t start = mks_jpeg_scan_start(b, len);
-    if (start == 0 || len < start + 2 + 96)
+    if (start == 0 || start < 8 || len < start + 2 + 96)
         return FMT_EINVAL;
-    size_t span = len - 2 - start;
-    uint8_t saved[32];
-    for (unsigned attempt = 0; attempt < 6; attempt++) {
-        size_t pos = start + span * (5 + attempt) / 12;
-        if (pos + sizeof saved > len - 2)
-            break;
-        memcpy(saved, b + pos, sizeof saved);
-        for (size_t i = 0; i < sizeof saved; i += 2) {
-            b[pos + i] = 0xff;
-            b[pos + i + 1] = 0x00;
-        }
-        fmt_decode_opts dopts = { .channels = 3 };
-        fmt_image img = { 0 };
-        int rc = fmt_image_decode(b, len, &dopts, &img, NULL);
-        fmt_image_free(&img);
-        if (rc != 0)
-            return 0;
-        memcpy(b + pos, saved, sizeof saved);
+    size_t sos = start - 2;
+    while (sos > 0 && !(b[sos] == 0xff && b[sos + 1] == 0xda))
+        sos--;
+    if (b[sos] != 0xff || b[sos + 1] != 0xda || sos + 6 >= start)
+        return FMT_EINVAL;
+    b[sos + 6] = 0x33; /* Td = Ta = 3 */
+    size_t pos = start + (len - 2 - start) * 5 / 12;
+    for (size_t i = 0; i < 32; i += 2) {
+        b[pos + i] = 0xff;
+        b[pos + i + 1] = 0x00;
     }
-    return FMT_EINVAL;
+    fmt_decode_opts dopts = { .channels = 3 };
+    fmt_image img = { 0 };
+    int rc = fmt_image_decode(b, len, &dopts, &img, NULL);
+    fmt_image_free(&img);
+    return rc != 0 ? 0 : FMT_EINVAL;
 }
 
 /* Encode a class image of one format and damage it as broken file k demands. */

@@ -190,8 +190,9 @@ uint64_t shc_inputs_hash(const fmt_inputs *in)
  * the lock file a whole build takes in OUT, which stays after it ends or is refused). */
 static int top_name_ok(const char *name)
 {
-    static const char *const names[] = {FMT_MANIFEST_NAME, "rejects.tsv", "inputs.tsv",
-                                        ".rejects.journal", SHC_PARTS_DIR, SHC_LOCK_NAME};
+    static const char *const names[] = {FMT_MANIFEST_NAME, "rejects.tsv", "warnings.tsv",
+                                        "inputs.tsv", ".rejects.journal", SHC_PARTS_DIR,
+                                        SHC_LOCK_NAME};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strncmp(name, names[i], strlen(names[i])) == 0)
             return 1;

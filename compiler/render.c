@@ -106,26 +106,35 @@ static int is_identity(const fmt_geom_plan *p, const fmt_image *src)
 int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
                     shc_render_scratch *s, fmt_image *out, fmt_aug_params *params, fmt_msg *msg)
 {
-    uint32_t n = shc_render_count(o);
     size_t len = 0;
-    fmt_msg why = {{0}};
     int rc = read_into(path, o->max_file_bytes, s, &len);
     if (rc) {
         if (rc == FMT_ETOOBIG)
             return fmt_fail(msg, rc, "file larger than %" PRIu64 " bytes", o->max_file_bytes);
         return fmt_fail(msg, rc, "%s", fmt_strerror(rc));
     }
+    return shc_render_mem_into(o, s->file, len, source, s, out, params, msg);
+}
+
+int shc_render_mem_into(const shc_render_opts *o, const uint8_t *file, size_t len,
+                        uint64_t source, shc_render_scratch *s, fmt_image *out,
+                        fmt_aug_params *params, fmt_msg *msg)
+{
+    uint32_t n = shc_render_count(o);
+    fmt_msg why = {{0}}, warning = {{0}};
     fmt_image_info info;
-    rc = fmt_image_probe(s->file, len, &info, &why);
+    int rc = fmt_image_probe(file, len, &info, &why);
     if (rc)
         goto fail;
     fmt_decode_opts dopt = {.channels = o->channels, .limits = o->limits};
     /* augmented crops can be small parts of the source: they need it at full size */
     if (!o->augment)
         fmt_geom_min_decode(&o->geom, info.width, info.height, &dopt.min_width, &dopt.min_height);
-    rc = fmt_image_decode_into(s->file, len, &dopt, &s->dec, &why);
+    rc = fmt_image_decode_into(file, len, &dopt, &s->dec, &why);
     if (rc)
         goto fail;
+    warning = why;              /* the decoder's warning, if any (image.h) */
+    why.text[0] = '\0';
     fmt_geom_plan plan;
     /* the output comes from the full-size plan, so it does not depend on the DCT scale */
     rc = fmt_geom_plan_decoded(&o->geom, info.width, info.height, s->dec.width, s->dec.height,
@@ -151,6 +160,8 @@ int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
         if (rc)
             goto fail;
     }
+    if (msg)
+        *msg = warning;
     return 0;
 fail:
     return fmt_fail(msg, rc, "%s", fmt_reason(&why, rc));
@@ -164,6 +175,20 @@ int shc_render(const shc_render_opts *o, const char *path, uint64_t source, fmt_
     shc_render_scratch s = {.rz = rz};
     int rc = shc_render_into(o, path, source, &s, out, params, msg);
     free(s.file);
+    fmt_image_free(&s.dec);
+    if (rc)
+        for (uint32_t v = 0; v < n; v++)
+            fmt_image_free(&out[v]);
+    return rc;
+}
+
+int shc_render_mem(const shc_render_opts *o, const uint8_t *file, size_t len, uint64_t source,
+                   fmt_resizer *rz, fmt_image *out, fmt_aug_params *params, fmt_msg *msg)
+{
+    uint32_t n = shc_render_count(o);
+    memset(out, 0, n * sizeof *out);
+    shc_render_scratch s = {.rz = rz};
+    int rc = shc_render_mem_into(o, file, len, source, &s, out, params, msg);
     fmt_image_free(&s.dec);
     if (rc)
         for (uint32_t v = 0; v < n; v++)

@@ -39,13 +39,23 @@ void shc_render_scratch_free(shc_render_scratch *s);     /* accepts NULL */
  * augmenting, params[0 ..). out[] are images whose buffers are reused when large enough
  * (zeroed images the first time; see fmt_image_reserve). On failure returns non-zero, out[]
  * keep (or lose) their buffers but hold no sample, and msg (may be NULL) holds a one-line
- * explanation. */
+ * explanation. On success msg holds the decoder's warning (fmt_image_decode), or "" if none. */
 int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
                     shc_render_scratch *s, fmt_image *out, fmt_aug_params *params, fmt_msg *msg);
+
+/* As shc_render_into, from the encoded input's bytes (an archive member; file need only live
+ * during the call). */
+int shc_render_mem_into(const shc_render_opts *o, const uint8_t *file, size_t len,
+                        uint64_t source, shc_render_scratch *s, fmt_image *out,
+                        fmt_aug_params *params, fmt_msg *msg);
 
 /* As shc_render_into with a resizer of the caller's and newly allocated out[] (every out[] is
  * empty on failure). */
 int shc_render(const shc_render_opts *o, const char *path, uint64_t source, fmt_resizer *rz,
                fmt_image *out, fmt_aug_params *params, fmt_msg *msg);
+
+/* As shc_render, from the encoded input's bytes. */
+int shc_render_mem(const shc_render_opts *o, const uint8_t *file, size_t len, uint64_t source,
+                   fmt_resizer *rz, fmt_image *out, fmt_aug_params *params, fmt_msg *msg);
 
 #endif

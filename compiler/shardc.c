@@ -35,7 +35,9 @@ static const char usage_build[] =
     "usage: shardc build SRC... -o OUT [options]\n"
     "\n"
     "SRC is a class-folder tree (each subfolder a class; sorted names give labels 0..K-1),\n"
-    "or, with --list, the folder the list's paths are relative to.\n"
+    "or, with --list, the folder the list's paths are relative to. SRC may also be an archive\n"
+    "(.tar, .tar.gz/.tgz, .tar.bz2, .tar.xz, .tar.zst, .zip), read in place as the tree it\n"
+    "extracts into; a top-level NAME.tar member in it is class NAME (ImageNet's train tar).\n"
     "\n"
     "  -o, --output OUT        dataset directory to write (created if missing)\n"
     "      --format FMT        raw (default), hdf5, lmdb, or per-image sets png0, bmp, jpeg\n"
@@ -45,14 +47,20 @@ static const char usage_build[] =
     "                          by the reader's workers: fewer bytes for CPU time\n"
     "      --compress C        raw: compress each sample on its own, C = lz4[:1..12] or\n"
     "                          zstd[:LEVEL] (default level 1; -7..-1 faster, up to 19 smaller)\n"
-    "      --list FILE         list file: \"path label\" per line\n"
+    "      --list FILE         list file: \"path label\" per line (ARCHIVE!MEMBER: a member)\n"
+    "      --wds               SRCs are WebDataset shards: members grouped by key, the image\n"
+    "                          of each group a sample, in the shards' order\n"
+    "      --wds-label L       the label of a --wds sample: cls (default: the .cls member),\n"
+    "                          txt (the .txt member) or json:FIELD (an integer in the .json)\n"
+    "      --archive-buffer SIZE  archive members read ahead of their turn at most (default\n"
+    "                          512MiB; an archive not in path order is read again for the rest)\n"
     "      --short-side N      torchvision Resize(N): short side N (up or down), long side\n"
     "                          int(N * long / short)\n"
     "      --crop WxH          torchvision CenterCrop((H, W)) after the resize (zero-padded\n"
-    "                          where the image is smaller)\n"
-    "      --size WxH          fixed output size, with --fit crop|pad|stretch (default crop:\n"
-    "                          Resize(short side covering WxH) then CenterCrop, so --size\n"
-    "                          224x224 is CenterCrop(224)(Resize(224)(img)))\n"
+    "                          where the image is smaller); N is NxN, as CenterCrop(N)\n"
+    "      --size WxH          fixed output size (N: NxN), with --fit crop|pad|stretch\n"
+    "                          (default crop: Resize(short side covering WxH) then\n"
+    "                          CenterCrop, so --size 224 is CenterCrop(224)(Resize(224)(img)))\n"
     "      --fit MODE          crop, pad (letterbox, zero border) or stretch\n"
     "      --max-side N        cap the long side at N (Resize's max_size with --short-side)\n"
     "                          (no geometry option: keep each image's own size)\n"
@@ -74,7 +82,8 @@ static const char usage_build[] =
     "      --max-pixels N      refuse images with more pixels (default 178956970)\n"
     "      --max-image-side N  refuse images with a longer side (default 32768)\n"
     "      --max-file-size SIZE  refuse input files larger than this (default 1GiB)\n"
-    "      --strict            the first bad image aborts the build\n"
+    "      --strict            the first bad image aborts the build; images that decode\n"
+    "                          with a warning (stored otherwise) count as bad\n"
     "      --resume            continue an interrupted build in OUT\n"
     "      --force             replace what OUT holds\n"
     "      --dry-run           report counts and projected size; write nothing\n"
@@ -148,7 +157,8 @@ enum {
     OPT_FORMAT = 256, OPT_LIST, OPT_SIZE, OPT_FIT, OPT_SHORT, OPT_MAXSIDE, OPT_GRAY, OPT_SHARDSIZE,
     OPT_SHARDSAMPLES, OPT_ALIGN, OPT_MAXPIX, OPT_MAXIMGSIDE, OPT_MAXFILE, OPT_STRICT, OPT_RESUME,
     OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED,
-    OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK, OPT_PART, OPT_JPEGFRACTION
+    OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK, OPT_PART, OPT_JPEGFRACTION,
+    OPT_WDS, OPT_WDSLABEL, OPT_ARCBUF
 };
 
 int shc_build_args(int argc, char **argv, shc_build_opts *out)
@@ -178,6 +188,8 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         {"crop", required_argument, 0, OPT_CROP},   {"filter", required_argument, 0, OPT_FILTER},
         {"shrink-on-load", no_argument, 0, OPT_SHRINK},
         {"part", required_argument, 0, OPT_PART},
+        {"wds", no_argument, 0, OPT_WDS},           {"wds-label", required_argument, 0, OPT_WDSLABEL},
+        {"archive-buffer", required_argument, 0, OPT_ARCBUF},
         {0, 0, 0, 0}};
     shc_build_opts o;
     shc_build_opts_init(&o);
@@ -211,9 +223,16 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
             o.quality = (int)v;
             break;
         case OPT_LIST: o.list = optarg; break;
+        case OPT_WDS: o.wds = 1; break;
+        case OPT_WDSLABEL: o.wds_label = optarg; break;
+        case OPT_ARCBUF:
+            if (shc_parse_size(optarg, &o.archive_buffer) || o.archive_buffer == 0)
+                return usage_error(usage_build, "bad --archive-buffer '%s' (e.g. 512MiB)", optarg);
+            break;
         case OPT_SIZE:
             if (shc_parse_wxh(optarg, &o.r.geom.width, &o.r.geom.height))
-                return usage_error(usage_build, "bad --size '%s' (expected WxH, e.g. 224x224)",
+                return usage_error(usage_build,
+                                   "bad --size '%s' (expected WxH or N, e.g. 224x224 or 224)",
                                    optarg);
             have_size = 1;
             break;
@@ -238,7 +257,8 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
             break;
         case OPT_CROP:
             if (shc_parse_wxh(optarg, &o.r.geom.crop_w, &o.r.geom.crop_h))
-                return usage_error(usage_build, "bad --crop '%s' (expected WxH, e.g. 224x224)",
+                return usage_error(usage_build,
+                                   "bad --crop '%s' (expected WxH or N, e.g. 224x224 or 224)",
                                    optarg);
             break;
         case OPT_FILTER:
@@ -346,6 +366,10 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
     if (have_size && o.r.geom.crop_w)
         return usage_error(usage_build, "%s",
                            "--size and --crop exclude each other (--size crops already)");
+    if (o.wds && o.list)
+        return usage_error(usage_build, "%s", "--wds and --list exclude each other");
+    if (o.wds_label && !o.wds)
+        return usage_error(usage_build, "%s", "--wds-label needs --wds");
     if (o.resume && o.force)
         return usage_error(usage_build, "%s", "--resume and --force exclude each other");
     if (aug_spec && !o.r.augment)
@@ -384,6 +408,12 @@ static void on_reject(void *ctx, const char *path, const char *reason)
             path, reason, out->strict ? "aborting: --strict" : "skipped");
 }
 
+static void on_warning(void *ctx, const char *path, const char *text)
+{
+    fprintf(stderr, "%sshardc: warning: %s: %s (stored; see warnings.tsv)\n", erase(ctx), path,
+            text);
+}
+
 static void on_progress(void *ctx, const shc_progress *p)
 {
     shc_cli_out *out = ctx;
@@ -401,14 +431,16 @@ static void on_summary(void *ctx, const shc_summary *s)
     shc_cli_out *out = ctx;
     char hb[32];
     fprintf(stderr, "shardc: wrote %" PRIu64 " samples (%zu classes) in %zu shard(s), %s, to %s; "
-            "%zu rejected%s; %.2f s, %.0f images/s\n", s->samples, s->classes, s->shards,
-            shc_human_size(s->bytes, hb, sizeof hb), s->out, s->rejects,
-            s->rejects ? " (see rejects.tsv)" : "", s->seconds, s->images_per_s);
+            "%zu rejected%s; %zu with warnings%s; %.2f s, %.0f images/s\n", s->samples,
+            s->classes, s->shards, shc_human_size(s->bytes, hb, sizeof hb), s->out, s->rejects,
+            s->rejects ? " (see rejects.tsv)" : "", s->warnings,
+            s->warnings ? " (see warnings.tsv)" : "", s->seconds, s->images_per_s);
     if (out->json)
         printf("{\"samples\": %" PRIu64 ", \"classes\": %zu, \"shards\": %zu, \"bytes\": %" PRIu64
-               ", \"inputs\": %zu, \"rejects\": %zu, \"seconds\": %.3f, \"images_per_s\": %.1f, "
-               "\"threads\": %u, \"out\": \"%s\"}\n", s->samples, s->classes, s->shards, s->bytes,
-               s->inputs, s->rejects, s->seconds, s->images_per_s, s->threads, s->out);
+               ", \"inputs\": %zu, \"rejects\": %zu, \"warnings\": %zu, \"seconds\": %.3f, "
+               "\"images_per_s\": %.1f, \"threads\": %u, \"out\": \"%s\"}\n", s->samples,
+               s->classes, s->shards, s->bytes, s->inputs, s->rejects, s->warnings, s->seconds,
+               s->images_per_s, s->threads, s->out);
 }
 
 static void on_projection(void *ctx, const shc_projection *p)
@@ -437,6 +469,7 @@ static void on_projection(void *ctx, const shc_projection *p)
 void shc_cli_callbacks(shc_build_cb *cb, shc_cli_out *out)
 {
     *cb = (shc_build_cb){.ctx = out, .message = on_message, .reject = on_reject,
+                         .warning = on_warning,
                          .progress = out->progress ? on_progress : NULL, .summary = on_summary,
                          .projection = on_projection};
 }
@@ -828,7 +861,8 @@ static int cmd_merge(int argc, char **argv)
     int rc = shc_merge(dir, &r, err, sizeof err);
     if (rc) {
         fprintf(stderr, "shardc: cannot merge %s: %s\n", dir, err);
-        return rc == SHC_MERGE_ENOPARTS || rc == SHC_MERGE_EMISSING || rc == SHC_MERGE_EMISMATCH
+        return rc == SHC_MERGE_ENOPARTS || rc == SHC_MERGE_EMISSING ||
+                       rc == SHC_MERGE_EMISMATCH || rc == SHC_MERGE_EBUSY
                    ? SHC_EXIT_USAGE : SHC_EXIT_IO;
     }
     double dt = shc_now() - t0;

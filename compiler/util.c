@@ -58,6 +58,14 @@ int shc_parse_size(const char *s, uint64_t *out)
 int shc_parse_wxh(const char *s, uint32_t *w, uint32_t *h)
 {
     const char *x = s ? strpbrk(s, "xX") : NULL;
+    if (s && !x) {
+        /* one number: a square, as torchvision's crops and sizes take an int */
+        uint64_t n;
+        if (shc_parse_uint(s, 1, 65535, &n))
+            return -1;
+        *w = *h = (uint32_t)n;
+        return 0;
+    }
     if (!x)
         return -1;
     char buf[32];

@@ -12,7 +12,8 @@ int shc_parse_size(const char *s, uint64_t *out);
 /* Parse an unsigned decimal integer in [min, max]. 0 on success, -1 on error. */
 int shc_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
-/* Parse "WxH" (both 1..65535). 0 on success, -1 on error. */
+/* Parse "WxH" (both 1..65535), or "N" for NxN (torchvision's int size). 0 on success, -1 on
+ * error. */
 int shc_parse_wxh(const char *s, uint32_t *w, uint32_t *h);
 
 /* "1.5 GiB" style, into buf. Returns buf. */

@@ -1,11 +1,37 @@
-/* bmp.c - BMP probe and decode (stb_image, behind our own header checks) and a 24-bit / 8-bit
- * gray BMP encoder.
+/* bmp.c - BMP and DIB probe and decode, and a 24-bit / 8-bit gray BMP encoder.
  *
- * stb_image (v2.27 here) decodes BMP well but trusts the file: it reads past a short pixel array
- * as zeros, and reads palette entries it never filled for pixel values beyond the palette. So the
- * header is parsed here first, and a file goes to stb only when its dimensions are within the
- * limits, it is a variant stb reads, it holds every byte of the pixel array the header implies,
- * and (for palette images) no pixel names an entry stb did not read.
+ * The decoder is our own, written to Pillow's semantics (Pillow 9.4 BmpImagePlugin.py, its
+ * BmpRleDecoder and the raw unpackers behind them): shardc stores a file exactly when
+ * Image.open(f).convert("RGB") succeeds, with the same pixels. No maintained C library decodes
+ * BMP that way (stb_image, libnsbmp, SDL and libbmp each differ from Pillow on palettes past their
+ * end, bfOffBits, OS/2 headers, RLE row overflow or the bitfield layouts refused), and the format
+ * is small. What Pillow does, and so what is done here:
+ *   - Headers of 12 (OS/2 1.x: 16-bit sizes, 3-byte palette entries, always bottom-up), 40, 64
+ *     (OS/2 2.x, read as 40), 108 and 124 bytes; others are refused. biPlanes is ignored. A file
+ *     that starts with the header itself (a .dib: no "BM" file header) is read the same way, its
+ *     pixels right behind the palette.
+ *   - Height: top-down when the high byte of the height field is 0xFF (height = 2^32 - field).
+ *   - The palette of 1/4/8-bit images: biClrUsed entries (0: 1 << bits), read right after the
+ *     header (and a 40-byte header's masks), cut short by the end of the file; more than 65536
+ *     refused, and more than 256 once read refused too (a non-grey palette). A palette that is
+ *     exactly the grey ramp (black and white for two entries) makes a gray image, whose samples
+ *     are read at 8 bits (1 for black and white) whatever the file's bit depth: Pillow unpacks
+ *     such a file with the gray layout, and so does this decoder. A pixel naming an entry past
+ *     the palette gets Pillow's fallback, the grey ramp (index i: gray level i), and a warning.
+ *   - The pixels start at bfOffBits, or right after the palette when bfOffBits is 0, or
+ *     bfOffBits + 4 * colours when bfOffBits points at the palette of a palette image. Rows are
+ *     padded to 4 bytes; the last row's padding may be missing.
+ *   - BI_BITFIELDS: 16-bit 5-6-5 and 5-5-5, 24-bit 8-8-8 in BGR order, and the 32-bit layouts
+ *     BGRX, XBGR, ABGR, RGBA, BGRA (and all-zero masks: BGRA); any other layout is refused. Alpha
+ *     is dropped. 16-bit fields are scaled, v * 255 / max, rounding down.
+ *   - RLE8 and RLE4 (BmpRleDecoder): the pixel stream is one run of width * height indices; a run
+ *     that passes the end of a row is cut there, absolute mode is not (its pixels run on into the
+ *     next row; RLE4 absolute mode keeps count / 2 bytes, two pixels each), end of line pads the
+ *     stream to a row boundary, delta skips right + up * width pixels (after two bytes that
+ *     Pillow 9.4 reads and drops), absolute runs are aligned to even file offsets. Pixels never
+ *     written are index 0. The stream must fill the image, or the file is refused.
+ * Limits: the size is checked against fmt_limits before anything is allocated; every read is
+ * bounded by the buffer.
  */
 #include "codec.h"
 #include "le.h"
@@ -15,119 +41,227 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <stb_image.h>
-
 #define BMP_FILE_HEADER 14
 #define BMP_INFO_HEADER 40
 #define BMP_RGB 0u
 #define BMP_RLE8 1u
 #define BMP_RLE4 2u
 #define BMP_BITFIELDS 3u
+#define BMP_MAX_COLORS 65536u  /* Pillow: "Unsupported BMP Palette size" above */
 
-struct bmp_header {
-    uint32_t offset;      /* of the pixel array */
-    uint32_t hsz;         /* DIB header size */
-    uint32_t width, height; /* height without the sign that marks top-down rows */
-    uint32_t bpp, compression;
-    uint32_t header_end;  /* file header + DIB header + BITFIELDS masks */
-    uint32_t palette;     /* entries stb reads, for bpp <= 8 */
-    uint64_t row_bytes, data_bytes;
+/* How the pixels are laid out, after Pillow's choice of mode and raw mode. */
+enum bmp_layout {
+    BMP_INDEXED,    /* 1/4/8-bit indices (or gray levels) through the 256-entry table */
+    BMP_BGR15,      /* 16-bit 5-5-5 */
+    BMP_BGR16,      /* 16-bit 5-6-5 */
+    BMP_BYTES       /* 24 or 32 bits: R, G, B at byte offsets rgb_at[] of each pixel */
 };
 
-/* Parse and check the headers. limits NULL: probe (no size limit, no pixel-array checks). */
+struct bmp_header {
+    uint32_t base;        /* 14 for a BMP file, 0 for a DIB */
+    uint32_t hsz;         /* DIB header size */
+    uint32_t width, height;
+    int top_down;
+    uint32_t bits, compression;
+    enum bmp_layout layout;
+    uint32_t unpack_bits; /* bits per pixel read from a row (BMP_INDEXED: 1, 4 or 8) */
+    uint8_t rgb_at[3];    /* BMP_BYTES */
+    uint64_t offset;      /* of the pixel data */
+    uint64_t stride;      /* bytes per row in the file, from the file's bit depth */
+    uint8_t table[256][3]; /* BMP_INDEXED: index -> RGB */
+    uint32_t entries;     /* palette entries the file gave (BMP_INDEXED, not gray) */
+    int gray;             /* the palette is the grey ramp: no palette lookup, no warning */
+};
+
+static int bmp_is_header_size(uint32_t hsz)
+{
+    return hsz == 12 || hsz == 40 || hsz == 64 || hsz == 108 || hsz == 124;
+}
+
+/* The 32-bit BI_BITFIELDS layouts Pillow reads: masks R, G, B, A and where R, G, B sit. */
+static const struct {
+    uint32_t m[4];
+    uint8_t at[3];
+} bmp_layouts32[] = {
+    {{0xFF0000, 0xFF00, 0xFF, 0}, {2, 1, 0}},                  /* BGRX */
+    {{0xFF000000, 0xFF0000, 0xFF00, 0}, {3, 2, 1}},            /* XBGR */
+    {{0xFF000000, 0xFF0000, 0xFF00, 0xFF}, {3, 2, 1}},         /* ABGR */
+    {{0xFF, 0xFF00, 0xFF0000, 0xFF000000}, {0, 1, 2}},         /* RGBA */
+    {{0xFF0000, 0xFF00, 0xFF, 0xFF000000}, {2, 1, 0}},         /* BGRA */
+    {{0, 0, 0, 0}, {2, 1, 0}},                                 /* BGRA */
+};
+
+static int bmp_masks(const uint8_t *p, size_t len, struct bmp_header *h, uint64_t *pos,
+                     fmt_msg *msg)
+{
+    uint32_t m[4] = {0};
+    if (h->hsz >= 56) {
+        for (int c = 0; c < 4; c++)
+            m[c] = fmt_le_get32(p + h->base + BMP_INFO_HEADER + 4 * c);
+    } else {
+        /* a 40-byte header is followed by three masks */
+        if (len < *pos + 12)
+            return fmt_fail(msg, FMT_ETRUNC, "BMP bitfield masks truncated (file has %zu bytes)",
+                            len);
+        for (int c = 0; c < 3; c++)
+            m[c] = fmt_le_get32(p + *pos + 4 * c);
+        *pos += 12;
+    }
+    if (h->bits == 32) {
+        for (size_t i = 0; i < sizeof bmp_layouts32 / sizeof bmp_layouts32[0]; i++) {
+            if (memcmp(m, bmp_layouts32[i].m, sizeof m) == 0) {
+                h->layout = BMP_BYTES;
+                memcpy(h->rgb_at, bmp_layouts32[i].at, 3);
+                return 0;
+            }
+        }
+    } else if (h->bits == 24 && m[0] == 0xFF0000 && m[1] == 0xFF00 && m[2] == 0xFF) {
+        return 0;
+    } else if (h->bits == 16 && m[0] == 0xF800 && m[1] == 0x7E0 && m[2] == 0x1F) {
+        h->layout = BMP_BGR16;
+        return 0;
+    } else if (h->bits == 16 && m[0] == 0x7C00 && m[1] == 0x3E0 && m[2] == 0x1F) {
+        return 0;
+    }
+    if (h->bits == 32)
+        return fmt_fail(msg, FMT_EUNSUPPORTED, "BMP bitfields layout %08x/%08x/%08x/%08x not "
+                        "supported", m[0], m[1], m[2], m[3]);
+    return fmt_fail(msg, FMT_EUNSUPPORTED, "BMP bitfields layout %x/%x/%x with %u bits per pixel "
+                    "not supported", m[0], m[1], m[2], h->bits);
+}
+
+/* The palette of an indexed image, at pos, and the table it makes (see the top of the file). */
+static int bmp_palette(const uint8_t *p, size_t len, uint32_t colors, uint32_t entry_size,
+                       struct bmp_header *h, uint64_t *pos, fmt_msg *msg)
+{
+    if (colors == 0 || colors > BMP_MAX_COLORS)
+        return fmt_fail(msg, FMT_EUNSUPPORTED, "BMP palette size %u not supported", colors);
+    uint64_t want = (uint64_t)entry_size * colors;
+    uint64_t have = len > *pos ? len - *pos : 0;
+    uint64_t got = want < have ? want : have;
+    const uint8_t *pal = p + *pos;
+    *pos += got;
+    /* the grey ramp: entry i is (i, i, i) (i taken modulo 256), or black and white for two */
+    int gray = 1;
+    for (uint32_t i = 0; i < colors && gray; i++) {
+        uint32_t v = colors == 2 ? (i ? 255u : 0u) : (i & 255u);
+        uint64_t at = (uint64_t)i * entry_size;
+        gray = at + 3 <= got && pal[at] == v && pal[at + 1] == v && pal[at + 2] == v;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        h->table[i][0] = h->table[i][1] = h->table[i][2] = (uint8_t)i;
+    if (gray) {
+        h->gray = 1;
+        h->unpack_bits = colors == 2 ? 1 : 8;
+        if (colors == 2) /* black and white: one bit a pixel, 1 is white */
+            h->table[1][0] = h->table[1][1] = h->table[1][2] = 255;
+        return 0;
+    }
+    uint64_t entries = got / entry_size;
+    if (entries > 256)
+        return fmt_fail(msg, FMT_EUNSUPPORTED, "BMP palette of %llu entries not supported "
+                        "(256 at most)", (unsigned long long)entries);
+    h->entries = (uint32_t)entries;
+    for (uint32_t i = 0; i < h->entries; i++) {
+        h->table[i][0] = pal[i * entry_size + 2];
+        h->table[i][1] = pal[i * entry_size + 1];
+        h->table[i][2] = pal[i * entry_size];
+    }
+    return 0;
+}
+
+/* Parse and check the headers and the palette. limits NULL: probe (no size limit). */
 static int bmp_parse(const uint8_t *p, size_t len, const fmt_limits *limits, struct bmp_header *h,
                      fmt_msg *msg)
 {
     memset(h, 0, sizeof *h);
-    if (len < BMP_FILE_HEADER + 4)
+    h->base = len >= 2 && p[0] == 'B' && p[1] == 'M' ? BMP_FILE_HEADER : 0;
+    if (len < h->base + 4)
         return fmt_fail(msg, FMT_ETRUNC, "BMP header truncated (file has %zu bytes)", len);
-    h->offset = fmt_le_get32(p + 10);
-    h->hsz = fmt_le_get32(p + 14);
-    if (h->hsz != 12 && h->hsz != 40 && h->hsz != 56 && h->hsz != 108 && h->hsz != 124)
+    uint64_t file_offset = h->base ? fmt_le_get32(p + 10) : 0;
+    h->hsz = fmt_le_get32(p + h->base);
+    if (!bmp_is_header_size(h->hsz))
         return fmt_fail(msg, FMT_EUNSUPPORTED, "BMP header size %u not supported", h->hsz);
-    if (len < BMP_FILE_HEADER + (size_t)h->hsz)
+    if (len < h->base + (size_t)h->hsz)
         return fmt_fail(msg, FMT_ETRUNC, "BMP header truncated (file has %zu bytes)", len);
-
-    uint32_t planes;
-    if (h->hsz == 12) { /* OS/2 1.x: unsigned 16-bit sizes, always bottom-up */
-        h->width = fmt_le_get16(p + 18);
-        h->height = fmt_le_get16(p + 20);
-        planes = fmt_le_get16(p + 22);
-        h->bpp = fmt_le_get16(p + 24);
+    const uint8_t *d = p + h->base + 4; /* the header after its size field */
+    uint32_t colors = 0, entry_size;
+    if (h->hsz == 12) {
+        h->width = fmt_le_get16(d);
+        h->height = fmt_le_get16(d + 2);
+        h->bits = fmt_le_get16(d + 6);
         h->compression = BMP_RGB;
-        if (h->width == 0 || h->height == 0)
-            return fmt_fail(msg, FMT_ECORRUPT, "BMP size %ux%u invalid", h->width, h->height);
+        entry_size = 3;
     } else {
-        int32_t w = (int32_t)fmt_le_get32(p + 18), ht = (int32_t)fmt_le_get32(p + 22);
-        planes = fmt_le_get16(p + 26);
-        h->bpp = fmt_le_get16(p + 28);
-        h->compression = fmt_le_get32(p + 30);
-        if (w <= 0)
-            return fmt_fail(msg, FMT_ECORRUPT, "BMP width %d invalid", (int)w);
-        if (ht == 0 || ht == INT32_MIN)
-            return fmt_fail(msg, FMT_ECORRUPT, "BMP height %d invalid", (int)ht);
-        h->width = (uint32_t)w;
-        h->height = ht < 0 ? (uint32_t)-ht : (uint32_t)ht;
+        h->top_down = d[7] == 0xFF;
+        h->width = fmt_le_get32(d);
+        h->height = fmt_le_get32(d + 4);
+        if (h->top_down)
+            h->height = (uint32_t)(0x100000000ull - h->height);
+        h->bits = fmt_le_get16(d + 10);
+        h->compression = fmt_le_get32(d + 12);
+        colors = fmt_le_get32(d + 28);
+        entry_size = 4;
     }
-    if (planes != 1)
-        return fmt_fail(msg, FMT_ECORRUPT, "BMP plane count %u invalid", planes);
+    if (h->width == 0 || h->height == 0)
+        return fmt_fail(msg, FMT_ECORRUPT, "BMP size %ux%u invalid", h->width, h->height);
     if (limits) {
         int rc = fmt_limits_check(limits, h->width, h->height, msg);
         if (rc)
             return rc;
     }
-
-    switch (h->bpp) {
-    case 1: case 4: case 8: case 16: case 24: case 32:
+    uint64_t pos = h->base + h->hsz;
+    if (h->bits == 0 || h->bits > 32)
+        return fmt_fail(msg, FMT_EUNSUPPORTED, "BMP bit depth %u not supported", h->bits);
+    if (!colors)
+        colors = h->bits >= 32 ? 0 : 1u << h->bits; /* only used below 16 bits */
+    if (file_offset == BMP_FILE_HEADER + (uint64_t)h->hsz && h->bits <= 8)
+        file_offset += 4ull * colors;
+    switch (h->bits) {
+    case 1: case 4: case 8:
+        h->layout = BMP_INDEXED;
+        h->unpack_bits = h->bits;
+        break;
+    case 16:
+        h->layout = BMP_BGR15;
+        break;
+    case 24:
+        h->layout = BMP_BYTES;
+        memcpy(h->rgb_at, (uint8_t[3]){2, 1, 0}, 3);
+        break;
+    case 32:
+        h->layout = BMP_BYTES;
+        memcpy(h->rgb_at, (uint8_t[3]){2, 1, 0}, 3);
         break;
     default:
-        return fmt_fail(msg, FMT_EUNSUPPORTED, "BMP bit depth %u not supported", h->bpp);
+        return fmt_fail(msg, FMT_EUNSUPPORTED, "BMP bit depth %u not supported", h->bits);
     }
-    if (h->compression == BMP_RLE8 || h->compression == BMP_RLE4)
-        return fmt_fail(msg, FMT_EUNSUPPORTED, "RLE-compressed BMP not supported");
-    if (h->compression == BMP_BITFIELDS && h->bpp != 16 && h->bpp != 32)
-        return fmt_fail(msg, FMT_ECORRUPT, "BMP bitfields with %u bits per pixel", h->bpp);
-    if (h->compression != BMP_RGB && h->compression != BMP_BITFIELDS)
+    int rc;
+    if (h->compression == BMP_BITFIELDS) {
+        if (h->bits <= 8)
+            return fmt_fail(msg, FMT_EUNSUPPORTED, "BMP bitfields with %u bits per pixel not "
+                            "supported", h->bits);
+        if ((rc = bmp_masks(p, len, h, &pos, msg)))
+            return rc;
+    } else if (h->compression == BMP_RLE8 || h->compression == BMP_RLE4) {
+        if (h->bits > 8)
+            return fmt_fail(msg, FMT_EUNSUPPORTED, "RLE-compressed BMP with %u bits per pixel "
+                            "not supported", h->bits);
+    } else if (h->compression != BMP_RGB) {
         return fmt_fail(msg, FMT_EUNSUPPORTED, "BMP compression %u not supported",
                         h->compression);
-    /* stb reads no palette behind an OS/2 1.x header correctly, nor masks for 16/32 bits */
-    if (h->hsz == 12 && h->bpp != 24)
-        return fmt_fail(msg, FMT_EUNSUPPORTED, "OS/2 1.x BMP with %u bits per pixel not supported",
-                        h->bpp);
-    /* stb looks for a 56-byte header's masks behind it, where the pixels are */
-    if (h->hsz == 56 && h->compression == BMP_BITFIELDS)
-        return fmt_fail(msg, FMT_EUNSUPPORTED,
-                        "BMP with a 56-byte header and bitfields not supported");
-
-    /* A 40-byte header is followed by the three masks; later headers hold them inside. */
-    h->header_end = BMP_FILE_HEADER + h->hsz +
-                    (h->hsz == 40 && h->compression == BMP_BITFIELDS ? 12u : 0u);
-    if (len < h->header_end)
-        return fmt_fail(msg, FMT_ETRUNC, "BMP header truncated (file has %zu bytes)", len);
-    if (h->offset < h->header_end)
-        return fmt_fail(msg, FMT_ECORRUPT, "BMP pixel offset %u inside the header", h->offset);
-    uint32_t gap = h->offset - h->header_end;
-    if (h->bpp <= 8) {
-        /* stb takes the whole gap as the palette (4 bytes an entry) */
-        h->palette = gap / 4;
-        if (h->palette == 0)
-            return fmt_fail(msg, FMT_ECORRUPT, "BMP with %u bits per pixel has no palette",
-                            h->bpp);
-        if (h->palette > 256)
-            return fmt_fail(msg, FMT_EUNSUPPORTED,
-                            "BMP with %u bytes between header and pixels not supported", gap);
-    } else if (gap) {
-        return fmt_fail(msg, FMT_EUNSUPPORTED,
-                        "BMP with %u bytes between header and pixels not supported", gap);
     }
-    h->row_bytes = ((uint64_t)h->width * h->bpp + 31) / 32 * 4;
-    h->data_bytes = h->row_bytes * h->height;
+    if (h->layout == BMP_INDEXED) {
+        if ((rc = bmp_palette(p, len, colors, entry_size, h, &pos, msg)))
+            return rc;
+        if (h->compression != BMP_RGB && h->gray && colors == 2)
+            return fmt_fail(msg, FMT_EUNSUPPORTED, "RLE-compressed black and white BMP not "
+                            "supported");
+    }
+    h->offset = file_offset ? file_offset : pos;
+    if (h->compression != BMP_RLE8 && h->compression != BMP_RLE4)
+        h->stride = ((uint64_t)h->width * h->bits + 31) / 32 * 4;
     return 0;
-}
-
-static int bmp_probe_channels(const struct bmp_header *h)
-{
-    return h->bpp == 32 ? 4 : 3;
 }
 
 int fmt_bmp_probe(const uint8_t *buf, size_t len, fmt_image_info *info, fmt_msg *msg)
@@ -138,67 +272,116 @@ int fmt_bmp_probe(const uint8_t *buf, size_t len, fmt_image_info *info, fmt_msg 
         return rc;
     info->width = h.width;
     info->height = h.height;
-    info->channels = (uint32_t)bmp_probe_channels(&h);
+    info->channels = h.bits == 32 ? 4 : 3;
     return 0;
 }
 
-/* 0 if every pixel of a palette image names an entry stb read. */
-static int bmp_check_indices(const uint8_t *buf, const struct bmp_header *h, fmt_msg *msg)
+/* ---- pixels ---- */
+
+/* Indices in raster order (row 0 first in the stream), one byte each, for an indexed image. */
+static int bmp_rle(const uint8_t *p, size_t len, const struct bmp_header *h, uint8_t *idx,
+                   fmt_msg *msg)
 {
-    if (h->palette >= (1u << h->bpp))
-        return 0;
-    const uint8_t *row = buf + h->offset;
-    uint32_t per_byte = 8 / h->bpp, mask = (1u << h->bpp) - 1;
-    for (uint32_t y = 0; y < h->height; y++, row += h->row_bytes) {
-        for (uint32_t x = 0; x < h->width; x++) {
-            uint32_t shift = 8 - h->bpp * (x % per_byte + 1);
-            uint32_t v = (uint32_t)(row[x / per_byte] >> shift) & mask;
-            if (v >= h->palette)
-                return fmt_fail(msg, FMT_ECORRUPT,
-                                "BMP pixel uses palette entry %u of %u", v, h->palette);
+    const uint64_t xs = h->width, total = (uint64_t)h->width * h->height;
+    const int rle4 = h->compression == BMP_RLE4;
+    uint64_t pos = h->offset, n = 0, x = 0;
+#define RLE_PUT(v) do { if (n < total) idx[n] = (uint8_t)(v); n++; } while (0)
+    while (n < total) {
+        if (pos + 2 > len)
+            break;
+        uint32_t count = p[pos], code = p[pos + 1];
+        pos += 2;
+        if (count) { /* a run, cut at the end of the row */
+            if (x + count > xs)
+                count = x < xs ? (uint32_t)(xs - x) : 0;
+            for (uint32_t i = 0; i < count; i++)
+                RLE_PUT(rle4 ? (i % 2 ? code & 15 : code >> 4) : code);
+            x += count;
+        } else if (code == 0) { /* end of line */
+            n = (n + xs - 1) / xs * xs;
+            x = 0;
+        } else if (code == 1) { /* end of bitmap */
+            break;
+        } else if (code == 2) { /* delta: Pillow 9.4 drops two bytes before right and up */
+            if (pos + 2 > len)
+                break;
+            pos += 2;
+            if (pos + 2 > len)
+                return fmt_fail(msg, FMT_ETRUNC, "BMP RLE delta truncated");
+            n += p[pos] + (uint64_t)p[pos + 1] * xs;
+            pos += 2;
+            x = n % xs;
+        } else { /* absolute mode */
+            uint64_t nbytes = rle4 ? code / 2 : code;
+            uint64_t got = len - pos < nbytes ? len - pos : nbytes;
+            for (uint64_t i = 0; i < got; i++) {
+                if (rle4) {
+                    RLE_PUT(p[pos + i] >> 4);
+                    RLE_PUT(p[pos + i] & 15);
+                } else {
+                    RLE_PUT(p[pos + i]);
+                }
+            }
+            pos += got;
+            if (got < nbytes)
+                break;
+            x += code;
+            pos += pos % 2; /* even file offsets */
         }
     }
+#undef RLE_PUT
+    if (n < total)
+        return fmt_fail(msg, FMT_ETRUNC, "BMP RLE data ends after %llu of %llu pixels",
+                        (unsigned long long)n, (unsigned long long)total);
     return 0;
 }
 
-/* 16 bits per pixel: stb widens each 5- or 6-bit field by bit replication, Pillow (what the
- * README promises) scales it, v * 255 / max, rounding down: one level apart on a third of the
- * values. So the pixels stb decoded (rows top-down, RGB) are replaced by Pillow's values here.
- * Pillow reads the layouts 5-5-5 (BI_RGB, or those masks) and 5-6-5 and refuses any other; so do
- * we. */
-static int bmp_masks16(const uint8_t *buf, const struct bmp_header *h, uint32_t m[3], fmt_msg *msg)
+static void bmp_put(const struct bmp_header *h, uint32_t v, uint8_t *o, uint32_t *past)
 {
-    if (h->compression != BMP_BITFIELDS) {
-        m[0] = 0x7C00;
-        m[1] = 0x03E0;
-        m[2] = 0x001F;
-        return 0;
-    }
-    for (int c = 0; c < 3; c++)
-        m[c] = fmt_le_get32(buf + BMP_FILE_HEADER + BMP_INFO_HEADER + 4 * c);
-    if (m[2] == 0x001F && ((m[0] == 0xF800 && m[1] == 0x07E0) || (m[0] == 0x7C00 && m[1] == 0x03E0)))
-        return 0;
-    return fmt_fail(msg, FMT_EUNSUPPORTED, "16-bit BMP with masks %04x/%04x/%04x not supported "
-                    "(only 5-5-5 and 5-6-5)", m[0], m[1], m[2]);
+    if (!h->gray && v >= h->entries)
+        *past = v;
+    memcpy(o, h->table[v], 3);
 }
 
-static void bmp_pillow16(const uint8_t *buf, const struct bmp_header *h, const uint32_t m[3],
-                         uint8_t *px)
+/* One file row (or RLE stream row) to RGB. */
+static void bmp_row(const struct bmp_header *h, const uint8_t *row, uint8_t *o, uint32_t *past)
 {
-    int top_down = h->hsz != 12 && (int32_t)fmt_le_get32(buf + BMP_FILE_HEADER + 8) < 0;
-    unsigned shift[3], max[3];
-    for (int c = 0; c < 3; c++) {
-        shift[c] = (unsigned)__builtin_ctz(m[c]);
-        max[c] = m[c] >> shift[c];
-    }
-    for (uint32_t y = 0; y < h->height; y++) {
-        const uint8_t *row = buf + h->offset + (top_down ? y : h->height - 1 - y) * h->row_bytes;
-        uint8_t *o = px + (size_t)y * h->width * 3;
-        for (uint32_t x = 0; x < h->width; x++) {
+    uint32_t w = h->width;
+    switch (h->layout) {
+    case BMP_INDEXED:
+        if (h->compression == BMP_RLE8 || h->compression == BMP_RLE4) {
+            for (uint32_t x = 0; x < w; x++)
+                bmp_put(h, row[x], o + 3 * (size_t)x, past);
+            break;
+        }
+        for (uint32_t x = 0; x < w; x++) {
+            uint32_t b = h->unpack_bits, per = 8 / b;
+            uint32_t v = (row[x / per] >> (8 - b * (x % per + 1))) & ((1u << b) - 1);
+            bmp_put(h, v, o + 3 * (size_t)x, past);
+        }
+        break;
+    case BMP_BGR15:
+    case BMP_BGR16:
+        for (uint32_t x = 0; x < w; x++) {
             uint32_t v = fmt_le_get16(row + 2 * (size_t)x);
-            for (int c = 0; c < 3; c++)
-                o[3 * x + c] = (uint8_t)(((v & m[c]) >> shift[c]) * 255u / max[c]);
+            uint8_t *q = o + 3 * (size_t)x;
+            if (h->layout == BMP_BGR15) {
+                q[0] = (uint8_t)(((v >> 10) & 31) * 255u / 31);
+                q[1] = (uint8_t)(((v >> 5) & 31) * 255u / 31);
+            } else {
+                q[0] = (uint8_t)(((v >> 11) & 31) * 255u / 31);
+                q[1] = (uint8_t)(((v >> 5) & 63) * 255u / 63);
+            }
+            q[2] = (uint8_t)((v & 31) * 255u / 31);
         }
+        break;
+    case BMP_BYTES: {
+        size_t bpp = h->bits / 8;
+        for (uint32_t x = 0; x < w; x++)
+            for (int c = 0; c < 3; c++)
+                o[3 * (size_t)x + c] = row[x * bpp + h->rgb_at[c]];
+        break;
+    }
     }
 }
 
@@ -206,58 +389,82 @@ int fmt_bmp_decode(const uint8_t *buf, size_t len, const fmt_decode_opts *opts, 
                    fmt_msg *msg)
 {
     struct bmp_header h;
-    uint8_t *px = NULL;
+    uint8_t *idx = NULL, *rgb = NULL, *row = NULL;
+    size_t rowlen = 0;
     int rc = bmp_parse(buf, len, &opts->limits, &h, msg);
     if (rc)
         goto leave;
-    size_t avail = len > h.offset ? len - h.offset : 0;
-    if (avail < h.data_bytes) {
-        rc = fmt_fail(msg, FMT_ETRUNC,
-                      "BMP pixel data truncated (expected %llu bytes, file has %zu)",
-                      (unsigned long long)h.data_bytes, avail);
-        goto leave;
-    }
-    uint64_t used = (uint64_t)h.offset + h.data_bytes; /* what stb may read; ignore the rest */
-    if (used > INT_MAX) {
-        rc = fmt_fail(msg, FMT_ETOOBIG, "BMP of %llu bytes too large to decode",
-                      (unsigned long long)used);
-        goto leave;
-    }
-    if (h.bpp <= 8 && (rc = bmp_check_indices(buf, &h, msg)))
-        goto leave;
-    uint32_t masks16[3];
-    if (h.bpp == 16 && (rc = bmp_masks16(buf, &h, masks16, msg)))
-        goto leave;
-
-    int w = 0, ht = 0, comp = 0;
-    px = stbi_load_from_memory(buf, (int)used, &w, &ht, &comp, 3);
-    if (!px) {
-        const char *why = stbi_failure_reason();
-        if (why && strcmp(why, "outofmem") == 0)
-            rc = fmt_fail(msg, ENOMEM, "out of memory decoding BMP");
-        else
-            rc = fmt_fail(msg, FMT_ECORRUPT, "corrupt BMP (%s)", why ? why : "unknown reason");
-        goto leave;
-    }
-    if ((uint32_t)w != h.width || (uint32_t)ht != h.height) {
-        rc = fmt_fail(msg, FMT_ECORRUPT, "BMP decoded as %dx%d, header says %ux%u", w, ht,
-                      h.width, h.height);
-        goto leave;
+    size_t npix = (size_t)h.width * h.height;
+    if (h.compression == BMP_RLE8 || h.compression == BMP_RLE4) {
+        idx = calloc(npix ? npix : 1, 1);
+        if (!idx) {
+            rc = fmt_fail(msg, ENOMEM, "cannot allocate %ux%u image", h.width, h.height);
+            goto leave;
+        }
+        if ((rc = bmp_rle(buf, len, &h, idx, msg)))
+            goto leave;
+    } else {
+        /* every row, the last one without its padding (Pillow's raw decoder stops after the
+         * last row's pixels); gray rows read at 8 bits may be longer than the file's rows: the
+         * rows then overlap, as in Pillow's mapped read, which wants height whole rows */
+        uint32_t ub = h.layout == BMP_INDEXED ? h.unpack_bits : h.bits;
+        uint64_t bytes = ((uint64_t)h.width * ub + 7) / 8;
+        uint64_t need = h.offset + (h.height - 1) * h.stride + bytes;
+        if (bytes > h.stride) {
+            /* Pillow maps the file: rows past its end read the zeros of the mapping's last page */
+            need = h.offset + h.height * h.stride;
+            rowlen = (size_t)bytes;
+            if (need <= len && !(row = calloc(rowlen, 1))) {
+                rc = fmt_fail(msg, ENOMEM, "cannot allocate a BMP row");
+                goto leave;
+            }
+        }
+        if (need > len) {
+            rc = fmt_fail(msg, FMT_ETRUNC, "BMP pixel data truncated (expected %llu bytes, file "
+                          "has %llu)", (unsigned long long)(need - h.offset),
+                          (unsigned long long)(len > h.offset ? len - h.offset : 0));
+            goto leave;
+        }
     }
     rc = fmt_image_reserve(out, h.width, h.height, opts->channels);
     if (rc) {
         fmt_fail(msg, rc, "cannot allocate %ux%u image", h.width, h.height);
         goto leave;
     }
-    size_t npix = (size_t)h.width * h.height;
-    if (h.bpp == 16)
-        bmp_pillow16(buf, &h, masks16, px);
-    if (opts->channels == 3)
-        memcpy(out->pixels, px, npix * 3);
-    else
-        fmt_rgb_to_gray(px, out->pixels, npix);
+    if (opts->channels == 1 && !(rgb = malloc((size_t)h.width * 3))) {
+        rc = fmt_fail(msg, ENOMEM, "cannot allocate a BMP row");
+        goto leave;
+    }
+    uint32_t past = 0;
+    int any_past = 0;
+    for (uint32_t r = 0; r < h.height; r++) {
+        const uint8_t *src = idx ? idx + (size_t)r * h.width : buf + h.offset + r * h.stride;
+        if (row) { /* overlapping gray rows: the part inside the file, zeros after it */
+            size_t at = (size_t)(h.offset + r * h.stride);
+            size_t n = len - at < rowlen ? len - at : rowlen;
+            memcpy(row, buf + at, n);
+            memset(row + n, 0, rowlen - n);
+            src = row;
+        }
+        uint32_t y = h.top_down ? r : h.height - 1 - r;
+        uint8_t *o = opts->channels == 3 ? out->pixels + (size_t)y * h.width * 3 : rgb;
+        uint32_t was = past;
+        past = UINT32_MAX;
+        bmp_row(&h, src, o, &past);
+        if (past != UINT32_MAX)
+            any_past = 1;
+        else
+            past = was;
+        if (opts->channels == 1)
+            fmt_rgb_to_gray(rgb, out->pixels + (size_t)y * h.width, h.width);
+    }
+    if (any_past)
+        fmt_fail(msg, 0, "BMP pixel uses palette entry %u of %u (decoded as gray %u, as Pillow "
+                 "does)", past, h.entries, past);
 leave:
-    stbi_image_free(px);
+    free(idx);
+    free(rgb);
+    free(row);
     if (rc)
         fmt_image_free(out);
     return rc;

@@ -11,8 +11,10 @@
 #include "backend.h"
 
 typedef struct {
-    void *s;                    /* the backend's shard */
+    void *s;                    /* the backend's shard; NULL when it could not be opened */
     char *path;
+    int rc;                     /* FMT_OPEN_TOLERANT: why it could not be opened (0: open) */
+    char *why;                  /* ... in words, without the path */
 } ds_shard;
 
 struct fmt_dataset {
@@ -20,6 +22,7 @@ struct fmt_dataset {
     const fmt_backend *be;
     fmt_access access;
     size_t ndirect;
+    size_t nunavailable;        /* shards left closed (FMT_OPEN_TOLERANT) */
     uint64_t max_length;        /* largest payload */
     ds_shard *shards;           /* one per manifest shard */
 };
@@ -29,7 +32,48 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
+/* Open manifest shard i into d->shards[i]: precheck, open, its own account against the manifest,
+ * every sample against the manifest. 0, or the error with msg saying why (without the path). */
+static int open_shard(fmt_dataset *d, const char *dir, size_t i, fmt_msg *msg)
+{
+    const fmt_manifest_shard *ms = &d->man.shards[i];
+    ds_shard *s = &d->shards[i];
+    int rc = fmt_shard_precheck(d->be, s->path, ms, msg);
+    if (rc)
+        return rc;
+    char *sdir = fmt_manifest_shard_dir(dir, ms);
+    rc = sdir ? d->be->r_open(&s->s, sdir, s->path, d->access, msg) : ENOMEM;
+    free(sdir);
+    if (rc)
+        return rc;
+    const fmt_shard_info *h = d->be->r_info(s->s);
+    if ((rc = fmt_shard_check_info(&d->man, i, h, msg)) != 0)
+        return rc;
+    /* every sample against what the manifest says of all of them: one pass over the index
+     * (in memory for every backend), so every access mode refuses the same datasets */
+    uint64_t max = 0;
+    for (uint64_t k = 0; k < h->samples; k++) {
+        fmt_sample smp;
+        rc = d->be->r_get(s->s, k, &smp);
+        if (rc == 0) {
+            smp.index = ms->first + k;
+            rc = fmt_manifest_check_sample(&d->man, &smp, msg);
+        }
+        if (rc)
+            return rc;
+        max = max_u64(max, smp.length);
+    }
+    d->max_length = max_u64(d->max_length, max);
+    return 0;
+}
+
 int fmt_dataset_open_ex(fmt_dataset **out, const char *dir, fmt_access access, fmt_msg *msg)
+{
+    return fmt_dataset_open_flags(out, dir, access, 0, msg);
+}
+
+int fmt_dataset_open_flags(fmt_dataset **out, const char *dir, fmt_access access, unsigned flags,
+                           fmt_msg *msg)
 {
     *out = NULL;
     if (access != FMT_ACCESS_MMAP && access != FMT_ACCESS_PREAD && access != FMT_ACCESS_DIRECT)
@@ -53,55 +97,68 @@ int fmt_dataset_open_ex(fmt_dataset **out, const char *dir, fmt_access access, f
         rc = ENOMEM;
         goto leave;
     }
+    size_t first_bad = 0;
     for (size_t i = 0; i < d->man.nshards; i++) {
-        const fmt_manifest_shard *ms = &d->man.shards[i];
         ds_shard *s = &d->shards[i];
-        if (asprintf(&s->path, "%s/%s", dir, ms->file) < 0) {
+        if (asprintf(&s->path, "%s/%s", dir, d->man.shards[i].file) < 0) {
             s->path = NULL;
             rc = ENOMEM;
             goto leave;
         }
         fmt_msg sub = {{0}};
-        rc = fmt_shard_precheck(d->be, s->path, ms, &sub);
-        if (rc) {
+        rc = open_shard(d, dir, i, &sub);
+        if (rc == 0)
+            continue;
+        if (!(flags & FMT_OPEN_TOLERANT) || rc == ENOMEM) {
             fmt_fail(msg, rc, "%s: %s", s->path, fmt_reason(&sub, rc));
             goto leave;
         }
-        char *sdir = fmt_manifest_shard_dir(dir, ms);
-        rc = sdir ? d->be->r_open(&s->s, sdir, s->path, access, &sub) : ENOMEM;
-        free(sdir);
-        if (rc) {
-            fmt_fail(msg, rc, "%s: %s", s->path, fmt_reason(&sub, rc));
+        /* tolerated: the shard stays closed and its samples report why */
+        d->be->r_close(s->s);
+        s->s = NULL;
+        s->rc = rc;
+        if (!(s->why = strdup(fmt_reason(&sub, rc)))) {
+            rc = ENOMEM;
             goto leave;
         }
-        const fmt_shard_info *h = d->be->r_info(s->s);
-        if ((rc = fmt_shard_check_info(&d->man, i, h, &sub)) != 0) {
-            fmt_fail(msg, rc, "%s: %s", s->path, fmt_reason(&sub, rc));
-            goto leave;
-        }
-        /* every sample against what the manifest says of all of them: one pass over the index
-         * (in memory for every backend), so every access mode refuses the same datasets */
-        for (uint64_t k = 0; k < h->samples; k++) {
-            fmt_sample smp;
-            rc = d->be->r_get(s->s, k, &smp);
-            if (rc == 0) {
-                smp.index = ms->first + k;
-                rc = fmt_manifest_check_sample(&d->man, &smp, &sub);
-            }
-            if (rc) {
-                fmt_fail(msg, rc, "%s: %s", s->path, fmt_reason(&sub, rc));
-                goto leave;
-            }
-            d->max_length = max_u64(d->max_length, smp.length);
-        }
+        if (d->nunavailable++ == 0)
+            first_bad = i;
+        rc = 0;
+    }
+    if (d->man.nshards && d->nunavailable == d->man.nshards) {
+        const ds_shard *s = &d->shards[first_bad];
+        rc = fmt_fail(msg, s->rc, "no shard of %s opens (%s: %s)", dir, s->path, s->why);
+        goto leave;
     }
     for (size_t i = 0; access == FMT_ACCESS_DIRECT && d->be->r_direct && i < d->man.nshards; i++)
-        d->ndirect += d->be->r_direct(d->shards[i].s) != 0;
+        d->ndirect += d->shards[i].s && d->be->r_direct(d->shards[i].s) != 0;
     *out = d;
     d = NULL;
 leave:
     fmt_dataset_close(d);
     return rc;
+}
+
+size_t fmt_dataset_unavailable(const fmt_dataset *d)
+{
+    return d->nunavailable;
+}
+
+int fmt_dataset_shard_status(const fmt_dataset *d, size_t i, const char **path, const char **why)
+{
+    if (i >= d->man.nshards)
+        return FMT_EINVAL;
+    if (path)
+        *path = d->shards[i].path;
+    if (why)
+        *why = d->shards[i].why;
+    return d->shards[i].rc;
+}
+
+const char *fmt_dataset_sample_error(const fmt_dataset *d, uint64_t idx)
+{
+    long si = fmt_manifest_find_shard(&d->man, idx);
+    return si < 0 ? NULL : d->shards[si].why;
 }
 
 int fmt_manifest_check_sample(const fmt_manifest *m, const fmt_sample *s, fmt_msg *msg)
@@ -153,6 +210,14 @@ int fmt_shard_precheck(const fmt_backend *be, const char *path, const fmt_manife
     return be->r_precheck(path, ms, msg);
 }
 
+int fmt_dataset_probe(const char *dir, fmt_msg *msg)
+{
+    fmt_dataset *d;
+    int rc = fmt_dataset_open_ex(&d, dir, FMT_ACCESS_PREAD, msg);
+    fmt_dataset_close(rc ? NULL : d);
+    return rc;
+}
+
 int fmt_dataset_open(fmt_dataset **d, const char *dir, fmt_msg *msg)
 {
     return fmt_dataset_open_ex(d, dir, FMT_ACCESS_MMAP, msg);
@@ -165,6 +230,7 @@ void fmt_dataset_close(fmt_dataset *d)
     for (size_t i = 0; d->shards && i < d->man.nshards; i++) {
         d->be->r_close(d->shards[i].s);
         free(d->shards[i].path);
+        free(d->shards[i].why);
     }
     free(d->shards);
     fmt_manifest_free(&d->man);
@@ -201,7 +267,8 @@ const char *fmt_dataset_backend(const fmt_dataset *d)
     return d->be->name;
 }
 
-/* Shard of sample idx and the index inside it, or FMT_EINVAL. */
+/* Shard of sample idx and the index inside it: 0, FMT_EINVAL (no such sample), or the error of
+ * a shard that could not be opened (FMT_OPEN_TOLERANT). */
 static int locate(const fmt_dataset *d, uint64_t idx, const ds_shard **sh, uint64_t *local)
 {
     long si = fmt_manifest_find_shard(&d->man, idx);
@@ -209,15 +276,16 @@ static int locate(const fmt_dataset *d, uint64_t idx, const ds_shard **sh, uint6
         return FMT_EINVAL;
     *sh = &d->shards[si];
     *local = idx - d->man.shards[si].first;
-    return 0;
+    return d->shards[si].s ? 0 : d->shards[si].rc;
 }
 
 int fmt_dataset_get(const fmt_dataset *d, uint64_t idx, fmt_sample *s)
 {
     const ds_shard *sh;
     uint64_t local;
-    if (locate(d, idx, &sh, &local))
-        return FMT_EINVAL;
+    int lrc = locate(d, idx, &sh, &local);
+    if (lrc)
+        return lrc;
     int rc = d->be->r_get(sh->s, local, s);
     s->index = idx;
     return rc;
@@ -228,8 +296,9 @@ int fmt_dataset_read_buf(const fmt_dataset *d, uint64_t idx, void *dst, fmt_samp
 {
     const ds_shard *sh;
     uint64_t local;
-    if (locate(d, idx, &sh, &local))
-        return FMT_EINVAL;
+    int lrc = locate(d, idx, &sh, &local);
+    if (lrc)
+        return lrc;
     if (meta) {
         int rc = d->be->r_get(sh->s, local, meta);
         if (rc)
@@ -244,8 +313,9 @@ int fmt_dataset_extent(const fmt_dataset *d, uint64_t idx, fmt_extent *x)
 {
     const ds_shard *sh;
     uint64_t local;
-    if (locate(d, idx, &sh, &local))
-        return FMT_EINVAL;
+    int lrc = locate(d, idx, &sh, &local);
+    if (lrc)
+        return lrc;
     if (!d->be->r_extent)
         return FMT_EUNSUPPORTED;
     return d->be->r_extent(sh->s, local, x);
@@ -270,6 +340,8 @@ int fmt_dataset_advise(const fmt_dataset *d, fmt_advice advice)
         return 0;
     int first = 0;
     for (size_t i = 0; i < d->man.nshards; i++) {
+        if (!d->shards[i].s)
+            continue;
         int rc = d->be->r_advise(d->shards[i].s, advice);
         if (rc && !first)
             first = rc;
@@ -281,7 +353,8 @@ int fmt_dataset_check(const fmt_dataset *d, uint64_t idx)
 {
     const ds_shard *sh;
     uint64_t local;
-    if (locate(d, idx, &sh, &local))
-        return FMT_EINVAL;
+    int lrc = locate(d, idx, &sh, &local);
+    if (lrc)
+        return lrc;
     return d->be->r_check(sh->s, local);
 }

@@ -11,10 +11,13 @@
  * Access paths. The mode decides how payload bytes are read by fmt_dataset_read: FMT_ACCESS_MMAP
  * copies them out of a mapping of the shard; FMT_ACCESS_PREAD reads them with pread(2) and
  * FMT_ACCESS_DIRECT with pread(2) on a second descriptor opened with O_DIRECT (page cache
- * bypassed). In those two modes raw and hdf5 shards are not mapped at all: their index (raw: 64
- * bytes per sample plus the aux area) is read into memory at open, fmt_sample.pixels is NULL and
- * aux points into that copy. LMDB shards are mapped in every mode (LMDB reads only through its
- * map); per-image sets never are.
+ * bypassed). In those two modes raw and hdf5 shards are not mapped at all and fmt_sample.pixels is
+ * NULL. In every mode their index (raw: 64 bytes per sample plus the aux area) is read into
+ * memory at open and checked there, and aux points into that copy: a shard rewritten in place
+ * under an open dataset changes payload bytes only, never the offsets, lengths or hashes the
+ * accessors use (so fmt_dataset_check, and a reader's verify_samples, report the changed
+ * samples in every mode, and a mapped reader never addresses past its mapping). LMDB shards are
+ * mapped in every mode (LMDB reads only through its map); per-image sets never are.
  *
  * Thread-safety: after open, a dataset is immutable; fmt_dataset_get, fmt_dataset_read,
  * fmt_dataset_read_buf (each thread with its own scratch), fmt_dataset_check and fmt_dataset_advise
@@ -54,7 +57,36 @@ void fmt_dataset_close(fmt_dataset *d);                 /* accepts NULL */
  * of the second open, FMT_ECORRUPT if the file was replaced between the two opens. */
 int fmt_dataset_open_ex(fmt_dataset **d, const char *dir, fmt_access access, fmt_msg *msg);
 
+/* fmt_dataset_open_ex with flags (0: the same). FMT_OPEN_TOLERANT: a shard that cannot be opened,
+ * or does not match the manifest, does not fail the open; it stays closed and its samples are
+ * unavailable: fmt_dataset_get, _read, _read_buf, _extent and _check return that shard's error
+ * for them (FMT_ETRUNC, FMT_ECORRUPT, ENOENT, ...), and fmt_dataset_sample_error says why. The
+ * open still fails when the manifest cannot be read, on ENOMEM, and when no shard opens at all.
+ * For readers that skip or replace what they cannot read (shardread's on_error). */
+#define FMT_OPEN_TOLERANT 1u
+int fmt_dataset_open_flags(fmt_dataset **d, const char *dir, fmt_access access, unsigned flags,
+                           fmt_msg *msg);
+
+/* Shards that FMT_OPEN_TOLERANT left closed (0 without it). */
+size_t fmt_dataset_unavailable(const fmt_dataset *d);
+
+/* Manifest shard i: 0 when it is open, else the error that left it closed, with *why (if not
+ * NULL) the reason in words, without the path; *path (if not NULL) its path. FMT_EINVAL for i
+ * past the last shard. Strings valid until close. */
+int fmt_dataset_shard_status(const fmt_dataset *d, size_t i, const char **path, const char **why);
+
+/* Why the shard of sample idx could not be opened (the reason, without the path), NULL when it is
+ * open or idx >= count. Valid until close. */
+const char *fmt_dataset_sample_error(const fmt_dataset *d, uint64_t idx);
+
 fmt_access fmt_dataset_access(const fmt_dataset *d);   /* the mode given to open */
+
+/* Open the dataset in dir the way a reader does (FMT_ACCESS_PREAD: the manifest, every shard's
+ * header and index, every sample's metadata against the manifest; no payload is read), then
+ * close it. What a writer calls on what it has just written, before it reports success: a
+ * dataset its own reader would refuse is an error of the writer, not a surprise for the reader.
+ * 0, or the error of fmt_dataset_open_ex with msg naming the file. */
+int fmt_dataset_probe(const char *dir, fmt_msg *msg);
 
 /* Bytes of the largest sample (0 for an empty dataset): what a buffer must hold to read any
  * sample. Computed at open (O(1) per fixed-shape shard, one pass over the index otherwise). */

@@ -34,6 +34,21 @@ static int bmp_match(const uint8_t *p, size_t len)
     }
 }
 
+/* A DIB (.dib, a BMP without its file header) starts with the size of its header: the sizes
+ * Pillow's DIB reader accepts (Pillow opens such a file whatever its name). Eight bytes at
+ * least, so that a tiny file of something else is reported as not an image. */
+static int dib_match(const uint8_t *p, size_t len)
+{
+    if (len < 8)
+        return 0;
+    switch (fmt_le_get32(p)) {
+    case 12: case 40: case 64: case 108: case 124:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 fmt_image_type fmt_image_sniff(const void *buf, size_t len)
 {
     const uint8_t *p = buf;
@@ -43,7 +58,7 @@ fmt_image_type fmt_image_sniff(const void *buf, size_t len)
         return FMT_IMG_JPEG;
     if (prefix_match(p, len, png_magic, sizeof png_magic))
         return FMT_IMG_PNG;
-    if (bmp_match(p, len))
+    if (bmp_match(p, len) || dib_match(p, len))
         return FMT_IMG_BMP;
     return FMT_IMG_UNKNOWN;
 }

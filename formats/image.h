@@ -1,10 +1,11 @@
-/* image.h - image codecs: JPEG (libjpeg-turbo), PNG (libspng), BMP (stb_image) decode, and the
- * encoders the sample generator and the per-image dataset sets use.
+/* image.h - image codecs: JPEG (libjpeg-turbo), PNG (libspng), BMP and DIB (our own, bmp.c)
+ * decode, and the encoders the sample generator and the per-image dataset sets use.
  *
  * Pixels are always 8-bit, interleaved HWC, rows packed (stride = width * channels), with 1 (gray)
  * or 3 (RGB) channels. Decoding converts every source layout to the channel count asked for:
  * gray -> RGB by replication, RGB -> gray by ITU-R 601 luma (JPEG: the decoder's own Y channel),
- * alpha is dropped (not composited), 16-bit samples keep their high byte, CMYK/YCCK JPEGs are
+ * alpha is dropped (not composited), 16-bit samples keep their high byte (but 16-bit gray PNGs
+ * are clipped to 0..255, as Pillow's mode I conversion does), CMYK/YCCK JPEGs are
  * converted to RGB with the same arithmetic as Pillow's CMYK->RGB conversion.
  *
  * All functions are thread-safe on distinct objects; none keeps global state.
@@ -60,15 +61,21 @@ const char *fmt_image_type_name(fmt_image_type t);   /* "jpeg", "png", "bmp", "u
 
 /* Read only the header: format, size and channels. Cheap; used by --dry-run and limits.
  * Reports the size as stored, without applying any limit.
+ * On success msg may hold a warning, as after fmt_image_decode.
  * Errors: FMT_EEMPTY, FMT_EFORMAT, FMT_ETRUNC, FMT_ECORRUPT, FMT_EUNSUPPORTED. */
 int fmt_image_probe(const void *buf, size_t len, fmt_image_info *info, fmt_msg *msg);
 
 /* Decode buf into out (out->pixels newly malloc'd; on error out is zeroed and owns nothing).
- * Truncated or corrupt data is an error, never a partially gray image: libjpeg's "corrupt data"
- * warnings are treated as errors and a JPEG is read up to EOI, PNG CRCs are checked and a PNG is
- * read up to IEND, a BMP shorter than its header claims is refused. A JPEG may also be refused
- * for more than 500 scans (FMT_ECORRUPT) or needing more than 2 GiB inside libjpeg (FMT_ETOOBIG).
- * opts NULL: 3 channels, full size, default limits. msg is cleared first.
+ * The rule is Pillow's: a file decodes if and only if Pillow 9.4's Image.open(f).convert("RGB")
+ * succeeds with its default settings, and then to the same pixels. So a truncated file is an
+ * error, never a partially gray image (a JPEG is read up to EOI, a PNG up to IEND with its CRCs
+ * checked, a BMP's pixel data must be all there), and a file Pillow reads with a complaint is
+ * decoded with a warning: libjpeg's "corrupt JPEG data" warnings (junk before a marker, a bad
+ * segment), a PNG or BMP pixel naming an entry past its palette. A JPEG may also be refused for
+ * more than 500 scans (FMT_ECORRUPT) or needing more than 2 GiB inside libjpeg (FMT_ETOOBIG).
+ * opts NULL: 3 channels, full size, default limits. msg is cleared first; on success it stays
+ * empty unless the decode had a warning, which it then names (one line; the first warning, with
+ * a count of the others). Callers that keep a strict policy treat a warning as an error.
  * Errors: those of probe, plus FMT_ETOOBIG (limits), FMT_EINVAL (channels not 1 or 3), ENOMEM. */
 int fmt_image_decode(const void *buf, size_t len, const fmt_decode_opts *opts, fmt_image *out,
                      fmt_msg *msg);

@@ -2,9 +2,12 @@
  *
  * Decoding uses libjpeg's defaults (JDCT_ISLOW, fancy upsampling), so a full-size decode equals
  * `djpeg -ppm` and Pillow byte for byte. libjpeg reports trouble in two ways: error_exit for fatal
- * errors and emit_message(-1) for "corrupt data" warnings, after which it carries on and fills the
- * rest of the image with gray. Both longjmp out here: a warning fails the decode, so a damaged file
- * is refused instead of stored half gray.
+ * errors (a longjmp out of the decode here) and emit_message(-1) for "corrupt data" warnings,
+ * after which it carries on. Pillow ignores the warnings and keeps what libjpeg decoded, so a
+ * warning is not an error here either: the image is decoded to the end with the same pixels and
+ * the first warning is handed back in msg (image.h). The one exception is the end of the data
+ * (JWRN_JPEG_EOF): libjpeg's memory source then pretends an EOI and fills the rest with gray,
+ * where Pillow's reader finds the file truncated and refuses it; so do we.
  *
  * setjmp discipline: each setjmp lives in a small *_run function whose state is entirely in a
  * struct owned by its caller, so nothing read after the longjmp is an automatic variable of the
@@ -37,6 +40,8 @@ struct jpeg_err {
     jmp_buf jump;
     int rc;
     char text[JMSG_LENGTH_MAX];
+    char warn[JMSG_LENGTH_MAX]; /* the first warning, "" if none */
+    long nwarn;                 /* warnings counted in warn (JWRN_JFIF_MAJOR is not) */
 };
 
 /* libjpeg's message for the current msg_code, with a lowercase first letter (our style). */
@@ -91,9 +96,17 @@ static void jerr_emit_message(j_common_ptr cinfo, int msg_level)
     /* The one warning that says nothing about the pixels: a JFIF header from a newer revision. */
     if (e->pub.msg_code == JWRN_JFIF_MAJOR)
         return;
-    jerr_output_message(cinfo);
-    e->rc = e->pub.msg_code == JWRN_JPEG_EOF ? FMT_ETRUNC : FMT_ECORRUPT;
-    longjmp(e->jump, 1);
+    if (e->pub.msg_code == JWRN_JPEG_EOF) {
+        jerr_output_message(cinfo);
+        e->rc = FMT_ETRUNC;
+        longjmp(e->jump, 1);
+    }
+    /* Only the first is formatted: a damaged scan can warn once per MCU. */
+    if (e->nwarn++ == 0) {
+        jerr_output_message(cinfo);
+        memcpy(e->warn, e->text, sizeof e->warn);
+        e->text[0] = '\0'; /* text is for an error only */
+    }
 }
 
 static void jerr_init(struct jpeg_err *e)
@@ -159,6 +172,51 @@ static void jpeg_dec_init(struct jpeg_dec *d)
     d->cinfo.err = &d->err.pub;
 }
 
+/* Pillow parses the APP segments itself before libjpeg sees the file, and refuses a file where
+ * that parsing fails outside its error handling (Pillow 9.4 JpegImagePlugin.APP): a JFIF APP0
+ * or an Adobe APP14 shorter than 7 bytes, and an Exif APP1 whose TIFF header cannot be read
+ * (fewer than 8 bytes, or BigTIFF), when Pillow reads it to look for a resolution: while no
+ * earlier segment gave one. libjpeg saves those segments for us; 0 or FMT_ECORRUPT. */
+static int jpeg_pillow_app(j_decompress_ptr cinfo, fmt_msg *msg)
+{
+    int dpi = 0;
+    const uint8_t *exif = NULL;
+    unsigned exif_len = 0;
+    for (jpeg_saved_marker_ptr m = cinfo->marker_list; m; m = m->next) {
+        const uint8_t *s = m->data;
+        unsigned n = m->data_length;
+        if (m->marker == JPEG_APP0 && n >= 4 && memcmp(s, "JFIF", 4) == 0) {
+            if (n < 7)
+                return fmt_fail(msg, FMT_ECORRUPT, "JPEG JFIF segment of %u bytes too short", n);
+            if (n >= 12 && s[7] == 1)
+                dpi = 1;
+        } else if (m->marker == JPEG_APP0 + 1 && n >= 5 && memcmp(s, "Exif", 5) == 0 && !exif) {
+            exif = s;
+            exif_len = n;
+        } else if (m->marker == JPEG_APP0 + 14 && n >= 5 && memcmp(s, "Adobe", 5) == 0 && n < 7) {
+            return fmt_fail(msg, FMT_ECORRUPT, "JPEG Adobe segment of %u bytes too short", n);
+        }
+        if (dpi || !exif)
+            continue;
+        /* the resolution from Exif: any failure but these makes it 72 dpi */
+        dpi = 1;
+        const uint8_t *t = exif;
+        unsigned tl = exif_len;
+        if (tl >= 6 && t[5] == 0) {
+            t += 6;
+            tl -= 6;
+        }
+        static const char *const prefixes[] = {"MM\x00\x2A", "II\x2A\x00", "MM\x2A\x00",
+                                               "II\x00\x2A", "MM\x00\x2B", "II\x2B\x00"};
+        int tiff = 0;
+        for (size_t i = 0; tl >= 4 && i < sizeof prefixes / sizeof prefixes[0]; i++)
+            tiff |= memcmp(t, prefixes[i], 4) == 0;
+        if (tiff && (tl < 8 || t[2] == 0x2B))
+            return fmt_fail(msg, FMT_ECORRUPT, "JPEG Exif segment with a truncated TIFF header");
+    }
+    return 0;
+}
+
 /* jpeg_create_decompress, jpeg_mem_src, jpeg_read_header. Only called from a *_run function that
  * has called setjmp(d->err.jump). */
 static void jpeg_dec_header(struct jpeg_dec *d, const uint8_t *buf, size_t len)
@@ -169,6 +227,9 @@ static void jpeg_dec_header(struct jpeg_dec *d, const uint8_t *buf, size_t len)
     d->progress.progress_monitor = jpeg_progress;
     d->cinfo.progress = &d->progress;
     jpeg_mem_src(&d->cinfo, buf, (unsigned long)len);
+    jpeg_save_markers(&d->cinfo, JPEG_APP0, 0xffff);
+    jpeg_save_markers(&d->cinfo, JPEG_APP0 + 1, 0xffff);
+    jpeg_save_markers(&d->cinfo, JPEG_APP0 + 14, 0xffff);
     jpeg_read_header(&d->cinfo, TRUE);
 }
 
@@ -180,14 +241,21 @@ static void jpeg_dec_release(struct jpeg_dec *d, int rc, fmt_msg *msg)
     d->row = NULL;
     if (rc && d->err.text[0])
         fmt_fail(msg, rc, "%s", d->err.text);
+    else if (!rc && d->err.nwarn == 1)
+        fmt_fail(msg, 0, "%s", d->err.warn);
+    else if (!rc && d->err.nwarn > 1)
+        fmt_fail(msg, 0, "%s (and %ld more libjpeg warnings)", d->err.warn, d->err.nwarn - 1);
 }
 
 static int jpeg_probe_run(struct jpeg_dec *d, const uint8_t *buf, size_t len,
-                          fmt_image_info *info)
+                          fmt_image_info *info, fmt_msg *msg)
 {
     if (setjmp(d->err.jump))
         return d->err.rc;
     jpeg_dec_header(d, buf, len);
+    int rc = jpeg_pillow_app(&d->cinfo, msg);
+    if (rc)
+        return rc;
     info->width = d->cinfo.image_width;
     info->height = d->cinfo.image_height;
     info->channels = (uint32_t)d->cinfo.num_components;
@@ -198,7 +266,7 @@ int fmt_jpeg_probe(const uint8_t *buf, size_t len, fmt_image_info *info, fmt_msg
 {
     struct jpeg_dec d;
     jpeg_dec_init(&d);
-    int rc = jpeg_probe_run(&d, buf, len, info);
+    int rc = jpeg_probe_run(&d, buf, len, info, msg);
     jpeg_dec_release(&d, rc, msg);
     return rc;
 }
@@ -230,7 +298,10 @@ static int jpeg_decode_run(struct jpeg_dec *d, const uint8_t *buf, size_t len,
     jpeg_dec_header(d, buf, len);
     j_decompress_ptr cinfo = &d->cinfo;
 
-    int rc = fmt_limits_check(&opts->limits, cinfo->image_width, cinfo->image_height, msg);
+    int rc = jpeg_pillow_app(cinfo, msg);
+    if (rc)
+        return rc;
+    rc = fmt_limits_check(&opts->limits, cinfo->image_width, cinfo->image_height, msg);
     if (rc)
         return rc;
     /* libjpeg assumes CMYK for every 4-component file (YCCK when the Adobe marker says so) and

@@ -54,6 +54,151 @@ static json_t *dbl_array(const double *v, uint32_t n)
     return a;
 }
 
+/* ---- class names: bytes through JSON ----
+ *
+ * Class names are folder names, so bytes. JSON strings are Unicode: a name that is not valid
+ * UTF-8 is written the way Python's "surrogateescape" writes it (and `shardc info --json` does):
+ * each byte not part of valid UTF-8 as the escape \udcXX (XX = the byte, 80..ff), which
+ * os.fsencode(json.load(...)[...]) turns back into that byte. jansson neither writes nor reads
+ * lone surrogates, so such a byte travels through it as a marker no file name can contain: NUL
+ * followed by the byte's two hex digits. */
+
+/* Bytes of one UTF-8 sequence at s (shortest form, no surrogates, <= U+10FFFF), 0 if invalid. */
+static int utf8_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    int n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 :
+            c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0) || (c == 0xF0 && s[1] < 0x90) ||
+        (c == 0xF4 && s[1] >= 0x90))
+        return 0;
+    return n;
+}
+
+/* A class name as a JSON string: the bytes that are not valid UTF-8 as markers. NULL: no memory */
+static json_t *name_json(const char *name)
+{
+    const unsigned char *p = (const unsigned char *)name;
+    size_t len = strlen(name);
+    char *buf = malloc(3 * len + 1);
+    if (!buf)
+        return NULL;
+    size_t o = 0;
+    while (*p) {
+        int n = utf8_len(p);
+        if (n == 0) {
+            o += (size_t)sprintf(buf + o, "%c%02x", 0, *p++);
+        } else {
+            memcpy(buf + o, p, (size_t)n);
+            o += (size_t)n;
+            p += n;
+        }
+    }
+    json_t *j = json_stringn_nocheck(buf, o);
+    free(buf);
+    return j;
+}
+
+/* The dumped text with each marker (jansson writes NUL as \u0000) as the escape \udcXX: in
+ * place, since the escape is two characters shorter. Backslashes occur only inside strings, so
+ * no string state is needed, only the pairing of a backslash with what it escapes. */
+static void markers_to_escapes(char *text)
+{
+    char *o = text;
+    for (const char *p = text; *p;) {
+        if (p[0] == '\\' && strncmp(p + 1, "u0000", 5) == 0 && p[6] && p[7]) {
+            o += sprintf(o, "\\udc%c%c", p[6], p[7]);
+            p += 8;
+        } else if (p[0] == '\\' && p[1]) {
+            *o++ = *p++;
+            *o++ = *p++;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = '\0';
+}
+
+static int hex4(const char *p, unsigned *v)
+{
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = p[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+                          c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        *v = *v << 4 | (unsigned)d;
+    }
+    return 0;
+}
+
+/* text with each escaped lone surrogate \udc80..\udcff as a marker, for jansson: a malloc'd copy
+ * (*out, *olen) and the number of markers (*n); escapes it cannot turn into markers are left
+ * for jansson to refuse. 0 or ENOMEM. */
+static int escapes_to_markers(const char *text, size_t len, char **out, size_t *olen, size_t *n)
+{
+    char *buf = malloc(len + len / 3 + 1), *o = buf;
+    if (!buf)
+        return ENOMEM;
+    *n = 0;
+    int after_high = 0;         /* the previous character was an escaped high surrogate */
+    for (size_t i = 0; i < len;) {
+        unsigned v;
+        if (text[i] == '\\' && i + 5 < len && text[i + 1] == 'u' && hex4(text + i + 2, &v) == 0) {
+            if (v >= 0xDC80 && v <= 0xDCFF && !after_high) {
+                o += sprintf(o, "\\u0000%02x", v & 0xff);
+                (*n)++;
+            } else {
+                memcpy(o, text + i, 6);
+                o += 6;
+            }
+            after_high = v >= 0xD800 && v <= 0xDBFF;
+            i += 6;
+        } else if (text[i] == '\\' && i + 1 < len) {
+            *o++ = text[i++];
+            *o++ = text[i++];
+            after_high = 0;
+        } else {
+            *o++ = text[i++];
+            after_high = 0;
+        }
+    }
+    *out = buf;
+    *olen = (size_t)(o - buf);
+    return 0;
+}
+
+/* A class name from its JSON string: markers back into bytes. 0, FMT_ECORRUPT (a NUL that is not
+ * a marker of a byte 80..ff), ENOMEM. */
+static int name_from_json(json_t *j, char **out)
+{
+    const char *s = json_string_value(j);
+    size_t len = json_string_length(j);
+    char *buf = malloc(len + 1), *o = buf;
+    if (!buf)
+        return ENOMEM;
+    for (size_t i = 0; i < len;) {
+        unsigned v;
+        if (s[i] != '\0') {
+            *o++ = s[i++];
+            continue;
+        }
+        char hex[5] = {'0', '0', i + 1 < len ? s[i + 1] : 'x', i + 2 < len ? s[i + 2] : 'x', 0};
+        if (hex4(hex, &v) != 0 || v < 0x80) {
+            free(buf);
+            return FMT_ECORRUPT;
+        }
+        *o++ = (char)v;
+        i += 3;
+    }
+    *o = '\0';
+    *out = buf;
+    return 0;
+}
+
 int fmt_manifest_dump(const fmt_manifest *m, char **out)
 {
     *out = NULL;
@@ -70,7 +215,8 @@ int fmt_manifest_dump(const fmt_manifest *m, char **out)
     json_object_set_new(root, "inputs", json_integer((json_int_t)m->inputs));
     json_object_set_new(root, "rejects", json_integer((json_int_t)m->rejects));
     for (size_t i = 0; i < m->nclasses; i++)
-        json_array_append_new(classes, json_string(m->classes[i]));
+        if (json_array_append_new(classes, name_json(m->classes[i])) != 0)
+            goto nomem;
     json_object_set(root, "classes", classes);
 
     json_t *g = json_object();
@@ -133,6 +279,8 @@ int fmt_manifest_dump(const fmt_manifest *m, char **out)
             json_object_set_new(root, "build", b);
     }
     *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    if (*out)
+        markers_to_escapes(*out);
     json_decref(classes);
     json_decref(shards);
     json_decref(root);
@@ -179,6 +327,8 @@ static int get_str(json_t *o, const char *key, char **v, fmt_msg *msg)
     json_t *j = json_object_get(o, key);
     if (!json_is_string(j))
         return fmt_fail(msg, FMT_ECORRUPT, "manifest field '%s' missing or not a string", key);
+    if (strlen(json_string_value(j)) != json_string_length(j))
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest field '%s' holds a NUL character", key);
     *v = strdup(json_string_value(j));
     return *v ? 0 : ENOMEM;
 }
@@ -231,7 +381,15 @@ int fmt_manifest_parse(const char *text, size_t len, fmt_manifest *m, fmt_msg *m
 {
     memset(m, 0, sizeof *m);
     json_error_t jerr;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    /* escaped bytes of class names as markers (see "class names" above); only then are NULs
+     * allowed, and only class names may hold them */
+    char *marked = NULL;
+    size_t mlen = 0, markers = 0;
+    if (escapes_to_markers(text, len, &marked, &mlen, &markers) != 0)
+        return ENOMEM;
+    json_t *root = json_loadb(marked, mlen, JSON_REJECT_DUPLICATES | (markers ? JSON_ALLOW_NUL : 0),
+                              &jerr);
+    free(marked);
     if (!root)
         return fmt_fail(msg, FMT_ECORRUPT, "manifest is not valid JSON: %s (line %d)", jerr.text,
                         jerr.line);
@@ -275,13 +433,14 @@ int fmt_manifest_parse(const char *text, size_t len, fmt_manifest *m, fmt_msg *m
         goto leave;
     }
     for (size_t i = 0; i < m->nclasses; i++) {
-        const char *s = json_string_value(json_array_get(classes, i));
-        if (!s) {
+        json_t *c = json_array_get(classes, i);
+        if (!json_is_string(c)) {
             rc = fmt_fail(msg, FMT_ECORRUPT, "manifest class %zu is not a string", i);
             goto leave;
         }
-        if (!(m->classes[i] = strdup(s))) {
-            rc = ENOMEM;
+        if ((rc = name_from_json(c, &m->classes[i])) != 0) {
+            if (rc == FMT_ECORRUPT)
+                fmt_fail(msg, rc, "manifest class %zu holds a NUL character", i);
             goto leave;
         }
     }

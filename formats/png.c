@@ -2,7 +2,9 @@
  *
  * Every colour type and bit depth is decoded by spng to 8-bit RGB (SPNG_FMT_RGB8: palette
  * expanded, gray replicated, alpha and tRNS ignored, 16-bit samples reduced to their high byte),
- * or to 8-bit gray (SPNG_FMT_G8) when the file is gray of depth <= 8 and gray is wanted. A colour
+ * or to 8-bit gray (SPNG_FMT_G8) when the file is gray of depth <= 8 and gray is wanted; two
+ * cases follow Pillow instead of spng: 16-bit gray is clipped to 0..255 (png_gray16) and a
+ * palette index past the palette is gray (png_short_palette, with a warning). A colour
  * file decoded to gray goes through RGB and fmt_luma. No ancillary chunk (gAMA, sBIT, ...) changes
  * the pixels. CRCs of all chunks are checked (spng's default) and the file is read up to IEND: a
  * damaged or cut file is an error even where the pixels came out complete.
@@ -103,11 +105,12 @@ leave:
 }
 
 /* An indexed image whose palette has fewer entries than its bit depth can address: spng maps
- * an index past the palette to black, Pillow to its grey ramp; the PNG specification calls it an
- * error, and our BMP decoding refuses the same fault. So the indices are decoded as they are
- * (SPNG_FMT_PNG: packed rows of bit_depth bits), any index past the palette refuses the image
- * with its value, and the palette is applied here (what SPNG_FMT_RGB8 does: tRNS and gamma are
- * not applied). out is allocated RGB by the caller. Returns an spng error or an FMT code (*rc). */
+ * an index past the palette to black, Pillow to its grey ramp (index i: gray level i); the PNG
+ * specification calls it an error, Pillow opens the file. So the indices are decoded as they are
+ * (SPNG_FMT_PNG: packed rows of bit_depth bits), the palette is applied here (what SPNG_FMT_RGB8
+ * does: tRNS and gamma are not applied) with Pillow's fallback, and the first index past the
+ * palette is named in a warning. out is allocated RGB by the caller. Returns an spng error or an
+ * FMT code (*rc). */
 static int png_short_palette(spng_ctx *ctx, const struct spng_ihdr *ih, const struct spng_plte *pl,
                              fmt_image *out, fmt_msg *msg, int *rc)
 {
@@ -123,16 +126,20 @@ static int png_short_palette(spng_ctx *ctx, const struct spng_ihdr *ih, const st
     if ((err = spng_decode_image(ctx, idx, size, SPNG_FMT_PNG, 0)) == 0) {
         unsigned depth = ih->bit_depth, mask = (1u << depth) - 1;
         size_t stride = ((size_t)ih->width * depth + 7) / 8;
-        for (uint32_t y = 0; y < ih->height && !*rc; y++) {
+        int past = 0;
+        for (uint32_t y = 0; y < ih->height; y++) {
             const uint8_t *row = idx + (size_t)y * stride;
             uint8_t *px = out->pixels + (size_t)y * ih->width * 3;
             for (uint32_t x = 0; x < ih->width; x++) {
                 size_t bit = (size_t)x * depth;
                 unsigned v = (row[bit / 8] >> (8 - depth - bit % 8)) & mask;
                 if (v >= pl->n_entries) {
-                    *rc = fmt_fail(msg, FMT_ECORRUPT, "PNG palette index %u out of range (the "
-                                   "palette has %u entries) at (%u, %u)", v, pl->n_entries, x, y);
-                    break;
+                    if (!past++)
+                        fmt_fail(msg, 0, "PNG palette index %u out of range (the palette has %u "
+                                 "entries) at (%u, %u): decoded as gray %u, as Pillow does", v,
+                                 pl->n_entries, x, y, v);
+                    px[3 * x] = px[3 * x + 1] = px[3 * x + 2] = (uint8_t)v;
+                    continue;
                 }
                 px[3 * x] = pl->entries[v].red;
                 px[3 * x + 1] = pl->entries[v].green;
@@ -141,6 +148,37 @@ static int png_short_palette(spng_ctx *ctx, const struct spng_ihdr *ih, const st
         }
     }
     free(idx);
+    return err;
+}
+
+/* 16-bit gray: Pillow 9.4 opens it as mode I (32-bit integers) and its conversion to RGB or L
+ * clips each sample to 0..255, so every sample from 255 up is white. That is the rule here too
+ * (where the other 16-bit layouts keep their high byte, as Pillow's do). out is RGB. */
+static int png_gray16(spng_ctx *ctx, const struct spng_ihdr *ih, fmt_image *out, fmt_msg *msg,
+                      int *rc)
+{
+    size_t size;
+    int err = spng_decoded_image_size(ctx, SPNG_FMT_RAW, &size);
+    if (err)
+        return err;
+    if (size != (size_t)ih->width * ih->height * 2) {
+        *rc = fmt_fail(msg, FMT_ECORRUPT, "unexpected PNG output size %zu", size);
+        return 0;
+    }
+    uint8_t *raw = malloc(size ? size : 1);
+    if (!raw) {
+        *rc = fmt_fail(msg, ENOMEM, "out of memory decoding PNG");
+        return 0;
+    }
+    if ((err = spng_decode_image(ctx, raw, size, SPNG_FMT_RAW, 0)) == 0) {
+        size_t npix = (size_t)ih->width * ih->height;
+        for (size_t i = 0; i < npix; i++) {
+            unsigned v = (unsigned)raw[2 * i] << 8 | raw[2 * i + 1]; /* big-endian */
+            uint8_t g = v > 255 ? 255 : (uint8_t)v;
+            out->pixels[3 * i] = out->pixels[3 * i + 1] = out->pixels[3 * i + 2] = g;
+        }
+    }
+    free(raw);
     return err;
 }
 
@@ -192,6 +230,9 @@ int fmt_png_decode(const uint8_t *buf, size_t len, const fmt_decode_opts *opts, 
     if (ihdr.color_type == SPNG_COLOR_TYPE_INDEXED && fmt == SPNG_FMT_RGB8 &&
         spng_get_plte(ctx, &plte) == 0 && plte.n_entries < (1u << ihdr.bit_depth)) {
         if ((err = png_short_palette(ctx, &ihdr, &plte, out, msg, &rc)) || rc)
+            goto leave;
+    } else if (ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE && ihdr.bit_depth == 16) {
+        if ((err = png_gray16(ctx, &ihdr, out, msg, &rc)) || rc)
             goto leave;
     } else if ((err = spng_decode_image(ctx, out->pixels, size, fmt, 0))) {
         goto leave;

@@ -8,13 +8,16 @@
  *
  * The reader trusts nothing before it has checked it: every offset in the header and the index is
  * validated with overflow-checked arithmetic before fmt_raw_open returns, after which the accessors
- * can address the mapping without further checks. Entries are decoded from the mapping on demand
- * (explicit little-endian loads, no struct casts of unaligned memory).
+ * can address the mapping without further checks. That holds only because what was checked cannot
+ * change: the header is decoded once, and the tail of the file (index and aux area) is read into
+ * private memory at open, in every mode, and validated there; entries are decoded from that copy
+ * (explicit little-endian loads, no struct casts of unaligned memory). A shard rewritten in place
+ * under an open reader therefore changes payload bytes only, which the index's hashes (pinned by
+ * the header hash, which the manifest pins) still describe as they were.
  *
- * Without a mapping (FMT_RAW_OPEN_NOMAP) the header and the tail of the file (index and aux area)
- * are read with pread into memory and validated there; the accessors then decode the copy, so no
- * later access can fault on a page of a file that was truncated after open, and payloads are
- * read with pread by whoever needs them (fmt_raw_check_sample included).
+ * Without a mapping (FMT_RAW_OPEN_NOMAP) the header is read with pread too, so no later access
+ * can fault on a page of a file that was truncated after open, and payloads are read with pread by
+ * whoever needs them (fmt_raw_check_sample included).
  */
 #include "raw.h"
 #include "backend.h"
@@ -651,8 +654,8 @@ struct fmt_raw_shard {
     int fd;
     const uint8_t *base;        /* the mapping, MAP_FAILED without one */
     size_t size;
-    uint8_t *tail;              /* FMT_RAW_OPEN_NOMAP: copy of the bytes from index_offset on */
-    const uint8_t *index;       /* the index: in the mapping or in tail; the aux area follows */
+    uint8_t *tail;              /* private copy of the bytes from index_offset on */
+    const uint8_t *index;       /* the index (tail); the aux area follows */
     fmt_raw_header h;
 };
 
@@ -798,9 +801,11 @@ int fmt_raw_open_ex(fmt_raw_shard **out, const char *path, unsigned flags, fmt_m
                       "file is %zu bytes, header says %" PRIu64, s->size, s->h.file_size);
         goto leave;
     }
-    if (s->base != MAP_FAILED)
-        s->index = s->base + s->h.index_offset;
-    else if ((rc = load_tail(s, msg)))
+    /* The index is always a private copy, mapped or not: checked once here (hash, then every
+     * entry), it cannot change under the reader afterwards. Entries decoded from the mapping
+     * itself would follow a shard rewritten in place (an offset past the mapping: SIGSEGV; another
+     * shard's index: its hashes, so verification would pass other pixels). */
+    if ((rc = load_tail(s, msg)))
         goto leave;
     /* decode_header proved index_offset <= file_size == size */
     if (XXH3_64bits(s->index, s->size - (size_t)s->h.index_offset) != s->h.index_hash) {

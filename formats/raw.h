@@ -126,9 +126,13 @@ typedef struct fmt_raw_shard fmt_raw_shard;
  * Errors: errno values, FMT_ETRUNC (file shorter than 256 bytes or than file_size), FMT_ECORRUPT,
  * FMT_EVERSION, FMT_EHASH (header or index hash), FMT_EFORMAT (bad magic); msg says which check
  * failed. The whole file is mapped (MAP_SHARED, no access-pattern advice: madvise on
- * fmt_raw_base is up to the caller); index entries are read from the mapping on demand, so an
- * open shard costs no heap memory per sample. The file must not be truncated while open: touching
- * a mapped page past the new end of the file raises SIGBUS. fmt_raw_open_ex(s, path, 0, msg). */
+ * fmt_raw_base is up to the caller) for the payloads; the index and aux area are read into
+ * private memory at open (64 bytes per sample plus the aux area) and checked there, so that what
+ * the accessors decode is what was checked: a shard rewritten in place while open changes no
+ * entry (offsets stay inside the mapping, hashes stay those of the pixels written by the build),
+ * and fmt_raw_check_sample then reports the payloads that changed. The file must not be truncated
+ * while open: touching a mapped page past the new end of the file raises SIGBUS.
+ * fmt_raw_open_ex(s, path, 0, msg). */
 int fmt_raw_open(fmt_raw_shard **s, const char *path, fmt_msg *msg);
 
 /* Open without a mapping: header, index and aux area are read with pread at open (the same checks
@@ -166,8 +170,8 @@ const uint8_t *fmt_raw_stored(const fmt_raw_shard *s, uint64_t i);
  * A plain payload is copied and not hashed. */
 int fmt_raw_decode(const fmt_raw_entry *e, const void *src, void *dst, fmt_msg *msg);
 
-/* Sample i's aux record (NULL, 0 if none): inside the mapping, or inside the in-memory copy with
- * FMT_RAW_OPEN_NOMAP; valid until fmt_raw_close. */
+/* Sample i's aux record (NULL, 0 if none): inside the private copy of the index and aux area
+ * made at open (never in the mapping); valid until fmt_raw_close. */
 const uint8_t *fmt_raw_aux(const fmt_raw_shard *s, uint64_t i, uint32_t *len);
 
 /* Re-hash sample i's pixels (decoded first when stored compressed): 0 if they match the index,

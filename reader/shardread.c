@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "augment_read.h"
 #include "dataset.h"
 #include "direct.h"
 #include "pinned.h"
@@ -75,7 +76,9 @@ _Static_assert((int)SHR_EFORMAT == (int)FMT_EFORMAT && (int)SHR_ECORRUPT == (int
 typedef struct {
     shr_batch b;                /* first member: shr_release maps a batch back to its slot */
     void *data;                 /* from shr_host_alloc, b.pinned says how */
-    int64_t *arrays;            /* labels, indices, sources: 3 * batch_size */
+    int64_t *arrays;            /* labels, indices, sources: 3 * batch_size, pinned as data is
+                                 * (so labels.cuda(non_blocking=True) is asynchronous too) */
+    int arrays_pinned;
     shr_params *params;         /* batch_size */
     int64_t *bad_idx;           /* batch_size: b.bad_indices */
     int32_t *bad_err, *bad_pos; /* batch_size each: b.bad_errors, b.bad_positions */
@@ -111,6 +114,7 @@ struct shr_reader {
     fmt_rs_cache *rs_cache;     /* o.rrc: coefficient tables shared by the workers */
     uint32_t max_w, max_h;      /* o.rrc: the largest stored width and height */
     shr_tf_out out;             /* dtype, layout, normalisation */
+    shr_aug aug;                /* the augmentations after the crop and flip */
     uint64_t nb;                /* batches per epoch (but the resumed one: sampler.h) */
     uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb0) */
     uint64_t nb0;               /* batches of epoch e0 */
@@ -165,6 +169,18 @@ void shr_options_init(shr_options *o)
     o->normalize = SHR_NORM_NONE;
     for (int c = 0; c < 4; c++)
         o->std[c] = 1.0f;
+    o->jitter_brightness[0] = o->jitter_brightness[1] = 1.0;
+    o->jitter_contrast[0] = o->jitter_contrast[1] = 1.0;
+    o->jitter_saturation[0] = o->jitter_saturation[1] = 1.0;
+    o->erase_scale[0] = 0.02;
+    o->erase_scale[1] = 0.33;
+    o->erase_ratio[0] = 0.3;
+    o->erase_ratio[1] = 3.3;
+    o->affine_scale[0] = o->affine_scale[1] = 1.0;
+    o->aug_interpolation = SHR_FILTER_NEAREST;
+    o->aa_num_ops = 2;
+    o->aa_magnitude = 9;
+    o->aa_bins = 31;
 }
 
 const char *shr_strerror(int rc)
@@ -223,8 +239,9 @@ static void place(uint32_t have, uint32_t want, int random, uint64_t draw, uint3
 
 /* The parameters of sample idx, stored at src_w x src_h, for an output of out_w x out_h: see
  * shardread.h (rrc: the RandomResizedCrop box; else the crop/pad's stored rectangle). */
-static void draw(const shr_options *o, const shr_tf_rrc *rrc, uint32_t out_w, uint32_t out_h,
-                 uint64_t epoch, uint64_t idx, uint32_t src_w, uint32_t src_h, shr_params *p)
+static void draw(const shr_options *o, const shr_tf_rrc *rrc, const shr_aug *aug, uint32_t out_w,
+                 uint32_t out_h, uint64_t epoch, uint64_t idx, uint32_t src_w, uint32_t src_h,
+                 shr_params *p)
 {
     memset(p, 0, sizeof *p);
     p->src_w = src_w;
@@ -240,6 +257,8 @@ static void draw(const shr_options *o, const shr_tf_rrc *rrc, uint32_t out_w, ui
     }
     p->flip = o->flip && shr_tf_bernoulli((uint32_t)shr_mix(o->seed, epoch, idx, SHR_SALT_FLIP),
                                           o->flip_p);
+    if (aug->any)
+        shr_aug_draw(aug, o->seed, epoch, idx, out_w, out_h, p);
 }
 
 /* The crop/pad of p (from draw) of the stored src into dst, uint8 HWC at the output size. */
@@ -334,23 +353,50 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
     if (vrc)
         return vrc;
     size_t stride = (size_t)s->width * c;
+    int aug = r->aug.any && (p->jitter || p->gray || p->erase);
     if (r->o.rrc) {
-        int rc = resize_box(w, idx, src, s, p, r->convert || p->flip ? w->staged : dst, msg);
+        int rc = resize_box(w, idx, src, s, p, r->convert || p->flip || aug ? w->staged : dst,
+                            msg);
         if (rc)
             return rc;
-        if (!r->convert && !p->flip)
+        if (!r->convert && !p->flip && !aug)
             return 0;
         src = w->staged;
         stride = (size_t)r->width * c;
     } else if (p->w == r->width && p->h == r->height) {
         src += (size_t)p->y * stride + (size_t)p->x * c;   /* a crop (or none): read in place */
+        if (p->jitter || p->gray) {
+            /* the stored pixels are not ours to change */
+            size_t row = (size_t)r->width * c;
+            for (uint32_t y = 0; y < r->height; y++)
+                memcpy(w->staged + y * row, src + y * stride, row);
+            src = w->staged;
+            stride = row;
+        }
     } else {
         crop_pad(r, w->staged, src, s, p);
         src = w->staged;
         stride = (size_t)r->width * c;
     }
+    /* the uint8 ops commute with the mirror (they are per pixel, or, for contrast, use the mean
+     * of the whole image), so they run before the output kernel mirrors */
+    if (p->jitter || p->gray)
+        shr_aug_pixels(&r->aug, p, w->staged, r->width, r->height, c, stride);
     shr_tf_store(&r->out, src, stride, (int)p->flip, dst);
+    if (p->erase)
+        shr_aug_output(&r->aug, &r->out, p, dst);
     return 0;
+}
+
+/* fmt_dataset_get failed for sample idx: out of range, or in a shard a tolerant open left
+ * closed (the file named once, with why it did not open). */
+static int get_failed(const shr_reader *r, uint64_t idx, int rc, char *msg)
+{
+    const char *why = fmt_dataset_sample_error(r->ds, idx);
+    if (!why)
+        return fail_msg(msg, rc, "sample %" PRIu64 " is out of range", idx);
+    return fail_msg(msg, rc, "%s: sample %" PRIu64 ": the shard did not open (%s)",
+                    fmt_dataset_sample_file(r->ds, idx), idx, why);
 }
 
 /* Sample idx into dst (sample_bytes at the output geometry and dtype), its parameters into p. */
@@ -360,13 +406,13 @@ static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
     const shr_reader *r = w->r;
     int rc = fmt_dataset_get(r->ds, idx, s);
     if (rc)
-        return fail_msg(msg, rc, "sample %" PRIu64 " is out of range", idx);
+        return get_failed(r, idx, rc, msg);
     const char *file = fmt_dataset_sample_file(r->ds, idx);
     if (s->channels != r->channels)
         return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " has %" PRIu32 " channels, the "
                         "dataset %" PRIu32, file, idx, s->channels, r->channels);
-    draw(&r->o, &r->rrc, r->width, r->height, epoch, idx, s->width, s->height, p);
-    if (r->o.rrc || r->convert)
+    draw(&r->o, &r->rrc, &r->aug, r->width, r->height, epoch, idx, s->width, s->height, p);
+    if (r->o.rrc || r->convert || r->aug.any)
         return put_transformed(w, idx, dst, s, p, msg);
     /* zero copy where the backend hands out mapped pixels */
     int mmap = r->o.access == SHR_ACCESS_MMAP && s->pixels != NULL;
@@ -418,7 +464,7 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
         fmt_sample s;
         int rc = fmt_dataset_get(r->ds, idx, &s);
         if (rc)
-            return fail_msg(slot->msg, rc, "sample %" PRIu64 " is out of range", idx);
+            return get_failed(r, idx, rc, slot->msg);
         b->labels[i] = s.label;
         b->indices[i] = (int64_t)idx;
         b->sources[i] = (int64_t)s.source;
@@ -428,7 +474,7 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
                 return rc;
             continue;
         }
-        draw(&r->o, &r->rrc, r->width, r->height, epoch, idx, s.width, s.height,
+        draw(&r->o, &r->rrc, &r->aug, r->width, r->height, epoch, idx, s.width, s.height,
              &slot->params[i]);
         w->items[m].dst = dst;
         w->idx[n + m] = i;          /* the item's batch position */
@@ -614,6 +660,9 @@ static int check_options(const shr_options *o, char *m)
     }
     if ((unsigned)o->dtype > SHR_DTYPE_F16)
         return fail_msg(m, SHR_EINVAL, "unknown dtype %d", (int)o->dtype);
+    const char *why = shr_aug_check(o);
+    if (why)
+        return fail_msg(m, SHR_EINVAL, "%s", why);
     if ((unsigned)o->layout > SHR_LAYOUT_NCHW)
         return fail_msg(m, SHR_EINVAL, "unknown layout %d", (int)o->layout);
     if ((unsigned)o->normalize > SHR_NORM_DATASET)
@@ -654,6 +703,7 @@ static int set_output(shr_reader *r, const char *dir)
     }
     if (o->rrc)
         shr_tf_rrc_init(&r->rrc, o->rrc_scale, o->rrc_ratio);
+    shr_aug_init(&r->aug, o);
     return 0;
 }
 
@@ -756,7 +806,12 @@ static int make_ring(shr_reader *r)
         if (rc)
             return fail_msg(g_open_err, rc, "cannot allocate %u batch buffers of %zu bytes", n,
                             r->batch_bytes);
-        s->arrays = calloc(3 * (size_t)r->o.batch_size, sizeof *s->arrays);
+        void *arr = NULL;
+        if (shr_host_alloc(3 * (size_t)r->o.batch_size * sizeof *s->arrays, &arr,
+                           &s->arrays_pinned, (shr_pin)r->o.pin) == 0) {
+            memset(arr, 0, 3 * (size_t)r->o.batch_size * sizeof *s->arrays);
+            s->arrays = arr;
+        }
         s->params = calloc(r->o.batch_size, sizeof *s->params);
         s->bad_idx = calloc(r->o.batch_size, sizeof *s->bad_idx);
         s->bad_err = calloc(2 * (size_t)r->o.batch_size, sizeof *s->bad_err);
@@ -794,7 +849,7 @@ static void free_reader(shr_reader *r)
     free(r->workers);
     for (uint32_t i = 0; r->slots && i < r->nslots; i++) {
         shr_host_free(r->slots[i].data, r->slots[i].b.pinned);
-        free(r->slots[i].arrays);
+        shr_host_free(r->slots[i].arrays, r->slots[i].arrays_pinned);
         free(r->slots[i].bad_idx);
         free(r->slots[i].bad_err);
         free(r->slots[i].params);
@@ -844,6 +899,8 @@ static int prewarm_tables(shr_reader *r)
     for (uint64_t i = 0; !fixed && i < m->samples; i++) {
         fmt_sample s;
         int rc = fmt_dataset_get(r->ds, i, &s);
+        if (rc && fmt_dataset_sample_error(r->ds, i))
+            continue;           /* in a shard that did not open: never resized */
         if (rc)
             return rc;
         r->max_w = s.width > r->max_w ? s.width : r->max_w;
@@ -902,7 +959,7 @@ static int start_workers(shr_reader *r)
         /* crop/pad needs the whole stored sample in memory when it is not mapped (pread, direct,
          * or a backend that decodes, such as the per-image sets); sized once, so memory does not
          * creep up as workers meet larger samples */
-        if (!r->uniform || r->convert || r->o.rrc) {
+        if (!r->uniform || r->convert || r->o.rrc || r->aug.any) {
             w->sample = malloc(r->sample_max);
             if (!w->sample)
                 return ENOMEM;
@@ -914,7 +971,7 @@ static int start_workers(shr_reader *r)
                 return ENOMEM;
         }
         /* where the pixels are resized or padded before the output kernel converts them */
-        if ((!r->uniform && r->convert) || r->o.rrc) {
+        if ((!r->uniform && r->convert) || r->o.rrc || r->aug.any) {
             w->staged = malloc(r->staged_bytes);
             if (!w->staged)
                 return ENOMEM;
@@ -935,6 +992,23 @@ static int start_workers(shr_reader *r)
         r->nworkers++;
     }
     return 0;
+}
+
+/* The shards a tolerant open left closed, each named once, in the reader's last error. */
+static void note_unavailable(shr_reader *r)
+{
+    size_t n = fmt_dataset_unavailable(r->ds), used = 0;
+    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    for (size_t i = 0; n && i < m->nshards && used < sizeof r->err; i++) {
+        const char *path, *why;
+        if (fmt_dataset_shard_status(r->ds, i, &path, &why) == 0)
+            continue;
+        int k = snprintf(r->err + used, sizeof r->err - used, "%s%s: cannot open (%s): its %"
+                         PRIu64 " samples are %s", used ? "; " : "", path, why,
+                         m->shards[i].samples,
+                         r->o.on_error == SHR_ON_ERROR_SKIP ? "skipped" : "replaced");
+        used += k > 0 ? (size_t)k : 0;
+    }
 }
 
 int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
@@ -961,11 +1035,15 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
     r->nslots = o.prefetch;
     int sync_ready = 0;
     fmt_msg msg = {{0}};
-    rc = fmt_dataset_open_ex(&r->ds, dir, (fmt_access)o.access, &msg);
+    /* with on_error skip or substitute, a shard that cannot be opened is one more source of
+     * samples that cannot be read, handled as those are (see "Read-time recovery") */
+    rc = fmt_dataset_open_flags(&r->ds, dir, (fmt_access)o.access,
+                                o.on_error != SHR_ON_ERROR_FAIL ? FMT_OPEN_TOLERANT : 0, &msg);
     if (rc) {
         fail_msg(g_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
         goto leave;
     }
+    note_unavailable(r);
     rc = set_geometry(r, dir);
     if (rc)
         goto leave;
@@ -1157,9 +1235,16 @@ void shr_get_info(const shr_reader *r, shr_info *info)
 
 struct shr_dataset {
     fmt_dataset *ds;
+    int verify;                 /* SHR_DATASET_VERIFY */
 };
 
 int shr_dataset_open(shr_dataset **out, const char *dir, shr_access access)
+{
+    return shr_dataset_open_flags(out, dir, access, 0);
+}
+
+int shr_dataset_open_flags(shr_dataset **out, const char *dir, shr_access access,
+                           unsigned flags)
 {
     g_open_err[0] = '\0';
     if (!out || !dir)
@@ -1167,6 +1252,8 @@ int shr_dataset_open(shr_dataset **out, const char *dir, shr_access access)
     *out = NULL;
     if ((unsigned)access > SHR_ACCESS_DIRECT)
         return fail_msg(g_open_err, SHR_EINVAL, "unknown access mode %d", (int)access);
+    if (flags & ~SHR_DATASET_VERIFY)
+        return fail_msg(g_open_err, SHR_EINVAL, "unknown dataset flags 0x%x", flags);
     shr_dataset *d = calloc(1, sizeof *d);
     if (!d)
         return fail_msg(g_open_err, ENOMEM, "out of memory");
@@ -1176,6 +1263,7 @@ int shr_dataset_open(shr_dataset **out, const char *dir, shr_access access)
         free(d);
         return fail_msg(g_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
     }
+    d->verify = (flags & SHR_DATASET_VERIFY) != 0;
     *out = d;
     return 0;
 }
@@ -1261,6 +1349,10 @@ int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, 
     if (rc)
         return fail_msg(g_open_err, rc, "%s: cannot read sample %" PRIu64 ": %s",
                         fmt_dataset_sample_file(d->ds, idx), idx, shr_strerror(rc));
+    if (d->verify && fmt_hash64(dst, (size_t)f.length) != f.hash)
+        return fail_msg(g_open_err, FMT_EHASH, "%s: sample %" PRIu64 ": pixels do not match "
+                        "their hash (damaged or changed since the build)",
+                        fmt_dataset_sample_file(d->ds, idx), idx);
     if (meta)
         sample_meta(&f, meta);
     return 0;
@@ -1275,7 +1367,9 @@ int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32
     shr_tf_rrc rrc;
     if (o->rrc)
         shr_tf_rrc_init(&rrc, o->rrc_scale, o->rrc_ratio);
-    draw(o, &rrc, o->width ? o->width : src_w, o->height ? o->height : src_h, epoch, index, src_w,
+    shr_aug aug;
+    shr_aug_init(&aug, o);
+    draw(o, &rrc, &aug, o->width ? o->width : src_w, o->height ? o->height : src_h, epoch, index, src_w,
          src_h, p);
     return 0;
 }

@@ -34,8 +34,8 @@
  * Memory: the ring holds `prefetch` batches of batch_size * height * width * channels elements
  * of the output dtype (plus labels, indices and parameters); nothing else grows with the number
  * of epochs. The open dataset costs
- * a little per sample: in SHR_ACCESS_PREAD and SHR_ACCESS_DIRECT mode the raw and hdf5 indexes
- * (raw: 64 bytes per sample plus the augmentation records) are held in memory.
+ * a little per sample: in every access mode the raw and hdf5 indexes (raw: 64 bytes per sample
+ * plus the augmentation records) are held in memory.
  *
  * Files that change under a reader. In SHR_ACCESS_MMAP mode the shards are mapped, and a shard
  * truncated (or rewritten smaller) while the reader is open raises SIGBUS in the thread that next
@@ -45,7 +45,10 @@
  * then never mapped, and a shard truncated after open makes shr_next fail cleanly with SHR_ETRUNC,
  * shr_last_error naming the shard file and the sample. LMDB shards are mapped in every mode (LMDB
  * reads only through its map), so they are not protected. A shard replaced by rename is safe in
- * every mode: the reader keeps the file it opened.
+ * every mode: the reader keeps the file it opened. A shard rewritten in place without shrinking
+ * is safe in every mode: the index a reader uses is its own copy, checked at open, so only
+ * pixels can change under it, and verify_samples reports each changed sample (see "Read-time
+ * recovery").
  */
 #ifndef SHARDREAD_H
 #define SHARDREAD_H
@@ -155,6 +158,35 @@ typedef enum {
     SHR_FILTER_LANCZOS
 } shr_filter;
 
+/* Automatic augmentation policies (shr_options.auto_augment). */
+typedef enum {
+    SHR_AUTO_AUGMENT_NONE = 0,
+    SHR_AUTO_AUGMENT_TRIVIAL_WIDE,  /* TrivialAugmentWide(num_magnitude_bins) */
+    SHR_AUTO_AUGMENT_RAND           /* RandAugment(num_ops, magnitude, num_magnitude_bins) */
+} shr_auto_augment;
+
+/* The ops of TrivialAugmentWide and RandAugment, in the order of torchvision's
+ * _augmentation_space (the op index both draw); shr_params.aa_op holds them. */
+typedef enum {
+    SHR_AA_IDENTITY = 0,
+    SHR_AA_SHEAR_X,
+    SHR_AA_SHEAR_Y,
+    SHR_AA_TRANSLATE_X,
+    SHR_AA_TRANSLATE_Y,
+    SHR_AA_ROTATE,
+    SHR_AA_BRIGHTNESS,
+    SHR_AA_COLOR,
+    SHR_AA_CONTRAST,
+    SHR_AA_SHARPNESS,
+    SHR_AA_POSTERIZE,
+    SHR_AA_SOLARIZE,
+    SHR_AA_AUTOCONTRAST,
+    SHR_AA_EQUALIZE,
+    SHR_AA_OPS                      /* the count, 14 */
+} shr_aa_op;
+
+#define SHR_AA_MAX_OPS 4            /* RandAugment's num_ops at most */
+
 typedef struct {
     uint32_t batch_size;        /* samples per batch (default 256) */
     shr_order order;            /* default SHR_ORDER_SEQUENTIAL */
@@ -198,6 +230,52 @@ typedef struct {
      * `epoch`'s global sequence already consumed by all ranks together, shr_state.consumed of
      * the reader that saved the state, on any world size. Non-zero needs cursor 0. */
     uint64_t consumed;
+    /* Augmentations after the crop/RandomResizedCrop and the flip (see "Augmentations" below),
+     * in this order: RandomRotation, RandomAffine, TrivialAugmentWide or RandAugment (fields at
+     * the end), ColorJitter, RandomGrayscale on the uint8 pixels, then the conversion to
+     * dtype (and normalisation), then RandomErasing on the delivered values. All off by default.
+     * ColorJitter's factor ranges [min, max], as torchvision's ColorJitter holds them after its
+     * argument check (a number b means [max(0, 1 - b), 1 + b] for brightness, contrast and
+     * saturation and [-h, h] for hue; a pair (v, v) fixes the factor). A range equal to the
+     * op's identity, (1, 1) or for hue (0, 0), turns that op off (torchvision's None). */
+    double jitter_brightness[2];    /* 0 <= min <= max (default 1, 1) */
+    double jitter_contrast[2];      /* 0 <= min <= max (default 1, 1) */
+    double jitter_saturation[2];    /* 0 <= min <= max (default 1, 1) */
+    double jitter_hue[2];           /* -0.5 <= min <= max <= 0.5 (default 0, 0) */
+    double grayscale_p;             /* RandomGrayscale(p), 0..1 (default 0: off) */
+    double erase_p;                 /* RandomErasing(p), 0..1 (default 0: off) */
+    double erase_scale[2];          /* erased area fraction, 0 <= min <= max <= 1 (0.02, 0.33) */
+    double erase_ratio[2];          /* aspect ratio h/w of the box, 0 < min <= max (0.3, 3.3) */
+    /* The value written into the erased box, per channel, in the delivered units (after
+     * normalisation, as torchvision erases the normalised tensor; default 0). With the uint8
+     * dtype each must be a whole number 0..255. */
+    float erase_value[4];
+    /* RandomRotation and RandomAffine (see "Augmentations"), after the flip: rotation first,
+     * then the affine transform, each where it is on. Both use aug_interpolation and aug_fill,
+     * as do the geometric ops of auto_augment. */
+    int rotation;                   /* non-zero: RandomRotation(rotation_degrees) */
+    double rotation_degrees[2];     /* the angle's range [min, max] in degrees, counter-clockwise
+                                     * (torchvision's (-d, d) for a number d; default 0, 0) */
+    int affine;                     /* non-zero: RandomAffine with the four below */
+    double affine_degrees[2];       /* [min, max] (default 0, 0) */
+    /* the largest horizontal and vertical shifts as fractions of the width and height, 0..1;
+     * (0, 0), the default, is torchvision's translate=None (nothing drawn) */
+    double affine_translate[2];
+    /* the scale's range, 0 < min <= max; (1, 1), the default, is scale=None */
+    double affine_scale[2];
+    /* shear ranges in degrees: x [0], [1] and y [2], [3], as torchvision holds them after its
+     * argument check (a number s: (-s, s, 0, 0); a pair: x only; four values: x and y). All
+     * zero, the default, is shear=None; y (0, 0) is the two-value form (no y draw). */
+    double affine_shear[4];
+    /* SHR_FILTER_NEAREST (default, torchvision's) or SHR_FILTER_BILINEAR */
+    shr_filter aug_interpolation;
+    uint8_t aug_fill[4];            /* the fill colour of uncovered pixels, per channel (0) */
+    /* TrivialAugmentWide or RandAugment (see "Augmentations"), after the affine transform and
+     * before ColorJitter; SHR_AUTO_AUGMENT_NONE by default. */
+    shr_auto_augment auto_augment;
+    uint32_t aa_num_ops;            /* RandAugment's num_ops, 1..SHR_AA_MAX_OPS (default 2) */
+    uint32_t aa_magnitude;          /* RandAugment's magnitude, < aa_bins (default 9) */
+    uint32_t aa_bins;               /* num_magnitude_bins, 2..1024 (default 31) */
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
@@ -221,7 +299,19 @@ typedef struct {
  * every thread count and after a resume. verify_samples costs one XXH3-64 pass over each stored
  * sample (see the README for the measured cost). With SHR_ACCESS_DIRECT both keep the batch-wide
  * O_DIRECT reads (samples are verified in the batch); only a batch in which a sample fails is
- * read again sample by sample, to find and replace or skip it. */
+ * read again sample by sample, to find and replace or skip it.
+ * With SKIP or SUBSTITUTE a shard that cannot be opened (missing, truncated, damaged, not the
+ * shard the manifest pins) does not refuse the dataset: shr_open succeeds with that shard
+ * closed, shr_last_error names each such shard once with why and how many samples it holds,
+ * and its samples are skipped or replaced as above (each one counted in shr_get_recovery, its
+ * message naming the file). shr_open still fails when no shard opens. With FAIL the open
+ * fails, naming the file.
+ * Shards changed under an open reader: the index of a raw or hdf5 shard is read into memory and
+ * checked at open, in every access mode, so a shard rewritten in place (bytes flipped, another
+ * shard copied over it) can change only the pixels read, never where they are read from: with
+ * verify_samples every changed sample is FMT_EHASH (or a read error) in every mode. Truncating a
+ * mapped file (SHR_ACCESS_MMAP) still raises SIGBUS when a page past the new end is touched, as
+ * for any mmap reader; SHR_ACCESS_PREAD and SHR_ACCESS_DIRECT report it as SHR_ETRUNC. */
 #define SHR_SALT_SUBSTITUTE 0x73756230u /* "sub0": + attempt 0 .. 15 */
 
 /* Resuming on another world size. An epoch's order is one global sequence; rank r of world W
@@ -274,6 +364,60 @@ typedef struct {
 SHR_API uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t salt);
 #define SHR_SALT_RRC 0x72726300u        /* "rrc\0": SHR_SALT_RRC + 0 .. SHR_SALT_RRC + 19 */
 
+/* Augmentations, exactly. Word k of a sample's stream S is the low (k even) or high (k odd)
+ * half of shr_mix(seed, epoch, index, S + k / 2); u(k; [lo, hi]) is torch's float32 uniform_ of
+ * word k (as for RandomResizedCrop above), rand(k) < p is (word & 0xffffff) * 2^-24 < (float)p.
+ * Each op is torchvision 0.14's transform with these words in place of torch's generator,
+ * consumed in the order torchvision consumes its draws:
+ *   ColorJitter (stream SHR_SALT_JITTER): fn_idx = torch.randperm(4), which is r = (0, 1, 2, 3)
+ *     then for i = 0, 1, 2: swap r[i] and r[i + word(i) % (4 - i)]; then, for each op that is
+ *     on, in the order brightness, contrast, saturation, hue, its factor u(k; range) with the
+ *     next word k = 3, 4, ... . The ops run in fn_idx order: F.adjust_brightness,
+ *     adjust_contrast, adjust_saturation, adjust_hue on the PIL image, whose bytes these are
+ *     (Pillow's ImageEnhance blends with its float arithmetic and clipping, the contrast's mean
+ *     of the L image rounded as int(mean + 0.5), the hue through Pillow's RGB -> HSV -> RGB with
+ *     the hue byte shifted by np.uint8(hue * 255)). One-channel samples are "L" images: only
+ *     brightness and contrast change them (the draws are the same).
+ *   RandomGrayscale (stream SHR_SALT_GRAY): rand(0) < grayscale_p: Pillow's L of each pixel,
+ *     (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16, in the three channels.
+ *   RandomErasing (stream SHR_SALT_ERASE), on the output sample of height x width: rand(0) <
+ *     erase_p, then attempts a = 0..9: area = height * width * (double)u(1 + 2a; scale),
+ *     aspect = exp_f32(u(2 + 2a; log_f32 ratio)), eh = round(sqrt(area * aspect)),
+ *     ew = round(sqrt(area / aspect)); the first with eh < height and ew < width erases rows
+ *     y = word(3 + 2a) % (height - eh + 1) and columns x = word(4 + 2a) % (width - ew + 1)
+ *     (torchvision's i and j); none: nothing erased. */
+#define SHR_SALT_JITTER 0x6a697400u     /* "jit\0": + 0 .. 3 */
+#define SHR_SALT_GRAY 0x67726179u       /* "gray" */
+#define SHR_SALT_ERASE 0x65727300u      /* "ers\0": + 0 .. 11 */
+
+/* RandomRotation, RandomAffine and the automatic augmentations, with the words above (torch's
+ * randint(n) of word k is word(k) % n):
+ *   RandomRotation (stream SHR_SALT_ROTATE): angle = u(0; rotation_degrees).
+ *   RandomAffine (stream SHR_SALT_AFFINE), get_params with img_size = [width, height] of the
+ *     output: angle = u(k; degrees) with k = 0, then, each only where the option is not
+ *     torchvision's None and taking the next word: tx = round(u(k; [-dx, dx])) and
+ *     ty = round(u(k; [-dy, dy])) with dx = translate[0] * width, dy = translate[1] * height
+ *     (doubles cast to float32; round() halves to even), scale = u(k; scale), shear_x =
+ *     u(k; shear[0..1]) and, with the y range, shear_y = u(k; shear[2..3]).
+ *   The pixels are F.rotate(img, angle, interpolation, fill=fill) and F.affine(img, angle,
+ *     [tx, ty], scale, [shear_x, shear_y], interpolation, fill) on the PIL image: Pillow's
+ *     Image.rotate and Image.transform(AFFINE) with torchvision's inverse matrix, whose bytes
+ *     these are (see reader/affine.c).
+ *   TrivialAugmentWide (stream SHR_SALT_AUTO_AUGMENT): op = word(0) % 14; for an op with
+ *     magnitudes, bin = word(1) % bins and the magnitude is torchvision's table at bin; for a
+ *     signed op the next word w gives -magnitude where w % 2 is 1.
+ *   RandAugment (the same stream): for each of num_ops ops, op = word(k) % 14 then, for a
+ *     signed op, the sign from the next word; the magnitude is the table at aa_magnitude
+ *     (TranslateX and TranslateY from the output width and height, as torchvision's
+ *     image_size).
+ *   Each op is torchvision's _apply_op on the PIL image (ShearX/Y through F.affine with
+ *     center [0, 0], TranslateX/Y through F.affine, Rotate through F.rotate, Brightness, Color,
+ *     Contrast, Sharpness through ImageEnhance with 1 + magnitude, Posterize, Solarize,
+ *     AutoContrast and Equalize through ImageOps), byte for byte (reader/autoaugment.c). */
+#define SHR_SALT_ROTATE 0x726f7400u     /* "rot\0": + 0 */
+#define SHR_SALT_AFFINE 0x61666600u     /* "aff\0": + 0 .. 2 */
+#define SHR_SALT_AUTO_AUGMENT 0x61756700u   /* "aug\0": + 0 .. 3 */
+
 /* Output. Samples are delivered as dtype in layout: n * height * width * channels elements,
  * each sample's at sample_index * height * width * channels. uint8 carries the stored values;
  * float32 the value x (0..255) as a float, or with normalisation ((float)x - mean[c]) / std[c]
@@ -287,6 +431,36 @@ typedef struct {
                                  * box, or the crop/pad's (the whole image where it was padded) */
     uint32_t flip;              /* 1: mirrored */
     uint32_t src_w, src_h;      /* the stored image's size */
+    /* ColorJitter (see "Augmentations"): bit k of jitter is set where op k ran (0 brightness,
+     * 1 contrast, 2 saturation, 3 hue: torchvision's fn_id), jitter_order its fn_idx (the
+     * permutation, every entry even where an op is off) and the factors torchvision's
+     * get_params returns (float32 values; 1, 1, 1, 0 where off). */
+    uint32_t jitter;
+    uint8_t jitter_order[4];
+    float brightness, contrast, saturation, hue;
+    uint32_t gray;              /* 1: RandomGrayscale converted it */
+    /* RandomErasing: erase 1 where a box was erased: rows erase_y .. erase_y + erase_h - 1,
+     * columns erase_x .. erase_x + erase_w - 1 of the delivered (mirrored) sample, torchvision's
+     * (i, j, h, w) = (erase_y, erase_x, erase_h, erase_w) */
+    uint32_t erase;
+    uint32_t erase_x, erase_y, erase_w, erase_h;
+    /* RandomRotation: rotate 1 where it ran, rotate_angle the angle get_params returned
+     * (degrees; F.rotate(img, rotate_angle, interpolation, fill=fill) reproduces it) */
+    uint32_t rotate;
+    float rotate_angle;
+    /* RandomAffine: affine 1 where it ran, and get_params' (angle, (tx, ty), scale,
+     * (shear_x, shear_y)) for F.affine(img, angle, [tx, ty], scale, [shear_x, shear_y],
+     * interpolation, fill) */
+    uint32_t affine;
+    float affine_angle;
+    int32_t affine_tx, affine_ty;
+    float affine_scale, affine_shear_x, affine_shear_y;
+    /* TrivialAugmentWide / RandAugment: aa_ops ops ran (0 without auto_augment), op i being
+     * aa_op[i] (shr_aa_op) with the signed magnitude torchvision hands _apply_op,
+     * aa_magnitude[i] (0 for the ops without one) */
+    uint32_t aa_ops;
+    uint8_t aa_op[SHR_AA_MAX_OPS];
+    float aa_magnitude[SHR_AA_MAX_OPS];
 } shr_params;
 
 /* One batch. Every pointer is owned by the reader and valid until the batch is passed to
@@ -305,7 +479,8 @@ typedef struct {
     shr_layout layout;
     uint64_t epoch;             /* epoch this batch belongs to */
     uint64_t number;            /* its position in the epoch (this rank's batches: 0, 1, ...) */
-    int pinned;                 /* data is CUDA pinned host memory */
+    int pinned;                 /* data is CUDA pinned host memory (labels, indices and sources
+                                 * are pinned too wherever it can be had) */
     /* Samples of this batch's plan not delivered as planned (on_error skip or substitute; 0
      * with fail), nbad entries each, in plan order: */
     uint32_t nbad;
@@ -416,8 +591,10 @@ SHR_API int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index
 SHR_API const char *shr_strerror(int rc);
 
 /* r NULL: the message of the last failed shr_open, shr_dataset_open or shr_dataset_read in this
- * thread (thread-local). r not NULL: the message of r's last failed shr_next ("" if none). Valid
- * until the next call into the library from this thread. Never NULL. */
+ * thread (thread-local). r not NULL: the message of r's last failed shr_next, or of its latest
+ * recovered sample; right after shr_open with on_error skip or substitute, the shards that did
+ * not open ("" if none). Valid until the next call into the library from this thread. Never
+ * NULL. */
 SHR_API const char *shr_last_error(const shr_reader *r);
 
 /* ---- Single samples: random access to a dataset, without a reader ----
@@ -473,6 +650,13 @@ typedef struct {
  * arguments, unknown access mode), ENOENT without a manifest, SHR_ETRUNC / SHR_ECORRUPT /
  * SHR_EFORMAT / ... for a damaged manifest or shard, SHR_EUNSUPPORTED, ENOMEM. */
 SHR_API int shr_dataset_open(shr_dataset **d, const char *dir, shr_access access);
+
+/* shr_dataset_open with flags: SHR_DATASET_VERIFY makes shr_dataset_read hash every sample it
+ * reads (XXH3-64, as shr_options.verify_samples) and fail with SHR_EHASH, naming the shard and
+ * the sample, when the pixels do not match their stored hash. Unknown flags: SHR_EINVAL. */
+#define SHR_DATASET_VERIFY 1u
+SHR_API int shr_dataset_open_flags(shr_dataset **d, const char *dir, shr_access access,
+                                   unsigned flags);
 
 /* Close the dataset. Accepts NULL. Must not run concurrently with any other call on d. */
 SHR_API void shr_dataset_close(shr_dataset *d);

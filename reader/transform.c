@@ -148,17 +148,21 @@ void shr_tf_rrc_init(shr_tf_rrc *c, const double scale[2], const double ratio[2]
     }
 }
 
-/* torch's Tensor.uniform_(lo, hi) on a float32 tensor, for one 32-bit word of its generator */
-static float torch_uniform(uint32_t word, float lo, float hi)
+float shr_tf_uniform(uint32_t word, float lo, float hi)
 {
     float x = (float)(word & 0xffffffu) * 0x1p-24f;
     return fmaf(x, hi - lo, lo);
 }
 
+uint32_t shr_tf_word(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t salt, uint32_t k)
+{
+    uint64_t h = shr_mix(seed, epoch, index, (uint64_t)salt + k / 2);
+    return (uint32_t)(k % 2 ? h >> 32 : h);
+}
+
 static uint32_t rrc_word(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t k)
 {
-    uint64_t h = shr_mix(seed, epoch, index, SHR_SALT_RRC + k / 2);
-    return (uint32_t)(k % 2 ? h >> 32 : h);
+    return shr_tf_word(seed, epoch, index, SHR_SALT_RRC, k);
 }
 
 void shr_tf_rrc_box(const shr_tf_rrc *c, uint64_t seed, uint64_t epoch, uint64_t index,
@@ -171,8 +175,8 @@ void shr_tf_rrc_box(const shr_tf_rrc *c, uint64_t seed, uint64_t epoch, uint64_t
         /* each attempt's four words come from two hashes; the row and column words are only
          * needed when the box fits */
         uint64_t h0 = shr_mix(seed, epoch, index, SHR_SALT_RRC + 2 * a);
-        double target = area * (double)torch_uniform((uint32_t)h0, c->scale_f[0], c->scale_f[1]);
-        double aspect = (double)shr_tf_torch_expf(torch_uniform((uint32_t)(h0 >> 32),
+        double target = area * (double)shr_tf_uniform((uint32_t)h0, c->scale_f[0], c->scale_f[1]);
+        double aspect = (double)shr_tf_torch_expf(shr_tf_uniform((uint32_t)(h0 >> 32),
                                                                 c->log_ratio[0], c->log_ratio[1]));
         double w = rint(sqrt(target * aspect)), h = rint(sqrt(target / aspect));
         if (w > 0 && w <= src_w && h > 0 && h <= src_h) {

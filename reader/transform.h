@@ -36,6 +36,15 @@ SHR_INTERNAL void shr_tf_rrc_init(shr_tf_rrc *c, const double scale[2], const do
 SHR_INTERNAL void shr_tf_rrc_box(const shr_tf_rrc *c, uint64_t seed, uint64_t epoch,
                                  uint64_t index, uint32_t src_w, uint32_t src_h, shr_params *p);
 
+/* torch's Tensor.uniform_(lo, hi) on a float32 tensor for one 32-bit word of its generator:
+ * fma_f32((word & 0xffffff) * 2^-24, hi - lo, lo). */
+SHR_INTERNAL float shr_tf_uniform(uint32_t word, float lo, float hi);
+
+/* Word k of a sample's stream `salt`: the low (k even) or high (k odd) half of
+ * shr_mix(seed, epoch, index, salt + k / 2). */
+SHR_INTERNAL uint32_t shr_tf_word(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t salt,
+                                  uint32_t k);
+
 /* torch.rand(1) < p for the word w: (w & 0xffffff) * 2^-24 < (float)p. */
 SHR_INTERNAL int shr_tf_bernoulli(uint32_t w, double p);
 

@@ -4,6 +4,7 @@
 #   scripts/deps.sh            build + test dependencies
 #   scripts/deps.sh --bench    also the benchmark extras (numpy, h5py)
 #   scripts/deps.sh --fuzz     also what make fuzz needs (clang and its libFuzzer runtime)
+#   scripts/deps.sh --ci       also what CI's fresh-machine stage needs (debootstrap)
 #   scripts/deps.sh --check    exit 1 (listing them) if any build/test dependency is missing
 set -euo pipefail
 
@@ -11,7 +12,6 @@ build_pkgs=(
   build-essential pkg-config
   libjpeg62-turbo-dev libjpeg-turbo-progs  # JPEG codec (libjpeg API) and djpeg, the test reference
   libspng-dev libpng-dev                   # PNG: libspng decodes, libpng is the second decoder in tests
-  libstb-dev                               # stb_image (BMP)
   libxxhash-dev                            # XXH3 sample hashes
   liblz4-dev libzstd-dev                   # shardc build --compress lz4|zstd
   libjansson-dev                           # manifest.json
@@ -19,6 +19,7 @@ build_pkgs=(
   python3 python3-pil                      # Pillow: the reference decoder of the pixel tests
   libhdf5-dev hdf5-tools liblmdb-dev lmdb-utils  # HDF5 / LMDB backends
   liburing-dev                             # io_uring batches of the reader's O_DIRECT path
+  libarchive-dev                           # shardc build X.tar|X.tar.gz|X.zip: archives read in place
   gnuplot-nox                              # the plot make demo draws (shardbench compare --plot)
   python3-dev python3-numpy                # the Python module (reader/python/) builds against both
   python3-pytest python3-torch             # its tests: pytest, and torch interop (tensors, DataLoader)
@@ -31,6 +32,8 @@ bench_pkgs=(python3-numpy python3-h5py python3-torchvision)  # torchvision: scri
 # clang 14 is Debian 12's clang; its sanitizer and libFuzzer runtimes (-fsanitize=fuzzer) are in
 # libclang-rt-14-dev, which clang only recommends (and apt-get here skips recommends)
 fuzz_pkgs=(clang libclang-rt-14-dev)
+# CI's fresh-machine stage (scripts/fresh-debian.sh) builds a Debian 12 root with debootstrap
+ci_pkgs=(debootstrap)
 
 want=("${build_pkgs[@]}")
 mode=install
@@ -38,8 +41,9 @@ for a in "$@"; do
   case "$a" in
     --bench) want+=("${bench_pkgs[@]}") ;;
     --fuzz) want+=("${fuzz_pkgs[@]}") ;;
+    --ci) want+=("${ci_pkgs[@]}") ;;
     --check) mode=check ;;
-    *) echo "usage: scripts/deps.sh [--bench] [--fuzz] [--check]" >&2; exit 2 ;;
+    *) echo "usage: scripts/deps.sh [--bench] [--fuzz] [--ci] [--check]" >&2; exit 2 ;;
   esac
 done
 

@@ -6,7 +6,8 @@
 #   scripts/gpu-check.sh --prepare DIR [--no-build]
 #                                            build (make all, test_cuda, test_reader, wheel),
 #                                            then gather into DIR what must travel, < 50 MiB:
-#                                            DIR/bundle (scripts/gpu-bundle.sh --no-cuda-libs)
+#                                            DIR/bundle.tar.xz (scripts/gpu-bundle.sh
+#                                            --no-cuda-libs, packed; --run unpacks it)
 #                                            and the shardread wheel (or, without one, the
 #                                            built module in DIR/python)
 #   scripts/gpu-check.sh --run DIR OUT       on the GPU machine, from the repository root
@@ -75,6 +76,15 @@ if [ "$mode" = prepare ]; then
   BUILD=$BUILD scripts/gpu-bundle.sh --no-cuda-libs "$dir/bundle"
   # the run needs two of the test programs; the others would only add weight
   find "$dir/bundle/tests" -type f ! -name test_cuda ! -name test_reader -delete
+  # packed: the shared libraries (libarchive's libicudata above all) compress well, and the
+  # folder must travel with the working tree; --run unpacks it with Python's tarfile
+  python3 - "$dir" <<'PY'
+import os, shutil, sys, tarfile
+d = sys.argv[1]
+with tarfile.open(os.path.join(d, "bundle.tar.xz"), "w:xz", preset=6) as t:
+    t.add(os.path.join(d, "bundle"), arcname="bundle")
+shutil.rmtree(os.path.join(d, "bundle"))
+PY
   if [ -n "$wheel" ]; then
     cp "$wheel" "$dir/"
     echo "gpu-check: wheel $(basename "$wheel")"
@@ -138,7 +148,14 @@ LIBPATH=${LD_LIBRARY_PATH:-}
 if [ -n "$dir" ]; then
   dir=$(cd "$dir" 2>/dev/null && pwd) || die "no prepared folder $dir (scripts/gpu-check.sh --prepare)"
   B=$dir/bundle
-  [ -x "$B/bin/shardc" ] || die "$dir/bundle is not a gpu-bundle folder (--prepare first)"
+  if [ ! -d "$B" ] && [ -f "$dir/bundle.tar.xz" ]; then
+    for py in python3 /usr/bin/python3; do
+      "$py" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+        "$dir/bundle.tar.xz" "$WORK" 2>/dev/null && break
+    done
+    B=$WORK/bundle
+  fi
+  [ -x "$B/bin/shardc" ] || die "$dir/bundle(.tar.xz) is not a gpu-bundle (--prepare first)"
   cuda_dirs=$("$PY" - <<'EOF' 2>/dev/null
 import glob, os
 dirs = []

@@ -81,7 +81,8 @@ fi
 
 # usage errors
 expect_exit 2 "unknown option" "$SHARDC" build "$T/src" -o "$T/u" --bogus
-expect_exit 2 "bad --size" "$SHARDC" build "$T/src" -o "$T/u" --size 12
+expect_exit 2 "bad --size" "$SHARDC" build "$T/src" -o "$T/u" --size 12x
+expect_exit 2 "bad --size 0" "$SHARDC" build "$T/src" -o "$T/u" --size 0
 expect_exit 2 "--fit without --size" "$SHARDC" build "$T/src" -o "$T/u" --fit pad
 expect_exit 2 "missing -o" "$SHARDC" build "$T/src"
 expect_exit 2 "missing SRC" "$SHARDC" build "$T/nope" -o "$T/u"

@@ -24,7 +24,7 @@ OUT=$T/report
 
 if [ -f "$ROOT/$BUILD/lib/libshardgpu.so" ] && [ -x "$ROOT/$BUILD/tests/test_cuda" ]; then
   expect_exit 0 "--prepare --no-build" "$GC" --prepare "$T/prep" --no-build
-  check "the prepared folder has the bundle" test -x "$T/prep/bundle/bin/shardc"
+  check "the prepared folder has the bundle, packed" test -s "$T/prep/bundle.tar.xz"
   check "and the module (a wheel or the built module)" \
     bash -c "ls '$T/prep'/*.whl >/dev/null 2>&1 || test -d '$T/prep/python'"
   check "its size is printed" grep -q "is [0-9]* MiB" "$T/out"

@@ -1,4 +1,6 @@
-/* Input listing (class folders, list files) and the CLI's number parsing. */
+/* Input listing (class folders, archives, list files) and the CLI's number parsing. */
+#include <archive.h>
+#include <archive_entry.h>
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -194,6 +196,106 @@ START_TEST(list_file)
 }
 END_TEST
 
+/* A tar at root/name holding the given members ("name" files of one byte; "name/" folders; a
+ * "@" prefix: a symbolic link), in the order given. */
+static void mktar(const char *name, const char *const *members, size_t n)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", root, name);
+    struct archive *a = archive_write_new();
+    ck_assert_ptr_nonnull(a);
+    ck_assert_int_eq(archive_write_set_format_pax_restricted(a), ARCHIVE_OK);
+    ck_assert_int_eq(archive_write_open_filename(a, p), ARCHIVE_OK);
+    for (size_t i = 0; i < n; i++) {
+        const char *m = members[i];
+        size_t len = strlen(m);
+        struct archive_entry *e = archive_entry_new();
+        int link = m[0] == '@';
+        archive_entry_set_pathname(e, m + link);
+        archive_entry_set_perm(e, 0644);
+        if (link) {
+            archive_entry_set_filetype(e, AE_IFLNK);
+            archive_entry_set_symlink(e, "/etc/passwd");
+        } else {
+            archive_entry_set_filetype(e, m[len - 1] == '/' ? AE_IFDIR : AE_IFREG);
+            archive_entry_set_size(e, m[len - 1] == '/' ? 0 : 1);
+        }
+        ck_assert_int_eq(archive_write_header(a, e), ARCHIVE_OK);
+        if (!link && m[len - 1] != '/')
+            ck_assert_int_eq(archive_write_data(a, "x", 1), 1);
+        archive_entry_free(e);
+    }
+    ck_assert_int_eq(archive_write_close(a), ARCHIVE_OK);
+    archive_write_free(a);
+}
+
+/* An archive SRC is the tree it extracts into: folder-walk order (components compared one by
+ * one), hidden names left out, the later of two equal paths kept, unsafe names and links
+ * skipped, an empty folder still a class. */
+START_TEST(archive_as_tree)
+{
+    static const char *const members[] = {
+        "b/2.jpg", "a.jpg", "./a/x.jpg", "a/x/1.jpg", "a/0.jpg", ".hidden/z.jpg", "a/.h.jpg",
+        "../up.jpg", "a/0.jpg", "@a/link.jpg", "empty/", "b/notes.txt"};
+    mktar("t.tar", members, sizeof members / sizeof *members);
+    char src[256];
+    snprintf(src, sizeof src, "%s/t.tar", root);
+    char *srcs[] = {src};
+    fmt_inputs in;
+    fmt_msg err = {{0}};
+    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, &err), 0);
+    ck_assert_uint_eq(in.nclasses, 3);
+    ck_assert_str_eq(in.classes[0], "a");
+    ck_assert_str_eq(in.classes[1], "b");
+    ck_assert_str_eq(in.classes[2], "empty");
+    ck_assert_uint_eq(in.n, 4);
+    ck_assert_str_eq(rel(in.items[0].path), "t.tar!a/0.jpg");
+    ck_assert_uint_eq(in.items[0].seq, 8);      /* the later a/0.jpg */
+    ck_assert_str_eq(rel(in.items[1].path), "t.tar!a/x/1.jpg");
+    ck_assert_str_eq(rel(in.items[2].path), "t.tar!a/x.jpg");
+    ck_assert_str_eq(rel(in.items[3].path), "t.tar!b/2.jpg");
+    ck_assert_int_eq(in.items[3].label, 1);
+    ck_assert_uint_eq(in.items[3].archive, 1);
+    ck_assert_uint_eq(in.narchives, 1);
+    ck_assert_uint_eq(in.nskipped, 2);          /* ../up.jpg and the link */
+    ck_assert_ptr_nonnull(strstr(in.skipped[0].path, "t.tar!../up.jpg"));
+    ck_assert_ptr_nonnull(strstr(in.skipped[0].reason, "unsafe"));
+    ck_assert_ptr_nonnull(strstr(in.skipped[1].reason, "link"));
+    ck_assert_uint_eq(in.ignored, 2);           /* a.jpg at the top, b/notes.txt */
+    fmt_inputs_free(&in);
+
+    /* a list file names members the same way */
+    ck_assert_int_eq(list_case("t.tar!b/2.jpg 4\nt.tar!./a/x.jpg 0\n", &in, &err), 0);
+    ck_assert_uint_eq(in.n, 2);
+    ck_assert_str_eq(rel(in.items[0].path), "t.tar!b/2.jpg");
+    ck_assert_str_eq(rel(in.items[1].path), "t.tar!a/x.jpg");
+    ck_assert_int_eq(in.items[0].label, 4);
+    fmt_inputs_free(&in);
+    ck_assert_int_eq(list_case("t.tar!b/3.jpg 4\n", &in, &err), ENOENT);
+    ck_assert_ptr_nonnull(strstr(err.text, ":1: no member b/3.jpg"));
+    ck_assert_int_eq(list_case("t.tar!empty 4\n", &in, &err), EINVAL);
+}
+END_TEST
+
+/* List lines are bounded: a longer one (a stream without newlines) is an error naming the line. */
+START_TEST(list_line_bound)
+{
+    mk("x");
+    touch("x/one.jpg");
+    size_t n = FMT_LIST_LINE_MAX + 10;
+    char *text = malloc(n + 32);
+    ck_assert_ptr_nonnull(text);
+    strcpy(text, "x/one.jpg 1\n");
+    memset(text + 12, 'a', n);
+    text[12 + n] = '\0';
+    fmt_inputs in;
+    fmt_msg err = {{0}};
+    ck_assert_int_eq(list_case(text, &in, &err), EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.text, ":2: line longer than 65536 bytes"));
+    free(text);
+}
+END_TEST
+
 START_TEST(parse_numbers)
 {
     uint64_t v;
@@ -213,7 +315,11 @@ START_TEST(parse_numbers)
     ck_assert_int_eq(shc_parse_wxh("224x160", &w, &h), 0);
     ck_assert_uint_eq(w, 224);
     ck_assert_uint_eq(h, 160);
-    ck_assert_int_eq(shc_parse_wxh("224", &w, &h), -1);
+    ck_assert_int_eq(shc_parse_wxh("64", &w, &h), 0);      /* an int: a square */
+    ck_assert(w == 64 && h == 64);
+    ck_assert_int_eq(shc_parse_wxh("x64", &w, &h), -1);
+    ck_assert_int_eq(shc_parse_wxh("64x", &w, &h), -1);
+    ck_assert_int_eq(shc_parse_wxh("0", &w, &h), -1);
     ck_assert_int_eq(shc_parse_wxh("0x5", &w, &h), -1);
     ck_assert_int_eq(shc_parse_wxh("5x70000", &w, &h), -1);
     ck_assert_int_eq(shc_parse_uint("12", 1, 10, &v), -1);
@@ -232,6 +338,8 @@ int main(void)
     tcase_add_test(tc, symlink_loops_are_skipped);
     tcase_add_test(tc, missing_source);
     tcase_add_test(tc, list_file);
+    tcase_add_test(tc, archive_as_tree);
+    tcase_add_test(tc, list_line_bound);
     tcase_add_test(tc, parse_numbers);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -288,6 +288,8 @@ static int to_u32(PyObject *o, const char *what, uint32_t lo, uint32_t *out)
     return 0;
 }
 
+static int flag_named(PyObject *o, const char *what, int *out);
+
 /* ======================================================================================== */
 /* _View                                                                                     */
 /* ======================================================================================== */
@@ -384,7 +386,7 @@ static PyGetSetDef View_getset[] = {
 };
 
 static PyType_Slot View_slots[] = {
-    {Py_tp_doc, "The memory of one array of a batch or sample, exported through the buffer "
+    {Py_tp_doc, "The memory of one array of a batch or sample, exported through the buffer\n"
                 "protocol (internal: the package makes numpy arrays of it)."},
     {Py_tp_dealloc, View_dealloc},
     {Py_tp_getset, View_getset},
@@ -423,9 +425,12 @@ typedef struct {
 
 static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"path", "access", NULL};
-    PyObject *path, *access = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Dataset", kwlist, &path, &access))
+    static char *kwlist[] = {"path", "access", "verify_samples", NULL};
+    PyObject *path, *access = NULL, *verify = Py_False;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:Dataset", kwlist, &path, &access, &verify))
+        return -1;
+    int v;
+    if (flag_named(verify, "verify_samples", &v) < 0)
         return -1;
     shr_access a;
     if (parse_access(access, &a) < 0)
@@ -441,7 +446,7 @@ static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
     int rc;
     char msg[1024];
     Py_BEGIN_ALLOW_THREADS
-    rc = shr_dataset_open(&d, PyBytes_AsString(b), a);
+    rc = shr_dataset_open_flags(&d, PyBytes_AsString(b), a, v ? SHR_DATASET_VERIFY : 0);
     if (rc)
         snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
     Py_END_ALLOW_THREADS
@@ -592,37 +597,81 @@ static PyObject *Dataset_repr(DatasetObject *self)
                                 (unsigned long long)self->samples);
 }
 
+/* Every sample's label, in order (ImageFolder's targets), and the smallest and largest stored
+ * height and width: one pass over the index, no pixels read. */
+static PyObject *Dataset_scan(DatasetObject *self, PyObject *unused)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    PyObject *labels = PyList_New((Py_ssize_t)self->samples);
+    if (!labels)
+        return NULL;
+    uint32_t min_h = UINT32_MAX, min_w = UINT32_MAX, max_h = 0, max_w = 0;
+    for (uint64_t i = 0; i < self->samples; i++) {
+        shr_sample s;
+        if (shr_dataset_sample(self->d, i, &s) != 0) {
+            Py_DECREF(labels);
+            return PyErr_Format(PyExc_IndexError, "Dataset index %llu out of range",
+                                (unsigned long long)i);
+        }
+        PyObject *l = PyLong_FromLongLong((long long)s.label);
+        if (!l || PyList_SetItem(labels, (Py_ssize_t)i, l) < 0) {
+            Py_DECREF(labels);
+            return NULL;
+        }
+        min_h = s.height < min_h ? s.height : min_h;
+        min_w = s.width < min_w ? s.width : min_w;
+        max_h = s.height > max_h ? s.height : max_h;
+        max_w = s.width > max_w ? s.width : max_w;
+    }
+    if (!self->samples)
+        min_h = min_w = 0;
+    return Py_BuildValue("N(II)(II)", labels, min_h, min_w, max_h, max_w);
+}
+
 static PyMethodDef Dataset_methods[] = {
+    {"_scan", (PyCFunction)Dataset_scan, METH_NOARGS,
+     "_scan() -> (labels, (min_height, min_width), (max_height, max_width))\n"
+     "\n"
+     "Every sample's label in order and the extent of the stored sizes, from the\n"
+     "index alone (internal: the package's targets and Loader's size check use it)."},
     {"sample", (PyCFunction)Dataset_sample, METH_O,
-     "sample(i) -> dict\n\nMetadata of sample i without reading its pixels: label, shape "
-     "(height, width, channels) as stored, and source (the position of its source image among "
-     "the build's inputs)."},
+     "sample(i) -> dict\n"
+     "\n"
+     "Metadata of sample i without reading its pixels: label, shape (height, width,\n"
+     "channels) as stored, and source (the position of its source image among the\n"
+     "build's inputs)."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Dataset_getset[] = {
     {"info", (getter)Dataset_get_info, NULL,
-     "What the dataset's manifest records, as a dict: format (storage backend), samples, "
-     "classes (names; label L is classes[L]), num_classes, channels, size ((height, width) "
-     "when every sample shares one, else None), geometry (the build's mode, fit and sizes), "
-     "mean and std (per channel, 0..255 scale), augment and aug_spec (pre-augmentation), seed, "
-     "inputs and rejects (of the build), tool, path.",
+     "What the dataset's manifest records, as a dict: format (storage backend),\n"
+     "samples, classes (names; label L is classes[L]), num_classes, channels, size\n"
+     "((height, width) when every sample shares one, else None), geometry (the\n"
+     "build's mode, fit and sizes), mean and std (per channel, 0..255 scale),\n"
+     "augment and aug_spec (pre-augmentation), seed, inputs and rejects (of the\n"
+     "build), tool, path.",
      NULL},
     {"path", (getter)Dataset_get_path, NULL, "The dataset directory.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static const char dataset_doc[] = "Dataset(path, access='mmap')\n\n"
-    "A dataset directory written by shardc, sample by sample (a map-style dataset, "
-    "usable as a torch Dataset):\n\n"
+static const char dataset_doc[] =
+    "Dataset(path, access='mmap')\n"
+    "\n"
+    "A dataset directory written by shardc, sample by sample (a map-style dataset,\n"
+    "usable as a torch Dataset):\n"
+    "\n"
     "    ds = shardread.Dataset('ds')\n"
     "    len(ds)                    # samples\n"
     "    image, label = ds[i]       # (H, W, C) uint8 ndarray (a copy), int label\n"
-    "    ds.info                    # classes, mean/std, geometry, samples, format\n\n"
-    "Samples are returned as stored, each at its own size. access: 'mmap' (default), "
-    "'pread' or 'direct' (see libshardread). Raises FileNotFoundError "
-    "(shardread.NotFoundError) for a directory without a manifest and "
-    "shardread.CorruptError for a damaged shard, with a message naming the file. "
+    "    ds.info                    # classes, mean/std, geometry, samples, format\n"
+    "\n"
+    "Samples are returned as stored, each at its own size. access: 'mmap'\n"
+    "(default), 'pread' or 'direct' (see libshardread). Raises FileNotFoundError\n"
+    "(shardread.NotFoundError) for a directory without a manifest and\n"
+    "shardread.CorruptError for a damaged shard, with a message naming the file.\n"
     "Reads release the GIL; a Dataset may be read from several threads at once.";
 
 static PyType_Slot Dataset_slots[] = {
@@ -806,7 +855,7 @@ static void Batch_dealloc(BatchObject *self)
 }
 
 static PyType_Slot Batch_slots[] = {
-    {Py_tp_doc, "The ring buffer under a batch's arrays: gives it back to the reader when the "
+    {Py_tp_doc, "The ring buffer under a batch's arrays: gives it back to the reader when the\n"
                 "last array (or tensor) using it is collected (internal)."},
     {Py_tp_dealloc, Batch_dealloc},
     {0, NULL},
@@ -880,8 +929,8 @@ static int worker_share(const LoaderObject *self, uint32_t *rank, uint32_t *worl
     if (wi != Py_None) {
         PyErr_SetString(PyExc_RuntimeError,
                         "shardread.Loader cannot run in a DataLoader worker process: a worker's "
-                        "copy of the Loader never sees the parent's set_epoch, load_state_dict "
-                        "or state_dict, and each batch would be copied between processes; use "
+                        "copy of the Loader never sees the parent's set_epoch, load_state_dict or "
+                        "state_dict, and each batch would be copied between processes; use "
                         "DataLoader(loader, batch_size=None, num_workers=0), or iterate the "
                         "Loader itself (its threads= keyword sets the parallelism)");
         rc = -1;
@@ -1301,7 +1350,9 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                              "return_indices", "order", "prefetch", "pin_memory", "uneven",
                              "quasi_window", "rrc", "ratio", "interpolation", "dtype", "layout",
                              "mean", "std", "return_params", "on_error", "verify_samples",
-                             "return_recovery", NULL};
+                             "return_recovery", "jitter_brightness", "jitter_contrast",
+                             "jitter_saturation", "jitter_hue", "grayscale_p", "erase_p",
+                             "erase_scale", "erase_ratio", "erase_value", NULL};
     PyObject *path, *batch_size = NULL, *shuffle = Py_False, *seed = NULL, *threads = Py_None,
              *rank = Py_None, *world = Py_None, *drop_last = Py_False, *size = Py_None,
              *random_crop = Py_False, *flip = Py_False, *access = NULL, *framework = NULL,
@@ -1310,13 +1361,21 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
              *ratio = Py_None, *interpolation = Py_None, *dtype = Py_None, *layout = Py_None,
              *mean = Py_None, *std = Py_None, *return_params = Py_False, *on_error = Py_None,
              *verify_samples = Py_False, *return_recovery = Py_False;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader", kwlist,
+    /* the read-time augmentations, in the C library's terms (the package's Loader takes
+     * torchvision's forms and passes these) */
+    PyObject *jit[4] = {Py_None, Py_None, Py_None, Py_None}, *gray_p = Py_None,
+             *erase_p = Py_None, *erase_scale = Py_None, *erase_ratio = Py_None,
+             *erase_value = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOO:Loader",
+                                     kwlist,
                                      &path, &batch_size, &shuffle, &seed, &threads, &rank, &world,
                                      &drop_last, &size, &random_crop, &flip, &access, &framework,
                                      &return_indices, &order, &prefetch, &pin_memory, &uneven,
                                      &quasi_window, &rrc, &ratio, &interpolation, &dtype, &layout,
                                      &mean, &std, &return_params, &on_error, &verify_samples,
-                                     &return_recovery))
+                                     &return_recovery, &jit[0], &jit[1], &jit[2], &jit[3],
+                                     &gray_p, &erase_p, &erase_scale, &erase_ratio,
+                                     &erase_value))
         return -1;
     if (self->ring) {
         PyErr_SetString(PyExc_RuntimeError, "a Loader cannot be initialised twice");
@@ -1378,6 +1437,23 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         transform_options(o, flip, rrc, ratio, interpolation, dtype, layout, mean, std) < 0)
         return -1;
     if (flag_named(return_params, "return_params", &self->return_params) < 0)
+        return -1;
+    static const char *const jit_names[4] = {"jitter_brightness", "jitter_contrast",
+                                             "jitter_saturation", "jitter_hue"};
+    double *jit_dst[4] = {o->jitter_brightness, o->jitter_contrast, o->jitter_saturation,
+                          o->jitter_hue};
+    for (int k = 0; k < 4; k++)
+        if (jit[k] != Py_None && float_pair(jit[k], jit_names[k], jit_dst[k]) < 0)
+            return -1;
+    if (gray_p != Py_None && (o->grayscale_p = PyFloat_AsDouble(gray_p)) == -1.0 &&
+        PyErr_Occurred())
+        return -1;
+    if (erase_p != Py_None && (o->erase_p = PyFloat_AsDouble(erase_p)) == -1.0 &&
+        PyErr_Occurred())
+        return -1;
+    if ((erase_scale != Py_None && float_pair(erase_scale, "erase_scale", o->erase_scale) < 0) ||
+        (erase_ratio != Py_None && float_pair(erase_ratio, "erase_ratio", o->erase_ratio) < 0) ||
+        (erase_value != Py_None && channel_values(erase_value, "erase_value", o->erase_value) < 0))
         return -1;
     if (on_error != Py_None) {
         const char *s = PyUnicode_Check(on_error) ? utf8(on_error) : NULL;
@@ -1953,44 +2029,56 @@ static PyObject *Loader_recovery(LoaderObject *self, PyObject *unused)
 
 static PyMethodDef Loader_methods[] = {
     {"recovery", (PyCFunction)Loader_recovery, METH_NOARGS,
-     "recovery() -> dict\n\nWhat on_error='skip' or 'substitute' did since the current "
-     "iteration's reader started (a new one starts with set_epoch and load_state_dict): "
-     "{'replaced': n, 'skipped': n, 'last': message of the latest, naming the file and the "
-     "sample}. A skipped sample makes its batch shorter; a substitute is a deterministic other "
-     "sample of the same shape (see shardread.h, \"Read-time recovery\")."},
+     "recovery() -> dict\n"
+     "\n"
+     "What on_error='skip' or 'substitute' did since the current iteration's reader\n"
+     "started (a new one starts with set_epoch and load_state_dict): {'replaced': n,\n"
+     "'skipped': n, 'last': message of the latest, naming the file and the sample}.\n"
+     "A skipped sample makes its batch shorter; a substitute is a deterministic\n"
+     "other sample of the same shape (see shardread.h, \"Read-time recovery\")."},
     {"set_epoch", (PyCFunction)Loader_set_epoch, METH_O,
-     "set_epoch(epoch)\n\nMake the next iteration read this epoch (its order comes from seed and "
-     "epoch). Without it, each iteration reads the epoch after the last. An iteration under way "
-     "is abandoned. After load_state_dict of a state in this same epoch the loaded cursor is "
-     "kept, so load_state_dict(s); set_epoch(s['epoch']) resumes mid-epoch."},
+     "set_epoch(epoch)\n"
+     "\n"
+     "Make the next iteration read this epoch (its order comes from seed and epoch).\n"
+     "Without it, each iteration reads the epoch after the last. An iteration under\n"
+     "way is abandoned. After load_state_dict of a state in this same epoch the\n"
+     "loaded cursor is kept, so load_state_dict(s); set_epoch(s['epoch']) resumes\n"
+     "mid-epoch."},
     {"state_dict", (PyCFunction)Loader_state_dict, METH_NOARGS,
-     "state_dict() -> dict\n\nWhere the Loader stands, as a small JSON-serialisable dict: seed, "
-     "epoch and cursor (the next batch's number in the epoch; equal to len(loader) when the "
-     "epoch's batches have all been delivered), plus the options that must match to resume "
-     "(batch_size, rank, world, order, drop_last, uneven, samples), and consumed: the "
-     "positions of the epoch's global order read by all ranks together, assuming every rank "
-     "has read as many batches as this one (save states at the same step on every rank). A "
-     "Loader given it with load_state_dict yields exactly the batches that were left."},
+     "state_dict() -> dict\n"
+     "\n"
+     "Where the Loader stands, as a small JSON-serialisable dict: seed, epoch and\n"
+     "cursor (the next batch's number in the epoch; equal to len(loader) when the\n"
+     "epoch's batches have all been delivered), plus the options that must match to\n"
+     "resume (batch_size, rank, world, order, drop_last, uneven, samples), and\n"
+     "consumed: the positions of the epoch's global order read by all ranks\n"
+     "together, assuming every rank has read as many batches as this one (save\n"
+     "states at the same step on every rank). A Loader given it with load_state_dict\n"
+     "yields exactly the batches that were left."},
     {"load_state_dict", (PyCFunction)(void (*)(void))Loader_load_state_dict,
      METH_VARARGS | METH_KEYWORDS,
-     "load_state_dict(state, strict=True)\n\nContinue from a state_dict(): the next iteration yields the rest "
-     "of that epoch, batch for batch, then iterations go on with the following epochs. "
-     "A state with 'consumed' also resumes on another world size or rank: the epoch's samples "
-     "not yet consumed are shared among the new ranks, each read exactly once (plus "
-     "uneven='pad''s declared padding), and that epoch is shorter than len(loader); states "
-     "without it (older ones) need the same rank and world. ValueError when the state was "
-     "saved with other options (batch size, order, ...) or for another dataset size, or when "
-     "its numbers disagree with each other; with strict=True (the default) also when it was "
-     "saved with another seed (strict=False switches to the state's seed)."},
+     "load_state_dict(state, strict=True)\n"
+     "\n"
+     "Continue from a state_dict(): the next iteration yields the rest of that\n"
+     "epoch, batch for batch, then iterations go on with the following epochs. A\n"
+     "state with 'consumed' also resumes on another world size or rank: the epoch's\n"
+     "samples not yet consumed are shared among the new ranks, each read exactly\n"
+     "once (plus uneven='pad''s declared padding), and that epoch is shorter than\n"
+     "len(loader); states without it (older ones) need the same rank and world.\n"
+     "ValueError when the state was saved with other options (batch size, order,\n"
+     "...) or for another dataset size, or when its numbers disagree with each\n"
+     "other; with strict=True (the default) also when it was saved with another seed\n"
+     "(strict=False switches to the state's seed)."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Loader_getset[] = {
     {"info", (getter)Loader_get_info, NULL,
-     "The batches' facts as a dict: samples (in the dataset), num_classes, shape (height, width, "
-     "channels of each sample in a batch), dtype and layout of the images, mean and std (the "
-     "dataset's, per channel, 0..255), batch_bytes, "
-     "ring_bytes (all the ring's buffers), batches and samples_per_epoch (this rank's).",
+     "The batches' facts as a dict: samples (in the dataset), num_classes, shape\n"
+     "(height, width, channels of each sample in a batch), dtype and layout of the\n"
+     "images, mean and std (the dataset's, per channel, 0..255), batch_bytes,\n"
+     "ring_bytes (all the ring's buffers), batches and samples_per_epoch (this\n"
+     "rank's).",
      NULL},
     {"batch_size", (getter)Loader_get_batch_size, NULL, "Samples per batch.", NULL},
     {"threads", (getter)Loader_get_threads, NULL, "Reader worker threads.", NULL},
@@ -2005,8 +2093,9 @@ static PyGetSetDef Loader_getset[] = {
      "Zero-copy batches of the current reader still alive in Python (each keeps a ring buffer).",
      NULL},
     {"fenced", (getter)Loader_get_fenced, NULL,
-     "Pinned batches of the current reader collected by Python whose device copies may still "
-     "be queued: their buffers go back to the workers once those copies are done.", NULL},
+     "Pinned batches of the current reader collected by Python whose device copies\n"
+     "may still be queued: their buffers go back to the workers once those copies\n"
+     "are done.", NULL},
     {"path", (getter)Loader_get_path, NULL, "The dataset directory.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -2018,60 +2107,75 @@ static const char loader_doc[] =
     "       pin_memory=True, uneven='pad', quasi_window=4, rrc=None, ratio=None,\n"
     "       interpolation='bilinear', dtype='uint8', layout='NHWC', mean=None, std=None,\n"
     "       return_params=False, on_error='fail', verify_samples=False,\n"
-    "       return_recovery=False)\n\n"
-    "Batches of a shardc dataset, read ahead by worker threads into a ring of buffers:\n\n"
+    "       return_recovery=False)\n"
+    "\n"
+    "Batches of a shardc dataset, read ahead by worker threads into a ring of\n"
+    "buffers:\n"
+    "\n"
     "    for images, labels in shardread.Loader('ds', batch_size=256, shuffle=True):\n"
-    "        ...   # images (B, H, W, C) uint8, labels (B,) int64\n\n"
-    "Each iteration is one epoch; the next iteration starts the next epoch (a random order is "
-    "a fresh permutation per epoch, from seed and epoch). The batches of an epoch depend only "
-    "on the dataset, the options, seed and epoch, never on threads or timing.\n\n"
-    "shuffle: random order (order='quasi' reads shard windows, for data larger than RAM). "
-    "threads: worker threads (default: the cores, at most 4). rank/world: this process's "
-    "share; by default torch.distributed's when it is initialised, else the RANK and "
-    "WORLD_SIZE environment variables, else 0 of 1; every rank gets the same number of "
-    "batches (uneven='pad' repeats samples, 'drop' drops them). drop_last: drop a short last "
-    "batch. size: an int or (height, width); every sample is center-cropped (random_crop: at "
-    "a random offset) or zero-padded to it; needed when samples vary in size. flip: mirror "
-    "with probability 1/2 (True) or the given probability (a float).\n\n"
-    "Read-time transforms, done by the worker threads: rrc=True (scale (0.08, 1.0)) or "
-    "rrc=(min, max) draws torchvision's RandomResizedCrop box for every sample of every epoch "
-    "(ratio=(min, max), default (3/4, 4/3)) and resizes it to size with interpolation "
-    "('bilinear' by default, or 'nearest', 'box', 'hamming', 'bicubic', 'lanczos'): the "
-    "pixels equal torchvision's F.resized_crop of the stored image, mirrored when flipped. "
-    "dtype 'uint8', 'float32' or 'float16' (or the numpy/torch dtype), layout 'NHWC' or "
-    "'NCHW'. mean and std: per-channel normalisation (x - mean) / std on the 0..255 scale "
-    "(torchvision's [0.485, 0.456, 0.406] is [123.675, 116.28, 103.53] here), or "
-    "mean='dataset' for the dataset's own statistics; normalising implies float32 unless "
-    "dtype says float16. return_params: batches become (images, labels, indices, params), "
-    "params an (n, 5) int64 array of each sample's box x, y, w, h in the stored image and "
-    "flip (0 or 1).\n\n"
-    "access: 'mmap', 'pread' (files that may change, network "
-    "filesystems) or 'direct' (O_DIRECT). framework='torch': torch tensors (uint8 NHWC, "
-    "int64) sharing the batch memory. return_indices: a third element, the dataset indices. "
-    "prefetch: ring buffers (default threads + 3). pin_memory: ring buffers in CUDA pinned "
-    "memory where a device exists, so images.cuda(non_blocking=True) is an asynchronous "
-    "copy.\n\n"
-    "on_error: what a sample that cannot be read (or, with verify_samples=True, whose pixels "
-    "do not match their stored hash) does: 'fail' (default) raises, 'skip' leaves it out of "
-    "a shorter batch, 'substitute' puts a deterministic other sample in its place (chosen "
-    "from seed, epoch and index); recovery() reports what was replaced or skipped. "
-    "return_recovery: a last element, the list of this batch's samples not delivered as "
-    "planned, one (index, position, code, reason) tuple each: the dataset index that could "
-    "not be read, the position in the batch of its substitute (-1 when skipped), the "
-    "error code and its description (e.g. a content hash mismatch); empty for a clean "
-    "batch.\n\n"
-    "Batches are zero-copy views of the ring buffers: a buffer is reused once every array "
-    "and tensor of its batch is collected. Up to prefetch - 2 batches may be kept this way; "
-    "a batch delivered while that many are kept is copied instead (see copies), so keeping "
-    "batches never blocks the reader nor changes them.\n\n"
-    "len(loader) is the batches per epoch of this rank. state_dict() / load_state_dict() "
-    "resume exactly, also on another world size (the rest of the epoch is shared among the "
-    "new ranks); set_epoch(e) picks the epoch the next iteration reads. Once torch is "
-    "imported, a Loader is a torch.utils.data.IterableDataset: DataLoader(loader, "
-    "batch_size=None) works (num_workers=0 is the right choice: the Loader has its own "
-    "threads; with workers, each reads a disjoint part of the share). The GIL is released "
-    "while waiting for a batch. Errors: shardread.Error subclasses (CorruptError names the "
-    "damaged file), FileNotFoundError for a missing dataset, ValueError for bad arguments.";
+    "        ...   # images (B, H, W, C) uint8, labels (B,) int64\n"
+    "\n"
+    "Each iteration is one epoch; the next iteration starts the next epoch (a\n"
+    "random order is a fresh permutation per epoch, from seed and epoch). The\n"
+    "batches of an epoch depend only on the dataset, the options, seed and epoch,\n"
+    "never on threads or timing.\n"
+    "\n"
+    "shuffle: random order (order='quasi' reads shard windows, for data larger than\n"
+    "RAM). threads: worker threads (default: the cores, at most 4). rank/world:\n"
+    "this process's share; by default torch.distributed's when it is initialised,\n"
+    "else the RANK and WORLD_SIZE environment variables, else 0 of 1; every rank\n"
+    "gets the same number of batches (uneven='pad' repeats samples, 'drop' drops\n"
+    "them). drop_last: drop a short last batch. size: an int or (height, width);\n"
+    "every sample is center-cropped (random_crop: at a random offset) or\n"
+    "zero-padded to it; needed when samples vary in size. flip: mirror with\n"
+    "probability 1/2 (True) or the given probability (a float).\n"
+    "\n"
+    "Read-time transforms, done by the worker threads: rrc=True (scale (0.08, 1.0))\n"
+    "or rrc=(min, max) draws torchvision's RandomResizedCrop box for every sample\n"
+    "of every epoch (ratio=(min, max), default (3/4, 4/3)) and resizes it to size\n"
+    "with interpolation ('bilinear' by default, or 'nearest', 'box', 'hamming',\n"
+    "'bicubic', 'lanczos'): the pixels equal torchvision's F.resized_crop of the\n"
+    "stored image, mirrored when flipped. dtype 'uint8', 'float32' or 'float16' (or\n"
+    "the numpy/torch dtype), layout 'NHWC' or 'NCHW'. mean and std: per-channel\n"
+    "normalisation (x - mean) / std on the 0..255 scale (torchvision's [0.485,\n"
+    "0.456, 0.406] is [123.675, 116.28, 103.53] here), or mean='dataset' for the\n"
+    "dataset's own statistics; normalising implies float32 unless dtype says\n"
+    "float16. return_params: batches become (images, labels, indices, params),\n"
+    "params an (n, 5) int64 array of each sample's box x, y, w, h in the stored\n"
+    "image and flip (0 or 1).\n"
+    "\n"
+    "access: 'mmap', 'pread' (files that may change, network filesystems) or\n"
+    "'direct' (O_DIRECT). framework='torch': torch tensors (uint8 NHWC, int64)\n"
+    "sharing the batch memory. return_indices: a third element, the dataset\n"
+    "indices. prefetch: ring buffers (default threads + 3). pin_memory: ring\n"
+    "buffers in CUDA pinned memory where a device exists, so\n"
+    "images.cuda(non_blocking=True) is an asynchronous copy.\n"
+    "\n"
+    "on_error: what a sample that cannot be read (or, with verify_samples=True,\n"
+    "whose pixels do not match their stored hash) does: 'fail' (default) raises,\n"
+    "'skip' leaves it out of a shorter batch, 'substitute' puts a deterministic\n"
+    "other sample in its place (chosen from seed, epoch and index); recovery()\n"
+    "reports what was replaced or skipped. return_recovery: a last element, the\n"
+    "list of this batch's samples not delivered as planned, one (index, position,\n"
+    "code, reason) tuple each: the dataset index that could not be read, the\n"
+    "position in the batch of its substitute (-1 when skipped), the error code and\n"
+    "its description (e.g. a content hash mismatch); empty for a clean batch.\n"
+    "\n"
+    "Batches are zero-copy views of the ring buffers: a buffer is reused once every\n"
+    "array and tensor of its batch is collected. Up to prefetch - 2 batches may be\n"
+    "kept this way; a batch delivered while that many are kept is copied instead\n"
+    "(see copies), so keeping batches never blocks the reader nor changes them.\n"
+    "\n"
+    "len(loader) is the batches per epoch of this rank. state_dict() /\n"
+    "load_state_dict() resume exactly, also on another world size (the rest of the\n"
+    "epoch is shared among the new ranks); set_epoch(e) picks the epoch the next\n"
+    "iteration reads. Once torch is imported, a Loader is a\n"
+    "torch.utils.data.IterableDataset: DataLoader(loader, batch_size=None) works\n"
+    "(num_workers=0 is the right choice: the Loader has its own threads; with\n"
+    "workers, each reads a disjoint part of the share). The GIL is released while\n"
+    "waiting for a batch. Errors: shardread.Error subclasses (CorruptError names\n"
+    "the damaged file), FileNotFoundError for a missing dataset, ValueError for bad\n"
+    "arguments.";
 
 static PyType_Slot Loader_slots[] = {
     {Py_tp_doc, (void *)loader_doc},
@@ -2135,28 +2239,34 @@ static PyObject *set_fence(PyObject *m, PyObject *args, PyObject *kw)
 
 static PyMethodDef module_methods[] = {
     {"_set_wrap", (PyCFunction)set_wrap, METH_O,
-     "_set_wrap(fn)\n\nfn(parts, torch) -> tuple turns a delivered tuple, whose arrays are "
-     "_View objects (buffer protocol), into the tuple given to the user (internal: the "
+     "_set_wrap(fn)\n"
+     "\n"
+     "fn(parts, torch) -> tuple turns a delivered tuple, whose arrays are _View\n"
+     "objects (buffer protocol), into the tuple given to the user (internal: the\n"
      "package installs it)."},
     {"_set_fence", (PyCFunction)(void (*)(void))set_fence, METH_VARARGS | METH_KEYWORDS,
-     "_set_fence(fence, pinned_only=True)\n\nfence() -> an event (query(), synchronize()) "
-     "recorded on the current device stream, or None; a pinned batch collected by Python goes "
-     "back to the reader only once the event recorded then has completed (internal: the "
-     "package installs torch's; pinned_only=False fences every batch, for tests)."},
+     "_set_fence(fence, pinned_only=True)\n"
+     "\n"
+     "fence() -> an event (query(), synchronize()) recorded on the current device\n"
+     "stream, or None; a pinned batch collected by Python goes back to the reader\n"
+     "only once the event recorded then has completed (internal: the package\n"
+     "installs torch's; pinned_only=False fences every batch, for tests)."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "shardread._shardread",
-    .m_doc = "Read datasets written by shardc (libshardread) from Python, numpy and PyTorch.\n\n"
+    .m_doc = "Read datasets written by shardc (libshardread) from Python, numpy and PyTorch.\n"
+             "\n"
              "    import shardread\n"
              "    ds = shardread.Dataset('ds')              # map-style: ds[i] -> (image, label)\n"
              "    loader = shardread.Loader('ds', batch_size=256, shuffle=True, threads=4)\n"
              "    for images, labels in loader:             # (B, H, W, C) uint8, (B,) int64\n"
-             "        ...\n\n"
-             "Errors are shardread.Error subclasses: CorruptError (a damaged file, named in the "
-             "message), ArgumentError (a ValueError), ShapeError, NotFoundError (a "
+             "        ...\n"
+             "\n"
+             "Errors are shardread.Error subclasses: CorruptError (a damaged file, named in\n"
+             "the message), ArgumentError (a ValueError), ShapeError, NotFoundError (a\n"
              "FileNotFoundError), ReadError (an OSError), StateError, UnsupportedError.",
     .m_size = -1,
     .m_methods = module_methods,
@@ -2180,9 +2290,10 @@ PyMODINIT_FUNC PyInit__shardread(void)
     if (!m)
         return NULL;
     PyObject *b = NULL;
-    if (!(g_error = new_error(m, "Error", NULL, "Base class of the errors of libshardread. "
-                              ".code is the library's error code, .reason its name; the message "
-                              "names the file at fault.")))
+    if (!(g_error = new_error(m, "Error", NULL,
+                              "Base class of the errors of libshardread. .code is the library's "
+                              "error code,\n.reason its name; the message names the file at "
+                              "fault.")))
         goto fail;
     if (!(g_corrupt_error = new_error(m, "CorruptError", g_error, "A damaged, truncated or "
                                       "unrecognised dataset file (named in the message).")))

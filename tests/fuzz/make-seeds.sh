@@ -124,6 +124,30 @@ rgb.convert("P").save(f"{out}/palette.bmp")
 rgb.convert("1").save(f"{out}/mono.bmp")
 rgb.convert("RGBA").save(f"{out}/rgba.bmp")
 PY
+# BMP variants Pillow reads and our decoder follows (formats/bmp.c): RLE8 and RLE4 with every
+# escape code, OS/2 1.x and 2.x headers, a gap before the pixels, a DIB without file header,
+# 32-bit bitfields, a palette too short for its indices
+[ -z "$pil" ] || "$pil" - "$tmp/pil" <<'PY'
+import struct, sys
+out = sys.argv[1]
+def info(w, h, bits, comp=0, colors=0, hsz=40):
+    b = struct.pack("<IiiHHIIiiII", hsz, w, h, 1, bits, comp, 0, 2835, 2835, colors, 0)
+    return b + b"\0" * (hsz - len(b))
+def bmp(name, dib, pal=b"", pix=b"", gap=b""):
+    off = 14 + len(dib) + len(pal) + len(gap)
+    body = dib + pal + gap + pix
+    open(f"{out}/{name}", "wb").write(b"BM" + struct.pack("<IHHI", 14 + len(body), 0, 0, off) + body)
+pal = b"".join(bytes((i * 53 % 256, i * 91 % 256, i * 37 % 256, 0)) for i in range(16))
+rle8 = b"\x05\x03\x00\x03\x01\x02\x03\x00\x04\x07\x00\x00\x00\x02\x01\x01\x02\x00\x03\x09\x00\x00\x20\x05\x00\x01"
+bmp("rle8.bmp", info(13, 5, 8, 1, 16), pal, rle8)
+bmp("rle8-topdown.bmp", info(13, -5, 8, 1, 16), pal, rle8)
+bmp("rle4.bmp", info(13, 5, 4, 2, 16), pal, b"\x07\x1e\x00\x05\x12\x34\x50\x00\x00\x00\x00\x02\x00\x00\x03\x01\x0c\x9a\x00\x01")
+bmp("os2-p4.bmp", struct.pack("<IHHHH", 12, 13, 5, 1, 4), pal[:48], bytes(range(40)))
+bmp("os2v2-p8.bmp", info(13, 5, 8, 0, 16, hsz=64), pal, bytes(range(80)))
+bmp("gap-p8.bmp", info(13, 5, 8, 0, 4), pal[:16], bytes(range(80)), gap=b"\xee" * 40)
+bmp("bf32.bmp", info(3, 2, 32, 3), struct.pack("<III", 0xFF000000, 0xFF0000, 0xFF00), bytes(range(24)))
+open(f"{out}/dib-p8.bmp", "wb").write(info(13, 5, 8, 0, 16) + pal + bytes(range(80)))
+PY
 opts=(00 01 02 05 0a 0f 10 21 30 0c)
 k=0
 add_image() {   # FILE: copy into the corpus of its type with an option byte in front

@@ -150,7 +150,9 @@ def test_gray_and_cropped_batches(fx):
     with pytest.raises(ValueError):
         shardread.Loader(fx.var, batch_size=4)
     seen = 0
-    for images, labels, indices in shardread.Loader(fx.var, batch_size=4, size=(16, 30),
+    with pytest.raises(ValueError, match=r"size=\(16, 30\) is larger.*pad=True"):
+        shardread.Loader(fx.var, batch_size=4, size=(16, 30))
+    for images, labels, indices in shardread.Loader(fx.var, batch_size=4, size=(16, 30), pad=True,
                                                     return_indices=True):
         assert images.shape[1:] == (16, 30, 3)
         for k, i in enumerate(indices):
@@ -549,7 +551,8 @@ def test_batches_outlive_the_loader(fx):
 def test_gil_released_while_waiting(fx):
     # With a switch interval of 100 s the main thread never hands the GIL over on its own; the
     # other thread can only run when the module releases it (or time.sleep in that thread).
-    loader = shardread.Loader(fx.var, batch_size=1, size=(40, 40), threads=1, prefetch=2)
+    loader = shardread.Loader(fx.var, batch_size=1, size=(40, 40), pad=True, threads=1,
+                              prefetch=2)
     count = [0]
     stop = threading.Event()
 
@@ -658,6 +661,7 @@ def test_pinned_batches_copy_asynchronously(fx):
     loader = shardread.Loader(fx.fixed, batch_size=4, framework="torch")
     images, labels = next(iter(loader))
     assert images.is_pinned()  # torch sees the ring buffer as pinned: a real async copy
+    assert labels.is_pinned()  # labels too: their non_blocking copy does not wait either
     dev = images.cuda(non_blocking=True)
     torch.cuda.synchronize()
     assert torch.equal(dev.cpu(), images)
@@ -820,13 +824,16 @@ def test_batches_name_the_samples_recovered(fx, mode, access):
 
 def test_bad_arguments(fx):
     for kw in (dict(batch_size=0), dict(threads=0), dict(prefetch=1), dict(batch_size=-1),
-               dict(size=(0, 4)), dict(size="big"), dict(access="nfs"), dict(framework="jax"),
+               dict(size=(0, 4)), dict(size=(1, 2, 3)), dict(access="nfs"),
+               dict(framework="jax"),
                dict(order="best"), dict(uneven="some"), dict(rank=2, world=2),
                dict(world=0), dict(batch_size=24, drop_last=True)):
         with pytest.raises(ValueError):
             shardread.Loader(fx.fixed, **kw)
     with pytest.raises(TypeError):
         shardread.Loader(fx.fixed, batch_size=2.5)
+    with pytest.raises(TypeError):
+        shardread.Loader(fx.fixed, size="big")
     with pytest.raises(TypeError):
         shardread.Loader()
     loader = shardread.Loader(fx.fixed, batch_size=4)

@@ -15,6 +15,13 @@ out memory through the buffer protocol, and this layer makes the numpy arrays (n
 copy) and torch tensors (torch.from_numpy: no copy, pinned where the reader's buffers are). So one
 binary serves every CPython >= 3.11 with numpy 1 or 2.
 """
+import enum as _enum
+import hashlib as _hashlib
+import inspect as _inspect
+import math as _math
+import numbers as _numbers
+import operator as _operator
+import os as _os
 import sys as _sys
 
 import numpy as _np
@@ -23,9 +30,7 @@ from . import _shardread
 from ._shardread import (  # noqa: F401  (the public names)
     ArgumentError,
     CorruptError,
-    Dataset,
     Error,
-    Loader,
     NotFoundError,
     ReadError,
     ShapeError,
@@ -75,3 +80,413 @@ def _fence():
 
 _shardread._set_wrap(_wrap)
 _shardread._set_fence(_fence)
+
+
+# ---- argument forms ----------------------------------------------------------------------------
+
+def _size(size):
+    """size= as torchvision's crops take it: an int (square), or (height, width) as any
+    sequence of two ints (or one, square)."""
+    if size is None:
+        return None
+    if isinstance(size, bool):
+        raise TypeError(f"size must be an int or (height, width), not {size!r}")
+    if isinstance(size, _numbers.Integral):
+        return int(size)
+    try:
+        seq = [int(_operator.index(v)) for v in size]
+    except TypeError:
+        raise TypeError(f"size must be an int or (height, width) ints, not {size!r}") from None
+    if len(seq) == 1:
+        return seq[0]
+    if len(seq) != 2:
+        raise ValueError(f"size must be an int or (height, width), not {len(seq)} numbers: "
+                         f"{size!r}")
+    return tuple(seq)
+
+
+def _name(v):
+    """A choice given as a str, an enum member (torchvision's InterpolationMode.BICUBIC: its
+    value), a numpy/torch dtype: what the extension matches by name."""
+    if isinstance(v, _enum.Enum):
+        return v.value if isinstance(v.value, str) else v.name
+    return v
+
+
+def _channel_list(v, what):
+    if isinstance(v, str):
+        raise TypeError(f"{what} must be a number or one number per channel, not {v!r}")
+    if isinstance(v, _numbers.Real):
+        return [float(v)]
+    try:
+        out = [float(x) for x in v]
+    except TypeError:
+        raise TypeError(f"{what} must be a number or one number per channel, not {v!r}") from None
+    if not out:
+        raise ValueError(f"{what} is empty")
+    return out
+
+
+def _check_normalize(mean, std, dtype):
+    """mean/std as given, on the 0..255 scale: refuse torchvision's 0..1 values (they would give
+    values in the thousands), and values whose results cannot be represented."""
+    if mean is None or std is None or isinstance(mean, str):
+        return None
+    m, s = _channel_list(mean, "mean"), _channel_list(std, "std")
+    if max(m) <= 1.0 and max(s) <= 1.0:
+        raise ValueError(
+            f"mean={mean!r}, std={std!r} look like torchvision's Normalize values on the 0..1 "
+            "scale (after ToTensor); here the pixels are 0..255: multiply both by 255, e.g. "
+            "mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]")
+    for x in s:
+        if not (x > 0 and _math.isfinite(x)):
+            raise ValueError(f"std must be positive and finite, not {std!r}")
+    limit = 65504.0 if _name(dtype) in ("float16", _np.float16) or str(dtype) in (
+        "float16", "torch.float16") else float(_np.finfo(_np.float32).max)
+    for k in range(max(len(m), len(s))):
+        mk, sk = m[min(k, len(m) - 1)], s[min(k, len(s) - 1)]
+        for px in (0.0, 255.0):
+            with _np.errstate(all="ignore"):
+                v = (_np.float32(px) - _np.float32(mk)) / _np.float32(sk)
+            if not _np.isfinite(v) or abs(float(v)) > limit:
+                raise ValueError(
+                    f"mean={mean!r}, std={std!r}: pixel {int(px)} would become {float(v)!r}, "
+                    f"which the output dtype cannot hold (std too small)")
+    return len(m), len(s)
+
+
+def _jitter_range(value, name, center, bound, clip_first_on_zero):
+    """torchvision's ColorJitter._check_input: a number v is [center - v, center + v] (the low
+    end clipped at 0 for brightness, contrast and saturation), a pair is (min, max)."""
+    if isinstance(value, _numbers.Number) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"color_jitter {name}: if it is a single number, it must be "
+                             f"non-negative, not {value!r}")
+        lo, hi = center - float(value), center + float(value)
+        if clip_first_on_zero:
+            lo = max(lo, 0.0)
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        lo, hi = float(value[0]), float(value[1])
+    else:
+        raise TypeError(f"color_jitter {name} must be a number or a (min, max) pair, not "
+                        f"{value!r}")
+    if not bound[0] <= lo <= hi <= bound[1]:
+        raise ValueError(f"color_jitter {name} values must be within {bound}, not {value!r}")
+    return (lo, hi)
+
+
+def _jitter(color_jitter):
+    """color_jitter= as torchvision's ColorJitter(brightness, contrast, saturation, hue) takes
+    it: a 4-sequence or a dict of those names; into the extension's ranges."""
+    names = ("brightness", "contrast", "saturation", "hue")
+    if color_jitter is None:
+        return {}
+    if isinstance(color_jitter, dict):
+        unknown = set(color_jitter) - set(names)
+        if unknown:
+            raise TypeError(f"color_jitter takes {', '.join(names)}, not {sorted(unknown)}")
+        vals = [color_jitter.get(n, 0) for n in names]
+    else:
+        vals = list(color_jitter)
+        if not 1 <= len(vals) <= 4:
+            raise TypeError("color_jitter is (brightness, contrast, saturation, hue) or a dict "
+                            f"of them, not {color_jitter!r}")
+        vals += [0] * (4 - len(vals))
+    out = {}
+    for n, v in zip(names, vals):
+        if n == "hue":
+            out["jitter_hue"] = _jitter_range(v, n, 0.0, (-0.5, 0.5), False)
+        else:
+            out["jitter_" + n] = _jitter_range(v, n, 1.0, (0.0, float("inf")), True)
+    return out
+
+
+def _erasing(erasing):
+    """erasing= as torchvision's RandomErasing(p, scale, ratio, value) takes it: a probability,
+    or a dict of those names (value: a number or one per channel, in the delivered units)."""
+    if erasing is None or erasing is False:
+        return {}
+    if isinstance(erasing, dict):
+        unknown = set(erasing) - {"p", "scale", "ratio", "value"}
+        if unknown:
+            raise TypeError(f"erasing takes p, scale, ratio and value, not {sorted(unknown)}")
+        args = dict(erasing)
+    elif isinstance(erasing, _numbers.Real) and not isinstance(erasing, bool):
+        args = {"p": float(erasing)}
+    else:
+        raise TypeError(f"erasing must be a probability or a dict of p, scale, ratio, value, not "
+                        f"{erasing!r}")
+    if args.get("value") == "random":
+        raise ValueError("erasing value='random' is not supported: give a number or one per "
+                         "channel")
+    out = {"erase_p": float(args.get("p", 0.5))}
+    if "scale" in args:
+        out["erase_scale"] = tuple(args["scale"])
+    if "ratio" in args:
+        out["erase_ratio"] = tuple(args["ratio"])
+    if "value" in args:
+        out["erase_value"] = args["value"]
+    return out
+
+
+# ---- Dataset -----------------------------------------------------------------------------------
+
+class Dataset(_shardread.Dataset):
+    """Dataset(path, access='mmap', verify_samples=False)
+
+    A dataset directory written by shardc, sample by sample (a map-style dataset, usable as a
+    torch Dataset):
+
+        ds = shardread.Dataset('ds')
+        len(ds)                    # samples
+        image, label = ds[i]       # (H, W, C) uint8 ndarray (a copy), int label
+        ds.classes                 # class names; ds.class_to_idx, ds.targets as ImageFolder's
+        ds.info                    # classes, mean/std, geometry, samples, format
+
+    Samples are returned as stored, each at its own size. access: 'mmap' (default), 'pread' or
+    'direct' (see libshardread). Raises FileNotFoundError (shardread.NotFoundError) for a
+    directory without a manifest and shardread.CorruptError for a damaged shard, with a message
+    naming the file. verify_samples=True hashes every sample read and raises CorruptError, naming
+    the shard and the sample, when its pixels do not match the hash recorded at build time.
+    Reads release the GIL; a Dataset may be read from several threads at once. A Dataset pickles
+    (it reopens from its path in the receiving process).
+    """
+
+    def __init__(self, path, access="mmap", verify_samples=False):
+        super().__init__(path, access, verify_samples)
+        self._args = (path, access, verify_samples)
+        self._scanned = None
+
+    def __reduce__(self):
+        return (type(self), self._args)
+
+    def _scan_once(self):
+        if self._scanned is None:
+            self._scanned = self._scan()
+        return self._scanned
+
+    @property
+    def classes(self):
+        """The class names; label L is classes[L] (torchvision ImageFolder's classes)."""
+        return list(self.info["classes"])
+
+    @property
+    def class_to_idx(self):
+        """{class name: label} (torchvision ImageFolder's class_to_idx)."""
+        return {c: i for i, c in enumerate(self.info["classes"])}
+
+    @property
+    def targets(self):
+        """Every sample's label, in sample order (torchvision ImageFolder's targets)."""
+        return list(self._scan_once()[0])
+
+
+# ---- Loader ------------------------------------------------------------------------------------
+
+_torch_loader_class = None
+
+
+def _loader_class(cls):
+    """The class a Loader is made as: once torch.utils.data is imported, a subclass of both
+    Loader and torch's IterableDataset, so that DataLoader(loader, batch_size=None) takes it."""
+    global _torch_loader_class
+    if cls is not Loader or "torch.utils.data" not in _sys.modules:
+        return cls
+    if _torch_loader_class is None:
+        itds = _sys.modules["torch.utils.data"].IterableDataset
+        _torch_loader_class = type("Loader", (Loader, itds), {
+            "__module__": __name__, "__qualname__": "Loader", "__doc__": Loader.__doc__})
+    return _torch_loader_class
+
+
+def _restore_loader(kwargs, state):
+    """Unpickling: a Loader opened from its keywords, moved to where the original stood."""
+    loader = Loader(**kwargs)
+    loader.load_state_dict(state)
+    return loader
+
+
+_FETCH = _os.path.join("torch", "utils", "data", "_utils", "fetch.py")
+
+
+class Loader(_shardread.Loader):
+    """Batches of a shardc dataset, read ahead by worker threads into a ring of buffers:
+
+        for images, labels in shardread.Loader('ds', batch_size=256, shuffle=True):
+            ...   # images (B, H, W, C) uint8, labels (B,) int64
+
+    Each iteration is one epoch; the next iteration starts the next epoch (a random order is a
+    fresh permutation per epoch, from seed and epoch). The batches of an epoch depend only on
+    the dataset, the options, seed and epoch, never on threads or timing.
+
+    shuffle: random order (order='quasi' reads shard windows, for data larger than RAM).
+    threads: worker threads (default: the cores, at most 4). rank/world: this process's share;
+    by default torch.distributed's when it is initialised, else the RANK and WORLD_SIZE
+    environment variables, else 0 of 1; every rank gets the same number of batches
+    (uneven='pad' repeats samples, 'drop' drops them). drop_last: drop a short last batch.
+
+    size: an int (square, as torchvision's crops take it) or (height, width), any sequence;
+    every sample is center-cropped to it (random_crop=True: at a random offset). Needed when
+    samples vary in size. A sample smaller than size would be zero-padded: that is refused
+    unless pad=True. flip: mirror with probability 1/2 (True) or the given probability.
+
+    Read-time transforms, done by the worker threads: rrc=True (scale (0.08, 1.0)) or
+    rrc=(min, max) draws torchvision's RandomResizedCrop box for every sample of every epoch
+    (ratio=(min, max), default (3/4, 4/3)) and resizes it to size with interpolation
+    ('bilinear' by default, or 'nearest', 'box', 'hamming', 'bicubic', 'lanczos', or
+    torchvision's InterpolationMode): the pixels equal torchvision's F.resized_crop of the
+    stored image, mirrored when flipped. dtype 'uint8', 'float32' or 'float16' (or the
+    numpy/torch dtype), layout 'NHWC' or 'NCHW'. mean and std: per-channel normalisation
+    (x - mean) / std on the 0..255 scale, one number or one per channel (torchvision's
+    [0.485, 0.456, 0.406] is [123.675, 116.28, 103.53] here; 0..1 values are refused), or
+    mean='dataset' for the dataset's own statistics; normalising implies float32 unless dtype
+    says float16. float16 halves the bytes for a GPU model; a CPU model wants float32 (torch's
+    CPU convolutions take no float16 input with float32 weights). return_params: batches
+    become (images, labels, indices, params), params an (n, 5) int64 array of each sample's box
+    x, y, w, h in the stored image and flip (0 or 1).
+
+    Augmentations after the crop and flip, exact to torchvision 0.14 on the PIL image (the
+    draws come from the reader's own per-sample, per-epoch stream, so threads and resuming never
+    change them): color_jitter=(brightness, contrast, saturation, hue) or a dict of those, as
+    ColorJitter takes them (a number v is [max(0, 1 - v), 1 + v], hue h is [-h, h], or a
+    (min, max) pair), its four ops in a random order per sample; grayscale=p is
+    RandomGrayscale(p); erasing=p or dict(p=, scale=, ratio=, value=) is RandomErasing, applied
+    to the delivered values after the dtype conversion and normalisation, as torchvision erases
+    the normalised tensor (value in those units; with uint8 output a whole number 0..255).
+
+    access: 'mmap', 'pread' (files that may change, network filesystems) or 'direct'
+    (O_DIRECT). framework='torch': torch tensors sharing the batch memory. return_indices: a
+    third element, the dataset indices. prefetch: ring buffers (default threads + 3).
+    pin_memory: ring buffers in CUDA pinned memory where a device exists, so
+    images.cuda(non_blocking=True) is an asynchronous copy; a pinned batch dropped while its
+    copy is still queued goes back to the workers only once the copy is done (see fenced).
+
+    on_error: what a sample that cannot be read (or, with verify_samples=True, whose pixels do
+    not match their stored hash) does: 'fail' (default) raises, 'skip' leaves it out of a
+    shorter batch, 'substitute' puts a deterministic other sample in its place; recovery()
+    reports what was replaced or skipped. return_recovery: a last element, the list of this
+    batch's samples not delivered as planned, one (index, position, code, reason) tuple each.
+
+    Batches are zero-copy views of the ring buffers: a buffer is reused once every array and
+    tensor of its batch is collected. Up to prefetch - 2 batches may be kept this way; a batch
+    delivered while that many are kept is copied instead (see copies).
+
+    len(loader) is the number of batches the next iteration yields (during an iteration: that
+    iteration's), so after load_state_dict mid-epoch it is the rest of that epoch.
+    state_dict() / load_state_dict() resume exactly, also on another world size; a state from
+    another dataset or seed is refused unless strict=False. set_epoch(e) picks the epoch the
+    next iteration reads. classes and class_to_idx are ImageFolder's. A Loader pickles (spawn,
+    copy.deepcopy): the copy reopens the dataset and stands where the original stood.
+
+    Once torch is imported, a Loader is a torch.utils.data.IterableDataset: use
+    DataLoader(loader, batch_size=None) with num_workers=0 (the Loader has its own threads);
+    worker processes and a DataLoader that would batch the batches again are refused. The GIL
+    is released while waiting for a batch. Errors: shardread.Error subclasses (CorruptError
+    names the damaged file), FileNotFoundError for a missing dataset, ValueError for bad
+    arguments, naming the keyword.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        return _shardread.Loader.__new__(_loader_class(cls))
+
+    def __init__(self, path, batch_size=256, shuffle=False, seed=0, threads=None, rank=None,
+                 world=None, drop_last=False, size=None, random_crop=False, flip=False,
+                 access="mmap", framework="numpy", return_indices=False, order=None,
+                 prefetch=None, pin_memory=True, uneven="pad", quasi_window=4, rrc=None,
+                 ratio=None, interpolation="bilinear", dtype=None, layout="NHWC", mean=None,
+                 std=None, return_params=False, on_error="fail", verify_samples=False,
+                 return_recovery=False, pad=False, color_jitter=None, grayscale=0.0,
+                 erasing=None):
+        size = _size(size)
+        interpolation = _name(interpolation)
+        dtype = _name(dtype)
+        counts = _check_normalize(mean, std, dtype)
+        kw = dict(batch_size=batch_size, shuffle=shuffle, seed=seed, threads=threads, rank=rank,
+                  world=world, drop_last=drop_last, size=size, random_crop=random_crop,
+                  flip=flip, access=access, framework=framework,
+                  return_indices=return_indices, order=order, prefetch=prefetch,
+                  pin_memory=pin_memory, uneven=uneven, quasi_window=quasi_window, rrc=rrc,
+                  ratio=ratio, interpolation=interpolation, dtype=dtype, layout=layout,
+                  mean=mean, std=std, return_params=return_params, on_error=on_error,
+                  verify_samples=verify_samples, return_recovery=return_recovery)
+        if not isinstance(pad, bool):
+            raise TypeError(f"pad must be True or False, not {pad!r}")
+        aug = dict(_jitter(color_jitter), **_erasing(erasing))
+        if grayscale:
+            aug["grayscale_p"] = float(grayscale)
+        super().__init__(path, **kw, **aug)
+        channels = self.info["shape"][2]
+        if counts is not None:
+            for what, n in zip(("mean", "std"), counts):
+                if n not in (1, channels):
+                    raise ValueError(f"{what} has {n} values; the samples have {channels} "
+                                     f"channel(s): give 1 or {channels}")
+        if size is not None and not rrc and not pad:
+            want = (size, size) if isinstance(size, int) else size
+            smallest = Dataset(path, access)._scan()[1]
+            if want[0] > smallest[0] or want[1] > smallest[1]:
+                raise ValueError(
+                    f"size={size!r} is larger than the smallest stored sample "
+                    f"({smallest[0]}x{smallest[1]}, height x width): it would be zero-padded; "
+                    "pass pad=True to pad it, or a smaller size")
+        # what a copy needs to reopen the same Loader in another process
+        kw.update(rank=self.rank, world=self.world, pad=pad, color_jitter=color_jitter,
+                  grayscale=grayscale, erasing=erasing)
+        self._kwargs = dict(kw, path=path)
+        self._fingerprint = None
+
+    def __reduce__(self):
+        return (_restore_loader, (self._kwargs, self.state_dict()))
+
+    def __iter__(self):
+        caller = _sys._getframe(1)
+        if (caller.f_code.co_filename.endswith(_FETCH) and
+                caller.f_locals.get("auto_collation")):
+            raise TypeError(
+                "DataLoader(loader) batches the Loader's batches again (its default "
+                "batch_size=1 would give (1, B, ...) tensors): use DataLoader(loader, "
+                "batch_size=None), or iterate the Loader itself")
+        return super().__iter__()
+
+    def dataset_fingerprint(self):
+        """A short hash of the dataset's manifest: states record it, and load_state_dict
+        refuses a state saved on another dataset."""
+        if self._fingerprint is None:
+            with open(_os.path.join(_os.fsdecode(_os.fspath(self.path)),
+                                    "manifest.json"), "rb") as f:
+                self._fingerprint = _hashlib.sha256(f.read()).hexdigest()[:16]
+        return self._fingerprint
+
+    def state_dict(self):
+        state = super().state_dict()
+        state["dataset"] = self.dataset_fingerprint()
+        return state
+
+    def load_state_dict(self, state, strict=True):
+        if not isinstance(state, dict):
+            raise TypeError(f"load_state_dict takes the dict of state_dict(), not "
+                            f"{type(state).__name__}")
+        theirs = state.get("dataset")
+        if strict and theirs is not None and theirs != self.dataset_fingerprint():
+            raise ValueError(
+                f"state was saved on another dataset (manifest fingerprint {theirs}, this one "
+                f"{self.dataset_fingerprint()}): it would not resume the same samples "
+                "(load_state_dict(state, strict=False) loads it anyway)")
+        return super().load_state_dict(state, strict=strict)
+
+    @property
+    def classes(self):
+        """The class names; label L is classes[L] (torchvision ImageFolder's classes)."""
+        return Dataset(self.path).classes
+
+    @property
+    def class_to_idx(self):
+        """{class name: label} (torchvision ImageFolder's class_to_idx)."""
+        return Dataset(self.path).class_to_idx
+
+
+# the signatures inspect and IDEs show: the keywords, not (*args, **kwargs)
+Loader.__signature__ = _inspect.signature(Loader.__init__).replace(
+    parameters=list(_inspect.signature(Loader.__init__).parameters.values())[1:])
+Loader.state_dict.__doc__ = _shardread.Loader.state_dict.__doc__
+Loader.load_state_dict.__doc__ = _shardread.Loader.load_state_dict.__doc__

@@ -1,0 +1,45 @@
+/* augment_read.h - the read-time augmentations after the crop and flip, in the order the reader
+ * applies them (see shardread.h, "Augmentations"): ColorJitter and RandomGrayscale on the uint8
+ * sample, then, once the output kernel has converted it, RandomErasing on the delivered values.
+ *
+ * Internal to libshardread; pure functions of their arguments (thread-safe).
+ */
+#ifndef SHR_AUGMENT_READ_H
+#define SHR_AUGMENT_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "color.h"
+#include "erase.h"
+#include "shardread.h"
+#include "transform.h"
+
+/* What the options ask for, prepared once per reader. */
+typedef struct {
+    shr_color_jitter jitter;
+    double gray_p;
+    shr_erase erase;
+    int pixels;                     /* some op changes the uint8 pixels (jitter, grayscale) */
+    int any;                        /* some op is on */
+} shr_aug;
+
+SHR_INTERNAL void shr_aug_init(shr_aug *a, const shr_options *o);
+
+/* The reason o's augmentation options are bad, or NULL. */
+SHR_INTERNAL const char *shr_aug_check(const shr_options *o);
+
+/* Every augmentation's draws for the sample (output width x height) into p. */
+SHR_INTERNAL void shr_aug_draw(const shr_aug *a, uint64_t seed, uint64_t epoch, uint64_t index,
+                               uint32_t width, uint32_t height, shr_params *p);
+
+/* The uint8 ops of p on the sample px (width x height, channels, rows stride bytes apart). */
+SHR_INTERNAL void shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px,
+                                 uint32_t width, uint32_t height, uint32_t channels,
+                                 size_t stride);
+
+/* The ops on the delivered sample dst (o's dtype and layout). */
+SHR_INTERNAL void shr_aug_output(const shr_aug *a, const shr_tf_out *o, const shr_params *p,
+                                 void *dst);
+
+#endif

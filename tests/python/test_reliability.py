@@ -1,0 +1,76 @@
+"""Shards that do not open (on_error skip / substitute) and shards changed in place under an open
+Loader, in every access mode."""
+import os
+import struct
+
+import numpy as np
+import pytest
+
+import shardread
+from conftest import N_SAMPLES
+
+MODES = ["mmap", "pread", "direct"]
+SHARD = 7  # the fixture's samples per shard
+
+
+def originals(path):
+    ds = shardread.Dataset(path, access="pread")
+    return [np.array(ds[i][0]) for i in range(len(ds))]
+
+
+@pytest.mark.parametrize("access", MODES)
+def test_truncated_shard_is_skipped_or_replaced(fx, access):
+    d = fx.copy("fixed", f"trunc-{access}")
+    orig = originals(fx.fixed)
+    os.truncate(os.path.join(d, "shard-00001.raw"), 3000)
+    with pytest.raises(shardread.Error, match="shard-00001.raw"):
+        shardread.Loader(d, batch_size=5, access=access)
+    ld = shardread.Loader(d, batch_size=5, access=access, on_error="skip", return_indices=True)
+    seen = []
+    for images, _, idx in ld:
+        for img, i in zip(images, idx.tolist()):
+            assert np.array_equal(img, orig[i])
+            seen.append(i)
+    assert sorted(seen) == [i for i in range(N_SAMPLES) if not SHARD <= i < 2 * SHARD]
+    rec = ld.recovery()
+    assert rec["skipped"] == SHARD and rec["replaced"] == 0
+    assert "shard-00001.raw" in rec["last"]
+    ld = shardread.Loader(d, batch_size=5, access=access, on_error="substitute",
+                          return_indices=True)
+    n = sum(len(idx) for _, _, idx in ld)
+    assert n == N_SAMPLES and ld.recovery()["replaced"] == SHARD
+
+
+@pytest.mark.parametrize("access", MODES)
+def test_shard_overwritten_under_loader_is_caught(fx, access):
+    d = fx.copy("fixed", f"over-{access}")
+    orig = originals(fx.fixed)
+    # one sample per batch and one worker: at open only the first batches are read ahead
+    ld = shardread.Loader(d, batch_size=1, threads=1, prefetch=2, access=access,
+                          verify_samples=True, return_indices=True)
+    with open(os.path.join(d, "shard-00002.raw"), "rb") as f:
+        other = f.read()
+    with open(os.path.join(d, "shard-00001.raw"), "r+b") as f:   # in place, no truncation
+        f.write(other)
+    with pytest.raises(shardread.CorruptError, match="shard-00001.raw"):
+        for images, _, idx in ld:
+            assert np.array_equal(images[0], orig[int(idx[0])])
+
+
+@pytest.mark.parametrize("access", MODES)
+def test_index_rewritten_under_loader(fx, access, tmp_path):
+    d = fx.copy("fixed", f"index-{access}")
+    orig = originals(fx.fixed)
+    ld = shardread.Loader(d, batch_size=1, threads=1, prefetch=2, access=access,
+                          verify_samples=True, return_indices=True)
+    path = os.path.join(d, "shard-00001.raw")
+    with open(path, "r+b") as f:
+        index_offset = struct.unpack_from("<Q", f.read(256), 32)[0]
+        for e in range(SHARD):
+            f.seek(index_offset + 64 * e)
+            f.write(struct.pack("<Q", 1 << 40))
+    n = 0
+    for images, _, idx in ld:
+        assert np.array_equal(images[0], orig[int(idx[0])])
+        n += 1
+    assert n == N_SAMPLES

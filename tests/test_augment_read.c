@@ -1,0 +1,1067 @@
+/* test_augment_read.c - the reader's read-time augmentations (ColorJitter, RandomGrayscale,
+ * RandomErasing) against torchvision 0.14 and Pillow, byte for byte:
+ *   - Pillow's RGB -> HSV and HSV -> RGB on every one of the 2^24 inputs;
+ *   - each functional op (F.adjust_brightness, adjust_contrast, adjust_saturation, adjust_hue,
+ *     rgb_to_grayscale) on images of many sizes, odd ones included, RGB and L, over factors
+ *     inside and outside [0, 1];
+ *   - the draws: ColorJitter.get_params (its permutation and factors), RandomGrayscale and
+ *     RandomErasing.get_params fed the reader's words in place of torch's generator;
+ *   - whole samples from the reader (RandomResizedCrop + flip + ColorJitter + RandomGrayscale +
+ *     RandomErasing) equal torchvision's pipeline on the stored image with the reported
+ *     parameters; float outputs equal the uint8 ones converted, erased with the value;
+ *   - the same batches at 1 and 4 threads and after resumption; EINVAL for bad options.
+ * The reference runs in a python3 with torch, torchvision, numpy and Pillow (its script is
+ * written out by this program); without one those checks are skipped with a note.
+ *
+ * Fixtures are datasets built at run time by the shardc binaries of the same build directory. */
+#include "color.h"
+#include "erase.h"
+#include "shardread.h"
+#include "transform.h"
+
+#include <check.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_bin[1024];                /* directory holding shardc and shardc-mksample */
+static char g_root[1024];               /* temp dir of the whole run */
+static char g_rgb[1100];                /* RGB samples of many sizes */
+static char g_gray[1100];               /* the same, one channel */
+static char g_script[1100];             /* the reference script */
+static const char *g_py;                /* python3 with torchvision, or NULL */
+
+/* The reference script (python3 with torch, torchvision, numpy, Pillow), written out at run
+ * time into the fixtures' directory. */
+static const char *const g_check_py[] = {
+    "\"\"\"torchvision 0.14 and Pillow as the reference for the reader's augmentations.\n",
+    "\n",
+    "  check.py hsv DIR      Pillow's RGB -> HSV of every colour into DIR/rgb2hsv.bin, and its\n",
+    "                        HSV -> RGB of every HSV triple into DIR/hsv2rgb.bin (4096 x 4096 x 3)\n",
+    "  check.py ops DIR      DIR/ops.tsv: op factor width height channels in out; applies the\n",
+    "                        torchvision functional op to the raw uint8 image `in`, writes `out`\n",
+    "  check.py draws DIR    DIR/draws.tsv: the reader's draws with the words behind them; each must\n",
+    "                        equal torchvision's get_params fed the same words\n",
+    "  check.py reader DIR   DIR/samples.tsv: stored sample, reported parameters; writes what\n",
+    "                        torchvision's pipeline makes of it\n",
+    "\"\"\"\n",
+    "import sys\n",
+    "from fractions import Fraction\n",
+    "\n",
+    "import numpy as np\n",
+    "import torch\n",
+    "import torchvision.transforms as T\n",
+    "import torchvision.transforms.functional as F\n",
+    "from PIL import Image\n",
+    "\n",
+    "\n",
+    "def fail(msg):\n",
+    "    print(f\"augment_check: {msg}\", file=sys.stderr)\n",
+    "    sys.exit(1)\n",
+    "\n",
+    "\n",
+    "def load(path, w, h, c):\n",
+    "    a = np.fromfile(path, dtype=np.uint8).reshape(h, w, c)\n",
+    "    return Image.fromarray(a[:, :, 0], \"L\") if c == 1 else Image.fromarray(a, \"RGB\")\n",
+    "\n",
+    "\n",
+    "def save(img, path):\n",
+    "    np.asarray(img, dtype=np.uint8).tofile(path)\n",
+    "\n",
+    "\n",
+    "def apply(img, op, f):\n",
+    "    if op == \"brightness\":\n",
+    "        return F.adjust_brightness(img, f)\n",
+    "    if op == \"contrast\":\n",
+    "        return F.adjust_contrast(img, f)\n",
+    "    if op == \"saturation\":\n",
+    "        return F.adjust_saturation(img, f)\n",
+    "    if op == \"hue\":\n",
+    "        return F.adjust_hue(img, f)\n",
+    "    if op == \"gray\":\n",
+    "        return F.rgb_to_grayscale(img, len(img.getbands()))\n",
+    "    fail(f\"unknown op {op}\")\n",
+    "\n",
+    "\n",
+    "def cmd_hsv(d):\n",
+    "    v = np.arange(1 << 24, dtype=np.uint32)\n",
+    "    a = np.stack([(v >> 16) & 255, (v >> 8) & 255, v & 255], axis=-1).astype(np.uint8)\n",
+    "    a = a.reshape(4096, 4096, 3)\n",
+    "    np.asarray(Image.fromarray(a, \"RGB\").convert(\"HSV\")).tofile(f\"{d}/rgb2hsv.bin\")\n",
+    "    np.asarray(Image.frombytes(\"HSV\", (4096, 4096), a.tobytes()).convert(\"RGB\")).tofile(\n",
+    "        f\"{d}/hsv2rgb.bin\")\n",
+    "\n",
+    "\n",
+    "def cmd_ops(d):\n",
+    "    for line in open(f\"{d}/ops.tsv\"):\n",
+    "        op, f, w, h, c, src, dst = line.split()\n",
+    "        img = apply(load(src, int(w), int(h), int(c)), op, float.fromhex(f))\n",
+    "        save(img, dst)\n",
+    "\n",
+    "\n",
+    "def f32_round(fr):\n",
+    "    \"\"\"The float32 nearest to the rational fr (ties to even): torch's fused multiply-add.\"\"\"\n",
+    "    c = np.float32(float(fr))\n",
+    "    best = None\n",
+    "    for v in (np.nextafter(c, np.float32(-np.inf)), c, np.nextafter(c, np.float32(np.inf))):\n",
+    "        key = (abs(Fraction(float(v)) - fr), int(np.array(v).view(np.uint32)) & 1)\n",
+    "        if best is None or key < best[0]:\n",
+    "            best = (key, v)\n",
+    "    return best[1]\n",
+    "\n",
+    "\n",
+    "class Words:\n",
+    "    \"\"\"torch's generator, replaced by the reader's words in the order torch draws them.\"\"\"\n",
+    "\n",
+    "    def __init__(self, words):\n",
+    "        self.words, self.k = words, 0\n",
+    "\n",
+    "    def next(self):\n",
+    "        w = self.words[self.k]\n",
+    "        self.k += 1\n",
+    "        return w\n",
+    "\n",
+    "    def randperm(self, n, **kw):\n",
+    "        r = list(range(n))\n",
+    "        for i in range(n - 1):\n",
+    "            z = self.next() % (n - i)\n",
+    "            r[i], r[i + z] = r[i + z], r[i]\n",
+    "        return torch.tensor(r)\n",
+    "\n",
+    "    def empty(self, *size, **kw):\n",
+    "        outer = self\n",
+    "\n",
+    "        class Draw:\n",
+    "            def uniform_(self, lo, hi):\n",
+    "                lo32, hi32 = np.float32(float(lo)), np.float32(float(hi))\n",
+    "                x = Fraction(outer.next() & 0xFFFFFF, 1 << 24)\n",
+    "                v = f32_round(x * Fraction(float(hi32 - lo32)) + Fraction(float(lo32)))\n",
+    "                return torch.tensor([v], dtype=torch.float32)\n",
+    "        return Draw()\n",
+    "\n",
+    "    def rand(self, *size, **kw):\n",
+    "        return torch.tensor([np.float32((self.next() & 0xFFFFFF) / 2**24)])\n",
+    "\n",
+    "    def randint(self, low, high, size=None, **kw):\n",
+    "        return torch.tensor([self.next() % (high - low) + low])\n",
+    "\n",
+    "\n",
+    "def words_of(hexes):\n",
+    "    out = []\n",
+    "    for h in hexes:\n",
+    "        v = int(h, 16)\n",
+    "        out += [v & 0xFFFFFFFF, v >> 32]\n",
+    "    return out\n",
+    "\n",
+    "\n",
+    "def f32hex(v):\n",
+    "    return float(np.float32(v)).hex()\n",
+    "\n",
+    "\n",
+    "def cmd_draws(d):\n",
+    "    real = torch.randperm, torch.empty, torch.rand, torch.randint\n",
+    "    n = 0\n",
+    "    try:\n",
+    "        for line in open(f\"{d}/draws.tsv\"):\n",
+    "            f = line.split()\n",
+    "            kind = f[0]\n",
+    "            if kind == \"jitter\":\n",
+    "                b0, b1, c0, c1, s0, s1, h0, h1 = (float(v) for v in f[1:9])\n",
+    "                order = [int(v) for v in f[9:13]]\n",
+    "                mask = int(f[13])\n",
+    "                fac = [float.fromhex(v) for v in f[14:18]]\n",
+    "                g = Words(words_of(f[18:]))\n",
+    "                cj = T.ColorJitter((b0, b1), (c0, c1), (s0, s1), (h0, h1))\n",
+    "                torch.randperm, torch.empty = g.randperm, g.empty\n",
+    "                idx, b, c, s, h = cj.get_params(cj.brightness, cj.contrast, cj.saturation, cj.hue)\n",
+    "                torch.randperm, torch.empty = real[0], real[1]\n",
+    "                want_mask = sum(1 << k for k, v in enumerate((b, c, s, h)) if v is not None)\n",
+    "                want_fac = [b if b is not None else 1.0, c if c is not None else 1.0,\n",
+    "                            s if s is not None else 1.0, h if h is not None else 0.0]\n",
+    "                if idx.tolist() != order or want_mask != mask or want_fac != fac:\n",
+    "                    fail(f\"ColorJitter draws: torchvision {idx.tolist()} {want_mask} {want_fac}, \"\n",
+    "                         f\"the reader {order} {mask} {fac}\")\n",
+    "            elif kind == \"gray\":\n",
+    "                p, got = float(f[1]), int(f[2])\n",
+    "                g = Words(words_of(f[3:]))\n",
+    "                torch.rand = g.rand\n",
+    "                marker = Image.new(\"RGB\", (1, 1), (255, 0, 0))\n",
+    "                want = int(T.RandomGrayscale(p)(marker).getpixel((0, 0))[1] != 0)\n",
+    "                torch.rand = real[2]\n",
+    "                if want != got:\n",
+    "                    fail(f\"RandomGrayscale({p}): torchvision {want}, the reader {got}\")\n",
+    "            elif kind == \"erase\":\n",
+    "                p, s0, s1, r0, r1 = (float(v) for v in f[1:6])\n",
+    "                W, H, e, x, y, w, h = (int(v) for v in f[6:13])\n",
+    "                g = Words(words_of(f[13:]))\n",
+    "                torch.rand, torch.empty, torch.randint = g.rand, g.empty, g.randint\n",
+    "                img = torch.full((3, H, W), 1.0)\n",
+    "                out = T.RandomErasing(p, (s0, s1), (r0, r1), value=0)(img)\n",
+    "                torch.rand, torch.empty, torch.randint = real[2], real[1], real[3]\n",
+    "                zero = (out == 0).all(0).nonzero()\n",
+    "                if len(zero):\n",
+    "                    wy, wx = int(zero[:, 0].min()), int(zero[:, 1].min())\n",
+    "                    wh, ww = int(zero[:, 0].max()) - wy + 1, int(zero[:, 1].max()) - wx + 1\n",
+    "                    want = (1, wx, wy, ww, wh)\n",
+    "                else:\n",
+    "                    want = (0, 0, 0, 0, 0)\n",
+    "                if (e, x, y, w, h) != want and not (e == 1 and (w == 0 or h == 0) and want[0] == 0):\n",
+    "                    fail(f\"RandomErasing on {W}x{H} ({line.strip()}): torchvision {want}, the reader \"\n",
+    "                         f\"{(e, x, y, w, h)}\")\n",
+    "            n += 1\n",
+    "    finally:\n",
+    "        torch.randperm, torch.empty, torch.rand, torch.randint = real\n",
+    "    print(f\"augment_check: {n} draws equal torchvision's\", file=sys.stderr)\n",
+    "\n",
+    "\n",
+    "FILTERS = [T.InterpolationMode.NEAREST, T.InterpolationMode.BOX, T.InterpolationMode.BILINEAR,\n",
+    "           T.InterpolationMode.HAMMING, T.InterpolationMode.BICUBIC, T.InterpolationMode.LANCZOS]\n",
+    "\n",
+    "\n",
+    "def cmd_reader(d):\n",
+    "    \"\"\"Each line: stored W H C filter outW outH x y w h flip jitter o0 o1 o2 o3 b c s hue gray\n",
+    "    erase ex ey ew eh in out; out receives torchvision's uint8 result (erased with 0).\"\"\"\n",
+    "    for line in open(f\"{d}/samples.tsv\"):\n",
+    "        f = line.split()\n",
+    "        W, H, C, filt, ow, oh, x, y, w, h, flip, jit = (int(v) for v in f[:12])\n",
+    "        order = [int(v) for v in f[12:16]]\n",
+    "        fac = [float.fromhex(v) for v in f[16:20]]\n",
+    "        gray, erase, ex, ey, ew, eh = (int(v) for v in f[20:26])\n",
+    "        src, dst = f[26], f[27]\n",
+    "        img = load(src, W, H, C)\n",
+    "        img = F.resized_crop(img, y, x, h, w, [oh, ow], FILTERS[filt])\n",
+    "        if flip:\n",
+    "            img = F.hflip(img)\n",
+    "        names = [\"brightness\", \"contrast\", \"saturation\", \"hue\"]\n",
+    "        for k in order:\n",
+    "            if jit & (1 << k):\n",
+    "                img = apply(img, names[k], fac[k])\n",
+    "        if gray:\n",
+    "            img = apply(img, \"gray\", 0)\n",
+    "        t = F.pil_to_tensor(img)\n",
+    "        if erase:\n",
+    "            t = F.erase(t, ey, ex, eh, ew, torch.tensor([0], dtype=torch.uint8)[:, None, None])\n",
+    "        t.permute(1, 2, 0).contiguous().numpy().tofile(dst)\n",
+    "\n",
+    "\n",
+    "if __name__ == \"__main__\":\n",
+    "    {\"hsv\": cmd_hsv, \"ops\": cmd_ops, \"draws\": cmd_draws, \"reader\": cmd_reader}[sys.argv[1]](sys.argv[2])\n",
+};
+
+/* ---- fixtures ---- */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static int run_quiet(const char *cmd)
+{
+    char full[8192];
+    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static int find_bins(void)
+{
+    char exe[1024], probe[1200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        snprintf(g_bin, sizeof g_bin, "%s/../bin", dirname(exe));
+        snprintf(probe, sizeof probe, "%s/shardc", g_bin);
+        if (file_exists(probe))
+            return 0;
+    }
+    const char *build = getenv("BUILD");
+    snprintf(g_bin, sizeof g_bin, "%s/bin", build && *build ? build : "build");
+    snprintf(probe, sizeof probe, "%s/shardc", g_bin);
+    return file_exists(probe) ? 0 : -1;
+}
+
+/* A python with numpy, torch, torchvision and Pillow: $SHARDC_PYTHON, $PYTHON, /usr/bin/python3
+ * or python3. */
+static const char *find_python(void)
+{
+    static char found[512];
+    const char *env = getenv("SHARDC_PYTHON"), *env2 = getenv("PYTHON");
+    const char *cands[] = {env && *env ? env : NULL, env2 && *env2 ? env2 : NULL,
+                           "/usr/bin/python3", "python3"};
+    for (size_t i = 0; i < 4; i++) {
+        if (!cands[i])
+            continue;
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy, torch, torchvision, PIL'", cands[i]);
+        if (run_quiet(cmd) == 0) {
+            snprintf(found, sizeof found, "%s", cands[i]);
+            return found;
+        }
+    }
+    return NULL;
+}
+
+static int build_fixtures(void)
+{
+    if (find_bins() != 0) {
+        fprintf(stderr, "test_augment_read: shardc not found next to the test (run make all)\n");
+        return -1;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_root, sizeof g_root, "%s/test_augment_read.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_root)) {
+        g_root[0] = '\0';
+        return -1;
+    }
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 8 "
+             "--min-side 30 --max-side 90 --no-broken --quiet", g_bin, g_root);
+    if (run_quiet(cmd) != 0)
+        return -1;
+    snprintf(g_rgb, sizeof g_rgb, "%s/rgb", g_root);
+    snprintf(g_gray, sizeof g_gray, "%s/gray", g_root);
+    const char *sets[][2] = {
+        {g_rgb, "--short-side 40 --max-side 64"},
+        {g_gray, "--short-side 40 --max-side 64 --gray"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/src' -o '%s' %s --shard-samples 7 -j 2 "
+                 "--no-progress", g_bin, g_root, sets[i][0], sets[i][1]);
+        if (run_quiet(cmd) != 0) {
+            fprintf(stderr, "test_augment_read: failed: %s\n", cmd);
+            return -1;
+        }
+    }
+    snprintf(g_script, sizeof g_script, "%s/augment_check.py", g_root);
+    FILE *f = fopen(g_script, "w");
+    if (!f)
+        return -1;
+    for (size_t i = 0; i < sizeof g_check_py / sizeof g_check_py[0]; i++)
+        fputs(g_check_py[i], f);
+    if (fclose(f) != 0)
+        return -1;
+    g_py = find_python();
+    if (!g_py)
+        fprintf(stderr, "test_augment_read: no python3 with torchvision and Pillow: the checks "
+                "against torchvision are skipped (set PYTHON)\n");
+    return 0;
+}
+
+static void remove_fixtures(void)
+{
+    if (g_root[0])
+        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Run the reference script's MODE on DIR: 1 done, 0 skipped (no python). */
+static int run_check(const char *mode, const char *dir)
+{
+    if (!g_py)
+        return 0;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' %s '%s' >&2", g_py, g_script, mode, dir);
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s check failed (see above)", mode);
+    return 1;
+}
+
+static void make_dir(char *dir, size_t len, const char *name)
+{
+    snprintf(dir, len, "%s/%s", g_root, name);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static uint8_t *read_file(const char *path, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    uint8_t *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq(fread(p, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+    return p;
+}
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+/* ---- Pillow's HSV conversions, every input ---- */
+
+START_TEST(test_hsv_all)
+{
+    char dir[1200], path[1300];
+    make_dir(dir, sizeof dir, "hsv");
+    if (!run_check("hsv", dir))
+        return;
+    size_t n = (size_t)1 << 24;
+    snprintf(path, sizeof path, "%s/rgb2hsv.bin", dir);
+    uint8_t *want = read_file(path, 3 * n);
+    size_t bad = 0;
+    for (size_t v = 0; v < n; v++) {
+        uint8_t in[3] = {(uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v}, got[3];
+        shr_color_rgb2hsv(in, got);
+        if (memcmp(got, want + 3 * v, 3) != 0 && bad++ == 0)
+            ck_abort_msg("rgb2hsv(%u, %u, %u): %u %u %u, Pillow %u %u %u", in[0], in[1], in[2],
+                         got[0], got[1], got[2], want[3 * v], want[3 * v + 1], want[3 * v + 2]);
+    }
+    free(want);
+    snprintf(path, sizeof path, "%s/hsv2rgb.bin", dir);
+    want = read_file(path, 3 * n);
+    for (size_t v = 0; v < n; v++) {
+        uint8_t in[3] = {(uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v}, got[3];
+        shr_color_hsv2rgb(in, got);
+        if (memcmp(got, want + 3 * v, 3) != 0 && bad++ == 0)
+            ck_abort_msg("hsv2rgb(%u, %u, %u): %u %u %u, Pillow %u %u %u", in[0], in[1], in[2],
+                         got[0], got[1], got[2], want[3 * v], want[3 * v + 1], want[3 * v + 2]);
+    }
+    free(want);
+}
+END_TEST
+
+/* The hue's vector path against the plain one (checked against Pillow above): every colour at
+ * several shifts, and every shift on a sample of colours, at widths that leave tails. */
+START_TEST(test_hue_paths)
+{
+    size_t n = (size_t)1 << 24;
+    uint8_t *all = malloc(3 * n), *a = malloc(3 * n), *b = malloc(3 * n);
+    ck_assert(all && a && b);
+    for (size_t v = 0; v < n; v++) {
+        all[3 * v] = (uint8_t)(v >> 16);
+        all[3 * v + 1] = (uint8_t)(v >> 8);
+        all[3 * v + 2] = (uint8_t)v;
+    }
+    const double factors[] = {-0.2, 0.0, 0.25};
+    for (size_t k = 0; k < sizeof factors / sizeof factors[0]; k++) {
+        memcpy(a, all, 3 * n);
+        memcpy(b, all, 3 * n);
+        shr_color_hue_path(a, 4096, 4096, 3, 4096 * 3, factors[k], 0);
+        shr_color_hue_path(b, 4096, 4096, 3, 4096 * 3, factors[k], 1);
+        /* one assertion per factor: check's per-call bookkeeping would dominate 50M of them */
+        if (memcmp(a, b, 3 * n) != 0) {
+            size_t i = 0;
+            while (a[i] == b[i])
+                i++;
+            ck_abort_msg("hue %g, colour %06zx: vector %u, plain %u", factors[k], i / 3, b[i],
+                         a[i]);
+        }
+    }
+    for (int shift = 0; shift < 256; shift++) {
+        uint32_t w = 4093, h = 13;
+        size_t bytes = (size_t)w * h * 3;
+        for (size_t i = 0; i < bytes; i++)
+            a[i] = b[i] = (uint8_t)rnd();
+        double f = (shift < 128 ? shift : shift - 256) / 255.0 + (shift < 128 ? 1e-9 : -1e-9);
+        shr_color_hue_path(a, w, h, 3, (size_t)w * 3, f, 0);
+        shr_color_hue_path(b, w, h, 3, (size_t)w * 3, f, 1);
+        ck_assert_msg(memcmp(a, b, bytes) == 0, "hue shift %d: the paths differ", shift);
+    }
+    free(all);
+    free(a);
+    free(b);
+}
+END_TEST
+
+/* ---- each op on images of many sizes ---- */
+
+/* Pixels with structure (gradients, flat patches, greys) and noise. */
+static void fill_image(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, int kind)
+{
+    for (uint32_t y = 0; y < h; y++)
+        for (uint32_t x = 0; x < w; x++)
+            for (uint32_t k = 0; k < c; k++) {
+                uint8_t v;
+                switch (kind) {
+                case 0:
+                    v = (uint8_t)rnd();
+                    break;
+                case 1:
+                    v = (uint8_t)((x * 255 / (w > 1 ? w - 1 : 1) + k * 85 + y * 3) & 255);
+                    break;
+                case 2:                 /* greys with a little colour here and there */
+                    v = (uint8_t)(y * 7 + x * 5);
+                    if (k && (x + y) % 5 == 0)
+                        v = (uint8_t)(v + rnd() % 9);
+                    break;
+                default:                /* dark and bright extremes */
+                    v = rnd() % 2 ? (uint8_t)(rnd() % 8) : (uint8_t)(248 + rnd() % 8);
+                    break;
+                }
+                p[((size_t)y * w + x) * c + k] = v;
+            }
+}
+
+typedef void (*op_fn)(uint8_t *, uint32_t, uint32_t, uint32_t, size_t, double);
+
+static void op_brightness(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
+{
+    shr_color_brightness(p, w, h, c, s, (float)f);
+}
+
+static void op_contrast(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
+{
+    shr_color_contrast(p, w, h, c, s, (float)f);
+}
+
+static void op_saturation(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
+{
+    shr_color_saturation(p, w, h, c, s, (float)f);
+}
+
+static void op_hue(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
+{
+    shr_color_hue(p, w, h, c, s, f);
+}
+
+static void op_gray(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
+{
+    shr_color_grayscale(p, w, h, c, s);
+}
+
+START_TEST(test_ops_pillow)
+{
+    char dir[1200], path[1300];
+    make_dir(dir, sizeof dir, "ops");
+    const struct {
+        const char *name;
+        op_fn fn;
+        double f[8];
+        int nf;
+    } ops[] = {
+        {"brightness", op_brightness, {0.0, 0.3, 0.8, 0.999, 1.0, 1.2, 1.77, 4.5}, 8},
+        {"contrast", op_contrast, {0.0, 0.2, 0.8, 1.0, 1.05, 1.2, 2.3, 9.0}, 8},
+        {"saturation", op_saturation, {0.0, 0.1, 0.8, 1.0, 1.19, 1.5, 3.0, 7.0}, 8},
+        {"hue", op_hue, {-0.5, -0.3, -0.1, -0.001, 0.0, 0.0625, 0.2, 0.5}, 8},
+        {"gray", op_gray, {0.0}, 1},
+    };
+    const uint32_t sizes[][2] = {{1, 1}, {2, 3}, {7, 5}, {17, 13}, {64, 48}, {97, 255}, {224, 224}};
+    /* factors as float32 values, as the reader draws them (hue: the float32 draw in double) */
+    snprintf(path, sizeof path, "%s/ops.tsv", dir);
+    FILE *list = fopen(path, "w");
+    ck_assert_ptr_nonnull(list);
+    int n = 0;
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (int fi = 0; fi < ops[o].nf; fi++)
+            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+                for (uint32_t c = 1; c <= 3; c += 2) {
+                    uint32_t w = sizes[si][0], h = sizes[si][1];
+                    size_t bytes = (size_t)w * h * c;
+                    uint8_t *img = malloc(bytes);
+                    fill_image(img, w, h, c, (int)((si + fi + o) % 4));
+                    char in[1400], out[1400];
+                    snprintf(in, sizeof in, "%s/in-%d.raw", dir, n);
+                    snprintf(out, sizeof out, "%s/want-%d.raw", dir, n);
+                    write_file(in, img, bytes);
+                    fprintf(list, "%s %a %u %u %u %s %s\n", ops[o].name,
+                            (double)(float)ops[o].f[fi], w, h, c, in, out);
+                    free(img);
+                    n++;
+                }
+    ck_assert_int_eq(fclose(list), 0);
+    if (!run_check("ops", dir))
+        return;
+    g_rng = 0x9e3779b97f4a7c15ULL;      /* the same images again */
+    n = 0;
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (int fi = 0; fi < ops[o].nf; fi++)
+            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+                for (uint32_t c = 1; c <= 3; c += 2) {
+                    uint32_t w = sizes[si][0], h = sizes[si][1];
+                    size_t bytes = (size_t)w * h * c;
+                    char in[1400], out[1400];
+                    snprintf(in, sizeof in, "%s/in-%d.raw", dir, n);
+                    snprintf(out, sizeof out, "%s/want-%d.raw", dir, n);
+                    uint8_t *img = read_file(in, bytes), *want = read_file(out, bytes);
+                    /* through a stride wider than the row, to catch stride mistakes */
+                    size_t stride = (size_t)w * c + 5;
+                    uint8_t *buf = calloc(stride * h, 1);
+                    for (uint32_t y = 0; y < h; y++)
+                        memcpy(buf + y * stride, img + (size_t)y * w * c, (size_t)w * c);
+                    ops[o].fn(buf, w, h, c, stride, (double)(float)ops[o].f[fi]);
+                    for (uint32_t y = 0; y < h; y++)
+                        for (size_t i = 0; i < (size_t)w * c; i++)
+                            ck_assert_msg(buf[y * stride + i] == want[(size_t)y * w * c + i],
+                                          "%s(%g) on %ux%ux%u: byte %zu of row %u is %u, "
+                                          "torchvision %u", ops[o].name, ops[o].f[fi], w, h, c,
+                                          i, y, buf[y * stride + i],
+                                          want[(size_t)y * w * c + i]);
+                    free(buf);
+                    free(img);
+                    free(want);
+                    n++;
+                }
+    fprintf(stderr, "test_augment_read: %d op images equal torchvision's\n", n);
+}
+END_TEST
+
+/* ---- the draws ---- */
+
+static shr_options base_options(uint64_t seed)
+{
+    shr_options o;
+    shr_options_init(&o);
+    o.seed = seed;
+    o.width = 32;
+    o.height = 24;
+    return o;
+}
+
+static void put_words(FILE *f, const shr_options *o, uint64_t epoch, uint64_t i, uint32_t salt,
+                      uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++)
+        fprintf(f, " %016" PRIx64, shr_mix(o->seed, epoch, i, (uint64_t)salt + k));
+    fputc('\n', f);
+}
+
+START_TEST(test_draws_torchvision)
+{
+    char dir[1200], path[1300];
+    make_dir(dir, sizeof dir, "draws");
+    snprintf(path, sizeof path, "%s/draws.tsv", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    const double jit[][8] = {
+        {0.6, 1.4, 0.6, 1.4, 0.6, 1.4, -0.1, 0.1},          /* ColorJitter(0.4, 0.4, 0.4, 0.1) */
+        {1.0, 1.0, 0.0, 3.0, 1.0, 1.0, -0.5, 0.5},          /* brightness and saturation off */
+        {0.25, 0.25, 1.0, 1.0, 0.2, 0.9, 0.0, 0.0},         /* fixed brightness; hue off */
+        {0.0, 2.0, 0.5, 0.5, 1.0, 1.0, 0.3, 0.3},
+    };
+    int n = 0;
+    for (size_t k = 0; k < 4; k++) {
+        shr_options o = base_options(300 + k);
+        memcpy(o.jitter_brightness, jit[k], sizeof o.jitter_brightness);
+        memcpy(o.jitter_contrast, jit[k] + 2, sizeof o.jitter_contrast);
+        memcpy(o.jitter_saturation, jit[k] + 4, sizeof o.jitter_saturation);
+        memcpy(o.jitter_hue, jit[k] + 6, sizeof o.jitter_hue);
+        uint32_t counts[4] = {0};
+        for (uint64_t i = 0; i < 1500; i++) {
+            shr_params p;
+            ck_assert_int_eq(shr_draw_params(&o, i % 3, i, 50, 40, &p), 0);
+            fprintf(f, "jitter");
+            for (int j = 0; j < 8; j++)
+                fprintf(f, " %.17g", jit[k][j]);
+            fprintf(f, " %u %u %u %u %u %a %a %a %a", p.jitter_order[0], p.jitter_order[1],
+                    p.jitter_order[2], p.jitter_order[3], p.jitter, (double)p.brightness,
+                    (double)p.contrast, (double)p.saturation, (double)p.hue);
+            put_words(f, &o, i % 3, i, SHR_SALT_JITTER, 4);
+            counts[p.jitter_order[0]]++;
+            n++;
+        }
+        /* the first op of the permutation is uniform over the four */
+        for (int j = 0; j < 4; j++)
+            ck_assert_msg(counts[j] > 300 && counts[j] < 450, "op %d first %u times of 1500", j,
+                          counts[j]);
+    }
+    const double gray_p[] = {0.1, 0.5, 1.0};
+    for (size_t k = 0; k < 3; k++) {
+        shr_options o = base_options(400 + k);
+        o.grayscale_p = gray_p[k];
+        for (uint64_t i = 0; i < 500; i++) {
+            shr_params p;
+            ck_assert_int_eq(shr_draw_params(&o, 1, i, 50, 40, &p), 0);
+            fprintf(f, "gray %.17g %u", gray_p[k], p.gray);
+            put_words(f, &o, 1, i, SHR_SALT_GRAY, 1);
+            n++;
+        }
+    }
+    const double er[][5] = {
+        {0.5, 0.02, 0.33, 0.3, 3.3}, {1.0, 0.3, 0.9, 0.1, 10.0}, {1.0, 0.0, 0.05, 1.0, 1.0},
+    };
+    const uint32_t dims[][2] = {{32, 24}, {224, 224}, {7, 5}, {1, 9}, {176, 176}};
+    for (size_t k = 0; k < 3; k++)
+        for (size_t d = 0; d < 5; d++) {
+            shr_options o = base_options(500 + k);
+            o.width = dims[d][0];
+            o.height = dims[d][1];
+            o.erase_p = er[k][0];
+            o.erase_scale[0] = er[k][1];
+            o.erase_scale[1] = er[k][2];
+            o.erase_ratio[0] = er[k][3];
+            o.erase_ratio[1] = er[k][4];
+            for (uint64_t i = 0; i < 300; i++) {
+                shr_params p;
+                ck_assert_int_eq(shr_draw_params(&o, 2, i, 300, 200, &p), 0);
+                if (p.erase) {
+                    ck_assert_uint_le(p.erase_x + p.erase_w, o.width);
+                    ck_assert_uint_le(p.erase_y + p.erase_h, o.height);
+                }
+                fprintf(f, "erase %.17g %.17g %.17g %.17g %.17g %u %u %u %u %u %u %u", er[k][0],
+                        er[k][1], er[k][2], er[k][3], er[k][4], o.width, o.height, p.erase,
+                        p.erase_x, p.erase_y, p.erase_w, p.erase_h);
+                put_words(f, &o, 2, i, SHR_SALT_ERASE, 12);
+                n++;
+            }
+        }
+    ck_assert_int_eq(fclose(f), 0);
+    run_check("draws", dir);
+}
+END_TEST
+
+/* ---- whole samples through the reader ---- */
+
+typedef struct {
+    uint8_t *data;              /* n samples */
+    shr_params *params;
+    int64_t *idx;
+    uint32_t n;
+} rec;
+
+/* All batches of `epochs` epochs from a reader with options o. */
+static rec *record(const char *ds, const shr_options *o, int epochs, size_t *nrec,
+                   size_t *sample_bytes)
+{
+    shr_reader *r;
+    int rc = shr_open(&r, ds, o);
+    ck_assert_msg(rc == 0, "shr_open: %s", shr_last_error(NULL));
+    shr_info info;
+    shr_get_info(r, &info);
+    size_t one = info.batch_bytes / o->batch_size;
+    *sample_bytes = one;
+    rec *v = NULL;
+    size_t n = 0;
+    for (int e = 0; e < epochs; e++) {
+        const shr_batch *b;
+        while ((rc = shr_next(r, &b)) == 0) {
+            v = realloc(v, (n + 1) * sizeof *v);
+            v[n].n = b->n;
+            v[n].data = malloc(one * b->n);
+            memcpy(v[n].data, b->data, one * b->n);
+            v[n].params = malloc(sizeof(shr_params) * b->n);
+            memcpy(v[n].params, b->params, sizeof(shr_params) * b->n);
+            v[n].idx = malloc(sizeof(int64_t) * b->n);
+            memcpy(v[n].idx, b->indices, sizeof(int64_t) * b->n);
+            n++;
+            shr_release(r, b);
+        }
+        ck_assert_int_eq(rc, SHR_EEND);
+    }
+    shr_close(r);
+    *nrec = n;
+    return v;
+}
+
+static void free_recs(rec *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].data);
+        free(v[i].params);
+        free(v[i].idx);
+    }
+    free(v);
+}
+
+static shr_options jitter_options(uint64_t seed, uint32_t w, uint32_t h)
+{
+    shr_options o;
+    shr_options_init(&o);
+    o.batch_size = 5;
+    o.order = SHR_ORDER_RANDOM;
+    o.seed = seed;
+    o.rrc = 1;
+    o.width = w;
+    o.height = h;
+    o.flip = 1;
+    o.jitter_brightness[0] = 0.6;
+    o.jitter_brightness[1] = 1.4;
+    o.jitter_contrast[0] = 0.6;
+    o.jitter_contrast[1] = 1.4;
+    o.jitter_saturation[0] = 0.6;
+    o.jitter_saturation[1] = 1.4;
+    o.jitter_hue[0] = -0.1;
+    o.jitter_hue[1] = 0.1;
+    o.grayscale_p = 0.2;
+    o.erase_p = 0.5;
+    return o;
+}
+
+START_TEST(test_reader_pixels)
+{
+    char dir[1200], path[1300];
+    make_dir(dir, sizeof dir, "pixels");
+    snprintf(path, sizeof path, "%s/samples.tsv", dir);
+    FILE *list = fopen(path, "w");
+    ck_assert_ptr_nonnull(list);
+    const struct {
+        const char *dir;
+        uint32_t w, h;
+        shr_filter f;
+        double hue;
+    } cases[] = {
+        {g_rgb, 48, 36, SHR_FILTER_BILINEAR, 0.1},
+        {g_rgb, 33, 17, SHR_FILTER_BICUBIC, 0.5},
+        {g_rgb, 224, 224, SHR_FILTER_BILINEAR, 0.1},
+        {g_rgb, 1, 1, SHR_FILTER_NEAREST, 0.3},
+        {g_gray, 48, 36, SHR_FILTER_BILINEAR, 0.1},
+        {g_gray, 17, 13, SHR_FILTER_LANCZOS, 0.1},
+    };
+    shr_dataset *ds[2];
+    ck_assert_int_eq(shr_dataset_open(&ds[0], g_rgb, SHR_ACCESS_MMAP), 0);
+    ck_assert_int_eq(shr_dataset_open(&ds[1], g_gray, SHR_ACCESS_MMAP), 0);
+    int n = 0, seen[4] = {0};
+    rec *all[sizeof cases / sizeof cases[0]];
+    size_t nall[sizeof cases / sizeof cases[0]];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        shr_options o = jitter_options(60 + k, cases[k].w, cases[k].h);
+        o.filter = cases[k].f;
+        o.jitter_hue[0] = -cases[k].hue;
+        o.jitter_hue[1] = cases[k].hue;
+        o.access = (shr_access)(k % 3);
+        size_t one;
+        rec *v = record(cases[k].dir, &o, 2, &nall[k], &one);
+        all[k] = v;
+        shr_dataset *d = ds[cases[k].dir == g_gray];
+        for (size_t i = 0; i < nall[k]; i++)
+            for (uint32_t j = 0; j < v[i].n; j++) {
+                shr_sample st;
+                ck_assert_int_eq(shr_dataset_sample(d, (uint64_t)v[i].idx[j], &st), 0);
+                uint8_t *px = malloc(st.bytes);
+                ck_assert_int_eq(shr_dataset_read(d, (uint64_t)v[i].idx[j], px, st.bytes, NULL),
+                                 0);
+                char stored[1400], out[1400];
+                snprintf(stored, sizeof stored, "%s/stored-%zu-%zu-%u.raw", dir, k, i, j);
+                snprintf(out, sizeof out, "%s/want-%zu-%zu-%u.raw", dir, k, i, j);
+                write_file(stored, px, st.bytes);
+                free(px);
+                const shr_params *p = &v[i].params[j];
+                fprintf(list, "%u %u %u %d %u %u %u %u %u %u %u %u %u %u %u %u %a %a %a %a %u "
+                        "%u %u %u %u %u %s %s\n", st.width, st.height, st.channels,
+                        (int)o.filter, o.width, o.height, p->x, p->y, p->w, p->h, p->flip,
+                        p->jitter, p->jitter_order[0], p->jitter_order[1], p->jitter_order[2],
+                        p->jitter_order[3], (double)p->brightness, (double)p->contrast,
+                        (double)p->saturation, (double)p->hue, p->gray, p->erase, p->erase_x,
+                        p->erase_y, p->erase_w, p->erase_h, stored, out);
+                seen[0] += p->gray;
+                seen[1] += p->erase;
+                seen[2] += p->flip;
+                seen[3] += p->jitter == 15;
+                n++;
+            }
+    }
+    ck_assert_int_eq(fclose(list), 0);
+    ck_assert_msg(seen[0] > 0 && seen[1] > 0 && seen[2] > 0 && seen[3] > 0,
+                  "every op should have run on some sample (%d %d %d %d)", seen[0], seen[1],
+                  seen[2], seen[3]);
+    if (run_check("reader", dir)) {
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            uint32_t ch = cases[k].dir == g_gray ? 1 : 3;
+            size_t one = (size_t)cases[k].w * cases[k].h * ch;
+            for (size_t i = 0; i < nall[k]; i++)
+                for (uint32_t j = 0; j < all[k][i].n; j++) {
+                    char out[1400];
+                    snprintf(out, sizeof out, "%s/want-%zu-%zu-%u.raw", dir, k, i, j);
+                    uint8_t *want = read_file(out, one);
+                    const uint8_t *got = all[k][i].data + one * j;
+                    for (size_t b = 0; b < one; b++)
+                        ck_assert_msg(got[b] == want[b], "case %zu, batch %zu, sample %u "
+                                      "(index %" PRId64 "): byte %zu is %u, torchvision %u", k,
+                                      i, j, all[k][i].idx[j], b, got[b], want[b]);
+                    free(want);
+                }
+        }
+        fprintf(stderr, "test_augment_read: %d reader samples equal torchvision's\n", n);
+    }
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        free_recs(all[k], nall[k]);
+    shr_dataset_close(ds[0]);
+    shr_dataset_close(ds[1]);
+}
+END_TEST
+
+/* float32 NCHW normalised and float16: the uint8 sample converted, the erased box holding the
+ * value (in delivered units) */
+START_TEST(test_float_erase)
+{
+    shr_options o = jitter_options(77, 40, 30);
+    o.erase_p = 0.7;
+    size_t nu, one_u;
+    rec *u = record(g_rgb, &o, 1, &nu, &one_u);
+    shr_options of = o;
+    of.dtype = SHR_DTYPE_F32;
+    of.layout = SHR_LAYOUT_NCHW;
+    of.normalize = SHR_NORM_GIVEN;
+    const float mean[3] = {123.675f, 116.28f, 103.53f}, std[3] = {58.395f, 57.12f, 57.375f};
+    const float val[3] = {0.5f, -1.25f, 2.0f};
+    for (int c = 0; c < 3; c++) {
+        of.mean[c] = mean[c];
+        of.std[c] = std[c];
+        of.erase_value[c] = val[c];
+    }
+    size_t nf, one_f;
+    rec *f = record(g_rgb, &of, 1, &nf, &one_f);
+    ck_assert_uint_eq(nu, nf);
+    int erased = 0;
+    for (size_t i = 0; i < nu; i++)
+        for (uint32_t j = 0; j < u[i].n; j++) {
+            const shr_params *p = &u[i].params[j];
+            ck_assert_mem_eq(p, &f[i].params[j], sizeof *p);
+            const uint8_t *a = u[i].data + one_u * j;
+            const float *b = (const float *)(f[i].data + one_f * j);
+            erased += p->erase;
+            for (uint32_t y = 0; y < o.height; y++)
+                for (uint32_t x = 0; x < o.width; x++)
+                    for (uint32_t c = 0; c < 3; c++) {
+                        int in = p->erase && x >= p->erase_x && x < p->erase_x + p->erase_w &&
+                                 y >= p->erase_y && y < p->erase_y + p->erase_h;
+                        float want = in ? val[c] : ((float)a[((size_t)y * o.width + x) * 3 + c] -
+                                                    mean[c]) / std[c];
+                        float got = b[((size_t)c * o.height + y) * o.width + x];
+                        if (!in)
+                            ck_assert_uint_ne(a[((size_t)y * o.width + x) * 3 + c] + 1, 0);
+                        ck_assert_msg(memcmp(&got, &want, 4) == 0, "(%u, %u, %u): %a, want %a",
+                                      c, y, x, (double)got, (double)want);
+                    }
+        }
+    ck_assert_int_gt(erased, 0);
+    free_recs(u, nu);
+    free_recs(f, nf);
+}
+END_TEST
+
+/* the same batches at 1 and 4 threads, in every access mode, and after resumption */
+START_TEST(test_determinism)
+{
+    shr_options o = jitter_options(91, 48, 36);
+    o.threads = 1;
+    size_t n1, one;
+    rec *a = record(g_rgb, &o, 2, &n1, &one);
+    for (int acc = 0; acc < 3; acc++) {
+        shr_options o4 = o;
+        o4.threads = 4;
+        o4.access = (shr_access)acc;
+        size_t n4;
+        rec *b = record(g_rgb, &o4, 2, &n4, &one);
+        ck_assert_uint_eq(n1, n4);
+        for (size_t i = 0; i < n1; i++) {
+            ck_assert_uint_eq(a[i].n, b[i].n);
+            ck_assert_mem_eq(a[i].data, b[i].data, one * a[i].n);
+            ck_assert_mem_eq(a[i].params, b[i].params, sizeof(shr_params) * a[i].n);
+        }
+        free_recs(b, n4);
+    }
+    /* resume at batch 2 of epoch 1 */
+    shr_options orr = o;
+    orr.epoch = 1;
+    orr.cursor = 2;
+    orr.threads = 3;
+    size_t nr;
+    rec *r = record(g_rgb, &orr, 1, &nr, &one);
+    size_t per_epoch = n1 / 2;
+    ck_assert_uint_eq(nr, per_epoch - 2);
+    for (size_t i = 0; i < nr; i++)
+        ck_assert_mem_eq(r[i].data, a[per_epoch + 2 + i].data, one * r[i].n);
+    free_recs(r, nr);
+    free_recs(a, n1);
+}
+END_TEST
+
+START_TEST(test_bad_options)
+{
+    shr_options o;
+    shr_reader *r;
+    const struct {
+        int field;
+        double lo, hi;
+    } ranges[] = {
+        {0, -0.1, 1.0}, {0, 1.5, 1.2}, {1, -1, 1}, {2, 0.5, INFINITY}, {3, -0.6, 0.1},
+        {3, 0.1, 0.51}, {3, 0.2, 0.1}, {2, NAN, 1},
+    };
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+        o = jitter_options(1, 32, 24);
+        double *f[] = {o.jitter_brightness, o.jitter_contrast, o.jitter_saturation,
+                       o.jitter_hue};
+        f[ranges[i].field][0] = ranges[i].lo;
+        f[ranges[i].field][1] = ranges[i].hi;
+        ck_assert_int_eq(shr_open(&r, g_rgb, &o), SHR_EINVAL);
+        ck_assert_ptr_null(r);
+        ck_assert_msg(strstr(shr_last_error(NULL), "jitter") != NULL, "%s",
+                      shr_last_error(NULL));
+        shr_params p;
+        ck_assert_int_eq(shr_draw_params(&o, 0, 0, 10, 10, &p), SHR_EINVAL);
+    }
+    o = jitter_options(1, 32, 24);
+    o.grayscale_p = 1.5;
+    ck_assert_int_eq(shr_open(&r, g_rgb, &o), SHR_EINVAL);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "grayscale_p"));
+    o = jitter_options(1, 32, 24);
+    o.erase_p = -0.1;
+    ck_assert_int_eq(shr_open(&r, g_rgb, &o), SHR_EINVAL);
+    o = jitter_options(1, 32, 24);
+    o.erase_scale[1] = 1.2;
+    ck_assert_int_eq(shr_open(&r, g_rgb, &o), SHR_EINVAL);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "erase_scale"));
+    o = jitter_options(1, 32, 24);
+    o.erase_ratio[0] = 0;
+    ck_assert_int_eq(shr_open(&r, g_rgb, &o), SHR_EINVAL);
+    o = jitter_options(1, 32, 24);
+    o.erase_value[1] = 0.5f;           /* not a byte, with uint8 output */
+    ck_assert_int_eq(shr_open(&r, g_rgb, &o), SHR_EINVAL);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "erase_value"));
+    o.dtype = SHR_DTYPE_F32;           /* fine as a float */
+    ck_assert_int_eq(shr_open(&r, g_rgb, &o), 0);
+    shr_close(r);
+    /* the defaults change nothing: the same bytes as a reader without these fields set */
+    shr_options_init(&o);
+    ck_assert(o.jitter_brightness[0] == 1 && o.jitter_brightness[1] == 1 &&
+              o.jitter_hue[0] == 0 && o.jitter_hue[1] == 0 && o.grayscale_p == 0 &&
+              o.erase_p == 0);
+}
+END_TEST
+
+static Suite *augment_suite(void)
+{
+    Suite *s = suite_create("augment_read");
+    TCase *tc = tcase_create("augment_read");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_hsv_all);
+    tcase_add_test(tc, test_hue_paths);
+    tcase_add_test(tc, test_ops_pillow);
+    tcase_add_test(tc, test_draws_torchvision);
+    tcase_add_test(tc, test_reader_pixels);
+    tcase_add_test(tc, test_float_erase);
+    tcase_add_test(tc, test_determinism);
+    tcase_add_test(tc, test_bad_options);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (build_fixtures() != 0) {
+        remove_fixtures();
+        fprintf(stderr, "test_augment_read: cannot build the fixture datasets\n");
+        return EXIT_FAILURE;
+    }
+    SRunner *sr = srunner_create(augment_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    remove_fixtures();
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
