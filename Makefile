@@ -35,7 +35,7 @@ OPT ?= -O2
 PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 # Libraries used by formats/ and compiler/ (pkg-config names). Evaluated lazily, so `make deps`
 # can install them first.
-PKGS := libjpeg spng jansson libxxhash hdf5 lmdb liblz4 libzstd liburing
+PKGS := libjpeg spng zlib jansson libxxhash hdf5 lmdb liblz4 libzstd liburing
 TEST_PKGS := check libpng
 # Libraries of compiler/ alone (archives as inputs): its objects, and the programs and tests that
 # link the compiler library; never libshardread or the Python module
@@ -48,6 +48,7 @@ pkglibs = $(shell pkg-config --libs $(1) 2>/dev/null)
 # the compiler would then name the wrong header.
 DEB_libjpeg := libjpeg62-turbo-dev
 DEB_spng := libspng-dev
+DEB_zlib := zlib1g-dev
 DEB_jansson := libjansson-dev
 DEB_libxxhash := libxxhash-dev
 DEB_hdf5 := libhdf5-dev

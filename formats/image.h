@@ -71,7 +71,10 @@ int fmt_image_probe(const void *buf, size_t len, fmt_image_info *info, fmt_msg *
  * error, never a partially gray image (a JPEG is read up to EOI, a PNG up to IEND with its CRCs
  * checked, a BMP's pixel data must be all there), and a file Pillow reads with a complaint is
  * decoded with a warning: libjpeg's "corrupt JPEG data" warnings (junk before a marker, a bad
- * segment), a PNG or BMP pixel naming an entry past its palette. A JPEG may also be refused for
+ * segment), a PNG or BMP pixel naming an entry past its palette. Files Pillow refuses at open
+ * are refused here too, naming the chunk or segment: APNG frame-sequence errors, PNG text or ICC
+ * chunks inflating past 1 MiB (or 64 MiB of text in all), a zTXt compression method other than 0,
+ * JPEG Photoshop (APP13) and MPF (APP2) segments Pillow cannot parse. A JPEG may also be refused for
  * more than 500 scans (FMT_ECORRUPT) or needing more than 2 GiB inside libjpeg (FMT_ETOOBIG).
  * opts NULL: 3 channels, full size, default limits. msg is cleared first; on success it stays
  * empty unless the decode had a warning, which it then names (one line; the first warning, with

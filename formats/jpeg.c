@@ -172,16 +172,142 @@ static void jpeg_dec_init(struct jpeg_dec *d)
     d->cinfo.err = &d->err.pub;
 }
 
+/* A Photoshop APP13 ("Photoshop 3.0\0" and 8BIM resource blocks), walked as Pillow 9.4's APP
+ * handler walks it: a block cut short stops the walk (struct.error, caught), except one that ends
+ * right after its 2-byte resource ID, whose name length Pillow then indexes past the end
+ * (IndexError, which Image.open turns into "cannot identify image file"). A ResolutionInfo
+ * (0x03ED) block of fewer than 14 bytes also stops the walk. 0 or FMT_ECORRUPT. */
+static int jpeg_pillow_photoshop(const uint8_t *s, size_t n, fmt_msg *msg)
+{
+    uint64_t off = 14;
+    while (off + 4 <= n && memcmp(s + off, "8BIM", 4) == 0) {
+        off += 4;
+        if (off + 2 > n)
+            break;
+        unsigned code = (unsigned)s[off] << 8 | s[off + 1];
+        off += 2;
+        if (off == n)
+            return fmt_fail(msg, FMT_ECORRUPT, "JPEG Photoshop segment: 8BIM resource 0x%04x cut "
+                            "after its ID (Pillow cannot identify the file)", code);
+        off += 1 + (uint64_t)s[off];
+        off += off & 1;
+        if (off + 4 > n)
+            break;
+        uint64_t size = (uint64_t)s[off] << 24 | (uint64_t)s[off + 1] << 16 |
+                        (uint64_t)s[off + 2] << 8 | s[off + 3];
+        off += 4;
+        if (code == 0x03ED && (off >= n || n - off < 14 || size < 14))
+            break;
+        off += size;
+        off += off & 1;
+    }
+    return 0;
+}
+
+static uint32_t jpeg_tiff_u(const uint8_t *p, int big, int bytes)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint32_t)p[i] << (8 * (big ? bytes - 1 - i : i));
+    return v;
+}
+
+/* An MPF APP2 ("MPF\0", then a TIFF header and one IFD), read as Pillow 9.4's _getmp reads it
+ * when it opens a JPEG: every failure inside it is a warning (the file is read as a plain JPEG)
+ * but one: when NumberOfImages (0xB001) is an integer N >= 1 (its first value: Pillow's
+ * TiffTags declares one) and MPEntry (0xB002) a byte string (BYTE or UNDEFINED) shorter than the
+ * N 16-byte entries, struct.unpack_from raises struct.error, which
+ * escapes and makes Image.open refuse the file. The walk stops where Pillow's does: the first
+ * entry with an image format other than JPEG is a SyntaxError (a warning). Pillow keeps the
+ * tags read before a truncated IFD and stops at a tag whose data lies past the segment.
+ * 0 or FMT_ECORRUPT. */
+static int jpeg_pillow_mpf(const uint8_t *s, size_t n, fmt_msg *msg)
+{
+    static const char *const prefixes[] = {"MM\x00\x2A", "II\x2A\x00", "MM\x2A\x00",
+                                           "II\x00\x2A", "MM\x00\x2B", "II\x2B\x00"};
+    const uint8_t *t = s + 4;
+    size_t tl = n - 4;
+    int ok = 0;
+    for (size_t i = 0; tl >= 8 && i < sizeof prefixes / sizeof prefixes[0]; i++)
+        ok |= memcmp(t, prefixes[i], 4) == 0;
+    if (!ok || t[2] == 0x2B) /* Pillow's BigTIFF test (only "II+\0" passes it) fails: a warning */
+        return 0;
+    int big = t[0] == 'M';
+    int entries_big = memcmp(t, "MM\x00\x2A", 4) == 0; /* _getmp's own endianness test */
+    uint64_t ifd = jpeg_tiff_u(t + 4, big, 4);
+    if (ifd + 2 > tl)
+        return 0;
+    /* unit sizes of the TIFF types Pillow loads (0: skipped) */
+    static const uint8_t unit[17] = {0, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 4, 8, 4, 0, 0, 8};
+    unsigned count = jpeg_tiff_u(t + ifd, big, 2);
+    int quant_int = 0, have_quant = 0, have_entries = 0, entries_bytes = 0;
+    int64_t quant = 0;
+    const uint8_t *ent = NULL;
+    uint64_t ent_len = 0;
+    for (unsigned i = 0; i < count; i++) {
+        uint64_t e = ifd + 2 + 12 * (uint64_t)i;
+        if (e + 12 > tl)
+            break;
+        unsigned tag = jpeg_tiff_u(t + e, big, 2), type = jpeg_tiff_u(t + e + 2, big, 2);
+        uint64_t cnt = jpeg_tiff_u(t + e + 4, big, 4);
+        if (type > 16 || unit[type] == 0)
+            continue;
+        uint64_t size = cnt * unit[type];
+        const uint8_t *data = t + e + 8;
+        if (size > 4) {
+            uint64_t off = jpeg_tiff_u(t + e + 8, big, 4);
+            if (off > tl || size > tl - off)
+                break; /* _safe_read fails: Pillow stops loading here */
+            data = t + off;
+        }
+        if (size == 0)
+            continue;
+        if (tag == 0xB001) { /* TiffTags gives it one value: the first is kept */
+            have_quant = 1;
+            quant_int = type != 1 && type != 2 && type != 5 && type != 7 && type != 10 &&
+                        type != 11 && type != 12;
+            if (quant_int) {
+                uint64_t v = jpeg_tiff_u(data, big, unit[type] > 4 ? 4 : unit[type]);
+                if (unit[type] == 8) /* LONG8: the high half first when big-endian */
+                    v = big ? (uint64_t)jpeg_tiff_u(data, 1, 4) << 32 | jpeg_tiff_u(data + 4, 1, 4)
+                            : (uint64_t)jpeg_tiff_u(data + 4, 0, 4) << 32 | jpeg_tiff_u(data, 0, 4);
+                int sbits = type == 6 ? 8 : type == 8 ? 16 : type == 9 ? 32 : 0;
+                if (sbits && (v >> (sbits - 1)) & 1)
+                    quant = -1; /* negative: no entries */
+                else
+                    quant = v > INT64_MAX ? INT64_MAX : (int64_t)v;
+            }
+        } else if (tag == 0xB002) {
+            have_entries = 1;
+            entries_bytes = type == 1 || type == 7;
+            ent = data;
+            ent_len = size;
+        }
+    }
+    if (!have_quant || !quant_int || !have_entries || !entries_bytes)
+        return 0;
+    for (int64_t i = 0; i < quant; i++) {
+        if ((uint64_t)i * 16 + 16 > ent_len)
+            return fmt_fail(msg, FMT_ECORRUPT, "JPEG MPF segment: %lld images but MP entries for "
+                            "%llu (Pillow cannot identify the file)", (long long)quant,
+                            (unsigned long long)(ent_len / 16));
+        if ((jpeg_tiff_u(ent + 16 * i, entries_big, 4) >> 24 & 7) != 0)
+            return 0;
+    }
+    return 0;
+}
+
 /* Pillow parses the APP segments itself before libjpeg sees the file, and refuses a file where
  * that parsing fails outside its error handling (Pillow 9.4 JpegImagePlugin.APP): a JFIF APP0
  * or an Adobe APP14 shorter than 7 bytes, and an Exif APP1 whose TIFF header cannot be read
  * (fewer than 8 bytes, or BigTIFF), when Pillow reads it to look for a resolution: while no
- * earlier segment gave one. libjpeg saves those segments for us; 0 or FMT_ECORRUPT. */
+ * earlier segment gave one; a Photoshop APP13 or an MPF APP2 that Pillow cannot parse (above).
+ * libjpeg saves those segments for us; 0 or FMT_ECORRUPT. */
 static int jpeg_pillow_app(j_decompress_ptr cinfo, fmt_msg *msg)
 {
     int dpi = 0;
-    const uint8_t *exif = NULL;
-    unsigned exif_len = 0;
+    const uint8_t *exif = NULL, *mpf = NULL;
+    unsigned exif_len = 0, mpf_len = 0;
     for (jpeg_saved_marker_ptr m = cinfo->marker_list; m; m = m->next) {
         const uint8_t *s = m->data;
         unsigned n = m->data_length;
@@ -195,6 +321,14 @@ static int jpeg_pillow_app(j_decompress_ptr cinfo, fmt_msg *msg)
             exif_len = n;
         } else if (m->marker == JPEG_APP0 + 14 && n >= 5 && memcmp(s, "Adobe", 5) == 0 && n < 7) {
             return fmt_fail(msg, FMT_ECORRUPT, "JPEG Adobe segment of %u bytes too short", n);
+        } else if (m->marker == JPEG_APP0 + 13 && n >= 14 &&
+                   memcmp(s, "Photoshop 3.0\0", 14) == 0) {
+            int rc = jpeg_pillow_photoshop(s, n, msg);
+            if (rc)
+                return rc;
+        } else if (m->marker == JPEG_APP0 + 2 && n >= 4 && memcmp(s, "MPF\0", 4) == 0) {
+            mpf = s; /* Pillow keeps the last one */
+            mpf_len = n;
         }
         if (dpi || !exif)
             continue;
@@ -214,7 +348,7 @@ static int jpeg_pillow_app(j_decompress_ptr cinfo, fmt_msg *msg)
         if (tiff && (tl < 8 || t[2] == 0x2B))
             return fmt_fail(msg, FMT_ECORRUPT, "JPEG Exif segment with a truncated TIFF header");
     }
-    return 0;
+    return mpf ? jpeg_pillow_mpf(mpf, mpf_len, msg) : 0;
 }
 
 /* jpeg_create_decompress, jpeg_mem_src, jpeg_read_header. Only called from a *_run function that
@@ -229,6 +363,8 @@ static void jpeg_dec_header(struct jpeg_dec *d, const uint8_t *buf, size_t len)
     jpeg_mem_src(&d->cinfo, buf, (unsigned long)len);
     jpeg_save_markers(&d->cinfo, JPEG_APP0, 0xffff);
     jpeg_save_markers(&d->cinfo, JPEG_APP0 + 1, 0xffff);
+    jpeg_save_markers(&d->cinfo, JPEG_APP0 + 2, 0xffff);
+    jpeg_save_markers(&d->cinfo, JPEG_APP0 + 13, 0xffff);
     jpeg_save_markers(&d->cinfo, JPEG_APP0 + 14, 0xffff);
     jpeg_read_header(&d->cinfo, TRUE);
 }

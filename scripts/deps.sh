@@ -12,6 +12,7 @@ build_pkgs=(
   build-essential pkg-config
   libjpeg62-turbo-dev libjpeg-turbo-progs  # JPEG codec (libjpeg API) and djpeg, the test reference
   libspng-dev libpng-dev                   # PNG: libspng decodes, libpng is the second decoder in tests
+  zlib1g-dev                               # zlib: the text and ICC chunks Pillow inflates (png.c)
   libxxhash-dev                            # XXH3 sample hashes
   liblz4-dev libzstd-dev                   # shardc build --compress lz4|zstd
   libjansson-dev                           # manifest.json

@@ -6,7 +6,9 @@
 # --strict they are rejects. Classes: JPEG junk before markers, bad Exif/Adobe segments, cut
 # scans; BMP RLE8/RLE4 (each escape code, top-down, row overflow), OS/2 headers, bfOffBits gaps,
 # missing and short palettes, bad planes, DIB files, bitfield layouts and palette sizes Pillow
-# refuses; PNG 16-bit gray (clipped) and palettes too short for their indices.
+# refuses; PNG 16-bit gray (clipped) and palettes too short for their indices, APNG sequence
+# numbers, text chunks inflating past Pillow's limits, compression methods; JPEG Photoshop and MPF
+# segments Pillow cannot read.
 . "$(dirname "$0")/lib.sh"
 
 PY=${SHARDC_PYTHON:-$PYPIL}
@@ -53,6 +55,23 @@ put("adobe_short.jpg", j[:2] + b"\xff\xee" + struct.pack(">H", 7) + b"Adobe" + j
 put("adobe_9.jpg", j[:2] + b"\xff\xee" + struct.pack(">H", 11) + b"Adobe\x00\x64\x00\x00" + j[2:])
 put("trunc.jpg", j[:len(j) * 2 // 3])
 put("no_eoi.jpg", j[:-2])
+# Photoshop APP13 and MPF APP2 segments as Pillow's APP handler and _getmp read them
+def seg(m, payload): return b"\xff" + bytes((m,)) + struct.pack(">H", len(payload) + 2) + payload
+PS = b"Photoshop 3.0\0"
+res = b"8BIM\x03\xed\0\0" + struct.pack(">I", 16) + b"\0" * 16
+put("ps_ok.jpg", j[:2] + seg(0xED, PS + res + b"8BIM\x04\x04\0\0" + struct.pack(">I", 3) + b"abc\0") + j[2:])
+put("ps_cut_after_id.jpg", j[:2] + seg(0xED, PS + res + b"8BIM\x04\x04") + j[2:])
+put("ps_cut_in_size.jpg", j[:2] + seg(0xED, PS + b"8BIM\x04\x04\0\0\0") + j[2:])
+def mpf(n, entries, typ=7, head=b"MM\0\x2a"):
+    e = ">" if head[:2] == b"MM" else "<"
+    off = 8 + 2 + 24 + 4
+    ifd = struct.pack(e + "H", 2) + struct.pack(e + "HHLL", 0xB001, 4, 1, n) + struct.pack(e + "HHLL", 0xB002, typ, len(entries), off) + b"\0" * 4
+    return j[:2] + seg(0xE2, b"MPF\0" + head + struct.pack(e + "L", 8) + ifd + entries) + j[2:]
+put("mpf_ok.jpg", mpf(2, b"\0" * 32))
+put("mpf_short_entries.jpg", mpf(3, b"\0" * 32))
+put("mpf_short_entries_le.jpg", mpf(3, b"\0" * 40, head=b"II\x2a\0"))
+put("mpf_short_long_entries.jpg", mpf(3, b"\0" * 32, typ=4))
+put("mpf_bad_format_first.jpg", mpf(3, struct.pack(">L", 1 << 24) + b"\0" * 28))
 # ---- BMP ----
 out = "bmp"
 def info(w, h, bits, comp=0, colors=0, planes=1, hsz=40, extra=b""):
@@ -214,6 +233,44 @@ plte = chunk(b"PLTE", bytes([10, 20, 30, 40, 50, 60, 70, 80, 90]))
 put("warn_past_p8.png", png(W, H, 8, 3, b"".join(b"\0" + bytes((x + y) % 6 for x in range(W)) for y in range(H)), plte))
 put("warn_past_p4.png", png(4, 2, 4, 3, b"\0\x01\x23\0\xff\x02", plte))
 put("p8.png", png(W, H, 8, 3, b"".join(b"\0" + bytes((x + y) % 3 for x in range(W)) for y in range(H)), plte))
+# APNG chunks as Pillow checks them: sequence numbers over fcTL/fdAT (in an animated file only up
+# to the fcTL after the image data), lengths, frame regions
+raw8 = b"".join(b"\0" + bytes((x * 19 + y * 3) % 256 for x in range(W * 3)) for y in range(H))
+def img(extra_before=b"", extra_after=b"", **k):
+    h = chunk(b"IHDR", struct.pack(">IIBBBBB", W, H, 8, 2, k.get("comp", 0), 0, k.get("inter", 0)))
+    return b"\x89PNG\r\n\x1a\n" + h + extra_before + chunk(b"IDAT", zlib.compress(k.get("raw", raw8))) + extra_after + chunk(b"IEND", b"")
+def actl(n): return chunk(b"acTL", struct.pack(">II", n, 0))
+def fctl(seq, w=W, h=H, x=0, y=0): return chunk(b"fcTL", struct.pack(">IIIIIHHBB", seq, w, h, x, y, 1, 10, 0, 0))
+def fdat(seq): return chunk(b"fdAT", struct.pack(">I", seq) + zlib.compress(raw8))
+put("apng_ok.png", img(actl(2) + fctl(0), fctl(1) + fdat(2)))
+put("apng_default_ok.png", img(actl(1), fctl(0) + fdat(1)))
+put("apng_later_frame_bad.png", img(actl(2) + fctl(0), fctl(5) + fdat(6)))
+put("apng_fctl_seq1.png", img(actl(2) + fctl(1)))
+put("apng_1frame_fdat_bad.png", img(actl(1) + fctl(0), fdat(4)))
+put("apng_noactl_fctl_after.png", img(b"", fctl(3) + fdat(4)))
+put("apng_noactl_fdat_after.png", img(b"", fdat(1)))
+put("apng_fctl_short.png", img(actl(2) + chunk(b"fcTL", b"\0" * 10)))
+put("apng_actl_short.png", img(chunk(b"acTL", b"\0" * 4)))
+put("apng_frame_outside.png", img(actl(1) + fctl(0), fctl(1, w=W + 1) + fdat(2)))
+put("apng_actl_twice.png", img(actl(2) + actl(2) + fctl(0), fctl(1) + fdat(5)))
+# text chunks: a field inflating past 1 MiB, past 64 MiB of text in all, compression methods
+bomb = zlib.compress(b"a" * (1024 * 1024 + 1), 9)
+mib = zlib.compress(b"a" * (1024 * 1024), 9)
+put("ztxt_bomb.png", img(chunk(b"zTXt", b"k\0\0" + bomb)))
+put("ztxt_bomb_after.png", img(b"", chunk(b"zTXt", b"k\0\0" + bomb)))
+put("ztxt_1mib.png", img(chunk(b"zTXt", b"k\0\0" + mib)))
+put("itxt_bomb.png", img(chunk(b"iTXt", b"k\0\1\0\0\0" + bomb)))
+put("itxt_bomb_method1.png", img(chunk(b"iTXt", b"k\0\1\1\0\0" + bomb)))
+put("iccp_bomb.png", img(chunk(b"iCCP", b"p\0\0" + bomb)))
+put("anim_bomb_next_frame.png", img(actl(2) + fctl(0), fctl(1) + chunk(b"zTXt", b"k\0\0" + bomb) + fdat(2)))
+put("ztxt_65mib.png", img(b"".join(chunk(b"zTXt", b"k%d\0\0" % i + mib) for i in range(65))))
+put("ztxt_65mib_nokey.png", img(b"".join(chunk(b"zTXt", b"\0\0" + mib) for i in range(65))))
+put("ztxt_method1.png", img(chunk(b"zTXt", b"k\0\1" + zlib.compress(b"hi"))))
+put("ztxt_badzlib.png", img(chunk(b"zTXt", b"k\0\0garbage")))
+put("iccp_method1.png", img(chunk(b"iCCP", b"p\0\1" + zlib.compress(b"hi"))))
+put("iccp_nonul.png", img(chunk(b"iCCP", b"pppp")))
+put("ihdr_comp1.png", img(comp=1))
+put("ihdr_filter1.png", img()[:8] + chunk(b"IHDR", struct.pack(">IIBBBBB", W, H, 8, 2, 0, 1, 0)) + img()[33:])
 PY
 "$PY" "$T/gen.py" "$T/src" || { echo "generator failed"; exit 1; }
 
@@ -240,7 +297,7 @@ for mode, d in (("RGB", "rgb"), ("L", "gray")):
         name = os.path.relpath(p, os.path.join(t, "src"))
         try:
             im = Image.open(p)
-            if mode == "L" and im.format == "JPEG":
+            if mode == "L" and im.format in ("JPEG", "MPO"):  # MPO: a JPEG with an MPF segment
                 # the decoder's own luma, as for every gray JPEG (djpeg exits 2 after a warning)
                 im.convert("RGB")
                 ref = subprocess.run(["djpeg", "-grayscale", "-pnm", p], capture_output=True).stdout.split(b"\n", 3)[3]

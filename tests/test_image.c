@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 #include <unistd.h>
 
 #include <jpeglib.h> /* after stdio.h */
@@ -651,6 +652,73 @@ static uint8_t *jpeg_with_scans(int refinements, int *nscans, size_t *len)
 
 /* A progressive file with hundreds of scans (each one a pass over all coefficients) is refused;
  * one with a long but sane script decodes as djpeg does. */
+/* APP13 Photoshop and APP2 MPF segments that make Pillow 9.4 refuse a JPEG at open. */
+static uint8_t *jpeg_with_app(const uint8_t *jpg, size_t len, int marker, const void *p, size_t n,
+                              size_t *out_len)
+{
+    uint8_t *o = malloc(len + 4 + n);
+    memcpy(o, jpg, 2);
+    o[2] = 0xff;
+    o[3] = (uint8_t)marker;
+    o[4] = (uint8_t)((n + 2) >> 8);
+    o[5] = (uint8_t)(n + 2);
+    memcpy(o + 6, p, n);
+    memcpy(o + 6 + n, jpg + 2, len - 2);
+    *out_len = len + 4 + n;
+    return o;
+}
+
+START_TEST(test_jpeg_pillow_segments)
+{
+    fmt_image src, img;
+    make_pattern(&src, 32, 16, 3, 4);
+    uint8_t *jpg, *f;
+    size_t len, n;
+    encode_jpeg(&src, &(fmt_jpeg_opts){0}, &jpg, &len);
+    fmt_decode_opts o = {.channels = 3};
+    static const char ps_ok[] = "Photoshop 3.0\0" "8BIM\x04\x04\0\0\0\0\0\x02xy";
+    f = jpeg_with_app(jpg, len, 0xed, ps_ok, sizeof ps_ok - 1, &n);
+    decode_ok(f, n, &o, &img);
+    fmt_image_free(&img);
+    free(f);
+    static const char ps_cut[] = "Photoshop 3.0\0" "8BIM\x04\x04\0\0\0\0\0\x02xy" "8BIM\x04\x04";
+    f = jpeg_with_app(jpg, len, 0xed, ps_cut, sizeof ps_cut - 1, &n);
+    decode_fails(f, n, &o, FMT_ECORRUPT, "8BIM resource 0x0404 cut after its ID");
+    fmt_image_info info;
+    fmt_msg msg = {{0}};
+    ck_assert_int_eq(fmt_image_probe(f, n, &info, &msg), FMT_ECORRUPT);
+    free(f);
+    /* cut inside the size field: Pillow stops reading the resources */
+    f = jpeg_with_app(jpg, len, 0xed, ps_cut, sizeof ps_cut - 1 - 8, &n);
+    decode_ok(f, n, &o, &img);
+    fmt_image_free(&img);
+    free(f);
+
+    /* MPF: 3 images, entries for 2 */
+    uint8_t mpf[4 + 8 + 2 + 24 + 4 + 32] = "MPF\0MM\0\x2a\0\0\0\x08\0\x02";
+    uint8_t *e = mpf + 14;
+    memcpy(e, "\xb0\x01\0\x04\0\0\0\x01\0\0\0\x03", 12);
+    memcpy(e + 12, "\xb0\x02\0\x07\0\0\0\x20\0\0\0\x26", 12);
+    memset(e + 24, 0, 4 + 32);
+    f = jpeg_with_app(jpg, len, 0xe2, mpf, sizeof mpf, &n);
+    decode_fails(f, n, &o, FMT_ECORRUPT, "MPF segment: 3 images but MP entries for 2");
+    free(f);
+    e[11] = 2; /* 2 images: fine */
+    f = jpeg_with_app(jpg, len, 0xe2, mpf, sizeof mpf, &n);
+    decode_ok(f, n, &o, &img);
+    fmt_image_free(&img);
+    free(f);
+    e[11] = 3;
+    e[15] = 4; /* MPEntry as LONGs: a TypeError, which Pillow catches */
+    f = jpeg_with_app(jpg, len, 0xe2, mpf, sizeof mpf, &n);
+    decode_ok(f, n, &o, &img);
+    fmt_image_free(&img);
+    free(f);
+    free(jpg);
+    fmt_image_free(&src);
+}
+END_TEST
+
 START_TEST(test_jpeg_scan_limit)
 {
     int nscans;
@@ -1043,6 +1111,166 @@ static size_t png_find_chunk(const uint8_t *p, size_t len, const char *type)
     }
     return 0;
 }
+
+/* A copy of png (malloc'd, *out_len) with chunks inserted: `before` ahead of the first IDAT,
+ * `after` after the last one. Each is a list of {type, data, n}, type NULL ending it. */
+struct tchunk {
+    const char *type;
+    const void *data;
+    size_t n;
+};
+
+static size_t put_chunks(uint8_t *dst, const struct tchunk *c)
+{
+    size_t k = 0;
+    for (; c && c->type; c++) {
+        put_be32(dst + k, (uint32_t)c->n);
+        memcpy(dst + k + 4, c->type, 4);
+        if (c->n)
+            memcpy(dst + k + 8, c->data, c->n);
+        put_be32(dst + k + 8 + c->n, (uint32_t)crc32(0, dst + k + 4, (uInt)(c->n + 4)));
+        k += 12 + c->n;
+    }
+    return k;
+}
+
+static uint8_t *png_with_chunks(const uint8_t *png, size_t len, const struct tchunk *before,
+                                const struct tchunk *after, size_t *out_len)
+{
+    size_t extra = 0;
+    for (const struct tchunk *c = before; c && c->type; c++)
+        extra += 12 + c->n;
+    for (const struct tchunk *c = after; c && c->type; c++)
+        extra += 12 + c->n;
+    size_t idat = png_find_chunk(png, len, "IDAT"), iend = png_find_chunk(png, len, "IEND");
+    ck_assert(idat && iend);
+    uint8_t *o = malloc(len + extra);
+    size_t k = 0;
+    memcpy(o, png, idat);
+    k = idat + put_chunks(o + idat, before);
+    memcpy(o + k, png + idat, iend - idat);
+    k += iend - idat;
+    k += put_chunks(o + k, after);
+    memcpy(o + k, png + iend, len - iend);
+    *out_len = k + len - iend;
+    return o;
+}
+
+/* Files spng reads and Pillow 9.4 refuses (PngImagePlugin's chunk handlers), and a few that
+ * look alike and Pillow opens. */
+START_TEST(test_png_pillow_refuses)
+{
+    fmt_image src;
+    make_pattern(&src, 20, 10, 3, 9);
+    uint8_t *png, *f;
+    size_t len, n;
+    ck_assert_int_eq(fmt_png_encode(&src, 6, &png, &len), 0);
+    fmt_decode_opts o = {.channels = 3};
+    fmt_image img;
+    uint8_t actl[8] = {0, 0, 0, 2}, actl1[8] = {0, 0, 0, 1}, fctl0[26], fctl1[26], fctl5[26];
+    memset(fctl0, 0, sizeof fctl0);
+    put_be32(fctl0 + 4, 20);
+    put_be32(fctl0 + 8, 10);
+    memcpy(fctl1, fctl0, 26);
+    put_be32(fctl1, 1);
+    memcpy(fctl5, fctl0, 26);
+    put_be32(fctl5, 5);
+    uint8_t fdat2[4] = {0, 0, 0, 2}, fdat4[4] = {0, 0, 0, 4};
+
+    /* APNG: frame 0 good; a bad number after the next fcTL is not read by Pillow */
+    f = png_with_chunks(png, len, (struct tchunk[]){{"acTL", actl, 8}, {"fcTL", fctl0, 26}, {0}},
+                        (struct tchunk[]){{"fcTL", fctl5, 26}, {"fdAT", fdat4, 4}, {0}}, &n);
+    decode_ok(f, n, &o, &img);
+    assert_pixels_eq(img.pixels, src.pixels, (size_t)20 * 10 * 3, "APNG frame 0");
+    fmt_image_free(&img);
+    free(f);
+    /* the first fcTL numbered 1 */
+    f = png_with_chunks(png, len, (struct tchunk[]){{"acTL", actl, 8}, {"fcTL", fctl1, 26}, {0}},
+                        NULL, &n);
+    decode_fails(f, n, &o, FMT_ECORRUPT, "fcTL chunk with sequence number 1, expected 0");
+    free(f);
+    /* one frame: Pillow reads on to IEND, where an fdAT is out of sequence */
+    f = png_with_chunks(png, len, (struct tchunk[]){{"acTL", actl1, 8}, {"fcTL", fctl0, 26}, {0}},
+                        (struct tchunk[]){{"fdAT", fdat4, 4}, {0}}, &n);
+    decode_fails(f, n, &o, FMT_ECORRUPT, "APNG contains frame sequence errors");
+    fmt_image_info info;
+    fmt_msg msg = {{0}};
+    ck_assert_int_eq(fmt_image_probe(f, n, &info, &msg), FMT_ECORRUPT);
+    free(f);
+    f = png_with_chunks(png, len, NULL, (struct tchunk[]){{"fdAT", fdat2, 4}, {0}}, &n);
+    decode_fails(f, n, &o, FMT_ECORRUPT, "fdAT chunk before any fcTL");
+    free(f);
+    f = png_with_chunks(png, len, (struct tchunk[]){{"fcTL", fctl0, 20}, {0}}, NULL, &n);
+    decode_fails(f, n, &o, FMT_ECORRUPT, "fcTL chunk of 20 bytes truncated");
+    free(f);
+    put_be32(fctl1 + 4, 21);
+    f = png_with_chunks(png, len, NULL, (struct tchunk[]){{"fcTL", fctl0, 26}, {"fcTL", fctl1, 26},
+                        {0}}, &n);
+    decode_fails(f, n, &o, FMT_ECORRUPT, "APNG contains invalid frames");
+    free(f);
+
+    /* text: 1 MiB inflated is fine, one byte more is not, nor 65 MiB of text */
+    size_t big = 1024 * 1024 + 1;
+    uint8_t *a = malloc(big), *z = malloc(big);
+    memset(a, 'a', big);
+    uLongf zn = big;
+    ck_assert_int_eq(compress2(z + 3, &zn, a, big, 9), Z_OK);
+    ck_assert_uint_lt(zn, big - 3);
+    memcpy(z, "k\0\0", 3);
+    f = png_with_chunks(png, len, (struct tchunk[]){{"zTXt", z, zn + 3}, {0}}, NULL, &n);
+    decode_fails(f, n, &o, FMT_ETOOBIG, "Decompressed Data Too Large");
+    free(f);
+    f = png_with_chunks(png, len, NULL, (struct tchunk[]){{"iCCP", z, zn + 3}, {0}}, &n);
+    decode_fails(f, n, &o, FMT_ETOOBIG, "iCCP chunk inflates to more than 1048576 bytes");
+    free(f);
+    zn = big;
+    ck_assert_int_eq(compress2(z + 3, &zn, a, big - 1, 9), Z_OK);
+    f = png_with_chunks(png, len, (struct tchunk[]){{"zTXt", z, zn + 3}, {0}}, NULL, &n);
+    decode_ok(f, n, &o, &img);
+    fmt_image_free(&img);
+    free(f);
+    struct tchunk many[66];
+    for (int i = 0; i < 65; i++)
+        many[i] = (struct tchunk){"zTXt", z, zn + 3};
+    many[65] = (struct tchunk){0};
+    f = png_with_chunks(png, len, many, NULL, &n);
+    decode_fails(f, n, &o, FMT_ETOOBIG, "MAX_TEXT_MEMORY");
+    free(f);
+    z[0] = 0; /* no keyword: Pillow does not count the text */
+    f = png_with_chunks(png, len, many + 1, NULL, &n);
+    decode_ok(f, n, &o, &img);
+    fmt_image_free(&img);
+    free(f);
+
+    /* compression methods: zTXt's is checked, iCCP's is not (Pillow reads the NUL before it) */
+    f = png_with_chunks(png, len, (struct tchunk[]){{"zTXt", "k\0\1x", 4}, {0}}, NULL, &n);
+    decode_fails(f, n, &o, FMT_ECORRUPT, "zTXt chunk with unknown compression method 1");
+    free(f);
+    f = png_with_chunks(png, len, (struct tchunk[]){{"iCCP", "p\0\1x", 4}, {0}}, NULL, &n);
+    decode_ok(f, n, &o, &img);
+    fmt_image_free(&img);
+    free(f);
+    f = png_with_chunks(png, len, (struct tchunk[]){{"iCCP", "pppp", 4}, {0}}, NULL, &n);
+    decode_fails(f, n, &o, FMT_ECORRUPT, "iCCP chunk without a NUL");
+    free(f);
+    /* IHDR compression method 1: Pillow ignores it, so do we */
+    f = malloc(len);
+    memcpy(f, png, len);
+    f[26] = 1;
+    put_be32(f + 29, (uint32_t)crc32(0, f + 12, 17));
+    decode_ok(f, len, &o, &img);
+    assert_pixels_eq(img.pixels, src.pixels, (size_t)20 * 10 * 3, "IHDR compression 1");
+    fmt_image_free(&img);
+    f[27] = 1; /* filter method: refused */
+    put_be32(f + 29, (uint32_t)crc32(0, f + 12, 17));
+    decode_fails(f, len, &o, FMT_ECORRUPT, "filter method");
+    free(f);
+    free(a);
+    free(z);
+    free(png);
+    fmt_image_free(&src);
+}
+END_TEST
 
 START_TEST(test_png_roundtrip)
 {
@@ -1682,6 +1910,8 @@ static Suite *image_suite(void)
     tcase_add_loop_test(tc, test_png_vs_libpng, 0, (int)(sizeof pngcases / sizeof pngcases[0]));
     tcase_add_test(tc, test_png_gray_vs_pillow);
     tcase_add_test(tc, test_png_roundtrip);
+    tcase_add_test(tc, test_png_pillow_refuses);
+    tcase_add_test(tc, test_jpeg_pillow_segments);
     tcase_add_test(tc, test_png_damaged);
     tcase_add_test(tc, test_png_limits);
     tcase_add_test(tc, test_bmp_known_pixels);

@@ -148,6 +148,30 @@ bmp("gap-p8.bmp", info(13, 5, 8, 0, 4), pal[:16], bytes(range(80)), gap=b"\xee" 
 bmp("bf32.bmp", info(3, 2, 32, 3), struct.pack("<III", 0xFF000000, 0xFF0000, 0xFF00), bytes(range(24)))
 open(f"{out}/dib-p8.bmp", "wb").write(info(13, 5, 8, 0, 16) + pal + bytes(range(80)))
 PY
+# PNG chunks and JPEG segments Pillow checks at open (formats/png.c, formats/jpeg.c): an APNG
+# (acTL, fcTL, fdAT), compressed text and ICC chunks, a Photoshop APP13 and an MPF APP2
+[ -z "$pil" ] || "$pil" - "$tmp/pil" <<'PY'
+import io, struct, sys, zlib
+from PIL import Image
+out = sys.argv[1]
+def chunk(t, d): return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+raw = b"".join(b"\0" + bytes((x * 19 + y) % 256 for x in range(15)) for y in range(4))
+def png(before, after=b""):
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 5, 4, 8, 2, 0, 0, 0)) + before
+            + chunk(b"IDAT", zlib.compress(raw)) + after + chunk(b"IEND", b""))
+fctl = lambda seq: chunk(b"fcTL", struct.pack(">IIIIIHHBB", seq, 5, 4, 0, 0, 1, 10, 0, 0))
+fdat = lambda seq: chunk(b"fdAT", struct.pack(">I", seq) + zlib.compress(raw))
+open(f"{out}/apng.png", "wb").write(png(chunk(b"acTL", struct.pack(">II", 1, 0)) + fctl(0), fdat(1)))
+text = (chunk(b"zTXt", b"k\0\0" + zlib.compress(b"z" * 5000)) + chunk(b"iTXt", b"k\0\1\0en\0t\0" + zlib.compress("\u00e9".encode() * 9))
+        + chunk(b"iCCP", b"p\0\0" + zlib.compress(b"icc" * 50)) + chunk(b"tEXt", b"k\0v"))
+open(f"{out}/text.png", "wb").write(png(text))
+b = io.BytesIO(); Image.new("RGB", (8, 8), (9, 99, 199)).save(b, "JPEG"); j = b.getvalue()
+seg = lambda m, p: b"\xff" + bytes((m,)) + struct.pack(">H", len(p) + 2) + p
+ps = b"Photoshop 3.0\0" + b"8BIM\x03\xed\0\0" + struct.pack(">I", 16) + b"\0" * 16 + b"8BIM\x04\x04\0\0" + struct.pack(">I", 2) + b"xy"
+ifd = struct.pack(">H", 2) + struct.pack(">HHLL", 0xB001, 4, 1, 2) + struct.pack(">HHLL", 0xB002, 7, 32, 38) + b"\0" * 4
+mpf = b"MPF\0MM\0\x2a" + struct.pack(">L", 8) + ifd + b"\0" * 32
+open(f"{out}/segments.jpg", "wb").write(j[:2] + seg(0xED, ps) + seg(0xE2, mpf) + j[2:])
+PY
 opts=(00 01 02 05 0a 0f 10 21 30 0c)
 k=0
 add_image() {   # FILE: copy into the corpus of its type with an option byte in front
