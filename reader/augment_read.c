@@ -1,15 +1,29 @@
 /* augment_read.c - the read-time augmentation pipeline: options checked, draws made, ops
- * applied in order. The ops themselves are in color.c and erase.c. */
+ * applied in order. The ops themselves are in affine.c, autoaugment.c, color.c and erase.c.
+ *
+ * The order is torchvision's usual recipe: the crop (RandomResizedCrop) and the flip, then the
+ * geometric transforms (RandomRotation, RandomAffine), then the policy (TrivialAugmentWide or
+ * RandAugment), then the colour ops (ColorJitter, RandomGrayscale), the conversion and
+ * normalisation, and RandomErasing. Rotation and affine come before the policy and the colour
+ * ops because they move pixels and bring in the fill colour, which the colour ops then treat as
+ * torchvision does when the transforms are composed in that order (the detection and
+ * classification recipes put the geometry first). */
 #include "augment_read.h"
 
 #include <math.h>
+#include <string.h>
 
 void shr_aug_init(shr_aug *a, const shr_options *o)
 {
     shr_color_jitter_init(&a->jitter, o);
     a->gray_p = o->grayscale_p;
     shr_erase_init(&a->erase, o);
-    a->pixels = a->jitter.any || a->gray_p > 0;
+    shr_affine_init(&a->affine, o);
+    shr_aa_init(&a->aa, o);
+    a->filter = o->aug_interpolation;
+    memcpy(a->fill, o->aug_fill, 4);
+    a->scratch = o->rotation || o->affine || o->auto_augment != SHR_AUTO_AUGMENT_NONE;
+    a->pixels = a->jitter.any || a->gray_p > 0 || a->scratch;
     a->any = a->pixels || o->erase_p > 0;
 }
 
@@ -31,6 +45,36 @@ const char *shr_aug_check(const shr_options *o)
     if (!(o->jitter_brightness[1] < INFINITY && o->jitter_contrast[1] < INFINITY &&
           o->jitter_saturation[1] < INFINITY))
         return "jitter ranges must be finite";
+    if (o->rotation && !range_ok(o->rotation_degrees, -1e6, 1e6))
+        return "rotation_degrees must satisfy min <= max (finite)";
+    if (o->affine) {
+        if (!range_ok(o->affine_degrees, -1e6, 1e6))
+            return "affine_degrees must satisfy min <= max (finite)";
+        if (!(o->affine_translate[0] >= 0 && o->affine_translate[0] <= 1 &&
+              o->affine_translate[1] >= 0 && o->affine_translate[1] <= 1))
+            return "affine_translate must be fractions in 0..1";
+        if (!(o->affine_scale[0] > 0 && o->affine_scale[0] <= o->affine_scale[1] &&
+              o->affine_scale[1] < 1e6))
+            return "affine_scale must satisfy 0 < min <= max";
+        if (!range_ok(o->affine_shear, -1e6, 1e6) || !range_ok(o->affine_shear + 2, -1e6, 1e6))
+            return "affine_shear ranges must satisfy min <= max (finite)";
+    }
+    if ((o->rotation || o->affine || o->auto_augment != SHR_AUTO_AUGMENT_NONE) &&
+        o->aug_interpolation != SHR_FILTER_NEAREST && o->aug_interpolation != SHR_FILTER_BILINEAR)
+        return "aug_interpolation must be nearest or bilinear";
+    if (o->auto_augment != SHR_AUTO_AUGMENT_NONE) {
+        if (o->auto_augment != SHR_AUTO_AUGMENT_TRIVIAL_WIDE &&
+            o->auto_augment != SHR_AUTO_AUGMENT_RAND)
+            return "unknown auto_augment policy";
+        if (!(o->aa_bins >= 2 && o->aa_bins <= 1024))
+            return "aa_bins must be in 2..1024";
+        if (o->auto_augment == SHR_AUTO_AUGMENT_RAND) {
+            if (!(o->aa_num_ops >= 1 && o->aa_num_ops <= SHR_AA_MAX_OPS))
+                return "aa_num_ops must be in 1..4";
+            if (!(o->aa_magnitude < o->aa_bins))
+                return "aa_magnitude must be below aa_bins";
+        }
+    }
     if (!(o->grayscale_p >= 0 && o->grayscale_p <= 1))
         return "grayscale_p must be a probability in 0..1";
     if (!(o->erase_p >= 0 && o->erase_p <= 1))
@@ -55,19 +99,79 @@ const char *shr_aug_check(const shr_options *o)
 void shr_aug_draw(const shr_aug *a, uint64_t seed, uint64_t epoch, uint64_t index,
                   uint32_t width, uint32_t height, shr_params *p)
 {
+    shr_affine_draw(&a->affine, seed, epoch, index, width, height, p);
+    shr_aa_draw(&a->aa, seed, epoch, index, width, height, p);
     shr_color_jitter_draw(&a->jitter, seed, epoch, index, p);
     p->gray = a->gray_p > 0 &&
               shr_tf_bernoulli(shr_tf_word(seed, epoch, index, SHR_SALT_GRAY, 0), a->gray_p);
     shr_erase_draw(&a->erase, seed, epoch, index, width, height, p);
 }
 
-void shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px, uint32_t width,
-                    uint32_t height, uint32_t channels, size_t stride)
+int shr_aug_has_pixels(const shr_params *p)
 {
+    return p->jitter || p->gray || p->rotate || p->affine || p->aa_ops;
+}
+
+static int geometric(const shr_params *p)
+{
+    if (p->rotate || p->affine)
+        return 1;
+    for (uint32_t i = 0; i < p->aa_ops && i < SHR_AA_MAX_OPS; i++)
+        if (shr_aa_op_geometric(p->aa_op[i]))
+            return 1;
+    return 0;
+}
+
+static void mirror(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                   size_t stride)
+{
+    for (uint32_t y = 0; y < height; y++) {
+        uint8_t *row = px + (size_t)y * stride;
+        for (uint32_t a = 0, b = width - 1; a < b; a++, b--)
+            for (uint32_t k = 0; k < channels; k++) {
+                uint8_t t = row[(size_t)a * channels + k];
+                row[(size_t)a * channels + k] = row[(size_t)b * channels + k];
+                row[(size_t)b * channels + k] = t;
+            }
+    }
+}
+
+static void copy_back(uint8_t *px, size_t stride, const uint8_t *scratch, uint32_t width,
+                      uint32_t height, uint32_t channels)
+{
+    size_t row = (size_t)width * channels;
+    for (uint32_t y = 0; y < height; y++)
+        memcpy(px + (size_t)y * stride, scratch + y * row, row);
+}
+
+int shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px, uint32_t width,
+                   uint32_t height, uint32_t channels, size_t stride, uint8_t *scratch)
+{
+    int flip = (int)p->flip;
+    if (flip && geometric(p)) {
+        mirror(px, width, height, channels, stride);
+        flip = 0;
+    }
+    size_t row = (size_t)width * channels;
+    if (p->rotate) {
+        shr_affine_rotate(px, stride, scratch, row, width, height, channels,
+                          (double)p->rotate_angle, a->filter, a->fill);
+        copy_back(px, stride, scratch, width, height, channels);
+    }
+    if (p->affine) {
+        shr_affine_apply(px, stride, scratch, row, width, height, channels,
+                         (double)p->affine_angle, (double)p->affine_tx, (double)p->affine_ty,
+                         (double)p->affine_scale, (double)p->affine_shear_x,
+                         (double)p->affine_shear_y, NULL, a->filter, a->fill);
+        copy_back(px, stride, scratch, width, height, channels);
+    }
+    if (p->aa_ops)
+        shr_aa_apply(&a->aa, p, px, width, height, channels, stride, scratch);
     if (p->jitter)
         shr_color_jitter_apply(p, px, width, height, channels, stride);
     if (p->gray)
         shr_color_grayscale(px, width, height, channels, stride);
+    return flip;
 }
 
 void shr_aug_output(const shr_aug *a, const shr_tf_out *o, const shr_params *p, void *dst)

@@ -1,6 +1,7 @@
 /* augment_read.h - the read-time augmentations after the crop and flip, in the order the reader
- * applies them (see shardread.h, "Augmentations"): ColorJitter and RandomGrayscale on the uint8
- * sample, then, once the output kernel has converted it, RandomErasing on the delivered values.
+ * applies them (see shardread.h, "Augmentations"): RandomRotation, RandomAffine,
+ * TrivialAugmentWide or RandAugment, ColorJitter and RandomGrayscale on the uint8 sample, then,
+ * once the output kernel has converted it, RandomErasing on the delivered values.
  *
  * Internal to libshardread; pure functions of their arguments (thread-safe).
  */
@@ -10,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "affine.h"
+#include "autoaugment.h"
 #include "color.h"
 #include "erase.h"
 #include "shardread.h"
@@ -20,7 +23,12 @@ typedef struct {
     shr_color_jitter jitter;
     double gray_p;
     shr_erase erase;
-    int pixels;                     /* some op changes the uint8 pixels (jitter, grayscale) */
+    shr_affine affine;              /* RandomRotation, RandomAffine */
+    shr_aa aa;                      /* TrivialAugmentWide, RandAugment */
+    shr_filter filter;              /* their interpolation and fill */
+    uint8_t fill[4];
+    int pixels;                     /* some op changes the uint8 pixels */
+    int scratch;                    /* some op needs shr_aug_pixels' scratch */
     int any;                        /* some op is on */
 } shr_aug;
 
@@ -33,10 +41,17 @@ SHR_INTERNAL const char *shr_aug_check(const shr_options *o);
 SHR_INTERNAL void shr_aug_draw(const shr_aug *a, uint64_t seed, uint64_t epoch, uint64_t index,
                                uint32_t width, uint32_t height, shr_params *p);
 
-/* The uint8 ops of p on the sample px (width x height, channels, rows stride bytes apart). */
-SHR_INTERNAL void shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px,
-                                 uint32_t width, uint32_t height, uint32_t channels,
-                                 size_t stride);
+/* Whether p has uint8 ops for shr_aug_pixels. */
+SHR_INTERNAL int shr_aug_has_pixels(const shr_params *p);
+
+/* The uint8 ops of p on the sample px (width x height, channels, rows stride bytes apart), the
+ * flip first where p has a geometric op (rotation, affine, a shear, translation or rotation of
+ * the auto augmentation: they do not commute with the mirror). scratch: width * height *
+ * channels bytes where a->scratch is set (else may be NULL). Returns whether the sample is
+ * still to be mirrored (p->flip, unless done here). */
+SHR_INTERNAL int shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px,
+                                uint32_t width, uint32_t height, uint32_t channels,
+                                size_t stride, uint8_t *scratch);
 
 /* The ops on the delivered sample dst (o's dtype and layout). */
 SHR_INTERNAL void shr_aug_output(const shr_aug *a, const shr_tf_out *o, const shr_params *p,

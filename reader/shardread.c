@@ -353,7 +353,8 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
     if (vrc)
         return vrc;
     size_t stride = (size_t)s->width * c;
-    int aug = r->aug.any && (p->jitter || p->gray || p->erase);
+    int pix = r->aug.pixels && shr_aug_has_pixels(p);
+    int aug = pix || p->erase;
     if (r->o.rrc) {
         int rc = resize_box(w, idx, src, s, p, r->convert || p->flip || aug ? w->staged : dst,
                             msg);
@@ -365,7 +366,7 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
         stride = (size_t)r->width * c;
     } else if (p->w == r->width && p->h == r->height) {
         src += (size_t)p->y * stride + (size_t)p->x * c;   /* a crop (or none): read in place */
-        if (p->jitter || p->gray) {
+        if (pix) {
             /* the stored pixels are not ours to change */
             size_t row = (size_t)r->width * c;
             for (uint32_t y = 0; y < r->height; y++)
@@ -378,11 +379,14 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
         src = w->staged;
         stride = (size_t)r->width * c;
     }
-    /* the uint8 ops commute with the mirror (they are per pixel, or, for contrast, use the mean
-     * of the whole image), so they run before the output kernel mirrors */
-    if (p->jitter || p->gray)
-        shr_aug_pixels(&r->aug, p, w->staged, r->width, r->height, c, stride);
-    shr_tf_store(&r->out, src, stride, (int)p->flip, dst);
+    /* the colour ops commute with the mirror (they are per pixel, or use statistics of the
+     * whole image), so they run before the output kernel mirrors; the geometric ones do not, and
+     * shr_aug_pixels mirrors first where the sample has one */
+    int mirror = (int)p->flip;
+    if (pix)
+        mirror = shr_aug_pixels(&r->aug, p, w->staged, r->width, r->height, c, stride,
+                                w->staged + r->staged_bytes);
+    shr_tf_store(&r->out, src, stride, mirror, dst);
     if (p->erase)
         shr_aug_output(&r->aug, &r->out, p, dst);
     return 0;
@@ -972,7 +976,8 @@ static int start_workers(shr_reader *r)
         }
         /* where the pixels are resized or padded before the output kernel converts them */
         if ((!r->uniform && r->convert) || r->o.rrc || r->aug.any) {
-            w->staged = malloc(r->staged_bytes);
+            /* the augmentations' scratch follows the sample */
+            w->staged = malloc(r->staged_bytes * (r->aug.scratch ? 2 : 1));
             if (!w->staged)
                 return ENOMEM;
         }

@@ -410,6 +410,9 @@ SHR_API uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t
  *     signed op, the sign from the next word; the magnitude is the table at aa_magnitude
  *     (TranslateX and TranslateY from the output width and height, as torchvision's
  *     image_size).
+ *   These run on the flipped sample (the flip is torchvision's RandomHorizontalFlip before
+ *     them), so a mirrored sample with a geometric op is mirrored first; the colour ops commute
+ *     with the mirror.
  *   Each op is torchvision's _apply_op on the PIL image (ShearX/Y through F.affine with
  *     center [0, 0], TranslateX/Y through F.affine, Rotate through F.rotate, Brightness, Color,
  *     Contrast, Sharpness through ImageEnhance with 1 + magnitude, Posterize, Solarize,
@@ -569,7 +572,8 @@ typedef struct {
                                          * with PREAD or DIRECT access, and the largest stored
                                          * sample when PREAD or DIRECT samples are cropped,
                                          * padded, resized or converted; with rrc or a conversion, a
-                                         * uint8 sample at the output size and the resampler's
+                                         * uint8 sample at the output size (two with rotation,
+                                         * affine or auto_augment) and the resampler's
                                          * rows (width x channels x the tallest stored
                                          * sample); with rrc, once per reader, the resampler's
                                          * coefficient tables for every box side up to the

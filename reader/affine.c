@@ -1,0 +1,428 @@
+/* affine.c - RandomRotation and RandomAffine: torchvision's draws on the reader's words, and
+ * Pillow 9.4's affine transform of the sample.
+ *
+ * What Pillow computes, and how it is reproduced:
+ *   The matrix. torchvision's F.affine hands Pillow the inverse matrix of
+ *   _get_inverse_affine_matrix, computed in Python doubles with libm's cos, sin and tan; F.rotate
+ *   calls Image.rotate, which takes the angle modulo 360 (Python's float %), turns 0 and 180
+ *   degrees (and 90 and 270 on a square image) into exact copies and transposes, and otherwise
+ *   builds its own matrix from cos and sin each rounded to 15 decimals (Python's round(x, 15)).
+ *   Both are evaluated here with the same operations in the same order, on the same libm.
+ *   The sampling (libImaging/Geometry.c, ImagingTransformAffine). NEAREST with no rotation or
+ *   shear terms (a[1] == a[3] == 0) is ImagingScaleAffine: a column table built by adding a[0]
+ *   in double, rows by adding a[4]. Otherwise, when the four corners map inside +-32768, it is
+ *   the 16.16 fixed-point walk (coefficients rounded with floor(v * 65536 + 0.5), positions
+ *   accumulated in integers, >> 16); else a double walk. BILINEAR is the generic transform: each
+ *   output pixel's centre mapped in double, refused unless 0 <= x < width and 0 <= y < height,
+ *   then Pillow's two-tap blend in double with edge clamping and a truncation to uint8. A pixel
+ *   that maps outside keeps the fill colour the output image was created with.
+ *   Floating point contraction is off (C11 mode), as in Pillow's x86-64 build.
+ */
+#include "affine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+/* CPython's math.radians factor (Py_MATH_PI / 180.0) */
+static const double deg_to_rad = 3.14159265358979323846 / 180.0;
+
+void shr_affine_init(shr_affine *a, const shr_options *o)
+{
+    memset(a, 0, sizeof *a);
+    a->rotation = o->rotation != 0;
+    a->rot_lo = (float)o->rotation_degrees[0];
+    a->rot_hi = (float)o->rotation_degrees[1];
+    a->affine = o->affine != 0;
+    a->deg_lo = (float)o->affine_degrees[0];
+    a->deg_hi = (float)o->affine_degrees[1];
+    a->translate[0] = o->affine_translate[0];
+    a->translate[1] = o->affine_translate[1];
+    a->has_translate = !(o->affine_translate[0] == 0 && o->affine_translate[1] == 0);
+    a->scale_lo = (float)o->affine_scale[0];
+    a->scale_hi = (float)o->affine_scale[1];
+    a->has_scale = !(o->affine_scale[0] == 1 && o->affine_scale[1] == 1);
+    for (int i = 0; i < 4; i++)
+        a->shear[i] = (float)o->affine_shear[i];
+    a->has_shear_y = !(o->affine_shear[2] == 0 && o->affine_shear[3] == 0);
+    a->has_shear = a->has_shear_y || !(o->affine_shear[0] == 0 && o->affine_shear[1] == 0);
+}
+
+void shr_affine_draw(const shr_affine *a, uint64_t seed, uint64_t epoch, uint64_t index,
+                     uint32_t width, uint32_t height, shr_params *p)
+{
+    p->rotate = 0;
+    p->rotate_angle = 0.0f;
+    p->affine = 0;
+    p->affine_angle = 0.0f;
+    p->affine_tx = p->affine_ty = 0;
+    p->affine_scale = 1.0f;
+    p->affine_shear_x = p->affine_shear_y = 0.0f;
+    if (a->rotation) {
+        p->rotate = 1;
+        p->rotate_angle = shr_tf_uniform(shr_tf_word(seed, epoch, index, SHR_SALT_ROTATE, 0),
+                                         a->rot_lo, a->rot_hi);
+    }
+    if (!a->affine)
+        return;
+    uint32_t k = 0;
+#define WORD() shr_tf_word(seed, epoch, index, SHR_SALT_AFFINE, k++)
+    p->affine = 1;
+    p->affine_angle = shr_tf_uniform(WORD(), a->deg_lo, a->deg_hi);
+    if (a->has_translate) {
+        double max_dx = a->translate[0] * (double)width;
+        double max_dy = a->translate[1] * (double)height;
+        p->affine_tx = (int32_t)rint((double)shr_tf_uniform(WORD(), (float)-max_dx,
+                                                            (float)max_dx));
+        p->affine_ty = (int32_t)rint((double)shr_tf_uniform(WORD(), (float)-max_dy,
+                                                            (float)max_dy));
+    }
+    if (a->has_scale)
+        p->affine_scale = shr_tf_uniform(WORD(), a->scale_lo, a->scale_hi);
+    if (a->has_shear) {
+        p->affine_shear_x = shr_tf_uniform(WORD(), a->shear[0], a->shear[1]);
+        if (a->has_shear_y)
+            p->affine_shear_y = shr_tf_uniform(WORD(), a->shear[2], a->shear[3]);
+    }
+#undef WORD
+}
+
+/* ---- matrices ---- */
+
+void shr_affine_inverse(double m[6], double cx, double cy, double angle, double tx, double ty,
+                        double scale, double shear_x, double shear_y)
+{
+    double rot = angle * deg_to_rad;
+    double sx = shear_x * deg_to_rad;
+    double sy = shear_y * deg_to_rad;
+    double a = cos(rot - sy) / cos(sy);
+    double b = -cos(rot - sy) * tan(sx) / cos(sy) - sin(rot);
+    double c = sin(rot - sy) / cos(sy);
+    double d = -sin(rot - sy) * tan(sx) / cos(sy) + cos(rot);
+    m[0] = d / scale;
+    m[1] = -b / scale;
+    m[2] = 0.0 / scale;
+    m[3] = -c / scale;
+    m[4] = a / scale;
+    m[5] = 0.0 / scale;
+    m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
+    m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
+    m[2] += cx;
+    m[5] += cy;
+}
+
+/* Python's round(x, 15) of |x| <= 1: the decimal rounding (correctly rounded, as printf's is)
+ * read back as the nearest double; n / 1e15 is that, both being exact doubles. */
+static double round15(double x)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.15f", x);
+    int neg = buf[0] == '-';
+    int64_t n = 0;
+    for (const char *s = buf + neg; *s; s++)
+        if (*s >= '0' && *s <= '9')
+            n = n * 10 + (*s - '0');
+    double v = (double)n / 1e15;
+    return neg ? -v : v;
+}
+
+/* Python's x % 360.0 */
+static double py_mod360(double x)
+{
+    double m = fmod(x, 360.0);
+    if (m != 0.0) {
+        if (m < 0)
+            m += 360.0;
+    } else {
+        m = 0.0;
+    }
+    return m;
+}
+
+/* Image.rotate's matrix for an angle already taken modulo 360 (center and translate None) */
+static void rotate_matrix(double m[6], uint32_t width, uint32_t height, double angle)
+{
+    double cx = width / 2.0, cy = height / 2.0;
+    double r = -(angle * deg_to_rad);
+    m[0] = round15(cos(r));
+    m[1] = round15(sin(r));
+    m[2] = 0.0;
+    m[3] = round15(-sin(r));
+    m[4] = round15(cos(r));
+    m[5] = 0.0;
+    double x = -cx - 0, y = -cy - 0;
+    double t2 = m[0] * x + m[1] * y + m[2];
+    double t5 = m[3] * x + m[4] * y + m[5];
+    m[2] = t2 + cx;
+    m[5] = t5 + cy;
+}
+
+/* ---- sampling ---- */
+
+/* Geometry.c's COORD: -1 below 0, else the truncation; values past int range come out as x86's
+ * INT_MIN there, outside the image either way */
+static inline int coord(double v)
+{
+    return v < 0.0 ? -1 : v < 2147483648.0 ? (int)v : -1;
+}
+
+/* Geometry.c's FLOOR */
+static inline int ifloor(double v)
+{
+    return v < 0.0 ? (int)floor(v) : (int)v;
+}
+
+static void fill_image(uint8_t *dst, size_t dstride, uint32_t width, uint32_t height,
+                       uint32_t channels, const uint8_t fill[4])
+{
+    for (uint32_t y = 0; y < height; y++) {
+        uint8_t *row = dst + (size_t)y * dstride;
+        if (channels == 1) {
+            memset(row, fill[0], width);
+            continue;
+        }
+        if (fill[0] == fill[1] && fill[1] == fill[2]) {
+            memset(row, fill[0], (size_t)width * 3);
+            continue;
+        }
+        for (uint32_t x = 0; x < width; x++, row += 3) {
+            row[0] = fill[0];
+            row[1] = fill[1];
+            row[2] = fill[2];
+        }
+    }
+}
+
+static inline void copy_px(uint8_t *d, const uint8_t *s, uint32_t channels)
+{
+    d[0] = s[0];
+    if (channels == 3) {
+        d[1] = s[1];
+        d[2] = s[2];
+    }
+}
+
+#define SCALE_CHUNK 1024
+
+/* ImagingScaleAffine */
+static void scale_nearest(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride,
+                          uint32_t width, uint32_t height, uint32_t C, const double a[6])
+{
+    int xsize = (int)width, ysize = (int)height;
+    /* the columns that map inside: [xmin, xmax) */
+    int xmin = xsize, xmax = 0;
+    double xo = a[2] + a[0] * 0.5;
+    for (int x = 0; x < xsize; x++) {
+        int xin = coord(xo);
+        if (xin >= 0 && xin < xsize) {
+            xmax = x + 1;
+            if (x < xmin)
+                xmin = x;
+        }
+        xo += a[0];
+    }
+    if (xmin >= xmax)
+        return;
+    /* Pillow's column table, a chunk at a time (the same sums: the walk carries on); entries of
+     * columns inside [xmin, xmax) that map outside stay 0, as in its calloc'd table */
+    int tab[SCALE_CHUNK];
+    xo = a[2] + a[0] * 0.5;
+    for (int xs = 0; xs < xsize; xs += SCALE_CHUNK) {
+        int xe = xs + SCALE_CHUNK < xsize ? xs + SCALE_CHUNK : xsize;
+        for (int x = xs; x < xe; x++) {
+            int xin = coord(xo);
+            tab[x - xs] = xin >= 0 && xin < xsize ? xin : 0;
+            xo += a[0];
+        }
+        int lo = xmin > xs ? xmin : xs, hi = xmax < xe ? xmax : xe;
+        if (lo >= hi)
+            continue;
+        double yo = a[5] + a[4] * 0.5;
+        for (int y = 0; y < ysize; y++) {
+            int yi = coord(yo);
+            if (yi >= 0 && yi < ysize) {
+                const uint8_t *in = src + (size_t)yi * sstride;
+                uint8_t *out = dst + (size_t)y * dstride;
+                if (C == 3)
+                    for (int x = lo; x < hi; x++) {
+                        const uint8_t *s = in + (size_t)tab[x - xs] * 3;
+                        uint8_t *d = out + (size_t)x * 3;
+                        d[0] = s[0];
+                        d[1] = s[1];
+                        d[2] = s[2];
+                    }
+                else
+                    for (int x = lo; x < hi; x++)
+                        out[x] = in[tab[x - xs]];
+            }
+            yo += a[4];
+        }
+    }
+}
+
+static int check_fixed(const double a[6], int x, int y)
+{
+    return fabs(x * a[0] + y * a[1] + a[2]) < 32768.0 &&
+           fabs(x * a[3] + y * a[4] + a[5]) < 32768.0;
+}
+
+static int64_t fix16(double v)
+{
+    return ifloor(v * 65536.0 + 0.5);
+}
+
+/* affine_fixed: 16.16 fixed point */
+static void fixed_nearest(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride,
+                          uint32_t width, uint32_t height, uint32_t C, const double a[6])
+{
+    int64_t a0 = fix16(a[0]), a1 = fix16(a[1]), a3 = fix16(a[3]), a4 = fix16(a[4]);
+    int64_t a2 = fix16(a[2] + a[0] * 0.5 + a[1] * 0.5);
+    int64_t a5 = fix16(a[5] + a[3] * 0.5 + a[4] * 0.5);
+    int64_t xsize = width, ysize = height;
+    for (uint32_t y = 0; y < height; y++) {
+        int64_t xx = a2, yy = a5;
+        uint8_t *out = dst + (size_t)y * dstride;
+        for (uint32_t x = 0; x < width; x++) {
+            int64_t xin = xx >> 16, yin = yy >> 16;
+            if (xin >= 0 && xin < xsize && yin >= 0 && yin < ysize)
+                copy_px(out + (size_t)x * C, src + (size_t)yin * sstride + (size_t)xin * C, C);
+            xx += a0;
+            yy += a3;
+        }
+        a2 += a1;
+        a5 += a4;
+    }
+}
+
+/* ImagingTransformAffine's double walk, for coefficients beyond the fixed point's range */
+static void float_nearest(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride,
+                          uint32_t width, uint32_t height, uint32_t C, const double a[6])
+{
+    int xsize = (int)width, ysize = (int)height;
+    double xo = a[2] + a[1] * 0.5 + a[0] * 0.5;
+    double yo = a[5] + a[4] * 0.5 + a[3] * 0.5;
+    for (uint32_t y = 0; y < height; y++) {
+        double xx = xo, yy = yo;
+        uint8_t *out = dst + (size_t)y * dstride;
+        for (uint32_t x = 0; x < width; x++) {
+            int xin = coord(xx);
+            if (xin >= 0 && xin < xsize) {
+                int yin = coord(yy);
+                if (yin >= 0 && yin < ysize)
+                    copy_px(out + (size_t)x * C, src + (size_t)yin * sstride + (size_t)xin * C,
+                            C);
+            }
+            xx += a[0];
+            yy += a[3];
+        }
+        xo += a[1];
+        yo += a[4];
+    }
+}
+
+/* ImagingGenericTransform with affine_transform and bilinear_filter8 / bilinear_filter32RGB */
+static void bilinear(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride,
+                     uint32_t width, uint32_t height, uint32_t C, const double a[6])
+{
+    int xsize = (int)width, ysize = (int)height;
+    for (int y = 0; y < ysize; y++) {
+        uint8_t *out = dst + (size_t)y * dstride;
+        double yc = y + 0.5;
+        for (int x = 0; x < xsize; x++) {
+            double xc = x + 0.5;
+            double xin = a[0] * xc + a[1] * yc + a[2];
+            double yin = a[3] * xc + a[4] * yc + a[5];
+            if (xin < 0.0 || xin >= xsize || yin < 0.0 || yin >= ysize)
+                continue;
+            xin -= 0.5;
+            yin -= 0.5;
+            int x0 = ifloor(xin), y0 = ifloor(yin);
+            double dx = xin - x0, dy = yin - y0;
+            int c0 = x0 < 0 ? 0 : x0 < xsize ? x0 : xsize - 1;
+            int c1 = x0 + 1 < 0 ? 0 : x0 + 1 < xsize ? x0 + 1 : xsize - 1;
+            int r0 = y0 < 0 ? 0 : y0 < ysize ? y0 : ysize - 1;
+            int has2 = y0 + 1 >= 0 && y0 + 1 < ysize;
+            const uint8_t *in0 = src + (size_t)r0 * sstride;
+            const uint8_t *in1 = has2 ? src + (size_t)(y0 + 1) * sstride : in0;
+            size_t i0 = (size_t)c0 * C, i1 = (size_t)c1 * C;
+            for (uint32_t b = 0; b < C; b++) {
+                double v1 = in0[i0 + b] + (in0[i1 + b] - in0[i0 + b]) * dx;
+                double v2 = has2 ? in1[i0 + b] + (in1[i1 + b] - in1[i0 + b]) * dx : v1;
+                v1 = v1 + (v2 - v1) * dy;
+                out[(size_t)x * C + b] = (uint8_t)v1;
+            }
+        }
+    }
+}
+
+void shr_affine_warp(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride,
+                     uint32_t width, uint32_t height, uint32_t channels, const double m[6],
+                     shr_filter filter, const uint8_t fill[4])
+{
+    fill_image(dst, dstride, width, height, channels, fill);
+    if (filter == SHR_FILTER_BILINEAR)
+        bilinear(src, sstride, dst, dstride, width, height, channels, m);
+    else if (m[1] == 0 && m[3] == 0)
+        scale_nearest(src, sstride, dst, dstride, width, height, channels, m);
+    else if (check_fixed(m, 0, 0) && check_fixed(m, (int)width, (int)height) &&
+             check_fixed(m, 0, (int)height) && check_fixed(m, (int)width, 0))
+        fixed_nearest(src, sstride, dst, dstride, width, height, channels, m);
+    else
+        float_nearest(src, sstride, dst, dstride, width, height, channels, m);
+}
+
+void shr_affine_apply(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride,
+                      uint32_t width, uint32_t height, uint32_t channels, double angle, double tx,
+                      double ty, double scale, double shear_x, double shear_y,
+                      const double *center, shr_filter filter, const uint8_t fill[4])
+{
+    double cx = center ? center[0] : width * 0.5, cy = center ? center[1] : height * 0.5;
+    double m[6];
+    shr_affine_inverse(m, cx, cy, angle, tx, ty, scale, shear_x, shear_y);
+    shr_affine_warp(src, sstride, dst, dstride, width, height, channels, m, filter, fill);
+}
+
+/* Pillow's transposes, exact quarter and half turns */
+static void turn(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride,
+                 uint32_t width, uint32_t height, uint32_t C, int quarter)
+{
+    uint32_t n = width;      /* quarter turns only on square images */
+    for (uint32_t r = 0; r < height; r++) {
+        uint8_t *out = dst + (size_t)r * dstride;
+        for (uint32_t c = 0; c < width; c++) {
+            const uint8_t *s;
+            if (quarter == 2)
+                s = src + (size_t)(height - 1 - r) * sstride + (size_t)(width - 1 - c) * C;
+            else if (quarter == 1)      /* ROTATE_90, counter-clockwise */
+                s = src + (size_t)c * sstride + (size_t)(n - 1 - r) * C;
+            else                        /* ROTATE_270 */
+                s = src + (size_t)(n - 1 - c) * sstride + (size_t)r * C;
+            copy_px(out + (size_t)c * C, s, C);
+        }
+    }
+}
+
+void shr_affine_rotate(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride,
+                       uint32_t width, uint32_t height, uint32_t channels, double angle,
+                       shr_filter filter, const uint8_t fill[4])
+{
+    angle = py_mod360(angle);
+    if (angle == 0.0) {
+        for (uint32_t y = 0; y < height; y++)
+            memcpy(dst + (size_t)y * dstride, src + (size_t)y * sstride,
+                   (size_t)width * channels);
+        return;
+    }
+    if (angle == 180.0 || ((angle == 90.0 || angle == 270.0) && width == height)) {
+        turn(src, sstride, dst, dstride, width, height, channels,
+             angle == 180.0 ? 2 : angle == 90.0 ? 1 : 3);
+        return;
+    }
+    double m[6];
+    rotate_matrix(m, width, height, angle);
+    shr_affine_warp(src, sstride, dst, dstride, width, height, channels, m, filter, fill);
+}

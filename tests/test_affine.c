@@ -1,0 +1,1072 @@
+/* test_affine.c - the reader's RandomRotation, RandomAffine, TrivialAugmentWide and RandAugment
+ * against torchvision 0.14 and Pillow 9.4, byte for byte:
+ *   - F.affine and F.rotate (Pillow's Image.transform: its scale, 16.16 fixed-point and double
+ *     nearest paths and its bilinear filter; Image.rotate's quarter and half turns) and every
+ *     op of autoaugment._apply_op, on images of many sizes, odd ones included, RGB and L;
+ *   - the draws: RandomRotation and RandomAffine.get_params, TrivialAugmentWide's and
+ *     RandAugment's op, magnitude and sign draws (their tables included) fed the reader's words;
+ *   - whole samples from the reader (RandomResizedCrop + flip + rotation + affine + policy +
+ *     ColorJitter) equal torchvision's pipeline on the stored image with the reported
+ *     parameters; the same batches at 1 and 4 threads; EINVAL for bad options.
+ * The reference runs in a python3 with torch, torchvision, numpy and Pillow (its script is
+ * written out by this program); without one those checks are skipped with a note. */
+#include "affine.h"
+#include "autoaugment.h"
+#include "shardread.h"
+#include "transform.h"
+
+#include <check.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_bin[1024];                /* directory holding shardc and shardc-mksample */
+static char g_root[1024];               /* temp dir of the whole run */
+static char g_rgb[1100];                /* RGB samples of many sizes */
+static char g_gray[1100];               /* the same, one channel */
+static char g_script[1100];             /* the reference script */
+static const char *g_py;                /* python3 with torchvision, or NULL */
+
+static const char *const g_check_py[] = {
+    "\"\"\"torchvision 0.14 and Pillow as the reference for the reader's geometric and automatic\n",
+    "augmentations.\n",
+    "\n",
+    "  check.py ops DIR      DIR/ops.tsv: w h c in out op args...; applies torchvision's functional op\n",
+    "                        (F.affine, F.rotate, or autoaugment._apply_op) to the raw uint8 image\n",
+    "  check.py draws DIR    DIR/draws.tsv: the reader's draws with the words behind them; each must\n",
+    "                        equal torchvision's get_params (or forward's draws) fed the same words\n",
+    "  check.py reader DIR   DIR/samples.tsv: stored sample and reported parameters; writes what\n",
+    "                        torchvision's pipeline makes of it\n",
+    "\"\"\"\n",
+    "import sys\n",
+    "from fractions import Fraction\n",
+    "\n",
+    "import numpy as np\n",
+    "import torch\n",
+    "import torchvision.transforms as T\n",
+    "import torchvision.transforms.autoaugment as A\n",
+    "import torchvision.transforms.functional as F\n",
+    "from PIL import Image\n",
+    "\n",
+    "MODES = [T.InterpolationMode.NEAREST, T.InterpolationMode.BILINEAR]\n",
+    "OPS = [\"Identity\", \"ShearX\", \"ShearY\", \"TranslateX\", \"TranslateY\", \"Rotate\", \"Brightness\",\n",
+    "       \"Color\", \"Contrast\", \"Sharpness\", \"Posterize\", \"Solarize\", \"AutoContrast\", \"Equalize\"]\n",
+    "FILTERS = [T.InterpolationMode.NEAREST, T.InterpolationMode.BOX, T.InterpolationMode.BILINEAR,\n",
+    "           T.InterpolationMode.HAMMING, T.InterpolationMode.BICUBIC, T.InterpolationMode.LANCZOS]\n",
+    "\n",
+    "\n",
+    "def fail(msg):\n",
+    "    print(f\"affine_check: {msg}\", file=sys.stderr)\n",
+    "    sys.exit(1)\n",
+    "\n",
+    "\n",
+    "def load(path, w, h, c):\n",
+    "    a = np.fromfile(path, dtype=np.uint8).reshape(h, w, c)\n",
+    "    return Image.fromarray(a[:, :, 0], \"L\") if c == 1 else Image.fromarray(a, \"RGB\")\n",
+    "\n",
+    "\n",
+    "def save(img, path):\n",
+    "    np.asarray(img, dtype=np.uint8).tofile(path)\n",
+    "\n",
+    "\n",
+    "def fill_of(c, fill):\n",
+    "    return fill[0] if c == 1 else list(fill[:3])\n",
+    "\n",
+    "\n",
+    "def cmd_ops(d):\n",
+    "    for line in open(f\"{d}/ops.tsv\"):\n",
+    "        f = line.split()\n",
+    "        w, h, c = int(f[0]), int(f[1]), int(f[2])\n",
+    "        src, dst, op = f[3], f[4], f[5]\n",
+    "        img = load(src, w, h, c)\n",
+    "        if op == \"affine\":\n",
+    "            angle, tx, ty, scale, shx, shy = (float.fromhex(v) for v in f[6:12])\n",
+    "            mode = MODES[int(f[12])]\n",
+    "            fill = fill_of(c, [int(v) for v in f[13:16]])\n",
+    "            center = None if f[16] == \"none\" else [float.fromhex(f[16]), float.fromhex(f[17])]\n",
+    "            img = F.affine(img, angle, [int(tx), int(ty)], scale, [shx, shy], mode, fill, center)\n",
+    "        elif op == \"rotate\":\n",
+    "            angle = float.fromhex(f[6])\n",
+    "            mode = MODES[int(f[7])]\n",
+    "            fill = fill_of(c, [int(v) for v in f[8:11]])\n",
+    "            img = F.rotate(img, angle, mode, fill=fill)\n",
+    "        elif op == \"aa\":\n",
+    "            name, mag = OPS[int(f[6])], float.fromhex(f[7])\n",
+    "            mode = MODES[int(f[8])]\n",
+    "            fill = fill_of(c, [int(v) for v in f[9:12]])\n",
+    "            img = A._apply_op(img, name, mag, interpolation=mode, fill=fill)\n",
+    "        else:\n",
+    "            fail(f\"unknown op {op}\")\n",
+    "        save(img, dst)\n",
+    "\n",
+    "\n",
+    "def f32_round(fr):\n",
+    "    \"\"\"The float32 nearest to the rational fr (ties to even): torch's fused multiply-add.\"\"\"\n",
+    "    c = np.float32(float(fr))\n",
+    "    best = None\n",
+    "    for v in (np.nextafter(c, np.float32(-np.inf)), c, np.nextafter(c, np.float32(np.inf))):\n",
+    "        key = (abs(Fraction(float(v)) - fr), int(np.array(v).view(np.uint32)) & 1)\n",
+    "        if best is None or key < best[0]:\n",
+    "            best = (key, v)\n",
+    "    return best[1]\n",
+    "\n",
+    "\n",
+    "class Words:\n",
+    "    \"\"\"torch's generator, replaced by the reader's words in the order torch draws them.\"\"\"\n",
+    "\n",
+    "    def __init__(self, words):\n",
+    "        self.words, self.k = words, 0\n",
+    "\n",
+    "    def next(self):\n",
+    "        w = self.words[self.k]\n",
+    "        self.k += 1\n",
+    "        return w\n",
+    "\n",
+    "    def empty(self, *size, **kw):\n",
+    "        outer = self\n",
+    "\n",
+    "        class Draw:\n",
+    "            def uniform_(self, lo, hi):\n",
+    "                lo32, hi32 = np.float32(float(lo)), np.float32(float(hi))\n",
+    "                x = Fraction(outer.next() & 0xFFFFFF, 1 << 24)\n",
+    "                v = f32_round(x * Fraction(float(hi32 - lo32)) + Fraction(float(lo32)))\n",
+    "                return torch.tensor([v], dtype=torch.float32)\n",
+    "        return Draw()\n",
+    "\n",
+    "    def randint(self, *args, **kw):\n",
+    "        if len(args) >= 2 and isinstance(args[1], (tuple, list)):\n",
+    "            low, high = 0, args[0]\n",
+    "        else:\n",
+    "            low, high = args[0], args[1]\n",
+    "        return torch.tensor([self.next() % (high - low) + low])\n",
+    "\n",
+    "\n",
+    "def words_of(hexes):\n",
+    "    out = []\n",
+    "    for h in hexes:\n",
+    "        v = int(h, 16)\n",
+    "        out += [v & 0xFFFFFFFF, v >> 32]\n",
+    "    return out\n",
+    "\n",
+    "\n",
+    "def none_if(v, ident):\n",
+    "    return None if v == ident else v\n",
+    "\n",
+    "\n",
+    "def cmd_draws(d):\n",
+    "    real = torch.empty, torch.randint, A._apply_op\n",
+    "    n = 0\n",
+    "    try:\n",
+    "        for line in open(f\"{d}/draws.tsv\"):\n",
+    "            f = line.split()\n",
+    "            kind = f[0]\n",
+    "            if kind == \"rotate\":\n",
+    "                d0, d1 = float(f[1]), float(f[2])\n",
+    "                got = float.fromhex(f[3])\n",
+    "                g = Words(words_of(f[4:]))\n",
+    "                torch.empty = g.empty\n",
+    "                want = T.RandomRotation((d0, d1)).get_params([d0, d1])\n",
+    "                torch.empty = real[0]\n",
+    "                if want != got:\n",
+    "                    fail(f\"RandomRotation({d0}, {d1}): torchvision {want}, the reader {got}\")\n",
+    "            elif kind == \"affine\":\n",
+    "                v = [float(x) for x in f[1:11]]\n",
+    "                W, H = int(f[11]), int(f[12])\n",
+    "                got = (float.fromhex(f[13]), (int(f[14]), int(f[15])), float.fromhex(f[16]),\n",
+    "                       (float.fromhex(f[17]), float.fromhex(f[18])))\n",
+    "                translate = none_if((v[2], v[3]), (0.0, 0.0))\n",
+    "                scale = none_if((v[4], v[5]), (1.0, 1.0))\n",
+    "                shear = None\n",
+    "                if v[6:10] != [0.0] * 4:\n",
+    "                    shear = v[6:8] if v[8:10] == [0.0, 0.0] else v[6:10]\n",
+    "                ra = T.RandomAffine((v[0], v[1]), translate, scale, shear)\n",
+    "                g = Words(words_of(f[19:]))\n",
+    "                torch.empty = g.empty\n",
+    "                want = ra.get_params(ra.degrees, ra.translate, ra.scale, ra.shear, [W, H])\n",
+    "                torch.empty = real[0]\n",
+    "                if want != got:\n",
+    "                    fail(f\"RandomAffine {v} on {W}x{H}: torchvision {want}, the reader {got}\")\n",
+    "            elif kind in (\"ta\", \"ra\"):\n",
+    "                bins, num_ops, mag = int(f[1]), int(f[2]), int(f[3])\n",
+    "                W, H = int(f[4]), int(f[5])\n",
+    "                k = int(f[6])\n",
+    "                got = [(OPS[int(f[7 + 2 * i])], float.fromhex(f[8 + 2 * i])) for i in range(k)]\n",
+    "                g = Words(words_of(f[7 + 2 * k:]))\n",
+    "                seen = []\n",
+    "\n",
+    "                def record(img, op, m, interpolation, fill):\n",
+    "                    seen.append((op, m))\n",
+    "                    return img\n",
+    "                torch.randint, A._apply_op = g.randint, record\n",
+    "                img = Image.new(\"RGB\", (W, H))\n",
+    "                if kind == \"ta\":\n",
+    "                    T.TrivialAugmentWide(num_magnitude_bins=bins)(img)\n",
+    "                else:\n",
+    "                    T.RandAugment(num_ops=num_ops, magnitude=mag, num_magnitude_bins=bins)(img)\n",
+    "                torch.randint, A._apply_op = real[1], real[2]\n",
+    "                if seen != got:\n",
+    "                    fail(f\"{kind} bins {bins} on {W}x{H}: torchvision {seen}, the reader {got}\")\n",
+    "            else:\n",
+    "                fail(f\"unknown draw {kind}\")\n",
+    "            n += 1\n",
+    "    finally:\n",
+    "        torch.empty, torch.randint, A._apply_op = real\n",
+    "    print(f\"affine_check: {n} draws equal torchvision's\", file=sys.stderr)\n",
+    "\n",
+    "\n",
+    "def cmd_reader(d):\n",
+    "    \"\"\"Each line: stored W H C filter outW outH x y w h flip interp f0 f1 f2 rotate angle affine\n",
+    "    angle tx ty scale shx shy naa (op mag) x naa jitter o0 o1 o2 o3 b c s hue gray in out.\"\"\"\n",
+    "    for line in open(f\"{d}/samples.tsv\"):\n",
+    "        f = line.split()\n",
+    "        W, H, C, filt, ow, oh, x, y, w, h, flip, interp = (int(v) for v in f[:12])\n",
+    "        fill = fill_of(C, [int(v) for v in f[12:15]])\n",
+    "        mode = MODES[interp]\n",
+    "        i = 15\n",
+    "        img = load(f[-2], W, H, C)\n",
+    "        img = F.resized_crop(img, y, x, h, w, [oh, ow], FILTERS[filt])\n",
+    "        if flip:\n",
+    "            img = F.hflip(img)\n",
+    "        if int(f[i]):\n",
+    "            img = F.rotate(img, float.fromhex(f[i + 1]), mode, fill=fill)\n",
+    "        i += 2\n",
+    "        if int(f[i]):\n",
+    "            angle, tx, ty, sc, shx, shy = (float.fromhex(f[i + 1]), int(f[i + 2]), int(f[i + 3]),\n",
+    "                                           float.fromhex(f[i + 4]), float.fromhex(f[i + 5]),\n",
+    "                                           float.fromhex(f[i + 6]))\n",
+    "            img = F.affine(img, angle, [tx, ty], sc, [shx, shy], mode, fill)\n",
+    "        i += 7\n",
+    "        k = int(f[i])\n",
+    "        for j in range(k):\n",
+    "            img = A._apply_op(img, OPS[int(f[i + 1 + 2 * j])], float.fromhex(f[i + 2 + 2 * j]),\n",
+    "                              interpolation=mode, fill=fill)\n",
+    "        i += 1 + 2 * k\n",
+    "        jit = int(f[i])\n",
+    "        order = [int(v) for v in f[i + 1:i + 5]]\n",
+    "        fac = [float.fromhex(v) for v in f[i + 5:i + 9]]\n",
+    "        fns = [F.adjust_brightness, F.adjust_contrast, F.adjust_saturation, F.adjust_hue]\n",
+    "        for o in order:\n",
+    "            if jit & (1 << o):\n",
+    "                img = fns[o](img, fac[o])\n",
+    "        if int(f[i + 9]):\n",
+    "            img = F.rgb_to_grayscale(img, len(img.getbands()))\n",
+    "        save(img, f[-1])\n",
+    "\n",
+    "\n",
+    "if __name__ == \"__main__\":\n",
+    "    {\"ops\": cmd_ops, \"draws\": cmd_draws, \"reader\": cmd_reader}[sys.argv[1]](sys.argv[2])\n",
+};
+
+/* ---- fixtures ---- */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static int run_quiet(const char *cmd)
+{
+    char full[8192];
+    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static int find_bins(void)
+{
+    char exe[1024], probe[1200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        snprintf(g_bin, sizeof g_bin, "%s/../bin", dirname(exe));
+        snprintf(probe, sizeof probe, "%s/shardc", g_bin);
+        if (file_exists(probe))
+            return 0;
+    }
+    const char *build = getenv("BUILD");
+    snprintf(g_bin, sizeof g_bin, "%s/bin", build && *build ? build : "build");
+    snprintf(probe, sizeof probe, "%s/shardc", g_bin);
+    return file_exists(probe) ? 0 : -1;
+}
+
+/* A python with numpy, torch, torchvision and Pillow: $SHARDC_PYTHON, $PYTHON, /usr/bin/python3
+ * or python3. */
+static const char *find_python(void)
+{
+    static char found[512];
+    const char *env = getenv("SHARDC_PYTHON"), *env2 = getenv("PYTHON");
+    const char *cands[] = {env && *env ? env : NULL, env2 && *env2 ? env2 : NULL,
+                           "/usr/bin/python3", "python3"};
+    for (size_t i = 0; i < 4; i++) {
+        if (!cands[i])
+            continue;
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy, torch, torchvision, PIL'", cands[i]);
+        if (run_quiet(cmd) == 0) {
+            snprintf(found, sizeof found, "%s", cands[i]);
+            return found;
+        }
+    }
+    return NULL;
+}
+
+static int build_fixtures(void)
+{
+    if (find_bins() != 0) {
+        fprintf(stderr, "test_affine: shardc not found next to the test (run make all)\n");
+        return -1;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_root, sizeof g_root, "%s/test_affine.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_root)) {
+        g_root[0] = '\0';
+        return -1;
+    }
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 8 "
+             "--min-side 30 --max-side 90 --no-broken --quiet", g_bin, g_root);
+    if (run_quiet(cmd) != 0)
+        return -1;
+    snprintf(g_rgb, sizeof g_rgb, "%s/rgb", g_root);
+    snprintf(g_gray, sizeof g_gray, "%s/gray", g_root);
+    const char *sets[][2] = {
+        {g_rgb, "--short-side 40 --max-side 64"},
+        {g_gray, "--short-side 40 --max-side 64 --gray"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/src' -o '%s' %s --shard-samples 7 -j 2 "
+                 "--no-progress", g_bin, g_root, sets[i][0], sets[i][1]);
+        if (run_quiet(cmd) != 0) {
+            fprintf(stderr, "test_affine: failed: %s\n", cmd);
+            return -1;
+        }
+    }
+    snprintf(g_script, sizeof g_script, "%s/affine_check.py", g_root);
+    FILE *f = fopen(g_script, "w");
+    if (!f)
+        return -1;
+    for (size_t i = 0; i < sizeof g_check_py / sizeof g_check_py[0]; i++)
+        fputs(g_check_py[i], f);
+    if (fclose(f) != 0)
+        return -1;
+    g_py = find_python();
+    if (!g_py)
+        fprintf(stderr, "test_affine: no python3 with torchvision and Pillow: the checks "
+                "against torchvision are skipped (set PYTHON)\n");
+    return 0;
+}
+
+static void remove_fixtures(void)
+{
+    if (g_root[0])
+        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Run the reference script's MODE on DIR: 1 done, 0 skipped (no python). */
+static int run_check(const char *mode, const char *dir)
+{
+    if (!g_py)
+        return 0;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' %s '%s' >&2", g_py, g_script, mode, dir);
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s check failed (see above)", mode);
+    return 1;
+}
+
+static void make_dir(char *dir, size_t len, const char *name)
+{
+    snprintf(dir, len, "%s/%s", g_root, name);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static uint8_t *read_file(const char *path, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    uint8_t *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq(fread(p, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+    return p;
+}
+
+static uint64_t g_rng = 0x2545f4914f6cdd1dULL;
+
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+/* A test image: smooth gradients with noise, a few flat runs and saturated values (kind 0..3),
+ * so that histograms, edges and interpolation all have something to do. */
+static void fill_image(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, int kind)
+{
+    for (uint32_t y = 0; y < h; y++)
+        for (uint32_t x = 0; x < w; x++)
+            for (uint32_t k = 0; k < c; k++) {
+                int v = (int)((x * (37 + 11 * k) + y * (23 + 7 * k)) % 256);
+                int noise = (int)(rnd() % 41) - 20;
+                switch (kind) {
+                case 0:
+                    v += noise;
+                    break;
+                case 1:
+                    v = (int)(rnd() % 256);
+                    break;
+                case 2:
+                    v = 60 + (v + noise) / 4;       /* a narrow range: autocontrast stretches */
+                    break;
+                default:
+                    v = (x / 3 + y / 2) % 2 ? 250 : (int)(rnd() % 7);
+                    break;
+                }
+                p[((size_t)y * w + x) * c + k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+            }
+}
+
+/* ---- the functional ops against Pillow ---- */
+
+typedef struct {
+    char kind;                  /* 'a' affine, 'r' rotate, 'o' an _apply_op op */
+    double v[8];                /* affine: angle tx ty scale shx shy cx cy (cx NAN: default) */
+    int op;
+    int interp;                 /* 0 nearest, 1 bilinear */
+    int fill;                   /* 0 black, 1 a colour */
+} op_case;
+
+static const uint8_t g_fills[2][4] = {{0, 0, 0, 0}, {10, 200, 30, 0}};
+
+static void run_case(const op_case *k, const uint8_t *src, size_t sstride, uint8_t *dst,
+                     uint32_t w, uint32_t h, uint32_t c, uint8_t *scratch)
+{
+    shr_filter f = k->interp ? SHR_FILTER_BILINEAR : SHR_FILTER_NEAREST;
+    const uint8_t *fill = g_fills[k->fill];
+    if (k->kind == 'a') {
+        double center[2] = {k->v[6], k->v[7]};
+        shr_affine_apply(src, sstride, dst, (size_t)w * c, w, h, c, k->v[0], k->v[1], k->v[2],
+                         k->v[3], k->v[4], k->v[5], isnan(k->v[6]) ? NULL : center, f, fill);
+    } else if (k->kind == 'r') {
+        shr_affine_rotate(src, sstride, dst, (size_t)w * c, w, h, c, k->v[0], f, fill);
+    } else {
+        for (uint32_t y = 0; y < h; y++)
+            memcpy(dst + (size_t)y * w * c, src + y * sstride, (size_t)w * c);
+        shr_aa_apply_op(k->op, k->v[0], f, fill, dst, w, h, c, (size_t)w * c, scratch);
+    }
+}
+
+static void put_case(FILE *f, const op_case *k)
+{
+    const uint8_t *fill = g_fills[k->fill];
+    if (k->kind == 'a') {
+        fprintf(f, "affine %a %a %a %a %a %a %d %u %u %u", k->v[0], k->v[1], k->v[2], k->v[3],
+                k->v[4], k->v[5], k->interp, fill[0], fill[1], fill[2]);
+        if (isnan(k->v[6]))
+            fprintf(f, " none\n");
+        else
+            fprintf(f, " %a %a\n", k->v[6], k->v[7]);
+    } else if (k->kind == 'r') {
+        fprintf(f, "rotate %a %d %u %u %u\n", k->v[0], k->interp, fill[0], fill[1], fill[2]);
+    } else {
+        fprintf(f, "aa %d %a %d %u %u %u\n", k->op, k->v[0], k->interp, fill[0], fill[1],
+                fill[2]);
+    }
+}
+
+START_TEST(test_ops_pillow)
+{
+    char dir[1200], path[1300];
+    make_dir(dir, sizeof dir, "ops");
+    static const double affines[][8] = {
+        {0, 0, 0, 1, 0, 0, NAN, 0},             /* the identity: Pillow's scale path */
+        {0, 3, -2, 1, 0, 0, NAN, 0},            /* a translation: the scale path */
+        {0, 0, 0, 1.3, 0, 0, NAN, 0},
+        {0, -1, 4, 0.7, 0, 0, NAN, 0},
+        {30.5, 2, 1, 0.9, 10, -5, NAN, 0},      /* the fixed-point path */
+        {-45, 0, 0, 1, 0, 0, NAN, 0},
+        {90, 0, 0, 1, 0, 0, NAN, 0},
+        {12.300000190734863, -4, 5, 1.7000000476837158, -20, 15, NAN, 0},
+        {0, 0, 0, 1, 35, 0, 0, 0},              /* ShearX's centre (0, 0) */
+        {0, 0, 0, 1, 0, -26.5, 0, 0},
+        {170, 1, 1, 0.5, 0, 40, NAN, 0},
+        {5, 0, 0, 0.002, 0, 0, NAN, 0},         /* corners past 32768: the double path */
+        {-3, 1, 0, 0.004, 2, 0, 3.5, 7},
+    };
+    static const double angles[] = {-30.5, 0, 90, 180, 270, -90, 45, 123.4000015258789, 375,
+                                    0.001, -180, 720.25};
+    const uint32_t sizes[][2] = {{1, 1}, {2, 3}, {7, 5}, {17, 13}, {33, 33}, {64, 48},
+                                 {97, 65}, {224, 224}};
+    op_case *cases = NULL;
+    size_t ncases = 0;
+#define ADD(...)                                                                           \
+    do {                                                                                   \
+        cases = realloc(cases, (ncases + 1) * sizeof *cases);                              \
+        cases[ncases++] = (op_case){__VA_ARGS__};                                          \
+    } while (0)
+    for (int in = 0; in < 2; in++)
+        for (int fl = 0; fl < 2; fl++) {
+            for (size_t a = 0; a < sizeof affines / sizeof affines[0]; a++) {
+                op_case k = {.kind = 'a', .interp = in, .fill = fl};
+                memcpy(k.v, affines[a], sizeof k.v);
+                cases = realloc(cases, (ncases + 1) * sizeof *cases);
+                cases[ncases++] = k;
+            }
+            for (size_t a = 0; a < sizeof angles / sizeof angles[0]; a++)
+                ADD(.kind = 'r', .v = {angles[a]}, .interp = in, .fill = fl);
+        }
+    /* every op of both policies, magnitudes from both tables, both signs */
+    const uint32_t bins[] = {0, 1, 9, 17, 30};
+    for (int op = 0; op < SHR_AA_OPS; op++)
+        for (int rand = 0; rand < 2; rand++)
+            for (size_t b = 0; b < sizeof bins / sizeof bins[0]; b++) {
+                double m = shr_aa_magnitude(op, rand, 31, bins[b], 64, 48);
+                int in = (int)((b + rand) % 2);
+                ADD(.kind = 'o', .op = op, .v = {m}, .interp = in, .fill = (int)(b % 2));
+                if (op >= SHR_AA_SHEAR_X && op <= SHR_AA_SHARPNESS && m != 0)
+                    ADD(.kind = 'o', .op = op, .v = {-m}, .interp = 1 - in, .fill = 0);
+                if (op == SHR_AA_IDENTITY || op >= SHR_AA_AUTOCONTRAST)
+                    break;
+            }
+#undef ADD
+    snprintf(path, sizeof path, "%s/ops.tsv", dir);
+    FILE *list = fopen(path, "w");
+    ck_assert_ptr_nonnull(list);
+    int n = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (uint32_t c = 1; c <= 3; c += 2) {
+            uint32_t w = sizes[si][0], h = sizes[si][1];
+            size_t bytes = (size_t)w * h * c;
+            uint8_t *img = malloc(bytes);
+            fill_image(img, w, h, c, (int)(si % 4));
+            char in[1400];
+            snprintf(in, sizeof in, "%s/in-%zu-%u.raw", dir, si, c);
+            write_file(in, img, bytes);
+            free(img);
+            for (size_t k = 0; k < ncases; k++) {
+                /* the largest images take every other case: the runtime stays short */
+                if (w * h > 10000 && (k + c) % 2)
+                    continue;
+                fprintf(list, "%u %u %u %s %s/want-%zu-%u-%zu.raw ", w, h, c, in, dir, si, c, k);
+                put_case(list, &cases[k]);
+                n++;
+            }
+        }
+    ck_assert_int_eq(fclose(list), 0);
+    if (!run_check("ops", dir)) {
+        free(cases);
+        return;
+    }
+    int bad = 0;
+    char first[512] = "";
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (uint32_t c = 1; c <= 3; c += 2) {
+            uint32_t w = sizes[si][0], h = sizes[si][1];
+            size_t bytes = (size_t)w * h * c;
+            char in[1400], out[1400];
+            snprintf(in, sizeof in, "%s/in-%zu-%u.raw", dir, si, c);
+            uint8_t *img = read_file(in, bytes);
+            /* through a source stride wider than the row, to catch stride mistakes */
+            size_t stride = (size_t)w * c + 5;
+            uint8_t *src = calloc(stride * h, 1), *got = malloc(bytes), *scratch = malloc(bytes);
+            for (uint32_t y = 0; y < h; y++)
+                memcpy(src + y * stride, img + (size_t)y * w * c, (size_t)w * c);
+            for (size_t k = 0; k < ncases; k++) {
+                if (w * h > 10000 && (k + c) % 2)
+                    continue;
+                snprintf(out, sizeof out, "%s/want-%zu-%u-%zu.raw", dir, si, c, k);
+                uint8_t *want = read_file(out, bytes);
+                run_case(&cases[k], src, stride, got, w, h, c, scratch);
+                if (memcmp(got, want, bytes) != 0) {
+                    if (!bad++) {
+                        size_t b = 0;
+                        while (got[b] == want[b])
+                            b++;
+                        snprintf(first, sizeof first, "case %zu (%c op %d v0 %g) on %ux%ux%u: "
+                                 "byte %zu is %u, torchvision %u", k, cases[k].kind,
+                                 cases[k].op, cases[k].v[0], w, h, c, b, got[b], want[b]);
+                    }
+                }
+                free(want);
+            }
+            free(img);
+            free(src);
+            free(got);
+            free(scratch);
+        }
+    free(cases);
+    ck_assert_msg(bad == 0, "%d of %d images differ from torchvision's; first: %s", bad, n, first);
+    fprintf(stderr, "test_affine: %d op images equal torchvision's\n", n);
+}
+END_TEST
+
+/* torch.linspace in float32, as the policies' tables use it */
+START_TEST(test_linspace)
+{
+    /* the ends and the middle are exact; the table is increasing */
+    for (uint32_t steps = 2; steps < 70; steps++) {
+        ck_assert_float_eq(shr_aa_linspace(0.0f, 0.99f, steps, 0), 0.0f);
+        ck_assert_float_eq(shr_aa_linspace(0.0f, 0.99f, steps, steps - 1), 0.99f);
+        for (uint32_t i = 1; i < steps; i++)
+            ck_assert(shr_aa_linspace(0.0f, 135.0f, steps, i) >
+                      shr_aa_linspace(0.0f, 135.0f, steps, i - 1));
+    }
+}
+END_TEST
+
+/* ---- the draws ---- */
+
+static void put_words(FILE *f, uint64_t seed, uint64_t epoch, uint64_t i, uint32_t salt,
+                      uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++)
+        fprintf(f, " %016" PRIx64, shr_mix(seed, epoch, i, (uint64_t)salt + k));
+    fputc('\n', f);
+}
+
+START_TEST(test_draws_torchvision)
+{
+    char dir[1200], path[1300];
+    make_dir(dir, sizeof dir, "draws");
+    snprintf(path, sizeof path, "%s/draws.tsv", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    const uint32_t dims[][2] = {{32, 24}, {224, 224}, {7, 5}, {33, 17}};
+    const double rot[][2] = {{-30, 30}, {0, 0}, {-180, 180}, {10, 20.5}};
+    for (size_t k = 0; k < 4; k++) {
+        shr_options o;
+        shr_options_init(&o);
+        o.seed = 700 + k;
+        o.width = 32;
+        o.height = 24;
+        o.rotation = 1;
+        memcpy(o.rotation_degrees, rot[k], sizeof o.rotation_degrees);
+        for (uint64_t i = 0; i < 300; i++) {
+            shr_params p;
+            ck_assert_int_eq(shr_draw_params(&o, i % 2, i, 50, 40, &p), 0);
+            ck_assert_uint_eq(p.rotate, 1);
+            fprintf(f, "rotate %.17g %.17g %a", rot[k][0], rot[k][1], (double)p.rotate_angle);
+            put_words(f, o.seed, i % 2, i, SHR_SALT_ROTATE, 1);
+        }
+    }
+    const double aff[][10] = {
+        {-10, 10, 0, 0, 1, 1, 0, 0, 0, 0},
+        {-30, 30, 0.1, 0.2, 0.8, 1.2, -10, 10, 0, 0},
+        {0, 0, 0.5, 0, 1, 1, -5, 5, -7, 7},
+        {-180, 180, 0.3, 0.3, 0.5, 1.5, 0, 0, -3, 3},
+        {5, 5, 1, 1, 2, 2, 20, 20, 0, 0},
+    };
+    for (size_t k = 0; k < 5; k++)
+        for (size_t d = 0; d < 4; d++) {
+            shr_options o;
+            shr_options_init(&o);
+            o.seed = 800 + k;
+            o.width = dims[d][0];
+            o.height = dims[d][1];
+            o.affine = 1;
+            memcpy(o.affine_degrees, aff[k], 2 * sizeof(double));
+            memcpy(o.affine_translate, aff[k] + 2, 2 * sizeof(double));
+            memcpy(o.affine_scale, aff[k] + 4, 2 * sizeof(double));
+            memcpy(o.affine_shear, aff[k] + 6, 4 * sizeof(double));
+            for (uint64_t i = 0; i < 150; i++) {
+                shr_params p;
+                ck_assert_int_eq(shr_draw_params(&o, 1, i, 300, 200, &p), 0);
+                fprintf(f, "affine");
+                for (int j = 0; j < 10; j++)
+                    fprintf(f, " %.17g", aff[k][j]);
+                fprintf(f, " %u %u %a %d %d %a %a %a", o.width, o.height,
+                        (double)p.affine_angle, p.affine_tx, p.affine_ty,
+                        (double)p.affine_scale, (double)p.affine_shear_x,
+                        (double)p.affine_shear_y);
+                put_words(f, o.seed, 1, i, SHR_SALT_AFFINE, 3);
+            }
+        }
+    const uint32_t pol[][4] = {
+        /* policy, bins, num_ops, magnitude */
+        {SHR_AUTO_AUGMENT_TRIVIAL_WIDE, 31, 0, 0},
+        {SHR_AUTO_AUGMENT_TRIVIAL_WIDE, 7, 0, 0},
+        {SHR_AUTO_AUGMENT_RAND, 31, 2, 9},
+        {SHR_AUTO_AUGMENT_RAND, 31, 1, 0},
+        {SHR_AUTO_AUGMENT_RAND, 31, 4, 30},
+        {SHR_AUTO_AUGMENT_RAND, 11, 3, 5},
+    };
+    uint32_t ops_seen[SHR_AA_OPS] = {0};
+    for (size_t k = 0; k < 6; k++)
+        for (size_t d = 0; d < 4; d++) {
+            shr_options o;
+            shr_options_init(&o);
+            o.seed = 900 + k;
+            o.width = dims[d][0];
+            o.height = dims[d][1];
+            o.auto_augment = (shr_auto_augment)pol[k][0];
+            o.aa_bins = pol[k][1];
+            if (pol[k][2]) {
+                o.aa_num_ops = pol[k][2];
+                o.aa_magnitude = pol[k][3];
+            }
+            for (uint64_t i = 0; i < 200; i++) {
+                shr_params p;
+                ck_assert_int_eq(shr_draw_params(&o, 2, i, 300, 200, &p), 0);
+                fprintf(f, "%s %u %u %u %u %u %u", pol[k][0] == SHR_AUTO_AUGMENT_RAND ? "ra" : "ta",
+                        o.aa_bins, o.aa_num_ops, o.aa_magnitude, o.width, o.height, p.aa_ops);
+                for (uint32_t j = 0; j < p.aa_ops; j++) {
+                    fprintf(f, " %u %a", p.aa_op[j], (double)p.aa_magnitude[j]);
+                    ops_seen[p.aa_op[j]]++;
+                }
+                put_words(f, o.seed, 2, i, SHR_SALT_AUTO_AUGMENT, 4);
+            }
+        }
+    ck_assert_int_eq(fclose(f), 0);
+    for (int op = 0; op < SHR_AA_OPS; op++)
+        ck_assert_msg(ops_seen[op] > 100, "op %d drawn %u times", op, ops_seen[op]);
+    run_check("draws", dir);
+}
+END_TEST
+
+/* ---- whole samples through the reader ---- */
+
+typedef struct {
+    uint8_t *data;              /* n samples */
+    shr_params *params;
+    int64_t *idx;
+    uint32_t n;
+} rec;
+
+/* All batches of one epoch from a reader with options o. */
+static rec *record(const char *ds, const shr_options *o, size_t *nrec, size_t *sample_bytes)
+{
+    shr_reader *r;
+    int rc = shr_open(&r, ds, o);
+    ck_assert_msg(rc == 0, "shr_open: %s", shr_last_error(NULL));
+    shr_info info;
+    shr_get_info(r, &info);
+    size_t one = info.batch_bytes / o->batch_size;
+    *sample_bytes = one;
+    rec *v = NULL;
+    size_t n = 0;
+    const shr_batch *b;
+    while ((rc = shr_next(r, &b)) == 0) {
+        v = realloc(v, (n + 1) * sizeof *v);
+        v[n].n = b->n;
+        v[n].data = malloc(one * b->n);
+        memcpy(v[n].data, b->data, one * b->n);
+        v[n].params = malloc(sizeof(shr_params) * b->n);
+        memcpy(v[n].params, b->params, sizeof(shr_params) * b->n);
+        v[n].idx = malloc(sizeof(int64_t) * b->n);
+        memcpy(v[n].idx, b->indices, sizeof(int64_t) * b->n);
+        n++;
+        shr_release(r, b);
+    }
+    ck_assert_int_eq(rc, SHR_EEND);
+    shr_close(r);
+    *nrec = n;
+    return v;
+}
+
+static void free_recs(rec *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].data);
+        free(v[i].params);
+        free(v[i].idx);
+    }
+    free(v);
+}
+
+static shr_options reader_options(uint64_t seed, uint32_t w, uint32_t h)
+{
+    shr_options o;
+    shr_options_init(&o);
+    o.batch_size = 5;
+    o.order = SHR_ORDER_RANDOM;
+    o.seed = seed;
+    o.rrc = 1;
+    o.width = w;
+    o.height = h;
+    o.flip = 1;
+    return o;
+}
+
+typedef struct {
+    const char *dir;
+    shr_options o;
+} reader_case;
+
+static int reader_cases(reader_case *c)
+{
+    int n = 0;
+    /* RandomRotation, bilinear, a fill colour */
+    c[n] = (reader_case){g_rgb, reader_options(11, 48, 36)};
+    c[n].o.rotation = 1;
+    c[n].o.rotation_degrees[0] = -30;
+    c[n].o.rotation_degrees[1] = 30;
+    c[n].o.aug_interpolation = SHR_FILTER_BILINEAR;
+    memcpy(c[n].o.aug_fill, g_fills[1], 4);
+    n++;
+    /* RandomAffine, nearest, with ColorJitter after it */
+    c[n] = (reader_case){g_rgb, reader_options(12, 33, 17)};
+    c[n].o.affine = 1;
+    c[n].o.affine_degrees[0] = -20;
+    c[n].o.affine_degrees[1] = 20;
+    c[n].o.affine_translate[0] = 0.1;
+    c[n].o.affine_translate[1] = 0.2;
+    c[n].o.affine_scale[0] = 0.8;
+    c[n].o.affine_scale[1] = 1.2;
+    c[n].o.affine_shear[0] = -10;
+    c[n].o.affine_shear[1] = 10;
+    c[n].o.jitter_brightness[0] = c[n].o.jitter_saturation[0] = 0.6;
+    c[n].o.jitter_brightness[1] = c[n].o.jitter_saturation[1] = 1.4;
+    c[n].o.jitter_hue[0] = -0.1;
+    c[n].o.jitter_hue[1] = 0.1;
+    n++;
+    /* TrivialAugmentWide, nearest (torchvision's recipe) */
+    c[n] = (reader_case){g_rgb, reader_options(13, 40, 40)};
+    c[n].o.auto_augment = SHR_AUTO_AUGMENT_TRIVIAL_WIDE;
+    n++;
+    /* RandAugment on L images, bilinear, after rotation and affine */
+    c[n] = (reader_case){g_gray, reader_options(14, 31, 29)};
+    c[n].o.auto_augment = SHR_AUTO_AUGMENT_RAND;
+    c[n].o.aug_interpolation = SHR_FILTER_BILINEAR;
+    c[n].o.rotation = 1;
+    c[n].o.rotation_degrees[0] = -10;
+    c[n].o.rotation_degrees[1] = 10;
+    c[n].o.affine = 1;
+    c[n].o.affine_scale[0] = 0.9;
+    c[n].o.affine_scale[1] = 1.1;
+    n++;
+    /* TrivialAugmentWide at 224, bilinear, a fill colour */
+    c[n] = (reader_case){g_rgb, reader_options(15, 224, 224)};
+    c[n].o.auto_augment = SHR_AUTO_AUGMENT_TRIVIAL_WIDE;
+    c[n].o.aug_interpolation = SHR_FILTER_BILINEAR;
+    memcpy(c[n].o.aug_fill, g_fills[1], 4);
+    n++;
+    /* RandAugment(2, 9) with a float output: the uint8 ops come before the conversion */
+    c[n] = (reader_case){g_rgb, reader_options(16, 64, 48)};
+    c[n].o.auto_augment = SHR_AUTO_AUGMENT_RAND;
+    n++;
+    return n;
+}
+
+START_TEST(test_reader_pixels)
+{
+    char dir[1200], path[1300];
+    make_dir(dir, sizeof dir, "pixels");
+    snprintf(path, sizeof path, "%s/samples.tsv", dir);
+    FILE *list = fopen(path, "w");
+    ck_assert_ptr_nonnull(list);
+    reader_case cases[8];
+    int ncases = reader_cases(cases);
+    shr_dataset *ds[2];
+    ck_assert_int_eq(shr_dataset_open(&ds[0], g_rgb, SHR_ACCESS_MMAP), 0);
+    ck_assert_int_eq(shr_dataset_open(&ds[1], g_gray, SHR_ACCESS_MMAP), 0);
+    rec *all[8];
+    size_t nall[8], one[8];
+    int n = 0, geo_flip = 0, aa_seen[SHR_AA_OPS] = {0};
+    for (int k = 0; k < ncases; k++) {
+        const shr_options *o = &cases[k].o;
+        all[k] = record(cases[k].dir, o, &nall[k], &one[k]);
+        shr_dataset *d = ds[cases[k].dir == g_gray];
+        for (size_t i = 0; i < nall[k]; i++)
+            for (uint32_t j = 0; j < all[k][i].n; j++) {
+                shr_sample st;
+                ck_assert_int_eq(shr_dataset_sample(d, (uint64_t)all[k][i].idx[j], &st), 0);
+                uint8_t *px = malloc(st.bytes);
+                ck_assert_int_eq(shr_dataset_read(d, (uint64_t)all[k][i].idx[j], px, st.bytes,
+                                                  NULL), 0);
+                char stored[1400], out[1400];
+                snprintf(stored, sizeof stored, "%s/stored-%d-%zu-%u.raw", dir, k, i, j);
+                snprintf(out, sizeof out, "%s/want-%d-%zu-%u.raw", dir, k, i, j);
+                write_file(stored, px, st.bytes);
+                free(px);
+                const shr_params *p = &all[k][i].params[j];
+                const uint8_t *fill = o->aug_fill;
+                fprintf(list, "%u %u %u %d %u %u %u %u %u %u %u %d %u %u %u %u %a %u %a %d %d "
+                        "%a %a %a %u", st.width, st.height, st.channels, (int)o->filter,
+                        o->width, o->height, p->x, p->y, p->w, p->h, p->flip,
+                        o->aug_interpolation == SHR_FILTER_BILINEAR, fill[0], fill[1], fill[2],
+                        p->rotate, (double)p->rotate_angle, p->affine, (double)p->affine_angle,
+                        p->affine_tx, p->affine_ty, (double)p->affine_scale,
+                        (double)p->affine_shear_x, (double)p->affine_shear_y, p->aa_ops);
+                for (uint32_t a = 0; a < p->aa_ops; a++) {
+                    fprintf(list, " %u %a", p->aa_op[a], (double)p->aa_magnitude[a]);
+                    aa_seen[p->aa_op[a]]++;
+                    geo_flip += p->flip && shr_aa_op_geometric(p->aa_op[a]);
+                }
+                fprintf(list, " %u %u %u %u %u %a %a %a %a %u %s %s\n", p->jitter,
+                        p->jitter_order[0], p->jitter_order[1], p->jitter_order[2],
+                        p->jitter_order[3], (double)p->brightness, (double)p->contrast,
+                        (double)p->saturation, (double)p->hue, p->gray, stored, out);
+                geo_flip += p->flip && (p->rotate || p->affine);
+                n++;
+            }
+    }
+    ck_assert_int_eq(fclose(list), 0);
+    ck_assert_msg(geo_flip > 0, "some mirrored sample should have a geometric op");
+    int kinds = 0;
+    for (int op = 0; op < SHR_AA_OPS; op++)
+        kinds += aa_seen[op] > 0;
+    ck_assert_msg(kinds >= 10, "only %d of the 14 ops ran on the reader's samples", kinds);
+    if (run_check("reader", dir)) {
+        int bad = 0;
+        char first[512] = "";
+        for (int k = 0; k < ncases; k++)
+            for (size_t i = 0; i < nall[k]; i++)
+                for (uint32_t j = 0; j < all[k][i].n; j++) {
+                    char out[1400];
+                    snprintf(out, sizeof out, "%s/want-%d-%zu-%u.raw", dir, k, i, j);
+                    uint8_t *want = read_file(out, one[k]);
+                    const uint8_t *got = all[k][i].data + one[k] * j;
+                    if (memcmp(got, want, one[k]) != 0 && !bad++) {
+                        const shr_params *p = &all[k][i].params[j];
+                        snprintf(first, sizeof first, "case %d, batch %zu, sample %u (index %"
+                                 PRId64 ", flip %u rotate %u affine %u aa %u op0 %u)", k, i, j,
+                                 all[k][i].idx[j], p->flip, p->rotate, p->affine, p->aa_ops,
+                                 p->aa_op[0]);
+                    }
+                    free(want);
+                }
+        ck_assert_msg(bad == 0, "%d of %d reader samples differ from torchvision's; first: %s",
+                      bad, n, first);
+        fprintf(stderr, "test_affine: %d reader samples equal torchvision's\n", n);
+    }
+    for (int k = 0; k < ncases; k++)
+        free_recs(all[k], nall[k]);
+    shr_dataset_close(ds[0]);
+    shr_dataset_close(ds[1]);
+}
+END_TEST
+
+/* the same batches at 1 and 4 threads; float32 NCHW the uint8 sample converted */
+START_TEST(test_threads_and_float)
+{
+    reader_case cases[8];
+    int ncases = reader_cases(cases);
+    for (int k = 0; k < ncases; k++) {
+        shr_options o = cases[k].o;
+        o.threads = 1;
+        size_t n1, n4, one1, one4, nf, onef;
+        rec *a = record(cases[k].dir, &o, &n1, &one1);
+        o.threads = 4;
+        rec *b = record(cases[k].dir, &o, &n4, &one4);
+        o.dtype = SHR_DTYPE_F32;
+        o.layout = SHR_LAYOUT_NCHW;
+        rec *fl = record(cases[k].dir, &o, &nf, &onef);
+        ck_assert_uint_eq(n1, n4);
+        ck_assert_uint_eq(n1, nf);
+        uint32_t C = cases[k].dir == g_gray ? 1 : 3, W = o.width, H = o.height;
+        int bad = 0;
+        for (size_t i = 0; i < n1; i++) {
+            ck_assert_uint_eq(a[i].n, b[i].n);
+            bad += memcmp(a[i].data, b[i].data, one1 * a[i].n) != 0;
+            bad += memcmp(a[i].params, b[i].params, sizeof(shr_params) * a[i].n) != 0;
+            for (uint32_t j = 0; j < a[i].n; j++) {
+                const uint8_t *u = a[i].data + one1 * j;
+                const float *f = (const float *)(fl[i].data + onef * j);
+                for (uint32_t c = 0; c < C; c++)
+                    for (size_t e = 0; e < (size_t)W * H; e++)
+                        bad += f[c * (size_t)W * H + e] != (float)u[e * C + c];
+            }
+        }
+        ck_assert_msg(bad == 0, "case %d: %d differences between 1 and 4 threads or uint8 and "
+                      "float32", k, bad);
+        free_recs(a, n1);
+        free_recs(b, n4);
+        free_recs(fl, nf);
+    }
+}
+END_TEST
+
+START_TEST(test_bad_options)
+{
+    shr_options o;
+    int n = 0;
+#define EXPECT_EINVAL(stmt)                                                                \
+    do {                                                                                   \
+        shr_options_init(&o);                                                              \
+        o.width = 32;                                                                      \
+        o.height = 24;                                                                     \
+        stmt;                                                                              \
+        shr_params p;                                                                      \
+        ck_assert_msg(shr_draw_params(&o, 0, 0, 50, 40, &p) == SHR_EINVAL, "%s", #stmt);   \
+        shr_reader *r = NULL;                                                              \
+        ck_assert_int_eq(shr_open(&r, g_rgb, &o), SHR_EINVAL);                             \
+        ck_assert_ptr_null(r);                                                             \
+        n++;                                                                               \
+    } while (0)
+    EXPECT_EINVAL((o.rotation = 1, o.rotation_degrees[0] = 10, o.rotation_degrees[1] = -10));
+    EXPECT_EINVAL((o.rotation = 1, o.rotation_degrees[1] = NAN));
+    EXPECT_EINVAL((o.affine = 1, o.affine_scale[0] = 0));
+    EXPECT_EINVAL((o.affine = 1, o.affine_translate[0] = 1.5));
+    EXPECT_EINVAL((o.affine = 1, o.affine_shear[2] = 5, o.affine_shear[3] = -5));
+    EXPECT_EINVAL((o.rotation = 1, o.aug_interpolation = SHR_FILTER_BICUBIC));
+    EXPECT_EINVAL((o.auto_augment = (shr_auto_augment)7));
+    EXPECT_EINVAL((o.auto_augment = SHR_AUTO_AUGMENT_RAND, o.aa_num_ops = 5));
+    EXPECT_EINVAL((o.auto_augment = SHR_AUTO_AUGMENT_RAND, o.aa_num_ops = 0));
+    EXPECT_EINVAL((o.auto_augment = SHR_AUTO_AUGMENT_RAND, o.aa_magnitude = 31));
+    EXPECT_EINVAL((o.auto_augment = SHR_AUTO_AUGMENT_TRIVIAL_WIDE, o.aa_bins = 1));
+#undef EXPECT_EINVAL
+    ck_assert_int_eq(n, 11);
+    /* the defaults: all off, RandAugment's num_ops 2, magnitude 9, 31 bins, nearest, black */
+    shr_options_init(&o);
+    ck_assert_int_eq(o.rotation, 0);
+    ck_assert_int_eq(o.affine, 0);
+    ck_assert_int_eq(o.auto_augment, SHR_AUTO_AUGMENT_NONE);
+    ck_assert_uint_eq(o.aa_num_ops, 2);
+    ck_assert_uint_eq(o.aa_magnitude, 9);
+    ck_assert_uint_eq(o.aa_bins, 31);
+    ck_assert_int_eq(o.aug_interpolation, SHR_FILTER_NEAREST);
+    ck_assert(o.affine_scale[0] == 1 && o.affine_scale[1] == 1);
+}
+END_TEST
+
+static Suite *affine_suite(void)
+{
+    Suite *s = suite_create("affine");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_ops_pillow);
+    tcase_add_test(tc, test_linspace);
+    tcase_add_test(tc, test_draws_torchvision);
+    tcase_add_test(tc, test_reader_pixels);
+    tcase_add_test(tc, test_threads_and_float);
+    tcase_add_test(tc, test_bad_options);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (build_fixtures() != 0) {
+        fprintf(stderr, "test_affine: cannot build the fixtures\n");
+        remove_fixtures();
+        return 1;
+    }
+    SRunner *sr = srunner_create(affine_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    remove_fixtures();
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
