@@ -1352,7 +1352,10 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                              "mean", "std", "return_params", "on_error", "verify_samples",
                              "return_recovery", "jitter_brightness", "jitter_contrast",
                              "jitter_saturation", "jitter_hue", "grayscale_p", "erase_p",
-                             "erase_scale", "erase_ratio", "erase_value", NULL};
+                             "erase_scale", "erase_ratio", "erase_value", "rotation_degrees",
+                             "affine_degrees", "affine_translate", "affine_scale",
+                             "affine_shear", "aug_interpolation", "aug_fill", "auto_augment",
+                             "aa_num_ops", "aa_magnitude", "aa_bins", NULL};
     PyObject *path, *batch_size = NULL, *shuffle = Py_False, *seed = NULL, *threads = Py_None,
              *rank = Py_None, *world = Py_None, *drop_last = Py_False, *size = Py_None,
              *random_crop = Py_False, *flip = Py_False, *access = NULL, *framework = NULL,
@@ -1365,8 +1368,11 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
      * torchvision's forms and passes these) */
     PyObject *jit[4] = {Py_None, Py_None, Py_None, Py_None}, *gray_p = Py_None,
              *erase_p = Py_None, *erase_scale = Py_None, *erase_ratio = Py_None,
-             *erase_value = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOO:Loader",
+             *erase_value = Py_None, *rot = Py_None, *aff[4] = {Py_None, Py_None, Py_None, Py_None},
+             *aug_interp = Py_None, *aug_fill = Py_None, *auto_aug = Py_None,
+             *aa[3] = {Py_None, Py_None, Py_None};
+    if (!PyArg_ParseTupleAndKeywords(args, kw,
+                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOO:Loader",
                                      kwlist,
                                      &path, &batch_size, &shuffle, &seed, &threads, &rank, &world,
                                      &drop_last, &size, &random_crop, &flip, &access, &framework,
@@ -1375,7 +1381,8 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                                      &mean, &std, &return_params, &on_error, &verify_samples,
                                      &return_recovery, &jit[0], &jit[1], &jit[2], &jit[3],
                                      &gray_p, &erase_p, &erase_scale, &erase_ratio,
-                                     &erase_value))
+                                     &erase_value, &rot, &aff[0], &aff[1], &aff[2], &aff[3],
+                                     &aug_interp, &aug_fill, &auto_aug, &aa[0], &aa[1], &aa[2]))
         return -1;
     if (self->ring) {
         PyErr_SetString(PyExc_RuntimeError, "a Loader cannot be initialised twice");
@@ -1455,6 +1462,75 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         (erase_ratio != Py_None && float_pair(erase_ratio, "erase_ratio", o->erase_ratio) < 0) ||
         (erase_value != Py_None && channel_values(erase_value, "erase_value", o->erase_value) < 0))
         return -1;
+    if (rot != Py_None) {
+        o->rotation = 1;
+        if (float_pair(rot, "rotation_degrees", o->rotation_degrees) < 0)
+            return -1;
+    }
+    if (aff[0] != Py_None || aff[1] != Py_None || aff[2] != Py_None || aff[3] != Py_None) {
+        o->affine = 1;
+        if ((aff[0] != Py_None && float_pair(aff[0], "affine_degrees", o->affine_degrees) < 0) ||
+            (aff[1] != Py_None &&
+             float_pair(aff[1], "affine_translate", o->affine_translate) < 0) ||
+            (aff[2] != Py_None && float_pair(aff[2], "affine_scale", o->affine_scale) < 0))
+            return -1;
+        if (aff[3] != Py_None) {
+            double lo[2], hi[2];
+            PyObject *t = PySequence_Check(aff[3]) ? PySequence_Tuple(aff[3]) : NULL;
+            int ok = t && PyTuple_Size(t) == 4;
+            if (ok) {
+                PyObject *a = PyTuple_GetSlice(t, 0, 2), *b = PyTuple_GetSlice(t, 2, 4);
+                ok = a && b && float_pair(a, "affine_shear", lo) == 0 &&
+                     float_pair(b, "affine_shear", hi) == 0;
+                Py_XDECREF(a);
+                Py_XDECREF(b);
+            }
+            Py_XDECREF(t);
+            if (!ok) {
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_ValueError, "affine_shear must be (x min, x max, y min, "
+                                 "y max), not %R", aff[3]);
+                return -1;
+            }
+            o->affine_shear[0] = lo[0];
+            o->affine_shear[1] = lo[1];
+            o->affine_shear[2] = hi[0];
+            o->affine_shear[3] = hi[1];
+        }
+    }
+    if (aug_interp != Py_None) {
+        int fi;
+        static const char *const filters[] = {"nearest", "box", "bilinear"};
+        if (choose(aug_interp, "augment interpolation (nearest or bilinear)", filters, 3, &fi) < 0)
+            return -1;
+        o->aug_interpolation = (shr_filter)fi;
+    }
+    if (aug_fill != Py_None) {
+        float f[4];
+        if (channel_values(aug_fill, "augment fill", f) < 0)
+            return -1;
+        for (int c = 0; c < 4; c++) {
+            if (!(f[c] >= 0 && f[c] <= 255) || f[c] != (float)(int)f[c]) {
+                PyErr_Format(PyExc_ValueError, "augment fill must be whole numbers 0..255, not %R",
+                             aug_fill);
+                return -1;
+            }
+            o->aug_fill[c] = (uint8_t)f[c];
+        }
+    }
+    if (auto_aug != Py_None) {
+        int pi;
+        static const char *const policies[] = {"none", "trivialaugment_wide", "randaugment"};
+        if (choose(auto_aug, "auto_augment (trivialaugment_wide or randaugment)", policies, 3,
+                   &pi) < 0)
+            return -1;
+        o->auto_augment = (shr_auto_augment)pi;
+    }
+    uint32_t *aa_dst[3] = {&o->aa_num_ops, &o->aa_magnitude, &o->aa_bins};
+    static const char *const aa_names[3] = {"num_ops", "magnitude", "num_magnitude_bins"};
+    for (int k = 0; k < 3; k++)
+        if (aa[k] != Py_None && to_u32(aa[k], aa_names[k], 0, aa_dst[k]) < 0)
+            return -1;
     if (on_error != Py_None) {
         const char *s = PyUnicode_Check(on_error) ? utf8(on_error) : NULL;
         if (s && strcmp(s, "fail") == 0)

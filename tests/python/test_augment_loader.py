@@ -91,3 +91,46 @@ def test_augmentation_argument_forms(fx):
     plain = delivered(fx.fixed)
     same = delivered(fx.fixed, color_jitter=(0, 0, 0, 0))
     assert all(np.array_equal(same[i], plain[i]) for i in plain)
+
+
+@needs_torchvision
+@pytest.mark.parametrize("interp", ["nearest", "bilinear"])
+def test_rotation_and_affine_equal_torchvision(fx, interp):
+    from torchvision.transforms import InterpolationMode
+    mode = InterpolationMode.NEAREST if interp == "nearest" else InterpolationMode.BILINEAR
+    ds = shardread.Dataset(fx.fixed)
+    got = delivered(fx.fixed, rotation=(30, 30), augment_interpolation=mode,
+                    augment_fill=[10, 20, 30])
+    for i, image in got.items():
+        want = np.asarray(F.rotate(Image.fromarray(ds[i][0]), 30.0, mode, fill=[10, 20, 30]))
+        assert np.array_equal(image, want), ("rotate", interp, i)
+    got = delivered(fx.fixed, affine=dict(degrees=(-12, -12), scale=(0.8, 0.8), shear=(7, 7)),
+                    augment_interpolation=interp)
+    for i, image in got.items():
+        want = np.asarray(F.affine(Image.fromarray(ds[i][0]), angle=-12.0, translate=[0, 0],
+                                   scale=0.8, shear=[7.0, 0.0], interpolation=mode, fill=0))
+        assert np.array_equal(image, want), ("affine", interp, i)
+
+
+@needs_torchvision
+def test_auto_augment_forms(fx):
+    import torchvision.transforms as T
+    kw = dict(shuffle=True, seed=4)
+    a = delivered(fx.fixed, auto_augment="trivialaugment_wide", **kw)
+    b = delivered(fx.fixed, auto_augment=T.TrivialAugmentWide(), **kw)
+    c = delivered(fx.fixed, auto_augment="trivialaugment_wide", threads=1, **kw)
+    assert all(np.array_equal(a[i], b[i]) and np.array_equal(a[i], c[i]) for i in a)
+    plain = delivered(fx.fixed, **kw)
+    assert sum(not np.array_equal(a[i], plain[i]) for i in a) >= len(a) // 3
+    r1 = delivered(fx.fixed, auto_augment=dict(policy="randaugment", num_ops=2, magnitude=9), **kw)
+    r2 = delivered(fx.fixed, auto_augment=T.RandAugment(num_ops=2, magnitude=9), **kw)
+    assert all(np.array_equal(r1[i], r2[i]) for i in r1)
+    for bad, exc in ((dict(auto_augment="autoaugment"), ValueError),
+                     (dict(auto_augment=dict(policy="randaugment", num_ops=9)),
+                      shardread.ArgumentError),
+                     (dict(affine=dict(translate=(0.1, 0.1))), TypeError),
+                     (dict(rotation=-5), ValueError),
+                     (dict(rotation=5, augment_interpolation="bicubic"), ValueError),
+                     (dict(rotation=5, augment_fill=300), ValueError)):
+        with pytest.raises(exc):
+            shardread.Loader(fx.fixed, **bad)

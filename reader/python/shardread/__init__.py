@@ -229,6 +229,93 @@ def _erasing(erasing):
     return out
 
 
+def _degrees(value, name):
+    """torchvision's degrees: a number d is (-d, d), a pair is (min, max)."""
+    if isinstance(value, _numbers.Real) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"{name}: if degrees is a single number, it must be positive, not "
+                             f"{value!r}")
+        return (-float(value), float(value))
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} degrees must be a number or a (min, max) pair, not "
+                        f"{value!r}") from None
+    return (lo, hi)
+
+
+def _geometry(rotation, affine, auto_augment, interpolation, fill):
+    """rotation= (RandomRotation's degrees), affine= (RandomAffine's keywords as a dict),
+    auto_augment= ('trivialaugment_wide', 'randaugment', a dict with policy and RandAugment's
+    keywords, or torchvision's TrivialAugmentWide / RandAugment object), with
+    augment_interpolation and augment_fill: into the extension's terms."""
+    out = {}
+    if rotation is not None:
+        out["rotation_degrees"] = _degrees(rotation, "rotation")
+    if affine is not None:
+        if not isinstance(affine, dict) or "degrees" not in affine:
+            raise TypeError("affine takes RandomAffine's keywords as a dict with degrees, e.g. "
+                            f"dict(degrees=10, translate=(0.1, 0.1)), not {affine!r}")
+        unknown = set(affine) - {"degrees", "translate", "scale", "shear"}
+        if unknown:
+            raise TypeError(f"affine takes degrees, translate, scale and shear, not "
+                            f"{sorted(unknown)}")
+        out["affine_degrees"] = _degrees(affine["degrees"], "affine")
+        if affine.get("translate") is not None:
+            out["affine_translate"] = tuple(float(v) for v in affine["translate"])
+        if affine.get("scale") is not None:
+            out["affine_scale"] = tuple(float(v) for v in affine["scale"])
+        shear = affine.get("shear")
+        if shear is not None:
+            if isinstance(shear, _numbers.Real) and not isinstance(shear, bool):
+                if shear < 0:
+                    raise ValueError(f"affine shear: if it is a single number, it must be "
+                                     f"positive, not {shear!r}")
+                shear = (-float(shear), float(shear), 0.0, 0.0)
+            else:
+                shear = tuple(float(v) for v in shear)
+                if len(shear) == 2:
+                    shear += (0.0, 0.0)
+            out["affine_shear"] = shear
+    if auto_augment is not None:
+        kind = type(auto_augment).__name__
+        if kind in ("TrivialAugmentWide", "RandAugment"):  # torchvision's own objects
+            policy = "trivialaugment_wide" if kind == "TrivialAugmentWide" else "randaugment"
+            args = {"num_magnitude_bins": auto_augment.num_magnitude_bins}
+            if policy == "randaugment":
+                args.update(num_ops=auto_augment.num_ops, magnitude=auto_augment.magnitude)
+            if interpolation is None:
+                interpolation = auto_augment.interpolation
+            if fill is None and auto_augment.fill is not None:
+                fill = auto_augment.fill
+        elif isinstance(auto_augment, dict):
+            args = dict(auto_augment)
+            policy = args.pop("policy", None)
+            unknown = set(args) - {"num_ops", "magnitude", "num_magnitude_bins"}
+            if policy is None or unknown:
+                raise TypeError("auto_augment as a dict takes policy and num_ops, magnitude, "
+                                f"num_magnitude_bins, not {auto_augment!r}")
+        else:
+            policy, args = auto_augment, {}
+        names = {"trivialaugment_wide": "trivialaugment_wide",
+                 "trivialaugmentwide": "trivialaugment_wide", "trivial": "trivialaugment_wide",
+                 "randaugment": "randaugment", "rand": "randaugment"}
+        key = str(policy).lower().replace("-", "_")
+        if key not in names:
+            raise ValueError(f"auto_augment must be 'trivialaugment_wide' or 'randaugment', not "
+                             f"{policy!r}")
+        out["auto_augment"] = names[key]
+        for k, ck in (("num_ops", "aa_num_ops"), ("magnitude", "aa_magnitude"),
+                      ("num_magnitude_bins", "aa_bins")):
+            if k in args:
+                out[ck] = args[k]
+    if interpolation is not None:
+        out["aug_interpolation"] = _name(interpolation)
+    if fill is not None:
+        out["aug_fill"] = fill
+    return out
+
+
 # ---- Dataset -----------------------------------------------------------------------------------
 
 class Dataset(_shardread.Dataset):
@@ -353,6 +440,13 @@ class Loader(_shardread.Loader):
     RandomGrayscale(p); erasing=p or dict(p=, scale=, ratio=, value=) is RandomErasing, applied
     to the delivered values after the dtype conversion and normalisation, as torchvision erases
     the normalised tensor (value in those units; with uint8 output a whole number 0..255).
+    rotation=degrees is RandomRotation (a number d: (-d, d)); affine=dict(degrees=, translate=,
+    scale=, shear=) is RandomAffine; auto_augment='trivialaugment_wide' or 'randaugment' (or
+    dict(policy=, num_ops=, magnitude=, num_magnitude_bins=), or torchvision's
+    TrivialAugmentWide() / RandAugment() object) runs that policy; the three use
+    augment_interpolation ('nearest', torchvision's default for them, or 'bilinear') and
+    augment_fill (0, or one whole number per channel). Order: crop, flip, rotation, affine,
+    auto_augment, color_jitter, grayscale, dtype and normalisation, erasing.
 
     access: 'mmap', 'pread' (files that may change, network filesystems) or 'direct'
     (O_DIRECT). framework='torch': torch tensors sharing the batch memory. return_indices: a
@@ -396,7 +490,8 @@ class Loader(_shardread.Loader):
                  ratio=None, interpolation="bilinear", dtype=None, layout="NHWC", mean=None,
                  std=None, return_params=False, on_error="fail", verify_samples=False,
                  return_recovery=False, pad=False, color_jitter=None, grayscale=0.0,
-                 erasing=None):
+                 erasing=None, rotation=None, affine=None, auto_augment=None,
+                 augment_interpolation=None, augment_fill=None):
         size = _size(size)
         interpolation = _name(interpolation)
         dtype = _name(dtype)
@@ -411,7 +506,9 @@ class Loader(_shardread.Loader):
                   verify_samples=verify_samples, return_recovery=return_recovery)
         if not isinstance(pad, bool):
             raise TypeError(f"pad must be True or False, not {pad!r}")
-        aug = dict(_jitter(color_jitter), **_erasing(erasing))
+        aug = dict(_jitter(color_jitter), **_erasing(erasing),
+                   **_geometry(rotation, affine, auto_augment, augment_interpolation,
+                               augment_fill))
         if grayscale:
             aug["grayscale_p"] = float(grayscale)
         super().__init__(path, **kw, **aug)
@@ -431,7 +528,9 @@ class Loader(_shardread.Loader):
                     "pass pad=True to pad it, or a smaller size")
         # what a copy needs to reopen the same Loader in another process
         kw.update(rank=self.rank, world=self.world, pad=pad, color_jitter=color_jitter,
-                  grayscale=grayscale, erasing=erasing)
+                  grayscale=grayscale, erasing=erasing, rotation=rotation, affine=affine,
+                  auto_augment=auto_augment, augment_interpolation=augment_interpolation,
+                  augment_fill=augment_fill)
         self._kwargs = dict(kw, path=path)
         self._fingerprint = None
 

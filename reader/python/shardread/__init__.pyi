@@ -83,6 +83,11 @@ class Loader:
         color_jitter: Sequence[float | _Pair] | dict[str, float | _Pair] | None = None,
         grayscale: float = 0.0,
         erasing: float | dict[str, Any] | None = None,
+        rotation: float | _Pair | None = None,
+        affine: dict[str, Any] | None = None,
+        auto_augment: str | dict[str, Any] | Any | None = None,
+        augment_interpolation: Any = None,
+        augment_fill: _Channels | None = None,
     ) -> None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[tuple[Any, ...]]: ...
