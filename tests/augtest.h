@@ -1,0 +1,182 @@
+/* augtest.h - fixtures shared by the read-time augmentation suites (test_augment_read.c,
+ * test_affine.c): datasets built at run time by the shardc binaries of the same build
+ * directory, and the python3 (torch, torchvision, numpy, Pillow) that runs the suite's
+ * reference script tests/AUGTEST_SCRIPT. Define AUGTEST_NAME (the program's name, for messages)
+ * and AUGTEST_SCRIPT before including it. */
+#ifndef AUGTEST_H
+#define AUGTEST_H
+
+#include <check.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char g_bin[1024];                /* directory holding shardc and shardc-mksample */
+static char g_root[1024];               /* temp dir of the whole run */
+static char g_rgb[1100];                /* RGB samples of many sizes */
+static char g_gray[1100];               /* the same, one channel */
+static char g_script[1100];             /* the reference script */
+static const char *g_py;                /* python3 with torchvision, or NULL */
+
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static int run_quiet(const char *cmd)
+{
+    char full[8192];
+    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static int find_bins(void)
+{
+    char exe[1024], probe[1200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        snprintf(g_bin, sizeof g_bin, "%s/../bin", dirname(exe));
+        snprintf(probe, sizeof probe, "%s/shardc", g_bin);
+        if (file_exists(probe))
+            return 0;
+    }
+    const char *build = getenv("BUILD");
+    snprintf(g_bin, sizeof g_bin, "%s/bin", build && *build ? build : "build");
+    snprintf(probe, sizeof probe, "%s/shardc", g_bin);
+    return file_exists(probe) ? 0 : -1;
+}
+
+/* A python with numpy, torch, torchvision and Pillow: $SHARDC_PYTHON, $PYTHON, /usr/bin/python3
+ * or python3. */
+static const char *find_python(void)
+{
+    static char found[512];
+    const char *env = getenv("SHARDC_PYTHON"), *env2 = getenv("PYTHON");
+    const char *cands[] = {env && *env ? env : NULL, env2 && *env2 ? env2 : NULL,
+                           "/usr/bin/python3", "python3"};
+    for (size_t i = 0; i < 4; i++) {
+        if (!cands[i])
+            continue;
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy, torch, torchvision, PIL'", cands[i]);
+        if (run_quiet(cmd) == 0) {
+            snprintf(found, sizeof found, "%s", cands[i]);
+            return found;
+        }
+    }
+    return NULL;
+}
+
+/* The reference script tests/AUGTEST_SCRIPT: from the repository root (where the test suites
+ * run), else next to the build directory holding this program. */
+static int find_script(void)
+{
+    snprintf(g_script, sizeof g_script, "tests/%s", AUGTEST_SCRIPT);
+    if (file_exists(g_script))
+        return 0;
+    snprintf(g_script, sizeof g_script, "%s/../../tests/%s", g_bin, AUGTEST_SCRIPT);
+    return file_exists(g_script) ? 0 : -1;
+}
+
+static int build_fixtures(void)
+{
+    if (find_bins() != 0) {
+        fprintf(stderr, AUGTEST_NAME ": shardc not found next to the test (run make all)\n");
+        return -1;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_root, sizeof g_root, "%s/" AUGTEST_NAME ".XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_root)) {
+        g_root[0] = '\0';
+        return -1;
+    }
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 8 "
+             "--min-side 30 --max-side 90 --no-broken --quiet", g_bin, g_root);
+    if (run_quiet(cmd) != 0)
+        return -1;
+    snprintf(g_rgb, sizeof g_rgb, "%s/rgb", g_root);
+    snprintf(g_gray, sizeof g_gray, "%s/gray", g_root);
+    const char *sets[][2] = {
+        {g_rgb, "--short-side 40 --max-side 64"},
+        {g_gray, "--short-side 40 --max-side 64 --gray"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/src' -o '%s' %s --shard-samples 7 -j 2 "
+                 "--no-progress", g_bin, g_root, sets[i][0], sets[i][1]);
+        if (run_quiet(cmd) != 0) {
+            fprintf(stderr, AUGTEST_NAME ": failed: %s\n", cmd);
+            return -1;
+        }
+    }
+    if (find_script() != 0) {
+        fprintf(stderr, AUGTEST_NAME ": tests/" AUGTEST_SCRIPT " not found (run from the "
+                "repository root)\n");
+        return -1;
+    }
+    g_py = find_python();
+    if (!g_py)
+        fprintf(stderr, AUGTEST_NAME ": no python3 with torchvision and Pillow: the checks "
+                "against torchvision are skipped (set PYTHON)\n");
+    return 0;
+}
+
+static void remove_fixtures(void)
+{
+    if (g_root[0])
+        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Run the reference script's MODE on DIR: 1 done, 0 skipped (no python). */
+static int run_check(const char *mode, const char *dir)
+{
+    if (!g_py)
+        return 0;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' %s '%s' >&2", g_py, g_script, mode, dir);
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s check failed (see above)", mode);
+    return 1;
+}
+
+static void make_dir(char *dir, size_t len, const char *name)
+{
+    snprintf(dir, len, "%s/%s", g_root, name);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static uint8_t *read_file(const char *path, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    uint8_t *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq(fread(p, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+    return p;
+}
+
+#endif
