@@ -80,11 +80,14 @@ typedef struct {
     fmt_sample_meta *metas;
     fmt_aug_params *params;
     uint8_t *aux;               /* K records of FMT_AUG_RECORD_SIZE bytes when augmenting */
+    uint8_t *tbuf;              /* the target record (detection builds) */
+    size_t tcap;
 } slot;
 
 typedef struct {
     const shc_build_opts *o;
     const fmt_inputs *in;
+    const shc_annot *annot;     /* detection builds: the annotations, else NULL */
     slot *slots;
     size_t nslots;
     fmt_rs_cache *cache;        /* resize coefficients shared by the workers */
@@ -263,8 +266,8 @@ static void crash_point(crash_hook *c, int sample, const char *what, const char 
 
 /* Decode and render one input, then hash and sum each sample. On failure s->rc is set and
  * s->why says why. */
-static void process(const shc_build_opts *o, shc_feed *feed, const fmt_input *in, uint64_t pos,
-                    shc_render_scratch *rs, slot *s)
+static void process(const shc_build_opts *o, const shc_annot *annot, shc_feed *feed,
+                    const fmt_input *in, uint64_t pos, shc_render_scratch *rs, slot *s)
 {
     uint32_t n = shc_render_count(&o->r);
     if (in->archive) {
@@ -299,6 +302,22 @@ static void process(const shc_build_opts *o, shc_feed *feed, const fmt_input *in
             m->aux_len = FMT_AUG_RECORD_SIZE;
         }
     }
+    if (annot) {
+        /* the boxes go where the pixels went (one sample: detection builds do not augment) */
+        uint32_t sw, sh, len, dropped;
+        fmt_geom_plan plan;
+        shc_render_geometry(rs, &sw, &sh, &plan);
+        fmt_msg why = {{0}};
+        int rc = shc_annot_target(annot, (size_t)pos, sw, sh, &plan, &s->tbuf, &s->tcap, &len,
+                                  &dropped, &why);
+        if (rc) {
+            s->rc = rc;
+            s->why = why;
+            return;
+        }
+        s->metas[0].aux = s->tbuf;
+        s->metas[0].aux_len = len;
+    }
 }
 
 /* The images keep their buffers: the next input rendered into the slot reuses them. */
@@ -331,7 +350,7 @@ static void *worker(void *arg)
         if (rzrc) {
             s->rc = fmt_fail(&s->why, rzrc, "%s", fmt_strerror(rzrc));
         } else {
-            process(pl->o, pl->feed, &pl->in->items[i], i, rs, s);
+            process(pl->o, pl->annot, pl->feed, &pl->in->items[i], i, rs, s);
         }
 
         pthread_mutex_lock(&pl->mu);
@@ -375,6 +394,12 @@ uint64_t shc_fingerprint(const shc_build_opts *o, const fmt_inputs *in)
         char spec[256];
         fmt_aug_format(&r->aug, spec, sizeof spec);
         XXH3_64bits_update(st, spec, strlen(spec) + 1);
+    }
+    if (o->target_hash) {
+        /* only for detection builds, so that other fingerprints stay what they were */
+        const char ttag[] = "targets";
+        XXH3_64bits_update(st, ttag, sizeof ttag);
+        XXH3_64bits_update(st, &o->target_hash, sizeof o->target_hash);
     }
     for (size_t i = 0; i < in->nclasses; i++)
         XXH3_64bits_update(st, in->classes[i], strlen(in->classes[i]) + 1);
@@ -734,7 +759,7 @@ static char *build_options_json(const shc_build_opts *o)
                      o->r.channels, o->r.limits.max_side, o->r.limits.max_pixels,
                      o->r.max_file_bytes,
                      o->shard_bytes, o->shard_samples, o->align, codec, o->jpeg_fraction,
-                     o->quality, o->list ? "list" : "folders");
+                     o->quality, o->coco ? "coco" : o->yolo ? "yolo" : o->list ? "list" : "folders");
     return n < 0 ? NULL : s;
 }
 
@@ -837,7 +862,8 @@ static uint64_t inputs_tsv_bytes(const fmt_inputs *in, uint64_t lo, uint64_t hi)
  * size depends on the pixels (w_sample_bytes: image files, compressed payloads) get their
  * w_cost scaled by exact / estimated bytes over up to DRY_ENCODED_MAX inputs, evenly spread,
  * that are really rendered and encoded. */
-static int dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_inputs *in, uint64_t lo, uint64_t hi)
+static int dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_inputs *in,
+                   const shc_annot *annot, uint64_t lo, uint64_t hi)
 {
     uint64_t samples = 0, bad = 0, src_bytes = 0, bytes = 0, shards = 0, cur = 0, cur_n = 0;
     uint32_t align = o->align;
@@ -868,8 +894,11 @@ static int dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_in
             continue;
         }
         src_bytes += len;
+        /* a target record: as many boxes as annotated (the geometry may drop some) */
+        uint32_t aux = o->r.augment ? FMT_AUG_RECORD_SIZE
+                       : annot ? shc_annot_record_bytes(annot, i) : 0;
         cost[i] = nper * o->backend->w_cost((uint64_t)plan.out_w * plan.out_h * o->r.channels,
-                                            o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
+                                            aux, align);
     }
     shc_feed_free(feed);
     feed = NULL;
@@ -960,17 +989,41 @@ static void warn_projection(const shc_build_opts *o, const shc_build_cb *cb, uin
     }
 }
 
+/* Boxes stored and dropped over every sample of the dataset in dir. */
+static int count_boxes(const char *dir, uint64_t *boxes, uint64_t *dropped)
+{
+    fmt_dataset *d = NULL;
+    *boxes = *dropped = 0;
+    int rc = fmt_dataset_open_ex(&d, dir, FMT_ACCESS_PREAD, NULL);
+    for (uint64_t i = 0; rc == 0 && i < fmt_dataset_count(d); i++) {
+        fmt_target t;
+        if ((rc = fmt_dataset_target(d, i, &t, NULL)) == 0) {
+            *boxes += t.count;
+            *dropped += t.dropped;
+        }
+    }
+    fmt_dataset_close(d);
+    return rc;
+}
+
 /* ---- the build ---- */
 
 /* The build into o->out: the whole input list, or o->part's slice of it when o->out is the
  * part's folder. */
-static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
+static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const shc_annot *annot,
+                        fmt_inputs *listed)
 {
     fmt_inputs in;
     fmt_msg msg = {{0}};
-    int rc = o->wds ? fmt_inputs_from_wds(o->srcs, o->nsrc, o->wds_label, &in, &msg)
+    int rc = 0;
+    if (listed) {
+        in = *listed;           /* ours from here on */
+        memset(listed, 0, sizeof *listed);
+    } else {
+        rc = o->wds ? fmt_inputs_from_wds(o->srcs, o->nsrc, o->wds_label, &in, &msg)
              : o->list ? fmt_inputs_from_list(o->list, o->srcs, o->nsrc, &in, &msg)
                        : fmt_inputs_from_dirs(o->srcs, o->nsrc, &in, &msg);
+    }
     if (rc) {
         say(cb, "%s", msg.text);
         return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
@@ -989,7 +1042,7 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
     if (o->ctl)
         atomic_store(&o->ctl->total, hi - lo);
     if (o->dry_run) {
-        rc = dry_run(o, cb, &in, lo, hi);
+        rc = dry_run(o, cb, &in, annot, lo, hi);
         fmt_inputs_free(&in);
         return rc;
     }
@@ -1112,6 +1165,7 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
     nthreads = o->threads ? o->threads : 1;
     pl.o = o;
     pl.in = &in;
+    pl.annot = annot;
     pl.nslots = 2 * (size_t)nthreads + 2;
     pl.next_claim = pl.next_write = (size_t)next_input;
     pl.end = (size_t)hi;
@@ -1282,6 +1336,14 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
     m.fingerprint = fp;
     m.nshards = shards.n;
     m.shards = shards.v;
+    if (annot) {
+        m.targets = 1;
+        m.target_source = (char *)(annot->kind == SHC_ANNOT_COCO ? "coco" : "yolo");
+        m.target_hash = o->target_hash;
+        m.target_skipped = annot->skipped_empty;
+        m.categories = annot->cats;
+        m.ncategories = annot->ncats;
+    }
     m.build_json = build_options_json(o);
     if (o->part.count && m.build_json) {
         /* what the merge checks and adds up */
@@ -1342,6 +1404,16 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
                            .rejects = nrej, .warnings = warn.n, .seconds = dt,
                            .threads = nthreads, .out = o->out,
                            .images_per_s = dt > 0 ? (double)(hi - next_input) / dt : 0.0};
+        if (annot) {
+            /* counted from what was written, so a resumed build counts its kept shards too */
+            sum.targets = 1;
+            sum.skipped_empty = annot->skipped_empty;
+            if ((rc = count_boxes(o->out, &sum.boxes, &sum.boxes_dropped)) != 0) {
+                say(cb, "cannot read the targets back from %s: %s", o->out, fmt_strerror(rc));
+                result = rc;
+                goto stop;
+            }
+        }
         cb->summary(cb->ctx, &sum);
     }
     result = nrej ? SHC_EREJECTS : 0;
@@ -1386,6 +1458,7 @@ leave:
         free(pl.slots[k].metas);
         free(pl.slots[k].params);
         free(pl.slots[k].aux);
+        free(pl.slots[k].tbuf);
     }
     free(pl.slots);
     shc_feed_free(pl.feed);
@@ -1405,6 +1478,51 @@ leave:
         close(lock_fd);
     }
     return result;
+}
+
+/* Checks of a detection build's options that need no file. 0 or SHC_EINPUT. */
+static int annot_usable(const shc_build_opts *o, const shc_build_cb *cb)
+{
+    struct stat st;
+    if (o->nsrc != 1 || stat(o->srcs[0], &st) != 0 || !S_ISDIR(st.st_mode)) {
+        say(cb, "--coco and --yolo take one SRC, the folder of the images (%s is not one)",
+            o->nsrc ? o->srcs[0] : "nothing");
+        return SHC_EINPUT;
+    }
+    if (is_set(o->backend)) {
+        say(cb, "--coco and --yolo need --format raw, hdf5 or lmdb (%s writes per-image files "
+            "without targets)", o->backend->name);
+        return SHC_EINPUT;
+    }
+    return 0;
+}
+
+/* A build: list the inputs (for a detection build, from the annotations) and write them. */
+static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
+{
+    if (!o->coco && !o->yolo)
+        return build_listed(o, cb, NULL, NULL);
+    int rc = annot_usable(o, cb);
+    if (rc)
+        return rc;
+    shc_annot a;
+    fmt_inputs in;
+    fmt_msg msg = {{0}};
+    shc_annot_opts ao = {.images = o->srcs[0], .coco = o->coco, .yolo = o->yolo,
+                         .names = o->names, .skip_empty = o->skip_empty};
+    if ((rc = shc_annot_load(&ao, &a, &in, &msg)) != 0) {
+        say(cb, "%s", fmt_reason(&msg, rc));
+        return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
+    }
+    if (a.skipped_empty)
+        say(cb, "note: %" PRIu64 " image(s) without annotations left out (--skip-empty)",
+            a.skipped_empty);
+    shc_build_opts ob = *o;
+    ob.target_hash = a.hash;
+    rc = build_listed(&ob, cb, &a, &in);
+    fmt_inputs_free(&in);
+    shc_annot_free(&a);
+    return rc;
 }
 
 int shc_build(const shc_build_opts *o, const shc_build_cb *cb)

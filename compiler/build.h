@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "compress.h"
 #include "inputs.h"
+#include "annot.h"
 #include "part.h"
 #include "render.h"
 
@@ -68,6 +69,12 @@ typedef struct {
     int json;                   /* it reports through shc_build_cb) */
     shc_part part;              /* build this slice only, into OUT/parts/ (count 0: all of it) */
     shc_build_ctl *ctl;         /* NULL, or a driver's view of the build (shardc-mpi) */
+    /* Detection (annot.h): COCO instances JSON or a YOLO labels folder (with the names file);
+     * the one SRC is then the image folder. NULL, NULL: a classification build. */
+    const char *coco, *yolo, *names;
+    int skip_empty;             /* leave out images without a box */
+    uint64_t target_hash;       /* the annotations' hash (shc_fingerprint covers it when not 0;
+                                 * shc_build sets it from the annotations it loads) */
 } shc_build_opts;
 
 /* The defaults of `shardc build`: raw format, 3 channels, the image's own size (geometry KEEP),
@@ -93,6 +100,10 @@ typedef struct {
     double seconds, images_per_s;   /* this run: inputs it wrote per second */
     unsigned threads;
     const char *out;
+    int targets;                /* a detection build: the counts below are meaningful */
+    uint64_t boxes;             /* boxes stored, over the whole dataset */
+    uint64_t boxes_dropped;     /* boxes the geometry left without area (not stored) */
+    uint64_t skipped_empty;     /* images left out for having no box (--skip-empty) */
 } shc_summary;
 
 /* What a dry run projects (nothing is written). */

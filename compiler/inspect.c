@@ -232,7 +232,8 @@ size_t shc_check_manifest(const char *dir, const fmt_manifest *m, const uint64_t
         mismatch(&k, "manifest: geometry %ux%u but sample size %ux%u (fields 'geometry', "
                  "'sample_width', 'sample_height')", m->geom.width, m->geom.height,
                  m->sample_width, m->sample_height);
-    if (m->geom.mode != FMT_GEOM_SIZE && (m->sample_width || m->sample_height))
+    if (m->geom.mode != FMT_GEOM_SIZE && !m->geom.crop_w &&
+        (m->sample_width || m->sample_height))
         mismatch(&k, "manifest: geometry mode %s has no fixed sample size, yet sample size is "
                  "%ux%u (fields 'geometry', 'sample_width', 'sample_height')",
                  fmt_geom_mode_name(m->geom.mode), m->sample_width, m->sample_height);
@@ -292,6 +293,7 @@ size_t shc_check_manifest(const char *dir, const fmt_manifest *m, const uint64_t
     }
     shc_build_opts o;
     memset(&o, 0, sizeof o);
+    o.target_hash = m->targets ? m->target_hash : 0;
     fmt_msg msg = {{0}};
     int rc = shc_render_opts_from_manifest(m, &o.r, &msg);
     if (rc) {

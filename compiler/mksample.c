@@ -1041,6 +1041,109 @@ leave:
 /* The generator's tests link this file without its main. */
 #ifndef MKS_NO_MAIN
 
+/* ---- detection samples (--coco) ---- */
+
+static uint64_t det_next(uint64_t *st)
+{
+    uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint32_t det_range(uint64_t *st, uint32_t lo, uint32_t hi)
+{
+    return lo + (uint32_t)(det_next(st) % ((uint64_t)hi - lo + 1));
+}
+
+static const char *const det_names[] = {"rectangle", "ellipse", "frame", "cross"};
+
+/* Write `count` PNGs OUT/NNNNNN.png (ids 1..count, the id in the name) over a noisy background,
+ * each with 0..4 shapes of the four categories (ids 1..4) drawn inside their box, boxes that
+ * may touch the image's border; and the COCO instances JSON at json_path (boxes [x, y, w, h] in
+ * whole pixels, area w * h, iscrowd 0, annotation ids 1..N in image order). Every fifth image
+ * has no shape. Deterministic in seed. 0 or an errno, msg naming the file. */
+static int det_generate(const char *out, const char *json_path, unsigned count, uint64_t seed,
+                        unsigned min_side, unsigned max_side, fmt_msg *msg)
+{
+    if (mkdir(out, 0777) != 0 && errno != EEXIST)
+        return fmt_fail(msg, errno, "cannot write %s: %s", out, strerror(errno));
+    FILE *js = fopen(json_path, "w");
+    if (!js)
+        return fmt_fail(msg, errno, "cannot write %s: %s", json_path, strerror(errno));
+    uint64_t st = seed ^ 0x636f636f;
+    int rc = 0;
+    unsigned ann = 0;
+    char *anns = NULL, *imgs = NULL;
+    size_t alen = 0, ilen = 0;
+    FILE *fa = open_memstream(&anns, &alen), *fi = open_memstream(&imgs, &ilen);
+    if (!fa || !fi) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    for (unsigned i = 1; i <= count && rc == 0; i++) {
+        uint32_t w = det_range(&st, min_side, max_side), h = det_range(&st, min_side, max_side);
+        fmt_image img = {0};
+        if ((rc = fmt_image_alloc(&img, w, h, 3)) != 0)
+            break;
+        for (size_t k = 0; k < (size_t)w * h * 3; k++)
+            img.pixels[k] = (uint8_t)(96 + det_next(&st) % 32);
+        unsigned nshapes = i % 5 == 0 ? 0 : det_range(&st, 1, 4);
+        for (unsigned s = 0; s < nshapes; s++) {
+            uint32_t cat = det_range(&st, 1, 4);
+            uint32_t bw = det_range(&st, 4, w / 2 > 4 ? w / 2 : 4);
+            uint32_t bh = det_range(&st, 4, h / 2 > 4 ? h / 2 : 4);
+            uint32_t x = det_range(&st, 0, w - bw), y = det_range(&st, 0, h - bh);
+            uint8_t col[3] = {(uint8_t)(cat & 1 ? 230 : 30), (uint8_t)(cat & 2 ? 220 : 40),
+                              (uint8_t)(40 + 50 * cat)};
+            for (uint32_t yy = y; yy < y + bh; yy++)
+                for (uint32_t xx = x; xx < x + bw; xx++) {
+                    double u = (xx + 0.5 - x) / bw - 0.5, v = (yy + 0.5 - y) / bh - 0.5;
+                    int on = cat == 1 ? 1 : cat == 2 ? u * u + v * v <= 0.25 :
+                             cat == 3 ? (fabs(u) > 0.35 || fabs(v) > 0.35) :
+                             (fabs(u) < 0.12 || fabs(v) < 0.12);
+                    if (on)
+                        memcpy(img.pixels + ((size_t)yy * w + xx) * 3, col, 3);
+                }
+            fprintf(fa, "%s\n  {\"id\": %u, \"image_id\": %u, \"category_id\": %u, \"bbox\": "
+                    "[%u, %u, %u, %u], \"area\": %u, \"iscrowd\": 0}", ann ? "," : "", ann + 1, i,
+                    cat, x, y, bw, bh, bw * bh);
+            ann++;
+        }
+        fprintf(fi, "%s\n  {\"id\": %u, \"file_name\": \"%06u.png\", \"width\": %u, \"height\": "
+                "%u}", i > 1 ? "," : "", i, i, w, h);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%06u.png", out, i);
+        rc = fmt_png_encode(&img, 6, &buf, &len);
+        fmt_image_free(&img);
+        if (rc == 0)
+            rc = fmt_write_file_atomic(path, buf, len);
+        free(buf);
+        if (rc)
+            fmt_fail(msg, rc, "cannot write %s: %s", path, fmt_strerror(rc));
+    }
+leave:
+    if (fa)
+        fclose(fa);
+    if (fi)
+        fclose(fi);
+    if (rc == 0) {
+        fprintf(js, "{\"info\": {\"description\": \"shardc-mksample shapes\"},\n \"images\": [%s"
+                "\n ],\n \"annotations\": [%s\n ],\n \"categories\": [", imgs ? imgs : "",
+                anns ? anns : "");
+        for (unsigned c = 0; c < 4; c++)
+            fprintf(js, "%s\n  {\"id\": %u, \"name\": \"%s\"}", c ? "," : "", c + 1, det_names[c]);
+        fputs("\n ]\n}\n", js);
+    }
+    free(anns);
+    free(imgs);
+    if (fclose(js) != 0 && rc == 0)
+        rc = fmt_fail(msg, errno, "cannot write %s: %s", json_path, strerror(errno));
+    return rc;
+}
+
 static const char usage_text[] =
     "usage: shardc-mksample OUT [options]\n"
     "Write a synthetic image dataset: OUT/<class>/NNNNN.jpg|png|bmp, one class per folder.\n"
@@ -1054,6 +1157,10 @@ static const char usage_text[] =
     "  --photo           photo-like JPEGs (quality 90) for benchmarks, each its own size: long\n"
     "                    side 360..640, aspect 1..1.5, a third portrait\n"
     "  --list FILE       also write FILE: \"class/file label\" per valid image\n"
+    "  --coco FILE       detection instead: --per-class M PNGs OUT/NNNNNN.png (ids 1..M) with\n"
+    "                    0..4 shapes each (categories rectangle, ellipse, frame, cross: ids\n"
+    "                    1..4), sides --min-side..--max-side, and their boxes as COCO\n"
+    "                    instances JSON in FILE\n"
     "  --quiet           no summary line\n"
     "  -h, --help        this text\n";
 
@@ -1083,7 +1190,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 int main(int argc, char **argv)
 {
     enum { OPT_CLASSES = 256, OPT_PER_CLASS, OPT_SEED, OPT_MIN_SIDE, OPT_MAX_SIDE, OPT_NO_BROKEN,
-           OPT_PHOTO, OPT_LIST, OPT_QUIET };
+           OPT_PHOTO, OPT_LIST, OPT_QUIET, OPT_COCO };
     static const struct option longopts[] = {
         { "classes", required_argument, NULL, OPT_CLASSES },
         { "per-class", required_argument, NULL, OPT_PER_CLASS },
@@ -1094,12 +1201,14 @@ int main(int argc, char **argv)
         { "photo", no_argument, NULL, OPT_PHOTO },
         { "list", required_argument, NULL, OPT_LIST },
         { "quiet", no_argument, NULL, OPT_QUIET },
+        { "coco", required_argument, NULL, OPT_COCO },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     mks_opts o;
     mks_opts_init(&o);
     int quiet = 0;
+    const char *coco = NULL;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -1140,6 +1249,9 @@ int main(int argc, char **argv)
         case OPT_QUIET:
             quiet = 1;
             break;
+        case OPT_COCO:
+            coco = optarg;
+            break;
         case ':':
             return usage_error("option '%s' needs a value", argv[optind - 1]);
         default:
@@ -1153,6 +1265,17 @@ int main(int argc, char **argv)
     if (why)
         return usage_error("%s", why);
 
+    if (coco) {
+        fmt_msg m = {{0}};
+        if (det_generate(out, coco, o.per_class, o.seed, o.min_side, o.max_side, &m) != 0) {
+            fprintf(stderr, "shardc-mksample: %s\n", m.text);
+            return 1;
+        }
+        if (!quiet)
+            printf("mksample: wrote %u detection images to %s, their boxes to %s\n", o.per_class,
+                   out, coco);
+        return 0;
+    }
     mks_report r;
     int rc = mks_generate(out, &o, &r);
     if (rc) {

@@ -16,7 +16,17 @@ struct shc_render_scratch {
     uint8_t *file;              /* the encoded input */
     size_t file_cap;
     fmt_image dec;              /* the decoded input */
+    uint32_t src_w, src_h;      /* the last input's size, as its header gives it */
+    fmt_geom_plan plan;         /* and the plan its pixels went through */
 };
+
+void shc_render_geometry(const shc_render_scratch *s, uint32_t *src_w, uint32_t *src_h,
+                         fmt_geom_plan *plan)
+{
+    *src_w = s->src_w;
+    *src_h = s->src_h;
+    *plan = s->plan;
+}
 
 int shc_render_scratch_create(fmt_rs_cache *cache, shc_render_scratch **s)
 {
@@ -141,6 +151,9 @@ int shc_render_mem_into(const shc_render_opts *o, const uint8_t *file, size_t le
                                &plan);
     if (rc)
         goto fail;
+    s->src_w = info.width;
+    s->src_h = info.height;
+    s->plan = plan;
     if (o->augment) {
         for (uint32_t v = 0; v < n && !rc; v++) {
             fmt_aug_draw(&o->aug, o->seed, source, v, s->dec.width, s->dec.height, &plan,

@@ -43,6 +43,13 @@ void shc_render_scratch_free(shc_render_scratch *s);     /* accepts NULL */
 int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
                     shc_render_scratch *s, fmt_image *out, fmt_aug_params *params, fmt_msg *msg);
 
+/* After a successful shc_render_into / shc_render_mem_into with s: the input's size (its
+ * header's, before any reduced-scale decode) and the plan its pixels went through (the output,
+ * resize and window are those of fmt_geom_plan_for at that size; the box may be that of a
+ * reduced-scale decode). What detection boxes are moved by. */
+void shc_render_geometry(const shc_render_scratch *s, uint32_t *src_w, uint32_t *src_h,
+                         fmt_geom_plan *plan);
+
 /* As shc_render_into, from the encoded input's bytes (an archive member; file need only live
  * during the call). */
 int shc_render_mem_into(const shc_render_opts *o, const uint8_t *file, size_t len,

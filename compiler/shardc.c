@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,12 @@ static const char usage_build[] =
     "      --compress C        raw: compress each sample on its own, C = lz4[:1..12] or\n"
     "                          zstd[:LEVEL] (default level 1; -7..-1 faster, up to 19 smaller)\n"
     "      --list FILE         list file: \"path label\" per line (ARCHIVE!MEMBER: a member)\n"
+    "      --coco FILE         detection: COCO instances JSON; SRC is the image folder its\n"
+    "                          file_names are relative to; boxes follow the geometry\n"
+    "      --yolo DIR          detection: YOLO labels, DIR/D/S.txt for image SRC/D/S.EXT, one\n"
+    "                          \"class cx cy w h\" line per box (needs --names)\n"
+    "      --names FILE        YOLO class names, one per line (class i is line i + 1)\n"
+    "      --skip-empty        detection: leave out images without a box (default: kept)\n"
     "      --wds               SRCs are WebDataset shards: members grouped by key, the image\n"
     "                          of each group a sample, in the shards' order\n"
     "      --wds-label L       the label of a --wds sample: cls (default: the .cls member),\n"
@@ -99,10 +106,12 @@ static const char usage_build[] =
     "3 fatal I/O error (no manifest is left)\n";
 
 static const char usage_info[] =
-    "usage: shardc info OUT [--json] [--sample I]\n"
+    "usage: shardc info OUT [--json] [--sample I] [--targets]\n"
     "  what the dataset directory OUT holds: samples, classes, shards, geometry, channel stats,\n"
     "  augmentation; with --sample I, one sample's label, shape, source file and the exact\n"
-    "  augmentation parameters drawn for it (JSON keys source and params)\n";
+    "  augmentation parameters drawn for it (JSON keys source and params); with --targets, a\n"
+    "  detection dataset's targets, one JSON line per sample (index, image_id, orig_size,\n"
+    "  dropped, boxes [x1, y1, x2, y2] in the sample's pixels, labels, iscrowd, area)\n";
 static const char usage_verify[] =
     "usage: shardc verify OUT\n"
     "  re-hash every sample of OUT against its recorded hash; exit 1 naming each damaged sample\n";
@@ -115,8 +124,10 @@ static const char usage_merge[] =
     "exit status: 0 merged, 1 merged and inputs were rejected, 2 parts missing, unfinished or\n"
     "inconsistent (nothing written), 3 fatal I/O error\n";
 static const char usage_cat[] =
-    "usage: shardc cat OUT INDEX [-o FILE] [--replay]\n"
+    "usage: shardc cat OUT INDEX [-o FILE] [--replay] [--boxes]\n"
     "  write sample INDEX of OUT as binary PPM (P6; P5 for gray) to stdout or FILE\n"
+    "  --boxes: a detection dataset's boxes drawn on it, 1-pixel outlines, one colour per\n"
+    "  category\n"
     "  --replay: render the sample again from its source file (an augmented one from its recorded\n"
     "  parameters) and write that instead; exit 1 if it differs from the stored pixels\n";
 
@@ -158,7 +169,7 @@ enum {
     OPT_SHARDSAMPLES, OPT_ALIGN, OPT_MAXPIX, OPT_MAXIMGSIDE, OPT_MAXFILE, OPT_STRICT, OPT_RESUME,
     OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED,
     OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK, OPT_PART, OPT_JPEGFRACTION,
-    OPT_WDS, OPT_WDSLABEL, OPT_ARCBUF
+    OPT_WDS, OPT_WDSLABEL, OPT_ARCBUF, OPT_COCO, OPT_YOLO, OPT_NAMES, OPT_SKIPEMPTY
 };
 
 int shc_build_args(int argc, char **argv, shc_build_opts *out)
@@ -190,6 +201,9 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         {"part", required_argument, 0, OPT_PART},
         {"wds", no_argument, 0, OPT_WDS},           {"wds-label", required_argument, 0, OPT_WDSLABEL},
         {"archive-buffer", required_argument, 0, OPT_ARCBUF},
+        {"coco", required_argument, 0, OPT_COCO},   {"yolo", required_argument, 0, OPT_YOLO},
+        {"names", required_argument, 0, OPT_NAMES},
+        {"skip-empty", no_argument, 0, OPT_SKIPEMPTY},
         {0, 0, 0, 0}};
     shc_build_opts o;
     shc_build_opts_init(&o);
@@ -335,6 +349,10 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
                 return usage_error(usage_build, "%s", perr);
             break;
         }
+        case OPT_COCO: o.coco = optarg; break;
+        case OPT_YOLO: o.yolo = optarg; break;
+        case OPT_NAMES: o.names = optarg; break;
+        case OPT_SKIPEMPTY: o.skip_empty = 1; break;
         case OPT_SEED:
             if (shc_parse_uint(optarg, 0, UINT64_MAX, &o.r.seed))
                 return usage_error(usage_build, "bad --seed '%s' (an unsigned 64-bit integer)",
@@ -374,6 +392,21 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         return usage_error(usage_build, "%s", "--resume and --force exclude each other");
     if (aug_spec && !o.r.augment)
         return usage_error(usage_build, "%s", "--aug needs --augment K");
+    if (o.coco && o.yolo)
+        return usage_error(usage_build, "%s", "--coco and --yolo exclude each other");
+    if (o.yolo && !o.names)
+        return usage_error(usage_build, "%s", "--yolo needs --names FILE (the class names)");
+    if (o.names && !o.yolo)
+        return usage_error(usage_build, "%s", "--names needs --yolo");
+    if (o.skip_empty && !o.coco && !o.yolo)
+        return usage_error(usage_build, "%s", "--skip-empty needs --coco or --yolo");
+    if ((o.coco || o.yolo) && (o.list || o.wds))
+        return usage_error(usage_build, "%s", "--coco/--yolo list the images themselves (no "
+                           "--list or --wds)");
+    if ((o.coco || o.yolo) && o.r.augment)
+        return usage_error(usage_build, "%s", "--augment cannot be combined with --coco/--yolo "
+                           "(pre-augmented variants do not carry boxes)");
+
     if (o.r.augment) {
         if (!have_size)
             return usage_error(usage_build, "%s", "--augment needs --size WxH (the variants' size)");
@@ -435,12 +468,21 @@ static void on_summary(void *ctx, const shc_summary *s)
             s->classes, s->shards, shc_human_size(s->bytes, hb, sizeof hb), s->out, s->rejects,
             s->rejects ? " (see rejects.tsv)" : "", s->warnings,
             s->warnings ? " (see warnings.tsv)" : "", s->seconds, s->images_per_s);
-    if (out->json)
+    if (s->targets)
+        fprintf(stderr, "shardc: %" PRIu64 " boxes stored, %" PRIu64 " dropped by the geometry "
+                "(no area left), %" PRIu64 " images without annotations left out\n", s->boxes,
+                s->boxes_dropped, s->skipped_empty);
+    if (out->json) {
         printf("{\"samples\": %" PRIu64 ", \"classes\": %zu, \"shards\": %zu, \"bytes\": %" PRIu64
                ", \"inputs\": %zu, \"rejects\": %zu, \"warnings\": %zu, \"seconds\": %.3f, "
-               "\"images_per_s\": %.1f, \"threads\": %u, \"out\": \"%s\"}\n", s->samples,
+               "\"images_per_s\": %.1f, \"threads\": %u, \"out\": \"%s\"", s->samples,
                s->classes, s->shards, s->bytes, s->inputs, s->rejects, s->warnings, s->seconds,
                s->images_per_s, s->threads, s->out);
+        if (s->targets)
+            printf(", \"boxes\": %" PRIu64 ", \"boxes_dropped\": %" PRIu64
+                   ", \"skipped_empty\": %" PRIu64, s->boxes, s->boxes_dropped, s->skipped_empty);
+        printf("}\n");
+    }
 }
 
 static void on_projection(void *ctx, const shc_projection *p)
@@ -488,20 +530,6 @@ static int cmd_build(int argc, char **argv)
 
 /* ---- info ---- */
 
-/* Bytes of one UTF-8 sequence at s (shortest form, no surrogates, <= U+10FFFF), 0 if invalid. */
-static int utf8_len(const unsigned char *s)
-{
-    unsigned c = s[0];
-    int n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 :
-            c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    for (int i = 1; i < n; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0) || (c == 0xF0 && s[1] < 0x90) ||
-        (c == 0xF4 && s[1] >= 0x90))
-        return 0;
-    return n;
-}
 
 /* A JSON string. Names on disk are bytes: valid UTF-8 is written as it is, and each byte that is
  * not part of valid UTF-8 as the escaped lone surrogate U+DC00 + byte (Python's
@@ -511,7 +539,7 @@ static void print_json_string(const char *str)
     const unsigned char *s = (const unsigned char *)str;
     putchar('"');
     while (*s) {
-        int n = utf8_len(s);
+        int n = fmt_utf8_len(s);
         if (n == 0) {
             printf("\\udc%02x", *s++);
         } else if (n > 1) {
@@ -597,15 +625,49 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
     return 0;
 }
 
+/* Every sample's target as a JSON line (float32 values printed so that they read back exactly). */
+static int print_targets(const char *dir, const fmt_dataset *d)
+{
+    for (uint64_t i = 0; i < fmt_dataset_count(d); i++) {
+        fmt_target t;
+        fmt_msg msg = {{0}};
+        int rc = fmt_dataset_target(d, i, &t, &msg);
+        if (rc) {
+            fprintf(stderr, "shardc: %s: sample %" PRIu64 ": %s\n", dir, i, fmt_reason(&msg, rc));
+            return SHC_EXIT_REJECTS;
+        }
+        printf("{\"index\": %" PRIu64 ", \"image_id\": %" PRId64 ", \"orig_size\": [%u, %u], "
+               "\"dropped\": %u, \"boxes\": [", i, t.image_id, t.orig_width, t.orig_height,
+               t.dropped);
+        for (uint32_t k = 0; k < t.count; k++)
+            printf("%s[%.9g, %.9g, %.9g, %.9g]", k ? ", " : "", (double)t.boxes[4 * k],
+                   (double)t.boxes[4 * k + 1], (double)t.boxes[4 * k + 2],
+                   (double)t.boxes[4 * k + 3]);
+        printf("], \"labels\": [");
+        for (uint32_t k = 0; k < t.count; k++)
+            printf("%s%" PRId64, k ? ", " : "", t.labels[k]);
+        printf("], \"iscrowd\": [");
+        for (uint32_t k = 0; k < t.count; k++)
+            printf("%s%u", k ? ", " : "", t.iscrowd[k]);
+        printf("], \"area\": [");
+        for (uint32_t k = 0; k < t.count; k++)
+            printf("%s%.9g", k ? ", " : "", (double)t.area[k]);
+        printf("]}\n");
+    }
+    return 0;
+}
+
 static int cmd_info(int argc, char **argv)
 {
-    int json = 0;
+    int json = 0, targets = 0;
     const char *dir = NULL, *sample = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             json = 1;
         else if (strcmp(argv[i], "--sample") == 0 && i + 1 < argc)
             sample = argv[++i];
+        else if (strcmp(argv[i], "--targets") == 0)
+            targets = 1;
         else if (argv[i][0] == '-')
             return usage_error(usage_info, "unknown option '%s'", argv[i]);
         else if (!dir)
@@ -628,6 +690,16 @@ static int cmd_info(int argc, char **argv)
         return rc;
     }
     const fmt_manifest *m = fmt_dataset_manifest(d);
+    if (targets) {
+        if (!m->targets) {
+            fprintf(stderr, "shardc: %s has no targets (not a detection dataset)\n", dir);
+            fmt_dataset_close(d);
+            return SHC_EXIT_USAGE;
+        }
+        rc = print_targets(dir, d);
+        fmt_dataset_close(d);
+        return rc;
+    }
     uint64_t bytes = 0;
     for (size_t i = 0; i < m->nshards; i++)
         bytes += m->shards[i].bytes;
@@ -880,12 +952,42 @@ static int cmd_merge(int argc, char **argv)
 
 /* ---- cat ---- */
 
+/* The outline of each box of t: the pixels whose squares the box's edges cross (columns
+ * floor(x1) .. ceil(x2) - 1, rows likewise), in a colour of its category. */
+static void draw_boxes(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, const fmt_target *t)
+{
+    static const uint8_t pal[8][3] = {{255, 40, 40}, {40, 255, 40}, {60, 120, 255}, {255, 220, 0},
+                                      {255, 0, 255}, {0, 255, 255}, {255, 140, 0}, {255, 255, 255}};
+    for (uint32_t k = 0; k < t->count; k++) {
+        const float *b = t->boxes + 4 * (size_t)k;
+        const uint8_t *c = pal[(uint64_t)t->labels[k] % 8];
+        long x0 = (long)floorf(b[0]), y0 = (long)floorf(b[1]);
+        long x1 = (long)ceilf(b[2]) - 1, y1 = (long)ceilf(b[3]) - 1;
+        x0 = x0 < 0 ? 0 : x0;
+        y0 = y0 < 0 ? 0 : y0;
+        x1 = x1 >= (long)w ? (long)w - 1 : x1;
+        y1 = y1 >= (long)h ? (long)h - 1 : y1;
+        for (long y = y0; y <= y1; y++)
+            for (long x = x0; x <= x1; x++) {
+                if (y != y0 && y != y1 && x != x0 && x != x1)
+                    continue;
+                uint8_t *p = px + ((size_t)y * w + (size_t)x) * ch;
+                if (ch == 1)
+                    p[0] = 255;
+                else
+                    memcpy(p, c, 3);
+            }
+    }
+}
+
 static int cmd_cat(int argc, char **argv)
 {
     const char *dir = NULL, *index = NULL, *outfile = NULL;
-    int replay = 0;
+    int replay = 0, boxes = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--replay") == 0) {
+        if (strcmp(argv[i], "--boxes") == 0) {
+            boxes = 1;
+        } else if (strcmp(argv[i], "--replay") == 0) {
             replay = 1;
         } else if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) {
             if (++i >= argc)
@@ -971,6 +1073,24 @@ static int cmd_cat(int argc, char **argv)
         s.height = re.height;
         s.channels = re.channels;
     }
+    uint8_t *drawn = NULL;
+    if (boxes) {
+        fmt_target t;
+        fmt_msg msg = {{0}};
+        rc = fmt_dataset_target(d, idx, &t, &msg);
+        drawn = rc ? NULL : malloc(s.length ? (size_t)s.length : 1);
+        if (rc || !drawn) {
+            fprintf(stderr, "shardc: cannot draw the boxes of sample %" PRIu64 " of %s: %s\n", idx,
+                    dir, rc ? fmt_reason(&msg, rc) : strerror(ENOMEM));
+            fmt_image_free(&re);
+            free(owned);
+            fmt_dataset_close(d);
+            return rc == FMT_EINVAL ? SHC_EXIT_USAGE : SHC_EXIT_IO;
+        }
+        memcpy(drawn, s.pixels, s.length);
+        draw_boxes(drawn, s.width, s.height, s.channels, &t);
+        s.pixels = drawn;
+    }
     char head[64];
     int hn = snprintf(head, sizeof head, "P%c\n%u %u\n255\n", s.channels == 1 ? '5' : '6', s.width,
                       s.height);
@@ -995,6 +1115,7 @@ static int cmd_cat(int argc, char **argv)
     }
     fmt_image_free(&re);
     free(owned);
+    free(drawn);
     fmt_dataset_close(d);
     return rc ? SHC_EXIT_IO : differs ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
 }

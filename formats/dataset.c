@@ -9,12 +9,16 @@
 #include <string.h>
 
 #include "backend.h"
+#include "target.h"
 
 typedef struct {
     void *s;                    /* the backend's shard; NULL when it could not be opened */
     char *path;
     int rc;                     /* FMT_OPEN_TOLERANT: why it could not be opened (0: open) */
     char *why;                  /* ... in words, without the path */
+    uint8_t **tcopy;            /* per sample, an 8-aligned copy of a target record the backend
+                                 * hands back misaligned (NULL: none needed) */
+    uint64_t ncopy;
 } ds_shard;
 
 struct fmt_dataset {
@@ -30,6 +34,30 @@ struct fmt_dataset {
 static uint64_t max_u64(uint64_t a, uint64_t b)
 {
     return a > b ? a : b;
+}
+
+/* Keep an 8-aligned copy of sample k's target record (fmt_target_view reads it in place). */
+static int copy_target(ds_shard *s, uint64_t n, uint64_t k, const fmt_sample *smp)
+{
+    if (!s->tcopy) {
+        if (n > SIZE_MAX / sizeof *s->tcopy || !(s->tcopy = calloc((size_t)n, sizeof *s->tcopy)))
+            return ENOMEM;
+        s->ncopy = n;
+    }
+    /* malloc's alignment is at least 8 */
+    if (!(s->tcopy[k] = malloc(smp->aux_len)))
+        return ENOMEM;
+    memcpy(s->tcopy[k], smp->aux, smp->aux_len);
+    return 0;
+}
+
+static void free_copies(ds_shard *s)
+{
+    for (uint64_t k = 0; s->tcopy && k < s->ncopy; k++)
+        free(s->tcopy[k]);
+    free(s->tcopy);
+    s->tcopy = NULL;
+    s->ncopy = 0;
 }
 
 /* Open manifest shard i into d->shards[i]: precheck, open, its own account against the manifest,
@@ -59,6 +87,8 @@ static int open_shard(fmt_dataset *d, const char *dir, size_t i, fmt_msg *msg)
             smp.index = ms->first + k;
             rc = fmt_manifest_check_sample(&d->man, &smp, msg);
         }
+        if (rc == 0 && d->man.targets && ((uintptr_t)smp.aux & 7u))
+            rc = copy_target(s, h->samples, k, &smp);
         if (rc)
             return rc;
         max = max_u64(max, smp.length);
@@ -114,6 +144,7 @@ int fmt_dataset_open_flags(fmt_dataset **out, const char *dir, fmt_access access
             goto leave;
         }
         /* tolerated: the shard stays closed and its samples report why */
+        free_copies(s);
         d->be->r_close(s->s);
         s->s = NULL;
         s->rc = rc;
@@ -161,6 +192,33 @@ const char *fmt_dataset_sample_error(const fmt_dataset *d, uint64_t idx)
     return si < 0 ? NULL : d->shards[si].why;
 }
 
+/* Sample s's target record: well formed (fmt_target_view on an aligned copy), inside the sample,
+ * every category one the manifest names. */
+static int check_target(const fmt_manifest *m, const fmt_sample *s, fmt_msg *msg)
+{
+    if (!s->aux)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " has no target record, the "
+                        "manifest says the dataset has targets (field 'targets')", s->index);
+    uint64_t buf[64];
+    uint8_t *copy = s->aux_len <= sizeof buf ? (uint8_t *)buf : malloc(s->aux_len);
+    if (!copy)
+        return ENOMEM;
+    memcpy(copy, s->aux, s->aux_len);
+    fmt_target t;
+    fmt_msg why = {{0}};
+    int rc = fmt_target_view(copy, s->aux_len, s->width, s->height, &t, &why);
+    for (uint32_t i = 0; rc == 0 && i < t.count; i++)
+        if (fmt_manifest_find_category(m, t.labels[i]) < 0)
+            rc = fmt_fail(&why, FMT_ECORRUPT, "box %" PRIu32 " has category %" PRId64 ", which "
+                          "the manifest does not name (field 'targets.categories')", i,
+                          t.labels[i]);
+    if (copy != (uint8_t *)buf)
+        free(copy);
+    if (rc)
+        return fmt_fail(msg, rc, "sample %" PRIu64 ": %s", s->index, fmt_reason(&why, rc));
+    return 0;
+}
+
 int fmt_manifest_check_sample(const fmt_manifest *m, const fmt_sample *s, fmt_msg *msg)
 {
     if (s->channels != m->channels)
@@ -177,6 +235,8 @@ int fmt_manifest_check_sample(const fmt_manifest *m, const fmt_sample *s, fmt_ms
     if (m->augment && !s->aux)
         return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " has no augmentation record, the "
                         "manifest says %u variants (field 'augment')", s->index, m->augment);
+    if (m->targets)
+        return check_target(m, s, msg);
     return 0;
 }
 
@@ -229,6 +289,7 @@ void fmt_dataset_close(fmt_dataset *d)
         return;
     for (size_t i = 0; d->shards && i < d->man.nshards; i++) {
         d->be->r_close(d->shards[i].s);
+        free_copies(&d->shards[i]);
         free(d->shards[i].path);
         free(d->shards[i].why);
     }
@@ -357,4 +418,21 @@ int fmt_dataset_check(const fmt_dataset *d, uint64_t idx)
     if (lrc)
         return lrc;
     return d->be->r_check(sh->s, local);
+}
+
+int fmt_dataset_target(const fmt_dataset *d, uint64_t idx, fmt_target *t, fmt_msg *msg)
+{
+    memset(t, 0, sizeof *t);
+    if (!d->man.targets)
+        return fmt_fail(msg, FMT_EINVAL, "the dataset has no targets");
+    const ds_shard *sh;
+    uint64_t local;
+    int rc = locate(d, idx, &sh, &local);
+    if (rc)
+        return rc == FMT_EINVAL ? fmt_fail(msg, rc, "no sample %" PRIu64, idx) : rc;
+    fmt_sample smp;
+    if ((rc = d->be->r_get(sh->s, local, &smp)) != 0)
+        return rc;
+    const uint8_t *rec = sh->tcopy && sh->tcopy[local] ? sh->tcopy[local] : smp.aux;
+    return fmt_target_view(rec, smp.aux_len, smp.width, smp.height, t, msg);
 }

@@ -34,6 +34,7 @@
 
 #include "manifest.h"
 #include "sample.h"
+#include "target.h"
 
 typedef struct fmt_dataset fmt_dataset;
 
@@ -125,6 +126,14 @@ int fmt_dataset_read_buf(const fmt_dataset *d, uint64_t idx, void *dst, fmt_samp
  * O_DIRECT: the dataset was not opened with FMT_ACCESS_DIRECT, or the filesystem refused it).
  * Thread-safe. */
 int fmt_dataset_extent(const fmt_dataset *d, uint64_t idx, fmt_extent *x);
+
+/* Sample idx's target (a dataset whose manifest has "targets"; target.h): the arrays point into
+ * the dataset's own memory (the backend's copy of the index and aux area, or an aligned copy
+ * made at open), read-only and valid until fmt_dataset_close. Every record was checked at open
+ * (fmt_manifest_check_sample: well formed, boxes inside the sample, categories the manifest
+ * names). 0; FMT_EINVAL (no targets, idx >= count); the error of a shard FMT_OPEN_TOLERANT left
+ * closed. Thread-safe. */
+int fmt_dataset_target(const fmt_dataset *d, uint64_t idx, fmt_target *t, fmt_msg *msg);
 
 /* Name of the dataset's backend ("raw", "hdf5", ...). */
 const char *fmt_dataset_backend(const fmt_dataset *d);

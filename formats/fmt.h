@@ -85,4 +85,8 @@ int fmt_open_regular(const char *path, int *fd, struct stat *st, fmt_msg *msg);
 int fmt_hash_file(const char *path, uint64_t skip_off, uint64_t skip_len, uint64_t *pinned,
                   uint64_t *whole, uint64_t *size);
 
+/* Bytes of the UTF-8 sequence at s (shortest form, no surrogates, <= U+10FFFF; s[0] != 0 and
+ * the sequence NUL-terminated or complete), 0 if it is not valid UTF-8. */
+int fmt_utf8_len(const unsigned char *s);
+
 #endif

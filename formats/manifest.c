@@ -63,20 +63,6 @@ static json_t *dbl_array(const double *v, uint32_t n)
  * lone surrogates, so such a byte travels through it as a marker no file name can contain: NUL
  * followed by the byte's two hex digits. */
 
-/* Bytes of one UTF-8 sequence at s (shortest form, no surrogates, <= U+10FFFF), 0 if invalid. */
-static int utf8_len(const unsigned char *s)
-{
-    unsigned c = s[0];
-    int n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 :
-            c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    for (int i = 1; i < n; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0) || (c == 0xF0 && s[1] < 0x90) ||
-        (c == 0xF4 && s[1] >= 0x90))
-        return 0;
-    return n;
-}
 
 /* A class name as a JSON string: the bytes that are not valid UTF-8 as markers. NULL: no memory */
 static json_t *name_json(const char *name)
@@ -88,7 +74,7 @@ static json_t *name_json(const char *name)
         return NULL;
     size_t o = 0;
     while (*p) {
-        int n = utf8_len(p);
+        int n = fmt_utf8_len(p);
         if (n == 0) {
             o += (size_t)sprintf(buf + o, "%c%02x", 0, *p++);
         } else {
@@ -250,6 +236,28 @@ int fmt_manifest_dump(const fmt_manifest *m, char **out)
     json_object_set_new(aug, "seed", hex64(m->seed));
     json_object_set_new(root, "augment", aug);
 
+    if (m->targets) {
+        json_t *t = json_object(), *cats = json_array();
+        if (!t || !cats) {
+            json_decref(t);
+            json_decref(cats);
+            goto nomem;
+        }
+        json_object_set_new(t, "kind", json_string("boxes"));
+        json_object_set_new(t, "record_version", json_integer(1));
+        json_object_set_new(t, "source", json_string(m->target_source ? m->target_source : ""));
+        json_object_set_new(t, "hash", hex64(m->target_hash));
+        json_object_set_new(t, "skipped_empty", json_integer((json_int_t)m->target_skipped));
+        for (size_t i = 0; i < m->ncategories; i++) {
+            json_t *c = json_object();
+            json_object_set_new(c, "id", json_integer((json_int_t)m->categories[i].id));
+            json_object_set_new(c, "name", name_json(m->categories[i].name));
+            json_array_append_new(cats, c);
+        }
+        json_object_set_new(t, "categories", cats);
+        json_object_set_new(root, "targets", t);
+    }
+
     json_object_set_new(root, "fingerprint", hex64(m->fingerprint));
     for (size_t i = 0; i < m->nshards; i++) {
         const fmt_manifest_shard *s = &m->shards[i];
@@ -341,6 +349,65 @@ static int get_hex(json_t *o, const char *key, uint64_t *v, fmt_msg *msg)
         return fmt_fail(msg, FMT_ECORRUPT, "manifest field '%s' is not a 16-digit hex hash", key);
     *v = strtoull(s, NULL, 16);
     return 0;
+}
+
+/* The "targets" object (manifest.md): kind "boxes", record version 1, categories with distinct
+ * ids in increasing order. */
+static int parse_targets(json_t *t, fmt_manifest *m, fmt_msg *msg)
+{
+    int rc;
+    uint32_t version;
+    json_t *kind = json_object_get(t, "kind"), *cats = json_object_get(t, "categories");
+    if (!json_is_object(t) || !json_is_string(kind) ||
+        strcmp(json_string_value(kind), "boxes") != 0)
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest field 'targets' is not an object of kind "
+                        "'boxes'");
+    if ((rc = get_u32(t, "record_version", UINT32_MAX, &version, msg)))
+        return rc;
+    if (version != 1)
+        return fmt_fail(msg, FMT_EVERSION, "manifest 'targets': record version %u is not "
+                        "supported", version);
+    if ((rc = get_str(t, "source", &m->target_source, msg)) ||
+        (rc = get_hex(t, "hash", &m->target_hash, msg)) ||
+        (rc = get_u64(t, "skipped_empty", UINT64_MAX >> 11, &m->target_skipped, msg)))
+        return rc;
+    if (!json_is_array(cats))
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest field 'targets.categories' is not an array");
+    m->targets = 1;
+    m->ncategories = json_array_size(cats);
+    m->categories = calloc(m->ncategories ? m->ncategories : 1, sizeof *m->categories);
+    if (!m->categories)
+        return ENOMEM;
+    for (size_t i = 0; i < m->ncategories; i++) {
+        json_t *c = json_array_get(cats, i), *id = json_object_get(c, "id"),
+               *name = json_object_get(c, "name");
+        if (!json_is_integer(id) || !json_is_string(name))
+            return fmt_fail(msg, FMT_ECORRUPT, "manifest 'targets.categories[%zu]' needs an "
+                            "integer 'id' and a string 'name'", i);
+        m->categories[i].id = (int64_t)json_integer_value(id);
+        if (i && m->categories[i].id <= m->categories[i - 1].id)
+            return fmt_fail(msg, FMT_ECORRUPT, "manifest 'targets.categories': ids not in "
+                            "increasing order at entry %zu", i);
+        if ((rc = name_from_json(name, &m->categories[i].name)) != 0)
+            return rc == ENOMEM ? rc : fmt_fail(msg, rc, "manifest 'targets.categories[%zu]"
+                                                ".name' is malformed", i);
+    }
+    return 0;
+}
+
+long fmt_manifest_find_category(const fmt_manifest *m, int64_t id)
+{
+    size_t lo = 0, hi = m->ncategories;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->categories[mid].id == id)
+            return (long)mid;
+        if (m->categories[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
 }
 
 static int get_dbls(json_t *o, const char *key, uint32_t n, double *v, fmt_msg *msg)
@@ -502,6 +569,10 @@ int fmt_manifest_parse(const char *text, size_t len, fmt_manifest *m, fmt_msg *m
         }
     }
 
+    json_t *tg = json_object_get(root, "targets");
+    if (tg && (rc = parse_targets(tg, m, msg)))
+        goto leave;
+
     json_t *shards = json_object_get(root, "shards");
     if (!json_is_array(shards)) {
         rc = fmt_fail(msg, FMT_ECORRUPT, "manifest field 'shards' is not an array");
@@ -638,6 +709,10 @@ void fmt_manifest_free(fmt_manifest *m)
     free(m->tool);
     free(m->build_json);
     free(m->aug_spec);
+    for (size_t i = 0; m->categories && i < m->ncategories; i++)
+        free(m->categories[i].name);
+    free(m->categories);
+    free(m->target_source);
     memset(m, 0, sizeof *m);
 }
 

@@ -37,6 +37,12 @@ typedef struct {
 #define FMT_PIN_FILE 1u             /* file_hash is set */
 #define FMT_PIN_OPEN 2u             /* pin_hash (and the skip range) are set */
 
+/* A detection category: its id as the annotations give it, and its name. */
+typedef struct {
+    int64_t id;
+    char *name;
+} fmt_category;
+
 typedef struct {
     char *backend;              /* "raw" */
     uint32_t backend_version;   /* version of the backend's on-disk format */
@@ -58,7 +64,18 @@ typedef struct {
     char *aug_spec;             /* the augmentation spec (canonical form); NULL when augment = 0 */
     uint64_t seed;              /* seed of the augmentation draws */
     char *build_json;           /* build options, a JSON object written by the compiler (opaque here) */
+    /* Detection (manifest.md "targets"): every sample carries a target record (target.h) as its
+     * aux record. Absent from classification manifests, whose samples carry none. */
+    int targets;                /* 1: the object "targets" is present */
+    char *target_source;        /* "coco" or "yolo" */
+    uint64_t target_hash;       /* hash of the annotations as read (the fingerprint covers it) */
+    uint64_t target_skipped;    /* images left out for having no annotation (--skip-empty) */
+    size_t ncategories;
+    fmt_category *categories;   /* sorted by id, ids distinct */
 } fmt_manifest;
+
+/* Index of category id in m->categories (binary search), or -1. */
+long fmt_manifest_find_category(const fmt_manifest *m, int64_t id);
 
 /* Serialise m to JSON (malloc'd, NUL-terminated; caller frees). */
 int fmt_manifest_dump(const fmt_manifest *m, char **json);

@@ -1,0 +1,198 @@
+/* annot.c - the annotation table of a detection build and the target records made from it. */
+#include "annot.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "target.h"
+
+int shc_annot_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg *msg)
+{
+    memset(a, 0, sizeof *a);
+    memset(in, 0, sizeof *in);
+    int rc = o->coco ? shc_coco_load(o, a, in, msg) : shc_yolo_load(o, a, in, msg);
+    if (rc) {
+        shc_annot_free(a);
+        fmt_inputs_free(in);
+        return rc;
+    }
+    shc_annot_finish_hash(a);
+    return 0;
+}
+
+void shc_annot_free(shc_annot *a)
+{
+    for (size_t i = 0; i < a->nimages; i++)
+        free(a->images[i].where);
+    for (size_t i = 0; i < a->ncats; i++)
+        free(a->cats[i].name);
+    free(a->images);
+    free(a->boxes);
+    free(a->cats);
+    memset(a, 0, sizeof *a);
+}
+
+int shc_annot_add_image(shc_annot *a, int64_t image_id, uint32_t w, uint32_t h, char *where)
+{
+    if (!where)
+        return ENOMEM;
+    shc_annot_image *p = realloc(a->images, (a->nimages + 1) * sizeof *p);
+    if (!p) {
+        free(where);
+        return ENOMEM;
+    }
+    a->images = p;
+    p[a->nimages++] = (shc_annot_image){.image_id = image_id, .width = w, .height = h,
+                                        .first = a->nboxes, .count = 0, .where = where};
+    return 0;
+}
+
+int shc_annot_add_box(shc_annot *a, const shc_annot_box *b)
+{
+    if (a->nboxes == 0 || (a->nboxes >= 16 && (a->nboxes & (a->nboxes - 1)) == 0)) {
+        size_t cap = a->nboxes ? 2 * a->nboxes : 16;
+        shc_annot_box *p = realloc(a->boxes, cap * sizeof *p);
+        if (!p)
+            return ENOMEM;
+        a->boxes = p;
+    }
+    a->boxes[a->nboxes++] = *b;
+    a->images[a->nimages - 1].count++;
+    return 0;
+}
+
+void shc_annot_finish_hash(shc_annot *a)
+{
+    XXH3_state_t *st = XXH3_createState();
+    if (!st) {
+        a->hash = 1;
+        return;
+    }
+    XXH3_64bits_reset(st);
+    const char tag[] = "shardc-targets-1";
+    XXH3_64bits_update(st, tag, sizeof tag);
+    int64_t kind = a->kind;
+    XXH3_64bits_update(st, &kind, sizeof kind);
+    for (size_t i = 0; i < a->ncats; i++) {
+        XXH3_64bits_update(st, &a->cats[i].id, sizeof a->cats[i].id);
+        XXH3_64bits_update(st, a->cats[i].name, strlen(a->cats[i].name) + 1);
+    }
+    for (size_t i = 0; i < a->nimages; i++) {
+        const shc_annot_image *im = &a->images[i];
+        int64_t v[4] = {im->image_id, im->width, im->height, (int64_t)im->count};
+        XXH3_64bits_update(st, v, sizeof v);
+        for (size_t k = im->first; k < im->first + im->count; k++) {
+            const shc_annot_box *b = &a->boxes[k];
+            XXH3_64bits_update(st, &b->id, sizeof b->id);
+            XXH3_64bits_update(st, b->v, sizeof b->v);
+            XXH3_64bits_update(st, &b->category, sizeof b->category);
+            XXH3_64bits_update(st, &b->area, sizeof b->area);
+            XXH3_64bits_update(st, &b->iscrowd, 1);
+        }
+    }
+    a->hash = XXH3_64bits_digest(st);
+    if (a->hash == 0)
+        a->hash = 1;                /* 0 means "no targets" to the fingerprint */
+    XXH3_freeState(st);
+}
+
+uint32_t shc_annot_record_bytes(const shc_annot *a, size_t pos)
+{
+    size_t n = a->images[pos].count;
+    return fmt_target_size(n > FMT_TARGET_MAX_BOXES ? FMT_TARGET_MAX_BOXES + 1 : (uint32_t)n);
+}
+
+/* Box b of an image of w x h in source pixels (x1, y1, x2, y2), checked and clamped. 0, or
+ * FMT_ECORRUPT with why saying what is wrong with it. */
+static int source_box(const shc_annot *a, const shc_annot_image *im, const shc_annot_box *b,
+                      uint32_t w, uint32_t h, double out[4], fmt_msg *why)
+{
+    const char *unit = a->kind == SHC_ANNOT_COCO ? "annotation id" : "line";
+    double x1, y1, bw, bh;
+    if (a->kind == SHC_ANNOT_COCO) {
+        x1 = b->v[0];
+        y1 = b->v[1];
+        bw = b->v[2];
+        bh = b->v[3];
+    } else {
+        bw = b->v[2] * w;
+        bh = b->v[3] * h;
+        x1 = b->v[0] * w - bw / 2;
+        y1 = b->v[1] * h - bh / 2;
+    }
+    if (!(bw > 0) || !(bh > 0))
+        return fmt_fail(why, FMT_ECORRUPT, "%s: %s %" PRId64 ": box of non-positive size "
+                        "(%g x %g pixels)", im->where, unit, b->id, bw, bh);
+    double x2 = x1 + bw, y2 = y1 + bh, e = SHC_ANNOT_EDGE_EPS;
+    if (x1 < -e || y1 < -e || x2 > w + e || y2 > h + e)
+        return fmt_fail(why, FMT_ECORRUPT, "%s: %s %" PRId64 ": box (%g, %g, %g, %g) outside "
+                        "the %" PRIu32 "x%" PRIu32 " image", im->where, unit, b->id, x1, y1, x2,
+                        y2, w, h);
+    out[0] = x1 < 0 ? 0 : x1;
+    out[1] = y1 < 0 ? 0 : y1;
+    out[2] = x2 > w ? w : x2;
+    out[3] = y2 > h ? h : y2;
+    return 0;
+}
+
+int shc_annot_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t src_h,
+                     const fmt_geom_plan *p, uint8_t **buf, size_t *cap, uint32_t *len,
+                     uint32_t *dropped, fmt_msg *why)
+{
+    const shc_annot_image *im = &a->images[pos];
+    *len = 0;
+    *dropped = 0;
+    if (im->count > FMT_TARGET_MAX_BOXES)
+        return fmt_fail(why, FMT_ECORRUPT, "%s: %zu boxes, more than the %u a sample holds",
+                        im->where, im->count, FMT_TARGET_MAX_BOXES);
+    if (a->kind == SHC_ANNOT_COCO && (im->width != src_w || im->height != src_h))
+        return fmt_fail(why, FMT_ECORRUPT, "%s: annotated as %" PRIu32 "x%" PRIu32 ", the image "
+                        "is %" PRIu32 "x%" PRIu32, im->where, im->width, im->height, src_w, src_h);
+    uint32_t n = (uint32_t)im->count, kept = 0;
+    /* one allocation for the decoded arrays: boxes, labels, areas, flags */
+    size_t need = (size_t)n * (16 + 8 + 4 + 1) + 8;
+    uint8_t *tmp = malloc(need);
+    if (!tmp)
+        return ENOMEM;
+    float *boxes = (float *)(void *)tmp;
+    int64_t *labels = (int64_t *)(void *)(tmp + 16 * (size_t)n);
+    float *area = (float *)(void *)(tmp + 24 * (size_t)n);
+    uint8_t *crowd = tmp + 28 * (size_t)n;
+    int rc = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const shc_annot_box *b = &a->boxes[im->first + i];
+        double src[4], scale;
+        if ((rc = source_box(a, im, b, src_w, src_h, src, why)) != 0)
+            goto leave;
+        if (!fmt_target_map_box(p, src_w, src_h, src, boxes + 4 * (size_t)kept, &scale)) {
+            (*dropped)++;
+            continue;
+        }
+        double ar = a->kind == SHC_ANNOT_COCO ? b->area : (src[2] - src[0]) * (src[3] - src[1]);
+        labels[kept] = b->category;
+        area[kept] = (float)(ar * scale);
+        crowd[kept] = b->iscrowd;
+        kept++;
+    }
+    fmt_target t = {.count = kept, .image_id = im->image_id, .orig_width = src_w,
+                    .orig_height = src_h, .dropped = *dropped, .boxes = boxes, .labels = labels,
+                    .area = area, .iscrowd = crowd};
+    uint32_t size = fmt_target_size(kept);
+    if (*cap < size) {
+        uint8_t *nb = realloc(*buf, size);
+        if (!nb) {
+            rc = ENOMEM;
+            goto leave;
+        }
+        *buf = nb;
+        *cap = size;
+    }
+    *len = fmt_target_encode(&t, *buf, *cap);
+leave:
+    free(tmp);
+    return rc;
+}

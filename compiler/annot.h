@@ -1,0 +1,92 @@
+/* annot.h - detection annotations for a build: what COCO instances JSON (coco.c) or YOLO label
+ * files (yolo.c) say about each input image, and the target record a sample gets from them.
+ *
+ * Loading builds the input list too: the images the annotations cover, in the order of their
+ * paths relative to IMAGES (byte order), so a COCO file and YOLO labels of the same images list
+ * them alike. Every input gets label -1 (a detection sample has no single class; its target is
+ * its label). What makes the annotations themselves wrong is an error of the load, naming the
+ * file and the entry; what only the image can tell (its real size, a box outside it, a box
+ * without size) is found when the image is rendered and rejects that image (rejects.tsv).
+ */
+#ifndef SHC_ANNOT_H
+#define SHC_ANNOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "geometry.h"
+#include "inputs.h"
+#include "manifest.h"
+
+/* How far (in source pixels) a box edge may lie outside the image before the image is rejected:
+ * float rounding in the annotation tools. An edge within it is clamped to the image. */
+#define SHC_ANNOT_EDGE_EPS 1e-3
+
+typedef enum { SHC_ANNOT_COCO = 1, SHC_ANNOT_YOLO } shc_annot_kind;
+
+/* One box as the annotations give it. */
+typedef struct {
+    int64_t id;                 /* COCO: the annotation's id; YOLO: the line number */
+    double v[4];                /* COCO: x, y, w, h in pixels; YOLO: cx, cy, w, h normalised */
+    int64_t category;           /* COCO category_id; YOLO class index */
+    double area;                /* COCO area; YOLO: unused (the box's area in pixels) */
+    uint8_t iscrowd;            /* COCO iscrowd; YOLO 0 */
+} shc_annot_box;
+
+/* What the annotations say about one input image. */
+typedef struct {
+    int64_t image_id;           /* COCO image id; YOLO: the stem when all digits, else the
+                                 * position in the sorted list */
+    uint32_t width, height;     /* COCO: the annotated size; YOLO: 0 (the file's own size) */
+    size_t first, count;        /* its boxes: boxes[first .. first + count) */
+    char *where;                /* for messages: "instances.json: image id 7" or the label file */
+} shc_annot_image;
+
+typedef struct {
+    shc_annot_kind kind;
+    shc_annot_image *images;    /* one per input position */
+    size_t nimages;
+    shc_annot_box *boxes;
+    size_t nboxes;
+    fmt_category *cats;         /* sorted by id */
+    size_t ncats;
+    uint64_t skipped_empty;     /* images left out for having no box (skip_empty) */
+    uint64_t hash;              /* of everything above that the targets depend on */
+} shc_annot;
+
+typedef struct {
+    const char *images;         /* the IMAGES folder */
+    const char *coco;           /* instances JSON, or NULL */
+    const char *yolo;           /* labels folder, or NULL */
+    const char *names;          /* YOLO class names, one per line */
+    int skip_empty;             /* leave out images without a box */
+} shc_annot_opts;
+
+/* Load the annotations and list their images into *in (class-less, labels -1). 0; EINVAL with
+ * msg naming the file and entry for annotations that are malformed or inconsistent; errno
+ * values for files that cannot be read; ENOMEM. On failure *a and *in are empty. */
+int shc_annot_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg *msg);
+void shc_annot_free(shc_annot *a);
+
+/* coco.c / yolo.c: the two readers behind shc_annot_load (same contract). */
+int shc_coco_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg *msg);
+int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg *msg);
+
+/* The target record of input pos: its boxes in source pixels (checked against the src_w x
+ * src_h image, see the top of this file), moved through plan p (fmt_target_map_box), those left
+ * without area dropped. The record goes to *buf (grown as needed, capacity *cap), its length to
+ * *len, the number of boxes dropped to *dropped. 0; FMT_ECORRUPT with why naming the annotation
+ * when the image is to be rejected; ENOMEM. */
+int shc_annot_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t src_h,
+                     const fmt_geom_plan *p, uint8_t **buf, size_t *cap, uint32_t *len,
+                     uint32_t *dropped, fmt_msg *why);
+
+/* Bytes input pos's record takes at most (before any box is dropped). */
+uint32_t shc_annot_record_bytes(const shc_annot *a, size_t pos);
+
+/* Helpers the readers share: append an image with its boxes so far; hash and sort at the end. */
+int shc_annot_add_image(shc_annot *a, int64_t image_id, uint32_t w, uint32_t h, char *where);
+int shc_annot_add_box(shc_annot *a, const shc_annot_box *b);
+void shc_annot_finish_hash(shc_annot *a);
+
+#endif

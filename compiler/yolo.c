@@ -1,0 +1,339 @@
+/* yolo.c - YOLO label files as a detection build's annotations (annot.h).
+ *
+ * The images are the image files under IMAGES (recursively, hidden names left out); image
+ * IMAGES/D/S.EXT has its boxes in LABELS/D/S.txt, one "class cx cy w h" line per box (class an
+ * integer index into the names file, the rest normalised to the image's width and height; blank
+ * lines ignored). An image without a label file has no boxes. Its image id is S when S is all
+ * digits, else its position in the sorted list. Errors (the whole build stops, naming the file
+ * and line): a line that is not five fields, a class that is not a name's index, a value that
+ * is not a finite number, a label file without an image, two images sharing a label file, two
+ * images with one id, an empty or duplicate name in the names file.
+ */
+#include "annot.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct {
+    char **v;
+    size_t n, cap;
+} strlist;
+
+static int strlist_add(strlist *l, char *s)
+{
+    if (!s)
+        return ENOMEM;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        char **p = realloc(l->v, cap * sizeof *p);
+        if (!p) {
+            free(s);
+            return ENOMEM;
+        }
+        l->v = p;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+    return 0;
+}
+
+static void strlist_free(strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static int by_str(const void *x, const void *y)
+{
+    return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* Relative paths under root/rel whose names pass keep(), recursively, hidden names left out. */
+static int walk(const char *root, const char *rel, int (*keep)(const char *), strlist *out,
+                int depth, fmt_msg *msg)
+{
+    char *dir = *rel ? fmt_path_join(root, rel, "") : strdup(root);
+    if (!dir)
+        return ENOMEM;
+    DIR *d = opendir(dir);
+    if (!d) {
+        int e = errno;
+        fmt_fail(msg, e, "cannot read %s: %s", dir, strerror(e));
+        free(dir);
+        return e;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *sub = *rel ? fmt_path_join(rel, e->d_name, "") : strdup(e->d_name);
+        char *full = sub ? fmt_path_join(root, sub, "") : NULL;
+        struct stat st;
+        if (!full) {
+            rc = ENOMEM;
+        } else if (stat(full, &st) != 0) {
+            /* a dangling link is no input */
+        } else if (S_ISDIR(st.st_mode) && depth < 64) {
+            rc = walk(root, sub, keep, out, depth + 1, msg);
+        } else if (S_ISREG(st.st_mode) && keep(e->d_name)) {
+            rc = strlist_add(out, sub);
+            sub = NULL;
+        }
+        free(sub);
+        free(full);
+    }
+    closedir(d);
+    free(dir);
+    return rc;
+}
+
+static int is_txt(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 4 && strcmp(name + n - 4, ".txt") == 0;
+}
+
+/* rel without its extension (malloc'd). */
+static char *stem_of(const char *rel)
+{
+    const char *slash = strrchr(rel, '/'), *dot = strrchr(rel, '.');
+    size_t n = dot && (!slash || dot > slash) ? (size_t)(dot - rel) : strlen(rel);
+    char *s = malloc(n + 1);
+    if (s) {
+        memcpy(s, rel, n);
+        s[n] = '\0';
+    }
+    return s;
+}
+
+/* The names file: one class name per line (a trailing newline and a final "\r" ignored). */
+static int read_names(const char *path, shc_annot *a, fmt_msg *msg)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return fmt_fail(msg, errno, "cannot read %s: %s", path, strerror(errno));
+    char line[4096];
+    int rc = 0;
+    size_t lineno = 0, blank_at = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t n = strlen(line);
+        if (n && line[n - 1] != '\n' && !feof(f)) {
+            rc = fmt_fail(msg, EINVAL, "%s:%zu: line too long", path, lineno);
+            break;
+        }
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0) {
+            blank_at = blank_at ? blank_at : lineno;
+            continue;
+        }
+        if (blank_at) {
+            rc = fmt_fail(msg, EINVAL, "%s:%zu: empty class name", path, blank_at);
+            break;
+        }
+        for (size_t i = 0; i < a->ncats; i++)
+            if (strcmp(a->cats[i].name, line) == 0) {
+                rc = fmt_fail(msg, EINVAL, "%s:%zu: class name '%s' also on line %zu", path,
+                              lineno, line, i + 1);
+                break;
+            }
+        if (rc)
+            break;
+        fmt_category *c = realloc(a->cats, (a->ncats + 1) * sizeof *c);
+        if (!c || !(c[a->ncats].name = strdup(line))) {
+            if (c)
+                a->cats = c;
+            rc = ENOMEM;
+            break;
+        }
+        a->cats = c;
+        a->cats[a->ncats].id = (int64_t)a->ncats;
+        a->ncats++;
+    }
+    if (rc == 0 && ferror(f))
+        rc = fmt_fail(msg, EIO, "cannot read %s: %s", path, strerror(EIO));
+    fclose(f);
+    if (rc == 0 && a->ncats == 0)
+        rc = fmt_fail(msg, EINVAL, "%s: no class names", path);
+    return rc;
+}
+
+/* One label file's lines into boxes of the image just added. ENOENT: no label file. */
+static int read_labels(const char *path, shc_annot *a, fmt_msg *msg)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return errno == ENOENT ? 0 : fmt_fail(msg, errno, "cannot read %s: %s", path,
+                                                  strerror(errno));
+    char line[4096];
+    int rc = 0;
+    int64_t lineno = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t n = strlen(line);
+        if (n && line[n - 1] != '\n' && !feof(f)) {
+            rc = fmt_fail(msg, EINVAL, "%s:%" PRId64 ": line too long", path, lineno);
+            break;
+        }
+        char *fields[6], *save = NULL, *tok = strtok_r(line, " \t\r\n", &save);
+        int nf = 0;
+        for (; tok && nf < 6; tok = strtok_r(NULL, " \t\r\n", &save))
+            fields[nf++] = tok;
+        if (nf == 0)
+            continue;
+        if (nf != 5) {
+            rc = fmt_fail(msg, EINVAL, "%s:%" PRId64 ": expected 'class cx cy w h' (5 fields), "
+                          "found %s%d", path, lineno, nf > 5 ? "more than " : "", nf > 5 ? 5 : nf);
+            break;
+        }
+        shc_annot_box b = {.id = lineno};
+        char *end;
+        errno = 0;
+        long long cls = strtoll(fields[0], &end, 10);
+        if (*end || errno || cls < 0 || (uint64_t)cls >= a->ncats) {
+            rc = fmt_fail(msg, EINVAL, "%s:%" PRId64 ": class '%s' is not an index of the %zu "
+                          "names", path, lineno, fields[0], a->ncats);
+            break;
+        }
+        b.category = cls;
+        for (int k = 0; k < 4; k++) {
+            b.v[k] = strtod(fields[k + 1], &end);
+            if (*end || !isfinite(b.v[k])) {
+                rc = fmt_fail(msg, EINVAL, "%s:%" PRId64 ": '%s' is not a number", path, lineno,
+                              fields[k + 1]);
+                break;
+            }
+        }
+        if (rc == 0)
+            rc = shc_annot_add_box(a, &b);
+    }
+    fclose(f);
+    return rc;
+}
+
+typedef struct {
+    int64_t id;
+    size_t pos;
+} yid;
+
+static int by_yid(const void *x, const void *y)
+{
+    int64_t a = ((const yid *)x)->id, b = ((const yid *)y)->id;
+    return a < b ? -1 : a > b;
+}
+
+int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg *msg)
+{
+    strlist imgs = {0}, stems = {0}, labels = {0};
+    yid *ids = NULL;
+    a->kind = SHC_ANNOT_YOLO;
+    int rc = read_names(o->names, a, msg);
+    if (rc == 0)
+        rc = walk(o->images, "", fmt_is_image_name, &imgs, 0, msg);
+    if (rc == 0)
+        rc = walk(o->yolo, "", is_txt, &labels, 0, msg);
+    if (rc)
+        goto leave;
+    qsort(imgs.v, imgs.n, sizeof *imgs.v, by_str);
+    for (size_t i = 0; i < imgs.n && rc == 0; i++)
+        rc = strlist_add(&stems, stem_of(imgs.v[i]));
+    if (rc)
+        goto leave;
+    /* every label file has exactly one image */
+    char **sorted = malloc((stems.n ? stems.n : 1) * sizeof *sorted);
+    if (!sorted) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    memcpy(sorted, stems.v, stems.n * sizeof *sorted);
+    qsort(sorted, stems.n, sizeof *sorted, by_str);
+    for (size_t i = 1; i < stems.n && rc == 0; i++)
+        if (strcmp(sorted[i], sorted[i - 1]) == 0)
+            rc = fmt_fail(msg, EINVAL, "%s: two images share the label file %s/%s.txt", o->images,
+                          o->yolo, sorted[i]);
+    for (size_t i = 0; i < labels.n && rc == 0; i++) {
+        char *s = stem_of(labels.v[i]);
+        if (!s)
+            rc = ENOMEM;
+        else if (!bsearch(&s, sorted, stems.n, sizeof *sorted, by_str))
+            rc = fmt_fail(msg, EINVAL, "%s/%s: no image %s.* in %s", o->yolo, labels.v[i], s,
+                          o->images);
+        free(s);
+    }
+    free(sorted);
+    if (rc)
+        goto leave;
+    ids = calloc(imgs.n ? imgs.n : 1, sizeof *ids);
+    if (!ids) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    for (size_t i = 0; i < imgs.n; i++) {
+        const char *base = strrchr(stems.v[i], '/');
+        base = base ? base + 1 : stems.v[i];
+        char *end;
+        errno = 0;
+        long long v = strtoll(base, &end, 10);
+        int numeric = *base >= '0' && *base <= '9' && !*end && !errno;
+        ids[i] = (yid){numeric ? v : (int64_t)i, i};
+    }
+    qsort(ids, imgs.n, sizeof *ids, by_yid);
+    for (size_t i = 1; i < imgs.n; i++)
+        if (ids[i].id == ids[i - 1].id) {
+            rc = fmt_fail(msg, EINVAL, "%s and %s: both have image id %" PRId64, imgs.v[ids[i - 1].pos],
+                          imgs.v[ids[i].pos], ids[i].id);
+            goto leave;
+        }
+    free(ids);
+    ids = NULL;
+    for (size_t i = 0; i < imgs.n; i++) {
+        const char *base = strrchr(stems.v[i], '/');
+        base = base ? base + 1 : stems.v[i];
+        char *end;
+        long long v = strtoll(base, &end, 10);
+        int64_t id = *base >= '0' && *base <= '9' && !*end ? v : (int64_t)i;
+        char *lpath = fmt_path_join(o->yolo, stems.v[i], ".txt");
+        if (!lpath) {
+            rc = ENOMEM;
+            goto leave;
+        }
+        char *where = strdup(lpath);
+        if ((rc = shc_annot_add_image(a, id, 0, 0, where)) == 0)
+            rc = read_labels(lpath, a, msg);
+        free(lpath);
+        if (rc)
+            goto leave;
+        shc_annot_image *im = &a->images[a->nimages - 1];
+        if (o->skip_empty && im->count == 0) {
+            free(im->where);
+            a->nimages--;
+            a->skipped_empty++;
+            continue;
+        }
+        char *path = fmt_path_join(o->images, imgs.v[i], "");
+        fmt_input *it = path ? realloc(in->items, (in->n + 1) * sizeof *it) : NULL;
+        if (!it) {
+            free(path);
+            rc = ENOMEM;
+            goto leave;
+        }
+        in->items = it;
+        in->items[in->n++] = (fmt_input){.path = path, .label = -1};
+    }
+leave:
+    free(ids);
+    strlist_free(&imgs);
+    strlist_free(&stems);
+    strlist_free(&labels);
+    return rc;
+}
