@@ -43,10 +43,19 @@ else
 fi
 "$bin/shardbench" compare "$work/images" --work "$work/compare" --size 64x64 --batch 32 \
   --epochs 5 "${plot[@]}"
+echo
+echo "== 8. detection: generated shapes with their boxes as COCO JSON, letterboxed to 96x64; the"
+echo "      boxes move with the pixels"
+"$bin/shardc-mksample" "$work/shapes" --coco "$work/shapes.json" --per-class 10 --seed 2
+"$bin/shardc" build "$work/shapes" --coco "$work/shapes.json" -o "$work/det" --size 96x64 \
+  --fit pad --no-progress
+"$bin/shardc" info "$work/det" --targets | head -3
+"$bin/shardc" cat "$work/det" 1 --boxes -o "$work/boxes1.ppm"
 cat <<MSG
 Next:
   $work/raw/manifest.json        what was built: classes, shards and their hashes, channel mean/std
   $work/sample0.ppm              sample 0 as an image (shardc cat $work/raw 0 -o FILE)
+  $work/boxes1.ppm               a detection sample with its boxes drawn (shardc cat --boxes)
   $work/compare/                 every format built by compare; compare.tsv, the table's data
   $work/compare.png              the table as a chart (with gnuplot)
   $bin/shardbench compare --help  the columns; --step-ms for another model, --json
