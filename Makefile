@@ -210,6 +210,8 @@ test: deps
 # the reader's tests build datasets with the CLIs of the same build
 $(BUILD)/tests/test_reader: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
 $(BUILD)/tests/test_transform: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
+$(BUILD)/tests/test_augment_read $(BUILD)/tests/test_affine $(BUILD)/tests/test_detect_read \
+$(BUILD)/tests/test_reliability: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
 
 check-unit: $(TEST_BIN)
 	$(Q)SHARDC_PYTHON=$(PYTHON) scripts/run-tests.sh unit $(TEST_BIN)

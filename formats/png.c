@@ -475,7 +475,7 @@ int fmt_png_decode(const uint8_t *buf, size_t len, const fmt_decode_opts *opts, 
     spng_ctx *ctx = spng_ctx_new(0);
     if (!ctx)
         return fmt_fail(msg, ENOMEM, "out of memory decoding PNG");
-    int rc = 0, err;
+    int rc = 0, err = 0;
     uint32_t side = opts->limits.max_side < PNG_SPNG_MAX_SIDE ? opts->limits.max_side
                                                               : PNG_SPNG_MAX_SIDE;
     struct spng_ihdr ihdr;
@@ -566,7 +566,7 @@ int fmt_png_encode(const fmt_image *img, int level, uint8_t **out, size_t *out_l
         .color_type = img->channels == 3 ? SPNG_COLOR_TYPE_TRUECOLOR : SPNG_COLOR_TYPE_GRAYSCALE,
     };
     size_t size = (size_t)img->width * img->height * img->channels;
-    int rc = 0, err;
+    int rc = 0, err = 0;
     if ((err = spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1)) ||
         (err = spng_set_ihdr(ctx, &ihdr)) ||
         (err = spng_set_option(ctx, SPNG_IMG_COMPRESSION_LEVEL, level)))

@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "augment_read.h"
+#include "boxes.h"
 #include "dataset.h"
 #include "direct.h"
 #include "pinned.h"
@@ -84,6 +85,14 @@ typedef struct {
     int32_t *bad_err, *bad_pos; /* batch_size each: b.bad_errors, b.bad_positions */
     int rc;                     /* filled: result of the fill */
     char msg[SHR_MSG_LEN];      /* filled with rc != 0: what failed */
+    /* detection datasets: the per-sample arrays (batch_size each; offsets batch_size + 1) and
+     * the per-box ones, which the filling worker grows to the batch's boxes (tcap of them) */
+    int64_t *t_off, *t_image;
+    uint32_t *t_dropped, *t_orig;
+    float *t_boxes, *t_area;
+    int64_t *t_labels;
+    uint8_t *t_crowd;
+    size_t tcap;
 } shr_slot;
 
 typedef struct {
@@ -115,6 +124,8 @@ struct shr_reader {
     uint32_t max_w, max_h;      /* o.rrc: the largest stored width and height */
     shr_tf_out out;             /* dtype, layout, normalisation */
     shr_aug aug;                /* the augmentations after the crop and flip */
+    int targets;                /* a detection dataset: batches carry moved targets */
+    shr_box_geom boxes;         /* how they are moved */
     uint64_t nb;                /* batches per epoch (but the resumed one: sampler.h) */
     uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb0) */
     uint64_t nb0;               /* batches of epoch e0 */
@@ -546,8 +557,85 @@ static int substitute(shr_worker *w, shr_slot *slot, uint64_t epoch, uint64_t ba
     return rc;
 }
 
-/* Fill slot with stream batch k. A sample that cannot be read fails the batch, or is skipped or
- * substituted (on_error): slot->msg then holds the latest one's message. */
+/* The slot's box arrays grown to hold n boxes (never shrunk: they settle at the most boxes a
+ * batch has had). 0 or ENOMEM, the old arrays kept. */
+static int grow_targets(shr_slot *slot, size_t n)
+{
+    if (n <= slot->tcap)
+        return 0;
+    size_t cap = slot->tcap * 2 > n ? slot->tcap * 2 : n;
+    float *b = realloc(slot->t_boxes, cap * 4 * sizeof *b);
+    if (b)
+        slot->t_boxes = b;
+    int64_t *l = realloc(slot->t_labels, cap * sizeof *l);
+    if (l)
+        slot->t_labels = l;
+    float *a = realloc(slot->t_area, cap * sizeof *a);
+    if (a)
+        slot->t_area = a;
+    uint8_t *c = realloc(slot->t_crowd, cap);
+    if (c)
+        slot->t_crowd = c;
+    /* where some grew and some did not, those that moved are still the batch's */
+    slot->b.target_boxes = slot->t_boxes;
+    slot->b.target_labels = slot->t_labels;
+    slot->b.target_area = slot->t_area;
+    slot->b.target_iscrowd = slot->t_crowd;
+    if (!b || !l || !a || !c)
+        return ENOMEM;
+    slot->tcap = cap;
+    return 0;
+}
+
+/* The targets of the batch's delivered samples (b->indices, b->params), moved by their
+ * geometry (see "Targets" in shardread.h). Done once the batch's samples are settled, so that
+ * skipped and substituted samples are accounted for by construction. */
+static int fill_targets(const shr_reader *r, shr_slot *slot)
+{
+    shr_batch *b = &slot->b;
+    fmt_target t;
+    fmt_msg m = {{0}};
+    size_t total = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        uint64_t idx = (uint64_t)b->indices[i];
+        int rc = fmt_dataset_target(r->ds, idx, &t, &m);
+        if (rc)
+            return fail_msg(slot->msg, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
+                            fmt_dataset_sample_file(r->ds, idx), idx, fmt_reason(&m, rc));
+        total += t.count;
+    }
+    if (grow_targets(slot, total))
+        return fail_msg(slot->msg, ENOMEM, "cannot hold the %zu boxes of batch %" PRIu64,
+                        total, b->number);
+    int64_t off = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        /* read before, so it cannot fail now */
+        (void)fmt_dataset_target(r->ds, (uint64_t)b->indices[i], &t, NULL);
+        slot->t_off[i] = off;
+        off += shr_box_map(&r->boxes, &t, &slot->params[i], slot->t_boxes + 4 * (size_t)off,
+                           slot->t_labels + off, slot->t_area + off, slot->t_crowd + off,
+                           &slot->t_dropped[i]);
+        slot->t_image[i] = t.image_id;
+        slot->t_orig[2 * (size_t)i] = t.orig_width;
+        slot->t_orig[2 * (size_t)i + 1] = t.orig_height;
+    }
+    slot->t_off[b->n] = off;
+    return 0;
+}
+
+/* Fill slot with stream batch k: its samples, then their targets. */
+static int fill(shr_worker *w, shr_slot *slot, uint64_t k);
+
+static int fill_batch(shr_worker *w, shr_slot *slot, uint64_t k)
+{
+    int rc = fill(w, slot, k);
+    if (rc == 0 && w->r->targets)
+        rc = fill_targets(w->r, slot);
+    return rc;
+}
+
+/* Fill slot's samples with stream batch k. A sample that cannot be read fails the batch, or is
+ * skipped or substituted (on_error): slot->msg then holds the latest one's message. */
 static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
 {
     const shr_reader *r = w->r;
@@ -603,7 +691,7 @@ static int fill_slot(void *ctx, void *worker, uint32_t si, uint64_t k)
 {
     shr_reader *r = ctx;
     shr_slot *slot = &r->slots[si];
-    slot->rc = fill(worker, slot, k);
+    slot->rc = fill_batch(worker, slot, k);
     return slot->rc;
 }
 
@@ -645,6 +733,9 @@ static int check_options(const shr_options *o, char *m)
         return fail_msg(m, SHR_EINVAL, "unknown access mode %d", (int)o->access);
     if ((unsigned)o->pin > SHR_PIN_OFF)
         return fail_msg(m, SHR_EINVAL, "unknown pin mode %d", (int)o->pin);
+    if (!(o->min_box_area_fraction >= 0 && o->min_box_area_fraction <= 1))
+        return fail_msg(m, SHR_EINVAL, "min_box_area_fraction must be in 0..1, not %g",
+                        o->min_box_area_fraction);
     if (!(o->flip_p >= 0 && o->flip_p <= 1))
         return fail_msg(m, SHR_EINVAL, "flip_p must be a probability in 0..1, not %g", o->flip_p);
     if (o->rrc) {
@@ -749,6 +840,25 @@ static int set_geometry(shr_reader *r, const char *dir)
     return set_output(r, dir);
 }
 
+/* A detection dataset: how its boxes are moved, and the geometric ops they cannot follow. */
+static int set_targets(shr_reader *r, const char *dir)
+{
+    const shr_options *o = &r->o;
+    r->targets = fmt_dataset_manifest(r->ds)->targets;
+    if (!r->targets)
+        return 0;
+    const char *op = o->rotation ? "rotation" : o->affine ? "affine"
+                     : o->auto_augment != SHR_AUTO_AUGMENT_NONE ? "auto_augment" : NULL;
+    if (op)
+        return fail_msg(g_open_err, SHR_EINVAL, "%s: %s is not supported on a detection dataset "
+                        "yet: the boxes would not follow the pixels", dir, op);
+    r->boxes.width = r->width;
+    r->boxes.height = r->height;
+    r->boxes.rrc = o->rrc != 0;
+    r->boxes.min_fraction = o->min_box_area_fraction;
+    return 0;
+}
+
 static int make_sampler(shr_reader *r)
 {
     const fmt_manifest *m = fmt_dataset_manifest(r->ds);
@@ -835,6 +945,20 @@ static int make_ring(shr_reader *r)
         s->b.height = r->height;
         s->b.width = r->width;
         s->b.channels = r->channels;
+        if (!r->targets)
+            continue;
+        size_t bs = r->o.batch_size;
+        s->t_off = calloc(bs + 1, sizeof *s->t_off);
+        s->t_image = calloc(bs, sizeof *s->t_image);
+        s->t_dropped = calloc(bs, sizeof *s->t_dropped);
+        s->t_orig = calloc(2 * bs, sizeof *s->t_orig);
+        /* room for one box per sample to start with: never NULL, even in a batch of none */
+        if (!s->t_off || !s->t_image || !s->t_dropped || !s->t_orig || grow_targets(s, bs))
+            return ENOMEM;
+        s->b.target_offsets = s->t_off;
+        s->b.target_image_ids = s->t_image;
+        s->b.target_dropped = s->t_dropped;
+        s->b.target_orig_sizes = s->t_orig;
     }
     return 0;
 }
@@ -857,6 +981,14 @@ static void free_reader(shr_reader *r)
         free(r->slots[i].bad_idx);
         free(r->slots[i].bad_err);
         free(r->slots[i].params);
+        free(r->slots[i].t_off);
+        free(r->slots[i].t_image);
+        free(r->slots[i].t_dropped);
+        free(r->slots[i].t_orig);
+        free(r->slots[i].t_boxes);
+        free(r->slots[i].t_labels);
+        free(r->slots[i].t_area);
+        free(r->slots[i].t_crowd);
     }
     free(r->slots);
     shr_sampler_free(r->sampler);
@@ -1052,6 +1184,9 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
     rc = set_geometry(r, dir);
     if (rc)
         goto leave;
+    rc = set_targets(r, dir);
+    if (rc)
+        goto leave;
     rc = make_sampler(r);
     if (rc)
         goto leave;
@@ -1231,6 +1366,9 @@ void shr_get_info(const shr_reader *r, shr_info *info)
     info->ring_bytes = (uint64_t)r->nslots * (r->batch_bytes + (3 * sizeof(int64_t) +
                                                                 sizeof(shr_params)) *
                                               (uint64_t)r->o.batch_size);
+    if (r->targets)
+        info->ring_bytes += (uint64_t)r->nslots * ((uint64_t)r->o.batch_size * 28 + 8);
+    info->targets = r->targets;
     info->pinned = r->slots && r->nslots > 0;
     for (uint32_t i = 0; info->pinned && i < r->nslots; i++)
         info->pinned = r->slots[i].b.pinned;
@@ -1307,6 +1445,7 @@ void shr_dataset_get_info(const shr_dataset *d, shr_dataset_info *info)
     info->augment = m->augment;
     info->aug_spec = m->aug_spec ? m->aug_spec : "";
     info->seed = m->seed;
+    info->targets = m->targets;
 }
 
 const char *shr_dataset_class(const shr_dataset *d, uint32_t label)
@@ -1376,5 +1515,53 @@ int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32
     shr_aug_init(&aug, o);
     draw(o, &rrc, &aug, o->width ? o->width : src_w, o->height ? o->height : src_h, epoch, index, src_w,
          src_h, p);
+    return 0;
+}
+
+int shr_batch_target(const shr_batch *b, uint32_t i, shr_target *t)
+{
+    if (!b || !t || i >= b->n || !b->target_offsets)
+        return SHR_EINVAL;
+    int64_t o = b->target_offsets[i];
+    memset(t, 0, sizeof *t);
+    t->count = (uint32_t)(b->target_offsets[i + 1] - o);
+    t->dropped = b->target_dropped[i];
+    t->image_id = b->target_image_ids[i];
+    t->orig_width = b->target_orig_sizes[2 * (size_t)i];
+    t->orig_height = b->target_orig_sizes[2 * (size_t)i + 1];
+    t->boxes = b->target_boxes + 4 * o;
+    t->labels = b->target_labels + o;
+    t->area = b->target_area + o;
+    t->iscrowd = b->target_iscrowd + o;
+    return 0;
+}
+
+int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t)
+{
+    g_open_err[0] = '\0';
+    if (!d || !t)
+        return fail_msg(g_open_err, SHR_EINVAL, "no dataset or target given");
+    if (!fmt_dataset_manifest(d->ds)->targets)
+        return fail_msg(g_open_err, SHR_EINVAL, "the dataset has no targets (not a detection "
+                        "dataset)");
+    if (idx >= fmt_dataset_count(d->ds))
+        return fail_msg(g_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+                        " samples)", idx, fmt_dataset_count(d->ds));
+    fmt_target f;
+    fmt_msg m = {{0}};
+    int rc = fmt_dataset_target(d->ds, idx, &f, &m);
+    if (rc)
+        return fail_msg(g_open_err, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
+                        fmt_dataset_sample_file(d->ds, idx), idx, fmt_reason(&m, rc));
+    memset(t, 0, sizeof *t);
+    t->count = f.count;
+    t->dropped = f.dropped;
+    t->image_id = f.image_id;
+    t->orig_width = f.orig_width;
+    t->orig_height = f.orig_height;
+    t->boxes = f.boxes;
+    t->labels = f.labels;
+    t->area = f.area;
+    t->iscrowd = f.iscrowd;
     return 0;
 }

@@ -276,6 +276,10 @@ typedef struct {
     uint32_t aa_num_ops;            /* RandAugment's num_ops, 1..SHR_AA_MAX_OPS (default 2) */
     uint32_t aa_magnitude;          /* RandAugment's magnitude, < aa_bins (default 9) */
     uint32_t aa_bins;               /* num_magnitude_bins, 2..1024 (default 31) */
+    /* Detection datasets (see "Targets" below): a moved box is kept only when at least this
+     * fraction of its area is left inside the output after the clip, 0..1 (default 0: any box
+     * with area is kept). Ignored for classification datasets. */
+    double min_box_area_fraction;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
@@ -491,6 +495,20 @@ typedef struct {
     const int32_t *bad_errors;      /* why: FMT_EHASH (verify_samples), FMT_ETRUNC, EIO, ... */
     const int32_t *bad_positions;   /* substitute: the position in this batch of the sample
                                      * that took its place; skip: -1 */
+    /* Detection datasets (shr_info.targets; see "Targets" below): the target of each delivered
+     * sample, its boxes moved by that sample's read-time geometry. NULL, all of them, for a
+     * classification dataset. Sample i's boxes are entries target_offsets[i] ..
+     * target_offsets[i + 1] - 1 of the flat arrays; target_offsets[n] boxes in all.
+     * shr_batch_target gives one sample's view. */
+    const int64_t *target_offsets;      /* n + 1, target_offsets[0] = 0 */
+    const float *target_boxes;          /* 4 per box: x1, y1, x2, y2 in the delivered sample's
+                                         * pixels (edges: 0 <= x1 < x2 <= width) */
+    const int64_t *target_labels;       /* category ids, as stored */
+    const float *target_area;           /* the stored area times the resize's sx * sy */
+    const uint8_t *target_iscrowd;      /* 0 or 1 */
+    const int64_t *target_image_ids;    /* n: each sample's image id */
+    const uint32_t *target_dropped;     /* n: boxes of each sample the read-time geometry dropped */
+    const uint32_t *target_orig_sizes;  /* 2 n: each source image's width and height */
 } shr_batch;
 
 /* The whole reader state: open a reader with these in its options to continue exactly here. */
@@ -582,8 +600,50 @@ typedef struct {
     int pinned;                         /* 1 if every batch buffer of the ring is CUDA pinned
                                          * host memory, 0 if any is ordinary memory (SHR_PIN_OFF,
                                          * no device, or a failed cudaHostAlloc) */
+    int targets;                        /* 1: a detection dataset, whose batches carry targets
+                                         * (shr_batch.target_*); their box arrays are not in
+                                         * ring_bytes: per slot they grow to the most boxes a
+                                         * batch has had, 29 bytes a box */
 } shr_info;
 SHR_API void shr_get_info(const shr_reader *r, shr_info *info);
+
+/* Targets (detection datasets: shr_info.targets, shr_dataset_info.targets). Every sample of such
+ * a dataset carries a target: boxes (x1, y1, x2, y2 pixel edges of the stored sample), category
+ * ids, areas, iscrowd flags, the source image's id and size (formats/raw.md, "Target record").
+ * The reader moves each delivered sample's boxes with its pixels, using the parameters it reports
+ * (shr_params x, y, w, h, flip) and the output width W and height H, in double precision:
+ *     crop or pad:       x' = x - p.x + (W - p.w) / 2    (integer division: the offset at which
+ *                        y' = y - p.y + (H - p.h) / 2     the pixels are placed; 0 where cropped)
+ *     RandomResizedCrop: x' = (x - p.x) * W / p.w,  y' = (y - p.y) * H / p.h
+ * then clipped to [0, W] x [0, H], then, where the sample is mirrored, x1' = W - x2,
+ * x2' = W - x1, then rounded to float32. A box is dropped when the float32 box has no area
+ * (x1 >= x2 or y1 >= y2) or, with min_box_area_fraction f > 0, when its clipped area is less
+ * than f times its area before the clip (both in output pixels, double precision); the drops
+ * are counted per sample (target_dropped). Kept boxes keep their stored order. The area is the
+ * stored one times the resize's scales, area * (W / p.w) * (H / p.h) with RandomResizedCrop and
+ * unchanged by a crop or pad (as the build scales it: the annotation's area, never reduced by
+ * the clip), rounded to float32. Labels, iscrowd, image ids and sizes are copied. The colour
+ * ops, RandomGrayscale and RandomErasing leave the boxes alone. RandomRotation, RandomAffine and
+ * auto_augment (whose ops include shears, translations and rotations) do not move boxes yet:
+ * shr_open refuses them on a detection dataset (SHR_EINVAL). The boxes depend on (seed, epoch,
+ * index) as the pixels do: the same at every thread count and after a resume. */
+typedef struct {
+    uint32_t count;             /* boxes */
+    /* batch: boxes the read-time geometry dropped; shr_dataset_target: boxes the build's
+     * geometry dropped (the stored record's count) */
+    uint32_t dropped;
+    int64_t image_id;
+    uint32_t orig_width, orig_height;   /* the source image's size, before any geometry */
+    const float *boxes;         /* count * 4: x1, y1, x2, y2 */
+    const int64_t *labels;      /* count */
+    const float *area;          /* count */
+    const uint8_t *iscrowd;     /* count */
+} shr_target;
+
+/* Sample i's target in batch b: pointers into b's arrays (never NULL, also for count 0), valid
+ * as long as b is (until shr_release or shr_close). 0; SHR_EINVAL (b or t NULL, i >= b->n, or a
+ * dataset without targets). Any thread holding b. */
+SHR_API int shr_batch_target(const shr_batch *b, uint32_t i, shr_target *t);
 
 /* The parameters the reader with options o (checked as shr_open checks them) draws for the sample
  * at dataset index `index`, stored at src_w x src_h, in epoch `epoch`: what shr_batch.params
@@ -647,6 +707,7 @@ typedef struct {
     uint32_t augment;                   /* pre-augmented variants per source image, 0: none */
     const char *aug_spec;               /* the augmentation spec ("" when augment is 0) */
     uint64_t seed;                      /* seed of the augmentation draws */
+    int targets;                        /* 1: a detection dataset (shr_dataset_target) */
 } shr_dataset_info;
 
 /* Open the dataset in dir (access as in shr_options; SHR_ACCESS_MMAP is the usual choice). On
@@ -682,6 +743,13 @@ SHR_API int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s
  * shr_last_error(NULL) naming the shard file and the sample. */
 SHR_API int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len,
                              shr_sample *meta);
+
+/* Sample idx's stored target (boxes in the stored sample's pixels, as the build left them; no
+ * read-time geometry): pointers into the dataset's memory (never NULL), read-only, valid until
+ * shr_dataset_close; dropped counts the boxes the build's geometry dropped. Every record was
+ * checked at open. 0; SHR_EINVAL (d or t NULL, idx >= samples, or a dataset without targets),
+ * with shr_last_error(NULL) saying which. */
+SHR_API int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t);
 
 #ifdef __cplusplus
 }
