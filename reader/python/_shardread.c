@@ -412,6 +412,30 @@ static PyObject *wrap(PyObject *parts, int torch)
     return out;
 }
 
+/* A detection target as torchvision's detection models take it (arrays as _Views, copies):
+ * {"boxes": (n, 4) float32 x1 y1 x2 y2, "labels": (n,) int64, "area": (n,) float32,
+ *  "iscrowd": (n,) int64, "image_id": int, "orig_size": (height, width), "dropped": int}. */
+static PyObject *target_dict(const shr_target *t)
+{
+    Py_ssize_t n = t->count, d2[2] = {n, 4}, d1[1] = {n};
+    PyObject *boxes = view_copy(t->boxes, "f", 4, 2, d2);
+    PyObject *labels = boxes ? view_copy(t->labels, "q", 8, 1, d1) : NULL;
+    PyObject *area = labels ? view_copy(t->area, "f", 4, 1, d1) : NULL;
+    PyObject *crowd = area ? view_copy(NULL, "q", 8, 1, d1) : NULL;
+    if (!crowd) {
+        Py_XDECREF(boxes);
+        Py_XDECREF(labels);
+        Py_XDECREF(area);
+        return NULL;
+    }
+    int64_t *c = ((ViewObject *)crowd)->data;
+    for (uint32_t i = 0; i < t->count; i++)
+        c[i] = t->iscrowd[i];
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:L,s:(II),s:I}", "boxes", boxes, "labels", labels,
+                         "area", area, "iscrowd", crowd, "image_id", (long long)t->image_id,
+                         "orig_size", t->orig_height, t->orig_width, "dropped", t->dropped);
+}
+
 /* ======================================================================================== */
 /* Dataset                                                                                   */
 /* ======================================================================================== */
@@ -421,6 +445,7 @@ typedef struct {
     shr_dataset *d;
     PyObject *path;
     uint64_t samples;
+    int targets;                /* a detection dataset: items are (image, target) */
 } DatasetObject;
 
 static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
@@ -459,6 +484,7 @@ static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
     shr_dataset_info info;
     shr_dataset_get_info(d, &info);
     self->samples = info.samples;
+    self->targets = info.targets;
     XSETREF(self->path, PyOS_FSPath(path));
     return self->path ? 0 : -1;
 }
@@ -525,6 +551,19 @@ static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
     if (rc) {
         Py_DECREF(arr);
         return raise_lib(rc, msg);
+    }
+    if (self->targets) {
+        shr_target t;
+        if (shr_dataset_target(self->d, (uint64_t)i, &t) != 0) {
+            Py_DECREF(arr);
+            return raise_lib(SHR_EINVAL, shr_last_error(NULL));
+        }
+        PyObject *td = target_dict(&t);
+        if (!td) {
+            Py_DECREF(arr);
+            return NULL;
+        }
+        return wrap(Py_BuildValue("(NN)", arr, td), 0);
     }
     return wrap(Py_BuildValue("(NL)", arr, (long long)s.label), 0);
 }
@@ -887,6 +926,7 @@ typedef struct {
     int return_indices;
     int return_params;
     int return_recovery;
+    int targets;                /* batches are (images, targets, ...): a detection dataset */
     RingObject *ring;           /* the reader now in use (NULL until the first open) */
     uint64_t nb;                /* batches per epoch of this share */
     uint64_t epoch, cursor;     /* where the next batch comes from: cursor batches of this
@@ -1355,7 +1395,8 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                              "erase_scale", "erase_ratio", "erase_value", "rotation_degrees",
                              "affine_degrees", "affine_translate", "affine_scale",
                              "affine_shear", "aug_interpolation", "aug_fill", "auto_augment",
-                             "aa_num_ops", "aa_magnitude", "aa_bins", NULL};
+                             "aa_num_ops", "aa_magnitude", "aa_bins", "targets",
+                             "min_box_area_fraction", NULL};
     PyObject *path, *batch_size = NULL, *shuffle = Py_False, *seed = NULL, *threads = Py_None,
              *rank = Py_None, *world = Py_None, *drop_last = Py_False, *size = Py_None,
              *random_crop = Py_False, *flip = Py_False, *access = NULL, *framework = NULL,
@@ -1370,9 +1411,9 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
              *erase_p = Py_None, *erase_scale = Py_None, *erase_ratio = Py_None,
              *erase_value = Py_None, *rot = Py_None, *aff[4] = {Py_None, Py_None, Py_None, Py_None},
              *aug_interp = Py_None, *aug_fill = Py_None, *auto_aug = Py_None,
-             *aa[3] = {Py_None, Py_None, Py_None};
+             *aa[3] = {Py_None, Py_None, Py_None}, *targets = Py_False, *min_box = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw,
-                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOO:Loader",
+                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOOOO:Loader",
                                      kwlist,
                                      &path, &batch_size, &shuffle, &seed, &threads, &rank, &world,
                                      &drop_last, &size, &random_crop, &flip, &access, &framework,
@@ -1382,7 +1423,8 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                                      &return_recovery, &jit[0], &jit[1], &jit[2], &jit[3],
                                      &gray_p, &erase_p, &erase_scale, &erase_ratio,
                                      &erase_value, &rot, &aff[0], &aff[1], &aff[2], &aff[3],
-                                     &aug_interp, &aug_fill, &auto_aug, &aa[0], &aa[1], &aa[2]))
+                                     &aug_interp, &aug_fill, &auto_aug, &aa[0], &aa[1], &aa[2],
+                                     &targets, &min_box))
         return -1;
     if (self->ring) {
         PyErr_SetString(PyExc_RuntimeError, "a Loader cannot be initialised twice");
@@ -1526,6 +1568,11 @@ static int Loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
             return -1;
         o->auto_augment = (shr_auto_augment)pi;
     }
+    if (flag_named(targets, "targets", &self->targets) < 0)
+        return -1;
+    if (min_box != Py_None &&
+        (o->min_box_area_fraction = PyFloat_AsDouble(min_box)) == -1.0 && PyErr_Occurred())
+        return -1;
     uint32_t *aa_dst[3] = {&o->aa_num_ops, &o->aa_magnitude, &o->aa_bins};
     static const char *const aa_names[3] = {"num_ops", "magnitude", "num_magnitude_bins"};
     for (int k = 0; k < 3; k++)
@@ -1720,6 +1767,21 @@ static PyObject *deliver(LoaderObject *self, RingObject *ring, const shr_batch *
         lab = img ? new_view(b->labels, (PyObject *)base, "q", 8, 1, n1) : NULL;
         if (lab && want_idx)
             idx = new_view(b->indices, (PyObject *)base, "q", 8, 1, n1);
+    }
+    if (lab && self->targets) {
+        /* (images, targets, ...): the labels of a detection dataset are -1, its targets say it */
+        PyObject *tl = b->target_offsets ? PyList_New(b->n) : NULL;
+        if (!b->target_offsets && !PyErr_Occurred())
+            PyErr_SetString(g_argument_error, "targets=True: this dataset has no targets (it "
+                            "was not built with --coco or --yolo)");
+        for (uint32_t i = 0; tl && i < b->n; i++) {
+            shr_target t;
+            PyObject *td = shr_batch_target(b, i, &t) == 0 ? target_dict(&t) : NULL;
+            if (!td || PyList_SetItem(tl, i, td) < 0)
+                Py_CLEAR(tl);
+        }
+        Py_DECREF(lab);
+        lab = tl;
     }
     if (lab && self->return_params) {
         /* a small copy: (n, 5) int64 columns x, y, w, h, flip */
@@ -2049,7 +2111,7 @@ static PyObject *Loader_get_info(LoaderObject *self, void *closure)
     shr_info in;
     shr_get_info(self->ring->r, &in);
     uint32_t nc = in.channels < 3 ? in.channels : 3;
-    return Py_BuildValue("{s:K,s:I,s:(III),s:s,s:s,s:N,s:N,s:K,s:K,s:K,s:K}", "samples",
+    return Py_BuildValue("{s:K,s:I,s:(III),s:s,s:s,s:N,s:N,s:K,s:K,s:K,s:K,s:O,s:O}", "samples",
                          (unsigned long long)in.samples, "num_classes", in.classes, "shape",
                          in.height, in.width, in.channels, "dtype",
                          in.dtype == SHR_DTYPE_F32 ? "float32"
@@ -2059,7 +2121,9 @@ static PyObject *Loader_get_info(LoaderObject *self, void *closure)
                          (unsigned long long)in.batch_bytes, "ring_bytes",
                          (unsigned long long)in.ring_bytes, "batches",
                          (unsigned long long)self->nb, "samples_per_epoch",
-                         (unsigned long long)shr_samples_per_epoch(self->ring->r));
+                         (unsigned long long)shr_samples_per_epoch(self->ring->r), "pinned",
+                         in.pinned ? Py_True : Py_False, "targets",
+                         in.targets ? Py_True : Py_False);
 }
 
 #define LOADER_U(name, expr)                                                                      \

@@ -56,12 +56,26 @@ def _wrap(parts, torch):
     same memory, a torch tensor too when torch is true; other items pass unchanged."""
     global _from_numpy
     out = [_asarray(p) if type(p) is _View else p for p in parts]
-    if torch:
-        if _from_numpy is None:
-            import torch as _torch
-            _from_numpy = _torch.from_numpy
-        out = [_from_numpy(a) if type(a) is _np.ndarray else a for a in out]
+    if torch and _from_numpy is None:
+        import torch as _torch
+        _from_numpy = _torch.from_numpy
+    conv = _from_numpy if torch else None
+    for k, p in enumerate(out):
+        if type(p) is dict:             # a Dataset item's detection target
+            out[k] = _wrap_target(p, conv)
+        elif type(p) is list and p and type(p[0]) is dict:     # a batch's targets
+            out[k] = [_wrap_target(t, conv) for t in p]
+        elif conv is not None and type(p) is _np.ndarray:
+            out[k] = conv(p)
     return tuple(out)
+
+
+def _wrap_target(t, conv):
+    for key, v in t.items():
+        if type(v) is _View:
+            a = _asarray(v)
+            t[key] = conv(a) if conv is not None else a
+    return t
 
 
 def _fence():
@@ -472,6 +486,15 @@ class Loader(_shardread.Loader):
     next iteration reads. classes and class_to_idx are ImageFolder's. A Loader pickles (spawn,
     copy.deepcopy): the copy reopens the dataset and stands where the original stood.
 
+    Detection datasets (shardc build --coco / --yolo): targets=True makes batches
+    (images, targets, ...), targets a list of one dict per sample as torchvision's detection
+    models take them: boxes (N, 4) float32 x1 y1 x2 y2 in the delivered image's pixels, moved
+    by the sample's crop or pad, RandomResizedCrop and flip (clipped; boxes left empty, or
+    keeping less than min_box_area_fraction of their area, dropped and counted in 'dropped'),
+    labels (N,) int64 (the category ids as given), area, iscrowd, image_id, orig_size. The
+    colour augmentations apply as usual; rotation, affine and auto_augment are refused there.
+    A detection Dataset's items are (image, target).
+
     Once torch is imported, a Loader is a torch.utils.data.IterableDataset: use
     DataLoader(loader, batch_size=None) with num_workers=0 (the Loader has its own threads);
     worker processes and a DataLoader that would batch the batches again are refused. The GIL
@@ -491,7 +514,8 @@ class Loader(_shardread.Loader):
                  std=None, return_params=False, on_error="fail", verify_samples=False,
                  return_recovery=False, pad=False, color_jitter=None, grayscale=0.0,
                  erasing=None, rotation=None, affine=None, auto_augment=None,
-                 augment_interpolation=None, augment_fill=None):
+                 augment_interpolation=None, augment_fill=None, targets=False,
+                 min_box_area_fraction=0.0):
         size = _size(size)
         interpolation = _name(interpolation)
         dtype = _name(dtype)
@@ -511,7 +535,13 @@ class Loader(_shardread.Loader):
                                augment_fill))
         if grayscale:
             aug["grayscale_p"] = float(grayscale)
+        if targets or min_box_area_fraction:
+            aug["targets"] = targets
+            aug["min_box_area_fraction"] = min_box_area_fraction
         super().__init__(path, **kw, **aug)
+        if targets and not self.info["targets"]:
+            raise ArgumentError(f"targets=True: {path!r} has no targets (it was not built with "
+                                "shardc build --coco or --yolo)")
         channels = self.info["shape"][2]
         if counts is not None:
             for what, n in zip(("mean", "std"), counts):
@@ -530,7 +560,8 @@ class Loader(_shardread.Loader):
         kw.update(rank=self.rank, world=self.world, pad=pad, color_jitter=color_jitter,
                   grayscale=grayscale, erasing=erasing, rotation=rotation, affine=affine,
                   auto_augment=auto_augment, augment_interpolation=augment_interpolation,
-                  augment_fill=augment_fill)
+                  augment_fill=augment_fill, targets=targets,
+                  min_box_area_fraction=min_box_area_fraction)
         self._kwargs = dict(kw, path=path)
         self._fingerprint = None
 
