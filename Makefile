@@ -60,7 +60,20 @@ DEB_check := check
 DEB_libpng := libpng-dev
 DEB_libarchive := libarchive-dev
 
-CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"' -Iformats -Icompiler -Ireader -Ireader/bench
+CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"'
+# Layering, enforced: each folder is compiled with the include paths of what it may use, so a
+# wrong-way #include fails to compile. formats/ sees only itself; the compiler and the reader
+# libraries see formats/ and themselves; shardbench (reader/bench), the tests, the scripts' tools
+# and the GPU code see everything. (tests/e2e_layers.sh checks the command lines.)
+INC_formats := -Iformats
+INC_compiler := -Iformats -Icompiler
+INC_reader := -Iformats -Ireader
+INC_all := -Iformats -Icompiler -Ireader -Ireader/bench
+INC = $(INC_all)
+$(BUILD)/formats/%.o: INC = $(INC_formats)
+$(BUILD)/compiler/%.o: INC = $(INC_compiler)
+$(BUILD)/reader/%.o: INC = $(INC_reader)
+$(BUILD)/reader/bench/%.o: INC = $(INC_all)
 CFLAGS ?= $(OPT) -g
 # -fvisibility=hidden: libshardread.so exports what shardread.h marks SHR_API and nothing else
 CFLAGS += -std=c11 -fPIC -pthread -fvisibility=hidden $(WARN) $(SANFLAGS) -MMD -MP
@@ -120,12 +133,12 @@ endif
 $(BUILD)/%.o: %.c $(FLAGS_FILE) | pkgcheck
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS) $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(CPPFLAGS) $(INC) $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/%.o: tests/%.c $(FLAGS_FILE) | pkgcheck
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS) $(call pkgcflags,$(PKGS) $(TEST_PKGS)) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(CPPFLAGS) $(INC_all) $(call pkgcflags,$(PKGS) $(TEST_PKGS)) $(CFLAGS) -c -o $@ $<
 
 # The resampler's vector helpers take 32-byte vectors by value in SSE4.1 functions; they are
 # always inlined, so GCC's note that such arguments are passed differently without AVX does not
@@ -193,7 +206,7 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(BENCH_LIB) $(COMP_LIB) $(READ_L
 $(BUILD)/compiler/mksample-nomain.o: compiler/mksample.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS) -DMKS_NO_MAIN $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(CPPFLAGS) $(INC_compiler) -DMKS_NO_MAIN $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/test_mksample: $(BUILD)/compiler/mksample-nomain.o
 $(BUILD)/tests/test_part: $(BUILD)/compiler/mksample-nomain.o
@@ -370,12 +383,14 @@ all: $(MPI_BIN)
 $(BUILD)/compiler/shardc-nomain.o: compiler/shardc.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(CPPFLAGS) -DSHARDC_NO_MAIN $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(CPPFLAGS) $(INC_compiler) -DSHARDC_NO_MAIN $(call pkgcflags,$(PKGS)) $(CFLAGS) \
+	    -c -o $@ $<
 
 $(BUILD)/compiler/shardc-mpi.o: compiler/shardc-mpi.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MPICC   $<")
-	$(Q)OMPI_CC=$(CC) MPICH_CC=$(CC) $(MPICC) $(CPPFLAGS) $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
+	$(Q)OMPI_CC=$(CC) MPICH_CC=$(CC) $(MPICC) $(CPPFLAGS) $(INC_compiler) \
+	    $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
 
 $(MPI_BIN): $(BUILD)/compiler/shardc-mpi.o $(BUILD)/compiler/shardc-nomain.o $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
@@ -411,7 +426,7 @@ $(BUILD)/reader/%.cu.o: reader/%.cu
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  NVCC    $<")
 	$(Q)$(NVCC) -std=c++17 $(NVCC_ARCH) $(NVCCFLAGS) -Xcompiler -fPIC,-fvisibility=hidden \
-	    $(NVCC_WARN) $(CPPFLAGS) -MMD -MP -MF $(@:.o=.d) -MT $@ -c -o $@ $<
+	    $(NVCC_WARN) $(CPPFLAGS) $(INC_all) -MMD -MP -MF $(@:.o=.d) -MT $@ -c -o $@ $<
 
 # RUNPATH $ORIGIN: a bundle (scripts/gpu-bundle.sh) keeps the CUDA libraries next to it
 $(GPU_SO): $(GPU_OBJ)

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# End to end: the layering the build enforces. Each folder is compiled with the include paths of
+# what it may use (Makefile, INC_*): formats/ sees only formats/; the compiler and reader
+# libraries see formats/ and themselves, never each other; shardbench, the tests and the GPU code
+# see everything. So a wrong-way #include is a compile error, shown here on a probe file.
+. "$(dirname "$0")/lib.sh"
+
+# the command make would run for OBJ (-B: as if out of date; -n: print only)
+cmdline() { make --no-print-directory -C "$ROOT" -n -B BUILD="$BUILD" "$BUILD/$1" 2>/dev/null |
+              grep -E -- "-c -o $BUILD/$1|-o $BUILD/$1 " | head -1; }
+incs() { grep -oE -- '-I(formats|compiler|reader/bench|reader)( |$)' <<<"$1" | tr -d ' ' | sort -u |
+           tr '\n' ' '; }
+
+check_layer() {  # OBJ WANTED-INCLUDES
+  local c got
+  c=$(cmdline "$1")
+  got=$(incs "$c")
+  if [ -z "$c" ]; then bad "$1: no compile command found"; return; fi
+  if [ "$got" = "$2" ]; then ok "$1 is compiled with: $got"; else bad "$1: includes '$got', expected '$2'"; fi
+}
+
+check_layer formats/raw.o "-Iformats "
+check_layer formats/png.o "-Iformats "
+check_layer compiler/build.o "-Icompiler -Iformats "
+check_layer reader/shardread.o "-Iformats -Ireader "
+check_layer reader/bench/train.o "-Icompiler -Iformats -Ireader -Ireader/bench "
+check_layer tests/test_reader.o "-Icompiler -Iformats -Ireader -Ireader/bench "
+
+# the probe: a formats/ file that includes the compiler's header does not compile with formats/'s
+# flags, and a reader file that includes it does not compile with the reader's
+flags=$(cmdline formats/raw.o | sed -e 's/ -c -o .*//' -e 's/-MMD -MP//')
+printf '#include "build.h"\nint probe_layer(void);\nint probe_layer(void) { return 0; }\n' >"$T/probe.c"
+if (cd "$ROOT" && eval "$flags -fsyntax-only $T/probe.c") >"$T/out" 2>&1; then
+  bad "a formats/ file could include compiler/build.h"
+else
+  grep -q "build.h" "$T/out" && ok "formats/ cannot include compiler/build.h (a compile error)" ||
+    bad "the probe failed for another reason: $(head -2 "$T/out")"
+fi
+flags=$(cmdline reader/shardread.o | sed -e 's/ -c -o .*//' -e 's/-MMD -MP//')
+if (cd "$ROOT" && eval "$flags -fsyntax-only $T/probe.c") >"$T/out" 2>&1; then
+  bad "a reader/ file could include compiler/build.h"
+else
+  grep -q "build.h" "$T/out" && ok "reader/ cannot include compiler/build.h (a compile error)" ||
+    bad "the probe failed for another reason: $(head -2 "$T/out")"
+fi
+
+finish
