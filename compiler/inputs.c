@@ -411,6 +411,23 @@ static int tree_list(fmt_inputs *in, const char *path, arc_tree *t, fmt_msg *msg
     return 0;
 }
 
+/* Append name (owned) to the growing array *v of *n (capacity *cap); on ENOMEM name is freed. */
+static int push_name(char ***v, size_t *n, size_t *cap, char *name)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        char **q = realloc(*v, c * sizeof *q);
+        if (!q) {
+            free(name);
+            return ENOMEM;
+        }
+        *v = q;
+        *cap = c;
+    }
+    (*v)[(*n)++] = name;
+    return 0;
+}
+
 int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, fmt_msg *msg)
 {
     memset(in, 0, sizeof *in);
@@ -435,19 +452,9 @@ int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, fmt_msg
             trees[s].ncls = 0;
             if (!add_archive(in, srcs[s], 1))
                 rc = ENOMEM;
-            for (size_t i = 0; i < n; i++) {
-                if (nall == capall) {
-                    capall = capall ? capall * 2 : 64;
-                    char **q = realloc(all, capall * sizeof *q);
-                    if (!q) {
-                        rc = ENOMEM;
-                        free(names[i]);
-                        continue;
-                    }
-                    all = q;
-                }
-                all[nall++] = names[i];
-            }
+            for (size_t i = 0; i < n; i++)
+                if (push_name(&all, &nall, &capall, names[i]))
+                    rc = ENOMEM;
             free(names);
             continue;
         }
@@ -466,17 +473,8 @@ int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, fmt_msg
                 free(names[i]);
                 continue;
             }
-            if (nall == capall) {
-                capall = capall ? capall * 2 : 64;
-                char **q = realloc(all, capall * sizeof *q);
-                if (!q) {
-                    rc = ENOMEM;
-                    free(names[i]);
-                    continue;
-                }
-                all = q;
-            }
-            all[nall++] = names[i];
+            if (push_name(&all, &nall, &capall, names[i]))
+                rc = ENOMEM;
         }
         free(names);
     }
