@@ -9,6 +9,7 @@
  * (shardc-mksample --coco draws shapes and writes their boxes). */
 #include "dataset.h"
 #include "shardread.h"
+#include "progs.h"
 
 #include <check.h>
 #include <ftw.h>
@@ -21,7 +22,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_bin[1024];                /* directory holding shardc and shardc-mksample */
 static char g_root[1024];               /* temp dir of the whole run */
 static char g_var[1100];                /* detection, samples of many sizes (short side 40) */
 static char g_fixed[1100];              /* detection, every sample 48x40 (letterboxed) */
@@ -30,45 +30,6 @@ static char g_cls[1100];                /* classification, many sizes */
 #define TOL 1e-4
 
 /* ---- fixtures ---- */
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static int run_quiet(const char *cmd)
-{
-    char full[8192];
-    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
-    int st = system(full);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-static int find_bins(void)
-{
-    char exe[1024], probe[1200];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        snprintf(g_bin, sizeof g_bin, "%s/../bin", dirname(exe));
-        snprintf(probe, sizeof probe, "%s/shardc", g_bin);
-        if (file_exists(probe))
-            return 0;
-    }
-    const char *build = getenv("BUILD");
-    snprintf(g_bin, sizeof g_bin, "%s/bin", build && *build ? build : "build");
-    snprintf(probe, sizeof probe, "%s/shardc", g_bin);
-    return file_exists(probe) ? 0 : -1;
-}
 
 static int build_fixtures(void)
 {

@@ -9,6 +9,7 @@
 #include "raw.h"
 #include "sampler.h"
 #include "shardread.h"
+#include "progs.h"
 
 #include <check.h>
 #include <errno.h>
@@ -27,51 +28,12 @@
 #define FIX_W 24
 #define FIX_H 20
 
-static char g_bin[1024];                /* directory holding shardc and shardc-mksample */
 static char g_root[1024];               /* temp dir of the whole run */
 static char g_fixed[1100];              /* 23 RGB samples of 24x20, shards of 7 */
 static char g_gray[1100];               /* the same, one channel */
 static char g_var[1100];                /* 23 RGB samples of their own size, long side <= 40 */
 
 /* ---- fixtures ---- */
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static int run_quiet(const char *cmd)
-{
-    char full[8192];
-    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
-    int st = system(full);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-static int find_bins(void)
-{
-    char exe[1024];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        snprintf(g_bin, sizeof g_bin, "%s/../bin", dirname(exe));
-        char probe[1200];
-        snprintf(probe, sizeof probe, "%s/shardc", g_bin);
-        if (file_exists(probe))
-            return 0;
-    }
-    const char *build = getenv("BUILD");
-    snprintf(g_bin, sizeof g_bin, "%s/bin", build && *build ? build : "build");
-    char probe[1200];
-    snprintf(probe, sizeof probe, "%s/shardc", g_bin);
-    return file_exists(probe) ? 0 : -1;
-}
 
 /* First n lines of src into dst. */
 static int head_lines(const char *src, const char *dst, int n)

@@ -7,6 +7,7 @@
 #include "shardread.h"
 #include "step.h"
 #include "step_cpu.h"
+#include "progs.h"
 
 #include <check.h>
 #include <errno.h>
@@ -25,47 +26,10 @@
 #define DS_SAMPLES (DS_CLASSES * DS_PER_CLASS)
 #define DS_BATCH 8
 
-static char g_bin[1024];
 static char g_root[1024];
 static char g_ds[1100];
 
 /* ---- fixture ---- */
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static int run_quiet(const char *cmd)
-{
-    char full[8192];
-    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
-    int st = system(full);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-static int find_bins(void)
-{
-    char exe[1024], probe[1200];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        snprintf(g_bin, sizeof g_bin, "%s/../bin", dirname(exe));
-        snprintf(probe, sizeof probe, "%s/shardc", g_bin);
-        if (file_exists(probe))
-            return 0;
-    }
-    const char *build = getenv("BUILD");
-    snprintf(g_bin, sizeof g_bin, "%s/bin", build && *build ? build : "build");
-    snprintf(probe, sizeof probe, "%s/shardc", g_bin);
-    return file_exists(probe) ? 0 : -1;
-}
 
 static int build_fixture(void)
 {

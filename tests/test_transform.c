@@ -10,6 +10,7 @@
 #include "sampler.h"
 #include "shardread.h"
 #include "transform.h"
+#include "progs.h"
 
 #include <check.h>
 #include <errno.h>
@@ -24,7 +25,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_bin[1024];                /* directory holding shardc and shardc-mksample */
 static char g_root[1024];               /* temp dir of the whole run */
 static char g_rgb[1100];                /* RGB samples of many sizes (short side 40, max 64) */
 static char g_gray[1100];               /* the same, one channel */
@@ -32,42 +32,6 @@ static char g_fixed[1100];              /* RGB samples all 24x20 */
 #define N_SAMPLES 24
 
 /* ---- fixtures ---- */
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static int run_quiet(const char *cmd)
-{
-    char full[8192];
-    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
-    int st = system(full);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-static int find_bins(void)
-{
-    char exe[1024], probe[1200];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        snprintf(g_bin, sizeof g_bin, "%s/../bin", dirname(exe));
-        snprintf(probe, sizeof probe, "%s/shardc", g_bin);
-        if (file_exists(probe))
-            return 0;
-    }
-    const char *build = getenv("BUILD");
-    snprintf(g_bin, sizeof g_bin, "%s/bin", build && *build ? build : "build");
-    snprintf(probe, sizeof probe, "%s/shardc", g_bin);
-    return file_exists(probe) ? 0 : -1;
-}
 
 static int build_fixtures(void)
 {
