@@ -273,14 +273,11 @@ int shc_coco_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
         a->images[a->nimages - 1].first = slot[i];
         a->images[a->nimages - 1].count = imgs[i].count;
         path = fmt_path_join(o->images, imgs[i].file, "");
-        fmt_input *it = path ? realloc(in->items, (in->n + 1) * sizeof *it) : NULL;
-        if (!it) {
+        if (!path || fmt_inputs_add(in, path, -1) != 0) {
             free(path);
             rc = ENOMEM;
             goto leave;
         }
-        in->items = it;
-        in->items[in->n++] = (fmt_input){.path = path, .label = -1};
     }
     a->nboxes = na;
 leave:

@@ -36,6 +36,11 @@ static int add_item(fmt_inputs *in, char *path, int32_t label)
     return add_member(in, path, label, 0, 0, 0);
 }
 
+int fmt_inputs_add(fmt_inputs *in, char *path, int32_t label)
+{
+    return add_item(in, path, label);
+}
+
 /* The archive's number (1-based) in in->archives, added if new. 0: out of memory. */
 static uint32_t add_archive(fmt_inputs *in, const char *path, int nest)
 {

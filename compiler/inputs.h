@@ -68,6 +68,10 @@ typedef struct {
 /* Walk class-folder trees. Errors: errno of a SRC that cannot be read (msg says which). */
 int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, fmt_msg *msg);
 
+/* Append one input (a file path, taken over on success) with its label: 0 or ENOMEM (path is
+ * then the caller's). For listings made elsewhere (annotation files). */
+int fmt_inputs_add(fmt_inputs *in, char *path, int32_t label);
+
 /* Read a list file. Errors: errno for the list file itself; EINVAL for a malformed line, a line
  * longer than FMT_LIST_LINE_MAX or a bad label; ENOENT when a named file is in none of the SRCs
  * (or a named member in none of its archive's). msg names the file and line. */

@@ -236,6 +236,7 @@ int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
 {
     strlist imgs = {0}, stems = {0}, labels = {0};
     yid *ids = NULL;
+    int64_t *idv = NULL;                /* each image's id, by position */
     a->kind = SHC_ANNOT_YOLO;
     int rc = read_names(o->names, a, msg);
     if (rc == 0)
@@ -294,14 +295,18 @@ int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
                           imgs.v[ids[i].pos], ids[i].id);
             goto leave;
         }
+    /* ids, sorted by id, back by position: the ids just checked are the ids used */
+    idv = malloc((imgs.n ? imgs.n : 1) * sizeof *idv);
+    if (!idv) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    for (size_t i = 0; i < imgs.n; i++)
+        idv[ids[i].pos] = ids[i].id;
     free(ids);
     ids = NULL;
     for (size_t i = 0; i < imgs.n; i++) {
-        const char *base = strrchr(stems.v[i], '/');
-        base = base ? base + 1 : stems.v[i];
-        char *end;
-        long long v = strtoll(base, &end, 10);
-        int64_t id = *base >= '0' && *base <= '9' && !*end ? v : (int64_t)i;
+        int64_t id = idv[i];
         char *lpath = fmt_path_join(o->yolo, stems.v[i], ".txt");
         if (!lpath) {
             rc = ENOMEM;
@@ -321,17 +326,15 @@ int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
             continue;
         }
         char *path = fmt_path_join(o->images, imgs.v[i], "");
-        fmt_input *it = path ? realloc(in->items, (in->n + 1) * sizeof *it) : NULL;
-        if (!it) {
+        if (!path || fmt_inputs_add(in, path, -1) != 0) {
             free(path);
             rc = ENOMEM;
             goto leave;
         }
-        in->items = it;
-        in->items[in->n++] = (fmt_input){.path = path, .label = -1};
     }
 leave:
     free(ids);
+    free(idv);
     strlist_free(&imgs);
     strlist_free(&stems);
     strlist_free(&labels);
