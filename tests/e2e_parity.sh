@@ -288,6 +288,8 @@ shardc, t = sys.argv[1], sys.argv[2]
 def tsv(p): return {l.split("\t")[0]: l.split("\t")[1].rstrip("\n") for l in open(p).readlines()[1:]}
 fails = 0
 counts = {}
+# every file the generator wrote must be listed, then stored or rejected: none left unchecked
+made = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(os.path.join(t, "src")) for f in fs)
 for mode, d in (("RGB", "rgb"), ("L", "gray")):
     o = os.path.join(t, d)
     inputs = [l.split("\t")[2].rstrip("\n") for l in open(os.path.join(o, "inputs.tsv")).readlines()[1:]]
@@ -324,6 +326,11 @@ for mode, d in (("RGB", "rgb"), ("L", "gray")):
             print(f"  FAIL {name} ({mode}): warning expected {want}, warnings.tsv says {warn.get(p)}"); fails += 1
         counts[mode] = counts.get(mode, 0) + 1
     print(f"  {mode}: {len(inputs)} files, {k} stored, {len(rej)} rejected as Pillow does, {len(warn)} with warnings")
+    if sorted(inputs) != made or counts.get(mode, 0) + len(rej) != len(made):
+        print(f"  FAIL ({mode}): {len(made)} files made, {len(inputs)} listed, "
+              f"{counts.get(mode, 0)} stored + {len(rej)} rejected"); fails += 1
+if len(made) < 100:
+    print(f"  FAIL: the generator made {len(made)} files"); fails += 1
 sys.exit(1 if fails else 0)
 PY
 check "every file is stored iff Pillow opens it, with Pillow's pixels, warnings where expected" [ $? -eq 0 ]
