@@ -25,11 +25,12 @@ static PROGS_UNUSED int remove_entry(const char *path, const struct stat *st, in
     return remove(path);
 }
 
-/* cmd through the shell, its output discarded: its exit status, -1 if it did not exit */
+/* cmd through the shell (a list too: `a && b`), its output discarded: its exit status, -1 if it
+ * did not exit */
 static PROGS_UNUSED int run_quiet(const char *cmd)
 {
-    char full[8192];
-    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
+    char full[8300];
+    snprintf(full, sizeof full, "( %s ) >/dev/null 2>&1", cmd);
     int st = system(full);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

@@ -32,6 +32,7 @@
 #include "manifest.h"
 #include "raw.h"
 #include "shardread.h"
+#include "progs.h"
 
 #define N 35
 #define PER_SHARD 7
@@ -40,37 +41,12 @@
 #define H 20
 #define LEN ((size_t)W * H * 3)
 
-static char g_bin[1024], g_root[1024], g_fixed[1100];
+static char g_root[1024], g_fixed[1100];
 static uint8_t g_orig[N][LEN];          /* every sample's pixels, read before any damage */
 static const fmt_access g_modes[3] = {FMT_ACCESS_MMAP, FMT_ACCESS_PREAD, FMT_ACCESS_DIRECT};
 static const char *const g_mode_names[3] = {"mmap", "pread", "direct"};
 
 /* ---- fixtures ---- */
-
-static int run_quiet(const char *cmd)
-{
-    char full[8300];
-    snprintf(full, sizeof full, "( %s ) >/dev/null 2>&1", cmd);
-    int st = system(full);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int find_bins(void)
-{
-    char exe[1024], probe[1200];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        snprintf(g_bin, sizeof g_bin, "%s/../bin", dirname(exe));
-        snprintf(probe, sizeof probe, "%s/shardc", g_bin);
-        if (access(probe, X_OK) == 0)
-            return 0;
-    }
-    const char *build = getenv("BUILD");
-    snprintf(g_bin, sizeof g_bin, "%s/bin", build && *build ? build : "build");
-    snprintf(probe, sizeof probe, "%s/shardc", g_bin);
-    return access(probe, X_OK);
-}
 
 static int build_fixture(void)
 {
@@ -109,11 +85,6 @@ static int build_fixture(void)
         rc = fmt_dataset_read(d, i, g_orig[i], NULL);
     fmt_dataset_close(d);
     return rc;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
 }
 
 /* A fresh copy of the fixture: g_root/name. */
