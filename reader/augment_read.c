@@ -174,8 +174,3 @@ int shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px, uint32_t 
     return flip;
 }
 
-void shr_aug_output(const shr_aug *a, const shr_tf_out *o, const shr_params *p, void *dst)
-{
-    if (p->erase)
-        shr_erase_apply(&a->erase, o, p, dst);
-}

@@ -53,8 +53,4 @@ SHR_INTERNAL int shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *
                                 uint32_t width, uint32_t height, uint32_t channels,
                                 size_t stride, uint8_t *scratch);
 
-/* The ops on the delivered sample dst (o's dtype and layout). */
-SHR_INTERNAL void shr_aug_output(const shr_aug *a, const shr_tf_out *o, const shr_params *p,
-                                 void *dst);
-
 #endif

@@ -14,7 +14,6 @@
 void shr_erase_init(shr_erase *e, const shr_options *o)
 {
     e->p_d = o->erase_p;
-    e->p = (float)o->erase_p;
     for (int i = 0; i < 2; i++) {
         e->scale_f[i] = (float)o->erase_scale[i];
         e->log_ratio[i] = shr_tf_torch_logf((float)o->erase_ratio[i]);

@@ -13,7 +13,6 @@
 
 /* The ranges and values derived once per reader. */
 typedef struct {
-    float p;
     double p_d;
     float scale_f[2];               /* the scale bounds in float32 (torch's uniform_) */
     float log_ratio[2];             /* torch.log(torch.tensor(ratio)) */

@@ -365,13 +365,12 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
         return vrc;
     size_t stride = (size_t)s->width * c;
     int pix = r->aug.pixels && shr_aug_has_pixels(p);
-    int aug = pix || p->erase;
     if (r->o.rrc) {
-        int rc = resize_box(w, idx, src, s, p, r->convert || p->flip || aug ? w->staged : dst,
+        int rc = resize_box(w, idx, src, s, p, r->convert || p->flip || pix ? w->staged : dst,
                             msg);
         if (rc)
             return rc;
-        if (!r->convert && !p->flip && !aug)
+        if (!r->convert && !p->flip && !pix)
             return 0;
         src = w->staged;
         stride = (size_t)r->width * c;
@@ -398,8 +397,6 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
         mirror = shr_aug_pixels(&r->aug, p, w->staged, r->width, r->height, c, stride,
                                 w->staged + r->staged_bytes);
     shr_tf_store(&r->out, src, stride, mirror, dst);
-    if (p->erase)
-        shr_aug_output(&r->aug, &r->out, p, dst);
     return 0;
 }
 
@@ -414,8 +411,8 @@ static int get_failed(const shr_reader *r, uint64_t idx, int rc, char *msg)
                     fmt_dataset_sample_file(r->ds, idx), idx, why);
 }
 
-/* Sample idx into dst (sample_bytes at the output geometry and dtype), its parameters into p. */
-static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst, fmt_sample *s,
+/* Sample idx into dst, before RandomErasing (see put_sample). */
+static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst, fmt_sample *s,
                       shr_params *p, char *msg)
 {
     const shr_reader *r = w->r;
@@ -427,7 +424,7 @@ static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
         return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " has %" PRIu32 " channels, the "
                         "dataset %" PRIu32, file, idx, s->channels, r->channels);
     draw(&r->o, &r->rrc, &r->aug, r->width, r->height, epoch, idx, s->width, s->height, p);
-    if (r->o.rrc || r->convert || r->aug.any)
+    if (r->o.rrc || r->convert || r->aug.pixels)
         return put_transformed(w, idx, dst, s, p, msg);
     /* zero copy where the backend hands out mapped pixels */
     int mmap = r->o.access == SHR_ACCESS_MMAP && s->pixels != NULL;
@@ -462,6 +459,18 @@ static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
     if (p->flip)
         mirror_rows(dst, r->height, r->width, r->channels);
     return 0;
+}
+
+/* Sample idx into dst (sample_bytes at the output geometry and dtype), its parameters into p.
+ * RandomErasing writes into the delivered values, as the mirror does: an output stage, after
+ * whichever path put the pixels there (here, and after the O_DIRECT batch engine). */
+static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst, fmt_sample *s,
+                      shr_params *p, char *msg)
+{
+    int rc = put_pixels(w, epoch, idx, dst, s, p, msg);
+    if (rc == 0 && p->erase)
+        shr_erase_apply(&w->r->aug.erase, &w->r->out, p, dst);
+    return rc;
 }
 
 /* Fill the batch's samples idx[0 .. n) (at the output size, every one) through the direct
@@ -516,6 +525,9 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
         }
         if (slot->params[i].flip)
             mirror_rows(b->data + (size_t)i * r->sample_bytes, r->height, r->width, r->channels);
+        if (slot->params[i].erase)
+            shr_erase_apply(&r->aug.erase, &r->out, &slot->params[i],
+                            b->data + (size_t)i * r->sample_bytes);
     }
     return 0;
 }
@@ -1095,7 +1107,7 @@ static int start_workers(shr_reader *r)
         /* crop/pad needs the whole stored sample in memory when it is not mapped (pread, direct,
          * or a backend that decodes, such as the per-image sets); sized once, so memory does not
          * creep up as workers meet larger samples */
-        if (!r->uniform || r->convert || r->o.rrc || r->aug.any) {
+        if (!r->uniform || r->convert || r->o.rrc || r->aug.pixels) {
             w->sample = malloc(r->sample_max);
             if (!w->sample)
                 return ENOMEM;
@@ -1107,7 +1119,7 @@ static int start_workers(shr_reader *r)
                 return ENOMEM;
         }
         /* where the pixels are resized or padded before the output kernel converts them */
-        if ((!r->uniform && r->convert) || r->o.rrc || r->aug.any) {
+        if ((!r->uniform && r->convert) || r->o.rrc || r->aug.pixels) {
             /* the augmentations' scratch follows the sample */
             w->staged = malloc(r->staged_bytes * (r->aug.scratch ? 2 : 1));
             if (!w->staged)

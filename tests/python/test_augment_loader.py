@@ -66,6 +66,14 @@ def test_erasing_fills_one_box_per_sample(fx):
         assert (box == [7, 8, 9]).all(), i  # one rectangle, filled with the value
         boxes += 1
     assert boxes >= len(erased) // 2
+    # erasing is an output stage: the same boxes after the plain copy (mmap, pread) and after
+    # the O_DIRECT batch engine, mirrored or not
+    for flip in (False, True):
+        kw = dict(erasing=dict(p=1.0, value=[7, 8, 9]), flip=flip, seed=5)
+        ref = delivered(fx.fixed, **kw)
+        for access in ("pread", "direct"):
+            got = delivered(fx.fixed, access=access, **kw)
+            assert all(np.array_equal(got[i], ref[i]) for i in ref), (access, flip)
 
 
 def test_jitter_draws_are_reproducible_and_vary(fx):
