@@ -1758,30 +1758,28 @@ static PyObject *deliver(LoaderObject *self, RingObject *ring, const shr_batch *
     }
     if (copy) {
         img = view_copy(b->data, fmt, isz, 4, dims);
-        lab = img ? view_copy(b->labels, "q", 8, 1, n1) : NULL;
-        if (lab && want_idx)
+        lab = !img || self->targets ? NULL : view_copy(b->labels, "q", 8, 1, n1);
+        if (img && want_idx)
             idx = view_copy(b->indices, "q", 8, 1, n1);
         self->copies++;
     } else {
         img = new_view(b->data, (PyObject *)base, fmt, isz, 4, dims);
-        lab = img ? new_view(b->labels, (PyObject *)base, "q", 8, 1, n1) : NULL;
-        if (lab && want_idx)
+        lab = !img || self->targets ? NULL : new_view(b->labels, (PyObject *)base, "q", 8, 1, n1);
+        if (img && want_idx)
             idx = new_view(b->indices, (PyObject *)base, "q", 8, 1, n1);
     }
-    if (lab && self->targets) {
+    if (img && self->targets) {
         /* (images, targets, ...): the labels of a detection dataset are -1, its targets say it */
-        PyObject *tl = b->target_offsets ? PyList_New(b->n) : NULL;
+        lab = b->target_offsets ? PyList_New(b->n) : NULL;
         if (!b->target_offsets && !PyErr_Occurred())
             PyErr_SetString(g_argument_error, "targets=True: this dataset has no targets (it "
                             "was not built with --coco or --yolo)");
-        for (uint32_t i = 0; tl && i < b->n; i++) {
+        for (uint32_t i = 0; lab && i < b->n; i++) {
             shr_target t;
             PyObject *td = shr_batch_target(b, i, &t) == 0 ? target_dict(&t) : NULL;
-            if (!td || PyList_SetItem(tl, i, td) < 0)
-                Py_CLEAR(tl);
+            if (!td || PyList_SetItem(lab, i, td) < 0)
+                Py_CLEAR(lab);
         }
-        Py_DECREF(lab);
-        lab = tl;
     }
     if (lab && self->return_params) {
         /* a small copy: (n, 5) int64 columns x, y, w, h, flip */
