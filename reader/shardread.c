@@ -89,6 +89,7 @@ typedef struct {
      * the per-box ones, which the filling worker grows to the batch's boxes (tcap of them) */
     int64_t *t_off, *t_image;
     uint32_t *t_dropped, *t_orig;
+    fmt_target *t_stored;       /* the batch's stored records, read once per fill */
     float *t_boxes, *t_area;
     int64_t *t_labels;
     uint8_t *t_crowd;
@@ -605,31 +606,29 @@ static int grow_targets(shr_slot *slot, size_t n)
 static int fill_targets(const shr_reader *r, shr_slot *slot)
 {
     shr_batch *b = &slot->b;
-    fmt_target t;
     fmt_msg m = {{0}};
     size_t total = 0;
     for (uint32_t i = 0; i < b->n; i++) {
         uint64_t idx = (uint64_t)b->indices[i];
-        int rc = fmt_dataset_target(r->ds, idx, &t, &m);
+        int rc = fmt_dataset_target(r->ds, idx, &slot->t_stored[i], &m);
         if (rc)
             return fail_msg(slot->msg, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
                             fmt_dataset_sample_file(r->ds, idx), idx, fmt_reason(&m, rc));
-        total += t.count;
+        total += slot->t_stored[i].count;
     }
     if (grow_targets(slot, total))
         return fail_msg(slot->msg, ENOMEM, "cannot hold the %zu boxes of batch %" PRIu64,
                         total, b->number);
     int64_t off = 0;
     for (uint32_t i = 0; i < b->n; i++) {
-        /* read before, so it cannot fail now */
-        (void)fmt_dataset_target(r->ds, (uint64_t)b->indices[i], &t, NULL);
+        const fmt_target *t = &slot->t_stored[i];
         slot->t_off[i] = off;
-        off += shr_box_map(&r->boxes, &t, &slot->params[i], slot->t_boxes + 4 * (size_t)off,
+        off += shr_box_map(&r->boxes, t, &slot->params[i], slot->t_boxes + 4 * (size_t)off,
                            slot->t_labels + off, slot->t_area + off, slot->t_crowd + off,
                            &slot->t_dropped[i]);
-        slot->t_image[i] = t.image_id;
-        slot->t_orig[2 * (size_t)i] = t.orig_width;
-        slot->t_orig[2 * (size_t)i + 1] = t.orig_height;
+        slot->t_image[i] = t->image_id;
+        slot->t_orig[2 * (size_t)i] = t->orig_width;
+        slot->t_orig[2 * (size_t)i + 1] = t->orig_height;
     }
     slot->t_off[b->n] = off;
     return 0;
@@ -964,8 +963,10 @@ static int make_ring(shr_reader *r)
         s->t_image = calloc(bs, sizeof *s->t_image);
         s->t_dropped = calloc(bs, sizeof *s->t_dropped);
         s->t_orig = calloc(2 * bs, sizeof *s->t_orig);
+        s->t_stored = calloc(bs, sizeof *s->t_stored);
         /* room for one box per sample to start with: never NULL, even in a batch of none */
-        if (!s->t_off || !s->t_image || !s->t_dropped || !s->t_orig || grow_targets(s, bs))
+        if (!s->t_off || !s->t_image || !s->t_dropped || !s->t_orig || !s->t_stored ||
+            grow_targets(s, bs))
             return ENOMEM;
         s->b.target_offsets = s->t_off;
         s->b.target_image_ids = s->t_image;
@@ -997,6 +998,7 @@ static void free_reader(shr_reader *r)
         free(r->slots[i].t_image);
         free(r->slots[i].t_dropped);
         free(r->slots[i].t_orig);
+        free(r->slots[i].t_stored);
         free(r->slots[i].t_boxes);
         free(r->slots[i].t_labels);
         free(r->slots[i].t_area);
@@ -1379,7 +1381,10 @@ void shr_get_info(const shr_reader *r, shr_info *info)
                                                                 sizeof(shr_params)) *
                                               (uint64_t)r->o.batch_size);
     if (r->targets)
-        info->ring_bytes += (uint64_t)r->nslots * ((uint64_t)r->o.batch_size * 28 + 8);
+        info->ring_bytes += (uint64_t)r->nslots *
+                            ((uint64_t)r->o.batch_size *
+                                 (2 * sizeof(int64_t) + 3 * sizeof(uint32_t) + sizeof(fmt_target)) +
+                             sizeof(int64_t));
     info->targets = r->targets;
     info->pinned = r->slots && r->nslots > 0;
     for (uint32_t i = 0; info->pinned && i < r->nslots; i++)
