@@ -412,9 +412,7 @@ void shr_affine_rotate(const uint8_t *src, size_t sstride, uint8_t *dst, size_t 
 {
     angle = py_mod360(angle);
     if (angle == 0.0) {
-        for (uint32_t y = 0; y < height; y++)
-            memcpy(dst + (size_t)y * dstride, src + (size_t)y * sstride,
-                   (size_t)width * channels);
+        shr_tf_copy_rows(dst, dstride, src, sstride, (size_t)width * channels, height);
         return;
     }
     if (angle == 180.0 || ((angle == 90.0 || angle == 270.0) && width == height)) {

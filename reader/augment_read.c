@@ -122,48 +122,26 @@ static int geometric(const shr_params *p)
     return 0;
 }
 
-static void mirror(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
-                   size_t stride)
-{
-    for (uint32_t y = 0; y < height; y++) {
-        uint8_t *row = px + (size_t)y * stride;
-        for (uint32_t a = 0, b = width - 1; a < b; a++, b--)
-            for (uint32_t k = 0; k < channels; k++) {
-                uint8_t t = row[(size_t)a * channels + k];
-                row[(size_t)a * channels + k] = row[(size_t)b * channels + k];
-                row[(size_t)b * channels + k] = t;
-            }
-    }
-}
-
-static void copy_back(uint8_t *px, size_t stride, const uint8_t *scratch, uint32_t width,
-                      uint32_t height, uint32_t channels)
-{
-    size_t row = (size_t)width * channels;
-    for (uint32_t y = 0; y < height; y++)
-        memcpy(px + (size_t)y * stride, scratch + y * row, row);
-}
-
 int shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px, uint32_t width,
                    uint32_t height, uint32_t channels, size_t stride, uint8_t *scratch)
 {
     int flip = (int)p->flip;
     if (flip && geometric(p)) {
-        mirror(px, width, height, channels, stride);
+        shr_tf_mirror_rows(px, width, height, channels, stride);
         flip = 0;
     }
     size_t row = (size_t)width * channels;
     if (p->rotate) {
         shr_affine_rotate(px, stride, scratch, row, width, height, channels,
                           (double)p->rotate_angle, a->filter, a->fill);
-        copy_back(px, stride, scratch, width, height, channels);
+        shr_tf_copy_rows(px, stride, scratch, row, row, height);
     }
     if (p->affine) {
         shr_affine_apply(px, stride, scratch, row, width, height, channels,
                          (double)p->affine_angle, (double)p->affine_tx, (double)p->affine_ty,
                          (double)p->affine_scale, (double)p->affine_shear_x,
                          (double)p->affine_shear_y, NULL, a->filter, a->fill);
-        copy_back(px, stride, scratch, width, height, channels);
+        shr_tf_copy_rows(px, stride, scratch, row, row, height);
     }
     if (p->aa_ops)
         shr_aa_apply(&a->aa, p, px, width, height, channels, stride, scratch);

@@ -137,23 +137,6 @@ int shr_aa_op_geometric(int op)
 
 /* ---- ImageOps and ImageEnhance ---- */
 
-static void apply_lut(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
-                      size_t stride, const uint8_t *lut, int per_band)
-{
-    for (uint32_t y = 0; y < height; y++) {
-        uint8_t *p = px + (size_t)y * stride;
-        if (channels == 3 && per_band)
-            for (uint32_t x = 0; x < width; x++, p += 3) {
-                p[0] = lut[p[0]];
-                p[1] = lut[256 + p[1]];
-                p[2] = lut[512 + p[2]];
-            }
-        else
-            for (size_t i = 0; i < (size_t)width * channels; i++)
-                p[i] = lut[p[i]];
-    }
-}
-
 /* image.histogram(): 256 counts per band */
 static void histogram(const uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
                       size_t stride, uint64_t *h)
@@ -180,7 +163,7 @@ void shr_aa_posterize(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
     int mask = ~((1 << (8 - bits)) - 1);
     for (int i = 0; i < 256; i++)
         lut[i] = (uint8_t)(i & mask);
-    apply_lut(px, width, height, channels, stride, lut, 0);
+    shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
 }
 
 void shr_aa_solarize(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
@@ -189,7 +172,7 @@ void shr_aa_solarize(uint8_t *px, uint32_t width, uint32_t height, uint32_t chan
     uint8_t lut[256];
     for (int i = 0; i < 256; i++)
         lut[i] = (uint8_t)((double)i < threshold ? i : 255 - i);
-    apply_lut(px, width, height, channels, stride, lut, 0);
+    shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
 }
 
 void shr_aa_autocontrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
@@ -219,7 +202,7 @@ void shr_aa_autocontrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t 
             lb[i] = (uint8_t)(ix < 0 ? 0 : ix > 255 ? 255 : ix);
         }
     }
-    apply_lut(px, width, height, channels, stride, lut, 1);
+    shr_color_apply_lut(px, width, height, channels, stride, lut, 1);
 }
 
 void shr_aa_equalize(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
@@ -252,7 +235,7 @@ void shr_aa_equalize(uint8_t *px, uint32_t width, uint32_t height, uint32_t chan
             n += hb[i];
         }
     }
-    apply_lut(px, width, height, channels, stride, lut, 1);
+    shr_color_apply_lut(px, width, height, channels, stride, lut, 1);
 }
 
 /* Filter.c's clip8 */
@@ -267,8 +250,7 @@ void shr_aa_sharpness(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
     if (width < 3 || height < 3)
         return;             /* Pillow's filter copies such images: a blend with itself */
     size_t row = (size_t)width * channels;
-    for (uint32_t y = 0; y < height; y++)
-        memcpy(scratch + y * row, px + (size_t)y * stride, row);
+    shr_tf_copy_rows(scratch, row, px, stride, row, height);
     const float k1 = 1.0f / 13.0f, k5 = 5.0f / 13.0f;
     const size_t C = channels;
     for (uint32_t y = 1; y + 1 < height; y++) {
@@ -287,15 +269,6 @@ void shr_aa_sharpness(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
 
 /* ---- the ops ---- */
 
-/* a warp of px through scratch, back into px */
-static void copy_back(uint8_t *px, size_t stride, const uint8_t *scratch, uint32_t width,
-                      uint32_t height, uint32_t channels)
-{
-    size_t row = (size_t)width * channels;
-    for (uint32_t y = 0; y < height; y++)
-        memcpy(px + (size_t)y * stride, scratch + y * row, row);
-}
-
 void shr_aa_apply_op(int op, double m, shr_filter filter, const uint8_t fill[4], uint8_t *px,
                      uint32_t width, uint32_t height, uint32_t channels, size_t stride,
                      uint8_t *scratch)
@@ -309,7 +282,7 @@ void shr_aa_apply_op(int op, double m, shr_filter filter, const uint8_t fill[4],
         shr_affine_apply(px, stride, scratch, row, width, height, channels, 0.0, 0.0, 0.0, 1.0,
                          op == SHR_AA_SHEAR_X ? s : 0.0, op == SHR_AA_SHEAR_Y ? s : 0.0, origin,
                          filter, fill);
-        copy_back(px, stride, scratch, width, height, channels);
+        shr_tf_copy_rows(px, stride, scratch, row, row, height);
         break;
     }
     case SHR_AA_TRANSLATE_X:
@@ -318,12 +291,12 @@ void shr_aa_apply_op(int op, double m, shr_filter filter, const uint8_t fill[4],
         shr_affine_apply(px, stride, scratch, row, width, height, channels, 0.0,
                          op == SHR_AA_TRANSLATE_X ? t : 0.0, op == SHR_AA_TRANSLATE_Y ? t : 0.0,
                          1.0, 0.0, 0.0, NULL, filter, fill);
-        copy_back(px, stride, scratch, width, height, channels);
+        shr_tf_copy_rows(px, stride, scratch, row, row, height);
         break;
     }
     case SHR_AA_ROTATE:
         shr_affine_rotate(px, stride, scratch, row, width, height, channels, m, filter, fill);
-        copy_back(px, stride, scratch, width, height, channels);
+        shr_tf_copy_rows(px, stride, scratch, row, row, height);
         break;
     case SHR_AA_BRIGHTNESS:
         shr_color_brightness(px, width, height, channels, stride, (float)(1.0 + m));

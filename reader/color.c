@@ -112,14 +112,20 @@ uint8_t shr_color_luma(uint8_t r, uint8_t g, uint8_t b)
                      >> 16);
 }
 
-static void apply_lut(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
-                      size_t stride, const uint8_t lut[256])
+void shr_color_apply_lut(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                         size_t stride, const uint8_t *lut, int per_band)
 {
-    size_t row = (size_t)width * channels;
     for (uint32_t y = 0; y < height; y++) {
         uint8_t *p = px + (size_t)y * stride;
-        for (size_t i = 0; i < row; i++)
-            p[i] = lut[p[i]];
+        if (channels == 3 && per_band)
+            for (uint32_t x = 0; x < width; x++, p += 3) {
+                p[0] = lut[p[0]];
+                p[1] = lut[256 + p[1]];
+                p[2] = lut[512 + p[2]];
+            }
+        else
+            for (size_t i = 0; i < (size_t)width * channels; i++)
+                p[i] = lut[p[i]];
     }
 }
 
@@ -129,7 +135,7 @@ void shr_color_brightness(uint8_t *px, uint32_t width, uint32_t height, uint32_t
     uint8_t lut[256];
     for (int v = 0; v < 256; v++)
         lut[v] = shr_color_blend(0, v, factor);
-    apply_lut(px, width, height, channels, stride, lut);
+    shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
 }
 
 void shr_color_contrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
@@ -154,7 +160,7 @@ void shr_color_contrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t c
     uint8_t lut[256];
     for (int v = 0; v < 256; v++)
         lut[v] = shr_color_blend(grey, v, factor);
-    apply_lut(px, width, height, channels, stride, lut);
+    shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
 }
 
 void shr_color_saturation(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,

@@ -36,6 +36,12 @@ SHR_INTERNAL void shr_color_jitter_draw(const shr_color_jitter *j, uint64_t seed
 SHR_INTERNAL void shr_color_jitter_apply(const shr_params *p, uint8_t *px, uint32_t width,
                                          uint32_t height, uint32_t channels, size_t stride);
 
+/* Each byte of width x height pixels (rows stride apart) through lut: one table, or with
+ * per_band and 3 channels a table of 256 per channel (R, G, B), as Pillow's point(). */
+SHR_INTERNAL void shr_color_apply_lut(uint8_t *px, uint32_t width, uint32_t height,
+                                      uint32_t channels, size_t stride, const uint8_t *lut,
+                                      int per_band);
+
 /* torchvision's functional ops on a PIL image (F.adjust_brightness and the others). */
 SHR_INTERNAL void shr_color_brightness(uint8_t *px, uint32_t width, uint32_t height,
                                        uint32_t channels, size_t stride, float factor);

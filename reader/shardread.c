@@ -218,21 +218,6 @@ const char *shr_last_error(const shr_reader *r)
 
 /* ---- batch assembly (workers, no lock held) ---- */
 
-/* Mirror each row of an h x w x c image in place. */
-static void mirror_rows(uint8_t *p, uint32_t h, uint32_t w, uint32_t c)
-{
-    for (uint32_t y = 0; y < h; y++) {
-        uint8_t *row = p + (size_t)y * w * c;
-        for (uint32_t a = 0, b = w - 1; a < b; a++, b--) {
-            for (uint32_t k = 0; k < c; k++) {
-                uint8_t t = row[(size_t)a * c + k];
-                row[(size_t)a * c + k] = row[(size_t)b * c + k];
-                row[(size_t)b * c + k] = t;
-            }
-        }
-    }
-}
-
 /* Where a stored extent `have` goes in an output extent `want`: copy n = min(have, want) from
  * src_off to dst_off. Larger: crop (centered, or at a drawn offset); smaller: pad (centered). */
 static void place(uint32_t have, uint32_t want, int random, uint64_t draw, uint32_t *src_off,
@@ -380,8 +365,7 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
         if (pix) {
             /* the stored pixels are not ours to change */
             size_t row = (size_t)r->width * c;
-            for (uint32_t y = 0; y < r->height; y++)
-                memcpy(w->staged + y * row, src + y * stride, row);
+            shr_tf_copy_rows(w->staged, row, src, stride, row, r->height);
             src = w->staged;
             stride = row;
         }
@@ -458,7 +442,7 @@ static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
         return fail_msg(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
                         shr_strerror(rc));
     if (p->flip)
-        mirror_rows(dst, r->height, r->width, r->channels);
+        shr_tf_mirror_rows(dst, r->width, r->height, r->channels, (size_t)r->width * r->channels);
     return 0;
 }
 
@@ -525,7 +509,8 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
                 return rc;
         }
         if (slot->params[i].flip)
-            mirror_rows(b->data + (size_t)i * r->sample_bytes, r->height, r->width, r->channels);
+            shr_tf_mirror_rows(b->data + (size_t)i * r->sample_bytes, r->width, r->height,
+                               r->channels, (size_t)r->width * r->channels);
         if (slot->params[i].erase)
             shr_erase_apply(&r->aug.erase, &r->out, &slot->params[i],
                             b->data + (size_t)i * r->sample_bytes);
