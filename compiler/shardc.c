@@ -539,7 +539,7 @@ static void print_json_string(const char *str)
     const unsigned char *s = (const unsigned char *)str;
     putchar('"');
     while (*s) {
-        int n = fmt_utf8_len(s);
+        int n = fmt_utf8_len(s, 4);
         if (n == 0) {
             printf("\\udc%02x", *s++);
         } else if (n > 1) {

@@ -310,11 +310,15 @@ leave:
     return rc;
 }
 
-int fmt_utf8_len(const unsigned char *s)
+int fmt_utf8_len(const unsigned char *s, size_t avail)
 {
+    if (avail == 0)
+        return 0;
     unsigned c = s[0];
     int n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 :
             c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if ((size_t)n > avail)
+        return 0;
     for (int i = 1; i < n; i++)
         if ((s[i] & 0xC0) != 0x80)
             return 0;

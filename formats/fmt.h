@@ -85,8 +85,9 @@ int fmt_open_regular(const char *path, int *fd, struct stat *st, fmt_msg *msg);
 int fmt_hash_file(const char *path, uint64_t skip_off, uint64_t skip_len, uint64_t *pinned,
                   uint64_t *whole, uint64_t *size);
 
-/* Bytes of the UTF-8 sequence at s (shortest form, no surrogates, <= U+10FFFF; s[0] != 0 and
- * the sequence NUL-terminated or complete), 0 if it is not valid UTF-8. */
-int fmt_utf8_len(const unsigned char *s);
+/* Bytes of the UTF-8 sequence at s (shortest form, no surrogates, <= U+10FFFF, as Python's
+ * strict decoder takes them), 0 if it is not valid UTF-8 or runs past avail bytes. In a
+ * NUL-terminated string any avail >= 4 will do: a NUL is never a continuation byte. */
+int fmt_utf8_len(const unsigned char *s, size_t avail);
 
 #endif

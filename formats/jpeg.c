@@ -204,6 +204,18 @@ static int jpeg_pillow_photoshop(const uint8_t *s, size_t n, fmt_msg *msg)
     return 0;
 }
 
+/* The 4 bytes at t open a TIFF header (classic or BigTIFF, either byte order) as Pillow's
+ * TiffImagePlugin prefixes list them. */
+static int jpeg_tiff_magic(const uint8_t *t)
+{
+    static const char *const prefixes[] = {"MM\x00\x2A", "II\x2A\x00", "MM\x2A\x00",
+                                           "II\x00\x2A", "MM\x00\x2B", "II\x2B\x00"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (memcmp(t, prefixes[i], 4) == 0)
+            return 1;
+    return 0;
+}
+
 static uint32_t jpeg_tiff_u(const uint8_t *p, int big, int bytes)
 {
     uint32_t v = 0;
@@ -223,14 +235,9 @@ static uint32_t jpeg_tiff_u(const uint8_t *p, int big, int bytes)
  * 0 or FMT_ECORRUPT. */
 static int jpeg_pillow_mpf(const uint8_t *s, size_t n, fmt_msg *msg)
 {
-    static const char *const prefixes[] = {"MM\x00\x2A", "II\x2A\x00", "MM\x2A\x00",
-                                           "II\x00\x2A", "MM\x00\x2B", "II\x2B\x00"};
     const uint8_t *t = s + 4;
     size_t tl = n - 4;
-    int ok = 0;
-    for (size_t i = 0; tl >= 8 && i < sizeof prefixes / sizeof prefixes[0]; i++)
-        ok |= memcmp(t, prefixes[i], 4) == 0;
-    if (!ok || t[2] == 0x2B) /* Pillow's BigTIFF test (only "II+\0" passes it) fails: a warning */
+    if (tl < 8 || !jpeg_tiff_magic(t) || t[2] == 0x2B) /* Pillow's BigTIFF test (only "II+\0" passes it) fails: a warning */
         return 0;
     int big = t[0] == 'M';
     int entries_big = memcmp(t, "MM\x00\x2A", 4) == 0; /* _getmp's own endianness test */
@@ -340,12 +347,7 @@ static int jpeg_pillow_app(j_decompress_ptr cinfo, fmt_msg *msg)
             t += 6;
             tl -= 6;
         }
-        static const char *const prefixes[] = {"MM\x00\x2A", "II\x2A\x00", "MM\x2A\x00",
-                                               "II\x00\x2A", "MM\x00\x2B", "II\x2B\x00"};
-        int tiff = 0;
-        for (size_t i = 0; tl >= 4 && i < sizeof prefixes / sizeof prefixes[0]; i++)
-            tiff |= memcmp(t, prefixes[i], 4) == 0;
-        if (tiff && (tl < 8 || t[2] == 0x2B))
+        if (tl >= 4 && jpeg_tiff_magic(t) && (tl < 8 || t[2] == 0x2B))
             return fmt_fail(msg, FMT_ECORRUPT, "JPEG Exif segment with a truncated TIFF header");
     }
     return mpf ? jpeg_pillow_mpf(mpf, mpf_len, msg) : 0;

@@ -74,7 +74,7 @@ static json_t *name_json(const char *name)
         return NULL;
     size_t o = 0;
     while (*p) {
-        int n = fmt_utf8_len(p);
+        int n = fmt_utf8_len(p, 4);
         if (n == 0) {
             o += (size_t)sprintf(buf + o, "%c%02x", 0, *p++);
         } else {

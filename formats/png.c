@@ -138,32 +138,10 @@ static int png_utf8(const uint8_t *p, size_t n, uint64_t *count)
 {
     uint64_t c = 0;
     for (size_t i = 0; i < n; c++) {
-        uint8_t b = p[i];
-        size_t k;
-        uint32_t v;
-        if (b < 0x80) {
-            i++;
-            continue;
-        } else if (b >= 0xc2 && b <= 0xdf) {
-            k = 1, v = b & 0x1f;
-        } else if (b >= 0xe0 && b <= 0xef) {
-            k = 2, v = b & 0x0f;
-        } else if (b >= 0xf0 && b <= 0xf4) {
-            k = 3, v = b & 0x07;
-        } else {
+        int k = fmt_utf8_len(p + i, n - i);
+        if (k == 0)
             return 0;
-        }
-        if (n - i - 1 < k)
-            return 0;
-        for (size_t j = 1; j <= k; j++) {
-            if ((p[i + j] & 0xc0) != 0x80)
-                return 0;
-            v = v << 6 | (p[i + j] & 0x3f);
-        }
-        if ((k == 2 && (v < 0x800 || (v >= 0xd800 && v <= 0xdfff))) ||
-            (k == 3 && (v < 0x10000 || v > 0x10ffff)))
-            return 0;
-        i += k + 1;
+        i += (size_t)k;
     }
     *count = c;
     return 1;
