@@ -26,27 +26,6 @@ static char g_script[1100];             /* the reference script */
 static const char *g_py;                /* python3 with torchvision, or NULL */
 
 
-/* A python with numpy, torch, torchvision and Pillow: $SHARDC_PYTHON, $PYTHON, /usr/bin/python3
- * or python3. */
-static const char *find_python(void)
-{
-    static char found[512];
-    const char *env = getenv("SHARDC_PYTHON"), *env2 = getenv("PYTHON");
-    const char *cands[] = {env && *env ? env : NULL, env2 && *env2 ? env2 : NULL,
-                           "/usr/bin/python3", "python3"};
-    for (size_t i = 0; i < 4; i++) {
-        if (!cands[i])
-            continue;
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy, torch, torchvision, PIL'", cands[i]);
-        if (run_quiet(cmd) == 0) {
-            snprintf(found, sizeof found, "%s", cands[i]);
-            return found;
-        }
-    }
-    return NULL;
-}
-
 /* The reference script tests/AUGTEST_SCRIPT: from the repository root (where the test suites
  * run), else next to the build directory holding this program. */
 static int find_script(void)
