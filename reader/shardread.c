@@ -415,9 +415,11 @@ static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
     int mmap = r->o.access == SHR_ACCESS_MMAP && s->pixels != NULL;
     if (s->width == r->width && s->height == r->height) {
         if (mmap) {
-            if ((rc = verify_px(r, idx, s->pixels, s, msg)) != 0)
-                return rc;
+            /* copy, then hash the copy: what is delivered is what was verified, even when the
+             * mapped file changes in between */
             memcpy(dst, s->pixels, r->sample_bytes);
+            if ((rc = verify_px(r, idx, dst, s, msg)) != 0)
+                return rc;
         } else {
             rc = fmt_dataset_read_buf(r->ds, idx, dst, NULL, w->bounce, SHR_BOUNCE_BYTES);
             if (rc == 0 && (rc = verify_px(r, idx, dst, s, msg)) != 0)
