@@ -87,3 +87,20 @@ void fmt_pixel_sums(const uint8_t *pixels, size_t npixels, uint32_t channels,
         sumsq[i % channels] += v * v;
     }
 }
+
+void fmt_writer_stats_add(fmt_writer_stats *st, const fmt_sample_meta *m)
+{
+    if (st->count == 0) {
+        st->fixed = 1;
+        st->h = m->height;
+        st->w = m->width;
+        st->c = m->channels;
+    } else if (m->height != st->h || m->width != st->w || m->channels != st->c) {
+        st->fixed = 0;
+    }
+    for (int c = 0; c < 3; c++) {
+        st->sum[c] += m->sum[c];
+        st->sumsq[c] += m->sumsq[c];
+    }
+    st->count++;
+}

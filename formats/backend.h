@@ -45,6 +45,18 @@ typedef struct {
     uint64_t pin_hash, pin_skip_off, pin_skip_len;
 } fmt_shard_info;
 
+/* What a writer accumulates over the samples it adds, for its shard's header and fmt_shard_info:
+ * the count, the per-channel sums, and whether every sample has one shape. */
+typedef struct {
+    uint64_t count;
+    uint64_t sum[3], sumsq[3];
+    int fixed;                  /* count > 0 and every sample is h x w x c */
+    uint32_t h, w, c;
+} fmt_writer_stats;
+
+/* Count the sample m (its sums and shape) into *st, which starts zeroed. */
+void fmt_writer_stats_add(fmt_writer_stats *st, const fmt_sample_meta *m);
+
 typedef struct {
     const char *dir;            /* the dataset directory */
     const char *name;           /* shard name without suffix, e.g. "shard-00003" */

@@ -19,6 +19,7 @@
  * itself, outside HDF5 and without holding the mutex.
  */
 #include "backend.h"
+#include "directio.h"
 #include "le.h"
 
 #include <errno.h>
@@ -261,14 +262,12 @@ typedef struct {
     int err;                    /* first I/O error: the writer is failed */
     uint64_t first_index, fingerprint;
     h5w_entry *ents;
-    size_t count, cap;
+    size_t cap;
     uint8_t *aux;
     size_t aux_used, aux_cap;
     uint32_t aux_width;
     uint64_t pos;               /* pixel bytes written */
-    int fixed;
-    uint32_t fh, fw, fc;
-    uint64_t sum[3], sumsq[3];
+    fmt_writer_stats st;        /* count, sums, one shape */
 } h5_writer;
 
 static void writer_free(h5_writer *w)
@@ -331,7 +330,7 @@ static uint64_t aligned_cost(uint64_t bytes)
 static uint64_t h5w_size(const void *wp)
 {
     const h5_writer *w = wp;
-    uint64_t n = w->count;
+    uint64_t n = w->st.count;
     /* an upper bound: the offsets dataset is counted even if the layout ends up fixed */
     uint64_t size = H5B_OVERHEAD + aligned_cost(w->pos) + aligned_cost(4 * n) +
                     aligned_cost(12 * n) + 3 * aligned_cost(8 * n);
@@ -342,7 +341,7 @@ static uint64_t h5w_size(const void *wp)
 
 static uint64_t h5w_count(const void *wp)
 {
-    return ((const h5_writer *)wp)->count;
+    return ((const h5_writer *)wp)->st.count;
 }
 
 static int h5w_add(void *wp, const fmt_sample_meta *m, const void *pixels, uint64_t *stored_hash)
@@ -359,7 +358,7 @@ static int h5w_add(void *wp, const fmt_sample_meta *m, const void *pixels, uint6
         return FMT_ETOOBIG;
 
     /* memory first: a failed allocation leaves nothing half-done, so the writer stays usable */
-    if (w->count == w->cap) {
+    if (w->st.count == w->cap) {
         size_t ncap = w->cap ? 2 * w->cap : 256;
         h5w_entry *e = realloc(w->ents, ncap * sizeof *e);
         if (!e)
@@ -383,7 +382,7 @@ static int h5w_add(void *wp, const fmt_sample_meta *m, const void *pixels, uint6
         w->err = rc;
         return rc;
     }
-    w->ents[w->count] = (h5w_entry){
+    w->ents[w->st.count] = (h5w_entry){
         .label = m->label, .h = m->height, .w = m->width, .c = m->channels,
         .aux_len = aux_len, .hash = m->hash, .source = m->source, .offset = w->pos,
         .aux_off = w->aux_used,
@@ -394,20 +393,8 @@ static int h5w_add(void *wp, const fmt_sample_meta *m, const void *pixels, uint6
         if (aux_len > w->aux_width)
             w->aux_width = aux_len;
     }
-    if (w->count == 0) {
-        w->fixed = 1;
-        w->fh = m->height;
-        w->fw = m->width;
-        w->fc = m->channels;
-    } else if (m->height != w->fh || m->width != w->fw || m->channels != w->fc) {
-        w->fixed = 0;
-    }
-    for (int c = 0; c < 3; c++) {
-        w->sum[c] += m->sum[c];
-        w->sumsq[c] += m->sumsq[c];
-    }
+    fmt_writer_stats_add(&w->st, m);
     w->pos = end;
-    w->count++;
     if (stored_hash)
         *stored_hash = m->hash;
     return 0;
@@ -596,23 +583,23 @@ static int h5w_finish(void *wp, uint64_t input_end, fmt_shard_info *info)
     if (rc)
         goto leave;
 
-    m.n = w->count;
+    m.n = w->st.count;
     m.first_index = w->first_index;
     m.fingerprint = w->fingerprint;
     m.input_end = input_end;
-    memcpy(m.sum, w->sum, sizeof m.sum);
-    memcpy(m.sumsq, w->sumsq, sizeof m.sumsq);
-    m.fixed = w->count > 0 && w->fixed;
+    memcpy(m.sum, w->st.sum, sizeof m.sum);
+    memcpy(m.sumsq, w->st.sumsq, sizeof m.sumsq);
+    m.fixed = w->st.fixed;
     if (m.fixed) {
-        m.fh = w->fh;
-        m.fw = w->fw;
-        m.fc = w->fc;
+        m.fh = w->st.h;
+        m.fw = w->st.w;
+        m.fc = w->st.c;
     }
     m.total = w->pos;
     m.aux_width = w->aux_width;
     if ((rc = meta_alloc(&m)) != 0)
         goto leave;
-    for (size_t i = 0; i < w->count; i++) {
+    for (size_t i = 0; i < w->st.count; i++) {
         const h5w_entry *e = &w->ents[i];
         m.labels[i] = e->label;
         m.shapes[3 * i] = e->h;
@@ -1314,54 +1301,6 @@ static int read_h5(const h5_shard *s, uint64_t i, uint64_t off, uint64_t len, vo
     return rc;
 }
 
-/* O_DIRECT: whole aligned blocks into an aligned bounce buffer, the sample copied out. */
-static int read_direct(const h5_shard *s, uint64_t pos, uint64_t len, uint8_t *dst,
-                       void *scratch, size_t scratch_len)
-{
-    const uint64_t a = FMT_DIRECT_ALIGN;
-    uint8_t *own = NULL, *bounce = scratch;
-    size_t blen = scratch_len;
-    if (!scratch || scratch_len == 0 || scratch_len % a || (uintptr_t)scratch % a) {
-        uint64_t need = ((pos % a) + len + a - 1) / a * a;
-        blen = need < ((size_t)1 << 20) ? (size_t)need : ((size_t)1 << 20);
-        own = aligned_alloc(a, blen);
-        if (!own)
-            return ENOMEM;
-        bounce = own;
-    }
-    int rc = 0;
-    uint64_t at = pos / a * a, skip = pos - at, done = 0;
-    while (done < len) {
-        uint64_t want = (skip + (len - done) + a - 1) / a * a;
-        if (want > blen)
-            want = blen;
-        ssize_t r = pread(s->dfd, bounce, (size_t)want, (off_t)at);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = errno;
-            break;
-        }
-        if ((uint64_t)r <= skip) {
-            rc = FMT_ETRUNC;
-            break;
-        }
-        uint64_t got = (uint64_t)r - skip;
-        if (got > len - done)
-            got = len - done;
-        memcpy(dst + done, bounce + skip, (size_t)got);
-        done += got;
-        at += (uint64_t)r;
-        skip = 0;
-        if ((uint64_t)r < want && done < len) {
-            rc = FMT_ETRUNC; /* end of file inside the sample */
-            break;
-        }
-    }
-    free(own);
-    return rc;
-}
-
 static int h5r_read(const void *sp, uint64_t i, void *dst, void *scratch, size_t scratch_len)
 {
     const h5_shard *s = sp;
@@ -1377,14 +1316,16 @@ static int h5r_read(const void *sp, uint64_t i, void *dst, void *scratch, size_t
         memcpy(dst, s->map + s->pix_off + off, (size_t)len);
         return 0;
     }
-    int rc = EINVAL;
-    if (s->dfd >= 0)
-        rc = read_direct(s, s->pix_off + off, len, dst, scratch, scratch_len);
-    /* EINVAL: this device wants other O_DIRECT alignment after all; the bytes are still there
-     * for a plain pread */
-    if (rc == EINVAL)
-        rc = fmt_pread_exact(s->fd, dst, (size_t)len, s->pix_off + off);
-    return rc;
+    if (s->dfd < 0)
+        return fmt_pread_exact(s->fd, dst, (size_t)len, s->pix_off + off);
+    /* a scratch O_DIRECT cannot use is left aside: fmt_direct_read allocates one. Samples lie
+     * back to back, mostly off block boundaries: one request through scratch each (a split
+     * straight into dst would take up to three) */
+    if (scratch_len == 0 || scratch_len % FMT_DIRECT_ALIGN ||
+        (uintptr_t)scratch % FMT_DIRECT_ALIGN)
+        scratch = NULL;
+    return fmt_direct_read(s->dfd, s->fd, dst, s->pix_off + off, len, scratch, scratch_len,
+                           FMT_DIRECT_BOUNCE);
 }
 
 static int h5r_check(const void *sp, uint64_t i)

@@ -156,11 +156,10 @@ typedef struct {
     uint64_t folders_size;      /* bytes of the encoded folder table */
     uint8_t *entries;
     size_t entries_cap;
-    uint64_t count;
+    fmt_writer_stats st;        /* count, sums */
     uint8_t *aux;
     size_t aux_len, aux_cap;
     uint64_t images_size;
-    uint64_t sum[3], sumsq[3];
     int err;                    /* first I/O error: the writer is failed */
 } set_writer;
 
@@ -187,7 +186,7 @@ static void writer_free(set_writer *w)
 static void remove_written(set_writer *w)
 {
     char rel[IDX_REL_MAX];
-    for (uint64_t i = 0; i < w->count; i++) {
+    for (uint64_t i = 0; i < w->st.count; i++) {
         const set_folder *f = &w->folders[fmt_le_get32(w->entries + i * IDX_ENTRY_SIZE + 56)];
         rel_name(rel, f->name, f->len, w->first_index + i, w->kind, 0);
         unlinkat(w->dir_fd, rel, 0);
@@ -420,14 +419,14 @@ static int set_w_add(void *wp, const fmt_sample_meta *m, const void *pixels,
     }
     if ((rc = folder_for(w, m->label, &folder)))
         goto leave;
-    if (fmt_grow((void **)&w->entries, &w->entries_cap, (size_t)w->count * IDX_ENTRY_SIZE,
+    if (fmt_grow((void **)&w->entries, &w->entries_cap, (size_t)w->st.count * IDX_ENTRY_SIZE,
              IDX_ENTRY_SIZE) ||
         fmt_grow((void **)&w->aux, &w->aux_cap, w->aux_len, aux_len)) {
         rc = ENOMEM;
         goto leave;
     }
 
-    rc = write_image(w, &w->folders[folder], w->first_index + w->count, file, file_len);
+    rc = write_image(w, &w->folders[folder], w->first_index + w->st.count, file, file_len);
     if (rc) {
         w->err = rc;
         goto leave;
@@ -439,17 +438,13 @@ static int set_w_add(void *wp, const fmt_sample_meta *m, const void *pixels,
         .height = m->height, .width = m->width, .channels = m->channels,
         .flags = aux_len ? IDX_ENTRY_AUX : 0, .folder = folder, .aux_len = aux_len,
     };
-    encode_entry(&e, w->entries + (size_t)w->count * IDX_ENTRY_SIZE);
+    encode_entry(&e, w->entries + (size_t)w->st.count * IDX_ENTRY_SIZE);
     if (aux_len) {
         memcpy(w->aux + w->aux_len, m->aux, aux_len);
         w->aux_len += aux_len;
     }
-    for (int c = 0; c < 3; c++) {
-        w->sum[c] += m->sum[c];
-        w->sumsq[c] += m->sumsq[c];
-    }
+    fmt_writer_stats_add(&w->st, m);
     w->images_size = images_size;
-    w->count++;
     if (stored_hash)
         *stored_hash = hash;
 leave:
@@ -459,12 +454,12 @@ leave:
 
 static uint64_t set_w_count(const void *wp)
 {
-    return ((const set_writer *)wp)->count;
+    return ((const set_writer *)wp)->st.count;
 }
 
 static uint64_t index_size(const set_writer *w)
 {
-    return IDX_HEADER_SIZE + w->count * IDX_ENTRY_SIZE + w->folders_size + w->aux_len +
+    return IDX_HEADER_SIZE + w->st.count * IDX_ENTRY_SIZE + w->folders_size + w->aux_len +
            IDX_TRAILER_SIZE;
 }
 
@@ -571,7 +566,7 @@ static int set_w_finish(void *wp, uint64_t input_end, fmt_shard_info *info)
         rc = ENOMEM;
         goto fail;
     }
-    uint64_t entries_bytes = w->count * IDX_ENTRY_SIZE;
+    uint64_t entries_bytes = w->st.count * IDX_ENTRY_SIZE;
     uint64_t folders_offset = IDX_HEADER_SIZE + entries_bytes;
     uint64_t aux_offset = folders_offset + w->folders_size;
     memcpy(buf, IDX_MAGIC, 8);
@@ -580,13 +575,13 @@ static int set_w_finish(void *wp, uint64_t input_end, fmt_shard_info *info)
     fmt_le_put32(buf + 12, IDX_HEADER_SIZE);
     fmt_le_put32(buf + 16, (uint32_t)w->kind->format);
     fmt_le_put32(buf + 20, (uint32_t)w->quality);
-    fmt_le_put64(buf + 24, w->count);
+    fmt_le_put64(buf + 24, w->st.count);
     fmt_le_put64(buf + 32, w->first_index);
     fmt_le_put64(buf + 40, w->fingerprint);
     fmt_le_put64(buf + 48, input_end);
     for (int c = 0; c < 3; c++) {
-        fmt_le_put64(buf + 56 + 8 * c, w->sum[c]);
-        fmt_le_put64(buf + 80 + 8 * c, w->sumsq[c]);
+        fmt_le_put64(buf + 56 + 8 * c, w->st.sum[c]);
+        fmt_le_put64(buf + 80 + 8 * c, w->st.sumsq[c]);
     }
     fmt_le_put64(buf + 104, folders_offset);
     fmt_le_put64(buf + 112, w->folders_size);
@@ -616,12 +611,12 @@ static int set_w_finish(void *wp, uint64_t input_end, fmt_shard_info *info)
         goto fail;
     if (info) {
         memset(info, 0, sizeof *info);
-        info->samples = w->count;
+        info->samples = w->st.count;
         info->first_index = w->first_index;
         info->fingerprint = w->fingerprint;
         info->input_end = input_end;
-        memcpy(info->sum, w->sum, sizeof info->sum);
-        memcpy(info->sumsq, w->sumsq, sizeof info->sumsq);
+        memcpy(info->sum, w->st.sum, sizeof info->sum);
+        memcpy(info->sumsq, w->st.sumsq, sizeof info->sumsq);
         info->bytes = size + w->images_size;
         info->hash = hash;
     }

@@ -33,6 +33,7 @@
 
 #include "backend.h"
 #include "le.h"
+#include "lmdbcheck.h"
 
 #define LM_VALUE_MAGIC "SHLV"
 #define LM_VALUE_VERSION 1u
@@ -44,8 +45,6 @@
 #define LM_META_MINOR 0u
 #define LM_META_SIZE 128u
 #define LM_META_HASHED 120u         /* meta_hash covers bytes 0..119 */
-#define LM_PAGE_HEADER 16u          /* LMDB's page header (PAGEHDRSZ) */
-#define LM_MAX_PAGE 32768u          /* LMDB's largest page size (MAX_PAGESIZE) */
 #define LM_BATCH_BYTES ((uint64_t)64 << 20)
 #define LM_MAP_STEP ((uint64_t)16 << 20)
 
@@ -91,15 +90,6 @@ static int lm_code(int mrc)
     default:
         return EIO;
     }
-}
-
-/* The page size LMDB picks for a new environment: the OS page size, capped. */
-static uint64_t lm_page_size(void)
-{
-    long ps = sysconf(_SC_PAGESIZE);
-    if (ps <= 0)
-        return 4096;
-    return (uint64_t)ps > LM_MAX_PAGE ? LM_MAX_PAGE : (uint64_t)ps;
 }
 
 static uint64_t lm_round_up(uint64_t x, uint64_t a)
@@ -247,11 +237,11 @@ typedef struct {
     MDB_dbi dbi;
     char *path, *tmp, *data;    /* NAME.lmdb, NAME.lmdb.tmp, NAME.lmdb.tmp/data.mdb */
     int err;                    /* first LMDB or I/O error: the writer is failed */
-    uint64_t first_index, fingerprint, count;
+    uint64_t first_index, fingerprint;
     uint64_t size;              /* projected size of data.mdb (w_size) */
     uint64_t mapsize;
     uint64_t batch;             /* value bytes put in the open transaction */
-    uint64_t sum[3], sumsq[3];
+    fmt_writer_stats st;        /* count, sums */
     XXH3_state_t *index_hash;   /* over value headers and aux records, in key order */
 } lm_writer;
 
@@ -259,13 +249,13 @@ typedef struct {
  * pages each commit copies and frees (a handful per transaction, reused by later ones). */
 static uint64_t lm_base_size(void)
 {
-    return 8 * lm_page_size();
+    return 8 * fmt_lmdb_page_size();
 }
 
 static uint64_t lm_w_cost(uint64_t payload_len, uint32_t aux_len, uint32_t align)
 {
     (void)align;
-    uint64_t v, ps = lm_page_size();
+    uint64_t v, ps = fmt_lmdb_page_size();
     if (__builtin_add_overflow(payload_len, (uint64_t)LM_VALUE_HEADER + aux_len, &v) ||
         v > UINT32_MAX)
         return UINT64_MAX;
@@ -425,10 +415,10 @@ static int lm_w_add(void *p, const fmt_sample_meta *m, const void *pixels, uint6
         return FMT_ETOOBIG;
     cost = lm_w_cost(len, aux_len, 0);
     if (cost == UINT64_MAX || __builtin_add_overflow(w->size, cost, &size) ||
-        __builtin_add_overflow(w->first_index, w->count, &index))
+        __builtin_add_overflow(w->first_index, w->st.count, &index))
         return FMT_ETOOBIG;
 
-    int rc = lm_room(w, size + LM_META_SIZE + lm_page_size());
+    int rc = lm_room(w, size + LM_META_SIZE + fmt_lmdb_page_size());
     if (rc == FMT_ETOOBIG)
         return rc;
     if (!rc)
@@ -456,11 +446,7 @@ static int lm_w_add(void *p, const fmt_sample_meta *m, const void *pixels, uint6
     XXH3_64bits_update(w->index_hash, head, LM_VALUE_HEADER);
     if (aux_len)
         XXH3_64bits_update(w->index_hash, m->aux, aux_len);
-    for (int c = 0; c < 3; c++) {
-        w->sum[c] += m->sum[c];
-        w->sumsq[c] += m->sumsq[c];
-    }
-    w->count++;
+    fmt_writer_stats_add(&w->st, m);
     w->size = size;
     w->batch += vlen;
     if (stored_hash)
@@ -483,7 +469,7 @@ fail:
 
 static uint64_t lm_w_count(const void *w)
 {
-    return ((const lm_writer *)w)->count;
+    return ((const lm_writer *)w)->st.count;
 }
 
 static uint64_t lm_w_size(const void *w)
@@ -513,8 +499,6 @@ static int lm_install(const char *tmp, const char *path)
     return rename(tmp, path) != 0 ? errno : 0;
 }
 
-static int lm_tree_check(const char *data, uint64_t *pin, fmt_msg *msg);
-
 static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
 {
     lm_writer *w = p;
@@ -522,16 +506,16 @@ static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
     if (rc)
         goto leave;
     fmt_shard_info h = {
-        .samples = w->count, .first_index = w->first_index, .fingerprint = w->fingerprint,
+        .samples = w->st.count, .first_index = w->first_index, .fingerprint = w->fingerprint,
         .input_end = input_end,
     };
-    memcpy(h.sum, w->sum, sizeof h.sum);
-    memcpy(h.sumsq, w->sumsq, sizeof h.sumsq);
+    memcpy(h.sum, w->st.sum, sizeof h.sum);
+    memcpy(h.sumsq, w->st.sumsq, sizeof h.sumsq);
     uint8_t meta[LM_META_SIZE];
     lm_encode_meta(&h, XXH3_64bits_digest(w->index_hash), meta);
     h.hash = fmt_le_get64(meta + LM_META_HASHED);
 
-    rc = lm_room(w, w->size + LM_META_SIZE + lm_page_size());
+    rc = lm_room(w, w->size + LM_META_SIZE + fmt_lmdb_page_size());
     if (!rc)
         rc = lm_begin(w);
     if (rc)
@@ -555,7 +539,7 @@ static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
         rc = lm_fsync_path(w->tmp, 1, NULL);
     /* the pins of the manifest: what LMDB trusts (checked at every open), and the whole file */
     if (!rc)
-        rc = lm_tree_check(w->data, &h.pin_hash, NULL);
+        rc = fmt_lmdb_tree_check(w->data, &h.pin_hash, NULL);
     if (!rc)
         rc = fmt_hash_file(w->data, 0, 0, NULL, &h.file_hash, NULL);
     h.pins = FMT_PIN_FILE | FMT_PIN_OPEN;
@@ -671,7 +655,7 @@ static int lm_walk(lm_shard *s, MDB_dbi dbi, uint64_t index_hash, fmt_msg *msg)
 {
     MDB_cursor *cur = NULL;
     XXH3_state_t *st = XXH3_createState();
-    uint64_t got = 0, ps = lm_page_size();
+    uint64_t got = 0, ps = fmt_lmdb_page_size();
     int rc = 0, mrc;
     if (!st) {
         rc = ENOMEM;
@@ -742,227 +726,6 @@ leave:
     return rc;
 }
 
-/* ---- our own check of what LMDB trusts ----
- *
- * LMDB trusts its file: a page size of 0 in a meta page divides by zero inside mdb_env_open, a
- * second meta page naming a larger page size makes it read past the file, a root page number of 0
- * or 1 fails an assertion, and one flipped byte in the header of a branch or leaf page (its key
- * count, a node offset, a node's sizes) sends mdb_cursor_get out of bounds (SIGSEGV). So before
- * LMDB sees a shard, lm_tree_check walks the same structure with bounds checks of its own, from
- * the newer meta page down every branch and leaf page of the main database, and refuses anything
- * LMDB could not have written: see formats/lmdb.md, "What a reader checks before LMDB". The walk
- * also hashes what it read (both meta pages, every branch and leaf page, every overflow page
- * header), which is the pin the manifest records: damage that keeps the structure plausible
- * still differs from the pin.
- *
- * Offsets are those of liblmdb's structures (MDB_page, MDB_meta, MDB_db, MDB_node) on a 64-bit
- * little-endian host, the only kind this backend writes and reads. */
-_Static_assert(sizeof(void *) == 8 && sizeof(size_t) == 8, "meta page offsets assume 64 bits");
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the lmdb page checks assume a little-endian host"
-#endif
-
-enum {
-    LM_P_BRANCH = 0x01, LM_P_LEAF = 0x02, LM_P_OVERFLOW = 0x04,
-    LM_F_BIGDATA = 0x01,
-    LM_MAX_DEPTH = 32,          /* liblmdb's CURSOR_STACK */
-    /* in a meta page (after the 16-byte page header): */
-    LM_M_MAGIC = 16, LM_M_VERSION = 20, LM_M_PSIZE = 40, LM_M_MAIN = 88, LM_M_LAST = 136,
-    LM_M_TXNID = 144, LM_M_END = 152,
-    /* in MDB_db: */
-    LM_DB_FLAGS = 4, LM_DB_DEPTH = 6, LM_DB_ENTRIES = 32, LM_DB_ROOT = 40,
-};
-
-typedef struct {
-    const uint8_t *map;
-    uint64_t size, psize, npages;
-    uint8_t *seen;              /* one bit per page: each tree page is met once */
-    XXH3_state_t *st;
-    uint64_t entries;
-    fmt_msg *msg;
-} lm_tree;
-
-static uint16_t lm_u16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-
-static uint64_t lm_u64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static int lm_tree_page(lm_tree *t, uint64_t pgno, unsigned depth, unsigned leaf_depth)
-{
-    if (pgno < 2 || pgno >= t->npages)
-        return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": page number out of range "
-                        "(pages 2..%" PRIu64 ")", pgno, t->npages - 1);
-    if (t->seen[pgno / 8] & (1u << (pgno % 8)))
-        return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": reached twice", pgno);
-    t->seen[pgno / 8] |= (uint8_t)(1u << (pgno % 8));
-    const uint8_t *p = t->map + pgno * t->psize;
-    uint16_t flags = lm_u16(p + 10), lower = lm_u16(p + 12), upper = lm_u16(p + 14);
-    int leaf = depth == leaf_depth;
-    if (lm_u64(p) != pgno || flags != (leaf ? LM_P_LEAF : LM_P_BRANCH))
-        return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": bad page header (number %"
-                        PRIu64 ", flags 0x%x at depth %u of %u)", pgno, lm_u64(p), flags, depth,
-                        leaf_depth);
-    if (lower < LM_PAGE_HEADER + 2 || (lower - LM_PAGE_HEADER) % 2 || lower > upper ||
-        upper > t->psize)
-        return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": bad free-space bounds (%u, "
-                        "%u)", pgno, lower, upper);
-    XXH3_64bits_update(t->st, p, (size_t)t->psize);
-    unsigned nkeys = (lower - LM_PAGE_HEADER) / 2u;
-    for (unsigned i = 0; i < nkeys; i++) {
-        uint64_t off = lm_u16(p + LM_PAGE_HEADER + 2 * i);
-        if (off < upper || off + 8 > t->psize)
-            return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": node %u at bad offset %"
-                            PRIu64, pgno, i, off);
-        const uint8_t *n = p + off;
-        uint64_t lo = lm_u16(n), hi = lm_u16(n + 2), nflags = lm_u16(n + 4), ksize = lm_u16(n + 6);
-        uint64_t data = off + 8 + ksize;
-        if (data > t->psize)
-            return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": node %u: key runs past "
-                            "the page", pgno, i);
-        if (!leaf) {
-            int rc = lm_tree_page(t, lo | hi << 16 | nflags << 32, depth + 1, leaf_depth);
-            if (rc)
-                return rc;
-            continue;
-        }
-        uint64_t dsize = lo | hi << 16;
-        t->entries++;
-        if (nflags == 0) {
-            if (data + dsize > t->psize)
-                return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": node %u: value "
-                                "runs past the page", pgno, i);
-            continue;
-        }
-        if (nflags != LM_F_BIGDATA || data + 8 > t->psize)
-            return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": node %u: bad flags 0x%"
-                            PRIx64, pgno, i, nflags);
-        uint64_t ov = lm_u64(p + data), pages = (LM_PAGE_HEADER - 1 + dsize) / t->psize + 1;
-        if (ov < 2 || ov >= t->npages || pages > t->npages - ov)
-            return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": node %u: overflow "
-                            "value (page %" PRIu64 ", %" PRIu64 " bytes) outside the file", pgno,
-                            i, ov, dsize);
-        const uint8_t *o = t->map + ov * t->psize;
-        uint32_t opages;
-        memcpy(&opages, o + 12, 4);
-        if (lm_u64(o) != ov || lm_u16(o + 10) != LM_P_OVERFLOW || opages < pages ||
-            opages > t->npages - ov)
-            return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": bad overflow page "
-                            "header", ov);
-        XXH3_64bits_update(t->st, o, LM_PAGE_HEADER);
-    }
-    return 0;
-}
-
-/* Check data.mdb as formats/lmdb.md says, without LMDB; *pin (may be NULL) receives the hash of
- * the bytes checked. */
-static int lm_tree_check(const char *data, uint64_t *pin, fmt_msg *msg)
-{
-    const uint32_t magic = 0xBEEFC0DEu;    /* MDB_MAGIC */
-    int fd = open(data, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fmt_fail(msg, errno, "data.mdb: %s", fmt_strerror(errno));
-    struct stat st;
-    lm_tree t = {.msg = msg};
-    void *map = MAP_FAILED;
-    int rc = 0;
-    if (fstat(fd, &st) != 0) {
-        rc = fmt_fail(msg, errno, "data.mdb: %s", fmt_strerror(errno));
-        goto leave;
-    }
-    t.size = (uint64_t)st.st_size;
-    if (t.size == 0) {
-        rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is empty");
-        goto leave;
-    }
-    if (t.size < LM_M_END || t.size > SIZE_MAX / 2) {
-        rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is %" PRIu64 " bytes, too short for an lmdb "
-                      "environment", t.size);
-        goto leave;
-    }
-    map = mmap(NULL, (size_t)t.size, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        rc = fmt_fail(msg, errno, "data.mdb: cannot map: %s", fmt_strerror(errno));
-        goto leave;
-    }
-    t.map = map;
-    /* meta page 0 names the page size, which places meta page 1 */
-    uint32_t ps[2], m;
-    memcpy(&m, t.map + LM_M_MAGIC, 4);
-    memcpy(&ps[0], t.map + LM_M_PSIZE, 4);
-    if (m != magic || (2 * (uint64_t)ps[0] > t.size && ps[0] <= LM_MAX_PAGE)) {
-        if (t.size < 2 * lm_page_size() || m == magic)
-            rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is %" PRIu64 " bytes, too short for an "
-                          "lmdb environment", t.size);
-        else
-            rc = fmt_fail(msg, FMT_EFORMAT, "data.mdb is not an lmdb environment");
-        goto leave;
-    }
-    if (ps[0] < 512 || ps[0] > LM_MAX_PAGE || (ps[0] & (ps[0] - 1)) != 0) {
-        rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb meta page 0: bad page size %" PRIu32, ps[0]);
-        goto leave;
-    }
-    const uint8_t *meta[2] = {t.map, t.map + ps[0]};
-    memcpy(&m, meta[1] + LM_M_MAGIC, 4);
-    memcpy(&ps[1], meta[1] + LM_M_PSIZE, 4);
-    if (m != magic || ps[1] != ps[0]) {
-        rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb meta page 1: bad magic or page size");
-        goto leave;
-    }
-    t.psize = ps[0];
-    const uint8_t *cur = lm_u64(meta[0] + LM_M_TXNID) < lm_u64(meta[1] + LM_M_TXNID) ? meta[1]
-                                                                                    : meta[0];
-    int which = cur == meta[1];
-    const uint8_t *db = cur + LM_M_MAIN;
-    uint64_t last = lm_u64(cur + LM_M_LAST), root = lm_u64(db + LM_DB_ROOT);
-    unsigned depth = lm_u16(db + LM_DB_DEPTH);
-    if (last < 1 || last >= t.size / t.psize) {
-        rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is %" PRIu64 " bytes, its meta page %d says %"
-                      PRIu64 " pages of %" PRIu64, t.size, which, last + 1, t.psize);
-        goto leave;
-    }
-    t.npages = last + 1;
-    if (lm_u16(db + LM_DB_FLAGS) != 0) {
-        rc = fmt_fail(msg, FMT_ECORRUPT, "main database has flags 0x%x", lm_u16(db + LM_DB_FLAGS));
-        goto leave;
-    }
-    if (!(t.seen = calloc((size_t)(t.npages / 8 + 1), 1)) || !(t.st = XXH3_createState())) {
-        rc = ENOMEM;
-        goto leave;
-    }
-    XXH3_64bits_reset(t.st);
-    XXH3_64bits_update(t.st, t.map, 2 * (size_t)t.psize);
-    if (root == UINT64_MAX) {
-        if (depth != 0)
-            rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb meta page %d: empty database of depth %u",
-                          which, depth);
-    } else if (depth < 1 || depth > LM_MAX_DEPTH) {
-        rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb meta page %d: bad tree depth %u", which, depth);
-    } else {
-        rc = lm_tree_page(&t, root, 1, depth);
-    }
-    if (!rc && t.entries != lm_u64(db + LM_DB_ENTRIES))
-        rc = fmt_fail(msg, FMT_ECORRUPT, "lmdb tree holds %" PRIu64 " entries, its meta page %"
-                      PRIu64, t.entries, lm_u64(db + LM_DB_ENTRIES));
-    if (!rc && pin)
-        *pin = XXH3_64bits_digest(t.st);
-leave:
-    if (map != MAP_FAILED)
-        munmap(map, (size_t)t.size);
-    XXH3_freeState(t.st);
-    free(t.seen);
-    close(fd);
-    return rc;
-}
-
 /* Before LMDB sees the shard: size, structure, and the pin of the manifest. */
 static int lm_r_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg *msg)
 {
@@ -979,7 +742,7 @@ static int lm_r_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg
                       (uint64_t)st.st_size, ms->bytes);
     } else {
         uint64_t pin = 0;
-        rc = lm_tree_check(data, &pin, msg);
+        rc = fmt_lmdb_tree_check(data, &pin, msg);
         if (!rc && (ms->pins & FMT_PIN_OPEN) && pin != ms->pin_hash)
             rc = fmt_fail(msg, FMT_EHASH, "lmdb meta or B-tree pages do not match the manifest's "
                           "pin: damaged");
@@ -1032,14 +795,14 @@ static int lm_r_open(void **out, const char *dir, const char *path, fmt_access a
         rc = fmt_fail(msg, FMT_ETOOBIG, "data.mdb too large to map");
         goto leave;
     }
-    if ((rc = lm_tree_check(data, NULL, msg)) != 0)
+    if ((rc = fmt_lmdb_tree_check(data, NULL, msg)) != 0)
         goto leave;
 
     mrc = mdb_env_create(&s->env);
     /* a map no larger than the file: LMDB raises it to what its meta page says is in use (the
      * check below), whatever map size the writer recorded */
     if (mrc == 0)
-        mrc = mdb_env_set_mapsize(s->env, (size_t)lm_round_up(size, lm_page_size()));
+        mrc = mdb_env_set_mapsize(s->env, (size_t)lm_round_up(size, fmt_lmdb_page_size()));
     if (mrc) {
         rc = fmt_fail(msg, lm_code(mrc), "%s", mdb_strerror(mrc));
         goto leave;
@@ -1050,7 +813,7 @@ static int lm_r_open(void **out, const char *dir, const char *path, fmt_access a
     if (mrc) {
         mdb_env_close(s->env);
         s->env = NULL;
-        if (mrc == MDB_INVALID && size < 2 * lm_page_size())
+        if (mrc == MDB_INVALID && size < 2 * fmt_lmdb_page_size())
             rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is %" PRIu64 " bytes, too short for an "
                           "lmdb environment", size);
         else if (mrc == MDB_INVALID)
@@ -1126,7 +889,7 @@ static int lm_r_pins(const void *p, const char *path, fmt_shard_info *info)
     if (!data)
         return ENOMEM;
     info->pin_skip_off = info->pin_skip_len = 0;
-    int rc = lm_tree_check(data, &info->pin_hash, NULL);
+    int rc = fmt_lmdb_tree_check(data, &info->pin_hash, NULL);
     if (!rc)
         rc = fmt_hash_file(data, 0, 0, NULL, &info->file_hash, NULL);
     info->pins = rc ? 0 : FMT_PIN_FILE | FMT_PIN_OPEN;

@@ -36,7 +36,9 @@
 #include <xxhash.h>
 
 #include "compress.h"
+#include "directio.h"
 #include "image.h"
+#include "le.h"
 
 _Static_assert((int)FMT_RAW_CODEC_LZ4 == (int)FMT_CODEC_LZ4 &&
                (int)FMT_RAW_CODEC_ZSTD == (int)FMT_CODEC_ZSTD &&
@@ -47,8 +49,7 @@ _Static_assert((int)FMT_RAW_CODEC_LZ4 == (int)FMT_CODEC_LZ4 &&
 int fmt_raw_jpeg_pick(uint64_t index, double fraction)
 {
     uint8_t le[8];
-    for (int i = 0; i < 8; i++)
-        le[i] = (uint8_t)(index >> (8 * i));
+    fmt_le_put64(le, index);
     uint64_t h = XXH3_64bits_withSeed(le, sizeof le, RAW_JPEG_SEED);
     return (double)(h >> 11) * 0x1.0p-53 < fraction;
 }
@@ -84,41 +85,6 @@ static int jpeg_encode(const void *pixels, uint32_t h, uint32_t w, uint32_t c, i
 #define RAW_VERSION_MINOR 0u
 #define RAW_HASHED_BYTES 248u   /* header_hash covers header bytes 0..247 */
 
-/* ---- little-endian helpers ---- */
-
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 static int align_ok(uint32_t align)
 {
     return align >= FMT_RAW_MIN_ALIGN && align <= FMT_RAW_MAX_ALIGN && (align & (align - 1)) == 0;
@@ -139,31 +105,31 @@ void fmt_raw_encode_header(const fmt_raw_header *h, uint8_t out[FMT_RAW_HEADER_S
 {
     memset(out, 0, FMT_RAW_HEADER_SIZE);
     memcpy(out, RAW_MAGIC, 8);
-    put16(out + 8, h->version_major);
-    put16(out + 10, h->version_minor);
-    put32(out + 12, FMT_RAW_HEADER_SIZE);
-    put64(out + 16, h->sample_count);
-    put64(out + 24, h->first_index);
-    put64(out + 32, h->index_offset);
-    put64(out + 40, h->aux_offset);
-    put64(out + 48, h->aux_size);
-    put64(out + 56, h->file_size);
-    put32(out + 64, h->align);
-    put32(out + 68, h->flags);
-    put32(out + 72, h->fixed_height);
-    put32(out + 76, h->fixed_width);
-    put32(out + 80, h->fixed_channels);
-    put64(out + 88, h->stride);
-    put64(out + 96, h->fingerprint);
-    put64(out + 104, h->input_end);
+    fmt_le_put16(out + 8, h->version_major);
+    fmt_le_put16(out + 10, h->version_minor);
+    fmt_le_put32(out + 12, FMT_RAW_HEADER_SIZE);
+    fmt_le_put64(out + 16, h->sample_count);
+    fmt_le_put64(out + 24, h->first_index);
+    fmt_le_put64(out + 32, h->index_offset);
+    fmt_le_put64(out + 40, h->aux_offset);
+    fmt_le_put64(out + 48, h->aux_size);
+    fmt_le_put64(out + 56, h->file_size);
+    fmt_le_put32(out + 64, h->align);
+    fmt_le_put32(out + 68, h->flags);
+    fmt_le_put32(out + 72, h->fixed_height);
+    fmt_le_put32(out + 76, h->fixed_width);
+    fmt_le_put32(out + 80, h->fixed_channels);
+    fmt_le_put64(out + 88, h->stride);
+    fmt_le_put64(out + 96, h->fingerprint);
+    fmt_le_put64(out + 104, h->input_end);
     for (int c = 0; c < 3; c++) {
-        put64(out + 112 + 8 * c, h->channel_sum[c]);
-        put64(out + 136 + 8 * c, h->channel_sumsq[c]);
+        fmt_le_put64(out + 112 + 8 * c, h->channel_sum[c]);
+        fmt_le_put64(out + 136 + 8 * c, h->channel_sumsq[c]);
     }
-    put64(out + 160, h->index_hash);
+    fmt_le_put64(out + 160, h->index_hash);
     if (h->version_major >= RAW_V2)
-        put64(out + 168, h->data_offset);
-    put64(out + RAW_HASHED_BYTES, XXH3_64bits(out, RAW_HASHED_BYTES));
+        fmt_le_put64(out + 168, h->data_offset);
+    fmt_le_put64(out + RAW_HASHED_BYTES, XXH3_64bits(out, RAW_HASHED_BYTES));
 }
 
 int fmt_raw_decode_header(const uint8_t in[FMT_RAW_HEADER_SIZE], fmt_raw_header *h, fmt_msg *msg)
@@ -171,31 +137,31 @@ int fmt_raw_decode_header(const uint8_t in[FMT_RAW_HEADER_SIZE], fmt_raw_header 
     memset(h, 0, sizeof *h);
     if (memcmp(in, RAW_MAGIC, 8) != 0)
         return fmt_fail(msg, FMT_EFORMAT, "bad magic (not a raw shard)");
-    h->version_major = get16(in + 8);
-    h->version_minor = get16(in + 10);
-    uint32_t header_size = get32(in + 12);
-    h->sample_count = get64(in + 16);
-    h->first_index = get64(in + 24);
-    h->index_offset = get64(in + 32);
-    h->aux_offset = get64(in + 40);
-    h->aux_size = get64(in + 48);
-    h->file_size = get64(in + 56);
-    h->align = get32(in + 64);
-    h->flags = get32(in + 68);
-    h->fixed_height = get32(in + 72);
-    h->fixed_width = get32(in + 76);
-    h->fixed_channels = get32(in + 80);
-    h->stride = get64(in + 88);
-    h->fingerprint = get64(in + 96);
-    h->input_end = get64(in + 104);
+    h->version_major = fmt_le_get16(in + 8);
+    h->version_minor = fmt_le_get16(in + 10);
+    uint32_t header_size = fmt_le_get32(in + 12);
+    h->sample_count = fmt_le_get64(in + 16);
+    h->first_index = fmt_le_get64(in + 24);
+    h->index_offset = fmt_le_get64(in + 32);
+    h->aux_offset = fmt_le_get64(in + 40);
+    h->aux_size = fmt_le_get64(in + 48);
+    h->file_size = fmt_le_get64(in + 56);
+    h->align = fmt_le_get32(in + 64);
+    h->flags = fmt_le_get32(in + 68);
+    h->fixed_height = fmt_le_get32(in + 72);
+    h->fixed_width = fmt_le_get32(in + 76);
+    h->fixed_channels = fmt_le_get32(in + 80);
+    h->stride = fmt_le_get64(in + 88);
+    h->fingerprint = fmt_le_get64(in + 96);
+    h->input_end = fmt_le_get64(in + 104);
     for (int c = 0; c < 3; c++) {
-        h->channel_sum[c] = get64(in + 112 + 8 * c);
-        h->channel_sumsq[c] = get64(in + 136 + 8 * c);
+        h->channel_sum[c] = fmt_le_get64(in + 112 + 8 * c);
+        h->channel_sumsq[c] = fmt_le_get64(in + 136 + 8 * c);
     }
-    h->index_hash = get64(in + 160);
-    h->header_hash = get64(in + RAW_HASHED_BYTES);
+    h->index_hash = fmt_le_get64(in + 160);
+    h->header_hash = fmt_le_get64(in + RAW_HASHED_BYTES);
     int v2 = h->version_major == RAW_V2;
-    h->data_offset = v2 ? get64(in + 168) : h->align;
+    h->data_offset = v2 ? fmt_le_get64(in + 168) : h->align;
 
     /* the version comes before the hash: another major version may hash differently */
     if (h->version_major != RAW_V1 && !v2)
@@ -249,39 +215,39 @@ int fmt_raw_decode_header(const uint8_t in[FMT_RAW_HEADER_SIZE], fmt_raw_header 
 static void encode_entry(const fmt_raw_entry *e, uint8_t *out, unsigned version)
 {
     memset(out, 0, FMT_RAW_ENTRY_SIZE);
-    put64(out, e->offset);
-    put64(out + 8, e->length);
-    put64(out + 16, e->hash);
-    put32(out + 24, (uint32_t)e->label);
-    put32(out + 28, e->height);
-    put32(out + 32, e->width);
-    put16(out + 36, (uint16_t)e->channels);
+    fmt_le_put64(out, e->offset);
+    fmt_le_put64(out + 8, e->length);
+    fmt_le_put64(out + 16, e->hash);
+    fmt_le_put32(out + 24, (uint32_t)e->label);
+    fmt_le_put32(out + 28, e->height);
+    fmt_le_put32(out + 32, e->width);
+    fmt_le_put16(out + 36, (uint16_t)e->channels);
     uint32_t flags = e->flags;
     if (version >= RAW_V2 && e->codec) {
         flags |= e->codec << RAW_CODEC_SHIFT;
-        put32(out + 60, (uint32_t)e->stored);
+        fmt_le_put32(out + 60, (uint32_t)e->stored);
     }
-    put16(out + 38, (uint16_t)flags);
-    put64(out + 40, e->source);
-    put64(out + 48, e->aux_off);
-    put32(out + 56, e->aux_len);
+    fmt_le_put16(out + 38, (uint16_t)flags);
+    fmt_le_put64(out + 40, e->source);
+    fmt_le_put64(out + 48, e->aux_off);
+    fmt_le_put32(out + 56, e->aux_len);
 }
 
 static void decode_entry(const uint8_t *in, fmt_raw_entry *e, unsigned version)
 {
-    e->offset = get64(in);
-    e->length = get64(in + 8);
-    e->hash = get64(in + 16);
-    e->label = (int32_t)get32(in + 24);
-    e->height = get32(in + 28);
-    e->width = get32(in + 32);
-    e->channels = get16(in + 36);
-    e->flags = get16(in + 38);
-    e->source = get64(in + 40);
-    e->aux_off = get64(in + 48);
-    e->aux_len = get32(in + 56);
+    e->offset = fmt_le_get64(in);
+    e->length = fmt_le_get64(in + 8);
+    e->hash = fmt_le_get64(in + 16);
+    e->label = (int32_t)fmt_le_get32(in + 24);
+    e->height = fmt_le_get32(in + 28);
+    e->width = fmt_le_get32(in + 32);
+    e->channels = fmt_le_get16(in + 36);
+    e->flags = fmt_le_get16(in + 38);
+    e->source = fmt_le_get64(in + 40);
+    e->aux_off = fmt_le_get64(in + 48);
+    e->aux_len = fmt_le_get32(in + 56);
     e->codec = version >= RAW_V2 ? (e->flags >> RAW_CODEC_SHIFT) & RAW_CODEC_MASK : 0;
-    e->stored = e->codec ? get32(in + 60) : e->length;
+    e->stored = e->codec ? fmt_le_get32(in + 60) : e->length;
 }
 
 /* Packed layout: the padding a run of samples of payload_len bytes costs each of them. Payloads
@@ -318,8 +284,8 @@ struct fmt_raw_writer {
     uint64_t pos;               /* v1: end of the last padded payload, where the next one goes;
                                  * v2: end of the last payload */
     uint64_t run_start;         /* v2: start of the current run */
-    uint64_t count;
-    uint8_t *index;             /* count encoded entries */
+    fmt_writer_stats st;        /* count, sums, one shape */
+    uint8_t *index;             /* st.count encoded entries */
     size_t index_cap;
     uint8_t *aux;
     size_t aux_len, aux_cap;
@@ -330,9 +296,6 @@ struct fmt_raw_writer {
     uint8_t *cbuf;              /* compressed payload */
     uint8_t *jbuf;              /* the last JPEG payload */
     size_t cbuf_cap;
-    int fixed;
-    uint32_t fixed_h, fixed_w, fixed_c;
-    uint64_t sum[3], sumsq[3];
 };
 
 /* pwritev everything in iov at off, resuming after short writes and EINTR. Modifies iov. */
@@ -436,7 +399,7 @@ int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *
     int codec = FMT_CODEC_NONE;
     uint64_t hash = m->hash;
     uint8_t *jpeg = NULL;
-    if (w->jpeg_fraction > 0 && fmt_raw_jpeg_pick(w->first_index + w->count, w->jpeg_fraction)) {
+    if (w->jpeg_fraction > 0 && fmt_raw_jpeg_pick(w->first_index + w->st.count, w->jpeg_fraction)) {
         size_t jlen;
         uint64_t jhash;
         int rc = jpeg_encode(pixels, m->height, m->width, m->channels, w->quality, &jpeg, &jlen,
@@ -479,13 +442,13 @@ int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *
     if (!start || __builtin_add_overflow(start, stored, &end))
         return FMT_ETOOBIG;
     new_pos = w->version >= RAW_V2 ? end : round_up(end, w->align);
-    if (!new_pos || __builtin_add_overflow(new_pos, 64 * (w->count + 1) + 63, &new_size) ||
+    if (!new_pos || __builtin_add_overflow(new_pos, 64 * (w->st.count + 1) + 63, &new_size) ||
         __builtin_add_overflow(new_size, (uint64_t)w->aux_len + aux_len, &new_size) ||
         new_size > INT64_MAX)
         return FMT_ETOOBIG;
 
     /* memory first: a failed allocation leaves nothing half-done, so the writer stays usable */
-    if (fmt_grow((void **)&w->index, &w->index_cap, (size_t)w->count * FMT_RAW_ENTRY_SIZE,
+    if (fmt_grow((void **)&w->index, &w->index_cap, (size_t)w->st.count * FMT_RAW_ENTRY_SIZE,
                  FMT_RAW_ENTRY_SIZE) ||
         fmt_grow((void **)&w->aux, &w->aux_cap, w->aux_len, aux_len))
         return ENOMEM;
@@ -509,33 +472,21 @@ int fmt_raw_writer_add(fmt_raw_writer *w, const fmt_sample_meta *m, const void *
         .flags = aux_len ? FMT_RAW_ENTRY_AUX : 0, .source = m->source,
         .aux_off = aux_len ? w->aux_len : 0, .aux_len = aux_len,
     };
-    encode_entry(&e, w->index + (size_t)w->count * FMT_RAW_ENTRY_SIZE, w->version);
+    encode_entry(&e, w->index + (size_t)w->st.count * FMT_RAW_ENTRY_SIZE, w->version);
     if (aux_len) {
         memcpy(w->aux + w->aux_len, m->aux, aux_len);
         w->aux_len += aux_len;
     }
-    if (w->count == 0) {
-        w->fixed = 1;
-        w->fixed_h = m->height;
-        w->fixed_w = m->width;
-        w->fixed_c = m->channels;
-    } else if (m->height != w->fixed_h || m->width != w->fixed_w || m->channels != w->fixed_c) {
-        w->fixed = 0;
-    }
-    for (int c = 0; c < 3; c++) {
-        w->sum[c] += m->sum[c];
-        w->sumsq[c] += m->sumsq[c];
-    }
+    fmt_writer_stats_add(&w->st, m);
     if (new_run)
         w->run_start = start;
     w->pos = new_pos;
-    w->count++;
     return 0;
 }
 
 uint64_t fmt_raw_writer_count(const fmt_raw_writer *w)
 {
-    return w->count;
+    return w->st.count;
 }
 
 /* The index starts at the first multiple of 64 after the payloads (v1: pos already is one). */
@@ -546,7 +497,7 @@ static uint64_t index_start(const fmt_raw_writer *w)
 
 uint64_t fmt_raw_writer_size(const fmt_raw_writer *w)
 {
-    return index_start(w) + w->count * FMT_RAW_ENTRY_SIZE + w->aux_len;
+    return index_start(w) + w->st.count * FMT_RAW_ENTRY_SIZE + w->aux_len;
 }
 
 int fmt_raw_writer_finish(fmt_raw_writer *w, uint64_t input_end, fmt_raw_header *hdr)
@@ -558,23 +509,23 @@ int fmt_raw_writer_finish(fmt_raw_writer *w, uint64_t input_end, fmt_raw_header 
     uint64_t ix = index_start(w);
     fmt_raw_header h = {
         .version_major = (uint16_t)w->version, .version_minor = RAW_VERSION_MINOR,
-        .sample_count = w->count, .first_index = w->first_index, .data_offset = w->align,
-        .index_offset = ix, .aux_offset = ix + w->count * FMT_RAW_ENTRY_SIZE,
+        .sample_count = w->st.count, .first_index = w->first_index, .data_offset = w->align,
+        .index_offset = ix, .aux_offset = ix + w->st.count * FMT_RAW_ENTRY_SIZE,
         .aux_size = w->aux_len, .file_size = fmt_raw_writer_size(w),
         .align = w->align, .fingerprint = w->fingerprint, .input_end = input_end,
     };
-    if (w->fixed) {
+    if (w->st.fixed) {
         h.flags |= FMT_RAW_FLAG_FIXED;
-        h.fixed_height = w->fixed_h;
-        h.fixed_width = w->fixed_w;
-        h.fixed_channels = w->fixed_c;
+        h.fixed_height = w->st.h;
+        h.fixed_width = w->st.w;
+        h.fixed_channels = w->st.c;
         if (w->version == RAW_V1)
-            h.stride = round_up((uint64_t)w->fixed_h * w->fixed_w * w->fixed_c, w->align);
+            h.stride = round_up((uint64_t)w->st.h * w->st.w * w->st.c, w->align);
     }
-    memcpy(h.channel_sum, w->sum, sizeof h.channel_sum);
-    memcpy(h.channel_sumsq, w->sumsq, sizeof h.channel_sumsq);
+    memcpy(h.channel_sum, w->st.sum, sizeof h.channel_sum);
+    memcpy(h.channel_sumsq, w->st.sumsq, sizeof h.channel_sumsq);
 
-    size_t index_bytes = (size_t)w->count * FMT_RAW_ENTRY_SIZE;
+    size_t index_bytes = (size_t)w->st.count * FMT_RAW_ENTRY_SIZE;
     XXH3_state_t *st = XXH3_createState();
     if (!st) {
         rc = ENOMEM;
@@ -598,7 +549,7 @@ int fmt_raw_writer_finish(fmt_raw_writer *w, uint64_t input_end, fmt_raw_header 
     /* the header goes in last: it vouches for everything before it */
     uint8_t head[FMT_RAW_HEADER_SIZE];
     fmt_raw_encode_header(&h, head);
-    h.header_hash = get64(head + RAW_HASHED_BYTES);
+    h.header_hash = fmt_le_get64(head + RAW_HASHED_BYTES);
     struct iovec front[2] = {
         { .iov_base = head, .iov_len = sizeof head },
         { .iov_base = w->zeros, .iov_len = w->align - FMT_RAW_HEADER_SIZE },
@@ -866,7 +817,7 @@ const uint8_t *fmt_raw_stored(const fmt_raw_shard *s, uint64_t i)
     assert(i < s->h.sample_count);
     if (s->base == MAP_FAILED)
         return NULL;
-    return s->base + get64(s->index + i * FMT_RAW_ENTRY_SIZE);
+    return s->base + fmt_le_get64(s->index + i * FMT_RAW_ENTRY_SIZE);
 }
 
 static const char *raw_codec_name(uint32_t codec)
@@ -1006,9 +957,6 @@ const uint8_t *fmt_raw_base(const fmt_raw_shard *s)
  * FMT_RAW_OPEN_NOMAP (index and aux area copied into memory at open), so that a shard truncated
  * under a running reader yields FMT_ETRUNC from a short pread instead of a SIGBUS from a mapped
  * page: those modes are the ones meant for files that may change (network filesystems). */
-
-/* Bounce buffer r_read allocates per call in DIRECT mode when the caller gives none. */
-#define RB_DEFAULT_SCRATCH (1u << 20)
 
 typedef struct {
     fmt_raw_shard *raw;
@@ -1215,60 +1163,6 @@ static int rb_r_get(const void *p, uint64_t i, fmt_sample *out)
     return 0;
 }
 
-static uint64_t align_down(uint64_t x)
-{
-    return x & ~(uint64_t)(FMT_DIRECT_ALIGN - 1);
-}
-
-static uint64_t align_up(uint64_t x)
-{
-    return align_down(x + FMT_DIRECT_ALIGN - 1);
-}
-
-/* [off, off + len) of the file into dst through aligned blocks in scratch. Reads may run past the
- * end of the file (the last payload's block, when the index is short): that is fine as long as
- * the payload itself came back. */
-static int direct_bounce(int fd, uint8_t *dst, uint64_t off, uint64_t len, uint8_t *scratch,
-                         size_t scratch_len)
-{
-    uint64_t end = off + len, pos = align_down(off);
-    while (pos < end) {
-        size_t want = (size_t)(align_up(end) - pos < scratch_len ? align_up(end) - pos
-                                                                 : scratch_len);
-        size_t got;
-        int rc = fmt_pread_full(fd, scratch, want, pos, &got);
-        if (rc)
-            return rc;
-        uint64_t from = pos > off ? pos : off;
-        uint64_t to = pos + want < end ? pos + want : end;
-        if (pos + got < to)
-            return FMT_ETRUNC;
-        memcpy(dst + (from - off), scratch + (from - pos), (size_t)(to - from));
-        pos += want;
-    }
-    return 0;
-}
-
-/* O_DIRECT read of [off, off + len) into dst. When dst and off agree modulo the block size, the
- * whole blocks inside the payload are read straight into dst (no copy) and only the partial blocks
- * at either end bounce through scratch. */
-static int direct_read(int fd, uint8_t *dst, uint64_t off, uint64_t len, uint8_t *scratch,
-                       size_t scratch_len)
-{
-    uint64_t mid_lo = align_up(off), mid_hi = align_down(off + len);
-    if (((uintptr_t)dst - off) % FMT_DIRECT_ALIGN != 0 || mid_lo >= mid_hi)
-        return direct_bounce(fd, dst, off, len, scratch, scratch_len);
-    int rc = 0;
-    if (off < mid_lo)
-        rc = direct_bounce(fd, dst, off, mid_lo - off, scratch, scratch_len);
-    if (rc == 0)
-        rc = fmt_pread_exact(fd, dst + (mid_lo - off), (size_t)(mid_hi - mid_lo), mid_lo);
-    if (rc == 0 && mid_hi < off + len)
-        rc = direct_bounce(fd, dst + (mid_hi - off), mid_hi, off + len - mid_hi, scratch,
-                           scratch_len);
-    return rc;
-}
-
 /* A compressed payload: its stored bytes out of the mapping, or read into scratch (whole aligned
  * blocks with O_DIRECT) or a buffer of its own when scratch is too small, then decoded into dst. */
 static int read_encoded(const rb_shard *s, const fmt_raw_entry *e, uint8_t *dst, uint8_t *scratch,
@@ -1280,7 +1174,8 @@ static int read_encoded(const rb_shard *s, const fmt_raw_entry *e, uint8_t *dst,
     if (s->access == FMT_ACCESS_MMAP) {
         src = fmt_raw_base(s->raw) + e->offset;
     } else if (s->dfd >= 0) {
-        uint64_t lo = align_down(e->offset), hi = align_up(e->offset + e->stored);
+        uint64_t lo = fmt_direct_align_down(e->offset),
+                 hi = fmt_direct_align_up(e->offset + e->stored);
         if (!scratch || (uintptr_t)scratch % FMT_DIRECT_ALIGN || scratch_len < hi - lo) {
             if (posix_memalign(&own, FMT_DIRECT_ALIGN, (size_t)(hi - lo)) != 0)
                 return ENOMEM;
@@ -1324,25 +1219,8 @@ static int rb_r_read(const void *p, uint64_t i, void *dst, void *scratch, size_t
     if (s->access == FMT_ACCESS_PREAD || s->dfd < 0)
         return fmt_pread_exact(fmt_raw_fd(s->raw), dst, (size_t)e.length, e.offset);
 
-    void *own = NULL;
-    if (!scratch) {
-        scratch_len = (size_t)(align_up(e.length) + FMT_DIRECT_ALIGN);
-        if (scratch_len > RB_DEFAULT_SCRATCH)
-            scratch_len = RB_DEFAULT_SCRATCH;
-        if (posix_memalign(&own, FMT_DIRECT_ALIGN, scratch_len) != 0)
-            return ENOMEM;
-        scratch = own;
-    } else if ((uintptr_t)scratch % FMT_DIRECT_ALIGN != 0 || scratch_len == 0 ||
-               scratch_len % FMT_DIRECT_ALIGN != 0) {
-        return FMT_EINVAL;
-    }
-    int rc = direct_read(s->dfd, dst, e.offset, e.length, scratch, scratch_len);
-    /* Some filesystems accept O_DIRECT at open and refuse a transfer they cannot align (EINVAL):
-     * the data is still there for a plain pread. */
-    if (rc == EINVAL)
-        rc = fmt_pread_exact(fmt_raw_fd(s->raw), dst, (size_t)e.length, e.offset);
-    free(own);
-    return rc;
+    return fmt_direct_read(s->dfd, fmt_raw_fd(s->raw), dst, e.offset, e.length, scratch,
+                           scratch_len, 0);
 }
 
 static int rb_r_check(const void *p, uint64_t i)

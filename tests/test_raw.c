@@ -1,10 +1,10 @@
 /* test_raw.c - the raw shard format: round trips, atomic writing, corruption and I/O failures. */
 #include "raw.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,91 +15,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-/* g_root is made once by the runner process and removed with everything under it at the end, even
- * when a test failed in its forked child (check skips a failed test's checked teardown); each test
- * gets a fresh g_dir inside it. */
-static char g_root[1024], g_dir[1100];
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static void root_setup(void)
-{
-    const char *base = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_raw.XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(g_root))
-        g_root[0] = '\0';
-}
-
-static void root_teardown(void)
-{
-    if (g_root[0])
-        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void setup(void)
-{
-    static unsigned seq;
-    ck_assert_msg(g_root[0] != '\0', "cannot create a temp dir");
-    snprintf(g_dir, sizeof g_dir, "%s/t%u.XXXXXX", g_root, seq++);
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
-}
-
-static void path_in_dir(char *out, size_t n, const char *name)
-{
-    snprintf(out, n, "%s/%s", g_dir, name);
-}
-
-static int exists(const char *path)
-{
-    struct stat st;
-    return lstat(path, &st) == 0;
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t rd32_le(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void wr64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void wr32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void wr16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static uint64_t rng_state;
-
-static uint64_t rng(void)
-{
-    /* xorshift64*: deterministic fixtures */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
 static uint64_t round_up(uint64_t x, uint64_t a)
 {
     return (x + a - 1) / a * a;
@@ -107,21 +22,11 @@ static uint64_t round_up(uint64_t x, uint64_t a)
 
 /* ---- fixtures: a set of samples written to a shard ---- */
 
-typedef struct {
-    uint32_t h, w, c;
-    int32_t label;
-    uint64_t source;
-    uint8_t *px;
-    uint8_t *aux;
-    uint32_t aux_len;
-} tsample;
-
 enum { SHAPES_FIXED_GRAY, SHAPES_FIXED_RGB, SHAPES_MIXED, SHAPES_SAME_HW };
 
-static tsample *make_samples(size_t n, int shapes, int with_aux)
+static tu_sample *make_samples(size_t n, int shapes, int with_aux)
 {
-    tsample *s = calloc(n ? n : 1, sizeof *s);
-    ck_assert_ptr_nonnull(s);
+    tu_sample *s = tu_samples_new(n);
     for (size_t i = 0; i < n; i++) {
         if (shapes == SHAPES_FIXED_GRAY) {
             s[i].h = 17, s[i].w = 13, s[i].c = 1;
@@ -130,58 +35,17 @@ static tsample *make_samples(size_t n, int shapes, int with_aux)
         } else if (shapes == SHAPES_SAME_HW) {
             s[i].h = 8, s[i].w = 8, s[i].c = i == 2 ? 3 : 1;  /* one RGB among gray */
         } else {
-            s[i].h = 1 + (uint32_t)(rng() % 40);
-            s[i].w = 1 + (uint32_t)(rng() % 40);
-            s[i].c = (rng() & 1) ? 3 : 1;
+            tu_sample_random_shape(&s[i], 40);
         }
-        s[i].label = (i % 4 == 3) ? -1 : (int32_t)(rng() % 1000);
-        s[i].source = rng();
-        size_t len = (size_t)s[i].h * s[i].w * s[i].c;
-        s[i].px = malloc(len);
-        ck_assert_ptr_nonnull(s[i].px);
-        for (size_t k = 0; k < len; k++)
-            s[i].px[k] = (uint8_t)rng();
-        if (with_aux && i % 3 != 1) {
-            s[i].aux_len = 1 + (uint32_t)(rng() % 70);
-            s[i].aux = malloc(s[i].aux_len);
-            ck_assert_ptr_nonnull(s[i].aux);
-            for (uint32_t k = 0; k < s[i].aux_len; k++)
-                s[i].aux[k] = (uint8_t)rng();
-        }
+        tu_sample_random(&s[i], i);
+        if (with_aux && i % 3 != 1)
+            tu_sample_random_aux(&s[i], 1 + (uint32_t)(tu_rng() % 70));
     }
     return s;
 }
 
-static void free_samples(tsample *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(s[i].px);
-        free(s[i].aux);
-    }
-    free(s);
-}
-
-static uint64_t sample_len(const tsample *s)
-{
-    return (uint64_t)s->h * s->w * s->c;
-}
-
-static void fill_meta(const tsample *s, fmt_sample_meta *m)
-{
-    memset(m, 0, sizeof *m);
-    m->height = s->h;
-    m->width = s->w;
-    m->channels = s->c;
-    m->label = s->label;
-    m->source = s->source;
-    m->hash = fmt_hash64(s->px, sample_len(s));
-    fmt_pixel_sums(s->px, (size_t)s->h * s->w, s->c, m->sum, m->sumsq);
-    m->aux = s->aux;
-    m->aux_len = s->aux_len;
-}
-
 /* Write samples to path, asserting the size accounting after every add. */
-static void write_shard(const char *path, const tsample *s, size_t n, uint32_t align,
+static void write_shard(const char *path, const tu_sample *s, size_t n, uint32_t align,
                         uint64_t first_index, uint64_t fingerprint, uint64_t input_end)
 {
     fmt_raw_writer_opts opts = { .align = align, .first_index = first_index,
@@ -193,21 +57,21 @@ static void write_shard(const char *path, const tsample *s, size_t n, uint32_t a
     ck_assert_uint_eq(fmt_raw_writer_size(w), predicted);
     for (size_t i = 0; i < n; i++) {
         fmt_sample_meta m;
-        fill_meta(&s[i], &m);
+        tu_sample_meta(&s[i], &m);
         ck_assert_int_eq(fmt_raw_writer_add(w, &m, s[i].px), 0);
-        uint64_t cost = fmt_raw_sample_cost(sample_len(&s[i]), s[i].aux_len, a);
-        ck_assert_uint_eq(cost, round_up(sample_len(&s[i]), a) + 64 + s[i].aux_len);
+        uint64_t cost = fmt_raw_sample_cost(tu_sample_len(&s[i]), s[i].aux_len, a);
+        ck_assert_uint_eq(cost, round_up(tu_sample_len(&s[i]), a) + 64 + s[i].aux_len);
         predicted += cost;
         ck_assert_uint_eq(fmt_raw_writer_size(w), predicted);
         ck_assert_uint_eq(fmt_raw_writer_count(w), i + 1);
     }
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    ck_assert(exists(tmp));
-    ck_assert(!exists(path));
+    ck_assert(tu_exists(tmp));
+    ck_assert(!tu_exists(path));
     fmt_raw_header hdr;
     ck_assert_int_eq(fmt_raw_writer_finish(w, input_end, &hdr), 0);
-    ck_assert(!exists(tmp));
+    ck_assert(!tu_exists(tmp));
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_uint_eq((uint64_t)st.st_size, predicted);
@@ -215,28 +79,13 @@ static void write_shard(const char *path, const tsample *s, size_t n, uint32_t a
     ck_assert_uint_eq(hdr.sample_count, n);
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    uint8_t *buf;
-    ck_assert_int_eq(fmt_read_file(path, (size_t)1 << 30, &buf, len), 0);
-    return buf;
-}
-
-static void spit(const char *path, const uint8_t *buf, size_t len)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
-    ck_assert_int_eq(close(fd), 0);
-}
-
 /* Write, reopen and check every field, pixel and aux byte against the fixture. */
 static void roundtrip(size_t n, int shapes, int with_aux, uint32_t align)
 {
     char path[4200];
-    path_in_dir(path, sizeof path, "shard-00000.raw");
-    rng_state = 0x9E3779B97F4A7C15ULL ^ (n * 131 + (uint64_t)shapes * 7 + align);
-    tsample *s = make_samples(n, shapes, with_aux);
+    tu_path(path, sizeof path, "shard-00000.raw");
+    tu_rng_state = 0x9E3779B97F4A7C15ULL ^ (n * 131 + (uint64_t)shapes * 7 + align);
+    tu_sample *s = make_samples(n, shapes, with_aux);
     write_shard(path, s, n, align, 5000 + n, 0xFEEDFACECAFEBEEFULL, 77777);
 
     fmt_msg msg = {{0}};
@@ -256,12 +105,12 @@ static void roundtrip(size_t n, int shapes, int with_aux, uint32_t align)
     uint64_t sum[3] = {0}, sumsq[3] = {0}, padded = 0, aux_total = 0;
     int same_shape = 1;
     for (size_t i = 0; i < n; i++) {
-        for (uint64_t k = 0; k < sample_len(&s[i]); k++) {
+        for (uint64_t k = 0; k < tu_sample_len(&s[i]); k++) {
             uint64_t v = s[i].px[k];
             sum[k % s[i].c] += v;
             sumsq[k % s[i].c] += v * v;
         }
-        padded += round_up(sample_len(&s[i]), align);
+        padded += round_up(tu_sample_len(&s[i]), align);
         aux_total += s[i].aux_len;
         if (s[i].h != s[0].h || s[i].w != s[0].w || s[i].c != s[0].c)
             same_shape = 0;
@@ -284,7 +133,7 @@ static void roundtrip(size_t n, int shapes, int with_aux, uint32_t align)
         ck_assert_uint_eq(h->fixed_height, s[0].h);
         ck_assert_uint_eq(h->fixed_width, s[0].w);
         ck_assert_uint_eq(h->fixed_channels, s[0].c);
-        ck_assert_uint_eq(h->stride, round_up(sample_len(&s[0]), align));
+        ck_assert_uint_eq(h->stride, round_up(tu_sample_len(&s[0]), align));
     } else {
         ck_assert_uint_eq(h->stride, 0);
         ck_assert_uint_eq(h->fixed_height, 0);
@@ -299,8 +148,8 @@ static void roundtrip(size_t n, int shapes, int with_aux, uint32_t align)
         ck_assert_uint_eq(e.offset, off);
         if (fixed)
             ck_assert_uint_eq(e.offset, align + i * h->stride);
-        ck_assert_uint_eq(e.length, sample_len(&s[i]));
-        ck_assert_uint_eq(e.hash, fmt_hash64(s[i].px, sample_len(&s[i])));
+        ck_assert_uint_eq(e.length, tu_sample_len(&s[i]));
+        ck_assert_uint_eq(e.hash, fmt_hash64(s[i].px, tu_sample_len(&s[i])));
         ck_assert_int_eq(e.label, s[i].label);
         ck_assert_uint_eq(e.height, s[i].h);
         ck_assert_uint_eq(e.width, s[i].w);
@@ -311,7 +160,7 @@ static void roundtrip(size_t n, int shapes, int with_aux, uint32_t align)
         ck_assert_uint_eq(e.aux_off, s[i].aux ? aux_off : 0);
         const uint8_t *px = fmt_raw_pixels(sh, i);
         ck_assert_ptr_eq(px, base + off);
-        ck_assert_mem_eq(px, s[i].px, sample_len(&s[i]));
+        ck_assert_mem_eq(px, s[i].px, tu_sample_len(&s[i]));
         uint32_t alen = 12345;
         const uint8_t *ax = fmt_raw_aux(sh, i, &alen);
         if (s[i].aux) {
@@ -337,7 +186,7 @@ static void roundtrip(size_t n, int shapes, int with_aux, uint32_t align)
     /* the fd is the file: pread gives the mapped bytes */
     if (n > 0) {
         uint8_t buf[64];
-        size_t len = sample_len(&s[n - 1]) < sizeof buf ? (size_t)sample_len(&s[n - 1]) :
+        size_t len = tu_sample_len(&s[n - 1]) < sizeof buf ? (size_t)tu_sample_len(&s[n - 1]) :
                      sizeof buf;
         fmt_raw_entry e;
         fmt_raw_get_entry(sh, n - 1, &e);
@@ -348,17 +197,17 @@ static void roundtrip(size_t n, int shapes, int with_aux, uint32_t align)
 
     /* deterministic: the same samples give the same bytes */
     char path2[4200];
-    path_in_dir(path2, sizeof path2, "shard-00001.raw");
+    tu_path(path2, sizeof path2, "shard-00001.raw");
     write_shard(path2, s, n, align, 5000 + n, 0xFEEDFACECAFEBEEFULL, 77777);
     size_t l1, l2;
-    uint8_t *b1 = slurp(path, &l1), *b2 = slurp(path2, &l2);
+    uint8_t *b1 = tu_slurp(path, &l1), *b2 = tu_slurp(path2, &l2);
     ck_assert_uint_eq(l1, l2);
     ck_assert_mem_eq(b1, b2, l1);
     free(b1);
     free(b2);
     unlink(path);
     unlink(path2);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 }
 
 START_TEST(test_roundtrip_fixed_gray)
@@ -389,9 +238,9 @@ START_TEST(test_exact_align_payload)
 {
     /* 16x16x1 = 256: payloads fill their slots exactly, no padding */
     char path[4200];
-    path_in_dir(path, sizeof path, "exact.raw");
-    rng_state = 42;
-    tsample *s = make_samples(4, SHAPES_MIXED, 0);
+    tu_path(path, sizeof path, "exact.raw");
+    tu_rng_state = 42;
+    tu_sample *s = make_samples(4, SHAPES_MIXED, 0);
     for (int i = 0; i < 4; i++) {
         s[i].h = 16, s[i].w = 16, s[i].c = 1;
         free(s[i].px);
@@ -408,14 +257,14 @@ START_TEST(test_exact_align_payload)
     for (int i = 0; i < 4; i++)
         ck_assert_mem_eq(fmt_raw_pixels(sh, (uint64_t)i), s[i].px, 256);
     fmt_raw_close(sh);
-    free_samples(s, 4);
+    tu_samples_free(s, 4);
 }
 END_TEST
 
 START_TEST(test_empty_shard)
 {
     char path[4200];
-    path_in_dir(path, sizeof path, "empty.raw");
+    tu_path(path, sizeof path, "empty.raw");
     fmt_raw_writer *w;
     ck_assert_int_eq(fmt_raw_writer_open(&w, path, NULL), 0);
     ck_assert_uint_eq(fmt_raw_writer_count(w), 0);
@@ -442,38 +291,38 @@ END_TEST
 START_TEST(test_tmp_and_abort)
 {
     char path[4200], tmp[4200];
-    path_in_dir(path, sizeof path, "shard-00003.raw");
-    path_in_dir(tmp, sizeof tmp, "shard-00003.raw.tmp");
-    rng_state = 7;
-    tsample *s = make_samples(2, SHAPES_FIXED_RGB, 1);
+    tu_path(path, sizeof path, "shard-00003.raw");
+    tu_path(tmp, sizeof tmp, "shard-00003.raw.tmp");
+    tu_rng_state = 7;
+    tu_sample *s = make_samples(2, SHAPES_FIXED_RGB, 1);
     fmt_raw_writer *w;
     ck_assert_int_eq(fmt_raw_writer_open(&w, path, NULL), 0);
-    ck_assert(exists(tmp));
-    ck_assert(!exists(path));
+    ck_assert(tu_exists(tmp));
+    ck_assert(!tu_exists(path));
     fmt_sample_meta m;
-    fill_meta(&s[0], &m);
+    tu_sample_meta(&s[0], &m);
     ck_assert_int_eq(fmt_raw_writer_add(w, &m, s[0].px), 0);
-    ck_assert(exists(tmp));
-    ck_assert(!exists(path));
+    ck_assert(tu_exists(tmp));
+    ck_assert(!tu_exists(path));
     fmt_raw_writer_abort(w);
-    ck_assert(!exists(tmp));
-    ck_assert(!exists(path));
+    ck_assert(!tu_exists(tmp));
+    ck_assert(!tu_exists(path));
     fmt_raw_writer_abort(NULL);
 
     /* a stale temp file from a killed build is truncated, not appended to */
-    spit(tmp, (const uint8_t *)"garbage", 7);
+    tu_spit(tmp, (const uint8_t *)"garbage", 7);
     write_shard(path, s, 2, 256, 0, 0, 0);
     fmt_raw_shard *sh;
     ck_assert_int_eq(fmt_raw_open(&sh, path, NULL), 0);
     fmt_raw_close(sh);
-    free_samples(s, 2);
+    tu_samples_free(s, 2);
 }
 END_TEST
 
 START_TEST(test_writer_bad_args)
 {
     char path[4200];
-    path_in_dir(path, sizeof path, "args.raw");
+    tu_path(path, sizeof path, "args.raw");
     const uint32_t bad_aligns[] = { 1, 64, 128, 100, 3000, 2u << 20, 0x80000000u };
     for (size_t i = 0; i < sizeof bad_aligns / sizeof bad_aligns[0]; i++) {
         fmt_raw_writer *w = (fmt_raw_writer *)&path;
@@ -541,12 +390,12 @@ END_TEST
 static uint8_t *base_shard(size_t *len, int shapes)
 {
     char path[4200];
-    path_in_dir(path, sizeof path, "base.raw");
-    rng_state = 0xABCDEF;
-    tsample *s = make_samples(6, shapes, 1);
+    tu_path(path, sizeof path, "base.raw");
+    tu_rng_state = 0xABCDEF;
+    tu_sample *s = make_samples(6, shapes, 1);
     write_shard(path, s, 6, 256, 12, 34, 56);
-    free_samples(s, 6);
-    uint8_t *buf = slurp(path, len);
+    tu_samples_free(s, 6);
+    uint8_t *buf = tu_slurp(path, len);
     unlink(path);
     return buf;
 }
@@ -554,8 +403,8 @@ static uint8_t *base_shard(size_t *len, int shapes)
 static int open_bytes(const uint8_t *buf, size_t len, fmt_msg *msg)
 {
     char path[4200];
-    path_in_dir(path, sizeof path, "victim.raw");
-    spit(path, buf, len);
+    tu_path(path, sizeof path, "victim.raw");
+    tu_spit(path, buf, len);
     fmt_raw_shard *sh = (fmt_raw_shard *)&path;
     if (msg)
         memset(msg, 0, sizeof *msg);
@@ -570,15 +419,15 @@ static int open_bytes(const uint8_t *buf, size_t len, fmt_msg *msg)
 
 static void rehash_header(uint8_t *buf)
 {
-    wr64(buf + 248, XXH3_64bits(buf, 248));
+    fmt_le_put64(buf + 248, XXH3_64bits(buf, 248));
 }
 
 /* Recompute index_hash (over index and aux up to the end of buf) and then the header hash, so that
  * only the structural checks can object to a crafted file. */
 static void rehash_all(uint8_t *buf, size_t len)
 {
-    uint64_t index_offset = rd64(buf + 32);
-    wr64(buf + 160, XXH3_64bits(buf + index_offset, len - index_offset));
+    uint64_t index_offset = fmt_le_get64(buf + 32);
+    fmt_le_put64(buf + 160, XXH3_64bits(buf + index_offset, len - index_offset));
     rehash_header(buf);
 }
 
@@ -586,13 +435,13 @@ START_TEST(test_payload_corruption)
 {
     size_t len;
     uint8_t *buf = base_shard(&len, SHAPES_MIXED);
-    uint64_t index_offset = rd64(buf + 32);
+    uint64_t index_offset = fmt_le_get64(buf + 32);
     uint8_t *e3 = buf + index_offset + 3 * 64;
-    uint64_t off = rd64(e3), plen = rd64(e3 + 8);
+    uint64_t off = fmt_le_get64(e3), plen = fmt_le_get64(e3 + 8);
     buf[off + plen / 2] ^= 0x10;
     char path[4200];
-    path_in_dir(path, sizeof path, "flipped.raw");
-    spit(path, buf, len);
+    tu_path(path, sizeof path, "flipped.raw");
+    tu_spit(path, buf, len);
     fmt_raw_shard *sh;
     ck_assert_int_eq(fmt_raw_open(&sh, path, NULL), 0);
     for (uint64_t i = 0; i < fmt_raw_count(sh); i++)
@@ -626,7 +475,7 @@ START_TEST(test_index_corruption)
 {
     size_t len;
     uint8_t *buf = base_shard(&len, SHAPES_MIXED);
-    uint64_t index_offset = rd64(buf + 32), aux_offset = rd64(buf + 40);
+    uint64_t index_offset = fmt_le_get64(buf + 32), aux_offset = fmt_le_get64(buf + 40);
     ck_assert_uint_gt(len, aux_offset);
     const uint64_t spots[] = { index_offset, index_offset + 16, index_offset + 64 * 5 + 63,
                                aux_offset, len - 1 };
@@ -646,10 +495,10 @@ START_TEST(test_truncation)
 {
     size_t len;
     uint8_t *buf = base_shard(&len, SHAPES_MIXED);
-    uint64_t index_offset = rd64(buf + 32);
+    uint64_t index_offset = fmt_le_get64(buf + 32);
     const size_t cuts[] = { 0, 1, 7, 8, 100, 255, 256, 257, 300, 600, (size_t)index_offset - 1,
                             (size_t)index_offset, (size_t)index_offset + 100,
-                            (size_t)rd64(buf + 40), len - 1 };
+                            (size_t)fmt_le_get64(buf + 40), len - 1 };
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         fmt_msg msg;
         int rc = open_bytes(buf, cuts[i], &msg);
@@ -693,24 +542,24 @@ START_TEST(test_versions)
     size_t len;
     uint8_t *buf = base_shard(&len, SHAPES_MIXED);
     fmt_msg msg;
-    wr16(buf + 8, 3);
+    fmt_le_put16(buf + 8, 3);
     rehash_header(buf);
     ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_EVERSION);
     fmt_raw_header h;
     ck_assert_int_eq(fmt_raw_decode_header(buf, &h, NULL), FMT_EVERSION);
     ck_assert_uint_eq(h.version_major, 3);
-    wr16(buf + 8, 0);
+    fmt_le_put16(buf + 8, 0);
     rehash_header(buf);
     ck_assert_int_eq(open_bytes(buf, len, NULL), FMT_EVERSION);
 
     /* a later minor version with data in reserved space and unknown flag bits is read */
-    wr16(buf + 8, 1);
-    wr16(buf + 10, 7);
+    fmt_le_put16(buf + 8, 1);
+    fmt_le_put16(buf + 10, 7);
     buf[84] = 0x55;
     buf[170] = 0xAA;
     buf[247] = 0x01;
-    wr32(buf + 68, 0xF0);
-    uint64_t index_offset = rd64(buf + 32);
+    fmt_le_put32(buf + 68, 0xF0);
+    uint64_t index_offset = fmt_le_get64(buf + 32);
     buf[index_offset + 60] = 0x77;          /* entry reserved bytes */
     buf[index_offset + 39] = 0x80;          /* unknown entry flag bit */
     rehash_all(buf, len);
@@ -735,10 +584,10 @@ START_TEST(test_header_codec)
     uint8_t b[FMT_RAW_HEADER_SIZE];
     fmt_raw_encode_header(&h, b);
     ck_assert_mem_eq(b, "SHARDRAW", 8);
-    ck_assert_uint_eq(rd64(b + 16), 2);
-    ck_assert_uint_eq(rd64(b + 96), 0x0102030405060708ULL);
+    ck_assert_uint_eq(fmt_le_get64(b + 16), 2);
+    ck_assert_uint_eq(fmt_le_get64(b + 96), 0x0102030405060708ULL);
     ck_assert_uint_eq(b[96], 0x08);     /* little-endian */
-    ck_assert_uint_eq(rd64(b + 248), XXH3_64bits(b, 248));
+    ck_assert_uint_eq(fmt_le_get64(b + 248), XXH3_64bits(b, 248));
     fmt_raw_header d;
     fmt_msg msg = {{0}};
     int rc = fmt_raw_decode_header(b, &d, &msg);
@@ -764,7 +613,7 @@ START_TEST(test_header_codec)
         ck_assert_uint_eq(d.channel_sumsq[c], h.channel_sumsq[c]);
     }
     ck_assert_uint_eq(d.index_hash, h.index_hash);
-    ck_assert_uint_eq(d.header_hash, rd64(b + 248));
+    ck_assert_uint_eq(d.header_hash, fmt_le_get64(b + 248));
     ck_assert_uint_ne(d.header_hash, 42);   /* computed, not copied */
 }
 END_TEST
@@ -791,11 +640,11 @@ static void expect_bad_header(const uint8_t *buf, size_t len, const header_case 
     memcpy(copy, buf, len);
     for (size_t i = 0; i < 5 && p[i].width; i++) {
         if (p[i].width == 8)
-            wr64(copy + p[i].off, p[i].value);
+            fmt_le_put64(copy + p[i].off, p[i].value);
         else if (p[i].width == 4)
-            wr32(copy + p[i].off, (uint32_t)p[i].value);
+            fmt_le_put32(copy + p[i].off, (uint32_t)p[i].value);
         else
-            wr16(copy + p[i].off, (uint16_t)p[i].value);
+            fmt_le_put16(copy + p[i].off, (uint16_t)p[i].value);
     }
     rehash_header(copy);
     fmt_msg msg;
@@ -810,7 +659,7 @@ START_TEST(test_crafted_headers)
 {
     size_t len;
     uint8_t *buf = base_shard(&len, SHAPES_MIXED);
-    uint64_t n = rd64(buf + 16), io = rd64(buf + 32), ao = rd64(buf + 40), as = rd64(buf + 48);
+    uint64_t n = fmt_le_get64(buf + 16), io = fmt_le_get64(buf + 32), ao = fmt_le_get64(buf + 40), as = fmt_le_get64(buf + 48);
     const int C = FMT_ECORRUPT, T = FMT_ETRUNC;
     ck_assert_uint_ge(as, 64);
     ck_assert_uint_eq(ao, io + 64 * n);
@@ -853,7 +702,7 @@ START_TEST(test_crafted_fixed_headers)
 {
     size_t len;
     uint8_t *buf = base_shard(&len, SHAPES_FIXED_RGB);   /* 10x10x3, stride 512 at align 256 */
-    ck_assert_uint_eq(rd64(buf + 88), 512);
+    ck_assert_uint_eq(fmt_le_get64(buf + 88), 512);
     ck_assert_int_eq(open_bytes(buf, len, NULL), 0);
     const int C = FMT_ECORRUPT;
     const header_case cases[] = {
@@ -875,7 +724,7 @@ START_TEST(test_crafted_fixed_headers)
     /* decode alone reports the specific reason */
     uint8_t h[FMT_RAW_HEADER_SIZE];
     memcpy(h, buf, sizeof h);
-    wr64(h + 16, UINT64_MAX / 2);
+    fmt_le_put64(h + 16, UINT64_MAX / 2);
     rehash_header(h);
     fmt_raw_header d;
     fmt_msg msg = {{0}};
@@ -891,13 +740,13 @@ static void expect_bad_entry(const uint8_t *buf, size_t len, uint64_t i, size_t 
 {
     uint8_t *copy = malloc(len);
     memcpy(copy, buf, len);
-    uint8_t *e = copy + rd64(copy + 32) + i * 64 + off;
+    uint8_t *e = copy + fmt_le_get64(copy + 32) + i * 64 + off;
     if (width == 8)
-        wr64(e, value);
+        fmt_le_put64(e, value);
     else if (width == 4)
-        wr32(e, (uint32_t)value);
+        fmt_le_put32(e, (uint32_t)value);
     else
-        wr16(e, (uint16_t)value);
+        fmt_le_put16(e, (uint16_t)value);
     rehash_all(copy, len);
     fmt_msg msg;
     int rc = open_bytes(copy, len, &msg);
@@ -910,26 +759,26 @@ START_TEST(test_crafted_entries)
     size_t len;
     uint8_t *buf = base_shard(&len, SHAPES_MIXED);
     const int C = FMT_ECORRUPT;
-    uint64_t io = rd64(buf + 32), as = rd64(buf + 48);
+    uint64_t io = fmt_le_get64(buf + 32), as = fmt_le_get64(buf + 48);
     const uint8_t *ix = buf + io;
-    ck_assert_uint_eq(rd64(buf + 68) & FMT_RAW_FLAG_FIXED, 0);
-    ck_assert_uint_eq(rd32_le(ix + 38) & 0xFFFF, FMT_RAW_ENTRY_AUX);   /* entry 0 has aux */
-    ck_assert_uint_eq(rd32_le(ix + 64 + 38) & 0xFFFF, 0);              /* entry 1 has none */
+    ck_assert_uint_eq(fmt_le_get64(buf + 68) & FMT_RAW_FLAG_FIXED, 0);
+    ck_assert_uint_eq(fmt_le_get32(ix + 38) & 0xFFFF, FMT_RAW_ENTRY_AUX);   /* entry 0 has aux */
+    ck_assert_uint_eq(fmt_le_get32(ix + 64 + 38) & 0xFFFF, 0);              /* entry 1 has none */
 
     /* control: re-hashing alone keeps the file valid, so the failures below are structural */
-    expect_bad_entry(buf, len, 0, 24, 4, rd32_le(ix + 24), 0, "control");
+    expect_bad_entry(buf, len, 0, 24, 4, fmt_le_get32(ix + 24), 0, "control");
     expect_bad_entry(buf, len, 3, 24, 4, (uint32_t)-1, 0, "label -1");
     expect_bad_entry(buf, len, 1, 48, 8, UINT64_MAX, 0, "aux_off ignored without AUX");
     expect_bad_entry(buf, len, 1, 38, 2, FMT_RAW_ENTRY_AUX, 0, "empty aux record");
 
-    expect_bad_entry(buf, len, 2, 0, 8, rd64(ix + 64), C, "overlaps the previous payload");
-    expect_bad_entry(buf, len, 1, 0, 8, rd64(ix + 128), C, "after the next payload");
+    expect_bad_entry(buf, len, 2, 0, 8, fmt_le_get64(ix + 64), C, "overlaps the previous payload");
+    expect_bad_entry(buf, len, 1, 0, 8, fmt_le_get64(ix + 128), C, "after the next payload");
     expect_bad_entry(buf, len, 0, 0, 8, 0, C, "inside the header area");
     expect_bad_entry(buf, len, 5, 0, 8, io, C, "at the index");
     expect_bad_entry(buf, len, 5, 0, 8, io + 4096, C, "past the index");
     expect_bad_entry(buf, len, 5, 0, 8, UINT64_MAX & ~(uint64_t)255, C, "offset + length wraps");
-    expect_bad_entry(buf, len, 1, 0, 8, rd64(ix + 64) + 64, C, "offset not aligned");
-    expect_bad_entry(buf, len, 2, 8, 8, rd64(ix + 128 + 8) + 1, C, "length not the shape");
+    expect_bad_entry(buf, len, 1, 0, 8, fmt_le_get64(ix + 64) + 64, C, "offset not aligned");
+    expect_bad_entry(buf, len, 2, 8, 8, fmt_le_get64(ix + 128 + 8) + 1, C, "length not the shape");
     expect_bad_entry(buf, len, 2, 8, 8, UINT64_MAX, C, "length huge");
     expect_bad_entry(buf, len, 2, 36, 2, 2, C, "channels 2");
     expect_bad_entry(buf, len, 2, 36, 2, 0, C, "channels 0");
@@ -944,13 +793,13 @@ START_TEST(test_crafted_entries)
 
     /* a FIXED shard whose entry keeps the length but changes the shape */
     buf = base_shard(&len, SHAPES_FIXED_RGB);
-    ck_assert_uint_eq(rd64(buf + 68) & FMT_RAW_FLAG_FIXED, FMT_RAW_FLAG_FIXED);
+    ck_assert_uint_eq(fmt_le_get64(buf + 68) & FMT_RAW_FLAG_FIXED, FMT_RAW_FLAG_FIXED);
     expect_bad_entry(buf, len, 2, 28, 4, 5, C, "fixed: height 5 (then 5x20x3 = 300)");
     uint8_t *copy = malloc(len);
     memcpy(copy, buf, len);
-    uint8_t *e2 = copy + rd64(copy + 32) + 2 * 64;
-    wr32(e2 + 28, 5);
-    wr32(e2 + 32, 20);
+    uint8_t *e2 = copy + fmt_le_get64(copy + 32) + 2 * 64;
+    fmt_le_put32(e2 + 28, 5);
+    fmt_le_put32(e2 + 32, 20);
     rehash_all(copy, len);
     fmt_msg msg;
     ck_assert_int_eq(open_bytes(copy, len, &msg), C);
@@ -991,8 +840,8 @@ static void fsize_child(const char *path, rlim_t limit, int nadd, int out[8])
         r[nadd] = fmt_raw_writer_finish(w, 0, NULL);
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        r[nadd + 1] = exists(tmp);
-        r[nadd + 2] = exists(path);
+        r[nadd + 1] = tu_exists(tmp);
+        r[nadd + 2] = tu_exists(path);
         if (write(fds[1], r, sizeof r) != (ssize_t)sizeof r)
             _exit(4);
         _exit(0);
@@ -1008,7 +857,7 @@ static void fsize_child(const char *path, rlim_t limit, int nadd, int out[8])
 START_TEST(test_write_failure_fsize)
 {
     char path[4200];
-    path_in_dir(path, sizeof path, "shard-00009.raw");
+    tu_path(path, sizeof path, "shard-00009.raw");
     int r[8];
     /* the second payload is cut short by the limit; the writer then stays failed */
     fsize_child(path, 4096 * 2 + 1000, 3, r);
@@ -1025,7 +874,7 @@ START_TEST(test_write_failure_fsize)
     ck_assert_int_eq(r[2], EFBIG);
     ck_assert_int_eq(r[3], 0);
     ck_assert_int_eq(r[4], 0);
-    ck_assert(!exists(path));
+    ck_assert(!tu_exists(path));
 }
 END_TEST
 
@@ -1034,8 +883,8 @@ START_TEST(test_write_failure_enospc)
     if (access("/dev/full", W_OK) != 0)
         return; /* no /dev/full here: the rlimit test covers the failed state */
     char path[4200], tmp[4200];
-    path_in_dir(path, sizeof path, "full.raw");
-    path_in_dir(tmp, sizeof tmp, "full.raw.tmp");
+    tu_path(path, sizeof path, "full.raw");
+    tu_path(tmp, sizeof tmp, "full.raw.tmp");
     uint8_t px[300] = {0};
     fmt_sample_meta m = { .height = 10, .width = 10, .channels = 3 };
     for (int finish = 0; finish < 2; finish++) {
@@ -1049,8 +898,8 @@ START_TEST(test_write_failure_enospc)
             ck_assert_int_eq(fmt_raw_writer_finish(w, 0, NULL), ENOSPC);
         else
             fmt_raw_writer_abort(w);
-        ck_assert(!exists(tmp));
-        ck_assert(!exists(path));
+        ck_assert(!tu_exists(tmp));
+        ck_assert(!tu_exists(path));
     }
 }
 END_TEST
@@ -1059,16 +908,16 @@ START_TEST(test_rename_failure)
 {
     /* the final name is taken by a non-empty directory: rename fails, the temp file goes */
     char path[4200], tmp[4200], inner[4300];
-    path_in_dir(path, sizeof path, "taken.raw");
-    path_in_dir(tmp, sizeof tmp, "taken.raw.tmp");
+    tu_path(path, sizeof path, "taken.raw");
+    tu_path(tmp, sizeof tmp, "taken.raw.tmp");
     snprintf(inner, sizeof inner, "%s/x", path);
     ck_assert_int_eq(mkdir(path, 0755), 0);
-    spit(inner, (const uint8_t *)"x", 1);
+    tu_spit(inner, (const uint8_t *)"x", 1);
     fmt_raw_writer *w;
     ck_assert_int_eq(fmt_raw_writer_open(&w, path, NULL), 0);
     int rc = fmt_raw_writer_finish(w, 0, NULL);
     ck_assert_int_gt(rc, 0);
-    ck_assert(!exists(tmp));
+    ck_assert(!tu_exists(tmp));
     unlink(inner);
     rmdir(path);
 }
@@ -1103,9 +952,9 @@ START_TEST(test_pixel_sums)
     const size_t big = (size_t)48 * 65536 * 2 + 1000;
     uint8_t *p = malloc(big);
     ck_assert_ptr_nonnull(p);
-    rng_state = 99;
+    tu_rng_state = 99;
     for (size_t i = 0; i < big; i++)
-        p[i] = (uint8_t)rng();
+        p[i] = (uint8_t)tu_rng();
     const size_t n1[] = { 0, 1, 47, 48, 49, 1001, 48 * 65536 - 1, 48 * 65536, 48 * 65536 + 17,
                           2 * 48 * 65536 + 5 };
     for (size_t i = 0; i < sizeof n1 / sizeof n1[0]; i++)
@@ -1133,18 +982,18 @@ END_TEST
 
 /* Samples of one shape hxwxc, or (h == 0) of shapes drawn from a mix of tiny, mid-sized and
  * large (>= FMT_RAW_RUN_BYTES) ones. */
-static tsample *make_packed_samples(size_t n, uint32_t h, uint32_t w, uint32_t c)
+static tu_sample *make_packed_samples(size_t n, uint32_t h, uint32_t w, uint32_t c)
 {
-    tsample *s = calloc(n, sizeof *s);
+    tu_sample *s = calloc(n, sizeof *s);
     ck_assert_ptr_nonnull(s);
     for (size_t i = 0; i < n; i++) {
         if (h) {
             s[i].h = h, s[i].w = w, s[i].c = c;
         } else {
             static const uint32_t side[] = {1, 8, 37, 100, 150, 160};
-            s[i].h = side[rng() % 6];
-            s[i].w = side[rng() % 6];
-            s[i].c = (rng() & 1) ? 3 : 1;
+            s[i].h = side[tu_rng() % 6];
+            s[i].w = side[tu_rng() % 6];
+            s[i].c = (tu_rng() & 1) ? 3 : 1;
         }
         s[i].label = (int32_t)(i % 7);
         s[i].source = i;
@@ -1152,7 +1001,7 @@ static tsample *make_packed_samples(size_t n, uint32_t h, uint32_t w, uint32_t c
         s[i].px = malloc(len);
         ck_assert_ptr_nonnull(s[i].px);
         for (size_t k = 0; k < len; k++)
-            s[i].px[k] = (uint8_t)rng();
+            s[i].px[k] = (uint8_t)tu_rng();
         if (i % 5 == 0) {
             s[i].aux_len = 16;
             s[i].aux = malloc(16);
@@ -1165,15 +1014,15 @@ static tsample *make_packed_samples(size_t n, uint32_t h, uint32_t w, uint32_t c
 
 /* Write s with no alignment given, then check the layout against raw.md's rule (computed here
  * independently), the zero padding, every pixel mapped and unmapped, and return the file size. */
-static uint64_t packed_roundtrip(const tsample *s, size_t n)
+static uint64_t packed_roundtrip(const tu_sample *s, size_t n)
 {
     char path[4200];
-    path_in_dir(path, sizeof path, "shard-00000.raw");
+    tu_path(path, sizeof path, "shard-00000.raw");
     fmt_raw_writer *w;
     ck_assert_int_eq(fmt_raw_writer_open(&w, path, &(fmt_raw_writer_opts){ .first_index = 3 }), 0);
     for (size_t i = 0; i < n; i++) {
         fmt_sample_meta m;
-        fill_meta(&s[i], &m);
+        tu_sample_meta(&s[i], &m);
         ck_assert_int_eq(fmt_raw_writer_add(w, &m, s[i].px), 0);
     }
     uint64_t predicted = fmt_raw_writer_size(w);
@@ -1186,7 +1035,7 @@ static uint64_t packed_roundtrip(const tsample *s, size_t n)
     uint64_t *off = calloc(n ? n : 1, sizeof *off);
     ck_assert_ptr_nonnull(off);
     for (size_t i = 0; i < n; i++) {
-        uint64_t len = sample_len(&s[i]);
+        uint64_t len = tu_sample_len(&s[i]);
         if (len >= run || pos - run_start + len > run)
             pos = run_start = round_up(pos, 4096);
         off[i] = pos;
@@ -1194,7 +1043,7 @@ static uint64_t packed_roundtrip(const tsample *s, size_t n)
         aux_total += s[i].aux_len;
     }
     size_t flen;
-    uint8_t *file = slurp(path, &flen);
+    uint8_t *file = tu_slurp(path, &flen);
     ck_assert_uint_eq(flen, predicted);
     fmt_raw_shard *sh;
     for (int mapped = 0; mapped < 2; mapped++) {
@@ -1213,7 +1062,7 @@ static uint64_t packed_roundtrip(const tsample *s, size_t n)
             fmt_raw_entry e;
             fmt_raw_get_entry(sh, i, &e);
             ck_assert_uint_eq(e.offset, off[i]);
-            ck_assert_uint_eq(e.length, sample_len(&s[i]));
+            ck_assert_uint_eq(e.length, tu_sample_len(&s[i]));
             ck_assert_uint_eq(e.stored, e.length);
             ck_assert_uint_eq(e.codec, FMT_RAW_CODEC_NONE);
             ck_assert_int_eq(e.label, s[i].label);
@@ -1230,7 +1079,7 @@ static uint64_t packed_roundtrip(const tsample *s, size_t n)
                 ck_assert_mem_eq(aux, s[i].aux, alen);
             ck_assert_int_eq(fmt_raw_check_sample(sh, i), 0);
             /* padding in front of a payload (up to the previous one's end) is zero */
-            uint64_t prev_end = i ? off[i - 1] + sample_len(&s[i - 1]) : FMT_RAW_HEADER_SIZE;
+            uint64_t prev_end = i ? off[i - 1] + tu_sample_len(&s[i - 1]) : FMT_RAW_HEADER_SIZE;
             for (uint64_t k = prev_end; k < e.offset; k++)
                 ck_assert_uint_eq(file[k], 0);
         }
@@ -1243,10 +1092,10 @@ static uint64_t packed_roundtrip(const tsample *s, size_t n)
 
 START_TEST(test_packed_layout)
 {
-    rng_state = 0x5eed0002;
+    tu_rng_state = 0x5eed0002;
     /* tiny samples: packed, not one page each (version 1 at 4096 would be 21x the pixels) */
     size_t n = 2000;
-    tsample *s = make_packed_samples(n, 8, 8, 3);
+    tu_sample *s = make_packed_samples(n, 8, 8, 3);
     uint64_t size = packed_roundtrip(s, n);
     uint64_t pixels = 192 * n, aux = 16 * (n / 5);
     ck_assert_uint_le(size, 4096 + pixels + pixels / 50 + 64 * n + aux + 64);
@@ -1256,17 +1105,17 @@ START_TEST(test_packed_layout)
     /* the cost of a fixed shape is its share of a run: within a run's padding of the real size */
     ck_assert_uint_le(cost + 4096, size + 4096);
     ck_assert_uint_ge(cost + 4096 + 4096, size);
-    free_samples(s, n);
+    tu_samples_free(s, n);
 
     /* large samples start at page boundaries */
     s = make_packed_samples(5, 160, 150, 3);
     packed_roundtrip(s, 5);
-    free_samples(s, 5);
+    tu_samples_free(s, 5);
 
     /* a mix of every size; and an empty shard */
     s = make_packed_samples(300, 0, 0, 0);
     packed_roundtrip(s, 300);
-    free_samples(s, 300);
+    tu_samples_free(s, 300);
     packed_roundtrip(NULL, 0);
 }
 END_TEST
@@ -1286,16 +1135,16 @@ END_TEST
 START_TEST(test_packed_corruption)
 {
     /* a version 2 shard of a few samples, then damaged entries and header fields */
-    rng_state = 0x5eed0003;
-    tsample *s = make_packed_samples(6, 0, 0, 0);
+    tu_rng_state = 0x5eed0003;
+    tu_sample *s = make_packed_samples(6, 0, 0, 0);
     packed_roundtrip(s, 6);
-    free_samples(s, 6);
+    tu_samples_free(s, 6);
     char path[4200];
-    path_in_dir(path, sizeof path, "shard-00000.raw");
+    tu_path(path, sizeof path, "shard-00000.raw");
     size_t len;
-    uint8_t *orig = slurp(path, &len), *buf = malloc(len);
+    uint8_t *orig = tu_slurp(path, &len), *buf = malloc(len);
     ck_assert_ptr_nonnull(buf);
-    uint64_t ix = rd64(orig + 32);
+    uint64_t ix = fmt_le_get64(orig + 32);
     fmt_msg msg;
     fmt_raw_shard *sh;
     struct { size_t at; int width; uint64_t value; int rc; const char *text; } cases[] = {
@@ -1309,11 +1158,11 @@ START_TEST(test_packed_corruption)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memcpy(buf, orig, len);
         if (cases[i].width == 8)
-            wr64(buf + cases[i].at, cases[i].value);
+            fmt_le_put64(buf + cases[i].at, cases[i].value);
         else
             buf[cases[i].at] = (uint8_t)cases[i].value;
         rehash_all(buf, len);
-        spit(path, buf, len);
+        tu_spit(path, buf, len);
         ck_assert_int_eq(fmt_raw_open(&sh, path, &msg), cases[i].rc);
         ck_assert_msg(strstr(msg.text, cases[i].text) != NULL, "case %zu: '%s'", i, msg.text);
     }
@@ -1326,8 +1175,7 @@ static Suite *raw_suite(void)
 {
     Suite *s = suite_create("raw");
     TCase *tc = tcase_create("raw");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_add_checked_fixture(tc, setup, NULL);
+    tu_temp_fixtures(tc);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_roundtrip_fixed_gray);
     tcase_add_test(tc, test_roundtrip_fixed_rgb);
@@ -1360,9 +1208,5 @@ static Suite *raw_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(raw_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(raw_suite());
 }

@@ -8,7 +8,9 @@
  * process; they make g_root = $TMPDIR/<program name>.XXXXXX (TMPDIR defaults to /tmp) and remove it
  * with everything under it at the end, even when a test failed in its forked child. tu_dir_setup,
  * a checked fixture, gives each test a fresh, empty g_dir inside g_root. tu_temp_fixtures adds both
- * to a TCase. */
+ * to a TCase. A suite whose fixtures are built once, before the tests fork (datasets made with
+ * the build's programs, tests/progs.h), calls tu_root_setup and tu_root_teardown from main and
+ * builds them in g_root. */
 #ifndef TESTUTIL_H
 #define TESTUTIL_H
 
@@ -163,6 +165,23 @@ static TU_UNUSED void tu_flip_byte(const char *path, uint64_t off, uint8_t mask)
     b ^= mask;
     ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)off), 1);
     close(fd);
+}
+
+/* ---- memory ---- */
+
+/* The process's resident anonymous memory (RssAnon of /proc/self/status), in bytes: heap and
+ * private mappings, not the page cache behind mapped files. */
+static TU_UNUSED size_t tu_rss_anon(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %zu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb * 1024;
 }
 
 /* ---- other programs ---- */

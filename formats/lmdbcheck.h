@@ -1,0 +1,22 @@
+/* lmdbcheck.h - the lmdb backend's check of an LMDB environment's pages (lmdbcheck.c), and the
+ * LMDB constants that the backend (lmdb.c) and the check share. Internal to formats/. */
+#ifndef FMT_LMDBCHECK_H
+#define FMT_LMDBCHECK_H
+
+#include <stdint.h>
+
+#include "fmt.h"
+
+#define LM_PAGE_HEADER 16u          /* LMDB's page header (PAGEHDRSZ) */
+#define LM_MAX_PAGE 32768u          /* LMDB's largest page size (MAX_PAGESIZE) */
+
+/* The page size LMDB picks for a new environment: the OS page size, capped at LM_MAX_PAGE. */
+uint64_t fmt_lmdb_page_size(void);
+
+/* Check the file data (a shard's data.mdb) as formats/lmdb.md says, without LMDB: both meta
+ * pages, then every branch, leaf and overflow page header of the main database. 0, or
+ * FMT_ETRUNC / FMT_EFORMAT / FMT_ECORRUPT / an errno with the reason in *msg (may be NULL).
+ * *pin (may be NULL) receives the hash of the bytes checked, the manifest's pin. */
+int fmt_lmdb_tree_check(const char *data, uint64_t *pin, fmt_msg *msg);
+
+#endif
