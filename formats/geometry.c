@@ -436,6 +436,25 @@ int fmt_resize_into(fmt_resizer *r, const fmt_image *src, const fmt_geom_plan *p
                                p->win_y, &dv, msg);
 }
 
+void fmt_resize_source_rect(fmt_resizer *r, const fmt_geom_plan *p, uint32_t src_w,
+                            uint32_t src_h, uint32_t rect[4])
+{
+    rect[0] = 0;
+    rect[1] = 0;
+    rect[2] = src_w;
+    rect[3] = src_h;
+    fmt_image src = {.width = src_w, .height = src_h, .channels = 3};
+    if (!r || !p || !plan_fits(&src, p))
+        return;
+    if (fmt_resample_source_rect(r->rs, src_w, src_h, &p->box, p->filter, p->rs_w, p->rs_h,
+                                 p->win_x, p->win_y, p->dst_w, p->dst_h, rect) != 0) {
+        rect[0] = 0;
+        rect[1] = 0;
+        rect[2] = src_w;
+        rect[3] = src_h;
+    }
+}
+
 int fmt_resize(fmt_resizer *r, const fmt_image *src, const fmt_geom_plan *p, fmt_image *dst,
                fmt_msg *msg)
 {

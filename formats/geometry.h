@@ -140,4 +140,11 @@ int fmt_resize_into(fmt_resizer *r, const fmt_image *src, const fmt_geom_plan *p
 int fmt_resize(fmt_resizer *r, const fmt_image *src, const fmt_geom_plan *p, fmt_image *dst,
                fmt_msg *msg);
 
+/* Region-of-interest decoding: the pixels of a src_w x src_h source that fmt_resize_into(r,
+ * source, p, ...) reads, as rect (x, y, width, height; see fmt_resample_source_rect). A decoder
+ * may skip every other pixel (fmt_decode_opts.roi_*) and the output stays the same bytes. The
+ * whole source when p does not fit it. */
+void fmt_resize_source_rect(fmt_resizer *r, const fmt_geom_plan *p, uint32_t src_w,
+                            uint32_t src_h, uint32_t rect[4]);
+
 #endif

@@ -53,6 +53,14 @@ typedef struct {
      * ignore them. With zeros the image is decoded at full size. */
     uint32_t min_width, min_height;
     fmt_limits limits;
+    /* Region of interest: with roi_w and roi_h non-zero, only the pixels of columns roi_x ..
+     * roi_x + roi_w - 1 and rows roi_y .. roi_y + roi_h - 1 are needed (fmt_resize_source_rect
+     * says which): the image is still width x height, but a JPEG decoded at full scale (not
+     * CMYK) leaves the other pixels unset, skipping their IDCT, upsampling and colour
+     * conversion (the entropy decoding of every row still runs, so a damaged file fails as it
+     * would). The needed pixels are the bytes of a full decode. Other formats and scales
+     * ignore it. */
+    uint32_t roi_x, roi_y, roi_w, roi_h;
 } fmt_decode_opts;
 
 /* Identify the format by its magic bytes (FMT_IMG_UNKNOWN if none matches). */

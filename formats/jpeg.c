@@ -462,8 +462,42 @@ static int jpeg_decode_run(struct jpeg_dec *d, const uint8_t *buf, size_t len,
         if (!d->row)
             return fmt_fail(msg, ENOMEM, "cannot allocate a JPEG row");
     }
+    /* Region of interest (image.h): the needed columns only, from the first needed row.
+     * libjpeg-turbo's fancy upsampling treats the edges of a cropped region as image edges, so
+     * the region is widened by a pixel on each side (jpeg_crop_scanline then widens it to
+     * whole iMCUs); the rows after it are still read, cropped, so that damage anywhere in the
+     * file fails or warns as in a full decode. */
+    size_t xoff_bytes = 0;
+    JDIMENSION roi_end = cinfo->output_height;
+    if (!cmyk && opts->roi_w && opts->roi_h && cinfo->output_width == cinfo->image_width &&
+        cinfo->output_height == cinfo->image_height &&
+        (uint64_t)opts->roi_x + opts->roi_w <= out->width &&
+        (uint64_t)opts->roi_y + opts->roi_h <= out->height) {
+        JDIMENSION x0 = opts->roi_x ? opts->roi_x - 1 : 0;
+        JDIMENSION x1 = opts->roi_x + opts->roi_w < out->width ? opts->roi_x + opts->roi_w + 1
+                                                               : out->width;
+        JDIMENSION y0 = opts->roi_y ? opts->roi_y - 1 : 0;
+        if (x0 > 0 || x1 < out->width) {
+            JDIMENSION xoff = x0, cw = x1 - x0;
+            jpeg_crop_scanline(cinfo, &xoff, &cw);
+            xoff_bytes = (size_t)xoff * out->channels;
+        }
+        if (y0 > 0 && jpeg_skip_scanlines(cinfo, y0) != y0)
+            return fmt_fail(msg, FMT_ECORRUPT, "JPEG decoder skipped fewer scanlines");
+        roi_end = opts->roi_y + opts->roi_h < out->height ? opts->roi_y + opts->roi_h + 1
+                                                          : out->height;
+    }
     while (cinfo->output_scanline < cinfo->output_height) {
-        uint8_t *dst = out->pixels + (size_t)cinfo->output_scanline * stride;
+        if (cinfo->output_scanline == roi_end && roi_end + 1 < cinfo->output_height) {
+            /* below the region: skipped rows are still entropy-decoded (damage there fails or
+             * warns as in a full decode); skipping to the very end would not be, so the last
+             * row is read */
+            JDIMENSION n = cinfo->output_height - 1 - roi_end;
+            if (jpeg_skip_scanlines(cinfo, n) != n)
+                return fmt_fail(msg, FMT_ECORRUPT, "JPEG decoder skipped fewer scanlines");
+            continue;
+        }
+        uint8_t *dst = out->pixels + (size_t)cinfo->output_scanline * stride + xoff_bytes;
         JSAMPROW row = cmyk ? d->row : dst;
         if (jpeg_read_scanlines(cinfo, &row, 1) != 1)
             return fmt_fail(msg, FMT_ECORRUPT, "JPEG decoder returned no scanline");

@@ -1117,3 +1117,68 @@ int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_
     }
     return 0;
 }
+
+int fmt_resample_source_rect(fmt_rs_scratch *s, uint32_t sw, uint32_t sh, const fmt_rs_box *box,
+                             fmt_filter f, uint32_t out_w, uint32_t out_h, uint32_t win_x,
+                             uint32_t win_y, uint32_t dw, uint32_t dh, uint32_t rect[4])
+{
+    rect[0] = 0;
+    rect[1] = 0;
+    rect[2] = sw;
+    rect[3] = sh;
+    if (!s || (unsigned)f >= FMT_FILTER_COUNT || !sw || !sh || !dw || !dh ||
+        sw > FMT_RS_MAX_SIDE || sh > FMT_RS_MAX_SIDE || out_w > FMT_RS_MAX_SIDE ||
+        out_h > FMT_RS_MAX_SIDE || (uint64_t)win_x + dw > out_w || (uint64_t)win_y + dh > out_h)
+        return FMT_EINVAL;
+    fmt_rs_box b = {0.0f, 0.0f, (float)sw, (float)sh};
+    if (box)
+        b = *box;
+    if (!(b.x0 >= 0.0f && b.y0 >= 0.0f && b.x1 <= (float)sw && b.y1 <= (float)sh &&
+          b.x1 >= b.x0 && b.y1 >= b.y0))
+        return FMT_EINVAL;
+    int whole = b.x0 == 0.0f && b.y0 == 0.0f && b.x1 == (float)sw && b.y1 == (float)sh;
+    if (sw == out_w && sh == out_h && whole) {
+        rect[0] = win_x;
+        rect[1] = win_y;
+        rect[2] = dw;
+        rect[3] = dh;
+        return 0;
+    }
+    if (f == FMT_FILTER_NEAREST)
+        return 0;
+    const rs_table *tx, *ty;
+    int rc = table_get(s, sw, b.x0, b.x1, out_w, f, &tx);
+    if (!rc)
+        rc = table_get(s, sh, b.y0, b.y1, out_h, f, &ty);
+    if (rc)
+        return rc;
+    /* as fmt_resample_window decides its passes */
+    int need_h = out_w != sw || b.x0 != 0.0f || b.x1 != (float)out_w;
+    int need_v = out_h != sh || b.y0 != 0.0f || b.y1 != (float)out_h;
+    int64_t c0 = win_x, c1 = (int64_t)win_x + dw, r0 = win_y, r1 = (int64_t)win_y + dh;
+    if (need_h) {
+        c0 = tx->span[2 * win_x];
+        c1 = c0;
+        for (uint32_t i = 0; i < dw; i++) {
+            int64_t a = tx->span[2 * (win_x + i)], e = a + tx->span[2 * (win_x + i) + 1];
+            c0 = a < c0 ? a : c0;
+            c1 = e > c1 ? e : c1;
+        }
+    }
+    if (need_v) {
+        r0 = ty->span[2 * win_y];
+        r1 = r0;
+        for (uint32_t i = 0; i < dh; i++) {
+            int64_t a = ty->span[2 * (win_y + i)], e = a + ty->span[2 * (win_y + i) + 1];
+            r0 = a < r0 ? a : r0;
+            r1 = e > r1 ? e : r1;
+        }
+    }
+    if (c0 < 0 || r0 < 0 || c1 > sw || r1 > sh || c1 <= c0 || r1 <= r0)
+        return 0;               /* (not reached: the tables stay inside the image) */
+    rect[0] = (uint32_t)c0;
+    rect[1] = (uint32_t)r0;
+    rect[2] = (uint32_t)(c1 - c0);
+    rect[3] = (uint32_t)(r1 - r0);
+    return 0;
+}

@@ -122,4 +122,15 @@ int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_
                         fmt_filter f, uint32_t out_w, uint32_t out_h, uint32_t win_x,
                         uint32_t win_y, const fmt_rs_view *dst, fmt_msg *msg);
 
+/* The source pixels fmt_resample_window(s, view of a sw x sh image, box, f, out_w, out_h,
+ * win_x, win_y, dw x dh dst) reads: columns rect[0] .. rect[0] + rect[2] - 1 and rows
+ * rect[1] .. rect[1] + rect[3] - 1 (the union of the taps of the window's pixels; the vector
+ * paths may load a few bytes beyond it within a row, and never use them). A decoder may leave
+ * every other pixel unset and the window's bytes stay the same. The whole image for the
+ * nearest filter. Returns 0; the errors of fmt_resample_window for bad arguments (rect is then
+ * the whole image). */
+int fmt_resample_source_rect(fmt_rs_scratch *s, uint32_t sw, uint32_t sh, const fmt_rs_box *box,
+                             fmt_filter f, uint32_t out_w, uint32_t out_h, uint32_t win_x,
+                             uint32_t win_y, uint32_t dw, uint32_t dh, uint32_t rect[4]);
+
 #endif

@@ -2,14 +2,20 @@
  * line with the same codecs shardc uses, one thread, nothing else (no resize, no write).
  *
  *   decode-bench [--reps N] [--min WxH] FILE...
+ *   decode-bench [--reps N] --size WxH FILE...
  *
  * Files are read into memory first, so the figure is decode time alone. --min passes a
- * shrink-on-load hint as shardc does for that output size. Prints images/s (median of N reps). */
+ * shrink-on-load hint as shardc does for that output size. Prints images/s (median of N reps).
+ * --size measures what a build of --size WxH does per image besides writing: in each rep, one
+ * after the other, the full decode alone, the full decode + the resize/crop, and the decode of
+ * the region the resize reads (fmt_resize_source_rect) + the same resize; prints the three
+ * medians and checks that both resizes gave the same bytes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "geometry.h"
 #include "image.h"
 
 static double now(void)
@@ -25,25 +31,111 @@ static int cmp_dbl(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* --size: decode alone, full decode + resize, region decode + resize (see the top). */
+static int bench_size(uint8_t **bufs, const size_t *lens, int n, int reps, unsigned w, unsigned h)
+{
+    fmt_geom g = {.mode = FMT_GEOM_SIZE, .fit = FMT_FIT_CROP, .width = w, .height = h};
+    fmt_resizer *rz;
+    if (fmt_resizer_create(&rz))
+        return 1;
+    double *rate[3];
+    for (int m = 0; m < 3; m++)
+        if (!(rate[m] = calloc((size_t)reps, sizeof **rate)))
+            return 1;
+    fmt_image dec = {0}, out = {0}, ref = {0};
+    uint64_t region_px = 0, image_px = 0;
+    for (int r = 0; r < reps; r++) {
+        for (int m = 0; m < 3; m++) {
+            double t0 = now();
+            for (int i = 0; i < n; i++) {
+                fmt_image_info info;
+                fmt_geom_plan p;
+                if (fmt_image_probe(bufs[i], lens[i], &info, NULL) ||
+                    fmt_geom_plan_for(&g, info.width, info.height, &p))
+                    continue;
+                fmt_decode_opts o = {.channels = 3};
+                if (m == 2) {
+                    uint32_t rect[4];
+                    fmt_resize_source_rect(rz, &p, info.width, info.height, rect);
+                    o.roi_x = rect[0];
+                    o.roi_y = rect[1];
+                    o.roi_w = rect[2];
+                    o.roi_h = rect[3];
+                    if (r == 0) {
+                        region_px += (uint64_t)rect[2] * rect[3];
+                        image_px += (uint64_t)info.width * info.height;
+                    }
+                }
+                if (fmt_image_decode_into(bufs[i], lens[i], &o, &dec, NULL) || m == 0)
+                    continue;
+                fmt_resize_into(rz, &dec, &p, &out, NULL);
+            }
+            rate[m][r] = n / (now() - t0);
+        }
+    }
+    /* the byte check, image by image, outside the timed loops */
+    int differ = 0;
+    for (int i = 0; i < n; i++) {
+        fmt_image_info info;
+        fmt_geom_plan p;
+        if (fmt_image_probe(bufs[i], lens[i], &info, NULL) ||
+            fmt_geom_plan_for(&g, info.width, info.height, &p))
+            continue;
+        fmt_decode_opts o = {.channels = 3};
+        uint32_t rect[4];
+        if (fmt_image_decode_into(bufs[i], lens[i], &o, &dec, NULL) ||
+            fmt_resize_into(rz, &dec, &p, &ref, NULL))
+            continue;
+        fmt_resize_source_rect(rz, &p, info.width, info.height, rect);
+        o.roi_x = rect[0];
+        o.roi_y = rect[1];
+        o.roi_w = rect[2];
+        o.roi_h = rect[3];
+        if (fmt_image_decode_into(bufs[i], lens[i], &o, &dec, NULL) ||
+            fmt_resize_into(rz, &dec, &p, &out, NULL) ||
+            memcmp(ref.pixels, out.pixels, (size_t)w * h * 3) != 0)
+            differ++;
+    }
+    double med[3];
+    for (int m = 0; m < 3; m++) {
+        qsort(rate[m], (size_t)reps, sizeof **rate, cmp_dbl);
+        med[m] = rate[m][reps / 2];
+        free(rate[m]);
+    }
+    printf("{\"files\": %d, \"decode_per_s\": %.1f, \"decode_resize_per_s\": %.1f, "
+           "\"roi_decode_resize_per_s\": %.1f, \"roi_speedup\": %.3f, "
+           "\"region_fraction\": %.3f, \"differ\": %d}\n",
+           n, med[0], med[1], med[2], med[2] / med[1],
+           image_px ? (double)region_px / (double)image_px : 1.0, differ);
+    fmt_image_free(&dec);
+    fmt_image_free(&out);
+    fmt_image_free(&ref);
+    fmt_resizer_free(rz);
+    return differ ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     int reps = 3, first = 1;
-    unsigned mw = 0, mh = 0;
+    unsigned mw = 0, mh = 0, sw = 0, sh = 0;
     while (first < argc && argv[first][0] == '-') {
         if (strcmp(argv[first], "--reps") == 0 && first + 1 < argc) {
             reps = atoi(argv[first + 1]);
+            first += 2;
+        } else if (strcmp(argv[first], "--size") == 0 && first + 1 < argc &&
+                   sscanf(argv[first + 1], "%ux%u", &sw, &sh) == 2 && sw && sh) {
             first += 2;
         } else if (strcmp(argv[first], "--min") == 0 && first + 1 < argc &&
                    sscanf(argv[first + 1], "%ux%u", &mw, &mh) == 2) {
             first += 2;
         } else {
-            fprintf(stderr, "usage: decode-bench [--reps N] [--min WxH] FILE...\n");
+            fprintf(stderr, "usage: decode-bench [--reps N] [--min WxH | --size WxH] FILE...\n");
             return 2;
         }
     }
     int n = argc - first;
     if (n <= 0 || reps < 1 || reps > 100) {
-        fprintf(stderr, "usage: decode-bench [--reps N] [--min WxH] FILE...\n");
+        fprintf(stderr, "usage: decode-bench [--reps N] [--min WxH | --size WxH] FILE...\n");
         return 2;
     }
     uint8_t **bufs = calloc((size_t)n, sizeof *bufs);
@@ -58,6 +150,8 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    if (sw)
+        return bench_size(bufs, lens, n, reps, sw, sh);
     int ok = 0;
     for (int r = 0; r < reps; r++) {
         double t0 = now();
