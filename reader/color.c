@@ -4,22 +4,28 @@
  *   Image.blend(degenerate, image, alpha) (ImageEnhance's enhance) is, per byte,
  *   (UINT8)(in1 + alpha * (in2 - in1)) evaluated in float32 (int operands converted, alpha a C
  *   float), clipped to 0..255 when alpha is outside [0, 1] (libImaging/Blend.c). Brightness
- *   blends with black and contrast with one grey level, so each is a 256-entry table per sample
- *   built with that very expression; saturation blends each channel with the pixel's own L,
- *   computed in float lanes (the same IEEE operations, so every lane width gives the same
- *   bytes).
+ *   blends with black and contrast with one grey level: the plain path makes a 256-entry table
+ *   per sample with that very expression, the vector path evaluates it in float lanes;
+ *   saturation blends each channel with the pixel's own L, computed in float lanes (the same
+ *   IEEE operations, so every lane width gives the same bytes).
  *   The L conversion is integer: (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16.
  *   Contrast's grey is ImageStat's mean of the L image (a sum over its histogram divided by the
- *   pixel count, in double) as int(mean + 0.5).
+ *   pixel count, in double; the sum is an exact integer, so it is summed as one) as
+ *   int(mean + 0.5).
  *   The hue goes through Pillow's rgb2hsv and hsv2rgb (libImaging/Convert.c), which mix float
  *   and double arithmetic; the functions below keep every operand's type as C gives it there
  *   (floating point contraction is off in C11 mode, and Pillow's x86-64 build has no FMA), and
  *   the test compares them with Pillow on all 2^24 colours. Between the two, the hue byte is
  *   shifted by np.uint8(hue * 255), which truncates toward zero and wraps.
+ *   The vector kernels (AVX2, see "vector paths" below and simd.h) give the same bytes; with
+ *   SHARDREAD_SIMD=0 every op takes the plain path.
  */
 #include "color.h"
+#include "simd.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__clang__)
@@ -27,6 +33,13 @@
 #endif
 
 #define JITTER_OPS 4
+
+#ifdef SHR_AVX2
+static void saturation_avx2(uint8_t *p, uint32_t n, float factor);
+static void grayscale_avx2(uint8_t *p, uint32_t n);
+static void blend_bytes_avx2(uint8_t *p, size_t n, int in1, float alpha);
+static uint64_t luma_sum_avx2(const uint8_t *p, uint32_t n, uint32_t channels, uint32_t *done);
+#endif
 
 void shr_color_jitter_init(shr_color_jitter *j, const shr_options *o)
 {
@@ -129,38 +142,52 @@ void shr_color_apply_lut(uint8_t *px, uint32_t width, uint32_t height, uint32_t 
     }
 }
 
+/* Each byte v of the rows through shr_color_blend(in1, v, alpha) */
+static void blend_rows(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                       size_t stride, int in1, float alpha)
+{
+#ifdef SHR_AVX2
+    if (shr_simd()) {
+        for (uint32_t y = 0; y < height; y++)
+            blend_bytes_avx2(px + (size_t)y * stride, (size_t)width * channels, in1, alpha);
+        return;
+    }
+#endif
+    uint8_t lut[256];
+    for (int v = 0; v < 256; v++)
+        lut[v] = shr_color_blend(in1, v, alpha);
+    shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
+}
+
 void shr_color_brightness(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
                           size_t stride, float factor)
 {
-    uint8_t lut[256];
-    for (int v = 0; v < 256; v++)
-        lut[v] = shr_color_blend(0, v, factor);
-    shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
+    blend_rows(px, width, height, channels, stride, 0, factor);
 }
 
 void shr_color_contrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
                         size_t stride, float factor)
 {
-    /* ImageStat's mean of the L image: its histogram's sum over the count */
-    uint64_t hist[256] = {0};
+    /* ImageStat's mean of the L image: its histogram's sum (the sum of the L values: each
+     * term and partial sum is an exact integer in double) over the count */
+    uint64_t sum = 0;
     for (uint32_t y = 0; y < height; y++) {
         const uint8_t *p = px + (size_t)y * stride;
+        uint32_t x = 0;
+#ifdef SHR_AVX2
+        if (shr_simd())
+            sum += luma_sum_avx2(p, width, channels, &x);
+#endif
         if (channels == 3)
-            for (uint32_t x = 0; x < width; x++, p += 3)
-                hist[shr_color_luma(p[0], p[1], p[2])]++;
+            for (p += (size_t)x * 3; x < width; x++, p += 3)
+                sum += shr_color_luma(p[0], p[1], p[2]);
         else
-            for (uint32_t x = 0; x < width; x++)
-                hist[p[x]]++;
+            for (; x < width; x++)
+                sum += p[x];
     }
-    double sum = 0.0;
-    for (int v = 0; v < 256; v++)
-        sum += (double)v * (double)hist[v];
-    double mean = sum / ((double)width * (double)height);
+    double mean = (double)sum / ((double)width * (double)height);
     int grey = (int)(mean + 0.5);
-    uint8_t lut[256];
-    for (int v = 0; v < 256; v++)
-        lut[v] = shr_color_blend(grey, v, factor);
-    shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
+    blend_rows(px, width, height, channels, stride, grey, factor);
 }
 
 void shr_color_saturation(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
@@ -168,6 +195,13 @@ void shr_color_saturation(uint8_t *px, uint32_t width, uint32_t height, uint32_t
 {
     if (channels != 3)
         return;             /* an L image blended with itself */
+#ifdef SHR_AVX2
+    if (shr_simd()) {
+        for (uint32_t y = 0; y < height; y++)
+            saturation_avx2(px + (size_t)y * stride, width, factor);
+        return;
+    }
+#endif
     for (uint32_t y = 0; y < height; y++) {
         uint8_t *p = px + (size_t)y * stride;
         for (uint32_t x = 0; x < width; x++, p += 3) {
@@ -184,6 +218,13 @@ void shr_color_grayscale(uint8_t *px, uint32_t width, uint32_t height, uint32_t 
 {
     if (channels != 3)
         return;
+#ifdef SHR_AVX2
+    if (shr_simd()) {
+        for (uint32_t y = 0; y < height; y++)
+            grayscale_avx2(px + (size_t)y * stride, width);
+        return;
+    }
+#endif
     for (uint32_t y = 0; y < height; y++) {
         uint8_t *p = px + (size_t)y * stride;
         for (uint32_t x = 0; x < width; x++, p += 3)
@@ -289,186 +330,281 @@ static void hue_span(uint8_t *p, uint32_t n, uint8_t shift)
     }
 }
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#include <immintrin.h>
-#define HUE_AVX2 1
-#define AVX2_FN __attribute__((target("avx2")))
+/* ---- vector paths ----
+ *
+ * AVX2 kernels, 8 pixels at a time in 32-bit lanes, chosen at run time (shr_simd); each gives
+ * the plain C path's bytes:
+ *   saturation and grayscale: the integer L, and the blend's float operations in the same
+ *   order (no fused multiply-adds: these functions are compiled for AVX2 without FMA).
+ *   hue: rgb2hsv's s with the same float quotient s = cr / max, as (int)(s * 255.0f), and its
+ *   hue byte from a table made once (192 KiB, a few milliseconds) with the plain rgb2hsv: the
+ *   byte depends only on which channel is the maximum and the other two's distances below it.
+ *   hsv2rgb in integers: with h6 = h * 6, i = h6 / 255 and rem = h6 - 255 * i, Pillow's p, q
+ *   and t are round(v * (255 - s) / 255), round(v * (65025 - s * rem) / 65025) and
+ *   round(v * (65025 - s * (255 - rem)) / 65025), the first as (x + 128 + ((x + 128) >> 8))
+ *   >> 8, the others as (int)(X * (1.0f / 65025.0f) + 0.5f) with X exact in float. These
+ *   replacements were checked on every input they see (the 2^24 colours, the 2^24 HSV
+ *   triples), and tests/test_augment_read.c checks both conversions of both paths against
+ *   Pillow on all of them. */
 
-/* round() of non-negative doubles below 2^31 (4 lanes) as int32 */
-AVX2_FN static inline __m128i round_pos4(__m256d x)
+#ifdef SHR_AVX2
+AVX2_FN static void saturation_avx2(uint8_t *p, uint32_t n, float factor)
 {
-    __m128i i = _mm256_cvttpd_epi32(x);
-    __m256d frac = _mm256_sub_pd(x, _mm256_cvtepi32_pd(i));
-    __m128i up = _mm256_cvtpd_epi32(_mm256_and_pd(_mm256_cmp_pd(frac, _mm256_set1_pd(0.5),
-                                                                _CMP_GE_OQ),
-                                                  _mm256_set1_pd(1.0)));
-    return _mm_add_epi32(i, up);
+    __m256 f = _mm256_set1_ps(factor);
+    uint32_t x = 0;
+    for (; x + 8 <= n; x += 8, p += 24) {
+        __m256i r, g, b;
+        simd_load_rgb8(p, &r, &g, &b);
+        __m256i l = simd_luma8(r, g, b);
+        simd_store_rgb8(p, simd_blend8(l, r, f), simd_blend8(l, g, f), simd_blend8(l, b, f));
+    }
+    for (; x < n; x++, p += 3) {
+        int l = shr_color_luma(p[0], p[1], p[2]);
+        p[0] = shr_color_blend(l, p[0], factor);
+        p[1] = shr_color_blend(l, p[1], factor);
+        p[2] = shr_color_blend(l, p[2], factor);
+    }
 }
 
-AVX2_FN static inline __m256d lo_pd(__m256 v)
+AVX2_FN static void blend_bytes_avx2(uint8_t *p, size_t n, int in1, float alpha)
 {
-    return _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    const __m256i a = _mm256_set1_epi32(in1);
+    const __m256 f = _mm256_set1_ps(alpha);
+    size_t x = 0;
+    for (; x + 16 <= n; x += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + x));
+        __m256i lo = simd_blend8(a, _mm256_cvtepu8_epi32(v), f);
+        __m256i hi = simd_blend8(a, _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)), f);
+        __m256i w = _mm256_packus_epi32(lo, hi);            /* lo0-3 hi0-3 | lo4-7 hi4-7 */
+        w = _mm256_permute4x64_epi64(w, 0xd8);             /* lo0-7 | hi0-7 */
+        __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+        _mm_storeu_si128((__m128i *)(p + x), b);
+    }
+    for (; x < n; x++)
+        p[x] = shr_color_blend(in1, p[x], alpha);
 }
 
-AVX2_FN static inline __m256d hi_pd(__m256 v)
+/* the sum of the L values of the first pixels of a row; *done: how many */
+AVX2_FN static uint64_t luma_sum_avx2(const uint8_t *p, uint32_t n, uint32_t channels,
+                                      uint32_t *done)
 {
-    return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    __m256i acc = _mm256_setzero_si256();
+    uint32_t x = 0;
+    if (channels == 3)
+        for (; x + 8 <= n; x += 8, p += 24) {
+            __m256i r, g, b;
+            simd_load_rgb8(p, &r, &g, &b);
+            acc = _mm256_add_epi64(acc, _mm256_sad_epu8(simd_luma8(r, g, b),
+                                                         _mm256_setzero_si256()));
+        }
+    else
+        for (; x + 32 <= n; x += 32, p += 32)
+            acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_loadu_si256((const __m256i *)p),
+                                                        _mm256_setzero_si256()));
+    *done = x;
+    uint64_t l[4];
+    _mm256_storeu_si256((__m256i *)l, acc);
+    return l[0] + l[1] + l[2] + l[3];
 }
 
-AVX2_FN static inline __m256 to_ps(__m256d lo, __m256d hi)
+AVX2_FN static void grayscale_avx2(uint8_t *p, uint32_t n)
 {
-    return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+    uint32_t x = 0;
+    for (; x + 8 <= n; x += 8, p += 24) {
+        __m256i r, g, b;
+        simd_load_rgb8(p, &r, &g, &b);
+        __m256i l = simd_luma8(r, g, b);
+        simd_store_rgb8(p, l, l, l);
+    }
+    for (; x < n; x++, p += 3)
+        p[0] = p[1] = p[2] = shr_color_luma(p[0], p[1], p[2]);
 }
 
-AVX2_FN static inline __m256i to_epi32(__m128i lo, __m128i hi)
+/* The hue byte of rgb2hsv depends only on which channel is the maximum (r first, then g) and
+ * on the other two channels' distances below it, na and nb (as rgb2hsv8 names them): a table
+ * of 3 x 256 x 256 bytes made once, with the plain rgb2hsv on a colour of each kind (entries
+ * no colour reaches stay 0). */
+static uint8_t g_hue_tab[3 << 16];
+static pthread_once_t g_hue_once = PTHREAD_ONCE_INIT;
+
+static void hue_tab_init(void)
 {
-    return _mm256_set_m128i(hi, lo);
+    for (int na = 0; na < 256; na++)
+        for (int nb = 0; nb < 256; nb++) {
+            uint8_t hsv[3];
+            uint8_t rgb[3][3] = {{255, (uint8_t)(255 - nb), (uint8_t)(255 - na)},
+                                 {(uint8_t)(255 - na), 255, (uint8_t)(255 - nb)},
+                                 {(uint8_t)(255 - nb), (uint8_t)(255 - na), 255}};
+            for (int c = 0; c < 3; c++) {
+                if ((c >= 1 && rgb[c][0] == 255) || (c == 2 && rgb[c][1] == 255))
+                    continue;       /* r or g is the maximum too: not this kind */
+                shr_color_rgb2hsv(rgb[c], hsv);
+                g_hue_tab[(c << 16) | (na << 8) | nb] = hsv[0];
+            }
+        }
 }
 
-/* The scalar code's operations, 8 pixels at a time, each with the same type and rounding: the
- * float quotients and products in float lanes, the double steps in double lanes; the sector's
- * switch and the case of the maximum become blends. */
+/* Pillow's rgb2hsv of 8 pixels: h (from the table) and s (v is the maximum, mx) */
+AVX2_FN static inline void rgb2hsv8(__m256i r, __m256i g, __m256i b, __m256i *hh, __m256i *ss,
+                                    __m256i *mxo)
+{
+    const __m256i one = _mm256_set1_epi32(1);
+    __m256i mx = _mm256_max_epi32(r, _mm256_max_epi32(g, b));
+    __m256i mn = _mm256_min_epi32(r, _mm256_min_epi32(g, b));
+    __m256i cr = _mm256_sub_epi32(mx, mn);
+    __m256 s = _mm256_div_ps(_mm256_cvtepi32_ps(cr),
+                             _mm256_cvtepi32_ps(_mm256_max_epi32(mx, one)));
+    *ss = _mm256_cvttps_epi32(_mm256_mul_ps(s, _mm256_set1_ps(255.0f)));
+    __m256i isr = _mm256_cmpeq_epi32(r, mx);
+    __m256i isg = _mm256_andnot_si256(isr, _mm256_cmpeq_epi32(g, mx));
+    __m256i dr = _mm256_sub_epi32(mx, r), dg = _mm256_sub_epi32(mx, g);
+    __m256i db = _mm256_sub_epi32(mx, b);
+    __m256i na = _mm256_blendv_epi8(_mm256_blendv_epi8(dg, dr, isg), db, isr);
+    __m256i nb = _mm256_blendv_epi8(_mm256_blendv_epi8(dr, db, isg), dg, isr);
+    /* kind: 2 + 2 * isr + isg (the masks are -1) */
+    __m256i kind = _mm256_add_epi32(_mm256_set1_epi32(2),
+                                    _mm256_add_epi32(_mm256_add_epi32(isr, isr), isg));
+    __m256i idx = _mm256_or_si256(_mm256_slli_epi32(kind, 16),
+                                  _mm256_or_si256(_mm256_slli_epi32(na, 8), nb));
+    uint32_t ix[8];
+    _mm256_storeu_si256((__m256i *)ix, idx);
+    uint64_t hv = 0;
+    for (int k = 0; k < 8; k++)
+        hv |= (uint64_t)g_hue_tab[ix[k]] << (8 * k);
+    *hh = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)hv));
+    *mxo = mx;
+}
+
+/* round(X / 65025) of exact float X, as checked (see above) */
+AVX2_FN static inline __m256i div65025(__m256 x)
+{
+    return _mm256_cvttps_epi32(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.0f / 65025.0f)),
+                                             _mm256_set1_ps(0.5f)));
+}
+
+/* Pillow's hsv2rgb of 8 pixels */
+AVX2_FN static inline void hsv2rgb8(__m256i h, __m256i s, __m256i v, __m256i *r, __m256i *g,
+                                    __m256i *b)
+{
+    __m256i h6 = _mm256_add_epi32(_mm256_slli_epi32(h, 2), _mm256_slli_epi32(h, 1));
+    __m256i i = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(h6, _mm256_set1_epi32(1)),
+                                                   _mm256_srli_epi32(h6, 8)), 8);
+    __m256i rem = _mm256_sub_epi32(h6, _mm256_sub_epi32(_mm256_slli_epi32(i, 8), i));
+    const __m256i c255 = _mm256_set1_epi32(255), c65025 = _mm256_set1_epi32(65025);
+    __m256i xp = _mm256_add_epi32(_mm256_mullo_epi16(v, _mm256_sub_epi32(c255, s)),
+                                  _mm256_set1_epi32(128));
+    __m256i p = _mm256_srli_epi32(_mm256_add_epi32(xp, _mm256_srli_epi32(xp, 8)), 8);
+    __m256 vf = _mm256_cvtepi32_ps(v);
+    __m256i q = div65025(_mm256_mul_ps(vf, _mm256_cvtepi32_ps(_mm256_sub_epi32(
+                                                c65025, _mm256_mullo_epi16(s, rem)))));
+    __m256i t = div65025(_mm256_mul_ps(vf, _mm256_cvtepi32_ps(_mm256_sub_epi32(
+                                                c65025, _mm256_mullo_epi16(
+                                                            s, _mm256_sub_epi32(c255, rem))))));
+    /* the sector's choice as a byte shuffle of (v, p, q, t) packed in each lane; sector 6
+     * (h = 255) is sector 0. r: v (0, 5), q (1), p (2, 3), t (4); g: t (0), v (1, 2), q (3),
+     * p (4, 5); b: p (0, 1), t (2), v (3, 4), q (5) */
+    __m256i w = _mm256_or_si256(_mm256_or_si256(v, _mm256_slli_epi32(p, 8)),
+                                _mm256_or_si256(_mm256_slli_epi32(q, 16),
+                                                _mm256_slli_epi32(t, 24)));
+#define SEL(a, b, c, d, e, f) _mm256_setr_epi32(a, b, c, d, e, f, a, a)
+    const __m256i hi = _mm256_set1_epi32((int)0x80808000);
+    const __m256i off = _mm256_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12);
+    __m256i cr = _mm256_add_epi32(_mm256_or_si256(_mm256_permutevar8x32_epi32(
+                                                      SEL(0, 2, 1, 1, 3, 0), i), hi), off);
+    __m256i cg = _mm256_add_epi32(_mm256_or_si256(_mm256_permutevar8x32_epi32(
+                                                      SEL(3, 0, 0, 2, 1, 1), i), hi), off);
+    __m256i cb = _mm256_add_epi32(_mm256_or_si256(_mm256_permutevar8x32_epi32(
+                                                      SEL(1, 1, 3, 0, 0, 2), i), hi), off);
+#undef SEL
+    *r = _mm256_shuffle_epi8(w, cr);
+    *g = _mm256_shuffle_epi8(w, cg);
+    *b = _mm256_shuffle_epi8(w, cb);
+}
+
 AVX2_FN static void hue_avx2(uint8_t *p, uint32_t n, uint8_t shift)
 {
-    const __m256i c255 = _mm256_set1_epi32(255);
+    const __m256i sh = _mm256_set1_epi32(shift), m255 = _mm256_set1_epi32(255);
     uint32_t x = 0;
-    for (; x + 8 <= n; x += 8) {
-        uint8_t *q8 = p + (size_t)x * 3;
-        int32_t R[8], G[8], B[8];
-        for (int k = 0; k < 8; k++) {
-            R[k] = q8[3 * k];
-            G[k] = q8[3 * k + 1];
-            B[k] = q8[3 * k + 2];
-        }
-        __m256i r = _mm256_loadu_si256((const __m256i *)R);
-        __m256i g = _mm256_loadu_si256((const __m256i *)G);
-        __m256i b = _mm256_loadu_si256((const __m256i *)B);
-        __m256i mx = _mm256_max_epi32(r, _mm256_max_epi32(g, b));
-        __m256i mn = _mm256_min_epi32(r, _mm256_min_epi32(g, b));
-        __m256i grey = _mm256_cmpeq_epi32(mx, mn);
-        if (_mm256_movemask_epi8(grey) == -1)
-            continue;
-        /* grey lanes divide by 1 instead of 0: their results are discarded */
-        __m256 cr = _mm256_cvtepi32_ps(_mm256_sub_epi32(mx, mn));
-        cr = _mm256_blendv_ps(cr, _mm256_set1_ps(1.0f), _mm256_castsi256_ps(grey));
-        __m256 mxf = _mm256_cvtepi32_ps(_mm256_max_epi32(mx, _mm256_set1_epi32(1)));
-        __m256 s = _mm256_div_ps(cr, mxf);
-        __m256 rc = _mm256_div_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(mx, r)), cr);
-        __m256 gc = _mm256_div_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(mx, g)), cr);
-        __m256 bc = _mm256_div_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(mx, b)), cr);
-        __m256 hr = _mm256_sub_ps(bc, gc);
-        __m256d two = _mm256_set1_pd(2.0), four = _mm256_set1_pd(4.0);
-        __m256 hg = to_ps(_mm256_sub_pd(_mm256_add_pd(two, lo_pd(rc)), lo_pd(bc)),
-                          _mm256_sub_pd(_mm256_add_pd(two, hi_pd(rc)), hi_pd(bc)));
-        __m256 hb = to_ps(_mm256_sub_pd(_mm256_add_pd(four, lo_pd(gc)), lo_pd(rc)),
-                          _mm256_sub_pd(_mm256_add_pd(four, hi_pd(gc)), hi_pd(rc)));
-        __m256 h = _mm256_blendv_ps(hb, hg, _mm256_castsi256_ps(_mm256_cmpeq_epi32(g, mx)));
-        h = _mm256_blendv_ps(h, hr, _mm256_castsi256_ps(_mm256_cmpeq_epi32(r, mx)));
-        /* x = h / 6 + 1 in double, minus 1 where >= 1, back to float, times 255 in double */
-        __m256d six = _mm256_set1_pd(6.0), one = _mm256_set1_pd(1.0), k255 = _mm256_set1_pd(255.0);
-        __m256d xl = _mm256_add_pd(_mm256_div_pd(lo_pd(h), six), one);
-        __m256d xh = _mm256_add_pd(_mm256_div_pd(hi_pd(h), six), one);
-        xl = _mm256_sub_pd(xl, _mm256_and_pd(_mm256_cmp_pd(xl, one, _CMP_GE_OQ), one));
-        xh = _mm256_sub_pd(xh, _mm256_and_pd(_mm256_cmp_pd(xh, one, _CMP_GE_OQ), one));
-        __m256 hf = to_ps(xl, xh);
-        __m256i uh = to_epi32(_mm256_cvttpd_epi32(_mm256_mul_pd(lo_pd(hf), k255)),
-                              _mm256_cvttpd_epi32(_mm256_mul_pd(hi_pd(hf), k255)));
-        __m256i us = to_epi32(_mm256_cvttpd_epi32(_mm256_mul_pd(lo_pd(s), k255)),
-                              _mm256_cvttpd_epi32(_mm256_mul_pd(hi_pd(s), k255)));
-        uh = _mm256_min_epi32(_mm256_max_epi32(uh, _mm256_setzero_si256()), c255);
-        us = _mm256_min_epi32(_mm256_max_epi32(us, _mm256_setzero_si256()), c255);
-        us = _mm256_andnot_si256(grey, us);
-        uh = _mm256_and_si256(_mm256_add_epi32(uh, _mm256_set1_epi32(shift)), c255);
-        /* hsv2rgb */
-        __m256d hdl = _mm256_div_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(uh)),
-                                                  six), k255);
-        __m256d hdh = _mm256_div_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(
-                                                      _mm256_extracti128_si256(uh, 1)), six),
-                                    k255);
-        __m128i il = _mm256_cvttpd_epi32(hdl), ih = _mm256_cvttpd_epi32(hdh);
-        __m256 f = to_ps(_mm256_sub_pd(hdl, _mm256_cvtepi32_pd(il)),
-                         _mm256_sub_pd(hdh, _mm256_cvtepi32_pd(ih)));
-        __m256 fs = to_ps(_mm256_div_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(us)), k255),
-                          _mm256_div_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(us, 1)),
-                                        k255));
-        __m256 fsf = _mm256_mul_ps(fs, f);
-        __m256d vl = _mm256_cvtepi32_pd(_mm256_castsi256_si128(mx));
-        __m256d vh = _mm256_cvtepi32_pd(_mm256_extracti128_si256(mx, 1));
-        __m256i pp = to_epi32(round_pos4(_mm256_mul_pd(vl, _mm256_sub_pd(one, lo_pd(fs)))),
-                              round_pos4(_mm256_mul_pd(vh, _mm256_sub_pd(one, hi_pd(fs)))));
-        __m256i qq = to_epi32(round_pos4(_mm256_mul_pd(vl, _mm256_sub_pd(one, lo_pd(fsf)))),
-                              round_pos4(_mm256_mul_pd(vh, _mm256_sub_pd(one, hi_pd(fsf)))));
-        __m256i tt = to_epi32(
-            round_pos4(_mm256_mul_pd(vl, _mm256_sub_pd(one, _mm256_mul_pd(
-                                                                lo_pd(fs),
-                                                                _mm256_sub_pd(one, lo_pd(f)))))),
-            round_pos4(_mm256_mul_pd(vh, _mm256_sub_pd(one, _mm256_mul_pd(
-                                                                hi_pd(fs),
-                                                                _mm256_sub_pd(one, hi_pd(f)))))));
-        pp = _mm256_min_epi32(_mm256_max_epi32(pp, _mm256_setzero_si256()), c255);
-        qq = _mm256_min_epi32(_mm256_max_epi32(qq, _mm256_setzero_si256()), c255);
-        tt = _mm256_min_epi32(_mm256_max_epi32(tt, _mm256_setzero_si256()), c255);
-        __m256i sec = to_epi32(il, ih);
-        sec = _mm256_blendv_epi8(sec, _mm256_setzero_si256(),
-                                 _mm256_cmpeq_epi32(sec, _mm256_set1_epi32(6)));
-        __m256i s0 = _mm256_cmpeq_epi32(sec, _mm256_setzero_si256());
-        __m256i s1 = _mm256_cmpeq_epi32(sec, _mm256_set1_epi32(1));
-        __m256i s2 = _mm256_cmpeq_epi32(sec, _mm256_set1_epi32(2));
-        __m256i s3 = _mm256_cmpeq_epi32(sec, _mm256_set1_epi32(3));
-        __m256i s4 = _mm256_cmpeq_epi32(sec, _mm256_set1_epi32(4));
-        __m256i s5 = _mm256_cmpeq_epi32(sec, _mm256_set1_epi32(5));
-        /* r: v (0, 5), q (1), p (2, 3), t (4); g: t (0), v (1, 2), q (3), p (4, 5);
-         * b: p (0, 1), t (2), v (3, 4), q (5) */
-        __m256i orr = tt;
-        orr = _mm256_blendv_epi8(orr, pp, _mm256_or_si256(s2, s3));
-        orr = _mm256_blendv_epi8(orr, qq, s1);
-        orr = _mm256_blendv_epi8(orr, mx, _mm256_or_si256(s0, s5));
-        __m256i og = pp;
-        og = _mm256_blendv_epi8(og, qq, s3);
-        og = _mm256_blendv_epi8(og, mx, _mm256_or_si256(s1, s2));
-        og = _mm256_blendv_epi8(og, tt, s0);
-        __m256i ob = qq;
-        ob = _mm256_blendv_epi8(ob, mx, _mm256_or_si256(s3, s4));
-        ob = _mm256_blendv_epi8(ob, tt, s2);
-        ob = _mm256_blendv_epi8(ob, pp, _mm256_or_si256(s0, s1));
-        /* saturation 0 (grey, or too little to show in a byte): v, v, v */
-        __m256i flat = _mm256_cmpeq_epi32(us, _mm256_setzero_si256());
-        orr = _mm256_blendv_epi8(orr, mx, flat);
-        og = _mm256_blendv_epi8(og, mx, flat);
-        ob = _mm256_blendv_epi8(ob, mx, flat);
-        _mm256_storeu_si256((__m256i *)R, orr);
-        _mm256_storeu_si256((__m256i *)G, og);
-        _mm256_storeu_si256((__m256i *)B, ob);
-        for (int k = 0; k < 8; k++) {
-            q8[3 * k] = (uint8_t)R[k];
-            q8[3 * k + 1] = (uint8_t)G[k];
-            q8[3 * k + 2] = (uint8_t)B[k];
-        }
+    for (; x + 8 <= n; x += 8, p += 24) {
+        __m256i r, g, b, h, s, v;
+        simd_load_rgb8(p, &r, &g, &b);
+        rgb2hsv8(r, g, b, &h, &s, &v);
+        hsv2rgb8(_mm256_and_si256(_mm256_add_epi32(h, sh), m255), s, v, &r, &g, &b);
+        simd_store_rgb8(p, r, g, b);
     }
-    hue_span(p + (size_t)x * 3, n - x, shift);
+    hue_span(p, n - x, shift);
 }
 
-static int have_avx2(void)
+AVX2_FN static void hsv_rows_avx2(const uint8_t *in, uint8_t *out, size_t n, int to_rgb)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
+    size_t x = 0;
+    for (; x + 8 <= n; x += 8, in += 24, out += 24) {
+        __m256i a, b, c, d, e, f;
+        simd_load_rgb8(in, &a, &b, &c);
+        if (to_rgb)
+            hsv2rgb8(a, b, c, &d, &e, &f);
+        else
+            rgb2hsv8(a, b, c, &d, &e, &f);
+        simd_store_rgb8(out, d, e, f);
+    }
+    for (; x < n; x++, in += 3, out += 3)
+        (to_rgb ? shr_color_hsv2rgb : shr_color_rgb2hsv)(in, out);
 }
 #endif
+
+/* -1 not yet known, else whether the vector kernels run */
+static int g_simd = -1;
+
+int shr_simd(void)
+{
+    int v = __atomic_load_n(&g_simd, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = 0;
+#ifdef SHR_AVX2
+        __builtin_cpu_init();
+        const char *e = getenv("SHARDREAD_SIMD");
+        v = __builtin_cpu_supports("avx2") && !(e && strcmp(e, "0") == 0);
+#endif
+        __atomic_store_n(&g_simd, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+int shr_simd_set(int on)
+{
+    int v = 0;
+#ifdef SHR_AVX2
+    __builtin_cpu_init();
+    v = on && __builtin_cpu_supports("avx2");
+#else
+    (void)on;
+#endif
+    __atomic_store_n(&g_simd, v, __ATOMIC_RELAXED);
+    return v;
+}
+
+void shr_color_hsv_rows(const uint8_t *in, uint8_t *out, size_t n, int to_rgb)
+{
+#ifdef SHR_AVX2
+    if (shr_simd()) {
+        pthread_once(&g_hue_once, hue_tab_init);
+        hsv_rows_avx2(in, out, n, to_rgb);
+        return;
+    }
+#endif
+    for (size_t x = 0; x < n; x++, in += 3, out += 3)
+        (to_rgb ? shr_color_hsv2rgb : shr_color_rgb2hsv)(in, out);
+}
 
 void shr_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels, size_t stride,
                    double hue_factor)
 {
-    shr_color_hue_path(px, width, height, channels, stride, hue_factor, 1);
-}
-
-void shr_color_hue_path(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
-                        size_t stride, double hue_factor, int vector)
-{
     if (channels != 3)
         return;
     uint8_t shift = (uint8_t)(int)(hue_factor * 255.0);
-#ifdef HUE_AVX2
-    if (vector && have_avx2()) {
+#ifdef SHR_AVX2
+    if (shr_simd()) {
+        pthread_once(&g_hue_once, hue_tab_init);
         for (uint32_t y = 0; y < height; y++)
             hue_avx2(px + (size_t)y * stride, width, shift);
         return;

@@ -52,11 +52,6 @@ SHR_INTERNAL void shr_color_saturation(uint8_t *px, uint32_t width, uint32_t hei
 /* hue_factor in [-0.5, 0.5] (a double, as Python has it) */
 SHR_INTERNAL void shr_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
                                 size_t stride, double hue_factor);
-/* The same with the vector path (AVX2 where the CPU has it; the same bytes) or, vector 0,
- * the plain one; for the tests. */
-SHR_INTERNAL void shr_color_hue_path(uint8_t *px, uint32_t width, uint32_t height,
-                                     uint32_t channels, size_t stride, double hue_factor,
-                                     int vector);
 /* F.rgb_to_grayscale(img, 3): Pillow's L in all three channels (nothing for one channel). */
 SHR_INTERNAL void shr_color_grayscale(uint8_t *px, uint32_t width, uint32_t height,
                                       uint32_t channels, size_t stride);
@@ -68,5 +63,9 @@ SHR_INTERNAL uint8_t shr_color_luma(uint8_t r, uint8_t g, uint8_t b);
 /* Pillow's RGB -> HSV and HSV -> RGB of one pixel (libImaging/Convert.c). */
 SHR_INTERNAL void shr_color_rgb2hsv(const uint8_t rgb[3], uint8_t hsv[3]);
 SHR_INTERNAL void shr_color_hsv2rgb(const uint8_t hsv[3], uint8_t rgb[3]);
+/* The same over n pixels (in and out interleaved, 3 bytes each; may be the same), through the
+ * vector path where shr_simd() says so (simd.h). */
+SHR_INTERNAL void shr_color_hsv_rows(const uint8_t *in, uint8_t *out, size_t n, int to_rgb);
+
 
 #endif

@@ -5,6 +5,7 @@
  * has: the height takes the product with the aspect ratio and the width the quotient, and a
  * box must be strictly smaller than the image in both directions. The words are consumed as
  * torch's generator would be: two per attempt, and the row and column after the one that fits.
+ * The box is written one channel at a time, row by row, with the dtype chosen once per channel.
  */
 #include "erase.h"
 
@@ -53,31 +54,44 @@ void shr_erase_draw(const shr_erase *e, uint64_t seed, uint64_t epoch, uint64_t 
     }
 }
 
+/* the box of one channel: erase_w values step apart per row, rows row apart, from index i0 */
+#define ERASE_FILL(T, val)                                                                      \
+    do {                                                                                        \
+        T *d_ = (T *)dst + i0;                                                                  \
+        for (uint32_t y_ = 0; y_ < p->erase_h; y_++, d_ += row)                                 \
+            for (uint32_t x_ = 0; x_ < p->erase_w; x_++)                                        \
+                d_[(size_t)x_ * step] = (val);                                                  \
+    } while (0)
+
 void shr_erase_apply(const shr_erase *e, const shr_tf_out *o, const shr_params *p, void *dst)
 {
     if (!p->erase || !p->erase_w || !p->erase_h)
         return;
     uint32_t C = o->channels, W = o->width;
     size_t plane = (size_t)W * o->height;
+    int nhwc = o->layout == SHR_LAYOUT_NHWC;
+    size_t step = nhwc ? C : 1, row = nhwc ? (size_t)W * C : W;
     for (uint32_t c = 0; c < C; c++) {
         float v = e->value[c < 4 ? c : 3];
-        uint8_t v8 = (uint8_t)v;
-        uint16_t v16 = shr_tf_half(v);
-        for (uint32_t y = p->erase_y; y < p->erase_y + p->erase_h; y++)
-            for (uint32_t x = p->erase_x; x < p->erase_x + p->erase_w; x++) {
-                size_t i = o->layout == SHR_LAYOUT_NHWC ? ((size_t)y * W + x) * C + c
-                                                        : c * plane + (size_t)y * W + x;
-                switch (o->dtype) {
-                case SHR_DTYPE_U8:
-                    ((uint8_t *)dst)[i] = v8;
-                    break;
-                case SHR_DTYPE_F32:
-                    ((float *)dst)[i] = v;
-                    break;
-                case SHR_DTYPE_F16:
-                    ((uint16_t *)dst)[i] = v16;
-                    break;
-                }
+        size_t i0 = nhwc ? ((size_t)p->erase_y * W + p->erase_x) * C + c
+                         : c * plane + (size_t)p->erase_y * W + p->erase_x;
+        switch (o->dtype) {
+        case SHR_DTYPE_U8:
+            if (step == 1) {
+                for (uint32_t y = 0; y < p->erase_h; y++)
+                    memset((uint8_t *)dst + i0 + y * row, (uint8_t)v, p->erase_w);
+            } else {
+                ERASE_FILL(uint8_t, (uint8_t)v);
             }
+            break;
+        case SHR_DTYPE_F32:
+            ERASE_FILL(float, v);
+            break;
+        case SHR_DTYPE_F16: {
+            uint16_t v16 = shr_tf_half(v);
+            ERASE_FILL(uint16_t, v16);
+            break;
+        }
+        }
     }
 }

@@ -17,11 +17,13 @@ samples through RandomResizedCrop(224) + flip and writes them out; then, one thr
              NHWC); the same + ColorJitter(0.4, 0.4, 0.4, 0.1); the same + RandomAffine(15,
              (0.1, 0.1), (0.9, 1.1), 10); torchvision's recipe RRC(176) + flip +
              TrivialAugmentWide + ToTensor + Normalize + RandomErasing(0.1) (float32 NCHW);
-             RRC(224) + flip + RandAugment(2, 9) + ToTensor + Normalize; torchvision: the same
+             RRC(224) + flip + RandAugment(2, 9) + ToTensor + Normalize; RRC(224) + flip +
+             ColorJitter(0.2, 0.2, 0.2, 0.1) + ToTensor + Normalize; torchvision: the same
              transforms on the stored images decoded in memory as PIL images
 
-Images/s, medians of REPS runs. Writes a markdown table to stdout and to
-$BENCH_DIR/augment.md. Not a test: numbers depend on the machine.
+libshardread runs twice: with its vector kernels (AVX2, where the CPU has it) and with
+SHARDREAD_SIMD=0, its plain C paths (the same bytes). Images/s, medians of REPS runs. Writes a
+markdown table to stdout and to $BENCH_DIR/augment.md. Not a test: numbers depend on the machine.
 """
 import os
 import statistics
@@ -55,7 +57,7 @@ static double now(void)
 }
 
 /* 0 RRC(224) + flip; 1 + ColorJitter; 2 + RandomAffine; 3 the TrivialAugment recipe at 176;
- * 4 RandAugment(2, 9) + normalise */
+ * 4 RandAugment(2, 9) + normalise; 5 ColorJitter(0.2, 0.2, 0.2, 0.1) + normalise */
 static shr_options opts(int mode)
 {
     shr_options o;
@@ -74,8 +76,14 @@ static shr_options opts(int mode)
         o.affine_scale[0] = 0.9; o.affine_scale[1] = 1.1;
         o.affine_shear[0] = -10; o.affine_shear[1] = 10;
     }
+    if (mode == 5) {
+        o.jitter_brightness[0] = o.jitter_contrast[0] = o.jitter_saturation[0] = 0.8;
+        o.jitter_brightness[1] = o.jitter_contrast[1] = o.jitter_saturation[1] = 1.2;
+        o.jitter_hue[0] = -0.1; o.jitter_hue[1] = 0.1;
+    }
     if (mode >= 3) {
-        o.auto_augment = mode == 3 ? SHR_AUTO_AUGMENT_TRIVIAL_WIDE : SHR_AUTO_AUGMENT_RAND;
+        if (mode < 5)
+            o.auto_augment = mode == 3 ? SHR_AUTO_AUGMENT_TRIVIAL_WIDE : SHR_AUTO_AUGMENT_RAND;
         if (mode == 3) {
             o.width = o.height = 176;
             o.erase_p = 0.1;
@@ -178,8 +186,8 @@ int main(int argc, char **argv)
     }
     /* reader: img/s of epochs 2..3 with one worker */
     static const char *modes[] = {"reader_rrc", "reader_jitter", "reader_affine", "reader_ta",
-                                  "reader_ra"};
-    for (int mode = 0; mode < 5; mode++)
+                                  "reader_ra", "reader_seed"};
+    for (int mode = 0; mode < 6; mode++)
         for (int rep = 0; rep < reps; rep++) {
             shr_options o = opts(mode);
             shr_reader *r;
@@ -296,6 +304,12 @@ def main():
         log(f"libshardread reader, {REPS} runs")
         ours.update(rates(sh(exe, "reader", ds, str(REPS), stdout=subprocess.PIPE,
                              text=True).stdout))
+        log(f"libshardread plain C paths (SHARDREAD_SIMD=0), {REPS} runs")
+        env = dict(os.environ, SHARDREAD_SIMD="0")
+        plain = rates(sh(exe, "ops", raw, str(REPS), stdout=subprocess.PIPE, text=True,
+                         env=env).stdout)
+        plain.update(rates(sh(exe, "reader", ds, str(REPS), stdout=subprocess.PIPE, text=True,
+                              env=env).stdout))
         a = np.fromfile(raw, dtype=np.uint8).reshape(N, 224, 224, 3)
     imgs = [Image.fromarray(x, "RGB") for x in a]
     import torchvision.transforms.autoaugment as A
@@ -334,12 +348,15 @@ def main():
                         T.TrivialAugmentWide()] + norm + [T.RandomErasing(0.1)])
     rrc_ra = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
                         T.RandAugment()] + norm)
+    rrc_seed = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
+                          T.ColorJitter(0.2, 0.2, 0.2, 0.1)] + norm)
     half = max(1, REPS // 2)
     theirs["reader_rrc"] = tv_rate(stored, rrc, half)
     theirs["reader_jitter"] = tv_rate(stored, rrc_cj, half)
     theirs["reader_affine"] = tv_rate(stored, rrc_aff, half)
     theirs["reader_ta"] = tv_rate(stored, rrc_ta, half)
     theirs["reader_ra"] = tv_rate(stored, rrc_ra, half)
+    theirs["reader_seed"] = tv_rate(stored, rrc_seed, half)
     rows = [("brightness", "F.adjust_brightness(1.3), 224x224"),
             ("contrast", "F.adjust_contrast(0.7), 224x224"),
             ("saturation", "F.adjust_saturation(1.3), 224x224"),
@@ -362,11 +379,15 @@ def main():
              ("reader_ta", "RRC(176) + flip + TrivialAugmentWide + ToTensor + Normalize + "
                            "RandomErasing(0.1) (reader, float32 NCHW)"),
              ("reader_ra", "RRC(224) + flip + RandAugment(2, 9) + ToTensor + Normalize "
-                           "(reader, float32 NCHW)")]
-    out = ["| per thread, images/s | libshardread | torchvision 0.14 (PIL) | ratio |",
-           "|---|---:|---:|---:|"]
+                           "(reader, float32 NCHW)"),
+             ("reader_seed", "RRC(224) + flip + ColorJitter(0.2, 0.2, 0.2, 0.1) + ToTensor + "
+                             "Normalize (reader, float32 NCHW)")]
+    out = ["| per thread, images/s | libshardread | plain C paths | torchvision 0.14 (PIL) "
+           "| ratio |",
+           "|---|---:|---:|---:|---:|"]
     for k, name in rows:
-        out.append(f"| {name} | {ours[k]:,.0f} | {theirs[k]:,.0f} | {ours[k] / theirs[k]:.1f}x |")
+        out.append(f"| {name} | {ours[k]:,.0f} | {plain[k]:,.0f} | {theirs[k]:,.0f} "
+                   f"| {ours[k] / theirs[k]:.1f}x |")
     text = "\n".join(out) + "\n"
     print(text)
     with open(os.path.join(W, "augment.md"), "w") as f:

@@ -13,6 +13,7 @@
 #include "affine.h"
 #include "autoaugment.h"
 #include "shardread.h"
+#include "simd.h"
 #include "transform.h"
 
 #define AUGTEST_NAME "test_affine"
@@ -221,17 +222,21 @@ START_TEST(test_ops_pillow)
                     continue;
                 snprintf(out, sizeof out, "%s/want-%zu-%u-%zu.raw", dir, si, c, k);
                 uint8_t *want = read_file(out, bytes);
-                run_case(&cases[k], src, stride, got, w, h, c, scratch);
-                if (memcmp(got, want, bytes) != 0) {
-                    if (!bad++) {
+                /* the plain and the vector paths (simd.h) */
+                for (int vec = 0; vec < 2; vec++) {
+                    shr_simd_set(vec);
+                    run_case(&cases[k], src, stride, got, w, h, c, scratch);
+                    if (memcmp(got, want, bytes) != 0 && !bad++) {
                         size_t b = 0;
                         while (got[b] == want[b])
                             b++;
-                        snprintf(first, sizeof first, "case %zu (%c op %d v0 %g) on %ux%ux%u: "
-                                 "byte %zu is %u, torchvision %u", k, cases[k].kind,
-                                 cases[k].op, cases[k].v[0], w, h, c, b, got[b], want[b]);
+                        snprintf(first, sizeof first, "case %zu (%c op %d v0 %g) on %ux%ux%u, "
+                                 "%s path: byte %zu is %u, torchvision %u", k, cases[k].kind,
+                                 cases[k].op, cases[k].v[0], w, h, c, vec ? "vector" : "plain",
+                                 b, got[b], want[b]);
                     }
                 }
+                shr_simd_set(1);
                 free(want);
             }
             free(img);
@@ -478,6 +483,21 @@ static int reader_cases(reader_case *c)
     c[n].o.affine = 1;
     c[n].o.affine_scale[0] = 0.9;
     c[n].o.affine_scale[1] = 1.1;
+    n++;
+    /* RandomRotation then RandomAffine on RGB (the warps ping-pong), bilinear, then a hue jitter */
+    c[n] = (reader_case){g_rgb, reader_options(17, 45, 37)};
+    c[n].o.rotation = 1;
+    c[n].o.rotation_degrees[0] = -45;
+    c[n].o.rotation_degrees[1] = 45;
+    c[n].o.affine = 1;
+    c[n].o.affine_degrees[0] = -15;
+    c[n].o.affine_degrees[1] = 15;
+    c[n].o.affine_shear[0] = -8;
+    c[n].o.affine_shear[1] = 8;
+    c[n].o.aug_interpolation = SHR_FILTER_BILINEAR;
+    c[n].o.jitter_hue[0] = -0.2;
+    c[n].o.jitter_hue[1] = 0.2;
+    memcpy(c[n].o.aug_fill, g_fills[1], 4);
     n++;
     /* TrivialAugmentWide at 224, bilinear, a fill colour */
     c[n] = (reader_case){g_rgb, reader_options(15, 224, 224)};

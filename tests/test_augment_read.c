@@ -14,9 +14,12 @@
  * tests/augment_check.py); without one those checks are skipped with a note.
  *
  * Fixtures are datasets built at run time by the shardc binaries of the same build directory. */
+#include "affine.h"
+#include "autoaugment.h"
 #include "color.h"
 #include "erase.h"
 #include "shardread.h"
+#include "simd.h"
 #include "transform.h"
 
 #define AUGTEST_NAME "test_augment_read"
@@ -81,49 +84,6 @@ START_TEST(test_hsv_all)
 }
 END_TEST
 
-/* The hue's vector path against the plain one (checked against Pillow above): every colour at
- * several shifts, and every shift on a sample of colours, at widths that leave tails. */
-START_TEST(test_hue_paths)
-{
-    size_t n = (size_t)1 << 24;
-    uint8_t *all = malloc(3 * n), *a = malloc(3 * n), *b = malloc(3 * n);
-    ck_assert(all && a && b);
-    for (size_t v = 0; v < n; v++) {
-        all[3 * v] = (uint8_t)(v >> 16);
-        all[3 * v + 1] = (uint8_t)(v >> 8);
-        all[3 * v + 2] = (uint8_t)v;
-    }
-    const double factors[] = {-0.2, 0.0, 0.25};
-    for (size_t k = 0; k < sizeof factors / sizeof factors[0]; k++) {
-        memcpy(a, all, 3 * n);
-        memcpy(b, all, 3 * n);
-        shr_color_hue_path(a, 4096, 4096, 3, 4096 * 3, factors[k], 0);
-        shr_color_hue_path(b, 4096, 4096, 3, 4096 * 3, factors[k], 1);
-        /* one assertion per factor: check's per-call bookkeeping would dominate 50M of them */
-        if (memcmp(a, b, 3 * n) != 0) {
-            size_t i = 0;
-            while (a[i] == b[i])
-                i++;
-            ck_abort_msg("hue %g, colour %06zx: vector %u, plain %u", factors[k], i / 3, b[i],
-                         a[i]);
-        }
-    }
-    for (int shift = 0; shift < 256; shift++) {
-        uint32_t w = 4093, h = 13;
-        size_t bytes = (size_t)w * h * 3;
-        for (size_t i = 0; i < bytes; i++)
-            a[i] = b[i] = (uint8_t)rnd();
-        double f = (shift < 128 ? shift : shift - 256) / 255.0 + (shift < 128 ? 1e-9 : -1e-9);
-        shr_color_hue_path(a, w, h, 3, (size_t)w * 3, f, 0);
-        shr_color_hue_path(b, w, h, 3, (size_t)w * 3, f, 1);
-        ck_assert_msg(memcmp(a, b, bytes) == 0, "hue shift %d: the paths differ", shift);
-    }
-    free(all);
-    free(a);
-    free(b);
-}
-END_TEST
-
 /* ---- each op on images of many sizes ---- */
 
 /* Pixels with structure (gradients, flat patches, greys) and noise. */
@@ -152,6 +112,199 @@ static void fill_image(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, int kind)
                 p[((size_t)y * w + x) * c + k] = v;
             }
 }
+
+/* The HSV conversions' vector path (simd.h) against Pillow, every input too, and the hue at
+ * every shift on every colour through both paths. */
+START_TEST(test_hsv_paths)
+{
+    char dir[1200], path[1300];
+    make_dir(dir, sizeof dir, "hsvpaths");
+    size_t n = (size_t)1 << 24;
+    uint8_t *all = malloc(3 * n), *a = malloc(3 * n), *b = malloc(3 * n);
+    ck_assert(all && a && b);
+    for (size_t v = 0; v < n; v++) {
+        all[3 * v] = (uint8_t)(v >> 16);
+        all[3 * v + 1] = (uint8_t)(v >> 8);
+        all[3 * v + 2] = (uint8_t)v;
+    }
+    int vector = shr_simd_set(1);
+    if (!vector)
+        fprintf(stderr, "test_augment_read: no AVX2 here: the vector paths are not tested\n");
+    for (int to_rgb = 0; to_rgb < 2; to_rgb++) {
+        shr_simd_set(0);
+        shr_color_hsv_rows(all, a, n, to_rgb);
+        shr_simd_set(1);
+        shr_color_hsv_rows(all, b, n, to_rgb);
+        /* one assertion per call: check's per-call bookkeeping would dominate 50M of them */
+        if (memcmp(a, b, 3 * n) != 0) {
+            size_t i = 0;
+            while (a[i] == b[i])
+                i++;
+            ck_abort_msg("%s of %06zx: vector %u, plain %u", to_rgb ? "hsv2rgb" : "rgb2hsv",
+                         i / 3, b[i], a[i]);
+        }
+    }
+    if (run_check("hsv", dir)) {
+        for (int to_rgb = 0; to_rgb < 2; to_rgb++) {
+            snprintf(path, sizeof path, "%s/%s.bin", dir, to_rgb ? "hsv2rgb" : "rgb2hsv");
+            uint8_t *want = read_file(path, 3 * n);
+            shr_color_hsv_rows(all, b, n, to_rgb);
+            ck_assert_msg(memcmp(b, want, 3 * n) == 0, "vector %s differs from Pillow's",
+                          to_rgb ? "hsv2rgb" : "rgb2hsv");
+            free(want);
+        }
+    }
+    /* each shift on its own 2^16 colours (all of them once over the 256 shifts), as rows of
+     * 4093 pixels: every tail length */
+    size_t block = 3 * ((size_t)1 << 16);
+    for (int shift = 0; shift < 256; shift++) {
+        double f = (shift < 128 ? shift : shift - 256) / 255.0 + (shift < 128 ? 1e-9 : -1e-9);
+        const uint8_t *in = all + (size_t)((shift * 97) & 255) * block;
+        memcpy(a, in, block);
+        memcpy(b, in, block);
+        shr_simd_set(0);
+        shr_color_hue(a, 4093, 16, 3, 4093 * 3, f);
+        shr_color_hue(a + 4093 * 3 * 16, 65536 - 4093 * 16, 1, 3, 3 * 65536, f);
+        shr_simd_set(1);
+        shr_color_hue(b, 4093, 16, 3, 4093 * 3, f);
+        shr_color_hue(b + 4093 * 3 * 16, 65536 - 4093 * 16, 1, 3, 3 * 65536, f);
+        ck_assert_msg(memcmp(a, b, block) == 0, "hue shift %d: the paths differ", shift);
+    }
+    shr_simd_set(1);
+    free(all);
+    free(a);
+    free(b);
+}
+END_TEST
+
+/* Every vector kernel against its plain C path: each op, over its factor range and beyond,
+ * on random and structured images of widths 1..40 and larger (odd ones, tails of every
+ * length), RGB and grey, through a stride wider than the row. */
+enum { P_BRIGHT, P_CONTRAST, P_SAT, P_HUE, P_GRAY, P_AA, P_WARP };
+
+static void run_path_op(int kind, int arg, double f, uint8_t *px, uint32_t w, uint32_t h,
+                        uint32_t c, size_t stride, uint8_t *src, uint8_t *scratch)
+{
+    const uint8_t fill[4] = {(uint8_t)arg, 200, 30, 0};
+    switch (kind) {
+    case P_BRIGHT:
+        shr_color_brightness(px, w, h, c, stride, (float)f);
+        break;
+    case P_CONTRAST:
+        shr_color_contrast(px, w, h, c, stride, (float)f);
+        break;
+    case P_SAT:
+        shr_color_saturation(px, w, h, c, stride, (float)f);
+        break;
+    case P_HUE:
+        shr_color_hue(px, w, h, c, stride, f);
+        break;
+    case P_GRAY:
+        shr_color_grayscale(px, w, h, c, stride);
+        break;
+    case P_AA:
+        shr_aa_apply_op(arg, f, arg % 2 ? SHR_FILTER_BILINEAR : SHR_FILTER_NEAREST, fill, px, w,
+                        h, c, stride, scratch);
+        break;
+    case P_WARP:                /* arg: 0 rotate, 1 affine; f the angle; both filters */
+        for (int k = 0; k < 2; k++) {
+            shr_filter fl = k ? SHR_FILTER_BILINEAR : SHR_FILTER_NEAREST;
+            if (arg == 0)
+                shr_affine_rotate(src, stride, px, stride, w, h, c, f, fl, fill);
+            else
+                shr_affine_apply(src, stride, px, stride, w, h, c, f, 3.0, -2.0, 0.93, f / 3,
+                                 -f / 5, NULL, fl, fill);
+            memcpy(src, px, stride * h);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+START_TEST(test_paths_equal)
+{
+    if (!shr_simd_set(1))
+        return;
+    static const struct {
+        int kind, arg;
+        double f[8];
+        int nf;
+    } ops[] = {
+        {P_BRIGHT, 0, {0.0, 0.3, 0.8, 0.999, 1.0, 1.2, 1.77, 400.0}, 8},
+        {P_CONTRAST, 0, {0.0, 0.2, 0.8, 1.0, 1.05, 1.2, 2.3, 9.0}, 8},
+        {P_SAT, 0, {0.0, 0.1, 0.8, 1.0, 1.19, 1.5, 3.0, 70.0}, 8},
+        {P_HUE, 0, {-0.5, -0.3, -0.1, -0.001, 0.0, 0.0625, 0.2, 0.5}, 8},
+        {P_GRAY, 0, {0.0}, 1},
+        {P_AA, SHR_AA_SHEAR_X, {-0.99, -0.3, 0.0, 0.5}, 4},
+        {P_AA, SHR_AA_SHEAR_Y, {-0.7, 0.2, 0.99}, 3},
+        {P_AA, SHR_AA_TRANSLATE_X, {-32, -3, 7, 31}, 4},
+        {P_AA, SHR_AA_TRANSLATE_Y, {-20, 0, 2, 32}, 4},
+        {P_AA, SHR_AA_ROTATE, {-135, -17.3, 0, 45, 90, 180, 101.7}, 7},
+        {P_AA, SHR_AA_BRIGHTNESS, {-0.99, -0.4, 0.0, 0.3, 0.99}, 5},
+        {P_AA, SHR_AA_COLOR, {-0.99, -0.4, 0.3, 0.99}, 4},
+        {P_AA, SHR_AA_CONTRAST, {-0.99, -0.4, 0.3, 0.99}, 4},
+        {P_AA, SHR_AA_SHARPNESS, {-0.99, -0.5, -0.1, 0.0, 0.3, 0.99, 5.0}, 7},
+        {P_AA, SHR_AA_POSTERIZE, {1, 2, 4, 8}, 4},
+        {P_AA, SHR_AA_SOLARIZE, {0, 1, 127.5, 128, 255}, 5},
+        {P_AA, SHR_AA_AUTOCONTRAST, {0}, 1},
+        {P_AA, SHR_AA_EQUALIZE, {0}, 1},
+        {P_WARP, 0, {-170.3, -17.3, 0.7, 33.0, 90.0}, 5},
+        {P_WARP, 1, {-40.0, -10.5, 0.0, 12.25, 77.0}, 5},
+    };
+    const uint32_t widths[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,
+                               18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34,
+                               35, 36, 37, 38, 39, 40, 63, 64, 65, 127, 224, 333};
+    const uint32_t heights[] = {1, 2, 3, 5, 8, 17, 40};
+    size_t max = (size_t)(333 * 3 + 7) * 333;
+    uint8_t *img = malloc(max), *a = malloc(max), *b = malloc(max), *sa = malloc(max);
+    uint8_t *sb = malloc(max), *scr = malloc(max);
+    ck_assert(img && a && b && sa && sb && scr);
+    int n = 0;
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (int fi = 0; fi < ops[o].nf; fi++)
+            for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+                for (uint32_t c = 1; c <= 3; c += 2) {
+                    uint32_t w = widths[wi];
+                    uint32_t h = w > 40 ? w - (uint32_t)(wi % 3) : heights[(wi + fi) % 7];
+                    size_t row = (size_t)w * c, stride = row + (wi % 4) * 3 + 1;
+                    int kind = (int)((wi + fi + o + c) % 4);
+                    fill_image(img, w, h, c, kind);
+                    memset(a, 0xa5, stride * h);
+                    for (uint32_t y = 0; y < h; y++)
+                        memcpy(a + y * stride, img + y * row, row);
+                    memcpy(b, a, stride * h);
+                    memcpy(sa, a, stride * h);
+                    memcpy(sb, a, stride * h);
+                    double f = ops[o].f[fi];
+                    if (ops[o].kind != P_HUE)
+                        f = (double)(float)f;
+                    shr_simd_set(0);
+                    run_path_op(ops[o].kind, ops[o].arg, f, a, w, h, c, stride, sa, scr);
+                    shr_simd_set(1);
+                    run_path_op(ops[o].kind, ops[o].arg, f, b, w, h, c, stride, sb, scr);
+                    for (uint32_t y = 0; y < h; y++)
+                        if (memcmp(a + y * stride, b + y * stride, row) != 0) {
+                            size_t i = 0;
+                            while (a[y * stride + i] == b[y * stride + i])
+                                i++;
+                            ck_abort_msg("op %zu (kind %d, arg %d) factor %g on %ux%ux%u: byte "
+                                         "%zu of row %u: vector %u, plain %u", o, ops[o].kind,
+                                         ops[o].arg, f, w, h, c, i, y, b[y * stride + i],
+                                         a[y * stride + i]);
+                        }
+                    n++;
+                }
+    free(img);
+    free(a);
+    free(b);
+    free(sa);
+    free(sb);
+    free(scr);
+    fprintf(stderr, "test_augment_read: %d images equal through the vector and plain paths\n",
+            n);
+}
+END_TEST
 
 typedef void (*op_fn)(uint8_t *, uint32_t, uint32_t, uint32_t, size_t, double);
 
@@ -234,19 +387,24 @@ START_TEST(test_ops_pillow)
                     snprintf(in, sizeof in, "%s/in-%d.raw", dir, n);
                     snprintf(out, sizeof out, "%s/want-%d.raw", dir, n);
                     uint8_t *img = read_file(in, bytes), *want = read_file(out, bytes);
-                    /* through a stride wider than the row, to catch stride mistakes */
+                    /* through a stride wider than the row, to catch stride mistakes; the
+                     * plain and the vector path (simd.h) */
                     size_t stride = (size_t)w * c + 5;
                     uint8_t *buf = calloc(stride * h, 1);
-                    for (uint32_t y = 0; y < h; y++)
-                        memcpy(buf + y * stride, img + (size_t)y * w * c, (size_t)w * c);
-                    ops[o].fn(buf, w, h, c, stride, (double)(float)ops[o].f[fi]);
-                    for (uint32_t y = 0; y < h; y++)
-                        for (size_t i = 0; i < (size_t)w * c; i++)
-                            ck_assert_msg(buf[y * stride + i] == want[(size_t)y * w * c + i],
-                                          "%s(%g) on %ux%ux%u: byte %zu of row %u is %u, "
-                                          "torchvision %u", ops[o].name, ops[o].f[fi], w, h, c,
-                                          i, y, buf[y * stride + i],
-                                          want[(size_t)y * w * c + i]);
+                    for (int vec = 0; vec < 2; vec++) {
+                        shr_simd_set(vec);
+                        for (uint32_t y = 0; y < h; y++)
+                            memcpy(buf + y * stride, img + (size_t)y * w * c, (size_t)w * c);
+                        ops[o].fn(buf, w, h, c, stride, (double)(float)ops[o].f[fi]);
+                        for (uint32_t y = 0; y < h; y++)
+                            for (size_t i = 0; i < (size_t)w * c; i++)
+                                ck_assert_msg(buf[y * stride + i] == want[(size_t)y * w * c + i],
+                                              "%s(%g) on %ux%ux%u (%s path): byte %zu of row %u "
+                                              "is %u, torchvision %u", ops[o].name, ops[o].f[fi],
+                                              w, h, c, vec ? "vector" : "plain", i, y,
+                                              buf[y * stride + i], want[(size_t)y * w * c + i]);
+                    }
+                    shr_simd_set(1);
                     free(buf);
                     free(img);
                     free(want);
@@ -676,7 +834,8 @@ static Suite *augment_suite(void)
     TCase *tc = tcase_create("augment_read");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_hsv_all);
-    tcase_add_test(tc, test_hue_paths);
+    tcase_add_test(tc, test_hsv_paths);
+    tcase_add_test(tc, test_paths_equal);
     tcase_add_test(tc, test_ops_pillow);
     tcase_add_test(tc, test_draws_torchvision);
     tcase_add_test(tc, test_reader_pixels);
