@@ -81,8 +81,10 @@ LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS = $(call pkglibs,$(PKGS)) -lm
 
 FMT_SRC := $(wildcard formats/*.c)
-# programs with a main of their own: not part of the compiler library
-COMP_SRC := $(filter-out compiler/shardc.c compiler/mksample.c compiler/shardc-mpi.c,$(wildcard compiler/*.c))
+# programs with a main of their own, and cli.c (the `shardc build` command line, which prints;
+# shared by shardc and shardc-mpi): not part of the compiler library
+COMP_SRC := $(filter-out compiler/shardc.c compiler/mksample.c compiler/shardc-mpi.c compiler/cli.c,\
+    $(wildcard compiler/*.c))
 READ_SRC := $(wildcard reader/*.c)
 # shardbench: a program over the libraries, one file per concern; everything but its main is also
 # linked into the tests of the training step
@@ -178,7 +180,7 @@ $(BUILD)/bin/shardbench: $(BUILD)/reader/bench/main.o $(BENCH_LIB) $(COMP_LIB) $
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS) -ldl
 
-$(BUILD)/bin/shardc: $(BUILD)/compiler/shardc.o $(COMP_LIB) $(FMT_LIB)
+$(BUILD)/bin/shardc: $(BUILD)/compiler/shardc.o $(BUILD)/compiler/cli.o $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS)
@@ -209,7 +211,9 @@ $(BUILD)/compiler/mksample-nomain.o: compiler/mksample.c $(FLAGS_FILE)
 	$(Q)$(CC) $(CPPFLAGS) $(INC_compiler) -DMKS_NO_MAIN $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/test_mksample: $(BUILD)/compiler/mksample-nomain.o
+$(BUILD)/tests/test_roi: $(BUILD)/compiler/mksample-nomain.o
 $(BUILD)/tests/test_part: $(BUILD)/compiler/mksample-nomain.o
+$(BUILD)/tests/test_stream: $(BUILD)/compiler/mksample-nomain.o
 
 # `make demo` and `make test` work on a fresh machine: they install what is missing first.
 demo: deps
@@ -370,8 +374,8 @@ install-python: $(PY_SO) $(PY_FILES)
 	    echo "installed shardread for $(PYTHON) in $(DESTDIR)$$dir"
 
 # ---- shardc-mpi: shardc build under mpirun, built where Open MPI's (or any) mpicc is found ----
-# MPICC=/path/to/mpicc to choose; MPICC= to leave it out. It links a copy of shardc.c without its
-# main (the same build options) and the compiler's libraries.
+# MPICC=/path/to/mpicc to choose; MPICC= to leave it out. It links shardc's build command line
+# (compiler/cli.c: the same build options) and the compiler's libraries.
 ifeq ($(origin MPICC),undefined)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 endif
@@ -380,19 +384,13 @@ MPI_BIN := $(BUILD)/bin/shardc-mpi
 BINS += $(MPI_BIN)
 all: $(MPI_BIN)
 
-$(BUILD)/compiler/shardc-nomain.o: compiler/shardc.c $(FLAGS_FILE)
-	@mkdir -p $(@D)
-	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(CPPFLAGS) $(INC_compiler) -DSHARDC_NO_MAIN $(call pkgcflags,$(PKGS)) $(CFLAGS) \
-	    -c -o $@ $<
-
 $(BUILD)/compiler/shardc-mpi.o: compiler/shardc-mpi.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MPICC   $<")
 	$(Q)OMPI_CC=$(CC) MPICH_CC=$(CC) $(MPICC) $(CPPFLAGS) $(INC_compiler) \
 	    $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
 
-$(MPI_BIN): $(BUILD)/compiler/shardc-mpi.o $(BUILD)/compiler/shardc-nomain.o $(COMP_LIB) $(FMT_LIB)
+$(MPI_BIN): $(BUILD)/compiler/shardc-mpi.o $(BUILD)/compiler/cli.o $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MPILD   $@")
 	$(Q)OMPI_CC=$(CC) MPICH_CC=$(CC) $(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS)

@@ -34,25 +34,24 @@
  *                          points passed), so a test can draw points in range; 2 also prints one
  *                          line per point as it is passed ("shardc: crash point K: what")
  * A resumed build counts its own points from 1.
+ *
+ * This file is the build itself: its workers, the writer and shc_build. Its other parts are files
+ * of their own: journal.c (the reject journal, the crash-point hook), resume.c (the output
+ * directory: what is ours, --force, --resume), tsv.c (rejects.tsv, warnings.tsv, inputs.tsv),
+ * dryrun.c (the fingerprint, --dry-run) and report.c (messages through the caller's callbacks).
  */
 #include "build.h"
 
-#include <dirent.h>
-#include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "fmt.h"
 #include "image.h"
@@ -60,15 +59,16 @@
 #include "manifest.h"
 #include "backend.h"
 #include "dataset.h"
+#include "dryrun.h"
 #include "feed.h"
+#include "journal.h"
 #include "raw.h"
 #include "render.h"
+#include "report.h"
+#include "resume.h"
+#include "stream.h"
+#include "tsv.h"
 #include "util.h"
-
-#define JOURNAL_NAME ".rejects.journal"
-#define REJECTS_NAME "rejects.tsv"
-#define WARNINGS_NAME "warnings.tsv"
-#define INPUTS_NAME "inputs.tsv"
 
 /* One input's results: K samples (K = shc_render_count), or a reject. The arrays are allocated
  * once per slot and reused. */
@@ -92,104 +92,14 @@ typedef struct {
     size_t nslots;
     fmt_rs_cache *cache;        /* resize coefficients shared by the workers */
     shc_feed *feed;             /* archive members' bytes (NULL: no archive among the inputs) */
+    shc_stream *stream;         /* a streamed build's items (NULL: the inputs are listed) */
     size_t next_claim, next_write, end;
     int stop;
     pthread_mutex_t mu;
     pthread_cond_t space, ready;
 } pipeline;
 
-/* One reject: input position, path, reason. */
-typedef struct {
-    uint64_t pos;
-    char *path, *reason;
-} reject;
-
-typedef struct {
-    reject *v;
-    size_t n, cap;
-} reject_list;
-
-static int reject_add(reject_list *l, uint64_t pos, const char *path, const char *reason)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 32;
-        reject *p = realloc(l->v, cap * sizeof *p);
-        if (!p)
-            return ENOMEM;
-        l->v = p;
-        l->cap = cap;
-    }
-    reject *r = &l->v[l->n];
-    r->pos = pos;
-    r->path = strdup(path);
-    r->reason = strdup(reason);
-    if (!r->path || !r->reason) {
-        free(r->path);
-        free(r->reason);
-        return ENOMEM;
-    }
-    l->n++;
-    return 0;
-}
-
-static void reject_list_free(reject_list *l)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i].path);
-        free(l->v[i].reason);
-    }
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
-/* Shard k's name without the backend's suffix, and with it (the manifest's file name). */
-static char *shard_stem(uint64_t k)
-{
-    char *p;
-    return asprintf(&p, "shard-%05" PRIu64, k) < 0 ? NULL : p;
-}
-
-static char *shard_name(const fmt_backend *be, uint64_t k)
-{
-    char *p;
-    return asprintf(&p, "shard-%05" PRIu64 "%s", k, be->suffix) < 0 ? NULL : p;
-}
-
-/* Remove a file or a whole directory tree (LMDB shards, per-image class folders). */
-static int rm_entry(const char *fpath, const struct stat *sb, int type, struct FTW *ftw)
-{
-    (void)sb;
-    (void)ftw;
-    int r = type == FTW_DP ? rmdir(fpath) : unlink(fpath);
-    return r != 0 && errno != ENOENT ? errno : 0;
-}
-
-static int rm_tree(const char *path)
-{
-    struct stat sb;
-    if (lstat(path, &sb) != 0)
-        return errno == ENOENT ? 0 : errno;
-    if (!S_ISDIR(sb.st_mode))
-        return unlink(path) != 0 && errno != ENOENT ? errno : 0;
-    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* ---- reporting: the caller's callbacks (build.h); the library prints nothing ---- */
-
-static void say(const shc_build_cb *cb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* One line for cb->message. */
-static void say(const shc_build_cb *cb, const char *fmt, ...)
-{
-    if (!cb || !cb->message)
-        return;
-    char text[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    cb->message(cb->ctx, text);
-}
+/* ---- options and codes (build.h) ---- */
 
 void shc_build_opts_init(shc_build_opts *o)
 {
@@ -213,6 +123,8 @@ const char *shc_strerror(int rc)
         return "bad inputs or output directory";
     case SHC_ESTOPPED:
         return "the build was stopped";
+    case SHC_EEND:
+        return "no more inputs";
     default:
         return fmt_strerror(rc);
     }
@@ -224,53 +136,20 @@ int shc_build_exit(int rc)
            rc == SHC_EINPUT ? SHC_EXIT_USAGE : SHC_EXIT_IO;
 }
 
-/* ---- crash points (see the top of this file) ---- */
-
-typedef struct {
-    uint64_t at;                /* SHARDC_CRASH_AT, 0: never */
-    uint64_t after_samples;     /* SHARDC_CRASH_AFTER, 0: never */
-    uint64_t passed, samples;
-    uint64_t report;            /* SHARDC_CRASH_POINTS */
-    const shc_build_cb *cb;     /* where the report goes */
-} crash_hook;
-
-static uint64_t env_uint(const char *name)
-{
-    const char *v = getenv(name);
-    uint64_t n;
-    return v && shc_parse_uint(v, 1, UINT64_MAX, &n) == 0 ? n : 0;
-}
-
-static void crash_init(crash_hook *c, const shc_build_cb *cb)
-{
-    memset(c, 0, sizeof *c);
-    c->cb = cb;
-    c->at = env_uint("SHARDC_CRASH_AT");
-    c->after_samples = env_uint("SHARDC_CRASH_AFTER");
-    c->report = env_uint("SHARDC_CRASH_POINTS");
-}
-
-/* Pass one crash point: what and name say where, for SHARDC_CRASH_POINTS=2. */
-static void crash_point(crash_hook *c, int sample, const char *what, const char *name)
-{
-    c->passed++;
-    c->samples += sample != 0;
-    if (c->report >= 2)
-        say(c->cb, "crash point %" PRIu64 ": %s %s", c->passed, what, name);
-    if ((c->at && c->passed == c->at) ||
-        (sample && c->after_samples && c->samples == c->after_samples))
-        raise(SIGKILL);
-}
-
 /* ---- the worker side ---- */
 
 /* Decode and render one input, then hash and sum each sample. On failure s->rc is set and
  * s->why says why. */
 static void process(const shc_build_opts *o, const shc_annot *annot, shc_feed *feed,
-                    const fmt_input *in, uint64_t pos, shc_render_scratch *rs, slot *s)
+                    shc_stream *stream, const fmt_input *in, uint64_t pos,
+                    shc_render_scratch *rs, slot *s)
 {
     uint32_t n = shc_render_count(&o->r);
-    if (in->archive) {
+    int32_t label = in ? in->label : 0;
+    if (stream) {
+        /* a streamed item (in is NULL): the stream says how to render it */
+        s->rc = shc_stream_render(stream, pos, &o->r, rs, s->imgs, s->params, &label, &s->why);
+    } else if (in->archive) {
         /* an archive member: its bytes come from the feeder */
         uint8_t *data;
         size_t len;
@@ -291,7 +170,7 @@ static void process(const shc_build_opts *o, const shc_annot *annot, shc_feed *f
         m->height = im->height;
         m->width = im->width;
         m->channels = im->channels;
-        m->label = in->label;
+        m->label = label;
         m->source = pos;
         m->hash = fmt_hash64(im->pixels, npix * im->channels);
         fmt_pixel_sums(im->pixels, npix, im->channels, m->sum, m->sumsq);
@@ -350,11 +229,15 @@ static void *worker(void *arg)
         if (rzrc) {
             s->rc = fmt_fail(&s->why, rzrc, "%s", fmt_strerror(rzrc));
         } else {
-            process(pl->o, pl->annot, pl->feed, &pl->in->items[i], i, rs, s);
+            /* a stream's items are not in pl->in while the build runs */
+            process(pl->o, pl->annot, pl->feed, pl->stream,
+                    pl->stream ? NULL : &pl->in->items[i], i, rs, s);
         }
 
         pthread_mutex_lock(&pl->mu);
         s->done = 1;
+        if (s->rc == SHC_EEND && i < pl->end)
+            pl->end = i;        /* the stream ended here: nothing more to claim */
         pthread_cond_broadcast(&pl->ready);
         pthread_mutex_unlock(&pl->mu);
     }
@@ -362,390 +245,7 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* ---- fingerprint, projection ---- */
-
-uint64_t shc_fingerprint(const shc_build_opts *o, const fmt_inputs *in)
-{
-    XXH3_state_t *st = XXH3_createState();
-    if (!st)
-        return 0;
-    XXH3_64bits_reset(st);
-    const char tag[] = "shardc-build-1";
-    XXH3_64bits_update(st, tag, sizeof tag);
-    const shc_render_opts *r = &o->r;
-    uint64_t v[] = {r->geom.mode, r->geom.fit, r->geom.width, r->geom.height, r->geom.short_side,
-                    r->geom.max_side, r->channels, r->limits.max_side, r->limits.max_pixels,
-                    r->max_file_bytes, o->shard_bytes, o->shard_samples, o->align, r->augment,
-                    r->seed, r->geom.crop_w, r->geom.crop_h, (uint64_t)r->geom.filter,
-                    (uint64_t)r->geom.shrink_on_load};
-    XXH3_64bits_update(st, v, sizeof v);
-    if (o->compress.codec) {
-        /* only when compressing, so that the fingerprints of other builds stay what they were */
-        char spec[32];
-        fmt_codec_format(&o->compress, spec, sizeof spec);
-        XXH3_64bits_update(st, spec, strlen(spec) + 1);
-    }
-    if (o->jpeg_fraction > 0) {
-        char spec[64];
-        snprintf(spec, sizeof spec, "jpeg %.17g q%d", o->jpeg_fraction, o->quality);
-        XXH3_64bits_update(st, spec, strlen(spec) + 1);
-    }
-    if (r->augment) {
-        char spec[256];
-        fmt_aug_format(&r->aug, spec, sizeof spec);
-        XXH3_64bits_update(st, spec, strlen(spec) + 1);
-    }
-    if (o->target_hash) {
-        /* only for detection builds, so that other fingerprints stay what they were */
-        const char ttag[] = "targets";
-        XXH3_64bits_update(st, ttag, sizeof ttag);
-        XXH3_64bits_update(st, &o->target_hash, sizeof o->target_hash);
-    }
-    for (size_t i = 0; i < in->nclasses; i++)
-        XXH3_64bits_update(st, in->classes[i], strlen(in->classes[i]) + 1);
-    for (size_t i = 0; i < in->n; i++) {
-        XXH3_64bits_update(st, in->items[i].path, strlen(in->items[i].path) + 1);
-        XXH3_64bits_update(st, &in->items[i].label, sizeof in->items[i].label);
-    }
-    uint64_t h = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
-    return h;
-}
-
-/* ---- output directory state ---- */
-
-/* Class folders of per-image sets are ours too. */
-static int is_class(const fmt_inputs *in, const char *name)
-{
-    for (size_t i = 0; in && i < in->nclasses; i++)
-        if (strcmp(in->classes[i], name) == 0)
-            return 1;
-    return 0;
-}
-
-static int is_ours(const char *name)
-{
-    return strcmp(name, FMT_MANIFEST_NAME) == 0 || strcmp(name, REJECTS_NAME) == 0 ||
-           strcmp(name, WARNINGS_NAME) == 0 || strcmp(name, WARNINGS_NAME ".tmp") == 0 ||
-           strcmp(name, INPUTS_NAME) == 0 || strcmp(name, INPUTS_NAME ".tmp") == 0 ||
-           strcmp(name, JOURNAL_NAME) == 0 || strncmp(name, "shard-", 6) == 0 ||
-           strcmp(name, SHC_PARTS_DIR) == 0 ||
-           strcmp(name, FMT_MANIFEST_NAME ".tmp") == 0 || strcmp(name, REJECTS_NAME ".tmp") == 0;
-}
-
-/* 1 if dir holds anything; 2 if it holds something that is not ours (class folders are ours
- * when the backend writes per-image sets). */
-static int dir_contents(const char *dir, const fmt_inputs *sets)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int any = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-            strcmp(e->d_name, SHC_LOCK_NAME) == 0)
-            continue;
-        if (!is_ours(e->d_name) && !is_class(sets, e->d_name)) {
-            any = 2;
-            break;
-        }
-        any = 1;
-    }
-    closedir(d);
-    return any;
-}
-
-/* Remove our files: the manifest first, so no manifest ever names a removed shard. With
- * keep_from >= 0, shards numbered below keep_from (and the journal) are kept. Class folders of
- * per-image sets (sets != NULL) go only when everything goes: kept shards' images live there, and
- * a resumed build rewrites the others under the same names. */
-static int clear_output(const char *dir, long keep_from, const fmt_inputs *sets)
-{
-    char *p = fmt_path_join(dir, FMT_MANIFEST_NAME, "");
-    if (!p)
-        return ENOMEM;
-    if (unlink(p) != 0 && errno != ENOENT) {
-        int e = errno;
-        free(p);
-        return e;
-    }
-    free(p);
-    fmt_fsync_parent(dir);
-    DIR *d = opendir(dir);
-    if (!d)
-        return errno;
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-            strcmp(e->d_name, SHC_LOCK_NAME) == 0)
-            continue;   /* the lock we hold stays (see shc_lock_dir) */
-        int cls = is_class(sets, e->d_name);
-        if (!is_ours(e->d_name) && !(cls && keep_from < 0))
-            continue;
-        unsigned long k;
-        int n = 0;
-        if (keep_from >= 0 && strcmp(e->d_name, JOURNAL_NAME) == 0)
-            continue;
-        /* parts of a build in parts go with --force only */
-        if (keep_from >= 0 && strcmp(e->d_name, SHC_PARTS_DIR) == 0)
-            continue;
-        /* shard-NNNNN followed by a suffix, not a temporary */
-        if (keep_from >= 0 && sscanf(e->d_name, "shard-%lu%n", &k, &n) == 1 &&
-            !strstr(e->d_name + n, ".tmp") && (long)k < keep_from)
-            continue;
-        char *q = fmt_path_join(dir, e->d_name, "");
-        int r = q ? rm_tree(q) : ENOMEM;
-        if (r && !rc)
-            rc = r;
-        free(q);
-    }
-    closedir(d);
-    return rc;
-}
-
-/* ---- resume ---- */
-
-/* Backends whose shards keep their images in class folders. */
-static int is_set(const fmt_backend *be)
-{
-    return strcmp(be->suffix, ".idx") == 0;
-}
-
-typedef struct {
-    fmt_manifest_shard *v;
-    size_t n, cap;
-    uint64_t sum[3], sumsq[3];
-    uint64_t pixels;            /* per channel, over all samples of the listed shards */
-} shard_list;
-
-static int shard_list_add(shard_list *l, const char *name, const fmt_shard_info *h)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        fmt_manifest_shard *p = realloc(l->v, cap * sizeof *p);
-        if (!p)
-            return ENOMEM;
-        l->v = p;
-        l->cap = cap;
-    }
-    fmt_manifest_shard *s = &l->v[l->n];
-    memset(s, 0, sizeof *s);
-    if (!(s->file = strdup(name)))
-        return ENOMEM;
-    s->first = h->first_index;
-    s->samples = h->samples;
-    s->bytes = h->bytes;
-    s->hash = h->hash;
-    s->pins = h->pins;
-    s->file_hash = h->file_hash;
-    s->pin_hash = h->pin_hash;
-    s->pin_skip_off = h->pin_skip_off;
-    s->pin_skip_len = h->pin_skip_len;
-    for (int c = 0; c < 3; c++) {
-        l->sum[c] += h->sum[c];
-        l->sumsq[c] += h->sumsq[c];
-    }
-    l->n++;
-    return 0;
-}
-
-static void shard_list_free(shard_list *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        free(l->v[i].file);
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
-/* Keep finished shards 0, 1, ... while each opens, carries this build's fingerprint, continues
- * where the previous one ended and has every sample hash intact. Sets *next_input and
- * *next_index to where the build continues. */
-static int resume_scan(const shc_build_opts *o, const shc_build_cb *cb, const fmt_inputs *in, uint64_t fp,
-                       uint64_t first_input, shard_list *kept, uint64_t *next_input,
-                       uint64_t *next_index)
-{
-    const fmt_backend *be = o->backend;
-    *next_input = first_input;
-    *next_index = 0;
-    for (uint64_t k = 0;; k++) {
-        char *name = shard_name(be, k), *path = name ? fmt_path_join(o->out, name, "") : NULL;
-        if (!path) {
-            free(name);
-            return ENOMEM;
-        }
-        void *s = NULL;
-        fmt_msg msg = {{0}};
-        int ok = 0;
-        uint64_t px = 0;
-        if (access(path, F_OK) == 0) {
-            int rc = be->r_open(&s, o->out, path, FMT_ACCESS_MMAP, &msg);
-            const fmt_shard_info *h = rc ? NULL : be->r_info(s);
-            if (h && h->fingerprint == fp && h->first_index == *next_index &&
-                h->input_end > *next_input) {
-                ok = 1;
-                for (uint64_t i = 0; ok && i < h->samples; i++) {
-                    fmt_sample e;
-                    ok = be->r_get(s, i, &e) == 0 && be->r_check(s, i) == 0;
-                    px += (uint64_t)e.height * e.width;
-                }
-            }
-            fmt_shard_info hp;
-            if (ok) {
-                hp = *h;
-                ok = !be->r_pins || be->r_pins(s, path, &hp) == 0;
-            }
-            if (ok) {
-                *next_input = h->input_end;
-                *next_index += h->samples;
-                kept->pixels += px;
-                ok = shard_list_add(kept, name, &hp) == 0;
-            } else {
-                say(cb, "%s: not reusable (%s), rebuilding from here", path,
-                        rc ? fmt_reason(&msg, rc) : "different build or damaged");
-            }
-        }
-        be->r_close(s);
-        free(path);
-        free(name);
-        if (!ok)
-            return clear_output(o->out, (long)k, is_set(be) ? in : NULL);
-    }
-}
-
-/* Reload the journal's rejects (and warnings: lines "W<pos>...") below next_input. */
-static int journal_load(const char *out, uint64_t next_input, reject_list *rej,
-                        reject_list *warn)
-{
-    char *path = fmt_path_join(out, JOURNAL_NAME, "");
-    if (!path)
-        return ENOMEM;
-    FILE *f = fopen(path, "r");
-    int rc = 0;
-    if (f) {
-        char *line = NULL;
-        size_t cap = 0;
-        ssize_t n;
-        while ((n = getline(&line, &cap, f)) > 0) {
-            if (line[n - 1] != '\n')
-                break; /* torn last line */
-            line[n - 1] = '\0';
-            char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-            if (!t2)
-                continue;
-            *t1 = *t2 = '\0';
-            uint64_t pos;
-            int w = line[0] == 'W';
-            if (shc_parse_uint(line + w, 0, UINT64_MAX, &pos) == 0 && pos < next_input)
-                if ((rc = reject_add(w ? warn : rej, pos, t1 + 1, t2 + 1)))
-                    break;
-        }
-        free(line);
-        fclose(f);
-    }
-    free(path);
-    return rc;
-}
-
 /* ---- writing helpers ---- */
-
-/* TSV field: tabs, newlines and backslashes escaped so every line is one record. */
-static void put_tsv(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '\t': fputs("\\t", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\\': fputs("\\\\", f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
-
-static int write_rejects(const char *out, const fmt_inputs *in, const reject_list *rej)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return ENOMEM;
-    fputs("path\treason\n", f);
-    for (size_t i = 0; i < in->nskipped; i++) {
-        put_tsv(f, in->skipped[i].path);
-        fputc('\t', f);
-        put_tsv(f, in->skipped[i].reason);
-        fputc('\n', f);
-    }
-    for (size_t i = 0; i < rej->n; i++) {
-        put_tsv(f, rej->v[i].path);
-        fputc('\t', f);
-        put_tsv(f, rej->v[i].reason);
-        fputc('\n', f);
-    }
-    if (fclose(f) != 0) {
-        free(buf);
-        return ENOMEM;
-    }
-    char *path = fmt_path_join(out, REJECTS_NAME, "");
-    int rc = path ? fmt_write_file_atomic(path, buf, len) : ENOMEM;
-    free(path);
-    free(buf);
-    return rc;
-}
-
-/* warnings.tsv: the inputs stored although their decoder warned, with the warning. */
-static int write_warnings(const char *out, const reject_list *warn)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return ENOMEM;
-    fputs("path\twarning\n", f);
-    for (size_t i = 0; i < warn->n; i++) {
-        put_tsv(f, warn->v[i].path);
-        fputc('\t', f);
-        put_tsv(f, warn->v[i].reason);
-        fputc('\n', f);
-    }
-    if (fclose(f) != 0) {
-        free(buf);
-        return ENOMEM;
-    }
-    char *path = fmt_path_join(out, WARNINGS_NAME, "");
-    int rc = path ? fmt_write_file_atomic(path, buf, len) : ENOMEM;
-    free(path);
-    free(buf);
-    return rc;
-}
-
-/* inputs.tsv: every input position in [lo, hi) with its label and path, so each sample's
- * `source` can be traced back to its file (and replayed: shardc cat --replay). */
-static int write_inputs(const char *out, const fmt_inputs *in, uint64_t lo, uint64_t hi)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return ENOMEM;
-    fputs("source\tlabel\tpath\n", f);
-    for (size_t i = (size_t)lo; i < hi; i++) {
-        fprintf(f, "%zu\t%d\t", i, (int)in->items[i].label);
-        put_tsv(f, in->items[i].path);
-        fputc('\n', f);
-    }
-    if (fclose(f) != 0) {
-        free(buf);
-        return ENOMEM;
-    }
-    char *path = fmt_path_join(out, INPUTS_NAME, "");
-    int rc = path ? fmt_write_file_atomic(path, buf, len) : ENOMEM;
-    free(path);
-    free(buf);
-    return rc;
-}
 
 static char *build_options_json(const shc_build_opts *o)
 {
@@ -759,234 +259,31 @@ static char *build_options_json(const shc_build_opts *o)
                      o->r.channels, o->r.limits.max_side, o->r.limits.max_pixels,
                      o->r.max_file_bytes,
                      o->shard_bytes, o->shard_samples, o->align, codec, o->jpeg_fraction,
-                     o->quality, o->coco ? "coco" : o->yolo ? "yolo" : o->list ? "list" : "folders");
+                     o->quality, o->stream ? "stream" : o->coco ? "coco" : o->yolo ? "yolo" :
+                     o->list ? "list" : "folders");
     return n < 0 ? NULL : s;
-}
-
-static void report_progress(const shc_build_cb *cb, double t0, uint64_t done, uint64_t total,
-                            uint64_t rejects, int final)
-{
-    if (!cb || !cb->progress)
-        return;
-    shc_progress p = {.done = done, .total = total, .rejects = rejects,
-                      .seconds = shc_now() - t0, .final = final};
-    cb->progress(cb->ctx, &p);
 }
 
 /* Finish the current shard: its rejects reach the disk first, then the backend completes it and
  * renames it into place. *w is consumed whatever happens. */
 static int finish_shard(const fmt_backend *be, void **w, FILE *journal, uint64_t input_end,
-                        shard_list *shards, const char *name, crash_hook *crash)
+                        shc_shard_list *shards, const char *name, shc_crash_hook *crash)
 {
     fmt_shard_info h;
     int rc;
-    crash_point(crash, 0, "before finishing", name);
+    shc_crash_point(crash, 0, "before finishing", name);
     if (fflush(journal) != 0 || fsync(fileno(journal)) != 0) {
         rc = errno;
         be->w_abort(*w);
     } else {
         rc = be->w_finish(*w, input_end, &h);
         if (rc == 0)
-            rc = shard_list_add(shards, name, &h);
+            rc = shc_shard_list_add(shards, name, &h);
     }
     *w = NULL;
     if (rc == 0)
-        crash_point(crash, 0, "after finishing", name);
+        shc_crash_point(crash, 0, "after finishing", name);
     return rc;
-}
-
-/* ---- dry run ---- */
-
-/* Inputs rendered and encoded by a dry run for backends with w_sample_bytes. */
-#define DRY_ENCODED_MAX 128
-
-/* Render the input at pos and add, over its samples, what the backend would store
- * (w_sample_bytes) to *exact and its w_cost estimate to *est. Nothing is added when the input
- * cannot be rendered or encoded. */
-static void dry_encode(const shc_build_opts *o, const fmt_inputs *in, size_t pos,
-                       const uint8_t *data, size_t data_len, uint64_t first_index, fmt_resizer *rz,
-                       uint64_t *exact, uint64_t *est)
-{
-    uint32_t nper = shc_render_count(&o->r);
-    fmt_image *imgs = calloc(nper, sizeof *imgs);
-    fmt_aug_params *params = calloc(nper, sizeof *params);
-    if (!imgs || !params ||
-        (data ? shc_render_mem(&o->r, data, data_len, pos, rz, imgs, params, NULL)
-              : shc_render(&o->r, in->items[pos].path, pos, rz, imgs, params, NULL))) {
-        free(imgs);
-        free(params);
-        return;
-    }
-    fmt_writer_opts wo = {.align = o->align, .quality = o->quality, .codec = o->compress.codec,
-                          .level = o->compress.level, .jpeg_fraction = o->jpeg_fraction};
-    uint64_t e = 0, c = 0;
-    int ok = 1;
-    for (uint32_t v = 0; v < nper; v++) {
-        fmt_image *im = &imgs[v];
-        uint8_t rec[FMT_AUG_RECORD_SIZE] = {0};
-        wo.first_index = first_index + v;   /* the sample's dataset index (the mixed mode's pick) */
-        fmt_sample_meta m = {.height = im->height, .width = im->width, .channels = im->channels,
-                             .label = in->items[pos].label, .source = pos,
-                             .aux = o->r.augment ? rec : NULL,
-                             .aux_len = o->r.augment ? FMT_AUG_RECORD_SIZE : 0};
-        uint64_t len = (uint64_t)im->width * im->height * im->channels;
-        m.hash = fmt_hash64(im->pixels, (size_t)len);
-        uint64_t b = o->backend->w_sample_bytes(&wo, &m, im->pixels);
-        ok = ok && b != 0;
-        e += b;
-        c += o->backend->w_cost(len, m.aux_len, o->align);
-        fmt_image_free(im);
-    }
-    if (ok) {
-        *exact += e;
-        *est += c;
-    }
-    free(imgs);
-    free(params);
-}
-
-/* Bytes of inputs.tsv, as write_inputs writes it (paths are short enough never to be escaped in
- * a way that matters for a projection). */
-static uint64_t inputs_tsv_bytes(const fmt_inputs *in, uint64_t lo, uint64_t hi)
-{
-    uint64_t b = strlen("source\tlabel\tpath\n");
-    char num[64];
-    for (size_t i = (size_t)lo; i < hi; i++)
-        b += (uint64_t)snprintf(num, sizeof num, "%zu\t%d\t\n", i, (int)in->items[i].label) +
-             strlen(in->items[i].path);
-    return b;
-}
-
-/* The projection: every input is probed (header only) for the sample size the geometry gives
- * it, and the shards are laid out as the writer would, input by input. Backends whose stored
- * size depends on the pixels (w_sample_bytes: image files, compressed payloads) get their
- * w_cost scaled by exact / estimated bytes over up to DRY_ENCODED_MAX inputs, evenly spread,
- * that are really rendered and encoded. */
-static int dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_inputs *in,
-                   const shc_annot *annot, uint64_t lo, uint64_t hi)
-{
-    uint64_t samples = 0, bad = 0, src_bytes = 0, bytes = 0, shards = 0, cur = 0, cur_n = 0;
-    uint32_t align = o->align;
-    uint32_t nper = shc_render_count(&o->r);
-    uint64_t *cost = calloc(in->n ? in->n : 1, sizeof *cost);
-    shc_feed *feed = NULL;
-    if (!cost || (in->narchives && shc_feed_start(in, lo, hi, o->r.max_file_bytes,
-                                                  o->archive_buffer, &feed) != 0)) {
-        free(cost);
-        say(cb, "out of memory");
-        return ENOMEM;
-    }
-    for (size_t i = (size_t)lo; i < hi; i++) {
-        uint8_t *buf = NULL;
-        size_t len = 0;
-        fmt_image_info info;
-        fmt_geom_plan plan;
-        int rc = in->items[i].archive ? shc_feed_take(feed, i, &buf, &len, NULL)
-                                      : fmt_read_file(in->items[i].path,
-                                                      (size_t)o->r.max_file_bytes, &buf, &len);
-        if (rc == 0)
-            rc = fmt_image_probe(buf, len, &info, NULL);
-        free(buf);
-        if (rc == 0)
-            rc = fmt_geom_plan_for(&o->r.geom, info.width, info.height, &plan);
-        if (rc) {
-            bad++;
-            continue;
-        }
-        src_bytes += len;
-        /* a target record: as many boxes as annotated (the geometry may drop some) */
-        uint32_t aux = o->r.augment ? FMT_AUG_RECORD_SIZE
-                       : annot ? shc_annot_record_bytes(annot, i) : 0;
-        cost[i] = nper * o->backend->w_cost((uint64_t)plan.out_w * plan.out_h * o->r.channels,
-                                            aux, align);
-    }
-    shc_feed_free(feed);
-    feed = NULL;
-    double scale = 1.0;
-    uint64_t good = hi - lo - bad, encoded = 0;
-    /* raw stores plain pixels exactly as w_cost says: only compressed raw needs encoding */
-    int measure = o->backend->w_sample_bytes &&
-                  (strcmp(o->backend->name, "raw") != 0 || o->compress.codec ||
-                   o->jpeg_fraction > 0);
-    if (measure && good) {
-        fmt_resizer *rz = NULL;
-        uint64_t exact = 0, est = 0, step = (good + DRY_ENCODED_MAX - 1) / DRY_ENCODED_MAX, k = 0;
-        /* archive members are read again, in one more walk of their archives */
-        if (fmt_resizer_create(&rz) == 0 &&
-            (!in->narchives || shc_feed_start(in, lo, hi, o->r.max_file_bytes,
-                                              o->archive_buffer, &feed) == 0)) {
-            for (size_t i = (size_t)lo; i < hi; i++) {
-                uint8_t *data = NULL;
-                size_t len = 0;
-                int took = in->items[i].archive &&
-                           shc_feed_take(feed, i, &data, &len, NULL) == 0;
-                if (cost[i] && k++ % step == 0 && (took || !in->items[i].archive)) {
-                    dry_encode(o, in, i, data, len, (k - 1) * nper, rz, &exact, &est);
-                    encoded++;
-                }
-                free(data);
-            }
-            shc_feed_free(feed);
-        }
-        fmt_resizer_free(rz);
-        if (est)
-            scale = (double)exact / (double)est;
-    }
-    uint64_t header = align ? align : FMT_RAW_DEFAULT_ALIGN;
-    for (size_t i = (size_t)lo; i < hi; i++) {
-        if (!cost[i])
-            continue;
-        /* as the writer does: whole inputs per shard, bounded by the size so far (real bytes)
-         * plus the next input's w_cost (an estimate) */
-        if (cur_n == 0 || cur + cost[i] > o->shard_bytes ||
-            (o->shard_samples && cur_n + nper > o->shard_samples)) {
-            if (cur_n)
-                bytes += cur;
-            shards++;
-            cur = header;
-            cur_n = 0;
-        }
-        cur += (uint64_t)((double)cost[i] * scale + 0.5);
-        cur_n += nper;
-        samples += nper;
-    }
-    bytes += cur_n ? cur : 0;
-    free(cost);
-    uint64_t shard_bytes = bytes;
-    /* the files next to the shards: inputs.tsv exactly, rejects.tsv and the manifest roughly */
-    bytes += inputs_tsv_bytes(in, lo, hi) + 1024 + 128 * shards + 16 * in->nclasses;
-    if (cb && cb->projection) {
-        shc_projection p = {.inputs = (size_t)(hi - lo), .classes = in->nclasses,
-                            .skipped = in->nskipped, .samples = samples, .unreadable = bad,
-                            .bytes = bytes, .shards = shards, .shard_bytes = shard_bytes,
-                            .input_bytes = src_bytes, .encoded = encoded, .scale = scale};
-        cb->projection(cb->ctx, &p);
-    }
-    return 0;
-}
-
-/* For fixed-size geometry the output size is known up front: warn when it is large or does not
- * fit on the output filesystem. */
-static void warn_projection(const shc_build_opts *o, const shc_build_cb *cb, uint64_t ninputs)
-{
-    if (o->r.geom.mode != FMT_GEOM_SIZE)
-        return;
-    uint32_t align = o->align;   /* 0: the backend's own layout (raw: packed) */
-    uint64_t per = o->backend->w_cost((uint64_t)o->r.geom.width * o->r.geom.height * o->r.channels,
-                                       o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
-    uint64_t total = per * ninputs * shc_render_count(&o->r);
-    struct statvfs vfs;
-    char b1[32], b2[32];
-    if (statvfs(o->out, &vfs) == 0) {
-        uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-        if (total > avail)
-            say(cb, "warning: projected output %s exceeds the %s free in %s",
-                    shc_human_size(total, b1, sizeof b1), shc_human_size(avail, b2, sizeof b2),
-                    o->out);
-        else if (total > (64ull << 30))
-            say(cb, "note: projected output %s (uncompressed pixels)",
-                    shc_human_size(total, b1, sizeof b1));
-    }
 }
 
 /* Boxes stored and dropped over every sample of the dataset in dir. */
@@ -1008,6 +305,26 @@ static int count_boxes(const char *dir, uint64_t *boxes, uint64_t *dropped)
 
 /* ---- the build ---- */
 
+/* A streamed build without class names: as for a list file, label L is class "L", for every L
+ * up to the largest label given. */
+static int stream_classes(fmt_inputs *in)
+{
+    int32_t top = -1;
+    for (size_t i = 0; i < in->n; i++)
+        if (in->items[i].label > top)
+            top = in->items[i].label;
+    if (top < 0)
+        return 0;
+    if (!(in->classes = calloc((size_t)top + 1, sizeof *in->classes)))
+        return ENOMEM;
+    for (int32_t c = 0; c <= top; c++, in->nclasses++)
+        if (asprintf(&in->classes[c], "%d", (int)c) < 0) {
+            in->classes[c] = NULL;
+            return ENOMEM;
+        }
+    return 0;
+}
+
 /* The build into o->out: the whole input list, or o->part's slice of it when o->out is the
  * part's folder. */
 static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const shc_annot *annot,
@@ -1019,37 +336,54 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     if (listed) {
         in = *listed;           /* ours from here on */
         memset(listed, 0, sizeof *listed);
+    } else if (o->stream) {
+        /* a streamed build: its items join in.items as the writer takes them; the classes are
+         * the given names, or made from the labels once the stream ends */
+        memset(&in, 0, sizeof in);
+        size_t nc;
+        const char *const *names = shc_stream_classes(o->stream, &nc);
+        if (nc && !(in.classes = calloc(nc, sizeof *in.classes)))
+            rc = ENOMEM;
+        for (size_t c = 0; !rc && c < nc; c++, in.nclasses++)
+            if (!(in.classes[c] = strdup(names[c])))
+                rc = ENOMEM;
+        if (rc) {
+            fmt_inputs_free(&in);
+            shc_say(cb, "out of memory");
+            return ENOMEM;
+        }
     } else {
         rc = o->wds ? fmt_inputs_from_wds(o->srcs, o->nsrc, o->wds_label, &in, &msg)
              : o->list ? fmt_inputs_from_list(o->list, o->srcs, o->nsrc, &in, &msg)
                        : fmt_inputs_from_dirs(o->srcs, o->nsrc, &in, &msg);
     }
     if (rc) {
-        say(cb, "%s", msg.text);
+        shc_say(cb, "%s", msg.text);
         return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
     }
     for (size_t i = 0; i < in.nskipped; i++)
-        say(cb, "cannot read %s: %s (skipped)", in.skipped[i].path, in.skipped[i].reason);
-    if (in.n == 0) {
-        say(cb, "no images found in %s%s (expected class folders of .jpg, .png or .bmp files, or a "
-            "--list)", o->srcs[0], o->nsrc > 1 ? " and the other SRCs" : "");
+        shc_say(cb, "cannot read %s: %s (skipped)", in.skipped[i].path, in.skipped[i].reason);
+    if (in.n == 0 && !o->stream) {
+        shc_say(cb, "no images found in %s%s (expected class folders of .jpg, .png or .bmp files, "
+                "or a --list)", o->srcs[0], o->nsrc > 1 ? " and the other SRCs" : "");
         fmt_inputs_free(&in);
         return SHC_EINPUT;
     }
     /* a part takes its slice of the list; `source` stays the position in the whole list */
-    uint64_t lo, hi;
-    shc_part_range(in.n, &o->part, &lo, &hi);
+    uint64_t lo = 0, hi = UINT64_MAX;   /* a stream's end is known when it comes */
+    if (!o->stream)
+        shc_part_range(in.n, &o->part, &lo, &hi);
     if (o->ctl)
-        atomic_store(&o->ctl->total, hi - lo);
+        atomic_store(&o->ctl->total, o->stream ? 0 : hi - lo);   /* a stream's: not known */
     if (o->dry_run) {
-        rc = dry_run(o, cb, &in, annot, lo, hi);
+        rc = shc_dry_run(o, cb, &in, annot, lo, hi);
         fmt_inputs_free(&in);
         return rc;
     }
 
     int result = 0;
-    reject_list rej = {0}, warn = {0};
-    shard_list shards = {0};
+    shc_reject_list rej = {0}, warn = {0};
+    shc_shard_list shards = {0};
     pipeline pl = {0};
     pthread_t *tids = NULL;
     unsigned nthreads = 0;
@@ -1058,25 +392,26 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     FILE *journal = NULL;
     char *jpath = NULL, *cur_name = NULL, *cur_path = NULL;
     /* a part's shards carry the whole build's fingerprint: a part folder's name fixes its slice */
-    uint64_t fp = shc_fingerprint(o, &in), next_input = lo, next_index = 0;
+    uint64_t fp = shc_fingerprint(o, o->stream ? NULL : &in), next_input = lo, next_index = 0;
     uint32_t align = o->align;   /* 0: the backend's own layout (raw: packed) */
     const uint32_t nper = shc_render_count(&o->r);
     double t0 = shc_now(), last_progress = 0;
-    crash_hook crash;
-    crash_init(&crash, cb);
+    shc_crash_hook crash;
+    shc_crash_init(&crash, cb);
     int lock_fd = -1;
+    int started = 0, committed = 0;     /* writing into out began; the manifest is in place */
 
     /* the output directory */
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
         result = errno;
-        say(cb, "cannot create %s: %s", o->out, strerror(result));
+        shc_say(cb, "cannot create %s: %s", o->out, strerror(result));
         goto leave;
     }
     struct stat sb;
     errno = 0;
     if (stat(o->out, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(o->out, W_OK | X_OK) != 0) {
         result = errno ? errno : ENOTDIR;
-        say(cb, "cannot write to %s: %s", o->out, errno ? strerror(errno) : "not a directory");
+        shc_say(cb, "cannot write to %s: %s", o->out, errno ? strerror(errno) : "not a directory");
         goto leave;
     }
     /* one writer at a time: a second build, --force or --resume into OUT would mix shards */
@@ -1084,20 +419,20 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     rc = shc_lock_dir(o->out, SHC_LOCK_NAME, &lock_fd, &holder);
     if (rc == EWOULDBLOCK) {
         if (holder > 0)
-            say(cb, "%s is being written by another shardc, pid %ld", o->out, holder);
+            shc_say(cb, "%s is being written by another shardc, pid %ld", o->out, holder);
         else
-            say(cb, "%s is being written by another shardc", o->out);
+            shc_say(cb, "%s is being written by another shardc", o->out);
         result = SHC_EINPUT;
         goto leave;
     }
     if (rc) {
-        say(cb, "cannot lock %s/%s: %s", o->out, SHC_LOCK_NAME, strerror(rc));
+        shc_say(cb, "cannot lock %s/%s: %s", o->out, SHC_LOCK_NAME, strerror(rc));
         result = rc;
         goto leave;
     }
-    int contents = dir_contents(o->out, is_set(be) ? &in : NULL);
+    int contents = shc_dir_contents(o->out, shc_is_set(be) ? &in : NULL);
     if (contents == 2 && !o->force) {
-        say(cb, "%s is not empty and holds files that are not a shardc dataset (use --force to "
+        shc_say(cb, "%s is not empty and holds files that are not a shardc dataset (use --force to "
             "write into it anyway)", o->out);
         result = SHC_EINPUT;
         goto leave;
@@ -1110,65 +445,67 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
             fmt_manifest_free(&old);
             if (same) {
                 /* a build killed between the manifest's rename and its last cleanup */
-                char *jp = fmt_path_join(o->out, JOURNAL_NAME, "");
+                char *jp = fmt_path_join(o->out, SHC_JOURNAL_NAME, "");
                 if (jp)
                     unlink(jp);
                 free(jp);
-                say(cb, "%s is already complete (%" PRIu64 " samples, %" PRIu64 " rejected); nothing "
-                    "to do", o->out, n, r);
+                shc_say(cb, "%s is already complete (%" PRIu64 " samples, %" PRIu64 " rejected); "
+                        "nothing to do", o->out, n, r);
                 result = r ? SHC_EREJECTS : 0;
                 goto leave;
             }
         }
-        rc = resume_scan(o, cb, &in, fp, lo, &shards, &next_input, &next_index);
+        rc = shc_resume_scan(o, cb, &in, fp, lo, &shards, &next_input, &next_index);
         if (rc == 0)
-            rc = journal_load(o->out, next_input, &rej, &warn);
+            rc = shc_journal_load(o->out, next_input, &rej, &warn);
         if (rc) {
-            say(cb, "cannot resume in %s: %s", o->out, strerror(rc));
+            shc_say(cb, "cannot resume in %s: %s", o->out, strerror(rc));
             result = rc;
             goto leave;
         }
         if (shards.n)
-            say(cb, "resuming: kept %zu finished shard(s), %" PRIu64 " samples; continuing at "
+            shc_say(cb, "resuming: kept %zu finished shard(s), %" PRIu64 " samples; continuing at "
                 "input %" PRIu64 " of %" PRIu64, shards.n,
                     next_index, next_input - lo, hi - lo);
     } else if (contents) {
         if (!o->force) {
-            say(cb, "%s already holds a dataset (use --resume to continue it or --force to "
+            shc_say(cb, "%s already holds a dataset (use --resume to continue it or --force to "
                 "replace it)", o->out);
             result = SHC_EINPUT;
             goto leave;
         }
-        if ((rc = clear_output(o->out, -1, is_set(be) ? &in : NULL))) {
-            say(cb, "cannot clear %s: %s", o->out, strerror(rc));
+        if ((rc = shc_clear_output(o->out, -1, shc_is_set(be) ? &in : NULL))) {
+            shc_say(cb, "cannot clear %s: %s", o->out, strerror(rc));
             result = rc;
             goto leave;
         }
     }
-    warn_projection(o, cb, hi - lo);
+    if (!o->stream)
+        shc_warn_projection(o, cb, hi - lo);
 
     /* the journal holds exactly the rejects below the resume point */
-    jpath = fmt_path_join(o->out, JOURNAL_NAME, "");
+    jpath = fmt_path_join(o->out, SHC_JOURNAL_NAME, "");
     journal = jpath ? fopen(jpath, "w") : NULL;
     if (!journal) {
         result = jpath ? errno : ENOMEM;
-        say(cb, "cannot write %s: %s", jpath ? jpath : o->out, strerror(result));
+        shc_say(cb, "cannot write %s: %s", jpath ? jpath : o->out, strerror(result));
         goto leave;
     }
+    started = 1;
     for (size_t i = 0; i < rej.n; i++)
-        fprintf(journal, "%" PRIu64 "\t%s\t%s\n", rej.v[i].pos, rej.v[i].path, rej.v[i].reason);
+        shc_journal_add(journal, 0, rej.v[i].pos, rej.v[i].path, rej.v[i].reason);
     for (size_t i = 0; i < warn.n; i++)
-        fprintf(journal, "W%" PRIu64 "\t%s\t%s\n", warn.v[i].pos, warn.v[i].path,
-                warn.v[i].reason);
+        shc_journal_add(journal, 1, warn.v[i].pos, warn.v[i].path, warn.v[i].reason);
 
     /* workers */
     nthreads = o->threads ? o->threads : 1;
     pl.o = o;
     pl.in = &in;
     pl.annot = annot;
+    pl.stream = o->stream;
     pl.nslots = 2 * (size_t)nthreads + 2;
     pl.next_claim = pl.next_write = (size_t)next_input;
-    pl.end = (size_t)hi;
+    pl.end = o->stream ? SIZE_MAX : (size_t)hi;
     pl.slots = calloc(pl.nslots, sizeof *pl.slots);
     tids = calloc(nthreads, sizeof *tids);
     int slots_ok = pl.slots != NULL && fmt_rs_cache_create(&pl.cache) == 0;
@@ -1181,13 +518,13 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
         slots_ok = sl->imgs && sl->metas && sl->params && sl->aux;
     }
     if (!slots_ok || !tids) {
-        say(cb, "out of memory");
+        shc_say(cb, "out of memory");
         result = ENOMEM;
         goto leave;
     }
     if (in.narchives && (rc = shc_feed_start(&in, next_input, hi, o->r.max_file_bytes,
                                              o->archive_buffer, &pl.feed)) != 0) {
-        say(cb, "cannot start reading the archives: %s", strerror(rc));
+        shc_say(cb, "cannot start reading the archives: %s", strerror(rc));
         result = rc;
         goto leave;
     }
@@ -1201,7 +538,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
         }
     }
     if (nthreads == 0) {
-        say(cb, "cannot start worker threads");
+        shc_say(cb, "cannot start worker threads");
         result = EAGAIN;
         goto stop;
     }
@@ -1210,7 +547,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     uint64_t shard_no = shards.n;
     for (size_t i = (size_t)next_input; i < hi; i++) {
         if (o->ctl && atomic_load(&o->ctl->stop)) {
-            say(cb, "build of %s stopped at input %zu", o->out, i);
+            shc_say(cb, "build of %s stopped at input %zu", o->out, i);
             result = SHC_ESTOPPED;
             goto stop;
         }
@@ -1219,6 +556,27 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
         while (!s->done)
             pthread_cond_wait(&pl.ready, &pl.mu);
         pthread_mutex_unlock(&pl.mu);
+        if (o->stream) {
+            if (s->rc == SHC_EEND) {
+                hi = i;         /* the stream's end: every item before it is written */
+                break;
+            }
+            if (s->rc == SHC_ESTOPPED) {
+                shc_say(cb, "build of %s stopped at input %zu", o->out, i);
+                result = SHC_ESTOPPED;
+                goto stop;
+            }
+            /* the item becomes input i, as a listed input would be */
+            char *name;
+            int32_t label;
+            shc_stream_finish(o->stream, i, &name, &label);
+            if (fmt_inputs_add(&in, name, label) != 0) {
+                free(name);
+                shc_say(cb, "out of memory");
+                result = ENOMEM;
+                goto stop;
+            }
+        }
 
         if (s->rc == 0 && s->why.text[0] && o->strict) {
             /* --strict: a file the decoder warned about is refused like a damaged one */
@@ -1230,20 +588,20 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
         } else if (s->rc == 0 && s->why.text[0]) {
             if (cb && cb->warning)
                 cb->warning(cb->ctx, in.items[i].path, s->why.text);
-            if (reject_add(&warn, i, in.items[i].path, s->why.text) != 0) {
+            if (shc_reject_add(&warn, i, in.items[i].path, s->why.text) != 0) {
                 result = ENOMEM;
                 goto stop;
             }
-            fprintf(journal, "W%zu\t%s\t%s\n", i, in.items[i].path, s->why.text);
+            shc_journal_add(journal, 1, i, in.items[i].path, s->why.text);
         }
         if (s->rc) {
             if (cb && cb->reject)
                 cb->reject(cb->ctx, in.items[i].path, s->why.text);
-            if (reject_add(&rej, i, in.items[i].path, s->why.text) != 0) {
+            if (shc_reject_add(&rej, i, in.items[i].path, s->why.text) != 0) {
                 result = ENOMEM;
                 goto stop;
             }
-            fprintf(journal, "%zu\t%s\t%s\n", i, in.items[i].path, s->why.text);
+            shc_journal_add(journal, 0, i, in.items[i].path, s->why.text);
             if (o->strict) {
                 result = SHC_EREJECTS;
                 goto stop;
@@ -1264,9 +622,9 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
             if (!w) {
                 free(cur_name);
                 free(cur_path);
-                cur_name = shard_name(be, shard_no);
+                cur_name = shc_shard_name(be, shard_no);
                 cur_path = cur_name ? fmt_path_join(o->out, cur_name, "") : NULL;
-                char *stem = shard_stem(shard_no);
+                char *stem = shc_shard_stem(shard_no);
                 fmt_writer_opts wo = {.dir = o->out, .name = stem, .first_index = next_index,
                                       .fingerprint = fp, .align = align, .quality = o->quality,
                                       .codec = o->compress.codec, .level = o->compress.level,
@@ -1284,7 +642,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
                     goto io_error;
                 shards.pixels += (uint64_t)s->imgs[v].width * s->imgs[v].height;
                 next_index++;
-                crash_point(&crash, 1, "sample written to", cur_name);
+                shc_crash_point(&crash, 1, "sample written to", cur_name);
             }
         }
         pthread_mutex_lock(&pl.mu);
@@ -1297,12 +655,23 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
             atomic_store(&o->ctl->done, i + 1 - lo);
         if (cb && cb->progress && shc_now() - last_progress > 0.25) {
             last_progress = shc_now();
-            report_progress(cb, t0, i + 1 - next_input, hi - next_input, rej.n, 0);
+            shc_report_progress(cb, t0, i + 1 - next_input,
+                            o->stream ? i + 1 - next_input : hi - next_input, rej.n, 0);
         }
+    }
+    if (o->stream && hi == lo) {
+        shc_say(cb, "no samples were given");
+        result = SHC_EINPUT;
+        goto stop;
+    }
+    if (o->stream && !in.nclasses && (rc = stream_classes(&in)) != 0) {
+        shc_say(cb, "out of memory");
+        result = rc;
+        goto stop;
     }
     if (w && (rc = finish_shard(be, &w, journal, hi, &shards, cur_name, &crash)))
         goto io_error;
-    report_progress(cb, t0, hi - next_input, hi - next_input, rej.n, 1);
+    shc_report_progress(cb, t0, hi - next_input, hi - next_input, rej.n, 1);
 
     /* rejects.tsv, then the manifest: last */
     fmt_manifest m = {0};
@@ -1359,36 +728,37 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
         m.build_json = rc ? NULL : with;
     }
     if (!m.build_json) {
-        say(cb, "out of memory");
+        shc_say(cb, "out of memory");
         result = ENOMEM;
         goto stop;
     }
     fclose(journal);
     journal = NULL;
-    crash_point(&crash, 0, "before writing", REJECTS_NAME);
-    rc = write_rejects(o->out, &in, &rej);
+    shc_crash_point(&crash, 0, "before writing", SHC_REJECTS_NAME);
+    rc = shc_write_rejects(o->out, &in, &rej);
     if (rc == 0)
-        rc = write_warnings(o->out, &warn);
+        rc = shc_write_warnings(o->out, &warn);
     if (rc == 0) {
-        crash_point(&crash, 0, "before writing", INPUTS_NAME);
-        rc = write_inputs(o->out, &in, lo, hi);
+        shc_crash_point(&crash, 0, "before writing", SHC_INPUTS_NAME);
+        rc = shc_write_inputs(o->out, &in, lo, hi);
     }
     if (rc == 0) {
-        crash_point(&crash, 0, "before writing", FMT_MANIFEST_NAME);
+        shc_crash_point(&crash, 0, "before writing", FMT_MANIFEST_NAME);
         rc = fmt_manifest_write(o->out, &m);
     }
     free(m.build_json);
     if (rc) {
-        say(cb, "cannot write the manifest in %s: %s", o->out, strerror(rc));
+        shc_say(cb, "cannot write the manifest in %s: %s", o->out, strerror(rc));
         result = rc;
         goto stop;
     }
-    crash_point(&crash, 0, "after writing", FMT_MANIFEST_NAME);
+    shc_crash_point(&crash, 0, "after writing", FMT_MANIFEST_NAME);
+    committed = 1;
     unlink(jpath);
     /* what was written opens as a reader opens it, or the build failed */
     fmt_msg probe = {{0}};
     if ((rc = fmt_dataset_probe(o->out, &probe)) != 0) {
-        say(cb, "the dataset written to %s does not open: %s", o->out, fmt_reason(&probe, rc));
+        shc_say(cb, "the dataset written to %s does not open: %s", o->out, fmt_reason(&probe, rc));
         result = rc;
         goto stop;
     }
@@ -1409,7 +779,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
             sum.targets = 1;
             sum.skipped_empty = annot->skipped_empty;
             if ((rc = count_boxes(o->out, &sum.boxes, &sum.boxes_dropped)) != 0) {
-                say(cb, "cannot read the targets back from %s: %s", o->out, fmt_strerror(rc));
+                shc_say(cb, "cannot read the targets back from %s: %s", o->out, fmt_strerror(rc));
                 result = rc;
                 goto stop;
             }
@@ -1420,7 +790,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     goto stop;
 
 io_error:
-    say(cb, "cannot write %s: %s", cur_path ? cur_path : o->out, fmt_strerror(rc));
+    shc_say(cb, "cannot write %s: %s", cur_path ? cur_path : o->out, fmt_strerror(rc));
     result = rc;
 stop:
     if (w)
@@ -1447,6 +817,9 @@ leave:
         fsync(fileno(journal));
         fclose(journal);
     }
+    /* a streamed build cannot be resumed: what it wrote before failing goes */
+    if (o->stream && started && !committed)
+        shc_clear_output(o->out, -1, shc_is_set(be) ? &in : NULL);
     free(jpath);
     free(cur_name);
     free(cur_path);
@@ -1463,12 +836,12 @@ leave:
     free(pl.slots);
     shc_feed_free(pl.feed);
     fmt_rs_cache_free(pl.cache);
-    shard_list_free(&shards);
-    reject_list_free(&rej);
-    reject_list_free(&warn);
+    shc_shard_list_free(&shards);
+    shc_reject_list_free(&rej);
+    shc_reject_list_free(&warn);
     fmt_inputs_free(&in);
     if (crash.report)
-        say(cb, "crash points: %" PRIu64, crash.passed);
+        shc_say(cb, "crash points: %" PRIu64, crash.passed);
     if (lock_fd >= 0) {
         /* no stale pid left behind (still holding the lock): a finished OUT is the same bytes
          * whoever wrote it */
@@ -1485,12 +858,12 @@ static int annot_usable(const shc_build_opts *o, const shc_build_cb *cb)
 {
     struct stat st;
     if (o->nsrc != 1 || stat(o->srcs[0], &st) != 0 || !S_ISDIR(st.st_mode)) {
-        say(cb, "--coco and --yolo take one SRC, the folder of the images (%s is not one)",
+        shc_say(cb, "--coco and --yolo take one SRC, the folder of the images (%s is not one)",
             o->nsrc ? o->srcs[0] : "nothing");
         return SHC_EINPUT;
     }
-    if (is_set(o->backend)) {
-        say(cb, "--coco and --yolo need --format raw, hdf5 or lmdb (%s writes per-image files "
+    if (shc_is_set(o->backend)) {
+        shc_say(cb, "--coco and --yolo need --format raw, hdf5 or lmdb (%s writes per-image files "
             "without targets)", o->backend->name);
         return SHC_EINPUT;
     }
@@ -1511,11 +884,11 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
     shc_annot_opts ao = {.images = o->srcs[0], .coco = o->coco, .yolo = o->yolo,
                          .names = o->names, .skip_empty = o->skip_empty};
     if ((rc = shc_annot_load(&ao, &a, &in, &msg)) != 0) {
-        say(cb, "%s", fmt_reason(&msg, rc));
+        shc_say(cb, "%s", fmt_reason(&msg, rc));
         return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
     }
     if (a.skipped_empty)
-        say(cb, "note: %" PRIu64 " image(s) without annotations left out (--skip-empty)",
+        shc_say(cb, "note: %" PRIu64 " image(s) without annotations left out (--skip-empty)",
             a.skipped_empty);
     shc_build_opts ob = *o;
     ob.target_hash = a.hash;
@@ -1533,7 +906,7 @@ int shc_build(const shc_build_opts *o, const shc_build_cb *cb)
     char err[1024], *dir = NULL;
     int rc = shc_part_prepare(o->out, &o->part, o->force, o->resume, &dir, err, sizeof err);
     if (rc) {
-        say(cb, "%s", err);
+        shc_say(cb, "%s", err);
         return rc == EEXIST ? SHC_EINPUT : rc;
     }
     shc_build_opts po = *o;

@@ -28,7 +28,8 @@ enum {
     SHC_EINPUT,             /* refused before any work: unreadable sources, no images, a bad list
                              * file, an output directory that is not ours to write (or that
                              * another build is writing) */
-    SHC_ESTOPPED,           /* stopped through shc_build_ctl (no manifest) */
+    SHC_ESTOPPED,           /* stopped through shc_build_ctl or shc_stream_cancel (no manifest) */
+    SHC_EEND,               /* a streamed build's inputs ended (internal: stream.h) */
     SHC_ELAST
 };
 
@@ -46,6 +47,8 @@ typedef struct {
     atomic_uint_fast64_t done;  /* inputs of this build (or part) handled so far */
     atomic_uint_fast64_t total; /* inputs of this build (or part), once known */
 } shc_build_ctl;
+
+typedef struct shc_stream shc_stream;   /* stream.h */
 
 typedef struct {
     char *const *srcs;
@@ -75,6 +78,12 @@ typedef struct {
     int skip_empty;             /* leave out images without a box */
     uint64_t target_hash;       /* the annotations' hash (shc_fingerprint covers it when not 0;
                                  * shc_build sets it from the annotations it loads) */
+    /* A streamed build (stream.h; the Python writer): the inputs are the items added to the
+     * stream while the build runs, not srcs. It ends when the stream is closed (the items so far
+     * are the dataset) or cancelled (SHC_ESTOPPED, and nothing of it is left in out). Not with
+     * list, wds, coco/yolo, part, resume or dry_run. The manifest's build record says "source":
+     * "stream", and the fingerprint is shc_fingerprint(o, NULL). */
+    shc_stream *stream;
 } shc_build_opts;
 
 /* The defaults of `shardc build`: raw format, 3 channels, the image's own size (geometry KEEP),
@@ -142,7 +151,8 @@ int shc_build(const shc_build_opts *o, const shc_build_cb *cb);
 
 /* The build fingerprint of options o over inputs in (every shard records it; --resume and
  * shardc verify compare it): geometry, channels, limits, shard bounds, augmentation, seed,
- * class names and every input's path and label. */
+ * class names and every input's path and label. in NULL: a streamed build's, which cannot
+ * know its inputs when its first shard is written: the options alone, tagged as a stream. */
 uint64_t shc_fingerprint(const shc_build_opts *o, const fmt_inputs *in);
 
 #endif

@@ -1,8 +1,16 @@
-/* cli.h - the shardc command line (shardc.c), for programs that wrap it (shardc-mpi). */
+/* cli.h - the `shardc build` command line (cli.c), shared by shardc and shardc-mpi: programs
+ * only (it prints), not part of the compiler library. */
 #ifndef SHC_CLI_H
 #define SHC_CLI_H
 
 #include "build.h"
+
+/* The usage text of `shardc build` (what `shardc build --help` prints). */
+extern const char shc_usage_build[];
+
+/* Print "shardc: " and fmt (one %s: arg) on stderr, then the first line of usage and where the
+ * rest is; returns SHC_EXIT_USAGE. */
+int shc_usage_error(const char *usage, const char *fmt, const char *arg);
 
 /* Parse the arguments of `shardc build` (argv[0] is "build") into *o, which points into argv.
  * 0, or SHC_EXIT_USAGE after printing what is wrong on stderr. */
@@ -17,13 +25,5 @@ typedef struct {
 } shc_cli_out;
 
 void shc_cli_callbacks(shc_build_cb *cb, shc_cli_out *out);
-
-/* shardc's main, in the copy of shardc.c compiled with SHARDC_NO_MAIN (shardc-mpi shows
- * `shardc build --help` through it). */
-int shardc_main(int argc, char **argv);
-
-#ifdef SHARDC_NO_MAIN
-#define main shardc_main
-#endif
 
 #endif

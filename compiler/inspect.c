@@ -11,55 +11,30 @@
 #include <string.h>
 
 #include "part.h"
+#include "tsv.h"
 #include "util.h"
 
-/* Undo the TSV escaping of build.c (\t \n \r \\). */
-static void unescape(char *s)
+/* shc_input_path's search: the row of `source`. */
+typedef struct {
+    uint64_t source;
+    char *path;
+} path_search;
+
+static int find_path(void *ctx, const shc_inputs_row *row)
 {
-    char *w = s;
-    for (; *s; s++) {
-        if (*s == '\\' && s[1]) {
-            s++;
-            *w++ = *s == 't' ? '\t' : *s == 'n' ? '\n' : *s == 'r' ? '\r' : *s;
-        } else {
-            *w++ = *s;
-        }
-    }
-    *w = '\0';
+    path_search *s = ctx;
+    if (row->source != s->source)
+        return 0;
+    s->path = strdup(row->path);
+    return s->path ? 1 : ENOMEM;
 }
 
 int shc_input_path(const char *dir, uint64_t source, char **path)
 {
-    *path = NULL;
-    char *p;
-    if (asprintf(&p, "%s/inputs.tsv", dir) < 0)
-        return ENOMEM;
-    FILE *f = fopen(p, "r");
-    free(p);
-    if (!f)
-        return errno;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    int rc = ENOENT;
-    while ((n = getline(&line, &cap, f)) > 0) {
-        if (line[n - 1] == '\n')
-            line[--n] = '\0';
-        char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-        if (!t2)
-            continue;
-        *t1 = '\0';
-        uint64_t pos;
-        if (shc_parse_uint(line, 0, UINT64_MAX, &pos) == 0 && pos == source) {
-            unescape(t2 + 1);
-            *path = strdup(t2 + 1);
-            rc = *path ? 0 : ENOMEM;
-            break;
-        }
-    }
-    free(line);
-    fclose(f);
-    return rc;
+    path_search s = {source, NULL};
+    int rc = shc_inputs_tsv_read(dir, find_path, &s);
+    *path = s.path;
+    return s.path ? 0 : rc ? rc : ENOENT;
 }
 
 int shc_render_opts_from_manifest(const fmt_manifest *m, shc_render_opts *o, fmt_msg *msg)
@@ -169,53 +144,30 @@ static long count_lines(const char *dir, const char *name)
     return n > 0 ? n - 1 : 0;
 }
 
+/* One row of inputs.tsv appended to the fmt_inputs ctx. */
+static int add_input(void *ctx, const shc_inputs_row *row)
+{
+    fmt_inputs *in = ctx;
+    if (in->n == in->cap) {
+        size_t nc = in->cap ? in->cap * 2 : 256;
+        fmt_input *v = realloc(in->items, nc * sizeof *v);
+        if (!v)
+            return ENOMEM;
+        in->items = v;
+        in->cap = nc;
+    }
+    in->items[in->n].label = row->label;
+    if (!(in->items[in->n].path = strdup(row->path)))
+        return ENOMEM;
+    in->n++;
+    return 0;
+}
+
 /* inputs.tsv as the fmt_inputs the build had (paths and labels; classes from m). */
 static int inputs_from_tsv(const char *dir, const fmt_manifest *m, fmt_inputs *in)
 {
     memset(in, 0, sizeof *in);
-    char *p;
-    if (asprintf(&p, "%s/inputs.tsv", dir) < 0)
-        return ENOMEM;
-    FILE *f = fopen(p, "r");
-    free(p);
-    if (!f)
-        return errno;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    int rc = 0, first = 1;
-    while (!rc && (n = getline(&line, &cap, f)) > 0) {
-        if (line[n - 1] == '\n')
-            line[--n] = '\0';
-        if (first) {
-            first = 0;
-            continue;
-        }
-        char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-        if (!t2) {
-            rc = FMT_ECORRUPT;
-            break;
-        }
-        *t2 = '\0';
-        if (in->n == in->cap) {
-            size_t nc = in->cap ? in->cap * 2 : 256;
-            fmt_input *v = realloc(in->items, nc * sizeof *v);
-            if (!v) {
-                rc = ENOMEM;
-                break;
-            }
-            in->items = v;
-            in->cap = nc;
-        }
-        unescape(t2 + 1);
-        in->items[in->n].label = (int32_t)strtol(t1 + 1, NULL, 10);
-        if (!(in->items[in->n].path = strdup(t2 + 1)))
-            rc = ENOMEM;
-        else
-            in->n++;
-    }
-    free(line);
-    fclose(f);
+    int rc = shc_inputs_tsv_read(dir, add_input, in);
     in->classes = m->classes;
     in->nclasses = m->nclasses;
     return rc;
@@ -317,11 +269,14 @@ size_t shc_check_manifest(const char *dir, const fmt_manifest *m, const uint64_t
         o.jpeg_fraction = json_number_value(v);
     if (b && json_is_integer(v = json_object_get(b, "quality")))
         o.quality = (int)json_integer_value(v);
+    /* a streamed build's fingerprint covers its options alone (build.h) */
+    int streamed = b && json_is_string(v = json_object_get(b, "source")) &&
+                   strcmp(json_string_value(v), "stream") == 0;
     json_decref(b);
     fmt_inputs in;
     rc = inputs_from_tsv(dir, m, &in);
     if (rc == 0) {
-        uint64_t fp = shc_fingerprint(&o, &in);
+        uint64_t fp = shc_fingerprint(&o, streamed ? NULL : &in);
         if (fp != shard_fp || fp != m->fingerprint)
             mismatch(&k, "manifest: geometry, channels, classes, augmentation, seed or build "
                      "options differ from those the shards were built with (their fingerprint %016"

@@ -1,6 +1,9 @@
 /* render.c - decode one input and produce its sample(s). */
 #include "render.h"
 
+#include "codec.h"
+#include "image.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -113,6 +116,40 @@ static int is_identity(const fmt_geom_plan *p, const fmt_image *src)
            p->box.y1 == (float)src->height && p->dst_w == p->out_w && p->dst_h == p->out_h;
 }
 
+/* After the decode into s->dec (of an input src_w x src_h as its header gives it): the plan,
+ * then the plain geometry or the augmented variants into out[]. why says what failed. */
+static int render_decoded(const shc_render_opts *o, uint32_t src_w, uint32_t src_h,
+                          uint64_t source, shc_render_scratch *s, fmt_image *out,
+                          fmt_aug_params *params, fmt_msg *why)
+{
+    uint32_t n = shc_render_count(o);
+    fmt_geom_plan plan;
+    /* the output comes from the full-size plan, so it does not depend on the DCT scale */
+    int rc = fmt_geom_plan_decoded(&o->geom, src_w, src_h, s->dec.width, s->dec.height, &plan);
+    if (rc)
+        return rc;
+    s->src_w = src_w;
+    s->src_h = src_h;
+    s->plan = plan;
+    if (o->augment) {
+        for (uint32_t v = 0; v < n && !rc; v++) {
+            fmt_aug_draw(&o->aug, o->seed, source, v, s->dec.width, s->dec.height, &plan,
+                         &params[v]);
+            rc = fmt_aug_apply_into(s->rz, &s->dec, &params[v], plan.out_w, plan.out_h, &out[v],
+                                    why);
+        }
+        return rc;
+    }
+    if (is_identity(&plan, &s->dec)) {
+        /* hand the decoded buffer over and keep the output's for the next decode */
+        fmt_image t = out[0];
+        out[0] = s->dec;
+        s->dec = t;
+        return 0;
+    }
+    return fmt_resize_into(s->rz, &s->dec, &plan, &out[0], why);
+}
+
 int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
                     shc_render_scratch *s, fmt_image *out, fmt_aug_params *params, fmt_msg *msg)
 {
@@ -126,11 +163,28 @@ int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
     return shc_render_mem_into(o, s->file, len, source, s, out, params, msg);
 }
 
+/* A full-scale decode need only fill what the plain geometry's resize reads: the region of
+ * interest of dopt (image.h), where it is smaller than the image. */
+static void roi(const shc_render_opts *o, const fmt_image_info *info, shc_render_scratch *s,
+                fmt_decode_opts *dopt)
+{
+    fmt_geom_plan plan;
+    uint32_t rect[4];
+    if (fmt_geom_plan_for(&o->geom, info->width, info->height, &plan) != 0)
+        return;
+    fmt_resize_source_rect(s->rz, &plan, info->width, info->height, rect);
+    if (rect[2] < info->width || rect[3] < info->height) {
+        dopt->roi_x = rect[0];
+        dopt->roi_y = rect[1];
+        dopt->roi_w = rect[2];
+        dopt->roi_h = rect[3];
+    }
+}
+
 int shc_render_mem_into(const shc_render_opts *o, const uint8_t *file, size_t len,
                         uint64_t source, shc_render_scratch *s, fmt_image *out,
                         fmt_aug_params *params, fmt_msg *msg)
 {
-    uint32_t n = shc_render_count(o);
     fmt_msg why = {{0}}, warning = {{0}};
     fmt_image_info info;
     int rc = fmt_image_probe(file, len, &info, &why);
@@ -140,44 +194,70 @@ int shc_render_mem_into(const shc_render_opts *o, const uint8_t *file, size_t le
     /* augmented crops can be small parts of the source: they need it at full size */
     if (!o->augment)
         fmt_geom_min_decode(&o->geom, info.width, info.height, &dopt.min_width, &dopt.min_height);
+    if (!o->augment && !dopt.min_width && !o->full_decode)
+        roi(o, &info, s, &dopt);
     rc = fmt_image_decode_into(file, len, &dopt, &s->dec, &why);
     if (rc)
         goto fail;
     warning = why;              /* the decoder's warning, if any (image.h) */
     why.text[0] = '\0';
-    fmt_geom_plan plan;
-    /* the output comes from the full-size plan, so it does not depend on the DCT scale */
-    rc = fmt_geom_plan_decoded(&o->geom, info.width, info.height, s->dec.width, s->dec.height,
-                               &plan);
+    rc = render_decoded(o, info.width, info.height, source, s, out, params, &why);
     if (rc)
         goto fail;
-    s->src_w = info.width;
-    s->src_h = info.height;
-    s->plan = plan;
-    if (o->augment) {
-        for (uint32_t v = 0; v < n && !rc; v++) {
-            fmt_aug_draw(&o->aug, o->seed, source, v, s->dec.width, s->dec.height, &plan,
-                         &params[v]);
-            rc = fmt_aug_apply_into(s->rz, &s->dec, &params[v], plan.out_w, plan.out_h, &out[v],
-                                    &why);
-        }
-        if (rc)
-            goto fail;
-    } else if (is_identity(&plan, &s->dec)) {
-        /* hand the decoded buffer over and keep the output's for the next decode */
-        fmt_image t = out[0];
-        out[0] = s->dec;
-        s->dec = t;
-    } else {
-        rc = fmt_resize_into(s->rz, &s->dec, &plan, &out[0], &why);
-        if (rc)
-            goto fail;
-    }
     if (msg)
         *msg = warning;
     return 0;
 fail:
     return fmt_fail(msg, rc, "%s", fmt_reason(&why, rc));
+}
+
+/* Pixels given as they are (1, 3 or 4 channels, rows packed) into s->dec with o->channels: gray
+ * replicated (Pillow's L -> RGB), alpha dropped (RGBA -> RGB), colour to gray by fmt_luma
+ * (Pillow's RGB -> L), as the decoders treat files of those layouts. */
+static int take_pixels(const shc_render_opts *o, const uint8_t *px, uint32_t width,
+                       uint32_t height, uint32_t channels, fmt_image *dec, fmt_msg *why)
+{
+    if (channels != 1 && channels != 3 && channels != 4)
+        return fmt_fail(why, FMT_EINVAL, "pixels with %u channels (expected 1, 3 or 4)",
+                        channels);
+    int rc = fmt_limits_check(&o->limits, width, height, why);
+    if (rc)
+        return rc;
+    if ((rc = fmt_image_reserve(dec, width, height, o->channels)) != 0)
+        return fmt_fail(why, rc, "%s", fmt_strerror(rc));
+    size_t npix = (size_t)width * height;
+    uint8_t *d = dec->pixels;
+    if (channels == o->channels) {
+        memcpy(d, px, npix * channels);
+    } else if (o->channels == 3 && channels == 1) {
+        for (size_t i = 0; i < npix; i++, d += 3)
+            d[0] = d[1] = d[2] = px[i];
+    } else if (o->channels == 3) {          /* RGBA */
+        for (size_t i = 0; i < npix; i++, d += 3, px += 4)
+            memcpy(d, px, 3);
+    } else if (channels == 3) {
+        fmt_rgb_to_gray(px, d, npix);
+    } else {                                /* RGBA to gray: its RGB's luma */
+        for (size_t i = 0; i < npix; i++, px += 4)
+            d[i] = fmt_luma(px[0], px[1], px[2]);
+    }
+    return 0;
+}
+
+int shc_render_pixels_into(const shc_render_opts *o, const uint8_t *px, uint32_t width,
+                           uint32_t height, uint32_t channels, uint64_t source,
+                           shc_render_scratch *s, fmt_image *out, fmt_aug_params *params,
+                           fmt_msg *msg)
+{
+    fmt_msg why = {{0}};
+    int rc = take_pixels(o, px, width, height, channels, &s->dec, &why);
+    if (rc == 0)
+        rc = render_decoded(o, width, height, source, s, out, params, &why);
+    if (rc)
+        return fmt_fail(msg, rc, "%s", fmt_reason(&why, rc));
+    if (msg)
+        msg->text[0] = '\0';
+    return 0;
 }
 
 int shc_render(const shc_render_opts *o, const char *path, uint64_t source, fmt_resizer *rz,

@@ -18,6 +18,9 @@ typedef struct {
     uint32_t augment;           /* K variants per input; 0 = the plain sample */
     fmt_aug_spec aug;
     uint64_t seed;
+    /* Non-zero: decode every pixel. By default a JPEG at full scale is decoded in the region
+     * the geometry reads (fmt_resize_source_rect): the same bytes, less work. */
+    int full_decode;
 } shc_render_opts;
 
 /* Number of samples one input yields. */
@@ -55,6 +58,17 @@ void shc_render_geometry(const shc_render_scratch *s, uint32_t *src_w, uint32_t 
 int shc_render_mem_into(const shc_render_opts *o, const uint8_t *file, size_t len,
                         uint64_t source, shc_render_scratch *s, fmt_image *out,
                         fmt_aug_params *params, fmt_msg *msg);
+
+/* As shc_render_into, from pixels already decoded: height rows of width * channels bytes
+ * (channels 1 gray, 3 RGB or 4 RGBA), rows packed; px need only live during the call. The decode
+ * is skipped (no shrink-on-load: the pixels are the full-size image); the limits, the channel
+ * conversion to o->channels (gray replicated, alpha dropped, colour to gray by fmt_luma: what
+ * the decoders do to files of those layouts) and everything after the decode are the same.
+ * msg holds "" on success (no decoder, no warning). */
+int shc_render_pixels_into(const shc_render_opts *o, const uint8_t *px, uint32_t width,
+                           uint32_t height, uint32_t channels, uint64_t source,
+                           shc_render_scratch *s, fmt_image *out, fmt_aug_params *params,
+                           fmt_msg *msg);
 
 /* As shc_render_into with a resizer of the caller's and newly allocated out[] (every out[] is
  * empty on failure). */

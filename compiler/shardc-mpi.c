@@ -148,8 +148,7 @@ int main(int argc, char **argv)
         if (rank == 0) {
             fputs(usage, stdout);
             printf("\n");
-            char *help[] = {"shardc", "build", "--help", NULL};
-            shardc_main(3, help);
+            fputs(shc_usage_build, stdout);
         }
         code = 0;
         goto leave;

@@ -1,0 +1,191 @@
+/* stream.c - inputs handed to a running build one at a time (stream.h). */
+#include "stream.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build.h"
+#include "inputs.h"
+
+struct shc_stream {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;        /* every change: items added, rendered, finished; close, cancel */
+    shc_item *ring;             /* position p at ring[p % window] while held */
+    size_t window;
+    uint64_t added, finished;   /* positions [finished, added) are held */
+    uint64_t held, budget;      /* bytes of the held items not yet rendered */
+    int closed, cancelled;
+    char **classes;
+    size_t nclasses;
+};
+
+int shc_stream_create(size_t window, uint64_t budget, const char *const *classes,
+                      size_t nclasses, shc_stream **out)
+{
+    *out = NULL;
+    shc_stream *st = calloc(1, sizeof *st);
+    if (!st)
+        return ENOMEM;
+    st->window = window ? window : 1;
+    st->budget = budget;
+    st->ring = calloc(st->window, sizeof *st->ring);
+    st->classes = nclasses ? calloc(nclasses, sizeof *st->classes) : NULL;
+    int ok = st->ring && (!nclasses || st->classes);
+    st->nclasses = st->classes ? nclasses : 0;
+    for (size_t i = 0; ok && i < st->nclasses; i++)
+        ok = (st->classes[i] = strdup(classes[i])) != NULL;
+    if (!ok || pthread_mutex_init(&st->mu, NULL) != 0) {
+        for (size_t i = 0; i < st->nclasses; i++)
+            free(st->classes[i]);
+        free(st->classes);
+        free(st->ring);
+        free(st);
+        return ENOMEM;
+    }
+    pthread_cond_init(&st->cond, NULL);
+    *out = st;
+    return 0;
+}
+
+int shc_stream_add(shc_stream *st, shc_item *it)
+{
+    if (!it->name || it->label < 0 || it->label > FMT_MAX_LABEL ||
+        (st->nclasses && (size_t)it->label >= st->nclasses) ||
+        (it->kind != SHC_ITEM_PATH && !it->data) ||
+        (it->kind == SHC_ITEM_PIXELS &&
+         (uint64_t)it->width * it->height * it->channels != it->len))
+        return EINVAL;
+    uint64_t bytes = it->kind == SHC_ITEM_PATH ? 0 : it->len;
+    pthread_mutex_lock(&st->mu);
+    while (!st->cancelled && !st->closed &&
+           (st->added - st->finished >= st->window ||
+            (st->budget && st->added > st->finished && st->held + bytes > st->budget)))
+        pthread_cond_wait(&st->cond, &st->mu);
+    if (st->cancelled || st->closed) {
+        pthread_mutex_unlock(&st->mu);
+        return ECANCELED;
+    }
+    st->ring[st->added % st->window] = *it;
+    st->held += bytes;
+    st->added++;
+    pthread_cond_broadcast(&st->cond);
+    pthread_mutex_unlock(&st->mu);
+    it->name = NULL;
+    it->data = NULL;
+    return 0;
+}
+
+void shc_stream_close(shc_stream *st)
+{
+    pthread_mutex_lock(&st->mu);
+    st->closed = 1;
+    pthread_cond_broadcast(&st->cond);
+    pthread_mutex_unlock(&st->mu);
+}
+
+void shc_stream_cancel(shc_stream *st)
+{
+    pthread_mutex_lock(&st->mu);
+    st->cancelled = 1;
+    pthread_cond_broadcast(&st->cond);
+    pthread_mutex_unlock(&st->mu);
+}
+
+uint64_t shc_stream_added(shc_stream *st)
+{
+    pthread_mutex_lock(&st->mu);
+    uint64_t n = st->added;
+    pthread_mutex_unlock(&st->mu);
+    return n;
+}
+
+const char *const *shc_stream_classes(const shc_stream *st, size_t *n)
+{
+    *n = st->nclasses;
+    return (const char *const *)st->classes;
+}
+
+int shc_stream_render(shc_stream *st, uint64_t pos, const shc_render_opts *o,
+                      shc_render_scratch *rs, fmt_image *out, fmt_aug_params *params,
+                      int32_t *label, fmt_msg *msg)
+{
+    pthread_mutex_lock(&st->mu);
+    while (!st->cancelled && !st->closed && pos >= st->added)
+        pthread_cond_wait(&st->cond, &st->mu);
+    if (st->cancelled || pos >= st->added) {
+        int rc = st->cancelled ? SHC_ESTOPPED : SHC_EEND;
+        pthread_mutex_unlock(&st->mu);
+        return fmt_fail(msg, rc, "%s", rc == SHC_EEND ? "no more inputs" : "stopped");
+    }
+    /* the item stays in its place until finished; its bytes are this worker's now */
+    shc_item *p = &st->ring[pos % st->window], it = *p;
+    p->data = NULL;
+    pthread_mutex_unlock(&st->mu);
+
+    int rc;
+    *label = it.label;
+    switch (it.kind) {
+    case SHC_ITEM_ENCODED:
+        if ((uint64_t)it.len > o->max_file_bytes)
+            rc = fmt_fail(msg, FMT_ETOOBIG, "file larger than %" PRIu64 " bytes",
+                          o->max_file_bytes);
+        else
+            rc = shc_render_mem_into(o, it.data, it.len, pos, rs, out, params, msg);
+        break;
+    case SHC_ITEM_REJECT:
+        rc = fmt_fail(msg, FMT_EINVAL, "%.*s", (int)it.len, (const char *)it.data);
+        break;
+    case SHC_ITEM_PIXELS:
+        rc = shc_render_pixels_into(o, it.data, it.width, it.height, it.channels, pos, rs, out,
+                                    params, msg);
+        break;
+    default:
+        rc = shc_render_into(o, it.name, pos, rs, out, params, msg);
+        break;
+    }
+    free(it.data);
+    if (it.kind != SHC_ITEM_PATH) {
+        pthread_mutex_lock(&st->mu);
+        st->held -= it.len;
+        pthread_cond_broadcast(&st->cond);
+        pthread_mutex_unlock(&st->mu);
+    }
+    return rc;
+}
+
+void shc_stream_finish(shc_stream *st, uint64_t pos, char **name, int32_t *label)
+{
+    pthread_mutex_lock(&st->mu);
+    shc_item *p = &st->ring[pos % st->window];
+    *name = p->name;
+    *label = p->label;
+    if (p->data) {              /* never rendered */
+        st->held -= p->len;
+        free(p->data);
+    }
+    memset(p, 0, sizeof *p);
+    st->finished = pos + 1;
+    pthread_cond_broadcast(&st->cond);
+    pthread_mutex_unlock(&st->mu);
+}
+
+void shc_stream_free(shc_stream *st)
+{
+    if (!st)
+        return;
+    for (uint64_t pos = st->finished; pos < st->added; pos++) {
+        shc_item *p = &st->ring[pos % st->window];
+        free(p->name);
+        free(p->data);
+    }
+    for (size_t i = 0; i < st->nclasses; i++)
+        free(st->classes[i]);
+    free(st->classes);
+    free(st->ring);
+    pthread_cond_destroy(&st->cond);
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+}

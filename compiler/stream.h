@@ -1,0 +1,77 @@
+/* stream.h - inputs handed to a running build one at a time (the Python writer,
+ * shardread.build): a file path, an encoded file's bytes, or decoded pixels, each with its label.
+ *
+ * A producer adds items at positions 0, 1, 2, ... while the build runs (build.h: opts.stream);
+ * the build's workers take them by position, in any order, and its writer finishes them in
+ * order. Memory: at most `window` items are held (added, not yet finished by the writer), and
+ * their bytes stay within `budget` unless only one is held, so the producer blocks in
+ * shc_stream_add while the build is that far behind. The item at the lowest position held is
+ * always admitted, so a build always makes progress.
+ *
+ * Thread-safety: every function from any thread; shc_stream_free once nothing else uses it.
+ */
+#ifndef SHC_STREAM_H
+#define SHC_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fmt.h"
+#include "render.h"
+
+typedef enum {
+    SHC_ITEM_PATH = 0,      /* name is the file to read (as a build reads its inputs) */
+    SHC_ITEM_ENCODED,       /* data: the bytes of an image file (JPEG, PNG, BMP, ...) */
+    SHC_ITEM_PIXELS,        /* data: height rows of width * channels (1, 3 or 4) bytes */
+    SHC_ITEM_REJECT         /* refused before the build saw it: data is the reason (a C string),
+                             * listed as the reject of its position */
+} shc_item_kind;
+
+typedef struct {
+    int kind;               /* shc_item_kind */
+    char *name;             /* the path, or what inputs.tsv and rejects.tsv record for it */
+    int32_t label;          /* 0..FMT_MAX_LABEL (below the class count when classes are given) */
+    uint8_t *data;          /* ENCODED, PIXELS: malloc'd */
+    size_t len;
+    uint32_t width, height, channels;   /* PIXELS */
+} shc_item;
+
+typedef struct shc_stream shc_stream;
+
+/* window: items held at most (>= 1); budget: their bytes (0: no bound but the window); classes:
+ * the class names (copied; labels must then be below nclasses), or NULL, 0 for none (the
+ * manifest then names class L "L", as for a list file). Returns 0 or ENOMEM. */
+int shc_stream_create(size_t window, uint64_t budget, const char *const *classes,
+                      size_t nclasses, shc_stream **out);
+
+/* Producer: add the next item, waiting while the window or the budget is full. On success the
+ * stream owns it->name and it->data. Returns 0; EINVAL for a label out of range or a malformed
+ * item; ECANCELED once the stream is cancelled or closed (the item stays the caller's). */
+int shc_stream_add(shc_stream *st, shc_item *it);
+
+/* Producer: no more items. */
+void shc_stream_close(shc_stream *st);
+
+/* Stop: a waiting producer gets ECANCELED, workers SHC_ESTOPPED. */
+void shc_stream_cancel(shc_stream *st);
+
+/* Items added so far. */
+uint64_t shc_stream_added(shc_stream *st);
+
+/* The given class names (NULL when none were given), valid while st lives. */
+const char *const *shc_stream_classes(const shc_stream *st, size_t *n);
+
+/* Build worker: wait for the item at pos and render it (render.h) into out[] / params[]; its
+ * label in *label. Returns as shc_render_into, or SHC_EEND when the stream was closed with
+ * fewer items, SHC_ESTOPPED once it is cancelled. The item's bytes are freed here. */
+int shc_stream_render(shc_stream *st, uint64_t pos, const shc_render_opts *o,
+                      shc_render_scratch *rs, fmt_image *out, fmt_aug_params *params,
+                      int32_t *label, fmt_msg *msg);
+
+/* Build writer: the item at pos (the lowest held) is done; hands over its name (the caller
+ * frees it) and label, and frees its place in the window. */
+void shc_stream_finish(shc_stream *st, uint64_t pos, char **name, int32_t *label);
+
+void shc_stream_free(shc_stream *st);   /* accepts NULL */
+
+#endif
