@@ -63,8 +63,10 @@ DEB_libarchive := libarchive-dev
 CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"'
 # Layering, enforced: each folder is compiled with the include paths of what it may use, so a
 # wrong-way #include fails to compile. formats/ sees only itself; the compiler and the reader
-# libraries see formats/ and themselves; shardbench (reader/bench), the tests, the scripts' tools
-# and the GPU code see everything. (tests/e2e_layers.sh checks the command lines.)
+# libraries see formats/ and themselves; shardbench (reader/bench) sees its own folder,
+# libshardcomp's headers (compiler/, and formats/ which they include) and, of reader/, only the
+# headers in BENCH_READER_H; the tests, the scripts' tools and the GPU code see everything.
+# (tests/e2e_layers.sh checks the command lines.)
 INC_formats := -Iformats
 INC_compiler := -Iformats -Icompiler
 INC_reader := -Iformats -Ireader
@@ -73,7 +75,19 @@ INC = $(INC_all)
 $(BUILD)/formats/%.o: INC = $(INC_formats)
 $(BUILD)/compiler/%.o: INC = $(INC_compiler)
 $(BUILD)/reader/%.o: INC = $(INC_reader)
-$(BUILD)/reader/bench/%.o: INC = $(INC_all)
+# The reader headers shardbench may include, linked into $(BUILD)/include/bench/ (any other one of
+# reader/ is then a compile error): the installed ones, shardread.h and cuda_feed.h (the GPU
+# step's table carries the CUDA feed's calls), and internals it still needs, each for a reason:
+#   ring.h      the folder feed (train on an image folder) runs its decode workers under the
+#               reader's own batch ring, so the two sources differ only in where pixels come from
+#   sampler.h   the folder baselines draw each epoch's file order from the reader's sampler, so
+#               they read in the reader's order (seq, random, quasi)
+#   pinned.h    the train step's batch buffers: CUDA pinned host memory (shr_host_alloc) and the
+#               probe for a CUDA device, which the reader's API does not offer
+# (cuda_step.cu, compiled by nvcc with the GPU code's paths, also uses cuda_common.h.)
+BENCH_READER_H := shardread.h cuda_feed.h ring.h sampler.h pinned.h
+INC_bench := -Iformats -Icompiler -I$(BUILD)/include/bench -Ireader/bench
+$(BUILD)/reader/bench/%.o: INC = $(INC_bench)
 CFLAGS ?= $(OPT) -g
 # -fvisibility=hidden: libshardread.so exports what shardread.h marks SHR_API and nothing else
 CFLAGS += -std=c11 -fPIC -pthread -fvisibility=hidden $(WARN) $(SANFLAGS) -MMD -MP
@@ -158,6 +172,11 @@ $(COMP_LIB): $(COMP_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(BENCH_OBJ) $(BUILD)/reader/bench/main.o: | $(BENCH_READER_H:%=$(BUILD)/include/bench/%)
+$(BUILD)/include/bench/%.h: reader/%.h
+	@mkdir -p $(@D)
+	$(Q)ln -sf $(CURDIR)/$< $@
+
 $(BENCH_LIB): $(BENCH_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -229,6 +248,7 @@ $(BUILD)/tests/test_reader: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
 $(BUILD)/tests/test_transform: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
 $(BUILD)/tests/test_augment_read $(BUILD)/tests/test_affine $(BUILD)/tests/test_detect_read \
 $(BUILD)/tests/test_reliability: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
+$(BUILD)/tests/test_scale_read: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
 
 check-unit: $(TEST_BIN)
 	$(Q)SHARDC_PYTHON=$(PYTHON) scripts/run-tests.sh unit $(TEST_BIN)

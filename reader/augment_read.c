@@ -64,7 +64,8 @@ const char *shr_aug_check(const shr_options *o)
         return "aug_interpolation must be nearest or bilinear";
     if (o->auto_augment != SHR_AUTO_AUGMENT_NONE) {
         if (o->auto_augment != SHR_AUTO_AUGMENT_TRIVIAL_WIDE &&
-            o->auto_augment != SHR_AUTO_AUGMENT_RAND)
+            o->auto_augment != SHR_AUTO_AUGMENT_RAND &&
+            o->auto_augment != SHR_AUTO_AUGMENT_IMAGENET)
             return "unknown auto_augment policy";
         if (!(o->aa_bins >= 2 && o->aa_bins <= 1024))
             return "aa_bins must be in 2..1024";
@@ -131,12 +132,19 @@ int shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px, uint32_t 
         flip = 0;
     }
     size_t row = (size_t)width * channels;
-    if (p->rotate) {
+    /* the warps ping-pong between px and scratch: one copy back at most */
+    if (p->rotate && p->affine) {
+        shr_affine_rotate(px, stride, scratch, row, width, height, channels,
+                          (double)p->rotate_angle, a->filter, a->fill);
+        shr_affine_apply(scratch, row, px, stride, width, height, channels,
+                         (double)p->affine_angle, (double)p->affine_tx, (double)p->affine_ty,
+                         (double)p->affine_scale, (double)p->affine_shear_x,
+                         (double)p->affine_shear_y, NULL, a->filter, a->fill);
+    } else if (p->rotate) {
         shr_affine_rotate(px, stride, scratch, row, width, height, channels,
                           (double)p->rotate_angle, a->filter, a->fill);
         shr_tf_copy_rows(px, stride, scratch, row, row, height);
-    }
-    if (p->affine) {
+    } else if (p->affine) {
         shr_affine_apply(px, stride, scratch, row, width, height, channels,
                          (double)p->affine_angle, (double)p->affine_tx, (double)p->affine_ty,
                          (double)p->affine_scale, (double)p->affine_shear_x,

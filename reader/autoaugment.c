@@ -16,11 +16,15 @@
  *   Posterize, Solarize, AutoContrast and Equalize are ImageOps' lookup tables per band
  *   (autocontrast from each band's lowest and highest value, scale 255 / (hi - lo) in double
  *   and int() of ix * scale - lo * scale; equalize from each band's histogram in integers).
+ *   Vector kernels (AVX2 where shr_simd() says so, simd.h) give the same bytes: Sharpness's
+ *   filter and blend in float lanes with the same operations in the same order, Posterize's
+ *   table as a mask and Solarize's as a compare and select (where its table has that form).
  */
 #include "autoaugment.h"
 
 #include "affine.h"
 #include "color.h"
+#include "simd.h"
 
 #include <math.h>
 #include <string.h>
@@ -102,6 +106,65 @@ float shr_aa_magnitude(int op, int rand, uint32_t bins, uint32_t bin, uint32_t w
     }
 }
 
+/* torchvision 0.14's AutoAugment IMAGENET policy: (op, probability, magnitude bin or -1) */
+static const struct {
+    uint8_t op;
+    float p;
+    int8_t bin;
+} imagenet_policy[25][2] = {
+    {{SHR_AA_POSTERIZE, 0.4f, 8}, {SHR_AA_ROTATE, 0.6f, 9}},
+    {{SHR_AA_SOLARIZE, 0.6f, 5}, {SHR_AA_AUTOCONTRAST, 0.6f, -1}},
+    {{SHR_AA_EQUALIZE, 0.8f, -1}, {SHR_AA_EQUALIZE, 0.6f, -1}},
+    {{SHR_AA_POSTERIZE, 0.6f, 7}, {SHR_AA_POSTERIZE, 0.6f, 6}},
+    {{SHR_AA_EQUALIZE, 0.4f, -1}, {SHR_AA_SOLARIZE, 0.2f, 4}},
+    {{SHR_AA_EQUALIZE, 0.4f, -1}, {SHR_AA_ROTATE, 0.8f, 8}},
+    {{SHR_AA_SOLARIZE, 0.6f, 3}, {SHR_AA_EQUALIZE, 0.6f, -1}},
+    {{SHR_AA_POSTERIZE, 0.8f, 5}, {SHR_AA_EQUALIZE, 1.0f, -1}},
+    {{SHR_AA_ROTATE, 0.2f, 3}, {SHR_AA_SOLARIZE, 0.6f, 8}},
+    {{SHR_AA_EQUALIZE, 0.6f, -1}, {SHR_AA_POSTERIZE, 0.4f, 6}},
+    {{SHR_AA_ROTATE, 0.8f, 8}, {SHR_AA_COLOR, 0.4f, 0}},
+    {{SHR_AA_ROTATE, 0.4f, 9}, {SHR_AA_EQUALIZE, 0.6f, -1}},
+    {{SHR_AA_EQUALIZE, 0.0f, -1}, {SHR_AA_EQUALIZE, 0.8f, -1}},
+    {{SHR_AA_INVERT, 0.6f, -1}, {SHR_AA_EQUALIZE, 1.0f, -1}},
+    {{SHR_AA_COLOR, 0.6f, 4}, {SHR_AA_CONTRAST, 1.0f, 8}},
+    {{SHR_AA_ROTATE, 0.8f, 8}, {SHR_AA_COLOR, 1.0f, 2}},
+    {{SHR_AA_COLOR, 0.8f, 8}, {SHR_AA_SOLARIZE, 0.8f, 7}},
+    {{SHR_AA_SHARPNESS, 0.4f, 7}, {SHR_AA_INVERT, 0.6f, -1}},
+    {{SHR_AA_SHEAR_X, 0.6f, 5}, {SHR_AA_EQUALIZE, 1.0f, -1}},
+    {{SHR_AA_COLOR, 0.4f, 0}, {SHR_AA_EQUALIZE, 0.6f, -1}},
+    {{SHR_AA_EQUALIZE, 0.4f, -1}, {SHR_AA_SOLARIZE, 0.2f, 4}},
+    {{SHR_AA_SOLARIZE, 0.6f, 5}, {SHR_AA_AUTOCONTRAST, 0.6f, -1}},
+    {{SHR_AA_INVERT, 0.6f, -1}, {SHR_AA_EQUALIZE, 1.0f, -1}},
+    {{SHR_AA_COLOR, 0.6f, 4}, {SHR_AA_CONTRAST, 1.0f, 8}},
+    {{SHR_AA_EQUALIZE, 0.8f, -1}, {SHR_AA_EQUALIZE, 0.6f, -1}},
+};
+
+/* AutoAugment(IMAGENET)'s get_params and forward (see shardread.h, SHR_SALT_AUTO_AUGMENT) */
+static void draw_imagenet(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t width,
+                          uint32_t height, shr_params *p)
+{
+    uint32_t id = shr_tf_word(seed, epoch, index, SHR_SALT_AUTO_AUGMENT, 0) % 25;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < 2; i++) {
+        uint32_t w = shr_tf_word(seed, epoch, index, SHR_SALT_AUTO_AUGMENT, 1 + i);
+        float prob = (float)(w & 0xffffff) * 0x1p-24f;
+        if (!(prob <= imagenet_policy[id][i].p))
+            continue;
+        int op = imagenet_policy[id][i].op;
+        float m = imagenet_policy[id][i].bin < 0
+                      ? 0.0f
+                      : shr_aa_magnitude(op, 1, 10, (uint32_t)imagenet_policy[id][i].bin, width,
+                                         height);
+        if (op != SHR_AA_INVERT && is_signed(op) &&
+            shr_tf_word(seed, epoch, index, SHR_SALT_AUTO_AUGMENT, 3 + i) % 2 == 0)
+            m = -m;
+        p->aa_op[n] = (uint8_t)op;
+        p->aa_magnitude[n] = m;
+        n++;
+    }
+    p->aa_ops = n;
+}
+
 void shr_aa_draw(const shr_aa *t, uint64_t seed, uint64_t epoch, uint64_t index, uint32_t width,
                  uint32_t height, shr_params *p)
 {
@@ -110,6 +173,10 @@ void shr_aa_draw(const shr_aa *t, uint64_t seed, uint64_t epoch, uint64_t index,
     memset(p->aa_magnitude, 0, sizeof p->aa_magnitude);
     if (t->policy == SHR_AUTO_AUGMENT_NONE)
         return;
+    if (t->policy == SHR_AUTO_AUGMENT_IMAGENET) {
+        draw_imagenet(seed, epoch, index, width, height, p);
+        return;
+    }
     uint32_t k = 0;
 #define WORD() shr_tf_word(seed, epoch, index, SHR_SALT_AUTO_AUGMENT, k++)
     int rand = t->policy == SHR_AUTO_AUGMENT_RAND;
@@ -156,11 +223,50 @@ static void histogram(const uint8_t *px, uint32_t width, uint32_t height, uint32
     }
 }
 
+#ifdef SHR_AVX2
+/* Posterize's table, i & mask, and Solarize's, i < k ? i : 255 - i (k in 1..255), on n bytes */
+AVX2_FN static size_t mask_avx2(uint8_t *p, size_t n, uint8_t mask)
+{
+    const __m256i m = _mm256_set1_epi8((char)mask);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(p + i));
+        _mm256_storeu_si256((__m256i *)(p + i), _mm256_and_si256(v, m));
+    }
+    return i;
+}
+
+AVX2_FN static size_t solarize_avx2(uint8_t *p, size_t n, int k)
+{
+    const __m256i last = _mm256_set1_epi8((char)(k - 1)), ones = _mm256_set1_epi8(-1);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(p + i));
+        __m256i below = _mm256_cmpeq_epi8(_mm256_min_epu8(v, last), v);     /* v <= k - 1 */
+        _mm256_storeu_si256((__m256i *)(p + i),
+                            _mm256_blendv_epi8(_mm256_xor_si256(v, ones), v, below));
+    }
+    return i;
+}
+#endif
+
 void shr_aa_posterize(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
                       size_t stride, int bits)
 {
     uint8_t lut[256];
     int mask = ~((1 << (8 - bits)) - 1);
+    size_t row = (size_t)width * channels;
+    (void)row;
+#ifdef SHR_AVX2
+    if (shr_simd()) {
+        for (uint32_t y = 0; y < height; y++) {
+            uint8_t *p = px + (size_t)y * stride;
+            for (size_t i = mask_avx2(p, row, (uint8_t)mask); i < row; i++)
+                p[i] = (uint8_t)(p[i] & mask);
+        }
+        return;
+    }
+#endif
     for (int i = 0; i < 256; i++)
         lut[i] = (uint8_t)(i & mask);
     shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
@@ -170,8 +276,28 @@ void shr_aa_solarize(uint8_t *px, uint32_t width, uint32_t height, uint32_t chan
                      size_t stride, double threshold)
 {
     uint8_t lut[256];
-    for (int i = 0; i < 256; i++)
+    int k = 0;              /* the table keeps i below k (each i < threshold up to there) */
+    for (int i = 0; i < 256; i++) {
         lut[i] = (uint8_t)((double)i < threshold ? i : 255 - i);
+        if (k == i && lut[i] == i && (double)i < threshold)
+            k = i + 1;
+    }
+    size_t row = (size_t)width * channels;
+    (void)row;
+#ifdef SHR_AVX2
+    /* a table that is i < k ? i : 255 - i (k 1..255): a compare and a select */
+    int simple = k >= 1 && k <= 255;
+    for (int i = k; i < 256 && simple; i++)
+        simple = lut[i] == 255 - i;
+    if (simple && shr_simd()) {
+        for (uint32_t y = 0; y < height; y++) {
+            uint8_t *p = px + (size_t)y * stride;
+            for (size_t i = solarize_avx2(p, row, k); i < row; i++)
+                p[i] = lut[p[i]];
+        }
+        return;
+    }
+#endif
     shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
 }
 
@@ -244,6 +370,41 @@ static inline uint8_t clip8f(float v)
     return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
 }
 
+#ifdef SHR_AVX2
+AVX2_FN static inline __m256 bytes8_ps(const uint8_t *p)
+{
+    return _mm256_cvtepi32_ps(simd_load8(p));
+}
+
+/* shr_aa_sharpness's inner loop, 8 bytes at a time with the same float operations in the same
+ * order; returns where it stopped */
+AVX2_FN static size_t sharp_avx2(const uint8_t *up, const uint8_t *mid, const uint8_t *dn,
+                                 uint8_t *out, size_t C, size_t row, float factor)
+{
+    const __m256 k1 = _mm256_set1_ps(1.0f / 13.0f), k5 = _mm256_set1_ps(5.0f / 13.0f);
+    const __m256 f = _mm256_set1_ps(factor), half = _mm256_set1_ps(0.5f);
+    size_t i = C;
+    for (; i + 8 + C <= row; i += 8) {
+        __m256 s = half, t;
+        t = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(bytes8_ps(dn + i - C), k1),
+                                        _mm256_mul_ps(bytes8_ps(dn + i), k1)),
+                          _mm256_mul_ps(bytes8_ps(dn + i + C), k1));
+        s = _mm256_add_ps(s, t);
+        t = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(bytes8_ps(mid + i - C), k1),
+                                        _mm256_mul_ps(bytes8_ps(mid + i), k5)),
+                          _mm256_mul_ps(bytes8_ps(mid + i + C), k1));
+        s = _mm256_add_ps(s, t);
+        t = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(bytes8_ps(up + i - C), k1),
+                                        _mm256_mul_ps(bytes8_ps(up + i), k1)),
+                          _mm256_mul_ps(bytes8_ps(up + i + C), k1));
+        s = _mm256_add_ps(s, t);
+        s = _mm256_min_ps(_mm256_max_ps(s, _mm256_setzero_ps()), _mm256_set1_ps(255.0f));
+        simd_store8(out + i, simd_blend8(_mm256_cvttps_epi32(s), simd_load8(mid + i), f));
+    }
+    return i;
+}
+#endif
+
 void shr_aa_sharpness(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
                       size_t stride, float factor, uint8_t *scratch)
 {
@@ -257,7 +418,12 @@ void shr_aa_sharpness(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
         const uint8_t *up = scratch + (y - 1) * row, *mid = scratch + y * row;
         const uint8_t *dn = scratch + (y + 1) * row;
         uint8_t *out = px + (size_t)y * stride;
-        for (size_t i = C; i < row - C; i++) {
+        size_t i = C;
+#ifdef SHR_AVX2
+        if (shr_simd())
+            i = sharp_avx2(up, mid, dn, out, C, row, factor);
+#endif
+        for (; i < row - C; i++) {
             float ss = 0.5f;
             ss += (float)dn[i - C] * k1 + (float)dn[i] * k1 + (float)dn[i + C] * k1;
             ss += (float)mid[i - C] * k1 + (float)mid[i] * k5 + (float)mid[i + C] * k1;
@@ -321,6 +487,12 @@ void shr_aa_apply_op(int op, double m, shr_filter filter, const uint8_t fill[4],
         break;
     case SHR_AA_EQUALIZE:
         shr_aa_equalize(px, width, height, channels, stride);
+        break;
+    case SHR_AA_INVERT:
+        /* ImageOps.invert: 255 - x in every band */
+        for (uint32_t y = 0; y < height; y++)
+            for (size_t i = 0; i < (size_t)width * channels; i++)
+                px[y * stride + i] = (uint8_t)(255 - px[y * stride + i]);
         break;
     default:
         break;

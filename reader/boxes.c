@@ -18,6 +18,21 @@ uint32_t shr_box_map(const shr_box_geom *g, const fmt_target *t, const shr_param
     double sx = g->rrc ? W / p->w : 1.0, sy = g->rrc ? H / p->h : 1.0;
     double dx = g->rrc ? 0.0 : (double)((g->width - p->w) / 2);
     double dy = g->rrc ? 0.0 : (double)((g->height - p->h) / 2);
+    /* the clip rectangle and the width the flip mirrors about: the output, but for the scale
+     * ops the image inside it (shardread.h, "Scale") */
+    double x0 = 0, y0 = 0, x1 = W, y1 = H, fw = W;
+    if (g->scale != SHR_SCALE_NONE) {
+        sx = (double)p->scale_w / p->src_w;
+        sy = (double)p->scale_h / p->src_h;
+        dx = (double)p->pad_x - p->crop_x;
+        dy = (double)p->pad_y - p->crop_y;
+        x0 = p->pad_x;
+        y0 = p->pad_y;
+        x1 = x0 + p->image_w;
+        y1 = y0 + p->image_h;
+        if (g->scale == SHR_SCALE_MULTI)
+            fw = p->image_w;
+    }
     uint32_t kept = 0;
     for (uint32_t i = 0; i < t->count; i++) {
         const float *b = t->boxes + 4 * (size_t)i;
@@ -25,12 +40,12 @@ uint32_t shr_box_map(const shr_box_geom *g, const fmt_target *t, const shr_param
             ((double)b[0] - p->x) * sx + dx, ((double)b[1] - p->y) * sy + dy,
             ((double)b[2] - p->x) * sx + dx, ((double)b[3] - p->y) * sy + dy,
         };
-        double c[4] = {clampd(u[0], 0, W), clampd(u[1], 0, H), clampd(u[2], 0, W),
-                       clampd(u[3], 0, H)};
+        double c[4] = {clampd(u[0], x0, x1), clampd(u[1], y0, y1), clampd(u[2], x0, x1),
+                       clampd(u[3], y0, y1)};
         if (p->flip) {
-            double x1 = W - c[2];
-            c[2] = W - c[0];
-            c[0] = x1;
+            double m = fw - c[2];
+            c[2] = fw - c[0];
+            c[0] = m;
         }
         float f[4] = {(float)c[0], (float)c[1], (float)c[2], (float)c[3]};
         int keep = f[0] < f[2] && f[1] < f[3];

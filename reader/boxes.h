@@ -20,6 +20,7 @@ typedef struct {
     uint32_t width, height;         /* the output sample */
     int rrc;                        /* the params' box is resized to width x height */
     double min_fraction;            /* shr_options.min_box_area_fraction, 0..1 */
+    shr_scale scale;                /* shr_options.scale: the params' scale fields place it */
 } shr_box_geom;
 
 /* Move the boxes of t by the sample's parameters p (as the reader draws them: the stored

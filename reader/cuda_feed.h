@@ -3,7 +3,7 @@
  * NCHW, with a crop window and a horizontal flip per sample.
  *
  * Defined in libshardgpu.so (built with nvcc where the CUDA Toolkit is present; link with
- * -lshardgpu, or reach it through the shr_gpu_api table, see gpu_api.h). For output sample i,
+ * -lshardgpu, or reach it through the sb_gpu_api table, see gpu_api.h). For output sample i,
  * channel c, row y, column x of an out_height x out_width crop:
  *
  *     sx = flip[i] ? crop_x + out_width - 1 - x : crop_x + x        (crop_x, crop_y: per sample

@@ -1,4 +1,4 @@
-/* shardread.c - the reader: options, the ring of batch buffers, prefetch workers, batch assembly.
+/* shardread.c - the reader: options, the ring of batch buffers, prefetch workers, consuming.
  *
  * Concurrency design
  * ------------------
@@ -32,6 +32,12 @@
  * the failed one are still delivered; when the consumer reaches it, shr_next returns its error and
  * the reader stays failed (SHR_ESTATE). Close stops the ring and joins the workers (each finishes
  * the batch in hand) before anything is freed.
+ *
+ * Files. This one is the reader's lifecycle: options, open (validation, the ring's buffers, the
+ * workers), shr_next / shr_release, state and info, close. What a worker does to fill a batch
+ * (drawing each sample's parameters, crop, pad, resize and the other transforms, recovery,
+ * targets, MixUp) is assemble.c; the state both share is reader.h; the shr_dataset API, which
+ * reads single samples without a reader, is random_access.c.
  */
 #include "shardread.h"
 
@@ -39,19 +45,22 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "assemble.h"
 #include "augment_read.h"
-#include "boxes.h"
 #include "dataset.h"
 #include "direct.h"
+#include "erase_noise.h"
+#include "mix.h"
 #include "pinned.h"
+#include "reader.h"
 #include "resample.h"
 #include "ring.h"
 #include "sampler.h"
+#include "scale.h"
 #include "transform.h"
 
 /* the access modes are passed through to the dataset layer by value */
@@ -68,95 +77,11 @@ _Static_assert((int)SHR_EFORMAT == (int)FMT_EFORMAT && (int)SHR_ECORRUPT == (int
 
 #define SHR_MAX_THREADS 1024u
 #define SHR_MAX_PREFETCH 65536u
-#define SHR_BOUNCE_BYTES (1u << 20)     /* per worker: O_DIRECT bounce buffer, compressed bytes */
-#define SHR_MSG_LEN 512
 #define SHR_DIRECT_DEPTH 64u            /* DIRECT: requests in flight per worker */
 #define SHR_DIRECT_STAGING (4u << 20)   /* DIRECT: staging for requests not read in place */
 #define SHR_PAGE 4096u
 
-typedef struct {
-    shr_batch b;                /* first member: shr_release maps a batch back to its slot */
-    void *data;                 /* from shr_host_alloc, b.pinned says how */
-    int64_t *arrays;            /* labels, indices, sources: 3 * batch_size, pinned as data is
-                                 * (so labels.cuda(non_blocking=True) is asynchronous too) */
-    int arrays_pinned;
-    shr_params *params;         /* batch_size */
-    int64_t *bad_idx;           /* batch_size: b.bad_indices */
-    int32_t *bad_err, *bad_pos; /* batch_size each: b.bad_errors, b.bad_positions */
-    int rc;                     /* filled: result of the fill */
-    char msg[SHR_MSG_LEN];      /* filled with rc != 0: what failed */
-    /* detection datasets: the per-sample arrays (batch_size each; offsets batch_size + 1) and
-     * the per-box ones, which the filling worker grows to the batch's boxes (tcap of them) */
-    int64_t *t_off, *t_image;
-    uint32_t *t_dropped, *t_orig;
-    fmt_target *t_stored;       /* the batch's stored records, read once per fill */
-    float *t_boxes, *t_area;
-    int64_t *t_labels;
-    uint8_t *t_crowd;
-    size_t tcap;
-} shr_slot;
-
-typedef struct {
-    struct shr_reader *r;
-    pthread_t thread;
-    uint64_t *idx;              /* the batch's dataset indices, batch_size */
-    void *bounce;               /* PREAD, DIRECT: FMT_DIRECT_ALIGN-aligned scratch (the O_DIRECT
-                                 * bounce buffer; where compressed payloads are read) */
-    uint8_t *sample;            /* PREAD/DIRECT crop/pad: room for the largest stored sample */
-    size_t sample_cap;
-    uint8_t *staged;            /* a uint8 HWC sample at the output size, before conversion */
-    fmt_rs_scratch *rs;         /* rrc: the resampler's per-thread state */
-    shr_direct *direct;         /* DIRECT, samples at the output size: the batch's reads at once */
-    shr_direct_item *items;     /* batch_size */
-} shr_worker;
-
-struct shr_reader {
-    shr_options o;              /* validated, prefetch resolved */
-    fmt_dataset *ds;
-    shr_sampler *sampler;
-    uint32_t height, width, channels;
-    size_t sample_bytes, batch_bytes;   /* at the output dtype */
-    size_t staged_bytes;        /* one uint8 HWC sample at the output size */
-    size_t sample_max;          /* largest stored sample */
-    int uniform;                /* every sample is stored at the output size */
-    int convert;                /* the output is not uint8 NHWC: samples go through out */
-    shr_tf_rrc rrc;             /* o.rrc: the ranges */
-    fmt_rs_cache *rs_cache;     /* o.rrc: coefficient tables shared by the workers */
-    uint32_t max_w, max_h;      /* o.rrc: the largest stored width and height */
-    shr_tf_out out;             /* dtype, layout, normalisation */
-    shr_aug aug;                /* the augmentations after the crop and flip */
-    int targets;                /* a detection dataset: batches carry moved targets */
-    shr_box_geom boxes;         /* how they are moved */
-    uint64_t nb;                /* batches per epoch (but the resumed one: sampler.h) */
-    uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb0) */
-    uint64_t nb0;               /* batches of epoch e0 */
-
-    shr_ring ring;              /* who owns which slot; the only state the threads share */
-    shr_slot *slots;            /* ring slot i is slots[i] */
-    uint32_t nslots;
-
-    shr_worker *workers;
-    uint32_t nworkers;          /* started */
-
-    /* consumer side: touched only by the thread calling shr_next */
-    uint64_t epoch, cursor;
-    int failed;
-    shr_recovery recovery;
-    char err[SHR_MSG_LEN];
-};
-
-static _Thread_local char g_open_err[SHR_MSG_LEN];
-
-static int fail_msg(char *buf, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int fail_msg(char *buf, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, SHR_MSG_LEN, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+_Thread_local char shr_open_err[SHR_MSG_LEN];
 
 void shr_options_init(shr_options *o)
 {
@@ -193,6 +118,8 @@ void shr_options_init(shr_options *o)
     o->aa_num_ops = 2;
     o->aa_magnitude = 9;
     o->aa_bins = 31;
+    o->scale_range[0] = 0.1;
+    o->scale_range[1] = 2.0;
 }
 
 const char *shr_strerror(int rc)
@@ -213,491 +140,7 @@ const char *shr_strerror(int rc)
 
 const char *shr_last_error(const shr_reader *r)
 {
-    return r ? r->err : g_open_err;
-}
-
-/* ---- batch assembly (workers, no lock held) ---- */
-
-/* Where a stored extent `have` goes in an output extent `want`: copy n = min(have, want) from
- * src_off to dst_off. Larger: crop (centered, or at a drawn offset); smaller: pad (centered). */
-static void place(uint32_t have, uint32_t want, int random, uint64_t draw, uint32_t *src_off,
-                  uint32_t *dst_off, uint32_t *n)
-{
-    if (have >= want) {
-        *src_off = random ? (uint32_t)(draw % ((uint64_t)have - want + 1)) : (have - want) / 2;
-        *dst_off = 0;
-        *n = want;
-    } else {
-        *src_off = 0;
-        *dst_off = (want - have) / 2;
-        *n = have;
-    }
-}
-
-/* The parameters of sample idx, stored at src_w x src_h, for an output of out_w x out_h: see
- * shardread.h (rrc: the RandomResizedCrop box; else the crop/pad's stored rectangle). */
-static void draw(const shr_options *o, const shr_tf_rrc *rrc, const shr_aug *aug, uint32_t out_w,
-                 uint32_t out_h, uint64_t epoch, uint64_t idx, uint32_t src_w, uint32_t src_h,
-                 shr_params *p)
-{
-    memset(p, 0, sizeof *p);
-    p->src_w = src_w;
-    p->src_h = src_h;
-    if (o->rrc) {
-        shr_tf_rrc_box(rrc, o->seed, epoch, idx, src_w, src_h, p);
-    } else {
-        uint32_t dx, dy;
-        uint64_t rx = o->random_crop ? shr_mix(o->seed, epoch, idx, SHR_SALT_CROP_X) : 0;
-        uint64_t ry = o->random_crop ? shr_mix(o->seed, epoch, idx, SHR_SALT_CROP_Y) : 0;
-        place(src_w, out_w, o->random_crop, rx, &p->x, &dx, &p->w);
-        place(src_h, out_h, o->random_crop, ry, &p->y, &dy, &p->h);
-    }
-    p->flip = o->flip && shr_tf_bernoulli((uint32_t)shr_mix(o->seed, epoch, idx, SHR_SALT_FLIP),
-                                          o->flip_p);
-    if (aug->any)
-        shr_aug_draw(aug, o->seed, epoch, idx, out_w, out_h, p);
-}
-
-/* The crop/pad of p (from draw) of the stored src into dst, uint8 HWC at the output size. */
-static void crop_pad(const shr_reader *r, uint8_t *dst, const uint8_t *src, const fmt_sample *s,
-                     const shr_params *p)
-{
-    uint32_t c = r->channels, nx = p->w, ny = p->h;
-    uint32_t dx = (r->width - nx) / 2, dy = (r->height - ny) / 2;  /* 0 where cropped */
-    if (nx < r->width || ny < r->height)
-        memset(dst, 0, r->staged_bytes);
-    for (uint32_t y = 0; y < ny; y++)
-        memcpy(dst + (((size_t)(dy + y) * r->width + dx) * c),
-               src + (((size_t)(p->y + y) * s->width + p->x) * c), (size_t)nx * c);
-}
-
-/* The resampler's name for a filter. */
-static fmt_filter rs_filter(shr_filter f)
-{
-    switch (f) {
-    case SHR_FILTER_NEAREST:
-        return FMT_FILTER_NEAREST;
-    case SHR_FILTER_BOX:
-        return FMT_FILTER_BOX;
-    case SHR_FILTER_HAMMING:
-        return FMT_FILTER_HAMMING;
-    case SHR_FILTER_BICUBIC:
-        return FMT_FILTER_BICUBIC;
-    case SHR_FILTER_LANCZOS:
-        return FMT_FILTER_LANCZOS;
-    default:
-        return FMT_FILTER_BILINEAR;
-    }
-}
-
-/* The box of p cropped out of the stored src and resized to the output size (uint8 HWC) into
- * dst: torchvision's resized_crop, which crops first, so the filter sees no pixel outside the box
- * (a Pillow resize with a box would read past its edges). */
-static int resize_box(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt_sample *s,
-                      const shr_params *p, uint8_t *dst, char *msg)
-{
-    const shr_reader *r = w->r;
-    uint32_t c = r->channels;
-    size_t stride = (size_t)s->width * c;
-    const fmt_rs_view in = {
-        .pixels = (uint8_t *)(uintptr_t)(src + (size_t)p->y * stride + (size_t)p->x * c),
-        .width = p->w, .height = p->h, .channels = c, .stride = stride,
-    };
-    const fmt_rs_view out = {
-        .pixels = dst, .width = r->width, .height = r->height, .channels = c,
-        .stride = (size_t)r->width * c,
-    };
-    fmt_msg m = {{0}};
-    int rc = fmt_resample(w->rs, &in, NULL, rs_filter(r->o.filter), &out, &m);
-    if (rc)
-        return fail_msg(msg, rc, "%s: sample %" PRIu64 ": cannot resize %" PRIu32 "x%" PRIu32
-                        " to %" PRIu32 "x%" PRIu32 ": %s", fmt_dataset_sample_file(r->ds, idx),
-                        idx, p->w, p->h, r->width, r->height, fmt_reason(&m, rc));
-    return 0;
-}
-
-/* verify_samples: the stored pixels px (s->length bytes) against their recorded hash. */
-static int verify_px(const shr_reader *r, uint64_t idx, const uint8_t *px, const fmt_sample *s,
-                     char *msg)
-{
-    if (!r->o.verify_samples || fmt_hash64(px, (size_t)s->length) == s->hash)
-        return 0;
-    return fail_msg(msg, FMT_EHASH, "%s: sample %" PRIu64 ": pixels do not match their hash "
-                    "(damaged)", fmt_dataset_sample_file(r->ds, idx), idx);
-}
-
-/* put_sample for RandomResizedCrop and for outputs other than uint8 NHWC: the finished uint8
- * pixels (the stored sample itself where it needs no crop, pad or resize) are converted into dst
- * by the output kernel, which also mirrors them. */
-static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_sample *s,
-                           const shr_params *p, char *msg)
-{
-    const shr_reader *r = w->r;
-    uint32_t c = r->channels;
-    const uint8_t *src = s->pixels;
-    if (!(r->o.access == SHR_ACCESS_MMAP && s->pixels)) {
-        const char *file = fmt_dataset_sample_file(r->ds, idx);
-        if (s->length > w->sample_cap)
-            return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " is larger than the "
-                            "largest sample", file, idx);
-        int rc = fmt_dataset_read_buf(r->ds, idx, w->sample, NULL, w->bounce, SHR_BOUNCE_BYTES);
-        if (rc)
-            return fail_msg(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
-                            shr_strerror(rc));
-        src = w->sample;
-    }
-    int vrc = verify_px(r, idx, src, s, msg);
-    if (vrc)
-        return vrc;
-    size_t stride = (size_t)s->width * c;
-    int pix = r->aug.pixels && shr_aug_has_pixels(p);
-    if (r->o.rrc) {
-        int rc = resize_box(w, idx, src, s, p, r->convert || p->flip || pix ? w->staged : dst,
-                            msg);
-        if (rc)
-            return rc;
-        if (!r->convert && !p->flip && !pix)
-            return 0;
-        src = w->staged;
-        stride = (size_t)r->width * c;
-    } else if (p->w == r->width && p->h == r->height) {
-        src += (size_t)p->y * stride + (size_t)p->x * c;   /* a crop (or none): read in place */
-        if (pix) {
-            /* the stored pixels are not ours to change */
-            size_t row = (size_t)r->width * c;
-            shr_tf_copy_rows(w->staged, row, src, stride, row, r->height);
-            src = w->staged;
-            stride = row;
-        }
-    } else {
-        crop_pad(r, w->staged, src, s, p);
-        src = w->staged;
-        stride = (size_t)r->width * c;
-    }
-    /* the colour ops commute with the mirror (they are per pixel, or use statistics of the
-     * whole image), so they run before the output kernel mirrors; the geometric ones do not, and
-     * shr_aug_pixels mirrors first where the sample has one */
-    int mirror = (int)p->flip;
-    if (pix)
-        mirror = shr_aug_pixels(&r->aug, p, w->staged, r->width, r->height, c, stride,
-                                w->staged + r->staged_bytes);
-    shr_tf_store(&r->out, src, stride, mirror, dst);
-    return 0;
-}
-
-/* fmt_dataset_get failed for sample idx: out of range, or in a shard a tolerant open left
- * closed (the file named once, with why it did not open). */
-static int get_failed(const shr_reader *r, uint64_t idx, int rc, char *msg)
-{
-    const char *why = fmt_dataset_sample_error(r->ds, idx);
-    if (!why)
-        return fail_msg(msg, rc, "sample %" PRIu64 " is out of range", idx);
-    return fail_msg(msg, rc, "%s: sample %" PRIu64 ": the shard did not open (%s)",
-                    fmt_dataset_sample_file(r->ds, idx), idx, why);
-}
-
-/* Sample idx into dst, before RandomErasing (see put_sample). */
-static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst, fmt_sample *s,
-                      shr_params *p, char *msg)
-{
-    const shr_reader *r = w->r;
-    int rc = fmt_dataset_get(r->ds, idx, s);
-    if (rc)
-        return get_failed(r, idx, rc, msg);
-    const char *file = fmt_dataset_sample_file(r->ds, idx);
-    if (s->channels != r->channels)
-        return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " has %" PRIu32 " channels, the "
-                        "dataset %" PRIu32, file, idx, s->channels, r->channels);
-    draw(&r->o, &r->rrc, &r->aug, r->width, r->height, epoch, idx, s->width, s->height, p);
-    if (r->o.rrc || r->convert || r->aug.pixels)
-        return put_transformed(w, idx, dst, s, p, msg);
-    /* zero copy where the backend hands out mapped pixels */
-    int mmap = r->o.access == SHR_ACCESS_MMAP && s->pixels != NULL;
-    if (s->width == r->width && s->height == r->height) {
-        if (mmap) {
-            /* copy, then hash the copy: what is delivered is what was verified, even when the
-             * mapped file changes in between */
-            memcpy(dst, s->pixels, r->sample_bytes);
-            if ((rc = verify_px(r, idx, dst, s, msg)) != 0)
-                return rc;
-        } else {
-            rc = fmt_dataset_read_buf(r->ds, idx, dst, NULL, w->bounce, SHR_BOUNCE_BYTES);
-            if (rc == 0 && (rc = verify_px(r, idx, dst, s, msg)) != 0)
-                return rc;
-        }
-    } else {
-        const uint8_t *src = s->pixels;
-        if (!mmap) {
-            /* sized at open for the dataset's largest sample; the index cannot change since */
-            if (s->length > w->sample_cap)
-                return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " is larger than the "
-                                "largest sample", file, idx);
-            rc = fmt_dataset_read_buf(r->ds, idx, w->sample, NULL, w->bounce, SHR_BOUNCE_BYTES);
-            src = w->sample;
-        }
-        if (rc == 0 && (rc = verify_px(r, idx, src, s, msg)) != 0)
-            return rc;
-        if (rc == 0)
-            crop_pad(r, dst, src, s, p);
-    }
-    if (rc)
-        return fail_msg(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
-                        shr_strerror(rc));
-    if (p->flip)
-        shr_tf_mirror_rows(dst, r->width, r->height, r->channels, (size_t)r->width * r->channels);
-    return 0;
-}
-
-/* Sample idx into dst (sample_bytes at the output geometry and dtype), its parameters into p.
- * RandomErasing writes into the delivered values, as the mirror does: an output stage, after
- * whichever path put the pixels there (here, and after the O_DIRECT batch engine). */
-static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst, fmt_sample *s,
-                      shr_params *p, char *msg)
-{
-    int rc = put_pixels(w, epoch, idx, dst, s, p, msg);
-    if (rc == 0 && p->erase)
-        shr_erase_apply(&w->r->aug.erase, &w->r->out, p, dst);
-    return rc;
-}
-
-/* Fill the batch's samples idx[0 .. n) (at the output size, every one) through the direct
- * engine: all reads in flight at once, straight into the batch where alignment allows. A sample
- * whose shard has no extents (not read with O_DIRECT) is read as put_sample reads it. With
- * verify_samples, each sample read by the engine is hashed in the batch, before any mirroring. */
-static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n)
-{
-    const shr_reader *r = w->r;
-    shr_batch *b = &slot->b;
-    uint32_t m = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t idx = w->idx[i];
-        uint8_t *dst = b->data + (size_t)i * r->sample_bytes;
-        fmt_sample s;
-        int rc = fmt_dataset_get(r->ds, idx, &s);
-        if (rc)
-            return get_failed(r, idx, rc, slot->msg);
-        b->labels[i] = s.label;
-        b->indices[i] = (int64_t)idx;
-        b->sources[i] = (int64_t)s.source;
-        if (s.channels != r->channels || s.width != r->width || s.height != r->height ||
-            fmt_dataset_extent(r->ds, idx, &w->items[m].x) != 0) {
-            if ((rc = put_sample(w, epoch, idx, dst, &s, &slot->params[i], slot->msg)))
-                return rc;
-            continue;
-        }
-        draw(&r->o, &r->rrc, &r->aug, r->width, r->height, epoch, idx, s.width, s.height,
-             &slot->params[i]);
-        w->items[m].dst = dst;
-        w->idx[n + m] = i;          /* the item's batch position */
-        m++;
-    }
-    uint32_t bad;
-    fmt_msg msg = {{0}};
-    int rc = shr_direct_read(w->direct, w->items, m, &bad, &msg);
-    if (rc) {
-        uint64_t idx = w->idx[w->idx[n + bad]];
-        return fail_msg(slot->msg, rc, "%s: cannot read sample %" PRIu64 ": %s",
-                        fmt_dataset_sample_file(r->ds, idx), idx, fmt_reason(&msg, rc));
-    }
-    for (uint32_t j = 0; j < m; j++) {
-        uint32_t i = (uint32_t)w->idx[n + j];
-        if (r->o.verify_samples) {
-            uint64_t idx = w->idx[i];
-            fmt_sample s;
-            if ((rc = fmt_dataset_get(r->ds, idx, &s)) != 0)
-                return fail_msg(slot->msg, rc, "sample %" PRIu64 " is out of range", idx);
-            if ((rc = verify_px(r, idx, b->data + (size_t)i * r->sample_bytes, &s,
-                                slot->msg)) != 0)
-                return rc;
-        }
-        if (slot->params[i].flip)
-            shr_tf_mirror_rows(b->data + (size_t)i * r->sample_bytes, r->width, r->height,
-                               r->channels, (size_t)r->width * r->channels);
-        if (slot->params[i].erase)
-            shr_erase_apply(&r->aug.erase, &r->out, &slot->params[i],
-                            b->data + (size_t)i * r->sample_bytes);
-    }
-    return 0;
-}
-
-/* Stream batch k is batch *number of *epoch (see "The stream" above; the first epoch may be a
- * resumed one, shorter than the rest). */
-static void stream_pos(const shr_reader *r, uint64_t k, uint64_t *epoch, uint64_t *number)
-{
-    if (k < r->nb0 - r->c0) {
-        *epoch = r->e0;
-        *number = r->c0 + k;
-        return;
-    }
-    uint64_t t = k - (r->nb0 - r->c0);
-    *epoch = r->e0 + 1 + t / r->nb;
-    *number = t % r->nb;
-}
-
-/* on_error substitute: the first candidate that reads cleanly takes position i (see
- * shardread.h, "Read-time recovery"). 0, or the last candidate's error. */
-static int substitute(shr_worker *w, shr_slot *slot, uint64_t epoch, uint64_t bad, uint32_t i,
-                      fmt_sample *s)
-{
-    const shr_reader *r = w->r;
-    uint64_t n = fmt_dataset_count(r->ds);
-    char msg[SHR_MSG_LEN];
-    int rc = SHR_ECORRUPT;
-    for (uint32_t a = 0; a < 16; a++) {
-        uint64_t c = shr_mix(r->o.seed, epoch, bad, SHR_SALT_SUBSTITUTE + a) % n;
-        if (c == bad)
-            continue;
-        rc = put_sample(w, epoch, c, slot->b.data + (size_t)i * r->sample_bytes, s,
-                        &slot->params[i], msg);
-        if (rc == 0) {
-            slot->b.indices[i] = (int64_t)c;
-            return 0;
-        }
-    }
-    return rc;
-}
-
-/* The slot's box arrays grown to hold n boxes (never shrunk: they settle at the most boxes a
- * batch has had). 0 or ENOMEM, the old arrays kept. */
-static int grow_targets(shr_slot *slot, size_t n)
-{
-    if (n <= slot->tcap)
-        return 0;
-    size_t cap = slot->tcap * 2 > n ? slot->tcap * 2 : n;
-    float *b = realloc(slot->t_boxes, cap * 4 * sizeof *b);
-    if (b)
-        slot->t_boxes = b;
-    int64_t *l = realloc(slot->t_labels, cap * sizeof *l);
-    if (l)
-        slot->t_labels = l;
-    float *a = realloc(slot->t_area, cap * sizeof *a);
-    if (a)
-        slot->t_area = a;
-    uint8_t *c = realloc(slot->t_crowd, cap);
-    if (c)
-        slot->t_crowd = c;
-    /* where some grew and some did not, those that moved are still the batch's */
-    slot->b.target_boxes = slot->t_boxes;
-    slot->b.target_labels = slot->t_labels;
-    slot->b.target_area = slot->t_area;
-    slot->b.target_iscrowd = slot->t_crowd;
-    if (!b || !l || !a || !c)
-        return ENOMEM;
-    slot->tcap = cap;
-    return 0;
-}
-
-/* The targets of the batch's delivered samples (b->indices, b->params), moved by their
- * geometry (see "Targets" in shardread.h). Done once the batch's samples are settled, so that
- * skipped and substituted samples are accounted for by construction. */
-static int fill_targets(const shr_reader *r, shr_slot *slot)
-{
-    shr_batch *b = &slot->b;
-    fmt_msg m = {{0}};
-    size_t total = 0;
-    for (uint32_t i = 0; i < b->n; i++) {
-        uint64_t idx = (uint64_t)b->indices[i];
-        int rc = fmt_dataset_target(r->ds, idx, &slot->t_stored[i], &m);
-        if (rc)
-            return fail_msg(slot->msg, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
-                            fmt_dataset_sample_file(r->ds, idx), idx, fmt_reason(&m, rc));
-        total += slot->t_stored[i].count;
-    }
-    if (grow_targets(slot, total))
-        return fail_msg(slot->msg, ENOMEM, "cannot hold the %zu boxes of batch %" PRIu64,
-                        total, b->number);
-    int64_t off = 0;
-    for (uint32_t i = 0; i < b->n; i++) {
-        const fmt_target *t = &slot->t_stored[i];
-        slot->t_off[i] = off;
-        off += shr_box_map(&r->boxes, t, &slot->params[i], slot->t_boxes + 4 * (size_t)off,
-                           slot->t_labels + off, slot->t_area + off, slot->t_crowd + off,
-                           &slot->t_dropped[i]);
-        slot->t_image[i] = t->image_id;
-        slot->t_orig[2 * (size_t)i] = t->orig_width;
-        slot->t_orig[2 * (size_t)i + 1] = t->orig_height;
-    }
-    slot->t_off[b->n] = off;
-    return 0;
-}
-
-/* Fill slot with stream batch k: its samples, then their targets. */
-static int fill(shr_worker *w, shr_slot *slot, uint64_t k);
-
-static int fill_batch(shr_worker *w, shr_slot *slot, uint64_t k)
-{
-    int rc = fill(w, slot, k);
-    if (rc == 0 && w->r->targets)
-        rc = fill_targets(w->r, slot);
-    return rc;
-}
-
-/* Fill slot's samples with stream batch k. A sample that cannot be read fails the batch, or is
- * skipped or substituted (on_error): slot->msg then holds the latest one's message. */
-static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
-{
-    const shr_reader *r = w->r;
-    uint64_t epoch, number;
-    stream_pos(r, k, &epoch, &number);
-    shr_batch *b = &slot->b;
-    uint32_t n = shr_sampler_batch(r->sampler, epoch, number, w->idx);
-    b->epoch = epoch;
-    b->number = number;
-    b->nbad = 0;
-    /* The direct engine reads a whole batch at once. When one of its samples cannot be read
-     * (or fails verification) and on_error asks for recovery, the batch is read again sample by
-     * sample below, which knows which samples failed: a cost paid by damaged batches only. */
-    if (w->direct) {
-        b->n = n;
-        int rc = fill_direct(w, slot, epoch, n);
-        if (rc == 0 || r->o.on_error == SHR_ON_ERROR_FAIL)
-            return rc;
-    }
-    uint32_t out = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        fmt_sample s;
-        int rc = put_sample(w, epoch, w->idx[i], b->data + (size_t)out * r->sample_bytes, &s,
-                            &slot->params[out], slot->msg);
-        b->indices[out] = (int64_t)w->idx[i];
-        if (rc) {
-            if (r->o.on_error == SHR_ON_ERROR_FAIL)
-                return rc;
-            slot->bad_idx[b->nbad] = (int64_t)w->idx[i];
-            slot->bad_err[b->nbad] = rc;
-            slot->bad_pos[b->nbad] = -1;
-            if (r->o.on_error == SHR_ON_ERROR_SKIP) {
-                b->nbad++;
-                continue;
-            }
-            char keep[SHR_MSG_LEN];
-            memcpy(keep, slot->msg, sizeof keep);
-            if (substitute(w, slot, epoch, w->idx[i], out, &s) != 0)
-                return fail_msg(slot->msg, rc, "%s (and no substitute could be read)", keep);
-            memcpy(slot->msg, keep, sizeof keep);
-            slot->bad_pos[b->nbad++] = (int32_t)out;
-        }
-        b->labels[out] = s.label;
-        b->sources[out] = (int64_t)s.source;
-        out++;
-    }
-    b->n = out;
-    return 0;
-}
-
-/* The ring's fill: stream batch k into slot si, by worker w. */
-static int fill_slot(void *ctx, void *worker, uint32_t si, uint64_t k)
-{
-    shr_reader *r = ctx;
-    shr_slot *slot = &r->slots[si];
-    slot->rc = fill_batch(worker, slot, k);
-    return slot->rc;
-}
-
-static void *worker_main(void *arg)
-{
-    shr_worker *w = arg;
-    shr_ring_serve(&w->r->ring, w);
-    return NULL;
+    return r ? r->err : shr_open_err;
 }
 
 /* ---- open / close ---- */
@@ -754,6 +197,12 @@ static int check_options(const shr_options *o, char *m)
     if ((unsigned)o->dtype > SHR_DTYPE_F16)
         return fail_msg(m, SHR_EINVAL, "unknown dtype %d", (int)o->dtype);
     const char *why = shr_aug_check(o);
+    if (!why)
+        why = shr_mix_check(o);
+    if (!why)
+        why = shr_erase_noise_check(o);
+    if (!why)
+        why = shr_scale_check(o);
     if (why)
         return fail_msg(m, SHR_EINVAL, "%s", why);
     if ((unsigned)o->layout > SHR_LAYOUT_NCHW)
@@ -779,7 +228,7 @@ static int set_output(shr_reader *r, const char *dir)
     shr_tf_out_init(&r->out, o->dtype, o->layout, r->width, r->height, r->channels);
     r->convert = o->dtype != SHR_DTYPE_U8 || (o->layout == SHR_LAYOUT_NCHW && r->channels > 1);
     if (o->normalize != SHR_NORM_NONE && r->channels > 4)
-        return fail_msg(g_open_err, SHR_EINVAL, "%s: cannot normalise %" PRIu32 " channels (at "
+        return fail_msg(shr_open_err, SHR_EINVAL, "%s: cannot normalise %" PRIu32 " channels (at "
                         "most 4)", dir, r->channels);
     for (uint32_t c = 0; c < r->channels && o->normalize != SHR_NORM_NONE; c++) {
         if (o->normalize == SHR_NORM_GIVEN) {
@@ -787,7 +236,7 @@ static int set_output(shr_reader *r, const char *dir)
             r->out.std[c] = o->std[c];
         } else {
             if (c >= 3 || !(m->std[c] > 0) || !isfinite(m->std[c]) || !isfinite(m->mean[c]))
-                return fail_msg(g_open_err, SHR_EINVAL, "%s: the manifest has no usable "
+                return fail_msg(shr_open_err, SHR_EINVAL, "%s: the manifest has no usable "
                                 "statistics for channel %" PRIu32 " (std %g): give mean and std",
                                 dir, c, c < 3 ? m->std[c] : 0.0);
             r->out.mean[c] = (float)m->mean[c];
@@ -808,30 +257,32 @@ static int set_geometry(shr_reader *r, const char *dir)
     if (r->o.width) {
         r->width = r->o.width;
         r->height = r->o.height;
+    } else if (r->o.scale == SHR_SCALE_MULTI) {
+        r->width = r->height = r->o.scale_max;      /* the canvas of every image */
     } else if (m->sample_width && m->sample_height) {
         r->width = m->sample_width;
         r->height = m->sample_height;
     } else {
-        return fail_msg(g_open_err, SHR_ESHAPE, "%s: samples vary in size: give width and height "
+        return fail_msg(shr_open_err, SHR_ESHAPE, "%s: samples vary in size: give width and height "
                         "to crop or pad them to", dir);
     }
     uint64_t sample, batch;
     if (__builtin_mul_overflow((uint64_t)r->width, r->height, &sample) ||
         __builtin_mul_overflow(sample, (uint64_t)r->channels, &sample) ||
         __builtin_mul_overflow(sample, (uint64_t)r->o.batch_size, &batch) || batch > SIZE_MAX / 2)
-        return fail_msg(g_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
+        return fail_msg(shr_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
                         " samples is too large", r->o.batch_size, r->width, r->height);
     r->staged_bytes = (size_t)sample;
     size_t elem = shr_tf_elem_size(r->o.dtype);
     if (__builtin_mul_overflow(sample, (uint64_t)elem, &sample) ||
         __builtin_mul_overflow(batch, (uint64_t)elem, &batch) || batch > SIZE_MAX / 2)
-        return fail_msg(g_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
+        return fail_msg(shr_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
                         " samples is too large", r->o.batch_size, r->width, r->height);
     r->sample_bytes = (size_t)sample;
     r->batch_bytes = (size_t)batch;
     uint64_t max = fmt_dataset_max_length(r->ds);
     if (max > SIZE_MAX / 2)
-        return fail_msg(g_open_err, FMT_ETOOBIG, "%s: a sample of %" PRIu64 " bytes is too large",
+        return fail_msg(shr_open_err, FMT_ETOOBIG, "%s: a sample of %" PRIu64 " bytes is too large",
                         dir, max);
     r->sample_max = (size_t)max;
     r->uniform = m->sample_width == r->width && m->sample_height == r->height;
@@ -848,12 +299,35 @@ static int set_targets(shr_reader *r, const char *dir)
     const char *op = o->rotation ? "rotation" : o->affine ? "affine"
                      : o->auto_augment != SHR_AUTO_AUGMENT_NONE ? "auto_augment" : NULL;
     if (op)
-        return fail_msg(g_open_err, SHR_EINVAL, "%s: %s is not supported on a detection dataset "
+        return fail_msg(shr_open_err, SHR_EINVAL, "%s: %s is not supported on a detection dataset "
                         "yet: the boxes would not follow the pixels", dir, op);
     r->boxes.width = r->width;
     r->boxes.height = r->height;
     r->boxes.rrc = o->rrc != 0;
     r->boxes.min_fraction = o->min_box_area_fraction;
+    r->boxes.scale = o->scale;
+    return 0;
+}
+
+/* MixUp / CutMix: a classification dataset with a class count for the soft labels. */
+static int set_mix(shr_reader *r, const char *dir)
+{
+    const shr_options *o = &r->o;
+    if (!(o->mixup_alpha > 0 || o->cutmix_alpha > 0))
+        return 0;
+    if (r->targets)
+        return fail_msg(shr_open_err, SHR_EINVAL, "%s: mixup and cutmix need a classification "
+                        "dataset: this one has detection targets", dir);
+    uint32_t classes = o->num_classes;
+    if (!classes)
+        classes = (uint32_t)fmt_dataset_manifest(r->ds)->nclasses;
+    if (!classes)
+        return fail_msg(shr_open_err, SHR_EINVAL, "%s: mixup and cutmix need class labels: the "
+                        "dataset has no classes (give num_classes)", dir);
+    if ((uint64_t)classes * o->batch_size > ((uint64_t)1 << 31))
+        return fail_msg(shr_open_err, SHR_EINVAL, "%s: soft labels of %" PRIu32 " x %" PRIu32
+                        " are too large", dir, o->batch_size, classes);
+    shr_mix_init(&r->mix, o, &r->out, classes);
     return 0;
 }
 
@@ -883,19 +357,19 @@ static int make_sampler(shr_reader *r)
     int rc = shr_sampler_create(&r->sampler, &cfg);
     free(counts);
     if (rc)
-        return fail_msg(g_open_err, rc, "cannot plan the epochs: %s", shr_strerror(rc));
+        return fail_msg(shr_open_err, rc, "cannot plan the epochs: %s", shr_strerror(rc));
     r->nb = shr_sampler_batches(r->sampler);
     if (r->nb == 0)
-        return fail_msg(g_open_err, SHR_EINVAL, "no batches: %" PRIu64 " samples, %" PRIu64
+        return fail_msg(shr_open_err, SHR_EINVAL, "no batches: %" PRIu64 " samples, %" PRIu64
                         " for this rank, batch_size %" PRIu32 "%s", m->samples,
                         shr_sampler_per_rank(r->sampler), r->o.batch_size,
                         r->o.drop_last ? " with drop_last" : "");
     if (r->o.consumed > m->samples)
-        return fail_msg(g_open_err, SHR_EINVAL, "consumed %" PRIu64 " is past the epoch's %"
+        return fail_msg(shr_open_err, SHR_EINVAL, "consumed %" PRIu64 " is past the epoch's %"
                         PRIu64 " samples", r->o.consumed, m->samples);
     uint64_t first = shr_sampler_batches_in(r->sampler, r->o.epoch);
     if (r->o.cursor > first)
-        return fail_msg(g_open_err, SHR_EINVAL, "cursor %" PRIu64 " is past the epoch's %" PRIu64
+        return fail_msg(shr_open_err, SHR_EINVAL, "cursor %" PRIu64 " is past the epoch's %" PRIu64
                         " batches", r->o.cursor, first);
     /* cursor == the epoch's batches: it is consumed and its SHR_EEND is next */
     r->epoch = r->o.epoch;
@@ -916,7 +390,7 @@ static int make_ring(shr_reader *r)
         shr_slot *s = &r->slots[i];
         int rc = shr_host_alloc(r->batch_bytes, &s->data, &s->b.pinned, (shr_pin)r->o.pin);
         if (rc)
-            return fail_msg(g_open_err, rc, "cannot allocate %u batch buffers of %zu bytes", n,
+            return fail_msg(shr_open_err, rc, "cannot allocate %u batch buffers of %zu bytes", n,
                             r->batch_bytes);
         void *arr = NULL;
         if (shr_host_alloc(3 * (size_t)r->o.batch_size * sizeof *s->arrays, &arr,
@@ -943,6 +417,13 @@ static int make_ring(shr_reader *r)
         s->b.height = r->height;
         s->b.width = r->width;
         s->b.channels = r->channels;
+        if (r->mix.on) {
+            s->soft = calloc((size_t)r->o.batch_size * r->mix.classes, sizeof *s->soft);
+            if (!s->soft)
+                return ENOMEM;
+            s->b.soft_labels = s->soft;
+            s->b.num_classes = r->mix.classes;
+        }
         if (!r->targets)
             continue;
         size_t bs = r->o.batch_size;
@@ -953,7 +434,7 @@ static int make_ring(shr_reader *r)
         s->t_stored = calloc(bs, sizeof *s->t_stored);
         /* room for one box per sample to start with: never NULL, even in a batch of none */
         if (!s->t_off || !s->t_image || !s->t_dropped || !s->t_orig || !s->t_stored ||
-            grow_targets(s, bs))
+            shr_grow_targets(s, bs))
             return ENOMEM;
         s->b.target_offsets = s->t_off;
         s->b.target_image_ids = s->t_image;
@@ -973,6 +454,7 @@ static void free_reader(shr_reader *r)
         fmt_rs_scratch_free(r->workers[i].rs);
         shr_direct_free(r->workers[i].direct);
         free(r->workers[i].items);
+        free(r->workers[i].mix_keep);
     }
     free(r->workers);
     for (uint32_t i = 0; r->slots && i < r->nslots; i++) {
@@ -990,6 +472,7 @@ static void free_reader(shr_reader *r)
         free(r->slots[i].t_labels);
         free(r->slots[i].t_area);
         free(r->slots[i].t_crowd);
+        free(r->slots[i].soft);
     }
     free(r->slots);
     shr_sampler_free(r->sampler);
@@ -1008,7 +491,7 @@ static int resize_dummy(const shr_reader *r, fmt_rs_scratch *rs, uint32_t w, uin
                             .stride = (size_t)w * r->channels};
     const fmt_rs_view o = {.pixels = out, .width = r->width, .height = r->height,
                            .channels = r->channels, .stride = (size_t)r->width * r->channels};
-    return fmt_resample(rs, &in, NULL, rs_filter(r->o.filter), &o, NULL);
+    return fmt_resample(rs, &in, NULL, shr_rs_filter(r->o.filter), &o, NULL);
 }
 
 /* A worker's scratch grows to the tallest box it resizes: grown here to the tallest possible
@@ -1053,17 +536,53 @@ static int prewarm_tables(shr_reader *r)
     for (uint32_t w = 1; !rc && w <= r->max_w; w++) {
         const fmt_rs_view in = {zeros, w, 1, r->channels, (size_t)w * r->channels};
         const fmt_rs_view o = {out, r->width, 1, r->channels, (size_t)r->width * r->channels};
-        rc = fmt_resample(rs, &in, NULL, rs_filter(r->o.filter), &o, NULL);
+        rc = fmt_resample(rs, &in, NULL, shr_rs_filter(r->o.filter), &o, NULL);
     }
     for (uint32_t h = 1; !rc && h <= r->max_h; h++) {
         const fmt_rs_view in = {zeros, 1, h, r->channels, r->channels};
         const fmt_rs_view o = {out, 1, r->height, r->channels, r->channels};
-        rc = fmt_resample(rs, &in, NULL, rs_filter(r->o.filter), &o, NULL);
+        rc = fmt_resample(rs, &in, NULL, shr_rs_filter(r->o.filter), &o, NULL);
     }
     fmt_rs_scratch_free(rs);
     free(zeros);
     free(out);
     return rc;
+}
+
+/* The scale ops: the resampler's shared tables, and (multi-scale) every sample's largest image
+ * inside the canvas. */
+static int scale_setup(shr_reader *r, const char *dir)
+{
+    int rc = fmt_rs_cache_create(&r->rs_cache);
+    if (rc)
+        return fail_msg(shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
+                        shr_strerror(rc));
+    if (r->o.scale != SHR_SCALE_MULTI)
+        return 0;
+    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    int fixed = m->sample_width && m->sample_height;
+    for (uint64_t i = 0; i < (fixed ? 1 : m->samples); i++) {
+        uint32_t sw = m->sample_width, sh = m->sample_height, w, h;
+        if (!fixed) {
+            fmt_sample s;
+            rc = fmt_dataset_get(r->ds, i, &s);
+            if (rc && fmt_dataset_sample_error(r->ds, i))
+                continue;       /* in a shard that did not open: never read */
+            if (rc)
+                return fail_msg(shr_open_err, rc, "%s: sample %" PRIu64 ": %s", dir, i,
+                                shr_strerror(rc));
+            sw = s.width;
+            sh = s.height;
+        }
+        shr_scale_largest(&r->o, sw, sh, &w, &h);
+        if (w > r->width || h > r->height)
+            return fail_msg(shr_open_err, SHR_EINVAL, "%s: sample %" PRIu64 " (%" PRIu32 "x%"
+                            PRIu32 ") becomes %" PRIu32 "x%" PRIu32 " at its largest scale, "
+                            "more than the %" PRIu32 "x%" PRIu32 " canvas: give a larger one "
+                            "(width, height) or smaller sizes", dir, i, sw, sh, w, h, r->width,
+                            r->height);
+    }
+    return 0;
 }
 
 /* Stop and join the workers that were started. */
@@ -1096,7 +615,8 @@ static int start_workers(shr_reader *r)
         /* crop/pad needs the whole stored sample in memory when it is not mapped (pread, direct,
          * or a backend that decodes, such as the per-image sets); sized once, so memory does not
          * creep up as workers meet larger samples */
-        if (!r->uniform || r->convert || r->o.rrc || r->aug.pixels) {
+        if (!r->uniform || r->convert || r->o.rrc || r->aug.pixels ||
+            r->o.scale != SHR_SCALE_NONE) {
             w->sample = malloc(r->sample_max);
             if (!w->sample)
                 return ENOMEM;
@@ -1108,25 +628,28 @@ static int start_workers(shr_reader *r)
                 return ENOMEM;
         }
         /* where the pixels are resized or padded before the output kernel converts them */
-        if ((!r->uniform && r->convert) || r->o.rrc || r->aug.pixels) {
+        if ((!r->uniform && r->convert) || r->o.rrc || r->aug.pixels ||
+            r->o.scale != SHR_SCALE_NONE) {
             /* the augmentations' scratch follows the sample */
             w->staged = malloc(r->staged_bytes * (r->aug.scratch ? 2 : 1));
             if (!w->staged)
                 return ENOMEM;
         }
-        if (r->o.rrc) {
+        if (r->mix.on && !(w->mix_keep = malloc(r->sample_bytes)))
+            return ENOMEM;
+        if (r->o.rrc || r->o.scale != SHR_SCALE_NONE) {
             int rc = fmt_rs_scratch_create(r->rs_cache, &w->rs);
-            if (!rc)
+            if (!rc && r->o.rrc)
                 rc = prewarm_scratch(r, w->rs);
             if (rc)
-                return fail_msg(g_open_err, rc, "cannot set up the resampler: %s",
+                return fail_msg(shr_open_err, rc, "cannot set up the resampler: %s",
                                 shr_strerror(rc));
         }
     }
     for (uint32_t i = 0; i < r->o.threads; i++) {
-        int rc = pthread_create(&r->workers[i].thread, NULL, worker_main, &r->workers[i]);
+        int rc = pthread_create(&r->workers[i].thread, NULL, shr_worker_main, &r->workers[i]);
         if (rc)
-            return fail_msg(g_open_err, rc, "cannot start worker thread: %s", shr_strerror(rc));
+            return fail_msg(shr_open_err, rc, "cannot start worker thread: %s", shr_strerror(rc));
         r->nworkers++;
     }
     return 0;
@@ -1151,16 +674,16 @@ static void note_unavailable(shr_reader *r)
 
 int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
 {
-    g_open_err[0] = '\0';
+    shr_open_err[0] = '\0';
     if (!out || !dir)
-        return fail_msg(g_open_err, SHR_EINVAL, "no reader or directory given");
+        return fail_msg(shr_open_err, SHR_EINVAL, "no reader or directory given");
     *out = NULL;
     shr_options o;
     if (opt)
         o = *opt;
     else
         shr_options_init(&o);
-    int rc = check_options(&o, g_open_err);
+    int rc = check_options(&o, shr_open_err);
     if (rc)
         return rc;
     if (o.prefetch == 0)
@@ -1168,7 +691,7 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
 
     shr_reader *r = calloc(1, sizeof *r);
     if (!r)
-        return fail_msg(g_open_err, ENOMEM, "out of memory");
+        return fail_msg(shr_open_err, ENOMEM, "out of memory");
     r->o = o;
     r->nslots = o.prefetch;
     int sync_ready = 0;
@@ -1178,7 +701,7 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
     rc = fmt_dataset_open_flags(&r->ds, dir, (fmt_access)o.access,
                                 o.on_error != SHR_ON_ERROR_FAIL ? FMT_OPEN_TOLERANT : 0, &msg);
     if (rc) {
-        fail_msg(g_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
+        fail_msg(shr_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
         goto leave;
     }
     note_unavailable(r);
@@ -1188,20 +711,23 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
     rc = set_targets(r, dir);
     if (rc)
         goto leave;
+    rc = set_mix(r, dir);
+    if (rc)
+        goto leave;
     rc = make_sampler(r);
     if (rc)
         goto leave;
     uint64_t ring;
     if (__builtin_mul_overflow((uint64_t)r->batch_bytes, (uint64_t)r->nslots, &ring) ||
         ring > SIZE_MAX / 2) {
-        rc = fail_msg(g_open_err, SHR_EINVAL, "a ring of %" PRIu32 " batches of %zu bytes is too "
+        rc = fail_msg(shr_open_err, SHR_EINVAL, "a ring of %" PRIu32 " batches of %zu bytes is too "
                       "large", r->nslots, r->batch_bytes);
         goto leave;
     }
     rc = make_ring(r);
     if (rc)
         goto leave;
-    if (shr_ring_init(&r->ring, r->nslots, fill_slot, r) != 0) {
+    if (shr_ring_init(&r->ring, r->nslots, shr_fill_slot, r) != 0) {
         rc = ENOMEM;
         goto leave;
     }
@@ -1218,10 +744,15 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
         advice = o.access != SHR_ACCESS_MMAP || r->sample_max <= SHR_PAGE ? FMT_ADVICE_RANDOM
                                                                           : FMT_ADVICE_NORMAL;
     (void)fmt_dataset_advise(r->ds, advice);
+    if (o.scale != SHR_SCALE_NONE) {
+        rc = scale_setup(r, dir);
+        if (rc)
+            goto leave;
+    }
     if (o.rrc) {
         rc = prewarm_tables(r);
         if (rc) {
-            fail_msg(g_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
+            fail_msg(shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
                      shr_strerror(rc));
             goto leave;
         }
@@ -1229,8 +760,8 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
     rc = start_workers(r);
 leave:
     if (rc) {
-        if (!g_open_err[0])
-            fail_msg(g_open_err, rc, "cannot open a reader on %s: %s", dir, shr_strerror(rc));
+        if (!shr_open_err[0])
+            fail_msg(shr_open_err, rc, "cannot open a reader on %s: %s", dir, shr_strerror(rc));
         if (sync_ready) {
             stop_workers(r);
             shr_ring_destroy(&r->ring);
@@ -1367,6 +898,8 @@ void shr_get_info(const shr_reader *r, shr_info *info)
     info->ring_bytes = (uint64_t)r->nslots * (r->batch_bytes + (3 * sizeof(int64_t) +
                                                                 sizeof(shr_params)) *
                                               (uint64_t)r->o.batch_size);
+    if (r->mix.on)
+        info->ring_bytes += (uint64_t)r->nslots * r->o.batch_size * r->mix.classes * sizeof(float);
     if (r->targets)
         info->ring_bytes += (uint64_t)r->nslots *
                             ((uint64_t)r->o.batch_size *
@@ -1378,133 +911,7 @@ void shr_get_info(const shr_reader *r, shr_info *info)
         info->pinned = r->slots[i].b.pinned;
 }
 
-/* ---- single samples ---- */
-
-struct shr_dataset {
-    fmt_dataset *ds;
-    int verify;                 /* SHR_DATASET_VERIFY */
-};
-
-int shr_dataset_open(shr_dataset **out, const char *dir, shr_access access)
-{
-    return shr_dataset_open_flags(out, dir, access, 0);
-}
-
-int shr_dataset_open_flags(shr_dataset **out, const char *dir, shr_access access,
-                           unsigned flags)
-{
-    g_open_err[0] = '\0';
-    if (!out || !dir)
-        return fail_msg(g_open_err, SHR_EINVAL, "no dataset or directory given");
-    *out = NULL;
-    if ((unsigned)access > SHR_ACCESS_DIRECT)
-        return fail_msg(g_open_err, SHR_EINVAL, "unknown access mode %d", (int)access);
-    if (flags & ~SHR_DATASET_VERIFY)
-        return fail_msg(g_open_err, SHR_EINVAL, "unknown dataset flags 0x%x", flags);
-    shr_dataset *d = calloc(1, sizeof *d);
-    if (!d)
-        return fail_msg(g_open_err, ENOMEM, "out of memory");
-    fmt_msg msg = {{0}};
-    int rc = fmt_dataset_open_ex(&d->ds, dir, (fmt_access)access, &msg);
-    if (rc) {
-        free(d);
-        return fail_msg(g_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
-    }
-    d->verify = (flags & SHR_DATASET_VERIFY) != 0;
-    *out = d;
-    return 0;
-}
-
-void shr_dataset_close(shr_dataset *d)
-{
-    if (!d)
-        return;
-    fmt_dataset_close(d->ds);
-    free(d);
-}
-
-void shr_dataset_get_info(const shr_dataset *d, shr_dataset_info *info)
-{
-    const fmt_manifest *m = fmt_dataset_manifest(d->ds);
-    memset(info, 0, sizeof *info);
-    info->format = fmt_dataset_backend(d->ds);
-    info->tool = m->tool ? m->tool : "";
-    info->samples = m->samples;
-    info->inputs = m->inputs;
-    info->rejects = m->rejects;
-    info->classes = (uint32_t)m->nclasses;
-    info->channels = m->channels;
-    info->width = m->sample_width;
-    info->height = m->sample_height;
-    info->geom_mode = fmt_geom_mode_name(m->geom.mode);
-    info->geom_fit = fmt_fit_name(m->geom.fit);
-    info->geom_width = m->geom.width;
-    info->geom_height = m->geom.height;
-    info->geom_short_side = m->geom.short_side;
-    info->geom_max_side = m->geom.max_side;
-    for (int c = 0; c < 3; c++) {
-        info->mean[c] = m->mean[c];
-        info->std[c] = m->std[c];
-    }
-    info->augment = m->augment;
-    info->aug_spec = m->aug_spec ? m->aug_spec : "";
-    info->seed = m->seed;
-    info->targets = m->targets;
-}
-
-const char *shr_dataset_class(const shr_dataset *d, uint32_t label)
-{
-    const fmt_manifest *m = fmt_dataset_manifest(d->ds);
-    return label < m->nclasses ? m->classes[label] : NULL;
-}
-
-static void sample_meta(const fmt_sample *f, shr_sample *s)
-{
-    s->label = f->label;
-    s->height = f->height;
-    s->width = f->width;
-    s->channels = f->channels;
-    s->source = f->source;
-    s->bytes = f->length;
-}
-
-int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s)
-{
-    fmt_sample f;
-    if (fmt_dataset_get(d->ds, idx, &f) != 0)
-        return SHR_EINVAL;
-    sample_meta(&f, s);
-    return 0;
-}
-
-int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta)
-{
-    g_open_err[0] = '\0';
-    fmt_sample f;
-    if (fmt_dataset_get(d->ds, idx, &f) != 0)
-        return fail_msg(g_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
-                        " samples)", idx, fmt_dataset_count(d->ds));
-    if (f.length > len)
-        return fail_msg(g_open_err, SHR_EINVAL, "sample %" PRIu64 " has %" PRIu64 " bytes, the "
-                        "buffer %zu", idx, f.length, len);
-    int rc;
-    if (f.pixels && fmt_dataset_access(d->ds) == FMT_ACCESS_MMAP) {
-        memcpy(dst, f.pixels, f.length);
-        rc = 0;
-    } else {
-        rc = fmt_dataset_read(d->ds, idx, dst, NULL);
-    }
-    if (rc)
-        return fail_msg(g_open_err, rc, "%s: cannot read sample %" PRIu64 ": %s",
-                        fmt_dataset_sample_file(d->ds, idx), idx, shr_strerror(rc));
-    if (d->verify && fmt_hash64(dst, (size_t)f.length) != f.hash)
-        return fail_msg(g_open_err, FMT_EHASH, "%s: sample %" PRIu64 ": pixels do not match "
-                        "their hash (damaged or changed since the build)",
-                        fmt_dataset_sample_file(d->ds, idx), idx);
-    if (meta)
-        sample_meta(&f, meta);
-    return 0;
-}
+/* ---- a sample's parameters, and a batch's targets ---- */
 
 int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32_t src_w,
                     uint32_t src_h, shr_params *p)
@@ -1517,8 +924,9 @@ int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32
         shr_tf_rrc_init(&rrc, o->rrc_scale, o->rrc_ratio);
     shr_aug aug;
     shr_aug_init(&aug, o);
-    draw(o, &rrc, &aug, o->width ? o->width : src_w, o->height ? o->height : src_h, epoch, index, src_w,
-         src_h, p);
+    uint32_t ow = o->width ? o->width : o->scale == SHR_SCALE_MULTI ? o->scale_max : src_w;
+    uint32_t oh = o->height ? o->height : o->scale == SHR_SCALE_MULTI ? o->scale_max : src_h;
+    shr_draw(o, &rrc, &aug, ow, oh, epoch, index, src_w, src_h, p);
     return 0;
 }
 
@@ -1540,32 +948,3 @@ int shr_batch_target(const shr_batch *b, uint32_t i, shr_target *t)
     return 0;
 }
 
-int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t)
-{
-    g_open_err[0] = '\0';
-    if (!d || !t)
-        return fail_msg(g_open_err, SHR_EINVAL, "no dataset or target given");
-    if (!fmt_dataset_manifest(d->ds)->targets)
-        return fail_msg(g_open_err, SHR_EINVAL, "the dataset has no targets (not a detection "
-                        "dataset)");
-    if (idx >= fmt_dataset_count(d->ds))
-        return fail_msg(g_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
-                        " samples)", idx, fmt_dataset_count(d->ds));
-    fmt_target f;
-    fmt_msg m = {{0}};
-    int rc = fmt_dataset_target(d->ds, idx, &f, &m);
-    if (rc)
-        return fail_msg(g_open_err, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
-                        fmt_dataset_sample_file(d->ds, idx), idx, fmt_reason(&m, rc));
-    memset(t, 0, sizeof *t);
-    t->count = f.count;
-    t->dropped = f.dropped;
-    t->image_id = f.image_id;
-    t->orig_width = f.orig_width;
-    t->orig_height = f.orig_height;
-    t->boxes = f.boxes;
-    t->labels = f.labels;
-    t->area = f.area;
-    t->iscrowd = f.iscrowd;
-    return 0;
-}

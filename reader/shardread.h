@@ -162,7 +162,8 @@ typedef enum {
 typedef enum {
     SHR_AUTO_AUGMENT_NONE = 0,
     SHR_AUTO_AUGMENT_TRIVIAL_WIDE,  /* TrivialAugmentWide(num_magnitude_bins) */
-    SHR_AUTO_AUGMENT_RAND           /* RandAugment(num_ops, magnitude, num_magnitude_bins) */
+    SHR_AUTO_AUGMENT_RAND,          /* RandAugment(num_ops, magnitude, num_magnitude_bins) */
+    SHR_AUTO_AUGMENT_IMAGENET       /* AutoAugment(AutoAugmentPolicy.IMAGENET) */
 } shr_auto_augment;
 
 /* The ops of TrivialAugmentWide and RandAugment, in the order of torchvision's
@@ -182,10 +183,21 @@ typedef enum {
     SHR_AA_SOLARIZE,
     SHR_AA_AUTOCONTRAST,
     SHR_AA_EQUALIZE,
-    SHR_AA_OPS                      /* the count, 14 */
+    SHR_AA_OPS,                     /* the count, 14 */
+    SHR_AA_INVERT                   /* 15: AutoAugment's Invert (not among the 14 above) */
 } shr_aa_op;
 
 #define SHR_AA_MAX_OPS 4            /* RandAugment's num_ops at most */
+
+/* Read-time detection geometry (shr_options.scale; see "Scale" below). */
+typedef enum {
+    SHR_SCALE_NONE = 0,
+    SHR_SCALE_MULTI,        /* RandomShortestSize(scale_sizes, scale_max): each image its size */
+    SHR_SCALE_JITTER,       /* ScaleJitter((height, width), scale_range) + FixedSizeCrop */
+    SHR_SCALE_LETTERBOX     /* resize to fit width x height keeping the aspect, pad centered */
+} shr_scale;
+
+#define SHR_SCALE_MAX_SIZES 16
 
 typedef struct {
     uint32_t batch_size;        /* samples per batch (default 256) */
@@ -270,8 +282,9 @@ typedef struct {
     /* SHR_FILTER_NEAREST (default, torchvision's) or SHR_FILTER_BILINEAR */
     shr_filter aug_interpolation;
     uint8_t aug_fill[4];            /* the fill colour of uncovered pixels, per channel (0) */
-    /* TrivialAugmentWide or RandAugment (see "Augmentations"), after the affine transform and
-     * before ColorJitter; SHR_AUTO_AUGMENT_NONE by default. */
+    /* TrivialAugmentWide, RandAugment or AutoAugment(IMAGENET) (see "Augmentations"), after the
+     * affine transform and before ColorJitter; SHR_AUTO_AUGMENT_NONE by default (aa_num_ops,
+     * aa_magnitude and aa_bins are not used by AutoAugment, whose table has 10 bins). */
     shr_auto_augment auto_augment;
     uint32_t aa_num_ops;            /* RandAugment's num_ops, 1..SHR_AA_MAX_OPS (default 2) */
     uint32_t aa_magnitude;          /* RandAugment's magnitude, < aa_bins (default 9) */
@@ -280,6 +293,27 @@ typedef struct {
      * fraction of its area is left inside the output after the clip, 0..1 (default 0: any box
      * with area is kept). Ignored for classification datasets. */
     double min_box_area_fraction;
+    /* MixUp and CutMix on each finished batch (see "MixUp and CutMix" below): lambda ~
+     * Beta(alpha, alpha); 0 (the default) turns that op off; with both on, one of the two per
+     * batch. They need a float dtype and a classification dataset (labels in [0, num_classes));
+     * batches then carry soft labels (shr_batch.soft_labels). */
+    double mixup_alpha;             /* > 0: MixUp(alpha) (torchvision's recipe: 0.2) */
+    double cutmix_alpha;            /* > 0: CutMix(alpha) (torchvision's recipe: 1.0) */
+    uint32_t num_classes;           /* soft label columns; 0 (default): the dataset's classes */
+    /* RandomErasing's value="random": non-zero erases with standard normal noise per value
+     * (from the reader's words, see SHR_SALT_ERASE_NOISE) instead of erase_value. */
+    int erase_random;
+    /* Detection geometry at read time (see "Scale" below), in place of the crop/pad: off
+     * (SHR_SCALE_NONE) by default. Excludes rrc and random_crop; uses `filter`. */
+    shr_scale scale;
+    uint32_t scale_sizes[SHR_SCALE_MAX_SIZES];  /* SHR_SCALE_MULTI: the shortest sides drawn */
+    uint32_t scale_nsizes;          /* SHR_SCALE_MULTI: 1..SHR_SCALE_MAX_SIZES of them */
+    uint32_t scale_max;             /* SHR_SCALE_MULTI: the longest side's bound, >= 1 */
+    double scale_range[2];          /* SHR_SCALE_JITTER: 0 < min <= max <= 16 (0.1, 2.0) */
+    /* SHR_SCALE_MULTI: non-zero stores each image dense (image_h x image_w, in layout) at the
+     * start of its sample's place in the batch instead of in a zero-padded canvas; the bytes
+     * after it are unspecified. For consumers that take one tensor per image. */
+    int scale_dense;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
@@ -393,6 +427,15 @@ SHR_API uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t
 #define SHR_SALT_JITTER 0x6a697400u     /* "jit\0": + 0 .. 3 */
 #define SHR_SALT_GRAY 0x67726179u       /* "gray" */
 #define SHR_SALT_ERASE 0x65727300u      /* "ers\0": + 0 .. 11 */
+/* RandomErasing with erase_random (torchvision's value="random", whose box torch fills with
+ * torch.empty([C, eh, ew]).normal_()): value j of that [C, eh, ew] block (channel, then row, then
+ * column of the box) is a standard normal of the word g = shr_mix(seed, epoch, index,
+ * SHR_SALT_ERASE_NOISE << 32 | j / 2): with u1 = ((g >> 32) + 0.5) * 2^-32 and
+ * u2 = ((g & 0xffffffff) + 0.5) * 2^-32, sqrt(-2 ln u1) * cos(2 pi u2) for even j and
+ * sin(2 pi u2) for odd j, in double, rounded to float32 (and to half for float16). The values
+ * are in the delivered (normalised) units, as torchvision's; the distribution is torch's, the
+ * values the reader's own (deterministic per seed, epoch and index). Needs a float dtype. */
+#define SHR_SALT_ERASE_NOISE 0x65726e00u    /* "ern\0" */
 
 /* RandomRotation, RandomAffine and the automatic augmentations, with the words above (torch's
  * randint(n) of word k is word(k) % n):
@@ -414,6 +457,13 @@ SHR_API uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t
  *     signed op, the sign from the next word; the magnitude is the table at aa_magnitude
  *     (TranslateX and TranslateY from the output width and height, as torchvision's
  *     image_size).
+ *   AutoAugment(IMAGENET) (the same stream): torchvision 0.14's get_params in its order:
+ *     policy = word(0) % 25 (its IMAGENET table of 25 sub-policies, two ops each); op i = 0, 1
+ *     of the sub-policy runs where rand(1 + i) <= (float)p_i, i.e. (word(1 + i) & 0xffffff) *
+ *     2^-24 <= its probability in float32; a signed op is negated where word(3 + i) % 2 == 0;
+ *     the magnitude is the table entry at the sub-policy's bin of _augmentation_space(10,
+ *     (height, width)) (RandAugment's tables with 10 bins). Invert is ImageOps.invert, 255 - x.
+ *     shr_params records the ops that ran (0, 1 or 2), in order.
  *   These run on the flipped sample (the flip is torchvision's RandomHorizontalFlip before
  *     them), so a mirrored sample with a geometric op is mirrored first; the colour ops commute
  *     with the mirror.
@@ -424,6 +474,46 @@ SHR_API uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t
 #define SHR_SALT_ROTATE 0x726f7400u     /* "rot\0": + 0 */
 #define SHR_SALT_AFFINE 0x61666600u     /* "aff\0": + 0 .. 2 */
 #define SHR_SALT_AUTO_AUGMENT 0x61756700u   /* "aug\0": + 0 .. 3 */
+
+/* Scale: read-time geometry for detection (shr_options.scale), in place of the crop/pad, with
+ * the words of stream SHR_SALT_SCALE (word k as above; rand(k) is torch.rand(1) of word k,
+ * (word & 0xffffff) * 2^-24 in float32). Each op resizes the whole stored image (W x H) to
+ * scale_w x scale_h with Pillow's algorithm for `filter`, keeps the window (crop_x, crop_y,
+ * image_w, image_h) of the resize and places it at (pad_x, pad_y) of the output, zero around it
+ * (shr_params reports every number, so F.resize(img, [scale_h, scale_w]) then F.crop and F.pad
+ * reproduce the pixels of the PIL image). Sides are at least 1.
+ *   SHR_SCALE_MULTI (torchvision's detection references' RandomShortestSize(scale_sizes,
+ *     scale_max), the GeneralizedRCNNTransform scale): s = scale_sizes[word(0) % scale_nsizes]
+ *     (torch.randint), r = min(s / min(W, H), scale_max / max(W, H)) in double,
+ *     scale_w = floor(W * r), scale_h = floor(H * r) (Python's int(); so a side can land one
+ *     pixel short of s, as in torchvision: it is not F.resize(img, s, max_size=...), whose
+ *     long side is int(s * long / short)). No crop, no pad: image_w x image_h is the resize.
+ *     Each sample keeps its own size: the batch is a canvas of width x height (default
+ *     scale_max x scale_max), every image at its top left, the rest zero in the delivered
+ *     units (GeneralizedRCNNTransform's batch_images pads bottom and right; normalisation
+ *     leaves that zero), and shr_open refuses (SHR_EINVAL, naming a sample) a canvas that the
+ *     largest size of some sample would not fit. With scale_dense each image is instead
+ *     stored dense at the start of its sample (image_h * image_w * channels elements). The flip mirrors the image within its own
+ *     width; RandomErasing draws its box inside the image.
+ *   SHR_SCALE_JITTER (ScaleJitter((height, width), scale_range) then FixedSizeCrop((height,
+ *     width)), the large-scale jitter recipe): scale = lo + rand(0) * (hi - lo) and
+ *     r = (float)min(height / H, width / W) * scale in float32, scale_w = int(W * r),
+ *     scale_h = int(H * r) (float32 products, truncated). Then, where the resize is larger than
+ *     the output on an axis, a crop at crop_x = int((scale_w - width) * r2), crop_y =
+ *     int((scale_h - height) * r2) (0 on an axis that fits), r2 = rand(1), one draw for both
+ *     axes as FixedSizeCrop has it; image_w = min(scale_w, width), likewise the height; padding
+ *     bottom and right (pad_x = pad_y = 0). (torchvision's ScaleJitter reads its target_size as
+ *     (width, height) in that formula; for the usual square target it is the same.)
+ *   SHR_SCALE_LETTERBOX: the build's --size width height --fit pad (formats/geometry.h):
+ *     Resize(S), S the largest shortest side whose torchvision resize fits inside the output,
+ *     then CenterCrop(height, width), which pads with zeros, left (width - scale_w) / 2 and top
+ *     (height - scale_h) / 2.
+ * The flip and the other ops then apply to the output as usual. The boxes follow with the same
+ * numbers: x' = x * scale_w / W - crop_x + pad_x, y' = y * scale_h / H - crop_y + pad_y in
+ * double, clipped to the image [pad_x, pad_x + image_w] x [pad_y, pad_y + image_h], mirrored
+ * about the image's width with SHR_SCALE_MULTI and the output's otherwise, then as in "Targets";
+ * the area is the stored one times (scale_w / W) * (scale_h / H). */
+#define SHR_SALT_SCALE 0x73636c00u      /* "scl\0": + 0 */
 
 /* Output. Samples are delivered as dtype in layout: n * height * width * channels elements,
  * each sample's at sample_index * height * width * channels. uint8 carries the stored values;
@@ -462,13 +552,66 @@ typedef struct {
     float affine_angle;
     int32_t affine_tx, affine_ty;
     float affine_scale, affine_shear_x, affine_shear_y;
-    /* TrivialAugmentWide / RandAugment: aa_ops ops ran (0 without auto_augment), op i being
+    /* TrivialAugmentWide / RandAugment / AutoAugment: aa_ops ops ran (0 without auto_augment;
+     * AutoAugment: those of its sub-policy that passed their probability), op i being
      * aa_op[i] (shr_aa_op) with the signed magnitude torchvision hands _apply_op,
      * aa_magnitude[i] (0 for the ops without one) */
     uint32_t aa_ops;
     uint8_t aa_op[SHR_AA_MAX_OPS];
     float aa_magnitude[SHR_AA_MAX_OPS];
+    /* Detection geometry (shr_options.scale; all 0 without it): the whole stored image resized
+     * to scale_w x scale_h (F.resize(img, [scale_h, scale_w])), the window at (crop_x, crop_y)
+     * of image_w x image_h of it placed at (pad_x, pad_y) of the output, the rest zero;
+     * scale_factor is the drawn ratio r (see "Scale"). */
+    uint32_t scale_w, scale_h, crop_x, crop_y, pad_x, pad_y, image_w, image_h;
+    float scale_factor;
 } shr_params;
+
+/* MixUp and CutMix. With mixup_alpha or cutmix_alpha set, each finished batch (its n delivered
+ * samples, after every per-sample op, at the output dtype and layout) goes through one op of
+ * torchvision's reference recipe (references/classification/transforms.py RandomMixup and
+ * RandomCutmix with p = 1, one of the two per batch as RandomChoice picks; transforms.v2.MixUp
+ * and CutMix compute the same), with the batch's words in place of torch's generator. The
+ * batch's key is K = number * world + rank (its global position in the epoch; the batches of an
+ * epoch resumed with `consumed` are counted from 0 again), and its word k is
+ * g(k) = shr_mix(seed, epoch, K, SHR_SALT_MIX + k), 64 bits:
+ *   op: CutMix where only cutmix_alpha is set, MixUp where only mixup_alpha is, and with both
+ *     CutMix iff g(0) is odd.
+ *   lambda ~ Beta(alpha, alpha) of that op's alpha: X / (X + Y) of Gamma(alpha) variates drawn
+ *     by Marsaglia and Tsang's method from words 16.. (X) and 216.. (Y) (reader/mix.c; the
+ *     distribution is torch's, the values are not).
+ *   Partner: sample i mixes with sample i - 1, sample 0 with sample n - 1 (batch.roll(1, 0)).
+ *   MixUp: x_i = x_i * lam + x_partner * (1 - lam), each product and the sum rounded to the
+ *     dtype, the scalars cast to the dtype first (torch's mul_ and add_ on the tensor).
+ *   CutMix: r_x = g(1) % width, r_y = g(2) % height, r = 0.5 * sqrt(1 - lam),
+ *     r_w_half = (int)(r * width), r_h_half = (int)(r * height), x1 = max(r_x - r_w_half, 0),
+ *     y1 = max(r_y - r_h_half, 0), x2 = min(r_x + r_w_half, width), y2 = min(r_y + r_h_half,
+ *     height); rows y1 .. y2 - 1, columns x1 .. x2 - 1 of every sample are its partner's (taken
+ *     before any change), and lam = 1 - (x2 - x1) * (y2 - y1) / (width * height) in double.
+ *   Soft labels (float32, n x num_classes): row i is onehot(label_i) * (float)lam +
+ *     onehot(label_partner) * (float)(1 - lam) in float32, the final lam.
+ * shr_batch.mix records the op, both lambdas and the box. The draws depend only on (seed, epoch,
+ * K): the same at every thread count and after a resume. A sample's label outside
+ * [0, num_classes) fails the batch (SHR_EINVAL naming it). The dtype must be float32 or float16
+ * and the dataset a classification one (not a detection dataset, and with classes or
+ * num_classes): shr_open refuses the rest with SHR_EINVAL. */
+#define SHR_SALT_MIX 0x6d697800u        /* "mix\0": + 0 .. 415 */
+
+typedef enum {
+    SHR_MIX_NONE = 0,           /* no mixing (MixUp and CutMix off) */
+    SHR_MIX_MIXUP,
+    SHR_MIX_CUTMIX
+} shr_mix_op;
+
+/* What MixUp / CutMix did to one batch (shr_batch.mix). */
+typedef struct {
+    shr_mix_op op;
+    double lam_drawn;           /* the Beta(alpha, alpha) draw */
+    double lam;                 /* the soft labels' weight of each sample's own label: lam_drawn
+                                 * for MixUp, 1 - box area / image area for CutMix */
+    uint32_t x1, y1, x2, y2;    /* CutMix: columns x1 .. x2 - 1, rows y1 .. y2 - 1 came from the
+                                 * partner (x1 == x2 or y1 == y2: an empty box); MixUp: 0 */
+} shr_mix_record;
 
 /* One batch. Every pointer is owned by the reader and valid until the batch is passed to
  * shr_release (or the reader is closed). data has room for batch_size samples; in a short last
@@ -509,6 +652,12 @@ typedef struct {
     const int64_t *target_image_ids;    /* n: each sample's image id */
     const uint32_t *target_dropped;     /* n: boxes of each sample the read-time geometry dropped */
     const uint32_t *target_orig_sizes;  /* 2 n: each source image's width and height */
+    /* MixUp / CutMix (see "MixUp and CutMix" above): the soft labels, n * num_classes float32
+     * (row i: sample i), and what was done; NULL, 0 and op SHR_MIX_NONE without them. labels
+     * keeps each sample's own label. */
+    const float *soft_labels;
+    uint32_t num_classes;
+    shr_mix_record mix;
 } shr_batch;
 
 /* The whole reader state: open a reader with these in its options to continue exactly here. */
@@ -589,14 +738,15 @@ typedef struct {
                                          * constant on top: per worker an index array, 1 MiB
                                          * with PREAD or DIRECT access, and the largest stored
                                          * sample when PREAD or DIRECT samples are cropped,
-                                         * padded, resized or converted; with rrc or a conversion, a
+                                         * padded, resized or converted; with rrc, scale or a conversion, a
                                          * uint8 sample at the output size (two with rotation,
                                          * affine or auto_augment) and the resampler's
                                          * rows (width x channels x the tallest stored
                                          * sample); with rrc, once per reader, the resampler's
                                          * coefficient tables for every box side up to the
                                          * largest stored width and height (a few KiB each,
-                                         * 64 MiB at most) */
+                                         * 64 MiB at most); with mixup or cutmix, per worker
+                                         * one sample at the output dtype */
     int pinned;                         /* 1 if every batch buffer of the ring is CUDA pinned
                                          * host memory, 0 if any is ordinary memory (SHR_PIN_OFF,
                                          * no device, or a failed cudaHostAlloc) */
@@ -615,6 +765,7 @@ SHR_API void shr_get_info(const shr_reader *r, shr_info *info);
  *     crop or pad:       x' = x - p.x + (W - p.w) / 2    (integer division: the offset at which
  *                        y' = y - p.y + (H - p.h) / 2     the pixels are placed; 0 where cropped)
  *     RandomResizedCrop: x' = (x - p.x) * W / p.w,  y' = (y - p.y) * H / p.h
+ *     the scale ops:     see "Scale" (their own clip rectangle and mirror width)
  * then clipped to [0, W] x [0, H], then, where the sample is mirrored, x1' = W - x2,
  * x2' = W - x1, then rounded to float32. A box is dropped when the float32 box has no area
  * (x1 >= x2 or y1 >= y2) or, with min_box_area_fraction f > 0, when its clipped area is less

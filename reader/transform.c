@@ -463,6 +463,9 @@ AVX2_FN static void store_avx2_rgb(const shr_tf_out *o, const uint8_t *src, size
         }
         store_span(o, row, y, x, W, mirror, dst);
     }
+    /* leave the upper halves clean: legacy-SSE code after a dirty AVX state (libm, other
+     * translation units' scalar code in this thread) runs several times slower */
+    _mm256_zeroupper();
 }
 
 AVX2_FN static void store_avx2_gray(const shr_tf_out *o, const uint8_t *src, size_t stride,
@@ -482,6 +485,9 @@ AVX2_FN static void store_avx2_gray(const shr_tf_out *o, const uint8_t *src, siz
         }
         store_span(o, row, y, x, W, mirror, dst);
     }
+    /* leave the upper halves clean: legacy-SSE code after a dirty AVX state (libm, other
+     * translation units' scalar code in this thread) runs several times slower */
+    _mm256_zeroupper();
 }
 
 #endif

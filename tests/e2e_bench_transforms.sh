@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End to end: the reader's read-time transforms through shardbench read, train and compare
-# (--rrc, --flip, --interpolation, --dtype, --layout, --normalize): the delivered batches do not
+# (--rrc, --flip, --interpolation, --dtype, --layout, --normalize, and the augmentations
+# --color-jitter .. --cutmix): the delivered batches do not
 # depend on threads or access path, every spelling of the same options gives the same batches,
 # float rows count their bytes, the CPU step trains on normalised floats, and bad values or
 # combinations are usage errors that name the option. Speeds are never asserted.
@@ -70,6 +71,35 @@ expect_exit 2 "train: transforms on an image folder" "$BENCH" train "$T/src" --r
 expect_exit 1 "uint8 cannot hold normalised values (the reader refuses)" \
   "$BENCH" read "$T/ds" --size 24x24 --dtype u8 --normalize
 check "... with the reader's reason" grep -q "normalisation needs a float dtype" "$T/err"
+# the augmentations: every one changes the batches, none depends on the thread count
+AUG=(--size 24x24 --rrc --flip --color-jitter 0.4,0.4,0.4,0.1 --grayscale 0.2 --rotation 15
+     --affine 10,0.1,0.9,1.1,5 --auto-augment ta_wide --erase 0.3 --dtype f32 --normalize
+     -e 2 --order random --seed 5 --checksum --json)
+expect_exit 0 "read with every per-sample augmentation (1 thread)" "$BENCH" read "$T/ds" "${AUG[@]}" --threads 1
+check "the row names them" grep -q 'RandomRotation 15, RandomAffine 10, TrivialAugmentWide, ColorJitter 0.4,0.4,0.4,0.1, RandomGrayscale 0.2, RandomErasing 0.3' "$T/out"
+aug=$(field "$T/out" checksum)
+expect_exit 0 "... and with 3 threads" "$BENCH" read "$T/ds" "${AUG[@]}" --threads 3
+check "same batches at 1 and 3 threads" [ "$(field "$T/out" checksum)" = "$aug" ]
+expect_exit 0 "... without them" "$BENCH" read "$T/ds" --size 24x24 --rrc --flip --dtype f32 --normalize \
+  -e 2 --order random --seed 5 --checksum --json --threads 2
+check "the augmentations change the batches" [ "$(field "$T/out" checksum)" != "$aug" ]
+for pol in rand_augment imagenet; do
+  expect_exit 0 "--auto-augment $pol" "$BENCH" read "$T/ds" --size 24x24 --rrc --auto-augment $pol --checksum --json
+done
+expect_exit 0 "MixUp and CutMix per batch (float32)" \
+  "$BENCH" read "$T/ds" --size 24x24 --rrc --dtype f32 --mixup 0.2 --cutmix 1.0 --threads 2 --checksum --json
+check "... named in the row" grep -q 'MixUp 0.2, CutMix 1' "$T/out"
+expect_exit 0 "train with MixUp on normalised floats" \
+  "$BENCH" train "$T/ds" --size 24x24 --rrc --flip --normalize --mixup 0.2 --model softmax --device cpu -e 2 -b 8 --json
+expect_exit 1 "MixUp on uint8 (the reader refuses)" "$BENCH" read "$T/ds" --size 24x24 --mixup 0.2
+check "... with the reader's reason" grep -q "mixup and cutmix need a float dtype" "$T/err"
+expect_exit 2 "a bad --color-jitter" "$BENCH" read "$T/ds" --color-jitter 0.4,0.4,0.4
+check "... named" grep -q "bad --color-jitter '0.4,0.4,0.4'" "$T/err"
+expect_exit 2 "a hue above 0.5" "$BENCH" read "$T/ds" --color-jitter 0,0,0,0.7
+expect_exit 2 "a bad --auto-augment" "$BENCH" read "$T/ds" --auto-augment autoaugment
+expect_exit 2 "a bad --affine" "$BENCH" read "$T/ds" --affine 10,0.1,0.9
+expect_exit 2 "a bad --grayscale" "$BENCH" read "$T/ds" --grayscale 2
+expect_exit 2 "a bad --cutmix" "$BENCH" read "$T/ds" --cutmix 0
 expect_exit 0 "read --help documents the transforms" "$BENCH" read --help
 check "... --rrc and --normalize" bash -c "grep -q -- '--rrc \[SMIN:SMAX' '$T/out' && grep -q -- '--normalize \[dataset' '$T/out'"
 

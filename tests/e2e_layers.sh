@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # End to end: the layering the build enforces. Each folder is compiled with the include paths of
 # what it may use (Makefile, INC_*): formats/ sees only formats/; the compiler and reader
-# libraries see formats/ and themselves, never each other; shardbench, the tests and the GPU code
-# see everything. So a wrong-way #include is a compile error, shown here on a probe file.
+# libraries see formats/ and themselves, never each other; shardbench sees its own folder,
+# compiler/, formats/ and only the reader headers the Makefile lists (BENCH_READER_H); the tests
+# and the GPU code see everything. So a wrong-way #include is a compile error, shown here on probe
+# files.
 . "$(dirname "$0")/lib.sh"
 
 # the command make would run for OBJ (-B: as if out of date; -n: print only)
@@ -23,7 +25,7 @@ check_layer formats/raw.o "-Iformats "
 check_layer formats/png.o "-Iformats "
 check_layer compiler/build.o "-Icompiler -Iformats "
 check_layer reader/shardread.o "-Iformats -Ireader "
-check_layer reader/bench/train.o "-Icompiler -Iformats -Ireader -Ireader/bench "
+check_layer reader/bench/train.o "-Icompiler -Iformats -Ireader/bench "
 check_layer tests/test_reader.o "-Icompiler -Iformats -Ireader -Ireader/bench "
 
 # the probe: a formats/ file that includes the compiler's header does not compile with formats/'s
@@ -41,6 +43,31 @@ if (cd "$ROOT" && eval "$flags -fsyntax-only $T/probe.c") >"$T/out" 2>&1; then
   bad "a reader/ file could include compiler/build.h"
 else
   grep -q "build.h" "$T/out" && ok "reader/ cannot include compiler/build.h (a compile error)" ||
+    bad "the probe failed for another reason: $(head -2 "$T/out")"
+fi
+
+# shardbench: the public header and the listed internals compile, any other reader header does not
+flags=$(cmdline reader/bench/train.o | sed -e 's/ -c -o .*//' -e 's/-MMD -MP//')
+make --no-print-directory -C "$ROOT" BUILD="$BUILD" "$BUILD/reader/bench/train.o" >/dev/null 2>&1
+cat >"$T/bench_ok.c" <<'EOF'
+#include "shardread.h"
+#include "ring.h"
+#include "sampler.h"
+#include "pinned.h"
+#include "build.h"
+int probe_layer(void);
+int probe_layer(void) { return 0; }
+EOF
+if (cd "$ROOT" && eval "$flags -fsyntax-only $T/bench_ok.c") >"$T/out" 2>&1; then
+  ok "reader/bench/ can include shardread.h, the listed reader internals and compiler/build.h"
+else
+  bad "reader/bench/ cannot include what the Makefile allows: $(head -2 "$T/out")"
+fi
+printf '#include "transform.h"\nint probe_layer(void);\nint probe_layer(void) { return 0; }\n' >"$T/bench_bad.c"
+if (cd "$ROOT" && eval "$flags -fsyntax-only $T/bench_bad.c") >"$T/out" 2>&1; then
+  bad "a reader/bench/ file could include reader/transform.h"
+else
+  grep -q "transform.h" "$T/out" && ok "reader/bench/ cannot include reader/transform.h (a compile error)" ||
     bad "the probe failed for another reason: $(head -2 "$T/out")"
 fi
 

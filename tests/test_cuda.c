@@ -1,7 +1,8 @@
-/* test_cuda.c - the training step's dispatcher and the GPU step (libshardgpu.so).
+/* test_cuda.c - the training step's dispatcher and the GPU step (libshardgpu.so): benchmark code
+ * (shardbench's step, reader/bench/), and the CUDA feed's normalize kernel (reader/cuda_feed.cu).
  *
- * Always run: the dispatcher's fall-back (no GPU library: the CPU step under SHR_DEVICE_AUTO,
- * ENODEV under SHR_DEVICE_GPU), loading errors, and the GPU library's argument checks and
+ * Always run: the dispatcher's fall-back (no GPU library: the CPU step under SB_DEVICE_AUTO,
+ * ENODEV under SB_DEVICE_GPU), loading errors, and the GPU library's argument checks and
  * no-device answers where it is built. Run where a CUDA device is present, skipped with a
  * message otherwise: the device copy of a batch equals the host batch; no device buffer is
  * overwritten while a step reads it and no host buffer is needed after a run returns (checksums
@@ -22,6 +23,8 @@
 #include "pinned.h"
 #include "shardread.h"
 #include "step.h"
+#include "progs.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
@@ -36,7 +39,7 @@
 #include <unistd.h>
 
 static int g_gpu;                       /* a device is usable (probed in a child) */
-static char g_gpu_why[1024];            /* shr_gpu_status() as the probe saw it */
+static char g_gpu_why[1024];            /* sb_gpu_status() as the probe saw it */
 static char g_exe_dir[1024];
 
 /* ---- helpers ---- */
@@ -55,12 +58,6 @@ static void fill_random(uint8_t *p, size_t n, uint64_t seed)
         p[i] = (uint8_t)(mix64(&seed) >> 56);
 }
 
-static int file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 /* This build's libshardgpu.so (<exe dir>/../lib), or NULL when it was not built. */
 static const char *built_gpu_lib(void)
 {
@@ -69,11 +66,11 @@ static const char *built_gpu_lib(void)
     return file_exists(path) ? path : NULL;
 }
 
-static shr_step_opts emulated_opts(double ms, shr_device dev)
+static sb_step_opts emulated_opts(double ms, sb_device dev)
 {
-    shr_step_opts o;
+    sb_step_opts o;
     memset(&o, 0, sizeof o);
-    o.kind = SHR_STEP_EMULATED;
+    o.kind = SB_STEP_EMULATED;
     o.step_ms = ms;
     o.device = dev;
     return o;
@@ -96,15 +93,15 @@ static shr_batch batch_of(uint8_t *data, int64_t *labels, uint32_t n, uint32_t h
 
 /* A GPU step with hooks: the table and the implementation handle. */
 typedef struct {
-    const shr_gpu_api *api;
+    const sb_gpu_api *api;
     void *s;
 } gpu_handle;
 
-static gpu_handle gpu_create(const shr_step_opts *o, uint32_t flags, uint32_t slots)
+static gpu_handle gpu_create(const sb_step_opts *o, uint32_t flags, uint32_t slots)
 {
-    gpu_handle g = {shr_gpu_table(), NULL};
+    gpu_handle g = {sb_gpu_table(), NULL};
     ck_assert_ptr_nonnull(g.api);
-    shr_gpu_config c = {flags, slots};
+    sb_gpu_config c = {flags, slots};
     int rc = g.api->step_create(&g.s, o, &c);
     ck_assert_msg(rc == 0, "gpu step_create: %s", shr_strerror(rc));
     return g;
@@ -122,53 +119,53 @@ START_TEST(test_fallback_without_gpu_lib)
         return;
     }
     ck_assert_int_eq(setenv("SHARDREAD_GPU_LIB", "/nonexistent/libshardgpu.so", 1), 0);
-    ck_assert_int_eq(shr_step_gpu_available(), 0);
-    ck_assert_ptr_null(shr_gpu_table());
+    ck_assert_int_eq(sb_step_gpu_available(), 0);
+    ck_assert_ptr_null(sb_gpu_table());
     if (shr_cuda_available()) {
-        ck_assert_msg(strstr(shr_gpu_status(), "/nonexistent/libshardgpu.so") != NULL,
-                      "status: %s", shr_gpu_status());
+        ck_assert_msg(strstr(sb_gpu_status(), "/nonexistent/libshardgpu.so") != NULL,
+                      "status: %s", sb_gpu_status());
     } else {
         /* the reason the runtime gave comes along, not only the verdict */
         char why[512];
         shr_cuda_status(why, sizeof why);
-        ck_assert_msg(strncmp(shr_gpu_status(), "no CUDA device: ", 16) == 0, "status: %s",
-                      shr_gpu_status());
-        ck_assert_str_eq(shr_gpu_status() + 16, why);
+        ck_assert_msg(strncmp(sb_gpu_status(), "no CUDA device: ", 16) == 0, "status: %s",
+                      sb_gpu_status());
+        ck_assert_str_eq(sb_gpu_status() + 16, why);
         ck_assert_msg(strlen(why) > 10, "no reason: %s", why);
     }
 
     /* AUTO: the CPU step, which works */
-    shr_step_opts o = emulated_opts(0, SHR_DEVICE_AUTO);
-    shr_step *s = NULL;
-    ck_assert_int_eq(shr_step_create(&s, &o), 0);
+    sb_step_opts o = emulated_opts(0, SB_DEVICE_AUTO);
+    sb_step *s = NULL;
+    ck_assert_int_eq(sb_step_create(&s, &o), 0);
     ck_assert_ptr_nonnull(s);
     void *impl = (void *)1;
-    ck_assert_ptr_null(shr_step_gpu(s, &impl));
+    ck_assert_ptr_null(sb_step_gpu(s, &impl));
     ck_assert_ptr_null(impl);
     uint8_t px[2 * 4 * 4 * 3];
     int64_t lab[2] = {0, 1};
     memset(px, 7, sizeof px);
     shr_batch b = batch_of(px, lab, 2, 4, 4, 3);
-    ck_assert_int_eq(shr_step_run(s, &b), 0);
-    shr_step_stats st;
+    ck_assert_int_eq(sb_step_run(s, &b), 0);
+    sb_step_stats st;
     memset(&st, 0xff, sizeof st);
-    ck_assert_int_eq(shr_step_sync(s, &st), 0);
+    ck_assert_int_eq(sb_step_sync(s, &st), 0);
     ck_assert_int_eq(st.on_gpu, 0);
     ck_assert_uint_eq(st.h2d_bytes, 0);
-    ck_assert_str_eq(shr_step_last_error(s), "");
-    shr_step_free(s);
+    ck_assert_str_eq(sb_step_last_error(s), "");
+    sb_step_free(s);
 
     /* GPU: refused, nothing returned */
-    o.device = SHR_DEVICE_GPU;
-    s = (shr_step *)1;
-    ck_assert_int_eq(shr_step_create(&s, &o), ENODEV);
+    o.device = SB_DEVICE_GPU;
+    s = (sb_step *)1;
+    ck_assert_int_eq(sb_step_create(&s, &o), ENODEV);
     ck_assert_ptr_null(s);
 
     /* CPU: as AUTO here */
-    o.device = SHR_DEVICE_CPU;
-    ck_assert_int_eq(shr_step_create(&s, &o), 0);
-    ck_assert_ptr_null(shr_step_gpu(s, NULL));
-    shr_step_free(s);
+    o.device = SB_DEVICE_CPU;
+    ck_assert_int_eq(sb_step_create(&s, &o), 0);
+    ck_assert_ptr_null(sb_step_gpu(s, NULL));
+    sb_step_free(s);
 }
 END_TEST
 
@@ -197,38 +194,38 @@ END_TEST
 
 START_TEST(test_dispatcher_errors)
 {
-    shr_step_opts o = emulated_opts(0, SHR_DEVICE_CPU);
-    shr_step *s = (shr_step *)1;
-    ck_assert_int_eq(shr_step_create(NULL, &o), SHR_EINVAL);
-    ck_assert_int_eq(shr_step_create(&s, NULL), SHR_EINVAL);
+    sb_step_opts o = emulated_opts(0, SB_DEVICE_CPU);
+    sb_step *s = (sb_step *)1;
+    ck_assert_int_eq(sb_step_create(NULL, &o), SHR_EINVAL);
+    ck_assert_int_eq(sb_step_create(&s, NULL), SHR_EINVAL);
     ck_assert_ptr_null(s);
-    o.device = (shr_device)7;
-    s = (shr_step *)1;
-    ck_assert_int_eq(shr_step_create(&s, &o), SHR_EINVAL);
+    o.device = (sb_device)7;
+    s = (sb_step *)1;
+    ck_assert_int_eq(sb_step_create(&s, &o), SHR_EINVAL);
     ck_assert_ptr_null(s);
     /* the implementation's own checks come through: a negative step time */
-    o = emulated_opts(-1, SHR_DEVICE_AUTO);
-    ck_assert_int_eq(shr_step_create(&s, &o), SHR_EINVAL);
+    o = emulated_opts(-1, SB_DEVICE_AUTO);
+    ck_assert_int_eq(sb_step_create(&s, &o), SHR_EINVAL);
     ck_assert_ptr_null(s);
-    ck_assert_int_eq(shr_step_run(NULL, NULL), SHR_EINVAL);
-    ck_assert_int_eq(shr_step_sync(NULL, NULL), SHR_EINVAL);
-    shr_step_free(NULL);
-    ck_assert_ptr_null(shr_step_gpu(NULL, NULL));
+    ck_assert_int_eq(sb_step_run(NULL, NULL), SHR_EINVAL);
+    ck_assert_int_eq(sb_step_sync(NULL, NULL), SHR_EINVAL);
+    sb_step_free(NULL);
+    ck_assert_ptr_null(sb_step_gpu(NULL, NULL));
 }
 END_TEST
 
 START_TEST(test_gpu_open_errors)
 {
-    const shr_gpu_api *api = (const shr_gpu_api *)1;
+    const sb_gpu_api *api = (const sb_gpu_api *)1;
     char why[512] = "";
-    ck_assert_int_eq(shr_gpu_open("/nonexistent/libshardgpu.so", &api, why, sizeof why), ENOENT);
+    ck_assert_int_eq(sb_gpu_open("/nonexistent/libshardgpu.so", &api, why, sizeof why), ENOENT);
     ck_assert_ptr_null(api);
     ck_assert_msg(strstr(why, "/nonexistent/libshardgpu.so") != NULL, "why: %s", why);
     /* a shared object without the table */
-    ck_assert_int_eq(shr_gpu_open("libc.so.6", &api, why, sizeof why), ENOEXEC);
+    ck_assert_int_eq(sb_gpu_open("libc.so.6", &api, why, sizeof why), ENOEXEC);
     ck_assert_ptr_null(api);
-    ck_assert_msg(strstr(why, SHR_GPU_API_SYMBOL) != NULL, "why: %s", why);
-    ck_assert_int_eq(shr_gpu_open("/nonexistent/x.so", &api, NULL, 0), ENOENT);
+    ck_assert_msg(strstr(why, SB_GPU_API_SYMBOL) != NULL, "why: %s", why);
+    ck_assert_int_eq(sb_gpu_open("/nonexistent/x.so", &api, NULL, 0), ENOENT);
 }
 END_TEST
 
@@ -240,11 +237,11 @@ START_TEST(test_gpu_lib_checks)
         fprintf(stderr, "test_cuda: libshardgpu.so not built (no nvcc): library checks skipped\n");
         return;
     }
-    const shr_gpu_api *api = NULL;
+    const sb_gpu_api *api = NULL;
     char why[512] = "";
-    ck_assert_msg(shr_gpu_open(path, &api, why, sizeof why) == 0, "%s", why);
-    ck_assert_uint_eq(api->abi, SHR_GPU_ABI);
-    ck_assert_uint_eq(api->opts_size, sizeof(shr_step_opts));
+    ck_assert_msg(sb_gpu_open(path, &api, why, sizeof why) == 0, "%s", why);
+    ck_assert_uint_eq(api->abi, SB_GPU_ABI);
+    ck_assert_uint_eq(api->opts_size, sizeof(sb_step_opts));
     int avail = api->available();
     if (!shr_cuda_available())
         ck_assert_int_eq(avail, 0);
@@ -262,15 +259,15 @@ START_TEST(test_gpu_lib_checks)
     }
 
     /* options are checked before the device is looked at */
-    shr_step_opts o = emulated_opts(NAN, SHR_DEVICE_GPU);
+    sb_step_opts o = emulated_opts(NAN, SB_DEVICE_GPU);
     void *s = (void *)1;
     ck_assert_int_eq(api->step_create(&s, &o, NULL), SHR_EINVAL);
     ck_assert_ptr_null(s);
-    o = emulated_opts(1, SHR_DEVICE_GPU);
-    shr_gpu_config c = {0, 1};      /* one slot cannot double-buffer */
+    o = emulated_opts(1, SB_DEVICE_GPU);
+    sb_gpu_config c = {0, 1};      /* one slot cannot double-buffer */
     ck_assert_int_eq(api->step_create(&s, &o, &c), SHR_EINVAL);
     memset(&o, 0, sizeof o);
-    o.kind = SHR_STEP_MODEL;        /* classes 0 */
+    o.kind = SB_STEP_MODEL;        /* classes 0 */
     ck_assert_int_eq(api->step_create(&s, &o, NULL), SHR_EINVAL);
     o.classes = 3;
     o.std[1] = -1;
@@ -299,7 +296,7 @@ START_TEST(test_gpu_lib_checks)
     ck_assert_int_eq(api->feed_normalize_host(&p, NULL, dst), EINVAL);
 
     if (!avail) {
-        o = emulated_opts(1, SHR_DEVICE_GPU);
+        o = emulated_opts(1, SB_DEVICE_GPU);
         ck_assert_int_eq(api->step_create(&s, &o, NULL), ENODEV);
         ck_assert_ptr_null(s);
         ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), ENODEV);
@@ -314,10 +311,10 @@ START_TEST(test_checksum_reference)
     /* the value the device recomputes: (byte + 1) * ((i * 2654435761) mod 2^32 | 1), summed */
     const uint8_t a[3] = {0, 1, 255};
     uint64_t w1 = 2654435761u, w2 = (uint32_t)(2u * 2654435761u) | 1u;
-    ck_assert_uint_eq(shr_gpu_checksum(a, 3), 1 + 2 * w1 + 256 * w2);
+    ck_assert_uint_eq(sb_gpu_checksum(a, 3), 1 + 2 * w1 + 256 * w2);
     const uint8_t b[3] = {1, 0, 255};
-    ck_assert_uint_ne(shr_gpu_checksum(a, 3), shr_gpu_checksum(b, 3));
-    ck_assert_uint_eq(shr_gpu_checksum(a, 0), 0);
+    ck_assert_uint_ne(sb_gpu_checksum(a, 3), sb_gpu_checksum(b, 3));
+    ck_assert_uint_eq(sb_gpu_checksum(a, 0), 0);
 }
 END_TEST
 
@@ -325,11 +322,11 @@ END_TEST
 
 START_TEST(test_gpu_copy_equals_host)
 {
-    shr_step_opts o = emulated_opts(0, SHR_DEVICE_GPU);
-    shr_step *step = NULL;
-    ck_assert_int_eq(shr_step_create(&step, &o), 0);
+    sb_step_opts o = emulated_opts(0, SB_DEVICE_GPU);
+    sb_step *step = NULL;
+    ck_assert_int_eq(sb_step_create(&step, &o), 0);
     void *impl = NULL;
-    const shr_gpu_api *api = shr_step_gpu(step, &impl);
+    const sb_gpu_api *api = sb_step_gpu(step, &impl);
     ck_assert_ptr_nonnull(api);
     /* shapes that grow the device buffers, pinned and pageable memory */
     const uint32_t shapes[][4] = {{3, 17, 13, 3}, {5, 8, 8, 1}, {64, 64, 48, 3}, {1, 1, 1, 1}};
@@ -346,7 +343,7 @@ START_TEST(test_gpu_copy_equals_host)
             shr_batch b = batch_of(host, NULL, shapes[t][0], shapes[t][1], shapes[t][2],
                                    shapes[t][3]);
             b.pinned = pinned;
-            ck_assert_int_eq(shr_step_run(step, &b), 0);
+            ck_assert_int_eq(sb_step_run(step, &b), 0);
             total += bytes;
             uint8_t *back = malloc(bytes + 16);
             ck_assert_ptr_nonnull(back);
@@ -361,15 +358,15 @@ START_TEST(test_gpu_copy_equals_host)
             shr_host_free(host, pinned);
         }
     }
-    shr_step_stats st;
-    ck_assert_int_eq(shr_step_sync(step, &st), 0);
+    sb_step_stats st;
+    ck_assert_int_eq(sb_step_sync(step, &st), 0);
     ck_assert_int_eq(st.on_gpu, 1);
     ck_assert_uint_eq(st.h2d_bytes, total);
     ck_assert(st.h2d_s > 0);
     ck_assert_uint_eq(st.loss_batches, 0);
-    ck_assert_int_eq(shr_step_sync(step, &st), 0);
+    ck_assert_int_eq(sb_step_sync(step, &st), 0);
     ck_assert_uint_eq(st.h2d_bytes, 0);         /* reset by the sync before */
-    shr_step_free(step);
+    sb_step_free(step);
 }
 END_TEST
 
@@ -383,8 +380,8 @@ START_TEST(test_gpu_no_early_reuse)
     uint32_t slots = _i & 2 ? 3 : 2;
     enum { RUNS = 24, HOSTS = 3, N = 32, H = 128, W = 128, C = 3 };
     const size_t bytes = (size_t)N * H * W * C;
-    shr_step_opts o = emulated_opts(slow_steps ? 5.0 : 0.0, SHR_DEVICE_GPU);
-    gpu_handle g = gpu_create(&o, SHR_GPU_CHECKSUMS, slots);
+    sb_step_opts o = emulated_opts(slow_steps ? 5.0 : 0.0, SB_DEVICE_GPU);
+    gpu_handle g = gpu_create(&o, SB_GPU_CHECKSUMS, slots);
     uint8_t *host[HOSTS];
     int pinned[HOSTS];
     for (int i = 0; i < HOSTS; i++) {
@@ -395,7 +392,7 @@ START_TEST(test_gpu_no_early_reuse)
     for (int r = 0; r < RUNS; r++) {
         uint8_t *p = host[r % HOSTS];
         fill_random(p, bytes, 1000 + (uint64_t)r);
-        want[r] = shr_gpu_checksum(p, bytes);
+        want[r] = sb_gpu_checksum(p, bytes);
         shr_batch b = batch_of(p, NULL, N, H, W, C);
         b.pinned = 1;
         ck_assert_int_eq(g.api->step_run(g.s, &b), 0);
@@ -403,7 +400,7 @@ START_TEST(test_gpu_no_early_reuse)
         if (!slow_steps)
             usleep(3000);
     }
-    shr_step_stats st;
+    sb_step_stats st;
     ck_assert_int_eq(g.api->step_sync(g.s, &st), 0);
     uint64_t start[RUNS], end[RUNS];
     size_t count = 0;
@@ -426,20 +423,7 @@ END_TEST
 
 /* ---- the same through a real reader: batches released as soon as the step returns ---- */
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static int run_quiet(const char *cmd)
-{
-    char full[8192 + 32];
-    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
-    int st = system(full);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-/* 3 classes x 12 images of 40x32 built by this build's shardc into a new temp dir. */
+/* 3 classes x 12 images of 40x32 built by this build's shardc in the test's g_dir (root). */
 static void make_dataset(char *root, size_t root_len, char *ds, size_t ds_len)
 {
     char bin[1200];
@@ -447,9 +431,7 @@ static void make_dataset(char *root, size_t root_len, char *ds, size_t ds_len)
     char probe[1300];
     snprintf(probe, sizeof probe, "%s/shardc", bin);
     ck_assert_msg(file_exists(probe), "%s not found", probe);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(root, root_len, "%s/test_cuda.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(root));
+    snprintf(root, root_len, "%s", g_dir);
     snprintf(ds, ds_len, "%s/ds", root);
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 12 "
@@ -485,14 +467,13 @@ START_TEST(test_ring_memory)
         shr_close(r);
 
         sb_feed f;
-        ck_assert_int_eq(feed_open(&f, src, 4, 1, 2, SHR_ORDER_SEQUENTIAL, 0, 16, 16, 3,
+        ck_assert_int_eq(sb_feed_open(&f, src, 4, 1, 2, SHR_ORDER_SEQUENTIAL, 0, 16, 16, 3,
                                    pin ? SHR_PIN_AUTO : SHR_PIN_OFF), 0);
         ck_assert_int_eq(f.pinned, pin && shr_cuda_available());
         ck_assert_int_eq(f.slots[0].b.pinned, f.pinned);
         ck_assert_uint_ge(f.ring_bytes, 2 * 4 * 16 * 16 * 3);
-        feed_close(&f);
+        sb_feed_close(&f);
     }
-    nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 END_TEST
 
@@ -512,8 +493,8 @@ START_TEST(test_gpu_reader_feed)
         shr_info info;
         shr_get_info(r, &info);
         ck_assert_int_eq(info.pinned, 1);
-        shr_step_opts o = emulated_opts(slow ? 5.0 : 0.0, SHR_DEVICE_GPU);
-        gpu_handle g = gpu_create(&o, SHR_GPU_CHECKSUMS, 2);
+        sb_step_opts o = emulated_opts(slow ? 5.0 : 0.0, SB_DEVICE_GPU);
+        gpu_handle g = gpu_create(&o, SB_GPU_CHECKSUMS, 2);
         enum { MAXRUNS = 64 };
         uint64_t want[MAXRUNS];
         size_t runs = 0;
@@ -523,7 +504,7 @@ START_TEST(test_gpu_reader_feed)
             while ((rc = shr_next(r, &b)) == 0) {
                 ck_assert_int_eq(b->pinned, 1);
                 ck_assert_uint_lt(runs, MAXRUNS);
-                want[runs++] = shr_gpu_checksum(b->data, (size_t)b->n * b->height * b->width *
+                want[runs++] = sb_gpu_checksum(b->data, (size_t)b->n * b->height * b->width *
                                                 b->channels);
                 ck_assert_int_eq(g.api->step_run(g.s, b), 0);
                 shr_release(r, b);
@@ -545,7 +526,6 @@ START_TEST(test_gpu_reader_feed)
         g.api->step_free(g.s);
         shr_close(r);
     }
-    nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 END_TEST
 
@@ -572,12 +552,12 @@ static void make_images(uint8_t *px, int64_t *lab, size_t count, uint64_t seed)
 }
 
 /* Mean loss and accuracy per epoch of a step over the generated batches. */
-static void train(shr_device dev, shr_model model, const uint8_t *px, const int64_t *lab,
+static void train(sb_device dev, sb_model model, const uint8_t *px, const int64_t *lab,
                   double *loss, double *acc)
 {
-    shr_step_opts o;
+    sb_step_opts o;
     memset(&o, 0, sizeof o);
-    o.kind = SHR_STEP_MODEL;
+    o.kind = SB_STEP_MODEL;
     o.model = model;
     o.model_side = 6;
     o.hidden = 32;
@@ -589,38 +569,38 @@ static void train(shr_device dev, shr_model model, const uint8_t *px, const int6
         o.std[c] = 60;
     }
     o.device = dev;
-    shr_step *s = NULL;
-    ck_assert_int_eq(shr_step_create(&s, &o), 0);
-    ck_assert_int_eq(shr_step_gpu(s, NULL) != NULL, dev == SHR_DEVICE_GPU);
+    sb_step *s = NULL;
+    ck_assert_int_eq(sb_step_create(&s, &o), 0);
+    ck_assert_int_eq(sb_step_gpu(s, NULL) != NULL, dev == SB_DEVICE_GPU);
     for (int e = 0; e < MEPOCHS; e++) {
         for (int b = 0; b < MBATCHES; b++) {
             size_t first = (size_t)b * MN;
             shr_batch bt = batch_of((uint8_t *)px + first * MH * MW * 3, (int64_t *)lab + first,
                                     MN, MH, MW, 3);
-            ck_assert_int_eq(shr_step_run(s, &bt), 0);
+            ck_assert_int_eq(sb_step_run(s, &bt), 0);
         }
-        shr_step_stats st;
-        ck_assert_int_eq(shr_step_sync(s, &st), 0);
-        ck_assert_int_eq(st.on_gpu, dev == SHR_DEVICE_GPU);
+        sb_step_stats st;
+        ck_assert_int_eq(sb_step_sync(s, &st), 0);
+        ck_assert_int_eq(st.on_gpu, dev == SB_DEVICE_GPU);
         ck_assert_uint_eq(st.loss_batches, MBATCHES);
         ck_assert_uint_eq(st.seen, MBATCHES * MN);
         loss[e] = st.loss_sum / (double)st.loss_batches;
         acc[e] = (double)st.correct / (double)st.seen;
     }
-    shr_step_free(s);
+    sb_step_free(s);
 }
 
 START_TEST(test_gpu_model_learns)
 {
-    shr_model model = _i ? SHR_MODEL_MLP : SHR_MODEL_SOFTMAX;
+    sb_model model = _i ? SB_MODEL_MLP : SB_MODEL_SOFTMAX;
     size_t count = (size_t)MBATCHES * MN;
     uint8_t *px = malloc(count * MH * MW * 3);
     int64_t *lab = malloc(count * sizeof *lab);
     ck_assert(px && lab);
     make_images(px, lab, count, 99);
     double gl[MEPOCHS], ga[MEPOCHS], cl[MEPOCHS], ca[MEPOCHS];
-    train(SHR_DEVICE_GPU, model, px, lab, gl, ga);
-    train(SHR_DEVICE_CPU, model, px, lab, cl, ca);
+    train(SB_DEVICE_GPU, model, px, lab, gl, ga);
+    train(SB_DEVICE_CPU, model, px, lab, cl, ca);
     for (int e = 0; e < MEPOCHS; e++)
         fprintf(stderr, "test_cuda: %s epoch %d: gpu loss %.5f acc %.3f, cpu loss %.5f acc %.3f\n",
                 _i ? "mlp" : "softmax", e, gl[e], ga[e], cl[e], ca[e]);
@@ -638,42 +618,42 @@ END_TEST
 
 START_TEST(test_gpu_model_bad_batches)
 {
-    shr_step_opts o;
+    sb_step_opts o;
     memset(&o, 0, sizeof o);
-    o.kind = SHR_STEP_MODEL;
+    o.kind = SB_STEP_MODEL;
     o.classes = 3;
-    o.device = SHR_DEVICE_GPU;
-    shr_step *s = NULL;
-    ck_assert_int_eq(shr_step_create(&s, &o), 0);
+    o.device = SB_DEVICE_GPU;
+    sb_step *s = NULL;
+    ck_assert_int_eq(sb_step_create(&s, &o), 0);
     uint8_t px[4 * 8 * 8 * 3];
     fill_random(px, sizeof px, 5);
     int64_t lab[4] = {0, 1, 2, 1};
     shr_batch b = batch_of(px, lab, 4, 8, 8, 3);
-    ck_assert_int_eq(shr_step_run(s, &b), 0);
+    ck_assert_int_eq(sb_step_run(s, &b), 0);
     lab[2] = 3;                                 /* outside [0, classes) */
-    ck_assert_int_eq(shr_step_run(s, &b), SHR_EINVAL);
+    ck_assert_int_eq(sb_step_run(s, &b), SHR_EINVAL);
     lab[2] = -1;
-    ck_assert_int_eq(shr_step_run(s, &b), SHR_EINVAL);
+    ck_assert_int_eq(sb_step_run(s, &b), SHR_EINVAL);
     lab[2] = 2;
     shr_batch g = batch_of(px, lab, 4, 8, 8, 1);  /* the channel count changed */
-    ck_assert_int_eq(shr_step_run(s, &g), SHR_EINVAL);
+    ck_assert_int_eq(sb_step_run(s, &g), SHR_EINVAL);
     b.labels = NULL;
-    ck_assert_int_eq(shr_step_run(s, &b), SHR_EINVAL);
+    ck_assert_int_eq(sb_step_run(s, &b), SHR_EINVAL);
     b.labels = lab;
     b.n = 0;
-    ck_assert_int_eq(shr_step_run(s, &b), SHR_EINVAL);
-    ck_assert_int_eq(shr_step_run(s, NULL), SHR_EINVAL);
+    ck_assert_int_eq(sb_step_run(s, &b), SHR_EINVAL);
+    ck_assert_int_eq(sb_step_run(s, NULL), SHR_EINVAL);
     /* refused batches change nothing: the step goes on */
     b.n = 4;
     b.height = 4;                               /* other sizes are fine */
-    ck_assert_int_eq(shr_step_run(s, &b), 0);
-    shr_step_stats st;
-    ck_assert_int_eq(shr_step_sync(s, &st), 0);
+    ck_assert_int_eq(sb_step_run(s, &b), 0);
+    sb_step_stats st;
+    ck_assert_int_eq(sb_step_sync(s, &st), 0);
     ck_assert_uint_eq(st.loss_batches, 2);
     ck_assert_uint_eq(st.seen, 8);
     ck_assert(isfinite(st.loss_sum) && st.loss_sum > 0);
-    ck_assert_str_eq(shr_step_last_error(s), "");
-    shr_step_free(s);
+    ck_assert_str_eq(sb_step_last_error(s), "");
+    sb_step_free(s);
 }
 END_TEST
 
@@ -723,11 +703,11 @@ START_TEST(test_gpu_normalize)
         p.std[0] = 0;                                       /* divides by 1 */
     }
     size_t outn = (size_t)N * c * 7 * 5;
-    ck_assert_uint_eq(shr_gpu_table()->feed_normalize_host == NULL, 0);
+    ck_assert_uint_eq(sb_gpu_table()->feed_normalize_host == NULL, 0);
     void *out = malloc(outn * 4);
     ck_assert_ptr_nonnull(out);
-    int rc = shr_gpu_table()->feed_normalize_host(&p, src, out);
-    ck_assert_msg(rc == 0, "normalize: %s (%s)", shr_strerror(rc), shr_gpu_table()->feed_error());
+    int rc = sb_gpu_table()->feed_normalize_host(&p, src, out);
+    ck_assert_msg(rc == 0, "normalize: %s (%s)", shr_strerror(rc), sb_gpu_table()->feed_error());
     for (uint32_t i = 0; i < N; i++) {
         uint32_t cx = p.crop_x, cy = p.crop_y;
         if (per_sample) {
@@ -812,7 +792,7 @@ static const struct {
 
 START_TEST(test_gpu_normalize_grids)
 {
-    const shr_gpu_api *api = shr_gpu_table();
+    const sb_gpu_api *api = sb_gpu_table();
     ck_assert_ptr_nonnull(api);
     shr_feed_norm p;
     memset(&p, 0, sizeof p);
@@ -871,7 +851,7 @@ END_TEST
 /* The copy baseline of shardbench train: both kinds of memory are timed, on the device. */
 START_TEST(test_gpu_h2d_baseline)
 {
-    const shr_gpu_api *api = shr_gpu_table();
+    const sb_gpu_api *api = sb_gpu_table();
     ck_assert_ptr_nonnull(api);
     double gp = 0, gq = 0;
     char why[256] = "";
@@ -902,8 +882,8 @@ static void probe_gpu(void)
     pid_t pid = fork();
     if (pid == 0) {
         close(fd[0]);
-        int avail = shr_step_gpu_available();
-        const char *why = shr_gpu_status();
+        int avail = sb_step_gpu_available();
+        const char *why = sb_gpu_status();
         ssize_t w = write(fd[1], why, strlen(why));
         (void)w;
         _exit(avail ? 0 : 1);
@@ -923,6 +903,7 @@ static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("dispatch");
+    tu_temp_fixtures(tc);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_fallback_without_gpu_lib);
     tcase_add_test(tc, test_cuda_status);
@@ -934,6 +915,7 @@ static Suite *cuda_suite(void)
     suite_add_tcase(s, tc);
     if (g_gpu) {
         TCase *gc = tcase_create("gpu");
+        tu_temp_fixtures(gc);
         tcase_set_timeout(gc, 120);
         tcase_add_test(gc, test_gpu_copy_equals_host);
         tcase_add_loop_test(gc, test_gpu_no_early_reuse, 0, 4);
@@ -981,9 +963,5 @@ int main(int argc, char **argv)
     else
         fprintf(stderr, "test_cuda: SKIPPED %d GPU tests: %s (SHARDC_REQUIRE_GPU=1 makes this "
                 "a failure)\n", GPU_TESTS, g_gpu_why);
-    SRunner *sr = srunner_create(cuda_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(cuda_suite());
 }

@@ -10,6 +10,7 @@
 #include "dataset.h"
 #include "shardread.h"
 #include "progs.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <ftw.h>
@@ -22,7 +23,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_root[1024];               /* temp dir of the whole run */
 static char g_var[1100];                /* detection, samples of many sizes (short side 40) */
 static char g_fixed[1100];              /* detection, every sample 48x40 (letterboxed) */
 static char g_cls[1100];                /* classification, many sizes */
@@ -37,12 +37,9 @@ static int build_fixtures(void)
         fprintf(stderr, "test_detect_read: shardc not found next to the test (run make all)\n");
         return -1;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_detect_read.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_root)) {
-        g_root[0] = '\0';
+    tu_root_setup();
+    if (!g_root[0])
         return -1;
-    }
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/img' --coco '%s/inst.json' "
              "--per-class %d --min-side 40 --max-side 120 --seed 7 --quiet", g_bin, g_root,
@@ -77,8 +74,7 @@ static int build_fixtures(void)
 
 static void remove_fixtures(void)
 {
-    if (g_root[0])
-        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_root_teardown();
 }
 
 /* ---- the reference: the documented arithmetic, written apart from the reader's ---- */
@@ -634,10 +630,7 @@ int main(void)
         fprintf(stderr, "test_detect_read: cannot build the fixture datasets\n");
         return EXIT_FAILURE;
     }
-    SRunner *sr = srunner_create(detect_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = tu_run(detect_suite()) != EXIT_SUCCESS;
     remove_fixtures();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

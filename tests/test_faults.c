@@ -10,11 +10,11 @@
 #include "manifest.h"
 #include "raw.h"
 #include "shardread.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,8 +32,6 @@
 #define N (PER_SHARD * NSHARDS)
 #define AUX_LEN 12
 #define BATCH 4
-
-static char g_root[1024];
 
 /* ---- fixtures ---- */
 
@@ -61,13 +59,13 @@ static int32_t label_of(uint64_t i)
 
 static char *const g_classes[] = {"a", "b", "c", "d", "e"};
 
-/* A fresh dataset of NSHARDS shards of PER_SHARD samples in g_root/name, written by the backend
+/* A fresh dataset of NSHARDS shards of PER_SHARD samples in g_dir/name, written by the backend
  * called backend; its path in out. */
 static void make_dataset(const char *backend, const char *name, char *out, size_t n)
 {
     const fmt_backend *be = fmt_backend_find(backend);
     ck_assert_ptr_nonnull(be);
-    snprintf(out, n, "%s/%s", g_root, name);
+    tu_path(out, n, name);
     ck_assert_int_eq(mkdir(out, 0755), 0);
     fmt_manifest_shard sh[NSHARDS];
     char files[NSHARDS][32];
@@ -154,11 +152,6 @@ static uint64_t survivors(const char *path)
 {
     uint64_t half = (uint64_t)file_size(path);
     return half < 4096 ? 0 : (half - 4096) / 4096;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
 }
 
 static void check_batch(const shr_batch *b, uint64_t number)
@@ -543,6 +536,7 @@ static Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
     TCase *tc = tcase_create("faults");
+    tu_temp_fixtures(tc);
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_reader_truncated_shard, 0, 4);
     tcase_add_test(tc, test_reader_mmap_sigbus);
@@ -557,16 +551,5 @@ static Suite *faults_suite(void)
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_faults.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_root)) {
-        perror("test_faults: mkdtemp");
-        return EXIT_FAILURE;
-    }
-    SRunner *sr = srunner_create(faults_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run(faults_suite());
 }

@@ -10,6 +10,7 @@
 #include "sampler.h"
 #include "shardread.h"
 #include "progs.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
@@ -28,7 +29,6 @@
 #define FIX_W 24
 #define FIX_H 20
 
-static char g_root[1024];               /* temp dir of the whole run */
 static char g_fixed[1100];              /* 23 RGB samples of 24x20, shards of 7 */
 static char g_gray[1100];               /* the same, one channel */
 static char g_var[1100];                /* 23 RGB samples of their own size, long side <= 40 */
@@ -57,12 +57,9 @@ static int build_fixtures(void)
         fprintf(stderr, "test_reader: shardc not found next to the test (run make all first)\n");
         return -1;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_reader.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_root)) {
-        g_root[0] = '\0';
+    tu_root_setup();
+    if (!g_root[0])
         return -1;
-    }
     char cmd[4096], list[1200], list23[1200];
     snprintf(list, sizeof list, "%s/list.txt", g_root);
     snprintf(list23, sizeof list23, "%s/list23.txt", g_root);
@@ -90,8 +87,7 @@ static int build_fixtures(void)
 
 static void remove_fixtures(void)
 {
-    if (g_root[0])
-        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_root_teardown();
 }
 
 /* A copy of a dataset directory (for damaging), at g_root/name. */
@@ -805,19 +801,6 @@ START_TEST(test_dataset_read)
 }
 END_TEST
 
-static size_t rss_anon(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    ck_assert_ptr_nonnull(f);
-    char line[256];
-    size_t kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "RssAnon: %zu kB", &kb) == 1)
-            break;
-    fclose(f);
-    return kb * 1024;
-}
-
 static void run_epoch(shr_reader *r)
 {
     const shr_batch *b;
@@ -839,11 +822,11 @@ START_TEST(test_memory_flat)
     shr_reader *r = open_ok(g_var, &o);
     for (int e = 0; e < 2; e++)
         run_epoch(r);
-    (void)rss_anon();                   /* stdio's first-use allocations, outside the window */
-    size_t heap2 = mallinfo2().uordblks, rss2 = rss_anon();
+    (void)tu_rss_anon();                /* stdio's first-use allocations, outside the window */
+    size_t heap2 = mallinfo2().uordblks, rss2 = tu_rss_anon();
     for (int e = 2; e < 50; e++)
         run_epoch(r);
-    size_t heap50 = mallinfo2().uordblks, rss50 = rss_anon();
+    size_t heap50 = mallinfo2().uordblks, rss50 = tu_rss_anon();
     shr_state st = shr_get_state(r);
     ck_assert_uint_eq(st.epoch, 50);
     shr_close(r);
@@ -1400,10 +1383,7 @@ int main(void)
         fprintf(stderr, "test_reader: cannot build the fixture datasets\n");
         return EXIT_FAILURE;
     }
-    SRunner *sr = srunner_create(reader_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = tu_run(reader_suite()) != EXIT_SUCCESS;
     remove_fixtures();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -33,6 +33,7 @@
 #include "raw.h"
 #include "shardread.h"
 #include "progs.h"
+#include "testutil.h"
 
 #define N 35
 #define PER_SHARD 7
@@ -41,7 +42,7 @@
 #define H 20
 #define LEN ((size_t)W * H * 3)
 
-static char g_root[1024], g_fixed[1100];
+static char g_fixed[1100];
 static uint8_t g_orig[N][LEN];          /* every sample's pixels, read before any damage */
 static const fmt_access g_modes[3] = {FMT_ACCESS_MMAP, FMT_ACCESS_PREAD, FMT_ACCESS_DIRECT};
 static const char *const g_mode_names[3] = {"mmap", "pread", "direct"};
@@ -54,12 +55,9 @@ static int build_fixture(void)
         fprintf(stderr, "test_reliability: shardc not found next to the test (run make all)\n");
         return -1;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_reliability.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_root)) {
-        g_root[0] = '\0';
+    tu_root_setup();
+    if (!g_root[0])
         return -1;
-    }
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 12 "
              "--no-broken --quiet --list '%s/all.txt' && head -n %d '%s/all.txt' > '%s/list.txt'",
@@ -529,14 +527,10 @@ int main(void)
     int rc = build_fixture();
     int failed = 1;
     if (rc == 0) {
-        SRunner *sr = srunner_create(reliability_suite());
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
+        failed = tu_run(reliability_suite()) != EXIT_SUCCESS;
     } else {
         fprintf(stderr, "test_reliability: cannot build the fixture dataset\n");
     }
-    if (g_root[0])
-        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_root_teardown();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,6 +1,7 @@
-/* test_step.c - the training step on the CPU (step_cpu.h) and through the dispatcher (step.h):
- * the emulated step's duration, the model's exact first steps on inputs that normalise to zero,
- * learning on a real dataset, determinism, the statistics, and rejected options and batches.
+/* test_step.c - benchmark code, not the library: shardbench's training step (reader/bench/) on
+ * the CPU (step_cpu.h) and through the dispatcher (step.h): the emulated step's duration, the
+ * model's exact first steps on inputs that normalise to zero, learning on a real dataset,
+ * determinism, the statistics, and rejected options and batches.
  *
  * The dataset is built at run time by the shardc binaries of the same build directory (found next
  * to this program: <exe>/../bin/, else $BUILD/bin). Speeds are never asserted. */
@@ -8,6 +9,7 @@
 #include "step.h"
 #include "step_cpu.h"
 #include "progs.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
@@ -26,7 +28,6 @@
 #define DS_SAMPLES (DS_CLASSES * DS_PER_CLASS)
 #define DS_BATCH 8
 
-static char g_root[1024];
 static char g_ds[1100];
 
 /* ---- fixture ---- */
@@ -37,12 +38,9 @@ static int build_fixture(void)
         fprintf(stderr, "test_step: shardc not found next to the test (run make all first)\n");
         return -1;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_step.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_root)) {
-        g_root[0] = '\0';
+    tu_root_setup();
+    if (!g_root[0])
         return -1;
-    }
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes %d --per-class %d "
              "--seed 5 --no-broken --quiet", g_bin, g_root, DS_CLASSES, DS_PER_CLASS);
@@ -60,8 +58,7 @@ static int build_fixture(void)
 
 static void remove_fixture(void)
 {
-    if (g_root[0])
-        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_root_teardown();
 }
 
 /* ---- helpers ---- */
@@ -73,15 +70,15 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static shr_step_opts model_opts(shr_model model, uint32_t classes)
+static sb_step_opts model_opts(sb_model model, uint32_t classes)
 {
-    shr_step_opts o;
+    sb_step_opts o;
     memset(&o, 0, sizeof o);
-    o.kind = SHR_STEP_MODEL;
+    o.kind = SB_STEP_MODEL;
     o.model = model;
     o.classes = classes;
     o.seed = 11;
-    o.device = SHR_DEVICE_CPU;
+    o.device = SB_DEVICE_CPU;
     for (int c = 0; c < 3; c++) {
         o.mean[c] = 128;
         o.std[c] = 64;
@@ -121,7 +118,7 @@ typedef struct {
     uint64_t correct[8], seen[8], batches[8];
 } run_result;
 
-static void train_fixture(const shr_step_opts *so_in, int dispatcher, uint32_t epochs,
+static void train_fixture(const sb_step_opts *so_in, int dispatcher, uint32_t epochs,
                           run_result *res)
 {
     ck_assert_uint_le(epochs, 8);
@@ -138,26 +135,26 @@ static void train_fixture(const shr_step_opts *so_in, int dispatcher, uint32_t e
     shr_info info;
     shr_get_info(r, &info);
     ck_assert_uint_eq(info.classes, DS_CLASSES);
-    shr_step_opts so = *so_in;
+    sb_step_opts so = *so_in;
     so.classes = info.classes;
     for (int c = 0; c < 3; c++) {
         so.mean[c] = info.mean[c];
         so.std[c] = info.std[c];
     }
     void *cpu = NULL;
-    shr_step *disp = NULL;
-    rc = dispatcher ? shr_step_create(&disp, &so) : shr_cpu_step_create(&cpu, &so);
+    sb_step *disp = NULL;
+    rc = dispatcher ? sb_step_create(&disp, &so) : sb_cpu_step_create(&cpu, &so);
     ck_assert_int_eq(rc, 0);
     for (uint32_t e = 0; e < epochs; e++) {
         const shr_batch *b;
         while ((rc = shr_next(r, &b)) == 0) {
-            int src = dispatcher ? shr_step_run(disp, b) : shr_cpu_step_run(cpu, b);
+            int src = dispatcher ? sb_step_run(disp, b) : sb_cpu_step_run(cpu, b);
             ck_assert_int_eq(src, 0);
             shr_release(r, b);
         }
         ck_assert_int_eq(rc, SHR_EEND);
-        shr_step_stats st;
-        rc = dispatcher ? shr_step_sync(disp, &st) : shr_cpu_step_sync(cpu, &st);
+        sb_step_stats st;
+        rc = dispatcher ? sb_step_sync(disp, &st) : sb_cpu_step_sync(cpu, &st);
         ck_assert_int_eq(rc, 0);
         ck_assert_int_eq(st.on_gpu, 0);
         ck_assert_uint_eq(st.h2d_bytes, 0);
@@ -167,8 +164,8 @@ static void train_fixture(const shr_step_opts *so_in, int dispatcher, uint32_t e
         res->seen[e] = st.seen;
         res->batches[e] = st.loss_batches;
     }
-    shr_step_free(disp);
-    shr_cpu_step_free(cpu);
+    sb_step_free(disp);
+    sb_cpu_step_free(cpu);
     shr_close(r);
 }
 
@@ -176,25 +173,25 @@ static void train_fixture(const shr_step_opts *so_in, int dispatcher, uint32_t e
 
 START_TEST(test_emulated_duration)
 {
-    shr_step_opts o;
+    sb_step_opts o;
     memset(&o, 0, sizeof o);
-    o.kind = SHR_STEP_EMULATED;
+    o.kind = SB_STEP_EMULATED;
     o.step_ms = 15;
     void *s = NULL;
-    ck_assert_int_eq(shr_cpu_step_create(&s, &o), 0);
+    ck_assert_int_eq(sb_cpu_step_create(&s, &o), 0);
     ck_assert_ptr_nonnull(s);
     test_batch t;
     batch_make(&t, 2, 4, 4, 3);
     double total = 0;
     for (int i = 0; i < 3; i++) {
         double t0 = now_s();
-        ck_assert_int_eq(shr_cpu_step_run(s, &t.b), 0);
+        ck_assert_int_eq(sb_cpu_step_run(s, &t.b), 0);
         double dt = now_s() - t0;
         ck_assert_msg(dt >= 0.015, "an emulated 15 ms step took %.6f s", dt);
         total += dt;
     }
-    shr_step_stats st;
-    ck_assert_int_eq(shr_cpu_step_sync(s, &st), 0);
+    sb_step_stats st;
+    ck_assert_int_eq(sb_cpu_step_sync(s, &st), 0);
     ck_assert_msg(st.busy_s >= 0.045 && st.busy_s <= total, "busy %.6f, measured %.6f",
                   st.busy_s, total);
     ck_assert_int_eq(st.on_gpu, 0);
@@ -203,39 +200,39 @@ START_TEST(test_emulated_duration)
     ck_assert_uint_eq(st.correct, 0);
     ck_assert(st.loss_sum == 0 && st.h2d_s == 0 && st.h2d_bytes == 0);
     /* sync resets */
-    ck_assert_int_eq(shr_cpu_step_sync(s, &st), 0);
+    ck_assert_int_eq(sb_cpu_step_sync(s, &st), 0);
     ck_assert(st.busy_s == 0);
     /* a zero-length step is allowed (the pipeline without a step) */
-    shr_cpu_step_free(s);
+    sb_cpu_step_free(s);
     o.step_ms = 0;
-    ck_assert_int_eq(shr_cpu_step_create(&s, &o), 0);
-    ck_assert_int_eq(shr_cpu_step_run(s, &t.b), 0);
-    shr_cpu_step_free(s);
+    ck_assert_int_eq(sb_cpu_step_create(&s, &o), 0);
+    ck_assert_int_eq(sb_cpu_step_run(s, &t.b), 0);
+    sb_cpu_step_free(s);
     batch_free(&t);
 }
 END_TEST
 
 START_TEST(test_emulated_dispatcher)
 {
-    shr_step_opts o;
+    sb_step_opts o;
     memset(&o, 0, sizeof o);
-    o.kind = SHR_STEP_EMULATED;
+    o.kind = SB_STEP_EMULATED;
     o.step_ms = 12;
-    o.device = SHR_DEVICE_CPU;
-    shr_step *s = NULL;
-    ck_assert_int_eq(shr_step_create(&s, &o), 0);
+    o.device = SB_DEVICE_CPU;
+    sb_step *s = NULL;
+    ck_assert_int_eq(sb_step_create(&s, &o), 0);
     test_batch t;
     batch_make(&t, 3, 8, 8, 3);
     double t0 = now_s();
-    ck_assert_int_eq(shr_step_run(s, &t.b), 0);
-    ck_assert_int_eq(shr_step_run(s, &t.b), 0);
-    shr_step_stats st;
-    ck_assert_int_eq(shr_step_sync(s, &st), 0);
+    ck_assert_int_eq(sb_step_run(s, &t.b), 0);
+    ck_assert_int_eq(sb_step_run(s, &t.b), 0);
+    sb_step_stats st;
+    ck_assert_int_eq(sb_step_sync(s, &st), 0);
     double dt = now_s() - t0;
     ck_assert_msg(dt >= 0.024, "two emulated 12 ms steps took %.6f s", dt);
     ck_assert_int_eq(st.on_gpu, 0);
     ck_assert_msg(st.busy_s >= 0.024, "busy %.6f", st.busy_s);
-    shr_step_free(s);
+    sb_step_free(s);
     batch_free(&t);
 }
 END_TEST
@@ -248,8 +245,8 @@ START_TEST(test_model_exact_first_steps)
 {
     const uint32_t K = 4, n = 3, side = 16, hw = 32;
     const float lr = 0.5f;
-    shr_model model = _i ? SHR_MODEL_MLP : SHR_MODEL_SOFTMAX;
-    shr_step_opts o = model_opts(model, K);
+    sb_model model = _i ? SB_MODEL_MLP : SB_MODEL_SOFTMAX;
+    sb_step_opts o = model_opts(model, K);
     o.lr = lr;
     o.model_side = side;
     o.hidden = 8;
@@ -260,7 +257,7 @@ START_TEST(test_model_exact_first_steps)
     o.std[1] = 0;       /* a constant channel: divided by 1 */
     o.std[2] = 7;
     void *s = NULL;
-    ck_assert_int_eq(shr_cpu_step_create(&s, &o), 0);
+    ck_assert_int_eq(sb_cpu_step_create(&s, &o), 0);
     test_batch t;
     batch_make(&t, n, hw, hw, 3);
     for (uint32_t i = 0; i < n; i++)
@@ -272,28 +269,28 @@ START_TEST(test_model_exact_first_steps)
                 p[2] = (x + y) % 2 ? 10 : 30;
             }
     /* labels all 0 */
-    ck_assert_int_eq(shr_cpu_step_run(s, &t.b), 0);
-    shr_step_stats st;
-    ck_assert_int_eq(shr_cpu_step_sync(s, &st), 0);
+    ck_assert_int_eq(sb_cpu_step_run(s, &t.b), 0);
+    sb_step_stats st;
+    ck_assert_int_eq(sb_cpu_step_sync(s, &st), 0);
     ck_assert_uint_eq(st.loss_batches, 1);
     ck_assert_uint_eq(st.seen, n);
     ck_assert_double_eq_tol(st.loss_sum, log((double)K), 1e-6);
-    ck_assert_int_eq(shr_cpu_step_run(s, &t.b), 0);
-    ck_assert_int_eq(shr_cpu_step_sync(s, &st), 0);
+    ck_assert_int_eq(sb_cpu_step_run(s, &t.b), 0);
+    ck_assert_int_eq(sb_cpu_step_sync(s, &st), 0);
     double b0 = lr * (1.0 - 1.0 / K), bo = -lr / K;
     double want = log(exp(b0) + (K - 1) * exp(bo)) - b0;
     ck_assert_double_eq_tol(st.loss_sum, want, 1e-5);
     /* the prediction made before the update: class 0 now has the largest bias */
     ck_assert_uint_eq(st.correct, n);
-    shr_cpu_step_free(s);
+    sb_cpu_step_free(s);
 
     /* a pixel off the mean moves the first loss away from ln K: the input is really read */
-    ck_assert_int_eq(shr_cpu_step_create(&s, &o), 0);
+    ck_assert_int_eq(sb_cpu_step_create(&s, &o), 0);
     t.data[0] = 255;
-    ck_assert_int_eq(shr_cpu_step_run(s, &t.b), 0);
-    ck_assert_int_eq(shr_cpu_step_sync(s, &st), 0);
+    ck_assert_int_eq(sb_cpu_step_run(s, &t.b), 0);
+    ck_assert_int_eq(sb_cpu_step_sync(s, &st), 0);
     ck_assert(fabs(st.loss_sum - log((double)K)) > 1e-6);
-    shr_cpu_step_free(s);
+    sb_cpu_step_free(s);
     batch_free(&t);
 }
 END_TEST
@@ -302,39 +299,39 @@ END_TEST
  * repeated). */
 START_TEST(test_model_gray_and_upsampled)
 {
-    shr_step_opts o = model_opts(SHR_MODEL_SOFTMAX, 3);
+    sb_step_opts o = model_opts(SB_MODEL_SOFTMAX, 3);
     o.mean[0] = 90;
     o.std[0] = 10;
     void *s = NULL;
-    ck_assert_int_eq(shr_cpu_step_create(&s, &o), 0);
+    ck_assert_int_eq(sb_cpu_step_create(&s, &o), 0);
     test_batch t;
     batch_make(&t, 2, 5, 7, 1);
     memset(t.data, 90, 2 * 5 * 7);
     t.labels[0] = 2;
     t.labels[1] = 1;
-    ck_assert_int_eq(shr_cpu_step_run(s, &t.b), 0);
-    shr_step_stats st;
-    ck_assert_int_eq(shr_cpu_step_sync(s, &st), 0);
+    ck_assert_int_eq(sb_cpu_step_run(s, &t.b), 0);
+    sb_step_stats st;
+    ck_assert_int_eq(sb_cpu_step_sync(s, &st), 0);
     ck_assert_double_eq_tol(st.loss_sum, log(3.0), 1e-6);
     ck_assert_uint_eq(st.seen, 2);
     /* the geometry may change between batches, the channel count may not */
     test_batch u;
     batch_make(&u, 1, 40, 33, 1);
     memset(u.data, 90, 40 * 33);
-    ck_assert_int_eq(shr_cpu_step_run(s, &u.b), 0);
+    ck_assert_int_eq(sb_cpu_step_run(s, &u.b), 0);
     batch_free(&u);
     batch_make(&u, 1, 5, 7, 3);
-    ck_assert_int_eq(shr_cpu_step_run(s, &u.b), SHR_EINVAL);
+    ck_assert_int_eq(sb_cpu_step_run(s, &u.b), SHR_EINVAL);
     batch_free(&u);
-    shr_cpu_step_free(s);
+    sb_cpu_step_free(s);
     batch_free(&t);
 }
 END_TEST
 
 START_TEST(test_model_learns)
 {
-    shr_model model = _i ? SHR_MODEL_MLP : SHR_MODEL_SOFTMAX;
-    shr_step_opts o = model_opts(model, 0);
+    sb_model model = _i ? SB_MODEL_MLP : SB_MODEL_SOFTMAX;
+    sb_step_opts o = model_opts(model, 0);
     run_result r;
     train_fixture(&o, 0, 5, &r);
     for (int e = 0; e < 5; e++) {
@@ -356,7 +353,7 @@ END_TEST
  * implementation. Another seed starts from other weights. */
 START_TEST(test_model_deterministic)
 {
-    shr_step_opts o = model_opts(SHR_MODEL_MLP, 0);
+    sb_step_opts o = model_opts(SB_MODEL_MLP, 0);
     run_result a, b, c, d;
     train_fixture(&o, 0, 2, &a);
     train_fixture(&o, 0, 2, &b);
@@ -375,28 +372,28 @@ END_TEST
 START_TEST(test_bad_options)
 {
     void *s = (void *)1;
-    shr_step_opts o;
+    sb_step_opts o;
     memset(&o, 0, sizeof o);
-    o.kind = (shr_step_kind)7;
-    ck_assert_int_eq(shr_cpu_step_create(&s, &o), SHR_EINVAL);
+    o.kind = (sb_step_kind)7;
+    ck_assert_int_eq(sb_cpu_step_create(&s, &o), SHR_EINVAL);
     ck_assert_ptr_null(s);
-    ck_assert_int_eq(shr_cpu_step_create(&s, NULL), SHR_EINVAL);
-    ck_assert_int_eq(shr_cpu_step_create(NULL, &o), SHR_EINVAL);
-    o.kind = SHR_STEP_EMULATED;
+    ck_assert_int_eq(sb_cpu_step_create(&s, NULL), SHR_EINVAL);
+    ck_assert_int_eq(sb_cpu_step_create(NULL, &o), SHR_EINVAL);
+    o.kind = SB_STEP_EMULATED;
     const double bad_ms[] = {-1, NAN, INFINITY, 3600001};
     for (size_t i = 0; i < sizeof bad_ms / sizeof *bad_ms; i++) {
         o.step_ms = bad_ms[i];
         s = (void *)1;
-        ck_assert_int_eq(shr_cpu_step_create(&s, &o), SHR_EINVAL);
+        ck_assert_int_eq(sb_cpu_step_create(&s, &o), SHR_EINVAL);
         ck_assert_ptr_null(s);
     }
-    shr_step_opts good = model_opts(SHR_MODEL_SOFTMAX, 4);
-    ck_assert_int_eq(shr_cpu_step_create(&s, &good), 0);
-    shr_cpu_step_free(s);
-    shr_step_opts bad[8];
+    sb_step_opts good = model_opts(SB_MODEL_SOFTMAX, 4);
+    ck_assert_int_eq(sb_cpu_step_create(&s, &good), 0);
+    sb_cpu_step_free(s);
+    sb_step_opts bad[8];
     for (int i = 0; i < 8; i++)
         bad[i] = good;
-    bad[0].model = (shr_model)5;
+    bad[0].model = (sb_model)5;
     bad[1].classes = 0;
     bad[2].lr = -0.1f;
     bad[3].lr = NAN;
@@ -406,20 +403,20 @@ START_TEST(test_bad_options)
     bad[7].mean[2] = INFINITY;
     for (int i = 0; i < 8; i++) {
         s = (void *)1;
-        ck_assert_msg(shr_cpu_step_create(&s, &bad[i]) == SHR_EINVAL, "bad option set %d", i);
+        ck_assert_msg(sb_cpu_step_create(&s, &bad[i]) == SHR_EINVAL, "bad option set %d", i);
         ck_assert_ptr_null(s);
     }
     /* through the dispatcher too */
-    shr_step *d = (shr_step *)1;
-    ck_assert_int_ne(shr_step_create(&d, &bad[1]), 0);
+    sb_step *d = (sb_step *)1;
+    ck_assert_int_ne(sb_step_create(&d, &bad[1]), 0);
     ck_assert_ptr_null(d);
     o.step_ms = -5;
-    o.device = SHR_DEVICE_CPU;
-    d = (shr_step *)1;
-    ck_assert_int_ne(shr_step_create(&d, &o), 0);
+    o.device = SB_DEVICE_CPU;
+    d = (sb_step *)1;
+    ck_assert_int_ne(sb_step_create(&d, &o), 0);
     ck_assert_ptr_null(d);
-    shr_cpu_step_free(NULL);
-    shr_step_free(NULL);
+    sb_cpu_step_free(NULL);
+    sb_step_free(NULL);
 }
 END_TEST
 
@@ -427,59 +424,59 @@ END_TEST
  * step that never saw them gives. */
 START_TEST(test_bad_batches)
 {
-    shr_step_opts o = model_opts(SHR_MODEL_MLP, 3);
+    sb_step_opts o = model_opts(SB_MODEL_MLP, 3);
     o.hidden = 16;
     void *s = NULL, *ref = NULL;
-    ck_assert_int_eq(shr_cpu_step_create(&s, &o), 0);
-    ck_assert_int_eq(shr_cpu_step_create(&ref, &o), 0);
+    ck_assert_int_eq(sb_cpu_step_create(&s, &o), 0);
+    ck_assert_int_eq(sb_cpu_step_create(&ref, &o), 0);
     test_batch t;
     batch_make(&t, 4, 16, 16, 3);
     for (size_t i = 0; i < 4u * 16 * 16 * 3; i++)
         t.data[i] = (uint8_t)(i * 37 % 251);
     t.labels[1] = 1;
     t.labels[2] = 2;
-    ck_assert_int_eq(shr_cpu_step_run(s, &t.b), 0);
-    ck_assert_int_eq(shr_cpu_step_run(ref, &t.b), 0);
+    ck_assert_int_eq(sb_cpu_step_run(s, &t.b), 0);
+    ck_assert_int_eq(sb_cpu_step_run(ref, &t.b), 0);
 
-    ck_assert_int_eq(shr_cpu_step_run(s, NULL), SHR_EINVAL);
+    ck_assert_int_eq(sb_cpu_step_run(s, NULL), SHR_EINVAL);
     shr_batch b = t.b;
     b.n = 0;
-    ck_assert_int_eq(shr_cpu_step_run(s, &b), SHR_EINVAL);
+    ck_assert_int_eq(sb_cpu_step_run(s, &b), SHR_EINVAL);
     b = t.b;
     b.data = NULL;
-    ck_assert_int_eq(shr_cpu_step_run(s, &b), SHR_EINVAL);
+    ck_assert_int_eq(sb_cpu_step_run(s, &b), SHR_EINVAL);
     b = t.b;
     b.labels = NULL;
-    ck_assert_int_eq(shr_cpu_step_run(s, &b), SHR_EINVAL);
+    ck_assert_int_eq(sb_cpu_step_run(s, &b), SHR_EINVAL);
     b = t.b;
     b.channels = 4;
-    ck_assert_int_eq(shr_cpu_step_run(s, &b), SHR_EINVAL);
+    ck_assert_int_eq(sb_cpu_step_run(s, &b), SHR_EINVAL);
     b = t.b;
     b.width = 0;
-    ck_assert_int_eq(shr_cpu_step_run(s, &b), SHR_EINVAL);
+    ck_assert_int_eq(sb_cpu_step_run(s, &b), SHR_EINVAL);
     t.labels[3] = 3;            /* classes is 3 */
-    ck_assert_int_eq(shr_cpu_step_run(s, &t.b), SHR_EINVAL);
+    ck_assert_int_eq(sb_cpu_step_run(s, &t.b), SHR_EINVAL);
     t.labels[3] = -1;
-    ck_assert_int_eq(shr_cpu_step_run(s, &t.b), SHR_EINVAL);
+    ck_assert_int_eq(sb_cpu_step_run(s, &t.b), SHR_EINVAL);
     t.labels[3] = 0;
-    ck_assert_int_eq(shr_cpu_step_run(s, NULL), SHR_EINVAL);
+    ck_assert_int_eq(sb_cpu_step_run(s, NULL), SHR_EINVAL);
 
-    shr_step_stats a, r;
-    ck_assert_int_eq(shr_cpu_step_sync(s, &a), 0);
-    ck_assert_int_eq(shr_cpu_step_sync(ref, &r), 0);
+    sb_step_stats a, r;
+    ck_assert_int_eq(sb_cpu_step_sync(s, &a), 0);
+    ck_assert_int_eq(sb_cpu_step_sync(ref, &r), 0);
     ck_assert_uint_eq(a.loss_batches, 1);
     ck_assert_uint_eq(a.seen, 4);
     ck_assert(a.loss_sum == r.loss_sum);
-    ck_assert_int_eq(shr_cpu_step_run(s, &t.b), 0);
-    ck_assert_int_eq(shr_cpu_step_run(ref, &t.b), 0);
-    ck_assert_int_eq(shr_cpu_step_sync(s, &a), 0);
-    ck_assert_int_eq(shr_cpu_step_sync(ref, &r), 0);
+    ck_assert_int_eq(sb_cpu_step_run(s, &t.b), 0);
+    ck_assert_int_eq(sb_cpu_step_run(ref, &t.b), 0);
+    ck_assert_int_eq(sb_cpu_step_sync(s, &a), 0);
+    ck_assert_int_eq(sb_cpu_step_sync(ref, &r), 0);
     ck_assert(a.loss_sum == r.loss_sum);
     ck_assert_uint_eq(a.correct, r.correct);
     /* and the stats of a NULL sync argument are just reset */
-    ck_assert_int_eq(shr_cpu_step_sync(s, NULL), 0);
-    shr_cpu_step_free(s);
-    shr_cpu_step_free(ref);
+    ck_assert_int_eq(sb_cpu_step_sync(s, NULL), 0);
+    sb_cpu_step_free(s);
+    sb_cpu_step_free(ref);
     batch_free(&t);
 }
 END_TEST
@@ -508,10 +505,7 @@ int main(void)
         fprintf(stderr, "test_step: cannot build the fixture dataset\n");
         return EXIT_FAILURE;
     }
-    SRunner *sr = srunner_create(step_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = tu_run(step_suite()) != EXIT_SUCCESS;
     remove_fixture();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

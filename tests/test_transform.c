@@ -11,6 +11,7 @@
 #include "shardread.h"
 #include "transform.h"
 #include "progs.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <errno.h>
@@ -25,7 +26,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_root[1024];               /* temp dir of the whole run */
 static char g_rgb[1100];                /* RGB samples of many sizes (short side 40, max 64) */
 static char g_gray[1100];               /* the same, one channel */
 static char g_fixed[1100];              /* RGB samples all 24x20 */
@@ -39,12 +39,9 @@ static int build_fixtures(void)
         fprintf(stderr, "test_transform: shardc not found next to the test (run make all)\n");
         return -1;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_transform.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_root)) {
-        g_root[0] = '\0';
+    tu_root_setup();
+    if (!g_root[0])
         return -1;
-    }
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 8 "
              "--min-side 30 --max-side 90 --no-broken --quiet", g_bin, g_root);
@@ -71,8 +68,7 @@ static int build_fixtures(void)
 
 static void remove_fixtures(void)
 {
-    if (g_root[0])
-        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_root_teardown();
 }
 
 /* ---- a reference for the output kernels, written independently of them ---- */
@@ -738,19 +734,6 @@ START_TEST(test_rrc_determinism_reader)
 }
 END_TEST
 
-static size_t rss_anon(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    ck_assert_ptr_nonnull(f);
-    char line[256];
-    size_t kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "RssAnon: %zu kB", &kb) == 1)
-            break;
-    fclose(f);
-    return kb * 1024;
-}
-
 static void run_epoch(shr_reader *r)
 {
     const shr_batch *b;
@@ -781,11 +764,11 @@ START_TEST(test_rrc_memory_flat)
     shr_reader *r = open_ok(g_rgb, &o);
     for (int e = 0; e < 2; e++)
         run_epoch(r);
-    (void)rss_anon();                   /* stdio's first-use allocations, outside the window */
-    size_t heap1 = mallinfo2().uordblks, rss1 = rss_anon();
+    (void)tu_rss_anon();                /* stdio's first-use allocations, outside the window */
+    size_t heap1 = mallinfo2().uordblks, rss1 = tu_rss_anon();
     for (int e = 2; e < 50; e++)
         run_epoch(r);
-    size_t heap50 = mallinfo2().uordblks, rss50 = rss_anon();
+    size_t heap50 = mallinfo2().uordblks, rss50 = tu_rss_anon();
     ck_assert_uint_eq(shr_get_state(r).epoch, 50);
     shr_close(r);
     ck_assert_msg(heap50 <= heap1 + 1024, "heap grew from %zu to %zu bytes", heap1, heap50);
@@ -908,10 +891,7 @@ int main(void)
         fprintf(stderr, "test_transform: cannot build the fixture datasets\n");
         return EXIT_FAILURE;
     }
-    SRunner *sr = srunner_create(transform_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = tu_run(transform_suite()) != EXIT_SUCCESS;
     remove_fixtures();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -31,7 +31,7 @@ static void run_batches(sb_worker *w, sb_job *job)
             filled++;
             bytes += job->slot;
         }
-        w->sink += touch(w->buf, filled * job->slot);
+        w->sink += sb_touch(w->buf, filled * job->slot);
         atomic_fetch_add(&job->images, filled);
         atomic_fetch_add(&job->bytes, bytes);
     }
@@ -160,7 +160,7 @@ static int open_dataset(fmt_dataset **ds, const char *dir)
     return rc;
 }
 
-int run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace,
+int sb_run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace,
                       size_t slot, sb_row *row)
 {
     sb_job job = {.batch = ro->batch, .slot = slot, .fill = fill_memcpy};
@@ -176,16 +176,16 @@ int run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace,
         if (ro->cold) {
             fmt_dataset_close(ds);
             ds = NULL;
-            evict_dataset(dir, row);
+            sb_evict_dataset(dir, row);
         }
-        sb_mark from = mark_now();
+        sb_mark from = sb_mark_now();
         if (!ds && (rc = open_dataset(&ds, dir)) != 0)
             goto leave;
         job.ds = ds;
         job.idx = trace->idx + (size_t)e * trace->per_epoch;
         job.n = (size_t)trace->count[e];
         pool_epoch(&pool, &row->spans[e]);
-        span_close(&row->spans[e], from, mark_now());
+        sb_span_close(&row->spans[e], from, sb_mark_now());
     }
     row->errors = atomic_load(&job.errors);
     if (row->errors)
@@ -203,7 +203,7 @@ leave:
 /* What shardc build does per input, minus hashing and writing: the compiler's own render path
  * (read, probe, decode with the shrink-on-load hint, plan on the decoded size, resize unless it is
  * already the output), called through libshardcomp. */
-int fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg)
+int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg)
 {
     const char *path = job->in->items[job->order[item]].path;
     shc_render_opts ro = {.geom = *job->geom, .channels = job->channels,
@@ -228,7 +228,7 @@ int fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *
  * the reader delivers that dataset. quasi: blocks of SB_QUASI_BLOCK files stand in for shards
  * (the sampler shuffles blocks, then files within windows of SB_QUASI_WINDOW blocks). Returns 0,
  * ENOMEM or the sampler's error. */
-int folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_t epoch)
+int sb_folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_t epoch)
 {
     size_t nblocks = (n + SB_QUASI_BLOCK - 1) / SB_QUASI_BLOCK;
     uint64_t *counts = calloc(nblocks ? nblocks : 1, sizeof *counts);
@@ -255,12 +255,12 @@ int folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_
     return rc;
 }
 
-int run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
+int sb_run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
 {
     fmt_inputs in;
     fmt_geom geom = {.mode = FMT_GEOM_SIZE, .fit = FMT_FIT_CROP, .width = ro->width,
                      .height = ro->height};
-    sb_job job = {.batch = ro->batch, .fill = fill_decode, .geom = &geom,
+    sb_job job = {.batch = ro->batch, .fill = sb_fill_decode, .geom = &geom,
                   .channels = ro->channels,
                   .slot = (size_t)ro->width * ro->height * ro->channels};
     pthread_mutex_init(&job.mu, NULL);
@@ -302,14 +302,14 @@ int run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
     row->channels = ro->channels;
     for (uint32_t e = 0; e < ro->epochs; e++) {
         if (ro->cold)
-            evict_dataset(dir, row);
-        sb_mark from = mark_now();
-        if ((rc = folder_order(order, in.n, ro->order, ro->seed, e)) != 0) {
+            sb_evict_dataset(dir, row);
+        sb_mark from = sb_mark_now();
+        if ((rc = sb_folder_order(order, in.n, ro->order, ro->seed, e)) != 0) {
             fprintf(stderr, "shardbench: %s: %s\n", dir, shr_strerror(rc));
             goto leave;
         }
         pool_epoch(&pool, &row->spans[e]);
-        span_close(&row->spans[e], from, mark_now());
+        sb_span_close(&row->spans[e], from, sb_mark_now());
     }
     row->errors = atomic_load(&job.errors);
     if (row->errors)

@@ -25,6 +25,7 @@
 #include "geometry.h"
 #include "image.h"
 #include "inputs.h"
+#include "json.h"
 #include "manifest.h"
 #include "shardread.h"
 #include "step.h"
@@ -70,6 +71,10 @@ typedef struct {
     shr_layout layout;          /* --layout */
     shr_norm normalize;         /* --normalize */
     float mean[4], std[4];
+    /* the augmentations (--color-jitter .. --cutmix): their shr_options fields, from
+     * shr_options_init and the options given; augment counts the options given */
+    shr_options aug;
+    int augment;
 } sb_tf_opts;
 
 #define SB_TF_USAGE                                                                              \
@@ -85,7 +90,18 @@ typedef struct {
     "      --normalize [dataset|M,M,M/S,S,S]\n"                                                   \
     "                      (x - mean) / std per channel on the 0..255 scale, with the dataset's\n" \
     "                      statistics (default) or the given ones; implies --dtype f32 unless\n" \
-    "                      f16 is asked for\n"
+    "                      f16 is asked for\n"                                                   \
+    "    augmentations, exact to torchvision (see shardread.h, \"Augmentations\"):\n"           \
+    "      --color-jitter B,C,S,H  ColorJitter(B, C, S, H) (each 0 for off)\n"                   \
+    "      --grayscale P   RandomGrayscale(P)\n"                                                 \
+    "      --rotation D    RandomRotation(D)\n"                                                  \
+    "      --affine D[,T[,SMIN,SMAX[,SH]]]  RandomAffine(D, translate (T, T), scale (SMIN,\n"   \
+    "                      SMAX), shear SH)\n"                                                   \
+    "      --auto-augment P  ta_wide (TrivialAugmentWide), rand_augment (RandAugment(2, 9))\n" \
+    "                      or imagenet (AutoAugment)\n"                                          \
+    "      --erase P       RandomErasing(P) on the delivered values\n"                           \
+    "      --mixup A, --cutmix A  MixUp(A) / CutMix(A) per batch (one of the two when both;\n"  \
+    "                      needs a float --dtype or --normalize)\n"
 
 typedef struct {
     uint32_t threads, batch, epochs;
@@ -187,7 +203,8 @@ enum {
     OPT_ORDER = 256, OPT_SEED, OPT_COLD, OPT_SIZE, OPT_ACCESS, OPT_MEMCPY, OPT_JSON, OPT_CHECKSUM,
     OPT_MODEL, OPT_STEP_MS, OPT_SIDE, OPT_HIDDEN, OPT_LR, OPT_DEVICE, OPT_PREFETCH, OPT_TIMELINE,
     OPT_PLOT, OPT_RRC, OPT_FLIP, OPT_INTERP, OPT_DTYPE, OPT_LAYOUT, OPT_NORMALIZE, OPT_ON_ERROR,
-    OPT_VERIFY
+    OPT_VERIFY, OPT_JITTER, OPT_GRAYSCALE, OPT_ROTATION, OPT_AFFINE, OPT_AUTO_AUGMENT, OPT_ERASE,
+    OPT_MIXUP, OPT_CUTMIX
 };
 enum { SB_CMD_READ = 1, SB_CMD_TRAIN = 2, SB_CMD_COMPARE = 4 };
 
@@ -217,7 +234,7 @@ typedef struct {
 } sb_feed_worker;
 
 struct sb_feed {
-    sb_job job;                 /* fill_decode's context */
+    sb_job job;                 /* sb_fill_decode's context */
     fmt_inputs in;
     int have_inputs;
     fmt_geom geom;
@@ -232,7 +249,7 @@ struct sb_feed {
     shr_ring ring;              /* ring slot i is slots[i]; stream batch k: feed.c */
     int pinned;                 /* every slot's pixels are CUDA pinned memory (shr_host_alloc) */
     uint64_t ring_bytes;        /* the slots' buffers: pixels, labels, indices, sources */
-    /* consumer side: touched only by the thread calling feed_next */
+    /* consumer side: touched only by the thread calling sb_feed_next */
     uint64_t epoch, nb;         /* the current epoch; batches per epoch */
     uint64_t take;              /* batches of the epoch delivered */
     int open;                   /* the epoch's order is drawn: workers may claim */
@@ -244,7 +261,7 @@ typedef struct {
     uint64_t seed;
     uint32_t width, height;
     int have_size;
-    shr_step_opts step;
+    sb_step_opts step;
     const char *timeline;
     int json;
     sb_tf_opts tf;              /* read-time transforms (shardc datasets) */
@@ -255,7 +272,7 @@ typedef struct {
 typedef struct {
     uint64_t images;
     double wall_s, wait_s, step_s;      /* epoch; inside next; inside the step's run call */
-    shr_step_stats st;                  /* busy_s, H2D and the learning counters */
+    sb_step_stats st;                  /* busy_s, H2D and the learning counters */
 } sb_epoch;
 
 typedef struct {
@@ -278,16 +295,16 @@ typedef struct {
 } sb_cmp_opts;
 
 /* options.c */
-int usage_error(const char *usage, const char *fmt, const char *arg);
-int wants_help(int argc, char **argv);
-int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
-int parse_wxh(const char *s, uint32_t *w, uint32_t *h);
-const char *order_name(shr_order o);
-const char *access_name(shr_access a);
-int parse_order(const char *s, shr_order *o);
-int parse_double(const char *s, double min, double max, double *out);
-int parse_on_error(const char *s, shr_on_error *o);
-void report_recovery(const char *dir, shr_reader *r, uint32_t epochs);
+int sb_usage_error(const char *usage, const char *fmt, const char *arg);
+int sb_wants_help(int argc, char **argv);
+int sb_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+int sb_parse_wxh(const char *s, uint32_t *w, uint32_t *h);
+const char *sb_order_name(shr_order o);
+const char *sb_access_name(shr_access a);
+int sb_parse_order(const char *s, shr_order *o);
+int sb_parse_double(const char *s, double min, double max, double *out);
+int sb_parse_on_error(const char *s, shr_on_error *o);
+void sb_report_recovery(const char *dir, shr_reader *r, uint32_t epochs);
 const struct option *sb_longopts(unsigned cmd);
 
 /* transform.c */
@@ -299,53 +316,52 @@ const char *sb_tf_describe(const sb_tf_opts *t, char *buf, size_t len);
 size_t sb_elem_size(shr_dtype d);
 
 /* report.c */
-void print_json_string(FILE *f, const char *s);
-sb_mark mark_now(void);
-void span_close(sb_span *s, sb_mark from, sb_mark to);
-int row_init(sb_row *row, const char *dataset, const char *format, uint32_t epochs);
-void row_free(sb_row *row);
-sb_span row_measured(const sb_row *row);
-double rate(double x, double s);
-void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row);
-void warn_resident(const sb_row *row);
-double now_s(void);
-void print_json_double(double v, const char *fmt);
-double pct(double x, double of);
+sb_mark sb_mark_now(void);
+void sb_span_close(sb_span *s, sb_mark from, sb_mark to);
+int sb_row_init(sb_row *row, const char *dataset, const char *format, uint32_t epochs);
+void sb_row_free(sb_row *row);
+sb_span sb_row_measured(const sb_row *row);
+double sb_rate(double x, double s);
+void sb_report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row);
+void sb_warn_resident(const sb_row *row);
+double sb_now_s(void);
+void sb_print_json_double(double v, const char *fmt);
+double sb_pct(double x, double of);
 
 /* evict.c */
-void evict_dataset(const char *dir, sb_row *row);
+void sb_evict_dataset(const char *dir, sb_row *row);
 
 /* read.c */
-extern const char usage_read[];
-uint64_t touch(const uint8_t *p, size_t len);
-const char *open_reason(const char *msg, const char *dir, int rc);
-int run_reader(const char *dir, const sb_read_opts *ro, sb_row *row, sb_trace *trace);
-int classify(sb_target *t, sb_read_opts *ro);
-void backend_name(const char *dir, char *out, size_t len);
-int cmd_read(int argc, char **argv);
+extern const char sb_usage_read[];
+uint64_t sb_touch(const uint8_t *p, size_t len);
+const char *sb_open_reason(const char *msg, const char *dir, int rc);
+int sb_run_reader(const char *dir, const sb_read_opts *ro, sb_row *row, sb_trace *trace);
+int sb_classify(sb_target *t, sb_read_opts *ro);
+void sb_backend_name(const char *dir, char *out, size_t len);
+int sb_cmd_read(int argc, char **argv);
 
 /* baselines.c */
-int run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace, size_t slot,
+int sb_run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace, size_t slot,
                sb_row *row);
-int fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg);
-int folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_t epoch);
-int run_folder(char *dir, const sb_read_opts *ro, sb_row *row);
+int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg);
+int sb_folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_t epoch);
+int sb_run_folder(char *dir, const sb_read_opts *ro, sb_row *row);
 
 /* feed.c */
-void feed_close(sb_feed *f);
-int feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t depth,
+void sb_feed_close(sb_feed *f);
+int sb_feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t depth,
               shr_order kind, uint64_t seed, uint32_t width, uint32_t height, uint32_t channels,
               shr_pin pin);
-int feed_next(void *ctx, const shr_batch **b);
-void feed_release(void *ctx, const shr_batch *b);
-const char *feed_error(void *ctx);
+int sb_feed_next(void *ctx, const shr_batch **b);
+void sb_feed_release(void *ctx, const shr_batch *b);
+const char *sb_feed_error(void *ctx);
 
 /* train.c */
-extern const char usage_train[];
-int cmd_train(int argc, char **argv);
+extern const char sb_usage_train[];
+int sb_cmd_train(int argc, char **argv);
 
 /* compare.c */
-extern const char usage_compare[];
-int cmd_compare(int argc, char **argv);
+extern const char sb_usage_compare[];
+int sb_cmd_compare(int argc, char **argv);
 
 #endif

@@ -2,7 +2,7 @@
  * `read` does, turned into what a training run pays. */
 #include "bench.h"
 
-const char usage_compare[] =
+const char sb_usage_compare[] =
     "usage: shardbench compare SRC --work DIR [options]\n"
     "\n"
     "Build every format from the image folder SRC into DIR with shardc's build (libshardcomp)\n"
@@ -213,23 +213,23 @@ static int measure(sb_cmp_row *row, const sb_cmp_opts *co, int folder, const sb_
         if (tf)
             ro.tf = *tf;
         sb_row r;
-        int rc = row_init(&r, row->dir, folder ? "folder" : row->format, epochs);
+        int rc = sb_row_init(&r, row->dir, folder ? "folder" : row->format, epochs);
         if (rc) {
             fprintf(stderr, "shardbench: %s\n", strerror(rc));
             return rc;
         }
-        rc = folder ? run_folder(row->dir, &ro, &r) : run_reader(row->dir, &ro, &r, NULL);
+        rc = folder ? sb_run_folder(row->dir, &ro, &r) : sb_run_reader(row->dir, &ro, &r, NULL);
         if (rc == 0) {
-            sb_span m = row_measured(&r);
+            sb_span m = sb_row_measured(&r);
             if (cold) {
-                row->cold_ips = rate((double)m.images, m.wall_s);
+                row->cold_ips = sb_rate((double)m.images, m.wall_s);
             } else {
-                row->ips = rate((double)m.images, m.wall_s);
-                row->cpu = rate(m.cpu_s, (double)m.images);
+                row->ips = sb_rate((double)m.images, m.wall_s);
+                row->cpu = sb_rate(m.cpu_s, (double)m.images);
                 row->images_per_epoch = r.spans[co->epochs - 1].images;
             }
         }
-        row_free(&r);
+        sb_row_free(&r);
         if (rc)
             return rc;
     }
@@ -241,16 +241,16 @@ static void compare_report(const sb_cmp_opts *co, const char *src, const sb_cmp_
 {
     if (co->json) {
         printf("{\"source\": ");
-        print_json_string(stdout, src);
+        fmt_json_string(stdout, src);
         printf(", \"work\": ");
-        print_json_string(stdout, co->work);
+        fmt_json_string(stdout, co->work);
         printf(", \"width\": %u, \"height\": %u, \"threads\": %u, \"batch\": %u, \"epochs\": %u, "
                "\"step_ms\": %.6g, \"demand_images_per_s\": %.1f, \"formats\": [", co->width,
                co->height, co->threads, co->batch, co->epochs, co->step_ms, demand);
         for (size_t i = 0; i < nrows; i++) {
             const sb_cmp_row *r = &rows[i];
             printf("%s{\"format\": \"%s\", \"dir\": ", i ? ", " : "", r->format);
-            print_json_string(stdout, r->dir);
+            fmt_json_string(stdout, r->dir);
             printf(", \"bytes\": %" PRIu64 ", \"images_per_epoch\": %" PRIu64 ", "
                    "\"bytes_per_sample\": %.1f, \"ram_gib_at_imagenet\": %.2f, "
                    "\"images_per_s\": %.1f, \"cold_images_per_s\": %.1f, "
@@ -465,7 +465,7 @@ leave:
     return status;
 }
 
-int cmd_compare(int argc, char **argv)
+int sb_cmd_compare(int argc, char **argv)
 {
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_cmp_opts co = {
@@ -481,51 +481,52 @@ int cmd_compare(int argc, char **argv)
         switch (c) {
         case 'w': co.work = optarg; break;
         case OPT_SIZE:
-            if (parse_wxh(optarg, &co.width, &co.height))
-                return usage_error(usage_compare, "bad --size '%s' (expected WxH, e.g. 224x224)",
+            if (sb_parse_wxh(optarg, &co.width, &co.height))
+                return sb_usage_error(sb_usage_compare, "bad --size '%s' (expected WxH, e.g. 224x224)",
                                    optarg);
             break;
         case 'j':
-            if (parse_uint(optarg, 1, 1024, &v))
-                return usage_error(usage_compare, "bad --threads '%s' (1..1024)", optarg);
+            if (sb_parse_uint(optarg, 1, 1024, &v))
+                return sb_usage_error(sb_usage_compare, "bad --threads '%s' (1..1024)", optarg);
             co.threads = (uint32_t)v;
             break;
         case 'b':
-            if (parse_uint(optarg, 1, 1u << 20, &v))
-                return usage_error(usage_compare, "bad --batch '%s' (1..1048576)", optarg);
+            if (sb_parse_uint(optarg, 1, 1u << 20, &v))
+                return sb_usage_error(sb_usage_compare, "bad --batch '%s' (1..1048576)", optarg);
             co.batch = (uint32_t)v;
             break;
         case OPT_STEP_MS:
-            if (parse_double(optarg, 1e-6, 3600000, &d))
-                return usage_error(usage_compare, "bad --step-ms '%s' (more than 0, at most "
+            if (sb_parse_double(optarg, 1e-6, 3600000, &d))
+                return sb_usage_error(sb_usage_compare, "bad --step-ms '%s' (more than 0, at most "
                                    "3600000)", optarg);
             co.step_ms = d;
             have_step = 1;
             break;
         case 'e':
-            if (parse_uint(optarg, 1, 1000000, &v))
-                return usage_error(usage_compare, "bad --epochs '%s' (1..1000000)", optarg);
+            if (sb_parse_uint(optarg, 1, 1000000, &v))
+                return sb_usage_error(sb_usage_compare, "bad --epochs '%s' (1..1000000)", optarg);
             co.epochs = (uint32_t)v;
             break;
         case OPT_JSON: co.json = 1; break;
         case OPT_PLOT: co.plot = optarg; break;
         case ':':
-            return usage_error(usage_compare, "option '%s' needs a value", argv[optind - 1]);
+            return sb_usage_error(sb_usage_compare, "option '%s' needs a value", argv[optind - 1]);
         default:
-            return usage_error(usage_compare, "unknown option '%s'", argv[optind - 1]);
+            return sb_usage_error(sb_usage_compare, "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind >= argc)
-        return usage_error(usage_compare, "%s", "no SRC given");
+        return sb_usage_error(sb_usage_compare, "%s", "no SRC given");
     if (optind + 1 < argc)
-        return usage_error(usage_compare, "unexpected argument '%s' (one SRC)", argv[optind + 1]);
+        return sb_usage_error(sb_usage_compare, "unexpected argument '%s' (one SRC)",
+                           argv[optind + 1]);
     if (!co.work)
-        return usage_error(usage_compare, "%s", "no --work DIR given");
+        return sb_usage_error(sb_usage_compare, "%s", "no --work DIR given");
     if (!have_step)
         co.step_ms = SB_DEFAULT_STEP_MS * co.batch / SB_DEFAULT_STEP_BATCH;
     sb_target t = {.path = argv[optind]};
     sb_read_opts ro = {.have_size = 1};
-    if (classify(&t, &ro) != 0)
+    if (sb_classify(&t, &ro) != 0)
         return SB_EXIT_FAIL;
     if (t.kind != SB_FOLDER) {
         fprintf(stderr, "shardbench: %s is a shardc dataset; compare needs the image folder it "

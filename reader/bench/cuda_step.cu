@@ -4,7 +4,7 @@
  * What this file does
  * -------------------
  * It is the device half of step.h. The consumer thread of a training loop hands us one batch at
- * a time (shr_step_run); each batch lies in a host buffer of libshardread's ring, usually pinned
+ * a time (sb_step_run); each batch lies in a host buffer of libshardread's ring, usually pinned
  * (cudaHostAlloc), and goes back to the ring as soon as we return. We copy it to the device, run
  * one training step on it there, and return as early as that allows, so that the host keeps
  * reading while the device computes.
@@ -28,7 +28,7 @@
  * So (1) a step never reads a device buffer before its copy has landed (the compute stream
  * waits for copy_done), (2) a device buffer is never overwritten while an earlier step still
  * reads it (the copy stream waits for that step's step_done), and (3) the host buffer can be
- * released and refilled when shr_step_run returns, because the DMA from it has finished. While
+ * released and refilled when sb_step_run returns, because the DMA from it has finished. While
  * step r runs on slot k, the copy of batch r + 1 into the other slot proceeds in parallel: that
  * overlap is what double buffering buys. The host is throttled in the right place too: the
  * copy of batch r waits for step r - K, and the host waits for that copy, so a consumer can be
@@ -99,7 +99,7 @@ extern "C" {
 
 #define MAX_SLOTS 16u
 #define TIMING_RING 64u
-#define CHECKSUM_RUNS 4096u         /* runs whose checksums SHR_GPU_CHECKSUMS keeps */
+#define CHECKSUM_RUNS 4096u         /* runs whose checksums SB_GPU_CHECKSUMS keeps */
 #define MAX_CLASSES 65536u
 #define MAX_SIDE 512u
 #define MAX_HIDDEN 65536u
@@ -120,7 +120,7 @@ __global__ void spin_kernel(unsigned long long ns)
         __nanosleep(500);
 }
 
-/* shr_gpu_checksum, in parallel: each thread sums a strided share, a warp adds its lanes, one
+/* sb_gpu_checksum, in parallel: each thread sums a strided share, a warp adds its lanes, one
  * atomic per warp. */
 __global__ void checksum_kernel(const uint8_t *p, size_t n, unsigned long long *out)
 {
@@ -294,7 +294,7 @@ typedef struct {
 } timing_pair;
 
 typedef struct gpu_step {
-    shr_step_opts o;
+    sb_step_opts o;
     uint32_t flags, slots;
     int dev;
     int failed;                     /* the rc every call returns once a CUDA call failed */
@@ -369,13 +369,13 @@ static int blas_fail(gpu_step *s, cublasStatus_t st, const char *what)
         }                                                                                         \
     } while (0)
 
-static int valid_opts(const shr_step_opts *o)
+static int valid_opts(const sb_step_opts *o)
 {
-    if (o->kind != SHR_STEP_EMULATED && o->kind != SHR_STEP_MODEL)
+    if (o->kind != SB_STEP_EMULATED && o->kind != SB_STEP_MODEL)
         return 0;
-    if (o->kind == SHR_STEP_EMULATED)
+    if (o->kind == SB_STEP_EMULATED)
         return isfinite(o->step_ms) && o->step_ms >= 0 && o->step_ms <= 3600e3;
-    if (o->model != SHR_MODEL_SOFTMAX && o->model != SHR_MODEL_MLP)
+    if (o->model != SB_MODEL_SOFTMAX && o->model != SB_MODEL_MLP)
         return 0;
     if (o->classes == 0 || o->classes > MAX_CLASSES || o->model_side > MAX_SIDE ||
         o->hidden > MAX_HIDDEN || !isfinite(o->lr) || o->lr < 0)
@@ -429,7 +429,7 @@ static void gpu_step_free(void *p)
     free(s);
 }
 
-static int gpu_step_create(void **out, const shr_step_opts *o, const shr_gpu_config *c)
+static int gpu_step_create(void **out, const sb_step_opts *o, const sb_gpu_config *c)
 {
     int rc = 0;
     gpu_step *s = NULL;
@@ -467,12 +467,12 @@ static int gpu_step_create(void **out, const shr_step_opts *o, const shr_gpu_con
     }
     CU(cudaMalloc((void **)&s->d_acc, sizeof(accum)));
     CU(cudaMemsetAsync(s->d_acc, 0, sizeof(accum), s->compute));
-    if (s->flags & SHR_GPU_CHECKSUMS) {
+    if (s->flags & SB_GPU_CHECKSUMS) {
         CU(cudaMalloc((void **)&s->d_sums, 2 * CHECKSUM_RUNS * sizeof(unsigned long long)));
         CU(cudaMemsetAsync(s->d_sums, 0, 2 * CHECKSUM_RUNS * sizeof(unsigned long long),
                            s->compute));
     }
-    if (o->kind == SHR_STEP_MODEL) {
+    if (o->kind == SB_STEP_MODEL) {
         BL(cublasCreate(&s->blas));
         BL(cublasSetStream(s->blas, s->compute));
         BL(cublasSetPointerMode(s->blas, CUBLAS_POINTER_MODE_HOST));
@@ -530,7 +530,7 @@ static int ensure_model(gpu_step *s, uint32_t channels, uint32_t n)
     float *host = NULL;
     if (!s->ch) {
         uint32_t k = s->classes, d = channels * s->side * s->side, hd = s->hidden;
-        int mlp = s->o.model == SHR_MODEL_MLP;
+        int mlp = s->o.model == SB_MODEL_MLP;
         uint32_t in2 = mlp ? hd : d;
         size_t n1 = mlp ? (size_t)hd * d : 0, n2 = (size_t)k * in2;
         uint64_t state = s->o.seed;
@@ -571,7 +571,7 @@ static int ensure_model(gpu_step *s, uint32_t channels, uint32_t n)
         CU(cudaMalloc((void **)&s->x, (size_t)s->dim * n * sizeof(float)));
         CU(cudaMalloc((void **)&s->z, (size_t)s->classes * n * sizeof(float)));
         CU(cudaMalloc((void **)&s->g, (size_t)s->classes * n * sizeof(float)));
-        if (s->o.model == SHR_MODEL_MLP) {
+        if (s->o.model == SB_MODEL_MLP) {
             CU(cudaMalloc((void **)&s->hm, (size_t)s->hidden * n * sizeof(float)));
             CU(cudaMalloc((void **)&s->dh, (size_t)s->hidden * n * sizeof(float)));
         }
@@ -596,7 +596,7 @@ static int queue_model(gpu_step *s, uint32_t k, const shr_batch *b)
      * matrix W^T with leading dimension in; so W X is gemm(T, N) and the update W -= lr G A^T
      * becomes W^T -= lr A G^T, gemm(N, T) with beta 1. */
     const float *a = s->x;         /* the output layer's input, in2 x n */
-    if (s->o.model == SHR_MODEL_MLP) {
+    if (s->o.model == SB_MODEL_MLP) {
         BL(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, hd, n, d, &one, s->w1, d, s->x, d,
                        &zero, s->hm, hd));
         bias_relu_kernel<<<grid_for((size_t)hd * n, 256), 256, 0, st>>>(s->hm, s->b1, hd, n);
@@ -605,14 +605,14 @@ static int queue_model(gpu_step *s, uint32_t k, const shr_batch *b)
     BL(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, kc, n, in2, &one, s->w2, in2, a, in2, &zero,
                    s->z, kc));
     loss_kernel<<<(n + 3) / 4, 128, 0, st>>>(s->z, s->b2, s->d_lab[k], kc, n, s->g, s->d_acc);
-    if (s->o.model == SHR_MODEL_MLP)
+    if (s->o.model == SB_MODEL_MLP)
         /* dH = W2^T G needs W2 as the forward pass used it: before its update */
         BL(cublasSgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, n, kc, &one, s->w2, hd, s->g, kc,
                        &zero, s->dh, hd));
     BL(cublasSgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_T, in2, kc, n, &neg_lr, a, in2, s->g, kc, &one,
                    s->w2, in2));
     bias_step_kernel<<<(kc + 127) / 128, 128, 0, st>>>(s->b2, s->g, kc, n, s->lr);
-    if (s->o.model == SHR_MODEL_MLP) {
+    if (s->o.model == SB_MODEL_MLP) {
         relu_back_bias_kernel<<<(hd + 127) / 128, 128, 0, st>>>(s->dh, s->hm, s->b1, hd, n,
                                                                  s->lr);
         BL(cublasSgemm(s->blas, CUBLAS_OP_N, CUBLAS_OP_T, d, hd, n, &neg_lr, s->x, d, s->dh, hd,
@@ -625,7 +625,7 @@ leave:
 static int queue_checksum(gpu_step *s, uint32_t k, size_t bytes, uint64_t run, int end)
 {
     int rc = 0;
-    if (!(s->flags & SHR_GPU_CHECKSUMS) || run >= CHECKSUM_RUNS)
+    if (!(s->flags & SB_GPU_CHECKSUMS) || run >= CHECKSUM_RUNS)
         return 0;
     checksum_kernel<<<grid_for(bytes, 256) > 1024 ? 1024 : grid_for(bytes, 256), 256, 0,
                       s->compute>>>(s->d_in[k], bytes, s->d_sums + 2 * run + end);
@@ -654,7 +654,7 @@ static int check_batch(const gpu_step *s, const shr_batch *b)
     if (!b || b->n == 0 || !b->data || b->height == 0 || b->width == 0 || b->channels < 1 ||
         b->channels > 3)
         return SHR_EINVAL;
-    if (s->o.kind != SHR_STEP_MODEL)
+    if (s->o.kind != SB_STEP_MODEL)
         return 0;
     if (!b->labels || (s->ch && b->channels != s->ch))
         return SHR_EINVAL;
@@ -678,7 +678,7 @@ static int gpu_step_run(void *p, const shr_batch *b)
         return s->failed;
     if ((rc = check_batch(s, b)) != 0)
         return rc;
-    model = s->o.kind == SHR_STEP_MODEL;
+    model = s->o.kind == SB_STEP_MODEL;
     bytes = (size_t)b->n * b->height * b->width * b->channels;
     lab_bytes = model ? (size_t)b->n * sizeof(int32_t) : 0;
     k = (uint32_t)(s->runs % s->slots);
@@ -737,7 +737,7 @@ leave:
     return rc;
 }
 
-static int gpu_step_sync(void *p, shr_step_stats *st)
+static int gpu_step_sync(void *p, sb_step_stats *st)
 {
     gpu_step *s = (gpu_step *)p;
     int rc = 0;
@@ -752,7 +752,7 @@ static int gpu_step_sync(void *p, shr_step_stats *st)
     for (uint32_t t = 0; t < TIMING_RING; t++)
         if ((rc = collect_timing(s, t)) != 0)
             goto leave;
-    if (s->o.kind == SHR_STEP_MODEL) {
+    if (s->o.kind == SB_STEP_MODEL) {
         CU(cudaMemcpy(&acc, s->d_acc, sizeof acc, cudaMemcpyDeviceToHost));
         CU(cudaMemsetAsync(s->d_acc, 0, sizeof acc, s->compute));
     }
@@ -810,7 +810,7 @@ static int gpu_step_checksums(void *p, uint64_t *start, uint64_t *end, size_t ma
     if (!s || !count || (max && (!start || !end)))
         return SHR_EINVAL;
     *count = 0;
-    if (!(s->flags & SHR_GPU_CHECKSUMS))
+    if (!(s->flags & SB_GPU_CHECKSUMS))
         return SHR_EINVAL;
     if (s->failed)
         return s->failed;
@@ -921,11 +921,11 @@ leave:
 
 /* ---- the table ---- */
 
-static const shr_gpu_api g_api = {
-    SHR_GPU_ABI,
-    (uint32_t)sizeof(shr_step_opts),
+static const sb_gpu_api g_api = {
+    SB_GPU_ABI,
+    (uint32_t)sizeof(sb_step_opts),
     (uint32_t)sizeof(shr_batch),
-    (uint32_t)sizeof(shr_step_stats),
+    (uint32_t)sizeof(sb_step_stats),
     (uint32_t)sizeof(shr_feed_norm),
     shr_cuda_usable,
     gpu_step_create,
@@ -942,7 +942,7 @@ static const shr_gpu_api g_api = {
     shr_feed_error,
 };
 
-EXPORT const shr_gpu_api *shr_gpu_api_get(void)
+EXPORT const sb_gpu_api *sb_gpu_api_get(void)
 {
     return &g_api;
 }

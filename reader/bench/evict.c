@@ -60,7 +60,7 @@ static void evict_tree(const char *path, int depth, uint64_t *resident, uint64_t
 }
 
 /* Evict every regular file under dir; record the fraction still resident in row->resident. */
-void evict_dataset(const char *dir, sb_row *row)
+void sb_evict_dataset(const char *dir, sb_row *row)
 {
     uint64_t resident = 0, total = 0;
     evict_tree(dir, 0, &resident, &total);

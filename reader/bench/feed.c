@@ -48,7 +48,7 @@ static void *feed_main(void *arg)
     return NULL;
 }
 
-void feed_close(sb_feed *f)
+void sb_feed_close(sb_feed *f)
 {
     if (f->ws && f->ring.state) {
         shr_ring_stop(&f->ring);
@@ -77,7 +77,7 @@ void feed_close(sb_feed *f)
 /* Open the folder dir as a batch source: list its images, allocate `depth` slots of `batch`
  * samples of width x height x channels (pixels pinned as shr_host_alloc does under pin),
  * start `threads` decoders. Prints its errors. */
-int feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t depth,
+int sb_feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t depth,
               shr_order kind, uint64_t seed, uint32_t width, uint32_t height, uint32_t channels,
               shr_pin pin)
 {
@@ -101,7 +101,7 @@ int feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t 
     f->geom = (fmt_geom){.mode = FMT_GEOM_SIZE, .fit = FMT_FIT_CROP, .width = width,
                          .height = height};
     f->job.batch = batch;
-    f->job.fill = fill_decode;
+    f->job.fill = sb_fill_decode;
     f->job.geom = &f->geom;
     f->job.channels = channels;
     f->job.slot = (size_t)width * height * channels;
@@ -162,12 +162,12 @@ int feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32_t 
 
 /* The consumer alone draws an epoch's order and moves the ring's limit: every batch of the
  * epoch before has been delivered by then, so no worker is reading the order. */
-int feed_next(void *ctx, const shr_batch **b)
+int sb_feed_next(void *ctx, const shr_batch **b)
 {
     sb_feed *f = ctx;
     *b = NULL;
     if (!f->open) {
-        int orc = folder_order(f->order, f->in.n, f->kind, f->seed, f->epoch);
+        int orc = sb_folder_order(f->order, f->in.n, f->kind, f->seed, f->epoch);
         if (orc)
             return orc;
         f->take = 0;
@@ -193,7 +193,7 @@ int feed_next(void *ctx, const shr_batch **b)
     }
 }
 
-void feed_release(void *ctx, const shr_batch *b)
+void sb_feed_release(void *ctx, const shr_batch *b)
 {
     sb_feed *f = ctx;
     for (uint32_t i = 0; b && i < f->depth; i++)
@@ -201,7 +201,7 @@ void feed_release(void *ctx, const shr_batch *b)
             shr_ring_release(&f->ring, i);
 }
 
-const char *feed_error(void *ctx)
+const char *sb_feed_error(void *ctx)
 {
     return "";
 }

@@ -3,10 +3,10 @@
  *
  * Neither libshardread nor shardbench links against CUDA: the GPU code lives in its own shared
  * object, built by nvcc and linked against libcudart and libcublas, which step.c opens with dlopen
- * at run time and reaches through one exported symbol, shr_gpu_api(), returning a table of plain
+ * at run time and reaches through one exported symbol, sb_gpu_api(), returning a table of plain
  * C function pointers. Where that object, the CUDA libraries, a driver or a device is missing,
- * the table is simply not used and the step runs on the CPU (SHR_DEVICE_AUTO) or fails with
- * ENODEV (SHR_DEVICE_GPU).
+ * the table is simply not used and the step runs on the CPU (SB_DEVICE_AUTO) or fails with
+ * ENODEV (SB_DEVICE_GPU).
  *
  * Both sides are compiled from the same tree; the table carries an ABI number and the sizes of
  * the structs it passes, and a table whose numbers differ is refused (a stale libshardgpu.so
@@ -26,8 +26,8 @@
  * ENOMEM (host or device memory), ENODEV (no usable device), EIO (any other CUDA or cuBLAS
  * failure: the step is then failed and only free is allowed; step_error says what happened).
  */
-#ifndef SHR_GPU_API_H
-#define SHR_GPU_API_H
+#ifndef SB_GPU_API_H
+#define SB_GPU_API_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -39,32 +39,32 @@
 extern "C" {
 #endif
 
-#define SHR_GPU_ABI 2
+#define SB_GPU_ABI 2
 
 /* step_create flags */
-#define SHR_GPU_CHECKSUMS 1u    /* record a checksum of each step's device input when the step
+#define SB_GPU_CHECKSUMS 1u    /* record a checksum of each step's device input when the step
                                  * starts and when it ends (tests: proves that no device buffer
                                  * is written while a step reads it) */
 
 typedef struct {
-    uint32_t flags;             /* SHR_GPU_* */
+    uint32_t flags;             /* SB_GPU_* */
     uint32_t slots;             /* device input buffers, 2..16 (0: 2) */
-} shr_gpu_config;
+} sb_gpu_config;
 
 typedef struct {
-    uint32_t abi;               /* SHR_GPU_ABI */
-    uint32_t opts_size;         /* sizeof(shr_step_opts) */
+    uint32_t abi;               /* SB_GPU_ABI */
+    uint32_t opts_size;         /* sizeof(sb_step_opts) */
     uint32_t batch_size;        /* sizeof(shr_batch) */
-    uint32_t stats_size;        /* sizeof(shr_step_stats) */
+    uint32_t stats_size;        /* sizeof(sb_step_stats) */
     uint32_t norm_size;         /* sizeof(shr_feed_norm) */
 
     /* 1 if a device is usable: present, and able to run this object's kernels (cached). */
     int (*available)(void);
     /* A GPU step (see step.h), on the calling thread's current device. c may be NULL.
      * step_sync accepts st NULL (the counters are reset all the same), as the CPU step does. */
-    int (*step_create)(void **s, const shr_step_opts *o, const shr_gpu_config *c);
+    int (*step_create)(void **s, const sb_step_opts *o, const sb_gpu_config *c);
     int (*step_run)(void *s, const shr_batch *b);
-    int (*step_sync)(void *s, shr_step_stats *st);
+    int (*step_sync)(void *s, sb_step_stats *st);
     void (*step_free)(void *s);
     /* The last CUDA or cuBLAS failure of s, "" if none. Never NULL; valid until the next call
      * on s. */
@@ -72,9 +72,9 @@ typedef struct {
 
     /* Test hooks; both wait for the queued work first. step_input: copy the device buffer that
      * held the last run's batch pixels into dst (n bytes at most; *got: the batch's bytes).
-     * step_checksums: the checksums recorded under SHR_GPU_CHECKSUMS since creation (the first
+     * step_checksums: the checksums recorded under SB_GPU_CHECKSUMS since creation (the first
      * 4096 runs), oldest first, of run i at start[i] and end[i], up to max runs; *count: how
-     * many runs were recorded. shr_gpu_checksum is the host function computing the same value. */
+     * many runs were recorded. sb_gpu_checksum is the host function computing the same value. */
     int (*step_input)(void *s, void *dst, size_t n, size_t *got);
     int (*step_checksums)(void *s, uint64_t *start, uint64_t *end, size_t max, size_t *count);
 
@@ -95,16 +95,16 @@ typedef struct {
     int (*feed_normalize)(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream);
     int (*feed_normalize_host)(const shr_feed_norm *p, const uint8_t *src, void *dst);
     const char *(*feed_error)(void);
-} shr_gpu_api;
+} sb_gpu_api;
 
 /* Exported by libshardgpu.so. */
-const shr_gpu_api *shr_gpu_api_get(void);
-#define SHR_GPU_API_SYMBOL "shr_gpu_api_get"
+const sb_gpu_api *sb_gpu_api_get(void);
+#define SB_GPU_API_SYMBOL "sb_gpu_api_get"
 
-/* The checksum recorded by SHR_GPU_CHECKSUMS over n bytes: the sum, modulo 2^64, of
+/* The checksum recorded by SB_GPU_CHECKSUMS over n bytes: the sum, modulo 2^64, of
  * (byte[i] + 1) * ((uint32_t)(i * 2654435761u) | 1). Order-sensitive, and any change of a byte
  * changes it; cheap to compute in parallel on the device. */
-static inline uint64_t shr_gpu_checksum(const uint8_t *p, size_t n)
+static inline uint64_t sb_gpu_checksum(const uint8_t *p, size_t n)
 {
     uint64_t sum = 0;
     for (size_t i = 0; i < n; i++)
@@ -115,27 +115,27 @@ static inline uint64_t shr_gpu_checksum(const uint8_t *p, size_t n)
 /* ---- in the benchmark (step.c) ---- */
 
 /* The table of the libshardgpu.so found as described above, with a usable device; NULL if none
- * (loaded once per process; the reason is then in shr_gpu_status). */
-const shr_gpu_api *shr_gpu_table(void);
+ * (loaded once per process; the reason is then in sb_gpu_status). */
+const sb_gpu_api *sb_gpu_table(void);
 
-/* Why shr_gpu_table is NULL, with the reason of the layer that failed ("no CUDA device: " and
+/* Why sb_gpu_table is NULL, with the reason of the layer that failed ("no CUDA device: " and
  * shr_cuda_status's text, "libshardgpu.so: cannot open shared object file: ...", "no CUDA
  * device that PATH can use: " and the library's status), or the library's path where it is not.
  * Never NULL; static storage. */
-const char *shr_gpu_status(void);
+const char *sb_gpu_status(void);
 
 /* Open the library at path (not cached, never closed): its table, whether or not a device is
- * usable. Returns 0, or ENOENT (dlopen failed), ENOEXEC (no shr_gpu_api_get symbol, or an ABI or
+ * usable. Returns 0, or ENOENT (dlopen failed), ENOEXEC (no sb_gpu_api_get symbol, or an ABI or
  * struct size that differs from this build's), with a reason in why (may be NULL). */
-int shr_gpu_open(const char *path, const shr_gpu_api **api, char *why, size_t why_len);
+int sb_gpu_open(const char *path, const sb_gpu_api **api, char *why, size_t why_len);
 
 /* The CUDA or cuBLAS failure behind a GPU step's last error (e.g. "cudaMemcpyAsync(...): out of
  * memory"), "" if none or on the CPU. Never NULL; valid until the next call on s. */
-const char *shr_step_last_error(const shr_step *s);
+const char *sb_step_last_error(const sb_step *s);
 
-/* The table a step created by shr_step_create uses, and its implementation handle; NULL where
+/* The table a step created by sb_step_create uses, and its implementation handle; NULL where
  * the step runs on the CPU. For tests and tools that need the hooks above. */
-const shr_gpu_api *shr_step_gpu(const shr_step *s, void **impl);
+const sb_gpu_api *sb_step_gpu(const sb_step *s, void **impl);
 
 #ifdef __cplusplus
 }

@@ -37,7 +37,7 @@
  *   shardbench train DATASET [options]
  *
  * The consumer side: batches from libshardread (or, for an image folder, from a ring that decoding
- * threads fill, presented as the same shr_batch) go through shr_step_run (step.h: an emulated step
+ * threads fill, presented as the same shr_batch) go through sb_step_run (step.h: an emulated step
  * of a given time, or a small model learning) and back with shr_release. Per epoch: wall time,
  * time the consumer waited for batches (input stall), the step's own busy time, loss, accuracy,
  * and the host-to-device rate where the step runs on a GPU.
@@ -86,12 +86,12 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
         const char *usage;
-    } cmds[] = {{"read", cmd_read, usage_read},
-                 {"train", cmd_train, usage_train},
-                 {"compare", cmd_compare, usage_compare}};
+    } cmds[] = {{"read", sb_cmd_read, sb_usage_read},
+                 {"train", sb_cmd_train, sb_usage_train},
+                 {"compare", sb_cmd_compare, sb_usage_compare}};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
         if (strcmp(cmd, cmds[i].name) == 0) {
-            if (wants_help(argc - 1, argv + 1)) {
+            if (sb_wants_help(argc - 1, argv + 1)) {
                 fputs(cmds[i].usage, stdout);
                 return SB_EXIT_OK;
             }

@@ -3,7 +3,7 @@
 #include "bench.h"
 
 /* The message, then the usage's first line and where the rest is. */
-int usage_error(const char *usage, const char *fmt, const char *arg)
+int sb_usage_error(const char *usage, const char *fmt, const char *arg)
 {
     fprintf(stderr, "shardbench: ");
     fprintf(stderr, fmt, arg);
@@ -13,7 +13,7 @@ int usage_error(const char *usage, const char *fmt, const char *arg)
     return SB_EXIT_USAGE;
 }
 
-int wants_help(int argc, char **argv)
+int sb_wants_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
@@ -22,7 +22,7 @@ int wants_help(int argc, char **argv)
 }
 
 /* Unsigned decimal in [min, max], overflow-checked. 0 on success, -1 on error. */
-int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+int sb_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
     if (!s || *s < '0' || *s > '9')
         return -1;
@@ -42,7 +42,7 @@ int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 }
 
 /* "WxH", both 1..65535. */
-int parse_wxh(const char *s, uint32_t *w, uint32_t *h)
+int sb_parse_wxh(const char *s, uint32_t *w, uint32_t *h)
 {
     const char *x = strchr(s, 'x');
     if (!x)
@@ -56,25 +56,25 @@ int parse_wxh(const char *s, uint32_t *w, uint32_t *h)
     memcpy(wbuf, s, wl);
     wbuf[wl] = '\0';
     uint64_t a, b;
-    if (parse_uint(wbuf, 1, 65535, &a) || parse_uint(x + 1, 1, 65535, &b))
+    if (sb_parse_uint(wbuf, 1, 65535, &a) || sb_parse_uint(x + 1, 1, 65535, &b))
         return -1;
     *w = (uint32_t)a;
     *h = (uint32_t)b;
     return 0;
 }
 
-const char *order_name(shr_order o)
+const char *sb_order_name(shr_order o)
 {
     return o == SHR_ORDER_RANDOM ? "random" : o == SHR_ORDER_QUASI ? "quasi" : "seq";
 }
 
-const char *access_name(shr_access a)
+const char *sb_access_name(shr_access a)
 {
     return a == SHR_ACCESS_PREAD ? "pread" : a == SHR_ACCESS_DIRECT ? "direct" : "mmap";
 }
 
 /* --order for every command */
-int parse_order(const char *s, shr_order *o)
+int sb_parse_order(const char *s, shr_order *o)
 {
     if (strcmp(s, "seq") == 0 || strcmp(s, "sequential") == 0)
         *o = SHR_ORDER_SEQUENTIAL;
@@ -88,7 +88,7 @@ int parse_order(const char *s, shr_order *o)
 }
 
 /* --on-error for read and train */
-int parse_on_error(const char *s, shr_on_error *o)
+int sb_parse_on_error(const char *s, shr_on_error *o)
 {
     if (strcmp(s, "fail") == 0)
         *o = SHR_ON_ERROR_FAIL;
@@ -103,7 +103,7 @@ int parse_on_error(const char *s, shr_on_error *o)
 
 /* Samples a reader replaced or skipped are reported on stderr, never hidden, whatever the output
  * format: the counts and the latest reason, which names the file and the sample. */
-void report_recovery(const char *dir, shr_reader *r, uint32_t epochs)
+void sb_report_recovery(const char *dir, shr_reader *r, uint32_t epochs)
 {
     shr_recovery rec = shr_get_recovery(r);
     if (rec.replaced || rec.skipped)
@@ -113,7 +113,7 @@ void report_recovery(const char *dir, shr_reader *r, uint32_t epochs)
 }
 
 /* A decimal number in [min, max]. 0 on success, -1 on error. */
-int parse_double(const char *s, double min, double max, double *out)
+int sb_parse_double(const char *s, double min, double max, double *out)
 {
     if (!s || !*s)
         return -1;
@@ -159,6 +159,14 @@ static const struct {
     {{"dtype", required_argument, 0, OPT_DTYPE}, SB_CMD_READ | SB_CMD_TRAIN},
     {{"layout", required_argument, 0, OPT_LAYOUT}, SB_CMD_READ | SB_CMD_TRAIN},
     {{"normalize", optional_argument, 0, OPT_NORMALIZE}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"color-jitter", required_argument, 0, OPT_JITTER}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"grayscale", required_argument, 0, OPT_GRAYSCALE}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"rotation", required_argument, 0, OPT_ROTATION}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"affine", required_argument, 0, OPT_AFFINE}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"auto-augment", required_argument, 0, OPT_AUTO_AUGMENT}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"erase", required_argument, 0, OPT_ERASE}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"mixup", required_argument, 0, OPT_MIXUP}, SB_CMD_READ | SB_CMD_TRAIN},
+    {{"cutmix", required_argument, 0, OPT_CUTMIX}, SB_CMD_READ | SB_CMD_TRAIN},
     {{"work", required_argument, 0, 'w'}, SB_CMD_COMPARE},
     {{"plot", required_argument, 0, OPT_PLOT}, SB_CMD_COMPARE},
 };

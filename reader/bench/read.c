@@ -2,7 +2,7 @@
  * touched as a training loop would, with the memcpy and folder baselines beside them. */
 #include "bench.h"
 
-const char usage_read[] =
+const char sb_usage_read[] =
     "usage: shardbench read DATASET... [options]\n"
     "\n"
     "A DATASET holding manifest.json is a shardc dataset, read through libshardread. Any other\n"
@@ -41,7 +41,7 @@ const char usage_read[] =
 /* ---- small helpers ---- */
 
 /* Read one byte per page and the last byte: the batch is really delivered, at negligible cost. */
-uint64_t touch(const uint8_t *p, size_t len)
+uint64_t sb_touch(const uint8_t *p, size_t len)
 {
     uint64_t s = 0;
     for (size_t i = 0; i < len; i += SB_PAGE)
@@ -109,7 +109,7 @@ static int consume(shr_reader *r, const char *dir, uint32_t first, uint32_t coun
         while ((rc = shr_next(r, &b)) == 0) {
             size_t bytes = (size_t)b->n * b->height * b->width * b->channels *
                            sb_elem_size(b->dtype);
-            sink += touch(b->data, bytes) + (uint64_t)b->labels[0];
+            sink += sb_touch(b->data, bytes) + (uint64_t)b->labels[0];
             if (row->digest) {
                 XXH3_64bits_update(row->digest, b->indices, b->n * sizeof *b->indices);
                 XXH3_64bits_update(row->digest, b->labels, b->n * sizeof *b->labels);
@@ -128,8 +128,8 @@ static int consume(shr_reader *r, const char *dir, uint32_t first, uint32_t coun
             fprintf(stderr, "shardbench: cannot read %s: %s\n", dir, shr_last_error(r));
             return rc;
         }
-        sb_mark to = mark_now();
-        span_close(&row->spans[e], from, to);
+        sb_mark to = sb_mark_now();
+        sb_span_close(&row->spans[e], from, to);
         from = to;
     }
     (void)sink;
@@ -138,7 +138,7 @@ static int consume(shr_reader *r, const char *dir, uint32_t first, uint32_t coun
 
 /* The reason in a library message: its message may already say "cannot open ... DIR: reason",
  * and ours names DIR itself. */
-const char *open_reason(const char *msg, const char *dir, int rc)
+const char *sb_open_reason(const char *msg, const char *dir, int rc)
 {
     if (!msg || !*msg)
         return shr_strerror(rc);
@@ -158,13 +158,13 @@ static int open_reader(shr_reader **r, const char *dir, const sb_read_opts *ro, 
     int rc = shr_open(r, dir, &o);
     if (rc)
         fprintf(stderr, "shardbench: cannot open %s: %s\n", dir,
-                open_reason(shr_last_error(NULL), dir, rc));
+                sb_open_reason(shr_last_error(NULL), dir, rc));
     return rc;
 }
 
 /* Run the reader over E epochs. Warm: one reader across all epochs (prefetch crosses epoch
  * boundaries, as in training). Cold: evict, open at epoch e, read it, close, for every e. */
-int run_reader(const char *dir, const sb_read_opts *ro, sb_row *row, sb_trace *trace)
+int sb_run_reader(const char *dir, const sb_read_opts *ro, sb_row *row, sb_trace *trace)
 {
     shr_reader *r = NULL;
     int rc = 0;
@@ -176,8 +176,8 @@ int run_reader(const char *dir, const sb_read_opts *ro, sb_row *row, sb_trace *t
     for (uint32_t e = 0; e < ro->epochs; e++) {
         if (ro->cold || e == 0) {
             if (ro->cold)
-                evict_dataset(dir, row);
-            sb_mark start = mark_now();
+                sb_evict_dataset(dir, row);
+            sb_mark start = sb_mark_now();
             rc = open_reader(&r, dir, ro, e);
             if (rc)
                 goto leave;
@@ -194,7 +194,7 @@ int run_reader(const char *dir, const sb_read_opts *ro, sb_row *row, sb_trace *t
             shr_recovery rec = shr_get_recovery(r);
             row->recovery.replaced += rec.replaced;
             row->recovery.skipped += rec.skipped;
-            report_recovery(dir, r, ro->cold ? 1 : ro->epochs);
+            sb_report_recovery(dir, r, ro->cold ? 1 : ro->epochs);
             if (rc)
                 goto leave;
             shr_close(r);
@@ -212,7 +212,7 @@ leave:
 
 /* Classify every DATASET before anything runs, so a typo fails at once and not after an hour of
  * measuring; pick the default output size from the first shardc dataset's manifest. */
-int classify(sb_target *t, sb_read_opts *ro)
+int sb_classify(sb_target *t, sb_read_opts *ro)
 {
     struct stat st;
     if (stat(t->path, &st) != 0) {
@@ -243,7 +243,7 @@ int classify(sb_target *t, sb_read_opts *ro)
     return 0;
 }
 
-void backend_name(const char *dir, char *out, size_t len)
+void sb_backend_name(const char *dir, char *out, size_t len)
 {
     fmt_manifest m;
     snprintf(out, len, "raw");
@@ -276,45 +276,45 @@ static int run_targets(const sb_target *targets, size_t nt, const sb_read_opts *
         sb_row row;
         sb_trace trace = {0};
         if (t->kind == SB_FOLDER) {
-            if (row_init(&row, t->path, "folder", ro.epochs) == 0 &&
-                run_folder(t->path, &ro, &row) == 0) {
-                report_row(&rep, &ro, &row);
-                warn_resident(&row);
+            if (sb_row_init(&row, t->path, "folder", ro.epochs) == 0 &&
+                sb_run_folder(t->path, &ro, &row) == 0) {
+                sb_report_row(&rep, &ro, &row);
+                sb_warn_resident(&row);
             } else
                 status = SB_EXIT_FAIL;
-            row_free(&row);
+            sb_row_free(&row);
             continue;
         }
         char backend[32];
-        backend_name(t->path, backend, sizeof backend);
-        if (row_init(&row, t->path, backend, ro.epochs) != 0 ||
-            run_reader(t->path, &ro, &row, ro.memcpy_baseline ? &trace : NULL) != 0) {
+        sb_backend_name(t->path, backend, sizeof backend);
+        if (sb_row_init(&row, t->path, backend, ro.epochs) != 0 ||
+            sb_run_reader(t->path, &ro, &row, ro.memcpy_baseline ? &trace : NULL) != 0) {
             status = SB_EXIT_FAIL;
-            row_free(&row);
+            sb_row_free(&row);
             trace_free(&trace);
             continue;
         }
-        report_row(&rep, &ro, &row);
-        warn_resident(&row);
+        sb_report_row(&rep, &ro, &row);
+        sb_warn_resident(&row);
         if (ro.memcpy_baseline) {
             sb_row mrow;
             size_t slot = (size_t)row.width * row.height * row.channels;
-            if (row_init(&mrow, t->path, "memcpy", ro.epochs) == 0 &&
-                run_memcpy(t->path, &ro, &trace, slot, &mrow) == 0) {
+            if (sb_row_init(&mrow, t->path, "memcpy", ro.epochs) == 0 &&
+                sb_run_memcpy(t->path, &ro, &trace, slot, &mrow) == 0) {
                 mrow.width = row.width;
                 mrow.height = row.height;
                 mrow.channels = row.channels;
-                report_row(&rep, &ro, &mrow);
-                warn_resident(&mrow);
-                sb_span a = row_measured(&row), b = row_measured(&mrow);
-                double mr = rate((double)b.images, b.wall_s);
-                ratio[i] = mr > 0 ? rate((double)a.images, a.wall_s) / mr : 0;
+                sb_report_row(&rep, &ro, &mrow);
+                sb_warn_resident(&mrow);
+                sb_span a = sb_row_measured(&row), b = sb_row_measured(&mrow);
+                double mr = sb_rate((double)b.images, b.wall_s);
+                ratio[i] = mr > 0 ? sb_rate((double)a.images, a.wall_s) / mr : 0;
             } else {
                 status = SB_EXIT_FAIL;
             }
-            row_free(&mrow);
+            sb_row_free(&mrow);
         }
-        row_free(&row);
+        sb_row_free(&row);
         trace_free(&trace);
     }
     if (!ro.json && rep.header_done) {
@@ -331,7 +331,7 @@ static int run_targets(const sb_target *targets, size_t nt, const sb_read_opts *
         else
             printf(" (opening included)");
         printf("; %u thread(s), batch %u, order %s, output %ux%u for folders%s\n", ro.threads,
-               ro.batch, order_name(ro.order), ro.width, ro.height,
+               ro.batch, sb_order_name(ro.order), ro.width, ro.height,
                ro.cold ? "; cold: files evicted before every epoch" : "");
         if (sb_tf_any(&ro.tf)) {
             char tf[256];
@@ -345,7 +345,7 @@ static int run_targets(const sb_target *targets, size_t nt, const sb_read_opts *
     return status;
 }
 
-int cmd_read(int argc, char **argv)
+int sb_cmd_read(int argc, char **argv)
 {
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_read_opts ro = {
@@ -364,37 +364,39 @@ int cmd_read(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":j:b:e:", sb_longopts(SB_CMD_READ), NULL)) != -1) {
         switch (c) {
         case OPT_RRC: case OPT_FLIP: case OPT_INTERP: case OPT_DTYPE: case OPT_LAYOUT:
-        case OPT_NORMALIZE:
-            if ((rc = sb_tf_option(&ro.tf, c, argc, argv, usage_read)) != 0)
+        case OPT_NORMALIZE: case OPT_JITTER: case OPT_GRAYSCALE: case OPT_ROTATION:
+        case OPT_AFFINE: case OPT_AUTO_AUGMENT: case OPT_ERASE: case OPT_MIXUP: case OPT_CUTMIX:
+            if ((rc = sb_tf_option(&ro.tf, c, argc, argv, sb_usage_read)) != 0)
                 return rc;
             break;
         case 'j':
-            if (parse_uint(optarg, 1, 1024, &v))
-                return usage_error(usage_read, "bad --threads '%s' (1..1024)", optarg);
+            if (sb_parse_uint(optarg, 1, 1024, &v))
+                return sb_usage_error(sb_usage_read, "bad --threads '%s' (1..1024)", optarg);
             ro.threads = (uint32_t)v;
             break;
         case 'b':
-            if (parse_uint(optarg, 1, 1u << 20, &v))
-                return usage_error(usage_read, "bad --batch '%s' (1..1048576)", optarg);
+            if (sb_parse_uint(optarg, 1, 1u << 20, &v))
+                return sb_usage_error(sb_usage_read, "bad --batch '%s' (1..1048576)", optarg);
             ro.batch = (uint32_t)v;
             break;
         case 'e':
-            if (parse_uint(optarg, 1, 1000000, &v))
-                return usage_error(usage_read, "bad --epochs '%s' (1..1000000)", optarg);
+            if (sb_parse_uint(optarg, 1, 1000000, &v))
+                return sb_usage_error(sb_usage_read, "bad --epochs '%s' (1..1000000)", optarg);
             ro.epochs = (uint32_t)v;
             break;
         case OPT_ORDER:
-            if (parse_order(optarg, &ro.order))
-                return usage_error(usage_read, "bad --order '%s' (seq, random or quasi)", optarg);
+            if (sb_parse_order(optarg, &ro.order))
+                return sb_usage_error(sb_usage_read, "bad --order '%s' (seq, random or quasi)",
+                                   optarg);
             break;
         case OPT_SEED:
-            if (parse_uint(optarg, 0, UINT64_MAX, &ro.seed))
-                return usage_error(usage_read, "bad --seed '%s'", optarg);
+            if (sb_parse_uint(optarg, 0, UINT64_MAX, &ro.seed))
+                return sb_usage_error(sb_usage_read, "bad --seed '%s'", optarg);
             break;
         case OPT_COLD: ro.cold = 1; break;
         case OPT_SIZE:
-            if (parse_wxh(optarg, &ro.width, &ro.height))
-                return usage_error(usage_read, "bad --size '%s' (expected WxH, e.g. 224x224)",
+            if (sb_parse_wxh(optarg, &ro.width, &ro.height))
+                return sb_usage_error(sb_usage_read, "bad --size '%s' (expected WxH, e.g. 224x224)",
                                    optarg);
             ro.have_size = 1;
             break;
@@ -406,26 +408,26 @@ int cmd_read(int argc, char **argv)
             else if (strcmp(optarg, "direct") == 0)
                 ro.access = SHR_ACCESS_DIRECT;
             else
-                return usage_error(usage_read, "bad --access '%s' (mmap, pread or direct)",
+                return sb_usage_error(sb_usage_read, "bad --access '%s' (mmap, pread or direct)",
                                    optarg);
             break;
         case OPT_MEMCPY: ro.memcpy_baseline = 1; break;
         case OPT_CHECKSUM: ro.checksum = 1; break;
         case OPT_ON_ERROR:
-            if (parse_on_error(optarg, &ro.on_error))
-                return usage_error(usage_read, "bad --on-error '%s' (fail, skip or substitute)",
+            if (sb_parse_on_error(optarg, &ro.on_error))
+                return sb_usage_error(sb_usage_read, "bad --on-error '%s' (fail, skip or substitute)",
                                    optarg);
             break;
         case OPT_VERIFY: ro.verify_samples = 1; break;
         case OPT_JSON: ro.json = 1; break;
         case ':':
-            return usage_error(usage_read, "option '%s' needs a value", argv[optind - 1]);
+            return sb_usage_error(sb_usage_read, "option '%s' needs a value", argv[optind - 1]);
         default:
-            return usage_error(usage_read, "unknown option '%s'", argv[optind - 1]);
+            return sb_usage_error(sb_usage_read, "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind >= argc)
-        return usage_error(usage_read, "%s", "no DATASET given");
+        return sb_usage_error(sb_usage_read, "%s", "no DATASET given");
     size_t nt = (size_t)(argc - optind);
     sb_target *targets = calloc(nt, sizeof *targets);
     if (!targets) {
@@ -435,10 +437,10 @@ int cmd_read(int argc, char **argv)
     int status = SB_EXIT_OK;
     for (size_t i = 0; i < nt && status == SB_EXIT_OK; i++) {
         targets[i].path = argv[optind + (int)i];
-        status = classify(&targets[i], &ro);
+        status = sb_classify(&targets[i], &ro);
         if (status == SB_EXIT_OK && targets[i].kind == SB_FOLDER && sb_tf_any(&ro.tf)) {
             free(targets);
-            return usage_error(usage_read, "the read-time transforms are the reader's: %s is an "
+            return sb_usage_error(sb_usage_read, "the read-time transforms are the reader's: %s is an "
                                "image folder, not a shardc dataset", argv[optind + (int)i]);
         }
     }

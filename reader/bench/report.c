@@ -2,22 +2,7 @@
  * table and the JSON rows. */
 #include "bench.h"
 
-void print_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
-sb_mark mark_now(void)
+sb_mark sb_mark_now(void)
 {
     sb_mark m;
     struct timespec ts;
@@ -30,13 +15,13 @@ sb_mark mark_now(void)
     return m;
 }
 
-void span_close(sb_span *s, sb_mark from, sb_mark to)
+void sb_span_close(sb_span *s, sb_mark from, sb_mark to)
 {
     s->wall_s += to.wall - from.wall;
     s->cpu_s += to.cpu - from.cpu;
 }
 
-int row_init(sb_row *row, const char *dataset, const char *format, uint32_t epochs)
+int sb_row_init(sb_row *row, const char *dataset, const char *format, uint32_t epochs)
 {
     memset(row, 0, sizeof *row);
     row->dataset = dataset;
@@ -46,7 +31,7 @@ int row_init(sb_row *row, const char *dataset, const char *format, uint32_t epoc
     return row->spans ? 0 : ENOMEM;
 }
 
-void row_free(sb_row *row)
+void sb_row_free(sb_row *row)
 {
     free(row->spans);
     row->spans = NULL;
@@ -55,7 +40,7 @@ void row_free(sb_row *row)
 }
 
 /* The measured span (steady state: epochs 2..E; or the only epoch) and all epochs together. */
-sb_span row_measured(const sb_row *row)
+sb_span sb_row_measured(const sb_row *row)
 {
     if (row->epochs == 1)
         return row->spans[0];
@@ -77,7 +62,7 @@ static uint64_t row_images(const sb_row *row)
     return n;
 }
 
-double rate(double x, double s)
+double sb_rate(double x, double s)
 {
     return s > 0 ? x / s : 0;
 }
@@ -87,19 +72,19 @@ double rate(double x, double s)
 static void print_span_json(const sb_span *s)
 {
     printf("\"images\": %" PRIu64 ", \"wall_s\": %.6f, \"images_per_s\": %.1f, \"mb_per_s\": %.1f, "
-           "\"cpu_s_per_image\": %.6g", s->images, s->wall_s, rate((double)s->images, s->wall_s),
-           rate((double)s->bytes / 1e6, s->wall_s), rate(s->cpu_s, (double)s->images));
+           "\"cpu_s_per_image\": %.6g", s->images, s->wall_s, sb_rate((double)s->images, s->wall_s),
+           sb_rate((double)s->bytes / 1e6, s->wall_s), sb_rate(s->cpu_s, (double)s->images));
 }
 
-void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row)
+void sb_report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row)
 {
-    sb_span m = row_measured(row);
-    double ips = rate((double)m.images, m.wall_s);
+    sb_span m = sb_row_measured(row);
+    double ips = sb_rate((double)m.images, m.wall_s);
     if (!rep->have_first) {
         rep->first_rate = ips;
         rep->have_first = 1;
     }
-    const char *order = order_name(ro->order);
+    const char *order = sb_order_name(ro->order);
     char measured[32];
     if (row->epochs > 2)
         snprintf(measured, sizeof measured, "2-%u", row->epochs);
@@ -109,7 +94,7 @@ void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row)
         snprintf(measured, sizeof measured, "1");
     if (rep->json) {
         printf("{\"dataset\": ");
-        print_json_string(stdout, row->dataset);
+        fmt_json_string(stdout, row->dataset);
         printf(", \"format\": \"%s\", \"images\": %" PRIu64 ", \"epochs\": %u, "
                "\"measured_epochs\": \"%s\", \"measured_images\": %" PRIu64 ", \"wall_s\": %.6f, "
                "\"images_per_s\": %.1f, \"mb_per_s\": %.1f, \"cpu_s_per_image\": %.6g, "
@@ -117,10 +102,10 @@ void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row)
                "\"access\": \"%s\", \"cold\": %s, \"width\": %u, \"height\": %u, "
                "\"channels\": %u, \"errors\": %" PRIu64,
                row->format, row_images(row), row->epochs, measured,
-               m.images, m.wall_s, ips, rate((double)m.bytes / 1e6, m.wall_s),
-               rate(m.cpu_s, (double)m.images), ro->threads, ro->batch, order, ro->seed,
+               m.images, m.wall_s, ips, sb_rate((double)m.bytes / 1e6, m.wall_s),
+               sb_rate(m.cpu_s, (double)m.images), ro->threads, ro->batch, order, ro->seed,
                strcmp(row->format, "folder") == 0 ? "read" :
-               strcmp(row->format, "memcpy") == 0 ? "mmap" : access_name(ro->access),
+               strcmp(row->format, "memcpy") == 0 ? "mmap" : sb_access_name(ro->access),
                ro->cold ? "true" : "false", row->width, row->height, row->channels, row->errors);
         printf(", \"replaced\": %" PRIu64 ", \"skipped\": %" PRIu64, row->recovery.replaced,
                row->recovery.skipped);
@@ -134,7 +119,7 @@ void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row)
         if (sb_tf_any(&ro->tf) && strcmp(row->format, "memcpy") != 0) {
             char tf[256];
             printf(", \"transform\": ");
-            print_json_string(stdout, sb_tf_describe(&ro->tf, tf, sizeof tf));
+            fmt_json_string(stdout, sb_tf_describe(&ro->tf, tf, sizeof tf));
         }
         printf(", \"first_epoch\": {");
         print_span_json(&row->spans[0]);
@@ -158,8 +143,8 @@ void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row)
         snprintf(ratio, sizeof ratio, "-");
     printf("%-*s  %-6s %4u %-6s %-4s %9" PRIu64 " %8.3f %10.1f %9.1f %11.3g %8s\n",
            rep->name_width, row->dataset, row->format, ro->threads, order, ro->cold ? "yes" : "no",
-           m.images, m.wall_s, ips, rate((double)m.bytes / 1e6, m.wall_s),
-           rate(m.cpu_s, (double)m.images), ratio);
+           m.images, m.wall_s, ips, sb_rate((double)m.bytes / 1e6, m.wall_s),
+           sb_rate(m.cpu_s, (double)m.images), ratio);
     fflush(stdout);
 }
 
@@ -167,7 +152,7 @@ void report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row)
 
 /* A filesystem that ignores DONTNEED (some network and overlay filesystems) would make a cold
  * run warm without a sign; say so. */
-void warn_resident(const sb_row *row)
+void sb_warn_resident(const sb_row *row)
 {
     if (row->resident > 0.1)
         fprintf(stderr, "shardbench: warning: %s: %.0f%% of its pages stayed in the page cache "
@@ -175,14 +160,14 @@ void warn_resident(const sb_row *row)
                 row->resident * 100);
 }
 
-double now_s(void)
+double sb_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void print_json_double(double v, const char *fmt)
+void sb_print_json_double(double v, const char *fmt)
 {
     if (isfinite(v))
         printf(fmt, v);
@@ -190,7 +175,7 @@ void print_json_double(double v, const char *fmt)
         printf("null");
 }
 
-double pct(double x, double of)
+double sb_pct(double x, double of)
 {
     return of > 0 ? 100.0 * x / of : 0;
 }

@@ -20,17 +20,17 @@
 
 #define GPU_LIB_NAME "libshardgpu.so"
 
-struct shr_step {
-    const shr_gpu_api *gpu;     /* NULL: the CPU implementation */
+struct sb_step {
+    const sb_gpu_api *gpu;     /* NULL: the CPU implementation */
     void *impl;
 };
 
 /* Written once under pthread_once, read-only afterwards. */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static const shr_gpu_api *g_api;
+static const sb_gpu_api *g_api;
 static char g_status[1024];
 
-int shr_gpu_open(const char *path, const shr_gpu_api **api, char *why, size_t why_len)
+int sb_gpu_open(const char *path, const sb_gpu_api **api, char *why, size_t why_len)
 {
     char dummy[1];
     if (!why) {
@@ -45,19 +45,19 @@ int shr_gpu_open(const char *path, const shr_gpu_api **api, char *why, size_t wh
         return ENOENT;
     }
     /* POSIX guarantees that a function pointer survives the round trip through void * */
-    const shr_gpu_api *(*get)(void) =
-        (const shr_gpu_api *(*)(void))dlsym(lib, SHR_GPU_API_SYMBOL);
-    const shr_gpu_api *t = get ? get() : NULL;
+    const sb_gpu_api *(*get)(void) =
+        (const sb_gpu_api *(*)(void))dlsym(lib, SB_GPU_API_SYMBOL);
+    const sb_gpu_api *t = get ? get() : NULL;
     if (!t) {
-        snprintf(why, why_len, "%s: no %s symbol", path, SHR_GPU_API_SYMBOL);
+        snprintf(why, why_len, "%s: no %s symbol", path, SB_GPU_API_SYMBOL);
         dlclose(lib);
         return ENOEXEC;
     }
-    if (t->abi != SHR_GPU_ABI || t->opts_size != sizeof(shr_step_opts) ||
-        t->batch_size != sizeof(shr_batch) || t->stats_size != sizeof(shr_step_stats) ||
+    if (t->abi != SB_GPU_ABI || t->opts_size != sizeof(sb_step_opts) ||
+        t->batch_size != sizeof(shr_batch) || t->stats_size != sizeof(sb_step_stats) ||
         t->norm_size != sizeof(shr_feed_norm)) {
         snprintf(why, why_len, "%s: built from another version (ABI %u, this library %u)", path,
-                 t->abi, SHR_GPU_ABI);
+                 t->abi, SB_GPU_ABI);
         dlclose(lib);
         return ENOEXEC;
     }
@@ -92,7 +92,7 @@ static void gpu_load(void)
     } else {
         char dir[PATH_MAX];
         Dl_info info;
-        if (dladdr((void *)shr_step_create, &info) && info.dli_fname && *info.dli_fname) {
+        if (dladdr((void *)sb_step_create, &info) && info.dli_fname && *info.dli_fname) {
             dir_of(info.dli_fname, dir, sizeof dir);
             snprintf(cand[nc++], sizeof cand[0], "%s/" GPU_LIB_NAME, dir);
             snprintf(cand[nc++], sizeof cand[0], "%s/lib/" GPU_LIB_NAME, dir);
@@ -109,13 +109,13 @@ static void gpu_load(void)
     /* report the failure of the first candidate that exists: a library that is there but does
      * not load (a missing libcublas) says more than "not found" */
     char why[sizeof g_status], first[sizeof g_status] = "";
-    const shr_gpu_api *api = NULL;
+    const sb_gpu_api *api = NULL;
     size_t found = 0;
     for (size_t i = 0; i < nc && !api; i++) {
         int exists = strchr(cand[i], '/') == NULL || access(cand[i], F_OK) == 0;
         if (!exists && !(env && *env))
             continue;
-        if (shr_gpu_open(cand[i], &api, why, sizeof why) != 0 && !first[0])
+        if (sb_gpu_open(cand[i], &api, why, sizeof why) != 0 && !first[0])
             snprintf(first, sizeof first, "%s", why);
         found = i;
     }
@@ -130,44 +130,44 @@ static void gpu_load(void)
         g_api = api;
 }
 
-const shr_gpu_api *shr_gpu_table(void)
+const sb_gpu_api *sb_gpu_table(void)
 {
     pthread_once(&g_once, gpu_load);
     return g_api;
 }
 
-const char *shr_gpu_status(void)
+const char *sb_gpu_status(void)
 {
     pthread_once(&g_once, gpu_load);
     return g_status;
 }
 
-int shr_step_gpu_available(void)
+int sb_step_gpu_available(void)
 {
-    return shr_gpu_table() != NULL;
+    return sb_gpu_table() != NULL;
 }
 
-int shr_step_create(shr_step **s, const shr_step_opts *o)
+int sb_step_create(sb_step **s, const sb_step_opts *o)
 {
     int rc = 0;
-    shr_step *st = NULL;
-    const shr_gpu_api *api = NULL;
+    sb_step *st = NULL;
+    const sb_gpu_api *api = NULL;
     if (!s)
         return SHR_EINVAL;
     *s = NULL;
-    if (!o || (o->device != SHR_DEVICE_AUTO && o->device != SHR_DEVICE_CPU &&
-               o->device != SHR_DEVICE_GPU))
+    if (!o || (o->device != SB_DEVICE_AUTO && o->device != SB_DEVICE_CPU &&
+               o->device != SB_DEVICE_GPU))
         return SHR_EINVAL;
-    if (o->device != SHR_DEVICE_CPU) {
-        api = shr_gpu_table();
-        if (!api && o->device == SHR_DEVICE_GPU)
+    if (o->device != SB_DEVICE_CPU) {
+        api = sb_gpu_table();
+        if (!api && o->device == SB_DEVICE_GPU)
             return ENODEV;
     }
     st = calloc(1, sizeof *st);
     if (!st)
         return ENOMEM;
     st->gpu = api;
-    rc = api ? api->step_create(&st->impl, o, NULL) : shr_cpu_step_create(&st->impl, o);
+    rc = api ? api->step_create(&st->impl, o, NULL) : sb_cpu_step_create(&st->impl, o);
     if (rc)
         goto leave;
     *s = st;
@@ -177,18 +177,18 @@ leave:
     return rc;
 }
 
-void shr_step_free(shr_step *s)
+void sb_step_free(sb_step *s)
 {
     if (!s)
         return;
     if (s->gpu)
         s->gpu->step_free(s->impl);
     else
-        shr_cpu_step_free(s->impl);
+        sb_cpu_step_free(s->impl);
     free(s);
 }
 
-int shr_step_run(shr_step *s, const shr_batch *b)
+int sb_step_run(sb_step *s, const shr_batch *b)
 {
     if (!s)
         return SHR_EINVAL;
@@ -196,22 +196,22 @@ int shr_step_run(shr_step *s, const shr_batch *b)
     if (s->gpu && b && (b->dtype != SHR_DTYPE_U8 || (b->layout == SHR_LAYOUT_NCHW &&
                                                      b->channels > 1)))
         return SHR_EINVAL;
-    return s->gpu ? s->gpu->step_run(s->impl, b) : shr_cpu_step_run(s->impl, b);
+    return s->gpu ? s->gpu->step_run(s->impl, b) : sb_cpu_step_run(s->impl, b);
 }
 
-int shr_step_sync(shr_step *s, shr_step_stats *st)
+int sb_step_sync(sb_step *s, sb_step_stats *st)
 {
     if (!s)
         return SHR_EINVAL;
-    return s->gpu ? s->gpu->step_sync(s->impl, st) : shr_cpu_step_sync(s->impl, st);
+    return s->gpu ? s->gpu->step_sync(s->impl, st) : sb_cpu_step_sync(s->impl, st);
 }
 
-const char *shr_step_last_error(const shr_step *s)
+const char *sb_step_last_error(const sb_step *s)
 {
     return s && s->gpu ? s->gpu->step_error(s->impl) : "";
 }
 
-const shr_gpu_api *shr_step_gpu(const shr_step *s, void **impl)
+const sb_gpu_api *sb_step_gpu(const sb_step *s, void **impl)
 {
     if (impl)
         *impl = s && s->gpu ? s->impl : NULL;

@@ -24,8 +24,8 @@
 #define CPU_MAX_STEP_MS 3600000.0       /* an hour: anything longer is a mistake */
 
 typedef struct {
-    shr_step_kind kind;
-    shr_model model;
+    sb_step_kind kind;
+    sb_model model;
     double step_ms;
     uint32_t side, hidden, classes;
     float lr;
@@ -44,10 +44,10 @@ typedef struct {
     float *acc;                 /* one output row of the box average: side * channels */
     uint32_t *ry, *rx;          /* box bounds: rows ry[o]..ry[o+1]-1 feed output row o */
 
-    shr_step_stats st;
+    sb_step_stats st;
 } cpu_step;
 
-static double now_s(void)
+static double sb_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -70,14 +70,14 @@ static float uniform(uint64_t *state, float a)
     return (float)((2.0 * u - 1.0) * a);
 }
 
-static int check_opts(const shr_step_opts *o)
+static int check_opts(const sb_step_opts *o)
 {
-    if (o->kind != SHR_STEP_EMULATED && o->kind != SHR_STEP_MODEL)
+    if (o->kind != SB_STEP_EMULATED && o->kind != SB_STEP_MODEL)
         return SHR_EINVAL;
-    if (o->kind == SHR_STEP_EMULATED)
+    if (o->kind == SB_STEP_EMULATED)
         return isfinite(o->step_ms) && o->step_ms >= 0 && o->step_ms <= CPU_MAX_STEP_MS
                ? 0 : SHR_EINVAL;
-    if (o->model != SHR_MODEL_SOFTMAX && o->model != SHR_MODEL_MLP)
+    if (o->model != SB_MODEL_SOFTMAX && o->model != SB_MODEL_MLP)
         return SHR_EINVAL;
     if (o->classes == 0 || o->classes > CPU_MAX_CLASSES || o->model_side > CPU_MAX_SIDE ||
         o->hidden > CPU_MAX_HIDDEN || !isfinite(o->lr) || o->lr < 0)
@@ -105,7 +105,7 @@ static void free_model(cpu_step *s)
  * kept and the step still has no model. */
 static int init_model(cpu_step *s, uint32_t channels)
 {
-    int mlp = s->model == SHR_MODEL_MLP;
+    int mlp = s->model == SB_MODEL_MLP;
     size_t dim = (size_t)s->side * s->side * channels;
     size_t in2 = mlp ? s->hidden : dim;
     size_t k = s->classes;
@@ -146,7 +146,7 @@ static int init_model(cpu_step *s, uint32_t channels)
     return 0;
 }
 
-int shr_cpu_step_create(void **out, const shr_step_opts *o)
+int sb_cpu_step_create(void **out, const sb_step_opts *o)
 {
     if (!out)
         return SHR_EINVAL;
@@ -168,11 +168,11 @@ int shr_cpu_step_create(void **out, const shr_step_opts *o)
         s->mean[c] = (float)o->mean[c];
         s->inv_std[c] = o->std[c] > 0 ? (float)(1.0 / o->std[c]) : 1.0f;
     }
-    if (s->kind == SHR_STEP_MODEL) {
+    if (s->kind == SB_STEP_MODEL) {
         s->ry = malloc(((size_t)s->side + 1) * sizeof *s->ry);
         s->rx = malloc(((size_t)s->side + 1) * sizeof *s->rx);
         if (!s->ry || !s->rx) {
-            shr_cpu_step_free(s);
+            sb_cpu_step_free(s);
             return ENOMEM;
         }
     }
@@ -180,7 +180,7 @@ int shr_cpu_step_create(void **out, const shr_step_opts *o)
     return 0;
 }
 
-void shr_cpu_step_free(void *p)
+void sb_cpu_step_free(void *p)
 {
     cpu_step *s = p;
     if (!s)
@@ -285,7 +285,7 @@ static void affine(const float *w, const float *b, const float *x, size_t rows, 
  * 1/n) to the sums. Returns the sample's loss; *hit is 1 when the prediction was right. */
 static double sample_step(cpu_step *s, uint32_t label, float scale, int *hit)
 {
-    int mlp = s->model == SHR_MODEL_MLP;
+    int mlp = s->model == SB_MODEL_MLP;
     size_t k = s->classes, in2 = s->in2;
     const float *in = s->x;
     if (mlp) {
@@ -367,7 +367,7 @@ static int model_step(cpu_step *s, const shr_batch *b)
     size_t k = s->classes, in2 = s->in2;
     memset(s->g2, 0, k * in2 * sizeof *s->g2);
     memset(s->gb2, 0, k * sizeof *s->gb2);
-    if (s->model == SHR_MODEL_MLP) {
+    if (s->model == SB_MODEL_MLP) {
         memset(s->g1, 0, in2 * s->dim * sizeof *s->g1);
         memset(s->gb1, 0, in2 * sizeof *s->gb1);
     }
@@ -386,7 +386,7 @@ static int model_step(cpu_step *s, const shr_batch *b)
     }
     sgd(s->w2, s->g2, k * in2, s->lr);
     sgd(s->b2, s->gb2, k, s->lr);
-    if (s->model == SHR_MODEL_MLP) {
+    if (s->model == SB_MODEL_MLP) {
         sgd(s->w1, s->g1, in2 * s->dim, s->lr);
         sgd(s->b1, s->gb1, in2, s->lr);
     }
@@ -413,25 +413,25 @@ static void emulated_step(cpu_step *s)
         ;
 }
 
-int shr_cpu_step_run(void *p, const shr_batch *b)
+int sb_cpu_step_run(void *p, const shr_batch *b)
 {
     cpu_step *s = p;
     if (!s || !b || b->n == 0 || !b->data || b->channels < 1 || b->channels > 3 ||
         b->height == 0 || b->width == 0)
         return SHR_EINVAL;
-    if (s->kind == SHR_STEP_MODEL && !b->labels)
+    if (s->kind == SB_STEP_MODEL && !b->labels)
         return SHR_EINVAL;
-    double t0 = now_s();
+    double t0 = sb_now_s();
     int rc = 0;
-    if (s->kind == SHR_STEP_EMULATED)
+    if (s->kind == SB_STEP_EMULATED)
         emulated_step(s);
     else
         rc = model_step(s, b);
-    s->st.busy_s += now_s() - t0;
+    s->st.busy_s += sb_now_s() - t0;
     return rc;
 }
 
-int shr_cpu_step_sync(void *p, shr_step_stats *st)
+int sb_cpu_step_sync(void *p, sb_step_stats *st)
 {
     cpu_step *s = p;
     if (!s)

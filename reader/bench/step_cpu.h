@@ -1,10 +1,10 @@
 /* step_cpu.h - the CPU implementation of the training step (step.h), called by the dispatcher in
  * step.c when the step does not run on a GPU. Same options, same statistics, same semantics:
  *
- *   SHR_STEP_EMULATED   the calling thread sleeps until step_ms have passed since the call began
+ *   SB_STEP_EMULATED   the calling thread sleeps until step_ms have passed since the call began
  *                       (clock_nanosleep on CLOCK_MONOTONIC, absolute deadline, so a signal
  *                       cannot shorten it); busy_s adds the time measured around the sleep
- *   SHR_STEP_MODEL      softmax regression or a 2-layer MLP (ReLU) trained by plain SGD on the
+ *   SB_STEP_MODEL      softmax regression or a 2-layer MLP (ReLU) trained by plain SGD on the
  *                       batch's pixels box-averaged down to model_side x model_side per channel
  *                       and normalised with mean/std; mean cross-entropy per batch, and the
  *                       predictions made before the update counted for accuracy. Weights start
@@ -17,7 +17,7 @@
  * height and width).
  *
  * Statistics: on_gpu 0, h2d_s 0, h2d_bytes 0; busy_s is the wall time spent inside
- * shr_cpu_step_run; loss_sum / loss_batches and correct / seen count model steps only (an
+ * sb_cpu_step_run; loss_sum / loss_batches and correct / seen count model steps only (an
  * emulated step learns nothing, so it leaves them 0).
  *
  * Errors: SHR_EINVAL for bad options (unknown kind or model, step_ms negative or not finite or
@@ -28,22 +28,22 @@
  *
  * Thread-safety: one step is used by one thread at a time.
  */
-#ifndef SHR_STEP_CPU_H
-#define SHR_STEP_CPU_H
+#ifndef SB_STEP_CPU_H
+#define SB_STEP_CPU_H
 
 #include "step.h"
 
 /* Create a CPU step from o (copied). *s is NULL on failure. */
-int shr_cpu_step_create(void **s, const shr_step_opts *o);
+int sb_cpu_step_create(void **s, const sb_step_opts *o);
 
 /* One step on batch b; b is not used after the call returns. */
-int shr_cpu_step_run(void *s, const shr_batch *b);
+int sb_cpu_step_run(void *s, const shr_batch *b);
 
 /* Copy the counters since the last sync (or creation) into st (NULL: just reset) and reset them.
  * Nothing is queued on the CPU, so there is nothing to wait for. 0, or SHR_EINVAL for a NULL s. */
-int shr_cpu_step_sync(void *s, shr_step_stats *st);
+int sb_cpu_step_sync(void *s, sb_step_stats *st);
 
 /* Accepts NULL. */
-void shr_cpu_step_free(void *s);
+void sb_cpu_step_free(void *s);
 
 #endif

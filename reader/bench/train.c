@@ -4,7 +4,7 @@
 #include "gpu_api.h"
 #include "pinned.h"
 
-const char usage_train[] =
+const char sb_usage_train[] =
     "usage: shardbench train DATASET [options]\n"
     "\n"
     "Feed a training step from DATASET (shr_next -> step -> shr_release) and measure the input\n"
@@ -79,26 +79,26 @@ static const char *reader_error(void *ctx)
  * that prefetch does not cross epoch boundaries (the reader's does). Samples that fail to decode
  * are left out of their batch and counted; a batch left empty is skipped. */
 
-static const char *step_name(const shr_step_opts *o)
+static const char *step_name(const sb_step_opts *o)
 {
-    if (o->kind == SHR_STEP_EMULATED)
+    if (o->kind == SB_STEP_EMULATED)
         return "emulated";
-    return o->model == SHR_MODEL_MLP ? "mlp" : "softmax";
+    return o->model == SB_MODEL_MLP ? "mlp" : "softmax";
 }
 
 /* The epochs: next -> step -> release, timed. Prints its errors. */
-static int train_loop(sb_source *src, shr_step *step, const char *dir, const sb_train_opts *to,
+static int train_loop(sb_source *src, sb_step *step, const char *dir, const sb_train_opts *to,
                       FILE *timeline, sb_epoch *ep)
 {
-    double t_start = now_s();
+    double t_start = sb_now_s();
     for (uint32_t e = 0; e < to->epochs; e++) {
         sb_epoch *x = &ep[e];
-        double t_epoch = now_s();
+        double t_epoch = sb_now_s();
         for (;;) {
             const shr_batch *b;
-            double t0 = now_s();
+            double t0 = sb_now_s();
             int rc = src->next(src->ctx, &b);
-            double t1 = now_s();
+            double t1 = sb_now_s();
             x->wait_s += t1 - t0;
             if (rc == SHR_EEND)
                 break;
@@ -108,8 +108,8 @@ static int train_loop(sb_source *src, shr_step *step, const char *dir, const sb_
                         why && *why ? why : shr_strerror(rc));
                 return rc;
             }
-            rc = shr_step_run(step, b);
-            double t2 = now_s();
+            rc = sb_step_run(step, b);
+            double t2 = sb_now_s();
             x->step_s += t2 - t1;
             uint32_t n = b->n;
             uint64_t number = b->number;
@@ -124,12 +124,12 @@ static int train_loop(sb_source *src, shr_step *step, const char *dir, const sb_
                         (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t0 - t_start) * 1e3);
         }
         /* the epoch ends when the device has finished its work, not when it was queued */
-        int rc = shr_step_sync(step, &x->st);
+        int rc = sb_step_sync(step, &x->st);
         if (rc) {
             fprintf(stderr, "shardbench: the training step failed: %s\n", shr_strerror(rc));
             return rc;
         }
-        x->wall_s = now_s() - t_epoch;
+        x->wall_s = sb_now_s() - t_epoch;
     }
     return 0;
 }
@@ -138,16 +138,16 @@ static int train_loop(sb_source *src, shr_step *step, const char *dir, const sb_
 typedef struct {
     int pinned;                 /* every batch buffer is pinned */
     uint64_t ring_bytes;        /* the batch buffers */
-    const char *gpu_status;     /* shr_gpu_status(), NULL under --device cpu */
+    const char *gpu_status;     /* sb_gpu_status(), NULL under --device cpu */
     double base_pinned, base_pageable;      /* GB/s of the copy baselines, NAN if not run */
 } sb_train_mem;
 
 /* Host-to-device copies of one batch's pixels without the ring: from pinned and from pageable
  * memory, so that h2d_gb_per_s has its yardstick from the same run and device. Prints a warning
  * and leaves NANs where it fails: the training itself went well. */
-static void h2d_baselines(shr_step *step, uint64_t bytes, sb_train_mem *mem)
+static void h2d_baselines(sb_step *step, uint64_t bytes, sb_train_mem *mem)
 {
-    const shr_gpu_api *api = shr_step_gpu(step, NULL);
+    const sb_gpu_api *api = sb_step_gpu(step, NULL);
     if (!api || bytes == 0)
         return;
     /* about 2 GB per kind, 8 copies at least and 200 at most: long enough to time */
@@ -194,7 +194,7 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
                          uint32_t prefetch, const shr_info *info, const sb_epoch *ep,
                          uint64_t errors, shr_recovery rec, const sb_train_mem *mem)
 {
-    int learns = to->step.kind == SHR_STEP_MODEL;
+    int learns = to->step.kind == SB_STEP_MODEL;
     uint32_t from = to->epochs > 1 ? 1 : 0;
     sb_epoch m = epoch_sum(ep, from, to->epochs);
     int gpu = m.st.on_gpu;
@@ -210,7 +210,7 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
         snprintf(measured, sizeof measured, "%u", to->epochs);
     if (to->json) {
         printf("{\"dataset\": ");
-        print_json_string(stdout, dir);
+        fmt_json_string(stdout, dir);
         printf(", \"format\": \"%s\", \"device\": \"%s\", \"step\": \"%s\", \"step_ms\": ",
                format, gpu ? "gpu" : "cpu", step_name(&to->step));
         if (learns)
@@ -224,33 +224,33 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
                "\"measured_epochs\": \"%s\", \"measured_images\": %" PRIu64 ", \"wall_s\": %.6f, "
                "\"images_per_s\": %.1f, \"stall_pct\": %.3f, \"busy_pct\": %.3f, "
                "\"h2d_gb_per_s\": ",
-               to->batch, to->threads, prefetch, order_name(to->order), to->seed, to->epochs,
+               to->batch, to->threads, prefetch, sb_order_name(to->order), to->seed, to->epochs,
                info->width, info->height, info->channels, info->classes, errors, rec.replaced,
                rec.skipped, measured,
-               m.images, m.wall_s, rate((double)m.images, m.wall_s), pct(m.wait_s, m.wall_s),
-               pct(m.st.busy_s, m.wall_s));
-        print_json_double(h2d, "%.3f");
+               m.images, m.wall_s, sb_rate((double)m.images, m.wall_s), sb_pct(m.wait_s, m.wall_s),
+               sb_pct(m.st.busy_s, m.wall_s));
+        sb_print_json_double(h2d, "%.3f");
         printf(", \"h2d_baseline_pinned_gb_per_s\": ");
-        print_json_double(base_pinned, "%.3f");
+        sb_print_json_double(base_pinned, "%.3f");
         printf(", \"h2d_pageable_gb_per_s\": ");
-        print_json_double(base_pageable, "%.3f");
+        sb_print_json_double(base_pageable, "%.3f");
         printf(", \"h2d_vs_baseline\": ");
-        print_json_double(vs_base, "%.4f");
+        sb_print_json_double(vs_base, "%.4f");
         printf(", \"pinned\": %s, \"ring_bytes\": %" PRIu64 ", \"gpu_status\": ",
                mem->pinned ? "true" : "false", mem->ring_bytes);
         if (mem->gpu_status)
-            print_json_string(stdout, mem->gpu_status);
+            fmt_json_string(stdout, mem->gpu_status);
         else
             printf("null");
         printf(", \"loss\": [");
         for (uint32_t e = 0; learns && e < to->epochs; e++) {
             fputs(e ? ", " : "", stdout);
-            print_json_double(epoch_loss(&ep[e]), "%.6f");
+            sb_print_json_double(epoch_loss(&ep[e]), "%.6f");
         }
         printf("], \"accuracy\": [");
         for (uint32_t e = 0; learns && e < to->epochs; e++) {
             fputs(e ? ", " : "", stdout);
-            print_json_double(epoch_acc(&ep[e]), "%.6f");
+            sb_print_json_double(epoch_acc(&ep[e]), "%.6f");
         }
         printf("], \"per_epoch\": [");
         for (uint32_t e = 0; e < to->epochs; e++) {
@@ -258,8 +258,8 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
             printf("%s{\"epoch\": %u, \"images\": %" PRIu64 ", \"wall_s\": %.6f, "
                    "\"images_per_s\": %.1f, \"stall_pct\": %.3f, \"busy_pct\": %.3f, "
                    "\"step_call_s\": %.6f}", e ? ", " : "", e, x->images, x->wall_s,
-                   rate((double)x->images, x->wall_s), pct(x->wait_s, x->wall_s),
-                   pct(x->st.busy_s, x->wall_s), x->step_s);
+                   sb_rate((double)x->images, x->wall_s), sb_pct(x->wait_s, x->wall_s),
+                   sb_pct(x->st.busy_s, x->wall_s), x->step_s);
         }
         printf("]}\n");
         fflush(stdout);
@@ -270,7 +270,7 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
     if (!learns)
         printf(" %.3g ms", to->step.step_ms);
     printf(" on the %s; batch %u, %u thread(s), prefetch %u, order %s\n", gpu ? "GPU" : "CPU",
-           to->batch, to->threads, prefetch, order_name(to->order));
+           to->batch, to->threads, prefetch, sb_order_name(to->order));
     printf("batches in %s host memory, ring %.1f MiB\n", mem->pinned ? "pinned" : "pageable",
            (double)mem->ring_bytes / (1024.0 * 1024.0));
     printf("%5s %9s %8s %10s %8s %7s", "epoch", "images", "wall s", "images/s", "stall %",
@@ -281,15 +281,16 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
     for (uint32_t e = 0; e < to->epochs; e++) {
         const sb_epoch *x = &ep[e];
         printf("%5u %9" PRIu64 " %8.3f %10.1f %8.2f %7.2f", e + 1, x->images, x->wall_s,
-               rate((double)x->images, x->wall_s), pct(x->wait_s, x->wall_s),
-               pct(x->st.busy_s, x->wall_s));
+               sb_rate((double)x->images, x->wall_s), sb_pct(x->wait_s, x->wall_s),
+               sb_pct(x->st.busy_s, x->wall_s));
         if (learns)
             printf(" %8.4f %9.4f", epoch_loss(x), epoch_acc(x));
         printf("\n");
     }
     printf("%s: %.1f images/s, input stall %.2f%%, step busy %.2f%%",
            to->epochs > 1 ? "steady state (epochs 2..)" : "one epoch",
-           rate((double)m.images, m.wall_s), pct(m.wait_s, m.wall_s), pct(m.st.busy_s, m.wall_s));
+           sb_rate((double)m.images, m.wall_s), sb_pct(m.wait_s, m.wall_s),
+           sb_pct(m.st.busy_s, m.wall_s));
     if (gpu)
         printf(", host-to-device %.2f GB/s", isfinite(h2d) ? h2d : 0);
     printf("\n");
@@ -309,14 +310,14 @@ static int run_train(char *dir, const sb_train_opts *opts)
     shr_reader *r = NULL;
     sb_feed feed;
     int have_feed = 0;
-    shr_step *step = NULL;
+    sb_step *step = NULL;
     FILE *timeline = NULL;
     sb_epoch *ep = calloc(to.epochs, sizeof *ep);
     sb_source src;
     shr_info info = {0};
     sb_train_mem mem = {.base_pinned = NAN, .base_pageable = NAN};
     /* a CPU step needs no pinned memory: asking for it would load CUDA and make a context */
-    shr_pin pin = to.step.device == SHR_DEVICE_CPU ? SHR_PIN_OFF : SHR_PIN_AUTO;
+    shr_pin pin = to.step.device == SB_DEVICE_CPU ? SHR_PIN_OFF : SHR_PIN_AUTO;
     char format[32];
     uint32_t prefetch = to.prefetch ? to.prefetch : to.threads + 2;
     int rc = ep ? 0 : ENOMEM;
@@ -332,7 +333,7 @@ static int run_train(char *dir, const sb_train_opts *opts)
     int shards = access(mpath, F_OK) == 0;
     free(mpath);
     if (shards) {
-        backend_name(dir, format, sizeof format);
+        sb_backend_name(dir, format, sizeof format);
         shr_options o;
         shr_options_init(&o);
         o.batch_size = to.batch;
@@ -362,7 +363,7 @@ static int run_train(char *dir, const sb_train_opts *opts)
         rc = shr_open(&r, dir, &o);
         if (rc) {
             fprintf(stderr, "shardbench: cannot open %s: %s\n", dir,
-                    open_reason(shr_last_error(NULL), dir, rc));
+                    sb_open_reason(shr_last_error(NULL), dir, rc));
             goto leave;
         }
         shr_get_info(r, &info);
@@ -373,7 +374,7 @@ static int run_train(char *dir, const sb_train_opts *opts)
             to.width = 224;
             to.height = 224;
         }
-        rc = feed_open(&feed, dir, to.batch, to.threads, prefetch, to.order, to.seed, to.width,
+        rc = sb_feed_open(&feed, dir, to.batch, to.threads, prefetch, to.order, to.seed, to.width,
                        to.height, 3, pin);
         have_feed = 1;
         if (rc)
@@ -390,7 +391,7 @@ static int run_train(char *dir, const sb_train_opts *opts)
             info.mean[c] = SB_FOLDER_MEAN;
             info.std[c] = SB_FOLDER_STD;
         }
-        src = (sb_source){feed_next, feed_release, feed_error, &feed};
+        src = (sb_source){sb_feed_next, sb_feed_release, sb_feed_error, &feed};
     }
     to.step.classes = info.classes;
     for (int c = 0; c < 3; c++) {
@@ -398,17 +399,17 @@ static int run_train(char *dir, const sb_train_opts *opts)
         to.step.mean[c] = to.tf.normalize != SHR_NORM_NONE ? 0.0 : info.mean[c];
         to.step.std[c] = to.tf.normalize != SHR_NORM_NONE ? 1.0 : info.std[c];
     }
-    if (to.step.kind == SHR_STEP_MODEL && info.classes < 2) {
+    if (to.step.kind == SB_STEP_MODEL && info.classes < 2) {
         fprintf(stderr, "shardbench: %s: a model needs at least 2 classes, the dataset has %u\n",
                 dir, info.classes);
         rc = SHR_EINVAL;
         goto leave;
     }
-    rc = shr_step_create(&step, &to.step);
+    rc = sb_step_create(&step, &to.step);
     if (rc) {
-        if (to.step.device == SHR_DEVICE_GPU && !shr_step_gpu_available())
+        if (to.step.device == SB_DEVICE_GPU && !sb_step_gpu_available())
             fprintf(stderr, "shardbench: cannot create the training step on the GPU: %s\n",
-                    shr_gpu_status());
+                    sb_gpu_status());
         else
             fprintf(stderr, "shardbench: cannot create the training step: %s\n",
                     shr_strerror(rc));
@@ -416,15 +417,15 @@ static int run_train(char *dir, const sb_train_opts *opts)
     }
     mem.pinned = info.pinned;
     mem.ring_bytes = info.ring_bytes;
-    mem.gpu_status = to.step.device == SHR_DEVICE_CPU ? NULL : shr_gpu_status();
-    if (!shr_step_gpu(step, NULL) && to.step.device == SHR_DEVICE_AUTO)
-        fprintf(stderr, "shardbench: the training step runs on the CPU: %s\n", shr_gpu_status());
-    if (shr_step_gpu(step, NULL) && !info.pinned) {
+    mem.gpu_status = to.step.device == SB_DEVICE_CPU ? NULL : sb_gpu_status();
+    if (!sb_step_gpu(step, NULL) && to.step.device == SB_DEVICE_AUTO)
+        fprintf(stderr, "shardbench: the training step runs on the CPU: %s\n", sb_gpu_status());
+    if (sb_step_gpu(step, NULL) && !info.pinned) {
         char why[512];
         fprintf(stderr, "shardbench: warning: the batches are in pageable memory, host-to-device "
                 "copies are staged: %s\n", shr_cuda_status(why, sizeof why));
     }
-    if (r && shr_step_gpu(step, NULL) &&
+    if (r && sb_step_gpu(step, NULL) &&
         (info.dtype != SHR_DTYPE_U8 || (info.layout == SHR_LAYOUT_NCHW && info.channels > 1))) {
         fprintf(stderr, "shardbench: the GPU step takes uint8 NHWC batches and normalises them on "
                 "the device (the CUDA feed): train on --device cpu for the reader's float or "
@@ -444,7 +445,7 @@ static int run_train(char *dir, const sb_train_opts *opts)
     rc = train_loop(&src, step, dir, &to, timeline, ep);
     shr_recovery rec = shr_get_recovery(r);
     if (r)
-        report_recovery(dir, r, to.epochs);
+        sb_report_recovery(dir, r, to.epochs);
     if (rc)
         goto leave;
     uint64_t errors = have_feed ? atomic_load(&feed.job.errors) : 0;
@@ -458,15 +459,15 @@ leave:
         rc = errno;
         fprintf(stderr, "shardbench: cannot write %s: %s\n", to.timeline, strerror(rc));
     }
-    shr_step_free(step);
+    sb_step_free(step);
     shr_close(r);
     if (have_feed)
-        feed_close(&feed);
+        sb_feed_close(&feed);
     free(ep);
     return rc;
 }
 
-int cmd_train(int argc, char **argv)
+int sb_cmd_train(int argc, char **argv)
 {
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_train_opts to = {
@@ -474,8 +475,8 @@ int cmd_train(int argc, char **argv)
         .batch = 256,
         .epochs = 2,
         .order = SHR_ORDER_RANDOM,
-        .step = {.kind = SHR_STEP_EMULATED, .step_ms = SB_DEFAULT_STEP_MS, .model_side = 16,
-                 .hidden = 128, .lr = 0.05f, .device = SHR_DEVICE_AUTO},
+        .step = {.kind = SB_STEP_EMULATED, .step_ms = SB_DEFAULT_STEP_MS, .model_side = 16,
+                 .hidden = 128, .lr = 0.05f, .device = SB_DEVICE_AUTO},
     };
     int have_model = 0, have_step = 0;
     uint64_t v;
@@ -487,114 +488,118 @@ int cmd_train(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":j:b:e:", sb_longopts(SB_CMD_TRAIN), NULL)) != -1) {
         switch (c) {
         case OPT_RRC: case OPT_FLIP: case OPT_INTERP: case OPT_DTYPE: case OPT_LAYOUT:
-        case OPT_NORMALIZE:
-            if ((rc = sb_tf_option(&to.tf, c, argc, argv, usage_train)) != 0)
+        case OPT_NORMALIZE: case OPT_JITTER: case OPT_GRAYSCALE: case OPT_ROTATION:
+        case OPT_AFFINE: case OPT_AUTO_AUGMENT: case OPT_ERASE: case OPT_MIXUP: case OPT_CUTMIX:
+            if ((rc = sb_tf_option(&to.tf, c, argc, argv, sb_usage_train)) != 0)
                 return rc;
             break;
         case OPT_MODEL:
             if (strcmp(optarg, "softmax") == 0)
-                to.step.model = SHR_MODEL_SOFTMAX;
+                to.step.model = SB_MODEL_SOFTMAX;
             else if (strcmp(optarg, "mlp") == 0)
-                to.step.model = SHR_MODEL_MLP;
+                to.step.model = SB_MODEL_MLP;
             else
-                return usage_error(usage_train, "bad --model '%s' (softmax or mlp)", optarg);
-            to.step.kind = SHR_STEP_MODEL;
+                return sb_usage_error(sb_usage_train, "bad --model '%s' (softmax or mlp)", optarg);
+            to.step.kind = SB_STEP_MODEL;
             have_model = 1;
             break;
         case OPT_STEP_MS:
-            if (parse_double(optarg, 0, 3600000, &d))
-                return usage_error(usage_train, "bad --step-ms '%s' (0..3600000)", optarg);
+            if (sb_parse_double(optarg, 0, 3600000, &d))
+                return sb_usage_error(sb_usage_train, "bad --step-ms '%s' (0..3600000)", optarg);
             to.step.step_ms = d;
             have_step = 1;
             break;
         case OPT_SIDE:
-            if (parse_uint(optarg, 1, 512, &v))
-                return usage_error(usage_train, "bad --side '%s' (1..512)", optarg);
+            if (sb_parse_uint(optarg, 1, 512, &v))
+                return sb_usage_error(sb_usage_train, "bad --side '%s' (1..512)", optarg);
             to.step.model_side = (uint32_t)v;
             break;
         case OPT_HIDDEN:
-            if (parse_uint(optarg, 1, 65536, &v))
-                return usage_error(usage_train, "bad --hidden '%s' (1..65536)", optarg);
+            if (sb_parse_uint(optarg, 1, 65536, &v))
+                return sb_usage_error(sb_usage_train, "bad --hidden '%s' (1..65536)", optarg);
             to.step.hidden = (uint32_t)v;
             break;
         case OPT_LR:
-            if (parse_double(optarg, 1e-9, 1e3, &d))
-                return usage_error(usage_train, "bad --lr '%s' (a positive number)", optarg);
+            if (sb_parse_double(optarg, 1e-9, 1e3, &d))
+                return sb_usage_error(sb_usage_train, "bad --lr '%s' (a positive number)", optarg);
             to.step.lr = (float)d;
             break;
         case OPT_DEVICE:
             if (strcmp(optarg, "auto") == 0)
-                to.step.device = SHR_DEVICE_AUTO;
+                to.step.device = SB_DEVICE_AUTO;
             else if (strcmp(optarg, "cpu") == 0)
-                to.step.device = SHR_DEVICE_CPU;
+                to.step.device = SB_DEVICE_CPU;
             else if (strcmp(optarg, "gpu") == 0)
-                to.step.device = SHR_DEVICE_GPU;
+                to.step.device = SB_DEVICE_GPU;
             else
-                return usage_error(usage_train, "bad --device '%s' (auto, cpu or gpu)", optarg);
+                return sb_usage_error(sb_usage_train, "bad --device '%s' (auto, cpu or gpu)", optarg);
             break;
         case 'j':
-            if (parse_uint(optarg, 1, 1024, &v))
-                return usage_error(usage_train, "bad --threads '%s' (1..1024)", optarg);
+            if (sb_parse_uint(optarg, 1, 1024, &v))
+                return sb_usage_error(sb_usage_train, "bad --threads '%s' (1..1024)", optarg);
             to.threads = (uint32_t)v;
             break;
         case 'b':
-            if (parse_uint(optarg, 1, 1u << 20, &v))
-                return usage_error(usage_train, "bad --batch '%s' (1..1048576)", optarg);
+            if (sb_parse_uint(optarg, 1, 1u << 20, &v))
+                return sb_usage_error(sb_usage_train, "bad --batch '%s' (1..1048576)", optarg);
             to.batch = (uint32_t)v;
             break;
         case 'e':
-            if (parse_uint(optarg, 1, 1000000, &v))
-                return usage_error(usage_train, "bad --epochs '%s' (1..1000000)", optarg);
+            if (sb_parse_uint(optarg, 1, 1000000, &v))
+                return sb_usage_error(sb_usage_train, "bad --epochs '%s' (1..1000000)", optarg);
             to.epochs = (uint32_t)v;
             break;
         case OPT_PREFETCH:
-            if (parse_uint(optarg, 2, 65536, &v))
-                return usage_error(usage_train, "bad --prefetch '%s' (2..65536)", optarg);
+            if (sb_parse_uint(optarg, 2, 65536, &v))
+                return sb_usage_error(sb_usage_train, "bad --prefetch '%s' (2..65536)", optarg);
             to.prefetch = (uint32_t)v;
             break;
         case OPT_ORDER:
-            if (parse_order(optarg, &to.order))
-                return usage_error(usage_train, "bad --order '%s' (seq, random or quasi)", optarg);
+            if (sb_parse_order(optarg, &to.order))
+                return sb_usage_error(sb_usage_train, "bad --order '%s' (seq, random or quasi)",
+                                   optarg);
             break;
         case OPT_SEED:
-            if (parse_uint(optarg, 0, UINT64_MAX, &to.seed))
-                return usage_error(usage_train, "bad --seed '%s'", optarg);
+            if (sb_parse_uint(optarg, 0, UINT64_MAX, &to.seed))
+                return sb_usage_error(sb_usage_train, "bad --seed '%s'", optarg);
             break;
         case OPT_SIZE:
-            if (parse_wxh(optarg, &to.width, &to.height))
-                return usage_error(usage_train, "bad --size '%s' (expected WxH, e.g. 224x224)",
+            if (sb_parse_wxh(optarg, &to.width, &to.height))
+                return sb_usage_error(sb_usage_train, "bad --size '%s' (expected WxH, e.g. 224x224)",
                                    optarg);
             to.have_size = 1;
             break;
         case OPT_TIMELINE: to.timeline = optarg; break;
         case OPT_JSON: to.json = 1; break;
         case OPT_ON_ERROR:
-            if (parse_on_error(optarg, &to.on_error))
-                return usage_error(usage_train, "bad --on-error '%s' (fail, skip or substitute)",
+            if (sb_parse_on_error(optarg, &to.on_error))
+                return sb_usage_error(sb_usage_train, "bad --on-error '%s' (fail, skip or substitute)",
                                    optarg);
             break;
         case OPT_VERIFY: to.verify_samples = 1; break;
         case ':':
-            return usage_error(usage_train, "option '%s' needs a value", argv[optind - 1]);
+            return sb_usage_error(sb_usage_train, "option '%s' needs a value", argv[optind - 1]);
         default:
-            return usage_error(usage_train, "unknown option '%s'", argv[optind - 1]);
+            return sb_usage_error(sb_usage_train, "unknown option '%s'", argv[optind - 1]);
         }
     }
     if (have_model && have_step)
-        return usage_error(usage_train, "%s", "--model and --step-ms exclude each other");
+        return sb_usage_error(sb_usage_train, "%s", "--model and --step-ms exclude each other");
     if (!have_step)
         to.step.step_ms = SB_DEFAULT_STEP_MS * to.batch / SB_DEFAULT_STEP_BATCH;
     if (optind >= argc)
-        return usage_error(usage_train, "%s", "no DATASET given");
+        return sb_usage_error(sb_usage_train, "%s", "no DATASET given");
     if (optind + 1 < argc)
-        return usage_error(usage_train, "unexpected argument '%s' (one DATASET)", argv[optind + 1]);
+        return sb_usage_error(sb_usage_train, "unexpected argument '%s' (one DATASET)",
+                           argv[optind + 1]);
     to.step.seed = to.seed;
     sb_target t = {.path = argv[optind]};
-    sb_read_opts ro = {.have_size = 1};     /* classify only checks that DATASET is a directory */
-    if (classify(&t, &ro) != 0)
+    /* sb_classify only checks that DATASET is a directory */
+    sb_read_opts ro = {.have_size = 1};
+    if (sb_classify(&t, &ro) != 0)
         return SB_EXIT_FAIL;
     if (t.kind == SB_FOLDER && sb_tf_any(&to.tf))
-        return usage_error(usage_train, "the read-time transforms are the reader's: %s is an "
+        return sb_usage_error(sb_usage_train, "the read-time transforms are the reader's: %s is an "
                            "image folder, not a shardc dataset", t.path);
     return run_train(t.path, &to) ? SB_EXIT_FAIL : SB_EXIT_OK;
 }

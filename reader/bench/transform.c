@@ -1,6 +1,7 @@
 /* transform.c - the read-time transform options of `shardbench read` and `train` (--rrc, --flip,
- * --interpolation, --dtype, --layout, --normalize): parsed into an sb_tf_opts, then applied to the
- * reader's shr_options. */
+ * --interpolation, --dtype, --layout, --normalize, and the augmentations --color-jitter ..
+ * --cutmix): parsed into an sb_tf_opts, then applied to the reader's shr_options (which checks
+ * them and refuses bad combinations with its reason). */
 #include "bench.h"
 
 void sb_tf_init(sb_tf_opts *t)
@@ -15,6 +16,109 @@ void sb_tf_init(sb_tf_opts *t)
     t->dtype = o.dtype;
     t->layout = o.layout;
     t->normalize = o.normalize;
+    t->aug = o;
+}
+
+/* "V,V,..." : 1 to max numbers into v; their count, -1 when malformed */
+static int parse_list(const char *s, double *v, int max)
+{
+    int n = 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        double x = strtod(s, &end);
+        if (end == s || errno || !isfinite(x) || n == max)
+            return -1;
+        v[n++] = x;
+        if (*end == '\0')
+            return n;
+        if (*end != ',')
+            return -1;
+        s = end + 1;
+    }
+}
+
+/* --color-jitter .. --cutmix into t->aug, in torchvision's argument forms (a number v is
+ * ColorJitter's [max(0, 1 - v), 1 + v], hue's [-v, v]; RandomRotation's and RandomAffine's
+ * degrees [-d, d]; shear's [-s, s]). The reader checks the values at open. */
+static int aug_option(sb_tf_opts *t, int opt, const char *v, const char *usage)
+{
+    shr_options *o = &t->aug;
+    double x[5];
+    int n;
+    t->augment++;
+    switch (opt) {
+    case OPT_JITTER:
+        if (parse_list(v, x, 4) != 4 || x[0] < 0 || x[1] < 0 || x[2] < 0 || x[3] < 0 ||
+            x[3] > 0.5)
+            return sb_usage_error(usage, "bad --color-jitter '%s' (B,C,S,H: four numbers >= 0, "
+                               "H <= 0.5; e.g. 0.4,0.4,0.4,0.1)", v);
+        {
+            double *r[3] = {o->jitter_brightness, o->jitter_contrast, o->jitter_saturation};
+            for (int k = 0; k < 3; k++) {
+                r[k][0] = x[k] < 1 ? 1 - x[k] : 0;
+                r[k][1] = 1 + x[k];
+            }
+            o->jitter_hue[0] = -x[3];
+            o->jitter_hue[1] = x[3];
+        }
+        return 0;
+    case OPT_GRAYSCALE:
+        if (sb_parse_double(v, 0, 1, &o->grayscale_p))
+            return sb_usage_error(usage, "bad --grayscale '%s' (a probability, 0..1)", v);
+        return 0;
+    case OPT_ERASE:
+        if (sb_parse_double(v, 0, 1, &o->erase_p))
+            return sb_usage_error(usage, "bad --erase '%s' (a probability, 0..1)", v);
+        return 0;
+    case OPT_ROTATION:
+        if (parse_list(v, x, 1) != 1 || x[0] < 0)
+            return sb_usage_error(usage, "bad --rotation '%s' (degrees >= 0)", v);
+        o->rotation = 1;
+        o->rotation_degrees[0] = -x[0];
+        o->rotation_degrees[1] = x[0];
+        return 0;
+    case OPT_AFFINE:
+        n = parse_list(v, x, 5);
+        if (n < 1 || n == 3 || x[0] < 0 || (n >= 2 && !(x[1] >= 0 && x[1] <= 1)) ||
+            (n >= 4 && !(x[2] > 0 && x[2] <= x[3])) || (n == 5 && x[4] < 0))
+            return sb_usage_error(usage, "bad --affine '%s' (D[,T[,SMIN,SMAX[,SH]]]: degrees >= 0, "
+                               "translate 0..1, 0 < SMIN <= SMAX, shear >= 0)", v);
+        o->affine = 1;
+        o->affine_degrees[0] = -x[0];
+        o->affine_degrees[1] = x[0];
+        if (n >= 2)
+            o->affine_translate[0] = o->affine_translate[1] = x[1];
+        if (n >= 4) {
+            o->affine_scale[0] = x[2];
+            o->affine_scale[1] = x[3];
+        }
+        if (n == 5) {
+            o->affine_shear[0] = -x[4];
+            o->affine_shear[1] = x[4];
+        }
+        return 0;
+    case OPT_AUTO_AUGMENT:
+        if (strcmp(v, "ta_wide") == 0)
+            o->auto_augment = SHR_AUTO_AUGMENT_TRIVIAL_WIDE;
+        else if (strcmp(v, "rand_augment") == 0)
+            o->auto_augment = SHR_AUTO_AUGMENT_RAND;
+        else if (strcmp(v, "imagenet") == 0)
+            o->auto_augment = SHR_AUTO_AUGMENT_IMAGENET;
+        else
+            return sb_usage_error(usage, "bad --auto-augment '%s' (ta_wide, rand_augment or "
+                               "imagenet)", v);
+        return 0;
+    case OPT_MIXUP:
+    case OPT_CUTMIX:
+        if (parse_list(v, x, 1) != 1 || !(x[0] > 0))
+            return sb_usage_error(usage, opt == OPT_MIXUP ? "bad --mixup '%s' (alpha > 0)"
+                                                       : "bad --cutmix '%s' (alpha > 0)", v);
+        *(opt == OPT_MIXUP ? &o->mixup_alpha : &o->cutmix_alpha) = x[0];
+        return 0;
+    }
+    t->augment--;
+    return sb_usage_error(usage, "unknown option '%s'", v);
 }
 
 /* "SMIN:SMAX" or "SMIN:SMAX:RMIN:RMAX": 2 or 4 numbers, -1 otherwise. */
@@ -103,7 +207,7 @@ int sb_tf_option(sb_tf_opts *t, int opt, int argc, char **argv, const char *usag
             int n = parse_range(v, r);
             if (n < 0 || !(r[0] > 0 && r[0] <= r[1] && r[1] <= 1) ||
                 (n == 4 && !(r[2] > 0 && r[2] <= r[3])))
-                return usage_error(usage, "bad --rrc '%s' (SMIN:SMAX[:RMIN:RMAX], 0 < SMIN <= "
+                return sb_usage_error(usage, "bad --rrc '%s' (SMIN:SMAX[:RMIN:RMAX], 0 < SMIN <= "
                                    "SMAX <= 1, 0 < RMIN <= RMAX; e.g. 0.08:1:0.75:1.3333)", v);
             t->scale[0] = r[0];
             t->scale[1] = r[1];
@@ -115,8 +219,8 @@ int sb_tf_option(sb_tf_opts *t, int opt, int argc, char **argv, const char *usag
         return 0;
     case OPT_FLIP:
         t->flip = 1;
-        if (optarg && parse_double(optarg, 0, 1, &t->flip_p))
-            return usage_error(usage, "bad --flip '%s' (a probability, 0..1)", optarg);
+        if (optarg && sb_parse_double(optarg, 0, 1, &t->flip_p))
+            return sb_usage_error(usage, "bad --flip '%s' (a probability, 0..1)", optarg);
         return 0;
     case OPT_INTERP: {
         static const char *const names[] = {"nearest", "box", "bilinear", "hamming", "bicubic",
@@ -126,7 +230,7 @@ int sb_tf_option(sb_tf_opts *t, int opt, int argc, char **argv, const char *usag
                 t->filter = (shr_filter)i;
                 return 0;
             }
-        return usage_error(usage, "bad --interpolation '%s' (nearest, box, bilinear, hamming, "
+        return sb_usage_error(usage, "bad --interpolation '%s' (nearest, box, bilinear, hamming, "
                            "bicubic or lanczos)", optarg);
     }
     case OPT_DTYPE:
@@ -138,7 +242,7 @@ int sb_tf_option(sb_tf_opts *t, int opt, int argc, char **argv, const char *usag
         else if (strcmp(optarg, "f16") == 0 || strcmp(optarg, "float16") == 0)
             t->dtype = SHR_DTYPE_F16;
         else
-            return usage_error(usage, "bad --dtype '%s' (u8, f32 or f16)", optarg);
+            return sb_usage_error(usage, "bad --dtype '%s' (u8, f32 or f16)", optarg);
         return 0;
     case OPT_LAYOUT:
         if (strcasecmp(optarg, "nhwc") == 0)
@@ -146,7 +250,7 @@ int sb_tf_option(sb_tf_opts *t, int opt, int argc, char **argv, const char *usag
         else if (strcasecmp(optarg, "nchw") == 0)
             t->layout = SHR_LAYOUT_NCHW;
         else
-            return usage_error(usage, "bad --layout '%s' (nhwc or nchw)", optarg);
+            return sb_usage_error(usage, "bad --layout '%s' (nhwc or nchw)", optarg);
         return 0;
     case OPT_NORMALIZE:
         v = optional_value(argc, argv, looks_like_stats);
@@ -155,12 +259,15 @@ int sb_tf_option(sb_tf_opts *t, int opt, int argc, char **argv, const char *usag
         } else if (parse_stats(v, t->mean, t->std) == 0) {
             t->normalize = SHR_NORM_GIVEN;
         } else {
-            return usage_error(usage, "bad --normalize '%s' (dataset, or M,M,M/S,S,S on the "
+            return sb_usage_error(usage, "bad --normalize '%s' (dataset, or M,M,M/S,S,S on the "
                                "0..255 scale)", v);
         }
         return 0;
+    case OPT_JITTER: case OPT_GRAYSCALE: case OPT_ROTATION: case OPT_AFFINE:
+    case OPT_AUTO_AUGMENT: case OPT_ERASE: case OPT_MIXUP: case OPT_CUTMIX:
+        return aug_option(t, opt, optarg, usage);
     }
-    return usage_error(usage, "unknown option '%s'", argv[optind - 1]);
+    return sb_usage_error(usage, "unknown option '%s'", argv[optind - 1]);
 }
 
 size_t sb_elem_size(shr_dtype d)
@@ -171,7 +278,7 @@ size_t sb_elem_size(shr_dtype d)
 int sb_tf_any(const sb_tf_opts *t)
 {
     return t->rrc || t->flip || t->dtype != SHR_DTYPE_U8 || t->layout != SHR_LAYOUT_NHWC ||
-           t->normalize != SHR_NORM_NONE;
+           t->normalize != SHR_NORM_NONE || t->augment;
 }
 
 void sb_tf_apply(const sb_tf_opts *t, shr_options *o)
@@ -191,6 +298,23 @@ void sb_tf_apply(const sb_tf_opts *t, shr_options *o)
     o->normalize = t->normalize;
     memcpy(o->mean, t->mean, sizeof o->mean);
     memcpy(o->std, t->std, sizeof o->std);
+    const shr_options *a = &t->aug;
+    memcpy(o->jitter_brightness, a->jitter_brightness, sizeof o->jitter_brightness);
+    memcpy(o->jitter_contrast, a->jitter_contrast, sizeof o->jitter_contrast);
+    memcpy(o->jitter_saturation, a->jitter_saturation, sizeof o->jitter_saturation);
+    memcpy(o->jitter_hue, a->jitter_hue, sizeof o->jitter_hue);
+    o->grayscale_p = a->grayscale_p;
+    o->erase_p = a->erase_p;
+    o->rotation = a->rotation;
+    memcpy(o->rotation_degrees, a->rotation_degrees, sizeof o->rotation_degrees);
+    o->affine = a->affine;
+    memcpy(o->affine_degrees, a->affine_degrees, sizeof o->affine_degrees);
+    memcpy(o->affine_translate, a->affine_translate, sizeof o->affine_translate);
+    memcpy(o->affine_scale, a->affine_scale, sizeof o->affine_scale);
+    memcpy(o->affine_shear, a->affine_shear, sizeof o->affine_shear);
+    o->auto_augment = a->auto_augment;
+    o->mixup_alpha = a->mixup_alpha;
+    o->cutmix_alpha = a->cutmix_alpha;
 }
 
 const char *sb_tf_describe(const sb_tf_opts *t, char *buf, size_t len)
@@ -207,6 +331,28 @@ const char *sb_tf_describe(const sb_tf_opts *t, char *buf, size_t len)
                       t->scale[0], t->scale[1], t->ratio[0], t->ratio[1], filters[t->filter]);
     if (t->flip && (size_t)n < len)
         n += snprintf(buf + n, len - (size_t)n, "flip p=%g, ", t->flip_p);
+    const shr_options *a = &t->aug;
+    static const char *const policies[] = {"", "TrivialAugmentWide", "RandAugment",
+                                           "AutoAugment(IMAGENET)"};
+    if (a->rotation && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "RandomRotation %g, ", a->rotation_degrees[1]);
+    if (a->affine && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "RandomAffine %g, ", a->affine_degrees[1]);
+    if (a->auto_augment && (unsigned)a->auto_augment < 4 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "%s, ", policies[a->auto_augment]);
+    if ((a->jitter_brightness[1] != 1 || a->jitter_contrast[1] != 1 ||
+         a->jitter_saturation[1] != 1 || a->jitter_hue[1] != 0) && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "ColorJitter %g,%g,%g,%g, ",
+                      a->jitter_brightness[1] - 1, a->jitter_contrast[1] - 1,
+                      a->jitter_saturation[1] - 1, a->jitter_hue[1]);
+    if (a->grayscale_p > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "RandomGrayscale %g, ", a->grayscale_p);
+    if (a->erase_p > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "RandomErasing %g, ", a->erase_p);
+    if (a->mixup_alpha > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "MixUp %g, ", a->mixup_alpha);
+    if (a->cutmix_alpha > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "CutMix %g, ", a->cutmix_alpha);
     if ((size_t)n < len)
         n += snprintf(buf + n, len - (size_t)n, "%s %s%s",
                       o.dtype == SHR_DTYPE_F32 ? "float32" : o.dtype == SHR_DTYPE_F16 ? "float16"

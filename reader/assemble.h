@@ -1,0 +1,29 @@
+/* assemble.h - what a worker does to fill a batch (assemble.c), for the reader's lifecycle in
+ * shardread.c: the ring's fill callback, the worker thread, and the pieces open and
+ * shr_draw_params share with it. Internal to the reader. */
+#ifndef SHR_ASSEMBLE_H
+#define SHR_ASSEMBLE_H
+
+#include "reader.h"
+
+/* The parameters of sample idx, stored at src_w x src_h, for an output of out_w x out_h: see
+ * shardread.h (rrc: the RandomResizedCrop box; else the crop/pad's stored rectangle). */
+void shr_draw(const shr_options *o, const shr_tf_rrc *rrc, const shr_aug *aug, uint32_t out_w,
+              uint32_t out_h, uint64_t epoch, uint64_t idx, uint32_t src_w, uint32_t src_h,
+              shr_params *p);
+
+/* The resampler's name for a filter. */
+fmt_filter shr_rs_filter(shr_filter f);
+
+/* The slot's box arrays grown to hold n boxes (never shrunk: they settle at the most boxes a
+ * batch has had). 0 or ENOMEM, the old arrays kept. */
+int shr_grow_targets(shr_slot *slot, size_t n);
+
+/* The ring's fill (ring.h): stream batch k into slot si of the reader ctx, by worker `worker`
+ * (a shr_worker). Returns the fill's result, also left in the slot (rc, msg). */
+int shr_fill_slot(void *ctx, void *worker, uint32_t si, uint64_t k);
+
+/* A worker thread (arg: its shr_worker): serves the ring until it stops. */
+void *shr_worker_main(void *arg);
+
+#endif

@@ -1,0 +1,166 @@
+/* random_access.c - shr_dataset (shardread.h, "Single samples"): a dataset's samples read one at
+ * a time by index, with no reader, no threads and no transform; its info, classes and targets.
+ * Errors go to the thread's open-error message (shr_last_error(NULL)), as shr_open's do.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reader.h"
+
+struct shr_dataset {
+    fmt_dataset *ds;
+    int verify;                 /* SHR_DATASET_VERIFY */
+};
+
+int shr_dataset_open(shr_dataset **out, const char *dir, shr_access access)
+{
+    return shr_dataset_open_flags(out, dir, access, 0);
+}
+
+int shr_dataset_open_flags(shr_dataset **out, const char *dir, shr_access access,
+                           unsigned flags)
+{
+    shr_open_err[0] = '\0';
+    if (!out || !dir)
+        return fail_msg(shr_open_err, SHR_EINVAL, "no dataset or directory given");
+    *out = NULL;
+    if ((unsigned)access > SHR_ACCESS_DIRECT)
+        return fail_msg(shr_open_err, SHR_EINVAL, "unknown access mode %d", (int)access);
+    if (flags & ~SHR_DATASET_VERIFY)
+        return fail_msg(shr_open_err, SHR_EINVAL, "unknown dataset flags 0x%x", flags);
+    shr_dataset *d = calloc(1, sizeof *d);
+    if (!d)
+        return fail_msg(shr_open_err, ENOMEM, "out of memory");
+    fmt_msg msg = {{0}};
+    int rc = fmt_dataset_open_ex(&d->ds, dir, (fmt_access)access, &msg);
+    if (rc) {
+        free(d);
+        return fail_msg(shr_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
+    }
+    d->verify = (flags & SHR_DATASET_VERIFY) != 0;
+    *out = d;
+    return 0;
+}
+
+void shr_dataset_close(shr_dataset *d)
+{
+    if (!d)
+        return;
+    fmt_dataset_close(d->ds);
+    free(d);
+}
+
+void shr_dataset_get_info(const shr_dataset *d, shr_dataset_info *info)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(d->ds);
+    memset(info, 0, sizeof *info);
+    info->format = fmt_dataset_backend(d->ds);
+    info->tool = m->tool ? m->tool : "";
+    info->samples = m->samples;
+    info->inputs = m->inputs;
+    info->rejects = m->rejects;
+    info->classes = (uint32_t)m->nclasses;
+    info->channels = m->channels;
+    info->width = m->sample_width;
+    info->height = m->sample_height;
+    info->geom_mode = fmt_geom_mode_name(m->geom.mode);
+    info->geom_fit = fmt_fit_name(m->geom.fit);
+    info->geom_width = m->geom.width;
+    info->geom_height = m->geom.height;
+    info->geom_short_side = m->geom.short_side;
+    info->geom_max_side = m->geom.max_side;
+    for (int c = 0; c < 3; c++) {
+        info->mean[c] = m->mean[c];
+        info->std[c] = m->std[c];
+    }
+    info->augment = m->augment;
+    info->aug_spec = m->aug_spec ? m->aug_spec : "";
+    info->seed = m->seed;
+    info->targets = m->targets;
+}
+
+const char *shr_dataset_class(const shr_dataset *d, uint32_t label)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(d->ds);
+    return label < m->nclasses ? m->classes[label] : NULL;
+}
+
+static void sample_meta(const fmt_sample *f, shr_sample *s)
+{
+    s->label = f->label;
+    s->height = f->height;
+    s->width = f->width;
+    s->channels = f->channels;
+    s->source = f->source;
+    s->bytes = f->length;
+}
+
+int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s)
+{
+    fmt_sample f;
+    if (fmt_dataset_get(d->ds, idx, &f) != 0)
+        return SHR_EINVAL;
+    sample_meta(&f, s);
+    return 0;
+}
+
+int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta)
+{
+    shr_open_err[0] = '\0';
+    fmt_sample f;
+    if (fmt_dataset_get(d->ds, idx, &f) != 0)
+        return fail_msg(shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+                        " samples)", idx, fmt_dataset_count(d->ds));
+    if (f.length > len)
+        return fail_msg(shr_open_err, SHR_EINVAL, "sample %" PRIu64 " has %" PRIu64 " bytes, the "
+                        "buffer %zu", idx, f.length, len);
+    int rc;
+    if (f.pixels && fmt_dataset_access(d->ds) == FMT_ACCESS_MMAP) {
+        memcpy(dst, f.pixels, f.length);
+        rc = 0;
+    } else {
+        rc = fmt_dataset_read(d->ds, idx, dst, NULL);
+    }
+    if (rc)
+        return fail_msg(shr_open_err, rc, "%s: cannot read sample %" PRIu64 ": %s",
+                        fmt_dataset_sample_file(d->ds, idx), idx, shr_strerror(rc));
+    if (d->verify && fmt_hash64(dst, (size_t)f.length) != f.hash)
+        return fail_msg(shr_open_err, FMT_EHASH, "%s: sample %" PRIu64 ": pixels do not match "
+                        "their hash (damaged or changed since the build)",
+                        fmt_dataset_sample_file(d->ds, idx), idx);
+    if (meta)
+        sample_meta(&f, meta);
+    return 0;
+}
+
+int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t)
+{
+    shr_open_err[0] = '\0';
+    if (!d || !t)
+        return fail_msg(shr_open_err, SHR_EINVAL, "no dataset or target given");
+    if (!fmt_dataset_manifest(d->ds)->targets)
+        return fail_msg(shr_open_err, SHR_EINVAL, "the dataset has no targets (not a detection "
+                        "dataset)");
+    if (idx >= fmt_dataset_count(d->ds))
+        return fail_msg(shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+                        " samples)", idx, fmt_dataset_count(d->ds));
+    fmt_target f;
+    fmt_msg m = {{0}};
+    int rc = fmt_dataset_target(d->ds, idx, &f, &m);
+    if (rc)
+        return fail_msg(shr_open_err, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
+                        fmt_dataset_sample_file(d->ds, idx), idx, fmt_reason(&m, rc));
+    memset(t, 0, sizeof *t);
+    t->count = f.count;
+    t->dropped = f.dropped;
+    t->image_id = f.image_id;
+    t->orig_width = f.orig_width;
+    t->orig_height = f.orig_height;
+    t->boxes = f.boxes;
+    t->labels = f.labels;
+    t->area = f.area;
+    t->iscrowd = f.iscrowd;
+    return 0;
+}

@@ -1,0 +1,118 @@
+/* reader.h - the reader's state, shared by the files of the reader (internal, not installed):
+ * shardread.c (options, open and close, the ring, consuming: the design essay is there),
+ * assemble.c (what a worker does to fill a batch, no lock held) and random_access.c (shr_dataset,
+ * which shares only the thread's open-error message).
+ */
+#ifndef SHR_READER_H
+#define SHR_READER_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "shardread.h"
+#include "augment_read.h"
+#include "boxes.h"
+#include "dataset.h"
+#include "direct.h"
+#include "mix.h"
+#include "resample.h"
+#include "ring.h"
+#include "sampler.h"
+#include "transform.h"
+
+#define SHR_BOUNCE_BYTES (1u << 20)     /* per worker: O_DIRECT bounce buffer, compressed bytes */
+#define SHR_MSG_LEN 512
+
+typedef struct {
+    shr_batch b;                /* first member: shr_release maps a batch back to its slot */
+    void *data;                 /* from shr_host_alloc, b.pinned says how */
+    int64_t *arrays;            /* labels, indices, sources: 3 * batch_size, pinned as data is
+                                 * (so labels.cuda(non_blocking=True) is asynchronous too) */
+    int arrays_pinned;
+    shr_params *params;         /* batch_size */
+    int64_t *bad_idx;           /* batch_size: b.bad_indices */
+    int32_t *bad_err, *bad_pos; /* batch_size each: b.bad_errors, b.bad_positions */
+    int rc;                     /* filled: result of the fill */
+    char msg[SHR_MSG_LEN];      /* filled with rc != 0: what failed */
+    /* detection datasets: the per-sample arrays (batch_size each; offsets batch_size + 1) and
+     * the per-box ones, which the filling worker grows to the batch's boxes (tcap of them) */
+    int64_t *t_off, *t_image;
+    uint32_t *t_dropped, *t_orig;
+    fmt_target *t_stored;       /* the batch's stored records, read once per fill */
+    float *t_boxes, *t_area;
+    int64_t *t_labels;
+    uint8_t *t_crowd;
+    size_t tcap;
+    float *soft;                /* MixUp / CutMix: batch_size * num_classes soft labels */
+} shr_slot;
+
+typedef struct {
+    struct shr_reader *r;
+    pthread_t thread;
+    uint64_t *idx;              /* the batch's dataset indices, batch_size */
+    void *bounce;               /* PREAD, DIRECT: FMT_DIRECT_ALIGN-aligned scratch (the O_DIRECT
+                                 * bounce buffer; where compressed payloads are read) */
+    uint8_t *sample;            /* PREAD/DIRECT crop/pad: room for the largest stored sample */
+    size_t sample_cap;
+    uint8_t *staged;            /* a uint8 HWC sample at the output size, before conversion */
+    fmt_rs_scratch *rs;         /* rrc: the resampler's per-thread state */
+    shr_direct *direct;         /* DIRECT, samples at the output size: the batch's reads at once */
+    shr_direct_item *items;     /* batch_size */
+    void *mix_keep;             /* MixUp / CutMix: one sample at the output dtype */
+} shr_worker;
+
+struct shr_reader {
+    shr_options o;              /* validated, prefetch resolved */
+    fmt_dataset *ds;
+    shr_sampler *sampler;
+    uint32_t height, width, channels;
+    size_t sample_bytes, batch_bytes;   /* at the output dtype */
+    size_t staged_bytes;        /* one uint8 HWC sample at the output size */
+    size_t sample_max;          /* largest stored sample */
+    int uniform;                /* every sample is stored at the output size */
+    int convert;                /* the output is not uint8 NHWC: samples go through out */
+    shr_tf_rrc rrc;             /* o.rrc: the ranges */
+    fmt_rs_cache *rs_cache;     /* o.rrc: coefficient tables shared by the workers */
+    uint32_t max_w, max_h;      /* o.rrc: the largest stored width and height */
+    shr_tf_out out;             /* dtype, layout, normalisation */
+    shr_aug aug;                /* the augmentations after the crop and flip */
+    int targets;                /* a detection dataset: batches carry moved targets */
+    shr_box_geom boxes;         /* how they are moved */
+    shr_mixer mix;              /* MixUp / CutMix on finished batches */
+    uint64_t nb;                /* batches per epoch (but the resumed one: sampler.h) */
+    uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb0) */
+    uint64_t nb0;               /* batches of epoch e0 */
+
+    shr_ring ring;              /* who owns which slot; the only state the threads share */
+    shr_slot *slots;            /* ring slot i is slots[i] */
+    uint32_t nslots;
+
+    shr_worker *workers;
+    uint32_t nworkers;          /* started */
+
+    /* consumer side: touched only by the thread calling shr_next */
+    uint64_t epoch, cursor;
+    int failed;
+    shr_recovery recovery;
+    char err[SHR_MSG_LEN];
+};
+
+/* What went wrong in this thread's last shr_open or shr_dataset_* call: shr_last_error(NULL). */
+extern _Thread_local char shr_open_err[SHR_MSG_LEN];
+
+/* Format a message into buf (SHR_MSG_LEN bytes) and return rc: `return fail_msg(...)`. */
+static inline int fail_msg(char *buf, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static inline int fail_msg(char *buf, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, SHR_MSG_LEN, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+#endif
