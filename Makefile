@@ -263,6 +263,7 @@ bench: deps
 	$(Q)BUILD=$(BUILD) scripts/bench-read.sh
 	$(Q)BUILD=$(BUILD) scripts/bench-formats.sh
 	$(Q)BUILD=$(BUILD) $(PYTHON) scripts/bench-rrc.py
+	$(Q)BUILD=$(BUILD) $(PYTHON) scripts/bench-writer.py
 	$(Q)BUILD=$(BUILD) scripts/bench-direct.sh
 	$(Q)$(MAKE) --no-print-directory bench-torch
 
@@ -346,24 +347,40 @@ install: all
 # PYTHON (set at the top): Debian's interpreter, which has numpy and torch.
 PY_PKG := $(BUILD)/python/shardread
 PY_SO := $(PY_PKG)/_shardread.abi3.so
+# the writer (shardread.build): the compiler's pipeline, in its own extension, which sees only
+# formats/ and compiler/ headers (compiler/python/_shardwrite.c)
+PY_WSO := $(PY_PKG)/_shardwrite.abi3.so
 PY_FILES := $(patsubst reader/python/shardread/%,$(PY_PKG)/%,$(wildcard reader/python/shardread/*))
 # where `make install` puts the package: the interpreter's own place for locally installed
 # packages (Debian: /usr/local/lib/python3.X/dist-packages)
 PY_SITE ?= $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
 py_includes = $(shell $(PYTHON) -c 'import sysconfig; print("-I" + sysconfig.get_paths()["include"])')
 
-.PHONY: python check-python install-python print-read-libs bench-torch wheel
-python: $(PY_SO) $(PY_FILES)
+.PHONY: python check-python install-python print-read-libs print-comp-libs bench-torch wheel
+python: $(PY_SO) $(PY_WSO) $(PY_FILES)
 
-$(BUILD)/python/_shardread.o: reader/python/_shardread.c $(FLAGS_FILE)
+# the extension's files: _shardread.c and its parts _sr_*.c (their private header: _sr.h)
+PY_EXT_OBJ := $(patsubst reader/python/%.c,$(BUILD)/python/%.o,\
+    $(wildcard reader/python/_shardread.c reader/python/_sr_*.c))
+$(PY_EXT_OBJ): $(BUILD)/python/%.o: reader/python/%.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) -D_GNU_SOURCE -Ireader $(py_includes) $(CFLAGS) -fvisibility=hidden -c -o $@ $<
 
-$(PY_SO): $(BUILD)/python/_shardread.o $(READ_LIB)
+$(PY_SO): $(PY_EXT_OBJ) $(READ_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--exclude-libs,ALL -o $@ $^ $(LDLIBS) -ldl
+
+$(BUILD)/python/_shardwrite.o: compiler/python/_shardwrite.c $(FLAGS_FILE) | pkgcheck
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) $(INC_compiler) $(call pkgcflags,$(PKGS)) $(py_includes) $(CFLAGS) -c -o $@ $<
+
+$(PY_WSO): $(BUILD)/python/_shardwrite.o $(COMP_LIB) $(FMT_LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--exclude-libs,ALL -o $@ $^ $(LDLIBS) $(COMP_LDLIBS)
 
 $(PY_PKG)/%: reader/python/shardread/%
 	@mkdir -p $(@D)
@@ -371,14 +388,17 @@ $(PY_PKG)/%: reader/python/shardread/%
 
 WHEEL := $(BUILD)/dist/shardread-$(VERSION)-cp311-abi3-linux_x86_64.whl
 wheel: $(WHEEL)
-$(WHEEL): $(PY_SO) $(PY_FILES) scripts/wheel.py
+$(WHEEL): $(PY_SO) $(PY_WSO) $(PY_FILES) scripts/wheel.py
 	$(Q)$(PYTHON) scripts/wheel.py --version $(VERSION) --package $(PY_PKG) --out $@
 
 # the link flags of libshardread.a's dependencies (reader/python/setup.py asks for them)
 print-read-libs:
 	@echo $(LDLIBS) -ldl -pthread
+# and those of the writer's extension: libshardcomp.a and libshardfmt.a's (setup.py too)
+print-comp-libs:
+	@echo $(LDLIBS) $(COMP_LDLIBS) -pthread
 
-check-python: $(PY_SO) $(BINS)
+check-python: $(PY_SO) $(PY_WSO) $(BINS)
 	$(Q)BUILD=$(BUILD) PYTHON=$(PYTHON) SAN=$(SAN) CC=$(CC) tests/python/run.sh
 
 # shardread.Loader against torchvision / memmap / h5py DataLoaders and the C reader, plus a small
@@ -388,9 +408,9 @@ bench-torch: $(PY_SO) $(BINS)
 	$(Q)BUILD=$(BUILD) PYTHONPATH=$(BUILD)/python $(PYTHON) scripts/bench-torch.py
 
 install: install-python
-install-python: $(PY_SO) $(PY_FILES)
+install-python: $(PY_SO) $(PY_WSO) $(PY_FILES)
 	$(Q)dir='$(PY_SITE)' && install -d "$(DESTDIR)$$dir/shardread" && \
-	    install -m 644 $(PY_SO) $(PY_FILES) "$(DESTDIR)$$dir/shardread/" && \
+	    install -m 644 $(PY_SO) $(PY_WSO) $(PY_FILES) "$(DESTDIR)$$dir/shardread/" && \
 	    echo "installed shardread for $(PYTHON) in $(DESTDIR)$$dir"
 
 # ---- shardc-mpi: shardc build under mpirun, built where Open MPI's (or any) mpicc is found ----

@@ -5,7 +5,8 @@ least as new as the build machine's, for every CPython >= 3.11, numpy 1 or 2.
     scripts/wheel.py --package build/python/shardread --version 0.1.0 --out build/dist/X.whl
     (make wheel runs it)
 
-The package's C extension uses the stable ABI (tag cp311-abi3). Every shared library it needs
+The package's C extensions (_shardread, the reader; _shardwrite, the writer) use the stable ABI
+(tag cp311-abi3). Every shared library they need
 beyond the C library is copied into shardread.libs/ under a name made unique by a hash of its
 contents (libjpeg.so.62 -> libjpeg-1a2b3c4d.so.62), the references to it rewritten, and the
 extension given RUNPATH $ORIGIN/../shardread.libs, with patchelf: what auditwheel does, so a
@@ -79,25 +80,29 @@ def main():
     a = ap.parse_args()
     if shutil.which("patchelf") is None:
         sys.exit("wheel: patchelf is missing (scripts/deps.sh installs it)")
-    ext = os.path.join(a.package, "_shardread.abi3.so")
-    if not os.path.isfile(ext):
-        sys.exit(f"wheel: {ext} missing (make python)")
+    ext_names = ("_shardread.abi3.so", "_shardwrite.abi3.so")
+    exts = [os.path.join(a.package, n) for n in ext_names]
+    for ext in exts:
+        if not os.path.isfile(ext):
+            sys.exit(f"wheel: {ext} missing (make python)")
 
     with tempfile.TemporaryDirectory() as tmp:
         pkg = os.path.join(tmp, "shardread")
         libs = os.path.join(tmp, "shardread.libs")
         shutil.copytree(a.package, pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         os.makedirs(libs)
-        ext_copy = os.path.join(pkg, "_shardread.abi3.so")
+        ext_copies = [os.path.join(pkg, n) for n in ext_names]
 
-        # the closure of the extension's libraries, less the system's
-        resolved = {s: p for s, p in ldd(ext).items() if not SYSTEM_LIBS.match(s)}
+        # the closure of the extensions' libraries, less the system's
+        resolved = {}
+        for ext in exts:
+            resolved.update({s: p for s, p in ldd(ext).items() if not SYSTEM_LIBS.match(s)})
         renamed = {s: unique_name(s, p) for s, p in resolved.items()}
         for soname, path in resolved.items():
             dst = os.path.join(libs, renamed[soname])
             shutil.copyfile(path, dst)
             os.chmod(dst, 0o755)
-        elves = [ext_copy] + [os.path.join(libs, n) for n in renamed.values()]
+        elves = ext_copies + [os.path.join(libs, n) for n in renamed.values()]
         for f in elves:
             args = []
             for n in needed(f):
@@ -109,7 +114,8 @@ def main():
             f = os.path.join(libs, new)
             run("patchelf", "--set-soname", new, f)
             run("patchelf", "--set-rpath", "$ORIGIN", f)
-        run("patchelf", "--set-rpath", "$ORIGIN/../shardread.libs", ext_copy)
+        for ext_copy in ext_copies:
+            run("patchelf", "--set-rpath", "$ORIGIN/../shardread.libs", ext_copy)
         glibc = glibc_needed(elves)
 
         dist = f"shardread-{a.version}.dist-info"

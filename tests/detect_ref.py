@@ -8,6 +8,8 @@ usage: detect_ref.py yolo COCO_JSON LABELS_DIR NAMES_FILE
   Write the COCO file's boxes as YOLO labels (class = category id; names line i = id i).
 usage: detect_ref.py same A.jsonl B.jsonl
   The two target dumps agree (boxes to 1e-4, everything else exactly).
+As a module: the read-time scale ops' arithmetic (multiscale_size, letterbox_params,
+scale_boxes), which tests/python/test_detect_scale.py holds the reader to.
 """
 import json
 import os
@@ -60,6 +62,49 @@ def plan(g, w, h):
     else:
         dx, dy, dw, dh, wx, wy = 0, 0, rw, rh, 0, 0
     return rw, rh, dx, dy, dw, dh, wx, wy
+
+
+def multiscale_size(w, h, s, max_size):
+    """RandomShortestSize's resize of a w x h image for shortest side s (shardread.h "Scale"):
+    r = min(s / short, max_size / long) in Python floats, each side int(side * r), at least 1."""
+    r = min(s / min(w, h), max_size / max(w, h))
+    return max(1, int(w * r)), max(1, int(h * r))
+
+
+def letterbox_params(w, h, out_w, out_h):
+    """(scale_w, scale_h, crop_x, crop_y, pad_x, pad_y, image_w, image_h) of the read-time
+    letterbox: the build's --size out_w out_h --fit pad plan."""
+    rw, rh, dx, dy, dw, dh, wx, wy = plan({"mode": "size", "width": out_w, "height": out_h,
+                                          "fit": "pad"}, w, h)
+    return rw, rh, wx, wy, dx, dy, dw, dh
+
+
+def scale_boxes(boxes, area, p, out_w, multi, min_fraction=0.0):
+    """Stored boxes (n, 4) through a read-time scale op (shardread.h "Scale"), p a return_params
+    row (x, y, w, h, flip, scale_w, scale_h, crop_x, crop_y, pad_x, pad_y, image_w, image_h):
+    x' = x * scale_w / W - crop_x + pad_x (likewise y), clipped to the image, mirrored about the
+    image's width (multi) or the output's, rounded to float32, empty boxes (and those keeping
+    less than min_fraction of their area) dropped. Returns (boxes, area, keep)."""
+    _, _, W, H, flip, sw, sh, cx, cy, px, py, iw, ih = (int(v) for v in p)
+    b = np.asarray(boxes, np.float64).reshape(-1, 4)
+    sx, sy = sw / W, sh / H
+    u = np.empty_like(b)
+    u[:, [0, 2]] = b[:, [0, 2]] * sx + (px - cx)
+    u[:, [1, 3]] = b[:, [1, 3]] * sy + (py - cy)
+    c = u.copy()
+    c[:, [0, 2]] = c[:, [0, 2]].clip(px, px + iw)
+    c[:, [1, 3]] = c[:, [1, 3]].clip(py, py + ih)
+    if flip:
+        fw = iw if multi else out_w
+        c[:, [0, 2]] = fw - c[:, [2, 0]]
+    f = c.astype(np.float32)
+    keep = (f[:, 0] < f[:, 2]) & (f[:, 1] < f[:, 3])
+    if min_fraction > 0:
+        kept = (c[:, 2] - c[:, 0]) * (c[:, 3] - c[:, 1])
+        whole = (u[:, 2] - u[:, 0]) * (u[:, 3] - u[:, 1])
+        keep &= kept >= min_fraction * whole
+    a = (np.asarray(area, np.float64) * sx * sy).astype(np.float32)
+    return f[keep], a[keep], keep
 
 
 def expected(coco, g):

@@ -27,6 +27,8 @@ check_layer compiler/build.o "-Icompiler -Iformats "
 check_layer reader/shardread.o "-Iformats -Ireader "
 check_layer reader/bench/train.o "-Icompiler -Iformats -Ireader/bench "
 check_layer tests/test_reader.o "-Icompiler -Iformats -Ireader -Ireader/bench "
+# the writer's Python extension (compiler/python/): formats/ and compiler/ headers only
+check_layer python/_shardwrite.o "-Icompiler -Iformats "
 
 # the probe: a formats/ file that includes the compiler's header does not compile with formats/'s
 # flags, and a reader file that includes it does not compile with the reader's
@@ -68,6 +70,16 @@ if (cd "$ROOT" && eval "$flags -fsyntax-only $T/bench_bad.c") >"$T/out" 2>&1; th
   bad "a reader/bench/ file could include reader/transform.h"
 else
   grep -q "transform.h" "$T/out" && ok "reader/bench/ cannot include reader/transform.h (a compile error)" ||
+    bad "the probe failed for another reason: $(head -2 "$T/out")"
+fi
+
+# and it cannot reach the reader: its header does not compile there
+flags=$(cmdline python/_shardwrite.o | sed -e 's/ -c -o .*//' -e 's/-MMD -MP//')
+printf '#include "shardread.h"\nint probe_layer(void);\nint probe_layer(void) { return 0; }\n' >"$T/probe2.c"
+if (cd "$ROOT" && eval "$flags -fsyntax-only $T/probe2.c") >"$T/out" 2>&1; then
+  bad "compiler/python/_shardwrite.c could include reader/shardread.h"
+else
+  grep -q "shardread.h" "$T/out" && ok "compiler/python/ cannot include reader/shardread.h (a compile error)" ||
     bad "the probe failed for another reason: $(head -2 "$T/out")"
 fi
 

@@ -75,6 +75,35 @@ fi
 check "the extension's RUNPATH is \$ORIGIN/../shardread.libs" \
   bash -c "readelf -d '$EXT' | grep -q 'RUNPATH.*\\\$ORIGIN/../shardread.libs'"
 
+# the writer's extension (_shardwrite: the compiler's pipeline): the same rules
+WEXT="$T/unz/shardread/_shardwrite.abi3.so"
+check "the wheel holds the writer's extension" test -f "$WEXT"
+if nm -D "$WEXT" | grep -E 'PyArray_|_ARRAY_API' >"$T/np"; then
+  bad "the writer's extension uses the numpy C API"
+else
+  ok "no numpy C API symbol in the writer's extension"
+fi
+nm -D --undefined-only "$WEXT" | awk '{print $2}' | grep -E '^_?Py' | sed 's/@.*//' | sort -u >"$T/wuses"
+if [ -n "$abi3_so" ]; then
+  comm -23 "$T/wuses" "$T/abi3" >"$T/wextra"
+else
+  grep -E '^_Py' "$T/wuses" | grep -vE "$abi_only" >"$T/wextra"
+fi
+if [ -s "$T/wextra" ]; then
+  bad "the writer's extension uses symbols outside the stable ABI: $(tr '\n' ' ' <"$T/wextra")"
+else
+  ok "the writer's extension uses the stable ABI only"
+fi
+env -u LD_LIBRARY_PATH ldd "$WEXT" >"$T/wldd" 2>&1
+woutside=$(awk '$2 == "=>" {print $1, $3}' "$T/wldd" | while read -r n p; do echo "$n $(readlink -f "$p")"; done |
+  grep -vE '^(libc|libm|libpthread|libdl|librt|libutil|libresolv|ld-linux[^ ]*)\.so' |
+  grep -v " $T/unz/shardread.libs/" || true)
+if grep -q 'not found' "$T/wldd" || [ -n "$woutside" ]; then
+  bad "the writer's libraries do not all resolve inside the wheel: $(grep 'not found' "$T/wldd" | tr '\n' ' ')$woutside"
+else
+  ok "every library of the writer's extension but glibc's resolves inside shardread.libs"
+fi
+
 # installed into a fresh venv and tested from outside the repository
 if ! "$PY" -m venv --system-site-packages "$T/venv" >"$T/venv.log" 2>&1; then
   bad "python3 -m venv: $(tail -1 "$T/venv.log") (scripts/deps.sh installs python3-venv)"
@@ -91,8 +120,9 @@ case "$where" in
 esac
 
 # the Python suite against the installed package: tests copied out of the repository, the
-# fixtures built by this build's shardc
+# fixtures built by this build's shardc (and the NumPy references they import from tests/)
 cp -r "$ROOT/tests/python" "$T/pytests"
+cp "$ROOT/tests/detect_ref.py" "$T/"
 (cd "$T/pytests" && env -u PYTHONPATH BUILD="$ROOT/$BUILD" PYTHONDONTWRITEBYTECODE=1 \
   SHARDREAD_ROOT="$ROOT" "$VPY" -m pytest -q -rs -p no:cacheprovider . >"$T/pytest.log" 2>&1)
 rc=$?

@@ -5,6 +5,7 @@
     loader = shardread.Loader('ds', batch_size=256, shuffle=True, threads=4)
     for images, labels in loader:             # (B, H, W, C) uint8, (B,) int64
         ...
+    shardread.build(((path, label) for ...), 'ds', size=224)   # write one (see Writer)
 
 Errors are shardread.Error subclasses: CorruptError (a damaged file, named in the message),
 ArgumentError (a ValueError), ShapeError, NotFoundError (a FileNotFoundError), ReadError (an
@@ -26,7 +27,7 @@ import sys as _sys
 
 import numpy as _np
 
-from . import _shardread
+from . import _detect, _shardread
 from ._shardread import (  # noqa: F401  (the public names)
     ArgumentError,
     CorruptError,
@@ -45,6 +46,14 @@ __all__ = [
     "Dataset", "Loader", "Error", "ArgumentError", "CorruptError", "NotFoundError", "ReadError",
     "ShapeError", "StateError", "UnsupportedError", "__version__",
 ]
+
+# the writer: shardc build's pipeline fed from Python (shardread/_writer.py, _shardwrite)
+from ._writer import BuildError, BuildResult, Writer, build  # noqa: E402
+__all__ += ["build", "Writer", "BuildResult", "BuildError"]
+
+# a sample's read-time ops re-applied with torchvision (Loader(return_params="ops"))
+from ._replay import replay  # noqa: E402
+__all__ += ["replay"]
 
 _View = _shardread._View
 _asarray = _np.asarray
@@ -230,10 +239,13 @@ def _erasing(erasing):
     else:
         raise TypeError(f"erasing must be a probability or a dict of p, scale, ratio, value, not "
                         f"{erasing!r}")
-    if args.get("value") == "random":
-        raise ValueError("erasing value='random' is not supported: give a number or one per "
-                         "channel")
     out = {"erase_p": float(args.get("p", 0.5))}
+    if isinstance(args.get("value"), str):
+        if args["value"] != "random":
+            raise ValueError(f"erasing value must be a number, one per channel or 'random', not "
+                             f"{args['value']!r}")
+        del args["value"]
+        out["erase_random"] = True
     if "scale" in args:
         out["erase_scale"] = tuple(args["scale"])
     if "ratio" in args:
@@ -293,9 +305,15 @@ def _geometry(rotation, affine, auto_augment, interpolation, fill):
             out["affine_shear"] = shear
     if auto_augment is not None:
         kind = type(auto_augment).__name__
-        if kind in ("TrivialAugmentWide", "RandAugment"):  # torchvision's own objects
-            policy = "trivialaugment_wide" if kind == "TrivialAugmentWide" else "randaugment"
-            args = {"num_magnitude_bins": auto_augment.num_magnitude_bins}
+        if kind in ("TrivialAugmentWide", "RandAugment", "AutoAugment"):  # torchvision's own
+            policy = {"TrivialAugmentWide": "trivialaugment_wide", "RandAugment": "randaugment",
+                      "AutoAugment": "imagenet"}[kind]
+            if kind == "AutoAugment" and str(getattr(auto_augment.policy, "value",
+                                                     auto_augment.policy)) != "imagenet":
+                raise ValueError(f"auto_augment: AutoAugment's {auto_augment.policy} policy is "
+                                 "not supported: only AutoAugmentPolicy.IMAGENET")
+            args = ({"num_magnitude_bins": auto_augment.num_magnitude_bins}
+                    if kind != "AutoAugment" else {})
             if policy == "randaugment":
                 args.update(num_ops=auto_augment.num_ops, magnitude=auto_augment.magnitude)
             if interpolation is None:
@@ -313,11 +331,13 @@ def _geometry(rotation, affine, auto_augment, interpolation, fill):
             policy, args = auto_augment, {}
         names = {"trivialaugment_wide": "trivialaugment_wide",
                  "trivialaugmentwide": "trivialaugment_wide", "trivial": "trivialaugment_wide",
-                 "randaugment": "randaugment", "rand": "randaugment"}
+                 "ta_wide": "trivialaugment_wide", "randaugment": "randaugment",
+                 "rand": "randaugment", "rand_augment": "randaugment", "imagenet": "imagenet"}
         key = str(policy).lower().replace("-", "_")
         if key not in names:
-            raise ValueError(f"auto_augment must be 'trivialaugment_wide' or 'randaugment', not "
-                             f"{policy!r}")
+            raise ValueError(f"auto_augment must be 'trivialaugment_wide' ('ta_wide'), "
+                             f"'randaugment' ('rand_augment') or 'imagenet' (AutoAugment's "
+                             f"IMAGENET policy), not {policy!r}")
         out["auto_augment"] = names[key]
         for k, ck in (("num_ops", "aa_num_ops"), ("magnitude", "aa_magnitude"),
                       ("num_magnitude_bins", "aa_bins")):
@@ -327,6 +347,46 @@ def _geometry(rotation, affine, auto_augment, interpolation, fill):
         out["aug_interpolation"] = _name(interpolation)
     if fill is not None:
         out["aug_fill"] = fill
+    return out
+
+
+def _aliases(erasing, augment_fill, erase, erase_value, fill):
+    """The short keyword forms: erase=p (with erase_value=) for erasing=, fill= for
+    augment_fill=. An alias and its long name together are a TypeError."""
+    if erase is not None or erase_value is not None:
+        if erasing is not None:
+            raise TypeError("give erasing= or erase= (with erase_value=), not both")
+        if erase is None:
+            raise TypeError("erase_value= needs erase=p (the probability)")
+        if isinstance(erase, bool) or not isinstance(erase, _numbers.Real):
+            raise TypeError(f"erase must be a probability, not {erase!r}")
+        erasing = {"p": float(erase)}
+        if erase_value is not None:
+            erasing["value"] = erase_value
+    if fill is not None:
+        if augment_fill is not None:
+            raise TypeError("give augment_fill= or fill=, not both")
+        augment_fill = fill
+    return erasing, augment_fill
+
+
+def _mixing(mixup, cutmix, num_classes):
+    """mixup=alpha, cutmix=alpha (torchvision's recipe: 0.2 and 1.0) and num_classes= into the
+    extension's terms."""
+    out = {}
+    for name, v in (("mixup", mixup), ("cutmix", cutmix)):
+        if v is None or v is False:
+            continue
+        if isinstance(v, bool) or not isinstance(v, _numbers.Real):
+            raise TypeError(f"{name} must be the Beta distribution's alpha (a number > 0), not "
+                            f"{v!r}")
+        if not v > 0 or _math.isinf(v):
+            raise ValueError(f"{name} alpha must be positive and finite, not {v!r}")
+        out[name + "_alpha"] = float(v)
+    if num_classes is not None:
+        if not out:
+            raise TypeError("num_classes= is for the soft labels of mixup= or cutmix=")
+        out["num_classes"] = _operator.index(num_classes)
     return out
 
 
@@ -444,7 +504,11 @@ class Loader(_shardread.Loader):
     says float16. float16 halves the bytes for a GPU model; a CPU model wants float32 (torch's
     CPU convolutions take no float16 input with float32 weights). return_params: batches
     become (images, labels, indices, params), params an (n, 5) int64 array of each sample's box
-    x, y, w, h in the stored image and flip (0 or 1).
+    x, y, w, h in the stored image and flip (0 or 1); return_params="ops" makes params instead
+    a list of each sample's ops in torchvision's terms, (name, kwargs) pairs in the order they
+    ran (the crop or resize, hflip, rotate, affine, auto_augment_op, the ColorJitter ops in
+    their drawn order, rgb_to_grayscale, erase), so that shardread.replay(Dataset[i] image,
+    ops) reproduces the delivered uint8 sample (see shardread.replay).
 
     Augmentations after the crop and flip, exact to torchvision 0.14 on the PIL image (the
     draws come from the reader's own per-sample, per-epoch stream, so threads and resuming never
@@ -461,6 +525,22 @@ class Loader(_shardread.Loader):
     augment_interpolation ('nearest', torchvision's default for them, or 'bilinear') and
     augment_fill (0, or one whole number per channel). Order: crop, flip, rotation, affine,
     auto_augment, color_jitter, grayscale, dtype and normalisation, erasing.
+    auto_augment='imagenet' (or torchvision's AutoAugment() object, IMAGENET policy) is
+    AutoAugment. erasing value='random' fills the box with standard normal noise (float dtypes;
+    torchvision's distribution, the reader's own draws per seed, epoch and sample).
+    Short forms: erase=p (with erase_value=) for erasing=, fill= for augment_fill=,
+    auto_augment='ta_wide', 'rand_augment' or 'imagenet'; a short form together with its long
+    name is a TypeError. interpolation= is the RandomResizedCrop's filter, so the ops above take
+    augment_interpolation=.
+
+    MixUp and CutMix, per finished batch (torchvision's reference recipe RandomMixup /
+    RandomCutmix, or transforms.v2 MixUp / CutMix): mixup=alpha, cutmix=alpha (the recipe's 0.2
+    and 1.0; with both, one of the two per batch). Sample i mixes with sample i - 1, lambda ~
+    Beta(alpha, alpha) from the reader's draws per (seed, epoch, batch), so threads and resuming
+    never change a batch. Batches become (images, soft_labels), soft_labels float32
+    (B, num_classes) (num_classes: default the dataset's classes); with return_params, a dict
+    after params records the batch: op ('mixup' or 'cutmix'), lam, lam_drawn, box (x1, y1, x2,
+    y2) and labels (each sample's own). Needs a float dtype and a classification dataset.
 
     access: 'mmap', 'pread' (files that may change, network filesystems) or 'direct'
     (O_DIRECT). framework='torch': torch tensors sharing the batch memory. return_indices: a
@@ -495,6 +575,23 @@ class Loader(_shardread.Loader):
     colour augmentations apply as usual; rotation, affine and auto_augment are refused there.
     A detection Dataset's items are (image, target).
 
+    Detection geometry at read time, in place of size= (one of the three; the boxes follow,
+    clipped and dropped as above; the pixels equal torchvision's F.resize, F.crop and F.pad on
+    the PIL image; with return_params, params has 8 more columns: scale_w, scale_h, crop_x,
+    crop_y, pad_x, pad_y, image_w, image_h; each target gets 'size', (height, width) of its
+    image): multiscale=(sizes, max_size) is torchvision's detection RandomShortestSize: a
+    shortest side drawn from sizes per sample, the longest side at most max_size, so images
+    vary in size: batches then give images as a list of per-image views (no copy; what
+    torchvision's detection models take), or with pad_to=True one (B, max_size, max_size, C)
+    batch (pad_to=(H, W): that canvas) with every image at the top left and zeros around it,
+    as GeneralizedRCNNTransform batches them (target 'size' says each image's part); it needs
+    targets=True. scale_jitter=target or (target, (lo, hi)) (default (0.1, 2.0)), target an int
+    or (height, width), is ScaleJitter then FixedSizeCrop: a random scale of the fit to target,
+    then a crop at a random offset where larger and zero padding bottom and right where
+    smaller. letterbox=(height, width) or an int resizes to fit inside, keeping the aspect,
+    and pads centered with zeros (the build's --fit pad). flip then mirrors each image. The
+    arithmetic: reader/shardread.h, "Scale".
+
     Once torch is imported, a Loader is a torch.utils.data.IterableDataset: use
     DataLoader(loader, batch_size=None) with num_workers=0 (the Loader has its own threads);
     worker processes and a DataLoader that would batch the batches again are refused. The GIL
@@ -515,7 +612,10 @@ class Loader(_shardread.Loader):
                  return_recovery=False, pad=False, color_jitter=None, grayscale=0.0,
                  erasing=None, rotation=None, affine=None, auto_augment=None,
                  augment_interpolation=None, augment_fill=None, targets=False,
-                 min_box_area_fraction=0.0):
+                 min_box_area_fraction=0.0, mixup=None, cutmix=None, num_classes=None,
+                 erase=None, erase_value=None, fill=None, multiscale=None,
+                 scale_jitter=None, letterbox=None, pad_to=None):
+        erasing, augment_fill = _aliases(erasing, augment_fill, erase, erase_value, fill)
         size = _size(size)
         interpolation = _name(interpolation)
         dtype = _name(dtype)
@@ -538,7 +638,14 @@ class Loader(_shardread.Loader):
         if targets or min_box_area_fraction:
             aug["targets"] = targets
             aug["min_box_area_fraction"] = min_box_area_fraction
-        super().__init__(path, **kw, **aug)
+        aug.update(_mixing(mixup, cutmix, num_classes))
+        # the detection geometry: its own output size (and canvas), in place of size=
+        scale_size, scale, self._image_list = _detect.scale_args(
+            multiscale, scale_jitter, letterbox, pad_to, size, rrc, random_crop, targets,
+            aug.get("erase_p"))
+        if scale is not None:
+            aug["scale"] = scale
+        super().__init__(path, **(dict(kw, size=scale_size) if scale else kw), **aug)
         if targets and not self.info["targets"]:
             raise ArgumentError(f"targets=True: {path!r} has no targets (it was not built with "
                                 "shardc build --coco or --yolo)")
@@ -561,7 +668,10 @@ class Loader(_shardread.Loader):
                   grayscale=grayscale, erasing=erasing, rotation=rotation, affine=affine,
                   auto_augment=auto_augment, augment_interpolation=augment_interpolation,
                   augment_fill=augment_fill, targets=targets,
-                  min_box_area_fraction=min_box_area_fraction)
+                  min_box_area_fraction=min_box_area_fraction, mixup=mixup, cutmix=cutmix,
+                  num_classes=num_classes)
+        kw.update(multiscale=multiscale, scale_jitter=scale_jitter, letterbox=letterbox,
+                  pad_to=pad_to)
         self._kwargs = dict(kw, path=path)
         self._fingerprint = None
 
@@ -576,6 +686,9 @@ class Loader(_shardread.Loader):
                 "DataLoader(loader) batches the Loader's batches again (its default "
                 "batch_size=1 would give (1, B, ...) tensors): use DataLoader(loader, "
                 "batch_size=None), or iterate the Loader itself")
+        if self._image_list:        # multiscale= without pad_to=: a list of per-image views
+            nchw = self.info["layout"] == "NCHW"
+            return (_detect.image_list(b, nchw) for b in super().__iter__())
         return super().__iter__()
 
     def dataset_fingerprint(self):

@@ -25,6 +25,10 @@ class ReadError(Error, OSError): ...
 class StateError(Error): ...
 class UnsupportedError(Error): ...
 
+def replay(image: Any, ops: Sequence[tuple[str, dict[str, Any]]]) -> Any:
+    """The uint8 HxWxC array that one sample's ops (Loader(return_params="ops")) make of the
+    stored image, computed by torchvision on the PIL image."""
+
 class Dataset:
     """A dataset directory written by shardc, sample by sample (map-style)."""
 
@@ -75,7 +79,7 @@ class Loader:
         layout: Literal["NHWC", "NCHW"] = "NHWC",
         mean: _Channels | Literal["dataset"] | None = None,
         std: _Channels | None = None,
-        return_params: bool = False,
+        return_params: bool | Literal["ops"] = False,
         on_error: Literal["fail", "skip", "substitute"] = "fail",
         verify_samples: bool = False,
         return_recovery: bool = False,
@@ -88,6 +92,18 @@ class Loader:
         auto_augment: str | dict[str, Any] | Any | None = None,
         augment_interpolation: Any = None,
         augment_fill: _Channels | None = None,
+        mixup: float | None = None,
+        cutmix: float | None = None,
+        num_classes: int | None = None,
+        erase: float | None = None,
+        erase_value: float | Sequence[float] | Literal["random"] | None = None,
+        fill: _Channels | None = None,
+        targets: bool = False,
+        min_box_area_fraction: float = 0.0,
+        multiscale: tuple[int | Sequence[int], int] | None = None,
+        scale_jitter: int | tuple[int, int] | tuple[int | tuple[int, int], _Pair] | None = None,
+        letterbox: int | tuple[int, int] | None = None,
+        pad_to: bool | int | tuple[int, int] | None = None,
     ) -> None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[tuple[Any, ...]]: ...
@@ -124,3 +140,7 @@ class Loader:
     def fenced(self) -> int: ...
     @property
     def path(self) -> str: ...
+
+# the writer (shardread/_writer.py)
+from ._writer import BuildError as BuildError, BuildResult as BuildResult, Writer as Writer, \
+    build as build

@@ -1,0 +1,604 @@
+/* _shardwrite.c - the C extension under the Python package `shardread` that writes datasets:
+ * the `shardc build` pipeline (compiler/build.h) fed from Python (shardread.build, Writer).
+ *
+ * Built on the compiler's headers (build.h, stream.h) and the formats library, with CPython's
+ * stable ABI (Py_LIMITED_API 3.11) and no numpy C API: pixels come in through the buffer
+ * protocol. The package's Python layer (shardread/_writer.py) checks the options and turns each
+ * item into one of the calls below; this module knows nothing of PIL or numpy.
+ *
+ * Objects
+ * -------
+ * _Build    one build: a thread running shc_build over a shc_stream (stream.h). add_path,
+ *           add_bytes, add_pixels and add_reject hand it the next item (a copy: the caller may
+ *           reuse its buffer at once), waiting with the GIL released while the build is a window
+ *           of items behind; they return False once the build has ended early (an error, a
+ *           strict reject), and finish() then says why. finish() closes the stream and waits for
+ *           the build; cancel() stops it (nothing of it is left in the output directory).
+ *
+ * Threads. The build's own threads never touch Python: its callbacks collect messages, rejects
+ * and the summary into C memory under a mutex, read by finish(). The GIL is released while an
+ * add waits, while pixels are copied, and while finish/cancel wait for the build.
+ */
+#define PY_SSIZE_T_CLEAN
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030B0000
+#endif
+#include <Python.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "augment.h"
+#include "backend.h"
+#include "build.h"
+#include "compress.h"
+#include "manifest.h"
+#include "resample.h"
+#include "stream.h"
+#include "util.h"
+
+/* ---- what the build reports (its callbacks, from the build's thread) ---- */
+
+typedef struct {
+    char **v;
+    size_t n, cap;
+} strlist;
+
+static int strlist_add(strlist *l, const char *a, const char *b)
+{
+    if (l->n + 2 > l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **p = realloc(l->v, cap * sizeof *p);
+        if (!p)
+            return ENOMEM;
+        l->v = p;
+        l->cap = cap;
+    }
+    l->v[l->n] = strdup(a);
+    l->v[l->n + 1] = b ? strdup(b) : NULL;
+    l->n += 2;
+    return 0;
+}
+
+static void strlist_free(strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+typedef struct {
+    PyObject_HEAD
+    shc_build_opts o;
+    shc_build_ctl ctl;
+    shc_stream *stream;
+    char *out;
+    char **classes;
+    size_t nclasses;
+    pthread_t tid;
+    int running;                /* the thread was started and not joined */
+    int rc;                     /* shc_build's result, once joined */
+    pthread_mutex_t mu;         /* guards what the callbacks fill */
+    strlist messages;           /* pairs (text, NULL) */
+    strlist rejects, warnings;  /* pairs (name, reason) */
+    shc_summary summary;
+    int have_summary;
+} BuildObject;
+
+static void on_message(void *ctx, const char *text)
+{
+    BuildObject *b = ctx;
+    pthread_mutex_lock(&b->mu);
+    strlist_add(&b->messages, text, NULL);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void on_reject(void *ctx, const char *path, const char *reason)
+{
+    BuildObject *b = ctx;
+    pthread_mutex_lock(&b->mu);
+    strlist_add(&b->rejects, path, reason);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void on_warning(void *ctx, const char *path, const char *text)
+{
+    BuildObject *b = ctx;
+    pthread_mutex_lock(&b->mu);
+    strlist_add(&b->warnings, path, text);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void on_summary(void *ctx, const shc_summary *s)
+{
+    BuildObject *b = ctx;
+    pthread_mutex_lock(&b->mu);
+    b->summary = *s;
+    b->summary.out = NULL;
+    b->have_summary = 1;
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void *build_thread(void *arg)
+{
+    BuildObject *b = arg;
+    shc_build_cb cb = {.ctx = b, .message = on_message, .reject = on_reject,
+                       .warning = on_warning, .summary = on_summary};
+    int rc = shc_build(&b->o, &cb);
+    /* a producer still waiting (the build ended early) hears of it */
+    shc_stream_cancel(b->stream);
+    b->rc = rc;
+    return NULL;
+}
+
+/* ---- _Build ---- */
+
+static void join(BuildObject *b)
+{
+    if (!b->running)
+        return;
+    b->running = 0;             /* one joiner, even if another thread calls in meanwhile */
+    pthread_t tid = b->tid;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(tid, NULL);
+    Py_END_ALLOW_THREADS
+}
+
+static void Build_dealloc(PyObject *self)
+{
+    BuildObject *b = (BuildObject *)self;
+    if (b->running) {
+        atomic_store(&b->ctl.stop, 1);
+        shc_stream_cancel(b->stream);
+        join(b);
+    }
+    shc_stream_free(b->stream);
+    free(b->out);
+    for (size_t i = 0; i < b->nclasses; i++)
+        free(b->classes[i]);
+    free(b->classes);
+    strlist_free(&b->messages);
+    strlist_free(&b->rejects);
+    strlist_free(&b->warnings);
+    pthread_mutex_destroy(&b->mu);
+    PyTypeObject *t = Py_TYPE(self);
+    freefunc f = (freefunc)PyType_GetSlot(t, Py_tp_free);
+    f(self);
+    Py_DECREF(t);
+}
+
+/* Hand item it to the stream, waiting with the GIL released. True: added; False: the build has
+ * ended (finish() says why). it's bytes are freed when not taken. */
+static PyObject *push(BuildObject *b, shc_item *it)
+{
+    if (!b->stream || !b->running) {
+        free(it->name);
+        free(it->data);
+        PyErr_SetString(PyExc_RuntimeError, "this build is finished");
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = shc_stream_add(b->stream, it);
+    Py_END_ALLOW_THREADS
+    free(it->name);             /* NULL when taken */
+    free(it->data);
+    if (rc == EINVAL) {
+        PyErr_SetString(PyExc_ValueError, "label out of range");
+        return NULL;
+    }
+    return PyBool_FromLong(rc == 0);
+}
+
+/* A malloc'd copy of a name given as str or bytes (file names: os.fsencode's bytes). */
+static char *name_of(PyObject *o)
+{
+    const char *s;
+    Py_ssize_t n;
+    PyObject *tmp = NULL;
+    if (PyUnicode_Check(o)) {
+        tmp = PyUnicode_AsUTF8String(o);
+        if (!tmp)
+            return NULL;
+        o = tmp;
+    }
+    if (PyBytes_AsStringAndSize(o, (char **)&s, &n) != 0) {
+        Py_XDECREF(tmp);
+        return NULL;
+    }
+    if ((Py_ssize_t)strlen(s) != n) {
+        Py_XDECREF(tmp);
+        PyErr_SetString(PyExc_ValueError, "a path or name with a NUL character");
+        return NULL;
+    }
+    char *c = strdup(s);
+    Py_XDECREF(tmp);
+    if (!c)
+        PyErr_NoMemory();
+    return c;
+}
+
+static PyObject *Build_add_path(PyObject *self, PyObject *args)
+{
+    PyObject *path;
+    int label;
+    if (!PyArg_ParseTuple(args, "Oi", &path, &label))
+        return NULL;
+    shc_item it = {.kind = SHC_ITEM_PATH, .label = label};
+    if (!(it.name = name_of(path)))
+        return NULL;
+    return push((BuildObject *)self, &it);
+}
+
+/* A copy of a buffer's bytes (C-contiguous), the GIL released for a large one. */
+static uint8_t *copy_buffer(PyObject *obj, size_t *len)
+{
+    Py_buffer v;
+    if (PyObject_GetBuffer(obj, &v, PyBUF_C_CONTIGUOUS) != 0)
+        return NULL;
+    size_t n = (size_t)v.len;
+    uint8_t *p = malloc(n ? n : 1);
+    if (!p) {
+        PyBuffer_Release(&v);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (n > (1u << 20)) {
+        Py_BEGIN_ALLOW_THREADS
+        memcpy(p, v.buf, n);
+        Py_END_ALLOW_THREADS
+    } else {
+        memcpy(p, v.buf, n);
+    }
+    PyBuffer_Release(&v);
+    *len = n;
+    return p;
+}
+
+static PyObject *Build_add_bytes(PyObject *self, PyObject *args)
+{
+    PyObject *data, *name;
+    int label;
+    if (!PyArg_ParseTuple(args, "OOi", &data, &name, &label))
+        return NULL;
+    shc_item it = {.kind = SHC_ITEM_ENCODED, .label = label};
+    if (!(it.name = name_of(name)))
+        return NULL;
+    if (!(it.data = copy_buffer(data, &it.len))) {
+        free(it.name);
+        return NULL;
+    }
+    return push((BuildObject *)self, &it);
+}
+
+static PyObject *Build_add_pixels(PyObject *self, PyObject *args)
+{
+    PyObject *data, *name;
+    unsigned int h, w, c;
+    int label;
+    if (!PyArg_ParseTuple(args, "OIIIOi", &data, &h, &w, &c, &name, &label))
+        return NULL;
+    shc_item it = {.kind = SHC_ITEM_PIXELS, .label = label, .width = w, .height = h,
+                   .channels = c};
+    if (!(it.name = name_of(name)))
+        return NULL;
+    if (!(it.data = copy_buffer(data, &it.len))) {
+        free(it.name);
+        return NULL;
+    }
+    if ((uint64_t)w * h * c != it.len) {
+        free(it.name);
+        free(it.data);
+        PyErr_SetString(PyExc_ValueError, "pixel buffer size does not match its shape");
+        return NULL;
+    }
+    return push((BuildObject *)self, &it);
+}
+
+static PyObject *Build_add_reject(PyObject *self, PyObject *args)
+{
+    PyObject *name;
+    const char *reason;
+    int label;
+    if (!PyArg_ParseTuple(args, "Osi", &name, &reason, &label))
+        return NULL;
+    shc_item it = {.kind = SHC_ITEM_REJECT, .label = label};
+    if (!(it.name = name_of(name)))
+        return NULL;
+    it.len = strlen(reason);
+    if (!(it.data = (uint8_t *)strdup(reason))) {
+        free(it.name);
+        return PyErr_NoMemory();
+    }
+    return push((BuildObject *)self, &it);
+}
+
+static PyObject *pairs(const strlist *l)
+{
+    PyObject *r = PyList_New(0);
+    for (size_t i = 0; r && i + 1 < l->n; i += 2) {
+        PyObject *t = l->v[i + 1] ? Py_BuildValue("(ss)", l->v[i], l->v[i + 1])
+                                  : PyUnicode_FromString(l->v[i] ? l->v[i] : "");
+        if (!t || PyList_Append(r, t) != 0) {
+            Py_XDECREF(t);
+            Py_DECREF(r);
+            return NULL;
+        }
+        Py_DECREF(t);
+    }
+    return r;
+}
+
+/* The build's outcome: {"rc", "code", "exit", "messages", "rejects", "warnings", "summary"}. */
+static PyObject *outcome(BuildObject *b)
+{
+    PyObject *summary;
+    if (b->have_summary) {
+        const shc_summary *s = &b->summary;
+        summary = Py_BuildValue("{sKsnsnsKsnsnsnsdsdsI}", "samples",
+                                (unsigned long long)s->samples, "classes", (Py_ssize_t)s->classes,
+                                "shards", (Py_ssize_t)s->shards, "bytes",
+                                (unsigned long long)s->bytes, "inputs", (Py_ssize_t)s->inputs,
+                                "rejects", (Py_ssize_t)s->rejects, "warnings",
+                                (Py_ssize_t)s->warnings, "seconds", s->seconds, "images_per_s",
+                                s->images_per_s, "threads", s->threads);
+    } else {
+        summary = Py_None;
+        Py_INCREF(summary);
+    }
+    PyObject *m = pairs(&b->messages), *r = pairs(&b->rejects), *w = pairs(&b->warnings);
+    PyObject *res = NULL;
+    if (summary && m && r && w)
+        res = Py_BuildValue("{sisssisOsOsOsO}", "rc", b->rc, "code", shc_strerror(b->rc), "exit",
+                            shc_build_exit(b->rc), "messages", m, "rejects", r, "warnings", w,
+                            "summary", summary);
+    Py_XDECREF(summary);
+    Py_XDECREF(m);
+    Py_XDECREF(r);
+    Py_XDECREF(w);
+    return res;
+}
+
+static PyObject *Build_finish(PyObject *self, PyObject *unused)
+{
+    BuildObject *b = (BuildObject *)self;
+    if (b->running)
+        shc_stream_close(b->stream);
+    join(b);
+    return outcome(b);
+}
+
+static PyObject *Build_cancel(PyObject *self, PyObject *unused)
+{
+    BuildObject *b = (BuildObject *)self;
+    if (b->running) {
+        atomic_store(&b->ctl.stop, 1);
+        shc_stream_cancel(b->stream);
+    }
+    join(b);
+    return outcome(b);
+}
+
+static PyObject *Build_added(PyObject *self, void *closure)
+{
+    BuildObject *b = (BuildObject *)self;
+    return PyLong_FromUnsignedLongLong(b->stream ? shc_stream_added(b->stream) : 0);
+}
+
+static PyObject *Build_done(PyObject *self, void *closure)
+{
+    BuildObject *b = (BuildObject *)self;
+    return PyLong_FromUnsignedLongLong((unsigned long long)atomic_load(&b->ctl.done));
+}
+
+static PyMethodDef Build_methods[] = {
+    {"add_path", Build_add_path, METH_VARARGS, "add_path(path, label) -> bool"},
+    {"add_bytes", Build_add_bytes, METH_VARARGS, "add_bytes(data, name, label) -> bool"},
+    {"add_pixels", Build_add_pixels, METH_VARARGS,
+     "add_pixels(buffer, height, width, channels, name, label) -> bool"},
+    {"add_reject", Build_add_reject, METH_VARARGS, "add_reject(name, reason, label) -> bool"},
+    {"finish", Build_finish, METH_NOARGS, "close the stream, wait for the build: its outcome"},
+    {"cancel", Build_cancel, METH_NOARGS, "stop the build (no dataset is left): its outcome"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Build_getset[] = {
+    {"added", Build_added, NULL, "items added so far", NULL},
+    {"done", Build_done, NULL, "items the build has written (or rejected) so far", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot Build_slots[] = {
+    {Py_tp_doc, "One running build fed item by item (internal; see shardread.Writer)."},
+    {Py_tp_dealloc, Build_dealloc},
+    {Py_tp_methods, Build_methods},
+    {Py_tp_getset, Build_getset},
+    {0, NULL}};
+
+static PyType_Spec Build_spec = {"shardread._shardwrite._Build", sizeof(BuildObject), 0,
+                                 Py_TPFLAGS_DEFAULT, Build_slots};
+
+static PyTypeObject *g_build_type;
+
+/* ---- start(): options to shc_build_opts ---- */
+
+static int bad(const char *arg, const char *fmt, const char *val)
+{
+    char text[768];
+    snprintf(text, sizeof text, fmt, val);
+    PyErr_Format(PyExc_ValueError, "%s: %s", arg, text);
+    return -1;
+}
+
+static PyObject *start(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"out", "geometry", "width", "height", "short_side", "max_side",
+                             "crop_w", "crop_h", "fit", "filter", "shrink_on_load", "channels",
+                             "format", "quality", "compress", "jpeg_fraction", "threads",
+                             "shard_bytes", "shard_samples", "align", "max_pixels",
+                             "max_image_side", "max_file_bytes", "augment", "aug", "seed",
+                             "strict", "force", "classes", "window", "budget", NULL};
+    const char *out, *geometry, *fit = NULL, *filter = NULL, *format = "raw", *compress = NULL,
+               *aug = NULL;
+    unsigned int width = 0, height = 0, short_side = 0, max_side = 0, crop_w = 0, crop_h = 0;
+    unsigned int channels = 3, threads = 1, align = 0, max_image_side = 0, augment = 0;
+    int shrink = 0, quality = 90, strict = 0, force = 0;
+    double jpeg_fraction = 0;
+    unsigned long long shard_bytes = 1ull << 30, shard_samples = 0, max_pixels = 0,
+                       max_file_bytes = 1ull << 30, seed = 0, window = 0, budget = 0;
+    PyObject *classes = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|IIIIIIzzpIsizdIKKIKIKIzKppOKK", kwlist, &out,
+                                     &geometry, &width, &height, &short_side, &max_side, &crop_w,
+                                     &crop_h, &fit, &filter, &shrink, &channels, &format,
+                                     &quality, &compress, &jpeg_fraction, &threads, &shard_bytes,
+                                     &shard_samples, &align, &max_pixels, &max_image_side,
+                                     &max_file_bytes, &augment, &aug, &seed, &strict, &force,
+                                     &classes, &window, &budget))
+        return NULL;
+
+    shc_build_opts o;
+    shc_build_opts_init(&o);
+    fmt_msg msg = {{0}};
+    if (strcmp(geometry, "size") == 0) {
+        o.r.geom.mode = FMT_GEOM_SIZE;
+        o.r.geom.width = width;
+        o.r.geom.height = height;
+    } else if (strcmp(geometry, "short_side") == 0) {
+        o.r.geom.mode = FMT_GEOM_SHORT_SIDE;
+        o.r.geom.short_side = short_side;
+    } else {
+        o.r.geom.mode = FMT_GEOM_KEEP;
+    }
+    o.r.geom.max_side = max_side;
+    o.r.geom.crop_w = crop_w;
+    o.r.geom.crop_h = crop_h;
+    if (fit) {
+        int f = fmt_fit_parse(fit);
+        if (f < 0)
+            return bad("fit", "'%s' (crop, pad or stretch)", fit), NULL;
+        o.r.geom.fit = (fmt_fit)f;
+    }
+    if (filter && fmt_filter_parse(filter, &o.r.geom.filter))
+        return bad("filter", "'%s' (nearest, box, bilinear, hamming, bicubic or lanczos)",
+                   filter), NULL;
+    o.r.geom.shrink_on_load = shrink;
+    o.r.channels = channels;
+    if (!(o.backend = fmt_backend_find(format)))
+        return bad("format", "unknown format '%s' (raw, hdf5, lmdb, png0, bmp or jpeg)", format),
+               NULL;
+    o.quality = quality;
+    if (compress && fmt_codec_parse(compress, &o.compress, &msg))
+        return bad("compress", "%s", msg.text), NULL;
+    o.jpeg_fraction = jpeg_fraction;
+    o.threads = threads ? threads : 1;
+    o.shard_bytes = shard_bytes;
+    o.shard_samples = shard_samples;
+    o.align = align;
+    if (max_pixels)
+        o.r.limits.max_pixels = max_pixels;
+    if (max_image_side)
+        o.r.limits.max_side = max_image_side;
+    o.r.max_file_bytes = max_file_bytes;
+    o.r.augment = augment;
+    if (augment && fmt_aug_parse(aug ? aug : FMT_AUG_DEFAULT_SPEC, &o.r.aug, &msg) != 0)
+        return bad("aug", "%s", msg.text), NULL;
+    o.r.seed = seed;
+    o.strict = strict;
+    o.force = force;
+
+    BuildObject *b = (BuildObject *)PyType_GenericAlloc(g_build_type, 0);
+    if (!b)
+        return NULL;
+    pthread_mutex_init(&b->mu, NULL);
+    if (classes != Py_None) {
+        Py_ssize_t n = PySequence_Size(classes);
+        if (n < 0)
+            goto fail;
+        b->classes = calloc(n ? (size_t)n : 1, sizeof *b->classes);
+        if (!b->classes) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *c = PySequence_GetItem(classes, i);
+            b->classes[i] = c ? name_of(c) : NULL;
+            Py_XDECREF(c);
+            if (!b->classes[i])
+                goto fail;
+            b->nclasses++;
+        }
+    }
+    if (!(b->out = strdup(out))) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    if (shc_stream_create(window ? (size_t)window : 4 * (size_t)o.threads + 8, budget,
+                          (const char *const *)b->classes, b->nclasses, &b->stream) != 0) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    o.out = b->out;
+    o.stream = b->stream;
+    o.ctl = &b->ctl;
+    b->o = o;
+    if (pthread_create(&b->tid, NULL, build_thread, b) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot start the build's thread");
+        goto fail;
+    }
+    b->running = 1;
+    return (PyObject *)b;
+fail:
+    Py_DECREF(b);
+    return NULL;
+}
+
+static PyObject *parse_size(PyObject *mod, PyObject *arg)
+{
+    const char *s = PyUnicode_AsUTF8AndSize(arg, NULL);
+    uint64_t v;
+    if (!s)
+        return NULL;
+    if (shc_parse_size(s, &v) != 0) {
+        PyErr_Format(PyExc_ValueError, "bad size '%s' (e.g. 512MiB, 1GiB or a byte count)", s);
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(v);
+}
+
+static PyMethodDef module_methods[] = {
+    {"start", (PyCFunction)(void (*)(void))start, METH_VARARGS | METH_KEYWORDS,
+     "start(out, geometry, **options) -> _Build: a build running in its own thread, fed by "
+     "_Build.add_*"},
+    {"parse_size", parse_size, METH_O, "parse_size('512MiB') -> 536870912 (as shardc does)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_shardwrite",
+                                        "shardc build's pipeline for Python (see shardread.build)",
+                                        -1, module_methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__shardwrite(void);
+
+PyMODINIT_FUNC PyInit__shardwrite(void)
+{
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m)
+        return NULL;
+    g_build_type = (PyTypeObject *)PyType_FromSpec(&Build_spec);
+    if (!g_build_type) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF((PyObject *)g_build_type);
+    if (PyModule_AddObject(m, "_Build", (PyObject *)g_build_type) != 0) {
+        Py_DECREF((PyObject *)g_build_type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "EREJECTS", SHC_EREJECTS);
+    PyModule_AddIntConstant(m, "EINPUT", SHC_EINPUT);
+    PyModule_AddIntConstant(m, "ESTOPPED", SHC_ESTOPPED);
+    return m;
+}

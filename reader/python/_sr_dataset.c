@@ -1,0 +1,303 @@
+/* _sr_dataset.c - shardread.Dataset (part of the _shardread module; _sr.h): a shr_dataset as a
+ * map-style dataset, ds[i] copying sample i (and, for a detection dataset, its target) into
+ * fresh arrays.
+ */
+#include "_sr.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    shr_dataset *d;
+    PyObject *path;
+    uint64_t samples;
+    int targets;                /* a detection dataset: items are (image, target) */
+} DatasetObject;
+
+static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"path", "access", "verify_samples", NULL};
+    PyObject *path, *access = NULL, *verify = Py_False;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:Dataset", kwlist, &path, &access, &verify))
+        return -1;
+    int v;
+    if (sr_flag_named(verify, "verify_samples", &v) < 0)
+        return -1;
+    shr_access a;
+    if (sr_parse_access(access, &a) < 0)
+        return -1;
+    PyObject *b = sr_fs_path(path);
+    if (!b)
+        return -1;
+    if (self->d) {
+        shr_dataset_close(self->d);
+        self->d = NULL;
+    }
+    shr_dataset *d = NULL;
+    int rc;
+    char msg[1024];
+    Py_BEGIN_ALLOW_THREADS
+    rc = shr_dataset_open_flags(&d, PyBytes_AsString(b), a, v ? SHR_DATASET_VERIFY : 0);
+    if (rc)
+        snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+    Py_END_ALLOW_THREADS
+    Py_DECREF(b);
+    if (rc) {
+        sr_raise_lib(rc, msg);
+        return -1;
+    }
+    self->d = d;
+    shr_dataset_info info;
+    shr_dataset_get_info(d, &info);
+    self->samples = info.samples;
+    self->targets = info.targets;
+    XSETREF(self->path, PyOS_FSPath(path));
+    return self->path ? 0 : -1;
+}
+
+static void Dataset_dealloc(DatasetObject *self)
+{
+    shr_dataset_close(self->d);
+    Py_XDECREF(self->path);
+    sr_free_object((PyObject *)self);
+}
+
+static int check_open(const DatasetObject *self)
+{
+    if (!self->d) {
+        PyErr_SetString(sr_state_error, "the Dataset is not open (its __init__ failed or was not "
+                        "called)");
+        return -1;
+    }
+    return 0;
+}
+
+static Py_ssize_t Dataset_len(DatasetObject *self)
+{
+    if (check_open(self) < 0)
+        return -1;
+    if (self->samples > PY_SSIZE_T_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "too many samples");
+        return -1;
+    }
+    return (Py_ssize_t)self->samples;
+}
+
+static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    if (!PyIndex_Check(key))
+        return sr_type_error(PyExc_TypeError, "Dataset indices must be integers, not ", key, "");
+    Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = (Py_ssize_t)self->samples;
+    if (i < 0)
+        i += n;
+    if (i < 0 || i >= n)
+        return PyErr_Format(PyExc_IndexError, "Dataset index %R out of range (%zd samples)", key,
+                            n);
+    shr_sample s;
+    if (shr_dataset_sample(self->d, (uint64_t)i, &s) != 0)
+        return PyErr_Format(PyExc_IndexError, "Dataset index %zd out of range", i);
+    Py_ssize_t dims[3] = {s.height, s.width, s.channels};
+    PyObject *arr = sr_view_copy(NULL, "B", 1, 3, dims);
+    if (!arr)
+        return NULL;
+    int rc;
+    char msg[1024];
+    void *dst = ((ViewObject *)arr)->data;
+    size_t len = (size_t)((ViewObject *)arr)->len;
+    Py_BEGIN_ALLOW_THREADS
+    rc = shr_dataset_read(self->d, (uint64_t)i, dst, len, &s);
+    if (rc)
+        snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        Py_DECREF(arr);
+        return sr_raise_lib(rc, msg);
+    }
+    if (self->targets) {
+        shr_target t;
+        if (shr_dataset_target(self->d, (uint64_t)i, &t) != 0) {
+            Py_DECREF(arr);
+            return sr_raise_lib(SHR_EINVAL, shr_last_error(NULL));
+        }
+        PyObject *td = sr_target_dict(&t);
+        if (!td) {
+            Py_DECREF(arr);
+            return NULL;
+        }
+        return sr_wrap(Py_BuildValue("(NN)", arr, td), 0);
+    }
+    return sr_wrap(Py_BuildValue("(NL)", arr, (long long)s.label), 0);
+}
+
+static PyObject *Dataset_sample(DatasetObject *self, PyObject *arg)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    uint64_t i;
+    if (sr_to_u64(arg, "index", &i) < 0)
+        return NULL;
+    shr_sample s;
+    if (shr_dataset_sample(self->d, i, &s) != 0)
+        return PyErr_Format(PyExc_IndexError, "Dataset index %R out of range (%llu samples)", arg,
+                            (unsigned long long)self->samples);
+    return Py_BuildValue("{s:L,s:(III),s:K}", "label", (long long)s.label, "shape", s.height,
+                         s.width, s.channels, "source", (unsigned long long)s.source);
+}
+
+static PyObject *Dataset_get_info(DatasetObject *self, void *closure)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    shr_dataset_info in;
+    shr_dataset_get_info(self->d, &in);
+    PyObject *classes = PyList_New(in.classes);
+    if (!classes)
+        return NULL;
+    for (uint32_t c = 0; c < in.classes; c++) {
+        const char *name = shr_dataset_class(self->d, c);
+        PyObject *s = PyUnicode_DecodeFSDefault(name ? name : "");
+        if (!s) {
+            Py_DECREF(classes);
+            return NULL;
+        }
+        PyList_SetItem(classes, c, s);
+    }
+    PyObject *size;
+    if (in.width && in.height)
+        size = Py_BuildValue("(II)", in.height, in.width);
+    else
+        size = Py_NewRef(Py_None);
+    if (!size) {
+        Py_DECREF(classes);
+        return NULL;
+    }
+    uint32_t nc = in.channels < 3 ? in.channels : 3;
+    return Py_BuildValue(
+        "{s:s,s:K,s:N,s:I,s:I,s:N,s:{s:s,s:s,s:I,s:I,s:I,s:I},s:N,s:N,s:I,s:s,s:K,s:K,s:K,s:s,s:O}",
+        "format", in.format, "samples", (unsigned long long)in.samples, "classes", classes,
+        "num_classes", in.classes, "channels", in.channels, "size", size, "geometry", "mode",
+        in.geom_mode, "fit", in.geom_fit, "width", in.geom_width, "height", in.geom_height,
+        "short_side", in.geom_short_side, "max_side", in.geom_max_side, "mean",
+        sr_double_list(in.mean, nc), "std", sr_double_list(in.std, nc), "augment", in.augment,
+        "aug_spec", in.aug_spec, "seed", (unsigned long long)in.seed, "inputs",
+        (unsigned long long)in.inputs, "rejects", (unsigned long long)in.rejects, "tool", in.tool,
+        "path", self->path);
+}
+
+static PyObject *Dataset_get_path(DatasetObject *self, void *closure)
+{
+    return Py_NewRef(self->path ? self->path : Py_None);
+}
+
+static PyObject *Dataset_repr(DatasetObject *self)
+{
+    if (!self->d)
+        return PyUnicode_FromString("<shardread.Dataset (not open)>");
+    return PyUnicode_FromFormat("<shardread.Dataset %R: %llu samples>", self->path,
+                                (unsigned long long)self->samples);
+}
+
+/* Every sample's label, in order (ImageFolder's targets), and the smallest and largest stored
+ * height and width: one pass over the index, no pixels read. */
+static PyObject *Dataset_scan(DatasetObject *self, PyObject *unused)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    PyObject *labels = PyList_New((Py_ssize_t)self->samples);
+    if (!labels)
+        return NULL;
+    uint32_t min_h = UINT32_MAX, min_w = UINT32_MAX, max_h = 0, max_w = 0;
+    for (uint64_t i = 0; i < self->samples; i++) {
+        shr_sample s;
+        if (shr_dataset_sample(self->d, i, &s) != 0) {
+            Py_DECREF(labels);
+            return PyErr_Format(PyExc_IndexError, "Dataset index %llu out of range",
+                                (unsigned long long)i);
+        }
+        PyObject *l = PyLong_FromLongLong((long long)s.label);
+        if (!l || PyList_SetItem(labels, (Py_ssize_t)i, l) < 0) {
+            Py_DECREF(labels);
+            return NULL;
+        }
+        min_h = s.height < min_h ? s.height : min_h;
+        min_w = s.width < min_w ? s.width : min_w;
+        max_h = s.height > max_h ? s.height : max_h;
+        max_w = s.width > max_w ? s.width : max_w;
+    }
+    if (!self->samples)
+        min_h = min_w = 0;
+    return Py_BuildValue("N(II)(II)", labels, min_h, min_w, max_h, max_w);
+}
+
+static PyMethodDef Dataset_methods[] = {
+    {"_scan", (PyCFunction)Dataset_scan, METH_NOARGS,
+     "_scan() -> (labels, (min_height, min_width), (max_height, max_width))\n"
+     "\n"
+     "Every sample's label in order and the extent of the stored sizes, from the\n"
+     "index alone (internal: the package's targets and Loader's size check use it)."},
+    {"sample", (PyCFunction)Dataset_sample, METH_O,
+     "sample(i) -> dict\n"
+     "\n"
+     "Metadata of sample i without reading its pixels: label, shape (height, width,\n"
+     "channels) as stored, and source (the position of its source image among the\n"
+     "build's inputs)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Dataset_getset[] = {
+    {"info", (getter)Dataset_get_info, NULL,
+     "What the dataset's manifest records, as a dict: format (storage backend),\n"
+     "samples, classes (names; label L is classes[L]), num_classes, channels, size\n"
+     "((height, width) when every sample shares one, else None), geometry (the\n"
+     "build's mode, fit and sizes), mean and std (per channel, 0..255 scale),\n"
+     "augment and aug_spec (pre-augmentation), seed, inputs and rejects (of the\n"
+     "build), tool, path.",
+     NULL},
+    {"path", (getter)Dataset_get_path, NULL, "The dataset directory.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static const char dataset_doc[] =
+    "Dataset(path, access='mmap')\n"
+    "\n"
+    "A dataset directory written by shardc, sample by sample (a map-style dataset,\n"
+    "usable as a torch Dataset):\n"
+    "\n"
+    "    ds = shardread.Dataset('ds')\n"
+    "    len(ds)                    # samples\n"
+    "    image, label = ds[i]       # (H, W, C) uint8 ndarray (a copy), int label\n"
+    "    ds.info                    # classes, mean/std, geometry, samples, format\n"
+    "\n"
+    "Samples are returned as stored, each at its own size. access: 'mmap'\n"
+    "(default), 'pread' or 'direct' (see libshardread). Raises FileNotFoundError\n"
+    "(shardread.NotFoundError) for a directory without a manifest and\n"
+    "shardread.CorruptError for a damaged shard, with a message naming the file.\n"
+    "Reads release the GIL; a Dataset may be read from several threads at once.";
+
+static PyType_Slot Dataset_slots[] = {
+    {Py_tp_doc, (void *)dataset_doc},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, Dataset_init},
+    {Py_tp_dealloc, Dataset_dealloc},
+    {Py_tp_repr, Dataset_repr},
+    {Py_sq_length, Dataset_len},
+    {Py_mp_length, Dataset_len},
+    {Py_mp_subscript, Dataset_getitem},
+    {Py_tp_methods, Dataset_methods},
+    {Py_tp_getset, Dataset_getset},
+    {0, NULL},
+};
+
+PyType_Spec Dataset_spec = {
+    .name = "shardread.Dataset",
+    .basicsize = sizeof(DatasetObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .slots = Dataset_slots,
+};
