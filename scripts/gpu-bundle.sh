@@ -4,7 +4,7 @@
 #
 #   scripts/gpu-bundle.sh [--no-cuda-libs] [OUT]     (BUILD=dir, default build; OUT default .gpu)
 #
-#   OUT/bin/      shardc, shardc-mksample, shardbench
+#   OUT/bin/      shardc, shardc-mksample, shardbench (and decode-bench where it was built)
 #   OUT/tests/    the check programs (test_cuda among them)
 #   OUT/lib/      libshardgpu.so, libshardread.so, and every library ldd names for them, except
 #                 the C library itself (libc, libm, libpthread, libdl, librt, ld-linux), which
@@ -41,6 +41,7 @@ done
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/tests" "$out/lib"
 cp "$BUILD"/bin/shardc "$BUILD"/bin/shardc-mksample "$BUILD"/bin/shardbench "$out/bin/"
+[ -x "$BUILD/bin/decode-bench" ] && cp "$BUILD/bin/decode-bench" "$out/bin/"
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] && [ -f "$t" ] && case $t in *.o|*.d) ;; *) cp "$t" "$out/tests/" ;; esac
 done

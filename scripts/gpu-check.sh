@@ -33,7 +33,8 @@
 # /usr/bin/python3 that imports torch), WORK (scratch folder, default a new one under /tmp,
 # removed at the end unless KEEP_WORK=1), MODELS, FEEDERS, BATCH, SIZE, STEPS, WARMUP, MAX_S
 # (seconds cap per configuration), GEN_JOBS x PER_CLASS x 4 classes = the JPEGs, PYTEST_K
-# (a pytest -k expression), ONLY (the steps to run, default "data correctness transfer train"),
+# (a pytest -k expression), ONLY (the steps to run, default "data correctness transfer train";
+# "cpubench" adds the per-core benchmarks, step 4 below), DETECT_IMAGES, T_CPUBENCH,
 # T_DATA, T_TEST_CUDA, T_PYTEST, T_CHECK, T_TRANSFER, T_TRAIN
 # (timeouts in seconds, each cut to what is left of DEADLINE, the whole run's limit: 350 s on
 # the GPU, after which the remaining steps are skipped and the report is written).
@@ -41,7 +42,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 mode='' dir='' out='' cpu=0 nobuild=0
-usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu-check: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
@@ -63,7 +64,8 @@ if [ "$mode" = prepare ]; then
   jobs=${JOBS:-$(nproc)}
   if [ $nobuild = 0 ]; then
     echo "gpu-check: building ($BUILD)"
-    make --no-print-directory BUILD="$BUILD" -j"$jobs" all "$BUILD/tests/test_cuda" "$BUILD/tests/test_reader"
+    make --no-print-directory BUILD="$BUILD" -j"$jobs" all "$BUILD/tests/test_cuda" "$BUILD/tests/test_reader" \
+      "$BUILD/bin/decode-bench"
   fi
   [ -f "$BUILD/lib/libshardgpu.so" ] || { echo "gpu-check: $BUILD/lib/libshardgpu.so missing: nvcc is needed" >&2; exit 1; }
   wheel=
@@ -175,7 +177,8 @@ EOF
   LIBPATH="$B/lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   W=$WORK/wrap
   mkdir -p "$W/bin"
-  for b in shardc shardc-mksample shardbench; do
+  for b in shardc shardc-mksample shardbench decode-bench; do
+    [ -x "$B/bin/$b" ] || continue
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "$LIBPATH" "$B/bin/$b" > "$W/bin/$b"
     chmod +x "$W/bin/$b"
   done
@@ -353,6 +356,34 @@ if [ $have_data = 1 ]; then
   done
 elif wants data; then
   row correctness check result fail "" "no dataset: the data step failed"
+fi
+
+# 4. cpubench (only with ONLY naming it): the build's and the detection pipeline's per-core
+# figures on this machine's otherwise idle cores, each against its baseline in the same run:
+# decode-bench --size (full decode, + resize, region-of-interest decode + resize) and
+# scripts/bench-detect.py (torchvision's CocoDetection pipeline against Loader(targets=True))
+cpubench() {
+  set -e
+  if [ -x "$BIN/decode-bench" ]; then
+    local files
+    mapfile -t files < <(find "$WORK/jpeg" -name '*.jpg' | sort | head -600)
+    "$BIN/decode-bench" --reps 5 --size 224x224 "${files[@]}" | tee "$WORK/decode-bench.json"
+  fi
+  BUILD=$(dirname "$BIN") "$PY" "$ROOT/scripts/bench-detect.py" --images "${DETECT_IMAGES:-300}" --reps 5 \
+    --work "$WORK/detect"
+}
+if wants cpubench && [ $have_data = 1 ]; then
+  step cpubench "${T_CPUBENCH:-240}" cpubench
+  if [ -f "$WORK/decode-bench.json" ]; then
+    "$PY" - "$WORK/decode-bench.json" "$TSV" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+with open(sys.argv[2], "a") as t:
+    for k in ("decode_per_s", "decode_resize_per_s", "roi_decode_resize_per_s", "roi_speedup",
+              "region_fraction", "differ"):
+        t.write(f"cpubench\tdecode-bench 224x224, {d['files']} files, 1 thread\t{k}\t{d[k]}\t\t\n")
+PY
+  fi
 fi
 
 # the report
