@@ -8,9 +8,10 @@
  *     CutMix: batch[:, :, y1:y2, x1:x2] = batch_rolled[:, :, y1:y2, x1:x2];
  *             lam = 1 - (x2 - x1) * (y2 - y1) / (W * H)
  *     target_rolled.mul_(1 - lam); target.mul_(lam).add_(target_rolled)
- * A tensor times a Python number first casts the number to the tensor's dtype, then multiplies
- * (float16: in float32, rounded back to half); each in-place op rounds to the dtype. That is
- * what is computed here, with contraction into fused multiply-adds off.
+ * A float16 tensor times a Python number is computed in float32 with the number as a float32
+ * (torch >= 2's "opmath"), rounded back to half; each in-place op rounds to the dtype. That is
+ * what is computed here, with contraction into fused multiply-adds off. (torch 1.x rounded the
+ * number to half first: its float16 results can differ in the last bit.)
  *
  * The batch is mixed in place: going from the last sample down, sample i - 1 is still the
  * original when sample i takes from it; sample 0 takes from the original last sample, kept
@@ -178,7 +179,7 @@ static void blend(shr_dtype dt, void *dst, const void *src, size_t n, double lam
             d[i] = a + b;
         }
     } else {
-        float l = from_half(shr_tf_half((float)lam)), r = from_half(shr_tf_half((float)(1.0 - lam)));
+        float l = (float)lam, r = (float)(1.0 - lam);
         uint16_t *d = dst;
         const uint16_t *s = src;
         for (size_t i = 0; i < n; i++) {

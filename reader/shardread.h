@@ -582,7 +582,8 @@ typedef struct {
  *     distribution is torch's, the values are not).
  *   Partner: sample i mixes with sample i - 1, sample 0 with sample n - 1 (batch.roll(1, 0)).
  *   MixUp: x_i = x_i * lam + x_partner * (1 - lam), each product and the sum rounded to the
- *     dtype, the scalars cast to the dtype first (torch's mul_ and add_ on the tensor).
+ *     dtype, computed in float32 with lam and 1 - lam as float32 (torch >= 2's mul_ and add_
+ *     on the tensor; for float16 torch 1.x rounded the scalars to half first).
  *   CutMix: r_x = g(1) % width, r_y = g(2) % height, r = 0.5 * sqrt(1 - lam),
  *     r_w_half = (int)(r * width), r_h_half = (int)(r * height), x1 = max(r_x - r_w_half, 0),
  *     y1 = max(r_y - r_h_half, 0), x2 = min(r_x + r_w_half, width), y2 = min(r_y + r_h_half,

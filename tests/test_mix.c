@@ -139,7 +139,7 @@ static float mixed(shr_dtype dt, float x, float xr, double lam)
         volatile float a = x * (float)lam, b = xr * (float)(1.0 - lam);
         return a + b;
     }
-    float l = half_to_float(shr_tf_half((float)lam)), r = half_to_float(shr_tf_half((float)(1.0 - lam)));
+    float l = (float)lam, r = (float)(1.0 - lam);     /* torch >= 2: float32 opmath */
     float a = half_to_float(shr_tf_half(x * l)), b = half_to_float(shr_tf_half(xr * r));
     return half_to_float(shr_tf_half(a + b));
 }

@@ -314,7 +314,23 @@ static PyObject *set_fence(PyObject *m, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
+/* _mix(seed, epoch, index, salt): shr_mix, the reader's per-sample draw words, so that a
+ * check (or an audit) can recompute the draws shardread.h documents. */
+static PyObject *mix_words(PyObject *m, PyObject *args)
+{
+    (void)m;
+    unsigned long long a[4];
+    if (!PyArg_ParseTuple(args, "KKKK:_mix", &a[0], &a[1], &a[2], &a[3]))
+        return NULL;
+    return PyLong_FromUnsignedLongLong(shr_mix(a[0], a[1], a[2], a[3]));
+}
+
 static PyMethodDef module_methods[] = {
+    {"_mix", (PyCFunction)mix_words, METH_VARARGS,
+     "_mix(seed, epoch, index, salt) -> int\n"
+     "\n"
+     "The reader's draw word shr_mix(seed, epoch, index, salt) (shardread.h): what\n"
+     "its documented per-sample draws are made of (for checks and audits)."},
     {"_set_wrap", (PyCFunction)set_wrap, METH_O,
      "_set_wrap(fn)\n"
      "\n"

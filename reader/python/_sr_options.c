@@ -27,7 +27,15 @@ int sr_flag_named(PyObject *o, const char *what, int *out)
     }
     if (!ok) {
         PyObject *n = sr_type_name(o);
-        ok = n && PyUnicode_CompareWithASCIIString(n, "bool_") == 0;   /* numpy.bool_ */
+        /* numpy's bool: numpy.bool_ in numpy 1, numpy.bool in numpy 2 */
+        PyObject *mod = n ? PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__module__") : NULL;
+        if (!mod)
+            PyErr_Clear();
+        ok = n && mod && PyUnicode_Check(mod) &&
+             PyUnicode_CompareWithASCIIString(mod, "numpy") == 0 &&
+             (PyUnicode_CompareWithASCIIString(n, "bool_") == 0 ||
+              PyUnicode_CompareWithASCIIString(n, "bool") == 0);
+        Py_XDECREF(mod);
         Py_XDECREF(n);
     }
     if (!ok) {

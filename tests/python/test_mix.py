@@ -4,7 +4,6 @@ batch read without mixing and the batch record the reader reports (reader/shardr
 CutMix"); the same batches at 1 and 4 threads and after load_state_dict; Beta draws with the
 right mean; refused arguments. Also RandomErasing's value='random' and the short keyword
 forms (erase=, erase_value=, fill=, auto_augment='ta_wide' / 'rand_augment')."""
-import os
 import subprocess
 
 import numpy as np
@@ -33,7 +32,11 @@ def reference(x, labels, mix, classes):
     lam = mix["lam"]
     rolled = np.roll(x, 1, axis=0)
     if mix["op"] == "mixup":
-        out = (x * dt(mix["lam_drawn"])).astype(dt) + (rolled * dt(1.0 - mix["lam_drawn"])).astype(dt)
+        # float16: each product in float32 with the number as a float32, rounded to half
+        # (torch >= 2), then the sum of the two halves rounded to half
+        f = np.float32
+        out = ((x.astype(f) * f(mix["lam_drawn"])).astype(dt) +
+               (rolled.astype(f) * f(1.0 - mix["lam_drawn"])).astype(dt))
     else:
         out = x.copy()
         x1, y1, x2, y2 = mix["box"]
@@ -76,7 +79,11 @@ def test_mixed_values_follow_the_reported_record(fx, dtype, layout):
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_mixed_values_equal_torchvision_reference_code(fx, dtype):
     """torchvision's references/classification/transforms.py RandomMixup and RandomCutmix
-    (p=1), their tensor code fed the reported lambda and box: the same bytes."""
+    (p=1), their tensor code fed the reported lambda and box: the same bytes (float16 with
+    torch >= 2's arithmetic; torch 1.x rounded the scalar to half first)."""
+    if dtype == "float16" and int(torch.__version__.split(".")[0]) < 2:
+        pytest.skip(f"torch {torch.__version__} rounds a float16 tensor's scalar to half first; "
+                    "the NumPy reference above checks the documented arithmetic")
     kw = dict(BASE, dtype=dtype, layout="NCHW", return_params=True, framework="torch")
     plain = shardread.Loader(fx.fixed, **kw)
     mixed = shardread.Loader(fx.fixed, mixup=0.2, cutmix=1.0, **kw)
@@ -239,17 +246,12 @@ def test_auto_augment_imagenet_equals_torchvision(fx, which, seed, monkeypatch):
     sample (mirrored first where the flip says so, as RandomHorizontalFlip runs before it), its
     get_params fed the reader's words (reader/shardread.h, SHR_SALT_AUTO_AUGMENT), gives the
     delivered bytes. The 12 runs draw all 25 sub-policies."""
-    import ctypes
-
     import torchvision.transforms as T
     from PIL import Image
-    from conftest import BUILD
-    lib = ctypes.CDLL(os.path.join(BUILD, "libshardread.so"))
-    lib.shr_mix.restype = ctypes.c_uint64
-    lib.shr_mix.argtypes = [ctypes.c_uint64] * 4
 
     def word(index, k):
-        w = lib.shr_mix(seed, 0, index, 0x61756700 + k // 2)
+        # the module's shr_mix: the same words in the installed wheel as in a build folder
+        w = shardread._shardread._mix(seed, 0, index, 0x61756700 + k // 2)
         return w >> 32 if k % 2 else w & 0xffffffff
 
     path = getattr(fx, which)
