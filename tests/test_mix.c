@@ -22,8 +22,8 @@
 #include "transform.h"
 
 #include "progs.h"
+#include "testutil.h"
 
-static char g_root[1024];
 static char g_ds[1100];
 
 static int build_fixture(void)
@@ -32,12 +32,9 @@ static int build_fixture(void)
         fprintf(stderr, "test_mix: shardc not found next to the test (run make all)\n");
         return -1;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_mix.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_root)) {
-        g_root[0] = '\0';
+    tu_root_setup();
+    if (!g_root[0])
         return -1;
-    }
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 4 --per-class 6 "
              "--min-side 30 --max-side 60 --no-broken --quiet", g_bin, g_root);
@@ -419,8 +416,7 @@ int main(void)
 {
     if (build_fixture() != 0) {
         fprintf(stderr, "test_mix: cannot build the fixture dataset\n");
-        if (g_root[0])
-            nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+        tu_root_teardown();
         return EXIT_FAILURE;
     }
     Suite *s = suite_create("mix");
@@ -436,6 +432,6 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_root_teardown();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -8,6 +8,7 @@
  * Fixtures are datasets built at run time by the shardc binaries of the same build directory. */
 #include "shardread.h"
 #include "progs.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <ftw.h>
@@ -16,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char g_root[1024];
 static char g_var[1100];                /* detection, samples of many sizes */
 #define TOL 1e-4
 
@@ -26,12 +26,9 @@ static int build_fixtures(void)
         fprintf(stderr, "test_scale_read: shardc not found next to the test (run make all)\n");
         return -1;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/test_scale_read.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_root)) {
-        g_root[0] = '\0';
+    tu_root_setup();
+    if (!g_root[0])
         return -1;
-    }
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/img' --coco '%s/inst.json' "
              "--per-class 12 --min-side 30 --max-side 120 --seed 9 --quiet", g_bin, g_root,
@@ -42,12 +39,6 @@ static int build_fixtures(void)
     snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/img' --coco '%s/inst.json' -o '%s' "
              "--max-side 72 --shard-samples 7 -j 2 --no-progress", g_bin, g_root, g_root, g_var);
     return run_quiet(cmd);
-}
-
-static void remove_fixtures(void)
-{
-    if (g_root[0])
-        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* ---- the draws, recomputed ---- */
@@ -361,7 +352,7 @@ END_TEST
 int main(void)
 {
     if (build_fixtures() != 0) {
-        remove_fixtures();
+        tu_root_teardown();
         fprintf(stderr, "test_scale_read: cannot build the fixture datasets\n");
         return EXIT_FAILURE;
     }
@@ -377,6 +368,6 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    remove_fixtures();
+    tu_root_teardown();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -19,6 +19,16 @@ def run(*cmd):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def build_detection(root, seed):
+    """A detection dataset under root: shardc-mksample --coco shapes (6 images a class, the
+    seed's), built with --max-side 64; returns its path."""
+    src, ann, out = (os.path.join(str(root), x) for x in ("shapes", "shapes.json", "ds"))
+    run(MKSAMPLE, src, "--coco", ann, "--per-class", "6", "--seed", str(seed))
+    run(SHARDC, "build", src, "--coco", ann, "-o", out, "--max-side", "64", "--no-progress",
+        "-j", "2")
+    return out
+
+
 class Fixtures:
     """Paths of the fixture datasets, and the list they were built from."""
 

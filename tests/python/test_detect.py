@@ -3,13 +3,12 @@ batches (images, targets), the targets as torchvision's detection models take th
 moved by each sample's crop or pad, RandomResizedCrop and flip (the arithmetic of
 reader/shardread.h "Targets", recomputed here from the stored boxes and the reported params)."""
 import os
-import subprocess
 
 import numpy as np
 import pytest
 
 import shardread
-from conftest import MKSAMPLE, SHARDC
+from conftest import build_detection
 
 try:
     import torch
@@ -19,15 +18,7 @@ except ImportError:  # pragma: no cover - scripts/deps.sh installs python3-torch
 
 @pytest.fixture(scope="module")
 def det(tmp_path_factory):
-    root = tmp_path_factory.mktemp("det")
-    src, ann = str(root / "shapes"), str(root / "shapes.json")
-    subprocess.run([MKSAMPLE, src, "--coco", ann, "--per-class", "6", "--seed", "3"],
-                   check=True, stdout=subprocess.DEVNULL)
-    out = str(root / "ds")
-    subprocess.run([SHARDC, "build", src, "--coco", ann, "-o", out, "--max-side", "64",
-                    "--no-progress", "-j", "2"], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    return out
+    return build_detection(tmp_path_factory.mktemp("det"), 3)
 
 
 def expected(stored, p, size, rrc):

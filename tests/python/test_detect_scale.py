@@ -5,14 +5,13 @@ the documented arithmetic (tests/detect_ref.py) to 1e-4 pixel; pixels equal to t
 F.resize / F.crop / F.pad / F.hflip on the PIL image of Dataset[i] fed the reported params; the
 same batches at 1 and 4 threads; DDP ranks disjoint with the right targets."""
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 import shardread
-from conftest import MKSAMPLE, SHARDC
+from conftest import build_detection
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import detect_ref  # noqa: E402
@@ -27,15 +26,7 @@ except ImportError:  # pragma: no cover - scripts/deps.sh installs them
 
 @pytest.fixture(scope="module")
 def det(tmp_path_factory):
-    root = tmp_path_factory.mktemp("detscale")
-    src, ann = str(root / "shapes"), str(root / "shapes.json")
-    subprocess.run([MKSAMPLE, src, "--coco", ann, "--per-class", "6", "--seed", "5"],
-                   check=True, stdout=subprocess.DEVNULL)
-    out = str(root / "ds")
-    subprocess.run([SHARDC, "build", src, "--coco", ann, "-o", out, "--max-side", "64",
-                    "--no-progress", "-j", "2"], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    return out
+    return build_detection(tmp_path_factory.mktemp("detscale"), 5)
 
 
 def reference_image(stored, row, out_w, out_h, multi):
