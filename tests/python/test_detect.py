@@ -2,7 +2,6 @@
 batches (images, targets), the targets as torchvision's detection models take them, the boxes
 moved by each sample's crop or pad, RandomResizedCrop and flip (the arithmetic of
 reader/shardread.h "Targets", recomputed here from the stored boxes and the reported params)."""
-import os
 
 import numpy as np
 import pytest
