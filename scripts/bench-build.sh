@@ -12,6 +12,8 @@
 #                   HDF5 dataset with h5py (the script shardc replaces)
 #   shardc -j1      shardc build --size 224x224 (exact: torchvision's pixels) into raw shards
 #   --shrink-on-load, -jN (all cores), --augment 4 (default spec)
+#   shardc tar      shardc build -j1 of the same files in one tar (tar --sort=name, class folders
+#                   inside), read in place: against shardc -j1 from the folder
 # and prints images/s, per-core images/s and the ratios against the baselines.
 set -euo pipefail
 BUILD=${BUILD:-build}
@@ -40,6 +42,10 @@ bench_set() {
   n=${#files[@]}
   local bytes; bytes=$(du -sb "$dir" | cut -f1)
   cat "${files[@]}" > /dev/null   # warm the page cache: every run reads from memory
+  # the same files in one tar, classes as its top folders, in path order (as published tars are)
+  local classes; mapfile -t classes < <(cd "$dir" && ls)
+  tar --sort=name -cf "$W/set.tar" -C "$dir" "${classes[@]}"
+  cat "$W/set.tar" > /dev/null
   # Rounds: every method once per round, medians over rounds, so that a change in the machine's
   # load (it is shared) hits all methods alike instead of one block of runs.
   local cores; cores=$(nproc)
@@ -54,12 +60,13 @@ bench_set() {
     echo "sol $(one -j1 --shrink-on-load)" >> "$W/rounds"
     echo "jn $(one -j"$cores")" >> "$W/rounds"
     echo "aug $(one -j1 --augment 4)" >> "$W/rounds"
+    echo "tar $(dir=$W/set.tar one -j1)" >> "$W/rounds"
   done
   pick() { awk -v k="$1" '$1 == k {print $2}' "$W/rounds" | median; }
-  local pdec dec pil j1 sol jn aug
+  local pdec dec pil j1 sol jn aug tarr
   pdec=$(pick pdec); dec=$(pick dec); pil=$(pick pil); j1=$(pick j1); sol=$(pick sol)
-  jn=$(pick jn); aug=$(pick aug)
-  rm -rf "$W/out" "$W/pillow.h5"
+  jn=$(pick jn); aug=$(pick aug); tarr=$(pick tar)
+  rm -rf "$W/out" "$W/pillow.h5" "$W/set.tar"
   printf '\n%s: %d files, %s MB\n' "$name" "$n" "$(awk "BEGIN{printf \"%.1f\", $bytes/1e6}")"
   printf '  %-40s %10s %10s\n' "method" "images/s" "per core"
   printf '  %-40s %10.0f %10.0f\n' "Pillow decode, Image.open().load()" "$pdec" "$pdec"
@@ -69,10 +76,12 @@ bench_set() {
   printf '  %-40s %10.0f %10.0f\n' "shardc build -j1 --shrink-on-load" "$sol" "$sol"
   printf '  %-40s %10.0f %10.0f\n' "shardc build -j$cores (exact)" "$jn" "$(awk "BEGIN{print $jn/$cores}")"
   printf '  %-40s %10.0f %10.0f   (%.0f variants/s)\n' "shardc build -j1 --augment 4" "$aug" "$aug" "$(awk "BEGIN{print 4*$aug}")"
-  awk -v j1="$j1" -v dec="$dec" -v pdec="$pdec" -v pil="$pil" -v jn="$jn" -v c="$cores" -v sol="$sol" 'BEGIN {
+  printf '  %-40s %10.0f %10.0f\n' "shardc build -j1 from one tar" "$tarr" "$tarr"
+  awk -v j1="$j1" -v dec="$dec" -v pdec="$pdec" -v pil="$pil" -v jn="$jn" -v c="$cores" -v sol="$sol" -v tarr="$tarr" 'BEGIN {
     printf "  ratios: shardc -j1 / Pillow decode = %.2fx, / our decode = %.2fx, / Pillow+h5py = %.2fx\n",
       j1/pdec, j1/dec, j1/pil
-    printf "          --shrink-on-load / exact = %.2fx, -j%d / -j1 = %.2fx\n", sol/j1, c, jn/j1 }'
+    printf "          --shrink-on-load / exact = %.2fx, -j%d / -j1 = %.2fx, tar / folder = %.2fx\n",
+      sol/j1, c, jn/j1, tarr/j1 }'
 }
 
 echo "shardc build benchmark ($(nproc) cores; medians of ${BENCH_ROUNDS:-5} interleaved rounds; page cache warm)"
