@@ -115,4 +115,8 @@ static inline int fail_msg(char *buf, int rc, const char *fmt, ...)
     return rc;
 }
 
+/* o (NULL: the defaults) as this library's full shr_options: the caller's o->size bytes over
+ * the defaults. SHR_EINVAL, with the reason in why, for a size of 0 or one larger than ours. */
+SHR_INTERNAL int shr_options_full(const shr_options *o, shr_options *full, char *why);
+
 #endif

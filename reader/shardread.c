@@ -83,9 +83,11 @@ _Static_assert((int)SHR_EFORMAT == (int)FMT_EFORMAT && (int)SHR_ECORRUPT == (int
 
 _Thread_local char shr_open_err[SHR_MSG_LEN];
 
-void shr_options_init(shr_options *o)
+/* The defaults of every field of this library's shr_options. */
+static void options_defaults(shr_options *o)
 {
     memset(o, 0, sizeof *o);
+    o->size = (uint32_t)sizeof *o;
     o->batch_size = 256;
     o->order = SHR_ORDER_SEQUENTIAL;
     o->quasi_window = 4;
@@ -120,6 +122,38 @@ void shr_options_init(shr_options *o)
     o->aa_bins = 31;
     o->scale_range[0] = 0.1;
     o->scale_range[1] = 2.0;
+}
+
+void shr_options_init_size(shr_options *o, size_t size)
+{
+    if (!o || size < sizeof o->size)
+        return;
+    shr_options d;
+    options_defaults(&d);
+    /* a caller's struct from a newer header: its fields beyond ours are zero (shr_open refuses
+     * such a caller, saying why, whatever they hold) */
+    size_t n = size < sizeof d ? size : sizeof d;
+    memcpy(o, &d, n);
+    if (size > n)
+        memset((char *)o + n, 0, size - n);
+    o->size = (uint32_t)(size > UINT32_MAX ? UINT32_MAX : size);
+}
+
+int shr_options_full(const shr_options *o, shr_options *full, char *why)
+{
+    options_defaults(full);
+    if (!o)
+        return 0;
+    if (o->size < 2 * sizeof(uint32_t))
+        return fail_msg(why, SHR_EINVAL, "shr_options.size is %u: initialise the options with "
+                        "shr_options_init", o->size);
+    if (o->size > sizeof *full)
+        return fail_msg(why, SHR_EINVAL, "shr_options.size is %u, larger than this library's "
+                        "%zu: the caller was built against a newer shardread.h (library %d.%d)",
+                        o->size, sizeof *full, SHR_VERSION_MAJOR, SHR_VERSION_MINOR);
+    memcpy(full, o, o->size);
+    full->size = (uint32_t)sizeof *full;
+    return 0;
 }
 
 const char *shr_strerror(int rc)
@@ -679,11 +713,10 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
         return fail_msg(shr_open_err, SHR_EINVAL, "no reader or directory given");
     *out = NULL;
     shr_options o;
-    if (opt)
-        o = *opt;
-    else
-        shr_options_init(&o);
-    int rc = check_options(&o, shr_open_err);
+    int rc = shr_options_full(opt, &o, shr_open_err);
+    if (rc)
+        return rc;
+    rc = check_options(&o, shr_open_err);
     if (rc)
         return rc;
     if (o.prefetch == 0)
@@ -917,7 +950,11 @@ int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32
                     uint32_t src_h, shr_params *p)
 {
     char msg[SHR_MSG_LEN];
-    if (!o || !p || !src_w || !src_h || check_options(o, msg) != 0)
+    shr_options full;
+    if (!o || !p || !src_w || !src_h || shr_options_full(o, &full, msg) != 0)
+        return SHR_EINVAL;
+    o = &full;
+    if (check_options(o, msg) != 0)
         return SHR_EINVAL;
     shr_tf_rrc rrc;
     if (o->rrc)

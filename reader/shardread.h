@@ -69,7 +69,7 @@ extern "C" {
 #endif
 
 #define SHR_VERSION_MAJOR 0
-#define SHR_VERSION_MINOR 1
+#define SHR_VERSION_MINOR 2
 
 enum {
     SHR_EEND = -30700,      /* not an error: the current epoch has no more batches */
@@ -200,6 +200,13 @@ typedef enum {
 #define SHR_SCALE_MAX_SIZES 16
 
 typedef struct {
+    /* The size of shr_options as the caller's header declares it: shr_options_init sets it (a
+     * macro passing sizeof), so that fields added to a later release keep their defaults for a
+     * caller built against an earlier shardread.h, and the library never reads or writes past
+     * the caller's struct. Always first. shr_open refuses (SHR_EINVAL, with the reason) 0 (the
+     * options were not initialised) and a size larger than the library's own (a caller built
+     * against a newer header). */
+    uint32_t size;
     uint32_t batch_size;        /* samples per batch (default 256) */
     shr_order order;            /* default SHR_ORDER_SEQUENTIAL */
     uint64_t seed;              /* for orders and augmentation (default 0) */
@@ -678,8 +685,10 @@ typedef struct {
 
 typedef struct shr_reader shr_reader;
 
-/* Defaults as documented in shr_options. */
-SHR_API void shr_options_init(shr_options *o);
+/* Defaults as documented in shr_options, for a struct of `size` bytes (the caller's
+ * sizeof(shr_options)): writes only those bytes and sets o->size. Use the macro. */
+SHR_API void shr_options_init_size(shr_options *o, size_t size);
+#define shr_options_init(o) shr_options_init_size((o), sizeof *(o))
 
 /* Open the dataset in dir and start the workers. o may be NULL (defaults). On failure *r is NULL
  * and a description of the error (naming the file at fault) is available from
