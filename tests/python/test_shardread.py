@@ -551,7 +551,10 @@ def test_batches_outlive_the_loader(fx):
 def test_gil_released_while_waiting(fx):
     # With a switch interval of 100 s the main thread never hands the GIL over on its own; the
     # other thread can only run when the module releases it (or time.sleep in that thread).
-    loader = shardread.Loader(fx.var, batch_size=1, size=(40, 40), pad=True, threads=1,
+    # Each sample is a 512x512 RandomResizedCrop of a small image (a millisecond or more of one
+    # worker's time), so the consumer really waits for batches: a wait the other thread can use
+    # even on a busy machine, where a release without one may not let it in.
+    loader = shardread.Loader(fx.var, batch_size=1, size=(512, 512), rrc=True, threads=1,
                               prefetch=2)
     count = [0]
     stop = threading.Event()
