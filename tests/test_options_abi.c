@@ -30,12 +30,7 @@ typedef union {
 
 static int build_fixture(void)
 {
-    if (find_bins() != 0) {
-        fprintf(stderr, "test_options_abi: shardc not found next to the test (run make all)\n");
-        return -1;
-    }
-    tu_root_setup();
-    if (!g_root[0])
+    if (tu_progs_root() != 0)
         return -1;
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 5 "
@@ -137,21 +132,12 @@ END_TEST
 
 int main(void)
 {
-    if (build_fixture() != 0) {
-        fprintf(stderr, "test_options_abi: cannot build the fixture dataset\n");
-        tu_root_teardown();
-        return EXIT_FAILURE;
-    }
+    int rc = build_fixture();
     Suite *s = suite_create("options_abi");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_older_caller);
     tcase_add_test(tc, test_refused_sizes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    tu_root_teardown();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_fixtures(rc, s);
 }

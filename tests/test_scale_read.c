@@ -22,12 +22,7 @@ static char g_var[1100];                /* detection, samples of many sizes */
 
 static int build_fixtures(void)
 {
-    if (find_bins() != 0) {
-        fprintf(stderr, "test_scale_read: shardc not found next to the test (run make all)\n");
-        return -1;
-    }
-    tu_root_setup();
-    if (!g_root[0])
+    if (tu_progs_root() != 0)
         return -1;
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/img' --coco '%s/inst.json' "
@@ -351,11 +346,7 @@ END_TEST
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        tu_root_teardown();
-        fprintf(stderr, "test_scale_read: cannot build the fixture datasets\n");
-        return EXIT_FAILURE;
-    }
+    int rc = build_fixtures();
     Suite *s = suite_create("scale_read");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
@@ -364,10 +355,5 @@ int main(void)
     tcase_add_test(tc, test_reader_jitter_letterbox);
     tcase_add_test(tc, test_refused);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    tu_root_teardown();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_fixtures(rc, s);
 }

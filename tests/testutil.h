@@ -356,4 +356,35 @@ static TU_UNUSED int tu_run(Suite *s)
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+#ifdef PROGS_H
+/* For the suites whose fixtures are built by the programs of the build (progs.h): g_bin found
+ * and g_root made. 0, or -1 with a line on stderr saying which is missing. */
+static TU_UNUSED int tu_progs_root(void)
+{
+    if (find_bins() != 0) {
+        fprintf(stderr, "%s: shardc not found next to the test (run make all)\n",
+                program_invocation_short_name);
+        return -1;
+    }
+    tu_root_setup();
+    return g_root[0] ? 0 : -1;
+}
+
+/* Their main once the fixtures are built (rc 0) or not: run s, or say the fixtures failed; then
+ * remove g_root. */
+static TU_UNUSED int tu_run_fixtures(int rc, Suite *s)
+{
+    int status = EXIT_FAILURE;
+    if (rc != 0) {
+        fprintf(stderr, "%s: cannot build the fixture datasets\n",
+                program_invocation_short_name);
+        srunner_free(srunner_create(s));    /* frees s */
+    } else {
+        status = tu_run(s);
+    }
+    tu_root_teardown();
+    return status;
+}
+#endif
+
 #endif
