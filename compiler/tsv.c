@@ -43,6 +43,31 @@ static void unescape(char *s)
     *w = '\0';
 }
 
+/* ---- writing a table: built in memory, then written atomically ---- */
+
+/* The table so far in f (open_memstream of *buf, *len) closed and written as out/name. */
+static int table_commit(FILE *f, char **buf, size_t *len, const char *out, const char *name)
+{
+    if (fclose(f) != 0) {
+        free(*buf);
+        return ENOMEM;
+    }
+    char *path = fmt_path_join(out, name, "");
+    int rc = path ? fmt_write_file_atomic(path, *buf, *len) : ENOMEM;
+    free(path);
+    free(*buf);
+    return rc;
+}
+
+/* A row "a<TAB>b" of escaped fields. */
+static void put_pair(FILE *f, const char *a, const char *b)
+{
+    put_tsv(f, a);
+    fputc('\t', f);
+    put_tsv(f, b);
+    fputc('\n', f);
+}
+
 /* ---- rejects.tsv, warnings.tsv ---- */
 
 int shc_write_rejects(const char *out, const fmt_inputs *in, const shc_reject_list *rej)
@@ -53,27 +78,11 @@ int shc_write_rejects(const char *out, const fmt_inputs *in, const shc_reject_li
     if (!f)
         return ENOMEM;
     fputs("path\treason\n", f);
-    for (size_t i = 0; i < in->nskipped; i++) {
-        put_tsv(f, in->skipped[i].path);
-        fputc('\t', f);
-        put_tsv(f, in->skipped[i].reason);
-        fputc('\n', f);
-    }
-    for (size_t i = 0; i < rej->n; i++) {
-        put_tsv(f, rej->v[i].path);
-        fputc('\t', f);
-        put_tsv(f, rej->v[i].reason);
-        fputc('\n', f);
-    }
-    if (fclose(f) != 0) {
-        free(buf);
-        return ENOMEM;
-    }
-    char *path = fmt_path_join(out, SHC_REJECTS_NAME, "");
-    int rc = path ? fmt_write_file_atomic(path, buf, len) : ENOMEM;
-    free(path);
-    free(buf);
-    return rc;
+    for (size_t i = 0; i < in->nskipped; i++)
+        put_pair(f, in->skipped[i].path, in->skipped[i].reason);
+    for (size_t i = 0; i < rej->n; i++)
+        put_pair(f, rej->v[i].path, rej->v[i].reason);
+    return table_commit(f, &buf, &len, out, SHC_REJECTS_NAME);
 }
 
 /* warnings.tsv: the inputs stored although their decoder warned, with the warning. */
@@ -85,21 +94,9 @@ int shc_write_warnings(const char *out, const shc_reject_list *warn)
     if (!f)
         return ENOMEM;
     fputs("path\twarning\n", f);
-    for (size_t i = 0; i < warn->n; i++) {
-        put_tsv(f, warn->v[i].path);
-        fputc('\t', f);
-        put_tsv(f, warn->v[i].reason);
-        fputc('\n', f);
-    }
-    if (fclose(f) != 0) {
-        free(buf);
-        return ENOMEM;
-    }
-    char *path = fmt_path_join(out, SHC_WARNINGS_NAME, "");
-    int rc = path ? fmt_write_file_atomic(path, buf, len) : ENOMEM;
-    free(path);
-    free(buf);
-    return rc;
+    for (size_t i = 0; i < warn->n; i++)
+        put_pair(f, warn->v[i].path, warn->v[i].reason);
+    return table_commit(f, &buf, &len, out, SHC_WARNINGS_NAME);
 }
 
 /* ---- inputs.tsv ---- */
@@ -119,15 +116,7 @@ int shc_write_inputs(const char *out, const fmt_inputs *in, uint64_t lo, uint64_
         put_tsv(f, in->items[i].path);
         fputc('\n', f);
     }
-    if (fclose(f) != 0) {
-        free(buf);
-        return ENOMEM;
-    }
-    char *path = fmt_path_join(out, SHC_INPUTS_NAME, "");
-    int rc = path ? fmt_write_file_atomic(path, buf, len) : ENOMEM;
-    free(path);
-    free(buf);
-    return rc;
+    return table_commit(f, &buf, &len, out, SHC_INPUTS_NAME);
 }
 
 /* Bytes of inputs.tsv, as shc_write_inputs writes it (paths are short enough never to be
