@@ -31,6 +31,27 @@ static int cmp_dbl(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The plan of g for the image in buf; -1 when it cannot be probed or planned. */
+static int plan_of(const fmt_geom *g, const uint8_t *buf, size_t len, fmt_image_info *info,
+                   fmt_geom_plan *p)
+{
+    return fmt_image_probe(buf, len, info, NULL) || fmt_geom_plan_for(g, info->width,
+                                                                      info->height, p) ? -1 : 0;
+}
+
+/* Ask the decoder for the region p's resize reads (fmt_resize_source_rect); its pixel count. */
+static uint64_t set_roi(fmt_resizer *rz, const fmt_geom_plan *p, const fmt_image_info *info,
+                        fmt_decode_opts *o)
+{
+    uint32_t rect[4];
+    fmt_resize_source_rect(rz, p, info->width, info->height, rect);
+    o->roi_x = rect[0];
+    o->roi_y = rect[1];
+    o->roi_w = rect[2];
+    o->roi_h = rect[3];
+    return (uint64_t)rect[2] * rect[3];
+}
+
 /* --size: decode alone, full decode + resize, region decode + resize (see the top). */
 static int bench_size(uint8_t **bufs, const size_t *lens, int n, int reps, unsigned w, unsigned h)
 {
@@ -50,19 +71,13 @@ static int bench_size(uint8_t **bufs, const size_t *lens, int n, int reps, unsig
             for (int i = 0; i < n; i++) {
                 fmt_image_info info;
                 fmt_geom_plan p;
-                if (fmt_image_probe(bufs[i], lens[i], &info, NULL) ||
-                    fmt_geom_plan_for(&g, info.width, info.height, &p))
+                if (plan_of(&g, bufs[i], lens[i], &info, &p))
                     continue;
                 fmt_decode_opts o = {.channels = 3};
                 if (m == 2) {
-                    uint32_t rect[4];
-                    fmt_resize_source_rect(rz, &p, info.width, info.height, rect);
-                    o.roi_x = rect[0];
-                    o.roi_y = rect[1];
-                    o.roi_w = rect[2];
-                    o.roi_h = rect[3];
+                    uint64_t px = set_roi(rz, &p, &info, &o);
                     if (r == 0) {
-                        region_px += (uint64_t)rect[2] * rect[3];
+                        region_px += px;
                         image_px += (uint64_t)info.width * info.height;
                     }
                 }
@@ -78,19 +93,12 @@ static int bench_size(uint8_t **bufs, const size_t *lens, int n, int reps, unsig
     for (int i = 0; i < n; i++) {
         fmt_image_info info;
         fmt_geom_plan p;
-        if (fmt_image_probe(bufs[i], lens[i], &info, NULL) ||
-            fmt_geom_plan_for(&g, info.width, info.height, &p))
-            continue;
         fmt_decode_opts o = {.channels = 3};
-        uint32_t rect[4];
-        if (fmt_image_decode_into(bufs[i], lens[i], &o, &dec, NULL) ||
+        if (plan_of(&g, bufs[i], lens[i], &info, &p) ||
+            fmt_image_decode_into(bufs[i], lens[i], &o, &dec, NULL) ||
             fmt_resize_into(rz, &dec, &p, &ref, NULL))
             continue;
-        fmt_resize_source_rect(rz, &p, info.width, info.height, rect);
-        o.roi_x = rect[0];
-        o.roi_y = rect[1];
-        o.roi_w = rect[2];
-        o.roi_h = rect[3];
+        set_roi(rz, &p, &info, &o);
         if (fmt_image_decode_into(bufs[i], lens[i], &o, &dec, NULL) ||
             fmt_resize_into(rz, &dec, &p, &out, NULL) ||
             memcmp(ref.pixels, out.pixels, (size_t)w * h * 3) != 0)
