@@ -46,7 +46,6 @@ void shr_erase_noise_apply(const shr_tf_out *o, const shr_params *p, uint64_t se
 {
     if (!p->erase || !p->erase_w || !p->erase_h)
         return;
-    shr_clear_upper();
     uint32_t C = o->channels, W = o->width;
     size_t plane = (size_t)W * o->height;
     uint64_t j = 0;

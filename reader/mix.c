@@ -209,27 +209,9 @@ static void paste(const shr_mixer *m, const shr_mix_record *rec, uint8_t *dst, c
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx"))) static void vzeroupper(void)
-{
-    __builtin_ia32_vzeroupper();
-}
-
-void shr_clear_upper(void)
-{
-    if (__builtin_cpu_supports("avx"))
-        vzeroupper();
-}
-#else
-void shr_clear_upper(void)
-{
-}
-#endif
-
 int shr_mix_apply(const shr_mixer *m, const shr_mix_record *rec, void *data, uint32_t n,
                   const int64_t *labels, float *soft, void *keep, uint32_t *bad)
 {
-    shr_clear_upper();
     size_t K = m->classes;
     for (uint32_t i = 0; i < n; i++)
         if (labels[i] < 0 || (uint64_t)labels[i] >= K) {

@@ -47,10 +47,4 @@ SHR_INTERNAL int shr_mix_apply(const shr_mixer *m, const shr_mix_record *rec, vo
                                uint32_t n, const int64_t *labels, float *soft, void *keep,
                                uint32_t *bad);
 
-/* Clear the upper halves of the AVX registers (vzeroupper) where the CPU has AVX, else
- * nothing. SSE and scalar floating-point code (and libm's) run far slower after 256-bit
- * instructions that left them dirty; the ops that run after the output kernel call it first.
- * Safe anywhere outside AVX code: no ymm value lives across a call. */
-SHR_INTERNAL void shr_clear_upper(void);
-
 #endif
