@@ -76,8 +76,8 @@ $(BUILD)/formats/%.o: INC = $(INC_formats)
 $(BUILD)/compiler/%.o: INC = $(INC_compiler)
 $(BUILD)/reader/%.o: INC = $(INC_reader)
 # The reader headers shardbench may include, linked into $(BUILD)/include/bench/ (any other one of
-# reader/ is then a compile error): the installed ones, shardread.h and cuda_feed.h (the GPU
-# step's table carries the CUDA feed's calls), and internals it still needs, each for a reason:
+# reader/ is then a compile error): the installed shardread.h, and internals it still needs, each
+# for a reason:
 #   ring.h      the folder feed (train on an image folder) runs its decode workers under the
 #               reader's own batch ring, so the two sources differ only in where pixels come from
 #   sampler.h   the folder baselines draw each epoch's file order from the reader's sampler, so
@@ -85,7 +85,7 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 #   pinned.h    the train step's batch buffers: CUDA pinned host memory (shr_host_alloc) and the
 #               probe for a CUDA device, which the reader's API does not offer
 # (cuda_step.cu, compiled by nvcc with the GPU code's paths, also uses cuda_common.h.)
-BENCH_READER_H := shardread.h cuda_feed.h ring.h sampler.h pinned.h
+BENCH_READER_H := shardread.h ring.h sampler.h pinned.h
 INC_bench := -Iformats -Icompiler -I$(BUILD)/include/bench -Ireader/bench
 $(BUILD)/reader/bench/%.o: INC = $(INC_bench)
 CFLAGS ?= $(OPT) -g
@@ -439,11 +439,15 @@ else
 $(info mpicc not found: shardc-mpi is not built; scripts/deps.sh installs Open MPI)
 endif
 
-# ---- GPU step and CUDA feed: $(BUILD)/lib/libshardgpu.so from reader/*.cu ----
+# ---- the CUDA feed, $(BUILD)/lib/libshardgpu.so, and shardbench's GPU step ----
 # Built where nvcc is found (NVCC=/path/to/nvcc to choose). Nothing else links against CUDA:
-# libshardread opens the library at run time (reader/gpu_api.h) and falls back to the CPU step
-# without it, a driver or a device. Code for sm_90 plus compute_90 PTX, which newer GPUs JIT;
-# e.g. NVCC_ARCH='-gencode arch=compute_80,code=sm_80 ...' adds older ones.
+# libshardgpu.so is the CUDA feed (reader/cuda_feed.cu, cuda_feed.h: a library of the project,
+# installed), and libshardbench-gpu.so the GPU half of shardbench's training step
+# (reader/bench/cuda_step.cu: the benchmark's own, not installed as a library: `make install`
+# puts it in PREFIX/lib/shardbench/, where only shardbench looks). shardbench opens it at run time
+# (reader/bench/gpu_api.h) and falls back to the CPU step without it, a driver or a device. Code
+# for sm_90 plus compute_90 PTX, which newer GPUs JIT; e.g.
+# NVCC_ARCH='-gencode arch=compute_80,code=sm_80 ...' adds older ones.
 ifeq ($(origin NVCC),undefined)
 NVCC := $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 endif
@@ -451,15 +455,16 @@ NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=c
 NVCCFLAGS ?= -O2 -g
 NVCC_WARN := -Xcompiler -Wall,-Wextra,-Wshadow
 CUDA_LIBDIR ?= $(firstword $(wildcard $(dir $(NVCC))../lib64 $(dir $(NVCC))../lib))
-# the CUDA feed (reader/cuda_feed.cu, a library feature) and shardbench's GPU step
-GPU_SRC := $(wildcard reader/*.cu reader/bench/*.cu)
-GPU_OBJ := $(GPU_SRC:%.cu=$(BUILD)/%.cu.o)
 GPU_SO := $(BUILD)/lib/libshardgpu.so
+GPU_STEP_SO := $(BUILD)/lib/libshardbench-gpu.so
+# RUNPATH: $ORIGIN (a bundle, scripts/gpu-bundle.sh, keeps the CUDA libraries next to them; the
+# step finds libshardgpu.so beside it in the build, one folder up once installed), then CUDA's
+GPU_RPATH = -Xlinker --enable-new-dtags,-rpath,'$$ORIGIN$(1)'$(if $(CUDA_LIBDIR),:$(CUDA_LIBDIR))
 
 ifneq ($(NVCC),)
 .PHONY: gpu install-gpu
-all: $(GPU_SO)
-gpu: $(GPU_SO)
+all: $(GPU_SO) $(GPU_STEP_SO)
+gpu: $(GPU_SO) $(GPU_STEP_SO)
 
 $(BUILD)/reader/%.cu.o: reader/%.cu
 	@mkdir -p $(@D)
@@ -467,23 +472,28 @@ $(BUILD)/reader/%.cu.o: reader/%.cu
 	$(Q)$(NVCC) -std=c++17 $(NVCC_ARCH) $(NVCCFLAGS) -Xcompiler -fPIC,-fvisibility=hidden \
 	    $(NVCC_WARN) $(CPPFLAGS) $(INC_all) -MMD -MP -MF $(@:.o=.d) -MT $@ -c -o $@ $<
 
-# RUNPATH $ORIGIN: a bundle (scripts/gpu-bundle.sh) keeps the CUDA libraries next to it
-$(GPU_SO): $(GPU_OBJ)
+$(GPU_SO): $(BUILD)/reader/cuda_feed.cu.o
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  NVLD    $@")
-	$(Q)$(NVCC) -shared $(NVCC_ARCH) -cudart shared -o $@ $^ -lcublas \
-	    -Xlinker --enable-new-dtags,-rpath,'$$ORIGIN'$(if $(CUDA_LIBDIR),:$(CUDA_LIBDIR))
+	$(Q)$(NVCC) -shared $(NVCC_ARCH) -cudart shared -o $@ $^ $(call GPU_RPATH,)
 
-# the GPU tests load it from $(BUILD)/lib (they pass, skipped, without it)
-$(BUILD)/tests/test_cuda: | $(GPU_SO)
+$(GPU_STEP_SO): $(BUILD)/reader/bench/cuda_step.cu.o $(GPU_SO)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  NVLD    $@")
+	$(Q)$(NVCC) -shared $(NVCC_ARCH) -cudart shared -o $@ $< -L$(@D) -lshardgpu -lcublas \
+	    $(call GPU_RPATH,:$$ORIGIN/..)
+
+# the GPU tests load them from $(BUILD)/lib (they pass, skipped, without them)
+$(BUILD)/tests/test_cuda: | $(GPU_SO) $(GPU_STEP_SO)
 
 install: install-gpu
-install-gpu: $(GPU_SO)
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
+install-gpu: $(GPU_SO) $(GPU_STEP_SO)
+	install -d $(DESTDIR)$(PREFIX)/lib/shardbench $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(GPU_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(GPU_STEP_SO) $(DESTDIR)$(PREFIX)/lib/shardbench/
 	install -m 644 reader/cuda_feed.h $(DESTDIR)$(PREFIX)/include/
 else
-$(info nvcc not found: libshardgpu.so (the GPU step) is not built; NVCC=/path/to/nvcc builds it)
+$(info nvcc not found: libshardgpu.so (the CUDA feed) and shardbench's GPU step are not built; NVCC=/path/to/nvcc builds them)
 endif
 
 clean:

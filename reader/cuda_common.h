@@ -1,6 +1,7 @@
-/* cuda_common.h - what the CUDA feed (cuda_feed.cu) and the benchmark's GPU step
- * (bench/cuda_step.cu) share inside libshardgpu.so: error mapping, launch sizes, the device probe.
- * Internal: nothing here is exported (the object is built with -fvisibility=hidden).
+/* cuda_common.h - what the CUDA feed (cuda_feed.cu, libshardgpu.so) and the benchmark's GPU
+ * step (bench/cuda_step.cu, libshardbench-gpu.so) share as source: error mapping, launch sizes.
+ * Internal: nothing here is exported (both objects are built with -fvisibility=hidden); the
+ * device probe is the feed's public shr_feed_available (cuda_feed.h), which the step calls.
  */
 #ifndef SHR_CUDA_COMMON_H
 #define SHR_CUDA_COMMON_H
@@ -36,12 +37,5 @@ static inline int rc_of_cuda(cudaError_t e)
         return EIO;
     }
 }
-
-/* 1 if a device is usable: present, and able to run this object's kernels (probed once). */
-int shr_cuda_usable(void);
-
-/* Why shr_cuda_usable is 0 (the CUDA call that failed and its error, with the driver and
- * runtime versions), or which device it found; never NULL, static, fixed after the probe. */
-const char *shr_cuda_usable_status(void);
 
 #endif

@@ -107,13 +107,13 @@ static void probe_device(void)
     g_avail = 1;
 }
 
-int shr_cuda_usable(void)
+EXPORT int shr_feed_available(void)
 {
     std::call_once(g_avail_once, probe_device);
     return g_avail;
 }
 
-const char *shr_cuda_usable_status(void)
+EXPORT const char *shr_feed_status(void)
 {
     std::call_once(g_avail_once, probe_device);
     return g_avail_status;
@@ -185,7 +185,7 @@ EXPORT int shr_feed_normalize(const shr_feed_norm *p, const uint8_t *src, void *
     g_feed_msg[0] = '\0';
     if (!src || !dst || feed_args(p, &a) != 0)
         return EINVAL;
-    if (!shr_cuda_usable())
+    if (!shr_feed_available())
         return ENODEV;
     return feed_launch(&a, p->dtype, src, dst, (cudaStream_t)stream);
 }
@@ -210,7 +210,7 @@ EXPORT int shr_feed_normalize_host(const shr_feed_norm *p, const uint8_t *src, v
     g_feed_msg[0] = '\0';
     if (!src || !dst || feed_args(p, &a) != 0)
         return EINVAL;
-    if (!shr_cuda_usable())
+    if (!shr_feed_available())
         return ENODEV;
     in_bytes = (size_t)a.n * a.h * a.w * a.c;
     out_bytes = (size_t)shr_feed_out_bytes(p);
@@ -242,4 +242,22 @@ leave:
 EXPORT const char *shr_feed_error(void)
 {
     return g_feed_msg;
+}
+
+/* ---- the table ---- */
+
+static const shr_feed_api g_feed_api = {
+    SHR_FEED_ABI,
+    (uint32_t)sizeof(shr_feed_norm),
+    shr_feed_available,
+    shr_feed_status,
+    shr_feed_out_bytes,
+    shr_feed_normalize,
+    shr_feed_normalize_host,
+    shr_feed_error,
+};
+
+EXPORT const shr_feed_api *shr_feed_api_get(void)
+{
+    return &g_feed_api;
 }

@@ -2,8 +2,11 @@
  * buffers: uint8 NHWC batches (as libshardread delivers them) to normalised float32 or float16
  * NCHW, with a crop window and a horizontal flip per sample.
  *
- * Defined in libshardgpu.so (built with nvcc where the CUDA Toolkit is present; link with
- * -lshardgpu, or reach it through the sb_gpu_api table, see gpu_api.h). For output sample i,
+ * Defined in libshardgpu.so (built with nvcc where the CUDA Toolkit is present, installed next to
+ * libshardread; it holds the CUDA feed and nothing else). Link with -lshardgpu, or, to run where
+ * CUDA may be missing, open it at run time and reach it through one exported symbol,
+ * shr_feed_api_get (SHR_FEED_API_SYMBOL), returning a table of plain C function pointers: see
+ * shr_feed_api below. For output sample i,
  * channel c, row y, column x of an out_height x out_width crop:
  *
  *     sx = flip[i] ? crop_x + out_width - 1 - x : crop_x + x        (crop_x, crop_y: per sample
@@ -60,6 +63,33 @@ int shr_feed_normalize_host(const shr_feed_norm *p, const uint8_t *src, void *ds
 
 /* The CUDA error of this thread's last failed call, "" if none. Never NULL. */
 const char *shr_feed_error(void);
+
+/* 1 if a device is usable: present, and able to run this library's kernels (probed once per
+ * process; a device the library has no code for counts as none). */
+int shr_feed_available(void);
+
+/* Why shr_feed_available is 0 (the CUDA call that failed and its error, with the driver and
+ * runtime versions), or which device it found. Never NULL; static, fixed after the probe. */
+const char *shr_feed_status(void);
+
+/* ---- the table, for callers that open libshardgpu.so at run time (dlopen) ----
+ * A caller compiled against this header checks abi and norm_size before using the rest: a table
+ * whose numbers differ comes from another version and must be treated as absent. */
+#define SHR_FEED_ABI 1
+
+typedef struct {
+    uint32_t abi;               /* SHR_FEED_ABI */
+    uint32_t norm_size;         /* sizeof(shr_feed_norm) */
+    int (*available)(void);
+    const char *(*status)(void);
+    uint64_t (*out_bytes)(const shr_feed_norm *p);
+    int (*normalize)(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream);
+    int (*normalize_host)(const shr_feed_norm *p, const uint8_t *src, void *dst);
+    const char *(*error)(void);
+} shr_feed_api;
+
+const shr_feed_api *shr_feed_api_get(void);
+#define SHR_FEED_API_SYMBOL "shr_feed_api_get"
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,8 @@
 #
 #   OUT/bin/      shardc, shardc-mksample, shardbench (and decode-bench where it was built)
 #   OUT/tests/    the check programs (test_cuda among them)
-#   OUT/lib/      libshardgpu.so, libshardread.so, and every library ldd names for them, except
+#   OUT/lib/      libshardgpu.so, libshardbench-gpu.so, libshardread.so, and every library ldd
+#                 names for them, except
 #                 the C library itself (libc, libm, libpthread, libdl, librt, ld-linux), which
 #                 must come from the target: it needs glibc >= the version printed at the end
 #   OUT/env.sh    `. OUT/env.sh` puts OUT/lib first on LD_LIBRARY_PATH
@@ -14,8 +15,8 @@
 #
 # --no-cuda-libs leaves out libcudart, libcublas and libcublasLt (over half a gigabyte): the
 # target then needs a CUDA 13 runtime and cuBLAS on its library path. The driver (libcuda.so) is
-# never bundled; it belongs to the target's kernel module. Binaries find libshardgpu.so at
-# <exe>/../lib, so the layout must be kept.
+# never bundled; it belongs to the target's kernel module. Binaries find libshardbench-gpu.so
+# at <exe>/../lib, so the layout must be kept.
 set -euo pipefail
 BUILD=${BUILD:-build}
 cuda_libs=1
@@ -29,11 +30,12 @@ for a in "$@"; do
   esac
 done
 
-gpu_so=$BUILD/lib/libshardgpu.so
-if [ ! -f "$gpu_so" ]; then
-  echo "gpu-bundle: $gpu_so missing: build with nvcc first (make BUILD=$BUILD all)" >&2
-  exit 1
-fi
+for gpu_so in "$BUILD"/lib/libshardgpu.so "$BUILD"/lib/libshardbench-gpu.so; do
+  if [ ! -f "$gpu_so" ]; then
+    echo "gpu-bundle: $gpu_so missing: build with nvcc first (make BUILD=$BUILD all)" >&2
+    exit 1
+  fi
+done
 for b in shardc shardc-mksample shardbench; do
   [ -x "$BUILD/bin/$b" ] || { echo "gpu-bundle: $BUILD/bin/$b missing (make BUILD=$BUILD all)" >&2; exit 1; }
 done
@@ -45,7 +47,7 @@ cp "$BUILD"/bin/shardc "$BUILD"/bin/shardc-mksample "$BUILD"/bin/shardbench "$ou
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] && [ -f "$t" ] && case $t in *.o|*.d) ;; *) cp "$t" "$out/tests/" ;; esac
 done
-cp "$gpu_so" "$out/lib/"
+cp "$BUILD"/lib/libshardgpu.so "$BUILD"/lib/libshardbench-gpu.so "$out/lib/"
 if [ -f "$BUILD/libshardread.so" ]; then
   cp -L "$BUILD/libshardread.so" "$out/lib/libshardread.so.0"
   ln -sf libshardread.so.0 "$out/lib/libshardread.so"
@@ -54,8 +56,9 @@ fi
 # the libraries of every ELF file, resolved here; the target supplies the C library and driver
 skip_re='^(linux-vdso|linux-gate|ld-linux.*|libc\.so.*|libm\.so.*|libpthread\.so.*|libdl\.so.*|librt\.so.*|libutil\.so.*|libresolv\.so.*|libcuda\.so.*)$'
 cuda_re='^(libcudart|libcublas|libcublasLt)\.so.*$'
-declare -A seen=()
-files=("$out"/bin/* "$out"/tests/* "$out"/lib/libshardgpu.so)
+# (the step library needs the feed library, which is already there)
+declare -A seen=([libshardgpu.so]=1)
+files=("$out"/bin/* "$out"/tests/* "$out"/lib/libshardgpu.so "$out"/lib/libshardbench-gpu.so)
 [ -f "$out/lib/libshardread.so.0" ] && files+=("$out/lib/libshardread.so.0")
 for f in "${files[@]}"; do
   while read -r name arrow path _; do

@@ -67,7 +67,9 @@ if [ "$mode" = prepare ]; then
     make --no-print-directory BUILD="$BUILD" -j"$jobs" all "$BUILD/tests/test_cuda" "$BUILD/tests/test_reader" \
       "$BUILD/bin/decode-bench"
   fi
-  [ -f "$BUILD/lib/libshardgpu.so" ] || { echo "gpu-check: $BUILD/lib/libshardgpu.so missing: nvcc is needed" >&2; exit 1; }
+  for so in libshardgpu.so libshardbench-gpu.so; do
+    [ -f "$BUILD/lib/$so" ] || { echo "gpu-check: $BUILD/lib/$so missing: nvcc is needed" >&2; exit 1; }
+  done
   wheel=
   if [ $nobuild = 0 ] && make -n BUILD="$BUILD" wheel >/dev/null 2>&1; then
     make --no-print-directory BUILD="$BUILD" wheel
@@ -261,7 +263,7 @@ cpuflag=(); [ $cpu = 1 ] && cpuflag=(--cpu)
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
   command -v nvidia-smi >/dev/null && row env gpu driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" "" ""
   echo "bundle library path: $LIBPATH"
-  [ -f "${B}/lib/libshardgpu.so" ] && LD_LIBRARY_PATH=$LIBPATH ldd "$B/lib/libshardgpu.so"
+  [ -f "${B}/lib/libshardbench-gpu.so" ] && LD_LIBRARY_PATH=$LIBPATH ldd "$B/lib/libshardbench-gpu.so"
   "${GT[@]}" env --tsv "$TSV"
 } > "$(log_of 1-env)" 2>&1
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end: scripts/gpu-check.sh, the one-command GPU check, on the CPU paths at tiny sizes.
 # Prepared as for the GPU machine (--prepare --no-build: the bundle and the wheel or module of
-# this build) where libshardgpu.so was built, else straight from $BUILD (--cpu OUT); then the
+# this build) where the GPU libraries were built, else straight from $BUILD (--cpu OUT); then the
 # report must hold every row with the right kind of value: correctness checks pass (or skip,
 # those that need a device), transfer and training figures numeric, every step finished, and OUT
 # flat with its three files. A failing correctness check must give a non-zero exit with the
@@ -22,7 +22,7 @@ export PYTHON=$PY
 GC="$ROOT/scripts/gpu-check.sh"
 OUT=$T/report
 
-if [ -f "$ROOT/$BUILD/lib/libshardgpu.so" ] && [ -x "$ROOT/$BUILD/tests/test_cuda" ]; then
+if [ -f "$ROOT/$BUILD/lib/libshardbench-gpu.so" ] && [ -x "$ROOT/$BUILD/tests/test_cuda" ]; then
   expect_exit 0 "--prepare --no-build" "$GC" --prepare "$T/prep" --no-build
   check "the prepared folder has the bundle, packed" test -s "$T/prep/bundle.tar.xz"
   check "and the module (a wheel or the built module)" \

@@ -1,5 +1,7 @@
-/* test_cuda.c - the training step's dispatcher and the GPU step (libshardgpu.so): benchmark code
- * (shardbench's step, reader/bench/), and the CUDA feed's normalize kernel (reader/cuda_feed.cu).
+/* test_cuda.c - two libraries: the training step's dispatcher and the GPU step
+ * (libshardbench-gpu.so): benchmark code (shardbench's step, reader/bench/); and the CUDA feed's
+ * normalize kernel (reader/cuda_feed.cu, libshardgpu.so, a library of the project), reached as a
+ * run-time caller would, through its table (shr_feed_api_get).
  *
  * Always run: the dispatcher's fall-back (no GPU library: the CPU step under SB_DEVICE_AUTO,
  * ENODEV under SB_DEVICE_GPU), loading errors, and the GPU library's argument checks and
@@ -28,6 +30,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <dlfcn.h>
 #include <ftw.h>
 #include <libgen.h>
 #include <math.h>
@@ -58,12 +61,31 @@ static void fill_random(uint8_t *p, size_t n, uint64_t seed)
         p[i] = (uint8_t)(mix64(&seed) >> 56);
 }
 
-/* This build's libshardgpu.so (<exe dir>/../lib), or NULL when it was not built. */
-static const char *built_gpu_lib(void)
+/* This build's library called name (<exe dir>/../lib), or NULL when it was not built. */
+static const char *built_lib(const char *name)
 {
     static char path[1200];
-    snprintf(path, sizeof path, "%s/../lib/libshardgpu.so", g_exe_dir);
+    snprintf(path, sizeof path, "%s/../lib/%s", g_exe_dir, name);
     return file_exists(path) ? path : NULL;
+}
+
+/* The CUDA feed's table of this build's libshardgpu.so, opened and checked as a caller that
+ * loads it at run time would (never closed); NULL when it was not built. */
+static const shr_feed_api *feed_table(void)
+{
+    const char *path = built_lib("libshardgpu.so");
+    if (!path)
+        return NULL;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(lib != NULL, "dlopen %s: %s", path, dlerror());
+    const shr_feed_api *(*get)(void) =
+        (const shr_feed_api *(*)(void))dlsym(lib, SHR_FEED_API_SYMBOL);
+    ck_assert_msg(get != NULL, "%s: no %s", path, SHR_FEED_API_SYMBOL);
+    const shr_feed_api *t = get();
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(t->abi, SHR_FEED_ABI);
+    ck_assert_uint_eq(t->norm_size, sizeof(shr_feed_norm));
+    return t;
 }
 
 static sb_step_opts emulated_opts(double ms, sb_device dev)
@@ -118,11 +140,11 @@ START_TEST(test_fallback_without_gpu_lib)
         fprintf(stderr, "test_cuda: CK_FORK=no: fall-back test skipped\n");
         return;
     }
-    ck_assert_int_eq(setenv("SHARDREAD_GPU_LIB", "/nonexistent/libshardgpu.so", 1), 0);
+    ck_assert_int_eq(setenv("SHARDBENCH_GPU_LIB", "/nonexistent/libshardbench-gpu.so", 1), 0);
     ck_assert_int_eq(sb_step_gpu_available(), 0);
     ck_assert_ptr_null(sb_gpu_table());
     if (shr_cuda_available()) {
-        ck_assert_msg(strstr(sb_gpu_status(), "/nonexistent/libshardgpu.so") != NULL,
+        ck_assert_msg(strstr(sb_gpu_status(), "/nonexistent/libshardbench-gpu.so") != NULL,
                       "status: %s", sb_gpu_status());
     } else {
         /* the reason the runtime gave comes along, not only the verdict */
@@ -218,9 +240,9 @@ START_TEST(test_gpu_open_errors)
 {
     const sb_gpu_api *api = (const sb_gpu_api *)1;
     char why[512] = "";
-    ck_assert_int_eq(sb_gpu_open("/nonexistent/libshardgpu.so", &api, why, sizeof why), ENOENT);
+    ck_assert_int_eq(sb_gpu_open("/nonexistent/libshardbench-gpu.so", &api, why, sizeof why), ENOENT);
     ck_assert_ptr_null(api);
-    ck_assert_msg(strstr(why, "/nonexistent/libshardgpu.so") != NULL, "why: %s", why);
+    ck_assert_msg(strstr(why, "/nonexistent/libshardbench-gpu.so") != NULL, "why: %s", why);
     /* a shared object without the table */
     ck_assert_int_eq(sb_gpu_open("libc.so.6", &api, why, sizeof why), ENOEXEC);
     ck_assert_ptr_null(api);
@@ -229,12 +251,13 @@ START_TEST(test_gpu_open_errors)
 }
 END_TEST
 
-/* The library of this build, loaded directly, with or without a device. */
+/* The step library of this build, loaded directly, with or without a device. */
 START_TEST(test_gpu_lib_checks)
 {
-    const char *path = built_gpu_lib();
+    const char *path = built_lib("libshardbench-gpu.so");
     if (!path) {
-        fprintf(stderr, "test_cuda: libshardgpu.so not built (no nvcc): library checks skipped\n");
+        fprintf(stderr, "test_cuda: libshardbench-gpu.so not built (no nvcc): library checks "
+                "skipped\n");
         return;
     }
     const sb_gpu_api *api = NULL;
@@ -272,6 +295,29 @@ START_TEST(test_gpu_lib_checks)
     o.classes = 3;
     o.std[1] = -1;
     ck_assert_int_eq(api->step_create(&s, &o, NULL), SHR_EINVAL);
+    if (!avail) {
+        o = emulated_opts(1, SB_DEVICE_GPU);
+        ck_assert_int_eq(api->step_create(&s, &o, NULL), ENODEV);
+        ck_assert_ptr_null(s);
+    }
+}
+END_TEST
+
+/* The CUDA feed's library of this build, through its table, with or without a device. */
+START_TEST(test_feed_lib_checks)
+{
+    const shr_feed_api *api = feed_table();
+    if (!api) {
+        fprintf(stderr, "test_cuda: libshardgpu.so not built (no nvcc): feed checks skipped\n");
+        return;
+    }
+    int avail = api->available();
+    if (!shr_cuda_available())
+        ck_assert_int_eq(avail, 0);
+    ck_assert_msg(strlen(api->status()) > 10, "status: %s", api->status());
+    if (!avail)         /* the failing call and the versions */
+        ck_assert_msg(strstr(api->status(), "driver ") != NULL, "%s", api->status());
+    ck_assert_str_eq(api->error(), "");
 
     uint8_t src[2 * 4 * 4 * 3] = {0};
     float dst[2 * 3 * 4 * 4];
@@ -282,27 +328,25 @@ START_TEST(test_gpu_lib_checks)
     p.channels = 3;
     p.out_width = 3;
     p.crop_x = 2;                   /* 2 + 3 > 4 */
-    ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), EINVAL);
+    ck_assert_int_eq(api->normalize_host(&p, src, dst), EINVAL);
     p.crop_x = 1;
     p.out_height = 5;               /* taller than the source */
-    ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), EINVAL);
+    ck_assert_int_eq(api->normalize_host(&p, src, dst), EINVAL);
+    ck_assert_uint_eq(api->out_bytes(&p), 0);
     p.out_height = 0;
     p.channels = 5;
-    ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), EINVAL);
+    ck_assert_int_eq(api->normalize_host(&p, src, dst), EINVAL);
     p.channels = 3;
     p.std[2] = INFINITY;
-    ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), EINVAL);
+    ck_assert_int_eq(api->normalize_host(&p, src, dst), EINVAL);
     p.std[2] = 0;
-    ck_assert_int_eq(api->feed_normalize_host(&p, NULL, dst), EINVAL);
+    ck_assert_int_eq(api->normalize_host(&p, NULL, dst), EINVAL);
+    ck_assert_uint_eq(api->out_bytes(&p), sizeof dst * 3 / 4);      /* 2 x 3 x 4 x 3 floats */
 
-    if (!avail) {
-        o = emulated_opts(1, SB_DEVICE_GPU);
-        ck_assert_int_eq(api->step_create(&s, &o, NULL), ENODEV);
-        ck_assert_ptr_null(s);
-        ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), ENODEV);
-    } else {
-        ck_assert_int_eq(api->feed_normalize_host(&p, src, dst), 0);
-    }
+    if (!avail)
+        ck_assert_int_eq(api->normalize_host(&p, src, dst), ENODEV);
+    else
+        ck_assert_int_eq(api->normalize_host(&p, src, dst), 0);
 }
 END_TEST
 
@@ -703,11 +747,12 @@ START_TEST(test_gpu_normalize)
         p.std[0] = 0;                                       /* divides by 1 */
     }
     size_t outn = (size_t)N * c * 7 * 5;
-    ck_assert_uint_eq(sb_gpu_table()->feed_normalize_host == NULL, 0);
+    const shr_feed_api *api = feed_table();
+    ck_assert_ptr_nonnull(api);
     void *out = malloc(outn * 4);
     ck_assert_ptr_nonnull(out);
-    int rc = sb_gpu_table()->feed_normalize_host(&p, src, out);
-    ck_assert_msg(rc == 0, "normalize: %s (%s)", shr_strerror(rc), sb_gpu_table()->feed_error());
+    int rc = api->normalize_host(&p, src, out);
+    ck_assert_msg(rc == 0, "normalize: %s (%s)", shr_strerror(rc), api->error());
     for (uint32_t i = 0; i < N; i++) {
         uint32_t cx = p.crop_x, cy = p.crop_y;
         if (per_sample) {
@@ -792,7 +837,7 @@ static const struct {
 
 START_TEST(test_gpu_normalize_grids)
 {
-    const sb_gpu_api *api = sb_gpu_table();
+    const shr_feed_api *api = feed_table();
     ck_assert_ptr_nonnull(api);
     shr_feed_norm p;
     memset(&p, 0, sizeof p);
@@ -833,8 +878,8 @@ START_TEST(test_gpu_normalize_grids)
                      (p.out_width ? p.out_width : p.width) * (p.dtype == SHR_FEED_F16 ? 2 : 4);
     void *out = malloc(bytes);
     ck_assert_ptr_nonnull(out);
-    int rc = api->feed_normalize_host(&p, src, out);
-    ck_assert_msg(rc == 0, "normalize: %s (%s)", shr_strerror(rc), api->feed_error());
+    int rc = api->normalize_host(&p, src, out);
+    ck_assert_msg(rc == 0, "normalize: %s (%s)", shr_strerror(rc), api->error());
     size_t k = check_normalized(&p, src, out);
     ck_assert_uint_eq(k * (p.dtype == SHR_FEED_F16 ? 2 : 4), bytes);
     fprintf(stderr, "test_cuda: normalize %ux%ux%ux%u -> %ux%u %s: %zu elements, %zu blocks of "
@@ -911,6 +956,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_dispatcher_errors);
     tcase_add_test(tc, test_gpu_open_errors);
     tcase_add_test(tc, test_gpu_lib_checks);
+    tcase_add_test(tc, test_feed_lib_checks);
     tcase_add_test(tc, test_checksum_reference);
     suite_add_tcase(s, tc);
     if (g_gpu) {

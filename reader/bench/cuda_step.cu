@@ -1,5 +1,7 @@
-/* cuda_step.cu - the GPU training step of shardbench train (in libshardgpu.so, next to the CUDA
- * feed of cuda_feed.cu, whose device probe and helpers it shares through cuda_common.h).
+/* cuda_step.cu - the GPU training step of shardbench train: libshardbench-gpu.so, the
+ * benchmark's own library (not a library of the project's: no header installed, no user links
+ * it), which shardbench opens at run time (gpu_api.h). It links the CUDA feed's libshardgpu.so
+ * for the device probe (shr_feed_available) and shares launch helpers with it (cuda_common.h).
  *
  * What this file does
  * -------------------
@@ -91,6 +93,7 @@
 #include <string.h>
 
 extern "C" {
+#include "cuda_feed.h"
 #include "gpu_api.h"
 }
 #include "cuda_common.h"
@@ -436,7 +439,7 @@ static int gpu_step_create(void **out, const sb_step_opts *o, const sb_gpu_confi
     *out = NULL;
     if (!o || !valid_opts(o) || (c && (c->slots == 1 || c->slots > MAX_SLOTS)))
         return SHR_EINVAL;
-    if (!shr_cuda_usable())
+    if (!shr_feed_available())
         return ENODEV;
     s = (gpu_step *)calloc(1, sizeof *s);
     if (!s)
@@ -881,8 +884,8 @@ static int gpu_h2d_baseline(size_t bytes, uint32_t reps, double *pinned_gbs, dou
     if (bytes == 0 || reps == 0 || !pinned_gbs || !pageable_gbs)
         return EINVAL;
     *pinned_gbs = *pageable_gbs = 0;
-    if (!shr_cuda_usable()) {
-        snprintf(why, why_len, "%s", shr_cuda_usable_status());
+    if (!shr_feed_available()) {
+        snprintf(why, why_len, "%s", shr_feed_status());
         return ENODEV;
     }
     BASE_CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -926,8 +929,7 @@ static const sb_gpu_api g_api = {
     (uint32_t)sizeof(sb_step_opts),
     (uint32_t)sizeof(shr_batch),
     (uint32_t)sizeof(sb_step_stats),
-    (uint32_t)sizeof(shr_feed_norm),
-    shr_cuda_usable,
+    shr_feed_available,
     gpu_step_create,
     gpu_step_run,
     gpu_step_sync,
@@ -935,11 +937,8 @@ static const sb_gpu_api g_api = {
     gpu_step_error,
     gpu_step_input,
     gpu_step_checksums,
-    shr_cuda_usable_status,
+    shr_feed_status,
     gpu_h2d_baseline,
-    shr_feed_normalize,
-    shr_feed_normalize_host,
-    shr_feed_error,
 };
 
 EXPORT const sb_gpu_api *sb_gpu_api_get(void)

@@ -1,24 +1,26 @@
-/* gpu_api.h - the C ABI between shardbench's training step (step.c) and libshardgpu.so, which
- * holds the GPU half of that step (bench/cuda_step.cu) and the CUDA feed (cuda_feed.cu).
+/* gpu_api.h - the C ABI between shardbench's training step (step.c) and libshardbench-gpu.so,
+ * which holds the GPU half of that step (cuda_step.cu). That library is the benchmark's own: it
+ * is built next to shardbench (build/lib/, installed only as shardbench's private plugin in
+ * PREFIX/lib/shardbench/), no header of it is installed and no user links it. It links the
+ * project's CUDA feed library, libshardgpu.so (reader/cuda_feed.h, whose own run-time table is
+ * shr_feed_api there), for the device probe.
  *
- * Neither libshardread nor shardbench links against CUDA: the GPU code lives in its own shared
- * object, built by nvcc and linked against libcudart and libcublas, which step.c opens with dlopen
- * at run time and reaches through one exported symbol, sb_gpu_api(), returning a table of plain
- * C function pointers. Where that object, the CUDA libraries, a driver or a device is missing,
- * the table is simply not used and the step runs on the CPU (SB_DEVICE_AUTO) or fails with
- * ENODEV (SB_DEVICE_GPU).
+ * Neither libshardread nor shardbench links against CUDA: the GPU code lives in shared objects
+ * built by nvcc and linked against libcudart and libcublas, which step.c opens with dlopen at run
+ * time and reaches through one exported symbol, sb_gpu_api_get(), returning a table of plain C
+ * function pointers. Where that object, the CUDA libraries, a driver or a device is missing, the
+ * table is simply not used and the step runs on the CPU (SB_DEVICE_AUTO) or fails with ENODEV
+ * (SB_DEVICE_GPU).
  *
  * Both sides are compiled from the same tree; the table carries an ABI number and the sizes of
- * the structs it passes, and a table whose numbers differ is refused (a stale libshardgpu.so
- * from another build is treated as absent).
+ * the structs it passes, and a table whose numbers differ is refused (a stale library from
+ * another build is treated as absent).
  *
- * Where libshardgpu.so is looked for, first hit wins:
- *   1. $SHARDREAD_GPU_LIB, if set: that path only
- *   2. next to the object holding libshardread: <dir>/libshardgpu.so and <dir>/lib/libshardgpu.so
- *      (an installed libshardread.so in PREFIX/lib; build/libshardread.so with build/lib/)
- *   3. next to the executable: <exe dir>/../lib/libshardgpu.so (build/bin/shardbench,
- *      build/tests/test_*, PREFIX/bin/shardbench)
- *   4. plain "libshardgpu.so": LD_LIBRARY_PATH and the ld.so cache
+ * Where libshardbench-gpu.so is looked for, first hit wins:
+ *   1. $SHARDBENCH_GPU_LIB, if set: that path only
+ *   2. next to the executable: <exe dir>/../lib/ (build/bin/shardbench, build/tests/test_*, a
+ *      bundle's bin/) and <exe dir>/../lib/shardbench/ (PREFIX/bin/shardbench)
+ *   3. plain "libshardbench-gpu.so": LD_LIBRARY_PATH and the ld.so cache
  * Before any of that, the CUDA runtime must report a device (shr_cuda_available in pinned.c):
  * without one, the large CUDA libraries are not even loaded.
  *
@@ -32,14 +34,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cuda_feed.h"
 #include "step.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SB_GPU_ABI 2
+#define SB_GPU_ABI 3
 
 /* step_create flags */
 #define SB_GPU_CHECKSUMS 1u    /* record a checksum of each step's device input when the step
@@ -56,7 +57,6 @@ typedef struct {
     uint32_t opts_size;         /* sizeof(sb_step_opts) */
     uint32_t batch_size;        /* sizeof(shr_batch) */
     uint32_t stats_size;        /* sizeof(sb_step_stats) */
-    uint32_t norm_size;         /* sizeof(shr_feed_norm) */
 
     /* 1 if a device is usable: present, and able to run this object's kernels (cached). */
     int (*available)(void);
@@ -91,13 +91,9 @@ typedef struct {
     int (*h2d_baseline)(size_t bytes, uint32_t reps, double *pinned_gbs, double *pageable_gbs,
                         char *why, size_t why_len);
 
-    /* cuda_feed.h, for callers that reach the library through this table. */
-    int (*feed_normalize)(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream);
-    int (*feed_normalize_host)(const shr_feed_norm *p, const uint8_t *src, void *dst);
-    const char *(*feed_error)(void);
 } sb_gpu_api;
 
-/* Exported by libshardgpu.so. */
+/* Exported by libshardbench-gpu.so. */
 const sb_gpu_api *sb_gpu_api_get(void);
 #define SB_GPU_API_SYMBOL "sb_gpu_api_get"
 
@@ -114,12 +110,12 @@ static inline uint64_t sb_gpu_checksum(const uint8_t *p, size_t n)
 
 /* ---- in the benchmark (step.c) ---- */
 
-/* The table of the libshardgpu.so found as described above, with a usable device; NULL if none
+/* The table of the libshardbench-gpu.so found as described above, with a usable device; NULL if none
  * (loaded once per process; the reason is then in sb_gpu_status). */
 const sb_gpu_api *sb_gpu_table(void);
 
 /* Why sb_gpu_table is NULL, with the reason of the layer that failed ("no CUDA device: " and
- * shr_cuda_status's text, "libshardgpu.so: cannot open shared object file: ...", "no CUDA
+ * shr_cuda_status's text, "libshardbench-gpu.so: cannot open shared object file: ...", "no CUDA
  * device that PATH can use: " and the library's status), or the library's path where it is not.
  * Never NULL; static storage. */
 const char *sb_gpu_status(void);

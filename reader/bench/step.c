@@ -1,5 +1,5 @@
-/* step.c - the training step's dispatcher: the GPU implementation (libshardgpu.so, opened at run
- * time, see gpu_api.h) where a device is usable, else the CPU one (step_cpu.c).
+/* step.c - the training step's dispatcher: the GPU implementation (libshardbench-gpu.so, opened
+ * at run time, see gpu_api.h) where a device is usable, else the CPU one (step_cpu.c).
  *
  * The GPU library is looked for once per process. The CUDA runtime is asked first (pinned.c,
  * which loads only libcudart): on a machine without a device that is all it costs, and the CUDA
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define GPU_LIB_NAME "libshardgpu.so"
+#define GPU_LIB_NAME "libshardbench-gpu.so"
 
 struct sb_step {
     const sb_gpu_api *gpu;     /* NULL: the CPU implementation */
@@ -54,8 +54,7 @@ int sb_gpu_open(const char *path, const sb_gpu_api **api, char *why, size_t why_
         return ENOEXEC;
     }
     if (t->abi != SB_GPU_ABI || t->opts_size != sizeof(sb_step_opts) ||
-        t->batch_size != sizeof(shr_batch) || t->stats_size != sizeof(sb_step_stats) ||
-        t->norm_size != sizeof(shr_feed_norm)) {
+        t->batch_size != sizeof(shr_batch) || t->stats_size != sizeof(sb_step_stats)) {
         snprintf(why, why_len, "%s: built from another version (ABI %u, this library %u)", path,
                  t->abi, SB_GPU_ABI);
         dlclose(lib);
@@ -84,25 +83,19 @@ static void gpu_load(void)
                  shr_cuda_status(why, sizeof why));
         return;
     }
-    char cand[4][PATH_MAX + 32];
+    char cand[4][PATH_MAX + 64];
     size_t nc = 0;
-    const char *env = getenv("SHARDREAD_GPU_LIB");
+    const char *env = getenv("SHARDBENCH_GPU_LIB");
     if (env && *env) {
         snprintf(cand[nc++], sizeof cand[0], "%s", env);
     } else {
-        char dir[PATH_MAX];
-        Dl_info info;
-        if (dladdr((void *)sb_step_create, &info) && info.dli_fname && *info.dli_fname) {
-            dir_of(info.dli_fname, dir, sizeof dir);
-            snprintf(cand[nc++], sizeof cand[0], "%s/" GPU_LIB_NAME, dir);
-            snprintf(cand[nc++], sizeof cand[0], "%s/lib/" GPU_LIB_NAME, dir);
-        }
-        char exe[PATH_MAX];
+        char exe[PATH_MAX], dir[PATH_MAX];
         ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (len > 0) {
             exe[len] = '\0';
             dir_of(exe, dir, sizeof dir);
             snprintf(cand[nc++], sizeof cand[0], "%s/../lib/" GPU_LIB_NAME, dir);
+            snprintf(cand[nc++], sizeof cand[0], "%s/../lib/shardbench/" GPU_LIB_NAME, dir);
         }
         snprintf(cand[nc++], sizeof cand[0], GPU_LIB_NAME);
     }
