@@ -28,7 +28,7 @@
  * yields exactly the batches that were left.
  *
  * Errors: functions return 0 on success, a positive errno value for system errors, or a negative
- * SHR_E* code (the formats layer's FMT_E* codes appear as the SHR_E* codes of the same value
+ * SHR_E* code (those of the storage layer underneath among them, SHR_EFORMAT .. SHR_EEMPTY
  * below); shr_strerror names any of them. The library never prints or exits.
  *
  * Memory: the ring holds `prefetch` batches of batch_size * height * width * channels elements
@@ -79,18 +79,18 @@ enum {
     SHR_ELAST
 };
 
-/* The codes of the formats layer underneath (formats/fmt.h's FMT_E*, the same values), which
- * these functions pass through; repeated here so that a program needs this header only. */
+/* The codes of the storage layer underneath (the decoders and the shard formats), which these
+ * functions pass through unchanged; declared here so that a program needs this header only. */
 enum {
     SHR_EFORMAT = -30900,   /* not a format we know (unrecognised magic bytes) */
     SHR_ECORRUPT,           /* data is damaged or inconsistent */
     SHR_ETRUNC,             /* data ends early (a truncated file) */
     SHR_ETOOBIG,            /* exceeds a size limit */
     SHR_EUNSUPPORTED,       /* valid, but a variant this build cannot read */
-    SHR_EFMT_INVAL,         /* bad argument, found by the formats layer */
+    SHR_EFMT_INVAL,         /* bad argument, found by the storage layer */
     SHR_EHASH,              /* content hash does not match the recorded one */
     SHR_EVERSION,           /* written by an incompatible version */
-    SHR_EFMT_STATE,         /* an object of the formats layer has failed */
+    SHR_EFMT_STATE,         /* an object of the storage layer has failed */
     SHR_EEMPTY              /* zero-length input */
 };
 
@@ -244,7 +244,7 @@ typedef struct {
     /* Samples that cannot be read (see "Read-time recovery" below). */
     shr_on_error on_error;      /* default SHR_ON_ERROR_FAIL */
     int verify_samples;         /* non-zero: hash every sample as it is read (XXH3-64 against
-                                 * the hash stored with it); a mismatch is FMT_EHASH */
+                                 * the hash stored with it); a mismatch is SHR_EHASH */
     /* Elastic resumption (see "Resuming on another world size" below): positions of epoch
      * `epoch`'s global sequence already consumed by all ranks together, shr_state.consumed of
      * the reader that saved the state, on any world size. Non-zero needs cursor 0. */
@@ -354,13 +354,13 @@ typedef struct {
  * Shards changed under an open reader: the index of a raw or hdf5 shard is read into memory and
  * checked at open, in every access mode, so a shard rewritten in place (bytes flipped, another
  * shard copied over it) can change only the pixels read, never where they are read from: with
- * verify_samples every changed sample is FMT_EHASH (or a read error) in every mode. Truncating a
+ * verify_samples every changed sample is SHR_EHASH (or a read error) in every mode. Truncating a
  * mapped file (SHR_ACCESS_MMAP) still raises SIGBUS when a page past the new end is touched, as
  * for any mmap reader; SHR_ACCESS_PREAD and SHR_ACCESS_DIRECT report it as SHR_ETRUNC. */
 #define SHR_SALT_SUBSTITUTE 0x73756230u /* "sub0": + attempt 0 .. 15 */
 
 /* Resuming on another world size. An epoch's order is one global sequence; rank r of world W
- * reads positions r, r + W, r + 2W, ... of it (sampler.h). When every rank has consumed c
+ * reads positions r, r + W, r + 2W, ... of it. When every rank has consumed c
  * batches, the positions consumed are exactly [0, min(n, c * batch_size * W)), whatever W: this
  * is shr_state.consumed. A reader opened with options epoch = state.epoch, consumed =
  * state.consumed (cursor 0) on any world size W' reads positions consumed + r', consumed + r' +
@@ -456,7 +456,7 @@ SHR_API uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t
  *   The pixels are F.rotate(img, angle, interpolation, fill=fill) and F.affine(img, angle,
  *     [tx, ty], scale, [shear_x, shear_y], interpolation, fill) on the PIL image: Pillow's
  *     Image.rotate and Image.transform(AFFINE) with torchvision's inverse matrix, whose bytes
- *     these are (see reader/affine.c).
+ *     these are.
  *   TrivialAugmentWide (stream SHR_SALT_AUTO_AUGMENT): op = word(0) % 14; for an op with
  *     magnitudes, bin = word(1) % bins and the magnitude is torchvision's table at bin; for a
  *     signed op the next word w gives -magnitude where w % 2 is 1.
@@ -477,7 +477,7 @@ SHR_API uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t
  *   Each op is torchvision's _apply_op on the PIL image (ShearX/Y through F.affine with
  *     center [0, 0], TranslateX/Y through F.affine, Rotate through F.rotate, Brightness, Color,
  *     Contrast, Sharpness through ImageEnhance with 1 + magnitude, Posterize, Solarize,
- *     AutoContrast and Equalize through ImageOps), byte for byte (reader/autoaugment.c). */
+ *     AutoContrast and Equalize through ImageOps), byte for byte. */
 #define SHR_SALT_ROTATE 0x726f7400u     /* "rot\0": + 0 */
 #define SHR_SALT_AFFINE 0x61666600u     /* "aff\0": + 0 .. 2 */
 #define SHR_SALT_AUTO_AUGMENT 0x61756700u   /* "aug\0": + 0 .. 3 */
@@ -511,7 +511,7 @@ SHR_API uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t
  *     axes as FixedSizeCrop has it; image_w = min(scale_w, width), likewise the height; padding
  *     bottom and right (pad_x = pad_y = 0). (torchvision's ScaleJitter reads its target_size as
  *     (width, height) in that formula; for the usual square target it is the same.)
- *   SHR_SCALE_LETTERBOX: the build's --size width height --fit pad (formats/geometry.h):
+ *   SHR_SCALE_LETTERBOX: the build's geometry of `shardc build --size W H --fit pad`:
  *     Resize(S), S the largest shortest side whose torchvision resize fits inside the output,
  *     then CenterCrop(height, width), which pads with zeros, left (width - scale_w) / 2 and top
  *     (height - scale_h) / 2.
@@ -585,8 +585,8 @@ typedef struct {
  *   op: CutMix where only cutmix_alpha is set, MixUp where only mixup_alpha is, and with both
  *     CutMix iff g(0) is odd.
  *   lambda ~ Beta(alpha, alpha) of that op's alpha: X / (X + Y) of Gamma(alpha) variates drawn
- *     by Marsaglia and Tsang's method from words 16.. (X) and 216.. (Y) (reader/mix.c; the
- *     distribution is torch's, the values are not).
+ *     by Marsaglia and Tsang's method from words 16.. (X) and 216.. (Y) (the distribution is
+ *     torch's, the values are not).
  *   Partner: sample i mixes with sample i - 1, sample 0 with sample n - 1 (batch.roll(1, 0)).
  *   MixUp: x_i = x_i * lam + x_partner * (1 - lam), each product and the sum rounded to the
  *     dtype, computed in float32 with lam and 1 - lam as float32 (torch >= 2's mul_ and add_
@@ -643,7 +643,7 @@ typedef struct {
      * with fail), nbad entries each, in plan order: */
     uint32_t nbad;
     const int64_t *bad_indices;     /* the dataset index that could not be read */
-    const int32_t *bad_errors;      /* why: FMT_EHASH (verify_samples), FMT_ETRUNC, EIO, ... */
+    const int32_t *bad_errors;      /* why: SHR_EHASH (verify_samples), SHR_ETRUNC, EIO, ... */
     const int32_t *bad_positions;   /* substitute: the position in this batch of the sample
                                      * that took its place; skip: -1 */
     /* Detection datasets (shr_info.targets; see "Targets" below): the target of each delivered
@@ -769,7 +769,7 @@ SHR_API void shr_get_info(const shr_reader *r, shr_info *info);
 
 /* Targets (detection datasets: shr_info.targets, shr_dataset_info.targets). Every sample of such
  * a dataset carries a target: boxes (x1, y1, x2, y2 pixel edges of the stored sample), category
- * ids, areas, iscrowd flags, the source image's id and size (formats/raw.md, "Target record").
+ * ids, areas, iscrowd flags, the source image's id and size (stored as the README's "Formats" section documents).
  * The reader moves each delivered sample's boxes with its pixels, using the parameters it reports
  * (shr_params x, y, w, h, flip) and the output width W and height H, in double precision:
  *     crop or pad:       x' = x - p.x + (W - p.w) / 2    (integer division: the offset at which
@@ -812,7 +812,7 @@ SHR_API int shr_batch_target(const shr_batch *b, uint32_t i, shr_target *t);
 SHR_API int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32_t src_w,
                             uint32_t src_h, shr_params *p);
 
-/* Name of an error code (SHR_E*, FMT_E* or errno). Never NULL; static storage. */
+/* Name of an error code (SHR_E* or errno). Never NULL; static storage. */
 SHR_API const char *shr_strerror(int rc);
 
 /* r NULL: the message of the last failed shr_open, shr_dataset_open or shr_dataset_read in this

@@ -80,4 +80,11 @@ check "shardread.h declares functions" test -s "$T/declared"
 if diff "$T/declared" "$T/exported" >"$T/diff"; then ok "libshardread.so exports exactly shardread.h's functions ($(wc -l <"$T/declared"))"
 else bad "libshardread.so exports differ from shardread.h (< declared, > exported)"; sed 's/^/       /' "$T/diff" | head -20; fi
 
+# the installed header names only what it declares: no code, file or folder of the sources it
+# does not ship (formats/fmt.h's FMT_E*, internal headers, source files)
+if grep -nE '\bFMT_|\bfmt_[a-z]|\b[a-z_0-9]{2,}\.(c|h|cu|md)\b|\b(formats|compiler|reader)/' \
+    "$P/include/shardread.h" | grep -v '#include <' | grep -v 'shardread\.h' >"$T/names"; then
+  bad "the installed shardread.h names what it does not declare:"; sed 's/^/       /' "$T/names" | head
+else ok "the installed shardread.h names nothing outside itself"; fi
+
 finish
