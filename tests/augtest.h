@@ -1,7 +1,7 @@
 /* augtest.h - fixtures shared by the read-time augmentation suites (test_augment_read.c,
  * test_affine.c): datasets built at run time by the shardc binaries of the same build
  * directory, and the python3 (torch, torchvision, numpy, Pillow) that runs the suite's
- * reference script tests/AUGTEST_SCRIPT. Define AUGTEST_NAME (the program's name, for messages)
+ * reference script tests/ref/AUGTEST_SCRIPT. Define AUGTEST_NAME (the program's name, for messages)
  * and AUGTEST_SCRIPT before including it. */
 #ifndef AUGTEST_H
 #define AUGTEST_H
@@ -26,14 +26,14 @@ static char g_script[1100];             /* the reference script */
 static const char *g_py;                /* python3 with torchvision, or NULL */
 
 
-/* The reference script tests/AUGTEST_SCRIPT: from the repository root (where the test suites
+/* The reference script tests/ref/AUGTEST_SCRIPT: from the repository root (where the test suites
  * run), else next to the build directory holding this program. */
 static int find_script(void)
 {
-    snprintf(g_script, sizeof g_script, "tests/%s", AUGTEST_SCRIPT);
+    snprintf(g_script, sizeof g_script, "tests/ref/%s", AUGTEST_SCRIPT);
     if (file_exists(g_script))
         return 0;
-    snprintf(g_script, sizeof g_script, "%s/../../tests/%s", g_bin, AUGTEST_SCRIPT);
+    snprintf(g_script, sizeof g_script, "%s/../../tests/ref/%s", g_bin, AUGTEST_SCRIPT);
     return file_exists(g_script) ? 0 : -1;
 }
 
@@ -69,7 +69,7 @@ static int build_fixtures(void)
         }
     }
     if (find_script() != 0) {
-        fprintf(stderr, AUGTEST_NAME ": tests/" AUGTEST_SCRIPT " not found (run from the "
+        fprintf(stderr, AUGTEST_NAME ": tests/ref/" AUGTEST_SCRIPT " not found (run from the "
                 "repository root)\n");
         return -1;
     }

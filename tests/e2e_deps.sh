@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The dependency list is complete: everything the build, the tests and the scripts use comes from
 # a Debian package that scripts/deps.sh installs, so a package missing from it fails here, on the
-# developer's machine, and not first on a fresh one. tests/deps-audit.py does the work (run by
+# developer's machine, and not first on a fresh one. scripts/deps-audit.py does the work (run by
 # /usr/bin/python3, as the tests' Python modules are the ones that interpreter imports):
 #   - each pkg-config name of the Makefile's PKGS and TEST_PKGS resolves (pkg-config --path) and
 #     its .pc file belongs (dpkg -S) to a package build_pkgs lists by name;
@@ -30,7 +30,7 @@
 . "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
-AUDIT="$ROOT/tests/deps-audit.py"
+AUDIT="$ROOT/scripts/deps-audit.py"
 DEPS=${DEPS_SH:-$ROOT/scripts/deps.sh}
 if [ ! -x "$PY" ]; then
   bad "no $PY: scripts/deps.sh installs python3 (the audit and the tests run it)"

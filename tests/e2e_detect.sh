@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # End to end: detection builds (--coco, --yolo). Boxes after every build geometry equal a NumPy
-# reference of the documented arithmetic (tests/detect_ref.py, 1e-4 pixel); the pixels equal a
+# reference of the documented arithmetic (tests/ref/detect_ref.py, 1e-4 pixel); the pixels equal a
 # classification build's; a COCO file round-trips (ids, categories, iscrowd, area); YOLO labels
 # of the same boxes give the same targets; every annotation problem is an error naming the file
 # and entry or a listed reject; damage to a target record is caught; --resume, --part/merge,
 # hdf5 and lmdb give the same targets; cat --boxes draws them.
 . "$(dirname "$0")/lib.sh"
 PY=${SHARDC_PYTHON:-/usr/bin/python3}
-REF="$ROOT/tests/detect_ref.py"
+REF="$ROOT/tests/ref/detect_ref.py"
 if ! "$PY" -c 'import numpy' 2>/dev/null; then echo "$NAME: skipped (no numpy in $PY)"; exit 77; fi
 
 "$MKSAMPLE" "$T/img" --coco "$T/inst.json" --per-class 30 --min-side 40 --max-side 120 --seed 5 \

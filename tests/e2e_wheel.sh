@@ -122,7 +122,7 @@ esac
 # the Python suite against the installed package: tests copied out of the repository, the
 # fixtures built by this build's shardc (and the NumPy references they import from tests/)
 cp -r "$ROOT/tests/python" "$T/pytests"
-cp "$ROOT/tests/detect_ref.py" "$T/"
+mkdir -p "$T/ref" && cp "$ROOT/tests/ref/detect_ref.py" "$T/ref/"
 (cd "$T/pytests" && env -u PYTHONPATH BUILD="$ROOT/$BUILD" PYTHONDONTWRITEBYTECODE=1 \
   SHARDREAD_ROOT="$ROOT" "$VPY" -m pytest -q -rs -p no:cacheprovider . >"$T/pytest.log" 2>&1)
 rc=$?

@@ -9,7 +9,7 @@
  *     ColorJitter) equal torchvision's pipeline on the stored image with the reported
  *     parameters; the same batches at 1 and 4 threads; EINVAL for bad options.
  * The reference runs in a python3 with torch, torchvision, numpy and Pillow (its script is
- * tests/affine_check.py); without one those checks are skipped with a note. */
+ * tests/ref/affine_check.py); without one those checks are skipped with a note. */
 #include "affine.h"
 #include "autoaugment.h"
 #include "shardread.h"

@@ -11,7 +11,7 @@
  *     parameters; float outputs equal the uint8 ones converted, erased with the value;
  *   - the same batches at 1 and 4 threads and after resumption; EINVAL for bad options.
  * The reference runs in a python3 with torch, torchvision, numpy and Pillow (its script is
- * tests/augment_check.py); without one those checks are skipped with a note.
+ * tests/ref/augment_check.py); without one those checks are skipped with a note.
  *
  * Fixtures are datasets built at run time by the shardc binaries of the same build directory. */
 #include "affine.h"

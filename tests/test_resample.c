@@ -1,7 +1,7 @@
 /* test_resample.c - the resampler against Pillow, byte for byte: every filter, up and down,
  * 1xN, Nx1 and prime sizes, integer and fractional boxes, gray and RGB, on each code path
  * (plain, SSE4.1, AVX2) and with padded strides. Pillow (python3-pil) computes the references at
- * test time through tests/pil_resize.py; without it the differential test says SKIPPED and the
+ * test time through tests/ref/pil_resize.py; without it the differential test says SKIPPED and the
  * path-agreement tests still run. Also: 2 and 4 channels equal per-channel gray resizes, the
  * shared coefficient cache under threads, and argument errors. */
 #include "resample.h"
@@ -132,7 +132,7 @@ static int find_python(char *out, size_t len)
     return 0;
 }
 
-/* tests/pil_resize.py, found next to the source tree of this binary or under the cwd. */
+/* tests/ref/pil_resize.py, found next to the source tree of this binary or under the cwd. */
 static void find_script(char *out, size_t len)
 {
     char exe[PATH_MAX];
@@ -142,12 +142,12 @@ static void find_script(char *out, size_t len)
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = '\0';
-            snprintf(out, len, "%s/../../tests/pil_resize.py", exe);
+            snprintf(out, len, "%s/../../tests/ref/pil_resize.py", exe);
             if (access(out, R_OK) == 0)
                 return;
         }
     }
-    snprintf(out, len, "tests/pil_resize.py");
+    snprintf(out, len, "tests/ref/pil_resize.py");
 }
 
 static uint8_t *read_all(const char *path, size_t want)

@@ -2,7 +2,7 @@
  * ranges and arithmetic), the output kernels (dtype, layout, normalisation, mirror; every code
  * path the same bytes), and through libshardread: float outputs equal the normalised uint8
  * output, parameters reported per sample, RandomResizedCrop pixels equal torchvision's
- * resized_crop of the reported box (checked by tests/rrc_check.py with python3-torchvision),
+ * resized_crop of the reported box (checked by tests/ref/rrc_check.py with python3-torchvision),
  * determinism across threads and resumption, flat memory, and bad option combinations.
  *
  * Fixtures are datasets built at run time by the shardc binaries of the same build directory. */
@@ -263,7 +263,7 @@ START_TEST(test_rrc_ranges)
     }
     ck_assert_int_le(fallback, n / 100);
     /* accepted area fractions: uniform in [0.08, 1] less the tall or wide boxes that do not fit:
-     * torchvision's own mean on these sizes is 0.43 (tests/rrc_check.py compares the whole
+     * torchvision's own mean on these sizes is 0.43 (tests/ref/rrc_check.py compares the whole
      * distribution with torchvision's) */
     ck_assert_msg(sum_frac / placed > 0.38 && sum_frac / placed < 0.48, "mean area %f",
                   sum_frac / placed);
@@ -319,15 +319,15 @@ START_TEST(test_rrc_fallback)
 }
 END_TEST
 
-/* ---- torchvision as the reference (tests/rrc_check.py) ---- */
+/* ---- torchvision as the reference (tests/ref/rrc_check.py) ---- */
 
 static const char *check_script(void)
 {
     static char path[1200];
-    snprintf(path, sizeof path, "tests/rrc_check.py");
+    snprintf(path, sizeof path, "tests/ref/rrc_check.py");
     if (file_exists(path))
         return path;
-    snprintf(path, sizeof path, "%s/../../tests/rrc_check.py", g_bin);
+    snprintf(path, sizeof path, "%s/../../tests/ref/rrc_check.py", g_bin);
     return path;
 }
 

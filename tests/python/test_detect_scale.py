@@ -1,7 +1,7 @@
 """The read-time detection geometry (reader/shardread.h "Scale"): multi-scale resize
 (RandomShortestSize), large-scale jitter (ScaleJitter + FixedSizeCrop) and letterbox, through
 Loader(multiscale=, scale_jitter=, letterbox=, pad_to=). Boxes against the NumPy reference of
-the documented arithmetic (tests/detect_ref.py) to 1e-4 pixel; pixels equal to torchvision's
+the documented arithmetic (tests/ref/detect_ref.py) to 1e-4 pixel; pixels equal to torchvision's
 F.resize / F.crop / F.pad / F.hflip on the PIL image of Dataset[i] fed the reported params; the
 same batches at 1 and 4 threads; DDP ranks disjoint with the right targets."""
 import os
@@ -13,7 +13,7 @@ import pytest
 import shardread
 from conftest import build_detection
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ref"))
 import detect_ref  # noqa: E402
 
 try:

@@ -4,7 +4,7 @@
 Run it with Debian's interpreter, /usr/bin/python3: Python modules are looked up as that
 interpreter imports them.
 
-    /usr/bin/python3 tests/deps-audit.py [--root DIR] [--deps-sh FILE]
+    /usr/bin/python3 scripts/deps-audit.py [--root DIR] [--deps-sh FILE]
 
 The deps.sh audited is --deps-sh, else $DEPS_SH, else ROOT/scripts/deps.sh. It is read, never
 run: its arrays build_pkgs, bench_pkgs and fuzz_pkgs are parsed from the text.
@@ -549,7 +549,7 @@ def check_tools(root, allow_build):
     texts = {}
     scanned = ["Makefile"] + walk(root, "tests", (".sh", ".py")) + walk(root, "scripts", (".sh", ".py"))
     for f in scanned:
-        if f in ("tests/deps-audit.py", "tests/e2e_deps.sh"):
+        if f in ("scripts/deps-audit.py", "tests/e2e_deps.sh"):
             continue
         try:
             texts[f] = open(os.path.join(root, f), errors="replace").read()
