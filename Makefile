@@ -96,9 +96,11 @@ LDLIBS = $(call pkglibs,$(PKGS)) -lm
 
 FMT_SRC := $(wildcard formats/*.c)
 # programs with a main of their own, and cli.c (the `shardc build` command line, which prints;
-# shared by shardc and shardc-mpi): not part of the compiler library
-COMP_SRC := $(filter-out compiler/shardc.c compiler/mksample.c compiler/shardc-mpi.c compiler/cli.c,\
-    $(wildcard compiler/*.c))
+# shared by shardc and shardc-mpi): not part of the compiler library. shardc-mksample is three
+# such files: the generator (mksample.c), the detection samples (mksample_coco.c) and the command
+# line (mksample_main.c).
+COMP_SRC := $(filter-out compiler/shardc.c compiler/mksample.c compiler/mksample_coco.c \
+    compiler/mksample_main.c compiler/shardc-mpi.c compiler/cli.c,$(wildcard compiler/*.c))
 READ_SRC := $(wildcard reader/*.c)
 # shardbench: a program over the libraries, one file per concern; everything but its main is also
 # linked into the tests of the training step
@@ -204,7 +206,8 @@ $(BUILD)/bin/shardc: $(BUILD)/compiler/shardc.o $(BUILD)/compiler/cli.o $(COMP_L
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS)
 
-$(BUILD)/bin/shardc-mksample: $(BUILD)/compiler/mksample.o $(FMT_LIB)
+$(BUILD)/bin/shardc-mksample: $(BUILD)/compiler/mksample_main.o $(BUILD)/compiler/mksample.o \
+                              $(BUILD)/compiler/mksample_coco.o $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -223,16 +226,11 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(BENCH_LIB) $(COMP_LIB) $(READ_L
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS) $(call pkglibs,$(TEST_PKGS)) -ldl
 
-# the generator's tests call its functions: the program's object without its main
-$(BUILD)/compiler/mksample-nomain.o: compiler/mksample.c $(FLAGS_FILE)
-	@mkdir -p $(@D)
-	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS) $(INC_compiler) -DMKS_NO_MAIN $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
-
-$(BUILD)/tests/test_mksample: $(BUILD)/compiler/mksample-nomain.o
-$(BUILD)/tests/test_roi: $(BUILD)/compiler/mksample-nomain.o
-$(BUILD)/tests/test_part: $(BUILD)/compiler/mksample-nomain.o
-$(BUILD)/tests/test_stream: $(BUILD)/compiler/mksample-nomain.o
+# the generator's tests call its functions (mksample.c: the program's main is mksample_main.c)
+$(BUILD)/tests/test_mksample: $(BUILD)/compiler/mksample.o
+$(BUILD)/tests/test_roi: $(BUILD)/compiler/mksample.o
+$(BUILD)/tests/test_part: $(BUILD)/compiler/mksample.o
+$(BUILD)/tests/test_stream: $(BUILD)/compiler/mksample.o
 
 # `make demo` and `make test` work on a fresh machine: they install what is missing first.
 demo: deps

@@ -10,7 +10,7 @@
  *   from it (sample count, layout, storage, labels, shapes, offsets, hashes, aux records, each
  *   attribute and dataset, and one of them left out, mistyped or mis-sized, the content hash
  *   right or wrong), so that libhdf5 only ever parses files it wrote itself and every check of
- *   formats/hdf5.c is reached. See fz_recipe below.
+ *   formats/hdf5read.c is reached. See fz_recipe below.
  */
 #include "common.h"
 

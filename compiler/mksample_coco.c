@@ -1,0 +1,111 @@
+/* mksample_coco.c - shardc-mksample's detection samples (--coco, mksample_coco.h): PNGs of
+ * shapes on a noisy background and their boxes as COCO instances JSON, for the detection path
+ * (shardc --coco). Linked into the program only; the class-folder generator is mksample.c, the
+ * command line mksample_main.c.
+ */
+#include "mksample_coco.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "image.h"
+
+static uint64_t det_next(uint64_t *st)
+{
+    uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint32_t det_range(uint64_t *st, uint32_t lo, uint32_t hi)
+{
+    return lo + (uint32_t)(det_next(st) % ((uint64_t)hi - lo + 1));
+}
+
+static const char *const det_names[] = {"rectangle", "ellipse", "frame", "cross"};
+
+int mks_coco_generate(const char *out, const char *json_path, unsigned count, uint64_t seed,
+                      unsigned min_side, unsigned max_side, fmt_msg *msg)
+{
+    if (mkdir(out, 0777) != 0 && errno != EEXIST)
+        return fmt_fail(msg, errno, "cannot write %s: %s", out, strerror(errno));
+    FILE *js = fopen(json_path, "w");
+    if (!js)
+        return fmt_fail(msg, errno, "cannot write %s: %s", json_path, strerror(errno));
+    uint64_t st = seed ^ 0x636f636f;
+    int rc = 0;
+    unsigned ann = 0;
+    char *anns = NULL, *imgs = NULL;
+    size_t alen = 0, ilen = 0;
+    FILE *fa = open_memstream(&anns, &alen), *fi = open_memstream(&imgs, &ilen);
+    if (!fa || !fi) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    for (unsigned i = 1; i <= count && rc == 0; i++) {
+        uint32_t w = det_range(&st, min_side, max_side), h = det_range(&st, min_side, max_side);
+        fmt_image img = {0};
+        if ((rc = fmt_image_alloc(&img, w, h, 3)) != 0)
+            break;
+        for (size_t k = 0; k < (size_t)w * h * 3; k++)
+            img.pixels[k] = (uint8_t)(96 + det_next(&st) % 32);
+        unsigned nshapes = i % 5 == 0 ? 0 : det_range(&st, 1, 4);
+        for (unsigned s = 0; s < nshapes; s++) {
+            uint32_t cat = det_range(&st, 1, 4);
+            uint32_t bw = det_range(&st, 4, w / 2 > 4 ? w / 2 : 4);
+            uint32_t bh = det_range(&st, 4, h / 2 > 4 ? h / 2 : 4);
+            uint32_t x = det_range(&st, 0, w - bw), y = det_range(&st, 0, h - bh);
+            uint8_t col[3] = {(uint8_t)(cat & 1 ? 230 : 30), (uint8_t)(cat & 2 ? 220 : 40),
+                              (uint8_t)(40 + 50 * cat)};
+            for (uint32_t yy = y; yy < y + bh; yy++)
+                for (uint32_t xx = x; xx < x + bw; xx++) {
+                    double u = (xx + 0.5 - x) / bw - 0.5, v = (yy + 0.5 - y) / bh - 0.5;
+                    int on = cat == 1 ? 1 : cat == 2 ? u * u + v * v <= 0.25 :
+                             cat == 3 ? (fabs(u) > 0.35 || fabs(v) > 0.35) :
+                             (fabs(u) < 0.12 || fabs(v) < 0.12);
+                    if (on)
+                        memcpy(img.pixels + ((size_t)yy * w + xx) * 3, col, 3);
+                }
+            fprintf(fa, "%s\n  {\"id\": %u, \"image_id\": %u, \"category_id\": %u, \"bbox\": "
+                    "[%u, %u, %u, %u], \"area\": %u, \"iscrowd\": 0}", ann ? "," : "", ann + 1, i,
+                    cat, x, y, bw, bh, bw * bh);
+            ann++;
+        }
+        fprintf(fi, "%s\n  {\"id\": %u, \"file_name\": \"%06u.png\", \"width\": %u, \"height\": "
+                "%u}", i > 1 ? "," : "", i, i, w, h);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%06u.png", out, i);
+        rc = fmt_png_encode(&img, 6, &buf, &len);
+        fmt_image_free(&img);
+        if (rc == 0)
+            rc = fmt_write_file_atomic(path, buf, len);
+        free(buf);
+        if (rc)
+            fmt_fail(msg, rc, "cannot write %s: %s", path, fmt_strerror(rc));
+    }
+leave:
+    if (fa)
+        fclose(fa);
+    if (fi)
+        fclose(fi);
+    if (rc == 0) {
+        fprintf(js, "{\"info\": {\"description\": \"shardc-mksample shapes\"},\n \"images\": [%s"
+                "\n ],\n \"annotations\": [%s\n ],\n \"categories\": [", imgs ? imgs : "",
+                anns ? anns : "");
+        for (unsigned c = 0; c < 4; c++)
+            fprintf(js, "%s\n  {\"id\": %u, \"name\": \"%s\"}", c ? "," : "", c + 1, det_names[c]);
+        fputs("\n ]\n}\n", js);
+    }
+    free(anns);
+    free(imgs);
+    if (fclose(js) != 0 && rc == 0)
+        rc = fmt_fail(msg, errno, "cannot write %s: %s", json_path, strerror(errno));
+    return rc;
+}

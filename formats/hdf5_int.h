@@ -1,0 +1,77 @@
+/* hdf5_int.h - what the two halves of the hdf5 backend share: hdf5.c (the HDF5 lock, error
+ * reporting, a shard's metadata and its content hash, the writer, the backend table) and
+ * hdf5read.c (the reader, whose entry points the table names). Internal to formats/.
+ */
+#ifndef FMT_HDF5_INT_H
+#define FMT_HDF5_INT_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+#define H5B_FORMAT "shardc-hdf5"        /* the `format` attribute */
+#define H5B_VERSION 1u
+#define H5B_MAX_AUX 65536u              /* widest aux record */
+
+/* ---- the HDF5 lock and error reporting (hdf5.c) ---- */
+
+/* Take and release the process-wide HDF5 lock (h5_mutex in hdf5.c, whose head says why every
+ * HDF5 call is made holding it). A thread's first fmt_h5_lock turns HDF5's automatic printing of
+ * its error stack off for that thread. */
+void fmt_h5_lock(void);
+void fmt_h5_unlock(void);
+
+/* The innermost message of this thread's HDF5 error stack (clearing it) into desc (may be NULL),
+ * and the error code that fits: the errno HDF5's file driver reports ("errno = 28, ..."),
+ * FMT_ETRUNC for a file shorter than its superblock says, else dflt. Call with h5_mutex held. */
+int fmt_h5_error(int dflt, char *desc, size_t desc_len);
+
+/* fmt_fail with "HDF5 error in WHAT: <HDF5's message>". Call with h5_mutex held. */
+int fmt_h5_fail(fmt_msg *msg, int dflt, const char *what);
+
+/* Close *id with close_fn unless it is invalid already; *id is H5I_INVALID_HID after. */
+void fmt_h5_close_id(hid_t *id, herr_t (*close_fn)(hid_t));
+
+/* ---- a shard's metadata and its content hash (hdf5.c) ---- */
+
+/* What the writer records and the reader loads: everything but the pixels. */
+typedef struct {
+    uint64_t n, first_index, fingerprint, input_end;
+    uint64_t sum[3], sumsq[3];
+    int fixed;                  /* fixed layout: every sample is fh x fw x fc */
+    uint32_t fh, fw, fc;
+    uint64_t total;             /* pixel bytes */
+    uint32_t aux_width;         /* A, 0 without aux */
+    int32_t *labels;
+    uint32_t *shapes;           /* 3n */
+    uint64_t *hashes, *sources;
+    uint64_t *offsets;          /* flat layout only */
+    uint32_t *aux_len;          /* with aux only */
+    uint8_t *aux;               /* n * aux_width */
+} h5_meta;
+
+/* Free m's arrays and zero it. */
+void fmt_h5_meta_free(h5_meta *m);
+
+/* Allocate the arrays for m->n samples (aux_width and fixed set first). 0 or ENOMEM. */
+int fmt_h5_meta_alloc(h5_meta *m);
+
+/* The content hash of formats/hdf5.md. 0 or ENOMEM. */
+int fmt_h5_content_hash(const h5_meta *m, uint64_t *out);
+
+/* ---- the reader (hdf5read.c): its entries in fmt_backend_hdf5, as backend.h says ---- */
+
+int fmt_h5r_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg *msg);
+int fmt_h5r_pins(const void *sp, const char *path, fmt_shard_info *info);
+int fmt_h5r_open(void **out, const char *dir, const char *path, fmt_access access, fmt_msg *msg);
+void fmt_h5r_close(void *sp);
+const fmt_shard_info *fmt_h5r_info(const void *sp);
+int fmt_h5r_get(const void *sp, uint64_t i, fmt_sample *out);
+int fmt_h5r_read(const void *sp, uint64_t i, void *dst, void *scratch, size_t scratch_len);
+int fmt_h5r_check(const void *sp, uint64_t i);
+int fmt_h5r_advise(const void *sp, fmt_advice advice);
+int fmt_h5r_direct(const void *sp);
+
+#endif
