@@ -903,10 +903,11 @@ int shc_build(const shc_build_opts *o, const shc_build_cb *cb)
     if (!o->part.count || o->dry_run)
         return build_dir(o, cb);
     /* a part: the same build, into OUT/parts/IIIII-of-NNNNN */
-    char err[1024], *dir = NULL;
-    int rc = shc_part_prepare(o->out, &o->part, o->force, o->resume, &dir, err, sizeof err);
+    char *dir = NULL;
+    fmt_msg why = {{0}};
+    int rc = shc_part_prepare(o->out, &o->part, o->force, o->resume, &dir, &why);
     if (rc) {
-        shc_say(cb, "%s", err);
+        shc_say(cb, "%s", fmt_reason(&why, rc));
         return rc == EEXIST ? SHC_EINPUT : rc;
     }
     shc_build_opts po = *o;

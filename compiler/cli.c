@@ -293,12 +293,13 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
             break;
         }
         case OPT_PART: {
-            char perr[512];
+            fmt_msg why = {{0}};
             const char *from = NULL;
-            if (strcmp(optarg, "auto") == 0
-                    ? shc_part_from_env(getenv, &o.part, &from, perr, sizeof perr) != 0
-                    : shc_part_parse(optarg, &o.part, perr, sizeof perr) != 0)
-                return build_error("%s", perr);
+            int rc = strcmp(optarg, "auto") == 0
+                         ? shc_part_from_env(getenv, &o.part, &from, &why)
+                         : shc_part_parse(optarg, &o.part, &why);
+            if (rc)
+                return build_error("%s", fmt_reason(&why, rc));
             break;
         }
         case OPT_COCO: o.coco = optarg; break;

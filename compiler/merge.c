@@ -31,34 +31,27 @@ typedef struct {
     int complete;
 } part_t;
 
-static int fail(char *err, size_t len, int rc, const char *fmt, ...)
+/* Append to msg (for lists of parts); msg may be NULL. */
+static void append(fmt_msg *msg, const char *fmt, ...)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-/* Append to err (for lists of parts). */
-static void append(char *err, size_t len, const char *fmt, ...)
-{
-    size_t used = strlen(err);
-    if (used + 1 >= len)
+    if (!msg)
+        return;
+    size_t used = strlen(msg->text);
+    if (used + 1 >= sizeof msg->text)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err + used, len - used, fmt, ap);
+    vsnprintf(msg->text + used, sizeof msg->text - used, fmt, ap);
     va_end(ap);
 }
 
 /* N from the folder names in OUT/parts: 0 with *count set, or an error naming the disagreement. */
-static int find_count(const char *parts, uint32_t *count, char *err, size_t len)
+static int find_count(const char *parts, uint32_t *count, fmt_msg *msg)
 {
     DIR *d = opendir(parts);
     if (!d)
-        return fail(err, len, SHC_MERGE_ENOPARTS, "no parts in %s: %s (build them first with "
-                    "shardc build --part I/N)", parts, strerror(errno));
+        return fmt_fail(msg, SHC_MERGE_ENOPARTS, "no parts in %s: %s (build them first with "
+                        "shardc build --part I/N)", parts, strerror(errno));
     *count = 0;
     char first[SHC_PART_NAME_LEN] = "";
     int rc = 0;
@@ -71,15 +64,15 @@ static int find_count(const char *parts, uint32_t *count, char *err, size_t len)
             *count = p.count;
             shc_part_name(&p, first);
         } else if (p.count != *count) {
-            rc = fail(err, len, SHC_MERGE_EMISMATCH, "%s holds parts of different splits: %s and "
-                      "%s (remove the stale ones)", parts, first, e->d_name);
+            rc = fmt_fail(msg, SHC_MERGE_EMISMATCH, "%s holds parts of different splits: %s and "
+                          "%s (remove the stale ones)", parts, first, e->d_name);
             break;
         }
     }
     closedir(d);
     if (!rc && *count == 0)
-        rc = fail(err, len, SHC_MERGE_ENOPARTS, "no parts in %s (build them first with shardc "
-                  "build --part I/N)", parts);
+        rc = fmt_fail(msg, SHC_MERGE_ENOPARTS, "no parts in %s (build them first with shardc "
+                      "build --part I/N)", parts);
     return rc;
 }
 
@@ -127,62 +120,62 @@ static size_t line_len(const char *line)
 }
 
 /* Read one part's manifest and record; p->complete says whether it has a manifest. */
-static int load_part(part_t *p, char *err, size_t len)
+static int load_part(part_t *p, fmt_msg *msg)
 {
     int rc = real_dir(p->dir);
     if (rc == ENOENT)
         return 0;
     if (rc)
-        return fail(err, len, SHC_MERGE_EMISMATCH, "%s: %s", p->dir,
-                    rc == ENOTDIR ? "not a folder (a link or a file)" : strerror(rc));
-    fmt_msg msg = {{0}};
-    rc = fmt_manifest_read(p->dir, &p->m, &msg);
+        return fmt_fail(msg, SHC_MERGE_EMISMATCH, "%s: %s", p->dir,
+                        rc == ENOTDIR ? "not a folder (a link or a file)" : strerror(rc));
+    fmt_msg why = {{0}};
+    rc = fmt_manifest_read(p->dir, &p->m, &why);
     if (rc == ENOENT)
         return 0;
     if (rc)
-        return fail(err, len, SHC_MERGE_EMISMATCH, "part %s: %s", p->name, fmt_reason(&msg, rc));
+        return fmt_fail(msg, SHC_MERGE_EMISMATCH, "part %s: %s", p->name, fmt_reason(&why, rc));
     rc = shc_part_record_get(p->m.build_json, &p->rec, &p->rest);
     if (rc == ENOMEM)
         return rc;
     if (rc)
-        return fail(err, len, SHC_MERGE_EMISMATCH, "%s/%s: %s", p->dir, FMT_MANIFEST_NAME,
-                    rc == ENOENT ? "not the manifest of a part (no part record)"
-                                 : "the part record is damaged");
+        return fmt_fail(msg, SHC_MERGE_EMISMATCH, "%s/%s: %s", p->dir, FMT_MANIFEST_NAME,
+                        rc == ENOENT ? "not the manifest of a part (no part record)"
+                                     : "the part record is damaged");
     if (p->rec.part.index != p->part.index || p->rec.part.count != p->part.count)
-        return fail(err, len, SHC_MERGE_EMISMATCH, "%s: its manifest says it is part %u of %u",
-                    p->dir, p->rec.part.index, p->rec.part.count);
+        return fmt_fail(msg, SHC_MERGE_EMISMATCH, "%s: its manifest says it is part %u of %u",
+                        p->dir, p->rec.part.index, p->rec.part.count);
     p->complete = 1;
     return 0;
 }
 
 /* p against the reference part ref (the first one). */
-static int check_part(const part_t *p, const part_t *ref, char *err, size_t len)
+static int check_part(const part_t *p, const part_t *ref, fmt_msg *msg)
 {
     const shc_part_record *a = &p->rec, *b = &ref->rec;
     if (a->list_hash != b->list_hash || a->inputs != b->inputs ||
         a->listing_skips != b->listing_skips)
-        return fail(err, len, SHC_MERGE_EMISMATCH, "part %s was built from another input list "
-                    "than part %s (%" PRIu64 " and %" PRIu64 " inputs, list hashes %016" PRIx64
-                    " and %016" PRIx64 ")", p->name, ref->name, a->inputs, b->inputs,
-                    a->list_hash, b->list_hash);
+        return fmt_fail(msg, SHC_MERGE_EMISMATCH, "part %s was built from another input list "
+                        "than part %s (%" PRIu64 " and %" PRIu64 " inputs, list hashes %016" PRIx64
+                        " and %016" PRIx64 ")", p->name, ref->name, a->inputs, b->inputs,
+                        a->list_hash, b->list_hash);
     if (strcmp(p->m.backend, ref->m.backend) != 0 ||
         p->m.backend_version != ref->m.backend_version || a->quality != b->quality)
-        return fail(err, len, SHC_MERGE_EMISMATCH, "part %s was built with other options than "
-                    "part %s (format %s, not %s)", p->name, ref->name, p->m.backend,
-                    ref->m.backend);
+        return fmt_fail(msg, SHC_MERGE_EMISMATCH, "part %s was built with other options than "
+                        "part %s (format %s, not %s)", p->name, ref->name, p->m.backend,
+                        ref->m.backend);
     if (a->fingerprint != b->fingerprint)
-        return fail(err, len, SHC_MERGE_EMISMATCH, "part %s was built with other options than "
-                    "part %s (fingerprints %016" PRIx64 " and %016" PRIx64 ")", p->name,
-                    ref->name, a->fingerprint, b->fingerprint);
+        return fmt_fail(msg, SHC_MERGE_EMISMATCH, "part %s was built with other options than "
+                        "part %s (fingerprints %016" PRIx64 " and %016" PRIx64 ")", p->name,
+                        ref->name, a->fingerprint, b->fingerprint);
     if (strcmp(p->m.tool, ref->m.tool) != 0)
-        return fail(err, len, SHC_MERGE_EMISMATCH, "part %s was built by %s, part %s by %s",
-                    p->name, p->m.tool, ref->name, ref->m.tool);
+        return fmt_fail(msg, SHC_MERGE_EMISMATCH, "part %s was built by %s, part %s by %s",
+                        p->name, p->m.tool, ref->name, ref->m.tool);
     uint64_t lo, hi;
     shc_part_range(a->inputs, &p->part, &lo, &hi);
     if (a->first_input != lo || a->end_input != hi ||
         p->m.fingerprint != a->fingerprint)
-        return fail(err, len, SHC_MERGE_EMISMATCH, "part %s: its manifest does not describe "
-                    "inputs %" PRIu64 "-%" PRIu64 " of this build", p->name, lo, hi);
+        return fmt_fail(msg, SHC_MERGE_EMISMATCH, "part %s: its manifest does not describe "
+                        "inputs %" PRIu64 "-%" PRIu64 " of this build", p->name, lo, hi);
     return 0;
 }
 
@@ -209,7 +202,7 @@ static const part_t *majority(const part_t *parts, uint32_t n)
 }
 
 /* Every shard of the part opens and is the one its manifest names. */
-static int check_shards(const part_t *p, const fmt_backend *be, char *err, size_t len)
+static int check_shards(const part_t *p, const fmt_backend *be, fmt_msg *msg)
 {
     for (size_t k = 0; k < p->m.nshards; k++) {
         const fmt_manifest_shard *ms = &p->m.shards[k];
@@ -219,17 +212,17 @@ static int check_shards(const part_t *p, const fmt_backend *be, char *err, size_
             return ENOMEM;
         }
         void *s = NULL;
-        fmt_msg msg = {{0}};
+        fmt_msg why = {{0}};
         int rc = strchr(ms->file, '/') || ms->offset ? FMT_ECORRUPT
                                                       : be->r_open(&s, sdir, path,
-                                                                   FMT_ACCESS_MMAP, &msg);
+                                                                   FMT_ACCESS_MMAP, &why);
         const fmt_shard_info *h = rc ? NULL : be->r_info(s);
         if (h && (h->hash != ms->hash || h->samples != ms->samples ||
                   h->first_index != ms->first || h->bytes != ms->bytes))
-            rc = fmt_fail(&msg, FMT_ECORRUPT, "does not match its part's manifest");
+            rc = fmt_fail(&why, FMT_ECORRUPT, "does not match its part's manifest");
         if (rc)
-            fail(err, len, SHC_MERGE_EMISMATCH, "part %s: %s: %s", p->name, path,
-                 fmt_reason(&msg, rc));
+            fmt_fail(msg, SHC_MERGE_EMISMATCH, "part %s: %s: %s", p->name, path,
+                     fmt_reason(&why, rc));
         be->r_close(s);
         free(path);
         free(sdir);
@@ -256,7 +249,7 @@ static int read_tsv(const char *dir, const char *name, char **buf, size_t *blen,
 
 /* OUT/rejects.tsv, OUT/inputs.tsv and OUT/warnings.tsv from the parts': the header once, the
  * listing's skips once (every part lists them), then each part's own lines in part order. */
-static int write_tsvs(const char *out, const part_t *parts, uint32_t n, char *err, size_t len)
+static int write_tsvs(const char *out, const part_t *parts, uint32_t n, fmt_msg *msg)
 {
     static const char *const names[3] = {"rejects.tsv", "inputs.tsv", "warnings.tsv"};
     for (int t = 0; t < 3; t++) {
@@ -276,8 +269,8 @@ static int write_tsvs(const char *out, const part_t *parts, uint32_t n, char *er
                 continue;
             }
             if (rc) {
-                fail(err, len, rc, "part %s: cannot read %s/%s: %s", parts[i].name, parts[i].dir,
-                     names[t], fmt_strerror(rc));
+                fmt_fail(msg, rc, "part %s: cannot read %s/%s: %s", parts[i].name, parts[i].dir,
+                         names[t], fmt_strerror(rc));
                 break;
             }
             /* header, then (rejects) the listing's skips and this part's rejects, or (inputs)
@@ -292,9 +285,9 @@ static int write_tsvs(const char *out, const part_t *parts, uint32_t n, char *er
                 for (size_t k = 1; k < nl; k++)
                     fwrite(lines[k], 1, line_len(lines[k]), f);
             } else if (nl != 1 + skips + own) {
-                rc = fail(err, len, SHC_MERGE_EMISMATCH, "part %s: %s/%s has %zu lines, its "
-                          "manifest says %zu", parts[i].name, parts[i].dir, names[t], nl,
-                          1 + skips + own);
+                rc = fmt_fail(msg, SHC_MERGE_EMISMATCH, "part %s: %s/%s has %zu lines, its "
+                              "manifest says %zu", parts[i].name, parts[i].dir, names[t], nl,
+                              1 + skips + own);
             } else {
                 size_t from = i == 0 ? 0 : 1 + skips;
                 for (size_t k = from; k < nl; k++)
@@ -308,7 +301,7 @@ static int write_tsvs(const char *out, const part_t *parts, uint32_t n, char *er
         if (!rc && asprintf(&path, "%s/%s", out, names[t]) < 0)
             rc = ENOMEM;
         if (!rc && (rc = fmt_write_file_atomic(path, obuf, olen)) != 0)
-            fail(err, len, rc, "cannot write %s: %s", path, fmt_strerror(rc));
+            fmt_fail(msg, rc, "cannot write %s: %s", path, fmt_strerror(rc));
         free(path);
         free(obuf);
         if (rc)
@@ -318,7 +311,7 @@ static int write_tsvs(const char *out, const part_t *parts, uint32_t n, char *er
 }
 
 static int write_manifest(const char *out, const part_t *parts, uint32_t n,
-                          shc_merge_result *res, char *err, size_t len)
+                          shc_merge_result *res, fmt_msg *msg)
 {
     const part_t *ref = &parts[0];
     fmt_manifest mm = ref->m;       /* shares part 0's strings; only shards are our own */
@@ -365,8 +358,8 @@ static int write_manifest(const char *out, const part_t *parts, uint32_t n,
         mm.build_json = ref->rest;
         rc = fmt_manifest_write(out, &mm);
         if (rc)
-            fail(err, len, rc, "cannot write %s/%s: %s", out, FMT_MANIFEST_NAME,
-                 fmt_strerror(rc));
+            fmt_fail(msg, rc, "cannot write %s/%s: %s", out, FMT_MANIFEST_NAME,
+                     fmt_strerror(rc));
     }
     if (!rc && res) {
         res->parts = n;
@@ -382,38 +375,40 @@ static int write_manifest(const char *out, const part_t *parts, uint32_t n,
     return rc;
 }
 
-int shc_merge(const char *out, shc_merge_result *res, char *err, size_t errlen)
+int shc_merge(const char *out, shc_merge_result *res, fmt_msg *msg)
 {
     if (res)
         memset(res, 0, sizeof *res);
-    err[0] = '\0';
+    if (msg)
+        msg->text[0] = '\0';
     char *pdir = NULL;
     if (asprintf(&pdir, "%s/%s", out, SHC_PARTS_DIR) < 0)
-        return ENOMEM;
+        return fmt_fail(msg, ENOMEM, "out of memory");
     uint32_t n = 0;
     part_t *parts = NULL;
     int lock_fd = -1;
     int rc = real_dir(pdir);
     if (rc) {
-        rc = fail(err, errlen, SHC_MERGE_ENOPARTS, "no parts in %s: %s (build them first with "
-                  "shardc build --part I/N)", pdir, rc == ENOTDIR ? "not a folder" : strerror(rc));
+        rc = fmt_fail(msg, SHC_MERGE_ENOPARTS, "no parts in %s: %s (build them first with "
+                      "shardc build --part I/N)", pdir,
+                      rc == ENOTDIR ? "not a folder" : strerror(rc));
         goto leave;
     }
     /* one writer of OUT at a time, merges and whole builds alike: the lock build takes */
     long holder;
     rc = shc_lock_dir(out, SHC_LOCK_NAME, &lock_fd, &holder);
     if (rc == EWOULDBLOCK) {
-        rc = fail(err, errlen, SHC_MERGE_EBUSY, "%s is being written by another shardc merge or "
-                  "build", out);
+        rc = fmt_fail(msg, SHC_MERGE_EBUSY, "%s is being written by another shardc merge or "
+                      "build", out);
         if (holder > 0)
-            append(err, errlen, ", pid %ld", holder);
+            append(msg, ", pid %ld", holder);
         goto leave;
     }
     if (rc) {
-        rc = fail(err, errlen, rc, "cannot lock %s/%s: %s", out, SHC_LOCK_NAME, strerror(rc));
+        rc = fmt_fail(msg, rc, "cannot lock %s/%s: %s", out, SHC_LOCK_NAME, strerror(rc));
         goto leave;
     }
-    if ((rc = find_count(pdir, &n, err, errlen)))
+    if ((rc = find_count(pdir, &n, msg)))
         goto leave;
     parts = calloc(n, sizeof *parts);
     if (!parts) {
@@ -430,29 +425,32 @@ int shc_merge(const char *out, shc_merge_result *res, char *err, size_t errlen)
             rc = ENOMEM;
             break;
         }
-        rc = load_part(p, err, errlen);
+        rc = load_part(p, msg);
         if (!rc && !p->complete)
             access(p->dir, F_OK) == 0 ? unfinished++ : missing++;
     }
     if (rc)
         goto leave;
     if (missing || unfinished) {
-        snprintf(err, errlen, "%u of %u parts in %s are not ready:", missing + unfinished, n, pdir);
+        rc = fmt_fail(msg, SHC_MERGE_EMISSING, "%u of %u parts in %s are not ready:",
+                      missing + unfinished, n, pdir);
         uint32_t listed = 0;
-        for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t i = 0; msg && i < n; i++) {
             if (parts[i].complete)
                 continue;
-            if (++listed > 20) {
-                append(err, errlen, " ...");
+            char one[128];
+            snprintf(one, sizeof one, "%s part %s %s", listed++ ? ";" : "", parts[i].name,
+                     access(parts[i].dir, F_OK) == 0
+                         ? "is unfinished (no manifest: running, failed or killed; finish it "
+                           "with --resume)"
+                         : "is missing");
+            /* the parts that do not fit in the message, with room kept for the ellipsis */
+            if (strlen(msg->text) + strlen(one) + sizeof " ..." > sizeof msg->text) {
+                append(msg, " ...");
                 break;
             }
-            append(err, errlen, "%s part %s %s", listed > 1 ? ";" : "", parts[i].name,
-                   access(parts[i].dir, F_OK) == 0
-                       ? "is unfinished (no manifest: running, failed or killed; finish it with "
-                         "--resume)"
-                       : "is missing");
+            append(msg, "%s", one);
         }
-        rc = SHC_MERGE_EMISSING;
         goto leave;
     }
     /* the parts are checked against the build most of them agree on, so that the odd one out
@@ -460,13 +458,13 @@ int shc_merge(const char *out, shc_merge_result *res, char *err, size_t errlen)
     const part_t *ref = majority(parts, n);
     const fmt_backend *be = fmt_backend_find(ref->m.backend);
     if (!be) {
-        rc = fail(err, errlen, SHC_MERGE_EMISMATCH, "part %s: unknown backend '%s'", ref->name,
-                  ref->m.backend);
+        rc = fmt_fail(msg, SHC_MERGE_EMISMATCH, "part %s: unknown backend '%s'", ref->name,
+                      ref->m.backend);
         goto leave;
     }
     for (uint32_t i = 0; i < n && !rc; i++)
-        if (!(rc = check_part(&parts[i], ref, err, errlen)))
-            rc = check_shards(&parts[i], be, err, errlen);
+        if (!(rc = check_part(&parts[i], ref, msg)))
+            rc = check_shards(&parts[i], be, msg);
     if (rc)
         goto leave;
 
@@ -477,23 +475,23 @@ int shc_merge(const char *out, shc_merge_result *res, char *err, size_t errlen)
         goto leave;
     }
     if (unlink(top) != 0 && errno != ENOENT)
-        rc = fail(err, errlen, errno, "cannot remove %s: %s", top, strerror(errno));
+        rc = fmt_fail(msg, errno, "cannot remove %s: %s", top, strerror(errno));
     else
         fmt_fsync_parent(top);
     free(top);
     if (!rc)
-        rc = write_tsvs(out, parts, n, err, errlen);
+        rc = write_tsvs(out, parts, n, msg);
     if (!rc)
-        rc = write_manifest(out, parts, n, res, err, errlen);
+        rc = write_manifest(out, parts, n, res, msg);
     if (!rc) {
         /* what was written opens as a reader opens it, or the merge failed */
         fmt_msg probe = {{0}};
         if ((rc = fmt_dataset_probe(out, &probe)) != 0)
-            fail(err, errlen, rc, "the merged dataset does not open: %s", fmt_reason(&probe, rc));
+            fmt_fail(msg, rc, "the merged dataset does not open: %s", fmt_reason(&probe, rc));
     }
 leave:
-    if (rc == ENOMEM && !err[0])
-        snprintf(err, errlen, "out of memory");
+    if (rc == ENOMEM && msg && !msg->text[0])
+        fmt_fail(msg, rc, "out of memory");
     for (uint32_t i = 0; parts && i < n; i++) {
         free(parts[i].dir);
         free(parts[i].rest);

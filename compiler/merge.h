@@ -24,11 +24,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fmt.h"
+
 /* Errors of shc_merge besides errno values of I/O (those leave no manifest either). */
 enum {
     SHC_MERGE_ENOPARTS = 1001,  /* OUT/parts missing or empty */
-    SHC_MERGE_EMISSING,         /* parts missing or unfinished (err lists them) */
-    SHC_MERGE_EMISMATCH,        /* a part disagrees with the others or is damaged (err names it) */
+    SHC_MERGE_EMISSING,         /* parts missing or unfinished (msg lists them) */
+    SHC_MERGE_EMISMATCH,        /* a part disagrees with the others or is damaged (msg names it) */
     SHC_MERGE_EBUSY             /* another merge or build holds OUT's lock (nothing written) */
 };
 
@@ -37,8 +39,9 @@ typedef struct {
     uint64_t samples, inputs, rejects, shards, bytes;
 } shc_merge_result;
 
-/* Merge the parts in out. 0, SHC_MERGE_* or an errno value; err (errlen bytes) says what and
- * names the parts at fault. res may be NULL. */
-int shc_merge(const char *out, shc_merge_result *res, char *err, size_t errlen);
+/* Merge the parts in out. 0, SHC_MERGE_* or an errno value; msg (fmt.h, may be NULL) says what and
+ * names the parts at fault (a list of missing parts too long for it ends in "..."). res may be
+ * NULL. */
+int shc_merge(const char *out, shc_merge_result *res, fmt_msg *msg);
 
 #endif

@@ -17,27 +17,21 @@
 #include "manifest.h"
 #include "util.h"
 
-int shc_part_parse(const char *arg, shc_part *p, char *err, size_t errlen)
+int shc_part_parse(const char *arg, shc_part *p, fmt_msg *msg)
 {
     const char *slash = strchr(arg, '/');
     uint64_t i, n;
     char ibuf[32];
-    if (!slash || (size_t)(slash - arg) >= sizeof ibuf) {
-        snprintf(err, errlen, "bad --part '%s' (expected I/N, e.g. 3/8, or auto)", arg);
-        return EINVAL;
-    }
+    if (!slash || (size_t)(slash - arg) >= sizeof ibuf)
+        return fmt_fail(msg, EINVAL, "bad --part '%s' (expected I/N, e.g. 3/8, or auto)", arg);
     memcpy(ibuf, arg, (size_t)(slash - arg));
     ibuf[slash - arg] = '\0';
-    if (shc_parse_uint(ibuf, 0, UINT32_MAX, &i) || shc_parse_uint(slash + 1, 1, SHC_PART_MAX, &n)) {
-        snprintf(err, errlen, "bad --part '%s' (expected I/N with N from 1 to %u)", arg,
-                 SHC_PART_MAX);
-        return EINVAL;
-    }
-    if (i >= n) {
-        snprintf(err, errlen, "bad --part '%s': parts count from 0, so I is 0..%" PRIu64, arg,
-                 n - 1);
-        return EINVAL;
-    }
+    if (shc_parse_uint(ibuf, 0, UINT32_MAX, &i) || shc_parse_uint(slash + 1, 1, SHC_PART_MAX, &n))
+        return fmt_fail(msg, EINVAL, "bad --part '%s' (expected I/N with N from 1 to %u)", arg,
+                        SHC_PART_MAX);
+    if (i >= n)
+        return fmt_fail(msg, EINVAL, "bad --part '%s': parts count from 0, so I is 0..%" PRIu64,
+                        arg, n - 1);
     p->index = (uint32_t)i;
     p->count = (uint32_t)n;
     return 0;
@@ -52,7 +46,7 @@ static int env_num(char *(*get)(const char *), const char *name, uint64_t *v)
     return shc_parse_uint(s, 0, UINT64_MAX, v) == 0 ? 1 : -1;
 }
 
-static int from_slurm_array(char *(*get)(const char *), shc_part *p, char *err, size_t errlen)
+static int from_slurm_array(char *(*get)(const char *), shc_part *p, fmt_msg *msg)
 {
     uint64_t id, min = 0, max = 0, step = 1, count = 0;
     int hid = env_num(get, "SLURM_ARRAY_TASK_ID", &id);
@@ -60,42 +54,33 @@ static int from_slurm_array(char *(*get)(const char *), shc_part *p, char *err, 
     int hmax = env_num(get, "SLURM_ARRAY_TASK_MAX", &max);
     int hstep = env_num(get, "SLURM_ARRAY_TASK_STEP", &step);
     int hcount = env_num(get, "SLURM_ARRAY_TASK_COUNT", &count);
-    if (hid < 0 || hmin < 0 || hmax < 0 || hstep < 0 || hcount < 0 || step == 0) {
-        snprintf(err, errlen, "--part auto: a SLURM_ARRAY_TASK_* variable is not a number");
-        return EINVAL;
-    }
-    if (!hmax && !hcount) {
-        snprintf(err, errlen, "--part auto: SLURM_ARRAY_TASK_ID is set but neither "
-                 "SLURM_ARRAY_TASK_COUNT nor SLURM_ARRAY_TASK_MAX");
-        return EINVAL;
-    }
-    if (id < min || (id - min) % step != 0 || (hmax && (max < min || id > max))) {
-        snprintf(err, errlen, "--part auto: SLURM_ARRAY_TASK_ID %" PRIu64 " is not in the array "
-                 "%" PRIu64 "-%" PRIu64 ":%" PRIu64, id, min, max, step);
-        return EINVAL;
-    }
+    if (hid < 0 || hmin < 0 || hmax < 0 || hstep < 0 || hcount < 0 || step == 0)
+        return fmt_fail(msg, EINVAL, "--part auto: a SLURM_ARRAY_TASK_* variable is not a number");
+    if (!hmax && !hcount)
+        return fmt_fail(msg, EINVAL, "--part auto: SLURM_ARRAY_TASK_ID is set but neither "
+                        "SLURM_ARRAY_TASK_COUNT nor SLURM_ARRAY_TASK_MAX");
+    if (id < min || (id - min) % step != 0 || (hmax && (max < min || id > max)))
+        return fmt_fail(msg, EINVAL, "--part auto: SLURM_ARRAY_TASK_ID %" PRIu64 " is not in the "
+                        "array %" PRIu64 "-%" PRIu64 ":%" PRIu64, id, min, max, step);
     uint64_t span = hmax ? (max - min) / step + 1 : count;
     if (!hcount)
         count = span;
     /* an array given as a list (--array=1,3,7) has MIN/MAX/COUNT that no contiguous range fits */
-    if (count != span || count == 0 || count > SHC_PART_MAX) {
-        snprintf(err, errlen, "--part auto: the job array (min %" PRIu64 ", max %" PRIu64
-                 ", step %" PRIu64 ", count %" PRIu64 ") is not one contiguous range of at most "
-                 "%u tasks (use --array=0-N-1, or --part I/N)", min, max, step, count,
-                 SHC_PART_MAX);
-        return EINVAL;
-    }
+    if (count != span || count == 0 || count > SHC_PART_MAX)
+        return fmt_fail(msg, EINVAL, "--part auto: the job array (min %" PRIu64 ", max %" PRIu64
+                        ", step %" PRIu64 ", count %" PRIu64 ") is not one contiguous range of at "
+                        "most %u tasks (use --array=0-N-1, or --part I/N)", min, max, step, count,
+                        SHC_PART_MAX);
     p->index = (uint32_t)((id - min) / step);
     p->count = (uint32_t)count;
     return 0;
 }
 
-int shc_part_from_env(char *(*get)(const char *), shc_part *p, const char **from, char *err,
-                      size_t errlen)
+int shc_part_from_env(char *(*get)(const char *), shc_part *p, const char **from, fmt_msg *msg)
 {
     if (get("SLURM_ARRAY_TASK_ID")) {
         *from = "SLURM_ARRAY_TASK_*";
-        return from_slurm_array(get, p, err, errlen);
+        return from_slurm_array(get, p, msg);
     }
     static const char *const pairs[][3] = {
         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK/SIZE"},
@@ -109,20 +94,18 @@ int shc_part_from_env(char *(*get)(const char *), shc_part *p, const char **from
         if (!hr && !hn)
             continue;
         *from = pairs[k][2];
-        if (hr != 1 || hn != 1 || n == 0 || n > SHC_PART_MAX || r >= n) {
-            snprintf(err, errlen, "--part auto: %s=%s and %s=%s do not give a part (rank below "
-                     "size, size 1..%u)", pairs[k][0], get(pairs[k][0]) ? get(pairs[k][0]) : "",
-                     pairs[k][1], get(pairs[k][1]) ? get(pairs[k][1]) : "", SHC_PART_MAX);
-            return EINVAL;
-        }
+        if (hr != 1 || hn != 1 || n == 0 || n > SHC_PART_MAX || r >= n)
+            return fmt_fail(msg, EINVAL, "--part auto: %s=%s and %s=%s do not give a part (rank "
+                            "below size, size 1..%u)", pairs[k][0],
+                            get(pairs[k][0]) ? get(pairs[k][0]) : "", pairs[k][1],
+                            get(pairs[k][1]) ? get(pairs[k][1]) : "", SHC_PART_MAX);
         p->index = (uint32_t)r;
         p->count = (uint32_t)n;
         return 0;
     }
     *from = NULL;
-    snprintf(err, errlen, "--part auto: neither a Slurm job array (SLURM_ARRAY_TASK_ID) nor an "
-             "MPI launcher (OMPI_COMM_WORLD_RANK, PMI_RANK, ...) is in the environment");
-    return ENOENT;
+    return fmt_fail(msg, ENOENT, "--part auto: neither a Slurm job array (SLURM_ARRAY_TASK_ID) nor "
+                    "an MPI launcher (OMPI_COMM_WORLD_RANK, PMI_RANK, ...) is in the environment");
 }
 
 void shc_part_range(uint64_t n, const shc_part *p, uint64_t *lo, uint64_t *hi)
@@ -199,31 +182,28 @@ static int top_name_ok(const char *name)
     return strncmp(name, "shard-", 6) == 0;
 }
 
-static int mkdir_dir(const char *path, char *err, size_t errlen)
+static int mkdir_dir(const char *path, fmt_msg *msg)
 {
     if (mkdir(path, 0777) != 0 && errno != EEXIST) {
         int e = errno;
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(e));
-        return e;
+        return fmt_fail(msg, e, "cannot create %s: %s", path, strerror(e));
     }
     struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        int e = errno ? errno : ENOTDIR;
-        snprintf(err, errlen, "cannot write to %s: %s", path,
-                 errno ? strerror(errno) : "not a directory");
-        return e;
-    }
+    if (stat(path, &sb) != 0)
+        return fmt_fail(msg, errno, "cannot write to %s: %s", path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return fmt_fail(msg, ENOTDIR, "cannot write to %s: not a directory", path);
     return 0;
 }
 
 int shc_part_prepare(const char *out, const shc_part *p, int force, int resume, char **dir,
-                     char *err, size_t errlen)
+                     fmt_msg *msg)
 {
     *dir = NULL;
     char name[SHC_PART_NAME_LEN];
     shc_part_name(p, name);
     char *parts = NULL, *pdir = NULL, *top = NULL, *own = NULL;
-    int rc = mkdir_dir(out, err, errlen);
+    int rc = mkdir_dir(out, msg);
     if (rc)
         return rc;
     if (asprintf(&parts, "%s/%s", out, SHC_PARTS_DIR) < 0 ||
@@ -238,9 +218,9 @@ int shc_part_prepare(const char *out, const shc_part *p, int force, int resume, 
         struct dirent *e;
         while (d && (e = readdir(d)))
             if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !top_name_ok(e->d_name)) {
-                snprintf(err, errlen, "%s is not empty and holds files that are not a shardc "
-                         "dataset (%s; use --force to write into it anyway)", out, e->d_name);
-                rc = EEXIST;
+                rc = fmt_fail(msg, EEXIST, "%s is not empty and holds files that are not a "
+                              "shardc dataset (%s; use --force to write into it anyway)", out,
+                              e->d_name);
                 break;
             }
         if (d)
@@ -250,20 +230,18 @@ int shc_part_prepare(const char *out, const shc_part *p, int force, int resume, 
     }
     if (access(top, F_OK) == 0) {
         if (!force && !resume) {
-            snprintf(err, errlen, "%s already holds a dataset (merged or built whole): use "
-                     "--force to build a part of it again, --resume to finish one", out);
-            rc = EEXIST;
+            rc = fmt_fail(msg, EEXIST, "%s already holds a dataset (merged or built whole): use "
+                          "--force to build a part of it again, --resume to finish one", out);
             goto leave;
         }
         /* the part's shards may change: no manifest may name them meanwhile */
         if ((force || access(own, F_OK) != 0) && unlink(top) != 0 && errno != ENOENT) {
-            rc = errno;
-            snprintf(err, errlen, "cannot remove %s: %s", top, strerror(rc));
+            rc = fmt_fail(msg, errno, "cannot remove %s: %s", top, strerror(errno));
             goto leave;
         }
         fmt_fsync_parent(top);
     }
-    if ((rc = mkdir_dir(parts, err, errlen)))
+    if ((rc = mkdir_dir(parts, msg)))
         goto leave;
     *dir = pdir;
     pdir = NULL;

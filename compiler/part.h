@@ -11,7 +11,8 @@
  * checks and adds up: the hash of the whole input list, the whole build's fingerprint, the slice,
  * and exact per-channel sums.
  *
- * Nothing here prints; errors are errno values with a message in err.
+ * Nothing here prints; errors are errno values with a one-line reason in a fmt_msg (fmt.h; the
+ * pointer may be NULL).
  */
 #ifndef SHC_PART_H
 #define SHC_PART_H
@@ -19,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fmt.h"
 #include "inputs.h"
 
 #define SHC_PARTS_DIR "parts"
@@ -29,8 +31,8 @@ typedef struct {
     uint32_t index, count;              /* count 0: no part, the whole input list */
 } shc_part;
 
-/* "I/N" (0 <= I < N <= SHC_PART_MAX). EINVAL with a message in err. */
-int shc_part_parse(const char *arg, shc_part *p, char *err, size_t errlen);
+/* "I/N" (0 <= I < N <= SHC_PART_MAX). EINVAL with the reason in msg. */
+int shc_part_parse(const char *arg, shc_part *p, fmt_msg *msg);
 
 /* --part auto: I and N from the environment, trying in turn
  *   a Slurm job array: SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_MIN (default 0),
@@ -41,9 +43,9 @@ int shc_part_parse(const char *arg, shc_part *p, char *err, size_t errlen);
  *   MVAPICH2: MV2_COMM_WORLD_RANK, MV2_COMM_WORLD_SIZE
  *   srun tasks: SLURM_PROCID, SLURM_NTASKS
  * getenv_fn is getenv, or a stand-in for tests. *from names the variables used (static string).
- * ENOENT when none is set, EINVAL when the values are inconsistent (err says why). */
-int shc_part_from_env(char *(*getenv_fn)(const char *), shc_part *p, const char **from, char *err,
-                      size_t errlen);
+ * ENOENT when none is set, EINVAL when the values are inconsistent (msg says why in both). */
+int shc_part_from_env(char *(*getenv_fn)(const char *), shc_part *p, const char **from,
+                      fmt_msg *msg);
 
 /* The slice [*lo, *hi) of n inputs part p takes (the whole list when p->count is 0). */
 void shc_part_range(uint64_t n, const shc_part *p, uint64_t *lo, uint64_t *hi);
@@ -63,9 +65,9 @@ uint64_t shc_inputs_hash(const fmt_inputs *in);
  * that: both win). OUT must not hold files other than a dataset's unless force. A merged
  * manifest in OUT is removed first when force is set or when resume is set and this part is not
  * complete: the part's shards are about to change under it. Errors: EEXIST (OUT holds a merged
- * dataset or foreign files; no force), ENOTDIR, errno values; err says what. */
+ * dataset or foreign files; no force), ENOTDIR, errno values; msg says what (ENOMEM: nothing). */
 int shc_part_prepare(const char *out, const shc_part *p, int force, int resume, char **dir,
-                     char *err, size_t errlen);
+                     fmt_msg *msg);
 
 /* What a part records in its manifest's build object under "part". */
 typedef struct {

@@ -259,13 +259,14 @@ int main(int argc, char **argv)
                     "the parts)\n", bad, size, nstopped, size);
             code = worst ? worst : SHC_EXIT_IO;
         } else {
-            char err[4096];
+            fmt_msg why = {{0}};
             shc_merge_result mr;
             double m0 = shc_now();
-            int rc = shc_merge(j->o.out, &mr, err, sizeof err);
+            int rc = shc_merge(j->o.out, &mr, &why);
             double merge_s = shc_now() - m0;
             if (rc) {
-                fprintf(stderr, "shardc-mpi: cannot merge %s: %s\n", j->o.out, err);
+                fprintf(stderr, "shardc-mpi: cannot merge %s: %s\n", j->o.out,
+                        fmt_reason(&why, rc));
                 code = rc >= SHC_MERGE_ENOPARTS ? SHC_EXIT_USAGE : SHC_EXIT_IO;
             } else {
                 double lo = all_secs[0], hi = all_secs[0], sum = 0;

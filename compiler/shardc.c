@@ -454,12 +454,12 @@ static int cmd_merge(int argc, char **argv)
     }
     if (!dir)
         return shc_usage_error(usage_merge, "%s", "no dataset directory given");
-    char err[4096];
+    fmt_msg why = {{0}};
     shc_merge_result r;
     double t0 = shc_now();
-    int rc = shc_merge(dir, &r, err, sizeof err);
+    int rc = shc_merge(dir, &r, &why);
     if (rc) {
-        fprintf(stderr, "shardc: cannot merge %s: %s\n", dir, err);
+        fprintf(stderr, "shardc: cannot merge %s: %s\n", dir, fmt_reason(&why, rc));
         return rc == SHC_MERGE_ENOPARTS || rc == SHC_MERGE_EMISSING ||
                        rc == SHC_MERGE_EMISMATCH || rc == SHC_MERGE_EBUSY
                    ? SHC_EXIT_USAGE : SHC_EXIT_IO;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "build.h"
+#include "merge.h"
 #include "mksample.h"
 #include "part.h"
 #include "testutil.h"
@@ -54,20 +55,21 @@ END_TEST
 START_TEST(parse_i_of_n)
 {
     shc_part p;
-    char err[256];
-    ck_assert_int_eq(shc_part_parse("3/8", &p, err, sizeof err), 0);
+    fmt_msg why;
+    ck_assert_int_eq(shc_part_parse("3/8", &p, &why), 0);
     ck_assert_uint_eq(p.index, 3);
     ck_assert_uint_eq(p.count, 8);
-    ck_assert_int_eq(shc_part_parse("0/1", &p, err, sizeof err), 0);
+    ck_assert_int_eq(shc_part_parse("0/1", &p, NULL), 0);
     static const char *const bad[] = {"8/8", "9/8", "1/0", "-1/4", "3", "3/", "/3", "a/b",
                                       "3/8x", "1/100000", "", "3//8"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        err[0] = '\0';
-        ck_assert_msg(shc_part_parse(bad[i], &p, err, sizeof err) == EINVAL, "%s parsed", bad[i]);
-        ck_assert_msg(strstr(err, bad[i]) != NULL, "message for %s: %s", bad[i], err);
+        why.text[0] = '\0';
+        ck_assert_msg(shc_part_parse(bad[i], &p, &why) == EINVAL, "%s parsed", bad[i]);
+        ck_assert_msg(strstr(why.text, bad[i]) != NULL, "message for %s: %s", bad[i], why.text);
+        ck_assert_int_eq(shc_part_parse(bad[i], &p, NULL), EINVAL);
     }
-    shc_part_parse("8/8", &p, err, sizeof err);
-    ck_assert_ptr_nonnull(strstr(err, "count from 0"));
+    shc_part_parse("8/8", &p, &why);
+    ck_assert_ptr_nonnull(strstr(why.text, "count from 0"));
 }
 END_TEST
 
@@ -94,9 +96,8 @@ static void set_env(const char *const *kv)
 /* 0 and the part, or the error. */
 static int from_env(const char *const *kv, shc_part *p, const char **from)
 {
-    char err[512];
     set_env(kv);
-    return shc_part_from_env(fake_getenv, p, from, err, sizeof err);
+    return shc_part_from_env(fake_getenv, p, from, NULL);
 }
 
 START_TEST(auto_from_slurm_arrays)
@@ -172,6 +173,14 @@ START_TEST(auto_from_mpi_launchers)
     ck_assert_int_eq(from_env(f, &p, &from), EINVAL);
     const char *none[] = {"HOME", "/root", NULL};
     ck_assert_int_eq(from_env(none, &p, &from), ENOENT);
+    /* the reason names the variables */
+    fmt_msg why = {{0}};
+    set_env(e);
+    ck_assert_int_eq(shc_part_from_env(fake_getenv, &p, &from, &why), EINVAL);
+    ck_assert_ptr_nonnull(strstr(why.text, "OMPI_COMM_WORLD_RANK=4 and OMPI_COMM_WORLD_SIZE=4"));
+    set_env(none);
+    ck_assert_int_eq(shc_part_from_env(fake_getenv, &p, &from, &why), ENOENT);
+    ck_assert_ptr_nonnull(strstr(why.text, "neither a Slurm job array"));
 }
 END_TEST
 
@@ -281,6 +290,31 @@ START_TEST(build_stops_when_asked)
 }
 END_TEST
 
+/* More parts missing than one message holds: the list ends in "...", never cut mid-name, and
+ * the reason still names the first of them. Nothing is written. */
+START_TEST(merge_lists_missing_parts_within_the_message)
+{
+    char out[700], part[800];
+    snprintf(out, sizeof out, "%s/out", g_dir);
+    ck_assert_int_eq(mkdir(out, 0777), 0);
+    snprintf(part, sizeof part, "%s/parts", out);
+    ck_assert_int_eq(mkdir(part, 0777), 0);
+    snprintf(part, sizeof part, "%s/parts/00000-of-00030", out);
+    ck_assert_int_eq(mkdir(part, 0777), 0);
+    fmt_msg why;
+    memset(&why, 'x', sizeof why);
+    ck_assert_int_eq(shc_merge(out, NULL, &why), SHC_MERGE_EMISSING);
+    ck_assert_uint_lt(strlen(why.text), sizeof why.text);
+    ck_assert_ptr_nonnull(strstr(why.text, "30 of 30 parts in "));
+    ck_assert_ptr_nonnull(strstr(why.text, ": part 00000-of-00030 is unfinished (no manifest"));
+    ck_assert_ptr_nonnull(strstr(why.text, "; part 00001-of-00030 is missing;"));
+    ck_assert_str_eq(why.text + strlen(why.text) - 14, "is missing ...");
+    ck_assert_int_eq(shc_merge(out, NULL, NULL), SHC_MERGE_EMISSING);
+    snprintf(part, sizeof part, "%s/manifest.json", out);
+    ck_assert_int_ne(access(part, F_OK), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("part");
@@ -294,6 +328,7 @@ int main(void)
     tcase_add_test(tc, stats_from_sums);
     tu_temp_fixtures(tc);
     tcase_add_test(tc, build_stops_when_asked);
+    tcase_add_test(tc, merge_lists_missing_parts_within_the_message);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
