@@ -1,5 +1,12 @@
 /* bench.h - what the files of shardbench share: its types, the option table and the helpers one
- * command borrows from another. */
+ * command borrows from another.
+ *
+ * Errors: a function here that fails prints its one line on stderr ("shardbench: ...", naming the
+ * dataset and the reason) and returns an error code; its caller prints nothing more and passes
+ * the failure on as an exit status. The exceptions print nothing and leave it to the caller: the
+ * parsers (sb_parse_*: -1, and the caller's usage error), sb_folder_order, the fill functions
+ * (sb_fill_fn: a code and a fmt_msg, counted by the pool) and the batch sources' next (the caller
+ * prints their code or last_error). */
 #ifndef SB_BENCH_H
 #define SB_BENCH_H
 
@@ -253,6 +260,7 @@ struct sb_feed {
     uint64_t epoch, nb;         /* the current epoch; batches per epoch */
     uint64_t take;              /* batches of the epoch delivered */
     int open;                   /* the epoch's order is drawn: workers may claim */
+    fmt_msg error;              /* why sb_feed_next failed (sb_feed_error) */
 };
 
 typedef struct {
@@ -296,6 +304,8 @@ typedef struct {
 
 /* options.c */
 int sb_usage_error(const char *usage, const char *fmt, const char *arg);
+/* "shardbench: out of memory" on stderr; returns ENOMEM. */
+int sb_no_memory(void);
 int sb_wants_help(int argc, char **argv);
 int sb_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 int sb_parse_wxh(const char *s, uint32_t *w, uint32_t *h);
@@ -318,6 +328,7 @@ size_t sb_elem_size(shr_dtype d);
 /* report.c */
 sb_mark sb_mark_now(void);
 void sb_span_close(sb_span *s, sb_mark from, sb_mark to);
+/* 0, or ENOMEM (printed) */
 int sb_row_init(sb_row *row, const char *dataset, const char *format, uint32_t epochs);
 void sb_row_free(sb_row *row);
 sb_span sb_row_measured(const sb_row *row);

@@ -151,13 +151,14 @@ static void log_summary(void *ctx, const shc_summary *s)
 }
 
 /* `shardc build SRC -o OUT --format FORMAT --size WxH -j THREADS --force` (and for raw's forms
- * `--compress CODEC` or `--jpeg-fraction F`), through libshardcomp, its messages in OUT.log. */
+ * `--compress CODEC` or `--jpeg-fraction F`), through libshardcomp, its messages in OUT.log.
+ * Prints its errors. */
 static int build_format(char *src, const sb_cmp_opts *co, const char *format, const char *codec,
                         double jpeg_fraction, const char *out)
 {
     char *log;
     if (asprintf(&log, "%s.log", out) < 0)
-        return ENOMEM;
+        return sb_no_memory();
     FILE *f = fopen(log, "w");
     if (!f) {
         int rc = errno;
@@ -177,14 +178,18 @@ static int build_format(char *src, const sb_cmp_opts *co, const char *format, co
     o.threads = co->threads;
     o.force = 1;
     o.jpeg_fraction = jpeg_fraction;
-    if (codec && fmt_codec_parse(codec, &o.compress, NULL) != 0) {
+    fmt_msg why = {{0}};
+    int rc = codec ? fmt_codec_parse(codec, &o.compress, &why) : 0;
+    if (rc) {
+        fprintf(stderr, "shardbench: building --format %s failed: %s\n", format,
+                fmt_reason(&why, rc));
         fclose(f);
         free(log);
-        return EINVAL;
+        return rc;
     }
     shc_build_cb cb = {.ctx = f, .message = log_message, .reject = log_reject,
                        .summary = log_summary};
-    int rc = o.backend ? shc_build(&o, &cb) : FMT_EUNSUPPORTED;
+    rc = o.backend ? shc_build(&o, &cb) : FMT_EUNSUPPORTED;
     if (fclose(f) != 0 && (rc == 0 || rc == SHC_EREJECTS))
         rc = errno;
     /* rejects (broken inputs) finish the build, and the source has them as well */
@@ -199,7 +204,7 @@ static int build_format(char *src, const sb_cmp_opts *co, const char *format, co
 
 /* Read a built dataset (or the source folder) like `read` does and fill the row's speed: warm
  * (co->epochs, the steady state), then cold (one epoch with every file evicted first). tf: the
- * reader's transforms (NULL: none). */
+ * reader's transforms (NULL: none). Prints its errors. */
 static int measure(sb_cmp_row *row, const sb_cmp_opts *co, int folder, const sb_tf_opts *tf)
 {
     for (int cold = 0; cold < 2; cold++) {
@@ -214,10 +219,8 @@ static int measure(sb_cmp_row *row, const sb_cmp_opts *co, int folder, const sb_
             ro.tf = *tf;
         sb_row r;
         int rc = sb_row_init(&r, row->dir, folder ? "folder" : row->format, epochs);
-        if (rc) {
-            fprintf(stderr, "shardbench: %s\n", strerror(rc));
+        if (rc)
             return rc;
-        }
         rc = folder ? sb_run_folder(row->dir, &ro, &r) : sb_run_reader(row->dir, &ro, &r, NULL);
         if (rc == 0) {
             sb_span m = sb_row_measured(&r);
@@ -311,6 +314,7 @@ static int compare_plot(const sb_cmp_opts *co, const char *bindir, const sb_cmp_
     int status = SB_EXIT_OK;
     if (asprintf(&tsv, "%s/compare.tsv", co->work) < 0) {
         tsv = NULL;
+        sb_no_memory();
         status = SB_EXIT_FAIL;
         goto leave;
     }
@@ -340,7 +344,11 @@ static int compare_plot(const sb_cmp_opts *co, const char *bindir, const sb_cmp_
     snprintf(dem, sizeof dem, "%.1f", demand);
     char *const argv[] = {script, tsv, (char *)co->plot, dem, NULL};
     int st = run_child(argv, NULL);
-    if (st == SB_PLOT_NO_GNUPLOT) {
+    if (st < 0) {
+        fprintf(stderr, "shardbench: cannot plot to %s: cannot run %s: %s\n", co->plot, script,
+                strerror(errno));
+        status = SB_EXIT_FAIL;
+    } else if (st == SB_PLOT_NO_GNUPLOT) {
         fprintf(stderr, "shardbench: plot skipped: gnuplot is not installed (Debian: apt-get "
                 "install gnuplot-nox); the data is in %s\n", tsv);
     } else if (st != 0) {
@@ -386,11 +394,13 @@ static int run_compare(char *src, const sb_cmp_opts *co)
                 co->work, src);
         return SB_EXIT_FAIL;
     }
-    /* the source first: every other row is measured against it */
+    /* the source first: every other row is measured against it (when it cannot be read,
+     * measure has said why and there is nothing to compare with) */
     rows[0].format = "source";
     rows[0].dir = strdup(src);
+    if (!rows[0].dir)
+        sb_no_memory();
     if (!rows[0].dir || measure(&rows[0], co, 1, NULL) != 0) {
-        fprintf(stderr, "shardbench: cannot read the source %s: nothing to compare with\n", src);
         status = SB_EXIT_FAIL;
         goto leave;
     }
@@ -407,6 +417,7 @@ static int run_compare(char *src, const sb_cmp_opts *co)
         r->format = form ? sb_raw_forms[i - nformats].name : formats[i];
         if (asprintf(&r->dir, "%s/%s", co->work, r->format) < 0) {
             r->dir = NULL;
+            sb_no_memory();
             status = SB_EXIT_FAIL;
             break;
         }
@@ -436,6 +447,8 @@ static int run_compare(char *src, const sb_cmp_opts *co)
         tf.normalize = SHR_NORM_DATASET;
         r->format = "raw+rrc";
         r->dir = strdup(rows[i].dir);
+        if (!r->dir)
+            sb_no_memory();
         if (!r->dir || measure(r, co, 0, &tf) != 0) {
             status = SB_EXIT_FAIL;
             break;

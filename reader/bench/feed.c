@@ -169,7 +169,8 @@ int sb_feed_next(void *ctx, const shr_batch **b)
     if (!f->open) {
         int orc = sb_folder_order(f->order, f->in.n, f->kind, f->seed, f->epoch);
         if (orc)
-            return orc;
+            return fmt_fail(&f->error, orc, "cannot draw the order of epoch %" PRIu64 ": %s",
+                            f->epoch, shr_strerror(orc));
         f->take = 0;
         f->open = 1;
         shr_ring_set_limit(&f->ring, (f->epoch + 1) * f->nb);
@@ -182,7 +183,8 @@ int sb_feed_next(void *ctx, const shr_batch **b)
         }
         uint32_t si;
         if (shr_ring_next(&f->ring, &si, NULL) != 0)
-            return SHR_EINVAL;  /* the consumer holds every slot: nothing can arrive */
+            return fmt_fail(&f->error, SHR_EINVAL, "every batch slot is held by the consumer: "
+                            "nothing can arrive");
         f->take++;
         if (f->slots[si].b.n == 0) {
             shr_ring_release(&f->ring, si);
@@ -203,5 +205,6 @@ void sb_feed_release(void *ctx, const shr_batch *b)
 
 const char *sb_feed_error(void *ctx)
 {
-    return "";
+    const sb_feed *f = ctx;
+    return f->error.text;
 }

@@ -13,6 +13,12 @@ int sb_usage_error(const char *usage, const char *fmt, const char *arg)
     return SB_EXIT_USAGE;
 }
 
+int sb_no_memory(void)
+{
+    fprintf(stderr, "shardbench: out of memory\n");
+    return ENOMEM;
+}
+
 int sb_wants_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)

@@ -125,7 +125,9 @@ static int consume(shr_reader *r, const char *dir, uint32_t first, uint32_t coun
             shr_release(r, b);
         }
         if (rc != SHR_EEND) {
-            fprintf(stderr, "shardbench: cannot read %s: %s\n", dir, shr_last_error(r));
+            const char *why = shr_last_error(r);
+            fprintf(stderr, "shardbench: cannot read %s: %s\n", dir,
+                    why && *why ? why : shr_strerror(rc));
             return rc;
         }
         sb_mark to = sb_mark_now();
@@ -163,14 +165,15 @@ static int open_reader(shr_reader **r, const char *dir, const sb_read_opts *ro, 
 }
 
 /* Run the reader over E epochs. Warm: one reader across all epochs (prefetch crosses epoch
- * boundaries, as in training). Cold: evict, open at epoch e, read it, close, for every e. */
+ * boundaries, as in training). Cold: evict, open at epoch e, read it, close, for every e. Prints
+ * its errors. */
 int sb_run_reader(const char *dir, const sb_read_opts *ro, sb_row *row, sb_trace *trace)
 {
     shr_reader *r = NULL;
     int rc = 0;
     if (ro->checksum && !row->digest) {
         if (!(row->digest = XXH3_createState()))
-            return ENOMEM;
+            return sb_no_memory();
         XXH3_64bits_reset(row->digest);
     }
     for (uint32_t e = 0; e < ro->epochs; e++) {
@@ -211,7 +214,8 @@ leave:
 /* ---- baselines: a pool of threads claiming batches ---- */
 
 /* Classify every DATASET before anything runs, so a typo fails at once and not after an hour of
- * measuring; pick the default output size from the first shardc dataset's manifest. */
+ * measuring; pick the default output size from the first shardc dataset's manifest. 0, or
+ * SB_EXIT_FAIL (printed). */
 int sb_classify(sb_target *t, sb_read_opts *ro)
 {
     struct stat st;
@@ -224,8 +228,10 @@ int sb_classify(sb_target *t, sb_read_opts *ro)
         return SB_EXIT_FAIL;
     }
     char *mpath;
-    if (asprintf(&mpath, "%s/%s", t->path, FMT_MANIFEST_NAME) < 0)
+    if (asprintf(&mpath, "%s/%s", t->path, FMT_MANIFEST_NAME) < 0) {
+        sb_no_memory();
         return SB_EXIT_FAIL;
+    }
     t->kind = access(mpath, F_OK) == 0 ? SB_SHARDS : SB_FOLDER;
     free(mpath);
     if (t->kind == SB_SHARDS && !ro->have_size && !ro->width) {
@@ -268,7 +274,7 @@ static int run_targets(const sb_target *targets, size_t nt, const sb_read_opts *
     /* ratios printed under the table: each reader row against its own memcpy row */
     double *ratio = calloc(nt, sizeof *ratio);
     if (!ratio) {
-        fprintf(stderr, "shardbench: %s\n", strerror(ENOMEM));
+        sb_no_memory();
         return SB_EXIT_FAIL;
     }
     for (size_t i = 0; i < nt; i++) {
@@ -431,7 +437,7 @@ int sb_cmd_read(int argc, char **argv)
     size_t nt = (size_t)(argc - optind);
     sb_target *targets = calloc(nt, sizeof *targets);
     if (!targets) {
-        fprintf(stderr, "shardbench: %s\n", strerror(ENOMEM));
+        sb_no_memory();
         return SB_EXIT_FAIL;
     }
     int status = SB_EXIT_OK;

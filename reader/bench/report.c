@@ -28,7 +28,7 @@ int sb_row_init(sb_row *row, const char *dataset, const char *format, uint32_t e
     snprintf(row->format, sizeof row->format, "%s", format);
     row->epochs = epochs;
     row->spans = calloc(epochs, sizeof *row->spans);
-    return row->spans ? 0 : ENOMEM;
+    return row->spans ? 0 : sb_no_memory();
 }
 
 void sb_row_free(sb_row *row)
