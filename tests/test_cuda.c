@@ -239,15 +239,16 @@ END_TEST
 START_TEST(test_gpu_open_errors)
 {
     const sb_gpu_api *api = (const sb_gpu_api *)1;
-    char why[512] = "";
-    ck_assert_int_eq(sb_gpu_open("/nonexistent/libshardbench-gpu.so", &api, why, sizeof why), ENOENT);
+    fmt_msg why = {""};
+    ck_assert_int_eq(sb_gpu_open("/nonexistent/libshardbench-gpu.so", &api, &why), ENOENT);
     ck_assert_ptr_null(api);
-    ck_assert_msg(strstr(why, "/nonexistent/libshardbench-gpu.so") != NULL, "why: %s", why);
+    ck_assert_msg(strstr(why.text, "/nonexistent/libshardbench-gpu.so") != NULL, "why: %s",
+                  why.text);
     /* a shared object without the table */
-    ck_assert_int_eq(sb_gpu_open("libc.so.6", &api, why, sizeof why), ENOEXEC);
+    ck_assert_int_eq(sb_gpu_open("libc.so.6", &api, &why), ENOEXEC);
     ck_assert_ptr_null(api);
-    ck_assert_msg(strstr(why, SB_GPU_API_SYMBOL) != NULL, "why: %s", why);
-    ck_assert_int_eq(sb_gpu_open("/nonexistent/x.so", &api, NULL, 0), ENOENT);
+    ck_assert_msg(strstr(why.text, SB_GPU_API_SYMBOL) != NULL, "why: %s", why.text);
+    ck_assert_int_eq(sb_gpu_open("/nonexistent/x.so", &api, NULL), ENOENT);
 }
 END_TEST
 
@@ -261,8 +262,8 @@ START_TEST(test_gpu_lib_checks)
         return;
     }
     const sb_gpu_api *api = NULL;
-    char why[512] = "";
-    ck_assert_msg(sb_gpu_open(path, &api, why, sizeof why) == 0, "%s", why);
+    fmt_msg why = {""};
+    ck_assert_msg(sb_gpu_open(path, &api, &why) == 0, "%s", why.text);
     ck_assert_uint_eq(api->abi, SB_GPU_ABI);
     ck_assert_uint_eq(api->opts_size, sizeof(sb_step_opts));
     int avail = api->available();
@@ -273,12 +274,12 @@ START_TEST(test_gpu_lib_checks)
     if (!avail)         /* the failing call and the versions */
         ck_assert_msg(strstr(api->status(), "driver ") != NULL, "%s", api->status());
     double gp = -1, gq = -1;
-    ck_assert_int_eq(api->h2d_baseline(0, 1, &gp, &gq, NULL, 0), EINVAL);
-    ck_assert_int_eq(api->h2d_baseline(16, 0, &gp, &gq, NULL, 0), EINVAL);
+    ck_assert_int_eq(api->h2d_baseline(0, 1, &gp, &gq, NULL), EINVAL);
+    ck_assert_int_eq(api->h2d_baseline(16, 0, &gp, &gq, &why), EINVAL);
+    ck_assert_str_eq(why.text, "");
     if (!avail) {
-        why[0] = '\0';
-        ck_assert_int_eq(api->h2d_baseline(4096, 2, &gp, &gq, why, sizeof why), ENODEV);
-        ck_assert_str_eq(why, api->status());
+        ck_assert_int_eq(api->h2d_baseline(4096, 2, &gp, &gq, &why), ENODEV);
+        ck_assert_str_eq(why.text, api->status());
     }
 
     /* options are checked before the device is looked at */
@@ -899,9 +900,9 @@ START_TEST(test_gpu_h2d_baseline)
     const sb_gpu_api *api = sb_gpu_table();
     ck_assert_ptr_nonnull(api);
     double gp = 0, gq = 0;
-    char why[256] = "";
-    int rc = api->h2d_baseline((size_t)32 << 20, 8, &gp, &gq, why, sizeof why);
-    ck_assert_msg(rc == 0, "h2d_baseline: %s (%s)", shr_strerror(rc), why);
+    fmt_msg why = {""};
+    int rc = api->h2d_baseline((size_t)32 << 20, 8, &gp, &gq, &why);
+    ck_assert_msg(rc == 0, "h2d_baseline: %s (%s)", shr_strerror(rc), why.text);
     fprintf(stderr, "test_cuda: cudaMemcpyAsync of 32 MiB: %.2f GB/s pinned, %.2f GB/s pageable\n",
             gp, gq);
     ck_assert(gp > 0 && gq > 0 && isfinite(gp) && isfinite(gq));

@@ -839,12 +839,24 @@ leave:
 
 /* ---- the copy baseline ---- */
 
+/* printf into msg, if not NULL (fmt_fail's job; this library does not link libshardfmt) */
+static void why_set(fmt_msg *msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void why_set(fmt_msg *msg, const char *fmt, ...)
+{
+    if (!msg)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg->text, sizeof msg->text, fmt, ap);
+    va_end(ap);
+}
+
 #define BASE_CU(call)                                                                             \
     do {                                                                                          \
         cudaError_t e_ = (call);                                                                  \
         if (e_ != cudaSuccess) {                                                                  \
             rc = rc_of_cuda(e_);                                                                  \
-            snprintf(why, why_len, "%s: %s", #call, cudaGetErrorString(e_));                      \
+            why_set(why, "%s: %s", #call, cudaGetErrorString(e_));                                \
             goto leave;                                                                           \
         }                                                                                         \
     } while (0)
@@ -852,7 +864,7 @@ leave:
 /* GB/s of reps copies from src to dst on st: one untimed copy first (the first touch of a
  * pageable buffer by the driver, and of the device buffer). */
 static int time_copies(void *dst, const void *src, size_t bytes, uint32_t reps, cudaStream_t st,
-                       cudaEvent_t a, cudaEvent_t b, double *gbs, char *why, size_t why_len)
+                       cudaEvent_t a, cudaEvent_t b, double *gbs, fmt_msg *why)
 {
     int rc = 0;
     float ms = 0;
@@ -869,23 +881,18 @@ leave:
 }
 
 static int gpu_h2d_baseline(size_t bytes, uint32_t reps, double *pinned_gbs, double *pageable_gbs,
-                            char *why, size_t why_len)
+                            fmt_msg *why)
 {
     int rc = 0;
-    char dummy[1];
     void *pinned = NULL, *pageable = NULL, *dev = NULL;
     cudaStream_t st = NULL;
     cudaEvent_t a = NULL, b = NULL;
-    if (!why || why_len == 0) {
-        why = dummy;
-        why_len = sizeof dummy;
-    }
-    why[0] = '\0';
+    why_set(why, "%s", "");
     if (bytes == 0 || reps == 0 || !pinned_gbs || !pageable_gbs)
         return EINVAL;
     *pinned_gbs = *pageable_gbs = 0;
     if (!shr_feed_available()) {
-        snprintf(why, why_len, "%s", shr_feed_status());
+        why_set(why, "%s", shr_feed_status());
         return ENODEV;
     }
     BASE_CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -895,16 +902,16 @@ static int gpu_h2d_baseline(size_t bytes, uint32_t reps, double *pinned_gbs, dou
     BASE_CU(cudaHostAlloc(&pinned, bytes, cudaHostAllocPortable));
     if (posix_memalign(&pageable, 4096, bytes) != 0) {
         pageable = NULL;
-        snprintf(why, why_len, "cannot allocate %zu bytes of host memory", bytes);
+        why_set(why, "cannot allocate %zu bytes of host memory", bytes);
         rc = ENOMEM;
         goto leave;
     }
     /* faulted in before any clock runs, as the ring's buffers are */
     memset(pinned, 1, bytes);
     memset(pageable, 1, bytes);
-    if ((rc = time_copies(dev, pinned, bytes, reps, st, a, b, pinned_gbs, why, why_len)) != 0)
+    if ((rc = time_copies(dev, pinned, bytes, reps, st, a, b, pinned_gbs, why)) != 0)
         goto leave;
-    rc = time_copies(dev, pageable, bytes, reps, st, a, b, pageable_gbs, why, why_len);
+    rc = time_copies(dev, pageable, bytes, reps, st, a, b, pageable_gbs, why);
 leave:
     if (st)
         cudaStreamSynchronize(st);

@@ -34,13 +34,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fmt.h"            /* fmt_msg, the reasons this interface gives */
+
 #include "step.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SB_GPU_ABI 3
+#define SB_GPU_ABI 4
 
 /* step_create flags */
 #define SB_GPU_CHECKSUMS 1u    /* record a checksum of each step's device input when the step
@@ -87,9 +89,9 @@ typedef struct {
      * from one of ordinary (pageable) memory, both allocated and faulted in here and freed
      * before returning. Writes GB/s (1e9 bytes/s) to *pinned_gbs and *pageable_gbs. Returns 0,
      * EINVAL (bytes or reps 0), ENOMEM, ENODEV, EIO, with the failing call in why (may be
-     * NULL). */
+     * NULL; "" where the call succeeded or the arguments were refused). */
     int (*h2d_baseline)(size_t bytes, uint32_t reps, double *pinned_gbs, double *pageable_gbs,
-                        char *why, size_t why_len);
+                        fmt_msg *why);
 
 } sb_gpu_api;
 
@@ -123,7 +125,7 @@ const char *sb_gpu_status(void);
 /* Open the library at path (not cached, never closed): its table, whether or not a device is
  * usable. Returns 0, or ENOENT (dlopen failed), ENOEXEC (no sb_gpu_api_get symbol, or an ABI or
  * struct size that differs from this build's), with a reason in why (may be NULL). */
-int sb_gpu_open(const char *path, const sb_gpu_api **api, char *why, size_t why_len);
+int sb_gpu_open(const char *path, const sb_gpu_api **api, fmt_msg *why);
 
 /* The CUDA or cuBLAS failure behind a GPU step's last error (e.g. "cudaMemcpyAsync(...): out of
  * memory"), "" if none or on the CPU. Never NULL; valid until the next call on s. */

@@ -30,35 +30,27 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static const sb_gpu_api *g_api;
 static char g_status[1024];
 
-int sb_gpu_open(const char *path, const sb_gpu_api **api, char *why, size_t why_len)
+int sb_gpu_open(const char *path, const sb_gpu_api **api, fmt_msg *why)
 {
-    char dummy[1];
-    if (!why) {
-        why = dummy;
-        why_len = sizeof dummy;
-    }
     *api = NULL;
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *e = dlerror();
-        snprintf(why, why_len, "%s", e ? e : path);
-        return ENOENT;
+        return fmt_fail(why, ENOENT, "%s", e ? e : path);
     }
     /* POSIX guarantees that a function pointer survives the round trip through void * */
     const sb_gpu_api *(*get)(void) =
         (const sb_gpu_api *(*)(void))dlsym(lib, SB_GPU_API_SYMBOL);
     const sb_gpu_api *t = get ? get() : NULL;
     if (!t) {
-        snprintf(why, why_len, "%s: no %s symbol", path, SB_GPU_API_SYMBOL);
         dlclose(lib);
-        return ENOEXEC;
+        return fmt_fail(why, ENOEXEC, "%s: no %s symbol", path, SB_GPU_API_SYMBOL);
     }
     if (t->abi != SB_GPU_ABI || t->opts_size != sizeof(sb_step_opts) ||
         t->batch_size != sizeof(shr_batch) || t->stats_size != sizeof(sb_step_stats)) {
-        snprintf(why, why_len, "%s: built from another version (ABI %u, this library %u)", path,
-                 t->abi, SB_GPU_ABI);
         dlclose(lib);
-        return ENOEXEC;
+        return fmt_fail(why, ENOEXEC, "%s: built from another version (ABI %u, this library %u)",
+                        path, t->abi, SB_GPU_ABI);
     }
     /* never closed: steps and kernels of the table may be in use until the process ends */
     *api = t;
@@ -101,15 +93,16 @@ static void gpu_load(void)
     }
     /* report the failure of the first candidate that exists: a library that is there but does
      * not load (a missing libcublas) says more than "not found" */
-    char why[sizeof g_status], first[sizeof g_status] = "";
+    fmt_msg why;
+    char first[sizeof g_status] = "";
     const sb_gpu_api *api = NULL;
     size_t found = 0;
     for (size_t i = 0; i < nc && !api; i++) {
         int exists = strchr(cand[i], '/') == NULL || access(cand[i], F_OK) == 0;
         if (!exists && !(env && *env))
             continue;
-        if (sb_gpu_open(cand[i], &api, why, sizeof why) != 0 && !first[0])
-            snprintf(first, sizeof first, "%s", why);
+        if (sb_gpu_open(cand[i], &api, &why) != 0 && !first[0])
+            snprintf(first, sizeof first, "%s", why.text);
         found = i;
     }
     if (!api)

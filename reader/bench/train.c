@@ -153,13 +153,12 @@ static void h2d_baselines(sb_step *step, uint64_t bytes, sb_train_mem *mem)
     /* about 2 GB per kind, 8 copies at least and 200 at most: long enough to time */
     uint64_t reps = 2000000000ull / bytes;
     reps = reps < 8 ? 8 : reps > 200 ? 200 : reps;
-    char why[512];
+    fmt_msg why = {""};
     int rc = api->h2d_baseline((size_t)bytes, (uint32_t)reps, &mem->base_pinned,
-                               &mem->base_pageable, why, sizeof why);
+                               &mem->base_pageable, &why);
     if (rc) {
         mem->base_pinned = mem->base_pageable = NAN;
-        fprintf(stderr, "shardbench: cannot time the copy baseline: %s\n",
-                why[0] ? why : shr_strerror(rc));
+        fprintf(stderr, "shardbench: cannot time the copy baseline: %s\n", fmt_reason(&why, rc));
     }
 }
 
@@ -320,14 +319,12 @@ static int run_train(char *dir, const sb_train_opts *opts)
     shr_pin pin = to.step.device == SB_DEVICE_CPU ? SHR_PIN_OFF : SHR_PIN_AUTO;
     char format[32];
     uint32_t prefetch = to.prefetch ? to.prefetch : to.threads + 2;
-    int rc = ep ? 0 : ENOMEM;
-    if (rc) {
-        fprintf(stderr, "shardbench: %s\n", strerror(rc));
+    int rc = ep ? 0 : sb_no_memory();
+    if (rc)
         goto leave;
-    }
     char *mpath;
     if (asprintf(&mpath, "%s/%s", dir, FMT_MANIFEST_NAME) < 0) {
-        rc = ENOMEM;
+        rc = sb_no_memory();
         goto leave;
     }
     int shards = access(mpath, F_OK) == 0;
