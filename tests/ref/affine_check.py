@@ -9,14 +9,14 @@ augmentations.
                         torchvision's pipeline makes of it
 """
 import sys
-from fractions import Fraction
 
-import numpy as np
 import torch
 import torchvision.transforms as T
 import torchvision.transforms.autoaugment as A
 import torchvision.transforms.functional as F
 from PIL import Image
+
+from torchref import Words, load, save, words_of
 
 MODES = [T.InterpolationMode.NEAREST, T.InterpolationMode.BILINEAR]
 OPS = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
@@ -28,15 +28,6 @@ FILTERS = [T.InterpolationMode.NEAREST, T.InterpolationMode.BOX, T.Interpolation
 def fail(msg):
     print(f"affine_check: {msg}", file=sys.stderr)
     sys.exit(1)
-
-
-def load(path, w, h, c):
-    a = np.fromfile(path, dtype=np.uint8).reshape(h, w, c)
-    return Image.fromarray(a[:, :, 0], "L") if c == 1 else Image.fromarray(a, "RGB")
-
-
-def save(img, path):
-    np.asarray(img, dtype=np.uint8).tofile(path)
 
 
 def fill_of(c, fill):
@@ -68,55 +59,6 @@ def cmd_ops(d):
         else:
             fail(f"unknown op {op}")
         save(img, dst)
-
-
-def f32_round(fr):
-    """The float32 nearest to the rational fr (ties to even): torch's fused multiply-add."""
-    c = np.float32(float(fr))
-    best = None
-    for v in (np.nextafter(c, np.float32(-np.inf)), c, np.nextafter(c, np.float32(np.inf))):
-        key = (abs(Fraction(float(v)) - fr), int(np.array(v).view(np.uint32)) & 1)
-        if best is None or key < best[0]:
-            best = (key, v)
-    return best[1]
-
-
-class Words:
-    """torch's generator, replaced by the reader's words in the order torch draws them."""
-
-    def __init__(self, words):
-        self.words, self.k = words, 0
-
-    def next(self):
-        w = self.words[self.k]
-        self.k += 1
-        return w
-
-    def empty(self, *size, **kw):
-        outer = self
-
-        class Draw:
-            def uniform_(self, lo, hi):
-                lo32, hi32 = np.float32(float(lo)), np.float32(float(hi))
-                x = Fraction(outer.next() & 0xFFFFFF, 1 << 24)
-                v = f32_round(x * Fraction(float(hi32 - lo32)) + Fraction(float(lo32)))
-                return torch.tensor([v], dtype=torch.float32)
-        return Draw()
-
-    def randint(self, *args, **kw):
-        if len(args) >= 2 and isinstance(args[1], (tuple, list)):
-            low, high = 0, args[0]
-        else:
-            low, high = args[0], args[1]
-        return torch.tensor([self.next() % (high - low) + low])
-
-
-def words_of(hexes):
-    out = []
-    for h in hexes:
-        v = int(h, 16)
-        out += [v & 0xFFFFFFFF, v >> 32]
-    return out
 
 
 def none_if(v, ident):

@@ -10,7 +10,6 @@
                         torchvision's pipeline makes of it
 """
 import sys
-from fractions import Fraction
 
 import numpy as np
 import torch
@@ -18,19 +17,13 @@ import torchvision.transforms as T
 import torchvision.transforms.functional as F
 from PIL import Image
 
+import torchref
+from torchref import load, save, words_of
+
 
 def fail(msg):
     print(f"augment_check: {msg}", file=sys.stderr)
     sys.exit(1)
-
-
-def load(path, w, h, c):
-    a = np.fromfile(path, dtype=np.uint8).reshape(h, w, c)
-    return Image.fromarray(a[:, :, 0], "L") if c == 1 else Image.fromarray(a, "RGB")
-
-
-def save(img, path):
-    np.asarray(img, dtype=np.uint8).tofile(path)
 
 
 def apply(img, op, f):
@@ -63,27 +56,8 @@ def cmd_ops(d):
         save(img, dst)
 
 
-def f32_round(fr):
-    """The float32 nearest to the rational fr (ties to even): torch's fused multiply-add."""
-    c = np.float32(float(fr))
-    best = None
-    for v in (np.nextafter(c, np.float32(-np.inf)), c, np.nextafter(c, np.float32(np.inf))):
-        key = (abs(Fraction(float(v)) - fr), int(np.array(v).view(np.uint32)) & 1)
-        if best is None or key < best[0]:
-            best = (key, v)
-    return best[1]
-
-
-class Words:
-    """torch's generator, replaced by the reader's words in the order torch draws them."""
-
-    def __init__(self, words):
-        self.words, self.k = words, 0
-
-    def next(self):
-        w = self.words[self.k]
-        self.k += 1
-        return w
+class Words(torchref.Words):
+    """The shared stand-in, plus the draws ColorJitter and RandomGrayscale make."""
 
     def randperm(self, n, **kw):
         r = list(range(n))
@@ -92,30 +66,8 @@ class Words:
             r[i], r[i + z] = r[i + z], r[i]
         return torch.tensor(r)
 
-    def empty(self, *size, **kw):
-        outer = self
-
-        class Draw:
-            def uniform_(self, lo, hi):
-                lo32, hi32 = np.float32(float(lo)), np.float32(float(hi))
-                x = Fraction(outer.next() & 0xFFFFFF, 1 << 24)
-                v = f32_round(x * Fraction(float(hi32 - lo32)) + Fraction(float(lo32)))
-                return torch.tensor([v], dtype=torch.float32)
-        return Draw()
-
     def rand(self, *size, **kw):
         return torch.tensor([np.float32((self.next() & 0xFFFFFF) / 2**24)])
-
-    def randint(self, low, high, size=None, **kw):
-        return torch.tensor([self.next() % (high - low) + low])
-
-
-def words_of(hexes):
-    out = []
-    for h in hexes:
-        v = int(h, 16)
-        out += [v & 0xFFFFFFFF, v >> 32]
-    return out
 
 
 def f32hex(v):

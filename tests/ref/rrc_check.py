@@ -21,7 +21,6 @@ Exit status 0 when everything matches; 1 with a message naming the first differe
 """
 import math
 import sys
-from fractions import Fraction
 
 import numpy as np
 import torch
@@ -30,27 +29,10 @@ import torchvision.transforms.functional as F
 from PIL import Image
 from torchvision.transforms import InterpolationMode
 
+from torchref import torch_uniform
+
 FILTERS = [InterpolationMode.NEAREST, InterpolationMode.BOX, InterpolationMode.BILINEAR,
            InterpolationMode.HAMMING, InterpolationMode.BICUBIC, InterpolationMode.LANCZOS]
-
-
-def f32_round(fr):
-    """The float32 nearest to the rational fr (ties to even)."""
-    c = np.float32(float(fr))
-    best = None
-    for v in (np.nextafter(c, np.float32(-np.inf)), c, np.nextafter(c, np.float32(np.inf))):
-        key = (abs(Fraction(float(v)) - fr), int(np.array(v).view(np.uint32)) & 1)
-        if best is None or key < best[0]:
-            best = (key, v)
-    return best[1]
-
-
-def torch_uniform(word, lo, hi):
-    """torch's float32 Tensor.uniform_(lo, hi) for one 32-bit word of its generator: the 24-bit
-    fraction x, then fma(x, hi - lo, lo) in float32 (one rounding)."""
-    lo, hi = np.float32(lo), np.float32(hi)
-    x = Fraction(int(word) & 0xFFFFFF, 1 << 24)
-    return f32_round(x * Fraction(float(hi - lo)) + Fraction(float(lo)))
 
 
 def check_uniform_emulation():
