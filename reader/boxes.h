@@ -1,6 +1,9 @@
 /* boxes.h - the read-time geometry applied to a detection sample's boxes: the crop or zero pad
- * to the output size, or the RandomResizedCrop box resized to it, then the horizontal flip, the
- * clip to the output and the drop of boxes left without area (shardread.h, "Targets").
+ * to the output size, or the RandomResizedCrop box resized to it (or a scale op), then the
+ * horizontal flip, then the warps (RandomRotation, RandomAffine, the automatic augmentations'
+ * shears, translations and rotations: each box's corners through the warp's forward map, the
+ * enclosing box), the clips to the output and the drop of boxes left without area (shardread.h,
+ * "Targets").
  *
  * Internal to libshardread (not installed, not exported); a pure function of its arguments, so
  * any worker may move any sample's boxes and give the same floats. (Named boxes.h, not target.h:
@@ -24,9 +27,10 @@ typedef struct {
 } shr_box_geom;
 
 /* Move the boxes of t by the sample's parameters p (as the reader draws them: the stored
- * rectangle x, y, w, h and the flip). The kept boxes go, in their stored order, to boxes (4
- * floats each), labels, area and iscrowd, which have room for t->count entries; returns how many
- * were kept, and *dropped the others. The arithmetic: shardread.h, "Targets". */
+ * rectangle x, y, w, h, the scale fields, the flip, and the warps' rotate, affine and aa_*).
+ * The kept boxes go, in their stored order, to boxes (4 floats each), labels, area and iscrowd,
+ * which have room for t->count entries; returns how many were kept, and *dropped the others.
+ * The arithmetic: shardread.h, "Targets". */
 SHR_INTERNAL uint32_t shr_box_map(const shr_box_geom *g, const fmt_target *t, const shr_params *p,
                                   float *boxes, int64_t *labels, float *area, uint8_t *iscrowd,
                                   uint32_t *dropped);

@@ -323,18 +323,14 @@ static int set_geometry(shr_reader *r, const char *dir)
     return set_output(r, dir);
 }
 
-/* A detection dataset: how its boxes are moved, and the geometric ops they cannot follow. */
-static int set_targets(shr_reader *r, const char *dir)
+/* A detection dataset: how its boxes are moved (every geometric op included: the boxes follow
+ * the rotation, affine and auto_augment warps through their params, boxes.h). */
+static int set_targets(shr_reader *r)
 {
     const shr_options *o = &r->o;
     r->targets = fmt_dataset_manifest(r->ds)->targets;
     if (!r->targets)
         return 0;
-    const char *op = o->rotation ? "rotation" : o->affine ? "affine"
-                     : o->auto_augment != SHR_AUTO_AUGMENT_NONE ? "auto_augment" : NULL;
-    if (op)
-        return fail_msg(shr_open_err, SHR_EINVAL, "%s: %s is not supported on a detection dataset "
-                        "yet: the boxes would not follow the pixels", dir, op);
     r->boxes.width = r->width;
     r->boxes.height = r->height;
     r->boxes.rrc = o->rrc != 0;
@@ -741,7 +737,7 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
     rc = set_geometry(r, dir);
     if (rc)
         goto leave;
-    rc = set_targets(r, dir);
+    rc = set_targets(r);
     if (rc)
         goto leave;
     rc = set_mix(r, dir);

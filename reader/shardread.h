@@ -784,10 +784,35 @@ SHR_API void shr_get_info(const shr_reader *r, shr_info *info);
  * stored one times the resize's scales, area * (W / p.w) * (H / p.h) with RandomResizedCrop and
  * unchanged by a crop or pad (as the build scales it: the annotation's area, never reduced by
  * the clip), rounded to float32. Labels, iscrowd, image ids and sizes are copied. The colour
- * ops, RandomGrayscale and RandomErasing leave the boxes alone. RandomRotation, RandomAffine and
- * auto_augment (whose ops include shears, translations and rotations) do not move boxes yet:
- * shr_open refuses them on a detection dataset (SHR_EINVAL). The boxes depend on (seed, epoch,
- * index) as the pixels do: the same at every thread count and after a resume. */
+ * ops, RandomGrayscale and RandomErasing leave the boxes alone.
+ * The warps (RandomRotation, RandomAffine, and auto_augment's ShearX, ShearY, TranslateX,
+ * TranslateY and Rotate) move the boxes after the flip, in the order the pixels get them:
+ * rotation, affine, then the ops of aa_op in order. Each is a forward affine map of the w x h
+ * frame it warps (the output; with SHR_SCALE_MULTI the image, w x h = image_w x image_h), in
+ * the pixel-edge coordinates of the boxes (pixel (i, j) is the square [i, i + 1] x [j, j + 1],
+ * y down), with (cx, cy) = (w / 2, h / 2), angles in degrees:
+ *     rotation by a (rotate_angle; Rotate: a = magnitude), counter-clockwise:
+ *         x' = cx + (x - cx) cos a + (y - cy) sin a,  y' = cy - (x - cx) sin a + (y - cy) cos a
+ *         (cos a and sin a rounded to 15 decimals, as the pixels' matrix has them)
+ *     affine (affine_angle a, affine_tx, affine_ty, affine_scale s, affine_shear_x u,
+ *         affine_shear_y v; torchvision's forward matrix, a turning clockwise):
+ *         x' = cx + tx + s (A (x - cx) + B (y - cy)),  y' = cy + ty + s (C (x - cx) + D (y - cy))
+ *         A = cos(a - v) / cos v, B = -cos(a - v) tan u / cos v - sin a,
+ *         C = sin(a - v) / cos v, D = -sin(a - v) tan u / cos v + cos a
+ *     ShearX, ShearY (magnitude m, about the origin (0, 0)): x' = x - m y;  y' = y - m x
+ *     TranslateX, TranslateY (magnitude m): x' = x + trunc(m);  y' = y + trunc(m)
+ * These are the inverses of the matrices the pixels are sampled with (each output pixel's
+ * centre mapped back), so an output pixel copied from a stored pixel has its centre inside that
+ * pixel's mapped square: the box of one bright pixel encloses where it lands (NEAREST; BILINEAR
+ * spreads it up to one pixel more). Each warp replaces a box with the axis-aligned box
+ * enclosing its 4 mapped corners, clipped to [0, w] x [0, h] (the whole output for the other
+ * scale ops: the warp moves the image into the padding); a box left without area by a clip
+ * (x1 >= x2 or y1 >= y2 in double) is dropped there. For min_box_area_fraction the box before
+ * the clips is moved through the same warps, unclipped, and the kept box's area compared with
+ * its area. The area is multiplied by |det| of each warp's linear part (affine_scale^2 for the
+ * affine map, 1 for the others): the annotation's area scales so under an affine map, whatever
+ * the enclosing box does (torchvision.transforms.v2 leaves it as it was). The boxes depend on
+ * (seed, epoch, index) as the pixels do: the same at every thread count and after a resume. */
 typedef struct {
     uint32_t count;             /* boxes */
     /* batch: boxes the read-time geometry dropped; shr_dataset_target: boxes the build's

@@ -1,9 +1,10 @@
 /* test_detect_read.c - detection targets through libshardread: every delivered box, for every
  * read-time geometric op (center crop, zero pad, random crop, RandomResizedCrop + resize, the
- * flip, and their combinations with colour ops and output conversions), against an independent
- * computation from the stored boxes (read through the formats layer) and the parameters the
- * reader reports, to 1e-4 pixel; drop counts, min_box_area_fraction, threads 1 vs 4, resumption,
- * the single-sample API, refused ops, and classification datasets left as they were.
+ * flip, the rotation, affine and auto_augment warps, and their combinations with colour ops and
+ * output conversions), against an independent computation from the stored boxes (read through
+ * the formats layer) and the parameters the reader reports, to 1e-4 pixel; drop counts,
+ * min_box_area_fraction, threads 1 vs 4, resumption, the single-sample API, refused options,
+ * and classification datasets left as they were.
  *
  * Fixtures are datasets built at run time by the shardc binaries of the same build directory
  * (shardc-mksample --coco draws shapes and writes their boxes). */
@@ -104,25 +105,130 @@ static double clip(double v, double hi)
     return v < 0 ? 0 : v > hi ? hi : v;
 }
 
+/* A warp's forward map x' = m[0] x + m[1] y + m[2], y' = m[3] x + m[4] y + m[5], in the closed
+ * forms shardread.h documents (written apart from the reader's, which inverts Pillow's
+ * matrices). */
+typedef struct {
+    double m[6];
+} ref_warp;
+
+static const double ref_pi = 3.14159265358979323846;
+
+/* torchvision's forward affine map (its inverted=False matrix): x' = cx + tx + s (A (x - cx) +
+ * B (y - cy)), y' = cy + ty + s (C (x - cx) + D (y - cy)) */
+static ref_warp ref_affine(double cx, double cy, double angle, double tx, double ty, double s,
+                           double shx, double shy)
+{
+    double a = angle * ref_pi / 180, sx = shx * ref_pi / 180, sy = shy * ref_pi / 180;
+    double A = cos(a - sy) / cos(sy), B = -cos(a - sy) * tan(sx) / cos(sy) - sin(a);
+    double C = sin(a - sy) / cos(sy), D = -sin(a - sy) * tan(sx) / cos(sy) + cos(a);
+    ref_warp w = {{s * A, s * B, cx + tx - s * (A * cx + B * cy), s * C, s * D,
+                   cy + ty - s * (C * cx + D * cy)}};
+    return w;
+}
+
+/* Pillow's rotate, counter-clockwise about (W / 2, H / 2) */
+static ref_warp ref_rotate(double angle, double W, double H)
+{
+    double a = angle * ref_pi / 180, c = cos(a), s = sin(a), cx = W / 2, cy = H / 2;
+    ref_warp w = {{c, s, cx - c * cx - s * cy, -s, c, cy + s * cx - c * cy}};
+    return w;
+}
+
+/* The sample's warps in order: rotation, affine, the automatic augmentations' geometric ops. */
+static int ref_warps(const shr_params *p, double W, double H, ref_warp *w)
+{
+    int n = 0;
+    if (p->rotate)
+        w[n++] = ref_rotate(p->rotate_angle, W, H);
+    if (p->affine)
+        w[n++] = ref_affine(W / 2, H / 2, p->affine_angle, p->affine_tx, p->affine_ty,
+                            p->affine_scale, p->affine_shear_x, p->affine_shear_y);
+    for (uint32_t k = 0; k < p->aa_ops; k++) {
+        double m = p->aa_magnitude[k];
+        ref_warp v = {{1, 0, 0, 0, 1, 0}};
+        switch (p->aa_op[k]) {
+        case SHR_AA_SHEAR_X:
+            v.m[1] = -m;            /* x' = x - m y */
+            break;
+        case SHR_AA_SHEAR_Y:
+            v.m[3] = -m;            /* y' = y - m x */
+            break;
+        case SHR_AA_TRANSLATE_X:
+            v.m[2] = trunc(m);
+            break;
+        case SHR_AA_TRANSLATE_Y:
+            v.m[5] = trunc(m);
+            break;
+        case SHR_AA_ROTATE:
+            v = ref_rotate(m, W, H);
+            break;
+        default:
+            continue;
+        }
+        w[n++] = v;
+    }
+    return n;
+}
+
+/* the box enclosing b's corners through w */
+static void ref_enclose(const ref_warp *w, double b[4])
+{
+    double xs[4] = {b[0], b[2], b[2], b[0]}, ys[4] = {b[1], b[1], b[3], b[3]};
+    double x[4], y[4];
+    for (int k = 0; k < 4; k++) {
+        x[k] = w->m[0] * xs[k] + w->m[1] * ys[k] + w->m[2];
+        y[k] = w->m[3] * xs[k] + w->m[4] * ys[k] + w->m[5];
+    }
+    b[0] = fmin(fmin(x[0], x[1]), fmin(x[2], x[3]));
+    b[2] = fmax(fmax(x[0], x[1]), fmax(x[2], x[3]));
+    b[1] = fmin(fmin(y[0], y[1]), fmin(y[2], y[3]));
+    b[3] = fmax(fmax(y[0], y[1]), fmax(y[2], y[3]));
+}
+
 static void ref_move(const fmt_target *t, const shr_params *p, uint32_t W, uint32_t H, int rrc,
                      double min_fraction, ref_target *out)
 {
     ck_assert_uint_le(t->count, 4096);
     memset(out, 0, sizeof *out);
     double sx = rrc ? (double)W / p->w : 1, sy = rrc ? (double)H / p->h : 1;
+    ref_warp warp[2 + SHR_AA_MAX_OPS];
+    int nw = ref_warps(p, W, H, warp);
+    for (int k = 0; k < nw; k++)     /* the area scales as |det| */
+        sx *= fabs(warp[k].m[0] * warp[k].m[4] - warp[k].m[1] * warp[k].m[3]);
     for (uint32_t i = 0; i < t->count; i++) {
         const float *b = t->boxes + 4 * i;
         double x1 = ref_axis(b[0], p->x, p->w, W, rrc), x2 = ref_axis(b[2], p->x, p->w, W, rrc);
         double y1 = ref_axis(b[1], p->y, p->h, H, rrc), y2 = ref_axis(b[3], p->y, p->h, H, rrc);
-        double full = (x2 - x1) * (y2 - y1);
         double cx1 = clip(x1, W), cx2 = clip(x2, W), cy1 = clip(y1, H), cy2 = clip(y2, H);
         if (p->flip) {
             double a = W - cx2, z = W - cx1;
             cx1 = a;
             cx2 = z;
+            a = W - x2;
+            x2 = W - x1;
+            x1 = a;
         }
+        /* the warps: the clipped box (c) and the whole one (u), the clipped one clipped again
+         * after each, gone once it has no area */
+        double c[4] = {cx1, cy1, cx2, cy2}, u[4] = {x1, y1, x2, y2};
+        int alive = 1;
+        for (int k = 0; k < nw && alive; k++) {
+            alive = c[0] < c[2] && c[1] < c[3];
+            ref_enclose(&warp[k], c);
+            ref_enclose(&warp[k], u);
+            c[0] = clip(c[0], W);
+            c[2] = clip(c[2], W);
+            c[1] = clip(c[1], H);
+            c[3] = clip(c[3], H);
+        }
+        cx1 = c[0];
+        cy1 = c[1];
+        cx2 = c[2];
+        cy2 = c[3];
+        double full = (u[2] - u[0]) * (u[3] - u[1]);
         float f[4] = {(float)cx1, (float)cy1, (float)cx2, (float)cy2};
-        int keep = f[0] < f[2] && f[1] < f[3] &&
+        int keep = alive && f[0] < f[2] && f[1] < f[3] &&
                    (cx2 - cx1) * (cy2 - cy1) >= min_fraction * full;
         if (!keep) {
             out->dropped++;
@@ -440,6 +546,10 @@ START_TEST(test_threads_resume)
     o.rrc = 1;
     o.width = 40;
     o.height = 36;
+    o.rotation = 1;                 /* and the warps */
+    o.rotation_degrees[0] = -30;
+    o.rotation_degrees[1] = 30;
+    o.auto_augment = SHR_AUTO_AUGMENT_TRIVIAL_WIDE;
     o.threads = 1;
     bytes one = read_all(&o, 1);
     o.threads = 4;
@@ -503,34 +613,83 @@ START_TEST(test_dataset_target)
 }
 END_TEST
 
-/* Geometric ops the boxes cannot follow yet are refused on a detection dataset, allowed on a
- * classification one; bad min_box_area_fraction values are refused. */
+/* RandomRotation, RandomAffine and the automatic augmentations: the boxes follow the warps
+ * (every box against the reference, crop/pad and RandomResizedCrop, mirrored or not), and the
+ * same options still open a classification dataset. */
+START_TEST(test_warps)
+{
+    shr_options o;
+    for (int k = 0; k < 9; k++) {
+        base_options(&o);
+        o.width = o.height = 40;
+        o.flip = 1;
+        if (k == 0) {
+            o.rotation = 1;
+            o.rotation_degrees[0] = -40;
+            o.rotation_degrees[1] = 40;
+        } else if (k == 1) {
+            o.rotation = 1;
+            o.rotation_degrees[0] = o.rotation_degrees[1] = 90;   /* a quarter turn */
+            o.width = 48;
+            o.height = 32;
+        } else if (k == 2) {
+            o.affine = 1;
+            o.affine_degrees[0] = -30;
+            o.affine_degrees[1] = 30;
+        } else if (k == 3) {
+            o.affine = 1;
+            o.affine_translate[0] = 0.3;
+            o.affine_translate[1] = 0.2;
+        } else if (k == 4) {
+            o.affine = 1;
+            o.affine_scale[0] = 0.6;
+            o.affine_scale[1] = 1.4;
+            o.rrc = 1;
+        } else if (k == 5) {
+            o.affine = 1;
+            o.affine_shear[0] = -20;
+            o.affine_shear[1] = 20;
+            o.affine_shear[2] = -10;
+            o.affine_shear[3] = 10;
+        } else if (k == 6) {
+            o.auto_augment = SHR_AUTO_AUGMENT_TRIVIAL_WIDE;
+            o.rotation = 1;
+            o.rotation_degrees[0] = -15;
+            o.rotation_degrees[1] = 15;
+            o.affine = 1;
+            o.affine_degrees[0] = -10;
+            o.affine_degrees[1] = 10;
+            o.affine_translate[0] = o.affine_translate[1] = 0.1;
+            o.affine_scale[0] = 0.8;
+            o.affine_scale[1] = 1.2;
+            o.affine_shear[0] = -5;
+            o.affine_shear[1] = 5;
+            o.min_box_area_fraction = 0.3;
+        } else if (k == 7) {
+            o.auto_augment = SHR_AUTO_AUGMENT_RAND;
+            o.aa_num_ops = 3;
+            o.rrc = 1;
+        } else {
+            o.auto_augment = SHR_AUTO_AUGMENT_IMAGENET;
+            o.aug_interpolation = SHR_FILTER_BILINEAR;
+            o.dtype = SHR_DTYPE_F32;
+        }
+        run_stats st = run(g_var, &o, 3);
+        ck_assert_uint_eq(st.samples, 3 * N_IMAGES);
+        ck_assert_uint_gt(st.boxes, 0);
+        ck_assert_uint_gt(st.flipped, 0);
+        if (k <= 3 || k == 5)
+            ck_assert_uint_gt(st.dropped, 0);      /* the warps push boxes out */
+        shr_reader *r = open_ok(g_cls, &o);
+        shr_close(r);
+    }
+}
+END_TEST
+
+/* Bad min_box_area_fraction values are refused. */
 START_TEST(test_refused)
 {
     shr_options o;
-    for (int k = 0; k < 3; k++) {
-        base_options(&o);
-        o.width = o.height = 32;
-        const char *name = k == 0 ? "rotation" : k == 1 ? "affine" : "auto_augment";
-        if (k == 0) {
-            o.rotation = 1;
-            o.rotation_degrees[0] = -10;
-            o.rotation_degrees[1] = 10;
-        } else if (k == 1) {
-            o.affine = 1;
-            o.affine_degrees[0] = -5;
-            o.affine_degrees[1] = 5;
-        } else {
-            o.auto_augment = SHR_AUTO_AUGMENT_TRIVIAL_WIDE;
-        }
-        shr_reader *r = (shr_reader *)1;
-        ck_assert_int_eq(shr_open(&r, g_var, &o), SHR_EINVAL);
-        ck_assert_ptr_null(r);
-        ck_assert_msg(strstr(shr_last_error(NULL), name) &&
-                      strstr(shr_last_error(NULL), "detection"), "%s", shr_last_error(NULL));
-        r = open_ok(g_cls, &o);
-        shr_close(r);
-    }
     const double bad[] = {-0.1, 1.5, NAN};
     for (size_t i = 0; i < 3; i++) {
         base_options(&o);
@@ -616,6 +775,7 @@ static Suite *detect_suite(void)
     tcase_add_test(tc, test_combinations);
     tcase_add_test(tc, test_threads_resume);
     tcase_add_test(tc, test_dataset_target);
+    tcase_add_test(tc, test_warps);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_classification);
     tcase_add_test(tc, test_batch_view);

@@ -9,8 +9,13 @@ usage: detect_ref.py yolo COCO_JSON LABELS_DIR NAMES_FILE
 usage: detect_ref.py same A.jsonl B.jsonl
   The two target dumps agree (boxes to 1e-4, everything else exactly).
 As a module: the read-time scale ops' arithmetic (multiscale_size, letterbox_params,
-scale_boxes), which tests/python/test_detect_scale.py holds the reader to.
+scale_boxes), which tests/python/test_detect_scale.py holds the reader to, and the whole
+read-time box arithmetic from a sample's Loader(return_params="ops") list (move_boxes: crop,
+pad, resize, RandomResizedCrop, flip and the warps of rotation, affine and auto_augment, with
+the forward maps rotate_map, affine_map and aa_map), which tests/python/test_detect_warp.py
+holds the reader to.
 """
+import math
 import json
 import os
 import sys
@@ -104,6 +109,135 @@ def scale_boxes(boxes, area, p, out_w, multi, min_fraction=0.0):
         whole = (u[:, 2] - u[:, 0]) * (u[:, 3] - u[:, 1])
         keep &= kept >= min_fraction * whole
     a = (np.asarray(area, np.float64) * sx * sy).astype(np.float32)
+    return f[keep], a[keep], keep
+
+
+# ---- the warps (reader/shardread.h "Targets"): forward affine maps in pixel-edge coordinates,
+# as 2x3 arrays [[a, b, c], [d, e, f]]: x' = a x + b y + c, y' = d x + e y + f ----
+
+def rotate_map(angle, w, h):
+    """F.rotate(img, angle) of a w x h image (Pillow's rotate: counter-clockwise about
+    (w / 2, h / 2), expand=False), forward, cos and sin rounded to 15 decimals as Pillow's."""
+    a = math.radians(angle % 360.0)
+    c, s = round(math.cos(a), 15), round(math.sin(a), 15)
+    cx, cy = w / 2.0, h / 2.0
+    return np.array([[c, s, cx - c * cx - s * cy], [-s, c, cy + s * cx - c * cy]])
+
+
+def affine_map(angle, translate, scale, shear, center):
+    """F.affine's forward map: torchvision's T * C * RotateScaleShear * C^-1 (its
+    _get_inverse_affine_matrix with inverted=False), center (cx, cy) in pixel edges."""
+    rot, sx, sy = math.radians(angle), math.radians(shear[0]), math.radians(shear[1])
+    cx, cy = center
+    tx, ty = translate
+    a = math.cos(rot - sy) / math.cos(sy)
+    b = -math.cos(rot - sy) * math.tan(sx) / math.cos(sy) - math.sin(rot)
+    c = math.sin(rot - sy) / math.cos(sy)
+    d = -math.sin(rot - sy) * math.tan(sx) / math.cos(sy) + math.cos(rot)
+    m = np.array([[a, b], [c, d]]) * scale
+    t = np.array([cx + tx, cy + ty]) - m @ np.array([cx, cy])
+    return np.hstack([m, t[:, None]])
+
+
+def aa_map(op_name, magnitude, w, h):
+    """torchvision's _apply_op for a geometric op name, forward; None for the others (colour
+    ops: the boxes stay)."""
+    if op_name in ("ShearX", "ShearY"):
+        s = math.degrees(math.atan(magnitude))
+        return affine_map(0.0, (0, 0), 1.0, (s, 0.0) if op_name == "ShearX" else (0.0, s),
+                          (0.0, 0.0))
+    if op_name in ("TranslateX", "TranslateY"):
+        t = int(magnitude)
+        return affine_map(0.0, (t, 0) if op_name == "TranslateX" else (0, t), 1.0, (0.0, 0.0),
+                          (w / 2.0, h / 2.0))
+    if op_name == "Rotate":
+        return rotate_map(magnitude, w, h)
+    return None
+
+
+def enclose(m, b):
+    """The axis-aligned boxes around the 4 corners of boxes b (n, 4) mapped by m."""
+    xs = b[:, [0, 2, 2, 0]]
+    ys = b[:, [1, 1, 3, 3]]
+    x = m[0, 0] * xs + m[0, 1] * ys + m[0, 2]
+    y = m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
+    return np.stack([x.min(1), y.min(1), x.max(1), y.max(1)], 1)
+
+
+def move_boxes(boxes, area, src_size, ops, min_fraction=0.0):
+    """Stored boxes (n, 4) of a src_size = (w, h) sample through its read-time ops (one
+    sample's Loader(return_params="ops") list) as reader/shardread.h "Targets" documents:
+    crop / pad / resize / resized_crop place the box (its image rectangle tracked, the box
+    clipped to it before the flip or the first warp), hflip mirrors about the canvas, each warp
+    (rotate, affine, a geometric auto_augment_op) maps the 4 corners forward, takes the box
+    around them and clips it to the canvas (a box left without area there is gone); the area
+    scales with the resizes and |det| of the warps. Returns (boxes float32, area float32,
+    keep) with keep the stored boxes kept."""
+    u = np.asarray(boxes, np.float64).reshape(-1, 4).copy()
+    fac = 1.0
+    W, H = src_size
+    img = [0.0, 0.0, float(W), float(H)]       # the image's rectangle in the canvas
+    c = None
+    alive = np.ones(len(u), bool)
+
+    def clip(b, r):
+        return np.stack([b[:, 0].clip(r[0], r[2]), b[:, 1].clip(r[1], r[3]),
+                         b[:, 2].clip(r[0], r[2]), b[:, 3].clip(r[1], r[3])], 1)
+
+    for name, kw in ops:
+        if name in ("resized_crop", "resize", "crop", "pad"):
+            assert c is None, "placement after a flip or warp"
+            if name == "resized_crop":
+                h, w = kw["size"]
+                sx, sy = w / kw["width"], h / kw["height"]
+                u = (u - [kw["left"], kw["top"]] * 2) * [sx, sy, sx, sy]
+                img, fac, W, H = [0.0, 0.0, w, h], fac * sx * sy, w, h
+            elif name == "resize":
+                h, w = kw["size"]
+                sx, sy = w / W, h / H
+                u = u * [sx, sy, sx, sy]
+                img, fac, W, H = [0.0, 0.0, w, h], fac * sx * sy, w, h
+            elif name == "crop":
+                x, y, W, H = kw["left"], kw["top"], kw["width"], kw["height"]
+                u = u - [x, y, x, y]
+                img = [max(img[0] - x, 0), max(img[1] - y, 0), min(img[2] - x, W),
+                       min(img[3] - y, H)]
+            else:
+                l, t, r, b = kw["padding"]
+                u = u + [l, t, l, t]
+                img = [img[0] + l, img[1] + t, img[2] + l, img[3] + t]
+                W, H = W + l + r, H + t + b
+            continue
+        if c is None:
+            c = clip(u, img)
+        if name == "hflip":
+            c = np.stack([W - c[:, 2], c[:, 1], W - c[:, 0], c[:, 3]], 1)
+            u = np.stack([W - u[:, 2], u[:, 1], W - u[:, 0], u[:, 3]], 1)
+            continue
+        if name == "rotate":
+            m = rotate_map(kw["angle"], W, H)
+        elif name == "affine":
+            m = affine_map(kw["angle"], kw["translate"], kw["scale"], kw["shear"],
+                           (W / 2.0, H / 2.0))
+        elif name == "auto_augment_op":
+            m = aa_map(kw["op_name"], kw["magnitude"], W, H)
+            if m is None:
+                continue
+        else:
+            continue                            # colour ops, grayscale, erase
+        alive &= (c[:, 0] < c[:, 2]) & (c[:, 1] < c[:, 3])
+        c = clip(enclose(m, c), [0.0, 0.0, W, H])
+        u = enclose(m, u)
+        fac *= abs(np.linalg.det(m[:, :2]))
+    if c is None:
+        c = clip(u, img)
+    f = c.astype(np.float32)
+    keep = alive & (f[:, 0] < f[:, 2]) & (f[:, 1] < f[:, 3])
+    if min_fraction > 0:
+        kept = (c[:, 2] - c[:, 0]) * (c[:, 3] - c[:, 1])
+        whole = (u[:, 2] - u[:, 0]) * (u[:, 3] - u[:, 1])
+        keep &= kept >= min_fraction * whole
+    a = (np.asarray(area, np.float64) * fac).astype(np.float32)
     return f[keep], a[keep], keep
 
 

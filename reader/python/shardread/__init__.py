@@ -572,8 +572,11 @@ class Loader(_shardread.Loader):
     by the sample's crop or pad, RandomResizedCrop and flip (clipped; boxes left empty, or
     keeping less than min_box_area_fraction of their area, dropped and counted in 'dropped'),
     labels (N,) int64 (the category ids as given), area, iscrowd, image_id, orig_size. The
-    colour augmentations apply as usual; rotation, affine and auto_augment are refused there.
-    A detection Dataset's items are (image, target).
+    colour augmentations leave the boxes alone; rotation, affine and auto_augment's shears,
+    translations and rotations move each box as torchvision.transforms.v2 does: its 4 corners
+    through the op's forward affine map, the axis-aligned box around them, clipped (after each
+    op) and dropped as above; area scales by the map's determinant (reader/shardread.h,
+    "Targets"). A detection Dataset's items are (image, target).
 
     Detection geometry at read time, in place of size= (one of the three; the boxes follow,
     clipped and dropped as above; the pixels equal torchvision's F.resize, F.crop and F.pad on
