@@ -102,7 +102,7 @@ fmt_filter shr_rs_filter(shr_filter f)
  * dst: torchvision's resized_crop, which crops first, so the filter sees no pixel outside the box
  * (a Pillow resize with a box would read past its edges). */
 static int resize_box(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt_sample *s,
-                      const shr_params *p, uint8_t *dst, char *msg)
+                      const shr_params *p, uint8_t *dst, fmt_msg *msg)
 {
     const shr_reader *r = w->r;
     uint32_t c = r->channels;
@@ -118,7 +118,7 @@ static int resize_box(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt
     fmt_msg m = {{0}};
     int rc = fmt_resample(w->rs, &in, NULL, shr_rs_filter(r->o.filter), &out, &m);
     if (rc)
-        return fail_msg(msg, rc, "%s: sample %" PRIu64 ": cannot resize %" PRIu32 "x%" PRIu32
+        return fmt_fail(msg, rc, "%s: sample %" PRIu64 ": cannot resize %" PRIu32 "x%" PRIu32
                         " to %" PRIu32 "x%" PRIu32 ": %s", fmt_dataset_sample_file(r->ds, idx),
                         idx, p->w, p->h, r->width, r->height, fmt_reason(&m, rc));
     return 0;
@@ -126,11 +126,11 @@ static int resize_box(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt
 
 /* verify_samples: the stored pixels px (s->length bytes) against their recorded hash. */
 static int verify_px(const shr_reader *r, uint64_t idx, const uint8_t *px, const fmt_sample *s,
-                     char *msg)
+                     fmt_msg *msg)
 {
     if (!r->o.verify_samples || fmt_hash64(px, (size_t)s->length) == s->hash)
         return 0;
-    return fail_msg(msg, FMT_EHASH, "%s: sample %" PRIu64 ": pixels do not match their hash "
+    return fmt_fail(msg, FMT_EHASH, "%s: sample %" PRIu64 ": pixels do not match their hash "
                     "(damaged)", fmt_dataset_sample_file(r->ds, idx), idx);
 }
 
@@ -138,7 +138,7 @@ static int verify_px(const shr_reader *r, uint64_t idx, const uint8_t *px, const
  * sample, the mirror (of the image alone in a multi-scale canvas), the uint8 augmentations on
  * the image, the output kernel, and a multi-scale canvas's padding zeroed after normalisation. */
 static int put_scaled(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt_sample *s,
-                      const shr_params *p, int pix, uint8_t *dst, char *msg)
+                      const shr_params *p, int pix, uint8_t *dst, fmt_msg *msg)
 {
     const shr_reader *r = w->r;
     uint32_t c = r->channels;
@@ -159,7 +159,7 @@ static int put_scaled(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt
     int rc = shr_scale_pixels(w->rs, shr_rs_filter(r->o.filter), &in, p, px, r->width, r->height,
                               stride, !multi, &m);
     if (rc)
-        return fail_msg(msg, rc, "%s: sample %" PRIu64 ": cannot resize %" PRIu32 "x%" PRIu32
+        return fmt_fail(msg, rc, "%s: sample %" PRIu64 ": cannot resize %" PRIu32 "x%" PRIu32
                         " to %" PRIu32 "x%" PRIu32 ": %s", fmt_dataset_sample_file(r->ds, idx),
                         idx, s->width, s->height, p->scale_w, p->scale_h, fmt_reason(&m, rc));
     if (direct) {
@@ -186,7 +186,7 @@ static int put_scaled(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt
  * pixels (the stored sample itself where it needs no crop, pad or resize) are converted into dst
  * by the output kernel, which also mirrors them. */
 static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_sample *s,
-                           const shr_params *p, char *msg)
+                           const shr_params *p, fmt_msg *msg)
 {
     const shr_reader *r = w->r;
     uint32_t c = r->channels;
@@ -194,11 +194,11 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
     if (!(r->o.access == SHR_ACCESS_MMAP && s->pixels)) {
         const char *file = fmt_dataset_sample_file(r->ds, idx);
         if (s->length > w->sample_cap)
-            return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " is larger than the "
+            return fmt_fail(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " is larger than the "
                             "largest sample", file, idx);
         int rc = fmt_dataset_read_buf(r->ds, idx, w->sample, NULL, w->bounce, SHR_BOUNCE_BYTES);
         if (rc)
-            return fail_msg(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
+            return fmt_fail(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
                             shr_strerror(rc));
         src = w->sample;
     }
@@ -245,18 +245,18 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
 
 /* fmt_dataset_get failed for sample idx: out of range, or in a shard a tolerant open left
  * closed (the file named once, with why it did not open). */
-static int get_failed(const shr_reader *r, uint64_t idx, int rc, char *msg)
+static int get_failed(const shr_reader *r, uint64_t idx, int rc, fmt_msg *msg)
 {
     const char *why = fmt_dataset_sample_error(r->ds, idx);
     if (!why)
-        return fail_msg(msg, rc, "sample %" PRIu64 " is out of range", idx);
-    return fail_msg(msg, rc, "%s: sample %" PRIu64 ": the shard did not open (%s)",
+        return fmt_fail(msg, rc, "sample %" PRIu64 " is out of range", idx);
+    return fmt_fail(msg, rc, "%s: sample %" PRIu64 ": the shard did not open (%s)",
                     fmt_dataset_sample_file(r->ds, idx), idx, why);
 }
 
 /* Sample idx into dst, before RandomErasing (see put_sample). */
 static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst, fmt_sample *s,
-                      shr_params *p, char *msg)
+                      shr_params *p, fmt_msg *msg)
 {
     const shr_reader *r = w->r;
     int rc = fmt_dataset_get(r->ds, idx, s);
@@ -264,7 +264,7 @@ static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
         return get_failed(r, idx, rc, msg);
     const char *file = fmt_dataset_sample_file(r->ds, idx);
     if (s->channels != r->channels)
-        return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " has %" PRIu32 " channels, the "
+        return fmt_fail(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " has %" PRIu32 " channels, the "
                         "dataset %" PRIu32, file, idx, s->channels, r->channels);
     shr_draw(&r->o, &r->rrc, &r->aug, r->width, r->height, epoch, idx, s->width, s->height, p);
     if (r->o.rrc || r->convert || r->aug.pixels || r->o.scale != SHR_SCALE_NONE)
@@ -288,7 +288,7 @@ static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
         if (!mmap) {
             /* sized at open for the dataset's largest sample; the index cannot change since */
             if (s->length > w->sample_cap)
-                return fail_msg(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " is larger than the "
+                return fmt_fail(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " is larger than the "
                                 "largest sample", file, idx);
             rc = fmt_dataset_read_buf(r->ds, idx, w->sample, NULL, w->bounce, SHR_BOUNCE_BYTES);
             src = w->sample;
@@ -299,7 +299,7 @@ static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
             crop_pad(r, dst, src, s, p);
     }
     if (rc)
-        return fail_msg(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
+        return fmt_fail(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
                         shr_strerror(rc));
     if (p->flip)
         shr_tf_mirror_rows(dst, r->width, r->height, r->channels, (size_t)r->width * r->channels);
@@ -321,7 +321,7 @@ static void erase_sample(const shr_reader *r, uint64_t epoch, uint64_t idx, cons
  * RandomErasing writes into the delivered values, as the mirror does: an output stage, after
  * whichever path put the pixels there (here, and after the O_DIRECT batch engine). */
 static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst, fmt_sample *s,
-                      shr_params *p, char *msg)
+                      shr_params *p, fmt_msg *msg)
 {
     int rc = put_pixels(w, epoch, idx, dst, s, p, msg);
     if (rc == 0 && p->erase)
@@ -346,13 +346,13 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
         fmt_sample s;
         int rc = fmt_dataset_get(r->ds, idx, &s);
         if (rc)
-            return get_failed(r, idx, rc, slot->msg);
+            return get_failed(r, idx, rc, &slot->msg);
         b->labels[i] = s.label;
         b->indices[i] = (int64_t)idx;
         b->sources[i] = (int64_t)s.source;
         if (s.channels != r->channels || s.width != r->width || s.height != r->height ||
             fmt_dataset_extent(r->ds, idx, &w->items[m].x) != 0) {
-            if ((rc = put_sample(w, epoch, idx, dst, &s, &slot->params[i], slot->msg)))
+            if ((rc = put_sample(w, epoch, idx, dst, &s, &slot->params[i], &slot->msg)))
                 return rc;
             continue;
         }
@@ -367,7 +367,7 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
     int rc = shr_direct_read(w->direct, w->items, m, &bad, &msg);
     if (rc) {
         uint64_t idx = w->idx[w->idx[n + bad]];
-        return fail_msg(slot->msg, rc, "%s: cannot read sample %" PRIu64 ": %s",
+        return fmt_fail(&slot->msg, rc, "%s: cannot read sample %" PRIu64 ": %s",
                         fmt_dataset_sample_file(r->ds, idx), idx, fmt_reason(&msg, rc));
     }
     for (uint32_t j = 0; j < m; j++) {
@@ -376,9 +376,9 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
             uint64_t idx = w->idx[i];
             fmt_sample s;
             if ((rc = fmt_dataset_get(r->ds, idx, &s)) != 0)
-                return fail_msg(slot->msg, rc, "sample %" PRIu64 " is out of range", idx);
+                return fmt_fail(&slot->msg, rc, "sample %" PRIu64 " is out of range", idx);
             if ((rc = verify_px(r, idx, b->data + (size_t)i * r->sample_bytes, &s,
-                                slot->msg)) != 0)
+                                &slot->msg)) != 0)
                 return rc;
         }
         if (slot->params[i].flip)
@@ -412,14 +412,14 @@ static int substitute(shr_worker *w, shr_slot *slot, uint64_t epoch, uint64_t ba
 {
     const shr_reader *r = w->r;
     uint64_t n = fmt_dataset_count(r->ds);
-    char msg[SHR_MSG_LEN];
+    fmt_msg msg;
     int rc = SHR_ECORRUPT;
     for (uint32_t a = 0; a < 16; a++) {
         uint64_t c = shr_mix(r->o.seed, epoch, bad, SHR_SALT_SUBSTITUTE + a) % n;
         if (c == bad)
             continue;
         rc = put_sample(w, epoch, c, slot->b.data + (size_t)i * r->sample_bytes, s,
-                        &slot->params[i], msg);
+                        &slot->params[i], &msg);
         if (rc == 0) {
             slot->b.indices[i] = (int64_t)c;
             return 0;
@@ -470,12 +470,12 @@ static int fill_targets(const shr_reader *r, shr_slot *slot)
         uint64_t idx = (uint64_t)b->indices[i];
         int rc = fmt_dataset_target(r->ds, idx, &slot->t_stored[i], &m);
         if (rc)
-            return fail_msg(slot->msg, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
+            return fmt_fail(&slot->msg, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
                             fmt_dataset_sample_file(r->ds, idx), idx, fmt_reason(&m, rc));
         total += slot->t_stored[i].count;
     }
     if (shr_grow_targets(slot, total))
-        return fail_msg(slot->msg, ENOMEM, "cannot hold the %zu boxes of batch %" PRIu64,
+        return fmt_fail(&slot->msg, ENOMEM, "cannot hold the %zu boxes of batch %" PRIu64,
                         total, b->number);
     int64_t off = 0;
     for (uint32_t i = 0; i < b->n; i++) {
@@ -507,7 +507,7 @@ static int mix_batch(shr_worker *w, shr_slot *slot)
     uint32_t bad = 0;
     if (shr_mix_apply(&r->mix, &b->mix, b->data, b->n, b->labels, slot->soft, w->mix_keep,
                       &bad) != 0)
-        return fail_msg(slot->msg, SHR_EINVAL, "%s: sample %" PRId64 ": label %" PRId64
+        return fmt_fail(&slot->msg, SHR_EINVAL, "%s: sample %" PRId64 ": label %" PRId64
                         " is not in [0, num_classes %" PRIu32 ") for mixup/cutmix",
                         fmt_dataset_sample_file(r->ds, (uint64_t)b->indices[bad]),
                         b->indices[bad], b->labels[bad], r->mix.classes);
@@ -549,7 +549,7 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
     for (uint32_t i = 0; i < n; i++) {
         fmt_sample s;
         int rc = put_sample(w, epoch, w->idx[i], b->data + (size_t)out * r->sample_bytes, &s,
-                            &slot->params[out], slot->msg);
+                            &slot->params[out], &slot->msg);
         b->indices[out] = (int64_t)w->idx[i];
         if (rc) {
             if (r->o.on_error == SHR_ON_ERROR_FAIL)
@@ -561,11 +561,10 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
                 b->nbad++;
                 continue;
             }
-            char keep[SHR_MSG_LEN];
-            memcpy(keep, slot->msg, sizeof keep);
+            fmt_msg keep = slot->msg;
             if (substitute(w, slot, epoch, w->idx[i], out, &s) != 0)
-                return fail_msg(slot->msg, rc, "%s (and no substitute could be read)", keep);
-            memcpy(slot->msg, keep, sizeof keep);
+                return fmt_fail(&slot->msg, rc, "%s (and no substitute could be read)", keep.text);
+            slot->msg = keep;
             slot->bad_pos[b->nbad++] = (int32_t)out;
         }
         b->labels[out] = s.label;

@@ -4,6 +4,7 @@
  * What the loader found is kept as text (shr_cuda_status): a machine where pinned memory was
  * expected and ordinary memory was used must be able to say why (no runtime, no driver, a driver
  * too old, no device, a failed cudaHostAlloc), not only that. */
+#include "fmt.h"
 #include "pinned.h"
 
 #include <dlfcn.h>
@@ -49,7 +50,7 @@ static const char *err_string(cuda_error_string_fn f, int e)
 /* A runtime the process has already: dlopen with RTLD_NOLOAD matches a loaded object's soname.
  * Else the versioned names first: the unversioned one is a development link, absent from
  * runtime-only installs and possibly of another version than the one a framework loaded. */
-static void *open_runtime(const char **name, char *why, size_t why_len)
+static void *open_runtime(const char **name, fmt_msg *why)
 {
     static const char *const loaded[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11"};
     static const char *const names[] = {
@@ -62,7 +63,7 @@ static void *open_runtime(const char **name, char *why, size_t why_len)
             return lib;
         }
     }
-    why[0] = '\0';
+    why->text[0] = '\0';
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (lib) {
@@ -71,8 +72,8 @@ static void *open_runtime(const char **name, char *why, size_t why_len)
         }
         /* the first name's failure: it says the most about what a user should install */
         const char *e = dlerror();
-        if (!why[0])
-            snprintf(why, why_len, "%s", e ? e : names[i]);
+        if (!why->text[0])
+            fmt_fail(why, 0, "%s", e ? e : names[i]);
     }
     return NULL;
 }
@@ -80,10 +81,10 @@ static void *open_runtime(const char **name, char *why, size_t why_len)
 static void cuda_load(void)
 {
     const char *name = NULL;
-    char why[512];
-    void *lib = open_runtime(&name, why, sizeof why);
+    fmt_msg why;
+    void *lib = open_runtime(&name, &why);
     if (!lib) {
-        snprintf(g_status, sizeof g_status, "cannot load the CUDA runtime: %s", why);
+        snprintf(g_status, sizeof g_status, "cannot load the CUDA runtime: %s", why.text);
         return;
     }
     cuda_device_count_fn count = (cuda_device_count_fn)dlsym(lib, "cudaGetDeviceCount");

@@ -22,22 +22,22 @@ int shr_dataset_open(shr_dataset **out, const char *dir, shr_access access)
 int shr_dataset_open_flags(shr_dataset **out, const char *dir, shr_access access,
                            unsigned flags)
 {
-    shr_open_err[0] = '\0';
+    shr_open_err.text[0] = '\0';
     if (!out || !dir)
-        return fail_msg(shr_open_err, SHR_EINVAL, "no dataset or directory given");
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset or directory given");
     *out = NULL;
     if ((unsigned)access > SHR_ACCESS_DIRECT)
-        return fail_msg(shr_open_err, SHR_EINVAL, "unknown access mode %d", (int)access);
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "unknown access mode %d", (int)access);
     if (flags & ~SHR_DATASET_VERIFY)
-        return fail_msg(shr_open_err, SHR_EINVAL, "unknown dataset flags 0x%x", flags);
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "unknown dataset flags 0x%x", flags);
     shr_dataset *d = calloc(1, sizeof *d);
     if (!d)
-        return fail_msg(shr_open_err, ENOMEM, "out of memory");
+        return fmt_fail(&shr_open_err, ENOMEM, "out of memory");
     fmt_msg msg = {{0}};
     int rc = fmt_dataset_open_ex(&d->ds, dir, (fmt_access)access, &msg);
     if (rc) {
         free(d);
-        return fail_msg(shr_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
+        return fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
     }
     d->verify = (flags & SHR_DATASET_VERIFY) != 0;
     *out = d;
@@ -108,13 +108,13 @@ int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s)
 
 int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta)
 {
-    shr_open_err[0] = '\0';
+    shr_open_err.text[0] = '\0';
     fmt_sample f;
     if (fmt_dataset_get(d->ds, idx, &f) != 0)
-        return fail_msg(shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
                         " samples)", idx, fmt_dataset_count(d->ds));
     if (f.length > len)
-        return fail_msg(shr_open_err, SHR_EINVAL, "sample %" PRIu64 " has %" PRIu64 " bytes, the "
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " has %" PRIu64 " bytes, the "
                         "buffer %zu", idx, f.length, len);
     int rc;
     if (f.pixels && fmt_dataset_access(d->ds) == FMT_ACCESS_MMAP) {
@@ -124,10 +124,10 @@ int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, 
         rc = fmt_dataset_read(d->ds, idx, dst, NULL);
     }
     if (rc)
-        return fail_msg(shr_open_err, rc, "%s: cannot read sample %" PRIu64 ": %s",
+        return fmt_fail(&shr_open_err, rc, "%s: cannot read sample %" PRIu64 ": %s",
                         fmt_dataset_sample_file(d->ds, idx), idx, shr_strerror(rc));
     if (d->verify && fmt_hash64(dst, (size_t)f.length) != f.hash)
-        return fail_msg(shr_open_err, FMT_EHASH, "%s: sample %" PRIu64 ": pixels do not match "
+        return fmt_fail(&shr_open_err, FMT_EHASH, "%s: sample %" PRIu64 ": pixels do not match "
                         "their hash (damaged or changed since the build)",
                         fmt_dataset_sample_file(d->ds, idx), idx);
     if (meta)
@@ -137,20 +137,20 @@ int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, 
 
 int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t)
 {
-    shr_open_err[0] = '\0';
+    shr_open_err.text[0] = '\0';
     if (!d || !t)
-        return fail_msg(shr_open_err, SHR_EINVAL, "no dataset or target given");
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset or target given");
     if (!fmt_dataset_manifest(d->ds)->targets)
-        return fail_msg(shr_open_err, SHR_EINVAL, "the dataset has no targets (not a detection "
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "the dataset has no targets (not a detection "
                         "dataset)");
     if (idx >= fmt_dataset_count(d->ds))
-        return fail_msg(shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
                         " samples)", idx, fmt_dataset_count(d->ds));
     fmt_target f;
     fmt_msg m = {{0}};
     int rc = fmt_dataset_target(d->ds, idx, &f, &m);
     if (rc)
-        return fail_msg(shr_open_err, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
+        return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
                         fmt_dataset_sample_file(d->ds, idx), idx, fmt_reason(&m, rc));
     memset(t, 0, sizeof *t);
     t->count = f.count;

@@ -23,7 +23,6 @@
 #include "transform.h"
 
 #define SHR_BOUNCE_BYTES (1u << 20)     /* per worker: O_DIRECT bounce buffer, compressed bytes */
-#define SHR_MSG_LEN 512
 
 typedef struct {
     shr_batch b;                /* first member: shr_release maps a batch back to its slot */
@@ -35,7 +34,7 @@ typedef struct {
     int64_t *bad_idx;           /* batch_size: b.bad_indices */
     int32_t *bad_err, *bad_pos; /* batch_size each: b.bad_errors, b.bad_positions */
     int rc;                     /* filled: result of the fill */
-    char msg[SHR_MSG_LEN];      /* filled with rc != 0: what failed */
+    fmt_msg msg;                /* filled with rc != 0: what failed */
     /* detection datasets: the per-sample arrays (batch_size each; offsets batch_size + 1) and
      * the per-box ones, which the filling worker grows to the batch's boxes (tcap of them) */
     int64_t *t_off, *t_image;
@@ -96,27 +95,15 @@ struct shr_reader {
     uint64_t epoch, cursor;
     int failed;
     shr_recovery recovery;
-    char err[SHR_MSG_LEN];
+    fmt_msg err;                /* shr_last_error(r) */
 };
 
-/* What went wrong in this thread's last shr_open or shr_dataset_* call: shr_last_error(NULL). */
-extern _Thread_local char shr_open_err[SHR_MSG_LEN];
-
-/* Format a message into buf (SHR_MSG_LEN bytes) and return rc: `return fail_msg(...)`. */
-static inline int fail_msg(char *buf, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static inline int fail_msg(char *buf, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, SHR_MSG_LEN, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+/* What went wrong in this thread's last shr_open or shr_dataset_* call: shr_last_error(NULL).
+ * Messages travel in fmt_msg, the formats layer's channel, written with fmt_fail. */
+extern _Thread_local fmt_msg shr_open_err;
 
 /* o (NULL: the defaults) as this library's full shr_options: the caller's o->size bytes over
  * the defaults. SHR_EINVAL, with the reason in why, for a size of 0 or one larger than ours. */
-SHR_INTERNAL int shr_options_full(const shr_options *o, shr_options *full, char *why);
+SHR_INTERNAL int shr_options_full(const shr_options *o, shr_options *full, fmt_msg *why);
 
 #endif

@@ -81,7 +81,7 @@ _Static_assert((int)SHR_EFORMAT == (int)FMT_EFORMAT && (int)SHR_ECORRUPT == (int
 #define SHR_DIRECT_STAGING (4u << 20)   /* DIRECT: staging for requests not read in place */
 #define SHR_PAGE 4096u
 
-_Thread_local char shr_open_err[SHR_MSG_LEN];
+_Thread_local fmt_msg shr_open_err;
 
 /* The defaults of every field of this library's shr_options. */
 static void options_defaults(shr_options *o)
@@ -139,16 +139,16 @@ void shr_options_init_size(shr_options *o, size_t size)
     o->size = (uint32_t)(size > UINT32_MAX ? UINT32_MAX : size);
 }
 
-int shr_options_full(const shr_options *o, shr_options *full, char *why)
+int shr_options_full(const shr_options *o, shr_options *full, fmt_msg *why)
 {
     options_defaults(full);
     if (!o)
         return 0;
     if (o->size < 2 * sizeof(uint32_t))
-        return fail_msg(why, SHR_EINVAL, "shr_options.size is %u: initialise the options with "
+        return fmt_fail(why, SHR_EINVAL, "shr_options.size is %u: initialise the options with "
                         "shr_options_init", o->size);
     if (o->size > sizeof *full)
-        return fail_msg(why, SHR_EINVAL, "shr_options.size is %u, larger than this library's "
+        return fmt_fail(why, SHR_EINVAL, "shr_options.size is %u, larger than this library's "
                         "%zu: the caller was built against a newer shardread.h (library %d.%d)",
                         o->size, sizeof *full, SHR_VERSION_MAJOR, SHR_VERSION_MINOR);
     memcpy(full, o, o->size);
@@ -174,62 +174,62 @@ const char *shr_strerror(int rc)
 
 const char *shr_last_error(const shr_reader *r)
 {
-    return r ? r->err : shr_open_err;
+    return r ? r->err.text : shr_open_err.text;
 }
 
 /* ---- open / close ---- */
 
-static int check_options(const shr_options *o, char *m)
+static int check_options(const shr_options *o, fmt_msg *m)
 {
     if (o->batch_size == 0)
-        return fail_msg(m, SHR_EINVAL, "batch_size must be at least 1");
+        return fmt_fail(m, SHR_EINVAL, "batch_size must be at least 1");
     if ((unsigned)o->order > SHR_ORDER_QUASI)
-        return fail_msg(m, SHR_EINVAL, "unknown order %d", (int)o->order);
+        return fmt_fail(m, SHR_EINVAL, "unknown order %d", (int)o->order);
     if (o->order == SHR_ORDER_QUASI && o->quasi_window == 0)
-        return fail_msg(m, SHR_EINVAL, "quasi_window must be at least 1");
+        return fmt_fail(m, SHR_EINVAL, "quasi_window must be at least 1");
     if (o->world == 0 || o->rank >= o->world)
-        return fail_msg(m, SHR_EINVAL, "rank %" PRIu32 " is not in [0, world %" PRIu32 ")",
+        return fmt_fail(m, SHR_EINVAL, "rank %" PRIu32 " is not in [0, world %" PRIu32 ")",
                         o->rank, o->world);
     if ((unsigned)o->uneven > SHR_UNEVEN_DROP)
-        return fail_msg(m, SHR_EINVAL, "unknown uneven mode %d", (int)o->uneven);
+        return fmt_fail(m, SHR_EINVAL, "unknown uneven mode %d", (int)o->uneven);
     if ((unsigned)o->on_error > SHR_ON_ERROR_SUBSTITUTE)
-        return fail_msg(m, SHR_EINVAL, "unknown on_error mode %d", (int)o->on_error);
+        return fmt_fail(m, SHR_EINVAL, "unknown on_error mode %d", (int)o->on_error);
     if (o->consumed && o->cursor)
-        return fail_msg(m, SHR_EINVAL, "give either consumed (any world size) or cursor (the "
+        return fmt_fail(m, SHR_EINVAL, "give either consumed (any world size) or cursor (the "
                         "same world size), not both");
     if ((o->width == 0) != (o->height == 0))
-        return fail_msg(m, SHR_EINVAL, "width and height must both be given, or neither");
+        return fmt_fail(m, SHR_EINVAL, "width and height must both be given, or neither");
     if (o->threads == 0 || o->threads > SHR_MAX_THREADS)
-        return fail_msg(m, SHR_EINVAL, "threads must be in 1..%u", SHR_MAX_THREADS);
+        return fmt_fail(m, SHR_EINVAL, "threads must be in 1..%u", SHR_MAX_THREADS);
     if (o->prefetch == 1 || o->prefetch > SHR_MAX_PREFETCH)
-        return fail_msg(m, SHR_EINVAL, "prefetch must be 0 (automatic) or in 2..%u",
+        return fmt_fail(m, SHR_EINVAL, "prefetch must be 0 (automatic) or in 2..%u",
                         SHR_MAX_PREFETCH);
     if ((unsigned)o->access > SHR_ACCESS_DIRECT)
-        return fail_msg(m, SHR_EINVAL, "unknown access mode %d", (int)o->access);
+        return fmt_fail(m, SHR_EINVAL, "unknown access mode %d", (int)o->access);
     if ((unsigned)o->pin > SHR_PIN_OFF)
-        return fail_msg(m, SHR_EINVAL, "unknown pin mode %d", (int)o->pin);
+        return fmt_fail(m, SHR_EINVAL, "unknown pin mode %d", (int)o->pin);
     if (!(o->min_box_area_fraction >= 0 && o->min_box_area_fraction <= 1))
-        return fail_msg(m, SHR_EINVAL, "min_box_area_fraction must be in 0..1, not %g",
+        return fmt_fail(m, SHR_EINVAL, "min_box_area_fraction must be in 0..1, not %g",
                         o->min_box_area_fraction);
     if (!(o->flip_p >= 0 && o->flip_p <= 1))
-        return fail_msg(m, SHR_EINVAL, "flip_p must be a probability in 0..1, not %g", o->flip_p);
+        return fmt_fail(m, SHR_EINVAL, "flip_p must be a probability in 0..1, not %g", o->flip_p);
     if (o->rrc) {
         if (!o->width)
-            return fail_msg(m, SHR_EINVAL, "rrc needs an output width and height");
+            return fmt_fail(m, SHR_EINVAL, "rrc needs an output width and height");
         if (o->random_crop)
-            return fail_msg(m, SHR_EINVAL, "rrc and random_crop exclude each other: the "
+            return fmt_fail(m, SHR_EINVAL, "rrc and random_crop exclude each other: the "
                             "RandomResizedCrop draws its own box");
         if (!(o->rrc_scale[0] > 0 && o->rrc_scale[0] <= o->rrc_scale[1] && o->rrc_scale[1] <= 1))
-            return fail_msg(m, SHR_EINVAL, "rrc_scale must satisfy 0 < min <= max <= 1, not "
+            return fmt_fail(m, SHR_EINVAL, "rrc_scale must satisfy 0 < min <= max <= 1, not "
                             "[%g, %g]", o->rrc_scale[0], o->rrc_scale[1]);
         if (!(o->rrc_ratio[0] > 0 && o->rrc_ratio[0] <= o->rrc_ratio[1] && o->rrc_ratio[1] < 1e6))
-            return fail_msg(m, SHR_EINVAL, "rrc_ratio must satisfy 0 < min <= max, not [%g, %g]",
+            return fmt_fail(m, SHR_EINVAL, "rrc_ratio must satisfy 0 < min <= max, not [%g, %g]",
                             o->rrc_ratio[0], o->rrc_ratio[1]);
         if ((unsigned)o->filter > SHR_FILTER_LANCZOS)
-            return fail_msg(m, SHR_EINVAL, "unknown filter %d", (int)o->filter);
+            return fmt_fail(m, SHR_EINVAL, "unknown filter %d", (int)o->filter);
     }
     if ((unsigned)o->dtype > SHR_DTYPE_F16)
-        return fail_msg(m, SHR_EINVAL, "unknown dtype %d", (int)o->dtype);
+        return fmt_fail(m, SHR_EINVAL, "unknown dtype %d", (int)o->dtype);
     const char *why = shr_aug_check(o);
     if (!why)
         why = shr_mix_check(o);
@@ -238,18 +238,18 @@ static int check_options(const shr_options *o, char *m)
     if (!why)
         why = shr_scale_check(o);
     if (why)
-        return fail_msg(m, SHR_EINVAL, "%s", why);
+        return fmt_fail(m, SHR_EINVAL, "%s", why);
     if ((unsigned)o->layout > SHR_LAYOUT_NCHW)
-        return fail_msg(m, SHR_EINVAL, "unknown layout %d", (int)o->layout);
+        return fmt_fail(m, SHR_EINVAL, "unknown layout %d", (int)o->layout);
     if ((unsigned)o->normalize > SHR_NORM_DATASET)
-        return fail_msg(m, SHR_EINVAL, "unknown normalisation %d", (int)o->normalize);
+        return fmt_fail(m, SHR_EINVAL, "unknown normalisation %d", (int)o->normalize);
     if (o->normalize != SHR_NORM_NONE && o->dtype == SHR_DTYPE_U8)
-        return fail_msg(m, SHR_EINVAL, "normalisation needs a float dtype (float32 or float16): "
+        return fmt_fail(m, SHR_EINVAL, "normalisation needs a float dtype (float32 or float16): "
                         "uint8 cannot hold the normalised values");
     if (o->normalize == SHR_NORM_GIVEN)
         for (int c = 0; c < 4; c++)
             if (!isfinite(o->mean[c]) || !(o->std[c] > 0) || !isfinite(o->std[c]))
-                return fail_msg(m, SHR_EINVAL, "channel %d: mean must be finite and std positive "
+                return fmt_fail(m, SHR_EINVAL, "channel %d: mean must be finite and std positive "
                                 "and finite (mean %g, std %g)", c, o->mean[c], o->std[c]);
     return 0;
 }
@@ -262,7 +262,7 @@ static int set_output(shr_reader *r, const char *dir)
     shr_tf_out_init(&r->out, o->dtype, o->layout, r->width, r->height, r->channels);
     r->convert = o->dtype != SHR_DTYPE_U8 || (o->layout == SHR_LAYOUT_NCHW && r->channels > 1);
     if (o->normalize != SHR_NORM_NONE && r->channels > 4)
-        return fail_msg(shr_open_err, SHR_EINVAL, "%s: cannot normalise %" PRIu32 " channels (at "
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: cannot normalise %" PRIu32 " channels (at "
                         "most 4)", dir, r->channels);
     for (uint32_t c = 0; c < r->channels && o->normalize != SHR_NORM_NONE; c++) {
         if (o->normalize == SHR_NORM_GIVEN) {
@@ -270,7 +270,7 @@ static int set_output(shr_reader *r, const char *dir)
             r->out.std[c] = o->std[c];
         } else {
             if (c >= 3 || !(m->std[c] > 0) || !isfinite(m->std[c]) || !isfinite(m->mean[c]))
-                return fail_msg(shr_open_err, SHR_EINVAL, "%s: the manifest has no usable "
+                return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the manifest has no usable "
                                 "statistics for channel %" PRIu32 " (std %g): give mean and std",
                                 dir, c, c < 3 ? m->std[c] : 0.0);
             r->out.mean[c] = (float)m->mean[c];
@@ -297,26 +297,26 @@ static int set_geometry(shr_reader *r, const char *dir)
         r->width = m->sample_width;
         r->height = m->sample_height;
     } else {
-        return fail_msg(shr_open_err, SHR_ESHAPE, "%s: samples vary in size: give width and height "
+        return fmt_fail(&shr_open_err, SHR_ESHAPE, "%s: samples vary in size: give width and height "
                         "to crop or pad them to", dir);
     }
     uint64_t sample, batch;
     if (__builtin_mul_overflow((uint64_t)r->width, r->height, &sample) ||
         __builtin_mul_overflow(sample, (uint64_t)r->channels, &sample) ||
         __builtin_mul_overflow(sample, (uint64_t)r->o.batch_size, &batch) || batch > SIZE_MAX / 2)
-        return fail_msg(shr_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
                         " samples is too large", r->o.batch_size, r->width, r->height);
     r->staged_bytes = (size_t)sample;
     size_t elem = shr_tf_elem_size(r->o.dtype);
     if (__builtin_mul_overflow(sample, (uint64_t)elem, &sample) ||
         __builtin_mul_overflow(batch, (uint64_t)elem, &batch) || batch > SIZE_MAX / 2)
-        return fail_msg(shr_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
                         " samples is too large", r->o.batch_size, r->width, r->height);
     r->sample_bytes = (size_t)sample;
     r->batch_bytes = (size_t)batch;
     uint64_t max = fmt_dataset_max_length(r->ds);
     if (max > SIZE_MAX / 2)
-        return fail_msg(shr_open_err, FMT_ETOOBIG, "%s: a sample of %" PRIu64 " bytes is too large",
+        return fmt_fail(&shr_open_err, FMT_ETOOBIG, "%s: a sample of %" PRIu64 " bytes is too large",
                         dir, max);
     r->sample_max = (size_t)max;
     r->uniform = m->sample_width == r->width && m->sample_height == r->height;
@@ -346,16 +346,16 @@ static int set_mix(shr_reader *r, const char *dir)
     if (!(o->mixup_alpha > 0 || o->cutmix_alpha > 0))
         return 0;
     if (r->targets)
-        return fail_msg(shr_open_err, SHR_EINVAL, "%s: mixup and cutmix need a classification "
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: mixup and cutmix need a classification "
                         "dataset: this one has detection targets", dir);
     uint32_t classes = o->num_classes;
     if (!classes)
         classes = (uint32_t)fmt_dataset_manifest(r->ds)->nclasses;
     if (!classes)
-        return fail_msg(shr_open_err, SHR_EINVAL, "%s: mixup and cutmix need class labels: the "
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: mixup and cutmix need class labels: the "
                         "dataset has no classes (give num_classes)", dir);
     if ((uint64_t)classes * o->batch_size > ((uint64_t)1 << 31))
-        return fail_msg(shr_open_err, SHR_EINVAL, "%s: soft labels of %" PRIu32 " x %" PRIu32
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: soft labels of %" PRIu32 " x %" PRIu32
                         " are too large", dir, o->batch_size, classes);
     shr_mix_init(&r->mix, o, &r->out, classes);
     return 0;
@@ -387,19 +387,19 @@ static int make_sampler(shr_reader *r)
     int rc = shr_sampler_create(&r->sampler, &cfg);
     free(counts);
     if (rc)
-        return fail_msg(shr_open_err, rc, "cannot plan the epochs: %s", shr_strerror(rc));
+        return fmt_fail(&shr_open_err, rc, "cannot plan the epochs: %s", shr_strerror(rc));
     r->nb = shr_sampler_batches(r->sampler);
     if (r->nb == 0)
-        return fail_msg(shr_open_err, SHR_EINVAL, "no batches: %" PRIu64 " samples, %" PRIu64
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "no batches: %" PRIu64 " samples, %" PRIu64
                         " for this rank, batch_size %" PRIu32 "%s", m->samples,
                         shr_sampler_per_rank(r->sampler), r->o.batch_size,
                         r->o.drop_last ? " with drop_last" : "");
     if (r->o.consumed > m->samples)
-        return fail_msg(shr_open_err, SHR_EINVAL, "consumed %" PRIu64 " is past the epoch's %"
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "consumed %" PRIu64 " is past the epoch's %"
                         PRIu64 " samples", r->o.consumed, m->samples);
     uint64_t first = shr_sampler_batches_in(r->sampler, r->o.epoch);
     if (r->o.cursor > first)
-        return fail_msg(shr_open_err, SHR_EINVAL, "cursor %" PRIu64 " is past the epoch's %" PRIu64
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "cursor %" PRIu64 " is past the epoch's %" PRIu64
                         " batches", r->o.cursor, first);
     /* cursor == the epoch's batches: it is consumed and its SHR_EEND is next */
     r->epoch = r->o.epoch;
@@ -420,7 +420,7 @@ static int make_ring(shr_reader *r)
         shr_slot *s = &r->slots[i];
         int rc = shr_host_alloc(r->batch_bytes, &s->data, &s->b.pinned, (shr_pin)r->o.pin);
         if (rc)
-            return fail_msg(shr_open_err, rc, "cannot allocate %u batch buffers of %zu bytes", n,
+            return fmt_fail(&shr_open_err, rc, "cannot allocate %u batch buffers of %zu bytes", n,
                             r->batch_bytes);
         void *arr = NULL;
         if (shr_host_alloc(3 * (size_t)r->o.batch_size * sizeof *s->arrays, &arr,
@@ -585,7 +585,7 @@ static int scale_setup(shr_reader *r, const char *dir)
 {
     int rc = fmt_rs_cache_create(&r->rs_cache);
     if (rc)
-        return fail_msg(shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
+        return fmt_fail(&shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
                         shr_strerror(rc));
     if (r->o.scale != SHR_SCALE_MULTI)
         return 0;
@@ -599,14 +599,14 @@ static int scale_setup(shr_reader *r, const char *dir)
             if (rc && fmt_dataset_sample_error(r->ds, i))
                 continue;       /* in a shard that did not open: never read */
             if (rc)
-                return fail_msg(shr_open_err, rc, "%s: sample %" PRIu64 ": %s", dir, i,
+                return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": %s", dir, i,
                                 shr_strerror(rc));
             sw = s.width;
             sh = s.height;
         }
         shr_scale_largest(&r->o, sw, sh, &w, &h);
         if (w > r->width || h > r->height)
-            return fail_msg(shr_open_err, SHR_EINVAL, "%s: sample %" PRIu64 " (%" PRIu32 "x%"
+            return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: sample %" PRIu64 " (%" PRIu32 "x%"
                             PRIu32 ") becomes %" PRIu32 "x%" PRIu32 " at its largest scale, "
                             "more than the %" PRIu32 "x%" PRIu32 " canvas: give a larger one "
                             "(width, height) or smaller sizes", dir, i, sw, sh, w, h, r->width,
@@ -672,14 +672,14 @@ static int start_workers(shr_reader *r)
             if (!rc && r->o.rrc)
                 rc = prewarm_scratch(r, w->rs);
             if (rc)
-                return fail_msg(shr_open_err, rc, "cannot set up the resampler: %s",
+                return fmt_fail(&shr_open_err, rc, "cannot set up the resampler: %s",
                                 shr_strerror(rc));
         }
     }
     for (uint32_t i = 0; i < r->o.threads; i++) {
         int rc = pthread_create(&r->workers[i].thread, NULL, shr_worker_main, &r->workers[i]);
         if (rc)
-            return fail_msg(shr_open_err, rc, "cannot start worker thread: %s", shr_strerror(rc));
+            return fmt_fail(&shr_open_err, rc, "cannot start worker thread: %s", shr_strerror(rc));
         r->nworkers++;
     }
     return 0;
@@ -690,11 +690,11 @@ static void note_unavailable(shr_reader *r)
 {
     size_t n = fmt_dataset_unavailable(r->ds), used = 0;
     const fmt_manifest *m = fmt_dataset_manifest(r->ds);
-    for (size_t i = 0; n && i < m->nshards && used < sizeof r->err; i++) {
+    for (size_t i = 0; n && i < m->nshards && used < sizeof r->err.text; i++) {
         const char *path, *why;
         if (fmt_dataset_shard_status(r->ds, i, &path, &why) == 0)
             continue;
-        int k = snprintf(r->err + used, sizeof r->err - used, "%s%s: cannot open (%s): its %"
+        int k = snprintf(r->err.text + used, sizeof r->err.text - used, "%s%s: cannot open (%s): its %"
                          PRIu64 " samples are %s", used ? "; " : "", path, why,
                          m->shards[i].samples,
                          r->o.on_error == SHR_ON_ERROR_SKIP ? "skipped" : "replaced");
@@ -704,15 +704,15 @@ static void note_unavailable(shr_reader *r)
 
 int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
 {
-    shr_open_err[0] = '\0';
+    shr_open_err.text[0] = '\0';
     if (!out || !dir)
-        return fail_msg(shr_open_err, SHR_EINVAL, "no reader or directory given");
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "no reader or directory given");
     *out = NULL;
     shr_options o;
-    int rc = shr_options_full(opt, &o, shr_open_err);
+    int rc = shr_options_full(opt, &o, &shr_open_err);
     if (rc)
         return rc;
-    rc = check_options(&o, shr_open_err);
+    rc = check_options(&o, &shr_open_err);
     if (rc)
         return rc;
     if (o.prefetch == 0)
@@ -720,7 +720,7 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
 
     shr_reader *r = calloc(1, sizeof *r);
     if (!r)
-        return fail_msg(shr_open_err, ENOMEM, "out of memory");
+        return fmt_fail(&shr_open_err, ENOMEM, "out of memory");
     r->o = o;
     r->nslots = o.prefetch;
     int sync_ready = 0;
@@ -730,7 +730,7 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
     rc = fmt_dataset_open_flags(&r->ds, dir, (fmt_access)o.access,
                                 o.on_error != SHR_ON_ERROR_FAIL ? FMT_OPEN_TOLERANT : 0, &msg);
     if (rc) {
-        fail_msg(shr_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
+        fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
         goto leave;
     }
     note_unavailable(r);
@@ -749,7 +749,7 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
     uint64_t ring;
     if (__builtin_mul_overflow((uint64_t)r->batch_bytes, (uint64_t)r->nslots, &ring) ||
         ring > SIZE_MAX / 2) {
-        rc = fail_msg(shr_open_err, SHR_EINVAL, "a ring of %" PRIu32 " batches of %zu bytes is too "
+        rc = fmt_fail(&shr_open_err, SHR_EINVAL, "a ring of %" PRIu32 " batches of %zu bytes is too "
                       "large", r->nslots, r->batch_bytes);
         goto leave;
     }
@@ -781,7 +781,7 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
     if (o.rrc) {
         rc = prewarm_tables(r);
         if (rc) {
-            fail_msg(shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
+            fmt_fail(&shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
                      shr_strerror(rc));
             goto leave;
         }
@@ -789,8 +789,8 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
     rc = start_workers(r);
 leave:
     if (rc) {
-        if (!shr_open_err[0])
-            fail_msg(shr_open_err, rc, "cannot open a reader on %s: %s", dir, shr_strerror(rc));
+        if (!shr_open_err.text[0])
+            fmt_fail(&shr_open_err, rc, "cannot open a reader on %s: %s", dir, shr_strerror(rc));
         if (sync_ready) {
             stop_workers(r);
             shr_ring_destroy(&r->ring);
@@ -820,7 +820,7 @@ int shr_next(shr_reader *r, const shr_batch **b)
     if (!r)
         return SHR_EINVAL;
     if (!b)
-        return fail_msg(r->err, SHR_EINVAL, "shr_next needs somewhere to put the batch");
+        return fmt_fail(&r->err, SHR_EINVAL, "shr_next needs somewhere to put the batch");
     if (r->failed)
         return SHR_ESTATE;
     if (r->cursor == shr_sampler_batches_in(r->sampler, r->epoch)) {
@@ -830,13 +830,13 @@ int shr_next(shr_reader *r, const shr_batch **b)
     }
     uint32_t si;
     if (shr_ring_next(&r->ring, &si, NULL) != 0)
-        return fail_msg(r->err, SHR_EINVAL, "all %" PRIu32 " batches of the ring are held: "
+        return fmt_fail(&r->err, SHR_EINVAL, "all %" PRIu32 " batches of the ring are held: "
                         "release one before asking for the next", r->nslots);
     shr_slot *slot = &r->slots[si];
 
     if (slot->rc) {
         r->failed = 1;
-        memcpy(r->err, slot->msg, sizeof r->err);
+        r->err = slot->msg;
         return slot->rc;
     }
     r->cursor++;
@@ -847,7 +847,7 @@ int shr_next(shr_reader *r, const shr_batch **b)
             skipped += slot->bad_pos[i] < 0;
         r->recovery.skipped += skipped;
         r->recovery.replaced += slot->b.nbad - skipped;
-        memcpy(r->err, slot->msg, sizeof r->err);
+        r->err = slot->msg;
     }
     *b = &slot->b;
     return 0;
@@ -945,12 +945,12 @@ void shr_get_info(const shr_reader *r, shr_info *info)
 int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32_t src_w,
                     uint32_t src_h, shr_params *p)
 {
-    char msg[SHR_MSG_LEN];
+    fmt_msg msg;
     shr_options full;
-    if (!o || !p || !src_w || !src_h || shr_options_full(o, &full, msg) != 0)
+    if (!o || !p || !src_w || !src_h || shr_options_full(o, &full, &msg) != 0)
         return SHR_EINVAL;
     o = &full;
-    if (check_options(o, msg) != 0)
+    if (check_options(o, &msg) != 0)
         return SHR_EINVAL;
     shr_tf_rrc rrc;
     if (o->rrc)
