@@ -56,13 +56,33 @@ static int by_str(const void *x, const void *y)
     return strcmp(*(char *const *)x, *(char *const *)y);
 }
 
-/* Relative paths under root/rel whose names pass keep(), recursively, hidden names left out. */
+/* A folder on the path from the root to the one being walked (symbolic links followed). */
+typedef struct dir_id {
+    dev_t dev;
+    ino_t ino;
+    const struct dir_id *up;
+} dir_id;
+
+/* Relative paths under root/rel whose names pass keep(), recursively, hidden names left out.
+ * A folder met again below itself (a symbolic link loop) is not entered twice: what it holds is
+ * walked once, where it was first met, so no loop can make the walk repeat or run away. */
 static int walk(const char *root, const char *rel, int (*keep)(const char *), strlist *out,
-                int depth, fmt_msg *msg)
+                const dir_id *up, int depth, fmt_msg *msg)
 {
     char *dir = *rel ? fmt_path_join(root, rel, "") : strdup(root);
     if (!dir)
         return ENOMEM;
+    struct stat ds;
+    dir_id here = {0, 0, up};
+    if (stat(dir, &ds) == 0) {
+        here.dev = ds.st_dev;
+        here.ino = ds.st_ino;
+        for (const dir_id *a = up; a; a = a->up)
+            if (a->dev == here.dev && a->ino == here.ino) {
+                free(dir);
+                return 0;
+            }
+    }
     DIR *d = opendir(dir);
     if (!d) {
         int e = errno;
@@ -83,7 +103,7 @@ static int walk(const char *root, const char *rel, int (*keep)(const char *), st
         } else if (stat(full, &st) != 0) {
             /* a dangling link is no input */
         } else if (S_ISDIR(st.st_mode) && depth < 64) {
-            rc = walk(root, sub, keep, out, depth + 1, msg);
+            rc = walk(root, sub, keep, out, &here, depth + 1, msg);
         } else if (S_ISREG(st.st_mode) && keep(e->d_name)) {
             rc = strlist_add(out, sub);
             sub = NULL;
@@ -240,9 +260,9 @@ int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
     a->kind = SHC_ANNOT_YOLO;
     int rc = read_names(o->names, a, msg);
     if (rc == 0)
-        rc = walk(o->images, "", fmt_is_image_name, &imgs, 0, msg);
+        rc = walk(o->images, "", fmt_is_image_name, &imgs, NULL, 0, msg);
     if (rc == 0)
-        rc = walk(o->yolo, "", is_txt, &labels, 0, msg);
+        rc = walk(o->yolo, "", is_txt, &labels, NULL, 0, msg);
     if (rc)
         goto leave;
     qsort(imgs.v, imgs.n, sizeof *imgs.v, by_str);

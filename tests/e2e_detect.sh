@@ -107,6 +107,15 @@ check "the YOLO manifest names its classes by index" "$PY" -c '
 import json, sys; c = json.load(open(sys.argv[1]))["targets"]["categories"]
 assert c[0] == {"id": 0, "name": "__unused0"} and c[1] == {"id": 1, "name": "rectangle"}, c' \
   "$T/yolo/manifest.json"
+# symbolic link loops in the labels folder (two links back to it: walked without a guard, 2^64
+# paths) are walked once: the same dataset, promptly
+cp -r "$T/labels" "$T/labels-loop"
+ln -s . "$T/labels-loop/a"; ln -s ../labels-loop "$T/labels-loop/b"
+expect_exit 0 "a YOLO build whose labels folder holds symbolic link loops" timeout 120 "$SHARDC" build \
+  "$T/img" --yolo "$T/labels-loop" --names "$T/names.txt" -o "$T/yolo-loop" --size 64x48 --fit pad \
+  -j2 --no-progress
+targets "$T/yolo-loop" "$T/yolo-loop.jsonl"
+check "the same targets as without the loops" cmp -s "$T/yolo.jsonl" "$T/yolo-loop.jsonl"
 
 # --- --skip-empty
 expect_exit 0 "--skip-empty" "$SHARDC" build "$T/img" --coco "$T/inst.json" -o "$T/skip" \
