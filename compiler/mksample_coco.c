@@ -30,7 +30,7 @@ static uint32_t det_range(uint64_t *st, uint32_t lo, uint32_t hi)
 static const char *const det_names[] = {"rectangle", "ellipse", "frame", "cross"};
 
 int mks_coco_generate(const char *out, const char *json_path, unsigned count, uint64_t seed,
-                      unsigned min_side, unsigned max_side, fmt_msg *msg)
+                      unsigned min_side, unsigned max_side, unsigned max_shapes, fmt_msg *msg)
 {
     if (mkdir(out, 0777) != 0 && errno != EEXIST)
         return fmt_fail(msg, errno, "cannot write %s: %s", out, strerror(errno));
@@ -54,7 +54,7 @@ int mks_coco_generate(const char *out, const char *json_path, unsigned count, ui
             break;
         for (size_t k = 0; k < (size_t)w * h * 3; k++)
             img.pixels[k] = (uint8_t)(96 + det_next(&st) % 32);
-        unsigned nshapes = i % 5 == 0 ? 0 : det_range(&st, 1, 4);
+        unsigned nshapes = i % 5 == 0 ? 0 : det_range(&st, 1, max_shapes ? max_shapes : 4);
         for (unsigned s = 0; s < nshapes; s++) {
             uint32_t cat = det_range(&st, 1, 4);
             uint32_t bw = det_range(&st, 4, w / 2 > 4 ? w / 2 : 4);

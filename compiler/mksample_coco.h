@@ -9,11 +9,11 @@
 #include "fmt.h"
 
 /* Write `count` PNGs OUT/NNNNNN.png (ids 1..count, the id in the name) over a noisy background,
- * each with 0..4 shapes of the four categories (ids 1..4) drawn inside their box, boxes that
+ * each with 1..max_shapes shapes (0: 4) of the four categories (ids 1..4) drawn inside their box, boxes that
  * may touch the image's border; and the COCO instances JSON at json_path (boxes [x, y, w, h] in
  * whole pixels, area w * h, iscrowd 0, annotation ids 1..N in image order). Every fifth image
  * has no shape. Deterministic in seed. 0 or an errno, msg naming the file. */
 int mks_coco_generate(const char *out, const char *json_path, unsigned count, uint64_t seed,
-                      unsigned min_side, unsigned max_side, fmt_msg *msg);
+                      unsigned min_side, unsigned max_side, unsigned max_shapes, fmt_msg *msg);
 
 #endif

@@ -14,6 +14,22 @@ if ! "$PY" -c 'import numpy' 2>/dev/null; then echo "$NAME: skipped (no numpy in
   --quiet || { echo "mksample failed"; exit 1; }
 targets() { "$SHARDC" info "$1" --targets >"$2"; }
 
+# --- the generator's shape count: 1..4 per image by default, 1..N with --shapes N, every fifth
+# image none
+expect_exit 0 "mksample --coco --shapes 16" "$MKSAMPLE" "$T/many" --coco "$T/many.json" \
+  --per-class 40 --min-side 64 --max-side 96 --shapes 16 --quiet
+check "up to 16 shapes an image, more than 4 on many, none on every fifth" "$PY" -c '
+import collections, json, sys
+for path, top in ((sys.argv[1], 16), (sys.argv[2], 4)):
+    d = json.load(open(path))
+    n = collections.Counter(a["image_id"] for a in d["annotations"])
+    for im in d["images"]:
+        k = n[im["id"]]
+        assert (k == 0) if im["id"] % 5 == 0 else (1 <= k <= top), (path, im["id"], k)
+    assert max(n.values()) == top or top == 16 and max(n.values()) > 10, (path, max(n.values()))
+' "$T/many.json" "$T/inst.json"
+expect_exit 2 "mksample --shapes 0" "$MKSAMPLE" "$T/x" --coco "$T/x.json" --shapes 0
+
 # --- every build geometry against the reference
 for g in "" "--max-side 50" "--short-side 48" "--short-side 48 --max-side 60" \
          "--short-side 50 --crop 40x30" "--crop 30x30" "--crop 200x150" "--size 64" \
