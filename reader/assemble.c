@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "erase_noise.h"
+#include "mirror.h"
 #include "scale.h"
 
 /* ---- one sample ---- */
@@ -66,17 +67,24 @@ void shr_draw(const shr_options *o, const shr_tf_rrc *rrc, const shr_aug *aug, u
         shr_aug_draw(aug, o->seed, epoch, idx, out_w, out_h, p);
 }
 
-/* The crop/pad of p (from draw) of the stored src into dst, uint8 HWC at the output size. */
+/* The crop/pad of p (from draw) of the stored src into dst, uint8 HWC at the output size;
+ * mirrored left to right where mirror is set (the flip done in the same pass as the copy: a row
+ * placed at dx lands mirrored at width - dx - nx). */
 static void crop_pad(const shr_reader *r, uint8_t *dst, const uint8_t *src, const fmt_sample *s,
-                     const shr_params *p)
+                     const shr_params *p, int mirror)
 {
     uint32_t c = r->channels, nx = p->w, ny = p->h;
     uint32_t dx = (r->width - nx) / 2, dy = (r->height - ny) / 2;  /* 0 where cropped */
     if (nx < r->width || ny < r->height)
         memset(dst, 0, r->staged_bytes);
-    for (uint32_t y = 0; y < ny; y++)
-        memcpy(dst + (((size_t)(dy + y) * r->width + dx) * c),
-               src + (((size_t)(p->y + y) * s->width + p->x) * c), (size_t)nx * c);
+    for (uint32_t y = 0; y < ny; y++) {
+        const uint8_t *from = src + (((size_t)(p->y + y) * s->width + p->x) * c);
+        uint8_t *row = dst + (size_t)(dy + y) * r->width * c;
+        if (mirror)
+            shr_mirror_copy(row + (size_t)(r->width - dx - nx) * c, from, nx, c);
+        else
+            memcpy(row + (size_t)dx * c, from, (size_t)nx * c);
+    }
 }
 
 /* The resampler's name for a filter. */
@@ -228,7 +236,7 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
             stride = row;
         }
     } else {
-        crop_pad(r, w->staged, src, s, p);
+        crop_pad(r, w->staged, src, s, p, 0);
         src = w->staged;
         stride = (size_t)r->width * c;
     }
@@ -295,14 +303,16 @@ static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
         }
         if (rc == 0 && (rc = verify_px(r, idx, src, s, msg)) != 0)
             return rc;
-        if (rc == 0)
-            crop_pad(r, dst, src, s, p);
+        if (rc == 0) {
+            crop_pad(r, dst, src, s, p, p->flip);
+            return 0;
+        }
     }
     if (rc)
         return fmt_fail(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
                         shr_strerror(rc));
     if (p->flip)
-        shr_tf_mirror_rows(dst, r->width, r->height, r->channels, (size_t)r->width * r->channels);
+        shr_mirror_rows(dst, r->width, r->height, r->channels, (size_t)r->width * r->channels);
     return 0;
 }
 
@@ -382,7 +392,7 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
                 return rc;
         }
         if (slot->params[i].flip)
-            shr_tf_mirror_rows(b->data + (size_t)i * r->sample_bytes, r->width, r->height,
+            shr_mirror_rows(b->data + (size_t)i * r->sample_bytes, r->width, r->height,
                                r->channels, (size_t)r->width * r->channels);
         if (slot->params[i].erase)
             erase_sample(r, epoch, w->idx[i], &slot->params[i],

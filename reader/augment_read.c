@@ -9,6 +9,7 @@
  * torchvision does when the transforms are composed in that order (the detection and
  * classification recipes put the geometry first). */
 #include "augment_read.h"
+#include "mirror.h"
 
 #include <math.h>
 #include <string.h>
@@ -128,7 +129,7 @@ int shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px, uint32_t 
 {
     int flip = (int)p->flip;
     if (flip && geometric(p)) {
-        shr_tf_mirror_rows(px, width, height, channels, stride);
+        shr_mirror_rows(px, width, height, channels, stride);
         flip = 0;
     }
     size_t row = (size_t)width * channels;

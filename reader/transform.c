@@ -516,20 +516,6 @@ void shr_tf_store(const shr_tf_out *o, const uint8_t *src, size_t stride, int mi
         store_span(o, src + (size_t)y * stride, y, 0, o->width, mirror, dst);
 }
 
-void shr_tf_mirror_rows(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
-                        size_t stride)
-{
-    for (uint32_t y = 0; y < height; y++) {
-        uint8_t *row = px + (size_t)y * stride;
-        for (uint32_t a = 0, b = width - 1; a < b; a++, b--)
-            for (uint32_t k = 0; k < channels; k++) {
-                uint8_t t = row[(size_t)a * channels + k];
-                row[(size_t)a * channels + k] = row[(size_t)b * channels + k];
-                row[(size_t)b * channels + k] = t;
-            }
-    }
-}
-
 void shr_tf_copy_rows(uint8_t *dst, size_t dstride, const uint8_t *src, size_t sstride,
                       size_t row, uint32_t height)
 {

@@ -84,10 +84,6 @@ SHR_INTERNAL size_t shr_tf_elem_size(shr_dtype d);
 SHR_INTERNAL void shr_tf_store(const shr_tf_out *o, const uint8_t *src, size_t stride, int mirror,
                                void *dst);
 
-/* Mirror width x height pixels of channels bytes left to right in place, rows stride apart. */
-SHR_INTERNAL void shr_tf_mirror_rows(uint8_t *px, uint32_t width, uint32_t height,
-                                     uint32_t channels, size_t stride);
-
 /* Copy height rows of row bytes from src (rows sstride apart) to dst (dstride apart). */
 SHR_INTERNAL void shr_tf_copy_rows(uint8_t *dst, size_t dstride, const uint8_t *src,
                                    size_t sstride, size_t row, uint32_t height);

@@ -1,0 +1,24 @@
+/* mirror.h - the horizontal flip of uint8 pixel rows: in place, or while copying a row into its
+ * mirrored place (the flip fused into the copy that places a sample in its output).
+ *
+ * Internal to libshardread. Every path gives the same bytes: an AVX2 one for 1 and 3 channels
+ * (16 pixels reversed per step with byte shuffles) where shr_simd() says so, plain C otherwise.
+ */
+#ifndef SHR_MIRROR_H
+#define SHR_MIRROR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transform.h"    /* SHR_INTERNAL */
+
+/* Mirror width x height pixels of channels bytes left to right in place, rows stride apart. */
+SHR_INTERNAL void shr_mirror_rows(uint8_t *px, uint32_t width, uint32_t height,
+                                  uint32_t channels, size_t stride);
+
+/* One row of n pixels of channels bytes, mirrored: pixel x of dst is pixel n - 1 - x of src.
+ * dst and src must not overlap. */
+SHR_INTERNAL void shr_mirror_copy(uint8_t *dst, const uint8_t *src, uint32_t n,
+                                  uint32_t channels);
+
+#endif
