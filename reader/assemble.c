@@ -75,15 +75,22 @@ static void crop_pad(const shr_reader *r, uint8_t *dst, const uint8_t *src, cons
 {
     uint32_t c = r->channels, nx = p->w, ny = p->h;
     uint32_t dx = (r->width - nx) / 2, dy = (r->height - ny) / 2;  /* 0 where cropped */
-    if (nx < r->width || ny < r->height)
-        memset(dst, 0, r->staged_bytes);
+    uint32_t at = mirror ? r->width - dx - nx : dx;                 /* where each row lands */
+    size_t rowb = (size_t)r->width * c;
+    /* zeros where padded, and only there: the rows above and below, each row's two margins */
+    memset(dst, 0, (size_t)dy * rowb);
+    memset(dst + (size_t)(dy + ny) * rowb, 0, (size_t)(r->height - dy - ny) * rowb);
     for (uint32_t y = 0; y < ny; y++) {
         const uint8_t *from = src + (((size_t)(p->y + y) * s->width + p->x) * c);
-        uint8_t *row = dst + (size_t)(dy + y) * r->width * c;
+        uint8_t *row = dst + (size_t)(dy + y) * rowb;
+        if (nx < r->width) {
+            memset(row, 0, (size_t)at * c);
+            memset(row + (size_t)(at + nx) * c, 0, (size_t)(r->width - at - nx) * c);
+        }
         if (mirror)
-            shr_mirror_copy(row + (size_t)(r->width - dx - nx) * c, from, nx, c);
+            shr_mirror_copy(row + (size_t)at * c, from, nx, c);
         else
-            memcpy(row + (size_t)dx * c, from, (size_t)nx * c);
+            memcpy(row + (size_t)at * c, from, (size_t)nx * c);
     }
 }
 

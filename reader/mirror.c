@@ -54,39 +54,61 @@ static const int8_t rev_rgb[3][3][16] = {
 };
 static const int8_t rev_gray[16] = {15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
 
-/* 16 pixels at s, reversed, into v (c == 1: v[0]; c == 3: v[0..2]) */
-AVX2_FN static inline void rev16_load(const uint8_t *s, uint32_t c, __m128i v[3])
+/* the shuffles of a reversed RGB block, in registers: loaded once per row, not per block */
+typedef struct {
+    __m128i m01, m02, m10, m11, m12, m20, m21, gray;
+} rev_masks;
+
+AVX2_FN static inline rev_masks masks_load(void)
 {
+    rev_masks m;
+    m.m01 = _mm_loadu_si128((const __m128i *)rev_rgb[0][1]);
+    m.m02 = _mm_loadu_si128((const __m128i *)rev_rgb[0][2]);
+    m.m10 = _mm_loadu_si128((const __m128i *)rev_rgb[1][0]);
+    m.m11 = _mm_loadu_si128((const __m128i *)rev_rgb[1][1]);
+    m.m12 = _mm_loadu_si128((const __m128i *)rev_rgb[1][2]);
+    m.m20 = _mm_loadu_si128((const __m128i *)rev_rgb[2][0]);
+    m.m21 = _mm_loadu_si128((const __m128i *)rev_rgb[2][1]);
+    m.gray = _mm_loadu_si128((const __m128i *)rev_gray);
+    return m;
+}
+
+/* 16 pixels at s, reversed, into v (c == 1: v[0]; c == 3: v[0..2]; the tables' all-empty
+ * shuffles left out) */
+AVX2_FN static inline void rev16_load(const uint8_t *s, uint32_t c, const rev_masks *m,
+                                      __m128i v[3])
+{
+    __m128i a = _mm_loadu_si128((const __m128i *)s);
     if (c == 1) {
-        v[0] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)s),
-                                _mm_loadu_si128((const __m128i *)rev_gray));
+        v[0] = _mm_shuffle_epi8(a, m->gray);
         return;
     }
-    __m128i in[3] = {_mm_loadu_si128((const __m128i *)s),
-                     _mm_loadu_si128((const __m128i *)(s + 16)),
-                     _mm_loadu_si128((const __m128i *)(s + 32))};
-    for (int k = 0; k < 3; k++) {
-        __m128i o = _mm_setzero_si128();
-        for (int r = 0; r < 3; r++)
-            o = _mm_or_si128(o, _mm_shuffle_epi8(in[r],
-                                                 _mm_loadu_si128((const __m128i *)rev_rgb[k][r])));
-        v[k] = o;
-    }
+    __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+    __m128i d = _mm_loadu_si128((const __m128i *)(s + 32));
+    v[0] = _mm_or_si128(_mm_shuffle_epi8(b, m->m01), _mm_shuffle_epi8(d, m->m02));
+    v[1] = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, m->m10), _mm_shuffle_epi8(b, m->m11)),
+                        _mm_shuffle_epi8(d, m->m12));
+    v[2] = _mm_or_si128(_mm_shuffle_epi8(a, m->m20), _mm_shuffle_epi8(b, m->m21));
 }
 
 AVX2_FN static inline void rev16_store(uint8_t *d, uint32_t c, const __m128i v[3])
 {
-    for (uint32_t k = 0; k < c; k++)
-        _mm_storeu_si128((__m128i *)(d + 16 * k), v[k]);
+    _mm_storeu_si128((__m128i *)d, v[0]);
+    if (c == 3) {
+        _mm_storeu_si128((__m128i *)(d + 16), v[1]);
+        _mm_storeu_si128((__m128i *)(d + 32), v[2]);
+    }
 }
 
-AVX2_FN static void mirror_row_avx2(uint8_t *row, uint32_t n, uint32_t c)
+/* c is 1 or 3; the callers pass a constant, so each gets its own loop */
+AVX2_FN static inline void mirror_row_avx2(uint8_t *row, uint32_t n, uint32_t c,
+                                           const rev_masks *m)
 {
     uint32_t a = 0, b = n;      /* [a, b): not yet mirrored; a and b move by 16 together */
     while (b - a >= 32) {
         __m128i lv[3], rv[3];
-        rev16_load(row + (size_t)a * c, c, lv);
-        rev16_load(row + (size_t)(b - 16) * c, c, rv);
+        rev16_load(row + (size_t)a * c, c, m, lv);
+        rev16_load(row + (size_t)(b - 16) * c, c, m, rv);
         rev16_store(row + (size_t)a * c, c, rv);
         rev16_store(row + (size_t)(b - 16) * c, c, lv);
         a += 16;
@@ -95,15 +117,35 @@ AVX2_FN static void mirror_row_avx2(uint8_t *row, uint32_t n, uint32_t c)
     mirror_span_plain(row, a, b, c);
 }
 
-AVX2_FN static uint32_t mirror_copy_avx2(uint8_t *dst, const uint8_t *src, uint32_t n, uint32_t c)
+AVX2_FN static inline uint32_t mirror_copy_avx2(uint8_t *dst, const uint8_t *src, uint32_t n,
+                                                uint32_t c, const rev_masks *m)
 {
     uint32_t x = 0;
     for (; x + 16 <= n; x += 16) {
         __m128i v[3];
-        rev16_load(src + (size_t)(n - 16 - x) * c, c, v);
+        rev16_load(src + (size_t)(n - 16 - x) * c, c, m, v);
         rev16_store(dst + (size_t)x * c, c, v);
     }
     return x;
+}
+
+AVX2_FN static void mirror_rows_avx2(uint8_t *px, uint32_t width, uint32_t height,
+                                     uint32_t c, size_t stride)
+{
+    rev_masks m = masks_load();
+    for (uint32_t y = 0; y < height; y++) {
+        if (c == 3)
+            mirror_row_avx2(px + (size_t)y * stride, width, 3, &m);
+        else
+            mirror_row_avx2(px + (size_t)y * stride, width, 1, &m);
+    }
+}
+
+AVX2_FN static uint32_t mirror_copy_any_avx2(uint8_t *dst, const uint8_t *src, uint32_t n,
+                                             uint32_t c)
+{
+    rev_masks m = masks_load();
+    return c == 3 ? mirror_copy_avx2(dst, src, n, 3, &m) : mirror_copy_avx2(dst, src, n, 1, &m);
 }
 #endif
 
@@ -114,8 +156,7 @@ void shr_mirror_rows(uint8_t *px, uint32_t width, uint32_t height, uint32_t chan
 {
 #ifdef SHR_AVX2
     if ((channels == 3 || channels == 1) && shr_simd()) {
-        for (uint32_t y = 0; y < height; y++)
-            mirror_row_avx2(px + (size_t)y * stride, width, channels);
+        mirror_rows_avx2(px, width, height, channels, stride);
         return;
     }
 #endif
@@ -128,7 +169,7 @@ void shr_mirror_copy(uint8_t *dst, const uint8_t *src, uint32_t n, uint32_t chan
     uint32_t x = 0;
 #ifdef SHR_AVX2
     if ((channels == 3 || channels == 1) && shr_simd())
-        x = mirror_copy_avx2(dst, src, n, channels);
+        x = mirror_copy_any_avx2(dst, src, n, channels);
 #endif
     mirror_copy_plain(dst, src, x, n, channels);
 }
