@@ -39,9 +39,8 @@ static void mirror_copy_plain(uint8_t *dst, const uint8_t *src, uint32_t from, u
 
 /* ---- AVX2 ---- */
 
-#ifdef SHR_AVX2
 /* for output register k of a reversed 16-pixel RGB block: the shuffle of each input register */
-static const int8_t rev_rgb[3][3][16] = {
+const int8_t shr_mirror_rgb16[3][3][16] = {
     {{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
      {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 14},
      {13, 14, 15, 10, 11, 12, 7, 8, 9, 4, 5, 6, 1, 2, 3, -1}},
@@ -52,6 +51,8 @@ static const int8_t rev_rgb[3][3][16] = {
      {1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
      {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}},
 };
+
+#ifdef SHR_AVX2
 static const int8_t rev_gray[16] = {15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
 
 /* the shuffles of a reversed RGB block, in registers: loaded once per row, not per block */
@@ -62,13 +63,13 @@ typedef struct {
 AVX2_FN static inline rev_masks masks_load(void)
 {
     rev_masks m;
-    m.m01 = _mm_loadu_si128((const __m128i *)rev_rgb[0][1]);
-    m.m02 = _mm_loadu_si128((const __m128i *)rev_rgb[0][2]);
-    m.m10 = _mm_loadu_si128((const __m128i *)rev_rgb[1][0]);
-    m.m11 = _mm_loadu_si128((const __m128i *)rev_rgb[1][1]);
-    m.m12 = _mm_loadu_si128((const __m128i *)rev_rgb[1][2]);
-    m.m20 = _mm_loadu_si128((const __m128i *)rev_rgb[2][0]);
-    m.m21 = _mm_loadu_si128((const __m128i *)rev_rgb[2][1]);
+    m.m01 = _mm_loadu_si128((const __m128i *)shr_mirror_rgb16[0][1]);
+    m.m02 = _mm_loadu_si128((const __m128i *)shr_mirror_rgb16[0][2]);
+    m.m10 = _mm_loadu_si128((const __m128i *)shr_mirror_rgb16[1][0]);
+    m.m11 = _mm_loadu_si128((const __m128i *)shr_mirror_rgb16[1][1]);
+    m.m12 = _mm_loadu_si128((const __m128i *)shr_mirror_rgb16[1][2]);
+    m.m20 = _mm_loadu_si128((const __m128i *)shr_mirror_rgb16[2][0]);
+    m.m21 = _mm_loadu_si128((const __m128i *)shr_mirror_rgb16[2][1]);
     m.gray = _mm_loadu_si128((const __m128i *)rev_gray);
     return m;
 }

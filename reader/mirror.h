@@ -21,4 +21,10 @@ SHR_INTERNAL void shr_mirror_rows(uint8_t *px, uint32_t width, uint32_t height,
 SHR_INTERNAL void shr_mirror_copy(uint8_t *dst, const uint8_t *src, uint32_t n,
                                   uint32_t channels);
 
+/* The pshufb masks that reverse 16 RGB pixels held in three 16-byte registers: output register k
+ * is the OR of the input registers r shuffled by [k][r] (-1: zero). Byte j of the reversed
+ * block is byte 45 - 3 * (j / 3) + j % 3 of the input. Shared with the output conversion's
+ * mirrored store (transform.c). */
+SHR_INTERNAL extern const int8_t shr_mirror_rgb16[3][3][16];
+
 #endif

@@ -17,6 +17,7 @@
  * and shr_tf_half on the other.
  */
 #include "transform.h"
+#include "mirror.h"
 
 #include "sampler.h"
 
@@ -316,8 +317,8 @@ static void store_span(const shr_tf_out *o, const uint8_t *row, uint32_t y, uint
 #if SHR_TF_X86 && defined(__GNUC__)
 
 /* pshufb masks (-1: zero). deint3[c][b]: channel c's bytes of 16 RGB pixels from input block b
- * (bytes 16b..16b+15 of the 48). rev3[o][b]: output block o of the 16 pixels in reverse order,
- * from input block b. */
+ * (bytes 16b..16b+15 of the 48). The mirror's reversal of 16 pixels: shr_mirror_rgb16
+ * (mirror.h). */
 static const int8_t deint3[3][3][16] = {
     {
         {0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
@@ -336,23 +337,6 @@ static const int8_t deint3[3][3][16] = {
     },
 };
 
-static const int8_t rev3[3][3][16] = {
-    {
-        {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
-        {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 14},
-        {13, 14, 15, 10, 11, 12, 7, 8, 9, 4, 5, 6, 1, 2, 3, -1},
-    },
-    {
-        {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 15, -1},
-        {15, -1, 11, 12, 13, 8, 9, 10, 5, 6, 7, 2, 3, 4, -1, 0},
-        {-1, 0, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
-    },
-    {
-        {-1, 12, 13, 14, 9, 10, 11, 6, 7, 8, 3, 4, 5, 0, 1, 2},
-        {1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
-        {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
-    },
-};
 
 #define AVX2_FN __attribute__((target("avx2,f16c")))
 
@@ -450,9 +434,9 @@ AVX2_FN static void store_avx2_rgb(const shr_tf_out *o, const uint8_t *src, size
             } else {
                 __m128i v0 = a, v1 = b, v2 = c;
                 if (mirror) {
-                    v0 = shuf3(a, b, c, rev3[0]);
-                    v1 = shuf3(a, b, c, rev3[1]);
-                    v2 = shuf3(a, b, c, rev3[2]);
+                    v0 = shuf3(a, b, c, shr_mirror_rgb16[0]);
+                    v1 = shuf3(a, b, c, shr_mirror_rgb16[1]);
+                    v2 = shuf3(a, b, c, shr_mirror_rgb16[2]);
                 }
                 size_t e = ((size_t)y * W + dx) * 3;
                 /* element offsets 0, 8, 16, 24, 32, 40 start at channels 0, 2, 1, 0, 2, 1 */
