@@ -12,6 +12,9 @@ COCO-like box counts (--shapes 16: about 6.8 per image, COCO's average is 7.3); 
 dataset is built with --short-side 480 --max-side 640 and read at 512x512 (padded): the Loader
 pads, torchvision's pipeline does no resize (it would only cost it more).
 
+ColorJitter case: ColorJitter(JITTER) after the flip, on both sides: torchvision's transform on
+the PIL image, against Loader(color_jitter=JITTER) (the same ops, byte for byte).
+
 Multi-scale case: the detection references' RandomShortestSize(MULTI_SIZES, MULTI_MAX) before
 the flip, on both sides: torchvision's F.resize of the PIL image and its box scaling, against
 Loader(multiscale=(MULTI_SIZES, MULTI_MAX)) delivering a list of per-image float32 views.
@@ -27,12 +30,14 @@ import time
 
 import numpy as np
 import torch
+import torchvision.transforms as T
 import torchvision.transforms.functional as F
 from PIL import Image
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI_SIZES = (480, 512, 544, 576, 608)
 MULTI_MAX = 1000
+JITTER = (0.2, 0.2, 0.2, 0.1)
 
 
 def coco_targets(anns, w, scale=None):
@@ -54,8 +59,9 @@ class Coco(torch.utils.data.Dataset):
     image's annotations), without pycocotools' index, then what a detection recipe adds: a
     horizontal flip of the image and boxes, the target dict, to_tensor."""
 
-    def __init__(self, root, ann, multiscale=False):
+    def __init__(self, root, ann, multiscale=False, jitter=False):
         self.multiscale = multiscale
+        self.jitter = T.ColorJitter(*JITTER) if jitter else None
         with open(ann) as f:
             doc = json.load(f)
         self.root = root
@@ -81,12 +87,14 @@ class Coco(torch.utils.data.Dataset):
             img = F.resize(img, [nh, nw])
             scale = (nw / w0, nh / h0)
         img = F.hflip(img)
+        if self.jitter:
+            img = self.jitter(img)
         t = coco_targets(anns, img.width, scale)
         return F.to_tensor(img), t
 
 
-def run_torchvision(src, ann, multiscale=False):
-    ds = Coco(src, ann, multiscale)
+def run_torchvision(src, ann, multiscale=False, jitter=False):
+    ds = Coco(src, ann, multiscale, jitter)
     dl = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=0,
                                      collate_fn=lambda b: tuple(zip(*b)))
     t0, n = time.perf_counter(), 0
@@ -95,10 +103,12 @@ def run_torchvision(src, ann, multiscale=False):
     return n / (time.perf_counter() - t0)
 
 
-def run_shardread(out, multiscale=False, uint8=False):
+def run_shardread(out, multiscale=False, uint8=False, jitter=False):
     import shardread
     geometry = (dict(multiscale=(MULTI_SIZES, MULTI_MAX)) if multiscale
                 else dict(size=512, pad=True))
+    if jitter:
+        geometry["color_jitter"] = JITTER
     # float32 NCHW in 0..1 is what to_tensor gives; uint8 NHWC is what a GPU pipeline takes
     # (it converts and normalises on the device, as FFCV and DALI users do)
     out_form = (dict(dtype="uint8") if uint8 else
@@ -142,10 +152,12 @@ def main():
     nb = len(doc["annotations"])
     ni = len(doc["images"])
     torch.set_num_threads(1)
-    runs = {k: [] for k in ("tv", "sr", "sr_u8", "tv_ms", "sr_ms")}
+    runs = {k: [] for k in ("tv", "sr", "sr_u8", "tv_cj", "sr_cj", "tv_ms", "sr_ms")}
     for r in range(a.reps):
         order = [("tv", lambda: run_torchvision(src, ann)), ("sr", lambda: run_shardread(out)),
                  ("sr_u8", lambda: run_shardread(out, uint8=True)),
+                 ("tv_cj", lambda: run_torchvision(src, ann, jitter=True)),
+                 ("sr_cj", lambda: run_shardread(out, jitter=True)),
                  ("tv_ms", lambda: run_torchvision(src, ann, True)),
                  ("sr_ms", lambda: run_shardread(out, True))]
         for k, fn in (order if r % 2 == 0 else order[::-1]):
@@ -163,6 +175,10 @@ def main():
     print(f"| shardread.Loader(targets=True, flip=True), threads=1, uint8 NHWC | "
           f"{m['sr_u8']:,.0f} |")
     print(f"| ratio, uint8 | {m['sr_u8'] / m['tv']:.1f}x |")
+    print(f"| torchvision + hflip + ColorJitter{JITTER} + to_tensor | {m['tv_cj']:,.0f} |")
+    print(f"| shardread.Loader(color_jitter={JITTER}, flip=True), threads=1, float32 NCHW | "
+          f"{m['sr_cj']:,.0f} |")
+    print(f"| ColorJitter ratio | {m['sr_cj'] / m['tv_cj']:.1f}x |")
     print(f"| torchvision + RandomShortestSize({list(MULTI_SIZES)}, {MULTI_MAX}) + hflip | "
           f"{m['tv_ms']:,.0f} |")
     print(f"| shardread.Loader(multiscale=(...), flip=True), threads=1, float32 NCHW list | "
