@@ -432,8 +432,12 @@ int shc_merge(const char *out, shc_merge_result *res, fmt_msg *msg)
     if (rc)
         goto leave;
     if (missing || unfinished) {
-        rc = fmt_fail(msg, SHC_MERGE_EMISSING, "%u of %u parts in %s are not ready:",
-                      missing + unfinished, n, pdir);
+        /* a long folder name is shortened to its last 200 characters, so that the message
+         * always has room to name at least the first part at fault */
+        size_t plen = strlen(pdir);
+        rc = fmt_fail(msg, SHC_MERGE_EMISSING, "%u of %u parts in %s%s are not ready:",
+                      missing + unfinished, n, plen > 200 ? "..." : "",
+                      plen > 200 ? pdir + plen - 197 : pdir);
         uint32_t listed = 0;
         for (uint32_t i = 0; msg && i < n; i++) {
             if (parts[i].complete)

@@ -312,6 +312,26 @@ START_TEST(merge_lists_missing_parts_within_the_message)
     ck_assert_int_eq(shc_merge(out, NULL, NULL), SHC_MERGE_EMISSING);
     snprintf(part, sizeof part, "%s/manifest.json", out);
     ck_assert_int_ne(access(part, F_OK), 0);
+
+    /* a folder name longer than the message: shortened to its end, the first part still named */
+    char deep[PATH_MAX], name[201];
+    memset(name, 'd', 200);
+    name[200] = '\0';
+    snprintf(deep, sizeof deep, "%s/%s", g_dir, name);
+    ck_assert_int_eq(mkdir(deep, 0777), 0);
+    snprintf(deep, sizeof deep, "%s/%s/%s", g_dir, name, name);
+    ck_assert_int_eq(mkdir(deep, 0777), 0);
+    snprintf(deep, sizeof deep, "%s/%s/%s/%s", g_dir, name, name, name);
+    ck_assert_int_eq(mkdir(deep, 0777), 0);
+    char deep_parts[PATH_MAX + 64];
+    snprintf(deep_parts, sizeof deep_parts, "%s/parts", deep);
+    ck_assert_int_eq(mkdir(deep_parts, 0777), 0);
+    snprintf(deep_parts, sizeof deep_parts, "%s/parts/00000-of-00030", deep);
+    ck_assert_int_eq(mkdir(deep_parts, 0777), 0);
+    ck_assert_int_eq(shc_merge(deep, NULL, &why), SHC_MERGE_EMISSING);
+    ck_assert_msg(strstr(why.text, "ddd/parts are not ready: part 00000-of-00030 is unfinished")
+                  != NULL, "%s", why.text);
+    ck_assert_ptr_nonnull(strstr(why.text, "30 of 30 parts in ..."));
 }
 END_TEST
 
