@@ -50,6 +50,7 @@ class Fixtures:
         self.fixed = self.build("fixed", src, lst, "--size", "24x20")
         self.gray = self.build("gray", src, lst, "--size", "24x20", "--gray")
         self.var = self.build("var", src, lst, "--max-side", "40")
+        self.var_gray = self.build("var_gray", src, lst, "--max-side", "40", "--gray")
 
     def build(self, name, src, lst, *opts):
         out = os.path.join(self.root, name)

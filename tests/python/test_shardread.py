@@ -168,6 +168,32 @@ def test_gray_and_cropped_batches(fx):
     assert seen == N_SAMPLES
 
 
+def test_pad_and_flip_in_one_pass(fx):
+    """The crop/pad copy that places a sample mirrors it in the same pass and zeroes only the
+    padding: every sample equals the stored one cropped/padded as the params say, then mirrored,
+    RGB and gray, padded in one dimension and cropped in the other, over epochs that reuse the
+    ring's buffers (nothing from an earlier batch may show through)."""
+    for path, c in ((fx.var, 3), (fx.var_gray, 1)):
+        ds = shardread.Dataset(path)
+        for H, W in ((16, 30), (30, 16), (37, 41)):
+            loader = shardread.Loader(path, batch_size=4, size=(H, W), pad=True, flip=True,
+                                      shuffle=True, seed=7, return_params=True)
+            flips = 0
+            for epoch in range(3):
+                for images, labels, indices, params in loader:
+                    for k, i in enumerate(indices):
+                        src = ds[int(i)][0]
+                        x, y, w, h, flip = (int(v) for v in params[k])
+                        want = np.zeros((H, W, c), np.uint8)
+                        dy, dx = (H - h) // 2, (W - w) // 2
+                        want[dy:dy + h, dx:dx + w] = src[y:y + h, x:x + w]
+                        if flip:
+                            want = want[:, ::-1]
+                            flips += 1
+                        assert np.array_equal(images[k], want), (path, (H, W), int(i), flip)
+            assert 0 < flips < 3 * N_SAMPLES
+
+
 def test_flip_mirrors(fx):
     ds = shardread.Dataset(fx.fixed)
     flipped = 0
