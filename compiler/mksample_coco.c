@@ -44,14 +44,16 @@ int mks_coco_generate(const char *out, const char *json_path, unsigned count, ui
     size_t alen = 0, ilen = 0;
     FILE *fa = open_memstream(&anns, &alen), *fi = open_memstream(&imgs, &ilen);
     if (!fa || !fi) {
-        rc = ENOMEM;
+        rc = fmt_fail(msg, ENOMEM, "out of memory");
         goto leave;
     }
     for (unsigned i = 1; i <= count && rc == 0; i++) {
         uint32_t w = det_range(&st, min_side, max_side), h = det_range(&st, min_side, max_side);
         fmt_image img = {0};
-        if ((rc = fmt_image_alloc(&img, w, h, 3)) != 0)
+        if ((rc = fmt_image_alloc(&img, w, h, 3)) != 0) {
+            fmt_fail(msg, rc, "cannot hold a %ux%u image: %s", w, h, fmt_strerror(rc));
             break;
+        }
         for (size_t k = 0; k < (size_t)w * h * 3; k++)
             img.pixels[k] = (uint8_t)(96 + det_next(&st) % 32);
         unsigned nshapes = i % 5 == 0 ? 0 : det_range(&st, 1, max_shapes ? max_shapes : 4);
