@@ -84,7 +84,8 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 #               they read in the reader's order (seq, random, quasi)
 #   pinned.h    the train step's batch buffers: CUDA pinned host memory (shr_host_alloc) and the
 #               probe for a CUDA device, which the reader's API does not offer
-# (cuda_step.cu, compiled by nvcc with the GPU code's paths, also uses cuda_common.h.)
+# (cuda_step.cu, compiled by nvcc with the GPU code's paths, also uses cuda_feed.h and
+# cuda_common.h.)
 BENCH_READER_H := shardread.h ring.h sampler.h pinned.h
 INC_bench := -Iformats -Icompiler -I$(BUILD)/include/bench -Ireader/bench
 $(BUILD)/reader/bench/%.o: INC = $(INC_bench)

@@ -64,8 +64,9 @@ typedef struct dir_id {
 } dir_id;
 
 /* Relative paths under root/rel whose names pass keep(), recursively, hidden names left out.
- * A folder met again below itself (a symbolic link loop) is not entered twice: what it holds is
- * walked once, where it was first met, so no loop can make the walk repeat or run away. */
+ * A folder met again below itself (a symbolic link loop) is not entered there: no loop can make
+ * the walk repeat or run away. (Two links to one folder from outside it still list its files
+ * under both names, as the image list of a build does.) */
 static int walk(const char *root, const char *rel, int (*keep)(const char *), strlist *out,
                 const dir_id *up, int depth, fmt_msg *msg)
 {

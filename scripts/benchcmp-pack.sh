@@ -3,7 +3,8 @@
 # compiler and flags, and the shared libraries they need, so the folder can be copied to a machine
 # without them (a GPU machine's idle cores, say):
 #
-#   scripts/benchcmp-pack.sh [DIR]     (DIR default .benchcmp; BASE=commit, default f2d85f0)
+#   scripts/benchcmp-pack.sh [DIR]     (DIR default .benchcmp; BASE=commit, default HEAD: the
+#                                      working tree against its last commit)
 #
 #   base/bin/   shardc, shardc-mksample, shardbench of BASE (a detached worktree in $BASE_TREE,
 #               default /tmp/base, created when missing; built in its build-base/)
@@ -20,15 +21,16 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "${1:-$root/.benchcmp}"
 here=$(cd "${1:-$root/.benchcmp}" && pwd)
-BASE=${BASE:-f2d85f0}
+BASE=${BASE:-HEAD}
 BASE_TREE=${BASE_TREE:-/tmp/base}
 progs=(shardc shardc-mksample shardbench)
 
+base_sha=$(git -C "$root" rev-parse "$BASE^{commit}")
 if [ ! -d "$BASE_TREE" ]; then
-  git -C "$root" worktree add --detach "$BASE_TREE" "$BASE"
+  git -C "$root" worktree add --detach "$BASE_TREE" "$base_sha"
+elif [ "$(git -C "$BASE_TREE" rev-parse HEAD)" != "$base_sha" ]; then
+  git -C "$BASE_TREE" checkout -q --detach "$base_sha"
 fi
-[ "$(git -C "$BASE_TREE" rev-parse HEAD)" = "$(git -C "$root" rev-parse "$BASE^{commit}")" ] || {
-  echo "pack: $BASE_TREE is not at $BASE" >&2; exit 1; }
 
 make -C "$BASE_TREE" BUILD=build-base -j2 "${progs[@]/#/build-base/bin/}" >/dev/null
 make -C "$root" BUILD=build-head -j2 "${progs[@]/#/build-head/bin/}" >/dev/null

@@ -60,7 +60,8 @@ typedef struct {
     uint32_t batch_size;        /* sizeof(shr_batch) */
     uint32_t stats_size;        /* sizeof(sb_step_stats) */
 
-    /* 1 if a device is usable: present, and able to run this object's kernels (cached). */
+    /* 1 if a device is usable: present, and able to run the GPU code's kernels (the feed
+     * library's probe, shr_feed_available: both are built for the same architectures). */
     int (*available)(void);
     /* A GPU step (see step.h), on the calling thread's current device. c may be NULL.
      * step_sync accepts st NULL (the counters are reset all the same), as the CPU step does. */
