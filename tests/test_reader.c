@@ -820,15 +820,19 @@ START_TEST(test_memory_flat)
     o.random_crop = 1;
     o.access = (shr_access)_i;          /* mmap, pread, direct */
     shr_reader *r = open_ok(g_var, &o);
-    for (int e = 0; e < 2; e++)
+    /* warm-up outside the window: under ThreadSanitizer the anonymous RSS grows by about 1.5 MB
+     * over the first dozen epochs of random crops and flips (its shadow and metadata) and then
+     * stays flat, to epoch 200 at least; uninstrumented builds are flat from epoch 2, and the
+     * heap, checked below to the kilobyte, does not move in any build */
+    for (int e = 0; e < 16; e++)
         run_epoch(r);
     (void)tu_rss_anon();                /* stdio's first-use allocations, outside the window */
     size_t heap2 = mallinfo2().uordblks, rss2 = tu_rss_anon();
-    for (int e = 2; e < 50; e++)
+    for (int e = 16; e < 64; e++)
         run_epoch(r);
     size_t heap50 = mallinfo2().uordblks, rss50 = tu_rss_anon();
     shr_state st = shr_get_state(r);
-    ck_assert_uint_eq(st.epoch, 50);
+    ck_assert_uint_eq(st.epoch, 64);
     shr_close(r);
     /* 48 epochs of 12 batches: a leak of even a few bytes per batch would show in the heap */
     ck_assert_msg(heap50 <= heap2 + 1024, "heap grew from %zu to %zu bytes", heap2, heap50);
