@@ -12,15 +12,15 @@
  *   Contrast's grey is ImageStat's mean of the L image (a sum over its histogram divided by the
  *   pixel count, in double; the sum is an exact integer, so it is summed as one) as
  *   int(mean + 0.5).
- *   The hue goes through Pillow's rgb2hsv and hsv2rgb (libImaging/Convert.c), which mix float
- *   and double arithmetic; the functions below keep every operand's type as C gives it there
- *   (floating point contraction is off in C11 mode, and Pillow's x86-64 build has no FMA), and
- *   the test compares them with Pillow on all 2^24 colours. Between the two, the hue byte is
- *   shifted by np.uint8(hue * 255), which truncates toward zero and wraps.
+ *   The hue goes through Pillow's rgb2hsv and hsv2rgb (libImaging/Convert.c), reproduced in
+ *   formats/hsv.c (the build's pre-augmentation uses them too; the test compares them with
+ *   Pillow on all 2^24 colours). Between the two, the hue byte is shifted by
+ *   np.uint8(hue * 255), which truncates toward zero and wraps.
  *   The vector kernels (AVX2, see "vector paths" below and simd.h) give the same bytes; with
  *   SHARDREAD_SIMD=0 every op takes the plain path.
  */
 #include "color.h"
+#include "hsv.h"
 #include "simd.h"
 
 #include <math.h>
@@ -232,104 +232,6 @@ void shr_color_grayscale(uint8_t *px, uint32_t width, uint32_t height, uint32_t 
     }
 }
 
-/* ---- hue ---- */
-
-static inline int clip8(int v)
-{
-    return v <= 0 ? 0 : v >= 255 ? 255 : v;
-}
-
-/* Pillow's rgb2hsv_row. Only the two quotients the hue needs are computed (each is the same
- * float division Pillow makes), and fmod(x, 1.0) of x = h / 6 + 1, which lies in [5/6, 2), is
- * x or the exact x - 1. */
-static inline void rgb2hsv(uint8_t r, uint8_t g, uint8_t b, uint8_t *hh, uint8_t *ss, uint8_t *vv)
-{
-    uint8_t maxc = r > g ? (r > b ? r : b) : (g > b ? g : b);
-    uint8_t minc = r < g ? (r < b ? r : b) : (g < b ? g : b);
-    *vv = maxc;
-    if (minc == maxc) {
-        *hh = *ss = 0;
-        return;
-    }
-    float cr = (float)(maxc - minc);
-    float s = cr / (float)maxc;
-    float h;
-    if (r == maxc)
-        h = (float)(maxc - b) / cr - (float)(maxc - g) / cr;
-    else if (g == maxc)
-        h = (float)(2.0 + (float)(maxc - r) / cr - (float)(maxc - b) / cr);
-    else
-        h = (float)(4.0 + (float)(maxc - g) / cr - (float)(maxc - r) / cr);
-    double x = h / 6.0 + 1.0;
-    h = (float)(x >= 1.0 ? x - 1.0 : x);
-    *hh = (uint8_t)clip8((int)(h * 255.0));
-    *ss = (uint8_t)clip8((int)(s * 255.0));
-}
-
-/* C's round() of a non-negative x below 2^31, without the library call */
-static inline int round_pos(double x)
-{
-    int i = (int)x;
-    return x - (double)i >= 0.5 ? i + 1 : i;
-}
-
-/* Pillow's hsv2rgb; floor() of the non-negative sector is a truncation */
-static inline void hsv2rgb(uint8_t h, uint8_t s, uint8_t v, uint8_t *out)
-{
-    if (s == 0) {
-        out[0] = out[1] = out[2] = v;
-        return;
-    }
-    double hd = (float)h * 6.0 / 255.0;
-    int i = (int)hd;
-    float f = (float)(hd - (float)i);
-    float fs = (float)((float)s / 255.0);
-    uint8_t p = (uint8_t)clip8(round_pos((float)v * (1.0 - fs)));
-    uint8_t q = (uint8_t)clip8(round_pos((float)v * (1.0 - fs * f)));
-    uint8_t t = (uint8_t)clip8(round_pos((float)v * (1.0 - fs * (1.0 - f))));
-    switch (i % 6) {
-    case 0:
-        out[0] = v, out[1] = t, out[2] = p;
-        break;
-    case 1:
-        out[0] = q, out[1] = v, out[2] = p;
-        break;
-    case 2:
-        out[0] = p, out[1] = v, out[2] = t;
-        break;
-    case 3:
-        out[0] = p, out[1] = q, out[2] = v;
-        break;
-    case 4:
-        out[0] = t, out[1] = p, out[2] = v;
-        break;
-    default:
-        out[0] = v, out[1] = p, out[2] = q;
-        break;
-    }
-}
-
-void shr_color_rgb2hsv(const uint8_t rgb[3], uint8_t hsv[3])
-{
-    rgb2hsv(rgb[0], rgb[1], rgb[2], &hsv[0], &hsv[1], &hsv[2]);
-}
-
-void shr_color_hsv2rgb(const uint8_t hsv[3], uint8_t rgb[3])
-{
-    hsv2rgb(hsv[0], hsv[1], hsv[2], rgb);
-}
-
-static void hue_span(uint8_t *p, uint32_t n, uint8_t shift)
-{
-    for (uint32_t x = 0; x < n; x++, p += 3) {
-        if (p[0] == p[1] && p[1] == p[2])
-            continue;       /* grey: saturation 0 comes back as it was */
-        uint8_t h, s, v;
-        rgb2hsv(p[0], p[1], p[2], &h, &s, &v);
-        hsv2rgb((uint8_t)(h + shift), s, v, p);
-    }
-}
-
 /* ---- vector paths ----
  *
  * AVX2 kernels, 8 pixels at a time in 32-bit lanes, chosen at run time (shr_simd); each gives
@@ -438,7 +340,7 @@ static void hue_tab_init(void)
             for (int c = 0; c < 3; c++) {
                 if ((c >= 1 && rgb[c][0] == 255) || (c == 2 && rgb[c][1] == 255))
                     continue;       /* r or g is the maximum too: not this kind */
-                shr_color_rgb2hsv(rgb[c], hsv);
+                fmt_rgb2hsv(rgb[c], hsv);
                 g_hue_tab[(c << 16) | (na << 8) | nb] = hsv[0];
             }
         }
@@ -532,7 +434,7 @@ AVX2_FN static void hue_avx2(uint8_t *p, uint32_t n, uint8_t shift)
         hsv2rgb8(_mm256_and_si256(_mm256_add_epi32(h, sh), m255), s, v, &r, &g, &b);
         simd_store_rgb8(p, r, g, b);
     }
-    hue_span(p, n - x, shift);
+    fmt_hue_row(p, n - x, shift);
 }
 
 AVX2_FN static void hsv_rows_avx2(const uint8_t *in, uint8_t *out, size_t n, int to_rgb)
@@ -548,7 +450,7 @@ AVX2_FN static void hsv_rows_avx2(const uint8_t *in, uint8_t *out, size_t n, int
         simd_store_rgb8(out, d, e, f);
     }
     for (; x < n; x++, in += 3, out += 3)
-        (to_rgb ? shr_color_hsv2rgb : shr_color_rgb2hsv)(in, out);
+        (to_rgb ? fmt_hsv2rgb : fmt_rgb2hsv)(in, out);
 }
 #endif
 
@@ -593,7 +495,7 @@ void shr_color_hsv_rows(const uint8_t *in, uint8_t *out, size_t n, int to_rgb)
     }
 #endif
     for (size_t x = 0; x < n; x++, in += 3, out += 3)
-        (to_rgb ? shr_color_hsv2rgb : shr_color_rgb2hsv)(in, out);
+        (to_rgb ? fmt_hsv2rgb : fmt_rgb2hsv)(in, out);
 }
 
 void shr_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels, size_t stride,
@@ -601,7 +503,7 @@ void shr_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channe
 {
     if (channels != 3)
         return;
-    uint8_t shift = (uint8_t)(int)(hue_factor * 255.0);
+    uint8_t shift = fmt_hue_shift(hue_factor);
 #ifdef SHR_AVX2
     if (shr_simd()) {
         pthread_once(&g_hue_once, hue_tab_init);
@@ -611,5 +513,5 @@ void shr_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channe
     }
 #endif
     for (uint32_t y = 0; y < height; y++)
-        hue_span(px + (size_t)y * stride, width, shift);
+        fmt_hue_row(px + (size_t)y * stride, width, shift);
 }

@@ -60,11 +60,9 @@ SHR_INTERNAL void shr_color_grayscale(uint8_t *px, uint32_t width, uint32_t heig
 SHR_INTERNAL uint8_t shr_color_blend(int in1, int in2, float alpha);
 /* Pillow's RGB -> L: (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16. */
 SHR_INTERNAL uint8_t shr_color_luma(uint8_t r, uint8_t g, uint8_t b);
-/* Pillow's RGB -> HSV and HSV -> RGB of one pixel (libImaging/Convert.c). */
-SHR_INTERNAL void shr_color_rgb2hsv(const uint8_t rgb[3], uint8_t hsv[3]);
-SHR_INTERNAL void shr_color_hsv2rgb(const uint8_t hsv[3], uint8_t rgb[3]);
-/* The same over n pixels (in and out interleaved, 3 bytes each; may be the same), through the
- * vector path where shr_simd() says so (simd.h). */
+/* Pillow's RGB -> HSV or HSV -> RGB (fmt_rgb2hsv, fmt_hsv2rgb: formats/hsv.h) over n pixels
+ * (in and out interleaved, 3 bytes each; may be the same), through the vector path where
+ * shr_simd() says so (simd.h). */
 SHR_INTERNAL void shr_color_hsv_rows(const uint8_t *in, uint8_t *out, size_t n, int to_rgb);
 
 

@@ -18,6 +18,7 @@
 #include "autoaugment.h"
 #include "color.h"
 #include "erase.h"
+#include "hsv.h"
 #include "shardread.h"
 #include "simd.h"
 #include "transform.h"
@@ -65,7 +66,7 @@ START_TEST(test_hsv_all)
     size_t bad = 0;
     for (size_t v = 0; v < n; v++) {
         uint8_t in[3] = {(uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v}, got[3];
-        shr_color_rgb2hsv(in, got);
+        fmt_rgb2hsv(in, got);
         if (memcmp(got, want + 3 * v, 3) != 0 && bad++ == 0)
             ck_abort_msg("rgb2hsv(%u, %u, %u): %u %u %u, Pillow %u %u %u", in[0], in[1], in[2],
                          got[0], got[1], got[2], want[3 * v], want[3 * v + 1], want[3 * v + 2]);
@@ -75,7 +76,7 @@ START_TEST(test_hsv_all)
     want = read_file(path, 3 * n);
     for (size_t v = 0; v < n; v++) {
         uint8_t in[3] = {(uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v}, got[3];
-        shr_color_hsv2rgb(in, got);
+        fmt_hsv2rgb(in, got);
         if (memcmp(got, want + 3 * v, 3) != 0 && bad++ == 0)
             ck_abort_msg("hsv2rgb(%u, %u, %u): %u %u %u, Pillow %u %u %u", in[0], in[1], in[2],
                          got[0], got[1], got[2], want[3 * v], want[3 * v + 1], want[3 * v + 2]);
