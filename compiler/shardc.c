@@ -120,6 +120,11 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
     shc_input_path(dir, s.source, &path);
     fmt_aug_params p;
     int aug = s.aux && fmt_aug_decode(s.aux, s.aux_len, &p) == 0;
+    char hue[32] = "null";      /* the hue factor when adjust_hue was applied */
+    if (aug && p.hue_on)
+        snprintf(hue, sizeof hue, json ? "%.9g" : "%.4f", (double)p.hue);
+    else if (!json)
+        snprintf(hue, sizeof hue, "off");
     if (json) {
         printf("{\"index\": %" PRIu64 ", \"label\": %d, \"class\": ", idx, (int)s.label);
         fmt_json_string(stdout, cls);
@@ -133,9 +138,10 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
         if (aug)
             printf(", \"variant\": %u, \"params\": {\"source_size\": [%u, %u], \"crop\": [%u, %u, "
                    "%u, %u], \"flip\": %s, \"brightness\": %.9g, \"contrast\": %.9g, "
-                   "\"saturation\": %.9g}}\n", p.variant, p.src_w, p.src_h, p.crop_x, p.crop_y,
-                   p.crop_w, p.crop_h, p.flip ? "true" : "false", (double)p.brightness,
-                   (double)p.contrast, (double)p.saturation);
+                   "\"saturation\": %.9g, \"hue\": %s, \"grayscale\": %s}}\n", p.variant,
+                   p.src_w, p.src_h, p.crop_x, p.crop_y, p.crop_w, p.crop_h,
+                   p.flip ? "true" : "false", (double)p.brightness, (double)p.contrast,
+                   (double)p.saturation, hue, p.gray ? "true" : "false");
         else
             printf(", \"variant\": null, \"params\": null}\n");
     } else {
@@ -144,9 +150,10 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
                s.width, s.height, s.channels, s.hash, s.source, path ? path : "path unknown");
         if (aug)
             printf("variant:   %u\ncrop:      %ux%u at (%u, %u) of %ux%u\nflip:      %s\n"
-                   "colour:    brightness %.4f, contrast %.4f, saturation %.4f\n", p.variant,
-                   p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.src_w, p.src_h, p.flip ? "yes" : "no",
-                   (double)p.brightness, (double)p.contrast, (double)p.saturation);
+                   "colour:    brightness %.4f, contrast %.4f, saturation %.4f, hue %s%s\n",
+                   p.variant, p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.src_w, p.src_h,
+                   p.flip ? "yes" : "no", (double)p.brightness, (double)p.contrast,
+                   (double)p.saturation, hue, p.gray ? ", grayscale" : "");
     }
     free(path);
     return 0;

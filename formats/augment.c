@@ -1,5 +1,6 @@
 /* augment.c - pre-augmentation: SPEC parsing, counter-based draws, and their exact application. */
 #include "augment.h"
+#include "hsv.h"
 #include "le.h"
 
 #include <errno.h>
@@ -112,9 +113,23 @@ int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg)
                 out->contrast = v[0];
             if (tok[0] == 'j' || tok[0] == 's')
                 out->saturation = v[0];
+        } else if (strcmp(tok, "hue") == 0) {
+            if (!val || parse_list(val, v, 1) != 1 || v[0] < 0 || v[0] > 0.5) {
+                rc = fmt_fail(msg, FMT_EINVAL, "hue expects a strength in 0..0.5, e.g. hue=0.1");
+                break;
+            }
+            out->hue = v[0];
+        } else if (strcmp(tok, "gray") == 0) {
+            out->gray_p = 0.1;
+            if (val && (parse_list(val, v, 1) != 1 || v[0] < 0 || v[0] > 1)) {
+                rc = fmt_fail(msg, FMT_EINVAL, "gray expects a probability in 0..1, e.g. gray=0.1");
+                break;
+            }
+            if (val)
+                out->gray_p = v[0];
         } else {
             rc = fmt_fail(msg, FMT_EINVAL, "unknown augmentation '%s' (expected rrc, flip, jitter, "
-                          "brightness, contrast, saturation or none)", tok);
+                          "brightness, contrast, saturation, hue, gray or none)", tok);
         }
     }
     free(copy);
@@ -160,6 +175,10 @@ void fmt_aug_format(const fmt_aug_spec *s, char *buf, size_t len)
         ADD("contrast=%s", exact_num(a, s->contrast));
     if (s->saturation > 0)
         ADD("saturation=%s", exact_num(a, s->saturation));
+    if (s->hue > 0)
+        ADD("hue=%s", exact_num(a, s->hue));
+    if (s->gray_p > 0)
+        ADD("gray=%s", exact_num(a, s->gray_p));
     if (n == 0)
         ADD("none");
 #undef ADD
@@ -167,7 +186,7 @@ void fmt_aug_format(const fmt_aug_spec *s, char *buf, size_t len)
 
 /* ---- drawing ---- */
 
-enum { DRAW_FLIP = 40, DRAW_BRIGHT, DRAW_CONTRAST, DRAW_SAT };
+enum { DRAW_FLIP = 40, DRAW_BRIGHT, DRAW_CONTRAST, DRAW_SAT, DRAW_HUE, DRAW_GRAY };
 
 static uint32_t randint(double u, uint32_t lo, uint32_t hi) /* uniform in [lo, hi] */
 {
@@ -245,6 +264,10 @@ void fmt_aug_draw(const fmt_aug_spec *s, uint64_t seed, uint64_t source, uint32_
     if (s->saturation > 0)
         p->saturation = (float)(1 - s->saturation +
                                 2 * s->saturation * fmt_aug_uniform(seed, source, variant, DRAW_SAT));
+    p->hue_on = s->hue > 0;
+    if (p->hue_on)
+        p->hue = (float)(-s->hue + 2 * s->hue * fmt_aug_uniform(seed, source, variant, DRAW_HUE));
+    p->gray = s->gray_p > 0 && fmt_aug_uniform(seed, source, variant, DRAW_GRAY) < s->gray_p;
 }
 
 /* ---- applying ---- */
@@ -267,6 +290,8 @@ static uint32_t luma(const uint8_t *px)
     return (px[0] * 19595u + px[1] * 38470u + px[2] * 7471u + 0x8000u) >> 16;
 }
 
+/* brightness, contrast, saturation (16.16 fixed point), then torchvision's adjust_hue and
+ * rgb_to_grayscale(img, 3) (Pillow's HSV round trip and L conversion, exactly) */
 static void colour(fmt_image *im, const fmt_aug_params *p)
 {
     size_t npix = (size_t)im->width * im->height, n = npix * im->channels;
@@ -297,6 +322,15 @@ static void colour(fmt_image *im, const fmt_aug_params *p)
                 px[k] = clamp_q16(l * 65536 + (px[k] - l) * t + 32768);
         }
     }
+    if (im->channels != 3)
+        return;         /* hue and grayscale leave an L image as it is, as torchvision does */
+    px = im->pixels;
+    /* a shift of 0 still makes the HSV round trip, which is not the identity */
+    if (p->hue_on)
+        fmt_hue_row(px, npix, fmt_hue_shift((double)p->hue));
+    if (p->gray)
+        for (size_t i = 0; i < npix; i++, px += 3)
+            px[0] = px[1] = px[2] = (uint8_t)luma(px);
 }
 
 static void flip_rows(fmt_image *im)
@@ -377,7 +411,10 @@ static float bitsf(uint32_t u)
 void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE])
 {
     memset(out, 0, FMT_AUG_RECORD_SIZE);
-    memcpy(out, "AUG1", 4);
+    /* version 1 unless the variant uses hue or grayscale, so that every earlier record keeps
+     * its bytes and a reader that knows only version 1 refuses what it cannot replay */
+    int v2 = p->hue_on || p->gray;
+    memcpy(out, v2 ? "AUG2" : "AUG1", 4);
     fmt_le_put32(out + 4, p->variant);
     fmt_le_put64(out + 8, p->source);
     fmt_le_put32(out + 16, p->src_w);
@@ -386,18 +423,22 @@ void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE])
     fmt_le_put32(out + 28, p->crop_y);
     fmt_le_put32(out + 32, p->crop_w);
     fmt_le_put32(out + 36, p->crop_h);
-    fmt_le_put32(out + 40, p->flip);
+    fmt_le_put32(out + 40, p->flip | (p->gray ? 2u : 0u) | (p->hue_on ? 4u : 0u));
     fmt_le_put32(out + 44, fbits(p->brightness));
     fmt_le_put32(out + 48, fbits(p->contrast));
     fmt_le_put32(out + 52, fbits(p->saturation));
     fmt_le_put32(out + 56, p->filter);
+    if (v2)
+        fmt_le_put32(out + 60, fbits(p->hue));
 }
 
 int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p)
 {
     memset(p, 0, sizeof *p);
-    if (!in || len != FMT_AUG_RECORD_SIZE || memcmp(in, "AUG1", 4) != 0)
+    if (!in || len != FMT_AUG_RECORD_SIZE ||
+        (memcmp(in, "AUG1", 4) != 0 && memcmp(in, "AUG2", 4) != 0))
         return FMT_ECORRUPT;
+    int v2 = in[3] == '2';
     p->variant = fmt_le_get32(in + 4);
     p->source = fmt_le_get64(in + 8);
     p->src_w = fmt_le_get32(in + 16);
@@ -406,14 +447,22 @@ int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p)
     p->crop_y = fmt_le_get32(in + 28);
     p->crop_w = fmt_le_get32(in + 32);
     p->crop_h = fmt_le_get32(in + 36);
-    p->flip = fmt_le_get32(in + 40);
+    uint32_t flags = fmt_le_get32(in + 40);
+    p->flip = flags & 1u;
+    p->gray = flags >> 1 & 1u;
+    p->hue_on = flags >> 2 & 1u;
     p->brightness = bitsf(fmt_le_get32(in + 44));
     p->contrast = bitsf(fmt_le_get32(in + 48));
     p->saturation = bitsf(fmt_le_get32(in + 52));
     p->filter = fmt_le_get32(in + 56);
-    if (p->flip > 1 || p->filter >= FMT_FILTER_COUNT || !isfinite(p->brightness) || !isfinite(p->contrast) ||
-        !isfinite(p->saturation) || p->brightness < 0 || p->contrast < 0 || p->saturation < 0 ||
-        p->brightness > 2 || p->contrast > 2 || p->saturation > 2)
+    uint32_t last = fmt_le_get32(in + 60);
+    p->hue = v2 ? bitsf(last) : 0.0f;
+    if (flags > (v2 ? 7u : 1u) || (!v2 && last != 0) || !isfinite(p->hue) ||
+        (!p->hue_on && p->hue != 0.0f) ||
+        fabsf(p->hue) > 0.5f || p->filter >= FMT_FILTER_COUNT || !isfinite(p->brightness) ||
+        !isfinite(p->contrast) || !isfinite(p->saturation) || p->brightness < 0 ||
+        p->contrast < 0 || p->saturation < 0 || p->brightness > 2 || p->contrast > 2 ||
+        p->saturation > 2)
         return FMT_ECORRUPT;
     return 0;
 }

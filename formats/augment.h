@@ -19,8 +19,13 @@
  *   brightness  pixel * b,                       b uniform in [1 - s, 1 + s]
  *   contrast    m + c * (pixel - m),             c uniform in [1 - s, 1 + s], m = mean luma
  *   saturation  l + t * (pixel - l),             t uniform in [1 - s, 1 + s], l = pixel's luma
- * The colour operations run in 16.16 fixed point with round-half-up and clamping to 0..255, so the
- * result is exact integer arithmetic on every machine.
+ *   hue         torchvision's adjust_hue(img, f), f uniform in [-h, h] (Pillow's HSV round trip,
+ *               formats/hsv.h)
+ *   gray        with probability gray_p, torchvision's rgb_to_grayscale(img, 3): Pillow's L in
+ *               all three channels
+ * Brightness, contrast and saturation run in 16.16 fixed point with round-half-up and clamping to
+ * 0..255; hue and gray are Pillow's integer-exact conversions; so the result is the same on every
+ * machine. Hue and gray leave a one-channel image as it is.
  */
 #ifndef FMT_AUGMENT_H
 #define FMT_AUGMENT_H
@@ -37,6 +42,8 @@ typedef struct {
     double ratio_min, ratio_max;        /* aspect ratio w/h, 0 < min <= max */
     double flip_p;                      /* 0..1 */
     double brightness, contrast, saturation;   /* jitter strengths, 0..1 */
+    double hue;                         /* hue strength, 0..0.5 */
+    double gray_p;                      /* grayscale probability, 0..1 */
 } fmt_aug_spec;
 
 /* What was drawn for one variant. */
@@ -47,11 +54,15 @@ typedef struct {
     uint32_t crop_x, crop_y, crop_w, crop_h;   /* source rectangle resized to the output */
     uint32_t flip;                      /* 1: mirrored */
     float brightness, contrast, saturation;    /* factors (1 = unchanged) */
+    uint32_t hue_on;                    /* 1: adjust_hue applied (even with a factor of 0, whose
+                                         * HSV round trip still changes pixels) */
+    float hue;                          /* its factor in [-0.5, 0.5]; 0 when hue_on is 0 */
+    uint32_t gray;                      /* 1: converted to grayscale (three equal channels) */
     uint32_t filter;                    /* fmt_filter of the resize */
 } fmt_aug_params;
 
 /* Parse SPEC ("rrc=SMIN:SMAX[:RMIN:RMAX],flip[=P],jitter=S,brightness=S,contrast=S,
- * saturation=S"; "none" for no operation). On error returns FMT_EINVAL and msg says what was
+ * saturation=S,hue=H,gray[=P]"; "none" for no operation). On error returns FMT_EINVAL and msg says what was
  * expected where. */
 int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg);
 

@@ -50,6 +50,7 @@ assert 0.08 * 0.95 <= w * h / (sw * sh) <= 1.0
 for k in ("brightness", "contrast", "saturation"):
     assert 0.6 <= p[k] <= 1.4, (k, p[k])
 assert isinstance(p["flip"], bool)
+assert p["hue"] is None and p["grayscale"] is False    # not in the default spec
 PY
 expect_exit 0 "info --sample (text)" "$SHARDC" info "$T/a" --sample 6
 check "text sample info shows the crop" grep -q "^crop: " "$T/out"

@@ -38,10 +38,21 @@ START_TEST(parse_spec)
     fmt_aug_spec again;
     ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
     ck_assert_mem_eq(&s, &again, sizeof s);
+    /* hue and gray: not part of jitter (whose meaning is older than them) */
+    ck_assert(s.hue == 0 && s.gray_p == 0);
+    ck_assert_int_eq(fmt_aug_parse("hue=0.1,gray", &s, &msg), 0);
+    ck_assert_double_eq_tol(s.hue, 0.1, 1e-12);
+    ck_assert_double_eq_tol(s.gray_p, 0.1, 1e-12); /* RandomGrayscale's default p */
+    ck_assert_int_eq(fmt_aug_parse("flip,hue=0.5,gray=0.25", &s, &msg), 0);
+    fmt_aug_format(&s, buf, sizeof buf);
+    ck_assert_str_eq(buf, "flip=0.5,hue=0.5,gray=0.25");
+    ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
+    ck_assert_mem_eq(&s, &again, sizeof s);
 
     const char *bad[] = {"", "rrc", "rrc=0.5", "rrc=0:1", "rrc=0.9:0.5", "rrc=0.5:1.5",
                          "rrc=0.5:1:2:1", "rrc=a:b", "rrc=0.5:1:0.75", "flip=2", "flip=x",
-                         "jitter", "jitter=-0.1", "jitter=1.5", "blur=3", "flip,,rrc=0.1:1x"};
+                         "jitter", "jitter=-0.1", "jitter=1.5", "blur=3", "flip,,rrc=0.1:1x",
+                         "hue", "hue=0.6", "hue=-0.1", "gray=1.5", "gray=x"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         memset(&msg, 0, sizeof msg);
         ck_assert_msg(fmt_aug_parse(bad[i], &s, &msg) == FMT_EINVAL, "'%s' accepted", bad[i]);
@@ -54,11 +65,12 @@ END_TEST
 START_TEST(draw_ranges_and_distribution)
 {
     fmt_aug_spec s;
-    ck_assert_int_eq(fmt_aug_parse("rrc=0.2:0.8:0.5:2,flip=0.3,jitter=0.25", &s, NULL), 0);
+    ck_assert_int_eq(fmt_aug_parse("rrc=0.2:0.8:0.5:2,flip=0.3,jitter=0.25,hue=0.2,gray=0.2", &s,
+                                   NULL), 0);
     const uint32_t W = 400, H = 300;
     fmt_geom_plan base = {.src_w = W, .src_h = H};
-    int n = 20000, flips = 0, fallback = 0;
-    double bmin = 9, bmax = -9, bsum = 0, amin = 9, amax = 0;
+    int n = 20000, flips = 0, fallback = 0, grays = 0;
+    double bmin = 9, bmax = -9, bsum = 0, amin = 9, amax = 0, hmin = 9, hmax = -9, hsum = 0;
     for (int i = 0; i < n; i++) {
         fmt_aug_params p;
         fmt_aug_draw(&s, 7, (uint64_t)i / 4, (uint32_t)(i % 4), W, H, &base, &p);
@@ -79,6 +91,11 @@ START_TEST(draw_ranges_and_distribution)
         bmin = fmin(bmin, p.brightness);
         bmax = fmax(bmax, p.brightness);
         bsum += p.brightness;
+        ck_assert(p.hue_on && p.hue >= -0.2f && p.hue <= 0.2f);
+        hmin = fmin(hmin, p.hue);
+        hmax = fmax(hmax, p.hue);
+        hsum += p.hue;
+        grays += (int)p.gray;
     }
     ck_assert_int_eq(fallback, 0);          /* every draw found a fitting crop here */
     ck_assert(amin < 0.21 && amax > 0.79);  /* the range is covered */
@@ -87,6 +104,11 @@ START_TEST(draw_ranges_and_distribution)
     ck_assert_int_le(flips, 6000 + 400);
     ck_assert(bmin < 0.76 && bmax > 1.24);
     ck_assert_double_eq_tol(bsum / n, 1.0, 0.01);
+    ck_assert(hmin < -0.19 && hmax > 0.19);
+    ck_assert_double_eq_tol(hsum / n, 0.0, 0.005);
+    /* gray and flip use their own draws: 4000 of 20000 expected, sd ~57 */
+    ck_assert_int_ge(grays, 4000 - 400);
+    ck_assert_int_le(grays, 4000 + 400);
 }
 END_TEST
 
@@ -190,6 +212,28 @@ START_TEST(colour_arithmetic)
     for (int i = 0; i < 6; i++)
         ck_assert_uint_eq(out.pixels[i], m);
     fmt_image_free(&out);
+
+    /* gray: Pillow's L in all three channels */
+    p.contrast = 1;
+    p.gray = 1;
+    ck_assert_int_eq(fmt_aug_apply(rz, &src, &p, 2, 1, &out, NULL), 0);
+    ck_assert_mem_eq(out.pixels, gray, 6);
+    fmt_image_free(&out);
+
+    /* hue: Pillow's HSV round trip with the hue byte moved by np.uint8(f * 255). (200, 100, 50)
+     * is h 14, s 191, v 200 (fmt_rgb2hsv: 14.45 truncated); 0.25 * 255 = 63.75 -> 63, h 77:
+     * hsv2rgb's sector 1 (77 * 6 / 255 = 1.81), f 0.8118, p = round(200 * (1 - 191/255)) = 50,
+     * q = round(200 * (1 - 0.749 * 0.8118)) = 78, so (q, v, p) = (78, 200, 50). */
+    p.gray = 0;
+    p.hue_on = 1;
+    p.hue = 0.25f;
+    ck_assert_int_eq(fmt_aug_apply(rz, &src, &p, 2, 1, &out, NULL), 0);
+    ck_assert_uint_eq(out.pixels[0], 78);
+    ck_assert_uint_eq(out.pixels[1], 200);
+    ck_assert_uint_eq(out.pixels[2], 50);
+    const uint8_t second[3] = {250, 11, 146};  /* Pillow gives the same for (10, 20, 250) */
+    ck_assert_mem_eq(out.pixels + 3, second, 3);
+    fmt_image_free(&out);
     fmt_image_free(&src);
     fmt_resizer_free(rz);
 }
@@ -235,7 +279,46 @@ START_TEST(record_round_trip)
     rec[0] = 'X';
     ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
     fmt_aug_encode(&p, rec);
-    rec[40] = 2; /* flip must be 0 or 1 */
+    ck_assert_mem_eq(rec, "AUG1", 4);       /* without hue or gray: the version-1 bytes */
+    for (int i = 60; i < 64; i++)
+        ck_assert_uint_eq(rec[i], 0);
+    rec[40] = 2; /* a version-1 record's flip must be 0 or 1 */
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    fmt_aug_encode(&p, rec);
+    rec[61] = 1; /* nor has it a hue */
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+
+    /* hue and gray: version 2, flags in the flip word, the hue factor in the last four bytes */
+    p.hue_on = 1;
+    p.hue = -0.3125f;
+    p.gray = 1;
+    fmt_aug_encode(&p, rec);
+    ck_assert_mem_eq(rec, "AUG2", 4);
+    ck_assert_uint_eq(rec[40], 7);
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), 0);
+    ck_assert_mem_eq(&p, &q, sizeof p);
+    p.hue = 0.0f;   /* applied with a factor of 0 is not "not applied" */
+    fmt_aug_encode(&p, rec);
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), 0);
+    ck_assert_uint_eq(q.hue_on, 1);
+    p.hue_on = 0;
+    p.gray = 1;
+    fmt_aug_encode(&p, rec);
+    ck_assert_mem_eq(rec, "AUG2", 4);
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), 0);
+    ck_assert_mem_eq(&p, &q, sizeof p);
+    const float bad_hue[] = {0.5001f, -0.75f, NAN, INFINITY};
+    p.hue_on = 1;
+    for (size_t i = 0; i < sizeof bad_hue / sizeof *bad_hue; i++) {
+        p.hue = bad_hue[i];
+        fmt_aug_encode(&p, rec);
+        ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    }
+    p.hue = 0.25f;
+    fmt_aug_encode(&p, rec);
+    rec[40] = 3; /* a hue factor without the hue flag */
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    rec[40] = 8; /* an unknown flag */
     ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
 }
 END_TEST

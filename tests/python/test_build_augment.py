@@ -1,0 +1,106 @@
+"""shardc build --augment with hue= and gray=: every stored variant equals torchvision's
+functional ops on the PIL image (resized_crop, hflip, adjust_hue, rgb_to_grayscale) applied with
+the parameters `shardc info --sample I --json` reports, for RGB and one-channel builds of images
+of many sizes; a hue factor whose shift rounds to 0 still makes Pillow's HSV round trip."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import torchvision.transforms.functional as F
+from PIL import Image
+from torchvision.transforms import InterpolationMode
+
+from conftest import MKSAMPLE, SHARDC, run
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory):
+    root = tmp_path_factory.mktemp("build_augment")
+    path = os.path.join(str(root), "src")
+    run(MKSAMPLE, path, "--classes", "2", "--per-class", "6", "--no-broken", "--quiet",
+        "--seed", "11")
+    return str(root), path
+
+
+def build(root, path, name, spec, *opts):
+    out = os.path.join(root, name)
+    run(SHARDC, "build", path, "-o", out, "--size", "40x32", "--augment", "5", "--aug", spec,
+        "--seed", "4", "--no-progress", "-j", "2", *opts)
+    return out
+
+
+def stored(ds, i):
+    """Sample i's pixels (shardc cat writes a PPM or PGM) as an h x w x c array."""
+    data = subprocess.run([SHARDC, "cat", ds, str(i)], capture_output=True, check=True).stdout
+    magic, dims, _, px = data.split(b"\n", 3)
+    w, h = map(int, dims.split())
+    return np.frombuffer(px, np.uint8).reshape(h, w, 3 if magic == b"P6" else 1)
+
+
+def reference(info, mode):
+    p = info["params"]
+    img = Image.open(info["path"]).convert(mode)
+    x, y, w, h = p["crop"]
+    img = F.resized_crop(img, y, x, h, w, [32, 40], InterpolationMode.BILINEAR)
+    if p["flip"]:
+        img = F.hflip(img)
+    if p["hue"] is not None:
+        img = F.adjust_hue(img, p["hue"])
+    if p["grayscale"]:
+        img = F.rgb_to_grayscale(img, num_output_channels=len(img.getbands()))
+    a = np.asarray(img, dtype=np.uint8)
+    return a[:, :, None] if a.ndim == 2 else a
+
+
+def check_all(ds, mode):
+    n = json.load(open(os.path.join(ds, "manifest.json")))["samples"]
+    seen = {"hue": 0, "gray": 0, "flip": 0, "shift0": 0}
+    for i in range(n):
+        info = json.loads(subprocess.run([SHARDC, "info", ds, "--sample", str(i), "--json"],
+                                         capture_output=True, check=True, text=True).stdout)
+        p = info["params"]
+        got, want = stored(ds, i), reference(info, mode)
+        assert got.shape == want.shape and np.array_equal(got, want), (i, p)
+        seen["hue"] += p["hue"] is not None
+        seen["gray"] += p["grayscale"]
+        seen["flip"] += p["flip"]
+        seen["shift0"] += p["hue"] is not None and int(p["hue"] * 255) == 0
+    return n, seen
+
+
+def test_hue_and_gray_variants_equal_torchvision(src):
+    root, path = src
+    ds = build(root, path, "rgb", "rrc=0.2:1,flip,hue=0.5,gray=0.3")
+    n, seen = check_all(ds, "RGB")
+    assert n == 60 and seen["hue"] == n
+    assert 0 < seen["gray"] < n and 0 < seen["flip"] < n
+
+
+def test_a_hue_shift_of_zero_still_round_trips(src):
+    root, path = src
+    # |f| < 1/255: np.uint8(f * 255) is 0, yet adjust_hue still converts to HSV and back
+    ds = build(root, path, "tiny", "hue=0.003")
+    n, seen = check_all(ds, "RGB")
+    assert seen["shift0"] == n
+    plain = build(root, path, "plain", "none")
+    assert any(not np.array_equal(stored(ds, i), stored(plain, i)) for i in range(n))
+
+
+def test_gray_builds_are_left_as_they_are(src):
+    root, path = src
+    ds = build(root, path, "gray", "flip,hue=0.5,gray=0.5", "--gray")
+    n, seen = check_all(ds, "L")
+    assert n == 60 and 0 < seen["gray"] < n
+
+
+def test_spec_errors_name_the_operation(src):
+    root, path = src
+    for spec, words in (("hue=0.7", "hue expects a strength in 0..0.5"),
+                        ("gray=2", "gray expects a probability in 0..1")):
+        r = subprocess.run([SHARDC, "build", path, "-o", os.path.join(root, "bad"), "--size",
+                            "40x32", "--augment", "2", "--aug", spec, "--no-progress"],
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and words in r.stderr, (spec, r.returncode, r.stderr)
+        assert not os.path.exists(os.path.join(root, "bad"))
