@@ -245,13 +245,21 @@ static void scale_nearest(const uint8_t *src, size_t sstride, uint8_t *dst, size
         int lo = xmin > xs ? xmin : xs, hi = xmax < xe ? xmax : xe;
         if (lo >= hi)
             continue;
+        /* a table of consecutive columns (a translation: TranslateX/Y, RandomAffine's
+         * translate) is one copy a row; the table itself says so, whatever the coefficients */
+        int run = 1;
+        for (int x = lo + 1; x < hi && run; x++)
+            run = tab[x - xs] == tab[lo - xs] + (x - lo);
         double yo = a[5] + a[4] * 0.5;
         for (int y = 0; y < ysize; y++) {
             int yi = coord(yo);
             if (yi >= 0 && yi < ysize) {
                 const uint8_t *in = src + (size_t)yi * sstride;
                 uint8_t *out = dst + (size_t)y * dstride;
-                if (C == 3)
+                if (run)
+                    memcpy(out + (size_t)lo * C, in + (size_t)tab[lo - xs] * C,
+                           (size_t)(hi - lo) * C);
+                else if (C == 3)
                     for (int x = lo; x < hi; x++) {
                         const uint8_t *s = in + (size_t)tab[x - xs] * 3;
                         uint8_t *d = out + (size_t)x * 3;
@@ -288,6 +296,22 @@ static inline void fixed_nearest(const uint8_t *src, size_t sstride, uint8_t *ds
     int64_t a2 = fix16(a[2] + a[0] * 0.5 + a[1] * 0.5);
     int64_t a5 = fix16(a[5] + a[3] * 0.5 + a[4] * 0.5);
     int64_t xsize = width, ysize = height;
+    if (a0 == 65536 && a3 == 0) {
+        /* a step of exactly one column along the row and none down it (ShearX): xin is
+         * (a2 >> 16) + x and yin is a5 >> 16 for the whole row, so the row is one copy */
+        for (uint32_t y = 0; y < height; y++, a2 += a1, a5 += a4) {
+            int64_t base = a2 >> 16, yin = a5 >> 16;
+            if (yin < 0 || yin >= ysize)
+                continue;
+            int64_t x0 = base < 0 ? -base : 0, x1 = xsize - base;
+            x1 = x1 < (int64_t)width ? x1 : (int64_t)width;
+            if (x0 < x1)
+                memcpy(dst + (size_t)y * dstride + (size_t)x0 * C,
+                       src + (size_t)yin * sstride + (size_t)(base + x0) * C,
+                       (size_t)(x1 - x0) * C);
+        }
+        return;
+    }
     for (uint32_t y = 0; y < height; y++) {
         int64_t xx = a2, yy = a5;
         uint8_t *out = dst + (size_t)y * dstride;
