@@ -783,6 +783,16 @@ RS_AVX2 void h_strip_avx2(const uint8_t *src, size_t sstride, uint32_t rows, uin
     const size_t cols = (size_t)(c1 - c0);
     uint32_t y = 0;
     for (; y + 8 <= rows; y += 8) {
+        /* the next 8 rows' window, into the cache while these are computed: short row
+         * segments a stride apart are 8 streams too short for the hardware prefetcher, and
+         * a source read once (a batch's sample) comes from memory */
+        if (y + 16 <= rows)
+            for (uint32_t r = 8; r < 16; r++) {
+                const char *row = (const char *)(src + (y + r) * sstride + (size_t)c0 * ch);
+                for (size_t b = 0; b < cols * ch; b += 64)
+                    _mm_prefetch(row + b, _MM_HINT_T0);
+                _mm_prefetch(row + cols * ch - 1, _MM_HINT_T0);
+            }
         if (ch == 3) {
             const uint8_t *row[8];
             for (uint32_t r = 0; r < 8; r++)
