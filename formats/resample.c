@@ -832,13 +832,23 @@ RS_AVX2 void h_strip_avx2(const uint8_t *src, size_t sstride, uint32_t rows, uin
                     a3 = ax_madd(a3, ax_load8(p + 24), kt);
             }
             uint8_t ob[32];
-            ax_store8(ob, a0);
-            if (cw > 1)
-                ax_store8(ob + 8, a1);
-            if (cw > 2)
-                ax_store8(ob + 16, a2);
-            if (cw > 3)
-                ax_store8(ob + 24, a3);
+            if (cw == 4) {
+                /* a0..a3 hold rows 0-1, 2-3, 4-5, 6-7 (4 slots each): clamped to bytes in
+                 * one pack, [0 2 4 6 | 1 3 5 7] put back in row order */
+                __m256i p01 = _mm256_packs_epi32(_mm256_srai_epi32(a0, RS_BITS),
+                                                 _mm256_srai_epi32(a1, RS_BITS));
+                __m256i p23 = _mm256_packs_epi32(_mm256_srai_epi32(a2, RS_BITS),
+                                                 _mm256_srai_epi32(a3, RS_BITS));
+                __m256i b = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p01, p23),
+                                                        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+                _mm256_storeu_si256((void *)ob, b);
+            } else {
+                ax_store8(ob, a0);
+                if (cw > 1)
+                    ax_store8(ob + 8, a1);
+                if (cw > 2)
+                    ax_store8(ob + 16, a2);
+            }
             uint8_t *o = dst + y * dstride + (size_t)i * ch;
             if (ch == 3 && i + 1 < nx) {
                 /* the 4th byte lands on pixel i + 1, written next */
