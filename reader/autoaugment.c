@@ -208,18 +208,43 @@ int shr_aa_op_geometric(int op)
 static void histogram(const uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
                       size_t stride, uint64_t *h)
 {
+    /* neighbouring pixels mostly share a value, and one table's increments of one bin wait on
+     * each other: even and odd pixels count into two tables (32-bit: a row pair's counts fit),
+     * summed at the end */
+    uint32_t t[2][3 * 256];
+    memset(t, 0, sizeof t);
     memset(h, 0, sizeof(uint64_t) * 256 * channels);
     for (uint32_t y = 0; y < height; y++) {
         const uint8_t *p = px + (size_t)y * stride;
-        if (channels == 3)
-            for (uint32_t x = 0; x < width; x++, p += 3) {
-                h[p[0]]++;
-                h[256 + p[1]]++;
-                h[512 + p[2]]++;
+        uint32_t x = 0;
+        if (channels == 3) {
+            for (; x + 2 <= width; x += 2, p += 6) {
+                t[0][p[0]]++;
+                t[0][256 + p[1]]++;
+                t[0][512 + p[2]]++;
+                t[1][p[3]]++;
+                t[1][256 + p[4]]++;
+                t[1][512 + p[5]]++;
             }
-        else
-            for (uint32_t x = 0; x < width; x++)
-                h[p[x]]++;
+            if (x < width) {
+                t[0][p[0]]++;
+                t[0][256 + p[1]]++;
+                t[0][512 + p[2]]++;
+            }
+        } else {
+            for (; x + 2 <= width; x += 2) {
+                t[0][p[x]]++;
+                t[1][p[x + 1]]++;
+            }
+            if (x < width)
+                t[0][p[x]]++;
+        }
+        /* flushed every 1024 rows: a bin of a table gets at most 1024 x 2^19 counts */
+        if ((y & 1023) == 1023 || y + 1 == height) {
+            for (uint32_t i = 0; i < (channels == 3 ? 768u : 256u); i++)
+                h[i] += (uint64_t)t[0][i] + t[1][i];
+            memset(t, 0, sizeof t);
+        }
     }
 }
 
