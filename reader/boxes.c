@@ -176,7 +176,7 @@ uint32_t shr_box_map(const shr_box_geom *g, const fmt_target *t, const shr_param
         /* a box left without area by a clip is gone before the next op (a warp would give a
          * line's enclosing box an area) */
         int keep = 1;
-        for (int k = 0; k < nw && keep; k++) {
+        for (int k = 0; k < nw; k++) {
             keep = c[0] < c[2] && c[1] < c[3];
             if (!keep)
                 break;

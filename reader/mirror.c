@@ -52,8 +52,10 @@ const int8_t shr_mirror_rgb16[3][3][16] = {
      {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}},
 };
 
+/* the reversal of 16 one-byte pixels */
+const int8_t shr_mirror_gray16[16] = {15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
+
 #ifdef SHR_AVX2
-static const int8_t rev_gray[16] = {15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
 
 /* the shuffles of a reversed RGB block, in registers: loaded once per row, not per block */
 typedef struct {
@@ -70,7 +72,7 @@ AVX2_FN static inline rev_masks masks_load(void)
     m.m12 = _mm_loadu_si128((const __m128i *)shr_mirror_rgb16[1][2]);
     m.m20 = _mm_loadu_si128((const __m128i *)shr_mirror_rgb16[2][0]);
     m.m21 = _mm_loadu_si128((const __m128i *)shr_mirror_rgb16[2][1]);
-    m.gray = _mm_loadu_si128((const __m128i *)rev_gray);
+    m.gray = _mm_loadu_si128((const __m128i *)shr_mirror_gray16);
     return m;
 }
 

@@ -26,5 +26,7 @@ SHR_INTERNAL void shr_mirror_copy(uint8_t *dst, const uint8_t *src, uint32_t n,
  * block is byte 45 - 3 * (j / 3) + j % 3 of the input. Shared with the output conversion's
  * mirrored store (transform.c). */
 SHR_INTERNAL extern const int8_t shr_mirror_rgb16[3][3][16];
+/* pshufb mask reversing 16 one-channel pixels */
+SHR_INTERNAL extern const int8_t shr_mirror_gray16[16];
 
 #endif

@@ -317,8 +317,8 @@ static void store_span(const shr_tf_out *o, const uint8_t *row, uint32_t y, uint
 #if SHR_TF_X86 && defined(__GNUC__)
 
 /* pshufb masks (-1: zero). deint3[c][b]: channel c's bytes of 16 RGB pixels from input block b
- * (bytes 16b..16b+15 of the 48). The mirror's reversal of 16 pixels: shr_mirror_rgb16
- * (mirror.h). */
+ * (bytes 16b..16b+15 of the 48). The mirror's reversals of 16 pixels: shr_mirror_rgb16 and
+ * shr_mirror_gray16 (mirror.h). */
 static const int8_t deint3[3][3][16] = {
     {
         {0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
@@ -336,7 +336,6 @@ static const int8_t deint3[3][3][16] = {
         {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15},
     },
 };
-
 
 #define AVX2_FN __attribute__((target("avx2,f16c")))
 
@@ -400,7 +399,7 @@ AVX2_FN static void store_avx2_rgb(const shr_tf_out *o, const uint8_t *src, size
 {
     uint32_t W = o->width, H = o->height;
     size_t plane = (size_t)W * H;
-    const __m128i rev1 = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m128i rev1 = mask(shr_mirror_gray16);
     __m256 mc[3], sc[3], mp[3], sp[3];
     for (int c = 0; c < 3; c++) {
         mc[c] = _mm256_set1_ps(o->mean[c]);
@@ -456,7 +455,7 @@ AVX2_FN static void store_avx2_gray(const shr_tf_out *o, const uint8_t *src, siz
                                     int mirror, void *dst)
 {
     uint32_t W = o->width, H = o->height;
-    const __m128i rev1 = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m128i rev1 = mask(shr_mirror_gray16);
     __m256 m = _mm256_set1_ps(o->mean[0]), s = _mm256_set1_ps(o->std[0]);
     for (uint32_t y = 0; y < H; y++) {
         const uint8_t *row = src + (size_t)y * stride;
