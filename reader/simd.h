@@ -1,6 +1,6 @@
 /* simd.h - the AVX2 helpers shared by the augmentations' vector kernels (color.c,
- * autoaugment.c, affine.c, erase.c), and the switch between those kernels and the plain C
- * paths.
+ * autoaugment.c, erase.c, mirror.c), and the switch between those kernels and the plain C paths
+ * (which affine.c also hands to formats/warp.c).
  *
  * Internal to libshardread. SHR_AVX2 is defined where the compiler can build AVX2 functions
  * (x86 with GCC or Clang, unless built with -DSHR_NO_SIMD); each such function carries AVX2_FN (the target attribute, without
