@@ -125,6 +125,12 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
         snprintf(hue, sizeof hue, json ? "%.9g" : "%.4f", (double)p.hue);
     else if (!json)
         snprintf(hue, sizeof hue, "off");
+    char rot[64] = "null";      /* the rotation: {"degrees": a, "filter": f} */
+    if (aug && p.angle != 0.0f)
+        snprintf(rot, sizeof rot, json ? "{\"degrees\": %.9g, \"filter\": \"%s\"}" : "%.4f degrees, %s",
+                 (double)p.angle, p.rotate_bilinear ? "bilinear" : "nearest");
+    else if (!json)
+        snprintf(rot, sizeof rot, "none");
     if (json) {
         printf("{\"index\": %" PRIu64 ", \"label\": %d, \"class\": ", idx, (int)s.label);
         fmt_json_string(stdout, cls);
@@ -138,10 +144,10 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
         if (aug)
             printf(", \"variant\": %u, \"params\": {\"source_size\": [%u, %u], \"crop\": [%u, %u, "
                    "%u, %u], \"flip\": %s, \"brightness\": %.9g, \"contrast\": %.9g, "
-                   "\"saturation\": %.9g, \"hue\": %s, \"grayscale\": %s}}\n", p.variant,
-                   p.src_w, p.src_h, p.crop_x, p.crop_y, p.crop_w, p.crop_h,
+                   "\"saturation\": %.9g, \"hue\": %s, \"grayscale\": %s, \"rotate\": %s}}\n",
+                   p.variant, p.src_w, p.src_h, p.crop_x, p.crop_y, p.crop_w, p.crop_h,
                    p.flip ? "true" : "false", (double)p.brightness, (double)p.contrast,
-                   (double)p.saturation, hue, p.gray ? "true" : "false");
+                   (double)p.saturation, hue, p.gray ? "true" : "false", rot);
         else
             printf(", \"variant\": null, \"params\": null}\n");
     } else {
@@ -150,9 +156,10 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
                s.width, s.height, s.channels, s.hash, s.source, path ? path : "path unknown");
         if (aug)
             printf("variant:   %u\ncrop:      %ux%u at (%u, %u) of %ux%u\nflip:      %s\n"
+                   "rotate:    %s\n"
                    "colour:    brightness %.4f, contrast %.4f, saturation %.4f, hue %s%s\n",
                    p.variant, p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.src_w, p.src_h,
-                   p.flip ? "yes" : "no", (double)p.brightness, (double)p.contrast,
+                   p.flip ? "yes" : "no", rot, (double)p.brightness, (double)p.contrast,
                    (double)p.saturation, hue, p.gray ? ", grayscale" : "");
     }
     free(path);

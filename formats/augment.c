@@ -1,6 +1,7 @@
 /* augment.c - pre-augmentation: SPEC parsing, counter-based draws, and their exact application. */
 #include "augment.h"
 #include "hsv.h"
+#include "warp.h"
 #include "le.h"
 
 #include <errno.h>
@@ -113,6 +114,20 @@ int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg)
                 out->contrast = v[0];
             if (tok[0] == 'j' || tok[0] == 's')
                 out->saturation = v[0];
+        } else if (strcmp(tok, "rotate") == 0) {
+            /* rotate=D or rotate=D:nearest|bilinear */
+            char *colon = val ? strchr((char *)val, ':') : NULL;
+            const char *how = colon ? colon + 1 : "nearest";
+            if (colon)
+                *colon = '\0';
+            if (!val || parse_list(val, v, 1) != 1 || v[0] < 0 || v[0] > 180 ||
+                (strcmp(how, "nearest") != 0 && strcmp(how, "bilinear") != 0)) {
+                rc = fmt_fail(msg, FMT_EINVAL, "rotate expects degrees in 0..180 and optionally "
+                              ":nearest or :bilinear, e.g. rotate=15 or rotate=15:bilinear");
+                break;
+            }
+            out->rotate = v[0];
+            out->rotate_bilinear = how[0] == 'b';
         } else if (strcmp(tok, "hue") == 0) {
             if (!val || parse_list(val, v, 1) != 1 || v[0] < 0 || v[0] > 0.5) {
                 rc = fmt_fail(msg, FMT_EINVAL, "hue expects a strength in 0..0.5, e.g. hue=0.1");
@@ -129,7 +144,7 @@ int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg)
                 out->gray_p = v[0];
         } else {
             rc = fmt_fail(msg, FMT_EINVAL, "unknown augmentation '%s' (expected rrc, flip, jitter, "
-                          "brightness, contrast, saturation, hue, gray or none)", tok);
+                          "brightness, contrast, saturation, rotate, hue, gray or none)", tok);
         }
     }
     free(copy);
@@ -169,6 +184,8 @@ void fmt_aug_format(const fmt_aug_spec *s, char *buf, size_t len)
             exact_num(c, s->ratio_min), exact_num(d, s->ratio_max));
     if (s->flip_p > 0)
         ADD("flip=%s", exact_num(a, s->flip_p));
+    if (s->rotate > 0)
+        ADD("rotate=%s%s", exact_num(a, s->rotate), s->rotate_bilinear ? ":bilinear" : "");
     if (s->brightness > 0)
         ADD("brightness=%s", exact_num(a, s->brightness));
     if (s->contrast > 0)
@@ -186,7 +203,7 @@ void fmt_aug_format(const fmt_aug_spec *s, char *buf, size_t len)
 
 /* ---- drawing ---- */
 
-enum { DRAW_FLIP = 40, DRAW_BRIGHT, DRAW_CONTRAST, DRAW_SAT, DRAW_HUE, DRAW_GRAY };
+enum { DRAW_FLIP = 40, DRAW_BRIGHT, DRAW_CONTRAST, DRAW_SAT, DRAW_HUE, DRAW_GRAY, DRAW_ROTATE };
 
 static uint32_t randint(double u, uint32_t lo, uint32_t hi) /* uniform in [lo, hi] */
 {
@@ -252,6 +269,11 @@ void fmt_aug_draw(const fmt_aug_spec *s, uint64_t seed, uint64_t source, uint32_
         }
     }
     p->flip = s->flip_p > 0 && fmt_aug_uniform(seed, source, variant, DRAW_FLIP) < s->flip_p;
+    if (s->rotate > 0) {
+        p->angle = (float)(-s->rotate +
+                           2 * s->rotate * fmt_aug_uniform(seed, source, variant, DRAW_ROTATE));
+        p->rotate_bilinear = s->rotate_bilinear && p->angle != 0.0f;
+    }
     p->brightness = 1.0f;
     p->contrast = 1.0f;
     p->saturation = 1.0f;
@@ -388,6 +410,19 @@ int fmt_aug_apply_into(fmt_resizer *rz, const fmt_image *src, const fmt_aug_para
         return rc;
     if (p->flip)
         flip_rows(dst);
+    if (p->angle != 0.0f) {
+        /* F.rotate(img, angle, interpolation, fill=0) of the variant so far */
+        size_t bytes = (size_t)out_w * out_h * ch;
+        uint8_t *tmp = malloc(bytes);
+        if (!tmp)
+            return fmt_fail(msg, ENOMEM, "cannot allocate a %ux%u image", out_w, out_h);
+        memcpy(tmp, dst->pixels, bytes);
+        static const uint8_t black[4] = {0, 0, 0, 0};
+        fmt_warp_rotate(tmp, (size_t)out_w * ch, dst->pixels, (size_t)out_w * ch, out_w, out_h,
+                        ch, (double)p->angle,
+                        p->rotate_bilinear ? FMT_WARP_BILINEAR : FMT_WARP_NEAREST, black, 1);
+        free(tmp);
+    }
     colour(dst, p);
     return 0;
 }
@@ -413,7 +448,7 @@ void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE])
     memset(out, 0, FMT_AUG_RECORD_SIZE);
     /* version 1 unless the variant uses hue or grayscale, so that every earlier record keeps
      * its bytes and a reader that knows only version 1 refuses what it cannot replay */
-    int v2 = p->hue_on || p->gray;
+    int v2 = p->hue_on || p->gray || p->angle != 0.0f;
     memcpy(out, v2 ? "AUG2" : "AUG1", 4);
     fmt_le_put32(out + 4, p->variant);
     fmt_le_put64(out + 8, p->source);
@@ -423,13 +458,20 @@ void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE])
     fmt_le_put32(out + 28, p->crop_y);
     fmt_le_put32(out + 32, p->crop_w);
     fmt_le_put32(out + 36, p->crop_h);
-    fmt_le_put32(out + 40, p->flip | (p->gray ? 2u : 0u) | (p->hue_on ? 4u : 0u));
+    if (v2)
+        fmt_le_put32(out + 40, p->flip | (p->gray ? 2u : 0u) | (p->hue_on ? 4u : 0u) |
+                                   (p->rotate_bilinear ? 8u : 0u) | (p->filter & 0xffu) << 8);
+    else
+        fmt_le_put32(out + 40, p->flip);
     fmt_le_put32(out + 44, fbits(p->brightness));
     fmt_le_put32(out + 48, fbits(p->contrast));
     fmt_le_put32(out + 52, fbits(p->saturation));
-    fmt_le_put32(out + 56, p->filter);
-    if (v2)
+    if (v2) {
+        fmt_le_put32(out + 56, fbits(p->angle));
         fmt_le_put32(out + 60, fbits(p->hue));
+    } else {
+        fmt_le_put32(out + 56, p->filter);
+    }
 }
 
 int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p)
@@ -451,14 +493,21 @@ int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p)
     p->flip = flags & 1u;
     p->gray = flags >> 1 & 1u;
     p->hue_on = flags >> 2 & 1u;
+    p->rotate_bilinear = flags >> 3 & 1u;
     p->brightness = bitsf(fmt_le_get32(in + 44));
     p->contrast = bitsf(fmt_le_get32(in + 48));
     p->saturation = bitsf(fmt_le_get32(in + 52));
-    p->filter = fmt_le_get32(in + 56);
     uint32_t last = fmt_le_get32(in + 60);
-    p->hue = v2 ? bitsf(last) : 0.0f;
-    if (flags > (v2 ? 7u : 1u) || (!v2 && last != 0) || !isfinite(p->hue) ||
-        (!p->hue_on && p->hue != 0.0f) ||
+    if (v2) {
+        p->filter = flags >> 8 & 0xffu;
+        p->angle = bitsf(fmt_le_get32(in + 56));
+        p->hue = bitsf(last);
+    } else {
+        p->filter = fmt_le_get32(in + 56);
+    }
+    if ((flags & ~(v2 ? 0xff0fu : 1u)) != 0 || (!v2 && last != 0) || !isfinite(p->hue) ||
+        (!p->hue_on && p->hue != 0.0f) || !isfinite(p->angle) || fabsf(p->angle) > 180.0f ||
+        (p->rotate_bilinear && p->angle == 0.0f) ||
         fabsf(p->hue) > 0.5f || p->filter >= FMT_FILTER_COUNT || !isfinite(p->brightness) ||
         !isfinite(p->contrast) || !isfinite(p->saturation) || p->brightness < 0 ||
         p->contrast < 0 || p->saturation < 0 || p->brightness > 2 || p->contrast > 2 ||

@@ -16,6 +16,8 @@
  *               img.crop(rect).resize(size, filter), byte for byte); without `rrc` the crop is
  *               the source rectangle under the geometry's visible window
  *   flip        horizontal mirror with probability flip_p
+ *   rotate      torchvision's F.rotate(img, a, nearest or bilinear, fill=0), a uniform in [-r, r]
+ *               degrees (RandomRotation(r)): Pillow's Image.rotate (formats/warp.h)
  *   brightness  pixel * b,                       b uniform in [1 - s, 1 + s]
  *   contrast    m + c * (pixel - m),             c uniform in [1 - s, 1 + s], m = mean luma
  *   saturation  l + t * (pixel - l),             t uniform in [1 - s, 1 + s], l = pixel's luma
@@ -24,8 +26,8 @@
  *   gray        with probability gray_p, torchvision's rgb_to_grayscale(img, 3): Pillow's L in
  *               all three channels
  * Brightness, contrast and saturation run in 16.16 fixed point with round-half-up and clamping to
- * 0..255; hue and gray are Pillow's integer-exact conversions; so the result is the same on every
- * machine. Hue and gray leave a one-channel image as it is.
+ * 0..255; rotate, hue and gray are Pillow's own arithmetic, reproduced exactly; so the result is
+ * the same on every machine. Hue and gray leave a one-channel image as it is.
  */
 #ifndef FMT_AUGMENT_H
 #define FMT_AUGMENT_H
@@ -42,6 +44,8 @@ typedef struct {
     double ratio_min, ratio_max;        /* aspect ratio w/h, 0 < min <= max */
     double flip_p;                      /* 0..1 */
     double brightness, contrast, saturation;   /* jitter strengths, 0..1 */
+    double rotate;                      /* rotation range in degrees, 0..180 */
+    int rotate_bilinear;                /* the rotation's filter: 0 nearest, 1 bilinear */
     double hue;                         /* hue strength, 0..0.5 */
     double gray_p;                      /* grayscale probability, 0..1 */
 } fmt_aug_spec;
@@ -53,6 +57,8 @@ typedef struct {
     uint32_t src_w, src_h;              /* size of the decoded source the crop refers to */
     uint32_t crop_x, crop_y, crop_w, crop_h;   /* source rectangle resized to the output */
     uint32_t flip;                      /* 1: mirrored */
+    float angle;                        /* rotation in degrees (0 = none) */
+    uint32_t rotate_bilinear;           /* the rotation's filter: 0 nearest, 1 bilinear */
     float brightness, contrast, saturation;    /* factors (1 = unchanged) */
     uint32_t hue_on;                    /* 1: adjust_hue applied (even with a factor of 0, whose
                                          * HSV round trip still changes pixels) */
@@ -62,7 +68,7 @@ typedef struct {
 } fmt_aug_params;
 
 /* Parse SPEC ("rrc=SMIN:SMAX[:RMIN:RMAX],flip[=P],jitter=S,brightness=S,contrast=S,
- * saturation=S,hue=H,gray[=P]"; "none" for no operation). On error returns FMT_EINVAL and msg says what was
+ * saturation=S,rotate=D[:nearest|:bilinear],hue=H,gray[=P]"; "none" for no operation). On error returns FMT_EINVAL and msg says what was
  * expected where. */
 int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg);
 

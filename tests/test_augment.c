@@ -48,11 +48,25 @@ START_TEST(parse_spec)
     ck_assert_str_eq(buf, "flip=0.5,hue=0.5,gray=0.25");
     ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
     ck_assert_mem_eq(&s, &again, sizeof s);
+    ck_assert_int_eq(fmt_aug_parse("rotate=15", &s, &msg), 0);
+    ck_assert(s.rotate == 15 && !s.rotate_bilinear);
+    fmt_aug_format(&s, buf, sizeof buf);
+    ck_assert_str_eq(buf, "rotate=15");
+    ck_assert_int_eq(fmt_aug_parse("rotate=180:bilinear,flip", &s, &msg), 0);
+    ck_assert(s.rotate == 180 && s.rotate_bilinear);
+    fmt_aug_format(&s, buf, sizeof buf);
+    ck_assert_str_eq(buf, "flip=0.5,rotate=180:bilinear");
+    ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
+    ck_assert_mem_eq(&s, &again, sizeof s);
+    ck_assert_int_eq(fmt_aug_parse("rotate=7.5:nearest", &s, &msg), 0);
+    ck_assert(s.rotate == 7.5 && !s.rotate_bilinear);
 
     const char *bad[] = {"", "rrc", "rrc=0.5", "rrc=0:1", "rrc=0.9:0.5", "rrc=0.5:1.5",
                          "rrc=0.5:1:2:1", "rrc=a:b", "rrc=0.5:1:0.75", "flip=2", "flip=x",
                          "jitter", "jitter=-0.1", "jitter=1.5", "blur=3", "flip,,rrc=0.1:1x",
-                         "hue", "hue=0.6", "hue=-0.1", "gray=1.5", "gray=x"};
+                         "hue", "hue=0.6", "hue=-0.1", "gray=1.5", "gray=x", "rotate",
+                         "rotate=181", "rotate=-5", "rotate=10:bicubic", "rotate=10:",
+                         "rotate=:bilinear"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         memset(&msg, 0, sizeof msg);
         ck_assert_msg(fmt_aug_parse(bad[i], &s, &msg) == FMT_EINVAL, "'%s' accepted", bad[i]);
@@ -65,12 +79,13 @@ END_TEST
 START_TEST(draw_ranges_and_distribution)
 {
     fmt_aug_spec s;
-    ck_assert_int_eq(fmt_aug_parse("rrc=0.2:0.8:0.5:2,flip=0.3,jitter=0.25,hue=0.2,gray=0.2", &s,
-                                   NULL), 0);
+    ck_assert_int_eq(fmt_aug_parse("rrc=0.2:0.8:0.5:2,flip=0.3,jitter=0.25,hue=0.2,gray=0.2,"
+                                   "rotate=30:bilinear", &s, NULL), 0);
     const uint32_t W = 400, H = 300;
     fmt_geom_plan base = {.src_w = W, .src_h = H};
     int n = 20000, flips = 0, fallback = 0, grays = 0;
     double bmin = 9, bmax = -9, bsum = 0, amin = 9, amax = 0, hmin = 9, hmax = -9, hsum = 0;
+    double rmin = 999, rmax = -999;
     for (int i = 0; i < n; i++) {
         fmt_aug_params p;
         fmt_aug_draw(&s, 7, (uint64_t)i / 4, (uint32_t)(i % 4), W, H, &base, &p);
@@ -96,6 +111,9 @@ START_TEST(draw_ranges_and_distribution)
         hmax = fmax(hmax, p.hue);
         hsum += p.hue;
         grays += (int)p.gray;
+        ck_assert(p.angle >= -30.0f && p.angle <= 30.0f && p.rotate_bilinear);
+        rmin = fmin(rmin, p.angle);
+        rmax = fmax(rmax, p.angle);
     }
     ck_assert_int_eq(fallback, 0);          /* every draw found a fitting crop here */
     ck_assert(amin < 0.21 && amax > 0.79);  /* the range is covered */
@@ -105,6 +123,7 @@ START_TEST(draw_ranges_and_distribution)
     ck_assert(bmin < 0.76 && bmax > 1.24);
     ck_assert_double_eq_tol(bsum / n, 1.0, 0.01);
     ck_assert(hmin < -0.19 && hmax > 0.19);
+    ck_assert(rmin < -29.5 && rmax > 29.5);
     ck_assert_double_eq_tol(hsum / n, 0.0, 0.005);
     /* gray and flip use their own draws: 4000 of 20000 expected, sd ~57 */
     ck_assert_int_ge(grays, 4000 - 400);
@@ -318,7 +337,34 @@ START_TEST(record_round_trip)
     fmt_aug_encode(&p, rec);
     rec[40] = 3; /* a hue factor without the hue flag */
     ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
-    rec[40] = 8; /* an unknown flag */
+    rec[40] = 16; /* an unknown flag */
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+
+    /* rotation: the angle at 56 and the resize filter in the flags' second byte */
+    memset(&p, 0, sizeof p);
+    p.src_w = p.src_h = p.crop_w = p.crop_h = 10;
+    p.brightness = p.contrast = p.saturation = 1.0f;
+    p.filter = 4;
+    p.angle = -12.5f;
+    p.rotate_bilinear = 1;
+    fmt_aug_encode(&p, rec);
+    ck_assert_mem_eq(rec, "AUG2", 4);
+    ck_assert_uint_eq(rec[40], 8);
+    ck_assert_uint_eq(rec[41], 4);
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), 0);
+    ck_assert_mem_eq(&p, &q, sizeof p);
+    const float bad_angle[] = {180.5f, -200.0f, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad_angle / sizeof *bad_angle; i++) {
+        p.angle = bad_angle[i];
+        fmt_aug_encode(&p, rec);
+        ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    }
+    p.angle = 30.0f;
+    fmt_aug_encode(&p, rec);
+    rec[41] = FMT_FILTER_COUNT; /* no such resize filter */
+    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    fmt_aug_encode(&p, rec);
+    memset(rec + 56, 0, 4); /* a bilinear rotation by no angle */
     ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
 }
 END_TEST

@@ -41,7 +41,8 @@ static void fz_spec(const uint8_t *data, size_t size)
               s2.ratio_min == s.ratio_min && s2.ratio_max == s.ratio_max &&
               s2.flip_p == s.flip_p && s2.brightness == s.brightness &&
               s2.contrast == s.contrast && s2.saturation == s.saturation && s2.hue == s.hue &&
-              s2.gray_p == s.gray_p);
+              s2.gray_p == s.gray_p && s2.rotate == s.rotate &&
+              s2.rotate_bilinear == s.rotate_bilinear);
     fmt_aug_format(&s2, canon2, sizeof canon2);
     FZ_ASSERT(strcmp(canon, canon2) == 0);
 }
@@ -59,11 +60,13 @@ static void fz_record(const uint8_t *data, size_t size)
     FZ_ASSERT(p.source == q.source && p.variant == q.variant && p.src_w == q.src_w &&
               p.src_h == q.src_h && p.crop_x == q.crop_x && p.crop_y == q.crop_y &&
               p.crop_w == q.crop_w && p.crop_h == q.crop_h && p.flip == q.flip &&
-              p.gray == q.gray && p.hue_on == q.hue_on);
+              p.gray == q.gray && p.hue_on == q.hue_on && p.filter == q.filter &&
+              p.rotate_bilinear == q.rotate_bilinear);
     FZ_ASSERT(memcmp(&p.brightness, &q.brightness, sizeof p.brightness) == 0 &&
               memcmp(&p.contrast, &q.contrast, sizeof p.contrast) == 0 &&
               memcmp(&p.saturation, &q.saturation, sizeof p.saturation) == 0 &&
-              memcmp(&p.hue, &q.hue, sizeof p.hue) == 0);
+              memcmp(&p.hue, &q.hue, sizeof p.hue) == 0 &&
+              memcmp(&p.angle, &q.angle, sizeof p.angle) == 0);
 
     if (!p.src_w || !p.src_h || (uint64_t)p.src_w * p.src_h > 4096)
         return;

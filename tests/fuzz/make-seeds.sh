@@ -40,7 +40,7 @@ for f in raw hdf5 lmdb; do
   [ "$f" = raw ] && small=(--align 256)    # 4 KiB payload padding would make every seed 4 KiB more
   build "$f-fixed" --format "$f" --size 6x5 --shard-samples 3 "${small[@]}"
   build "$f-flat" --format "$f" --max-side 9 --gray --shard-samples 4 "${small[@]}"
-  build "$f-aug" --format "$f" --size 5x4 --augment 2 --aug "rrc=0.3:1,flip,jitter=0.2,hue=0.1,gray=0.5" \
+  build "$f-aug" --format "$f" --size 5x4 --augment 2 --aug "rrc=0.3:1,flip,rotate=20,jitter=0.2,hue=0.1,gray=0.5" \
     --shard-samples 5 "${small[@]}"
 done
 # raw version 2: the packed layout, and compressed payloads (one shard each: 4 KiB of header
@@ -199,6 +199,7 @@ printf 'flip' > "$out/aug/flip.txt"
 printf 'brightness=0.1,contrast=0.2,saturation=0.3' > "$out/aug/colour.txt"
 printf 'rrc=1e-3:0.5:0.25:4,flip=1,jitter=1' > "$out/aug/extremes.txt"
 printf 'flip,hue=0.5,gray=0.2' > "$out/aug/hue-gray.txt"
+printf 'rotate=30:bilinear,rrc=0.5:1' > "$out/aug/rotate.txt"
 python3 - "$out/aug" "$tmp"/raw-aug/shard-*.raw <<'PY'
 import struct, sys
 out, shards = sys.argv[1], sys.argv[2:]

@@ -1,7 +1,8 @@
-"""shardc build --augment with hue= and gray=: every stored variant equals torchvision's
-functional ops on the PIL image (resized_crop, hflip, adjust_hue, rgb_to_grayscale) applied with
-the parameters `shardc info --sample I --json` reports, for RGB and one-channel builds of images
-of many sizes; a hue factor whose shift rounds to 0 still makes Pillow's HSV round trip."""
+"""shardc build --augment with rotate=, hue= and gray=: every stored variant equals
+torchvision's functional ops on the PIL image (resized_crop, hflip, rotate, adjust_hue,
+rgb_to_grayscale) applied with the parameters `shardc info --sample I --json` reports, for RGB
+and one-channel builds of images of many sizes, nearest and bilinear rotations; a hue factor
+whose shift rounds to 0 still makes Pillow's HSV round trip."""
 import json
 import os
 import subprocess
@@ -46,6 +47,9 @@ def reference(info, mode):
     img = F.resized_crop(img, y, x, h, w, [32, 40], InterpolationMode.BILINEAR)
     if p["flip"]:
         img = F.hflip(img)
+    if p["rotate"] is not None:
+        how = {"nearest": InterpolationMode.NEAREST, "bilinear": InterpolationMode.BILINEAR}
+        img = F.rotate(img, p["rotate"]["degrees"], how[p["rotate"]["filter"]], fill=0)
     if p["hue"] is not None:
         img = F.adjust_hue(img, p["hue"])
     if p["grayscale"]:
@@ -56,7 +60,7 @@ def reference(info, mode):
 
 def check_all(ds, mode):
     n = json.load(open(os.path.join(ds, "manifest.json")))["samples"]
-    seen = {"hue": 0, "gray": 0, "flip": 0, "shift0": 0}
+    seen = {"hue": 0, "gray": 0, "flip": 0, "shift0": 0, "rotate": 0}
     for i in range(n):
         info = json.loads(subprocess.run([SHARDC, "info", ds, "--sample", str(i), "--json"],
                                          capture_output=True, check=True, text=True).stdout)
@@ -66,16 +70,24 @@ def check_all(ds, mode):
         seen["hue"] += p["hue"] is not None
         seen["gray"] += p["grayscale"]
         seen["flip"] += p["flip"]
+        seen["rotate"] += p["rotate"] is not None
         seen["shift0"] += p["hue"] is not None and int(p["hue"] * 255) == 0
     return n, seen
 
 
 def test_hue_and_gray_variants_equal_torchvision(src):
     root, path = src
-    ds = build(root, path, "rgb", "rrc=0.2:1,flip,hue=0.5,gray=0.3")
+    ds = build(root, path, "rgb", "rrc=0.2:1,flip,rotate=40,hue=0.5,gray=0.3")
     n, seen = check_all(ds, "RGB")
-    assert n == 60 and seen["hue"] == n
+    assert n == 60 and seen["hue"] == n and seen["rotate"] == n
     assert 0 < seen["gray"] < n and 0 < seen["flip"] < n
+
+
+def test_bilinear_rotations_equal_torchvision(src):
+    root, path = src
+    ds = build(root, path, "bilinear", "rotate=180:bilinear,flip")
+    n, seen = check_all(ds, "RGB")
+    assert seen["rotate"] == n and 0 < seen["flip"] < n
 
 
 def test_a_hue_shift_of_zero_still_round_trips(src):
@@ -90,14 +102,16 @@ def test_a_hue_shift_of_zero_still_round_trips(src):
 
 def test_gray_builds_are_left_as_they_are(src):
     root, path = src
-    ds = build(root, path, "gray", "flip,hue=0.5,gray=0.5", "--gray")
+    ds = build(root, path, "gray", "flip,rotate=25:bilinear,hue=0.5,gray=0.5", "--gray")
     n, seen = check_all(ds, "L")
-    assert n == 60 and 0 < seen["gray"] < n
+    assert n == 60 and 0 < seen["gray"] < n and seen["rotate"] == n
 
 
 def test_spec_errors_name_the_operation(src):
     root, path = src
     for spec, words in (("hue=0.7", "hue expects a strength in 0..0.5"),
+                        ("rotate=200", "rotate expects degrees in 0..180"),
+                        ("rotate=10:bicubic", "rotate expects degrees in 0..180"),
                         ("gray=2", "gray expects a probability in 0..1")):
         r = subprocess.run([SHARDC, "build", path, "-o", os.path.join(root, "bad"), "--size",
                             "40x32", "--augment", "2", "--aug", spec, "--no-progress"],
