@@ -446,8 +446,9 @@ static float bitsf(uint32_t u)
 void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE])
 {
     memset(out, 0, FMT_AUG_RECORD_SIZE);
-    /* version 1 unless the variant uses hue or grayscale, so that every earlier record keeps
-     * its bytes and a reader that knows only version 1 refuses what it cannot replay */
+    /* version 1 unless the variant is rotated or uses hue or grayscale, so that every earlier
+     * record keeps its bytes and a reader that knows only version 1 refuses what it cannot
+     * replay */
     int v2 = p->hue_on || p->gray || p->angle != 0.0f;
     memcpy(out, v2 ? "AUG2" : "AUG1", 4);
     fmt_le_put32(out + 4, p->variant);
