@@ -79,7 +79,7 @@ typedef struct {
     fmt_image *imgs;
     fmt_sample_meta *metas;
     fmt_aug_params *params;
-    uint8_t *aux;               /* K records of FMT_AUG_RECORD_SIZE bytes when augmenting */
+    uint8_t *aux;               /* K records of FMT_AUG_RECORD_MAX bytes when augmenting */
     uint8_t *tbuf;              /* the target record (detection builds) */
     size_t tcap;
 } slot;
@@ -175,10 +175,9 @@ static void process(const shc_build_opts *o, const shc_annot *annot, shc_feed *f
         m->hash = fmt_hash64(im->pixels, npix * im->channels);
         fmt_pixel_sums(im->pixels, npix, im->channels, m->sum, m->sumsq);
         if (o->r.augment) {
-            uint8_t *rec = s->aux + (size_t)v * FMT_AUG_RECORD_SIZE;
-            fmt_aug_encode(&s->params[v], rec);
+            uint8_t *rec = s->aux + (size_t)v * FMT_AUG_RECORD_MAX;
             m->aux = rec;
-            m->aux_len = FMT_AUG_RECORD_SIZE;
+            m->aux_len = fmt_aug_encode(&s->params[v], rec);
         }
     }
     if (annot) {
@@ -514,7 +513,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
         sl->imgs = calloc(nper, sizeof *sl->imgs);
         sl->metas = calloc(nper, sizeof *sl->metas);
         sl->params = calloc(nper, sizeof *sl->params);
-        sl->aux = calloc(nper, FMT_AUG_RECORD_SIZE);
+        sl->aux = calloc(nper, FMT_AUG_RECORD_MAX);
         slots_ok = sl->imgs && sl->metas && sl->params && sl->aux;
     }
     if (!slots_ok || !tids) {

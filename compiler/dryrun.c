@@ -105,12 +105,12 @@ static void dry_encode(const shc_build_opts *o, const fmt_inputs *in, size_t pos
     int ok = 1;
     for (uint32_t v = 0; v < nper; v++) {
         fmt_image *im = &imgs[v];
-        uint8_t rec[FMT_AUG_RECORD_SIZE] = {0};
+        uint8_t rec[FMT_AUG_RECORD_MAX] = {0};
         wo.first_index = first_index + v;   /* the sample's dataset index (the mixed mode's pick) */
         fmt_sample_meta m = {.height = im->height, .width = im->width, .channels = im->channels,
                              .label = in->items[pos].label, .source = pos,
                              .aux = o->r.augment ? rec : NULL,
-                             .aux_len = o->r.augment ? FMT_AUG_RECORD_SIZE : 0};
+                             .aux_len = o->r.augment ? fmt_aug_record_size(&o->r.aug) : 0};
         uint64_t len = (uint64_t)im->width * im->height * im->channels;
         m.hash = fmt_hash64(im->pixels, (size_t)len);
         uint64_t b = o->backend->w_sample_bytes(&wo, &m, im->pixels);
@@ -165,7 +165,7 @@ int shc_dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_input
         }
         src_bytes += len;
         /* a target record: as many boxes as annotated (the geometry may drop some) */
-        uint32_t aux = o->r.augment ? FMT_AUG_RECORD_SIZE
+        uint32_t aux = o->r.augment ? fmt_aug_record_size(&o->r.aug)
                        : annot ? shc_annot_record_bytes(annot, i) : 0;
         cost[i] = nper * o->backend->w_cost((uint64_t)plan.out_w * plan.out_h * o->r.channels,
                                             aux, align);
@@ -243,7 +243,7 @@ void shc_warn_projection(const shc_build_opts *o, const shc_build_cb *cb, uint64
         return;
     uint32_t align = o->align;   /* 0: the backend's own layout (raw: packed) */
     uint64_t per = o->backend->w_cost((uint64_t)o->r.geom.width * o->r.geom.height * o->r.channels,
-                                       o->r.augment ? FMT_AUG_RECORD_SIZE : 0, align);
+                                       o->r.augment ? fmt_aug_record_size(&o->r.aug) : 0, align);
     uint64_t total = per * ninputs * shc_render_count(&o->r);
     struct statvfs vfs;
     char b1[32], b2[32];

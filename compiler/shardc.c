@@ -126,11 +126,23 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
     else if (!json)
         snprintf(hue, sizeof hue, "off");
     char rot[64] = "null";      /* the rotation: {"degrees": a, "filter": f} */
-    if (aug && p.angle != 0.0f)
+    if (aug && p.angle != 0.0f && !p.affine)
         snprintf(rot, sizeof rot, json ? "{\"degrees\": %.9g, \"filter\": \"%s\"}" : "%.4f degrees, %s",
                  (double)p.angle, p.rotate_bilinear ? "bilinear" : "nearest");
     else if (!json)
         snprintf(rot, sizeof rot, "none");
+    /* the affine warp: F.affine's arguments */
+    char aff[192] = "null";
+    if (aug && p.affine)
+        snprintf(aff, sizeof aff,
+                 json ? "{\"degrees\": %.9g, \"translate\": [%d, %d], \"scale\": %.9g, "
+                        "\"shear\": [%.9g, %.9g], \"filter\": \"%s\"}"
+                      : "%.4f degrees, translate (%d, %d), scale %.4f, shear (%.4f, %.4f), %s",
+                 (double)p.angle, p.affine_tx, p.affine_ty, (double)p.affine_scale,
+                 (double)p.affine_shear_x, (double)p.affine_shear_y,
+                 p.rotate_bilinear ? "bilinear" : "nearest");
+    else if (!json)
+        snprintf(aff, sizeof aff, "none");
     if (json) {
         printf("{\"index\": %" PRIu64 ", \"label\": %d, \"class\": ", idx, (int)s.label);
         fmt_json_string(stdout, cls);
@@ -144,10 +156,11 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
         if (aug)
             printf(", \"variant\": %u, \"params\": {\"source_size\": [%u, %u], \"crop\": [%u, %u, "
                    "%u, %u], \"flip\": %s, \"brightness\": %.9g, \"contrast\": %.9g, "
-                   "\"saturation\": %.9g, \"hue\": %s, \"grayscale\": %s, \"rotate\": %s}}\n",
+                   "\"saturation\": %.9g, \"hue\": %s, \"grayscale\": %s, \"rotate\": %s, "
+                   "\"affine\": %s}}\n",
                    p.variant, p.src_w, p.src_h, p.crop_x, p.crop_y, p.crop_w, p.crop_h,
                    p.flip ? "true" : "false", (double)p.brightness, (double)p.contrast,
-                   (double)p.saturation, hue, p.gray ? "true" : "false", rot);
+                   (double)p.saturation, hue, p.gray ? "true" : "false", rot, aff);
         else
             printf(", \"variant\": null, \"params\": null}\n");
     } else {
@@ -156,10 +169,10 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
                s.width, s.height, s.channels, s.hash, s.source, path ? path : "path unknown");
         if (aug)
             printf("variant:   %u\ncrop:      %ux%u at (%u, %u) of %ux%u\nflip:      %s\n"
-                   "rotate:    %s\n"
+                   "rotate:    %s\naffine:    %s\n"
                    "colour:    brightness %.4f, contrast %.4f, saturation %.4f, hue %s%s\n",
                    p.variant, p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.src_w, p.src_h,
-                   p.flip ? "yes" : "no", rot, (double)p.brightness, (double)p.contrast,
+                   p.flip ? "yes" : "no", rot, aff, (double)p.brightness, (double)p.contrast,
                    (double)p.saturation, hue, p.gray ? ", grayscale" : "");
     }
     free(path);

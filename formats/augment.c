@@ -128,6 +128,34 @@ int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg)
             }
             out->rotate = v[0];
             out->rotate_bilinear = how[0] == 'b';
+        } else if (strcmp(tok, "affine") == 0) {
+            /* affine=D:T:SMIN:SMAX:SH[:nearest|:bilinear]: RandomAffine(D, (T, T), (SMIN,
+             * SMAX), SH) */
+            char *colon = val ? strrchr((char *)val, ':') : NULL;
+            const char *how = "nearest";
+            if (colon && (strcmp(colon + 1, "nearest") == 0 || strcmp(colon + 1, "bilinear") == 0)) {
+                how = colon + 1;
+                *colon = '\0';
+            }
+            double a[5] = {0};
+            n = val ? parse_list(val, a, 5) : -1;
+            double sh = a[4];
+            memcpy(v, a, sizeof v);
+            if (n != 5 || !(v[0] >= 0 && v[0] <= 180) || !(v[1] >= 0 && v[1] <= 1) ||
+                !(v[2] > 0 && v[2] <= v[3] && v[3] <= 10) || !(sh >= 0 && sh < 90)) {
+                rc = fmt_fail(msg, FMT_EINVAL, "affine expects D:T:SMIN:SMAX:SH (degrees in "
+                              "0..180, translation fraction in 0..1, 0 < SMIN <= SMAX <= 10, shear "
+                              "degrees 0 <= SH < 90) and optionally :nearest or :bilinear, e.g. "
+                              "affine=15:0.1:0.9:1.1:10");
+                break;
+            }
+            out->affine = 1;
+            out->affine_degrees = v[0];
+            out->affine_translate = v[1];
+            out->affine_scale_min = v[2];
+            out->affine_scale_max = v[3];
+            out->affine_shear = sh;
+            out->rotate_bilinear = how[0] == 'b';
         } else if (strcmp(tok, "hue") == 0) {
             if (!val || parse_list(val, v, 1) != 1 || v[0] < 0 || v[0] > 0.5) {
                 rc = fmt_fail(msg, FMT_EINVAL, "hue expects a strength in 0..0.5, e.g. hue=0.1");
@@ -144,9 +172,13 @@ int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg)
                 out->gray_p = v[0];
         } else {
             rc = fmt_fail(msg, FMT_EINVAL, "unknown augmentation '%s' (expected rrc, flip, jitter, "
-                          "brightness, contrast, saturation, rotate, hue, gray or none)", tok);
+                          "brightness, contrast, saturation, rotate, affine, hue, gray or none)",
+                          tok);
         }
     }
+    if (!rc && out->affine && out->rotate > 0)
+        rc = fmt_fail(msg, FMT_EINVAL, "rotate and affine are alternatives: affine=D:... rotates "
+                      "by up to D degrees itself");
     free(copy);
     if (rc)
         memset(out, 0, sizeof *out);
@@ -186,6 +218,13 @@ void fmt_aug_format(const fmt_aug_spec *s, char *buf, size_t len)
         ADD("flip=%s", exact_num(a, s->flip_p));
     if (s->rotate > 0)
         ADD("rotate=%s%s", exact_num(a, s->rotate), s->rotate_bilinear ? ":bilinear" : "");
+    if (s->affine) {
+        char e[32];
+        ADD("affine=%s:%s:%s:%s:%s%s", exact_num(a, s->affine_degrees),
+            exact_num(b, s->affine_translate), exact_num(c, s->affine_scale_min),
+            exact_num(d, s->affine_scale_max), exact_num(e, s->affine_shear),
+            s->rotate_bilinear ? ":bilinear" : "");
+    }
     if (s->brightness > 0)
         ADD("brightness=%s", exact_num(a, s->brightness));
     if (s->contrast > 0)
@@ -203,7 +242,10 @@ void fmt_aug_format(const fmt_aug_spec *s, char *buf, size_t len)
 
 /* ---- drawing ---- */
 
-enum { DRAW_FLIP = 40, DRAW_BRIGHT, DRAW_CONTRAST, DRAW_SAT, DRAW_HUE, DRAW_GRAY, DRAW_ROTATE };
+enum {
+    DRAW_FLIP = 40, DRAW_BRIGHT, DRAW_CONTRAST, DRAW_SAT, DRAW_HUE, DRAW_GRAY, DRAW_ROTATE,
+    DRAW_AFFINE_ANGLE, DRAW_AFFINE_TX, DRAW_AFFINE_TY, DRAW_AFFINE_SCALE, DRAW_AFFINE_SHEAR
+};
 
 static uint32_t randint(double u, uint32_t lo, uint32_t hi) /* uniform in [lo, hi] */
 {
@@ -273,6 +315,29 @@ void fmt_aug_draw(const fmt_aug_spec *s, uint64_t seed, uint64_t source, uint32_
         p->angle = (float)(-s->rotate +
                            2 * s->rotate * fmt_aug_uniform(seed, source, variant, DRAW_ROTATE));
         p->rotate_bilinear = s->rotate_bilinear && p->angle != 0.0f;
+    }
+    if (s->affine) {
+        /* RandomAffine.get_params: float32 uniforms, the translations rounded half to even as
+         * Python's round() */
+        double w = base->out_w ? base->out_w : src_w, h = base->out_h ? base->out_h : src_h;
+        double dx = s->affine_translate * w, dy = s->affine_translate * h;
+        p->affine = 1;
+        p->rotate_bilinear = (uint32_t)s->rotate_bilinear;
+        p->angle = (float)(-s->affine_degrees + 2 * s->affine_degrees *
+                                                    fmt_aug_uniform(seed, source, variant,
+                                                                    DRAW_AFFINE_ANGLE));
+        p->affine_tx = (int32_t)rint((double)(float)(-dx + 2 * dx *
+                                                          fmt_aug_uniform(seed, source, variant,
+                                                                          DRAW_AFFINE_TX)));
+        p->affine_ty = (int32_t)rint((double)(float)(-dy + 2 * dy *
+                                                          fmt_aug_uniform(seed, source, variant,
+                                                                          DRAW_AFFINE_TY)));
+        p->affine_scale = (float)(s->affine_scale_min +
+                                  (s->affine_scale_max - s->affine_scale_min) *
+                                      fmt_aug_uniform(seed, source, variant, DRAW_AFFINE_SCALE));
+        p->affine_shear_x = (float)(-s->affine_shear + 2 * s->affine_shear *
+                                                          fmt_aug_uniform(seed, source, variant,
+                                                                          DRAW_AFFINE_SHEAR));
     }
     p->brightness = 1.0f;
     p->contrast = 1.0f;
@@ -410,17 +475,26 @@ int fmt_aug_apply_into(fmt_resizer *rz, const fmt_image *src, const fmt_aug_para
         return rc;
     if (p->flip)
         flip_rows(dst);
-    if (p->angle != 0.0f) {
-        /* F.rotate(img, angle, interpolation, fill=0) of the variant so far */
-        size_t bytes = (size_t)out_w * out_h * ch;
+    if (p->affine || p->angle != 0.0f) {
+        /* F.affine(img, angle, (tx, ty), scale, (sx, sy), interpolation, fill=0) or
+         * F.rotate(img, angle, interpolation, fill=0) of the variant so far */
+        size_t bytes = (size_t)out_w * out_h * ch, stride = (size_t)out_w * ch;
         uint8_t *tmp = malloc(bytes);
         if (!tmp)
             return fmt_fail(msg, ENOMEM, "cannot allocate a %ux%u image", out_w, out_h);
         memcpy(tmp, dst->pixels, bytes);
         static const uint8_t black[4] = {0, 0, 0, 0};
-        fmt_warp_rotate(tmp, (size_t)out_w * ch, dst->pixels, (size_t)out_w * ch, out_w, out_h,
-                        ch, (double)p->angle,
-                        p->rotate_bilinear ? FMT_WARP_BILINEAR : FMT_WARP_NEAREST, black, 1);
+        fmt_warp_filter f = p->rotate_bilinear ? FMT_WARP_BILINEAR : FMT_WARP_NEAREST;
+        if (p->affine) {
+            double m[6];
+            fmt_warp_inverse(m, out_w * 0.5, out_h * 0.5, (double)p->angle, p->affine_tx,
+                             p->affine_ty, (double)p->affine_scale, (double)p->affine_shear_x,
+                             (double)p->affine_shear_y);
+            fmt_warp(tmp, stride, dst->pixels, stride, out_w, out_h, ch, m, f, black, 1);
+        } else {
+            fmt_warp_rotate(tmp, stride, dst->pixels, stride, out_w, out_h, ch,
+                            (double)p->angle, f, black, 1);
+        }
         free(tmp);
     }
     colour(dst, p);
@@ -443,14 +517,20 @@ static float bitsf(uint32_t u)
     return f;
 }
 
-void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE])
+uint32_t fmt_aug_record_size(const fmt_aug_spec *s)
 {
-    memset(out, 0, FMT_AUG_RECORD_SIZE);
-    /* version 1 unless the variant is rotated or uses hue or grayscale, so that every earlier
+    return s && s->affine ? FMT_AUG_RECORD_SIZE_AFFINE : FMT_AUG_RECORD_SIZE;
+}
+
+uint32_t fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_MAX])
+{
+    /* version 1 unless the variant is warped or uses hue or grayscale, so that every earlier
      * record keeps its bytes and a reader that knows only version 1 refuses what it cannot
-     * replay */
-    int v2 = p->hue_on || p->gray || p->angle != 0.0f;
-    memcpy(out, v2 ? "AUG2" : "AUG1", 4);
+     * replay; version 3 (96 bytes) only for an affine warp, whose parameters need more room */
+    uint32_t len = p->affine ? FMT_AUG_RECORD_SIZE_AFFINE : FMT_AUG_RECORD_SIZE;
+    memset(out, 0, len);
+    int v2 = p->hue_on || p->gray || p->angle != 0.0f || p->affine;
+    memcpy(out, p->affine ? "AUG3" : v2 ? "AUG2" : "AUG1", 4);
     fmt_le_put32(out + 4, p->variant);
     fmt_le_put64(out + 8, p->source);
     fmt_le_put32(out + 16, p->src_w);
@@ -461,7 +541,8 @@ void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE])
     fmt_le_put32(out + 36, p->crop_h);
     if (v2)
         fmt_le_put32(out + 40, p->flip | (p->gray ? 2u : 0u) | (p->hue_on ? 4u : 0u) |
-                                   (p->rotate_bilinear ? 8u : 0u) | (p->filter & 0xffu) << 8);
+                                   (p->rotate_bilinear ? 8u : 0u) | (p->affine ? 16u : 0u) |
+                                   (p->filter & 0xffu) << 8);
     else
         fmt_le_put32(out + 40, p->flip);
     fmt_le_put32(out + 44, fbits(p->brightness));
@@ -473,15 +554,24 @@ void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE])
     } else {
         fmt_le_put32(out + 56, p->filter);
     }
+    if (p->affine) {
+        fmt_le_put32(out + 64, (uint32_t)p->affine_tx);
+        fmt_le_put32(out + 68, (uint32_t)p->affine_ty);
+        fmt_le_put32(out + 72, fbits(p->affine_scale));
+        fmt_le_put32(out + 76, fbits(p->affine_shear_x));
+        fmt_le_put32(out + 80, fbits(p->affine_shear_y));
+    }
+    return len;
 }
 
 int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p)
 {
     memset(p, 0, sizeof *p);
-    if (!in || len != FMT_AUG_RECORD_SIZE ||
-        (memcmp(in, "AUG1", 4) != 0 && memcmp(in, "AUG2", 4) != 0))
+    if (!in || len < 4 || memcmp(in, "AUG", 3) != 0 || in[3] < '1' || in[3] > '3')
         return FMT_ECORRUPT;
-    int v2 = in[3] == '2';
+    int version = in[3] - '0', v2 = version >= 2;
+    if (len != (version == 3 ? FMT_AUG_RECORD_SIZE_AFFINE : FMT_AUG_RECORD_SIZE))
+        return FMT_ECORRUPT;
     p->variant = fmt_le_get32(in + 4);
     p->source = fmt_le_get64(in + 8);
     p->src_w = fmt_le_get32(in + 16);
@@ -495,6 +585,7 @@ int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p)
     p->gray = flags >> 1 & 1u;
     p->hue_on = flags >> 2 & 1u;
     p->rotate_bilinear = flags >> 3 & 1u;
+    p->affine = flags >> 4 & 1u;
     p->brightness = bitsf(fmt_le_get32(in + 44));
     p->contrast = bitsf(fmt_le_get32(in + 48));
     p->saturation = bitsf(fmt_le_get32(in + 52));
@@ -506,9 +597,29 @@ int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p)
     } else {
         p->filter = fmt_le_get32(in + 56);
     }
-    if ((flags & ~(v2 ? 0xff0fu : 1u)) != 0 || (!v2 && last != 0) || !isfinite(p->hue) ||
+    int tail_ok = 1;
+    if (version == 3) {
+        p->affine_tx = (int32_t)fmt_le_get32(in + 64);
+        p->affine_ty = (int32_t)fmt_le_get32(in + 68);
+        p->affine_scale = bitsf(fmt_le_get32(in + 72));
+        p->affine_shear_x = bitsf(fmt_le_get32(in + 76));
+        p->affine_shear_y = bitsf(fmt_le_get32(in + 80));
+        for (uint32_t k = 84; k < FMT_AUG_RECORD_SIZE_AFFINE; k++)
+            tail_ok = tail_ok && in[k] == 0;
+        /* translations within the largest side, a positive scale, shears short of 90 degrees
+         * (whose tangent the inverse matrix takes) */
+        int32_t lim = (int32_t)FMT_GEOM_MAX_SIDE;
+        tail_ok = tail_ok && p->affine_tx >= -lim && p->affine_tx <= lim &&
+                  p->affine_ty >= -lim && p->affine_ty <= lim && isfinite(p->affine_scale) &&
+                  p->affine_scale > 0 && p->affine_scale <= 10 &&
+                  isfinite(p->affine_shear_x) && fabsf(p->affine_shear_x) < 90.0f &&
+                  isfinite(p->affine_shear_y) && fabsf(p->affine_shear_y) < 90.0f;
+    }
+    uint32_t known = version == 3 ? 0xff1fu : v2 ? 0xff0fu : 1u;
+    if ((flags & ~known) != 0 || (version == 3) != (p->affine == 1) || !tail_ok ||
+        (!v2 && last != 0) || !isfinite(p->hue) ||
         (!p->hue_on && p->hue != 0.0f) || !isfinite(p->angle) || fabsf(p->angle) > 180.0f ||
-        (p->rotate_bilinear && p->angle == 0.0f) ||
+        (p->rotate_bilinear && p->angle == 0.0f && !p->affine) ||
         fabsf(p->hue) > 0.5f || p->filter >= FMT_FILTER_COUNT || !isfinite(p->brightness) ||
         !isfinite(p->contrast) || !isfinite(p->saturation) || p->brightness < 0 ||
         p->contrast < 0 || p->saturation < 0 || p->brightness > 2 || p->contrast > 2 ||

@@ -4,7 +4,8 @@
  * Every variant is a pure function of (source image, spec, seed, source index, variant number):
  * the random draws come from a counter-based generator keyed by (seed, source, variant, draw), so
  * the bytes do not depend on thread count, work order or resumption. The parameters drawn are
- * recorded with the sample (fmt_aug_params, serialised as a 64-byte aux record, see augment.md)
+ * recorded with the sample (fmt_aug_params, serialised as a 64- or 96-byte aux record, see
+ * augment.md)
  * so any variant can be audited and reproduced from its source with fmt_aug_apply.
  *
  * Operations, always applied in this order:
@@ -18,6 +19,9 @@
  *   flip        horizontal mirror with probability flip_p
  *   rotate      torchvision's F.rotate(img, a, nearest or bilinear, fill=0), a uniform in [-r, r]
  *               degrees (RandomRotation(r)): Pillow's Image.rotate (formats/warp.h)
+ *   affine      instead of rotate: torchvision's F.affine(img, a, (tx, ty), sc, (sx, 0), nearest
+ *               or bilinear, fill=0) with RandomAffine(D, (T, T), (SMIN, SMAX), SH)'s draws:
+ *               Pillow's affine transform (formats/warp.h)
  *   brightness  pixel * b,                       b uniform in [1 - s, 1 + s]
  *   contrast    m + c * (pixel - m),             c uniform in [1 - s, 1 + s], m = mean luma
  *   saturation  l + t * (pixel - l),             t uniform in [1 - s, 1 + s], l = pixel's luma
@@ -35,7 +39,9 @@
 #include "geometry.h"
 
 #define FMT_AUG_DEFAULT_SPEC "rrc=0.08:1:0.75:1.3333,flip=0.5,jitter=0.4"
-#define FMT_AUG_RECORD_SIZE 64u
+#define FMT_AUG_RECORD_SIZE 64u       /* versions 1 and 2 */
+#define FMT_AUG_RECORD_SIZE_AFFINE 96u        /* version 3: a variant with an affine warp */
+#define FMT_AUG_RECORD_MAX 96u
 #define FMT_AUG_MAX_VARIANTS 1024u
 
 typedef struct {
@@ -48,6 +54,11 @@ typedef struct {
     int rotate_bilinear;                /* the rotation's filter: 0 nearest, 1 bilinear */
     double hue;                         /* hue strength, 0..0.5 */
     double gray_p;                      /* grayscale probability, 0..1 */
+    int affine;                         /* RandomAffine on (then rotate is 0) */
+    double affine_degrees;              /* its rotation range [-D, D], 0..180 */
+    double affine_translate;            /* its translation bound, fraction of the side, 0..1 */
+    double affine_scale_min, affine_scale_max;   /* its scale range, 0 < min <= max <= 10 */
+    double affine_shear;                /* its x shear range [-SH, SH] in degrees, 0 <= SH < 90 */
 } fmt_aug_spec;
 
 /* What was drawn for one variant. */
@@ -57,8 +68,12 @@ typedef struct {
     uint32_t src_w, src_h;              /* size of the decoded source the crop refers to */
     uint32_t crop_x, crop_y, crop_w, crop_h;   /* source rectangle resized to the output */
     uint32_t flip;                      /* 1: mirrored */
-    float angle;                        /* rotation in degrees (0 = none) */
-    uint32_t rotate_bilinear;           /* the rotation's filter: 0 nearest, 1 bilinear */
+    float angle;                        /* rotation (or the affine's angle) in degrees */
+    uint32_t rotate_bilinear;           /* the warp's filter: 0 nearest, 1 bilinear */
+    uint32_t affine;                    /* 1: F.affine with angle and the four below */
+    int32_t affine_tx, affine_ty;       /* its translation in pixels */
+    float affine_scale;                 /* its scale */
+    float affine_shear_x, affine_shear_y;      /* its shear in degrees (y is 0 when drawn) */
     float brightness, contrast, saturation;    /* factors (1 = unchanged) */
     uint32_t hue_on;                    /* 1: adjust_hue applied (even with a factor of 0, whose
                                          * HSV round trip still changes pixels) */
@@ -68,7 +83,8 @@ typedef struct {
 } fmt_aug_params;
 
 /* Parse SPEC ("rrc=SMIN:SMAX[:RMIN:RMAX],flip[=P],jitter=S,brightness=S,contrast=S,
- * saturation=S,rotate=D[:nearest|:bilinear],hue=H,gray[=P]"; "none" for no operation). On error returns FMT_EINVAL and msg says what was
+ * saturation=S,rotate=D[:nearest|:bilinear],affine=D:T:SMIN:SMAX:SH[:nearest|:bilinear],hue=H,
+ * gray[=P]"; "none" for no operation). On error returns FMT_EINVAL and msg says what was
  * expected where. */
 int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg);
 
@@ -77,7 +93,7 @@ void fmt_aug_format(const fmt_aug_spec *s, char *buf, size_t len);
 
 /* Draw variant `variant` of source `source` for a decoded source of src_w x src_h, whose geometry
  * plan (without augmentation) is base (its filter is recorded; its window gives the crop when
- * the spec has no rrc). */
+ * the spec has no rrc; its output size bounds the affine's translation). */
 void fmt_aug_draw(const fmt_aug_spec *s, uint64_t seed, uint64_t source, uint32_t variant,
                   uint32_t src_w, uint32_t src_h, const fmt_geom_plan *base, fmt_aug_params *p);
 
@@ -91,8 +107,14 @@ int fmt_aug_apply(fmt_resizer *rz, const fmt_image *src, const fmt_aug_params *p
 int fmt_aug_apply_into(fmt_resizer *rz, const fmt_image *src, const fmt_aug_params *p,
                        uint32_t out_w, uint32_t out_h, fmt_image *dst, fmt_msg *msg);
 
-/* 64-byte little-endian aux record <-> params. decode: FMT_ECORRUPT on a bad magic or length. */
-void fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_SIZE]);
+/* The length of every aux record a build with this spec writes: FMT_AUG_RECORD_SIZE_AFFINE with
+ * affine, else FMT_AUG_RECORD_SIZE. */
+uint32_t fmt_aug_record_size(const fmt_aug_spec *s);
+
+/* Little-endian aux record <-> params. encode writes FMT_AUG_RECORD_SIZE bytes, or
+ * FMT_AUG_RECORD_SIZE_AFFINE when p->affine, and returns that length. decode: FMT_ECORRUPT on a
+ * bad magic, length or field. */
+uint32_t fmt_aug_encode(const fmt_aug_params *p, uint8_t out[FMT_AUG_RECORD_MAX]);
 int fmt_aug_decode(const uint8_t *in, size_t len, fmt_aug_params *p);
 
 /* The generator: uniform double in [0, 1) for draw number `draw` of (seed, source, variant). */

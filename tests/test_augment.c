@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "augment.h"
+#include "le.h"
 #include "testutil.h"
 
 START_TEST(parse_spec)
@@ -60,13 +61,33 @@ START_TEST(parse_spec)
     ck_assert_mem_eq(&s, &again, sizeof s);
     ck_assert_int_eq(fmt_aug_parse("rotate=7.5:nearest", &s, &msg), 0);
     ck_assert(s.rotate == 7.5 && !s.rotate_bilinear);
+    ck_assert_int_eq(fmt_aug_parse("affine=15:0.1:0.9:1.1:10", &s, &msg), 0);
+    ck_assert(s.affine && s.affine_degrees == 15 && s.affine_translate == 0.1 &&
+              s.affine_scale_min == 0.9 && s.affine_scale_max == 1.1 && s.affine_shear == 10 &&
+              !s.rotate_bilinear && s.rotate == 0);
+    ck_assert_uint_eq(fmt_aug_record_size(&s), FMT_AUG_RECORD_SIZE_AFFINE);
+    fmt_aug_format(&s, buf, sizeof buf);
+    ck_assert_str_eq(buf, "affine=15:0.1:0.9:1.1:10");
+    ck_assert_int_eq(fmt_aug_parse("flip,affine=0:0:1:1:0:bilinear,hue=0.1", &s, &msg), 0);
+    ck_assert(s.affine && s.rotate_bilinear && s.affine_scale_min == 1);
+    fmt_aug_format(&s, buf, sizeof buf);
+    ck_assert_str_eq(buf, "flip=0.5,affine=0:0:1:1:0:bilinear,hue=0.1");
+    ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
+    ck_assert_mem_eq(&s, &again, sizeof s);
+    ck_assert_int_eq(fmt_aug_parse("rotate=15", &s, &msg), 0);
+    ck_assert_uint_eq(fmt_aug_record_size(&s), FMT_AUG_RECORD_SIZE);
 
     const char *bad[] = {"", "rrc", "rrc=0.5", "rrc=0:1", "rrc=0.9:0.5", "rrc=0.5:1.5",
                          "rrc=0.5:1:2:1", "rrc=a:b", "rrc=0.5:1:0.75", "flip=2", "flip=x",
                          "jitter", "jitter=-0.1", "jitter=1.5", "blur=3", "flip,,rrc=0.1:1x",
                          "hue", "hue=0.6", "hue=-0.1", "gray=1.5", "gray=x", "rotate",
                          "rotate=181", "rotate=-5", "rotate=10:bicubic", "rotate=10:",
-                         "rotate=:bilinear"};
+                         "rotate=:bilinear", "affine", "affine=15", "affine=15:0.1:0.9:1.1",
+                         "affine=15:0.1:0.9:1.1:10:12", "affine=181:0:1:1:0",
+                         "affine=15:1.5:1:1:0", "affine=15:0.1:1.2:1.1:0",
+                         "affine=15:0.1:0:1:0", "affine=15:0.1:1:11:0", "affine=15:0.1:1:1:90",
+                         "affine=15:0.1:1:1:-1", "affine=15:0.1:1:1:5:bicubic",
+                         "rotate=10,affine=15:0.1:1:1:5"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         memset(&msg, 0, sizeof msg);
         ck_assert_msg(fmt_aug_parse(bad[i], &s, &msg) == FMT_EINVAL, "'%s' accepted", bad[i]);
@@ -128,6 +149,37 @@ START_TEST(draw_ranges_and_distribution)
     /* gray and flip use their own draws: 4000 of 20000 expected, sd ~57 */
     ck_assert_int_ge(grays, 4000 - 400);
     ck_assert_int_le(grays, 4000 + 400);
+}
+END_TEST
+
+/* RandomAffine's draws: ranges covered, translations whole pixels bounded by the output size */
+START_TEST(affine_draws)
+{
+    fmt_aug_spec s;
+    ck_assert_int_eq(fmt_aug_parse("affine=20:0.25:0.8:1.2:12", &s, NULL), 0);
+    fmt_geom_plan base = {.src_w = 400, .src_h = 300, .out_w = 64, .out_h = 40};
+    double amin = 99, amax = -99, smin = 99, smax = -99, hmin = 99, hmax = -99;
+    int32_t xmin = 99, xmax = -99, ymin = 99, ymax = -99;
+    for (int i = 0; i < 20000; i++) {
+        fmt_aug_params p;
+        fmt_aug_draw(&s, 3, (uint64_t)i, 0, 400, 300, &base, &p);
+        ck_assert(p.affine && !p.rotate_bilinear && p.affine_shear_y == 0.0f);
+        ck_assert(p.angle >= -20.0f && p.angle <= 20.0f);
+        ck_assert(p.affine_scale >= 0.8f && p.affine_scale <= 1.2f);
+        ck_assert(p.affine_shear_x >= -12.0f && p.affine_shear_x <= 12.0f);
+        ck_assert_int_le(abs(p.affine_tx), 16);     /* 0.25 x 64 */
+        ck_assert_int_le(abs(p.affine_ty), 10);     /* 0.25 x 40 */
+        amin = fmin(amin, p.angle), amax = fmax(amax, p.angle);
+        smin = fmin(smin, p.affine_scale), smax = fmax(smax, p.affine_scale);
+        hmin = fmin(hmin, p.affine_shear_x), hmax = fmax(hmax, p.affine_shear_x);
+        xmin = p.affine_tx < xmin ? p.affine_tx : xmin;
+        xmax = p.affine_tx > xmax ? p.affine_tx : xmax;
+        ymin = p.affine_ty < ymin ? p.affine_ty : ymin;
+        ymax = p.affine_ty > ymax ? p.affine_ty : ymax;
+    }
+    ck_assert(amin < -19.9 && amax > 19.9 && smin < 0.81 && smax > 1.19);
+    ck_assert(hmin < -11.9 && hmax > 11.9);
+    ck_assert(xmin == -16 && xmax == 16 && ymin == -10 && ymax == 10);
 }
 END_TEST
 
@@ -290,22 +342,24 @@ START_TEST(record_round_trip)
     p.brightness = 0.8125f;
     p.contrast = 1.25f;
     p.saturation = 1.0f;
-    uint8_t rec[FMT_AUG_RECORD_SIZE];
-    fmt_aug_encode(&p, rec);
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), 0);
+    uint8_t rec[FMT_AUG_RECORD_MAX];
+    const size_t n64 = FMT_AUG_RECORD_SIZE;
+    ck_assert_uint_eq(fmt_aug_encode(&p, rec), FMT_AUG_RECORD_SIZE);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), 0);
     ck_assert_mem_eq(&p, &q, sizeof p);
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec - 1, &q), FMT_ECORRUPT);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64 - 1, &q), FMT_ECORRUPT);
+    ck_assert_int_eq(fmt_aug_decode(rec, FMT_AUG_RECORD_SIZE_AFFINE, &q), FMT_ECORRUPT);
     rec[0] = 'X';
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), FMT_ECORRUPT);
     fmt_aug_encode(&p, rec);
     ck_assert_mem_eq(rec, "AUG1", 4);       /* without hue or gray: the version-1 bytes */
     for (int i = 60; i < 64; i++)
         ck_assert_uint_eq(rec[i], 0);
     rec[40] = 2; /* a version-1 record's flip must be 0 or 1 */
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), FMT_ECORRUPT);
     fmt_aug_encode(&p, rec);
     rec[61] = 1; /* nor has it a hue */
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), FMT_ECORRUPT);
 
     /* hue and gray: version 2, flags in the flip word, the hue factor in the last four bytes */
     p.hue_on = 1;
@@ -314,31 +368,31 @@ START_TEST(record_round_trip)
     fmt_aug_encode(&p, rec);
     ck_assert_mem_eq(rec, "AUG2", 4);
     ck_assert_uint_eq(rec[40], 7);
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), 0);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), 0);
     ck_assert_mem_eq(&p, &q, sizeof p);
     p.hue = 0.0f;   /* applied with a factor of 0 is not "not applied" */
     fmt_aug_encode(&p, rec);
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), 0);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), 0);
     ck_assert_uint_eq(q.hue_on, 1);
     p.hue_on = 0;
     p.gray = 1;
     fmt_aug_encode(&p, rec);
     ck_assert_mem_eq(rec, "AUG2", 4);
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), 0);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), 0);
     ck_assert_mem_eq(&p, &q, sizeof p);
     const float bad_hue[] = {0.5001f, -0.75f, NAN, INFINITY};
     p.hue_on = 1;
     for (size_t i = 0; i < sizeof bad_hue / sizeof *bad_hue; i++) {
         p.hue = bad_hue[i];
         fmt_aug_encode(&p, rec);
-        ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+        ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), FMT_ECORRUPT);
     }
     p.hue = 0.25f;
     fmt_aug_encode(&p, rec);
     rec[40] = 3; /* a hue factor without the hue flag */
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), FMT_ECORRUPT);
     rec[40] = 16; /* an unknown flag */
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), FMT_ECORRUPT);
 
     /* rotation: the angle at 56 and the resize filter in the flags' second byte */
     memset(&p, 0, sizeof p);
@@ -351,21 +405,78 @@ START_TEST(record_round_trip)
     ck_assert_mem_eq(rec, "AUG2", 4);
     ck_assert_uint_eq(rec[40], 8);
     ck_assert_uint_eq(rec[41], 4);
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), 0);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), 0);
     ck_assert_mem_eq(&p, &q, sizeof p);
     const float bad_angle[] = {180.5f, -200.0f, NAN, INFINITY};
     for (size_t i = 0; i < sizeof bad_angle / sizeof *bad_angle; i++) {
         p.angle = bad_angle[i];
         fmt_aug_encode(&p, rec);
-        ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+        ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), FMT_ECORRUPT);
     }
     p.angle = 30.0f;
     fmt_aug_encode(&p, rec);
     rec[41] = FMT_FILTER_COUNT; /* no such resize filter */
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), FMT_ECORRUPT);
     fmt_aug_encode(&p, rec);
     memset(rec + 56, 0, 4); /* a bilinear rotation by no angle */
-    ck_assert_int_eq(fmt_aug_decode(rec, sizeof rec, &q), FMT_ECORRUPT);
+    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), FMT_ECORRUPT);
+
+    /* the affine warp: version 3, 96 bytes, flag 16, its parameters from 64 on */
+    memset(&p, 0, sizeof p);
+    p.src_w = p.src_h = p.crop_w = p.crop_h = 10;
+    p.brightness = p.contrast = p.saturation = 1.0f;
+    p.filter = 1;
+    p.affine = 1;
+    p.angle = 0.0f;             /* an affine warp without rotation is still a warp */
+    p.rotate_bilinear = 1;
+    p.affine_tx = -7;
+    p.affine_ty = 3;
+    p.affine_scale = 1.125f;
+    p.affine_shear_x = -9.5f;
+    ck_assert_uint_eq(fmt_aug_encode(&p, rec), FMT_AUG_RECORD_SIZE_AFFINE);
+    ck_assert_mem_eq(rec, "AUG3", 4);
+    ck_assert_uint_eq(rec[40], 8 | 16);
+    ck_assert_uint_eq(rec[41], 1);
+    ck_assert_uint_eq(fmt_le_get32(rec + 64), (uint32_t)-7);
+    ck_assert_uint_eq(fmt_le_get32(rec + 68), 3);
+    float f;
+    memcpy(&f, (uint32_t[]){fmt_le_get32(rec + 72)}, 4);
+    ck_assert(f == 1.125f);
+    memcpy(&f, (uint32_t[]){fmt_le_get32(rec + 76)}, 4);
+    ck_assert(f == -9.5f);
+    for (int i = 80; i < 96; i++)
+        ck_assert_uint_eq(rec[i], 0);
+    ck_assert_int_eq(fmt_aug_decode(rec, FMT_AUG_RECORD_SIZE_AFFINE, &q), 0);
+    ck_assert_mem_eq(&p, &q, sizeof p);
+    ck_assert_int_eq(fmt_aug_decode(rec, FMT_AUG_RECORD_SIZE, &q), FMT_ECORRUPT);
+    uint8_t keep[FMT_AUG_RECORD_MAX];
+    memcpy(keep, rec, sizeof keep);
+    /* each of these breaks one field: all refused */
+    struct { int at; uint32_t v; } bad3[] = {
+        {40, 8 | 1},                    /* AUG3 without the affine flag */
+        {72, 0},                        /* scale 0 */
+        {72, 0xbf800000u},              /* scale -1 */
+        {72, 0x41300000u},              /* scale 11 */
+        {72, 0x7fc00000u},              /* scale NaN */
+        {76, 0x42b40000u},              /* shear 90 */
+        {80, 0x7f800000u},              /* shear y infinite */
+        {64, 0x7fffffffu},              /* translation far beyond any side */
+        {84, 1},                        /* the reserved tail */
+        {92, 0x01000000u},
+    };
+    for (size_t i = 0; i < sizeof bad3 / sizeof *bad3; i++) {
+        memcpy(rec, keep, sizeof keep);
+        fmt_le_put32(rec + bad3[i].at, bad3[i].v);
+        ck_assert_msg(fmt_aug_decode(rec, FMT_AUG_RECORD_SIZE_AFFINE, &q) == FMT_ECORRUPT,
+                      "case %zu accepted", i);
+    }
+    /* the affine flag in a version-2 record */
+    p.affine = 0;
+    p.angle = 5.0f;
+    fmt_aug_encode(&p, rec);
+    ck_assert_mem_eq(rec, "AUG2", 4);
+    rec[40] |= 16;
+    ck_assert_int_eq(fmt_aug_decode(rec, FMT_AUG_RECORD_SIZE, &q), FMT_ECORRUPT);
 }
 END_TEST
 
@@ -377,6 +488,7 @@ int main(void)
     tcase_add_test(tc, parse_spec);
     tcase_add_test(tc, draw_ranges_and_distribution);
     tcase_add_test(tc, draws_are_keyed);
+    tcase_add_test(tc, affine_draws);
     tcase_add_test(tc, draw_fallback);
     tcase_add_test(tc, flip_mirrors_exactly);
     tcase_add_test(tc, colour_arithmetic);

@@ -42,7 +42,11 @@ static void fz_spec(const uint8_t *data, size_t size)
               s2.flip_p == s.flip_p && s2.brightness == s.brightness &&
               s2.contrast == s.contrast && s2.saturation == s.saturation && s2.hue == s.hue &&
               s2.gray_p == s.gray_p && s2.rotate == s.rotate &&
-              s2.rotate_bilinear == s.rotate_bilinear);
+              s2.rotate_bilinear == s.rotate_bilinear && s2.affine == s.affine &&
+              s2.affine_degrees == s.affine_degrees &&
+              s2.affine_translate == s.affine_translate &&
+              s2.affine_scale_min == s.affine_scale_min &&
+              s2.affine_scale_max == s.affine_scale_max && s2.affine_shear == s.affine_shear);
     fmt_aug_format(&s2, canon2, sizeof canon2);
     FZ_ASSERT(strcmp(canon, canon2) == 0);
 }
@@ -53,20 +57,24 @@ static void fz_record(const uint8_t *data, size_t size)
     fmt_aug_params p, q;
     if (fmt_aug_decode(data, size, &p) != 0)
         return;
-    FZ_ASSERT(size == FMT_AUG_RECORD_SIZE);
-    uint8_t rec[FMT_AUG_RECORD_SIZE];
-    fmt_aug_encode(&p, rec);
-    FZ_ASSERT(fmt_aug_decode(rec, sizeof rec, &q) == 0);
+    FZ_ASSERT(size == (p.affine ? FMT_AUG_RECORD_SIZE_AFFINE : FMT_AUG_RECORD_SIZE));
+    uint8_t rec[FMT_AUG_RECORD_MAX];
+    FZ_ASSERT(fmt_aug_encode(&p, rec) == size);
+    FZ_ASSERT(fmt_aug_decode(rec, size, &q) == 0);
     FZ_ASSERT(p.source == q.source && p.variant == q.variant && p.src_w == q.src_w &&
               p.src_h == q.src_h && p.crop_x == q.crop_x && p.crop_y == q.crop_y &&
               p.crop_w == q.crop_w && p.crop_h == q.crop_h && p.flip == q.flip &&
               p.gray == q.gray && p.hue_on == q.hue_on && p.filter == q.filter &&
-              p.rotate_bilinear == q.rotate_bilinear);
+              p.rotate_bilinear == q.rotate_bilinear && p.affine == q.affine &&
+              p.affine_tx == q.affine_tx && p.affine_ty == q.affine_ty);
     FZ_ASSERT(memcmp(&p.brightness, &q.brightness, sizeof p.brightness) == 0 &&
               memcmp(&p.contrast, &q.contrast, sizeof p.contrast) == 0 &&
               memcmp(&p.saturation, &q.saturation, sizeof p.saturation) == 0 &&
               memcmp(&p.hue, &q.hue, sizeof p.hue) == 0 &&
-              memcmp(&p.angle, &q.angle, sizeof p.angle) == 0);
+              memcmp(&p.angle, &q.angle, sizeof p.angle) == 0 &&
+              memcmp(&p.affine_scale, &q.affine_scale, sizeof p.affine_scale) == 0 &&
+              memcmp(&p.affine_shear_x, &q.affine_shear_x, sizeof p.affine_shear_x) == 0 &&
+              memcmp(&p.affine_shear_y, &q.affine_shear_y, sizeof p.affine_shear_y) == 0);
 
     if (!p.src_w || !p.src_h || (uint64_t)p.src_w * p.src_h > 4096)
         return;

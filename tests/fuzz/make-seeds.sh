@@ -54,6 +54,8 @@ for f in png0 bmp jpeg; do
   build "$f-gray" --format "$f" --max-side 9 --gray --shard-samples 4
 done
 build "png0-aug" --format png0 --size 5x4 --augment 2 --shard-samples 4
+build raw-aug3 --format raw --size 5x4 --augment 2 --aug "affine=20:0.2:0.8:1.2:15:bilinear,flip" \
+  --shard-samples 5 --align 256
 
 for d in "$tmp"/*/; do
   name=$(basename "$d")
@@ -191,7 +193,7 @@ while IFS= read -r f; do
 done < <(find "$tmp/src" "$tmp/pil" "$tmp/png0-rgb" "$tmp/bmp-gray" "$tmp/jpeg-rgb" \
               "$tmp/jpeg-gray" -type f | sort)
 
-# augmentation specs, and the 64-byte aux records of the augmented raw shard
+# augmentation specs, and the 64- and 96-byte aux records of the augmented raw shards
 printf 'rrc=0.08:1:0.75:1.3333,flip=0.5,jitter=0.4' > "$out/aug/default.txt"
 printf 'none' > "$out/aug/none.txt"
 printf 'rrc=0.5:1' > "$out/aug/rrc2.txt"
@@ -200,15 +202,17 @@ printf 'brightness=0.1,contrast=0.2,saturation=0.3' > "$out/aug/colour.txt"
 printf 'rrc=1e-3:0.5:0.25:4,flip=1,jitter=1' > "$out/aug/extremes.txt"
 printf 'flip,hue=0.5,gray=0.2' > "$out/aug/hue-gray.txt"
 printf 'rotate=30:bilinear,rrc=0.5:1' > "$out/aug/rotate.txt"
-python3 - "$out/aug" "$tmp"/raw-aug/shard-*.raw <<'PY'
+printf 'affine=15:0.1:0.9:1.1:10,flip' > "$out/aug/affine.txt"
+python3 - "$out/aug" "$tmp"/raw-aug/shard-*.raw "$tmp"/raw-aug3/shard-*.raw <<'PY'
 import struct, sys
 out, shards = sys.argv[1], sys.argv[2:]
 n = 0
 for s in shards:
     b = open(s, "rb").read()
     aux_off, aux_size = struct.unpack_from("<QQ", b, 40)
-    for i in range(0, aux_size, 64):
-        open(f"{out}/record-{n:02d}.bin", "wb").write(b[aux_off + i:aux_off + i + 64])
+    size = 96 if b[aux_off:aux_off + 4] == b"AUG3" else 64
+    for i in range(0, aux_size, size):
+        open(f"{out}/record-{n:02d}.bin", "wb").write(b[aux_off + i:aux_off + i + size])
         n += 1
 if n == 0:
     sys.exit("make-seeds.sh: no aux records in the augmented shards")
