@@ -131,6 +131,10 @@ typedef struct rs_table {
     uint32_t stride;            /* coefficients per output, >= tap count, multiple of 8 */
     int32_t *span;              /* per output: first source index, tap count */
     int32_t *k;                 /* per output: stride coefficients, zero beyond the count */
+    /* per output, for the vpmaddwd pass: the taps in pairs (2q, 2q + 1), each pair as two words
+     * of two int16 halves, hi = k >> 11 and lo = k & 2047 (so k = hi * 2048 + lo exactly);
+     * NULL when some hi does not fit in int16 */
+    uint32_t *kp;
     size_t bytes;
     struct rs_table *next;      /* cache bucket chain */
 } rs_table;
@@ -148,6 +152,7 @@ static void table_free(rs_table *t)
         return;
     free(t->span);
     free(t->k);
+    free(t->kp);
     free(t);
 }
 
@@ -210,6 +215,23 @@ static int table_build(uint32_t in_len, float b0, float b1, uint32_t out_len, fm
         t->span[2 * xx + 1] = xmax;
     }
     free(w);
+    w = NULL;
+    t->kp = malloc(stride * out_len * sizeof *t->kp);
+    if (!t->kp)
+        goto nomem;
+    t->bytes += stride * out_len * sizeof *t->kp;
+    for (size_t i = 0; i < stride * out_len && t->kp; i += 2) {
+        /* k[i + 1] is 0 past the count (stride > count when the count is odd) */
+        int32_t a = t->k[i], b = t->k[i + 1];
+        int32_t ah = a >> 11, bh = b >> 11;     /* arithmetic: a == ah * 2048 + (a & 2047) */
+        if (ah < INT16_MIN || ah > INT16_MAX || bh < INT16_MIN || bh > INT16_MAX) {
+            free(t->kp);
+            t->kp = NULL;
+            break;
+        }
+        t->kp[i] = (uint16_t)ah | (uint32_t)(uint16_t)bh << 16;
+        t->kp[i + 1] = (uint32_t)(a & 2047) | (uint32_t)(b & 2047) << 16;
+    }
     *out = t;
     return 0;
 nomem:
@@ -865,6 +887,148 @@ RS_AVX2 void h_strip_avx2(const uint8_t *src, size_t sstride, uint32_t rows, uin
                 dstride);
 }
 
+/* RGB with vpmaddwd: the strip's columns (8 rows x 4-byte slots) become pair blocks of 96 bytes,
+ * block c holding columns c and c + 1 as int16 pairs for the 24 row-channel values j = 3r + ch:
+ * three vectors of 8 lanes, [j 0-3 | j 12-15], [j 4-7 | j 16-19], [j 8-11 | j 20-23], each lane
+ * (column c's value, column c + 1's). One vpmaddwd then takes two taps of 8 values, with the
+ * coefficients split as k = hi * 2048 + lo (both int16, rs_table.kp): sum(p * k) is
+ * 2048 * sum(p * hi) + sum(p * lo), exactly Pillow's int32 sum. An odd tap count pairs the last
+ * tap with a coefficient of 0 and the column after the window (zeroed at the strip's end). */
+RS_AVX2 void h_rgb_madd(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
+                        const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst,
+                        size_t dstride, uint8_t *strip)
+{
+    const __m256i half = _mm256_set1_epi32(RS_HALF), zero = _mm256_setzero_si256();
+    const __m256i compact = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1,
+                                             -1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1,
+                                             -1, -1);
+    const __m256i slots = _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1,
+                                           0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
+    int32_t c0 = t->span[2 * x0], c1 = c0;
+    for (uint32_t i = 0; i < nx; i++) {
+        int32_t a = t->span[2 * (x0 + i)], b = a + t->span[2 * (x0 + i) + 1];
+        c0 = a < c0 ? a : c0;
+        c1 = b > c1 ? b : c1;
+    }
+    const size_t cols = (size_t)(c1 - c0);
+    /* the slot strip (cols + 1 columns of 32 bytes, the last zero), then the pair blocks */
+    uint8_t *pairs = (uint8_t *)(((uintptr_t)(strip + (cols + 1) * 32) + 31) & ~(uintptr_t)31);
+    uint32_t y = 0;
+    for (; y + 8 <= rows; y += 8) {
+        /* the next 8 rows' window comes into the cache while these are computed, a few lines
+         * per block of outputs: all at once would fill the line-fill buffers and stall (short
+         * row segments a stride apart are too short for the hardware prefetcher, and a sample
+         * read once comes from memory) */
+        const char *pf_base = (const char *)(src + (y + 8) * sstride + (size_t)c0 * 3);
+        const size_t lpr = cols * 3 / 64 + 2;  /* lines a row covers, at most */
+        const size_t pf_total = y + 16 <= rows ? 8 * lpr : 0;
+        const size_t pf_step = (pf_total + (nx + 7) / 8 - 1) / ((nx + 7) / 8);
+        size_t pf = 0;
+        const uint8_t *row[8];
+        for (uint32_t r = 0; r < 8; r++)
+            row[r] = src + (y + r) * sstride + (size_t)c0 * 3;
+        size_t x = 0;
+        for (; x + 10 <= cols; x += 8)
+            ax_rgb_block(row, x, strip + x * 32);
+        for (; x < cols; x++)
+            for (uint32_t r = 0; r < 8; r++) {
+                uint8_t *d = strip + x * 32 + (size_t)r * 4;
+                memcpy(d, row[r] + 3 * x, 3);
+                d[3] = 0;
+            }
+        _mm256_storeu_si256((void *)(strip + cols * 32), zero);
+        __m256i a = _mm256_shuffle_epi8(_mm256_loadu_si256((const void *)strip), compact);
+        __m256i alo = _mm256_unpacklo_epi8(a, zero), ahi = _mm256_unpackhi_epi8(a, zero);
+        for (size_t c = 0; c < cols; c++) {
+            __m256i b = _mm256_shuffle_epi8(
+                _mm256_loadu_si256((const void *)(strip + (c + 1) * 32)), compact);
+            __m256i blo = _mm256_unpacklo_epi8(b, zero), bhi = _mm256_unpackhi_epi8(b, zero);
+            uint8_t *pb = pairs + c * 96;
+            _mm256_store_si256((void *)pb, _mm256_unpacklo_epi16(alo, blo));
+            _mm256_store_si256((void *)(pb + 32), _mm256_unpackhi_epi16(alo, blo));
+            _mm256_store_si256((void *)(pb + 64), _mm256_unpacklo_epi16(ahi, bhi));
+            alo = blo;
+            ahi = bhi;
+        }
+        /* 8 outputs at a time: each leaves as 8 rows x 4-byte slots, the 8 are transposed
+         * back into rows (8 pixels, 24 bytes a row) and stored a row at a time */
+        for (uint32_t i0 = 0; i0 < nx; i0 += 8) {
+            uint32_t m = nx - i0 < 8 ? nx - i0 : 8;
+            for (size_t e = pf + pf_step < pf_total ? pf + pf_step : pf_total; pf < e; pf++) {
+                _mm_prefetch(pf_base + (pf / lpr) * sstride + (pf % lpr) * 64, _MM_HINT_T0);
+            }
+            __m256i res[8];
+            for (uint32_t k = 0; k < 8; k++) {
+                if (k >= m) {
+                    res[k] = zero;
+                    continue;
+                }
+                uint32_t xx = x0 + i0 + k;
+                int32_t n = t->span[2 * xx + 1];
+                const uint8_t *p = pairs + (size_t)(t->span[2 * xx] - c0) * 96;
+                const uint32_t *kp = t->kp + (size_t)xx * t->stride;
+                __m256i h0 = zero, h1 = zero, h2 = zero, l0 = half, l1 = half, l2 = half;
+                for (int32_t q = 0; q < n; q += 2, p += 192, kp += 2) {
+                    __m256i kh = _mm256_set1_epi32((int)kp[0]), kl = _mm256_set1_epi32((int)kp[1]);
+                    __m256i v0 = _mm256_load_si256((const void *)p);
+                    __m256i v1 = _mm256_load_si256((const void *)(p + 32));
+                    __m256i v2 = _mm256_load_si256((const void *)(p + 64));
+                    h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(v0, kh));
+                    l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(v0, kl));
+                    h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(v1, kh));
+                    l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(v1, kl));
+                    h2 = _mm256_add_epi32(h2, _mm256_madd_epi16(v2, kh));
+                    l2 = _mm256_add_epi32(l2, _mm256_madd_epi16(v2, kl));
+                }
+                __m256i f0 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h0, 11), l0),
+                                               RS_BITS);
+                __m256i f1 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h1, 11), l1),
+                                               RS_BITS);
+                __m256i f2 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h2, 11), l2),
+                                               RS_BITS);
+                /* bytes: lane 0 j 0..11 (rows 0-3), lane 1 j 12..23 (rows 4-7); then row r in
+                 * 32-bit slot r */
+                __m256i bb = _mm256_packus_epi16(_mm256_packs_epi32(f0, f1),
+                                                 _mm256_packs_epi32(f2, f2));
+                res[k] = _mm256_shuffle_epi8(bb, slots);
+            }
+            /* transpose 8 x 8 slots: row r gets outputs i0 .. i0 + 7 */
+            __m256i t0 = _mm256_unpacklo_epi32(res[0], res[1]), t1 = _mm256_unpackhi_epi32(res[0], res[1]);
+            __m256i t2 = _mm256_unpacklo_epi32(res[2], res[3]), t3 = _mm256_unpackhi_epi32(res[2], res[3]);
+            __m256i t4 = _mm256_unpacklo_epi32(res[4], res[5]), t5 = _mm256_unpackhi_epi32(res[4], res[5]);
+            __m256i t6 = _mm256_unpacklo_epi32(res[6], res[7]), t7 = _mm256_unpackhi_epi32(res[6], res[7]);
+            __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+            __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+            __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+            __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+            __m256i rowv[8] = {
+                _mm256_permute2x128_si256(u0, u4, 0x20), _mm256_permute2x128_si256(u1, u5, 0x20),
+                _mm256_permute2x128_si256(u2, u6, 0x20), _mm256_permute2x128_si256(u3, u7, 0x20),
+                _mm256_permute2x128_si256(u0, u4, 0x31), _mm256_permute2x128_si256(u1, u5, 0x31),
+                _mm256_permute2x128_si256(u2, u6, 0x31), _mm256_permute2x128_si256(u3, u7, 0x31)};
+            uint8_t *o = dst + y * dstride + (size_t)i0 * 3;
+            for (uint32_t r = 0; r < 8; r++) {
+                /* 4 pixels of 3 bytes per lane, then 4 spare bytes */
+                __m256i c = _mm256_shuffle_epi8(rowv[r], compact);
+                uint8_t *d = o + r * dstride;
+                if (i0 + 10 <= nx) {
+                    /* the 4 spare bytes land on pixels i0 + 8 and i0 + 9, written next */
+                    _mm_storeu_si128((void *)d, _mm256_castsi256_si128(c));
+                    _mm_storeu_si128((void *)(d + 12), _mm256_extracti128_si256(c, 1));
+                } else {
+                    uint8_t b[28];
+                    _mm_storeu_si128((void *)b, _mm256_castsi256_si128(c));
+                    _mm_storeu_si128((void *)(b + 12), _mm256_extracti128_si256(c, 1));
+                    memcpy(d, b, (size_t)m * 3);
+                }
+            }
+        }
+    }
+    if (y < rows)
+        h_plain(src + y * sstride, sstride, rows - y, in_w, 3, t, x0, nx, dst + y * dstride,
+                dstride);
+}
+
 __attribute__((target("avx2"))) static void h_avx2(const uint8_t *src, size_t sstride,
                                                    uint32_t rows, uint32_t in_w, uint32_t ch,
                                                    const rs_table *t, uint32_t x0, uint32_t nx,
@@ -878,12 +1042,49 @@ __attribute__((target("avx2"))) static void h_avx2(const uint8_t *src, size_t ss
         h_strip_avx2(src, sstride, rows, in_w, 2, t, x0, nx, dst, dstride, strip);
         break;
     case 3:
-        h_strip_avx2(src, sstride, rows, in_w, 3, t, x0, nx, dst, dstride, strip);
+        if (t->kp)
+            h_rgb_madd(src, sstride, rows, in_w, t, x0, nx, dst, dstride, strip);
+        else
+            h_strip_avx2(src, sstride, rows, in_w, 3, t, x0, nx, dst, dstride, strip);
         break;
     default:
         h_strip_avx2(src, sstride, rows, in_w, 4, t, x0, nx, dst, dstride, strip);
         break;
     }
+}
+
+/* 32 bytes of one output row of the vertical pass with vpmaddwd (as h_rgb_madd): rows y and
+ * y + 1 interleaved byte by byte and widened to int16 pairs, two taps a vpmaddwd, the coefficients
+ * split as k = hi * 2048 + lo; an odd last tap is paired with zeros. The four vectors hold bytes
+ * [0-3 | 16-19], [4-7 | 20-23], [8-11 | 24-27], [12-15 | 28-31], which two packs put back in
+ * order. */
+RS_AVX2 void v_madd32(const uint8_t *p, size_t sstride, int32_t n, const uint32_t *kp,
+                      uint8_t *out)
+{
+    const __m256i zero = _mm256_setzero_si256(), half = _mm256_set1_epi32(RS_HALF);
+    __m256i h0 = zero, h1 = zero, h2 = zero, h3 = zero, l0 = half, l1 = half, l2 = half, l3 = half;
+    for (int32_t y = 0; y < n; y += 2, p += 2 * sstride, kp += 2) {
+        __m256i a = _mm256_loadu_si256((const void *)p);
+        __m256i b = y + 1 < n ? _mm256_loadu_si256((const void *)(p + sstride)) : zero;
+        __m256i lo = _mm256_unpacklo_epi8(a, b), hi = _mm256_unpackhi_epi8(a, b);
+        __m256i v0 = _mm256_unpacklo_epi8(lo, zero), v1 = _mm256_unpackhi_epi8(lo, zero);
+        __m256i v2 = _mm256_unpacklo_epi8(hi, zero), v3 = _mm256_unpackhi_epi8(hi, zero);
+        __m256i kh = _mm256_set1_epi32((int)kp[0]), kl = _mm256_set1_epi32((int)kp[1]);
+        h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(v0, kh));
+        l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(v0, kl));
+        h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(v1, kh));
+        l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(v1, kl));
+        h2 = _mm256_add_epi32(h2, _mm256_madd_epi16(v2, kh));
+        l2 = _mm256_add_epi32(l2, _mm256_madd_epi16(v2, kl));
+        h3 = _mm256_add_epi32(h3, _mm256_madd_epi16(v3, kh));
+        l3 = _mm256_add_epi32(l3, _mm256_madd_epi16(v3, kl));
+    }
+    __m256i f0 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h0, 11), l0), RS_BITS);
+    __m256i f1 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h1, 11), l1), RS_BITS);
+    __m256i f2 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h2, 11), l2), RS_BITS);
+    __m256i f3 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h3, 11), l3), RS_BITS);
+    __m256i r = _mm256_packus_epi16(_mm256_packs_epi32(f0, f1), _mm256_packs_epi32(f2, f3));
+    _mm256_storeu_si256((void *)out, r);
 }
 
 __attribute__((target("avx2"))) static void v_avx2(const uint8_t *src, size_t sstride,
@@ -899,6 +1100,9 @@ __attribute__((target("avx2"))) static void v_avx2(const uint8_t *src, size_t ss
         int32_t n = t->span[2 * yy + 1];
         uint8_t *out = dst + (size_t)i * dstride;
         size_t x = 0;
+        if (t->kp)
+            for (; x + 32 <= bytes; x += 32)
+                v_madd32(base + x, sstride, n, t->kp + (size_t)yy * t->stride, out + x);
         for (; x + 32 <= bytes; x += 32) {
             __m256i a0 = half, a1 = half, a2 = half, a3 = half;
             const uint8_t *p = base + x;
@@ -1094,7 +1298,8 @@ int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_
         /* the vector horizontal pass transposes 8 rows of the columns it reads; the strip
          * grows geometrically from 64 KiB (sources up to 2047 RGB pixels wide), so a stream
          * of varied sizes reallocates rarely, typically never */
-        size_t need = ((size_t)sw + 1) * 8 * (ch + 1);
+        /* 4x: the RGB vpmaddwd pass keeps a 96-byte pair block per column beside it */
+        size_t need = ((size_t)sw + 2) * 8 * (ch + 1) * 4 + 64;
         if (need > s->strip_cap) {
             size_t cap = s->strip_cap ? 2 * s->strip_cap : (size_t)64 << 10;
             need = need > cap ? need : cap;
