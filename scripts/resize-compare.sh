@@ -3,7 +3,7 @@
 # sizes: time (one thread, medians) and byte identity. Prints a markdown table.
 #   scripts/resize-compare.sh [N [REPS [SIZE]]]   N photos (default 200), REPS runs per image
 #                                                 (default 15), Resize(SIZE) (default 224)
-# Needs cc, pkg-config (libjpeg spng libxxhash), python3 with Pillow, and
+# Needs cc, pkg-config (libjpeg spng libxxhash zlib), python3 with Pillow, and
 # build/bin/shardc-mksample. Not part of the Makefile build; builds into a temporary directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +18,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 build/bin/shardc-mksample "$tmp/photos" --photo --classes 1 --per-class "$n" --seed 7 --quiet
-pkgs="libjpeg spng libxxhash"
+pkgs="libjpeg spng libxxhash zlib"
 cc -O2 -std=c11 -D_GNU_SOURCE -Iformats $(pkg-config --cflags $pkgs) scripts/resize-compare.c \
   formats/resample.c formats/fmt.c formats/image.c formats/jpeg.c formats/png.c formats/bmp.c \
   -o "$tmp/resize-compare" $(pkg-config --libs $pkgs) -lm -pthread
