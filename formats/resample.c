@@ -755,6 +755,45 @@ RS_AVX2 void ax_store8(uint8_t *p, __m256i a)
     memcpy(p, &v, 8);
 }
 
+/* The source columns [c0, c1) that outputs x0 .. x0 + nx - 1 of t read */
+static inline void window_cols(const rs_table *t, uint32_t x0, uint32_t nx, int32_t *c0,
+                               int32_t *c1)
+{
+    *c0 = *c1 = t->span[2 * x0];
+    for (uint32_t i = 0; i < nx; i++) {
+        int32_t a = t->span[2 * (x0 + i)], b = a + t->span[2 * (x0 + i) + 1];
+        *c0 = a < *c0 ? a : *c0;
+        *c1 = b > *c1 ? b : *c1;
+    }
+}
+
+/* v[r] holds 8 32-bit elements (r, 0..7): afterwards v[c] holds (0..7, c) */
+RS_AVX2 void ax_transpose8(__m256i v[8])
+{
+    __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
+    __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]), t7 = _mm256_unpackhi_epi32(v[6], v[7]);
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    v[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+    v[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+    v[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+    v[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+    v[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+    v[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+    v[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+    v[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+/* (hi * 2048 + lo) >> 22 of the vpmaddwd sums (lo with the rounding half) */
+RS_AVX2 __m256i ax_hilo(__m256i hi, __m256i lo)
+{
+    return _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), RS_BITS);
+}
+
 /* 8 rows x 8 RGB pixels (rows r at row[r] + 3 * x) as the strip's 8 columns x..x+7: pixel slots
  * of 4 bytes (the 4th zero), one 8x8 transposition of 32-bit slots */
 RS_AVX2 void ax_rgb_block(const uint8_t *const row[8], size_t x, uint8_t *col)
@@ -769,22 +808,9 @@ RS_AVX2 void ax_rgb_block(const uint8_t *const row[8], size_t x, uint8_t *col)
             _mm_loadu_si128((const void *)(p + 12)), 1);
         v[r] = _mm256_shuffle_epi8(a, sh);
     }
-    __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
-    __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
-    __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
-    __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]), t7 = _mm256_unpackhi_epi32(v[6], v[7]);
-    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
-    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
-    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
-    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
-    _mm256_storeu_si256((void *)(col + 0), _mm256_permute2x128_si256(u0, u4, 0x20));
-    _mm256_storeu_si256((void *)(col + 32), _mm256_permute2x128_si256(u1, u5, 0x20));
-    _mm256_storeu_si256((void *)(col + 64), _mm256_permute2x128_si256(u2, u6, 0x20));
-    _mm256_storeu_si256((void *)(col + 96), _mm256_permute2x128_si256(u3, u7, 0x20));
-    _mm256_storeu_si256((void *)(col + 128), _mm256_permute2x128_si256(u0, u4, 0x31));
-    _mm256_storeu_si256((void *)(col + 160), _mm256_permute2x128_si256(u1, u5, 0x31));
-    _mm256_storeu_si256((void *)(col + 192), _mm256_permute2x128_si256(u2, u6, 0x31));
-    _mm256_storeu_si256((void *)(col + 224), _mm256_permute2x128_si256(u3, u7, 0x31));
+    ax_transpose8(v);
+    for (int r = 0; r < 8; r++)
+        _mm256_storeu_si256((void *)(col + 32 * r), v[r]);
 }
 
 /* The transposed strip of h_strip, with RGB pixels in 4-byte slots (4th byte zero) so that the
@@ -796,12 +822,8 @@ RS_AVX2 void h_strip_avx2(const uint8_t *src, size_t sstride, uint32_t rows, uin
     const __m256i half = _mm256_set1_epi32(RS_HALF);
     const uint32_t cw = ch == 3 ? 4 : ch;      /* bytes of a pixel slot */
     const size_t colb = 8 * (size_t)cw;
-    int32_t c0 = t->span[2 * x0], c1 = c0;
-    for (uint32_t i = 0; i < nx; i++) {
-        int32_t a = t->span[2 * (x0 + i)], b = a + t->span[2 * (x0 + i) + 1];
-        c0 = a < c0 ? a : c0;
-        c1 = b > c1 ? b : c1;
-    }
+    int32_t c0, c1;
+    window_cols(t, x0, nx, &c0, &c1);
     const size_t cols = (size_t)(c1 - c0);
     uint32_t y = 0;
     for (; y + 8 <= rows; y += 8) {
@@ -904,12 +926,8 @@ RS_AVX2 void h_rgb_madd(const uint8_t *src, size_t sstride, uint32_t rows, uint3
                                              -1, -1);
     const __m256i slots = _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1,
                                            0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
-    int32_t c0 = t->span[2 * x0], c1 = c0;
-    for (uint32_t i = 0; i < nx; i++) {
-        int32_t a = t->span[2 * (x0 + i)], b = a + t->span[2 * (x0 + i) + 1];
-        c0 = a < c0 ? a : c0;
-        c1 = b > c1 ? b : c1;
-    }
+    int32_t c0, c1;
+    window_cols(t, x0, nx, &c0, &c1);
     const size_t cols = (size_t)(c1 - c0);
     /* the slot strip (cols + 1 columns of 32 bytes, the last zero), then the pair blocks */
     uint8_t *pairs = (uint8_t *)(((uintptr_t)(strip + (cols + 1) * 32) + 31) & ~(uintptr_t)31);
@@ -980,12 +998,7 @@ RS_AVX2 void h_rgb_madd(const uint8_t *src, size_t sstride, uint32_t rows, uint3
                     h2 = _mm256_add_epi32(h2, _mm256_madd_epi16(v2, kh));
                     l2 = _mm256_add_epi32(l2, _mm256_madd_epi16(v2, kl));
                 }
-                __m256i f0 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h0, 11), l0),
-                                               RS_BITS);
-                __m256i f1 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h1, 11), l1),
-                                               RS_BITS);
-                __m256i f2 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h2, 11), l2),
-                                               RS_BITS);
+                __m256i f0 = ax_hilo(h0, l0), f1 = ax_hilo(h1, l1), f2 = ax_hilo(h2, l2);
                 /* bytes: lane 0 j 0..11 (rows 0-3), lane 1 j 12..23 (rows 4-7); then row r in
                  * 32-bit slot r */
                 __m256i bb = _mm256_packus_epi16(_mm256_packs_epi32(f0, f1),
@@ -993,23 +1006,11 @@ RS_AVX2 void h_rgb_madd(const uint8_t *src, size_t sstride, uint32_t rows, uint3
                 res[k] = _mm256_shuffle_epi8(bb, slots);
             }
             /* transpose 8 x 8 slots: row r gets outputs i0 .. i0 + 7 */
-            __m256i t0 = _mm256_unpacklo_epi32(res[0], res[1]), t1 = _mm256_unpackhi_epi32(res[0], res[1]);
-            __m256i t2 = _mm256_unpacklo_epi32(res[2], res[3]), t3 = _mm256_unpackhi_epi32(res[2], res[3]);
-            __m256i t4 = _mm256_unpacklo_epi32(res[4], res[5]), t5 = _mm256_unpackhi_epi32(res[4], res[5]);
-            __m256i t6 = _mm256_unpacklo_epi32(res[6], res[7]), t7 = _mm256_unpackhi_epi32(res[6], res[7]);
-            __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
-            __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
-            __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
-            __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
-            __m256i rowv[8] = {
-                _mm256_permute2x128_si256(u0, u4, 0x20), _mm256_permute2x128_si256(u1, u5, 0x20),
-                _mm256_permute2x128_si256(u2, u6, 0x20), _mm256_permute2x128_si256(u3, u7, 0x20),
-                _mm256_permute2x128_si256(u0, u4, 0x31), _mm256_permute2x128_si256(u1, u5, 0x31),
-                _mm256_permute2x128_si256(u2, u6, 0x31), _mm256_permute2x128_si256(u3, u7, 0x31)};
+            ax_transpose8(res);
             uint8_t *o = dst + y * dstride + (size_t)i0 * 3;
             for (uint32_t r = 0; r < 8; r++) {
                 /* 4 pixels of 3 bytes per lane, then 4 spare bytes */
-                __m256i c = _mm256_shuffle_epi8(rowv[r], compact);
+                __m256i c = _mm256_shuffle_epi8(res[r], compact);
                 uint8_t *d = o + r * dstride;
                 if (i0 + 10 <= nx) {
                     /* the 4 spare bytes land on pixels i0 + 8 and i0 + 9, written next */
@@ -1079,10 +1080,7 @@ RS_AVX2 void v_madd32(const uint8_t *p, size_t sstride, int32_t n, const uint32_
         h3 = _mm256_add_epi32(h3, _mm256_madd_epi16(v3, kh));
         l3 = _mm256_add_epi32(l3, _mm256_madd_epi16(v3, kl));
     }
-    __m256i f0 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h0, 11), l0), RS_BITS);
-    __m256i f1 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h1, 11), l1), RS_BITS);
-    __m256i f2 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h2, 11), l2), RS_BITS);
-    __m256i f3 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h3, 11), l3), RS_BITS);
+    __m256i f0 = ax_hilo(h0, l0), f1 = ax_hilo(h1, l1), f2 = ax_hilo(h2, l2), f3 = ax_hilo(h3, l3);
     __m256i r = _mm256_packus_epi16(_mm256_packs_epi32(f0, f1), _mm256_packs_epi32(f2, f3));
     _mm256_storeu_si256((void *)out, r);
 }
