@@ -2,6 +2,7 @@
 """bench-augment.py - read-time augmentations in libshardread against torchvision, per thread.
 
     BUILD=build BENCH_DIR=.bench /usr/bin/python3 scripts/bench-augment.py
+    BUILD=build python3 scripts/bench-augment.py --build-harness PATH   (compile the harness only)
 
 One run, the same pixels: photo-like JPEGs (shardc-mksample --photo, shared with the other
 benchmarks in $BENCH_DIR/photos) compiled with `shardc build --short-side 256 --max-side 512`.
@@ -24,6 +25,14 @@ samples through RandomResizedCrop(224) + flip and writes them out; then, one thr
 libshardread runs twice: with its vector kernels (AVX2, where the CPU has it) and with
 SHARDREAD_SIMD=0, its plain C paths (the same bytes). Images/s, medians of REPS runs. Writes a
 markdown table to stdout and to $BENCH_DIR/augment.md. Not a test: numbers depend on the machine.
+
+Knobs (environment): BUILD (default build), BENCH_DIR (default .bench), REPS (default 5; the
+torchvision reader pipelines run max(1, REPS // 2) times, after one warm-up pass each), BIN (the
+folder of shardc and shardc-mksample, default $BUILD/bin), HARNESS (a harness built earlier with
+--build-harness, e.g. on a machine without the libraries' headers: used as is, nothing is
+compiled), PLAIN=0 (skip the SHARDREAD_SIMD=0 rerun: the table has no plain C column), PER
+(photos per class, 4 classes, default 225, at least 64: the ops need 256 samples; a PER other
+than 225 has its own photos and dataset, $BENCH_DIR/photos-PER and aug256-PER).
 """
 import os
 import statistics
@@ -34,12 +43,13 @@ import time
 
 BUILD = os.environ.get("BUILD", "build")
 W = os.environ.get("BENCH_DIR", ".bench")
-BIN = os.path.join(BUILD, "bin")
+BIN = os.environ.get("BIN") or os.path.join(BUILD, "bin")
 REPS = int(os.environ.get("REPS", "5"))
-PER = 225
+PER = int(os.environ.get("PER", "225"))
+PLAIN = os.environ.get("PLAIN", "1") != "0"
 N = 256
 
-HARNESS = r"""
+HARNESS_C = r"""
 #include "affine.h"
 #include "autoaugment.h"
 #include "color.h"
@@ -221,7 +231,9 @@ def sh(*args, **kw):
 
 
 def photos():
-    d, stamp = os.path.join(W, "photos"), os.path.join(W, "photos.stamp")
+    # a PER other than the shared photos' has its own folder: the other benchmarks keep theirs
+    name = "photos" if PER == 225 else f"photos-{PER}"
+    d, stamp = os.path.join(W, name), os.path.join(W, name + ".stamp")
     if not (os.path.isdir(d) and os.path.isfile(stamp) and open(stamp).read().strip() == str(PER)):
         sh("rm", "-rf", d)
         sh(f"{BIN}/shardc-mksample", d, "--photo", "--classes", "4", "--per-class", str(PER),
@@ -232,23 +244,34 @@ def photos():
 
 
 def dataset(src):
-    out = os.path.join(W, "aug256")
+    out = os.path.join(W, "aug256" if PER == 225 else f"aug256-{PER}")
     if not os.path.isfile(os.path.join(out, "manifest.json")):
         sh(f"{BIN}/shardc", "build", src, "-o", out, "--short-side", "256", "--max-side", "512",
            "-j", str(os.cpu_count()), "--no-progress", stdout=subprocess.DEVNULL)
     return out
 
 
-def harness(tmp):
-    c = os.path.join(tmp, "harness.c")
-    with open(c, "w") as f:
-        f.write(HARNESS)
-    libs = subprocess.run(["make", "-s", f"BUILD={BUILD}", "print-read-libs"], check=True,
-                          stdout=subprocess.PIPE, text=True).stdout.split()
-    exe = os.path.join(tmp, "harness")
-    sh("cc", "-O2", "-std=c11", "-D_GNU_SOURCE", "-Ireader", "-Iformats", c, "-o", exe,
-       os.path.join(BUILD, "libshardread.a"), *libs)
+def build_harness(exe):
+    """Compiles the harness into exe, linked with $BUILD/libshardread.a and the libraries it
+    needs (dynamically: a machine that runs it needs those shared libraries, not their headers)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        c = os.path.join(tmp, "harness.c")
+        with open(c, "w") as f:
+            f.write(HARNESS_C)
+        libs = subprocess.run(["make", "-s", f"BUILD={BUILD}", "print-read-libs"], check=True,
+                              stdout=subprocess.PIPE, text=True).stdout.split()
+        sh("cc", "-O2", "-std=c11", "-D_GNU_SOURCE", "-Ireader", "-Iformats", c, "-o", exe,
+           os.path.join(BUILD, "libshardread.a"), *libs)
     return exe
+
+
+def harness(tmp):
+    exe = os.environ.get("HARNESS")
+    if exe:
+        if not os.access(exe, os.X_OK):
+            sys.exit(f"bench-augment: HARNESS={exe} is not an executable")
+        return exe
+    return build_harness(os.path.join(tmp, "harness"))
 
 
 def rates(lines):
@@ -286,14 +309,24 @@ def stored_images(ds):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--build-harness":
+        build_harness(sys.argv[2])
+        return
+    if len(sys.argv) > 1:
+        sys.exit(__doc__.split("\n\n")[0] + "\n" + __doc__.split("\n\n")[1])
+    if PER < 64:
+        sys.exit("bench-augment: PER must be at least 64 (the ops need 256 samples)")
     import numpy as np
     import torch
+    import torchvision
     import torchvision.transforms as T
     import torchvision.transforms.functional as F
     from PIL import Image
     torch.set_num_threads(1)
     os.makedirs(W, exist_ok=True)
+    t0 = time.perf_counter()
     ds = dataset(photos())
+    log(f"dataset {ds} ready after {time.perf_counter() - t0:.1f}s")
     with tempfile.TemporaryDirectory() as tmp:
         exe = harness(tmp)
         raw = os.path.join(tmp, "rrc.raw")
@@ -304,13 +337,16 @@ def main():
         log(f"libshardread reader, {REPS} runs")
         ours.update(rates(sh(exe, "reader", ds, str(REPS), stdout=subprocess.PIPE,
                              text=True).stdout))
-        log(f"libshardread plain C paths (SHARDREAD_SIMD=0), {REPS} runs")
-        env = dict(os.environ, SHARDREAD_SIMD="0")
-        plain = rates(sh(exe, "ops", raw, str(REPS), stdout=subprocess.PIPE, text=True,
-                         env=env).stdout)
-        plain.update(rates(sh(exe, "reader", ds, str(REPS), stdout=subprocess.PIPE, text=True,
-                              env=env).stdout))
+        plain = None
+        if PLAIN:
+            log(f"libshardread plain C paths (SHARDREAD_SIMD=0), {REPS} runs")
+            env = dict(os.environ, SHARDREAD_SIMD="0")
+            plain = rates(sh(exe, "ops", raw, str(REPS), stdout=subprocess.PIPE, text=True,
+                             env=env).stdout)
+            plain.update(rates(sh(exe, "reader", ds, str(REPS), stdout=subprocess.PIPE,
+                                  text=True, env=env).stdout))
         a = np.fromfile(raw, dtype=np.uint8).reshape(N, 224, 224, 3)
+    log(f"libshardread done after {time.perf_counter() - t0:.1f}s; torchvision ops, {REPS} runs")
     imgs = [Image.fromarray(x, "RGB") for x in a]
     import torchvision.transforms.autoaugment as A
     torch.manual_seed(0)
@@ -337,7 +373,8 @@ def main():
                     ("Equalize", 0.0)):
         theirs["aa_" + name] = tv_rate(
             imgs, lambda im, n=name, v=m: A._apply_op(im, n, v, NEAREST, None), REPS)
-    log("torchvision reader-equivalent pipelines on the stored images")
+    log(f"torchvision reader-equivalent pipelines on the stored images, after "
+        f"{time.perf_counter() - t0:.1f}s")
     stored = stored_images(ds)
     norm = [T.ToTensor(), T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))]
     rrc = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
@@ -382,13 +419,18 @@ def main():
                            "(reader, float32 NCHW)"),
              ("reader_seed", "RRC(224) + flip + ColorJitter(0.2, 0.2, 0.2, 0.1) + ToTensor + "
                              "Normalize (reader, float32 NCHW)")]
-    out = ["| per thread, images/s | libshardread | plain C paths | torchvision 0.14 (PIL) "
-           "| ratio |",
-           "|---|---:|---:|---:|---:|"]
+    tv = f"torchvision {torchvision.__version__.split('+')[0]} (PIL)"
+    if plain is not None:
+        out = [f"| per thread, images/s | libshardread | plain C paths | {tv} | ratio |",
+               "|---|---:|---:|---:|---:|"]
+    else:
+        out = [f"| per thread, images/s | libshardread | {tv} | ratio |", "|---|---:|---:|---:|"]
     for k, name in rows:
-        out.append(f"| {name} | {ours[k]:,.0f} | {plain[k]:,.0f} | {theirs[k]:,.0f} "
+        mid = f" {plain[k]:,.0f} |" if plain is not None else ""
+        out.append(f"| {name} | {ours[k]:,.0f} |{mid} {theirs[k]:,.0f} "
                    f"| {ours[k] / theirs[k]:.1f}x |")
     text = "\n".join(out) + "\n"
+    log(f"done after {time.perf_counter() - t0:.1f}s")
     print(text)
     with open(os.path.join(W, "augment.md"), "w") as f:
         f.write(text)

@@ -2,12 +2,14 @@
 # Gather this build's binaries and the shared libraries they need into one folder that can be
 # copied to a GPU machine which lacks our Debian libraries (libjpeg, spng, hdf5, check, ...):
 #
-#   scripts/gpu-bundle.sh [--no-cuda-libs] [OUT]     (BUILD=dir, default build; OUT default .gpu)
+#   scripts/gpu-bundle.sh [--no-cuda-libs] [--add FILE]... [OUT]
+#                                          (BUILD=dir, default build; OUT default .gpu)
 #
-#   OUT/bin/      shardc, shardc-mksample, shardbench (and decode-bench where it was built)
+#   OUT/bin/      shardc, shardc-mksample, shardbench (and decode-bench where it was built), and
+#                 each --add FILE (another program of this build, e.g. bench-augment.py's harness)
 #   OUT/tests/    the check programs (test_cuda among them)
 #   OUT/lib/      libshardgpu.so, libshardbench-gpu.so, libshardread.so, and every library ldd
-#                 names for them, except
+#                 names for them and for every program in OUT/bin and OUT/tests, except
 #                 the C library itself (libc, libm, libpthread, libdl, librt, ld-linux), which
 #                 must come from the target: it needs glibc >= the version printed at the end
 #   OUT/env.sh    `. OUT/env.sh` puts OUT/lib first on LD_LIBRARY_PATH
@@ -21,13 +23,19 @@ set -euo pipefail
 BUILD=${BUILD:-build}
 cuda_libs=1
 out=.gpu
-for a in "$@"; do
-  case $a in
+add=()
+while [ $# -gt 0 ]; do
+  case $1 in
     --no-cuda-libs) cuda_libs=0 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "gpu-bundle: unknown option $a" >&2; exit 2 ;;
-    *) out=$a ;;
+    --add)
+      [ -n "${2:-}" ] || { echo "gpu-bundle: --add needs FILE" >&2; exit 2; }
+      [ -x "$2" ] && [ -f "$2" ] || { echo "gpu-bundle: --add $2: not an executable file" >&2; exit 1; }
+      add+=("$2"); shift ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "gpu-bundle: unknown option $1" >&2; exit 2 ;;
+    *) out=$1 ;;
   esac
+  shift
 done
 
 for gpu_so in "$BUILD"/lib/libshardgpu.so "$BUILD"/lib/libshardbench-gpu.so; do
@@ -44,6 +52,7 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/tests" "$out/lib"
 cp "$BUILD"/bin/shardc "$BUILD"/bin/shardc-mksample "$BUILD"/bin/shardbench "$out/bin/"
 [ -x "$BUILD/bin/decode-bench" ] && cp "$BUILD/bin/decode-bench" "$out/bin/"
+[ ${#add[@]} -eq 0 ] || cp "${add[@]}" "$out/bin/"
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] && [ -f "$t" ] && case $t in *.o|*.d) ;; *) cp "$t" "$out/tests/" ;; esac
 done

@@ -4,10 +4,13 @@
 # synthetic data, with a report. Two halves, the first here, the second on the GPU machine:
 #
 #   scripts/gpu-check.sh --prepare DIR [--no-build]
-#                                            build (make all, test_cuda, test_reader, wheel),
-#                                            then gather into DIR what must travel, < 50 MiB:
-#                                            DIR/bundle.tar.xz (scripts/gpu-bundle.sh
-#                                            --no-cuda-libs, packed; --run unpacks it)
+#                                            build (make all, test_cuda, test_reader, wheel,
+#                                            and bench-augment.py's C harness, which the GPU
+#                                            machine could not link: it lacks the -dev
+#                                            packages), then gather into DIR what must travel,
+#                                            < 50 MiB: DIR/bundle.tar.xz (scripts/gpu-bundle.sh
+#                                            --no-cuda-libs, the harness in its bin/, packed;
+#                                            --run unpacks it)
 #                                            and the shardread wheel (or, without one, the
 #                                            built module in DIR/python)
 #   scripts/gpu-check.sh --run DIR OUT       on the GPU machine, from the repository root
@@ -25,6 +28,16 @@
 #   transfer     gpu-train.py transfer: H2D GB/s of pinned, pageable and Loader batches, and
 #                shardbench train's figures
 #   train-MODEL  gpu-train.py train for each model in $MODELS
+#   cpubench     only when ONLY names it: per-core figures on the machine's otherwise idle CPU
+#                cores, each against its baseline in the same run: decode-bench --size 224x224
+#                on 600 of the JPEGs (full decode, + resize, region-of-interest decode +
+#                resize), scripts/bench-detect.py (DETECT_IMAGES, default 300: torchvision's
+#                CocoDetection pipeline against Loader(targets=True)) and scripts/bench-augment.py
+#                (read-time augmentations, libshardread against torchvision, one thread each;
+#                AUG_REPS runs, default 3 (1 with --cpu), AUG_PER photos per class, default 225
+#                (64 with --cpu), AUG_PLAIN=0 skips its SHARDREAD_SIMD=0 rerun; with a prepared
+#                DIR it runs the bundle's prebuilt harness): report.tsv rows with step cpubench,
+#                and a "CPU benchmarks" section at the end of report.md
 # OUT receives report.tsv (step, config, metric, value, unit, note), report.md and logs.txt:
 # three files, nothing else. Exit status: 0 when every correctness check passed and every step
 # finished, 1 otherwise (the report is written either way), 2 usage error.
@@ -34,15 +47,15 @@
 # removed at the end unless KEEP_WORK=1), MODELS, FEEDERS, BATCH, SIZE, STEPS, WARMUP, MAX_S
 # (seconds cap per configuration), GEN_JOBS x PER_CLASS x 4 classes = the JPEGs, PYTEST_K
 # (a pytest -k expression), ONLY (the steps to run, default "data correctness transfer train";
-# "cpubench" adds the per-core benchmarks, step 4 below), DETECT_IMAGES, T_CPUBENCH,
-# T_DATA, T_TEST_CUDA, T_PYTEST, T_CHECK, T_TRANSFER, T_TRAIN
+# "cpubench" adds the per-core benchmarks, step 4 below), DETECT_IMAGES, AUG_REPS, AUG_PER,
+# AUG_PLAIN, T_CPUBENCH (default 300), T_DATA, T_TEST_CUDA, T_PYTEST, T_CHECK, T_TRANSFER, T_TRAIN
 # (timeouts in seconds, each cut to what is left of DEADLINE, the whole run's limit: 350 s on
 # the GPU, after which the remaining steps are skipped and the report is written).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 mode='' dir='' out='' cpu=0 nobuild=0
-usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu-check: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
@@ -77,7 +90,17 @@ if [ "$mode" = prepare ]; then
   wheel=$(ls -t "$BUILD"/dist/shardread-*-abi3-*.whl 2>/dev/null | head -1)
   rm -rf "$dir"
   mkdir -p "$dir"
-  BUILD=$BUILD scripts/gpu-bundle.sh --no-cuda-libs "$dir/bundle"
+  # bench-augment.py's harness (cpubench), linked here against $BUILD/libshardread.a: gpu-bundle
+  # copies it into bin/ and the shared libraries it needs into lib/. Without it only cpubench's
+  # bench-augment part fails on the GPU machine, so a failure here is a warning.
+  harness=()
+  if BUILD=$BUILD python3 scripts/bench-augment.py --build-harness "$dir/bench-augment-harness"; then
+    harness=(--add "$dir/bench-augment-harness")
+  else
+    echo "gpu-check: warning: bench-augment.py's harness did not build: cpubench will lack it" >&2
+  fi
+  BUILD=$BUILD scripts/gpu-bundle.sh --no-cuda-libs ${harness[@]+"${harness[@]}"} "$dir/bundle"
+  rm -f "$dir/bench-augment-harness"
   # the run needs two of the test programs; the others would only add weight
   find "$dir/bundle/tests" -type f ! -name test_cuda ! -name test_reader -delete
   # packed: the shared libraries (libarchive's libicudata above all) compress well, and the
@@ -131,12 +154,14 @@ if [ $cpu = 1 ]; then
   : "${XFER_THREADS:=2}" "${XFER_REPS:=3}" "${FEED_EPOCHS:=2}" "${AMP:=none}"
   : "${PYTEST_K:=pinned or torch_tensors or float_outputs}"
   : "${T_DATA:=60}" "${T_TEST_CUDA:=60}" "${T_PYTEST:=60}" "${T_CHECK:=60}" "${T_TRANSFER:=60}" "${T_TRAIN:=60}" "${DEADLINE:=300}"
+  : "${AUG_REPS:=1}" "${AUG_PER:=64}"
 else
   : "${MODELS:=resnet50 resnet18}" "${BATCH:=256}" "${SIZE:=224}" "${STEPS:=40}" "${WARMUP:=8}" "${MAX_S:=20}"
   : "${GEN_JOBS:=16}" "${PER_CLASS:=80}" "${FEEDERS:=synthetic,shardread:4,shardread:16,cudafeed:4,dataloader:4,dataloader:16}"
   : "${XFER_THREADS:=16}" "${XFER_REPS:=20}" "${FEED_EPOCHS:=3}" "${AMP:=bf16}"
   : "${PYTEST_K:=not pip_install}"
   : "${T_DATA:=90}" "${T_TEST_CUDA:=90}" "${T_PYTEST:=120}" "${T_CHECK:=60}" "${T_TRANSFER:=60}" "${T_TRAIN:=150}" "${DEADLINE:=350}"
+  : "${AUG_REPS:=3}" "${AUG_PER:=225}"
 fi
 
 for py in ${PYTHON:-} python3 /usr/bin/python3; do
@@ -179,7 +204,7 @@ EOF
   LIBPATH="$B/lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   W=$WORK/wrap
   mkdir -p "$W/bin"
-  for b in shardc shardc-mksample shardbench decode-bench; do
+  for b in shardc shardc-mksample shardbench decode-bench bench-augment-harness; do
     [ -x "$B/bin/$b" ] || continue
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "$LIBPATH" "$B/bin/$b" > "$W/bin/$b"
     chmod +x "$W/bin/$b"
@@ -252,7 +277,7 @@ setup_python > "$(log_of 0-setup)" 2>&1 || { cat "$(log_of 0-setup)"; row steps 
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
 GT=("$PY" "$ROOT/scripts/gpu-train.py")
-export ROOT WORK BIN TESTS PYBUILD PY GEN_JOBS PER_CLASS PYTEST_K cpu LIBPATH
+export ROOT WORK BIN TESTS PYBUILD PY GEN_JOBS PER_CLASS PYTEST_K cpu LIBPATH AUG_REPS AUG_PER
 cpuflag=(); [ $cpu = 1 ] && cpuflag=(--cpu)
 
 # the environment
@@ -362,20 +387,34 @@ fi
 
 # 4. cpubench (only with ONLY naming it): the build's and the detection pipeline's per-core
 # figures on this machine's otherwise idle cores, each against its baseline in the same run:
-# decode-bench --size (full decode, + resize, region-of-interest decode + resize) and
-# scripts/bench-detect.py (torchvision's CocoDetection pipeline against Loader(targets=True))
+# decode-bench --size (full decode, + resize, region-of-interest decode + resize),
+# scripts/bench-detect.py (torchvision's CocoDetection pipeline against Loader(targets=True)) and
+# scripts/bench-augment.py (read-time augmentations against torchvision's, one thread each). The
+# three run one after the other whatever each one's exit status; the step fails if one failed.
 cpubench() {
-  set -e
+  local rc=0
+  rm -f "$WORK/decode-bench.json" "$WORK/augment/augment.md"   # a reused WORK's are stale
   if [ -x "$BIN/decode-bench" ]; then
     local files
     mapfile -t files < <(find "$WORK/jpeg" -name '*.jpg' | sort | head -600)
-    "$BIN/decode-bench" --reps 5 --size 224x224 "${files[@]}" | tee "$WORK/decode-bench.json"
+    "$BIN/decode-bench" --reps 5 --size 224x224 "${files[@]}" > "$WORK/decode-bench.json.tmp" || rc=1
+    cat "$WORK/decode-bench.json.tmp"
+    [ $rc = 0 ] && mv "$WORK/decode-bench.json.tmp" "$WORK/decode-bench.json"
   fi
+  echo "+ bench-detect.py"
   BUILD=$(dirname "$BIN") "$PY" "$ROOT/scripts/bench-detect.py" --images "${DETECT_IMAGES:-300}" --reps 5 \
-    --work "$WORK/detect"
+    --work "$WORK/detect" || rc=1
+  # the bundle's prebuilt harness where there is one (the GPU machine cannot link it), else
+  # bench-augment.py compiles its own against $BUILD
+  echo "+ bench-augment.py (REPS=$AUG_REPS PER=$AUG_PER PLAIN=${AUG_PLAIN:-1})"
+  local harness=
+  [ -x "$BIN/bench-augment-harness" ] && harness=$BIN/bench-augment-harness
+  BUILD=$(dirname "$BIN") BIN=$BIN HARNESS=$harness BENCH_DIR=$WORK/augment REPS=$AUG_REPS \
+    PER=$AUG_PER PLAIN=${AUG_PLAIN:-1} "$PY" "$ROOT/scripts/bench-augment.py" || rc=1
+  return $rc
 }
 if wants cpubench && [ $have_data = 1 ]; then
-  step cpubench "${T_CPUBENCH:-240}" cpubench
+  step cpubench "${T_CPUBENCH:-300}" cpubench
   if [ -f "$WORK/decode-bench.json" ]; then
     "$PY" - "$WORK/decode-bench.json" "$TSV" <<'PY'
 import json, sys
@@ -386,13 +425,69 @@ with open(sys.argv[2], "a") as t:
         t.write(f"cpubench\tdecode-bench 224x224, {d['files']} files, 1 thread\t{k}\t{d[k]}\t\t\n")
 PY
   fi
+  # bench-augment's table: one row per pipeline and column (its plain C column only when it ran)
+  if [ -f "$WORK/augment/augment.md" ]; then
+    "$PY" - "$WORK/augment/augment.md" "$TSV" "$AUG_REPS" <<'PY'
+import sys
+lines = [l.strip() for l in open(sys.argv[1]) if l.strip().startswith("|")]
+cells = lambda l: [c.strip() for c in l.strip("|").split("|")]
+head = cells(lines[0])
+def metric(h):
+    if h.startswith("torchvision"):
+        return "torchvision_per_s", "img/s", h
+    return {"libshardread": ("shardread_per_s", "img/s", "vector kernels where the CPU has them"),
+            "plain C paths": ("plain_c_per_s", "img/s", "SHARDREAD_SIMD=0"),
+            "ratio": ("ratio", "x", "libshardread / torchvision")}.get(h, (h, "", ""))
+with open(sys.argv[2], "a") as t:
+    for l in lines[2:]:
+        c = cells(l)
+        for h, v in zip(head[1:], c[1:]):
+            m, unit, note = metric(h)
+            v = v.replace(",", "").rstrip("x")
+            t.write(f"cpubench\taugment: {c[0]}\t{m}\t{v}\t{unit}\t"
+                    f"{note}; bench-augment.py, 1 thread, REPS={sys.argv[3]}\n")
+PY
+  fi
 fi
-
 # the report
 total=$(awk -v a="$t_script" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 row steps total seconds "$total" s "the whole --run"
 "${GT[@]}" report --tsv "$TSV" --md "$out/report.md" \
   --title "$([ $cpu = 1 ] && echo 'CPU paths, tiny sizes: no GPU figure' || echo GPU)" > /dev/null
+# gpu-train.py's report has no section for the cpubench rows: one table per set of metrics
+if grep -q '^cpubench' "$TSV" && ! grep -q '^## CPU benchmarks' "$out/report.md" 2>/dev/null; then
+  "$PY" - "$TSV" "$out/report.md" <<'PY'
+import sys
+def fmt(v):
+    try:
+        x = float(v)
+    except ValueError:
+        return v
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.3g}"
+table, order = {}, []
+for line in open(sys.argv[1]):
+    p = line.rstrip("\n").split("\t")
+    if len(p) >= 6 and p[0] == "cpubench":
+        if p[1] not in table:
+            table[p[1]] = {}
+            order.append(p[1])
+        try:
+            v = f"{float(p[3]):.1f}x" if p[4] == "x" else fmt(p[3])
+        except ValueError:
+            v = p[3]
+        table[p[1]][p[2]] = v
+groups = {}
+for c in order:
+    groups.setdefault(tuple(table[c]), []).append(c)
+out = ["", "## CPU benchmarks (per core)", ""]
+for metrics, configs in groups.items():
+    out += ["| config | " + " | ".join(metrics) + " |", "|---" + "|---:" * len(metrics) + "|"]
+    out += [f"| {c} | " + " | ".join(table[c][m] for m in metrics) + " |" for c in configs]
+    out.append("")
+with open(sys.argv[2], "a") as f:
+    f.write("\n".join(out))
+PY
+fi
 for f in "$WORK"/logs/*.log; do
   printf '\n######## %s\n' "$(basename "$f" .log)"
   cat "$f"
