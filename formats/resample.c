@@ -813,6 +813,25 @@ RS_AVX2 void ax_rgb_block(const uint8_t *const row[8], size_t x, uint8_t *col)
         _mm256_storeu_si256((void *)(col + 32 * r), v[r]);
 }
 
+/* cols RGB pixels of 8 rows (from src, rows sstride apart) as strip columns of 8 4-byte slots
+ * (32 bytes a column, the 4th byte of each slot zero) */
+RS_AVX2 void ax_rgb_strip(const uint8_t *src, size_t sstride, size_t cols, uint8_t *strip)
+{
+    const uint8_t *row[8];
+    for (uint32_t r = 0; r < 8; r++)
+        row[r] = src + r * sstride;
+    size_t x = 0;
+    /* a block reads 3 * x + 28 bytes of each row */
+    for (; x + 10 <= cols; x += 8)
+        ax_rgb_block(row, x, strip + x * 32);
+    for (; x < cols; x++)
+        for (uint32_t r = 0; r < 8; r++) {
+            uint8_t *d = strip + x * 32 + (size_t)r * 4;
+            memcpy(d, row[r] + 3 * x, 3);
+            d[3] = 0;
+        }
+}
+
 /* The transposed strip of h_strip, with RGB pixels in 4-byte slots (4th byte zero) so that the
  * transposition is of 32-bit units. */
 RS_AVX2 void h_strip_avx2(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
@@ -838,19 +857,7 @@ RS_AVX2 void h_strip_avx2(const uint8_t *src, size_t sstride, uint32_t rows, uin
                 _mm_prefetch(row + cols * ch - 1, _MM_HINT_T0);
             }
         if (ch == 3) {
-            const uint8_t *row[8];
-            for (uint32_t r = 0; r < 8; r++)
-                row[r] = src + (y + r) * sstride + (size_t)c0 * 3;
-            size_t x = 0;
-            /* a block reads 3 * x + 28 bytes of each row */
-            for (; x + 10 <= cols; x += 8)
-                ax_rgb_block(row, x, strip + x * colb);
-            for (; x < cols; x++)
-                for (uint32_t r = 0; r < 8; r++) {
-                    uint8_t *d = strip + x * colb + (size_t)r * 4;
-                    memcpy(d, row[r] + 3 * x, 3);
-                    d[3] = 0;
-                }
+            ax_rgb_strip(src + y * sstride + (size_t)c0 * 3, sstride, cols, strip);
         } else {
             for (uint32_t r = 0; r < 8; r++) {
                 const uint8_t *row = src + (y + r) * sstride + (size_t)c0 * ch;
@@ -942,18 +949,7 @@ RS_AVX2 void h_rgb_madd(const uint8_t *src, size_t sstride, uint32_t rows, uint3
         const size_t pf_total = y + 16 <= rows ? 8 * lpr : 0;
         const size_t pf_step = (pf_total + (nx + 7) / 8 - 1) / ((nx + 7) / 8);
         size_t pf = 0;
-        const uint8_t *row[8];
-        for (uint32_t r = 0; r < 8; r++)
-            row[r] = src + (y + r) * sstride + (size_t)c0 * 3;
-        size_t x = 0;
-        for (; x + 10 <= cols; x += 8)
-            ax_rgb_block(row, x, strip + x * 32);
-        for (; x < cols; x++)
-            for (uint32_t r = 0; r < 8; r++) {
-                uint8_t *d = strip + x * 32 + (size_t)r * 4;
-                memcpy(d, row[r] + 3 * x, 3);
-                d[3] = 0;
-            }
+        ax_rgb_strip(src + y * sstride + (size_t)c0 * 3, sstride, cols, strip);
         _mm256_storeu_si256((void *)(strip + cols * 32), zero);
         __m256i a = _mm256_shuffle_epi8(_mm256_loadu_si256((const void *)strip), compact);
         __m256i alo = _mm256_unpacklo_epi8(a, zero), ahi = _mm256_unpackhi_epi8(a, zero);
