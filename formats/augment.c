@@ -139,10 +139,8 @@ int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg)
             }
             double a[5] = {0};
             n = val ? parse_list(val, a, 5) : -1;
-            double sh = a[4];
-            memcpy(v, a, sizeof v);
-            if (n != 5 || !(v[0] >= 0 && v[0] <= 180) || !(v[1] >= 0 && v[1] <= 1) ||
-                !(v[2] > 0 && v[2] <= v[3] && v[3] <= 10) || !(sh >= 0 && sh < 90)) {
+            if (n != 5 || !(a[0] >= 0 && a[0] <= 180) || !(a[1] >= 0 && a[1] <= 1) ||
+                !(a[2] > 0 && a[2] <= a[3] && a[3] <= 10) || !(a[4] >= 0 && a[4] < 90)) {
                 rc = fmt_fail(msg, FMT_EINVAL, "affine expects D:T:SMIN:SMAX:SH (degrees in "
                               "0..180, translation fraction in 0..1, 0 < SMIN <= SMAX <= 10, shear "
                               "degrees 0 <= SH < 90) and optionally :nearest or :bilinear, e.g. "
@@ -150,11 +148,11 @@ int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg)
                 break;
             }
             out->affine = 1;
-            out->affine_degrees = v[0];
-            out->affine_translate = v[1];
-            out->affine_scale_min = v[2];
-            out->affine_scale_max = v[3];
-            out->affine_shear = sh;
+            out->affine_degrees = a[0];
+            out->affine_translate = a[1];
+            out->affine_scale_min = a[2];
+            out->affine_scale_max = a[3];
+            out->affine_shear = a[4];
             out->rotate_bilinear = how[0] == 'b';
         } else if (strcmp(tok, "hue") == 0) {
             if (!val || parse_list(val, v, 1) != 1 || v[0] < 0 || v[0] > 0.5) {
