@@ -19,6 +19,7 @@ build_pkgs=(
   check                                    # unit tests
   python3 python3-pil                      # Pillow: the reference decoder of the pixel tests
   libhdf5-dev hdf5-tools liblmdb-dev lmdb-utils  # HDF5 / LMDB backends
+  python3-h5py                             # test_hdf5's second reader of our HDF5 files
   liburing-dev                             # io_uring batches of the reader's O_DIRECT path
   libarchive-dev                           # shardc build X.tar|X.tar.gz|X.zip: archives read in place
   gnuplot-nox                              # the plot make demo draws (shardbench compare --plot)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "progs.h"
+#include "tuskip.h"
 
 static char g_root[1024];               /* temp dir of the whole run */
 static char g_rgb[1100];                /* RGB samples of many sizes */
@@ -76,7 +77,7 @@ static int build_fixtures(void)
     g_py = find_python();
     if (!g_py)
         fprintf(stderr, AUGTEST_NAME ": no python3 with torchvision and Pillow: the checks "
-                "against torchvision are skipped (set PYTHON)\n");
+                "against torchvision will say SKIPPED (set PYTHON)\n");
     return 0;
 }
 
@@ -86,11 +87,14 @@ static void remove_fixtures(void)
         nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* Run the reference script's MODE on DIR: 1 done, 0 skipped (no python). */
+/* Run the reference script's MODE on DIR: 1 done, 0 skipped (no python: said and counted). */
 static int run_check(const char *mode, const char *dir)
 {
-    if (!g_py)
+    if (!g_py) {
+        tu_skip("the %s check against torchvision (no python3 with torch, torchvision, numpy and "
+                "Pillow; set PYTHON)", mode);
         return 0;
+    }
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s' '%s' %s '%s' >&2", g_py, g_script, mode, dir);
     int st = system(cmd);

@@ -706,10 +706,7 @@ int main(void)
         remove_fixtures();
         return 1;
     }
-    SRunner *sr = srunner_create(affine_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int status = tu_run_suite(affine_suite());
     remove_fixtures();
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return status;
 }

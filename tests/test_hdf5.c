@@ -1249,7 +1249,7 @@ END_TEST
 START_TEST(test_h5dump)
 {
     if (!tu_have_tool("h5dump --version")) {
-        fprintf(stderr, "test_h5dump: SKIPPED (h5dump not installed)\n");
+        tu_skip("h5dump not installed (hdf5-tools): the h5dump check");
         return;
     }
     tu_rng_state = 23;
@@ -1294,7 +1294,7 @@ END_TEST
 static void h5py_check(int shapes)
 {
     if (!tu_have_tool(PYTHON " -c 'import h5py, numpy'")) {
-        fprintf(stderr, "test_h5py: SKIPPED (" PYTHON " has no h5py)\n");
+        tu_skip(PYTHON " has no h5py (python3-h5py): the h5py check");
         return;
     }
     tu_rng_state = 29 + (uint64_t)shapes;

@@ -391,7 +391,7 @@ START_TEST(test_jpeg_vs_pillow)
 {
     const char *py = pillow_python();
     if (!py) {
-        fprintf(stderr, "test_image: SKIPPED Pillow comparison (no python3 with PIL)\n");
+        tu_skip("Pillow comparison (no python3 with PIL)");
         return;
     }
     fmt_image src;
@@ -422,8 +422,8 @@ START_TEST(test_jpeg_cmyk)
 {
     const char *py = pillow_python();
     if (!py)
-        fprintf(stderr, "test_image: SKIPPED CMYK comparison with Pillow (no python3 with PIL); "
-                        "checking closeness to the source only\n");
+        tu_skip("CMYK comparison with Pillow (no python3 with PIL); checking closeness to the "
+                "source only");
     static const uint32_t sizes[][2] = {{37, 23}, {500, 375}};
     for (size_t s = 0; s < 2; s++) {
         uint32_t w = sizes[s][0], h = sizes[s][1];
@@ -1058,8 +1058,7 @@ START_TEST(test_png_gray_vs_pillow)
 {
     const char *py = pillow_python();
     if (!py) {
-        fprintf(stderr,
-                "test_image: SKIPPED PNG gray comparison with Pillow (no python3 with PIL)\n");
+        tu_skip("PNG gray comparison with Pillow (no python3 with PIL)");
         return;
     }
     static const struct pngcase rgb8 = {"rgb 8", PNG_COLOR_TYPE_RGB, 8, 0, 0};

@@ -182,14 +182,13 @@ static uint8_t *decode_external(const char *path, uint32_t c, uint32_t *w, uint3
     const char *ext = strrchr(path, '.');
     if (strcmp(ext, ".jpg") == 0) {
         if (!have_djpeg()) {
-            fprintf(stderr, "test_imageset: SKIP djpeg comparison: djpeg not installed\n");
+            tu_skip("djpeg comparison: djpeg not installed (libjpeg-turbo-progs)");
             return NULL;
         }
         snprintf(cmd, sizeof cmd, "djpeg -pnm '%s'", path);
     } else {
         if (!have_pil()) {
-            fprintf(stderr, "test_imageset: SKIP Pillow comparison: /usr/bin/python3 with PIL "
-                    "not available\n");
+            tu_skip("Pillow comparison: /usr/bin/python3 with PIL not available");
             return NULL;
         }
         snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import sys; from PIL import Image; "

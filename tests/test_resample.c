@@ -1,8 +1,8 @@
 /* test_resample.c - the resampler against Pillow, byte for byte: every filter, up and down,
  * 1xN, Nx1 and prime sizes, integer and fractional boxes, gray and RGB, on each code path
  * (plain, SSE4.1, AVX2) and with padded strides. Pillow (python3-pil) computes the references at
- * test time through tests/ref/pil_resize.py; without it the differential test says SKIPPED and the
- * path-agreement tests still run. Also: 2 and 4 channels equal per-channel gray resizes, the
+ * test time through tests/ref/pil_resize.py; without it the differential test says SKIPPED, the
+ * path-agreement tests still run and the suite exits 77 (tests/tuskip.h). Also: 2 and 4 channels equal per-channel gray resizes, the
  * shared coefficient cache under threads, and argument errors. */
 #include "resample.h"
 #include "testutil.h"
@@ -174,7 +174,7 @@ START_TEST(test_pillow_differential)
 {
     char py[512], script[PATH_MAX + 64];
     if (!find_python(py, sizeof py)) {
-        fprintf(stderr, "SKIPPED: no python3 with Pillow (python3-pil); differential test not run\n");
+        tu_skip("no python3 with Pillow (python3-pil): the differential test against Pillow");
         return;
     }
     find_script(script, sizeof script);
@@ -515,9 +515,5 @@ int main(void)
     tcase_add_test(tc, test_cache_threads);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }

@@ -1,6 +1,7 @@
 /* test_sampler.c - the sampler: the keyed permutation, every order, rank partition, batching,
  * quasi-random windows and determinism (any batch, any order, any thread). */
 #include "sampler.h"
+#include "tuskip.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -781,9 +782,5 @@ static Suite *sampler_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(sampler_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(sampler_suite());
 }

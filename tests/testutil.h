@@ -16,6 +16,7 @@
 
 #include "backend.h"
 #include "le.h"
+#include "tuskip.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -349,11 +350,7 @@ static TU_UNUSED void tu_get_sample(const fmt_backend *be, void *sh, uint64_t i,
  * for main to return. */
 static TU_UNUSED int tu_run(Suite *s)
 {
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }
 
 #ifdef PROGS_H

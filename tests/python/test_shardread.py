@@ -686,7 +686,7 @@ def test_dataloader_worker_processes_are_refused(fx):
 @needs_torch
 def test_pinned_batches_copy_asynchronously(fx):
     if not torch.cuda.is_available():
-        pytest.skip("no CUDA device: pinned ring buffers not exercised")
+        pytest.skip("not applicable: no CUDA device, pinned ring buffers not exercised")
     loader = shardread.Loader(fx.fixed, batch_size=4, framework="torch")
     images, labels = next(iter(loader))
     assert images.is_pinned()  # torch sees the ring buffer as pinned: a real async copy
@@ -885,7 +885,7 @@ def test_docstrings():
 
 # ---- installation ----
 
-@pytest.mark.skipif(bool(os.environ.get("SAN")), reason="pip builds a plain module: not under SAN")
+@pytest.mark.skipif(bool(os.environ.get("SAN")), reason="not applicable: pip builds a plain module, not under SAN")
 def test_pip_install_offline(fx, tmp_path):
     """pip install --no-build-isolation reader/python, offline, into a virtual environment that
     sees the system's numpy; the installed module reads the fixture by itself."""

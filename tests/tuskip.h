@@ -1,0 +1,61 @@
+/* tuskip.h - a check whose reference tool is missing says SKIPPED, and its suite exits 77.
+ *
+ * check has no skip status: a test that returns early passes green, so a machine without Pillow,
+ * torchvision, h5dump or mdb_stat would pass the differential tests without running them. A test
+ * calls tu_skip("why") instead and returns; the count lives in a page shared with check's forked
+ * test processes, and tu_run_suite() makes a run with no failure but some skips exit 77, which
+ * scripts/run-tests.sh reports as skipped, or as a failure under SHARDC_NO_SKIP=1 (.ci/run sets it:
+ * CI cannot go green without the references). Conditions that are no reference (no GPU, a kernel
+ * that refuses io_uring) are not skips: those suites test what the machine has and say so. */
+#ifndef TUSKIP_H
+#define TUSKIP_H
+
+#include <check.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+static int *tu_skips;                   /* shared with the forked tests; made by tu_run_suite */
+
+/* Say SKIPPED and why (printf-style), and count it. Call it from a test, then return. */
+static __attribute__((unused, format(printf, 1, 2))) void tu_skip(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: SKIPPED: ", program_invocation_short_name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    if (tu_skips)
+        __atomic_fetch_add(tu_skips, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Run every test of s (s is freed): EXIT_FAILURE if any failed, else 77 if any skipped, else 0. */
+static __attribute__((unused)) int tu_run_suite(Suite *s)
+{
+    if (!tu_skips) {
+        void *m = mmap(NULL, sizeof *tu_skips, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                       -1, 0);
+        tu_skips = m == MAP_FAILED ? NULL : m;
+    }
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    if (failed)
+        return EXIT_FAILURE;
+    if (!tu_skips) {
+        fprintf(stderr, "%s: cannot map the skip counter\n", program_invocation_short_name);
+        return EXIT_FAILURE;
+    }
+    if (*tu_skips) {
+        fprintf(stderr, "%s: %d check(s) SKIPPED for want of their reference tool\n",
+                program_invocation_short_name, *tu_skips);
+        return 77;
+    }
+    return EXIT_SUCCESS;
+}
+
+#endif
