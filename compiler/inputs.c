@@ -319,8 +319,8 @@ static int tree_visit(void *ctx, const shc_arc_member *m, shc_arc_reader *r)
     }
     if (cls[0] == '.')
         return 0;
-    /* a member under cls/ makes it a folder, so a class, even a hidden one (a folder holding only
-     * .DS_Store, with no entry of its own, is a class of the extracted tree) */
+    /* any member under cls/, a hidden one too, makes cls a folder and so a class (a folder holding
+     * only .DS_Store, with no entry of its own, is a class of the extracted tree) */
     int rc = tree_class(t, cls, clen);
     if (rc || has_hidden(rel) || m->type == SHC_ARC_DIR || m->type == SHC_ARC_OTHER)
         return rc;
