@@ -12,6 +12,8 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,21 +139,35 @@ static const char *arc_reason(struct archive *a)
     return s ? s : "damaged archive";
 }
 
-/* "./a/b/" -> "a/b" into out (MAX_NAME + 1 bytes); 0 when too long or empty. */
+/* A member's name as extraction would write it, into out (MAX_NAME + 1 bytes): "." components
+ * and repeated '/' dropped ("./a//b/./c/" -> "a/b/c"), as tar and unzip resolve them. A leading
+ * '/' and ".." components stay, for shc_arc_name_safe to refuse. 0 when empty, -1 when too long. */
 static int norm_name(const char *raw, char *out)
 {
-    while (raw[0] == '.' && raw[1] == '/')
-        raw += 2;
-    while (raw[0] == '/' && raw[1] == '/')
-        raw++;
-    size_t n = strlen(raw);
-    while (n > 1 && raw[n - 1] == '/')
-        n--;
-    if (n == 0 || n > MAX_NAME)
-        return 0;
-    memcpy(out, raw, n);
+    size_t n = 0;
+    if (raw[0] == '/')
+        out[n++] = '/';
+    for (const char *p = raw; *p;) {
+        const char *e = strchr(p, '/');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k > 0 && !(k == 1 && p[0] == '.')) {
+            size_t sep = n > 0 && out[n - 1] != '/';
+            if (k + sep > MAX_NAME - n)
+                return -1;
+            if (sep)
+                out[n++] = '/';
+            memcpy(out + n, p, k);
+            n += k;
+        }
+        p += k + (e != NULL);
+    }
     out[n] = '\0';
-    return 1;
+    return n > 0 && strcmp(out, "/") != 0 ? 1 : 0;
+}
+
+int shc_arc_norm_name(const char *name, char *out)
+{
+    return norm_name(name, out);
 }
 
 static int entry_type(struct archive_entry *e)
@@ -251,11 +267,23 @@ static int walk_archive(walker *w, struct archive *a, const char *outer_name, in
         const char *raw = archive_entry_pathname(e);
         if (!raw)
             raw = archive_entry_pathname_utf8(e);
-        int type = entry_type(e);
-        if (!raw || !norm_name(raw, name)) {
-            snprintf(name, sizeof name, "(member %llu: %s)", (unsigned long long)w->seq,
-                     raw ? "name too long or empty" : "unreadable name");
-            type = SHC_ARC_OTHER;
+        int type = entry_type(e), named = raw ? norm_name(raw, name) : 0;
+        char bad[400] = "";
+        if (named <= 0) {
+            /* no usable name: a file or a link is reported (SHC_ARC_BADNAME), the rest passed
+             * over (a "./" directory, say) */
+            if (!raw)
+                snprintf(bad, sizeof bad, "member name not readable (%.300s)",
+                         r == ARCHIVE_WARN ? arc_reason(a) : "no name");
+            else if (named < 0)
+                snprintf(bad, sizeof bad, "member name longer than %d bytes", MAX_NAME);
+            else
+                snprintf(bad, sizeof bad, "empty member name");
+            type = type == SHC_ARC_FILE || type == SHC_ARC_LINK ? SHC_ARC_BADNAME : SHC_ARC_OTHER;
+            /* the raw name only in a reject's text: as a name its '/' would make classes */
+            int show = raw && type == SHC_ARC_BADNAME;
+            snprintf(name, sizeof name, "(member %llu%s%.200s%s)", (unsigned long long)w->seq,
+                     show ? ": " : "", show ? raw : "", show && strlen(raw) > 200 ? "..." : "");
         }
         if (outer_name)
             snprintf(full, sizeof full, "%s!%s", outer_name, name);
@@ -265,7 +293,7 @@ static int walk_archive(walker *w, struct archive *a, const char *outer_name, in
         shc_arc_member m = {.name = full, .outer = outer_name ? outer_name : full,
                             .inner = outer_name ? name : NULL, .seq = w->seq++,
                             .size = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1,
-                            .type = type};
+                            .type = type, .error = type == SHC_ARC_BADNAME ? bad : NULL};
         shc_arc_reader rd = {.a = a, .size = m.size};
         if ((rc = w->visit(w->ctx, &m, &rd)))
             return rc;
@@ -279,7 +307,7 @@ static int walk_archive(walker *w, struct archive *a, const char *outer_name, in
     return 0;
 }
 
-int shc_arc_walk(const char *path, int nest, shc_arc_visit visit, void *ctx, fmt_msg *msg)
+static int arc_walk(const char *path, int nest, shc_arc_visit visit, void *ctx, fmt_msg *msg)
 {
     walker w = {.path = path, .visit = visit, .ctx = ctx, .fd = -1};
     struct archive *a = new_reader();
@@ -299,6 +327,42 @@ leave:
     if (w.fd >= 0)
         close(w.fd);
     archive_read_free(a);
+    return rc;
+}
+
+/* Member names in UTF-8 whatever the locale: libarchive converts a zip's UTF-8 names (and a pax
+ * header's) to the locale's charset, and in the C locale it gives none for a non-ASCII name. The
+ * calling thread's LC_CTYPE becomes C.UTF-8 for the walk (uselocale: thread-local, the process's
+ * locale untouched); *old is what to restore (0: nothing changed). */
+static locale_t utf8_begin(locale_t *old)
+{
+    *old = (locale_t)0;
+    if (strcmp(nl_langinfo(CODESET), "UTF-8") == 0)
+        return (locale_t)0;
+    locale_t base = duplocale(uselocale((locale_t)0));
+    locale_t u = base ? newlocale(LC_CTYPE_MASK, "C.UTF-8", base) : (locale_t)0;
+    if (!u) {
+        if (base)
+            freelocale(base);
+        return (locale_t)0;     /* no C.UTF-8: names as the locale gives them */
+    }
+    *old = uselocale(u);
+    return u;
+}
+
+static void utf8_end(locale_t u, locale_t old)
+{
+    if (u) {
+        uselocale(old);
+        freelocale(u);
+    }
+}
+
+int shc_arc_walk(const char *path, int nest, shc_arc_visit visit, void *ctx, fmt_msg *msg)
+{
+    locale_t old, u = utf8_begin(&old);
+    int rc = arc_walk(path, nest, visit, ctx, msg);
+    utf8_end(u, old);
     return rc;
 }
 

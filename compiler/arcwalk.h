@@ -22,17 +22,21 @@
 /* Does the file name say archive: .tar .tgz .tar.gz .tar.bz2 .tbz2 .tar.xz .txz .tar.zst .zip? */
 int shc_arc_is_archive_name(const char *path);
 
-enum { SHC_ARC_FILE, SHC_ARC_DIR, SHC_ARC_LINK, SHC_ARC_OTHER, SHC_ARC_ERROR };
+enum { SHC_ARC_FILE, SHC_ARC_DIR, SHC_ARC_LINK, SHC_ARC_OTHER, SHC_ARC_ERROR, SHC_ARC_BADNAME };
 
 typedef struct {
-    const char *name;       /* "a/b.jpg"; in an inner tar "inner.tar!a/b.jpg" ("./" prefixes and a
-                             * directory's trailing '/' removed) */
+    const char *name;       /* "a/b.jpg"; in an inner tar "inner.tar!a/b.jpg"; as extraction
+                             * writes it: "." components and repeated or trailing '/' removed
+                             * ("./a//./b.jpg" -> "a/b.jpg"), UTF-8 names in UTF-8 whatever the
+                             * locale; SHC_ARC_BADNAME: "(member SEQ: NAME...)" */
     const char *outer;      /* the top-level member ("inner.tar"; == name when not nested) */
     const char *inner;      /* the path inside the inner tar, or NULL */
     uint64_t seq;           /* ordinal in the walk, from 0; inner members counted where they are */
     int64_t size;           /* bytes, -1 when the header does not say */
     int type;               /* SHC_ARC_*; SHC_ARC_ERROR: an inner tar is damaged from here on,
-                             * error says why (the walk goes on with the outer archive) */
+                             * error says why (the walk goes on with the outer archive);
+                             * SHC_ARC_BADNAME: a file or link whose name is unusable (longer
+                             * than 4096 bytes, empty, or not readable), error says which */
     const char *error;
 } shc_arc_member;
 
@@ -52,6 +56,10 @@ int shc_arc_walk(const char *path, int nest, shc_arc_visit visit, void *ctx, fmt
  * (malloc'd, caller frees; at least one byte allocated). Errors: FMT_ETRUNC / FMT_ECORRUPT with
  * msg (libarchive's reason), ENOMEM. Call at most once per member. */
 int shc_arc_read(shc_arc_reader *r, uint64_t max, uint8_t **data, size_t *len, fmt_msg *msg);
+
+/* name as walks give member names ("./a//./b" -> "a/b") into out (4097 bytes): 1, 0 when it is
+ * empty, -1 when longer than 4096 bytes. */
+int shc_arc_norm_name(const char *name, char *out);
 
 /* Is a member name usable as an input name: relative, and no ".." component? */
 int shc_arc_name_safe(const char *name);

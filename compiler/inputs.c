@@ -288,7 +288,7 @@ static int tree_visit(void *ctx, const shc_arc_member *m, shc_arc_reader *r)
 {
     (void)r;
     arc_tree *t = ctx;
-    if (m->type == SHC_ARC_ERROR)
+    if (m->type == SHC_ARC_ERROR || m->type == SHC_ARC_BADNAME)
         return skip_member(t->in, t->path, m->name, m->error);
     const char *cls, *rel;
     size_t clen;
@@ -317,10 +317,12 @@ static int tree_visit(void *ctx, const shc_arc_member *m, shc_arc_reader *r)
         clen = (size_t)(slash - cls);
         rel = slash + 1;
     }
-    if (cls[0] == '.' || has_hidden(rel))
+    if (cls[0] == '.')
         return 0;
+    /* any member under cls/, a hidden one too, makes cls a folder and so a class (a folder holding
+     * only .DS_Store, with no entry of its own, is a class of the extracted tree) */
     int rc = tree_class(t, cls, clen);
-    if (rc || m->type == SHC_ARC_DIR || m->type == SHC_ARC_OTHER)
+    if (rc || has_hidden(rel) || m->type == SHC_ARC_DIR || m->type == SHC_ARC_OTHER)
         return rc;
     if (!fmt_is_image_name(rel)) {
         t->in->ignored += m->type == SHC_ARC_FILE;
@@ -587,7 +589,7 @@ static int index_visit(void *ctx, const shc_arc_member *m, shc_arc_reader *r)
 {
     (void)r;
     mem_index *x = ctx;
-    if (m->type == SHC_ARC_ERROR)
+    if (m->type == SHC_ARC_ERROR || m->type == SHC_ARC_BADNAME)
         return 0;
     if (x->n == x->cap) {
         size_t cap = x->cap ? x->cap * 2 : 256;
@@ -651,8 +653,10 @@ static const mem_ent *find_member(mem_index **cache, size_t *ncache, const char 
         if (x->n > 1)
             qsort(x->v, x->n, sizeof *x->v, cmp_mem);
     }
-    while (name[0] == '.' && name[1] == '/')
-        name += 2;
+    char norm[4097];
+    if (shc_arc_norm_name(name, norm) <= 0)
+        return NULL;
+    name = norm;
     size_t lo = 0, hi = x->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -920,6 +924,8 @@ static int wds_visit(void *ctx, const shc_arc_member *m, shc_arc_reader *r)
     wds_state *w = ctx;
     if (m->type == SHC_ARC_DIR || m->type == SHC_ARC_ERROR)
         return 0;
+    if (m->type == SHC_ARC_BADNAME)
+        return skip_member(w->in, w->path, m->name, m->error);
     /* webdataset's split: key = path up to the first '.' of the last component */
     const char *base = strrchr(m->name, '/');
     base = base ? base + 1 : m->name;

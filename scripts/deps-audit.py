@@ -542,7 +542,7 @@ def check_python(root, dpkg, allow_build, allow_scripts, bench_installed):
 # ---- tools ----
 
 TOOLS = ["cc", "make", "pkg-config", "djpeg", "h5dump", "mdb_stat", "mpicc", "mpirun", "gnuplot",
-         "patchelf", "python3"]
+         "patchelf", "python3", "zip", "unzip", "zstd", "xz"]
 
 
 def check_tools(root, allow_build):

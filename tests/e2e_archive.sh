@@ -135,6 +135,36 @@ check "zip: no file written outside OUT" bash -c "[ ! -e '$T/evil.jpg' ] && [ ! 
 classes() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["classes"])' "$1/manifest.json"; }
 check "zip: the classes are the tree's ($(classes "$T/ref"))" [ "$(classes "$T/o-a.zip")" = "$(classes "$T/ref")" ]
 
+# UTF-8 member names (the zip UTF-8 flag, as Python's zipfile, Java and 7-Zip write it) in the C
+# locale: each keeps its class and its WebDataset sample; a name longer than 4096 bytes is a
+# reject naming the member, in both modes
+"$PY" - "$T" <<'PY'
+import os, sys, zipfile
+T = sys.argv[1]
+img = open(os.path.join(T, "src", "circle", "00000.jpg"), "rb").read()
+long = "l/" + "x" * 5000 + ".jpg"
+with zipfile.ZipFile(os.path.join(T, "u.zip"), "w") as z:
+    for n in ("caf\u00e9/1.jpg", "b/1.jpg", "\u65e5\u672c/2.jpg", long):
+        z.writestr(n, img)
+with zipfile.ZipFile(os.path.join(T, "uw.zip"), "w") as z:
+    for key, label in (("\u00fc/s0", "0"), ("b/s1", "1"), ("\u00fc/\u00e9 s2", "2")):
+        z.writestr(key + ".jpg", img)
+        z.writestr(key + ".cls", label + "\n")
+    z.writestr(long, img)
+PY
+LC_ALL=C run build "$T/u.zip" -o "$T/o-u" "${OPTS[@]}" >/dev/null 2>"$T/err"
+check "UTF-8 zip names, C locale: exit 1 (the long name rejected) (exit $?)" [ $? -eq 1 ]
+check "  ... every class kept: b, café, 日本" \
+  [ "$(cut -f2,3 "$T/o-u/inputs.tsv" | sed 1d | sed "s|$T/||")" = "$(printf '0\tu.zip!b/1.jpg\n1\tu.zip!café/1.jpg\n2\tu.zip!日本/2.jpg')" ]
+check "  ... the long name is a reject saying so" \
+  grep -q "u.zip!(member 3: l/xxxx.*member name longer than 4096 bytes" "$T/o-u/rejects.tsv"
+LC_ALL=C run build "$T/uw.zip" --wds -o "$T/o-uw" "${OPTS[@]}" >/dev/null 2>"$T/err"
+check "UTF-8 zip names, --wds, C locale: exit 1 (exit $?)" [ $? -eq 1 ]
+check "  ... every sample kept" \
+  [ "$(cut -f2,3 "$T/o-uw/inputs.tsv" | sed 1d | sed "s|$T/||")" = "$(printf '0\tuw.zip!ü/s0.jpg\n1\tuw.zip!b/s1.jpg\n2\tuw.zip!ü/é s2.jpg')" ]
+check "  ... the long name is a reject saying so" \
+  grep -q "uw.zip!(member 6: l/xxxx.*member name longer than 4096 bytes" "$T/o-uw/rejects.tsv"
+
 # a symlink member is a listed rejection, never followed
 run build "$T/links.tar" -o "$T/o-links" "${OPTS[@]}" >/dev/null 2>&1
 check "links: the symlink member is a reject (a link, not followed)" \

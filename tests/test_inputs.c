@@ -277,6 +277,54 @@ START_TEST(archive_as_tree)
 }
 END_TEST
 
+/* Member names as extraction writes them: "." components and repeated '/' resolved ("c/./2.jpg",
+ * "./c//3.jpg"), so "d/1.jpg" and "d//1.jpg" are one file (the later member, as tar overwrites);
+ * a folder holding only hidden files, with no entry of its own, is a class as in the extracted
+ * tree; a name longer than 4096 bytes is a reject naming the member, the "./" folder entry
+ * nothing at all. */
+START_TEST(archive_names)
+{
+    char *longname = malloc(5010);
+    ck_assert_ptr_nonnull(longname);
+    memcpy(longname, "e/", 2);
+    memset(longname + 2, 'x', 5000);
+    strcpy(longname + 5002, ".jpg");
+    const char *const members[] = {"./", "h/.DS_Store", "c/./2.jpg", "./c//3.jpg", "d/1.jpg",
+                                   "d//1.jpg", longname, "c/./"};
+    mktar("t.tar", members, sizeof members / sizeof *members);
+    free(longname);
+    char src[256];
+    snprintf(src, sizeof src, "%s/t.tar", root);
+    char *srcs[] = {src};
+    fmt_inputs in;
+    fmt_msg err = {{0}};
+    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, &err), 0);
+    ck_assert_uint_eq(in.nclasses, 3);
+    ck_assert_str_eq(in.classes[0], "c");
+    ck_assert_str_eq(in.classes[1], "d");
+    ck_assert_str_eq(in.classes[2], "h");
+    ck_assert_uint_eq(in.n, 3);
+    ck_assert_str_eq(rel(in.items[0].path), "t.tar!c/2.jpg");
+    ck_assert_str_eq(rel(in.items[1].path), "t.tar!c/3.jpg");
+    ck_assert_str_eq(rel(in.items[2].path), "t.tar!d/1.jpg");
+    ck_assert_uint_eq(in.items[2].seq, 5);      /* d//1.jpg, the later one */
+    ck_assert_int_eq(in.items[2].label, 1);
+    ck_assert_uint_eq(in.nskipped, 1);
+    ck_assert_ptr_nonnull(strstr(in.skipped[0].path, "t.tar!(member 6: e/xxxx"));
+    ck_assert_str_eq(in.skipped[0].reason, "member name longer than 4096 bytes");
+    fmt_inputs_free(&in);
+
+    /* a list file's member names resolve the same way */
+    ck_assert_int_eq(list_case("t.tar!c/2.jpg 0\nt.tar!./d/./1.jpg 1\nt.tar!c//3.jpg 2\n", &in,
+                               &err), 0);
+    ck_assert_uint_eq(in.n, 3);
+    ck_assert_str_eq(rel(in.items[1].path), "t.tar!d/1.jpg");
+    ck_assert_uint_eq(in.items[1].seq, 5);
+    ck_assert_str_eq(rel(in.items[2].path), "t.tar!c/3.jpg");
+    fmt_inputs_free(&in);
+}
+END_TEST
+
 /* List lines are bounded: a longer one (a stream without newlines) is an error naming the line. */
 START_TEST(list_line_bound)
 {
@@ -339,6 +387,7 @@ int main(void)
     tcase_add_test(tc, missing_source);
     tcase_add_test(tc, list_file);
     tcase_add_test(tc, archive_as_tree);
+    tcase_add_test(tc, archive_names);
     tcase_add_test(tc, list_line_bound);
     tcase_add_test(tc, parse_numbers);
     suite_add_tcase(s, tc);
