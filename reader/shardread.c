@@ -199,6 +199,12 @@ static int check_options(const shr_options *o, fmt_msg *m)
                         "same world size), not both");
     if ((o->width == 0) != (o->height == 0))
         return fmt_fail(m, SHR_EINVAL, "width and height must both be given, or neither");
+    if (o->width > SHR_MAX_SIDE || o->height > SHR_MAX_SIDE ||
+        (uint64_t)o->width * o->height > SHR_MAX_PIXELS)
+        return fmt_fail(m, SHR_EINVAL, "width x height %" PRIu32 "x%" PRIu32 " is past the "
+                        "output size limit: each side at most %u, width x height at most %u "
+                        "pixels (SHR_MAX_SIDE, SHR_MAX_PIXELS)", o->width, o->height,
+                        SHR_MAX_SIDE, SHR_MAX_PIXELS);
     if (o->threads == 0 || o->threads > SHR_MAX_THREADS)
         return fmt_fail(m, SHR_EINVAL, "threads must be in 1..%u", SHR_MAX_THREADS);
     if (o->prefetch == 1 || o->prefetch > SHR_MAX_PREFETCH)
@@ -239,6 +245,13 @@ static int check_options(const shr_options *o, fmt_msg *m)
         why = shr_scale_check(o);
     if (why)
         return fmt_fail(m, SHR_EINVAL, "%s", why);
+    /* multi-scale without width and height: the canvas is scale_max on both sides */
+    if (o->scale == SHR_SCALE_MULTI && !o->width &&
+        (uint64_t)o->scale_max * o->scale_max > SHR_MAX_PIXELS)
+        return fmt_fail(m, SHR_EINVAL, "scale_max %" PRIu32 " makes a %" PRIu32 "x%" PRIu32
+                        " canvas, past the output size limit of %u pixels (SHR_MAX_PIXELS): "
+                        "at most 16384 without width and height", o->scale_max, o->scale_max,
+                        o->scale_max, SHR_MAX_PIXELS);
     if ((unsigned)o->layout > SHR_LAYOUT_NCHW)
         return fmt_fail(m, SHR_EINVAL, "unknown layout %d", (int)o->layout);
     if ((unsigned)o->normalize > SHR_NORM_DATASET)

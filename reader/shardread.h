@@ -199,6 +199,13 @@ typedef enum {
 
 #define SHR_SCALE_MAX_SIZES 16
 
+/* The largest output a reader makes: each side of a delivered sample (width, height, or the
+ * multi-scale canvas) at most SHR_MAX_SIDE pixels, and width x height at most SHR_MAX_PIXELS
+ * (16384 x 16384; one such RGB float32 sample is 3 GiB). Larger sizes are refused at open with
+ * SHR_EINVAL and a message naming the option and the limit, before anything is allocated. */
+#define SHR_MAX_SIDE 65536u
+#define SHR_MAX_PIXELS (1u << 28)
+
 typedef struct {
     /* The size of shr_options as the caller's header declares it: shr_options_init sets it (a
      * macro passing sizeof), so that fields added to a later release keep their defaults for a
@@ -216,7 +223,8 @@ typedef struct {
     int drop_last;              /* non-zero: drop the epoch's last partial batch */
     /* Output size. 0 x 0: the dataset's own size, which every sample must share (SHR_ESHAPE
      * otherwise). Else every sample is center-cropped where larger and zero-padded (centered)
-     * where smaller to width x height. */
+     * where smaller to width x height: each side at most SHR_MAX_SIDE, width x height at most
+     * SHR_MAX_PIXELS (shr_open refuses more with SHR_EINVAL, naming the limit). */
     uint32_t width, height;
     int random_crop;            /* crop at a random offset instead of the center (where larger) */
     int flip;                   /* mirror horizontally, with probability flip_p */
@@ -315,7 +323,9 @@ typedef struct {
     shr_scale scale;
     uint32_t scale_sizes[SHR_SCALE_MAX_SIZES];  /* SHR_SCALE_MULTI: the shortest sides drawn */
     uint32_t scale_nsizes;          /* SHR_SCALE_MULTI: 1..SHR_SCALE_MAX_SIZES of them */
-    uint32_t scale_max;             /* SHR_SCALE_MULTI: the longest side's bound, >= 1 */
+    /* SHR_SCALE_MULTI: the longest side's bound, >= 1; without width and height the canvas
+     * is scale_max x scale_max, so it is then within the output limits (at most 16384) */
+    uint32_t scale_max;
     double scale_range[2];          /* SHR_SCALE_JITTER: 0 < min <= max <= 16 (0.1, 2.0) */
     /* SHR_SCALE_MULTI: non-zero stores each image dense (image_h x image_w, in layout) at the
      * start of its sample's place in the batch instead of in a zero-padded canvas; the bytes

@@ -428,6 +428,14 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
                 sr_to_u32(w, "size width", 1, &o->width) < 0)
                 return -1;
         }
+        /* the library's output limit (shardread.h, SHR_MAX_SIDE), said in this keyword's terms */
+        if (o->width > SHR_MAX_SIDE || o->height > SHR_MAX_SIDE ||
+            (uint64_t)o->width * o->height > SHR_MAX_PIXELS) {
+            PyErr_Format(PyExc_ValueError, "size %R is past the output size limit: each side "
+                         "at most %u and height x width at most %u pixels", size, SHR_MAX_SIDE,
+                         SHR_MAX_PIXELS);
+            return -1;
+        }
     }
     if (sr_flag_named(random_crop, "random_crop", &o->random_crop) < 0 ||
         transform_options(o, flip, rrc, ratio, interpolation, dtype, layout, mean, std) < 0)

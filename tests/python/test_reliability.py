@@ -74,3 +74,29 @@ def test_index_rewritten_under_loader(fx, access, tmp_path):
         assert np.array_equal(images[0], orig[int(idx[0])])
         n += 1
     assert n == N_SAMPLES
+
+
+# ---- output sizes past the library's limit (refused at open, not a MemoryError) ----
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(size=(64, 2**31), rrc=True), ["size (64, 2147483648)", "65536", "268435456"]),
+    (dict(size=(16385, 16384)), ["size (16385, 16384)", "268435456"]),
+    (dict(size=70000, pad=True), ["size 70000", "65536"]),
+    (dict(multiscale=((2**20,), 2**20), targets=True),
+     ["multiscale max_size canvas 1048576x1048576", "268435456"]),
+    (dict(multiscale=((800,), 1333), pad_to=(2**17, 64), targets=True),
+     ["pad_to 131072x64", "65536"]),
+    (dict(letterbox=(2**16, 2**16)), ["letterbox 65536x65536", "268435456"]),
+])
+def test_output_size_past_the_limit_is_refused(fx, kw, words):
+    with pytest.raises(ValueError) as e:
+        shardread.Loader(fx.var, batch_size=2, **kw)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_output_size_limit_in_the_library_terms(fx):
+    # the extension's own keywords reach the C library's check (shardread.h, SHR_MAX_PIXELS)
+    with pytest.raises(shardread.ArgumentError, match=r"scale_max 1048576 makes a "
+                       r"1048576x1048576 canvas, past the output size limit of 268435456"):
+        shardread._shardread.Loader(fx.var, scale=("multiscale", (2**20,), 2**20, None, True))
