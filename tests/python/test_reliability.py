@@ -100,3 +100,42 @@ def test_output_size_limit_in_the_library_terms(fx):
     with pytest.raises(shardread.ArgumentError, match=r"scale_max 1048576 makes a "
                        r"1048576x1048576 canvas, past the output size limit of 268435456"):
         shardread._shardread.Loader(fx.var, scale=("multiscale", (2**20,), 2**20, None, True))
+
+
+# ---- the epoch range: 0 .. 2**63 - 1, every state_dict loadable ----
+
+LAST = 2**63 - 1
+
+
+def test_last_epoch_stays_loadable(fx):
+    ld = shardread.Loader(fx.fixed, batch_size=10, return_indices=True)
+    ld.set_epoch(LAST)
+    got = [list(map(int, idx)) for _, _, idx in ld]
+    assert got == [list(range(10)), list(range(10, 20)), [20, 21, 22]]
+    # the Loader stays at the end of its last epoch, instead of moving on to 2**63
+    assert ld.epoch == LAST and len(ld) == 0
+    state = ld.state_dict()
+    assert (state["epoch"], state["cursor"], state["consumed"]) == (LAST, 3, N_SAMPLES)
+    ld.load_state_dict(state)
+    other = shardread.Loader(fx.fixed, batch_size=10, return_indices=True)
+    other.load_state_dict(state)
+    assert other.epoch == LAST and len(other) == 0
+    for loader in (ld, other):
+        with pytest.raises(OverflowError, match=r"last epoch, 2\*\*63 - 1"):
+            iter(loader)
+        assert loader.state_dict()["epoch"] == LAST
+    with pytest.raises(ValueError, match=r"epoch must be below 2\*\*63"):
+        ld.set_epoch(2**63)
+    ld.set_epoch(1)                     # another epoch reads as usual
+    assert sum(len(idx) for _, _, idx in ld) == N_SAMPLES and ld.epoch == 2
+
+
+def test_abandoned_last_epoch_does_not_move_past_it(fx):
+    ld = shardread.Loader(fx.fixed, batch_size=10)
+    ld.set_epoch(LAST)
+    next(iter(ld))
+    with pytest.raises(OverflowError, match=r"last epoch, 2\*\*63 - 1"):
+        iter(ld)                        # a new iteration would be epoch 2**63
+    state = ld.state_dict()
+    assert (state["epoch"], state["cursor"]) == (LAST, 1)
+    shardread.Loader(fx.fixed, batch_size=10).load_state_dict(state)

@@ -563,7 +563,8 @@ class Loader(_shardread.Loader):
     iteration's), so after load_state_dict mid-epoch it is the rest of that epoch.
     state_dict() / load_state_dict() resume exactly, also on another world size; a state from
     another dataset or seed is refused unless strict=False. set_epoch(e) picks the epoch the
-    next iteration reads. classes and class_to_idx are ImageFolder's. A Loader pickles (spawn,
+    next iteration reads, 0 .. 2**63 - 1; after epoch 2**63 - 1 the Loader stays at its end
+    (its state_dict loads) and a further iteration raises OverflowError. classes and class_to_idx are ImageFolder's. A Loader pickles (spawn,
     copy.deepcopy): the copy reopens the dataset and stands where the original stood.
 
     Detection datasets (shardc build --coco / --yolo): targets=True makes batches
