@@ -296,6 +296,29 @@ static int set_output(shr_reader *r, const char *dir)
     return 0;
 }
 
+/* The one size every sample of the dataset has, where its manifest records none (a build without
+ * --size, of images that all have one size): one pass over the index, which is in memory, made
+ * only where no output size was given and the reader would otherwise be refused; it stops at the
+ * first sample of another size. Samples in shards a tolerant open left closed are never read.
+ * 1 with *w x *h, or 0 (sizes vary, or no sample can be read). */
+static int common_size(const shr_reader *r, uint32_t *w, uint32_t *h)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    *w = *h = 0;
+    for (uint64_t i = 0; i < m->samples; i++) {
+        fmt_sample s;
+        if (fmt_dataset_get(r->ds, i, &s) != 0)
+            continue;           /* in a shard that did not open: skipped or replaced */
+        if (!*w) {
+            *w = s.width;
+            *h = s.height;
+        } else if (s.width != *w || s.height != *h) {
+            return 0;
+        }
+    }
+    return *w && *h;
+}
+
 /* Batch geometry from the options or the dataset, and the sizes it implies. */
 static int set_geometry(shr_reader *r, const char *dir)
 {
@@ -309,6 +332,9 @@ static int set_geometry(shr_reader *r, const char *dir)
     } else if (m->sample_width && m->sample_height) {
         r->width = m->sample_width;
         r->height = m->sample_height;
+    } else if (common_size(r, &r->width, &r->height)) {
+        r->src_w = r->width;    /* the manifest does not say so; the index does */
+        r->src_h = r->height;
     } else {
         return fmt_fail(&shr_open_err, SHR_ESHAPE, "%s: samples vary in size: give width and height "
                         "to crop or pad them to", dir);
@@ -332,7 +358,11 @@ static int set_geometry(shr_reader *r, const char *dir)
         return fmt_fail(&shr_open_err, FMT_ETOOBIG, "%s: a sample of %" PRIu64 " bytes is too large",
                         dir, max);
     r->sample_max = (size_t)max;
-    r->uniform = m->sample_width == r->width && m->sample_height == r->height;
+    if (m->sample_width && m->sample_height) {
+        r->src_w = m->sample_width;
+        r->src_h = m->sample_height;
+    }
+    r->uniform = r->src_w == r->width && r->src_h == r->height;
     return set_output(r, dir);
 }
 

@@ -222,7 +222,8 @@ typedef struct {
     shr_uneven uneven;          /* default SHR_UNEVEN_PAD */
     int drop_last;              /* non-zero: drop the epoch's last partial batch */
     /* Output size. 0 x 0: the dataset's own size, which every sample must share (SHR_ESHAPE
-     * otherwise). Else every sample is center-cropped where larger and zero-padded (centered)
+     * otherwise; where the manifest records no size, as for a build without --size, shr_open
+     * looks in the index once whether every sample has the same one). Else every sample is center-cropped where larger and zero-padded (centered)
      * where smaller to width x height: each side at most SHR_MAX_SIDE, width x height at most
      * SHR_MAX_PIXELS (shr_open refuses more with SHR_EINVAL, naming the limit). */
     uint32_t width, height;

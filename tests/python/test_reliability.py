@@ -139,3 +139,43 @@ def test_abandoned_last_epoch_does_not_move_past_it(fx):
     state = ld.state_dict()
     assert (state["epoch"], state["cursor"]) == (LAST, 1)
     shardread.Loader(fx.fixed, batch_size=10).load_state_dict(state)
+
+
+# ---- a dataset without --size whose samples all have one size ----
+
+@pytest.fixture(scope="module")
+def one_size(tmp_path_factory):
+    """Every image 64 wide, 48 high, built without --size: the manifest records no size."""
+    from PIL import Image
+    from conftest import SHARDC, run
+    root = tmp_path_factory.mktemp("onesize")
+    for c in range(2):
+        os.makedirs(root / "src" / f"c{c}")
+        for i in range(5):
+            px = np.random.default_rng(10 * c + i).integers(0, 256, (48, 64, 3), np.uint8)
+            Image.fromarray(px).save(root / "src" / f"c{c}" / f"{i}.png")
+    run(SHARDC, "build", str(root / "src"), "-o", str(root / "ds"), "--no-progress", "-j", "2")
+    return str(root / "ds")
+
+
+def test_one_size_without_size_keyword(one_size, fx):
+    ds = shardread.Dataset(one_size)
+    assert ds.info["size"] is None              # not in the manifest: found in the index
+    for access in MODES:
+        ld = shardread.Loader(one_size, batch_size=4, return_indices=True, access=access)
+        assert ld.info["shape"] == (48, 64, 3)
+        n = 0
+        for images, labels, idx in ld:
+            assert images.shape[1:] == (48, 64, 3)
+            for img, lab, i in zip(images, labels.tolist(), idx.tolist()):
+                want, want_label = ds[i]
+                assert np.array_equal(img, want) and lab == want_label
+                n += 1
+        assert n == 10
+    flipped = shardread.Loader(one_size, batch_size=10, flip=True, seed=4, return_params=True)
+    images, _, idx, params = next(iter(flipped))
+    assert params[:, 4].tolist().count(1) not in (0, 10)
+    for img, i, p in zip(images, idx.tolist(), params):
+        assert np.array_equal(img, ds[i][0][:, ::-1] if p[4] else ds[i][0])
+    with pytest.raises(shardread.ShapeError, match="samples vary in size"):
+        shardread.Loader(fx.var, batch_size=4)
