@@ -671,9 +671,9 @@ static PyMethodDef Loader_methods[] = {
      "Make the next iteration read this epoch (its order comes from seed and epoch),\n"
      "0 .. 2**63 - 1. Without it, each iteration reads the epoch after the last; after\n"
      "epoch 2**63 - 1 the Loader stays at its end (its state_dict loads) and a further\n"
-     "iteration raises OverflowError. An iteration under way is abandoned. After load_state_dict of a state in this same epoch the\n"
-     "loaded cursor is kept, so load_state_dict(s); set_epoch(s['epoch']) resumes\n"
-     "mid-epoch."},
+     "iteration raises OverflowError. An iteration under way is abandoned. After\n"
+     "load_state_dict of a state in this same epoch the loaded cursor is kept, so\n"
+     "load_state_dict(s); set_epoch(s['epoch']) resumes mid-epoch."},
     {"state_dict", (PyCFunction)Loader_state_dict, METH_NOARGS,
      "state_dict() -> dict\n"
      "\n"
