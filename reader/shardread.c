@@ -319,6 +319,22 @@ static int common_size(const shr_reader *r, uint32_t *w, uint32_t *h)
     return *w && *h;
 }
 
+/* The largest stored width and height (their canvas), from the manifest or one pass over the
+ * index; samples in shards a tolerant open left closed are never read. */
+static void largest_size(const shr_reader *r, uint32_t *w, uint32_t *h)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    *w = m->sample_width;
+    *h = m->sample_height;
+    for (uint64_t i = 0; !(m->sample_width && m->sample_height) && i < m->samples; i++) {
+        fmt_sample s;
+        if (fmt_dataset_get(r->ds, i, &s) != 0)
+            continue;
+        *w = s.width > *w ? s.width : *w;
+        *h = s.height > *h ? s.height : *h;
+    }
+}
+
 /* Batch geometry from the options or the dataset, and the sizes it implies. */
 static int set_geometry(shr_reader *r, const char *dir)
 {
@@ -329,6 +345,17 @@ static int set_geometry(shr_reader *r, const char *dir)
         r->height = r->o.height;
     } else if (r->o.scale == SHR_SCALE_MULTI) {
         r->width = r->height = r->o.scale_max;      /* the canvas of every image */
+    } else if (r->o.scale == SHR_SCALE_NATURAL) {
+        /* the canvas: the largest stored width and height */
+        largest_size(r, &r->width, &r->height);
+        if (!r->width)
+            return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: no sample can be read to size the "
+                            "natural sizes' canvas", dir);
+        if ((uint64_t)r->width * r->height > SHR_MAX_PIXELS)
+            return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the natural sizes' canvas %" PRIu32
+                            "x%" PRIu32 " (the largest stored width x height) is past the "
+                            "output size limit of %u pixels (SHR_MAX_PIXELS): give width and "
+                            "height", dir, r->width, r->height, SHR_MAX_PIXELS);
     } else if (m->sample_width && m->sample_height) {
         r->width = m->sample_width;
         r->height = m->sample_height;
@@ -630,7 +657,7 @@ static int scale_setup(shr_reader *r, const char *dir)
     if (rc)
         return fmt_fail(&shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
                         shr_strerror(rc));
-    if (r->o.scale != SHR_SCALE_MULTI)
+    if (!shr_scale_per_image(r->o.scale))
         return 0;
     const fmt_manifest *m = fmt_dataset_manifest(r->ds);
     int fixed = m->sample_width && m->sample_height;
@@ -647,13 +674,16 @@ static int scale_setup(shr_reader *r, const char *dir)
             sw = s.width;
             sh = s.height;
         }
-        shr_scale_largest(&r->o, sw, sh, &w, &h);
+        w = sw;
+        h = sh;
+        if (r->o.scale == SHR_SCALE_MULTI)
+            shr_scale_largest(&r->o, sw, sh, &w, &h);
         if (w > r->width || h > r->height)
             return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: sample %" PRIu64 " (%" PRIu32 "x%"
                             PRIu32 ") becomes %" PRIu32 "x%" PRIu32 " at its largest scale, "
                             "more than the %" PRIu32 "x%" PRIu32 " canvas: give a larger one "
-                            "(width, height) or smaller sizes", dir, i, sw, sh, w, h, r->width,
-                            r->height);
+                            "(width, height)%s", dir, i, sw, sh, w, h, r->width, r->height,
+                            r->o.scale == SHR_SCALE_MULTI ? " or smaller sizes" : "");
     }
     return 0;
 }

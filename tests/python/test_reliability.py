@@ -179,3 +179,46 @@ def test_one_size_without_size_keyword(one_size, fx):
         assert np.array_equal(img, ds[i][0][:, ::-1] if p[4] else ds[i][0])
     with pytest.raises(shardread.ShapeError, match="samples vary in size"):
         shardread.Loader(fx.var, batch_size=4)
+
+
+# ---- a detection dataset at its natural sizes, read with flip only ----
+
+@pytest.fixture(scope="module")
+def det(tmp_path_factory):
+    from conftest import build_detection
+    return build_detection(tmp_path_factory.mktemp("natural"), 3)
+
+
+def test_detection_at_natural_sizes_gives_per_image_views(det):
+    ds = shardread.Dataset(det)
+    assert ds._scan()[1] != ds._scan()[2]           # the sizes vary
+    ld = shardread.Loader(det, batch_size=4, targets=True, flip=True, seed=1,
+                          return_params=True, return_indices=True)
+    seen, flips = [], 0
+    for images, targets, idx, params in ld:
+        assert type(images) is list and len(images) == len(targets) == len(idx)
+        for img, t, i, p in zip(images, targets, idx.tolist(), params):
+            stored, want = ds[i]
+            h, w = stored.shape[:2]
+            assert img.shape == stored.shape and t["size"] == (h, w)
+            assert img.flags["C_CONTIGUOUS"]
+            flips += int(p[4])
+            assert np.array_equal(img, stored[:, ::-1] if p[4] else stored)
+            boxes = want["boxes"].astype(np.float64)
+            if p[4]:
+                boxes = np.stack([w - boxes[:, 2], boxes[:, 1], w - boxes[:, 0], boxes[:, 3]], 1)
+            assert np.array_equal(t["boxes"], boxes.astype(np.float32).reshape(-1, 4))
+            assert np.array_equal(t["labels"], want["labels"])
+            seen.append(i)
+    assert sorted(seen) == list(range(len(ds))) and 0 < flips < len(ds)
+    # NCHW float32: the same images, planar
+    ld = shardread.Loader(det, batch_size=len(ds), targets=True, layout="NCHW",
+                          dtype="float32", return_indices=True)
+    images, _, idx = next(iter(ld))
+    for img, i in zip(images, idx.tolist()):
+        assert np.array_equal(img, ds[i][0].transpose(2, 0, 1).astype(np.float32))
+    # a size, or erasing (not supported by the list yet), still needs the size said
+    with pytest.raises(shardread.ShapeError, match="samples vary in size"):
+        shardread.Loader(det, batch_size=4, targets=True, erasing=0.5)
+    with pytest.raises(shardread.ShapeError, match="samples vary in size"):
+        shardread.Loader(det, batch_size=4, flip=True)

@@ -119,6 +119,19 @@ def scale_args(multiscale, scale_jitter, letterbox, pad_to, size, rrc, random_cr
     return _hw(letterbox, "letterbox"), ("letterbox", None, None, None, False), False
 
 
+# the extension's scale= for a detection dataset read at its natural sizes: each image as
+# stored, dense (the list of per-image views), in no resize
+NATURAL = ("natural", None, None, None, True)
+
+
+def natural_fits(targets, scale, size, rrc, random_crop, aug):
+    """Whether a Loader refused for samples that vary in size is read at natural sizes instead:
+    a detection dataset (targets=True) with no output size or geometry asked for, and no
+    RandomErasing (the list of images does not support it yet)."""
+    return bool(targets) and scale is None and size is None and not rrc and not random_crop \
+        and not aug.get("erase_p")
+
+
 def image_list(batch, nchw):
     """A multi-scale batch read with each image dense at the start of its sample (the
     library's scale_dense) as a list of per-image views, contiguous, without a copy: image i
