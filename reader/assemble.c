@@ -61,7 +61,7 @@ void shr_draw(const shr_options *o, const shr_tf_rrc *rrc, const shr_aug *aug, u
     }
     p->flip = o->flip && shr_tf_bernoulli((uint32_t)shr_mix(o->seed, epoch, idx, SHR_SALT_FLIP),
                                           o->flip_p);
-    if (aug->any && o->scale == SHR_SCALE_MULTI)    /* the image, not the canvas */
+    if (aug->any && shr_scale_per_image(o->scale))  /* the image, not the canvas */
         shr_aug_draw(aug, o->seed, epoch, idx, p->image_w, p->image_h, p);
     else if (aug->any)
         shr_aug_draw(aug, o->seed, epoch, idx, out_w, out_h, p);
@@ -163,7 +163,7 @@ static int put_scaled(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt
         .channels = c, .stride = (size_t)s->width * c,
     };
     fmt_msg m = {{0}};
-    int multi = r->o.scale == SHR_SCALE_MULTI, mirror = (int)p->flip;
+    int multi = shr_scale_per_image(r->o.scale), mirror = (int)p->flip;
     /* a multi-scale uint8 HWC image not mirrored goes straight into the batch: only the image
      * is written (then the canvas around it zeroed); a mirrored one is mirrored within its own
      * width by the output kernel as shr_scale_store stores the image alone */

@@ -70,6 +70,8 @@ struct shr_reader {
     size_t sample_bytes, batch_bytes;   /* at the output dtype */
     size_t staged_bytes;        /* one uint8 HWC sample at the output size */
     size_t sample_max;          /* largest stored sample */
+    uint32_t src_w, src_h;      /* every stored sample's size where all share one (the
+                                 * manifest's, or found in the index at open), else 0 x 0 */
     int uniform;                /* every sample is stored at the output size */
     int convert;                /* the output is not uint8 NHWC: samples go through out */
     shr_tf_rrc rrc;             /* o.rrc: the ranges */

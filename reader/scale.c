@@ -31,7 +31,7 @@ const char *shr_scale_check(const shr_options *o)
 {
     if (o->scale == SHR_SCALE_NONE)
         return NULL;
-    if ((unsigned)o->scale > SHR_SCALE_LETTERBOX)
+    if ((unsigned)o->scale > SHR_SCALE_NATURAL)
         return "unknown scale mode";
     if (o->rrc)
         return "scale and rrc exclude each other: both choose the resize";
@@ -39,13 +39,14 @@ const char *shr_scale_check(const shr_options *o)
         return "scale and random_crop exclude each other: scale places the image itself";
     if ((unsigned)o->filter > SHR_FILTER_LANCZOS)
         return "unknown filter";
-    if (o->scale == SHR_SCALE_MULTI) {
-        if (o->scale_nsizes < 1 || o->scale_nsizes > SHR_SCALE_MAX_SIZES)
+    if (o->scale == SHR_SCALE_MULTI || o->scale == SHR_SCALE_NATURAL) {
+        if (o->scale == SHR_SCALE_MULTI &&
+            (o->scale_nsizes < 1 || o->scale_nsizes > SHR_SCALE_MAX_SIZES))
             return "multi-scale needs 1 to 16 sizes (scale_nsizes)";
-        for (uint32_t i = 0; i < o->scale_nsizes; i++)
+        for (uint32_t i = 0; o->scale == SHR_SCALE_MULTI && i < o->scale_nsizes; i++)
             if (o->scale_sizes[i] == 0 || o->scale_sizes[i] > FMT_GEOM_MAX_SIDE)
                 return "multi-scale sizes must be in 1..1048576";
-        if (o->scale_max == 0 || o->scale_max > FMT_GEOM_MAX_SIDE)
+        if (o->scale == SHR_SCALE_MULTI && (o->scale_max == 0 || o->scale_max > FMT_GEOM_MAX_SIDE))
             return "multi-scale needs a max size (scale_max) in 1..1048576";
         if (o->scale_dense && o->erase_p > 0)
             return "RandomErasing is not supported with scale_dense yet: use the canvas";
@@ -106,6 +107,11 @@ void shr_scale_draw(const shr_options *o, uint64_t seed, uint64_t epoch, uint64_
     p->crop_x = p->crop_y = p->pad_x = p->pad_y = 0;
     uint32_t w0 = shr_tf_word(seed, epoch, index, SHR_SALT_SCALE, 0);
     switch (o->scale) {
+    case SHR_SCALE_NATURAL:         /* the stored image as it is */
+        p->scale_w = p->image_w = src_w;
+        p->scale_h = p->image_h = src_h;
+        p->scale_factor = 1.0f;
+        break;
     case SHR_SCALE_MULTI: {
         uint32_t s = o->scale_sizes[w0 % o->scale_nsizes];    /* torch.randint(len(sizes)) */
         p->scale_factor = (float)multi_size(s, o->scale_max, src_w, src_h, &p->scale_w,

@@ -26,6 +26,13 @@ SHR_INTERNAL void shr_scale_draw(const shr_options *o, uint64_t seed, uint64_t e
                                  uint64_t index, uint32_t src_w, uint32_t src_h, uint32_t out_w,
                                  uint32_t out_h, shr_params *p);
 
+/* SHR_SCALE_MULTI and SHR_SCALE_NATURAL: each image its own size, at the top left of the canvas
+ * (or dense). */
+static inline int shr_scale_per_image(shr_scale s)
+{
+    return s == SHR_SCALE_MULTI || s == SHR_SCALE_NATURAL;
+}
+
 /* SHR_SCALE_MULTI: the largest image (width, height) any draw gives a src_w x src_h sample. */
 SHR_INTERNAL void shr_scale_largest(const shr_options *o, uint32_t src_w, uint32_t src_h,
                                     uint32_t *w, uint32_t *h);

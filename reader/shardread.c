@@ -199,6 +199,12 @@ static int check_options(const shr_options *o, fmt_msg *m)
                         "same world size), not both");
     if ((o->width == 0) != (o->height == 0))
         return fmt_fail(m, SHR_EINVAL, "width and height must both be given, or neither");
+    if (o->width > SHR_MAX_SIDE || o->height > SHR_MAX_SIDE ||
+        (uint64_t)o->width * o->height > SHR_MAX_PIXELS)
+        return fmt_fail(m, SHR_EINVAL, "width x height %" PRIu32 "x%" PRIu32 " is past the "
+                        "output size limit: each side at most %u, width x height at most %u "
+                        "pixels (SHR_MAX_SIDE, SHR_MAX_PIXELS)", o->width, o->height,
+                        SHR_MAX_SIDE, SHR_MAX_PIXELS);
     if (o->threads == 0 || o->threads > SHR_MAX_THREADS)
         return fmt_fail(m, SHR_EINVAL, "threads must be in 1..%u", SHR_MAX_THREADS);
     if (o->prefetch == 1 || o->prefetch > SHR_MAX_PREFETCH)
@@ -239,6 +245,13 @@ static int check_options(const shr_options *o, fmt_msg *m)
         why = shr_scale_check(o);
     if (why)
         return fmt_fail(m, SHR_EINVAL, "%s", why);
+    /* multi-scale without width and height: the canvas is scale_max on both sides */
+    if (o->scale == SHR_SCALE_MULTI && !o->width &&
+        (uint64_t)o->scale_max * o->scale_max > SHR_MAX_PIXELS)
+        return fmt_fail(m, SHR_EINVAL, "scale_max %" PRIu32 " makes a %" PRIu32 "x%" PRIu32
+                        " canvas, past the output size limit of %u pixels (SHR_MAX_PIXELS): "
+                        "at most 16384 without width and height", o->scale_max, o->scale_max,
+                        o->scale_max, SHR_MAX_PIXELS);
     if ((unsigned)o->layout > SHR_LAYOUT_NCHW)
         return fmt_fail(m, SHR_EINVAL, "unknown layout %d", (int)o->layout);
     if ((unsigned)o->normalize > SHR_NORM_DATASET)
@@ -283,6 +296,45 @@ static int set_output(shr_reader *r, const char *dir)
     return 0;
 }
 
+/* The one size every sample of the dataset has, where its manifest records none (a build without
+ * --size, of images that all have one size): one pass over the index, which is in memory, made
+ * only where no output size was given and the reader would otherwise be refused; it stops at the
+ * first sample of another size. Samples in shards a tolerant open left closed are never read.
+ * 1 with *w x *h, or 0 (sizes vary, or no sample can be read). */
+static int common_size(const shr_reader *r, uint32_t *w, uint32_t *h)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    *w = *h = 0;
+    for (uint64_t i = 0; i < m->samples; i++) {
+        fmt_sample s;
+        if (fmt_dataset_get(r->ds, i, &s) != 0)
+            continue;           /* in a shard that did not open: skipped or replaced */
+        if (!*w) {
+            *w = s.width;
+            *h = s.height;
+        } else if (s.width != *w || s.height != *h) {
+            return 0;
+        }
+    }
+    return *w && *h;
+}
+
+/* The largest stored width and height (their canvas), from the manifest or one pass over the
+ * index; samples in shards a tolerant open left closed are never read. */
+static void largest_size(const shr_reader *r, uint32_t *w, uint32_t *h)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    *w = m->sample_width;
+    *h = m->sample_height;
+    for (uint64_t i = 0; !(m->sample_width && m->sample_height) && i < m->samples; i++) {
+        fmt_sample s;
+        if (fmt_dataset_get(r->ds, i, &s) != 0)
+            continue;
+        *w = s.width > *w ? s.width : *w;
+        *h = s.height > *h ? s.height : *h;
+    }
+}
+
 /* Batch geometry from the options or the dataset, and the sizes it implies. */
 static int set_geometry(shr_reader *r, const char *dir)
 {
@@ -293,9 +345,23 @@ static int set_geometry(shr_reader *r, const char *dir)
         r->height = r->o.height;
     } else if (r->o.scale == SHR_SCALE_MULTI) {
         r->width = r->height = r->o.scale_max;      /* the canvas of every image */
+    } else if (r->o.scale == SHR_SCALE_NATURAL) {
+        /* the canvas: the largest stored width and height */
+        largest_size(r, &r->width, &r->height);
+        if (!r->width)
+            return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: no sample can be read to size the "
+                            "natural sizes' canvas", dir);
+        if ((uint64_t)r->width * r->height > SHR_MAX_PIXELS)
+            return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the natural sizes' canvas %" PRIu32
+                            "x%" PRIu32 " (the largest stored width x height) is past the "
+                            "output size limit of %u pixels (SHR_MAX_PIXELS): give width and "
+                            "height", dir, r->width, r->height, SHR_MAX_PIXELS);
     } else if (m->sample_width && m->sample_height) {
         r->width = m->sample_width;
         r->height = m->sample_height;
+    } else if (common_size(r, &r->width, &r->height)) {
+        r->src_w = r->width;    /* the manifest does not say so; the index does */
+        r->src_h = r->height;
     } else {
         return fmt_fail(&shr_open_err, SHR_ESHAPE, "%s: samples vary in size: give width and height "
                         "to crop or pad them to", dir);
@@ -319,7 +385,11 @@ static int set_geometry(shr_reader *r, const char *dir)
         return fmt_fail(&shr_open_err, FMT_ETOOBIG, "%s: a sample of %" PRIu64 " bytes is too large",
                         dir, max);
     r->sample_max = (size_t)max;
-    r->uniform = m->sample_width == r->width && m->sample_height == r->height;
+    if (m->sample_width && m->sample_height) {
+        r->src_w = m->sample_width;
+        r->src_h = m->sample_height;
+    }
+    r->uniform = r->src_w == r->width && r->src_h == r->height;
     return set_output(r, dir);
 }
 
@@ -587,7 +657,7 @@ static int scale_setup(shr_reader *r, const char *dir)
     if (rc)
         return fmt_fail(&shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
                         shr_strerror(rc));
-    if (r->o.scale != SHR_SCALE_MULTI)
+    if (!shr_scale_per_image(r->o.scale))
         return 0;
     const fmt_manifest *m = fmt_dataset_manifest(r->ds);
     int fixed = m->sample_width && m->sample_height;
@@ -604,13 +674,16 @@ static int scale_setup(shr_reader *r, const char *dir)
             sw = s.width;
             sh = s.height;
         }
-        shr_scale_largest(&r->o, sw, sh, &w, &h);
+        w = sw;
+        h = sh;
+        if (r->o.scale == SHR_SCALE_MULTI)
+            shr_scale_largest(&r->o, sw, sh, &w, &h);
         if (w > r->width || h > r->height)
             return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: sample %" PRIu64 " (%" PRIu32 "x%"
                             PRIu32 ") becomes %" PRIu32 "x%" PRIu32 " at its largest scale, "
                             "more than the %" PRIu32 "x%" PRIu32 " canvas: give a larger one "
-                            "(width, height) or smaller sizes", dir, i, sw, sh, w, h, r->width,
-                            r->height);
+                            "(width, height)%s", dir, i, sw, sh, w, h, r->width, r->height,
+                            r->o.scale == SHR_SCALE_MULTI ? " or smaller sizes" : "");
     }
     return 0;
 }

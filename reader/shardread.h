@@ -194,10 +194,18 @@ typedef enum {
     SHR_SCALE_NONE = 0,
     SHR_SCALE_MULTI,        /* RandomShortestSize(scale_sizes, scale_max): each image its size */
     SHR_SCALE_JITTER,       /* ScaleJitter((height, width), scale_range) + FixedSizeCrop */
-    SHR_SCALE_LETTERBOX     /* resize to fit width x height keeping the aspect, pad centered */
+    SHR_SCALE_LETTERBOX,    /* resize to fit width x height keeping the aspect, pad centered */
+    SHR_SCALE_NATURAL       /* no resize: each image its stored size, placed as MULTI places it */
 } shr_scale;
 
 #define SHR_SCALE_MAX_SIZES 16
+
+/* The largest output a reader makes: each side of a delivered sample (width, height, or the
+ * multi-scale canvas) at most SHR_MAX_SIDE pixels, and width x height at most SHR_MAX_PIXELS
+ * (16384 x 16384; one such RGB float32 sample is 3 GiB). Larger sizes are refused at open with
+ * SHR_EINVAL and a message naming the option and the limit, before anything is allocated. */
+#define SHR_MAX_SIDE 65536u
+#define SHR_MAX_PIXELS (1u << 28)
 
 typedef struct {
     /* The size of shr_options as the caller's header declares it: shr_options_init sets it (a
@@ -215,8 +223,10 @@ typedef struct {
     shr_uneven uneven;          /* default SHR_UNEVEN_PAD */
     int drop_last;              /* non-zero: drop the epoch's last partial batch */
     /* Output size. 0 x 0: the dataset's own size, which every sample must share (SHR_ESHAPE
-     * otherwise). Else every sample is center-cropped where larger and zero-padded (centered)
-     * where smaller to width x height. */
+     * otherwise; where the manifest records no size, as for a build without --size, shr_open
+     * looks in the index once whether every sample has the same one). Else every sample is center-cropped where larger and zero-padded (centered)
+     * where smaller to width x height: each side at most SHR_MAX_SIDE, width x height at most
+     * SHR_MAX_PIXELS (shr_open refuses more with SHR_EINVAL, naming the limit). */
     uint32_t width, height;
     int random_crop;            /* crop at a random offset instead of the center (where larger) */
     int flip;                   /* mirror horizontally, with probability flip_p */
@@ -315,9 +325,11 @@ typedef struct {
     shr_scale scale;
     uint32_t scale_sizes[SHR_SCALE_MAX_SIZES];  /* SHR_SCALE_MULTI: the shortest sides drawn */
     uint32_t scale_nsizes;          /* SHR_SCALE_MULTI: 1..SHR_SCALE_MAX_SIZES of them */
-    uint32_t scale_max;             /* SHR_SCALE_MULTI: the longest side's bound, >= 1 */
+    /* SHR_SCALE_MULTI: the longest side's bound, >= 1; without width and height the canvas
+     * is scale_max x scale_max, so it is then within the output limits (at most 16384) */
+    uint32_t scale_max;
     double scale_range[2];          /* SHR_SCALE_JITTER: 0 < min <= max <= 16 (0.1, 2.0) */
-    /* SHR_SCALE_MULTI: non-zero stores each image dense (image_h x image_w, in layout) at the
+    /* SHR_SCALE_MULTI and SHR_SCALE_NATURAL: non-zero stores each image dense (image_h x image_w, in layout) at the
      * start of its sample's place in the batch instead of in a zero-padded canvas; the bytes
      * after it are unspecified. For consumers that take one tensor per image. */
     int scale_dense;
@@ -502,6 +514,11 @@ SHR_API uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t
  *     largest size of some sample would not fit. With scale_dense each image is instead
  *     stored dense at the start of its sample (image_h * image_w * channels elements). The flip mirrors the image within its own
  *     width; RandomErasing draws its box inside the image.
+ *   SHR_SCALE_NATURAL: no resize and no draw: scale_w x scale_h = image_w x image_h = W x H
+ *     (scale_factor 1), each image stored and mirrored as SHR_SCALE_MULTI stores it, in a
+ *     canvas of width x height (default the largest stored width x the largest stored height,
+ *     found in the index at open; refused, as any output, past SHR_MAX_PIXELS), or dense with
+ *     scale_dense: a detection dataset at its natural sizes, as a list of per-image tensors.
  *   SHR_SCALE_JITTER (ScaleJitter((height, width), scale_range) then FixedSizeCrop((height,
  *     width)), the large-scale jitter recipe): scale = lo + rand(0) * (hi - lo) and
  *     r = (float)min(height / H, width / W) * scale in float32, scale_w = int(W * r),

@@ -931,6 +931,62 @@ START_TEST(test_bad_options)
 }
 END_TEST
 
+/* Output sizes past SHR_MAX_SIDE / SHR_MAX_PIXELS are refused at open, before any allocation,
+ * with the limit and the option in the message (they were an allocation of hundreds of GiB,
+ * ENOMEM without a message, or under ASan an allocation-size-too-big abort). */
+START_TEST(test_output_limits)
+{
+    shr_options o;
+    shr_params p;
+    for (int k = 0; k < 5; k++) {
+        options(&o, 4, SHR_ORDER_SEQUENTIAL, 0);
+        const char *want = "width x height";
+        switch (k) {
+        case 0: o.width = 1u << 31; o.height = 64; o.rrc = 1; break;
+        case 1: o.width = SHR_MAX_SIDE + 1; o.height = 1; break;
+        case 2: o.width = 16385; o.height = 16384; break;     /* one row past the pixels */
+        case 3:
+            o.scale = SHR_SCALE_MULTI;
+            o.scale_nsizes = 1;
+            o.scale_sizes[0] = 1u << 20;
+            o.scale_max = 1u << 20;
+            want = "scale_max 1048576";
+            break;
+        case 4:
+            o.scale = SHR_SCALE_MULTI;
+            o.scale_nsizes = 1;
+            o.scale_sizes[0] = 800;
+            o.scale_max = 16385;
+            want = "scale_max 16385";
+            break;
+        }
+        shr_reader *r = (shr_reader *)&o;
+        ck_assert_msg(shr_open(&r, g_var, &o) == SHR_EINVAL, "case %d", k);
+        ck_assert_ptr_null(r);
+        const char *msg = shr_last_error(NULL);
+        ck_assert_msg(strstr(msg, want) && strstr(msg, "268435456") &&
+                      (k >= 3 || strstr(msg, "65536")), "case %d: %s", k, msg);
+        ck_assert_int_eq(shr_draw_params(&o, 0, 0, 40, 30, &p), SHR_EINVAL);
+    }
+    /* the limits themselves are allowed (checked without opening: a ring of them is GiBs) */
+    options(&o, 4, SHR_ORDER_SEQUENTIAL, 0);
+    o.width = o.height = 16384;
+    ck_assert_int_eq(shr_draw_params(&o, 0, 0, 40, 30, &p), 0);
+    o.width = SHR_MAX_SIDE;
+    o.height = SHR_MAX_PIXELS / SHR_MAX_SIDE;
+    ck_assert_int_eq(shr_draw_params(&o, 0, 0, 40, 30, &p), 0);
+    options(&o, 4, SHR_ORDER_SEQUENTIAL, 0);
+    o.scale = SHR_SCALE_MULTI;
+    o.scale_nsizes = 1;
+    o.scale_sizes[0] = 1u << 20;
+    o.scale_max = 16384;
+    ck_assert_int_eq(shr_draw_params(&o, 0, 0, 40, 30, &p), 0);
+    o.width = o.height = 64;            /* a canvas given: scale_max bounds only the images */
+    o.scale_max = 1u << 20;
+    ck_assert_int_eq(shr_draw_params(&o, 0, 0, 40, 30, &p), 0);
+}
+END_TEST
+
 /* A dataset whose manifest disagrees with its samples opens (samples are not scanned at open),
  * then the worker that meets one fails the reader with a message naming the shard. */
 START_TEST(test_worker_failure)
@@ -1369,6 +1425,7 @@ static Suite *reader_suite(void)
     tcase_add_loop_test(tc, test_memory_flat, 0, 3);
     tcase_add_test(tc, test_open_errors);
     tcase_add_test(tc, test_bad_options);
+    tcase_add_test(tc, test_output_limits);
     tcase_add_test(tc, test_worker_failure);
     tcase_add_test(tc, test_recovery);
     tcase_add_test(tc, test_elastic_resume);

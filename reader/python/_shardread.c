@@ -420,7 +420,9 @@ PyMODINIT_FUNC PyInit__shardread(void)
         PyModule_AddObjectRef(m, "_View", (PyObject *)ViewType) < 0 ||
         PyModule_AddStringConstant(m, "__version__", "0.1.0") < 0 ||
         PyModule_AddIntConstant(m, "LIBRARY_VERSION_MAJOR", SHR_VERSION_MAJOR) < 0 ||
-        PyModule_AddIntConstant(m, "LIBRARY_VERSION_MINOR", SHR_VERSION_MINOR) < 0)
+        PyModule_AddIntConstant(m, "LIBRARY_VERSION_MINOR", SHR_VERSION_MINOR) < 0 ||
+        PyModule_AddIntConstant(m, "_MAX_SIDE", SHR_MAX_SIDE) < 0 ||
+        PyModule_AddIntConstant(m, "_MAX_PIXELS", SHR_MAX_PIXELS) < 0)
         goto fail;
     return m;
 fail:

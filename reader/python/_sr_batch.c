@@ -379,16 +379,19 @@ static PyObject *sample_ops(const LoaderObject *self, const shr_batch *b, uint32
                                   "height", p->h, "width", p->w, "size", H, W,
                                   "interpolation", filter_name(o->filter)));
     } else if (o->scale != SHR_SCALE_NONE) {
-        rc = add_op(ops, "resize", Py_BuildValue("{s:[II],s:s}", "size", p->scale_h,
-                                                 p->scale_w, "interpolation",
-                                                 filter_name(o->filter)));
+        /* natural sizes: no resize */
+        if (o->scale != SHR_SCALE_NATURAL)
+            rc = add_op(ops, "resize", Py_BuildValue("{s:[II],s:s}", "size", p->scale_h,
+                                                     p->scale_w, "interpolation",
+                                                     filter_name(o->filter)));
         if (rc == 0 && (p->crop_x || p->crop_y || p->image_w != p->scale_w ||
                         p->image_h != p->scale_h))
             rc = add_op(ops, "crop", Py_BuildValue("{s:I,s:I,s:I,s:I}", "top", p->crop_y,
                                                    "left", p->crop_x, "height", p->image_h,
                                                    "width", p->image_w));
-        /* multi-scale: the image is its own size (the canvas around it is the batch's) */
-        if (rc == 0 && o->scale != SHR_SCALE_MULTI &&
+        /* multi-scale, natural: the image is its own size (the canvas around it is the
+         * batch's) */
+        if (rc == 0 && o->scale != SHR_SCALE_MULTI && o->scale != SHR_SCALE_NATURAL &&
             (p->image_w != W || p->image_h != H))
             rc = add_op(ops, "pad", Py_BuildValue("{s:[IIII]}", "padding", p->pad_x, p->pad_y,
                                                   W - p->pad_x - p->image_w,

@@ -13,8 +13,17 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The epochs a Loader counts: their number plus one must not wrap */
+/* The epochs a Loader reads are 0 .. MAX_EPOCH (2**63 - 1, what a state's epoch may be). After
+ * the last batch of epoch MAX_EPOCH the Loader stays at (MAX_EPOCH, its batch count), a state
+ * that loads; an iteration that would start epoch MAX_EPOCH + 1 is refused (OverflowError). */
 #define MAX_EPOCH ((uint64_t)INT64_MAX)
+
+static int past_last_epoch(void)
+{
+    PyErr_SetString(PyExc_OverflowError, "the Loader has read its last epoch, 2**63 - 1 (epochs "
+                    "are 0 .. 2**63 - 1): set_epoch or load_state_dict to read another");
+    return -1;
+}
 
 typedef struct {
     PyObject_HEAD
@@ -255,12 +264,21 @@ static PyObject *Loader_iter(LoaderObject *self)
         PyErr_SetString(PyExc_RuntimeError, "the Loader is being iterated by another thread");
         return NULL;
     }
+    if (self->active && self->epoch >= MAX_EPOCH) {
+        past_last_epoch();
+        return NULL;
+    }
     if (self->active) {
         /* the last iteration was abandoned: like a DataLoader, a new one is a new epoch */
         self->epoch++;
         self->cursor = 0;
         self->start = 0;
         self->active = 0;
+    }
+    /* the end of the last epoch: nothing is left, and no epoch follows */
+    if (self->epoch >= MAX_EPOCH && batches_left(self) == 0) {
+        past_last_epoch();
+        return NULL;
     }
     /* open_ring lets the GIL go: no other thread may iterate or move the Loader meanwhile */
     self->busy = 1;
@@ -320,6 +338,11 @@ static PyObject *LoaderIter_next(LoaderIterObject *it)
     PyObject *out = NULL;
     if (rc == SHR_EEND) {
         shr_state st = shr_get_state(ring->r);
+        if (st.epoch > MAX_EPOCH) {
+            /* the last epoch is over: stay at its end, a state load_state_dict takes */
+            st.epoch = MAX_EPOCH;
+            st.cursor = shr_batches_in_epoch(ring->r, MAX_EPOCH);
+        }
         self->epoch = st.epoch;
         self->cursor = st.cursor;
         self->start = st.epoch == ring->start_epoch ? ring->start : 0;
@@ -645,11 +668,12 @@ static PyMethodDef Loader_methods[] = {
     {"set_epoch", (PyCFunction)Loader_set_epoch, METH_O,
      "set_epoch(epoch)\n"
      "\n"
-     "Make the next iteration read this epoch (its order comes from seed and epoch).\n"
-     "Without it, each iteration reads the epoch after the last. An iteration under\n"
-     "way is abandoned. After load_state_dict of a state in this same epoch the\n"
-     "loaded cursor is kept, so load_state_dict(s); set_epoch(s['epoch']) resumes\n"
-     "mid-epoch."},
+     "Make the next iteration read this epoch (its order comes from seed and epoch),\n"
+     "0 .. 2**63 - 1. Without it, each iteration reads the epoch after the last; after\n"
+     "epoch 2**63 - 1 the Loader stays at its end (its state_dict loads) and a further\n"
+     "iteration raises OverflowError. An iteration under way is abandoned. After\n"
+     "load_state_dict of a state in this same epoch the loaded cursor is kept, so\n"
+     "load_state_dict(s); set_epoch(s['epoch']) resumes mid-epoch."},
     {"state_dict", (PyCFunction)Loader_state_dict, METH_NOARGS,
      "state_dict() -> dict\n"
      "\n"

@@ -283,18 +283,19 @@ static int transform_options(shr_options *o, PyObject *flip, PyObject *rrc, PyOb
  * (shardread.h, "Scale"); the package's Loader takes multiscale=, scale_jitter=, letterbox=
  * and pad_to= and passes this, checked. mode is 'multiscale' (sizes, max_size, dense: each
  * image dense at the start of its sample, for the list of per-image views), 'jitter'
- * ((lo, hi)) or 'letterbox'; the unused items are None. */
+ * ((lo, hi)), 'letterbox' or 'natural' (dense: each image at its stored size); the unused
+ * items are None. */
 static int scale_options(shr_options *o, PyObject *scale)
 {
     int mode;
-    static const char *const modes[] = {"none", "multiscale", "jitter", "letterbox"};
+    static const char *const modes[] = {"none", "multiscale", "jitter", "letterbox", "natural"};
     if (!PyTuple_Check(scale) || PyTuple_Size(scale) != 5) {
         PyErr_Format(PyExc_TypeError, "scale must be a (mode, sizes, max_size, range, dense) "
                      "tuple, not %R", scale);
         return -1;
     }
-    if (choose(PyTuple_GetItem(scale, 0), "scale mode (multiscale, jitter or letterbox)", modes,
-               4, &mode) < 0)
+    if (choose(PyTuple_GetItem(scale, 0), "scale mode (multiscale, jitter, letterbox or "
+               "natural)", modes, 5, &mode) < 0)
         return -1;
     o->scale = (shr_scale)mode;
     PyObject *sizes = PyTuple_GetItem(scale, 1), *max = PyTuple_GetItem(scale, 2),
@@ -427,6 +428,14 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
             if (sr_to_u32(h, "size height", 1, &o->height) < 0 ||
                 sr_to_u32(w, "size width", 1, &o->width) < 0)
                 return -1;
+        }
+        /* the library's output limit (shardread.h, SHR_MAX_SIDE), said in this keyword's terms */
+        if (o->width > SHR_MAX_SIDE || o->height > SHR_MAX_SIDE ||
+            (uint64_t)o->width * o->height > SHR_MAX_PIXELS) {
+            PyErr_Format(PyExc_ValueError, "size %R is past the output size limit: each side "
+                         "at most %u and height x width at most %u pixels", size, SHR_MAX_SIDE,
+                         SHR_MAX_PIXELS);
+            return -1;
         }
     }
     if (sr_flag_named(random_crop, "random_crop", &o->random_crop) < 0 ||

@@ -563,8 +563,10 @@ class Loader(_shardread.Loader):
     iteration's), so after load_state_dict mid-epoch it is the rest of that epoch.
     state_dict() / load_state_dict() resume exactly, also on another world size; a state from
     another dataset or seed is refused unless strict=False. set_epoch(e) picks the epoch the
-    next iteration reads. classes and class_to_idx are ImageFolder's. A Loader pickles (spawn,
-    copy.deepcopy): the copy reopens the dataset and stands where the original stood.
+    next iteration reads, 0 .. 2**63 - 1; after epoch 2**63 - 1 the Loader stays at its end
+    (its state_dict loads) and a further iteration raises OverflowError. classes and
+    class_to_idx are ImageFolder's. A Loader pickles (spawn, copy.deepcopy): the copy reopens
+    the dataset and stands where the original stood.
 
     Detection datasets (shardc build --coco / --yolo): targets=True makes batches
     (images, targets, ...), targets a list of one dict per sample as torchvision's detection
@@ -593,7 +595,11 @@ class Loader(_shardread.Loader):
     then a crop at a random offset where larger and zero padding bottom and right where
     smaller. letterbox=(height, width) or an int resizes to fit inside, keeping the aspect,
     and pads centered with zeros (the build's --fit pad). flip then mirrors each image. The
-    arithmetic: reader/shardread.h, "Scale".
+    arithmetic: reader/shardread.h, "Scale". A detection dataset whose images vary in size
+    (built without --size), read with targets=True and none of size=, rrc=, random_crop= and
+    the three above, gives each image at its stored size, in the same list of per-image views
+    (target 'size' is the stored size; flip mirrors each image within its width; erasing=
+    then needs one of the sizes above).
 
     Once torch is imported, a Loader is a torch.utils.data.IterableDataset: use
     DataLoader(loader, batch_size=None) with num_workers=0 (the Loader has its own threads);
@@ -648,7 +654,16 @@ class Loader(_shardread.Loader):
             aug.get("erase_p"))
         if scale is not None:
             aug["scale"] = scale
-        super().__init__(path, **(dict(kw, size=scale_size) if scale else kw), **aug)
+        try:
+            super().__init__(path, **(dict(kw, size=scale_size) if scale else kw), **aug)
+        except ShapeError:
+            # a detection dataset at its natural sizes, with no size or geometry asked for: each
+            # image as stored, in the list of per-image views multi-scale batches are
+            if not _detect.natural_fits(targets, scale, size, rrc, random_crop, aug):
+                raise
+            aug["scale"] = _detect.NATURAL
+            self._image_list = True
+            super().__init__(path, **kw, **aug)
         if targets and not self.info["targets"]:
             raise ArgumentError(f"targets=True: {path!r} has no targets (it was not built with "
                                 "shardc build --coco or --yolo)")

@@ -4,7 +4,19 @@ reader/shardread.h, "Scale"."""
 import numbers as _numbers
 import operator as _operator
 
+from ._shardread import _MAX_PIXELS, _MAX_SIDE
+
 _MAX_SIZES = 16
+
+
+def _within_limit(h, w, what):
+    """The library's output size limit (shardread.h, SHR_MAX_SIDE and SHR_MAX_PIXELS), in the
+    keyword's terms: refused here, before anything is allocated."""
+    if h > _MAX_SIDE or w > _MAX_SIDE or h * w > _MAX_PIXELS:
+        raise ValueError(f"{what} {h}x{w} (height x width) is past the output size limit: each "
+                         f"side at most {_MAX_SIDE} and height x width at most {_MAX_PIXELS} "
+                         "pixels")
+    return (h, w)
 
 
 def _int(v, what, lo=1):
@@ -20,13 +32,13 @@ def _hw(v, what):
     """An int (square) or (height, width) into (height, width)."""
     if isinstance(v, _numbers.Integral) and not isinstance(v, bool):
         v = _int(v, what)
-        return (v, v)
+        return _within_limit(v, v, what)
     if isinstance(v, (str, bytes)) or not hasattr(v, "__len__"):
         raise TypeError(f"{what} must be an int or (height, width), not {v!r}")
     if len(v) != 2:
         raise ValueError(f"{what} must be an int or (height, width), not {len(v)} numbers: "
                          f"{v!r}")
-    return (_int(v[0], f"{what} height"), _int(v[1], f"{what} width"))
+    return _within_limit(_int(v[0], f"{what} height"), _int(v[1], f"{what} width"), what)
 
 
 def _pair(v, what):
@@ -88,6 +100,8 @@ def scale_args(multiscale, scale_jitter, letterbox, pad_to, size, rrc, random_cr
             canvas, image_list = None, False
         else:
             canvas, image_list = _hw(pad_to, "pad_to"), False
+        if canvas is None:      # the canvas is max_size x max_size
+            _within_limit(max_size, max_size, "multiscale max_size canvas")
         if not targets:
             raise ValueError("multiscale= needs targets=True: each image's size comes with its "
                              "target ('size')")
@@ -103,6 +117,19 @@ def scale_args(multiscale, scale_jitter, letterbox, pad_to, size, rrc, random_cr
         return _hw(target, "scale_jitter target"), \
             ("jitter", None, None, _pair(span, "scale_jitter range"), False), False
     return _hw(letterbox, "letterbox"), ("letterbox", None, None, None, False), False
+
+
+# the extension's scale= for a detection dataset read at its natural sizes: each image as
+# stored, dense (the list of per-image views), in no resize
+NATURAL = ("natural", None, None, None, True)
+
+
+def natural_fits(targets, scale, size, rrc, random_crop, aug):
+    """Whether a Loader refused for samples that vary in size is read at natural sizes instead:
+    a detection dataset (targets=True) with no output size or geometry asked for, and no
+    RandomErasing (the list of images does not support it yet)."""
+    return bool(targets) and scale is None and size is None and not rrc and not random_crop \
+        and not aug.get("erase_p")
 
 
 def image_list(batch, nchw):
