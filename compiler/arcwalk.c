@@ -159,6 +159,7 @@ struct layer {
     struct archive *raw;        /* libarchive's filters in the raw format; NULL: gzip here */
     z_stream z;
     int zinit, between, in_eof, done;
+    const char *kind;           /* the filter by its magic bytes (when libarchive cannot say) */
     int bad;                    /* 0, FMT_EHASH (damaged, check failed), FMT_ETRUNC, or errno */
     char why[512];
     uint8_t in[BLOCK], out[BLOCK];
@@ -241,6 +242,8 @@ static la_ssize_t gz_read(layer *L)
     }
 }
 
+static la_ssize_t layer_damage(layer *L);
+
 /* The next decompressed bytes, in L->out: their count, 0 at the end, -1 with L->bad and why. */
 static la_ssize_t layer_next(layer *L)
 {
@@ -253,8 +256,14 @@ static la_ssize_t layer_next(layer *L)
         L->done = 1;
     if (got >= 0)
         return got;
+    return layer_damage(L);
+}
+
+/* L->raw failed: why, and whether its stream ends early (FMT_ETRUNC) or is damaged. -1. */
+static la_ssize_t layer_damage(layer *L)
+{
     const char *s = arc_reason(L->raw);
-    const char *f = archive_filter_name(L->raw, 0);
+    const char *f = archive_filter_count(L->raw) > 1 ? archive_filter_name(L->raw, 0) : L->kind;
     /* liblzma's "No progress is possible": the input ended */
     if (arc_code(L->raw, 1) == FMT_ETRUNC || strstr(s, "No progress is possible"))
         return layer_fail(L, FMT_ETRUNC, "%s", s);
@@ -290,12 +299,22 @@ static int layer_drain(layer *L)
 static int layer_open(int fd, layer **out)
 {
     *out = NULL;
-    unsigned char magic[2] = {0};
-    int gz = pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    unsigned char magic[6] = {0};
+    ssize_t nm = pread(fd, magic, sizeof magic, 0);
+    int gz = nm >= 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    /* zstd, xz, bzip2, lz4: known compressed even when libarchive's open fails on them */
+    static const struct { const char *name, *magic; size_t n; } known[] = {
+        {"zstd", "\x28\xb5\x2f\xfd", 4}, {"xz", "\xfd" "7zXZ", 6}, {"bzip2", "BZh", 3},
+        {"lz4", "\x04\x22\x4d\x18", 4}};
+    const char *packed = NULL;
+    for (size_t k = 0; nm == (ssize_t)sizeof magic && k < sizeof known / sizeof *known; k++)
+        if (memcmp(magic, known[k].magic, known[k].n) == 0)
+            packed = known[k].name;
     layer *L = calloc(1, sizeof *L);
     if (!L)
         return ENOMEM;
     L->fd = fd;
+    L->kind = packed;
     if (gz) {
         if (inflateInit2(&L->z, 16 + MAX_WBITS) != Z_OK) {
             free(L);
@@ -312,8 +331,12 @@ static int layer_open(int fd, layer **out)
     }
     archive_read_support_filter_all(L->raw);
     archive_read_support_format_raw(L->raw);
-    if (archive_read_open_fd(L->raw, fd, BLOCK) == ARCHIVE_OK &&
-        archive_read_next_header(L->raw, &e) == ARCHIVE_OK && archive_filter_count(L->raw) > 1) {
+    /* the first bytes are decoded already (the formats' bids): a small stream may fail its
+     * check here, in the open or the header */
+    int opened = archive_read_open_fd(L->raw, fd, BLOCK) == ARCHIVE_OK;
+    if (archive_filter_count(L->raw) > 1 || (!opened && packed)) {
+        if (!opened || archive_read_next_header(L->raw, &e) != ARCHIVE_OK)
+            layer_damage(L);
         *out = L;
         return 0;
     }
@@ -543,8 +566,8 @@ int shc_arc_walk_id(const char *path, int nest, const shc_arc_id *expect, shc_ar
                           w.last[0] ? w.last : "(none)", w.lay->why);
     }
     if (w.lay && w.lay->bad == FMT_EHASH && rc != ENOMEM && rc != ECANCELED)
-        rc = fmt_fail(msg, FMT_EHASH, "%s: %s after member %s: no member of it can be trusted",
-                      path, w.lay->why, w.last[0] ? w.last : "(none)");
+        rc = fmt_fail(msg, FMT_EHASH, "%s: %s%s%s: no member of it can be trusted", path,
+                      w.lay->why, w.last[0] ? " after member " : "", w.last);
     if (rc == 0 && (fstat(fd, &sb) != 0 || (arc_id_of(&sb, &now), !shc_arc_id_same(&was, &now))))
         rc = fmt_fail(msg, ESTALE, "%s: the archive changed while it was read", path);
 leave:
