@@ -559,12 +559,13 @@ int shc_arc_walk_id(const char *path, int nest, const shc_arc_id *expect, shc_ar
         fmt_fail(msg, rc, "%s: %s", path, arc_reason(a));
     } else {
         rc = walk_archive(&w, a, NULL, nest, msg);
-        /* the rest of the compressed stream, to its checks at the end */
-        int d = rc == 0 && w.lay ? layer_drain(w.lay) : 0;
-        if (d && d != FMT_EHASH)
-            rc = fmt_fail(msg, d, "%s: damaged after member %s: %s", path,
-                          w.last[0] ? w.last : "(none)", w.lay->why);
     }
+    /* the rest of the compressed stream, to its checks at the end; after the tar reader's own
+     * error too (a damaged header may be a damaged stream's doing: the check says which) */
+    int d = w.lay && rc != ENOMEM && rc != ECANCELED ? layer_drain(w.lay) : 0;
+    if (rc == 0 && d && d != FMT_EHASH)
+        rc = fmt_fail(msg, d, "%s: damaged after member %s: %s", path,
+                      w.last[0] ? w.last : "(none)", w.lay->why);
     if (w.lay && w.lay->bad == FMT_EHASH && rc != ENOMEM && rc != ECANCELED)
         rc = fmt_fail(msg, FMT_EHASH, "%s: %s%s%s: no member of it can be trusted", path,
                       w.lay->why, w.last[0] ? " after member " : "", w.last);

@@ -21,6 +21,7 @@ build_pkgs=(
   libhdf5-dev hdf5-tools liblmdb-dev lmdb-utils  # HDF5 / LMDB backends
   liburing-dev                             # io_uring batches of the reader's O_DIRECT path
   libarchive-dev                           # shardc build X.tar|X.tar.gz|X.zip: archives read in place
+  xz-utils zstd lz4 bzip2                  # e2e_archive_check: compressed tars and their own checks
   gnuplot-nox                              # the plot make demo draws (shardbench compare --plot)
   python3-dev python3-numpy                # the Python module (reader/python/) builds against both
   python3-pytest python3-torch             # its tests: pytest, and torch interop (tensors, DataLoader)
