@@ -1,5 +1,15 @@
 /* arcwalk.c - walking an archive's members through libarchive (arcwalk.h).
  *
+ * A compressed archive is decompressed in a layer of its own under the tar (or zip) reader: gzip
+ * by zlib here (libarchive's gzip filter never compares the CRC-32 and length of the trailer),
+ * the others (zstd, xz, bzip2, lz4, ...) by libarchive's filters in its "raw" format. When the
+ * reader has seen the archive's last member, the layer is read on to the end of the compressed
+ * stream, so the checksum at its end (gzip's CRC-32, zstd's frame checksum, xz's and bzip2's
+ * block checks, lz4's content checksum) is always compared. A stream that fails its check or
+ * does not decode is FMT_EHASH: its data cannot be trusted anywhere, not even in the members read
+ * before the failure (a check covers bytes already handed out). One that merely ends early is
+ * what it was before (the members read whole stay good, the rest is damaged).
+ *
  * Inner tars are read while the outer archive streams. When the outer one is an uncompressed tar
  * on disk, an inner tar is opened on its byte range of the file instead (pread, and seeks to skip
  * member data), so listing ImageNet's 1,000 class tars reads their headers only; the member
@@ -18,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define BLOCK (1 << 16)
 #define MAX_NAME 4096
@@ -26,7 +38,7 @@
 int shc_arc_is_archive_name(const char *path)
 {
     static const char *const sfx[] = {".tar", ".tgz", ".tar.gz", ".tar.bz2", ".tbz2", ".tbz",
-                                      ".tar.xz", ".txz", ".tar.zst", ".tzst", ".zip"};
+                                      ".tar.xz", ".txz", ".tar.zst", ".tzst", ".tar.lz4", ".zip"};
     size_t n = strlen(path);
     for (size_t i = 0; i < sizeof sfx / sizeof *sfx; i++) {
         size_t k = strlen(sfx[i]);
@@ -56,9 +68,12 @@ struct shc_arc_reader {
     int used;
 };
 
+typedef struct layer layer;
+
 typedef struct {
     const char *path;
     int fd;                     /* the archive, for inner tars opened on their byte range */
+    layer *lay;                 /* the decompression layer of a compressed archive, or NULL */
     shc_arc_visit visit;
     void *ctx;
     uint64_t seq;
@@ -137,6 +152,211 @@ static const char *arc_reason(struct archive *a)
 {
     const char *s = archive_error_string(a);
     return s ? s : "damaged archive";
+}
+
+/* ---- the decompression layer ---- */
+
+struct layer {
+    int fd;
+    struct archive *raw;        /* libarchive's filters in the raw format; NULL: gzip here */
+    z_stream z;
+    int zinit, between, in_eof, done;
+    const char *kind;           /* the filter by its magic bytes (when libarchive cannot say) */
+    int bad;                    /* 0, FMT_EHASH (damaged, check failed), FMT_ETRUNC, or errno */
+    char why[512];
+    uint8_t in[BLOCK], out[BLOCK];
+};
+
+static la_ssize_t layer_fail(layer *L, int code, const char *fmt, const char *s)
+{
+    L->bad = code;
+    snprintf(L->why, sizeof L->why, fmt, s);
+    return -1;
+}
+
+/* More compressed bytes into L->in (what is left of them moved to the front). 0 or errno. */
+static int gz_fill(layer *L)
+{
+    if (L->in_eof)
+        return 0;
+    if (L->z.avail_in && L->z.next_in != L->in)
+        memmove(L->in, L->z.next_in, L->z.avail_in);
+    L->z.next_in = L->in;
+    ssize_t got;
+    do
+        got = read(L->fd, L->in + L->z.avail_in, BLOCK - L->z.avail_in);
+    while (got < 0 && errno == EINTR);
+    if (got < 0)
+        return errno;
+    if (got == 0)
+        L->in_eof = 1;
+    L->z.avail_in += (uInt)got;
+    return 0;
+}
+
+/* Inflate gzip members (one after another, as gzip -d does; bytes after the last one that do
+ * not start another are ignored, as gzip and libarchive ignore them) into L->out: bytes made,
+ * 0 at the end, -1 with L->bad. zlib compares each member's CRC-32 and length. */
+static la_ssize_t gz_read(layer *L)
+{
+    L->z.next_out = L->out;
+    L->z.avail_out = BLOCK;
+    for (;;) {
+        int e;
+        if (L->between) {
+            if (L->z.avail_in < 2 && !L->in_eof) {
+                if ((e = gz_fill(L)))
+                    return layer_fail(L, e, "%s", strerror(e));
+                continue;
+            }
+            if (L->z.avail_in < 2 || L->z.next_in[0] != 0x1f || L->z.next_in[1] != 0x8b) {
+                L->done = 1;
+                return 0;
+            }
+            if (inflateReset(&L->z) != Z_OK)
+                return layer_fail(L, FMT_EHASH, "gzip: %s", "cannot restart");
+            L->between = 0;
+            L->z.next_out = L->out;
+            L->z.avail_out = BLOCK;
+        }
+        if (L->z.avail_in == 0 && (e = gz_fill(L)))
+            return layer_fail(L, e, "%s", strerror(e));
+        int zr = inflate(&L->z, Z_NO_FLUSH);
+        la_ssize_t made = BLOCK - L->z.avail_out;
+        if (zr == Z_STREAM_END) {
+            L->between = 1;
+            if (made)
+                return made;
+        } else if (zr == Z_OK) {
+            if (made)
+                return made;
+        } else if (zr == Z_BUF_ERROR && !(L->in_eof && L->z.avail_in == 0)) {
+            if (made)
+                return made;
+        } else if (zr == Z_BUF_ERROR) {
+            return layer_fail(L, FMT_ETRUNC, "%s", "truncated gzip input");
+        } else if (zr == Z_MEM_ERROR) {
+            return layer_fail(L, ENOMEM, "%s", "out of memory");
+        } else {
+            return layer_fail(L, FMT_EHASH, "gzip data damaged (%s)",
+                              L->z.msg ? L->z.msg : "invalid data");
+        }
+    }
+}
+
+static la_ssize_t layer_damage(layer *L);
+
+/* The next decompressed bytes, in L->out: their count, 0 at the end, -1 with L->bad and why. */
+static la_ssize_t layer_next(layer *L)
+{
+    la_ssize_t got;
+    if (L->bad || L->done)
+        return L->bad ? -1 : 0;
+    if (!L->raw)
+        return gz_read(L);
+    if ((got = archive_read_data(L->raw, L->out, BLOCK)) == 0)
+        L->done = 1;
+    if (got >= 0)
+        return got;
+    return layer_damage(L);
+}
+
+/* L->raw failed: why, and whether its stream ends early (FMT_ETRUNC) or is damaged. -1. */
+static la_ssize_t layer_damage(layer *L)
+{
+    const char *s = arc_reason(L->raw);
+    const char *f = archive_filter_count(L->raw) > 1 ? archive_filter_name(L->raw, 0) : L->kind;
+    /* liblzma's "No progress is possible": the input ended */
+    if (arc_code(L->raw, 1) == FMT_ETRUNC || strstr(s, "No progress is possible"))
+        return layer_fail(L, FMT_ETRUNC, "%s", s);
+    layer_fail(L, FMT_EHASH, "%s", f ? f : "compressed");
+    size_t n = strlen(L->why);
+    snprintf(L->why + n, sizeof L->why - n, " data damaged (%s)", s);
+    return -1;
+}
+
+/* libarchive's read callback of the reader above the layer. */
+static la_ssize_t layer_read(struct archive *a, void *cd, const void **out)
+{
+    layer *L = cd;
+    *out = L->out;
+    la_ssize_t got = layer_next(L);
+    if (got < 0)
+        archive_set_error(a, L->bad == FMT_ETRUNC || L->bad == FMT_EHASH ? EIO : L->bad, "%s",
+                          L->why);
+    return got;
+}
+
+/* Read L to the end of its stream (the checks there compared). 0, or L->bad. */
+static int layer_drain(layer *L)
+{
+    la_ssize_t got;
+    while ((got = layer_next(L)) > 0) {
+    }
+    return got < 0 ? L->bad : 0;
+}
+
+/* A layer for the archive open on fd when it is compressed (*out = NULL when it is not: fd is
+ * then at offset 0 again). 0 or ENOMEM. */
+static int layer_open(int fd, layer **out)
+{
+    *out = NULL;
+    unsigned char magic[6] = {0};
+    ssize_t nm = pread(fd, magic, sizeof magic, 0);
+    int gz = nm >= 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    /* zstd, xz, bzip2, lz4: known compressed even when libarchive's open fails on them */
+    static const struct { const char *name, *magic; size_t n; } known[] = {
+        {"zstd", "\x28\xb5\x2f\xfd", 4}, {"xz", "\xfd" "7zXZ", 6}, {"bzip2", "BZh", 3},
+        {"lz4", "\x04\x22\x4d\x18", 4}};
+    const char *packed = NULL;
+    for (size_t k = 0; nm == (ssize_t)sizeof magic && k < sizeof known / sizeof *known; k++)
+        if (memcmp(magic, known[k].magic, known[k].n) == 0)
+            packed = known[k].name;
+    layer *L = calloc(1, sizeof *L);
+    if (!L)
+        return ENOMEM;
+    L->fd = fd;
+    L->kind = packed;
+    if (gz) {
+        if (inflateInit2(&L->z, 16 + MAX_WBITS) != Z_OK) {
+            free(L);
+            return ENOMEM;
+        }
+        L->zinit = 1;
+        *out = L;
+        return 0;
+    }
+    struct archive_entry *e;
+    if (!(L->raw = archive_read_new())) {
+        free(L);
+        return ENOMEM;
+    }
+    archive_read_support_filter_all(L->raw);
+    archive_read_support_format_raw(L->raw);
+    /* the first bytes are decoded already (the formats' bids): a small stream may fail its
+     * check here, in the open or the header */
+    int opened = archive_read_open_fd(L->raw, fd, BLOCK) == ARCHIVE_OK;
+    if (archive_filter_count(L->raw) > 1 || (!opened && packed)) {
+        if (!opened || archive_read_next_header(L->raw, &e) != ARCHIVE_OK)
+            layer_damage(L);
+        *out = L;
+        return 0;
+    }
+    archive_read_free(L->raw);
+    free(L);
+    lseek(fd, 0, SEEK_SET);
+    return 0;
+}
+
+static void layer_free(layer *L)
+{
+    if (!L)
+        return;
+    if (L->zinit)
+        inflateEnd(&L->z);
+    if (L->raw)
+        archive_read_free(L->raw);
+    free(L);
 }
 
 /* A member's name as extraction would write it, into out (MAX_NAME + 1 bytes): "." components
@@ -234,8 +454,10 @@ static int walk_inner(walker *w, struct archive *outer, struct archive_entry *e,
     } else {
         rc = walk_archive(w, in, name, 0, &why);
     }
-    if (rc && rc != ENOMEM && (rc == FMT_EFORMAT || rc == FMT_ETRUNC || rc == FMT_ECORRUPT ||
-                               rc == EIO)) {
+    if (w->lay && w->lay->bad == FMT_EHASH) {
+        rc = FMT_EHASH;         /* the outer stream is damaged: the walk ends (shc_arc_walk_id) */
+    } else if (rc && rc != ENOMEM && (rc == FMT_EFORMAT || rc == FMT_ETRUNC ||
+                                      rc == FMT_ECORRUPT || rc == EIO)) {
         shc_arc_member m = {.name = name, .outer = name, .seq = w->seq++, .size = size,
                             .type = SHC_ARC_ERROR, .error = why.text};
         rc = w->visit(w->ctx, &m, NULL);
@@ -307,26 +529,85 @@ static int walk_archive(walker *w, struct archive *a, const char *outer_name, in
     return 0;
 }
 
-static int arc_walk(const char *path, int nest, shc_arc_visit visit, void *ctx, fmt_msg *msg)
+static void arc_id_of(const struct stat *sb, shc_arc_id *id)
+{
+    *id = (shc_arc_id){.dev = (uint64_t)sb->st_dev, .ino = (uint64_t)sb->st_ino,
+                       .size = (int64_t)sb->st_size, .mtime_s = (int64_t)sb->st_mtim.tv_sec,
+                       .mtime_ns = (int64_t)sb->st_mtim.tv_nsec};
+}
+
+int shc_arc_id_same(const shc_arc_id *a, const shc_arc_id *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime_s == b->mtime_s && a->mtime_ns == b->mtime_ns;
+}
+
+static int arc_walk_id(const char *path, int nest, const shc_arc_id *expect, shc_arc_id *id,
+                       shc_arc_visit visit, void *ctx, fmt_msg *msg);
+
+int shc_arc_walk(const char *path, int nest, shc_arc_visit visit, void *ctx, fmt_msg *msg)
+{
+    return shc_arc_walk_id(path, nest, NULL, NULL, visit, ctx, msg);
+}
+
+static int arc_walk_id(const char *path, int nest, const shc_arc_id *expect, shc_arc_id *id,
+                       shc_arc_visit visit, void *ctx, fmt_msg *msg)
 {
     walker w = {.path = path, .visit = visit, .ctx = ctx, .fd = -1};
-    struct archive *a = new_reader();
-    if (!a)
-        return fmt_fail(msg, ENOMEM, "%s: out of memory", path);
-    int rc;
-    if (archive_read_open_filename(a, path, 1 << 20) != ARCHIVE_OK) {
+    struct archive *a = NULL;
+    struct stat sb;
+    shc_arc_id was, now;
+    int rc, fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        rc = errno;
+        fmt_fail(msg, rc, "%s: %s", path, strerror(rc));
+        goto leave;
+    }
+    arc_id_of(&sb, &was);
+    if (id)
+        *id = was;
+    if (expect && !shc_arc_id_same(expect, &was)) {
+        rc = fmt_fail(msg, ESTALE, "%s: the archive changed since it was listed (its size, "
+                      "modification time or inode differ)", path);
+        goto leave;
+    }
+    if ((rc = layer_open(fd, &w.lay)) || !(a = new_reader())) {
+        rc = fmt_fail(msg, ENOMEM, "%s: out of memory", path);
+        goto leave;
+    }
+    if (w.lay) {
+        archive_read_set_read_callback(a, layer_read);
+        archive_read_set_callback_data(a, w.lay);
+        rc = archive_read_open1(a);
+    } else {
+        rc = archive_read_open_fd(a, fd, 1 << 20);
+        if (nest)
+            w.fd = fd;  /* inner tars of an uncompressed tar: read on their byte range */
+    }
+    if (rc != ARCHIVE_OK) {
         int e = archive_errno(a);
         rc = e > 0 ? e : FMT_EFORMAT;
         fmt_fail(msg, rc, "%s: %s", path, arc_reason(a));
-        goto leave;
+    } else {
+        rc = walk_archive(&w, a, NULL, nest, msg);
     }
-    if (nest)
-        w.fd = open(path, O_RDONLY | O_CLOEXEC);
-    rc = walk_archive(&w, a, NULL, nest, msg);
+    /* the rest of the compressed stream, to its checks at the end; after the tar reader's own
+     * error too (a damaged header may be a damaged stream's doing: the check says which) */
+    int d = w.lay && rc != ENOMEM && rc != ECANCELED ? layer_drain(w.lay) : 0;
+    if (rc == 0 && d && d != FMT_EHASH)
+        rc = fmt_fail(msg, d, "%s: damaged after member %s: %s", path,
+                      w.last[0] ? w.last : "(none)", w.lay->why);
+    if (w.lay && w.lay->bad == FMT_EHASH && rc != ENOMEM && rc != ECANCELED)
+        rc = fmt_fail(msg, FMT_EHASH, "%s: %s%s%s: no member of it can be trusted", path,
+                      w.lay->why, w.last[0] ? " after member " : "", w.last);
+    if (rc == 0 && (fstat(fd, &sb) != 0 || (arc_id_of(&sb, &now), !shc_arc_id_same(&was, &now))))
+        rc = fmt_fail(msg, ESTALE, "%s: the archive changed while it was read", path);
 leave:
-    if (w.fd >= 0)
-        close(w.fd);
-    archive_read_free(a);
+    if (a)
+        archive_read_free(a);
+    layer_free(w.lay);
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 
@@ -358,10 +639,11 @@ static void utf8_end(locale_t u, locale_t old)
     }
 }
 
-int shc_arc_walk(const char *path, int nest, shc_arc_visit visit, void *ctx, fmt_msg *msg)
+int shc_arc_walk_id(const char *path, int nest, const shc_arc_id *expect, shc_arc_id *id,
+                    shc_arc_visit visit, void *ctx, fmt_msg *msg)
 {
     locale_t old, u = utf8_begin(&old);
-    int rc = arc_walk(path, nest, visit, ctx, msg);
+    int rc = arc_walk_id(path, nest, expect, id, visit, ctx, msg);
     utf8_end(u, old);
     return rc;
 }

@@ -19,7 +19,8 @@
 
 #include "fmt.h"
 
-/* Does the file name say archive: .tar .tgz .tar.gz .tar.bz2 .tbz2 .tar.xz .txz .tar.zst .zip? */
+/* Does the file name say archive: .tar .tgz .tar.gz .tar.bz2 .tbz2 .tar.xz .txz .tar.zst .tar.lz4
+ * .zip? */
 int shc_arc_is_archive_name(const char *path);
 
 enum { SHC_ARC_FILE, SHC_ARC_DIR, SHC_ARC_LINK, SHC_ARC_OTHER, SHC_ARC_ERROR, SHC_ARC_BADNAME };
@@ -51,6 +52,29 @@ typedef int (*shc_arc_visit)(void *ctx, const shc_arc_member *m, shc_arc_reader 
  * libarchive's reason: errno values for the file, FMT_EFORMAT (not an archive we read),
  * FMT_ETRUNC (ends early), FMT_ECORRUPT (damaged). Members visited before an error stay valid. */
 int shc_arc_walk(const char *path, int nest, shc_arc_visit visit, void *ctx, fmt_msg *msg);
+
+/* An archive file's identity: a build lists an archive in one walk and reads its members in
+ * others, matching them by ordinal, so it checks that every walk reads the same file. */
+typedef struct {
+    uint64_t dev, ino;
+    int64_t size, mtime_s, mtime_ns;
+} shc_arc_id;
+
+int shc_arc_id_same(const shc_arc_id *a, const shc_arc_id *b);
+
+/* shc_arc_walk, and: the file's identity in *id (when id is not NULL) as it was opened; with
+ * expect, a file that is not that one (size, modification time, inode or device differ) fails
+ * with ESTALE before any member is visited. Either way a file that changes while it is walked
+ * fails with ESTALE at the end (msg names the archive).
+ * A compressed archive is read to the end of its compressed stream, past the last member, so
+ * the stream's checksum (gzip CRC-32, zstd frame checksum, xz and bzip2 block checks, lz4
+ * content checksum) is always compared: a stream that fails it, or does not decode, fails the
+ * walk with FMT_EHASH, whatever the visitor was given before; none of its members can be trusted
+ * (msg names the archive, the filter and the reason). A stream that ends early is FMT_ETRUNC as
+ * above: the members visited before it stay valid. Plain tar has no data checksum: its members'
+ * bytes are what the file holds. */
+int shc_arc_walk_id(const char *path, int nest, const shc_arc_id *expect, shc_arc_id *id,
+                    shc_arc_visit visit, void *ctx, fmt_msg *msg);
 
 /* The current member's data, at most max bytes (FMT_ETOOBIG beyond, read no further), in *data
  * (malloc'd, caller frees; at least one byte allocated). Errors: FMT_ETRUNC / FMT_ECORRUPT with

@@ -399,6 +399,8 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     shc_crash_init(&crash, cb);
     int lock_fd = -1;
     int started = 0, committed = 0;     /* writing into out began; the manifest is in place */
+    int condemned = 0;          /* an archive failed its stream check or changed (feed.h) */
+    fmt_msg feed_why = {{0}};
 
     /* the output directory */
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
@@ -555,6 +557,8 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
         while (!s->done)
             pthread_cond_wait(&pl.ready, &pl.mu);
         pthread_mutex_unlock(&pl.mu);
+        if ((rc = shc_feed_check(pl.feed, 0, &feed_why)))
+            goto condemn;
         if (o->stream) {
             if (s->rc == SHC_EEND) {
                 hi = i;         /* the stream's end: every item before it is written */
@@ -668,6 +672,9 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
         result = rc;
         goto stop;
     }
+    /* every archive read to the end of its stream, its checks passed, before anything is final */
+    if ((rc = shc_feed_check(pl.feed, 1, &feed_why)))
+        goto condemn;
     if (w && (rc = finish_shard(be, &w, journal, hi, &shards, cur_name, &crash)))
         goto io_error;
     shc_report_progress(cb, t0, hi - next_input, hi - next_input, rej.n, 1);
@@ -788,6 +795,14 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     result = nrej ? SHC_EREJECTS : 0;
     goto stop;
 
+condemn:
+    /* samples already written may hold altered bytes, or another member's: none is kept (a
+     * --resume would keep the finished shards) and nothing is published */
+    shc_say(cb, "cannot read %s; the build stops and removes what it wrote in %s", feed_why.text,
+            o->out);
+    condemned = 1;
+    result = rc;
+    goto stop;
 io_error:
     shc_say(cb, "cannot write %s: %s", cur_path ? cur_path : o->out, fmt_strerror(rc));
     result = rc;
@@ -817,7 +832,7 @@ leave:
         fclose(journal);
     }
     /* a streamed build cannot be resumed: what it wrote before failing goes */
-    if (o->stream && started && !committed)
+    if ((o->stream || condemned) && started && !committed)
         shc_clear_output(o->out, -1, shc_is_set(be) ? &in : NULL);
     free(jpath);
     free(cur_name);

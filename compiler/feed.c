@@ -39,6 +39,8 @@ struct shc_feed {
     uint64_t nheld_low;             /* members HELD below need */
     uint64_t peak, walks;
     int stop, done;
+    int fatal;                  /* an archive failed its stream check or changed: the build stops */
+    char *fatal_why;
     pthread_t tid;
     pthread_mutex_t mu;
     pthread_cond_t change;
@@ -96,7 +98,19 @@ typedef struct {
     uint8_t *seen;              /* wants[arc][k] was met in this walk */
     int delivered;              /* this walk */
     char error[sizeof(fmt_msg)];    /* an inner tar's damage, for the members it hides */
+    char changed[sizeof(fmt_msg)];  /* a member that is not the one listed at its ordinal */
 } walk_ctx;
+
+/* Is am the member the listing found at its ordinal (it), as its item path ("ARCHIVE!NAME",
+ * inputs.h) and size say? Members are matched by ordinal: a replaced archive would hand one
+ * member's bytes to another's position. */
+static int same_member(const char *arc, const fmt_input *it, const shc_arc_member *am)
+{
+    size_t n = strlen(arc);
+    uint64_t size = am->size > 0 ? (uint64_t)am->size : 0;
+    return strncmp(it->path, arc, n) == 0 && it->path[n] == '!' &&
+           strcmp(it->path + n + 1, am->name) == 0 && it->size == size;
+}
 
 static int visit(void *ctx, const shc_arc_member *am, shc_arc_reader *r)
 {
@@ -117,6 +131,15 @@ static int visit(void *ctx, const shc_arc_member *am, shc_arc_reader *r)
     }
     if (lo == n || v[lo].seq != am->seq)
         return 0;
+    const fmt_input *it = &f->in->items[v[lo].pos];
+    const char *arc = f->in->archives[w->arc].path;
+    if (!same_member(arc, it, am)) {
+        snprintf(w->changed, sizeof w->changed, "%s: the archive changed since it was listed: "
+                 "member %llu is %s (%lld bytes), listed as %s (%llu bytes)", arc,
+                 (unsigned long long)am->seq, am->name, (long long)am->size, it->path,
+                 (unsigned long long)it->size);
+        return ESTALE;
+    }
     uint8_t *data = NULL;
     size_t len = 0;
     int have = 0, rc = 0;
@@ -189,6 +212,19 @@ static void fail_unseen(shc_feed *f, uint32_t arc, const uint8_t *seen, int rc, 
     pthread_mutex_unlock(&f->mu);
 }
 
+/* The build cannot go on: every position still PENDING gets rc/why, and so does
+ * shc_feed_check (mu not held). */
+static void fail_all(shc_feed *f, int rc, const char *why)
+{
+    pthread_mutex_lock(&f->mu);
+    f->fatal = rc;
+    f->fatal_why = strdup(why && *why ? why : "an archive is damaged");
+    for (uint64_t pos = f->lo; pos < f->hi; pos++)
+        if (f->in->items[pos].archive && f->m[pos - f->lo].state == PENDING)
+            deliver(f, pos, NULL, 0, rc, why);
+    pthread_mutex_unlock(&f->mu);
+}
+
 static void *feeder(void *arg)
 {
     shc_feed *f = arg;
@@ -207,11 +243,19 @@ static void *feeder(void *arg)
             continue;
         }
         fmt_msg msg = {{0}};
-        int rc = shc_arc_walk(src->path, src->nest, visit, &w, &msg);
+        int rc = shc_arc_walk_id(src->path, src->nest, src->have_id ? &src->id : NULL, NULL,
+                                 visit, &w, &msg);
         pthread_mutex_lock(&f->mu);
         f->walks++;
         stop = f->stop;
         pthread_mutex_unlock(&f->mu);
+        if (!stop && (rc == FMT_EHASH || rc == ESTALE)) {
+            /* members delivered before may be altered (or another member's): no position of
+             * any archive gets more, and the build must not publish (shc_feed_check) */
+            fail_all(f, rc, rc == ESTALE && w.changed[0] ? w.changed : msg.text);
+            free(w.seen);
+            break;
+        }
         if (!stop && rc != ECANCELED)
             /* each member not met is a reject saying why; so each walk delivers need */
             fail_unseen(f, arc, w.seen, rc ? rc : FMT_ECORRUPT,
@@ -325,6 +369,20 @@ int shc_feed_take(shc_feed *f, uint64_t pos, uint8_t **data, size_t *len, fmt_ms
     return rc;
 }
 
+int shc_feed_check(shc_feed *f, int wait, fmt_msg *msg)
+{
+    if (!f)
+        return 0;
+    pthread_mutex_lock(&f->mu);
+    while (wait && !f->done && !f->stop)
+        pthread_cond_wait(&f->change, &f->mu);
+    int rc = f->fatal;
+    if (rc)
+        fmt_fail(msg, rc, "%s", f->fatal_why ? f->fatal_why : "an archive is damaged");
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
 void shc_feed_stop(shc_feed *f)
 {
     if (!f)
@@ -352,6 +410,7 @@ void shc_feed_free(shc_feed *f)
     free(f->wants);
     free(f->nwants);
     free(f->m);
+    free(f->fatal_why);
     free(f);
 }
 

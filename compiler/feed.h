@@ -38,6 +38,14 @@ int shc_feed_start(const fmt_inputs *in, uint64_t lo, uint64_t hi, uint64_t max_
  * saying why; ECANCELED once the feeder is stopped. */
 int shc_feed_take(shc_feed *f, uint64_t pos, uint8_t **data, size_t *len, fmt_msg *msg);
 
+/* Whether the build may publish what it read: 0, or the error that condemns an archive, with
+ * msg naming it: FMT_EHASH (its compressed stream failed its check, or did not decode, which
+ * is known only at the end of a walk, after members were delivered) or ESTALE (the file, or a
+ * member at its ordinal, is not the one listed). With wait, after the feeder has ended, i.e.
+ * after every walk has read its archive to the end: call it so before publishing; without,
+ * now (at most one member late). After such an error every position not yet delivered gets it. */
+int shc_feed_check(shc_feed *f, int wait, fmt_msg *msg);
+
 /* Ask the feeder to stop: takers waiting, and those to come, get ECANCELED. Does not wait
  * (shc_feed_free does): call it before joining the threads that take. */
 void shc_feed_stop(shc_feed *f);

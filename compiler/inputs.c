@@ -54,7 +54,22 @@ static uint32_t add_archive(fmt_inputs *in, const char *path, int nest)
     if (!(p[in->narchives].path = strdup(path)))
         return 0;
     p[in->narchives].nest = nest;
+    p[in->narchives].have_id = 0;
     return (uint32_t)++in->narchives;
+}
+
+/* The file archive a (1-based) was listed from: later walks must find that one. */
+static void set_archive_id(fmt_inputs *in, uint32_t a, const shc_arc_id *id)
+{
+    in->archives[a - 1].id = *id;
+    in->archives[a - 1].have_id = 1;
+}
+
+/* Does a walk's error condemn the whole archive (its compressed stream fails its check, or the
+ * file changed while it was listed), so that none of its members may be listed? */
+static int arc_condemned(int rc)
+{
+    return rc == FMT_EHASH || rc == ESTALE;
 }
 
 static int add_skip(fmt_inputs *in, const char *path, const char *reason)
@@ -232,6 +247,7 @@ typedef struct {
     size_t n, cap;
     char **classes;     /* class names met (folders, inner tars), unsorted, with repeats */
     size_t ncls, capcls;
+    shc_arc_id id;      /* the file listed */
 } arc_tree;
 
 static int cmp_entry(const void *a, const void *b)
@@ -395,10 +411,10 @@ static int tree_list(fmt_inputs *in, const char *path, arc_tree *t, fmt_msg *msg
     t->in = in;
     t->path = path;
     fmt_msg why = {{0}};
-    int rc = shc_arc_walk(path, 1, tree_visit, t, &why);
+    int rc = shc_arc_walk_id(path, 1, NULL, &t->id, tree_visit, t, &why);
     if (rc == ENOMEM)
         return fmt_fail(msg, rc, "cannot list %s: out of memory", path);
-    if (rc && t->n == 0 && t->ncls == 0)
+    if ((rc && t->n == 0 && t->ncls == 0) || arc_condemned(rc))
         return fmt_fail(msg, rc, "cannot read %s", why.text);
     if (rc && (rc = add_skip(in, path, reason_of(path, why.text))))
         return rc;
@@ -457,8 +473,11 @@ int fmt_inputs_from_dirs(char *const *srcs, size_t nsrc, fmt_inputs *in, fmt_msg
             n = trees[s].ncls;
             trees[s].classes = NULL;
             trees[s].ncls = 0;
-            if (!add_archive(in, srcs[s], 1))
+            uint32_t a = add_archive(in, srcs[s], 1);
+            if (!a)
                 rc = ENOMEM;
+            else
+                set_archive_id(in, a, &trees[s].id);
             for (size_t i = 0; i < n; i++)
                 if (push_name(&all, &nall, &capall, names[i]))
                     rc = ENOMEM;
@@ -583,6 +602,7 @@ typedef struct {
     char *path;
     mem_ent *v;
     size_t n, cap;
+    shc_arc_id id;      /* the file indexed */
 } mem_index;
 
 static int index_visit(void *ctx, const shc_arc_member *m, shc_arc_reader *r)
@@ -626,7 +646,7 @@ static void index_free(mem_index *x)
 /* The member called name of the archive at path (indexes cached in *cache), the last one of
  * that name as extraction keeps it; NULL when there is none. Errors in rc/msg. */
 static const mem_ent *find_member(mem_index **cache, size_t *ncache, const char *path,
-                                  const char *name, int *rc, fmt_msg *why)
+                                  const char *name, int *rc, fmt_msg *why, shc_arc_id *id)
 {
     mem_index *x = NULL;
     for (size_t i = 0; i < *ncache; i++)
@@ -645,14 +665,15 @@ static const mem_ent *find_member(mem_index **cache, size_t *ncache, const char 
             *rc = ENOMEM;
             return NULL;
         }
-        int wr = shc_arc_walk(path, 1, index_visit, x, why);
-        if (wr == ENOMEM || (wr && x->n == 0)) {
+        int wr = shc_arc_walk_id(path, 1, NULL, &x->id, index_visit, x, why);
+        if (wr == ENOMEM || (wr && x->n == 0) || arc_condemned(wr)) {
             *rc = wr;
             return NULL;
         }
         if (x->n > 1)
             qsort(x->v, x->n, sizeof *x->v, cmp_mem);
     }
+    *id = x->id;
     char norm[4097];
     if (shc_arc_norm_name(name, norm) <= 0)
         return NULL;
@@ -754,8 +775,12 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
                     }
                     fmt_msg awhy = {{0}};
                     int arc_rc = 0;
-                    const mem_ent *e = find_member(&cache, &ncache, p, bang + 1, &arc_rc, &awhy);
+                    shc_arc_id aid;
+                    const mem_ent *e = find_member(&cache, &ncache, p, bang + 1, &arc_rc, &awhy,
+                                                   &aid);
                     uint32_t a = e ? add_archive(in, p, 1) : 1;
+                    if (e && a)
+                        set_archive_id(in, a, &aid);
                     if (arc_rc || !a) {
                         rc = fmt_fail(msg, arc_rc ? arc_rc : ENOMEM, "%s:%lu: cannot read %s",
                                       list, lineno, arc_rc ? awhy.text : "out of memory");
@@ -1007,12 +1032,14 @@ int fmt_inputs_from_wds(char *const *srcs, size_t nsrc, const char *label, fmt_i
         }
         size_t before = in->n + in->nskipped;
         fmt_msg why = {{0}};
-        rc = shc_arc_walk(srcs[s], 0, wds_visit, &w, &why);
+        shc_arc_id aid = {0};
+        rc = shc_arc_walk_id(srcs[s], 0, NULL, &aid, wds_visit, &w, &why);
+        set_archive_id(in, w.arc, &aid);
         int frc = wds_flush(&w);
         if (rc == ENOMEM || frc) {
             rc = rc ? rc : frc;
             fmt_fail(msg, rc, "cannot list %s: %s", srcs[s], strerror(rc));
-        } else if (rc && in->n + in->nskipped == before) {
+        } else if ((rc && in->n + in->nskipped == before) || arc_condemned(rc)) {
             fmt_fail(msg, rc, "cannot read %s", why.text);
         } else if (rc) {
             rc = add_skip(in, srcs[s], reason_of(srcs[s], why.text));

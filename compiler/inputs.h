@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arcwalk.h"
 #include "fmt.h"
 
 /* Labels in list files are 0..FMT_MAX_LABEL (the manifest names every class up to the largest). */
@@ -39,10 +40,13 @@ typedef struct {
     uint64_t size;      /* a member's size as its header gives it (0 if unknown) */
 } fmt_input;
 
-/* An archive some inputs are members of, and how it is walked (nest: inner tars opened). */
+/* An archive some inputs are members of, and how it is walked (nest: inner tars opened); id:
+ * the file the listing walked (have_id), which every later walk must find again. */
 typedef struct {
     char *path;
     int nest;
+    int have_id;
+    shc_arc_id id;
 } fmt_archive_src;
 
 typedef struct {

@@ -22,8 +22,9 @@ build_pkgs=(
   python3-h5py                             # test_hdf5's second reader of our HDF5 files
   liburing-dev                             # io_uring batches of the reader's O_DIRECT path
   libarchive-dev                           # shardc build X.tar|X.tar.gz|X.zip: archives read in place
-  zip unzip zstd xz-utils                  # archive tests: Info-ZIP zips and tar.zst written, and
-                                           # extracted by unzip and tar (Essential) -xf .xz/.zst
+  zip unzip zstd xz-utils lz4 bzip2        # archive tests: Info-ZIP zips and compressed tars
+                                           # written, extracted (unzip, tar -xf) and checked
+                                           # by their own tools (e2e_archive_check)
   gnuplot-nox                              # the plot make demo draws (shardbench compare --plot)
   python3-dev python3-numpy                # the Python module (reader/python/) builds against both
   python3-pytest python3-torch             # its tests: pytest, and torch interop (tensors, DataLoader)
