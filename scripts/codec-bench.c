@@ -1,7 +1,8 @@
 /* codec-bench - how the payload codecs do on a dataset's own samples: for each codec spec, the
  * compress ratio and single-thread compress and decompress rates over every sample of a dataset
  * (any backend), each sample on its own as shardc stores it. The measurement behind the choice of
- * LZ4 and Zstandard and their default levels (README, "Compressed shards").
+ * LZ4 and Zstandard and their default levels (docs/FORMATS.md, "Compressed raw shards"; the
+ * figures: docs/BENCHMARKS.md).
  *
  *   codec-bench [--reps N] DATASET SPEC...       e.g. codec-bench ds lz4 lz4:9 zstd:1 zstd:3
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End to end: archives as inputs (README "Archives as inputs"). A tar, tar.gz, zip, tar of class
+# End to end: archives as inputs (docs/CLI.md "Archives as inputs"). A tar, tar.gz, zip, tar of class
 # tars, WebDataset shards and a list file naming members each give, sample for sample and label
 # for label, the dataset of the extracted tree (or of the same list over the files), whatever
 # order the members were written in and however small the read-ahead buffer; --part and merge,

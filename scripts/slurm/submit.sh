@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Submit a build in N parts and its merge, the merge held until every part succeeded:
 #   scripts/slurm/submit.sh N SRC OUT [shardc build options]
-# (the two sbatch commands of the README, with the job id passed along).
+# (the two sbatch commands of docs/CLI.md, with the job id passed along).
 set -euo pipefail
 if [ $# -lt 3 ]; then
   echo "usage: scripts/slurm/submit.sh N SRC OUT [shardc build options]" >&2
