@@ -357,7 +357,8 @@ int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
         rc = walk(o->yolo, "", is_txt, &labels, NULL, 0, msg);
     if (rc)
         goto leave;
-    qsort(imgs.v, imgs.n, sizeof *imgs.v, by_str);
+    if (imgs.n > 1)                     /* an empty folder: no list to sort (v is NULL) */
+        qsort(imgs.v, imgs.n, sizeof *imgs.v, by_str);
     for (size_t i = 0; i < imgs.n && rc == 0; i++)
         rc = strlist_add(&stems, stem_of(imgs.v[i]));
     if (rc)
@@ -368,7 +369,8 @@ int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
         rc = ENOMEM;
         goto leave;
     }
-    memcpy(sorted, stems.v, stems.n * sizeof *sorted);
+    if (stems.n)
+        memcpy(sorted, stems.v, stems.n * sizeof *sorted);
     qsort(sorted, stems.n, sizeof *sorted, by_str);
     for (size_t i = 1; i < stems.n && rc == 0; i++)
         if (strcmp(sorted[i], sorted[i - 1]) == 0)
