@@ -2,6 +2,7 @@
 #include "annot.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -173,6 +174,13 @@ int shc_annot_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t sr
             continue;
         }
         double ar = a->kind == SHC_ANNOT_COCO ? b->area : (src[2] - src[0]) * (src[3] - src[1]);
+        if (!(ar * scale <= FLT_MAX)) {
+            /* a record holding inf is one every reader refuses */
+            rc = fmt_fail(why, FMT_ECORRUPT, "%s: annotation id %" PRId64 ": area %g, %g once "
+                          "scaled to the sample, is beyond a float's range", im->where, b->id, ar,
+                          ar * scale);
+            goto leave;
+        }
         labels[kept] = b->category;
         area[kept] = (float)(ar * scale);
         crowd[kept] = b->iscrowd;

@@ -72,6 +72,11 @@ void shc_annot_free(shc_annot *a);
 int shc_coco_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg *msg);
 int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg *msg);
 
+/* The first repeated name of names[0..n) in order (the YOLO names file's check): 1 with *again
+ * the position of the first name that an earlier one equals and *first that earlier one's
+ * position; 0 when all names differ; -ENOMEM. O(n log n). */
+int shc_yolo_duplicate(char *const *names, size_t n, size_t *first, size_t *again);
+
 /* The target record of input pos: its boxes in source pixels (checked against the src_w x
  * src_h image, see the top of this file), moved through plan p (fmt_target_map_box), those left
  * without area dropped. The record goes to *buf (grown as needed, capacity *cap), its length to

@@ -285,15 +285,18 @@ static int finish_shard(const fmt_backend *be, void **w, FILE *journal, uint64_t
     return rc;
 }
 
-/* Boxes stored and dropped over every sample of the dataset in dir. */
-static int count_boxes(const char *dir, uint64_t *boxes, uint64_t *dropped)
+/* Open the dataset in dir under its staged manifest as a reader opens it (which checks every
+ * target record), and count the boxes stored and dropped over every sample. 0, or the error of
+ * the open or of a record, with msg saying why. */
+static int check_staged(const char *dir, uint64_t *boxes, uint64_t *dropped, fmt_msg *msg)
 {
     fmt_dataset *d = NULL;
     *boxes = *dropped = 0;
-    int rc = fmt_dataset_open_ex(&d, dir, FMT_ACCESS_PREAD, NULL);
-    for (uint64_t i = 0; rc == 0 && i < fmt_dataset_count(d); i++) {
+    int rc = fmt_dataset_open_flags(&d, dir, FMT_ACCESS_PREAD, FMT_OPEN_STAGED, msg);
+    int targets = rc == 0 && fmt_dataset_manifest(d)->targets;
+    for (uint64_t i = 0; targets && rc == 0 && i < fmt_dataset_count(d); i++) {
         fmt_target t;
-        if ((rc = fmt_dataset_target(d, i, &t, NULL)) == 0) {
+        if ((rc = fmt_dataset_target(d, i, &t, msg)) == 0) {
             *boxes += t.count;
             *dropped += t.dropped;
         }
@@ -362,6 +365,16 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     }
     for (size_t i = 0; i < in.nskipped; i++)
         shc_say(cb, "cannot read %s: %s (skipped)", in.skipped[i].path, in.skipped[i].reason);
+    if (in.n == 0 && !o->stream && o->wds) {
+        const char *lab = o->wds_label ? o->wds_label : "cls";
+        int json = strncmp(lab, "json:", 5) == 0;
+        shc_say(cb, "no samples found in %s%s (expected WebDataset shards whose samples hold a "
+                ".jpg, .png or .bmp image and a usable .%s label%s%s of the same key)", o->srcs[0],
+                o->nsrc > 1 ? " and the other SRCs" : "", json ? "json" : lab,
+                json ? " with the field " : "", json ? lab + 5 : "");
+        fmt_inputs_free(&in);
+        return SHC_EINPUT;
+    }
     if (in.n == 0 && !o->stream) {
         shc_say(cb, "no images found in %s%s (expected class folders of .jpg, .png or .bmp files, "
                 "or a --list)", o->srcs[0], o->nsrc > 1 ? " and the other SRCs" : "");
@@ -750,7 +763,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     }
     if (rc == 0) {
         shc_crash_point(&crash, 0, "before writing", FMT_MANIFEST_NAME);
-        rc = fmt_manifest_write(o->out, &m);
+        rc = fmt_manifest_stage(o->out, &m);
     }
     free(m.build_json);
     if (rc) {
@@ -758,16 +771,29 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
         result = rc;
         goto stop;
     }
-    shc_crash_point(&crash, 0, "after writing", FMT_MANIFEST_NAME);
-    committed = 1;
-    unlink(jpath);
-    /* what was written opens as a reader opens it, or the build failed */
+    /* what was written opens as a reader opens it, or the build failed: the manifest is
+     * published only after that, so no reader (and no later --force) ever meets a dataset its
+     * own build refused */
+    uint64_t nboxes = 0, ndropped = 0;
     fmt_msg probe = {{0}};
-    if ((rc = fmt_dataset_probe(o->out, &probe)) != 0) {
-        shc_say(cb, "the dataset written to %s does not open: %s", o->out, fmt_reason(&probe, rc));
+    if ((rc = check_staged(o->out, &nboxes, &ndropped, &probe)) != 0) {
+        char *staged = fmt_path_join(o->out, FMT_MANIFEST_STAGED_NAME, "");
+        if (staged)
+            unlink(staged);
+        free(staged);
+        shc_say(cb, "the dataset written to %s does not open: %s (no manifest written)", o->out,
+                fmt_reason(&probe, rc));
         result = rc;
         goto stop;
     }
+    if ((rc = fmt_manifest_publish(o->out)) != 0) {
+        shc_say(cb, "cannot write the manifest in %s: %s", o->out, strerror(rc));
+        result = rc;
+        goto stop;
+    }
+    shc_crash_point(&crash, 0, "after writing", FMT_MANIFEST_NAME);
+    committed = 1;
+    unlink(jpath);
 
     double dt = shc_now() - t0;
     uint64_t total_bytes = 0;
@@ -784,11 +810,8 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
             /* counted from what was written, so a resumed build counts its kept shards too */
             sum.targets = 1;
             sum.skipped_empty = annot->skipped_empty;
-            if ((rc = count_boxes(o->out, &sum.boxes, &sum.boxes_dropped)) != 0) {
-                shc_say(cb, "cannot read the targets back from %s: %s", o->out, fmt_strerror(rc));
-                result = rc;
-                goto stop;
-            }
+            sum.boxes = nboxes;
+            sum.boxes_dropped = ndropped;
         }
         cb->summary(cb->ctx, &sum);
     }

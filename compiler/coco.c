@@ -6,12 +6,14 @@
  * ignored. Errors (the whole build stops, naming the file and the entry): JSON that does not
  * parse, a member of the wrong type, duplicate ids (images, annotations, categories) or file
  * names, an annotation naming an image or a category that is not listed, a file name that is
- * absolute or has a ".." component, iscrowd other than 0 or 1, a negative or non-finite area
- * or coordinate. The boxes themselves are checked against the image when it is rendered.
+ * absolute or has a ".." component, iscrowd other than 0 or 1, a negative area, an area or
+ * coordinate that is not finite or lies beyond a float's range (a record stores them as float32).
+ * The boxes themselves are checked against the image when it is rendered.
  */
 #include "annot.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -66,6 +68,13 @@ static int get_int(const char *file, const char *what, size_t i, json_t *o, cons
     return 0;
 }
 
+/* Finite and within a float's range: what a target record stores (area and boxes as float32;
+ * a larger value would become inf there, and readers refuse a record holding one). */
+static int in_float_range(double v)
+{
+    return isfinite(v) && fabs(v) <= FLT_MAX;
+}
+
 /* A relative path that stays inside IMAGES. */
 static int safe_name(const char *s)
 {
@@ -88,16 +97,19 @@ int shc_coco_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
     coco_image *imgs = NULL;
     id_pos *img_ids = NULL, *ann_ids = NULL;
     size_t *ann_img = NULL, *slot = NULL;
-    json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &err);
     a->kind = SHC_ANNOT_COCO;
-    if (!root) {
-        FILE *f = fopen(file, "rb");
-        if (!f)
-            return fmt_fail(msg, errno, "cannot read %s: %s", file, strerror(errno));
-        fclose(f);
+    fmt_msg why = {""};
+    FILE *f = fmt_fopen_file(file, &rc, &why);
+    if (!f)
+        return fmt_fail(msg, rc, "cannot read %s: %s", file, why.text);
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
+    int read_error = ferror(f);
+    fclose(f);
+    if (!root && read_error)
+        return fmt_fail(msg, EIO, "cannot read %s: %s", file, strerror(EIO));
+    if (!root)
         return fmt_fail(msg, EINVAL, "%s:%d:%d: malformed JSON: %s", file, err.line, err.column,
                         err.text);
-    }
     json_t *cats = json_object_get(root, "categories"), *ims = json_object_get(root, "images"),
            *anns = json_object_get(root, "annotations");
     if (!json_is_array(cats) || !json_is_array(ims) || !json_is_array(anns)) {
@@ -236,11 +248,11 @@ int shc_coco_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
         int ok = json_is_array(bb) && json_array_size(bb) == 4;
         for (size_t k = 0; ok && k < 4; k++) {
             json_t *v = json_array_get(bb, k);
-            ok = json_is_number(v) && isfinite(b.v[k] = json_number_value(v));
+            ok = json_is_number(v) && in_float_range(b.v[k] = json_number_value(v));
         }
         if (!ok) {
             rc = fmt_fail(msg, EINVAL, "%s: annotations[%zu] (id %" PRId64 "): 'bbox' is not 4 "
-                          "finite numbers", file, i, b.id);
+                          "finite numbers within +-%g", file, i, b.id, (double)FLT_MAX);
             goto leave;
         }
         if (cr && (!json_is_integer(cr) || (json_integer_value(cr) != 0 &&
@@ -251,9 +263,9 @@ int shc_coco_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
         }
         b.iscrowd = cr ? (uint8_t)json_integer_value(cr) : 0;
         b.area = ar ? json_number_value(ar) : b.v[2] * b.v[3];
-        if (ar && (!json_is_number(ar) || !isfinite(b.area) || b.area < 0)) {
+        if (ar && (!json_is_number(ar) || !in_float_range(b.area) || b.area < 0)) {
             rc = fmt_fail(msg, EINVAL, "%s: annotations[%zu] (id %" PRId64 "): 'area' is not a "
-                          "finite number >= 0", file, i, b.id);
+                          "number from 0 to %g", file, i, b.id, (double)FLT_MAX);
             goto leave;
         }
         boxes[slot[ann_img[i]] + imgs[ann_img[i]].fill++] = b;

@@ -693,11 +693,11 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
                          fmt_msg *msg)
 {
     memset(in, 0, sizeof *in);
-    FILE *f = fopen(list, "r");
-    if (!f) {
-        int e = errno;
-        return fmt_fail(msg, e, "cannot open list file %s: %s", list, strerror(e));
-    }
+    fmt_msg fwhy = {""};
+    int frc;
+    FILE *f = fmt_fopen_file(list, &frc, &fwhy);  /* a FIFO or device: refused, never read */
+    if (!f)
+        return fmt_fail(msg, frc, "cannot open list file %s: %s", list, fwhy.text);
     char *line = malloc(FMT_LIST_LINE_MAX + 1);
     long len;
     unsigned long lineno = 0;

@@ -127,7 +127,8 @@ static long count_lines(const char *dir, const char *name)
     char *p;
     if (asprintf(&p, "%s/%s", dir, name) < 0)
         return -1;
-    FILE *f = fopen(p, "r");
+    int rc;
+    FILE *f = fmt_fopen_file(p, &rc, NULL);
     free(p);
     if (!f)
         return -1;

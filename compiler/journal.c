@@ -97,7 +97,8 @@ int shc_journal_load(const char *out, uint64_t next_input, shc_reject_list *rej,
     char *path = fmt_path_join(out, SHC_JOURNAL_NAME, "");
     if (!path)
         return ENOMEM;
-    FILE *f = fopen(path, "r");
+    int e;
+    FILE *f = fmt_fopen_file(path, &e, NULL);     /* none (or not a file): nothing to reload */
     int rc = 0;
     if (f) {
         char *line = NULL;

@@ -356,7 +356,7 @@ static int write_manifest(const char *out, const part_t *parts, uint32_t n,
         shc_channel_stats(sum, sumsq, pixels, mm.channels, mm.mean, mm.std);
         mm.fingerprint = ref->rec.fingerprint;
         mm.build_json = ref->rest;
-        rc = fmt_manifest_write(out, &mm);
+        rc = fmt_manifest_stage(out, &mm);      /* published once it opens */
         if (rc)
             fmt_fail(msg, rc, "cannot write %s/%s: %s", out, FMT_MANIFEST_NAME,
                      fmt_strerror(rc));
@@ -488,10 +488,21 @@ int shc_merge(const char *out, shc_merge_result *res, fmt_msg *msg)
     if (!rc)
         rc = write_manifest(out, parts, n, res, msg);
     if (!rc) {
-        /* what was written opens as a reader opens it, or the merge failed */
+        /* what was written opens as a reader opens it, or the merge failed and publishes no
+         * manifest */
         fmt_msg probe = {{0}};
-        if ((rc = fmt_dataset_probe(out, &probe)) != 0)
+        fmt_dataset *d = NULL;
+        rc = fmt_dataset_open_flags(&d, out, FMT_ACCESS_PREAD, FMT_OPEN_STAGED, &probe);
+        fmt_dataset_close(d);
+        if (rc) {
+            char *staged = fmt_path_join(out, FMT_MANIFEST_STAGED_NAME, "");
+            if (staged)
+                unlink(staged);
+            free(staged);
             fmt_fail(msg, rc, "the merged dataset does not open: %s", fmt_reason(&probe, rc));
+        } else if ((rc = fmt_manifest_publish(out)) != 0) {
+            fmt_fail(msg, rc, "cannot write %s/%s: %s", out, FMT_MANIFEST_NAME, fmt_strerror(rc));
+        }
     }
 leave:
     if (rc == ENOMEM && msg && !msg->text[0])

@@ -62,17 +62,12 @@ void shc_render_scratch_free(shc_render_scratch *s)
 static int read_into(const char *path, uint64_t max, shc_render_scratch *s, size_t *len)
 {
     *len = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return errno;
+    int fd, rc = fmt_open_file(path, &fd, NULL);
+    if (rc)
+        return rc;
     struct stat st;
-    int rc = 0;
     if (fstat(fd, &st) != 0) {
         rc = errno;
-        goto leave;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = S_ISDIR(st.st_mode) ? EISDIR : FMT_EUNSUPPORTED;
         goto leave;
     }
     if ((uint64_t)st.st_size > max || (uint64_t)st.st_size > SIZE_MAX - 1) {

@@ -137,14 +137,15 @@ int shc_inputs_tsv_read(const char *dir, int (*each)(void *ctx, const shc_inputs
     char *p;
     if (asprintf(&p, "%s/" SHC_INPUTS_NAME, dir) < 0)
         return ENOMEM;
-    FILE *f = fopen(p, "r");
+    int rc;
+    FILE *f = fmt_fopen_file(p, &rc, NULL);
     free(p);
     if (!f)
-        return errno;
+        return rc;
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
-    int rc = 0, first = 1;
+    int first = 1;
     while (!rc && (n = getline(&line, &cap, f)) > 0) {
         if (line[n - 1] == '\n')
             line[--n] = '\0';

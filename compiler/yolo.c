@@ -6,8 +6,10 @@
  * lines ignored). An image without a label file has no boxes. Its image id is S when S is all
  * digits, else its position in the sorted list. Errors (the whole build stops, naming the file
  * and line): a line that is not five fields, a class that is not a name's index, a value that
- * is not a finite number, a label file without an image, two images sharing a label file, two
- * images with one id, an empty or duplicate name in the names file.
+ * is not a finite number, a line holding a NUL byte (a file zero-filled by a crash), a label file
+ * without an image, two images sharing a label file, two images with one id, an empty or
+ * duplicate name in the names file. The names file and the label files must be regular files (a
+ * FIFO or /dev/zero would hang the build).
  */
 #include "annot.h"
 
@@ -136,23 +138,95 @@ static char *stem_of(const char *rel)
     return s;
 }
 
-/* The names file: one class name per line (a trailing newline and a final "\r" ignored). */
+enum { LINE_MAX_BYTES = 4095 };
+
+/* The next line of f into buf (cap bytes, NUL-terminated, without its newline): its length, -1
+ * at the end of the file, -2 when it is longer than cap - 1 bytes, -3 when it holds a NUL byte
+ * (the rest of the line is skipped then). */
+static long next_line(FILE *f, char *buf, size_t cap)
+{
+    size_t n = 0;
+    int c, nul = 0;
+    while ((c = getc_unlocked(f)) != EOF && c != '\n') {
+        if (c == '\0')
+            nul = 1;
+        if (n + 1 >= cap)
+            return nul ? -3 : -2;
+        buf[n++] = (char)c;
+    }
+    if (c == EOF && n == 0)
+        return -1;
+    buf[n] = '\0';
+    return nul ? -3 : (long)n;
+}
+
+/* The message of a bad line (len: next_line's -2 or -3). */
+static int line_fail(fmt_msg *msg, const char *path, int64_t lineno, long len)
+{
+    if (len == -3)
+        return fmt_fail(msg, EINVAL, "%s:%" PRId64 ": NUL byte in the line (a damaged file, "
+                        "zero-filled by a crash?)", path, lineno);
+    return fmt_fail(msg, EINVAL, "%s:%" PRId64 ": line longer than %d bytes", path, lineno,
+                    LINE_MAX_BYTES);
+}
+
+static int by_str_pos(const void *x, const void *y)
+{
+    char *const *a = *(char *const *const *)x, *const *b = *(char *const *const *)y;
+    int c = strcmp(*a, *b);
+    return c ? c : a < b ? -1 : a > b;
+}
+
+int shc_yolo_duplicate(char *const *names, size_t n, size_t *first, size_t *again)
+{
+    if (n < 2)
+        return 0;
+    char *const **v = malloc(n * sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        v[i] = &names[i];
+    /* by name, then position: a run of equal names starts at its first occurrence */
+    qsort(v, n, sizeof *v, by_str_pos);
+    size_t best = n, best_first = 0;
+    for (size_t i = 1, run = 0; i < n; i++) {
+        if (strcmp(*v[i], *v[i - 1]) != 0) {
+            run = i;
+            continue;
+        }
+        size_t at = (size_t)(v[i] - names);
+        if (i == run + 1 && at < best) {    /* the run's second: its first repeat */
+            best = at;
+            best_first = (size_t)(v[run] - names);
+        }
+    }
+    free(v);
+    if (best == n)
+        return 0;
+    *first = best_first;
+    *again = best;
+    return 1;
+}
+
+/* The names file: one class name per line (a trailing "\r" ignored). */
 static int read_names(const char *path, shc_annot *a, fmt_msg *msg)
 {
-    FILE *f = fopen(path, "r");
+    fmt_msg why = {""};
+    int rc;
+    FILE *f = fmt_fopen_file(path, &rc, &why);
     if (!f)
-        return fmt_fail(msg, errno, "cannot read %s: %s", path, strerror(errno));
-    char line[4096];
-    int rc = 0;
+        return fmt_fail(msg, rc, "cannot read %s: %s", path, why.text);
+    char line[LINE_MAX_BYTES + 1];
     size_t lineno = 0, blank_at = 0;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
+    long len;
+    while (rc == 0 && (len = next_line(f, line, sizeof line)) != -1) {
         lineno++;
-        size_t n = strlen(line);
-        if (n && line[n - 1] != '\n' && !feof(f)) {
-            rc = fmt_fail(msg, EINVAL, "%s:%zu: line too long", path, lineno);
+        if (len < 0) {
+            rc = line_fail(msg, path, (int64_t)lineno, len);
             break;
         }
-        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        size_t n = (size_t)len;
+        while (n && line[n - 1] == '\r')
             line[--n] = '\0';
         if (n == 0) {
             blank_at = blank_at ? blank_at : lineno;
@@ -162,14 +236,6 @@ static int read_names(const char *path, shc_annot *a, fmt_msg *msg)
             rc = fmt_fail(msg, EINVAL, "%s:%zu: empty class name", path, blank_at);
             break;
         }
-        for (size_t i = 0; i < a->ncats; i++)
-            if (strcmp(a->cats[i].name, line) == 0) {
-                rc = fmt_fail(msg, EINVAL, "%s:%zu: class name '%s' also on line %zu", path,
-                              lineno, line, i + 1);
-                break;
-            }
-        if (rc)
-            break;
         fmt_category *c = realloc(a->cats, (a->ncats + 1) * sizeof *c);
         if (!c || !(c[a->ncats].name = strdup(line))) {
             if (c)
@@ -186,24 +252,40 @@ static int read_names(const char *path, shc_annot *a, fmt_msg *msg)
     fclose(f);
     if (rc == 0 && a->ncats == 0)
         rc = fmt_fail(msg, EINVAL, "%s: no class names", path);
+    if (rc == 0) {
+        /* no blank line comes before the last name, so name i is on line i + 1 */
+        char **names = malloc(a->ncats * sizeof *names);
+        size_t first = 0, again = 0;
+        int dup = names ? 0 : -ENOMEM;
+        for (size_t i = 0; names && i < a->ncats; i++)
+            names[i] = a->cats[i].name;
+        if (names)
+            dup = shc_yolo_duplicate(names, a->ncats, &first, &again);
+        free(names);
+        if (dup < 0)
+            rc = ENOMEM;
+        else if (dup)
+            rc = fmt_fail(msg, EINVAL, "%s:%zu: class name '%s' also on line %zu", path,
+                          again + 1, a->cats[again].name, first + 1);
+    }
     return rc;
 }
 
 /* One label file's lines into boxes of the image just added. ENOENT: no label file. */
 static int read_labels(const char *path, shc_annot *a, fmt_msg *msg)
 {
-    FILE *f = fopen(path, "r");
+    fmt_msg why = {""};
+    int rc;
+    FILE *f = fmt_fopen_file(path, &rc, &why);
     if (!f)
-        return errno == ENOENT ? 0 : fmt_fail(msg, errno, "cannot read %s: %s", path,
-                                                  strerror(errno));
-    char line[4096];
-    int rc = 0;
+        return rc == ENOENT ? 0 : fmt_fail(msg, rc, "cannot read %s: %s", path, why.text);
+    char line[LINE_MAX_BYTES + 1];
     int64_t lineno = 0;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
+    long len;
+    while (rc == 0 && (len = next_line(f, line, sizeof line)) != -1) {
         lineno++;
-        size_t n = strlen(line);
-        if (n && line[n - 1] != '\n' && !feof(f)) {
-            rc = fmt_fail(msg, EINVAL, "%s:%" PRId64 ": line too long", path, lineno);
+        if (len < 0) {
+            rc = line_fail(msg, path, lineno, len);
             break;
         }
         char *fields[6], *save = NULL, *tok = strtok_r(line, " \t\r\n", &save);
@@ -238,6 +320,8 @@ static int read_labels(const char *path, shc_annot *a, fmt_msg *msg)
         if (rc == 0)
             rc = shc_annot_add_box(a, &b);
     }
+    if (rc == 0 && ferror(f))
+        rc = fmt_fail(msg, EIO, "cannot read %s: %s", path, strerror(EIO));
     fclose(f);
     return rc;
 }
@@ -245,7 +329,14 @@ static int read_labels(const char *path, shc_annot *a, fmt_msg *msg)
 typedef struct {
     int64_t id;
     size_t pos;
+    int numeric;                        /* the id is the name, not the position */
 } yid;
+
+/* Where image id y comes from, for messages. */
+static const char *id_source(const yid *y)
+{
+    return y->numeric ? "by name" : "by position";
+}
 
 static int by_yid(const void *x, const void *y)
 {
@@ -266,7 +357,8 @@ int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
         rc = walk(o->yolo, "", is_txt, &labels, NULL, 0, msg);
     if (rc)
         goto leave;
-    qsort(imgs.v, imgs.n, sizeof *imgs.v, by_str);
+    if (imgs.n > 1)                     /* an empty folder: no list to sort (v is NULL) */
+        qsort(imgs.v, imgs.n, sizeof *imgs.v, by_str);
     for (size_t i = 0; i < imgs.n && rc == 0; i++)
         rc = strlist_add(&stems, stem_of(imgs.v[i]));
     if (rc)
@@ -277,7 +369,8 @@ int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
         rc = ENOMEM;
         goto leave;
     }
-    memcpy(sorted, stems.v, stems.n * sizeof *sorted);
+    if (stems.n)
+        memcpy(sorted, stems.v, stems.n * sizeof *sorted);
     qsort(sorted, stems.n, sizeof *sorted, by_str);
     for (size_t i = 1; i < stems.n && rc == 0; i++)
         if (strcmp(sorted[i], sorted[i - 1]) == 0)
@@ -307,13 +400,17 @@ int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
         errno = 0;
         long long v = strtoll(base, &end, 10);
         int numeric = *base >= '0' && *base <= '9' && !*end && !errno;
-        ids[i] = (yid){numeric ? v : (int64_t)i, i};
+        ids[i] = (yid){numeric ? v : (int64_t)i, i, numeric};
     }
     qsort(ids, imgs.n, sizeof *ids, by_yid);
     for (size_t i = 1; i < imgs.n; i++)
         if (ids[i].id == ids[i - 1].id) {
-            rc = fmt_fail(msg, EINVAL, "%s and %s: both have image id %" PRId64, imgs.v[ids[i - 1].pos],
-                          imgs.v[ids[i].pos], ids[i].id);
+            const yid *x = &ids[i - 1], *y = &ids[i];
+            rc = fmt_fail(msg, EINVAL, "%s/%s and %s/%s: both have image id %" PRId64 " (an "
+                          "image's id is its name when the name is a number, else its position "
+                          "in the sorted list of images, from 0: %s %s, %s %s)", o->images,
+                          imgs.v[x->pos], o->images, imgs.v[y->pos], y->id, imgs.v[x->pos],
+                          id_source(x), imgs.v[y->pos], id_source(y));
             goto leave;
         }
     /* ids, sorted by id, back by position: the ids just checked are the ids used */

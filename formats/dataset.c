@@ -112,7 +112,8 @@ int fmt_dataset_open_flags(fmt_dataset **out, const char *dir, fmt_access access
     if (!d)
         return ENOMEM;
     d->access = access;
-    int rc = fmt_manifest_read(dir, &d->man, msg);
+    int rc = fmt_manifest_read_named(dir, flags & FMT_OPEN_STAGED ? FMT_MANIFEST_STAGED_NAME
+                                                                  : FMT_MANIFEST_NAME, &d->man, msg);
     if (rc)
         goto leave;
     d->be = fmt_backend_find(d->man.backend);

@@ -65,6 +65,9 @@ int fmt_dataset_open_ex(fmt_dataset **d, const char *dir, fmt_access access, fmt
  * open still fails when the manifest cannot be read, on ENOMEM, and when no shard opens at all.
  * For readers that skip or replace what they cannot read (shardread's on_error). */
 #define FMT_OPEN_TOLERANT 1u
+/* FMT_OPEN_STAGED: the manifest is dir/manifest.json.tmp, staged by a writer that opens what it
+ * wrote before it publishes it (fmt_manifest_stage, fmt_manifest_publish). */
+#define FMT_OPEN_STAGED 2u
 int fmt_dataset_open_flags(fmt_dataset **d, const char *dir, fmt_access access, unsigned flags,
                            fmt_msg *msg);
 

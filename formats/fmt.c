@@ -59,24 +59,64 @@ uint64_t fmt_hash64(const void *data, size_t len)
     return XXH3_64bits(data, len);
 }
 
+static const char *type_name(mode_t m)
+{
+    return S_ISDIR(m) ? "a folder" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "an unknown type";
+}
+
+int fmt_open_file(const char *path, int *fd, fmt_msg *msg)
+{
+    *fd = -1;
+    int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (f < 0) {
+        int e = errno;
+        return fmt_fail(msg, e, "%s", strerror(e));
+    }
+    struct stat st;
+    int rc = 0;
+    if (fstat(f, &st) != 0)
+        rc = errno, fmt_fail(msg, rc, "%s", strerror(rc));
+    else if (!S_ISREG(st.st_mode))
+        rc = fmt_fail(msg, S_ISDIR(st.st_mode) ? EISDIR : FMT_EUNSUPPORTED,
+                      "not a regular file (%s)", type_name(st.st_mode));
+    else if (fcntl(f, F_SETFL, fcntl(f, F_GETFL) & ~O_NONBLOCK) != 0)
+        rc = errno, fmt_fail(msg, rc, "%s", strerror(rc));
+    if (rc) {
+        close(f);
+        return rc;
+    }
+    *fd = f;
+    return 0;
+}
+
+FILE *fmt_fopen_file(const char *path, int *rc, fmt_msg *msg)
+{
+    int fd;
+    if ((*rc = fmt_open_file(path, &fd, msg)) != 0)
+        return NULL;
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        *rc = errno;
+        fmt_fail(msg, *rc, "%s", strerror(*rc));
+        close(fd);
+    }
+    return f;
+}
+
 int fmt_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len)
 {
     *buf = NULL;
     *len = 0;
-    /* O_NONBLOCK: a FIFO or device named like an image must not hang the caller; anything but a
-     * regular file is refused below before a byte is read */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return errno;
+    /* a FIFO or device named like an image must not hang the caller: refused before a byte is
+     * read */
+    int fd, rc = fmt_open_file(path, &fd, NULL);
+    if (rc)
+        return rc;
     struct stat st;
-    int rc = 0;
     uint8_t *p = NULL;
     if (fstat(fd, &st) != 0) {
         rc = errno;
-        goto leave;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = S_ISDIR(st.st_mode) ? EISDIR : FMT_EUNSUPPORTED;
         goto leave;
     }
     if ((uint64_t)st.st_size > max_bytes) {
@@ -128,20 +168,12 @@ int fmt_fsync_parent(const char *path)
     return rc;
 }
 
-int fmt_write_file_atomic(const char *path, const void *data, size_t len)
+int fmt_write_file_synced(const char *path, const void *data, size_t len)
 {
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp)
-        return ENOMEM;
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
     int rc = 0;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = errno;
-        goto leave;
-    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return errno;
     const uint8_t *p = data;
     size_t done = 0;
     while (done < len) {
@@ -158,13 +190,26 @@ int fmt_write_file_atomic(const char *path, const void *data, size_t len)
         rc = errno;
     if (close(fd) != 0 && !rc)
         rc = errno;
-    if (!rc && rename(tmp, path) != 0)
-        rc = errno;
     if (rc)
+        unlink(path);
+    return rc;
+}
+
+int fmt_write_file_atomic(const char *path, const void *data, size_t len)
+{
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 5);
+    if (!tmp)
+        return ENOMEM;
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+    int rc = fmt_write_file_synced(tmp, data, len);
+    if (!rc && rename(tmp, path) != 0) {
+        rc = errno;
         unlink(tmp);
-    else
+    }
+    if (!rc)
         rc = fmt_fsync_parent(path);
-leave:
     free(tmp);
     return rc;
 }
@@ -224,14 +269,11 @@ int fmt_pread_exact(int fd, void *buf, size_t len, uint64_t off)
 
 int fmt_open_regular(const char *path, int *fd, struct stat *st, fmt_msg *msg)
 {
-    *fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (*fd < 0)
-        return errno;
-    int rc = 0;
+    int rc = fmt_open_file(path, fd, msg);
+    if (rc)
+        return rc == FMT_EUNSUPPORTED ? EINVAL : rc;
     if (fstat(*fd, st) != 0)
         rc = errno;
-    else if (!S_ISREG(st->st_mode))
-        rc = fmt_fail(msg, S_ISDIR(st->st_mode) ? EISDIR : EINVAL, "not a regular file");
     else if (st->st_size == 0)
         rc = fmt_fail(msg, FMT_ETRUNC, "empty file");
     if (rc) {
@@ -246,10 +288,9 @@ int fmt_hash_file(const char *path, uint64_t skip_off, uint64_t skip_len, uint64
                   uint64_t *whole, uint64_t *size)
 {
     enum { chunk = 1 << 20 };
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno;
-    int rc = 0;
+    int fd, rc = fmt_open_file(path, &fd, NULL);
+    if (rc)
+        return rc;
     uint8_t *buf = malloc(chunk);
     XXH3_state_t *sp = pinned ? XXH3_createState() : NULL, *sw = whole ? XXH3_createState() : NULL;
     struct stat st;

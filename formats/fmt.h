@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 enum {
@@ -50,6 +51,9 @@ uint64_t fmt_hash64(const void *data, size_t len);
  * (FMT_ETOOBIG beyond). Returns errno values for I/O errors. */
 int fmt_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len);
 
+/* Write a whole file and fsync it (no rename; the file is removed again on failure). */
+int fmt_write_file_synced(const char *path, const void *data, size_t len);
+
 /* Write a whole file atomically: PATH.tmp, fsync, rename to PATH, fsync the directory. */
 int fmt_write_file_atomic(const char *path, const void *data, size_t len);
 
@@ -71,6 +75,19 @@ int fmt_pread_full(int fd, void *buf, size_t len, uint64_t off, size_t *got);
 
 /* fmt_pread_full that wants all len bytes: 0, an errno, or FMT_ETRUNC when the file ends first. */
 int fmt_pread_exact(int fd, void *buf, size_t len, uint64_t off);
+
+/* Open path read-only, and only if it is a regular file (a symbolic link to one is fine): it is
+ * opened with O_NONBLOCK and its type taken from fstat of that descriptor, so a FIFO, a device
+ * (/dev/zero) or a socket is refused before a byte is read and can neither hang nor feed the
+ * caller endless data, and nothing can swap the file between the check and the read (O_NONBLOCK
+ * is cleared again on the regular file). 0 and *fd (O_CLOEXEC), or -1 in *fd and: the errno of
+ * open/fstat, EISDIR for a folder, FMT_EUNSUPPORTED for any other type; msg (may be NULL) gets
+ * the reason without the path ("not a regular file (a FIFO)"). */
+int fmt_open_file(const char *path, int *fd, fmt_msg *msg);
+
+/* fmt_open_file as a stdio stream for reading: the stream, or NULL with the error in *rc and the
+ * reason in msg. */
+FILE *fmt_fopen_file(const char *path, int *rc, fmt_msg *msg);
 
 /* Open path read-only (O_CLOEXEC) as a shard file: *fd and its fstat in *st on success. Errors:
  * errno of open/fstat, EISDIR or EINVAL ("not a regular file"), FMT_ETRUNC ("empty file"), with

@@ -657,9 +657,9 @@ leave:
     return rc;
 }
 
-int fmt_manifest_write(const char *dir, const fmt_manifest *m)
+int fmt_manifest_stage(const char *dir, const fmt_manifest *m)
 {
-    char *text = NULL, *path = fmt_path_join(dir, FMT_MANIFEST_NAME, "");
+    char *text = NULL, *path = fmt_path_join(dir, FMT_MANIFEST_STAGED_NAME, "");
     int rc = path ? fmt_manifest_dump(m, &text) : ENOMEM;
     if (rc == 0) {
         size_t n = strlen(text);
@@ -669,7 +669,7 @@ int fmt_manifest_write(const char *dir, const fmt_manifest *m)
         } else {
             text = t2;
             text[n] = '\n';
-            rc = fmt_write_file_atomic(path, text, n + 1);
+            rc = fmt_write_file_synced(path, text, n + 1);
         }
     }
     free(text);
@@ -677,10 +677,30 @@ int fmt_manifest_write(const char *dir, const fmt_manifest *m)
     return rc;
 }
 
-int fmt_manifest_read(const char *dir, fmt_manifest *m, fmt_msg *msg)
+int fmt_manifest_publish(const char *dir)
+{
+    char *from = fmt_path_join(dir, FMT_MANIFEST_STAGED_NAME, ""),
+         *to = fmt_path_join(dir, FMT_MANIFEST_NAME, "");
+    int rc = from && to ? 0 : ENOMEM;
+    if (rc == 0 && rename(from, to) != 0)
+        rc = errno;
+    if (rc == 0)
+        rc = fmt_fsync_parent(to);
+    free(from);
+    free(to);
+    return rc;
+}
+
+int fmt_manifest_write(const char *dir, const fmt_manifest *m)
+{
+    int rc = fmt_manifest_stage(dir, m);
+    return rc ? rc : fmt_manifest_publish(dir);
+}
+
+int fmt_manifest_read_named(const char *dir, const char *name, fmt_manifest *m, fmt_msg *msg)
 {
     memset(m, 0, sizeof *m);
-    char *path = fmt_path_join(dir, FMT_MANIFEST_NAME, "");
+    char *path = fmt_path_join(dir, name, "");
     if (!path)
         return ENOMEM;
     uint8_t *buf = NULL;
@@ -693,6 +713,11 @@ int fmt_manifest_read(const char *dir, fmt_manifest *m, fmt_msg *msg)
     free(buf);
     free(path);
     return rc;
+}
+
+int fmt_manifest_read(const char *dir, fmt_manifest *m, fmt_msg *msg)
+{
+    return fmt_manifest_read_named(dir, FMT_MANIFEST_NAME, m, msg);
 }
 
 void fmt_manifest_free(fmt_manifest *m)

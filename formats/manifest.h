@@ -89,6 +89,17 @@ int fmt_manifest_parse(const char *json, size_t len, fmt_manifest *m, fmt_msg *m
 int fmt_manifest_write(const char *dir, const fmt_manifest *m);
 int fmt_manifest_read(const char *dir, fmt_manifest *m, fmt_msg *msg);
 
+/* fmt_manifest_write in two steps, so that a writer can open what it wrote (fmt_dataset_open_flags
+ * with FMT_OPEN_STAGED) before any reader sees it: _stage writes dir/manifest.json.tmp (fsynced,
+ * FMT_MANIFEST_STAGED_NAME), _publish renames it to manifest.json and fsyncs dir; a staged
+ * manifest that is not to be published is simply removed. */
+#define FMT_MANIFEST_STAGED_NAME FMT_MANIFEST_NAME ".tmp"
+int fmt_manifest_stage(const char *dir, const fmt_manifest *m);
+int fmt_manifest_publish(const char *dir);
+
+/* fmt_manifest_read of dir/name (FMT_MANIFEST_NAME or FMT_MANIFEST_STAGED_NAME). */
+int fmt_manifest_read_named(const char *dir, const char *name, fmt_manifest *m, fmt_msg *msg);
+
 /* Release everything m owns and zero it. Accepts a zeroed manifest. */
 void fmt_manifest_free(fmt_manifest *m);
 

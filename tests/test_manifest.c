@@ -176,6 +176,33 @@ START_TEST(write_read_dir)
 }
 END_TEST
 
+/* A staged manifest is not the manifest until it is published: a build opens what it wrote under
+ * it and only then lets readers see it. */
+START_TEST(stage_then_publish)
+{
+    char dir[] = "/tmp/test_manifest_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    fmt_manifest_shard sh[3];
+    char *classes[] = {"a", "b"};
+    fmt_manifest m = sample_manifest(sh, classes), r;
+    ck_assert_int_eq(fmt_manifest_stage(dir, &m), 0);
+    ck_assert_int_eq(fmt_manifest_read(dir, &r, NULL), ENOENT);
+    ck_assert_int_eq(fmt_manifest_read_named(dir, FMT_MANIFEST_STAGED_NAME, &r, NULL), 0);
+    ck_assert_uint_eq(r.samples, 10);
+    fmt_manifest_free(&r);
+    ck_assert_int_eq(fmt_manifest_publish(dir), 0);
+    ck_assert_int_eq(fmt_manifest_read_named(dir, FMT_MANIFEST_STAGED_NAME, &r, NULL), ENOENT);
+    ck_assert_int_eq(fmt_manifest_read(dir, &r, NULL), 0);
+    ck_assert_uint_eq(r.samples, 10);
+    fmt_manifest_free(&r);
+    ck_assert_int_eq(fmt_manifest_publish(dir), ENOENT);    /* nothing staged */
+    char path[256];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(offsets_and_shard_dirs)
 {
     fmt_manifest_shard sh[3];
@@ -213,6 +240,7 @@ int main(void)
     tcase_add_test(tc, rejects_bad_fields);
     tcase_add_test(tc, rejects_garbage);
     tcase_add_test(tc, write_read_dir);
+    tcase_add_test(tc, stage_then_publish);
     tcase_add_test(tc, offsets_and_shard_dirs);
     suite_add_tcase(s, tc);
     return tu_run(s);
