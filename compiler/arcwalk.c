@@ -557,8 +557,15 @@ static int arc_walk_id(const char *path, int nest, const shc_arc_id *expect, shc
     struct archive *a = NULL;
     struct stat sb;
     shc_arc_id was, now;
-    int rc, fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &sb) != 0) {
+    fmt_msg why = {{0}};
+    int rc, fd;
+    /* refused by type before a byte is read: a FIFO swapped in after the listing's stat would
+     * block an open without O_NONBLOCK */
+    if ((rc = fmt_open_file(path, &fd, &why)) != 0) {
+        fmt_fail(msg, rc, "%s: %s", path, why.text);
+        goto leave;
+    }
+    if (fstat(fd, &sb) != 0) {
         rc = errno;
         fmt_fail(msg, rc, "%s: %s", path, strerror(rc));
         goto leave;
