@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Descriptors and mappings per shard: a reader holds none of its own per shard (mapped shards
+# close theirs once mapped, pread and O_DIRECT shards take theirs from a bounded cache), so a
+# dataset of one sample per shard reads under a small `ulimit -n` in every access mode, with a
+# Dataset and a Loader open at once: shardc info, verify and cat, and a whole epoch of the
+# Loader whose every sample equals the Dataset's. FDS_SHARDS (default 300, past `ulimit -n 256`)
+# sets the shard count; FDS_SHARDS=100000 also passes the mapping cap (a quarter of
+# vm.max_map_count: 16,382 mapped by default, the rest read with pread).
+. "$(dirname "$0")/lib.sh"
+
+N=${FDS_SHARDS:-300}
+# the build fsyncs every shard: on tmpfs that costs nothing (100,000 shards in seconds)
+W=$T
+if [ -d /dev/shm ] && [ -w /dev/shm ] && W2=$(mktemp -d /dev/shm/shardc-fds.XXXXXX); then
+  W=$W2
+  trap 'rm -rf "$T" "$W"' EXIT
+fi
+PER=$(( (N + 3) / 4 ))
+"$MKSAMPLE" "$W/in" --classes 4 --per-class "$PER" --min-side 8 --max-side 8 --no-broken \
+  --quiet >/dev/null
+expect_exit 0 "build $((PER * 4)) samples of 4x4, one per shard" \
+  "$SHARDC" build "$W/in" -o "$W/ds" --shard-samples 1 --size 4x4 --threads 2
+S=$(json_get "$W/ds/manifest.json" samples)
+check "one shard per sample" test "$(ls "$W/ds" | grep -c '\.raw$')" -eq "$S"
+
+# a limit well under the shard count: every reader below opens every shard
+lim() { (ulimit -n 256 && "$@"); }
+expect_exit 0 "info under ulimit -n 256" lim "$SHARDC" info "$W/ds"
+check "info counts every shard" grep -q "^shards: *$S," "$T/out"
+expect_exit 0 "verify under ulimit -n 256" lim "$SHARDC" verify "$W/ds"
+check "verify reads every sample" grep -q "all $S samples in $S shard(s) verified" "$T/err"
+expect_exit 0 "cat of the last sample under ulimit -n 256" \
+  lim "$SHARDC" cat "$W/ds" $((S - 1)) -o "$W/last.ppm"
+check "cat wrote a 4x4 PPM" test "$(head -c 7 "$W/last.ppm" | tr '\n' ' ')" = "P6 4 4 "
+
+cat >"$W/epoch.py" <<'PY'
+import os, sys
+import numpy as np
+import shardread
+path, n = sys.argv[1], int(sys.argv[2])
+for access in ("mmap", "pread", "direct"):
+    ds = shardread.Dataset(path, access=access)
+    assert len(ds) == n, (access, len(ds))
+    ld = shardread.Loader(path, batch_size=64, threads=2, access=access, return_indices=True)
+    seen = np.zeros(n, np.int64)
+    counts = [0, 0, 0, 0]
+    for images, labels, indices in ld:
+        for img, lab, i in zip(images, labels, indices):
+            i = int(i)
+            seen[i] += 1
+            counts[int(lab)] += 1
+            # spot-check against the Dataset, open at the same time (every 97th sample, and
+            # every one of the first and last batch)
+            if i % 97 == 0 or i < 64 or i >= n - 64:
+                dimg, dlab = ds[i]
+                assert dlab == int(lab), (access, i, dlab, int(lab))
+                assert np.array_equal(dimg, img), (access, i)
+    assert (seen == 1).all(), (access, int((seen != 1).sum()))
+    assert counts == [n // 4] * 4, (access, counts)
+    fds = len(os.listdir("/proc/self/fd"))
+    # the cache keeps FMT_FDCACHE_MAX (64) idle, extents pin at most as many more
+    assert fds < 200, (access, fds)
+    print(access, "ok", fds)
+    del ld, ds
+PY
+# the module of a sanitizer build needs its runtime preloaded: tests/python/run.sh's business
+case "$BUILD" in
+  *address*|*thread*) echo "  (the Python epoch runs with the plain build only)" ;;
+  *)
+    PY=
+    for py in python3 /usr/bin/python3; do
+      if "$py" -c 'import numpy' 2>/dev/null; then PY=$py; break; fi
+    done
+    if [ -z "$PY" ]; then
+      bad "no python3 with numpy (scripts/deps.sh installs python3-numpy)"
+    else
+      expect_exit 0 "a Dataset and a Loader read a whole epoch in mmap, pread and direct mode" \
+        lim env PYTHONPATH="$ROOT/$BUILD/python" "$PY" "$W/epoch.py" "$W/ds" "$S"
+      check "all three modes read every sample once" test "$(grep -c ' ok ' "$T/out")" -eq 3
+    fi ;;
+esac
+finish
