@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "directio.h"
+#include "fdcache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +27,10 @@ typedef struct {
     fmt_shard_info info;
     h5_meta m;
     fmt_access access;
-    int fd, dfd;                /* dfd: O_DIRECT descriptor, -1 if none (or refused) */
+    int fd, dfd;                /* while opening; afterwards -1 (see pfile, dfile) */
+    /* pread / O_DIRECT reads of contiguous pixels: the descriptors, from the bounded cache
+     * (fdcache.h), so that an open shard holds none of its own; NULL where unused */
+    fmt_fdfile *pfile, *dfile;
     const uint8_t *map;
     size_t map_len;
     uint64_t file_size;
@@ -53,6 +57,8 @@ void fmt_h5r_close(void *sp)
         close(s->dfd);
     if (s->fd >= 0)
         close(s->fd);
+    fmt_fdfile_free(s->dfile);
+    fmt_fdfile_free(s->pfile);
     fmt_h5_meta_free(&s->m);
     free(s);
 }
@@ -535,6 +541,25 @@ int fmt_h5r_open(void **out, const char *dir, const char *path, fmt_access acces
             goto leave;
         }
     }
+    /* a mapping and HDF5's own reads need no descriptor of ours; pread and O_DIRECT reads take
+     * theirs from the cache */
+    if (s->direct && !s->map) {
+        rc = fmt_fdfile_new(&s->pfile, path, O_RDONLY, s->fd);
+        s->fd = -1;
+        if (!rc && s->dfd >= 0)
+            rc = fmt_fdfile_new(&s->dfile, path, O_RDONLY | O_DIRECT, s->dfd);
+        else if (s->dfd >= 0)
+            close(s->dfd);
+        s->dfd = -1;
+        if (rc)
+            goto leave;
+    } else {
+        close(s->fd);
+        s->fd = -1;
+        if (s->dfd >= 0)
+            close(s->dfd);
+        s->dfd = -1;
+    }
 leave:
     if (rc)
         fmt_h5r_close(s);
@@ -657,16 +682,29 @@ int fmt_h5r_read(const void *sp, uint64_t i, void *dst, void *scratch, size_t sc
         memcpy(dst, s->map + s->pix_off + off, (size_t)len);
         return 0;
     }
-    if (s->dfd < 0)
-        return fmt_pread_exact(s->fd, dst, (size_t)len, s->pix_off + off);
+    int fd, dfd, rc = fmt_fdfile_get(s->pfile, 0, &fd);
+    if (rc)
+        return rc;
+    if (!s->dfile) {
+        rc = fmt_pread_exact(fd, dst, (size_t)len, s->pix_off + off);
+        fmt_fdfile_put(s->pfile);
+        return rc;
+    }
+    if ((rc = fmt_fdfile_get(s->dfile, 0, &dfd)) != 0) {
+        fmt_fdfile_put(s->pfile);
+        return rc;
+    }
     /* a scratch O_DIRECT cannot use is left aside: fmt_direct_read allocates one. Samples lie
      * back to back, mostly off block boundaries: one request through scratch each (a split
      * straight into dst would take up to three) */
     if (scratch_len == 0 || scratch_len % FMT_DIRECT_ALIGN ||
         (uintptr_t)scratch % FMT_DIRECT_ALIGN)
         scratch = NULL;
-    return fmt_direct_read(s->dfd, s->fd, dst, s->pix_off + off, len, scratch, scratch_len,
-                           FMT_DIRECT_BOUNCE);
+    rc = fmt_direct_read(dfd, fd, dst, s->pix_off + off, len, scratch, scratch_len,
+                         FMT_DIRECT_BOUNCE);
+    fmt_fdfile_put(s->dfile);
+    fmt_fdfile_put(s->pfile);
+    return rc;
 }
 
 int fmt_h5r_check(const void *sp, uint64_t i)
@@ -691,7 +729,7 @@ int fmt_h5r_check(const void *sp, uint64_t i)
 
 int fmt_h5r_direct(const void *sp)
 {
-    return ((const h5_shard *)sp)->dfd >= 0;
+    return ((const h5_shard *)sp)->dfile != NULL;
 }
 
 int fmt_h5r_advise(const void *sp, fmt_advice advice)
@@ -707,7 +745,13 @@ int fmt_h5r_advise(const void *sp, fmt_advice advice)
     if (s->direct && s->access == FMT_ACCESS_PREAD) {
         int a = advice == FMT_ADVICE_SEQUENTIAL ? POSIX_FADV_SEQUENTIAL :
                 advice == FMT_ADVICE_RANDOM ? POSIX_FADV_RANDOM : POSIX_FADV_NORMAL;
-        return posix_fadvise(s->fd, 0, 0, a);
+        /* a hint for the descriptor open now, if the cache holds one (lost when it closes) */
+        int fd;
+        if (fmt_fdfile_get(s->pfile, 1, &fd) != 0)
+            return 0;
+        int rc = posix_fadvise(fd, 0, 0, a);
+        fmt_fdfile_put(s->pfile);
+        return rc;
     }
     return 0; /* O_DIRECT has no page cache; HDF5's reads are its own */
 }

@@ -33,6 +33,12 @@ expect_exit 0 "cat of the last sample under ulimit -n 256" \
   lim "$SHARDC" cat "$W/ds" $((S - 1)) -o "$W/last.ppm"
 check "cat wrote a 4x4 PPM" test "$(head -c 7 "$W/last.ppm" | tr '\n' ' ')" = "P6 4 4 "
 
+# hdf5 shards (contiguous pixels) likewise: mapped, or read with the cache's descriptors
+expect_exit 0 "build the same as hdf5" "$SHARDC" build "$W/in" -o "$W/h5" --shard-samples 1 \
+  --size 4x4 --threads 2 --format hdf5
+expect_exit 0 "hdf5: info under ulimit -n 256" lim "$SHARDC" info "$W/h5"
+check "hdf5: info counts every shard" grep -q "^shards: *$S," "$T/out"
+
 cat >"$W/epoch.py" <<'PY'
 import os, sys
 import numpy as np
