@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -195,4 +197,42 @@ unsigned fmt_fdcache_open(void)
     unsigned n = fc_idle + fc_pinned;
     pthread_mutex_unlock(&fc_lock);
     return n;
+}
+
+static atomic_size_t fc_mapped;
+static atomic_size_t fc_map_cap;     /* the cap plus one; 0 until first needed */
+
+size_t fmt_map_cap(void)
+{
+    size_t cap = atomic_load(&fc_map_cap);
+    if (cap)
+        return cap - 1;
+    unsigned long max = 65530;
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
+    if (f) {
+        if (fscanf(f, "%lu", &max) != 1 || max < 1024)
+            max = 65530;
+        fclose(f);
+    }
+    cap = (size_t)(max / 4);
+    atomic_store(&fc_map_cap, cap + 1);
+    return cap;
+}
+
+void fmt_map_cap_set(size_t cap)
+{
+    atomic_store(&fc_map_cap, cap < SIZE_MAX ? cap + 1 : cap);
+}
+
+int fmt_map_reserve(void)
+{
+    if (atomic_fetch_add(&fc_mapped, 1) < fmt_map_cap())
+        return 1;
+    atomic_fetch_sub(&fc_mapped, 1);
+    return 0;
+}
+
+void fmt_map_unreserve(void)
+{
+    atomic_fetch_sub(&fc_mapped, 1);
 }

@@ -16,6 +16,8 @@
 #ifndef FMT_FDCACHE_H
 #define FMT_FDCACHE_H
 
+#include <stddef.h>
+
 /* Unpinned descriptors kept open at most, process-wide. */
 #define FMT_FDCACHE_MAX 64
 
@@ -37,5 +39,19 @@ void fmt_fdfile_free(fmt_fdfile *f);
 
 /* Descriptors the cache holds open now (pinned or not): for tests. */
 unsigned fmt_fdcache_open(void);
+
+/* Whole-shard mappings, process-wide, shared by every backend that maps its shards (raw,
+ * contiguous hdf5, lmdb): each mapping is one entry of the process's memory map, which the
+ * kernel bounds (vm.max_map_count, 65530 by default); a quarter of it goes to shards, the rest
+ * stays for everything else. fmt_map_reserve counts one more mapping and returns 1, or returns 0
+ * (nothing counted) when the cap is reached: the shard is then read with pread instead.
+ * fmt_map_unreserve gives a reserved one back. Thread-safe (atomics). */
+int fmt_map_reserve(void);
+void fmt_map_unreserve(void);
+
+/* The cap fmt_map_reserve applies (a quarter of vm.max_map_count), and for tests, another one
+ * (0: no shard is mapped from then on; shards mapped already stay so). */
+size_t fmt_map_cap(void);
+void fmt_map_cap_set(size_t cap);
 
 #endif

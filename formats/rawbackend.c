@@ -14,9 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -30,7 +28,7 @@
 typedef struct {
     fmt_raw_shard *raw;
     fmt_access access;          /* how it is read: PREAD for a MMAP shard past the mapping cap */
-    int mapped;                 /* counted in rb_mapped */
+    int mapped;                 /* counted by fmt_map_reserve */
     fmt_fdfile *dfile;          /* O_DIRECT descriptor (from the cache), or NULL (then pread on
                                  * the raw shard's descriptor) */
     uint32_t mem_align, off_align;  /* what dfd's transfers need (statx; else FMT_DIRECT_ALIGN) */
@@ -185,31 +183,6 @@ static int open_direct(rb_shard *s, const char *path, fmt_msg *msg)
     return 0;
 }
 
-/* Shards mapped now, process-wide, and how many may be: each mapping is one entry of the
- * process's memory map, which the kernel bounds (vm.max_map_count, 65530 by default); a quarter
- * of it goes to shards, the rest stays for everything else. A MMAP shard past the cap is read
- * with pread like a PREAD one (its sample's pixels pointer is then NULL, as for a compressed
- * sample), so any number of shards opens. */
-static atomic_size_t rb_mapped;
-static atomic_size_t rb_map_cap;
-
-static size_t map_cap(void)
-{
-    size_t cap = atomic_load(&rb_map_cap);
-    if (cap)
-        return cap;
-    unsigned long max = 65530;
-    FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
-    if (f) {
-        if (fscanf(f, "%lu", &max) != 1 || max < 1024)
-            max = 65530;
-        fclose(f);
-    }
-    cap = (size_t)(max / 4);
-    atomic_store(&rb_map_cap, cap);
-    return cap;
-}
-
 static void rb_r_close(void *p)
 {
     rb_shard *s = p;
@@ -218,7 +191,7 @@ static void rb_r_close(void *p)
     fmt_raw_close(s->raw);
     fmt_fdfile_free(s->dfile);
     if (s->mapped)
-        atomic_fetch_sub(&rb_mapped, 1);
+        fmt_map_unreserve();
     free(s);
 }
 
@@ -231,13 +204,13 @@ static int rb_r_open(void **out, const char *dir, const char *path, fmt_access a
     if (!s)
         return ENOMEM;
     s->access = access;
+    /* past the mapping cap (fdcache.h) a MMAP shard is read with pread like a PREAD one: its
+     * samples' pixels pointers are then NULL, as for a compressed sample */
     if (access == FMT_ACCESS_MMAP) {
-        if (atomic_fetch_add(&rb_mapped, 1) < map_cap())
+        if (fmt_map_reserve())
             s->mapped = 1;
-        else {
-            atomic_fetch_sub(&rb_mapped, 1);
+        else
             s->access = FMT_ACCESS_PREAD;
-        }
     }
     int rc = fmt_raw_open_ex(&s->raw, path, s->mapped ? 0 : FMT_RAW_OPEN_NOMAP, msg);
     if (rc == 0 && access == FMT_ACCESS_DIRECT)

@@ -56,9 +56,10 @@ static inline void fmt_extent_release(fmt_extent *x)
 }
 
 /* One sample as stored. pixels points at the stored pixels where the backend maps them (raw and
- * contiguous hdf5 in MMAP mode, lmdb in every mode): read-only, valid until fmt_dataset_close. It
- * is NULL where the pixels must be read or decoded (per-image sets, pread/direct modes of raw and
- * hdf5, chunked hdf5): use fmt_dataset_read then. aux: the sample's aux record (NULL if it has
+ * contiguous hdf5 in MMAP mode, lmdb in every mode, each while the process-wide mapping cap of
+ * fdcache.h allows): read-only, valid until fmt_dataset_close. It is NULL where the pixels must be
+ * read or decoded (per-image sets, pread/direct modes of raw and hdf5, chunked hdf5, shards past
+ * the mapping cap): use fmt_dataset_read then. aux: the sample's aux record (NULL if it has
  * none), valid until fmt_dataset_close. */
 typedef struct {
     uint64_t index;             /* dataset-wide index */
