@@ -126,8 +126,10 @@ int fmt_dataset_read_buf(const fmt_dataset *d, uint64_t idx, void *dst, fmt_samp
 
 /* Where sample idx's bytes lie for O_DIRECT requests of the caller's own (sample.h): 0, or
  * FMT_EINVAL (idx >= count), FMT_EUNSUPPORTED (a backend without them, or a shard not read with
- * O_DIRECT: the dataset was not opened with FMT_ACCESS_DIRECT, or the filesystem refused it).
- * Thread-safe. */
+ * O_DIRECT: the dataset was not opened with FMT_ACCESS_DIRECT, or the filesystem refused it),
+ * EBUSY (the descriptor cache is full of pinned descriptors: read the sample with
+ * fmt_dataset_read_buf instead), errno values of reopening the shard. The extent's descriptors
+ * stay open until fmt_extent_release(x), which every successful call needs. Thread-safe. */
 int fmt_dataset_extent(const fmt_dataset *d, uint64_t idx, fmt_extent *x);
 
 /* Sample idx's target (a dataset whose manifest has "targets"; target.h): the arrays point into

@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "directio.h"
+#include "fdcache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,37 +23,104 @@
 
 #define H5B_SIGNATURE "\211HDF\r\n\032\n"
 
-typedef struct {
+typedef struct h5_shard {
     fmt_shard_info info;
     h5_meta m;
     fmt_access access;
-    int fd, dfd;                /* dfd: O_DIRECT descriptor, -1 if none (or refused) */
+    int fd, dfd;                /* while opening; afterwards -1 (see pfile, dfile) */
+    /* pread / O_DIRECT reads of contiguous pixels: the descriptors, from the bounded cache
+     * (fdcache.h), so that an open shard holds none of its own; NULL where unused */
+    fmt_fdfile *pfile, *dfile;
     const uint8_t *map;
     size_t map_len;
     uint64_t file_size;
     int direct;                 /* pixels are contiguous in the file at pix_off */
     uint64_t pix_off;
     uint64_t stride;            /* fixed layout: bytes per sample */
-    hid_t file, pixels;         /* H5Dread path only */
+    /* H5Dread path only: the file and its pixels dataset while HDF5 holds the file open (else
+     * both H5I_INVALID_HID), in the list of open files; path, dev and ino to reopen it and check
+     * that it is still the file validated at open. All under the HDF5 lock. */
+    hid_t file, pixels;
+    char *path;
+    dev_t dev;
+    ino_t ino;
+    int mapped;                 /* map counted by fmt_map_reserve */
+    struct h5_shard *prev, *next;
 } h5_shard;
+
+/* Shards of the H5Dread path (chunked pixels) whose file HDF5 holds open, most recently read
+ * first, under the HDF5 lock. HDF5 keeps a descriptor per open file: past H5R_OPEN_MAX the least
+ * recently read is closed, and reopened when next read, so that any number of chunked shards
+ * opens within a small fixed number of descriptors. */
+#define H5R_OPEN_MAX 32
+static h5_shard *h5_open_head, *h5_open_tail;
+static unsigned h5_open_count;
+
+static void open_unlink(h5_shard *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        h5_open_head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    else
+        h5_open_tail = s->prev;
+    s->prev = s->next = NULL;
+    h5_open_count--;
+}
+
+static void open_push(h5_shard *s)
+{
+    s->prev = NULL;
+    s->next = h5_open_head;
+    if (h5_open_head)
+        h5_open_head->prev = s;
+    else
+        h5_open_tail = s;
+    h5_open_head = s;
+    h5_open_count++;
+}
+
+/* Let HDF5 close s's file (under the lock). */
+static void file_close(h5_shard *s)
+{
+    if (s->file < 0)
+        return;
+    open_unlink(s);
+    fmt_h5_close_id(&s->pixels, H5Dclose);
+    fmt_h5_close_id(&s->file, H5Fclose);
+    H5Eclear2(H5E_DEFAULT);
+}
+
+/* Close the least recently read files past H5R_OPEN_MAX (under the lock). */
+static void file_trim(void)
+{
+    while (h5_open_count > H5R_OPEN_MAX && h5_open_tail)
+        file_close(h5_open_tail);
+}
 
 void fmt_h5r_close(void *sp)
 {
     h5_shard *s = sp;
     if (!s)
         return;
-    if (s->file >= 0 || s->pixels >= 0) {
+    if (s->file >= 0) {
         fmt_h5_lock();
-        fmt_h5_close_id(&s->pixels, H5Dclose);
-        fmt_h5_close_id(&s->file, H5Fclose);
+        file_close(s);
         fmt_h5_unlock();
     }
     if (s->map)
         munmap((void *)s->map, s->map_len);
+    if (s->mapped)
+        fmt_map_unreserve();
+    free(s->path);
     if (s->dfd >= 0)
         close(s->dfd);
     if (s->fd >= 0)
         close(s->fd);
+    fmt_fdfile_free(s->dfile);
+    fmt_fdfile_free(s->pfile);
     fmt_h5_meta_free(&s->m);
     free(s);
 }
@@ -453,10 +521,13 @@ static int h5r_load(h5_shard *s, const char *path, fmt_msg *msg)
     memcpy(s->info.sum, m->sum, sizeof m->sum);
     memcpy(s->info.sumsq, m->sumsq, sizeof m->sumsq);
     if (!s->direct) {
-        /* the H5Dread path keeps the file open */
+        /* the H5Dread path keeps the file open while it is among the H5R_OPEN_MAX most
+         * recently read */
         s->file = file;
         s->pixels = pix;
         file = pix = H5I_INVALID_HID;
+        open_push(s);
+        file_trim();
     }
 leave:
     fmt_h5_close_id(&pix, H5Dclose);
@@ -493,6 +564,12 @@ int fmt_h5r_open(void **out, const char *dir, const char *path, fmt_access acces
     if ((rc = fmt_open_regular(path, &s->fd, &st, msg)) != 0)
         goto leave;
     s->file_size = (uint64_t)st.st_size;
+    s->dev = st.st_dev;
+    s->ino = st.st_ino;
+    if (!(s->path = strdup(path))) {
+        rc = ENOMEM;
+        goto leave;
+    }
     /* refuse what is not HDF5 before the HDF5 library parses a byte of it */
     uint8_t sig[8];
     rc = fmt_pread_exact(s->fd, sig, s->file_size < 8 ? (size_t)s->file_size : 8, 0);
@@ -509,7 +586,9 @@ int fmt_h5r_open(void **out, const char *dir, const char *path, fmt_access acces
         rc = fmt_fail(msg, FMT_ECORRUPT, "file was replaced while being opened");
         goto leave;
     }
-    if (s->direct && s->m.total > 0 && access == FMT_ACCESS_MMAP) {
+    /* past the mapping cap (fdcache.h) a MMAP shard is read with pread */
+    if (s->direct && s->m.total > 0 && access == FMT_ACCESS_MMAP && fmt_map_reserve()) {
+        s->mapped = 1;
         if (s->file_size > SIZE_MAX) {
             rc = fmt_fail(msg, FMT_ETOOBIG, "file too large to map");
             goto leave;
@@ -534,6 +613,25 @@ int fmt_h5r_open(void **out, const char *dir, const char *path, fmt_access acces
             rc = fmt_fail(msg, FMT_ECORRUPT, "file was replaced while being opened");
             goto leave;
         }
+    }
+    /* a mapping and HDF5's own reads need no descriptor of ours; pread and O_DIRECT reads take
+     * theirs from the cache */
+    if (s->direct && !s->map) {
+        rc = fmt_fdfile_new(&s->pfile, path, O_RDONLY, s->fd);
+        s->fd = -1;
+        if (!rc && s->dfd >= 0)
+            rc = fmt_fdfile_new(&s->dfile, path, O_RDONLY | O_DIRECT, s->dfd);
+        else if (s->dfd >= 0)
+            close(s->dfd);
+        s->dfd = -1;
+        if (rc)
+            goto leave;
+    } else {
+        close(s->fd);
+        s->fd = -1;
+        if (s->dfd >= 0)
+            close(s->dfd);
+        s->dfd = -1;
     }
 leave:
     if (rc)
@@ -611,9 +709,49 @@ int fmt_h5r_get(const void *sp, uint64_t i, fmt_sample *out)
     return 0;
 }
 
-/* H5Dread path: one hyperslab of the pixels dataset. */
-static int read_h5(const h5_shard *s, uint64_t i, uint64_t off, uint64_t len, void *dst)
+/* Have HDF5 open s's file again (under the lock): the file validated at open, or FMT_ECORRUPT
+ * when its path now names another. */
+static int file_reopen(h5_shard *s)
 {
+    int rc = 0;
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    void *handle = NULL;
+    struct stat st;
+    if (fapl < 0 || H5Pset_fapl_sec2(fapl) < 0 || H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0 ||
+        H5Pset_file_locking(fapl, 0, 1) < 0) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    if ((s->file = H5Fopen(s->path, H5F_ACC_RDONLY, fapl)) < 0) {
+        /* the path gone or unreadable now: say why where the system can */
+        rc = access(s->path, R_OK) != 0 ? errno : FMT_ECORRUPT;
+        goto leave;
+    }
+    /* sec2 keeps one descriptor: it must hold the file validated at open */
+    if (H5Fget_vfd_handle(s->file, fapl, &handle) < 0 || !handle ||
+        fstat(*(int *)handle, &st) != 0 || st.st_dev != s->dev || st.st_ino != s->ino) {
+        rc = FMT_ECORRUPT;
+        goto leave;
+    }
+    if ((s->pixels = H5Dopen2(s->file, "pixels", H5P_DEFAULT)) < 0)
+        rc = FMT_ECORRUPT;
+leave:
+    if (rc) {
+        fmt_h5_close_id(&s->pixels, H5Dclose);
+        fmt_h5_close_id(&s->file, H5Fclose);
+    } else {
+        open_push(s);
+    }
+    fmt_h5_close_id(&fapl, H5Pclose);
+    H5Eclear2(H5E_DEFAULT);
+    return rc;
+}
+
+/* H5Dread path: one hyperslab of the pixels dataset, reopening the file if it was closed. */
+static int read_h5(const h5_shard *cs, uint64_t i, uint64_t off, uint64_t len, void *dst)
+{
+    /* the open-file list is the only state a read changes, under the lock */
+    h5_shard *s = (h5_shard *)cs;
     int rc = 0;
     hid_t fsp = H5I_INVALID_HID, msp = H5I_INVALID_HID;
     hsize_t start[4] = {0}, count[4] = {0};
@@ -629,6 +767,15 @@ static int read_h5(const h5_shard *s, uint64_t i, uint64_t off, uint64_t len, vo
         count[0] = len;
     }
     fmt_h5_lock();
+    if (s->file < 0) {
+        if ((rc = file_reopen(s)) != 0) {
+            fmt_h5_unlock();
+            return rc;
+        }
+    } else if (s != h5_open_head) {
+        open_unlink(s);
+        open_push(s);
+    }
     if ((fsp = H5Dget_space(s->pixels)) < 0 ||
         H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
         /* the memory space has the selection's shape: HDF5 then copies whole rows, where a
@@ -638,6 +785,7 @@ static int read_h5(const h5_shard *s, uint64_t i, uint64_t off, uint64_t len, vo
         rc = fmt_h5_error(FMT_ECORRUPT, NULL, 0);
     fmt_h5_close_id(&msp, H5Sclose);
     fmt_h5_close_id(&fsp, H5Sclose);
+    file_trim();
     fmt_h5_unlock();
     return rc;
 }
@@ -657,16 +805,29 @@ int fmt_h5r_read(const void *sp, uint64_t i, void *dst, void *scratch, size_t sc
         memcpy(dst, s->map + s->pix_off + off, (size_t)len);
         return 0;
     }
-    if (s->dfd < 0)
-        return fmt_pread_exact(s->fd, dst, (size_t)len, s->pix_off + off);
+    int fd, dfd, rc = fmt_fdfile_get(s->pfile, 0, &fd);
+    if (rc)
+        return rc;
+    if (!s->dfile) {
+        rc = fmt_pread_exact(fd, dst, (size_t)len, s->pix_off + off);
+        fmt_fdfile_put(s->pfile);
+        return rc;
+    }
+    if ((rc = fmt_fdfile_get(s->dfile, 0, &dfd)) != 0) {
+        fmt_fdfile_put(s->pfile);
+        return rc;
+    }
     /* a scratch O_DIRECT cannot use is left aside: fmt_direct_read allocates one. Samples lie
      * back to back, mostly off block boundaries: one request through scratch each (a split
      * straight into dst would take up to three) */
     if (scratch_len == 0 || scratch_len % FMT_DIRECT_ALIGN ||
         (uintptr_t)scratch % FMT_DIRECT_ALIGN)
         scratch = NULL;
-    return fmt_direct_read(s->dfd, s->fd, dst, s->pix_off + off, len, scratch, scratch_len,
-                           FMT_DIRECT_BOUNCE);
+    rc = fmt_direct_read(dfd, fd, dst, s->pix_off + off, len, scratch, scratch_len,
+                         FMT_DIRECT_BOUNCE);
+    fmt_fdfile_put(s->dfile);
+    fmt_fdfile_put(s->pfile);
+    return rc;
 }
 
 int fmt_h5r_check(const void *sp, uint64_t i)
@@ -691,7 +852,7 @@ int fmt_h5r_check(const void *sp, uint64_t i)
 
 int fmt_h5r_direct(const void *sp)
 {
-    return ((const h5_shard *)sp)->dfd >= 0;
+    return ((const h5_shard *)sp)->dfile != NULL;
 }
 
 int fmt_h5r_advise(const void *sp, fmt_advice advice)
@@ -707,7 +868,13 @@ int fmt_h5r_advise(const void *sp, fmt_advice advice)
     if (s->direct && s->access == FMT_ACCESS_PREAD) {
         int a = advice == FMT_ADVICE_SEQUENTIAL ? POSIX_FADV_SEQUENTIAL :
                 advice == FMT_ADVICE_RANDOM ? POSIX_FADV_RANDOM : POSIX_FADV_NORMAL;
-        return posix_fadvise(s->fd, 0, 0, a);
+        /* a hint for the descriptor open now, if the cache holds one (lost when it closes) */
+        int fd;
+        if (fmt_fdfile_get(s->pfile, 1, &fd) != 0)
+            return 0;
+        int rc = posix_fadvise(fd, 0, 0, a);
+        fmt_fdfile_put(s->pfile);
+        return rc;
     }
     return 0; /* O_DIRECT has no page cache; HDF5's reads are its own */
 }

@@ -9,10 +9,16 @@
  * MDB_MAP_FULL inside a transaction would lose the samples already put in it.
  *
  * Reader: LMDB's API makes no promise that one read transaction may be used by several threads
- * at once. So r_open walks the database once, checks every key and value header, and records
- * where each value lies in the map; the read transaction stays open until r_close, which keeps
- * those addresses valid (and with no writer they never move). After open no LMDB call is made:
- * get, read and check are plain loads from the map, safe from any number of threads.
+ * at once. So r_open walks the database once through LMDB, checks every key and value header, and
+ * records where each value lies in the file (its offset in LMDB's map, which maps data.mdb from
+ * its first byte). Then the environment is closed: an open environment holds a descriptor and a
+ * mapping, and a reader may open any number of shards under a small `ulimit -n`. The shard maps
+ * data.mdb itself (the descriptor closed once mapped) while the process-wide mapping cap allows
+ * (fdcache.h), else it copies the value headers and aux records and reads pixels with pread on a
+ * descriptor from the bounded cache, reopened on demand and checked to be the file validated.
+ * After open no LMDB call is made: get, read and check are plain loads from the mapping (or
+ * preads), safe from any number of threads; a mapped shard's pixel addresses stay valid until
+ * r_close (data.mdb is the file the environment validated: same device and inode).
  *
  * LMDB error codes (MDB_KEYEXIST .. MDB_BAD_DBI, -30799 .. -30780) overlap the library's FMT_E*
  * range, so none is ever returned as it is: lm_code translates them.
@@ -32,6 +38,7 @@
 #include <xxhash.h>
 
 #include "backend.h"
+#include "fdcache.h"
 #include "le.h"
 #include "lmdbcheck.h"
 
@@ -586,16 +593,19 @@ static void lm_w_abort(void *p)
 /* ---- reading ---- */
 
 typedef struct {
-    const uint8_t *val;         /* the value in LMDB's map */
-    uint64_t len;
+    uint64_t off, len;          /* the value: its offset in data.mdb, its size */
+    const uint8_t *head;        /* its 48-byte header, in the mapping or in lm_shard.copy */
+    const uint8_t *aux;         /* its aux record likewise (NULL without one) */
 } lm_entry;
 
 typedef struct {
-    MDB_env *env;
-    MDB_txn *txn;               /* open until close: it keeps the entries' addresses valid */
     lm_entry *ent;              /* info.samples entries */
     fmt_shard_info info;
-    uint8_t *lo, *hi;           /* page-aligned span of the map holding the values (madvise) */
+    const uint8_t *map;         /* data.mdb mapped (map_len bytes), or NULL: read with pread */
+    size_t map_len;
+    fmt_fdfile *file;           /* unmapped: data.mdb's descriptor, from the bounded cache */
+    uint8_t *copy;              /* unmapped: every value's header and aux record */
+    uint64_t lo, hi;            /* page-aligned span of data.mdb holding the values (advice) */
 } lm_shard;
 
 static void lm_r_close(void *p)
@@ -603,10 +613,12 @@ static void lm_r_close(void *p)
     lm_shard *s = p;
     if (!s)
         return;
-    if (s->txn)
-        mdb_txn_abort(s->txn);
-    if (s->env)
-        mdb_env_close(s->env);
+    if (s->map) {
+        munmap((void *)s->map, s->map_len);
+        fmt_map_unreserve();
+    }
+    fmt_fdfile_free(s->file);
+    free(s->copy);
     free(s->ent);
     free(s);
 }
@@ -651,7 +663,11 @@ static int lm_read_meta(lm_shard *s, const MDB_val *v, uint64_t entries, uint64_
 }
 
 /* Walk every key (lmdb.md, items 5 and 6), recording where each sample's value lies. */
-static int lm_walk(lm_shard *s, MDB_dbi dbi, uint64_t index_hash, fmt_msg *msg)
+/* vals[0..nvals): where our own page walk (lmdbcheck.h) found the sample keys' values in the
+ * file; LMDB must hand out the same values, at the same distances from each other in its map
+ * (which maps the file from its first byte), for the offsets to be those of LMDB's values. */
+static int lm_walk(lm_shard *s, MDB_txn *txn, MDB_dbi dbi, const fmt_lmdb_value *vals,
+                   uint64_t nvals, uint64_t size, uint64_t index_hash, fmt_msg *msg)
 {
     MDB_cursor *cur = NULL;
     XXH3_state_t *st = XXH3_createState();
@@ -662,7 +678,7 @@ static int lm_walk(lm_shard *s, MDB_dbi dbi, uint64_t index_hash, fmt_msg *msg)
         goto leave;
     }
     XXH3_64bits_reset(st);
-    mrc = mdb_cursor_open(s->txn, dbi, &cur);
+    mrc = mdb_cursor_open(txn, dbi, &cur);
     if (mrc) {
         rc = fmt_fail(msg, lm_code(mrc), "cannot open a cursor: %s", mdb_strerror(mrc));
         goto leave;
@@ -698,11 +714,19 @@ static int lm_walk(lm_shard *s, MDB_dbi dbi, uint64_t index_hash, fmt_msg *msg)
         uint32_t aux_len = fmt_le_get32(val + 40);
         if (aux_len)
             XXH3_64bits_update(st, val + v.mv_size - aux_len, aux_len);
-        s->ent[got].val = val;
+        uint64_t off = got < nvals ? vals[got].off : 0;
+        if (got >= nvals || vals[got].size != v.mv_size || off > size || v.mv_size > size - off ||
+            (got > 0 && (uintptr_t)val - (uintptr_t)s->ent[0].head != off - vals[0].off)) {
+            rc = fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": lmdb and the page walk place "
+                          "its value differently", got);
+            goto leave;
+        }
+        if (got == 0)
+            s->ent[0].head = val;   /* LMDB's address of the first value, until lm_settle */
+        s->ent[got].off = off;
         s->ent[got].len = v.mv_size;
-        uint8_t *lo = (uint8_t *)((uintptr_t)val & ~(uintptr_t)(ps - 1));
-        uint8_t *hi = (uint8_t *)lm_round_up((uintptr_t)val + v.mv_size, ps);
-        if (!s->lo || lo < s->lo)
+        uint64_t lo = off & ~(ps - 1), hi = lm_round_up(off + v.mv_size, ps);
+        if (!s->hi || lo < s->lo)
             s->lo = lo;
         if (hi > s->hi)
             s->hi = hi;
@@ -751,22 +775,74 @@ static int lm_r_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg
     return rc;
 }
 
+/* Once the environment has validated the shard: map data.mdb (fd) while the mapping cap allows,
+ * else copy every value's header and aux record out of LMDB's map (base) and keep fd in the
+ * descriptor cache. Takes fd over. */
+static int lm_settle(lm_shard *s, const char *data, int fd, const uint8_t *base, uint64_t size)
+{
+    uint64_t n = s->info.samples;
+    if (n > 0 && fmt_map_reserve()) {
+        void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+        int rc = map == MAP_FAILED ? errno : 0;
+        close(fd);
+        if (rc) {
+            fmt_map_unreserve();
+            return rc;
+        }
+        s->map = map;
+        s->map_len = (size_t)size;
+        for (uint64_t i = 0; i < n; i++) {
+            const uint8_t *v = s->map + s->ent[i].off;
+            uint32_t aux_len = fmt_le_get32(v + 40);
+            s->ent[i].head = v;
+            s->ent[i].aux = aux_len ? v + s->ent[i].len - aux_len : NULL;
+        }
+        return 0;
+    }
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n; i++)
+        total += LM_VALUE_HEADER + fmt_le_get32(base + s->ent[i].off + 40);
+    if (total > SIZE_MAX || !(s->copy = malloc(total ? (size_t)total : 1))) {
+        close(fd);
+        return ENOMEM;
+    }
+    uint8_t *c = s->copy;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *v = base + s->ent[i].off;
+        uint32_t aux_len = fmt_le_get32(v + 40);
+        memcpy(c, v, LM_VALUE_HEADER);
+        s->ent[i].head = c;
+        c += LM_VALUE_HEADER;
+        s->ent[i].aux = NULL;
+        if (aux_len) {
+            memcpy(c, v + s->ent[i].len - aux_len, aux_len);
+            s->ent[i].aux = c;
+            c += aux_len;
+        }
+    }
+    return fmt_fdfile_new(&s->file, data, O_RDONLY, fd);
+}
+
 static int lm_r_open(void **out, const char *dir, const char *path, fmt_access access,
                      fmt_msg *msg)
 {
     (void)dir;
-    (void)access;   /* LMDB hands out map addresses only: every mode reads through the map */
+    (void)access;   /* mapped in every mode while the mapping cap allows, else read with pread */
     *out = NULL;
     if (msg)
         msg->text[0] = '\0';
-    int rc = 0, mrc;
+    int rc = 0, mrc, fd = -1;
+    fmt_lmdb_value *vals = NULL;
+    uint64_t nvals = 0;
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
     char *data = fmt_path_join(path, "data.mdb", "");
     lm_shard *s = calloc(1, sizeof *s);
     if (!s || !data) {
         rc = ENOMEM;
         goto leave;
     }
-    struct stat st;
+    struct stat st, est;
     if (stat(path, &st) != 0) {
         rc = errno;
         fmt_fail(msg, rc, "%s", fmt_strerror(rc));
@@ -777,7 +853,8 @@ static int lm_r_open(void **out, const char *dir, const char *path, fmt_access a
                       "directory)");
         goto leave;
     }
-    if (stat(data, &st) != 0) {
+    /* our own descriptor first: the file LMDB then opens by name must be this one */
+    if ((fd = open(data, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0 || fstat(fd, &st) != 0) {
         rc = errno;
         fmt_fail(msg, rc, "data.mdb: %s", fmt_strerror(rc));
         goto leave;
@@ -795,24 +872,22 @@ static int lm_r_open(void **out, const char *dir, const char *path, fmt_access a
         rc = fmt_fail(msg, FMT_ETOOBIG, "data.mdb too large to map");
         goto leave;
     }
-    if ((rc = fmt_lmdb_tree_check(data, NULL, msg)) != 0)
+    if ((rc = fmt_lmdb_tree_walk(fd, NULL, &vals, &nvals, msg)) != 0)
         goto leave;
 
-    mrc = mdb_env_create(&s->env);
+    mrc = mdb_env_create(&env);
     /* a map no larger than the file: LMDB raises it to what its meta page says is in use (the
      * check below), whatever map size the writer recorded */
     if (mrc == 0)
-        mrc = mdb_env_set_mapsize(s->env, (size_t)lm_round_up(size, fmt_lmdb_page_size()));
+        mrc = mdb_env_set_mapsize(env, (size_t)lm_round_up(size, fmt_lmdb_page_size()));
     if (mrc) {
         rc = fmt_fail(msg, lm_code(mrc), "%s", mdb_strerror(mrc));
         goto leave;
     }
     /* MDB_NOLOCK: a shard is immutable once it has its final name, so there is no writer for
      * the reader table to hold off, and nothing is written into the dataset */
-    mrc = mdb_env_open(s->env, path, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0);
+    mrc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0);
     if (mrc) {
-        mdb_env_close(s->env);
-        s->env = NULL;
         if (mrc == MDB_INVALID && size < 2 * fmt_lmdb_page_size())
             rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is %" PRIu64 " bytes, too short for an "
                           "lmdb environment", size);
@@ -823,10 +898,16 @@ static int lm_r_open(void **out, const char *dir, const char *path, fmt_access a
                           mdb_strerror(mrc));
         goto leave;
     }
+    mdb_filehandle_t efd;
+    if (mdb_env_get_fd(env, &efd) != 0 || fstat(efd, &est) != 0 || est.st_dev != st.st_dev ||
+        est.st_ino != st.st_ino) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "data.mdb was replaced while being opened");
+        goto leave;
+    }
     MDB_envinfo ei;
     MDB_stat es;
-    mdb_env_info(s->env, &ei);
-    mdb_env_stat(s->env, &es);
+    mdb_env_info(env, &ei);
+    mdb_env_stat(env, &es);
     uint64_t used;
     if (__builtin_mul_overflow((uint64_t)ei.me_last_pgno + 1, (uint64_t)es.ms_psize, &used) ||
         used > size) {
@@ -837,13 +918,13 @@ static int lm_r_open(void **out, const char *dir, const char *path, fmt_access a
 
     MDB_dbi dbi;
     unsigned flags = 0;
-    mrc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &s->txn);
+    mrc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
     if (mrc == 0)
-        mrc = mdb_dbi_open(s->txn, NULL, 0, &dbi);
+        mrc = mdb_dbi_open(txn, NULL, 0, &dbi);
     if (mrc == 0)
-        mrc = mdb_dbi_flags(s->txn, dbi, &flags);
+        mrc = mdb_dbi_flags(txn, dbi, &flags);
     if (mrc == 0)
-        mrc = mdb_stat(s->txn, dbi, &es);
+        mrc = mdb_stat(txn, dbi, &es);
     if (mrc) {
         rc = fmt_fail(msg, lm_code(mrc), "cannot read the main database: %s", mdb_strerror(mrc));
         goto leave;
@@ -853,7 +934,7 @@ static int lm_r_open(void **out, const char *dir, const char *path, fmt_access a
         goto leave;
     }
     MDB_val key = {.mv_size = strlen(LM_META_KEY), .mv_data = LM_META_KEY}, val;
-    mrc = mdb_get(s->txn, dbi, &key, &val);
+    mrc = mdb_get(txn, dbi, &key, &val);
     if (mrc == MDB_NOTFOUND) {
         rc = fmt_fail(msg, FMT_EFORMAT, "no %s key (not a shardc lmdb shard)", LM_META_KEY);
         goto leave;
@@ -872,8 +953,26 @@ static int lm_r_open(void **out, const char *dir, const char *path, fmt_access a
         rc = ENOMEM;
         goto leave;
     }
-    rc = lm_walk(s, dbi, index_hash, msg);
+    if ((rc = lm_walk(s, txn, dbi, vals, nvals, size, index_hash, msg)) != 0)
+        goto leave;
+    if (nvals != s->info.samples) {
+        rc = fmt_fail(msg, FMT_ECORRUPT, "the page walk found %" PRIu64 " sample keys, lmdb %"
+                      PRIu64, nvals, s->info.samples);
+        goto leave;
+    }
+    /* the environment's work is done: the shard keeps a mapping or a cached descriptor */
+    rc = lm_settle(s, data, fd, s->info.samples ? s->ent[0].head - vals[0].off : NULL, size);
+    fd = -1;
+    if (rc)
+        fmt_fail(msg, rc, "data.mdb: %s", fmt_strerror(rc));
 leave:
+    if (txn)
+        mdb_txn_abort(txn);
+    if (env)
+        mdb_env_close(env);
+    if (fd >= 0)
+        close(fd);
+    free(vals);
     free(data);
     if (rc)
         lm_r_close(s);
@@ -907,9 +1006,9 @@ static int lm_r_get(const void *p, uint64_t i, fmt_sample *out)
     const lm_shard *s = p;
     if (i >= s->info.samples)
         return FMT_EINVAL;
-    const uint8_t *v = s->ent[i].val;
+    const lm_entry *e = &s->ent[i];
     lm_header h;
-    lm_decode_header(v, &h);
+    lm_decode_header(e->head, &h);
     out->index = i;
     out->label = h.label;
     out->height = h.height;
@@ -917,11 +1016,33 @@ static int lm_r_get(const void *p, uint64_t i, fmt_sample *out)
     out->channels = h.channels;
     out->source = h.source;
     out->hash = h.hash;
-    out->length = s->ent[i].len - LM_VALUE_HEADER - h.aux_len;
-    out->pixels = v + LM_VALUE_HEADER;
-    out->aux = h.aux_len ? v + s->ent[i].len - h.aux_len : NULL;
+    out->length = e->len - LM_VALUE_HEADER - h.aux_len;
+    out->pixels = s->map ? s->map + e->off + LM_VALUE_HEADER : NULL;
+    out->aux = e->aux;
     out->aux_len = h.aux_len;
     return 0;
+}
+
+/* Sample i's pixels into dst (len bytes). */
+static int lm_pixels(const lm_shard *s, uint64_t i, void *dst, size_t len)
+{
+    const lm_entry *e = &s->ent[i];
+    if (s->map) {
+        memcpy(dst, s->map + e->off + LM_VALUE_HEADER, len);
+        return 0;
+    }
+    int fd, rc = fmt_fdfile_get(s->file, 0, &fd);
+    if (rc)
+        return rc;
+    rc = fmt_pread_exact(fd, dst, len, e->off + LM_VALUE_HEADER);
+    fmt_fdfile_put(s->file);
+    return rc;
+}
+
+static size_t lm_pixel_len(const lm_shard *s, uint64_t i)
+{
+    const lm_entry *e = &s->ent[i];
+    return (size_t)(e->len - LM_VALUE_HEADER - fmt_le_get32(e->head + 40));
 }
 
 static int lm_r_read(const void *p, uint64_t i, void *dst, void *scratch, size_t scratch_len)
@@ -931,10 +1052,7 @@ static int lm_r_read(const void *p, uint64_t i, void *dst, void *scratch, size_t
     const lm_shard *s = p;
     if (i >= s->info.samples)
         return FMT_EINVAL;
-    const uint8_t *v = s->ent[i].val;
-    memcpy(dst, v + LM_VALUE_HEADER,
-           (size_t)(s->ent[i].len - LM_VALUE_HEADER - fmt_le_get32(v + 40)));
-    return 0;
+    return lm_pixels(s, i, dst, lm_pixel_len(s, i));
 }
 
 static int lm_r_check(const void *p, uint64_t i)
@@ -942,9 +1060,18 @@ static int lm_r_check(const void *p, uint64_t i)
     const lm_shard *s = p;
     if (i >= s->info.samples)
         return FMT_EINVAL;
-    const uint8_t *v = s->ent[i].val;
-    size_t len = (size_t)(s->ent[i].len - LM_VALUE_HEADER - fmt_le_get32(v + 40));
-    return XXH3_64bits(v + LM_VALUE_HEADER, len) == fmt_le_get64(v + 24) ? 0 : FMT_EHASH;
+    size_t len = lm_pixel_len(s, i);
+    uint64_t want = fmt_le_get64(s->ent[i].head + 24);
+    if (s->map)
+        return XXH3_64bits(s->map + s->ent[i].off + LM_VALUE_HEADER, len) == want ? 0 : FMT_EHASH;
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        return ENOMEM;
+    int rc = lm_pixels(s, i, buf, len);
+    if (!rc && XXH3_64bits(buf, len) != want)
+        rc = FMT_EHASH;
+    free(buf);
+    return rc;
 }
 
 static int lm_r_advise(const void *p, fmt_advice advice)
@@ -953,10 +1080,11 @@ static int lm_r_advise(const void *p, fmt_advice advice)
     const lm_shard *s = p;
     if ((unsigned)advice > FMT_ADVICE_RANDOM)
         return FMT_EINVAL;
-    if (!s->lo)
-        return 0;
-    /* the span lies inside LMDB's map (one contiguous mapping); advice only changes read-ahead */
-    return madvise(s->lo, (size_t)(s->hi - s->lo), madv[advice]) != 0 ? errno : 0;
+    if (!s->map || !s->hi)
+        return 0;   /* read with pread: nothing mapped to advise on */
+    /* the span lies inside the mapping; advice only changes read-ahead */
+    return madvise((void *)(s->map + s->lo), (size_t)(s->hi - s->lo), madv[advice]) != 0 ?
+           errno : 0;
 }
 
 const fmt_backend fmt_backend_lmdb = {

@@ -58,8 +58,29 @@ typedef struct {
     uint8_t *seen;              /* one bit per page: each tree page is met once */
     XXH3_state_t *st;
     uint64_t entries;
+    fmt_lmdb_value *vals;       /* NULL: not collected */
+    uint64_t nvals, vcap;
+    int want_vals;
     fmt_msg *msg;
 } lm_tree;
+
+/* Record a sample key's value (an 8-byte key; reserved keys are never 8 bytes long). */
+static int lm_tree_value(lm_tree *t, uint64_t ksize, uint64_t off, uint64_t size)
+{
+    if (!t->want_vals || ksize != 8)
+        return 0;
+    if (t->nvals == t->vcap) {
+        uint64_t cap = t->vcap ? 2 * t->vcap : 64;
+        fmt_lmdb_value *v = cap <= SIZE_MAX / sizeof *v ? realloc(t->vals, (size_t)cap * sizeof *v)
+                                                        : NULL;
+        if (!v)
+            return ENOMEM;
+        t->vals = v;
+        t->vcap = cap;
+    }
+    t->vals[t->nvals++] = (fmt_lmdb_value){off, size};
+    return 0;
+}
 
 static int lm_tree_page(lm_tree *t, uint64_t pgno, unsigned depth, unsigned leaf_depth)
 {
@@ -107,6 +128,8 @@ static int lm_tree_page(lm_tree *t, uint64_t pgno, unsigned depth, unsigned leaf
             if (data + dsize > t->psize)
                 return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": node %u: value "
                                 "runs past the page", pgno, i);
+            if (lm_tree_value(t, ksize, pgno * t->psize + data, dsize) != 0)
+                return ENOMEM;
             continue;
         }
         if (nflags != LM_F_BIGDATA || data + 8 > t->psize)
@@ -125,18 +148,32 @@ static int lm_tree_page(lm_tree *t, uint64_t pgno, unsigned depth, unsigned leaf
             return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": bad overflow page "
                             "header", ov);
         XXH3_64bits_update(t->st, o, LM_PAGE_HEADER);
+        if (lm_tree_value(t, ksize, ov * t->psize + LM_PAGE_HEADER, dsize) != 0)
+            return ENOMEM;
     }
     return 0;
 }
 
 int fmt_lmdb_tree_check(const char *data, uint64_t *pin, fmt_msg *msg)
 {
-    const uint32_t magic = 0xBEEFC0DEu;    /* MDB_MAGIC */
     int fd = open(data, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return fmt_fail(msg, errno, "data.mdb: %s", fmt_strerror(errno));
+    int rc = fmt_lmdb_tree_walk(fd, pin, NULL, NULL, msg);
+    close(fd);
+    return rc;
+}
+
+int fmt_lmdb_tree_walk(int fd, uint64_t *pin, fmt_lmdb_value **vals, uint64_t *nvals,
+                       fmt_msg *msg)
+{
+    const uint32_t magic = 0xBEEFC0DEu;    /* MDB_MAGIC */
     struct stat st;
-    lm_tree t = {.msg = msg};
+    lm_tree t = {.msg = msg, .want_vals = vals != NULL};
+    if (vals) {
+        *vals = NULL;
+        *nvals = 0;
+    }
     void *map = MAP_FAILED;
     int rc = 0;
     if (fstat(fd, &st) != 0) {
@@ -220,11 +257,16 @@ int fmt_lmdb_tree_check(const char *data, uint64_t *pin, fmt_msg *msg)
                       PRIu64, t.entries, fmt_le_get64(db + LM_DB_ENTRIES));
     if (!rc && pin)
         *pin = XXH3_64bits_digest(t.st);
+    if (!rc && vals) {
+        *vals = t.vals;
+        *nvals = t.nvals;
+        t.vals = NULL;
+    }
 leave:
     if (map != MAP_FAILED)
         munmap(map, (size_t)t.size);
     XXH3_freeState(t.st);
     free(t.seen);
-    close(fd);
+    free(t.vals);
     return rc;
 }

@@ -19,4 +19,15 @@ uint64_t fmt_lmdb_page_size(void);
  * *pin (may be NULL) receives the hash of the bytes checked, the manifest's pin. */
 int fmt_lmdb_tree_check(const char *data, uint64_t *pin, fmt_msg *msg);
 
+/* Where a value lies in data.mdb: its offset in the file and its size. */
+typedef struct {
+    uint64_t off, size;
+} fmt_lmdb_value;
+
+/* fmt_lmdb_tree_check of the file open as fd (left open), and where vals is not NULL, where the
+ * value of every 8-byte key (the sample keys) lies, in key order: *vals (malloc'd; free it) holds
+ * *nvals of them. A reader that no longer holds the environment reads values there. */
+int fmt_lmdb_tree_walk(int fd, uint64_t *pin, fmt_lmdb_value **vals, uint64_t *nvals,
+                       fmt_msg *msg);
+
 #endif

@@ -39,6 +39,7 @@
 #include <xxhash.h>
 
 #include "compress.h"
+#include "fdcache.h"
 #include "image.h"
 #include "le.h"
 
@@ -602,7 +603,8 @@ void fmt_raw_writer_abort(fmt_raw_writer *w)
 /* ---- reader ---- */
 
 struct fmt_raw_shard {
-    int fd;
+    int fd;                     /* while opening; afterwards -1 (a mapping needs none) */
+    fmt_fdfile *file;           /* FMT_RAW_OPEN_NOMAP: the descriptor, from the cache */
     const uint8_t *base;        /* the mapping, MAP_FAILED without one */
     size_t size;
     uint8_t *tail;              /* private copy of the bytes from index_offset on */
@@ -764,6 +766,15 @@ int fmt_raw_open_ex(fmt_raw_shard **out, const char *path, unsigned flags, fmt_m
         goto leave;
     }
     rc = check_entries(s, msg);
+    /* a mapping needs no descriptor, and preads take theirs from the bounded cache: an open
+     * shard holds no descriptor of its own (any number of shards fit in `ulimit -n`) */
+    if (rc == 0 && s->base != MAP_FAILED) {
+        close(s->fd);
+        s->fd = -1;
+    } else if (rc == 0) {
+        rc = fmt_fdfile_new(&s->file, path, O_RDONLY, s->fd);
+        s->fd = -1;
+    }
 leave:
     if (rc)
         fmt_raw_close(s);
@@ -780,6 +791,7 @@ void fmt_raw_close(fmt_raw_shard *s)
         munmap((void *)s->base, s->size);
     if (s->fd >= 0)
         close(s->fd);
+    fmt_fdfile_free(s->file);
     free(s->tail);
     free(s);
 }
@@ -918,8 +930,13 @@ int fmt_raw_check_sample(const fmt_raw_shard *s, uint64_t i)
         const uint8_t *src = fmt_raw_stored(s, i);
         int rc = px ? 0 : ENOMEM;
         if (!rc && !src) {
+            int fd;
             enc = malloc((size_t)e.stored);
-            rc = enc ? fmt_pread_exact(s->fd, enc, (size_t)e.stored, e.offset) : ENOMEM;
+            rc = enc ? fmt_raw_fd_get(s, 0, &fd) : ENOMEM;
+            if (!rc) {
+                rc = fmt_pread_exact(fd, enc, (size_t)e.stored, e.offset);
+                fmt_raw_fd_put(s);
+            }
             src = enc;
         }
         if (!rc)
@@ -931,16 +948,30 @@ int fmt_raw_check_sample(const fmt_raw_shard *s, uint64_t i)
     if (s->base != MAP_FAILED) {
         hash = XXH3_64bits(s->base + e.offset, e.length);
     } else {
-        int rc = hash_unmapped(s->fd, e.offset, e.length, &hash);
+        int fd, rc = fmt_raw_fd_get(s, 0, &fd);
+        if (rc)
+            return rc;
+        rc = hash_unmapped(fd, e.offset, e.length, &hash);
+        fmt_raw_fd_put(s);
         if (rc)
             return rc;
     }
     return hash == e.hash ? 0 : FMT_EHASH;
 }
 
-int fmt_raw_fd(const fmt_raw_shard *s)
+int fmt_raw_fd_get(const fmt_raw_shard *s, int bounded, int *fd)
 {
-    return s->fd;
+    if (!s->file) {
+        *fd = -1;
+        return FMT_EUNSUPPORTED;
+    }
+    return fmt_fdfile_get(s->file, bounded, fd);
+}
+
+void fmt_raw_fd_put(const fmt_raw_shard *s)
+{
+    if (s->file)
+        fmt_fdfile_put(s->file);
 }
 
 const uint8_t *fmt_raw_base(const fmt_raw_shard *s)

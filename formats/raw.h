@@ -139,7 +139,7 @@ int fmt_raw_open(fmt_raw_shard **s, const char *path, fmt_msg *msg);
  * as fmt_raw_open, and a file that shrinks while being read is FMT_ETRUNC), and kept in memory:
  * 64 bytes per sample plus the aux area. Nothing is read through a mapping afterwards, so a file
  * truncated or rewritten while open can never fault: fmt_raw_pixels and fmt_raw_base return NULL,
- * payloads are read with pread on fmt_raw_fd (a short read meaning the file was truncated), and
+ * payloads are read with pread on fmt_raw_fd_get's descriptor (a short read meaning the file was truncated), and
  * fmt_raw_check_sample reads them the same way. */
 #define FMT_RAW_OPEN_NOMAP 1u
 
@@ -180,9 +180,16 @@ const uint8_t *fmt_raw_aux(const fmt_raw_shard *s, uint64_t i, uint32_t *len);
  * ENOMEM, and FMT_ETRUNC when the file ends before the payload does. Thread-safe. */
 int fmt_raw_check_sample(const fmt_raw_shard *s, uint64_t i);
 
-/* The file descriptor the shard was opened from (for pread / O_DIRECT paths), and the mapping
- * (NULL with FMT_RAW_OPEN_NOMAP). */
-int fmt_raw_fd(const fmt_raw_shard *s);
+/* A descriptor of the shard's file, for pread / O_DIRECT paths: only a shard opened with
+ * FMT_RAW_OPEN_NOMAP has one (else FMT_EUNSUPPORTED: a mapped shard closes its descriptor right
+ * after mapping). An open shard holds no descriptor of its own: get pins one from the bounded
+ * process-wide cache (fdcache.h; reopening the file when the cache closed it, FMT_ECORRUPT if the
+ * path now names another file, EBUSY with `bounded` when the cache is full of pinned ones), put
+ * unpins it. Every get that returns 0 needs one put. Thread-safe. */
+int fmt_raw_fd_get(const fmt_raw_shard *s, int bounded, int *fd);
+void fmt_raw_fd_put(const fmt_raw_shard *s);
+
+/* The mapping (NULL with FMT_RAW_OPEN_NOMAP). */
 const uint8_t *fmt_raw_base(const fmt_raw_shard *s);
 
 /* Pure header codecs (exposed for tests and fuzzing).

@@ -23,11 +23,14 @@
 
 #include "compress.h"
 #include "directio.h"
+#include "fdcache.h"
 
 typedef struct {
     fmt_raw_shard *raw;
-    fmt_access access;
-    int dfd;                    /* O_DIRECT descriptor, or -1 (then pread on the raw fd) */
+    fmt_access access;          /* how it is read: PREAD for a MMAP shard past the mapping cap */
+    int mapped;                 /* counted by fmt_map_reserve */
+    fmt_fdfile *dfile;          /* O_DIRECT descriptor (from the cache), or NULL (then pread on
+                                 * the raw shard's descriptor) */
     uint32_t mem_align, off_align;  /* what dfd's transfers need (statx; else FMT_DIRECT_ALIGN) */
     fmt_shard_info info;
 } rb_shard;
@@ -144,17 +147,23 @@ static int open_direct(rb_shard *s, const char *path, fmt_msg *msg)
         int rc = errno;
         return fmt_fail(msg, rc, "cannot open with O_DIRECT: %s", fmt_strerror(rc));
     }
+    int bfd, rc = fmt_raw_fd_get(s->raw, 0, &bfd);
+    if (rc) {
+        close(fd);
+        return fmt_fail(msg, rc, "cannot reopen: %s", fmt_strerror(rc));
+    }
     struct stat a, b;
-    if (fstat(fd, &a) != 0 || fstat(fmt_raw_fd(s->raw), &b) != 0) {
-        int rc = errno;
+    if (fstat(fd, &a) != 0 || fstat(bfd, &b) != 0) {
+        rc = errno;
+        fmt_raw_fd_put(s->raw);
         close(fd);
         return fmt_fail(msg, rc, "%s", fmt_strerror(rc));
     }
+    fmt_raw_fd_put(s->raw);
     if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
         close(fd);
         return fmt_fail(msg, FMT_ECORRUPT, "file was replaced while opening");
     }
-    s->dfd = fd;
     /* the device's own O_DIRECT alignment where the kernel says (often 512), else the safe 4096 */
     s->mem_align = s->off_align = FMT_DIRECT_ALIGN;
 #ifdef STATX_DIOALIGN
@@ -168,6 +177,9 @@ static int open_direct(rb_shard *s, const char *path, fmt_msg *msg)
         s->off_align = sx.stx_dio_offset_align;
     }
 #endif
+    /* held by the cache from now on, like the raw shard's own descriptor */
+    if ((rc = fmt_fdfile_new(&s->dfile, path, O_RDONLY | O_DIRECT, fd)) != 0)
+        return fmt_fail(msg, rc, "%s", fmt_strerror(rc));
     return 0;
 }
 
@@ -177,8 +189,9 @@ static void rb_r_close(void *p)
     if (!s)
         return;
     fmt_raw_close(s->raw);
-    if (s->dfd >= 0)
-        close(s->dfd);
+    fmt_fdfile_free(s->dfile);
+    if (s->mapped)
+        fmt_map_unreserve();
     free(s);
 }
 
@@ -190,10 +203,16 @@ static int rb_r_open(void **out, const char *dir, const char *path, fmt_access a
     rb_shard *s = calloc(1, sizeof *s);
     if (!s)
         return ENOMEM;
-    s->dfd = -1;
     s->access = access;
-    int rc = fmt_raw_open_ex(&s->raw, path, access == FMT_ACCESS_MMAP ? 0 : FMT_RAW_OPEN_NOMAP,
-                             msg);
+    /* past the mapping cap (fdcache.h) a MMAP shard is read with pread like a PREAD one: its
+     * samples' pixels pointers are then NULL, as for a compressed sample */
+    if (access == FMT_ACCESS_MMAP) {
+        if (fmt_map_reserve())
+            s->mapped = 1;
+        else
+            s->access = FMT_ACCESS_PREAD;
+    }
+    int rc = fmt_raw_open_ex(&s->raw, path, s->mapped ? 0 : FMT_RAW_OPEN_NOMAP, msg);
     if (rc == 0 && access == FMT_ACCESS_DIRECT)
         rc = open_direct(s, path, msg);
     if (rc) {
@@ -240,7 +259,7 @@ static int read_encoded(const rb_shard *s, const fmt_raw_entry *e, uint8_t *dst,
     int rc = 0;
     if (s->access == FMT_ACCESS_MMAP) {
         src = fmt_raw_base(s->raw) + e->offset;
-    } else if (s->dfd >= 0) {
+    } else if (s->dfile) {
         uint64_t lo = fmt_direct_align_down(e->offset),
                  hi = fmt_direct_align_up(e->offset + e->stored);
         if (!scratch || (uintptr_t)scratch % FMT_DIRECT_ALIGN || scratch_len < hi - lo) {
@@ -249,9 +268,18 @@ static int read_encoded(const rb_shard *s, const fmt_raw_entry *e, uint8_t *dst,
             scratch = own;
         }
         size_t got;
-        rc = fmt_pread_full(s->dfd, scratch, (size_t)(hi - lo), lo, &got);
-        if (rc == EINVAL) /* O_DIRECT refused for this transfer: plain pread */
-            rc = fmt_pread_full(fmt_raw_fd(s->raw), scratch, (size_t)(hi - lo), lo, &got);
+        int dfd;
+        if (!(rc = fmt_fdfile_get(s->dfile, 0, &dfd))) {
+            rc = fmt_pread_full(dfd, scratch, (size_t)(hi - lo), lo, &got);
+            fmt_fdfile_put(s->dfile);
+        }
+        if (rc == EINVAL) { /* O_DIRECT refused for this transfer: plain pread */
+            int fd;
+            if (!(rc = fmt_raw_fd_get(s->raw, 0, &fd))) {
+                rc = fmt_pread_full(fd, scratch, (size_t)(hi - lo), lo, &got);
+                fmt_raw_fd_put(s->raw);
+            }
+        }
         if (!rc && got < e->offset + e->stored - lo)
             rc = FMT_ETRUNC;
         src = scratch + (e->offset - lo);
@@ -261,7 +289,11 @@ static int read_encoded(const rb_shard *s, const fmt_raw_entry *e, uint8_t *dst,
                 return ENOMEM;
             scratch = own;
         }
-        rc = fmt_pread_exact(fmt_raw_fd(s->raw), scratch, (size_t)e->stored, e->offset);
+        int fd;
+        if (!(rc = fmt_raw_fd_get(s->raw, 0, &fd))) {
+            rc = fmt_pread_exact(fd, scratch, (size_t)e->stored, e->offset);
+            fmt_raw_fd_put(s->raw);
+        }
         src = scratch;
     }
     if (!rc)
@@ -283,11 +315,17 @@ static int rb_r_read(const void *p, uint64_t i, void *dst, void *scratch, size_t
         memcpy(dst, fmt_raw_pixels(s->raw, i), (size_t)e.length);
         return 0;
     }
-    if (s->access == FMT_ACCESS_PREAD || s->dfd < 0)
-        return fmt_pread_exact(fmt_raw_fd(s->raw), dst, (size_t)e.length, e.offset);
-
-    return fmt_direct_read(s->dfd, fmt_raw_fd(s->raw), dst, e.offset, e.length, scratch,
-                           scratch_len, 0);
+    int fd, dfd = -1, rc = fmt_raw_fd_get(s->raw, 0, &fd);
+    if (rc)
+        return rc;
+    if (s->access == FMT_ACCESS_PREAD || !s->dfile)
+        rc = fmt_pread_exact(fd, dst, (size_t)e.length, e.offset);
+    else if (!(rc = fmt_fdfile_get(s->dfile, 0, &dfd))) {
+        rc = fmt_direct_read(dfd, fd, dst, e.offset, e.length, scratch, scratch_len, 0);
+        fmt_fdfile_put(s->dfile);
+    }
+    fmt_raw_fd_put(s->raw);
+    return rc;
 }
 
 static int rb_r_check(const void *p, uint64_t i)
@@ -310,12 +348,26 @@ static int rb_r_advise(const void *p, fmt_advice advice)
         return madvise(base, (size_t)fmt_raw_get_header(s->raw)->file_size, madv[advice]) ? errno
                                                                                              : 0;
     }
-    return posix_fadvise(fmt_raw_fd(s->raw), 0, 0, fadv[advice]);
+    /* read-ahead advice belongs to the open file: it is lost when the cache closes the
+     * descriptor, so only a shard whose descriptor is open now takes it (a hint only) */
+    int fd, rc = fmt_raw_fd_get(s->raw, 1, &fd);
+    if (rc)
+        return 0;
+    rc = posix_fadvise(fd, 0, 0, fadv[advice]);
+    fmt_raw_fd_put(s->raw);
+    return rc;
 }
 
 static int rb_r_direct(const void *p)
 {
-    return ((const rb_shard *)p)->dfd >= 0;
+    return ((const rb_shard *)p)->dfile != NULL;
+}
+
+static void rb_extent_release(const void *p)
+{
+    const rb_shard *s = p;
+    fmt_fdfile_put(s->dfile);
+    fmt_raw_fd_put(s->raw);
 }
 
 static int rb_r_extent(const void *p, uint64_t i, fmt_extent *x)
@@ -323,14 +375,25 @@ static int rb_r_extent(const void *p, uint64_t i, fmt_extent *x)
     const rb_shard *s = p;
     if (i >= fmt_raw_count(s->raw))
         return FMT_EINVAL;
-    if (s->dfd < 0)
+    if (!s->dfile)
         return FMT_EUNSUPPORTED;
+    /* both descriptors stay pinned until fmt_extent_release; bounded, so that a caller holding
+     * many extents at once gets EBUSY (and reads that sample another way) rather than more
+     * descriptors than the cache allows */
+    int fd, dfd, rc = fmt_raw_fd_get(s->raw, 1, &fd);
+    if (rc)
+        return rc;
+    if ((rc = fmt_fdfile_get(s->dfile, 1, &dfd)) != 0) {
+        fmt_raw_fd_put(s->raw);
+        return rc;
+    }
     fmt_raw_entry e;
     fmt_raw_get_entry(s->raw, i, &e);
-    *x = (fmt_extent){.fd = s->dfd, .buffered_fd = fmt_raw_fd(s->raw), .mem_align = s->mem_align,
+    *x = (fmt_extent){.fd = dfd, .buffered_fd = fd, .mem_align = s->mem_align,
                       .off_align = s->off_align, .offset = e.offset, .stored = e.stored,
                       .length = e.length, .hash = e.hash, .codec = (int)e.codec,
-                      .height = e.height, .width = e.width, .channels = e.channels};
+                      .height = e.height, .width = e.width, .channels = e.channels,
+                      .release = rb_extent_release, .owner = s};
     return 0;
 }
 

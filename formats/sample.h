@@ -34,19 +34,32 @@ typedef enum {
  * a multiple of mem_align; reading past the end of the file is fine (a short read). The payload
  * is the pixels themselves (codec 0, stored == length) or a compressed block to decode with
  * fmt_raw_decode (compress.h codecs; the decoded pixels must hash to `hash`). buffered_fd is the
- * same file without O_DIRECT, for a transfer the filesystem refuses with EINVAL. */
+ * same file without O_DIRECT, for a transfer the filesystem refuses with EINVAL. Both
+ * descriptors stay open (pinned in the descriptor cache, fdcache.h) until fmt_extent_release:
+ * every extent that fmt_dataset_extent fills must be released once its reads are done. */
 typedef struct {
     int fd, buffered_fd;
     uint32_t mem_align, off_align;
     uint64_t offset, stored, length, hash;
     int codec;
     uint32_t height, width, channels;   /* the decoded shape */
+    void (*release)(const void *owner); /* what fmt_extent_release calls (NULL: nothing) */
+    const void *owner;
 } fmt_extent;
 
+/* Unpin x's descriptors (they may be closed afterwards); idempotent. */
+static inline void fmt_extent_release(fmt_extent *x)
+{
+    if (x->release)
+        x->release(x->owner);
+    x->release = NULL;
+}
+
 /* One sample as stored. pixels points at the stored pixels where the backend maps them (raw and
- * contiguous hdf5 in MMAP mode, lmdb in every mode): read-only, valid until fmt_dataset_close. It
- * is NULL where the pixels must be read or decoded (per-image sets, pread/direct modes of raw and
- * hdf5, chunked hdf5): use fmt_dataset_read then. aux: the sample's aux record (NULL if it has
+ * contiguous hdf5 in MMAP mode, lmdb in every mode, each while the process-wide mapping cap of
+ * fdcache.h allows): read-only, valid until fmt_dataset_close. It is NULL where the pixels must be
+ * read or decoded (per-image sets, pread/direct modes of raw and hdf5, chunked hdf5, shards past
+ * the mapping cap): use fmt_dataset_read then. aux: the sample's aux record (NULL if it has
  * none), valid until fmt_dataset_close. */
 typedef struct {
     uint64_t index;             /* dataset-wide index */

@@ -352,7 +352,7 @@ static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
  * engine: all reads in flight at once, straight into the batch where alignment allows. A sample
  * whose shard has no extents (not read with O_DIRECT) is read as put_sample reads it. With
  * verify_samples, each sample read by the engine is hashed in the batch, before any mirroring. */
-static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n)
+static int fill_pinned(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n, uint32_t *pm)
 {
     const shr_reader *r = w->r;
     shr_batch *b = &slot->b;
@@ -377,7 +377,7 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
              &slot->params[i]);
         w->items[m].dst = dst;
         w->idx[n + m] = i;          /* the item's batch position */
-        m++;
+        *pm = ++m;
     }
     uint32_t bad;
     fmt_msg msg = {{0}};
@@ -406,6 +406,17 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
                          b->data + (size_t)i * r->sample_bytes);
     }
     return 0;
+}
+
+/* fill_pinned, then unpin the descriptors of the extents it took (fmt_extent_release), on
+ * every path: a batch holds its shards' descriptors only while its reads are in flight. */
+static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n)
+{
+    uint32_t m = 0;
+    int rc = fill_pinned(w, slot, epoch, n, &m);
+    for (uint32_t j = 0; j < m; j++)
+        fmt_extent_release(&w->items[j].x);
+    return rc;
 }
 
 /* Stream batch k is batch *number of *epoch (see "The stream" in shardread.c; the first epoch may be a

@@ -112,6 +112,8 @@ static void read_and_compare(const char *name, const uint64_t *order, uint32_t n
             ck_assert_uint_eq(it[i].dst[k], 0xEE);
         free(want);
     }
+    for (uint32_t i = 0; i < n; i++)
+        fmt_extent_release(&it[i].x);
     free(it);
     free(batch);
     shr_direct_free(d);
@@ -185,6 +187,9 @@ START_TEST(test_damage)
     ck_assert_int_eq(truncate(path, (off_t)(x.offset + 10)), 0);
     rc = shr_direct_read(d, it + 10, NS - 10, &bad, &msg);
     ck_assert_int_eq(rc, FMT_ETRUNC);
+    for (uint32_t i = 0; i < NS; i++)
+        fmt_extent_release(&it[i].x);
+    fmt_extent_release(&x);
     free(buf);
     shr_direct_free(d);
     fmt_dataset_close(ds);

@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
@@ -19,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
+
+#include "fdcache.h"
 
 static const fmt_backend *be = &fmt_backend_hdf5;
 
@@ -975,6 +978,140 @@ START_TEST(test_threads_open)
 }
 END_TEST
 
+/* ---- descriptors and mappings per shard ---- */
+
+static unsigned open_fds(void)
+{
+    unsigned n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+enum { MANY = 80 };     /* chunked shards open at once: past the 32 files HDF5 is let hold */
+
+typedef struct {
+    void **sh;
+    const tu_sample *s;
+    size_t n;
+    unsigned seed;
+    int bad;
+} many_job;
+
+static void *many_thread(void *arg)
+{
+    many_job *j = arg;
+    uint8_t *buf = malloc(40 * 40 * 3);
+    for (unsigned k = 0; k < 2 * MANY; k++) {
+        unsigned f = (k * 13 + j->seed * 7) % MANY;
+        size_t i = (k + j->seed) % j->n;
+        if (be->r_read(j->sh[f], i, buf, NULL, 0) != 0 ||
+            memcmp(buf, j->s[i].px, tu_sample_len(&j->s[i])) != 0)
+            j->bad++;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* Chunked shards (read through HDF5, which holds a descriptor per open file) open in any number:
+ * HDF5 holds at most 32 of them open, the least recently read closed and reopened when next
+ * read, from any thread; a file replaced in between is refused on reopen. Before, every open
+ * chunked shard kept its file (and descriptor) open. */
+START_TEST(test_chunked_bounded_files)
+{
+    tu_rng_state = 79;
+    const size_t n = 6;
+    tu_sample *s = make_samples(n, SHAPES_MIXED, AUX_NONE);
+    fmt_shard_info info;
+    write_shard("shard-00000", s, n, &info);
+    char path[1300], chunked[1300];
+    shard_path(path, sizeof path, "shard-00000");
+    shard_path(chunked, sizeof chunked, "chunked");
+    rewrite(path, chunked, 1, NULL, NULL, NULL);
+    size_t len;
+    uint8_t *bytes = tu_slurp(chunked, &len);
+    unsigned before = open_fds();
+    void *sh[MANY];
+    char name[64], p[1300];
+    for (int k = 0; k < MANY; k++) {
+        snprintf(name, sizeof name, "many-%02d", k);
+        shard_path(p, sizeof p, name);
+        tu_spit(p, bytes, len);
+        sh[k] = open_ok(p, (fmt_access)(k % 3));
+        ck_assert_uint_le(open_fds(), before + 40);
+    }
+    uint8_t *buf = malloc(40 * 40 * 3);
+    ck_assert_ptr_nonnull(buf);
+    for (int round = 0; round < 2; round++)
+        for (int k = 0; k < MANY; k++) {
+            size_t i = (size_t)(k + round) % n;
+            ck_assert_int_eq(be->r_read(sh[k], i, buf, NULL, 0), 0);
+            ck_assert_mem_eq(buf, s[i].px, tu_sample_len(&s[i]));
+            ck_assert_int_eq(be->r_check(sh[k], (i + 1) % n), 0);
+            ck_assert_uint_le(open_fds(), before + 40);
+        }
+    many_job jobs[6];
+    pthread_t th[6];
+    for (unsigned t = 0; t < 6; t++) {
+        jobs[t] = (many_job){.sh = sh, .s = s, .n = n, .seed = t};
+        ck_assert_int_eq(pthread_create(&th[t], NULL, many_thread, &jobs[t]), 0);
+    }
+    for (int t = 0; t < 6; t++) {
+        pthread_join(th[t], NULL);
+        ck_assert_int_eq(jobs[t].bad, 0);
+    }
+    ck_assert_uint_le(open_fds(), before + 40);
+    /* read the last 40 in order: the first shard's file is closed now; replace it */
+    for (int k = MANY - 40; k < MANY; k++)
+        ck_assert_int_eq(be->r_read(sh[k], 0, buf, NULL, 0), 0);
+    shard_path(p, sizeof p, "many-00");
+    char tmp[1300];
+    tu_path(tmp, sizeof tmp, "replacement.h5");
+    tu_spit(tmp, bytes, len);
+    ck_assert_int_eq(rename(tmp, p), 0);
+    ck_assert_int_eq(be->r_read(sh[0], 0, buf, NULL, 0), FMT_ECORRUPT);
+    ck_assert_int_eq(be->r_read(sh[1], 0, buf, NULL, 0), 0);
+    ck_assert_mem_eq(buf, s[0].px, tu_sample_len(&s[0]));
+    for (int k = 0; k < MANY; k++)
+        be->r_close(sh[k]);
+    ck_assert_uint_eq(open_fds(), before);
+    free(buf);
+    free(bytes);
+    tu_samples_free(s, n);
+}
+END_TEST
+
+/* Contiguous shards past the process's mapping cap (fdcache.h, shared with the other backends)
+ * are read with pread: no pixels pointer, the same bytes. */
+START_TEST(test_map_cap)
+{
+    tu_rng_state = 80;
+    const size_t n = 5;
+    tu_sample *s = make_samples(n, SHAPES_FIXED_RGB, AUX_NONE);
+    fmt_shard_info info;
+    write_shard("shard-00000", s, n, &info);
+    char path[1300];
+    shard_path(path, sizeof path, "shard-00000");
+    void *mapped = open_ok(path, FMT_ACCESS_MMAP);
+    size_t cap = fmt_map_cap();
+    fmt_map_cap_set(0);
+    void *sh = open_ok(path, FMT_ACCESS_MMAP);
+    fmt_map_cap_set(cap);
+    check_shard(sh, s, n, FMT_ACCESS_PREAD, 0, &info);
+    fmt_sample m;
+    ck_assert_int_eq(be->r_get(sh, 0, &m), 0);
+    ck_assert_ptr_null(m.pixels);
+    ck_assert_int_eq(be->r_get(mapped, 0, &m), 0);
+    ck_assert_ptr_nonnull(m.pixels);
+    be->r_close(sh);
+    be->r_close(mapped);
+    tu_samples_free(s, n);
+}
+END_TEST
+
 /* ---- bad files ---- */
 
 START_TEST(test_truncated)
@@ -1376,6 +1513,8 @@ static Suite *hdf5_suite(void)
     tcase_add_test(tc, test_chunked_flat);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_threads_open);
+    tcase_add_test(tc, test_chunked_bounded_files);
+    tcase_add_test(tc, test_map_cap);
     tcase_add_test(tc, test_truncated);
     tcase_add_test(tc, test_garbage);
     tcase_add_test(tc, test_foreign_hdf5);

@@ -19,6 +19,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "fdcache.h"
+
+#define LM_VALUE_HEADER_TEST 48
+
 static const fmt_backend *const be = &fmt_backend_lmdb;
 
 static void be64(uint8_t *p, uint64_t v)
@@ -1273,6 +1277,110 @@ START_TEST(test_parallel_reads)
 }
 END_TEST
 
+static unsigned open_fds(void)
+{
+    unsigned n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* An open shard holds no descriptor of its own (an environment held one per shard, so a dataset
+ * of more shards than `ulimit -n` did not open): a mapped shard none at all, one past the
+ * mapping cap one from the bounded cache at most, opened on demand; both read the same bytes. */
+START_TEST(test_no_descriptor_per_shard)
+{
+    tu_rng_state = 17;
+    const size_t n = 40;
+    tu_sample *s = make_samples(n, SHAPES_MIXED, 1);
+    tshard t = {"shard-00011", 100, 5, 7, 0};
+    fmt_shard_info info;
+    write_shard(&t, s, n, &info, NULL);
+    char fin[1400], data[1400];
+    shard_paths(t.name, fin, NULL, data, sizeof fin);
+
+    unsigned before = open_fds();
+    void *r[3];
+    for (int k = 0; k < 3; k++)
+        r[k] = open_shard(t.name, (fmt_access)k);
+    ck_assert_uint_eq(open_fds(), before);     /* mapped: no descriptor */
+    fmt_sample m0;
+    ck_assert_int_eq(be->r_get(r[0], 3, &m0), 0);
+    ck_assert_ptr_nonnull(m0.pixels);
+
+    size_t cap = fmt_map_cap();
+    fmt_map_cap_set(0);
+    unsigned cached = fmt_fdcache_open();
+    void *p = open_shard(t.name, FMT_ACCESS_MMAP);
+    fmt_map_cap_set(cap);
+    ck_assert_uint_le(fmt_fdcache_open(), cached + 1);
+    ck_assert_uint_le(open_fds(), before + 1);
+    uint8_t *buf = malloc(60 * 60 * 3);
+    ck_assert_ptr_nonnull(buf);
+    for (size_t i = 0; i < n; i++) {
+        fmt_sample smp;
+        tu_get_sample(be, p, i, &s[i], &smp);
+        ck_assert_ptr_null(smp.pixels);         /* past the cap: read with pread */
+        ck_assert_uint_eq(smp.aux_len, s[i].aux_len);
+        if (s[i].aux)
+            ck_assert_mem_eq(smp.aux, s[i].aux, s[i].aux_len);
+        else
+            ck_assert_ptr_null(smp.aux);
+        memset(buf, 0x5A, 60 * 60 * 3);
+        ck_assert_int_eq(be->r_read(p, i, buf, NULL, 0), 0);
+        ck_assert_mem_eq(buf, s[i].px, tu_sample_len(&s[i]));
+        if (tu_sample_len(&s[i]) < 60 * 60 * 3)
+            ck_assert_uint_eq(buf[tu_sample_len(&s[i])], 0x5A);
+        ck_assert_int_eq(be->r_check(p, i), 0);
+        /* the mapped shards read the same, their pixels where they were */
+        fmt_sample ms;
+        ck_assert_int_eq(be->r_get(r[i % 3], i, &ms), 0);
+        ck_assert_mem_eq(ms.pixels, s[i].px, tu_sample_len(&s[i]));
+    }
+    ck_assert_mem_eq(m0.pixels, s[3].px, tu_sample_len(&s[3]));
+    ck_assert_int_eq(be->r_advise(p, FMT_ADVICE_RANDOM), 0);
+    ck_assert_uint_le(open_fds(), before + 1);
+
+    /* a pixel flipped in the file: r_check of the pread shard sees it */
+    fmt_sample smp;
+    ck_assert_int_eq(be->r_get(p, 5, &smp), 0);
+    uint64_t at = 0;
+    {
+        /* find sample 5's value in the file: its header's magic, then its pixels */
+        FILE *f = fopen(data, "rb");
+        ck_assert_ptr_nonnull(f);
+        uint8_t *file = malloc(info.bytes);
+        ck_assert_ptr_nonnull(file);
+        ck_assert_uint_eq(fread(file, 1, info.bytes, f), info.bytes);
+        fclose(f);
+        for (at = LM_VALUE_HEADER_TEST; at + smp.length <= info.bytes; at++)
+            if (memcmp(file + at, s[5].px, smp.length) == 0 &&
+                memcmp(file + at - LM_VALUE_HEADER_TEST, "SHLV", 4) == 0)
+                break;
+        ck_assert_uint_lt(at + smp.length, info.bytes + 1);
+        free(file);
+    }
+    for (int k = 0; k < 3; k++)
+        be->r_close(r[k]);
+    ck_assert_uint_le(open_fds(), before + 1);
+    int fd = open(data, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    uint8_t flip = (uint8_t)(s[5].px[0] ^ 0xFF);
+    ck_assert_int_eq(pwrite(fd, &flip, 1, (off_t)at), 1);
+    close(fd);
+    ck_assert_int_eq(be->r_check(p, 5), FMT_EHASH);
+    ck_assert_int_eq(be->r_check(p, 4), 0);
+    be->r_close(p);
+    ck_assert_uint_eq(open_fds(), before);
+    ck_assert_uint_eq(fmt_fdcache_open(), cached);
+    free(buf);
+    tu_samples_free(s, n);
+}
+END_TEST
+
 static Suite *lmdb_suite(void)
 {
     Suite *s = suite_create("lmdb");
@@ -1296,6 +1404,7 @@ static Suite *lmdb_suite(void)
     tcase_add_test(tc, test_garbage);
     tcase_add_test(tc, test_crafted_envs);
     tcase_add_test(tc, test_parallel_reads);
+    tcase_add_test(tc, test_no_descriptor_per_shard);
     suite_add_tcase(s, tc);
     return s;
 }

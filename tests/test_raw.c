@@ -183,14 +183,23 @@ static void roundtrip(size_t n, int shapes, int with_aux, uint32_t align)
     for (uint64_t k = FMT_RAW_HEADER_SIZE; k < align; k++)
         ck_assert_uint_eq(base[k], 0);
 
-    /* the fd is the file: pread gives the mapped bytes */
+    /* a mapped shard keeps no descriptor: the mapping is all it reads */
+    int fd;
+    ck_assert_int_eq(fmt_raw_fd_get(sh, 0, &fd), FMT_EUNSUPPORTED);
+    ck_assert_int_eq(fd, -1);
+    fmt_raw_close(sh);
+
+    /* opened without a mapping, its descriptor (from the cache) reads the same bytes */
+    ck_assert_int_eq(fmt_raw_open_ex(&sh, path, FMT_RAW_OPEN_NOMAP, NULL), 0);
     if (n > 0) {
         uint8_t buf[64];
         size_t len = tu_sample_len(&s[n - 1]) < sizeof buf ? (size_t)tu_sample_len(&s[n - 1]) :
                      sizeof buf;
         fmt_raw_entry e;
         fmt_raw_get_entry(sh, n - 1, &e);
-        ck_assert_int_eq(pread(fmt_raw_fd(sh), buf, len, (off_t)e.offset), (ssize_t)len);
+        ck_assert_int_eq(fmt_raw_fd_get(sh, 0, &fd), 0);
+        ck_assert_int_eq(pread(fd, buf, len, (off_t)e.offset), (ssize_t)len);
+        fmt_raw_fd_put(sh);
         ck_assert_mem_eq(buf, s[n - 1].px, len);
     }
     fmt_raw_close(sh);
