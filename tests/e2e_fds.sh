@@ -5,16 +5,15 @@
 # dataset of one sample per shard reads under a small `ulimit -n` in every access mode, with a
 # Dataset and a Loader open at once: shardc info, verify and cat, and a whole epoch of the
 # Loader whose every sample equals the Dataset's, for raw, lmdb, and hdf5 shards contiguous and
-# chunked. FDS_SHARDS sets the raw shard count: 50,000 by default with the plain build (past the
+# chunked. FDS_SHARDS sets the raw shard count: 100,000 by default with the plain build (past the
 # mapping cap, a quarter of vm.max_map_count: 16,382 mapped by default, the rest read with
-# pread; about 30 s on two shared cores, where 100,000 took 45 s: FDS_SHARDS=100000 runs the
-# issue's count), 300 with a sanitizer build (past `ulimit -n 256`, in seconds); the other
-# formats use min(FDS_SHARDS, 300) shards.
+# pread; about 30 s of CPU on two cores), 300 with a sanitizer build (past `ulimit -n 256`, in
+# seconds); the other formats use min(FDS_SHARDS, 300) shards.
 . "$(dirname "$0")/lib.sh"
 
 case "$BUILD" in
   *address*|*thread*) SANBUILD=1; N=${FDS_SHARDS:-300} ;;
-  *) SANBUILD=; N=${FDS_SHARDS:-50000} ;;
+  *) SANBUILD=; N=${FDS_SHARDS:-100000} ;;
 esac
 M=$(( N < 300 ? N : 300 ))
 # the build fsyncs every shard: on tmpfs that costs nothing (100,000 shards in seconds)
