@@ -21,6 +21,57 @@
 #include "mirror.h"
 #include "scale.h"
 
+/* ---- a sample's dataset: the reader's, or in a mixture its stream's ---- */
+
+/* Sample g (a global index in a mixture, mixture.h) is sample *i of the dataset returned. */
+static const fmt_dataset *src_of(const shr_reader *r, uint64_t g, uint64_t *i)
+{
+    if (!r->mx) {
+        *i = g;
+        return r->ds;
+    }
+    uint32_t s = shr_mix_plan_stream(&r->mx->plan, g);
+    *i = g - r->mx->plan.first[s];
+    return r->mx->ds[s];
+}
+
+/* Its index in its dataset, for messages. */
+static uint64_t src_local(const shr_reader *r, uint64_t g)
+{
+    uint64_t i;
+    (void)src_of(r, g, &i);
+    return i;
+}
+
+static const char *src_file(const shr_reader *r, uint64_t g)
+{
+    uint64_t i;
+    const fmt_dataset *d = src_of(r, g, &i);
+    return fmt_dataset_sample_file(d, i);
+}
+
+static int src_get(const shr_reader *r, uint64_t g, fmt_sample *s)
+{
+    uint64_t i;
+    const fmt_dataset *d = src_of(r, g, &i);
+    return fmt_dataset_get(d, i, s);
+}
+
+static int src_read_buf(const shr_reader *r, uint64_t g, void *dst, void *bounce)
+{
+    uint64_t i;
+    const fmt_dataset *d = src_of(r, g, &i);
+    return fmt_dataset_read_buf(d, i, dst, NULL, bounce, SHR_BOUNCE_BYTES);
+}
+
+/* on_error of sample g's stream. */
+static shr_on_error src_on_error(const shr_reader *r, uint64_t g)
+{
+    if (!r->mx)
+        return r->o.on_error;
+    return r->mx->on_error[shr_mix_plan_stream(&r->mx->plan, g)];
+}
+
 /* ---- one sample ---- */
 
 /* Where a stored extent `have` goes in an output extent `want`: copy n = min(have, want) from
@@ -134,8 +185,8 @@ static int resize_box(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt
     int rc = fmt_resample(w->rs, &in, NULL, shr_rs_filter(r->o.filter), &out, &m);
     if (rc)
         return fmt_fail(msg, rc, "%s: sample %" PRIu64 ": cannot resize %" PRIu32 "x%" PRIu32
-                        " to %" PRIu32 "x%" PRIu32 ": %s", fmt_dataset_sample_file(r->ds, idx),
-                        idx, p->w, p->h, r->width, r->height, fmt_reason(&m, rc));
+                        " to %" PRIu32 "x%" PRIu32 ": %s", src_file(r, idx),
+                        src_local(r, idx), p->w, p->h, r->width, r->height, fmt_reason(&m, rc));
     return 0;
 }
 
@@ -146,7 +197,7 @@ static int verify_px(const shr_reader *r, uint64_t idx, const uint8_t *px, const
     if (!r->o.verify_samples || fmt_hash64(px, (size_t)s->length) == s->hash)
         return 0;
     return fmt_fail(msg, FMT_EHASH, "%s: sample %" PRIu64 ": pixels do not match their hash "
-                    "(damaged)", fmt_dataset_sample_file(r->ds, idx), idx);
+                    "(damaged)", src_file(r, idx), src_local(r, idx));
 }
 
 /* put_transformed for the scale ops (shardread.h, "Scale"): the geometry into the staged
@@ -175,8 +226,9 @@ static int put_scaled(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt
                               stride, !multi, &m);
     if (rc)
         return fmt_fail(msg, rc, "%s: sample %" PRIu64 ": cannot resize %" PRIu32 "x%" PRIu32
-                        " to %" PRIu32 "x%" PRIu32 ": %s", fmt_dataset_sample_file(r->ds, idx),
-                        idx, s->width, s->height, p->scale_w, p->scale_h, fmt_reason(&m, rc));
+                        " to %" PRIu32 "x%" PRIu32 ": %s", src_file(r, idx),
+                        src_local(r, idx), s->width, s->height, p->scale_w, p->scale_h,
+                        fmt_reason(&m, rc));
     if (direct) {
         if (!dense)
             shr_scale_zero_canvas(&r->out, p, dst);
@@ -207,14 +259,14 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
     uint32_t c = r->channels;
     const uint8_t *src = s->pixels;
     if (!(r->o.access == SHR_ACCESS_MMAP && s->pixels)) {
-        const char *file = fmt_dataset_sample_file(r->ds, idx);
+        const char *file = src_file(r, idx);
         if (s->length > w->sample_cap)
             return fmt_fail(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " is larger than the "
-                            "largest sample", file, idx);
-        int rc = fmt_dataset_read_buf(r->ds, idx, w->sample, NULL, w->bounce, SHR_BOUNCE_BYTES);
+                            "largest sample", file, src_local(r, idx));
+        int rc = src_read_buf(r, idx, w->sample, w->bounce);
         if (rc)
-            return fmt_fail(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
-                            shr_strerror(rc));
+            return fmt_fail(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file,
+                            src_local(r, idx), shr_strerror(rc));
         src = w->sample;
     }
     int vrc = verify_px(r, idx, src, s, msg);
@@ -262,11 +314,13 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
  * closed (the file named once, with why it did not open). */
 static int get_failed(const shr_reader *r, uint64_t idx, int rc, fmt_msg *msg)
 {
-    const char *why = fmt_dataset_sample_error(r->ds, idx);
+    uint64_t li;
+    const fmt_dataset *ds = src_of(r, idx, &li);
+    const char *why = fmt_dataset_sample_error(ds, li);
     if (!why)
         return fmt_fail(msg, rc, "sample %" PRIu64 " is out of range", idx);
     return fmt_fail(msg, rc, "%s: sample %" PRIu64 ": the shard did not open (%s)",
-                    fmt_dataset_sample_file(r->ds, idx), idx, why);
+                    src_file(r, idx), src_local(r, idx), why);
 }
 
 /* Sample idx into dst, before RandomErasing (see put_sample). */
@@ -274,13 +328,13 @@ static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
                       shr_params *p, fmt_msg *msg)
 {
     const shr_reader *r = w->r;
-    int rc = fmt_dataset_get(r->ds, idx, s);
+    int rc = src_get(r, idx, s);
     if (rc)
         return get_failed(r, idx, rc, msg);
-    const char *file = fmt_dataset_sample_file(r->ds, idx);
+    const char *file = src_file(r, idx);
     if (s->channels != r->channels)
         return fmt_fail(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " has %" PRIu32 " channels, the "
-                        "dataset %" PRIu32, file, idx, s->channels, r->channels);
+                        "dataset %" PRIu32, file, src_local(r, idx), s->channels, r->channels);
     shr_draw(&r->o, &r->rrc, &r->aug, r->width, r->height, epoch, idx, s->width, s->height, p);
     if (r->o.rrc || r->convert || r->aug.pixels || r->o.scale != SHR_SCALE_NONE)
         return put_transformed(w, idx, dst, s, p, msg);
@@ -294,7 +348,7 @@ static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
             if ((rc = verify_px(r, idx, dst, s, msg)) != 0)
                 return rc;
         } else {
-            rc = fmt_dataset_read_buf(r->ds, idx, dst, NULL, w->bounce, SHR_BOUNCE_BYTES);
+            rc = src_read_buf(r, idx, dst, w->bounce);
             if (rc == 0 && (rc = verify_px(r, idx, dst, s, msg)) != 0)
                 return rc;
         }
@@ -304,8 +358,8 @@ static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
             /* sized at open for the dataset's largest sample; the index cannot change since */
             if (s->length > w->sample_cap)
                 return fmt_fail(msg, FMT_ECORRUPT, "%s: sample %" PRIu64 " is larger than the "
-                                "largest sample", file, idx);
-            rc = fmt_dataset_read_buf(r->ds, idx, w->sample, NULL, w->bounce, SHR_BOUNCE_BYTES);
+                                "largest sample", file, src_local(r, idx));
+            rc = src_read_buf(r, idx, w->sample, w->bounce);
             src = w->sample;
         }
         if (rc == 0 && (rc = verify_px(r, idx, src, s, msg)) != 0)
@@ -316,8 +370,8 @@ static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
         }
     }
     if (rc)
-        return fmt_fail(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file, idx,
-                        shr_strerror(rc));
+        return fmt_fail(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file,
+                        src_local(r, idx), shr_strerror(rc));
     if (p->flip)
         shr_mirror_rows(dst, r->width, r->height, r->channels, (size_t)r->width * r->channels);
     return 0;
@@ -439,11 +493,13 @@ static int substitute(shr_worker *w, shr_slot *slot, uint64_t epoch, uint64_t ba
                       fmt_sample *s)
 {
     const shr_reader *r = w->r;
-    uint64_t n = fmt_dataset_count(r->ds);
+    /* in a mixture, from the same stream: the global indices of its samples */
+    uint64_t local;
+    uint64_t n = fmt_dataset_count(src_of(r, bad, &local)), first = bad - local;
     fmt_msg msg;
     int rc = SHR_ECORRUPT;
     for (uint32_t a = 0; a < 16; a++) {
-        uint64_t c = shr_mix(r->o.seed, epoch, bad, SHR_SALT_SUBSTITUTE + a) % n;
+        uint64_t c = first + shr_mix(r->o.seed, epoch, bad, SHR_SALT_SUBSTITUTE + a) % n;
         if (c == bad)
             continue;
         rc = put_sample(w, epoch, c, slot->b.data + (size_t)i * r->sample_bytes, s,
@@ -496,10 +552,12 @@ static int fill_targets(const shr_reader *r, shr_slot *slot)
     size_t total = 0;
     for (uint32_t i = 0; i < b->n; i++) {
         uint64_t idx = (uint64_t)b->indices[i];
-        int rc = fmt_dataset_target(r->ds, idx, &slot->t_stored[i], &m);
+        uint64_t li;
+        const fmt_dataset *ds = src_of(r, idx, &li);
+        int rc = fmt_dataset_target(ds, li, &slot->t_stored[i], &m);
         if (rc)
             return fmt_fail(&slot->msg, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
-                            fmt_dataset_sample_file(r->ds, idx), idx, fmt_reason(&m, rc));
+                            src_file(r, idx), src_local(r, idx), fmt_reason(&m, rc));
         total += slot->t_stored[i].count;
     }
     if (shr_grow_targets(slot, total))
@@ -537,9 +595,22 @@ static int mix_batch(shr_worker *w, shr_slot *slot)
                       &bad) != 0)
         return fmt_fail(&slot->msg, SHR_EINVAL, "%s: sample %" PRId64 ": label %" PRId64
                         " is not in [0, num_classes %" PRIu32 ") for mixup/cutmix",
-                        fmt_dataset_sample_file(r->ds, (uint64_t)b->indices[bad]),
-                        b->indices[bad], b->labels[bad], r->mix.classes);
+                        src_file(r, (uint64_t)b->indices[bad]),
+                        src_local(r, (uint64_t)b->indices[bad]), b->labels[bad], r->mix.classes);
     return 0;
+}
+
+/* A mixture's batch, once settled: each sample's stream, and its index in that stream. */
+static void name_streams(const shr_reader *r, shr_slot *slot)
+{
+    shr_batch *b = &slot->b;
+    for (uint32_t i = 0; i < b->n; i++) {
+        uint32_t s = shr_mix_plan_stream(&r->mx->plan, (uint64_t)b->indices[i]);
+        slot->streams[i] = s;
+        b->indices[i] -= (int64_t)r->mx->plan.first[s];
+    }
+    for (uint32_t i = 0; i < b->nbad; i++)
+        slot->bad_idx[i] = (int64_t)src_local(r, (uint64_t)slot->bad_idx[i]);
 }
 
 static int fill_batch(shr_worker *w, shr_slot *slot, uint64_t k)
@@ -549,6 +620,8 @@ static int fill_batch(shr_worker *w, shr_slot *slot, uint64_t k)
         rc = fill_targets(w->r, slot);
     if (rc == 0 && w->r->mix.on)
         rc = mix_batch(w, slot);
+    if (rc == 0 && w->r->mx)
+        name_streams(w->r, slot);
     return rc;
 }
 
@@ -579,13 +652,14 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
         int rc = put_sample(w, epoch, w->idx[i], b->data + (size_t)out * r->sample_bytes, &s,
                             &slot->params[out], &slot->msg);
         b->indices[out] = (int64_t)w->idx[i];
+        shr_on_error on_error = src_on_error(r, w->idx[i]);
         if (rc) {
-            if (r->o.on_error == SHR_ON_ERROR_FAIL)
+            if (on_error == SHR_ON_ERROR_FAIL)
                 return rc;
             slot->bad_idx[b->nbad] = (int64_t)w->idx[i];
             slot->bad_err[b->nbad] = rc;
             slot->bad_pos[b->nbad] = -1;
-            if (r->o.on_error == SHR_ON_ERROR_SKIP) {
+            if (on_error == SHR_ON_ERROR_SKIP) {
                 b->nbad++;
                 continue;
             }
@@ -596,6 +670,8 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
             slot->bad_pos[b->nbad++] = (int32_t)out;
         }
         b->labels[out] = s.label;
+        if (r->mx && s.label >= 0)    /* labels="offset" (a substitute: the same stream) */
+            b->labels[out] += r->mx->label_offset[shr_mix_plan_stream(&r->mx->plan, w->idx[i])];
         b->sources[out] = (int64_t)s.source;
         out++;
     }

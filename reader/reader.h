@@ -17,6 +17,7 @@
 #include "dataset.h"
 #include "direct.h"
 #include "mix.h"
+#include "mixture.h"
 #include "resample.h"
 #include "ring.h"
 #include "sampler.h"
@@ -45,6 +46,7 @@ typedef struct {
     uint8_t *t_crowd;
     size_t tcap;
     float *soft;                /* MixUp / CutMix: batch_size * num_classes soft labels */
+    int64_t *streams;           /* a mixture: batch_size, each sample's stream */
 } shr_slot;
 
 typedef struct {
@@ -66,6 +68,7 @@ struct shr_reader {
     shr_options o;              /* validated, prefetch resolved */
     fmt_dataset *ds;
     shr_sampler *sampler;
+    shr_mixture *mx;            /* a mixture (shr_open_mixture): its streams; NULL for one dataset */
     uint32_t height, width, channels;
     size_t sample_bytes, batch_bytes;   /* at the output dtype */
     size_t staged_bytes;        /* one uint8 HWC sample at the output size */
@@ -107,5 +110,21 @@ extern _Thread_local fmt_msg shr_open_err;
 /* o (NULL: the defaults) as this library's full shr_options: the caller's o->size bytes over
  * the defaults. SHR_EINVAL, with the reason in why, for a size of 0 or one larger than ours. */
 SHR_INTERNAL int shr_options_full(const shr_options *o, shr_options *full, fmt_msg *why);
+
+/* Open the dataset at path as every reader opens one (a single dataset, or a stream of a
+ * mixture): with on_error skip or substitute, shards that do not open are left closed. */
+SHR_INTERNAL int shr_open_source(fmt_dataset **ds, const char *path, shr_access access,
+                                 shr_on_error on_error, fmt_msg *msg);
+
+/* shr_open over the mixture mx (NULL: the dataset dir), which it owns from the call on (freed
+ * with the reader, or on failure); mx->ds[0] is the reader's dataset. */
+SHR_INTERNAL int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt,
+                               shr_mixture *mx);
+
+/* mixture.c: the streams' geometry against the reader's (after set_geometry: the same channels
+ * and kind, each deliverable at the output size), the largest stored sample of all; and the
+ * largest stored width and height of streams 1.. into *w, *h (RandomResizedCrop's tables). */
+SHR_INTERNAL int shr_mixture_geometry(shr_reader *r, fmt_msg *m);
+SHR_INTERNAL void shr_mixture_largest(const shr_reader *r, uint32_t *w, uint32_t *h);
 
 #endif

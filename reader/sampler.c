@@ -22,6 +22,8 @@
  */
 #include "sampler.h"
 
+#include "mixture.h"
+
 #include <assert.h>
 #include <endian.h>
 #include <errno.h>
@@ -55,6 +57,7 @@ struct shr_sampler {
     uint64_t start_per_rank, start_batches;
     uint64_t nshards, window;
     uint64_t *shard_start;      /* quasi: nshards + 1 prefix sums of the shard counts */
+    const shr_mix_plan *mix;    /* a mixture's plan, or NULL */
 };
 
 /* splitmix64's finalizer: a bijection of 64-bit words with full avalanche. */
@@ -157,6 +160,13 @@ int shr_sampler_create(shr_sampler **s, const shr_sampler_cfg *cfg)
     p->start = cfg->start < cfg->n ? cfg->start : cfg->n;
     p->start_per_rank = share(cfg, cfg->n - p->start);
     p->start_batches = batches_of(cfg, p->start_per_rank);
+    if (cfg->mix) {
+        if (cfg->order == SHR_ORDER_QUASI || cfg->n != cfg->mix->total) {
+            rc = SHR_EINVAL;
+            goto leave;
+        }
+        p->mix = cfg->mix;
+    }
 
     if (cfg->order == SHR_ORDER_QUASI) {
         if (cfg->window == 0 || (cfg->nshards && !cfg->shard_counts)) {
@@ -315,6 +325,26 @@ static uint64_t quasi_seq(const shr_sampler *s, quasi_cursor *c, uint64_t j)
     }
 }
 
+/* A mixture's batch (sampler.h, "Mixtures"): a block of consecutive positions, in at most two
+ * runs (a padded last group wraps to the epoch's start). */
+static uint32_t mix_batch(const shr_sampler *s, uint64_t epoch, uint64_t batch, uint64_t start,
+                          uint64_t per_rank, uint32_t count, uint64_t *out)
+{
+    uint64_t group = (uint64_t)s->batch_size * s->world;
+    uint64_t base = start + batch * group;
+    uint64_t left = s->n - start;
+    uint64_t len = (batch + 1) * group <= left ? s->batch_size : per_rank - batch * s->batch_size;
+    uint64_t j0 = base + s->rank * len;
+    uint32_t done = 0;
+    while (done < count) {
+        uint64_t j = (j0 + done) % s->n;
+        uint64_t run = s->n - j < count - done ? s->n - j : count - done;
+        shr_mix_plan_fill(s->mix, s->order, s->seed, epoch, j, (uint32_t)run, out + done);
+        done += (uint32_t)run;
+    }
+    return count;
+}
+
 uint32_t shr_sampler_batch(const shr_sampler *s, uint64_t epoch, uint64_t batch, uint64_t *out)
 {
     uint64_t per_rank = shr_sampler_per_rank_in(s, epoch);
@@ -323,6 +353,8 @@ uint32_t shr_sampler_batch(const shr_sampler *s, uint64_t epoch, uint64_t batch,
         return 0;
     uint64_t k0 = batch * s->batch_size;
     uint32_t count = per_rank - k0 < s->batch_size ? (uint32_t)(per_rank - k0) : s->batch_size;
+    if (s->mix)
+        return mix_batch(s, epoch, batch, start, per_rank, count, out);
     uint64_t key = epoch_key(s->seed, epoch);
     quasi_cursor qc;
     uint64_t stack_table[2 * QUASI_STACK], *heap_table = NULL;

@@ -26,6 +26,14 @@
  * with no position repeated or lost but the padding.
  * Batches: consecutive runs of batch_size of the rank's positions; the last may be shorter, or is
  * dropped with drop_last. Every rank has the same number of batches.
+ * Mixtures (cfg.mix, mixture.h): n is the plan's positions per epoch and seq(j) the global
+ * index of position j of its interleave (order random or sequential; quasi is refused). The
+ * rank partition is by blocks, so that each batch is a window of consecutive positions: of the
+ * m positions left, group g = [start + g B W, start + (g + 1) B W) gives rank r its positions
+ * [start + g B W + r B, ... + B); a last, partial group of R < B W positions gives each rank L
+ * = per_rank - g B of them (ceil or floor of R / W as above) at [.. + r L, .. + (r + 1) L),
+ * wrapping modulo n past the end. The positions consumed after c batches of every rank are the
+ * same as above, so elastic resumption holds as it does for one dataset.
  *
  * Cost: sequential O(1) and random O(1) per sample (a few tens of ns; datasets under 64 samples
  * a few hundred). Quasi: each shr_sampler_batch call also walks the epoch's shard order up to the
@@ -44,6 +52,8 @@
 
 #include "shardread.h"
 
+struct shr_mix_plan;
+
 typedef struct {
     uint64_t n;                 /* samples in the dataset (0 is allowed: no batches) */
     shr_order order;
@@ -59,6 +69,8 @@ typedef struct {
     uint32_t window;            /* shards per window (>= 1) */
     uint64_t start_epoch, start;    /* positions [0, start) of epoch start_epoch were consumed
                                      * before (elastic resumption; start 0: none) */
+    const struct shr_mix_plan *mix;     /* a mixture's plan (n its total), kept by the caller
+                                         * for the sampler's life; NULL: one dataset */
 } shr_sampler_cfg;
 
 typedef struct shr_sampler shr_sampler;

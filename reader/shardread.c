@@ -453,7 +453,10 @@ static int make_sampler(shr_reader *r)
         .window = r->o.quasi_window ? r->o.quasi_window : 1,
         .start_epoch = r->o.epoch,
         .start = r->o.consumed,
+        .mix = r->mx ? &r->mx->plan : NULL,
     };
+    if (r->mx)
+        cfg.n = r->mx->plan.total;
     int rc = shr_sampler_create(&r->sampler, &cfg);
     free(counts);
     if (rc)
@@ -461,12 +464,12 @@ static int make_sampler(shr_reader *r)
     r->nb = shr_sampler_batches(r->sampler);
     if (r->nb == 0)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "no batches: %" PRIu64 " samples, %" PRIu64
-                        " for this rank, batch_size %" PRIu32 "%s", m->samples,
+                        " for this rank, batch_size %" PRIu32 "%s", cfg.n,
                         shr_sampler_per_rank(r->sampler), r->o.batch_size,
                         r->o.drop_last ? " with drop_last" : "");
-    if (r->o.consumed > m->samples)
+    if (r->o.consumed > cfg.n)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "consumed %" PRIu64 " is past the epoch's %"
-                        PRIu64 " samples", r->o.consumed, m->samples);
+                        PRIu64 " samples", r->o.consumed, cfg.n);
     uint64_t first = shr_sampler_batches_in(r->sampler, r->o.epoch);
     if (r->o.cursor > first)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "cursor %" PRIu64 " is past the epoch's %" PRIu64
@@ -517,6 +520,9 @@ static int make_ring(shr_reader *r)
         s->b.height = r->height;
         s->b.width = r->width;
         s->b.channels = r->channels;
+        if (r->mx && !(s->streams = calloc(r->o.batch_size, sizeof *s->streams)))
+            return ENOMEM;
+        s->b.streams = s->streams;
         if (r->mix.on) {
             s->soft = calloc((size_t)r->o.batch_size * r->mix.classes, sizeof *s->soft);
             if (!s->soft)
@@ -573,11 +579,13 @@ static void free_reader(shr_reader *r)
         free(r->slots[i].t_area);
         free(r->slots[i].t_crowd);
         free(r->slots[i].soft);
+        free(r->slots[i].streams);
     }
     free(r->slots);
     shr_sampler_free(r->sampler);
     fmt_rs_cache_free(r->rs_cache);
     fmt_dataset_close(r->ds);
+    shr_mixture_free(r->mx);
     free(r);
 }
 
@@ -626,6 +634,7 @@ static int prewarm_tables(shr_reader *r)
         r->max_w = s.width > r->max_w ? s.width : r->max_w;
         r->max_h = s.height > r->max_h ? s.height : r->max_h;
     }
+    shr_mixture_largest(r, &r->max_w, &r->max_h);
     fmt_rs_scratch *rs = NULL;
     uint32_t side = r->max_w > r->max_h ? r->max_w : r->max_h;
     uint8_t *zeros = calloc((size_t)side * r->channels, 1), *out = malloc(r->staged_bytes);
@@ -724,7 +733,8 @@ static int start_workers(shr_reader *r)
             if (!w->sample)
                 return ENOMEM;
             w->sample_cap = r->sample_max;
-        } else if (r->o.access == SHR_ACCESS_DIRECT && fmt_dataset_direct_shards(r->ds) > 0) {
+        } else if (r->o.access == SHR_ACCESS_DIRECT && !r->mx &&
+                   fmt_dataset_direct_shards(r->ds) > 0) {
             int rc = shr_direct_create(&w->direct, SHR_DIRECT_DEPTH, SHR_DIRECT_STAGING);
             w->items = calloc(r->o.batch_size, sizeof *w->items);
             if (rc || !w->items)
@@ -775,39 +785,65 @@ static void note_unavailable(shr_reader *r)
     }
 }
 
+int shr_open_source(fmt_dataset **ds, const char *path, shr_access access,
+                    shr_on_error on_error, fmt_msg *msg)
+{
+    return fmt_dataset_open_flags(ds, path, (fmt_access)access,
+                                  on_error != SHR_ON_ERROR_FAIL ? FMT_OPEN_TOLERANT : 0, msg);
+}
+
 int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
 {
     shr_open_err.text[0] = '\0';
-    if (!out || !dir)
+    return shr_open_with(out, dir, opt, NULL);
+}
+
+int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt, shr_mixture *mx)
+{
+    if (!out || !dir) {
+        shr_mixture_free(mx);
         return fmt_fail(&shr_open_err, SHR_EINVAL, "no reader or directory given");
+    }
     *out = NULL;
     shr_options o;
     int rc = shr_options_full(opt, &o, &shr_open_err);
-    if (rc)
+    if (!rc)
+        rc = check_options(&o, &shr_open_err);
+    if (rc) {
+        if (mx)
+            fmt_dataset_close(mx->ds[0]);
+        shr_mixture_free(mx);
         return rc;
-    rc = check_options(&o, &shr_open_err);
-    if (rc)
-        return rc;
+    }
     if (o.prefetch == 0)
         o.prefetch = o.threads + 2 > SHR_MAX_PREFETCH ? SHR_MAX_PREFETCH : o.threads + 2;
 
     shr_reader *r = calloc(1, sizeof *r);
-    if (!r)
+    if (!r) {
+        if (mx)
+            fmt_dataset_close(mx->ds[0]);
+        shr_mixture_free(mx);
         return fmt_fail(&shr_open_err, ENOMEM, "out of memory");
+    }
     r->o = o;
+    r->mx = mx;
     r->nslots = o.prefetch;
     int sync_ready = 0;
     fmt_msg msg = {{0}};
     /* with on_error skip or substitute, a shard that cannot be opened is one more source of
      * samples that cannot be read, handled as those are (see "Read-time recovery") */
-    rc = fmt_dataset_open_flags(&r->ds, dir, (fmt_access)o.access,
-                                o.on_error != SHR_ON_ERROR_FAIL ? FMT_OPEN_TOLERANT : 0, &msg);
+    if (mx)
+        r->ds = mx->ds[0];      /* opened by shr_open_mixture */
+    else
+        rc = shr_open_source(&r->ds, dir, o.access, o.on_error, &msg);
     if (rc) {
         fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
         goto leave;
     }
     note_unavailable(r);
     rc = set_geometry(r, dir);
+    if (rc == 0 && mx)
+        rc = shr_mixture_geometry(r, &shr_open_err);
     if (rc)
         goto leave;
     rc = set_targets(r);
@@ -1008,6 +1044,11 @@ void shr_get_info(const shr_reader *r, shr_info *info)
                                  (2 * sizeof(int64_t) + 3 * sizeof(uint32_t) + sizeof(fmt_target)) +
                              sizeof(int64_t));
     info->targets = r->targets;
+    if (r->mx) {
+        info->samples = r->mx->plan.total;
+        info->classes = r->mx->all_classes;
+        info->ring_bytes += (uint64_t)r->nslots * r->o.batch_size * sizeof(int64_t);
+    }
     info->pinned = r->slots && r->nslots > 0;
     for (uint32_t i = 0; info->pinned && i < r->nslots; i++)
         info->pinned = r->slots[i].b.pinned;

@@ -683,6 +683,9 @@ typedef struct {
     const float *soft_labels;
     uint32_t num_classes;
     shr_mix_record mix;
+    /* A mixture (shr_open_mixture): n entries, the stream each sample came from (indices are
+     * then positions in that stream's dataset, bad_indices too); NULL for one dataset. */
+    const int64_t *streams;
 } shr_batch;
 
 /* The whole reader state: open a reader with these in its options to continue exactly here. */
@@ -716,6 +719,69 @@ SHR_API void shr_options_init_size(shr_options *o, size_t size);
  * without a manifest, SHR_ETRUNC / SHR_ECORRUPT / SHR_EHASH / SHR_EFORMAT for a damaged shard,
  * ...), ENOMEM, and pthread_create's errors. Thread-safe. */
 SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o);
+
+/* ---- Mixtures: several datasets read as one, by proportion ----
+ *
+ * Each stream is a dataset opened as shr_open opens one (its path goes through the same open,
+ * so whatever shr_open takes, a stream takes) and contributes m_s samples to every epoch:
+ *   weight > 0 (on every stream): shares of samples_per_epoch (0: the streams' samples added
+ *     up), split by largest remainders;
+ *   otherwise (on no stream) choose > 0: that many samples an epoch, or repeat: round(repeat *
+ *     samples) (0 means 1: each sample once). choose below the stream's size draws distinct
+ *     samples, anew each epoch; above it, whole passes and then a part.
+ * The epoch is one sequence of M = sum m_s positions in which the streams are interleaved by a
+ * fixed deterministic rule (stream s's k-th item at (k + 1/2) / m_s, all items in that order,
+ * the lower stream first on a tie). Tolerance, for every window of w consecutive positions and
+ * every stream s of share p = m_s / M, with S streams: the window holds stream s within
+ * 1 + p (S - 2) of w p; two streams: within +-1, i.e. floor(w p) or ceil(w p) items. Each rank's
+ * batch is one such window (rank r of W takes positions [g + r B, g + (r + 1) B) of each group
+ * of W B positions g; the last group is split evenly, with SHR_UNEVEN_PAD wrapping to the
+ * epoch's start), so every batch of every rank holds each stream's share within the tolerance,
+ * ranks read disjoint positions, and the positions consumed after c batches of every rank are
+ * [0, c B W) whatever W: shr_state.consumed resumes a mixture on any world size as it does one
+ * dataset. A stream's samples come in the options' order: random (a fresh permutation of the
+ * stream per epoch and per pass, keyed by seed, epoch, stream) or sequential (going on where
+ * the last epoch stopped); quasi is refused.
+ * Samples are named by global index: stream s's sample i is g = first_s + i (first_s the
+ * samples of the streams before it); the per-sample draws (augmentations, substitutes) are
+ * those of shr_mix(seed, epoch, g, ...), so threads and resuming never change a batch. Batches
+ * report each sample's stream (shr_batch.streams) and its index in that stream (indices).
+ * Labels are kept as stored, or with offset_labels each stream's are shifted by the classes of
+ * the streams before it (shr_stream_info.label_offset; detection category ids are kept).
+ * Geometry: every stream must give the same channels and be of the same kind (classification
+ * or detection), and without width and height every stream must have the one size of stream 0
+ * (SHR_EINVAL or SHR_ESHAPE naming the stream and why otherwise); multi-scale and natural
+ * sizes are refused. on_error applies per stream (SHR_STREAM_ON_ERROR_DEFAULT: the options');
+ * a substitute comes from the same stream. The O_DIRECT batch engine is not used (DIRECT
+ * access reads sample by sample). shr_get_info reports samples = M and classes = the
+ * mixture's (the sum with offset_labels, else the largest). */
+#define SHR_STREAM_ON_ERROR_DEFAULT (-1)
+typedef struct {
+    const char *path;           /* the dataset, as shr_open takes it */
+    double weight;              /* > 0: a share of the epoch (all streams, or none) */
+    double repeat;              /* > 0 (no weight): round(repeat * samples) an epoch */
+    uint64_t choose;            /* > 0 (no weight, no repeat): this many an epoch */
+    int on_error;               /* a shr_on_error, or SHR_STREAM_ON_ERROR_DEFAULT */
+} shr_stream;
+
+/* Open a reader over n streams (1 .. 256) with options o (as shr_open; order sequential or
+ * random). Errors as shr_open's, the message naming the stream; SHR_EINVAL for streams that
+ * cannot be mixed (see above). */
+SHR_API int shr_open_mixture(shr_reader **r, const shr_stream *streams, uint32_t n,
+                             uint64_t samples_per_epoch, int offset_labels, const shr_options *o);
+
+typedef struct {
+    const char *path;           /* valid until shr_close */
+    uint64_t samples;           /* in the stream's dataset */
+    uint64_t per_epoch;         /* m_s: its positions in each epoch */
+    uint32_t classes;           /* its class count */
+    int64_t label_offset;       /* added to its labels */
+    shr_on_error on_error;
+} shr_stream_info;
+
+/* Streams of a mixture reader (0 for one dataset), and stream s's facts: 0 or SHR_EINVAL. */
+SHR_API uint32_t shr_stream_count(const shr_reader *r);
+SHR_API int shr_get_stream_info(const shr_reader *r, uint32_t s, shr_stream_info *info);
 
 /* Stop the workers and free everything, including batches not released. Accepts NULL. Must not
  * run concurrently with any other call on r. */

@@ -173,7 +173,19 @@ typedef struct {
     int busy;                   /* a thread is inside next(), iter() or load_state_dict() */
     uint64_t iter_total;        /* batches the iteration under way yields in all */
     unsigned long long copies;  /* batches copied because too many were held */
+    /* a mixture (_sr_mixture.c): (streams, samples_per_epoch, offset_labels, return_streams),
+     * streams a tuple of (path, weight, repeat, choose, on_error); NULL for one dataset */
+    PyObject *mixture;
+    int return_streams;         /* batches carry each sample's stream after the indices */
 } LoaderObject;
+
+/* _sr_mixture.c: path= given as a mixture's tuple: keep it, and the first stream's path as the
+ * Loader's. 1 (it was one), 0 (not one), -1 (error set). */
+int sr_mixture_path(LoaderObject *self, PyObject *path);
+
+/* shr_open_mixture over self->mixture with options o (the GIL released while it opens). */
+int sr_mixture_open(LoaderObject *self, shr_reader **r, const shr_options *o, char *msg,
+                    size_t len);
 
 /* A yes/no keyword: a bool, 0 or 1, or a numpy bool; anything else is a TypeError naming it. */
 int sr_flag_named(PyObject *o, const char *what, int *out);

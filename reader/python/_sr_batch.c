@@ -474,7 +474,8 @@ PyObject *sr_deliver(LoaderObject *self, RingObject *ring, const shr_batch *b)
     Py_ssize_t isz = b->dtype == SHR_DTYPE_F32 ? 4 : b->dtype == SHR_DTYPE_F16 ? 2 : 1;
     Py_ssize_t n1[1] = {b->n};
     int want_idx = self->return_indices || self->return_params;
-    PyObject *img, *lab, *idx = NULL, *prm = NULL, *rec = NULL, *mix = NULL;
+    PyObject *img, *lab, *idx = NULL, *prm = NULL, *rec = NULL, *mix = NULL, *sts = NULL;
+    int want_sts = self->return_streams && b->streams;
     /* MixUp / CutMix: (n, num_classes) float32 soft labels in place of the labels */
     Py_ssize_t soft_dims[2] = {b->n, b->num_classes};
     int soft = b->soft_labels != NULL && !self->targets;
@@ -507,6 +508,8 @@ PyObject *sr_deliver(LoaderObject *self, RingObject *ring, const shr_batch *b)
                      : sr_view_copy(b->labels, "q", 8, 1, n1);
         if (img && want_idx)
             idx = sr_view_copy(b->indices, "q", 8, 1, n1);
+        if (img && want_sts)
+            sts = sr_view_copy(b->streams, "q", 8, 1, n1);
         self->copies++;
     } else {
         img = sr_new_view(b->data, (PyObject *)base, fmt, isz, 4, dims);
@@ -515,6 +518,8 @@ PyObject *sr_deliver(LoaderObject *self, RingObject *ring, const shr_batch *b)
                      : sr_new_view(b->labels, (PyObject *)base, "q", 8, 1, n1);
         if (img && want_idx)
             idx = sr_new_view(b->indices, (PyObject *)base, "q", 8, 1, n1);
+        if (img && want_sts)
+            sts = sr_new_view((void *)b->streams, (PyObject *)base, "q", 8, 1, n1);
     }
     if (img && self->targets) {
         /* (images, targets, ...): the labels of a detection dataset are -1, its targets say it */
@@ -557,17 +562,18 @@ PyObject *sr_deliver(LoaderObject *self, RingObject *ring, const shr_batch *b)
         }
     }
     Py_DECREF(base);    /* the views hold it now; for copies this gives the buffer back */
-    if (!img || !lab || (want_idx && !idx) || (self->return_params && !prm) ||
+    if (!img || !lab || (want_idx && !idx) || (want_sts && !sts) ||
+        (self->return_params && !prm) ||
         (self->return_recovery && !rec) || (soft && self->return_params && !mix))
         goto fail;
-    /* (images, labels[, indices[, params[, mix]]][, recovery]) */
-    PyObject *out = PyTuple_New(2 + (idx != NULL) + (prm != NULL) + (mix != NULL) +
-                                (rec != NULL));
+    /* (images, labels[, indices][, streams][, params[, mix]][, recovery]) */
+    PyObject *out = PyTuple_New(2 + (idx != NULL) + (sts != NULL) + (prm != NULL) +
+                                (mix != NULL) + (rec != NULL));
     if (!out)
         goto fail;
-    PyObject *parts[6] = {img, lab, idx, prm, mix, rec};
+    PyObject *parts[7] = {img, lab, idx, sts, prm, mix, rec};
     Py_ssize_t k = 0;
-    for (int j = 0; j < 6; j++)
+    for (int j = 0; j < 7; j++)
         if (parts[j])
             PyTuple_SetItem(out, k++, parts[j]);
     return sr_wrap(out, self->framework == FW_TORCH);
@@ -578,5 +584,6 @@ fail:
     Py_XDECREF(prm);
     Py_XDECREF(mix);
     Py_XDECREF(rec);
+    Py_XDECREF(sts);
     return NULL;
 }

@@ -101,11 +101,15 @@ static int open_ring(LoaderObject *self, uint64_t epoch, uint64_t cursor, uint32
     shr_reader *r = NULL;
     int rc;
     char msg[1024];
-    Py_BEGIN_ALLOW_THREADS
-    rc = shr_open(&r, PyBytes_AsString(self->path_bytes), &o);
-    if (rc)
-        snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
-    Py_END_ALLOW_THREADS
+    if (self->mixture) {
+        rc = sr_mixture_open(self, &r, &o, msg, sizeof msg);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        rc = shr_open(&r, PyBytes_AsString(self->path_bytes), &o);
+        if (rc)
+            snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+        Py_END_ALLOW_THREADS
+    }
     if (rc) {
         Py_DECREF(ring);
         if (rc == SHR_ESHAPE)
@@ -227,6 +231,7 @@ static void Loader_dealloc(LoaderObject *self)
     Py_XDECREF((PyObject *)self->ring);
     Py_XDECREF(self->path);
     Py_XDECREF(self->path_bytes);
+    Py_XDECREF(self->mixture);
     sr_free_object((PyObject *)self);
 }
 

@@ -611,6 +611,9 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     }
     if (quasi_window && sr_to_u32(quasi_window, "quasi_window", 1, &o->quasi_window) < 0)
         return -1;
+    int mixed = sr_mixture_path(self, path);
+    if (mixed)
+        return mixed < 0 ? -1 : 0;
     PyObject *b = sr_fs_path(path);
     if (!b)
         return -1;

@@ -43,7 +43,7 @@ from ._shardread import (  # noqa: F401  (the public names)
 
 __version__ = _shardread.__version__
 __all__ = [
-    "Dataset", "Loader", "Error", "ArgumentError", "CorruptError", "NotFoundError", "ReadError",
+    "Dataset", "Loader", "Stream", "Error", "ArgumentError", "CorruptError", "NotFoundError", "ReadError",
     "ShapeError", "StateError", "UnsupportedError", "__version__",
 ]
 
@@ -470,6 +470,85 @@ def _restore_loader(kwargs, state):
 _FETCH = _os.path.join("torch", "utils", "data", "_utils", "fetch.py")
 
 
+# ---- mixtures ----------------------------------------------------------------------------------
+
+_ON_ERROR = {None: -1, "fail": 0, "skip": 1, "substitute": 2}
+
+
+class Stream:
+    """One dataset of a mixture, for Loader([...]): path (a dataset directory, or whatever a
+    Loader's path= takes), and how much of it an epoch holds: weight= (a share of the epoch; all
+    streams weighted, or none), or repeat= (each sample about N times an epoch; 1 by default,
+    0.5 for half) or choose= (N samples an epoch, drawn anew each epoch). on_error= this
+    stream's policy ('fail', 'skip', 'substitute'; default the Loader's)."""
+
+    __slots__ = ("path", "weight", "repeat", "choose", "on_error")
+
+    def __init__(self, path, weight=None, repeat=None, choose=None, on_error=None):
+        self.path, self.weight, self.repeat, self.choose = path, weight, repeat, choose
+        self.on_error = on_error
+
+    def __repr__(self):
+        extra = "".join(f", {k}={getattr(self, k)!r}" for k in self.__slots__[1:]
+                        if getattr(self, k) is not None)
+        return f"Stream({self.path!r}{extra})"
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and all(
+            getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __reduce__(self):
+        return (Stream, tuple(getattr(self, k) for k in self.__slots__))
+
+
+def _streams(path):
+    """path= as a list of (path, weight) pairs or Streams: the Streams, else None (one
+    dataset)."""
+    if isinstance(path, (str, bytes)) or hasattr(path, "__fspath__") or not isinstance(
+            path, (list, tuple)):
+        return None
+    out = []
+    for item in path:
+        if isinstance(item, Stream):
+            out.append(item)
+        elif (isinstance(item, (list, tuple)) and len(item) == 2 and
+              isinstance(item[1], _numbers.Real) and not isinstance(item[1], bool)):
+            out.append(Stream(item[0], weight=item[1]))
+        else:
+            raise TypeError(f"a mixture is a list of (path, weight) pairs or shardread.Stream, "
+                            f"not {item!r}")
+    if not out:
+        raise ValueError("a mixture needs at least one stream")
+    return out
+
+
+def _mixture_arg(streams, samples_per_epoch, labels, return_streams):
+    """The extension's form: (streams, samples_per_epoch, offset_labels, return_streams)."""
+    if labels not in ("keep", "offset"):
+        raise ValueError(f"labels must be 'keep' or 'offset', not {labels!r}")
+    spe = 0 if samples_per_epoch is None else _operator.index(samples_per_epoch)
+    if spe < 0 or (samples_per_epoch is not None and spe == 0):
+        raise ValueError(f"samples_per_epoch must be at least 1, not {samples_per_epoch!r}")
+    rows = []
+    for k, st in enumerate(streams):
+        if st.on_error not in _ON_ERROR:
+            raise ValueError(f"stream {k}: on_error must be 'fail', 'skip' or 'substitute', "
+                             f"not {st.on_error!r}")
+        for name in ("weight", "repeat"):
+            v = getattr(st, name)
+            if v is not None and (not isinstance(v, _numbers.Real) or isinstance(v, bool) or
+                                  not v > 0):
+                raise ValueError(f"stream {k} ({st.path!r}): {name} must be a number > 0, "
+                                 f"not {v!r}")
+        if st.choose is not None and (isinstance(st.choose, bool) or
+                                      _operator.index(st.choose) < 1):
+            raise ValueError(f"stream {k} ({st.path!r}): choose must be an int >= 1, not "
+                             f"{st.choose!r}")
+        rows.append((_os.fspath(st.path), float(st.weight or 0), float(st.repeat or 0),
+                     int(st.choose or 0), _ON_ERROR[st.on_error]))
+    return (tuple(rows), spe, labels == "offset", bool(return_streams))
+
+
 class Loader(_shardread.Loader):
     """Batches of a shardc dataset, read ahead by worker threads into a ring of buffers:
 
@@ -623,7 +702,16 @@ class Loader(_shardread.Loader):
                  augment_interpolation=None, augment_fill=None, targets=False,
                  min_box_area_fraction=0.0, mixup=None, cutmix=None, num_classes=None,
                  erase=None, erase_value=None, fill=None, multiscale=None,
-                 scale_jitter=None, letterbox=None, pad_to=None):
+                 scale_jitter=None, letterbox=None, pad_to=None, samples_per_epoch=None,
+                 labels="keep", return_streams=False):
+        self._streams = _streams(path)
+        given_path = path
+        if self._streams is not None:
+            path = _mixture_arg(self._streams, samples_per_epoch, labels, return_streams)
+        elif samples_per_epoch is not None or labels != "keep" or return_streams:
+            raise TypeError("samples_per_epoch, labels and return_streams are for a mixture: "
+                            "Loader([(path, weight), ...]) or a list of shardread.Stream")
+        self._labels = labels
         erasing, augment_fill = _aliases(erasing, augment_fill, erase, erase_value, fill)
         size = _size(size)
         interpolation = _name(interpolation)
@@ -675,12 +763,13 @@ class Loader(_shardread.Loader):
                                      f"channel(s): give 1 or {channels}")
         if size is not None and not rrc and not pad:
             want = (size, size) if isinstance(size, int) else size
-            smallest = Dataset(path, access)._scan()[1]
-            if want[0] > smallest[0] or want[1] > smallest[1]:
-                raise ValueError(
-                    f"size={size!r} is larger than the smallest stored sample "
-                    f"({smallest[0]}x{smallest[1]}, height x width): it would be zero-padded; "
-                    "pass pad=True to pad it, or a smaller size")
+            for p in self._paths():
+                smallest = Dataset(p, access)._scan()[1]
+                if want[0] > smallest[0] or want[1] > smallest[1]:
+                    raise ValueError(
+                        f"size={size!r} is larger than the smallest stored sample of {p!r} "
+                        f"({smallest[0]}x{smallest[1]}, height x width): it would be "
+                        "zero-padded; pass pad=True to pad it, or a smaller size")
         # what a copy needs to reopen the same Loader in another process
         kw.update(rank=self.rank, world=self.world, pad=pad, color_jitter=color_jitter,
                   grayscale=grayscale, erasing=erasing, rotation=rotation, affine=affine,
@@ -690,7 +779,10 @@ class Loader(_shardread.Loader):
                   num_classes=num_classes)
         kw.update(multiscale=multiscale, scale_jitter=scale_jitter, letterbox=letterbox,
                   pad_to=pad_to)
-        self._kwargs = dict(kw, path=path)
+        if self._streams is not None:
+            kw.update(samples_per_epoch=samples_per_epoch, labels=labels,
+                      return_streams=return_streams)
+        self._kwargs = dict(kw, path=given_path)
         self._fingerprint = None
 
     def __reduce__(self):
@@ -709,13 +801,36 @@ class Loader(_shardread.Loader):
             return (_detect.image_list(b, nchw) for b in super().__iter__())
         return super().__iter__()
 
+    def _paths(self):
+        """The dataset of each stream (one for a single dataset)."""
+        if self._streams is None:
+            return [self.path]
+        return [st.path for st in self._streams]
+
+    @property
+    def streams(self):
+        """A mixture's streams (shardread.Stream each, in order), or None for one dataset."""
+        return None if self._streams is None else list(self._streams)
+
     def dataset_fingerprint(self):
-        """A short hash of the dataset's manifest: states record it, and load_state_dict
-        refuses a state saved on another dataset."""
+        """A short hash of the dataset's manifest (a mixture's: every stream's, with its
+        weight, repeat, choose and labels): states record it, and load_state_dict refuses a
+        state saved on another dataset."""
         if self._fingerprint is None:
-            with open(_os.path.join(_os.fsdecode(_os.fspath(self.path)),
-                                    "manifest.json"), "rb") as f:
-                self._fingerprint = _hashlib.sha256(f.read()).hexdigest()[:16]
+            h = _hashlib.sha256()
+            for k, p in enumerate(self._paths()):
+                with open(_os.path.join(_os.fsdecode(_os.fspath(p)), "manifest.json"),
+                          "rb") as f:
+                    data = f.read()
+                if self._streams is None:
+                    h.update(data)
+                else:
+                    st = self._streams[k]
+                    h.update(repr((_hashlib.sha256(data).hexdigest(), st.weight, st.repeat,
+                                   st.choose)).encode())
+            if self._streams is not None:
+                h.update(repr((self._kwargs.get("samples_per_epoch"), self._labels)).encode())
+            self._fingerprint = h.hexdigest()[:16]
         return self._fingerprint
 
     def state_dict(self):
@@ -737,13 +852,27 @@ class Loader(_shardread.Loader):
 
     @property
     def classes(self):
-        """The class names; label L is classes[L] (torchvision ImageFolder's classes)."""
-        return Dataset(self.path).classes
+        """The class names; label L is classes[L] (torchvision ImageFolder's classes). A
+        mixture with labels='offset': the streams' classes joined in stream order (stream s's
+        label L is L + the classes of the streams before it); with labels='keep': the longest
+        of the streams' class lists (labels as stored)."""
+        if self._streams is None:
+            return Dataset(self.path).classes
+        lists = [Dataset(p).classes for p in self._paths()]
+        if self._labels == "offset":
+            return [c for cl in lists for c in cl]
+        return max(lists, key=len)
 
     @property
     def class_to_idx(self):
-        """{class name: label} (torchvision ImageFolder's class_to_idx)."""
-        return Dataset(self.path).class_to_idx
+        """{class name: label} (torchvision ImageFolder's class_to_idx); a mixture's from
+        classes (a name that two streams share maps to its first label)."""
+        if self._streams is None:
+            return Dataset(self.path).class_to_idx
+        out = {}
+        for k, c in enumerate(self.classes):
+            out.setdefault(c, k)
+        return out
 
 
 # the signatures inspect and IDEs show: the keywords, not (*args, **kwargs)

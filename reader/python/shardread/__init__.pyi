@@ -48,12 +48,29 @@ class Dataset:
     @property
     def path(self) -> str: ...
 
+class Stream:
+    """One dataset of a mixture: a weight, or repeat / choose, and its own on_error."""
+
+    path: _Path
+    weight: float | None
+    repeat: float | None
+    choose: int | None
+    on_error: str | None
+    def __init__(
+        self,
+        path: _Path,
+        weight: float | None = None,
+        repeat: float | None = None,
+        choose: int | None = None,
+        on_error: str | None = None,
+    ) -> None: ...
+
 class Loader:
     """Batches of a shardc dataset, read ahead by worker threads into a ring of buffers."""
 
     def __init__(
         self,
-        path: _Path,
+        path: _Path | Sequence[tuple[_Path, float] | Stream],
         batch_size: int = 256,
         shuffle: bool = False,
         seed: int = 0,
@@ -104,6 +121,9 @@ class Loader:
         scale_jitter: int | tuple[int, int] | tuple[int | tuple[int, int], _Pair] | None = None,
         letterbox: int | tuple[int, int] | None = None,
         pad_to: bool | int | tuple[int, int] | None = None,
+        samples_per_epoch: int | None = None,
+        labels: str = "keep",
+        return_streams: bool = False,
     ) -> None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[tuple[Any, ...]]: ...
@@ -111,6 +131,8 @@ class Loader:
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None: ...
     def dataset_fingerprint(self) -> str: ...
+    @property
+    def streams(self) -> list[Stream] | None: ...
     @property
     def classes(self) -> list[str]: ...
     @property
