@@ -17,6 +17,7 @@
 #include "dataset.h"
 #include "direct.h"
 #include "mix.h"
+#include "remote.h"
 #include "resample.h"
 #include "ring.h"
 #include "sampler.h"
@@ -101,6 +102,11 @@ struct shr_reader {
 /* What went wrong in this thread's last shr_open or shr_dataset_* call: shr_last_error(NULL).
  * Messages travel in fmt_msg, the formats layer's channel, written with fmt_fail. */
 extern _Thread_local fmt_msg shr_open_err;
+
+/* remote_open.c: shr_open and shr_dataset_open_flags of a dataset at a URL (rmt_is_url): the
+ * URL resolved to its cached directory (remote.h), which they then open */
+int shr_open_url(shr_reader **out, const char *url, const shr_options *opt);
+int shr_dataset_open_url(shr_dataset **out, const char *url, shr_access access, unsigned flags);
 
 /* o (NULL: the defaults) as this library's full shr_options: the caller's o->size bytes over
  * the defaults. SHR_EINVAL, with the reason in why, for a size of 0 or one larger than ours. */

@@ -708,6 +708,8 @@ int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
     if (!out || !dir)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "no reader or directory given");
     *out = NULL;
+    if (rmt_is_url(dir))
+        return shr_open_url(out, dir, opt);
     shr_options o;
     int rc = shr_options_full(opt, &o, &shr_open_err);
     if (rc)

@@ -392,6 +392,15 @@ def _mixing(mixup, cutmix, num_classes):
 
 # ---- Dataset -----------------------------------------------------------------------------------
 
+def _local(path, cache):
+    """path itself, or for a dataset at a URL (s3://, http://, https://) its directory in the
+    local cache (cache=, else $SHARDREAD_CACHE, else ~/.cache/shardread), downloaded and checked
+    against its manifest first (docs/REMOTE.md)."""
+    if isinstance(path, str) and path.startswith(("s3://", "http://", "https://")):
+        return _shardread._fetch(path, None if cache is None else _os.fsdecode(cache))
+    return path
+
+
 class Dataset(_shardread.Dataset):
     """Dataset(path, access='mmap', verify_samples=False)
 
@@ -413,9 +422,9 @@ class Dataset(_shardread.Dataset):
     (it reopens from its path in the receiving process).
     """
 
-    def __init__(self, path, access="mmap", verify_samples=False):
-        super().__init__(path, access, verify_samples)
-        self._args = (path, access, verify_samples)
+    def __init__(self, path, access="mmap", verify_samples=False, cache=None):
+        super().__init__(_local(path, cache), access, verify_samples)
+        self._args = (path, access, verify_samples, cache)
         self._scanned = None
 
     def __reduce__(self):
@@ -606,6 +615,8 @@ class Loader(_shardread.Loader):
     def __new__(cls, *args, **kwargs):
         return _shardread.Loader.__new__(_loader_class(cls))
 
+    # cache=: where a dataset at a URL is downloaded (docs/REMOTE.md)
+
     def __init__(self, path, batch_size=256, shuffle=False, seed=0, threads=None, rank=None,
                  world=None, drop_last=False, size=None, random_crop=False, flip=False,
                  access="mmap", framework="numpy", return_indices=False, order=None,
@@ -617,7 +628,8 @@ class Loader(_shardread.Loader):
                  augment_interpolation=None, augment_fill=None, targets=False,
                  min_box_area_fraction=0.0, mixup=None, cutmix=None, num_classes=None,
                  erase=None, erase_value=None, fill=None, multiscale=None,
-                 scale_jitter=None, letterbox=None, pad_to=None):
+                 scale_jitter=None, letterbox=None, pad_to=None, cache=None):
+        url, path = path, _local(path, cache)
         erasing, augment_fill = _aliases(erasing, augment_fill, erase, erase_value, fill)
         size = _size(size)
         interpolation = _name(interpolation)
@@ -675,7 +687,7 @@ class Loader(_shardread.Loader):
                   num_classes=num_classes)
         kw.update(multiscale=multiscale, scale_jitter=scale_jitter, letterbox=letterbox,
                   pad_to=pad_to)
-        self._kwargs = dict(kw, path=path)
+        self._kwargs = dict(kw, path=url, cache=cache)
         self._fingerprint = None
 
     def __reduce__(self):
