@@ -411,7 +411,7 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
                 next = i + 1;
                 j->rc = 0;
                 rc = start ? start(j, ctx) : 0;
-                if (rc == 1 || rc != 0) {
+                if (rc != 0) {
                     j->state = J_DONE;
                     if (rc != 1) {
                         j->rc = rc;
@@ -451,7 +451,7 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
                 first_msg = j->msg;
             }
         }
-        if (first && active == 0)
+        if (first)                      /* the rest is abandoned (a .part is resumed later) */
             break;
         if (active == 0) {
             double w = wake - now();
