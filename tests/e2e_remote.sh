@@ -126,6 +126,8 @@ pids+=($!)
 $PY "$HELP" wait "$FP"
 expect_exit 0 "an epoch through 20% 503s and 20% cut bodies equals the local one" \
   $PY "$HELP" epoch "$T/www/ds" "http://127.0.0.1:$FP/ds" "$T/cache5" '{"batch_size": 8, "shuffle": true, "seed": 9}'
+expect_exit 0 "shardc verify through the same faults" \
+  env SHARDREAD_CACHE="$T/cache5b" "$SHARDC" verify "http://127.0.0.1:$FP/ds"
 check "the proxy answered 503 at least once" grep -q '^503 ' "$T/faults.log"
 check "the proxy cut a body at least once" grep -q '^cut ' "$T/faults.log"
 check "a cut body was resumed with a Range request" grep -Eq '^206 .* bytes=[1-9][0-9]*-' "$T/faults.log"

@@ -173,6 +173,11 @@ class SigHandler(FaultHandler):
 class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 
+    def handle_error(self, request, client_address):
+        # a client that gives up on a transfer (the reader abandons the rest after an error)
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
 
 def faultproxy(port, upstream, seed, rate, log):
     srv = ThreadingServer(("127.0.0.1", int(port)), FaultHandler)
