@@ -402,7 +402,7 @@ def _local(path, cache):
 
 
 class Dataset(_shardread.Dataset):
-    """Dataset(path, access='mmap', verify_samples=False)
+    """Dataset(path, access='mmap', verify_samples=False, cache=None)
 
     A dataset directory written by shardc, sample by sample (a map-style dataset, usable as a
     torch Dataset):
@@ -419,7 +419,9 @@ class Dataset(_shardread.Dataset):
     naming the file. verify_samples=True hashes every sample read and raises CorruptError, naming
     the shard and the sample, when its pixels do not match the hash recorded at build time.
     Reads release the GIL; a Dataset may be read from several threads at once. A Dataset pickles
-    (it reopens from its path in the receiving process).
+    (it reopens from its path in the receiving process). path may be a URL, s3://BUCKET/PREFIX
+    or http(s)://BASE: the dataset is downloaded into the cache (cache=, else $SHARDREAD_CACHE,
+    else ~/.cache/shardread) and checked first (docs/REMOTE.md).
     """
 
     def __init__(self, path, access="mmap", verify_samples=False, cache=None):
