@@ -35,7 +35,7 @@ OPT ?= -O2
 PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 # Libraries used by formats/ and compiler/ (pkg-config names). Evaluated lazily, so `make deps`
 # can install them first.
-PKGS := libjpeg spng zlib jansson libxxhash hdf5 lmdb liblz4 libzstd liburing
+PKGS := libjpeg spng zlib jansson libxxhash hdf5 lmdb liblz4 libzstd liburing libcurl
 TEST_PKGS := check libpng
 # Libraries of compiler/ alone (archives as inputs): its objects, and the programs and tests that
 # link the compiler library; never libshardread or the Python module
@@ -56,23 +56,27 @@ DEB_lmdb := liblmdb-dev
 DEB_liblz4 := liblz4-dev
 DEB_libzstd := libzstd-dev
 DEB_liburing := liburing-dev
+DEB_libcurl := libcurl4-openssl-dev
 DEB_check := check
 DEB_libpng := libpng-dev
 DEB_libarchive := libarchive-dev
 
 CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"'
 # Layering, enforced: each folder is compiled with the include paths of what it may use, so a
-# wrong-way #include fails to compile. formats/ sees only itself; the compiler and the reader
-# libraries see formats/ and themselves; shardbench (reader/bench) sees its own folder,
+# wrong-way #include fails to compile. formats/ sees only itself; remote/ (datasets at URLs:
+# downloads into a local cache, checked with the formats' code) sees formats/ and itself; the
+# compiler and the reader libraries see formats/, remote/ and themselves; shardbench (reader/bench) sees its own folder,
 # libshardcomp's headers (compiler/, and formats/ which they include) and, of reader/, only the
 # headers in BENCH_READER_H; the tests, the scripts' tools and the GPU code see everything.
 # (tests/e2e_layers.sh checks the command lines.)
 INC_formats := -Iformats
-INC_compiler := -Iformats -Icompiler
-INC_reader := -Iformats -Ireader
-INC_all := -Iformats -Icompiler -Ireader -Ireader/bench
+INC_remote := -Iformats -Iremote
+INC_compiler := -Iformats -Iremote -Icompiler
+INC_reader := -Iformats -Iremote -Ireader
+INC_all := -Iformats -Iremote -Icompiler -Ireader -Ireader/bench
 INC = $(INC_all)
 $(BUILD)/formats/%.o: INC = $(INC_formats)
+$(BUILD)/remote/%.o: INC = $(INC_remote)
 $(BUILD)/compiler/%.o: INC = $(INC_compiler)
 $(BUILD)/reader/%.o: INC = $(INC_reader)
 # The reader headers shardbench may include, linked into $(BUILD)/include/bench/ (any other one of
@@ -96,6 +100,7 @@ LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS = $(call pkglibs,$(PKGS)) -lm
 
 FMT_SRC := $(wildcard formats/*.c)
+REMOTE_SRC := $(wildcard remote/*.c)
 # programs with a main of their own, and cli.c (the `shardc build` command line, which prints;
 # shared by shardc and shardc-mpi): not part of the compiler library. shardc-mksample is three
 # such files: the generator (mksample.c), the detection samples (mksample_coco.c) and the command
@@ -107,7 +112,8 @@ READ_SRC := $(wildcard reader/*.c)
 # linked into the tests of the training step
 BENCH_SRC := $(wildcard reader/bench/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
-FMT_OBJ := $(FMT_SRC:%.c=$(BUILD)/%.o)
+# the remote module travels with the formats objects: into libshardfmt.a and libshardread
+FMT_OBJ := $(FMT_SRC:%.c=$(BUILD)/%.o) $(REMOTE_SRC:%.c=$(BUILD)/%.o)
 COMP_OBJ := $(COMP_SRC:%.c=$(BUILD)/%.o)
 READ_OBJ := $(READ_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(filter-out $(BUILD)/reader/bench/main.o,$(BENCH_SRC:%.c=$(BUILD)/%.o))

@@ -18,6 +18,7 @@
 #include "dataset.h"
 #include "merge.h"
 #include "part.h"
+#include "remote.h"
 #include "util.h"
 
 static const char usage_main[] =
@@ -78,6 +79,29 @@ static int cmd_build(int argc, char **argv)
     shc_build_cb cb;
     shc_cli_callbacks(&cb, &out);
     return shc_build_exit(shc_build(&o, &cb));
+}
+
+/* A dataset at a URL (docs/REMOTE.md): *dir becomes its folder in the local cache
+ * ($SHARDREAD_CACHE, else ~/.cache/shardread), complete and checked; *owned is what to free
+ * (NULL for a local path). 0 or the exit status, after a message. */
+static int resolve_url(const char **dir, char **owned)
+{
+    *owned = NULL;
+    if (!rmt_is_url(*dir))
+        return 0;
+    fmt_msg msg = {{0}};
+    rmt_stats st;
+    int rc = rmt_resolve(*dir, NULL, owned, &st, &msg);
+    if (rc) {
+        fprintf(stderr, "shardc: %s\n", fmt_reason(&msg, rc));
+        return rc == FMT_EHASH || rc == FMT_ECORRUPT || rc == FMT_ETRUNC ? SHC_EXIT_REJECTS
+                                                                        : SHC_EXIT_IO;
+    }
+    if (st.fetched)
+        fprintf(stderr, "shardc: %s: %" PRIu64 " of %" PRIu64 " shard(s) downloaded and checked "
+                "(%" PRIu64 " bytes) into %s\n", *dir, st.fetched, st.shards, st.bytes, *owned);
+    *dir = *owned;
+    return 0;
 }
 
 /* ---- info ---- */
@@ -211,6 +235,8 @@ static int print_targets(const char *dir, const fmt_dataset *d)
     return 0;
 }
 
+static int cmd_info_dir(const char *dir, int json, int targets, const uint64_t *sample);
+
 static int cmd_info(int argc, char **argv)
 {
     int json = 0, targets = 0;
@@ -234,12 +260,23 @@ static int cmd_info(int argc, char **argv)
     uint64_t sidx = 0;
     if (sample && shc_parse_uint(sample, 0, UINT64_MAX, &sidx))
         return shc_usage_error(usage_info, "bad --sample '%s'", sample);
+    char *cached;
+    int rc = resolve_url(&dir, &cached);
+    if (rc)
+        return rc;
+    rc = cmd_info_dir(dir, json, targets, sample ? &sidx : NULL);
+    free(cached);
+    return rc;
+}
+
+static int cmd_info_dir(const char *dir, int json, int targets, const uint64_t *sample)
+{
     fmt_dataset *d;
     int rc = open_dataset(dir, &d);
     if (rc)
         return rc;
     if (sample) {
-        rc = sample_info(dir, d, sidx, json);
+        rc = sample_info(dir, d, *sample, json);
         fmt_dataset_close(d);
         return rc;
     }
@@ -335,11 +372,24 @@ static void print_mismatch(void *ctx, const char *line)
  * entry, every sample checked against the manifest's description and re-hashed; then the
  * manifest's fields against each other and the shards (inspect.c). Each problem is one line on
  * stdout ("damaged: ..." or "mismatch: ..."); exit 1 if there is any. */
+static int verify_dir(const char *dir);
+
 static int cmd_verify(int argc, char **argv)
 {
     if (argc != 2 || argv[1][0] == '-')
         return shc_usage_error(usage_verify, "%s", "expected one dataset directory");
     const char *dir = argv[1];
+    char *cached;
+    int rc = resolve_url(&dir, &cached);
+    if (rc)
+        return rc;
+    rc = verify_dir(dir);
+    free(cached);
+    return rc;
+}
+
+static int verify_dir(const char *dir)
+{
     fmt_manifest m;
     fmt_msg msg = {{0}};
     int rc = fmt_manifest_read(dir, &m, &msg);
@@ -534,6 +584,8 @@ static void draw_boxes(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, const f
     }
 }
 
+static int cat_dir(const char *dir, uint64_t idx, const char *outfile, int replay, int boxes);
+
 static int cmd_cat(int argc, char **argv)
 {
     const char *dir = NULL, *index = NULL, *outfile = NULL;
@@ -562,6 +614,17 @@ static int cmd_cat(int argc, char **argv)
         return shc_usage_error(usage_cat, "%s", "expected OUT and INDEX");
     if (shc_parse_uint(index, 0, UINT64_MAX, &idx))
         return shc_usage_error(usage_cat, "bad INDEX '%s'", index);
+    char *cached;
+    int rc = resolve_url(&dir, &cached);
+    if (rc)
+        return rc;
+    rc = cat_dir(dir, idx, outfile, replay, boxes);
+    free(cached);
+    return rc;
+}
+
+static int cat_dir(const char *dir, uint64_t idx, const char *outfile, int replay, int boxes)
+{
     fmt_dataset *d;
     int rc = open_dataset(dir, &d);
     if (rc)

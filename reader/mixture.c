@@ -418,7 +418,7 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
         fmt_msg msg = {{0}};
         /* the same open as a single dataset's (shr_open_source), so a stream is whatever
          * shr_open takes */
-        rc = shr_open_source(&mx->ds[s], st->path, o.access, mx->on_error[s], &msg);
+        rc = shr_open_source(&mx->ds[s], st->path, o.cache, o.access, mx->on_error[s], &msg);
         if (rc) {
             fmt_fail(&shr_open_err, rc, "stream %" PRIu32 ": cannot open dataset %s: %s", s,
                      st->path, fmt_reason(&msg, rc));

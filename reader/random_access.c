@@ -30,6 +30,8 @@ int shr_dataset_open_flags(shr_dataset **out, const char *dir, shr_access access
         return fmt_fail(&shr_open_err, SHR_EINVAL, "unknown access mode %d", (int)access);
     if (flags & ~SHR_DATASET_VERIFY)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "unknown dataset flags 0x%x", flags);
+    if (rmt_is_url(dir))
+        return shr_dataset_open_url(out, dir, access, flags);
     shr_dataset *d = calloc(1, sizeof *d);
     if (!d)
         return fmt_fail(&shr_open_err, ENOMEM, "out of memory");

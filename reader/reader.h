@@ -18,6 +18,7 @@
 #include "direct.h"
 #include "mix.h"
 #include "mixture.h"
+#include "remote.h"
 #include "resample.h"
 #include "ring.h"
 #include "sampler.h"
@@ -107,14 +108,21 @@ struct shr_reader {
  * Messages travel in fmt_msg, the formats layer's channel, written with fmt_fail. */
 extern _Thread_local fmt_msg shr_open_err;
 
+/* remote_open.c: shr_dataset_open_flags of a dataset at a URL (rmt_is_url): the URL resolved
+ * to its cached directory (remote.h), which it then opens; shr_open and every stream of a
+ * mixture resolve theirs in shr_open_source */
+int shr_dataset_open_url(shr_dataset **out, const char *url, shr_access access, unsigned flags);
+
 /* o (NULL: the defaults) as this library's full shr_options: the caller's o->size bytes over
  * the defaults. SHR_EINVAL, with the reason in why, for a size of 0 or one larger than ours. */
 SHR_INTERNAL int shr_options_full(const shr_options *o, shr_options *full, fmt_msg *why);
 
 /* Open the dataset at path as every reader opens one (a single dataset, or a stream of a
- * mixture): with on_error skip or substitute, shards that do not open are left closed. */
-SHR_INTERNAL int shr_open_source(fmt_dataset **ds, const char *path, shr_access access,
-                                 shr_on_error on_error, fmt_msg *msg);
+ * mixture): a URL through its cached directory (cache: NULL for the default, see
+ * "Datasets at URLs"); with on_error skip or substitute, shards that do not open are left
+ * closed. */
+SHR_INTERNAL int shr_open_source(fmt_dataset **ds, const char *path, const char *cache,
+                                 shr_access access, shr_on_error on_error, fmt_msg *msg);
 
 /* shr_open over the mixture mx (NULL: the dataset dir), which it owns from the call on (freed
  * with the reader, or on failure); mx->ds[0] is the reader's dataset. */

@@ -785,11 +785,22 @@ static void note_unavailable(shr_reader *r)
     }
 }
 
-int shr_open_source(fmt_dataset **ds, const char *path, shr_access access,
+int shr_open_source(fmt_dataset **ds, const char *path, const char *cache, shr_access access,
                     shr_on_error on_error, fmt_msg *msg)
 {
-    return fmt_dataset_open_flags(ds, path, (fmt_access)access,
-                                  on_error != SHR_ON_ERROR_FAIL ? FMT_OPEN_TOLERANT : 0, msg);
+    char *local = NULL;
+    if (rmt_is_url(path)) {
+        rmt_options ro;
+        memset(&ro, 0, sizeof ro);
+        ro.cache = cache;
+        int rc = rmt_resolve(path, &ro, &local, NULL, msg);
+        if (rc)
+            return rc;
+    }
+    int rc = fmt_dataset_open_flags(ds, local ? local : path, (fmt_access)access,
+                                    on_error != SHR_ON_ERROR_FAIL ? FMT_OPEN_TOLERANT : 0, msg);
+    free(local);
+    return rc;
 }
 
 int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
@@ -835,7 +846,7 @@ int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt, shr
     if (mx)
         r->ds = mx->ds[0];      /* opened by shr_open_mixture */
     else
-        rc = shr_open_source(&r->ds, dir, o.access, o.on_error, &msg);
+        rc = shr_open_source(&r->ds, dir, o.cache, o.access, o.on_error, &msg);
     if (rc) {
         fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
         goto leave;

@@ -333,6 +333,10 @@ typedef struct {
      * start of its sample's place in the batch instead of in a zero-padded canvas; the bytes
      * after it are unspecified. For consumers that take one tensor per image. */
     int scale_dense;
+    /* A dataset at a URL (see "Datasets at URLs"): the cache folder its files are downloaded
+     * to; NULL (the default): $SHARDREAD_CACHE, else ~/.cache/shardread. Not copied: it must
+     * stay valid during shr_open. */
+    const char *cache;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
@@ -719,6 +723,24 @@ SHR_API void shr_options_init_size(shr_options *o, size_t size);
  * without a manifest, SHR_ETRUNC / SHR_ECORRUPT / SHR_EHASH / SHR_EFORMAT for a damaged shard,
  * ...), ENOMEM, and pthread_create's errors. Thread-safe. */
 SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o);
+
+/* ---- Datasets at URLs ----
+ *
+ * shr_open and shr_dataset_open take, in place of a directory, s3://BUCKET/PREFIX (the prefix
+ * holds manifest.json and the shards; credentials, region and endpoint as the AWS tools read
+ * them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_PROFILE,
+ * AWS_ENDPOINT_URL_S3, AWS_CA_BUNDLE, AWS_NO_SIGN_REQUEST) or http(s)://BASE. Before the open,
+ * the dataset is made complete in a local cache (shr_options.cache, else $SHARDREAD_CACHE, else
+ * ~/.cache/shardread): the manifest is fetched, and every shard the cache lacks is downloaded,
+ * checked against the manifest (every sample's hash) and only then renamed into place; the
+ * reader then reads the cached files. Raw and hdf5 datasets. */
+
+/* The cached local directory of the dataset at url, made complete as above, into dir (len
+ * bytes, NUL-terminated). cache: NULL for the default. 0, or the error (the message, naming the
+ * object, the endpoint and the server's error code, in shr_last_error(NULL)): EACCES (refused),
+ * ENOENT (no such object), ECONNREFUSED, ETIMEDOUT, EIO, SHR_EHASH / SHR_ECORRUPT (an object
+ * that fails its check), SHR_EINVAL (a bad URL, no credentials), ERANGE (len too small). */
+SHR_API int shr_remote_resolve(const char *url, const char *cache, char *dir, size_t len);
 
 /* ---- Mixtures: several datasets read as one, by proportion ----
  *

@@ -145,7 +145,11 @@ class Dpkg:
         """the listed packages and what they depend on, as installed here: for an a|b
         dependency the first installed alternative (or installed provider of it)"""
         seen = set(roots)
-        todo = [p for p in roots if p in self.installed]
+        # a listed name that an installed package provides (deps.sh counts it present): that one
+        for r in roots:
+            if r not in self.installed:
+                seen.update(self.provides.get(r, ()))
+        todo = [p for p in seen if p in self.installed]
         while todo:
             for alts in self.depends.get(todo.pop(), []):
                 pick = None
@@ -325,13 +329,13 @@ def mpi_includes():
 
 def check_headers(root, pc_names, allow_build, allow_fuzz):
     srcs = []
-    for sub in ("compiler", "formats", "reader", "tests"):
+    for sub in ("compiler", "formats", "remote", "reader", "tests"):
         srcs += walk(root, sub, ".c")
     srcs += sorted(os.path.relpath(os.path.join(root, "scripts", f), root)
                    for f in os.listdir(os.path.join(root, "scripts")) if f.endswith(".c"))
     cus = [f for sub in ("compiler", "formats", "reader", "tests") for f in walk(root, sub, ".cu")]
-    flags = ["-D_GNU_SOURCE", '-DSHARDC_VERSION="0"', "-Iformats", "-Icompiler", "-Ireader",
-             "-Ireader/bench"]
+    flags = ["-D_GNU_SOURCE", '-DSHARDC_VERSION="0"', "-Iformats", "-Iremote", "-Icompiler",
+             "-Ireader", "-Ireader/bench"]
     for n in pc_names:  # each on its own: one unknown name must not drop the others' flags
         r = subprocess.run(["pkg-config", "--cflags", n], capture_output=True, text=True)
         flags += r.stdout.split()
@@ -542,7 +546,8 @@ def check_python(root, dpkg, allow_build, allow_scripts, bench_installed):
 # ---- tools ----
 
 TOOLS = ["cc", "make", "pkg-config", "djpeg", "h5dump", "mdb_stat", "mpicc", "mpirun", "gnuplot",
-         "patchelf", "python3", "zip", "unzip", "zstd", "xz"]
+         "patchelf", "python3", "zip", "unzip", "zstd", "xz", "nginx", "openssl", "node",
+         "npm"]
 
 
 def check_tools(root, allow_build):
@@ -563,7 +568,8 @@ def check_tools(root, allow_build):
 
     paths = {}
     for t in TOOLS:
-        p = "/usr/bin/python3" if t == "python3" else shutil.which(t)
+        p = "/usr/bin/python3" if t == "python3" else (
+            shutil.which(t) or shutil.which(t, path="/usr/sbin:/sbin"))
         if not p or not os.path.exists(p):
             bad(f"{user(t)}: tool {t}: not on PATH: no package owns it")
         else:
@@ -608,7 +614,7 @@ def main():
     if not build:
         die(f"{deps_sh}: no build_pkgs=( ... ) array")
     dpkg = Dpkg()
-    absent = [p for p in build if p not in dpkg.installed]
+    absent = [p for p in build if p not in dpkg.installed and p not in dpkg.provides]
     for p in absent:
         bad(f"{deps_sh}: build_pkgs lists {p}, which is not installed here (run scripts/deps.sh)")
     for name, lst in (("bench_pkgs", bench), ("fuzz_pkgs", fuzz)):

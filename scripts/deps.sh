@@ -32,6 +32,10 @@ build_pkgs=(
   python3-venv python3-pip patchelf        # make wheel (bundled libraries) and its install test
   python3-setuptools                       # pip install --no-build-isolation reader/python
   libopenmpi-dev openmpi-bin               # shardc-mpi (mpicc) and its tests (mpirun)
+  libcurl4-openssl-dev                     # datasets at s3:// and http(s):// URLs (remote/)
+  nginx openssl                            # the remote tests' web server (http, https: a test cert)
+  nodejs npm                               # the remote tests' S3 server (s3rver, from npm into build/)
+  python3-botocore                         # the remote tests: SigV4 reference signer, uploads
 )
 bench_pkgs=(python3-numpy python3-h5py python3-torchvision)  # torchvision: scripts/bench-torch.py
 # clang 14 is Debian 12's clang; its sanitizer and libFuzzer runtimes (-fsanitize=fuzzer) are in
@@ -52,10 +56,14 @@ for a in "$@"; do
   esac
 done
 
+# a package counts as present when an installed one provides it (e.g. npm inside a nodejs
+# packaged elsewhere, which conflicts with Debian's npm)
+provided=" $(dpkg-query -W -f='${db:Status-Status} ${Provides}\n' 2>/dev/null |
+             sed -n 's/^installed //p' | sed -E 's/ \([^)]*\)//g' | tr ',\n' '  ') "
 missing=()
 for p in "${want[@]}"; do
   st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
-  [ "$st" = installed ] || missing+=("$p")
+  [ "$st" = installed ] || [[ "$provided" == *" $p "* ]] || missing+=("$p")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then

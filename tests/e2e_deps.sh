@@ -12,8 +12,8 @@
 #     scripts/ and reader/python/, as /usr/bin/python3 finds it, belongs to such a package (the
 #     project's own modules, shardread and the repository's .py files, are exempt);
 #   - the tools the tests and the build run (cc, make, pkg-config, djpeg, h5dump, mdb_stat, mpicc,
-#     mpirun, gnuplot, patchelf, python3, zip, unzip, zstd, xz, python3 -m venv) belong to such a
-#     package.
+#     mpirun, gnuplot, patchelf, python3, zip, unzip, zstd, xz, python3 -m venv, and the remote
+#     tests' nginx, openssl, node, npm) belong to such a package.
 # "A package deps.sh installs" is one its arrays list, or one those depend on (Depends and
 # Pre-Depends, recursively: what apt-get install --no-install-recommends brings). That is how
 # libc6-dev, linux-libc-dev and gcc's libgcc-12-dev (stddef.h, immintrin.h) count, through

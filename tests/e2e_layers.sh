@@ -10,7 +10,7 @@
 # the command make would run for OBJ (-B: as if out of date; -n: print only)
 cmdline() { make --no-print-directory -C "$ROOT" -n -B BUILD="$BUILD" "$BUILD/$1" 2>/dev/null |
               grep -E -- "-c -o $BUILD/$1|-o $BUILD/$1 " | head -1; }
-incs() { grep -oE -- '-I(formats|compiler|reader/bench|reader)( |$)' <<<"$1" | tr -d ' ' | sort -u |
+incs() { grep -oE -- '-I(formats|remote|compiler|reader/bench|reader)( |$)' <<<"$1" | tr -d ' ' | sort -u |
            tr '\n' ' '; }
 
 check_layer() {  # OBJ WANTED-INCLUDES
@@ -23,12 +23,13 @@ check_layer() {  # OBJ WANTED-INCLUDES
 
 check_layer formats/raw.o "-Iformats "
 check_layer formats/png.o "-Iformats "
-check_layer compiler/build.o "-Icompiler -Iformats "
-check_layer reader/shardread.o "-Iformats -Ireader "
+check_layer remote/cache.o "-Iformats -Iremote "
+check_layer compiler/build.o "-Icompiler -Iformats -Iremote "
+check_layer reader/shardread.o "-Iformats -Ireader -Iremote "
 check_layer reader/bench/train.o "-Icompiler -Iformats -Ireader/bench "
-check_layer tests/test_reader.o "-Icompiler -Iformats -Ireader -Ireader/bench "
-# the writer's Python extension (compiler/python/): formats/ and compiler/ headers only
-check_layer python/_shardwrite.o "-Icompiler -Iformats "
+check_layer tests/test_reader.o "-Icompiler -Iformats -Ireader -Ireader/bench -Iremote "
+# the writer's Python extension (compiler/python/): formats/, remote/ and compiler/ headers only
+check_layer python/_shardwrite.o "-Icompiler -Iformats -Iremote "
 
 # the probe: a formats/ file that includes the compiler's header does not compile with formats/'s
 # flags, and a reader file that includes it does not compile with the reader's
@@ -40,6 +41,17 @@ else
   grep -q "build.h" "$T/out" && ok "formats/ cannot include compiler/build.h (a compile error)" ||
     bad "the probe failed for another reason: $(head -2 "$T/out")"
 fi
+# remote/ (datasets at URLs) sees formats/ and itself: neither the compiler's nor the reader's
+flags=$(cmdline remote/cache.o | sed -e 's/ -c -o .*//' -e 's/-MMD -MP//')
+printf '#include "shardread.h"\nint probe_layer(void);\nint probe_layer(void) { return 0; }\n' >"$T/probe3.c"
+for p in probe.c:build.h probe3.c:shardread.h; do
+  if (cd "$ROOT" && eval "$flags -fsyntax-only $T/${p%%:*}") >"$T/out" 2>&1; then
+    bad "a remote/ file could include ${p#*:}"
+  else
+    grep -q "${p#*:}" "$T/out" && ok "remote/ cannot include ${p#*:} (a compile error)" ||
+      bad "the probe failed for another reason: $(head -2 "$T/out")"
+  fi
+done
 flags=$(cmdline reader/shardread.o | sed -e 's/ -c -o .*//' -e 's/-MMD -MP//')
 if (cd "$ROOT" && eval "$flags -fsyntax-only $T/probe.c") >"$T/out" 2>&1; then
   bad "a reader/ file could include compiler/build.h"

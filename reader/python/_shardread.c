@@ -325,7 +325,29 @@ static PyObject *mix_words(PyObject *m, PyObject *args)
     return PyLong_FromUnsignedLongLong(shr_mix(a[0], a[1], a[2], a[3]));
 }
 
+/* _fetch(url, cache): the cached local directory of the dataset at url (shr_remote_resolve) */
+static PyObject *fetch_url(PyObject *m, PyObject *args)
+{
+    (void)m;
+    const char *url, *cache = NULL;
+    if (!PyArg_ParseTuple(args, "s|z:_fetch", &url, &cache))
+        return NULL;
+    char dir[4096];
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = shr_remote_resolve(url, cache, dir, sizeof dir);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return sr_raise_lib(rc, shr_last_error(NULL));
+    return PyUnicode_DecodeFSDefault(dir);
+}
+
 static PyMethodDef module_methods[] = {
+    {"_fetch", (PyCFunction)fetch_url, METH_VARARGS,
+     "_fetch(url, cache=None) -> str\n"
+     "\n"
+     "The local directory, in the cache, of the dataset at url (s3:// or http(s)://),\n"
+     "downloaded and checked first (internal: Dataset and Loader call it)."},
     {"_mix", (PyCFunction)mix_words, METH_VARARGS,
      "_mix(seed, epoch, index, salt) -> int\n"
      "\n"

@@ -392,8 +392,17 @@ def _mixing(mixup, cutmix, num_classes):
 
 # ---- Dataset -----------------------------------------------------------------------------------
 
+def _local(path, cache):
+    """path itself, or for a dataset at a URL (s3://, http://, https://) its directory in the
+    local cache (cache=, else $SHARDREAD_CACHE, else ~/.cache/shardread), downloaded and checked
+    against its manifest first (docs/REMOTE.md)."""
+    if isinstance(path, str) and path.startswith(("s3://", "http://", "https://")):
+        return _shardread._fetch(path, None if cache is None else _os.fsdecode(cache))
+    return path
+
+
 class Dataset(_shardread.Dataset):
-    """Dataset(path, access='mmap', verify_samples=False)
+    """Dataset(path, access='mmap', verify_samples=False, cache=None)
 
     A dataset directory written by shardc, sample by sample (a map-style dataset, usable as a
     torch Dataset):
@@ -410,12 +419,14 @@ class Dataset(_shardread.Dataset):
     naming the file. verify_samples=True hashes every sample read and raises CorruptError, naming
     the shard and the sample, when its pixels do not match the hash recorded at build time.
     Reads release the GIL; a Dataset may be read from several threads at once. A Dataset pickles
-    (it reopens from its path in the receiving process).
+    (it reopens from its path in the receiving process). path may be a URL, s3://BUCKET/PREFIX
+    or http(s)://BASE: the dataset is downloaded into the cache (cache=, else $SHARDREAD_CACHE,
+    else ~/.cache/shardread) and checked first (docs/REMOTE.md).
     """
 
-    def __init__(self, path, access="mmap", verify_samples=False):
-        super().__init__(path, access, verify_samples)
-        self._args = (path, access, verify_samples)
+    def __init__(self, path, access="mmap", verify_samples=False, cache=None):
+        super().__init__(_local(path, cache), access, verify_samples)
+        self._args = (path, access, verify_samples, cache)
         self._scanned = None
 
     def __reduce__(self):
@@ -522,8 +533,9 @@ def _streams(path):
     return out
 
 
-def _mixture_arg(streams, samples_per_epoch, labels, return_streams):
-    """The extension's form: (streams, samples_per_epoch, offset_labels, return_streams)."""
+def _mixture_arg(streams, samples_per_epoch, labels, return_streams, cache=None):
+    """The extension's form: (streams, samples_per_epoch, offset_labels, return_streams); a
+    stream at a URL is read from its cached directory (cache: as for one dataset)."""
     if labels not in ("keep", "offset"):
         raise ValueError(f"labels must be 'keep' or 'offset', not {labels!r}")
     spe = 0 if samples_per_epoch is None else _operator.index(samples_per_epoch)
@@ -544,7 +556,7 @@ def _mixture_arg(streams, samples_per_epoch, labels, return_streams):
                                       _operator.index(st.choose) < 1):
             raise ValueError(f"stream {k} ({st.path!r}): choose must be an int >= 1, not "
                              f"{st.choose!r}")
-        rows.append((_os.fspath(st.path), float(st.weight or 0), float(st.repeat or 0),
+        rows.append((_os.fspath(_local(st.path, cache)), float(st.weight or 0), float(st.repeat or 0),
                      int(st.choose or 0), _ON_ERROR[st.on_error]))
     return (tuple(rows), spe, labels == "offset", bool(return_streams))
 
@@ -691,6 +703,8 @@ class Loader(_shardread.Loader):
     def __new__(cls, *args, **kwargs):
         return _shardread.Loader.__new__(_loader_class(cls))
 
+    # cache=: where a dataset at a URL is downloaded (docs/REMOTE.md)
+
     def __init__(self, path, batch_size=256, shuffle=False, seed=0, threads=None, rank=None,
                  world=None, drop_last=False, size=None, random_crop=False, flip=False,
                  access="mmap", framework="numpy", return_indices=False, order=None,
@@ -703,14 +717,16 @@ class Loader(_shardread.Loader):
                  min_box_area_fraction=0.0, mixup=None, cutmix=None, num_classes=None,
                  erase=None, erase_value=None, fill=None, multiscale=None,
                  scale_jitter=None, letterbox=None, pad_to=None, samples_per_epoch=None,
-                 labels="keep", return_streams=False):
+                 labels="keep", return_streams=False, cache=None):
         self._streams = _streams(path)
         given_path = path
         if self._streams is not None:
-            path = _mixture_arg(self._streams, samples_per_epoch, labels, return_streams)
+            path = _mixture_arg(self._streams, samples_per_epoch, labels, return_streams, cache)
         elif samples_per_epoch is not None or labels != "keep" or return_streams:
             raise TypeError("samples_per_epoch, labels and return_streams are for a mixture: "
                             "Loader([(path, weight), ...]) or a list of shardread.Stream")
+        else:
+            path = _local(path, cache)
         self._labels = labels
         erasing, augment_fill = _aliases(erasing, augment_fill, erase, erase_value, fill)
         size = _size(size)
@@ -782,7 +798,7 @@ class Loader(_shardread.Loader):
         if self._streams is not None:
             kw.update(samples_per_epoch=samples_per_epoch, labels=labels,
                       return_streams=return_streams)
-        self._kwargs = dict(kw, path=given_path)
+        self._kwargs = dict(kw, path=given_path, cache=cache)
         self._fingerprint = None
 
     def __reduce__(self):

@@ -1,0 +1,414 @@
+/* cache.c - rmt_resolve: a dataset URL as a local directory in the cache (remote.h).
+ *
+ * Layout: ROOT/<16 hex digits: XXH3-64 of the objects' base URL>/ holds the dataset as a local
+ * build would (manifest.json, the shards in their folders, inputs.tsv, rejects.tsv), plus, next
+ * to each shard, .NAME.lock (the flock that makes one process the downloader) and .NAME.part
+ * (the download in progress, resumed by the next one after a crash). A shard gets its final name
+ * only once checked; manifest.json is written last, so a reader that finds it finds every shard.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "manifest.h"
+#include "remote.h"
+
+typedef struct {
+    size_t k;                   /* manifest shard */
+    char *final, *part, *lockp, *sdir;
+    int lockfd;
+    int busy;                   /* another process held its lock */
+    int resumed;                /* the download continued a .part found on disk */
+    int reruns;
+} shard_job;
+
+typedef struct {
+    const rmt_config *c;
+    const fmt_manifest *m;
+    const fmt_backend *be;
+    const char *dir;
+    rmt_stats *st;
+    int blocking;               /* wait for a lock another process holds */
+} cache_ctx;
+
+/* mkdir -p of the folder that holds path */
+static int make_parents(const char *path)
+{
+    char *p = strdup(path);
+    if (!p)
+        return ENOMEM;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            int e = errno;
+            free(p);
+            return e;
+        }
+        *s = '/';
+    }
+    free(p);
+    return 0;
+}
+
+/* path's file is shard k as the manifest describes it: its size, then (full) its whole-file pin,
+ * then the backend's pre-check, header and index checks against the manifest entry, then (full)
+ * every sample's hash */
+static int check_shard(const cache_ctx *x, size_t k, const char *path, const char *sdir, int full,
+                       fmt_msg *msg)
+{
+    const fmt_manifest_shard *ms = &x->m->shards[k];
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return fmt_fail(msg, errno, "%s", strerror(errno));
+    if ((uint64_t)st.st_size != ms->bytes)
+        return fmt_fail(msg, FMT_ETRUNC, "%" PRIu64 " bytes, the manifest says %" PRIu64,
+                        (uint64_t)st.st_size, ms->bytes);
+    int rc;
+    if (full && (ms->pins & FMT_PIN_FILE)) {
+        uint64_t whole = 0;
+        rc = fmt_hash_file(path, 0, 0, NULL, &whole, NULL);
+        if (rc)
+            return fmt_fail(msg, rc, "%s", fmt_strerror(rc));
+        if (whole != ms->file_hash)
+            return fmt_fail(msg, FMT_EHASH, "whole-file hash %016" PRIx64 " differs from the "
+                            "manifest's %016" PRIx64, whole, ms->file_hash);
+    }
+    rc = fmt_shard_precheck(x->be, path, ms, msg);
+    if (rc)
+        return rc;
+    void *s = NULL;
+    rc = x->be->r_open(&s, sdir, path, FMT_ACCESS_PREAD, msg);
+    if (rc)
+        return rc;
+    const fmt_shard_info *h = x->be->r_info(s);
+    rc = fmt_shard_check_info(x->m, k, h, msg);
+    for (uint64_t i = 0; !rc && full && i < h->samples; i++) {
+        rc = x->be->r_check(s, i);
+        if (rc)
+            fmt_fail(msg, rc, "sample %" PRIu64 ": %s", ms->first + i,
+                     rc == FMT_EHASH ? "hash mismatch" : fmt_strerror(rc));
+    }
+    x->be->r_close(s);
+    return rc;
+}
+
+static void unlock(shard_job *sj)
+{
+    if (sj->lockfd >= 0)
+        close(sj->lockfd);          /* releases the flock */
+    sj->lockfd = -1;
+}
+
+static int on_start(rmt_job *j, void *ctx)
+{
+    cache_ctx *x = ctx;
+    shard_job *sj = j->user;
+    int rc = make_parents(sj->final);
+    if (rc)
+        return fmt_fail(&j->msg, rc, "cannot create the folder of %s: %s", sj->final,
+                        strerror(rc));
+    sj->lockfd = open(sj->lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (sj->lockfd < 0)
+        return fmt_fail(&j->msg, errno, "cannot open %s: %s", sj->lockp, strerror(errno));
+    while (flock(sj->lockfd, x->blocking ? LOCK_EX : LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EINTR)
+            continue;
+        int e = errno;
+        unlock(sj);
+        if (e == EWOULDBLOCK) {         /* another process downloads it: later */
+            sj->busy = 1;
+            return 1;
+        }
+        return fmt_fail(&j->msg, e, "cannot lock %s: %s", sj->lockp, strerror(e));
+    }
+    sj->busy = 0;
+    fmt_msg why;
+    if (check_shard(x, sj->k, sj->final, sj->sdir, 0, &why) == 0) {
+        unlock(sj);
+        x->st->cached++;
+        return 1;
+    }
+    struct stat st;
+    sj->resumed = stat(sj->part, &st) == 0 && st.st_size > 0;
+    return 0;
+}
+
+static int on_done(rmt_job *j, void *ctx)
+{
+    cache_ctx *x = ctx;
+    shard_job *sj = j->user;
+    if (j->rc) {
+        unlock(sj);
+        return j->rc;
+    }
+    fmt_msg why = {{0}};
+    int rc = check_shard(x, sj->k, sj->part, sj->sdir, 1, &why);
+    if (rc) {
+        if (sj->resumed && sj->reruns == 0) {   /* a stale .part: fetch it whole once */
+            sj->reruns++;
+            sj->resumed = 0;
+            return 1;
+        }
+        unlink(sj->part);
+        unlock(sj);
+        return fmt_fail(&j->msg, rc == FMT_ETRUNC || rc == FMT_EHASH ? rc : FMT_ECORRUPT,
+                        "%s/%s: the object fails its check against the manifest: %s",
+                        x->c->url, j->name, fmt_reason(&why, rc));
+    }
+    int fd = open(sj->part, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    if (rename(sj->part, sj->final) != 0) {
+        int e = errno;
+        unlock(sj);
+        return fmt_fail(&j->msg, e, "cannot rename %s: %s", sj->part, strerror(e));
+    }
+    (void)fmt_fsync_parent(sj->final);
+    unlock(sj);
+    x->st->fetched++;
+    return 0;
+}
+
+/* name's object into dir/name if it is not there (optional: a 404 is no error) */
+static int fetch_small(const rmt_config *c, const char *dir, const char *name, int optional,
+                       char **tmp_out, rmt_stats *st, fmt_msg *msg)
+{
+    char *tmp = NULL;
+    if (asprintf(&tmp, "%s/.%s.%ld.part", dir, name, (long)getpid()) < 0)
+        return ENOMEM;
+    unlink(tmp);
+    rmt_job j;
+    memset(&j, 0, sizeof j);
+    j.name = name;
+    j.path = tmp;
+    j.optional = optional;
+    int rc = rmt_fetch(c, &j, 1, 1, 0, NULL, NULL, NULL, st, msg);
+    if (!rc && j.rc == ENOENT) {
+        unlink(tmp);
+        free(tmp);
+        *tmp_out = NULL;
+        return 0;
+    }
+    if (rc) {
+        unlink(tmp);
+        free(tmp);
+        return rc;
+    }
+    *tmp_out = tmp;
+    return 0;
+}
+
+static int same_file(const char *a, const uint8_t *data, size_t len)
+{
+    uint8_t *b = NULL;
+    size_t blen = 0;
+    if (fmt_read_file(a, FMT_MANIFEST_MAX_BYTES, &b, &blen) != 0)
+        return 0;
+    int same = blen == len && memcmp(b, data, len) == 0;
+    free(b);
+    return same;
+}
+
+static char *cache_root(const char *given, fmt_msg *msg)
+{
+    const char *r = given && *given ? given : getenv(RMT_CACHE_ENV);
+    char *out = NULL;
+    if (r && *r)
+        out = strdup(r);
+    else if (getenv("HOME") && *getenv("HOME")) {
+        if (asprintf(&out, "%s/.cache/shardread", getenv("HOME")) < 0)
+            out = NULL;
+    } else {
+        fmt_fail(msg, FMT_EINVAL, "no cache directory: set %s or HOME, or give cache=",
+                 RMT_CACHE_ENV);
+        return NULL;
+    }
+    if (!out)
+        fmt_fail(msg, ENOMEM, "out of memory");
+    return out;
+}
+
+static int fetch_shards(cache_ctx *x, rmt_job *jobs, shard_job *sj, size_t n, unsigned parallel,
+                        unsigned tries, fmt_msg *msg)
+{
+    int rc = rmt_fetch(x->c, jobs, n, parallel, tries, on_start, on_done, x, x->st, msg);
+    for (size_t i = 0; i < n; i++)
+        unlock(&sj[i]);
+    return rc;
+}
+
+int rmt_resolve(const char *url, const rmt_options *o, char **out, rmt_stats *stp, fmt_msg *msg)
+{
+    rmt_options dflt;
+    memset(&dflt, 0, sizeof dflt);
+    if (!o)
+        o = &dflt;
+    rmt_stats stl;
+    rmt_stats *st = stp ? stp : &stl;
+    memset(st, 0, sizeof *st);
+    *out = NULL;
+    rmt_config c;
+    int rc = rmt_config_load(&c, url, o->anonymous, msg);
+    if (rc)
+        return rc;
+    char *root = cache_root(o->cache, msg), *dir = NULL, *mtmp = NULL, *mpath = NULL;
+    uint8_t *mdata = NULL;
+    size_t mlen = 0;
+    fmt_manifest m;
+    memset(&m, 0, sizeof m);
+    rmt_job *jobs = NULL;
+    shard_job *sj = NULL;
+    if (!root) {
+        rc = FMT_EINVAL;
+        goto out;
+    }
+    if (asprintf(&dir, "%s/%016" PRIx64, root, fmt_hash64(c.base, strlen(c.base))) < 0 ||
+        asprintf(&mpath, "%s/%s", dir, FMT_MANIFEST_NAME) < 0) {
+        rc = fmt_fail(msg, ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = make_parents(mpath);
+    if (rc) {
+        fmt_fail(msg, rc, "cannot create the cache folder %s: %s", dir, strerror(rc));
+        goto out;
+    }
+    rc = fetch_small(&c, dir, FMT_MANIFEST_NAME, 0, &mtmp, st, msg);
+    if (rc)
+        goto out;
+    rc = fmt_read_file(mtmp, FMT_MANIFEST_MAX_BYTES, &mdata, &mlen);
+    if (!rc)
+        rc = fmt_manifest_parse((const char *)mdata, mlen, &m, msg);
+    if (rc) {
+        char why[sizeof msg->text];
+        snprintf(why, sizeof why, "%s", fmt_reason(msg, rc));
+        fmt_fail(msg, rc, "%s/%s: %s", c.url, FMT_MANIFEST_NAME, why);
+        goto out;
+    }
+    const fmt_backend *be = fmt_backend_find(m.backend);
+    if (!be || be->version < m.backend_version) {
+        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s/%s: backend '%s' version %u is not supported",
+                      c.url, FMT_MANIFEST_NAME, m.backend, m.backend_version);
+        goto out;
+    }
+    /* single-file shards only for now: lmdb (a folder) and per-image sets (many files) later */
+    if (strcmp(m.backend, "raw") != 0 && strcmp(m.backend, "hdf5") != 0) {
+        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s: a dataset at a URL must have raw or hdf5 "
+                      "shards (this one is %s)", c.url, m.backend);
+        goto out;
+    }
+    /* a changed dataset: its old manifest and files that go with it are no longer it */
+    if (!same_file(mpath, mdata, mlen)) {
+        unlink(mpath);
+        static const char *const aux[] = {"inputs.tsv", "rejects.tsv"};
+        for (size_t i = 0; i < 2; i++) {
+            char *p = NULL;
+            if (asprintf(&p, "%s/%s", dir, aux[i]) >= 0) {
+                unlink(p);
+                free(p);
+            }
+        }
+    }
+    st->shards = m.nshards;
+    jobs = calloc(m.nshards + 1, sizeof *jobs);
+    sj = calloc(m.nshards + 1, sizeof *sj);
+    if (!jobs || !sj) {
+        rc = fmt_fail(msg, ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t k = 0; k < m.nshards; k++) {
+        const char *f = m.shards[k].file, *slash = strrchr(f, '/');
+        int fl = slash ? (int)(slash - f + 1) : 0;
+        sj[k].k = k;
+        sj[k].lockfd = -1;
+        if (asprintf(&sj[k].final, "%s/%s", dir, f) < 0 ||
+            asprintf(&sj[k].part, "%s/%.*s.%s.part", dir, fl, f, f + fl) < 0 ||
+            asprintf(&sj[k].lockp, "%s/%.*s.%s.lock", dir, fl, f, f + fl) < 0 ||
+            !(sj[k].sdir = fmt_manifest_shard_dir(dir, &m.shards[k]))) {
+            rc = fmt_fail(msg, ENOMEM, "out of memory");
+            goto out;
+        }
+        jobs[k].name = f;
+        jobs[k].path = sj[k].part;
+        jobs[k].size = m.shards[k].bytes;
+        jobs[k].user = &sj[k];
+    }
+    cache_ctx x = {&c, &m, be, dir, st, 0};
+    rc = fetch_shards(&x, jobs, sj, m.nshards, o->parallel, o->tries, msg);
+    if (rc)
+        goto out;
+    /* the shards other processes were downloading: wait for their lock, then use their file
+     * (or fetch it, if they failed) */
+    size_t nb = 0;
+    for (size_t k = 0; k < m.nshards; k++)
+        if (sj[k].busy) {
+            jobs[nb] = jobs[k];
+            jobs[nb].user = &sj[k];
+            nb++;
+        }
+    if (nb) {
+        x.blocking = 1;
+        rc = fetch_shards(&x, jobs, sj, nb, o->parallel, o->tries, msg);
+        if (rc)
+            goto out;
+    }
+    /* the build's lists, for verify and the samples' provenance (not pinned by the manifest:
+     * shardc verify checks them) */
+    static const char *const aux[] = {"inputs.tsv", "rejects.tsv"};
+    for (size_t i = 0; i < 2; i++) {
+        char *p = NULL, *tmp = NULL;
+        if (asprintf(&p, "%s/%s", dir, aux[i]) < 0) {
+            rc = fmt_fail(msg, ENOMEM, "out of memory");
+            goto out;
+        }
+        if (access(p, F_OK) != 0)
+            rc = fetch_small(&c, dir, aux[i], 1, &tmp, st, msg);
+        if (!rc && tmp && rename(tmp, p) != 0)
+            rc = fmt_fail(msg, errno, "cannot rename %s: %s", tmp, strerror(errno));
+        if (rc && tmp)
+            unlink(tmp);
+        free(tmp);
+        free(p);
+        if (rc)
+            goto out;
+    }
+    if (rename(mtmp, mpath) != 0) {
+        rc = fmt_fail(msg, errno, "cannot rename %s: %s", mtmp, strerror(errno));
+        goto out;
+    }
+    (void)fmt_fsync_parent(mpath);
+    free(mtmp);
+    mtmp = NULL;
+    *out = dir;
+    dir = NULL;
+out:
+    if (mtmp)
+        unlink(mtmp);
+    free(mtmp);
+    for (size_t k = 0; sj && k < m.nshards; k++) {
+        unlock(&sj[k]);
+        free(sj[k].final);
+        free(sj[k].part);
+        free(sj[k].lockp);
+        free(sj[k].sdir);
+    }
+    free(sj);
+    free(jobs);
+    fmt_manifest_free(&m);
+    free(mdata);
+    free(mpath);
+    free(dir);
+    free(root);
+    rmt_config_free(&c);
+    return rc;
+}

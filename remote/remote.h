@@ -1,0 +1,107 @@
+/* remote.h - datasets at URLs: s3://BUCKET/PREFIX (S3 and S3-compatible object storage) and
+ * http(s)://BASE (any web server), read through a local cache (docs/REMOTE.md).
+ *
+ * rmt_resolve turns a URL into a local dataset directory that the existing readers open as any
+ * other: the manifest is fetched (every time: it says what the dataset is now), then each shard
+ * the cache does not hold, or holds damaged, is downloaded with libcurl (several at once, the
+ * multi interface; retried with capped exponential backoff and jitter; a partial body resumed
+ * with a Range request) to a temporary name, checked against the manifest (the shard's size,
+ * whole-file hash where the manifest pins one, the backend's own header and index checks and
+ * every sample's hash) and only then renamed into place. The manifest is written into the cache
+ * last. Processes sharing one cache lock each shard (flock on a lock file next to it): one
+ * downloads, the others wait and then use its file.
+ *
+ * Credentials and endpoint for s3:// are read as the AWS tools read them (rmt_config_load).
+ * Secrets never appear in a message.
+ *
+ * The library never prints. Errors: 0, errno values (EACCES for a refused request, ENOENT for a
+ * missing object, ECONNREFUSED, ETIMEDOUT, EIO), FMT_EHASH / FMT_ECORRUPT for an object that fails
+ * its check, FMT_EUNSUPPORTED for a backend not yet read over URLs, with the reason in msg naming
+ * the object's URL, the endpoint and the server's error code.
+ */
+#ifndef RMT_REMOTE_H
+#define RMT_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fmt.h"
+
+#define RMT_CACHE_ENV "SHARDREAD_CACHE"
+
+/* Non-zero when path is a URL this module reads (s3://, http://, https://). */
+int rmt_is_url(const char *path);
+
+typedef struct {
+    const char *cache;      /* the cache root; NULL or "": $SHARDREAD_CACHE, else
+                             * $HOME/.cache/shardread */
+    int anonymous;          /* s3: unsigned requests (public buckets); also AWS_NO_SIGN_REQUEST */
+    unsigned parallel;      /* transfers at once (0: 8) */
+    unsigned tries;         /* attempts per object before giving up (0: 6) */
+} rmt_options;
+
+typedef struct {
+    uint64_t shards;        /* shards in the manifest */
+    uint64_t fetched;       /* shards downloaded by this call */
+    uint64_t cached;        /* shards found complete in the cache */
+    uint64_t bytes;         /* bytes received (every object, every attempt) */
+    uint64_t retries;       /* attempts repeated after a transient failure */
+} rmt_stats;
+
+/* The local directory of the dataset at url (malloc'd into *dir), complete and checked, as
+ * described above. o and st may be NULL. */
+int rmt_resolve(const char *url, const rmt_options *o, char **dir, rmt_stats *st, fmt_msg *msg);
+
+/* ---- internals shared by the module's files (and its unit test) ---- */
+
+typedef struct {
+    int s3;                 /* 1: s3://, 0: http(s):// */
+    char *url;              /* as given, without a trailing '/' */
+    char *bucket, *prefix;  /* s3: the bucket and the key prefix ("" or without slashes at ends) */
+    char *base;             /* where object NAME is: base + "/" + NAME (percent-encoded) */
+    char *endpoint;         /* for messages: the endpoint, credentials in it removed */
+    char *region;           /* s3 */
+    char *key_id, *secret, *token;  /* s3 credentials (NULL: anonymous) */
+    char *ca_bundle;        /* AWS_CA_BUNDLE (NULL: the system's) */
+} rmt_config;
+
+/* Parse url and read the environment (and AWS_PROFILE's files) into c. 0, FMT_EINVAL (a bad
+ * URL, no credentials: msg says which variables to set), ENOMEM. */
+int rmt_config_load(rmt_config *c, const char *url, int anonymous, fmt_msg *msg);
+void rmt_config_free(rmt_config *c);
+
+/* One object to fetch into a local file. */
+typedef struct rmt_job {
+    const char *name;       /* the object's name under the dataset's prefix */
+    const char *path;       /* the local file it is appended to (created if absent); a file
+                             * already there is resumed with a Range request */
+    uint64_t size;          /* its expected size (0: unknown) */
+    int optional;           /* a missing object (404) is not an error: rc ENOENT, msg empty */
+    int rc;                 /* result */
+    fmt_msg msg;
+    void *user;
+    /* internal */
+    int state, fd, status, tries, started, range_bad;
+    char errbuf[256];
+    uint64_t offset, range_start;
+    double not_before;
+    char *err_body;
+    size_t err_len;
+    void *easy;
+    void *headers;
+} rmt_job;
+
+/* Called before a job's first attempt: 0 starts it, 1 leaves it out (job->rc stays 0, done is
+ * not called), anything else becomes its rc (done is not called). */
+typedef int (*rmt_start_fn)(rmt_job *job, void *ctx);
+/* Called when a started job is finished (job->rc set, its file closed): 0 keeps the result, 1
+ * runs it again from the start (the file truncated), anything else becomes its rc. */
+typedef int (*rmt_done_fn)(rmt_job *job, void *ctx);
+
+/* Fetch every job, up to parallel at once; the first error ends the call: transfers under way
+ * are abandoned (their files keep what arrived) and jobs not finished keep rc ECANCELED. 0 or the first job's error (its msg copied into msg). start and done may be
+ * NULL. */
+int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, unsigned tries,
+              rmt_start_fn start, rmt_done_fn done, void *ctx, rmt_stats *st, fmt_msg *msg);
+
+#endif

@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# End to end: datasets at URLs (docs/REMOTE.md), against servers this test starts on 127.0.0.1
+# and stops (trap): nginx over http and https (a certificate made here, given by AWS_CA_BUNDLE),
+# s3rver (an S3 API server from npm, installed into $BUILD/npm on first use; it checks SigV4
+# signatures with its key S3RVER/S3RVER) and a seeded fault-injecting proxy (503 SlowDown, bodies
+# cut off halfway). What is asserted: shardc info/verify/cat on the URL; a Loader epoch from the
+# URL equals the local one (bytes, labels, indices, order) over https, s3 and through the faults;
+# a second open downloads no shard (nginx's log); two processes sharing a cache download each
+# shard once; a truncated cached shard and a stale partial download are repaired; a changed byte
+# in the bucket is never delivered (the error names the object); wrong credentials, a missing
+# bucket and a closed port are clear errors that name the endpoint, never the secret.
+. "$(dirname "$0")/lib.sh"
+
+PY=/usr/bin/python3
+HELP="$ROOT/tests/remote_servers.py"
+export PYTHONPATH="$ROOT/$BUILD/python"
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+S3RVER="$ROOT/$BUILD/npm/node_modules/.bin/s3rver"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+for tool in "$NGINX" openssl node npm; do
+  command -v "$tool" >/dev/null || { bad "$tool is missing: scripts/deps.sh installs it"; finish; exit; }
+done
+if [ ! -x "$S3RVER" ]; then
+  npm install --silent --no-audit --no-fund --prefix "$ROOT/$BUILD/npm" s3rver@3 >"$T/npm" 2>&1 ||
+    { bad "npm install s3rver failed: $(tail -3 "$T/npm")"; finish; exit; }
+fi
+
+# the dataset: 60 samples in shards of 8
+mkdir -p "$T/www"
+"$MKSAMPLE" "$T/src" --classes 3 --per-class 20 --min-side 20 --max-side 40 --no-broken --quiet
+"$SHARDC" build "$T/src" -o "$T/www/ds" --size 16x12 --shard-samples 8 --no-progress >/dev/null ||
+  { bad "shardc build failed"; finish; exit; }
+nshards=$(ls "$T/www/ds" | grep -c '\.raw$')
+
+# nginx: http and https (self-signed for 127.0.0.1)
+HP=$($PY "$HELP" port); SP=$($PY "$HELP" port)
+mkdir -p "$T/ngx"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/key.pem" -out "$T/cert.pem" -days 1 \
+  -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1
+cat >"$T/nginx.conf" <<EOF
+user $(id -un);
+daemon off;
+pid $T/ngx/nginx.pid;
+error_log $T/ngx/error.log;
+worker_processes 1;
+events { worker_connections 64; }
+http {
+  access_log $T/ngx/access.log;
+  client_body_temp_path $T/ngx/body; proxy_temp_path $T/ngx/proxy;
+  fastcgi_temp_path $T/ngx/fcgi; uwsgi_temp_path $T/ngx/uwsgi; scgi_temp_path $T/ngx/scgi;
+  server { listen 127.0.0.1:$HP; root $T/www; }
+  server { listen 127.0.0.1:$SP ssl; root $T/www;
+           ssl_certificate $T/cert.pem; ssl_certificate_key $T/key.pem; }
+}
+EOF
+"$NGINX" -p "$T/ngx" -e "$T/ngx/error.log" -c "$T/nginx.conf" 2>"$T/ngx/start.err" &
+pids+=($!)
+$PY "$HELP" wait "$HP" && $PY "$HELP" wait "$SP" ||
+  { bad "nginx did not start: $(head -3 "$T/ngx/start.err" "$T/ngx/error.log")"; finish; exit; }
+HTTP=http://127.0.0.1:$HP/ds
+HTTPS=https://127.0.0.1:$SP/ds
+gets() { grep -c "GET /ds/$1" "$T/ngx/access.log"; }   # requests nginx served for files like $1
+
+# ---- http: the CLI ----
+export SHARDREAD_CACHE="$T/cache1"
+"$SHARDC" info "$T/www/ds" >"$T/info.local"
+expect_exit 0 "shardc info on an http URL" "$SHARDC" info "$HTTP"
+check "it prints what the local info prints, but the path" \
+  diff <(grep -v "$T" "$T/info.local") <(grep -v "$T" "$T/out")
+check "it reports the $nshards shards downloaded" grep -q "$nshards of $nshards shard(s) downloaded" "$T/err"
+expect_exit 0 "shardc verify on the URL" "$SHARDC" verify "$HTTP"
+check "verify checked all 60 samples" grep -q "all 60 samples in $nshards shard(s) verified" "$T/err"
+check "the second command downloaded no shard (nginx served each once)" \
+  test "$(gets 'shard-.*raw')" -eq "$nshards"
+"$SHARDC" cat "$T/www/ds" 17 -o "$T/cat.local" 2>/dev/null
+expect_exit 0 "shardc cat on the URL" "$SHARDC" cat "$HTTP" 17 -o "$T/cat.remote"
+check "cat gives the local bytes" cmp -s "$T/cat.local" "$T/cat.remote"
+
+# ---- https: a Loader epoch, then the cache is used ----
+export AWS_CA_BUNDLE="$T/cert.pem"
+before=$(gets 'shard-.*raw')
+expect_exit 0 "a shuffled Loader epoch over https equals the local one" \
+  $PY "$HELP" epoch "$T/www/ds" "$HTTPS" "$T/cache2" '{"batch_size": 7, "shuffle": true, "seed": 5}'
+check "it downloaded each shard once" test "$(( $(gets 'shard-.*raw') - before ))" -eq "$nshards"
+before=$(gets 'shard-.*raw'); mbefore=$(gets manifest.json)
+expect_exit 0 "a second open (rank 1 of 2) equals the local one" \
+  $PY "$HELP" epoch "$T/www/ds" "$HTTPS" "$T/cache2" '{"batch_size": 5, "rank": 1, "world": 2}'
+check "it downloaded no shard, only the manifest" \
+  test "$(gets 'shard-.*raw')" -eq "$before" -a "$(gets manifest.json)" -eq $((mbefore + 1))
+# a mixture with one stream at the URL equals the same mixture of local streams
+expect_exit 0 "a mixture of a local and an https stream equals the all-local mixture" \
+  $PY - "$T/www/ds" "$HTTPS" "$T/cache2" <<'PYM'
+import sys, numpy as np, shardread
+local, url, cache = sys.argv[1:4]
+def epoch(streams):
+    out = []
+    for b in shardread.Loader(streams, batch_size=6, shuffle=True, seed=3, cache=cache,
+                              return_streams=True):
+        out.append([np.asarray(x).copy() for x in b])
+    return out
+a = epoch([(local, 0.7), (url, 0.3)])
+b = epoch([(local, 0.7), (local, 0.3)])
+assert len(a) == len(b) > 0
+for x, y in zip(a, b):
+    assert len(x) == len(y) and all(np.array_equal(p, q) for p, q in zip(x, y))
+PYM
+unset AWS_CA_BUNDLE
+expect_exit 3 "https without the test's CA is refused" \
+  env SHARDREAD_CACHE="$T/cache3" "$SHARDC" info "$HTTPS"
+check "naming the certificate problem" grep -qi "certificate" "$T/err"
+
+# ---- the cache repairs itself ----
+c1=$(ls -d "$T"/cache1/*/)
+truncate -s 1000 "$c1/shard-00002.raw"
+rm "$c1/shard-00004.raw"; head -c 5000 /dev/urandom >"$c1/.shard-00004.raw.part"
+b2=$(gets shard-00002.raw); b4=$(gets shard-00004.raw)
+expect_exit 0 "info after a cached shard was truncated and a partial download is junk" \
+  "$SHARDC" verify "$HTTP"
+check "the truncated shard was fetched again" test "$(gets shard-00002.raw)" -eq $((b2 + 1))
+check "the junk partial was resumed, failed its check, and was fetched whole" \
+  test "$(gets shard-00004.raw)" -eq $((b4 + 2))
+check "no partial file is left" test -z "$(ls -A "$c1" | grep '\.part$')"
+
+# ---- two processes on one cache: each shard downloaded once ----
+export SHARDREAD_CACHE="$T/cache4"
+b=$(gets 'shard-.*raw')
+"$SHARDC" info "$HTTP" >"$T/p1" 2>&1 & p1=$!
+"$SHARDC" info "$HTTP" >"$T/p2" 2>&1 & p2=$!
+wait $p1; r1=$?; wait $p2; r2=$?
+check "two concurrent opens of one cache both succeed" test $r1 -eq 0 -a $r2 -eq 0
+check "each shard was downloaded once between them" test "$(( $(gets 'shard-.*raw') - b ))" -eq "$nshards"
+
+# ---- faults: 503 SlowDown and bodies cut off, seeded ----
+FP=$($PY "$HELP" port)
+$PY "$HELP" faultproxy "$FP" "127.0.0.1:$HP" 7 0.2 "$T/faults.log" &
+pids+=($!)
+$PY "$HELP" wait "$FP"
+expect_exit 0 "an epoch through 20% 503s and 20% cut bodies equals the local one" \
+  $PY "$HELP" epoch "$T/www/ds" "http://127.0.0.1:$FP/ds" "$T/cache5" '{"batch_size": 8, "shuffle": true, "seed": 9}'
+expect_exit 0 "shardc verify through the same faults" \
+  env SHARDREAD_CACHE="$T/cache5b" "$SHARDC" verify "http://127.0.0.1:$FP/ds"
+check "the proxy answered 503 at least once" grep -q '^503 ' "$T/faults.log"
+check "the proxy cut a body at least once" grep -q '^cut ' "$T/faults.log"
+check "a cut body was resumed with a Range request" grep -Eq '^206 .* bytes=[1-9][0-9]*-' "$T/faults.log"
+
+# ---- s3rver ----
+S3P=$($PY "$HELP" port)
+"$S3RVER" -d "$T/s3" -a 127.0.0.1 -p "$S3P" --silent >"$T/s3rver.log" 2>&1 &
+pids+=($!)
+$PY "$HELP" wait "$S3P" || { bad "s3rver did not start: $(head -3 "$T/s3rver.log")"; finish; exit; }
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
+export AWS_ENDPOINT_URL_S3=http://127.0.0.1:$S3P
+unset AWS_PROFILE AWS_SESSION_TOKEN AWS_NO_SIGN_REQUEST
+$PY "$HELP" upload "$AWS_ENDPOINT_URL_S3" bkt data/ds "$T/www/ds" >/dev/null ||
+  bad "upload to s3rver failed"
+# reads go through proxies that check every signature with botocore's signer (s3rver's own
+# check lets unsigned-looking requests through)
+GP=$($PY "$HELP" port); TP=$($PY "$HELP" port)
+$PY "$HELP" sigproxy "$GP" "127.0.0.1:$S3P" S3RVER S3RVER "$T/sig.log" &
+pids+=($!)
+$PY "$HELP" sigproxy "$TP" "127.0.0.1:$S3P" S3RVER S3RVER "$T/sigt.log" tok-123 &
+pids+=($!)
+$PY "$HELP" wait "$GP" && $PY "$HELP" wait "$TP" || bad "the signature proxies did not start"
+export AWS_ENDPOINT_URL_S3=http://127.0.0.1:$GP
+export SHARDREAD_CACHE="$T/cache6"
+expect_exit 0 "shardc verify on s3://bkt/data/ds" "$SHARDC" verify s3://bkt/data/ds
+check "verify checked all 60 samples" grep -q "all 60 samples in $nshards shard(s) verified" "$T/err"
+expect_exit 0 "a quasi-random Loader epoch from s3 equals the local one" \
+  $PY "$HELP" epoch "$T/www/ds" s3://bkt/data/ds "$T/cache7" '{"batch_size": 6, "order": "quasi", "seed": 2}'
+
+check "every request carried a signature botocore reproduces" \
+  bash -c "grep -q '^ok ' '$T/sig.log' && ! grep -q '^bad ' '$T/sig.log'"
+expect_exit 0 "a session token is sent, and signed" env AWS_SESSION_TOKEN=tok-123 \
+  AWS_ENDPOINT_URL_S3=http://127.0.0.1:$TP SHARDREAD_CACHE="$T/cache11" "$SHARDC" info s3://bkt/data/ds
+expect_exit 3 "without it that endpoint refuses" \
+  env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$TP SHARDREAD_CACHE="$T/cache12" "$SHARDC" info s3://bkt/data/ds
+check "naming the server's code" grep -q "403 InvalidToken" "$T/err"
+
+# credentials from a profile in a credentials file of the test's own
+cat >"$T/creds" <<'EOF'
+[other]
+aws_access_key_id = S3RVER
+aws_secret_access_key = S3RVER
+EOF
+expect_exit 0 "credentials from AWS_PROFILE's section of the shared credentials file" \
+  env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY AWS_PROFILE=other \
+  AWS_SHARED_CREDENTIALS_FILE="$T/creds" SHARDREAD_CACHE="$T/cache8" "$SHARDC" info s3://bkt/data/ds
+
+SECRET=Zq7wrongSecretValue
+expect_exit 3 "a wrong secret is refused" \
+  env AWS_SECRET_ACCESS_KEY=$SECRET SHARDREAD_CACHE="$T/cache9" "$SHARDC" info s3://bkt/data/ds
+check "the message names the server's code" grep -q "HTTP 403 SignatureDoesNotMatch" "$T/err"
+check "... the object, the endpoint and the bucket" \
+  grep -q "s3://bkt/data/ds/manifest.json from http://127.0.0.1:$GP (bucket bkt)" "$T/err"
+check "the secret is in no message" bash -c "! grep -q $SECRET '$T/err' '$T/out'"
+expect_exit 3 "a missing bucket" "$SHARDC" info s3://nobucket/ds
+check "names NoSuchBucket" grep -q "404 NoSuchBucket" "$T/err"
+DEAD=$($PY "$HELP" port)
+expect_exit 3 "a closed port" env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$DEAD "$SHARDC" info s3://bkt/data/ds
+check "names the endpoint and the refused connection (after retries)" \
+  grep -q "127.0.0.1:$DEAD.*after [0-9]* tries" "$T/err"
+expect_exit 3 "no credentials at all is a clear error" \
+  env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME="$T" "$SHARDC" info s3://bkt/data/ds
+check "naming what to set" grep -q "no AWS credentials: set AWS_ACCESS_KEY_ID" "$T/err"
+
+# a byte changed in the bucket is never delivered
+cp -r "$T/www/ds" "$T/bad"
+f="$T/bad/shard-00003.raw"; sz=$(stat -c %s "$f")
+printf '\x5a' | dd of="$f" bs=1 seek=$((sz / 2)) conv=notrunc 2>/dev/null
+cmp -s "$f" "$T/www/ds/shard-00003.raw" && printf '\xa5' | dd of="$f" bs=1 seek=$((sz / 2)) conv=notrunc 2>/dev/null
+$PY "$HELP" upload "http://127.0.0.1:$S3P" bkt bad/ds "$T/bad" >/dev/null
+export SHARDREAD_CACHE="$T/cache10"
+expect_exit 1 "shardc info on a bucket with a damaged shard fails" "$SHARDC" info s3://bkt/bad/ds
+check "naming the object and the check" \
+  grep -q "s3://bkt/bad/ds/shard-00003.raw: the object fails its check against the manifest" "$T/err"
+check "the damaged shard is not in the cache" bash -c "! ls '$T'/cache10/*/shard-00003.raw 2>/dev/null"
+$PY - "$T/err2" <<EOF
+import sys, shardread
+try:
+    shardread.Loader("s3://bkt/bad/ds", batch_size=4)
+except shardread.Error as e:
+    open(sys.argv[1], "w").write(type(e).__name__ + ": " + str(e))
+EOF
+check "the Loader raises, naming the object" grep -q "shard-00003.raw: the object fails its check" "$T/err2"
+
+finish

@@ -1,0 +1,246 @@
+#!/usr/bin/python3
+"""Helpers of tests/e2e_remote.sh (datasets at URLs), every server on 127.0.0.1 only:
+
+    remote_servers.py port                              a free TCP port on 127.0.0.1
+    remote_servers.py wait PORT                         until 127.0.0.1:PORT accepts (<= 20 s)
+    remote_servers.py upload ENDPOINT BUCKET PREFIX DIR  DIR's files as BUCKET/PREFIX/... (botocore,
+                                                        signed with $AWS_ACCESS_KEY_ID/SECRET)
+    remote_servers.py faultproxy PORT UPSTREAM SEED RATE LOG
+                                                        a GET proxy to http://UPSTREAM that, per
+                                                        request, with probability RATE answers 503
+                                                        SlowDown and with probability RATE cuts the
+                                                        body off halfway; one line per request in LOG
+    remote_servers.py sigproxy PORT UPSTREAM KEY SECRET LOG [TOKEN]
+                                                        a GET proxy to http://UPSTREAM that checks
+                                                        each request's SigV4 signature as botocore
+                                                        computes it (the same canonical request,
+                                                        the secret SECRET; the session token TOKEN
+                                                        signed when given) and refuses a mismatch
+                                                        with 403 SignatureDoesNotMatch; "ok"/"bad"
+                                                        per request in LOG
+    remote_servers.py epoch LOCAL URL CACHE JSON        a Loader epoch (keywords JSON) from the URL
+                                                        equals the one from LOCAL: bytes, labels,
+                                                        indices, order
+"""
+import http.client
+import http.server
+import json
+import os
+import random
+import socket
+import socketserver
+import sys
+import threading
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait(port):
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return 0
+        except OSError:
+            time.sleep(0.1)
+    print(f"nothing listens on 127.0.0.1:{port}", file=sys.stderr)
+    return 1
+
+
+def upload(endpoint, bucket, prefix, root):
+    import botocore.session
+    from botocore.config import Config
+    s = botocore.session.get_session()
+    c = s.create_client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                        config=Config(s3={"addressing_style": "path"}))
+    try:
+        c.create_bucket(Bucket=bucket)
+    except c.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    except c.exceptions.BucketAlreadyExists:
+        pass
+    n = 0
+    for d, _, files in os.walk(root):
+        for f in sorted(files):
+            p = os.path.join(d, f)
+            key = prefix + "/" + os.path.relpath(p, root)
+            with open(p, "rb") as fh:
+                c.put_object(Bucket=bucket, Key=key, Body=fh.read())
+            n += 1
+    print(f"uploaded {n} objects to {bucket}/{prefix}")
+    return 0
+
+
+class FaultHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        srv = self.server
+        with srv.lock:
+            draw = srv.rng.random()
+        rng = self.headers.get("Range", "-")
+        if draw < srv.rate:
+            body = (b"<?xml version=\"1.0\"?><Error><Code>SlowDown</Code>"
+                    b"<Message>Please reduce your request rate.</Message></Error>")
+            self.log(f"503 {self.path} {rng}")
+            self.send_response(503)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        up = http.client.HTTPConnection(srv.upstream, timeout=10)
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+        up.request("GET", self.path, headers=headers)
+        r = up.getresponse()
+        data = r.read()
+        up.close()
+        cut = draw < 2 * srv.rate and r.status in (200, 206) and len(data) > 1
+        self.log(f"{'cut' if cut else r.status} {self.path} {rng}")
+        self.send_response(r.status)
+        for k, v in r.getheaders():
+            if k.lower() not in ("connection", "transfer-encoding", "keep-alive"):
+                self.send_header(k, v)
+        self.send_header("Connection", "close" if cut else "keep-alive")
+        self.end_headers()
+        if cut:             # half the body, then the connection is gone
+            self.wfile.write(data[:len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        self.wfile.write(data)
+
+    def log(self, line):
+        with self.server.lock:
+            with open(self.server.logpath, "a") as f:
+                f.write(line + "\n")
+
+
+class SigHandler(FaultHandler):
+    """Forwards only requests whose signature botocore's signer reproduces."""
+
+    def refuse(self, code, message):
+        body = (f"<?xml version=\"1.0\"?><Error><Code>{code}</Code><Message>{message}</Message>"
+                f"</Error>").encode()
+        self.log(f"bad {self.path} {code}")
+        self.send_response(403)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        from botocore.auth import S3SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+        srv = self.server
+        auth = self.headers.get("Authorization", "")
+        fields = dict(kv.strip().split("=", 1) for kv in
+                      auth.replace("AWS4-HMAC-SHA256 ", "", 1).split(",") if "=" in kv)
+        try:
+            key, date, region, service, _ = fields["Credential"].split("/")
+            signed = fields["SignedHeaders"].split(";")
+            amzdate = self.headers["X-Amz-Date"]
+        except (KeyError, ValueError):
+            return self.refuse("AccessDenied", "no SigV4 Authorization")
+        if key != srv.key:
+            return self.refuse("InvalidAccessKeyId", "unknown key")
+        if srv.token and (self.headers.get("X-Amz-Security-Token") != srv.token or
+                          "x-amz-security-token" not in signed):
+            return self.refuse("InvalidToken", "the session token is missing or unsigned")
+        req = AWSRequest(method="GET", url=f"http://{self.headers['Host']}{self.path}",
+                         headers={h: self.headers[h] for h in signed if h in self.headers})
+        req.context["timestamp"] = amzdate
+        signer = S3SigV4Auth(Credentials(srv.key, srv.secret, srv.token or None), service, region)
+        want = signer.signature(signer.string_to_sign(req, signer.canonical_request(req)), req)
+        if want != fields.get("Signature") or not date == amzdate[:8]:
+            return self.refuse("SignatureDoesNotMatch", "The request signature we calculated "
+                               "does not match the signature you provided.")
+        self.log(f"ok {self.path}")
+        srv.rate = 0.0
+        return FaultHandler.do_GET(self)
+
+
+class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # a client that gives up on a transfer (the reader abandons the rest after an error)
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+
+def faultproxy(port, upstream, seed, rate, log):
+    srv = ThreadingServer(("127.0.0.1", int(port)), FaultHandler)
+    srv.upstream = upstream
+    srv.rng = random.Random(int(seed))
+    srv.rate = float(rate)
+    srv.lock = threading.Lock()
+    srv.logpath = log
+    srv.serve_forever()
+
+
+def sigproxy(port, upstream, key, secret, log, token=""):
+    srv = ThreadingServer(("127.0.0.1", int(port)), SigHandler)
+    srv.upstream = upstream
+    srv.rng = random.Random(0)
+    srv.rate = 0.0
+    srv.lock = threading.Lock()
+    srv.logpath = log
+    srv.key, srv.secret, srv.token = key, secret, token
+    srv.serve_forever()
+
+
+def epoch(local, url, cache, kwargs):
+    import numpy as np
+    import shardread
+    kw = json.loads(kwargs)
+    a = shardread.Loader(local, return_indices=True, **kw)
+    b = shardread.Loader(url, return_indices=True, cache=cache, **kw)
+    n = 0
+    for (xa, ya, ia), (xb, yb, ib) in zip(a, b):
+        if not (np.array_equal(np.asarray(xa), np.asarray(xb)) and
+                np.array_equal(np.asarray(ya), np.asarray(yb)) and
+                np.array_equal(np.asarray(ia), np.asarray(ib))):
+            print(f"batch {n} differs", file=sys.stderr)
+            return 1
+        n += 1
+    if n == 0 or n != len(a):
+        print(f"{n} batches compared, the epoch has {len(a)}", file=sys.stderr)
+        return 1
+    print(f"{n} batches equal")
+    return 0
+
+
+def main(argv):
+    cmd = argv[1]
+    if cmd == "port":
+        print(free_port())
+        return 0
+    if cmd == "wait":
+        return wait(int(argv[2]))
+    if cmd == "upload":
+        return upload(*argv[2:6])
+    if cmd == "faultproxy":
+        faultproxy(*argv[2:7])
+        return 0
+    if cmd == "sigproxy":
+        sigproxy(*argv[2:8])
+        return 0
+    if cmd == "epoch":
+        return epoch(*argv[2:6])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
