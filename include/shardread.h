@@ -354,7 +354,7 @@ typedef struct {
  * for the reader's life, and shr_last_error(r) holds the message of the latest one (naming the
  * file and the sample). The choice depends only on (seed, epoch, index), so it is the same at
  * every thread count and after a resume. verify_samples costs one XXH3-64 pass over each stored
- * sample (docs/BENCHMARKS.md gives the measured cost). With SHR_ACCESS_DIRECT both keep the
+ * sample (the project's benchmarks give the measured cost). With SHR_ACCESS_DIRECT both keep the
  * batch-wide O_DIRECT reads (samples are verified in the batch); only a batch in which a sample
  * fails is read again sample by sample, to find and replace or skip it.
  * With SKIP or SUBSTITUTE a shard that cannot be opened (missing, truncated, damaged, not the
@@ -786,8 +786,8 @@ SHR_API void shr_get_info(const shr_reader *r, shr_info *info);
 
 /* Targets (detection datasets: shr_info.targets, shr_dataset_info.targets). Every sample of such
  * a dataset carries a target: boxes (x1, y1, x2, y2 pixel edges of the stored sample), category
- * ids, areas, iscrowd flags, the source image's id and size (stored as formats/raw.md, "Target
- * record", documents).
+ * ids, areas, iscrowd flags, the source image's id and size (stored as the raw format's
+ * specification, "Target record", documents).
  * The reader moves each delivered sample's boxes with its pixels, using the parameters it reports
  * (shr_params x, y, w, h, flip) and the output width W and height H, in double precision:
  *     crop or pad:       x' = x - p.x + (W - p.w) / 2    (integer division: the offset at which
