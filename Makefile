@@ -65,34 +65,54 @@ CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"'
 # Layering, enforced: each folder is compiled with the include paths of what it may use, so a
 # wrong-way #include fails to compile. formats/ sees only itself; remote/ (datasets at URLs:
 # downloads into a local cache, checked with the formats' code) sees formats/ and itself; the
-# compiler and the reader libraries see formats/, remote/ and themselves; shardbench (reader/bench) sees its own folder,
-# libshardcomp's headers (compiler/, and formats/ which they include) and, of reader/, only the
-# headers in BENCH_READER_H; the tests, the scripts' tools and the GPU code see everything.
+# compiler and the reader libraries see formats/, remote/ and themselves (the reader also
+# include/, where its public header is); the tests, the test tools (tests/tools/:
+# shardc-mksample) and the scripts' tools see everything.
 # (tests/e2e_layers.sh checks the command lines.)
 INC_formats := -Iformats
 INC_remote := -Iformats -Iremote
 INC_compiler := -Iformats -Iremote -Icompiler
-INC_reader := -Iformats -Iremote -Ireader
-INC_all := -Iformats -Iremote -Icompiler -Ireader -Ireader/bench
+INC_reader := -Iformats -Iremote -Ireader -Iinclude
+INC_all := -Iformats -Iremote -Icompiler -Ireader -Iinclude -Iprograms -Iprograms/shardbench \
+    -Itests/tools
 INC = $(INC_all)
 $(BUILD)/formats/%.o: INC = $(INC_formats)
 $(BUILD)/remote/%.o: INC = $(INC_remote)
 $(BUILD)/compiler/%.o: INC = $(INC_compiler)
 $(BUILD)/reader/%.o: INC = $(INC_reader)
-# The reader headers shardbench may include, linked into $(BUILD)/include/bench/ (any other one of
-# reader/ is then a compile error): the installed shardread.h, and internals it still needs, each
-# for a reason:
-#   ring.h      the folder feed (train on an image folder) runs its decode workers under the
-#               reader's own batch ring, so the two sources differ only in where pixels come from
-#   sampler.h   the folder baselines draw each epoch's file order from the reader's sampler, so
-#               they read in the reader's order (seq, random, quasi)
-#   pinned.h    the train step's batch buffers: CUDA pinned host memory (shr_host_alloc) and the
-#               probe for a CUDA device, which the reader's API does not offer
-# (cuda_step.cu, compiled by nvcc with the GPU code's paths, also uses cuda_feed.h and
-# cuda_common.h.)
-BENCH_READER_H := shardread.h ring.h sampler.h pinned.h
-INC_bench := -Iformats -Icompiler -I$(BUILD)/include/bench -Ireader/bench
-$(BUILD)/reader/bench/%.o: INC = $(INC_bench)
+# Programs (programs/: shardc, shardc-mpi, shardbench) and the Python extensions are built on the
+# public headers, include/ (shardread.h, cuda_feed.h), and their own folder. Before each compile
+# scripts/check-includes.sh reads the file's #include lines (and those of its folder's headers it
+# includes): any other header stops the build, naming the file and line, unless it is on the
+# program's INTERNAL_ list below: the internals a program still reaches for, each until the
+# library offers what it needs through a public header. The Python extension of the reader
+# (reader/python/) has no such list: it is compiled with -Iinclude alone.
+#   shardc, shardc-mpi: the build's options and callbacks (build.h), the --part slices and merge
+#     (part.h, merge.h), `info`, `verify` and `cat` over the formats' dataset, manifest, backends
+#     and augmentation records (dataset.h, backend.h, raw.h, augment.h, json.h, inspect.h), a
+#     dataset URL resolved to its cache for them (remote.h), and the CLI's number parsing (util.h)
+#   shardbench: the compiler's pipeline for `compare` and the folder baselines (build.h,
+#     render.h, inputs.h, dataset.h, manifest.h, geometry.h, image.h, json.h, fmt.h), and of the
+#     reader: ring.h (the folder feed's decode workers run under the reader's batch ring), sampler.h
+#     (the folder baselines read in the reader's order), pinned.h (pinned host buffers and the
+#     CUDA probe); its GPU step (cuda_step.cu) shares launch helpers with the CUDA feed
+#     (cuda_common.h)
+#   _shardwrite (compiler/python/): the build's options and the streamed build (build.h,
+#     stream.h, augment.h, backend.h, compress.h, resample.h, manifest.h, util.h)
+INTERNAL_shardc := augment.h backend.h build.h dataset.h inspect.h json.h merge.h part.h raw.h \
+    util.h remote.h
+INTERNAL_shardbench := build.h dataset.h fmt.h geometry.h image.h inputs.h json.h manifest.h \
+    render.h ring.h sampler.h pinned.h cuda_common.h
+INTERNAL_shardwrite := augment.h backend.h build.h compress.h manifest.h resample.h stream.h util.h
+# include paths: the public headers and the folder, then the libraries' folders whose internals
+# the list allows (a reader internal only through a link in $(BUILD)/include/bench/: any other
+# header of reader/ is a compile error as well)
+INC_shardc := -Iinclude -Iprograms -Iformats -Icompiler -Iremote
+BENCH_READER_H := ring.h sampler.h pinned.h cuda_common.h
+INC_bench := -Iinclude -Iprograms/shardbench -Iformats -Icompiler -I$(BUILD)/include/bench
+INC_shardwrite := -Iinclude -Icompiler/python -Iformats -Icompiler
+INC_pyread := -Iinclude
+check_includes = $(Q)scripts/check-includes.sh $(1) $< $(INTERNAL_$(1))
 CFLAGS ?= $(OPT) -g
 # -fvisibility=hidden: libshardread.so exports what shardread.h marks SHR_API and nothing else
 CFLAGS += -std=c11 -fPIC -pthread -fvisibility=hidden $(WARN) $(SANFLAGS) -MMD -MP
@@ -101,22 +121,21 @@ LDLIBS = $(call pkglibs,$(PKGS)) -lm
 
 FMT_SRC := $(wildcard formats/*.c)
 REMOTE_SRC := $(wildcard remote/*.c)
-# programs with a main of their own, and cli.c (the `shardc build` command line, which prints;
-# shared by shardc and shardc-mpi): not part of the compiler library. shardc-mksample is three
-# such files: the generator (mksample.c), the detection samples (mksample_coco.c) and the command
-# line (mksample_main.c).
-COMP_SRC := $(filter-out compiler/shardc.c compiler/mksample.c compiler/mksample_coco.c \
-    compiler/mksample_main.c compiler/shardc-mpi.c compiler/cli.c,$(wildcard compiler/*.c))
+COMP_SRC := $(wildcard compiler/*.c)
 READ_SRC := $(wildcard reader/*.c)
-# shardbench: a program over the libraries, one file per concern; everything but its main is also
-# linked into the tests of the training step
-BENCH_SRC := $(wildcard reader/bench/*.c)
+# shardbench (programs/shardbench/): a program over the libraries, one file per concern;
+# everything but its main is also linked into the tests of the training step
+BENCH_SRC := $(wildcard programs/shardbench/*.c)
+# shardc-mksample (tests/tools/): the test-data generator, test tooling (the tests link its
+# generator, mksample.c, and its detection samples, mksample_coco.c; mksample_main.c is its
+# command line)
+MKSAMPLE_OBJ := $(BUILD)/tests/tools/mksample.o $(BUILD)/tests/tools/mksample_coco.o
 TEST_SRC := $(wildcard tests/test_*.c)
 # the remote module travels with the formats objects: into libshardfmt.a and libshardread
 FMT_OBJ := $(FMT_SRC:%.c=$(BUILD)/%.o) $(REMOTE_SRC:%.c=$(BUILD)/%.o)
 COMP_OBJ := $(COMP_SRC:%.c=$(BUILD)/%.o)
 READ_OBJ := $(READ_SRC:%.c=$(BUILD)/%.o)
-BENCH_OBJ := $(filter-out $(BUILD)/reader/bench/main.o,$(BENCH_SRC:%.c=$(BUILD)/%.o))
+BENCH_OBJ := $(filter-out $(BUILD)/programs/shardbench/main.o,$(BENCH_SRC:%.c=$(BUILD)/%.o))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 FMT_LIB := $(BUILD)/libshardfmt.a
@@ -160,6 +179,21 @@ $(BUILD)/%.o: %.c $(FLAGS_FILE) | pkgcheck
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(INC) $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
 
+# the programs: their includes checked first (check_includes), then compiled
+SHARDC_OBJ := $(BUILD)/programs/shardc.o $(BUILD)/programs/cli.o
+$(SHARDC_OBJ): $(BUILD)/programs/%.o: programs/%.c $(FLAGS_FILE) scripts/check-includes.sh | pkgcheck
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(call check_includes,shardc)
+	$(Q)$(CC) $(CPPFLAGS) $(INC_shardc) $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
+
+$(BENCH_SRC:%.c=$(BUILD)/%.o): $(BUILD)/programs/shardbench/%.o: programs/shardbench/%.c \
+    $(FLAGS_FILE) scripts/check-includes.sh | pkgcheck $(BENCH_READER_H:%=$(BUILD)/include/bench/%)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(call check_includes,shardbench)
+	$(Q)$(CC) $(CPPFLAGS) $(INC_bench) $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
+
 $(BUILD)/tests/%.o: tests/%.c $(FLAGS_FILE) | pkgcheck
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
@@ -181,7 +215,6 @@ $(COMP_LIB): $(COMP_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BENCH_OBJ) $(BUILD)/reader/bench/main.o: | $(BENCH_READER_H:%=$(BUILD)/include/bench/%)
 $(BUILD)/include/bench/%.h: reader/%.h
 	@mkdir -p $(@D)
 	$(Q)ln -sf $(CURDIR)/$< $@
@@ -203,18 +236,17 @@ $(READ_PC): reader/shardread.pc.in Makefile
 	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	    -e 's|@PRIVATE_LIBS@|$(strip $(LDLIBS)) -ldl -pthread|g' $< > $@
 
-$(BUILD)/bin/shardbench: $(BUILD)/reader/bench/main.o $(BENCH_LIB) $(COMP_LIB) $(READ_LIB)
+$(BUILD)/bin/shardbench: $(BUILD)/programs/shardbench/main.o $(BENCH_LIB) $(COMP_LIB) $(READ_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS) -ldl
 
-$(BUILD)/bin/shardc: $(BUILD)/compiler/shardc.o $(BUILD)/compiler/cli.o $(COMP_LIB) $(FMT_LIB)
+$(BUILD)/bin/shardc: $(SHARDC_OBJ) $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS)
 
-$(BUILD)/bin/shardc-mksample: $(BUILD)/compiler/mksample_main.o $(BUILD)/compiler/mksample.o \
-                              $(BUILD)/compiler/mksample_coco.o $(FMT_LIB)
+$(BUILD)/bin/shardc-mksample: $(BUILD)/tests/tools/mksample_main.o $(MKSAMPLE_OBJ) $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -233,11 +265,12 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(BENCH_LIB) $(COMP_LIB) $(READ_L
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS) $(call pkglibs,$(TEST_PKGS)) -ldl
 
-# the generator's tests call its functions (mksample.c: the program's main is mksample_main.c)
-$(BUILD)/tests/test_mksample: $(BUILD)/compiler/mksample.o
-$(BUILD)/tests/test_roi: $(BUILD)/compiler/mksample.o
-$(BUILD)/tests/test_part: $(BUILD)/compiler/mksample.o
-$(BUILD)/tests/test_stream: $(BUILD)/compiler/mksample.o
+# the generator's tests call its functions (tests/tools/mksample.c: the program's main is
+# mksample_main.c)
+$(BUILD)/tests/test_mksample: $(BUILD)/tests/tools/mksample.o
+$(BUILD)/tests/test_roi: $(BUILD)/tests/tools/mksample.o
+$(BUILD)/tests/test_part: $(BUILD)/tests/tools/mksample.o
+$(BUILD)/tests/test_stream: $(BUILD)/tests/tools/mksample.o
 
 # `make demo` and `make test` work on a fresh machine: they install what is missing first.
 demo: deps
@@ -339,7 +372,7 @@ install: all
 	install -m 755 $(READ_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so.$(basename $(basename $(VERSION)))
 	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so
-	install -m 644 reader/shardread.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/shardread.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	    -e 's|@PRIVATE_LIBS@|$(strip $(LDLIBS)) -ldl -pthread|g' reader/shardread.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/shardread.pc
@@ -354,12 +387,13 @@ install: all
 # The C extension _shardread uses CPython's stable ABI (Py_LIMITED_API 3.11) and no numpy C API,
 # so one binary serves every CPython >= 3.11 with numpy 1 or 2; the pure-Python layer
 # (shardread/__init__.py) makes the arrays. It links libshardread.a into the extension (symbols
-# kept private) and sees only reader/shardread.h.
+# kept private) and sees only the public headers (include/: shardread.h).
 # PYTHON (set at the top): Debian's interpreter, which has numpy and torch.
 PY_PKG := $(BUILD)/python/shardread
 PY_SO := $(PY_PKG)/_shardread.abi3.so
-# the writer (shardread.build): the compiler's pipeline, in its own extension, which sees only
-# formats/ and compiler/ headers (compiler/python/_shardwrite.c)
+# the writer (shardread.build): the compiler's pipeline, in its own extension
+# (compiler/python/_shardwrite.c), built like a program: the public headers and the internals of
+# INTERNAL_shardwrite (formats/ and compiler/ headers; never the reader's)
 PY_WSO := $(PY_PKG)/_shardwrite.abi3.so
 PY_FILES := $(patsubst reader/python/shardread/%,$(PY_PKG)/%,$(wildcard reader/python/shardread/*))
 # where `make install` puts the package: the interpreter's own place for locally installed
@@ -376,17 +410,19 @@ PY_EXT_OBJ := $(patsubst reader/python/%.c,$(BUILD)/python/%.o,\
 $(PY_EXT_OBJ): $(BUILD)/python/%.o: reader/python/%.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) -D_GNU_SOURCE -Ireader $(py_includes) $(CFLAGS) -fvisibility=hidden -c -o $@ $<
+	$(Q)$(CC) -D_GNU_SOURCE $(INC_pyread) $(py_includes) $(CFLAGS) -fvisibility=hidden -c -o $@ $<
 
 $(PY_SO): $(PY_EXT_OBJ) $(READ_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--exclude-libs,ALL -o $@ $^ $(LDLIBS) -ldl
 
-$(BUILD)/python/_shardwrite.o: compiler/python/_shardwrite.c $(FLAGS_FILE) | pkgcheck
+$(BUILD)/python/_shardwrite.o: compiler/python/_shardwrite.c $(FLAGS_FILE) scripts/check-includes.sh \
+                               | pkgcheck
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS) $(INC_compiler) $(call pkgcflags,$(PKGS)) $(py_includes) $(CFLAGS) -c -o $@ $<
+	$(call check_includes,shardwrite)
+	$(Q)$(CC) $(CPPFLAGS) $(INC_shardwrite) $(call pkgcflags,$(PKGS)) $(py_includes) $(CFLAGS) -c -o $@ $<
 
 $(PY_WSO): $(BUILD)/python/_shardwrite.o $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
@@ -426,7 +462,7 @@ install-python: $(PY_SO) $(PY_WSO) $(PY_FILES)
 
 # ---- shardc-mpi: shardc build under mpirun, built where Open MPI's (or any) mpicc is found ----
 # MPICC=/path/to/mpicc to choose; MPICC= to leave it out. It links shardc's build command line
-# (compiler/cli.c: the same build options) and the compiler's libraries.
+# (programs/cli.c: the same build options) and the compiler's libraries.
 ifeq ($(origin MPICC),undefined)
 MPICC := $(shell command -v mpicc 2>/dev/null)
 endif
@@ -435,13 +471,14 @@ MPI_BIN := $(BUILD)/bin/shardc-mpi
 BINS += $(MPI_BIN)
 all: $(MPI_BIN)
 
-$(BUILD)/compiler/shardc-mpi.o: compiler/shardc-mpi.c $(FLAGS_FILE)
+$(BUILD)/programs/shardc-mpi.o: programs/shardc-mpi.c $(FLAGS_FILE) scripts/check-includes.sh
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MPICC   $<")
-	$(Q)OMPI_CC=$(CC) MPICH_CC=$(CC) $(MPICC) $(CPPFLAGS) $(INC_compiler) \
+	$(call check_includes,shardc)
+	$(Q)OMPI_CC=$(CC) MPICH_CC=$(CC) $(MPICC) $(CPPFLAGS) $(INC_shardc) \
 	    $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
 
-$(MPI_BIN): $(BUILD)/compiler/shardc-mpi.o $(BUILD)/compiler/cli.o $(COMP_LIB) $(FMT_LIB)
+$(MPI_BIN): $(BUILD)/programs/shardc-mpi.o $(BUILD)/programs/cli.o $(COMP_LIB) $(FMT_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MPILD   $@")
 	$(Q)OMPI_CC=$(CC) MPICH_CC=$(CC) $(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS)
@@ -451,11 +488,11 @@ endif
 
 # ---- the CUDA feed, $(BUILD)/lib/libshardgpu.so, and shardbench's GPU step ----
 # Built where nvcc is found (NVCC=/path/to/nvcc to choose). Nothing else links against CUDA:
-# libshardgpu.so is the CUDA feed (reader/cuda_feed.cu, cuda_feed.h: a library of the project,
-# installed), and libshardbench-gpu.so the GPU half of shardbench's training step
-# (reader/bench/cuda_step.cu: the benchmark's own, not installed as a library: `make install`
-# puts it in PREFIX/lib/shardbench/, where only shardbench looks). shardbench opens it at run time
-# (reader/bench/gpu_api.h) and falls back to the CPU step without it, a driver or a device. Code
+# libshardgpu.so is the CUDA feed (reader/cuda_feed.cu, include/cuda_feed.h: a library of the
+# project, installed), and libshardbench-gpu.so the GPU half of shardbench's training step
+# (programs/shardbench/cuda_step.cu: the benchmark's own, not installed as a library: `make
+# install` puts it in PREFIX/lib/shardbench/, where only shardbench looks). shardbench opens it at
+# run time (programs/shardbench/gpu_api.h) and falls back to the CPU step without it, a driver or a device. Code
 # for sm_90 plus compute_90 PTX, which newer GPUs JIT; e.g.
 # NVCC_ARCH='-gencode arch=compute_80,code=sm_80 ...' adds older ones.
 ifeq ($(origin NVCC),undefined)
@@ -480,14 +517,22 @@ $(BUILD)/reader/%.cu.o: reader/%.cu
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  NVCC    $<")
 	$(Q)$(NVCC) -std=c++17 $(NVCC_ARCH) $(NVCCFLAGS) -Xcompiler -fPIC,-fvisibility=hidden \
-	    $(NVCC_WARN) $(CPPFLAGS) $(INC_all) -MMD -MP -MF $(@:.o=.d) -MT $@ -c -o $@ $<
+	    $(NVCC_WARN) $(CPPFLAGS) $(INC_reader) -MMD -MP -MF $(@:.o=.d) -MT $@ -c -o $@ $<
+
+$(BUILD)/programs/shardbench/cuda_step.cu.o: $(BUILD)/programs/shardbench/%.cu.o: \
+    programs/shardbench/%.cu scripts/check-includes.sh | $(BENCH_READER_H:%=$(BUILD)/include/bench/%)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(call check_includes,shardbench)
+	$(Q)$(NVCC) -std=c++17 $(NVCC_ARCH) $(NVCCFLAGS) -Xcompiler -fPIC,-fvisibility=hidden \
+	    $(NVCC_WARN) $(CPPFLAGS) $(INC_bench) -MMD -MP -MF $(@:.o=.d) -MT $@ -c -o $@ $<
 
 $(GPU_SO): $(BUILD)/reader/cuda_feed.cu.o
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  NVLD    $@")
 	$(Q)$(NVCC) -shared $(NVCC_ARCH) -cudart shared -o $@ $^ $(call GPU_RPATH,)
 
-$(GPU_STEP_SO): $(BUILD)/reader/bench/cuda_step.cu.o $(GPU_SO)
+$(GPU_STEP_SO): $(BUILD)/programs/shardbench/cuda_step.cu.o $(GPU_SO)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  NVLD    $@")
 	$(Q)$(NVCC) -shared $(NVCC_ARCH) -cudart shared -o $@ $< -L$(@D) -lshardgpu -lcublas \
@@ -501,7 +546,7 @@ install-gpu: $(GPU_SO) $(GPU_STEP_SO)
 	install -d $(DESTDIR)$(PREFIX)/lib/shardbench $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(GPU_SO) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(GPU_STEP_SO) $(DESTDIR)$(PREFIX)/lib/shardbench/
-	install -m 644 reader/cuda_feed.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/cuda_feed.h $(DESTDIR)$(PREFIX)/include/
 else
 $(info nvcc not found: libshardgpu.so (the CUDA feed) and shardbench's GPU step are not built; NVCC=/path/to/nvcc builds them)
 endif

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # End to end: the layering the build enforces. Each folder is compiled with the include paths of
 # what it may use (Makefile, INC_*): formats/ sees only formats/; the compiler and reader
-# libraries see formats/ and themselves, never each other; shardbench sees its own folder,
-# compiler/, formats/ and only the reader headers the Makefile lists (BENCH_READER_H); the tests
-# and the GPU code see everything. So a wrong-way #include is a compile error, shown here on probe
-# files.
+# libraries see formats/, remote/ (datasets at URLs, which sees formats/ alone) and themselves,
+# never each other (the reader also include/); the
+# programs (programs/, programs/shardbench/) and the Python extensions see the public headers
+# (include/), their own folder and, until the libraries offer what they need publicly, the
+# internals on their INTERNAL_ list, which scripts/check-includes.sh enforces before each of their
+# compiles; the tests and the test tools see everything. So a wrong-way #include stops the build,
+# shown here on probe files run through the very commands make runs.
 . "$(dirname "$0")/lib.sh"
 
-# the command make would run for OBJ (-B: as if out of date; -n: print only)
-cmdline() { make --no-print-directory -C "$ROOT" -n -B BUILD="$BUILD" "$BUILD/$1" 2>/dev/null |
-              grep -E -- "-c -o $BUILD/$1|-o $BUILD/$1 " | head -1; }
-incs() { grep -oE -- '-I(formats|remote|compiler|reader/bench|reader)( |$)' <<<"$1" | tr -d ' ' | sort -u |
+# the commands make would run for OBJ (-B: as if out of date; -n: print only)
+cmds() { make --no-print-directory -C "$ROOT" -n -B BUILD="$BUILD" "$BUILD/$1" 2>/dev/null; }
+cmdline() { cmds "$1" | grep -E -- "-c -o $BUILD/$1|-o $BUILD/$1 " | head -1; }
+# the project's include paths of a command line (the build folder written BUILD; absolute ones,
+# Python's and the packages', left out)
+incs() { grep -oE -- '-I[^ ]+' <<<"$1" | sed "s|^-I$BUILD/|-IBUILD/|" | grep -v '^-I/' | sort -u |
            tr '\n' ' '; }
 
 check_layer() {  # OBJ WANTED-INCLUDES
@@ -25,74 +30,124 @@ check_layer formats/raw.o "-Iformats "
 check_layer formats/png.o "-Iformats "
 check_layer remote/cache.o "-Iformats -Iremote "
 check_layer compiler/build.o "-Icompiler -Iformats -Iremote "
-check_layer reader/shardread.o "-Iformats -Ireader -Iremote "
-check_layer reader/bench/train.o "-Icompiler -Iformats -Ireader/bench "
-check_layer tests/test_reader.o "-Icompiler -Iformats -Ireader -Ireader/bench -Iremote "
-# the writer's Python extension (compiler/python/): formats/, remote/ and compiler/ headers only
-check_layer python/_shardwrite.o "-Icompiler -Iformats -Iremote "
+check_layer reader/shardread.o "-Iformats -Iinclude -Ireader -Iremote "
+check_layer programs/shardc.o "-Icompiler -Iformats -Iinclude -Iprograms -Iremote "
+check_layer programs/shardbench/train.o "-IBUILD/include/bench -Icompiler -Iformats -Iinclude -Iprograms/shardbench "
+check_layer tests/test_reader.o "-Icompiler -Iformats -Iinclude -Iprograms -Iprograms/shardbench -Ireader -Iremote -Itests/tools "
+check_layer tests/tools/mksample.o "-Icompiler -Iformats -Iinclude -Iprograms -Iprograms/shardbench -Ireader -Iremote -Itests/tools "
+# the Python extensions: the reader's sees the public headers alone; the writer's is a program
+check_layer python/_shardread.o "-Iinclude "
+check_layer python/_shardwrite.o "-Icompiler -Icompiler/python -Iformats -Iinclude "
 
-# the probe: a formats/ file that includes the compiler's header does not compile with formats/'s
-# flags, and a reader file that includes it does not compile with the reader's
-flags=$(cmdline formats/raw.o | sed -e 's/ -c -o .*//' -e 's/-MMD -MP//')
-printf '#include "build.h"\nint probe_layer(void);\nint probe_layer(void) { return 0; }\n' >"$T/probe.c"
-if (cd "$ROOT" && eval "$flags -fsyntax-only $T/probe.c") >"$T/out" 2>&1; then
-  bad "a formats/ file could include compiler/build.h"
-else
-  grep -q "build.h" "$T/out" && ok "formats/ cannot include compiler/build.h (a compile error)" ||
-    bad "the probe failed for another reason: $(head -2 "$T/out")"
-fi
+probe() {  # FILE HEADER...: a C file that includes each HEADER
+  { for h in "${@:2}"; do printf '#include "%s"\n' "$h"; done
+    printf 'int probe_layer(void);\nint probe_layer(void) { return 0; }\n'; } >"$1"
+}
+compiles() {  # OBJ FILE: FILE compiles with OBJ's flags
+  local flags
+  flags=$(cmdline "$1" | sed -e 's/ -c -o .*//' -e 's/-MMD -MP//')
+  (cd "$ROOT" && eval "$flags -fsyntax-only $2") >"$T/out" 2>&1
+}
+
+# a formats/ file that includes the compiler's header does not compile with formats/'s flags, and
+# a reader file that includes it does not compile with the reader's
+probe "$T/probe.c" build.h
+for obj in formats/raw.o reader/shardread.o; do
+  if compiles $obj "$T/probe.c"; then
+    bad "a ${obj%%/*}/ file could include compiler/build.h"
+  else
+    grep -q "build.h" "$T/out" && ok "${obj%%/*}/ cannot include compiler/build.h (a compile error)" ||
+      bad "the probe failed for another reason: $(head -2 "$T/out")"
+  fi
+done
+
 # remote/ (datasets at URLs) sees formats/ and itself: neither the compiler's nor the reader's
-flags=$(cmdline remote/cache.o | sed -e 's/ -c -o .*//' -e 's/-MMD -MP//')
-printf '#include "shardread.h"\nint probe_layer(void);\nint probe_layer(void) { return 0; }\n' >"$T/probe3.c"
+probe "$T/probe3.c" shardread.h
 for p in probe.c:build.h probe3.c:shardread.h; do
-  if (cd "$ROOT" && eval "$flags -fsyntax-only $T/${p%%:*}") >"$T/out" 2>&1; then
+  if compiles remote/cache.o "$T/${p%%:*}"; then
     bad "a remote/ file could include ${p#*:}"
   else
     grep -q "${p#*:}" "$T/out" && ok "remote/ cannot include ${p#*:} (a compile error)" ||
       bad "the probe failed for another reason: $(head -2 "$T/out")"
   fi
 done
-flags=$(cmdline reader/shardread.o | sed -e 's/ -c -o .*//' -e 's/-MMD -MP//')
-if (cd "$ROOT" && eval "$flags -fsyntax-only $T/probe.c") >"$T/out" 2>&1; then
-  bad "a reader/ file could include compiler/build.h"
+
+# the reader's Python extension: the public header compiles, an internal one of reader/ does not
+probe "$T/py_ok.c" shardread.h
+probe "$T/py_bad.c" reader.h
+compiles python/_shardread.o "$T/py_ok.c" && ok "reader/python/ can include shardread.h" ||
+  bad "reader/python/ cannot include shardread.h: $(head -2 "$T/out")"
+if compiles python/_shardread.o "$T/py_bad.c"; then
+  bad "reader/python/ could include reader/reader.h"
 else
-  grep -q "build.h" "$T/out" && ok "reader/ cannot include compiler/build.h (a compile error)" ||
+  grep -q "reader.h" "$T/out" && ok "reader/python/ cannot include reader/reader.h (a compile error)" ||
     bad "the probe failed for another reason: $(head -2 "$T/out")"
 fi
 
-# shardbench: the public header and the listed internals compile, any other reader header does not
-flags=$(cmdline reader/bench/train.o | sed -e 's/ -c -o .*//' -e 's/-MMD -MP//')
-make --no-print-directory -C "$ROOT" BUILD="$BUILD" "$BUILD/reader/bench/train.o" >/dev/null 2>&1
-cat >"$T/bench_ok.c" <<'EOF'
-#include "shardread.h"
-#include "ring.h"
-#include "sampler.h"
-#include "pinned.h"
-#include "build.h"
-int probe_layer(void);
-int probe_layer(void) { return 0; }
+# the programs: the include check make runs before compiling each of their files, run on probes
+# in place of the file (its own folder is then the probe's)
+check_cmd() {  # OBJ: make's check-includes command for OBJ, its file replaced by FILE
+  cmds "$1" | grep -m1 'scripts/check-includes.sh'
+}
+run_check() {  # OBJ FILE: the check of OBJ on FILE
+  local c
+  c=$(check_cmd "$1")
+  [ -n "$c" ] || { echo "no check-includes command for $1" >"$T/out"; return 2; }
+  read -r -a w <<<"$c"
+  w[2]=$2            # scripts/check-includes.sh PROGRAM FILE HEADER...
+  (cd "$ROOT" && "${w[@]}") >"$T/out" 2>&1
+}
+refused() {  # OBJ HEADER WHAT: a file of OBJ's program including HEADER stops the build
+  probe "$T/prog_$2.c" "$2"
+  if run_check "$1" "$T/prog_$2.c"; then
+    bad "$3 could include $2"
+  elif grep -q "prog_$2.c:1: #include \"$2\": not a public header" "$T/out"; then
+    ok "$3 cannot include $2: $(cut -c1-150 "$T/out" | head -1)"
+  else
+    bad "the check of $3 failed for another reason: $(head -2 "$T/out")"
+  fi
+}
+probe "$T/prog_ok.c" shardread.h cuda_feed.h build.h
+if run_check programs/shardc.o "$T/prog_ok.c"; then
+  ok "programs/ may include the public headers and its INTERNAL_shardc list"
+else
+  bad "programs/ is refused what the Makefile allows: $(head -2 "$T/out")"
+fi
+refused programs/shardc.o stream.h "programs/ (shardc)"
+refused programs/shardc.o reader.h "programs/ (shardc)"
+refused programs/shardbench/train.o transform.h "programs/shardbench/"
+refused programs/shardbench/train.o resume.h "programs/shardbench/"
+refused python/_shardwrite.o ring.h "compiler/python/ (_shardwrite)"
+# an own header of the folder is checked too: an internal include inside it is found
+mkdir -p "$T/own"
+probe "$T/own/own.h" journal.h
+probe "$T/own/main.c" own.h
+if run_check programs/shardc.o "$T/own/main.c"; then
+  bad "an own header of a program could include compiler/journal.h"
+else
+  grep -q "own.h:1: #include \"journal.h\"" "$T/out" &&
+    ok "an own header that includes compiler/journal.h is refused, named with its line" ||
+    bad "the own-header check failed for another reason: $(head -2 "$T/out")"
+fi
+
+# and through make itself: a program file with a bad include stops the build of that object
+# (a copy of shardc.c with one line more, built in place of the real one by a rule of this test's
+# own Makefile that includes the project's)
+sed '1a #include "stream.h"' "$ROOT/programs/shardc.c" >"$T/shardc_bad.c"
+cp "$ROOT/programs/cli.h" "$T/"
+cat >"$T/Makefile" <<EOF
+include $ROOT/Makefile
+probe: \$(BUILD)/probe/shardc_bad.o
+\$(BUILD)/probe/shardc_bad.o: $T/shardc_bad.c
+	\$(call check_includes,shardc)
+	\$(CC) \$(CPPFLAGS) \$(INC_shardc) \$(filter-out -MMD -MP,\$(CFLAGS)) -fsyntax-only \$<
 EOF
-if (cd "$ROOT" && eval "$flags -fsyntax-only $T/bench_ok.c") >"$T/out" 2>&1; then
-  ok "reader/bench/ can include shardread.h, the listed reader internals and compiler/build.h"
+if (cd "$ROOT" && make --no-print-directory -f "$T/Makefile" BUILD="$T/b" probe) >"$T/out" 2>&1; then
+  bad "make built a copy of programs/shardc.c that includes compiler/stream.h"
+elif grep -q 'shardc_bad.c:2: #include "stream.h": not a public header' "$T/out"; then
+  ok "make refuses programs/shardc.c with #include \"stream.h\" added, naming file and line"
 else
-  bad "reader/bench/ cannot include what the Makefile allows: $(head -2 "$T/out")"
-fi
-printf '#include "transform.h"\nint probe_layer(void);\nint probe_layer(void) { return 0; }\n' >"$T/bench_bad.c"
-if (cd "$ROOT" && eval "$flags -fsyntax-only $T/bench_bad.c") >"$T/out" 2>&1; then
-  bad "a reader/bench/ file could include reader/transform.h"
-else
-  grep -q "transform.h" "$T/out" && ok "reader/bench/ cannot include reader/transform.h (a compile error)" ||
-    bad "the probe failed for another reason: $(head -2 "$T/out")"
-fi
-
-# and it cannot reach the reader: its header does not compile there
-flags=$(cmdline python/_shardwrite.o | sed -e 's/ -c -o .*//' -e 's/-MMD -MP//')
-printf '#include "shardread.h"\nint probe_layer(void);\nint probe_layer(void) { return 0; }\n' >"$T/probe2.c"
-if (cd "$ROOT" && eval "$flags -fsyntax-only $T/probe2.c") >"$T/out" 2>&1; then
-  bad "compiler/python/_shardwrite.c could include reader/shardread.h"
-else
-  grep -q "shardread.h" "$T/out" && ok "compiler/python/ cannot include reader/shardread.h (a compile error)" ||
-    bad "the probe failed for another reason: $(head -2 "$T/out")"
+  bad "make failed on the bad copy for another reason: $(grep -v '^make' "$T/out" | head -2)"
 fi
 
 finish

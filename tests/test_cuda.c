@@ -1,5 +1,5 @@
 /* test_cuda.c - two libraries: the training step's dispatcher and the GPU step
- * (libshardbench-gpu.so): benchmark code (shardbench's step, reader/bench/); and the CUDA feed's
+ * (libshardbench-gpu.so): benchmark code (shardbench's step, programs/shardbench/); and the CUDA feed's
  * normalize kernel (reader/cuda_feed.cu, libshardgpu.so, a library of the project), reached as a
  * run-time caller would, through its table (shr_feed_api_get).
  *

@@ -1,4 +1,4 @@
-/* test_step.c - benchmark code, not the library: shardbench's training step (reader/bench/) on
+/* test_step.c - benchmark code, not the library: shardbench's training step (programs/shardbench/) on
  * the CPU (step_cpu.h) and through the dispatcher (step.h): the emulated step's duration, the
  * model's exact first steps on inputs that normalise to zero, learning on a real dataset,
  * determinism, the statistics, and rejected options and batches.

@@ -1,6 +1,6 @@
 /* _shardread.c - the C extension under the Python package `shardread`: libshardread for Python.
  *
- * Built on the public header reader/shardread.h only, with CPython's stable ABI (Py_LIMITED_API
+ * Built on the public header include/shardread.h only, with CPython's stable ABI (Py_LIMITED_API
  * 3.11): one binary serves every CPython >= 3.11. It knows nothing of numpy or torch: memory is
  * handed out as _View objects that export the buffer protocol (PEP 3118: format, shape), and the
  * package's Python layer (shardread/__init__.py) turns them into numpy arrays (np.asarray, no

@@ -51,7 +51,7 @@ setup(
             sources=["_shardread.c"] + sorted(os.path.basename(p) for p in
                                               glob.glob(os.path.join(HERE, "_sr_*.c"))),
             depends=["_sr.h"],
-            include_dirs=[os.path.join(ROOT, "reader")],
+            include_dirs=[os.path.join(ROOT, "include")],   # the public headers only
             define_macros=[("_GNU_SOURCE", None), ("Py_LIMITED_API", "0x030B0000")],
             py_limited_api=True,
             extra_compile_args=["-std=c11", "-fvisibility=hidden"],
@@ -63,7 +63,8 @@ setup(
             # absolute: a relative "../../compiler/..." source would put its object file
             # outside the build's temporary folder (inside the source tree)
             sources=[os.path.join(ROOT, "compiler", "python", "_shardwrite.c")],
-            include_dirs=[os.path.join(ROOT, "formats"), os.path.join(ROOT, "compiler")],
+            include_dirs=[os.path.join(ROOT, "include"), os.path.join(ROOT, "formats"),
+                          os.path.join(ROOT, "compiler")],
             define_macros=[("_GNU_SOURCE", None), ("Py_LIMITED_API", "0x030B0000")],
             py_limited_api=True,
             extra_compile_args=["-std=c11", "-fvisibility=hidden"],

@@ -1,5 +1,5 @@
 /* main.c - shardbench: measure the work shards remove. The commands and what they measure; the
- * files of reader/bench/ hold one concern each (see bench.h).
+ * files of programs/shardbench/ hold one concern each (see bench.h).
  *
  *   shardbench read DATASET... [options]
  *

@@ -2,7 +2,7 @@
  * which holds the GPU half of that step (cuda_step.cu). That library is the benchmark's own: it
  * is built next to shardbench (build/lib/, installed only as shardbench's private plugin in
  * PREFIX/lib/shardbench/), no header of it is installed and no user links it. It links the
- * project's CUDA feed library, libshardgpu.so (reader/cuda_feed.h, whose own run-time table is
+ * project's CUDA feed library, libshardgpu.so (include/cuda_feed.h, whose own run-time table is
  * shr_feed_api there), for the device probe.
  *
  * Neither libshardread nor shardbench links against CUDA: the GPU code lives in shared objects
