@@ -61,6 +61,7 @@
 #include "dataset.h"
 #include "dryrun.h"
 #include "feed.h"
+#include "fieldsin.h"
 #include "journal.h"
 #include "raw.h"
 #include "render.h"
@@ -93,6 +94,7 @@ typedef struct {
     fmt_rs_cache *cache;        /* resize coefficients shared by the workers */
     shc_feed *feed;             /* archive members' bytes (NULL: no archive among the inputs) */
     shc_stream *stream;         /* a streamed build's items (NULL: the inputs are listed) */
+    const shc_fields_in *fields;    /* --fields: each input's record (NULL: none) */
     size_t next_claim, next_write, end;
     int stop;
     pthread_mutex_t mu;
@@ -141,8 +143,8 @@ int shc_build_exit(int rc)
 /* Decode and render one input, then hash and sum each sample. On failure s->rc is set and
  * s->why says why. */
 static void process(const shc_build_opts *o, const shc_annot *annot, shc_feed *feed,
-                    shc_stream *stream, const fmt_input *in, uint64_t pos,
-                    shc_render_scratch *rs, slot *s)
+                    shc_stream *stream, const shc_fields_in *fields, const fmt_input *in,
+                    uint64_t pos, shc_render_scratch *rs, slot *s)
 {
     uint32_t n = shc_render_count(&o->r);
     int32_t label = in ? in->label : 0;
@@ -196,6 +198,30 @@ static void process(const shc_build_opts *o, const shc_annot *annot, shc_feed *f
         s->metas[0].aux = s->tbuf;
         s->metas[0].aux_len = len;
     }
+    /* fields (not with augment or annotations: one aux record per sample) */
+    if (stream) {
+        const uint8_t *rec;
+        uint32_t len;
+        shc_stream_item_fields(stream, pos, &rec, &len);
+        if (rec && len > s->tcap) {
+            /* a copy: the writer finishes the item (freeing its record) before writing it */
+            uint8_t *g = realloc(s->tbuf, len);
+            if (!g) {
+                s->rc = fmt_fail(&s->why, ENOMEM, "out of memory");
+                return;
+            }
+            s->tbuf = g;
+            s->tcap = len;
+        }
+        if (rec) {
+            memcpy(s->tbuf, rec, len);
+            s->metas[0].aux = s->tbuf;
+            s->metas[0].aux_len = len;
+        }
+    } else if (fields) {
+        s->metas[0].aux = fields->recs[pos];
+        s->metas[0].aux_len = fields->lens[pos];
+    }
 }
 
 /* The images keep their buffers: the next input rendered into the slot reuses them. */
@@ -229,7 +255,7 @@ static void *worker(void *arg)
             s->rc = fmt_fail(&s->why, rzrc, "%s", fmt_strerror(rzrc));
         } else {
             /* a stream's items are not in pl->in while the build runs */
-            process(pl->o, pl->annot, pl->feed, pl->stream,
+            process(pl->o, pl->annot, pl->feed, pl->stream, pl->fields,
                     pl->stream ? NULL : &pl->in->items[i], i, rs, s);
         }
 
@@ -381,6 +407,19 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
         fmt_inputs_free(&in);
         return SHC_EINPUT;
     }
+    /* --fields: each input's record, and the fingerprint covers them */
+    shc_fields_in fin = {0};
+    shc_build_opts with_fields;
+    if (o->fields && !o->stream) {
+        if ((rc = shc_fields_load(o->fields, &in, o->srcs, o->nsrc, &fin, &msg)) != 0) {
+            shc_say(cb, "%s", msg.text);
+            fmt_inputs_free(&in);
+            return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
+        }
+        with_fields = *o;
+        with_fields.fields_hash = fin.hash;
+        o = &with_fields;
+    }
     /* a part takes its slice of the list; `source` stays the position in the whole list */
     uint64_t lo = 0, hi = UINT64_MAX;   /* a stream's end is known when it comes */
     if (!o->stream)
@@ -390,6 +429,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     if (o->dry_run) {
         rc = shc_dry_run(o, cb, &in, annot, lo, hi);
         fmt_inputs_free(&in);
+        shc_fields_free(&fin);
         return rc;
     }
 
@@ -517,6 +557,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     pl.in = &in;
     pl.annot = annot;
     pl.stream = o->stream;
+    pl.fields = fin.recs ? &fin : NULL;
     pl.nslots = 2 * (size_t)nthreads + 2;
     pl.next_claim = pl.next_write = (size_t)next_input;
     pl.end = o->stream ? SIZE_MAX : (size_t)hi;
@@ -732,6 +773,14 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
         m.categories = annot->cats;
         m.ncategories = annot->ncats;
     }
+    size_t nsf = 0;
+    const fmt_field_def *sf = o->stream ? shc_stream_fields(o->stream, &nsf) : NULL;
+    if (fin.defs || sf) {
+        m.fields = fin.defs ? fin.defs : (fmt_field_def *)sf;
+        m.nfields = fin.defs ? fin.ndefs : nsf;
+        m.fields_source = (char *)(fin.defs ? "jsonl" : "stream");
+        m.fields_hash = o->fields_hash;
+    }
     m.build_json = build_options_json(o);
     if (o->part.count && m.build_json) {
         /* what the merge checks and adds up */
@@ -877,6 +926,7 @@ leave:
     shc_reject_list_free(&rej);
     shc_reject_list_free(&warn);
     fmt_inputs_free(&in);
+    shc_fields_free(&fin);
     if (crash.report)
         shc_say(cb, "crash points: %" PRIu64, crash.passed);
     if (lock_fd >= 0) {
@@ -910,6 +960,13 @@ static int annot_usable(const shc_build_opts *o, const shc_build_cb *cb)
 /* A build: list the inputs (for a detection build, from the annotations) and write them. */
 static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
 {
+    if (o->fields && (o->coco || o->yolo || o->r.augment || o->stream)) {
+        shc_say(cb, "--fields is not for %s builds (a sample has one aux record, and it holds %s)",
+                o->stream ? "streamed" : o->r.augment ? "--augment" : "detection",
+                o->stream ? "the fields each item brings" : o->r.augment
+                ? "the variant's parameters" : "its target");
+        return SHC_EINPUT;
+    }
     if (!o->coco && !o->yolo)
         return build_listed(o, cb, NULL, NULL);
     int rc = annot_usable(o, cb);

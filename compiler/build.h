@@ -78,6 +78,11 @@ typedef struct {
     int skip_empty;             /* leave out images without a box */
     uint64_t target_hash;       /* the annotations' hash (shc_fingerprint covers it when not 0;
                                  * shc_build sets it from the annotations it loads) */
+    /* --fields FILE.jsonl (fieldsin.h): each input's fields, stored as its aux record; not with
+     * augment, coco/yolo or a stream (whose items carry their own: stream.h). fields_hash: what
+     * shc_fingerprint covers (shc_build sets it from the file it loads; 0: no fields). */
+    const char *fields;
+    uint64_t fields_hash;
     /* A streamed build (stream.h; the Python writer): the inputs are the items added to the
      * stream while the build runs, not srcs. It ends when the stream is closed (the items so far
      * are the dataset) or cancelled (SHC_ESTOPPED, and nothing of it is left in out). Not with

@@ -65,6 +65,11 @@ uint64_t shc_fingerprint(const shc_build_opts *o, const fmt_inputs *in)
         XXH3_64bits_update(st, ttag, sizeof ttag);
         XXH3_64bits_update(st, &o->target_hash, sizeof o->target_hash);
     }
+    if (o->fields_hash) {
+        const char ftag[] = "fields";
+        XXH3_64bits_update(st, ftag, sizeof ftag);
+        XXH3_64bits_update(st, &o->fields_hash, sizeof o->fields_hash);
+    }
     for (size_t i = 0; in && i < in->nclasses; i++)
         XXH3_64bits_update(st, in->classes[i], strlen(in->classes[i]) + 1);
     for (size_t i = 0; in && i < in->n; i++) {

@@ -247,6 +247,7 @@ size_t shc_check_manifest(const char *dir, const fmt_manifest *m, const uint64_t
     shc_build_opts o;
     memset(&o, 0, sizeof o);
     o.target_hash = m->targets ? m->target_hash : 0;
+    o.fields_hash = m->nfields ? m->fields_hash : 0;
     fmt_msg msg = {{0}};
     int rc = shc_render_opts_from_manifest(m, &o.r, &msg);
     if (rc) {

@@ -20,6 +20,8 @@ struct shc_stream {
     int closed, cancelled;
     char **classes;
     size_t nclasses;
+    fmt_field_def *fields;      /* the schema every item's fields record follows (NULL: none) */
+    size_t nfields;
 };
 
 int shc_stream_create(size_t window, uint64_t budget, const char *const *classes,
@@ -50,8 +52,61 @@ int shc_stream_create(size_t window, uint64_t budget, const char *const *classes
     return 0;
 }
 
+int shc_stream_set_fields(shc_stream *st, const fmt_field_def *defs, size_t n, fmt_msg *msg)
+{
+    int rc = fmt_fields_schema_check(defs, n, msg);
+    if (rc)
+        return rc;
+    fmt_field_def *copy = calloc(n, sizeof *copy);
+    for (size_t i = 0; copy && i < n; i++) {
+        copy[i] = defs[i];
+        if (!(copy[i].name = strdup(defs[i].name))) {
+            for (size_t j = 0; j < i; j++)
+                free(copy[j].name);
+            free(copy);
+            copy = NULL;
+        }
+    }
+    if (!copy)
+        return ENOMEM;
+    pthread_mutex_lock(&st->mu);
+    rc = st->added || st->fields ? EBUSY : 0;
+    if (rc == 0) {
+        st->fields = copy;
+        st->nfields = n;
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            free(copy[i].name);
+        free(copy);
+        fmt_fail(msg, rc, "the fields' schema is set before the first item, once");
+    }
+    return rc;
+}
+
+const fmt_field_def *shc_stream_fields(const shc_stream *st, size_t *n)
+{
+    *n = st->nfields;
+    return st->fields;
+}
+
+void shc_stream_item_fields(shc_stream *st, uint64_t pos, const uint8_t **rec, uint32_t *len)
+{
+    pthread_mutex_lock(&st->mu);
+    shc_item *p = &st->ring[pos % st->window];
+    *rec = p->fields;
+    *len = p->fields_len;
+    pthread_mutex_unlock(&st->mu);
+}
+
 int shc_stream_add(shc_stream *st, shc_item *it)
 {
+    if (it->kind != SHC_ITEM_REJECT &&
+        (st->fields ? !it->fields || fmt_fields_check(it->fields, it->fields_len, st->fields,
+                                                      st->nfields, NULL) != 0
+                    : it->fields != NULL))
+        return EINVAL;
     if (!it->name || it->label < 0 || it->label > FMT_MAX_LABEL ||
         (st->nclasses && (size_t)it->label >= st->nclasses) ||
         (it->kind != SHC_ITEM_PATH && !it->data) ||
@@ -75,6 +130,7 @@ int shc_stream_add(shc_stream *st, shc_item *it)
     pthread_mutex_unlock(&st->mu);
     it->name = NULL;
     it->data = NULL;
+    it->fields = NULL;
     return 0;
 }
 
@@ -166,6 +222,7 @@ void shc_stream_finish(shc_stream *st, uint64_t pos, char **name, int32_t *label
         st->held -= p->len;
         free(p->data);
     }
+    free(p->fields);
     memset(p, 0, sizeof *p);
     st->finished = pos + 1;
     pthread_cond_broadcast(&st->cond);
@@ -180,7 +237,11 @@ void shc_stream_free(shc_stream *st)
         shc_item *p = &st->ring[pos % st->window];
         free(p->name);
         free(p->data);
+        free(p->fields);
     }
+    for (size_t i = 0; i < st->nfields; i++)
+        free(st->fields[i].name);
+    free(st->fields);
     for (size_t i = 0; i < st->nclasses; i++)
         free(st->classes[i]);
     free(st->classes);

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fields.h"
 #include "fmt.h"
 #include "render.h"
 
@@ -34,6 +35,9 @@ typedef struct {
     uint8_t *data;          /* ENCODED, PIXELS: malloc'd */
     size_t len;
     uint32_t width, height, channels;   /* PIXELS */
+    uint8_t *fields;        /* the item's fields record (fields.h; malloc'd), or NULL: with a
+                             * schema set (shc_stream_set_fields) every item but a reject has one */
+    uint32_t fields_len;
 } shc_item;
 
 typedef struct shc_stream shc_stream;
@@ -46,8 +50,20 @@ int shc_stream_create(size_t window, uint64_t budget, const char *const *classes
 
 /* Producer: add the next item, waiting while the window or the budget is full. On success the
  * stream owns it->name and it->data. Returns 0; EINVAL for a label out of range or a malformed
- * item; ECANCELED once the stream is cancelled or closed (the item stays the caller's). */
+ * item, a fields record missing, present without a schema or not of the schema (fmt_fields_check);
+ * ECANCELED once the stream is cancelled or closed (the item stays the caller's). */
 int shc_stream_add(shc_stream *st, shc_item *it);
+
+/* Producer, before the first item: every item carries a fields record of this schema (copied;
+ * fmt_fields_schema_check'd). 0, FMT_EINVAL (msg says why), EBUSY once items were added, ENOMEM. */
+int shc_stream_set_fields(shc_stream *st, const fmt_field_def *defs, size_t n, fmt_msg *msg);
+
+/* The schema set (NULL, 0 when none), valid while st lives. */
+const fmt_field_def *shc_stream_fields(const shc_stream *st, size_t *n);
+
+/* Build worker, after shc_stream_render of pos: the item's fields record (NULL, 0 for none),
+ * valid until shc_stream_finish of pos. */
+void shc_stream_item_fields(shc_stream *st, uint64_t pos, const uint8_t **rec, uint32_t *len);
 
 /* Producer: no more items. */
 void shc_stream_close(shc_stream *st);

@@ -238,6 +238,15 @@ int fmt_manifest_check_sample(const fmt_manifest *m, const fmt_sample *s, fmt_ms
                         "manifest says %u variants (field 'augment')", s->index, m->augment);
     if (m->targets)
         return check_target(m, s, msg);
+    if (m->nfields) {
+        fmt_msg why = {{0}};
+        if (!s->aux)
+            return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " has no fields record, the "
+                            "manifest says the dataset has fields (field 'fields')", s->index);
+        int rc = fmt_fields_check(s->aux, s->aux_len, m->fields, m->nfields, &why);
+        if (rc)
+            return fmt_fail(msg, rc, "sample %" PRIu64 ": %s", s->index, why.text);
+    }
     return 0;
 }
 

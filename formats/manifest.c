@@ -258,6 +258,27 @@ int fmt_manifest_dump(const fmt_manifest *m, char **out)
         json_object_set_new(root, "targets", t);
     }
 
+    if (m->nfields) {
+        json_t *f = json_object(), *schema = json_array();
+        if (!f || !schema) {
+            json_decref(f);
+            json_decref(schema);
+            goto nomem;
+        }
+        json_object_set_new(f, "record_version", json_integer(1));
+        json_object_set_new(f, "source", json_string(m->fields_source ? m->fields_source : ""));
+        json_object_set_new(f, "hash", hex64(m->fields_hash));
+        for (size_t i = 0; i < m->nfields; i++) {
+            json_t *c = json_object();
+            json_object_set_new(c, "name", json_string(m->fields[i].name));
+            json_object_set_new(c, "type", json_string(fmt_field_type_name(m->fields[i].type)));
+            json_object_set_new(c, "count", json_integer(m->fields[i].count));
+            json_array_append_new(schema, c);
+        }
+        json_object_set_new(f, "schema", schema);
+        json_object_set_new(root, "fields", f);
+    }
+
     json_object_set_new(root, "fingerprint", hex64(m->fingerprint));
     for (size_t i = 0; i < m->nshards; i++) {
         const fmt_manifest_shard *s = &m->shards[i];
@@ -392,6 +413,51 @@ static int parse_targets(json_t *t, fmt_manifest *m, fmt_msg *msg)
             return rc == ENOMEM ? rc : fmt_fail(msg, rc, "manifest 'targets.categories[%zu]"
                                                 ".name' is malformed", i);
     }
+    return 0;
+}
+
+/* The "fields" object (manifest.md): record version 1, a schema fields.h accepts. */
+static int parse_fields(json_t *f, fmt_manifest *m, fmt_msg *msg)
+{
+    int rc;
+    uint32_t version;
+    json_t *schema = json_object_get(f, "schema");
+    if (!json_is_object(f))
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest field 'fields' is not an object");
+    if ((rc = get_u32(f, "record_version", UINT32_MAX, &version, msg)))
+        return rc;
+    if (version != 1)
+        return fmt_fail(msg, FMT_EVERSION, "manifest 'fields': record version %u is not "
+                        "supported", version);
+    if ((rc = get_str(f, "source", &m->fields_source, msg)) ||
+        (rc = get_hex(f, "hash", &m->fields_hash, msg)))
+        return rc;
+    if (!json_is_array(schema) || json_array_size(schema) == 0 ||
+        json_array_size(schema) > FMT_FIELDS_MAX)
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest field 'fields.schema' is not an array of "
+                        "1..%u fields", FMT_FIELDS_MAX);
+    size_t n = json_array_size(schema);
+    if (!(m->fields = calloc(n, sizeof *m->fields)))
+        return ENOMEM;
+    m->nfields = n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *c = json_array_get(schema, i), *name = json_object_get(c, "name"),
+               *type = json_object_get(c, "type"), *count = json_object_get(c, "count");
+        if (!json_is_string(name) || !json_is_string(type) || !json_is_integer(count) ||
+            json_integer_value(count) < 0 || json_integer_value(count) > FMT_FIELDS_MAX_COUNT)
+            return fmt_fail(msg, FMT_ECORRUPT, "manifest 'fields.schema[%zu]' needs a string "
+                            "'name', a string 'type' and an integer 'count'", i);
+        if (!(m->fields[i].name = strdup(json_string_value(name))))
+            return ENOMEM;
+        m->fields[i].type = fmt_field_type_parse(json_string_value(type));
+        m->fields[i].count = (uint32_t)json_integer_value(count);
+    }
+    fmt_msg why = {{0}};
+    if (fmt_fields_schema_check(m->fields, n, &why) != 0)
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest 'fields.schema': %s", why.text);
+    if (m->targets || m->augment)
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest has 'fields' with %s: a sample has one aux "
+                        "record", m->targets ? "'targets'" : "'augment'");
     return 0;
 }
 
@@ -572,6 +638,9 @@ int fmt_manifest_parse(const char *text, size_t len, fmt_manifest *m, fmt_msg *m
     json_t *tg = json_object_get(root, "targets");
     if (tg && (rc = parse_targets(tg, m, msg)))
         goto leave;
+    json_t *fl = json_object_get(root, "fields");
+    if (fl && (rc = parse_fields(fl, m, msg)))
+        goto leave;
 
     json_t *shards = json_object_get(root, "shards");
     if (!json_is_array(shards)) {
@@ -738,6 +807,10 @@ void fmt_manifest_free(fmt_manifest *m)
         free(m->categories[i].name);
     free(m->categories);
     free(m->target_source);
+    for (size_t i = 0; m->fields && i < m->nfields; i++)
+        free(m->fields[i].name);
+    free(m->fields);
+    free(m->fields_source);
     memset(m, 0, sizeof *m);
 }
 

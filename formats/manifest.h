@@ -7,6 +7,7 @@
 #ifndef FMT_MANIFEST_H
 #define FMT_MANIFEST_H
 
+#include "fields.h"
 #include "geometry.h"
 
 #define FMT_MANIFEST_NAME "manifest.json"
@@ -72,6 +73,12 @@ typedef struct {
     uint64_t target_skipped;    /* images left out for having no annotation (--skip-empty) */
     size_t ncategories;
     fmt_category *categories;   /* sorted by id, ids distinct */
+    /* Fields (manifest.md "fields"): every sample carries a fields record (fields.h) as its aux
+     * record, checked against this schema. nfields 0: the object "fields" is absent. */
+    size_t nfields;
+    fmt_field_def *fields;
+    char *fields_source;        /* "stream" (the Python writer) or "jsonl" (--fields FILE) */
+    uint64_t fields_hash;       /* the --fields file's hash (0 for a stream) */
 } fmt_manifest;
 
 /* Index of category id in m->categories (binary search), or -1. */

@@ -1043,6 +1043,33 @@ SHR_API int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size
  * with shr_last_error(NULL) saying which. */
 SHR_API int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t);
 
+/* Fields (datasets written with fields: shardread.Writer(fields=...), shardc build --fields):
+ * every sample carries the same named values beyond its label (formats/raw.md "Fields record";
+ * the schema is the manifest's "fields"). Types: */
+#define SHR_FIELD_INT 1                 /* int64 values */
+#define SHR_FIELD_FLOAT 2               /* float64 values */
+#define SHR_FIELD_STR 3                 /* UTF-8 text, count bytes, not NUL-terminated */
+#define SHR_FIELD_BYTES 4               /* opaque bytes, count of them */
+
+typedef struct {
+    uint32_t type;                      /* SHR_FIELD_* */
+    uint32_t count;                     /* values (a scalar: 1) or bytes */
+    const void *data;                   /* little-endian values, NOT necessarily aligned (read
+                                         * them with memcpy) */
+} shr_field;
+
+/* Field k of the dataset's schema: its name (valid until shr_dataset_close), type and count (int
+ * and float: 0 for a scalar, N for a vector of N; str and bytes: 0). Returns 0, or SHR_EINVAL when
+ * k is not below the number of fields (0 for a dataset without fields); *name etc. may be NULL. */
+SHR_API int shr_dataset_field_def(const shr_dataset *d, uint32_t k, const char **name,
+                                  uint32_t *type, uint32_t *count);
+
+/* Sample idx's fields, in schema order, into out[0..cap) (cap at least the number of fields; 64
+ * always suffices): pointers into the dataset's memory, valid until shr_dataset_close. Every
+ * record was checked against the schema at open. 0; SHR_EINVAL (NULL arguments, idx >= samples,
+ * cap too small, or a dataset without fields), with shr_last_error(NULL) saying which. */
+SHR_API int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap);
+
 #ifdef __cplusplus
 }
 #endif

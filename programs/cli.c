@@ -35,6 +35,8 @@ const char shc_usage_build[] =
     "      --compress C        raw: compress each sample on its own, C = lz4[:1..12] or\n"
     "                          zstd[:LEVEL] (default level 1; -7..-1 faster, up to 19 smaller)\n"
     "      --list FILE         list file: \"path label\" per line (ARCHIVE!MEMBER: a member)\n"
+    "      --fields FILE       JSON lines {\"path\": P, \"fields\": {NAME: VALUE, ...}}: each\n"
+    "                          input's fields (ints, floats, arrays of them, strings)\n"
     "      --coco FILE         detection: COCO instances JSON; SRC is the image folder its\n"
     "                          file_names are relative to; boxes follow the geometry\n"
     "      --yolo DIR          detection: YOLO labels, DIR/D/S.txt for image SRC/D/S.EXT, one\n"
@@ -130,7 +132,8 @@ enum {
     OPT_SHARDSAMPLES, OPT_ALIGN, OPT_MAXPIX, OPT_MAXIMGSIDE, OPT_MAXFILE, OPT_STRICT, OPT_RESUME,
     OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED,
     OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK, OPT_PART, OPT_JPEGFRACTION,
-    OPT_WDS, OPT_WDSLABEL, OPT_ARCBUF, OPT_COCO, OPT_YOLO, OPT_NAMES, OPT_SKIPEMPTY
+    OPT_WDS, OPT_WDSLABEL, OPT_ARCBUF, OPT_COCO, OPT_YOLO, OPT_NAMES, OPT_SKIPEMPTY,
+    OPT_FIELDS
 };
 
 int shc_build_args(int argc, char **argv, shc_build_opts *out)
@@ -165,6 +168,7 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         {"coco", required_argument, 0, OPT_COCO},   {"yolo", required_argument, 0, OPT_YOLO},
         {"names", required_argument, 0, OPT_NAMES},
         {"skip-empty", no_argument, 0, OPT_SKIPEMPTY},
+        {"fields", required_argument, 0, OPT_FIELDS},
         {0, 0, 0, 0}};
     shc_build_opts o;
     shc_build_opts_init(&o);
@@ -307,6 +311,7 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
             break;
         }
         case OPT_COCO: o.coco = optarg; break;
+        case OPT_FIELDS: o.fields = optarg; break;
         case OPT_YOLO: o.yolo = optarg; break;
         case OPT_NAMES: o.names = optarg; break;
         case OPT_SKIPEMPTY: o.skip_empty = 1; break;

@@ -166,3 +166,49 @@ int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t)
     t->iscrowd = f.iscrowd;
     return 0;
 }
+
+int shr_dataset_field_def(const shr_dataset *d, uint32_t k, const char **name, uint32_t *type,
+                          uint32_t *count)
+{
+    shr_open_err.text[0] = '\0';
+    const fmt_manifest *m = d ? fmt_dataset_manifest(d->ds) : NULL;
+    if (!m || k >= m->nfields)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "field %" PRIu32 " is out of range (%zu "
+                        "fields)", k, m ? m->nfields : (size_t)0);
+    if (name)
+        *name = m->fields[k].name;
+    if (type)
+        *type = m->fields[k].type;
+    if (count)
+        *count = m->fields[k].count;
+    return 0;
+}
+
+int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap)
+{
+    shr_open_err.text[0] = '\0';
+    if (!d || !out)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset or fields given");
+    const fmt_manifest *m = fmt_dataset_manifest(d->ds);
+    if (!m->nfields)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "the dataset has no fields");
+    if (cap < m->nfields)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "room for %" PRIu32 " fields, the dataset has "
+                        "%zu", cap, m->nfields);
+    if (idx >= fmt_dataset_count(d->ds))
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+                        " samples)", idx, fmt_dataset_count(d->ds));
+    fmt_sample s;
+    fmt_field_value v[FMT_FIELDS_MAX];
+    size_t n = 0;
+    fmt_msg why = {{0}};
+    int rc = fmt_dataset_get(d->ds, idx, &s);
+    if (rc == 0)
+        rc = fmt_fields_view(s.aux, s.aux_len, v, FMT_FIELDS_MAX, &n, &why);
+    if (rc)
+        return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": cannot read its fields: %s",
+                        fmt_dataset_sample_file(d->ds, idx), idx, fmt_reason(&why, rc));
+    for (size_t i = 0; i < n && i < cap; i++)
+        out[i] = (shr_field){.type = v[i].type, .count = v[i].count, .data = v[i].data};
+    return 0;
+}

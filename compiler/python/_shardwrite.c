@@ -179,6 +179,7 @@ static PyObject *push(BuildObject *b, shc_item *it)
     if (!b->stream || !b->running) {
         free(it->name);
         free(it->data);
+        free(it->fields);
         PyErr_SetString(PyExc_RuntimeError, "this build is finished");
         return NULL;
     }
@@ -188,8 +189,10 @@ static PyObject *push(BuildObject *b, shc_item *it)
     Py_END_ALLOW_THREADS
     free(it->name);             /* NULL when taken */
     free(it->data);
+    free(it->fields);
     if (rc == EINVAL) {
-        PyErr_SetString(PyExc_ValueError, "label out of range");
+        PyErr_SetString(PyExc_ValueError, "label out of range, or a fields record not of the "
+                        "schema");
         return NULL;
     }
     return PyBool_FromLong(rc == 0);
@@ -223,15 +226,41 @@ static char *name_of(PyObject *o)
     return c;
 }
 
+/* The item's fields record (bytes, or None for none) into it; -1 with an exception. */
+static int item_fields(PyObject *rec, shc_item *it)
+{
+    if (rec == Py_None)
+        return 0;
+    char *p;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(rec, &p, &n) != 0)
+        return -1;
+    if (n <= 0 || n > FMT_FIELDS_MAX_RECORD) {
+        PyErr_SetString(PyExc_ValueError, "a fields record of a bad size");
+        return -1;
+    }
+    if (!(it->fields = malloc((size_t)n))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(it->fields, p, (size_t)n);
+    it->fields_len = (uint32_t)n;
+    return 0;
+}
+
 static PyObject *Build_add_path(PyObject *self, PyObject *args)
 {
-    PyObject *path;
+    PyObject *path, *rec = Py_None;
     int label;
-    if (!PyArg_ParseTuple(args, "Oi", &path, &label))
+    if (!PyArg_ParseTuple(args, "Oi|O", &path, &label, &rec))
         return NULL;
     shc_item it = {.kind = SHC_ITEM_PATH, .label = label};
     if (!(it.name = name_of(path)))
         return NULL;
+    if (item_fields(rec, &it) < 0) {
+        free(it.name);
+        return NULL;
+    }
     return push((BuildObject *)self, &it);
 }
 
@@ -262,13 +291,17 @@ static uint8_t *copy_buffer(PyObject *obj, size_t *len)
 
 static PyObject *Build_add_bytes(PyObject *self, PyObject *args)
 {
-    PyObject *data, *name;
+    PyObject *data, *name, *rec = Py_None;
     int label;
-    if (!PyArg_ParseTuple(args, "OOi", &data, &name, &label))
+    if (!PyArg_ParseTuple(args, "OOi|O", &data, &name, &label, &rec))
         return NULL;
     shc_item it = {.kind = SHC_ITEM_ENCODED, .label = label};
     if (!(it.name = name_of(name)))
         return NULL;
+    if (item_fields(rec, &it) < 0) {
+        free(it.name);
+        return NULL;
+    }
     if (!(it.data = copy_buffer(data, &it.len))) {
         free(it.name);
         return NULL;
@@ -278,15 +311,19 @@ static PyObject *Build_add_bytes(PyObject *self, PyObject *args)
 
 static PyObject *Build_add_pixels(PyObject *self, PyObject *args)
 {
-    PyObject *data, *name;
+    PyObject *data, *name, *rec = Py_None;
     unsigned int h, w, c;
     int label;
-    if (!PyArg_ParseTuple(args, "OIIIOi", &data, &h, &w, &c, &name, &label))
+    if (!PyArg_ParseTuple(args, "OIIIOi|O", &data, &h, &w, &c, &name, &label, &rec))
         return NULL;
     shc_item it = {.kind = SHC_ITEM_PIXELS, .label = label, .width = w, .height = h,
                    .channels = c};
     if (!(it.name = name_of(name)))
         return NULL;
+    if (item_fields(rec, &it) < 0) {
+        free(it.name);
+        return NULL;
+    }
     if (!(it.data = copy_buffer(data, &it.len))) {
         free(it.name);
         return NULL;
@@ -298,6 +335,36 @@ static PyObject *Build_add_pixels(PyObject *self, PyObject *args)
         return NULL;
     }
     return push((BuildObject *)self, &it);
+}
+
+/* set_fields([(name, type, count), ...]): the schema every later item's record follows. */
+static PyObject *Build_set_fields(PyObject *self, PyObject *arg)
+{
+    BuildObject *b = (BuildObject *)self;
+    fmt_field_def defs[FMT_FIELDS_MAX];
+    Py_ssize_t n = PySequence_Size(arg);
+    if (n < 0)
+        return NULL;
+    if (n == 0 || n > FMT_FIELDS_MAX) {
+        PyErr_Format(PyExc_ValueError, "fields: %zd fields (1..%u)", n, FMT_FIELDS_MAX);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PySequence_GetItem(arg, i);
+        const char *name;
+        unsigned int type, count;
+        int ok = t && PyArg_ParseTuple(t, "sII", &name, &type, &count);
+        Py_XDECREF(t);          /* name stays valid: arg holds the tuple's str */
+        if (!ok)
+            return NULL;
+        defs[i] = (fmt_field_def){.name = (char *)name, .type = type, .count = count};
+    }
+    fmt_msg msg = {{0}};
+    if (!b->stream || shc_stream_set_fields(b->stream, defs, (size_t)n, &msg) != 0) {
+        PyErr_Format(PyExc_ValueError, "fields: %s", b->stream ? msg.text : "build finished");
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *Build_add_reject(PyObject *self, PyObject *args)
@@ -402,6 +469,7 @@ static PyMethodDef Build_methods[] = {
     {"add_pixels", Build_add_pixels, METH_VARARGS,
      "add_pixels(buffer, height, width, channels, name, label) -> bool"},
     {"add_reject", Build_add_reject, METH_VARARGS, "add_reject(name, reason, label) -> bool"},
+    {"set_fields", Build_set_fields, METH_O, "set_fields([(name, type, count), ...])"},
     {"finish", Build_finish, METH_NOARGS, "close the stream, wait for the build: its outcome"},
     {"cancel", Build_cancel, METH_NOARGS, "stop the build (no dataset is left): its outcome"},
     {NULL, NULL, 0, NULL}};

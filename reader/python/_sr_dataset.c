@@ -236,7 +236,89 @@ static PyObject *Dataset_scan(DatasetObject *self, PyObject *unused)
     return Py_BuildValue("N(II)(II)", labels, min_h, min_w, max_h, max_w);
 }
 
+/* The schema: a list of (name, type, count), type 'int', 'float', 'str' or 'bytes' (empty for a
+ * dataset without fields). */
+static PyObject *Dataset_field_defs(DatasetObject *self, PyObject *unused)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    static const char *const names[] = {"", "int", "float", "str", "bytes"};
+    PyObject *out = PyList_New(0);
+    const char *name;
+    uint32_t type, count;
+    for (uint32_t k = 0; out && shr_dataset_field_def(self->d, k, &name, &type, &count) == 0;
+         k++) {
+        PyObject *t = Py_BuildValue("(ssI)", name, names[type <= 4 ? type : 0], count);
+        if (!t || PyList_Append(out, t) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(t);
+    }
+    return out;
+}
+
+/* The fields of the samples at indices (a sequence of ints), one entry per schema field: numeric
+ * fields as bytes (the n samples' values back to back, little-endian int64 / float64), str and
+ * bytes fields as a list of n str / bytes. */
+static PyObject *Dataset_fields(DatasetObject *self, PyObject *indices)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    PyObject *seq = PySequence_List(indices);
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PyList_Size(seq);
+    uint32_t nf = 0, types[64], counts[64];
+    while (nf < 64 && shr_dataset_field_def(self->d, nf, NULL, &types[nf], &counts[nf]) == 0)
+        nf++;
+    PyObject *out = nf ? PyList_New(nf) : NULL;
+    if (!nf)
+        PyErr_SetString(sr_argument_error, "this dataset has no fields (built without "
+                        "Writer(fields=) or shardc build --fields)");
+    for (uint32_t k = 0; out && k < nf; k++) {
+        PyObject *col = types[k] <= SHR_FIELD_FLOAT
+                        ? PyBytes_FromStringAndSize(NULL, n * 8 * (Py_ssize_t)(counts[k] ? counts[k] : 1))
+                        : PyList_New(n);
+        if (!col)
+            Py_CLEAR(out);
+        else if (PyList_SetItem(out, k, col) < 0)
+            Py_CLEAR(out);
+    }
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        long long idx = PyLong_AsLongLong(PyList_GetItem(seq, i));
+        shr_field f[64];
+        if (idx == -1 && PyErr_Occurred()) {
+            Py_CLEAR(out);
+            break;
+        }
+        if (idx < 0 || shr_dataset_fields(self->d, (uint64_t)idx, f, 64) != 0) {
+            PyErr_Format(PyExc_IndexError, "Dataset index %lld: %s", idx, shr_last_error(NULL));
+            Py_CLEAR(out);
+            break;
+        }
+        for (uint32_t k = 0; out && k < nf; k++) {
+            PyObject *col = PyList_GetItem(out, k);
+            if (types[k] <= SHR_FIELD_FLOAT) {
+                size_t row = 8 * (size_t)f[k].count;
+                memcpy(PyBytes_AsString(col) + (size_t)i * row, f[k].data, row);
+                continue;
+            }
+            PyObject *v = types[k] == SHR_FIELD_STR
+                          ? PyUnicode_DecodeUTF8(f[k].data, f[k].count, "strict")
+                          : PyBytes_FromStringAndSize(f[k].data, f[k].count);
+            if (!v || PyList_SetItem(col, i, v) < 0)
+                Py_CLEAR(out);
+        }
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyMethodDef Dataset_methods[] = {
+    {"_field_defs", (PyCFunction)Dataset_field_defs, METH_NOARGS,
+     "_field_defs() -> [(name, type, count), ...]: the schema of the dataset's fields."},
+    {"_fields", (PyCFunction)Dataset_fields, METH_O,
+     "_fields(indices) -> one entry per field: bytes of the int64 / float64 values of\n"
+     "numeric fields, lists of str / bytes (internal: Dataset and Loader fields=)."},
     {"_scan", (PyCFunction)Dataset_scan, METH_NOARGS,
      "_scan() -> (labels, (min_height, min_width), (max_height, max_width))\n"
      "\n"

@@ -244,7 +244,7 @@ def test_signatures():
         assert name in params, name
     assert params["batch_size"].default == 256
     assert list(inspect.signature(shardread.Dataset).parameters) == ["path", "access",
-                                                                      "verify_samples", "cache"]
+                                                                      "verify_samples", "cache", "fields"]
     assert params["cache"].default is None     # datasets at URLs: where they are downloaded
 
 

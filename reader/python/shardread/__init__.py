@@ -87,6 +87,46 @@ def _wrap_target(t, conv):
     return t
 
 
+def _field_names(defs, fields, path):
+    """fields= (True, or a list of names) -> the indices into the schema, checked by name."""
+    names = [d[0] for d in defs]
+    if not defs:
+        raise ArgumentError(f"fields=: {path!r} has no fields (built without "
+                            "Writer(fields=) or shardc build --fields)")
+    if fields is True:
+        return list(range(len(defs)))
+    if isinstance(fields, str) or not all(isinstance(f, str) for f in fields):
+        raise TypeError(f"fields must be True or a list of field names, not {fields!r}")
+    out = []
+    for f in fields:
+        if f not in names:
+            raise ArgumentError(f"fields=: no field {f!r} in {path!r} (its fields: "
+                                f"{', '.join(names)})")
+        out.append(names.index(f))
+    return out
+
+
+def _fields_batch(ds, defs, which, indices, torch):
+    """The fields of samples `indices` as a dict: numeric fields stacked, (n,) or (n, N)
+    int64 / float64 arrays (torch tensors when torch is true), str and bytes fields lists."""
+    cols = ds._fields(indices)
+    n = len(indices)
+    out = {}
+    for k in which:
+        name, typ, count = defs[k]
+        c = cols[k]
+        if typ in ("int", "float"):
+            a = _np.frombuffer(c, dtype="<i8" if typ == "int" else "<f8")
+            a = a.reshape((n, count) if count else (n,)).copy()
+            if torch:
+                import torch as _torch
+                a = _torch.from_numpy(a)
+            out[name] = a
+        else:
+            out[name] = c
+    return out
+
+
 def _fence():
     """An event recorded on torch's current CUDA stream, or None while torch has not initialised
     CUDA (no device copy can then be queued). A pinned batch whose arrays are collected goes back
@@ -424,10 +464,41 @@ class Dataset(_shardread.Dataset):
     else ~/.cache/shardread) and checked first (docs/REMOTE.md).
     """
 
-    def __init__(self, path, access="mmap", verify_samples=False, cache=None):
+    def __init__(self, path, access="mmap", verify_samples=False, cache=None, fields=False):
         super().__init__(_local(path, cache), access, verify_samples)
-        self._args = (path, access, verify_samples, cache)
+        self._args = (path, access, verify_samples, cache, fields)
         self._scanned = None
+        self._defs = self._field_defs()
+        self._which = _field_names(self._defs, fields, path) if fields else None
+
+    def __getitem__(self, i):
+        item = super().__getitem__(i)
+        if self._which is None:
+            return item
+        if i < 0:
+            i += len(self)
+        f = _fields_batch(self, self._defs, self._which, [i], False)
+        return item + ({k: (v[0] if isinstance(v, list) else
+                            v[0].item() if v.ndim == 1 else v[0]) for k, v in f.items()},)
+
+    @property
+    def field_schema(self):
+        """The dataset's fields: a list of (name, type, count), type 'int', 'float', 'str' or
+        'bytes', count N for a vector of N numbers, 0 for a scalar, a str or bytes."""
+        return list(self._defs)
+
+    def fields(self, indices, names=None, framework="numpy"):
+        """The fields of the samples at `indices` as a dict: numeric fields stacked ((n,) or
+        (n, N) int64 / float64 arrays, torch tensors with framework='torch'), str and bytes
+        fields as lists. names: which fields (default: all)."""
+        which = _field_names(self._defs, True if names is None else names, self.path)
+        return _fields_batch(self, self._defs, which, list(indices), framework == "torch")
+
+    @property
+    def categories(self):
+        """A detection dataset's categories: [{'id': id, 'name': name}, ...] as the annotations
+        give them (labels are ids); [] for a classification dataset."""
+        return _categories(self.path)
 
     def __reduce__(self):
         return (type(self), self._args)
@@ -451,6 +522,13 @@ class Dataset(_shardread.Dataset):
     def targets(self):
         """Every sample's label, in sample order (torchvision ImageFolder's targets)."""
         return list(self._scan_once()[0])
+
+
+def _categories(path):
+    import json
+    with open(_os.path.join(_os.fsdecode(_os.fspath(path)), "manifest.json"), "rb") as f:
+        t = json.load(f).get("targets")
+    return [dict(id=c["id"], name=c["name"]) for c in t["categories"]] if t else []
 
 
 # ---- Loader ------------------------------------------------------------------------------------
@@ -717,7 +795,7 @@ class Loader(_shardread.Loader):
                  min_box_area_fraction=0.0, mixup=None, cutmix=None, num_classes=None,
                  erase=None, erase_value=None, fill=None, multiscale=None,
                  scale_jitter=None, letterbox=None, pad_to=None, samples_per_epoch=None,
-                 labels="keep", return_streams=False, cache=None):
+                 labels="keep", return_streams=False, cache=None, fields=False):
         self._streams = _streams(path)
         given_path = path
         if self._streams is not None:
@@ -728,6 +806,9 @@ class Loader(_shardread.Loader):
         else:
             path = _local(path, cache)
         self._labels = labels
+        if self._streams is not None and fields is not False and fields is not None:
+            raise TypeError("fields= is not available for a mixture: read each stream's fields "
+                            "with its own Dataset")
         erasing, augment_fill = _aliases(erasing, augment_fill, erase, erase_value, fill)
         size = _size(size)
         interpolation = _name(interpolation)
@@ -758,6 +839,13 @@ class Loader(_shardread.Loader):
             aug.get("erase_p"))
         if scale is not None:
             aug["scale"] = scale
+        self._fields = None
+        if fields is not False and fields is not None:
+            # the batch's indices say which samples' fields to read
+            fds = Dataset(path, access)
+            self._fields = (fds, fds._field_defs(), bool(return_indices or return_params))
+            self._fields += (_field_names(self._fields[1], fields, path),)
+            kw["return_indices"] = True
         try:
             super().__init__(path, **(dict(kw, size=scale_size) if scale else kw), **aug)
         except ShapeError:
@@ -794,7 +882,7 @@ class Loader(_shardread.Loader):
                   min_box_area_fraction=min_box_area_fraction, mixup=mixup, cutmix=cutmix,
                   num_classes=num_classes)
         kw.update(multiscale=multiscale, scale_jitter=scale_jitter, letterbox=letterbox,
-                  pad_to=pad_to)
+                  pad_to=pad_to, return_indices=return_indices, fields=fields)
         if self._streams is not None:
             kw.update(samples_per_epoch=samples_per_epoch, labels=labels,
                       return_streams=return_streams)
@@ -812,10 +900,22 @@ class Loader(_shardread.Loader):
                 "DataLoader(loader) batches the Loader's batches again (its default "
                 "batch_size=1 would give (1, B, ...) tensors): use DataLoader(loader, "
                 "batch_size=None), or iterate the Loader itself")
+        it = super().__iter__()
         if self._image_list:        # multiscale= without pad_to=: a list of per-image views
             nchw = self.info["layout"] == "NCHW"
-            return (_detect.image_list(b, nchw) for b in super().__iter__())
-        return super().__iter__()
+            it = (_detect.image_list(b, nchw) for b in it)
+        if self._fields is not None:
+            it = self._with_fields(it)
+        return it
+
+    def _with_fields(self, it):
+        """(images, labels, fields, ...): the batch's fields (a dict) after its labels."""
+        ds, defs, keep_idx, which = self._fields
+        torch = self._kwargs["framework"] == "torch"
+        for b in it:
+            idx = b[2]
+            f = _fields_batch(ds, defs, which, [int(i) for i in idx], torch)
+            yield b[:2] + (f,) + (b[2:] if keep_idx else b[3:])
 
     def _paths(self):
         """The dataset of each stream (one for a single dataset)."""

@@ -264,6 +264,91 @@ def _options(kw):
     return o
 
 
+_FIELD_TYPES = {"int": 1, "float": 2, "str": 3, "bytes": 4}
+_FIELDS_MAX, _FIELDS_MAX_COUNT, _FIELDS_MAX_RECORD = 64, 65536, 1 << 20
+
+
+def _field_value(name, v):
+    """A field's value -> (type, count, payload bytes): int and float scalars (count 0), 1-D
+    sequences or arrays of numbers (count N), str, bytes. ValueError naming the field."""
+    if isinstance(v, (bool, _numbers.Integral)):
+        if not -2**63 <= int(v) < 2**63:
+            raise ValueError(f"field {name!r}: {v} does not fit in int64")
+        return "int", 0, int(v).to_bytes(8, "little", signed=True)
+    if isinstance(v, _numbers.Real):
+        import struct
+        return "float", 0, struct.pack("<d", float(v))
+    if isinstance(v, str):
+        b = v.encode("utf-8")
+    elif isinstance(v, (bytes, bytearray, memoryview)):
+        b = bytes(v)
+    else:
+        import numpy as np
+        try:
+            a = np.asarray(v)
+        except Exception:
+            a = None
+        if a is None or a.ndim != 1 or a.size == 0 or a.dtype.kind not in "biuf":
+            raise ValueError(f"field {name!r}: {type(v).__name__} is not an int, a float, a str, "
+                             "bytes or a 1-D sequence of 1..65536 numbers")
+        if a.size > _FIELDS_MAX_COUNT:
+            raise ValueError(f"field {name!r}: {a.size} numbers (at most {_FIELDS_MAX_COUNT})")
+        if a.dtype.kind == "f":
+            return "float", a.size, a.astype("<f8").tobytes()
+        if a.dtype.kind == "u" and a.size and int(a.max()) >= 2**63:
+            raise ValueError(f"field {name!r}: a value does not fit in int64")
+        return "int", a.size, a.astype("<i8").tobytes()
+    if len(b) > _FIELDS_MAX_COUNT:
+        raise ValueError(f"field {name!r}: {len(b)} bytes (at most {_FIELDS_MAX_COUNT})")
+    return ("str" if isinstance(v, str) else "bytes"), 0, b
+
+
+def _fields_record(fields, schema, item):
+    """The fields record (formats/raw.md "Fields record") of one item's dict, against schema
+    [(name, type, count)] (None: the first item's; returned set from this one)."""
+    import struct
+    if not isinstance(fields, dict):
+        raise ValueError(f"item {item}: fields must be a dict of name -> value, not "
+                         f"{type(fields).__name__}")
+    vals = {}
+    for k, v in fields.items():
+        if not isinstance(k, str):
+            raise ValueError(f"item {item}: field name {k!r} is not a str")
+        vals[k] = _field_value(k, v)
+    if schema is None:
+        if not 1 <= len(vals) <= _FIELDS_MAX:
+            raise ValueError(f"item {item}: {len(vals)} fields (1..{_FIELDS_MAX})")
+        schema = [(k, t, c) for k, (t, c, _) in vals.items()]
+    names = [d[0] for d in schema]
+    for k in vals:
+        if k not in names:
+            raise ValueError(f"item {item}: field {k!r} is not in the schema the first item set "
+                             f"({', '.join(names)})")
+    head, body = [], []
+    for name, typ, count in schema:
+        if name not in vals:
+            raise ValueError(f"item {item}: field {name!r} missing (every item has the fields of "
+                             "the first)")
+        t, c, b = vals[name]
+        if t == "int" and typ == "float":      # an int where the schema says float
+            import numpy as np
+            t, b = "float", np.frombuffer(b, "<i8").astype("<f8").tobytes()
+        if t != typ or c != count:
+            fmt = lambda t, c: f"{t}[{c}]" if c else t  # noqa: E731
+            raise ValueError(f"item {item}: field {name!r} is {fmt(t, c)}, the schema (the first "
+                             f"item) says {fmt(typ, count)}")
+        n = len(b) if t in ("str", "bytes") else len(b) // 8
+        head.append(struct.pack("<B3xI", _FIELD_TYPES[t], n))
+        body.append(b + b"\0" * (-len(b) % 8))
+    total = 16 + 8 * len(schema) + sum(len(x) for x in body)
+    if total > _FIELDS_MAX_RECORD:
+        raise ValueError(f"item {item}: its fields take {total} bytes (at most "
+                         f"{_FIELDS_MAX_RECORD})")
+    rec = struct.pack("<IIII", 0x31444C46, len(schema), total, 0) + b"".join(head) + \
+        b"".join(body)
+    return rec, schema
+
+
 def _is_pil(image):
     pil = _sys.modules.get("PIL.Image")
     return pil is not None and isinstance(image, pil.Image)
@@ -302,6 +387,8 @@ class Writer:
         self._mode = "RGB" if opts["channels"] == 3 else "L"
         self._created = not _os.path.exists(out)
         self._np = None
+        self._augment = "augment" in opts
+        self._schema = None         # the fields' schema, set by the first item
         self._b = _ext().start(out, **opts)
 
     # -- items --
@@ -320,7 +407,7 @@ class Writer:
             raise ValueError(f"label {label} out of range ({what})")
         return label
 
-    def _pixels(self, arr, name, label):
+    def _pixels(self, arr, name, label, rec=None):
         np = self._np
         if np is None:
             import numpy as np
@@ -337,19 +424,43 @@ class Writer:
         if h == 0 or w == 0:
             return self._b.add_reject(name, f"empty array of shape {tuple(arr.shape)}", label)
         arr = np.ascontiguousarray(arr)
-        return self._b.add_pixels(arr, h, w, c, name, label)
+        return self._b.add_pixels(arr, h, w, c, name, label, rec)
 
-    def add(self, image, label):
+    def _fields(self, fields):
+        """The item's fields record (None without fields), the schema set by the first item."""
+        item = self._b.added
+        if fields is None:
+            if self._schema is not None:
+                raise ValueError(f"item {item}: no fields, the first item had "
+                                 f"{', '.join(d[0] for d in self._schema)}")
+            return None
+        if self._augment:
+            raise ValueError("fields cannot be stored with augment= (a sample's aux record holds "
+                             "its variant's parameters)")
+        if self._schema is None and item:
+            raise ValueError(f"item {item}: fields, but the items before it had none")
+        rec, schema = _fields_record(fields, self._schema, item)
+        if self._schema is None:
+            self._b.set_fields([(n, _FIELD_TYPES[t], c) for n, t, c in schema])
+            self._schema = schema
+        return rec
+
+    def add(self, image, label, fields=None):
         """Add one item: image a path, encoded bytes, a PIL image or a uint8 numpy array, label
-        an int. Raises ValueError for a bad label; BuildError (or OSError) when the build has
-        stopped (strict reject, output problem)."""
+        an int; fields (optional) a dict of name -> value stored with the sample: an int, a
+        float, a str, bytes, or a 1-D sequence of numbers (a multi-hot label). The first item
+        sets the fields' names and types (a sequence: its length); every later item must give
+        the same, each of the same type (an int where a float is due is taken as that float).
+        Raises ValueError for a bad label or field (naming it); BuildError (or OSError) when
+        the build has stopped (strict reject, output problem)."""
         if self._b is None:
             raise RuntimeError("this Writer is closed")
         label = self._label(label)
+        rec = self._fields(fields)
         if isinstance(image, (str, _os.PathLike)):
-            ok = self._b.add_path(_os.fsencode(image), label)
+            ok = self._b.add_path(_os.fsencode(image), label, rec)
         elif isinstance(image, (bytes, bytearray, memoryview)):
-            ok = self._b.add_bytes(image, f"<memory>#{self._b.added}", label)
+            ok = self._b.add_bytes(image, f"<memory>#{self._b.added}", label, rec)
         else:
             name = f"<memory>#{self._b.added}"
             if _is_pil(image):
@@ -361,7 +472,7 @@ class Writer:
                 import numpy as np
                 image = np.asarray(image)       # e.g. a torch tensor
             if hasattr(image, "__array_interface__") and hasattr(image, "dtype"):
-                ok = self._pixels(image, name, label)
+                ok = self._pixels(image, name, label, rec)
             else:
                 ok = self._b.add_reject(name, f"unsupported image type {type(image).__name__} "
                                         "(a path, encoded bytes, a PIL image or a uint8 array)",
@@ -446,9 +557,11 @@ def build(samples, out, **options):
     with Writer(out, **options) as w:
         for item in samples:
             try:
-                image, label = item
+                image, label, *rest = item
+                if len(rest) > 1:
+                    raise ValueError
             except (TypeError, ValueError):
-                raise TypeError(f"samples must give (image, label) pairs, not {item!r:.80}") \
-                    from None
-            w.add(image, label)
+                raise TypeError(f"samples must give (image, label) pairs or (image, label, "
+                                f"fields) triples, not {item!r:.80}") from None
+            w.add(image, label, *rest)
     return w.result
