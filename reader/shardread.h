@@ -333,6 +333,10 @@ typedef struct {
      * start of its sample's place in the batch instead of in a zero-padded canvas; the bytes
      * after it are unspecified. For consumers that take one tensor per image. */
     int scale_dense;
+    /* Float dtypes: each stored value x becomes ((float)x / unit - mean) / std, both steps in
+     * float32 as torchvision's ToTensor then Normalize compute them (unit 255: values 0..1 and
+     * mean and std on that scale). 0 (the default) or 1: no division (0..255). */
+    float unit;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
