@@ -376,7 +376,7 @@ def _keyword_objects(values, others):
     state = {"keyword": True}
     for name, v in values.items():
         kind = type(v).__name__
-        if v is None or isinstance(v, (bool, _numbers.Number, str, tuple, list, dict)):
+        if not type(v).__module__.startswith("torchvision"):
             if name == "color_jitter" and isinstance(v, _numbers.Real) and \
                     not isinstance(v, bool) and v:
                 raise TypeError(
@@ -539,8 +539,26 @@ def _augment_fingerprint(kw, aug, unit, plan):
     output dtype and normalisation, and transform='s Python ops."""
     keys = ("batch_size", "size", "random_crop", "flip", "rrc", "ratio", "interpolation",
             "dtype", "layout", "mean", "std", "pad", "drop_last", "uneven")
-    parts = [repr((k, kw.get(k))) for k in keys]
-    parts += [repr((k, aug[k])) for k in sorted(aug)]
+    def norm(k, v):
+        if k == "size" and isinstance(v, int):
+            return (float(v), float(v))
+        if k == "rrc" and v is True:
+            return (0.08, 1.0)
+        if k == "ratio" and v is None:
+            return (3 / 4, 4 / 3)
+        if k == "flip" and isinstance(v, bool):
+            return 0.5 if v else 0.0
+        if isinstance(v, (list, tuple)):
+            return tuple(float(x) if isinstance(x, _numbers.Real) else x for x in v)
+        if isinstance(v, _numbers.Real) and not isinstance(v, bool):
+            return float(v)
+        return v
+
+    defaults = {"aug_interpolation": "nearest", "aug_fill": 0.0, "erase_value": 0.0,
+                "erase_scale": (0.02, 0.33), "erase_ratio": (0.3, 3.3)}
+    parts = [repr((k, norm(k, kw.get(k)))) for k in keys]
+    parts += [repr((k, norm(k, aug[k]))) for k in sorted(aug)
+              if defaults.get(k, ()) != norm(k, aug[k])]
     parts.append(repr(("unit", unit)))
     if plan is not None:
         parts += [repr(type(op).__qualname__) + repr(getattr(op, "__dict__", ""))
@@ -698,6 +716,14 @@ class Loader(_shardread.Loader):
     """
 
     def __new__(cls, *args, **kwargs):
+        unknown = set(kwargs) - set(_inspect.signature(Loader.__init__).parameters)
+        if unknown:
+            import difflib
+            k = sorted(unknown)[0]
+            near = difflib.get_close_matches(k, list(_inspect.signature(
+                Loader.__init__).parameters)[2:], n=1)
+            raise TypeError(f"Loader() got an unexpected keyword argument {k!r}"
+                            + (f": did you mean {near[0]!r}?" if near else ""))
         return _shardread.Loader.__new__(_loader_class(cls))
 
     def __init__(self, path, batch_size=256, shuffle=False, seed=0, threads=None, rank=None,
@@ -773,7 +799,7 @@ class Loader(_shardread.Loader):
             raise ValueError(f"scale must be 1 (values 0..1, as torchvision's ToTensor gives "
                              f"them; mean and std on that scale) or 255 (0..255, the default), "
                              f"not {scale!r}")
-        unit = 255.0 if scale == 1 else None
+        unit, scale_kw = (255.0 if scale == 1 else None), scale
         if unit and dtype is None:
             dtype = "float32"
         size = _size(size)
@@ -857,8 +883,8 @@ class Loader(_shardread.Loader):
                     self._plan.python_ops, self._plan.tensor,
                     py_workers or _pipeline.default_workers(self.threads), py_pool, framework)
                 self._user_indices = bool(user_indices) or bool(return_params)
-        elif scale is not None:
-            kw["scale"] = scale
+        elif scale_kw is not None:
+            kw["scale"] = scale_kw
         self._kwargs = dict(kw, path=path)
         self._fingerprint = None
 
