@@ -243,3 +243,20 @@ def test_stub_defaults_equal_the_runtime():
     assert set(defaults) == {k for k, p in runtime.items() if p.default is not p.empty}
     for k, v in defaults.items():
         assert runtime[k].default == v, k
+
+
+def test_peeking_then_the_loop_follows_the_documented_rule(fx):
+    """docs/PYTHON.md, Peeking: a peek takes a batch of epoch 0 and the loop's iter() starts
+    epoch 1; set_epoch(0) before the loop reads epoch 0 whole."""
+    def idx(loader):
+        return [b[2].tolist() for b in loader]
+    ref = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=2, return_indices=True)
+    epoch0 = idx(ref)
+    epoch1 = idx(ref)
+    loader = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=2, return_indices=True)
+    assert next(iter(loader))[2].tolist() == epoch0[0]
+    assert idx(loader) == epoch1
+    loader = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=2, return_indices=True)
+    next(iter(loader))
+    loader.set_epoch(0)
+    assert idx(loader) == epoch0
