@@ -337,6 +337,10 @@ typedef struct {
      * to; NULL (the default): $SHARDREAD_CACHE, else ~/.cache/shardread. Not copied: it must
      * stay valid during shr_open. */
     const char *cache;
+    /* Float dtypes: each stored value x becomes ((float)x / unit - mean) / std, both steps in
+     * float32 as torchvision's ToTensor then Normalize compute them (unit 255: values 0..1 and
+     * mean and std on that scale). 0 (the default) or 1: no division (0..255). */
+    float unit;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,

@@ -259,6 +259,12 @@ static int check_options(const shr_options *o, fmt_msg *m)
     if (o->normalize != SHR_NORM_NONE && o->dtype == SHR_DTYPE_U8)
         return fmt_fail(m, SHR_EINVAL, "normalisation needs a float dtype (float32 or float16): "
                         "uint8 cannot hold the normalised values");
+    if (!(o->unit == 0.0f || (o->unit >= 1.0f && isfinite(o->unit))))
+        return fmt_fail(m, SHR_EINVAL, "unit must be 0 or a finite number >= 1, not %g",
+                        (double)o->unit);
+    if (o->unit > 1.0f && o->dtype == SHR_DTYPE_U8)
+        return fmt_fail(m, SHR_EINVAL, "unit %g needs a float dtype (float32 or float16)",
+                        (double)o->unit);
     if (o->normalize == SHR_NORM_GIVEN)
         for (int c = 0; c < 4; c++)
             if (!isfinite(o->mean[c]) || !(o->std[c] > 0) || !isfinite(o->std[c]))
@@ -273,6 +279,8 @@ static int set_output(shr_reader *r, const char *dir)
     const fmt_manifest *m = fmt_dataset_manifest(r->ds);
     const shr_options *o = &r->o;
     shr_tf_out_init(&r->out, o->dtype, o->layout, r->width, r->height, r->channels);
+    if (o->unit > 1.0f)
+        r->out.unit = o->unit;
     r->convert = o->dtype != SHR_DTYPE_U8 || (o->layout == SHR_LAYOUT_NCHW && r->channels > 1);
     if (o->normalize != SHR_NORM_NONE && r->channels > 4)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: cannot normalise %" PRIu32 " channels (at "
@@ -286,8 +294,9 @@ static int set_output(shr_reader *r, const char *dir)
                 return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the manifest has no usable "
                                 "statistics for channel %" PRIu32 " (std %g): give mean and std",
                                 dir, c, c < 3 ? m->std[c] : 0.0);
-            r->out.mean[c] = (float)m->mean[c];
-            r->out.std[c] = (float)m->std[c];
+            /* the dataset's statistics are on the 0..255 scale: on the unit's scale too */
+            r->out.mean[c] = (float)(m->mean[c] / r->out.unit);
+            r->out.std[c] = (float)(m->std[c] / r->out.unit);
         }
     }
     if (o->rrc)

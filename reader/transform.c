@@ -269,6 +269,7 @@ void shr_tf_out_init(shr_tf_out *o, shr_dtype dtype, shr_layout layout, uint32_t
         o->mean[c] = 0.0f;
         o->std[c] = 1.0f;
     }
+    o->unit = 1.0f;
     const char *env = getenv("SHARDC_TRANSFORM");
     o->path = env && strcmp(env, "plain") == 0 ? SHR_TF_PLAIN
                                                : cpu_has_avx2() ? SHR_TF_AVX2 : SHR_TF_PLAIN;
@@ -282,6 +283,12 @@ int shr_tf_out_set_path(shr_tf_out *o, shr_tf_path path)
     return 0;
 }
 
+/* x as a float32, divided by the unit (ToTensor's / 255) where there is one */
+static inline float unit1(const shr_tf_out *o, uint8_t v)
+{
+    return o->unit != 1.0f ? (float)v / o->unit : (float)v;
+}
+
 /* One element at position e (in elements) of dst. */
 static inline void put1(const shr_tf_out *o, void *dst, size_t e, uint8_t v, uint32_t c)
 {
@@ -290,10 +297,10 @@ static inline void put1(const shr_tf_out *o, void *dst, size_t e, uint8_t v, uin
         ((uint8_t *)dst)[e] = v;
         break;
     case SHR_DTYPE_F32:
-        ((float *)dst)[e] = ((float)v - o->mean[c]) / o->std[c];
+        ((float *)dst)[e] = (unit1(o, v) - o->mean[c]) / o->std[c];
         break;
     case SHR_DTYPE_F16:
-        ((uint16_t *)dst)[e] = shr_tf_half(((float)v - o->mean[c]) / o->std[c]);
+        ((uint16_t *)dst)[e] = shr_tf_half((unit1(o, v) - o->mean[c]) / o->std[c]);
         break;
     }
 }
@@ -351,10 +358,12 @@ AVX2_FN static inline __m128i shuf3(__m128i a, __m128i b, __m128i c, const int8_
                         _mm_shuffle_epi8(c, mask(m[2])));
 }
 
-/* 8 values (bytes) -> ((float)x - m) / s, in float32 lanes */
-AVX2_FN static inline __m256 norm8(__m128i v8, __m256 m, __m256 s)
+/* 8 values (bytes) -> ((float)x [/ unit] - m) / s, in float32 lanes */
+AVX2_FN static inline __m256 norm8(const shr_tf_out *o, __m128i v8, __m256 m, __m256 s)
 {
     __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v8));
+    if (o->unit != 1.0f)
+        f = _mm256_div_ps(f, _mm256_set1_ps(o->unit));
     return _mm256_div_ps(_mm256_sub_ps(f, m), s);
 }
 
@@ -370,7 +379,7 @@ AVX2_FN static inline void emit16(const shr_tf_out *o, void *dst, size_t e, __m1
     /* Float samples are 2 or 4 times the bytes of the uint8 ones and go to a batch far larger
      * than the caches: streaming stores, where aligned, skip reading every line before writing
      * it, and leave the caches to the source pixels. shr_tf_store fences them. */
-    __m256 lo = norm8(v, m0, s0), hi = norm8(_mm_srli_si128(v, 8), m1, s1);
+    __m256 lo = norm8(o, v, m0, s0), hi = norm8(o, _mm_srli_si128(v, 8), m1, s1);
     if (o->dtype == SHR_DTYPE_F32) {
         float *f = (float *)dst + e;
         if (((uintptr_t)f & 31) == 0) {

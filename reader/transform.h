@@ -63,6 +63,7 @@ typedef struct {
     shr_layout layout;
     uint32_t width, height, channels;   /* the output sample */
     float mean[4], std[4];              /* float dtypes: value = ((float)x - mean) / std */
+    float unit;                         /* > 1: value = ((float)x / unit - mean) / std */
     shr_tf_path path;
 } shr_tf_out;
 

@@ -341,7 +341,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
                              "affine_shear", "aug_interpolation", "aug_fill", "auto_augment",
                              "aa_num_ops", "aa_magnitude", "aa_bins", "targets",
                              "min_box_area_fraction", "mixup_alpha", "cutmix_alpha",
-                             "num_classes", "erase_random", "scale", NULL};
+                             "num_classes", "erase_random", "scale", "unit", NULL};
     PyObject *path, *batch_size = NULL, *shuffle = Py_False, *seed = NULL, *threads = Py_None,
              *rank = Py_None, *world = Py_None, *drop_last = Py_False, *size = Py_None,
              *random_crop = Py_False, *flip = Py_False, *access = NULL, *framework = NULL,
@@ -358,9 +358,9 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
              *aug_interp = Py_None, *aug_fill = Py_None, *auto_aug = Py_None,
              *aa[3] = {Py_None, Py_None, Py_None}, *targets = Py_False, *min_box = Py_None;
     PyObject *mixup = Py_None, *cutmix = Py_None, *num_classes = Py_None,
-             *erase_random = Py_False, *scale = Py_None;
+             *erase_random = Py_False, *scale = Py_None, *unit = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw,
-                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader",
+                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader",
                                      kwlist,
                                      &path, &batch_size, &shuffle, &seed, &threads, &rank, &world,
                                      &drop_last, &size, &random_crop, &flip, &access, &framework,
@@ -372,7 +372,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
                                      &erase_value, &rot, &aff[0], &aff[1], &aff[2], &aff[3],
                                      &aug_interp, &aug_fill, &auto_aug, &aa[0], &aa[1], &aa[2],
                                      &targets, &min_box, &mixup, &cutmix, &num_classes,
-                                     &erase_random, &scale))
+                                     &erase_random, &scale, &unit))
         return -1;
     if (self->ring) {
         PyErr_SetString(PyExc_RuntimeError, "a Loader cannot be initialised twice");
@@ -544,6 +544,12 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
         (num_classes != Py_None && sr_to_u32(num_classes, "num_classes", 1, &o->num_classes) < 0) ||
         sr_flag_named(erase_random, "erase_random", &o->erase_random) < 0)
         return -1;
+    if (unit != Py_None) {      /* ToTensor's 0..1: scale=255 in the package's Loader */
+        double u = PyFloat_AsDouble(unit);
+        if (u == -1.0 && PyErr_Occurred())
+            return -1;
+        o->unit = (float)u;
+    }
     uint32_t *aa_dst[3] = {&o->aa_num_ops, &o->aa_magnitude, &o->aa_bins};
     static const char *const aa_names[3] = {"num_ops", "magnitude", "num_magnitude_bins"};
     for (int k = 0; k < 3; k++)

@@ -27,7 +27,7 @@ import sys as _sys
 
 import numpy as _np
 
-from . import _detect, _shardread
+from . import _detect, _pipeline, _shardread
 from ._shardread import (  # noqa: F401  (the public names)
     ArgumentError,
     CorruptError,
@@ -190,17 +190,19 @@ def _channel_list(v, what):
     return out
 
 
-def _check_normalize(mean, std, dtype):
-    """mean/std as given, on the 0..255 scale: refuse torchvision's 0..1 values (they would give
-    values in the thousands), and values whose results cannot be represented."""
+def _check_normalize(mean, std, dtype, unit=None):
+    """mean/std as given, on the 0..255 scale (the 0..1 scale with scale=1): refuse
+    torchvision's 0..1 values on the 0..255 scale (they would give values in the thousands), and
+    values whose results cannot be represented."""
     if mean is None or std is None or isinstance(mean, str):
         return None
     m, s = _channel_list(mean, "mean"), _channel_list(std, "std")
-    if max(m) <= 1.0 and max(s) <= 1.0:
+    if unit is None and max(m) <= 1.0 and max(s) <= 1.0:
         raise ValueError(
             f"mean={mean!r}, std={std!r} look like torchvision's Normalize values on the 0..1 "
             "scale (after ToTensor); here the pixels are 0..255: multiply both by 255, e.g. "
-            "mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]")
+            "mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]; or scale=1 for "
+            "ToTensor's 0..1 values, on which these mean and std apply")
     for x in s:
         if not (x > 0 and _math.isfinite(x)):
             raise ValueError(f"std must be positive and finite, not {std!r}")
@@ -210,7 +212,8 @@ def _check_normalize(mean, std, dtype):
         mk, sk = m[min(k, len(m) - 1)], s[min(k, len(s) - 1)]
         for px in (0.0, 255.0):
             with _np.errstate(all="ignore"):
-                v = (_np.float32(px) - _np.float32(mk)) / _np.float32(sk)
+                x = _np.float32(px) / _np.float32(unit) if unit else _np.float32(px)
+                v = (x - _np.float32(mk)) / _np.float32(sk)
             if not _np.isfinite(v) or abs(float(v)) > limit:
                 raise ValueError(
                     f"mean={mean!r}, std={std!r}: pixel {int(px)} would become {float(v)!r}, "
@@ -244,16 +247,22 @@ def _jitter(color_jitter):
     names = ("brightness", "contrast", "saturation", "hue")
     if color_jitter is None:
         return {}
+    if type(color_jitter).__name__ == "ColorJitter":
+        color_jitter = {n: (tuple(getattr(color_jitter, n)) if getattr(color_jitter, n)
+                            is not None else 0) for n in names}
     if isinstance(color_jitter, dict):
         unknown = set(color_jitter) - set(names)
         if unknown:
             raise TypeError(f"color_jitter takes {', '.join(names)}, not {sorted(unknown)}")
         vals = [color_jitter.get(n, 0) for n in names]
     else:
-        vals = list(color_jitter)
+        try:
+            vals = list(color_jitter)
+        except TypeError:
+            vals = []
         if not 1 <= len(vals) <= 4:
-            raise TypeError("color_jitter is (brightness, contrast, saturation, hue) or a dict "
-                            f"of them, not {color_jitter!r}")
+            raise TypeError("color_jitter is (brightness, contrast, saturation, hue), a dict "
+                            f"of them, or torchvision's ColorJitter, not {color_jitter!r}")
         vals += [0] * (4 - len(vals))
     out = {}
     for n, v in zip(names, vals):
@@ -277,8 +286,8 @@ def _erasing(erasing):
     elif isinstance(erasing, _numbers.Real) and not isinstance(erasing, bool):
         args = {"p": float(erasing)}
     else:
-        raise TypeError(f"erasing must be a probability or a dict of p, scale, ratio, value, not "
-                        f"{erasing!r}")
+        raise TypeError(f"erasing must be a probability, a dict of p, scale, ratio, value, or "
+                        f"torchvision's RandomErasing, not {erasing!r}")
     out = {"erase_p": float(args.get("p", 0.5))}
     if isinstance(args.get("value"), str):
         if args["value"] != "random":
@@ -321,7 +330,8 @@ def _geometry(rotation, affine, auto_augment, interpolation, fill):
     if affine is not None:
         if not isinstance(affine, dict) or "degrees" not in affine:
             raise TypeError("affine takes RandomAffine's keywords as a dict with degrees, e.g. "
-                            f"dict(degrees=10, translate=(0.1, 0.1)), not {affine!r}")
+                            "dict(degrees=10, translate=(0.1, 0.1)), or torchvision's "
+                            f"RandomAffine, not {affine!r}")
         unknown = set(affine) - {"degrees", "translate", "scale", "shear"}
         if unknown:
             raise TypeError(f"affine takes degrees, translate, scale and shear, not "
@@ -387,6 +397,69 @@ def _geometry(rotation, affine, auto_augment, interpolation, fill):
         out["aug_interpolation"] = _name(interpolation)
     if fill is not None:
         out["aug_fill"] = fill
+    return out
+
+
+_KEYWORD_CLASSES = {"rrc": "RandomResizedCrop", "flip": "RandomHorizontalFlip",
+                    "rotation": "RandomRotation", "affine": "RandomAffine",
+                    "color_jitter": "ColorJitter", "grayscale": "RandomGrayscale",
+                    "erasing": "RandomErasing"}
+
+
+def _keyword_objects(values, others):
+    """Each keyword given the torchvision object it mirrors (rrc=T.RandomResizedCrop(64),
+    flip=T.RandomHorizontalFlip(), rotation=T.RandomRotation(15), affine=T.RandomAffine(...),
+    color_jitter=T.ColorJitter(...), grayscale=T.RandomGrayscale(.2),
+    erasing=T.RandomErasing()): the keywords it stands for. The object's size, ratio,
+    interpolation and fill fill in keywords left out; one given differently is a TypeError."""
+    out = {}
+    state = {"keyword": True}
+    for name, v in values.items():
+        kind = type(v).__name__
+        if not type(v).__module__.startswith("torchvision"):
+            if name == "color_jitter" and isinstance(v, _numbers.Real) and \
+                    not isinstance(v, bool) and v:
+                raise TypeError(
+                    f"color_jitter={v!r} is ambiguous: torchvision's ColorJitter({v!r}) jitters "
+                    f"the brightness only, timm's color_jitter={v!r} all three of brightness, "
+                    f"contrast and saturation; give ({v!r}, {v!r}, {v!r}) for the latter, "
+                    f"dict(brightness={v!r}) for the former, or T.ColorJitter(...) itself "
+                    "(accepted: (brightness, contrast, saturation, hue), a dict of those names, "
+                    "or a torchvision ColorJitter)")
+            continue
+        want = _KEYWORD_CLASSES[name]
+        if kind != want:
+            raise TypeError(f"{name} takes torchvision's {want} (or its keyword forms, see "
+                            f"help(shardread.Loader)), not {kind}")
+        stage, kw = _pipeline._one(v, [], {}, 3, state)
+        if stage is None:
+            raise ValueError(f"{name}={v!r}: the reader cannot run it exactly ({kw})")
+        for k, x in kw.items():
+            if k == "auto_augment":
+                continue
+            if k in others and others[k] is not None and k not in out:
+                mine = _size(x) if k == "size" else x
+                theirs = _size(others[k]) if k == "size" else others[k]
+                if k == "interpolation":
+                    theirs = _name(theirs)
+                    if theirs == "bilinear":
+                        theirs = mine       # the keyword's default
+                if (mine if not isinstance(mine, list) else tuple(mine)) != (
+                        theirs if not isinstance(theirs, (list, tuple)) else tuple(theirs)):
+                    raise TypeError(f"{name}={v!r} says {k}={x!r}, and {k}={others[k]!r} was "
+                                    "given too: give one")
+            out[k] = x
+    if state.get("aug"):
+        out.setdefault("augment_interpolation", state["aug"][0])
+        out.setdefault("augment_fill", state["aug"][1])
+        if others.get("augment_interpolation") is not None:
+            out["augment_interpolation"] = others["augment_interpolation"]
+        if others.get("augment_fill") is not None:
+            out["augment_fill"] = others["augment_fill"]
+    if "color_jitter" in out and not isinstance(out["color_jitter"], dict):
+        cj = out["color_jitter"]
+        out["color_jitter"] = {n: (tuple(getattr(cj, n)) if getattr(cj, n) is not None else 0)
+                               for n in ("brightness", "contrast", "saturation", "hue")}
     return out
 
 
@@ -547,6 +620,39 @@ def _loader_class(cls):
         _torch_loader_class = type("Loader", (Loader, itds), {
             "__module__": __name__, "__qualname__": "Loader", "__doc__": Loader.__doc__})
     return _torch_loader_class
+
+
+def _augment_fingerprint(kw, aug, unit, plan):
+    """A short hash of what makes a sample's pixels: the crop, the augmentations (in the
+    reader's terms, so color_jitter=(.4, .4, .4) and T.ColorJitter(.4, .4, .4) agree), the
+    output dtype and normalisation, and transform='s Python ops."""
+    keys = ("batch_size", "size", "random_crop", "flip", "rrc", "ratio", "interpolation",
+            "dtype", "layout", "mean", "std", "pad", "drop_last", "uneven")
+    def norm(k, v):
+        if k == "size" and isinstance(v, int):
+            return (float(v), float(v))
+        if k == "rrc" and v is True:
+            return (0.08, 1.0)
+        if k == "ratio" and v is None:
+            return (3 / 4, 4 / 3)
+        if k == "flip" and isinstance(v, bool):
+            return 0.5 if v else 0.0
+        if isinstance(v, (list, tuple)):
+            return tuple(float(x) if isinstance(x, _numbers.Real) else x for x in v)
+        if isinstance(v, _numbers.Real) and not isinstance(v, bool):
+            return float(v)
+        return v
+
+    defaults = {"aug_interpolation": "nearest", "aug_fill": 0.0, "erase_value": 0.0,
+                "erase_scale": (0.02, 0.33), "erase_ratio": (0.3, 3.3)}
+    parts = [repr((k, norm(k, kw.get(k)))) for k in keys]
+    parts += [repr((k, norm(k, aug[k]))) for k in sorted(aug)
+              if defaults.get(k, ()) != norm(k, aug[k])]
+    parts.append(repr(("unit", unit)))
+    if plan is not None:
+        parts += [repr(type(op).__qualname__) + repr(getattr(op, "__dict__", ""))
+                  for op in plan.python_ops]
+    return _hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def _restore_loader(kwargs, state):
@@ -779,6 +885,14 @@ class Loader(_shardread.Loader):
     """
 
     def __new__(cls, *args, **kwargs):
+        unknown = set(kwargs) - set(_inspect.signature(Loader.__init__).parameters)
+        if unknown:
+            import difflib
+            k = sorted(unknown)[0]
+            near = difflib.get_close_matches(k, list(_inspect.signature(
+                Loader.__init__).parameters)[2:], n=1)
+            raise TypeError(f"Loader() got an unexpected keyword argument {k!r}"
+                            + (f": did you mean {near[0]!r}?" if near else ""))
         return _shardread.Loader.__new__(_loader_class(cls))
 
     # cache=: where a dataset at a URL is downloaded (docs/REMOTE.md)
@@ -795,7 +909,8 @@ class Loader(_shardread.Loader):
                  min_box_area_fraction=0.0, mixup=None, cutmix=None, num_classes=None,
                  erase=None, erase_value=None, fill=None, multiscale=None,
                  scale_jitter=None, letterbox=None, pad_to=None, samples_per_epoch=None,
-                 labels="keep", return_streams=False, cache=None, fields=False):
+                 labels="keep", return_streams=False, cache=None, fields=False,
+                 transform=None, scale=None, py_workers=None, py_pool="thread"):
         self._streams = _streams(path)
         given_path = path
         if self._streams is not None:
@@ -810,10 +925,72 @@ class Loader(_shardread.Loader):
             raise TypeError("fields= is not available for a mixture: read each stream's fields "
                             "with its own Dataset")
         erasing, augment_fill = _aliases(erasing, augment_fill, erase, erase_value, fill)
+        objs = _keyword_objects(dict(rrc=rrc, flip=flip, rotation=rotation, affine=affine,
+                                     color_jitter=color_jitter, grayscale=grayscale,
+                                     erasing=erasing),
+                                dict(size=size, ratio=ratio, interpolation=interpolation,
+                                     augment_interpolation=augment_interpolation,
+                                     augment_fill=augment_fill))
+        rrc, flip, rotation, affine = (objs.get(k, v) for k, v in (
+            ("rrc", rrc), ("flip", flip), ("rotation", rotation), ("affine", affine)))
+        color_jitter, grayscale, erasing = (objs.get(k, v) for k, v in (
+            ("color_jitter", color_jitter), ("grayscale", grayscale), ("erasing", erasing)))
+        size, ratio, interpolation = (objs.get(k, v) for k, v in (
+            ("size", size), ("ratio", ratio), ("interpolation", interpolation)))
+        augment_interpolation = objs.get("augment_interpolation", augment_interpolation)
+        augment_fill = objs.get("augment_fill", augment_fill)
+        self._stage = self._plan = None
+        user_indices = return_indices
+        if transform is not None:
+            given = dict(size=size, rrc=rrc, ratio=ratio, random_crop=random_crop, pad=pad,
+                         flip=flip, rotation=rotation, affine=affine, auto_augment=auto_augment,
+                         color_jitter=color_jitter, grayscale=grayscale, dtype=dtype,
+                         layout=None if str(layout).upper() == "NHWC" else layout, mean=mean,
+                         std=std, erasing=erasing, scale=scale,
+                         augment_interpolation=augment_interpolation,
+                         augment_fill=augment_fill,
+                         interpolation=None if interpolation == "bilinear" else interpolation)
+            plan = _pipeline.compile_pipeline(transform, Dataset(path, access)[0][0].shape[-1])
+            both = sorted(k for k, v in given.items()
+                          if v not in (None, False, 0, 0.0) and k in plan.kwargs)
+            if both:
+                raise TypeError(f"transform= sets {', '.join(both)} from its ops; give "
+                                f"{'it' if len(both) == 1 else 'them'} there, not also as "
+                                "keyword(s)")
+            pk = plan.kwargs
+            size, rrc, ratio = pk.get("size", size), pk.get("rrc", rrc), pk.get("ratio", ratio)
+            random_crop, pad = pk.get("random_crop", random_crop), pk.get("pad", pad)
+            interpolation = pk.get("interpolation", interpolation)
+            flip, rotation = pk.get("flip", flip), pk.get("rotation", rotation)
+            affine, auto_augment = pk.get("affine", affine), pk.get("auto_augment", auto_augment)
+            color_jitter = pk.get("color_jitter", color_jitter)
+            grayscale, erasing = pk.get("grayscale", grayscale), pk.get("erasing", erasing)
+            dtype, layout = pk.get("dtype", dtype), pk.get("layout", layout)
+            mean, std, scale = pk.get("mean", mean), pk.get("std", std), pk.get("scale", scale)
+            augment_interpolation = pk.get("augment_interpolation", augment_interpolation)
+            augment_fill = pk.get("augment_fill", augment_fill)
+            self._plan = plan
+            if plan.python_ops:
+                if mixup or cutmix or targets:
+                    raise TypeError("transform= with ops that run in Python (" + ", ".join(
+                        type(o).__name__ for o in plan.python_ops) + ") cannot be combined "
+                        "with mixup=, cutmix= or targets=")
+                if py_pool not in ("thread", "process"):
+                    raise ValueError(f"py_pool must be 'thread' or 'process', not {py_pool!r}")
+                return_indices = True
+        elif py_workers is not None or py_pool != "thread":
+            raise TypeError("py_workers= and py_pool= are for the Python ops of transform=")
+        if scale not in (None, 1, 255):
+            raise ValueError(f"scale must be 1 (values 0..1, as torchvision's ToTensor gives "
+                             f"them; mean and std on that scale) or 255 (0..255, the default), "
+                             f"not {scale!r}")
+        unit, scale_kw = (255.0 if scale == 1 else None), scale
+        if unit and dtype is None:
+            dtype = "float32"
         size = _size(size)
         interpolation = _name(interpolation)
         dtype = _name(dtype)
-        counts = _check_normalize(mean, std, dtype)
+        counts = _check_normalize(mean, std, dtype, unit)
         kw = dict(batch_size=batch_size, shuffle=shuffle, seed=seed, threads=threads, rank=rank,
                   world=world, drop_last=drop_last, size=size, random_crop=random_crop,
                   flip=flip, access=access, framework=framework,
@@ -829,6 +1006,8 @@ class Loader(_shardread.Loader):
                                augment_fill))
         if grayscale:
             aug["grayscale_p"] = float(grayscale)
+        if unit:
+            aug["unit"] = unit
         if targets or min_box_area_fraction:
             aug["targets"] = targets
             aug["min_box_area_fraction"] = min_box_area_fraction
@@ -886,6 +1065,22 @@ class Loader(_shardread.Loader):
         if self._streams is not None:
             kw.update(samples_per_epoch=samples_per_epoch, labels=labels,
                       return_streams=return_streams)
+        self._augment = _augment_fingerprint(kw, aug, unit, self._plan)
+        if self._plan is not None:
+            # a copy recompiles the pipeline: the keywords as the caller gave them
+            kw.update(transform=transform, py_workers=py_workers, py_pool=py_pool,
+                      return_indices=user_indices)
+            defaults = dict(layout="NHWC", interpolation="bilinear")
+            for k in self._plan.kwargs:
+                if k in given:
+                    kw[k] = given[k] if given[k] is not None else defaults.get(k)
+            if self._plan.python_ops:
+                self._stage = _pipeline.PythonStage(
+                    self._plan.python_ops, self._plan.tensor,
+                    py_workers or _pipeline.default_workers(self.threads), py_pool, framework)
+                self._user_indices = bool(user_indices) or bool(return_params)
+        elif scale_kw is not None:
+            kw["scale"] = scale_kw
         self._kwargs = dict(kw, path=given_path, cache=cache)
         self._fingerprint = None
 
@@ -904,6 +1099,8 @@ class Loader(_shardread.Loader):
         if self._image_list:        # multiscale= without pad_to=: a list of per-image views
             nchw = self.info["layout"] == "NCHW"
             it = (_detect.image_list(b, nchw) for b in it)
+        elif self._stage is not None:
+            it = self._python_iter(it)
         if self._fields is not None:
             it = self._with_fields(it)
         return it
@@ -927,6 +1124,34 @@ class Loader(_shardread.Loader):
     def streams(self):
         """A mixture's streams (shardread.Stream each, in order), or None for one dataset."""
         return None if self._streams is None else list(self._streams)
+
+    def _python_iter(self, it):
+        """The reader's batches with transform='s Python ops applied per sample, seeded per
+        (seed, epoch, index) (shardread/_pipeline.py)."""
+        stage, seed = self._stage, self.seed
+        clock = _pipeline._time.perf_counter
+        while True:
+            t0 = clock()
+            try:
+                b = next(it)
+            except StopIteration:
+                return
+            stage.note_wait(clock() - t0)
+            epoch, indices = self.epoch, b[2]
+            seeds = [_pipeline.sample_seed(seed, epoch, int(i)) for i in indices]
+            images = stage.apply(b[0], seeds)
+            rest = list(b[1:])
+            if not self._user_indices and self._fields is None:
+                del rest[1]         # fields= reads the indices next, and drops them
+            yield (images, *rest)
+
+    @property
+    def plan(self):
+        """What transform= became: {'c': the ops the reader's threads run, 'python': the ops
+        run per sample in Python after them, 'c_stages': the reader's stage of each C op,
+        'python_from': why the C prefix ended (None when every op runs in C)}; None without
+        transform=."""
+        return None if self._plan is None else self._plan.as_dict()
 
     def dataset_fingerprint(self):
         """A short hash of the dataset's manifest (a mixture's: every stream's, with its
@@ -952,6 +1177,7 @@ class Loader(_shardread.Loader):
     def state_dict(self):
         state = super().state_dict()
         state["dataset"] = self.dataset_fingerprint()
+        state["augment"] = self._augment
         return state
 
     def load_state_dict(self, state, strict=True):
@@ -964,6 +1190,13 @@ class Loader(_shardread.Loader):
                 f"state was saved on another dataset (manifest fingerprint {theirs}, this one "
                 f"{self.dataset_fingerprint()}): it would not resume the same samples "
                 "(load_state_dict(state, strict=False) loads it anyway)")
+        aug = state.get("augment")
+        if strict and aug is not None and aug != self._augment:
+            raise ValueError(
+                f"state was saved with other augmentation options (fingerprint {aug}, this "
+                f"Loader's {self._augment}): it would not resume the same samples "
+                "(load_state_dict(state, strict=False) loads it anyway)")
+        state = {k: v for k, v in state.items() if k != "augment"}
         return super().load_state_dict(state, strict=strict)
 
     @property

@@ -99,7 +99,7 @@ class Loader:
         rrc: bool | _Pair | None = None,
         ratio: _Pair | None = None,
         interpolation: Any = "bilinear",
-        dtype: Any = "uint8",
+        dtype: Any = None,
         layout: Literal["NHWC", "NCHW"] = "NHWC",
         mean: _Channels | Literal["dataset"] | None = None,
         std: _Channels | None = None,
@@ -133,7 +133,13 @@ class Loader:
         return_streams: bool = False,
         cache: _Path | None = None,
         fields: bool | Sequence[str] = False,
+        transform: Any = None,
+        scale: Literal[1, 255] | None = None,
+        py_workers: int | None = None,
+        py_pool: Literal["thread", "process"] = "thread",
     ) -> None: ...
+    @property
+    def plan(self) -> dict[str, Any] | None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[tuple[Any, ...]]: ...
     def set_epoch(self, epoch: int) -> None: ...
