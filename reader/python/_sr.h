@@ -6,6 +6,7 @@
  *   _sr_dataset.c     Dataset: single samples
  *   _sr_loader.c      Loader: positions, rings, iteration, state_dict, the torch subclass
  *   _sr_options.c     Loader(...)'s keywords into shr_options
+ *   _sr_stats.c       the Loader's pipeline statistics and stage timing
  * Shared names carry the prefix sr_ (the types keep CPython's naming: ViewObject, View_spec).
  */
 #ifndef SR_PRIVATE_H
@@ -173,6 +174,7 @@ typedef struct {
     int busy;                   /* a thread is inside next(), iter() or load_state_dict() */
     uint64_t iter_total;        /* batches the iteration under way yields in all */
     unsigned long long copies;  /* batches copied because too many were held */
+    int timing;                 /* stage timing on for every reader it opens (_sr_stats.c) */
 } LoaderObject;
 
 /* A yes/no keyword: a bool, 0 or 1, or a numpy bool; anything else is a TypeError naming it. */
@@ -186,6 +188,15 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw);
 PyObject *sr_deliver(LoaderObject *self, RingObject *ring, const shr_batch *b);
 
 extern PyType_Spec Loader_spec, LoaderIter_spec;
+
+/* ---- _sr_stats.c: the Loader's pipeline statistics ---- */
+
+/* A reader just opened for self: its stage timing as the Loader's. */
+void sr_stats_apply(LoaderObject *self, shr_reader *r);
+PyObject *sr_loader_stage_timing(LoaderObject *self, PyObject *args);
+PyObject *sr_loader_pipeline_stats(LoaderObject *self, PyObject *unused);
+PyObject *sr_loader_fill_events(LoaderObject *self, PyObject *unused);
+PyObject *sr_loader_active_threads(LoaderObject *self, void *closure);
 
 /* ---- _sr_dataset.c ---- */
 

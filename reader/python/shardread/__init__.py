@@ -481,7 +481,10 @@ class Loader(_shardread.Loader):
     the dataset, the options, seed and epoch, never on threads or timing.
 
     shuffle: random order (order='quasi' reads shard windows, for data larger than RAM).
-    threads: worker threads (default: the cores, at most 4). rank/world: this process's share;
+    threads: worker threads (default: the cores, at most 4); threads='auto' starts two and
+    adds or parks workers to keep the ring ahead of the consumer with the fewest, up to
+    max_threads (default: the cores, at most 8); active_threads says how many work now.
+    shardread.doctor(loader) measures what each stage costs and what to change. rank/world: this process's share;
     by default torch.distributed's when it is initialised, else the RANK and WORLD_SIZE
     environment variables, else 0 of 1; every rank gets the same number of batches
     (uneven='pad' repeats samples, 'drop' drops them). drop_last: drop a short last batch.
@@ -623,7 +626,7 @@ class Loader(_shardread.Loader):
                  augment_interpolation=None, augment_fill=None, targets=False,
                  min_box_area_fraction=0.0, mixup=None, cutmix=None, num_classes=None,
                  erase=None, erase_value=None, fill=None, multiscale=None,
-                 scale_jitter=None, letterbox=None, pad_to=None):
+                 scale_jitter=None, letterbox=None, pad_to=None, max_threads=None):
         erasing, augment_fill = _aliases(erasing, augment_fill, erase, erase_value, fill)
         size = _size(size)
         interpolation = _name(interpolation)
@@ -637,6 +640,8 @@ class Loader(_shardread.Loader):
                   ratio=ratio, interpolation=interpolation, dtype=dtype, layout=layout,
                   mean=mean, std=std, return_params=return_params, on_error=on_error,
                   verify_samples=verify_samples, return_recovery=return_recovery)
+        if max_threads is not None:
+            kw["max_threads"] = max_threads
         if not isinstance(pad, bool):
             raise TypeError(f"pad must be True or False, not {pad!r}")
         aug = dict(_jitter(color_jitter), **_erasing(erasing),
