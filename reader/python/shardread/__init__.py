@@ -55,6 +55,18 @@ __all__ += ["build", "Writer", "BuildResult", "BuildError"]
 from ._replay import replay  # noqa: E402
 __all__ += ["replay"]
 
+# the pipeline doctor (shardread/doctor.py), imported when first used: shardread.doctor(loader)
+# calls it, python -m shardread.doctor runs its command line
+__all__ += ["doctor"]
+
+
+def __getattr__(name):
+    if name == "doctor":
+        import importlib
+        return importlib.import_module(__name__ + ".doctor")
+    raise AttributeError(f"module 'shardread' has no attribute {name!r}")
+
+
 _View = _shardread._View
 _asarray = _np.asarray
 _from_numpy = None
