@@ -496,7 +496,8 @@ class Loader(_shardread.Loader):
     threads: worker threads (default: the cores, at most 4); threads='auto' starts two and
     adds or parks workers to keep the ring ahead of the consumer with the fewest, up to
     max_threads (default: the cores, at most 8); active_threads says how many work now.
-    shardread.doctor(loader) measures what each stage costs and what to change. rank/world: this process's share;
+    shardread.doctor(loader) measures what each stage costs and what to change.
+    rank/world: this process's share;
     by default torch.distributed's when it is initialised, else the RANK and WORLD_SIZE
     environment variables, else 0 of 1; every rank gets the same number of batches
     (uneven='pad' repeats samples, 'drop' drops them). drop_last: drop a short last batch.

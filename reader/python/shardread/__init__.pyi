@@ -57,7 +57,7 @@ class Loader:
         batch_size: int = 256,
         shuffle: bool = False,
         seed: int = 0,
-        threads: int | None = None,
+        threads: int | Literal["auto"] | None = None,
         rank: int | None = None,
         world: int | None = None,
         drop_last: bool = False,
@@ -104,6 +104,7 @@ class Loader:
         scale_jitter: int | tuple[int, int] | tuple[int | tuple[int, int], _Pair] | None = None,
         letterbox: int | tuple[int, int] | None = None,
         pad_to: bool | int | tuple[int, int] | None = None,
+        max_threads: int | None = None,
     ) -> None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[tuple[Any, ...]]: ...
@@ -140,6 +141,14 @@ class Loader:
     def fenced(self) -> int: ...
     @property
     def path(self) -> str: ...
+    @property
+    def active_threads(self) -> int: ...
+    def stage_timing(self, on: bool | None = None) -> bool: ...
+    def pipeline_stats(self) -> dict[str, Any]: ...
+    def fill_events(self) -> list[list[tuple[int, int, int]]]: ...
+
+# the pipeline doctor (shardread/doctor.py; the module is callable as doctor())
+from . import doctor as doctor
 
 # the writer (shardread/_writer.py)
 from ._writer import BuildError as BuildError, BuildResult as BuildResult, Writer as Writer, \

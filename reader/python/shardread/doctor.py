@@ -9,9 +9,11 @@ It runs the Loader on this machine in three phases (the seconds split 45/10/45):
              stage costs per sample, what each thread and all of them deliver;
   step       the step alone on one batch held back (CUDA events where it runs on a GPU, wall
              time otherwise; step=X in ms emulates a step with a sleep, which uses no CPU, as a
-             GPU step mostly does not): the step's demand in images/s;
-  training   the Loader and the step together: the measured input stall, the time the loop
-             spent waiting for batches (libshardread's own count: shr_next blocked in the ring).
+             GPU step mostly does not): step_alone_ms;
+  training   the Loader and the step together: the step's own time per batch as it runs there
+             (step_ms: the demand in images/s is the batch over it), and the measured input
+             stall, the time the loop spent waiting for batches (libshardread's own count:
+             shr_next blocked in the ring).
 The predicted stall is max(0, 1 - C / P) with P the pipeline's period per batch (capacity) and C
 the consumer's (the step plus the loop's own time per batch), the share of each period the
 consumer would wait with a deep enough ring. The report's numbers: docs/PYTHON.md, "doctor".
@@ -290,12 +292,16 @@ def doctor(loader, step=None, seconds=20, *, device=None, timeline=None, file=_s
     was = loader.stage_timing(True)
     try:
         cap = _run(loader, None, seconds * (0.45 if step else 1.0), record=step is None)
-        t_step = None
+        t_step = t_alone = None
         if step is not None:
             emulated = getattr(step, "emulated_ms", None)
-            t_step = emulated / 1e3 if emulated is not None else \
+            t_alone = emulated / 1e3 if emulated is not None else \
                 _time_step(step, _held(loader), seconds * 0.10, device)
             run = _run(loader, step, seconds * 0.45, record=True)
+            # the step's own time as it ran beside the workers: a sleep overshoots when the
+            # cores are busy, a CPU step slows down; alone it may be faster (step_alone_ms)
+            ev = run["events"]
+            t_step = sum(c - b for _a, b, c in ev) / len(ev) / 1e9
         else:
             run = cap
     finally:
@@ -326,6 +332,7 @@ def doctor(loader, step=None, seconds=20, *, device=None, timeline=None, file=_s
         batch_size=B, threads=loader.threads, active_threads=loader.active_threads,
         prefetch=loader.prefetch, cores=cores,
         step_ms=t_step * 1e3 if t_step is not None else None,
+        step_alone_ms=t_alone * 1e3 if t_alone is not None else None,
         demand_img_s=demand, delivered_img_s=delivered,
         delivered_per_thread=per_thread,
         predicted_stall_pct=predicted, measured_stall_pct=measured,
@@ -359,7 +366,8 @@ def report_text(r):
     f(f"shardread doctor: batch {r['batch_size']}, {r['threads']} thread(s) "
       f"({r['active_threads']} active), prefetch {r['prefetch']}, {r['cores']} core(s)")
     if r["demand_img_s"]:
-        f(f"  step          {r['step_ms']:.1f} ms per batch: demand {r['demand_img_s']:.0f} img/s")
+        f(f"  step          {r['step_ms']:.1f} ms per batch in training ({r['step_alone_ms']:.1f} "
+          f"alone): demand {r['demand_img_s']:.0f} img/s")
     f(f"  pipeline      delivers {r['delivered_img_s']:.0f} img/s "
       f"(from the stage costs: {r['rate_from_costs_img_s'] or 0:.0f}; workers busy "
       f"{r['workers_busy']:.2f} threads' worth)")
