@@ -7,6 +7,7 @@ and threads='auto'"), on a dataset of photo-like images it builds (or DS):
            delivered rate (target: within 15%)
   stall    an emulated step (a sleep) at 0.5x and 2x the pipeline's period: the doctor's
            predicted input stall against the measured one (target: within 5 points)
+  overhead the rate with stage timing off and on (one thread, the best of two runs each)
   auto     threads='auto' against fixed threads 1..MAX: the rate for a consumer faster than the
            pipeline (target: >= 0.95x the best fixed count), and the workers it keeps for a slow
            consumer against the need, ceil(fill time per batch / consumer time per batch)
@@ -146,6 +147,17 @@ def main():
         ok &= active <= need + 1
         print(f"| sleeps {sleep_ms:.1f} ms a batch | auto (max {T}) | {r:.0f} | {active} "
               f"(need {need}: {fill_ms:.1f} ms fill per batch) |")
+    print("\n| recipe | stage timing off img/s | on img/s | on / off |")
+    print("|---|---|---|---|")
+    for name in ("crop+flip uint8", "rrc+flip+jitter+normalize f32"):
+        got = {}
+        for on in (False, True, False, True):
+            L = shardread.Loader(a.ds, batch_size=a.batch, threads=1, shuffle=True,
+                                 **RECIPES[name])
+            L.stage_timing(on)
+            got.setdefault(on, []).append(rate(L, a.seconds)[0])
+        off, on = max(got[False]), max(got[True])
+        print(f"| {name}, 1 thread | {off:.0f} | {on:.0f} | {on / off:.3f} |")
     print(f"\ntargets {'met' if ok else 'NOT met'}")
     return 0 if ok else 1
 
