@@ -94,8 +94,9 @@ def test_pipeline_stats_consistent(fx):
     filled = 0
     for t in st["threads"]:
         assert list(t["stages"]) == names
-        # the reader's first fills may start before timing is switched on
-        assert 0 < t["timed_samples"] <= t["samples"]
+        # the reader's first fills may start before timing is switched on (a worker may even
+        # have filled all its batches by then)
+        assert 0 <= t["timed_samples"] <= t["samples"]
         filled += t["samples"]
         staged = sum(ns for ns, _ in t["stages"].values())
         assert staged <= t["timed_fill_ns"]
@@ -107,13 +108,14 @@ def test_pipeline_stats_consistent(fx):
         for s in ("rotate", "affine", "auto_augment", "grayscale", "erase", "mix", "targets",
                   "flip"):
             assert t["stages"][s] == (0, 0)
-        assert t["cpu_ns"] > 0 and t["fill_ns"] > 0
+    assert sum(t["timed_samples"] for t in st["threads"]) > 0
     # the workers fill ahead: delivered, plus at most the ring's buffers
     assert n <= filled <= n + loader.prefetch * 4
     ev = loader.fill_events()
     assert len(ev) == 2
     ks = sorted(k for e in ev for k, _, _ in e)
-    assert len(set(ks)) == len(ks) and ks[-1] == sum(t["batches"] for t in st["threads"]) - 1
+    # the workers go on filling ahead after st was read: its last batch, or later ones
+    assert len(set(ks)) == len(ks) and ks[-1] >= sum(t["batches"] for t in st["threads"]) - 1
     for e in ev:
         assert all(a < b for _, a, b in e)
         assert all(e[i][0] < e[i + 1][0] for i in range(len(e) - 1))
