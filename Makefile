@@ -287,7 +287,8 @@ $(BUILD)/tests/test_transform: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksampl
 $(BUILD)/tests/test_augment_read $(BUILD)/tests/test_affine $(BUILD)/tests/test_detect_read \
 $(BUILD)/tests/test_reliability: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
 $(BUILD)/tests/test_scale_read: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
-$(BUILD)/tests/test_options_abi: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
+$(BUILD)/tests/test_options_abi $(BUILD)/tests/test_pipeline_stats: | $(BUILD)/bin/shardc \
+    $(BUILD)/bin/shardc-mksample
 $(BUILD)/tests/test_mixture: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
 
 check-unit: $(TEST_BIN)

@@ -341,6 +341,11 @@ typedef struct {
      * float32 as torchvision's ToTensor then Normalize compute them (unit 255: values 0..1 and
      * mean and std on that scale). 0 (the default) or 1: no division (0..255). */
     float unit;
+    /* Threads that size themselves (see "Pipeline statistics and auto threads" below):
+     * non-zero makes `threads` the most workers; the reader starts min(2, threads) of them and
+     * adds or parks workers to keep the ring ahead of the consumer with the fewest. The
+     * batches are the same bytes, in the same order, as with any fixed thread count. */
+    int threads_auto;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
@@ -875,6 +880,96 @@ typedef struct {
                                          * batch has had, 29 bytes a box */
 } shr_info;
 SHR_API void shr_get_info(const shr_reader *r, shr_info *info);
+
+/* Pipeline statistics and auto threads.
+ *
+ * Every worker counts, always, the batches and samples it filled, the wall time it spent filling
+ * them (CLOCK_MONOTONIC) and the CPU time of that work (CLOCK_THREAD_CPUTIME_ID): four clock
+ * reads per batch. The consumer counts the batches shr_next delivered and the time it waited
+ * for them. Stage timing, off by default (shr_stats_enable), adds a CLOCK_MONOTONIC read at
+ * each stage boundary of each sample (a few per sample: docs/BENCHMARKS.md gives the measured
+ * cost) and sums, per worker, the time of each stage below, with how many samples (or
+ * batches, for the batch stages) ran it; and keeps each worker's last SHR_STATS_EVENTS batch
+ * fills (stream batch, start and end times) for timelines. Workers switch at their next batch.
+ *
+ * The stages, in the order a sample meets them: */
+typedef enum {
+    SHR_STAGE_READ,             /* the stored pixels fetched (and verified): index lookup, page
+                                 * faults or pread, decompression, a plain copy into the batch */
+    SHR_STAGE_RESIZE,           /* crop or pad, RandomResizedCrop's resize, the scale ops */
+    SHR_STAGE_FLIP,             /* a separate mirror pass (it is fused into the copy or the output
+                                 * conversion where it can be) */
+    SHR_STAGE_ROTATE,           /* RandomRotation */
+    SHR_STAGE_AFFINE,           /* RandomAffine */
+    SHR_STAGE_AUTO_AUGMENT,     /* TrivialAugmentWide, RandAugment, AutoAugment */
+    SHR_STAGE_JITTER,           /* ColorJitter */
+    SHR_STAGE_GRAYSCALE,        /* RandomGrayscale */
+    SHR_STAGE_CONVERT,          /* the output kernel: dtype, layout, normalisation (and the
+                                 * fused mirror), written into the batch buffer, which is
+                                 * pinned memory where the ring is: the copy into pinned memory */
+    SHR_STAGE_ERASE,            /* RandomErasing */
+    SHR_STAGE_MIX,              /* MixUp / CutMix, per batch */
+    SHR_STAGE_TARGETS,          /* detection targets moved, per batch */
+    SHR_STAGE_COUNT
+} shr_stage;
+
+#define SHR_STATS_EVENTS 512    /* batch fills kept per worker for timelines */
+
+/* One worker's counts since the reader was opened (times in nanoseconds). */
+typedef struct {
+    uint64_t batches, samples;  /* filled */
+    uint64_t fill_ns;           /* wall time filling them */
+    uint64_t cpu_ns;            /* this thread's CPU time filling them */
+    uint64_t stage_ns[SHR_STAGE_COUNT];     /* with stage timing on: time per stage */
+    uint64_t stage_calls[SHR_STAGE_COUNT];  /* samples (batches: MIX, TARGETS) that ran it */
+    uint64_t timed_samples;     /* samples filled with stage timing on */
+    uint64_t timed_fill_ns;     /* wall time of the batches filled with stage timing on */
+    int active;                 /* 1: may claim batches; 0: parked (threads_auto) */
+} shr_thread_stats;
+
+/* A batch fill, for timelines: stream batch k filled by a worker from start_ns to end_ns
+ * (CLOCK_MONOTONIC, as Python's time.monotonic_ns()). */
+typedef struct {
+    uint64_t k, start_ns, end_ns;
+} shr_fill_event;
+
+/* The consumer's side: batches shr_next delivered, and the time it spent waiting for them. */
+typedef struct {
+    uint64_t batches;
+    uint64_t wait_ns;
+    uint32_t active;            /* workers allowed to claim now (threads unless threads_auto) */
+    uint32_t threads;           /* workers started */
+    uint32_t auto_changes;      /* threads_auto: workers added or parked so far */
+} shr_consumer_stats;
+
+/* Stage timing on (non-zero) or off for r's workers, from their next batch. Returns the previous
+ * setting; 0 for NULL. Any thread. */
+SHR_API int shr_stats_enable(shr_reader *r, int on);
+
+/* Worker i's counts (i < shr_consumer_stats.threads): 0, or SHR_EINVAL for a bad i or NULL.
+ * Any thread; the counts are a consistent-enough snapshot of counters still moving. */
+SHR_API int shr_get_thread_stats(const shr_reader *r, uint32_t i, shr_thread_stats *s);
+
+/* The consumer's counts (zeros for NULL). Any thread. */
+SHR_API void shr_get_consumer_stats(const shr_reader *r, shr_consumer_stats *s);
+
+/* Worker i's last fills made with stage timing on, oldest first, at most max of them, into
+ * out; returns how many, or -1 for a bad i or NULL. Any thread. */
+SHR_API int shr_get_fill_events(const shr_reader *r, uint32_t i, shr_fill_event *out,
+                                uint32_t max);
+
+/* The stage's name ("read", "resize", "flip", "rotate", "affine", "auto_augment", "jitter",
+ * "grayscale", "convert", "erase", "mix", "targets"), or NULL past the last. */
+SHR_API const char *shr_stage_name(int stage);
+
+/* threads_auto: the rule. After each batch it delivers, shr_next looks at the last window of
+ * batches (at least max(3, active) of them and 50 ms): the share of the window it spent waiting
+ * (the stall), the consumer's own time per batch C and the workers' mean fill time per batch F.
+ * A stall above 5% adds a worker (up to threads); if the delivery rate of the next window is not
+ * at least 3% better while it still stalls, the CPU is saturated: the worker is parked again
+ * and the count is capped there (the cap is lifted after 20 windows, to probe again). A stall
+ * below 1% with more workers than ceil(1.1 F / C) parks one. A parked worker finishes the batch
+ * in hand and waits, using no CPU, until it is needed. */
 
 /* Targets (detection datasets: shr_info.targets, shr_dataset_info.targets). Every sample of such
  * a dataset carries a target: boxes (x1, y1, x2, y2 pixel edges of the stored sample), category

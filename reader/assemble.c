@@ -20,6 +20,7 @@
 #include "erase_noise.h"
 #include "mirror.h"
 #include "scale.h"
+#include "stats.h"
 
 /* ---- a sample's dataset: the reader's, or in a mixture its stream's ---- */
 
@@ -229,6 +230,7 @@ static int put_scaled(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt
                         " to %" PRIu32 "x%" PRIu32 ": %s", src_file(r, idx),
                         src_local(r, idx), s->width, s->height, p->scale_w, p->scale_h,
                         fmt_reason(&m, rc));
+    shr_stage_lap(SHR_STAGE_RESIZE);
     if (direct) {
         if (!dense)
             shr_scale_zero_canvas(&r->out, p, dst);
@@ -246,6 +248,7 @@ static int put_scaled(shr_worker *w, uint64_t idx, const uint8_t *src, const fmt
         shr_scale_store(&r->out, w->staged, stride, mirror, p, dense, dst);
     else
         shr_tf_store(&r->out, w->staged, stride, mirror, dst);
+    shr_stage_lap(SHR_STAGE_CONVERT);
     return 0;
 }
 
@@ -272,6 +275,7 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
     int vrc = verify_px(r, idx, src, s, msg);
     if (vrc)
         return vrc;
+    shr_stage_lap(SHR_STAGE_READ);
     size_t stride = (size_t)s->width * c;
     int pix = r->aug.pixels && shr_aug_has_pixels(p);
     if (r->o.scale != SHR_SCALE_NONE)
@@ -281,6 +285,7 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
                             msg);
         if (rc)
             return rc;
+        shr_stage_lap(SHR_STAGE_RESIZE);
         if (!r->convert && !p->flip && !pix)
             return 0;
         src = w->staged;
@@ -293,11 +298,13 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
             shr_tf_copy_rows(w->staged, row, src, stride, row, r->height);
             src = w->staged;
             stride = row;
+            shr_stage_lap(SHR_STAGE_RESIZE);
         }
     } else {
         crop_pad(r, w->staged, src, s, p, 0);
         src = w->staged;
         stride = (size_t)r->width * c;
+        shr_stage_lap(SHR_STAGE_RESIZE);
     }
     /* the colour ops commute with the mirror (they are per pixel, or use statistics of the
      * whole image), so they run before the output kernel mirrors; the geometric ones do not, and
@@ -307,6 +314,7 @@ static int put_transformed(shr_worker *w, uint64_t idx, uint8_t *dst, const fmt_
         mirror = shr_aug_pixels(&r->aug, p, w->staged, r->width, r->height, c, stride,
                                 w->staged + r->staged_bytes);
     shr_tf_store(&r->out, src, stride, mirror, dst);
+    shr_stage_lap(SHR_STAGE_CONVERT);
     return 0;
 }
 
@@ -365,15 +373,20 @@ static int put_pixels(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
         if (rc == 0 && (rc = verify_px(r, idx, src, s, msg)) != 0)
             return rc;
         if (rc == 0) {
+            shr_stage_lap(SHR_STAGE_READ);
             crop_pad(r, dst, src, s, p, p->flip);
+            shr_stage_lap(SHR_STAGE_RESIZE);
             return 0;
         }
     }
     if (rc)
         return fmt_fail(msg, rc, "%s: cannot read sample %" PRIu64 ": %s", file,
                         src_local(r, idx), shr_strerror(rc));
-    if (p->flip)
+    shr_stage_lap(SHR_STAGE_READ);
+    if (p->flip) {
         shr_mirror_rows(dst, r->width, r->height, r->channels, (size_t)r->width * r->channels);
+        shr_stage_lap(SHR_STAGE_FLIP);
+    }
     return 0;
 }
 
@@ -394,9 +407,12 @@ static void erase_sample(const shr_reader *r, uint64_t epoch, uint64_t idx, cons
 static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst, fmt_sample *s,
                       shr_params *p, fmt_msg *msg)
 {
+    shr_stage_mark();
     int rc = put_pixels(w, epoch, idx, dst, s, p, msg);
-    if (rc == 0 && p->erase)
+    if (rc == 0 && p->erase) {
         erase_sample(w->r, epoch, idx, p, dst);
+        shr_stage_lap(SHR_STAGE_ERASE);
+    }
     return rc;
 }
 
@@ -435,7 +451,9 @@ static int fill_pinned(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
     }
     uint32_t bad;
     fmt_msg msg = {{0}};
+    shr_stage_mark();
     int rc = shr_direct_read(w->direct, w->items, m, &bad, &msg);
+    shr_stage_lap(SHR_STAGE_READ);
     if (rc) {
         uint64_t idx = w->idx[w->idx[n + bad]];
         return fmt_fail(&slot->msg, rc, "%s: cannot read sample %" PRIu64 ": %s",
@@ -452,12 +470,18 @@ static int fill_pinned(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
                                 &slot->msg)) != 0)
                 return rc;
         }
-        if (slot->params[i].flip)
+        if (slot->params[i].flip) {
+            shr_stage_mark();
             shr_mirror_rows(b->data + (size_t)i * r->sample_bytes, r->width, r->height,
                                r->channels, (size_t)r->width * r->channels);
-        if (slot->params[i].erase)
+            shr_stage_lap(SHR_STAGE_FLIP);
+        }
+        if (slot->params[i].erase) {
+            shr_stage_mark();
             erase_sample(r, epoch, w->idx[i], &slot->params[i],
                          b->data + (size_t)i * r->sample_bytes);
+            shr_stage_lap(SHR_STAGE_ERASE);
+        }
     }
     return 0;
 }
@@ -616,10 +640,16 @@ static void name_streams(const shr_reader *r, shr_slot *slot)
 static int fill_batch(shr_worker *w, shr_slot *slot, uint64_t k)
 {
     int rc = fill(w, slot, k);
-    if (rc == 0 && w->r->targets)
+    if (rc == 0 && w->r->targets) {
+        shr_stage_mark();
         rc = fill_targets(w->r, slot);
-    if (rc == 0 && w->r->mix.on)
+        shr_stage_lap(SHR_STAGE_TARGETS);
+    }
+    if (rc == 0 && w->r->mix.on) {
+        shr_stage_mark();
         rc = mix_batch(w, slot);
+        shr_stage_lap(SHR_STAGE_MIX);
+    }
     if (rc == 0 && w->r->mx)
         name_streams(w->r, slot);
     return rc;
@@ -679,18 +709,28 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
     return 0;
 }
 
-/* The ring's fill: stream batch k into slot si, by worker w. */
+/* The ring's fill: stream batch k into slot si, by worker w, counted in the worker's stats
+ * (stats.h): always the batch's wall and CPU time; with stage timing on, its stages and the
+ * fill's times for timelines. */
 int shr_fill_slot(void *ctx, void *worker, uint32_t si, uint64_t k)
 {
     shr_reader *r = ctx;
+    shr_worker *w = worker;
+    shr_wstats *st = &w->st;
     shr_slot *slot = &r->slots[si];
-    slot->rc = fill_batch(worker, slot, k);
+    int timed = __atomic_load_n(&r->stats_on, __ATOMIC_RELAXED);
+    shr_stage_sink = timed ? st : NULL;
+    uint64_t c0 = shr_clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = shr_now_ns();
+    slot->rc = fill_batch(w, slot, k);
+    uint64_t t1 = shr_now_ns(), c1 = shr_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    shr_stage_sink = NULL;
+    shr_wstats_publish(st, timed, k, slot->rc ? 0 : slot->b.n, t0, t1, c1 - c0);
     return slot->rc;
 }
 
 void *shr_worker_main(void *arg)
 {
     shr_worker *w = arg;
-    shr_ring_serve(&w->r->ring, w);
+    shr_ring_serve_as(&w->r->ring, w, w->id);
     return NULL;
 }

@@ -10,6 +10,7 @@
  * classification recipes put the geometry first). */
 #include "augment_read.h"
 #include "mirror.h"
+#include "stats.h"
 
 #include <math.h>
 #include <string.h>
@@ -131,33 +132,44 @@ int shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px, uint32_t 
     if (flip && geometric(p)) {
         shr_mirror_rows(px, width, height, channels, stride);
         flip = 0;
+        shr_stage_lap(SHR_STAGE_FLIP);
     }
     size_t row = (size_t)width * channels;
     /* the warps ping-pong between px and scratch: one copy back at most */
     if (p->rotate && p->affine) {
         shr_affine_rotate(px, stride, scratch, row, width, height, channels,
                           (double)p->rotate_angle, a->filter, a->fill);
+        shr_stage_lap(SHR_STAGE_ROTATE);
         shr_affine_apply(scratch, row, px, stride, width, height, channels,
                          (double)p->affine_angle, (double)p->affine_tx, (double)p->affine_ty,
                          (double)p->affine_scale, (double)p->affine_shear_x,
                          (double)p->affine_shear_y, NULL, a->filter, a->fill);
+        shr_stage_lap(SHR_STAGE_AFFINE);
     } else if (p->rotate) {
         shr_affine_rotate(px, stride, scratch, row, width, height, channels,
                           (double)p->rotate_angle, a->filter, a->fill);
         shr_tf_copy_rows(px, stride, scratch, row, row, height);
+        shr_stage_lap(SHR_STAGE_ROTATE);
     } else if (p->affine) {
         shr_affine_apply(px, stride, scratch, row, width, height, channels,
                          (double)p->affine_angle, (double)p->affine_tx, (double)p->affine_ty,
                          (double)p->affine_scale, (double)p->affine_shear_x,
                          (double)p->affine_shear_y, NULL, a->filter, a->fill);
         shr_tf_copy_rows(px, stride, scratch, row, row, height);
+        shr_stage_lap(SHR_STAGE_AFFINE);
     }
-    if (p->aa_ops)
+    if (p->aa_ops) {
         shr_aa_apply(&a->aa, p, px, width, height, channels, stride, scratch);
-    if (p->jitter)
+        shr_stage_lap(SHR_STAGE_AUTO_AUGMENT);
+    }
+    if (p->jitter) {
         shr_color_jitter_apply(p, px, width, height, channels, stride);
-    if (p->gray)
+        shr_stage_lap(SHR_STAGE_JITTER);
+    }
+    if (p->gray) {
         shr_color_grayscale(px, width, height, channels, stride);
+        shr_stage_lap(SHR_STAGE_GRAYSCALE);
+    }
     return flip;
 }
 

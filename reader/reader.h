@@ -22,7 +22,9 @@
 #include "resample.h"
 #include "ring.h"
 #include "sampler.h"
+#include "stats.h"
 #include "transform.h"
+#include "tune.h"
 
 #define SHR_BOUNCE_BYTES (1u << 20)     /* per worker: O_DIRECT bounce buffer, compressed bytes */
 
@@ -63,6 +65,8 @@ typedef struct {
     shr_direct *direct;         /* DIRECT, samples at the output size: the batch's reads at once */
     shr_direct_item *items;     /* batch_size */
     void *mix_keep;             /* MixUp / CutMix: one sample at the output dtype */
+    uint32_t id;                /* 0 .. threads - 1: the ring parks the highest first */
+    shr_wstats st;              /* its counts (stats.h) */
 } shr_worker;
 
 struct shr_reader {
@@ -102,6 +106,9 @@ struct shr_reader {
     int failed;
     shr_recovery recovery;
     fmt_msg err;                /* shr_last_error(r) */
+    uint64_t c_batches, c_wait_ns;      /* delivered, and waited for (stats.h: relaxed) */
+    shr_tune tune;              /* threads_auto (tune.h) */
+    int stats_on;               /* stage timing (shr_stats_enable; relaxed) */
 };
 
 /* What went wrong in this thread's last shr_open or shr_dataset_* call: shr_last_error(NULL).

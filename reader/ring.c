@@ -33,6 +33,13 @@
  * is next_deliver (the only one the consumer can be waiting for); stop broadcasts it. Nobody
  * polls or spins.
  *
+ * Parking (shr_ring_set_active). Worker number id may claim only while id < active; a worker
+ * above the count waits on its own condition, `parked`, which set_active broadcasts when the
+ * count rises. A worker can be parked while it waits on `slot_free`: if a release's signal wakes
+ * it there, it passes the signal on before parking (a free slot and a claimable batch mean an
+ * active worker must wake), so no wakeup is lost. Worker 0 is always active, so the progress
+ * argument below holds with any count.
+ *
  * Progress. While the consumer holds h < P batches and next_deliver is below the limit, batch
  * next_deliver arrives: either it is claimed (a worker is filling it), or, claims being in order,
  * no later batch is claimed either, so the P - h slots not held are all free and a waiting worker
@@ -52,7 +59,8 @@ enum { RING_FREE, RING_FILLING, RING_READY, RING_HELD };
 
 int shr_ring_init(shr_ring *g, uint32_t nslots, shr_ring_fill fill, void *ctx)
 {
-    *g = (shr_ring){.nslots = nslots, .limit = UINT64_MAX, .fill = fill, .ctx = ctx};
+    *g = (shr_ring){.nslots = nslots, .limit = UINT64_MAX, .fill = fill, .ctx = ctx,
+                    .active = UINT32_MAX};
     g->state = calloc(nslots, sizeof *g->state);
     g->free_stack = calloc(nslots, sizeof *g->free_stack);
     g->pending = calloc(nslots, sizeof *g->pending);
@@ -72,6 +80,11 @@ int shr_ring_init(shr_ring *g, uint32_t nslots, shr_ring_fill fill, void *ctx)
         pthread_cond_destroy(&g->slot_free);
         pthread_mutex_destroy(&g->mu);
     }
+    if (rc == 0 && (rc = pthread_cond_init(&g->parked, NULL)) != 0) {
+        pthread_cond_destroy(&g->ready);
+        pthread_cond_destroy(&g->slot_free);
+        pthread_mutex_destroy(&g->mu);
+    }
     if (rc) {
         free(g->state);
         free(g->free_stack);
@@ -85,6 +98,7 @@ void shr_ring_destroy(shr_ring *g)
 {
     if (!g->state)
         return;
+    pthread_cond_destroy(&g->parked);
     pthread_cond_destroy(&g->ready);
     pthread_cond_destroy(&g->slot_free);
     pthread_mutex_destroy(&g->mu);
@@ -96,10 +110,25 @@ void shr_ring_destroy(shr_ring *g)
 
 void shr_ring_serve(shr_ring *g, void *worker)
 {
+    shr_ring_serve_as(g, worker, 0);
+}
+
+void shr_ring_serve_as(shr_ring *g, void *worker, uint32_t id)
+{
     pthread_mutex_lock(&g->mu);
     for (;;) {
-        while (!g->stop && !g->halt && (g->nfree == 0 || g->next_claim >= g->limit))
-            pthread_cond_wait(&g->slot_free, &g->mu);
+        while (!g->stop && !g->halt) {
+            int claimable = g->nfree > 0 && g->next_claim < g->limit;
+            if (id >= g->active) {
+                if (claimable)
+                    pthread_cond_signal(&g->slot_free);     /* not ours: pass it on */
+                pthread_cond_wait(&g->parked, &g->mu);
+            } else if (!claimable) {
+                pthread_cond_wait(&g->slot_free, &g->mu);
+            } else {
+                break;
+            }
+        }
         if (g->stop || g->halt)
             break;
         uint32_t si = g->free_stack[--g->nfree];
@@ -130,10 +159,26 @@ void shr_ring_set_limit(shr_ring *g, uint64_t limit)
     pthread_mutex_unlock(&g->mu);
 }
 
+void shr_ring_set_active(shr_ring *g, uint32_t n)
+{
+    pthread_mutex_lock(&g->mu);
+    uint32_t was = g->active;
+    __atomic_store_n(&g->active, n ? n : 1, __ATOMIC_RELAXED);
+    if (g->active > was)
+        pthread_cond_broadcast(&g->parked);
+    pthread_mutex_unlock(&g->mu);
+}
+
+uint32_t shr_ring_active(const shr_ring *g)
+{
+    return __atomic_load_n(&g->active, __ATOMIC_RELAXED);
+}
+
 void shr_ring_stop(shr_ring *g)
 {
     pthread_mutex_lock(&g->mu);
     g->stop = 1;
+    pthread_cond_broadcast(&g->parked);
     pthread_cond_broadcast(&g->slot_free);
     pthread_cond_broadcast(&g->ready);
     pthread_mutex_unlock(&g->mu);

@@ -17,6 +17,8 @@ typedef int (*shr_ring_fill)(void *ctx, void *worker, uint32_t slot, uint64_t k)
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t slot_free, ready;
+    pthread_cond_t parked;      /* workers numbered active and up wait here */
+    uint32_t active;            /* workers numbered below it may claim (UINT32_MAX: all) */
     uint32_t nslots;
     uint8_t *state;             /* per slot: FREE, FILLING, READY, HELD (ring.c) */
     uint32_t *free_stack, nfree;
@@ -40,6 +42,17 @@ void shr_ring_destroy(shr_ring *g);
 /* The worker loop: claim the next batch when a slot is free, fill it, mark it ready; returns when
  * the ring is stopped or a fill failed. One call per worker thread. */
 void shr_ring_serve(shr_ring *g, void *worker);
+
+/* shr_ring_serve for worker number id (0, 1, ...): while id >= the ring's active count the
+ * worker is parked (it claims nothing and waits, using no CPU, until the count rises). */
+void shr_ring_serve_as(shr_ring *g, void *worker, uint32_t id);
+
+/* Let workers 0 .. n - 1 claim (n >= 1; UINT32_MAX, the default: all). Parked workers finish
+ * the batch in hand; the batches and their order do not depend on n. */
+void shr_ring_set_active(shr_ring *g, uint32_t n);
+
+/* The active count (a relaxed read: any thread). */
+uint32_t shr_ring_active(const shr_ring *g);
 
 /* Let workers claim stream batches below limit (they wait at it). */
 void shr_ring_set_limit(shr_ring *g, uint64_t limit);

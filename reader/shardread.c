@@ -61,7 +61,9 @@
 #include "ring.h"
 #include "sampler.h"
 #include "scale.h"
+#include "stats.h"
 #include "transform.h"
+#include "tune.h"
 
 /* the access modes are passed through to the dataset layer by value */
 _Static_assert(SHR_ACCESS_MMAP == (int)FMT_ACCESS_MMAP && SHR_ACCESS_PREAD == (int)FMT_ACCESS_PREAD &&
@@ -768,7 +770,9 @@ static int start_workers(shr_reader *r)
                                 shr_strerror(rc));
         }
     }
+    shr_tune_init(r, r->o.threads_auto, r->o.threads);
     for (uint32_t i = 0; i < r->o.threads; i++) {
+        r->workers[i].id = i;
         int rc = pthread_create(&r->workers[i].thread, NULL, shr_worker_main, &r->workers[i]);
         if (rc)
             return fmt_fail(&shr_open_err, rc, "cannot start worker thread: %s", shr_strerror(rc));
@@ -958,9 +962,14 @@ int shr_next(shr_reader *r, const shr_batch **b)
         return SHR_EEND;
     }
     uint32_t si;
+    uint64_t t0 = shr_now_ns();
     if (shr_ring_next(&r->ring, &si, NULL) != 0)
         return fmt_fail(&r->err, SHR_EINVAL, "all %" PRIu32 " batches of the ring are held: "
                         "release one before asking for the next", r->nslots);
+    uint64_t t1 = shr_now_ns();
+    SHR_ADD(r->c_wait_ns, t1 - t0);
+    SHR_ADD(r->c_batches, 1);
+    shr_tune_step(r, t1);
     shr_slot *slot = &r->slots[si];
 
     if (slot->rc) {

@@ -28,6 +28,12 @@
 #   transfer     gpu-train.py transfer: H2D GB/s of pinned, pageable and Loader batches, and
 #                shardbench train's figures
 #   train-MODEL  gpu-train.py train for each model in $MODELS
+#   doctor-MODEL python -m shardread.doctor on the shards with the ImageNet recipe
+#                (RandomResizedCrop + flip + ColorJitter(0.2, 0.2, 0.2, 0.1) + Normalize, uint8
+#                NHWC batches normalised on the device) training MODEL, once per thread setting
+#                of $DOCTOR_THREADS (default "auto N", N the cores): the doctor's predicted
+#                input stall against the measured one, the rate trained, the workers active at
+#                the end; DOCTOR_S seconds each (default 12; 2 with --cpu)
 #   cpubench     only when ONLY names it: per-core figures on the machine's otherwise idle CPU
 #                cores, each against its baseline in the same run: decode-bench --size 224x224
 #                on 600 of the JPEGs (full decode, + resize, region-of-interest decode +
@@ -46,16 +52,18 @@
 # /usr/bin/python3 that imports torch), WORK (scratch folder, default a new one under /tmp,
 # removed at the end unless KEEP_WORK=1), MODELS, FEEDERS, BATCH, SIZE, STEPS, WARMUP, MAX_S
 # (seconds cap per configuration), GEN_JOBS x PER_CLASS x 4 classes = the JPEGs, PYTEST_K
-# (a pytest -k expression), ONLY (the steps to run, default "data correctness transfer train";
+# (a pytest -k expression), ONLY (the steps to run, default "data correctness transfer train
+# doctor";
 # "cpubench" adds the per-core benchmarks, step 4 below), DETECT_IMAGES, AUG_REPS, AUG_PER,
-# AUG_PLAIN, T_CPUBENCH (default 300), T_DATA, T_TEST_CUDA, T_PYTEST, T_CHECK, T_TRANSFER, T_TRAIN
+# AUG_PLAIN, T_CPUBENCH (default 300), T_DATA, T_TEST_CUDA, T_PYTEST, T_CHECK, T_TRANSFER, T_TRAIN,
+# T_DOCTOR
 # (timeouts in seconds, each cut to what is left of DEADLINE, the whole run's limit: 350 s on
 # the GPU, after which the remaining steps are skipped and the report is written).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 mode='' dir='' out='' cpu=0 nobuild=0
-usage() { sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,61p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu-check: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
@@ -154,14 +162,14 @@ if [ $cpu = 1 ]; then
   : "${XFER_THREADS:=2}" "${XFER_REPS:=3}" "${FEED_EPOCHS:=2}" "${AMP:=none}"
   : "${PYTEST_K:=pinned or torch_tensors or float_outputs}"
   : "${T_DATA:=60}" "${T_TEST_CUDA:=60}" "${T_PYTEST:=60}" "${T_CHECK:=60}" "${T_TRANSFER:=60}" "${T_TRAIN:=60}" "${DEADLINE:=300}"
-  : "${AUG_REPS:=1}" "${AUG_PER:=64}"
+  : "${AUG_REPS:=1}" "${AUG_PER:=64}" "${DOCTOR_S:=2}" "${T_DOCTOR:=60}" "${DOCTOR_THREADS:=auto 2}"
 else
   : "${MODELS:=resnet50 resnet18}" "${BATCH:=256}" "${SIZE:=224}" "${STEPS:=40}" "${WARMUP:=8}" "${MAX_S:=20}"
   : "${GEN_JOBS:=16}" "${PER_CLASS:=80}" "${FEEDERS:=synthetic,shardread:4,shardread:16,cudafeed:4,dataloader:4,dataloader:16}"
   : "${XFER_THREADS:=16}" "${XFER_REPS:=20}" "${FEED_EPOCHS:=3}" "${AMP:=bf16}"
   : "${PYTEST_K:=not pip_install}"
   : "${T_DATA:=90}" "${T_TEST_CUDA:=90}" "${T_PYTEST:=120}" "${T_CHECK:=60}" "${T_TRANSFER:=60}" "${T_TRAIN:=150}" "${DEADLINE:=350}"
-  : "${AUG_REPS:=3}" "${AUG_PER:=225}"
+  : "${AUG_REPS:=3}" "${AUG_PER:=225}" "${DOCTOR_S:=12}" "${T_DOCTOR:=120}" "${DOCTOR_THREADS:=auto $(nproc)}"
 fi
 
 for py in ${PYTHON:-} python3 /usr/bin/python3; do
@@ -215,7 +223,7 @@ else
   BIN=$B/bin TESTS=$B/tests PYBUILD=$B
 fi
 
-ONLY=${ONLY:-data correctness transfer train}
+ONLY=${ONLY:-data correctness transfer train doctor}
 wants() { case " $ONLY " in *" $1 "*) return 0 ;; esac; return 1; }
 log_of() { echo "$WORK/logs/$1.log"; }
 failed=0
@@ -278,6 +286,7 @@ export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
 GT=("$PY" "$ROOT/scripts/gpu-train.py")
 export ROOT WORK BIN TESTS PYBUILD PY GEN_JOBS PER_CLASS PYTEST_K cpu LIBPATH AUG_REPS AUG_PER
+export BATCH SIZE DOCTOR_S DOCTOR_THREADS
 cpuflag=(); [ $cpu = 1 ] && cpuflag=(--cpu)
 
 # the environment
@@ -345,6 +354,43 @@ else
   row correctness test_cuda result fail "" "$TESTS/test_cuda missing"
 fi
 
+# the doctor on MODEL for each thread setting: JSON reports in WORK/doctor-MODEL-THREADS.json
+doctor_runs() {
+  local m=$1 t rc=0 dev=cuda
+  [ "$cpu" = 1 ] && dev=cpu
+  for t in $DOCTOR_THREADS; do
+    local th=$t; [ "$t" = auto ] && th="'auto'"
+    echo "+ shardread.doctor $m threads=$t"
+    "$PY" -m shardread.doctor "$WORK/shards" "batch_size=$BATCH" "size=$SIZE" rrc=True \
+      flip=True "color_jitter=(0.2,0.2,0.2,0.1)" shuffle=True "threads=$th" \
+      --model "$m" --device "$dev" --seconds "$DOCTOR_S" --json \
+      > "$WORK/doctor-$m-$t.json" || rc=1
+    "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); r.pop("stages"); print(r)' \
+      "$WORK/doctor-$m-$t.json" || rc=1
+  done
+  return $rc
+}
+doctor_rows() {
+  local t
+  for t in $DOCTOR_THREADS; do
+    [ -s "$WORK/doctor-$1-$t.json" ] || continue
+    "$PY" - "$WORK/doctor-$1-$t.json" "$1/threads=$t" >> "$TSV" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+cfg = sys.argv[2]
+for metric, key, unit in (("predicted_stall", "predicted_stall_pct", "%"),
+                          ("measured_stall", "measured_stall_pct", "%"),
+                          ("images_per_s", "trained_img_s", "img/s"),
+                          ("pipeline_images_per_s", "delivered_img_s", "img/s"),
+                          ("step_ms", "step_ms", "ms"), ("active_threads", "active_threads", "")):
+    v = r.get(key)
+    print("\t".join(["doctor", cfg, metric, "" if v is None else f"{v:.4g}", unit,
+                     "; ".join(r.get("recommendations", []))[:300] if metric == "measured_stall"
+                     else ""]))
+PY
+  done
+}
+
 run_pytest() {
   cd "$ROOT/tests/python" && BUILD=$PYBUILD "$PY" -m pytest -v -rs -p no:cacheprovider -k "$PYTEST_K"
 }
@@ -374,6 +420,7 @@ if [ $have_data = 1 ]; then
     --batch "$BATCH" --size "$SIZE" --threads "$XFER_THREADS" --reps "$XFER_REPS" \
     --shardbench "$BIN/shardbench" "${cpuflag[@]}"
   # 3. training
+  DOCTOR_MODELS=${DOCTOR_MODELS-$MODELS}
   wants train || MODELS=
   for m in $MODELS; do
     step "train-$m" "$T_TRAIN" "${GT[@]}" train --tsv "$TSV" --shards "$WORK/shards" \
@@ -381,11 +428,17 @@ if [ $have_data = 1 ]; then
       --steps "$STEPS" --warmup "$WARMUP" --max-s "$MAX_S" --feed-epochs "$FEED_EPOCHS" \
       --amp "$AMP" --shardbench "$BIN/shardbench" "${cpuflag[@]}"
   done
+  # 4. the doctor: predicted against measured stall, threads='auto' against fixed threads
+  wants doctor || DOCTOR_MODELS=
+  for m in $DOCTOR_MODELS; do
+    step "doctor-$m" "$T_DOCTOR" doctor_runs "$m"
+    doctor_rows "$m"
+  done
 elif wants data; then
   row correctness check result fail "" "no dataset: the data step failed"
 fi
 
-# 4. cpubench (only with ONLY naming it): the build's and the detection pipeline's per-core
+# 5. cpubench (only with ONLY naming it): the build's and the detection pipeline's per-core
 # figures on this machine's otherwise idle cores, each against its baseline in the same run:
 # decode-bench --size (full decode, + resize, region-of-interest decode + resize),
 # scripts/bench-detect.py (torchvision's CocoDetection pipeline against Loader(targets=True)) and
@@ -484,6 +537,30 @@ for metrics, configs in groups.items():
     out += ["| config | " + " | ".join(metrics) + " |", "|---" + "|---:" * len(metrics) + "|"]
     out += [f"| {c} | " + " | ".join(table[c][m] for m in metrics) + " |" for c in configs]
     out.append("")
+with open(sys.argv[2], "a") as f:
+    f.write("\n".join(out))
+PY
+fi
+# nor for the doctor's: one row per model and thread setting
+if grep -q '^doctor' "$TSV"; then
+  "$PY" - "$TSV" "$out/report.md" <<'PY'
+import sys
+rows, order, notes = {}, [], {}
+for line in open(sys.argv[1]):
+    p = line.rstrip("\n").split("\t")
+    if len(p) >= 6 and p[0] == "doctor":
+        if p[1] not in rows:
+            rows[p[1]] = {}
+            order.append(p[1])
+        rows[p[1]][p[2]] = p[3]
+        if p[5]:
+            notes[p[1]] = p[5]
+cols = ["predicted_stall", "measured_stall", "images_per_s", "pipeline_images_per_s",
+        "step_ms", "active_threads"]
+out = ["", "## The doctor (python -m shardread.doctor --model)", "",
+       "| model/threads | " + " | ".join(cols) + " |", "|---" + "|---:" * len(cols) + "|"]
+out += [f"| {c} | " + " | ".join(rows[c].get(m, "") for m in cols) + " |" for c in order]
+out += [""] + [f"- {c}: {notes[c]}" for c in order if c in notes] + [""]
 with open(sys.argv[2], "a") as f:
     f.write("\n".join(out))
 PY

@@ -39,7 +39,7 @@ echo "       ($(( $(date +%s) - t0 ))s)"
 TSV=$OUT/report.tsv
 check "OUT holds report.tsv, report.md and logs.txt, nothing else" \
   test "$(cd "$OUT" && ls | tr '\n' ' ')" = "logs.txt report.md report.tsv "
-check "the logs of every step" bash -c "for s in data test_cuda pytest check transfer train-resnet18; do grep -q \"^######## \$s\$\" '$OUT/logs.txt' || exit 1; done"
+check "the logs of every step" bash -c "for s in data test_cuda pytest check transfer train-resnet18 doctor-resnet18; do grep -q \"^######## \$s\$\" '$OUT/logs.txt' || exit 1; done"
 
 "$PY" - "$TSV" > "$T/verdict" 2>&1 <<'PY'
 import math, sys
@@ -88,7 +88,18 @@ for f in ("synthetic", "shardread:1", "shardread:2", "cudafeed:1", "dataloader:1
         bad.append(f"{cfg} cores_busy {have.get(('train', cfg, 'cores_busy'))}")
     if f != "synthetic" and (num(have.get(("train", cfg, "vs_ceiling"), "")) or 0) <= 0:
         bad.append(f"{cfg} vs_ceiling missing")
-for s in ("data", "test_cuda", "pytest", "check", "transfer", "train-resnet18"):
+# the doctor: threads='auto' and the fixed count, predicted and measured stall
+for cfg in ("resnet18/threads=auto", "resnet18/threads=2"):
+    for m in ("predicted_stall", "measured_stall"):
+        v = num(have.get(("doctor", cfg, m), ""))
+        if v is None or not 0 <= v <= 100:
+            bad.append(f"doctor {cfg} {m} {have.get(('doctor', cfg, m))}")
+    if (num(have.get(("doctor", cfg, "images_per_s"), "")) or 0) <= 0:
+        bad.append(f"doctor {cfg} images_per_s {have.get(('doctor', cfg, 'images_per_s'))}")
+    if num(have.get(("doctor", cfg, "active_threads"), "")) not in (1, 2):
+        bad.append(f"doctor {cfg} active_threads {have.get(('doctor', cfg, 'active_threads'))}")
+for s in ("data", "test_cuda", "pytest", "check", "transfer", "train-resnet18",
+          "doctor-resnet18"):
     if have.get(("steps", s, "exit")) != "0":
         bad.append(f"step {s} exit {have.get(('steps', s, 'exit'))}")
 if num(have.get(("data", "jpeg", "images"), "")) != 64:
@@ -98,7 +109,7 @@ sys.exit(1 if bad else 0)
 PY
 check "report.tsv: every row, numbers numeric, correctness passed or skipped" test "$(cat "$T/verdict")" = ok
 grep -v '^ok$' "$T/verdict" | sed 's/^/       /' | head -20
-check "report.md has its tables" bash -c "grep -q '^## Correctness' '$OUT/report.md' && grep -q '^## Transfer' '$OUT/report.md' && grep -q '^## Training' '$OUT/report.md' && grep -q '^| resnet18/dataloader:2 | [0-9]' '$OUT/report.md'"
+check "report.md has its tables" bash -c "grep -q '^## Correctness' '$OUT/report.md' && grep -q '^## Transfer' '$OUT/report.md' && grep -q '^## Training' '$OUT/report.md' && grep -q '^| resnet18/dataloader:2 | [0-9]' '$OUT/report.md' && grep -q '^| resnet18/threads=auto | [0-9]' '$OUT/report.md'"
 check "the CPU report says it holds no GPU figure" grep -q 'no GPU figure' "$OUT/report.md"
 
 # a correctness check that fails (pytest collects nothing): exit 1, the report still written

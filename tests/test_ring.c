@@ -1,6 +1,7 @@
 /* test_ring.c - the prefetch ring (reader/ring.h) on its own, without a reader: delivery in stream
  * order whatever order the workers finish in, each slot owned by one side at a time, releases in
- * any order, EBUSY when every slot is held, the claim limit, a failing fill, and second releases.
+ * any order, EBUSY when every slot is held, the claim limit, a failing fill, second releases, and
+ * parking workers (the active count of threads_auto).
  *
  * The fill writes the stream batch number into the slot's buffer and checks that nobody else
  * owns the slot meanwhile; workers finish out of order because the fill yields a k-dependent
@@ -220,6 +221,72 @@ START_TEST(test_stop_wakes_waiters)
 }
 END_TEST
 
+/* Parking: workers numbered at or above the active count claim nothing; raising the count lets
+ * more work, lowering it parks them after the batch in hand; the stream stays in order, each
+ * batch exactly once, and no wakeup is lost (a lost one hangs: the case's timeout fails it). */
+typedef struct {
+    fixture *f;
+    uint32_t id;
+    atomic_uint_fast64_t fills;
+} parked_worker;
+
+static int fill_counted(void *ctx, void *worker, uint32_t slot, uint64_t k)
+{
+    parked_worker *w = worker;
+    atomic_fetch_add(&w->fills, 1);
+    return fill(ctx, NULL, slot, k);
+}
+
+static void *serve_numbered(void *arg)
+{
+    parked_worker *w = arg;
+    shr_ring_serve_as(&w->f->ring, w, w->id);
+    return NULL;
+}
+
+START_TEST(test_parking)
+{
+    fixture f;
+    parked_worker w[MAX_WORKERS];
+    memset(&f, 0, sizeof f);
+    f.fail_at = UINT64_MAX;
+    ck_assert_int_eq(shr_ring_init(&f.ring, 6, fill_counted, &f), 0);
+    ck_assert_uint_eq(shr_ring_active(&f.ring), UINT32_MAX);
+    shr_ring_set_active(&f.ring, 1);
+    ck_assert_uint_eq(shr_ring_active(&f.ring), 1);
+    for (uint32_t i = 0; i < MAX_WORKERS; i++) {
+        w[i].f = &f;
+        w[i].id = i;
+        atomic_init(&w[i].fills, 0);
+        ck_assert_int_eq(pthread_create(&f.tid[i], NULL, serve_numbered, &w[i]), 0);
+    }
+    f.nworkers = MAX_WORKERS;
+    uint64_t k = 0;
+    for (; k < 200; k++)
+        give_back(&f, take(&f, k));
+    for (uint32_t i = 1; i < MAX_WORKERS; i++)
+        ck_assert_uint_eq(atomic_load(&w[i].fills), 0);
+    shr_ring_set_active(&f.ring, 3);
+    for (; k < 500; k++)
+        give_back(&f, take(&f, k));
+    ck_assert_uint_eq(atomic_load(&w[3].fills), 0);
+    shr_ring_set_active(&f.ring, 0);     /* 0 means 1: worker 0 always serves */
+    ck_assert_uint_eq(shr_ring_active(&f.ring), 1);
+    uint64_t at[MAX_WORKERS];
+    for (uint32_t i = 0; i < MAX_WORKERS; i++)
+        at[i] = atomic_load(&w[i].fills);
+    for (; k < 800; k++)
+        give_back(&f, take(&f, k));
+    for (uint32_t i = 1; i < MAX_WORKERS; i++)
+        ck_assert_uint_le(atomic_load(&w[i].fills), at[i] + 1);     /* the batch in hand */
+    stop(&f);                           /* wakes the parked workers too */
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < MAX_WORKERS; i++)
+        total += atomic_load(&w[i].fills);
+    ck_assert_uint_eq(total, atomic_load(&f.fills));
+}
+END_TEST
+
 /* destroy accepts a zeroed ring (an init that failed). */
 START_TEST(test_destroy_zeroed)
 {
@@ -245,6 +312,7 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, test_fill_failure);
     tcase_add_test(tc, test_stop_wakes_waiters);
     tcase_add_test(tc, test_destroy_zeroed);
+    tcase_add_test(tc, test_parking);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,6 +6,7 @@
  *   _sr_dataset.c     Dataset: single samples
  *   _sr_loader.c      Loader: positions, rings, iteration, state_dict, the torch subclass
  *   _sr_options.c     Loader(...)'s keywords into shr_options
+ *   _sr_stats.c       the Loader's pipeline statistics and stage timing
  * Shared names carry the prefix sr_ (the types keep CPython's naming: ViewObject, View_spec).
  */
 #ifndef SR_PRIVATE_H
@@ -177,6 +178,7 @@ typedef struct {
      * streams a tuple of (path, weight, repeat, choose, on_error); NULL for one dataset */
     PyObject *mixture;
     int return_streams;         /* batches carry each sample's stream after the indices */
+    int timing;                 /* stage timing on for every reader it opens (_sr_stats.c) */
 } LoaderObject;
 
 /* _sr_mixture.c: path= given as a mixture's tuple: keep it, and the first stream's path as the
@@ -198,6 +200,15 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw);
 PyObject *sr_deliver(LoaderObject *self, RingObject *ring, const shr_batch *b);
 
 extern PyType_Spec Loader_spec, LoaderIter_spec;
+
+/* ---- _sr_stats.c: the Loader's pipeline statistics ---- */
+
+/* A reader just opened for self: its stage timing as the Loader's. */
+void sr_stats_apply(LoaderObject *self, shr_reader *r);
+PyObject *sr_loader_stage_timing(LoaderObject *self, PyObject *args);
+PyObject *sr_loader_pipeline_stats(LoaderObject *self, PyObject *unused);
+PyObject *sr_loader_fill_events(LoaderObject *self, PyObject *unused);
+PyObject *sr_loader_active_threads(LoaderObject *self, void *closure);
 
 /* ---- _sr_dataset.c ---- */
 

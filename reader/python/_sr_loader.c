@@ -119,6 +119,7 @@ static int open_ring(LoaderObject *self, uint64_t epoch, uint64_t cursor, uint32
         return -1;
     }
     ring->r = r;
+    sr_stats_apply(self, r);
     XSETREF(self->ring, ring);
     if (mine) {
         shr_info info;
@@ -704,6 +705,24 @@ static PyMethodDef Loader_methods[] = {
      "...) or for another dataset size, or when its numbers disagree with each\n"
      "other; with strict=True (the default) also when it was saved with another seed\n"
      "(strict=False switches to the state's seed)."},
+    {"stage_timing", (PyCFunction)sr_loader_stage_timing, METH_VARARGS,
+     "stage_timing(on=None) -> bool\n"
+     "\n"
+     "Per-stage timing of the workers on (True) or off (False), kept for every reader\n"
+     "the Loader opens; returns the previous setting (None: only returns it). Costs a\n"
+     "clock read per stage of each sample (see docs/PYTHON.md, shardread.doctor)."},
+    {"pipeline_stats", (PyCFunction)sr_loader_pipeline_stats, METH_NOARGS,
+     "pipeline_stats() -> dict\n"
+     "\n"
+     "The current reader's counts: 'threads', one dict per worker (batches, samples,\n"
+     "fill_ns, cpu_ns, timed_samples, timed_fill_ns, active, and 'stages': {stage:\n"
+     "(ns, calls)} with stage timing on); 'consumer' (batches, wait_ns: time next()\n"
+     "waited for the workers, active, threads, auto_changes); stage_timing, batch_size."},
+    {"fill_events", (PyCFunction)sr_loader_fill_events, METH_NOARGS,
+     "fill_events() -> list\n"
+     "\n"
+     "Per worker, its last batch fills made with stage timing on, as (stream batch,\n"
+     "start_ns, end_ns) on time.monotonic_ns()'s clock, oldest first."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -716,8 +735,12 @@ static PyGetSetDef Loader_getset[] = {
      "rank's).",
      NULL},
     {"batch_size", (getter)Loader_get_batch_size, NULL, "Samples per batch.", NULL},
-    {"threads", (getter)Loader_get_threads, NULL, "Reader worker threads.", NULL},
+    {"threads", (getter)Loader_get_threads, NULL,
+     "Reader worker threads (with threads='auto': the most, max_threads).", NULL},
     {"prefetch", (getter)Loader_get_prefetch, NULL, "Batch buffers in the ring.", NULL},
+    {"active_threads", (getter)sr_loader_active_threads, NULL,
+     "Workers allowed to fill batches now: threads, or with threads='auto' those the\n"
+     "control loop keeps (the others are parked).", NULL},
     {"rank", (getter)Loader_get_rank, NULL, "This process's rank.", NULL},
     {"world", (getter)Loader_get_world, NULL, "The number of ranks.", NULL},
     {"epoch", (getter)Loader_get_epoch, NULL, "The epoch the next batch belongs to.", NULL},

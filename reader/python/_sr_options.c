@@ -114,6 +114,35 @@ static int default_threads(void)
     return n < 1 ? 1 : n > 4 ? 4 : (int)n;
 }
 
+/* threads= a number, None (the cores, at most 4) or "auto" (threads_auto, with max_threads
+ * workers at most: default the cores, at most 8); max_threads= only with "auto" */
+static int sr_threads(PyObject *threads, PyObject *max_threads, shr_options *o)
+{
+    if (PyUnicode_Check(threads)) {
+        if (!sr_str_is(threads, "auto")) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "threads must be a number or 'auto', not %R",
+                             threads);
+            return -1;
+        }
+        o->threads_auto = 1;
+        if (max_threads != Py_None)
+            return sr_to_u32(max_threads, "max_threads", 1, &o->threads);
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        o->threads = n < 1 ? 1 : n > 8 ? 8 : (uint32_t)n;
+        return 0;
+    }
+    if (max_threads != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "max_threads= is for threads='auto'");
+        return -1;
+    }
+    if (threads == Py_None)
+        o->threads = (uint32_t)default_threads();
+    else if (sr_to_u32(threads, "threads", 1, &o->threads) < 0)
+        return -1;
+    return 0;
+}
+
 /* framework='torch' needs torch importable: ImportError at once, not at the first batch */
 static int import_torch(void)
 {
@@ -341,7 +370,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
                              "affine_shear", "aug_interpolation", "aug_fill", "auto_augment",
                              "aa_num_ops", "aa_magnitude", "aa_bins", "targets",
                              "min_box_area_fraction", "mixup_alpha", "cutmix_alpha",
-                             "num_classes", "erase_random", "scale", "unit", NULL};
+                             "num_classes", "erase_random", "scale", "unit", "max_threads",
+                             NULL};
     PyObject *path, *batch_size = NULL, *shuffle = Py_False, *seed = NULL, *threads = Py_None,
              *rank = Py_None, *world = Py_None, *drop_last = Py_False, *size = Py_None,
              *random_crop = Py_False, *flip = Py_False, *access = NULL, *framework = NULL,
@@ -358,9 +388,10 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
              *aug_interp = Py_None, *aug_fill = Py_None, *auto_aug = Py_None,
              *aa[3] = {Py_None, Py_None, Py_None}, *targets = Py_False, *min_box = Py_None;
     PyObject *mixup = Py_None, *cutmix = Py_None, *num_classes = Py_None,
-             *erase_random = Py_False, *scale = Py_None, *unit = Py_None;
+             *erase_random = Py_False, *scale = Py_None, *unit = Py_None,
+             *max_threads = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw,
-                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader",
+                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader",
                                      kwlist,
                                      &path, &batch_size, &shuffle, &seed, &threads, &rank, &world,
                                      &drop_last, &size, &random_crop, &flip, &access, &framework,
@@ -372,7 +403,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
                                      &erase_value, &rot, &aff[0], &aff[1], &aff[2], &aff[3],
                                      &aug_interp, &aug_fill, &auto_aug, &aa[0], &aa[1], &aa[2],
                                      &targets, &min_box, &mixup, &cutmix, &num_classes,
-                                     &erase_random, &scale, &unit))
+                                     &erase_random, &scale, &unit, &max_threads))
         return -1;
     if (self->ring) {
         PyErr_SetString(PyExc_RuntimeError, "a Loader cannot be initialised twice");
@@ -403,9 +434,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     }
     if (seed && sr_to_u64(seed, "seed", &o->seed) < 0)
         return -1;
-    if (threads == Py_None)
-        o->threads = (uint32_t)default_threads();
-    else if (sr_to_u32(threads, "threads", 1, &o->threads) < 0)
+    if (sr_threads(threads, max_threads, o) < 0)
         return -1;
     if (default_share(rank, world, &self->rank, &self->world) < 0)
         return -1;

@@ -55,6 +55,18 @@ __all__ += ["build", "Writer", "BuildResult", "BuildError"]
 from ._replay import replay  # noqa: E402
 __all__ += ["replay"]
 
+# the pipeline doctor (shardread/doctor.py), imported when first used: shardread.doctor(loader)
+# calls it, python -m shardread.doctor runs its command line
+__all__ += ["doctor"]
+
+
+def __getattr__(name):
+    if name == "doctor":
+        import importlib
+        return importlib.import_module(__name__ + ".doctor")
+    raise AttributeError(f"module 'shardread' has no attribute {name!r}")
+
+
 _View = _shardread._View
 _asarray = _np.asarray
 _from_numpy = None
@@ -756,7 +768,11 @@ class Loader(_shardread.Loader):
     the dataset, the options, seed and epoch, never on threads or timing.
 
     shuffle: random order (order='quasi' reads shard windows, for data larger than RAM).
-    threads: worker threads (default: the cores, at most 4). rank/world: this process's share;
+    threads: worker threads (default: the cores, at most 4); threads='auto' starts two and
+    adds or parks workers to keep the ring ahead of the consumer with the fewest, up to
+    max_threads (default: the cores, at most 8); active_threads says how many work now.
+    shardread.doctor(loader) measures what each stage costs and what to change.
+    rank/world: this process's share;
     by default torch.distributed's when it is initialised, else the RANK and WORLD_SIZE
     environment variables, else 0 of 1; every rank gets the same number of batches
     (uneven='pad' repeats samples, 'drop' drops them). drop_last: drop a short last batch.
@@ -910,7 +926,8 @@ class Loader(_shardread.Loader):
                  erase=None, erase_value=None, fill=None, multiscale=None,
                  scale_jitter=None, letterbox=None, pad_to=None, samples_per_epoch=None,
                  labels="keep", return_streams=False, cache=None, fields=False,
-                 transform=None, scale=None, py_workers=None, py_pool="thread"):
+                 transform=None, scale=None, py_workers=None, py_pool="thread",
+                 max_threads=None):
         self._streams = _streams(path)
         given_path = path
         if self._streams is not None:
@@ -999,6 +1016,8 @@ class Loader(_shardread.Loader):
                   ratio=ratio, interpolation=interpolation, dtype=dtype, layout=layout,
                   mean=mean, std=std, return_params=return_params, on_error=on_error,
                   verify_samples=verify_samples, return_recovery=return_recovery)
+        if max_threads is not None:
+            kw["max_threads"] = max_threads
         if not isinstance(pad, bool):
             raise TypeError(f"pad must be True or False, not {pad!r}")
         aug = dict(_jitter(color_jitter), **_erasing(erasing),

@@ -81,7 +81,7 @@ class Loader:
         batch_size: int = 256,
         shuffle: bool = False,
         seed: int = 0,
-        threads: int | None = None,
+        threads: int | Literal["auto"] | None = None,
         rank: int | None = None,
         world: int | None = None,
         drop_last: bool = False,
@@ -137,6 +137,7 @@ class Loader:
         scale: Literal[1, 255] | None = None,
         py_workers: int | None = None,
         py_pool: Literal["thread", "process"] = "thread",
+        max_threads: int | None = None,
     ) -> None: ...
     @property
     def plan(self) -> dict[str, Any] | None: ...
@@ -177,6 +178,14 @@ class Loader:
     def fenced(self) -> int: ...
     @property
     def path(self) -> str: ...
+    @property
+    def active_threads(self) -> int: ...
+    def stage_timing(self, on: bool | None = None) -> bool: ...
+    def pipeline_stats(self) -> dict[str, Any]: ...
+    def fill_events(self) -> list[list[tuple[int, int, int]]]: ...
+
+# the pipeline doctor (shardread/doctor.py; the module is callable as doctor())
+from . import doctor as doctor
 
 # the writer (shardread/_writer.py)
 from ._writer import BuildError as BuildError, BuildResult as BuildResult, Writer as Writer, \

@@ -1,0 +1,212 @@
+/* test_pipeline_stats.c - the reader's pipeline statistics and threads_auto through the public
+ * API, with threads that race (the TSan run checks the counters, the seqlock and parking): a
+ * threads_auto reader gives the bytes of a one-thread reader while another thread polls every
+ * worker's counts and fills; a slow consumer makes the control loop park down to at most one
+ * worker more than needed; the snapshots are consistent (stages within the fill time, each
+ * sample read and resized once). Nothing is timed: the consumer's sleeps only make it slow. */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shardread.h"
+
+#include "progs.h"
+#include "testutil.h"
+
+static char g_ds[1100];
+
+static int build_fixture(void)
+{
+    if (tu_progs_root() != 0)
+        return -1;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 6 "
+             "--min-side 24 --max-side 48 --no-broken --quiet", g_bin, g_root);
+    if (run_quiet(cmd) != 0)
+        return -1;
+    snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
+    snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/src' -o '%s' --max-side 40 --no-progress",
+             g_bin, g_root, g_ds);
+    return run_quiet(cmd);
+}
+
+static void recipe(shr_options *o, uint32_t threads, int automatic)
+{
+    shr_options_init(o);
+    o->batch_size = 4;
+    o->order = SHR_ORDER_RANDOM;
+    o->seed = 5;
+    o->width = o->height = 16;
+    o->rrc = 1;
+    o->flip = 1;
+    o->jitter_brightness[0] = 0.8;
+    o->jitter_brightness[1] = 1.2;
+    o->threads = threads;
+    o->threads_auto = automatic;
+}
+
+typedef struct {
+    shr_reader *r;
+    atomic_int stop;
+    uint64_t polls;
+} poller;
+
+/* Another thread reading every worker's counts and fills while they move. */
+static void *poll_stats(void *arg)
+{
+    poller *p = arg;
+    shr_fill_event ev[SHR_STATS_EVENTS];
+    while (!atomic_load(&p->stop)) {
+        shr_consumer_stats c;
+        shr_get_consumer_stats(p->r, &c);
+        for (uint32_t i = 0; i < c.threads; i++) {
+            shr_thread_stats t;
+            ck_assert_int_eq(shr_get_thread_stats(p->r, i, &t), 0);
+            uint64_t staged = 0;
+            for (int s = 0; s < SHR_STAGE_COUNT; s++)
+                staged += t.stage_ns[s];
+            ck_assert_uint_le(staged, t.timed_fill_ns);     /* a batch's stages come with it */
+            ck_assert_uint_eq(t.stage_calls[SHR_STAGE_READ], t.timed_samples);
+            int n = shr_get_fill_events(p->r, i, ev, SHR_STATS_EVENTS);
+            ck_assert_int_ge(n, 0);
+            for (int j = 0; j < n; j++)
+                ck_assert_uint_le(ev[j].start_ns, ev[j].end_ns);
+        }
+        p->polls++;
+    }
+    return NULL;
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Epochs of r's batches (pixels and labels) into one buffer; sleep_ms after each of the first
+ * slow batches. */
+static unsigned char *read_all(shr_reader *r, int epochs, int slow, long sleep_ms, size_t *len)
+{
+    size_t cap = 1 << 16, used = 0;
+    unsigned char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    int k = 0;
+    for (int e = 0; e < epochs; e++) {
+        const shr_batch *b;
+        int rc;
+        while ((rc = shr_next(r, &b)) == 0) {
+            size_t n = (size_t)b->n * b->width * b->height * b->channels;
+            while (used + n + b->n * sizeof(int64_t) > cap)
+                ck_assert_ptr_nonnull(out = realloc(out, cap *= 2));
+            memcpy(out + used, b->data, n);
+            memcpy(out + used + n, b->labels, b->n * sizeof(int64_t));
+            used += n + b->n * sizeof(int64_t);
+            shr_release(r, b);
+            if (k++ < slow)
+                nap_ms(sleep_ms);
+        }
+        ck_assert_int_eq(rc, SHR_EEND);
+    }
+    *len = used;
+    return out;
+}
+
+START_TEST(test_auto_same_bytes)
+{
+    shr_options o;
+    shr_reader *r;
+    recipe(&o, 1, 0);
+    ck_assert_int_eq(shr_open(&r, g_ds, &o), 0);
+    size_t la, lb;
+    unsigned char *a = read_all(r, 3, 0, 0, &la);
+    shr_close(r);
+
+    recipe(&o, 4, 1);
+    ck_assert_int_eq(shr_open(&r, g_ds, &o), 0);
+    ck_assert_int_eq(shr_stats_enable(r, 1), 0);
+    ck_assert_int_eq(shr_stats_enable(r, 1), 1);
+    poller p = {.r = r};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, poll_stats, &p), 0);
+    /* slow at first (workers parked), then as fast as it can (workers added) */
+    unsigned char *b = read_all(r, 3, 6, 20, &lb);
+    atomic_store(&p.stop, 1);
+    pthread_join(t, NULL);
+    ck_assert_uint_eq(la, lb);
+    ck_assert_mem_eq(a, b, la);
+    shr_consumer_stats c;
+    shr_get_consumer_stats(r, &c);
+    ck_assert_uint_eq(c.threads, 4);
+    ck_assert_uint_eq(c.batches, 3 * 5);        /* 18 samples: 5 batches of 4 an epoch */
+    ck_assert_uint_ge(c.active, 1);
+    ck_assert_uint_le(c.active, 4);
+    shr_close(r);
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_slow_consumer_parks)
+{
+    shr_options o;
+    shr_reader *r;
+    recipe(&o, 6, 1);
+    ck_assert_int_eq(shr_open(&r, g_ds, &o), 0);
+    shr_consumer_stats c;
+    shr_get_consumer_stats(r, &c);
+    ck_assert_uint_eq(c.active, 2);             /* it starts with two */
+    size_t len;
+    free(read_all(r, 4, 20, 50, &len));         /* 50 ms a batch: one worker is plenty */
+    shr_get_consumer_stats(r, &c);
+    ck_assert_uint_ge(c.active, 1);
+    ck_assert_uint_le(c.active, 2);
+    ck_assert_uint_ge(c.auto_changes, 1);
+    uint32_t active = 0;
+    for (uint32_t i = 0; i < c.threads; i++) {
+        shr_thread_stats t;
+        ck_assert_int_eq(shr_get_thread_stats(r, i, &t), 0);
+        active += (uint32_t)t.active;
+        ck_assert_uint_eq(t.timed_samples, 0);  /* stage timing was never on */
+        ck_assert_uint_eq(t.stage_ns[SHR_STAGE_READ], 0);
+    }
+    ck_assert_uint_eq(active, c.active);
+    shr_thread_stats t;
+    ck_assert_int_eq(shr_get_thread_stats(r, c.threads, &t), SHR_EINVAL);
+    ck_assert_int_eq(shr_get_fill_events(r, c.threads, NULL, 0), -1);
+    shr_close(r);
+}
+END_TEST
+
+START_TEST(test_stage_names)
+{
+    static const char *const names[] = {"read", "resize", "flip", "rotate", "affine",
+                                        "auto_augment", "jitter", "grayscale", "convert",
+                                        "erase", "mix", "targets"};
+    ck_assert_int_eq(SHR_STAGE_COUNT, 12);
+    for (int i = 0; i < SHR_STAGE_COUNT; i++)
+        ck_assert_str_eq(shr_stage_name(i), names[i]);
+    ck_assert_ptr_null(shr_stage_name(SHR_STAGE_COUNT));
+    ck_assert_ptr_null(shr_stage_name(-1));
+    ck_assert_int_eq(shr_stats_enable(NULL, 1), 0);
+    shr_consumer_stats c;
+    shr_get_consumer_stats(NULL, &c);
+    ck_assert_uint_eq(c.threads, 0);
+}
+END_TEST
+
+int main(void)
+{
+    int rc = build_fixture();
+    Suite *s = suite_create("pipeline_stats");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_auto_same_bytes);
+    tcase_add_test(tc, test_slow_consumer_parks);
+    tcase_add_test(tc, test_stage_names);
+    suite_add_tcase(s, tc);
+    return tu_run_fixtures(rc, s);
+}
