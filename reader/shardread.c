@@ -768,20 +768,30 @@ static int start_workers(shr_reader *r)
     return 0;
 }
 
-/* The shards a tolerant open left closed, each named once, in the reader's last error. */
+/* The shards a tolerant open left closed, each named once, in the reader's last error: every
+ * stream's in a mixture, each shard after its stream (with the stream's own on_error). */
 static void note_unavailable(shr_reader *r)
 {
-    size_t n = fmt_dataset_unavailable(r->ds), used = 0;
-    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
-    for (size_t i = 0; n && i < m->nshards && used < sizeof r->err.text; i++) {
-        const char *path, *why;
-        if (fmt_dataset_shard_status(r->ds, i, &path, &why) == 0)
-            continue;
-        int k = snprintf(r->err.text + used, sizeof r->err.text - used, "%s%s: cannot open (%s): its %"
-                         PRIu64 " samples are %s", used ? "; " : "", path, why,
-                         m->shards[i].samples,
-                         r->o.on_error == SHR_ON_ERROR_SKIP ? "skipped" : "replaced");
-        used += k > 0 ? (size_t)k : 0;
+    uint32_t streams = r->mx ? r->mx->plan.n : 1;
+    size_t used = 0;
+    for (uint32_t st = 0; st < streams; st++) {
+        const fmt_dataset *ds = r->mx ? r->mx->ds[st] : r->ds;
+        shr_on_error on_error = r->mx ? r->mx->on_error[st] : r->o.on_error;
+        size_t n = fmt_dataset_unavailable(ds);
+        const fmt_manifest *m = fmt_dataset_manifest(ds);
+        for (size_t i = 0; n && i < m->nshards && used < sizeof r->err.text; i++) {
+            const char *path, *why;
+            if (fmt_dataset_shard_status(ds, i, &path, &why) == 0)
+                continue;
+            char stream[48] = "";
+            if (r->mx)
+                snprintf(stream, sizeof stream, "stream %" PRIu32 ": ", st);
+            int k = snprintf(r->err.text + used, sizeof r->err.text - used, "%s%s%s: cannot "
+                             "open (%s): its %" PRIu64 " samples are %s", used ? "; " : "",
+                             stream, path, why, m->shards[i].samples,
+                             on_error == SHR_ON_ERROR_SKIP ? "skipped" : "replaced");
+            used += k > 0 ? (size_t)k : 0;
+        }
     }
 }
 

@@ -415,6 +415,37 @@ START_TEST(test_reader_refusals)
 }
 END_TEST
 
+/* A tolerant open's note of the shards that did not open covers every stream, each shard after
+ * its stream, with that stream's policy. */
+START_TEST(test_reader_unavailable_every_stream)
+{
+    char cmd[2048], a[600], b[600];
+    snprintf(a, sizeof a, "%s/a-broken", g_root);
+    snprintf(b, sizeof b, "%s/b-broken", g_root);
+    snprintf(cmd, sizeof cmd, "cd '%s' && rm -rf a-broken b-broken && cp -r a a-broken && "
+             "cp -r b b-broken && truncate -s 64 a-broken/shard-00001.raw "
+             "b-broken/shard-00000.raw", g_root);
+    ck_assert_int_eq(run_quiet(cmd), 0);
+    shr_stream st[2] = {{.path = a, .weight = 1, .on_error = SHR_ON_ERROR_SUBSTITUTE},
+                        {.path = b, .weight = 1, .on_error = SHR_ON_ERROR_SKIP}};
+    shr_options o;
+    shr_options_init(&o);
+    o.pin = SHR_PIN_OFF;
+    o.batch_size = 4;
+    shr_reader *r = NULL;
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 0, 0, &o) == 0, "%s", shr_last_error(NULL));
+    char want[2][1400];
+    snprintf(want[0], sizeof want[0], "stream 0: %s/shard-00001.raw: cannot open (", a);
+    snprintf(want[1], sizeof want[1], "stream 1: %s/shard-00000.raw: cannot open (", b);
+    const char *note = shr_last_error(r);
+    const char *at0 = strstr(note, want[0]), *at1 = strstr(note, want[1]);
+    ck_assert_msg(at0 && at1 && at0 < at1, "%s", note);
+    ck_assert_ptr_nonnull(strstr(at0, "its 7 samples are replaced; "));
+    ck_assert_ptr_nonnull(strstr(at1, "its 7 samples are skipped"));
+    shr_close(r);
+}
+END_TEST
+
 static Suite *mixture_suite(void)
 {
     Suite *s = suite_create("mixture");
@@ -426,6 +457,7 @@ static Suite *mixture_suite(void)
     tcase_add_test(tc, test_sampler_ranks_and_elastic);
     tcase_add_test(tc, test_reader_two_streams);
     tcase_add_test(tc, test_reader_refusals);
+    tcase_add_test(tc, test_reader_unavailable_every_stream);
     suite_add_tcase(s, tc);
     return s;
 }
