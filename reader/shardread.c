@@ -733,8 +733,7 @@ static int start_workers(shr_reader *r)
             if (!w->sample)
                 return ENOMEM;
             w->sample_cap = r->sample_max;
-        } else if (r->o.access == SHR_ACCESS_DIRECT && !r->mx &&
-                   fmt_dataset_direct_shards(r->ds) > 0) {
+        } else if (r->o.access == SHR_ACCESS_DIRECT && r->direct_shards > 0) {
             int rc = shr_direct_create(&w->direct, SHR_DIRECT_DEPTH, SHR_DIRECT_STAGING);
             w->items = calloc(r->o.batch_size, sizeof *w->items);
             if (rc || !w->items)
@@ -851,6 +850,12 @@ int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt, shr
         goto leave;
     }
     note_unavailable(r);
+    r->recovers = !mx && o.on_error != SHR_ON_ERROR_FAIL;
+    r->direct_shards = mx ? 0 : fmt_dataset_direct_shards(r->ds);
+    for (uint32_t s = 0; mx && s < mx->plan.n; s++) {
+        r->recovers |= mx->on_error[s] != SHR_ON_ERROR_FAIL;
+        r->direct_shards += fmt_dataset_direct_shards(mx->ds[s]);
+    }
     rc = set_geometry(r, dir);
     if (rc == 0 && mx)
         rc = shr_mixture_geometry(r, &shr_open_err);

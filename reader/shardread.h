@@ -752,8 +752,8 @@ SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o);
  * or detection), and without width and height every stream must have the one size of stream 0
  * (SHR_EINVAL or SHR_ESHAPE naming the stream and why otherwise); multi-scale and natural
  * sizes are refused. on_error applies per stream (SHR_STREAM_ON_ERROR_DEFAULT: the options');
- * a substitute comes from the same stream. The O_DIRECT batch engine is not used (DIRECT
- * access reads sample by sample). shr_get_info reports samples = M and classes = the
+ * a substitute comes from the same stream. DIRECT access reads each batch with the O_DIRECT
+ * batch engine, every stream's samples in one set of requests. shr_get_info reports samples = M and classes = the
  * mixture's (the sum with offset_labels, else the largest). */
 #define SHR_STREAM_ON_ERROR_DEFAULT (-1)
 typedef struct {

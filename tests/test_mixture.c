@@ -6,6 +6,7 @@
  *
  * Fixtures: two datasets built at run time by the shardc binaries of the same build directory. */
 #include "mixture.h"
+#include "reader.h"
 #include "sampler.h"
 #include "shardread.h"
 #include "progs.h"
@@ -415,6 +416,38 @@ START_TEST(test_reader_refusals)
 }
 END_TEST
 
+/* access DIRECT reads a mixture's batches with the batch engine, every stream's samples in one
+ * set of requests: each worker has an engine, and the batches (pixels verified, mirrored,
+ * labels offset, streams) are the mmap reader's. */
+START_TEST(test_reader_direct_engine)
+{
+    shr_stream st[2] = {{.path = g_a, .weight = 0.6, .on_error = -1},
+                        {.path = g_b, .weight = 0.4, .on_error = -1}};
+    shr_options o;
+    shr_options_init(&o);
+    o.batch_size = 5;
+    o.order = SHR_ORDER_RANDOM;
+    o.seed = 8;
+    o.flip = 1;
+    o.pin = SHR_PIN_OFF;
+    o.threads = 2;
+    o.verify_samples = 1;
+    rec want[8], got[8];
+    shr_reader *r;
+    ck_assert_int_eq(shr_open_mixture(&r, st, 2, 40, 1, &o), 0);
+    ck_assert_uint_eq(read_epoch(r, want, 8), 8);
+    shr_close(r);
+    o.access = SHR_ACCESS_DIRECT;
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 40, 1, &o) == 0, "%s", shr_last_error(NULL));
+    ck_assert_uint_eq(r->direct_shards, 4 + 2);     /* 23 and 10 samples, 7 a shard */
+    for (uint32_t i = 0; i < o.threads; i++)
+        ck_assert_ptr_nonnull(r->workers[i].direct);
+    ck_assert_uint_eq(read_epoch(r, got, 8), 8);
+    shr_close(r);
+    ck_assert_int_eq(memcmp(want, got, sizeof want), 0);
+}
+END_TEST
+
 /* A tolerant open's note of the shards that did not open covers every stream, each shard after
  * its stream, with that stream's policy. */
 START_TEST(test_reader_unavailable_every_stream)
@@ -458,6 +491,7 @@ static Suite *mixture_suite(void)
     tcase_add_test(tc, test_reader_two_streams);
     tcase_add_test(tc, test_reader_refusals);
     tcase_add_test(tc, test_reader_unavailable_every_stream);
+    tcase_add_test(tc, test_reader_direct_engine);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -170,9 +170,10 @@ def test_stream_forms_repeat_choose(two):
     assert chosen.streams[1] == shardread.Stream(b, choose=4)
 
 
-def test_per_stream_on_error(two, fx):
+@pytest.mark.parametrize("access", ["pread", "direct"])
+def test_per_stream_on_error(two, fx, access):
     a, b, _ = two
-    broken = os.path.join(fx.root, "mixture", "b-broken")
+    broken = os.path.join(fx.root, "mixture", "b-broken-" + access)
     shutil.rmtree(broken, ignore_errors=True)
     shutil.copytree(b, broken)
     shard = [f for f in os.listdir(broken) if f.endswith(".raw") or f.endswith(".shard")
@@ -181,10 +182,10 @@ def test_per_stream_on_error(two, fx):
     with open(os.path.join(broken, sorted(shard)[0]), "r+b") as f:
         f.truncate(64)
     with pytest.raises(shardread.Error):
-        shardread.Loader([(a, 0.5), (broken, 0.5)], batch_size=4, access="pread")
+        shardread.Loader([(a, 0.5), (broken, 0.5)], batch_size=4, access=access)
     loader = shardread.Loader([shardread.Stream(a, weight=0.5),
                                shardread.Stream(broken, weight=0.5, on_error="skip")],
-                              batch_size=4, access="pread", return_streams=True)
+                              batch_size=4, access=access, return_streams=True)
     got = epoch(loader)
     st = np.concatenate([x[2] for x in got])
     # 17 + 16 positions; stream 1's 16 are samples 0..9, 0..5 (sequential), and its first
