@@ -307,9 +307,6 @@ int shr_mixture_geometry(shr_reader *r, fmt_msg *m)
 {
     shr_mixture *mx = r->mx;
     const fmt_manifest *m0 = fmt_dataset_manifest(mx->ds[0]);
-    if (r->o.scale == SHR_SCALE_MULTI || r->o.scale == SHR_SCALE_NATURAL)
-        return fmt_fail(m, SHR_EINVAL, "a mixture cannot use multi-scale or natural sizes "
-                        "(each image its own size): give scale_jitter, letterbox or a size");
     for (uint32_t s = 0; s < mx->plan.n; s++) {
         const fmt_manifest *ms = fmt_dataset_manifest(mx->ds[s]);
         if (ms->channels != r->channels)

@@ -346,8 +346,9 @@ static int set_geometry(shr_reader *r, const char *dir)
     } else if (r->o.scale == SHR_SCALE_MULTI) {
         r->width = r->height = r->o.scale_max;      /* the canvas of every image */
     } else if (r->o.scale == SHR_SCALE_NATURAL) {
-        /* the canvas: the largest stored width and height */
+        /* the canvas: the largest stored width and height (of every stream of a mixture) */
         largest_size(r, &r->width, &r->height);
+        shr_mixture_largest(r, &r->width, &r->height);
         if (!r->width)
             return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: no sample can be read to size the "
                             "natural sizes' canvas", dir);
@@ -658,27 +659,21 @@ static int prewarm_tables(shr_reader *r)
     return rc;
 }
 
-/* The scale ops: the resampler's shared tables, and (multi-scale) every sample's largest image
- * inside the canvas. */
-static int scale_setup(shr_reader *r, const char *dir)
+/* Multi-scale and natural sizes: every sample of ds (at path), at its largest, inside the
+ * canvas. */
+static int scale_fits(const shr_reader *r, const fmt_dataset *ds, const char *path)
 {
-    int rc = fmt_rs_cache_create(&r->rs_cache);
-    if (rc)
-        return fmt_fail(&shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
-                        shr_strerror(rc));
-    if (!shr_scale_per_image(r->o.scale))
-        return 0;
-    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    const fmt_manifest *m = fmt_dataset_manifest(ds);
     int fixed = m->sample_width && m->sample_height;
     for (uint64_t i = 0; i < (fixed ? 1 : m->samples); i++) {
         uint32_t sw = m->sample_width, sh = m->sample_height, w, h;
         if (!fixed) {
             fmt_sample s;
-            rc = fmt_dataset_get(r->ds, i, &s);
-            if (rc && fmt_dataset_sample_error(r->ds, i))
+            int rc = fmt_dataset_get(ds, i, &s);
+            if (rc && fmt_dataset_sample_error(ds, i))
                 continue;       /* in a shard that did not open: never read */
             if (rc)
-                return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": %s", dir, i,
+                return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": %s", path, i,
                                 shr_strerror(rc));
             sw = s.width;
             sh = s.height;
@@ -691,8 +686,29 @@ static int scale_setup(shr_reader *r, const char *dir)
             return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: sample %" PRIu64 " (%" PRIu32 "x%"
                             PRIu32 ") becomes %" PRIu32 "x%" PRIu32 " at its largest scale, "
                             "more than the %" PRIu32 "x%" PRIu32 " canvas: give a larger one "
-                            "(width, height)%s", dir, i, sw, sh, w, h, r->width, r->height,
+                            "(width, height)%s", path, i, sw, sh, w, h, r->width, r->height,
                             r->o.scale == SHR_SCALE_MULTI ? " or smaller sizes" : "");
+    }
+    return 0;
+}
+
+/* The scale ops: the resampler's shared tables, and (multi-scale, natural sizes) every
+ * sample's largest image inside the canvas, in every stream of a mixture. */
+static int scale_setup(shr_reader *r, const char *dir)
+{
+    int rc = fmt_rs_cache_create(&r->rs_cache);
+    if (rc)
+        return fmt_fail(&shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
+                        shr_strerror(rc));
+    if (!shr_scale_per_image(r->o.scale))
+        return 0;
+    if (!r->mx)
+        return scale_fits(r, r->ds, dir);
+    for (uint32_t s = 0; s < r->mx->plan.n; s++) {
+        char path[600];
+        snprintf(path, sizeof path, "stream %" PRIu32 " (%.500s)", s, r->mx->paths[s]);
+        if ((rc = scale_fits(r, r->mx->ds[s], path)) != 0)
+            return rc;
     }
     return 0;
 }

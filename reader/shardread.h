@@ -750,8 +750,9 @@ SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o);
  * the streams before it (shr_stream_info.label_offset; detection category ids are kept).
  * Geometry: every stream must give the same channels and be of the same kind (classification
  * or detection), and without width and height every stream must have the one size of stream 0
- * (SHR_EINVAL or SHR_ESHAPE naming the stream and why otherwise); multi-scale and natural
- * sizes are refused. on_error applies per stream (SHR_STREAM_ON_ERROR_DEFAULT: the options');
+ * (SHR_EINVAL or SHR_ESHAPE naming the stream and why otherwise). Every scale op works:
+ * multi-scale and natural sizes take the canvas from the largest image of every stream (and a
+ * canvas too small for some stream's largest image is refused naming it). on_error applies per stream (SHR_STREAM_ON_ERROR_DEFAULT: the options');
  * a substitute comes from the same stream. DIRECT access reads each batch with the O_DIRECT
  * batch engine, every stream's samples in one set of requests. shr_get_info reports samples = M and classes = the
  * mixture's (the sum with offset_labels, else the largest). */

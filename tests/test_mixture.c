@@ -416,6 +416,59 @@ START_TEST(test_reader_refusals)
 }
 END_TEST
 
+/* Natural sizes and multi-scale over streams of different sizes: the canvas is the largest of
+ * every stream, each image delivered at its own size from its own stream; a canvas too small
+ * for stream 1's images is refused naming the stream. */
+START_TEST(test_reader_natural_and_multiscale)
+{
+    shr_stream st[2] = {{.path = g_a, .weight = 23, .on_error = -1},
+                        {.path = g_big, .weight = 10, .on_error = -1}};
+    shr_options o;
+    shr_options_init(&o);
+    o.pin = SHR_PIN_OFF;
+    o.batch_size = 6;
+    o.order = SHR_ORDER_RANDOM;
+    o.flip = 1;
+    o.scale = SHR_SCALE_NATURAL;
+    shr_reader *r;
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 0, 0, &o) == 0, "%s", shr_last_error(NULL));
+    const shr_batch *b;
+    uint32_t per[2] = {0, 0};
+    int rc;
+    while ((rc = shr_next(r, &b)) == 0) {
+        ck_assert_uint_eq(b->width, 32);        /* stream 1's 32x32 over stream 0's 24x20 */
+        ck_assert_uint_eq(b->height, 32);
+        for (uint32_t i = 0; i < b->n; i++) {
+            const shr_params *p = &b->params[i];
+            per[b->streams[i]]++;
+            ck_assert_uint_eq(p->image_w, b->streams[i] ? 32 : 24);
+            ck_assert_uint_eq(p->image_h, b->streams[i] ? 32 : 20);
+        }
+        shr_release(r, b);
+    }
+    ck_assert_int_eq(rc, SHR_EEND);
+    ck_assert_uint_eq(per[0], 23);
+    ck_assert_uint_eq(per[1], 10);
+    shr_close(r);
+    /* multi-scale, shortest side 20 or 28, longest at most 28: the 28x28 canvas holds both;
+     * a 28x24 one holds stream 0's largest (24x20 to 28x23) but not stream 1's (32x32 to
+     * 28x28) */
+    o.scale = SHR_SCALE_MULTI;
+    o.scale_sizes[0] = 20;
+    o.scale_sizes[1] = 28;
+    o.scale_nsizes = 2;
+    o.scale_max = 28;
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 0, 0, &o) == 0, "%s", shr_last_error(NULL));
+    shr_close(r);
+    o.width = 28;
+    o.height = 24;
+    ck_assert_int_eq(shr_open_mixture(&r, st, 2, 0, 0, &o), SHR_EINVAL);
+    ck_assert_msg(strstr(shr_last_error(NULL), "stream 1 (") &&
+                  strstr(shr_last_error(NULL), "more than the 28x24 canvas"), "%s",
+                  shr_last_error(NULL));
+}
+END_TEST
+
 /* access DIRECT reads a mixture's batches with the batch engine, every stream's samples in one
  * set of requests: each worker has an engine, and the batches (pixels verified, mirrored,
  * labels offset, streams) are the mmap reader's. */
@@ -492,6 +545,7 @@ static Suite *mixture_suite(void)
     tcase_add_test(tc, test_reader_refusals);
     tcase_add_test(tc, test_reader_unavailable_every_stream);
     tcase_add_test(tc, test_reader_direct_engine);
+    tcase_add_test(tc, test_reader_natural_and_multiscale);
     suite_add_tcase(s, tc);
     return s;
 }
