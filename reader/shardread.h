@@ -765,8 +765,8 @@ typedef struct {
     int on_error;               /* a shr_on_error, or SHR_STREAM_ON_ERROR_DEFAULT */
 } shr_stream;
 
-/* Open a reader over n streams (1 .. 256) with options o (as shr_open; order sequential or
- * random). Errors as shr_open's, the message naming the stream; SHR_EINVAL for streams that
+/* Open a reader over n streams (1 .. 256) with options o (as shr_open; in quasi order each
+ * stream is read in its own quasi order over its shards, mixture.h). Errors as shr_open's, the message naming the stream; SHR_EINVAL for streams that
  * cannot be mixed (see above). */
 SHR_API int shr_open_mixture(shr_reader **r, const shr_stream *streams, uint32_t n,
                              uint64_t samples_per_epoch, int offset_labels, const shr_options *o);

@@ -282,6 +282,73 @@ START_TEST(test_sampler_ranks_and_elastic)
 }
 END_TEST
 
+/* Quasi order: each stream read shard by shard (window 1: a shard's samples together, in a
+ * pass through the stream), every sample once a pass, and any run of positions equal to
+ * walking the epoch; with repeat the second pass is another order. */
+static void check_quasi(const shr_mix_plan *p, uint64_t epoch)
+{
+    uint64_t M = p->total, walk[64], got[8];
+    ck_assert_uint_le(M, 64);
+    shr_mix_plan_fill(p, SHR_ORDER_QUASI, 5, epoch, 0, (uint32_t)M, walk);
+    for (uint32_t s = 0; s < p->n; s++) {
+        uint64_t seen[32] = {0}, k = 0, shard = UINT64_MAX, done[8] = {0};
+        for (uint64_t j = 0; j < M; j++) {
+            if (shr_mix_plan_stream(p, walk[j]) != s)
+                continue;
+            uint64_t i = walk[j] - p->first[s], pass = k / p->size[s];
+            seen[i]++;
+            ck_assert_uint_eq(seen[i], pass + 1);       /* once a pass */
+            if (k % p->size[s] == 0) {      /* a new pass */
+                memset(done, 0, sizeof done);
+                shard = UINT64_MAX;
+            }
+            if (i / 7 != shard) {                       /* a shard, once begun, is finished */
+                ck_assert_uint_eq(done[i / 7], 0);
+                if (shard != UINT64_MAX)
+                    done[shard] = 1;
+                shard = i / 7;
+            }
+            k++;
+        }
+        ck_assert_uint_eq(k, p->per_epoch[s]);
+    }
+    for (uint64_t j0 = 0; j0 < M; j0++)
+        for (uint32_t c = 1; c <= 8 && j0 + c <= M; c++) {
+            shr_mix_plan_fill(p, SHR_ORDER_QUASI, 5, epoch, j0, c, got);
+            ck_assert_int_eq(memcmp(got, walk + j0, c * sizeof *got), 0);
+        }
+}
+
+START_TEST(test_quasi_order)
+{
+    uint64_t sizes[2] = {23, 10}, none[2] = {0, 0};
+    uint64_t c0[] = {7, 7, 7, 2}, c1[] = {7, 3};
+    const uint64_t *counts[2] = {c0, c1};
+    size_t nshards[2] = {4, 2};
+    double w[2] = {0, 0}, rep[2] = {1, 2};
+    shr_mix_plan p;
+    fmt_msg why = {{0}};
+    ck_assert_int_eq(shr_mix_plan_make(&p, 2, sizes, w, rep, none, 0, &why), 0);
+    ck_assert_int_eq(shr_mix_plan_quasi(&p, nshards, counts, 1), 0);
+    ck_assert_uint_eq(p.per_epoch[1], 20);
+    check_quasi(&p, 0);
+    check_quasi(&p, 1);
+    /* not the sequential order, and another one each epoch */
+    uint64_t e0[33], e1[33], seq[33];
+    shr_mix_plan_fill(&p, SHR_ORDER_QUASI, 5, 0, 0, 33, e0);
+    shr_mix_plan_fill(&p, SHR_ORDER_QUASI, 5, 1, 0, 33, e1);
+    shr_mix_plan_fill(&p, SHR_ORDER_SEQUENTIAL, 5, 0, 0, 33, seq);
+    ck_assert_int_ne(memcmp(e0, e1, sizeof e0), 0);
+    ck_assert_int_ne(memcmp(e0, seq, sizeof e0), 0);
+    /* counts that do not add up to a stream's size are refused */
+    shr_mix_plan_free(&p);
+    ck_assert_int_eq(shr_mix_plan_make(&p, 2, sizes, w, rep, none, 0, &why), 0);
+    c1[1] = 4;
+    ck_assert_int_eq(shr_mix_plan_quasi(&p, nshards, counts, 1), SHR_EINVAL);
+    shr_mix_plan_free(&p);
+}
+END_TEST
+
 /* ---- readers over real datasets ---- */
 
 typedef struct {
@@ -411,8 +478,6 @@ START_TEST(test_reader_refusals)
     ck_assert_int_ne(shr_open_mixture(&r, missing, 2, 0, 0, &o), 0);
     ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "stream 1: cannot open dataset "
                                  "/nonexistent/ds"));
-    o.order = SHR_ORDER_QUASI;
-    ck_assert_int_eq(shr_open_mixture(&r, big, 2, 0, 0, &o), SHR_EINVAL);
 }
 END_TEST
 
@@ -546,6 +611,7 @@ static Suite *mixture_suite(void)
     tcase_add_test(tc, test_reader_unavailable_every_stream);
     tcase_add_test(tc, test_reader_direct_engine);
     tcase_add_test(tc, test_reader_natural_and_multiscale);
+    tcase_add_test(tc, test_quasi_order);
     suite_add_tcase(s, tc);
     return s;
 }

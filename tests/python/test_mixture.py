@@ -292,3 +292,34 @@ def test_detection_scale_ops_match_one_dataset(dets, name, opts):
                 flips += int(params[k][4])
     assert seen[0] == 18 and (seen[1] == 18 or name == "jitter")
     assert 0 < flips
+
+
+def test_quasi_order(two):
+    """order='quasi': every sample once an epoch (weights as the sizes), each stream read
+    shard by shard (quasi_window=1; 3-sample shards in b), the same batches at 1 and 3 threads
+    and after a resume, ranks disjoint."""
+    a, b, _ = two
+    kw = dict(batch_size=4, order="quasi", quasi_window=1, seed=6, return_streams=True,
+              return_indices=True, pin_memory=False)
+    full = epoch(shardread.Loader([(a, 23), (b, 10)], threads=1, **kw))
+    seen = [(int(s), int(i)) for x in full for s, i in zip(x[3], x[2])]
+    assert sorted(seen) == sorted({(0, i) for i in range(23)} | {(1, i) for i in range(10)})
+    b_order = [i // 3 for s, i in seen if s == 1]
+    assert b_order == sorted(b_order, key=b_order.index)    # a shard at a time
+    assert [i for s, i in seen if s == 1] != list(range(10))
+    for x, y in zip(full, epoch(shardread.Loader([(a, 23), (b, 10)], threads=3, **kw))):
+        assert all((p == q).all() for p, q in zip(x, y))
+    loader = shardread.Loader([(a, 23), (b, 10)], threads=2, **kw)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    fresh = shardread.Loader([(a, 23), (b, 10)], threads=2, **kw)
+    fresh.load_state_dict(loader.state_dict())
+    rest = epoch(fresh)
+    assert len(rest) == len(full) - 3
+    for x, y in zip(rest, full[3:]):
+        assert all((p == q).all() for p, q in zip(x, y))
+    ranks = [shardread.Loader([(a, 23), (b, 10)], rank=r, world=3, uneven="drop", **kw)
+             for r in range(3)]
+    got = [(int(s), int(i)) for ld in ranks for x in epoch(ld) for s, i in zip(x[3], x[2])]
+    assert len(got) == len(set(got)) == 33
