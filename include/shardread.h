@@ -781,10 +781,11 @@ SHR_API int shr_remote_resolve(const char *url, const char *cache, char *dir, si
  * the streams before it (shr_stream_info.label_offset; detection category ids are kept).
  * Geometry: every stream must give the same channels and be of the same kind (classification
  * or detection), and without width and height every stream must have the one size of stream 0
- * (SHR_EINVAL or SHR_ESHAPE naming the stream and why otherwise); multi-scale and natural
- * sizes are refused. on_error applies per stream (SHR_STREAM_ON_ERROR_DEFAULT: the options');
- * a substitute comes from the same stream. The O_DIRECT batch engine is not used (DIRECT
- * access reads sample by sample). shr_get_info reports samples = M and classes = the
+ * (SHR_EINVAL or SHR_ESHAPE naming the stream and why otherwise). Every scale op works:
+ * multi-scale and natural sizes take the canvas from the largest image of every stream (and a
+ * canvas too small for some stream's largest image is refused naming it). on_error applies per stream (SHR_STREAM_ON_ERROR_DEFAULT: the options');
+ * a substitute comes from the same stream. DIRECT access reads each batch with the O_DIRECT
+ * batch engine, every stream's samples in one set of requests. shr_get_info reports samples = M and classes = the
  * mixture's (the sum with offset_labels, else the largest). */
 #define SHR_STREAM_ON_ERROR_DEFAULT (-1)
 typedef struct {
@@ -795,8 +796,8 @@ typedef struct {
     int on_error;               /* a shr_on_error, or SHR_STREAM_ON_ERROR_DEFAULT */
 } shr_stream;
 
-/* Open a reader over n streams (1 .. 256) with options o (as shr_open; order sequential or
- * random). Errors as shr_open's, the message naming the stream; SHR_EINVAL for streams that
+/* Open a reader over n streams (1 .. 256) with options o (as shr_open; in quasi order each
+ * stream is read in its own quasi order over its shards, mixture.h). Errors as shr_open's, the message naming the stream; SHR_EINVAL for streams that
  * cannot be mixed (see above). */
 SHR_API int shr_open_mixture(shr_reader **r, const shr_stream *streams, uint32_t n,
                              uint64_t samples_per_epoch, int offset_labels, const shr_options *o);

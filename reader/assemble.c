@@ -65,6 +65,19 @@ static int src_read_buf(const shr_reader *r, uint64_t g, void *dst, void *bounce
     return fmt_dataset_read_buf(d, i, dst, NULL, bounce, SHR_BOUNCE_BYTES);
 }
 
+static int src_extent(const shr_reader *r, uint64_t g, fmt_extent *x)
+{
+    uint64_t i;
+    const fmt_dataset *d = src_of(r, g, &i);
+    return fmt_dataset_extent(d, i, x);
+}
+
+/* The label offset of sample g's stream (labels="offset"), else 0. */
+static int64_t src_label_offset(const shr_reader *r, uint64_t g)
+{
+    return r->mx ? r->mx->label_offset[shr_mix_plan_stream(&r->mx->plan, g)] : 0;
+}
+
 /* on_error of sample g's stream. */
 static shr_on_error src_on_error(const shr_reader *r, uint64_t g)
 {
@@ -419,9 +432,10 @@ static int put_sample(shr_worker *w, uint64_t epoch, uint64_t idx, uint8_t *dst,
 /* ---- one batch ---- */
 
 /* Fill the batch's samples idx[0 .. n) (at the output size, every one) through the direct
- * engine: all reads in flight at once, straight into the batch where alignment allows. A sample
- * whose shard has no extents (not read with O_DIRECT) is read as put_sample reads it. With
- * verify_samples, each sample read by the engine is hashed in the batch, before any mirroring. */
+ * engine: all reads in flight at once, straight into the batch where alignment allows; in a
+ * mixture each from its stream's shards, in one set of requests. A sample whose shard has no
+ * extents (not read with O_DIRECT) is read as put_sample reads it. With verify_samples, each
+ * sample read by the engine is hashed in the batch, before any mirroring. */
 static int fill_pinned(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n, uint32_t *pm)
 {
     const shr_reader *r = w->r;
@@ -431,14 +445,14 @@ static int fill_pinned(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
         uint64_t idx = w->idx[i];
         uint8_t *dst = b->data + (size_t)i * r->sample_bytes;
         fmt_sample s;
-        int rc = fmt_dataset_get(r->ds, idx, &s);
+        int rc = src_get(r, idx, &s);
         if (rc)
             return get_failed(r, idx, rc, &slot->msg);
-        b->labels[i] = s.label;
+        b->labels[i] = s.label + (s.label >= 0 ? src_label_offset(r, idx) : 0);
         b->indices[i] = (int64_t)idx;
         b->sources[i] = (int64_t)s.source;
         if (s.channels != r->channels || s.width != r->width || s.height != r->height ||
-            fmt_dataset_extent(r->ds, idx, &w->items[m].x) != 0) {
+            src_extent(r, idx, &w->items[m].x) != 0) {
             if ((rc = put_sample(w, epoch, idx, dst, &s, &slot->params[i], &slot->msg)))
                 return rc;
             continue;
@@ -457,14 +471,14 @@ static int fill_pinned(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
     if (rc) {
         uint64_t idx = w->idx[w->idx[n + bad]];
         return fmt_fail(&slot->msg, rc, "%s: cannot read sample %" PRIu64 ": %s",
-                        fmt_dataset_sample_file(r->ds, idx), idx, fmt_reason(&msg, rc));
+                        src_file(r, idx), src_local(r, idx), fmt_reason(&msg, rc));
     }
     for (uint32_t j = 0; j < m; j++) {
         uint32_t i = (uint32_t)w->idx[n + j];
         if (r->o.verify_samples) {
             uint64_t idx = w->idx[i];
             fmt_sample s;
-            if ((rc = fmt_dataset_get(r->ds, idx, &s)) != 0)
+            if ((rc = src_get(r, idx, &s)) != 0)
                 return fmt_fail(&slot->msg, rc, "sample %" PRIu64 " is out of range", idx);
             if ((rc = verify_px(r, idx, b->data + (size_t)i * r->sample_bytes, &s,
                                 &slot->msg)) != 0)
@@ -673,7 +687,7 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
     if (w->direct) {
         b->n = n;
         int rc = fill_direct(w, slot, epoch, n);
-        if (rc == 0 || r->o.on_error == SHR_ON_ERROR_FAIL)
+        if (rc == 0 || !r->recovers)
             return rc;
     }
     uint32_t out = 0;
@@ -700,8 +714,8 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
             slot->bad_pos[b->nbad++] = (int32_t)out;
         }
         b->labels[out] = s.label;
-        if (r->mx && s.label >= 0)    /* labels="offset" (a substitute: the same stream) */
-            b->labels[out] += r->mx->label_offset[shr_mix_plan_stream(&r->mx->plan, w->idx[i])];
+        if (s.label >= 0)     /* labels="offset" (a substitute: the same stream) */
+            b->labels[out] += src_label_offset(r, w->idx[i]);
         b->sources[out] = (int64_t)s.source;
         out++;
     }

@@ -135,8 +135,29 @@ too_many:
     return fmt_fail(why, SHR_EINVAL, "the mixture has too many samples");
 }
 
+int shr_mix_plan_quasi(shr_mix_plan *p, const size_t *nshards, const uint64_t *const *counts,
+                       uint32_t window)
+{
+    p->quasi = calloc(p->n, sizeof *p->quasi);
+    if (!p->quasi)
+        return ENOMEM;
+    for (uint32_t s = 0; s < p->n; s++) {
+        /* the stream's key is the epoch (stream_key): the sampler's own seed is not used */
+        shr_sampler_cfg cfg = {.n = p->size[s], .order = SHR_ORDER_QUASI, .world = 1,
+                               .batch_size = 1, .nshards = nshards[s],
+                               .shard_counts = counts[s], .window = window};
+        int rc = shr_sampler_create(&p->quasi[s], &cfg);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 void shr_mix_plan_free(shr_mix_plan *p)
 {
+    for (uint32_t s = 0; p->quasi && s < p->n; s++)
+        shr_sampler_free(p->quasi[s]);
+    free(p->quasi);
     free(p->size);
     free(p->per_epoch);
     free(p->first);
@@ -243,6 +264,59 @@ static uint64_t item_index(const shr_mix_plan *p, shr_order order, uint64_t seed
     return p->first[s] + i;
 }
 
+/* Items k0 .. k0 + count - 1 of stream s in quasi order, into out: one walk of the stream's
+ * windows per pass through it. */
+static void quasi_items(const shr_mix_plan *p, uint64_t seed, uint64_t epoch, uint32_t s,
+                        uint64_t k0, uint32_t count, uint64_t *out)
+{
+    uint64_t n = p->size[s];
+    while (count) {
+        uint64_t t = k0 % n;
+        uint32_t run = n - t < count ? (uint32_t)(n - t) : count;
+        shr_sampler_seq(p->quasi[s], stream_key(seed, epoch, s, k0 / n), t, run, out);
+        for (uint32_t i = 0; i < run; i++)
+            out[i] += p->first[s];
+        k0 += run;
+        out += run;
+        count -= run;
+    }
+}
+
+/* shr_mix_plan_fill in quasi order from the counts c0 before j0: each stream's items of the run
+ * (consecutive ordinals) read together, then laid out in the interleave's order. */
+static void fill_quasi(const shr_mix_plan *p, uint64_t seed, uint64_t epoch, const uint64_t *c0,
+                       uint32_t count, uint64_t *out)
+{
+    uint64_t c[SHR_MAX_STREAMS], at[SHR_MAX_STREAMS];
+    uint32_t many[SHR_MAX_STREAMS] = {0};
+    uint64_t *tmp = malloc((size_t)count * sizeof *tmp);
+    memcpy(c, c0, p->n * sizeof *c);
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t s = next_stream(p, c);
+        s = s == UINT32_MAX ? 0 : s;    /* past the epoch: not asked for */
+        if (!tmp)       /* no memory for the runs: one item at a time, slower */
+            quasi_items(p, seed, epoch, s, c[s], 1, out + i);
+        many[s]++;
+        c[s]++;
+    }
+    if (!tmp)
+        return;
+    uint64_t off = 0;
+    for (uint32_t s = 0; s < p->n; s++) {
+        at[s] = off;
+        quasi_items(p, seed, epoch, s, c0[s], many[s], tmp + off);
+        off += many[s];
+    }
+    memcpy(c, c0, p->n * sizeof *c);
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t s = next_stream(p, c);
+        s = s == UINT32_MAX ? 0 : s;
+        out[i] = tmp[at[s]++];
+        c[s]++;
+    }
+    free(tmp);
+}
+
 void shr_mix_plan_fill(const shr_mix_plan *p, shr_order order, uint64_t seed, uint64_t epoch,
                        uint64_t j0, uint32_t count, uint64_t *out)
 {
@@ -252,6 +326,10 @@ void shr_mix_plan_fill(const shr_mix_plan *p, shr_order order, uint64_t seed, ui
     uint32_t s;
     uint64_t k;
     shr_mix_plan_locate(p, j0, &s, &k, c);
+    if (order == SHR_ORDER_QUASI && p->quasi) {
+        fill_quasi(p, seed, epoch, c, count, out);
+        return;
+    }
     for (uint32_t i = 0; i < count; i++) {
         s = next_stream(p, c);
         if (s == UINT32_MAX)
@@ -307,9 +385,6 @@ int shr_mixture_geometry(shr_reader *r, fmt_msg *m)
 {
     shr_mixture *mx = r->mx;
     const fmt_manifest *m0 = fmt_dataset_manifest(mx->ds[0]);
-    if (r->o.scale == SHR_SCALE_MULTI || r->o.scale == SHR_SCALE_NATURAL)
-        return fmt_fail(m, SHR_EINVAL, "a mixture cannot use multi-scale or natural sizes "
-                        "(each image its own size): give scale_jitter, letterbox or a size");
     for (uint32_t s = 0; s < mx->plan.n; s++) {
         const fmt_manifest *ms = fmt_dataset_manifest(mx->ds[s]);
         if (ms->channels != r->channels)
@@ -374,9 +449,6 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
     int rc = shr_options_full(opt, &o, &shr_open_err);
     if (rc)
         return rc;
-    if (o.order == SHR_ORDER_QUASI)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "a mixture reads in sequential or random "
-                        "order, not quasi");
     if ((unsigned)o.on_error > SHR_ON_ERROR_SUBSTITUTE || (unsigned)o.access > SHR_ACCESS_DIRECT)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "unknown on_error or access mode");
     shr_mixture *mx = calloc(1, sizeof *mx);
@@ -450,6 +522,31 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
         mx->plan.n = n;
         fmt_fail(&shr_open_err, rc, "%s", why.text);
         goto fail;
+    }
+    if (o.order == SHR_ORDER_QUASI) {
+        size_t nshards[SHR_MAX_STREAMS];
+        const uint64_t *counts[SHR_MAX_STREAMS];
+        uint64_t *all = NULL;
+        size_t total = 0, at = 0;
+        for (uint32_t s = 0; s < n; s++)
+            total += (nshards[s] = fmt_dataset_manifest(mx->ds[s])->nshards);
+        all = calloc(total ? total : 1, sizeof *all);
+        rc = all ? 0 : ENOMEM;
+        for (uint32_t s = 0; !rc && s < n; s++) {
+            const fmt_manifest *m = fmt_dataset_manifest(mx->ds[s]);
+            counts[s] = all + at;
+            for (size_t i = 0; i < m->nshards; i++)
+                all[at++] = m->shards[i].samples;
+        }
+        if (!rc)
+            rc = shr_mix_plan_quasi(&mx->plan, nshards, counts,
+                                    o.quasi_window ? o.quasi_window : 1);
+        free(all);
+        if (rc) {
+            fmt_fail(&shr_open_err, rc, "cannot plan the streams' quasi orders: %s",
+                     shr_strerror(rc));
+            goto fail;
+        }
     }
     /* MixUp / CutMix soft labels over the mixture's classes */
     if ((o.mixup_alpha > 0 || o.cutmix_alpha > 0) && !o.num_classes)

@@ -15,7 +15,10 @@
  * The k-th item of stream s in epoch e is, in random order, sample perm(key(seed, e, s, k / n_s),
  * n_s, k % n_s) of the stream (a fresh permutation per pass through the stream, so `choose` draws
  * distinct samples and `repeat` sees each sample once per pass); in sequential order sample
- * (e m_s + k) % n_s (a stream read in part goes on where the last epoch stopped). Samples are
+ * (e m_s + k) % n_s (a stream read in part goes on where the last epoch stopped); in quasi
+ * order sample seq_s(key(seed, e, s, k / n_s), k % n_s), seq_s the stream's own quasi order
+ * over its shards (sampler.h) for that key as its epoch, so each stream is read window by
+ * window of its shards as one dataset is. Samples are
  * named by their global index: stream s's sample i is first_s + i, first_s = sum of n_t, t < s.
  */
 #ifndef SHR_MIXTURE_H
@@ -35,6 +38,7 @@ typedef struct shr_mix_plan {
     uint64_t *per_epoch;        /* m_s */
     uint64_t *first;            /* n + 1 prefix sums of size: stream s's global indices */
     uint64_t total;             /* M, positions per epoch */
+    struct shr_sampler **quasi; /* n: each stream's quasi order (shr_mix_plan_quasi), or NULL */
 } shr_mix_plan;
 
 /* The plan of n streams of sizes[s] samples: weight[s] > 0 for all (shares of samples_per_epoch,
@@ -45,6 +49,12 @@ int shr_mix_plan_make(shr_mix_plan *p, uint32_t n, const uint64_t *sizes, const 
                       const double *repeat, const uint64_t *choose, uint64_t samples_per_epoch,
                       fmt_msg *why);
 void shr_mix_plan_free(shr_mix_plan *p);
+
+/* Quasi order for the plan's streams: stream s has nshards[s] shards of counts[s][..] samples,
+ * read `window` shards at a time. 0, SHR_EINVAL (counts that do not add up to the stream's
+ * size) or ENOMEM. */
+int shr_mix_plan_quasi(shr_mix_plan *p, const size_t *nshards, const uint64_t *const *counts,
+                       uint32_t window);
 
 /* The stream of global index g (< first[n]). */
 uint32_t shr_mix_plan_stream(const shr_mix_plan *p, uint64_t g);

@@ -82,6 +82,8 @@ struct shr_reader {
                                  * manifest's, or found in the index at open), else 0 x 0 */
     int uniform;                /* every sample is stored at the output size */
     int convert;                /* the output is not uint8 NHWC: samples go through out */
+    int recovers;               /* on_error skip or substitute (a mixture's: of some stream) */
+    size_t direct_shards;       /* shards read with O_DIRECT (a mixture's: of every stream) */
     shr_tf_rrc rrc;             /* o.rrc: the ranges */
     fmt_rs_cache *rs_cache;     /* o.rrc: coefficient tables shared by the workers */
     uint32_t max_w, max_h;      /* o.rrc: the largest stored width and height */

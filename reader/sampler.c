@@ -161,14 +161,14 @@ int shr_sampler_create(shr_sampler **s, const shr_sampler_cfg *cfg)
     p->start_per_rank = share(cfg, cfg->n - p->start);
     p->start_batches = batches_of(cfg, p->start_per_rank);
     if (cfg->mix) {
-        if (cfg->order == SHR_ORDER_QUASI || cfg->n != cfg->mix->total) {
+        if ((cfg->order == SHR_ORDER_QUASI && !cfg->mix->quasi) || cfg->n != cfg->mix->total) {
             rc = SHR_EINVAL;
             goto leave;
         }
         p->mix = cfg->mix;
     }
 
-    if (cfg->order == SHR_ORDER_QUASI) {
+    if (cfg->order == SHR_ORDER_QUASI && !cfg->mix) {     /* a mixture's: its streams' */
         if (cfg->window == 0 || (cfg->nshards && !cfg->shard_counts)) {
             rc = SHR_EINVAL;
             goto leave;
@@ -325,6 +325,43 @@ static uint64_t quasi_seq(const shr_sampler *s, quasi_cursor *c, uint64_t j)
     }
 }
 
+/* A quasi cursor at the start of epoch, its window table on the stack (room for QUASI_STACK
+ * shards) or, for larger windows, in *heap (the caller frees it; NULL if the memory was not
+ * there, which only costs speed). */
+static void quasi_open(const shr_sampler *s, quasi_cursor *c, uint64_t epoch,
+                       uint64_t *stack_table, uint64_t **heap)
+{
+    uint64_t room = s->window < s->nshards ? s->window : s->nshards;
+    c->epoch = epoch;
+    c->key = epoch_key(s->seed, epoch);
+    *heap = NULL;
+    if (room <= QUASI_STACK) {
+        c->ids = stack_table;
+    } else {
+        *heap = malloc(2 * room * sizeof **heap);
+        c->ids = *heap;
+    }
+    c->ends = c->ids ? c->ids + room : NULL;
+    quasi_enter(s, c, 0, 0, 0);
+}
+
+void shr_sampler_seq(const shr_sampler *s, uint64_t epoch, uint64_t j0, uint32_t count,
+                     uint64_t *out)
+{
+    if (s->order != SHR_ORDER_QUASI) {
+        uint64_t key = epoch_key(s->seed, epoch);
+        for (uint32_t i = 0; i < count; i++)
+            out[i] = s->order == SHR_ORDER_RANDOM ? shr_perm(key, s->n, j0 + i) : j0 + i;
+        return;
+    }
+    quasi_cursor qc;
+    uint64_t stack_table[2 * QUASI_STACK], *heap_table;
+    quasi_open(s, &qc, epoch, stack_table, &heap_table);
+    for (uint32_t i = 0; i < count; i++)
+        out[i] = quasi_seq(s, &qc, j0 + i);
+    free(heap_table);
+}
+
 /* A mixture's batch (sampler.h, "Mixtures"): a block of consecutive positions, in at most two
  * runs (a padded last group wraps to the epoch's start). */
 static uint32_t mix_batch(const shr_sampler *s, uint64_t epoch, uint64_t batch, uint64_t start,
@@ -358,20 +395,8 @@ uint32_t shr_sampler_batch(const shr_sampler *s, uint64_t epoch, uint64_t batch,
     uint64_t key = epoch_key(s->seed, epoch);
     quasi_cursor qc;
     uint64_t stack_table[2 * QUASI_STACK], *heap_table = NULL;
-    if (s->order == SHR_ORDER_QUASI) {
-        uint64_t room = s->window < s->nshards ? s->window : s->nshards;
-        qc.epoch = epoch;
-        qc.key = key;
-        if (room <= QUASI_STACK) {
-            qc.ids = stack_table;
-        } else {
-            /* a failure here only costs speed */
-            heap_table = malloc(2 * room * sizeof *heap_table);
-            qc.ids = heap_table;
-        }
-        qc.ends = qc.ids ? qc.ids + room : NULL;
-        quasi_enter(s, &qc, 0, 0, 0);
-    }
+    if (s->order == SHR_ORDER_QUASI)
+        quasi_open(s, &qc, epoch, stack_table, &heap_table);
     for (uint32_t i = 0; i < count; i++) {
         /* below n + world by the check in create, so no overflow; past n only when padding */
         uint64_t j = start + s->rank + (k0 + i) * s->world;

@@ -27,7 +27,8 @@
  * Batches: consecutive runs of batch_size of the rank's positions; the last may be shorter, or is
  * dropped with drop_last. Every rank has the same number of batches.
  * Mixtures (cfg.mix, mixture.h): n is the plan's positions per epoch and seq(j) the global
- * index of position j of its interleave (order random or sequential; quasi is refused). The
+ * index of position j of its interleave (in every order: quasi reads each stream in its own
+ * quasi order, mixture.h). The
  * rank partition is by blocks, so that each batch is a window of consecutive positions: of the
  * m positions left, group g = [start + g B W, start + (g + 1) B W) gives rank r its positions
  * [start + g B W + r B, ... + B); a last, partial group of R < B W positions gives each rank L
@@ -94,6 +95,12 @@ uint64_t shr_sampler_consumed(const shr_sampler *s, uint64_t epoch, uint64_t bat
  * batch_size); returns how many (batch_size, or fewer for a last partial batch). A batch number
  * past the end returns 0 and writes nothing. */
 uint32_t shr_sampler_batch(const shr_sampler *s, uint64_t epoch, uint64_t batch, uint64_t *out);
+
+/* The epoch's sequence itself, seq(j) for j = j0 .. j0 + count - 1 (all < n), whatever the
+ * ranks: a quasi order walks its windows once per call. What a mixture's streams are read in
+ * (mixture.h). */
+void shr_sampler_seq(const shr_sampler *s, uint64_t epoch, uint64_t j0, uint32_t count,
+                     uint64_t *out);
 
 /* SHR_ORDER_QUASI: the shard at position q (< nshards) of epoch's shard order; window w is
  * positions [w * window, (w + 1) * window). Lets a reader prefetch the next window's shards and

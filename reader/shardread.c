@@ -357,8 +357,9 @@ static int set_geometry(shr_reader *r, const char *dir)
     } else if (r->o.scale == SHR_SCALE_MULTI) {
         r->width = r->height = r->o.scale_max;      /* the canvas of every image */
     } else if (r->o.scale == SHR_SCALE_NATURAL) {
-        /* the canvas: the largest stored width and height */
+        /* the canvas: the largest stored width and height (of every stream of a mixture) */
         largest_size(r, &r->width, &r->height);
+        shr_mixture_largest(r, &r->width, &r->height);
         if (!r->width)
             return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: no sample can be read to size the "
                             "natural sizes' canvas", dir);
@@ -669,27 +670,21 @@ static int prewarm_tables(shr_reader *r)
     return rc;
 }
 
-/* The scale ops: the resampler's shared tables, and (multi-scale) every sample's largest image
- * inside the canvas. */
-static int scale_setup(shr_reader *r, const char *dir)
+/* Multi-scale and natural sizes: every sample of ds (at path), at its largest, inside the
+ * canvas. */
+static int scale_fits(const shr_reader *r, const fmt_dataset *ds, const char *path)
 {
-    int rc = fmt_rs_cache_create(&r->rs_cache);
-    if (rc)
-        return fmt_fail(&shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
-                        shr_strerror(rc));
-    if (!shr_scale_per_image(r->o.scale))
-        return 0;
-    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    const fmt_manifest *m = fmt_dataset_manifest(ds);
     int fixed = m->sample_width && m->sample_height;
     for (uint64_t i = 0; i < (fixed ? 1 : m->samples); i++) {
         uint32_t sw = m->sample_width, sh = m->sample_height, w, h;
         if (!fixed) {
             fmt_sample s;
-            rc = fmt_dataset_get(r->ds, i, &s);
-            if (rc && fmt_dataset_sample_error(r->ds, i))
+            int rc = fmt_dataset_get(ds, i, &s);
+            if (rc && fmt_dataset_sample_error(ds, i))
                 continue;       /* in a shard that did not open: never read */
             if (rc)
-                return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": %s", dir, i,
+                return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": %s", path, i,
                                 shr_strerror(rc));
             sw = s.width;
             sh = s.height;
@@ -702,8 +697,29 @@ static int scale_setup(shr_reader *r, const char *dir)
             return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: sample %" PRIu64 " (%" PRIu32 "x%"
                             PRIu32 ") becomes %" PRIu32 "x%" PRIu32 " at its largest scale, "
                             "more than the %" PRIu32 "x%" PRIu32 " canvas: give a larger one "
-                            "(width, height)%s", dir, i, sw, sh, w, h, r->width, r->height,
+                            "(width, height)%s", path, i, sw, sh, w, h, r->width, r->height,
                             r->o.scale == SHR_SCALE_MULTI ? " or smaller sizes" : "");
+    }
+    return 0;
+}
+
+/* The scale ops: the resampler's shared tables, and (multi-scale, natural sizes) every
+ * sample's largest image inside the canvas, in every stream of a mixture. */
+static int scale_setup(shr_reader *r, const char *dir)
+{
+    int rc = fmt_rs_cache_create(&r->rs_cache);
+    if (rc)
+        return fmt_fail(&shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
+                        shr_strerror(rc));
+    if (!shr_scale_per_image(r->o.scale))
+        return 0;
+    if (!r->mx)
+        return scale_fits(r, r->ds, dir);
+    for (uint32_t s = 0; s < r->mx->plan.n; s++) {
+        char path[600];
+        snprintf(path, sizeof path, "stream %" PRIu32 " (%.500s)", s, r->mx->paths[s]);
+        if ((rc = scale_fits(r, r->mx->ds[s], path)) != 0)
+            return rc;
     }
     return 0;
 }
@@ -744,8 +760,7 @@ static int start_workers(shr_reader *r)
             if (!w->sample)
                 return ENOMEM;
             w->sample_cap = r->sample_max;
-        } else if (r->o.access == SHR_ACCESS_DIRECT && !r->mx &&
-                   fmt_dataset_direct_shards(r->ds) > 0) {
+        } else if (r->o.access == SHR_ACCESS_DIRECT && r->direct_shards > 0) {
             int rc = shr_direct_create(&w->direct, SHR_DIRECT_DEPTH, SHR_DIRECT_STAGING);
             w->items = calloc(r->o.batch_size, sizeof *w->items);
             if (rc || !w->items)
@@ -781,20 +796,30 @@ static int start_workers(shr_reader *r)
     return 0;
 }
 
-/* The shards a tolerant open left closed, each named once, in the reader's last error. */
+/* The shards a tolerant open left closed, each named once, in the reader's last error: every
+ * stream's in a mixture, each shard after its stream (with the stream's own on_error). */
 static void note_unavailable(shr_reader *r)
 {
-    size_t n = fmt_dataset_unavailable(r->ds), used = 0;
-    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
-    for (size_t i = 0; n && i < m->nshards && used < sizeof r->err.text; i++) {
-        const char *path, *why;
-        if (fmt_dataset_shard_status(r->ds, i, &path, &why) == 0)
-            continue;
-        int k = snprintf(r->err.text + used, sizeof r->err.text - used, "%s%s: cannot open (%s): its %"
-                         PRIu64 " samples are %s", used ? "; " : "", path, why,
-                         m->shards[i].samples,
-                         r->o.on_error == SHR_ON_ERROR_SKIP ? "skipped" : "replaced");
-        used += k > 0 ? (size_t)k : 0;
+    uint32_t streams = r->mx ? r->mx->plan.n : 1;
+    size_t used = 0;
+    for (uint32_t st = 0; st < streams; st++) {
+        const fmt_dataset *ds = r->mx ? r->mx->ds[st] : r->ds;
+        shr_on_error on_error = r->mx ? r->mx->on_error[st] : r->o.on_error;
+        size_t n = fmt_dataset_unavailable(ds);
+        const fmt_manifest *m = fmt_dataset_manifest(ds);
+        for (size_t i = 0; n && i < m->nshards && used < sizeof r->err.text; i++) {
+            const char *path, *why;
+            if (fmt_dataset_shard_status(ds, i, &path, &why) == 0)
+                continue;
+            char stream[48] = "";
+            if (r->mx)
+                snprintf(stream, sizeof stream, "stream %" PRIu32 ": ", st);
+            int k = snprintf(r->err.text + used, sizeof r->err.text - used, "%s%s%s: cannot "
+                             "open (%s): its %" PRIu64 " samples are %s", used ? "; " : "",
+                             stream, path, why, m->shards[i].samples,
+                             on_error == SHR_ON_ERROR_SKIP ? "skipped" : "replaced");
+            used += k > 0 ? (size_t)k : 0;
+        }
     }
 }
 
@@ -865,6 +890,12 @@ int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt, shr
         goto leave;
     }
     note_unavailable(r);
+    r->recovers = !mx && o.on_error != SHR_ON_ERROR_FAIL;
+    r->direct_shards = mx ? 0 : fmt_dataset_direct_shards(r->ds);
+    for (uint32_t s = 0; mx && s < mx->plan.n; s++) {
+        r->recovers |= mx->on_error[s] != SHR_ON_ERROR_FAIL;
+        r->direct_shards += fmt_dataset_direct_shards(mx->ds[s]);
+    }
     rc = set_geometry(r, dir);
     if (rc == 0 && mx)
         rc = shr_mixture_geometry(r, &shr_open_err);

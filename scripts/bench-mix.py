@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench-mix.py - a two-stream mixture Loader against a single-dataset Loader of the same total
 data, in the same run: the rate of each (samples/s over whole epochs), medians of several
-alternating runs, and their ratio (docs/BENCHMARKS.md, "Mixtures").
+alternating runs, their spread, and the ratio (of the medians and of each alternating pair;
+docs/BENCHMARKS.md, "Mixtures").
 
     BUILD=build /usr/bin/python3 scripts/bench-mix.py [--samples 6000] [--runs 7] [--size 64]
 
@@ -78,14 +79,18 @@ def main():
             one.append(rate(single, args.epochs))
             two.append(rate(mixed, args.epochs))
         m1, m2 = statistics.median(one), statistics.median(two)
+        ratios = [y / x for x, y in zip(one, two)]      # each alternating pair's own ratio
+
+        def spread(v):
+            q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
+            return f"min {min(v):.0f}, quartiles {q[0]:.0f} .. {q[2]:.0f}, max {max(v):.0f}"
         print(f"samples {args.samples} of {args.size}x{args.size} RGB, batch {args.batch}, "
               f"threads {args.threads}, random order, {args.epochs} epochs a run, "
               f"{args.runs} alternating runs")
-        print(f"single dataset   median {m1:10.0f} samples/s  (runs: "
-              f"{', '.join(f'{x:.0f}' for x in one)})")
-        print(f"two-stream mix   median {m2:10.0f} samples/s  (runs: "
-              f"{', '.join(f'{x:.0f}' for x in two)})")
-        print(f"mixture / single {m2 / m1:.3f}")
+        print(f"single dataset   median {m1:10.0f} samples/s  ({spread(one)})")
+        print(f"two-stream mix   median {m2:10.0f} samples/s  ({spread(two)})")
+        print(f"mixture / single {m2 / m1:.3f} (medians); per pair: median "
+              f"{statistics.median(ratios):.3f}, min {min(ratios):.3f}, max {max(ratios):.3f}")
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

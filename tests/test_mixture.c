@@ -6,6 +6,7 @@
  *
  * Fixtures: two datasets built at run time by the shardc binaries of the same build directory. */
 #include "mixture.h"
+#include "reader.h"
 #include "sampler.h"
 #include "shardread.h"
 #include "progs.h"
@@ -281,6 +282,73 @@ START_TEST(test_sampler_ranks_and_elastic)
 }
 END_TEST
 
+/* Quasi order: each stream read shard by shard (window 1: a shard's samples together, in a
+ * pass through the stream), every sample once a pass, and any run of positions equal to
+ * walking the epoch; with repeat the second pass is another order. */
+static void check_quasi(const shr_mix_plan *p, uint64_t epoch)
+{
+    uint64_t M = p->total, walk[64], got[8];
+    ck_assert_uint_le(M, 64);
+    shr_mix_plan_fill(p, SHR_ORDER_QUASI, 5, epoch, 0, (uint32_t)M, walk);
+    for (uint32_t s = 0; s < p->n; s++) {
+        uint64_t seen[32] = {0}, k = 0, shard = UINT64_MAX, done[8] = {0};
+        for (uint64_t j = 0; j < M; j++) {
+            if (shr_mix_plan_stream(p, walk[j]) != s)
+                continue;
+            uint64_t i = walk[j] - p->first[s], pass = k / p->size[s];
+            seen[i]++;
+            ck_assert_uint_eq(seen[i], pass + 1);       /* once a pass */
+            if (k % p->size[s] == 0) {      /* a new pass */
+                memset(done, 0, sizeof done);
+                shard = UINT64_MAX;
+            }
+            if (i / 7 != shard) {                       /* a shard, once begun, is finished */
+                ck_assert_uint_eq(done[i / 7], 0);
+                if (shard != UINT64_MAX)
+                    done[shard] = 1;
+                shard = i / 7;
+            }
+            k++;
+        }
+        ck_assert_uint_eq(k, p->per_epoch[s]);
+    }
+    for (uint64_t j0 = 0; j0 < M; j0++)
+        for (uint32_t c = 1; c <= 8 && j0 + c <= M; c++) {
+            shr_mix_plan_fill(p, SHR_ORDER_QUASI, 5, epoch, j0, c, got);
+            ck_assert_int_eq(memcmp(got, walk + j0, c * sizeof *got), 0);
+        }
+}
+
+START_TEST(test_quasi_order)
+{
+    uint64_t sizes[2] = {23, 10}, none[2] = {0, 0};
+    uint64_t c0[] = {7, 7, 7, 2}, c1[] = {7, 3};
+    const uint64_t *counts[2] = {c0, c1};
+    size_t nshards[2] = {4, 2};
+    double w[2] = {0, 0}, rep[2] = {1, 2};
+    shr_mix_plan p;
+    fmt_msg why = {{0}};
+    ck_assert_int_eq(shr_mix_plan_make(&p, 2, sizes, w, rep, none, 0, &why), 0);
+    ck_assert_int_eq(shr_mix_plan_quasi(&p, nshards, counts, 1), 0);
+    ck_assert_uint_eq(p.per_epoch[1], 20);
+    check_quasi(&p, 0);
+    check_quasi(&p, 1);
+    /* not the sequential order, and another one each epoch */
+    uint64_t e0[33], e1[33], seq[33];
+    shr_mix_plan_fill(&p, SHR_ORDER_QUASI, 5, 0, 0, 33, e0);
+    shr_mix_plan_fill(&p, SHR_ORDER_QUASI, 5, 1, 0, 33, e1);
+    shr_mix_plan_fill(&p, SHR_ORDER_SEQUENTIAL, 5, 0, 0, 33, seq);
+    ck_assert_int_ne(memcmp(e0, e1, sizeof e0), 0);
+    ck_assert_int_ne(memcmp(e0, seq, sizeof e0), 0);
+    /* counts that do not add up to a stream's size are refused */
+    shr_mix_plan_free(&p);
+    ck_assert_int_eq(shr_mix_plan_make(&p, 2, sizes, w, rep, none, 0, &why), 0);
+    c1[1] = 4;
+    ck_assert_int_eq(shr_mix_plan_quasi(&p, nshards, counts, 1), SHR_EINVAL);
+    shr_mix_plan_free(&p);
+}
+END_TEST
+
 /* ---- readers over real datasets ---- */
 
 typedef struct {
@@ -410,8 +478,122 @@ START_TEST(test_reader_refusals)
     ck_assert_int_ne(shr_open_mixture(&r, missing, 2, 0, 0, &o), 0);
     ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "stream 1: cannot open dataset "
                                  "/nonexistent/ds"));
-    o.order = SHR_ORDER_QUASI;
-    ck_assert_int_eq(shr_open_mixture(&r, big, 2, 0, 0, &o), SHR_EINVAL);
+}
+END_TEST
+
+/* Natural sizes and multi-scale over streams of different sizes: the canvas is the largest of
+ * every stream, each image delivered at its own size from its own stream; a canvas too small
+ * for stream 1's images is refused naming the stream. */
+START_TEST(test_reader_natural_and_multiscale)
+{
+    shr_stream st[2] = {{.path = g_a, .weight = 23, .on_error = -1},
+                        {.path = g_big, .weight = 10, .on_error = -1}};
+    shr_options o;
+    shr_options_init(&o);
+    o.pin = SHR_PIN_OFF;
+    o.batch_size = 6;
+    o.order = SHR_ORDER_RANDOM;
+    o.flip = 1;
+    o.scale = SHR_SCALE_NATURAL;
+    shr_reader *r;
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 0, 0, &o) == 0, "%s", shr_last_error(NULL));
+    const shr_batch *b;
+    uint32_t per[2] = {0, 0};
+    int rc;
+    while ((rc = shr_next(r, &b)) == 0) {
+        ck_assert_uint_eq(b->width, 32);        /* stream 1's 32x32 over stream 0's 24x20 */
+        ck_assert_uint_eq(b->height, 32);
+        for (uint32_t i = 0; i < b->n; i++) {
+            const shr_params *p = &b->params[i];
+            per[b->streams[i]]++;
+            ck_assert_uint_eq(p->image_w, b->streams[i] ? 32 : 24);
+            ck_assert_uint_eq(p->image_h, b->streams[i] ? 32 : 20);
+        }
+        shr_release(r, b);
+    }
+    ck_assert_int_eq(rc, SHR_EEND);
+    ck_assert_uint_eq(per[0], 23);
+    ck_assert_uint_eq(per[1], 10);
+    shr_close(r);
+    /* multi-scale, shortest side 20 or 28, longest at most 28: the 28x28 canvas holds both;
+     * a 28x24 one holds stream 0's largest (24x20 to 28x23) but not stream 1's (32x32 to
+     * 28x28) */
+    o.scale = SHR_SCALE_MULTI;
+    o.scale_sizes[0] = 20;
+    o.scale_sizes[1] = 28;
+    o.scale_nsizes = 2;
+    o.scale_max = 28;
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 0, 0, &o) == 0, "%s", shr_last_error(NULL));
+    shr_close(r);
+    o.width = 28;
+    o.height = 24;
+    ck_assert_int_eq(shr_open_mixture(&r, st, 2, 0, 0, &o), SHR_EINVAL);
+    ck_assert_msg(strstr(shr_last_error(NULL), "stream 1 (") &&
+                  strstr(shr_last_error(NULL), "more than the 28x24 canvas"), "%s",
+                  shr_last_error(NULL));
+}
+END_TEST
+
+/* access DIRECT reads a mixture's batches with the batch engine, every stream's samples in one
+ * set of requests: each worker has an engine, and the batches (pixels verified, mirrored,
+ * labels offset, streams) are the mmap reader's. */
+START_TEST(test_reader_direct_engine)
+{
+    shr_stream st[2] = {{.path = g_a, .weight = 0.6, .on_error = -1},
+                        {.path = g_b, .weight = 0.4, .on_error = -1}};
+    shr_options o;
+    shr_options_init(&o);
+    o.batch_size = 5;
+    o.order = SHR_ORDER_RANDOM;
+    o.seed = 8;
+    o.flip = 1;
+    o.pin = SHR_PIN_OFF;
+    o.threads = 2;
+    o.verify_samples = 1;
+    rec want[8], got[8];
+    shr_reader *r;
+    ck_assert_int_eq(shr_open_mixture(&r, st, 2, 40, 1, &o), 0);
+    ck_assert_uint_eq(read_epoch(r, want, 8), 8);
+    shr_close(r);
+    o.access = SHR_ACCESS_DIRECT;
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 40, 1, &o) == 0, "%s", shr_last_error(NULL));
+    ck_assert_uint_eq(r->direct_shards, 4 + 2);     /* 23 and 10 samples, 7 a shard */
+    for (uint32_t i = 0; i < o.threads; i++)
+        ck_assert_ptr_nonnull(r->workers[i].direct);
+    ck_assert_uint_eq(read_epoch(r, got, 8), 8);
+    shr_close(r);
+    ck_assert_int_eq(memcmp(want, got, sizeof want), 0);
+}
+END_TEST
+
+/* A tolerant open's note of the shards that did not open covers every stream, each shard after
+ * its stream, with that stream's policy. */
+START_TEST(test_reader_unavailable_every_stream)
+{
+    char cmd[2048], a[600], b[600];
+    snprintf(a, sizeof a, "%s/a-broken", g_root);
+    snprintf(b, sizeof b, "%s/b-broken", g_root);
+    snprintf(cmd, sizeof cmd, "cd '%s' && rm -rf a-broken b-broken && cp -r a a-broken && "
+             "cp -r b b-broken && truncate -s 64 a-broken/shard-00001.raw "
+             "b-broken/shard-00000.raw", g_root);
+    ck_assert_int_eq(run_quiet(cmd), 0);
+    shr_stream st[2] = {{.path = a, .weight = 1, .on_error = SHR_ON_ERROR_SUBSTITUTE},
+                        {.path = b, .weight = 1, .on_error = SHR_ON_ERROR_SKIP}};
+    shr_options o;
+    shr_options_init(&o);
+    o.pin = SHR_PIN_OFF;
+    o.batch_size = 4;
+    shr_reader *r = NULL;
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 0, 0, &o) == 0, "%s", shr_last_error(NULL));
+    char want[2][1400];
+    snprintf(want[0], sizeof want[0], "stream 0: %s/shard-00001.raw: cannot open (", a);
+    snprintf(want[1], sizeof want[1], "stream 1: %s/shard-00000.raw: cannot open (", b);
+    const char *note = shr_last_error(r);
+    const char *at0 = strstr(note, want[0]), *at1 = strstr(note, want[1]);
+    ck_assert_msg(at0 && at1 && at0 < at1, "%s", note);
+    ck_assert_ptr_nonnull(strstr(at0, "its 7 samples are replaced; "));
+    ck_assert_ptr_nonnull(strstr(at1, "its 7 samples are skipped"));
+    shr_close(r);
 }
 END_TEST
 
@@ -426,6 +608,10 @@ static Suite *mixture_suite(void)
     tcase_add_test(tc, test_sampler_ranks_and_elastic);
     tcase_add_test(tc, test_reader_two_streams);
     tcase_add_test(tc, test_reader_refusals);
+    tcase_add_test(tc, test_reader_unavailable_every_stream);
+    tcase_add_test(tc, test_reader_direct_engine);
+    tcase_add_test(tc, test_reader_natural_and_multiscale);
+    tcase_add_test(tc, test_quasi_order);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,15 +2,21 @@
 proportions over an epoch and within every window of batches (the documented +-1 for two
 streams), exact resume at several cut points (also after a world change), ranks disjoint and
 equal, two streams of different sizes and classes with labels kept or offset, threads never
-change a batch, per-stream on_error, and refusals that name the stream."""
+change a batch, per-stream on_error, and refusals that name the stream; two detection streams
+through every read-time scale op (multi-scale, natural sizes, scale_jitter, letterbox) with
+the single-dataset Loader's boxes and pixels for the same sample and draw; order='quasi'."""
 import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
 
 import shardread
-from conftest import MKSAMPLE, SHARDC, run
+from conftest import MKSAMPLE, SHARDC, build_detection, run
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ref"))
+import detect_ref  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -170,9 +176,10 @@ def test_stream_forms_repeat_choose(two):
     assert chosen.streams[1] == shardread.Stream(b, choose=4)
 
 
-def test_per_stream_on_error(two, fx):
+@pytest.mark.parametrize("access", ["pread", "direct"])
+def test_per_stream_on_error(two, fx, access):
     a, b, _ = two
-    broken = os.path.join(fx.root, "mixture", "b-broken")
+    broken = os.path.join(fx.root, "mixture", "b-broken-" + access)
     shutil.rmtree(broken, ignore_errors=True)
     shutil.copytree(b, broken)
     shard = [f for f in os.listdir(broken) if f.endswith(".raw") or f.endswith(".shard")
@@ -181,10 +188,10 @@ def test_per_stream_on_error(two, fx):
     with open(os.path.join(broken, sorted(shard)[0]), "r+b") as f:
         f.truncate(64)
     with pytest.raises(shardread.Error):
-        shardread.Loader([(a, 0.5), (broken, 0.5)], batch_size=4, access="pread")
+        shardread.Loader([(a, 0.5), (broken, 0.5)], batch_size=4, access=access)
     loader = shardread.Loader([shardread.Stream(a, weight=0.5),
                                shardread.Stream(broken, weight=0.5, on_error="skip")],
-                              batch_size=4, access="pread", return_streams=True)
+                              batch_size=4, access=access, return_streams=True)
     got = epoch(loader)
     st = np.concatenate([x[2] for x in got])
     # 17 + 16 positions; stream 1's 16 are samples 0..9, 0..5 (sequential), and its first
@@ -210,3 +217,109 @@ def test_refusals_name_the_stream(two, fx):
     with pytest.raises(ValueError, match="another dataset"):
         other = shardread.Loader([(a, 0.5), (a, 0.5)], batch_size=10)
         other.load_state_dict(mix(two).state_dict())
+
+
+@pytest.fixture(scope="module")
+def dets(tmp_path_factory):
+    """Two detection datasets of 6 images each, sizes varying (--max-side 64)."""
+    return [build_detection(tmp_path_factory.mktemp(f"mixdet{k}"), seed)
+            for k, seed in enumerate((3, 8))]
+
+
+def key(i, row):
+    return (int(i), tuple(int(v) for v in row))
+
+
+DET_CASES = [
+    ("multiscale", dict(multiscale=((32, 48), 64))),
+    ("multiscale-pad", dict(multiscale=((32, 48), 64), pad_to=True)),
+    ("natural", dict()),        # sizes vary, no size: each image at its stored size, a list
+    ("letterbox", dict(letterbox=48)),
+    ("jitter", dict(scale_jitter=(48, (0.3, 1.8)))),
+]
+
+
+@pytest.mark.parametrize("name,opts", DET_CASES, ids=[c[0] for c in DET_CASES])
+def test_detection_scale_ops_match_one_dataset(dets, name, opts):
+    """Every sample of the mixture has the boxes, labels and pixels the single-dataset Loader
+    gives the same sample under the same draw (return_params row). Stream 0's samples are
+    their own global indices, so epoch by epoch they are drawn as the single Loader draws them;
+    stream 1's draws (keyed by global index) are looked up among the single Loader's over 24
+    epochs (two sizes and a flip: each draw of a sample is there), but for the continuous
+    scale_jitter, whose boxes are checked against the NumPy reference instead."""
+    kw = dict(batch_size=4, targets=True, return_params=True, return_indices=True, shuffle=True,
+              seed=5, flip=0.5, threads=2, pin_memory=False, **opts)
+    ref = []
+    for path in dets:
+        one = shardread.Loader(path, **kw)
+        got = {}
+        for e in range(24):
+            one.set_epoch(e)
+            for images, targets, indices, params in one:
+                for k, i in enumerate(indices):
+                    got[(e,) + key(i, params[k])] = (np.array(images[k]), targets[k])
+        ref.append(got)
+    mixed = shardread.Loader([(dets[0], 1), (dets[1], 1)], return_streams=True, **kw)
+    shape = mixed.info["shape"]
+    multi = "multiscale" in opts or name == "natural"
+    seen = [0, 0]
+    flips = 0
+    for e in range(3):
+        mixed.set_epoch(e)
+        for images, targets, indices, streams, params in mixed:
+            assert isinstance(images, list) == (multi and "pad_to" not in opts)
+            for k, (i, s) in enumerate(zip(indices, streams)):
+                s = int(s)
+                stored = shardread.Dataset(dets[s])[int(i)][1]
+                t = targets[k]
+                assert t["image_id"] == stored["image_id"]
+                want_b, want_a, keep = detect_ref.scale_boxes(
+                    stored["boxes"], stored["area"], params[k], shape[1], multi)
+                assert np.allclose(t["boxes"], want_b, atol=1e-4), (name, s, int(i))
+                assert np.array_equal(t["labels"], np.asarray(stored["labels"])[keep])
+                match = ref[s].get((e,) + key(i, params[k])) if s == 0 else next(
+                    (v for (ee, *kk), v in ref[s].items() if tuple(kk) == key(i, params[k])),
+                    None)
+                if name == "jitter" and s == 1:
+                    continue
+                assert match is not None, (name, s, int(i), params[k])
+                img, tt = match
+                assert np.array_equal(np.asarray(images[k]), img), (name, s, int(i))
+                assert np.array_equal(t["boxes"], tt["boxes"])
+                assert np.array_equal(t["labels"], tt["labels"])
+                assert np.array_equal(t["area"], tt["area"]) and t["size"] == tt["size"]
+                seen[s] += 1
+                flips += int(params[k][4])
+    assert seen[0] == 18 and (seen[1] == 18 or name == "jitter")
+    assert 0 < flips
+
+
+def test_quasi_order(two):
+    """order='quasi': every sample once an epoch (weights as the sizes), each stream read
+    shard by shard (quasi_window=1; 3-sample shards in b), the same batches at 1 and 3 threads
+    and after a resume, ranks disjoint."""
+    a, b, _ = two
+    kw = dict(batch_size=4, order="quasi", quasi_window=1, seed=6, return_streams=True,
+              return_indices=True, pin_memory=False)
+    full = epoch(shardread.Loader([(a, 23), (b, 10)], threads=1, **kw))
+    seen = [(int(s), int(i)) for x in full for s, i in zip(x[3], x[2])]
+    assert sorted(seen) == sorted({(0, i) for i in range(23)} | {(1, i) for i in range(10)})
+    b_order = [i // 3 for s, i in seen if s == 1]
+    assert b_order == sorted(b_order, key=b_order.index)    # a shard at a time
+    assert [i for s, i in seen if s == 1] != list(range(10))
+    for x, y in zip(full, epoch(shardread.Loader([(a, 23), (b, 10)], threads=3, **kw))):
+        assert all((p == q).all() for p, q in zip(x, y))
+    loader = shardread.Loader([(a, 23), (b, 10)], threads=2, **kw)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    fresh = shardread.Loader([(a, 23), (b, 10)], threads=2, **kw)
+    fresh.load_state_dict(loader.state_dict())
+    rest = epoch(fresh)
+    assert len(rest) == len(full) - 3
+    for x, y in zip(rest, full[3:]):
+        assert all((p == q).all() for p, q in zip(x, y))
+    ranks = [shardread.Loader([(a, 23), (b, 10)], rank=r, world=3, uneven="drop", **kw)
+             for r in range(3)]
+    got = [(int(s), int(i)) for ld in ranks for x in epoch(ld) for s, i in zip(x[3], x[2])]
+    assert len(got) == len(set(got)) == 33
