@@ -225,6 +225,9 @@ static void *uploader(void *arg)
          * before a local shard is renamed) */
         if (!x->journal_up || it->jlen != x->jlen || memcmp(it->journal, x->journal, it->jlen)) {
             char *jname = NULL;
+            pthread_mutex_lock(&x->mu);
+            x->queued += it->jlen;      /* the progress counts every byte sent */
+            pthread_mutex_unlock(&x->mu);
             if (asprintf(&jname, "%s%s", x->sub, SHC_JOURNAL_NAME) < 0)
                 rc = fmt_fail(&why, ENOMEM, "out of memory");
             else
@@ -500,8 +503,15 @@ static int finish_upload(up_t *x, const char *dir, const shc_build_cb *cb)
             free(path);
             return ENOMEM;
         }
-        if (i == 3 || access(path, F_OK) == 0)
+        struct stat sb;
+        if (stat(path, &sb) == 0) {
+            pthread_mutex_lock(&x->mu);
+            x->queued += (uint64_t)sb.st_size;
+            pthread_mutex_unlock(&x->mu);
             rc = rmt_put_file(x->w, name, path, &msg);
+        } else if (i == 3) {
+            rc = fmt_fail(&msg, errno, "cannot read %s: %s", path, strerror(errno));
+        }
         free(path);
         free(name);
     }
@@ -620,11 +630,16 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
     }
     if (x.final_pending)
         report(&x, &x.last, 1);
+    char *where = NULL;
     if (x.have_summary && cb->summary) {
-        x.summary.out = x.url;
+        if (asprintf(&where, "%s%s%.*s", x.url, *x.sub ? "/" : "", (int)strlen(x.sub) - 1,
+                     x.sub) < 0)
+            where = NULL;
+        x.summary.out = where ? where : x.url;
         x.summary.seconds = shc_now() - x.t0;
         cb->summary(cb->ctx, &x.summary);
     }
+    free(where);
 out:
     /* nothing staged is needed once the build ended: the bucket holds what --resume continues */
     rm_rf(dir);
