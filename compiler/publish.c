@@ -325,7 +325,10 @@ static int on_shard(void *ctx, const char *dir, const char *name)
 static void w_message(void *ctx, const char *text)
 {
     up_t *x = ctx;
-    if (x->failed && strncmp(text, "cannot write ", 13) == 0)
+    pthread_mutex_lock(&x->mu);
+    int failed = x->failed;
+    pthread_mutex_unlock(&x->mu);
+    if (failed && strncmp(text, "cannot write ", 13) == 0)
         return;                         /* the upload's error said it */
     size_t sl = strlen(x->stage);
     const char *at = strstr(text, x->stage);
