@@ -67,6 +67,8 @@
 #include "render.h"
 #include "report.h"
 #include "resume.h"
+#include "publish.h"
+#include "remote.h"
 #include "stream.h"
 #include "tsv.h"
 #include "util.h"
@@ -291,8 +293,9 @@ static char *build_options_json(const shc_build_opts *o)
 
 /* Finish the current shard: its rejects reach the disk first, then the backend completes it and
  * renames it into place. *w is consumed whatever happens. */
-static int finish_shard(const fmt_backend *be, void **w, FILE *journal, uint64_t input_end,
-                        shc_shard_list *shards, const char *name, shc_crash_hook *crash)
+static int finish_shard(const shc_build_opts *o, const fmt_backend *be, void **w, FILE *journal,
+                        uint64_t input_end, shc_shard_list *shards, const char *name,
+                        shc_crash_hook *crash)
 {
     fmt_shard_info h;
     int rc;
@@ -308,6 +311,8 @@ static int finish_shard(const fmt_backend *be, void **w, FILE *journal, uint64_t
     *w = NULL;
     if (rc == 0)
         shc_crash_point(crash, 0, "after finishing", name);
+    if (rc == 0 && o->shard_done)
+        rc = o->shard_done(o->shard_ctx, o->out, name);
     return rc;
 }
 
@@ -672,7 +677,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
             if (w && be->w_count(w) > 0 &&
                 (be->w_size(w) + cost > o->shard_bytes ||
                  (o->shard_samples && be->w_count(w) + nper > o->shard_samples))) {
-                if ((rc = finish_shard(be, &w, journal, i, &shards, cur_name, &crash)))
+                if ((rc = finish_shard(o, be, &w, journal, i, &shards, cur_name, &crash)))
                     goto io_error;
                 shard_no++;
             }
@@ -729,7 +734,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     /* every archive read to the end of its stream, its checks passed, before anything is final */
     if ((rc = shc_feed_check(pl.feed, 1, &feed_why)))
         goto condemn;
-    if (w && (rc = finish_shard(be, &w, journal, hi, &shards, cur_name, &crash)))
+    if (w && (rc = finish_shard(o, be, &w, journal, hi, &shards, cur_name, &crash)))
         goto io_error;
     shc_report_progress(cb, t0, hi - next_input, hi - next_input, rej.n, 1);
 
@@ -825,7 +830,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
      * own build refused */
     uint64_t nboxes = 0, ndropped = 0;
     fmt_msg probe = {{0}};
-    if ((rc = check_staged(o->out, &nboxes, &ndropped, &probe)) != 0) {
+    if (!o->shard_done && (rc = check_staged(o->out, &nboxes, &ndropped, &probe)) != 0) {
         char *staged = fmt_path_join(o->out, FMT_MANIFEST_STAGED_NAME, "");
         if (staged)
             unlink(staged);
@@ -994,6 +999,8 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
 
 int shc_build(const shc_build_opts *o, const shc_build_cb *cb)
 {
+    if (rmt_is_url(o->out) && !o->dry_run)
+        return shc_build_upload(o, cb);     /* staged here, uploaded as it goes (publish.h) */
     if (!o->part.count || o->dry_run)
         return build_dir(o, cb);
     /* a part: the same build, into OUT/parts/IIIII-of-NNNNN */

@@ -89,6 +89,16 @@ typedef struct {
      * list, wds, coco/yolo, part, resume or dry_run. The manifest's build record says "source":
      * "stream", and the fingerprint is shc_fingerprint(o, NULL). */
     shc_stream *stream;
+    /* An s3:// OUT (publish.h): the local folder the shards wait in before their upload (NULL:
+     * "upload" under $SHARDREAD_CACHE, else ~/.cache/shardread) and the part size of multipart
+     * uploads (0: $SHARDC_UPLOAD_PART_SIZE, else 64 MiB). */
+    const char *staging;
+    uint64_t upload_part_size;
+    /* Internal (publish.c): called once each shard is finished and renamed into place in dir (its
+     * rejects on disk in the journal); non-zero stops the build with that error. Set, the build
+     * does not reopen what it wrote before publishing it (the shards have gone to their upload). */
+    int (*shard_done)(void *ctx, const char *dir, const char *name);
+    void *shard_ctx;
 } shc_build_opts;
 
 /* The defaults of `shardc build`: raw format, 3 channels, the image's own size (geometry KEEP),
@@ -101,6 +111,8 @@ typedef struct {
     uint64_t rejects;           /* rejects so far (a resumed build's earlier ones included) */
     double seconds;             /* since the build started */
     int final;                  /* the last call: every input is written */
+    int uploading;              /* an s3:// OUT: the counts below are meaningful */
+    uint64_t sent, to_send;     /* bytes uploaded, of those of the shards finished so far */
 } shc_progress;
 
 /* A finished build (or part). */

@@ -16,6 +16,8 @@
 #include "fmt.h"
 #include "manifest.h"
 #include "part.h"
+#include "publish.h"
+#include "remote.h"
 #include "util.h"
 
 /* inputs.tsv of a whole list can be large (a line per input): no small cap */
@@ -202,10 +204,23 @@ static const part_t *majority(const part_t *parts, uint32_t n)
 }
 
 /* Every shard of the part opens and is the one its manifest names. */
-static int check_shards(const part_t *p, const fmt_backend *be, fmt_msg *msg)
+static int check_shards(const part_t *p, const fmt_backend *be, shc_merge_shard_fn elsewhere,
+                        void *ctx, fmt_msg *msg)
 {
     for (size_t k = 0; k < p->m.nshards; k++) {
         const fmt_manifest_shard *ms = &p->m.shards[k];
+        if (elsewhere) {
+            fmt_msg why = {{0}};
+            int rc = strchr(ms->file, '/') || ms->offset
+                         ? fmt_fail(&why, FMT_ECORRUPT, "%s: not a shard of its own", ms->file)
+                         : elsewhere(ctx, p->name, ms, &why);
+            if (rc == ENOMEM)
+                return rc;
+            if (rc)
+                return fmt_fail(msg, SHC_MERGE_EMISMATCH, "part %s: %s", p->name,
+                                fmt_reason(&why, rc));
+            continue;
+        }
         char *path = NULL, *sdir = fmt_manifest_shard_dir(p->dir, ms);
         if (!sdir || asprintf(&path, "%s/%s", p->dir, ms->file) < 0) {
             free(sdir);
@@ -377,6 +392,14 @@ static int write_manifest(const char *out, const part_t *parts, uint32_t n,
 
 int shc_merge(const char *out, shc_merge_result *res, fmt_msg *msg)
 {
+    if (rmt_is_url(out))
+        return shc_merge_upload(out, res, msg);
+    return shc_merge_with(out, NULL, NULL, res, msg);
+}
+
+int shc_merge_with(const char *out, shc_merge_shard_fn elsewhere, void *ctx,
+                   shc_merge_result *res, fmt_msg *msg)
+{
     if (res)
         memset(res, 0, sizeof *res);
     if (msg)
@@ -468,7 +491,7 @@ int shc_merge(const char *out, shc_merge_result *res, fmt_msg *msg)
     }
     for (uint32_t i = 0; i < n && !rc; i++)
         if (!(rc = check_part(&parts[i], ref, msg)))
-            rc = check_shards(&parts[i], be, msg);
+            rc = check_shards(&parts[i], be, elsewhere, ctx, msg);
     if (rc)
         goto leave;
 
@@ -492,7 +515,8 @@ int shc_merge(const char *out, shc_merge_result *res, fmt_msg *msg)
          * manifest */
         fmt_msg probe = {{0}};
         fmt_dataset *d = NULL;
-        rc = fmt_dataset_open_flags(&d, out, FMT_ACCESS_PREAD, FMT_OPEN_STAGED, &probe);
+        rc = elsewhere ? 0
+                       : fmt_dataset_open_flags(&d, out, FMT_ACCESS_PREAD, FMT_OPEN_STAGED, &probe);
         fmt_dataset_close(d);
         if (rc) {
             char *staged = fmt_path_join(out, FMT_MANIFEST_STAGED_NAME, "");

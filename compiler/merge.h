@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "fmt.h"
+#include "manifest.h"
 
 /* Errors of shc_merge besides errno values of I/O (those leave no manifest either). */
 enum {
@@ -43,5 +44,14 @@ typedef struct {
  * names the parts at fault (a list of missing parts too long for it ends in "..."). res may be
  * NULL. */
 int shc_merge(const char *out, shc_merge_result *res, fmt_msg *msg);
+
+/* A merge whose shards are elsewhere (the parts of an s3:// OUT: publish.h): out holds the
+ * parts' manifests and tables only. Instead of opening each shard, shard(ctx, part, ms, msg)
+ * says whether part's shard ms is there as its manifest names it (0, or an error with msg), and
+ * the merged manifest is published without the reader's open. */
+typedef int (*shc_merge_shard_fn)(void *ctx, const char *part, const fmt_manifest_shard *ms,
+                                  fmt_msg *msg);
+int shc_merge_with(const char *out, shc_merge_shard_fn shard, void *ctx, shc_merge_result *res,
+                   fmt_msg *msg);
 
 #endif

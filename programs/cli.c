@@ -90,6 +90,10 @@ const char shc_usage_build[] =
     "      --json              machine-readable summary on stdout\n"
     "      --part I/N          build part I of N (I counts from 0) into OUT/parts/IIIII-of-NNNNN:\n"
     "                          a contiguous slice of the sorted inputs; then shardc merge OUT\n"
+    "      --staging DIR       OUT s3://BUCKET/PREFIX: shards wait for their upload in DIR\n"
+    "                          (default: $SHARDREAD_CACHE/upload, else ~/.cache/shardread/upload)\n"
+    "      --upload-part-size SIZE  OUT s3://: larger shards go up in parts of SIZE (multipart;\n"
+    "                          default $SHARDC_UPLOAD_PART_SIZE, else 64MiB)\n"
     "      --part auto         I and N from a Slurm job array (SLURM_ARRAY_TASK_ID, ..._MIN,\n"
     "                          ..._COUNT) or an MPI launcher (OMPI_COMM_WORLD_RANK/SIZE,\n"
     "                          PMI_RANK/PMI_SIZE, ...)\n"
@@ -133,7 +137,7 @@ enum {
     OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED,
     OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK, OPT_PART, OPT_JPEGFRACTION,
     OPT_WDS, OPT_WDSLABEL, OPT_ARCBUF, OPT_COCO, OPT_YOLO, OPT_NAMES, OPT_SKIPEMPTY,
-    OPT_FIELDS
+    OPT_FIELDS, OPT_STAGING, OPT_PARTSIZE
 };
 
 int shc_build_args(int argc, char **argv, shc_build_opts *out)
@@ -169,6 +173,8 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         {"names", required_argument, 0, OPT_NAMES},
         {"skip-empty", no_argument, 0, OPT_SKIPEMPTY},
         {"fields", required_argument, 0, OPT_FIELDS},
+        {"staging", required_argument, 0, OPT_STAGING},
+        {"upload-part-size", required_argument, 0, OPT_PARTSIZE},
         {0, 0, 0, 0}};
     shc_build_opts o;
     shc_build_opts_init(&o);
@@ -271,6 +277,12 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         case OPT_MAXFILE:
             if (shc_parse_size(optarg, &o.r.max_file_bytes) || o.r.max_file_bytes == 0)
                 return build_error("bad --max-file-size '%s'", optarg);
+            break;
+        case OPT_STAGING: o.staging = optarg; break;
+        case OPT_PARTSIZE:
+            if (shc_parse_size(optarg, &o.upload_part_size) != 0 || o.upload_part_size == 0)
+                return build_error("--upload-part-size: expected a size, e.g. 64MiB, not '%s'",
+                                   optarg);
             break;
         case OPT_STRICT: o.strict = 1; break;
         case OPT_RESUME: o.resume = 1; break;
@@ -413,9 +425,20 @@ static void on_progress(void *ctx, const shc_progress *p)
     double rate = p->seconds > 0 ? (double)p->done / p->seconds : 0;
     double eta = rate > 0 ? (double)(p->total - p->done) / rate : 0;
     fprintf(stderr, "\r\033[Kshardc: %" PRIu64 "/%" PRIu64 " images (%.0f%%), %.0f img/s, ETA "
-            "%d:%02d, %" PRIu64 " rejected%s", p->done, p->total,
+            "%d:%02d, %" PRIu64 " rejected", p->done, p->total,
             p->total ? 100.0 * (double)p->done / (double)p->total : 100.0, rate, (int)eta / 60,
-            (int)eta % 60, p->rejects, p->final ? "\n" : "");
+            (int)eta % 60, p->rejects);
+    if (p->uploading) {
+        /* an s3:// OUT: what went up of the finished shards, and when those will be up */
+        char b1[32], b2[32], b3[32];
+        double up = p->seconds > 0 ? (double)p->sent / p->seconds : 0;
+        double left = up > 0 && p->to_send > p->sent ? (double)(p->to_send - p->sent) / up : 0;
+        fprintf(stderr, "; uploaded %s of %s, %s/s, ETA %d:%02d",
+                shc_human_size(p->sent, b1, sizeof b1), shc_human_size(p->to_send, b2, sizeof b2),
+                shc_human_size((uint64_t)up, b3, sizeof b3), (int)left / 60, (int)left % 60);
+    }
+    if (p->final)
+        fputc('\n', stderr);
     out->showing = !p->final;
 }
 

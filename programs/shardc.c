@@ -538,7 +538,8 @@ static int cmd_merge(int argc, char **argv)
     if (rc) {
         fprintf(stderr, "shardc: cannot merge %s: %s\n", dir, fmt_reason(&why, rc));
         return rc == SHC_MERGE_ENOPARTS || rc == SHC_MERGE_EMISSING ||
-                       rc == SHC_MERGE_EMISMATCH || rc == SHC_MERGE_EBUSY
+                       rc == SHC_MERGE_EMISMATCH || rc == SHC_MERGE_EBUSY ||
+                       rc == FMT_EINVAL     /* an OUT that cannot be written: http(s):// */
                    ? SHC_EXIT_USAGE : SHC_EXIT_IO;
     }
     double dt = shc_now() - t0;

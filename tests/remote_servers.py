@@ -11,13 +11,20 @@
                                                         SlowDown and with probability RATE cuts the
                                                         body off halfway; one line per request in LOG
     remote_servers.py sigproxy PORT UPSTREAM KEY SECRET LOG [TOKEN]
-                                                        a GET proxy to http://UPSTREAM that checks
-                                                        each request's SigV4 signature as botocore
-                                                        computes it (the same canonical request,
+                                                        a proxy (GET, PUT, POST, DELETE) to
+                                                        http://UPSTREAM that checks each request's
+                                                        body against its x-amz-content-sha256 and
+                                                        its SigV4 signature as botocore computes
+                                                        it (the same canonical request,
                                                         the secret SECRET; the session token TOKEN
                                                         signed when given) and refuses a mismatch
                                                         with 403 SignatureDoesNotMatch; "ok"/"bad"
                                                         per request in LOG
+    remote_servers.py writefaults PORT UPSTREAM N LOG    a proxy to http://UPSTREAM (every method)
+                                                        that answers 503 SlowDown to every PUT
+                                                        after N PUTs went through
+    remote_servers.py dump ENDPOINT BUCKET PREFIX DIR   the objects under BUCKET/PREFIX/ are DIR's
+                                                        files (hidden ones aside), byte for byte
     remote_servers.py epoch LOCAL URL CACHE JSON        a Loader epoch (keywords JSON) from the URL
                                                         equals the one from LOCAL: bytes, labels,
                                                         indices, order
@@ -126,6 +133,64 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
                 f.write(line + "\n")
 
 
+def relay(handler, upstream, method, body):
+    """Forward one request (any method, its body) to http://upstream and its answer back."""
+    up = http.client.HTTPConnection(upstream, timeout=30)
+    headers = {k: v for k, v in handler.headers.items()
+               if k.lower() not in ("connection", "expect")}
+    up.request(method, handler.path, body=body, headers=headers)
+    r = up.getresponse()
+    data = r.read()
+    up.close()
+    handler.send_response(r.status)
+    for k, v in r.getheaders():
+        if k.lower() not in ("connection", "transfer-encoding", "keep-alive", "content-length"):
+            handler.send_header(k, v)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    if method != "HEAD":
+        handler.wfile.write(data)
+    return r.status
+
+
+def read_body(handler):
+    n = int(handler.headers.get("Content-Length") or 0)
+    return handler.rfile.read(n) if n else b""
+
+
+class WriteFaultHandler(FaultHandler):
+    """Forwards every request; after LIMIT uploads (PUTs) answered 2xx, every further PUT gets
+    503 SlowDown: a bucket that stops taking objects halfway through a build."""
+
+    def do_PUT(self):
+        body = read_body(self)
+        srv = self.server
+        with srv.lock:
+            stop = srv.puts >= srv.limit
+        if stop:
+            msg = (b"<?xml version=\"1.0\"?><Error><Code>SlowDown</Code>"
+                   b"<Message>Please reduce your request rate.</Message></Error>")
+            self.log(f"503 PUT {self.path}")
+            self.send_response(503)
+            self.send_header("Content-Length", str(len(msg)))
+            self.end_headers()
+            self.wfile.write(msg)
+            return
+        status = relay(self, srv.upstream, "PUT", body)
+        with srv.lock:
+            srv.puts += 200 <= status < 300
+        self.log(f"{status} PUT {self.path}")
+
+    def do_POST(self):
+        relay(self, self.server.upstream, "POST", read_body(self))
+
+    def do_DELETE(self):
+        relay(self, self.server.upstream, "DELETE", None)
+
+    def do_GET(self):
+        relay(self, self.server.upstream, "GET", None)
+
+
 class SigHandler(FaultHandler):
     """Forwards only requests whose signature botocore's signer reproduces."""
 
@@ -139,6 +204,19 @@ class SigHandler(FaultHandler):
         self.wfile.write(body)
 
     def do_GET(self):
+        self.checked("GET", None)
+
+    def do_PUT(self):
+        self.checked("PUT", read_body(self))
+
+    def do_POST(self):
+        self.checked("POST", read_body(self))
+
+    def do_DELETE(self):
+        self.checked("DELETE", None)
+
+    def checked(self, method, body):
+        import hashlib
         from botocore.auth import S3SigV4Auth
         from botocore.awsrequest import AWSRequest
         from botocore.credentials import Credentials
@@ -157,7 +235,12 @@ class SigHandler(FaultHandler):
         if srv.token and (self.headers.get("X-Amz-Security-Token") != srv.token or
                           "x-amz-security-token" not in signed):
             return self.refuse("InvalidToken", "the session token is missing or unsigned")
-        req = AWSRequest(method="GET", url=f"http://{self.headers['Host']}{self.path}",
+        # the body is the one whose hash was signed (botocore signs the header's value)
+        sha = self.headers.get("X-Amz-Content-SHA256", "")
+        if sha != hashlib.sha256(body or b"").hexdigest():
+            return self.refuse("XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256'"
+                               " header does not match what was computed.")
+        req = AWSRequest(method=method, url=f"http://{self.headers['Host']}{self.path}",
                          headers={h: self.headers[h] for h in signed if h in self.headers})
         req.context["timestamp"] = amzdate
         signer = S3SigV4Auth(Credentials(srv.key, srv.secret, srv.token or None), service, region)
@@ -165,8 +248,10 @@ class SigHandler(FaultHandler):
         if want != fields.get("Signature") or not date == amzdate[:8]:
             return self.refuse("SignatureDoesNotMatch", "The request signature we calculated "
                                "does not match the signature you provided.")
-        self.log(f"ok {self.path}")
+        self.log(f"ok {method} {self.path}" if method != "GET" else f"ok {self.path}")
         srv.rate = 0.0
+        if method != "GET":
+            return relay(self, srv.upstream, method, body)
         return FaultHandler.do_GET(self)
 
 
@@ -198,6 +283,44 @@ def sigproxy(port, upstream, key, secret, log, token=""):
     srv.logpath = log
     srv.key, srv.secret, srv.token = key, secret, token
     srv.serve_forever()
+
+
+def writefaults(port, upstream, limit, log):
+    srv = ThreadingServer(("127.0.0.1", int(port)), WriteFaultHandler)
+    srv.upstream = upstream
+    srv.rng = random.Random(0)
+    srv.rate = 0.0
+    srv.lock = threading.Lock()
+    srv.logpath = log
+    srv.limit, srv.puts = int(limit), 0
+    srv.serve_forever()
+
+
+def dump(endpoint, bucket, prefix, root):
+    """Every object under BUCKET/PREFIX/ equals the file of its name under ROOT, and every
+    file under ROOT but hidden ones is an object."""
+    import botocore.session
+    from botocore.config import Config
+    s = botocore.session.get_session()
+    c = s.create_client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                        config=Config(s3={"addressing_style": "path"}))
+    keys = []
+    for page in c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+        keys += [o["Key"] for o in page.get("Contents", [])]
+    names = sorted(k[len(prefix) + 1:] for k in keys)
+    files = sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root)
+                   for f in fs if not f.startswith("."))
+    if names != files:
+        print(f"objects {names}\nfiles   {files}", file=sys.stderr)
+        return 1
+    for n in names:
+        got = c.get_object(Bucket=bucket, Key=prefix + "/" + n)["Body"].read()
+        with open(os.path.join(root, n), "rb") as f:
+            if got != f.read():
+                print(f"{n}: the object differs from the file", file=sys.stderr)
+                return 1
+    print(f"{len(names)} objects equal the files")
+    return 0
 
 
 def epoch(local, url, cache, kwargs):
@@ -236,6 +359,11 @@ def main(argv):
     if cmd == "sigproxy":
         sigproxy(*argv[2:8])
         return 0
+    if cmd == "writefaults":
+        writefaults(*argv[2:6])
+        return 0
+    if cmd == "dump":
+        return dump(*argv[2:6])
     if cmd == "epoch":
         return epoch(*argv[2:6])
     print(__doc__, file=sys.stderr)

@@ -1,0 +1,814 @@
+/* publish.c - a build or merge into s3://: staged locally, uploaded as shards finish, the
+ * manifest last (publish.h). */
+#include "publish.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fmt.h"
+#include "journal.h"
+#include "manifest.h"
+#include "part.h"
+#include "remote.h"
+#include "report.h"
+#include "tsv.h"
+#include "upload.h"
+#include "util.h"
+
+#define WAITING_MAX 2           /* finished shards staged, waiting for (or in) their upload */
+
+static const char *const tables[3] = {SHC_REJECTS_NAME, SHC_WARNINGS_NAME, SHC_INPUTS_NAME};
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* rm -rf of path (nothing there: 0) */
+static int rm_rf(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return errno == ENOENT ? 0 : errno;
+    return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0 ? errno : 0;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char *p = strdup(path);
+    if (!p)
+        return ENOMEM;
+    for (char *s = p + 1;; s++) {
+        if (*s && *s != '/')
+            continue;
+        char c = *s;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            int e = errno;
+            free(p);
+            return e;
+        }
+        if (!c)
+            break;
+        *s = c;
+    }
+    free(p);
+    return 0;
+}
+
+/* ROOT/upload/<hash of the objects' base URL><suffix>, ROOT: given, $SHARDREAD_CACHE or
+ * ~/.cache/shardread */
+static char *stage_dir(const char *given, const rmt_writer *w, const char *suffix, fmt_msg *msg)
+{
+    const char *env = getenv(RMT_CACHE_ENV), *home = getenv("HOME");
+    const rmt_config *c = rmt_writer_config(w);
+    uint64_t h = fmt_hash64(c->base, strlen(c->base));
+    char *out = NULL;
+    int n;
+    if (given && *given)
+        n = asprintf(&out, "%s/%016" PRIx64 "%s", given, h, suffix);
+    else if (env && *env)
+        n = asprintf(&out, "%s/upload/%016" PRIx64 "%s", env, h, suffix);
+    else if (home && *home)
+        n = asprintf(&out, "%s/.cache/shardread/upload/%016" PRIx64 "%s", home, h, suffix);
+    else {
+        fmt_fail(msg, FMT_EINVAL, "no staging folder for %s: give --staging, or set %s or HOME",
+                 c->url, RMT_CACHE_ENV);
+        return NULL;
+    }
+    if (n < 0) {
+        fmt_fail(msg, ENOMEM, "out of memory");
+        return NULL;
+    }
+    return out;
+}
+
+/* the whole file at path (malloc'd; a missing file is empty) */
+static int slurp(const char *path, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return errno == ENOENT ? 0 : errno;
+    char *b = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n == cap) {
+            char *nb = realloc(b, cap ? 2 * cap : 4096);
+            if (!nb) {
+                free(b);
+                fclose(f);
+                return ENOMEM;
+            }
+            b = nb;
+            cap = cap ? 2 * cap : 4096;
+        }
+        size_t r = fread(b + n, 1, cap - n, f);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    int e = ferror(f) ? EIO : 0;
+    fclose(f);
+    if (e) {
+        free(b);
+        return e;
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+/* The objects of a build or merge: our names, as resume.c knows the files of a local one. */
+static int ours(const char *name)
+{
+    if (strncmp(name, "shard-", 6) == 0 || strcmp(name, FMT_MANIFEST_NAME) == 0 ||
+        strcmp(name, SHC_JOURNAL_NAME) == 0 || strncmp(name, SHC_PARTS_DIR "/", 6) == 0)
+        return 1;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, tables[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int has(const rmt_object *v, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* ---- the build ---- */
+
+typedef struct item {
+    char *name;                 /* the object's name */
+    char *path;                 /* its staged file */
+    char *journal;              /* the journal when the shard finished */
+    size_t jlen;
+    uint64_t size;
+    struct item *next;
+} item;
+
+typedef struct {
+    rmt_writer *w;
+    const char *url;
+    const char *stage;          /* the staging root, which the build sees as OUT */
+    char *sub;                  /* "" or "parts/IIIII-of-NNNNN/": the objects' folder */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    item *head, *tail;
+    size_t waiting;
+    int closing, failed, said;
+    int err;
+    fmt_msg why;
+    uint64_t queued;            /* bytes handed to the uploader */
+    atomic_uint_fast64_t sent;
+    char *journal;              /* what the journal object holds (uploader's) */
+    size_t jlen;
+    int journal_up;
+    const shc_build_cb *user;
+    int have_summary, final_pending;
+    shc_summary summary;
+    shc_progress last;
+    double t0;
+} up_t;
+
+static void say(up_t *x, const char *text)
+{
+    if (x->user && x->user->message)
+        x->user->message(x->user->ctx, text);
+}
+
+static void item_free(item *it)
+{
+    if (!it)
+        return;
+    free(it->name);
+    free(it->path);
+    free(it->journal);
+    free(it);
+}
+
+static void on_sent(void *ctx, uint64_t sent)
+{
+    up_t *x = ctx;
+    atomic_store(&x->sent, sent);
+}
+
+static void *uploader(void *arg)
+{
+    up_t *x = arg;
+    pthread_mutex_lock(&x->mu);
+    for (;;) {
+        while (!x->head && !x->closing && !x->failed)
+            pthread_cond_wait(&x->cv, &x->mu);
+        if (!x->head || x->failed)
+            break;
+        item *it = x->head;
+        pthread_mutex_unlock(&x->mu);
+        fmt_msg why = {{0}};
+        int rc = 0;
+        /* the shard's rejects reach the bucket before the shard does (as they reach the disk
+         * before a local shard is renamed) */
+        if (!x->journal_up || it->jlen != x->jlen || memcmp(it->journal, x->journal, it->jlen)) {
+            char *jname = NULL;
+            pthread_mutex_lock(&x->mu);
+            x->queued += it->jlen;      /* the progress counts every byte sent */
+            pthread_mutex_unlock(&x->mu);
+            if (asprintf(&jname, "%s%s", x->sub, SHC_JOURNAL_NAME) < 0)
+                rc = fmt_fail(&why, ENOMEM, "out of memory");
+            else
+                rc = rmt_put_data(x->w, jname, it->journal, it->jlen, &why);
+            free(jname);
+            if (!rc) {
+                free(x->journal);
+                x->journal = it->journal;
+                x->jlen = it->jlen;
+                it->journal = NULL;
+                x->journal_up = 1;
+            }
+        }
+        if (!rc)
+            rc = rmt_put_file(x->w, it->name, it->path, &why);
+        if (!rc)
+            unlink(it->path);           /* up: the staging folder stays small */
+        pthread_mutex_lock(&x->mu);
+        x->head = it->next;
+        if (!x->head)
+            x->tail = NULL;
+        x->waiting--;
+        item_free(it);
+        if (rc) {
+            x->failed = 1;
+            x->err = rc;
+            x->why = why;
+        }
+        pthread_cond_broadcast(&x->cv);
+    }
+    pthread_mutex_unlock(&x->mu);
+    return NULL;
+}
+
+/* Report the upload's failure, once, from the build's thread. */
+static void tell_failure(up_t *x)
+{
+    if (!x->said) {
+        x->said = 1;
+        say(x, x->why.text[0] ? x->why.text : fmt_strerror(x->err));
+    }
+}
+
+static int on_shard(void *ctx, const char *dir, const char *name)
+{
+    up_t *x = ctx;
+    item *it = calloc(1, sizeof *it);
+    char *jpath = NULL;
+    struct stat sb;
+    int rc = 0;
+    if (!it || asprintf(&it->name, "%s%s", x->sub, name) < 0 ||
+        asprintf(&it->path, "%s/%s", dir, name) < 0 ||
+        asprintf(&jpath, "%s/%s", dir, SHC_JOURNAL_NAME) < 0) {
+        if (it)
+            it->name = it->path = NULL;
+        rc = ENOMEM;
+    }
+    if (!rc)
+        rc = slurp(jpath, &it->journal, &it->jlen);
+    if (!rc && stat(it->path, &sb) != 0)
+        rc = errno;
+    free(jpath);
+    if (rc) {
+        item_free(it);
+        return rc;
+    }
+    it->size = (uint64_t)sb.st_size;
+    pthread_mutex_lock(&x->mu);
+    if (!x->failed) {
+        if (x->tail)
+            x->tail->next = it;
+        else
+            x->head = it;
+        x->tail = it;
+        x->waiting++;
+        x->queued += it->size;
+        it = NULL;
+        pthread_cond_broadcast(&x->cv);
+        while (x->waiting >= WAITING_MAX && !x->failed)
+            pthread_cond_wait(&x->cv, &x->mu);
+    }
+    int failed = x->failed;
+    rc = x->err;
+    pthread_mutex_unlock(&x->mu);
+    item_free(it);
+    if (failed) {
+        tell_failure(x);
+        return rc;
+    }
+    return 0;
+}
+
+/* the build's callbacks, with the staging folder named as the URL and the upload's counts in
+ * each progress report */
+static void w_message(void *ctx, const char *text)
+{
+    up_t *x = ctx;
+    pthread_mutex_lock(&x->mu);
+    int failed = x->failed;
+    pthread_mutex_unlock(&x->mu);
+    if (failed && strncmp(text, "cannot write ", 13) == 0)
+        return;                         /* the upload's error said it */
+    size_t sl = strlen(x->stage);
+    const char *at = strstr(text, x->stage);
+    if (!at || (at[sl] && at[sl] != '/' && at[sl] != ' ' && at[sl] != ':')) {
+        say(x, text);
+        return;
+    }
+    char *t = NULL;
+    if (asprintf(&t, "%.*s%s%s", (int)(at - text), text, x->url, at + sl) < 0) {
+        say(x, text);
+        return;
+    }
+    say(x, t);
+    free(t);
+}
+
+static void w_reject(void *ctx, const char *path, const char *reason)
+{
+    up_t *x = ctx;
+    if (x->user->reject)
+        x->user->reject(x->user->ctx, path, reason);
+}
+
+static void w_warning(void *ctx, const char *path, const char *text)
+{
+    up_t *x = ctx;
+    if (x->user->warning)
+        x->user->warning(x->user->ctx, path, text);
+}
+
+static void report(up_t *x, const shc_progress *p, int final)
+{
+    if (!x->user->progress)
+        return;
+    shc_progress q = *p;
+    q.uploading = 1;
+    q.sent = atomic_load(&x->sent);
+    pthread_mutex_lock(&x->mu);
+    q.to_send = x->queued;
+    pthread_mutex_unlock(&x->mu);
+    q.seconds = shc_now() - x->t0;
+    q.final = final;
+    x->user->progress(x->user->ctx, &q);
+}
+
+static void w_progress(void *ctx, const shc_progress *p)
+{
+    up_t *x = ctx;
+    x->last = *p;
+    if (p->final)
+        x->final_pending = 1;           /* said once the uploads are done */
+    report(x, p, 0);
+}
+
+static void w_summary(void *ctx, const shc_summary *s)
+{
+    up_t *x = ctx;
+    x->summary = *s;
+    x->have_summary = 1;                /* told once the manifest is up */
+}
+
+static void w_projection(void *ctx, const shc_projection *p)
+{
+    up_t *x = ctx;
+    if (x->user->projection)
+        x->user->projection(x->user->ctx, p);
+}
+
+/* Download the objects of an interrupted build (those under sub, of ours, not in a subfolder)
+ * into dir, for the local --resume to check. */
+static int fetch_for_resume(up_t *x, const rmt_object *v, size_t n, const char *dir,
+                            fmt_msg *msg)
+{
+    size_t sl = strlen(x->sub), k = 0;
+    rmt_job *jobs = calloc(n ? n : 1, sizeof *jobs);
+    char **paths = calloc(n ? n : 1, sizeof *paths);
+    int rc = jobs && paths ? 0 : fmt_fail(msg, ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        const char *rel = v[i].name + sl;
+        if (strncmp(v[i].name, x->sub, sl) != 0 || strchr(rel, '/') || !ours(rel))
+            continue;
+        if (asprintf(&paths[k], "%s/%s", dir, rel) < 0) {
+            paths[k] = NULL;
+            rc = fmt_fail(msg, ENOMEM, "out of memory");
+            break;
+        }
+        unlink(paths[k]);
+        jobs[k].name = v[i].name;
+        jobs[k].path = paths[k];
+        jobs[k].size = v[i].size;
+        k++;
+    }
+    if (!rc && k)
+        rc = rmt_fetch(rmt_writer_config(x->w), jobs, k, 0, 0, NULL, NULL, NULL, NULL, msg);
+    for (size_t i = 0; paths && i < k; i++)
+        free(paths[i]);
+    free(paths);
+    free(jobs);
+    return rc;
+}
+
+/* What the bucket holds under the build's folder, against --force and --resume (as a local build
+ * treats its OUT): 0, or SHC_EINPUT / an error, said through cb. */
+static int prepare_remote(up_t *x, const shc_build_opts *o, const shc_build_cb *cb,
+                          const char *dir)
+{
+    rmt_object *v = NULL, *top = NULL;
+    size_t n = 0, ntop = 0;
+    fmt_msg msg = {{0}};
+    int rc = rmt_list(x->w, x->sub, &v, &n, &msg);
+    if (!rc && *x->sub)
+        rc = rmt_list(x->w, FMT_MANIFEST_NAME, &top, &ntop, &msg);
+    if (rc) {
+        shc_say(cb, "%s", msg.text);
+        goto out;
+    }
+    size_t mine = 0, sl = strlen(x->sub);
+    for (size_t i = 0; i < n; i++)
+        mine += ours(v[i].name + sl);
+    char mname[64];
+    snprintf(mname, sizeof mname, "%s%s", x->sub, FMT_MANIFEST_NAME);
+    int complete = has(v, n, mname);
+    if (has(top, ntop, FMT_MANIFEST_NAME)) {
+        /* a merged dataset over the parts: it goes when a part is to change (part.h) */
+        if (!o->force && !o->resume) {
+            shc_say(cb, "%s already holds a merged dataset (use --force to rebuild this part)",
+                    x->url);
+            rc = SHC_EINPUT;
+            goto out;
+        }
+        if ((rc = rmt_delete(x->w, FMT_MANIFEST_NAME, &msg))) {
+            shc_say(cb, "%s", msg.text);
+            goto out;
+        }
+    }
+    if (mine && !o->resume) {
+        if (!o->force) {
+            shc_say(cb, "%s%s%s %s (use --resume to continue it or --force to replace it)",
+                    x->url, *x->sub ? "/" : "", x->sub,
+                    complete ? "already holds a dataset" : "holds the objects of an unfinished "
+                    "build");
+            rc = SHC_EINPUT;
+            goto out;
+        }
+        /* the manifest first: no manifest ever names a removed object */
+        if (complete && (rc = rmt_delete(x->w, mname, &msg)) != 0) {
+            shc_say(cb, "%s", msg.text);
+            goto out;
+        }
+        for (size_t i = 0; i < n && !rc; i++)
+            if (ours(v[i].name + sl) && strcmp(v[i].name, mname) != 0 &&
+                (rc = rmt_delete(x->w, v[i].name, &msg)) != 0)
+                shc_say(cb, "%s", msg.text);
+    } else if (mine) {
+        if ((rc = make_dirs(dir)) != 0)
+            shc_say(cb, "cannot create %s: %s", dir, strerror(rc));
+        else if ((rc = fetch_for_resume(x, v, n, dir, &msg)) != 0)
+            shc_say(cb, "cannot resume %s: %s", x->url, msg.text);
+    }
+out:
+    rmt_objects_free(v, n);
+    rmt_objects_free(top, ntop);
+    return rc;
+}
+
+/* After the build: every shard up, then the tables, the manifest last, then the journal goes. */
+static int finish_upload(up_t *x, const char *dir, const shc_build_cb *cb)
+{
+    fmt_msg msg = {{0}};
+    int rc = 0;
+    for (int i = 0; i < 4 && !rc; i++) {
+        const char *t = i < 3 ? tables[i] : FMT_MANIFEST_NAME;
+        char *path = NULL, *name = NULL;
+        if (asprintf(&path, "%s/%s", dir, t) < 0 || asprintf(&name, "%s%s", x->sub, t) < 0) {
+            free(path);
+            return ENOMEM;
+        }
+        struct stat sb;
+        if (stat(path, &sb) == 0) {
+            pthread_mutex_lock(&x->mu);
+            x->queued += (uint64_t)sb.st_size;
+            pthread_mutex_unlock(&x->mu);
+            rc = rmt_put_file(x->w, name, path, &msg);
+        } else if (i == 3) {
+            rc = fmt_fail(&msg, errno, "cannot read %s: %s", path, strerror(errno));
+        }
+        free(path);
+        free(name);
+    }
+    if (!rc) {
+        char *jname = NULL;
+        if (asprintf(&jname, "%s%s", x->sub, SHC_JOURNAL_NAME) < 0)
+            return ENOMEM;
+        /* the dataset is complete; a journal left behind would only be clutter */
+        if (rmt_delete(x->w, jname, &msg) != 0)
+            shc_say(cb, "warning: %s", msg.text);
+        free(jname);
+        return 0;
+    }
+    shc_say(cb, "%s (no manifest written)", msg.text);
+    return rc;
+}
+
+int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
+{
+    shc_build_cb nocb = {0};
+    if (!cb)
+        cb = &nocb;
+    fmt_msg msg = {{0}};
+    up_t x = {0};
+    x.url = o->out;
+    x.user = cb;
+    x.t0 = shc_now();
+    char *stage = NULL, *dir = NULL;
+    int rc = rmt_writer_open(&x.w, o->out, o->upload_part_size, &msg);
+    if (rc) {
+        shc_say(cb, "cannot write to %s", msg.text);
+        return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
+    }
+    if (strcmp(o->backend->name, "raw") != 0 && strcmp(o->backend->name, "hdf5") != 0) {
+        shc_say(cb, "cannot write to %s: a dataset at a URL must have raw or hdf5 shards (not %s)",
+                o->out, o->backend->name);
+        rmt_writer_close(x.w);
+        return SHC_EINPUT;
+    }
+    char pname[SHC_PART_NAME_LEN] = "";
+    if (o->part.count)
+        shc_part_name(&o->part, pname);
+    if (asprintf(&x.sub, "%s%s%s", *pname ? SHC_PARTS_DIR "/" : "", pname, *pname ? "/" : "") < 0)
+        x.sub = NULL;
+    stage = x.sub ? stage_dir(o->staging, x.w, "", &msg) : NULL;
+    if (!stage || asprintf(&dir, "%s%s%s", stage, *pname ? "/" SHC_PARTS_DIR "/" : "",
+                           pname) < 0) {
+        shc_say(cb, "%s", msg.text[0] ? msg.text : "out of memory");
+        free(stage);
+        free(x.sub);
+        rmt_writer_close(x.w);
+        return msg.text[0] ? SHC_EINPUT : ENOMEM;
+    }
+    x.stage = stage;
+    pthread_mutex_init(&x.mu, NULL);
+    pthread_cond_init(&x.cv, NULL);
+    rmt_writer_progress(x.w, on_sent, &x);
+    pthread_t tid;
+    /* the staging folder holds this build alone: what an earlier run left goes (the bucket is
+     * what --resume continues) */
+    if ((rc = rm_rf(dir)) != 0) {
+        shc_say(cb, "cannot clear %s: %s", dir, strerror(rc));
+        goto out;
+    }
+    if ((rc = prepare_remote(&x, o, cb, dir)) != 0)
+        goto out;
+    if ((rc = make_dirs(stage)) != 0) {
+        shc_say(cb, "cannot create %s: %s", stage, strerror(rc));
+        goto out;
+    }
+    if ((rc = pthread_create(&tid, NULL, uploader, &x)) != 0) {
+        shc_say(cb, "cannot start the upload: %s", strerror(rc));
+        goto out;
+    }
+    shc_build_opts ob = *o;
+    ob.out = stage;
+    ob.shard_done = on_shard;
+    ob.shard_ctx = &x;
+    shc_build_cb wcb = {.ctx = &x, .message = w_message, .reject = w_reject,
+                        .warning = w_warning, .progress = cb->progress ? w_progress : NULL,
+                        .summary = w_summary, .projection = w_projection};
+    rc = shc_build(&ob, &wcb);
+    /* the shards still waiting go up (with a progress report now and then) */
+    pthread_mutex_lock(&x.mu);
+    x.closing = 1;
+    pthread_cond_broadcast(&x.cv);
+    while (x.waiting && !x.failed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&x.cv, &x.mu, &ts);
+        if (x.final_pending) {
+            pthread_mutex_unlock(&x.mu);
+            report(&x, &x.last, 0);
+            pthread_mutex_lock(&x.mu);
+        }
+    }
+    pthread_mutex_unlock(&x.mu);
+    pthread_join(tid, NULL);
+    if (x.failed) {
+        tell_failure(&x);
+        if (rc == 0 || rc == SHC_EREJECTS || rc == x.err)
+            rc = x.err;
+        goto out;
+    }
+    if (rc != 0 && rc != SHC_EREJECTS)
+        goto out;
+    int up = finish_upload(&x, dir, cb);
+    if (up) {
+        rc = up;
+        goto out;
+    }
+    if (x.final_pending)
+        report(&x, &x.last, 1);
+    char *where = NULL;
+    if (x.have_summary && cb->summary) {
+        if (asprintf(&where, "%s%s%.*s", x.url, *x.sub ? "/" : "", (int)strlen(x.sub) - 1,
+                     x.sub) < 0)
+            where = NULL;
+        x.summary.out = where ? where : x.url;
+        x.summary.seconds = shc_now() - x.t0;
+        cb->summary(cb->ctx, &x.summary);
+    }
+    free(where);
+out:
+    /* nothing staged is needed once the build ended: the bucket holds what --resume continues */
+    rm_rf(dir);
+    if (*pname) {
+        char *parts = NULL;
+        if (asprintf(&parts, "%s/%s", stage, SHC_PARTS_DIR) >= 0)
+            rmdir(parts);               /* when no other part is staged there */
+        free(parts);
+    }
+    rmdir(stage);
+    for (item *it = x.head, *nx; it; it = nx) {
+        nx = it->next;
+        item_free(it);
+    }
+    free(x.journal);
+    free(x.sub);
+    free(dir);
+    free(stage);
+    pthread_cond_destroy(&x.cv);
+    pthread_mutex_destroy(&x.mu);
+    rmt_writer_close(x.w);
+    return rc;
+}
+
+/* ---- the merge ---- */
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const rmt_object *)a)->name, ((const rmt_object *)b)->name);
+}
+
+typedef struct {
+    rmt_object *v;
+    size_t n;
+    const char *url;
+} merge_ctx;
+
+/* part's shard ms is an object of the size its manifest gives */
+static int shard_there(void *ctx, const char *part, const fmt_manifest_shard *ms, fmt_msg *msg)
+{
+    merge_ctx *m = ctx;
+    char *name = NULL;
+    if (asprintf(&name, "%s/%s/%s", SHC_PARTS_DIR, part, ms->file) < 0)
+        return ENOMEM;
+    rmt_object key = {.name = name};
+    const rmt_object *o = bsearch(&key, m->v, m->n, sizeof *m->v, by_name);
+    int rc = 0;
+    if (!o)
+        rc = fmt_fail(msg, ENOENT, "%s/%s: no such object", m->url, name);
+    else if (o->size != ms->bytes)
+        rc = fmt_fail(msg, FMT_ECORRUPT, "%s/%s: %" PRIu64 " bytes, its part's manifest says %"
+                      PRIu64, m->url, name, o->size, ms->bytes);
+    free(name);
+    return rc;
+}
+
+/* text with the staging folder named as the URL */
+static void rename_in(fmt_msg *msg, const char *stage, const char *url)
+{
+    char *at = msg ? strstr(msg->text, stage) : NULL;
+    if (!at)
+        return;
+    char t[sizeof msg->text];
+    snprintf(t, sizeof t, "%.*s%s%s", (int)(at - msg->text), msg->text, url, at + strlen(stage));
+    memcpy(msg->text, t, sizeof t);
+}
+
+int shc_merge_upload(const char *out, shc_merge_result *res, fmt_msg *msg)
+{
+    if (res)
+        memset(res, 0, sizeof *res);
+    rmt_writer *w = NULL;
+    int rc = rmt_writer_open(&w, out, 0, msg);
+    if (rc)
+        return rc;
+    const rmt_config *c = rmt_writer_config(w);
+    merge_ctx m = {.url = c->url};
+    char *stage = stage_dir(NULL, w, ".merge", msg);
+    rmt_job *jobs = NULL;
+    char **paths = NULL;
+    size_t k = 0;
+    if (!stage) {
+        rc = msg && msg->text[0] ? FMT_EINVAL : ENOMEM;
+        goto out;
+    }
+    if ((rc = rm_rf(stage)) != 0 || (rc = make_dirs(stage)) != 0) {
+        rc = fmt_fail(msg, rc, "cannot prepare %s: %s", stage, strerror(rc));
+        goto out;
+    }
+    if ((rc = rmt_list(w, SHC_PARTS_DIR "/", &m.v, &m.n, msg)) != 0)
+        goto out;
+    /* each part's manifest and tables, in a folder of its own as a local part has it */
+    jobs = calloc(m.n ? m.n : 1, sizeof *jobs);
+    paths = calloc(m.n ? m.n : 1, sizeof *paths);
+    if (!jobs || !paths) {
+        rc = fmt_fail(msg, ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < m.n && !rc; i++) {
+        const char *rel = m.v[i].name + strlen(SHC_PARTS_DIR "/"), *slash = strchr(rel, '/');
+        char pn[SHC_PART_NAME_LEN];
+        shc_part p;
+        if (!slash || (size_t)(slash - rel) >= sizeof pn)
+            continue;
+        memcpy(pn, rel, (size_t)(slash - rel));
+        pn[slash - rel] = '\0';
+        if (shc_part_name_parse(pn, &p) != 0)
+            continue;
+        char *pdir = NULL;
+        if (asprintf(&pdir, "%s/%s/%s", stage, SHC_PARTS_DIR, pn) < 0) {
+            rc = fmt_fail(msg, ENOMEM, "out of memory");
+            break;
+        }
+        rc = make_dirs(pdir);
+        free(pdir);
+        if (rc) {
+            rc = fmt_fail(msg, rc, "cannot create a folder in %s: %s", stage, strerror(rc));
+            break;
+        }
+        int table = strcmp(slash + 1, FMT_MANIFEST_NAME) == 0;
+        for (int t = 0; t < 3; t++)
+            table |= strcmp(slash + 1, tables[t]) == 0;
+        if (!table)
+            continue;
+        if (asprintf(&paths[k], "%s/%s", stage, m.v[i].name) < 0) {
+            paths[k] = NULL;
+            rc = fmt_fail(msg, ENOMEM, "out of memory");
+            break;
+        }
+        jobs[k].name = m.v[i].name;
+        jobs[k].path = paths[k];
+        jobs[k].size = m.v[i].size;
+        k++;
+    }
+    if (!rc && k)
+        rc = rmt_fetch(c, jobs, k, 0, 0, NULL, NULL, NULL, NULL, msg);
+    if (rc)
+        goto out;
+    qsort(m.v, m.n, sizeof *m.v, by_name);
+    rc = shc_merge_with(stage, shard_there, &m, res, msg);
+    rename_in(msg, stage, c->url);
+    if (rc)
+        goto out;
+    /* a previous merge's manifest first, then the tables, the manifest last */
+    if ((rc = rmt_delete(w, FMT_MANIFEST_NAME, msg)) != 0)
+        goto out;
+    for (int i = 0; i < 4 && !rc; i++) {
+        const char *t = i < 3 ? tables[i] : FMT_MANIFEST_NAME;
+        char *path = NULL;
+        if (asprintf(&path, "%s/%s", stage, t) < 0) {
+            rc = fmt_fail(msg, ENOMEM, "out of memory");
+            break;
+        }
+        if (i == 3 || access(path, F_OK) == 0)
+            rc = rmt_put_file(w, t, path, msg);
+        free(path);
+    }
+out:
+    if (stage)
+        rm_rf(stage);
+    for (size_t i = 0; i < k; i++)
+        free(paths[i]);
+    free(paths);
+    free(jobs);
+    free(stage);
+    rmt_objects_free(m.v, m.n);
+    rmt_writer_close(w);
+    return rc;
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# End to end: datasets written to s3:// (docs/REMOTE.md, "Writing"), against servers this test
+# starts on 127.0.0.1 and stops (trap): s3rver (installed into $BUILD/npm on first use, as
+# e2e_remote.sh does), a proxy in front of it that recomputes every request's SigV4 signature
+# with botocore's signer and checks each body against its signed hash (every write goes through
+# it), and a proxy that answers 503 SlowDown to every upload after the first N. What is asserted:
+# build -o s3:// writes objects equal, byte for byte, to the files of a local build with the same
+# options (single PUTs, and multipart uploads with a small part size); --part I/N then merge on
+# s3:// equals local parts then merge; an upload that fails halfway leaves no manifest, a second
+# build without --resume is refused, and --resume completes it to the same bytes; the staging
+# folder is empty afterwards; shardread.build to a URL; wrong credentials and http(s):// outputs
+# are clear errors that never show the secret.
+. "$(dirname "$0")/lib.sh"
+
+PY=/usr/bin/python3
+HELP="$ROOT/tests/remote_servers.py"
+export PYTHONPATH="$ROOT/$BUILD/python"
+S3RVER="$ROOT/$BUILD/npm/node_modules/.bin/s3rver"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+for tool in node npm; do
+  command -v "$tool" >/dev/null || { bad "$tool is missing: scripts/deps.sh installs it"; finish; exit; }
+done
+if [ ! -x "$S3RVER" ]; then
+  npm install --silent --no-audit --no-fund --prefix "$ROOT/$BUILD/npm" s3rver@3 >"$T/npm" 2>&1 ||
+    { bad "npm install s3rver failed: $(tail -3 "$T/npm")"; finish; exit; }
+fi
+
+# the dataset: 60 samples in shards of 8, built locally as the reference
+"$MKSAMPLE" "$T/src" --classes 3 --per-class 20 --min-side 20 --max-side 40 --no-broken --quiet
+OPTS=(--size 16x12 --shard-samples 8 --no-progress)
+"$SHARDC" build "$T/src" -o "$T/local" "${OPTS[@]}" 2>/dev/null || { bad "local build failed"; finish; exit; }
+for i in 0 1 2; do
+  "$SHARDC" build "$T/src" -o "$T/lparts" "${OPTS[@]}" --part $i/3 2>/dev/null || bad "local part $i"
+done
+"$SHARDC" merge "$T/lparts" 2>/dev/null || bad "local merge failed"
+
+S3P=$($PY "$HELP" port)
+"$S3RVER" -d "$T/s3" -a 127.0.0.1 -p "$S3P" --silent >"$T/s3rver.log" 2>&1 &
+pids+=($!)
+$PY "$HELP" wait "$S3P" || { bad "s3rver did not start: $(head -3 "$T/s3rver.log")"; finish; exit; }
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
+unset AWS_PROFILE AWS_SESSION_TOKEN AWS_NO_SIGN_REQUEST AWS_ENDPOINT_URL
+mkdir -p "$T/empty"
+$PY "$HELP" upload "http://127.0.0.1:$S3P" bkt none "$T/empty" >/dev/null || bad "cannot create the bucket"
+GP=$($PY "$HELP" port); FP=$($PY "$HELP" port)
+$PY "$HELP" sigproxy "$GP" "127.0.0.1:$S3P" S3RVER S3RVER "$T/sig.log" &
+pids+=($!)
+# the faults sit in front of the checking proxy: what gets through is checked too
+$PY "$HELP" writefaults "$FP" "127.0.0.1:$GP" 4 "$T/faults.log" &
+pids+=($!)
+$PY "$HELP" wait "$GP" && $PY "$HELP" wait "$FP" || bad "the proxies did not start"
+export AWS_ENDPOINT_URL_S3=http://127.0.0.1:$GP
+export SHARDREAD_CACHE="$T/cache"
+same() { $PY "$HELP" dump "http://127.0.0.1:$S3P" bkt "$1" "$2" >"$T/dump" 2>&1 || { cat "$T/dump"; false; }; }
+
+# ---- one build ----
+expect_exit 0 "shardc build -o s3://bkt/one" "$SHARDC" build "$T/src" -o s3://bkt/one "${OPTS[@]}"
+check "it names the URL in its summary" grep -q "in 8 shard(s), .* to s3://bkt/one;" "$T/err"
+check "its objects are the local build's files, byte for byte" same one "$T/local"
+check "every request carried a signature and body hash botocore reproduces" \
+  bash -c "grep -q '^ok PUT ' '$T/sig.log' && ! grep -q '^bad ' '$T/sig.log'"
+check "the staging folder is left empty" test -z "$(ls -A "$T/cache/upload" 2>/dev/null)"
+expect_exit 2 "a second build into it is refused" "$SHARDC" build "$T/src" -o s3://bkt/one "${OPTS[@]}"
+check "saying what to do" grep -q "s3://bkt/one already holds a dataset (use --resume .* or --force" "$T/err"
+expect_exit 0 "--force replaces it" "$SHARDC" build "$T/src" -o s3://bkt/one "${OPTS[@]}" --force
+check "with the same objects" same one "$T/local"
+
+# ---- multipart: parts of 4000 bytes (shards are 9216 bytes: three parts each) ----
+: >"$T/sig.log"
+expect_exit 0 "a build with multipart uploads (SHARDC_UPLOAD_PART_SIZE=4000)" \
+  env SHARDC_UPLOAD_PART_SIZE=4000 "$SHARDC" build "$T/src" -o s3://bkt/multi "${OPTS[@]}"
+check "the shards went up in parts" test "$(grep -c '^ok PUT .*shard-00000.raw?partNumber=' "$T/sig.log")" -eq 3
+check "each upload was created and completed" test "$(grep -c '^ok POST .*shard-00000.raw?upload' "$T/sig.log")" -eq 2
+check "the objects are the local build's files" same multi "$T/local"
+expect_exit 0 "--upload-part-size does the same" \
+  "$SHARDC" build "$T/src" -o s3://bkt/multi2 "${OPTS[@]}" --upload-part-size 5000 --staging "$T/stage"
+check "its objects are the local files too" same multi2 "$T/local"
+check "the staging folder given is left empty" test -z "$(ls -A "$T/stage")"
+check "no request failed its check" bash -c "! grep -q '^bad ' '$T/sig.log'"
+
+# ---- parts and merge ----
+for i in 0 1 2; do
+  expect_exit 0 "part $i of 3 to s3://bkt/parts" "$SHARDC" build "$T/src" -o s3://bkt/parts "${OPTS[@]}" --part $i/3
+done
+expect_exit 0 "shardc merge s3://bkt/parts" "$SHARDC" merge s3://bkt/parts
+check "it reports the merge" grep -q "merged 3 part(s) into s3://bkt/parts: 60 samples" "$T/err"
+check "the bucket holds what local parts and merge hold, byte for byte" same parts "$T/lparts"
+expect_exit 0 "the merged dataset reads and verifies from the bucket" "$SHARDC" verify s3://bkt/parts
+check "all 60 samples" grep -q "all 60 samples in 9 shard(s) verified" "$T/err"
+expect_exit 0 "a Loader epoch of the merged dataset equals the one-machine build's" \
+  $PY "$HELP" epoch "$T/local" s3://bkt/parts "$T/cache2" '{"batch_size": 7, "shuffle": true, "seed": 4}'
+
+# ---- an upload that fails halfway, then --resume ----
+expect_exit 3 "a build whose uploads fail after 4 objects fails" \
+  env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$FP "$SHARDC" build "$T/src" -o s3://bkt/cut "${OPTS[@]}"
+check "naming the object, endpoint, bucket and the server's code" \
+  grep -q "cannot upload s3://bkt/cut/shard-0000[0-9].raw to http://127.0.0.1:$FP (bucket bkt): HTTP 503 SlowDown.*(after 6 tries)" "$T/err"
+check "and nothing else about the staging folder" bash -c "! grep -q '$T/cache' '$T/err'"
+$PY - "http://127.0.0.1:$S3P" >"$T/keys" <<'EOF'
+import sys, botocore.session
+from botocore.config import Config
+c = botocore.session.get_session().create_client(
+    "s3", endpoint_url=sys.argv[1], region_name="us-east-1",
+    config=Config(s3={"addressing_style": "path"}))
+for o in c.list_objects_v2(Bucket="bkt", Prefix="cut/").get("Contents", []):
+    print(o["Key"])
+EOF
+check "some shards went up" grep -q "cut/shard-00000.raw" "$T/keys"
+check "but no manifest" bash -c "! grep -q manifest.json '$T/keys'"
+expect_exit 3 "reading it fails: there is no dataset yet" "$SHARDC" info s3://bkt/cut
+expect_exit 2 "a build without --resume is refused" "$SHARDC" build "$T/src" -o s3://bkt/cut "${OPTS[@]}"
+check "naming the unfinished build" grep -q "s3://bkt/cut holds the objects of an unfinished build (use --resume" "$T/err"
+expect_exit 0 "--resume completes it" "$SHARDC" build "$T/src" -o s3://bkt/cut "${OPTS[@]}" --resume
+check "keeping the shards that went up" grep -q "resuming: kept [1-9] finished shard(s)" "$T/err"
+check "to the local build's bytes (the journal object gone)" same cut "$T/local"
+check "no request failed its check" bash -c "! grep -q '^bad ' '$T/sig.log'"
+
+# ---- the Python writer ----
+expect_exit 0 "shardread.build to an s3:// URL" $PY - "$T/src" "$T/pylocal" <<'EOF'
+import os, sys, shardread
+src, local = sys.argv[1:3]
+items = sorted((os.path.join(src, c, f), k) for k, c in enumerate(sorted(os.listdir(src)))
+               for f in os.listdir(os.path.join(src, c)))
+for out in (local, "s3://bkt/py"):
+    shardread.build(items, out, size=(16, 12), shard_samples=8)
+EOF
+check "it writes the objects a local shardread.build writes" same py "$T/pylocal"
+
+# ---- errors ----
+SECRET=Zq7wrongSecretValue
+expect_exit 3 "a wrong secret is refused" \
+  env AWS_SECRET_ACCESS_KEY=$SECRET "$SHARDC" build "$T/src" -o s3://bkt/bad "${OPTS[@]}"
+check "naming the server's code, the endpoint and the bucket" \
+  grep -q "at http://127.0.0.1:$GP (bucket bkt): HTTP 403 SignatureDoesNotMatch" "$T/err"
+check "the secret is in no message" bash -c "! grep -q $SECRET '$T/err' '$T/out'"
+expect_exit 2 "an https:// output is refused" "$SHARDC" build "$T/src" -o https://127.0.0.1:9/ds "${OPTS[@]}"
+check "saying it is read-only" grep -q "https://127.0.0.1:9/ds: http(s):// datasets are read-only" "$T/err"
+expect_exit 2 "so is merge into http://" "$SHARDC" merge http://127.0.0.1:9/ds
+check "with the same reason" grep -q "http(s):// datasets are read-only" "$T/err"
+
+finish
