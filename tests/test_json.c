@@ -106,6 +106,9 @@ static Suite *json_suite(void)
 {
     Suite *s = suite_create("json");
     TCase *tc = tcase_create("json");
+    /* find_python imports torch and torchvision: seconds on a loaded machine, past check's
+     * default 4 s */
+    tcase_set_timeout(tc, 60);
     tu_temp_fixtures(tc);
     tcase_add_test(tc, test_escapes);
     tcase_add_test(tc, test_utf8);
