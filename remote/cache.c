@@ -29,6 +29,8 @@ typedef struct {
     int busy;                   /* another process held its lock */
     int resumed;                /* the download continued a .part found on disk */
     int reruns;
+    int reserved;               /* rmt_lazy: room was made for its download */
+    int noroom;                 /* rmt_lazy: it must be downloaded, but no room was made */
 } shard_job;
 
 typedef struct {
@@ -118,6 +120,8 @@ static int on_start(rmt_job *j, void *ctx)
     if (rc)
         return fmt_fail(&j->msg, rc, "cannot create the folder of %s: %s", sj->final,
                         strerror(rc));
+    if (sj->lockfd >= 0)        /* rmt_lazy took it when it reserved room */
+        goto locked;
     sj->lockfd = open(sj->lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (sj->lockfd < 0)
         return fmt_fail(&j->msg, errno, "cannot open %s: %s", sj->lockp, strerror(errno));
@@ -132,9 +136,11 @@ static int on_start(rmt_job *j, void *ctx)
         }
         return fmt_fail(&j->msg, e, "cannot lock %s: %s", sj->lockp, strerror(e));
     }
+locked:
     sj->busy = 0;
     fmt_msg why;
     if (check_shard(x, sj->k, sj->final, sj->sdir, 0, &why) == 0) {
+        unlink(sj->part);           /* a stale partial download beside the checked file */
         unlock(sj);
         x->st->cached++;
         return 1;
@@ -438,6 +444,7 @@ typedef struct {
     uint64_t last_use;          /* tick of its last release (0: never used here) */
     uint64_t inwin;             /* window generation that last included it */
     uint64_t kept;              /* eviction round in which another process kept it */
+    int needs_room;             /* its file was there but failed its check: room first */
     int rc;                     /* Z_FAILED */
     fmt_msg msg;
 } zshard;
@@ -573,7 +580,8 @@ static void take_present(rmt_lazy *z, size_t k)
 {
     zshard *s = &z->sh[k];
     if (!z->limit) {            /* nothing evicts in an unbounded cache: no descriptor held */
-        s->state = Z_PRESENT;
+        /* (a transfer abandoned when another failed has rc 0 too, and no file) */
+        s->state = access(s->j.final, F_OK) == 0 ? Z_PRESENT : Z_ABSENT;
         return;
     }
     int fd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -600,6 +608,20 @@ static void zwait(rmt_lazy *z, long ns)
     pthread_cond_timedwait(&z->work, &z->mu, &t);
 }
 
+/* on_start, but a shard picked without room (its file was there when picked) and that must be
+ * downloaded after all is left for the next round, which makes room first */
+static int lazy_start(rmt_job *j, void *ctx)
+{
+    shard_job *sj = j->user;
+    int rc = on_start(j, ctx);
+    if (rc == 0 && !sj->reserved) {
+        sj->noroom = 1;
+        unlock(sj);
+        return 1;
+    }
+    return rc;
+}
+
 static void *lazy_main(void *arg)
 {
     rmt_lazy *z = arg;
@@ -623,9 +645,22 @@ static void *lazy_main(void *arg)
                 zshard *s = &z->sh[k];
                 if (s->state != Z_ABSENT || (!pass && !s->wanted))
                     continue;
-                if (access(s->j.final, F_OK) != 0 && z->limit) {
-                    if (!make_room(z, &used, z->m.shards[k].bytes, !pass))
+                s->j.reserved = 0;
+                if ((s->needs_room || access(s->j.final, F_OK) != 0) && z->limit) {
+                    /* its lock first, so that no other process evicts the reservation (or
+                     * downloads it too); busy: later */
+                    int lfd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+                    if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+                        close(lfd);
+                        continue;
+                    }
+                    if (lfd < 0 || !make_room(z, &used, z->m.shards[k].bytes, !pass)) {
+                        if (lfd >= 0)
+                            close(lfd);
                         break;
+                    }
+                    s->j.lockfd = lfd;
+                    s->j.reserved = 1;
                     int fd = open(s->j.part, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
                     if (fd >= 0)
                         close(fd);  /* the reservation */
@@ -651,11 +686,12 @@ static void *lazy_main(void *arg)
             j->size = z->m.shards[pick[i]].bytes;
             j->user = &z->sh[pick[i]].j;
             z->sh[pick[i]].j.busy = 0;
+            z->sh[pick[i]].j.noroom = 0;
         }
         pthread_mutex_unlock(&z->mu);
         fmt_msg msg = {{0}};
-        (void)rmt_fetch(&z->c, z->jobs, np, z->parallel, z->tries, on_start, on_done, &x,
-                        &z->st, &msg);
+        (void)rmt_fetch(&z->c, z->jobs, np, z->parallel, z->tries,
+                        z->limit ? lazy_start : on_start, on_done, &x, &z->st, &msg);
         for (size_t i = 0; i < np; i++)
             unlock(&z->sh[pick[i]].j);
         pthread_mutex_lock(&z->mu);
@@ -664,7 +700,10 @@ static void *lazy_main(void *arg)
             zshard *s = &z->sh[pick[i]];
             rmt_job *j = &z->jobs[i];
             busy += j->rc == 0 && s->j.busy;
-            if (j->rc == 0 && !s->j.busy) {
+            s->needs_room = s->j.noroom;
+            if (s->j.noroom) {
+                s->state = Z_ABSENT;
+            } else if (j->rc == 0 && !s->j.busy) {
                 take_present(z, pick[i]);
             } else if (j->rc == 0 || j->rc == ECANCELED) {
                 s->state = Z_ABSENT;    /* another process has it, or abandoned: again */
