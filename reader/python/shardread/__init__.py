@@ -723,7 +723,9 @@ class Loader(_shardread.Loader):
     def __new__(cls, *args, **kwargs):
         return _shardread.Loader.__new__(_loader_class(cls))
 
-    # cache=: where a dataset at a URL is downloaded (docs/REMOTE.md)
+    # cache=: where a dataset at a URL is downloaded (docs/REMOTE.md); for one dataset at a
+    # URL, cache_limit= (bytes, or '200GiB') bounds that folder and prefetch_shards= says how
+    # many shards are downloaded ahead, in the sampler's order, as the epoch is read
 
     def __init__(self, path, batch_size=256, shuffle=False, seed=0, threads=None, rank=None,
                  world=None, drop_last=False, size=None, random_crop=False, flip=False,
