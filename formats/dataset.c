@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,9 @@ struct fmt_dataset {
     size_t nunavailable;        /* shards left closed (FMT_OPEN_TOLERANT) */
     uint64_t max_length;        /* largest payload */
     ds_shard *shards;           /* one per manifest shard */
+    char *dir;                  /* FMT_OPEN_LAZY: where the shards arrive */
+    unsigned flags;
+    pthread_mutex_t lazy;       /* FMT_OPEN_LAZY: serialises loads and unloads */
 };
 
 static uint64_t max_u64(uint64_t a, uint64_t b)
@@ -171,6 +175,97 @@ leave:
     return rc;
 }
 
+int fmt_dataset_open_lazy(fmt_dataset **out, const char *dir, const char *manifest, size_t len,
+                          fmt_access access, unsigned flags, fmt_msg *msg)
+{
+    *out = NULL;
+    if (access != FMT_ACCESS_MMAP && access != FMT_ACCESS_PREAD && access != FMT_ACCESS_DIRECT)
+        return fmt_fail(msg, FMT_EINVAL, "unknown access mode %d", (int)access);
+    fmt_dataset *d = calloc(1, sizeof *d);
+    if (!d)
+        return ENOMEM;
+    d->access = access;
+    d->flags = flags | FMT_OPEN_LAZY;
+    int rc = fmt_manifest_parse(manifest, len, &d->man, msg);
+    if (rc)
+        goto leave;
+    d->be = fmt_backend_find(d->man.backend);
+    if (!d->be || d->man.backend_version == 0 || d->man.backend_version > d->be->version) {
+        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s/manifest.json: backend '%s' version %u is not "
+                      "supported", dir, d->man.backend, d->man.backend_version);
+        goto leave;
+    }
+    if (!d->man.sample_width || !d->man.sample_height || d->man.targets) {
+        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "shards opened as they arrive need samples of one "
+                      "size and no targets");
+        goto leave;
+    }
+    d->max_length = (uint64_t)d->man.sample_width * d->man.sample_height * d->man.channels;
+    d->shards = calloc(d->man.nshards ? d->man.nshards : 1, sizeof *d->shards);
+    if (!d->shards || !(d->dir = strdup(dir))) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    pthread_mutex_init(&d->lazy, NULL);
+    for (size_t i = 0; i < d->man.nshards; i++) {
+        ds_shard *s = &d->shards[i];
+        if (asprintf(&s->path, "%s/%s", dir, d->man.shards[i].file) < 0) {
+            s->path = NULL;
+            rc = ENOMEM;
+            goto leave;
+        }
+        s->rc = EAGAIN;
+    }
+    *out = d;
+    d = NULL;
+leave:
+    fmt_dataset_close(d);
+    return rc;
+}
+
+int fmt_dataset_shard_load(fmt_dataset *d, size_t i, fmt_msg *msg)
+{
+    if (!(d->flags & FMT_OPEN_LAZY) || i >= d->man.nshards)
+        return FMT_EINVAL;
+    pthread_mutex_lock(&d->lazy);
+    ds_shard *s = &d->shards[i];
+    int rc = 0;
+    if (!s->s) {
+        fmt_msg sub = {{0}};
+        rc = open_shard(d, d->dir, i, &sub);
+        if (rc) {
+            free_copies(s);
+            d->be->r_close(s->s);
+            s->s = NULL;
+            fmt_fail(msg, rc, "%s: %s", s->path, fmt_reason(&sub, rc));
+        } else {
+            s->rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&d->lazy);
+    return rc;
+}
+
+void fmt_dataset_shard_unload(fmt_dataset *d, size_t i, int rc, const char *why)
+{
+    if (!(d->flags & FMT_OPEN_LAZY) || i >= d->man.nshards)
+        return;
+    pthread_mutex_lock(&d->lazy);
+    ds_shard *s = &d->shards[i];
+    d->be->r_close(s->s);
+    free_copies(s);
+    s->s = NULL;
+    s->rc = rc ? rc : EAGAIN;
+    if (why) {
+        char *w = strdup(why);
+        if (w) {
+            free(s->why);
+            s->why = w;
+        }
+    }
+    pthread_mutex_unlock(&d->lazy);
+}
+
 size_t fmt_dataset_unavailable(const fmt_dataset *d)
 {
     return d->nunavailable;
@@ -303,6 +398,9 @@ void fmt_dataset_close(fmt_dataset *d)
         free(d->shards[i].path);
         free(d->shards[i].why);
     }
+    if (d->dir)
+        pthread_mutex_destroy(&d->lazy);
+    free(d->dir);
     free(d->shards);
     fmt_manifest_free(&d->man);
     free(d);

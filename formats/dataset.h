@@ -71,6 +71,23 @@ int fmt_dataset_open_ex(fmt_dataset **d, const char *dir, fmt_access access, fmt
 int fmt_dataset_open_flags(fmt_dataset **d, const char *dir, fmt_access access, unsigned flags,
                            fmt_msg *msg);
 
+/* A dataset whose shards arrive after the open (a dataset at a URL, read through a bounded
+ * cache: remote/remote.h): the manifest (len bytes of JSON) is parsed, no shard is opened.
+ * Shard i is opened by fmt_dataset_shard_load once its file is in dir, and closed again by
+ * fmt_dataset_shard_unload; until then its samples return EAGAIN (or the error
+ * unload recorded). Needs samples of one size (the manifest's sample_width and sample_height:
+ * fmt_dataset_max_length comes from them) and no targets, else FMT_EUNSUPPORTED. The caller
+ * keeps shards it reads from loaded (load and unload are serialised; reads of a loaded shard are
+ * as thread-safe as ever). */
+#define FMT_OPEN_LAZY 4u
+int fmt_dataset_open_lazy(fmt_dataset **d, const char *dir, const char *manifest, size_t len,
+                          fmt_access access, unsigned flags, fmt_msg *msg);
+/* 0 once shard i is open (the checks of fmt_dataset_open_flags applied to it), or the error with
+ * msg naming its file. */
+int fmt_dataset_shard_load(fmt_dataset *d, size_t i, fmt_msg *msg);
+/* Close shard i; its samples then return rc (0: EAGAIN) with why (NULL: kept). */
+void fmt_dataset_shard_unload(fmt_dataset *d, size_t i, int rc, const char *why);
+
 /* Shards that FMT_OPEN_TOLERANT left closed (0 without it). */
 size_t fmt_dataset_unavailable(const fmt_dataset *d);
 

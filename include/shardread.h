@@ -346,6 +346,14 @@ typedef struct {
      * adds or parks workers to keep the ring ahead of the consumer with the fewest. The
      * batches are the same bytes, in the same order, as with any fixed thread count. */
     int threads_auto;
+    /* A dataset at a URL, read by shr_open (see "Datasets at URLs"): the most bytes its cache
+     * folder holds (0, the default: no limit). Shards the reader has finished with are evicted,
+     * least recently used first; a limit below what the readers and the prefetch window need at
+     * once is refused at open, naming the minimum. */
+    uint64_t cache_limit;
+    /* ... and how many distinct shards, in the order the sampler reads them, are downloaded
+     * ahead of the batches being filled (0: the default, 8, within cache_limit). */
+    uint32_t prefetch_shards;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
@@ -742,7 +750,28 @@ SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o);
  * the dataset is made complete in a local cache (shr_options.cache, else $SHARDREAD_CACHE, else
  * ~/.cache/shardread): the manifest is fetched, and every shard the cache lacks is downloaded,
  * checked against the manifest (every sample's hash) and only then renamed into place; the
- * reader then reads the cached files. Raw and hdf5 datasets. */
+ * reader then reads the cached files. Raw and hdf5 datasets.
+ * shr_open of a single dataset whose samples have one size and no targets returns once the
+ * manifest is fetched instead: a thread downloads the shards in the order the sampler reads
+ * them (prefetch_shards ahead), a worker needing a shard not yet there waits for it, and with
+ * cache_limit the folder stays within the limit (shared safely by processes using one cache).
+ * A shard that stays unavailable follows on_error like a damaged local one. */
+
+/* What the cache of a reader over a dataset at a URL read as its shards arrive has done:
+ * shr_cache_stats. All zero for other readers. */
+typedef struct {
+    uint64_t limit;             /* cache_limit (0: none) */
+    uint64_t peak_bytes;        /* the cache folder's largest size seen by the download thread,
+                                 * counted before and after each download (a download in
+                                 * progress counts at its shard's full size) */
+    uint64_t fetched;           /* shards downloaded */
+    uint64_t cached;            /* shards found in the cache, checked, and used */
+    uint64_t evicted;           /* shards removed to stay within the limit */
+    uint64_t bytes;             /* bytes received */
+    uint64_t retries;           /* attempts repeated after a transient failure */
+    const char *dir;            /* the dataset's cache folder (valid while r is open), or NULL */
+} shr_cache_info;
+SHR_API int shr_cache_stats(const shr_reader *r, shr_cache_info *info);
 
 /* The cached local directory of the dataset at url, made complete as above, into dir (len
  * bytes, NUL-terminated). cache: NULL for the default. 0, or the error (the message, naming the

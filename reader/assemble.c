@@ -513,7 +513,7 @@ static int fill_direct(shr_worker *w, shr_slot *slot, uint64_t epoch, uint32_t n
 
 /* Stream batch k is batch *number of *epoch (see "The stream" in shardread.c; the first epoch may be a
  * resumed one, shorter than the rest). */
-static void stream_pos(const shr_reader *r, uint64_t k, uint64_t *epoch, uint64_t *number)
+void shr_stream_pos(const shr_reader *r, uint64_t k, uint64_t *epoch, uint64_t *number)
 {
     if (k < r->nb0 - r->c0) {
         *epoch = r->e0;
@@ -538,8 +538,8 @@ static int substitute(shr_worker *w, shr_slot *slot, uint64_t epoch, uint64_t ba
     int rc = SHR_ECORRUPT;
     for (uint32_t a = 0; a < 16; a++) {
         uint64_t c = first + shr_mix(r->o.seed, epoch, bad, SHR_SALT_SUBSTITUTE + a) % n;
-        if (c == bad)
-            continue;
+        if (c == bad || (r->lazy && shr_lazy_hold(w, c) != 0))
+            continue;       /* at a URL: from shards the cache holds now */
         rc = put_sample(w, epoch, c, slot->b.data + (size_t)i * r->sample_bytes, s,
                         &slot->params[i], &msg);
         if (rc == 0) {
@@ -654,6 +654,8 @@ static void name_streams(const shr_reader *r, shr_slot *slot)
 static int fill_batch(shr_worker *w, shr_slot *slot, uint64_t k)
 {
     int rc = fill(w, slot, k);
+    if (w->r->lazy)             /* the shards fill held (a dataset at a URL) */
+        shr_lazy_release(w, k);
     if (rc == 0 && w->r->targets) {
         shr_stage_mark();
         rc = fill_targets(w->r, slot);
@@ -675,12 +677,17 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
 {
     const shr_reader *r = w->r;
     uint64_t epoch, number;
-    stream_pos(r, k, &epoch, &number);
+    shr_stream_pos(r, k, &epoch, &number);
     shr_batch *b = &slot->b;
     uint32_t n = shr_sampler_batch(r->sampler, epoch, number, w->idx);
     b->epoch = epoch;
     b->number = number;
     b->nbad = 0;
+    if (r->lazy) {              /* a dataset at a URL: its shards here, held until the end */
+        int rc = shr_lazy_acquire(w, k, n, &slot->msg);
+        if (rc)
+            return rc;
+    }
     /* The direct engine reads a whole batch at once. When one of its samples cannot be read
      * (or fails verification) and on_error asks for recovery, the batch is read again sample by
      * sample below, which knows which samples failed: a cost paid by damaged batches only. */

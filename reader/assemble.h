@@ -19,6 +19,9 @@ fmt_filter shr_rs_filter(shr_filter f);
  * batch has had). 0 or ENOMEM, the old arrays kept. */
 int shr_grow_targets(shr_slot *slot, size_t n);
 
+/* Stream batch k is batch *number of *epoch (the first epoch may be a resumed, shorter one). */
+void shr_stream_pos(const shr_reader *r, uint64_t k, uint64_t *epoch, uint64_t *number);
+
 /* The ring's fill (ring.h): stream batch k into slot si of the reader ctx, by worker `worker`
  * (a shr_worker). Returns the fill's result, also left in the slot (rc, msg). */
 int shr_fill_slot(void *ctx, void *worker, uint32_t si, uint64_t k);

@@ -67,6 +67,7 @@ typedef struct {
     void *mix_keep;             /* MixUp / CutMix: one sample at the output dtype */
     uint32_t id;                /* 0 .. threads - 1: the ring parks the highest first */
     shr_wstats st;              /* its counts (stats.h) */
+    size_t *held, nheld, held_cap;  /* a dataset at a URL: the shards the batch holds */
 } shr_worker;
 
 struct shr_reader {
@@ -95,6 +96,8 @@ struct shr_reader {
     uint64_t nb;                /* batches per epoch (but the resumed one: sampler.h) */
     uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb0) */
     uint64_t nb0;               /* batches of epoch e0 */
+    rmt_lazy *lazy;             /* a dataset at a URL read as its shards arrive, else NULL */
+    uint64_t *plan_idx;         /* its download thread's batch scratch */
 
     shr_ring ring;              /* who owns which slot; the only state the threads share */
     shr_slot *slots;            /* ring slot i is slots[i] */
@@ -137,6 +140,23 @@ SHR_INTERNAL int shr_open_source(fmt_dataset **ds, const char *path, const char 
  * with the reader, or on failure); mx->ds[0] is the reader's dataset. */
 SHR_INTERNAL int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt,
                                shr_mixture *mx);
+
+/* remote_open.c: a single dataset at a URL read as its shards arrive (r->lazy). shr_lazy_open
+ * fetches the manifest and opens r->ds without shards (0), or returns 1 with r->lazy NULL when
+ * the dataset cannot be read so and no cache_limit asks for it (then it is made whole first), or
+ * the error with shr_open_err set;
+ * shr_lazy_start (once the sampler exists) checks cache_limit and starts the downloads. A
+ * worker brackets each batch k with shr_lazy_acquire (its shards present, checked, loaded and
+ * held; an unavailable one fails the batch, or is left to on_error) and shr_lazy_release;
+ * shr_lazy_hold adds the shard of a substitute candidate if the cache holds it now. */
+SHR_INTERNAL int shr_lazy_open(shr_reader *r, const char *url);
+SHR_INTERNAL int shr_lazy_start(shr_reader *r);
+SHR_INTERNAL int shr_lazy_acquire(shr_worker *w, uint64_t k, uint32_t n, fmt_msg *msg);
+SHR_INTERNAL int shr_lazy_hold(shr_worker *w, uint64_t idx);
+SHR_INTERNAL void shr_lazy_release(shr_worker *w, uint64_t k);
+/* the distinct shards of idx[0..n), in first-use order, into out */
+SHR_INTERNAL size_t shr_lazy_shards(const shr_reader *r, const uint64_t *idx, uint32_t n,
+                                    size_t *out);
 
 /* mixture.c: the streams' geometry against the reader's (after set_geometry: the same channels
  * and kind, each deliverable at the output size), the largest stored sample of all; and the

@@ -573,6 +573,7 @@ static void free_reader(shr_reader *r)
         shr_direct_free(r->workers[i].direct);
         free(r->workers[i].items);
         free(r->workers[i].mix_keep);
+        free(r->workers[i].held);
     }
     free(r->workers);
     for (uint32_t i = 0; r->slots && i < r->nslots; i++) {
@@ -594,6 +595,8 @@ static void free_reader(shr_reader *r)
         free(r->slots[i].streams);
     }
     free(r->slots);
+    rmt_lazy_close(r->lazy);    /* its thread unloads shards of r->ds: stopped first */
+    free(r->plan_idx);
     shr_sampler_free(r->sampler);
     fmt_rs_cache_free(r->rs_cache);
     fmt_dataset_close(r->ds);
@@ -776,6 +779,10 @@ static int start_workers(shr_reader *r)
         }
         if (r->mix.on && !(w->mix_keep = malloc(r->sample_bytes)))
             return ENOMEM;
+        /* a dataset at a URL: a batch's shards, and as many substitutes' */
+        w->held_cap = (size_t)r->o.batch_size * 2;
+        if (r->lazy && !(w->held = calloc(w->held_cap, sizeof *w->held)))
+            return ENOMEM;
         if (r->o.rrc || r->o.scale != SHR_SCALE_NONE) {
             int rc = fmt_rs_scratch_create(r->rs_cache, &w->rs);
             if (!rc && r->o.rrc)
@@ -883,6 +890,8 @@ int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt, shr
      * samples that cannot be read, handled as those are (see "Read-time recovery") */
     if (mx)
         r->ds = mx->ds[0];      /* opened by shr_open_mixture */
+    else if (rmt_is_url(dir) && (rc = shr_lazy_open(r, dir)) != 1)
+        goto lazy;              /* the shards arrive as they are read (or the error) */
     else
         rc = shr_open_source(&r->ds, dir, o.cache, o.access, o.on_error, &msg);
     if (rc) {
@@ -890,6 +899,9 @@ int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt, shr
         goto leave;
     }
     note_unavailable(r);
+lazy:
+    if (rc)
+        goto leave;
     r->recovers = !mx && o.on_error != SHR_ON_ERROR_FAIL;
     r->direct_shards = mx ? 0 : fmt_dataset_direct_shards(r->ds);
     for (uint32_t s = 0; mx && s < mx->plan.n; s++) {
@@ -908,6 +920,8 @@ int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt, shr
     if (rc)
         goto leave;
     rc = make_sampler(r);
+    if (rc == 0 && r->lazy)
+        rc = shr_lazy_start(r);
     if (rc)
         goto leave;
     uint64_t ring;

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "fmt.h"
+#include "manifest.h"
 
 #define RMT_CACHE_ENV "SHARDREAD_CACHE"
 
@@ -51,6 +52,46 @@ typedef struct {
 /* The local directory of the dataset at url (malloc'd into *dir), complete and checked, as
  * described above. o and st may be NULL. */
 int rmt_resolve(const char *url, const rmt_options *o, char **dir, rmt_stats *st, fmt_msg *msg);
+
+/* ---- a dataset whose shards arrive while it is read (docs/REMOTE.md "Prefetch and the bounded
+ * cache"): the manifest is fetched at open; a thread then downloads the shards the readers'
+ * plan wants next, in its order, into a cache folder kept within a byte limit. ---- */
+
+typedef struct rmt_lazy rmt_lazy;
+
+typedef struct {
+    /* the distinct shards reader batch b touches, in first-use order, into out (room for the
+     * plan_cap given to rmt_lazy_start); 0 only past the end of an ended stream. Pure: called
+     * from the download thread at any time. */
+    size_t (*plan)(void *ctx, uint64_t b, size_t *out);
+    /* the reader stops using shard k (it is about to be evicted): close it */
+    void (*unload)(void *ctx, size_t k);
+    void *ctx;
+} rmt_lazy_hooks;
+
+/* Fetch url's manifest into its cache folder (as rmt_resolve does; *dir and *manifest, its
+ * bytes (len *mlen), malloc'd), and prepare the session. */
+int rmt_lazy_open(rmt_lazy **z, const char *url, const rmt_options *o, char **dir,
+                  uint8_t **manifest, size_t *mlen, fmt_msg *msg);
+/* Bytes of the `shards` largest shards: the least cache that holds any `shards` of them. */
+uint64_t rmt_lazy_minimum(const rmt_lazy *z, size_t shards);
+/* Start downloading: limit bytes in the folder at most (0: no limit), ahead distinct shards of
+ * the plan at most, looking through scan batches at most for them. */
+int rmt_lazy_start(rmt_lazy *z, const rmt_lazy_hooks *h, uint64_t limit, uint32_t ahead,
+                   size_t plan_cap, uint64_t scan, fmt_msg *msg);
+/* A reader starts (ends) filling batch b: the plan's window starts at the lowest in progress. */
+void rmt_lazy_begin(rmt_lazy *z, uint64_t b);
+void rmt_lazy_end(rmt_lazy *z, uint64_t b);
+/* Wait until shard k is in the folder, checked, then hold it (no eviction until released): 0,
+ * or the error that makes it unavailable (msg names the object). Without wait: EAGAIN at once
+ * when it is not there now. */
+int rmt_lazy_acquire(rmt_lazy *z, size_t k, int wait, fmt_msg *msg);
+void rmt_lazy_release(rmt_lazy *z, size_t k);
+/* the downloads so far, the folder's largest size seen, shards evicted */
+void rmt_lazy_stats(rmt_lazy *z, rmt_stats *st, uint64_t *peak, uint64_t *evicted);
+const fmt_manifest *rmt_lazy_manifest(const rmt_lazy *z);
+const char *rmt_lazy_dir(const rmt_lazy *z);       /* the dataset's cache folder */
+void rmt_lazy_close(rmt_lazy *z);      /* accepts NULL; stops the thread first */
 
 /* ---- internals shared by the module's files (and its unit test) ---- */
 

@@ -223,7 +223,8 @@ check "the damaged shard is not in the cache" bash -c "! ls '$T'/cache10/*/shard
 $PY - "$T/err2" <<EOF
 import sys, shardread
 try:
-    shardread.Loader("s3://bkt/bad/ds", batch_size=4)
+    for _ in shardread.Loader("s3://bkt/bad/ds", batch_size=4):   # shards arrive as read
+        pass
 except shardread.Error as e:
     open(sys.argv[1], "w").write(type(e).__name__ + ": " + str(e))
 EOF

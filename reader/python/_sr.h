@@ -154,6 +154,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *path;             /* as given (str or PathLike), for repr */
     PyObject *path_bytes;       /* filesystem encoding */
+    PyObject *cache_bytes;      /* o.cache's storage (a dataset at a URL), or NULL */
     shr_options o;              /* the options; epoch, cursor, rank and world are set per open */
     uint32_t rank, world;       /* this process's share */
     int framework;

@@ -232,6 +232,7 @@ static void Loader_dealloc(LoaderObject *self)
     Py_XDECREF((PyObject *)self->ring);
     Py_XDECREF(self->path);
     Py_XDECREF(self->path_bytes);
+    Py_XDECREF(self->cache_bytes);
     Py_XDECREF(self->mixture);
     sr_free_object((PyObject *)self);
 }
@@ -435,6 +436,23 @@ static uint64_t loader_consumed(const LoaderObject *self, uint64_t start, uint64
         return n;
     uint64_t step = cursor * (uint64_t)self->o.batch_size * self->world;
     return step >= n - start ? n : start + step;
+}
+
+/* _cache_info() -> dict: a dataset at a URL read as its shards arrive (shr_cache_stats) */
+static PyObject *Loader_cache_info(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (loader_ready(self) < 0)
+        return NULL;
+    shr_cache_info c;
+    shr_cache_stats(self->ring->r, &c);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:z}", "limit",
+                         (unsigned long long)c.limit, "peak_bytes",
+                         (unsigned long long)c.peak_bytes, "fetched",
+                         (unsigned long long)c.fetched, "cached", (unsigned long long)c.cached,
+                         "evicted", (unsigned long long)c.evicted, "bytes",
+                         (unsigned long long)c.bytes, "retries", (unsigned long long)c.retries,
+                         "dir", c.dir);
 }
 
 static PyObject *Loader_state_dict(LoaderObject *self, PyObject *unused)
@@ -680,6 +698,9 @@ static PyMethodDef Loader_methods[] = {
      "iteration raises OverflowError. An iteration under way is abandoned. After\n"
      "load_state_dict of a state in this same epoch the loaded cursor is kept, so\n"
      "load_state_dict(s); set_epoch(s['epoch']) resumes mid-epoch."},
+    {"_cache_info", (PyCFunction)Loader_cache_info, METH_NOARGS,
+     "_cache_info() -> dict\n\nA dataset at a URL read as its shards arrive: its cache's limit,\n"
+     "peak_bytes, fetched, cached, evicted, bytes, retries and dir (docs/REMOTE.md)."},
     {"state_dict", (PyCFunction)Loader_state_dict, METH_NOARGS,
      "state_dict() -> dict\n"
      "\n"

@@ -371,7 +371,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
                              "aa_num_ops", "aa_magnitude", "aa_bins", "targets",
                              "min_box_area_fraction", "mixup_alpha", "cutmix_alpha",
                              "num_classes", "erase_random", "scale", "unit", "max_threads",
-                             NULL};
+                             "cache", "cache_limit", "prefetch_shards", NULL};
     PyObject *path, *batch_size = NULL, *shuffle = Py_False, *seed = NULL, *threads = Py_None,
              *rank = Py_None, *world = Py_None, *drop_last = Py_False, *size = Py_None,
              *random_crop = Py_False, *flip = Py_False, *access = NULL, *framework = NULL,
@@ -390,8 +390,9 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     PyObject *mixup = Py_None, *cutmix = Py_None, *num_classes = Py_None,
              *erase_random = Py_False, *scale = Py_None, *unit = Py_None,
              *max_threads = Py_None;
+    PyObject *cache = Py_None, *cache_limit = Py_None, *prefetch_shards = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw,
-                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader",
+                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader",
                                      kwlist,
                                      &path, &batch_size, &shuffle, &seed, &threads, &rank, &world,
                                      &drop_last, &size, &random_crop, &flip, &access, &framework,
@@ -403,7 +404,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
                                      &erase_value, &rot, &aff[0], &aff[1], &aff[2], &aff[3],
                                      &aug_interp, &aug_fill, &auto_aug, &aa[0], &aa[1], &aa[2],
                                      &targets, &min_box, &mixup, &cutmix, &num_classes,
-                                     &erase_random, &scale, &unit, &max_threads))
+                                     &erase_random, &scale, &unit, &max_threads, &cache,
+                                     &cache_limit, &prefetch_shards))
         return -1;
     if (self->ring) {
         PyErr_SetString(PyExc_RuntimeError, "a Loader cannot be initialised twice");
@@ -645,6 +647,19 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
         }
     }
     if (quasi_window && sr_to_u32(quasi_window, "quasi_window", 1, &o->quasi_window) < 0)
+        return -1;
+    /* a dataset at a URL read as its shards arrive (the package passes these for one) */
+    if (cache != Py_None) {
+        PyObject *cb = sr_fs_path(cache);
+        if (!cb)
+            return -1;
+        XSETREF(self->cache_bytes, cb);
+        o->cache = PyBytes_AsString(cb);
+    }
+    if (cache_limit != Py_None && sr_to_u64(cache_limit, "cache_limit", &o->cache_limit) < 0)
+        return -1;
+    if (prefetch_shards != Py_None &&
+        sr_to_u32(prefetch_shards, "prefetch_shards", 1, &o->prefetch_shards) < 0)
         return -1;
     int mixed = sr_mixture_path(self, path);
     if (mixed)

@@ -246,6 +246,7 @@ def test_signatures():
     assert list(inspect.signature(shardread.Dataset).parameters) == ["path", "access",
                                                                       "verify_samples", "cache", "fields"]
     assert params["cache"].default is None     # datasets at URLs: where they are downloaded
+    assert params["cache_limit"].default is None and params["prefetch_shards"].default is None
 
 
 def test_help_is_wrapped():

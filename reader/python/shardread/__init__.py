@@ -517,6 +517,26 @@ def _mixing(mixup, cutmix, num_classes):
 
 # ---- Dataset -----------------------------------------------------------------------------------
 
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def _bytes(v, what):
+    """cache_limit=: an int of bytes, or a string such as '200GiB', '512 MB'."""
+    if v is None or (isinstance(v, int) and not isinstance(v, bool)):
+        return v
+    if isinstance(v, str):
+        import re
+        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", v)
+        if m and m.group(2).lower() in _UNITS:
+            return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    raise ValueError(f"{what} must be a number of bytes or a size such as '200GiB', not {v!r}")
+
+
+def _is_url(path):
+    return isinstance(path, str) and path.startswith(("s3://", "http://", "https://"))
+
+
 def _local(path, cache):
     """path itself, or for a dataset at a URL (s3://, http://, https://) its directory in the
     local cache (cache=, else $SHARDREAD_CACHE, else ~/.cache/shardread), downloaded and checked
@@ -911,7 +931,9 @@ class Loader(_shardread.Loader):
                             + (f": did you mean {near[0]!r}?" if near else ""))
         return _shardread.Loader.__new__(_loader_class(cls))
 
-    # cache=: where a dataset at a URL is downloaded (docs/REMOTE.md)
+    # cache=: where a dataset at a URL is downloaded (docs/REMOTE.md); for one dataset at a
+    # URL, cache_limit= (bytes, or '200GiB') bounds that folder and prefetch_shards= says how
+    # many shards are downloaded ahead, in the sampler's order, as the epoch is read
 
     def __init__(self, path, batch_size=256, shuffle=False, seed=0, threads=None, rank=None,
                  world=None, drop_last=False, size=None, random_crop=False, flip=False,
@@ -927,15 +949,24 @@ class Loader(_shardread.Loader):
                  scale_jitter=None, letterbox=None, pad_to=None, samples_per_epoch=None,
                  labels="keep", return_streams=False, cache=None, fields=False,
                  transform=None, scale=None, py_workers=None, py_pool="thread",
-                 max_threads=None):
+                 max_threads=None, cache_limit=None, prefetch_shards=None):
         self._streams = _streams(path)
         given_path = path
+        remote = {}
+        if self._streams is None and _is_url(path):
+            # read as its shards arrive, in the sampler's order (docs/REMOTE.md)
+            remote = dict(cache=None if cache is None else _os.fsdecode(cache),
+                          cache_limit=_bytes(cache_limit, "cache_limit"),
+                          prefetch_shards=prefetch_shards)
+        elif cache_limit is not None or prefetch_shards is not None:
+            raise ValueError("cache_limit and prefetch_shards are for one dataset at a URL "
+                             "(s3://, http://, https://)")
         if self._streams is not None:
             path = _mixture_arg(self._streams, samples_per_epoch, labels, return_streams, cache)
         elif samples_per_epoch is not None or labels != "keep" or return_streams:
             raise TypeError("samples_per_epoch, labels and return_streams are for a mixture: "
                             "Loader([(path, weight), ...]) or a list of shardread.Stream")
-        else:
+        elif not remote:
             path = _local(path, cache)
         self._labels = labels
         if self._streams is not None and fields is not False and fields is not None:
@@ -1040,10 +1071,11 @@ class Loader(_shardread.Loader):
         self._fields = None
         if fields is not False and fields is not None:
             # the batch's indices say which samples' fields to read
-            fds = Dataset(path, access)
+            fds = Dataset(path, access, cache=cache)
             self._fields = (fds, fds._field_defs(), bool(return_indices or return_params))
             self._fields += (_field_names(self._fields[1], fields, path),)
             kw["return_indices"] = True
+        aug.update(remote)
         try:
             super().__init__(path, **(dict(kw, size=scale_size) if scale else kw), **aug)
         except ShapeError:
@@ -1063,7 +1095,7 @@ class Loader(_shardread.Loader):
                 if n not in (1, channels):
                     raise ValueError(f"{what} has {n} values; the samples have {channels} "
                                      f"channel(s): give 1 or {channels}")
-        if size is not None and not rrc and not pad:
+        if size is not None and not rrc and not pad and not remote:
             want = (size, size) if isinstance(size, int) else size
             for p in self._paths():
                 smallest = Dataset(p, access)._scan()[1]
@@ -1100,7 +1132,8 @@ class Loader(_shardread.Loader):
                 self._user_indices = bool(user_indices) or bool(return_params)
         elif scale_kw is not None:
             kw["scale"] = scale_kw
-        self._kwargs = dict(kw, path=given_path, cache=cache)
+        self._kwargs = dict(kw, path=given_path, cache=cache, cache_limit=cache_limit,
+                            prefetch_shards=prefetch_shards)
         self._fingerprint = None
 
     def __reduce__(self):
@@ -1136,6 +1169,8 @@ class Loader(_shardread.Loader):
     def _paths(self):
         """The dataset of each stream (one for a single dataset)."""
         if self._streams is None:
+            if _is_url(self.path):      # its manifest, in the cache folder
+                return [self._cache_info()["dir"] or _local(self.path, self._kwargs["cache"])]
             return [self.path]
         return [st.path for st in self._streams]
 

@@ -138,6 +138,8 @@ class Loader:
         py_workers: int | None = None,
         py_pool: Literal["thread", "process"] = "thread",
         max_threads: int | None = None,
+        cache_limit: int | str | None = None,
+        prefetch_shards: int | None = None,
     ) -> None: ...
     @property
     def plan(self) -> dict[str, Any] | None: ...

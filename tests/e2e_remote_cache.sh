@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# End to end: a dataset at a URL read as its shards arrive, through a bounded cache
+# (docs/REMOTE.md "Prefetch and the bounded cache"), against nginx on 127.0.0.1 (started and
+# stopped here). Asserted: with cache_limit smaller than the dataset, a Loader epoch equals the
+# local one (pixels, labels, indices, order) for sequential, random and quasi orders and two
+# ranks, while the cache folder (sampled by a thread, and the cache's own count) never exceeds
+# the limit and shards are evicted; a limit below what the reader needs at once is refused
+# naming the minimum; resume mid-epoch against the URL equals the local epoch; what a kill -9
+# leaves (a partial download, a reservation, locks) is repaired by the next open; two processes
+# sharing one bounded cache both read their epochs exactly, within the limit; a shard that stays
+# unavailable (404) fails the epoch naming the object, or with on_error='skip' is skipped and
+# counted.
+. "$(dirname "$0")/lib.sh"
+
+PY=/usr/bin/python3
+HELP="$ROOT/tests/remote_servers.py"
+CHK="$ROOT/tests/remote_cache_check.py"
+export PYTHONPATH="$ROOT/$BUILD/python"
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+command -v "$NGINX" >/dev/null || { bad "nginx is missing: scripts/deps.sh installs it"; finish; exit; }
+
+# the dataset: 96 samples in 12 shards of 8
+mkdir -p "$T/www"
+"$MKSAMPLE" "$T/src" --classes 3 --per-class 32 --min-side 20 --max-side 40 --no-broken --quiet
+"$SHARDC" build "$T/src" -o "$T/www/ds" --size 16x12 --shard-samples 8 --no-progress >/dev/null ||
+  { bad "shardc build failed"; finish; exit; }
+shard=$(stat -c %s "$T/www/ds/shard-00000.raw")
+HP=$($PY "$HELP" port)
+mkdir -p "$T/ngx"
+cat >"$T/nginx.conf" <<EOF
+user $(id -un);
+daemon off;
+pid $T/ngx/nginx.pid;
+error_log $T/ngx/error.log;
+worker_processes 1;
+events { worker_connections 64; }
+http {
+  access_log $T/ngx/access.log;
+  client_body_temp_path $T/ngx/body; proxy_temp_path $T/ngx/proxy;
+  fastcgi_temp_path $T/ngx/fcgi; uwsgi_temp_path $T/ngx/uwsgi; scgi_temp_path $T/ngx/scgi;
+  server { listen 127.0.0.1:$HP; root $T/www; }
+}
+EOF
+"$NGINX" -p "$T/ngx" -e "$T/ngx/error.log" -c "$T/nginx.conf" 2>"$T/ngx/start.err" &
+pids+=($!)
+$PY "$HELP" wait "$HP" || { bad "nginx did not start: $(head -3 "$T/ngx/start.err")"; finish; exit; }
+URL=http://127.0.0.1:$HP/ds
+LIMIT=$((6 * shard))     # half the dataset
+
+# ---- each order within the limit, equal to the local epoch ----
+n=0
+for kw in '{"order": "sequential", "batch_size": 8, "threads": 2}' \
+          '{"order": "random", "seed": 5, "batch_size": 4, "threads": 1}' \
+          '{"order": "quasi", "seed": 3, "quasi_window": 2, "batch_size": 8, "threads": 1}' \
+          '{"order": "random", "seed": 9, "batch_size": 4, "threads": 1, "rank": 1, "world": 2}'; do
+  n=$((n + 1))
+  expect_exit 0 "$kw: an epoch through a cache of 6 of 12 shards equals the local one" \
+    $PY "$CHK" equal "$T/www/ds" "$URL" "$T/c$n" "$LIMIT" "$kw"
+  check "... within the limit, shards evicted" grep -Eq "evicted=[1-9]" "$T/out"
+done
+
+# ---- a limit below what the reader needs at once ----
+expect_exit 0 "a limit of 2 shards for 2 threads of batches of 8 is refused" \
+  $PY "$CHK" refuse "$URL" "$T/c9" $((2 * shard)) '{"batch_size": 8, "threads": 2}'
+check "naming the minimum" grep -q "cache_limit $((2 * shard)) bytes is below the $((6 * shard)) bytes" "$T/out"
+expect_exit 0 "cache_limit='1KiB' is parsed and refused the same way" \
+  $PY "$CHK" refuse "$URL" "$T/c9" 1KiB '{"batch_size": 8}'
+check "naming 1024 bytes" grep -q "cache_limit 1024 bytes is below" "$T/out"
+
+# ---- resume mid-epoch against the URL ----
+expect_exit 0 "5 batches, state_dict, then a new Loader on the URL: the local epoch" \
+  $PY "$CHK" resume "$T/www/ds" "$URL" "$T/c10" "$LIMIT" \
+  '{"order": "random", "seed": 2, "batch_size": 4, "threads": 1}' 5
+
+# ---- what kill -9 leaves ----
+export SHARDREAD_CACHE="$T/c11"
+$PY - "$URL" $((3 * shard)) <<'EOF' >/dev/null 2>&1 &
+import sys, shardread
+for _ in shardread.Loader(sys.argv[1], batch_size=1, threads=1, prefetch_shards=1,
+                          cache_limit=int(sys.argv[2])):
+    pass
+EOF
+kp=$!
+sleep 0.3
+kill -9 $kp 2>/dev/null; wait $kp 2>/dev/null
+d=$(ls -d "$T"/c11/*/ | head -1)
+mkdir -p "$d"
+head -c 100 "$T/www/ds/shard-00004.raw" >"$d/.shard-00004.raw.part"   # a download cut by the kill
+: >"$d/.shard-00005.raw.part"                                          # a reservation
+head -c 100 "$T/www/ds/shard-00006.raw" >"$d/shard-00006.raw"          # (never renamed short)
+expect_exit 0 "after a kill -9 the next bounded epoch equals the local one" \
+  $PY "$CHK" equal "$T/www/ds" "$URL" "$T/c11" "$LIMIT" '{"batch_size": 8, "threads": 1}'
+check "no partial download is left" bash -c "! ls -a '$d' | grep -q '\.part$'"
+
+# ---- two processes sharing one bounded cache ----
+kw='{"order": "random", "seed": 4, "batch_size": 4, "threads": 1}'
+$PY "$CHK" equal "$T/www/ds" "$URL" "$T/c12" $((10 * shard)) "$kw" >"$T/p1" 2>&1 & p1=$!
+$PY "$CHK" equal "$T/www/ds" "$URL" "$T/c12" $((10 * shard)) "$kw" >"$T/p2" 2>&1 & p2=$!
+wait $p1; r1=$?; wait $p2; r2=$?
+check "two processes on a cache of 10 of 12 shards both read the local epoch, within it" \
+  test $r1 -eq 0 -a $r2 -eq 0
+[ $r1 -eq 0 -a $r2 -eq 0 ] || cat "$T/p1" "$T/p2" >&2
+
+# ---- a shard that stays unavailable ----
+cp -r "$T/www/ds" "$T/www/gone"
+rm "$T/www/gone/shard-00002.raw"
+$PY - "http://127.0.0.1:$HP/gone" "$T/c13" >"$T/gone.out" 2>&1 <<'EOF'
+import sys, shardread
+try:
+    for _ in shardread.Loader(sys.argv[1], cache=sys.argv[2], batch_size=8):
+        pass
+    print("no error")
+except shardread.Error as e:
+    print(type(e).__name__, e)
+n, skipped = 0, 0
+for x, y, rec in shardread.Loader(sys.argv[1], cache=sys.argv[2], batch_size=8, on_error="skip",
+                                  return_recovery=True):
+    n += len(y)
+    skipped += len(rec)
+print("read", n, "skipped", skipped)
+EOF
+check "by default the epoch raises, naming the object and the 404" \
+  grep -q "gone/shard-00002.raw.*HTTP 404" "$T/gone.out"
+check "on_error='skip': its 8 samples are skipped and counted, the other 88 read" \
+  grep -q "read 88 skipped 8" "$T/gone.out"
+[ -n "${VERBOSE:-}" ] && cat "$T/gone.out"
+finish

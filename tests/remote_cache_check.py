@@ -1,0 +1,110 @@
+"""Checks of a bounded remote cache for tests/e2e_remote_cache.sh (docs/REMOTE.md).
+
+remote_cache_check.py equal LOCAL URL CACHE LIMIT KWARGS_JSON
+    one epoch of Loader(URL, cache_limit=LIMIT) equals Loader(LOCAL) (pixels, labels, indices,
+    order); the cache folder, sampled by a thread after every batch and between them, never
+    holds more than LIMIT bytes, nor does the cache's own count (peak_bytes); prints
+    'peak=N evicted=E fetched=F'
+remote_cache_check.py resume LOCAL URL CACHE LIMIT KWARGS_JSON CUT
+    CUT batches from the URL, state_dict, a new Loader on the URL loads it and reads the rest:
+    together they equal the local epoch
+remote_cache_check.py refuse URL CACHE LIMIT KWARGS_JSON
+    the open is refused (ValueError), the message printed
+"""
+import json
+import os
+import sys
+import threading
+
+import numpy as np
+import shardread
+
+
+def folder_bytes(cache):
+    total = 0
+    for d, _, files in os.walk(cache):
+        for f in files:
+            if f.endswith(".raw") or f.endswith(".part"):
+                try:
+                    total += os.stat(os.path.join(d, f)).st_size
+                except FileNotFoundError:
+                    pass
+    return total
+
+
+class Sampler(threading.Thread):
+    """The cache folder's size, as often as it can be read."""
+
+    def __init__(self, cache):
+        super().__init__(daemon=True)
+        self.cache, self.peak, self.stop = cache, 0, False
+
+    def run(self):
+        while not self.stop:
+            self.peak = max(self.peak, folder_bytes(self.cache))
+
+
+def batches(loader, n=None):
+    out = []
+    for k, (x, y, i) in enumerate(loader):
+        out.append((np.array(x), np.array(y), np.array(i)))
+        if n is not None and k + 1 == n:
+            break
+    return out
+
+
+def same(a, b):
+    if len(a) != len(b):
+        print(f"{len(b)} batches, the local epoch has {len(a)}", file=sys.stderr)
+        return False
+    for k, (p, q) in enumerate(zip(a, b)):
+        if not all(np.array_equal(u, v) for u, v in zip(p, q)):
+            print(f"batch {k} differs", file=sys.stderr)
+            return False
+    return True
+
+
+def main(argv):
+    cmd = argv[1]
+    if cmd == "refuse":
+        url, cache, limit, kw = argv[2], argv[3], argv[4], json.loads(argv[5])
+        try:
+            shardread.Loader(url, cache=cache, cache_limit=limit, **kw)
+        except ValueError as e:
+            print(e)
+            return 0
+        print("the open was not refused", file=sys.stderr)
+        return 1
+    local, url, cache, limit, kw = argv[2], argv[3], argv[4], int(argv[5]), json.loads(argv[6])
+    want = batches(shardread.Loader(local, return_indices=True, **kw))
+    s = Sampler(cache)
+    s.start()
+    if cmd == "equal":
+        b = shardread.Loader(url, return_indices=True, cache=cache, cache_limit=limit, **kw)
+        got = batches(b)
+        info = b._cache_info()
+    else:
+        cut = int(argv[7])
+        b = shardread.Loader(url, return_indices=True, cache=cache, cache_limit=limit, **kw)
+        got = batches(b, cut)
+        state = b.state_dict()
+        del b
+        c = shardread.Loader(url, return_indices=True, cache=cache, cache_limit=limit, **kw)
+        c.load_state_dict(state)
+        got += batches(c)
+        info = c._cache_info()
+    s.stop = True
+    s.join()
+    if not same(want, got):
+        return 1
+    peak = max(s.peak, info["peak_bytes"])
+    if peak > limit or info["limit"] != limit:
+        print(f"the cache held {peak} bytes (sampled {s.peak}, counted "
+              f"{info['peak_bytes']}), over its limit {limit}", file=sys.stderr)
+        return 1
+    print(f"peak={peak} evicted={info['evicted']} fetched={info['fetched']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
