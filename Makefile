@@ -211,7 +211,7 @@ $(BUILD)/tests/%.o: tests/%.c $(FLAGS_FILE) | pkgcheck
 # The resampler's vector helpers take 32-byte vectors by value in SSE4.1 functions; they are
 # always inlined, so GCC's note that such arguments are passed differently without AVX does not
 # apply (and no pragma silences it)
-$(BUILD)/pixels/resample.o: CFLAGS += -Wno-psabi
+$(BUILD)/pixels/resample_simd.o: CFLAGS += -Wno-psabi
 
 $(BUILD)/compiler/%.o: CFLAGS += $(call pkgcflags,$(COMP_PKGS))
 COMP_LDLIBS = $(call pkglibs,$(COMP_PKGS))

@@ -29,7 +29,7 @@ check_layer() {  # OBJ WANTED-INCLUDES
 }
 
 check_layer pixels/geometry.o "-IBUILD/include/pixbase -Ipixels "
-check_layer pixels/resample.o "-IBUILD/include/pixbase -Ipixels "
+check_layer pixels/resample_simd.o "-IBUILD/include/pixbase -Ipixels "
 check_layer formats/raw.o "-Iformats -Ipixels "
 check_layer formats/png.o "-Iformats -Ipixels "
 check_layer remote/cache.o "-Iformats -Ipixels -Iremote "

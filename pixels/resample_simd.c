@@ -1,0 +1,724 @@
+/* resample_simd.c - the resampler's two passes (see resample.c for the arithmetic): the plain C
+ * loops and the same loops as SSE4.1 and AVX2 code, all giving the same bytes. resample.c builds
+ * the coefficient tables and plans the passes; fmt_rs_h_pass and fmt_rs_v_pass run them on the
+ * path its scratch chose (pixels/simd.h).
+ *
+ * Code paths: the loops are written once with GCC vector extensions and compiled three times,
+ * for the baseline, SSE4.1 and AVX2 (function target attributes); the plain path is scalar C.
+ */
+#include "resample_int.h"
+
+#include <string.h>
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#endif
+
+/* the vector types are only used inside functions built for AVX2 / SSE4.1 */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+/* ---- the passes ---- */
+
+static inline uint8_t clip8(int32_t v)
+{
+    v >>= RS_BITS;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* One output sample of the horizontal pass, channel c of pixel xx. */
+static inline uint8_t h_one(const uint8_t *row, uint32_t ch, const int32_t *k, int32_t xmin,
+                            int32_t n, uint32_t c)
+{
+    int32_t acc = RS_HALF;
+    const uint8_t *p = row + (size_t)xmin * ch + c;
+    for (int32_t x = 0; x < n; x++)
+        acc += p[(size_t)x * ch] * k[x];
+    return clip8(acc);
+}
+
+/* Horizontal pass over `rows` rows: outputs x0 .. x0 + nx - 1 of table t, written from dst. */
+static void h_plain(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w, uint32_t ch,
+                    const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst, size_t dstride)
+{
+    (void)in_w;
+    for (uint32_t y = 0; y < rows; y++) {
+        const uint8_t *row = src + y * sstride;
+        uint8_t *out = dst + y * dstride;
+        for (uint32_t i = 0; i < nx; i++) {
+            uint32_t xx = x0 + i;
+            const int32_t *k = t->k + (size_t)xx * t->stride;
+            int32_t xmin = t->span[2 * xx], n = t->span[2 * xx + 1];
+            if (ch == 3) {
+                /* the channels of a tap together, as Pillow's loop does */
+                int32_t s0 = RS_HALF, s1 = RS_HALF, s2 = RS_HALF;
+                const uint8_t *p = row + (size_t)xmin * 3;
+                for (int32_t x = 0; x < n; x++, p += 3) {
+                    s0 += p[0] * k[x];
+                    s1 += p[1] * k[x];
+                    s2 += p[2] * k[x];
+                }
+                out[(size_t)i * 3] = clip8(s0);
+                out[(size_t)i * 3 + 1] = clip8(s1);
+                out[(size_t)i * 3 + 2] = clip8(s2);
+                continue;
+            }
+            for (uint32_t c = 0; c < ch; c++)
+                out[(size_t)i * ch + c] = h_one(row, ch, k, xmin, n, c);
+        }
+    }
+}
+
+/* Vertical pass: output rows y0 .. y0 + ny - 1 of table t, `bytes` wide; src's first row is
+ * source row yoff. */
+static void v_plain(const uint8_t *src, size_t sstride, int32_t yoff, size_t bytes,
+                    const rs_table *t, uint32_t y0, uint32_t ny, uint8_t *dst, size_t dstride)
+{
+    for (uint32_t i = 0; i < ny; i++) {
+        uint32_t yy = y0 + i;
+        const int32_t *k = t->k + (size_t)yy * t->stride;
+        const uint8_t *base = src + (size_t)(t->span[2 * yy] - yoff) * sstride;
+        int32_t n = t->span[2 * yy + 1];
+        uint8_t *out = dst + (size_t)i * dstride;
+        for (size_t x = 0; x < bytes; x++) {
+            int32_t acc = RS_HALF;
+            for (int32_t y = 0; y < n; y++)
+                acc += base[(size_t)y * sstride + x] * k[y];
+            out[x] = clip8(acc);
+        }
+    }
+}
+
+/* Vector versions: written once, compiled per instruction set through the callers' target
+ * attributes (always_inline makes the compiler generate them inside each caller). */
+typedef int32_t v8si __attribute__((vector_size(32)));
+typedef int32_t v4si __attribute__((vector_size(16)));
+typedef uint8_t v8qu __attribute__((vector_size(8)));
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* Only the SSE4.1 and AVX2 paths inline these, so they may use SSE4.1: load8 and store8 are then
+ * pmovzxbd and packus, where GCC turns __builtin_convertvector between byte and int vectors into
+ * moves of one byte at a time (which made a 300x250 -> 224x224 bilinear resize 1.9x slower). */
+#define RS_INLINE static inline __attribute__((always_inline, target("sse4.1")))
+#define RS_SSE41_HELPERS 1
+#else
+#define RS_INLINE static inline __attribute__((always_inline))
+#endif
+
+RS_INLINE v8si load8(const uint8_t *p)
+{
+#ifdef RS_SSE41_HELPERS
+    __m128i b = _mm_loadl_epi64((const __m128i *)p);
+    v4si lo = (v4si)_mm_cvtepu8_epi32(b), hi = (v4si)_mm_cvtepu8_epi32(_mm_srli_si128(b, 4));
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+#else
+    v8qu b;
+    memcpy(&b, p, sizeof b);
+    return __builtin_convertvector(b, v8si);
+#endif
+}
+
+RS_INLINE v8si clip_v8(v8si a)
+{
+    const v8si zero = {0}, top = {255, 255, 255, 255, 255, 255, 255, 255};
+    a >>= RS_BITS;
+    a &= ~(a < zero);
+    v8si big = a > top;
+    return (a & ~big) | (top & big);
+}
+
+RS_INLINE void store8(uint8_t *p, v8si a)
+{
+#ifdef RS_SSE41_HELPERS
+    v8si c = clip_v8(a);
+    __m128i lo = (__m128i)__builtin_shufflevector(c, c, 0, 1, 2, 3);
+    __m128i hi = (__m128i)__builtin_shufflevector(c, c, 4, 5, 6, 7);
+    _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(_mm_packus_epi32(lo, hi), _mm_setzero_si128()));
+#else
+    v8qu b = __builtin_convertvector(clip_v8(a), v8qu);
+    memcpy(p, &b, sizeof b);
+#endif
+}
+
+RS_INLINE void v_vec(const uint8_t *src, size_t sstride, int32_t yoff, size_t bytes,
+                     const rs_table *t, uint32_t y0, uint32_t ny, uint8_t *dst, size_t dstride)
+{
+    const v8si half = {RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF};
+    for (uint32_t i = 0; i < ny; i++) {
+        uint32_t yy = y0 + i;
+        const int32_t *k = t->k + (size_t)yy * t->stride;
+        const uint8_t *base = src + (size_t)(t->span[2 * yy] - yoff) * sstride;
+        int32_t n = t->span[2 * yy + 1];
+        uint8_t *out = dst + (size_t)i * dstride;
+        size_t x = 0;
+        for (; x + 32 <= bytes; x += 32) {
+            v8si a0 = half, a1 = half, a2 = half, a3 = half;
+            const uint8_t *p = base + x;
+            for (int32_t y = 0; y < n; y++, p += sstride) {
+                int32_t c = k[y];
+                a0 += load8(p) * c;
+                a1 += load8(p + 8) * c;
+                a2 += load8(p + 16) * c;
+                a3 += load8(p + 24) * c;
+            }
+            store8(out + x, a0);
+            store8(out + x + 8, a1);
+            store8(out + x + 16, a2);
+            store8(out + x + 24, a3);
+        }
+        for (; x + 8 <= bytes; x += 8) {
+            v8si a0 = half;
+            const uint8_t *p = base + x;
+            for (int32_t y = 0; y < n; y++, p += sstride)
+                a0 += load8(p) * k[y];
+            store8(out + x, a0);
+        }
+        for (; x < bytes; x++) {
+            int32_t acc = RS_HALF;
+            for (int32_t y = 0; y < n; y++)
+                acc += base[(size_t)y * sstride + x] * k[y];
+            out[x] = clip8(acc);
+        }
+    }
+}
+
+/* The horizontal pass, vectorised across rows: 8 source rows at a time are first transposed
+ * into a strip whose column x holds the 8 rows' pixels at x (8 * ch bytes), so one output
+ * pixel of all 8 rows is ch vectors of 8 lanes, each tap one multiply-add per vector. The
+ * transposition costs one copy of the columns the window reads; rows left over (fewer than 8)
+ * take the plain loop. */
+RS_INLINE void h_strip(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
+                       const uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx,
+                       uint8_t *dst, size_t dstride, uint8_t *strip)
+{
+    const v8si half = {RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF};
+    /* a column of the strip: 8 rows of ch bytes, plus a spare byte for RGB, which moves 4
+     * bytes a pixel (the 4th is overwritten by the next row's, or lands in the spare byte) */
+    const size_t colb = 8 * (size_t)ch + (ch == 3);
+    int32_t c0 = t->span[2 * x0];
+    int32_t c1 = t->span[2 * (x0 + nx - 1)] + t->span[2 * (x0 + nx - 1) + 1];
+    for (uint32_t i = 0; i < nx; i++) {
+        int32_t a = t->span[2 * (x0 + i)], b = a + t->span[2 * (x0 + i) + 1];
+        c0 = a < c0 ? a : c0;
+        c1 = b > c1 ? b : c1;
+    }
+    uint32_t y = 0;
+    for (; y + 8 <= rows; y += 8) {
+        for (uint32_t r = 0; r < 8; r++) {
+            const uint8_t *row = src + (y + r) * sstride + (size_t)c0 * ch;
+            uint8_t *d = strip + (size_t)r * ch;
+            int32_t x = 0;
+            if (ch == 3)
+                for (; x + 1 < c1 - c0; x++)
+                    memcpy(d + (size_t)x * colb, row + (size_t)x * 3, 4);
+            for (; x < c1 - c0; x++)
+                memcpy(d + (size_t)x * colb, row + (size_t)x * ch, ch);
+        }
+        for (uint32_t i = 0; i < nx; i++) {
+            uint32_t xx = x0 + i;
+            const int32_t *k = t->k + (size_t)xx * t->stride;
+            int32_t n = t->span[2 * xx + 1];
+            const uint8_t *p = strip + (size_t)(t->span[2 * xx] - c0) * colb;
+            v8si a0 = half, a1 = half, a2 = half, a3 = half;
+            for (int32_t x = 0; x < n; x++, p += colb) {
+                int32_t kt = k[x];
+                a0 += load8(p) * kt;
+                if (ch > 1)
+                    a1 += load8(p + 8) * kt;
+                if (ch > 2)
+                    a2 += load8(p + 16) * kt;
+                if (ch > 3)
+                    a3 += load8(p + 24) * kt;
+            }
+            uint8_t ob[32];
+            store8(ob, a0);
+            if (ch > 1)
+                store8(ob + 8, a1);
+            if (ch > 2)
+                store8(ob + 16, a2);
+            if (ch > 3)
+                store8(ob + 24, a3);
+            uint8_t *o = dst + y * dstride + (size_t)i * ch;
+            if (ch == 3 && i + 1 < nx) {
+                /* the 4th byte is pixel i + 1's, written next */
+                for (uint32_t r = 0; r < 8; r++)
+                    memcpy(o + r * dstride, ob + r * 3, 4);
+            } else {
+                for (uint32_t r = 0; r < 8; r++)
+                    memcpy(o + r * dstride, ob + r * ch, ch);
+            }
+        }
+    }
+    if (y < rows)
+        h_plain(src + y * sstride, sstride, rows - y, in_w, ch, t, x0, nx, dst + y * dstride,
+                dstride);
+}
+
+RS_INLINE void h_vec(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
+                     uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst,
+                     size_t dstride, uint8_t *strip)
+{
+    /* constant channel counts, so the copies and the vector count are unrolled */
+    switch (ch) {
+    case 1:
+        h_strip(src, sstride, rows, in_w, 1, t, x0, nx, dst, dstride, strip);
+        break;
+    case 2:
+        h_strip(src, sstride, rows, in_w, 2, t, x0, nx, dst, dstride, strip);
+        break;
+    case 3:
+        h_strip(src, sstride, rows, in_w, 3, t, x0, nx, dst, dstride, strip);
+        break;
+    default:
+        h_strip(src, sstride, rows, in_w, 4, t, x0, nx, dst, dstride, strip);
+        break;
+    }
+}
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define RS_X86 1
+#include <immintrin.h>
+
+/* AVX2 with intrinsics: GCC lowers the byte-to-int conversions of the generic vector code
+ * poorly (lane by lane), and these loops are the resampler's whole cost. */
+#define RS_AVX2 static inline __attribute__((always_inline, target("avx2")))
+
+RS_AVX2 __m256i ax_load8(const uint8_t *p)
+{
+    __m128i b;
+    memcpy(&b, p, 8);       /* upper half unused */
+    return _mm256_cvtepu8_epi32(b);
+}
+
+RS_AVX2 __m256i ax_madd(__m256i acc, __m256i v, __m256i k)
+{
+    return _mm256_add_epi32(acc, _mm256_mullo_epi32(v, k));
+}
+
+/* (a >> 22) clamped to 0..255, 8 bytes to p */
+RS_AVX2 void ax_store8(uint8_t *p, __m256i a)
+{
+    a = _mm256_srai_epi32(a, RS_BITS);
+    __m256i w = _mm256_packs_epi32(a, a);       /* per 128-bit lane: a0..a3 a0..a3 | a4..a7 .. */
+    __m256i b = _mm256_packus_epi16(w, w);      /* bytes, saturated to 0..255 */
+    __m256i q = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+    uint64_t v = (uint64_t)_mm_cvtsi128_si64(_mm256_castsi256_si128(q));
+    memcpy(p, &v, 8);
+}
+
+/* The source columns [c0, c1) that outputs x0 .. x0 + nx - 1 of t read */
+static inline void window_cols(const rs_table *t, uint32_t x0, uint32_t nx, int32_t *c0,
+                               int32_t *c1)
+{
+    *c0 = *c1 = t->span[2 * x0];
+    for (uint32_t i = 0; i < nx; i++) {
+        int32_t a = t->span[2 * (x0 + i)], b = a + t->span[2 * (x0 + i) + 1];
+        *c0 = a < *c0 ? a : *c0;
+        *c1 = b > *c1 ? b : *c1;
+    }
+}
+
+/* v[r] holds 8 32-bit elements (r, 0..7): afterwards v[c] holds (0..7, c) */
+RS_AVX2 void ax_transpose8(__m256i v[8])
+{
+    __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
+    __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]), t7 = _mm256_unpackhi_epi32(v[6], v[7]);
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    v[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+    v[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+    v[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+    v[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+    v[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+    v[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+    v[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+    v[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+/* (hi * 2048 + lo) >> 22 of the vpmaddwd sums (lo with the rounding half) */
+RS_AVX2 __m256i ax_hilo(__m256i hi, __m256i lo)
+{
+    return _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), RS_BITS);
+}
+
+/* 8 rows x 8 RGB pixels (rows r at row[r] + 3 * x) as the strip's 8 columns x..x+7: pixel slots
+ * of 4 bytes (the 4th zero), one 8x8 transposition of 32-bit slots */
+RS_AVX2 void ax_rgb_block(const uint8_t *const row[8], size_t x, uint8_t *col)
+{
+    const __m256i sh = _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1,
+                                        0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
+    __m256i v[8];
+    for (int r = 0; r < 8; r++) {
+        const uint8_t *p = row[r] + 3 * x;
+        __m256i a = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const void *)p)),
+            _mm_loadu_si128((const void *)(p + 12)), 1);
+        v[r] = _mm256_shuffle_epi8(a, sh);
+    }
+    ax_transpose8(v);
+    for (int r = 0; r < 8; r++)
+        _mm256_storeu_si256((void *)(col + 32 * r), v[r]);
+}
+
+/* cols RGB pixels of 8 rows (from src, rows sstride apart) as strip columns of 8 4-byte slots
+ * (32 bytes a column, the 4th byte of each slot zero) */
+RS_AVX2 void ax_rgb_strip(const uint8_t *src, size_t sstride, size_t cols, uint8_t *strip)
+{
+    const uint8_t *row[8];
+    for (uint32_t r = 0; r < 8; r++)
+        row[r] = src + r * sstride;
+    size_t x = 0;
+    /* a block reads 3 * x + 28 bytes of each row */
+    for (; x + 10 <= cols; x += 8)
+        ax_rgb_block(row, x, strip + x * 32);
+    for (; x < cols; x++)
+        for (uint32_t r = 0; r < 8; r++) {
+            uint8_t *d = strip + x * 32 + (size_t)r * 4;
+            memcpy(d, row[r] + 3 * x, 3);
+            d[3] = 0;
+        }
+}
+
+/* The transposed strip of h_strip, with RGB pixels in 4-byte slots (4th byte zero) so that the
+ * transposition is of 32-bit units. */
+RS_AVX2 void h_strip_avx2(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
+                          const uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx,
+                          uint8_t *dst, size_t dstride, uint8_t *strip)
+{
+    const __m256i half = _mm256_set1_epi32(RS_HALF);
+    const uint32_t cw = ch == 3 ? 4 : ch;      /* bytes of a pixel slot */
+    const size_t colb = 8 * (size_t)cw;
+    int32_t c0, c1;
+    window_cols(t, x0, nx, &c0, &c1);
+    const size_t cols = (size_t)(c1 - c0);
+    uint32_t y = 0;
+    for (; y + 8 <= rows; y += 8) {
+        /* the next 8 rows' window, into the cache while these are computed: short row
+         * segments a stride apart are 8 streams too short for the hardware prefetcher, and
+         * a source read once (a batch's sample) comes from memory */
+        if (y + 16 <= rows)
+            for (uint32_t r = 8; r < 16; r++) {
+                const char *row = (const char *)(src + (y + r) * sstride + (size_t)c0 * ch);
+                for (size_t b = 0; b < cols * ch; b += 64)
+                    _mm_prefetch(row + b, _MM_HINT_T0);
+                _mm_prefetch(row + cols * ch - 1, _MM_HINT_T0);
+            }
+        if (ch == 3) {
+            ax_rgb_strip(src + y * sstride + (size_t)c0 * 3, sstride, cols, strip);
+        } else {
+            for (uint32_t r = 0; r < 8; r++) {
+                const uint8_t *row = src + (y + r) * sstride + (size_t)c0 * ch;
+                uint8_t *d = strip + (size_t)r * ch;
+                for (size_t x = 0; x < cols; x++)
+                    memcpy(d + x * colb, row + x * ch, ch);
+            }
+        }
+        for (uint32_t i = 0; i < nx; i++) {
+            uint32_t xx = x0 + i;
+            int32_t n = t->span[2 * xx + 1];
+            const uint8_t *p = strip + (size_t)(t->span[2 * xx] - c0) * colb;
+            const int32_t *k = t->k + (size_t)xx * t->stride;
+            __m256i a0 = half, a1 = half, a2 = half, a3 = half;
+            for (int32_t x = 0; x < n; x++, p += colb) {
+                __m256i kt = _mm256_set1_epi32(k[x]);
+                a0 = ax_madd(a0, ax_load8(p), kt);
+                if (cw > 1)
+                    a1 = ax_madd(a1, ax_load8(p + 8), kt);
+                if (cw > 2)
+                    a2 = ax_madd(a2, ax_load8(p + 16), kt);
+                if (cw > 3)
+                    a3 = ax_madd(a3, ax_load8(p + 24), kt);
+            }
+            uint8_t ob[32];
+            if (cw == 4) {
+                /* a0..a3 hold rows 0-1, 2-3, 4-5, 6-7 (4 slots each): clamped to bytes in
+                 * one pack, [0 2 4 6 | 1 3 5 7] put back in row order */
+                __m256i p01 = _mm256_packs_epi32(_mm256_srai_epi32(a0, RS_BITS),
+                                                 _mm256_srai_epi32(a1, RS_BITS));
+                __m256i p23 = _mm256_packs_epi32(_mm256_srai_epi32(a2, RS_BITS),
+                                                 _mm256_srai_epi32(a3, RS_BITS));
+                __m256i b = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p01, p23),
+                                                        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+                _mm256_storeu_si256((void *)ob, b);
+            } else {
+                ax_store8(ob, a0);
+                if (cw > 1)
+                    ax_store8(ob + 8, a1);
+                if (cw > 2)
+                    ax_store8(ob + 16, a2);
+            }
+            uint8_t *o = dst + y * dstride + (size_t)i * ch;
+            if (ch == 3 && i + 1 < nx) {
+                /* the 4th byte lands on pixel i + 1, written next */
+                for (uint32_t r = 0; r < 8; r++)
+                    memcpy(o + r * dstride, ob + r * 4, 4);
+            } else {
+                for (uint32_t r = 0; r < 8; r++)
+                    memcpy(o + r * dstride, ob + r * cw, ch);
+            }
+        }
+    }
+    if (y < rows)
+        h_plain(src + y * sstride, sstride, rows - y, in_w, ch, t, x0, nx, dst + y * dstride,
+                dstride);
+}
+
+/* RGB with vpmaddwd: the strip's columns (8 rows x 4-byte slots) become pair blocks of 96 bytes,
+ * block c holding columns c and c + 1 as int16 pairs for the 24 row-channel values j = 3r + ch:
+ * three vectors of 8 lanes, [j 0-3 | j 12-15], [j 4-7 | j 16-19], [j 8-11 | j 20-23], each lane
+ * (column c's value, column c + 1's). One vpmaddwd then takes two taps of 8 values, with the
+ * coefficients split as k = hi * 2048 + lo (both int16, rs_table.kp): sum(p * k) is
+ * 2048 * sum(p * hi) + sum(p * lo), exactly Pillow's int32 sum. An odd tap count pairs the last
+ * tap with a coefficient of 0 and the column after the window (zeroed at the strip's end). */
+RS_AVX2 void h_rgb_madd(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
+                        const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst,
+                        size_t dstride, uint8_t *strip)
+{
+    const __m256i half = _mm256_set1_epi32(RS_HALF), zero = _mm256_setzero_si256();
+    const __m256i compact = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1,
+                                             -1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1,
+                                             -1, -1);
+    const __m256i slots = _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1,
+                                           0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
+    int32_t c0, c1;
+    window_cols(t, x0, nx, &c0, &c1);
+    const size_t cols = (size_t)(c1 - c0);
+    /* the slot strip (cols + 1 columns of 32 bytes, the last zero), then the pair blocks */
+    uint8_t *pairs = (uint8_t *)(((uintptr_t)(strip + (cols + 1) * 32) + 31) & ~(uintptr_t)31);
+    uint32_t y = 0;
+    for (; y + 8 <= rows; y += 8) {
+        /* the next 8 rows' window comes into the cache while these are computed, a few lines
+         * per block of outputs: all at once would fill the line-fill buffers and stall (short
+         * row segments a stride apart are too short for the hardware prefetcher, and a sample
+         * read once comes from memory) */
+        const char *pf_base = (const char *)(src + (y + 8) * sstride + (size_t)c0 * 3);
+        const size_t lpr = cols * 3 / 64 + 2;  /* lines a row covers, at most */
+        const size_t pf_total = y + 16 <= rows ? 8 * lpr : 0;
+        const size_t pf_step = (pf_total + (nx + 7) / 8 - 1) / ((nx + 7) / 8);
+        size_t pf = 0;
+        ax_rgb_strip(src + y * sstride + (size_t)c0 * 3, sstride, cols, strip);
+        _mm256_storeu_si256((void *)(strip + cols * 32), zero);
+        __m256i a = _mm256_shuffle_epi8(_mm256_loadu_si256((const void *)strip), compact);
+        __m256i alo = _mm256_unpacklo_epi8(a, zero), ahi = _mm256_unpackhi_epi8(a, zero);
+        for (size_t c = 0; c < cols; c++) {
+            __m256i b = _mm256_shuffle_epi8(
+                _mm256_loadu_si256((const void *)(strip + (c + 1) * 32)), compact);
+            __m256i blo = _mm256_unpacklo_epi8(b, zero), bhi = _mm256_unpackhi_epi8(b, zero);
+            uint8_t *pb = pairs + c * 96;
+            _mm256_store_si256((void *)pb, _mm256_unpacklo_epi16(alo, blo));
+            _mm256_store_si256((void *)(pb + 32), _mm256_unpackhi_epi16(alo, blo));
+            _mm256_store_si256((void *)(pb + 64), _mm256_unpacklo_epi16(ahi, bhi));
+            alo = blo;
+            ahi = bhi;
+        }
+        /* 8 outputs at a time: each leaves as 8 rows x 4-byte slots, the 8 are transposed
+         * back into rows (8 pixels, 24 bytes a row) and stored a row at a time */
+        for (uint32_t i0 = 0; i0 < nx; i0 += 8) {
+            uint32_t m = nx - i0 < 8 ? nx - i0 : 8;
+            for (size_t e = pf + pf_step < pf_total ? pf + pf_step : pf_total; pf < e; pf++) {
+                _mm_prefetch(pf_base + (pf / lpr) * sstride + (pf % lpr) * 64, _MM_HINT_T0);
+            }
+            __m256i res[8];
+            for (uint32_t k = 0; k < 8; k++) {
+                if (k >= m) {
+                    res[k] = zero;
+                    continue;
+                }
+                uint32_t xx = x0 + i0 + k;
+                int32_t n = t->span[2 * xx + 1];
+                const uint8_t *p = pairs + (size_t)(t->span[2 * xx] - c0) * 96;
+                const uint32_t *kp = t->kp + (size_t)xx * t->stride;
+                __m256i h0 = zero, h1 = zero, h2 = zero, l0 = half, l1 = half, l2 = half;
+                for (int32_t q = 0; q < n; q += 2, p += 192, kp += 2) {
+                    __m256i kh = _mm256_set1_epi32((int)kp[0]), kl = _mm256_set1_epi32((int)kp[1]);
+                    __m256i v0 = _mm256_load_si256((const void *)p);
+                    __m256i v1 = _mm256_load_si256((const void *)(p + 32));
+                    __m256i v2 = _mm256_load_si256((const void *)(p + 64));
+                    h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(v0, kh));
+                    l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(v0, kl));
+                    h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(v1, kh));
+                    l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(v1, kl));
+                    h2 = _mm256_add_epi32(h2, _mm256_madd_epi16(v2, kh));
+                    l2 = _mm256_add_epi32(l2, _mm256_madd_epi16(v2, kl));
+                }
+                __m256i f0 = ax_hilo(h0, l0), f1 = ax_hilo(h1, l1), f2 = ax_hilo(h2, l2);
+                /* bytes: lane 0 j 0..11 (rows 0-3), lane 1 j 12..23 (rows 4-7); then row r in
+                 * 32-bit slot r */
+                __m256i bb = _mm256_packus_epi16(_mm256_packs_epi32(f0, f1),
+                                                 _mm256_packs_epi32(f2, f2));
+                res[k] = _mm256_shuffle_epi8(bb, slots);
+            }
+            /* transpose 8 x 8 slots: row r gets outputs i0 .. i0 + 7 */
+            ax_transpose8(res);
+            uint8_t *o = dst + y * dstride + (size_t)i0 * 3;
+            for (uint32_t r = 0; r < 8; r++) {
+                /* 4 pixels of 3 bytes per lane, then 4 spare bytes */
+                __m256i c = _mm256_shuffle_epi8(res[r], compact);
+                uint8_t *d = o + r * dstride;
+                if (i0 + 10 <= nx) {
+                    /* the 4 spare bytes land on pixels i0 + 8 and i0 + 9, written next */
+                    _mm_storeu_si128((void *)d, _mm256_castsi256_si128(c));
+                    _mm_storeu_si128((void *)(d + 12), _mm256_extracti128_si256(c, 1));
+                } else {
+                    uint8_t b[28];
+                    _mm_storeu_si128((void *)b, _mm256_castsi256_si128(c));
+                    _mm_storeu_si128((void *)(b + 12), _mm256_extracti128_si256(c, 1));
+                    memcpy(d, b, (size_t)m * 3);
+                }
+            }
+        }
+    }
+    if (y < rows)
+        h_plain(src + y * sstride, sstride, rows - y, in_w, 3, t, x0, nx, dst + y * dstride,
+                dstride);
+}
+
+__attribute__((target("avx2"))) static void h_avx2(const uint8_t *src, size_t sstride,
+                                                   uint32_t rows, uint32_t in_w, uint32_t ch,
+                                                   const rs_table *t, uint32_t x0, uint32_t nx,
+                                                   uint8_t *dst, size_t dstride, uint8_t *strip)
+{
+    switch (ch) {
+    case 1:
+        h_strip_avx2(src, sstride, rows, in_w, 1, t, x0, nx, dst, dstride, strip);
+        break;
+    case 2:
+        h_strip_avx2(src, sstride, rows, in_w, 2, t, x0, nx, dst, dstride, strip);
+        break;
+    case 3:
+        if (t->kp)
+            h_rgb_madd(src, sstride, rows, in_w, t, x0, nx, dst, dstride, strip);
+        else
+            h_strip_avx2(src, sstride, rows, in_w, 3, t, x0, nx, dst, dstride, strip);
+        break;
+    default:
+        h_strip_avx2(src, sstride, rows, in_w, 4, t, x0, nx, dst, dstride, strip);
+        break;
+    }
+}
+
+/* 32 bytes of one output row of the vertical pass with vpmaddwd (as h_rgb_madd): rows y and
+ * y + 1 interleaved byte by byte and widened to int16 pairs, two taps a vpmaddwd, the coefficients
+ * split as k = hi * 2048 + lo; an odd last tap is paired with zeros. The four vectors hold bytes
+ * [0-3 | 16-19], [4-7 | 20-23], [8-11 | 24-27], [12-15 | 28-31], which two packs put back in
+ * order. */
+RS_AVX2 void v_madd32(const uint8_t *p, size_t sstride, int32_t n, const uint32_t *kp,
+                      uint8_t *out)
+{
+    const __m256i zero = _mm256_setzero_si256(), half = _mm256_set1_epi32(RS_HALF);
+    __m256i h0 = zero, h1 = zero, h2 = zero, h3 = zero, l0 = half, l1 = half, l2 = half, l3 = half;
+    for (int32_t y = 0; y < n; y += 2, p += 2 * sstride, kp += 2) {
+        __m256i a = _mm256_loadu_si256((const void *)p);
+        __m256i b = y + 1 < n ? _mm256_loadu_si256((const void *)(p + sstride)) : zero;
+        __m256i lo = _mm256_unpacklo_epi8(a, b), hi = _mm256_unpackhi_epi8(a, b);
+        __m256i v0 = _mm256_unpacklo_epi8(lo, zero), v1 = _mm256_unpackhi_epi8(lo, zero);
+        __m256i v2 = _mm256_unpacklo_epi8(hi, zero), v3 = _mm256_unpackhi_epi8(hi, zero);
+        __m256i kh = _mm256_set1_epi32((int)kp[0]), kl = _mm256_set1_epi32((int)kp[1]);
+        h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(v0, kh));
+        l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(v0, kl));
+        h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(v1, kh));
+        l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(v1, kl));
+        h2 = _mm256_add_epi32(h2, _mm256_madd_epi16(v2, kh));
+        l2 = _mm256_add_epi32(l2, _mm256_madd_epi16(v2, kl));
+        h3 = _mm256_add_epi32(h3, _mm256_madd_epi16(v3, kh));
+        l3 = _mm256_add_epi32(l3, _mm256_madd_epi16(v3, kl));
+    }
+    __m256i f0 = ax_hilo(h0, l0), f1 = ax_hilo(h1, l1), f2 = ax_hilo(h2, l2), f3 = ax_hilo(h3, l3);
+    __m256i r = _mm256_packus_epi16(_mm256_packs_epi32(f0, f1), _mm256_packs_epi32(f2, f3));
+    _mm256_storeu_si256((void *)out, r);
+}
+
+__attribute__((target("avx2"))) static void v_avx2(const uint8_t *src, size_t sstride,
+                                                   int32_t yoff, size_t bytes, const rs_table *t,
+                                                   uint32_t y0, uint32_t ny, uint8_t *dst,
+                                                   size_t dstride)
+{
+    const __m256i half = _mm256_set1_epi32(RS_HALF);
+    for (uint32_t i = 0; i < ny; i++) {
+        uint32_t yy = y0 + i;
+        const int32_t *k = t->k + (size_t)yy * t->stride;
+        const uint8_t *base = src + (size_t)(t->span[2 * yy] - yoff) * sstride;
+        int32_t n = t->span[2 * yy + 1];
+        uint8_t *out = dst + (size_t)i * dstride;
+        size_t x = 0;
+        if (t->kp)
+            for (; x + 32 <= bytes; x += 32)
+                v_madd32(base + x, sstride, n, t->kp + (size_t)yy * t->stride, out + x);
+        for (; x + 32 <= bytes; x += 32) {
+            __m256i a0 = half, a1 = half, a2 = half, a3 = half;
+            const uint8_t *p = base + x;
+            for (int32_t y = 0; y < n; y++, p += sstride) {
+                __m256i kt = _mm256_set1_epi32(k[y]);
+                a0 = ax_madd(a0, ax_load8(p), kt);
+                a1 = ax_madd(a1, ax_load8(p + 8), kt);
+                a2 = ax_madd(a2, ax_load8(p + 16), kt);
+                a3 = ax_madd(a3, ax_load8(p + 24), kt);
+            }
+            ax_store8(out + x, a0);
+            ax_store8(out + x + 8, a1);
+            ax_store8(out + x + 16, a2);
+            ax_store8(out + x + 24, a3);
+        }
+        for (; x + 8 <= bytes; x += 8) {
+            __m256i a0 = half;
+            const uint8_t *p = base + x;
+            for (int32_t y = 0; y < n; y++, p += sstride)
+                a0 = ax_madd(a0, ax_load8(p), _mm256_set1_epi32(k[y]));
+            ax_store8(out + x, a0);
+        }
+        for (; x < bytes; x++) {
+            int32_t acc = RS_HALF;
+            for (int32_t y = 0; y < n; y++)
+                acc += base[(size_t)y * sstride + x] * k[y];
+            out[x] = clip8(acc);
+        }
+    }
+}
+
+__attribute__((target("sse4.1"))) static void h_sse41(const uint8_t *src, size_t sstride,
+                                                      uint32_t rows, uint32_t in_w, uint32_t ch,
+                                                      const rs_table *t, uint32_t x0,
+                                                      uint32_t nx, uint8_t *dst, size_t dstride,
+                                                      uint8_t *strip)
+{
+    h_vec(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
+}
+
+__attribute__((target("sse4.1"))) static void v_sse41(const uint8_t *src, size_t sstride,
+                                                      int32_t yoff, size_t bytes,
+                                                      const rs_table *t, uint32_t y0,
+                                                      uint32_t ny, uint8_t *dst, size_t dstride)
+{
+    v_vec(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
+}
+#endif
+
+void fmt_rs_h_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, uint32_t rows,
+                   uint32_t in_w, uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx,
+                   uint8_t *dst, size_t dstride, uint8_t *strip)
+{
+#ifdef RS_X86
+    if (path == FMT_RS_PATH_AVX2)
+        return h_avx2(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
+    if (path == FMT_RS_PATH_SSE41)
+        return h_sse41(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
+#else
+    (void)strip;
+#endif
+    h_plain(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
+}
+
+void fmt_rs_v_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, int32_t yoff,
+                   size_t bytes, const rs_table *t, uint32_t y0, uint32_t ny, uint8_t *dst,
+                   size_t dstride)
+{
+#ifdef RS_X86
+    if (path == FMT_RS_PATH_AVX2)
+        return v_avx2(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
+    if (path == FMT_RS_PATH_SSE41)
+        return v_sse41(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
+#endif
+    v_plain(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
+}
