@@ -17,6 +17,7 @@
  */
 #include "resample.h"
 #include "resample_int.h"
+#include "simd.h"
 
 #include <errno.h>
 #include <math.h>
@@ -307,23 +308,20 @@ struct fmt_rs_scratch {
     size_t strip_cap;
 };
 
-static int cpu_has(fmt_rs_path p)
+static int cpu_has(unsigned features, fmt_rs_path p)
 {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_cpu_init();
     if (p == FMT_RS_PATH_AVX2)
-        return __builtin_cpu_supports("avx2");
+        return (features & FMT_CPU_AVX2) != 0;
     if (p == FMT_RS_PATH_SSE41)
-        return __builtin_cpu_supports("sse4.1");
-#endif
+        return (features & FMT_CPU_SSE41) != 0;
     return p == FMT_RS_PATH_PLAIN;
 }
 
-static fmt_rs_path best_path(void)
+static fmt_rs_path best_path(unsigned features)
 {
-    if (cpu_has(FMT_RS_PATH_AVX2))
+    if (cpu_has(features, FMT_RS_PATH_AVX2))
         return FMT_RS_PATH_AVX2;
-    if (cpu_has(FMT_RS_PATH_SSE41))
+    if (cpu_has(features, FMT_RS_PATH_SSE41))
         return FMT_RS_PATH_SSE41;
     return FMT_RS_PATH_PLAIN;
 }
@@ -336,8 +334,7 @@ int fmt_rs_scratch_create(fmt_rs_cache *cache, fmt_rs_scratch **s)
     if (!*s)
         return ENOMEM;
     (*s)->cache = cache;
-    const char *env = getenv("SHARDC_RESAMPLE");
-    (*s)->path = env && strcmp(env, "plain") == 0 ? FMT_RS_PATH_PLAIN : best_path();
+    (*s)->path = best_path(fmt_simd_features());
     return 0;
 }
 
@@ -359,8 +356,8 @@ int fmt_rs_scratch_set_path(fmt_rs_scratch *s, fmt_rs_path path)
     if (!s)
         return FMT_EINVAL;
     if (path == FMT_RS_PATH_AUTO)
-        path = best_path();
-    if (path > FMT_RS_PATH_AVX2 || !cpu_has(path))
+        path = best_path(fmt_cpu());
+    if (path > FMT_RS_PATH_AVX2 || !cpu_has(fmt_cpu(), path))
         return FMT_EUNSUPPORTED;
     s->path = path;
     return 0;

@@ -2,7 +2,7 @@
  * PIL path gives them: F.affine and F.rotate are Pillow 9.4's Image.transform(size, AFFINE,
  * matrix, resample, fillcolor), with torchvision's inverse matrix (_get_inverse_affine_matrix) or
  * Pillow's own (Image.rotate), and the sampling of libImaging/Geometry.c (formats/warp.c; the
- * functions below pass it shr_simd()).
+ * functions below pass it fmt_simd()).
  *
  * Internal to libshardread. Every function is a pure function of its arguments (thread-safe);
  * pixels are uint8, interleaved `channels` (1 or 3) per pixel, rows `stride` bytes apart. The

@@ -16,8 +16,8 @@
  *   formats/hsv.c (the build's pre-augmentation uses them too; the test compares them with
  *   Pillow on all 2^24 colours). Between the two, the hue byte is shifted by
  *   np.uint8(hue * 255), which truncates toward zero and wraps.
- *   The vector kernels (AVX2, see "vector paths" below and simd.h) give the same bytes; with
- *   SHARDREAD_SIMD=0 every op takes the plain path.
+ *   The vector kernels (AVX2, see "vector paths" below and pixels/simd.h) give the same bytes;
+ *   with the switch off (SHARDREAD_SIMD=0, fmt_simd_set(0)) every op takes the plain path.
  */
 #include "color.h"
 #include "hsv.h"
@@ -34,7 +34,7 @@
 
 #define JITTER_OPS 4
 
-#ifdef SHR_AVX2
+#ifdef FMT_AVX2
 static void saturation_avx2(uint8_t *p, uint32_t n, float factor);
 static void grayscale_avx2(uint8_t *p, uint32_t n);
 static void blend_bytes_avx2(uint8_t *p, size_t n, int in1, float alpha);
@@ -146,8 +146,8 @@ void shr_color_apply_lut(uint8_t *px, uint32_t width, uint32_t height, uint32_t 
 static void blend_rows(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
                        size_t stride, int in1, float alpha)
 {
-#ifdef SHR_AVX2
-    if (shr_simd()) {
+#ifdef FMT_AVX2
+    if (fmt_simd()) {
         for (uint32_t y = 0; y < height; y++)
             blend_bytes_avx2(px + (size_t)y * stride, (size_t)width * channels, in1, alpha);
         return;
@@ -174,8 +174,8 @@ void shr_color_contrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t c
     for (uint32_t y = 0; y < height; y++) {
         const uint8_t *p = px + (size_t)y * stride;
         uint32_t x = 0;
-#ifdef SHR_AVX2
-        if (shr_simd())
+#ifdef FMT_AVX2
+        if (fmt_simd())
             sum += luma_sum_avx2(p, width, channels, &x);
 #endif
         if (channels == 3)
@@ -195,8 +195,8 @@ void shr_color_saturation(uint8_t *px, uint32_t width, uint32_t height, uint32_t
 {
     if (channels != 3)
         return;             /* an L image blended with itself */
-#ifdef SHR_AVX2
-    if (shr_simd()) {
+#ifdef FMT_AVX2
+    if (fmt_simd()) {
         for (uint32_t y = 0; y < height; y++)
             saturation_avx2(px + (size_t)y * stride, width, factor);
         return;
@@ -218,8 +218,8 @@ void shr_color_grayscale(uint8_t *px, uint32_t width, uint32_t height, uint32_t 
 {
     if (channels != 3)
         return;
-#ifdef SHR_AVX2
-    if (shr_simd()) {
+#ifdef FMT_AVX2
+    if (fmt_simd()) {
         for (uint32_t y = 0; y < height; y++)
             grayscale_avx2(px + (size_t)y * stride, width);
         return;
@@ -234,7 +234,7 @@ void shr_color_grayscale(uint8_t *px, uint32_t width, uint32_t height, uint32_t 
 
 /* ---- vector paths ----
  *
- * AVX2 kernels, 8 pixels at a time in 32-bit lanes, chosen at run time (shr_simd); each gives
+ * AVX2 kernels, 8 pixels at a time in 32-bit lanes, chosen at run time (fmt_simd); each gives
  * the plain C path's bytes:
  *   saturation and grayscale: the integer L, and the blend's float operations in the same
  *   order (no fused multiply-adds: these functions are compiled for AVX2 without FMA).
@@ -249,7 +249,7 @@ void shr_color_grayscale(uint8_t *px, uint32_t width, uint32_t height, uint32_t 
  *   triples), and tests/test_augment_read.c checks both conversions of both paths against
  *   Pillow on all of them. */
 
-#ifdef SHR_AVX2
+#ifdef FMT_AVX2
 AVX2_FN static void saturation_avx2(uint8_t *p, uint32_t n, float factor)
 {
     __m256 f = _mm256_set1_ps(factor);
@@ -454,41 +454,10 @@ AVX2_FN static void hsv_rows_avx2(const uint8_t *in, uint8_t *out, size_t n, int
 }
 #endif
 
-/* -1 not yet known, else whether the vector kernels run */
-static int g_simd = -1;
-
-int shr_simd(void)
-{
-    int v = __atomic_load_n(&g_simd, __ATOMIC_RELAXED);
-    if (v < 0) {
-        v = 0;
-#ifdef SHR_AVX2
-        __builtin_cpu_init();
-        const char *e = getenv("SHARDREAD_SIMD");
-        v = __builtin_cpu_supports("avx2") && !(e && strcmp(e, "0") == 0);
-#endif
-        __atomic_store_n(&g_simd, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
-
-int shr_simd_set(int on)
-{
-    int v = 0;
-#ifdef SHR_AVX2
-    __builtin_cpu_init();
-    v = on && __builtin_cpu_supports("avx2");
-#else
-    (void)on;
-#endif
-    __atomic_store_n(&g_simd, v, __ATOMIC_RELAXED);
-    return v;
-}
-
 void shr_color_hsv_rows(const uint8_t *in, uint8_t *out, size_t n, int to_rgb)
 {
-#ifdef SHR_AVX2
-    if (shr_simd()) {
+#ifdef FMT_AVX2
+    if (fmt_simd()) {
         pthread_once(&g_hue_once, hue_tab_init);
         hsv_rows_avx2(in, out, n, to_rgb);
         return;
@@ -504,8 +473,8 @@ void shr_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channe
     if (channels != 3)
         return;
     uint8_t shift = fmt_hue_shift(hue_factor);
-#ifdef SHR_AVX2
-    if (shr_simd()) {
+#ifdef FMT_AVX2
+    if (fmt_simd()) {
         pthread_once(&g_hue_once, hue_tab_init);
         for (uint32_t y = 0; y < height; y++)
             hue_avx2(px + (size_t)y * stride, width, shift);

@@ -62,7 +62,7 @@ SHR_INTERNAL uint8_t shr_color_blend(int in1, int in2, float alpha);
 SHR_INTERNAL uint8_t shr_color_luma(uint8_t r, uint8_t g, uint8_t b);
 /* Pillow's RGB -> HSV or HSV -> RGB (fmt_rgb2hsv, fmt_hsv2rgb: formats/hsv.h) over n pixels
  * (in and out interleaved, 3 bytes each; may be the same), through the vector path where
- * shr_simd() says so (simd.h). */
+ * fmt_simd() says so (simd.h). */
 SHR_INTERNAL void shr_color_hsv_rows(const uint8_t *in, uint8_t *out, size_t n, int to_rgb);
 
 
