@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "enhance.h"
+
 /* The CPU's vector features (FMT_CPU_*), probed once. */
 #define FMT_CPU_SSE41 1u
 #define FMT_CPU_AVX2 2u
@@ -89,11 +91,12 @@ AVX2_FN static inline void simd_store8(uint8_t *p, __m256i v)
     _mm_storel_epi64((__m128i *)p, _mm_unpacklo_epi32(lo, hi));
 }
 
+/* fmt_luma of 8 lanes (enhance.h) */
 AVX2_FN static inline __m256i simd_luma8(__m256i r, __m256i g, __m256i b)
 {
-    __m256i s = _mm256_add_epi32(_mm256_mullo_epi32(r, _mm256_set1_epi32(19595)),
-                                 _mm256_mullo_epi32(g, _mm256_set1_epi32(38470)));
-    s = _mm256_add_epi32(s, _mm256_mullo_epi32(b, _mm256_set1_epi32(7471)));
+    __m256i s = _mm256_add_epi32(_mm256_mullo_epi32(r, _mm256_set1_epi32(FMT_LUMA_R)),
+                                 _mm256_mullo_epi32(g, _mm256_set1_epi32(FMT_LUMA_G)));
+    s = _mm256_add_epi32(s, _mm256_mullo_epi32(b, _mm256_set1_epi32(FMT_LUMA_B)));
     return _mm256_srli_epi32(_mm256_add_epi32(s, _mm256_set1_epi32(0x8000)), 16);
 }
 

@@ -1,5 +1,5 @@
 /* affine.c - RandomRotation and RandomAffine: torchvision's draws on the reader's words; the
- * transforms themselves are Pillow's, in formats/warp.c (shared with the build's
+ * transforms themselves are Pillow's, in pixels/warp.c (shared with the build's
  * pre-augmentation), with the vector path where fmt_simd() says so.
  */
 #include "affine.h"
@@ -74,7 +74,7 @@ void shr_affine_draw(const shr_affine *a, uint64_t seed, uint64_t epoch, uint64_
 #undef WORD
 }
 
-/* ---- the transforms (formats/warp.c) ---- */
+/* ---- the transforms (pixels/warp.c) ---- */
 
 static fmt_warp_filter warp_filter(shr_filter f)
 {

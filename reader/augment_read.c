@@ -157,7 +157,7 @@ int shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px, uint32_t 
     if (p->jitter)
         shr_color_jitter_apply(p, px, width, height, channels, stride);
     if (p->gray)
-        shr_color_grayscale(px, width, height, channels, stride);
+        fmt_color_grayscale(px, width, height, channels, stride);
     return flip;
 }
 

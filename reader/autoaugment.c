@@ -294,7 +294,7 @@ void shr_aa_posterize(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
 #endif
     for (int i = 0; i < 256; i++)
         lut[i] = (uint8_t)(i & mask);
-    shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
+    fmt_color_apply_lut(px, width, height, channels, stride, lut, 0);
 }
 
 void shr_aa_solarize(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
@@ -323,7 +323,7 @@ void shr_aa_solarize(uint8_t *px, uint32_t width, uint32_t height, uint32_t chan
         return;
     }
 #endif
-    shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
+    fmt_color_apply_lut(px, width, height, channels, stride, lut, 0);
 }
 
 void shr_aa_autocontrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
@@ -353,7 +353,7 @@ void shr_aa_autocontrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t 
             lb[i] = (uint8_t)(ix < 0 ? 0 : ix > 255 ? 255 : ix);
         }
     }
-    shr_color_apply_lut(px, width, height, channels, stride, lut, 1);
+    fmt_color_apply_lut(px, width, height, channels, stride, lut, 1);
 }
 
 void shr_aa_equalize(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
@@ -386,7 +386,7 @@ void shr_aa_equalize(uint8_t *px, uint32_t width, uint32_t height, uint32_t chan
             n += hb[i];
         }
     }
-    shr_color_apply_lut(px, width, height, channels, stride, lut, 1);
+    fmt_color_apply_lut(px, width, height, channels, stride, lut, 1);
 }
 
 /* Filter.c's clip8 */
@@ -453,7 +453,7 @@ void shr_aa_sharpness(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
             ss += (float)dn[i - C] * k1 + (float)dn[i] * k1 + (float)dn[i + C] * k1;
             ss += (float)mid[i - C] * k1 + (float)mid[i] * k5 + (float)mid[i + C] * k1;
             ss += (float)up[i - C] * k1 + (float)up[i] * k1 + (float)up[i + C] * k1;
-            out[i] = shr_color_blend(clip8f(ss), mid[i], factor);
+            out[i] = fmt_color_blend(clip8f(ss), mid[i], factor);
         }
     }
 }
@@ -490,13 +490,13 @@ void shr_aa_apply_op(int op, double m, shr_filter filter, const uint8_t fill[4],
         shr_tf_copy_rows(px, stride, scratch, row, row, height);
         break;
     case SHR_AA_BRIGHTNESS:
-        shr_color_brightness(px, width, height, channels, stride, (float)(1.0 + m));
+        fmt_color_brightness(px, width, height, channels, stride, (float)(1.0 + m));
         break;
     case SHR_AA_COLOR:
-        shr_color_saturation(px, width, height, channels, stride, (float)(1.0 + m));
+        fmt_color_saturation(px, width, height, channels, stride, (float)(1.0 + m));
         break;
     case SHR_AA_CONTRAST:
-        shr_color_contrast(px, width, height, channels, stride, (float)(1.0 + m));
+        fmt_color_contrast(px, width, height, channels, stride, (float)(1.0 + m));
         break;
     case SHR_AA_SHARPNESS:
         shr_aa_sharpness(px, width, height, channels, stride, (float)(1.0 + m), scratch);

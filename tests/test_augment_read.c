@@ -133,9 +133,9 @@ START_TEST(test_hsv_paths)
         fprintf(stderr, "test_augment_read: no AVX2 here: the vector paths are not tested\n");
     for (int to_rgb = 0; to_rgb < 2; to_rgb++) {
         fmt_simd_set(0);
-        shr_color_hsv_rows(all, a, n, to_rgb);
+        fmt_color_hsv_rows(all, a, n, to_rgb);
         fmt_simd_set(1);
-        shr_color_hsv_rows(all, b, n, to_rgb);
+        fmt_color_hsv_rows(all, b, n, to_rgb);
         /* one assertion per call: check's per-call bookkeeping would dominate 50M of them */
         if (memcmp(a, b, 3 * n) != 0) {
             size_t i = 0;
@@ -149,7 +149,7 @@ START_TEST(test_hsv_paths)
         for (int to_rgb = 0; to_rgb < 2; to_rgb++) {
             snprintf(path, sizeof path, "%s/%s.bin", dir, to_rgb ? "hsv2rgb" : "rgb2hsv");
             uint8_t *want = read_file(path, 3 * n);
-            shr_color_hsv_rows(all, b, n, to_rgb);
+            fmt_color_hsv_rows(all, b, n, to_rgb);
             ck_assert_msg(memcmp(b, want, 3 * n) == 0, "vector %s differs from Pillow's",
                           to_rgb ? "hsv2rgb" : "rgb2hsv");
             free(want);
@@ -164,11 +164,11 @@ START_TEST(test_hsv_paths)
         memcpy(a, in, block);
         memcpy(b, in, block);
         fmt_simd_set(0);
-        shr_color_hue(a, 4093, 16, 3, 4093 * 3, f);
-        shr_color_hue(a + 4093 * 3 * 16, 65536 - 4093 * 16, 1, 3, 3 * 65536, f);
+        fmt_color_hue(a, 4093, 16, 3, 4093 * 3, f);
+        fmt_color_hue(a + 4093 * 3 * 16, 65536 - 4093 * 16, 1, 3, 3 * 65536, f);
         fmt_simd_set(1);
-        shr_color_hue(b, 4093, 16, 3, 4093 * 3, f);
-        shr_color_hue(b + 4093 * 3 * 16, 65536 - 4093 * 16, 1, 3, 3 * 65536, f);
+        fmt_color_hue(b, 4093, 16, 3, 4093 * 3, f);
+        fmt_color_hue(b + 4093 * 3 * 16, 65536 - 4093 * 16, 1, 3, 3 * 65536, f);
         ck_assert_msg(memcmp(a, b, block) == 0, "hue shift %d: the paths differ", shift);
     }
     fmt_simd_set(1);
@@ -189,19 +189,19 @@ static void run_path_op(int kind, int arg, double f, uint8_t *px, uint32_t w, ui
     const uint8_t fill[4] = {(uint8_t)arg, 200, 30, 0};
     switch (kind) {
     case P_BRIGHT:
-        shr_color_brightness(px, w, h, c, stride, (float)f);
+        fmt_color_brightness(px, w, h, c, stride, (float)f);
         break;
     case P_CONTRAST:
-        shr_color_contrast(px, w, h, c, stride, (float)f);
+        fmt_color_contrast(px, w, h, c, stride, (float)f);
         break;
     case P_SAT:
-        shr_color_saturation(px, w, h, c, stride, (float)f);
+        fmt_color_saturation(px, w, h, c, stride, (float)f);
         break;
     case P_HUE:
-        shr_color_hue(px, w, h, c, stride, f);
+        fmt_color_hue(px, w, h, c, stride, f);
         break;
     case P_GRAY:
-        shr_color_grayscale(px, w, h, c, stride);
+        fmt_color_grayscale(px, w, h, c, stride);
         break;
     case P_AA:
         shr_aa_apply_op(arg, f, arg % 2 ? SHR_FILTER_BILINEAR : SHR_FILTER_NEAREST, fill, px, w,
@@ -313,27 +313,27 @@ typedef void (*op_fn)(uint8_t *, uint32_t, uint32_t, uint32_t, size_t, double);
 
 static void op_brightness(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
 {
-    shr_color_brightness(p, w, h, c, s, (float)f);
+    fmt_color_brightness(p, w, h, c, s, (float)f);
 }
 
 static void op_contrast(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
 {
-    shr_color_contrast(p, w, h, c, s, (float)f);
+    fmt_color_contrast(p, w, h, c, s, (float)f);
 }
 
 static void op_saturation(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
 {
-    shr_color_saturation(p, w, h, c, s, (float)f);
+    fmt_color_saturation(p, w, h, c, s, (float)f);
 }
 
 static void op_hue(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
 {
-    shr_color_hue(p, w, h, c, s, f);
+    fmt_color_hue(p, w, h, c, s, f);
 }
 
 static void op_gray(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
 {
-    shr_color_grayscale(p, w, h, c, s);
+    fmt_color_grayscale(p, w, h, c, s);
 }
 
 START_TEST(test_ops_pillow)
