@@ -63,19 +63,25 @@ DEB_libarchive := libarchive-dev
 
 CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"'
 # Layering, enforced: each folder is compiled with the include paths of what it may use, so a
-# wrong-way #include fails to compile. formats/ sees only itself; remote/ (datasets at URLs:
+# wrong-way #include fails to compile. pixels/ (geometry, the resampler, warps, colour, the SIMD
+# switch) sees itself and the two base headers of formats/, fmt.h (error codes, fmt_msg) and
+# image.h (image buffers), through links in $(BUILD)/include/pixbase/: none of the formats'
+# containers; formats/ sees itself and pixels/; remote/ (datasets at URLs:
 # downloads into a local cache, checked with the formats' code) sees formats/ and itself; the
 # compiler and the reader libraries see formats/, remote/ and themselves (the reader also
 # include/, where its public header is); the tests, the test tools (tests/tools/:
 # shardc-mksample) and the scripts' tools see everything.
 # (tests/e2e_layers.sh checks the command lines.)
-INC_formats := -Iformats
-INC_remote := -Iformats -Iremote
-INC_compiler := -Iformats -Iremote -Icompiler
-INC_reader := -Iformats -Iremote -Ireader -Iinclude
-INC_all := -Iformats -Iremote -Icompiler -Ireader -Iinclude -Iprograms -Iprograms/shardbench \
-    -Itests/tools
+PIX_BASE_H := fmt.h image.h
+INC_pixels := -Ipixels -I$(BUILD)/include/pixbase
+INC_formats := -Iformats -Ipixels
+INC_remote := -Iformats -Ipixels -Iremote
+INC_compiler := -Iformats -Ipixels -Iremote -Icompiler
+INC_reader := -Iformats -Ipixels -Iremote -Ireader -Iinclude
+INC_all := -Iformats -Ipixels -Iremote -Icompiler -Ireader -Iinclude -Iprograms \
+    -Iprograms/shardbench -Itests/tools
 INC = $(INC_all)
+$(BUILD)/pixels/%.o: INC = $(INC_pixels)
 $(BUILD)/formats/%.o: INC = $(INC_formats)
 $(BUILD)/remote/%.o: INC = $(INC_remote)
 $(BUILD)/compiler/%.o: INC = $(INC_compiler)
@@ -107,10 +113,11 @@ INTERNAL_shardwrite := augment.h backend.h build.h compress.h manifest.h resampl
 # include paths: the public headers and the folder, then the libraries' folders whose internals
 # the list allows (a reader internal only through a link in $(BUILD)/include/bench/: any other
 # header of reader/ is a compile error as well)
-INC_shardc := -Iinclude -Iprograms -Iformats -Icompiler -Iremote
+INC_shardc := -Iinclude -Iprograms -Iformats -Ipixels -Icompiler -Iremote
 BENCH_READER_H := ring.h sampler.h pinned.h cuda_common.h
-INC_bench := -Iinclude -Iprograms/shardbench -Iformats -Icompiler -I$(BUILD)/include/bench
-INC_shardwrite := -Iinclude -Icompiler/python -Iformats -Icompiler
+INC_bench := -Iinclude -Iprograms/shardbench -Iformats -Ipixels -Icompiler \
+    -I$(BUILD)/include/bench
+INC_shardwrite := -Iinclude -Icompiler/python -Iformats -Ipixels -Icompiler
 INC_pyread := -Iinclude
 check_includes = $(Q)scripts/check-includes.sh $(1) $< $(INTERNAL_$(1))
 CFLAGS ?= $(OPT) -g
@@ -120,6 +127,7 @@ LDFLAGS += -pthread $(SANFLAGS)
 LDLIBS = $(call pkglibs,$(PKGS)) -lm
 
 FMT_SRC := $(wildcard formats/*.c)
+PIX_SRC := $(wildcard pixels/*.c)
 REMOTE_SRC := $(wildcard remote/*.c)
 COMP_SRC := $(wildcard compiler/*.c)
 READ_SRC := $(wildcard reader/*.c)
@@ -131,8 +139,9 @@ BENCH_SRC := $(wildcard programs/shardbench/*.c)
 # command line)
 MKSAMPLE_OBJ := $(BUILD)/tests/tools/mksample.o $(BUILD)/tests/tools/mksample_coco.o
 TEST_SRC := $(wildcard tests/test_*.c)
-# the remote module travels with the formats objects: into libshardfmt.a and libshardread
-FMT_OBJ := $(FMT_SRC:%.c=$(BUILD)/%.o) $(REMOTE_SRC:%.c=$(BUILD)/%.o)
+# the pixels and remote modules travel with the formats objects: into libshardfmt.a and
+# libshardread
+FMT_OBJ := $(PIX_SRC:%.c=$(BUILD)/%.o) $(FMT_SRC:%.c=$(BUILD)/%.o) $(REMOTE_SRC:%.c=$(BUILD)/%.o)
 COMP_OBJ := $(COMP_SRC:%.c=$(BUILD)/%.o)
 READ_OBJ := $(READ_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(filter-out $(BUILD)/programs/shardbench/main.o,$(BENCH_SRC:%.c=$(BUILD)/%.o))
@@ -202,7 +211,7 @@ $(BUILD)/tests/%.o: tests/%.c $(FLAGS_FILE) | pkgcheck
 # The resampler's vector helpers take 32-byte vectors by value in SSE4.1 functions; they are
 # always inlined, so GCC's note that such arguments are passed differently without AVX does not
 # apply (and no pragma silences it)
-$(BUILD)/formats/resample.o: CFLAGS += -Wno-psabi
+$(BUILD)/pixels/resample_simd.o: CFLAGS += -Wno-psabi
 
 $(BUILD)/compiler/%.o: CFLAGS += $(call pkgcflags,$(COMP_PKGS))
 COMP_LDLIBS = $(call pkglibs,$(COMP_PKGS))
@@ -214,6 +223,12 @@ $(FMT_LIB): $(FMT_OBJ)
 $(COMP_LIB): $(COMP_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/include/pixbase/%.h: formats/%.h
+	@mkdir -p $(@D)
+	$(Q)ln -sf $(CURDIR)/$< $@
+
+$(PIX_SRC:%.c=$(BUILD)/%.o): | $(PIX_BASE_H:%=$(BUILD)/include/pixbase/%)
 
 $(BUILD)/include/bench/%.h: reader/%.h
 	@mkdir -p $(@D)

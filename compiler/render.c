@@ -111,16 +111,21 @@ static int is_identity(const fmt_geom_plan *p, const fmt_image *src)
            p->box.y1 == (float)src->height && p->dst_w == p->out_w && p->dst_h == p->out_h;
 }
 
-/* After the decode into s->dec (of an input src_w x src_h as its header gives it): the plan,
- * then the plain geometry or the augmented variants into out[]. why says what failed. */
+/* After the decode into s->dec (of an input src_w x src_h as its header gives it): the plan
+ * (full, planned once from the header, plan_rc what fmt_geom_plan_for returned) mapped onto the
+ * decoded image, then the plain geometry or the augmented variants into out[]. why says what
+ * failed. */
 static int render_decoded(const shc_render_opts *o, uint32_t src_w, uint32_t src_h,
-                          uint64_t source, shc_render_scratch *s, fmt_image *out,
-                          fmt_aug_params *params, fmt_msg *why)
+                          const fmt_geom_plan *full, int plan_rc, uint64_t source,
+                          shc_render_scratch *s, fmt_image *out, fmt_aug_params *params,
+                          fmt_msg *why)
 {
     uint32_t n = shc_render_count(o);
-    fmt_geom_plan plan;
+    if (plan_rc)
+        return plan_rc;
+    fmt_geom_plan plan = *full;
     /* the output comes from the full-size plan, so it does not depend on the DCT scale */
-    int rc = fmt_geom_plan_decoded(&o->geom, src_w, src_h, s->dec.width, s->dec.height, &plan);
+    int rc = fmt_geom_plan_map(&plan, src_w, src_h, s->dec.width, s->dec.height);
     if (rc)
         return rc;
     s->src_w = src_w;
@@ -160,14 +165,11 @@ int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
 
 /* A full-scale decode need only fill what the plain geometry's resize reads: the region of
  * interest of dopt (image.h), where it is smaller than the image. */
-static void roi(const shc_render_opts *o, const fmt_image_info *info, shc_render_scratch *s,
+static void roi(const fmt_geom_plan *plan, const fmt_image_info *info, shc_render_scratch *s,
                 fmt_decode_opts *dopt)
 {
-    fmt_geom_plan plan;
     uint32_t rect[4];
-    if (fmt_geom_plan_for(&o->geom, info->width, info->height, &plan) != 0)
-        return;
-    fmt_resize_source_rect(s->rz, &plan, info->width, info->height, rect);
+    fmt_resize_source_rect(s->rz, plan, info->width, info->height, rect);
     if (rect[2] < info->width || rect[3] < info->height) {
         dopt->roi_x = rect[0];
         dopt->roi_y = rect[1];
@@ -186,17 +188,23 @@ int shc_render_mem_into(const shc_render_opts *o, const uint8_t *file, size_t le
     if (rc)
         goto fail;
     fmt_decode_opts dopt = {.channels = o->channels, .limits = o->limits};
+    /* the sample's geometry, planned once from the header: the decode's scale and region, and
+     * the resize (an error is reported after the decode, whose own error comes first) */
+    fmt_geom_plan plan;
+    int plan_rc = fmt_geom_plan_for(&o->geom, info.width, info.height, &plan);
     /* augmented crops can be small parts of the source: they need it at full size */
-    if (!o->augment)
-        fmt_geom_min_decode(&o->geom, info.width, info.height, &dopt.min_width, &dopt.min_height);
-    if (!o->augment && !dopt.min_width && !o->full_decode)
-        roi(o, &info, s, &dopt);
+    if (!o->augment && !plan_rc)
+        fmt_geom_plan_min_decode(&o->geom, &plan, info.width, info.height, &dopt.min_width,
+                                 &dopt.min_height);
+    if (!o->augment && !plan_rc && !dopt.min_width && !o->full_decode)
+        roi(&plan, &info, s, &dopt);
     rc = fmt_image_decode_into(file, len, &dopt, &s->dec, &why);
     if (rc)
         goto fail;
     warning = why;              /* the decoder's warning, if any (image.h) */
     why.text[0] = '\0';
-    rc = render_decoded(o, info.width, info.height, source, s, out, params, &why);
+    rc = render_decoded(o, info.width, info.height, &plan, plan_rc, source, s, out, params,
+                        &why);
     if (rc)
         goto fail;
     if (msg)
@@ -246,8 +254,11 @@ int shc_render_pixels_into(const shc_render_opts *o, const uint8_t *px, uint32_t
 {
     fmt_msg why = {{0}};
     int rc = take_pixels(o, px, width, height, channels, &s->dec, &why);
-    if (rc == 0)
-        rc = render_decoded(o, width, height, source, s, out, params, &why);
+    if (rc == 0) {
+        fmt_geom_plan plan;
+        int plan_rc = fmt_geom_plan_for(&o->geom, width, height, &plan);
+        rc = render_decoded(o, width, height, &plan, plan_rc, source, s, out, params, &why);
+    }
     if (rc)
         return fmt_fail(msg, rc, "%s", fmt_reason(&why, rc));
     if (msg)

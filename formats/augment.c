@@ -1,5 +1,6 @@
 /* augment.c - pre-augmentation: SPEC parsing, counter-based draws, and their exact application. */
 #include "augment.h"
+#include "enhance.h"
 #include "hsv.h"
 #include "warp.h"
 #include "le.h"
@@ -357,65 +358,21 @@ void fmt_aug_draw(const fmt_aug_spec *s, uint64_t seed, uint64_t source, uint32_
 
 /* ---- applying ---- */
 
-static int32_t q16(float f)
-{
-    return (int32_t)lrint((double)f * 65536.0);
-}
-
-static uint8_t clamp_q16(int64_t v) /* v: value * 65536, rounding offset included */
-{
-    if (v <= 0)
-        return 0;
-    v >>= 16;
-    return (uint8_t)(v > 255 ? 255 : v);
-}
-
-static uint32_t luma(const uint8_t *px)
-{
-    return (px[0] * 19595u + px[1] * 38470u + px[2] * 7471u + 0x8000u) >> 16;
-}
-
-/* brightness, contrast, saturation (16.16 fixed point), then torchvision's adjust_hue and
- * rgb_to_grayscale(img, 3) (Pillow's HSV round trip and L conversion, exactly) */
+/* brightness, contrast, saturation (16.16 fixed point: fmt_color_q16), then torchvision's
+ * adjust_hue and rgb_to_grayscale(img, 3) (Pillow's HSV round trip and L conversion, exactly) */
 static void colour(fmt_image *im, const fmt_aug_params *p)
 {
-    size_t npix = (size_t)im->width * im->height, n = npix * im->channels;
+    size_t npix = (size_t)im->width * im->height;
     uint8_t *px = im->pixels;
-    uint8_t lut[256];
-    if (p->brightness != 1.0f) {
-        int64_t b = q16(p->brightness);
-        for (int v = 0; v < 256; v++)
-            lut[v] = clamp_q16(v * b + 32768);
-        for (size_t i = 0; i < n; i++)
-            px[i] = lut[px[i]];
-    }
-    if (p->contrast != 1.0f && npix) {
-        uint64_t sum = 0;
-        for (size_t i = 0; i < npix; i++)
-            sum += im->channels == 3 ? luma(px + 3 * i) : px[i];
-        int64_t m = (int64_t)((sum + npix / 2) / npix), c = q16(p->contrast);
-        for (int v = 0; v < 256; v++)
-            lut[v] = clamp_q16(m * 65536 + (v - m) * c + 32768);
-        for (size_t i = 0; i < n; i++)
-            px[i] = lut[px[i]];
-    }
-    if (p->saturation != 1.0f && im->channels == 3) {
-        int64_t t = q16(p->saturation);
-        for (size_t i = 0; i < npix; i++, px += 3) {
-            int64_t l = luma(px);
-            for (int k = 0; k < 3; k++)
-                px[k] = clamp_q16(l * 65536 + (px[k] - l) * t + 32768);
-        }
-    }
+    fmt_color_q16(px, npix, im->channels, p->brightness, p->contrast, p->saturation);
     if (im->channels != 3)
         return;         /* hue and grayscale leave an L image as it is, as torchvision does */
-    px = im->pixels;
     /* a shift of 0 still makes the HSV round trip, which is not the identity */
     if (p->hue_on)
         fmt_hue_row(px, npix, fmt_hue_shift((double)p->hue));
     if (p->gray)
         for (size_t i = 0; i < npix; i++, px += 3)
-            px[0] = px[1] = px[2] = (uint8_t)luma(px);
+            px[0] = px[1] = px[2] = fmt_luma(px[0], px[1], px[2]);
 }
 
 static void flip_rows(fmt_image *im)

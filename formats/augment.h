@@ -18,15 +18,15 @@
  *               the source rectangle under the geometry's visible window
  *   flip        horizontal mirror with probability flip_p
  *   rotate      torchvision's F.rotate(img, a, nearest or bilinear, fill=0), a uniform in [-r, r]
- *               degrees (RandomRotation(r)): Pillow's Image.rotate (formats/warp.h)
+ *               degrees (RandomRotation(r)): Pillow's Image.rotate (pixels/warp.h)
  *   affine      instead of rotate: torchvision's F.affine(img, a, (tx, ty), sc, (sx, 0), nearest
  *               or bilinear, fill=0) with RandomAffine(D, (T, T), (SMIN, SMAX), SH)'s draws:
- *               Pillow's affine transform (formats/warp.h)
+ *               Pillow's affine transform (pixels/warp.h)
  *   brightness  pixel * b,                       b uniform in [1 - s, 1 + s]
  *   contrast    m + c * (pixel - m),             c uniform in [1 - s, 1 + s], m = mean luma
  *   saturation  l + t * (pixel - l),             t uniform in [1 - s, 1 + s], l = pixel's luma
  *   hue         torchvision's adjust_hue(img, f), f uniform in [-h, h] (Pillow's HSV round trip,
- *               formats/hsv.h)
+ *               pixels/hsv.h)
  *   gray        with probability gray_p, torchvision's rgb_to_grayscale(img, 3): Pillow's L in
  *               all three channels
  * Brightness, contrast and saturation run in 16.16 fixed point with round-half-up and clamping to

@@ -11,6 +11,7 @@
 #define FMT_CODEC_H
 
 #include "image.h"
+#include "enhance.h"
 
 /* Limits with zero fields replaced by the defaults. l may be NULL (all defaults). */
 fmt_limits fmt_limits_resolve(const fmt_limits *l);
@@ -18,15 +19,6 @@ fmt_limits fmt_limits_resolve(const fmt_limits *l);
 /* 0 if a width x height image is within the (resolved) limits, else FMT_ETOOBIG with a message.
  * Zero sizes are not checked here: each codec rejects them as corrupt. */
 int fmt_limits_check(const fmt_limits *l, uint32_t width, uint32_t height, fmt_msg *msg);
-
-/* ITU-R 601 luma with Pillow's rounding (Pillow 9.4 Convert.c, L24):
- * L = (R * 19595 + G * 38470 + B * 7471 + 0x8000) >> 16. The weights sum to 65536, so a gray
- * pixel (R = G = B = v) maps back to v exactly. Verified against Image.convert('L') for all 2^24
- * colours. */
-static inline uint8_t fmt_luma(uint8_t r, uint8_t g, uint8_t b)
-{
-    return (uint8_t)((r * 19595u + g * 38470u + b * 7471u + 0x8000u) >> 16);
-}
 
 /* Convert npix RGB pixels to gray. gray may equal rgb (converted in place, front to back). */
 void fmt_rgb_to_gray(const uint8_t *rgb, uint8_t *gray, size_t npix);

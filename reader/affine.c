@@ -1,6 +1,6 @@
 /* affine.c - RandomRotation and RandomAffine: torchvision's draws on the reader's words; the
- * transforms themselves are Pillow's, in formats/warp.c (shared with the build's
- * pre-augmentation), with the vector path where shr_simd() says so.
+ * transforms themselves are Pillow's, in pixels/warp.c (shared with the build's
+ * pre-augmentation), with the vector path where fmt_simd() says so.
  */
 #include "affine.h"
 #include "simd.h"
@@ -74,7 +74,7 @@ void shr_affine_draw(const shr_affine *a, uint64_t seed, uint64_t epoch, uint64_
 #undef WORD
 }
 
-/* ---- the transforms (formats/warp.c) ---- */
+/* ---- the transforms (pixels/warp.c) ---- */
 
 static fmt_warp_filter warp_filter(shr_filter f)
 {
@@ -92,7 +92,7 @@ void shr_affine_warp(const uint8_t *src, size_t sstride, uint8_t *dst, size_t ds
                      shr_filter filter, const uint8_t fill[4])
 {
     fmt_warp(src, sstride, dst, dstride, width, height, channels, m, warp_filter(filter), fill,
-             shr_simd());
+             fmt_simd());
 }
 
 void shr_affine_apply(const uint8_t *src, size_t sstride, uint8_t *dst, size_t dstride,
@@ -111,5 +111,5 @@ void shr_affine_rotate(const uint8_t *src, size_t sstride, uint8_t *dst, size_t 
                        shr_filter filter, const uint8_t fill[4])
 {
     fmt_warp_rotate(src, sstride, dst, dstride, width, height, channels, angle,
-                    warp_filter(filter), fill, shr_simd());
+                    warp_filter(filter), fill, fmt_simd());
 }

@@ -1,8 +1,8 @@
 /* affine.h - torchvision's RandomRotation and RandomAffine on uint8 pixels, byte for byte as its
  * PIL path gives them: F.affine and F.rotate are Pillow 9.4's Image.transform(size, AFFINE,
  * matrix, resample, fillcolor), with torchvision's inverse matrix (_get_inverse_affine_matrix) or
- * Pillow's own (Image.rotate), and the sampling of libImaging/Geometry.c (formats/warp.c; the
- * functions below pass it shr_simd()).
+ * Pillow's own (Image.rotate), and the sampling of libImaging/Geometry.c (pixels/warp.c; the
+ * functions below pass it fmt_simd()).
  *
  * Internal to libshardread. Every function is a pure function of its arguments (thread-safe);
  * pixels are uint8, interleaved `channels` (1 or 3) per pixel, rows `stride` bytes apart. The

@@ -167,7 +167,7 @@ int shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px, uint32_t 
         shr_stage_lap(SHR_STAGE_JITTER);
     }
     if (p->gray) {
-        shr_color_grayscale(px, width, height, channels, stride);
+        fmt_color_grayscale(px, width, height, channels, stride);
         shr_stage_lap(SHR_STAGE_GRAYSCALE);
     }
     return flip;

@@ -16,7 +16,7 @@
  *   Posterize, Solarize, AutoContrast and Equalize are ImageOps' lookup tables per band
  *   (autocontrast from each band's lowest and highest value, scale 255 / (hi - lo) in double
  *   and int() of ix * scale - lo * scale; equalize from each band's histogram in integers).
- *   Vector kernels (AVX2 where shr_simd() says so, simd.h) give the same bytes: Sharpness's
+ *   Vector kernels (AVX2 where fmt_simd() says so, simd.h) give the same bytes: Sharpness's
  *   filter and blend in float lanes with the same operations in the same order, Posterize's
  *   table as a mask and Solarize's as a compare and select (where its table has that form).
  */
@@ -248,7 +248,7 @@ static void histogram(const uint8_t *px, uint32_t width, uint32_t height, uint32
     }
 }
 
-#ifdef SHR_AVX2
+#ifdef FMT_AVX2
 /* Posterize's table, i & mask, and Solarize's, i < k ? i : 255 - i (k in 1..255), on n bytes */
 AVX2_FN static size_t mask_avx2(uint8_t *p, size_t n, uint8_t mask)
 {
@@ -282,8 +282,8 @@ void shr_aa_posterize(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
     int mask = ~((1 << (8 - bits)) - 1);
     size_t row = (size_t)width * channels;
     (void)row;
-#ifdef SHR_AVX2
-    if (shr_simd()) {
+#ifdef FMT_AVX2
+    if (fmt_simd()) {
         for (uint32_t y = 0; y < height; y++) {
             uint8_t *p = px + (size_t)y * stride;
             for (size_t i = mask_avx2(p, row, (uint8_t)mask); i < row; i++)
@@ -294,7 +294,7 @@ void shr_aa_posterize(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
 #endif
     for (int i = 0; i < 256; i++)
         lut[i] = (uint8_t)(i & mask);
-    shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
+    fmt_color_apply_lut(px, width, height, channels, stride, lut, 0);
 }
 
 void shr_aa_solarize(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
@@ -309,12 +309,12 @@ void shr_aa_solarize(uint8_t *px, uint32_t width, uint32_t height, uint32_t chan
     }
     size_t row = (size_t)width * channels;
     (void)row;
-#ifdef SHR_AVX2
+#ifdef FMT_AVX2
     /* a table that is i < k ? i : 255 - i (k 1..255): a compare and a select */
     int simple = k >= 1 && k <= 255;
     for (int i = k; i < 256 && simple; i++)
         simple = lut[i] == 255 - i;
-    if (simple && shr_simd()) {
+    if (simple && fmt_simd()) {
         for (uint32_t y = 0; y < height; y++) {
             uint8_t *p = px + (size_t)y * stride;
             for (size_t i = solarize_avx2(p, row, k); i < row; i++)
@@ -323,7 +323,7 @@ void shr_aa_solarize(uint8_t *px, uint32_t width, uint32_t height, uint32_t chan
         return;
     }
 #endif
-    shr_color_apply_lut(px, width, height, channels, stride, lut, 0);
+    fmt_color_apply_lut(px, width, height, channels, stride, lut, 0);
 }
 
 void shr_aa_autocontrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
@@ -353,7 +353,7 @@ void shr_aa_autocontrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t 
             lb[i] = (uint8_t)(ix < 0 ? 0 : ix > 255 ? 255 : ix);
         }
     }
-    shr_color_apply_lut(px, width, height, channels, stride, lut, 1);
+    fmt_color_apply_lut(px, width, height, channels, stride, lut, 1);
 }
 
 void shr_aa_equalize(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
@@ -386,7 +386,7 @@ void shr_aa_equalize(uint8_t *px, uint32_t width, uint32_t height, uint32_t chan
             n += hb[i];
         }
     }
-    shr_color_apply_lut(px, width, height, channels, stride, lut, 1);
+    fmt_color_apply_lut(px, width, height, channels, stride, lut, 1);
 }
 
 /* Filter.c's clip8 */
@@ -395,7 +395,7 @@ static inline uint8_t clip8f(float v)
     return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
 }
 
-#ifdef SHR_AVX2
+#ifdef FMT_AVX2
 AVX2_FN static inline __m256 bytes8_ps(const uint8_t *p)
 {
     return _mm256_cvtepi32_ps(simd_load8(p));
@@ -444,8 +444,8 @@ void shr_aa_sharpness(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
         const uint8_t *dn = scratch + (y + 1) * row;
         uint8_t *out = px + (size_t)y * stride;
         size_t i = C;
-#ifdef SHR_AVX2
-        if (shr_simd())
+#ifdef FMT_AVX2
+        if (fmt_simd())
             i = sharp_avx2(up, mid, dn, out, C, row, factor);
 #endif
         for (; i < row - C; i++) {
@@ -453,7 +453,7 @@ void shr_aa_sharpness(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
             ss += (float)dn[i - C] * k1 + (float)dn[i] * k1 + (float)dn[i + C] * k1;
             ss += (float)mid[i - C] * k1 + (float)mid[i] * k5 + (float)mid[i + C] * k1;
             ss += (float)up[i - C] * k1 + (float)up[i] * k1 + (float)up[i + C] * k1;
-            out[i] = shr_color_blend(clip8f(ss), mid[i], factor);
+            out[i] = fmt_color_blend(clip8f(ss), mid[i], factor);
         }
     }
 }
@@ -490,13 +490,13 @@ void shr_aa_apply_op(int op, double m, shr_filter filter, const uint8_t fill[4],
         shr_tf_copy_rows(px, stride, scratch, row, row, height);
         break;
     case SHR_AA_BRIGHTNESS:
-        shr_color_brightness(px, width, height, channels, stride, (float)(1.0 + m));
+        fmt_color_brightness(px, width, height, channels, stride, (float)(1.0 + m));
         break;
     case SHR_AA_COLOR:
-        shr_color_saturation(px, width, height, channels, stride, (float)(1.0 + m));
+        fmt_color_saturation(px, width, height, channels, stride, (float)(1.0 + m));
         break;
     case SHR_AA_CONTRAST:
-        shr_color_contrast(px, width, height, channels, stride, (float)(1.0 + m));
+        fmt_color_contrast(px, width, height, channels, stride, (float)(1.0 + m));
         break;
     case SHR_AA_SHARPNESS:
         shr_aa_sharpness(px, width, height, channels, stride, (float)(1.0 + m), scratch);

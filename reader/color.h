@@ -1,10 +1,9 @@
-/* color.h - torchvision's ColorJitter and RandomGrayscale on uint8 pixels, byte for byte as its
- * PIL path gives them (Pillow 9.4's ImageEnhance blends, L conversion and HSV conversion).
+/* color.h - torchvision's ColorJitter on uint8 pixels: its ranges, its draws on the sample's
+ * words, and the four ops in the drawn order, byte for byte as its PIL path gives them. The ops
+ * themselves (Pillow 9.4's ImageEnhance blends, L conversion and HSV conversion) are
+ * pixels/enhance.h's, which RandomGrayscale and the auto-augment policies use as well.
  *
- * Internal to libshardread. Every function is a pure function of its arguments (thread-safe);
- * pixels are uint8, interleaved `channels` (1 or 3) per pixel, rows `stride` bytes apart, and
- * are changed in place. One-channel images are Pillow's "L" images: saturation and hue leave
- * them as they are, as torchvision does.
+ * Internal to libshardread. The functions are pure functions of their arguments (thread-safe).
  */
 #ifndef SHR_COLOR_H
 #define SHR_COLOR_H
@@ -14,6 +13,7 @@
 
 #include "shardread.h"
 #include "transform.h"
+#include "enhance.h"
 
 /* The jitter ranges, as torchvision's ColorJitter holds them after _check_input, in float32 as
  * torch's uniform_ takes them; has[k] is 0 where torchvision's value is None (the range is the
@@ -35,35 +35,5 @@ SHR_INTERNAL void shr_color_jitter_draw(const shr_color_jitter *j, uint64_t seed
 /* The four ops in p's order, as ColorJitter.forward applies them. */
 SHR_INTERNAL void shr_color_jitter_apply(const shr_params *p, uint8_t *px, uint32_t width,
                                          uint32_t height, uint32_t channels, size_t stride);
-
-/* Each byte of width x height pixels (rows stride apart) through lut: one table, or with
- * per_band and 3 channels a table of 256 per channel (R, G, B), as Pillow's point(). */
-SHR_INTERNAL void shr_color_apply_lut(uint8_t *px, uint32_t width, uint32_t height,
-                                      uint32_t channels, size_t stride, const uint8_t *lut,
-                                      int per_band);
-
-/* torchvision's functional ops on a PIL image (F.adjust_brightness and the others). */
-SHR_INTERNAL void shr_color_brightness(uint8_t *px, uint32_t width, uint32_t height,
-                                       uint32_t channels, size_t stride, float factor);
-SHR_INTERNAL void shr_color_contrast(uint8_t *px, uint32_t width, uint32_t height,
-                                     uint32_t channels, size_t stride, float factor);
-SHR_INTERNAL void shr_color_saturation(uint8_t *px, uint32_t width, uint32_t height,
-                                       uint32_t channels, size_t stride, float factor);
-/* hue_factor in [-0.5, 0.5] (a double, as Python has it) */
-SHR_INTERNAL void shr_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
-                                size_t stride, double hue_factor);
-/* F.rgb_to_grayscale(img, 3): Pillow's L in all three channels (nothing for one channel). */
-SHR_INTERNAL void shr_color_grayscale(uint8_t *px, uint32_t width, uint32_t height,
-                                      uint32_t channels, size_t stride);
-
-/* Pillow's blend of one value: (UINT8) of in1 + alpha * (in2 - in1) in float, clipped. */
-SHR_INTERNAL uint8_t shr_color_blend(int in1, int in2, float alpha);
-/* Pillow's RGB -> L: (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16. */
-SHR_INTERNAL uint8_t shr_color_luma(uint8_t r, uint8_t g, uint8_t b);
-/* Pillow's RGB -> HSV or HSV -> RGB (fmt_rgb2hsv, fmt_hsv2rgb: formats/hsv.h) over n pixels
- * (in and out interleaved, 3 bytes each; may be the same), through the vector path where
- * shr_simd() says so (simd.h). */
-SHR_INTERNAL void shr_color_hsv_rows(const uint8_t *in, uint8_t *out, size_t n, int to_rgb);
-
 
 #endif

@@ -55,7 +55,7 @@ const int8_t shr_mirror_rgb16[3][3][16] = {
 /* the reversal of 16 one-byte pixels */
 const int8_t shr_mirror_gray16[16] = {15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
 
-#ifdef SHR_AVX2
+#ifdef FMT_AVX2
 
 /* the shuffles of a reversed RGB block, in registers: loaded once per row, not per block */
 typedef struct {
@@ -157,8 +157,8 @@ AVX2_FN static uint32_t mirror_copy_any_avx2(uint8_t *dst, const uint8_t *src, u
 void shr_mirror_rows(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
                      size_t stride)
 {
-#ifdef SHR_AVX2
-    if ((channels == 3 || channels == 1) && shr_simd()) {
+#ifdef FMT_AVX2
+    if ((channels == 3 || channels == 1) && fmt_simd()) {
         mirror_rows_avx2(px, width, height, channels, stride);
         return;
     }
@@ -170,8 +170,8 @@ void shr_mirror_rows(uint8_t *px, uint32_t width, uint32_t height, uint32_t chan
 void shr_mirror_copy(uint8_t *dst, const uint8_t *src, uint32_t n, uint32_t channels)
 {
     uint32_t x = 0;
-#ifdef SHR_AVX2
-    if ((channels == 3 || channels == 1) && shr_simd())
+#ifdef FMT_AVX2
+    if ((channels == 3 || channels == 1) && fmt_simd())
         x = mirror_copy_any_avx2(dst, src, n, channels);
 #endif
     mirror_copy_plain(dst, src, x, n, channels);

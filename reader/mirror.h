@@ -2,7 +2,7 @@
  * mirrored place (the flip fused into the copy that places a sample in its output).
  *
  * Internal to libshardread. Every path gives the same bytes: an AVX2 one for 1 and 3 channels
- * (16 pixels reversed per step with byte shuffles) where shr_simd() says so, plain C otherwise.
+ * (16 pixels reversed per step with byte shuffles) where fmt_simd() says so, plain C otherwise.
  */
 #ifndef SHR_MIRROR_H
 #define SHR_MIRROR_H

@@ -143,7 +143,7 @@ void shr_scale_draw(const shr_options *o, uint64_t seed, uint64_t epoch, uint64_
         break;
     }
     default: {
-        /* the build's --size W H --fit pad (formats/geometry.h): Resize(S) then CenterCrop,
+        /* the build's --size W H --fit pad (pixels/geometry.h): Resize(S) then CenterCrop,
          * S the largest shortest side whose resize fits */
         fmt_geom g = {.mode = FMT_GEOM_SIZE, .fit = FMT_FIT_PAD, .width = out_w, .height = out_h};
         fmt_geom_plan plan;

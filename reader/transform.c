@@ -20,6 +20,7 @@
 #include "mirror.h"
 
 #include "sampler.h"
+#include "simd.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -246,12 +247,12 @@ uint16_t shr_tf_half(float f)
     return (uint16_t)(sign | q);
 }
 
-static int cpu_has_avx2(void)
+static int cpu_has_avx2(unsigned features)
 {
 #if SHR_TF_X86 && defined(__GNUC__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    return (features & FMT_CPU_AVX2) && (features & FMT_CPU_F16C);
 #else
+    (void)features;
     return 0;
 #endif
 }
@@ -270,14 +271,12 @@ void shr_tf_out_init(shr_tf_out *o, shr_dtype dtype, shr_layout layout, uint32_t
         o->std[c] = 1.0f;
     }
     o->unit = 1.0f;
-    const char *env = getenv("SHARDC_TRANSFORM");
-    o->path = env && strcmp(env, "plain") == 0 ? SHR_TF_PLAIN
-                                               : cpu_has_avx2() ? SHR_TF_AVX2 : SHR_TF_PLAIN;
+    o->path = cpu_has_avx2(fmt_simd_features()) ? SHR_TF_AVX2 : SHR_TF_PLAIN;
 }
 
 int shr_tf_out_set_path(shr_tf_out *o, shr_tf_path path)
 {
-    if (path == SHR_TF_AVX2 && !cpu_has_avx2())
+    if (path == SHR_TF_AVX2 && !cpu_has_avx2(fmt_cpu()))
         return -1;
     o->path = path;
     return 0;
@@ -344,14 +343,14 @@ static const int8_t deint3[3][3][16] = {
     },
 };
 
-#define AVX2_FN __attribute__((target("avx2,f16c")))
+#define TF_AVX2_FN __attribute__((target("avx2,f16c")))
 
-AVX2_FN static inline __m128i mask(const int8_t *m)
+TF_AVX2_FN static inline __m128i mask(const int8_t *m)
 {
     return _mm_loadu_si128((const __m128i *)m);
 }
 
-AVX2_FN static inline __m128i shuf3(__m128i a, __m128i b, __m128i c, const int8_t m[3][16])
+TF_AVX2_FN static inline __m128i shuf3(__m128i a, __m128i b, __m128i c, const int8_t m[3][16])
 {
     return _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, mask(m[0])),
                                      _mm_shuffle_epi8(b, mask(m[1]))),
@@ -359,7 +358,7 @@ AVX2_FN static inline __m128i shuf3(__m128i a, __m128i b, __m128i c, const int8_
 }
 
 /* 8 values (bytes) -> ((float)x [/ unit] - m) / s, in float32 lanes */
-AVX2_FN static inline __m256 norm8(const shr_tf_out *o, __m128i v8, __m256 m, __m256 s)
+TF_AVX2_FN static inline __m256 norm8(const shr_tf_out *o, __m128i v8, __m256 m, __m256 s)
 {
     __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v8));
     if (o->unit != 1.0f)
@@ -369,7 +368,7 @@ AVX2_FN static inline __m256 norm8(const shr_tf_out *o, __m128i v8, __m256 m, __
 
 /* 16 bytes v to 16 elements at dst (element offset e), lanes 0..7 normalised with (m0, s0),
  * lanes 8..15 with (m1, s1) */
-AVX2_FN static inline void emit16(const shr_tf_out *o, void *dst, size_t e, __m128i v, __m256 m0,
+TF_AVX2_FN static inline void emit16(const shr_tf_out *o, void *dst, size_t e, __m128i v, __m256 m0,
                                   __m256 s0, __m256 m1, __m256 s1)
 {
     if (o->dtype == SHR_DTYPE_U8) {
@@ -403,7 +402,7 @@ AVX2_FN static inline void emit16(const shr_tf_out *o, void *dst, size_t e, __m1
     }
 }
 
-AVX2_FN static void store_avx2_rgb(const shr_tf_out *o, const uint8_t *src, size_t stride,
+TF_AVX2_FN static void store_avx2_rgb(const shr_tf_out *o, const uint8_t *src, size_t stride,
                                    int mirror, void *dst)
 {
     uint32_t W = o->width, H = o->height;
@@ -460,7 +459,7 @@ AVX2_FN static void store_avx2_rgb(const shr_tf_out *o, const uint8_t *src, size
     _mm256_zeroupper();
 }
 
-AVX2_FN static void store_avx2_gray(const shr_tf_out *o, const uint8_t *src, size_t stride,
+TF_AVX2_FN static void store_avx2_gray(const shr_tf_out *o, const uint8_t *src, size_t stride,
                                     int mirror, void *dst)
 {
     uint32_t W = o->width, H = o->height;

@@ -68,7 +68,8 @@ typedef struct {
 } shr_tf_out;
 
 /* Fill o for the given output; no normalisation (mean 0, std 1). The path is AVX2 where the CPU
- * has AVX2 and F16C, unless the environment variable SHARDC_TRANSFORM=plain. */
+ * has AVX2 and F16C, unless the switch of pixels/simd.h is off (SHARDC_TRANSFORM=plain,
+ * SHARDREAD_SIMD=0 or SHARDC_RESAMPLE=plain in the environment, fmt_simd_set(0)). */
 SHR_INTERNAL void shr_tf_out_init(shr_tf_out *o, shr_dtype dtype, shr_layout layout,
                                   uint32_t width, uint32_t height, uint32_t channels);
 

@@ -260,7 +260,7 @@ def build_harness(exe):
             f.write(HARNESS_C)
         libs = subprocess.run(["make", "-s", f"BUILD={BUILD}", "print-read-libs"], check=True,
                               stdout=subprocess.PIPE, text=True).stdout.split()
-        sh("cc", "-O2", "-std=c11", "-D_GNU_SOURCE", "-Ireader", "-Iformats", c, "-o", exe,
+        sh("cc", "-O2", "-std=c11", "-D_GNU_SOURCE", "-Ireader", "-Iformats", "-Ipixels", c, "-o", exe,
            os.path.join(BUILD, "libshardread.a"), *libs)
     return exe
 

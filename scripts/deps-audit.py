@@ -329,13 +329,13 @@ def mpi_includes():
 
 def check_headers(root, pc_names, allow_build, allow_fuzz):
     srcs = []
-    for sub in ("compiler", "formats", "remote", "reader", "programs", "tests"):
+    for sub in ("compiler", "formats", "pixels", "remote", "reader", "programs", "tests"):
         srcs += walk(root, sub, ".c")
     srcs += sorted(os.path.relpath(os.path.join(root, "scripts", f), root)
                    for f in os.listdir(os.path.join(root, "scripts")) if f.endswith(".c"))
     cus = [f for sub in ("compiler", "formats", "reader", "programs", "tests")
            for f in walk(root, sub, ".cu")]
-    flags = ["-D_GNU_SOURCE", '-DSHARDC_VERSION="0"', "-Iformats", "-Iremote", "-Icompiler",
+    flags = ["-D_GNU_SOURCE", '-DSHARDC_VERSION="0"', "-Iformats", "-Ipixels", "-Iremote", "-Icompiler",
              "-Ireader", "-Iinclude", "-Iprograms", "-Iprograms/shardbench", "-Itests/tools"]
     for n in pc_names:  # each on its own: one unknown name must not drop the others' flags
         r = subprocess.run(["pkg-config", "--cflags", n], capture_output=True, text=True)

@@ -19,8 +19,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 build/bin/shardc-mksample "$tmp/photos" --photo --classes 1 --per-class "$n" --seed 7 --quiet
 pkgs="libjpeg spng libxxhash zlib"
-cc -O2 -std=c11 -D_GNU_SOURCE -Iformats $(pkg-config --cflags $pkgs) scripts/resize-compare.c \
-  formats/resample.c formats/fmt.c formats/image.c formats/jpeg.c formats/png.c formats/bmp.c \
+cc -O2 -std=c11 -D_GNU_SOURCE -Iformats -Ipixels $(pkg-config --cflags $pkgs) scripts/resize-compare.c \
+  pixels/resample.c pixels/resample_simd.c formats/fmt.c formats/image.c formats/jpeg.c formats/png.c formats/bmp.c \
   -o "$tmp/resize-compare" $(pkg-config --libs $pkgs) -lm -pthread
 mapfile -t files < <(find "$tmp/photos" -type f -name '*.jpg' | sort)
 "$py" scripts/resize-compare.py "$tmp/resize-compare" "$tmp" "$reps" "$size" "${files[@]}"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # End to end: the layering the build enforces. Each folder is compiled with the include paths of
-# what it may use (Makefile, INC_*): formats/ sees only formats/; the compiler and reader
+# what it may use (Makefile, INC_*): pixels/ (geometry, resampler, warps, colour) sees itself and
+# two base headers of formats/ (fmt.h, image.h), none of its containers; formats/ sees itself and
+# pixels/; the compiler and reader
 # libraries see formats/, remote/ (datasets at URLs, which sees formats/ alone) and themselves,
 # never each other (the reader also include/); the
 # programs (programs/, programs/shardbench/) and the Python extensions see the public headers
@@ -26,18 +28,20 @@ check_layer() {  # OBJ WANTED-INCLUDES
   if [ "$got" = "$2" ]; then ok "$1 is compiled with: $got"; else bad "$1: includes '$got', expected '$2'"; fi
 }
 
-check_layer formats/raw.o "-Iformats "
-check_layer formats/png.o "-Iformats "
-check_layer remote/cache.o "-Iformats -Iremote "
-check_layer compiler/build.o "-Icompiler -Iformats -Iremote "
-check_layer reader/shardread.o "-Iformats -Iinclude -Ireader -Iremote "
-check_layer programs/shardc.o "-Icompiler -Iformats -Iinclude -Iprograms -Iremote "
-check_layer programs/shardbench/train.o "-IBUILD/include/bench -Icompiler -Iformats -Iinclude -Iprograms/shardbench "
-check_layer tests/test_reader.o "-Icompiler -Iformats -Iinclude -Iprograms -Iprograms/shardbench -Ireader -Iremote -Itests/tools "
-check_layer tests/tools/mksample.o "-Icompiler -Iformats -Iinclude -Iprograms -Iprograms/shardbench -Ireader -Iremote -Itests/tools "
+check_layer pixels/geometry.o "-IBUILD/include/pixbase -Ipixels "
+check_layer pixels/resample_simd.o "-IBUILD/include/pixbase -Ipixels "
+check_layer formats/raw.o "-Iformats -Ipixels "
+check_layer formats/png.o "-Iformats -Ipixels "
+check_layer remote/cache.o "-Iformats -Ipixels -Iremote "
+check_layer compiler/build.o "-Icompiler -Iformats -Ipixels -Iremote "
+check_layer reader/shardread.o "-Iformats -Iinclude -Ipixels -Ireader -Iremote "
+check_layer programs/shardc.o "-Icompiler -Iformats -Iinclude -Ipixels -Iprograms -Iremote "
+check_layer programs/shardbench/train.o "-IBUILD/include/bench -Icompiler -Iformats -Iinclude -Ipixels -Iprograms/shardbench "
+check_layer tests/test_reader.o "-Icompiler -Iformats -Iinclude -Ipixels -Iprograms -Iprograms/shardbench -Ireader -Iremote -Itests/tools "
+check_layer tests/tools/mksample.o "-Icompiler -Iformats -Iinclude -Ipixels -Iprograms -Iprograms/shardbench -Ireader -Iremote -Itests/tools "
 # the Python extensions: the reader's sees the public headers alone; the writer's is a program
 check_layer python/_shardread.o "-Iinclude "
-check_layer python/_shardwrite.o "-Icompiler -Icompiler/python -Iformats -Iinclude "
+check_layer python/_shardwrite.o "-Icompiler -Icompiler/python -Iformats -Iinclude -Ipixels "
 
 probe() {  # FILE HEADER...: a C file that includes each HEADER
   { for h in "${@:2}"; do printf '#include "%s"\n' "$h"; done
@@ -60,6 +64,25 @@ for obj in formats/raw.o reader/shardread.o; do
       bad "the probe failed for another reason: $(head -2 "$T/out")"
   fi
 done
+
+# pixels/ sees itself and formats/'s fmt.h and image.h: no container (raw.h, backend.h, the
+# pre-augmentation's augment.h), nor the compiler's or the reader's headers
+probe "$T/pix_ok.c" fmt.h image.h geometry.h resample.h warp.h hsv.h
+compiles pixels/geometry.o "$T/pix_ok.c" && ok "pixels/ can include fmt.h, image.h and its own headers" ||
+  bad "pixels/ cannot include its own headers and formats/'s base: $(head -2 "$T/out")"
+for h in raw.h backend.h augment.h build.h shardread.h; do
+  probe "$T/pix_$h.c" "$h"
+  if compiles pixels/geometry.o "$T/pix_$h.c"; then
+    bad "a pixels/ file could include $h"
+  else
+    grep -q "$h" "$T/out" && ok "pixels/ cannot include $h (a compile error)" ||
+      bad "the probe failed for another reason: $(head -2 "$T/out")"
+  fi
+done
+# and formats/ sees pixels/ (the pre-augmentation and the codecs use it)
+probe "$T/fmt_pix.c" geometry.h warp.h
+compiles formats/raw.o "$T/fmt_pix.c" && ok "formats/ can include pixels/'s headers" ||
+  bad "formats/ cannot include pixels/'s headers: $(head -2 "$T/out")"
 
 # remote/ (datasets at URLs) sees formats/ and itself: neither the compiler's nor the reader's
 probe "$T/probe3.c" shardread.h

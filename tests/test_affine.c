@@ -224,7 +224,7 @@ START_TEST(test_ops_pillow)
                 uint8_t *want = read_file(out, bytes);
                 /* the plain and the vector paths (simd.h) */
                 for (int vec = 0; vec < 2; vec++) {
-                    shr_simd_set(vec);
+                    fmt_simd_set(vec);
                     run_case(&cases[k], src, stride, got, w, h, c, scratch);
                     if (memcmp(got, want, bytes) != 0 && !bad++) {
                         size_t b = 0;
@@ -236,7 +236,7 @@ START_TEST(test_ops_pillow)
                                  b, got[b], want[b]);
                     }
                 }
-                shr_simd_set(1);
+                fmt_simd_set(1);
                 free(want);
             }
             free(img);

@@ -128,14 +128,14 @@ START_TEST(test_hsv_paths)
         all[3 * v + 1] = (uint8_t)(v >> 8);
         all[3 * v + 2] = (uint8_t)v;
     }
-    int vector = shr_simd_set(1);
+    int vector = fmt_simd_set(1);
     if (!vector)
         fprintf(stderr, "test_augment_read: no AVX2 here: the vector paths are not tested\n");
     for (int to_rgb = 0; to_rgb < 2; to_rgb++) {
-        shr_simd_set(0);
-        shr_color_hsv_rows(all, a, n, to_rgb);
-        shr_simd_set(1);
-        shr_color_hsv_rows(all, b, n, to_rgb);
+        fmt_simd_set(0);
+        fmt_color_hsv_rows(all, a, n, to_rgb);
+        fmt_simd_set(1);
+        fmt_color_hsv_rows(all, b, n, to_rgb);
         /* one assertion per call: check's per-call bookkeeping would dominate 50M of them */
         if (memcmp(a, b, 3 * n) != 0) {
             size_t i = 0;
@@ -149,7 +149,7 @@ START_TEST(test_hsv_paths)
         for (int to_rgb = 0; to_rgb < 2; to_rgb++) {
             snprintf(path, sizeof path, "%s/%s.bin", dir, to_rgb ? "hsv2rgb" : "rgb2hsv");
             uint8_t *want = read_file(path, 3 * n);
-            shr_color_hsv_rows(all, b, n, to_rgb);
+            fmt_color_hsv_rows(all, b, n, to_rgb);
             ck_assert_msg(memcmp(b, want, 3 * n) == 0, "vector %s differs from Pillow's",
                           to_rgb ? "hsv2rgb" : "rgb2hsv");
             free(want);
@@ -163,15 +163,15 @@ START_TEST(test_hsv_paths)
         const uint8_t *in = all + (size_t)((shift * 97) & 255) * block;
         memcpy(a, in, block);
         memcpy(b, in, block);
-        shr_simd_set(0);
-        shr_color_hue(a, 4093, 16, 3, 4093 * 3, f);
-        shr_color_hue(a + 4093 * 3 * 16, 65536 - 4093 * 16, 1, 3, 3 * 65536, f);
-        shr_simd_set(1);
-        shr_color_hue(b, 4093, 16, 3, 4093 * 3, f);
-        shr_color_hue(b + 4093 * 3 * 16, 65536 - 4093 * 16, 1, 3, 3 * 65536, f);
+        fmt_simd_set(0);
+        fmt_color_hue(a, 4093, 16, 3, 4093 * 3, f);
+        fmt_color_hue(a + 4093 * 3 * 16, 65536 - 4093 * 16, 1, 3, 3 * 65536, f);
+        fmt_simd_set(1);
+        fmt_color_hue(b, 4093, 16, 3, 4093 * 3, f);
+        fmt_color_hue(b + 4093 * 3 * 16, 65536 - 4093 * 16, 1, 3, 3 * 65536, f);
         ck_assert_msg(memcmp(a, b, block) == 0, "hue shift %d: the paths differ", shift);
     }
-    shr_simd_set(1);
+    fmt_simd_set(1);
     free(all);
     free(a);
     free(b);
@@ -189,19 +189,19 @@ static void run_path_op(int kind, int arg, double f, uint8_t *px, uint32_t w, ui
     const uint8_t fill[4] = {(uint8_t)arg, 200, 30, 0};
     switch (kind) {
     case P_BRIGHT:
-        shr_color_brightness(px, w, h, c, stride, (float)f);
+        fmt_color_brightness(px, w, h, c, stride, (float)f);
         break;
     case P_CONTRAST:
-        shr_color_contrast(px, w, h, c, stride, (float)f);
+        fmt_color_contrast(px, w, h, c, stride, (float)f);
         break;
     case P_SAT:
-        shr_color_saturation(px, w, h, c, stride, (float)f);
+        fmt_color_saturation(px, w, h, c, stride, (float)f);
         break;
     case P_HUE:
-        shr_color_hue(px, w, h, c, stride, f);
+        fmt_color_hue(px, w, h, c, stride, f);
         break;
     case P_GRAY:
-        shr_color_grayscale(px, w, h, c, stride);
+        fmt_color_grayscale(px, w, h, c, stride);
         break;
     case P_AA:
         shr_aa_apply_op(arg, f, arg % 2 ? SHR_FILTER_BILINEAR : SHR_FILTER_NEAREST, fill, px, w,
@@ -225,7 +225,7 @@ static void run_path_op(int kind, int arg, double f, uint8_t *px, uint32_t w, ui
 
 START_TEST(test_paths_equal)
 {
-    if (!shr_simd_set(1)) {
+    if (!fmt_simd_set(1)) {
         fprintf(stderr, "test_augment_read: this CPU has no vector path: nothing to compare\n");
         return;
     }
@@ -282,9 +282,9 @@ START_TEST(test_paths_equal)
                     double f = ops[o].f[fi];
                     if (ops[o].kind != P_HUE)
                         f = (double)(float)f;
-                    shr_simd_set(0);
+                    fmt_simd_set(0);
                     run_path_op(ops[o].kind, ops[o].arg, f, a, w, h, c, stride, sa, scr);
-                    shr_simd_set(1);
+                    fmt_simd_set(1);
                     run_path_op(ops[o].kind, ops[o].arg, f, b, w, h, c, stride, sb, scr);
                     for (uint32_t y = 0; y < h; y++)
                         if (memcmp(a + y * stride, b + y * stride, row) != 0) {
@@ -313,27 +313,27 @@ typedef void (*op_fn)(uint8_t *, uint32_t, uint32_t, uint32_t, size_t, double);
 
 static void op_brightness(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
 {
-    shr_color_brightness(p, w, h, c, s, (float)f);
+    fmt_color_brightness(p, w, h, c, s, (float)f);
 }
 
 static void op_contrast(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
 {
-    shr_color_contrast(p, w, h, c, s, (float)f);
+    fmt_color_contrast(p, w, h, c, s, (float)f);
 }
 
 static void op_saturation(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
 {
-    shr_color_saturation(p, w, h, c, s, (float)f);
+    fmt_color_saturation(p, w, h, c, s, (float)f);
 }
 
 static void op_hue(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
 {
-    shr_color_hue(p, w, h, c, s, f);
+    fmt_color_hue(p, w, h, c, s, f);
 }
 
 static void op_gray(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, double f)
 {
-    shr_color_grayscale(p, w, h, c, s);
+    fmt_color_grayscale(p, w, h, c, s);
 }
 
 START_TEST(test_ops_pillow)
@@ -395,7 +395,7 @@ START_TEST(test_ops_pillow)
                     size_t stride = (size_t)w * c + 5;
                     uint8_t *buf = calloc(stride * h, 1);
                     for (int vec = 0; vec < 2; vec++) {
-                        shr_simd_set(vec);
+                        fmt_simd_set(vec);
                         for (uint32_t y = 0; y < h; y++)
                             memcpy(buf + y * stride, img + (size_t)y * w * c, (size_t)w * c);
                         ops[o].fn(buf, w, h, c, stride, (double)(float)ops[o].f[fi]);
@@ -407,7 +407,7 @@ START_TEST(test_ops_pillow)
                                               w, h, c, vec ? "vector" : "plain", i, y,
                                               buf[y * stride + i], want[(size_t)y * w * c + i]);
                     }
-                    shr_simd_set(1);
+                    fmt_simd_set(1);
                     free(buf);
                     free(img);
                     free(want);

@@ -40,22 +40,22 @@ static void check_width(uint32_t w, uint32_t c)
     for (uint32_t y = 0; y < h; y++)
         reference(want + y * stride, orig + y * stride, w, c);
     for (int vec = 0; vec <= 1; vec++) {
-        shr_simd_set(vec);
+        fmt_simd_set(vec);
         memcpy(px, orig, n);
         shr_mirror_rows(px, w, h, c, stride);
         ck_assert_msg(memcmp(px, want, n) == 0, "in place: width %u, %u channels, %s path", w,
-                      c, vec && shr_simd() ? "vector" : "plain");
+                      c, vec && fmt_simd() ? "vector" : "plain");
         memset(dst, 0xa5, (size_t)w * c + 32);
         shr_mirror_copy(dst + 16, orig, w, c);
         ck_assert_msg(memcmp(dst + 16, want, (size_t)w * c) == 0,
                       "copy: width %u, %u channels, %s path", w, c,
-                      vec && shr_simd() ? "vector" : "plain");
+                      vec && fmt_simd() ? "vector" : "plain");
         for (size_t i = 0; i < 16; i++)
             ck_assert_msg(dst[i] == 0xa5 && dst[16 + (size_t)w * c + i] == 0xa5,
                           "copy: width %u, %u channels: a byte outside the row was written", w,
                           c);
     }
-    shr_simd_set(1);
+    fmt_simd_set(1);
     free(px);
     free(orig);
     free(want);
@@ -102,6 +102,6 @@ static Suite *mirror_suite(void)
 
 int main(void)
 {
-    fprintf(stderr, "test_mirror: vector path %s\n", shr_simd() ? "on" : "not available");
+    fprintf(stderr, "test_mirror: vector path %s\n", fmt_simd() ? "on" : "not available");
     return tu_run(mirror_suite());
 }

@@ -17,6 +17,7 @@
  * in which images are made.
  */
 #include "mksample.h"
+#include "enhance.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -450,7 +451,7 @@ static void mks_fill_gradient(mks_canvas *cv, mks_color a, mks_color b, float an
 }
 
 /* Add triangular per-pixel luma noise of amplitude amp and quantise into img (1 or 3 channels;
- * gray is ITU-R 601 luma of the quantised RGB, as libjpeg computes it). */
+ * gray is ITU-R 601 luma of the quantised RGB, fmt_luma: as libjpeg and Pillow compute it). */
 static void mks_quantise(const mks_canvas *cv, mks_rng *r, float amp, fmt_image *img)
 {
     const float *px = cv->p;
@@ -467,7 +468,7 @@ static void mks_quantise(const mks_canvas *cv, mks_rng *r, float amp, fmt_image 
         for (int c = 0; c < 3; c++)
             q[c] = (uint8_t)(mks_clampf(px[c] + noise, 0.0f, 255.0f) + 0.5f);
         if (img->channels == 1) {
-            *out++ = (uint8_t)((19595u * q[0] + 38470u * q[1] + 7471u * q[2] + 32768u) >> 16);
+            *out++ = fmt_luma(q[0], q[1], q[2]);
         } else {
             out[0] = q[0];
             out[1] = q[1];

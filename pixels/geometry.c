@@ -217,6 +217,12 @@ int fmt_geom_plan_decoded(const fmt_geom *g, uint32_t src_w, uint32_t src_h, uin
     int rc = fmt_geom_plan_for(g, src_w, src_h, p);
     if (rc)
         return rc;
+    return fmt_geom_plan_map(p, src_w, src_h, dec_w, dec_h);
+}
+
+int fmt_geom_plan_map(fmt_geom_plan *p, uint32_t src_w, uint32_t src_h, uint32_t dec_w,
+                      uint32_t dec_h)
+{
     if (dec_w == 0 || dec_h == 0 || dec_w > src_w || dec_h > src_h) {
         memset(p, 0, sizeof *p);
         return FMT_EINVAL;
@@ -256,6 +262,17 @@ void fmt_geom_min_decode(const fmt_geom *g, uint32_t src_w, uint32_t src_h, uint
     fmt_geom_plan p;
     if (!g || !g->shrink_on_load || fmt_geom_plan_for(g, src_w, src_h, &p) != 0)
         return;
+    fmt_geom_plan_min_decode(g, &p, src_w, src_h, min_w, min_h);
+}
+
+void fmt_geom_plan_min_decode(const fmt_geom *g, const fmt_geom_plan *plan, uint32_t src_w,
+                              uint32_t src_h, uint32_t *min_w, uint32_t *min_h)
+{
+    *min_w = 0;
+    *min_h = 0;
+    if (!g || !g->shrink_on_load)
+        return;
+    const fmt_geom_plan p = *plan;
     /* A decoder reduces both axes together, so an axis that keeps its size or grows rules out
      * any reduction. The decoded image at 1/d has ceil(side / d) pixels but covers side / d of
      * them, and the box is that: pick the smallest 1/d (d = 8, 4, 2, as the JPEG decoder

@@ -95,6 +95,13 @@ int fmt_geom_plan_for(const fmt_geom *g, uint32_t src_w, uint32_t src_h, fmt_geo
 int fmt_geom_plan_decoded(const fmt_geom *g, uint32_t src_w, uint32_t src_h, uint32_t dec_w,
                           uint32_t dec_h, fmt_geom_plan *p);
 
+/* fmt_geom_plan_decoded in two steps, for a caller that plans once from the header: p, the
+ * full-size plan of a src_w x src_h source (fmt_geom_plan_for), with its box mapped onto the
+ * dec_w x dec_h decoded image. Returns 0, or FMT_EINVAL (p zeroed) for a zero decoded side or
+ * one larger than the source. */
+int fmt_geom_plan_map(fmt_geom_plan *p, uint32_t src_w, uint32_t src_h, uint32_t dec_w,
+                      uint32_t dec_h);
+
 /* The shrink-on-load hint for fmt_decode_opts: the decoded size of the smallest DCT scale
  * 1/8, 1/4 or 1/2 whose coverage (side / d, the box of fmt_geom_plan_decoded) is at least 1.5
  * times the resized size on both axes, so the resize never enlarges and still filters enough to
@@ -102,6 +109,10 @@ int fmt_geom_plan_decoded(const fmt_geom *g, uint32_t src_w, uint32_t src_h, uin
  * reduces both axes, or when the options are invalid. */
 void fmt_geom_min_decode(const fmt_geom *g, uint32_t src_w, uint32_t src_h,
                          uint32_t *min_w, uint32_t *min_h);
+/* The same from plan, the full-size plan of g for the src_w x src_h source (fmt_geom_plan_for
+ * returned 0 for it): no second planning. */
+void fmt_geom_plan_min_decode(const fmt_geom *g, const fmt_geom_plan *plan, uint32_t src_w,
+                              uint32_t src_h, uint32_t *min_w, uint32_t *min_h);
 
 /* The source rectangle of the plain center crop for FMT_GEOM_SIZE with FMT_FIT_CROP: the
  * largest centred rectangle of aspect width/height (sides rounded, offsets halved down); the

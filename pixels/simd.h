@@ -1,30 +1,47 @@
-/* simd.h - the AVX2 helpers shared by the augmentations' vector kernels (color.c,
- * autoaugment.c, erase.c, mirror.c), and the switch between those kernels and the plain C paths
- * (which affine.c also hands to formats/warp.c).
+/* simd.h - the one switch between the vector kernels and the plain C paths, the one probe of
+ * the CPU's vector features, and the AVX2 helpers shared by the augmentations' kernels
+ * (reader/color.c, autoaugment.c, erase.c, mirror.c).
  *
- * Internal to libshardread. SHR_AVX2 is defined where the compiler can build AVX2 functions
- * (x86 with GCC or Clang, unless built with -DSHR_NO_SIMD); each such function carries AVX2_FN (the target attribute, without
+ * Every kernel family asks here: the resampler (resample.c: its scratch's path), the warps
+ * (warp.c, through the `vector` argument its callers take from fmt_simd()), the reader's
+ * augmentations and its output transform (reader/transform.c). Every path gives the same bytes;
+ * the switch exists for the tests, which compare the paths, and for measurements.
+ *
+ * FMT_AVX2 is defined where the compiler can build AVX2 functions (x86 with GCC or Clang, unless
+ * built with -DFMT_NO_SIMD); each such function carries AVX2_FN (the target attribute, without
  * FMA: no multiply-add is ever fused, so float results are those of the plain C code) and runs
- * only where shr_simd() says so.
+ * only where fmt_simd() says so.
  */
-#ifndef SHR_SIMD_H
-#define SHR_SIMD_H
+#ifndef FMT_SIMD_H
+#define FMT_SIMD_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shardread.h"
+#include "enhance.h"
 
-/* Whether the vector kernels run: AVX2 on this CPU, unless the environment variable
- * SHARDREAD_SIMD is "0" when first asked (then every op takes its plain C path). Both paths
- * give the same bytes. shr_simd_set(on) overrides that for the whole process (on only takes
- * where the CPU has AVX2; not to be called while ops run) and returns the new setting: the
- * tests compare the paths with it. */
-SHR_INTERNAL int shr_simd(void);
-SHR_INTERNAL int shr_simd_set(int on);
+/* The CPU's vector features (FMT_CPU_*), probed once. */
+#define FMT_CPU_SSE41 1u
+#define FMT_CPU_AVX2 2u
+#define FMT_CPU_F16C 4u
+unsigned fmt_cpu(void);
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(SHR_NO_SIMD)
-#define SHR_AVX2 1
+/* The switch. On unless the environment says plain when it is read: SHARDREAD_SIMD=0,
+ * SHARDC_RESAMPLE=plain or SHARDC_TRANSFORM=plain (three names, one switch: each turns every
+ * vector kernel off). fmt_simd_set(on) overrides the environment for the whole process (not to
+ * be called while ops run) and returns fmt_simd(): the tests compare the paths with it.
+ *
+ * fmt_simd(): whether the AVX2 kernels run (the switch on and AVX2 on this CPU); read from the
+ * environment when first asked. fmt_simd_features(): the features the vector kernels may use
+ * (fmt_cpu(), or 0 with the switch off), the environment read again unless fmt_simd_set
+ * overrode it: objects that choose their path once (a resampling scratch, an output transform)
+ * ask it when they are made. */
+int fmt_simd(void);
+unsigned fmt_simd_features(void);
+int fmt_simd_set(int on);
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(FMT_NO_SIMD)
+#define FMT_AVX2 1
 #include <immintrin.h>
 #define AVX2_FN __attribute__((target("avx2")))
 
@@ -74,15 +91,16 @@ AVX2_FN static inline void simd_store8(uint8_t *p, __m256i v)
     _mm_storel_epi64((__m128i *)p, _mm_unpacklo_epi32(lo, hi));
 }
 
+/* fmt_luma of 8 lanes (enhance.h) */
 AVX2_FN static inline __m256i simd_luma8(__m256i r, __m256i g, __m256i b)
 {
-    __m256i s = _mm256_add_epi32(_mm256_mullo_epi32(r, _mm256_set1_epi32(19595)),
-                                 _mm256_mullo_epi32(g, _mm256_set1_epi32(38470)));
-    s = _mm256_add_epi32(s, _mm256_mullo_epi32(b, _mm256_set1_epi32(7471)));
+    __m256i s = _mm256_add_epi32(_mm256_mullo_epi32(r, _mm256_set1_epi32(FMT_LUMA_R)),
+                                 _mm256_mullo_epi32(g, _mm256_set1_epi32(FMT_LUMA_G)));
+    s = _mm256_add_epi32(s, _mm256_mullo_epi32(b, _mm256_set1_epi32(FMT_LUMA_B)));
     return _mm256_srli_epi32(_mm256_add_epi32(s, _mm256_set1_epi32(0x8000)), 16);
 }
 
-/* shr_color_blend of 8 lanes: in1 + alpha * (in2 - in1) in float, clipped, truncated */
+/* fmt_color_blend of 8 lanes: in1 + alpha * (in2 - in1) in float, clipped, truncated */
 AVX2_FN static inline __m256i simd_blend8(__m256i in1, __m256i in2, __m256 alpha)
 {
     __m256 t = _mm256_add_ps(_mm256_cvtepi32_ps(in1),

@@ -26,8 +26,10 @@
  * growing at FMT_RS_CACHE_MAX_BYTES, after which a scratch keeps the tables it needs for itself.
  *
  * Speed: the inner loops exist as SSE4.1 and AVX2 code (chosen at run time from the CPU) and as
- * plain C; all give the same bytes. The environment variable SHARDC_RESAMPLE=plain (read when a
- * scratch is created) or fmt_rs_scratch_set_path() forces a path, for tests and comparisons.
+ * plain C; all give the same bytes. A scratch takes the best path the CPU offers when it is
+ * created, or the plain one where the switch of simd.h is off then (SHARDC_RESAMPLE=plain or
+ * SHARDREAD_SIMD=0 in the environment, fmt_simd_set(0)); fmt_rs_scratch_set_path() forces a
+ * path, for tests and comparisons.
  *
  * Memory: a scratch holds the intermediate (horizontally resized) rows and private tables; it
  * grows to the largest geometry seen and is reused, so resizing allocates nothing in steady

@@ -22,6 +22,7 @@
  *   lanes, with the same operations: the same bytes.
  */
 #include "warp.h"
+#include "simd.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -36,18 +37,6 @@
 #include <immintrin.h>
 /* no FMA: no multiply-add is fused, so the vector path's doubles are the plain path's */
 #define WARP_AVX2_FN __attribute__((target("avx2")))
-
-static int warp_avx2(void)
-{
-    static int has = -1;
-    int v = __atomic_load_n(&has, __ATOMIC_RELAXED);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx2") != 0;
-        __atomic_store_n(&has, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
 #endif
 
 /* CPython's math.radians factor (Py_MATH_PI / 180.0) */
@@ -403,7 +392,7 @@ static void bilinear(const uint8_t *src, size_t sstride, uint8_t *dst, size_t ds
 {
     int xsize = (int)width, ysize = (int)height;
 #ifdef WARP_AVX2
-    if (C == 3 && vector && warp_avx2()) {
+    if (C == 3 && vector && (fmt_cpu() & FMT_CPU_AVX2)) {
         bilinear_rgb_avx2(src, sstride, dst, dstride, xsize, ysize, a);
         return;
     }

@@ -3,7 +3,7 @@
  *
  * adjust_hue(img, f) on a PIL RGB image converts it to HSV, adds np.uint8(f * 255) to the hue
  * byte (truncated toward zero, wrapping) and converts back; greys (r == g == b) come back as
- * they were. The reader's ColorJitter (reader/color.c, with its vector kernels) and the build's
+ * they were. The reader's ColorJitter (enhance.c, with its vector kernels) and the build's
  * pre-augmentation (augment.c) both use these. Pure functions, thread-safe.
  */
 #ifndef FMT_HSV_H

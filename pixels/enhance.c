@@ -1,0 +1,473 @@
+/* enhance.c - Pillow's ImageEnhance blends, L conversion and HSV hue shift as torchvision's PIL
+ * path applies them (ColorJitter, RandomGrayscale, the colour ops of the auto-augment policies),
+ * and the build's fixed-point brightness, contrast and saturation: one file, one luma (fmt_luma,
+ * enhance.h).
+ *
+ * Why two arithmetics for brightness, contrast and saturation. The reader reproduces
+ * torchvision's ColorJitter on a PIL image (the Loader's contract: its samples equal
+ * torchvision's), so its blends are Pillow's float32 ones. The build's pre-augmentation
+ * (formats/augment.h, --augment) is a format: its variants are recorded and must come out the
+ * same on every machine and in every later version, and formats/augment.md specifies them as
+ * 16.16 fixed point with round-half-up, where Pillow's blend truncates a float32 (a brightness
+ * of 1.1 turns 5 into 6 there, into 5 in Pillow), and it applies the three in a fixed order
+ * with the contrast's grey rounded from an integer mean. Both are kept, byte for byte as they
+ * were (fmt_color_* below are the float ops, fmt_color_q16 the build's); they share the luma,
+ * and the build's hue and grayscale are the reader's (hsv.c, fmt_luma).
+ *
+ * What Pillow computes, and how it is reproduced (the float ops):
+ *   Image.blend(degenerate, image, alpha) (ImageEnhance's enhance) is, per byte,
+ *   (UINT8)(in1 + alpha * (in2 - in1)) evaluated in float32 (int operands converted, alpha a C
+ *   float), clipped to 0..255 when alpha is outside [0, 1] (libImaging/Blend.c). Brightness
+ *   blends with black and contrast with one grey level: the plain path makes a 256-entry table
+ *   per sample with that very expression, the vector path evaluates it in float lanes;
+ *   saturation blends each channel with the pixel's own L, computed in float lanes (the same
+ *   IEEE operations, so every lane width gives the same bytes).
+ *   The L conversion is integer: (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16.
+ *   Contrast's grey is ImageStat's mean of the L image (a sum over its histogram divided by the
+ *   pixel count, in double; the sum is an exact integer, so it is summed as one) as
+ *   int(mean + 0.5).
+ *   The hue goes through Pillow's rgb2hsv and hsv2rgb (libImaging/Convert.c), reproduced in
+ *   hsv.c (the build's pre-augmentation uses them too; the test compares them with
+ *   Pillow on all 2^24 colours). Between the two, the hue byte is shifted by
+ *   np.uint8(hue * 255), which truncates toward zero and wraps.
+ *   The vector kernels (AVX2, see "vector paths" below and pixels/simd.h) give the same bytes;
+ *   with the switch off (SHARDREAD_SIMD=0, fmt_simd_set(0)) every op takes the plain path.
+ */
+#include "enhance.h"
+#include "hsv.h"
+#include "simd.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#ifdef FMT_AVX2
+static void saturation_avx2(uint8_t *p, uint32_t n, float factor);
+static void grayscale_avx2(uint8_t *p, uint32_t n);
+static void blend_bytes_avx2(uint8_t *p, size_t n, int in1, float alpha);
+static uint64_t luma_sum_avx2(const uint8_t *p, uint32_t n, uint32_t channels, uint32_t *done);
+#endif
+
+/* ---- the build's fixed point (formats/augment.md) ---- */
+
+static int32_t q16(float f)
+{
+    return (int32_t)lrint((double)f * 65536.0);
+}
+
+static uint8_t clamp_q16(int64_t v) /* v: value * 65536, rounding offset included */
+{
+    if (v <= 0)
+        return 0;
+    v >>= 16;
+    return (uint8_t)(v > 255 ? 255 : v);
+}
+
+void fmt_color_q16(uint8_t *px, size_t npix, uint32_t channels, float brightness,
+                   float contrast, float saturation)
+{
+    size_t n = npix * channels;
+    uint8_t lut[256];
+    if (brightness != 1.0f) {
+        int64_t b = q16(brightness);
+        for (int v = 0; v < 256; v++)
+            lut[v] = clamp_q16(v * b + 32768);
+        for (size_t i = 0; i < n; i++)
+            px[i] = lut[px[i]];
+    }
+    if (contrast != 1.0f && npix) {
+        uint64_t sum = 0;
+        for (size_t i = 0; i < npix; i++)
+            sum += channels == 3 ? fmt_luma(px[3 * i], px[3 * i + 1], px[3 * i + 2]) : px[i];
+        int64_t m = (int64_t)((sum + npix / 2) / npix), c = q16(contrast);
+        for (int v = 0; v < 256; v++)
+            lut[v] = clamp_q16(m * 65536 + (v - m) * c + 32768);
+        for (size_t i = 0; i < n; i++)
+            px[i] = lut[px[i]];
+    }
+    if (saturation != 1.0f && channels == 3) {
+        int64_t t = q16(saturation);
+        for (size_t i = 0; i < npix; i++, px += 3) {
+            int64_t l = fmt_luma(px[0], px[1], px[2]);
+            for (int k = 0; k < 3; k++)
+                px[k] = clamp_q16(l * 65536 + (px[k] - l) * t + 32768);
+        }
+    }
+}
+
+/* ---- blends ---- */
+
+uint8_t fmt_color_blend(int in1, int in2, float alpha)
+{
+    float t = (float)in1 + alpha * (float)(in2 - in1);
+    if (t <= 0.0f)
+        return 0;
+    if (t >= 255.0f)
+        return 255;
+    return (uint8_t)t;
+}
+
+void fmt_color_apply_lut(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                         size_t stride, const uint8_t *lut, int per_band)
+{
+    for (uint32_t y = 0; y < height; y++) {
+        uint8_t *p = px + (size_t)y * stride;
+        if (channels == 3 && per_band)
+            for (uint32_t x = 0; x < width; x++, p += 3) {
+                p[0] = lut[p[0]];
+                p[1] = lut[256 + p[1]];
+                p[2] = lut[512 + p[2]];
+            }
+        else
+            for (size_t i = 0; i < (size_t)width * channels; i++)
+                p[i] = lut[p[i]];
+    }
+}
+
+/* Each byte v of the rows through fmt_color_blend(in1, v, alpha) */
+static void blend_rows(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                       size_t stride, int in1, float alpha)
+{
+#ifdef FMT_AVX2
+    if (fmt_simd()) {
+        for (uint32_t y = 0; y < height; y++)
+            blend_bytes_avx2(px + (size_t)y * stride, (size_t)width * channels, in1, alpha);
+        return;
+    }
+#endif
+    uint8_t lut[256];
+    for (int v = 0; v < 256; v++)
+        lut[v] = fmt_color_blend(in1, v, alpha);
+    fmt_color_apply_lut(px, width, height, channels, stride, lut, 0);
+}
+
+void fmt_color_brightness(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                          size_t stride, float factor)
+{
+    blend_rows(px, width, height, channels, stride, 0, factor);
+}
+
+void fmt_color_contrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                        size_t stride, float factor)
+{
+    /* ImageStat's mean of the L image: its histogram's sum (the sum of the L values: each
+     * term and partial sum is an exact integer in double) over the count */
+    uint64_t sum = 0;
+    for (uint32_t y = 0; y < height; y++) {
+        const uint8_t *p = px + (size_t)y * stride;
+        uint32_t x = 0;
+#ifdef FMT_AVX2
+        if (fmt_simd())
+            sum += luma_sum_avx2(p, width, channels, &x);
+#endif
+        if (channels == 3)
+            for (p += (size_t)x * 3; x < width; x++, p += 3)
+                sum += fmt_luma(p[0], p[1], p[2]);
+        else
+            for (; x < width; x++)
+                sum += p[x];
+    }
+    double mean = (double)sum / ((double)width * (double)height);
+    int grey = (int)(mean + 0.5);
+    blend_rows(px, width, height, channels, stride, grey, factor);
+}
+
+void fmt_color_saturation(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                          size_t stride, float factor)
+{
+    if (channels != 3)
+        return;             /* an L image blended with itself */
+#ifdef FMT_AVX2
+    if (fmt_simd()) {
+        for (uint32_t y = 0; y < height; y++)
+            saturation_avx2(px + (size_t)y * stride, width, factor);
+        return;
+    }
+#endif
+    for (uint32_t y = 0; y < height; y++) {
+        uint8_t *p = px + (size_t)y * stride;
+        for (uint32_t x = 0; x < width; x++, p += 3) {
+            int l = fmt_luma(p[0], p[1], p[2]);
+            p[0] = fmt_color_blend(l, p[0], factor);
+            p[1] = fmt_color_blend(l, p[1], factor);
+            p[2] = fmt_color_blend(l, p[2], factor);
+        }
+    }
+}
+
+void fmt_color_grayscale(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                         size_t stride)
+{
+    if (channels != 3)
+        return;
+#ifdef FMT_AVX2
+    if (fmt_simd()) {
+        for (uint32_t y = 0; y < height; y++)
+            grayscale_avx2(px + (size_t)y * stride, width);
+        return;
+    }
+#endif
+    for (uint32_t y = 0; y < height; y++) {
+        uint8_t *p = px + (size_t)y * stride;
+        for (uint32_t x = 0; x < width; x++, p += 3)
+            p[0] = p[1] = p[2] = fmt_luma(p[0], p[1], p[2]);
+    }
+}
+
+/* ---- vector paths ----
+ *
+ * AVX2 kernels, 8 pixels at a time in 32-bit lanes, chosen at run time (fmt_simd, simd.h); each gives
+ * the plain C path's bytes:
+ *   saturation and grayscale: the integer L, and the blend's float operations in the same
+ *   order (no fused multiply-adds: these functions are compiled for AVX2 without FMA).
+ *   hue: rgb2hsv's s with the same float quotient s = cr / max, as (int)(s * 255.0f), and its
+ *   hue byte from a table made once (192 KiB, a few milliseconds) with the plain rgb2hsv: the
+ *   byte depends only on which channel is the maximum and the other two's distances below it.
+ *   hsv2rgb in integers: with h6 = h * 6, i = h6 / 255 and rem = h6 - 255 * i, Pillow's p, q
+ *   and t are round(v * (255 - s) / 255), round(v * (65025 - s * rem) / 65025) and
+ *   round(v * (65025 - s * (255 - rem)) / 65025), the first as (x + 128 + ((x + 128) >> 8))
+ *   >> 8, the others as (int)(X * (1.0f / 65025.0f) + 0.5f) with X exact in float. These
+ *   replacements were checked on every input they see (the 2^24 colours, the 2^24 HSV
+ *   triples), and tests/test_augment_read.c checks both conversions of both paths against
+ *   Pillow on all of them. */
+
+#ifdef FMT_AVX2
+AVX2_FN static void saturation_avx2(uint8_t *p, uint32_t n, float factor)
+{
+    __m256 f = _mm256_set1_ps(factor);
+    uint32_t x = 0;
+    for (; x + 8 <= n; x += 8, p += 24) {
+        __m256i r, g, b;
+        simd_load_rgb8(p, &r, &g, &b);
+        __m256i l = simd_luma8(r, g, b);
+        simd_store_rgb8(p, simd_blend8(l, r, f), simd_blend8(l, g, f), simd_blend8(l, b, f));
+    }
+    for (; x < n; x++, p += 3) {
+        int l = fmt_luma(p[0], p[1], p[2]);
+        p[0] = fmt_color_blend(l, p[0], factor);
+        p[1] = fmt_color_blend(l, p[1], factor);
+        p[2] = fmt_color_blend(l, p[2], factor);
+    }
+}
+
+AVX2_FN static void blend_bytes_avx2(uint8_t *p, size_t n, int in1, float alpha)
+{
+    const __m256i a = _mm256_set1_epi32(in1);
+    const __m256 f = _mm256_set1_ps(alpha);
+    size_t x = 0;
+    for (; x + 16 <= n; x += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + x));
+        __m256i lo = simd_blend8(a, _mm256_cvtepu8_epi32(v), f);
+        __m256i hi = simd_blend8(a, _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)), f);
+        __m256i w = _mm256_packus_epi32(lo, hi);            /* lo0-3 hi0-3 | lo4-7 hi4-7 */
+        w = _mm256_permute4x64_epi64(w, 0xd8);             /* lo0-7 | hi0-7 */
+        __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+        _mm_storeu_si128((__m128i *)(p + x), b);
+    }
+    for (; x < n; x++)
+        p[x] = fmt_color_blend(in1, p[x], alpha);
+}
+
+/* the sum of the L values of the first pixels of a row; *done: how many */
+AVX2_FN static uint64_t luma_sum_avx2(const uint8_t *p, uint32_t n, uint32_t channels,
+                                      uint32_t *done)
+{
+    __m256i acc = _mm256_setzero_si256();
+    uint32_t x = 0;
+    if (channels == 3)
+        for (; x + 8 <= n; x += 8, p += 24) {
+            __m256i r, g, b;
+            simd_load_rgb8(p, &r, &g, &b);
+            acc = _mm256_add_epi64(acc, _mm256_sad_epu8(simd_luma8(r, g, b),
+                                                         _mm256_setzero_si256()));
+        }
+    else
+        for (; x + 32 <= n; x += 32, p += 32)
+            acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_loadu_si256((const __m256i *)p),
+                                                        _mm256_setzero_si256()));
+    *done = x;
+    uint64_t l[4];
+    _mm256_storeu_si256((__m256i *)l, acc);
+    return l[0] + l[1] + l[2] + l[3];
+}
+
+AVX2_FN static void grayscale_avx2(uint8_t *p, uint32_t n)
+{
+    uint32_t x = 0;
+    for (; x + 8 <= n; x += 8, p += 24) {
+        __m256i r, g, b;
+        simd_load_rgb8(p, &r, &g, &b);
+        __m256i l = simd_luma8(r, g, b);
+        simd_store_rgb8(p, l, l, l);
+    }
+    for (; x < n; x++, p += 3)
+        p[0] = p[1] = p[2] = fmt_luma(p[0], p[1], p[2]);
+}
+
+/* The hue byte of rgb2hsv depends only on which channel is the maximum (r first, then g) and
+ * on the other two channels' distances below it, na and nb (as rgb2hsv8 names them): a table
+ * of 3 x 256 x 256 bytes made once, with the plain rgb2hsv on a colour of each kind (entries
+ * no colour reaches stay 0). */
+static uint8_t g_hue_tab[3 << 16];
+static pthread_once_t g_hue_once = PTHREAD_ONCE_INIT;
+
+static void hue_tab_init(void)
+{
+    for (int na = 0; na < 256; na++)
+        for (int nb = 0; nb < 256; nb++) {
+            uint8_t hsv[3];
+            uint8_t rgb[3][3] = {{255, (uint8_t)(255 - nb), (uint8_t)(255 - na)},
+                                 {(uint8_t)(255 - na), 255, (uint8_t)(255 - nb)},
+                                 {(uint8_t)(255 - nb), (uint8_t)(255 - na), 255}};
+            for (int c = 0; c < 3; c++) {
+                if ((c >= 1 && rgb[c][0] == 255) || (c == 2 && rgb[c][1] == 255))
+                    continue;       /* r or g is the maximum too: not this kind */
+                fmt_rgb2hsv(rgb[c], hsv);
+                g_hue_tab[(c << 16) | (na << 8) | nb] = hsv[0];
+            }
+        }
+}
+
+/* Pillow's rgb2hsv of 8 pixels: h (from the table) and s (v is the maximum, mx) */
+AVX2_FN static inline void rgb2hsv8(__m256i r, __m256i g, __m256i b, __m256i *hh, __m256i *ss,
+                                    __m256i *mxo)
+{
+    const __m256i one = _mm256_set1_epi32(1);
+    __m256i mx = _mm256_max_epi32(r, _mm256_max_epi32(g, b));
+    __m256i mn = _mm256_min_epi32(r, _mm256_min_epi32(g, b));
+    __m256i cr = _mm256_sub_epi32(mx, mn);
+    __m256 s = _mm256_div_ps(_mm256_cvtepi32_ps(cr),
+                             _mm256_cvtepi32_ps(_mm256_max_epi32(mx, one)));
+    *ss = _mm256_cvttps_epi32(_mm256_mul_ps(s, _mm256_set1_ps(255.0f)));
+    __m256i isr = _mm256_cmpeq_epi32(r, mx);
+    __m256i isg = _mm256_andnot_si256(isr, _mm256_cmpeq_epi32(g, mx));
+    __m256i dr = _mm256_sub_epi32(mx, r), dg = _mm256_sub_epi32(mx, g);
+    __m256i db = _mm256_sub_epi32(mx, b);
+    __m256i na = _mm256_blendv_epi8(_mm256_blendv_epi8(dg, dr, isg), db, isr);
+    __m256i nb = _mm256_blendv_epi8(_mm256_blendv_epi8(dr, db, isg), dg, isr);
+    /* kind: 2 + 2 * isr + isg (the masks are -1) */
+    __m256i kind = _mm256_add_epi32(_mm256_set1_epi32(2),
+                                    _mm256_add_epi32(_mm256_add_epi32(isr, isr), isg));
+    __m256i idx = _mm256_or_si256(_mm256_slli_epi32(kind, 16),
+                                  _mm256_or_si256(_mm256_slli_epi32(na, 8), nb));
+    uint32_t ix[8];
+    _mm256_storeu_si256((__m256i *)ix, idx);
+    uint64_t hv = 0;
+    for (int k = 0; k < 8; k++)
+        hv |= (uint64_t)g_hue_tab[ix[k]] << (8 * k);
+    *hh = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)hv));
+    *mxo = mx;
+}
+
+/* round(X / 65025) of exact float X, as checked (see above) */
+AVX2_FN static inline __m256i div65025(__m256 x)
+{
+    return _mm256_cvttps_epi32(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.0f / 65025.0f)),
+                                             _mm256_set1_ps(0.5f)));
+}
+
+/* Pillow's hsv2rgb of 8 pixels */
+AVX2_FN static inline void hsv2rgb8(__m256i h, __m256i s, __m256i v, __m256i *r, __m256i *g,
+                                    __m256i *b)
+{
+    __m256i h6 = _mm256_add_epi32(_mm256_slli_epi32(h, 2), _mm256_slli_epi32(h, 1));
+    __m256i i = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(h6, _mm256_set1_epi32(1)),
+                                                   _mm256_srli_epi32(h6, 8)), 8);
+    __m256i rem = _mm256_sub_epi32(h6, _mm256_sub_epi32(_mm256_slli_epi32(i, 8), i));
+    const __m256i c255 = _mm256_set1_epi32(255), c65025 = _mm256_set1_epi32(65025);
+    __m256i xp = _mm256_add_epi32(_mm256_mullo_epi16(v, _mm256_sub_epi32(c255, s)),
+                                  _mm256_set1_epi32(128));
+    __m256i p = _mm256_srli_epi32(_mm256_add_epi32(xp, _mm256_srli_epi32(xp, 8)), 8);
+    __m256 vf = _mm256_cvtepi32_ps(v);
+    __m256i q = div65025(_mm256_mul_ps(vf, _mm256_cvtepi32_ps(_mm256_sub_epi32(
+                                                c65025, _mm256_mullo_epi16(s, rem)))));
+    __m256i t = div65025(_mm256_mul_ps(vf, _mm256_cvtepi32_ps(_mm256_sub_epi32(
+                                                c65025, _mm256_mullo_epi16(
+                                                            s, _mm256_sub_epi32(c255, rem))))));
+    /* the sector's choice as a byte shuffle of (v, p, q, t) packed in each lane; sector 6
+     * (h = 255) is sector 0. r: v (0, 5), q (1), p (2, 3), t (4); g: t (0), v (1, 2), q (3),
+     * p (4, 5); b: p (0, 1), t (2), v (3, 4), q (5) */
+    __m256i w = _mm256_or_si256(_mm256_or_si256(v, _mm256_slli_epi32(p, 8)),
+                                _mm256_or_si256(_mm256_slli_epi32(q, 16),
+                                                _mm256_slli_epi32(t, 24)));
+#define SEL(a, b, c, d, e, f) _mm256_setr_epi32(a, b, c, d, e, f, a, a)
+    const __m256i hi = _mm256_set1_epi32((int)0x80808000);
+    const __m256i off = _mm256_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12);
+    __m256i cr = _mm256_add_epi32(_mm256_or_si256(_mm256_permutevar8x32_epi32(
+                                                      SEL(0, 2, 1, 1, 3, 0), i), hi), off);
+    __m256i cg = _mm256_add_epi32(_mm256_or_si256(_mm256_permutevar8x32_epi32(
+                                                      SEL(3, 0, 0, 2, 1, 1), i), hi), off);
+    __m256i cb = _mm256_add_epi32(_mm256_or_si256(_mm256_permutevar8x32_epi32(
+                                                      SEL(1, 1, 3, 0, 0, 2), i), hi), off);
+#undef SEL
+    *r = _mm256_shuffle_epi8(w, cr);
+    *g = _mm256_shuffle_epi8(w, cg);
+    *b = _mm256_shuffle_epi8(w, cb);
+}
+
+AVX2_FN static void hue_avx2(uint8_t *p, uint32_t n, uint8_t shift)
+{
+    const __m256i sh = _mm256_set1_epi32(shift), m255 = _mm256_set1_epi32(255);
+    uint32_t x = 0;
+    for (; x + 8 <= n; x += 8, p += 24) {
+        __m256i r, g, b, h, s, v;
+        simd_load_rgb8(p, &r, &g, &b);
+        rgb2hsv8(r, g, b, &h, &s, &v);
+        hsv2rgb8(_mm256_and_si256(_mm256_add_epi32(h, sh), m255), s, v, &r, &g, &b);
+        simd_store_rgb8(p, r, g, b);
+    }
+    fmt_hue_row(p, n - x, shift);
+}
+
+AVX2_FN static void hsv_rows_avx2(const uint8_t *in, uint8_t *out, size_t n, int to_rgb)
+{
+    size_t x = 0;
+    for (; x + 8 <= n; x += 8, in += 24, out += 24) {
+        __m256i a, b, c, d, e, f;
+        simd_load_rgb8(in, &a, &b, &c);
+        if (to_rgb)
+            hsv2rgb8(a, b, c, &d, &e, &f);
+        else
+            rgb2hsv8(a, b, c, &d, &e, &f);
+        simd_store_rgb8(out, d, e, f);
+    }
+    for (; x < n; x++, in += 3, out += 3)
+        (to_rgb ? fmt_hsv2rgb : fmt_rgb2hsv)(in, out);
+}
+#endif
+
+void fmt_color_hsv_rows(const uint8_t *in, uint8_t *out, size_t n, int to_rgb)
+{
+#ifdef FMT_AVX2
+    if (fmt_simd()) {
+        pthread_once(&g_hue_once, hue_tab_init);
+        hsv_rows_avx2(in, out, n, to_rgb);
+        return;
+    }
+#endif
+    for (size_t x = 0; x < n; x++, in += 3, out += 3)
+        (to_rgb ? fmt_hsv2rgb : fmt_rgb2hsv)(in, out);
+}
+
+void fmt_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels, size_t stride,
+                   double hue_factor)
+{
+    if (channels != 3)
+        return;
+    uint8_t shift = fmt_hue_shift(hue_factor);
+#ifdef FMT_AVX2
+    if (fmt_simd()) {
+        pthread_once(&g_hue_once, hue_tab_init);
+        for (uint32_t y = 0; y < height; y++)
+            hue_avx2(px + (size_t)y * stride, width, shift);
+        return;
+    }
+#endif
+    for (uint32_t y = 0; y < height; y++)
+        fmt_hue_row(px + (size_t)y * stride, width, shift);
+}

@@ -1,0 +1,45 @@
+/* resample_int.h - what resample.c (tables, planning) shares with resample_simd.c (the passes):
+ * the fixed point of Pillow's sums, the coefficient table, and the two passes.
+ */
+#ifndef FMT_RESAMPLE_INT_H
+#define FMT_RESAMPLE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "resample.h"
+
+#define RS_BITS 22                      /* fixed point fraction bits (Pillow's PRECISION_BITS) */
+#define RS_HALF (1 << (RS_BITS - 1))
+
+typedef struct rs_table {
+    /* key */
+    uint32_t in_len, out_len;
+    float b0, b1;
+    fmt_filter filter;
+    /* value */
+    uint32_t stride;            /* coefficients per output, >= tap count, multiple of 8 */
+    int32_t *span;              /* per output: first source index, tap count */
+    int32_t *k;                 /* per output: stride coefficients, zero beyond the count */
+    /* per output, for the vpmaddwd pass: the taps in pairs (2q, 2q + 1), each pair as two words
+     * of two int16 halves, hi = k >> 11 and lo = k & 2047 (so k = hi * 2048 + lo exactly);
+     * NULL when some hi does not fit in int16 */
+    uint32_t *kp;
+    size_t bytes;
+    struct rs_table *next;      /* cache bucket chain */
+} rs_table;
+
+/* Horizontal pass over `rows` rows of src (in_w pixels of ch channels): outputs x0 .. x0 + nx - 1
+ * of table t, written from dst; strip is the scratch's buffer for 8 transposed rows (the vector
+ * paths). */
+void fmt_rs_h_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, uint32_t rows,
+                   uint32_t in_w, uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx,
+                   uint8_t *dst, size_t dstride, uint8_t *strip);
+
+/* Vertical pass: output rows y0 .. y0 + ny - 1 of table t, `bytes` wide; src's first row is
+ * source row yoff. */
+void fmt_rs_v_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, int32_t yoff,
+                   size_t bytes, const rs_table *t, uint32_t y0, uint32_t ny, uint8_t *dst,
+                   size_t dstride);
+
+#endif

@@ -1,0 +1,72 @@
+/* simd.c - the CPU probe and the switch of simd.h. */
+#include "simd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* the features, probed once (~0u: not yet) */
+static unsigned g_cpu = ~0u;
+/* fmt_simd_set's choice (-1: none, the environment decides), and the switch as last read (-1:
+ * not yet) */
+static int g_forced = -1;
+static int g_on = -1;
+
+unsigned fmt_cpu(void)
+{
+    unsigned v = __atomic_load_n(&g_cpu, __ATOMIC_RELAXED);
+    if (v == ~0u) {
+        v = 0;
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("sse4.1"))
+            v |= FMT_CPU_SSE41;
+        if (__builtin_cpu_supports("avx2"))
+            v |= FMT_CPU_AVX2;
+        if (__builtin_cpu_supports("f16c"))
+            v |= FMT_CPU_F16C;
+#endif
+        __atomic_store_n(&g_cpu, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+static int env_is(const char *name, const char *value)
+{
+    const char *e = getenv(name);
+    return e && strcmp(e, value) == 0;
+}
+
+/* the switch from the override, else the environment; remembered for fmt_simd */
+static int switch_read(void)
+{
+    int on = __atomic_load_n(&g_forced, __ATOMIC_RELAXED);
+    if (on < 0)
+        on = !(env_is("SHARDREAD_SIMD", "0") || env_is("SHARDC_RESAMPLE", "plain") ||
+               env_is("SHARDC_TRANSFORM", "plain"));
+    __atomic_store_n(&g_on, on, __ATOMIC_RELAXED);
+    return on;
+}
+
+int fmt_simd(void)
+{
+#ifdef FMT_AVX2
+    int on = __atomic_load_n(&g_on, __ATOMIC_RELAXED);
+    if (on < 0)
+        on = switch_read();
+    return on && (fmt_cpu() & FMT_CPU_AVX2);
+#else
+    return 0;
+#endif
+}
+
+unsigned fmt_simd_features(void)
+{
+    return switch_read() ? fmt_cpu() : 0;
+}
+
+int fmt_simd_set(int on)
+{
+    __atomic_store_n(&g_forced, on ? 1 : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_on, on ? 1 : 0, __ATOMIC_RELAXED);
+    return fmt_simd();
+}
