@@ -142,10 +142,11 @@ void fmt_target_encode_ext(const fmt_target *t, uint8_t *out)
     if (t->ext & FMT_TARGET_EXT_MASKS) {
         for (uint64_t i = 0; i <= n; i++)
             fmt_le_put32(p + 4 * i, t->mask_offsets[i]);
-        memcpy(p + 4 * (n + 1), t->mask_runs, runs);
+        if (runs)
+            memcpy(p + 4 * (n + 1), t->mask_runs, runs);
     }
     p += masks;
-    if (t->ext & FMT_TARGET_EXT_MAP)
+    if ((t->ext & FMT_TARGET_EXT_MAP) && t->map_len)
         memcpy(p, t->map_runs, t->map_len);
 }
 
