@@ -9,6 +9,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "segm.h"
 #include "target.h"
 
 int shc_annot_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg *msg)
@@ -31,6 +32,12 @@ void shc_annot_free(shc_annot *a)
         free(a->images[i].where);
     for (size_t i = 0; i < a->ncats; i++)
         free(a->cats[i].name);
+    for (uint32_t k = 0; a->kp_names && k < a->nkp; k++)
+        free(a->kp_names[k]);
+    free(a->kp_names);
+    free(a->skeleton);
+    free(a->cat_kp);
+    free(a->pool);
     free(a->images);
     free(a->boxes);
     free(a->cats);
@@ -95,6 +102,8 @@ void shc_annot_finish_hash(shc_annot *a)
             XXH3_64bits_update(st, &b->iscrowd, 1);
         }
     }
+    if (a->ext)
+        shc_segm_hash(a, st);
     a->hash = XXH3_64bits_digest(st);
     if (a->hash == 0)
         a->hash = 1;                /* 0 means "no targets" to the fingerprint */
@@ -104,7 +113,14 @@ void shc_annot_finish_hash(shc_annot *a)
 uint32_t shc_annot_record_bytes(const shc_annot *a, size_t pos)
 {
     size_t n = a->images[pos].count;
-    return fmt_target_size(n > FMT_TARGET_MAX_BOXES ? FMT_TARGET_MAX_BOXES + 1 : (uint32_t)n);
+    uint32_t base = fmt_target_size(n > FMT_TARGET_MAX_BOXES ? FMT_TARGET_MAX_BOXES + 1
+                                                             : (uint32_t)n);
+    if (!a->ext || !base)
+        return base;
+    /* the extension's fixed part; the runs depend on the geometry (not counted) */
+    uint64_t e = FMT_TARGET_EXT_HEADER + ((12u * (uint64_t)n * a->nkp + 7) & ~7ull) +
+                 (a->ext & FMT_TARGET_EXT_MASKS ? 4u * ((uint64_t)n + 2) : 0);
+    return base + e > UINT32_MAX ? UINT32_MAX : (uint32_t)(base + e);
 }
 
 /* Box b of an image of w x h in source pixels (x1, y1, x2, y2), checked and clamped. 0, or
@@ -157,8 +173,20 @@ int shc_annot_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t sr
     /* one allocation for the decoded arrays: boxes, labels, areas, flags */
     size_t need = (size_t)n * (16 + 8 + 4 + 1) + 8;
     uint8_t *tmp = malloc(need);
-    if (!tmp)
+    /* the extension: keypoints, mask offsets, runs */
+    float *kps = a->ext & FMT_TARGET_EXT_KEYPOINTS
+                 ? malloc(((size_t)n * a->nkp * 3 + 1) * sizeof *kps) : NULL;
+    uint32_t *moff = a->ext & FMT_TARGET_EXT_MASKS ? malloc(((size_t)n + 1) * sizeof *moff) : NULL;
+    uint8_t *runs = NULL;
+    size_t nruns = 0, capruns = 0;
+    shc_segm_scratch ss = {0};
+    if (!tmp || (a->ext & FMT_TARGET_EXT_KEYPOINTS && !kps) ||
+        (a->ext & FMT_TARGET_EXT_MASKS && !moff)) {
+        free(tmp);
+        free(kps);
+        free(moff);
         return ENOMEM;
+    }
     float *boxes = (float *)(void *)tmp;
     int64_t *labels = (int64_t *)(void *)(tmp + 16 * (size_t)n);
     float *area = (float *)(void *)(tmp + 24 * (size_t)n);
@@ -173,6 +201,23 @@ int shc_annot_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t sr
             (*dropped)++;
             continue;
         }
+        if (a->ext & FMT_TARGET_EXT_MASKS) {
+            /* an instance whose mask vanishes goes with its box */
+            size_t before = nruns;
+            int empty;
+            if ((rc = shc_segm_mask(a, im, b, src_w, src_h, src, p, &ss, &runs, &nruns,
+                                    &capruns, &empty, why)) != 0)
+                goto leave;
+            if (empty || nruns > UINT32_MAX) {
+                nruns = before;
+                (*dropped)++;
+                continue;
+            }
+            moff[kept] = (uint32_t)before;
+            moff[kept + 1] = (uint32_t)nruns;
+        }
+        if (kps)
+            shc_segm_keypoints(a, b, src_w, src_h, p, kps + 3 * (size_t)a->nkp * kept);
         double ar = a->kind == SHC_ANNOT_COCO ? b->area : (src[2] - src[0]) * (src[3] - src[1]);
         if (!(ar * scale <= FLT_MAX)) {
             /* a record holding inf is one every reader refuses */
@@ -188,8 +233,19 @@ int shc_annot_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t sr
     }
     fmt_target t = {.count = kept, .image_id = im->image_id, .orig_width = src_w,
                     .orig_height = src_h, .dropped = *dropped, .boxes = boxes, .labels = labels,
-                    .area = area, .iscrowd = crowd};
-    uint32_t size = fmt_target_size(kept);
+                    .area = area, .iscrowd = crowd, .ext = a->ext, .num_keypoints = a->nkp,
+                    .map_width = p->out_w, .map_height = p->out_h, .keypoints = kps,
+                    .mask_offsets = moff, .mask_runs = runs};
+    if (moff) {
+        moff[0] = 0;
+        moff[kept] = (uint32_t)nruns;
+    }
+    uint32_t size = fmt_target_record_size(&t);
+    if (!size) {
+        rc = fmt_fail(why, FMT_ECORRUPT, "%s: its target record would exceed 4 GiB",
+                      im->where);
+        goto leave;
+    }
     if (*cap < size) {
         uint8_t *nb = realloc(*buf, size);
         if (!nb) {
@@ -202,5 +258,9 @@ int shc_annot_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t sr
     *len = fmt_target_encode(&t, *buf, *cap);
 leave:
     free(tmp);
+    free(kps);
+    free(moff);
+    free(runs);
+    shc_segm_scratch_free(&ss);
     return rc;
 }

@@ -31,7 +31,18 @@ typedef struct {
     int64_t category;           /* COCO category_id; YOLO class index */
     double area;                /* COCO area; YOLO: unused (the box's area in pixels) */
     uint8_t iscrowd;            /* COCO iscrowd; YOLO 0 */
+    /* segmentation (segm.c): the mask's source form in pool[seg_at .. seg_at + seg_len) */
+    uint8_t seg_kind;           /* SHC_SEG_* */
+    size_t seg_at, seg_len;
+    size_t kp_at;               /* its K keypoints (x, y, v) at pool[kp_at ..], or SIZE_MAX */
 } shc_annot_box;
+
+enum {
+    SHC_SEG_NONE = 0,           /* no mask given: the box's pixels (masks datasets) */
+    SHC_SEG_POLY,               /* polygons: npoly, then per polygon npoints, x, y, ... */
+    SHC_SEG_RLE,                /* COCO RLE at the image's size: ncounts, counts (column-major) */
+    SHC_SEG_NPOLY               /* one normalised polygon (YOLO): npoints, x, y, ... in 0..1 */
+};
 
 /* What the annotations say about one input image. */
 typedef struct {
@@ -51,6 +62,14 @@ typedef struct {
     fmt_category *cats;         /* sorted by id */
     size_t ncats;
     uint64_t skipped_empty;     /* images left out for having no box (skip_empty) */
+    /* segmentation and keypoints (segm.c): FMT_TARGET_EXT_* bits of every record */
+    uint32_t ext;
+    uint32_t nkp;               /* K keypoints per instance */
+    char **kp_names;            /* K names */
+    uint32_t nskeleton, *skeleton;  /* pairs of 1-based keypoint numbers */
+    uint8_t *cat_kp;            /* per category (as cats): 1 when it has keypoints */
+    double *pool;               /* the boxes' polygons, RLE counts and keypoints */
+    size_t npool, cappool;
     uint64_t hash;              /* of everything above that the targets depend on */
 } shc_annot;
 

@@ -777,6 +777,11 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
         m.target_skipped = annot->skipped_empty;
         m.categories = annot->cats;
         m.ncategories = annot->ncats;
+        m.target_ext = annot->ext;
+        m.num_keypoints = annot->nkp;
+        m.keypoint_names = annot->kp_names;
+        m.nskeleton = annot->nskeleton;
+        m.skeleton = annot->skeleton;
     }
     size_t nsf = 0;
     const fmt_field_def *sf = o->stream ? shc_stream_fields(o->stream, &nsf) : NULL;

@@ -2,8 +2,9 @@
  *
  * Read: "categories" (id, name), "images" (id, file_name relative to IMAGES, width, height),
  * "annotations" (id, image_id, category_id, bbox [x, y, w, h] in pixels, iscrowd 0/1, area);
- * iscrowd defaults to 0 and area to w * h when absent; segmentation and the other members are
- * ignored. Errors (the whole build stops, naming the file and the entry): JSON that does not
+ * iscrowd defaults to 0 and area to w * h when absent; "segmentation" (polygons or RLE) and
+ * "keypoints" with the categories' "keypoints" and "skeleton" as segm.c reads them; the other
+ * members are ignored. Errors (the whole build stops, naming the file and the entry): JSON that does not
  * parse, a member of the wrong type, duplicate ids (images, annotations, categories) or file
  * names, an annotation naming an image or a category that is not listed, a file name that is
  * absolute or has a ".." component, iscrowd other than 0 or 1, a negative area, an area or
@@ -11,6 +12,7 @@
  * The boxes themselves are checked against the image when it is rendered.
  */
 #include "annot.h"
+#include "segm.h"
 
 #include <errno.h>
 #include <float.h>
@@ -145,6 +147,8 @@ int shc_coco_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
                           a->cats[i].id);
             goto leave;
         }
+    if ((rc = shc_segm_coco_categories(file, cats, a, msg)))
+        goto leave;
     /* images, by file name */
     size_t ni = json_array_size(ims), na = json_array_size(anns);
     imgs = calloc(ni ? ni : 1, sizeof *imgs);
@@ -268,6 +272,9 @@ int shc_coco_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
                           "number from 0 to %g", file, i, b.id, (double)FLT_MAX);
             goto leave;
         }
+        if ((rc = shc_segm_coco_annotation(file, i, an, imgs[ann_img[i]].w, imgs[ann_img[i]].h, a,
+                                           &b, msg)))
+            goto leave;
         boxes[slot[ann_img[i]] + imgs[ann_img[i]].fill++] = b;
     }
     a->nboxes = 0;

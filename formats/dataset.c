@@ -303,6 +303,10 @@ static int check_target(const fmt_manifest *m, const fmt_sample *s, fmt_msg *msg
     fmt_target t;
     fmt_msg why = {{0}};
     int rc = fmt_target_view(copy, s->aux_len, s->width, s->height, &t, &why);
+    if (rc == 0 && (t.ext != m->target_ext || t.num_keypoints != m->num_keypoints))
+        rc = fmt_fail(&why, FMT_ECORRUPT, "its target record carries extension %#x with %"
+                      PRIu32 " keypoints, the manifest says %#x with %" PRIu32 " (field "
+                      "'targets')", t.ext, t.num_keypoints, m->target_ext, m->num_keypoints);
     for (uint32_t i = 0; rc == 0 && i < t.count; i++)
         if (fmt_manifest_find_category(m, t.labels[i]) < 0)
             rc = fmt_fail(&why, FMT_ECORRUPT, "box %" PRIu32 " has category %" PRId64 ", which "

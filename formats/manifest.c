@@ -1,6 +1,7 @@
 /* manifest.c - manifest.json through jansson. 64-bit hashes travel as 16-digit hex strings, since
  * JSON numbers are doubles for most readers. */
 #include "manifest.h"
+#include "target.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -185,6 +186,34 @@ static int name_from_json(json_t *j, char **out)
     return 0;
 }
 
+/* targets' version 2 members (manifest.md): "masks", "keypoints", "label_map". */
+static int dump_target_ext(json_t *t, const fmt_manifest *m)
+{
+    int rc = json_object_set_new(t, "masks", json_boolean(m->target_ext & FMT_TARGET_EXT_MASKS));
+    if (m->target_ext & FMT_TARGET_EXT_KEYPOINTS) {
+        json_t *k = json_object(), *names = json_array(), *sk = json_array();
+        if (!k || !names || !sk) {
+            json_decref(k);
+            json_decref(names);
+            json_decref(sk);
+            return ENOMEM;
+        }
+        for (uint32_t i = 0; i < m->num_keypoints; i++)
+            rc |= json_array_append_new(names, name_json(m->keypoint_names[i]));
+        for (uint32_t i = 0; i < m->nskeleton; i++)
+            rc |= json_array_append_new(sk, json_pack("[II]", (json_int_t)m->skeleton[2 * i],
+                                                      (json_int_t)m->skeleton[2 * i + 1]));
+        rc |= json_object_set_new(k, "count", json_integer(m->num_keypoints));
+        rc |= json_object_set_new(k, "names", names);
+        rc |= json_object_set_new(k, "skeleton", sk);
+        rc |= json_object_set_new(t, "keypoints", k);
+    }
+    if (m->target_ext & FMT_TARGET_EXT_MAP)
+        rc |= json_object_set_new(t, "label_map", json_pack("{sI}", "ignore_index",
+                                                             (json_int_t)m->ignore_index));
+    return rc ? ENOMEM : 0;
+}
+
 int fmt_manifest_dump(const fmt_manifest *m, char **out)
 {
     *out = NULL;
@@ -244,7 +273,12 @@ int fmt_manifest_dump(const fmt_manifest *m, char **out)
             goto nomem;
         }
         json_object_set_new(t, "kind", json_string("boxes"));
-        json_object_set_new(t, "record_version", json_integer(1));
+        json_object_set_new(t, "record_version", json_integer(m->target_ext ? 2 : 1));
+        if (m->target_ext && dump_target_ext(t, m) != 0) {
+            json_decref(t);
+            json_decref(cats);
+            goto nomem;
+        }
         json_object_set_new(t, "source", json_string(m->target_source ? m->target_source : ""));
         json_object_set_new(t, "hash", hex64(m->target_hash));
         json_object_set_new(t, "skipped_empty", json_integer((json_int_t)m->target_skipped));
@@ -372,6 +406,62 @@ static int get_hex(json_t *o, const char *key, uint64_t *v, fmt_msg *msg)
     return 0;
 }
 
+/* targets' version 2 members (manifest.md): at least one of "masks": true, "keypoints" (count
+ * 1..1024, as many names, skeleton pairs of keypoint numbers 1..count), "label_map"
+ * (ignore_index 0..65535). */
+static int parse_target_ext(json_t *t, fmt_manifest *m, fmt_msg *msg)
+{
+    json_t *mk = json_object_get(t, "masks"), *kp = json_object_get(t, "keypoints"),
+           *lm = json_object_get(t, "label_map");
+    int rc;
+    if (mk && !json_is_boolean(mk))
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest field 'targets.masks' is not a boolean");
+    if (json_is_true(mk))
+        m->target_ext |= FMT_TARGET_EXT_MASKS;
+    if (kp) {
+        json_t *names = json_object_get(kp, "names"), *sk = json_object_get(kp, "skeleton");
+        if (!json_is_object(kp) ||
+            (rc = get_u32(kp, "count", FMT_TARGET_MAX_KEYPOINTS, &m->num_keypoints, msg)))
+            return fmt_fail(msg, FMT_ECORRUPT, "manifest field 'targets.keypoints' is not an "
+                            "object with a 'count' of 1 to %u", FMT_TARGET_MAX_KEYPOINTS);
+        if (m->num_keypoints == 0 || !json_is_array(names) ||
+            json_array_size(names) != m->num_keypoints || !json_is_array(sk))
+            return fmt_fail(msg, FMT_ECORRUPT, "manifest 'targets.keypoints' needs a count > 0, "
+                            "as many 'names' and a 'skeleton' array");
+        m->target_ext |= FMT_TARGET_EXT_KEYPOINTS;
+        m->keypoint_names = calloc(m->num_keypoints, sizeof *m->keypoint_names);
+        m->nskeleton = (uint32_t)json_array_size(sk);
+        m->skeleton = calloc(2 * (size_t)m->nskeleton + 1, sizeof *m->skeleton);
+        if (!m->keypoint_names || !m->skeleton)
+            return ENOMEM;
+        for (uint32_t i = 0; i < m->num_keypoints; i++)
+            if ((rc = name_from_json(json_array_get(names, i), &m->keypoint_names[i])) != 0)
+                return rc == ENOMEM ? rc : fmt_fail(msg, rc, "manifest 'targets.keypoints.names"
+                                                    "[%u]' is malformed", i);
+        for (uint32_t i = 0; i < m->nskeleton; i++) {
+            json_t *e = json_array_get(sk, i), *a = json_array_get(e, 0), *b = json_array_get(e, 1);
+            if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_integer(a) ||
+                !json_is_integer(b) || json_integer_value(a) < 1 || json_integer_value(b) < 1 ||
+                json_integer_value(a) > m->num_keypoints || json_integer_value(b) > m->num_keypoints)
+                return fmt_fail(msg, FMT_ECORRUPT, "manifest 'targets.keypoints.skeleton[%u]' is "
+                                "not a pair of keypoint numbers 1..%u", i, m->num_keypoints);
+            m->skeleton[2 * i] = (uint32_t)json_integer_value(a);
+            m->skeleton[2 * i + 1] = (uint32_t)json_integer_value(b);
+        }
+    }
+    if (lm) {
+        if (!json_is_object(lm) ||
+            (rc = get_u32(lm, "ignore_index", FMT_TARGET_MAX_LABEL, &m->ignore_index, msg)))
+            return fmt_fail(msg, FMT_ECORRUPT, "manifest field 'targets.label_map' is not an "
+                            "object with an 'ignore_index' of 0 to %u", FMT_TARGET_MAX_LABEL);
+        m->target_ext |= FMT_TARGET_EXT_MAP;
+    }
+    if (!m->target_ext)
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest 'targets': record version 2 without "
+                        "'masks', 'keypoints' or 'label_map'");
+    return 0;
+}
+
 /* The "targets" object (manifest.md): kind "boxes", record version 1, categories with distinct
  * ids in increasing order. */
 static int parse_targets(json_t *t, fmt_manifest *m, fmt_msg *msg)
@@ -385,9 +475,11 @@ static int parse_targets(json_t *t, fmt_manifest *m, fmt_msg *msg)
                         "'boxes'");
     if ((rc = get_u32(t, "record_version", UINT32_MAX, &version, msg)))
         return rc;
-    if (version != 1)
+    if (version != 1 && version != 2)
         return fmt_fail(msg, FMT_EVERSION, "manifest 'targets': record version %u is not "
                         "supported", version);
+    if (version == 2 && (rc = parse_target_ext(t, m, msg)))
+        return rc;
     if ((rc = get_str(t, "source", &m->target_source, msg)) ||
         (rc = get_hex(t, "hash", &m->target_hash, msg)) ||
         (rc = get_u64(t, "skipped_empty", UINT64_MAX >> 11, &m->target_skipped, msg)))
@@ -807,6 +899,10 @@ void fmt_manifest_free(fmt_manifest *m)
         free(m->categories[i].name);
     free(m->categories);
     free(m->target_source);
+    for (uint32_t i = 0; m->keypoint_names && i < m->num_keypoints; i++)
+        free(m->keypoint_names[i]);
+    free(m->keypoint_names);
+    free(m->skeleton);
     for (size_t i = 0; m->fields && i < m->nfields; i++)
         free(m->fields[i].name);
     free(m->fields);

@@ -73,6 +73,14 @@ typedef struct {
     uint64_t target_skipped;    /* images left out for having no annotation (--skip-empty) */
     size_t ncategories;
     fmt_category *categories;   /* sorted by id, ids distinct */
+    /* Segmentation and keypoints (manifest.md "targets", record_version 2): target_ext 0 for
+     * boxes only (record version 1), else the FMT_TARGET_EXT_* bits every record carries. */
+    uint32_t target_ext;
+    uint32_t num_keypoints;     /* K (EXT_KEYPOINTS) */
+    char **keypoint_names;      /* K names */
+    uint32_t nskeleton;
+    uint32_t *skeleton;         /* nskeleton pairs of keypoint numbers, 1-based as COCO's */
+    uint32_t ignore_index;      /* EXT_MAP: the label of pixels to ignore (padding) */
     /* Fields (manifest.md "fields"): every sample carries a fields record (fields.h) as its aux
      * record, checked against this schema. nfields 0: the object "fields" is absent. */
     size_t nfields;

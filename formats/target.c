@@ -21,13 +21,22 @@ static void put_f32(uint8_t *p, float v)
     fmt_le_put32(p, u);
 }
 
+uint32_t fmt_target_record_size(const fmt_target *t)
+{
+    uint64_t base = fmt_target_size(t->count);
+    if (!base || !t->ext)
+        return (uint32_t)base;
+    uint64_t e = fmt_target_ext_size(t);
+    return e && base + e <= UINT32_MAX ? (uint32_t)(base + e) : 0;
+}
+
 uint32_t fmt_target_encode(const fmt_target *t, uint8_t *out, size_t cap)
 {
-    uint32_t n = t->count, len = fmt_target_size(n);
+    uint32_t n = t->count, len = fmt_target_record_size(t);
     if (!len || cap < len)
         return 0;
     memset(out, 0, len);
-    fmt_le_put32(out, FMT_TARGET_MAGIC);
+    fmt_le_put32(out, t->ext ? FMT_TARGET_MAGIC2 : FMT_TARGET_MAGIC);
     fmt_le_put32(out + 4, n);
     fmt_le_put64(out + 8, (uint64_t)t->image_id);
     fmt_le_put32(out + 16, t->orig_width);
@@ -42,6 +51,8 @@ uint32_t fmt_target_encode(const fmt_target *t, uint8_t *out, size_t cap)
         put_f32(a + 4 * (size_t)i, t->area[i]);
         c[i] = t->iscrowd[i];
     }
+    if (t->ext)
+        fmt_target_encode_ext(t, out + fmt_target_size(n));
     return len;
 }
 
@@ -59,15 +70,18 @@ int fmt_target_view(const uint8_t *rec, size_t len, uint32_t width, uint32_t hei
 #else
     if (!rec || ((uintptr_t)rec & 7u))
         return fmt_fail(msg, FMT_EINVAL, "target record not 8-byte aligned");
-    if (len < FMT_TARGET_HEADER || fmt_le_get32(rec) != FMT_TARGET_MAGIC)
+    uint32_t magic = len >= FMT_TARGET_HEADER ? fmt_le_get32(rec) : 0;
+    if (magic != FMT_TARGET_MAGIC && magic != FMT_TARGET_MAGIC2)
         return fmt_fail(msg, FMT_ECORRUPT, "not a target record (%zu bytes, bad magic)", len);
     uint32_t n = fmt_le_get32(rec + 4), want = fmt_target_size(n);
+    if (want && magic == FMT_TARGET_MAGIC2 && len >= want)
+        want = (uint32_t)len;       /* the extension's own length is checked below */
     if (!want || want != len)
         return fmt_fail(msg, FMT_ECORRUPT, "target record of %zu bytes for %" PRIu32 " boxes "
                         "(%" PRIu32 " expected)", len, n, want);
     if (fmt_le_get32(rec + 28) != 0)
         return fmt_fail(msg, FMT_ECORRUPT, "target record: reserved field not zero");
-    for (size_t k = FMT_TARGET_HEADER + 29u * (size_t)n; k < len; k++)
+    for (size_t k = FMT_TARGET_HEADER + 29u * (size_t)n; k < fmt_target_size(n); k++)
         if (rec[k])
             return fmt_fail(msg, FMT_ECORRUPT, "target record: padding not zero");
     t->count = n;
@@ -100,6 +114,8 @@ int fmt_target_view(const uint8_t *rec, size_t len, uint32_t width, uint32_t hei
             return fmt_fail(msg, FMT_ECORRUPT, "target record: box %" PRIu32 " has iscrowd %u",
                             i, t->iscrowd[i]);
     }
+    if (magic == FMT_TARGET_MAGIC2)
+        return fmt_target_view_ext(rec, len, fmt_target_size(n), width, height, t, msg);
     return 0;
 #endif
 }

@@ -20,6 +20,7 @@
 #include "geometry.h"
 
 #define FMT_TARGET_MAGIC 0x31584f42u    /* "BOX1" little-endian */
+#define FMT_TARGET_MAGIC2 0x32584f42u   /* "BOX2": BOX1 and the segmentation extension */
 #define FMT_TARGET_HEADER 32u
 /* Boxes one record may hold: keeps a record under 2 MiB, and the largest real annotation sets
  * (a few thousand boxes per image) well inside. */
@@ -36,13 +37,37 @@ typedef struct {
     const int64_t *labels;              /* category ids as the annotations give them */
     const float *area;                  /* count */
     const uint8_t *iscrowd;             /* count, 0 or 1 */
+    /* The segmentation extension (raw.md "Target record, version 2"; masks.c). ext 0: a
+     * version 1 record, the fields below unused. */
+    uint32_t ext;                       /* FMT_TARGET_EXT_* bits */
+    uint32_t num_keypoints;             /* K per instance (EXT_KEYPOINTS), else 0 */
+    uint32_t map_width, map_height;     /* the stored sample's size, the masks' and map's */
+    uint32_t map_max;                   /* EXT_MAP: the largest value in the label map */
+    const float *keypoints;             /* count * K * 3: x, y, v */
+    const uint32_t *mask_offsets;       /* EXT_MASKS: count + 1 offsets into mask_runs */
+    const uint8_t *mask_runs;           /* instance i: mask_runs[off[i] .. off[i + 1]) */
+    const uint8_t *map_runs;            /* EXT_MAP: map_len bytes of (value, run) pairs */
+    uint32_t map_len;
 } fmt_target;
+
+#define FMT_TARGET_EXT_MASKS 1u         /* an instance mask per box */
+#define FMT_TARGET_EXT_KEYPOINTS 2u     /* K keypoints per box */
+#define FMT_TARGET_EXT_MAP 4u           /* a semantic label map for the sample */
+#define FMT_TARGET_EXT_HEADER 32u
+#define FMT_TARGET_MAX_KEYPOINTS 1024u
+#define FMT_TARGET_MAX_LABEL 65535u     /* label map values are uint16 at most */
+
+/* Bytes of t's record (version 1 when t->ext is 0, else version 2 with t's sections; map_len
+ * and mask_offsets[count] give the run bytes). 0 when it would exceed UINT32_MAX or a count
+ * its limit. */
+uint32_t fmt_target_record_size(const fmt_target *t);
 
 /* Bytes of a record of n boxes: 32 + 29 n rounded up to a multiple of 8. 0 when n exceeds
  * FMT_TARGET_MAX_BOXES. */
 uint32_t fmt_target_size(uint32_t n);
 
-/* Write t as a record into out (cap bytes, at least fmt_target_size(t->count)); padding is zero.
+/* Write t as a record into out (cap bytes, at least fmt_target_record_size(t)); padding is zero.
+ * With t->ext 0 the record is version 1 (fmt_target_size(t->count) bytes), else version 2.
  * Returns the record's length, or 0 if cap is too small or count too large. */
 uint32_t fmt_target_encode(const fmt_target *t, uint8_t *out, size_t cap);
 
@@ -54,6 +79,44 @@ uint32_t fmt_target_encode(const fmt_target *t, uint8_t *out, size_t cap);
  * On a big-endian host: FMT_EUNSUPPORTED. */
 int fmt_target_view(const uint8_t *rec, size_t len, uint32_t width, uint32_t height,
                     fmt_target *t, fmt_msg *msg);
+
+/* ---- the segmentation extension (masks.c) ----
+ * Runs are unsigned LEB128 varints (7 bits a byte, least significant group first, the last byte
+ * below 0x80, minimal length: no trailing 0x80 0x00). A mask is its runs in row-major order,
+ * alternating 0s and 1s and starting with 0s (the first run may be 0, no other), adding up to
+ * width * height; a label map is (value, run) pairs in row-major order, each run > 0, adding
+ * up to width * height. */
+
+/* Bytes of the longest run encoding of an npix-pixel mask (fmt_mask_encode) / label map
+ * (fmt_map_encode): what out must hold. */
+size_t fmt_mask_encode_bound(size_t npix);
+size_t fmt_map_encode_bound(size_t npix);
+
+/* Encode npix 0/non-zero bytes (a mask, row-major) / npix label values; return the bytes
+ * written to out. fmt_map_encode also gives the largest value in *max. npix < 2^32. */
+size_t fmt_mask_encode(const uint8_t *mask, size_t npix, uint8_t *out);
+size_t fmt_map_encode(const uint16_t *map, size_t npix, uint8_t *out, uint32_t *max);
+
+/* Decode a checked record's mask of instance i into out (map_width * map_height bytes, 0 or 1).
+ * 0; FMT_EINVAL when t has no masks or i >= count. */
+int fmt_target_mask(const fmt_target *t, uint32_t i, uint8_t *out);
+
+/* Decode a checked record's label map into out, elem bytes per value (1: uint8, only when
+ * map_max <= 255; 2: uint16; 8: int64), row-major. 0; FMT_EINVAL otherwise. */
+int fmt_target_label_map(const fmt_target *t, void *out, int elem);
+
+/* Check the version 2 extension at rec[off .. len) of a record of t->count boxes and point t's
+ * extension fields into it (fmt_target_view's second half). width, height: the sample's size
+ * (0, 0: not checked against it). 0, or FMT_ECORRUPT saying what is wrong. */
+int fmt_target_view_ext(const uint8_t *rec, size_t len, size_t off, uint32_t width,
+                        uint32_t height, fmt_target *t, fmt_msg *msg);
+
+/* Write t's extension at out (fmt_target_record_size(t) - fmt_target_size(t->count) bytes,
+ * zeroed by the caller). */
+void fmt_target_encode_ext(const fmt_target *t, uint8_t *out);
+
+/* Bytes of t's extension (its header and sections), 0 when over UINT32_MAX. */
+uint64_t fmt_target_ext_size(const fmt_target *t);
 
 /* The build geometry applied to one box. p is the plan of a src_w x src_h source (its resize,
  * window and placement; the box of a reduced-scale decode is not used). in: x1, y1, x2, y2 in

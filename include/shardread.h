@@ -1172,6 +1172,17 @@ SHR_API int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size
  * with shr_last_error(NULL) saying which. */
 SHR_API int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t);
 
+/* Sample idx's instance masks and keypoints (a dataset of target record version 2: formats/
+ * raw.md "Target record, version 2"), as the build stored them, in the order of
+ * shr_dataset_target's boxes. *num_keypoints: K (0 without keypoints); *keypoints: count * K * 3
+ * floats x, y, v (NULL without), valid until shr_dataset_close; *has_masks: whether the dataset
+ * stores masks; *width, *height: the stored sample's size. masks (may be NULL; cap bytes): the
+ * masks decoded, count * height * width bytes of 0 or 1, row-major. Any pointer argument but d
+ * may be NULL. 0; SHR_EINVAL (as shr_dataset_target, or cap too small). */
+SHR_API int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints,
+                             const float **keypoints, int *has_masks, uint32_t *width,
+                             uint32_t *height, uint8_t *masks, size_t cap);
+
 /* Fields (datasets written with fields: shardread.Writer(fields=...), shardc build --fields):
  * every sample carries the same named values beyond its label (formats/raw.md "Fields record";
  * the schema is the manifest's "fields"). Types: */

@@ -39,7 +39,9 @@ static const char usage_info[] =
     "  augmentation; with --sample I, one sample's label, shape, source file and the exact\n"
     "  augmentation parameters drawn for it (JSON keys source and params); with --targets, a\n"
     "  detection dataset's targets, one JSON line per sample (index, image_id, orig_size,\n"
-    "  dropped, boxes [x1, y1, x2, y2] in the sample's pixels, labels, iscrowd, area)\n";
+    "  dropped, boxes [x1, y1, x2, y2] in the sample's pixels, labels, iscrowd, area; with\n"
+    "  segmentation: size [height, width], masks as row-major runs from 0s, keypoints as\n"
+    "  [x, y, v] each, label_map as [value, run] pairs)\n";
 static const char usage_verify[] =
     "usage: shardc verify OUT\n"
     "  re-hash every sample of OUT against its recorded hash; exit 1 naming each damaged sample\n";
@@ -203,6 +205,73 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
     return 0;
 }
 
+/* Runs of npix values (row-major) as a JSON list: masks [0s, 1s, 0s, ...], starting with
+ * 0s; label maps [[value, run], ...]. */
+static void print_runs(const uint8_t *v8, const uint16_t *v16, size_t npix)
+{
+    printf("[");
+    size_t i = 0;
+    int first = 1;
+    if (v8 && npix && v8[0])
+        printf("0"), first = 0;
+    while (i < npix) {
+        size_t j = i + 1;
+        unsigned v = v8 ? v8[i] : v16[i];
+        while (j < npix && (v8 ? v8[j] : v16[j]) == v)
+            j++;
+        if (v8)
+            printf("%s%zu", first ? "" : ", ", j - i);
+        else
+            printf("%s[%u, %zu]", first ? "" : ", ", v, j - i);
+        first = 0;
+        i = j;
+    }
+    printf("]");
+}
+
+/* The segmentation extension of a target (raw.md "Target record, version 2") as JSON members:
+ * "size" [height, width], "masks" (runs, row-major), "keypoints" ([x, y, v] per keypoint),
+ * "label_map" ([value, run] pairs). 0 or ENOMEM. */
+static int print_segm(const fmt_target *t)
+{
+    size_t npix = (size_t)t->map_width * t->map_height;
+    printf(", \"size\": [%u, %u]", t->map_height, t->map_width);
+    if (t->ext & FMT_TARGET_EXT_KEYPOINTS) {
+        printf(", \"keypoints\": [");
+        for (uint32_t k = 0; k < t->count; k++) {
+            printf("%s[", k ? ", " : "");
+            for (uint32_t j = 0; j < t->num_keypoints; j++) {
+                const float *p = t->keypoints + 3 * ((size_t)k * t->num_keypoints + j);
+                printf("%s[%.9g, %.9g, %.9g]", j ? ", " : "", (double)p[0], (double)p[1],
+                       (double)p[2]);
+            }
+            printf("]");
+        }
+        printf("]");
+    }
+    if (t->ext & (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_MAP)) {
+        void *buf = malloc(2 * (npix ? npix : 1));
+        if (!buf)
+            return ENOMEM;
+        if (t->ext & FMT_TARGET_EXT_MASKS) {
+            printf(", \"masks\": [");
+            for (uint32_t k = 0; k < t->count; k++) {
+                printf("%s", k ? ", " : "");
+                fmt_target_mask(t, k, buf);
+                print_runs(buf, NULL, npix);
+            }
+            printf("]");
+        }
+        if (t->ext & FMT_TARGET_EXT_MAP) {
+            printf(", \"label_map\": ");
+            fmt_target_label_map(t, buf, 2);
+            print_runs(NULL, buf, npix);
+        }
+        free(buf);
+    }
+    return 0;
+}
+
 /* Every sample's target as a JSON line (float32 values printed so that they read back exactly). */
 static int print_targets(const char *dir, const fmt_dataset *d)
 {
@@ -230,7 +299,12 @@ static int print_targets(const char *dir, const fmt_dataset *d)
         printf("], \"area\": [");
         for (uint32_t k = 0; k < t.count; k++)
             printf("%s%.9g", k ? ", " : "", (double)t.area[k]);
-        printf("]}\n");
+        printf("]");
+        if (t.ext && print_segm(&t) != 0) {
+            fprintf(stderr, "shardc: %s: sample %" PRIu64 ": out of memory\n", dir, i);
+            return ENOMEM;
+        }
+        printf("}\n");
     }
     return 0;
 }

@@ -167,6 +167,46 @@ int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t)
     return 0;
 }
 
+int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints,
+                     const float **keypoints, int *has_masks, uint32_t *width, uint32_t *height,
+                     uint8_t *masks, size_t cap)
+{
+    shr_open_err.text[0] = '\0';
+    if (!d)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset given");
+    if (!fmt_dataset_manifest(d->ds)->targets)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "the dataset has no targets (not a detection "
+                        "dataset)");
+    if (idx >= fmt_dataset_count(d->ds))
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+                        " samples)", idx, fmt_dataset_count(d->ds));
+    fmt_target f;
+    fmt_msg m = {{0}};
+    int rc = fmt_dataset_target(d->ds, idx, &f, &m);
+    if (rc)
+        return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
+                        fmt_dataset_sample_file(d->ds, idx), idx, fmt_reason(&m, rc));
+    size_t npix = (size_t)f.map_width * f.map_height;
+    if (num_keypoints)
+        *num_keypoints = f.num_keypoints;
+    if (keypoints)
+        *keypoints = f.keypoints;
+    if (has_masks)
+        *has_masks = (f.ext & FMT_TARGET_EXT_MASKS) != 0;
+    if (width)
+        *width = f.map_width;
+    if (height)
+        *height = f.map_height;
+    if (masks && (f.ext & FMT_TARGET_EXT_MASKS)) {
+        if (cap < npix * f.count)
+            return fmt_fail(&shr_open_err, SHR_EINVAL, "%zu bytes for %" PRIu32 " masks of %"
+                            PRIu32 "x%" PRIu32, cap, f.count, f.map_width, f.map_height);
+        for (uint32_t i = 0; i < f.count; i++)
+            fmt_target_mask(&f, i, masks + npix * i);
+    }
+    return 0;
+}
+
 int shr_dataset_field_def(const shr_dataset *d, uint32_t k, const char **name, uint32_t *type,
                           uint32_t *count)
 {

@@ -85,6 +85,44 @@ static Py_ssize_t Dataset_len(DatasetObject *self)
     return (Py_ssize_t)self->samples;
 }
 
+/* A version 2 target's "masks" (n, H, W) uint8 and "keypoints" (n, K, 3) float32, added to td
+ * (nothing for a boxes-only dataset). 0, or -1 with an exception set. */
+static int add_segm(DatasetObject *self, uint64_t i, uint32_t n, PyObject *td)
+{
+    uint32_t k = 0, w = 0, h = 0;
+    const float *kp = NULL;
+    int has_masks = 0;
+    if (shr_dataset_segm(self->d, i, &k, &kp, &has_masks, &w, &h, NULL, 0) != 0) {
+        sr_raise_lib(SHR_EINVAL, shr_last_error(NULL));
+        return -1;
+    }
+    if (kp) {
+        Py_ssize_t dims[3] = {n, k, 3};
+        PyObject *v = sr_view_copy(kp, "f", 4, 3, dims);
+        if (!v || PyDict_SetItemString(td, "keypoints", v) != 0) {
+            Py_XDECREF(v);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    if (has_masks) {
+        Py_ssize_t dims[3] = {n, h, w};
+        PyObject *v = sr_view_copy(NULL, "B", 1, 3, dims);
+        if (!v)
+            return -1;
+        if (shr_dataset_segm(self->d, i, NULL, NULL, NULL, NULL, NULL, ((ViewObject *)v)->data,
+                             (size_t)((ViewObject *)v)->len) != 0 ||
+            PyDict_SetItemString(td, "masks", v) != 0) {
+            if (!PyErr_Occurred())
+                sr_raise_lib(SHR_EINVAL, shr_last_error(NULL));
+            Py_DECREF(v);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    return 0;
+}
+
 static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
 {
     if (check_open(self) < 0)
@@ -127,7 +165,8 @@ static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
             return sr_raise_lib(SHR_EINVAL, shr_last_error(NULL));
         }
         PyObject *td = sr_target_dict(&t);
-        if (!td) {
+        if (!td || add_segm(self, (uint64_t)i, t.count, td) != 0) {
+            Py_XDECREF(td);
             Py_DECREF(arr);
             return NULL;
         }

@@ -1,0 +1,79 @@
+"""Instance masks and keypoints from Python: Dataset items carry target["masks"] (N, H, W)
+uint8 and target["keypoints"] (N, K, 3) float32 as torchvision's Mask R-CNN and keypoint R-CNN
+take them, equal to a NumPy rasterisation of the COCO polygons and a decoder of COCO RLE
+written from its definition (tests/ref/segm_ref.py), moved by the build's geometry; a
+boxes-only dataset has neither key."""
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import shardread
+from conftest import MKSAMPLE, ROOT, SHARDC, build_detection, run
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
+import segm_ref  # noqa: E402
+from detect_ref import plan  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def seg(tmp_path_factory):
+    root = tmp_path_factory.mktemp("segm")
+    src, ann, full, out = (str(root / x) for x in ("img", "inst.json", "seg.json", "ds"))
+    run(MKSAMPLE, src, "--coco", ann, "--per-class", "10", "--min-side", "30", "--max-side",
+        "70", "--seed", "4", "--quiet")
+    segm_ref.make(ann, full)
+    run(SHARDC, "build", src, "--coco", full, "-o", out, "--size", "48x40", "--fit", "pad",
+        "--no-progress", "-j", "2")
+    return full, out
+
+
+def test_masks_and_keypoints_equal_the_reference(seg):
+    full, out = seg
+    coco = json.load(open(full))
+    g = json.load(open(os.path.join(out, "manifest.json")))["geometry"]
+    imgs = sorted(coco["images"], key=lambda i: i["file_name"].encode())
+    by_img = {}
+    for a in coco["annotations"]:
+        by_img.setdefault(a["image_id"], []).append(a)
+    d = shardread.Dataset(out)
+    assert len(d) == len(imgs)
+    seen = 0
+    for i, im in enumerate(imgs):
+        img, t = d[i]
+        masks, kps = np.asarray(t["masks"]), np.asarray(t["keypoints"])
+        n = len(np.asarray(t["labels"]))
+        assert masks.dtype == np.uint8 and masks.shape == (n, 40, 48)
+        assert kps.dtype == np.float32 and kps.shape == (n, 3, 3)
+        w, h = im["width"], im["height"]
+        p = plan(g, w, h)
+        rw, rh, dx, dy, dw, dh, wx, wy = p
+        sx, sy = rw / w, rh / h
+        want_m, want_k = [], []
+        for a in by_img.get(im["id"], []):
+            m = segm_ref.move_mask(segm_ref.source_mask(a, w, h), w, h, p, 48, 40)
+            if not m.any():
+                continue
+            want_m.append(m)
+            k3 = np.zeros((3, 3))
+            for k, (x, y, v) in enumerate(np.reshape(a.get("keypoints") or [0] * 9, (3, 3))):
+                qx, qy = x * sx + dx - wx, y * sy + dy - wy
+                if v and dx <= qx <= dx + dw and dy <= qy <= dy + dh:
+                    k3[k] = (qx, qy, v)
+            want_k.append(k3)
+        assert len(want_m) == n
+        if n:
+            assert np.array_equal(masks, np.stack(want_m)), i
+            assert np.abs(kps - np.stack(want_k)).max() <= 1e-4, i
+            # the padding (rows below the resized image, columns right of it) is 0
+            assert not masks[:, dy + dh:, :].any() and not masks[:, :, dx + dw:].any()
+        seen += n
+    assert seen > 10
+
+
+def test_boxes_only_dataset_has_no_masks(tmp_path):
+    d = shardread.Dataset(build_detection(tmp_path, 2))
+    _, t = d[0]
+    assert "masks" not in t and "keypoints" not in t

@@ -1,0 +1,278 @@
+"""NumPy reference of instance masks and keypoints through the build geometry (compiler/segm.h,
+formats/raw.md "Target record, version 2").
+
+usage: segm_ref.py make COCO_IN COCO_OUT
+  Add segmentation to every annotation of COCO_IN (a shardc-mksample --coco file), in turn:
+  one polygon, two polygons (one concave), uncompressed RLE, COCO's compressed RLE string
+  (iscrowd 1), none (the box); and 3 keypoints (names, skeleton) to category 1's annotations.
+usage: segm_ref.py check COCO_JSON MANIFEST TARGETS_JSONL
+  Rasterise the polygons (even-odd at pixel centres), decode the RLE (written here from COCO's
+  definition), move masks with torch's nearest arithmetic and keypoints with the boxes' affine
+  map, and compare with `shardc info OUT --targets`: masks byte-exact, keypoints to 1e-4 pixel,
+  boxes to 1e-4, labels, drops exactly. Exit 1 on the first difference.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from detect_ref import plan  # noqa: E402
+
+KP_NAMES = ["left", "right", "top"]
+
+
+def rle_string(counts):
+    """COCO's compressed counts (maskApi.c rleToString): 5 bits a character plus 48, a
+    continuation bit 0x20, sign bit 0x10 of the last group, counts from the third on as the
+    difference to the count two before."""
+    out = []
+    for i, x in enumerate(counts):
+        if i > 2:
+            x -= counts[i - 2]
+        more = True
+        while more:
+            c = x & 0x1f
+            x >>= 5
+            more = (x != -1) if (c & 0x10) else (x != 0)
+            if more:
+                c |= 0x20
+            out.append(chr(c + 48))
+    return "".join(out)
+
+
+def rle_unstring(s):
+    counts, p = [], 0
+    while p < len(s):
+        x, k, more = 0, 0, True
+        while more:
+            c = ord(s[p]) - 48
+            x |= (c & 0x1f) << (5 * k)
+            more = bool(c & 0x20)
+            p += 1
+            k += 1
+            if not more and (c & 0x10):
+                x |= -1 << (5 * k)
+        if len(counts) > 2:
+            x += counts[-2]
+        counts.append(x)
+    return counts
+
+
+def rle_decode(counts, h, w):
+    """COCO RLE: runs down the columns (Fortran order), 0s first."""
+    flat = np.zeros(h * w, np.uint8)
+    at = 0
+    for i, c in enumerate(counts):
+        if i % 2:
+            flat[at:at + c] = 1
+        at += c
+    assert at == h * w
+    return flat.reshape(w, h).T.copy()
+
+
+def rle_encode_cols(mask):
+    flat = mask.T.reshape(-1)
+    counts, cur, run = [], 0, 0
+    for v in flat:
+        if v == cur:
+            run += 1
+        else:
+            counts.append(run)
+            cur, run = v, 1
+    counts.append(run)
+    return counts
+
+
+def raster_polygon(xy, w, h):
+    """Even-odd rule at pixel centres: pixel inside when the crossings of its row at x <= its
+    centre are odd in number."""
+    pts = np.asarray(xy, np.float64).reshape(-1, 2)
+    x0, y0 = pts[:, 0], pts[:, 1]
+    x1, y1 = np.roll(x0, -1), np.roll(y0, -1)
+    yc = np.arange(h)[:, None] + 0.5
+    cross = (y0[None, :] <= yc) != (y1[None, :] <= yc)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xe = x0[None, :] + (yc - y0[None, :]) * (x1 - x0)[None, :] / (y1 - y0)[None, :]
+    xc = np.arange(w)[:, None, None] + 0.5     # (w, 1, 1)
+    n = (cross[None, :, :] & (xe[None, :, :] <= xc)).sum(2)     # (w, h)
+    return (n.T % 2).astype(np.uint8)
+
+
+def source_mask(a, w, h):
+    sg = a.get("segmentation")
+    if isinstance(sg, dict):
+        c = sg["counts"]
+        return rle_decode(rle_unstring(c) if isinstance(c, str) else c, h, w)
+    m = np.zeros((h, w), np.uint8)
+    if sg:
+        for poly in sg:
+            m |= raster_polygon(poly, w, h)
+        return m
+    x, y, bw, bh = a["bbox"]
+    x1, y1, x2, y2 = max(x, 0), max(y, 0), min(x + bw, w), min(y + bh, h)
+    cx = np.arange(w) + 0.5
+    cy = np.arange(h) + 0.5
+    return ((cy[:, None] >= y1) & (cy[:, None] < y2) & (cx[None, :] >= x1) &
+            (cx[None, :] < x2)).astype(np.uint8)
+
+
+def nearest_index(n_out, n_in):
+    """torch.nn.functional.interpolate(mode='nearest'): floor(i * (in / out)) in float32."""
+    if n_in == n_out:
+        return np.arange(n_out)
+    scale = np.float32(np.float32(n_in) / np.float32(n_out))
+    i = np.floor(np.arange(n_out, dtype=np.float32) * scale).astype(np.int64)
+    return np.minimum(i, n_in - 1)
+
+
+def move_mask(m, w, h, p, out_w, out_h):
+    rw, rh, dx, dy, dw, dh, wx, wy = p
+    ix = nearest_index(rw, w)[wx:wx + dw]
+    iy = nearest_index(rh, h)[wy:wy + dh]
+    out = np.zeros((out_h, out_w), np.uint8)
+    out[dy:dy + dh, dx:dx + dw] = m[np.ix_(iy, ix)]
+    return out
+
+
+def runs(mask):
+    flat = mask.reshape(-1)
+    out, cur, run = [], 0, 0
+    for v in flat:
+        if v == cur:
+            run += 1
+        else:
+            out.append(run)
+            cur, run = v, 1
+    out.append(run)
+    return out
+
+
+def make(src, dst):
+    coco = json.load(open(src))
+    rng = np.random.default_rng(7)
+    ims = {im["id"]: im for im in coco["images"]}
+    for c in coco["categories"]:
+        if c["id"] == 1:
+            c["keypoints"] = KP_NAMES
+            c["skeleton"] = [[1, 2], [2, 3]]
+    for i, a in enumerate(coco["annotations"]):
+        im = ims[a["image_id"]]
+        w, h = im["width"], im["height"]
+        x, y, bw, bh = a["bbox"]
+        kind = i % 5
+        poly = [x, y, x + bw, y + bh * 0.3, x + bw * 0.4, y + bh]
+        if kind == 0:
+            a["segmentation"] = [[float(v) for v in poly]]
+        elif kind == 1:
+            concave = [x + bw, y, x + bw, y + bh, x + bw * 0.5, y + bh * 0.5,
+                       x + bw * 0.2, y + bh]
+            a["segmentation"] = [poly, [float(min(v, w if j % 2 == 0 else h))
+                                        for j, v in enumerate(concave)]]
+        elif kind in (2, 3):
+            m = np.zeros((h, w), np.uint8)
+            m[int(y):int(y + bh), int(x):int(x + bw)] = 1
+            m[int(y):int(y + bh):3, int(x):int(x + bw):2] = 0
+            c = rle_encode_cols(m)
+            a["segmentation"] = {"size": [h, w], "counts": c if kind == 2 else rle_string(c)}
+            assert rle_unstring(rle_string(c)) == c
+            a["iscrowd"] = 1 if kind == 3 else 0
+        else:
+            a.pop("segmentation", None)
+        if a["category_id"] == 1:
+            kp = []
+            for k in range(3):
+                v = int(rng.integers(0, 3))
+                px, py = (x + bw * rng.random(), y + bh * rng.random()) if v else (0, 0)
+                kp += [float(px), float(py), v]
+            a["keypoints"] = kp
+            a["num_keypoints"] = sum(1 for k in kp[2::3] if k > 0)
+    json.dump(coco, open(dst, "w"))
+
+
+def check(coco_path, manifest_path, got_path):
+    coco = json.load(open(coco_path))
+    g = json.load(open(manifest_path))["geometry"]
+    got = [json.loads(line) for line in open(got_path) if line.strip()]
+    imgs = sorted(coco["images"], key=lambda i: i["file_name"].encode())
+    by_img = {}
+    for a in coco["annotations"]:
+        by_img.setdefault(a["image_id"], []).append(a)
+    if len(got) != len(imgs):
+        print("%d samples, expected %d" % (len(got), len(imgs)))
+        return 1
+    checked = 0
+    for n, (im, t) in enumerate(zip(imgs, got)):
+        w, h = im["width"], im["height"]
+        p = plan(g, w, h)
+        rw, rh, dx, dy, dw, dh, wx, wy = p
+        out_w, out_h = (g["width"], g["height"]) if g["mode"] == "size" else \
+            ((g["crop_width"], g["crop_height"]) if g.get("crop_width") else (rw, rh))
+        sx, sy, ox, oy = rw / w, rh / h, dx - wx, dy - wy
+        boxes, masks, kps, labels, dropped = [], [], [], [], 0
+        for a in by_img.get(im["id"], []):
+            x, y, bw, bh = a["bbox"]
+            b = np.clip([x, y, x + bw, y + bh], 0, [w, h, w, h])
+            m = b * [sx, sy, sx, sy] + [ox, oy, ox, oy]
+            m = np.clip(m, [dx, dy, dx, dy], [dx + dw, dy + dh, dx + dw, dy + dh])
+            m = m.astype(np.float32)
+            if not (m[0] < m[2] and m[1] < m[3]):
+                dropped += 1
+                continue
+            mk = move_mask(source_mask(a, w, h), w, h, p, out_w, out_h)
+            if not mk.any():
+                dropped += 1
+                continue
+            boxes.append(m)
+            masks.append(runs(mk))
+            labels.append(a["category_id"])
+            k3 = []
+            src = a.get("keypoints") or [0] * 9
+            for k in range(3):
+                px, py, v = src[3 * k:3 * k + 3]
+                qx, qy = px * sx + ox, py * sy + oy
+                if v == 0 or not (dx <= qx <= dx + dw and dy <= qy <= dy + dh):
+                    k3.append([0, 0, 0])
+                else:
+                    k3.append([qx, qy, v])
+            kps.append(k3)
+        if t["size"] != [out_h, out_w]:
+            print("sample %d: size %r, expected %r" % (n, t["size"], [out_h, out_w]))
+            return 1
+        if t["labels"] != labels or t["dropped"] != dropped:
+            print("sample %d: labels %r dropped %d, expected %r and %d" %
+                  (n, t["labels"], t["dropped"], labels, dropped))
+            return 1
+        tb = np.array(t["boxes"], np.float64).reshape(-1, 4)
+        if tb.shape[0] != len(boxes) or (boxes and np.abs(tb - np.array(boxes)).max() > 1e-4):
+            print("sample %d: boxes %r, expected %r" % (n, tb.tolist(), boxes))
+            return 1
+        for k, (gm, em) in enumerate(zip(t["masks"], masks)):
+            if gm != em:
+                print("sample %d instance %d: mask runs %r, expected %r" % (n, k, gm, em))
+                return 1
+        tk = np.array(t["keypoints"], np.float64).reshape(-1, 3, 3)
+        ek = np.array(kps, np.float64).reshape(-1, 3, 3)
+        if tk.shape != ek.shape or (ek.size and np.abs(tk - ek).max() > 1e-4):
+            print("sample %d: keypoints %r, expected %r" % (n, tk.tolist(), ek.tolist()))
+            return 1
+        checked += len(masks)
+    if checked == 0:
+        print("no instance checked")
+        return 1
+    return 0
+
+
+def main():
+    if sys.argv[1] == "make":
+        make(sys.argv[2], sys.argv[3])
+        return 0
+    if sys.argv[1] == "check":
+        return check(sys.argv[2], sys.argv[3], sys.argv[4])
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
