@@ -826,8 +826,8 @@ typedef struct {
 } shr_stream;
 
 /* Open a reader over n streams (1 .. 256) with options o (as shr_open; in quasi order each
- * stream is read in its own quasi order over its shards, mixture.h). Errors as shr_open's, the message naming the stream; SHR_EINVAL for streams that
- * cannot be mixed (see above). */
+ * stream is read in its own quasi order over its shards). Errors as shr_open's, the message
+ * naming the stream; SHR_EINVAL for streams that cannot be mixed (see above). */
 SHR_API int shr_open_mixture(shr_reader **r, const shr_stream *streams, uint32_t n,
                              uint64_t samples_per_epoch, int offset_labels, const shr_options *o);
 
@@ -917,7 +917,7 @@ SHR_API void shr_get_info(const shr_reader *r, shr_info *info);
  * them (CLOCK_MONOTONIC) and the CPU time of that work (CLOCK_THREAD_CPUTIME_ID): four clock
  * reads per batch. The consumer counts the batches shr_next delivered and the time it waited
  * for them. Stage timing, off by default (shr_stats_enable), adds a CLOCK_MONOTONIC read at
- * each stage boundary of each sample (a few per sample: docs/BENCHMARKS.md gives the measured
+ * each stage boundary of each sample (a few per sample: the project's benchmark notes give the measured
  * cost) and sums, per worker, the time of each stage below, with how many samples (or
  * batches, for the batch stages) ran it; and keeps each worker's last SHR_STATS_EVENTS batch
  * fills (stream batch, start and end times) for timelines. Workers switch at their next batch.
@@ -1172,8 +1172,8 @@ SHR_API int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size
  * with shr_last_error(NULL) saying which. */
 SHR_API int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t);
 
-/* Sample idx's instance masks and keypoints (a dataset of target record version 2: formats/
- * raw.md "Target record, version 2"), as the build stored them, in the order of
+/* Sample idx's instance masks and keypoints (a dataset of target record version 2: the raw
+ * format's specification, "Target record, version 2"), as the build stored them, in the order of
  * shr_dataset_target's boxes. *num_keypoints: K (0 without keypoints); *keypoints: count * K * 3
  * floats x, y, v (NULL without), valid until shr_dataset_close; *has_masks: whether the dataset
  * stores masks; *width, *height: the stored sample's size. masks (may be NULL; cap bytes): the
@@ -1184,7 +1184,7 @@ SHR_API int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_k
                              uint32_t *height, uint8_t *masks, size_t cap);
 
 /* Fields (datasets written with fields: shardread.Writer(fields=...), shardc build --fields):
- * every sample carries the same named values beyond its label (formats/raw.md "Fields record";
+ * every sample carries the same named values beyond its label (the raw format's specification, "Fields record";
  * the schema is the manifest's "fields"). Types: */
 #define SHR_FIELD_INT 1                 /* int64 values */
 #define SHR_FIELD_FLOAT 2               /* float64 values */
