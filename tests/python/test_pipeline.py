@@ -246,8 +246,9 @@ def test_stub_defaults_equal_the_runtime():
 
 
 def test_peeking_then_the_loop_follows_the_documented_rule(fx):
-    """docs/PYTHON.md, Peeking: a peek takes a batch of epoch 0 and the loop's iter() starts
-    epoch 1; set_epoch(0) before the loop reads epoch 0 whole."""
+    """docs/PYTHON.md, Peeking: a peek takes the first batch of epoch 0, and the loop's iter()
+    continues epoch 0 after it (where state_dict says the Loader stands), then epoch 1 follows;
+    set_epoch(0) before the loop reads epoch 0 whole. With transform= (a Python op) the same."""
     def idx(loader):
         return [b[2].tolist() for b in loader]
     ref = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=2, return_indices=True)
@@ -255,8 +256,16 @@ def test_peeking_then_the_loop_follows_the_documented_rule(fx):
     epoch1 = idx(ref)
     loader = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=2, return_indices=True)
     assert next(iter(loader))[2].tolist() == epoch0[0]
+    assert (loader.state_dict()["epoch"], loader.state_dict()["cursor"]) == (0, 1)
+    it = iter(loader)
+    assert len(loader) == len(epoch0) - 1        # what the continuing iteration yields
+    assert [b[2].tolist() for b in it] == epoch0[1:]
     assert idx(loader) == epoch1
     loader = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=2, return_indices=True)
     next(iter(loader))
     loader.set_epoch(0)
     assert idx(loader) == epoch0
+    loader = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=2, return_indices=True,
+                              transform=[lambda im: im], framework="torch")
+    assert next(iter(loader))[2].tolist() == epoch0[0]
+    assert idx(loader) == epoch0[1:]

@@ -764,7 +764,8 @@ class Loader(_shardread.Loader):
             ...   # images (B, H, W, C) uint8, labels (B,) int64
 
     Each iteration is one epoch; the next iteration starts the next epoch (a random order is a
-    fresh permutation per epoch, from seed and epoch). The batches of an epoch depend only on
+    fresh permutation per epoch, from seed and epoch). An iteration abandoned part way (a peek
+    with next(iter(loader)), a break) is continued by the next one where state_dict() stands. The batches of an epoch depend only on
     the dataset, the options, seed and epoch, never on threads or timing.
 
     shuffle: random order (order='quasi' reads shard windows, for data larger than RAM).
