@@ -138,6 +138,7 @@ class Loader:
         py_workers: int | None = None,
         py_pool: Literal["thread", "process"] = "thread",
         max_threads: int | None = None,
+        resize: int | tuple[int, int] | None = None,
     ) -> None: ...
     @property
     def plan(self) -> dict[str, Any] | None: ...
