@@ -399,7 +399,9 @@ install: all
 #   make check-python     its pytest suite (tests/python/); under SAN=address it runs with libasan
 #                         preloaded into the interpreter (tests/python/run.sh)
 #   make wheel            build/dist/shardread-$(VERSION)-cp311-abi3-linux_x86_64.whl: the package
-#                         with every shared library it needs (scripts/wheel.py)
+#                         with every shared library it needs, and shardc and shardc-mksample as
+#                         console scripts (scripts/wheel.py); prints the wheel's figures (glibc
+#                         needed, bundled libraries, size)
 # The C extension _shardread uses CPython's stable ABI (Py_LIMITED_API 3.11) and no numpy C API,
 # so one binary serves every CPython >= 3.11 with numpy 1 or 2; the pure-Python layer
 # (shardread/__init__.py) makes the arrays. It links libshardread.a into the extension (symbols
@@ -450,9 +452,13 @@ $(PY_PKG)/%: reader/python/shardread/%
 	$(Q)cp $< $@
 
 WHEEL := $(BUILD)/dist/shardread-$(VERSION)-cp311-abi3-linux_x86_64.whl
+# the figures (glibc, bundled libraries, size) are printed on every make wheel, built or not
 wheel: $(WHEEL)
-$(WHEEL): $(PY_SO) $(PY_WSO) $(PY_FILES) scripts/wheel.py
-	$(Q)$(PYTHON) scripts/wheel.py --version $(VERSION) --package $(PY_PKG) --out $@
+	@cat $(WHEEL).figures
+WHEEL_PROGRAMS := $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
+$(WHEEL): $(PY_SO) $(PY_WSO) $(PY_FILES) $(WHEEL_PROGRAMS) scripts/wheel.py
+	$(Q)$(PYTHON) scripts/wheel.py --version $(VERSION) --package $(PY_PKG) --out $@ \
+	    $(addprefix --program ,$(WHEEL_PROGRAMS)) >/dev/null
 
 # the link flags of libshardread.a's dependencies (reader/python/setup.py asks for them)
 print-read-libs:

@@ -195,7 +195,8 @@ typedef enum {
     SHR_SCALE_MULTI,        /* RandomShortestSize(scale_sizes, scale_max): each image its size */
     SHR_SCALE_JITTER,       /* ScaleJitter((height, width), scale_range) + FixedSizeCrop */
     SHR_SCALE_LETTERBOX,    /* resize to fit width x height keeping the aspect, pad centered */
-    SHR_SCALE_NATURAL       /* no resize: each image its stored size, placed as MULTI places it */
+    SHR_SCALE_NATURAL,      /* no resize: each image its stored size, placed as MULTI places it */
+    SHR_SCALE_RESIZE        /* Resize(scale_sizes[0][, max_size=scale_max]) + CenterCrop */
 } shr_scale;
 
 #define SHR_SCALE_MAX_SIZES 16
@@ -326,7 +327,8 @@ typedef struct {
     uint32_t scale_sizes[SHR_SCALE_MAX_SIZES];  /* SHR_SCALE_MULTI: the shortest sides drawn */
     uint32_t scale_nsizes;          /* SHR_SCALE_MULTI: 1..SHR_SCALE_MAX_SIZES of them */
     /* SHR_SCALE_MULTI: the longest side's bound, >= 1; without width and height the canvas
-     * is scale_max x scale_max, so it is then within the output limits (at most 16384) */
+     * is scale_max x scale_max, so it is then within the output limits (at most 16384).
+     * SHR_SCALE_RESIZE: Resize's max_size, 0 for none */
     uint32_t scale_max;
     double scale_range[2];          /* SHR_SCALE_JITTER: 0 < min <= max <= 16 (0.1, 2.0) */
     /* SHR_SCALE_MULTI and SHR_SCALE_NATURAL: non-zero stores each image dense (image_h x image_w, in layout) at the
@@ -553,6 +555,13 @@ SHR_API uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t
  *     Resize(S), S the largest shortest side whose torchvision resize fits inside the output,
  *     then CenterCrop(height, width), which pads with zeros, left (width - scale_w) / 2 and top
  *     (height - scale_h) / 2.
+ *   SHR_SCALE_RESIZE: torchvision's evaluation geometry Resize(S[, max_size=M]) then
+ *     CenterCrop((height, width)), S = scale_sizes[0] (scale_nsizes 1), M = scale_max (0:
+ *     none), no draw; the build's --short-side S [--max-side M] --crop WxH arithmetic
+ *     (formats/geometry.h, FMT_GEOM_SHORT_SIDE): the short side becomes S, the long side
+ *     int(S * long / short) (capped by M as torchvision caps it), the crop at
+ *     int(round((scale - out) / 2)) on an axis the resize covers, zero padding of
+ *     (out - scale) // 2 before and the rest after on one it does not.
  * The flip and the other ops then apply to the output as usual. The boxes follow with the same
  * numbers: x' = x * scale_w / W - crop_x + pad_x, y' = y * scale_h / H - crop_y + pad_y in
  * double, clipped to the image [pad_x, pad_x + image_w] x [pad_y, pad_y + image_h], mirrored

@@ -38,10 +38,10 @@ static const char usage_info[] =
     "  what the dataset directory OUT holds: samples, classes, shards, geometry, channel stats,\n"
     "  augmentation; with --sample I, one sample's label, shape, source file and the exact\n"
     "  augmentation parameters drawn for it (JSON keys source and params); with --targets, a\n"
-    "  detection dataset's targets, one JSON line per sample (index, image_id, orig_size,\n"
-    "  dropped, boxes [x1, y1, x2, y2] in the sample's pixels, labels, iscrowd, area; with\n"
-    "  segmentation: size [height, width], masks as row-major runs from 0s, keypoints as\n"
-    "  [x, y, v] each, label_map as [value, run] pairs)\n";
+    "  detection dataset's targets, one JSON line per sample (index, image_id, orig_size\n"
+    "  [height, width] as torchvision's, dropped, boxes [x1, y1, x2, y2] in the sample's pixels,\n"
+    "  labels, iscrowd, area; with segmentation: size [height, width], masks as row-major runs\n"
+    "  from 0s, keypoints as [x, y, v] each, label_map as [value, run] pairs)\n";
 static const char usage_verify[] =
     "usage: shardc verify OUT\n"
     "  re-hash every sample of OUT against its recorded hash; exit 1 naming each damaged sample\n";
@@ -284,7 +284,7 @@ static int print_targets(const char *dir, const fmt_dataset *d)
             return SHC_EXIT_REJECTS;
         }
         printf("{\"index\": %" PRIu64 ", \"image_id\": %" PRId64 ", \"orig_size\": [%u, %u], "
-               "\"dropped\": %u, \"boxes\": [", i, t.image_id, t.orig_width, t.orig_height,
+               "\"dropped\": %u, \"boxes\": [", i, t.image_id, t.orig_height, t.orig_width,
                t.dropped);
         for (uint32_t k = 0; k < t.count; k++)
             printf("%s[%.9g, %.9g, %.9g, %.9g]", k ? ", " : "", (double)t.boxes[4 * k],

@@ -31,7 +31,7 @@ const char *shr_scale_check(const shr_options *o)
 {
     if (o->scale == SHR_SCALE_NONE)
         return NULL;
-    if ((unsigned)o->scale > SHR_SCALE_NATURAL)
+    if ((unsigned)o->scale > SHR_SCALE_RESIZE)
         return "unknown scale mode";
     if (o->rrc)
         return "scale and rrc exclude each other: both choose the resize";
@@ -52,6 +52,16 @@ const char *shr_scale_check(const shr_options *o)
             return "RandomErasing is not supported with scale_dense yet: use the canvas";
         if (o->scale_dense && (o->mixup_alpha > 0 || o->cutmix_alpha > 0))
             return "MixUp and CutMix mix whole samples: not with scale_dense";
+        return NULL;
+    }
+    if (o->scale == SHR_SCALE_RESIZE) {
+        if (o->scale_nsizes != 1 || o->scale_sizes[0] == 0 ||
+            o->scale_sizes[0] > FMT_GEOM_MAX_SIDE)
+            return "resize needs one size (scale_sizes[0], scale_nsizes 1) in 1..1048576";
+        if (o->scale_max > FMT_GEOM_MAX_SIDE || (o->scale_max && o->scale_max <= o->scale_sizes[0]))
+            return "resize's max_size (scale_max) must be 0 or above its size, at most 1048576";
+        if (!o->width || !o->height)
+            return "resize needs the output (CenterCrop) width and height";
         return NULL;
     }
     if (!o->width || !o->height)
@@ -143,9 +153,13 @@ void shr_scale_draw(const shr_options *o, uint64_t seed, uint64_t epoch, uint64_
         break;
     }
     default: {
-        /* the build's --size W H --fit pad (pixels/geometry.h): Resize(S) then CenterCrop,
-         * S the largest shortest side whose resize fits */
+        /* letterbox: the build's --size W H --fit pad (pixels/geometry.h): Resize(S) then
+         * CenterCrop, S the largest shortest side whose resize fits; resize: the build's
+         * --short-side S [--max-side M] --crop W H */
         fmt_geom g = {.mode = FMT_GEOM_SIZE, .fit = FMT_FIT_PAD, .width = out_w, .height = out_h};
+        if (o->scale == SHR_SCALE_RESIZE)
+            g = (fmt_geom){.mode = FMT_GEOM_SHORT_SIDE, .short_side = o->scale_sizes[0],
+                           .max_side = o->scale_max, .crop_w = out_w, .crop_h = out_h};
         fmt_geom_plan plan;
         if (fmt_geom_plan_for(&g, src_w, src_h, &plan) != 0) {
             /* only for sides beyond FMT_GEOM_MAX_SIDE, which no stored sample has: the image

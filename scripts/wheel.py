@@ -2,8 +2,8 @@
 """Make the shardread wheel: one file that `pip install` puts on any x86-64 Linux with glibc at
 least as new as the build machine's, for every CPython >= 3.11, numpy 1 or 2.
 
-    scripts/wheel.py --package build/python/shardread --version 0.1.0 --out build/dist/X.whl
-    (make wheel runs it)
+    scripts/wheel.py --package build/python/shardread --version 0.1.0 --out build/dist/X.whl \
+        --program build/bin/shardc --program build/bin/shardc-mksample     (make wheel runs it)
 
 The package's C extensions (_shardread, the reader; _shardwrite, the writer) use the stable ABI
 (tag cp311-abi3). Every shared library they need
@@ -11,9 +11,13 @@ beyond the C library is copied into shardread.libs/ under a name made unique by 
 contents (libjpeg.so.62 -> libjpeg-1a2b3c4d.so.62), the references to it rewritten, and the
 extension given RUNPATH $ORIGIN/../shardread.libs, with patchelf: what auditwheel does, so a
 library of the same soname that another package loaded (Pillow's libjpeg, torch's libzstd) is
-never mistaken for ours. The wheel's RECORD holds each file's sha256. The newest glibc symbol
-version the binaries need is printed (the platform tag stays linux_x86_64: the wheel is not
-checked against a manylinux policy).
+never mistaken for ours. Each --program (shardc, shardc-mksample) goes to shardread/bin/ the same
+way (RUNPATH $ORIGIN/../../shardread.libs, its libraries joining the same closure) and becomes a
+console script of the same name (entry_points.txt: shardread._cli runs the bundled binary), so
+`pip install` puts `shardc` on the venv's PATH. The wheel's RECORD holds each file's sha256.
+The wheel's figures are printed last, one line each, and kept in OUT.figures: its path, the
+newest glibc symbol version its binaries need (the platform tag stays linux_x86_64: the wheel is
+not checked against a manylinux policy), the number of bundled libraries and its size.
 """
 import argparse
 import base64
@@ -77,6 +81,8 @@ def main():
     ap.add_argument("--package", required=True, help="the built package directory (shardread/)")
     ap.add_argument("--version", required=True)
     ap.add_argument("--out", required=True, help="the .whl to write")
+    ap.add_argument("--program", action="append", default=[],
+                    help="an executable to bundle in shardread/bin/ as a console script")
     a = ap.parse_args()
     if shutil.which("patchelf") is None:
         sys.exit("wheel: patchelf is missing (scripts/deps.sh installs it)")
@@ -85,6 +91,9 @@ def main():
     for ext in exts:
         if not os.path.isfile(ext):
             sys.exit(f"wheel: {ext} missing (make python)")
+    for prog in a.program:
+        if not os.access(prog, os.X_OK):
+            sys.exit(f"wheel: {prog} missing or not executable (make all)")
 
     with tempfile.TemporaryDirectory() as tmp:
         pkg = os.path.join(tmp, "shardread")
@@ -92,17 +101,24 @@ def main():
         shutil.copytree(a.package, pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         os.makedirs(libs)
         ext_copies = [os.path.join(pkg, n) for n in ext_names]
+        prog_copies = []
+        for prog in a.program:
+            os.makedirs(os.path.join(pkg, "bin"), exist_ok=True)
+            dst = os.path.join(pkg, "bin", os.path.basename(prog))
+            shutil.copyfile(prog, dst)
+            os.chmod(dst, 0o755)
+            prog_copies.append(dst)
 
-        # the closure of the extensions' libraries, less the system's
+        # the closure of the extensions' and programs' libraries, less the system's
         resolved = {}
-        for ext in exts:
+        for ext in exts + a.program:
             resolved.update({s: p for s, p in ldd(ext).items() if not SYSTEM_LIBS.match(s)})
         renamed = {s: unique_name(s, p) for s, p in resolved.items()}
         for soname, path in resolved.items():
             dst = os.path.join(libs, renamed[soname])
             shutil.copyfile(path, dst)
             os.chmod(dst, 0o755)
-        elves = ext_copies + [os.path.join(libs, n) for n in renamed.values()]
+        elves = ext_copies + prog_copies + [os.path.join(libs, n) for n in renamed.values()]
         for f in elves:
             args = []
             for n in needed(f):
@@ -116,6 +132,8 @@ def main():
             run("patchelf", "--set-rpath", "$ORIGIN", f)
         for ext_copy in ext_copies:
             run("patchelf", "--set-rpath", "$ORIGIN/../shardread.libs", ext_copy)
+        for prog_copy in prog_copies:
+            run("patchelf", "--set-rpath", "$ORIGIN/../../shardread.libs", prog_copy)
         glibc = glibc_needed(elves)
 
         dist = f"shardread-{a.version}.dist-info"
@@ -136,6 +154,10 @@ def main():
                 f"Tag: {TAG}\n"),
             f"{dist}/top_level.txt": "shardread\n",
         }
+        if prog_copies:
+            meta[f"{dist}/entry_points.txt"] = "[console_scripts]\n" + "".join(
+                f"{n} = shardread._cli:{n.replace('-', '_')}\n"
+                for n in sorted(os.path.basename(p) for p in prog_copies))
         os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
         part = a.out + ".part"
         records = []
@@ -146,13 +168,16 @@ def main():
                 info.compress_type = zipfile.ZIP_DEFLATED
                 z.writestr(info, data)
                 records.append(f"{name},{record_hash(data)},{len(data)}")
+            progs = {os.path.relpath(p, tmp) for p in prog_copies}
             for top in ("shardread", "shardread.libs"):
-                for name in sorted(os.listdir(os.path.join(tmp, top))):
-                    p = os.path.join(tmp, top, name)
-                    with open(p, "rb") as f:
-                        data = f.read()
-                    add(f"{top}/{name}", data, 0o755 if name.endswith(".so") or ".so." in name
-                        else 0o644)
+                for dirpath, dirnames, files in sorted(os.walk(os.path.join(tmp, top))):
+                    dirnames.sort()
+                    for name in sorted(files):
+                        rel = os.path.relpath(os.path.join(dirpath, name), tmp)
+                        with open(os.path.join(tmp, rel), "rb") as f:
+                            data = f.read()
+                        add(rel, data, 0o755 if name.endswith(".so") or ".so." in name
+                            or rel in progs else 0o644)
             for name, text in meta.items():
                 add(name, text.encode())
             rec = f"{dist}/RECORD"
@@ -162,8 +187,15 @@ def main():
             z.writestr(info, text)
         os.replace(part, a.out)
     size = os.path.getsize(a.out)
-    print(f"wheel: {a.out} ({size / 2**20:.1f} MiB, {len(renamed)} bundled libraries, "
-          f"needs glibc >= {glibc})")
+    figures = (f"wheel: {a.out}\n"
+          f"wheel: needs glibc >= {glibc}\n"
+          f"wheel: {len(renamed)} bundled libraries\n"
+          f"wheel: {size / 2**20:.1f} MiB ({size} bytes)\n"
+          "wheel: console scripts: "
+          f"{', '.join(sorted(os.path.basename(p) for p in a.program)) or 'none'}\n")
+    with open(a.out + ".figures", "w") as f:     # make wheel prints them again when up to date
+        f.write(figures)
+    sys.stdout.write(figures)
 
 
 if __name__ == "__main__":

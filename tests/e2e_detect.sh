@@ -108,7 +108,7 @@ a, b = t
 assert a["image_id"] == -5 and b["image_id"] == 90000000001, t
 assert a["labels"] == [90, 4000000000] and a["iscrowd"] == [1, 0] and a["area"] == [12.5, 0], a
 assert a["boxes"][0] == [0.5, 1.25, 11.25, 4.25], a
-assert a["boxes"][1] == [0, 0] + a["orig_size"], a
+assert a["boxes"][1] == [0, 0] + a["orig_size"][::-1], a  # orig_size is (height, width)
 assert b["labels"] == [7] and b["boxes"] == [[2, 3, 6, 8]] and b["area"] == [20] and b["iscrowd"] == [0], b
 ' "$T/rt.jsonl" "$T/rtout/manifest.json"
 

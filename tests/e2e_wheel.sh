@@ -4,7 +4,11 @@
 # every library it needs but the C library resolves inside the wheel (shardread.libs/, through
 # RUNPATH, with no LD_LIBRARY_PATH); and installed with pip into a fresh virtual environment
 # (--system-site-packages for numpy, torch and Pillow), the whole Python suite (tests/python)
-# passes against the installed package, run from outside the repository.
+# passes against the installed package, run from outside the repository. The programs come with
+# it: `shardc` and `shardc-mksample` are the venv's console scripts running the bundled binaries
+# (their libraries inside the wheel too), and with no build tree on PATH they make, build and
+# describe a small COCO detection set that a Loader then reads. make wheel prints the figures
+# the docs refer to (glibc, bundled libraries, size).
 . "$(dirname "$0")/lib.sh"
 
 PY=${SHARDC_PYTHON:-/usr/bin/python3}
@@ -16,8 +20,14 @@ esac
 
 make --no-print-directory -C "$ROOT" BUILD="$BUILD" wheel >"$T/wheel.log" 2>&1
 check "make wheel" test -f "$ROOT/$BUILD/dist/shardread-0.1.0-cp311-abi3-linux_x86_64.whl"
-sed 's/^/       /' "$T/wheel.log" | tail -1
+grep '^wheel: ' "$T/wheel.log" | sed 's/^/       /'
+check "make wheel prints the glibc it needs, the bundled libraries and the size" bash -c "
+  grep -Eq '^wheel: needs glibc >= 2\.[0-9]+\$' '$T/wheel.log' &&
+  grep -Eq '^wheel: [0-9]+ bundled libraries\$' '$T/wheel.log' &&
+  grep -Eq '^wheel: [0-9.]+ MiB \([0-9]+ bytes\)\$' '$T/wheel.log'"
 WHL=$(ls "$ROOT/$BUILD"/dist/shardread-*-cp311-abi3-linux_x86_64.whl | head -1)
+check "the printed size is the wheel's" grep -q "^wheel: .* MiB ($(stat -c %s "$WHL") bytes)\$" \
+  "$T/wheel.log"
 
 mkdir "$T/unz"
 (cd "$T/unz" && python3 -m zipfile -e "$WHL" .)
@@ -104,6 +114,26 @@ else
   ok "every library of the writer's extension but glibc's resolves inside shardread.libs"
 fi
 
+# the programs: in shardread/bin/, executable, every library inside the wheel, and named as
+# console scripts
+for prog in shardc shardc-mksample; do
+  P="$T/unz/shardread/bin/$prog"
+  check "the wheel holds $prog" test -f "$P"
+  env -u LD_LIBRARY_PATH ldd "$P" >"$T/pldd" 2>&1
+  poutside=$(awk '$2 == "=>" {print $1, $3}' "$T/pldd" | while read -r n p; do echo "$n $(readlink -f "$p")"; done |
+    grep -vE '^(libc|libm|libpthread|libdl|librt|libutil|libresolv|ld-linux[^ ]*)\.so' |
+    grep -v " $T/unz/shardread.libs/" || true)
+  if grep -q 'not found' "$T/pldd" || [ -n "$poutside" ]; then
+    bad "$prog's libraries do not all resolve inside the wheel: $(grep 'not found' "$T/pldd" | tr '\n' ' ')$poutside"
+  else
+    ok "every library of $prog but glibc's resolves inside shardread.libs"
+  fi
+done
+check "entry_points.txt names shardc and shardc-mksample as console scripts" bash -c "
+  grep -qx 'shardc = shardread._cli:shardc' '$T/unz/shardread-0.1.0.dist-info/entry_points.txt' &&
+  grep -qx 'shardc-mksample = shardread._cli:shardc_mksample' \
+    '$T/unz/shardread-0.1.0.dist-info/entry_points.txt'"
+
 # installed into a fresh venv and tested from outside the repository
 if ! "$PY" -m venv --system-site-packages "$T/venv" >"$T/venv.log" 2>&1; then
   bad "python3 -m venv: $(tail -1 "$T/venv.log") (scripts/deps.sh installs python3-venv)"
@@ -118,6 +148,41 @@ case "$where" in
   "$T/venv/"*) ok "the venv imports the installed package ($where)" ;;
   *) bad "the venv imports shardread from elsewhere: $where"; sed 's/^/       /' "$T/pip.log" ;;
 esac
+
+# the console scripts, with only the venv and the system on PATH (no build tree): a small COCO
+# detection set made, built, described and read
+VENV_PATH="$T/venv/bin:/usr/bin:/bin"
+vrun() { (cd "$T" && env -u PYTHONPATH -u LD_LIBRARY_PATH PATH="$VENV_PATH" "$@"); }
+check "shardc on the venv's PATH is its console script" \
+  test "$(vrun sh -c 'command -v shardc')" = "$T/venv/bin/shardc"
+expect_exit 0 "shardc --version from the venv" vrun shardc --version
+expect_exit 0 "shardc-mksample --coco from the venv" vrun shardc-mksample "$T/coco" --coco \
+  "$T/coco.json" --per-class 8 --min-side 40 --max-side 80 --seed 3 --quiet
+expect_exit 0 "shardc build --coco from the venv" vrun shardc build "$T/coco" --coco "$T/coco.json" \
+  -o "$T/det" --size 48x40 --fit pad -j2 --no-progress
+vrun shardc info "$T/det" --targets >"$T/det.jsonl" 2>"$T/det.err"
+check "shardc info --targets from the venv: one line per image, orig_size (h, w) as annotated" \
+  "$VPY" -c '
+import json, sys
+coco = json.load(open(sys.argv[1]))
+t = [json.loads(l) for l in open(sys.argv[2])]
+ims = sorted(coco["images"], key=lambda im: im["file_name"])
+assert len(t) == len(ims) == 8, (len(t), len(ims))
+assert [x["orig_size"] for x in t] == [[im["height"], im["width"]] for im in ims], t
+assert sum(len(x["labels"]) + x["dropped"] for x in t) == len(coco["annotations"]), t
+' "$T/coco.json" "$T/det.jsonl"
+check "a Loader from the venv reads the detection set the venv's shardc built" vrun "$VPY" -c '
+import json, sys, shardread
+t = [json.loads(l) for l in open(sys.argv[2])]
+n = 0
+for images, targets in shardread.Loader(sys.argv[1], batch_size=4, targets=True, shuffle=False):
+    assert images.shape == (4, 40, 48, 3), images.shape
+    for tg in targets:
+        assert [int(v) for v in tg["orig_size"]] == t[n]["orig_size"], (tg, t[n])
+        assert [int(v) for v in tg["labels"]] == t[n]["labels"], (tg, t[n])
+        n += 1
+assert n == 8, n
+' "$T/det" "$T/det.jsonl"
 
 # the Python suite against the installed package: tests copied out of the repository, the
 # fixtures built by this build's shardc (and the NumPy references they import from tests/)

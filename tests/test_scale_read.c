@@ -341,6 +341,66 @@ START_TEST(test_refused)
     o.scale = SHR_SCALE_LETTERBOX;
     ck_assert_int_eq(shr_open(&r, g_var, &o), SHR_EINVAL);
     ck_assert_ptr_null(r);
+    base(&o);
+    o.scale = SHR_SCALE_RESIZE;         /* no size */
+    o.width = o.height = 16;
+    ck_assert_int_eq(shr_draw_params(&o, 0, 0, 10, 10, &p), SHR_EINVAL);
+    o.scale_nsizes = 1;
+    o.scale_sizes[0] = 20;
+    o.scale_max = 20;                   /* max_size must be above the size */
+    ck_assert_int_eq(shr_draw_params(&o, 0, 0, 10, 10, &p), SHR_EINVAL);
+    o.scale_max = 0;
+    o.width = 0;                        /* no crop */
+    ck_assert_int_eq(shr_draw_params(&o, 0, 0, 10, 10, &p), SHR_EINVAL);
+    o.width = 16;
+    ck_assert_int_eq(shr_draw_params(&o, 0, 0, 10, 10, &p), 0);
+}
+END_TEST
+
+/* Resize(S[, max_size]) then CenterCrop: torchvision's arithmetic (F.resize's
+ * _compute_resized_output_size, F.center_crop's padding and int(round(.)) offsets); the pixels
+ * against torchvision: tests/python/test_pipeline.py */
+START_TEST(test_resize_center_crop)
+{
+    shr_options o;
+    shr_options_init(&o);
+    o.scale = SHR_SCALE_RESIZE;
+    o.scale_nsizes = 1;
+    shr_params p;
+    int cropped = 0, padded = 0, capped = 0;
+    for (uint32_t S = 7; S < 90; S += 41)
+        for (uint32_t M = 0; M < 2; M++)
+            for (uint32_t W = 3; W < 300; W += 23)
+                for (uint32_t H = 2; H < 300; H += 29) {
+                    o.scale_sizes[0] = S;
+                    o.scale_max = M ? S + 9 : 0;
+                    o.width = 24;
+                    o.height = 17;
+                    ck_assert_int_eq(shr_draw_params(&o, 1, 2, W, H, &p), 0);
+                    uint32_t sh = W <= H ? W : H, lg = W <= H ? H : W;
+                    uint32_t ns = S, nl = (uint32_t)((double)S * lg / sh);
+                    if (o.scale_max && nl > o.scale_max) {
+                        ns = (uint32_t)((double)o.scale_max * ns / nl);
+                        nl = o.scale_max;
+                        capped++;
+                    }
+                    ns = ns ? ns : 1;           /* a side is at least 1 */
+                    uint32_t rw = W <= H ? ns : nl, rh = W <= H ? nl : ns;
+                    ck_assert_uint_eq(p.scale_w, rw);
+                    ck_assert_uint_eq(p.scale_h, rh);
+                    ck_assert_uint_eq(p.image_w, rw < 24 ? rw : 24);
+                    ck_assert_uint_eq(p.image_h, rh < 17 ? rh : 17);
+                    /* Python's round(): halves to even */
+                    uint32_t cx = rw > 24 ? (uint32_t)nearbyint((rw - 24) / 2.0) : 0;
+                    uint32_t cy = rh > 17 ? (uint32_t)nearbyint((rh - 17) / 2.0) : 0;
+                    ck_assert_uint_eq(p.crop_x, cx);
+                    ck_assert_uint_eq(p.crop_y, cy);
+                    ck_assert_uint_eq(p.pad_x, rw < 24 ? (24 - rw) / 2 : 0);
+                    ck_assert_uint_eq(p.pad_y, rh < 17 ? (17 - rh) / 2 : 0);
+                    cropped += rw > 24 || rh > 17;
+                    padded += rw < 24 || rh < 17;
+                }
+    ck_assert(cropped > 0 && padded > 0 && capped > 0);
 }
 END_TEST
 
@@ -351,6 +411,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_draws);
+    tcase_add_test(tc, test_resize_center_crop);
     tcase_add_test(tc, test_reader_multi);
     tcase_add_test(tc, test_reader_jitter_letterbox);
     tcase_add_test(tc, test_refused);

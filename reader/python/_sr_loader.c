@@ -271,16 +271,20 @@ static PyObject *Loader_iter(LoaderObject *self)
         PyErr_SetString(PyExc_RuntimeError, "the Loader is being iterated by another thread");
         return NULL;
     }
-    if (self->active && self->epoch >= MAX_EPOCH) {
-        past_last_epoch();
-        return NULL;
-    }
     if (self->active) {
-        /* the last iteration was abandoned: like a DataLoader, a new one is a new epoch */
-        self->epoch++;
-        self->cursor = 0;
-        self->start = 0;
+        /* the last iteration was abandoned (a peek, a break): the new one continues its epoch
+         * where state_dict says the Loader stands; one left after its epoch's last batch (no
+         * StopIteration seen, as zip(range(len(loader)), loader) leaves it) starts the next */
         self->active = 0;
+        if (batches_left(self) == 0) {
+            if (self->epoch >= MAX_EPOCH) {
+                past_last_epoch();
+                return NULL;
+            }
+            self->epoch++;
+            self->cursor = 0;
+            self->start = 0;
+        }
     }
     /* the end of the last epoch: nothing is left, and no epoch follows */
     if (self->epoch >= MAX_EPOCH && batches_left(self) == 0) {
@@ -693,7 +697,8 @@ static PyMethodDef Loader_methods[] = {
      "set_epoch(epoch)\n"
      "\n"
      "Make the next iteration read this epoch (its order comes from seed and epoch),\n"
-     "0 .. 2**63 - 1. Without it, each iteration reads the epoch after the last; after\n"
+     "0 .. 2**63 - 1. Without it, each iteration reads the epoch after the last (or the\n"
+     "rest of an abandoned one, where state_dict stands); after\n"
      "epoch 2**63 - 1 the Loader stays at its end (its state_dict loads) and a further\n"
      "iteration raises OverflowError. An iteration under way is abandoned. After\n"
      "load_state_dict of a state in this same epoch the loaded cursor is kept, so\n"

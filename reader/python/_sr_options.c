@@ -312,19 +312,21 @@ static int transform_options(shr_options *o, PyObject *flip, PyObject *rrc, PyOb
  * (shardread.h, "Scale"); the package's Loader takes multiscale=, scale_jitter=, letterbox=
  * and pad_to= and passes this, checked. mode is 'multiscale' (sizes, max_size, dense: each
  * image dense at the start of its sample, for the list of per-image views), 'jitter'
- * ((lo, hi)), 'letterbox' or 'natural' (dense: each image at its stored size); the unused
+ * ((lo, hi)), 'letterbox', 'natural' (dense: each image at its stored size) or 'resize'
+ * (sizes: one, max_size or None: Resize then CenterCrop to the size); the unused
  * items are None. */
 static int scale_options(shr_options *o, PyObject *scale)
 {
     int mode;
-    static const char *const modes[] = {"none", "multiscale", "jitter", "letterbox", "natural"};
+    static const char *const modes[] = {"none", "multiscale", "jitter", "letterbox", "natural",
+                                        "resize"};
     if (!PyTuple_Check(scale) || PyTuple_Size(scale) != 5) {
         PyErr_Format(PyExc_TypeError, "scale must be a (mode, sizes, max_size, range, dense) "
                      "tuple, not %R", scale);
         return -1;
     }
-    if (choose(PyTuple_GetItem(scale, 0), "scale mode (multiscale, jitter, letterbox or "
-               "natural)", modes, 5, &mode) < 0)
+    if (choose(PyTuple_GetItem(scale, 0), "scale mode (multiscale, jitter, letterbox, "
+               "natural or resize)", modes, 6, &mode) < 0)
         return -1;
     o->scale = (shr_scale)mode;
     PyObject *sizes = PyTuple_GetItem(scale, 1), *max = PyTuple_GetItem(scale, 2),

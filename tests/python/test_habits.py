@@ -285,8 +285,13 @@ def test_two_threads_calling_iter_on_one_loader(fx):
     assert not any(t.is_alive() for t in threads)
     assert not errors, errors
     assert done  # some iterations went through
-    # the Loader is still whole afterwards
-    assert sum(1 for _ in loader) == len(loader)
+    # the Loader is still whole afterwards: the abandoned epoch's rest (where state_dict
+    # stands), then a whole epoch
+    st = loader.state_dict()
+    it = iter(loader)
+    rest = len(loader)
+    assert rest == 12 - st["cursor"] and sum(1 for _ in it) == rest
+    assert sum(1 for _ in loader) == len(loader) == 12
 
 
 def test_dataset_verify_samples(fx):

@@ -246,8 +246,9 @@ def test_stub_defaults_equal_the_runtime():
 
 
 def test_peeking_then_the_loop_follows_the_documented_rule(fx):
-    """docs/PYTHON.md, Peeking: a peek takes a batch of epoch 0 and the loop's iter() starts
-    epoch 1; set_epoch(0) before the loop reads epoch 0 whole."""
+    """docs/PYTHON.md, Peeking: a peek takes the first batch of epoch 0, and the loop's iter()
+    continues epoch 0 after it (where state_dict says the Loader stands), then epoch 1 follows;
+    set_epoch(0) before the loop reads epoch 0 whole. With transform= (a Python op) the same."""
     def idx(loader):
         return [b[2].tolist() for b in loader]
     ref = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=2, return_indices=True)
@@ -255,8 +256,69 @@ def test_peeking_then_the_loop_follows_the_documented_rule(fx):
     epoch1 = idx(ref)
     loader = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=2, return_indices=True)
     assert next(iter(loader))[2].tolist() == epoch0[0]
+    assert (loader.state_dict()["epoch"], loader.state_dict()["cursor"]) == (0, 1)
+    it = iter(loader)
+    assert len(loader) == len(epoch0) - 1        # what the continuing iteration yields
+    assert [b[2].tolist() for b in it] == epoch0[1:]
     assert idx(loader) == epoch1
     loader = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=2, return_indices=True)
     next(iter(loader))
     loader.set_epoch(0)
     assert idx(loader) == epoch0
+    loader = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=2, return_indices=True,
+                              transform=[lambda im: im], framework="torch")
+    assert next(iter(loader))[2].tolist() == epoch0[0]
+    assert idx(loader) == epoch0[1:]
+
+
+@pytest.mark.parametrize("recipe", ["eval", "bicubic_pad", "max_size", "gray"])
+def test_resize_then_center_crop_in_c_equals_torchvision(fx, recipe):
+    """An evaluation recipe Resize(S) + CenterCrop + ToTensor + Normalize runs in the reader's
+    threads (resize=, the build's --short-side/--crop geometry) and equals torchvision applied
+    to the PIL image of the stored sample, pixel for pixel: enlarging and reducing, a crop
+    larger than the resize on one axis (CenterCrop pads), max_size, bicubic, gray."""
+    bic = InterpolationMode.BICUBIC
+    path = fx.var_gray if recipe == "gray" else fx.var
+    head = {"eval": [T.Resize(20), T.CenterCrop(16)],
+            "bicubic_pad": [T.Resize(12, interpolation=bic), T.CenterCrop((18, 14))],
+            "max_size": [T.Resize([30], max_size=34), T.CenterCrop((28, 20))],
+            "gray": [T.Resize(14), T.CenterCrop(12)]}[recipe]
+    norm = T.Normalize(MEAN[:1], STD[:1]) if recipe == "gray" else T.Normalize(MEAN, STD)
+    tf = T.Compose(head + [T.ToTensor(), norm])
+    ds = shardread.Dataset(path)
+    loader = shardread.Loader(path, batch_size=5, transform=tf, return_indices=True,
+                              framework="torch", threads=2)
+    assert loader.plan["python"] == [] and loader.plan["c_stages"][:2] == ["crop", "crop"]
+    n, sizes = 0, set()
+    for images, _, indices in loader:
+        for k, i in enumerate(indices.tolist()):
+            img = ds[i][0]
+            sizes.add(img.shape[:2])
+            want = tf(F.to_pil_image(img if img.shape[2] == 3 else img[:, :, 0]))
+            assert torch.equal(images[k], want), (i, img.shape, (images[k] - want).abs().max())
+            n += 1
+    assert n == len(ds) and len(sizes) > 3
+    # the keyword form: resize= with size=, the same batches
+    kw = dict(size=tuple(head[1].size), resize=head[0].size if recipe != "max_size" else
+              (30, 34), interpolation=_pipeline._interp(head[0].interpolation))
+    a = next(iter(shardread.Loader(path, batch_size=5, **kw)))[0]
+    b = next(iter(shardread.Loader(path, batch_size=5, transform=head)))[0]
+    assert np.array_equal(a, b)
+
+
+def test_resize_alone_or_with_other_crops_stays_in_python(fx):
+    """A Resize not followed by CenterCrop gives every image its own size: it ends the prefix;
+    resize= refuses what it cannot mean."""
+    for tf in ([T.Resize(16), T.RandomCrop(12), T.ToTensor()],
+               [T.Resize((16, 12)), T.CenterCrop(12), T.ToTensor()],
+               [T.RandomHorizontalFlip(), T.Resize(16), T.CenterCrop(12)]):
+        plan = _pipeline.compile_pipeline(tf, 3)
+        assert type(plan.python_ops[0]).__name__ == "Resize", plan
+    with pytest.raises(ValueError, match=r"resize= needs size="):
+        shardread.Loader(fx.var, resize=16)
+    with pytest.raises(ValueError, match=r"resize= and rrc= exclude"):
+        shardread.Loader(fx.var, resize=16, size=12, rrc=(0.5, 1))
+    with pytest.raises(ValueError, match=r"max_size must be above the size 16"):
+        shardread.Loader(fx.var, resize=(16, 16), size=12)
+    with pytest.raises(TypeError, match=r"transform= sets resize, size"):
+        shardread.Loader(fx.var, resize=16, size=12, transform=[T.Resize(16), T.CenterCrop(12)])

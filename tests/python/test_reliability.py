@@ -134,10 +134,17 @@ def test_abandoned_last_epoch_does_not_move_past_it(fx):
     ld = shardread.Loader(fx.fixed, batch_size=10)
     ld.set_epoch(LAST)
     next(iter(ld))
+    state = ld.state_dict()
+    assert (state["epoch"], state["cursor"]) == (LAST, 1)
+    shardread.Loader(fx.fixed, batch_size=10).load_state_dict(state)
+    it = iter(ld)                       # an abandoned iteration's epoch continues
+    assert len(ld) == 2
+    next(it)
+    next(it)                            # its last batch, StopIteration not seen
     with pytest.raises(OverflowError, match=r"last epoch, 2\*\*63 - 1"):
         iter(ld)                        # a new iteration would be epoch 2**63
     state = ld.state_dict()
-    assert (state["epoch"], state["cursor"]) == (LAST, 1)
+    assert (state["epoch"], state["cursor"]) == (LAST, 3)
     shardread.Loader(fx.fixed, batch_size=10).load_state_dict(state)
 
 

@@ -227,13 +227,25 @@ def test_iterating_again_is_the_next_epoch_and_set_epoch_picks_one(fx):
     # another seed, another order
     seed2 = shardread.Loader(fx.fixed, batch_size=4, shuffle=True, seed=10, return_indices=True)
     assert indices_of(epoch(seed2)) != indices_of(e0)
-    # an iteration abandoned part way: the next iteration is the next epoch, from its start
+    # an iteration abandoned part way: the next iteration continues that epoch where
+    # state_dict says the Loader stands, then the epochs follow
     loader.set_epoch(0)
     it = iter(loader)
     next(it)
-    assert same(epoch(loader), e1)
+    next(it)
+    assert (loader.state_dict()["epoch"], loader.state_dict()["cursor"]) == (0, 2)
+    rest = epoch(loader)
+    assert same(rest, e0[2:])
     with pytest.raises(RuntimeError):
         next(it)  # superseded
+    assert same(epoch(loader), e1)
+    # one left after its epoch's last batch, StopIteration never seen (zip(range(len(loader)),
+    # loader) leaves it so): the next iteration is the next epoch, whole
+    loader.set_epoch(0)
+    for _ in zip(range(len(loader)), loader):
+        pass
+    assert (loader.state_dict()["epoch"], loader.state_dict()["cursor"]) == (0, len(e0))
+    assert same(epoch(loader), e1)
 
 
 def test_state_dict_resumes_exactly(fx):

@@ -343,3 +343,39 @@ def test_torch_tensor_pixels(tmp_path):
     r = shardread.build([(t, 0), (t.float(), 0)], tmp_path / "py")
     assert r.samples == 1 and "float32" in r.rejects[0][1]
     np.testing.assert_array_equal(shardread.Dataset(str(tmp_path / "py"))[0][0], t.numpy())
+
+
+def test_chw_tensor_refused_or_taken_with_layout(tmp_path):
+    """A CxHxW tensor (torchvision's uint8 layout) is refused at add() with a message naming
+    layout=, not rejected item after item; with layout="CHW" it is the same image as its HWC
+    permutation."""
+    torch = pytest.importorskip("torch")
+    t = torch.arange(3 * 6 * 5, dtype=torch.uint8).reshape(3, 6, 5)
+    with pytest.raises(ValueError, match=r"item 0: array of shape \(3, 6, 5\) is CxHxW .*"
+                       r"layout='CHW'"):
+        shardread.build([(t, 0)], tmp_path / "hwc")
+    assert not os.path.exists(tmp_path / "hwc")
+    r = shardread.build([(t, 0), (t[:1], 1)], tmp_path / "chw", layout="CHW")
+    assert (r.samples, r.rejects) == (2, [])
+    ds = shardread.Dataset(str(tmp_path / "chw"))
+    np.testing.assert_array_equal(ds[0][0], t.permute(1, 2, 0).numpy())
+    np.testing.assert_array_equal(ds[1][0], np.repeat(t[0].numpy()[:, :, None], 3, 2))
+    with pytest.raises(ValueError, match="layout must be 'HWC' or 'CHW'"):
+        shardread.Writer(tmp_path / "x", layout="NCHW")
+
+
+def test_every_item_rejected_raises(tmp_path):
+    """A build whose every item is rejected raises BuildError with the reasons (exit 1, as
+    shardc build's), leaving the 0-sample dataset and its rejects.tsv; one good item is
+    enough for a result."""
+    bad = [(np.zeros((4, 4, 3), np.float32), 0), (b"not an image", 1),
+           (np.zeros((4, 4, 2), np.uint8), 0), (7, 0)]
+    with pytest.raises(shardread.BuildError, match=r"every item was rejected \(4; .*"
+                       r"<memory>#0: array of dtype float32 .*; and 1 more") as e:
+        shardread.build(bad, tmp_path / "all")
+    assert (e.value.exit, e.value.code) == (1, "rejects")
+    assert [n for n, _ in e.value.rejects] == [f"<memory>#{i}" for i in range(4)]
+    assert [row[0] for row in tsv(str(tmp_path / "all"), "rejects.tsv")] == \
+        [f"<memory>#{i}" for i in range(4)]
+    r = shardread.build(bad + [(np.zeros((4, 4, 3), np.uint8), 0)], tmp_path / "one")
+    assert (r.samples, len(r.rejects)) == (1, 4)

@@ -262,7 +262,7 @@ def expected(coco, g):
         else:
             m, keep = np.zeros((0, 4), np.float32), np.zeros(0, bool)
         area = np.array([a.get("area", a["bbox"][2] * a["bbox"][3]) for a in anns]) * sx * sy
-        out.append({"image_id": im["id"], "orig_size": [w, h], "dropped": int((~keep).sum()),
+        out.append({"image_id": im["id"], "orig_size": [h, w], "dropped": int((~keep).sum()),
                     "boxes": m[keep], "labels": [a["category_id"] for a, k in zip(anns, keep) if k],
                     "iscrowd": [a.get("iscrowd", 0) for a, k in zip(anns, keep) if k],
                     "area": area[keep] if anns else area})

@@ -784,8 +784,10 @@ class Loader(_shardread.Loader):
             ...   # images (B, H, W, C) uint8, labels (B,) int64
 
     Each iteration is one epoch; the next iteration starts the next epoch (a random order is a
-    fresh permutation per epoch, from seed and epoch). The batches of an epoch depend only on
-    the dataset, the options, seed and epoch, never on threads or timing.
+    fresh permutation per epoch, from seed and epoch). An iteration abandoned part way (a peek
+    with next(iter(loader)), a break) is continued by the next one where state_dict() stands.
+    The batches of an epoch depend only on the dataset, the options, seed and epoch, never on
+    threads or timing.
 
     shuffle: random order (order='quasi' reads shard windows, for data larger than RAM).
     threads: worker threads (default: the cores, at most 4); threads='auto' starts two and
@@ -905,12 +907,14 @@ class Loader(_shardread.Loader):
     or (height, width), is ScaleJitter then FixedSizeCrop: a random scale of the fit to target,
     then a crop at a random offset where larger and zero padding bottom and right where
     smaller. letterbox=(height, width) or an int resizes to fit inside, keeping the aspect,
-    and pads centered with zeros (the build's --fit pad). flip then mirrors each image. The
-    arithmetic: reader/shardread.h, "Scale". A detection dataset whose images vary in size
-    (built without --size), read with targets=True and none of size=, rrc=, random_crop= and
-    the three above, gives each image at its stored size, in the same list of per-image views
-    (target 'size' is the stored size; flip mirrors each image within its width; erasing=
-    then needs one of the sizes above).
+    and pads centered with zeros (the build's --fit pad). resize=S or (S, max_size) with
+    size= is torchvision's evaluation geometry Resize(S[, max_size]) then CenterCrop(size)
+    (the build's --short-side S --crop), pixel for pixel, for any dataset. flip then mirrors
+    each image. The arithmetic: reader/shardread.h, "Scale". A detection dataset whose images
+    vary in size (built without --size), read with targets=True and none of size=, rrc=,
+    random_crop= and the three above, gives each image at its stored size, in the same list of
+    per-image views (target 'size' is the stored size; flip mirrors each image within its width;
+    erasing= then needs one of the sizes above).
 
     Once torch is imported, a Loader is a torch.utils.data.IterableDataset: use
     DataLoader(loader, batch_size=None) with num_workers=0 (the Loader has its own threads);
@@ -949,7 +953,7 @@ class Loader(_shardread.Loader):
                  scale_jitter=None, letterbox=None, pad_to=None, samples_per_epoch=None,
                  labels="keep", return_streams=False, cache=None, fields=False,
                  transform=None, scale=None, py_workers=None, py_pool="thread",
-                 max_threads=None, cache_limit=None, prefetch_shards=None):
+                 max_threads=None, cache_limit=None, prefetch_shards=None, resize=None):
         self._streams = _streams(path)
         given_path = path
         remote = {}
@@ -994,7 +998,7 @@ class Loader(_shardread.Loader):
                          flip=flip, rotation=rotation, affine=affine, auto_augment=auto_augment,
                          color_jitter=color_jitter, grayscale=grayscale, dtype=dtype,
                          layout=None if str(layout).upper() == "NHWC" else layout, mean=mean,
-                         std=std, erasing=erasing, scale=scale,
+                         std=std, erasing=erasing, scale=scale, resize=resize,
                          augment_interpolation=augment_interpolation,
                          augment_fill=augment_fill,
                          interpolation=None if interpolation == "bilinear" else interpolation)
@@ -1007,6 +1011,7 @@ class Loader(_shardread.Loader):
                                 "keyword(s)")
             pk = plan.kwargs
             size, rrc, ratio = pk.get("size", size), pk.get("rrc", rrc), pk.get("ratio", ratio)
+            resize = pk.get("resize", resize)
             random_crop, pad = pk.get("random_crop", random_crop), pk.get("pad", pad)
             interpolation = pk.get("interpolation", interpolation)
             flip, rotation = pk.get("flip", flip), pk.get("rotation", rotation)
@@ -1065,7 +1070,7 @@ class Loader(_shardread.Loader):
         # the detection geometry: its own output size (and canvas), in place of size=
         scale_size, scale, self._image_list = _detect.scale_args(
             multiscale, scale_jitter, letterbox, pad_to, size, rrc, random_crop, targets,
-            aug.get("erase_p"))
+            aug.get("erase_p"), resize, pad)
         if scale is not None:
             aug["scale"] = scale
         self._fields = None
@@ -1095,7 +1100,7 @@ class Loader(_shardread.Loader):
                 if n not in (1, channels):
                     raise ValueError(f"{what} has {n} values; the samples have {channels} "
                                      f"channel(s): give 1 or {channels}")
-        if size is not None and not rrc and not pad and not remote:
+        if size is not None and not rrc and not pad and not remote and resize is None:
             want = (size, size) if isinstance(size, int) else size
             for p in self._paths():
                 smallest = Dataset(p, access)._scan()[1]
@@ -1113,6 +1118,8 @@ class Loader(_shardread.Loader):
                   num_classes=num_classes)
         kw.update(multiscale=multiscale, scale_jitter=scale_jitter, letterbox=letterbox,
                   pad_to=pad_to, return_indices=return_indices, fields=fields)
+        if resize is not None:
+            kw["resize"] = resize
         if self._streams is not None:
             kw.update(samples_per_epoch=samples_per_epoch, labels=labels,
                       return_streams=return_streams)

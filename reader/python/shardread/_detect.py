@@ -54,21 +54,53 @@ def _pair(v, what):
     return tuple(out)
 
 
+def resize_arg(resize, size, rrc, random_crop, pad):
+    """(size, scale) for resize=S or (S, max_size): torchvision's Resize then CenterCrop(size)."""
+    if isinstance(resize, _numbers.Integral) and not isinstance(resize, bool):
+        s, m = resize, None
+    elif not isinstance(resize, (str, bytes)) and hasattr(resize, "__len__") and \
+            len(resize) == 2:
+        s, m = resize
+    else:
+        raise TypeError(f"resize must be an int (Resize(S)) or (S, max_size), not {resize!r}")
+    s = _int(s, "resize")
+    if m is not None:
+        m = _int(m, "resize max_size")
+        if m <= s:
+            raise ValueError(f"resize max_size must be above the size {s}, not {m} (as "
+                             "torchvision's Resize)")
+    if size is None:
+        raise ValueError("resize= needs size= (the CenterCrop after the Resize)")
+    if rrc:
+        raise ValueError("resize= and rrc= exclude each other: both choose the resize")
+    if random_crop:
+        raise ValueError("resize= and random_crop= exclude each other: resize= crops at the "
+                         "center")
+    if pad:
+        raise ValueError("resize= crops at the center and pads with zeros where the resize is "
+                         "smaller, as CenterCrop does: give no pad= with it")
+    return _hw(size, "size"), ("resize", (s,), m, None, False)
+
+
 def scale_args(multiscale, scale_jitter, letterbox, pad_to, size, rrc, random_crop, targets,
-               erasing=None):
+               erasing=None, resize=None, pad=False):
     """(size, scale, image_list): the output size and the extension's scale= tuple for the
     keywords given, and whether batches carry a list of per-image views (multi-scale without
     pad_to). (None, None, False) when none is given."""
     given = [k for k, v in (("multiscale", multiscale), ("scale_jitter", scale_jitter),
-                            ("letterbox", letterbox)) if v is not None]
+                            ("letterbox", letterbox), ("resize", resize)) if v is not None]
     if not given:
         if pad_to is not None:
             raise ValueError("pad_to= is for multiscale=: other batches have one size")
         return None, None, False
     if len(given) > 1:
-        raise ValueError(f"give one of multiscale=, scale_jitter= and letterbox=, not "
+        raise ValueError(f"give one of multiscale=, scale_jitter=, letterbox= and resize=, not "
                          f"{' and '.join(given)}")
     name = given[0]
+    if name == "resize":
+        if pad_to is not None:
+            raise ValueError("pad_to= is for multiscale=: resize= gives every image one size")
+        return (*resize_arg(resize, size, rrc, random_crop, pad), False)
     if size is not None:
         raise ValueError(f"{name}= sets the output size: give no size= with it"
                          + (" (pad_to= is the canvas of multiscale=)"

@@ -5,7 +5,8 @@ compile_pipeline(transform, channels) walks the pipeline (T.Compose, a list or t
 nn.Sequential, their v2 counterparts, nested) and takes the longest prefix of ops the reader runs
 exactly, in the reader's own order of stages:
 
-    crop (RandomResizedCrop, CenterCrop, RandomCrop)  flip (RandomHorizontalFlip)
+    crop (RandomResizedCrop, CenterCrop, RandomCrop, Resize(int) + CenterCrop)
+    flip (RandomHorizontalFlip)
     rotation (RandomRotation)  affine (RandomAffine)  auto_augment (TrivialAugmentWide,
     RandAugment, AutoAugment)  color_jitter (ColorJitter)  grayscale (RandomGrayscale,
     Grayscale keeping the channels)  to tensor (ToTensor, PILToTensor [+ ConvertImageDtype],
@@ -210,12 +211,45 @@ def _one(op, stage_done, kw, channels, state):
     return None, f"{kind} is not one of the reader's ops"
 
 
+def _resize_crop(op, nxt, done):
+    """Resize(S[, max_size]) followed by CenterCrop: the reader's resize= crop stage (keywords),
+    else None (a Resize alone gives every image its own size, which a batch cannot hold)."""
+    if type(op).__name__ != "Resize" or type(nxt).__name__ != "CenterCrop":
+        return None
+    if done and max(done) >= CROP:
+        return None
+    size = op.size
+    if isinstance(size, (list, tuple)):
+        if len(size) != 1:
+            return None
+        size = size[0]
+    if not isinstance(size, _numbers.Integral) or getattr(op, "antialias", None) is False:
+        return None
+    interp = _interp(op.interpolation)
+    if interp not in ("nearest", "box", "bilinear", "hamming", "bicubic", "lanczos"):
+        return None
+    max_size = getattr(op, "max_size", None)
+    return dict(resize=int(size) if max_size is None else (int(size), int(max_size)),
+                size=tuple(nxt.size), interpolation=interp)
+
+
 def compile_pipeline(transform, channels):
     """The Plan of transform for samples of the given channel count."""
     ops = flatten(transform)
     plan = Plan()
     done, state = [], {}
+    skip = False
     for k, op in enumerate(ops):
+        if skip:                # the CenterCrop of a Resize + CenterCrop pair
+            skip = False
+            continue
+        rc = _resize_crop(op, ops[k + 1], done) if k + 1 < len(ops) else None
+        if rc is not None:
+            plan.kwargs.update(rc)
+            plan.c_ops += [(op, CROP), (ops[k + 1], CROP)]
+            done.append(CROP)
+            skip = True
+            continue
         stage, kw = _one(op, done, plan.kwargs, channels, state)
         if stage is None:
             plan.python_ops = ops[k:]

@@ -27,14 +27,18 @@ What an image may be
   (channels=1) when it is not already in that mode (palette, RGBA, LA, CMYK, I;16 ...: Pillow's
   rules for that mode), then taken as pixels;
 - a numpy array of uint8 (or anything np.asarray takes, e.g. a CPU torch tensor in HWC layout),
-  HxW (gray) or HxWxC with C = 1 (gray), 3 (RGB) or 4 (RGBA): pixels.
+  HxW (gray) or HxWxC with C = 1 (gray), 3 (RGB) or 4 (RGBA): pixels. With layout="CHW" (a
+  Writer/build option) a 3-D array is CxHxW instead, as torchvision's uint8 tensors
+  (PILToTensor, decode_image) are. Without it, a 3-D array that can only be CxHxW (1, 3 or 4
+  first, more than 4 last) is refused with a ValueError naming the option, not rejected.
   To the build's channels as the decoders treat files of that layout: gray replicated to RGB,
   alpha dropped, RGB to gray by Pillow's L = (299 R + 587 G + 114 B) / 1000 (rounded as Pillow).
 Pixels skip the decode (and so shrink-on-load: they are the full-size image), then go through
 the same limits, geometry and augmentation as a decoded file. Anything else, or an array of
 another dtype or shape, is a reject of its position (listed in rejects.tsv with the reason; with
 strict=True the build stops there and raises BuildError), as an undecodable file or a missing
-path is.
+path is. A build in which every item was rejected writes its 0-sample dataset (as shardc build
+does, exit 1) and raises BuildError with the rejects (`rejects`, the first ones named).
 
 Labels and classes
 ------------------
@@ -92,13 +96,15 @@ _GEOMETRY_OPTS = ("size", "short_side", "max_side", "crop", "fit", "filter", "sh
 class BuildError(RuntimeError):
     """A build that did not finish: `messages` holds what shardc would have printed, `code` the
     shardc error name, `exit` the exit status shardc would have given (1 rejects with strict,
-    2 refused before any work, 3 I/O)."""
+    or every item rejected; 2 refused before any work, 3 I/O), `rejects` the (name, reason)
+    pairs when items were rejected."""
 
-    def __init__(self, text, messages=(), code=None, exit=None):
+    def __init__(self, text, messages=(), code=None, exit=None, rejects=()):
         super().__init__(text)
         self.messages = list(messages)
         self.code = code
         self.exit = exit
+        self.rejects = list(rejects)
 
 
 class BuildResult:
@@ -368,8 +374,9 @@ class Writer:
     compress, jpeg_fraction, threads (default: all cores), shard_bytes, shard_samples, align,
     max_pixels, max_image_side, max_file_bytes, augment, aug, seed, strict, force; and
     classes (the class names), window (items held at most, default 4 * threads + 8) and
-    window_bytes (their bytes at most; default: no bound but window). Sizes take ints or
-    shardc's strings ('512MiB').
+    window_bytes (their bytes at most; default: no bound but window); layout ("HWC", the
+    default, or "CHW": the axes of 3-D arrays, e.g. torchvision's uint8 tensors). Sizes take
+    ints or shardc's strings ('512MiB').
 
     add(image, label) hands over one item (see the module's documentation for what an image may
     be) and returns at once unless the build is `window` items behind. close() waits for the
@@ -379,6 +386,10 @@ class Writer:
 
     def __init__(self, out, **options):
         out = _os.fsdecode(_os.fspath(out))
+        layout = options.pop("layout", "HWC")
+        if not isinstance(layout, str) or layout.upper() not in ("HWC", "CHW"):
+            raise ValueError(f"layout must be 'HWC' or 'CHW', not {layout!r}")
+        self._chw = layout.upper() == "CHW"
         opts = _options(options)
         self.out = out
         self.result = None
@@ -412,6 +423,12 @@ class Writer:
         if np is None:
             import numpy as np
             self._np = np
+        if arr.ndim == 3 and self._chw:
+            arr = arr.transpose(1, 2, 0)
+        elif arr.ndim == 3 and arr.shape[0] in (1, 3, 4) and arr.shape[2] > 4:
+            raise ValueError(f"item {self._b.added}: array of shape {tuple(arr.shape)} is CxHxW "
+                             "(a torch tensor?); HxWxC is expected: pass layout='CHW' to the "
+                             "Writer/build, or permute(1, 2, 0) the tensor")
         if arr.dtype != np.uint8:
             return self._b.add_reject(name, f"array of dtype {arr.dtype} (expected uint8)", label)
         if arr.ndim == 3 and arr.shape[2] in (1, 3, 4):
@@ -521,6 +538,13 @@ class Writer:
                 self._strict and r["rc"] != 0):
             self._raise(r)
         self._b = None
+        if r["summary"]["samples"] == 0 and r["rejects"]:
+            n = len(r["rejects"])
+            named = "; ".join(f"{nm}: {why}" for nm, why in r["rejects"][:3])
+            raise BuildError(f"every item was rejected ({n}; the dataset in {self.out} has no "
+                             f"sample, rejects.tsv lists them): {named}"
+                             + (f"; and {n - 3} more" if n > 3 else ""),
+                             r["messages"], "rejects", 1, r["rejects"])
         self.result = BuildResult(self.out, r["summary"], r["rejects"], r["warnings"],
                                   r["messages"])
         return self.result

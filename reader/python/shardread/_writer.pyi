@@ -14,6 +14,7 @@ class BuildError(RuntimeError):
     messages: list[str]
     code: Optional[str]
     exit: Optional[int]
+    rejects: list[Tuple[str, str]]
 
 class BuildResult:
     out: str
@@ -43,7 +44,8 @@ class Writer:
                  max_image_side: Optional[int] = ..., max_file_bytes: Optional[_Bytes] = ...,
                  augment: Optional[int] = ..., aug: Optional[str] = ..., seed: Optional[int] = ...,
                  strict: bool = ..., force: bool = ..., classes: Optional[Sequence[str]] = ...,
-                 window: Optional[int] = ..., window_bytes: Optional[_Bytes] = ...) -> None: ...
+                 window: Optional[int] = ..., window_bytes: Optional[_Bytes] = ...,
+                 layout: str = ...) -> None: ...
     def add(self, image: Image, label: int,
             fields: Optional[Mapping[str, Any]] = None) -> None: ...
     def close(self) -> BuildResult: ...
@@ -62,4 +64,5 @@ def build(samples: Iterable[Tuple[Image, int]], out: _Path, *, size: Optional[_H
           max_image_side: Optional[int] = ..., max_file_bytes: Optional[_Bytes] = ...,
           augment: Optional[int] = ..., aug: Optional[str] = ..., seed: Optional[int] = ...,
           strict: bool = ..., force: bool = ..., classes: Optional[Sequence[str]] = ...,
-          window: Optional[int] = ..., window_bytes: Optional[_Bytes] = ...) -> BuildResult: ...
+          window: Optional[int] = ..., window_bytes: Optional[_Bytes] = ...,
+          layout: str = ...) -> BuildResult: ...
