@@ -187,9 +187,9 @@ assert n == 8, n
 # the Python suite against the installed package: tests copied out of the repository, the
 # fixtures built by this build's shardc (and the NumPy references they import from tests/)
 cp -r "$ROOT/tests/python" "$T/pytests"
-mkdir -p "$T/ref" && cp "$ROOT/tests/ref/detect_ref.py" "$T/ref/"
+cp -r "$ROOT/tests/ref" "$T/ref"
 (cd "$T/pytests" && env -u PYTHONPATH BUILD="$ROOT/$BUILD" PYTHONDONTWRITEBYTECODE=1 \
-  SHARDREAD_ROOT="$ROOT" "$VPY" -m pytest -q -rs -p no:cacheprovider . >"$T/pytest.log" 2>&1)
+  SHARDREAD_ROOT="$ROOT" "$VPY" -m pytest -q -rfEs -p no:cacheprovider . >"$T/pytest.log" 2>&1)
 rc=$?
 tail -3 "$T/pytest.log" | sed 's/^/       /'
 if [ $rc -eq 0 ]; then ok "tests/python passes against the installed wheel"; else

@@ -13,7 +13,7 @@ import pytest
 import shardread
 from conftest import MKSAMPLE, ROOT, SHARDC, build_detection, run
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ref"))
 import segm_ref  # noqa: E402
 from detect_ref import plan  # noqa: E402
 
