@@ -75,6 +75,58 @@ check "  padded with 7, as the reference" \
   "$PY" "$REF" mapcheck "$T/inst.json" "$T/maps" "$T/i7/manifest.json" "$T/i7.jsonl"
 check "  the manifest says ignore_index 7" grep -q '"ignore_index": 7' "$T/i7/manifest.json"
 
+# --- cat draws them: the label map blended half and half, the ignore index left alone
+expect_exit 0 "cat a sample as PNG" "$SHARDC" cat "$T/maps-raw" 2 -o "$T/plain.png"
+expect_exit 0 "cat --masks of a label map" "$SHARDC" cat "$T/maps-raw" 2 --masks -o "$T/drawn.png"
+"$SHARDC" info "$T/maps-raw" --targets >"$T/mr.jsonl"
+check "  each labelled pixel is (pixel + its label's colour + 1) / 2, the others as stored" \
+  "$PY" -c '
+import json, sys
+import numpy as np
+from PIL import Image
+pal = np.array([[255, 40, 40], [40, 255, 40], [60, 120, 255], [255, 220, 0], [255, 0, 255],
+                [0, 255, 255], [255, 140, 0], [255, 255, 255]], np.int64)
+a = np.array(Image.open(sys.argv[1])).astype(np.int64)
+b = np.array(Image.open(sys.argv[2])).astype(np.int64)
+t = [json.loads(l) for l in open(sys.argv[3])][2]
+v = np.concatenate([np.full(r, x) for x, r in t["label_map"]]).reshape(t["size"])
+want = np.where((v != 255)[..., None], (a + pal[v % 8] + 1) // 2, a)
+assert (v != 255).any() and (want == b).all(), np.argwhere(want != b)[:5]
+' "$T/plain.png" "$T/drawn.png" "$T/mr.jsonl"
+expect_exit 2 "cat --keypoints of a dataset without" "$SHARDC" cat "$T/maps-raw" 0 --keypoints \
+  -o "$T/k.png"
+check "  says so" grep -q "cannot draw the keypoints of sample 0 .*: the dataset has none" "$T/err"
+rm -rf "$T/pr"
+"$SHARDC" build "$T/img" --yolo "$T/y/pose" "${Y[@]}" --kpt-shape 3,3 -o "$T/pr" --no-progress \
+  >/dev/null 2>&1
+"$SHARDC" info "$T/pr" --targets >"$T/pr.jsonl"
+n=$("$PY" -c '
+import json, sys
+for l in open(sys.argv[1]):
+    t = json.loads(l)
+    if any(k[2] > 0 for inst in t["keypoints"] for k in inst):
+        print(t["index"]); break' "$T/pr.jsonl")
+expect_exit 0 "cat --keypoints of a pose sample" "$SHARDC" cat "$T/pr" "$n" --keypoints -o "$T/k.png"
+check "  a white 3x3 dot around each labelled keypoint, its centre the instance's colour" \
+  "$PY" -c '
+import json, sys
+import numpy as np
+from PIL import Image
+pal = [[255, 40, 40], [40, 255, 40], [60, 120, 255], [255, 220, 0], [255, 0, 255],
+       [0, 255, 255], [255, 140, 0], [255, 255, 255]]
+im = np.array(Image.open(sys.argv[1]))
+t = [json.loads(l) for l in open(sys.argv[2])][int(sys.argv[3])]
+last = {}
+for lab, inst in zip(t["labels"], t["keypoints"]):
+    for x, y, v in inst:
+        if v > 0:
+            last[(int(x), int(y))] = pal[lab % 8]
+assert last
+for (x, y), c in last.items():
+    if 1 <= x < im.shape[1] - 1 and 1 <= y < im.shape[0] - 1:
+        assert im[y, x].tolist() == c, (x, y, im[y, x], c)
+' "$T/k.png" "$T/pr.jsonl" "$n"
+
 # --- suffix pairing (Cityscapes: X_leftImg8bit.png with X_gtFine_labelIds.png)
 mkdir -p "$T/cs/img/city" "$T/cs/gt/city"
 for p in "$T/img"/00000[1-3].*; do
