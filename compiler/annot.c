@@ -16,7 +16,8 @@ int shc_annot_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_ms
 {
     memset(a, 0, sizeof *a);
     memset(in, 0, sizeof *in);
-    int rc = o->coco ? shc_coco_load(o, a, in, msg) : shc_yolo_load(o, a, in, msg);
+    int rc = o->coco ? shc_coco_load(o, a, in, msg) : o->masks ? shc_segmap_load(o, a, in, msg)
+             : shc_yolo_load(o, a, in, msg);
     if (rc) {
         shc_annot_free(a);
         fmt_inputs_free(in);
@@ -28,8 +29,10 @@ int shc_annot_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_ms
 
 void shc_annot_free(shc_annot *a)
 {
-    for (size_t i = 0; i < a->nimages; i++)
+    for (size_t i = 0; i < a->nimages; i++) {
         free(a->images[i].where);
+        free(a->images[i].map);
+    }
     for (size_t i = 0; i < a->ncats; i++)
         free(a->cats[i].name);
     for (uint32_t k = 0; a->kp_names && k < a->nkp; k++)
@@ -73,6 +76,23 @@ int shc_annot_add_box(shc_annot *a, const shc_annot_box *b)
     return 0;
 }
 
+int shc_annot_pool_add(shc_annot *a, const double *v, size_t n)
+{
+    if (a->npool + n > a->cappool) {
+        size_t cap = a->cappool ? a->cappool : 256;
+        while (cap < a->npool + n)
+            cap *= 2;
+        double *p = realloc(a->pool, cap * sizeof *p);
+        if (!p)
+            return ENOMEM;
+        a->pool = p;
+        a->cappool = cap;
+    }
+    memcpy(a->pool + a->npool, v, n * sizeof *v);
+    a->npool += n;
+    return 0;
+}
+
 void shc_annot_finish_hash(shc_annot *a)
 {
     XXH3_state_t *st = XXH3_createState();
@@ -104,6 +124,11 @@ void shc_annot_finish_hash(shc_annot *a)
     }
     if (a->ext)
         shc_segm_hash(a, st);
+    if (a->kind == SHC_ANNOT_MAPS) {
+        XXH3_64bits_update(st, &a->ignore_index, sizeof a->ignore_index);
+        for (size_t i = 0; i < a->nimages; i++)
+            XXH3_64bits_update(st, a->images[i].map, strlen(a->images[i].map) + 1);
+    }
     a->hash = XXH3_64bits_digest(st);
     if (a->hash == 0)
         a->hash = 1;                /* 0 means "no targets" to the fingerprint */
@@ -163,6 +188,8 @@ int shc_annot_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t sr
     const shc_annot_image *im = &a->images[pos];
     *len = 0;
     *dropped = 0;
+    if (a->kind == SHC_ANNOT_MAPS)
+        return shc_segmap_target(a, pos, src_w, src_h, p, buf, cap, len, why);
     if (im->count > FMT_TARGET_MAX_BOXES)
         return fmt_fail(why, FMT_ECORRUPT, "%s: %zu boxes, more than the %u a sample holds",
                         im->where, im->count, FMT_TARGET_MAX_BOXES);

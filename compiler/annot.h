@@ -22,7 +22,7 @@
  * float rounding in the annotation tools. An edge within it is clamped to the image. */
 #define SHC_ANNOT_EDGE_EPS 1e-3
 
-typedef enum { SHC_ANNOT_COCO = 1, SHC_ANNOT_YOLO } shc_annot_kind;
+typedef enum { SHC_ANNOT_COCO = 1, SHC_ANNOT_YOLO, SHC_ANNOT_MAPS } shc_annot_kind;
 
 /* One box as the annotations give it. */
 typedef struct {
@@ -50,7 +50,9 @@ typedef struct {
                                  * position in the sorted list */
     uint32_t width, height;     /* COCO: the annotated size; YOLO: 0 (the file's own size) */
     size_t first, count;        /* its boxes: boxes[first .. first + count) */
-    char *where;                /* for messages: "instances.json: image id 7" or the label file */
+    char *where;                /* for messages: "instances.json: image id 7" or the label file
+                                 * (label maps: the image) */
+    char *map;                  /* label maps: the map's path; else NULL */
 } shc_annot_image;
 
 typedef struct {
@@ -70,6 +72,7 @@ typedef struct {
     uint8_t *cat_kp;            /* per category (as cats): 1 when it has keypoints */
     double *pool;               /* the boxes' polygons, RLE counts and keypoints */
     size_t npool, cappool;
+    uint32_t ignore_index;      /* label maps: the label of padding */
     uint64_t hash;              /* of everything above that the targets depend on */
 } shc_annot;
 
@@ -78,7 +81,13 @@ typedef struct {
     const char *coco;           /* instances JSON, or NULL */
     const char *yolo;           /* labels folder, or NULL */
     const char *names;          /* YOLO class names, one per line */
-    int skip_empty;             /* leave out images without a box */
+    int skip_empty;             /* leave out images without a box (a label map: --masks) */
+    uint32_t kpt_k, kpt_d;      /* YOLO pose: K keypoints of D (2 or 3) values a line; 0: none */
+    /* Semantic segmentation (segmap.c): label-map PNGs under masks, paired with the images by
+     * relative path and stem; mask_suffix "FROM:TO" (or NULL): an image stem ending in FROM has
+     * the map of the stem ending in TO instead. ignore_index: the label of padding. */
+    const char *masks, *mask_suffix;
+    uint32_t ignore_index;
 } shc_annot_opts;
 
 /* Load the annotations and list their images into *in (class-less, labels -1). 0; EINVAL with
@@ -90,6 +99,7 @@ void shc_annot_free(shc_annot *a);
 /* coco.c / yolo.c: the two readers behind shc_annot_load (same contract). */
 int shc_coco_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg *msg);
 int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg *msg);
+int shc_segmap_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg *msg);
 
 /* The first repeated name of names[0..n) in order (the YOLO names file's check): 1 with *again
  * the position of the first name that an earlier one equals and *first that earlier one's
@@ -111,6 +121,20 @@ uint32_t shc_annot_record_bytes(const shc_annot *a, size_t pos);
 /* Helpers the readers share: append an image with its boxes so far; hash and sort at the end. */
 int shc_annot_add_image(shc_annot *a, int64_t image_id, uint32_t w, uint32_t h, char *where);
 int shc_annot_add_box(shc_annot *a, const shc_annot_box *b);
+/* The regular files under root (recursively, hidden names left out) whose names pass keep, as
+ * paths relative to root in byte order: *out (malloc'd, each malloc'd), *n. 0, or an errno value
+ * with msg naming the folder. */
+int shc_annot_walk(const char *root, int (*keep)(const char *), char ***out, size_t *n,
+                   fmt_msg *msg);
+
+/* Label maps (segmap.c): input pos's record (no boxes, its label map moved through p) as
+ * shc_annot_target makes it. */
+int shc_segmap_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t src_h,
+                      const fmt_geom_plan *p, uint8_t **buf, size_t *cap, uint32_t *len,
+                      fmt_msg *why);
+
+/* Append n values to a->pool (polygons, RLE counts, keypoints). 0 or ENOMEM. */
+int shc_annot_pool_add(shc_annot *a, const double *v, size_t n);
 void shc_annot_finish_hash(shc_annot *a);
 
 #endif

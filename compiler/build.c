@@ -116,6 +116,7 @@ void shc_build_opts_init(shc_build_opts *o)
     o->quality = 90;
     o->threads = 1;
     o->archive_buffer = 512ull << 20;
+    o->ignore_index = 255;
 }
 
 const char *shc_strerror(int rc)
@@ -286,7 +287,7 @@ static char *build_options_json(const shc_build_opts *o)
                      o->r.channels, o->r.limits.max_side, o->r.limits.max_pixels,
                      o->r.max_file_bytes,
                      o->shard_bytes, o->shard_samples, o->align, codec, o->jpeg_fraction,
-                     o->quality, o->stream ? "stream" : o->coco ? "coco" : o->yolo ? "yolo" :
+                     o->quality, o->stream ? "stream" : o->coco ? "coco" : o->yolo ? "yolo" : o->masks ? "masks" :
                      o->list ? "list" : "folders");
     return n < 0 ? NULL : s;
 }
@@ -772,7 +773,9 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     m.shards = shards.v;
     if (annot) {
         m.targets = 1;
-        m.target_source = (char *)(annot->kind == SHC_ANNOT_COCO ? "coco" : "yolo");
+        m.target_source = (char *)(annot->kind == SHC_ANNOT_COCO ? "coco"
+                                   : annot->kind == SHC_ANNOT_MAPS ? "masks" : "yolo");
+        m.ignore_index = annot->ignore_index;
         m.target_hash = o->target_hash;
         m.target_skipped = annot->skipped_empty;
         m.categories = annot->cats;
@@ -955,12 +958,12 @@ static int annot_usable(const shc_build_opts *o, const shc_build_cb *cb)
 {
     struct stat st;
     if (o->nsrc != 1 || stat(o->srcs[0], &st) != 0 || !S_ISDIR(st.st_mode)) {
-        shc_say(cb, "--coco and --yolo take one SRC, the folder of the images (%s is not one)",
+        shc_say(cb, "--coco, --yolo and --masks take one SRC, the folder of the images (%s is not one)",
             o->nsrc ? o->srcs[0] : "nothing");
         return SHC_EINPUT;
     }
     if (shc_is_set(o->backend)) {
-        shc_say(cb, "--coco and --yolo need --format raw, hdf5 or lmdb (%s writes per-image files "
+        shc_say(cb, "--coco, --yolo and --masks need --format raw, hdf5 or lmdb (%s writes per-image files "
             "without targets)", o->backend->name);
         return SHC_EINPUT;
     }
@@ -970,14 +973,14 @@ static int annot_usable(const shc_build_opts *o, const shc_build_cb *cb)
 /* A build: list the inputs (for a detection build, from the annotations) and write them. */
 static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
 {
-    if (o->fields && (o->coco || o->yolo || o->r.augment || o->stream)) {
+    if (o->fields && (o->coco || o->yolo || o->masks || o->r.augment || o->stream)) {
         shc_say(cb, "--fields is not for %s builds (a sample has one aux record, and it holds %s)",
                 o->stream ? "streamed" : o->r.augment ? "--augment" : "detection",
                 o->stream ? "the fields each item brings" : o->r.augment
                 ? "the variant's parameters" : "its target");
         return SHC_EINPUT;
     }
-    if (!o->coco && !o->yolo)
+    if (!o->coco && !o->yolo && !o->masks)
         return build_listed(o, cb, NULL, NULL);
     int rc = annot_usable(o, cb);
     if (rc)
@@ -986,7 +989,9 @@ static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
     fmt_inputs in;
     fmt_msg msg = {{0}};
     shc_annot_opts ao = {.images = o->srcs[0], .coco = o->coco, .yolo = o->yolo,
-                         .names = o->names, .skip_empty = o->skip_empty};
+                         .names = o->names, .skip_empty = o->skip_empty, .kpt_k = o->kpt_k,
+                         .kpt_d = o->kpt_d, .masks = o->masks, .mask_suffix = o->mask_suffix,
+                         .ignore_index = o->ignore_index};
     if ((rc = shc_annot_load(&ao, &a, &in, &msg)) != 0) {
         shc_say(cb, "%s", fmt_reason(&msg, rc));
         return rc == ENOMEM ? ENOMEM : SHC_EINPUT;

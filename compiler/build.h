@@ -76,6 +76,11 @@ typedef struct {
      * the one SRC is then the image folder. NULL, NULL: a classification build. */
     const char *coco, *yolo, *names;
     int skip_empty;             /* leave out images without a box */
+    uint32_t kpt_k, kpt_d;      /* YOLO pose (--kpt-shape K,D); 0: boxes or polygons */
+    /* Semantic segmentation (--masks DIR, annot.h): label maps paired with the one SRC's images;
+     * mask_suffix "A:B" or NULL; ignore_index the label of padding (shc_build_opts_init: 255). */
+    const char *masks, *mask_suffix;
+    uint32_t ignore_index;
     uint64_t target_hash;       /* the annotations' hash (shc_fingerprint covers it when not 0;
                                  * shc_build sets it from the annotations it loads) */
     /* --fields FILE.jsonl (fieldsin.h): each input's fields, stored as its aux record; not with

@@ -15,19 +15,7 @@
 
 static int pool_add(shc_annot *a, const double *v, size_t n)
 {
-    if (a->npool + n > a->cappool) {
-        size_t cap = a->cappool ? a->cappool : 256;
-        while (cap < a->npool + n)
-            cap *= 2;
-        double *p = realloc(a->pool, cap * sizeof *p);
-        if (!p)
-            return ENOMEM;
-        a->pool = p;
-        a->cappool = cap;
-    }
-    memcpy(a->pool + a->npool, v, n * sizeof *v);
-    a->npool += n;
-    return 0;
+    return shc_annot_pool_add(a, v, n);
 }
 
 static int pool_add1(shc_annot *a, double v)

@@ -22,6 +22,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "target.h"
+
 typedef struct {
     char **v;
     size_t n, cap;
@@ -117,6 +119,22 @@ static int walk(const char *root, const char *rel, int (*keep)(const char *), st
     closedir(d);
     free(dir);
     return rc;
+}
+
+int shc_annot_walk(const char *root, int (*keep)(const char *), char ***out, size_t *n,
+                   fmt_msg *msg)
+{
+    strlist l = {0};
+    int rc = walk(root, "", keep, &l, NULL, 0, msg);
+    if (rc) {
+        strlist_free(&l);
+        return rc;
+    }
+    if (l.n > 1)
+        qsort(l.v, l.n, sizeof *l.v, by_str);
+    *out = l.v;
+    *n = l.n;
+    return 0;
 }
 
 static int is_txt(const char *name)
@@ -271,59 +289,166 @@ static int read_names(const char *path, shc_annot *a, fmt_msg *msg)
     return rc;
 }
 
+/* A label file's line may be long: a polygon of hundreds of points (YOLO segmentation). */
+enum { LABEL_LINE_MAX = 1 << 20 };
+
+/* The number in field f of a label line into *v. 0, or EINVAL naming it. */
+static int label_number(fmt_msg *msg, const char *path, int64_t lineno, const char *f, double *v)
+{
+    char *end;
+    *v = strtod(f, &end);
+    if (*end || end == f || !isfinite(*v))
+        return fmt_fail(msg, EINVAL, "%s:%" PRId64 ": '%s' is not a number", path, lineno, f);
+    return 0;
+}
+
+/* A normalised coordinate: within 0..1 (the rounding slack of the boxes' edges allowed). */
+static int normalised(double v)
+{
+    return v >= -1e-6 && v <= 1 + 1e-6;
+}
+
+/* One label line's numbers after the class: a box (4), a polygon (2n, n >= 3; segmentation) or
+ * a box and K keypoints of D values (pose, o->kpt_k > 0) into b and a->pool. */
+static int label_shape(const shc_annot_opts *o, shc_annot *a, const char *path, int64_t lineno,
+                       const double *v, size_t n, shc_annot_box *b, fmt_msg *msg)
+{
+    b->kp_at = SIZE_MAX;
+    if (o->kpt_k) {
+        size_t want = 4 + (size_t)o->kpt_k * o->kpt_d;
+        if (n != want)
+            return fmt_fail(msg, EINVAL, "%s:%" PRId64 ": %zu fields, expected 'class cx cy w h' "
+                            "and %" PRIu32 " keypoints of %" PRIu32 " values (--kpt-shape %" PRIu32
+                            ",%" PRIu32 "): %zu fields", path, lineno, n + 1, o->kpt_k, o->kpt_d,
+                            o->kpt_k, o->kpt_d, want + 1);
+        memcpy(b->v, v, sizeof b->v);
+        b->kp_at = a->npool;
+        for (uint32_t k = 0; k < o->kpt_k; k++) {
+            const double *q = v + 4 + (size_t)k * o->kpt_d;
+            double kp[3] = {q[0], q[1], o->kpt_d == 3 ? q[2] : 2};
+            if (!(kp[2] == 0 || kp[2] == 1 || kp[2] == 2))
+                return fmt_fail(msg, EINVAL, "%s:%" PRId64 ": keypoint %" PRIu32 " visibility %g "
+                                "is not 0, 1 or 2", path, lineno, k, kp[2]);
+            if (kp[2] > 0 && (!normalised(kp[0]) || !normalised(kp[1])))
+                return fmt_fail(msg, EINVAL, "%s:%" PRId64 ": keypoint %" PRIu32 " (%g, %g) is "
+                                "not inside the image (normalised 0..1)", path, lineno, k, kp[0],
+                                kp[1]);
+            if (shc_annot_pool_add(a, kp, 3))
+                return ENOMEM;
+        }
+        return 0;
+    }
+    if (n == 4) {
+        memcpy(b->v, v, sizeof b->v);
+        return 0;
+    }
+    if (n % 2 || n < 6)
+        return fmt_fail(msg, EINVAL, "%s:%" PRId64 ": expected 'class cx cy w h' (5 fields) or "
+                        "'class x1 y1 x2 y2 x3 y3 ...' (a polygon of at least 3 points), found %zu "
+                        "fields%s", path, lineno, n + 1,
+                        n % 2 ? " (an odd number of coordinates)" : "");
+    /* a polygon: its box is the points' extent (as Ultralytics' segments2boxes) */
+    double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
+    for (size_t j = 0; j < n; j++) {
+        if (!normalised(v[j]))
+            return fmt_fail(msg, EINVAL, "%s:%" PRId64 ": polygon point %zu (%g, %g) is not "
+                            "inside the image (normalised 0..1)", path, lineno, j / 2,
+                            v[j - j % 2], v[j - j % 2 + 1]);
+        lo[j % 2] = fmin(lo[j % 2], v[j]);
+        hi[j % 2] = fmax(hi[j % 2], v[j]);
+    }
+    b->v[0] = (lo[0] + hi[0]) / 2;
+    b->v[1] = (lo[1] + hi[1]) / 2;
+    b->v[2] = hi[0] - lo[0];
+    b->v[3] = hi[1] - lo[1];
+    b->seg_kind = SHC_SEG_NPOLY;
+    b->seg_at = a->npool;
+    double np = (double)(n / 2);
+    if (shc_annot_pool_add(a, &np, 1) || shc_annot_pool_add(a, v, n))
+        return ENOMEM;
+    b->seg_len = a->npool - b->seg_at;
+    a->ext |= FMT_TARGET_EXT_MASKS;
+    return 0;
+}
+
 /* One label file's lines into boxes of the image just added. ENOENT: no label file. */
-static int read_labels(const char *path, shc_annot *a, fmt_msg *msg)
+static int read_labels(const shc_annot_opts *o, const char *path, shc_annot *a, char *line,
+                       double **vals, size_t *capv, fmt_msg *msg)
 {
     fmt_msg why = {""};
     int rc;
     FILE *f = fmt_fopen_file(path, &rc, &why);
     if (!f)
         return rc == ENOENT ? 0 : fmt_fail(msg, rc, "cannot read %s: %s", path, why.text);
-    char line[LINE_MAX_BYTES + 1];
     int64_t lineno = 0;
     long len;
-    while (rc == 0 && (len = next_line(f, line, sizeof line)) != -1) {
+    while (rc == 0 && (len = next_line(f, line, LABEL_LINE_MAX + 1)) != -1) {
         lineno++;
         if (len < 0) {
-            rc = line_fail(msg, path, lineno, len);
+            rc = len == -3 ? line_fail(msg, path, lineno, len)
+                 : fmt_fail(msg, EINVAL, "%s:%" PRId64 ": line longer than %d bytes", path,
+                            lineno, LABEL_LINE_MAX);
             break;
         }
-        char *fields[6], *save = NULL, *tok = strtok_r(line, " \t\r\n", &save);
-        int nf = 0;
-        for (; tok && nf < 6; tok = strtok_r(NULL, " \t\r\n", &save))
-            fields[nf++] = tok;
-        if (nf == 0)
+        char *save = NULL, *cls_s = strtok_r(line, " \t\r\n", &save);
+        if (!cls_s)
             continue;
-        if (nf != 5) {
-            rc = fmt_fail(msg, EINVAL, "%s:%" PRId64 ": expected 'class cx cy w h' (5 fields), "
-                          "found %s%d", path, lineno, nf > 5 ? "more than " : "", nf > 5 ? 5 : nf);
-            break;
+        size_t n = 0;
+        for (char *tok; rc == 0 && (tok = strtok_r(NULL, " \t\r\n", &save)); n++) {
+            if (n == *capv) {
+                size_t cap = *capv ? 2 * *capv : 64;
+                double *p = realloc(*vals, cap * sizeof *p);
+                if (!p) {
+                    rc = ENOMEM;
+                    break;
+                }
+                *vals = p;
+                *capv = cap;
+            }
+            rc = label_number(msg, path, lineno, tok, &(*vals)[n]);
         }
+        if (rc)
+            break;
         shc_annot_box b = {.id = lineno};
         char *end;
         errno = 0;
-        long long cls = strtoll(fields[0], &end, 10);
+        long long cls = strtoll(cls_s, &end, 10);
         if (*end || errno || cls < 0 || (uint64_t)cls >= a->ncats) {
             rc = fmt_fail(msg, EINVAL, "%s:%" PRId64 ": class '%s' is not an index of the %zu "
-                          "names", path, lineno, fields[0], a->ncats);
+                          "names", path, lineno, cls_s, a->ncats);
             break;
         }
         b.category = cls;
-        for (int k = 0; k < 4; k++) {
-            b.v[k] = strtod(fields[k + 1], &end);
-            if (*end || !isfinite(b.v[k])) {
-                rc = fmt_fail(msg, EINVAL, "%s:%" PRId64 ": '%s' is not a number", path, lineno,
-                              fields[k + 1]);
-                break;
-            }
-        }
-        if (rc == 0)
+        if ((rc = label_shape(o, a, path, lineno, *vals, n, &b, msg)) == 0)
             rc = shc_annot_add_box(a, &b);
     }
     if (rc == 0 && ferror(f))
         rc = fmt_fail(msg, EIO, "cannot read %s: %s", path, strerror(EIO));
     fclose(f);
     return rc;
+}
+
+/* A pose dataset (--kpt-shape K,D): every class has the K keypoints, named "0" .. "K-1" (a
+ * label file names none), without a skeleton. */
+static int pose_setup(const shc_annot_opts *o, shc_annot *a, fmt_msg *msg)
+{
+    if (o->kpt_k > FMT_TARGET_MAX_KEYPOINTS || (o->kpt_d != 2 && o->kpt_d != 3))
+        return fmt_fail(msg, EINVAL, "--kpt-shape %" PRIu32 ",%" PRIu32 ": K keypoints (1..%u) "
+                        "of D values (2: x y, 3: x y visibility)", o->kpt_k, o->kpt_d,
+                        FMT_TARGET_MAX_KEYPOINTS);
+    a->nkp = o->kpt_k;
+    a->ext |= FMT_TARGET_EXT_KEYPOINTS;
+    if (!(a->kp_names = calloc(o->kpt_k, sizeof *a->kp_names)) ||
+        !(a->cat_kp = malloc(a->ncats)) || !(a->skeleton = calloc(1, sizeof *a->skeleton)))
+        return ENOMEM;
+    memset(a->cat_kp, 1, a->ncats);
+    for (uint32_t k = 0; k < o->kpt_k; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "%" PRIu32, k);
+        if (!(a->kp_names[k] = strdup(name)))
+            return ENOMEM;
+    }
+    return 0;
 }
 
 typedef struct {
@@ -350,7 +475,12 @@ int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
     yid *ids = NULL;
     int64_t *idv = NULL;                /* each image's id, by position */
     a->kind = SHC_ANNOT_YOLO;
-    int rc = read_names(o->names, a, msg);
+    char *line = malloc(LABEL_LINE_MAX + 1);
+    double *vals = NULL;
+    size_t capv = 0;
+    int rc = line ? read_names(o->names, a, msg) : ENOMEM;
+    if (rc == 0 && o->kpt_k)
+        rc = pose_setup(o, a, msg);
     if (rc == 0)
         rc = walk(o->images, "", fmt_is_image_name, &imgs, NULL, 0, msg);
     if (rc == 0)
@@ -432,7 +562,7 @@ int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
         }
         char *where = strdup(lpath);
         if ((rc = shc_annot_add_image(a, id, 0, 0, where)) == 0)
-            rc = read_labels(lpath, a, msg);
+            rc = read_labels(o, lpath, a, line, &vals, &capv, msg);
         free(lpath);
         if (rc)
             goto leave;
@@ -451,6 +581,8 @@ int shc_yolo_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
         }
     }
 leave:
+    free(line);
+    free(vals);
     free(ids);
     free(idv);
     strlist_free(&imgs);

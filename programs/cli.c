@@ -40,9 +40,18 @@ const char shc_usage_build[] =
     "      --coco FILE         detection: COCO instances JSON; SRC is the image folder its\n"
     "                          file_names are relative to; boxes follow the geometry\n"
     "      --yolo DIR          detection: YOLO labels, DIR/D/S.txt for image SRC/D/S.EXT, one\n"
-    "                          \"class cx cy w h\" line per box (needs --names)\n"
+    "                          \"class cx cy w h\" line per box or \"class x1 y1 x2 y2 ...\"\n"
+    "                          per polygon (instance masks; needs --names)\n"
     "      --names FILE        YOLO class names, one per line (class i is line i + 1)\n"
-    "      --skip-empty        detection: leave out images without a box (default: kept)\n"
+    "      --kpt-shape K,D     YOLO pose: \"class cx cy w h\" then K keypoints of D values\n"
+    "                          (2: x y; 3: x y visibility), as data.yaml's kpt_shape\n"
+    "      --masks DIR         semantic segmentation: label-map PNGs (palette or grey),\n"
+    "                          DIR/D/S.png for image SRC/D/S.EXT\n"
+    "      --mask-suffix A:B   --masks: the map of image stem XA is stem XB (Cityscapes:\n"
+    "                          _leftImg8bit:_gtFine_labelIds)\n"
+    "      --ignore-index N    --masks: the label of padding (default 255)\n"
+    "      --skip-empty        detection: leave out images without a box (default: kept);\n"
+    "                          --masks: images without a label map (default: an error)\n"
     "      --wds               SRCs are WebDataset shards: members grouped by key, the image\n"
     "                          of each group a sample, in the shards' order\n"
     "      --wds-label L       the label of a --wds sample: cls (default: the .cls member),\n"
@@ -137,7 +146,7 @@ enum {
     OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED,
     OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK, OPT_PART, OPT_JPEGFRACTION,
     OPT_WDS, OPT_WDSLABEL, OPT_ARCBUF, OPT_COCO, OPT_YOLO, OPT_NAMES, OPT_SKIPEMPTY,
-    OPT_FIELDS, OPT_STAGING, OPT_PARTSIZE
+    OPT_FIELDS, OPT_STAGING, OPT_PARTSIZE, OPT_KPTSHAPE, OPT_MASKS, OPT_MASKSUFFIX, OPT_IGNORE
 };
 
 int shc_build_args(int argc, char **argv, shc_build_opts *out)
@@ -172,6 +181,10 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         {"coco", required_argument, 0, OPT_COCO},   {"yolo", required_argument, 0, OPT_YOLO},
         {"names", required_argument, 0, OPT_NAMES},
         {"skip-empty", no_argument, 0, OPT_SKIPEMPTY},
+        {"kpt-shape", required_argument, 0, OPT_KPTSHAPE},
+        {"masks", required_argument, 0, OPT_MASKS},
+        {"mask-suffix", required_argument, 0, OPT_MASKSUFFIX},
+        {"ignore-index", required_argument, 0, OPT_IGNORE},
         {"fields", required_argument, 0, OPT_FIELDS},
         {"staging", required_argument, 0, OPT_STAGING},
         {"upload-part-size", required_argument, 0, OPT_PARTSIZE},
@@ -327,6 +340,28 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         case OPT_YOLO: o.yolo = optarg; break;
         case OPT_NAMES: o.names = optarg; break;
         case OPT_SKIPEMPTY: o.skip_empty = 1; break;
+        case OPT_KPTSHAPE: {
+            unsigned k, d;
+            char tail;
+            if (sscanf(optarg, "%u,%u%c", &k, &d, &tail) != 2 || k < 1 || k > 1024 ||
+                (d != 2 && d != 3))
+                return build_error("bad --kpt-shape '%s' (K,D: 1..1024 keypoints of 2 or 3 "
+                                   "values)", optarg);
+            o.kpt_k = k;
+            o.kpt_d = d;
+            break;
+        }
+        case OPT_MASKS: o.masks = optarg; break;
+        case OPT_MASKSUFFIX:
+            if (!strchr(optarg, ':'))
+                return build_error("bad --mask-suffix '%s' (IMAGE_SUFFIX:MAP_SUFFIX)", optarg);
+            o.mask_suffix = optarg;
+            break;
+        case OPT_IGNORE:
+            if (shc_parse_uint(optarg, 0, 65535, &v))
+                return build_error("bad --ignore-index '%s' (0..65535)", optarg);
+            o.ignore_index = (uint32_t)v;
+            break;
         case OPT_SEED:
             if (shc_parse_uint(optarg, 0, UINT64_MAX, &o.r.seed))
                 return build_error("bad --seed '%s' (an unsigned 64-bit integer)", optarg);
@@ -366,16 +401,22 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         return build_error("%s", "--aug needs --augment K");
     if (o.coco && o.yolo)
         return build_error("%s", "--coco and --yolo exclude each other");
+    if (o.masks && (o.coco || o.yolo))
+        return build_error("%s", "--masks (label maps) excludes --coco and --yolo");
+    if (o.kpt_k && !o.yolo)
+        return build_error("%s", "--kpt-shape needs --yolo");
+    if ((o.mask_suffix || o.ignore_index != 255) && !o.masks)
+        return build_error("%s", "--mask-suffix and --ignore-index need --masks");
     if (o.yolo && !o.names)
         return build_error("%s", "--yolo needs --names FILE (the class names)");
     if (o.names && !o.yolo)
         return build_error("%s", "--names needs --yolo");
-    if (o.skip_empty && !o.coco && !o.yolo)
-        return build_error("%s", "--skip-empty needs --coco or --yolo");
-    if ((o.coco || o.yolo) && (o.list || o.wds))
+    if (o.skip_empty && !o.coco && !o.yolo && !o.masks)
+        return build_error("%s", "--skip-empty needs --coco, --yolo or --masks");
+    if ((o.coco || o.yolo || o.masks) && (o.list || o.wds))
         return build_error("%s", "--coco/--yolo list the images themselves (no "
                            "--list or --wds)");
-    if ((o.coco || o.yolo) && o.r.augment)
+    if ((o.coco || o.yolo || o.masks) && o.r.augment)
         return build_error("%s", "--augment cannot be combined with --coco/--yolo "
                            "(pre-augmented variants do not carry boxes)");
 

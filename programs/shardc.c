@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "augment.h"
@@ -54,10 +55,13 @@ static const char usage_merge[] =
     "exit status: 0 merged, 1 merged and inputs were rejected, 2 parts missing, unfinished or\n"
     "inconsistent (nothing written), 3 fatal I/O error\n";
 static const char usage_cat[] =
-    "usage: shardc cat OUT INDEX [-o FILE] [--replay] [--boxes]\n"
-    "  write sample INDEX of OUT as binary PPM (P6; P5 for gray) to stdout or FILE\n"
+    "usage: shardc cat OUT INDEX [-o FILE] [--replay] [--boxes] [--masks] [--keypoints]\n"
+    "  write sample INDEX of OUT as binary PPM (P6; P5 for gray) to stdout or FILE (PNG when\n"
+    "  FILE ends in .png)\n"
     "  --boxes: a detection dataset's boxes drawn on it, 1-pixel outlines, one colour per\n"
     "  category\n"
+    "  --masks: its instance masks (or label map) as translucent colour overlays\n"
+    "  --keypoints: its keypoints as dots joined by the skeleton's lines\n"
     "  --replay: render the sample again from its source file (an augmented one from its recorded\n"
     "  parameters) and write that instead; exit 1 if it differs from the stored pixels\n";
 
@@ -659,6 +663,96 @@ static void draw_boxes(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, const f
     }
 }
 
+static const uint8_t cat_pal[8][3] = {{255, 40, 40}, {40, 255, 40}, {60, 120, 255},
+                                       {255, 220, 0}, {255, 0, 255}, {0, 255, 255},
+                                       {255, 140, 0}, {255, 255, 255}};
+
+/* Blend colour c into the pixel at p half and half (gray: the colour's mean). */
+static void cat_blend(uint8_t *p, uint32_t ch, const uint8_t *c)
+{
+    if (ch == 1) {
+        p[0] = (uint8_t)((p[0] + (c[0] + c[1] + c[2]) / 3 + 1) / 2);
+        return;
+    }
+    for (int k = 0; k < 3; k++)
+        p[k] = (uint8_t)((p[k] + c[k] + 1) / 2);
+}
+
+/* Each instance mask of t (or its label map, the ignore index left out) as a translucent
+ * overlay: a pixel set blends half of its category's (or label's) colour in. */
+static int draw_masks(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, const fmt_target *t,
+                      uint32_t ignore)
+{
+    size_t npix = (size_t)w * h;
+    if (t->map_width != w || t->map_height != h)
+        return FMT_ECORRUPT;
+    uint16_t *buf = malloc(2 * (npix ? npix : 1));
+    if (!buf)
+        return ENOMEM;
+    uint8_t *m8 = (uint8_t *)buf;
+    for (uint32_t k = 0; t->ext & FMT_TARGET_EXT_MASKS && k < t->count; k++) {
+        fmt_target_mask(t, k, m8);
+        for (size_t i = 0; i < npix; i++)
+            if (m8[i])
+                cat_blend(px + i * ch, ch, cat_pal[(uint64_t)t->labels[k] % 8]);
+    }
+    if (t->ext & FMT_TARGET_EXT_MAP) {
+        fmt_target_label_map(t, buf, 2);
+        for (size_t i = 0; i < npix; i++)
+            if (buf[i] != ignore)
+                cat_blend(px + i * ch, ch, cat_pal[buf[i] % 8]);
+    }
+    free(buf);
+    return 0;
+}
+
+static void cat_dot(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, long x, long y,
+                    const uint8_t *c)
+{
+    if (x < 0 || y < 0 || x >= (long)w || y >= (long)h)
+        return;
+    uint8_t *p = px + ((size_t)y * w + (size_t)x) * ch;
+    if (ch == 1)
+        p[0] = c[0];
+    else
+        memcpy(p, c, 3);
+}
+
+/* Keypoints of t: the skeleton's lines (both ends labelled) in the instance's colour, then a
+ * 3x3 dot per labelled keypoint (white; its centre the instance's colour). */
+static void draw_keypoints(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, const fmt_target *t,
+                           const fmt_manifest *m)
+{
+    static const uint8_t white[3] = {255, 255, 255};
+    uint32_t K = t->num_keypoints;
+    for (uint32_t k = 0; k < t->count; k++) {
+        const float *kp = t->keypoints + 3 * (size_t)k * K;
+        const uint8_t *c = cat_pal[(uint64_t)t->labels[k] % 8];
+        for (uint32_t e = 0; e < m->nskeleton; e++) {
+            uint32_t a = m->skeleton[2 * e] - 1, b = m->skeleton[2 * e + 1] - 1;
+            if (a >= K || b >= K || kp[3 * a + 2] <= 0 || kp[3 * b + 2] <= 0)
+                continue;
+            double x0 = kp[3 * a], y0 = kp[3 * a + 1], x1 = kp[3 * b], y1 = kp[3 * b + 1];
+            double n = fmax(fabs(x1 - x0), fabs(y1 - y0));
+            for (double i = 0; i <= n; i++) {
+                double f = n > 0 ? i / n : 0;
+                cat_dot(px, w, h, ch, (long)floor(x0 + f * (x1 - x0)),
+                        (long)floor(y0 + f * (y1 - y0)), c);
+            }
+        }
+        for (uint32_t j = 0; j < K; j++) {
+            if (kp[3 * j + 2] <= 0)
+                continue;
+            long x = (long)floorf(kp[3 * j]), y = (long)floorf(kp[3 * j + 1]);
+            for (long dy = -1; dy <= 1; dy++)
+                for (long dx = -1; dx <= 1; dx++)
+                    cat_dot(px, w, h, ch, x + dx, y + dy, dx || dy ? white : c);
+        }
+    }
+}
+
+enum { CAT_BOXES = 1, CAT_MASKS = 2, CAT_KEYPOINTS = 4 };
+
 static int cat_dir(const char *dir, uint64_t idx, const char *outfile, int replay, int boxes);
 
 static int cmd_cat(int argc, char **argv)
@@ -667,7 +761,11 @@ static int cmd_cat(int argc, char **argv)
     int replay = 0, boxes = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--boxes") == 0) {
-            boxes = 1;
+            boxes |= CAT_BOXES;
+        } else if (strcmp(argv[i], "--masks") == 0) {
+            boxes |= CAT_MASKS;
+        } else if (strcmp(argv[i], "--keypoints") == 0) {
+            boxes |= CAT_KEYPOINTS;
         } else if (strcmp(argv[i], "--replay") == 0) {
             replay = 1;
         } else if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) {
@@ -772,21 +870,52 @@ static int cat_dir(const char *dir, uint64_t idx, const char *outfile, int repla
         rc = fmt_dataset_target(d, idx, &t, &msg);
         drawn = rc ? NULL : malloc(s.length ? (size_t)s.length : 1);
         if (rc || !drawn) {
-            fprintf(stderr, "shardc: cannot draw the boxes of sample %" PRIu64 " of %s: %s\n", idx,
+            fprintf(stderr, "shardc: cannot draw the targets of sample %" PRIu64 " of %s: %s\n", idx,
                     dir, rc ? fmt_reason(&msg, rc) : strerror(ENOMEM));
             fmt_image_free(&re);
             free(owned);
             fmt_dataset_close(d);
             return rc == FMT_EINVAL ? SHC_EXIT_USAGE : SHC_EXIT_IO;
         }
+        const fmt_manifest *man = fmt_dataset_manifest(d);
+        const char *lacks = boxes & CAT_MASKS && !(t.ext & (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_MAP))
+                            ? "masks" : boxes & CAT_KEYPOINTS && !(t.ext & FMT_TARGET_EXT_KEYPOINTS)
+                            ? "keypoints" : NULL;
         memcpy(drawn, s.pixels, s.length);
-        draw_boxes(drawn, s.width, s.height, s.channels, &t);
+        rc = lacks ? FMT_EINVAL : boxes & CAT_MASKS
+             ? draw_masks(drawn, s.width, s.height, s.channels, &t, man->ignore_index) : 0;
+        if (rc) {
+            fprintf(stderr, "shardc: cannot draw the %s of sample %" PRIu64 " of %s: %s\n",
+                    lacks ? lacks : "masks", idx, dir, lacks ? "the dataset has none"
+                    : fmt_strerror(rc));
+            free(drawn);
+            fmt_image_free(&re);
+            free(owned);
+            fmt_dataset_close(d);
+            return lacks ? SHC_EXIT_USAGE : SHC_EXIT_IO;
+        }
+        if (boxes & CAT_BOXES)
+            draw_boxes(drawn, s.width, s.height, s.channels, &t);
+        if (boxes & CAT_KEYPOINTS)
+            draw_keypoints(drawn, s.width, s.height, s.channels, &t, man);
         s.pixels = drawn;
     }
     char head[64];
     int hn = snprintf(head, sizeof head, "P%c\n%u %u\n255\n", s.channels == 1 ? '5' : '6', s.width,
                       s.height);
-    if (outfile) {
+    size_t olen = outfile ? strlen(outfile) : 0;
+    if (olen > 4 && strcasecmp(outfile + olen - 4, ".png") == 0) {
+        fmt_image pi = {.pixels = (uint8_t *)s.pixels, .width = s.width, .height = s.height,
+                        .channels = s.channels};
+        uint8_t *png = NULL;
+        size_t n = 0;
+        rc = fmt_png_encode(&pi, 6, &png, &n);
+        if (rc == 0)
+            rc = fmt_write_file_atomic(outfile, png, n);
+        free(png);
+        if (rc)
+            fprintf(stderr, "shardc: cannot write %s: %s\n", outfile, fmt_strerror(rc));
+    } else if (outfile) {
         size_t n = (size_t)hn + s.length;
         uint8_t *buf = malloc(n);
         rc = buf ? 0 : ENOMEM;

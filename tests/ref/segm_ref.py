@@ -5,6 +5,18 @@ usage: segm_ref.py make COCO_IN COCO_OUT
   Add segmentation to every annotation of COCO_IN (a shardc-mksample --coco file), in turn:
   one polygon, two polygons (one concave), uncompressed RLE, COCO's compressed RLE string
   (iscrowd 1), none (the box); and 3 keypoints (names, skeleton) to category 1's annotations.
+usage: segm_ref.py yolo COCO_SEG OUT
+  From a `make` file, YOLO label files: OUT/seg/S.txt (a normalised polygon line per instance:
+  its first polygon, or its box's 4 corners; an RLE instance as a "class cx cy w h" box line),
+  OUT/pose/S.txt ("class cx cy w h" and category 1's 3 keypoints x y v; other categories' all 0),
+  OUT/names.txt, and OUT/seg.json, OUT/pose.json: the same instances as COCO in pixels (the
+  normalised text times the size, the box the polygon's extent), for `check`.
+usage: segm_ref.py maps COCO OUT_DIR
+  A label map PNG per image of COCO (palette, grey 8-bit and grey 16-bit in turn) at
+  OUT_DIR/S.png: blocks of labels 0..20 and a 255 border.
+usage: segm_ref.py mapcheck COCO MAP_DIR MANIFEST TARGETS_JSONL
+  Each map read with Pillow, moved with torch's nearest arithmetic, the padding the manifest's
+  ignore index; the stored label maps equal it value for value.
 usage: segm_ref.py check COCO_JSON MANIFEST TARGETS_JSONL
   Rasterise the polygons (even-odd at pixel centres), decode the RLE (written here from COCO's
   definition), move masks with torch's nearest arithmetic and keypoints with the boxes' affine
@@ -191,9 +203,131 @@ def make(src, dst):
     json.dump(coco, open(dst, "w"))
 
 
+def yolo(src, out):
+    coco = json.load(open(src))
+    ims = {im["id"]: im for im in coco["images"]}
+    cls = {c["id"]: i for i, c in enumerate(sorted(coco["categories"], key=lambda c: c["id"]))}
+    os.makedirs(out + "/seg", exist_ok=True)
+    os.makedirs(out + "/pose", exist_ok=True)
+    with open(out + "/names.txt", "w") as f:
+        for c in sorted(coco["categories"], key=lambda c: c["id"]):
+            f.write(c["name"] + "\n")
+    seg, pose = {}, {}
+    eq_seg = {"images": coco["images"], "annotations": [], "categories": []}
+    eq_pose = {"images": coco["images"], "annotations": [], "categories": []}
+    for c in coco["categories"]:
+        eq_seg["categories"].append({"id": cls[c["id"]], "name": c["name"]})
+        e = {"id": cls[c["id"]], "name": c["name"], "keypoints": KP_NAMES}
+        eq_pose["categories"].append(e)
+    for a in coco["annotations"]:
+        im = ims[a["image_id"]]
+        w, h = im["width"], im["height"]
+        stem = os.path.splitext(im["file_name"])[0]
+        c = cls[a["category_id"]]
+        x, y, bw, bh = a["bbox"]
+        sg = a.get("segmentation")
+        e = {"id": len(eq_seg["annotations"]) + 1, "image_id": im["id"], "category_id": c,
+             "area": a["area"], "iscrowd": 0}
+        if isinstance(sg, dict):
+            text = ["%.6f" % v for v in (min(x + bw / 2, w) / w, min(y + bh / 2, h) / h,
+                                         bw / w, bh / h)]
+            v = [float(t) for t in text]
+            e["bbox"] = [v[0] * w - v[2] * w / 2, v[1] * h - v[3] * h / 2, v[2] * w, v[3] * h]
+        else:
+            poly = sg[0] if sg else [x, y, x + bw, y, x + bw, y + bh, x, y + bh]
+            text = ["%.6f" % (min(max(v, 0), w if j % 2 == 0 else h) / (w if j % 2 == 0 else h))
+                    for j, v in enumerate(poly)]
+            pts = [float(t) * (w if j % 2 == 0 else h) for j, t in enumerate(text)]
+            xs, ys = pts[0::2], pts[1::2]
+            e["bbox"] = [min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)]
+            e["segmentation"] = [pts]
+        seg.setdefault(stem, []).append("%d %s" % (c, " ".join(text)))
+        eq_seg["annotations"].append(e)
+        # pose: the box line and 3 keypoints
+        bt = ["%.6f" % v for v in ((x + bw / 2) / w, (y + bh / 2) / h, bw / w, bh / h)]
+        bv = [float(t) for t in bt]
+        kp = a.get("keypoints") or [0] * 9
+        kt = []
+        for k in range(3):
+            px, py, vis = kp[3 * k:3 * k + 3]
+            kt += ["%.6f" % (px / w), "%.6f" % (py / h), "%d" % vis]
+        pose.setdefault(stem, []).append("%d %s %s" % (c, " ".join(bt), " ".join(kt)))
+        eq_pose["annotations"].append({
+            "id": e["id"], "image_id": im["id"], "category_id": c, "area": a["area"],
+            "iscrowd": 0,
+            "bbox": [bv[0] * w - bv[2] * w / 2, bv[1] * h - bv[3] * h / 2, bv[2] * w, bv[3] * h],
+            "keypoints": [float(kt[j]) * (w if j % 3 == 0 else h) if j % 3 < 2
+                          else int(kt[j]) for j in range(9)]})
+    for d, lines in (("seg", seg), ("pose", pose)):
+        for stem, ls in lines.items():
+            os.makedirs(os.path.dirname(os.path.join(out, d, stem)), exist_ok=True)
+            with open(os.path.join(out, d, stem + ".txt"), "w") as f:
+                f.write("\n".join(ls) + "\n")
+    json.dump(eq_seg, open(out + "/seg.json", "w"))
+    json.dump(eq_pose, open(out + "/pose.json", "w"))
+
+
+def maps(src, out):
+    from PIL import Image
+    coco = json.load(open(src))
+    rng = np.random.default_rng(11)
+    for n, im in enumerate(sorted(coco["images"], key=lambda i: i["file_name"].encode())):
+        w, h = im["width"], im["height"]
+        m = rng.integers(0, 21, size=(h // 5 + 1, w // 7 + 1))
+        m = np.kron(m, np.ones((5, 7), np.int64))[:h, :w]
+        m[0, :] = 255
+        m[:, -1] = 255
+        path = os.path.join(out, os.path.splitext(im["file_name"])[0] + ".png")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if n % 3 == 0:
+            p = Image.fromarray(m.astype(np.uint8), "P")
+            p.putpalette([v for i in range(256) for v in (i, 255 - i, i * 7 % 256)])
+            p.save(path)
+        elif n % 3 == 1:
+            Image.fromarray(m.astype(np.uint8), "L").save(path)
+        else:
+            Image.fromarray((m + 300 * (m < 255)).astype(np.uint16)).save(path)
+
+
+def mapcheck(coco_path, map_dir, manifest_path, got_path):
+    from PIL import Image
+    coco = json.load(open(coco_path))
+    man = json.load(open(manifest_path))
+    g, ignore = man["geometry"], man["targets"]["label_map"]["ignore_index"]
+    got = [json.loads(line) for line in open(got_path) if line.strip()]
+    imgs = sorted(coco["images"], key=lambda i: i["file_name"].encode())
+    if len(got) != len(imgs):
+        print("%d samples, expected %d" % (len(got), len(imgs)))
+        return 1
+    for n, (im, t) in enumerate(zip(imgs, got)):
+        path = os.path.join(map_dir, os.path.splitext(im["file_name"])[0] + ".png")
+        m = np.array(Image.open(path)).astype(np.int64)
+        h, w = m.shape
+        rw, rh, dx, dy, dw, dh, wx, wy = plan(g, w, h)
+        out_w, out_h = (g["width"], g["height"]) if g["mode"] == "size" else \
+            ((g["crop_width"], g["crop_height"]) if g.get("crop_width") else (rw, rh))
+        ix = nearest_index(rw, w)[wx:wx + dw]
+        iy = nearest_index(rh, h)[wy:wy + dh]
+        out = np.full((out_h, out_w), ignore, np.int64)
+        out[dy:dy + dh, dx:dx + dw] = m[np.ix_(iy, ix)]
+        flat = out.reshape(-1)
+        cut = np.flatnonzero(np.diff(flat)) + 1
+        starts = np.concatenate([[0], cut])
+        ends = np.concatenate([cut, [flat.size]])
+        want = [[int(flat[a]), int(b - a)] for a, b in zip(starts, ends)]
+        if t["size"] != [out_h, out_w] or t["label_map"] != want or t["boxes"]:
+            print("sample %d (%s): size %r, map %r..., expected %r, %r..." %
+                  (n, path, t["size"], t.get("label_map", [])[:8], [out_h, out_w], want[:8]))
+            return 1
+    return 0
+
+
 def check(coco_path, manifest_path, got_path):
     coco = json.load(open(coco_path))
-    g = json.load(open(manifest_path))["geometry"]
+    man = json.load(open(manifest_path))
+    g = man["geometry"]
+    has_masks = man["targets"].get("masks", False)
+    has_kp = "keypoints" in man["targets"]
     got = [json.loads(line) for line in open(got_path) if line.strip()]
     imgs = sorted(coco["images"], key=lambda i: i["file_name"].encode())
     by_img = {}
@@ -220,12 +354,13 @@ def check(coco_path, manifest_path, got_path):
             if not (m[0] < m[2] and m[1] < m[3]):
                 dropped += 1
                 continue
-            mk = move_mask(source_mask(a, w, h), w, h, p, out_w, out_h)
-            if not mk.any():
-                dropped += 1
-                continue
+            if has_masks:
+                mk = move_mask(source_mask(a, w, h), w, h, p, out_w, out_h)
+                if not mk.any():
+                    dropped += 1
+                    continue
+                masks.append(runs(mk))
             boxes.append(m)
-            masks.append(runs(mk))
             labels.append(a["category_id"])
             k3 = []
             src = a.get("keypoints") or [0] * 9
@@ -248,16 +383,22 @@ def check(coco_path, manifest_path, got_path):
         if tb.shape[0] != len(boxes) or (boxes and np.abs(tb - np.array(boxes)).max() > 1e-4):
             print("sample %d: boxes %r, expected %r" % (n, tb.tolist(), boxes))
             return 1
-        for k, (gm, em) in enumerate(zip(t["masks"], masks)):
+        if has_masks and len(t["masks"]) != len(masks):
+            print("sample %d: %d masks, expected %d" % (n, len(t["masks"]), len(masks)))
+            return 1
+        for k, (gm, em) in enumerate(zip(t.get("masks", []), masks)):
             if gm != em:
                 print("sample %d instance %d: mask runs %r, expected %r" % (n, k, gm, em))
                 return 1
+        if not has_kp:
+            checked += len(masks)
+            continue
         tk = np.array(t["keypoints"], np.float64).reshape(-1, 3, 3)
         ek = np.array(kps, np.float64).reshape(-1, 3, 3)
         if tk.shape != ek.shape or (ek.size and np.abs(tk - ek).max() > 1e-4):
             print("sample %d: keypoints %r, expected %r" % (n, tk.tolist(), ek.tolist()))
             return 1
-        checked += len(masks)
+        checked += len(masks) + int(ek.size)
     if checked == 0:
         print("no instance checked")
         return 1
@@ -268,6 +409,14 @@ def main():
     if sys.argv[1] == "make":
         make(sys.argv[2], sys.argv[3])
         return 0
+    if sys.argv[1] == "yolo":
+        yolo(sys.argv[2], sys.argv[3])
+        return 0
+    if sys.argv[1] == "maps":
+        maps(sys.argv[2], sys.argv[3])
+        return 0
+    if sys.argv[1] == "mapcheck":
+        return mapcheck(*sys.argv[2:6])
     if sys.argv[1] == "check":
         return check(sys.argv[2], sys.argv[3], sys.argv[4])
     print(__doc__)
