@@ -140,6 +140,7 @@ class Loader:
         max_threads: int | None = None,
         cache_limit: int | str | None = None,
         prefetch_shards: int | None = None,
+        flip_indices: Sequence[int] | None = None,
     ) -> None: ...
     @property
     def plan(self) -> dict[str, Any] | None: ...
