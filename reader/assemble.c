@@ -20,7 +20,7 @@
 #include "erase_noise.h"
 #include "mirror.h"
 #include "scale.h"
-#include "segm.h"
+#include "segm_read.h"
 #include "stats.h"
 
 /* ---- a sample's dataset: the reader's, or in a mixture its stream's ---- */
@@ -605,7 +605,7 @@ static int grow_bytes(void **p, size_t *cap, size_t n)
     return 0;
 }
 
-/* Sample i's masks and keypoints (segm.h): the boxes kept by shr_box_map (slot->t_kept, kept of
+/* Sample i's masks and keypoints (segm_read.h): the boxes kept by shr_box_map (slot->t_kept, kept of
  * them from box off) get their keypoints, and their masks warped into the slot's masks at
  * *moff; an instance whose mask is left empty is dropped with its box (the arrays compacted).
  * Returns the instances kept; -1 with ENOMEM in *rc. */

@@ -1,4 +1,4 @@
-/* segm.h - the read-time geometry applied to a segmentation sample's instance masks and
+/* segm_read.h - the read-time geometry applied to a segmentation sample's instance masks and
  * keypoints (shardread.h, "Masks and keypoints"): the crop or zero pad, the RandomResizedCrop
  * box resized to the output, or a scale op, then the horizontal flip; masks sampled nearest as
  * torch's interpolate(mode="nearest") samples them (what torchvision.transforms.v2 does to a
@@ -6,8 +6,8 @@
  *
  * Internal to libshardread; pure functions of their arguments, so any worker gives the same bytes.
  */
-#ifndef SHR_SEGM_H
-#define SHR_SEGM_H
+#ifndef SHR_SEGM_READ_H
+#define SHR_SEGM_READ_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* segm.c - instance masks and keypoints through the read-time geometry (segm.h). */
-#include "segm.h"
+/* segm_read.c - instance masks and keypoints through the read-time geometry (segm_read.h). */
+#include "segm_read.h"
 
 #include <math.h>
 #include <string.h>
