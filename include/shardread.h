@@ -356,6 +356,12 @@ typedef struct {
     /* ... and how many distinct shards, in the order the sampler reads them, are downloaded
      * ahead of the batches being filled (0: the default, 8, within cache_limit). */
     uint32_t prefetch_shards;
+    /* A dataset with keypoints (see "Masks and keypoints"): the horizontal flip's left/right
+     * swap, num_flip_indices (= the dataset's K) entries each < K: a flipped sample's keypoint j
+     * is the stored keypoint flip_indices[j], mirrored. NULL (the default): a flip of a
+     * keypoint dataset is refused. Copied by shr_open. */
+    const uint32_t *flip_indices;
+    uint32_t num_flip_indices;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
@@ -716,6 +722,14 @@ typedef struct {
     /* A mixture (shr_open_mixture): n entries, the stream each sample came from (indices are
      * then positions in that stream's dataset, bad_indices too); NULL for one dataset. */
     const int64_t *streams;
+    /* Segmentation datasets (see "Masks and keypoints"): each delivered instance's mask and
+     * keypoints, moved with the pixels; NULL where the dataset has none. shr_batch_segm gives
+     * one sample's view. */
+    const uint8_t *target_masks;        /* sample i's at byte target_mask_offsets[i] */
+    const int64_t *target_mask_offsets; /* n + 1 */
+    const uint32_t *target_mask_sizes;  /* 2 n: each sample's mask width and height */
+    const float *target_keypoints;      /* num_keypoints * 3 per box (x, y, v), as the boxes */
+    uint32_t num_keypoints;
 } shr_batch;
 
 /* The whole reader state: open a reader with these in its options to continue exactly here. */
@@ -1074,6 +1088,31 @@ typedef struct {
  * as long as b is (until shr_release or shr_close). 0; SHR_EINVAL (b or t NULL, i >= b->n, or a
  * dataset without targets). Any thread holding b. */
 SHR_API int shr_batch_target(const shr_batch *b, uint32_t i, shr_target *t);
+
+/* Masks and keypoints (datasets of target record version 2, formats/raw.md). Each delivered
+ * instance's mask is moved with the pixels by the sample's parameters: the output pixel (X, Y)
+ * (the flip undone: X <- fw - 1 - X, fw the flip's width of "Targets") takes the stored pixel
+ *     crop or pad:       (X - (W - p.w) / 2 + p.x, ...), 0 outside the placed rectangle
+ *     RandomResizedCrop: (p.x + nearest(X, p.w, W), p.y + nearest(Y, p.h, H))
+ *     the scale ops:     (nearest(X - pad_x + crop_x, src_w, scale_w), ...) inside the image
+ *                        rectangle, 0 outside it
+ * nearest(i, in, out) = i where in == out, i >> 1 where out == 2 in, else min(floor(i * s),
+ * in - 1) with s = (float)in / out and the product in float32: torch's
+ * interpolate(mode="nearest"), as torchvision.transforms.v2 resizes a Mask. The masks are W x H,
+ * or image_w x image_h where the images are a dense list (scale_dense). An instance whose moved
+ * mask has no pixel left is dropped with its box (counted in target_dropped), as is one whose
+ * box is dropped. Keypoints (x, y, v) move as the boxes' edges do (x' = (x - p.x) sx + dx,
+ * "Targets" and "Scale"), in double, rounded to float32; one stored with v = 0 or moved outside
+ * the image rectangle [x0, x1] x [y0, y1] (closed) is delivered as (0, 0, 0); where the sample is
+ * flipped, x' = fw - x' and keypoint j is the moved stored keypoint flip_indices[j]. The warps
+ * (rotation, affine, auto_augment) are refused by shr_open for such datasets (not yet moved),
+ * as is a flip of a keypoint dataset without flip_indices.
+ * Sample i's: *num_keypoints K (0 without), *keypoints count * K * 3 floats (NULL without),
+ * *masks count * height * width bytes of 0 or 1 (NULL without), *width, *height their size; any
+ * output pointer may be NULL. 0; SHR_EINVAL (b NULL, i >= b->n, or no targets). */
+SHR_API int shr_batch_segm(const shr_batch *b, uint32_t i, uint32_t *num_keypoints,
+                           const float **keypoints, const uint8_t **masks, uint32_t *width,
+                           uint32_t *height);
 
 /* The parameters the reader with options o (checked as shr_open checks them) draws for the sample
  * at dataset index `index`, stored at src_w x src_h, in epoch `epoch`: what shr_batch.params

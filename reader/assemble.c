@@ -20,6 +20,7 @@
 #include "erase_noise.h"
 #include "mirror.h"
 #include "scale.h"
+#include "segm_read.h"
 #include "stats.h"
 
 /* ---- a sample's dataset: the reader's, or in a mixture its stream's ---- */
@@ -569,15 +570,94 @@ int shr_grow_targets(shr_slot *slot, size_t n)
     uint8_t *c = realloc(slot->t_crowd, cap);
     if (c)
         slot->t_crowd = c;
+    /* a segmentation dataset's: the kept boxes' positions and their keypoints */
+    int segm = slot->t_moff || slot->b.num_keypoints;
+    uint32_t *kept = segm ? realloc(slot->t_kept, cap * sizeof *kept) : slot->t_kept;
+    if (kept)
+        slot->t_kept = kept;
+    float *kp = slot->b.num_keypoints
+                ? realloc(slot->t_kp, cap * slot->b.num_keypoints * 3 * sizeof *kp) : slot->t_kp;
+    if (kp)
+        slot->t_kp = kp;
+    slot->b.target_keypoints = slot->t_kp;
     /* where some grew and some did not, those that moved are still the batch's */
     slot->b.target_boxes = slot->t_boxes;
     slot->b.target_labels = slot->t_labels;
     slot->b.target_area = slot->t_area;
     slot->b.target_iscrowd = slot->t_crowd;
-    if (!b || !l || !a || !c)
+    if (!b || !l || !a || !c || (segm && !kept) || (slot->b.num_keypoints && !kp))
         return ENOMEM;
     slot->tcap = cap;
     return 0;
+}
+
+/* *p (cap bytes) grown to n bytes at least; 0 or ENOMEM (the old buffer kept) */
+static int grow_bytes(void **p, size_t *cap, size_t n)
+{
+    if (n <= *cap)
+        return 0;
+    size_t c = *cap * 2 > n ? *cap * 2 : n;
+    void *q = realloc(*p, c);
+    if (!q)
+        return ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* Sample i's masks and keypoints (segm_read.h): the boxes kept by shr_box_map (slot->t_kept, kept of
+ * them from box off) get their keypoints, and their masks warped into the slot's masks at
+ * *moff; an instance whose mask is left empty is dropped with its box (the arrays compacted).
+ * Returns the instances kept; -1 with ENOMEM in *rc. */
+static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int64_t off,
+                           uint32_t kept, size_t *moff, int *rc)
+{
+    const fmt_target *t = &slot->t_stored[i];
+    const shr_params *p = &slot->params[i];
+    uint32_t K = r->segm_k, ow = 0, oh = 0;
+    int masks = (r->segm_ext & FMT_TARGET_EXT_MASKS) != 0;
+    size_t plane = 0;
+    *rc = 0;
+    if (masks) {
+        shr_segm_size(&r->boxes, r->o.scale_dense, p, &ow, &oh);
+        plane = (size_t)ow * oh;
+        size_t spix = (size_t)t->map_width * t->map_height;
+        if (grow_bytes((void **)&slot->t_scratch, &slot->scap, spix ? spix : 1) ||
+            grow_bytes((void **)&slot->t_xy, &slot->xycap, ((size_t)ow + oh + 1) * 4) ||
+            grow_bytes((void **)&slot->t_masks, &slot->mcap, *moff + plane * kept + 1)) {
+            *rc = ENOMEM;
+            return -1;
+        }
+        slot->b.target_masks = slot->t_masks;
+        shr_segm_tables(&r->boxes, p, ow, oh, slot->t_xy, slot->t_xy + ow);
+        slot->t_msize[2 * (size_t)i] = ow;
+        slot->t_msize[2 * (size_t)i + 1] = oh;
+    }
+    uint32_t out = 0;
+    for (uint32_t j = 0; j < kept; j++) {
+        uint32_t s = slot->t_kept[off + j];
+        if (masks) {
+            uint8_t *dst = slot->t_masks + *moff + plane * out;
+            if (fmt_target_mask(t, s, slot->t_scratch) != 0 ||
+                !shr_segm_warp(slot->t_scratch, t->map_width, slot->t_xy, slot->t_xy + ow, ow,
+                               oh, dst))
+                continue;       /* no pixel left: dropped with its box */
+        }
+        int64_t d = off + out, k = off + j;
+        if (d != k) {
+            memcpy(slot->t_boxes + 4 * d, slot->t_boxes + 4 * k, 4 * sizeof *slot->t_boxes);
+            slot->t_labels[d] = slot->t_labels[k];
+            slot->t_area[d] = slot->t_area[k];
+            slot->t_crowd[d] = slot->t_crowd[k];
+        }
+        if (K)
+            shr_segm_keypoints(&r->boxes, p, t->keypoints + (size_t)s * K * 3, K, r->flip_idx,
+                               slot->t_kp + (size_t)d * K * 3);
+        out++;
+    }
+    slot->t_dropped[i] += kept - out;
+    *moff += plane * out;
+    return out;
 }
 
 /* The targets of the batch's delivered samples (b->indices, b->params), moved by their
@@ -602,17 +682,33 @@ static int fill_targets(const shr_reader *r, shr_slot *slot)
         return fmt_fail(&slot->msg, ENOMEM, "cannot hold the %zu boxes of batch %" PRIu64,
                         total, b->number);
     int64_t off = 0;
+    size_t moff = 0;
     for (uint32_t i = 0; i < b->n; i++) {
         const fmt_target *t = &slot->t_stored[i];
         slot->t_off[i] = off;
-        off += shr_box_map(&r->boxes, t, &slot->params[i], slot->t_boxes + 4 * (size_t)off,
-                           slot->t_labels + off, slot->t_area + off, slot->t_crowd + off,
-                           &slot->t_dropped[i]);
+        if (slot->t_moff)
+            slot->t_moff[i] = (int64_t)moff;
+        uint32_t kept = shr_box_map(&r->boxes, t, &slot->params[i],
+                                    slot->t_boxes + 4 * (size_t)off, slot->t_labels + off,
+                                    slot->t_area + off, slot->t_crowd + off,
+                                    r->segm_ext ? slot->t_kept + off : NULL,
+                                    &slot->t_dropped[i]);
+        if (r->segm_ext) {
+            int rc;
+            int64_t n = segm_sample(r, slot, i, off, kept, &moff, &rc);
+            if (n < 0)
+                return fmt_fail(&slot->msg, rc, "cannot hold the masks of batch %" PRIu64,
+                                b->number);
+            kept = (uint32_t)n;
+        }
+        off += kept;
         slot->t_image[i] = t->image_id;
         slot->t_orig[2 * (size_t)i] = t->orig_width;
         slot->t_orig[2 * (size_t)i + 1] = t->orig_height;
     }
     slot->t_off[b->n] = off;
+    if (slot->t_moff)
+        slot->t_moff[b->n] = (int64_t)moff;
     return 0;
 }
 

@@ -119,7 +119,7 @@ static void map_box(const double f[6], double b[4])
 
 uint32_t shr_box_map(const shr_box_geom *g, const fmt_target *t, const shr_params *p,
                      float *boxes, int64_t *labels, float *area, uint8_t *iscrowd,
-                     uint32_t *dropped)
+                     uint32_t *kept_idx, uint32_t *dropped)
 {
     /* x' = (x - p.x) * sx + dx per axis. A crop or pad copies pixels one for one (sx = 1) and
      * places the used rectangle at (width - w) / 2 (0 where cropped, since w = width there; the
@@ -200,6 +200,8 @@ uint32_t shr_box_map(const shr_box_geom *g, const fmt_target *t, const shr_param
         labels[kept] = t->labels[i];
         area[kept] = (float)((double)t->area[i] * sx * sy * det);
         iscrowd[kept] = t->iscrowd[i];
+        if (kept_idx)
+            kept_idx[kept] = i;
         kept++;
     }
     *dropped = t->count - kept;

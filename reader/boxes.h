@@ -29,10 +29,11 @@ typedef struct {
 /* Move the boxes of t by the sample's parameters p (as the reader draws them: the stored
  * rectangle x, y, w, h, the scale fields, the flip, and the warps' rotate, affine and aa_*).
  * The kept boxes go, in their stored order, to boxes (4 floats each), labels, area and iscrowd,
- * which have room for t->count entries; returns how many were kept, and *dropped the others.
+ * which have room for t->count entries, and (kept_idx, when not NULL) each kept box's position
+ * in t; returns how many were kept, and *dropped the others.
  * The arithmetic: shardread.h, "Targets". */
 SHR_INTERNAL uint32_t shr_box_map(const shr_box_geom *g, const fmt_target *t, const shr_params *p,
                                   float *boxes, int64_t *labels, float *area, uint8_t *iscrowd,
-                                  uint32_t *dropped);
+                                  uint32_t *kept_idx, uint32_t *dropped);
 
 #endif

@@ -48,6 +48,16 @@ typedef struct {
     int64_t *t_labels;
     uint8_t *t_crowd;
     size_t tcap;
+    /* segmentation datasets: the kept boxes' stored positions and keypoints (tcap of them),
+     * the masks (mcap bytes), their offsets (batch_size + 1) and sizes (2 batch_size), a
+     * decoded stored mask (scap bytes) and the warp's tables (xycap entries) */
+    uint32_t *t_kept;
+    float *t_kp;
+    uint8_t *t_masks, *t_scratch;
+    int64_t *t_moff;
+    uint32_t *t_msize;
+    int32_t *t_xy;
+    size_t mcap, scap, xycap;
     float *soft;                /* MixUp / CutMix: batch_size * num_classes soft labels */
     int64_t *streams;           /* a mixture: batch_size, each sample's stream */
 } shr_slot;
@@ -92,6 +102,9 @@ struct shr_reader {
     shr_aug aug;                /* the augmentations after the crop and flip */
     int targets;                /* a detection dataset: batches carry moved targets */
     shr_box_geom boxes;         /* how they are moved */
+    uint32_t segm_ext;          /* FMT_TARGET_EXT_MASKS | _KEYPOINTS the batches carry */
+    uint32_t segm_k;            /* keypoints per instance */
+    uint32_t *flip_idx;         /* segm_k entries: the flip's left/right swap (or NULL) */
     shr_mixer mix;              /* MixUp / CutMix on finished batches */
     uint64_t nb;                /* batches per epoch (but the resumed one: sampler.h) */
     uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb0) */

@@ -407,10 +407,13 @@ static int set_geometry(shr_reader *r, const char *dir)
 
 /* A detection dataset: how its boxes are moved (every geometric op included: the boxes follow
  * the rotation, affine and auto_augment warps through their params, boxes.h). */
-static int set_targets(shr_reader *r)
+static int set_targets(shr_reader *r, const char *dir)
 {
-    const shr_options *o = &r->o;
-    r->targets = fmt_dataset_manifest(r->ds)->targets;
+    shr_options *o = &r->o;
+    const fmt_manifest *m = fmt_dataset_manifest(r->ds);
+    const uint32_t *flip_idx = o->flip_indices;
+    o->flip_indices = NULL;     /* the caller's: never kept */
+    r->targets = m->targets;
     if (!r->targets)
         return 0;
     r->boxes.width = r->width;
@@ -418,6 +421,39 @@ static int set_targets(shr_reader *r)
     r->boxes.rrc = o->rrc != 0;
     r->boxes.min_fraction = o->min_box_area_fraction;
     r->boxes.scale = o->scale;
+    /* masks and keypoints (segm.h): moved by the crop, pad, RandomResizedCrop, scale ops and
+     * flip; the warps would leave them behind the pixels, so they are refused */
+    r->segm_ext = r->mx ? 0 : m->target_ext & (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_KEYPOINTS);
+    r->segm_k = r->segm_ext & FMT_TARGET_EXT_KEYPOINTS ? m->num_keypoints : 0;
+    if (!r->segm_ext)
+        return 0;
+    const char *what = r->segm_ext & FMT_TARGET_EXT_MASKS ? "instance masks" : "keypoints";
+    const char *op = o->rotation ? "rotation" : o->affine ? "affine"
+                     : o->auto_augment != SHR_AUTO_AUGMENT_NONE ? "auto_augment" : NULL;
+    if (op)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the dataset has %s, which %s does not "
+                        "move yet: leave out rotation, affine and auto_augment (the targets "
+                        "would no longer match the pixels)", dir, what, op);
+    if (o->flip && r->segm_k && !flip_idx)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the dataset has %" PRIu32 " keypoints "
+                        "per instance: a flip needs flip_indices (the left/right swap, as "
+                        "COCO's person keypoints have it)", dir, r->segm_k);
+    if (o->flip && r->segm_k) {
+        if (o->num_flip_indices != r->segm_k)
+            return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: flip_indices has %" PRIu32
+                            " entries: the dataset has %" PRIu32 " keypoints per instance", dir,
+                            o->num_flip_indices, r->segm_k);
+        r->flip_idx = malloc(r->segm_k * sizeof *r->flip_idx);
+        if (!r->flip_idx)
+            return ENOMEM;
+        for (uint32_t j = 0; j < r->segm_k; j++) {
+            if (flip_idx[j] >= r->segm_k)
+                return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: flip_indices[%" PRIu32 "] is %"
+                                PRIu32 ": not a keypoint (0 .. %" PRIu32 ")", dir, j,
+                                flip_idx[j], r->segm_k - 1);
+            r->flip_idx[j] = flip_idx[j];
+        }
+    }
     return 0;
 }
 
@@ -558,6 +594,19 @@ static int make_ring(shr_reader *r)
         s->b.target_image_ids = s->t_image;
         s->b.target_dropped = s->t_dropped;
         s->b.target_orig_sizes = s->t_orig;
+        if (!r->segm_ext)
+            continue;
+        s->b.num_keypoints = r->segm_k;
+        if (r->segm_ext & FMT_TARGET_EXT_MASKS) {
+            s->t_moff = calloc(bs + 1, sizeof *s->t_moff);
+            s->t_msize = calloc(2 * bs, sizeof *s->t_msize);
+            if (!s->t_moff || !s->t_msize)
+                return ENOMEM;
+            s->b.target_mask_offsets = s->t_moff;
+            s->b.target_mask_sizes = s->t_msize;
+        }
+        if (shr_grow_targets(s, bs + 1))    /* the segmentation arrays too */
+            return ENOMEM;
     }
     return 0;
 }
@@ -591,10 +640,18 @@ static void free_reader(shr_reader *r)
         free(r->slots[i].t_labels);
         free(r->slots[i].t_area);
         free(r->slots[i].t_crowd);
+        free(r->slots[i].t_kept);
+        free(r->slots[i].t_kp);
+        free(r->slots[i].t_masks);
+        free(r->slots[i].t_scratch);
+        free(r->slots[i].t_moff);
+        free(r->slots[i].t_msize);
+        free(r->slots[i].t_xy);
         free(r->slots[i].soft);
         free(r->slots[i].streams);
     }
     free(r->slots);
+    free(r->flip_idx);
     rmt_lazy_close(r->lazy);    /* its thread unloads shards of r->ds: stopped first */
     free(r->plan_idx);
     shr_sampler_free(r->sampler);
@@ -913,7 +970,7 @@ lazy:
         rc = shr_mixture_geometry(r, &shr_open_err);
     if (rc)
         goto leave;
-    rc = set_targets(r);
+    rc = set_targets(r, dir);
     if (rc)
         goto leave;
     rc = set_mix(r, dir);
@@ -1166,6 +1223,28 @@ int shr_batch_target(const shr_batch *b, uint32_t i, shr_target *t)
     t->labels = b->target_labels + o;
     t->area = b->target_area + o;
     t->iscrowd = b->target_iscrowd + o;
+    return 0;
+}
+
+int shr_batch_segm(const shr_batch *b, uint32_t i, uint32_t *num_keypoints,
+                   const float **keypoints, const uint8_t **masks, uint32_t *width,
+                   uint32_t *height)
+{
+    if (!b || i >= b->n || !b->target_offsets)
+        return SHR_EINVAL;
+    int64_t o = b->target_offsets[i];
+    if (num_keypoints)
+        *num_keypoints = b->num_keypoints;
+    if (keypoints)
+        *keypoints = b->num_keypoints && b->target_keypoints
+                     ? b->target_keypoints + (size_t)o * b->num_keypoints * 3 : NULL;
+    int m = b->target_masks != NULL;
+    if (masks)
+        *masks = m ? b->target_masks + b->target_mask_offsets[i] : NULL;
+    if (width)
+        *width = m ? b->target_mask_sizes[2 * (size_t)i] : 0;
+    if (height)
+        *height = m ? b->target_mask_sizes[2 * (size_t)i + 1] : 0;
     return 0;
 }
 

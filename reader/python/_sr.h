@@ -155,6 +155,7 @@ typedef struct {
     PyObject *path;             /* as given (str or PathLike), for repr */
     PyObject *path_bytes;       /* filesystem encoding */
     PyObject *cache_bytes;      /* o.cache's storage (a dataset at a URL), or NULL */
+    PyObject *flip_bytes;       /* o.flip_indices's storage (uint32 each), or NULL */
     shr_options o;              /* the options; epoch, cursor, rank and world are set per open */
     uint32_t rank, world;       /* this process's share */
     int framework;

@@ -148,6 +148,34 @@ PyObject *sr_target_dict(const shr_target *t)
                          "orig_size", t->orig_height, t->orig_width, "dropped", t->dropped);
 }
 
+/* A segmentation batch's sample i: its target dict td gets "masks" (n, H, W) uint8 and
+ * "keypoints" (n, K, 3) float32 (copies) where the dataset has them. 0, or -1 with an error. */
+static int batch_segm(const shr_batch *b, uint32_t i, uint32_t n, PyObject *td)
+{
+    uint32_t k = 0, w = 0, h = 0;
+    const float *kp = NULL;
+    const uint8_t *m = NULL;
+    if (shr_batch_segm(b, i, &k, &kp, &m, &w, &h) != 0)
+        return 0;
+    if (kp) {
+        Py_ssize_t dims[3] = {n, k, 3};
+        PyObject *v = sr_view_copy(kp, "f", 4, 3, dims);
+        int rc = v ? PyDict_SetItemString(td, "keypoints", v) : -1;
+        Py_XDECREF(v);
+        if (rc < 0)
+            return -1;
+    }
+    if (m) {
+        Py_ssize_t dims[3] = {n, h, w};
+        PyObject *v = sr_view_copy(m, "B", 1, 3, dims);
+        int rc = v ? PyDict_SetItemString(td, "masks", v) : -1;
+        Py_XDECREF(v);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* ---- _Ring and _Batch ---- */
 
 /* Give back fenced batch k of ring (its event completed, or waited for). */
@@ -530,6 +558,8 @@ PyObject *sr_deliver(LoaderObject *self, RingObject *ring, const shr_batch *b)
         for (uint32_t i = 0; lab && i < b->n; i++) {
             shr_target t;
             PyObject *td = shr_batch_target(b, i, &t) == 0 ? sr_target_dict(&t) : NULL;
+            if (td && batch_segm(b, i, t.count, td) < 0)
+                Py_CLEAR(td);
             if (td && self->o.scale != SHR_SCALE_NONE && scale_size(td, b, i) < 0)
                 Py_CLEAR(td);
             if (!td || PyList_SetItem(lab, i, td) < 0)

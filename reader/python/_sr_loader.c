@@ -233,6 +233,7 @@ static void Loader_dealloc(LoaderObject *self)
     Py_XDECREF(self->path);
     Py_XDECREF(self->path_bytes);
     Py_XDECREF(self->cache_bytes);
+    Py_XDECREF(self->flip_bytes);
     Py_XDECREF(self->mixture);
     sr_free_object((PyObject *)self);
 }

@@ -358,6 +358,46 @@ static int scale_options(shr_options *o, PyObject *scale)
 
 /* ---- Loader(...) ---- */
 
+/* flip_indices=: a sequence of ints 0 .. 2^32 - 1 (the library checks them against the
+ * dataset's keypoints), kept in self->flip_bytes for o.flip_indices */
+static int flip_index_options(LoaderObject *self, PyObject *v)
+{
+    PyObject *seq = PyUnicode_Check(v) || PyBytes_Check(v) ? NULL : PySequence_Tuple(v);
+    if (!seq) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "flip_indices must be a sequence of ints, not %R", v);
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_Size(seq);
+    if (n < 1 || n > 65536) {
+        PyErr_Format(PyExc_ValueError, "flip_indices must have 1 .. 65536 entries, not %zd", n);
+        Py_DECREF(seq);
+        return -1;
+    }
+    PyObject *bytes = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(uint32_t));
+    uint32_t *dst = bytes ? (uint32_t *)PyBytes_AsString(bytes) : NULL;
+    for (Py_ssize_t i = 0; dst && i < n; i++) {
+        PyObject *x = PyTuple_GetItem(seq, i);
+        if (!x || PyBool_Check(x) || !PyIndex_Check(x)) {
+            if (x)
+                PyErr_Format(PyExc_TypeError, "flip_indices entries must be ints, not %R", x);
+            dst = NULL;
+        } else if (sr_to_u32(x, "flip_indices entry", 0, &dst[i]) < 0) {
+            dst = NULL;
+        }
+    }
+    Py_DECREF(seq);
+    if (!dst) {
+        Py_XDECREF(bytes);
+        return -1;
+    }
+    Py_XDECREF(self->flip_bytes);
+    self->flip_bytes = bytes;
+    self->o.flip_indices = dst;
+    self->o.num_flip_indices = (uint32_t)n;
+    return 0;
+}
+
 int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"path", "batch_size", "shuffle", "seed", "threads", "rank", "world",
@@ -373,7 +413,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
                              "aa_num_ops", "aa_magnitude", "aa_bins", "targets",
                              "min_box_area_fraction", "mixup_alpha", "cutmix_alpha",
                              "num_classes", "erase_random", "scale", "unit", "max_threads",
-                             "cache", "cache_limit", "prefetch_shards", NULL};
+                             "cache", "cache_limit", "prefetch_shards", "flip_indices", NULL};
     PyObject *path, *batch_size = NULL, *shuffle = Py_False, *seed = NULL, *threads = Py_None,
              *rank = Py_None, *world = Py_None, *drop_last = Py_False, *size = Py_None,
              *random_crop = Py_False, *flip = Py_False, *access = NULL, *framework = NULL,
@@ -392,9 +432,10 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     PyObject *mixup = Py_None, *cutmix = Py_None, *num_classes = Py_None,
              *erase_random = Py_False, *scale = Py_None, *unit = Py_None,
              *max_threads = Py_None;
-    PyObject *cache = Py_None, *cache_limit = Py_None, *prefetch_shards = Py_None;
+    PyObject *cache = Py_None, *cache_limit = Py_None, *prefetch_shards = Py_None,
+             *flip_indices = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw,
-                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader",
+                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader",
                                      kwlist,
                                      &path, &batch_size, &shuffle, &seed, &threads, &rank, &world,
                                      &drop_last, &size, &random_crop, &flip, &access, &framework,
@@ -407,7 +448,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
                                      &aug_interp, &aug_fill, &auto_aug, &aa[0], &aa[1], &aa[2],
                                      &targets, &min_box, &mixup, &cutmix, &num_classes,
                                      &erase_random, &scale, &unit, &max_threads, &cache,
-                                     &cache_limit, &prefetch_shards))
+                                     &cache_limit, &prefetch_shards, &flip_indices))
         return -1;
     if (self->ring) {
         PyErr_SetString(PyExc_RuntimeError, "a Loader cannot be initialised twice");
@@ -563,6 +604,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
         o->auto_augment = (shr_auto_augment)pi;
     }
     if (sr_flag_named(targets, "targets", &self->targets) < 0)
+        return -1;
+    if (flip_indices != Py_None && flip_index_options(self, flip_indices) < 0)
         return -1;
     if (min_box != Py_None &&
         (o->min_box_area_fraction = PyFloat_AsDouble(min_box)) == -1.0 && PyErr_Occurred())

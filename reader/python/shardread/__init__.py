@@ -892,6 +892,14 @@ class Loader(_shardread.Loader):
     through the op's forward affine map, the axis-aligned box around them, clipped (after each
     op) and dropped as above; area scales by the map's determinant (reader/shardread.h,
     "Targets"). A detection Dataset's items are (image, target).
+    A dataset with instance masks or keypoints (--coco with segmentation / keypoints) adds
+    'masks' (N, H, W) uint8 and 'keypoints' (N, K, 3) float32 to each target, moved exactly with
+    the pixels by the crop or pad, RandomResizedCrop, the detection geometry below and flip
+    (masks sampled nearest as torchvision.transforms.v2 resizes a Mask, 0 in the padding; an
+    instance whose mask is left empty is dropped with its box; keypoints leaving the image or
+    stored invisible are (0, 0, 0)). flip_indices=[...] (K ints) is the flip's left/right swap
+    of the keypoints, required to flip a keypoint dataset; rotation, affine and auto_augment are
+    refused for such datasets (reader/shardread.h, "Masks and keypoints").
 
     Detection geometry at read time, in place of size= (one of the three; the boxes follow,
     clipped and dropped as above; the pixels equal torchvision's F.resize, F.crop and F.pad on
@@ -953,7 +961,8 @@ class Loader(_shardread.Loader):
                  scale_jitter=None, letterbox=None, pad_to=None, samples_per_epoch=None,
                  labels="keep", return_streams=False, cache=None, fields=False,
                  transform=None, scale=None, py_workers=None, py_pool="thread",
-                 max_threads=None, cache_limit=None, prefetch_shards=None, resize=None):
+                 max_threads=None, cache_limit=None, prefetch_shards=None, resize=None,
+                 flip_indices=None):
         self._streams = _streams(path)
         given_path = path
         remote = {}
@@ -1066,6 +1075,8 @@ class Loader(_shardread.Loader):
         if targets or min_box_area_fraction:
             aug["targets"] = targets
             aug["min_box_area_fraction"] = min_box_area_fraction
+        if flip_indices is not None:
+            aug["flip_indices"] = flip_indices
         aug.update(_mixing(mixup, cutmix, num_classes))
         # the detection geometry: its own output size (and canvas), in place of size=
         scale_size, scale, self._image_list = _detect.scale_args(
@@ -1115,7 +1126,7 @@ class Loader(_shardread.Loader):
                   auto_augment=auto_augment, augment_interpolation=augment_interpolation,
                   augment_fill=augment_fill, targets=targets,
                   min_box_area_fraction=min_box_area_fraction, mixup=mixup, cutmix=cutmix,
-                  num_classes=num_classes)
+                  num_classes=num_classes, flip_indices=flip_indices)
         kw.update(multiscale=multiscale, scale_jitter=scale_jitter, letterbox=letterbox,
                   pad_to=pad_to, return_indices=return_indices, fields=fields)
         if resize is not None:

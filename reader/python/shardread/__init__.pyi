@@ -141,6 +141,7 @@ class Loader:
         cache_limit: int | str | None = None,
         prefetch_shards: int | None = None,
         resize: int | tuple[int, int] | None = None,
+        flip_indices: Sequence[int] | None = None,
     ) -> None: ...
     @property
     def plan(self) -> dict[str, Any] | None: ...

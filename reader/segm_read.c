@@ -1,0 +1,136 @@
+/* segm_read.c - instance masks and keypoints through the read-time geometry (segm_read.h). */
+#include "segm_read.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+/* The boxes' map of a sample (boxes.c, shr_box_map): x' = (x - p.x) * sx + dx per axis, the
+ * image rectangle [x0, x1] x [y0, y1] and the width fw the flip mirrors about. */
+typedef struct {
+    double sx, sy, dx, dy, x0, y0, x1, y1, fw;
+} frame;
+
+static void frame_of(const shr_box_geom *g, const shr_params *p, frame *f)
+{
+    double W = g->width, H = g->height;
+    f->sx = g->rrc ? W / p->w : 1.0;
+    f->sy = g->rrc ? H / p->h : 1.0;
+    f->dx = g->rrc ? 0.0 : (double)((g->width - p->w) / 2);
+    f->dy = g->rrc ? 0.0 : (double)((g->height - p->h) / 2);
+    f->x0 = 0;
+    f->y0 = 0;
+    f->x1 = W;
+    f->y1 = H;
+    f->fw = W;
+    if (g->scale != SHR_SCALE_NONE) {
+        f->sx = (double)p->scale_w / p->src_w;
+        f->sy = (double)p->scale_h / p->src_h;
+        f->dx = (double)p->pad_x - p->crop_x;
+        f->dy = (double)p->pad_y - p->crop_y;
+        f->x0 = p->pad_x;
+        f->y0 = p->pad_y;
+        f->x1 = f->x0 + p->image_w;
+        f->y1 = f->y0 + p->image_h;
+        if (g->scale == SHR_SCALE_MULTI || g->scale == SHR_SCALE_NATURAL)
+            f->fw = p->image_w;
+    }
+}
+
+void shr_segm_size(const shr_box_geom *g, int dense, const shr_params *p, uint32_t *w,
+                   uint32_t *h)
+{
+    int list = dense && (g->scale == SHR_SCALE_MULTI || g->scale == SHR_SCALE_NATURAL);
+    *w = list ? p->image_w : g->width;
+    *h = list ? p->image_h : g->height;
+}
+
+uint32_t shr_segm_nearest(uint32_t i, uint32_t in, uint32_t out)
+{
+    if (in == out)
+        return i;
+    if (out == 2 * in)          /* torch's nearest_idx: a shift there */
+        return i >> 1;
+    float scale = (float)in / (float)out;
+    int64_t s = (int64_t)floorf((float)i * scale);
+    return s > (int64_t)in - 1 ? in - 1 : (uint32_t)s;
+}
+
+/* One axis: the source index of output index o (before the flip), -1 in the padding. n: the
+ * output's extent; at, len: the stored window (p.x, p.w); src: the stored extent; the scale
+ * op's resize (rs), window (crop) and placement (pad, img). */
+static int32_t axis(const shr_box_geom *g, uint32_t o, uint32_t n, uint32_t at, uint32_t len,
+                    uint32_t src, uint32_t rs, uint32_t crop, uint32_t pad, uint32_t img)
+{
+    if (g->scale != SHR_SCALE_NONE) {
+        if (o < pad || o - pad >= img)
+            return -1;
+        return (int32_t)shr_segm_nearest(o - pad + crop, src, rs);
+    }
+    if (g->rrc)
+        return (int32_t)(at + shr_segm_nearest(o, len, n));
+    uint32_t off = (n - len) / 2;       /* 0 where cropped (len == n) */
+    if (o < off || o - off >= len)
+        return -1;
+    return (int32_t)(o - off + at);
+}
+
+void shr_segm_tables(const shr_box_geom *g, const shr_params *p, uint32_t ow, uint32_t oh,
+                     int32_t *xs, int32_t *ys)
+{
+    frame f;
+    frame_of(g, p, &f);
+    uint32_t fw = (uint32_t)f.fw;
+    for (uint32_t x = 0; x < ow; x++) {
+        uint32_t c = p->flip && x < fw ? fw - 1 - x : x;
+        xs[x] = axis(g, c, g->width, p->x, p->w, p->src_w, p->scale_w, p->crop_x, p->pad_x,
+                     p->image_w);
+    }
+    for (uint32_t y = 0; y < oh; y++)
+        ys[y] = axis(g, y, g->height, p->y, p->h, p->src_h, p->scale_h, p->crop_y, p->pad_y,
+                     p->image_h);
+}
+
+int shr_segm_warp(const uint8_t *m, uint32_t sw, const int32_t *xs, const int32_t *ys,
+                  uint32_t ow, uint32_t oh, uint8_t *out)
+{
+    uint8_t any = 0;
+    for (uint32_t y = 0; y < oh; y++) {
+        uint8_t *row = out + (size_t)y * ow;
+        if (ys[y] < 0) {
+            memset(row, 0, ow);
+            continue;
+        }
+        const uint8_t *src = m + (size_t)ys[y] * sw;
+        for (uint32_t x = 0; x < ow; x++) {
+            uint8_t v = xs[x] < 0 ? 0 : src[xs[x]];
+            row[x] = v;
+            any |= v;
+        }
+    }
+    return any != 0;
+}
+
+void shr_segm_keypoints(const shr_box_geom *g, const shr_params *p, const float *kp, uint32_t k,
+                        const uint32_t *flip_idx, float *out)
+{
+    frame f;
+    frame_of(g, p, &f);
+    int flip = p->flip && flip_idx;
+    for (uint32_t j = 0; j < k; j++) {
+        const float *s = kp + 3 * (size_t)(flip ? flip_idx[j] : j);
+        float *d = out + 3 * (size_t)j;
+        double x = ((double)s[0] - p->x) * f.sx + f.dx;
+        double y = ((double)s[1] - p->y) * f.sy + f.dy;
+        if (s[2] == 0.0f || !(x >= f.x0 && x <= f.x1 && y >= f.y0 && y <= f.y1)) {
+            d[0] = d[1] = d[2] = 0.0f;
+            continue;
+        }
+        d[0] = (float)(p->flip ? f.fw - x : x);
+        d[1] = (float)y;
+        d[2] = s[2];
+    }
+}

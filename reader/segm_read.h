@@ -1,0 +1,43 @@
+/* segm_read.h - the read-time geometry applied to a segmentation sample's instance masks and
+ * keypoints (shardread.h, "Masks and keypoints"): the crop or zero pad, the RandomResizedCrop
+ * box resized to the output, or a scale op, then the horizontal flip; masks sampled nearest as
+ * torch's interpolate(mode="nearest") samples them (what torchvision.transforms.v2 does to a
+ * Mask), 0 in the padding; keypoints through the boxes' affine maps (boxes.h).
+ *
+ * Internal to libshardread; pure functions of their arguments, so any worker gives the same bytes.
+ */
+#ifndef SHR_SEGM_READ_H
+#define SHR_SEGM_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "boxes.h"
+#include "shardread.h"
+
+/* The size of the masks of a sample with params p: the output (g->width x g->height), or the
+ * image alone where dense is set (a multi-scale or natural-size list of images). */
+SHR_INTERNAL void shr_segm_size(const shr_box_geom *g, int dense, const shr_params *p,
+                                uint32_t *w, uint32_t *h);
+
+/* torch's nearest source index of destination index i when `in` samples are resized to `out`:
+ * i where in == out, else min(floor(i * (float)(in / out)), in - 1) in float32. */
+SHR_INTERNAL uint32_t shr_segm_nearest(uint32_t i, uint32_t in, uint32_t out);
+
+/* The source column (xs, ow entries) and row (ys, oh entries) of each output column and row of a
+ * sample stored at p->src_w x p->src_h, moved by p to ow x oh masks; -1 where the output is
+ * padding. The flip is in xs. */
+SHR_INTERNAL void shr_segm_tables(const shr_box_geom *g, const shr_params *p, uint32_t ow,
+                                  uint32_t oh, int32_t *xs, int32_t *ys);
+
+/* out (ow x oh) from the stored mask m (sw wide) by the tables; returns whether any pixel is 1. */
+SHR_INTERNAL int shr_segm_warp(const uint8_t *m, uint32_t sw, const int32_t *xs, const int32_t *ys,
+                               uint32_t ow, uint32_t oh, uint8_t *out);
+
+/* One instance's k keypoints kp (x, y, v) moved by p into out: x' = (x - p.x) sx + dx as the
+ * boxes move, then, where p flips, x' = fw - x' and out[j] = moved[flip_idx[j]]. A keypoint
+ * stored invisible (v = 0) or moved outside the image rectangle (closed) is (0, 0, 0). */
+SHR_INTERNAL void shr_segm_keypoints(const shr_box_geom *g, const shr_params *p, const float *kp,
+                                     uint32_t k, const uint32_t *flip_idx, float *out);
+
+#endif

@@ -1,0 +1,177 @@
+/* test_segm_warp.c - instance masks and keypoints through the read-time geometry (reader/segm_read.h):
+ * torch's nearest index against values worked out by hand (float32 products, the 2x shift),
+ * and small masks moved by a zero pad with a crop, a RandomResizedCrop, the scale ops (a dense
+ * multi-scale image, a letterbox) and the flip, each against its expected output written out
+ * pixel by pixel; keypoints through the same maps, invisible ones and those leaving the image
+ * zeroed, the flip's left/right swap. */
+#include "segm_read.h"
+#include "testutil.h"
+
+#include <string.h>
+
+/* a 5 x 4 stored mask with distinct pixels in column and row: value 10 y + x + 1 (not 0/1,
+ * so that a wrong source pixel shows) */
+static void stored(uint8_t m[20])
+{
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 5; x++)
+            m[y * 5 + x] = (uint8_t)(10 * y + x + 1);
+}
+
+START_TEST(test_nearest)
+{
+    /* in 5 -> out 3: s = 5/3 in float32 = 1.66666663; floor(0), floor(1.67), floor(3.33) */
+    const uint32_t a[3] = {0, 1, 3};
+    for (uint32_t i = 0; i < 3; i++)
+        ck_assert_uint_eq(shr_segm_nearest(i, 5, 3), a[i]);
+    /* in 3 -> out 7: s = 0.428571; 0 .. 6 -> 0 0 0 1 1 2 2 */
+    const uint32_t b[7] = {0, 0, 0, 1, 1, 2, 2};
+    for (uint32_t i = 0; i < 7; i++)
+        ck_assert_uint_eq(shr_segm_nearest(i, 3, 7), b[i]);
+    /* in 4 -> out 8: the shift; in == out: identity; never past in - 1 */
+    for (uint32_t i = 0; i < 8; i++)
+        ck_assert_uint_eq(shr_segm_nearest(i, 4, 8), i / 2);
+    ck_assert_uint_eq(shr_segm_nearest(6, 9, 9), 6);
+    /* in 7 -> out 3: s = 2.3333333; 2 * s = 4.6666665 -> 4 */
+    ck_assert_uint_eq(shr_segm_nearest(2, 7, 3), 4);
+    /* float32, not double: in 49 -> out 7 is s = 7 exactly; in 10 -> out 3, i 2 is
+     * 2 * 3.3333333 = 6.6666665 -> 6 */
+    ck_assert_uint_eq(shr_segm_nearest(6, 49, 7), 42);
+    ck_assert_uint_eq(shr_segm_nearest(2, 10, 3), 6);
+}
+END_TEST
+
+static void move(const shr_box_geom *g, const shr_params *p, int dense, uint8_t *out,
+                 uint32_t *ow, uint32_t *oh)
+{
+    uint8_t m[20];
+    int32_t xs[64], ys[64];
+    stored(m);
+    shr_segm_size(g, dense, p, ow, oh);
+    shr_segm_tables(g, p, *ow, *oh, xs, ys);
+    shr_segm_warp(m, 5, xs, ys, *ow, *oh, out);
+}
+
+START_TEST(test_pad_crop_flip)
+{
+    /* 7 x 3 output: columns 0..4 placed at (7 - 5) / 2 = 1, rows 1..3 kept (a crop) */
+    shr_box_geom g = {.width = 7, .height = 3};
+    shr_params p = {.x = 0, .y = 1, .w = 5, .h = 3, .src_w = 5, .src_h = 4};
+    uint8_t out[21];
+    uint32_t ow, oh;
+    move(&g, &p, 0, out, &ow, &oh);
+    const uint8_t want[21] = {0, 11, 12, 13, 14, 15, 0,
+                              0, 21, 22, 23, 24, 25, 0,
+                              0, 31, 32, 33, 34, 35, 0};
+    ck_assert_uint_eq(ow, 7);
+    ck_assert_uint_eq(oh, 3);
+    ck_assert_mem_eq(out, want, 21);
+    p.flip = 1;
+    move(&g, &p, 0, out, &ow, &oh);
+    const uint8_t flipped[21] = {0, 15, 14, 13, 12, 11, 0,
+                                 0, 25, 24, 23, 22, 21, 0,
+                                 0, 35, 34, 33, 32, 31, 0};
+    ck_assert_mem_eq(out, flipped, 21);
+}
+END_TEST
+
+START_TEST(test_rrc)
+{
+    /* the box (1, 0) 3 x 2 resized to 6 x 4 (the shift: 2x on both axes), flipped */
+    shr_box_geom g = {.width = 6, .height = 4, .rrc = 1};
+    shr_params p = {.x = 1, .y = 0, .w = 3, .h = 2, .src_w = 5, .src_h = 4, .flip = 1};
+    uint8_t out[24];
+    uint32_t ow, oh;
+    move(&g, &p, 0, out, &ow, &oh);
+    const uint8_t want[24] = {4, 4, 3, 3, 2, 2,
+                              4, 4, 3, 3, 2, 2,
+                              14, 14, 13, 13, 12, 12,
+                              14, 14, 13, 13, 12, 12};
+    ck_assert_mem_eq(out, want, 24);
+    /* 3 x 2 -> 2 x 3: columns s = 1.5: 0, 1; rows s = 0.6666667: 0, 0, 1 */
+    g.width = 2;
+    g.height = 3;
+    p.flip = 0;
+    move(&g, &p, 0, out, &ow, &oh);
+    const uint8_t small[6] = {2, 3, 2, 3, 12, 13};
+    ck_assert_mem_eq(out, small, 6);
+}
+END_TEST
+
+START_TEST(test_scale_ops)
+{
+    /* a multi-scale image 3 x 2 (5 x 4 resized: columns s = 1.6666666: 0 1 3; rows s = 2: 0 2)
+     * dense: the masks are 3 x 2; flipped within the image */
+    shr_box_geom g = {.width = 8, .height = 8, .scale = SHR_SCALE_MULTI};
+    shr_params p = {.x = 0, .y = 0, .w = 5, .h = 4, .src_w = 5, .src_h = 4, .flip = 1,
+                    .scale_w = 3, .scale_h = 2, .image_w = 3, .image_h = 2};
+    uint8_t out[64];
+    uint32_t ow, oh;
+    move(&g, &p, 1, out, &ow, &oh);
+    ck_assert_uint_eq(ow, 3);
+    ck_assert_uint_eq(oh, 2);
+    const uint8_t dense[6] = {4, 2, 1, 24, 22, 21};
+    ck_assert_mem_eq(out, dense, 6);
+    /* on the 8 x 8 canvas: the same at the top left, zeros around it */
+    move(&g, &p, 0, out, &ow, &oh);
+    ck_assert_uint_eq(ow, 8);
+    uint8_t canvas[64] = {0};
+    memcpy(canvas, dense, 3);
+    memcpy(canvas + 8, dense + 3, 3);
+    ck_assert_mem_eq(out, canvas, 64);
+    /* a letterbox: 5 x 4 -> 2 x 2 (s 2.5: columns 0 2; rows 2: 0 2) placed at (1, 0) of a
+     * 4 x 2 output; the flip mirrors the whole output */
+    shr_box_geom lb = {.width = 4, .height = 2, .scale = SHR_SCALE_LETTERBOX};
+    shr_params q = {.x = 0, .y = 0, .w = 5, .h = 4, .src_w = 5, .src_h = 4, .flip = 1,
+                    .scale_w = 2, .scale_h = 2, .pad_x = 1, .image_w = 2, .image_h = 2};
+    move(&lb, &q, 1, out, &ow, &oh);
+    ck_assert_uint_eq(ow, 4);
+    const uint8_t letter[8] = {0, 3, 1, 0, 0, 23, 21, 0};
+    ck_assert_mem_eq(out, letter, 8);
+}
+END_TEST
+
+START_TEST(test_keypoints)
+{
+    /* a pad: x' = x - 0 + (7 - 5) / 2 = x + 1; y' = y - 1 (a crop of the first row), the image
+     * [0, 7] x [0, 3]; flipped: x' = 7 - x', keypoints 0 and 1 swapped */
+    shr_box_geom g = {.width = 7, .height = 3};
+    shr_params p = {.x = 0, .y = 1, .w = 5, .h = 3, .src_w = 5, .src_h = 4};
+    const float kp[9] = {1.5f, 2.25f, 2, 4.0f, 0.5f, 1, 3.0f, 3.0f, 0};
+    const uint32_t swap[3] = {1, 0, 2};
+    float out[9];
+    shr_segm_keypoints(&g, &p, kp, 3, swap, out);
+    /* the second leaves the image (y' = -0.5), the third is stored invisible */
+    const float want[9] = {2.5f, 1.25f, 2, 0, 0, 0, 0, 0, 0};
+    ck_assert_mem_eq(out, want, sizeof want);
+    p.flip = 1;
+    shr_segm_keypoints(&g, &p, kp, 3, swap, out);
+    const float flipped[9] = {0, 0, 0, 4.5f, 1.25f, 2, 0, 0, 0};
+    ck_assert_mem_eq(out, flipped, sizeof flipped);
+    /* RandomResizedCrop: (x - 1) * 6 / 3, y * 4 / 2: the first lands at y' = 4.5, below the
+     * image; the second at x' = 6, its right edge (closed: kept) */
+    shr_box_geom r = {.width = 6, .height = 4, .rrc = 1};
+    shr_params q = {.x = 1, .y = 0, .w = 3, .h = 2, .src_w = 5, .src_h = 4};
+    shr_segm_keypoints(&r, &q, kp, 3, NULL, out);
+    const float rrc[9] = {0, 0, 0, 6.0f, 1.0f, 1, 0, 0, 0};
+    ck_assert_mem_eq(out, rrc, sizeof rrc);
+}
+END_TEST
+
+static Suite *segm_suite(void)
+{
+    Suite *s = suite_create("segm_warp");
+    TCase *tc = tcase_create("segm_warp");
+    tcase_add_test(tc, test_nearest);
+    tcase_add_test(tc, test_pad_crop_flip);
+    tcase_add_test(tc, test_rrc);
+    tcase_add_test(tc, test_scale_ops);
+    tcase_add_test(tc, test_keypoints);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(segm_suite());
+}
