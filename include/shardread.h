@@ -730,6 +730,10 @@ typedef struct {
     const uint32_t *target_mask_sizes;  /* 2 n: each sample's mask width and height */
     const float *target_keypoints;      /* num_keypoints * 3 per box (x, y, v), as the boxes */
     uint32_t num_keypoints;
+    /* 1 for a semantic segmentation dataset (label maps, shardc build --masks): target_masks
+     * then holds one label map per sample (uint8 labels, the ignore index in the padding) and
+     * there are no boxes. */
+    uint32_t label_map;
 } shr_batch;
 
 /* The whole reader state: open a reader with these in its options to continue exactly here. */
@@ -1107,9 +1111,12 @@ SHR_API int shr_batch_target(const shr_batch *b, uint32_t i, shr_target *t);
  * flipped, x' = fw - x' and keypoint j is the moved stored keypoint flip_indices[j]. The warps
  * (rotation, affine, auto_augment) are refused by shr_open for such datasets (not yet moved),
  * as is a flip of a keypoint dataset without flip_indices.
+ * Label maps (shardc build --masks; b->label_map 1): each sample has one map, moved as a mask
+ * is, the dataset's ignore index (0 .. 255, else refused by shr_open) outside the placed
+ * rectangle; no boxes. A stored map with a label above 255 fails its batch, naming the sample.
  * Sample i's: *num_keypoints K (0 without), *keypoints count * K * 3 floats (NULL without),
- * *masks count * height * width bytes of 0 or 1 (NULL without), *width, *height their size; any
- * output pointer may be NULL. 0; SHR_EINVAL (b NULL, i >= b->n, or no targets). */
+ * *masks count * height * width bytes of 0 or 1 (NULL without), or its label map's height *
+ * width labels, *width, *height their size; any output pointer may be NULL. 0; SHR_EINVAL (b NULL, i >= b->n, or no targets). */
 SHR_API int shr_batch_segm(const shr_batch *b, uint32_t i, uint32_t *num_keypoints,
                            const float **keypoints, const uint8_t **masks, uint32_t *width,
                            uint32_t *height);

@@ -616,15 +616,17 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
     const shr_params *p = &slot->params[i];
     uint32_t K = r->segm_k, ow = 0, oh = 0;
     int masks = (r->segm_ext & FMT_TARGET_EXT_MASKS) != 0;
+    int map = (r->segm_ext & FMT_TARGET_EXT_MAP) != 0;
     size_t plane = 0;
     *rc = 0;
-    if (masks) {
+    if (masks || map) {
         shr_segm_size(&r->boxes, r->o.scale_dense, p, &ow, &oh);
         plane = (size_t)ow * oh;
         size_t spix = (size_t)t->map_width * t->map_height;
         if (grow_bytes((void **)&slot->t_scratch, &slot->scap, spix ? spix : 1) ||
             grow_bytes((void **)&slot->t_xy, &slot->xycap, ((size_t)ow + oh + 1) * 4) ||
-            grow_bytes((void **)&slot->t_masks, &slot->mcap, *moff + plane * kept + 1)) {
+            grow_bytes((void **)&slot->t_masks, &slot->mcap,
+                       *moff + plane * (map ? 1 : kept) + 1)) {
             *rc = ENOMEM;
             return -1;
         }
@@ -632,6 +634,17 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
         shr_segm_tables(&r->boxes, p, ow, oh, slot->t_xy, slot->t_xy + ow);
         slot->t_msize[2 * (size_t)i] = ow;
         slot->t_msize[2 * (size_t)i + 1] = oh;
+    }
+    if (map) {
+        /* one label map a sample, no boxes: values above 255 are not uint8 labels */
+        if (t->map_max > 255 || fmt_target_label_map(t, slot->t_scratch, 1) != 0) {
+            *rc = SHR_EINVAL;
+            return -1;
+        }
+        shr_segm_warp_map(slot->t_scratch, t->map_width, slot->t_xy, slot->t_xy + ow, ow, oh,
+                          r->ignore_index, slot->t_masks + *moff);
+        *moff += plane;
+        return 0;
     }
     uint32_t out = 0;
     for (uint32_t j = 0; j < kept; j++) {
@@ -696,6 +709,12 @@ static int fill_targets(const shr_reader *r, shr_slot *slot)
         if (r->segm_ext) {
             int rc;
             int64_t n = segm_sample(r, slot, i, off, kept, &moff, &rc);
+            if (n < 0 && rc == SHR_EINVAL)
+                return fmt_fail(&slot->msg, rc, "%s: sample %" PRIu64 ": its label map has "
+                                "value %" PRIu32 ", above 255: the reader delivers uint8 label "
+                                "maps", src_file(r, (uint64_t)b->indices[i]),
+                                src_local(r, (uint64_t)b->indices[i]),
+                                t->map_max);
             if (n < 0)
                 return fmt_fail(&slot->msg, rc, "cannot hold the masks of batch %" PRIu64,
                                 b->number);

@@ -102,8 +102,10 @@ struct shr_reader {
     shr_aug aug;                /* the augmentations after the crop and flip */
     int targets;                /* a detection dataset: batches carry moved targets */
     shr_box_geom boxes;         /* how they are moved */
-    uint32_t segm_ext;          /* FMT_TARGET_EXT_MASKS | _KEYPOINTS the batches carry */
+    uint32_t segm_ext;          /* FMT_TARGET_EXT_MASKS | _KEYPOINTS, or _MAP, the batches
+                                 * carry */
     uint32_t segm_k;            /* keypoints per instance */
+    uint8_t ignore_index;       /* FMT_TARGET_EXT_MAP: the label maps' padding */
     uint32_t *flip_idx;         /* segm_k entries: the flip's left/right swap (or NULL) */
     shr_mixer mix;              /* MixUp / CutMix on finished batches */
     uint64_t nb;                /* batches per epoch (but the resumed one: sampler.h) */

@@ -114,6 +114,21 @@ int shr_segm_warp(const uint8_t *m, uint32_t sw, const int32_t *xs, const int32_
     return any != 0;
 }
 
+void shr_segm_warp_map(const uint8_t *m, uint32_t sw, const int32_t *xs, const int32_t *ys,
+                       uint32_t ow, uint32_t oh, uint8_t fill, uint8_t *out)
+{
+    for (uint32_t y = 0; y < oh; y++) {
+        uint8_t *row = out + (size_t)y * ow;
+        if (ys[y] < 0) {
+            memset(row, fill, ow);
+            continue;
+        }
+        const uint8_t *src = m + (size_t)ys[y] * sw;
+        for (uint32_t x = 0; x < ow; x++)
+            row[x] = xs[x] < 0 ? fill : src[xs[x]];
+    }
+}
+
 void shr_segm_keypoints(const shr_box_geom *g, const shr_params *p, const float *kp, uint32_t k,
                         const uint32_t *flip_idx, float *out)
 {

@@ -34,6 +34,12 @@ SHR_INTERNAL void shr_segm_tables(const shr_box_geom *g, const shr_params *p, ui
 SHR_INTERNAL int shr_segm_warp(const uint8_t *m, uint32_t sw, const int32_t *xs, const int32_t *ys,
                                uint32_t ow, uint32_t oh, uint8_t *out);
 
+/* A label map: out (ow x oh) from the stored map m (sw wide, one byte a label) by the tables,
+ * fill (the dataset's ignore index) in the padding. */
+SHR_INTERNAL void shr_segm_warp_map(const uint8_t *m, uint32_t sw, const int32_t *xs,
+                                    const int32_t *ys, uint32_t ow, uint32_t oh, uint8_t fill,
+                                    uint8_t *out);
+
 /* One instance's k keypoints kp (x, y, v) moved by p into out: x' = (x - p.x) sx + dx as the
  * boxes move, then, where p flips, x' = fw - x' and out[j] = moved[flip_idx[j]]. A keypoint
  * stored invisible (v = 0) or moved outside the image rectangle (closed) is (0, 0, 0). */

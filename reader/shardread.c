@@ -423,11 +423,18 @@ static int set_targets(shr_reader *r, const char *dir)
     r->boxes.scale = o->scale;
     /* masks and keypoints (segm.h): moved by the crop, pad, RandomResizedCrop, scale ops and
      * flip; the warps would leave them behind the pixels, so they are refused */
-    r->segm_ext = r->mx ? 0 : m->target_ext & (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_KEYPOINTS);
+    r->segm_ext = r->mx ? 0 : m->target_ext & (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_KEYPOINTS |
+                                               FMT_TARGET_EXT_MAP);
     r->segm_k = r->segm_ext & FMT_TARGET_EXT_KEYPOINTS ? m->num_keypoints : 0;
     if (!r->segm_ext)
         return 0;
-    const char *what = r->segm_ext & FMT_TARGET_EXT_MASKS ? "instance masks" : "keypoints";
+    const char *what = r->segm_ext & FMT_TARGET_EXT_MAP ? "label maps"
+                       : r->segm_ext & FMT_TARGET_EXT_MASKS ? "instance masks" : "keypoints";
+    if ((r->segm_ext & FMT_TARGET_EXT_MAP) && m->ignore_index > 255)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the label maps' ignore index is %" PRIu32
+                        ": the reader delivers uint8 label maps (0 .. 255)", dir,
+                        m->ignore_index);
+    r->ignore_index = (uint8_t)m->ignore_index;
     const char *op = o->rotation ? "rotation" : o->affine ? "affine"
                      : o->auto_augment != SHR_AUTO_AUGMENT_NONE ? "auto_augment" : NULL;
     if (op)
@@ -597,7 +604,8 @@ static int make_ring(shr_reader *r)
         if (!r->segm_ext)
             continue;
         s->b.num_keypoints = r->segm_k;
-        if (r->segm_ext & FMT_TARGET_EXT_MASKS) {
+        s->b.label_map = (r->segm_ext & FMT_TARGET_EXT_MAP) != 0;
+        if (r->segm_ext & (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_MAP)) {
             s->t_moff = calloc(bs + 1, sizeof *s->t_moff);
             s->t_msize = calloc(2 * bs, sizeof *s->t_msize);
             if (!s->t_moff || !s->t_msize)

@@ -549,7 +549,25 @@ PyObject *sr_deliver(LoaderObject *self, RingObject *ring, const shr_batch *b)
         if (img && want_sts)
             sts = sr_new_view((void *)b->streams, (PyObject *)base, "q", 8, 1, n1);
     }
-    if (img && self->targets) {
+    if (img && self->targets && b->label_map) {
+        /* (images, masks, ...): a label-map dataset's moved maps, (n, H, W) uint8, or a list of
+         * (h, w) ones where each image has its own size (scale_dense) */
+        if (!self->o.scale_dense) {
+            Py_ssize_t md[3] = {b->n, b->height, b->width};
+            lab = copy ? sr_view_copy(b->target_masks, "B", 1, 3, md)
+                       : sr_new_view((void *)b->target_masks, (PyObject *)base, "B", 1, 3, md);
+        } else {
+            lab = PyList_New(b->n);
+            for (uint32_t i = 0; lab && i < b->n; i++) {
+                Py_ssize_t md[2] = {b->target_mask_sizes[2 * (size_t)i + 1],
+                                    b->target_mask_sizes[2 * (size_t)i]};
+                PyObject *v = sr_view_copy(b->target_masks + b->target_mask_offsets[i], "B", 1,
+                                           2, md);
+                if (!v || PyList_SetItem(lab, i, v) < 0)
+                    Py_CLEAR(lab);
+            }
+        }
+    } else if (img && self->targets) {
         /* (images, targets, ...): the labels of a detection dataset are -1, its targets say it */
         lab = b->target_offsets ? PyList_New(b->n) : NULL;
         if (!b->target_offsets && !PyErr_Occurred())

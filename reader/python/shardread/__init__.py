@@ -86,6 +86,8 @@ def _wrap(parts, torch):
             out[k] = _wrap_target(p, conv)
         elif type(p) is list and p and type(p[0]) is dict:     # a batch's targets
             out[k] = [_wrap_target(t, conv) for t in p]
+        elif type(p) is list and p and type(p[0]) is _View:    # a list of label maps
+            out[k] = [conv(_asarray(v)) if conv is not None else _asarray(v) for v in p]
         elif conv is not None and type(p) is _np.ndarray:
             out[k] = conv(p)
     return tuple(out)
@@ -900,6 +902,12 @@ class Loader(_shardread.Loader):
     stored invisible are (0, 0, 0)). flip_indices=[...] (K ints) is the flip's left/right swap
     of the keypoints, required to flip a keypoint dataset; rotation, affine and auto_augment are
     refused for such datasets (reader/shardread.h, "Masks and keypoints").
+    A semantic segmentation dataset (shardc build --masks DIR) read with targets=True gives
+    (images, masks, ...) instead: masks (B, H, W) uint8 label maps at the output size (a list
+    of (h, w) ones where the images are a list), moved exactly with the pixels by the same
+    geometry and flip (nearest, as v2 moves a Mask), the dataset's ignore index in the padding;
+    colour ops leave them alone; masks.long() gives the int64 CrossEntropyLoss takes. Labels
+    above 255 and rotation, affine and auto_augment are refused.
 
     Detection geometry at read time, in place of size= (one of the three; the boxes follow,
     clipped and dropped as above; the pixels equal torchvision's F.resize, F.crop and F.pad on

@@ -177,7 +177,7 @@ def image_list(batch, nchw):
     flat = images.reshape(images.shape[0], -1)
     views = []
     for i, t in enumerate(targets):
-        h, w = t["size"]
+        h, w = t["size"] if type(t) is dict else t.shape    # a label map: its own shape
         shape = (c, h, w) if nchw else (h, w, c)
         views.append(flat[i, :h * w * c].reshape(shape))
     return (views,) + tuple(batch[1:])

@@ -1,0 +1,212 @@
+"""Semantic segmentation batches (docs/DETECTION.md, "Label maps through the Loader"): a
+dataset built with --masks DIR read with targets=True gives (images, masks), masks (B, H, W)
+uint8 (a list of (h, w) where each image has its own size), moved exactly with the pixels by
+the crop or pad, RandomResizedCrop, the scale ops and the flip, with torch's nearest index and
+the dataset's ignore index in the padding. Every geometry against a NumPy reference of the
+label-map PNGs fed the Loader's reported params, value for value; the same batches at 1 and 3
+threads and after a resume; colour ops leave the maps alone; the warps and 16-bit labels above
+255 refused, naming the reason."""
+import os
+
+import numpy as np
+import pytest
+
+import shardread
+from conftest import MKSAMPLE, SHARDC, run
+
+IGNORE = 250
+
+
+def _maps(src, dst, wide=False):
+    """A label map per image of src: blocks of labels 0..20, a top row and right column of
+    IGNORE; palette and grey PNGs alternating (wide: 16-bit grey with values above 255)."""
+    from PIL import Image
+    rng = np.random.default_rng(4)
+    names = sorted(os.path.relpath(os.path.join(d, f), src)
+                   for d, _, fs in os.walk(src) for f in fs)
+    for n, rel in enumerate(names):
+        w, h = Image.open(os.path.join(src, rel)).size
+        m = rng.integers(0, 21, size=(h // 5 + 1, w // 7 + 1))
+        m = np.kron(m, np.ones((5, 7), np.int64))[:h, :w]
+        m[0, :] = IGNORE
+        m[:, -1] = IGNORE
+        path = os.path.join(dst, os.path.splitext(rel)[0] + ".png")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if wide:
+            Image.fromarray((m + 300).astype(np.uint16)).save(path)
+        elif n % 2:
+            p = Image.fromarray(m.astype(np.uint8), "P")
+            p.putpalette([v for i in range(256) for v in (i, 255 - i, i * 7 % 256)])
+            p.save(path)
+        else:
+            Image.fromarray(m.astype(np.uint8), "L").save(path)
+    return names
+
+
+def _build(root, wide=False):
+    src, maps, out = (str(root / x) for x in ("img", "maps", "ds"))
+    run(MKSAMPLE, src, "--coco", str(root / "inst.json"), "--per-class", "12", "--min-side", "30",
+        "--max-side", "70", "--seed", "9", "--quiet")
+    names = _maps(src, maps, wide)
+    run(SHARDC, "build", src, "--masks", maps, "--ignore-index", str(IGNORE), "-o", out,
+        "--no-progress", "-j", "2")
+    return out, maps, names
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """The dataset (no build geometry: each stored map is its PNG) and the PNGs in sample
+    order (the build's byte order of the image names)."""
+    from PIL import Image
+    out, maps, names = _build(tmp_path_factory.mktemp("labels"))
+    pngs = [np.array(Image.open(os.path.join(maps, os.path.splitext(r)[0] + ".png")))
+            for r in sorted(names, key=str.encode)]
+    return out, pngs
+
+
+def nearest(n_out, n_in):
+    """torch's interpolate(mode="nearest") source index of each of n_out outputs."""
+    if n_out == n_in:
+        return np.arange(n_out)
+    if n_out == 2 * n_in:
+        return np.arange(n_out) >> 1
+    s = np.float32(n_in) / np.float32(n_out)
+    i = np.floor(np.arange(n_out, dtype=np.float32) * s).astype(np.int64)
+    return np.minimum(i, n_in - 1)
+
+
+def place(m, row, out_w, out_h, opts):
+    """The stored map m (h, w) moved by its params row as the pixels are, IGNORE in the
+    padding: the pre-flip output, then the flip."""
+    sh_, sw_ = m.shape
+    x, y, w, h, flip = (int(v) for v in row[:5])
+    out = np.full((out_h, out_w), IGNORE, np.uint8)
+    if len(row) == 5:
+        win = m[y:y + h, x:x + w]
+        if opts.get("rrc"):
+            out = win[nearest(out_h, h)][:, nearest(out_w, w)]
+        else:
+            ox, oy = (out_w - w) // 2, (out_h - h) // 2
+            out[oy:oy + h, ox:ox + w] = win
+        return out[:, ::-1] if flip else out
+    sw, sh, cx, cy, px, py, iw, ih = (int(v) for v in row[5:])
+    r = m[nearest(sh, sh_)][:, nearest(sw, sw_)][cy:cy + ih, cx:cx + iw]
+    listed = opts.get("list")
+    if listed or "multiscale" in opts:      # the image flips alone, at the top left
+        if flip:
+            r = r[:, ::-1]
+        if listed:
+            return r
+        out[:ih, :iw] = r
+        return out
+    out[py:py + ih, px:px + iw] = r
+    return out[:, ::-1] if flip else out
+
+
+CASES = [
+    ("pad", dict(size=72, pad=True)),
+    ("crop", dict(size=28, random_crop=True)),
+    ("rrc", dict(size=(36, 44), rrc=(0.2, 1.0))),
+    ("multi-list", dict(multiscale=((32, 45, 64), 80), list=True)),
+    ("multi-pad", dict(multiscale=([40, 56], 72), pad_to=True)),
+    ("natural", dict(list=True)),
+    ("jitter", dict(scale_jitter=(48, (0.3, 1.8)))),
+    ("letterbox", dict(letterbox=(40, 56))),
+]
+
+
+@pytest.mark.parametrize("name,opts", CASES, ids=[c[0] for c in CASES])
+def test_label_maps_follow_the_geometry(lab, name, opts):
+    ds, pngs = lab
+    kw = {k: v for k, v in opts.items() if k != "list"}
+    loader = shardread.Loader(ds, batch_size=3, targets=True, return_params=True, shuffle=True,
+                              seed=3, flip=0.5, threads=2, **kw)
+    shape = loader.info["shape"]
+    seen = flips = padded = 0
+    for epoch in range(2):
+        for images, masks, indices, params in loader:
+            if opts.get("list"):
+                assert type(images) is list and type(masks) is list
+                assert len(masks) == len(images) == len(indices)
+            else:
+                masks = np.asarray(masks)
+                assert masks.dtype == np.uint8 and masks.shape == (len(indices),) + shape[:2]
+            for k, i in enumerate(indices):
+                got = np.asarray(masks[k])
+                out_h, out_w = got.shape if opts.get("list") else shape[:2]
+                if opts.get("list"):
+                    assert np.asarray(images[k]).shape[:2] == got.shape
+                want = place(pngs[int(i)], params[k], out_w, out_h, opts)
+                assert got.dtype == np.uint8
+                assert np.array_equal(got, want), (name, int(i), params[k])
+                seen += 1
+                flips += int(params[k][4])
+                padded += int((got == IGNORE).sum())
+    assert seen == 2 * len(pngs) and 0 < flips < seen and padded > 0
+
+
+def test_padding_is_the_ignore_index(lab):
+    """An upscaling pad leaves a border of IGNORE (not 0) around each map."""
+    ds, pngs = lab
+    loader = shardread.Loader(ds, batch_size=4, targets=True, return_indices=True, size=80,
+                              pad=True)
+    for _, masks, indices in loader:
+        for k, i in enumerate(indices):
+            h, w = pngs[int(i)].shape
+            m = np.asarray(masks[k])
+            oy, ox = (80 - h) // 2, (80 - w) // 2
+            assert (m[:oy] == IGNORE).all() and (m[oy + h:] == IGNORE).all()
+            assert (m[:, :ox] == IGNORE).all() and (m[:, ox + w:] == IGNORE).all()
+            assert np.array_equal(m[oy:oy + h, ox:ox + w], pngs[int(i)])
+
+
+def test_colour_ops_leave_the_maps_alone(lab):
+    ds, _ = lab
+    kw = dict(batch_size=4, targets=True, shuffle=True, seed=2, size=40, rrc=True, flip=0.5)
+    plain = [np.asarray(m).tobytes() for _, m in shardread.Loader(ds, **kw)]
+    jit = shardread.Loader(ds, color_jitter=(0.4, 0.4, 0.4, 0.1), grayscale=0.3, **kw)
+    coloured = [(np.asarray(im).tobytes(), np.asarray(m).tobytes()) for im, m in jit]
+    assert [m for _, m in coloured] == plain
+
+
+def flat(loader):
+    return [(np.asarray(im).tobytes(), np.asarray(m).tobytes()) for im, m in loader]
+
+
+def batches(ds, threads, state=None):
+    loader = shardread.Loader(ds, batch_size=1, targets=True, shuffle=True, seed=5, flip=0.5,
+                              threads=threads, rrc=True, size=32)
+    if state is not None:
+        loader.load_state_dict(state)
+    return loader
+
+
+def test_same_batches_at_1_and_3_threads_and_after_resume(lab):
+    ds, pngs = lab
+    one = flat(batches(ds, 1))
+    assert one == flat(batches(ds, 3)) and len(one) == len(pngs) > 3
+    loader = batches(ds, 2)
+    it = iter(loader)
+    head = [(np.asarray(im).tobytes(), np.asarray(m).tobytes())
+            for im, m in (next(it) for _ in range(2))]
+    rest = flat(batches(ds, 3, loader.state_dict()))
+    assert head + rest == one
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(rotation=10), "label maps, which rotation does not move yet"),
+    (dict(affine=dict(degrees=5)), "label maps, which affine does not move yet"),
+    (dict(auto_augment="trivialaugment_wide"), "label maps, which auto_augment does not move"),
+])
+def test_warps_refused(lab, kw, msg):
+    with pytest.raises(shardread.ArgumentError, match=msg):
+        next(iter(shardread.Loader(lab[0], targets=True, size=40, pad=True, **kw)))
+
+
+def test_labels_above_255_refused(tmp_path):
+    out, _, names = _build(tmp_path, wide=True)
+    first = sorted(names, key=str.encode)[0]
+    with pytest.raises(shardread.Error, match=r"sample 0: its label map has value 550, above "
+                                              r"255: the reader delivers uint8 label maps"):
+        next(iter(shardread.Loader(out, batch_size=1, targets=True, size=40, pad=True)))
+    assert first
