@@ -3,7 +3,7 @@
  * and small masks moved by a zero pad with a crop, a RandomResizedCrop, the scale ops (a dense
  * multi-scale image, a letterbox) and the flip, each against its expected output written out
  * pixel by pixel; keypoints through the same maps, invisible ones and those leaving the image
- * zeroed, the flip's left/right swap. */
+ * zeroed, the flip's left/right swap; a label map's padding is its ignore index. */
 #include "segm_read.h"
 #include "testutil.h"
 
@@ -72,6 +72,26 @@ START_TEST(test_pad_crop_flip)
                                  0, 25, 24, 23, 22, 21, 0,
                                  0, 35, 34, 33, 32, 31, 0};
     ck_assert_mem_eq(out, flipped, 21);
+}
+END_TEST
+
+START_TEST(test_label_map_pads_with_ignore)
+{
+    /* the pad and crop above on a label map: 0 is a label there, the padding 250 */
+    shr_box_geom g = {.width = 7, .height = 5};
+    shr_params p = {.x = 0, .y = 1, .w = 5, .h = 3, .src_w = 5, .src_h = 4, .flip = 1};
+    uint8_t m[20], out[35];
+    int32_t xs[7], ys[5];
+    stored(m);
+    m[5] = 0;                   /* stored (0, 1): a label 0, kept as 0 */
+    shr_segm_tables(&g, &p, 7, 5, xs, ys);
+    shr_segm_warp_map(m, 5, xs, ys, 7, 5, 250, out);
+    const uint8_t want[35] = {250, 250, 250, 250, 250, 250, 250,
+                              250, 15, 14, 13, 12, 0, 250,
+                              250, 25, 24, 23, 22, 21, 250,
+                              250, 35, 34, 33, 32, 31, 250,
+                              250, 250, 250, 250, 250, 250, 250};
+    ck_assert_mem_eq(out, want, 35);
 }
 END_TEST
 
@@ -164,6 +184,7 @@ static Suite *segm_suite(void)
     TCase *tc = tcase_create("segm_warp");
     tcase_add_test(tc, test_nearest);
     tcase_add_test(tc, test_pad_crop_flip);
+    tcase_add_test(tc, test_label_map_pads_with_ignore);
     tcase_add_test(tc, test_rrc);
     tcase_add_test(tc, test_scale_ops);
     tcase_add_test(tc, test_keypoints);
