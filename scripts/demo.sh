@@ -51,11 +51,22 @@ echo "      boxes move with the pixels"
   --fit pad --no-progress
 "$bin/shardc" info "$work/det" --targets | head -3
 "$bin/shardc" cat "$work/det" 1 --boxes -o "$work/boxes1.ppm"
+echo
+echo "== 9. instance segmentation: the same kind of shapes with their outlines as COCO polygons;"
+echo "      the masks are rasterised at build time and move with the pixels"
+"$bin/shardc-mksample" "$work/shapes-seg" --coco "$work/shapes-seg.json" --per-class 10 \
+  --seed 3 --polygons --quiet
+"$bin/shardc" build "$work/shapes-seg" --coco "$work/shapes-seg.json" -o "$work/seg" \
+  --size 96x64 --fit pad --no-progress
+"$bin/shardc" info "$work/seg" --targets >"$work/seg-targets.jsonl"
+head -2 "$work/seg-targets.jsonl" | cut -c1-160
+"$bin/shardc" cat "$work/seg" 1 --boxes --masks -o "$work/masks1.png"
 cat <<MSG
 Next:
   $work/raw/manifest.json        what was built: classes, shards and their hashes, channel mean/std
   $work/sample0.ppm              sample 0 as an image (shardc cat $work/raw 0 -o FILE)
   $work/boxes1.ppm               a detection sample with its boxes drawn (shardc cat --boxes)
+  $work/masks1.png               an instance-segmentation sample, boxes and masks drawn
   $work/compare/                 every format built by compare; compare.tsv, the table's data
   $work/compare.png              the table as a chart (with gnuplot)
   $bin/shardbench compare --help  the columns; --step-ms for another model, --json

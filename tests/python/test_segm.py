@@ -77,3 +77,42 @@ def test_boxes_only_dataset_has_no_masks(tmp_path):
     d = shardread.Dataset(build_detection(tmp_path, 2))
     _, t = d[0]
     assert "masks" not in t and "keypoints" not in t
+
+
+def test_mksample_polygons_are_the_shapes_masks(tmp_path):
+    """shardc-mksample --coco --polygons: the same images and boxes as without, each shape's
+    outline as polygons spanning its box (a rectangle's its 4 corners), and a build's masks
+    equal to the NumPy rasterisation of those polygons (tests/ref/segm_ref.py)."""
+    args = ["--per-class", "10", "--min-side", "30", "--max-side", "70", "--seed", "6", "--quiet"]
+    run(MKSAMPLE, str(tmp_path / "plain"), "--coco", str(tmp_path / "plain.json"), *args)
+    run(MKSAMPLE, str(tmp_path / "img"), "--coco", str(tmp_path / "seg.json"), "--polygons", *args)
+    plain = json.load(open(tmp_path / "plain.json"))
+    coco = json.load(open(tmp_path / "seg.json"))
+    for im in coco["images"]:
+        a = open(tmp_path / "plain" / im["file_name"], "rb").read()
+        assert a == open(tmp_path / "img" / im["file_name"], "rb").read()
+    assert len(coco["annotations"]) == len(plain["annotations"]) > 10
+    cats = set()
+    for a, p in zip(coco["annotations"], plain["annotations"]):
+        assert {k: v for k, v in a.items() if k != "segmentation"} == p
+        x, y, w, h = a["bbox"]
+        pts = np.concatenate([np.reshape(s, (-1, 2)) for s in a["segmentation"]])
+        assert np.allclose(pts.min(0), [x, y], atol=0.01)
+        assert np.allclose(pts.max(0), [x + w, y + h], atol=0.01)
+        want = {1: 1, 2: 1, 3: 4, 4: 2}[a["category_id"]]
+        assert len(a["segmentation"]) == want
+        if a["category_id"] == 1:
+            assert a["segmentation"] == [[x, y, x + w, y, x + w, y + h, x, y + h]]
+        cats.add(a["category_id"])
+    assert cats == {1, 2, 3, 4}
+    out = str(tmp_path / "ds")
+    run(SHARDC, "build", str(tmp_path / "img"), "--coco", str(tmp_path / "seg.json"), "-o", out,
+        "--no-progress")
+    ds = shardread.Dataset(out)
+    imgs = sorted(coco["images"], key=lambda i: i["file_name"].encode())
+    for n, im in enumerate(imgs):
+        anns = [a for a in coco["annotations"] if a["image_id"] == im["id"]]
+        want = np.stack([segm_ref.source_mask(a, im["width"], im["height"]) for a in anns]) \
+            if anns else np.zeros((0, im["height"], im["width"]), np.uint8)
+        got = np.asarray(ds[n][1]["masks"])
+        assert np.array_equal(got, want), im["file_name"]

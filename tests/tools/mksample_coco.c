@@ -1,6 +1,6 @@
 /* mksample_coco.c - shardc-mksample's detection samples (--coco, mksample_coco.h): PNGs of
- * shapes on a noisy background and their boxes as COCO instances JSON, for the detection path
- * (shardc --coco). Linked into the program only; the class-folder generator is mksample.c, the
+ * shapes on a noisy background and their boxes (with --polygons their outlines too) as COCO
+ * instances JSON, for the detection and instance-segmentation paths (shardc --coco). Linked into the program only; the class-folder generator is mksample.c, the
  * command line mksample_main.c.
  */
 #include "mksample_coco.h"
@@ -29,8 +29,44 @@ static uint32_t det_range(uint64_t *st, uint32_t lo, uint32_t hi)
 
 static const char *const det_names[] = {"rectangle", "ellipse", "frame", "cross"};
 
+/* One axis-aligned bar [x0, x1] x [y0, y1] as a COCO polygon (pixel corners). */
+static void det_bar(FILE *f, int first, double x0, double y0, double x1, double y1)
+{
+    fprintf(f, "%s[%.2f, %.2f, %.2f, %.2f, %.2f, %.2f, %.2f, %.2f]", first ? "" : ", ", x0, y0, x1,
+            y0, x1, y1, x0, y1);
+}
+
+/* The outline of shape cat drawn in the box (x, y, bw, bh), as the pixels test it (u, v in
+ * -0.5 .. 0.5 across the box): ", \"segmentation\": [...]" */
+static void det_polygons(FILE *f, uint32_t cat, uint32_t x, uint32_t y, uint32_t bw, uint32_t bh)
+{
+    double X = x, Y = y, W = bw, H = bh;
+    fputs(", \"segmentation\": [", f);
+    if (cat == 1) {
+        det_bar(f, 1, X, Y, X + W, Y + H);
+    } else if (cat == 2) {
+        fputc('[', f);
+        for (int k = 0; k < 24; k++) {
+            double a = 2 * M_PI * k / 24;
+            fprintf(f, "%s%.2f, %.2f", k ? ", " : "", X + W * (0.5 + 0.5 * cos(a)),
+                    Y + H * (0.5 + 0.5 * sin(a)));
+        }
+        fputc(']', f);
+    } else if (cat == 3) {      /* |u| > 0.35 or |v| > 0.35: four bars */
+        det_bar(f, 1, X, Y, X + W, Y + 0.15 * H);
+        det_bar(f, 0, X, Y + 0.85 * H, X + W, Y + H);
+        det_bar(f, 0, X, Y + 0.15 * H, X + 0.15 * W, Y + 0.85 * H);
+        det_bar(f, 0, X + 0.85 * W, Y + 0.15 * H, X + W, Y + 0.85 * H);
+    } else {                    /* |u| < 0.12 or |v| < 0.12: two bars */
+        det_bar(f, 1, X + 0.38 * W, Y, X + 0.62 * W, Y + H);
+        det_bar(f, 0, X, Y + 0.38 * H, X + W, Y + 0.62 * H);
+    }
+    fputc(']', f);
+}
+
 int mks_coco_generate(const char *out, const char *json_path, unsigned count, uint64_t seed,
-                      unsigned min_side, unsigned max_side, unsigned max_shapes, fmt_msg *msg)
+                      unsigned min_side, unsigned max_side, unsigned max_shapes, int polygons,
+                      fmt_msg *msg)
 {
     if (mkdir(out, 0777) != 0 && errno != EEXIST)
         return fmt_fail(msg, errno, "cannot write %s: %s", out, strerror(errno));
@@ -74,8 +110,11 @@ int mks_coco_generate(const char *out, const char *json_path, unsigned count, ui
                         memcpy(img.pixels + ((size_t)yy * w + xx) * 3, col, 3);
                 }
             fprintf(fa, "%s\n  {\"id\": %u, \"image_id\": %u, \"category_id\": %u, \"bbox\": "
-                    "[%u, %u, %u, %u], \"area\": %u, \"iscrowd\": 0}", ann ? "," : "", ann + 1, i,
+                    "[%u, %u, %u, %u], \"area\": %u, \"iscrowd\": 0", ann ? "," : "", ann + 1, i,
                     cat, x, y, bw, bh, bw * bh);
+            if (polygons)
+                det_polygons(fa, cat, x, y, bw, bh);
+            fputc('}', fa);
             ann++;
         }
         fprintf(fi, "%s\n  {\"id\": %u, \"file_name\": \"%06u.png\", \"width\": %u, \"height\": "

@@ -12,8 +12,12 @@
  * each with 1..max_shapes shapes (0: 4) of the four categories (ids 1..4) drawn inside their box, boxes that
  * may touch the image's border; and the COCO instances JSON at json_path (boxes [x, y, w, h] in
  * whole pixels, area w * h, iscrowd 0, annotation ids 1..N in image order). Every fifth image
- * has no shape. Deterministic in seed. 0 or an errno, msg naming the file. */
+ * has no shape. With polygons set each annotation also has its shape's outline as COCO
+ * polygons ("segmentation", pixel corners): the rectangle's 4 corners, the ellipse's 24 points,
+ * the frame's 4 bars, the cross's 2 bars (the same images and boxes either way). Deterministic
+ * in seed. 0 or an errno, msg naming the file. */
 int mks_coco_generate(const char *out, const char *json_path, unsigned count, uint64_t seed,
-                      unsigned min_side, unsigned max_side, unsigned max_shapes, fmt_msg *msg);
+                      unsigned min_side, unsigned max_side, unsigned max_shapes, int polygons,
+                      fmt_msg *msg);
 
 #endif
