@@ -313,7 +313,7 @@ check-unit: $(TEST_BIN)
 E2E_PLAIN_ONLY := tests/e2e_wheel.sh tests/e2e_gpu_check.sh
 E2E_TESTS := $(if $(SAN),$(filter-out $(E2E_PLAIN_ONLY),$(wildcard tests/e2e_*.sh)),\
     $(wildcard tests/e2e_*.sh))
-check-e2e: $(BINS)
+check-e2e: $(BINS) $(if $(SAN),,$(BUILD)/tests/test_cuda)
 	$(Q)SHARDC_PYTHON=$(PYTHON) BUILD=$(BUILD) scripts/run-tests.sh e2e $(E2E_TESTS)
 
 bench: deps

@@ -1020,13 +1020,18 @@ SHR_API int shr_get_fill_events(const shr_reader *r, uint32_t i, shr_fill_event 
 SHR_API const char *shr_stage_name(int stage);
 
 /* threads_auto: the rule. After each batch it delivers, shr_next looks at the last window of
- * batches (at least max(3, active) of them and 50 ms): the share of the window it spent waiting
- * (the stall), the consumer's own time per batch C and the workers' mean fill time per batch F.
- * A stall above 5% adds a worker (up to threads); if the delivery rate of the next window is not
- * at least 3% better while it still stalls, the CPU is saturated: the worker is parked again
- * and the count is capped there (the cap is lifted after 20 windows, to probe again). A stall
- * below 1% with more workers than ceil(1.1 F / C) parks one. A parked worker finishes the batch
- * in hand and waits, using no CPU, until it is needed. */
+ * batches (at least max(8, 4 x active) of them and 50 ms): the share of the window it spent
+ * waiting (the stall), the consumer's own time per batch C, the workers' mean fill time per
+ * batch F and their CPU time over that fill time. A stall above 5%, with the active workers
+ * busy more than half the window, adds a worker (up to threads; beyond the CPUs the process may
+ * run on only while the workers' time is less than 75% CPU, that is, they wait on reads). The
+ * worker is judged over a window twice as long, starting once it had time for a first fill:
+ * from k workers and a stall s, one more could raise the delivery rate by at most
+ * min((k + 1) / k, 1 / (1 - s)); if the rate rose by less than half of that while the consumer
+ * still stalls, the worker is parked again and the count capped there (the cap is lifted after
+ * 20 windows, doubled after each failed probe up to 320, to probe again). A stall below 1% with
+ * more workers than ceil(1.1 F / C) parks one. A parked worker finishes the batch in hand and
+ * waits, using no CPU, until it is needed. */
 
 /* Targets (detection datasets: shr_info.targets, shr_dataset_info.targets). Every sample of such
  * a dataset carries a target: boxes (x1, y1, x2, y2 pixel edges of the stored sample), category

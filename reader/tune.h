@@ -16,14 +16,31 @@ typedef struct {
     int on;
     uint32_t max;               /* workers started */
     uint32_t active;            /* the ring's count, as last set */
+    uint32_t cores;             /* the CPUs the process may run on */
     uint32_t cap, cap_age;      /* no more than cap: more did not help (lifted after a while) */
+    uint32_t cap_windows;       /* windows before the cap is lifted (doubles per failed probe) */
+    uint32_t settle;            /* batches to let pass before the probe's window starts */
     uint32_t changes;           /* workers added or parked (read by other threads: relaxed) */
     int probing;                /* a worker was added at the start of this window */
-    double probe_rate;          /* batches/s of the window before it */
+    double probe_rate, probe_stall;     /* batches/s and stall of the window before it */
     int started;
-    uint64_t t0, wait0, n0, fill0, filled0;     /* the window's start */
+    uint64_t t0, wait0, n0, fill0, filled0, cpu0;       /* the window's start */
     double fill_per_batch;      /* the workers' last mean fill time per batch, ns */
 } shr_tune;
+
+/* One window's measurements (shr_tune_step takes them from the counters). */
+typedef struct {
+    double stall;               /* the consumer's wait over the window's time */
+    double rate;                /* batches per second delivered */
+    double own_ns;              /* the consumer's own time per batch, C */
+    double fill_per_batch;      /* the workers' wall time per batch filled, F (0: none filled) */
+    double busy;                /* the workers' fill time over the window's, per active worker */
+    double cpu_share;           /* the workers' CPU time over their fill time */
+} shr_tune_window;
+
+/* The rule on one window: the active count it wants (t->active unchanged; the probe and the
+ * cap updated). A count above t->active is a probe, judged on the next window. */
+SHR_INTERNAL uint32_t shr_tune_decide(shr_tune *t, const shr_tune_window *w);
 
 /* Off (max workers, all active) or on: the ring's active count set to min(2, max). */
 SHR_INTERNAL void shr_tune_init(struct shr_reader *r, int on, uint32_t max);

@@ -5,11 +5,13 @@ and threads='auto'"), on a dataset of photo-like images it builds (or DS):
   costs    on three recipes, the doctor's per-stage costs against the measured pipeline rate:
            the rate the costs predict (the workers' busy time over the per-sample sum) over the
            delivered rate (target: within 15%)
-  stall    an emulated step (a sleep) at 0.5x and 2x the pipeline's period: the doctor's
-           predicted input stall against the measured one (target: within 5 points)
+  stall    an emulated step at 0.5x and 2x the pipeline's period, a sleep and a busy loop (a
+           step on the CPU): the doctor's predicted input stall against the measured one
+           (target: within 5 points)
   overhead the rate with stage timing off and on (one thread, the best of two runs each)
-  auto     threads='auto' against fixed threads 1..MAX: the rate for a consumer faster than the
-           pipeline (target: >= 0.95x the best fixed count), and the workers it keeps for a slow
+  auto     threads='auto' against fixed threads 1..MAX, each repetition running them all in turn:
+           the rate for a consumer faster than the pipeline (target: the median of auto >= 0.95x
+           the best fixed count's median), and the workers it keeps for a slow
            consumer against the need, ceil(fill time per batch / consumer time per batch)
            (target: at most one more)
 
@@ -114,30 +116,46 @@ def main():
     L = shardread.Loader(a.ds, batch_size=a.batch, threads=T, shuffle=True, **kw)
     base = shardread.doctor(L, seconds=a.seconds, quiet=True)
     period_ms = a.batch / base["delivered_img_s"] * 1e3
-    for f in (0.5, 2.0):
-        diffs = []
-        for _ in range(a.reps):
-            r = shardread.doctor(L, step=period_ms * f, seconds=2 * a.seconds, quiet=True)
-            diffs.append((r["predicted_stall_pct"] - r["measured_stall_pct"], r))
-        d, r = sorted(diffs, key=lambda x: abs(x[0]))[len(diffs) // 2]
-        ok &= abs(d) <= 5
-        print(f"| {r['step_ms']:.1f} ms ({f}x the pipeline's period) | "
-              f"{r['predicted_stall_pct']:.1f} | {r['measured_stall_pct']:.1f} | {d:+.1f} |")
+    for kind in ("step", "step_busy"):
+        for f in (0.5, 2.0):
+            diffs = []
+            for _ in range(a.reps):
+                r = shardread.doctor(L, **{kind: period_ms * f}, seconds=2 * a.seconds,
+                                     quiet=True)
+                diffs.append((r["predicted_stall_pct"] - r["measured_stall_pct"], r))
+            d, r = sorted(diffs, key=lambda x: abs(x[0]))[len(diffs) // 2]
+            ok &= abs(d) <= 5
+            spread = f" (of {min(x[0] for x in diffs):+.1f} .. {max(x[0] for x in diffs):+.1f})" \
+                if len(diffs) > 1 else ""
+            print(f"| {'a busy loop' if kind == 'step_busy' else 'a sleep'}, "
+                  f"{r['step_alone_ms']:.1f} ms ({f}x the pipeline's period; "
+                  f"{r['step_ms']:.1f} ms in training, {r['step_cores']:.2f} cores) | "
+                  f"{r['predicted_stall_pct']:.1f} | {r['measured_stall_pct']:.1f} | "
+                  f"{d:+.1f}{spread} |")
 
     print("\n| consumer | threads | img/s | active threads at the end |")
     print("|---|---|---|---|")
-    best = 0
-    for t in range(1, T + 1):
-        rs = [rate(shardread.Loader(a.ds, batch_size=a.batch, threads=t, shuffle=True, **kw),
-                   a.seconds)[0] for _ in range(a.reps)]
-        best = max(best, statistics.median(rs))
-        print(f"| fast | {t} | {statistics.median(rs):.0f} | {t} |")
-    rs = [rate(shardread.Loader(a.ds, batch_size=a.batch, threads="auto", max_threads=T,
-                                shuffle=True, **kw), a.seconds) for _ in range(a.reps)]
-    auto = statistics.median(x[0] for x in rs)
-    ok &= auto >= 0.95 * best
-    print(f"| fast | auto (max {T}) | {auto:.0f} ({auto / best:.2f}x the best fixed) | "
-          f"{rs[len(rs) // 2][1]} |")
+    # the settings in turn within each repetition, so the machine's load drifts over all alike
+    got = {}
+    for _ in range(a.reps):
+        for t in list(range(1, T + 1)) + ["auto"]:
+            L = shardread.Loader(a.ds, batch_size=a.batch, threads=t, shuffle=True, **kw,
+                                 **(dict(max_threads=T) if t == "auto" else {}))
+            got.setdefault(t, []).append(rate(L, a.seconds))
+    med = {t: statistics.median(x[0] for x in v) for t, v in got.items()}
+    best = max(med[t] for t in range(1, T + 1))
+    for t, v in got.items():
+        rs = sorted(x[0] for x in v)
+        spread = f" ({rs[0]:.0f} .. {rs[-1]:.0f})" if len(rs) > 1 else ""
+        ratio = f", {med[t] / best:.2f}x the best fixed" if t == "auto" else ""
+        print(f"| fast | {t if t != 'auto' else f'auto (max {T})'} | {med[t]:.0f}{spread}"
+              f"{ratio} | {', '.join(str(x[1]) for x in v)} |")
+    ok &= med["auto"] >= 0.95 * best
+    paired = sorted(got["auto"][i][0] / max(got[t][i][0] for t in range(1, T + 1))
+                    for i in range(a.reps))
+    paired_line = (f"\nauto over the best fixed count of the same repetition: median "
+                   f"{statistics.median(paired):.2f} ({paired[0]:.2f} .. {paired[-1]:.2f}); "
+                   f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     fill_ms = a.batch / (base["delivered_img_s"] / max(1e-9, base["workers_busy"])) * 1e3
     for sleep_ms in (2 * fill_ms / T, 50.0):
         L = shardread.Loader(a.ds, batch_size=a.batch, threads="auto", max_threads=T,
@@ -147,6 +165,7 @@ def main():
         ok &= active <= need + 1
         print(f"| sleeps {sleep_ms:.1f} ms a batch | auto (max {T}) | {r:.0f} | {active} "
               f"(need {need}: {fill_ms:.1f} ms fill per batch) |")
+    print(paired_line)
     print("\n| recipe | stage timing off img/s | on img/s | on / off |")
     print("|---|---|---|---|")
     for name in ("crop+flip uint8", "rrc+flip+jitter+normalize f32"):

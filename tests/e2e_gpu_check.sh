@@ -20,6 +20,12 @@ done
 if [ -z "$PY" ]; then echo "SKIPPED: no python3 with torch, torchvision and pytest"; exit 77; fi
 export PYTHON=$PY
 GC="$ROOT/scripts/gpu-check.sh"
+# the report's correctness row runs test_cuda, which `make all` does not build: build it here
+# (make check-e2e depends on it too), so the check runs after any build of the tree
+if [ ! -x "$ROOT/$BUILD/tests/test_cuda" ]; then
+  expect_exit 0 "make $BUILD/tests/test_cuda" make --no-print-directory -C "$ROOT" BUILD="$BUILD" \
+    "$BUILD/tests/test_cuda"
+fi
 OUT=$T/report
 
 if [ -f "$ROOT/$BUILD/lib/libshardbench-gpu.so" ] && [ -x "$ROOT/$BUILD/tests/test_cuda" ]; then

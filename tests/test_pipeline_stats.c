@@ -3,7 +3,9 @@
  * threads_auto reader gives the bytes of a one-thread reader while another thread polls every
  * worker's counts and fills; a slow consumer makes the control loop park down to at most one
  * worker more than needed; the snapshots are consistent (stages within the fill time, each
- * sample read and resized once). Nothing is timed: the consumer's sleeps only make it slow. */
+ * sample read and resized once); the control loop's rule on given windows (a probe judged
+ * against the gain one worker could bring, none beyond the cores while the workers compute).
+ * Nothing is timed: the consumer's sleeps only make it slow. */
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -16,6 +18,7 @@
 
 #include "progs.h"
 #include "testutil.h"
+#include "tune.h"
 
 static char g_ds[1100];
 
@@ -198,6 +201,92 @@ START_TEST(test_stage_names)
 }
 END_TEST
 
+/* A controller as shr_tune_init leaves it, on `cores` CPUs. */
+static shr_tune tuner(uint32_t max, uint32_t active, uint32_t cores)
+{
+    return (shr_tune){.on = 1, .max = max, .cap = max, .active = active, .cores = cores,
+                      .cap_windows = 20};
+}
+
+/* a consumer faster than the workers: it waits 90% of the window, the workers fill all of it */
+static shr_tune_window fast(double rate, double cpu_share)
+{
+    return (shr_tune_window){.stall = 0.9, .rate = rate, .own_ns = 1e5,
+                             .fill_per_batch = 4e6, .busy = 1.0, .cpu_share = cpu_share};
+}
+
+START_TEST(test_rule_probe)
+{
+    /* two CPU-bound workers on two cores: a third is not tried (it only takes turns) */
+    shr_tune t = tuner(3, 2, 2);
+    shr_tune_window w = fast(100, 0.95);
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 2);
+    ck_assert_int_eq(t.probing, 0);
+    /* workers that wait on reads (CPU 40% of their time): a third is tried ... */
+    w = fast(100, 0.4);
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 3);
+    ck_assert_int_eq(t.probing, 1);
+    t.active = 3;
+    /* ... and a window 10% faster, the noise of a shared machine, does not keep it: from two
+     * workers one more could bring 1.5x, half of that gain is asked (1.25x) */
+    w = fast(110, 0.4);
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 2);
+    ck_assert_uint_eq(t.cap, 2);
+    ck_assert_uint_eq(t.cap_windows, 40);       /* the next probe waits twice as long */
+    t.active = 2;
+    for (int i = 0; i < 39; i++)                /* capped: no probe */
+        ck_assert_uint_eq(shr_tune_decide(&t, &w), 2);
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 3);      /* the cap lifted */
+    t.active = 3;
+    w = fast(140, 0.4);                         /* 1.27x the window before: kept */
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 3);
+    ck_assert_uint_eq(t.cap_windows, 20);
+    ck_assert_int_eq(t.probing, 0);
+
+    /* below the cores a probe needs no CPU measure; the stall bounds the gain asked: with 20%
+     * stall from four workers one more brings at most 1 / 0.8 = 1.25x, so 1.125x is asked */
+    t = tuner(8, 4, 16);
+    w = (shr_tune_window){.stall = 0.2, .rate = 100, .own_ns = 4e6, .fill_per_batch = 2e7,
+                          .busy = 1.0, .cpu_share = 1.0};
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 5);
+    t.active = 5;
+    w.rate = 112;
+    w.stall = 0.1;
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 4);
+    t = tuner(8, 4, 16);
+    w.rate = 100;
+    w.stall = 0.2;
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 5);
+    t.active = 5;
+    w.rate = 113;
+    w.stall = 0.02;                             /* no stall left: kept whatever the rate */
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 5);
+    /* idle workers while the consumer waits: more workers cannot help */
+    t = tuner(8, 2, 16);
+    w = fast(100, 1.0);
+    w.busy = 0.3;
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 2);
+}
+END_TEST
+
+START_TEST(test_rule_park)
+{
+    /* the consumer takes 10 ms a batch, a worker 4 ms to fill one: ceil(1.1 x 0.4) = 1 */
+    shr_tune t = tuner(6, 3, 8);
+    shr_tune_window w = {.stall = 0.0, .rate = 100, .own_ns = 1e7, .fill_per_batch = 4e6,
+                         .busy = 0.13, .cpu_share = 1.0};
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 2);
+    t.active = 2;
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 1);
+    t.active = 1;
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 1);
+    /* a stall of 3%: neither added nor parked (between the two thresholds) */
+    t = tuner(6, 3, 8);
+    w.stall = 0.03;
+    ck_assert_uint_eq(shr_tune_decide(&t, &w), 3);
+}
+END_TEST
+
 int main(void)
 {
     int rc = build_fixture();
@@ -207,6 +296,8 @@ int main(void)
     tcase_add_test(tc, test_auto_same_bytes);
     tcase_add_test(tc, test_slow_consumer_parks);
     tcase_add_test(tc, test_stage_names);
+    tcase_add_test(tc, test_rule_probe);
+    tcase_add_test(tc, test_rule_park);
     suite_add_tcase(s, tc);
     return tu_run_fixtures(rc, s);
 }

@@ -162,6 +162,31 @@ def test_doctor_report(fx, tmp_path):
         shardread.doctor(loader, step="fast", quiet=True)
 
 
+def test_doctor_busy_step(fx):
+    # a step on the CPU: it spins until its thread used step_busy ms of CPU, and the doctor
+    # counts that CPU in the prediction (the cores it takes from the workers)
+    loader = shardread.Loader(fx.var, batch_size=4, threads=2, **RECIPE)
+    r = shardread.doctor(loader, step_busy=2, seconds=0.6, quiet=True)
+    assert r["step_alone_ms"] == 2.0
+    assert r["step_cpu_ms"] >= 2.0          # the spin ends once its CPU reached 2 ms
+    assert r["step_ms"] >= r["step_cpu_ms"] * 0.99      # its wall time covers its CPU time
+    assert 0 < r["step_cores"] <= 1.0
+    assert 0 < r["cores_available"] <= r["cores"]
+    # the prediction as documented: 1 - C / max(C, P, CPU period), C the step plus the loop
+    c = r["step_ms"] + r["consumer_own_ms"]
+    t = max(c, r["period_ms"], r["cpu_period_ms"])
+    assert r["predicted_stall_pct"] == pytest.approx(max(0.0, 1 - c / t) * 100)
+    assert r["cpu_period_ms"] > 0
+    assert "its CPU" in shardread.doctor.report_text(r)
+    # a sleep takes (almost) no CPU
+    r = shardread.doctor(loader, step=2, seconds=0.4, quiet=True)
+    assert r["step_cpu_ms"] < r["step_ms"]
+    with pytest.raises(TypeError, match="give step= or step_busy=, not both"):
+        shardread.doctor(loader, step=1, step_busy=1, quiet=True)
+    with pytest.raises(ValueError, match="step_busy is milliseconds >= 0, not -1"):
+        shardread.doctor(loader, step_busy=-1, quiet=True)
+
+
 def test_doctor_cli(fx):
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(shardread.__file__)))
     p = subprocess.run([sys.executable, "-m", "shardread.doctor", fx.fixed, "batch_size=4",
@@ -171,6 +196,15 @@ def test_doctor_cli(fx):
     assert p.stderr == ""
     r = json.loads(p.stdout)
     assert r["batch_size"] == 4 and r["step_alone_ms"] == 2.0 and r["threads"] >= 1
+    p = subprocess.run([sys.executable, "-m", "shardread.doctor", fx.fixed, "batch_size=4",
+                        "--step-busy-ms", "1", "--seconds", "0.3", "--json"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["step_alone_ms"] == 1.0 and r["step_cpu_ms"] >= 1.0
+    p = subprocess.run([sys.executable, "-m", "shardread.doctor", fx.fixed, "--step-ms", "1",
+                        "--step-busy-ms", "1"], capture_output=True, text=True, env=env)
+    assert p.returncode == 2 and "not allowed with argument" in p.stderr
     p = subprocess.run([sys.executable, "-m", "shardread.doctor", fx.fixed, "batch-size=4"],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 2 and "Loader keywords are KEY=VALUE, not 'batch-size=4'" in p.stderr

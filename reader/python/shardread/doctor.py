@@ -2,6 +2,7 @@
 
     report = shardread.doctor(loader, step=None, seconds=20)      # prints, returns a dict
     python -m shardread.doctor DS batch_size=256 rrc=True size=224 --step-ms 40
+    python -m shardread.doctor DS batch_size=256 rrc=True size=224 --step-busy-ms 40
     python -m shardread.doctor DS batch_size=256 rrc=True size=224 --model resnet50 --device cuda
 
 It runs the Loader on this machine in three phases (the seconds split 45/10/45):
@@ -9,14 +10,19 @@ It runs the Loader on this machine in three phases (the seconds split 45/10/45):
              stage costs per sample, what each thread and all of them deliver;
   step       the step alone on one batch held back (CUDA events where it runs on a GPU, wall
              time otherwise; step=X in ms emulates a step with a sleep, which uses no CPU, as a
-             GPU step mostly does not): step_alone_ms;
+             GPU step mostly does not; step_busy=X with a loop that spins until its thread used
+             X ms of CPU, as a step on the CPU, which competes with the workers): step_alone_ms;
   training   the Loader and the step together: the step's own time per batch as it runs there
              (step_ms: the demand in images/s is the batch over it), and the measured input
              stall, the time the loop spent waiting for batches (libshardread's own count:
              shr_next blocked in the ring).
-The predicted stall is max(0, 1 - C / P) with P the pipeline's period per batch (capacity) and C
-the consumer's (the step plus the loop's own time per batch), the share of each period the
-consumer would wait with a deep enough ring. The report's numbers: docs/PYTHON.md, "doctor".
+The predicted stall is max(0, 1 - C / T), the share of each period T the consumer would wait with
+a deep enough ring, with C the consumer's time per batch (the step plus the loop's own) and T
+the longest of C, the pipeline's period per batch P (capacity) and the CPU one batch takes on
+the cores there are: (W + L + S) / cores, W the workers' CPU per batch, L the loop's own, S the
+step's (its thread's CPU time in training), cores those the process got while the workers kept
+them all busy (capacity), else the machine's. A step that takes no CPU leaves T = max(C, P); one
+that spins takes cores from the workers. The report's numbers: docs/PYTHON.md, "doctor".
 """
 import json as _json
 import math as _math
@@ -69,7 +75,8 @@ def _run(loader, step, seconds, record=False):
     s0 = loader.pipeline_stats()
     k0 = s0["consumer"]["batches"]
     t_start = _ns()
-    n = samples = in_next = 0
+    c_start = _time.thread_time_ns()
+    n = samples = in_next = step_cpu = 0
     events = []
     deadline = t_start + int(seconds * 1e9)
     while True:
@@ -80,7 +87,9 @@ def _run(loader, step, seconds, record=False):
         n += 1
         samples += len(b[0])
         if step is not None:
+            c = _time.thread_time_ns()
             step(b)
+            step_cpu += _time.thread_time_ns() - c
         t2 = _ns()
         if record:
             events.append((t0, t1, t2))
@@ -88,10 +97,12 @@ def _run(loader, step, seconds, record=False):
         if t2 >= deadline and n >= 3:
             break
     wall = _ns() - t_start
+    cpu = _time.thread_time_ns() - c_start
     s1 = loader.pipeline_stats()
     threads, wait = _diff(s0, s1)
     del it
     return dict(wall_ns=wall, batches=n, samples=samples, in_next_ns=in_next, wait_ns=wait,
+                consumer_cpu_ns=cpu - step_cpu, step_cpu_ns=step_cpu,
                 threads=threads, events=events, k0=k0, t_start=t_start, t_end=t_start + wall,
                 fills=loader.fill_events() if record else None)
 
@@ -99,6 +110,15 @@ def _run(loader, step, seconds, record=False):
 def _sleep_step(ms):
     def step(batch):
         _time.sleep(ms / 1e3)
+    step.emulated_ms = ms
+    return step
+
+
+def _busy_step(ms):
+    def step(batch):
+        end = _time.thread_time_ns() + int(ms * 1e6)
+        while _time.thread_time_ns() < end:
+            pass
     step.emulated_ms = ms
     return step
 
@@ -207,14 +227,18 @@ def _recommend(r, loader, manifest, cores):
     per_thread = sum(t["img_s"] / t["busy"] for t in active if t["busy"]) / len(active) \
         if active else 0
     need = max(1, _math.ceil(1.1 * demand / per_thread)) if demand and per_thread else None
+    # a step on the CPU takes its cores from the workers
+    free = cores - (r.get("step_cores") or 0)
     if need and stall is not None and stall > 5:
-        if need <= cores:
+        if need <= max(1, round(free)):
             rec.append(f"threads={need} (or threads='auto'): one thread delivers "
                        f"{per_thread:.0f} img/s here, the step takes {demand:.0f}; now "
                        f"{threads} thread(s) deliver {cap:.0f} img/s")
         else:
             rec.append(f"the CPU cannot keep up: {need} threads ({need_cores:.1f} cores of "
-                       f"CPU time) needed for {demand:.0f} img/s, this machine has {cores}; "
+                       f"CPU time) needed for {demand:.0f} img/s, this machine has {cores}"
+                       + (f" and the step takes {r['step_cores']:.1f}" if r.get("step_cores")
+                          and r["step_cores"] >= 0.1 else "") + "; "
                        "cut the per-sample work (below) or feed a larger model per image")
     elif need and threads > need + 1:
         rec.append(f"threads={need} is enough ({per_thread:.0f} img/s per thread, the step "
@@ -266,19 +290,28 @@ def _recommend(r, loader, manifest, cores):
     return rec
 
 
-def doctor(loader, step=None, seconds=20, *, device=None, timeline=None, file=_sys.stdout,
-           quiet=False):
+def doctor(loader, step=None, seconds=20, *, step_busy=None, device=None, timeline=None,
+           file=_sys.stdout, quiet=False):
     """Measure loader (a shardread.Loader) on this machine and say what limits it.
 
     step: None (the pipeline alone: its capacity), a number (an emulated step of that many
     milliseconds, a sleep), or a callable step(batch) run after each batch (device='cuda...'
-    times it with CUDA events). seconds: the whole measurement, split 45/10/45 among capacity,
+    times it with CUDA events). step_busy: instead of step, a number of milliseconds of CPU a
+    step spins for on the consumer's thread (a step on the CPU, which takes a core from the
+    workers). seconds: the whole measurement, split 45/10/45 among capacity,
     step and training. timeline: a PNG path for the timeline (per-thread fills, ring fill,
     step busy). Prints the report to file (unless quiet) and returns it as a dict (keys:
     docs/PYTHON.md, "doctor"). The Loader is read from where it stands; stage timing is on
     while the doctor runs and set back after.
     """
-    if isinstance(step, (int, float)) and not isinstance(step, bool):
+    if step_busy is not None:
+        if step is not None:
+            raise TypeError("give step= or step_busy=, not both")
+        if isinstance(step_busy, bool) or not isinstance(step_busy, (int, float)) or \
+                not step_busy >= 0:
+            raise ValueError(f"step_busy is milliseconds >= 0, not {step_busy!r}")
+        step = _busy_step(float(step_busy))
+    elif isinstance(step, (int, float)) and not isinstance(step, bool):
         if not step >= 0:
             raise ValueError(f"step as a number is milliseconds >= 0, not {step!r}")
         step = _sleep_step(float(step))
@@ -323,16 +356,29 @@ def doctor(loader, step=None, seconds=20, *, device=None, timeline=None, file=_s
     own_ns = (wall - cap["wait_ns"]) / cap["batches"]
     period_ns = wall / cap["batches"]
     demand = B / t_step if t_step else None
-    predicted = measured = None
+    predicted = measured = step_cpu = cpu_period = None
+    # the CPU one batch takes, and the cores the process got while the workers kept all of them
+    # busy (with fewer workers than cores, the machine's)
+    work_cpu = sum(t["cpu_ns"] for t in threads) / max(1, sum(t["batches"] for t in threads))
+    loop_cpu = cap["consumer_cpu_ns"] / cap["batches"]
+    got = (work_cpu + loop_cpu) / period_ns
+    active_n = sum(1 for t in per_thread if t["active"] and t["img_s"] > 0)
+    cores_avail = min(cores, max(got, 1e-9)) if active_n >= cores else cores
     if t_step is not None:
         c_ns = t_step * 1e9 + own_ns
-        predicted = max(0.0, 1.0 - c_ns / period_ns) * 100
+        step_cpu = run["step_cpu_ns"] / run["batches"]
+        cpu_period = (work_cpu + loop_cpu + step_cpu) / cores_avail
+        predicted = max(0.0, 1.0 - c_ns / max(c_ns, period_ns, cpu_period)) * 100
         measured = run["wait_ns"] / run["wall_ns"] * 100
     r = dict(
         batch_size=B, threads=loader.threads, active_threads=loader.active_threads,
         prefetch=loader.prefetch, cores=cores,
         step_ms=t_step * 1e3 if t_step is not None else None,
         step_alone_ms=t_alone * 1e3 if t_alone is not None else None,
+        step_cpu_ms=step_cpu / 1e6 if step_cpu is not None else None,
+        step_cores=step_cpu * run["batches"] / run["wall_ns"] if step_cpu is not None else None,
+        cpu_period_ms=cpu_period / 1e6 if cpu_period is not None else None,
+        period_ms=period_ns / 1e6, cores_available=cores_avail,
         demand_img_s=demand, delivered_img_s=delivered,
         delivered_per_thread=per_thread,
         predicted_stall_pct=predicted, measured_stall_pct=measured,
@@ -367,7 +413,8 @@ def report_text(r):
       f"({r['active_threads']} active), prefetch {r['prefetch']}, {r['cores']} core(s)")
     if r["demand_img_s"]:
         f(f"  step          {r['step_ms']:.1f} ms per batch in training ({r['step_alone_ms']:.1f} "
-          f"alone): demand {r['demand_img_s']:.0f} img/s")
+          f"alone): demand {r['demand_img_s']:.0f} img/s; its CPU {r['step_cpu_ms']:.1f} ms a "
+          f"batch ({r['step_cores']:.2f} cores)")
     f(f"  pipeline      delivers {r['delivered_img_s']:.0f} img/s "
       f"(from the stage costs: {r['rate_from_costs_img_s'] or 0:.0f}; workers busy "
       f"{r['workers_busy']:.2f} threads' worth)")
@@ -504,6 +551,8 @@ def main(argv=None):
                          "color_jitter='(0.2,0.2,0.2,0.1)' threads=auto)")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--step-ms", type=float, help="emulate a step of this many ms (a sleep)")
+    g.add_argument("--step-busy-ms", type=float,
+                   help="emulate a step on the CPU: a loop spinning for this many ms of CPU")
     g.add_argument("--model", help="a torchvision model to train, e.g. resnet50")
     ap.add_argument("--device", default="cuda", help="the --model's device (default cuda)")
     ap.add_argument("--seconds", type=float, default=20.0)
@@ -524,7 +573,8 @@ def main(argv=None):
         step = a.step_ms
         if a.model:
             step = _model_step(a.model, a.device, loader)
-        r = doctor(loader, step, a.seconds, device=a.device if a.model else None,
+        r = doctor(loader, step, a.seconds, step_busy=a.step_busy_ms,
+                   device=a.device if a.model else None,
                    timeline=a.timeline, quiet=a.json)
     except (Error, OSError, ValueError, TypeError) as e:
         print(f"shardread.doctor: {e}", file=_sys.stderr)

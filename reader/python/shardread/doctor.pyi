@@ -3,10 +3,12 @@ from typing import Any, Callable, TextIO
 from . import Loader
 
 def doctor(loader: Loader, step: float | Callable[[Any], Any] | None = None,
-           seconds: float = 20, *, device: str | None = None, timeline: str | None = None,
+           seconds: float = 20, *, step_busy: float | None = None, device: str | None = None,
+           timeline: str | None = None,
            file: TextIO = ..., quiet: bool = False) -> dict[str, Any]: ...
 def __call__(loader: Loader, step: float | Callable[[Any], Any] | None = None,
-             seconds: float = 20, *, device: str | None = None, timeline: str | None = None,
+             seconds: float = 20, *, step_busy: float | None = None, device: str | None = None,
+             timeline: str | None = None,
              file: TextIO = ..., quiet: bool = False) -> dict[str, Any]: ...
 def report_text(r: dict[str, Any]) -> str: ...
 def timeline_png(run: dict[str, Any], path: str, stepped: bool = True,
