@@ -38,8 +38,8 @@
  * This file is the build itself: its workers, the writer and shc_build. Its other parts are files
  * of their own: journal.c (the reject journal, the crash-point hook), resume.c (the output
  * directory: what is ours, --force, --resume), tsv.c (rejects.tsv, warnings.tsv, inputs.tsv),
- * dryrun.c (the fingerprint, --dry-run) and report.c (messages through the caller's callbacks).
- */
+ * dryrun.c (the fingerprint, --dry-run), record.c (the manifest's fields, the staged check) and
+ * report.c (messages through the caller's callbacks). */
 #include "build.h"
 
 #include <errno.h>
@@ -64,6 +64,7 @@
 #include "fieldsin.h"
 #include "journal.h"
 #include "raw.h"
+#include "record.h"
 #include "render.h"
 #include "report.h"
 #include "resume.h"
@@ -272,25 +273,6 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* ---- writing helpers ---- */
-
-static char *build_options_json(const shc_build_opts *o)
-{
-    char *s, codec[32];
-    fmt_codec_format(&o->compress, codec, sizeof codec);
-    int n = asprintf(&s,
-                     "{\"channels\": %u, \"max_side_limit\": %u, \"max_pixels\": %" PRIu64
-                     ", \"max_file_bytes\": %" PRIu64 ", \"shard_bytes\": %" PRIu64
-                     ", \"shard_samples\": %" PRIu64 ", \"align\": %u, \"compress\": \"%s\""
-                     ", \"jpeg_fraction\": %.17g, \"quality\": %d, \"source\": \"%s\"}",
-                     o->r.channels, o->r.limits.max_side, o->r.limits.max_pixels,
-                     o->r.max_file_bytes,
-                     o->shard_bytes, o->shard_samples, o->align, codec, o->jpeg_fraction,
-                     o->quality, o->stream ? "stream" : o->coco ? "coco" : o->yolo ? "yolo" :
-                     o->list ? "list" : "folders");
-    return n < 0 ? NULL : s;
-}
-
 /* Finish the current shard: its rejects reach the disk first, then the backend completes it and
  * renames it into place. *w is consumed whatever happens. */
 static int finish_shard(const shc_build_opts *o, const fmt_backend *be, void **w, FILE *journal,
@@ -316,47 +298,7 @@ static int finish_shard(const shc_build_opts *o, const fmt_backend *be, void **w
     return rc;
 }
 
-/* Open the dataset in dir under its staged manifest as a reader opens it (which checks every
- * target record), and count the boxes stored and dropped over every sample. 0, or the error of
- * the open or of a record, with msg saying why. */
-static int check_staged(const char *dir, uint64_t *boxes, uint64_t *dropped, fmt_msg *msg)
-{
-    fmt_dataset *d = NULL;
-    *boxes = *dropped = 0;
-    int rc = fmt_dataset_open_flags(&d, dir, FMT_ACCESS_PREAD, FMT_OPEN_STAGED, msg);
-    int targets = rc == 0 && fmt_dataset_manifest(d)->targets;
-    for (uint64_t i = 0; targets && rc == 0 && i < fmt_dataset_count(d); i++) {
-        fmt_target t;
-        if ((rc = fmt_dataset_target(d, i, &t, msg)) == 0) {
-            *boxes += t.count;
-            *dropped += t.dropped;
-        }
-    }
-    fmt_dataset_close(d);
-    return rc;
-}
-
 /* ---- the build ---- */
-
-/* A streamed build without class names: as for a list file, label L is class "L", for every L
- * up to the largest label given. */
-static int stream_classes(fmt_inputs *in)
-{
-    int32_t top = -1;
-    for (size_t i = 0; i < in->n; i++)
-        if (in->items[i].label > top)
-            top = in->items[i].label;
-    if (top < 0)
-        return 0;
-    if (!(in->classes = calloc((size_t)top + 1, sizeof *in->classes)))
-        return ENOMEM;
-    for (int32_t c = 0; c <= top; c++, in->nclasses++)
-        if (asprintf(&in->classes[c], "%d", (int)c) < 0) {
-            in->classes[c] = NULL;
-            return ENOMEM;
-        }
-    return 0;
-}
 
 /* One build into o->out, what its phases share: the inputs, the output's state, the pipeline
  * and the shard being written. build_listed runs the phases in order and end_run releases what
@@ -748,7 +690,7 @@ static int write_inputs(build_run *b)
         shc_say(cb, "no samples were given");
         return SHC_EINPUT;
     }
-    if (o->stream && !b->in.nclasses && (rc = stream_classes(&b->in)) != 0) {
+    if (o->stream && !b->in.nclasses && (rc = shc_stream_label_classes(&b->in)) != 0) {
         shc_say(cb, "out of memory");
         return rc;
     }
@@ -773,79 +715,6 @@ io_error:
     return rc;
 }
 
-/* The manifest of what was written (m->build_json malloc'd: NULL when out of memory). */
-static void fill_manifest(const build_run *b, fmt_manifest *m, char *tool, size_t tool_len,
-                          char *spec, size_t spec_len)
-{
-    const shc_build_opts *o = b->o;
-    const shc_annot *annot = b->annot;
-    snprintf(tool, tool_len, "shardc %s", SHARDC_VERSION);
-    m->backend = (char *)b->be->name;
-    m->backend_version = b->be->version;
-    m->tool = tool;
-    m->samples = b->next_index;
-    m->inputs = b->hi - b->lo + b->in.nskipped;
-    m->rejects = b->rej.n + b->in.nskipped;
-    m->classes = b->in.classes;
-    m->nclasses = b->in.nclasses;
-    m->geom = o->r.geom;
-    m->channels = o->r.channels;
-    m->augment = o->r.augment;
-    m->seed = o->r.seed;
-    if (o->r.augment)
-        fmt_aug_format(&o->r.aug, spec, spec_len);
-    m->aug_spec = o->r.augment ? spec : NULL;
-    if (o->r.geom.mode == FMT_GEOM_SIZE) {
-        m->sample_width = o->r.geom.width;
-        m->sample_height = o->r.geom.height;
-    } else if (o->r.geom.crop_w) {
-        m->sample_width = o->r.geom.crop_w;
-        m->sample_height = o->r.geom.crop_h;
-    }
-    m->pixels = b->shards.pixels;
-    shc_channel_stats(b->shards.sum, b->shards.sumsq, b->shards.pixels, o->r.channels, m->mean,
-                      m->std);
-    m->fingerprint = b->fp;
-    m->nshards = b->shards.n;
-    m->shards = b->shards.v;
-    if (annot) {
-        m->targets = 1;
-        m->target_source = (char *)(annot->kind == SHC_ANNOT_COCO ? "coco" : "yolo");
-        m->target_hash = o->target_hash;
-        m->target_skipped = annot->skipped_empty;
-        m->categories = annot->cats;
-        m->ncategories = annot->ncats;
-        m->target_ext = annot->ext;
-        m->num_keypoints = annot->nkp;
-        m->keypoint_names = annot->kp_names;
-        m->nskeleton = annot->nskeleton;
-        m->skeleton = annot->skeleton;
-    }
-    size_t nsf = 0;
-    const fmt_field_def *sf = o->stream ? shc_stream_fields(o->stream, &nsf) : NULL;
-    if (b->fin.defs || sf) {
-        m->fields = b->fin.defs ? b->fin.defs : (fmt_field_def *)sf;
-        m->nfields = b->fin.defs ? b->fin.ndefs : nsf;
-        m->fields_source = (char *)(b->fin.defs ? "jsonl" : "stream");
-        m->fields_hash = o->fields_hash;
-    }
-    m->build_json = build_options_json(o);
-    if (o->part.count && m->build_json) {
-        /* what the merge checks and adds up */
-        shc_part_record pr = {.part = o->part, .inputs = b->in.n, .first_input = b->lo,
-                              .end_input = b->hi, .listing_skips = b->in.nskipped,
-                              .rejects = b->rej.n, .list_hash = shc_inputs_hash(&b->in),
-                              .fingerprint = b->fp, .pixels = b->shards.pixels,
-                              .quality = o->quality};
-        memcpy(pr.sum, b->shards.sum, sizeof pr.sum);
-        memcpy(pr.sumsq, b->shards.sumsq, sizeof pr.sumsq);
-        char *with = NULL;
-        int rc = shc_part_record_add(m->build_json, &pr, &with);
-        free(m->build_json);
-        m->build_json = rc ? NULL : with;
-    }
-}
-
 /* rejects.tsv, warnings.tsv and inputs.tsv, then the manifest, staged, checked by opening what
  * was written as a reader would, and published: last. 0, or the build's error (said). */
 static int publish(build_run *b)
@@ -854,7 +723,10 @@ static int publish(build_run *b)
     const shc_build_cb *cb = b->cb;
     fmt_manifest m = {0};
     char tool[64], spec[256] = "";
-    fill_manifest(b, &m, tool, sizeof tool, spec, sizeof spec);
+    shc_record_in r = {.o = o, .annot = b->annot, .in = &b->in, .fin = &b->fin,
+                       .shards = &b->shards, .lo = b->lo, .hi = b->hi,
+                       .samples = b->next_index, .fingerprint = b->fp, .rejects = b->rej.n};
+    shc_record_manifest(&r, &m, tool, sizeof tool, spec, sizeof spec);
     if (!m.build_json) {
         shc_say(cb, "out of memory");
         return ENOMEM;
@@ -882,7 +754,7 @@ static int publish(build_run *b)
      * published only after that, so no reader (and no later --force) ever meets a dataset its
      * own build refused */
     fmt_msg probe = {{0}};
-    if (!o->shard_done && (rc = check_staged(o->out, &b->nboxes, &b->ndropped, &probe)) != 0) {
+    if (!o->shard_done && (rc = shc_check_staged(o->out, &b->nboxes, &b->ndropped, &probe)) != 0) {
         char *staged = fmt_path_join(o->out, FMT_MANIFEST_STAGED_NAME, "");
         if (staged)
             unlink(staged);
