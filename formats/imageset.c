@@ -395,70 +395,30 @@ static int set_r_check(const void *sp, uint64_t i)
 
 /* ---- the three tables ---- */
 
-static int png0_w_open(void **w, const fmt_writer_opts *o)
-{
-    return fmt_set_w_open(&kind_png0, w, o);
-}
+/* One backend of kind K (png0, bmp, jpeg): its open functions pass kind_K, everything else is
+ * shared. The access mode does not apply: every sample is a file read whole and decoded. There
+ * is no r_advise: files are opened per read, so there is no open descriptor to advise. */
+#define SET_BACKEND(K)                                                                           \
+    static int K##_w_open(void **w, const fmt_writer_opts *o)                                    \
+    {                                                                                            \
+        return fmt_set_w_open(&kind_##K, w, o);                                                  \
+    }                                                                                            \
+    static int K##_r_open(void **s, const char *dir, const char *path, fmt_access access,        \
+                          fmt_msg *msg)                                                          \
+    {                                                                                            \
+        return set_r_open(&kind_##K, s, dir, path, access, msg);                                 \
+    }                                                                                            \
+    const fmt_backend fmt_backend_##K = {                                                        \
+        .name = #K, .version = IDX_VERSION_MAJOR, .suffix = ".idx",                              \
+        .w_open = K##_w_open, .w_add = fmt_set_w_add, .w_count = fmt_set_w_count,                \
+        .w_size = fmt_set_w_size, .w_cost = fmt_set_##K##_w_cost,                                \
+        .w_sample_bytes = fmt_set_##K##_sample_bytes, .w_finish = fmt_set_w_finish,              \
+        .w_abort = fmt_set_w_abort,                                                              \
+        .r_open = K##_r_open, .r_close = set_r_close, .r_info = set_r_info, .r_get = set_r_get,  \
+        .r_read = set_r_read, .r_check = set_r_check, .r_advise = NULL,                          \
+        .r_sample_path = fmt_imageset_sample_path,                                               \
+    };
 
-static int bmp_w_open(void **w, const fmt_writer_opts *o)
-{
-    return fmt_set_w_open(&kind_bmp, w, o);
-}
-
-static int jpeg_w_open(void **w, const fmt_writer_opts *o)
-{
-    return fmt_set_w_open(&kind_jpeg, w, o);
-}
-
-static int png0_r_open(void **s, const char *dir, const char *path, fmt_access access,
-                       fmt_msg *msg)
-{
-    return set_r_open(&kind_png0, s, dir, path, access, msg);
-}
-
-static int bmp_r_open(void **s, const char *dir, const char *path, fmt_access access,
-                      fmt_msg *msg)
-{
-    return set_r_open(&kind_bmp, s, dir, path, access, msg);
-}
-
-static int jpeg_r_open(void **s, const char *dir, const char *path, fmt_access access,
-                       fmt_msg *msg)
-{
-    return set_r_open(&kind_jpeg, s, dir, path, access, msg);
-}
-
-/* The access mode does not apply: every sample is a file read whole and decoded. There is no
- * r_advise: files are opened per read, so there is no open descriptor to advise. */
-const fmt_backend fmt_backend_png0 = {
-    .name = "png0", .version = IDX_VERSION_MAJOR, .suffix = ".idx",
-    .w_open = png0_w_open, .w_add = fmt_set_w_add, .w_count = fmt_set_w_count,
-    .w_size = fmt_set_w_size, .w_cost = fmt_set_png0_w_cost,
-    .w_sample_bytes = fmt_set_png0_sample_bytes, .w_finish = fmt_set_w_finish,
-    .w_abort = fmt_set_w_abort,
-    .r_open = png0_r_open, .r_close = set_r_close, .r_info = set_r_info, .r_get = set_r_get,
-    .r_read = set_r_read, .r_check = set_r_check, .r_advise = NULL,
-    .r_sample_path = fmt_imageset_sample_path,
-};
-
-const fmt_backend fmt_backend_bmp = {
-    .name = "bmp", .version = IDX_VERSION_MAJOR, .suffix = ".idx",
-    .w_open = bmp_w_open, .w_add = fmt_set_w_add, .w_count = fmt_set_w_count,
-    .w_size = fmt_set_w_size, .w_cost = fmt_set_bmp_w_cost,
-    .w_sample_bytes = fmt_set_bmp_sample_bytes, .w_finish = fmt_set_w_finish,
-    .w_abort = fmt_set_w_abort,
-    .r_open = bmp_r_open, .r_close = set_r_close, .r_info = set_r_info, .r_get = set_r_get,
-    .r_read = set_r_read, .r_check = set_r_check, .r_advise = NULL,
-    .r_sample_path = fmt_imageset_sample_path,
-};
-
-const fmt_backend fmt_backend_jpeg = {
-    .name = "jpeg", .version = IDX_VERSION_MAJOR, .suffix = ".idx",
-    .w_open = jpeg_w_open, .w_add = fmt_set_w_add, .w_count = fmt_set_w_count,
-    .w_size = fmt_set_w_size, .w_cost = fmt_set_jpeg_w_cost,
-    .w_sample_bytes = fmt_set_jpeg_sample_bytes, .w_finish = fmt_set_w_finish,
-    .w_abort = fmt_set_w_abort,
-    .r_open = jpeg_r_open, .r_close = set_r_close, .r_info = set_r_info, .r_get = set_r_get,
-    .r_read = set_r_read, .r_check = set_r_check, .r_advise = NULL,
-    .r_sample_path = fmt_imageset_sample_path,
-};
+SET_BACKEND(png0)
+SET_BACKEND(bmp)
+SET_BACKEND(jpeg)

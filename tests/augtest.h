@@ -1,14 +1,16 @@
 /* augtest.h - fixtures shared by the read-time augmentation suites (test_augment_read.c,
  * test_affine.c): datasets built at run time by the shardc binaries of the same build
  * directory (testutil.h's g_root), the readers' recorded batches, and the python3 (torch, torchvision, numpy, Pillow) that runs the suite's
- * reference script tests/ref/AUGTEST_SCRIPT. Define AUGTEST_NAME (the program's name, for messages)
- * and AUGTEST_SCRIPT before including it. */
+ * reference script tests/ref/AUGTEST_SCRIPT. Define AUGTEST_NAME (the program's name, for messages),
+ * AUGTEST_SCRIPT and AUGTEST_SEED (where the suite's rnd() starts) before including it. */
 #ifndef AUGTEST_H
 #define AUGTEST_H
 
 #include <check.h>
 #include <ftw.h>
+#include <inttypes.h>
 #include <libgen.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,16 @@ static char g_rgb[1100];                /* RGB samples of many sizes */
 static char g_gray[1100];               /* the same, one channel */
 static char g_script[1100];             /* the reference script */
 static const char *g_py;                /* python3 with torchvision, or NULL */
+static uint64_t g_rng = AUGTEST_SEED;
+
+/* The suite's test pixels: xorshift64 from AUGTEST_SEED, the same sequence on every run. */
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
 
 
 /* The reference script tests/ref/AUGTEST_SCRIPT: from the repository root (where the test suites

@@ -17,33 +17,11 @@
 #include "transform.h"
 
 #define AUGTEST_NAME "test_affine"
+#define AUGTEST_SEED 0x2545f4914f6cdd1dULL
 #define AUGTEST_SCRIPT "affine_check.py"
 #include "augtest.h"
 
-#include <check.h>
-#include <ftw.h>
-#include <inttypes.h>
-#include <libgen.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-
-
-/* ---- fixtures: tests/augtest.h ---- */
-
-static uint64_t g_rng = 0x2545f4914f6cdd1dULL;
-
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+/* ---- fixtures and the recorded batches: tests/augtest.h ---- */
 
 /* A test image: smooth gradients with noise, a few flat runs and saturated values (kind 0..3),
  * so that histograms, edges and interpolation all have something to do. */

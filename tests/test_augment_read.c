@@ -24,33 +24,11 @@
 #include "transform.h"
 
 #define AUGTEST_NAME "test_augment_read"
+#define AUGTEST_SEED 0x9e3779b97f4a7c15ULL
 #define AUGTEST_SCRIPT "augment_check.py"
 #include "augtest.h"
 
-#include <check.h>
-#include <ftw.h>
-#include <inttypes.h>
-#include <libgen.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-
-
-/* ---- fixtures: tests/augtest.h ---- */
-
-static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
-
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+/* ---- fixtures and the recorded batches: tests/augtest.h ---- */
 
 /* ---- Pillow's HSV conversions, every input ---- */
 
