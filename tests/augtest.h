@@ -1,8 +1,9 @@
 /* augtest.h - fixtures shared by the read-time augmentation suites (test_augment_read.c,
- * test_affine.c): datasets built at run time by the shardc binaries of the same build
- * directory (testutil.h's g_root), the readers' recorded batches, and the python3 (torch, torchvision, numpy, Pillow) that runs the suite's
- * reference script tests/ref/AUGTEST_SCRIPT. Define AUGTEST_NAME (the program's name, for messages),
- * AUGTEST_SCRIPT and AUGTEST_SEED (where the suite's rnd() starts) before including it. */
+ * test_affine.c): datasets built at run time by the shardc binaries of the same build directory
+ * (testutil.h's g_root), the readers' recorded batches, and the python3 (torch, torchvision,
+ * numpy, Pillow) that runs the suite's reference script tests/ref/AUGTEST_SCRIPT. Define
+ * AUGTEST_NAME (the program's name, for messages), AUGTEST_SCRIPT and AUGTEST_SEED (where the
+ * suite's rnd() starts) before including it; main is tu_run_fixtures(build_fixtures(), ...). */
 #ifndef AUGTEST_H
 #define AUGTEST_H
 
@@ -74,11 +75,6 @@ static int build_fixtures(void)
         fprintf(stderr, AUGTEST_NAME ": no python3 with torchvision and Pillow: the checks "
                 "against torchvision will say SKIPPED (set PYTHON)\n");
     return 0;
-}
-
-static void remove_fixtures(void)
-{
-    tu_root_teardown();
 }
 
 /* Run the reference script's MODE on DIR: 1 done, 0 skipped (no python: said and counted). */

@@ -617,12 +617,6 @@ static Suite *affine_suite(void)
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        fprintf(stderr, "test_affine: cannot build the fixtures\n");
-        remove_fixtures();
-        return 1;
-    }
-    int status = tu_run_suite(affine_suite());
-    remove_fixtures();
-    return status;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, affine_suite());
 }

@@ -770,12 +770,6 @@ static Suite *augment_suite(void)
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        remove_fixtures();
-        fprintf(stderr, "test_augment_read: cannot build the fixture datasets\n");
-        return EXIT_FAILURE;
-    }
-    int status = tu_run_suite(augment_suite());
-    remove_fixtures();
-    return status;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, augment_suite());
 }

@@ -52,11 +52,6 @@ static int build_fixtures(void)
     return 0;
 }
 
-static void remove_fixtures(void)
-{
-    tu_root_teardown();
-}
-
 /* ---- a reference for the output kernels, written independently of them ---- */
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
@@ -872,12 +867,6 @@ static Suite *transform_suite(void)
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        remove_fixtures();
-        fprintf(stderr, "test_transform: cannot build the fixture datasets\n");
-        return EXIT_FAILURE;
-    }
-    int status = tu_run(transform_suite());     /* 77: a check against torchvision skipped */
-    remove_fixtures();
-    return status;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, transform_suite());     /* 77: a check against torchvision skipped */
 }
