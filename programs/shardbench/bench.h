@@ -336,6 +336,18 @@ typedef struct {
  * taken; otherwise the usage error's exit status, the message printed. */
 int sb_common_option(int c, int argc, char **argv, const char *usage, const sb_common *co);
 
+/* The sb_common of read's and train's options (x: an sb_read_opts or sb_train_opts), which
+ * hold every shared option under the same names. */
+#define SB_COMMON_OF(x)                                                                          \
+    ((sb_common){.threads = &(x).threads, .batch = &(x).batch, .epochs = &(x).epochs,            \
+                 .width = &(x).width, .height = &(x).height, .have_size = &(x).have_size,        \
+                 .json = &(x).json, .order = &(x).order, .seed = &(x).seed,                      \
+                 .on_error = &(x).on_error, .verify_samples = &(x).verify_samples,               \
+                 .tf = &(x).tf})
+
+/* The default -j: every online core. */
+uint32_t sb_default_threads(void);
+
 /* transform.c */
 void sb_tf_init(sb_tf_opts *t);
 int sb_tf_option(sb_tf_opts *t, int opt, int argc, char **argv, const char *usage);

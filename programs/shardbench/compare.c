@@ -480,9 +480,8 @@ leave:
 
 int sb_cmd_compare(int argc, char **argv)
 {
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_cmp_opts co = {
-        .width = 224, .height = 224, .threads = nproc > 0 ? (uint32_t)nproc : 1, .batch = 256,
+        .width = 224, .height = 224, .threads = sb_default_threads(), .batch = 256,
         .epochs = 2,
     };
     const sb_common common = {

@@ -152,6 +152,12 @@ const struct option *sb_longopts(unsigned cmd)
     return tables[t];
 }
 
+uint32_t sb_default_threads(void)
+{
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    return nproc > 0 ? (uint32_t)nproc : 1;
+}
+
 int sb_common_option(int c, int argc, char **argv, const char *usage, const sb_common *co)
 {
     uint64_t v;

@@ -353,21 +353,15 @@ static int run_targets(const sb_target *targets, size_t nt, const sb_read_opts *
 
 int sb_cmd_read(int argc, char **argv)
 {
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_read_opts ro = {
-        .threads = nproc > 0 ? (uint32_t)nproc : 1,
+        .threads = sb_default_threads(),
         .batch = 256,
         .epochs = 2,
         .order = SHR_ORDER_SEQUENTIAL,
         .access = SHR_ACCESS_MMAP,
         .channels = 3,
     };
-    const sb_common common = {
-        .threads = &ro.threads, .batch = &ro.batch, .epochs = &ro.epochs, .width = &ro.width,
-        .height = &ro.height, .have_size = &ro.have_size, .json = &ro.json, .order = &ro.order,
-        .seed = &ro.seed, .on_error = &ro.on_error, .verify_samples = &ro.verify_samples,
-        .tf = &ro.tf,
-    };
+    const sb_common common = SB_COMMON_OF(ro);
     int c, rc;
     sb_tf_init(&ro.tf);
     optind = 1;

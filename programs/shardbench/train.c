@@ -466,9 +466,8 @@ leave:
 
 int sb_cmd_train(int argc, char **argv)
 {
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_train_opts to = {
-        .threads = nproc > 0 ? (uint32_t)nproc : 1,
+        .threads = sb_default_threads(),
         .batch = 256,
         .epochs = 2,
         .order = SHR_ORDER_RANDOM,
@@ -476,12 +475,7 @@ int sb_cmd_train(int argc, char **argv)
                  .hidden = 128, .lr = 0.05f, .device = SB_DEVICE_AUTO},
     };
     int have_model = 0, have_step = 0;
-    const sb_common common = {
-        .threads = &to.threads, .batch = &to.batch, .epochs = &to.epochs, .width = &to.width,
-        .height = &to.height, .have_size = &to.have_size, .json = &to.json, .order = &to.order,
-        .seed = &to.seed, .on_error = &to.on_error, .verify_samples = &to.verify_samples,
-        .tf = &to.tf,
-    };
+    const sb_common common = SB_COMMON_OF(to);
     uint64_t v;
     double d;
     int c, rc;
