@@ -98,7 +98,8 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 #     and augmentation records (dataset.h, backend.h, raw.h, augment.h, json.h, inspect.h), a
 #     dataset URL resolved to its cache for them (remote.h), and the CLI's number parsing (util.h)
 #   shardbench: the compiler's pipeline for `compare` and the folder baselines (build.h,
-#     render.h, inputs.h, dataset.h, manifest.h, geometry.h, image.h, json.h, fmt.h), and of the
+#     render.h, inputs.h, dataset.h, manifest.h, geometry.h, image.h, json.h, fmt.h), the CLI's
+#     number and size parsing shardc uses (util.h), and of the
 #     reader: ring.h (the folder feed's decode workers run under the reader's batch ring), sampler.h
 #     (the folder baselines read in the reader's order), pinned.h (pinned host buffers and the
 #     CUDA probe); its GPU step (cuda_step.cu) shares launch helpers with the CUDA feed
@@ -108,7 +109,7 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 INTERNAL_shardc := augment.h backend.h build.h dataset.h inspect.h json.h merge.h part.h raw.h \
     util.h remote.h
 INTERNAL_shardbench := build.h dataset.h fmt.h geometry.h image.h inputs.h json.h manifest.h \
-    render.h ring.h sampler.h pinned.h cuda_common.h
+    render.h util.h ring.h sampler.h pinned.h cuda_common.h
 INTERNAL_shardwrite := augment.h backend.h build.h compress.h manifest.h resample.h stream.h util.h
 # include paths: the public headers and the folder, then the libraries' folders whose internals
 # the list allows (a reader internal only through a link in $(BUILD)/include/bench/: any other

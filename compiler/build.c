@@ -38,8 +38,8 @@
  * This file is the build itself: its workers, the writer and shc_build. Its other parts are files
  * of their own: journal.c (the reject journal, the crash-point hook), resume.c (the output
  * directory: what is ours, --force, --resume), tsv.c (rejects.tsv, warnings.tsv, inputs.tsv),
- * dryrun.c (the fingerprint, --dry-run) and report.c (messages through the caller's callbacks).
- */
+ * dryrun.c (the fingerprint, --dry-run), record.c (the manifest's fields, the staged check) and
+ * report.c (messages through the caller's callbacks). */
 #include "build.h"
 
 #include <errno.h>
@@ -64,6 +64,7 @@
 #include "fieldsin.h"
 #include "journal.h"
 #include "raw.h"
+#include "record.h"
 #include "render.h"
 #include "report.h"
 #include "resume.h"
@@ -273,25 +274,6 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* ---- writing helpers ---- */
-
-static char *build_options_json(const shc_build_opts *o)
-{
-    char *s, codec[32];
-    fmt_codec_format(&o->compress, codec, sizeof codec);
-    int n = asprintf(&s,
-                     "{\"channels\": %u, \"max_side_limit\": %u, \"max_pixels\": %" PRIu64
-                     ", \"max_file_bytes\": %" PRIu64 ", \"shard_bytes\": %" PRIu64
-                     ", \"shard_samples\": %" PRIu64 ", \"align\": %u, \"compress\": \"%s\""
-                     ", \"jpeg_fraction\": %.17g, \"quality\": %d, \"source\": \"%s\"}",
-                     o->r.channels, o->r.limits.max_side, o->r.limits.max_pixels,
-                     o->r.max_file_bytes,
-                     o->shard_bytes, o->shard_samples, o->align, codec, o->jpeg_fraction,
-                     o->quality, o->stream ? "stream" : o->coco ? "coco" : o->yolo ? "yolo" : o->masks ? "masks" :
-                     o->list ? "list" : "folders");
-    return n < 0 ? NULL : s;
-}
-
 /* Finish the current shard: its rejects reach the disk first, then the backend completes it and
  * renames it into place. *w is consumed whatever happens. */
 static int finish_shard(const shc_build_opts *o, const fmt_backend *be, void **w, FILE *journal,
@@ -317,190 +299,141 @@ static int finish_shard(const shc_build_opts *o, const fmt_backend *be, void **w
     return rc;
 }
 
-/* Open the dataset in dir under its staged manifest as a reader opens it (which checks every
- * target record), and count the boxes stored and dropped over every sample. 0, or the error of
- * the open or of a record, with msg saying why. */
-static int check_staged(const char *dir, uint64_t *boxes, uint64_t *dropped, fmt_msg *msg)
-{
-    fmt_dataset *d = NULL;
-    *boxes = *dropped = 0;
-    int rc = fmt_dataset_open_flags(&d, dir, FMT_ACCESS_PREAD, FMT_OPEN_STAGED, msg);
-    int targets = rc == 0 && fmt_dataset_manifest(d)->targets;
-    for (uint64_t i = 0; targets && rc == 0 && i < fmt_dataset_count(d); i++) {
-        fmt_target t;
-        if ((rc = fmt_dataset_target(d, i, &t, msg)) == 0) {
-            *boxes += t.count;
-            *dropped += t.dropped;
-        }
-    }
-    fmt_dataset_close(d);
-    return rc;
-}
-
 /* ---- the build ---- */
 
-/* A streamed build without class names: as for a list file, label L is class "L", for every L
- * up to the largest label given. */
-static int stream_classes(fmt_inputs *in)
-{
-    int32_t top = -1;
-    for (size_t i = 0; i < in->n; i++)
-        if (in->items[i].label > top)
-            top = in->items[i].label;
-    if (top < 0)
-        return 0;
-    if (!(in->classes = calloc((size_t)top + 1, sizeof *in->classes)))
-        return ENOMEM;
-    for (int32_t c = 0; c <= top; c++, in->nclasses++)
-        if (asprintf(&in->classes[c], "%d", (int)c) < 0) {
-            in->classes[c] = NULL;
-            return ENOMEM;
-        }
-    return 0;
-}
-
-/* The build into o->out: the whole input list, or o->part's slice of it when o->out is the
- * part's folder. */
-static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const shc_annot *annot,
-                        fmt_inputs *listed)
-{
+/* One build into o->out, what its phases share: the inputs, the output's state, the pipeline
+ * and the shard being written. build_listed runs the phases in order and end_run releases what
+ * they took. */
+typedef struct {
+    const shc_build_opts *o;    /* the caller's, or with_fields */
+    const shc_build_cb *cb;
+    const shc_annot *annot;
+    shc_build_opts with_fields; /* o with the --fields hash */
     fmt_inputs in;
+    shc_fields_in fin;
+    const fmt_backend *be;
+    uint64_t lo, hi;            /* the slice of the inputs this build writes */
+    uint64_t fp, next_input, next_index;
+    uint32_t align, nper;
+    shc_reject_list rej, warn;
+    shc_shard_list shards;
+    pipeline pl;
+    int pl_sync;                /* pl's mutex and conditions made */
+    pthread_t *tids;
+    unsigned nthreads;
+    void *w;                    /* the shard being written, or NULL */
+    FILE *journal;
+    char *jpath, *cur_name, *cur_path;
+    double t0;
+    shc_crash_hook crash;
+    int lock_fd;
+    int complete;               /* --resume found the dataset finished: nothing to do */
+    int started, committed;     /* writing into out began; the manifest is in place */
+    int condemned;              /* an archive failed its stream check or changed (feed.h) */
+    uint64_t nboxes, ndropped;  /* detection builds: what the staged dataset holds */
+} build_run;
+
+/* The inputs into *in: a detection build's (listed, taken over), a stream's classes (its items
+ * come later), or the listing of the sources. 0, or the build's error (said). */
+static int list_inputs(const shc_build_opts *o, const shc_build_cb *cb, fmt_inputs *listed,
+                       fmt_inputs *in)
+{
     fmt_msg msg = {{0}};
     int rc = 0;
     if (listed) {
-        in = *listed;           /* ours from here on */
+        *in = *listed;          /* ours from here on */
         memset(listed, 0, sizeof *listed);
     } else if (o->stream) {
         /* a streamed build: its items join in.items as the writer takes them; the classes are
          * the given names, or made from the labels once the stream ends */
-        memset(&in, 0, sizeof in);
+        memset(in, 0, sizeof *in);
         size_t nc;
         const char *const *names = shc_stream_classes(o->stream, &nc);
-        if (nc && !(in.classes = calloc(nc, sizeof *in.classes)))
+        if (nc && !(in->classes = calloc(nc, sizeof *in->classes)))
             rc = ENOMEM;
-        for (size_t c = 0; !rc && c < nc; c++, in.nclasses++)
-            if (!(in.classes[c] = strdup(names[c])))
+        for (size_t c = 0; !rc && c < nc; c++, in->nclasses++)
+            if (!(in->classes[c] = strdup(names[c])))
                 rc = ENOMEM;
         if (rc) {
-            fmt_inputs_free(&in);
+            fmt_inputs_free(in);
             shc_say(cb, "out of memory");
             return ENOMEM;
         }
     } else {
-        rc = o->wds ? fmt_inputs_from_wds(o->srcs, o->nsrc, o->wds_label, &in, &msg)
-             : o->list ? fmt_inputs_from_list(o->list, o->srcs, o->nsrc, &in, &msg)
-                       : fmt_inputs_from_dirs(o->srcs, o->nsrc, &in, &msg);
+        rc = o->wds ? fmt_inputs_from_wds(o->srcs, o->nsrc, o->wds_label, in, &msg)
+             : o->list ? fmt_inputs_from_list(o->list, o->srcs, o->nsrc, in, &msg)
+                       : fmt_inputs_from_dirs(o->srcs, o->nsrc, in, &msg);
     }
     if (rc) {
         shc_say(cb, "%s", msg.text);
         return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
     }
-    for (size_t i = 0; i < in.nskipped; i++)
-        shc_say(cb, "cannot read %s: %s (skipped)", in.skipped[i].path, in.skipped[i].reason);
-    if (in.n == 0 && !o->stream && o->wds) {
+    for (size_t i = 0; i < in->nskipped; i++)
+        shc_say(cb, "cannot read %s: %s (skipped)", in->skipped[i].path, in->skipped[i].reason);
+    if (in->n == 0 && !o->stream && o->wds) {
         const char *lab = o->wds_label ? o->wds_label : "cls";
         int json = strncmp(lab, "json:", 5) == 0;
         shc_say(cb, "no samples found in %s%s (expected WebDataset shards whose samples hold a "
                 ".jpg, .png or .bmp image and a usable .%s label%s%s of the same key)", o->srcs[0],
                 o->nsrc > 1 ? " and the other SRCs" : "", json ? "json" : lab,
                 json ? " with the field " : "", json ? lab + 5 : "");
-        fmt_inputs_free(&in);
+        fmt_inputs_free(in);
         return SHC_EINPUT;
     }
-    if (in.n == 0 && !o->stream) {
+    if (in->n == 0 && !o->stream) {
         shc_say(cb, "no images found in %s%s (expected class folders of .jpg, .png or .bmp files, "
                 "or a --list)", o->srcs[0], o->nsrc > 1 ? " and the other SRCs" : "");
-        fmt_inputs_free(&in);
+        fmt_inputs_free(in);
         return SHC_EINPUT;
     }
-    /* --fields: each input's record, and the fingerprint covers them */
-    shc_fields_in fin = {0};
-    shc_build_opts with_fields;
-    if (o->fields && !o->stream) {
-        if ((rc = shc_fields_load(o->fields, &in, o->srcs, o->nsrc, &fin, &msg)) != 0) {
-            shc_say(cb, "%s", msg.text);
-            fmt_inputs_free(&in);
-            return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
-        }
-        with_fields = *o;
-        with_fields.fields_hash = fin.hash;
-        o = &with_fields;
-    }
-    /* a part takes its slice of the list; `source` stays the position in the whole list */
-    uint64_t lo = 0, hi = UINT64_MAX;   /* a stream's end is known when it comes */
-    if (!o->stream)
-        shc_part_range(in.n, &o->part, &lo, &hi);
-    if (o->ctl)
-        atomic_store(&o->ctl->total, o->stream ? 0 : hi - lo);   /* a stream's: not known */
-    if (o->dry_run) {
-        rc = shc_dry_run(o, cb, &in, annot, lo, hi);
-        fmt_inputs_free(&in);
-        shc_fields_free(&fin);
-        return rc;
-    }
+    return 0;
+}
 
-    int result = 0;
-    shc_reject_list rej = {0}, warn = {0};
-    shc_shard_list shards = {0};
-    pipeline pl = {0};
-    pthread_t *tids = NULL;
-    unsigned nthreads = 0;
-    const fmt_backend *be = o->backend;
-    void *w = NULL;
-    FILE *journal = NULL;
-    char *jpath = NULL, *cur_name = NULL, *cur_path = NULL;
-    /* a part's shards carry the whole build's fingerprint: a part folder's name fixes its slice */
-    uint64_t fp = shc_fingerprint(o, o->stream ? NULL : &in), next_input = lo, next_index = 0;
-    uint32_t align = o->align;   /* 0: the backend's own layout (raw: packed) */
-    const uint32_t nper = shc_render_count(&o->r);
-    double t0 = shc_now(), last_progress = 0;
-    shc_crash_hook crash;
-    shc_crash_init(&crash, cb);
-    int lock_fd = -1;
-    int started = 0, committed = 0;     /* writing into out began; the manifest is in place */
-    int condemned = 0;          /* an archive failed its stream check or changed (feed.h) */
-    fmt_msg feed_why = {{0}};
-
-    /* the output directory */
+/* The output directory, made, locked and checked: empty, ours to replace (--force) or to
+ * continue (--resume: the finished shards kept, b->next_input past them; b->complete when
+ * there is nothing left to do). 0, or the build's error (said). */
+static int open_output(build_run *b)
+{
+    const shc_build_opts *o = b->o;
+    const shc_build_cb *cb = b->cb;
+    int rc;
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
-        result = errno;
-        shc_say(cb, "cannot create %s: %s", o->out, strerror(result));
-        goto leave;
+        rc = errno;
+        shc_say(cb, "cannot create %s: %s", o->out, strerror(rc));
+        return rc;
     }
     struct stat sb;
     errno = 0;
     if (stat(o->out, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(o->out, W_OK | X_OK) != 0) {
-        result = errno ? errno : ENOTDIR;
+        rc = errno ? errno : ENOTDIR;
         shc_say(cb, "cannot write to %s: %s", o->out, errno ? strerror(errno) : "not a directory");
-        goto leave;
+        return rc;
     }
     /* one writer at a time: a second build, --force or --resume into OUT would mix shards */
     long holder;
-    rc = shc_lock_dir(o->out, SHC_LOCK_NAME, &lock_fd, &holder);
+    rc = shc_lock_dir(o->out, SHC_LOCK_NAME, &b->lock_fd, &holder);
     if (rc == EWOULDBLOCK) {
         if (holder > 0)
             shc_say(cb, "%s is being written by another shardc, pid %ld", o->out, holder);
         else
             shc_say(cb, "%s is being written by another shardc", o->out);
-        result = SHC_EINPUT;
-        goto leave;
+        return SHC_EINPUT;
     }
     if (rc) {
         shc_say(cb, "cannot lock %s/%s: %s", o->out, SHC_LOCK_NAME, strerror(rc));
-        result = rc;
-        goto leave;
+        return rc;
     }
-    int contents = shc_dir_contents(o->out, shc_is_set(be) ? &in : NULL);
+    const fmt_inputs *set_in = shc_is_set(b->be) ? &b->in : NULL;
+    int contents = shc_dir_contents(o->out, set_in);
     if (contents == 2 && !o->force) {
         shc_say(cb, "%s is not empty and holds files that are not a shardc dataset (use --force to "
             "write into it anyway)", o->out);
-        result = SHC_EINPUT;
-        goto leave;
+        return SHC_EINPUT;
     }
     if (contents && o->resume) {
         fmt_manifest old;
         if (fmt_manifest_read(o->out, &old, NULL) == 0) {
-            int same = old.fingerprint == fp;
+            int same = old.fingerprint == b->fp;
             uint64_t n = old.samples, r = old.rejects;
             fmt_manifest_free(&old);
             if (same) {
@@ -511,446 +444,487 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
                 free(jp);
                 shc_say(cb, "%s is already complete (%" PRIu64 " samples, %" PRIu64 " rejected); "
                         "nothing to do", o->out, n, r);
-                result = r ? SHC_EREJECTS : 0;
-                goto leave;
+                b->complete = 1;
+                return r ? SHC_EREJECTS : 0;
             }
         }
-        rc = shc_resume_scan(o, cb, &in, fp, lo, &shards, &next_input, &next_index);
+        rc = shc_resume_scan(o, cb, &b->in, b->fp, b->lo, &b->shards, &b->next_input,
+                             &b->next_index);
         if (rc == 0)
-            rc = shc_journal_load(o->out, next_input, &rej, &warn);
+            rc = shc_journal_load(o->out, b->next_input, &b->rej, &b->warn);
         if (rc) {
             shc_say(cb, "cannot resume in %s: %s", o->out, strerror(rc));
-            result = rc;
-            goto leave;
+            return rc;
         }
-        if (shards.n)
+        if (b->shards.n)
             shc_say(cb, "resuming: kept %zu finished shard(s), %" PRIu64 " samples; continuing at "
-                "input %" PRIu64 " of %" PRIu64, shards.n,
-                    next_index, next_input - lo, hi - lo);
+                "input %" PRIu64 " of %" PRIu64, b->shards.n,
+                    b->next_index, b->next_input - b->lo, b->hi - b->lo);
     } else if (contents) {
         if (!o->force) {
             shc_say(cb, "%s already holds a dataset (use --resume to continue it or --force to "
                 "replace it)", o->out);
-            result = SHC_EINPUT;
-            goto leave;
+            return SHC_EINPUT;
         }
-        if ((rc = shc_clear_output(o->out, -1, shc_is_set(be) ? &in : NULL))) {
+        if ((rc = shc_clear_output(o->out, -1, set_in))) {
             shc_say(cb, "cannot clear %s: %s", o->out, strerror(rc));
-            result = rc;
-            goto leave;
+            return rc;
         }
     }
-    if (!o->stream)
-        shc_warn_projection(o, cb, hi - lo);
+    return 0;
+}
 
-    /* the journal holds exactly the rejects below the resume point */
-    jpath = fmt_path_join(o->out, SHC_JOURNAL_NAME, "");
-    journal = jpath ? fopen(jpath, "w") : NULL;
-    if (!journal) {
-        result = jpath ? errno : ENOMEM;
-        shc_say(cb, "cannot write %s: %s", jpath ? jpath : o->out, strerror(result));
-        goto leave;
+/* The reject journal, holding exactly the rejects and warnings below the resume point. */
+static int open_journal(build_run *b)
+{
+    b->jpath = fmt_path_join(b->o->out, SHC_JOURNAL_NAME, "");
+    b->journal = b->jpath ? fopen(b->jpath, "w") : NULL;
+    if (!b->journal) {
+        int rc = b->jpath ? errno : ENOMEM;
+        shc_say(b->cb, "cannot write %s: %s", b->jpath ? b->jpath : b->o->out, strerror(rc));
+        return rc;
     }
-    started = 1;
-    for (size_t i = 0; i < rej.n; i++)
-        shc_journal_add(journal, 0, rej.v[i].pos, rej.v[i].path, rej.v[i].reason);
-    for (size_t i = 0; i < warn.n; i++)
-        shc_journal_add(journal, 1, warn.v[i].pos, warn.v[i].path, warn.v[i].reason);
+    b->started = 1;
+    for (size_t i = 0; i < b->rej.n; i++)
+        shc_journal_add(b->journal, 0, b->rej.v[i].pos, b->rej.v[i].path, b->rej.v[i].reason);
+    for (size_t i = 0; i < b->warn.n; i++)
+        shc_journal_add(b->journal, 1, b->warn.v[i].pos, b->warn.v[i].path,
+                        b->warn.v[i].reason);
+    return 0;
+}
 
-    /* workers */
-    nthreads = o->threads ? o->threads : 1;
-    pl.o = o;
-    pl.in = &in;
-    pl.annot = annot;
-    pl.stream = o->stream;
-    pl.fields = fin.recs ? &fin : NULL;
-    pl.nslots = 2 * (size_t)nthreads + 2;
-    pl.next_claim = pl.next_write = (size_t)next_input;
-    pl.end = o->stream ? SIZE_MAX : (size_t)hi;
-    pl.slots = calloc(pl.nslots, sizeof *pl.slots);
-    tids = calloc(nthreads, sizeof *tids);
-    int slots_ok = pl.slots != NULL && fmt_rs_cache_create(&pl.cache) == 0;
-    for (size_t k = 0; slots_ok && k < pl.nslots; k++) {
-        slot *sl = &pl.slots[k];
-        sl->imgs = calloc(nper, sizeof *sl->imgs);
-        sl->metas = calloc(nper, sizeof *sl->metas);
-        sl->params = calloc(nper, sizeof *sl->params);
-        sl->aux = calloc(nper, FMT_AUG_RECORD_MAX);
+/* The slots, the archives' feed and the worker threads, claiming from b->next_input on. */
+static int start_workers(build_run *b)
+{
+    const shc_build_opts *o = b->o;
+    pipeline *pl = &b->pl;
+    int rc;
+    b->nthreads = o->threads ? o->threads : 1;
+    pl->o = o;
+    pl->in = &b->in;
+    pl->annot = b->annot;
+    pl->stream = o->stream;
+    pl->fields = b->fin.recs ? &b->fin : NULL;
+    pl->nslots = 2 * (size_t)b->nthreads + 2;
+    pl->next_claim = pl->next_write = (size_t)b->next_input;
+    pl->end = o->stream ? SIZE_MAX : (size_t)b->hi;
+    pl->slots = calloc(pl->nslots, sizeof *pl->slots);
+    b->tids = calloc(b->nthreads, sizeof *b->tids);
+    int slots_ok = pl->slots != NULL && fmt_rs_cache_create(&pl->cache) == 0;
+    for (size_t k = 0; slots_ok && k < pl->nslots; k++) {
+        slot *sl = &pl->slots[k];
+        sl->imgs = calloc(b->nper, sizeof *sl->imgs);
+        sl->metas = calloc(b->nper, sizeof *sl->metas);
+        sl->params = calloc(b->nper, sizeof *sl->params);
+        sl->aux = calloc(b->nper, FMT_AUG_RECORD_MAX);
         slots_ok = sl->imgs && sl->metas && sl->params && sl->aux;
     }
-    if (!slots_ok || !tids) {
-        shc_say(cb, "out of memory");
-        result = ENOMEM;
-        goto leave;
+    if (!slots_ok || !b->tids) {
+        shc_say(b->cb, "out of memory");
+        return ENOMEM;
     }
-    if (in.narchives && (rc = shc_feed_start(&in, next_input, hi, o->r.max_file_bytes,
-                                             o->archive_buffer, &pl.feed)) != 0) {
-        shc_say(cb, "cannot start reading the archives: %s", strerror(rc));
-        result = rc;
-        goto leave;
+    if (b->in.narchives && (rc = shc_feed_start(&b->in, b->next_input, b->hi,
+                                                o->r.max_file_bytes, o->archive_buffer,
+                                                &pl->feed)) != 0) {
+        shc_say(b->cb, "cannot start reading the archives: %s", strerror(rc));
+        return rc;
     }
-    pthread_mutex_init(&pl.mu, NULL);
-    pthread_cond_init(&pl.space, NULL);
-    pthread_cond_init(&pl.ready, NULL);
-    for (unsigned t = 0; t < nthreads; t++) {
-        if (pthread_create(&tids[t], NULL, worker, &pl) != 0) {
-            nthreads = t;
+    pthread_mutex_init(&pl->mu, NULL);
+    pthread_cond_init(&pl->space, NULL);
+    pthread_cond_init(&pl->ready, NULL);
+    b->pl_sync = 1;
+    for (unsigned t = 0; t < b->nthreads; t++) {
+        if (pthread_create(&b->tids[t], NULL, worker, pl) != 0) {
+            b->nthreads = t;
             break;
         }
     }
-    if (nthreads == 0) {
-        shc_say(cb, "cannot start worker threads");
-        result = EAGAIN;
-        goto stop;
+    if (b->nthreads == 0) {
+        shc_say(b->cb, "cannot start worker threads");
+        return EAGAIN;
     }
+    return 0;
+}
 
-    /* the writer: results in input order */
-    uint64_t shard_no = shards.n;
-    for (size_t i = (size_t)next_input; i < hi; i++) {
+/* Input i's outcome before its samples are written: a decoder warning listed (or, with --strict,
+ * made a reject), a reject listed and journaled. 0, or the build's error. */
+static int take_outcome(build_run *b, size_t i, slot *s)
+{
+    const shc_build_opts *o = b->o;
+    const shc_build_cb *cb = b->cb;
+    const char *path = b->in.items[i].path;
+    if (s->rc == 0 && s->why.text[0] && o->strict) {
+        /* --strict: a file the decoder warned about is refused like a damaged one */
+        s->rc = FMT_ECORRUPT;
+        size_t n = strlen(s->why.text);
+        const char *tail = " (a decoder warning; --strict)";
+        if (n + strlen(tail) < sizeof s->why.text)
+            memcpy(s->why.text + n, tail, strlen(tail) + 1);
+    } else if (s->rc == 0 && s->why.text[0]) {
+        if (cb && cb->warning)
+            cb->warning(cb->ctx, path, s->why.text);
+        if (shc_reject_add(&b->warn, i, path, s->why.text) != 0)
+            return ENOMEM;
+        shc_journal_add(b->journal, 1, i, path, s->why.text);
+    }
+    if (s->rc) {
+        if (cb && cb->reject)
+            cb->reject(cb->ctx, path, s->why.text);
+        if (shc_reject_add(&b->rej, i, path, s->why.text) != 0)
+            return ENOMEM;
+        shc_journal_add(b->journal, 0, i, path, s->why.text);
+        if (o->strict)
+            return SHC_EREJECTS;
+    }
+    return 0;
+}
+
+/* Input i's samples (all its variants) into the current shard, finishing it first when they
+ * would not fit and opening the next. 0, or a write error (b->cur_path names the file). */
+static int write_samples(build_run *b, size_t i, const slot *s, uint64_t *shard_no)
+{
+    const shc_build_opts *o = b->o;
+    const fmt_backend *be = b->be;
+    int rc;
+    /* a shard holds whole inputs (all variants of one), so input_end is exact */
+    uint64_t cost = 0;
+    for (uint32_t v = 0; v < b->nper; v++)
+        cost += be->w_cost((uint64_t)s->imgs[v].width * s->imgs[v].height *
+                                    s->imgs[v].channels, s->metas[v].aux_len, b->align);
+    if (b->w && be->w_count(b->w) > 0 &&
+        (be->w_size(b->w) + cost > o->shard_bytes ||
+         (o->shard_samples && be->w_count(b->w) + b->nper > o->shard_samples))) {
+        if ((rc = finish_shard(o, be, &b->w, b->journal, i, &b->shards, b->cur_name, &b->crash)))
+            return rc;
+        (*shard_no)++;
+    }
+    if (!b->w) {
+        free(b->cur_name);
+        free(b->cur_path);
+        b->cur_name = shc_shard_name(be, *shard_no);
+        b->cur_path = b->cur_name ? fmt_path_join(o->out, b->cur_name, "") : NULL;
+        char *stem = shc_shard_stem(*shard_no);
+        fmt_writer_opts wo = {.dir = o->out, .name = stem, .first_index = b->next_index,
+                              .fingerprint = b->fp, .align = b->align, .quality = o->quality,
+                              .codec = o->compress.codec, .level = o->compress.level,
+                              .jpeg_fraction = o->jpeg_fraction,
+                              .classes = (const char *const *)b->in.classes,
+                              .nclasses = b->in.nclasses};
+        rc = b->cur_path && stem ? be->w_open(&b->w, &wo) : ENOMEM;
+        free(stem);
+        if (rc)
+            return rc;
+    }
+    for (uint32_t v = 0; v < b->nper; v++) {
+        rc = be->w_add(b->w, &s->metas[v], s->imgs[v].pixels, NULL);
+        if (rc)
+            return rc;
+        b->shards.pixels += (uint64_t)s->imgs[v].width * s->imgs[v].height;
+        b->next_index++;
+        shc_crash_point(&b->crash, 1, "sample written to", b->cur_name);
+    }
+    return 0;
+}
+
+/* The writer: the workers' results in input order into shards, up to the last shard finished
+ * (a stream's end sets b->hi). 0, or the build's error (said). */
+static int write_inputs(build_run *b)
+{
+    const shc_build_opts *o = b->o;
+    const shc_build_cb *cb = b->cb;
+    pipeline *pl = &b->pl;
+    fmt_msg feed_why = {{0}};
+    double last_progress = 0;
+    uint64_t shard_no = b->shards.n;
+    int rc;
+    for (size_t i = (size_t)b->next_input; i < b->hi; i++) {
         if (o->ctl && atomic_load(&o->ctl->stop)) {
             shc_say(cb, "build of %s stopped at input %zu", o->out, i);
-            result = SHC_ESTOPPED;
-            goto stop;
+            return SHC_ESTOPPED;
         }
-        slot *s = &pl.slots[i % pl.nslots];
-        pthread_mutex_lock(&pl.mu);
+        slot *s = &pl->slots[i % pl->nslots];
+        pthread_mutex_lock(&pl->mu);
         while (!s->done)
-            pthread_cond_wait(&pl.ready, &pl.mu);
-        pthread_mutex_unlock(&pl.mu);
-        if ((rc = shc_feed_check(pl.feed, 0, &feed_why)))
+            pthread_cond_wait(&pl->ready, &pl->mu);
+        pthread_mutex_unlock(&pl->mu);
+        if ((rc = shc_feed_check(pl->feed, 0, &feed_why)))
             goto condemn;
         if (o->stream) {
             if (s->rc == SHC_EEND) {
-                hi = i;         /* the stream's end: every item before it is written */
+                b->hi = i;      /* the stream's end: every item before it is written */
                 break;
             }
             if (s->rc == SHC_ESTOPPED) {
                 shc_say(cb, "build of %s stopped at input %zu", o->out, i);
-                result = SHC_ESTOPPED;
-                goto stop;
+                return SHC_ESTOPPED;
             }
             /* the item becomes input i, as a listed input would be */
             char *name;
             int32_t label;
             shc_stream_finish(o->stream, i, &name, &label);
-            if (fmt_inputs_add(&in, name, label) != 0) {
+            if (fmt_inputs_add(&b->in, name, label) != 0) {
                 free(name);
                 shc_say(cb, "out of memory");
-                result = ENOMEM;
-                goto stop;
+                return ENOMEM;
             }
         }
-
-        if (s->rc == 0 && s->why.text[0] && o->strict) {
-            /* --strict: a file the decoder warned about is refused like a damaged one */
-            s->rc = FMT_ECORRUPT;
-            size_t n = strlen(s->why.text);
-            const char *tail = " (a decoder warning; --strict)";
-            if (n + strlen(tail) < sizeof s->why.text)
-                memcpy(s->why.text + n, tail, strlen(tail) + 1);
-        } else if (s->rc == 0 && s->why.text[0]) {
-            if (cb && cb->warning)
-                cb->warning(cb->ctx, in.items[i].path, s->why.text);
-            if (shc_reject_add(&warn, i, in.items[i].path, s->why.text) != 0) {
-                result = ENOMEM;
-                goto stop;
-            }
-            shc_journal_add(journal, 1, i, in.items[i].path, s->why.text);
-        }
-        if (s->rc) {
-            if (cb && cb->reject)
-                cb->reject(cb->ctx, in.items[i].path, s->why.text);
-            if (shc_reject_add(&rej, i, in.items[i].path, s->why.text) != 0) {
-                result = ENOMEM;
-                goto stop;
-            }
-            shc_journal_add(journal, 0, i, in.items[i].path, s->why.text);
-            if (o->strict) {
-                result = SHC_EREJECTS;
-                goto stop;
-            }
-        } else {
-            /* a shard holds whole inputs (all variants of one), so input_end is exact */
-            uint64_t cost = 0;
-            for (uint32_t v = 0; v < nper; v++)
-                cost += be->w_cost((uint64_t)s->imgs[v].width * s->imgs[v].height *
-                                            s->imgs[v].channels, s->metas[v].aux_len, align);
-            if (w && be->w_count(w) > 0 &&
-                (be->w_size(w) + cost > o->shard_bytes ||
-                 (o->shard_samples && be->w_count(w) + nper > o->shard_samples))) {
-                if ((rc = finish_shard(o, be, &w, journal, i, &shards, cur_name, &crash)))
-                    goto io_error;
-                shard_no++;
-            }
-            if (!w) {
-                free(cur_name);
-                free(cur_path);
-                cur_name = shc_shard_name(be, shard_no);
-                cur_path = cur_name ? fmt_path_join(o->out, cur_name, "") : NULL;
-                char *stem = shc_shard_stem(shard_no);
-                fmt_writer_opts wo = {.dir = o->out, .name = stem, .first_index = next_index,
-                                      .fingerprint = fp, .align = align, .quality = o->quality,
-                                      .codec = o->compress.codec, .level = o->compress.level,
-                                      .jpeg_fraction = o->jpeg_fraction,
-                                      .classes = (const char *const *)in.classes,
-                                      .nclasses = in.nclasses};
-                rc = cur_path && stem ? be->w_open(&w, &wo) : ENOMEM;
-                free(stem);
-                if (rc)
-                    goto io_error;
-            }
-            for (uint32_t v = 0; v < nper; v++) {
-                rc = be->w_add(w, &s->metas[v], s->imgs[v].pixels, NULL);
-                if (rc)
-                    goto io_error;
-                shards.pixels += (uint64_t)s->imgs[v].width * s->imgs[v].height;
-                next_index++;
-                shc_crash_point(&crash, 1, "sample written to", cur_name);
-            }
-        }
-        pthread_mutex_lock(&pl.mu);
-        slot_clear(s, nper);
-        pl.next_write = i + 1;
-        pthread_cond_broadcast(&pl.space);
-        pthread_mutex_unlock(&pl.mu);
+        if ((rc = take_outcome(b, i, s)) != 0)
+            return rc;
+        if (s->rc == 0 && (rc = write_samples(b, i, s, &shard_no)) != 0)
+            goto io_error;
+        pthread_mutex_lock(&pl->mu);
+        slot_clear(s, b->nper);
+        pl->next_write = i + 1;
+        pthread_cond_broadcast(&pl->space);
+        pthread_mutex_unlock(&pl->mu);
 
         if (o->ctl)
-            atomic_store(&o->ctl->done, i + 1 - lo);
+            atomic_store(&o->ctl->done, i + 1 - b->lo);
         if (cb && cb->progress && shc_now() - last_progress > 0.25) {
             last_progress = shc_now();
-            shc_report_progress(cb, t0, i + 1 - next_input,
-                            o->stream ? i + 1 - next_input : hi - next_input, rej.n, 0);
+            shc_report_progress(cb, b->t0, i + 1 - b->next_input,
+                            o->stream ? i + 1 - b->next_input : b->hi - b->next_input,
+                            b->rej.n, 0);
         }
     }
-    if (o->stream && hi == lo) {
+    if (o->stream && b->hi == b->lo) {
         shc_say(cb, "no samples were given");
-        result = SHC_EINPUT;
-        goto stop;
+        return SHC_EINPUT;
     }
-    if (o->stream && !in.nclasses && (rc = stream_classes(&in)) != 0) {
+    if (o->stream && !b->in.nclasses && (rc = shc_stream_label_classes(&b->in)) != 0) {
         shc_say(cb, "out of memory");
-        result = rc;
-        goto stop;
+        return rc;
     }
     /* every archive read to the end of its stream, its checks passed, before anything is final */
-    if ((rc = shc_feed_check(pl.feed, 1, &feed_why)))
+    if ((rc = shc_feed_check(pl->feed, 1, &feed_why)))
         goto condemn;
-    if (w && (rc = finish_shard(o, be, &w, journal, hi, &shards, cur_name, &crash)))
+    if (b->w && (rc = finish_shard(o, b->be, &b->w, b->journal, b->hi, &b->shards, b->cur_name,
+                                   &b->crash)))
         goto io_error;
-    shc_report_progress(cb, t0, hi - next_input, hi - next_input, rej.n, 1);
-
-    /* rejects.tsv, then the manifest: last */
-    fmt_manifest m = {0};
-    char tool[64];
-    snprintf(tool, sizeof tool, "shardc %s", SHARDC_VERSION);
-    m.backend = (char *)be->name;
-    m.backend_version = be->version;
-    m.tool = tool;
-    m.samples = next_index;
-    m.inputs = hi - lo + in.nskipped;
-    m.rejects = rej.n + in.nskipped;
-    m.classes = in.classes;
-    m.nclasses = in.nclasses;
-    m.geom = o->r.geom;
-    m.channels = o->r.channels;
-    m.augment = o->r.augment;
-    m.seed = o->r.seed;
-    char spec[256] = "";
-    if (o->r.augment)
-        fmt_aug_format(&o->r.aug, spec, sizeof spec);
-    m.aug_spec = o->r.augment ? spec : NULL;
-    if (o->r.geom.mode == FMT_GEOM_SIZE) {
-        m.sample_width = o->r.geom.width;
-        m.sample_height = o->r.geom.height;
-    } else if (o->r.geom.crop_w) {
-        m.sample_width = o->r.geom.crop_w;
-        m.sample_height = o->r.geom.crop_h;
-    }
-    m.pixels = shards.pixels;
-    shc_channel_stats(shards.sum, shards.sumsq, shards.pixels, o->r.channels, m.mean, m.std);
-    m.fingerprint = fp;
-    m.nshards = shards.n;
-    m.shards = shards.v;
-    if (annot) {
-        m.targets = 1;
-        m.target_source = (char *)(annot->kind == SHC_ANNOT_COCO ? "coco"
-                                   : annot->kind == SHC_ANNOT_MAPS ? "masks" : "yolo");
-        m.ignore_index = annot->ignore_index;
-        m.target_hash = o->target_hash;
-        m.target_skipped = annot->skipped_empty;
-        m.categories = annot->cats;
-        m.ncategories = annot->ncats;
-        m.target_ext = annot->ext;
-        m.num_keypoints = annot->nkp;
-        m.keypoint_names = annot->kp_names;
-        m.nskeleton = annot->nskeleton;
-        m.skeleton = annot->skeleton;
-    }
-    size_t nsf = 0;
-    const fmt_field_def *sf = o->stream ? shc_stream_fields(o->stream, &nsf) : NULL;
-    if (fin.defs || sf) {
-        m.fields = fin.defs ? fin.defs : (fmt_field_def *)sf;
-        m.nfields = fin.defs ? fin.ndefs : nsf;
-        m.fields_source = (char *)(fin.defs ? "jsonl" : "stream");
-        m.fields_hash = o->fields_hash;
-    }
-    m.build_json = build_options_json(o);
-    if (o->part.count && m.build_json) {
-        /* what the merge checks and adds up */
-        shc_part_record pr = {.part = o->part, .inputs = in.n, .first_input = lo, .end_input = hi,
-                              .listing_skips = in.nskipped, .rejects = rej.n,
-                              .list_hash = shc_inputs_hash(&in), .fingerprint = fp,
-                              .pixels = shards.pixels, .quality = o->quality};
-        memcpy(pr.sum, shards.sum, sizeof pr.sum);
-        memcpy(pr.sumsq, shards.sumsq, sizeof pr.sumsq);
-        char *with = NULL;
-        rc = shc_part_record_add(m.build_json, &pr, &with);
-        free(m.build_json);
-        m.build_json = rc ? NULL : with;
-    }
-    if (!m.build_json) {
-        shc_say(cb, "out of memory");
-        result = ENOMEM;
-        goto stop;
-    }
-    fclose(journal);
-    journal = NULL;
-    shc_crash_point(&crash, 0, "before writing", SHC_REJECTS_NAME);
-    rc = shc_write_rejects(o->out, &in, &rej);
-    if (rc == 0)
-        rc = shc_write_warnings(o->out, &warn);
-    if (rc == 0) {
-        shc_crash_point(&crash, 0, "before writing", SHC_INPUTS_NAME);
-        rc = shc_write_inputs(o->out, &in, lo, hi);
-    }
-    if (rc == 0) {
-        shc_crash_point(&crash, 0, "before writing", FMT_MANIFEST_NAME);
-        rc = fmt_manifest_stage(o->out, &m);
-    }
-    free(m.build_json);
-    if (rc) {
-        shc_say(cb, "cannot write the manifest in %s: %s", o->out, strerror(rc));
-        result = rc;
-        goto stop;
-    }
-    /* what was written opens as a reader opens it, or the build failed: the manifest is
-     * published only after that, so no reader (and no later --force) ever meets a dataset its
-     * own build refused */
-    uint64_t nboxes = 0, ndropped = 0;
-    fmt_msg probe = {{0}};
-    if (!o->shard_done && (rc = check_staged(o->out, &nboxes, &ndropped, &probe)) != 0) {
-        char *staged = fmt_path_join(o->out, FMT_MANIFEST_STAGED_NAME, "");
-        if (staged)
-            unlink(staged);
-        free(staged);
-        shc_say(cb, "the dataset written to %s does not open: %s (no manifest written)", o->out,
-                fmt_reason(&probe, rc));
-        result = rc;
-        goto stop;
-    }
-    if ((rc = fmt_manifest_publish(o->out)) != 0) {
-        shc_say(cb, "cannot write the manifest in %s: %s", o->out, strerror(rc));
-        result = rc;
-        goto stop;
-    }
-    shc_crash_point(&crash, 0, "after writing", FMT_MANIFEST_NAME);
-    committed = 1;
-    unlink(jpath);
-
-    double dt = shc_now() - t0;
-    uint64_t total_bytes = 0;
-    for (size_t k = 0; k < shards.n; k++)
-        total_bytes += shards.v[k].bytes;
-    size_t nrej = rej.n + in.nskipped;
-    if (cb && cb->summary) {
-        shc_summary sum = {.samples = next_index, .classes = in.nclasses, .shards = shards.n,
-                           .bytes = total_bytes, .inputs = (size_t)(hi - lo) + in.nskipped,
-                           .rejects = nrej, .warnings = warn.n, .seconds = dt,
-                           .threads = nthreads, .out = o->out,
-                           .images_per_s = dt > 0 ? (double)(hi - next_input) / dt : 0.0};
-        if (annot) {
-            /* counted from what was written, so a resumed build counts its kept shards too */
-            sum.targets = 1;
-            sum.skipped_empty = annot->skipped_empty;
-            sum.boxes = nboxes;
-            sum.boxes_dropped = ndropped;
-        }
-        cb->summary(cb->ctx, &sum);
-    }
-    result = nrej ? SHC_EREJECTS : 0;
-    goto stop;
+    shc_report_progress(cb, b->t0, b->hi - b->next_input, b->hi - b->next_input, b->rej.n, 1);
+    return 0;
 
 condemn:
     /* samples already written may hold altered bytes, or another member's: none is kept (a
      * --resume would keep the finished shards) and nothing is published */
     shc_say(cb, "cannot read %s; the build stops and removes what it wrote in %s", feed_why.text,
             o->out);
-    condemned = 1;
-    result = rc;
-    goto stop;
+    b->condemned = 1;
+    return rc;
 io_error:
-    shc_say(cb, "cannot write %s: %s", cur_path ? cur_path : o->out, fmt_strerror(rc));
-    result = rc;
-stop:
-    if (w)
-        be->w_abort(w);
-    w = NULL;
-    if (tids) {
-        pthread_mutex_lock(&pl.mu);
-        pl.stop = 1;
-        pthread_cond_broadcast(&pl.space);
-        pthread_mutex_unlock(&pl.mu);
-        shc_feed_stop(pl.feed);     /* workers waiting for a member's bytes */
-        for (unsigned t = 0; t < nthreads; t++)
-            pthread_join(tids[t], NULL);
-        pthread_mutex_destroy(&pl.mu);
-        pthread_cond_destroy(&pl.space);
-        pthread_cond_destroy(&pl.ready);
+    shc_say(cb, "cannot write %s: %s", b->cur_path ? b->cur_path : o->out, fmt_strerror(rc));
+    return rc;
+}
+
+/* rejects.tsv, warnings.tsv and inputs.tsv, then the manifest, staged, checked by opening what
+ * was written as a reader would, and published: last. 0, or the build's error (said). */
+static int publish(build_run *b)
+{
+    const shc_build_opts *o = b->o;
+    const shc_build_cb *cb = b->cb;
+    fmt_manifest m = {0};
+    char tool[64], spec[256] = "";
+    shc_record_in r = {.o = o, .annot = b->annot, .in = &b->in, .fin = &b->fin,
+                       .shards = &b->shards, .lo = b->lo, .hi = b->hi,
+                       .samples = b->next_index, .fingerprint = b->fp, .rejects = b->rej.n};
+    shc_record_manifest(&r, &m, tool, sizeof tool, spec, sizeof spec);
+    if (!m.build_json) {
+        shc_say(cb, "out of memory");
+        return ENOMEM;
     }
-    for (size_t k = 0; pl.slots && k < pl.nslots; k++)
-        if (pl.slots[k].imgs)
-            slot_clear(&pl.slots[k], nper);
-leave:
-    if (journal) {
-        fflush(journal);
-        fsync(fileno(journal));
-        fclose(journal);
+    fclose(b->journal);
+    b->journal = NULL;
+    shc_crash_point(&b->crash, 0, "before writing", SHC_REJECTS_NAME);
+    int rc = shc_write_rejects(o->out, &b->in, &b->rej);
+    if (rc == 0)
+        rc = shc_write_warnings(o->out, &b->warn);
+    if (rc == 0) {
+        shc_crash_point(&b->crash, 0, "before writing", SHC_INPUTS_NAME);
+        rc = shc_write_inputs(o->out, &b->in, b->lo, b->hi);
+    }
+    if (rc == 0) {
+        shc_crash_point(&b->crash, 0, "before writing", FMT_MANIFEST_NAME);
+        rc = fmt_manifest_stage(o->out, &m);
+    }
+    free(m.build_json);
+    if (rc) {
+        shc_say(cb, "cannot write the manifest in %s: %s", o->out, strerror(rc));
+        return rc;
+    }
+    /* what was written opens as a reader opens it, or the build failed: the manifest is
+     * published only after that, so no reader (and no later --force) ever meets a dataset its
+     * own build refused */
+    fmt_msg probe = {{0}};
+    if (!o->shard_done && (rc = shc_check_staged(o->out, &b->nboxes, &b->ndropped, &probe)) != 0) {
+        char *staged = fmt_path_join(o->out, FMT_MANIFEST_STAGED_NAME, "");
+        if (staged)
+            unlink(staged);
+        free(staged);
+        shc_say(cb, "the dataset written to %s does not open: %s (no manifest written)", o->out,
+                fmt_reason(&probe, rc));
+        return rc;
+    }
+    if ((rc = fmt_manifest_publish(o->out)) != 0) {
+        shc_say(cb, "cannot write the manifest in %s: %s", o->out, strerror(rc));
+        return rc;
+    }
+    shc_crash_point(&b->crash, 0, "after writing", FMT_MANIFEST_NAME);
+    b->committed = 1;
+    unlink(b->jpath);
+    return 0;
+}
+
+/* The summary through the callbacks; the build's status: SHC_EREJECTS when inputs were
+ * rejected or skipped, else 0. */
+static int summarize(const build_run *b)
+{
+    const shc_build_cb *cb = b->cb;
+    double dt = shc_now() - b->t0;
+    uint64_t total_bytes = 0;
+    for (size_t k = 0; k < b->shards.n; k++)
+        total_bytes += b->shards.v[k].bytes;
+    size_t nrej = b->rej.n + b->in.nskipped;
+    if (cb && cb->summary) {
+        shc_summary sum = {.samples = b->next_index, .classes = b->in.nclasses,
+                           .shards = b->shards.n, .bytes = total_bytes,
+                           .inputs = (size_t)(b->hi - b->lo) + b->in.nskipped,
+                           .rejects = nrej, .warnings = b->warn.n, .seconds = dt,
+                           .threads = b->nthreads, .out = b->o->out,
+                           .images_per_s = dt > 0 ? (double)(b->hi - b->next_input) / dt : 0.0};
+        if (b->annot) {
+            /* counted from what was written, so a resumed build counts its kept shards too */
+            sum.targets = 1;
+            sum.skipped_empty = b->annot->skipped_empty;
+            sum.boxes = b->nboxes;
+            sum.boxes_dropped = b->ndropped;
+        }
+        cb->summary(cb->ctx, &sum);
+    }
+    return nrej ? SHC_EREJECTS : 0;
+}
+
+/* Stop the workers, abort an unfinished shard, remove what a failed streamed or condemned
+ * build wrote, release everything and unlock the output. Returns result. */
+static int end_run(build_run *b, int result)
+{
+    pipeline *pl = &b->pl;
+    if (b->w)
+        b->be->w_abort(b->w);
+    b->w = NULL;
+    if (b->pl_sync) {
+        pthread_mutex_lock(&pl->mu);
+        pl->stop = 1;
+        pthread_cond_broadcast(&pl->space);
+        pthread_mutex_unlock(&pl->mu);
+        shc_feed_stop(pl->feed);    /* workers waiting for a member's bytes */
+        for (unsigned t = 0; t < b->nthreads; t++)
+            pthread_join(b->tids[t], NULL);
+        pthread_mutex_destroy(&pl->mu);
+        pthread_cond_destroy(&pl->space);
+        pthread_cond_destroy(&pl->ready);
+    }
+    if (b->journal) {
+        fflush(b->journal);
+        fsync(fileno(b->journal));
+        fclose(b->journal);
     }
     /* a streamed build cannot be resumed: what it wrote before failing goes */
-    if ((o->stream || condemned) && started && !committed)
-        shc_clear_output(o->out, -1, shc_is_set(be) ? &in : NULL);
-    free(jpath);
-    free(cur_name);
-    free(cur_path);
-    free(tids);
-    for (size_t k = 0; pl.slots && k < pl.nslots; k++) {
-        for (uint32_t v = 0; pl.slots[k].imgs && v < nper; v++)
-            fmt_image_free(&pl.slots[k].imgs[v]);
-        free(pl.slots[k].imgs);
-        free(pl.slots[k].metas);
-        free(pl.slots[k].params);
-        free(pl.slots[k].aux);
-        free(pl.slots[k].tbuf);
+    if ((b->o->stream || b->condemned) && b->started && !b->committed)
+        shc_clear_output(b->o->out, -1, shc_is_set(b->be) ? &b->in : NULL);
+    free(b->jpath);
+    free(b->cur_name);
+    free(b->cur_path);
+    free(b->tids);
+    for (size_t k = 0; pl->slots && k < pl->nslots; k++) {
+        for (uint32_t v = 0; pl->slots[k].imgs && v < b->nper; v++)
+            fmt_image_free(&pl->slots[k].imgs[v]);
+        free(pl->slots[k].imgs);
+        free(pl->slots[k].metas);
+        free(pl->slots[k].params);
+        free(pl->slots[k].aux);
+        free(pl->slots[k].tbuf);
     }
-    free(pl.slots);
-    shc_feed_free(pl.feed);
-    fmt_rs_cache_free(pl.cache);
-    shc_shard_list_free(&shards);
-    shc_reject_list_free(&rej);
-    shc_reject_list_free(&warn);
-    fmt_inputs_free(&in);
-    shc_fields_free(&fin);
-    if (crash.report)
-        shc_say(cb, "crash points: %" PRIu64, crash.passed);
-    if (lock_fd >= 0) {
+    free(pl->slots);
+    shc_feed_free(pl->feed);
+    fmt_rs_cache_free(pl->cache);
+    shc_shard_list_free(&b->shards);
+    shc_reject_list_free(&b->rej);
+    shc_reject_list_free(&b->warn);
+    fmt_inputs_free(&b->in);
+    shc_fields_free(&b->fin);
+    if (b->crash.report)
+        shc_say(b->cb, "crash points: %" PRIu64, b->crash.passed);
+    if (b->lock_fd >= 0) {
         /* no stale pid left behind (still holding the lock): a finished OUT is the same bytes
          * whoever wrote it */
-        if (ftruncate(lock_fd, 0) != 0) {
+        if (ftruncate(b->lock_fd, 0) != 0) {
             /* harmless: the next writer truncates it too */
         }
-        close(lock_fd);
+        close(b->lock_fd);
     }
     return result;
+}
+
+/* The build into o->out: the whole input list, or o->part's slice of it when o->out is the
+ * part's folder. Its phases: list the inputs, load --fields, open the output, the journal, the
+ * workers, write the inputs in order, publish the manifest, summarize. */
+static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const shc_annot *annot,
+                        fmt_inputs *listed)
+{
+    build_run run = {.o = o, .cb = cb, .annot = annot, .lock_fd = -1}, *b = &run;
+    int rc = list_inputs(o, cb, listed, &b->in);
+    if (rc)
+        return rc;
+    /* --fields: each input's record, and the fingerprint covers them */
+    if (o->fields && !o->stream) {
+        fmt_msg msg = {{0}};
+        if ((rc = shc_fields_load(o->fields, &b->in, o->srcs, o->nsrc, &b->fin, &msg)) != 0) {
+            shc_say(cb, "%s", msg.text);
+            fmt_inputs_free(&b->in);
+            return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
+        }
+        b->with_fields = *o;
+        b->with_fields.fields_hash = b->fin.hash;
+        b->o = o = &b->with_fields;
+    }
+    /* a part takes its slice of the list; `source` stays the position in the whole list */
+    b->lo = 0;
+    b->hi = UINT64_MAX;         /* a stream's end is known when it comes */
+    if (!o->stream)
+        shc_part_range(b->in.n, &o->part, &b->lo, &b->hi);
+    if (o->ctl)
+        atomic_store(&o->ctl->total, o->stream ? 0 : b->hi - b->lo);   /* a stream's: not known */
+    if (o->dry_run) {
+        rc = shc_dry_run(o, cb, &b->in, annot, b->lo, b->hi);
+        fmt_inputs_free(&b->in);
+        shc_fields_free(&b->fin);
+        return rc;
+    }
+
+    b->be = o->backend;
+    /* a part's shards carry the whole build's fingerprint: a part folder's name fixes its slice */
+    b->fp = shc_fingerprint(o, o->stream ? NULL : &b->in);
+    b->next_input = b->lo;
+    b->align = o->align;        /* 0: the backend's own layout (raw: packed) */
+    b->nper = shc_render_count(&o->r);
+    b->t0 = shc_now();
+    shc_crash_init(&b->crash, cb);
+
+    int result = open_output(b);
+    if (result == 0 && !b->complete) {
+        if (!o->stream)
+            shc_warn_projection(o, cb, b->hi - b->lo);
+        result = open_journal(b);
+    }
+    if (result == 0 && !b->complete)
+        result = start_workers(b);
+    if (result == 0 && !b->complete)
+        result = write_inputs(b);
+    if (result == 0 && !b->complete)
+        result = publish(b);
+    if (result == 0 && !b->complete)
+        result = summarize(b);
+    return end_run(b, result);
 }
 
 /* Checks of a detection build's options that need no file. 0 or SHC_EINPUT. */

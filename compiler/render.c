@@ -57,52 +57,6 @@ void shc_render_scratch_free(shc_render_scratch *s)
     free(s);
 }
 
-/* fmt_read_file into a reused buffer: regular files only (a FIFO must not hang a worker), at
- * most max bytes (FMT_ETOOBIG beyond), errno values for I/O errors. */
-static int read_into(const char *path, uint64_t max, shc_render_scratch *s, size_t *len)
-{
-    *len = 0;
-    int fd, rc = fmt_open_file(path, &fd, NULL);
-    if (rc)
-        return rc;
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        rc = errno;
-        goto leave;
-    }
-    if ((uint64_t)st.st_size > max || (uint64_t)st.st_size > SIZE_MAX - 1) {
-        rc = FMT_ETOOBIG;
-        goto leave;
-    }
-    size_t n = (size_t)st.st_size, got = 0;
-    if (s->file_cap < n + 1) {
-        uint8_t *p = malloc(n + 1);
-        if (!p) {
-            rc = ENOMEM;
-            goto leave;
-        }
-        free(s->file);
-        s->file = p;
-        s->file_cap = n + 1;
-    }
-    while (got < n) {
-        ssize_t r = read(fd, s->file + got, n - got);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = errno;
-            goto leave;
-        }
-        if (r == 0)
-            break; /* file shrank while we read: hand back what is there */
-        got += (size_t)r;
-    }
-    *len = got;
-leave:
-    close(fd);
-    return rc;
-}
-
 static int is_identity(const fmt_geom_plan *p, const fmt_image *src)
 {
     return p->out_w == src->width && p->out_h == src->height && p->rs_w == src->width &&
@@ -154,7 +108,7 @@ int shc_render_into(const shc_render_opts *o, const char *path, uint64_t source,
                     shc_render_scratch *s, fmt_image *out, fmt_aug_params *params, fmt_msg *msg)
 {
     size_t len = 0;
-    int rc = read_into(path, o->max_file_bytes, s, &len);
+    int rc = fmt_read_file_into(path, o->max_file_bytes, &s->file, &s->file_cap, &len);
     if (rc) {
         if (rc == FMT_ETOOBIG)
             return fmt_fail(msg, rc, "file larger than %" PRIu64 " bytes", o->max_file_bytes);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,6 +163,26 @@ const char *const *shc_stream_classes(const shc_stream *st, size_t *n)
 {
     *n = st->nclasses;
     return (const char *const *)st->classes;
+}
+
+/* A streamed build without class names: as for a list file, label L is class "L", for every L
+ * up to the largest label given. */
+int shc_stream_label_classes(fmt_inputs *in)
+{
+    int32_t top = -1;
+    for (size_t i = 0; i < in->n; i++)
+        if (in->items[i].label > top)
+            top = in->items[i].label;
+    if (top < 0)
+        return 0;
+    if (!(in->classes = calloc((size_t)top + 1, sizeof *in->classes)))
+        return ENOMEM;
+    for (int32_t c = 0; c <= top; c++, in->nclasses++)
+        if (asprintf(&in->classes[c], "%d", (int)c) < 0) {
+            in->classes[c] = NULL;
+            return ENOMEM;
+        }
+    return 0;
 }
 
 int shc_stream_render(shc_stream *st, uint64_t pos, const shc_render_opts *o,

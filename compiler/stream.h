@@ -18,6 +18,7 @@
 
 #include "fields.h"
 #include "fmt.h"
+#include "inputs.h"
 #include "render.h"
 
 typedef enum {
@@ -76,6 +77,10 @@ uint64_t shc_stream_added(shc_stream *st);
 
 /* The given class names (NULL when none were given), valid while st lives. */
 const char *const *shc_stream_classes(const shc_stream *st, size_t *n);
+
+/* When no names were given: in's classes made from its labels once the stream ended, as for a
+ * list file (label L is class "L", for every L up to the largest). 0 or ENOMEM. */
+int shc_stream_label_classes(fmt_inputs *in);
 
 /* Build worker: wait for the item at pos and render it (render.h) into out[] / params[]; its
  * label in *label. Returns as shc_render_into, or SHC_EEND when the stream was closed with

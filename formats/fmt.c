@@ -104,9 +104,9 @@ FILE *fmt_fopen_file(const char *path, int *rc, fmt_msg *msg)
     return f;
 }
 
-int fmt_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len)
+int fmt_read_file_into(const char *path, uint64_t max_bytes, uint8_t **buf, size_t *cap,
+                       size_t *len)
 {
-    *buf = NULL;
     *len = 0;
     /* a FIFO or device named like an image must not hang the caller: refused before a byte is
      * read */
@@ -114,23 +114,28 @@ int fmt_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len
     if (rc)
         return rc;
     struct stat st;
-    uint8_t *p = NULL;
     if (fstat(fd, &st) != 0) {
         rc = errno;
         goto leave;
     }
-    if ((uint64_t)st.st_size > max_bytes) {
+    if ((uint64_t)st.st_size > max_bytes || (uint64_t)st.st_size > SIZE_MAX - 1) {
         rc = FMT_ETOOBIG;
         goto leave;
     }
     size_t n = (size_t)st.st_size, got = 0;
-    p = malloc(n ? n : 1);
-    if (!p) {
-        rc = ENOMEM;
-        goto leave;
+    if (*cap < n + 1) {
+        /* a fresh buffer, not realloc: nothing of the old one needs copying */
+        uint8_t *p = malloc(n + 1);
+        if (!p) {
+            rc = ENOMEM;
+            goto leave;
+        }
+        free(*buf);
+        *buf = p;
+        *cap = n + 1;
     }
     while (got < n) {
-        ssize_t r = read(fd, p + got, n - got);
+        ssize_t r = read(fd, *buf + got, n - got);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -141,12 +146,23 @@ int fmt_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len
             break; /* file shrank while we read: hand back what is there */
         got += (size_t)r;
     }
-    *buf = p;
     *len = got;
-    p = NULL;
 leave:
-    free(p);
     close(fd);
+    return rc;
+}
+
+int fmt_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len)
+{
+    uint8_t *p = NULL;
+    size_t cap = 0;
+    int rc = fmt_read_file_into(path, max_bytes, &p, &cap, len);
+    if (rc) {
+        free(p);
+        p = NULL;
+        *len = 0;
+    }
+    *buf = p;
     return rc;
 }
 

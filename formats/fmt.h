@@ -51,6 +51,12 @@ uint64_t fmt_hash64(const void *data, size_t len);
  * (FMT_ETOOBIG beyond). Returns errno values for I/O errors. */
 int fmt_read_file(const char *path, size_t max_bytes, uint8_t **buf, size_t *len);
 
+/* fmt_read_file into a buffer the caller keeps and reuses: *buf (capacity *cap, both 0/NULL at
+ * first) is replaced by a larger one when the file needs it, and stays the caller's to free
+ * whatever is returned. Regular files only (a FIFO must not hang a worker). */
+int fmt_read_file_into(const char *path, uint64_t max_bytes, uint8_t **buf, size_t *cap,
+                       size_t *len);
+
 /* Write a whole file and fsync it (no rename; the file is removed again on failure). */
 int fmt_write_file_synced(const char *path, const void *data, size_t len);
 

@@ -41,6 +41,8 @@ import sys
 import tempfile
 import time
 
+import benchlib
+
 BUILD = os.environ.get("BUILD", "build")
 W = os.environ.get("BENCH_DIR", ".bench")
 BIN = os.environ.get("BIN") or os.path.join(BUILD, "bin")
@@ -230,19 +232,6 @@ def sh(*args, **kw):
     return subprocess.run(args, check=True, **kw)
 
 
-def photos():
-    # a PER other than the shared photos' has its own folder: the other benchmarks keep theirs
-    name = "photos" if PER == 225 else f"photos-{PER}"
-    d, stamp = os.path.join(W, name), os.path.join(W, name + ".stamp")
-    if not (os.path.isdir(d) and os.path.isfile(stamp) and open(stamp).read().strip() == str(PER)):
-        sh("rm", "-rf", d)
-        sh(f"{BIN}/shardc-mksample", d, "--photo", "--classes", "4", "--per-class", str(PER),
-           "--seed", "1", "--quiet")
-        with open(stamp, "w") as f:
-            f.write(f"{PER}\n")
-    return d
-
-
 def dataset(src):
     out = os.path.join(W, "aug256" if PER == 225 else f"aug256-{PER}")
     if not os.path.isfile(os.path.join(out, "manifest.json")):
@@ -293,21 +282,6 @@ def tv_rate(imgs, fn, reps):
     return statistics.median(got)
 
 
-def stored_images(ds):
-    import io
-    import json
-    from PIL import Image
-    n = json.load(open(os.path.join(ds, "manifest.json")))["samples"]
-    imgs = []
-    for i in range(n):
-        ppm = subprocess.run([f"{BIN}/shardc", "cat", ds, str(i)], check=True,
-                             stdout=subprocess.PIPE).stdout
-        im = Image.open(io.BytesIO(ppm))
-        im.load()
-        imgs.append(im)
-    return imgs
-
-
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--build-harness":
         build_harness(sys.argv[2])
@@ -325,7 +299,8 @@ def main():
     torch.set_num_threads(1)
     os.makedirs(W, exist_ok=True)
     t0 = time.perf_counter()
-    ds = dataset(photos())
+    # a PER other than the shared photos' has its own folder: the other benchmarks keep theirs
+    ds = dataset(benchlib.photos(W, BIN, PER, "photos" if PER == 225 else f"photos-{PER}"))
     log(f"dataset {ds} ready after {time.perf_counter() - t0:.1f}s")
     with tempfile.TemporaryDirectory() as tmp:
         exe = harness(tmp)
@@ -375,7 +350,7 @@ def main():
             imgs, lambda im, n=name, v=m: A._apply_op(im, n, v, NEAREST, None), REPS)
     log(f"torchvision reader-equivalent pipelines on the stored images, after "
         f"{time.perf_counter() - t0:.1f}s")
-    stored = stored_images(ds)
+    stored = benchlib.stored_images(ds, BIN)
     norm = [T.ToTensor(), T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))]
     rrc = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
     rrc_cj = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), cj])

@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+import benchlib
+
 BUILD = os.environ.get("BUILD", "build")
 W = os.environ.get("BENCH_DIR", ".bench")
 BIN = os.path.join(BUILD, "bin")
@@ -45,17 +47,6 @@ def sh(*args, **kw):
     return subprocess.run(args, check=True, **kw)
 
 
-def photos():
-    d, stamp = os.path.join(W, "photos"), os.path.join(W, "photos.stamp")
-    if not (os.path.isdir(d) and os.path.isfile(stamp) and open(stamp).read().strip() == str(PER)):
-        sh("rm", "-rf", d)
-        sh(f"{BIN}/shardc-mksample", d, "--photo", "--classes", "4", "--per-class", str(PER),
-           "--seed", "1", "--quiet")
-        with open(stamp, "w") as f:
-            f.write(f"{PER}\n")
-    return d
-
-
 def build(src):
     out = os.path.join(W, "rrc256")
     sh("rm", "-rf", out)
@@ -70,21 +61,6 @@ def shardbench(ds, threads, extra):
     out = subprocess.run(args, check=True, stdout=subprocess.PIPE, text=True).stdout
     rows = [json.loads(line) for line in out.splitlines() if line.strip()]
     return rows[0]
-
-
-def stored_images(ds):
-    """The stored samples as PIL images (decoded, in memory), as shardc cat writes them."""
-    from PIL import Image
-    import io
-    n = json.load(open(os.path.join(ds, "manifest.json")))["samples"]
-    imgs = []
-    for i in range(n):
-        ppm = subprocess.run([f"{BIN}/shardc", "cat", ds, str(i)], check=True,
-                             stdout=subprocess.PIPE).stdout
-        im = Image.open(io.BytesIO(ppm))
-        im.load()
-        imgs.append(im)
-    return imgs
 
 
 def torchvision_rate(imgs, tf, reps):
@@ -111,7 +87,7 @@ def main():
         if not os.access(os.path.join(BIN, b), os.X_OK):
             sys.exit(f"bench-rrc: {BIN}/{b} is missing (make BUILD={BUILD} all)")
     os.makedirs(W, exist_ok=True)
-    ds = build(photos())
+    ds = build(benchlib.photos(W, BIN, PER))
     man = json.load(open(os.path.join(ds, "manifest.json")))
     mean, std = man["stats"]["mean"], man["stats"]["std"]
     cores = os.cpu_count()
@@ -133,7 +109,7 @@ def main():
                                   statistics.median(r["cpu_s_per_image"] for r in rows))
 
     log("torchvision: loading the stored images into memory")
-    imgs = stored_images(ds)
+    imgs = benchlib.stored_images(ds, BIN)
     rrc = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
     rrc_norm = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
                           T.Normalize([m / 255 for m in mean], [s / 255 for s in std])])

@@ -1,14 +1,17 @@
 /* augtest.h - fixtures shared by the read-time augmentation suites (test_augment_read.c,
- * test_affine.c): datasets built at run time by the shardc binaries of the same build
- * directory, and the python3 (torch, torchvision, numpy, Pillow) that runs the suite's
- * reference script tests/ref/AUGTEST_SCRIPT. Define AUGTEST_NAME (the program's name, for messages)
- * and AUGTEST_SCRIPT before including it. */
+ * test_affine.c): datasets built at run time by the shardc binaries of the same build directory
+ * (testutil.h's g_root), the readers' recorded batches, and the python3 (torch, torchvision,
+ * numpy, Pillow) that runs the suite's reference script tests/ref/AUGTEST_SCRIPT. Define
+ * AUGTEST_NAME (the program's name, for messages), AUGTEST_SCRIPT and AUGTEST_SEED (where the
+ * suite's rnd() starts) before including it; main is tu_run_fixtures(build_fixtures(), ...). */
 #ifndef AUGTEST_H
 #define AUGTEST_H
 
 #include <check.h>
 #include <ftw.h>
+#include <inttypes.h>
 #include <libgen.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +21,23 @@
 #include <unistd.h>
 
 #include "progs.h"
-#include "tuskip.h"
+#include "shardread.h"
+#include "testutil.h"
 
-static char g_root[1024];               /* temp dir of the whole run */
 static char g_rgb[1100];                /* RGB samples of many sizes */
 static char g_gray[1100];               /* the same, one channel */
 static char g_script[1100];             /* the reference script */
 static const char *g_py;                /* python3 with torchvision, or NULL */
+static uint64_t g_rng = AUGTEST_SEED;
+
+/* The suite's test pixels: xorshift64 from AUGTEST_SEED, the same sequence on every run. */
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
 
 
 /* The reference script tests/ref/AUGTEST_SCRIPT: from the repository root (where the test suites
@@ -40,51 +53,28 @@ static int find_script(void)
 
 static int build_fixtures(void)
 {
-    if (find_bins() != 0) {
-        fprintf(stderr, AUGTEST_NAME ": shardc not found next to the test (run make all)\n");
-        return -1;
-    }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_root, sizeof g_root, "%s/" AUGTEST_NAME ".XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_root)) {
-        g_root[0] = '\0';
-        return -1;
-    }
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 8 "
-             "--min-side 30 --max-side 90 --no-broken --quiet", g_bin, g_root);
-    if (run_quiet(cmd) != 0)
+    if (tu_progs_root() != 0 ||
+        tu_mksample("src", "--classes 3 --per-class 8 --min-side 30 --max-side 90") != 0)
         return -1;
     snprintf(g_rgb, sizeof g_rgb, "%s/rgb", g_root);
     snprintf(g_gray, sizeof g_gray, "%s/gray", g_root);
     const char *sets[][2] = {
-        {g_rgb, "--short-side 40 --max-side 64"},
-        {g_gray, "--short-side 40 --max-side 64 --gray"},
+        {g_rgb, "--short-side 40 --max-side 64 --shard-samples 7 -j 2"},
+        {g_gray, "--short-side 40 --max-side 64 --gray --shard-samples 7 -j 2"},
     };
-    for (size_t i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/src' -o '%s' %s --shard-samples 7 -j 2 "
-                 "--no-progress", g_bin, g_root, sets[i][0], sets[i][1]);
-        if (run_quiet(cmd) != 0) {
-            fprintf(stderr, AUGTEST_NAME ": failed: %s\n", cmd);
+    for (size_t i = 0; i < 2; i++)
+        if (tu_build("src", sets[i][0], sets[i][1]) != 0)
             return -1;
-        }
-    }
     if (find_script() != 0) {
         fprintf(stderr, AUGTEST_NAME ": tests/ref/" AUGTEST_SCRIPT " not found (run from the "
                 "repository root)\n");
         return -1;
     }
-    g_py = find_python();
+    g_py = tu_python("numpy, torch, torchvision, PIL");
     if (!g_py)
         fprintf(stderr, AUGTEST_NAME ": no python3 with torchvision and Pillow: the checks "
                 "against torchvision will say SKIPPED (set PYTHON)\n");
     return 0;
-}
-
-static void remove_fixtures(void)
-{
-    if (g_root[0])
-        nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* Run the reference script's MODE on DIR: 1 done, 0 skipped (no python: said and counted). */
@@ -125,6 +115,75 @@ static uint8_t *read_file(const char *path, size_t n)
     ck_assert_uint_eq(fread(p, 1, n, f), n);
     ck_assert_int_eq(fclose(f), 0);
     return p;
+}
+
+/* ---- the delivered batches, recorded ---- */
+
+typedef struct {
+    uint8_t *data;              /* n samples */
+    shr_params *params;
+    int64_t *idx;
+    uint32_t n;
+} rec;
+
+/* All batches of `epochs` epochs from a reader with options o. */
+static rec *record(const char *ds, const shr_options *o, int epochs, size_t *nrec,
+                   size_t *sample_bytes)
+{
+    shr_reader *r;
+    int rc = shr_open(&r, ds, o);
+    ck_assert_msg(rc == 0, "shr_open: %s", shr_last_error(NULL));
+    shr_info info;
+    shr_get_info(r, &info);
+    size_t one = info.batch_bytes / o->batch_size;
+    *sample_bytes = one;
+    rec *v = NULL;
+    size_t n = 0;
+    for (int e = 0; e < epochs; e++) {
+        const shr_batch *b;
+        while ((rc = shr_next(r, &b)) == 0) {
+            v = realloc(v, (n + 1) * sizeof *v);
+            v[n].n = b->n;
+            v[n].data = malloc(one * b->n);
+            memcpy(v[n].data, b->data, one * b->n);
+            v[n].params = malloc(sizeof(shr_params) * b->n);
+            memcpy(v[n].params, b->params, sizeof(shr_params) * b->n);
+            v[n].idx = malloc(sizeof(int64_t) * b->n);
+            memcpy(v[n].idx, b->indices, sizeof(int64_t) * b->n);
+            n++;
+            shr_release(r, b);
+        }
+        ck_assert_int_eq(rc, SHR_EEND);
+    }
+    shr_close(r);
+    *nrec = n;
+    return v;
+}
+
+static void free_recs(rec *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].data);
+        free(v[i].params);
+        free(v[i].idx);
+    }
+    free(v);
+}
+
+/* The readers of the checks: RandomResizedCrop to w x h and a flip, random order, batches of
+ * 5. */
+static shr_options reader_options(uint64_t seed, uint32_t w, uint32_t h)
+{
+    shr_options o;
+    shr_options_init(&o);
+    o.batch_size = 5;
+    o.order = SHR_ORDER_RANDOM;
+    o.seed = seed;
+    o.rrc = 1;
+    o.width = w;
+    o.height = h;
+    o.flip = 1;
+    return o;
 }
 
 #endif

@@ -152,7 +152,7 @@ expect_exit 2 "train: two datasets" "$BENCH" train "$T/ds" "$T/src"
 expect_exit 2 "compare: no --work" "$BENCH" compare "$T/src"
 expect_exit 2 "compare: no SRC" "$BENCH" compare --work "$T/w3"
 expect_exit 2 "compare: --step-ms 0" "$BENCH" compare "$T/src" --work "$T/w3" --step-ms 0
-expect_exit 2 "compare: a bad --size" "$BENCH" compare "$T/src" --work "$T/w3" --size 16
+expect_exit 2 "compare: a bad --size" "$BENCH" compare "$T/src" --work "$T/w3" --size 16x
 check "nothing was built for a usage error" [ ! -e "$T/w3" ]
 expect_exit 0 "train --help" "$BENCH" train --help
 check "documents --step-ms and --model" bash -c "grep -q -- --step-ms '$T/out' && grep -q -- --model '$T/out'"

@@ -98,6 +98,14 @@ expect_exit 0 "a folder alone is measured at 224x224" "$BENCH" read "$T/src" --j
 cp "$T/out" "$T/alone.json"
 check "default folder size 224x224" rows "$T/alone.json" folder
 
+EXTRA='
+assert (rows[0]["width"], rows[0]["height"]) == (20, 20), rows[0]
+assert (rows[1]["width"], rows[1]["height"]) == (20, 20), rows[1]'
+expect_exit 0 "--size 20 is 20x20, as shardc takes it" "$BENCH" read "$T/ds" "$T/src" --json \
+  --size 20 -e 1
+cp "$T/out" "$T/square.json"
+check "--size N applies NxN to both rows" rows "$T/square.json" raw folder
+
 # human-readable table: a header, one row per dataset, the steady-state note
 expect_exit 0 "table output" "$BENCH" read "$T/ds" "$T/src" --memcpy -e 2 -j 2
 check "table has a header and raw, memcpy and folder rows" \
@@ -229,7 +237,9 @@ expect_exit 2 "an unknown option" "$BENCH" read "$T/ds" --bogus
 check "the message names the option" grep -q "unknown option '--bogus'" "$T/err"
 expect_exit 2 "a bad --order" "$BENCH" read "$T/ds" --order sideways
 expect_exit 2 "--threads 0" "$BENCH" read "$T/ds" --threads 0
-expect_exit 2 "a bad --size" "$BENCH" read "$T/ds" --size 32
+expect_exit 2 "a bad --size" "$BENCH" read "$T/ds" --size 32x
+check "the message names the forms" grep -q "bad --size '32x' (expected WxH or N" "$T/err"
+expect_exit 2 "--size 0" "$BENCH" read "$T/ds" --size 0
 expect_exit 2 "a bad --access" "$BENCH" read "$T/ds" --access tape
 expect_exit 2 "--epochs without a value" "$BENCH" read "$T/ds" --epochs
 expect_exit 2 "no dataset" "$BENCH" read --json

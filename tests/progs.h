@@ -60,25 +60,4 @@ static PROGS_UNUSED int find_bins(void)
     return file_exists(probe) ? 0 : -1;
 }
 
-/* A python with numpy, torch, torchvision and Pillow: $SHARDC_PYTHON (make test sets it),
- * $PYTHON, /usr/bin/python3 or python3. */
-static PROGS_UNUSED const char *find_python(void)
-{
-    static char found[512];
-    const char *env = getenv("SHARDC_PYTHON"), *env2 = getenv("PYTHON");
-    const char *cands[] = {env && *env ? env : NULL, env2 && *env2 ? env2 : NULL,
-                           "/usr/bin/python3", "python3"};
-    for (size_t i = 0; i < 4; i++) {
-        if (!cands[i])
-            continue;
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy, torch, torchvision, PIL'", cands[i]);
-        if (run_quiet(cmd) == 0) {
-            snprintf(found, sizeof found, "%s", cands[i]);
-            return found;
-        }
-    }
-    return NULL;
-}
-
 #endif

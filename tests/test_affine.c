@@ -17,33 +17,11 @@
 #include "transform.h"
 
 #define AUGTEST_NAME "test_affine"
+#define AUGTEST_SEED 0x2545f4914f6cdd1dULL
 #define AUGTEST_SCRIPT "affine_check.py"
 #include "augtest.h"
 
-#include <check.h>
-#include <ftw.h>
-#include <inttypes.h>
-#include <libgen.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-
-
-/* ---- fixtures: tests/augtest.h ---- */
-
-static uint64_t g_rng = 0x2545f4914f6cdd1dULL;
-
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+/* ---- fixtures and the recorded batches: tests/augtest.h ---- */
 
 /* A test image: smooth gradients with noise, a few flat runs and saturated values (kind 0..3),
  * so that histograms, edges and interpolation all have something to do. */
@@ -376,68 +354,6 @@ END_TEST
 /* ---- whole samples through the reader ---- */
 
 typedef struct {
-    uint8_t *data;              /* n samples */
-    shr_params *params;
-    int64_t *idx;
-    uint32_t n;
-} rec;
-
-/* All batches of one epoch from a reader with options o. */
-static rec *record(const char *ds, const shr_options *o, size_t *nrec, size_t *sample_bytes)
-{
-    shr_reader *r;
-    int rc = shr_open(&r, ds, o);
-    ck_assert_msg(rc == 0, "shr_open: %s", shr_last_error(NULL));
-    shr_info info;
-    shr_get_info(r, &info);
-    size_t one = info.batch_bytes / o->batch_size;
-    *sample_bytes = one;
-    rec *v = NULL;
-    size_t n = 0;
-    const shr_batch *b;
-    while ((rc = shr_next(r, &b)) == 0) {
-        v = realloc(v, (n + 1) * sizeof *v);
-        v[n].n = b->n;
-        v[n].data = malloc(one * b->n);
-        memcpy(v[n].data, b->data, one * b->n);
-        v[n].params = malloc(sizeof(shr_params) * b->n);
-        memcpy(v[n].params, b->params, sizeof(shr_params) * b->n);
-        v[n].idx = malloc(sizeof(int64_t) * b->n);
-        memcpy(v[n].idx, b->indices, sizeof(int64_t) * b->n);
-        n++;
-        shr_release(r, b);
-    }
-    ck_assert_int_eq(rc, SHR_EEND);
-    shr_close(r);
-    *nrec = n;
-    return v;
-}
-
-static void free_recs(rec *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(v[i].data);
-        free(v[i].params);
-        free(v[i].idx);
-    }
-    free(v);
-}
-
-static shr_options reader_options(uint64_t seed, uint32_t w, uint32_t h)
-{
-    shr_options o;
-    shr_options_init(&o);
-    o.batch_size = 5;
-    o.order = SHR_ORDER_RANDOM;
-    o.seed = seed;
-    o.rrc = 1;
-    o.width = w;
-    o.height = h;
-    o.flip = 1;
-    return o;
-}
-
-typedef struct {
     const char *dir;
     shr_options o;
 } reader_case;
@@ -529,7 +445,7 @@ START_TEST(test_reader_pixels)
     int n = 0, geo_flip = 0, aa_seen[SHR_AA_OPS] = {0};
     for (int k = 0; k < ncases; k++) {
         const shr_options *o = &cases[k].o;
-        all[k] = record(cases[k].dir, o, &nall[k], &one[k]);
+        all[k] = record(cases[k].dir, o, 1, &nall[k], &one[k]);
         shr_dataset *d = ds[cases[k].dir == g_gray];
         for (size_t i = 0; i < nall[k]; i++)
             for (uint32_t j = 0; j < all[k][i].n; j++) {
@@ -610,12 +526,12 @@ START_TEST(test_threads_and_float)
         shr_options o = cases[k].o;
         o.threads = 1;
         size_t n1, n4, one1, one4, nf, onef;
-        rec *a = record(cases[k].dir, &o, &n1, &one1);
+        rec *a = record(cases[k].dir, &o, 1, &n1, &one1);
         o.threads = 4;
-        rec *b = record(cases[k].dir, &o, &n4, &one4);
+        rec *b = record(cases[k].dir, &o, 1, &n4, &one4);
         o.dtype = SHR_DTYPE_F32;
         o.layout = SHR_LAYOUT_NCHW;
-        rec *fl = record(cases[k].dir, &o, &nf, &onef);
+        rec *fl = record(cases[k].dir, &o, 1, &nf, &onef);
         ck_assert_uint_eq(n1, n4);
         ck_assert_uint_eq(n1, nf);
         uint32_t C = cases[k].dir == g_gray ? 1 : 3, W = o.width, H = o.height;
@@ -701,12 +617,6 @@ static Suite *affine_suite(void)
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        fprintf(stderr, "test_affine: cannot build the fixtures\n");
-        remove_fixtures();
-        return 1;
-    }
-    int status = tu_run_suite(affine_suite());
-    remove_fixtures();
-    return status;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, affine_suite());
 }

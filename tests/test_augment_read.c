@@ -24,33 +24,11 @@
 #include "transform.h"
 
 #define AUGTEST_NAME "test_augment_read"
+#define AUGTEST_SEED 0x9e3779b97f4a7c15ULL
 #define AUGTEST_SCRIPT "augment_check.py"
 #include "augtest.h"
 
-#include <check.h>
-#include <ftw.h>
-#include <inttypes.h>
-#include <libgen.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-
-
-/* ---- fixtures: tests/augtest.h ---- */
-
-static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
-
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
+/* ---- fixtures and the recorded batches: tests/augtest.h ---- */
 
 /* ---- Pillow's HSV conversions, every input ---- */
 
@@ -523,68 +501,9 @@ END_TEST
 
 /* ---- whole samples through the reader ---- */
 
-typedef struct {
-    uint8_t *data;              /* n samples */
-    shr_params *params;
-    int64_t *idx;
-    uint32_t n;
-} rec;
-
-/* All batches of `epochs` epochs from a reader with options o. */
-static rec *record(const char *ds, const shr_options *o, int epochs, size_t *nrec,
-                   size_t *sample_bytes)
-{
-    shr_reader *r;
-    int rc = shr_open(&r, ds, o);
-    ck_assert_msg(rc == 0, "shr_open: %s", shr_last_error(NULL));
-    shr_info info;
-    shr_get_info(r, &info);
-    size_t one = info.batch_bytes / o->batch_size;
-    *sample_bytes = one;
-    rec *v = NULL;
-    size_t n = 0;
-    for (int e = 0; e < epochs; e++) {
-        const shr_batch *b;
-        while ((rc = shr_next(r, &b)) == 0) {
-            v = realloc(v, (n + 1) * sizeof *v);
-            v[n].n = b->n;
-            v[n].data = malloc(one * b->n);
-            memcpy(v[n].data, b->data, one * b->n);
-            v[n].params = malloc(sizeof(shr_params) * b->n);
-            memcpy(v[n].params, b->params, sizeof(shr_params) * b->n);
-            v[n].idx = malloc(sizeof(int64_t) * b->n);
-            memcpy(v[n].idx, b->indices, sizeof(int64_t) * b->n);
-            n++;
-            shr_release(r, b);
-        }
-        ck_assert_int_eq(rc, SHR_EEND);
-    }
-    shr_close(r);
-    *nrec = n;
-    return v;
-}
-
-static void free_recs(rec *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(v[i].data);
-        free(v[i].params);
-        free(v[i].idx);
-    }
-    free(v);
-}
-
 static shr_options jitter_options(uint64_t seed, uint32_t w, uint32_t h)
 {
-    shr_options o;
-    shr_options_init(&o);
-    o.batch_size = 5;
-    o.order = SHR_ORDER_RANDOM;
-    o.seed = seed;
-    o.rrc = 1;
-    o.width = w;
-    o.height = h;
-    o.flip = 1;
+    shr_options o = reader_options(seed, w, h);
     o.jitter_brightness[0] = 0.6;
     o.jitter_brightness[1] = 1.4;
     o.jitter_contrast[0] = 0.6;
@@ -851,12 +770,6 @@ static Suite *augment_suite(void)
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        remove_fixtures();
-        fprintf(stderr, "test_augment_read: cannot build the fixture datasets\n");
-        return EXIT_FAILURE;
-    }
-    int status = tu_run_suite(augment_suite());
-    remove_fixtures();
-    return status;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, augment_suite());
 }

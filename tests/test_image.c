@@ -135,20 +135,6 @@ static void rgb_to_luma(const fmt_image *rgb, fmt_image *g)
         g->pixels[i] = ref_luma(rgb->pixels + 3 * i);
 }
 
-/* A python3 that has Pillow, or NULL. The first python3 on PATH may be a separate installation
- * without it, so the system one is tried too. */
-static const char *pillow_python(void)
-{
-    static const char *const candidates[] = {"python3", "/usr/bin/python3"};
-    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
-        char cmd[256];
-        snprintf(cmd, sizeof cmd, "%s -c 'import PIL.Image' >/dev/null 2>&1", candidates[i]);
-        if (system(cmd) == 0)
-            return candidates[i];
-    }
-    return NULL;
-}
-
 /* Decode a file with Pillow: Image.open(path).convert(mode).tobytes(). */
 static uint8_t *pillow_decode(const char *py, const uint8_t *data, size_t len, const char *mode,
                               size_t *out_len)
@@ -389,7 +375,7 @@ END_TEST
 /* Full-size decodes equal Pillow's (the product's reference), RGB and gray. */
 START_TEST(test_jpeg_vs_pillow)
 {
-    const char *py = pillow_python();
+    const char *py = tu_python("PIL.Image");
     if (!py) {
         tu_skip("Pillow comparison (no python3 with PIL)");
         return;
@@ -420,7 +406,7 @@ END_TEST
  * and come out close to the RGB the encoder started from. */
 START_TEST(test_jpeg_cmyk)
 {
-    const char *py = pillow_python();
+    const char *py = tu_python("PIL.Image");
     if (!py)
         tu_skip("CMYK comparison with Pillow (no python3 with PIL); checking closeness to the "
                 "source only");
@@ -1056,7 +1042,7 @@ END_TEST
 /* Gray from colour matches Pillow's convert('L') (our reference formula is checked here). */
 START_TEST(test_png_gray_vs_pillow)
 {
-    const char *py = pillow_python();
+    const char *py = tu_python("PIL.Image");
     if (!py) {
         tu_skip("PNG gray comparison with Pillow (no python3 with PIL)");
         return;

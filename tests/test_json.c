@@ -54,7 +54,7 @@ END_TEST
  * original bytes back (surrogateescape). */
 START_TEST(test_python_round_trip)
 {
-    const char *python = find_python();
+    const char *python = tu_python("numpy, torch, torchvision, PIL");
     if (!python) {
         tu_skip("no python3 with numpy, torch, torchvision and Pillow: Python's json round trip");
         return;
@@ -106,7 +106,7 @@ static Suite *json_suite(void)
 {
     Suite *s = suite_create("json");
     TCase *tc = tcase_create("json");
-    /* find_python imports torch and torchvision: seconds on a loaded machine, past check's
+    /* tu_python imports torch and torchvision: seconds on a loaded machine, past check's
      * default 4 s */
     tcase_set_timeout(tc, 60);
     tu_temp_fixtures(tc);

@@ -28,17 +28,11 @@ static char g_ds[1100];
 
 static int build_fixture(void)
 {
-    if (tu_progs_root() != 0)
-        return -1;
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 4 --per-class 6 "
-             "--min-side 30 --max-side 60 --no-broken --quiet", g_bin, g_root);
-    if (run_quiet(cmd) != 0)
+    if (tu_progs_root() != 0 ||
+        tu_mksample("src", "--classes 4 --per-class 6 --min-side 30 --max-side 60") != 0)
         return -1;
     snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
-    snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/src' -o '%s' --size 20x16 --shard-samples 7 "
-             "-j 2 --no-progress", g_bin, g_root, g_ds);
-    return run_quiet(cmd);
+    return tu_build("src", g_ds, "--size 20x16 --shard-samples 7 -j 2");
 }
 
 /* one delivered batch, copied */

@@ -30,17 +30,11 @@ typedef union {
 
 static int build_fixture(void)
 {
-    if (tu_progs_root() != 0)
-        return -1;
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 5 "
-             "--min-side 24 --max-side 48 --no-broken --quiet", g_bin, g_root);
-    if (run_quiet(cmd) != 0)
+    if (tu_progs_root() != 0 ||
+        tu_mksample("src", "--classes 3 --per-class 5 --min-side 24 --max-side 48") != 0)
         return -1;
     snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
-    snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/src' -o '%s' --size 20x16 --no-progress",
-             g_bin, g_root, g_ds);
-    return run_quiet(cmd);
+    return tu_build("src", g_ds, "--size 20x16");
 }
 
 /* The bytes of the first batch of o's reader (RandomResizedCrop + flip + jitter, shuffled). */

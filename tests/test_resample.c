@@ -115,23 +115,6 @@ static uint8_t *run_case(fmt_rs_scratch *s, const rs_case *c, uint32_t ch, fmt_f
     return out;
 }
 
-/* The first python3 that imports PIL: $SHARDC_PYTHON, /usr/bin/python3, python3. */
-static int find_python(char *out, size_t len)
-{
-    const char *cands[] = {getenv("SHARDC_PYTHON"), "/usr/bin/python3", "python3"};
-    for (size_t i = 0; i < 3; i++) {
-        if (!cands[i] || !*cands[i])
-            continue;
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "%s -c 'import PIL' >/dev/null 2>&1", cands[i]);
-        if (system(cmd) == 0) {
-            snprintf(out, len, "%s", cands[i]);
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* tests/ref/pil_resize.py, found next to the source tree of this binary or under the cwd. */
 static void find_script(char *out, size_t len)
 {
@@ -172,8 +155,9 @@ static void write_all(const char *path, const uint8_t *p, size_t n)
 
 START_TEST(test_pillow_differential)
 {
-    char py[512], script[PATH_MAX + 64];
-    if (!find_python(py, sizeof py)) {
+    char script[PATH_MAX + 64];
+    const char *py = tu_python("PIL");
+    if (!py) {
         tu_skip("no python3 with Pillow (python3-pil): the differential test against Pillow");
         return;
     }

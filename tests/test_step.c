@@ -34,26 +34,12 @@ static char g_ds[1100];
 
 static int build_fixture(void)
 {
-    if (find_bins() != 0) {
-        fprintf(stderr, "test_step: shardc not found next to the test (run make all first)\n");
-        return -1;
-    }
-    tu_root_setup();
-    if (!g_root[0])
-        return -1;
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes %d --per-class %d "
-             "--seed 5 --no-broken --quiet", g_bin, g_root, DS_CLASSES, DS_PER_CLASS);
-    if (run_quiet(cmd) != 0)
+    char args[128];
+    snprintf(args, sizeof args, "--classes %d --per-class %d --seed 5", DS_CLASSES, DS_PER_CLASS);
+    if (tu_progs_root() != 0 || tu_mksample("src", args) != 0)
         return -1;
     snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
-    snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/src' -o '%s' --size 32x32 -j 2 "
-             "--no-progress", g_bin, g_root, g_ds);
-    if (run_quiet(cmd) != 0) {
-        fprintf(stderr, "test_step: failed: %s\n", cmd);
-        return -1;
-    }
-    return 0;
+    return tu_build("src", g_ds, "--size 32x32 -j 2") != 0 ? -1 : 0;
 }
 
 static void remove_fixture(void)

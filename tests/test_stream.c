@@ -84,6 +84,26 @@ static int add_path(shc_stream *st, const char *path, int32_t label)
     return rc;
 }
 
+/* One class folder of per_class images generated in src, a streamed build into out with a window
+ * of `window` items started on st (r, *tid), and the class folder (its path into cls) open. */
+static DIR *start_one_class(const char *src, unsigned per_class, const char *out, size_t window,
+                            shc_stream **st, run *r, pthread_t *tid, char *cls, size_t cls_len)
+{
+    mks_opts mo;
+    mks_opts_init(&mo);
+    mo.classes = 1;
+    mo.per_class = per_class;
+    mo.broken = 0;
+    mks_report rep;
+    ck_assert_int_eq(mks_generate(src, &mo, &rep), 0);
+    ck_assert_int_eq(shc_stream_create(window, 0, NULL, 0, st), 0);
+    start(r, out, *st, tid);
+    class_dir(src, cls, cls_len);
+    DIR *d = opendir(cls);
+    ck_assert_ptr_nonnull(d);
+    return d;
+}
+
 /* Files by path and by bytes, pixels and a refused item: every position is a sample or a reject,
  * in order; classes named "0".."2" from the labels. */
 START_TEST(paths_bytes_pixels)
@@ -91,22 +111,11 @@ START_TEST(paths_bytes_pixels)
     char src[700], out[700], p[1100];
     snprintf(src, sizeof src, "%s/src", g_dir);
     snprintf(out, sizeof out, "%s/out", g_dir);
-    mks_opts mo;
-    mks_opts_init(&mo);
-    mo.classes = 1;
-    mo.per_class = 4;
-    mo.broken = 0;
-    mks_report rep;
-    ck_assert_int_eq(mks_generate(src, &mo, &rep), 0);
     shc_stream *st;
-    ck_assert_int_eq(shc_stream_create(2, 0, NULL, 0, &st), 0);
     run r;
     pthread_t tid;
-    start(&r, out, st, &tid);
-    DIR *d;
     char cls[760];
-    class_dir(src, cls, sizeof cls);
-    ck_assert_ptr_nonnull(d = opendir(cls));
+    DIR *d = start_one_class(src, 4, out, 2, &st, &r, &tid, cls, sizeof cls);
     struct dirent *e;
     int files = 0;
     while ((e = readdir(d))) {
@@ -166,22 +175,11 @@ START_TEST(cancel_leaves_nothing)
     char src[700], out[700], p[1100];
     snprintf(src, sizeof src, "%s/src", g_dir);
     snprintf(out, sizeof out, "%s/out", g_dir);
-    mks_opts mo;
-    mks_opts_init(&mo);
-    mo.classes = 1;
-    mo.per_class = 6;
-    mo.broken = 0;
-    mks_report rep;
-    ck_assert_int_eq(mks_generate(src, &mo, &rep), 0);
     shc_stream *st;
-    ck_assert_int_eq(shc_stream_create(3, 0, NULL, 0, &st), 0);
     run r;
     pthread_t tid;
-    start(&r, out, st, &tid);
-    DIR *d;
     char cls[760];
-    class_dir(src, cls, sizeof cls);
-    ck_assert_ptr_nonnull(d = opendir(cls));
+    DIR *d = start_one_class(src, 6, out, 3, &st, &r, &tid, cls, sizeof cls);
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.')

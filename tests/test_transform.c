@@ -35,40 +35,21 @@ static char g_fixed[1100];              /* RGB samples all 24x20 */
 
 static int build_fixtures(void)
 {
-    if (find_bins() != 0) {
-        fprintf(stderr, "test_transform: shardc not found next to the test (run make all)\n");
-        return -1;
-    }
-    tu_root_setup();
-    if (!g_root[0])
-        return -1;
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 8 "
-             "--min-side 30 --max-side 90 --no-broken --quiet", g_bin, g_root);
-    if (run_quiet(cmd) != 0)
+    if (tu_progs_root() != 0 ||
+        tu_mksample("src", "--classes 3 --per-class 8 --min-side 30 --max-side 90") != 0)
         return -1;
     snprintf(g_rgb, sizeof g_rgb, "%s/rgb", g_root);
     snprintf(g_gray, sizeof g_gray, "%s/gray", g_root);
     snprintf(g_fixed, sizeof g_fixed, "%s/fixed", g_root);
     const char *sets[][2] = {
-        {g_rgb, "--short-side 40 --max-side 64"},
-        {g_gray, "--short-side 40 --max-side 64 --gray"},
-        {g_fixed, "--size 24x20"},
+        {g_rgb, "--short-side 40 --max-side 64 --shard-samples 7 -j 2"},
+        {g_gray, "--short-side 40 --max-side 64 --gray --shard-samples 7 -j 2"},
+        {g_fixed, "--size 24x20 --shard-samples 7 -j 2"},
     };
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/src' -o '%s' %s --shard-samples 7 -j 2 "
-                 "--no-progress", g_bin, g_root, sets[i][0], sets[i][1]);
-        if (run_quiet(cmd) != 0) {
-            fprintf(stderr, "test_transform: failed: %s\n", cmd);
+    for (size_t i = 0; i < 3; i++)
+        if (tu_build("src", sets[i][0], sets[i][1]) != 0)
             return -1;
-        }
-    }
     return 0;
-}
-
-static void remove_fixtures(void)
-{
-    tu_root_teardown();
 }
 
 /* ---- a reference for the output kernels, written independently of them ---- */
@@ -334,7 +315,7 @@ static const char *check_script(void)
 /* Run rrc_check.py MODE DIR; false (with a note) where no python has torchvision. */
 static int run_check(const char *mode, const char *dir)
 {
-    const char *py = find_python();
+    const char *py = tu_python("numpy, torch, torchvision, PIL");
     if (!py) {
         tu_skip("no python3 with torchvision and Pillow: the %s check against torchvision "
                 "(set PYTHON)", mode);
@@ -886,12 +867,6 @@ static Suite *transform_suite(void)
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        remove_fixtures();
-        fprintf(stderr, "test_transform: cannot build the fixture datasets\n");
-        return EXIT_FAILURE;
-    }
-    int status = tu_run(transform_suite());     /* 77: a check against torchvision skipped */
-    remove_fixtures();
-    return status;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, transform_suite());     /* 77: a check against torchvision skipped */
 }

@@ -367,6 +367,29 @@ static TU_UNUSED int tu_progs_root(void)
     return g_root[0] ? 0 : -1;
 }
 
+/* shardc-mksample g_root/SRC ARGS --no-broken --quiet: the fixtures' source images. 0, or its
+ * exit status. */
+static TU_UNUSED int tu_mksample(const char *src, const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/%s' %s --no-broken --quiet", g_bin, g_root,
+             src, args);
+    return run_quiet(cmd);
+}
+
+/* shardc build g_root/SRC -o OUT ARGS --no-progress: a fixture dataset. 0, or its exit status
+ * with the command on stderr. */
+static TU_UNUSED int tu_build(const char *src, const char *out, const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/%s' -o '%s' %s --no-progress", g_bin, g_root,
+             src, out, args);
+    int rc = run_quiet(cmd);
+    if (rc != 0)
+        fprintf(stderr, "%s: failed: %s\n", program_invocation_short_name, cmd);
+    return rc;
+}
+
 /* Their main once the fixtures are built (rc 0) or not: run s, or say the fixtures failed; then
  * remove g_root. */
 static TU_UNUSED int tu_run_fixtures(int rc, Suite *s)

@@ -58,4 +58,27 @@ static __attribute__((unused)) int tu_run_suite(Suite *s)
     return EXIT_SUCCESS;
 }
 
+/* The reference python: the first of $SHARDC_PYTHON (make test sets it), $PYTHON,
+ * /usr/bin/python3 and python3 that imports every module of imports ("numpy, torch, PIL"), or
+ * NULL (the caller says tu_skip). The first python3 on PATH may be a separate installation
+ * without the modules, so the others are tried too. */
+static __attribute__((unused)) const char *tu_python(const char *imports)
+{
+    static char found[512];
+    const char *env = getenv("SHARDC_PYTHON"), *env2 = getenv("PYTHON");
+    const char *cands[] = {env && *env ? env : NULL, env2 && *env2 ? env2 : NULL,
+                           "/usr/bin/python3", "python3"};
+    for (size_t i = 0; i < sizeof cands / sizeof *cands; i++) {
+        if (!cands[i])
+            continue;
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "'%s' -c 'import %s' >/dev/null 2>&1", cands[i], imports);
+        if (system(cmd) == 0) {
+            snprintf(found, sizeof found, "%s", cands[i]);
+            return found;
+        }
+    }
+    return NULL;
+}
+
 #endif

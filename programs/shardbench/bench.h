@@ -40,6 +40,7 @@
 #include "render.h"
 #include "ring.h"
 #include "sampler.h"
+#include "util.h"
 #include <xxhash.h>
 
 #define SB_EXIT_OK 0
@@ -307,8 +308,6 @@ int sb_usage_error(const char *usage, const char *fmt, const char *arg);
 /* "shardbench: out of memory" on stderr; returns ENOMEM. */
 int sb_no_memory(void);
 int sb_wants_help(int argc, char **argv);
-int sb_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
-int sb_parse_wxh(const char *s, uint32_t *w, uint32_t *h);
 const char *sb_order_name(shr_order o);
 const char *sb_access_name(shr_access a);
 int sb_parse_order(const char *s, shr_order *o);
@@ -316,6 +315,38 @@ int sb_parse_double(const char *s, double min, double max, double *out);
 int sb_parse_on_error(const char *s, shr_on_error *o);
 void sb_report_recovery(const char *dir, shr_reader *r, uint32_t epochs);
 const struct option *sb_longopts(unsigned cmd);
+
+/* The options read, train and compare share, parsed in one place: where each goes in the
+ * command's own options (NULL where the command has no such field: its option table never
+ * offers it). */
+typedef struct {
+    uint32_t *threads, *batch, *epochs;     /* -j, -b, -e */
+    uint32_t *width, *height;               /* --size WxH or N */
+    int *have_size;                         /* set by --size when not NULL */
+    int *json;                              /* --json */
+    shr_order *order;                       /* --order */
+    uint64_t *seed;                         /* --seed */
+    shr_on_error *on_error;                 /* --on-error */
+    int *verify_samples;                    /* --verify-samples */
+    sb_tf_opts *tf;                         /* the read-time transforms (transform.c) */
+} sb_common;
+
+/* Parse option c (getopt_long's answer, with optarg) that is not the command's own: one of
+ * sb_common's, or ':' (a value missing) or anything else (an unknown option). 0 when it was
+ * taken; otherwise the usage error's exit status, the message printed. */
+int sb_common_option(int c, int argc, char **argv, const char *usage, const sb_common *co);
+
+/* The sb_common of read's and train's options (x: an sb_read_opts or sb_train_opts), which
+ * hold every shared option under the same names. */
+#define SB_COMMON_OF(x)                                                                          \
+    ((sb_common){.threads = &(x).threads, .batch = &(x).batch, .epochs = &(x).epochs,            \
+                 .width = &(x).width, .height = &(x).height, .have_size = &(x).have_size,        \
+                 .json = &(x).json, .order = &(x).order, .seed = &(x).seed,                      \
+                 .on_error = &(x).on_error, .verify_samples = &(x).verify_samples,               \
+                 .tf = &(x).tf})
+
+/* The default -j: every online core. */
+uint32_t sb_default_threads(void);
 
 /* transform.c */
 void sb_tf_init(sb_tf_opts *t);

@@ -19,8 +19,8 @@ const char sb_usage_compare[] =
     "statistics), against raw's uint8 batches that a GPU step normalises on the device.\n"
     "\n"
     "  -w, --work DIR      where the datasets are built (created; formats in it are replaced)\n"
-    "      --size WxH      output size of every format and of the source's decode (default\n"
-    "                      224x224)\n"
+    "      --size WxH      output size of every format and of the source's decode (N: NxN;\n"
+    "                      default 224x224)\n"
     "  -j, --threads N     build, reader and decoding threads (default: all cores)\n"
     "  -b, --batch B       samples per batch (default 256)\n"
     "      --step-ms X     the step's time per batch (default 11.7 x batch / 256: ResNet-50 on\n"
@@ -480,34 +480,21 @@ leave:
 
 int sb_cmd_compare(int argc, char **argv)
 {
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_cmp_opts co = {
-        .width = 224, .height = 224, .threads = nproc > 0 ? (uint32_t)nproc : 1, .batch = 256,
+        .width = 224, .height = 224, .threads = sb_default_threads(), .batch = 256,
         .epochs = 2,
     };
-    uint64_t v;
+    const sb_common common = {
+        .threads = &co.threads, .batch = &co.batch, .epochs = &co.epochs, .width = &co.width,
+        .height = &co.height, .json = &co.json,
+    };
     double d;
-    int c, have_step = 0;
+    int c, rc, have_step = 0;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":w:j:b:e:", sb_longopts(SB_CMD_COMPARE), NULL)) != -1) {
         switch (c) {
         case 'w': co.work = optarg; break;
-        case OPT_SIZE:
-            if (sb_parse_wxh(optarg, &co.width, &co.height))
-                return sb_usage_error(sb_usage_compare, "bad --size '%s' (expected WxH, e.g. 224x224)",
-                                   optarg);
-            break;
-        case 'j':
-            if (sb_parse_uint(optarg, 1, 1024, &v))
-                return sb_usage_error(sb_usage_compare, "bad --threads '%s' (1..1024)", optarg);
-            co.threads = (uint32_t)v;
-            break;
-        case 'b':
-            if (sb_parse_uint(optarg, 1, 1u << 20, &v))
-                return sb_usage_error(sb_usage_compare, "bad --batch '%s' (1..1048576)", optarg);
-            co.batch = (uint32_t)v;
-            break;
         case OPT_STEP_MS:
             if (sb_parse_double(optarg, 1e-6, 3600000, &d))
                 return sb_usage_error(sb_usage_compare, "bad --step-ms '%s' (more than 0, at most "
@@ -515,17 +502,10 @@ int sb_cmd_compare(int argc, char **argv)
             co.step_ms = d;
             have_step = 1;
             break;
-        case 'e':
-            if (sb_parse_uint(optarg, 1, 1000000, &v))
-                return sb_usage_error(sb_usage_compare, "bad --epochs '%s' (1..1000000)", optarg);
-            co.epochs = (uint32_t)v;
-            break;
-        case OPT_JSON: co.json = 1; break;
         case OPT_PLOT: co.plot = optarg; break;
-        case ':':
-            return sb_usage_error(sb_usage_compare, "option '%s' needs a value", argv[optind - 1]);
         default:
-            return sb_usage_error(sb_usage_compare, "unknown option '%s'", argv[optind - 1]);
+            if ((rc = sb_common_option(c, argc, argv, sb_usage_compare, &common)) != 0)
+                return rc;
         }
     }
     if (optind >= argc)

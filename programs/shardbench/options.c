@@ -1,5 +1,6 @@
-/* options.c - the command line shared by every command: usage errors and number, size and order
- * parsing. */
+/* options.c - the command line shared by every command: usage errors, the options read, train
+ * and compare share (parsed once, sb_common_option) and order and on-error parsing; numbers and
+ * sizes go through the CLI's parsers (util.h), the ones shardc uses. */
 #include "bench.h"
 
 /* The message, then the usage's first line and where the rest is. */
@@ -24,48 +25,6 @@ int sb_wants_help(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return 1;
-    return 0;
-}
-
-/* Unsigned decimal in [min, max], overflow-checked. 0 on success, -1 on error. */
-int sb_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-    if (!s || *s < '0' || *s > '9')
-        return -1;
-    uint64_t v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        unsigned d = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    if (v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* "WxH", both 1..65535. */
-int sb_parse_wxh(const char *s, uint32_t *w, uint32_t *h)
-{
-    const char *x = strchr(s, 'x');
-    if (!x)
-        x = strchr(s, 'X');
-    if (!x || x == s || !x[1])
-        return -1;
-    char wbuf[16];
-    size_t wl = (size_t)(x - s);
-    if (wl >= sizeof wbuf)
-        return -1;
-    memcpy(wbuf, s, wl);
-    wbuf[wl] = '\0';
-    uint64_t a, b;
-    if (sb_parse_uint(wbuf, 1, 65535, &a) || sb_parse_uint(x + 1, 1, 65535, &b))
-        return -1;
-    *w = (uint32_t)a;
-    *h = (uint32_t)b;
     return 0;
 }
 
@@ -191,4 +150,76 @@ const struct option *sb_longopts(unsigned cmd)
                 tables[t][n++] = sb_options[i].opt;
     }
     return tables[t];
+}
+
+uint32_t sb_default_threads(void)
+{
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    return nproc > 0 ? (uint32_t)nproc : 1;
+}
+
+int sb_common_option(int c, int argc, char **argv, const char *usage, const sb_common *co)
+{
+    uint64_t v;
+    switch (c) {
+    case OPT_RRC: case OPT_FLIP: case OPT_INTERP: case OPT_DTYPE: case OPT_LAYOUT:
+    case OPT_NORMALIZE: case OPT_JITTER: case OPT_GRAYSCALE: case OPT_ROTATION:
+    case OPT_AFFINE: case OPT_AUTO_AUGMENT: case OPT_ERASE: case OPT_MIXUP: case OPT_CUTMIX:
+        if (!co->tf)
+            break;
+        return sb_tf_option(co->tf, c, argc, argv, usage);
+    case 'j':
+        if (shc_parse_uint(optarg, 1, 1024, &v))
+            return sb_usage_error(usage, "bad --threads '%s' (1..1024)", optarg);
+        *co->threads = (uint32_t)v;
+        return 0;
+    case 'b':
+        if (shc_parse_uint(optarg, 1, 1u << 20, &v))
+            return sb_usage_error(usage, "bad --batch '%s' (1..1048576)", optarg);
+        *co->batch = (uint32_t)v;
+        return 0;
+    case 'e':
+        if (shc_parse_uint(optarg, 1, 1000000, &v))
+            return sb_usage_error(usage, "bad --epochs '%s' (1..1000000)", optarg);
+        *co->epochs = (uint32_t)v;
+        return 0;
+    case OPT_SIZE:
+        if (shc_parse_wxh(optarg, co->width, co->height))
+            return sb_usage_error(usage, "bad --size '%s' (expected WxH or N, e.g. 224x224 or "
+                                  "224)", optarg);
+        if (co->have_size)
+            *co->have_size = 1;
+        return 0;
+    case OPT_JSON:
+        *co->json = 1;
+        return 0;
+    case OPT_ORDER:
+        if (!co->order)
+            break;
+        if (sb_parse_order(optarg, co->order))
+            return sb_usage_error(usage, "bad --order '%s' (seq, random or quasi)", optarg);
+        return 0;
+    case OPT_SEED:
+        if (!co->seed)
+            break;
+        if (shc_parse_uint(optarg, 0, UINT64_MAX, co->seed))
+            return sb_usage_error(usage, "bad --seed '%s'", optarg);
+        return 0;
+    case OPT_ON_ERROR:
+        if (!co->on_error)
+            break;
+        if (sb_parse_on_error(optarg, co->on_error))
+            return sb_usage_error(usage, "bad --on-error '%s' (fail, skip or substitute)", optarg);
+        return 0;
+    case OPT_VERIFY:
+        if (!co->verify_samples)
+            break;
+        *co->verify_samples = 1;
+        return 0;
+    case ':':
+        return sb_usage_error(usage, "option '%s' needs a value", argv[optind - 1]);
+    default:
+        break;
+    }
+    return sb_usage_error(usage, "unknown option '%s'", argv[optind - 1]);
 }

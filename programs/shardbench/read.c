@@ -20,9 +20,9 @@ const char sb_usage_read[] =
     "      --cold          evict the dataset's files from the page cache (posix_fadvise DONTNEED)\n"
     "                      before every epoch, so every epoch is cold; the reader is reopened at\n"
     "                      each epoch since mapped pages cannot be evicted\n"
-    "      --size WxH      output size: shardc datasets are center-cropped / padded to it by the\n"
-    "                      reader; folders are resized and center-cropped to it (default: the size\n"
-    "                      of the first shardc dataset given, else 224x224)\n"
+    "      --size WxH      output size (N: NxN): shardc datasets are center-cropped / padded to\n"
+    "                      it by the reader; folders are resized and center-cropped to it\n"
+    "                      (default: the size of the first shardc dataset given, else 224x224)\n"
     "      --access MODE   how the reader reads shards: mmap, pread or direct (default mmap)\n"
     "      --on-error A    a sample that cannot be read: fail (default), skip it (a shorter batch)\n"
     "                      or substitute a deterministic other sample; the count is reported\n"
@@ -353,59 +353,22 @@ static int run_targets(const sb_target *targets, size_t nt, const sb_read_opts *
 
 int sb_cmd_read(int argc, char **argv)
 {
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_read_opts ro = {
-        .threads = nproc > 0 ? (uint32_t)nproc : 1,
+        .threads = sb_default_threads(),
         .batch = 256,
         .epochs = 2,
         .order = SHR_ORDER_SEQUENTIAL,
         .access = SHR_ACCESS_MMAP,
         .channels = 3,
     };
-    uint64_t v;
+    const sb_common common = SB_COMMON_OF(ro);
     int c, rc;
     sb_tf_init(&ro.tf);
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":j:b:e:", sb_longopts(SB_CMD_READ), NULL)) != -1) {
         switch (c) {
-        case OPT_RRC: case OPT_FLIP: case OPT_INTERP: case OPT_DTYPE: case OPT_LAYOUT:
-        case OPT_NORMALIZE: case OPT_JITTER: case OPT_GRAYSCALE: case OPT_ROTATION:
-        case OPT_AFFINE: case OPT_AUTO_AUGMENT: case OPT_ERASE: case OPT_MIXUP: case OPT_CUTMIX:
-            if ((rc = sb_tf_option(&ro.tf, c, argc, argv, sb_usage_read)) != 0)
-                return rc;
-            break;
-        case 'j':
-            if (sb_parse_uint(optarg, 1, 1024, &v))
-                return sb_usage_error(sb_usage_read, "bad --threads '%s' (1..1024)", optarg);
-            ro.threads = (uint32_t)v;
-            break;
-        case 'b':
-            if (sb_parse_uint(optarg, 1, 1u << 20, &v))
-                return sb_usage_error(sb_usage_read, "bad --batch '%s' (1..1048576)", optarg);
-            ro.batch = (uint32_t)v;
-            break;
-        case 'e':
-            if (sb_parse_uint(optarg, 1, 1000000, &v))
-                return sb_usage_error(sb_usage_read, "bad --epochs '%s' (1..1000000)", optarg);
-            ro.epochs = (uint32_t)v;
-            break;
-        case OPT_ORDER:
-            if (sb_parse_order(optarg, &ro.order))
-                return sb_usage_error(sb_usage_read, "bad --order '%s' (seq, random or quasi)",
-                                   optarg);
-            break;
-        case OPT_SEED:
-            if (sb_parse_uint(optarg, 0, UINT64_MAX, &ro.seed))
-                return sb_usage_error(sb_usage_read, "bad --seed '%s'", optarg);
-            break;
         case OPT_COLD: ro.cold = 1; break;
-        case OPT_SIZE:
-            if (sb_parse_wxh(optarg, &ro.width, &ro.height))
-                return sb_usage_error(sb_usage_read, "bad --size '%s' (expected WxH, e.g. 224x224)",
-                                   optarg);
-            ro.have_size = 1;
-            break;
         case OPT_ACCESS:
             if (strcmp(optarg, "mmap") == 0)
                 ro.access = SHR_ACCESS_MMAP;
@@ -419,17 +382,9 @@ int sb_cmd_read(int argc, char **argv)
             break;
         case OPT_MEMCPY: ro.memcpy_baseline = 1; break;
         case OPT_CHECKSUM: ro.checksum = 1; break;
-        case OPT_ON_ERROR:
-            if (sb_parse_on_error(optarg, &ro.on_error))
-                return sb_usage_error(sb_usage_read, "bad --on-error '%s' (fail, skip or substitute)",
-                                   optarg);
-            break;
-        case OPT_VERIFY: ro.verify_samples = 1; break;
-        case OPT_JSON: ro.json = 1; break;
-        case ':':
-            return sb_usage_error(sb_usage_read, "option '%s' needs a value", argv[optind - 1]);
         default:
-            return sb_usage_error(sb_usage_read, "unknown option '%s'", argv[optind - 1]);
+            if ((rc = sb_common_option(c, argc, argv, sb_usage_read, &common)) != 0)
+                return rc;
         }
     }
     if (optind >= argc)

@@ -31,7 +31,7 @@ const char sb_usage_train[] =
     "                      epochs 2..E; every epoch is listed\n"
     "      --order ORDER   seq, random or quasi (default random)\n"
     "      --seed S        seed of the order and of the model's initial weights (default 0)\n"
-    "      --size WxH      output size (default: the dataset's; folders 224x224; a\n"
+    "      --size WxH      output size, N for NxN (default: the dataset's; folders 224x224; a\n"
     "                      RandomResizedCrop of samples of many sizes 224x224)\n"
     "      --on-error A    a sample that cannot be read: fail (default), skip it (a shorter batch)\n"
     "                      or substitute a deterministic other sample; the count is reported\n"
@@ -466,9 +466,8 @@ leave:
 
 int sb_cmd_train(int argc, char **argv)
 {
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     sb_train_opts to = {
-        .threads = nproc > 0 ? (uint32_t)nproc : 1,
+        .threads = sb_default_threads(),
         .batch = 256,
         .epochs = 2,
         .order = SHR_ORDER_RANDOM,
@@ -476,6 +475,7 @@ int sb_cmd_train(int argc, char **argv)
                  .hidden = 128, .lr = 0.05f, .device = SB_DEVICE_AUTO},
     };
     int have_model = 0, have_step = 0;
+    const sb_common common = SB_COMMON_OF(to);
     uint64_t v;
     double d;
     int c, rc;
@@ -484,12 +484,6 @@ int sb_cmd_train(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":j:b:e:", sb_longopts(SB_CMD_TRAIN), NULL)) != -1) {
         switch (c) {
-        case OPT_RRC: case OPT_FLIP: case OPT_INTERP: case OPT_DTYPE: case OPT_LAYOUT:
-        case OPT_NORMALIZE: case OPT_JITTER: case OPT_GRAYSCALE: case OPT_ROTATION:
-        case OPT_AFFINE: case OPT_AUTO_AUGMENT: case OPT_ERASE: case OPT_MIXUP: case OPT_CUTMIX:
-            if ((rc = sb_tf_option(&to.tf, c, argc, argv, sb_usage_train)) != 0)
-                return rc;
-            break;
         case OPT_MODEL:
             if (strcmp(optarg, "softmax") == 0)
                 to.step.model = SB_MODEL_SOFTMAX;
@@ -507,12 +501,12 @@ int sb_cmd_train(int argc, char **argv)
             have_step = 1;
             break;
         case OPT_SIDE:
-            if (sb_parse_uint(optarg, 1, 512, &v))
+            if (shc_parse_uint(optarg, 1, 512, &v))
                 return sb_usage_error(sb_usage_train, "bad --side '%s' (1..512)", optarg);
             to.step.model_side = (uint32_t)v;
             break;
         case OPT_HIDDEN:
-            if (sb_parse_uint(optarg, 1, 65536, &v))
+            if (shc_parse_uint(optarg, 1, 65536, &v))
                 return sb_usage_error(sb_usage_train, "bad --hidden '%s' (1..65536)", optarg);
             to.step.hidden = (uint32_t)v;
             break;
@@ -531,53 +525,15 @@ int sb_cmd_train(int argc, char **argv)
             else
                 return sb_usage_error(sb_usage_train, "bad --device '%s' (auto, cpu or gpu)", optarg);
             break;
-        case 'j':
-            if (sb_parse_uint(optarg, 1, 1024, &v))
-                return sb_usage_error(sb_usage_train, "bad --threads '%s' (1..1024)", optarg);
-            to.threads = (uint32_t)v;
-            break;
-        case 'b':
-            if (sb_parse_uint(optarg, 1, 1u << 20, &v))
-                return sb_usage_error(sb_usage_train, "bad --batch '%s' (1..1048576)", optarg);
-            to.batch = (uint32_t)v;
-            break;
-        case 'e':
-            if (sb_parse_uint(optarg, 1, 1000000, &v))
-                return sb_usage_error(sb_usage_train, "bad --epochs '%s' (1..1000000)", optarg);
-            to.epochs = (uint32_t)v;
-            break;
         case OPT_PREFETCH:
-            if (sb_parse_uint(optarg, 2, 65536, &v))
+            if (shc_parse_uint(optarg, 2, 65536, &v))
                 return sb_usage_error(sb_usage_train, "bad --prefetch '%s' (2..65536)", optarg);
             to.prefetch = (uint32_t)v;
             break;
-        case OPT_ORDER:
-            if (sb_parse_order(optarg, &to.order))
-                return sb_usage_error(sb_usage_train, "bad --order '%s' (seq, random or quasi)",
-                                   optarg);
-            break;
-        case OPT_SEED:
-            if (sb_parse_uint(optarg, 0, UINT64_MAX, &to.seed))
-                return sb_usage_error(sb_usage_train, "bad --seed '%s'", optarg);
-            break;
-        case OPT_SIZE:
-            if (sb_parse_wxh(optarg, &to.width, &to.height))
-                return sb_usage_error(sb_usage_train, "bad --size '%s' (expected WxH, e.g. 224x224)",
-                                   optarg);
-            to.have_size = 1;
-            break;
         case OPT_TIMELINE: to.timeline = optarg; break;
-        case OPT_JSON: to.json = 1; break;
-        case OPT_ON_ERROR:
-            if (sb_parse_on_error(optarg, &to.on_error))
-                return sb_usage_error(sb_usage_train, "bad --on-error '%s' (fail, skip or substitute)",
-                                   optarg);
-            break;
-        case OPT_VERIFY: to.verify_samples = 1; break;
-        case ':':
-            return sb_usage_error(sb_usage_train, "option '%s' needs a value", argv[optind - 1]);
         default:
-            return sb_usage_error(sb_usage_train, "unknown option '%s'", argv[optind - 1]);
+            if ((rc = sb_common_option(c, argc, argv, sb_usage_train, &common)) != 0)
+                return rc;
         }
     }
     if (have_model && have_step)
