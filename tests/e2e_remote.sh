@@ -8,7 +8,9 @@
 # a second open downloads no shard (nginx's log); two processes sharing a cache download each
 # shard once; a truncated cached shard and a stale partial download are repaired; a changed byte
 # in the bucket is never delivered (the error names the object); wrong credentials, a missing
-# bucket and a closed port are clear errors that name the endpoint, never the secret.
+# bucket and a closed port are clear errors that name the endpoint, never the secret; a download
+# on a terminal shows its progress; lmdb shards (a folder each) read and repaired like shard
+# files; per-image sets and cache_limit= on lmdb refused with messages.
 . "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
