@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "augment.h"
@@ -87,6 +88,25 @@ static int cmd_build(int argc, char **argv)
     return shc_build_exit(shc_build(&o, &cb));
 }
 
+/* The download's progress line, while stderr is a terminal: bytes, rate, ETA. */
+static void download_progress(void *ctx, uint64_t got, uint64_t total, int final)
+{
+    const struct timespec *t0 = ctx;
+    if (total == 0)             /* every shard cached: nothing to show */
+        return;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double s = (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+    double rate = s > 0 ? (double)got / s : 0;
+    double eta = rate > 0 && total > got ? (double)(total - got) / rate : 0;
+    char b1[32], b2[32], b3[32];
+    fprintf(stderr, "\r\033[Kshardc: downloaded %s of %s (%.0f%%), %s/s, ETA %d:%02d%s",
+            shc_human_size(got, b1, sizeof b1), shc_human_size(total, b2, sizeof b2),
+            total ? 100.0 * (double)got / (double)total : 100.0,
+            shc_human_size((uint64_t)rate, b3, sizeof b3), (int)eta / 60, (int)eta % 60,
+            final ? "\n" : "");
+}
+
 /* A dataset at a URL (docs/REMOTE.md): *dir becomes its folder in the local cache
  * ($SHARDREAD_CACHE, else ~/.cache/shardread), complete and checked; *owned is what to free
  * (NULL for a local path). 0 or the exit status, after a message. */
@@ -97,7 +117,15 @@ static int resolve_url(const char **dir, char **owned)
         return 0;
     fmt_msg msg = {{0}};
     rmt_stats st;
-    int rc = rmt_resolve(*dir, NULL, owned, &st, &msg);
+    rmt_options ro;
+    memset(&ro, 0, sizeof ro);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (isatty(STDERR_FILENO)) {
+        ro.progress = download_progress;
+        ro.progress_ctx = &t0;
+    }
+    int rc = rmt_resolve(*dir, &ro, owned, &st, &msg);
     if (rc) {
         fprintf(stderr, "shardc: %s\n", fmt_reason(&msg, rc));
         return rc == FMT_EHASH || rc == FMT_ECORRUPT || rc == FMT_ETRUNC ? SHC_EXIT_REJECTS

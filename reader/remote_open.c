@@ -101,13 +101,13 @@ int shr_lazy_open(shr_reader *r, const char *url)
     if (!rc)
         rc = fmt_dataset_open_lazy(&r->ds, dir, (const char *)man, len, (fmt_access)r->o.access,
                                    0, &msg);
-    if (rc == FMT_EUNSUPPORTED && r->lazy && !r->o.cache_limit) {
-        rmt_lazy_close(r->lazy);        /* read whole before the open instead */
+    if (rc == FMT_EUNSUPPORTED && !r->o.cache_limit) {
+        rmt_lazy_close(r->lazy);        /* read whole before the open instead (lmdb too) */
         r->lazy = NULL;
         rc = 1;
     } else if (rc) {
         fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s%s", url, fmt_reason(&msg, rc),
-                 rc == FMT_EUNSUPPORTED && r->lazy ? " (needed by cache_limit)" : "");
+                 rc == FMT_EUNSUPPORTED ? " (needed by cache_limit)" : "");
     }
     free(dir);
     free(man);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,8 @@
 typedef struct {
     size_t k;                   /* manifest shard */
     char *final, *part, *lockp, *sdir;
+    char *obj, *data;           /* a folder shard (lmdb): its data file's object name and the
+                                 * file downloaded into the .part folder; else NULL */
     int lockfd;
     int busy;                   /* another process held its lock */
     int resumed;                /* the download continued a .part found on disk */
@@ -40,6 +43,7 @@ typedef struct {
     const char *dir;
     rmt_stats *st;
     int blocking;               /* wait for a lock another process holds */
+    rmt_lazy *lazy;             /* rmt_lazy's download thread: shards usable as each arrives */
 } cache_ctx;
 
 /* mkdir -p of the folder that holds path */
@@ -70,8 +74,13 @@ static int check_shard(const cache_ctx *x, size_t k, const char *path, const cha
                        fmt_msg *msg)
 {
     const fmt_manifest_shard *ms = &x->m->shards[k];
+    char data[PATH_MAX];        /* the file the manifest's size is of: a folder shard's data */
+    if (x->be->data_file)
+        snprintf(data, sizeof data, "%s/%s", path, x->be->data_file);
+    else
+        snprintf(data, sizeof data, "%s", path);
     struct stat st;
-    if (stat(path, &st) != 0)
+    if (stat(data, &st) != 0)
         return fmt_fail(msg, errno, "%s", strerror(errno));
     if ((uint64_t)st.st_size != ms->bytes)
         return fmt_fail(msg, FMT_ETRUNC, "%" PRIu64 " bytes, the manifest says %" PRIu64,
@@ -79,7 +88,7 @@ static int check_shard(const cache_ctx *x, size_t k, const char *path, const cha
     int rc;
     if (full && (ms->pins & FMT_PIN_FILE)) {
         uint64_t whole = 0;
-        rc = fmt_hash_file(path, 0, 0, NULL, &whole, NULL);
+        rc = fmt_hash_file(data, 0, 0, NULL, &whole, NULL);
         if (rc)
             return fmt_fail(msg, rc, "%s", fmt_strerror(rc));
         if (whole != ms->file_hash)
@@ -105,6 +114,28 @@ static int check_shard(const cache_ctx *x, size_t k, const char *path, const cha
     return rc;
 }
 
+/* A folder shard (lmdb) at path: its data file, a lock file LMDB may have left, the folder. */
+static void remove_folder(const char *path, const char *data_file)
+{
+    static const char *const lock_file = "lock.mdb";
+    const char *files[] = {data_file, lock_file};
+    for (size_t i = 0; i < 2; i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/%s", path, files[i]);
+        unlink(p);
+    }
+    rmdir(path);
+}
+
+/* the download in progress of sj: gone */
+static void remove_part(const cache_ctx *x, const shard_job *sj)
+{
+    if (sj->data)
+        remove_folder(sj->part, x->be->data_file);
+    else
+        unlink(sj->part);
+}
+
 static void unlock(shard_job *sj)
 {
     if (sj->lockfd >= 0)
@@ -120,6 +151,8 @@ static int on_start(rmt_job *j, void *ctx)
     if (rc)
         return fmt_fail(&j->msg, rc, "cannot create the folder of %s: %s", sj->final,
                         strerror(rc));
+    if (sj->data && (rc = make_parents(sj->data)) != 0)
+        return fmt_fail(&j->msg, rc, "cannot create %s: %s", sj->part, strerror(rc));
     if (sj->lockfd >= 0)        /* rmt_lazy took it when it reserved room */
         goto locked;
     sj->lockfd = open(sj->lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -140,13 +173,13 @@ locked:
     sj->busy = 0;
     fmt_msg why;
     if (check_shard(x, sj->k, sj->final, sj->sdir, 0, &why) == 0) {
-        unlink(sj->part);           /* a stale partial download beside the checked file */
+        remove_part(x, sj);         /* a stale partial download beside the checked file */
         unlock(sj);
         x->st->cached++;
         return 1;
     }
     struct stat st;
-    sj->resumed = stat(sj->part, &st) == 0 && st.st_size > 0;
+    sj->resumed = stat(j->path, &st) == 0 && st.st_size > 0;
     return 0;
 }
 
@@ -166,17 +199,19 @@ static int on_done(rmt_job *j, void *ctx)
             sj->resumed = 0;
             return 1;
         }
-        unlink(sj->part);
+        remove_part(x, sj);
         unlock(sj);
         return fmt_fail(&j->msg, rc == FMT_ETRUNC || rc == FMT_EHASH ? rc : FMT_ECORRUPT,
                         "%s/%s: the object fails its check against the manifest: %s",
                         x->c->url, j->name, fmt_reason(&why, rc));
     }
-    int fd = open(sj->part, O_RDONLY | O_CLOEXEC);
+    int fd = open(j->path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         (void)fsync(fd);
         close(fd);
     }
+    if (sj->data)               /* a damaged folder in the way (a file is renamed over) */
+        remove_folder(sj->final, x->be->data_file);
     if (rename(sj->part, sj->final) != 0) {
         int e = errno;
         unlock(sj);
@@ -309,10 +344,11 @@ int rmt_resolve(const char *url, const rmt_options *o, char **out, rmt_stats *st
                       c.url, FMT_MANIFEST_NAME, m.backend, m.backend_version);
         goto out;
     }
-    /* single-file shards only for now: lmdb (a folder) and per-image sets (many files) later */
-    if (strcmp(m.backend, "raw") != 0 && strcmp(m.backend, "hdf5") != 0) {
-        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s: a dataset at a URL must have raw or hdf5 "
-                      "shards (this one is %s)", c.url, m.backend);
+    /* shards of one file, or (lmdb) a folder of one data file; not per-image sets (many files) */
+    if (strcmp(m.backend, "raw") != 0 && strcmp(m.backend, "hdf5") != 0 &&
+        strcmp(m.backend, "lmdb") != 0) {
+        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s: a dataset at a URL must have raw, hdf5 or "
+                      "lmdb shards (this one is %s)", c.url, m.backend);
         goto out;
     }
     /* a changed dataset: its old manifest and files that go with it are no longer it */
@@ -342,16 +378,20 @@ int rmt_resolve(const char *url, const rmt_options *o, char **out, rmt_stats *st
         if (asprintf(&sj[k].final, "%s/%s", dir, f) < 0 ||
             asprintf(&sj[k].part, "%s/%.*s.%s.part", dir, fl, f, f + fl) < 0 ||
             asprintf(&sj[k].lockp, "%s/%.*s.%s.lock", dir, fl, f, f + fl) < 0 ||
-            !(sj[k].sdir = fmt_manifest_shard_dir(dir, &m.shards[k]))) {
+            !(sj[k].sdir = fmt_manifest_shard_dir(dir, &m.shards[k])) ||
+            (be->data_file && (asprintf(&sj[k].obj, "%s/%s", f, be->data_file) < 0 ||
+                               asprintf(&sj[k].data, "%s/%s", sj[k].part, be->data_file) < 0))) {
             rc = fmt_fail(msg, ENOMEM, "out of memory");
             goto out;
         }
-        jobs[k].name = f;
-        jobs[k].path = sj[k].part;
+        jobs[k].name = sj[k].data ? sj[k].obj : f;
+        jobs[k].path = sj[k].data ? sj[k].data : sj[k].part;
         jobs[k].size = m.shards[k].bytes;
         jobs[k].user = &sj[k];
     }
-    cache_ctx x = {&c, &m, be, dir, st, 0};
+    cache_ctx x = {&c, &m, be, dir, st, 0, NULL};
+    c.progress = o->progress;
+    c.progress_ctx = o->progress_ctx;
     rc = fetch_shards(&x, jobs, sj, m.nshards, o->parallel, o->tries, msg);
     if (rc)
         goto out;
@@ -409,6 +449,8 @@ out:
         free(sj[k].part);
         free(sj[k].lockp);
         free(sj[k].sdir);
+        free(sj[k].obj);
+        free(sj[k].data);
     }
     free(sj);
     free(jobs);
@@ -622,10 +664,25 @@ static int lazy_start(rmt_job *j, void *ctx)
     return rc;
 }
 
+/* on_done, and a shard that arrived is the readers' at once, not at the end of its round */
+static int lazy_done(rmt_job *j, void *ctx)
+{
+    cache_ctx *x = ctx;
+    shard_job *sj = j->user;
+    int rc = on_done(j, ctx);
+    if (rc == 0 && !sj->busy) {
+        pthread_mutex_lock(&x->lazy->mu);
+        take_present(x->lazy, sj->k);
+        pthread_cond_broadcast(&x->lazy->ready);
+        pthread_mutex_unlock(&x->lazy->mu);
+    }
+    return rc;
+}
+
 static void *lazy_main(void *arg)
 {
     rmt_lazy *z = arg;
-    cache_ctx x = {&z->c, &z->m, z->be, z->dir, &z->st, 0};
+    cache_ctx x = {&z->c, &z->m, z->be, z->dir, &z->st, 0, z};
     size_t *pick = calloc(z->parallel, sizeof *pick);
     pthread_mutex_lock(&z->mu);
     while (!z->stop && pick) {
@@ -691,7 +748,7 @@ static void *lazy_main(void *arg)
         pthread_mutex_unlock(&z->mu);
         fmt_msg msg = {{0}};
         (void)rmt_fetch(&z->c, z->jobs, np, z->parallel, z->tries,
-                        z->limit ? lazy_start : on_start, on_done, &x, &z->st, &msg);
+                        z->limit ? lazy_start : on_start, lazy_done, &x, &z->st, &msg);
         for (size_t i = 0; i < np; i++)
             unlock(&z->sh[pick[i]].j);
         pthread_mutex_lock(&z->mu);
@@ -704,7 +761,8 @@ static void *lazy_main(void *arg)
             if (s->j.noroom) {
                 s->state = Z_ABSENT;
             } else if (j->rc == 0 && !s->j.busy) {
-                take_present(z, pick[i]);
+                if (s->state != Z_PRESENT)      /* lazy_done took those it downloaded */
+                    take_present(z, pick[i]);
             } else if (j->rc == 0 || j->rc == ECANCELED) {
                 s->state = Z_ABSENT;    /* another process has it, or abandoned: again */
             } else {
@@ -783,8 +841,8 @@ int rmt_lazy_open(rmt_lazy **out, const char *url, const rmt_options *o, char **
         goto out;
     }
     if (strcmp(z->m.backend, "raw") != 0 && strcmp(z->m.backend, "hdf5") != 0) {
-        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s: a dataset at a URL must have raw or hdf5 "
-                      "shards (this one is %s)", z->c.url, z->m.backend);
+        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s: shards read as they arrive must be raw or "
+                      "hdf5 (this dataset's are %s)", z->c.url, z->m.backend);
         goto out;
     }
     /* the manifest in place now: a shard is used only after its own check against it */

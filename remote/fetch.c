@@ -357,6 +357,21 @@ static int finish(CURLM *m, fetch_ctx *f, rmt_job *j, CURLcode res, unsigned tri
     return 0;
 }
 
+/* bytes received of the jobs that transfer, of their total (a job its start skipped counts in
+ * neither) */
+static void report(const rmt_config *c, const rmt_job *jobs, size_t n, int final)
+{
+    uint64_t got = 0, total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].skipped)
+            continue;
+        total += jobs[i].size;
+        if (jobs[i].state != J_NEW)
+            got += jobs[i].offset < jobs[i].size ? jobs[i].offset : jobs[i].size;
+    }
+    c->progress(c->progress_ctx, got, total, final);
+}
+
 static void close_job(rmt_job *j)
 {
     if (j->fd >= 0)
@@ -386,6 +401,8 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
         jobs[i].fd = -1;
         jobs[i].rc = ECANCELED;
         jobs[i].tries = 0;
+        jobs[i].skipped = 0;
+        jobs[i].offset = 0;
         jobs[i].easy = jobs[i].headers = NULL;
         jobs[i].err_body = NULL;
         jobs[i].err_len = 0;
@@ -394,8 +411,13 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
     size_t next = 0, left = n, active = 0;
     int first = 0;
     fmt_msg first_msg = {{0}};
+    double shown = now();
     while (left > 0) {
         double t = now(), wake = t + 0.1;
+        if (c->progress && t - shown >= 0.25) {
+            report(c, jobs, n, 0);
+            shown = t;
+        }
         /* start what may start: retries whose time has come, then new jobs in order */
         for (size_t i = 0; !first && active < parallel && i < n; i++) {
             rmt_job *j = &jobs[i];
@@ -413,6 +435,7 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
                 rc = start ? start(j, ctx) : 0;
                 if (rc != 0) {
                     j->state = J_DONE;
+                    j->skipped = 1;
                     if (rc != 1) {
                         j->rc = rc;
                         first = rc;
@@ -452,6 +475,8 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
             }
         }
         if (first)                      /* the rest is abandoned (a .part is resumed later) */
+            break;
+        if (left == 0)                  /* the last ones needed no transfer (cached): no pause */
             break;
         if (active == 0) {
             double w = wake - now();
@@ -502,6 +527,8 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
             curl_multi_poll(m, NULL, 0, ms < 1 ? 1 : ms > 100 ? 100 : ms, NULL);
         }
     }
+    if (c->progress)
+        report(c, jobs, n, 1);
     for (size_t i = 0; i < n; i++) {
         if (jobs[i].easy) {
             curl_multi_remove_handle(m, jobs[i].easy);

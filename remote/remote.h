@@ -39,6 +39,10 @@ typedef struct {
     int anonymous;          /* s3: unsigned requests (public buckets); also AWS_NO_SIGN_REQUEST */
     unsigned parallel;      /* transfers at once (0: 8) */
     unsigned tries;         /* attempts per object before giving up (0: 6) */
+    /* rmt_resolve: called while shards download, at most every 0.25 s and once at the end
+     * (final 1): bytes of shard data received, of total (the shards not found cached) */
+    void (*progress)(void *ctx, uint64_t got, uint64_t total, int final);
+    void *progress_ctx;
 } rmt_options;
 
 typedef struct {
@@ -104,6 +108,8 @@ typedef struct {
     char *region;           /* s3 */
     char *key_id, *secret, *token;  /* s3 credentials (NULL: anonymous) */
     char *ca_bundle;        /* AWS_CA_BUNDLE (NULL: the system's) */
+    void (*progress)(void *ctx, uint64_t got, uint64_t total, int final);  /* rmt_fetch's */
+    void *progress_ctx;
 } rmt_config;
 
 /* Parse url and read the environment (and AWS_PROFILE's files) into c. 0, FMT_EINVAL (a bad
@@ -122,7 +128,7 @@ typedef struct rmt_job {
     fmt_msg msg;
     void *user;
     /* internal */
-    int state, fd, status, tries, started, range_bad;
+    int state, fd, status, tries, started, range_bad, skipped;
     char errbuf[256];
     uint64_t offset, range_start;
     double not_before;

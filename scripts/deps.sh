@@ -37,7 +37,8 @@ build_pkgs=(
   nodejs npm                               # the remote tests' S3 server (s3rver, from npm into build/)
   python3-botocore                         # the remote tests: SigV4 reference signer, uploads
 )
-bench_pkgs=(python3-numpy python3-h5py python3-torchvision)  # torchvision: scripts/bench-torch.py
+bench_pkgs=(python3-numpy python3-h5py python3-torchvision  # torchvision: scripts/bench-torch.py
+  python3-boto3)                           # scripts/bench-remote.py: the boto3 way to compare
 # clang 14 is Debian 12's clang; its sanitizer and libFuzzer runtimes (-fsanitize=fuzzer) are in
 # libclang-rt-14-dev, which clang only recommends (and apt-get here skips recommends)
 fuzz_pkgs=(clang libclang-rt-14-dev)

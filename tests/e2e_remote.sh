@@ -8,7 +8,9 @@
 # a second open downloads no shard (nginx's log); two processes sharing a cache download each
 # shard once; a truncated cached shard and a stale partial download are repaired; a changed byte
 # in the bucket is never delivered (the error names the object); wrong credentials, a missing
-# bucket and a closed port are clear errors that name the endpoint, never the secret.
+# bucket and a closed port are clear errors that name the endpoint, never the secret; a download
+# on a terminal shows its progress; lmdb shards (a folder each) read and repaired like shard
+# files; per-image sets and cache_limit= on lmdb refused with messages.
 . "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
@@ -148,6 +150,51 @@ expect_exit 0 "shardc verify through the same faults" \
 check "the proxy answered 503 at least once" grep -q '^503 ' "$T/faults.log"
 check "the proxy cut a body at least once" grep -q '^cut ' "$T/faults.log"
 check "a cut body was resumed with a Range request" grep -Eq '^206 .* bytes=[1-9][0-9]*-' "$T/faults.log"
+
+# ---- progress of a download on a terminal (script(1) gives shardc one) ----
+script -qec "env SHARDREAD_CACHE='$T/cache13' '$SHARDC' verify '$HTTP'" /dev/null >"$T/tty" 2>&1
+check "a download on a terminal shows its progress: bytes of the total, rate, ETA" \
+  grep -Eq 'shardc: downloaded ([0-9.]+ [KMG]?i?B) of \1 \(100%\), [0-9.]+ [KMG]?i?B/s, ETA 0:00' "$T/tty"
+check "piped, no progress line" bash -c "! grep -q 'downloaded .* of ' '$T/err'"
+
+# ---- lmdb shards: a folder each, its data.mdb fetched and checked as a shard file ----
+"$SHARDC" build "$T/src" -o "$T/www/lm" --size 16x12 --shard-samples 8 --format lmdb \
+  --no-progress >/dev/null || bad "shardc build --format lmdb failed"
+LM=http://127.0.0.1:$HP/lm
+export SHARDREAD_CACHE="$T/cache14"
+expect_exit 0 "shardc verify on an lmdb dataset at a URL" "$SHARDC" verify "$LM"
+check "it verified all 60 samples of the $nshards shards" \
+  grep -q "all 60 samples in $nshards shard(s) verified" "$T/err"
+"$SHARDC" cat "$T/www/lm" 33 -o "$T/lmcat.local" 2>/dev/null
+expect_exit 0 "shardc cat on it" "$SHARDC" cat "$LM" 33 -o "$T/lmcat.remote"
+check "cat gives the local bytes" cmp -s "$T/lmcat.local" "$T/lmcat.remote"
+expect_exit 0 "a shuffled Loader epoch of the lmdb URL equals the local one" \
+  $PY "$HELP" epoch "$T/www/lm" "$LM" "$T/cache15" '{"batch_size": 7, "shuffle": true, "seed": 4}'
+lc=$(ls -d "$T"/cache14/*/)
+check "the cache holds each shard as a folder with its data.mdb, no partial left" \
+  bash -c "test \$(ls '$lc'/*.lmdb/data.mdb | wc -l) -eq $nshards && ! ls -A '$lc' | grep -q part"
+truncate -s 4096 "$lc/shard-00001.lmdb/data.mdb"
+rm -r "$lc/shard-00002.lmdb"; mkdir "$lc/.shard-00002.lmdb.part"
+head -c 3000 /dev/urandom >"$lc/.shard-00002.lmdb.part/data.mdb"
+lmgets() { grep -c 'GET /lm/.*lmdb/data.mdb' "$T/ngx/access.log"; }
+b1=$(lmgets)
+expect_exit 0 "verify after a cached data.mdb was truncated and a partial one is junk" \
+  "$SHARDC" verify "$LM"
+check "the truncated one was fetched again; the junk resumed, failed, and was fetched whole" \
+  test "$(lmgets)" -eq $((b1 + 3))
+check "no partial folder is left" bash -c "! ls -A '$lc' | grep -q part"
+expect_exit 1 "cache_limit= on lmdb shards is refused" $PY -c "
+import shardread, sys
+try:
+    shardread.Loader('$LM', batch_size=4, cache='$T/cache16', cache_limit='1GiB')
+except shardread.Error as e:
+    print(e, file=sys.stderr); sys.exit(1)"
+check "saying what reads as shards arrive" grep -q "shards read as they arrive must be raw or hdf5 (this dataset's are lmdb)" "$T/err"
+"$SHARDC" build "$T/src" -o "$T/www/pn" --size 16x12 --shard-samples 8 --format png0 \
+  --no-progress >/dev/null || bad "shardc build --format png0 failed"
+expect_exit 3 "a per-image set at a URL is refused" "$SHARDC" info "http://127.0.0.1:$HP/pn"
+check "with a message naming the kinds read" \
+  grep -q "a dataset at a URL must have raw, hdf5 or lmdb shards (this one is png0)" "$T/err"
 
 # ---- s3rver ----
 S3P=$($PY "$HELP" port)

@@ -23,6 +23,9 @@
     remote_servers.py writefaults PORT UPSTREAM N LOG    a proxy to http://UPSTREAM (every method)
                                                         that answers 503 SlowDown to every PUT
                                                         after N PUTs went through
+    remote_servers.py throttle PORT UPSTREAM RATE        a GET proxy to http://UPSTREAM whose answers
+                                                        share one token bucket of RATE bytes/s
+                                                        (a link of that rate; scripts/bench-remote.py)
     remote_servers.py dump ENDPOINT BUCKET PREFIX DIR   the objects under BUCKET/PREFIX/ are DIR's
                                                         files (hidden ones aside), byte for byte
     remote_servers.py epoch LOCAL URL CACHE JSON        a Loader epoch (keywords JSON) from the URL
@@ -255,6 +258,52 @@ class SigHandler(FaultHandler):
         return FaultHandler.do_GET(self)
 
 
+class ThrottleHandler(FaultHandler):
+    """Relays GETs, streaming each body through the server's token bucket: every connection
+    together gets at most RATE bytes/s (bursts of one chunk)."""
+    CHUNK = 256 * 1024
+
+    def take(self, n):
+        srv = self.server
+        while True:
+            with srv.lock:
+                t = time.monotonic()
+                srv.tokens = min(self.CHUNK, srv.tokens + (t - srv.last) * srv.rate)
+                srv.last = t
+                if srv.tokens >= n:
+                    srv.tokens -= n
+                    return
+                wait = (n - srv.tokens) / srv.rate
+            time.sleep(wait)
+
+    def do_GET(self):
+        up = http.client.HTTPConnection(self.server.upstream, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+        up.request("GET", self.path, headers=headers)
+        r = up.getresponse()
+        self.send_response(r.status)
+        chunked = r.getheader("Content-Length") is None
+        for k, v in r.getheaders():
+            if k.lower() not in ("connection", "transfer-encoding", "keep-alive"):
+                self.send_header(k, v)
+        if chunked:             # an unknown length: read it whole first
+            data = r.read()
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if chunked:
+            for i in range(0, len(data), self.CHUNK):
+                self.take(len(data[i:i + self.CHUNK]))
+                self.wfile.write(data[i:i + self.CHUNK])
+        else:
+            while True:
+                data = r.read(self.CHUNK)
+                if not data:
+                    break
+                self.take(len(data))
+                self.wfile.write(data)
+        up.close()
+
+
 class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 
@@ -293,6 +342,15 @@ def writefaults(port, upstream, limit, log):
     srv.lock = threading.Lock()
     srv.logpath = log
     srv.limit, srv.puts = int(limit), 0
+    srv.serve_forever()
+
+
+def throttle(port, upstream, rate):
+    srv = ThreadingServer(("127.0.0.1", int(port)), ThrottleHandler)
+    srv.upstream = upstream
+    srv.rate = float(rate)
+    srv.tokens, srv.last = 0.0, time.monotonic()
+    srv.lock = threading.Lock()
     srv.serve_forever()
 
 
@@ -361,6 +419,9 @@ def main(argv):
         return 0
     if cmd == "writefaults":
         writefaults(*argv[2:6])
+        return 0
+    if cmd == "throttle":
+        throttle(*argv[2:5])
         return 0
     if cmd == "dump":
         return dump(*argv[2:6])
