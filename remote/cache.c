@@ -43,7 +43,6 @@ typedef struct {
     const char *dir;
     rmt_stats *st;
     int blocking;               /* wait for a lock another process holds */
-    rmt_lazy *lazy;             /* rmt_lazy's download thread: shards usable as each arrives */
 } cache_ctx;
 
 /* mkdir -p of the folder that holds path */
@@ -389,7 +388,7 @@ int rmt_resolve(const char *url, const rmt_options *o, char **out, rmt_stats *st
         jobs[k].size = m.shards[k].bytes;
         jobs[k].user = &sj[k];
     }
-    cache_ctx x = {&c, &m, be, dir, st, 0, NULL};
+    cache_ctx x = {&c, &m, be, dir, st, 0};
     c.progress = o->progress;
     c.progress_ctx = o->progress_ctx;
     rc = fetch_shards(&x, jobs, sj, m.nshards, o->parallel, o->tries, msg);
@@ -664,25 +663,10 @@ static int lazy_start(rmt_job *j, void *ctx)
     return rc;
 }
 
-/* on_done, and a shard that arrived is the readers' at once, not at the end of its round */
-static int lazy_done(rmt_job *j, void *ctx)
-{
-    cache_ctx *x = ctx;
-    shard_job *sj = j->user;
-    int rc = on_done(j, ctx);
-    if (rc == 0 && !sj->busy) {
-        pthread_mutex_lock(&x->lazy->mu);
-        take_present(x->lazy, sj->k);
-        pthread_cond_broadcast(&x->lazy->ready);
-        pthread_mutex_unlock(&x->lazy->mu);
-    }
-    return rc;
-}
-
 static void *lazy_main(void *arg)
 {
     rmt_lazy *z = arg;
-    cache_ctx x = {&z->c, &z->m, z->be, z->dir, &z->st, 0, z};
+    cache_ctx x = {&z->c, &z->m, z->be, z->dir, &z->st, 0};
     size_t *pick = calloc(z->parallel, sizeof *pick);
     pthread_mutex_lock(&z->mu);
     while (!z->stop && pick) {
@@ -748,7 +732,7 @@ static void *lazy_main(void *arg)
         pthread_mutex_unlock(&z->mu);
         fmt_msg msg = {{0}};
         (void)rmt_fetch(&z->c, z->jobs, np, z->parallel, z->tries,
-                        z->limit ? lazy_start : on_start, lazy_done, &x, &z->st, &msg);
+                        z->limit ? lazy_start : on_start, on_done, &x, &z->st, &msg);
         for (size_t i = 0; i < np; i++)
             unlock(&z->sh[pick[i]].j);
         pthread_mutex_lock(&z->mu);
@@ -761,8 +745,7 @@ static void *lazy_main(void *arg)
             if (s->j.noroom) {
                 s->state = Z_ABSENT;
             } else if (j->rc == 0 && !s->j.busy) {
-                if (s->state != Z_PRESENT)      /* lazy_done took those it downloaded */
-                    take_present(z, pick[i]);
+                take_present(z, pick[i]);
             } else if (j->rc == 0 || j->rc == ECANCELED) {
                 s->state = Z_ABSENT;    /* another process has it, or abandoned: again */
             } else {
