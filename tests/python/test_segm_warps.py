@@ -46,9 +46,9 @@ def seg(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    from PIL import Image as I
+    """The label-map dataset of test_segm_labels and its PNGs in sample order."""
     out, maps, names = sl._build(tmp_path_factory.mktemp("labelwarps"))
-    pngs = [np.array(I.open(os.path.join(maps, os.path.splitext(r)[0] + ".png")))
+    pngs = [np.array(Image.open(os.path.join(maps, os.path.splitext(r)[0] + ".png")))
             for r in sorted(names, key=str.encode)]
     return out, pngs
 
