@@ -1113,12 +1113,17 @@ SHR_API int shr_batch_target(const shr_batch *b, uint32_t i, shr_target *t);
  * box is dropped. Keypoints (x, y, v) move as the boxes' edges do (x' = (x - p.x) sx + dx,
  * "Targets" and "Scale"), in double, rounded to float32; one stored with v = 0 or moved outside
  * the image rectangle [x0, x1] x [y0, y1] (closed) is delivered as (0, 0, 0); where the sample is
- * flipped, x' = fw - x' and keypoint j is the moved stored keypoint flip_indices[j]. The warps
- * (rotation, affine, auto_augment) are refused by shr_open for such datasets (not yet moved),
- * as is a flip of a keypoint dataset without flip_indices.
+ * flipped, x' = fw - x' and keypoint j is the moved stored keypoint flip_indices[j]. Then the
+ * warps (rotation, affine, auto_augment's ShearX/Y, TranslateX/Y, Rotate), in the pixels' order,
+ * on the frame the pixels turn (the output, or image_w x image_h at the top left for multiscale
+ * and natural sizes): each mask through the pixels' own Pillow arithmetic (Image.rotate,
+ * Image.transform(AFFINE) with torchvision's inverse matrix) with NEAREST sampling, 0 where a
+ * position maps outside; each keypoint through the op's forward map ("Targets"), (0, 0, 0)
+ * once outside the frame [0, gw] x [0, gh] (closed). A mask the warps leave empty drops its
+ * instance as above. A flip of a keypoint dataset without flip_indices is refused by shr_open.
  * Label maps (shardc build --masks; b->label_map 1): each sample has one map, moved as a mask
  * is, the dataset's ignore index (0 .. 255, else refused by shr_open) outside the placed
- * rectangle; no boxes. A stored map with a label above 255 fails its batch, naming the sample.
+ * rectangle and where a warp maps outside; no boxes. A stored map with a label above 255 fails its batch, naming the sample.
  * Sample i's: *num_keypoints K (0 without), *keypoints count * K * 3 floats (NULL without),
  * *masks count * height * width bytes of 0 or 1 (NULL without), or its label map's height *
  * width labels, *width, *height their size; any output pointer may be NULL. 0; SHR_EINVAL (b NULL, i >= b->n, or no targets). */

@@ -617,13 +617,18 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
     uint32_t K = r->segm_k, ow = 0, oh = 0;
     int masks = (r->segm_ext & FMT_TARGET_EXT_MASKS) != 0;
     int map = (r->segm_ext & FMT_TARGET_EXT_MAP) != 0;
-    size_t plane = 0;
+    size_t plane = 0, spix = 0;
+    uint32_t gw = 0, gh = 0;
+    int warp = (masks || map) && shr_segm_has_warps(p);
+    if (warp)
+        shr_segm_frame(&r->boxes, p, &gw, &gh);
     *rc = 0;
     if (masks || map) {
         shr_segm_size(&r->boxes, r->o.scale_dense, p, &ow, &oh);
         plane = (size_t)ow * oh;
-        size_t spix = (size_t)t->map_width * t->map_height;
-        if (grow_bytes((void **)&slot->t_scratch, &slot->scap, spix ? spix : 1) ||
+        spix = (size_t)t->map_width * t->map_height;
+        /* the stored mask decoded, then (for the warps) a plane's scratch */
+        if (grow_bytes((void **)&slot->t_scratch, &slot->scap, spix + plane + 1) ||
             grow_bytes((void **)&slot->t_xy, &slot->xycap, ((size_t)ow + oh + 1) * 4) ||
             grow_bytes((void **)&slot->t_masks, &slot->mcap,
                        *moff + plane * (map ? 1 : kept) + 1)) {
@@ -643,6 +648,9 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
         }
         shr_segm_warp_map(slot->t_scratch, t->map_width, slot->t_xy, slot->t_xy + ow, ow, oh,
                           r->ignore_index, slot->t_masks + *moff);
+        if (warp)
+            shr_segm_warp_plane(p, slot->t_masks + *moff, ow, gw, gh, r->ignore_index,
+                                slot->t_scratch + spix);
         *moff += plane;
         return 0;
     }
@@ -653,7 +661,8 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
             uint8_t *dst = slot->t_masks + *moff + plane * out;
             if (fmt_target_mask(t, s, slot->t_scratch) != 0 ||
                 !shr_segm_warp(slot->t_scratch, t->map_width, slot->t_xy, slot->t_xy + ow, ow,
-                               oh, dst))
+                               oh, dst) ||
+                (warp && !shr_segm_warp_plane(p, dst, ow, gw, gh, 0, slot->t_scratch + spix)))
                 continue;       /* no pixel left: dropped with its box */
         }
         int64_t d = off + out, k = off + j;

@@ -13,9 +13,6 @@
 static const double deg_to_rad = 3.14159265358979323846 / 180.0;
 static const double rad_to_deg = 180.0 / 3.14159265358979323846;
 
-/* the geometric ops of one sample: rotation, affine, up to SHR_AA_MAX_OPS automatic ones */
-#define MAX_WARPS (2 + SHR_AA_MAX_OPS)
-
 static double clampd(double v, double lo, double hi)
 {
     return v < lo ? lo : v > hi ? hi : v;
@@ -66,9 +63,7 @@ static void affine_forward(double f[6], double cx, double cy, double angle, doub
     forward_of(m, f);
 }
 
-/* The sample's geometric ops after the flip, in the order the pixels get them, as forward maps
- * of the w x h frame they warp; returns how many. */
-static int warps(const shr_params *p, double w, double h, double f[MAX_WARPS][6])
+int shr_box_warps(const shr_params *p, double w, double h, double f[SHR_BOX_MAX_WARPS][6])
 {
     int n = 0;
     if (p->rotate)
@@ -150,8 +145,8 @@ uint32_t shr_box_map(const shr_box_geom *g, const fmt_target *t, const shr_param
     }
     /* the geometric ops: each box through each op's forward map, the enclosing box of the
      * mapped corners clipped to the frame after each; the area by |det| of the linear parts */
-    double f[MAX_WARPS][6];
-    int nw = warps(p, gw, gh, f);
+    double f[SHR_BOX_MAX_WARPS][6];
+    int nw = shr_box_warps(p, gw, gh, f);
     double det = 1.0;
     for (int k = 0; k < nw; k++)
         det *= fabs(f[k][0] * f[k][4] - f[k][1] * f[k][3]);

@@ -18,6 +18,9 @@
 #include "shardread.h"
 #include "transform.h"
 
+/* the geometric ops of one sample: rotation, affine, up to SHR_AA_MAX_OPS automatic ones */
+#define SHR_BOX_MAX_WARPS (2 + SHR_AA_MAX_OPS)
+
 /* How the reader's geometry maps a stored sample onto the output. */
 typedef struct {
     uint32_t width, height;         /* the output sample */
@@ -35,5 +38,11 @@ typedef struct {
 SHR_INTERNAL uint32_t shr_box_map(const shr_box_geom *g, const fmt_target *t, const shr_params *p,
                                   float *boxes, int64_t *labels, float *area, uint8_t *iscrowd,
                                   uint32_t *kept_idx, uint32_t *dropped);
+
+/* The sample's geometric ops after the flip (rotation, affine, the geometric auto_augment ops),
+ * in the order the pixels get them, as forward maps (input position -> output position, x' =
+ * f0 x + f1 y + f2, y' = f3 x + f4 y + f5) of the w x h frame they warp; returns how many. */
+SHR_INTERNAL int shr_box_warps(const shr_params *p, double w, double h,
+                               double f[SHR_BOX_MAX_WARPS][6]);
 
 #endif

@@ -4,6 +4,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "affine.h"
+#include "autoaugment.h"
+
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
@@ -129,22 +132,82 @@ void shr_segm_warp_map(const uint8_t *m, uint32_t sw, const int32_t *xs, const i
     }
 }
 
+void shr_segm_frame(const shr_box_geom *g, const shr_params *p, uint32_t *gw, uint32_t *gh)
+{
+    int alone = g->scale == SHR_SCALE_MULTI || g->scale == SHR_SCALE_NATURAL;
+    *gw = alone ? p->image_w : g->width;
+    *gh = alone ? p->image_h : g->height;
+}
+
+int shr_segm_has_warps(const shr_params *p)
+{
+    if (p->rotate || p->affine)
+        return 1;
+    for (uint32_t i = 0; i < p->aa_ops && i < SHR_AA_MAX_OPS; i++)
+        if (shr_aa_op_geometric(p->aa_op[i]))
+            return 1;
+    return 0;
+}
+
+int shr_segm_warp_plane(const shr_params *p, uint8_t *plane, size_t stride, uint32_t gw,
+                        uint32_t gh, uint8_t fill, uint8_t *scratch)
+{
+    const uint8_t f4[4] = {fill, fill, fill, fill};
+    size_t row = gw;
+    /* the order of shr_aug_pixels: rotation, affine, then auto_augment's ops */
+    if (p->rotate) {
+        shr_affine_rotate(plane, stride, scratch, row, gw, gh, 1, (double)p->rotate_angle,
+                          SHR_FILTER_NEAREST, f4);
+        shr_tf_copy_rows(plane, stride, scratch, row, row, gh);
+    }
+    if (p->affine) {
+        shr_affine_apply(plane, stride, scratch, row, gw, gh, 1, (double)p->affine_angle,
+                         (double)p->affine_tx, (double)p->affine_ty, (double)p->affine_scale,
+                         (double)p->affine_shear_x, (double)p->affine_shear_y, NULL,
+                         SHR_FILTER_NEAREST, f4);
+        shr_tf_copy_rows(plane, stride, scratch, row, row, gh);
+    }
+    for (uint32_t i = 0; i < p->aa_ops && i < SHR_AA_MAX_OPS; i++)
+        if (shr_aa_op_geometric(p->aa_op[i]))
+            shr_aa_apply_op(p->aa_op[i], (double)p->aa_magnitude[i], SHR_FILTER_NEAREST, f4,
+                            plane, gw, gh, 1, stride, scratch);
+    uint8_t any = 0;
+    for (uint32_t y = 0; y < gh; y++)
+        for (uint32_t x = 0; x < gw; x++)
+            any |= plane[(size_t)y * stride + x];
+    return any != 0;
+}
+
 void shr_segm_keypoints(const shr_box_geom *g, const shr_params *p, const float *kp, uint32_t k,
                         const uint32_t *flip_idx, float *out)
 {
     frame f;
     frame_of(g, p, &f);
+    uint32_t gw, gh;
+    shr_segm_frame(g, p, &gw, &gh);
+    double w[SHR_BOX_MAX_WARPS][6];
+    int nw = shr_box_warps(p, gw, gh, w);
     int flip = p->flip && flip_idx;
     for (uint32_t j = 0; j < k; j++) {
         const float *s = kp + 3 * (size_t)(flip ? flip_idx[j] : j);
         float *d = out + 3 * (size_t)j;
         double x = ((double)s[0] - p->x) * f.sx + f.dx;
         double y = ((double)s[1] - p->y) * f.sy + f.dy;
-        if (s[2] == 0.0f || !(x >= f.x0 && x <= f.x1 && y >= f.y0 && y <= f.y1)) {
+        int in = s[2] != 0.0f && x >= f.x0 && x <= f.x1 && y >= f.y0 && y <= f.y1;
+        if (p->flip)
+            x = f.fw - x;
+        for (int n = 0; n < nw && in; n++) {
+            double a = w[n][0] * x + w[n][1] * y + w[n][2];
+            double b = w[n][3] * x + w[n][4] * y + w[n][5];
+            x = a;
+            y = b;
+            in = x >= 0 && x <= gw && y >= 0 && y <= gh;
+        }
+        if (!in) {
             d[0] = d[1] = d[2] = 0.0f;
             continue;
         }
-        d[0] = (float)(p->flip ? f.fw - x : x);
+        d[0] = (float)x;
         d[1] = (float)y;
         d[2] = s[2];
     }

@@ -2,7 +2,10 @@
  * keypoints (shardread.h, "Masks and keypoints"): the crop or zero pad, the RandomResizedCrop
  * box resized to the output, or a scale op, then the horizontal flip; masks sampled nearest as
  * torch's interpolate(mode="nearest") samples them (what torchvision.transforms.v2 does to a
- * Mask), 0 in the padding; keypoints through the boxes' affine maps (boxes.h).
+ * Mask), 0 in the padding; keypoints through the boxes' affine maps (boxes.h). Then the warps
+ * (RandomRotation, RandomAffine, auto_augment's shears, translations and rotations): masks and
+ * label maps through the pixels' own Pillow arithmetic (pixels/warp.c) with NEAREST sampling
+ * and the same inverse matrix, keypoints through its forward map.
  *
  * Internal to libshardread; pure functions of their arguments, so any worker gives the same bytes.
  */
@@ -40,9 +43,25 @@ SHR_INTERNAL void shr_segm_warp_map(const uint8_t *m, uint32_t sw, const int32_t
                                     const int32_t *ys, uint32_t ow, uint32_t oh, uint8_t fill,
                                     uint8_t *out);
 
+/* The frame the warps of p turn (gw x gh at the top left of the masks): the output, but a
+ * multi-scale or natural-size image alone. */
+SHR_INTERNAL void shr_segm_frame(const shr_box_geom *g, const shr_params *p, uint32_t *gw,
+                                 uint32_t *gh);
+
+/* Whether p has a warp (rotation, affine or a geometric auto_augment op). */
+SHR_INTERNAL int shr_segm_has_warps(const shr_params *p);
+
+/* The warps of p, in the pixels' order, on the gw x gh plane (rows stride bytes apart) with
+ * Pillow's NEAREST sampling, fill where a position maps outside; scratch holds gw * gh bytes.
+ * Returns whether any byte of the plane is non-zero after. */
+SHR_INTERNAL int shr_segm_warp_plane(const shr_params *p, uint8_t *plane, size_t stride,
+                                     uint32_t gw, uint32_t gh, uint8_t fill, uint8_t *scratch);
+
 /* One instance's k keypoints kp (x, y, v) moved by p into out: x' = (x - p.x) sx + dx as the
- * boxes move, then, where p flips, x' = fw - x' and out[j] = moved[flip_idx[j]]. A keypoint
- * stored invisible (v = 0) or moved outside the image rectangle (closed) is (0, 0, 0). */
+ * boxes move, then, where p flips, x' = fw - x' and out[j] = moved[flip_idx[j]], then each warp's
+ * forward map (shr_box_warps on the frame gw x gh). A keypoint stored invisible (v = 0), moved
+ * outside the image rectangle (closed) before the warps or outside the frame [0, gw] x [0, gh]
+ * after any warp is (0, 0, 0). */
 SHR_INTERNAL void shr_segm_keypoints(const shr_box_geom *g, const shr_params *p, const float *kp,
                                      uint32_t k, const uint32_t *flip_idx, float *out);
 

@@ -421,26 +421,18 @@ static int set_targets(shr_reader *r, const char *dir)
     r->boxes.rrc = o->rrc != 0;
     r->boxes.min_fraction = o->min_box_area_fraction;
     r->boxes.scale = o->scale;
-    /* masks and keypoints (segm.h): moved by the crop, pad, RandomResizedCrop, scale ops and
-     * flip; the warps would leave them behind the pixels, so they are refused */
+    /* masks and keypoints (segm_read.h): moved by the crop, pad, RandomResizedCrop, scale ops,
+     * flip and the warps of rotation, affine and auto_augment */
     r->segm_ext = r->mx ? 0 : m->target_ext & (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_KEYPOINTS |
                                                FMT_TARGET_EXT_MAP);
     r->segm_k = r->segm_ext & FMT_TARGET_EXT_KEYPOINTS ? m->num_keypoints : 0;
     if (!r->segm_ext)
         return 0;
-    const char *what = r->segm_ext & FMT_TARGET_EXT_MAP ? "label maps"
-                       : r->segm_ext & FMT_TARGET_EXT_MASKS ? "instance masks" : "keypoints";
     if ((r->segm_ext & FMT_TARGET_EXT_MAP) && m->ignore_index > 255)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the label maps' ignore index is %" PRIu32
                         ": the reader delivers uint8 label maps (0 .. 255)", dir,
                         m->ignore_index);
     r->ignore_index = (uint8_t)m->ignore_index;
-    const char *op = o->rotation ? "rotation" : o->affine ? "affine"
-                     : o->auto_augment != SHR_AUTO_AUGMENT_NONE ? "auto_augment" : NULL;
-    if (op)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the dataset has %s, which %s does not "
-                        "move yet: leave out rotation, affine and auto_augment (the targets "
-                        "would no longer match the pixels)", dir, what, op);
     if (o->flip && r->segm_k && !flip_idx)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the dataset has %" PRIu32 " keypoints "
                         "per instance: a flip needs flip_indices (the left/right swap, as "

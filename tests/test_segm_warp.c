@@ -3,7 +3,9 @@
  * and small masks moved by a zero pad with a crop, a RandomResizedCrop, the scale ops (a dense
  * multi-scale image, a letterbox) and the flip, each against its expected output written out
  * pixel by pixel; keypoints through the same maps, invisible ones and those leaving the image
- * zeroed, the flip's left/right swap; a label map's padding is its ignore index. */
+ * zeroed, the flip's left/right swap; a label map's padding is its ignore index; the warps: a
+ * quarter turn and a translation of a frame at the top left of a wider plane (Pillow's NEAREST,
+ * the fill, the plane outside the frame untouched), keypoints through their forward maps. */
 #include "segm_read.h"
 #include "testutil.h"
 
@@ -178,6 +180,66 @@ START_TEST(test_keypoints)
 }
 END_TEST
 
+START_TEST(test_warps)
+{
+    /* a 4 x 4 frame at the top left of a 6 x 4 plane, value 10 y + x + 1 */
+    uint8_t plane[24], scratch[16];
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 6; x++)
+            plane[y * 6 + x] = (uint8_t)(10 * y + x + 1);
+    shr_params p = {.x = 0, .y = 0, .w = 4, .h = 4, .src_w = 4, .src_h = 4};
+    ck_assert_int_eq(shr_segm_has_warps(&p), 0);
+    /* Image.rotate(90), counter-clockwise: output (x, y) is input (3 - y, x) */
+    p.rotate = 1;
+    p.rotate_angle = 90.0f;
+    ck_assert_int_eq(shr_segm_has_warps(&p), 1);
+    ck_assert_int_eq(shr_segm_warp_plane(&p, plane, 6, 4, 4, 0, scratch), 1);
+    const uint8_t turned[24] = {
+        4, 14, 24, 34, 5, 6,
+        3, 13, 23, 33, 15, 16,
+        2, 12, 22, 32, 25, 26,
+        1, 11, 21, 31, 35, 36,
+    };
+    ck_assert_mem_eq(plane, turned, sizeof turned);
+    /* F.affine(translate=[1, 0]) about the centre: output column x takes column x - 1, column
+     * 0 the fill */
+    shr_params q = {.x = 0, .y = 0, .w = 4, .h = 4, .src_w = 4, .src_h = 4, .affine = 1,
+                    .affine_scale = 1.0f, .affine_tx = 1};
+    ck_assert_int_eq(shr_segm_warp_plane(&q, plane, 6, 4, 4, 250, scratch), 1);
+    const uint8_t moved[24] = {
+        250, 4, 14, 24, 5, 6,
+        250, 3, 13, 23, 15, 16,
+        250, 2, 12, 22, 25, 26,
+        250, 1, 11, 21, 35, 36,
+    };
+    ck_assert_mem_eq(plane, moved, sizeof moved);
+    /* a mask pushed out entirely is empty */
+    uint8_t one[16] = {0};
+    one[3] = 1;
+    ck_assert_int_eq(shr_segm_warp_plane(&q, one, 4, 4, 4, 0, scratch), 0);
+    /* keypoints: the turn maps (x, y) to (y, 4 - x), the translation to (x + 1, y) */
+    shr_box_geom g = {.width = 4, .height = 4};
+    const float kp[9] = {1.0f, 0.5f, 2, 0.5f, 3.5f, 1, 2.0f, 2.0f, 0};
+    float out[9];
+    shr_segm_keypoints(&g, &p, kp, 3, NULL, out);
+    const float want[9] = {0.5f, 3.0f, 2, 3.5f, 3.5f, 1, 0, 0, 0};
+    ck_assert_mem_eq(out, want, sizeof want);
+    shr_segm_keypoints(&g, &q, kp, 3, NULL, out);
+    const float shifted[9] = {2.0f, 0.5f, 2, 1.5f, 3.5f, 1, 0, 0, 0};
+    ck_assert_mem_eq(out, shifted, sizeof shifted);
+    /* pushed by 3: the first lands on the frame's right edge (closed: kept), the second at
+     * 3.5; pushed by 4, both leave it */
+    q.affine_tx = 3;
+    shr_segm_keypoints(&g, &q, kp, 3, NULL, out);
+    const float edge[9] = {4.0f, 0.5f, 2, 3.5f, 3.5f, 1, 0, 0, 0};
+    ck_assert_mem_eq(out, edge, sizeof edge);
+    q.affine_tx = 4;
+    shr_segm_keypoints(&g, &q, kp, 3, NULL, out);
+    const float gone[9] = {0};
+    ck_assert_mem_eq(out, gone, sizeof gone);
+}
+END_TEST
+
 static Suite *segm_suite(void)
 {
     Suite *s = suite_create("segm_warp");
@@ -188,6 +250,7 @@ static Suite *segm_suite(void)
     tcase_add_test(tc, test_rrc);
     tcase_add_test(tc, test_scale_ops);
     tcase_add_test(tc, test_keypoints);
+    tcase_add_test(tc, test_warps);
     suite_add_tcase(s, tc);
     return s;
 }

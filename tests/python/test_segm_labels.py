@@ -4,8 +4,8 @@ uint8 (a list of (h, w) where each image has its own size), moved exactly with t
 the crop or pad, RandomResizedCrop, the scale ops and the flip, with torch's nearest index and
 the dataset's ignore index in the padding. Every geometry against a NumPy reference of the
 label-map PNGs fed the Loader's reported params, value for value; the same batches at 1 and 3
-threads and after a resume; colour ops leave the maps alone; the warps and 16-bit labels above
-255 refused, naming the reason."""
+threads and after a resume; colour ops leave the maps alone; 16-bit labels above 255 refused,
+naming the reason (the warps: test_segm_warps.py)."""
 import os
 
 import numpy as np
@@ -191,16 +191,6 @@ def test_same_batches_at_1_and_3_threads_and_after_resume(lab):
             for im, m in (next(it) for _ in range(2))]
     rest = flat(batches(ds, 3, loader.state_dict()))
     assert head + rest == one
-
-
-@pytest.mark.parametrize("kw,msg", [
-    (dict(rotation=10), "label maps, which rotation does not move yet"),
-    (dict(affine=dict(degrees=5)), "label maps, which affine does not move yet"),
-    (dict(auto_augment="trivialaugment_wide"), "label maps, which auto_augment does not move"),
-])
-def test_warps_refused(lab, kw, msg):
-    with pytest.raises(shardread.ArgumentError, match=msg):
-        next(iter(shardread.Loader(lab[0], targets=True, size=40, pad=True, **kw)))
 
 
 def test_labels_above_255_refused(tmp_path):

@@ -4,8 +4,8 @@ pixels by the crop or pad, RandomResizedCrop, the detection geometry (multiscale
 sizes, scale_jitter, letterbox) and the flip with flip_indices. Every geometry against a NumPy
 reference fed the Loader's reported params: masks byte-exact (torch's nearest index, 0 in the
 padding), keypoints to 1e-4 pixel, the instance whose mask is left empty dropped with its box;
-the same batches at 1 and 3 threads and after a resume; DDP ranks disjoint; the warps and a
-keypoint flip without flip_indices refused."""
+the same batches at 1 and 3 threads and after a resume; DDP ranks disjoint; a keypoint flip
+without flip_indices refused (the warps: test_segm_warps.py)."""
 import os
 import sys
 
@@ -231,9 +231,6 @@ def test_ddp_ranks_disjoint_with_their_masks(seg):
 
 
 @pytest.mark.parametrize("kw,msg", [
-    (dict(rotation=10), "rotation does not move yet"),
-    (dict(affine=dict(degrees=5)), "affine does not move yet"),
-    (dict(auto_augment="trivialaugment_wide"), "auto_augment does not move yet"),
     (dict(flip=True), "a flip needs flip_indices"),
     (dict(flip=True, flip_indices=[1, 0]), "flip_indices has 2 entries: the dataset has 3"),
     (dict(flip=True, flip_indices=[1, 0, 3]), r"flip_indices\[2\] is 3"),

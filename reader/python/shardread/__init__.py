@@ -900,14 +900,17 @@ class Loader(_shardread.Loader):
     (masks sampled nearest as torchvision.transforms.v2 resizes a Mask, 0 in the padding; an
     instance whose mask is left empty is dropped with its box; keypoints leaving the image or
     stored invisible are (0, 0, 0)). flip_indices=[...] (K ints) is the flip's left/right swap
-    of the keypoints, required to flip a keypoint dataset; rotation, affine and auto_augment are
-    refused for such datasets (reader/shardread.h, "Masks and keypoints").
+    of the keypoints, required to flip a keypoint dataset. rotation, affine and auto_augment's
+    shears, translations and rotations move them too: masks through Pillow's NEAREST with the
+    pixels' matrix (0 outside), keypoints through the forward map, (0, 0, 0) once outside
+    (reader/shardread.h, "Masks and keypoints").
     A semantic segmentation dataset (shardc build --masks DIR) read with targets=True gives
     (images, masks, ...) instead: masks (B, H, W) uint8 label maps at the output size (a list
     of (h, w) ones where the images are a list), moved exactly with the pixels by the same
     geometry and flip (nearest, as v2 moves a Mask), the dataset's ignore index in the padding;
-    colour ops leave them alone; masks.long() gives the int64 CrossEntropyLoss takes. Labels
-    above 255 and rotation, affine and auto_augment are refused.
+    colour ops leave them alone; rotation, affine and auto_augment's geometric ops move them
+    with Pillow's NEAREST (the ignore index outside); masks.long() gives the int64
+    CrossEntropyLoss takes. Labels above 255 are refused.
 
     Detection geometry at read time, in place of size= (one of the three; the boxes follow,
     clipped and dropped as above; the pixels equal torchvision's F.resize, F.crop and F.pad on
