@@ -564,7 +564,7 @@ SHR_API uint64_t shr_mix(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t
  *   SHR_SCALE_RESIZE: torchvision's evaluation geometry Resize(S[, max_size=M]) then
  *     CenterCrop((height, width)), S = scale_sizes[0] (scale_nsizes 1), M = scale_max (0:
  *     none), no draw; the build's --short-side S [--max-side M] --crop WxH arithmetic
- *     (formats/geometry.h, FMT_GEOM_SHORT_SIDE): the short side becomes S, the long side
+ *     (the build's short-side geometry): the short side becomes S, the long side
  *     int(S * long / short) (capped by M as torchvision caps it), the crop at
  *     int(round((scale - out) / 2)) on an axis the resize covers, zero padding of
  *     (out - scale) // 2 before and the rest after on one it does not.
@@ -1098,7 +1098,7 @@ typedef struct {
  * dataset without targets). Any thread holding b. */
 SHR_API int shr_batch_target(const shr_batch *b, uint32_t i, shr_target *t);
 
-/* Masks and keypoints (datasets of target record version 2, formats/raw.md). Each delivered
+/* Masks and keypoints (datasets of target record version 2, as the raw format specifies it). Each delivered
  * instance's mask is moved with the pixels by the sample's parameters: the output pixel (X, Y)
  * (the flip undone: X <- fw - 1 - X, fw the flip's width of "Targets") takes the stored pixel
  *     crop or pad:       (X - (W - p.w) / 2 + p.x, ...), 0 outside the placed rectangle
