@@ -15,6 +15,7 @@
 
 #include <curl/curl.h>
 
+#include "curl_codes.h"
 #include "remote.h"
 
 enum { J_NEW, J_ACTIVE, J_WAIT, J_DONE };
@@ -235,42 +236,6 @@ static int attempt(CURLM *m, fetch_ctx *f, rmt_job *j)
     return 0;
 }
 
-static int transient_curl(CURLcode r)
-{
-    switch (r) {
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_GOT_NOTHING:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-    case CURLE_SSL_CONNECT_ERROR:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-static int errno_of_curl(CURLcode r)
-{
-    switch (r) {
-    case CURLE_COULDNT_CONNECT:
-        return ECONNREFUSED;
-    case CURLE_OPERATION_TIMEDOUT:
-        return ETIMEDOUT;
-    case CURLE_COULDNT_RESOLVE_HOST:
-        return EHOSTUNREACH;
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_SSL_CACERT_BADFILE:
-        return EPROTO;
-    default:
-        return EIO;
-    }
-}
-
 static void describe(const fetch_ctx *f, const rmt_job *j, int rc, const char *what)
 {
     const rmt_config *c = f->c;
@@ -314,8 +279,8 @@ static int finish(CURLM *m, fetch_ctx *f, rmt_job *j, CURLcode res, unsigned tri
                  (unsigned long long)j->range_start, (unsigned long long)j->offset);
         rc = EIO;
     } else if (res != CURLE_OK) {
-        transient = transient_curl(res);
-        rc = errno_of_curl(res);
+        transient = rmt_curl_transient(res);
+        rc = rmt_curl_errno(res);
         snprintf(what, sizeof what, "%s", j->errbuf[0] ? j->errbuf : curl_easy_strerror(res));
     } else {
         if (code == 404 && j->optional) {

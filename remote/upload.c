@@ -16,6 +16,7 @@
 
 #include <curl/curl.h>
 
+#include "curl_codes.h"
 #include "upload.h"
 
 /* as fetch.c: the downloads and the uploads retry alike */
@@ -349,42 +350,6 @@ static void xml_field(const char *body, const char *tag, char *out, size_t len)
     out[k] = '\0';
 }
 
-static int transient_curl(CURLcode r)
-{
-    switch (r) {
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_GOT_NOTHING:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-    case CURLE_SSL_CONNECT_ERROR:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-static int errno_of_curl(CURLcode r)
-{
-    switch (r) {
-    case CURLE_COULDNT_CONNECT:
-        return ECONNREFUSED;
-    case CURLE_OPERATION_TIMEDOUT:
-        return ETIMEDOUT;
-    case CURLE_COULDNT_RESOLVE_HOST:
-        return EHOSTUNREACH;
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_SSL_CACERT_BADFILE:
-        return EPROTO;
-    default:
-        return EIO;
-    }
-}
-
 /* Run r until it succeeds (2xx, and no <Error> in a 200's body), fails for good, or has been
  * tried TRIES times. 0 or an error described in msg. */
 static int perform(rmt_writer *w, req_t *r, fmt_msg *msg)
@@ -468,8 +433,8 @@ static int perform(rmt_writer *w, req_t *r, fmt_msg *msg)
             rc = r->rerr;
             snprintf(what, sizeof what, "cannot read the file: %s", strerror(rc));
         } else if (res != CURLE_OK) {
-            transient = transient_curl(res);
-            rc = errno_of_curl(res);
+            transient = rmt_curl_transient(res);
+            rc = rmt_curl_errno(res);
             snprintf(what, sizeof what, "%s", errbuf[0] ? errbuf : curl_easy_strerror(res));
         } else {
             int err_body = r->code == 200 && r->resp && strstr(r->resp, "<Error>");
