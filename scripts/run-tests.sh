@@ -13,8 +13,10 @@ fi
 pass=0; fail=0; skip=0; failed=()
 for t in "$@"; do
   echo "== $t"
-  if [ "$kind" = unit ]; then "$t"; else bash "$t"; fi
+  # a hang is a failure, not a stalled run: 20 minutes each (the slowest, under TSan, take 5)
+  if [ "$kind" = unit ]; then timeout -k 10 1200 "$t"; else timeout -k 10 1200 bash "$t"; fi
   rc=$?
+  [ $rc -eq 124 ] && echo "   (killed after 20 minutes: a hang)"
   if [ $rc -eq 0 ]; then pass=$((pass+1))
   elif [ $rc -eq 77 ] && [ "${SHARDC_NO_SKIP:-0}" = 1 ]; then
     fail=$((fail+1)); failed+=("$t (skipped, and SHARDC_NO_SKIP=1 makes a skip a failure)")

@@ -6,13 +6,14 @@ remote_cache_check.py equal LOCAL URL CACHE LIMIT KWARGS_JSON
     holds more than LIMIT bytes, nor does the cache's own count (peak_bytes); prints
     'peak=N evicted=E fetched=F'
 remote_cache_check.py resume LOCAL URL CACHE LIMIT KWARGS_JSON CUT
-    CUT batches from the URL, state_dict, a new Loader on the URL loads it and reads the rest:
-    together they equal the local epoch
+    CUT batches from the URL in a process of their own, state_dict; then a new Loader on the URL
+    loads it and reads the rest: together they equal the local epoch (LIMIT 0: no cache_limit)
 remote_cache_check.py refuse URL CACHE LIMIT KWARGS_JSON
     the open is refused (ValueError), the message printed
 """
 import json
 import os
+import subprocess
 import sys
 import threading
 
@@ -24,7 +25,9 @@ def folder_bytes(cache):
     total = 0
     for d, _, files in os.walk(cache):
         for f in files:
-            if f.endswith(".raw") or f.endswith(".part"):
+            # the shards and their downloads (the limit bounds the shards; the manifest's own
+            # download, .manifest.json.PID.part, and the tables are a few KiB on top)
+            if f.endswith(".raw") or f.endswith(".raw.part"):
                 try:
                     total += os.stat(os.path.join(d, f)).st_size
                 except FileNotFoundError:
@@ -75,21 +78,37 @@ def main(argv):
             return 0
         print("the open was not refused", file=sys.stderr)
         return 1
+    if cmd == "first":
+        url, cache, limit, kw, cut, out = (argv[2], argv[3], int(argv[4]), json.loads(argv[5]),
+                                           int(argv[6]), argv[7])
+        b = shardread.Loader(url, return_indices=True, cache=cache, cache_limit=limit or None, **kw)
+        got = batches(b, cut)
+        arrays = {f"b{k}_{j}": a for k, t in enumerate(got) for j, a in enumerate(t)}
+        np.savez(out, n=len(got), **arrays)
+        print(json.dumps(b.state_dict()))
+        return 0
     local, url, cache, limit, kw = argv[2], argv[3], argv[4], int(argv[5]), json.loads(argv[6])
     want = batches(shardread.Loader(local, return_indices=True, **kw))
     s = Sampler(cache)
     s.start()
     if cmd == "equal":
-        b = shardread.Loader(url, return_indices=True, cache=cache, cache_limit=limit, **kw)
+        b = shardread.Loader(url, return_indices=True, cache=cache, cache_limit=limit or None, **kw)
         got = batches(b)
         info = b._cache_info()
     else:
-        cut = int(argv[7])
-        b = shardread.Loader(url, return_indices=True, cache=cache, cache_limit=limit, **kw)
-        got = batches(b, cut)
-        state = b.state_dict()
-        del b
-        c = shardread.Loader(url, return_indices=True, cache=cache, cache_limit=limit, **kw)
+        # the first CUT batches in a process of their own, which ends (a job stopped), then
+        # this process resumes from its state: one reader at a time on the bounded cache
+        out = os.path.join(cache, "first.npz")
+        r = subprocess.run([sys.executable, __file__, "first", url, cache, str(limit),
+                            json.dumps(kw), argv[7], out], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"the first part failed: {r.stderr}", file=sys.stderr)
+            return 1
+        state = json.loads(r.stdout)
+        with np.load(out) as z:
+            got = [tuple(z[f"b{k}_{j}"] for j in range(3)) for k in range(int(z["n"]))]
+        os.unlink(out)
+        c = shardread.Loader(url, return_indices=True, cache=cache, cache_limit=limit or None, **kw)
         c.load_state_dict(state)
         got += batches(c)
         info = c._cache_info()
@@ -98,7 +117,7 @@ def main(argv):
     if not same(want, got):
         return 1
     peak = max(s.peak, info["peak_bytes"])
-    if peak > limit or info["limit"] != limit:
+    if limit and (peak > limit or info["limit"] != limit):
         print(f"the cache held {peak} bytes (sampled {s.peak}, counted "
               f"{info['peak_bytes']}), over its limit {limit}", file=sys.stderr)
         return 1
