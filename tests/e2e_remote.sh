@@ -13,7 +13,7 @@
 # files; per-image sets and cache_limit= on lmdb refused with messages.
 . "$(dirname "$0")/lib.sh"
 
-PY=/usr/bin/python3
+PY=$(py_module)
 HELP="$ROOT/tests/remote_servers.py"
 export PYTHONPATH="$ROOT/$BUILD/python"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)

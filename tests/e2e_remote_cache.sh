@@ -12,7 +12,7 @@
 # counted.
 . "$(dirname "$0")/lib.sh"
 
-PY=/usr/bin/python3
+PY=$(py_module)
 HELP="$ROOT/tests/remote_servers.py"
 CHK="$ROOT/tests/remote_cache_check.py"
 export PYTHONPATH="$ROOT/$BUILD/python"

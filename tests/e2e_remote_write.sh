@@ -12,7 +12,7 @@
 # are clear errors that never show the secret.
 . "$(dirname "$0")/lib.sh"
 
-PY=/usr/bin/python3
+PY=$(py_module)
 HELP="$ROOT/tests/remote_servers.py"
 export PYTHONPATH="$ROOT/$BUILD/python"
 S3RVER="$ROOT/$BUILD/npm/node_modules/.bin/s3rver"

@@ -16,6 +16,19 @@ for py in python3 /usr/bin/python3; do
   if "$py" -c 'import PIL' 2>/dev/null; then PYPIL=$py; break; fi
 done
 
+# py_module: the command that runs /usr/bin/python3 on the shardread module of $BUILD (use it
+# unquoted: $PY script.py). Under ASan with the runtime preloaded and leak checks off (the
+# interpreter keeps its objects), as tests/python/run.sh does; under TSan, which cannot run in
+# an uninstrumented interpreter, on the plain build's module (build/, which CI's plain make test
+# builds first): the C programs of the test stay the sanitizer build's.
+py_module() {
+  case "$BUILD" in
+    *address*) echo "env LD_PRELOAD=$(${CC:-cc} -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 PYTHONPATH=$ROOT/$BUILD/python /usr/bin/python3" ;;
+    *thread*) echo "env PYTHONPATH=$ROOT/build/python /usr/bin/python3" ;;
+    *) echo "env PYTHONPATH=$ROOT/$BUILD/python /usr/bin/python3" ;;
+  esac
+}
+
 ok() { NPASS=$((NPASS+1)); echo "  ok   $*"; }
 bad() { NFAIL=$((NFAIL+1)); echo "  FAIL $*"; }
 
