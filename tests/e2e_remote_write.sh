@@ -27,7 +27,7 @@ for tool in node npm; do
   command -v "$tool" >/dev/null || { bad "$tool is missing: scripts/deps.sh installs it"; finish; exit; }
 done
 if [ ! -x "$S3RVER" ]; then
-  npm install --silent --no-audit --no-fund --prefix "$ROOT/$BUILD/npm" s3rver@3 >"$T/npm" 2>&1 ||
+  timeout 180 npm install --silent --no-audit --no-fund --prefix "$ROOT/$BUILD/npm" s3rver@3 >"$T/npm" 2>&1 ||
     { echo "SKIPPED: s3rver could not be fetched from the npm registry (a machine without it, such as"
       echo "  the fresh Debian root of scripts/fresh-debian.sh; SHARDC_NO_SKIP=1 makes this a failure):"
       tail -3 "$T/npm"; exit 77; }
