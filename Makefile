@@ -298,14 +298,9 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory check-unit check-e2e check-python
 
 # the reader's tests build datasets with the CLIs of the same build
-$(BUILD)/tests/test_reader: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
-$(BUILD)/tests/test_transform: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
-$(BUILD)/tests/test_augment_read $(BUILD)/tests/test_affine $(BUILD)/tests/test_detect_read \
-$(BUILD)/tests/test_reliability: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
-$(BUILD)/tests/test_scale_read: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
-$(BUILD)/tests/test_options_abi $(BUILD)/tests/test_pipeline_stats: | $(BUILD)/bin/shardc \
-    $(BUILD)/bin/shardc-mksample
-$(BUILD)/tests/test_mixture: | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
+PROG_TESTS := reader transform augment_read affine detect_read reliability scale_read options_abi \
+    pipeline_stats mixture
+$(PROG_TESTS:%=$(BUILD)/tests/test_%): | $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample
 
 check-unit: $(TEST_BIN)
 	$(Q)SHARDC_PYTHON=$(PYTHON) scripts/run-tests.sh unit $(TEST_BIN)
