@@ -5,6 +5,7 @@
 
 #include "affine.h"
 #include "autoaugment.h"
+#include "scale.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
@@ -138,7 +139,7 @@ uint32_t shr_box_map(const shr_box_geom *g, const fmt_target *t, const shr_param
         y0 = p->pad_y;
         x1 = x0 + p->image_w;
         y1 = y0 + p->image_h;
-        if (g->scale == SHR_SCALE_MULTI || g->scale == SHR_SCALE_NATURAL) {
+        if (shr_scale_per_image(g->scale)) {
             fw = gw = p->image_w;
             gh = p->image_h;
         }

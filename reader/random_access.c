@@ -137,23 +137,33 @@ int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, 
     return 0;
 }
 
-int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t)
+/* Sample idx's stored target into *f, for shr_dataset_target and shr_dataset_segm: 0, or an
+ * error in the open-error message (no targets, out of range, unreadable). */
+static int stored_target(const shr_dataset *d, uint64_t idx, fmt_target *f)
 {
-    shr_open_err.text[0] = '\0';
-    if (!d || !t)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset or target given");
     if (!fmt_dataset_manifest(d->ds)->targets)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "the dataset has no targets (not a detection "
                         "dataset)");
     if (idx >= fmt_dataset_count(d->ds))
         return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
                         " samples)", idx, fmt_dataset_count(d->ds));
-    fmt_target f;
     fmt_msg m = {{0}};
-    int rc = fmt_dataset_target(d->ds, idx, &f, &m);
+    int rc = fmt_dataset_target(d->ds, idx, f, &m);
     if (rc)
         return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
                         fmt_dataset_sample_file(d->ds, idx), idx, fmt_reason(&m, rc));
+    return 0;
+}
+
+int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t)
+{
+    shr_open_err.text[0] = '\0';
+    if (!d || !t)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset or target given");
+    fmt_target f;
+    int rc = stored_target(d, idx, &f);
+    if (rc)
+        return rc;
     memset(t, 0, sizeof *t);
     t->count = f.count;
     t->dropped = f.dropped;
@@ -174,18 +184,10 @@ int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints
     shr_open_err.text[0] = '\0';
     if (!d)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset given");
-    if (!fmt_dataset_manifest(d->ds)->targets)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "the dataset has no targets (not a detection "
-                        "dataset)");
-    if (idx >= fmt_dataset_count(d->ds))
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
-                        " samples)", idx, fmt_dataset_count(d->ds));
     fmt_target f;
-    fmt_msg m = {{0}};
-    int rc = fmt_dataset_target(d->ds, idx, &f, &m);
+    int rc = stored_target(d, idx, &f);
     if (rc)
-        return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
-                        fmt_dataset_sample_file(d->ds, idx), idx, fmt_reason(&m, rc));
+        return rc;
     size_t npix = (size_t)f.map_width * f.map_height;
     if (num_keypoints)
         *num_keypoints = f.num_keypoints;

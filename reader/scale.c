@@ -39,15 +39,16 @@ const char *shr_scale_check(const shr_options *o)
         return "scale and random_crop exclude each other: scale places the image itself";
     if ((unsigned)o->filter > SHR_FILTER_LANCZOS)
         return "unknown filter";
-    if (o->scale == SHR_SCALE_MULTI || o->scale == SHR_SCALE_NATURAL) {
-        if (o->scale == SHR_SCALE_MULTI &&
-            (o->scale_nsizes < 1 || o->scale_nsizes > SHR_SCALE_MAX_SIZES))
+    if (o->scale == SHR_SCALE_MULTI) {
+        if (o->scale_nsizes < 1 || o->scale_nsizes > SHR_SCALE_MAX_SIZES)
             return "multi-scale needs 1 to 16 sizes (scale_nsizes)";
-        for (uint32_t i = 0; o->scale == SHR_SCALE_MULTI && i < o->scale_nsizes; i++)
+        for (uint32_t i = 0; i < o->scale_nsizes; i++)
             if (o->scale_sizes[i] == 0 || o->scale_sizes[i] > FMT_GEOM_MAX_SIDE)
                 return "multi-scale sizes must be in 1..1048576";
-        if (o->scale == SHR_SCALE_MULTI && (o->scale_max == 0 || o->scale_max > FMT_GEOM_MAX_SIDE))
+        if (o->scale_max == 0 || o->scale_max > FMT_GEOM_MAX_SIDE)
             return "multi-scale needs a max size (scale_max) in 1..1048576";
+    }
+    if (shr_scale_per_image(o->scale)) {
         if (o->scale_dense && o->erase_p > 0)
             return "RandomErasing is not supported with scale_dense yet: use the canvas";
         if (o->scale_dense && (o->mixup_alpha > 0 || o->cutmix_alpha > 0))

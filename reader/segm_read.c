@@ -6,6 +6,7 @@
 
 #include "affine.h"
 #include "autoaugment.h"
+#include "scale.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
@@ -38,7 +39,7 @@ static void frame_of(const shr_box_geom *g, const shr_params *p, frame *f)
         f->y0 = p->pad_y;
         f->x1 = f->x0 + p->image_w;
         f->y1 = f->y0 + p->image_h;
-        if (g->scale == SHR_SCALE_MULTI || g->scale == SHR_SCALE_NATURAL)
+        if (shr_scale_per_image(g->scale))
             f->fw = p->image_w;
     }
 }
@@ -46,7 +47,7 @@ static void frame_of(const shr_box_geom *g, const shr_params *p, frame *f)
 void shr_segm_size(const shr_box_geom *g, int dense, const shr_params *p, uint32_t *w,
                    uint32_t *h)
 {
-    int list = dense && (g->scale == SHR_SCALE_MULTI || g->scale == SHR_SCALE_NATURAL);
+    int list = dense && shr_scale_per_image(g->scale);
     *w = list ? p->image_w : g->width;
     *h = list ? p->image_h : g->height;
 }
@@ -134,7 +135,7 @@ void shr_segm_warp_map(const uint8_t *m, uint32_t sw, const int32_t *xs, const i
 
 void shr_segm_frame(const shr_box_geom *g, const shr_params *p, uint32_t *gw, uint32_t *gh)
 {
-    int alone = g->scale == SHR_SCALE_MULTI || g->scale == SHR_SCALE_NATURAL;
+    int alone = shr_scale_per_image(g->scale);
     *gw = alone ? p->image_w : g->width;
     *gh = alone ? p->image_h : g->height;
 }
