@@ -34,6 +34,8 @@ import torchvision.transforms as T
 import torchvision.transforms.functional as F
 from PIL import Image
 
+import benchlib
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI_SIZES = (480, 512, 544, 576, 608)
 MULTI_MAX = 1000
@@ -62,13 +64,8 @@ class Coco(torch.utils.data.Dataset):
     def __init__(self, root, ann, multiscale=False, jitter=False):
         self.multiscale = multiscale
         self.jitter = T.ColorJitter(*JITTER) if jitter else None
-        with open(ann) as f:
-            doc = json.load(f)
         self.root = root
-        self.images = doc["images"]
-        self.anns = {}
-        for a in doc["annotations"]:
-            self.anns.setdefault(a["image_id"], []).append(a)
+        self.images, self.anns = benchlib.coco_index(ann)
 
     def __len__(self):
         return len(self.images)
@@ -115,19 +112,7 @@ def run_shardread(out, multiscale=False, uint8=False, jitter=False):
                 dict(dtype="float32", layout="NCHW", mean=0.0, std=255.0))
     loader = shardread.Loader(out, batch_size=8, threads=1, targets=True, flip=True,
                               framework="torch", **out_form, **geometry)
-    for batch in loader:  # warm-up epoch
-        pass
-    # a training loop holds one batch while the next is delivered; a batch held besides that
-    # (the warm-up's last, kept by its loop variable) would make every batch a copy
-    del batch
-    copies = loader.copies
-    t0, n = time.perf_counter(), 0
-    for images, targets in loader:
-        n += len(images)
-    rate = n / (time.perf_counter() - t0)
-    if loader.copies != copies:
-        print(f"bench-detect: {loader.copies - copies} batches were copies", file=sys.stderr)
-    return rate
+    return benchlib.loader_rate(loader, "bench-detect")
 
 
 def main():

@@ -49,6 +49,8 @@ import torchvision.transforms as T
 import torchvision.transforms.functional as F
 from PIL import Image, ImageDraw
 
+import benchlib
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZE = 512
 MULTI_SIZES = (480, 512, 544, 576, 608)
@@ -86,13 +88,8 @@ class CocoSegm(torch.utils.data.Dataset):
 
     def __init__(self, root, ann, mode):
         self.mode = mode
-        with open(ann) as f:
-            doc = json.load(f)
         self.root = root
-        self.images = doc["images"]
-        self.anns = {}
-        for a in doc["annotations"]:
-            self.anns.setdefault(a["image_id"], []).append(a)
+        self.images, self.anns = benchlib.coco_index(ann)
 
     def __len__(self):
         return len(self.images)
@@ -172,24 +169,17 @@ def run_shardread(out, **kw):
     loader = shardread.Loader(out, batch_size=BATCH, threads=1, shuffle=True, targets=True,
                               flip=True, framework="torch", dtype="float32", layout="NCHW",
                               mean=0.0, std=255.0, **kw)
-    for batch in loader:  # warm-up epoch
-        pass
+    return benchlib.loader_rate(loader, "bench-segm", check_targets)
+
+
+def check_targets(batch):
+    """The targets the benchmark means to time: instance masks (N, H, W) uint8 beside the boxes,
+    or label maps (B, H, W) uint8."""
     images, targets = batch[0], batch[1]
-    if isinstance(targets, list):  # instance masks: (N, H, W) uint8 beside the boxes
+    if isinstance(targets, list):
         assert targets[0]["masks"].dtype == torch.uint8 and targets[0]["masks"].dim() == 3
-    else:  # label maps: (B, H, W) uint8
+    else:
         assert targets.dtype == torch.uint8 and tuple(targets.shape) == (len(images), SIZE, SIZE)
-    del images, targets
-    # a training loop holds one batch while the next is delivered (see bench-detect.py)
-    del batch
-    copies = loader.copies
-    t0, n = time.perf_counter(), 0
-    for images, _ in loader:
-        n += len(images)
-    rate = n / (time.perf_counter() - t0)
-    if loader.copies != copies:
-        print(f"bench-segm: {loader.copies - copies} batches were copies", file=sys.stderr)
-    return rate
 
 
 def label_maps(src, dst, seed=11):

@@ -1,9 +1,12 @@
-"""Helpers the Python benchmarks (bench-augment.py, bench-rrc.py) share: the generated photo
-folder they measure on, and a dataset's stored samples as PIL images."""
+"""Helpers the Python benchmarks share: the generated photo folder bench-augment.py and
+bench-rrc.py measure on, and a dataset's stored samples as PIL images; the COCO annotation index
+and the shardread.Loader timing of bench-detect.py and bench-segm.py."""
 import io
 import json
 import os
 import subprocess
+import sys
+import time
 
 
 def photos(work, bin_dir, per, name="photos"):
@@ -31,3 +34,35 @@ def stored_images(ds, bin_dir):
         im.load()
         imgs.append(im)
     return imgs
+
+
+def coco_index(ann):
+    """The COCO annotation file ANN as CocoDetection reads it, without pycocotools: its images,
+    and its annotations listed per image id."""
+    with open(ann) as f:
+        doc = json.load(f)
+    anns = {}
+    for a in doc["annotations"]:
+        anns.setdefault(a["image_id"], []).append(a)
+    return doc["images"], anns
+
+
+def loader_rate(loader, who, check=None):
+    """Images per second of the shardread.Loader LOADER's second epoch (the first warms it);
+    CHECK, when given, is called on the warm-up's last batch. Batches delivered as copies in the
+    timed epoch are reported on stderr, WHO naming the benchmark."""
+    for batch in loader:  # warm-up epoch
+        pass
+    if check:
+        check(batch)
+    # a training loop holds one batch while the next is delivered; a batch held besides that
+    # (the warm-up's last, kept by its loop variable) would make every batch a copy
+    del batch
+    copies = loader.copies
+    t0, n = time.perf_counter(), 0
+    for images, _ in loader:
+        n += len(images)
+    rate = n / (time.perf_counter() - t0)
+    if loader.copies != copies:
+        print(f"{who}: {loader.copies - copies} batches were copies", file=sys.stderr)
+    return rate

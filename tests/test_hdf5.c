@@ -5,7 +5,6 @@
 #include "testutil.h"
 
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
@@ -863,6 +862,7 @@ END_TEST
 
 typedef struct {
     void *sh;
+    void **shs;                 /* many_thread: the shards it reads, in place of sh */
     const tu_sample *s;
     size_t n;
     fmt_access access;
@@ -980,35 +980,17 @@ END_TEST
 
 /* ---- descriptors and mappings per shard ---- */
 
-static unsigned open_fds(void)
-{
-    unsigned n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    ck_assert_ptr_nonnull(d);
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
-
 enum { MANY = 80 };     /* chunked shards open at once: past the 32 files HDF5 is let hold */
 
-typedef struct {
-    void **sh;
-    const tu_sample *s;
-    size_t n;
-    unsigned seed;
-    int bad;
-} many_job;
-
+/* Reads spread over the MANY shards of j->shs. */
 static void *many_thread(void *arg)
 {
-    many_job *j = arg;
+    reader_job *j = arg;
     uint8_t *buf = malloc(40 * 40 * 3);
     for (unsigned k = 0; k < 2 * MANY; k++) {
         unsigned f = (k * 13 + j->seed * 7) % MANY;
         size_t i = (k + j->seed) % j->n;
-        if (be->r_read(j->sh[f], i, buf, NULL, 0) != 0 ||
+        if (be->r_read(j->shs[f], i, buf, NULL, 0) != 0 ||
             memcmp(buf, j->s[i].px, tu_sample_len(&j->s[i])) != 0)
             j->bad++;
     }
@@ -1033,7 +1015,7 @@ START_TEST(test_chunked_bounded_files)
     rewrite(path, chunked, 1, NULL, NULL, NULL);
     size_t len;
     uint8_t *bytes = tu_slurp(chunked, &len);
-    unsigned before = open_fds();
+    unsigned before = tu_open_fds();
     void *sh[MANY];
     char name[64], p[1300];
     for (int k = 0; k < MANY; k++) {
@@ -1041,7 +1023,7 @@ START_TEST(test_chunked_bounded_files)
         shard_path(p, sizeof p, name);
         tu_spit(p, bytes, len);
         sh[k] = open_ok(p, (fmt_access)(k % 3));
-        ck_assert_uint_le(open_fds(), before + 40);
+        ck_assert_uint_le(tu_open_fds(), before + 40);
     }
     uint8_t *buf = malloc(40 * 40 * 3);
     ck_assert_ptr_nonnull(buf);
@@ -1051,19 +1033,19 @@ START_TEST(test_chunked_bounded_files)
             ck_assert_int_eq(be->r_read(sh[k], i, buf, NULL, 0), 0);
             ck_assert_mem_eq(buf, s[i].px, tu_sample_len(&s[i]));
             ck_assert_int_eq(be->r_check(sh[k], (i + 1) % n), 0);
-            ck_assert_uint_le(open_fds(), before + 40);
+            ck_assert_uint_le(tu_open_fds(), before + 40);
         }
-    many_job jobs[6];
+    reader_job jobs[6];
     pthread_t th[6];
     for (unsigned t = 0; t < 6; t++) {
-        jobs[t] = (many_job){.sh = sh, .s = s, .n = n, .seed = t};
+        jobs[t] = (reader_job){.shs = sh, .s = s, .n = n, .seed = t};
         ck_assert_int_eq(pthread_create(&th[t], NULL, many_thread, &jobs[t]), 0);
     }
     for (int t = 0; t < 6; t++) {
         pthread_join(th[t], NULL);
         ck_assert_int_eq(jobs[t].bad, 0);
     }
-    ck_assert_uint_le(open_fds(), before + 40);
+    ck_assert_uint_le(tu_open_fds(), before + 40);
     /* read the last 40 in order: the first shard's file is closed now; replace it */
     for (int k = MANY - 40; k < MANY; k++)
         ck_assert_int_eq(be->r_read(sh[k], 0, buf, NULL, 0), 0);
@@ -1077,7 +1059,7 @@ START_TEST(test_chunked_bounded_files)
     ck_assert_mem_eq(buf, s[0].px, tu_sample_len(&s[0]));
     for (int k = 0; k < MANY; k++)
         be->r_close(sh[k]);
-    ck_assert_uint_eq(open_fds(), before);
+    ck_assert_uint_eq(tu_open_fds(), before);
     free(buf);
     free(bytes);
     tu_samples_free(s, n);

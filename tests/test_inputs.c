@@ -229,6 +229,17 @@ static void mktar(const char *name, const char *const *members, size_t n)
     archive_write_free(a);
 }
 
+/* The inputs of the source t.tar, made of MEMBERS by mktar. */
+static void tar_inputs(const char *const *members, size_t n, fmt_inputs *in)
+{
+    mktar("t.tar", members, n);
+    char src[256];
+    snprintf(src, sizeof src, "%s/t.tar", root);
+    char *srcs[] = {src};
+    fmt_msg err = {{0}};
+    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, in, &err), 0);
+}
+
 /* An archive SRC is the tree it extracts into: folder-walk order (components compared one by
  * one), hidden names left out, the later of two equal paths kept, unsafe names and links
  * skipped, an empty folder still a class. */
@@ -237,13 +248,9 @@ START_TEST(archive_as_tree)
     static const char *const members[] = {
         "b/2.jpg", "a.jpg", "./a/x.jpg", "a/x/1.jpg", "a/0.jpg", ".hidden/z.jpg", "a/.h.jpg",
         "../up.jpg", "a/0.jpg", "@a/link.jpg", "empty/", "b/notes.txt"};
-    mktar("t.tar", members, sizeof members / sizeof *members);
-    char src[256];
-    snprintf(src, sizeof src, "%s/t.tar", root);
-    char *srcs[] = {src};
     fmt_inputs in;
     fmt_msg err = {{0}};
-    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, &err), 0);
+    tar_inputs(members, sizeof members / sizeof *members, &in);
     ck_assert_uint_eq(in.nclasses, 3);
     ck_assert_str_eq(in.classes[0], "a");
     ck_assert_str_eq(in.classes[1], "b");
@@ -291,14 +298,10 @@ START_TEST(archive_names)
     strcpy(longname + 5002, ".jpg");
     const char *const members[] = {"./", "h/.DS_Store", "c/./2.jpg", "./c//3.jpg", "d/1.jpg",
                                    "d//1.jpg", longname, "c/./"};
-    mktar("t.tar", members, sizeof members / sizeof *members);
-    free(longname);
-    char src[256];
-    snprintf(src, sizeof src, "%s/t.tar", root);
-    char *srcs[] = {src};
     fmt_inputs in;
     fmt_msg err = {{0}};
-    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, &err), 0);
+    tar_inputs(members, sizeof members / sizeof *members, &in);
+    free(longname);
     ck_assert_uint_eq(in.nclasses, 3);
     ck_assert_str_eq(in.classes[0], "c");
     ck_assert_str_eq(in.classes[1], "d");

@@ -1277,17 +1277,6 @@ START_TEST(test_parallel_reads)
 }
 END_TEST
 
-static unsigned open_fds(void)
-{
-    unsigned n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    ck_assert_ptr_nonnull(d);
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
-
 /* An open shard holds no descriptor of its own (an environment held one per shard, so a dataset
  * of more shards than `ulimit -n` did not open): a mapped shard none at all, one past the
  * mapping cap one from the bounded cache at most, opened on demand; both read the same bytes. */
@@ -1302,11 +1291,11 @@ START_TEST(test_no_descriptor_per_shard)
     char fin[1400], data[1400];
     shard_paths(t.name, fin, NULL, data, sizeof fin);
 
-    unsigned before = open_fds();
+    unsigned before = tu_open_fds();
     void *r[3];
     for (int k = 0; k < 3; k++)
         r[k] = open_shard(t.name, (fmt_access)k);
-    ck_assert_uint_eq(open_fds(), before);     /* mapped: no descriptor */
+    ck_assert_uint_eq(tu_open_fds(), before);     /* mapped: no descriptor */
     fmt_sample m0;
     ck_assert_int_eq(be->r_get(r[0], 3, &m0), 0);
     ck_assert_ptr_nonnull(m0.pixels);
@@ -1317,7 +1306,7 @@ START_TEST(test_no_descriptor_per_shard)
     void *p = open_shard(t.name, FMT_ACCESS_MMAP);
     fmt_map_cap_set(cap);
     ck_assert_uint_le(fmt_fdcache_open(), cached + 1);
-    ck_assert_uint_le(open_fds(), before + 1);
+    ck_assert_uint_le(tu_open_fds(), before + 1);
     uint8_t *buf = malloc(60 * 60 * 3);
     ck_assert_ptr_nonnull(buf);
     for (size_t i = 0; i < n; i++) {
@@ -1342,7 +1331,7 @@ START_TEST(test_no_descriptor_per_shard)
     }
     ck_assert_mem_eq(m0.pixels, s[3].px, tu_sample_len(&s[3]));
     ck_assert_int_eq(be->r_advise(p, FMT_ADVICE_RANDOM), 0);
-    ck_assert_uint_le(open_fds(), before + 1);
+    ck_assert_uint_le(tu_open_fds(), before + 1);
 
     /* a pixel flipped in the file: r_check of the pread shard sees it */
     fmt_sample smp;
@@ -1365,7 +1354,7 @@ START_TEST(test_no_descriptor_per_shard)
     }
     for (int k = 0; k < 3; k++)
         be->r_close(r[k]);
-    ck_assert_uint_le(open_fds(), before + 1);
+    ck_assert_uint_le(tu_open_fds(), before + 1);
     int fd = open(data, O_WRONLY);
     ck_assert_int_ge(fd, 0);
     uint8_t flip = (uint8_t)(s[5].px[0] ^ 0xFF);
@@ -1374,7 +1363,7 @@ START_TEST(test_no_descriptor_per_shard)
     ck_assert_int_eq(be->r_check(p, 5), FMT_EHASH);
     ck_assert_int_eq(be->r_check(p, 4), 0);
     be->r_close(p);
-    ck_assert_uint_eq(open_fds(), before);
+    ck_assert_uint_eq(tu_open_fds(), before);
     ck_assert_uint_eq(fmt_fdcache_open(), cached);
     free(buf);
     tu_samples_free(s, n);

@@ -168,7 +168,7 @@ static TU_UNUSED void tu_flip_byte(const char *path, uint64_t off, uint8_t mask)
     close(fd);
 }
 
-/* ---- memory ---- */
+/* ---- memory and descriptors ---- */
 
 /* The process's resident anonymous memory (RssAnon of /proc/self/status), in bytes: heap and
  * private mappings, not the page cache behind mapped files. */
@@ -183,6 +183,19 @@ static TU_UNUSED size_t tu_rss_anon(void)
             break;
     fclose(f);
     return kb * 1024;
+}
+
+/* The process's open descriptors: the entries of /proc/self/fd (the listing's own descriptor,
+ * ".." and "." included, so compare counts, not absolute values). */
+static TU_UNUSED unsigned tu_open_fds(void)
+{
+    unsigned n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
 }
 
 /* ---- other programs ---- */

@@ -13,6 +13,7 @@ import pytest
 
 import shardread
 from conftest import MKSAMPLE, SHARDC, run
+import test_segm_read as sr
 
 IGNORE = 250
 
@@ -103,16 +104,8 @@ def place(m, row, out_w, out_h, opts):
     return out[:, ::-1] if flip else out
 
 
-CASES = [
-    ("pad", dict(size=72, pad=True)),
-    ("crop", dict(size=28, random_crop=True)),
-    ("rrc", dict(size=(36, 44), rrc=(0.2, 1.0))),
-    ("multi-list", dict(multiscale=((32, 45, 64), 80), list=True)),
-    ("multi-pad", dict(multiscale=([40, 56], 72), pad_to=True)),
-    ("natural", dict(list=True)),
-    ("jitter", dict(scale_jitter=(48, (0.3, 1.8)))),
-    ("letterbox", dict(letterbox=(40, 56))),
-]
+# the geometries of test_segm_read's masks and keypoints
+CASES = sr.CASES
 
 
 @pytest.mark.parametrize("name,opts", CASES, ids=[c[0] for c in CASES])

@@ -16,13 +16,12 @@ import numpy as np
 import pytest
 
 import shardread
-from conftest import MKSAMPLE, ROOT, SHARDC, run
+from conftest import ROOT
 import test_segm_labels as sl
 import test_segm_read as sr
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
 import detect_ref  # noqa: E402
-import segm_ref  # noqa: E402
 
 from PIL import Image  # noqa: E402  (scripts/deps.sh installs python3-pil)
 
@@ -31,17 +30,8 @@ FLIP = sr.FLIP
 GEOMETRIC_AA = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
 
 
-@pytest.fixture(scope="module")
-def seg(tmp_path_factory):
-    """The instance dataset of test_segm_read: masks and 3 keypoints an instance."""
-    root = tmp_path_factory.mktemp("segmwarps")
-    src, ann, full, out = (str(root / x) for x in ("img", "inst.json", "seg.json", "ds"))
-    run(MKSAMPLE, src, "--coco", ann, "--per-class", "6", "--min-side", "30", "--max-side",
-        "70", "--seed", "9", "--quiet")
-    segm_ref.make(ann, full)
-    run(SHARDC, "build", src, "--coco", full, "-o", out, "--max-side", "64", "--no-progress",
-        "-j", "2")
-    return out
+# the instance dataset of test_segm_read (masks and 3 keypoints an instance), its fixture
+seg = sr.seg
 
 
 @pytest.fixture(scope="module")

@@ -85,16 +85,8 @@ def rle_decode(counts, h, w):
 
 
 def rle_encode_cols(mask):
-    flat = mask.T.reshape(-1)
-    counts, cur, run = [], 0, 0
-    for v in flat:
-        if v == cur:
-            run += 1
-        else:
-            counts.append(run)
-            cur, run = v, 1
-    counts.append(run)
-    return counts
+    """COCO's RLE counts: the runs of MASK in column-major order, zeros first."""
+    return runs(mask.T)
 
 
 def raster_polygon(xy, w, h):
@@ -139,11 +131,19 @@ def nearest_index(n_out, n_in):
     return np.minimum(i, n_in - 1)
 
 
-def move_mask(m, w, h, p, out_w, out_h):
+def out_size(g, rw, rh):
+    """The stored (width, height) under the manifest's geometry G for an image resized to RW x RH."""
+    if g["mode"] == "size":
+        return g["width"], g["height"]
+    return (g["crop_width"], g["crop_height"]) if g.get("crop_width") else (rw, rh)
+
+
+def move_mask(m, w, h, p, out_w, out_h, fill=0):
+    """M (H x W) moved by the plan P with torch's nearest arithmetic, FILL outside the image."""
     rw, rh, dx, dy, dw, dh, wx, wy = p
     ix = nearest_index(rw, w)[wx:wx + dw]
     iy = nearest_index(rh, h)[wy:wy + dh]
-    out = np.zeros((out_h, out_w), np.uint8)
+    out = np.full((out_h, out_w), fill, m.dtype)
     out[dy:dy + dh, dx:dx + dw] = m[np.ix_(iy, ix)]
     return out
 
@@ -303,13 +303,9 @@ def mapcheck(coco_path, map_dir, manifest_path, got_path):
         path = os.path.join(map_dir, os.path.splitext(im["file_name"])[0] + ".png")
         m = np.array(Image.open(path)).astype(np.int64)
         h, w = m.shape
-        rw, rh, dx, dy, dw, dh, wx, wy = plan(g, w, h)
-        out_w, out_h = (g["width"], g["height"]) if g["mode"] == "size" else \
-            ((g["crop_width"], g["crop_height"]) if g.get("crop_width") else (rw, rh))
-        ix = nearest_index(rw, w)[wx:wx + dw]
-        iy = nearest_index(rh, h)[wy:wy + dh]
-        out = np.full((out_h, out_w), ignore, np.int64)
-        out[dy:dy + dh, dx:dx + dw] = m[np.ix_(iy, ix)]
+        p = plan(g, w, h)
+        out_w, out_h = out_size(g, p[0], p[1])
+        out = move_mask(m, w, h, p, out_w, out_h, ignore)
         flat = out.reshape(-1)
         cut = np.flatnonzero(np.diff(flat)) + 1
         starts = np.concatenate([[0], cut])
@@ -341,8 +337,7 @@ def check(coco_path, manifest_path, got_path):
         w, h = im["width"], im["height"]
         p = plan(g, w, h)
         rw, rh, dx, dy, dw, dh, wx, wy = p
-        out_w, out_h = (g["width"], g["height"]) if g["mode"] == "size" else \
-            ((g["crop_width"], g["crop_height"]) if g.get("crop_width") else (rw, rh))
+        out_w, out_h = out_size(g, rw, rh)
         sx, sy, ox, oy = rw / w, rh / h, dx - wx, dy - wy
         boxes, masks, kps, labels, dropped = [], [], [], [], 0
         for a in by_img.get(im["id"], []):
