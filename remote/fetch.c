@@ -317,6 +317,26 @@ static void close_job(rmt_job *j)
     j->err_len = 0;
 }
 
+/* j has ended (j->rc set): its file closed, then done asked. 1: done wants it again from the
+ * start (its file truncated, it waits to start at once); 0: it is J_DONE with its final rc. */
+static int settle(rmt_job *j, rmt_done_fn done, void *ctx)
+{
+    close_job(j);
+    int d = done ? done(j, ctx) : 0;
+    if (d == 1) {
+        if (truncate(j->path, 0) == 0) {
+            j->state = J_WAIT;
+            j->not_before = 0;
+            return 1;
+        }
+        j->rc = errno;
+    } else if (d) {
+        j->rc = d;
+    }
+    j->state = J_DONE;
+    return 0;
+}
+
 int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, unsigned tries,
               rmt_start_fn start, rmt_done_fn done, void *ctx, rmt_stats *st, fmt_msg *msg)
 {
@@ -390,19 +410,8 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
             }
             /* complete already (rc 1), or an error of ours */
             j->rc = rc == 1 ? 0 : rc;
-            close_job(j);
-            int d = done ? done(j, ctx) : 0;
-            if (d == 1) {
-                j->state = J_WAIT;
-                j->not_before = 0;
-                if (truncate(j->path, 0) != 0)
-                    j->rc = errno;
-                else
-                    continue;
-            } else if (d) {
-                j->rc = d;
-            }
-            j->state = J_DONE;
+            if (settle(j, done, ctx))
+                continue;
             left--;
             if (j->rc && !first) {
                 first = j->rc;
@@ -436,19 +445,8 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
                 j->state = J_WAIT;
                 continue;
             }
-            close_job(j);
-            int d = done ? done(j, ctx) : 0;
-            if (d == 1) {
-                if (truncate(j->path, 0) == 0) {
-                    j->state = J_WAIT;
-                    j->not_before = 0;
-                    continue;
-                }
-                j->rc = errno;
-            } else if (d) {
-                j->rc = d;
-            }
-            j->state = J_DONE;
+            if (settle(j, done, ctx))
+                continue;
             left--;
             if (j->rc && !(j->optional && j->rc == ENOENT) && !first) {
                 first = j->rc;
