@@ -94,43 +94,6 @@ static char *stage_dir(const char *given, const rmt_writer *w, const char *suffi
     return out;
 }
 
-/* the whole file at path (malloc'd; a missing file is empty) */
-static int slurp(const char *path, char **buf, size_t *len)
-{
-    *buf = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return errno == ENOENT ? 0 : errno;
-    char *b = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            char *nb = realloc(b, cap ? 2 * cap : 4096);
-            if (!nb) {
-                free(b);
-                fclose(f);
-                return ENOMEM;
-            }
-            b = nb;
-            cap = cap ? 2 * cap : 4096;
-        }
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    int e = ferror(f) ? EIO : 0;
-    fclose(f);
-    if (e) {
-        free(b);
-        return e;
-    }
-    *buf = b;
-    *len = n;
-    return 0;
-}
-
 /* The objects of a build or merge: our names, as resume.c knows the files of a local one. */
 static int ours(const char *name)
 {
@@ -156,7 +119,7 @@ static int has(const rmt_object *v, size_t n, const char *name)
 typedef struct item {
     char *name;                 /* the object's name */
     char *path;                 /* its staged file */
-    char *journal;              /* the journal when the shard finished */
+    uint8_t *journal;           /* the journal when the shard finished */
     size_t jlen;
     uint64_t size;
     struct item *next;
@@ -176,7 +139,7 @@ typedef struct {
     fmt_msg why;
     uint64_t queued;            /* bytes handed to the uploader */
     atomic_uint_fast64_t sent;
-    char *journal;              /* what the journal object holds (uploader's) */
+    uint8_t *journal;           /* what the journal object holds (uploader's) */
     size_t jlen;
     int journal_up;
     const shc_build_cb *user;
@@ -285,8 +248,8 @@ static int on_shard(void *ctx, const char *dir, const char *name)
             it->name = it->path = NULL;
         rc = ENOMEM;
     }
-    if (!rc)
-        rc = slurp(jpath, &it->journal, &it->jlen);
+    if (!rc && (rc = fmt_read_file(jpath, SIZE_MAX, &it->journal, &it->jlen)) == ENOENT)
+        rc = 0;                 /* no journal yet: an empty one */
     if (!rc && stat(it->path, &sb) != 0)
         rc = errno;
     free(jpath);

@@ -20,8 +20,6 @@
 
 enum { J_NEW, J_ACTIVE, J_WAIT, J_DONE };
 
-#define BACKOFF_BASE 0.1        /* seconds before the first retry (before jitter) */
-#define BACKOFF_CAP 2.0         /* the longest wait between two attempts */
 #define ERR_BODY_MAX 4096       /* bytes of an error response kept for its message */
 /* SHA-256 of the empty body: what S3 wants in x-amz-content-sha256 for a GET */
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -115,24 +113,6 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
         j->offset += (uint64_t)w;
     }
     return n;
-}
-
-/* the text between <tag> and </tag> in the error body, printable characters only */
-static void xml_field(const char *body, const char *tag, char *out, size_t len)
-{
-    char open[40], close[40];
-    out[0] = '\0';
-    snprintf(open, sizeof open, "<%s>", tag);
-    snprintf(close, sizeof close, "</%s>", tag);
-    const char *s = body ? strstr(body, open) : NULL;
-    const char *e = s ? strstr(s, close) : NULL;
-    if (!s || !e)
-        return;
-    s += strlen(open);
-    size_t k = 0;
-    for (; s < e && k + 1 < len; s++)
-        out[k++] = isprint((unsigned char)*s) ? *s : ' ';
-    out[k] = '\0';
 }
 
 static void job_reset_response(rmt_job *j)
@@ -292,23 +272,13 @@ static int finish(CURLM *m, fetch_ctx *f, rmt_job *j, CURLcode res, unsigned tri
             if (ftruncate(j->fd, 0) == 0)
                 transient = 1;
         }
-        transient = transient || code >= 500 || code == 429 || code == 408;
-        rc = code == 401 || code == 403 ? EACCES : code == 404 ? ENOENT : EIO;
-        char scode[128], smsg[400];
-        xml_field(j->err_body, "Code", scode, sizeof scode);
-        xml_field(j->err_body, "Message", smsg, sizeof smsg);
-        snprintf(what, sizeof what, "HTTP %ld%s%s%s%s", code, scode[0] ? " " : "", scode,
-                 smsg[0] ? ": " : "", smsg);
+        transient = transient || rmt_http_transient(code);
+        rc = rmt_http_errno(code);
+        char scode[128];
+        rmt_http_what(what, sizeof what, code, j->err_body, scode);
     }
     if (transient && (unsigned)j->tries < tries) {
-        double d = BACKOFF_BASE;
-        for (int k = 1; k < j->tries && d < BACKOFF_CAP; k++)
-            d *= 2;
-        if (d > BACKOFF_CAP)
-            d = BACKOFF_CAP;
-        /* equal jitter: half fixed, half random, so that clients retrying together spread out */
-        d = d / 2 + d / 2 * ((double)rand_r(&f->seed) / RAND_MAX);
-        j->not_before = now() + d;
+        j->not_before = now() + rmt_backoff(j->tries, &f->seed);
         if (f->st)
             f->st->retries++;
         return 1;
@@ -345,6 +315,26 @@ static void close_job(rmt_job *j)
     free(j->err_body);
     j->err_body = NULL;
     j->err_len = 0;
+}
+
+/* j has ended (j->rc set): its file closed, then done asked. 1: done wants it again from the
+ * start (its file truncated, it waits to start at once); 0: it is J_DONE with its final rc. */
+static int settle(rmt_job *j, rmt_done_fn done, void *ctx)
+{
+    close_job(j);
+    int d = done ? done(j, ctx) : 0;
+    if (d == 1) {
+        if (truncate(j->path, 0) == 0) {
+            j->state = J_WAIT;
+            j->not_before = 0;
+            return 1;
+        }
+        j->rc = errno;
+    } else if (d) {
+        j->rc = d;
+    }
+    j->state = J_DONE;
+    return 0;
 }
 
 int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, unsigned tries,
@@ -420,19 +410,8 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
             }
             /* complete already (rc 1), or an error of ours */
             j->rc = rc == 1 ? 0 : rc;
-            close_job(j);
-            int d = done ? done(j, ctx) : 0;
-            if (d == 1) {
-                j->state = J_WAIT;
-                j->not_before = 0;
-                if (truncate(j->path, 0) != 0)
-                    j->rc = errno;
-                else
-                    continue;
-            } else if (d) {
-                j->rc = d;
-            }
-            j->state = J_DONE;
+            if (settle(j, done, ctx))
+                continue;
             left--;
             if (j->rc && !first) {
                 first = j->rc;
@@ -466,19 +445,8 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
                 j->state = J_WAIT;
                 continue;
             }
-            close_job(j);
-            int d = done ? done(j, ctx) : 0;
-            if (d == 1) {
-                if (truncate(j->path, 0) == 0) {
-                    j->state = J_WAIT;
-                    j->not_before = 0;
-                    continue;
-                }
-                j->rc = errno;
-            } else if (d) {
-                j->rc = d;
-            }
-            j->state = J_DONE;
+            if (settle(j, done, ctx))
+                continue;
             left--;
             if (j->rc && !(j->optional && j->rc == ENOENT) && !first) {
                 first = j->rc;

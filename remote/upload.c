@@ -19,10 +19,7 @@
 #include "curl_codes.h"
 #include "upload.h"
 
-/* as fetch.c: the downloads and the uploads retry alike */
-#define BACKOFF_BASE 0.1
-#define BACKOFF_CAP 2.0
-#define TRIES 6
+#define TRIES 6                         /* as fetch.c's default */
 #define RESP_MAX ((size_t)4 << 20)      /* a response body kept (a listing page, an error) */
 #define MAX_PARTS 10000u                /* S3's limit on the parts of one upload */
 
@@ -332,24 +329,6 @@ static int on_xfer(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ul
     return 0;
 }
 
-/* the text between <tag> and </tag> in body, printable characters only */
-static void xml_field(const char *body, const char *tag, char *out, size_t len)
-{
-    char open[40], close[40];
-    out[0] = '\0';
-    snprintf(open, sizeof open, "<%s>", tag);
-    snprintf(close, sizeof close, "</%s>", tag);
-    const char *s = body ? strstr(body, open) : NULL;
-    const char *e = s ? strstr(s, close) : NULL;
-    if (!s || !e)
-        return;
-    s += strlen(open);
-    size_t k = 0;
-    for (; s < e && k + 1 < len; s++)
-        out[k++] = isprint((unsigned char)*s) ? *s : ' ';
-    out[k] = '\0';
-}
-
 /* Run r until it succeeds (2xx, and no <Error> in a 200's body), fails for good, or has been
  * tried TRIES times. 0 or an error described in msg. */
 static int perform(rmt_writer *w, req_t *r, fmt_msg *msg)
@@ -428,7 +407,7 @@ static int perform(rmt_writer *w, req_t *r, fmt_msg *msg)
         curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->code);
         curl_slist_free_all(h);
         int transient = 0;
-        char scode[128] = "", smsg[400] = "";
+        char scode[128] = "";
         if (res == CURLE_ABORTED_BY_CALLBACK && r->rerr) {
             rc = r->rerr;
             snprintf(what, sizeof what, "cannot read the file: %s", strerror(rc));
@@ -443,22 +422,14 @@ static int perform(rmt_writer *w, req_t *r, fmt_msg *msg)
                     w->st.bytes += r->len;
                 return 0;
             }
-            xml_field(r->resp, "Code", scode, sizeof scode);
-            xml_field(r->resp, "Message", smsg, sizeof smsg);
-            transient = r->code >= 500 || r->code == 429 || r->code == 408 ||
+            rmt_http_what(what, sizeof what, r->code, r->resp, scode);
+            transient = rmt_http_transient(r->code) ||
                         (err_body && (strcmp(scode, "InternalError") == 0 ||
                                       strcmp(scode, "SlowDown") == 0));
-            rc = r->code == 401 || r->code == 403 ? EACCES : r->code == 404 ? ENOENT : EIO;
-            snprintf(what, sizeof what, "HTTP %ld%s%s%s%s", r->code, scode[0] ? " " : "", scode,
-                     smsg[0] ? ": " : "", smsg);
+            rc = rmt_http_errno(r->code);
         }
         if (transient && tries < TRIES) {
-            double d = BACKOFF_BASE;
-            for (int k = 1; k < tries && d < BACKOFF_CAP; k++)
-                d *= 2;
-            if (d > BACKOFF_CAP)
-                d = BACKOFF_CAP;
-            d = d / 2 + d / 2 * ((double)rand_r(&w->seed) / RAND_MAX);
+            double d = rmt_backoff(tries, &w->seed);
             struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
             nanosleep(&ts, NULL);
             w->st.retries++;
@@ -609,7 +580,7 @@ static int put_multipart(rmt_writer *w, const char *name, int fd, uint64_t size,
     int rc = post(w, name, "uploads=", NULL, "upload", &resp, msg);
     if (rc)
         return rc;
-    xml_field(resp, "UploadId", id, sizeof id);
+    rmt_xml_field(resp, "UploadId", id, sizeof id);
     free(resp);
     if (!id[0])
         return fmt_fail(msg, EIO, "cannot upload %s/%s to %s (bucket %s): the server named no "
@@ -761,8 +732,8 @@ int rmt_list(rmt_writer *w, const char *sub, rmt_object **out, size_t *nout, fmt
                 rc = ENOMEM;
                 break;
             }
-            xml_field(one, "Key", key, sizeof key);
-            xml_field(one, "Size", size, sizeof size);
+            rmt_xml_field(one, "Key", key, sizeof key);
+            rmt_xml_field(one, "Size", size, sizeof size);
             free(one);
             xml_unescape(key);
             if (strlen(key) < skip || strncmp(key, keypre, strlen(keypre)) != 0)
@@ -786,8 +757,8 @@ int rmt_list(rmt_writer *w, const char *sub, rmt_object **out, size_t *nout, fmt
             n++;
         }
         char trunc[16], next[1024];
-        xml_field(r.resp, "IsTruncated", trunc, sizeof trunc);
-        xml_field(r.resp, "NextContinuationToken", next, sizeof next);
+        rmt_xml_field(r.resp, "IsTruncated", trunc, sizeof trunc);
+        rmt_xml_field(r.resp, "NextContinuationToken", next, sizeof next);
         req_free(&r);
         if (rc) {
             fmt_fail(msg, rc, "out of memory");

@@ -12,28 +12,9 @@
 # on a terminal shows its progress; lmdb shards (a folder each) read and repaired like shard
 # files; per-image sets and cache_limit= on lmdb refused with messages.
 . "$(dirname "$0")/lib.sh"
-
-PY=$(py_module)
-HELP="$ROOT/tests/remote_servers.py"
-export PYTHONPATH="$ROOT/$BUILD/python"
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-S3RVER="$ROOT/$BUILD/npm/node_modules/.bin/s3rver"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-for tool in "$NGINX" openssl node npm; do
-  command -v "$tool" >/dev/null || { bad "$tool is missing: scripts/deps.sh installs it"; finish; exit; }
-done
-if [ ! -x "$S3RVER" ]; then
-  timeout 180 npm install --silent --no-audit --no-fund --prefix "$ROOT/$BUILD/npm" s3rver@3 >"$T/npm" 2>&1 ||
-    { echo "SKIPPED: s3rver could not be fetched from the npm registry (a machine without it, such as"
-      echo "  the fresh Debian root of scripts/fresh-debian.sh; SHARDC_NO_SKIP=1 makes this a failure):"
-      tail -3 "$T/npm"; exit 77; }
-fi
+. "$(dirname "$0")/remote_lib.sh"
+need_tools "$NGINX" openssl node npm || { finish; exit; }
+need_s3rver
 
 # the dataset: 60 samples in shards of 8
 mkdir -p "$T/www"
@@ -44,29 +25,9 @@ nshards=$(ls "$T/www/ds" | grep -c '\.raw$')
 
 # nginx: http and https (self-signed for 127.0.0.1)
 HP=$($PY "$HELP" port); SP=$($PY "$HELP" port)
-mkdir -p "$T/ngx"
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/key.pem" -out "$T/cert.pem" -days 1 \
   -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1
-cat >"$T/nginx.conf" <<EOF
-user $(id -un);
-daemon off;
-pid $T/ngx/nginx.pid;
-error_log $T/ngx/error.log;
-worker_processes 1;
-events { worker_connections 64; }
-http {
-  access_log $T/ngx/access.log;
-  client_body_temp_path $T/ngx/body; proxy_temp_path $T/ngx/proxy;
-  fastcgi_temp_path $T/ngx/fcgi; uwsgi_temp_path $T/ngx/uwsgi; scgi_temp_path $T/ngx/scgi;
-  server { listen 127.0.0.1:$HP; root $T/www; }
-  server { listen 127.0.0.1:$SP ssl; root $T/www;
-           ssl_certificate $T/cert.pem; ssl_certificate_key $T/key.pem; }
-}
-EOF
-"$NGINX" -p "$T/ngx" -e "$T/ngx/error.log" -c "$T/nginx.conf" 2>"$T/ngx/start.err" &
-pids+=($!)
-$PY "$HELP" wait "$HP" && $PY "$HELP" wait "$SP" ||
-  { bad "nginx did not start: $(head -3 "$T/ngx/start.err" "$T/ngx/error.log")"; finish; exit; }
+start_nginx "$HP" "$SP" || { finish; exit; }
 HTTP=http://127.0.0.1:$HP/ds
 HTTPS=https://127.0.0.1:$SP/ds
 gets() { grep -c "GET /ds/$1" "$T/ngx/access.log"; }   # requests nginx served for files like $1
@@ -200,9 +161,7 @@ check "with a message naming the kinds read" \
 
 # ---- s3rver ----
 S3P=$($PY "$HELP" port)
-"$S3RVER" -d "$T/s3" -a 127.0.0.1 -p "$S3P" --silent >"$T/s3rver.log" 2>&1 &
-pids+=($!)
-$PY "$HELP" wait "$S3P" || { bad "s3rver did not start: $(head -3 "$T/s3rver.log")"; finish; exit; }
+start_s3rver "$S3P" || { finish; exit; }
 export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
 export AWS_ENDPOINT_URL_S3=http://127.0.0.1:$S3P
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_NO_SIGN_REQUEST

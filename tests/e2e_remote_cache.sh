@@ -11,20 +11,9 @@
 # unavailable (404) fails the epoch naming the object, or with on_error='skip' is skipped and
 # counted.
 . "$(dirname "$0")/lib.sh"
-
-PY=$(py_module)
-HELP="$ROOT/tests/remote_servers.py"
+. "$(dirname "$0")/remote_lib.sh"
 CHK="$ROOT/tests/remote_cache_check.py"
-export PYTHONPATH="$ROOT/$BUILD/python"
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-command -v "$NGINX" >/dev/null || { bad "nginx is missing: scripts/deps.sh installs it"; finish; exit; }
+need_tools "$NGINX" || { finish; exit; }
 
 # the dataset: 96 samples in 12 shards of 8
 mkdir -p "$T/www"
@@ -33,24 +22,7 @@ mkdir -p "$T/www"
   { bad "shardc build failed"; finish; exit; }
 shard=$(stat -c %s "$T/www/ds/shard-00000.raw")
 HP=$($PY "$HELP" port)
-mkdir -p "$T/ngx"
-cat >"$T/nginx.conf" <<EOF
-user $(id -un);
-daemon off;
-pid $T/ngx/nginx.pid;
-error_log $T/ngx/error.log;
-worker_processes 1;
-events { worker_connections 64; }
-http {
-  access_log $T/ngx/access.log;
-  client_body_temp_path $T/ngx/body; proxy_temp_path $T/ngx/proxy;
-  fastcgi_temp_path $T/ngx/fcgi; uwsgi_temp_path $T/ngx/uwsgi; scgi_temp_path $T/ngx/scgi;
-  server { listen 127.0.0.1:$HP; root $T/www; }
-}
-EOF
-"$NGINX" -p "$T/ngx" -e "$T/ngx/error.log" -c "$T/nginx.conf" 2>"$T/ngx/start.err" &
-pids+=($!)
-$PY "$HELP" wait "$HP" || { bad "nginx did not start: $(head -3 "$T/ngx/start.err")"; finish; exit; }
+start_nginx "$HP" || { finish; exit; }
 URL=http://127.0.0.1:$HP/ds
 LIMIT=$((6 * shard))     # half the dataset
 

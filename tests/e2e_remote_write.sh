@@ -11,27 +11,9 @@
 # folder is empty afterwards; shardread.build to a URL; wrong credentials and http(s):// outputs
 # are clear errors that never show the secret.
 . "$(dirname "$0")/lib.sh"
-
-PY=$(py_module)
-HELP="$ROOT/tests/remote_servers.py"
-export PYTHONPATH="$ROOT/$BUILD/python"
-S3RVER="$ROOT/$BUILD/npm/node_modules/.bin/s3rver"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  rm -rf "$T"
-}
-trap cleanup EXIT
-for tool in node npm; do
-  command -v "$tool" >/dev/null || { bad "$tool is missing: scripts/deps.sh installs it"; finish; exit; }
-done
-if [ ! -x "$S3RVER" ]; then
-  timeout 180 npm install --silent --no-audit --no-fund --prefix "$ROOT/$BUILD/npm" s3rver@3 >"$T/npm" 2>&1 ||
-    { echo "SKIPPED: s3rver could not be fetched from the npm registry (a machine without it, such as"
-      echo "  the fresh Debian root of scripts/fresh-debian.sh; SHARDC_NO_SKIP=1 makes this a failure):"
-      tail -3 "$T/npm"; exit 77; }
-fi
+. "$(dirname "$0")/remote_lib.sh"
+need_tools node npm || { finish; exit; }
+need_s3rver
 
 # the dataset: 60 samples in shards of 8, built locally as the reference
 "$MKSAMPLE" "$T/src" --classes 3 --per-class 20 --min-side 20 --max-side 40 --no-broken --quiet
@@ -43,9 +25,7 @@ done
 "$SHARDC" merge "$T/lparts" 2>/dev/null || bad "local merge failed"
 
 S3P=$($PY "$HELP" port)
-"$S3RVER" -d "$T/s3" -a 127.0.0.1 -p "$S3P" --silent >"$T/s3rver.log" 2>&1 &
-pids+=($!)
-$PY "$HELP" wait "$S3P" || { bad "s3rver did not start: $(head -3 "$T/s3rver.log")"; finish; exit; }
+start_s3rver "$S3P" || { finish; exit; }
 export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_NO_SIGN_REQUEST AWS_ENDPOINT_URL
 mkdir -p "$T/empty"

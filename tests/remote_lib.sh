@@ -1,0 +1,69 @@
+# The servers of the remote e2e tests (e2e_remote.sh, e2e_remote_cache.sh, e2e_remote_write.sh),
+# sourced after lib.sh: the Python helpers ($PY $HELP, tests/remote_servers.py), nginx and s3rver
+# started on 127.0.0.1 and stopped when the test exits (every pid in pids is killed and waited).
+PY=$(py_module)
+HELP="$ROOT/tests/remote_servers.py"
+export PYTHONPATH="$ROOT/$BUILD/python"
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+S3RVER="$ROOT/$BUILD/npm/node_modules/.bin/s3rver"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+# need_tools TOOL...: 1 (with a failure said) when one is missing
+need_tools() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || { bad "$tool is missing: scripts/deps.sh installs it"; return 1; }
+  done
+}
+
+# need_s3rver: s3rver installed into $BUILD/npm on first use; a registry that cannot be reached
+# skips the test (exit 77, a failure under SHARDC_NO_SKIP=1)
+need_s3rver() {
+  [ -x "$S3RVER" ] && return 0
+  timeout 180 npm install --silent --no-audit --no-fund --prefix "$ROOT/$BUILD/npm" s3rver@3 >"$T/npm" 2>&1 ||
+    { echo "SKIPPED: s3rver could not be fetched from the npm registry (a machine without it, such as"
+      echo "  the fresh Debian root of scripts/fresh-debian.sh; SHARDC_NO_SKIP=1 makes this a failure):"
+      tail -3 "$T/npm"; exit 77; }
+}
+
+# start_nginx HTTP_PORT [HTTPS_PORT]: nginx serving $T/www over http (and https with $T/cert.pem,
+# $T/key.pem), logging requests to $T/ngx/access.log; 1 (with a failure said) when it does not start
+start_nginx() {
+  local hp=$1 sp=${2:-} tls=
+  [ -n "$sp" ] && tls="server { listen 127.0.0.1:$sp ssl; root $T/www;
+           ssl_certificate $T/cert.pem; ssl_certificate_key $T/key.pem; }"
+  mkdir -p "$T/ngx"
+  cat >"$T/nginx.conf" <<EOF
+user $(id -un);
+daemon off;
+pid $T/ngx/nginx.pid;
+error_log $T/ngx/error.log;
+worker_processes 1;
+events { worker_connections 64; }
+http {
+  access_log $T/ngx/access.log;
+  client_body_temp_path $T/ngx/body; proxy_temp_path $T/ngx/proxy;
+  fastcgi_temp_path $T/ngx/fcgi; uwsgi_temp_path $T/ngx/uwsgi; scgi_temp_path $T/ngx/scgi;
+  server { listen 127.0.0.1:$hp; root $T/www; }
+  $tls
+}
+EOF
+  "$NGINX" -p "$T/ngx" -e "$T/ngx/error.log" -c "$T/nginx.conf" 2>"$T/ngx/start.err" &
+  pids+=($!)
+  $PY "$HELP" wait "$hp" && { [ -z "$sp" ] || $PY "$HELP" wait "$sp"; } ||
+    { bad "nginx did not start: $(head -3 "$T/ngx/start.err" "$T/ngx/error.log")"; return 1; }
+}
+
+# start_s3rver PORT: s3rver (key S3RVER/S3RVER) storing in $T/s3; 1 (with a failure said) when it
+# does not start
+start_s3rver() {
+  "$S3RVER" -d "$T/s3" -a 127.0.0.1 -p "$1" --silent >"$T/s3rver.log" 2>&1 &
+  pids+=($!)
+  $PY "$HELP" wait "$1" || { bad "s3rver did not start: $(head -3 "$T/s3rver.log")"; return 1; }
+}
