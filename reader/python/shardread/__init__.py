@@ -1095,12 +1095,12 @@ class Loader(_shardread.Loader):
             aug.get("erase_p"), resize, pad)
         if scale is not None:
             aug["scale"] = scale
+        # the indices stay in the batches delivered (the Python stage and fields= read them)
+        self._keep_indices = bool(user_indices or return_params)
         self._fields = None
         if fields is not False and fields is not None:
             # the batch's indices say which samples' fields to read
-            fds = Dataset(path, access, cache=cache)
-            self._fields = (fds, fds._field_defs(), bool(return_indices or return_params))
-            self._fields += (_field_names(self._fields[1], fields, path),)
+            self._fields = Dataset(path, access, cache=cache, fields=fields)
             kw["return_indices"] = True
         aug.update(remote)
         try:
@@ -1158,7 +1158,6 @@ class Loader(_shardread.Loader):
                 self._stage = _pipeline.PythonStage(
                     self._plan.python_ops, self._plan.tensor,
                     py_workers or _pipeline.default_workers(self.threads), py_pool, framework)
-                self._user_indices = bool(user_indices) or bool(return_params)
         elif scale_kw is not None:
             kw["scale"] = scale_kw
         self._kwargs = dict(kw, path=given_path, cache=cache, cache_limit=cache_limit,
@@ -1188,12 +1187,11 @@ class Loader(_shardread.Loader):
 
     def _with_fields(self, it):
         """(images, labels, fields, ...): the batch's fields (a dict) after its labels."""
-        ds, defs, keep_idx, which = self._fields
+        ds, keep = self._fields, self._keep_indices
         torch = self._kwargs["framework"] == "torch"
         for b in it:
-            idx = b[2]
-            f = _fields_batch(ds, defs, which, [int(i) for i in idx], torch)
-            yield b[:2] + (f,) + (b[2:] if keep_idx else b[3:])
+            f = _fields_batch(ds, ds._defs, ds._which, [int(i) for i in b[2]], torch)
+            yield b[:2] + (f,) + (b[2:] if keep else b[3:])
 
     def _paths(self):
         """The dataset of each stream (one for a single dataset)."""
@@ -1224,7 +1222,7 @@ class Loader(_shardread.Loader):
             seeds = [_pipeline.sample_seed(seed, epoch, int(i)) for i in indices]
             images = stage.apply(b[0], seeds)
             rest = list(b[1:])
-            if not self._user_indices and self._fields is None:
+            if not self._keep_indices and self._fields is None:
                 del rest[1]         # fields= reads the indices next, and drops them
             yield (images, *rest)
 
