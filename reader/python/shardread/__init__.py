@@ -974,8 +974,9 @@ class Loader(_shardread.Loader):
                  transform=None, scale=None, py_workers=None, py_pool="thread",
                  max_threads=None, cache_limit=None, prefetch_shards=None, resize=None,
                  flip_indices=None):
+        # first: the keywords exactly as the caller gave them (super() adds __class__)
+        given_args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self._streams = _streams(path)
-        given_path = path
         remote = {}
         if self._streams is None and _is_url(path):
             # read as its shards arrive, in the sampler's order (docs/REMOTE.md)
@@ -1057,7 +1058,7 @@ class Loader(_shardread.Loader):
             raise ValueError(f"scale must be 1 (values 0..1, as torchvision's ToTensor gives "
                              f"them; mean and std on that scale) or 255 (0..255, the default), "
                              f"not {scale!r}")
-        unit, scale_kw = (255.0 if scale == 1 else None), scale
+        unit = 255.0 if scale == 1 else None
         if unit and dtype is None:
             dtype = "float32"
         size = _size(size)
@@ -1131,37 +1132,14 @@ class Loader(_shardread.Loader):
                         f"size={size!r} is larger than the smallest stored sample of {p!r} "
                         f"({smallest[0]}x{smallest[1]}, height x width): it would be "
                         "zero-padded; pass pad=True to pad it, or a smaller size")
-        # what a copy needs to reopen the same Loader in another process
-        kw.update(rank=self.rank, world=self.world, pad=pad, color_jitter=color_jitter,
-                  grayscale=grayscale, erasing=erasing, rotation=rotation, affine=affine,
-                  auto_augment=auto_augment, augment_interpolation=augment_interpolation,
-                  augment_fill=augment_fill, targets=targets,
-                  min_box_area_fraction=min_box_area_fraction, mixup=mixup, cutmix=cutmix,
-                  num_classes=num_classes, flip_indices=flip_indices)
-        kw.update(multiscale=multiscale, scale_jitter=scale_jitter, letterbox=letterbox,
-                  pad_to=pad_to, return_indices=return_indices, fields=fields)
-        if resize is not None:
-            kw["resize"] = resize
-        if self._streams is not None:
-            kw.update(samples_per_epoch=samples_per_epoch, labels=labels,
-                      return_streams=return_streams)
-        self._augment = _augment_fingerprint(kw, aug, unit, self._plan)
-        if self._plan is not None:
-            # a copy recompiles the pipeline: the keywords as the caller gave them
-            kw.update(transform=transform, py_workers=py_workers, py_pool=py_pool,
-                      return_indices=user_indices)
-            defaults = dict(layout="NHWC", interpolation="bilinear")
-            for k in self._plan.kwargs:
-                if k in given:
-                    kw[k] = given[k] if given[k] is not None else defaults.get(k)
-            if self._plan.python_ops:
-                self._stage = _pipeline.PythonStage(
-                    self._plan.python_ops, self._plan.tensor,
-                    py_workers or _pipeline.default_workers(self.threads), py_pool, framework)
-        elif scale_kw is not None:
-            kw["scale"] = scale_kw
-        self._kwargs = dict(kw, path=given_path, cache=cache, cache_limit=cache_limit,
-                            prefetch_shards=prefetch_shards)
+        self._augment = _augment_fingerprint(dict(kw, pad=pad), aug, unit, self._plan)
+        if self._plan is not None and self._plan.python_ops:
+            self._stage = _pipeline.PythonStage(
+                self._plan.python_ops, self._plan.tensor,
+                py_workers or _pipeline.default_workers(self.threads), py_pool, framework)
+        # what a copy needs to reopen the same Loader in another process (transform= is
+        # compiled again there): the keywords as given, with the share this one resolved
+        self._kwargs = dict(given_args, rank=self.rank, world=self.world)
         self._fingerprint = None
 
     def __reduce__(self):
