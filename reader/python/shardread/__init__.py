@@ -543,7 +543,7 @@ def _local(path, cache):
     """path itself, or for a dataset at a URL (s3://, http://, https://) its directory in the
     local cache (cache=, else $SHARDREAD_CACHE, else ~/.cache/shardread), downloaded and checked
     against its manifest first (docs/REMOTE.md)."""
-    if isinstance(path, str) and path.startswith(("s3://", "http://", "https://")):
+    if _is_url(path):
         return _shardread._fetch(path, None if cache is None else _os.fsdecode(cache))
     return path
 
