@@ -322,3 +322,18 @@ def test_resize_alone_or_with_other_crops_stays_in_python(fx):
         shardread.Loader(fx.var, resize=(16, 16), size=12)
     with pytest.raises(TypeError, match=r"transform= sets resize, size"):
         shardread.Loader(fx.var, resize=16, size=12, transform=[T.Resize(16), T.CenterCrop(12)])
+
+
+def test_fields_with_python_ops_add_no_indices(tmp_path):
+    """fields= with a transform= that runs ops in Python: the batches are (images, labels,
+    fields), the indices after them only when asked for (the Python stage reads them itself)."""
+    items = [(np.full((6, 5, 3), i, np.uint8), i % 2, {"n": -i}) for i in range(7)]
+    out = str(tmp_path / "f")
+    shardread.build(items, out, format="raw", threads=1, shard_samples=3)
+    tf = [lambda im: im]
+    b = next(iter(shardread.Loader(out, batch_size=4, fields=True, transform=tf)))
+    assert len(b) == 3 and b[1].tolist() == [0, 1, 0, 1]
+    assert b[2]["n"].tolist() == [0, -1, -2, -3] and b[0][:, 0, 0, 0].tolist() == [0, 1, 2, 3]
+    b = next(iter(shardread.Loader(out, batch_size=4, fields=True, transform=tf,
+                                   return_indices=True)))
+    assert len(b) == 4 and b[3].tolist() == [0, 1, 2, 3] and b[2]["n"].tolist()[1] == -1

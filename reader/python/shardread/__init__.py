@@ -543,7 +543,7 @@ def _local(path, cache):
     """path itself, or for a dataset at a URL (s3://, http://, https://) its directory in the
     local cache (cache=, else $SHARDREAD_CACHE, else ~/.cache/shardread), downloaded and checked
     against its manifest first (docs/REMOTE.md)."""
-    if isinstance(path, str) and path.startswith(("s3://", "http://", "https://")):
+    if _is_url(path):
         return _shardread._fetch(path, None if cache is None else _os.fsdecode(cache))
     return path
 
@@ -974,8 +974,9 @@ class Loader(_shardread.Loader):
                  transform=None, scale=None, py_workers=None, py_pool="thread",
                  max_threads=None, cache_limit=None, prefetch_shards=None, resize=None,
                  flip_indices=None):
+        # first: the keywords exactly as the caller gave them (super() adds __class__)
+        given_args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self._streams = _streams(path)
-        given_path = path
         remote = {}
         if self._streams is None and _is_url(path):
             # read as its shards arrive, in the sampler's order (docs/REMOTE.md)
@@ -1022,7 +1023,7 @@ class Loader(_shardread.Loader):
                          augment_interpolation=augment_interpolation,
                          augment_fill=augment_fill,
                          interpolation=None if interpolation == "bilinear" else interpolation)
-            plan = _pipeline.compile_pipeline(transform, Dataset(path, access)[0][0].shape[-1])
+            plan = _pipeline.compile_pipeline(transform, Dataset(path, access).info["channels"])
             both = sorted(k for k, v in given.items()
                           if v not in (None, False, 0, 0.0) and k in plan.kwargs)
             if both:
@@ -1057,7 +1058,7 @@ class Loader(_shardread.Loader):
             raise ValueError(f"scale must be 1 (values 0..1, as torchvision's ToTensor gives "
                              f"them; mean and std on that scale) or 255 (0..255, the default), "
                              f"not {scale!r}")
-        unit, scale_kw = (255.0 if scale == 1 else None), scale
+        unit = 255.0 if scale == 1 else None
         if unit and dtype is None:
             dtype = "float32"
         size = _size(size)
@@ -1095,12 +1096,12 @@ class Loader(_shardread.Loader):
             aug.get("erase_p"), resize, pad)
         if scale is not None:
             aug["scale"] = scale
+        # the indices stay in the batches delivered (the Python stage and fields= read them)
+        self._keep_indices = bool(user_indices or return_params)
         self._fields = None
         if fields is not False and fields is not None:
             # the batch's indices say which samples' fields to read
-            fds = Dataset(path, access, cache=cache)
-            self._fields = (fds, fds._field_defs(), bool(return_indices or return_params))
-            self._fields += (_field_names(self._fields[1], fields, path),)
+            self._fields = Dataset(path, access, cache=cache, fields=fields)
             kw["return_indices"] = True
         aug.update(remote)
         try:
@@ -1131,38 +1132,14 @@ class Loader(_shardread.Loader):
                         f"size={size!r} is larger than the smallest stored sample of {p!r} "
                         f"({smallest[0]}x{smallest[1]}, height x width): it would be "
                         "zero-padded; pass pad=True to pad it, or a smaller size")
-        # what a copy needs to reopen the same Loader in another process
-        kw.update(rank=self.rank, world=self.world, pad=pad, color_jitter=color_jitter,
-                  grayscale=grayscale, erasing=erasing, rotation=rotation, affine=affine,
-                  auto_augment=auto_augment, augment_interpolation=augment_interpolation,
-                  augment_fill=augment_fill, targets=targets,
-                  min_box_area_fraction=min_box_area_fraction, mixup=mixup, cutmix=cutmix,
-                  num_classes=num_classes, flip_indices=flip_indices)
-        kw.update(multiscale=multiscale, scale_jitter=scale_jitter, letterbox=letterbox,
-                  pad_to=pad_to, return_indices=return_indices, fields=fields)
-        if resize is not None:
-            kw["resize"] = resize
-        if self._streams is not None:
-            kw.update(samples_per_epoch=samples_per_epoch, labels=labels,
-                      return_streams=return_streams)
-        self._augment = _augment_fingerprint(kw, aug, unit, self._plan)
-        if self._plan is not None:
-            # a copy recompiles the pipeline: the keywords as the caller gave them
-            kw.update(transform=transform, py_workers=py_workers, py_pool=py_pool,
-                      return_indices=user_indices)
-            defaults = dict(layout="NHWC", interpolation="bilinear")
-            for k in self._plan.kwargs:
-                if k in given:
-                    kw[k] = given[k] if given[k] is not None else defaults.get(k)
-            if self._plan.python_ops:
-                self._stage = _pipeline.PythonStage(
-                    self._plan.python_ops, self._plan.tensor,
-                    py_workers or _pipeline.default_workers(self.threads), py_pool, framework)
-                self._user_indices = bool(user_indices) or bool(return_params)
-        elif scale_kw is not None:
-            kw["scale"] = scale_kw
-        self._kwargs = dict(kw, path=given_path, cache=cache, cache_limit=cache_limit,
-                            prefetch_shards=prefetch_shards)
+        self._augment = _augment_fingerprint(dict(kw, pad=pad), aug, unit, self._plan)
+        if self._plan is not None and self._plan.python_ops:
+            self._stage = _pipeline.PythonStage(
+                self._plan.python_ops, self._plan.tensor,
+                py_workers or _pipeline.default_workers(self.threads), py_pool, framework)
+        # what a copy needs to reopen the same Loader in another process (transform= is
+        # compiled again there): the keywords as given, with the share this one resolved
+        self._kwargs = dict(given_args, rank=self.rank, world=self.world)
         self._fingerprint = None
 
     def __reduce__(self):
@@ -1188,12 +1165,11 @@ class Loader(_shardread.Loader):
 
     def _with_fields(self, it):
         """(images, labels, fields, ...): the batch's fields (a dict) after its labels."""
-        ds, defs, keep_idx, which = self._fields
+        ds, keep = self._fields, self._keep_indices
         torch = self._kwargs["framework"] == "torch"
         for b in it:
-            idx = b[2]
-            f = _fields_batch(ds, defs, which, [int(i) for i in idx], torch)
-            yield b[:2] + (f,) + (b[2:] if keep_idx else b[3:])
+            f = _fields_batch(ds, ds._defs, ds._which, [int(i) for i in b[2]], torch)
+            yield b[:2] + (f,) + (b[2:] if keep else b[3:])
 
     def _paths(self):
         """The dataset of each stream (one for a single dataset)."""
@@ -1224,7 +1200,7 @@ class Loader(_shardread.Loader):
             seeds = [_pipeline.sample_seed(seed, epoch, int(i)) for i in indices]
             images = stage.apply(b[0], seeds)
             rest = list(b[1:])
-            if not self._user_indices and self._fields is None:
+            if not self._keep_indices and self._fields is None:
                 del rest[1]         # fields= reads the indices next, and drops them
             yield (images, *rest)
 
