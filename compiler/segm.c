@@ -327,16 +327,6 @@ static int grow(void *pp, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* torch's nearest source index of destination index i (in -> out samples). */
-static uint32_t nearest(uint32_t i, uint32_t in, uint32_t out)
-{
-    if (in == out)
-        return i;
-    float scale = (float)in / (float)out;
-    int64_t s = (int64_t)floorf((float)i * scale);
-    return s > (int64_t)in - 1 ? in - 1 : (uint32_t)s;
-}
-
 /* The source-sized mask of b into s->src (src_w x src_h, 0/1). */
 static int source_mask(const shc_annot *a, const shc_annot_box *b, uint32_t w, uint32_t h,
                        const double box[4], shc_segm_scratch *s)
@@ -396,11 +386,11 @@ int shc_segm_mask(const shc_annot *a, const shc_annot_image *im, const shc_annot
     memset(s->dst, 0, npix);
     int any = 0;
     for (uint32_t y = 0; y < p->dst_h; y++) {
-        uint32_t sy = nearest(y + p->win_y, src_h, p->rs_h);
+        uint32_t sy = fmt_target_nearest(y + p->win_y, src_h, p->rs_h);
         const uint8_t *srow = s->src + (size_t)sy * src_w;
         uint8_t *drow = s->dst + (size_t)(y + p->dst_y) * p->out_w + p->dst_x;
         for (uint32_t x = 0; x < p->dst_w; x++) {
-            drow[x] = srow[nearest(x + p->win_x, src_w, p->rs_w)];
+            drow[x] = srow[fmt_target_nearest(x + p->win_x, src_w, p->rs_w)];
             any |= drow[x];
         }
     }

@@ -12,9 +12,9 @@
  * a dataset with masks gets the pixels whose centres lie inside its box.
  *
  * The geometry: output pixel (X, Y) inside the plan's visible window takes the resized pixel
- * (X - dst_x + win_x, Y - dst_y + win_y), which takes source pixel floor(x * s) (s = src / rs
- * as a float, min src - 1), as torch's nearest interpolation (torchvision.transforms.v2's
- * resize of masks) computes it; outside the window: 0 (instances). Keypoints move as the
+ * (X - dst_x + win_x, Y - dst_y + win_y), which takes source pixel fmt_target_nearest(x, src,
+ * rs) per axis (floor(x * s), s = src / rs as a float, min src - 1; x / 2 where rs = 2 src),
+ * as torch's nearest interpolation (torchvision.transforms.v2's resize of masks) computes it; outside the window: 0 (instances). Keypoints move as the
  * boxes do (fmt_target_map_box's affine map); one that lands outside the visible window, or
  * was not labelled (v 0), is stored as (0, 0, 0).
  */
