@@ -212,21 +212,7 @@ int shc_segmap_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t s
         goto leave;
     }
     t.map_len = (uint32_t)nr;
-    uint32_t size = fmt_target_record_size(&t);
-    if (!size) {
-        rc = fmt_fail(why, FMT_ECORRUPT, "%s: its target record would exceed 4 GiB", im->where);
-        goto leave;
-    }
-    if (*cap < size) {
-        uint8_t *nb = realloc(*buf, size);
-        if (!nb) {
-            rc = ENOMEM;
-            goto leave;
-        }
-        *buf = nb;
-        *cap = size;
-    }
-    *len = fmt_target_encode(&t, *buf, *cap);
+    rc = shc_annot_encode(&t, im->where, buf, cap, len, why);
 leave:
     free(src);
     free(dst);
