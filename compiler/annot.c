@@ -249,8 +249,8 @@ int shc_annot_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t sr
             /* an instance whose mask vanishes goes with its box */
             size_t before = nruns;
             int empty;
-            if ((rc = shc_segm_mask(a, im, b, src_w, src_h, src, p, &ss, &runs, &nruns,
-                                    &capruns, &empty, why)) != 0)
+            if ((rc = shc_segm_mask(a, b, src_w, src_h, src, p, &ss, &runs, &nruns, &capruns,
+                                    &empty)) != 0)
                 goto leave;
             if (empty || nruns > UINT32_MAX) {
                 nruns = before;
