@@ -181,6 +181,23 @@ static int source_box(const shc_annot *a, const shc_annot_image *im, const shc_a
     return 0;
 }
 
+int shc_annot_encode(const fmt_target *t, const char *where, uint8_t **buf, size_t *cap,
+                     uint32_t *len, fmt_msg *why)
+{
+    uint32_t size = fmt_target_record_size(t);
+    if (!size)
+        return fmt_fail(why, FMT_ECORRUPT, "%s: its target record would exceed 4 GiB", where);
+    if (*cap < size) {
+        uint8_t *nb = realloc(*buf, size);
+        if (!nb)
+            return ENOMEM;
+        *buf = nb;
+        *cap = size;
+    }
+    *len = fmt_target_encode(t, *buf, *cap);
+    return 0;
+}
+
 int shc_annot_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t src_h,
                      const fmt_geom_plan *p, uint8_t **buf, size_t *cap, uint32_t *len,
                      uint32_t *dropped, fmt_msg *why)
@@ -232,8 +249,8 @@ int shc_annot_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t sr
             /* an instance whose mask vanishes goes with its box */
             size_t before = nruns;
             int empty;
-            if ((rc = shc_segm_mask(a, im, b, src_w, src_h, src, p, &ss, &runs, &nruns,
-                                    &capruns, &empty, why)) != 0)
+            if ((rc = shc_segm_mask(a, b, src_w, src_h, src, p, &ss, &runs, &nruns, &capruns,
+                                    &empty)) != 0)
                 goto leave;
             if (empty || nruns > UINT32_MAX) {
                 nruns = before;
@@ -267,22 +284,7 @@ int shc_annot_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t sr
         moff[0] = 0;
         moff[kept] = (uint32_t)nruns;
     }
-    uint32_t size = fmt_target_record_size(&t);
-    if (!size) {
-        rc = fmt_fail(why, FMT_ECORRUPT, "%s: its target record would exceed 4 GiB",
-                      im->where);
-        goto leave;
-    }
-    if (*cap < size) {
-        uint8_t *nb = realloc(*buf, size);
-        if (!nb) {
-            rc = ENOMEM;
-            goto leave;
-        }
-        *buf = nb;
-        *cap = size;
-    }
-    *len = fmt_target_encode(&t, *buf, *cap);
+    rc = shc_annot_encode(&t, im->where, buf, cap, len, why);
 leave:
     free(tmp);
     free(kps);

@@ -17,6 +17,7 @@
 #include "geometry.h"
 #include "inputs.h"
 #include "manifest.h"
+#include "target.h"
 
 /* How far (in source pixels) a box edge may lie outside the image before the image is rejected:
  * float rounding in the annotation tools. An edge within it is clamped to the image. */
@@ -132,6 +133,12 @@ int shc_annot_walk(const char *root, int (*keep)(const char *), char ***out, siz
 int shc_segmap_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t src_h,
                       const fmt_geom_plan *p, uint8_t **buf, size_t *cap, uint32_t *len,
                       fmt_msg *why);
+
+/* Encode t into *buf (grown as needed, capacity *cap), its length to *len (shc_annot_target's
+ * and shc_segmap_target's last step). 0; ENOMEM; FMT_ECORRUPT with why naming `where` when the
+ * record would exceed 4 GiB. */
+int shc_annot_encode(const fmt_target *t, const char *where, uint8_t **buf, size_t *cap,
+                     uint32_t *len, fmt_msg *why);
 
 /* Append n values to a->pool (polygons, RLE counts, keypoints). 0 or ENOMEM. */
 int shc_annot_pool_add(shc_annot *a, const double *v, size_t n);

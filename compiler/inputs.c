@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "arcwalk.h"
+#include "util.h"
 
 static int add_member(fmt_inputs *in, char *path, int32_t label, uint32_t archive, uint64_t seq,
                       uint64_t size)
@@ -573,23 +574,6 @@ leave:
 
 /* ---- list files ---- */
 
-/* One line of f into buf (cap bytes, NUL-terminated, the newline dropped). Returns its length,
- * -1 at the end of the file, -2 when the line does not fit (the rest of it is not read). */
-static long read_line(FILE *f, char *buf, size_t cap)
-{
-    size_t n = 0;
-    int c = EOF;
-    while ((c = getc_unlocked(f)) != EOF && c != '\n') {
-        if (n + 1 >= cap)
-            return -2;
-        buf[n++] = (char)c;
-    }
-    if (c == EOF && n == 0)
-        return -1;
-    buf[n] = '\0';
-    return (long)n;
-}
-
 /* The members of one archive a list file names, sorted by name (for lookups). */
 typedef struct {
     char *name;
@@ -705,14 +689,15 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
     int rc = line ? 0 : ENOMEM;
     mem_index *cache = NULL;
     size_t ncache = 0;
-    while (!rc && (len = read_line(f, line, FMT_LIST_LINE_MAX + 1)) != -1) {
+    int nul;
+    while (!rc && (len = shc_read_line(f, line, FMT_LIST_LINE_MAX + 1, &nul)) != -1) {
         lineno++;
         if (len == -2) {
             rc = fmt_fail(msg, EINVAL, "%s:%lu: line longer than %d bytes", list, lineno,
                           FMT_LIST_LINE_MAX);
             break;
         }
-        if ((size_t)len != strlen(line)) {
+        if (nul) {
             rc = fmt_fail(msg, EINVAL, "%s:%lu: line contains a NUL byte", list, lineno);
             break;
         }

@@ -13,14 +13,9 @@
 
 /* ---- reading ---- */
 
-static int pool_add(shc_annot *a, const double *v, size_t n)
-{
-    return shc_annot_pool_add(a, v, n);
-}
-
 static int pool_add1(shc_annot *a, double v)
 {
-    return pool_add(a, &v, 1);
+    return shc_annot_pool_add(a, &v, 1);
 }
 
 static int by_cat(const void *x, const void *y)
@@ -87,7 +82,9 @@ int shc_segm_coco_categories(const char *file, json_t *cats, shc_annot *a, fmt_m
     return 0;
 }
 
-size_t shc_segm_coco_counts(const char *s, uint64_t *out, size_t cap)
+/* Decode COCO's compressed RLE string (its counts) into out (cap entries); returns the number
+ * of counts, or SIZE_MAX for a string that is malformed or has more than cap counts. */
+static size_t coco_counts(const char *s, uint64_t *out, size_t cap)
 {
     size_t m = 0, p = 0;
     while (s[p]) {
@@ -139,7 +136,7 @@ static int coco_rle(const char *file, size_t i, int64_t id, json_t *sg, uint32_t
         size_t cap = json_string_length(counts) + 1;
         if (!(c = malloc(cap * sizeof *c)))
             return ENOMEM;
-        n = shc_segm_coco_counts(json_string_value(counts), c, cap);
+        n = coco_counts(json_string_value(counts), c, cap);
         if (n == SIZE_MAX) {
             free(c);
             return fmt_fail(msg, EINVAL, "%s: annotations[%zu] (id %" PRId64 "): RLE 'counts' "
@@ -216,7 +213,7 @@ int shc_segm_coco_annotation(const char *file, size_t i, json_t *an, uint32_t w,
                     return fmt_fail(msg, EINVAL, "%s: annotations[%zu] (id %" PRId64 "): polygon "
                                     "%zu point %zu (%g, %g) is not inside the %" PRIu32 "x%"
                                     PRIu32 " image", file, i, id, k, j / 2, xy[0], xy[1], w, h);
-                if ((rc = pool_add(a, xy, 2)))
+                if ((rc = shc_annot_pool_add(a, xy, 2)))
                     return rc;
             }
         }
@@ -251,7 +248,7 @@ int shc_segm_coco_annotation(const char *file, size_t i, json_t *an, uint32_t w,
                             "(%g, %g, v %g) is not inside the %" PRIu32 "x%" PRIu32 " image or "
                             "v is not 0, 1 or 2", file, i, id, j / 3, v[0], v[1], v[2], w, h);
         labelled += v[2] > 0;
-        if ((rc = pool_add(a, v, 3)))
+        if ((rc = shc_annot_pool_add(a, v, 3)))
             return rc;
     }
     if (nk && (!json_is_integer(nk) || json_integer_value(nk) != (json_int_t)labelled))
@@ -288,8 +285,10 @@ static int by_double(const void *x, const void *y)
     return p < q ? -1 : p > q;
 }
 
-void shc_segm_fill_polygon(const double *xy, size_t n, uint32_t w, uint32_t h, uint8_t *mask,
-                           double *xs)
+/* Rasterise one polygon (n points, xy interleaved, in pixels) into mask (w x h, OR-ed with 1).
+ * xs: scratch of at least n doubles. */
+static void fill_polygon(const double *xy, size_t n, uint32_t w, uint32_t h, uint8_t *mask,
+                         double *xs)
 {
     for (uint32_t j = 0; j < h; j++) {
         double yc = j + 0.5;
@@ -327,16 +326,6 @@ static int grow(void *pp, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* torch's nearest source index of destination index i (in -> out samples). */
-static uint32_t nearest(uint32_t i, uint32_t in, uint32_t out)
-{
-    if (in == out)
-        return i;
-    float scale = (float)in / (float)out;
-    int64_t s = (int64_t)floorf((float)i * scale);
-    return s > (int64_t)in - 1 ? in - 1 : (uint32_t)s;
-}
-
 /* The source-sized mask of b into s->src (src_w x src_h, 0/1). */
 static int source_mask(const shc_annot *a, const shc_annot_box *b, uint32_t w, uint32_t h,
                        const double box[4], shc_segm_scratch *s)
@@ -357,7 +346,7 @@ static int source_mask(const shc_annot *a, const shc_annot_box *b, uint32_t w, u
                 xy[2 * j] = b->seg_kind == SHC_SEG_NPOLY ? p[2 * j] * w : p[2 * j];
                 xy[2 * j + 1] = b->seg_kind == SHC_SEG_NPOLY ? p[2 * j + 1] * h : p[2 * j + 1];
             }
-            shc_segm_fill_polygon(xy, n, w, h, s->src, s->xs);
+            fill_polygon(xy, n, w, h, s->src, s->xs);
             p += 2 * n;
         }
     } else if (b->seg_kind == SHC_SEG_RLE) {
@@ -381,13 +370,10 @@ static int source_mask(const shc_annot *a, const shc_annot_box *b, uint32_t w, u
     return 0;
 }
 
-int shc_segm_mask(const shc_annot *a, const shc_annot_image *im, const shc_annot_box *b,
-                  uint32_t src_w, uint32_t src_h, const double box[4], const fmt_geom_plan *p,
-                  shc_segm_scratch *s, uint8_t **runs, size_t *len, size_t *cap, int *empty,
-                  fmt_msg *why)
+int shc_segm_mask(const shc_annot *a, const shc_annot_box *b, uint32_t src_w, uint32_t src_h,
+                  const double box[4], const fmt_geom_plan *p, shc_segm_scratch *s,
+                  uint8_t **runs, size_t *len, size_t *cap, int *empty)
 {
-    (void)im;
-    (void)why;
     if (source_mask(a, b, src_w, src_h, box, s))
         return ENOMEM;
     size_t npix = (size_t)p->out_w * p->out_h;
@@ -396,11 +382,11 @@ int shc_segm_mask(const shc_annot *a, const shc_annot_image *im, const shc_annot
     memset(s->dst, 0, npix);
     int any = 0;
     for (uint32_t y = 0; y < p->dst_h; y++) {
-        uint32_t sy = nearest(y + p->win_y, src_h, p->rs_h);
+        uint32_t sy = fmt_target_nearest(y + p->win_y, src_h, p->rs_h);
         const uint8_t *srow = s->src + (size_t)sy * src_w;
         uint8_t *drow = s->dst + (size_t)(y + p->dst_y) * p->out_w + p->dst_x;
         for (uint32_t x = 0; x < p->dst_w; x++) {
-            drow[x] = srow[nearest(x + p->win_x, src_w, p->rs_w)];
+            drow[x] = srow[fmt_target_nearest(x + p->win_x, src_w, p->rs_w)];
             any |= drow[x];
         }
     }
@@ -443,7 +429,6 @@ void shc_segm_scratch_free(shc_segm_scratch *s)
 {
     free(s->src);
     free(s->dst);
-    free(s->runs);
     free(s->xs);
     memset(s, 0, sizeof *s);
 }

@@ -12,9 +12,9 @@
  * a dataset with masks gets the pixels whose centres lie inside its box.
  *
  * The geometry: output pixel (X, Y) inside the plan's visible window takes the resized pixel
- * (X - dst_x + win_x, Y - dst_y + win_y), which takes source pixel floor(x * s) (s = src / rs
- * as a float, min src - 1), as torch's nearest interpolation (torchvision.transforms.v2's
- * resize of masks) computes it; outside the window: 0 (instances). Keypoints move as the
+ * (X - dst_x + win_x, Y - dst_y + win_y), which takes source pixel fmt_target_nearest(x, src,
+ * rs) per axis (floor(x * s), s = src / rs as a float, min src - 1; x / 2 where rs = 2 src),
+ * as torch's nearest interpolation (torchvision.transforms.v2's resize of masks) computes it; outside the window: 0 (instances). Keypoints move as the
  * boxes do (fmt_target_map_box's affine map); one that lands outside the visible window, or
  * was not labelled (v 0), is stored as (0, 0, 0).
  */
@@ -42,35 +42,25 @@ int shc_segm_coco_annotation(const char *file, size_t i, json_t *an, uint32_t w,
 
 /* Reusable buffers of one worker. */
 typedef struct {
-    uint8_t *src, *dst, *runs;
-    size_t src_cap, dst_cap, runs_cap;
+    uint8_t *src, *dst;
+    size_t src_cap, dst_cap;
     double *xs;
     size_t xs_cap;
 } shc_segm_scratch;
 
 void shc_segm_scratch_free(shc_segm_scratch *s);
 
-/* Box b's mask at the source's src_w x src_h size, moved through plan p to out_w x out_h and
- * run-length encoded: the runs are appended to *runs (grown, *len its length, *cap its
- * capacity); *empty says whether no pixel is set. 0; ENOMEM; FMT_ECORRUPT with why naming the
- * annotation. */
-int shc_segm_mask(const shc_annot *a, const shc_annot_image *im, const shc_annot_box *b,
-                  uint32_t src_w, uint32_t src_h, const double box[4], const fmt_geom_plan *p,
-                  shc_segm_scratch *s, uint8_t **runs, size_t *len, size_t *cap, int *empty,
-                  fmt_msg *why);
+/* Box b's mask at the source's src_w x src_h size (box: b in source pixels, the mask of an
+ * instance without segmentation), moved through plan p to out_w x out_h and run-length encoded:
+ * the runs are appended to *runs (grown, *len its length, *cap its capacity); *empty says
+ * whether no pixel is set. 0 or ENOMEM. */
+int shc_segm_mask(const shc_annot *a, const shc_annot_box *b, uint32_t src_w, uint32_t src_h,
+                  const double box[4], const fmt_geom_plan *p, shc_segm_scratch *s,
+                  uint8_t **runs, size_t *len, size_t *cap, int *empty);
 
 /* Box b's keypoints moved through plan p into out (K * 3 floats). */
 void shc_segm_keypoints(const shc_annot *a, const shc_annot_box *b, uint32_t src_w,
                         uint32_t src_h, const fmt_geom_plan *p, float *out);
-
-/* Rasterise one polygon (n points, xy interleaved, in pixels) into mask (w x h, OR-ed with 1).
- * xs: scratch of at least n doubles. */
-void shc_segm_fill_polygon(const double *xy, size_t n, uint32_t w, uint32_t h, uint8_t *mask,
-                           double *xs);
-
-/* Decode COCO's compressed RLE string (its counts) into out (cap entries); returns the number
- * of counts, or SIZE_MAX for a string that is malformed or has more than cap counts. */
-size_t shc_segm_coco_counts(const char *s, uint64_t *out, size_t cap);
 
 /* Hash a's segmentation part into the xxh3 state st. */
 void shc_segm_hash(const shc_annot *a, void *st);

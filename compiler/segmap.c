@@ -15,15 +15,14 @@
  * they are (no palette colours looked up, no reduce-zero-label). When the image is rendered the
  * map is read, checked against the image's size (another size rejects the image, naming both
  * files), moved through the build geometry with torch's nearest arithmetic (as segm.c moves
- * instance masks: output pixel (X, Y) takes source pixel (floor(x * s), floor(y * s)) of the
- * resized window), the padding filled with the ignore index, and stored as the target record's
+ * instance masks: each axis of an output pixel in the resized window takes the source index
+ * fmt_target_nearest gives), the padding filled with the ignore index, and stored as the target record's
  * label map (raw.md "Target record, version 2", flag 4), with no boxes.
  */
 #include "annot.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <spng.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,16 +172,6 @@ static int read_map(const shc_annot_image *im, uint32_t w, uint32_t h, uint16_t 
     return rc;
 }
 
-/* torch's nearest source index of destination index i (in -> out samples), as segm.c. */
-static uint32_t nearest(uint32_t i, uint32_t in, uint32_t out)
-{
-    if (in == out)
-        return i;
-    float scale = (float)in / (float)out;
-    int64_t s = (int64_t)floorf((float)i * scale);
-    return s > (int64_t)in - 1 ? in - 1 : (uint32_t)s;
-}
-
 int shc_segmap_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t src_h,
                       const fmt_geom_plan *p, uint8_t **buf, size_t *cap, uint32_t *len,
                       fmt_msg *why)
@@ -203,10 +192,11 @@ int shc_segmap_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t s
     for (size_t k = 0; k < npix; k++)
         dst[k] = (uint16_t)a->ignore_index;
     for (uint32_t y = 0; y < p->dst_h; y++) {
-        const uint16_t *srow = src + (size_t)nearest(y + p->win_y, src_h, p->rs_h) * src_w;
+        uint32_t sy = fmt_target_nearest(y + p->win_y, src_h, p->rs_h);
+        const uint16_t *srow = src + (size_t)sy * src_w;
         uint16_t *drow = dst + (size_t)(y + p->dst_y) * p->out_w + p->dst_x;
         for (uint32_t x = 0; x < p->dst_w; x++)
-            drow[x] = srow[nearest(x + p->win_x, src_w, p->rs_w)];
+            drow[x] = srow[fmt_target_nearest(x + p->win_x, src_w, p->rs_w)];
     }
     float nobox[4] = {0};
     int64_t nolabel = 0;
@@ -222,21 +212,7 @@ int shc_segmap_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t s
         goto leave;
     }
     t.map_len = (uint32_t)nr;
-    uint32_t size = fmt_target_record_size(&t);
-    if (!size) {
-        rc = fmt_fail(why, FMT_ECORRUPT, "%s: its target record would exceed 4 GiB", im->where);
-        goto leave;
-    }
-    if (*cap < size) {
-        uint8_t *nb = realloc(*buf, size);
-        if (!nb) {
-            rc = ENOMEM;
-            goto leave;
-        }
-        *buf = nb;
-        *cap = size;
-    }
-    *len = fmt_target_encode(&t, *buf, *cap);
+    rc = shc_annot_encode(&t, im->where, buf, cap, len, why);
 leave:
     free(src);
     free(dst);

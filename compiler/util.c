@@ -137,3 +137,20 @@ int shc_lock_dir(const char *dir, const char *name, int *fd, long *holder)
     *fd = f;
     return 0;
 }
+
+long shc_read_line(FILE *f, char *buf, size_t cap, int *nul)
+{
+    size_t n = 0;
+    int c;
+    *nul = 0;
+    while ((c = getc_unlocked(f)) != EOF && c != '\n') {
+        *nul |= c == '\0';
+        if (n + 1 >= cap)
+            return -2;
+        buf[n++] = (char)c;
+    }
+    if (c == EOF && n == 0)
+        return -1;
+    buf[n] = '\0';
+    return (long)n;
+}

@@ -1,8 +1,10 @@
-/* util.h - small helpers of the shardc CLI: number and size parsing, human-readable sizes. */
+/* util.h - small helpers of the shardc CLI: number and size parsing, human-readable sizes, the
+ * line reader of the list and label files. */
 #ifndef SHC_UTIL_H
 #define SHC_UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* Parse a byte size: digits with an optional suffix k/K/KB (1000), KiB (1024), M/MB, MiB, G/GB,
@@ -15,6 +17,11 @@ int shc_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* Parse "WxH" (both 1..65535), or "N" for NxN (torchvision's int size). 0 on success, -1 on
  * error. */
 int shc_parse_wxh(const char *s, uint32_t *w, uint32_t *h);
+
+/* One line of f into buf (cap bytes, NUL-terminated, the newline dropped): its length, -1 at
+ * the end of the file, -2 when it does not fit (the rest of it is not read); *nul says whether
+ * the bytes read hold a NUL byte (a file zero-filled by a crash). */
+long shc_read_line(FILE *f, char *buf, size_t cap, int *nul);
 
 /* "1.5 GiB" style, into buf. Returns buf. */
 char *shc_human_size(uint64_t bytes, char *buf, size_t len);

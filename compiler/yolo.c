@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "target.h"
+#include "util.h"
 
 typedef struct {
     char **v;
@@ -158,30 +159,10 @@ static char *stem_of(const char *rel)
 
 enum { LINE_MAX_BYTES = 4095 };
 
-/* The next line of f into buf (cap bytes, NUL-terminated, without its newline): its length, -1
- * at the end of the file, -2 when it is longer than cap - 1 bytes, -3 when it holds a NUL byte
- * (the rest of the line is skipped then). */
-static long next_line(FILE *f, char *buf, size_t cap)
+/* The message of a line with a NUL byte (nul) or longer than LINE_MAX_BYTES. */
+static int line_fail(fmt_msg *msg, const char *path, int64_t lineno, int nul)
 {
-    size_t n = 0;
-    int c, nul = 0;
-    while ((c = getc_unlocked(f)) != EOF && c != '\n') {
-        if (c == '\0')
-            nul = 1;
-        if (n + 1 >= cap)
-            return nul ? -3 : -2;
-        buf[n++] = (char)c;
-    }
-    if (c == EOF && n == 0)
-        return -1;
-    buf[n] = '\0';
-    return nul ? -3 : (long)n;
-}
-
-/* The message of a bad line (len: next_line's -2 or -3). */
-static int line_fail(fmt_msg *msg, const char *path, int64_t lineno, long len)
-{
-    if (len == -3)
+    if (nul)
         return fmt_fail(msg, EINVAL, "%s:%" PRId64 ": NUL byte in the line (a damaged file, "
                         "zero-filled by a crash?)", path, lineno);
     return fmt_fail(msg, EINVAL, "%s:%" PRId64 ": line longer than %d bytes", path, lineno,
@@ -237,10 +218,11 @@ static int read_names(const char *path, shc_annot *a, fmt_msg *msg)
     char line[LINE_MAX_BYTES + 1];
     size_t lineno = 0, blank_at = 0;
     long len;
-    while (rc == 0 && (len = next_line(f, line, sizeof line)) != -1) {
+    int nul;
+    while (rc == 0 && (len = shc_read_line(f, line, sizeof line, &nul)) != -1) {
         lineno++;
-        if (len < 0) {
-            rc = line_fail(msg, path, (int64_t)lineno, len);
+        if (len < 0 || nul) {
+            rc = line_fail(msg, path, (int64_t)lineno, nul);
             break;
         }
         size_t n = (size_t)len;
@@ -382,10 +364,11 @@ static int read_labels(const shc_annot_opts *o, const char *path, shc_annot *a, 
         return rc == ENOENT ? 0 : fmt_fail(msg, rc, "cannot read %s: %s", path, why.text);
     int64_t lineno = 0;
     long len;
-    while (rc == 0 && (len = next_line(f, line, LABEL_LINE_MAX + 1)) != -1) {
+    int nul;
+    while (rc == 0 && (len = shc_read_line(f, line, LABEL_LINE_MAX + 1, &nul)) != -1) {
         lineno++;
-        if (len < 0) {
-            rc = len == -3 ? line_fail(msg, path, lineno, len)
+        if (len < 0 || nul) {
+            rc = nul ? line_fail(msg, path, lineno, nul)
                  : fmt_fail(msg, EINVAL, "%s:%" PRId64 ": line longer than %d bytes", path,
                             lineno, LABEL_LINE_MAX);
             break;

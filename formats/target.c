@@ -125,6 +125,17 @@ static double clampd(double v, double lo, double hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+uint32_t fmt_target_nearest(uint32_t i, uint32_t in, uint32_t out)
+{
+    if (in == out)
+        return i;
+    if (out == 2 * in)          /* torch's nearest_idx: a shift there */
+        return i >> 1;
+    float scale = (float)in / (float)out;
+    int64_t s = (int64_t)floorf((float)i * scale);
+    return s > (int64_t)in - 1 ? in - 1 : (uint32_t)s;
+}
+
 int fmt_target_map_box(const fmt_geom_plan *p, uint32_t src_w, uint32_t src_h, const double in[4],
                        float out[4], double *area_scale)
 {

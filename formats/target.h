@@ -129,4 +129,11 @@ uint64_t fmt_target_ext_size(const fmt_target *t);
 int fmt_target_map_box(const fmt_geom_plan *p, uint32_t src_w, uint32_t src_h, const double in[4],
                        float out[4], double *area_scale);
 
+/* torch's nearest source index of destination index i when `in` samples are resized to `out`
+ * (its nearest_idx, what interpolate(mode="nearest") and so torchvision.transforms.v2 do to
+ * masks): i where in == out, i >> 1 where out == 2 * in, else
+ * min(floor(i * (float)(in / out)), in - 1) in float32. The masks and label maps of a build and
+ * of the reader's geometry both move by it. */
+uint32_t fmt_target_nearest(uint32_t i, uint32_t in, uint32_t out);
+
 #endif

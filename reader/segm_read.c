@@ -52,17 +52,6 @@ void shr_segm_size(const shr_box_geom *g, int dense, const shr_params *p, uint32
     *h = list ? p->image_h : g->height;
 }
 
-uint32_t shr_segm_nearest(uint32_t i, uint32_t in, uint32_t out)
-{
-    if (in == out)
-        return i;
-    if (out == 2 * in)          /* torch's nearest_idx: a shift there */
-        return i >> 1;
-    float scale = (float)in / (float)out;
-    int64_t s = (int64_t)floorf((float)i * scale);
-    return s > (int64_t)in - 1 ? in - 1 : (uint32_t)s;
-}
-
 /* One axis: the source index of output index o (before the flip), -1 in the padding. n: the
  * output's extent; at, len: the stored window (p.x, p.w); src: the stored extent; the scale
  * op's resize (rs), window (crop) and placement (pad, img). */
@@ -72,10 +61,10 @@ static int32_t axis(const shr_box_geom *g, uint32_t o, uint32_t n, uint32_t at, 
     if (g->scale != SHR_SCALE_NONE) {
         if (o < pad || o - pad >= img)
             return -1;
-        return (int32_t)shr_segm_nearest(o - pad + crop, src, rs);
+        return (int32_t)fmt_target_nearest(o - pad + crop, src, rs);
     }
     if (g->rrc)
-        return (int32_t)(at + shr_segm_nearest(o, len, n));
+        return (int32_t)(at + fmt_target_nearest(o, len, n));
     uint32_t off = (n - len) / 2;       /* 0 where cropped (len == n) */
     if (o < off || o - off >= len)
         return -1;

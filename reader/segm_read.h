@@ -23,10 +23,6 @@
 SHR_INTERNAL void shr_segm_size(const shr_box_geom *g, int dense, const shr_params *p,
                                 uint32_t *w, uint32_t *h);
 
-/* torch's nearest source index of destination index i when `in` samples are resized to `out`:
- * i where in == out, else min(floor(i * (float)(in / out)), in - 1) in float32. */
-SHR_INTERNAL uint32_t shr_segm_nearest(uint32_t i, uint32_t in, uint32_t out);
-
 /* The source column (xs, ow entries) and row (ys, oh entries) of each output column and row of a
  * sample stored at p->src_w x p->src_h, moved by p to ow x oh masks; -1 where the output is
  * padding. The flip is in xs. */

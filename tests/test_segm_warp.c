@@ -25,21 +25,21 @@ START_TEST(test_nearest)
     /* in 5 -> out 3: s = 5/3 in float32 = 1.66666663; floor(0), floor(1.67), floor(3.33) */
     const uint32_t a[3] = {0, 1, 3};
     for (uint32_t i = 0; i < 3; i++)
-        ck_assert_uint_eq(shr_segm_nearest(i, 5, 3), a[i]);
+        ck_assert_uint_eq(fmt_target_nearest(i, 5, 3), a[i]);
     /* in 3 -> out 7: s = 0.428571; 0 .. 6 -> 0 0 0 1 1 2 2 */
     const uint32_t b[7] = {0, 0, 0, 1, 1, 2, 2};
     for (uint32_t i = 0; i < 7; i++)
-        ck_assert_uint_eq(shr_segm_nearest(i, 3, 7), b[i]);
+        ck_assert_uint_eq(fmt_target_nearest(i, 3, 7), b[i]);
     /* in 4 -> out 8: the shift; in == out: identity; never past in - 1 */
     for (uint32_t i = 0; i < 8; i++)
-        ck_assert_uint_eq(shr_segm_nearest(i, 4, 8), i / 2);
-    ck_assert_uint_eq(shr_segm_nearest(6, 9, 9), 6);
+        ck_assert_uint_eq(fmt_target_nearest(i, 4, 8), i / 2);
+    ck_assert_uint_eq(fmt_target_nearest(6, 9, 9), 6);
     /* in 7 -> out 3: s = 2.3333333; 2 * s = 4.6666665 -> 4 */
-    ck_assert_uint_eq(shr_segm_nearest(2, 7, 3), 4);
+    ck_assert_uint_eq(fmt_target_nearest(2, 7, 3), 4);
     /* float32, not double: in 49 -> out 7 is s = 7 exactly; in 10 -> out 3, i 2 is
      * 2 * 3.3333333 = 6.6666665 -> 6 */
-    ck_assert_uint_eq(shr_segm_nearest(6, 49, 7), 42);
-    ck_assert_uint_eq(shr_segm_nearest(2, 10, 3), 6);
+    ck_assert_uint_eq(fmt_target_nearest(6, 49, 7), 42);
+    ck_assert_uint_eq(fmt_target_nearest(2, 10, 3), 6);
 }
 END_TEST
 
