@@ -75,6 +75,18 @@ assert len(a) == len(b) > 0
 for x, y in zip(a, b):
     assert len(x) == len(y) and all(np.array_equal(p, q) for p, q in zip(x, y))
 PYM
+# transform= on a URL reads its channel count through the caller's cache, not the default one
+mkdir -p "$T/home"
+expect_exit 0 "Loader(URL, transform=, cache=) opens" env -u SHARDREAD_CACHE HOME="$T/home" \
+  $PY - "$HTTPS" "$T/cache_tf" <<'PYT'
+import sys, shardread
+import torchvision.transforms as T
+n = sum(1 for _ in shardread.Loader(sys.argv[1], batch_size=8, cache=sys.argv[2],
+                                    transform=T.Compose([T.RandomHorizontalFlip(), T.ToTensor()])))
+assert n > 0, n
+PYT
+check "... and downloaded into that cache alone" \
+  bash -c "[ ! -e '$T/home/.cache/shardread' ] && [ -n \"\$(ls -A '$T/cache_tf')\" ]"
 unset AWS_CA_BUNDLE
 expect_exit 3 "https without the test's CA is refused" \
   env SHARDREAD_CACHE="$T/cache3" "$SHARDC" info "$HTTPS"

@@ -1023,7 +1023,8 @@ class Loader(_shardread.Loader):
                          augment_interpolation=augment_interpolation,
                          augment_fill=augment_fill,
                          interpolation=None if interpolation == "bilinear" else interpolation)
-            plan = _pipeline.compile_pipeline(transform, Dataset(path, access).info["channels"])
+            plan = _pipeline.compile_pipeline(
+                transform, Dataset(path, access, cache=cache).info["channels"])
             both = sorted(k for k, v in given.items()
                           if v not in (None, False, 0, 0.0) and k in plan.kwargs)
             if both:
