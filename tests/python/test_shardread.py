@@ -620,27 +620,48 @@ def test_gil_released_while_waiting(fx):
 
 
 def test_one_consumer_thread(fx):
-    loader = shardread.Loader(fx.fixed, batch_size=4)
-    results = []
+    loader = shardread.Loader(fx.fixed, batch_size=4, return_indices=True)
+    whole = [tuple(b[2].tolist()) for b in epoch(loader)]   # one epoch's batches, by index
+    assert len(whole) == 6
+    got = {0: [], 1: []}
+    ended = {}
     barrier = threading.Barrier(2)
 
-    def run():
+    def run(k):
         barrier.wait()
         try:
-            results.append(len(epoch(loader)))
+            for b in loader:
+                got[k].append(tuple(np.asarray(b[2]).tolist()))
+            ended[k] = "done"
         except RuntimeError:
-            results.append("busy")
+            ended[k] = "refused"
 
-    ts = [threading.Thread(target=run) for _ in range(2)]
+    ts = [threading.Thread(target=run, args=(k,)) for k in range(2)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
-    # either both iterations ran one after the other, or one was refused: never interleaved.
-    # A thread refused after its first batch leaves the epoch unfinished, and the other's fresh
-    # iterator continues it (the peek rule): 5 batches, none twice
-    assert sorted(map(str, results)) in (["6", "6"], ["6", "busy"], ["busy", "busy"],
-                                         ["5", "busy"])
+    # Never interleaved. Either both iterations ran one after the other (two whole epochs), or
+    # one thread was refused (busy, or its iterator replaced by the other's): a fresh iterator
+    # continues an unfinished epoch where it stands (the peek rule), so between them the two
+    # threads received that epoch's batches once each, each thread a run of them in order, and
+    # the thread that was not refused ran to the epoch's end.
+    runs = [got[0], got[1]]
+    assert "done" in ended.values()
+    if len(runs[0]) + len(runs[1]) == 2 * len(whole):
+        # one after the other; the first may be refused only after its last batch (its
+        # StopIteration not yet seen when the other's iterator replaced it)
+        assert runs == [whole, whole]
+    else:
+        assert sorted(ended.values()) == ["done", "refused"]
+        assert sorted(runs[0] + runs[1]) == sorted(whole)
+        for r in runs:
+            if r:
+                at = whole.index(r[0])
+                assert r == whole[at:at + len(r)]
+    for k in (0, 1):
+        if ended[k] == "done":
+            assert got[k] and got[k][-1] == whole[-1]
 
 
 # ---- torch ----
