@@ -48,9 +48,11 @@ int sb_gpu_open(const char *path, const sb_gpu_api **api, fmt_msg *why)
     }
     if (t->abi != SB_GPU_ABI || t->opts_size != sizeof(sb_step_opts) ||
         t->batch_size != sizeof(shr_batch) || t->stats_size != sizeof(sb_step_stats)) {
+        /* the table lives in the library: read it before the library goes */
+        unsigned abi = t->abi;
         dlclose(lib);
         return fmt_fail(why, ENOEXEC, "%s: built from another version (ABI %u, this library %u)",
-                        path, t->abi, SB_GPU_ABI);
+                        path, abi, (unsigned)SB_GPU_ABI);
     }
     /* never closed: steps and kernels of the table may be in use until the process ends */
     *api = t;
