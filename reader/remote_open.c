@@ -174,16 +174,41 @@ int shr_lazy_start(shr_reader *r)
     return rc;
 }
 
+/* 1 when the worker holds shard s */
+static int holds(const shr_worker *w, size_t s)
+{
+    for (size_t i = 0; i < w->nheld; i++)
+        if (w->held[i] == s)
+            return 1;
+    return 0;
+}
+
 int shr_lazy_acquire(shr_worker *w, uint64_t k, uint32_t n, fmt_msg *msg)
 {
     shr_reader *r = w->r;
     rmt_lazy_begin(r->lazy, k);
     w->nheld = 0;
-    size_t got = shr_lazy_shards(r, w->idx, n, w->held);
+    size_t *want = w->held + w->held_cap / 2;       /* the batch's shards, then those held */
+    size_t got = shr_lazy_shards(r, w->idx, n, want);
     for (size_t i = 0; i < got; i++) {
-        size_t s = w->held[i];
+        size_t s = want[i];
+        if (holds(w, s))
+            continue;
         fmt_msg why = {{0}};
-        int rc = rmt_lazy_acquire(r->lazy, s, 1, &why);
+        /* waiting while holding shards is what a single reader's limit allows for; but when
+         * other processes keep the room it needs, the shards held go back and the wait starts
+         * holding nothing (two readers of one cache, each holding what the other waited for,
+         * waited forever), then the batch's shards are taken again from the first */
+        int rc = rmt_lazy_acquire(r->lazy, s, w->nheld ? RMT_WAIT_UNLESS_STARVED : RMT_WAIT,
+                                  &why);
+        if (rc == EBUSY) {
+            for (size_t j = 0; j < w->nheld; j++)
+                rmt_lazy_yield(r->lazy, w->held[j]);
+            w->nheld = 0;
+            rc = rmt_lazy_acquire(r->lazy, s, RMT_WAIT, &why);
+            if (rc == 0)
+                i = (size_t)-1;         /* from the first again, this one held */
+        }
         if (rc == 0) {
             w->held[w->nheld++] = s;
             rc = fmt_dataset_shard_load(r->ds, s, &why);
@@ -212,7 +237,7 @@ int shr_lazy_hold(shr_worker *w, uint64_t idx)
             return 0;
     if (w->nheld == w->held_cap)
         return EAGAIN;
-    int rc = rmt_lazy_acquire(r->lazy, (size_t)s, 0, NULL);
+    int rc = rmt_lazy_acquire(r->lazy, (size_t)s, RMT_NOWAIT, NULL);
     if (rc)
         return rc;
     w->held[w->nheld++] = (size_t)s;

@@ -784,9 +784,11 @@ static int scale_setup(shr_reader *r, const char *dir)
     return 0;
 }
 
-/* Stop and join the workers that were started. */
+/* Stop and join the workers that were started. A worker waiting for a shard of a dataset at a
+ * URL is woken first: the shard may never come (a bounded cache another reader keeps full). */
 static void stop_workers(shr_reader *r)
 {
+    rmt_lazy_cancel(r->lazy);
     shr_ring_stop(&r->ring);
     for (uint32_t i = 0; i < r->nworkers; i++)
         pthread_join(r->workers[i].thread, NULL);

@@ -34,6 +34,8 @@ typedef struct {
     int reruns;
     int reserved;               /* rmt_lazy: room was made for its download */
     int noroom;                 /* rmt_lazy: it must be downloaded, but no room was made */
+    int shared;                 /* rmt_lazy, bounded: the shared flock on the checked file that
+                                 * the round hands to take_present (-1: none) */
 } shard_job;
 
 typedef struct {
@@ -43,6 +45,7 @@ typedef struct {
     const char *dir;
     rmt_stats *st;
     int blocking;               /* wait for a lock another process holds */
+    int keep_shared;            /* rmt_lazy, bounded: a downloaded shard keeps a shared lock */
 } cache_ctx;
 
 /* mkdir -p of the folder that holds path */
@@ -217,6 +220,11 @@ static int on_done(rmt_job *j, void *ctx)
         return fmt_fail(&j->msg, e, "cannot rename %s: %s", sj->part, strerror(e));
     }
     (void)fmt_fsync_parent(sj->final);
+    if (x->keep_shared && flock(sj->lockfd, LOCK_SH) == 0) {
+        /* held from the rename on: no other process evicts it before this one uses it */
+        sj->shared = sj->lockfd;
+        sj->lockfd = -1;
+    }
     unlock(sj);
     x->st->fetched++;
     return 0;
@@ -374,6 +382,7 @@ int rmt_resolve(const char *url, const rmt_options *o, char **out, rmt_stats *st
         int fl = slash ? (int)(slash - f + 1) : 0;
         sj[k].k = k;
         sj[k].lockfd = -1;
+        sj[k].shared = -1;
         if (asprintf(&sj[k].final, "%s/%s", dir, f) < 0 ||
             asprintf(&sj[k].part, "%s/%.*s.%s.part", dir, fl, f, f + fl) < 0 ||
             asprintf(&sj[k].lockp, "%s/%.*s.%s.lock", dir, fl, f, f + fl) < 0 ||
@@ -388,7 +397,7 @@ int rmt_resolve(const char *url, const rmt_options *o, char **out, rmt_stats *st
         jobs[k].size = m.shards[k].bytes;
         jobs[k].user = &sj[k];
     }
-    cache_ctx x = {&c, &m, be, dir, st, 0};
+    cache_ctx x = {&c, &m, be, dir, st, 0, 0};
     c.progress = o->progress;
     c.progress_ctx = o->progress_ctx;
     rc = fetch_shards(&x, jobs, sj, m.nshards, o->parallel, o->tries, msg);
@@ -482,6 +491,7 @@ typedef struct {
     int shfd;                   /* Z_PRESENT: the shared flock held while this process has it */
     uint32_t refs;              /* readers holding it */
     int wanted;                 /* a reader waits for it */
+    int starved;                /* wanted, and no room: other processes keep their shards */
     uint64_t last_use;          /* tick of its last release (0: never used here) */
     uint64_t inwin;             /* window generation that last included it */
     uint64_t kept;              /* eviction round in which another process kept it */
@@ -496,7 +506,7 @@ struct rmt_lazy {
     rmt_config c;
     fmt_manifest m;
     const fmt_backend *be;
-    char *dir, *spacep;
+    char *dir, *spacep, *wantp;
     uint64_t limit;
     uint32_t ahead;
     unsigned parallel, tries;
@@ -507,6 +517,8 @@ struct rmt_lazy {
     rmt_job *jobs;
     rmt_stats st;
     uint64_t peak, evicted, gen, tick, rounds;
+    uint64_t largest;           /* the largest shard's bytes */
+    int kept_any;               /* the last make_room failed on shards other processes keep */
     uint64_t scan;              /* batches the window looks through at most */
     uint64_t active[Z_MAX_ACTIVE];
     uint32_t nactive;
@@ -537,18 +549,25 @@ static int on_disk(const zshard *s)
     return access(s->j.final, F_OK) == 0 || access(s->j.part, F_OK) == 0;
 }
 
+/* This process no longer has shard k: unloaded, its shared lock dropped (the file stays). */
+static void let_go(rmt_lazy *z, size_t k)
+{
+    zshard *s = &z->sh[k];
+    if (s->state != Z_PRESENT)
+        return;
+    if (z->h.unload)
+        z->h.unload(z->h.ctx, k);
+    if (s->shfd >= 0)
+        close(s->shfd);
+    s->shfd = -1;
+    s->state = Z_ABSENT;
+}
+
 /* Remove shard k from the folder unless another process uses it (or downloads it): 1 removed. */
 static int evict_one(rmt_lazy *z, size_t k)
 {
     zshard *s = &z->sh[k];
-    if (s->state == Z_PRESENT) {
-        if (z->h.unload)
-            z->h.unload(z->h.ctx, k);
-        if (s->shfd >= 0)
-            close(s->shfd);
-        s->shfd = -1;
-        s->state = Z_ABSENT;
-    }
+    let_go(z, k);
     int fd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return 0;
@@ -562,12 +581,35 @@ static int evict_one(rmt_lazy *z, size_t k)
     return ok;
 }
 
+/* The folder's want file: its time is when a process last found no room because other processes
+ * kept the shards it would evict. */
+static void want_room(rmt_lazy *z)
+{
+    int fd = open(z->wantp, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        (void)futimens(fd, NULL);
+        close(fd);
+    }
+}
+
+/* room was wanted in the last two seconds */
+static int room_wanted(const rmt_lazy *z)
+{
+    struct stat st;
+    struct timespec now;
+    if (stat(z->wantp, &st) != 0 || clock_gettime(CLOCK_REALTIME, &now) != 0)
+        return 0;
+    return now.tv_sec - st.st_mtim.tv_sec <= 2;
+}
+
 /* Make room for need more bytes (over `used`): evict shards no reader holds or waits for, not
  * queued, least recently used first (those never used here first); window shards only when
  * may_win, and after all others. 1 when there is room. */
 static int make_room(rmt_lazy *z, uint64_t *used, uint64_t need, int may_win)
 {
     uint64_t round = ++z->rounds;       /* marks candidates another process keeps */
+    int kept_any = 0;
+    z->kept_any = 0;
     while (*used + need > z->limit) {
         size_t best = SIZE_MAX;
         uint64_t key = UINT64_MAX;
@@ -582,10 +624,16 @@ static int make_room(rmt_lazy *z, uint64_t *used, uint64_t need, int may_win)
                 best = k;
             }
         }
-        if (best == SIZE_MAX)
+        if (best == SIZE_MAX) {
+            if (kept_any)           /* tell the processes that keep them (shed_idle) */
+                want_room(z);
+            z->kept_any = kept_any;
             return 0;
-        if (!evict_one(z, best))
+        }
+        if (!evict_one(z, best)) {
             z->sh[best].kept = round;
+            kept_any = 1;
+        }
         *used = folder_bytes(z);
     }
     return 1;
@@ -625,8 +673,15 @@ static void take_present(rmt_lazy *z, size_t k)
         s->state = access(s->j.final, F_OK) == 0 ? Z_PRESENT : Z_ABSENT;
         return;
     }
-    int fd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0 || flock(fd, LOCK_SH) != 0 || access(s->j.final, F_OK) != 0) {
+    int fd = s->j.shared;       /* taken by lazy_start or on_done: the file stays */
+    s->j.shared = -1;
+    if (fd >= 0) {
+        s->shfd = fd;
+        s->state = Z_PRESENT;
+        return;
+    }
+    fd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || flock(fd, LOCK_SH | LOCK_NB) != 0 || access(s->j.final, F_OK) != 0) {
         if (fd >= 0)
             close(fd);
         s->state = Z_ABSENT;
@@ -649,24 +704,61 @@ static void zwait(rmt_lazy *z, long ns)
     pthread_cond_timedwait(&z->work, &z->mu, &t);
 }
 
-/* on_start, but a shard picked without room (its file was there when picked) and that must be
- * downloaded after all is left for the next round, which makes room first */
+/* A bounded cache at its limit, where another process found no room: let go of the shards this
+ * process has present but does not use (no reader holds or waits for one, and the window does not
+ * want it), so that the other process may evict them. They stay in the folder, and are checked again
+ * should this process want them. Readers of one cache each held every shard they had used, and
+ * each waited for room the other's shards took. */
+static void shed_idle(rmt_lazy *z)
+{
+    for (size_t k = 0; k < z->m.nshards; k++) {
+        zshard *s = &z->sh[k];
+        if (!s->refs && !s->wanted && s->inwin != z->gen)
+            let_go(z, k);
+    }
+}
+
+/* on_start of a bounded cache. A shard picked with room made (its exclusive lock taken) is
+ * on_start's. One picked because its file was there is checked under a shared lock, which other
+ * processes reading it hold too (an exclusive one would wait for all of them to let it go: two
+ * readers of one cache each waited for a shard the other held); failing its check, it is left
+ * for the next round, which makes room and downloads it. */
 static int lazy_start(rmt_job *j, void *ctx)
 {
+    cache_ctx *x = ctx;
     shard_job *sj = j->user;
-    int rc = on_start(j, ctx);
-    if (rc == 0 && !sj->reserved) {
-        sj->noroom = 1;
-        unlock(sj);
+    if (sj->reserved)
+        return on_start(j, ctx);
+    int fd = open(sj->lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return fmt_fail(&j->msg, errno, "cannot open %s: %s", sj->lockp, strerror(errno));
+    while (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        if (errno == EINTR)
+            continue;
+        int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK) {     /* being downloaded or evicted by another process: later */
+            sj->busy = 1;
+            return 1;
+        }
+        return fmt_fail(&j->msg, e, "cannot lock %s: %s", sj->lockp, strerror(e));
+    }
+    sj->busy = 0;
+    fmt_msg why;
+    if (check_shard(x, sj->k, sj->final, sj->sdir, 0, &why) == 0) {
+        sj->shared = fd;
+        x->st->cached++;
         return 1;
     }
-    return rc;
+    close(fd);
+    sj->noroom = 1;
+    return 1;
 }
 
 static void *lazy_main(void *arg)
 {
     rmt_lazy *z = arg;
-    cache_ctx x = {&z->c, &z->m, z->be, z->dir, &z->st, 0};
+    cache_ctx x = {&z->c, &z->m, z->be, z->dir, &z->st, 0, z->limit != 0};
     size_t *pick = calloc(z->parallel, sizeof *pick);
     pthread_mutex_lock(&z->mu);
     while (!z->stop && pick) {
@@ -678,8 +770,13 @@ static void *lazy_main(void *arg)
         uint64_t used = z->limit ? folder_bytes(z) : 0;
         if (used > z->peak)
             z->peak = used;
-        /* readers waiting first, then the window in plan order */
-        for (int pass = 0; pass < 2 && np < z->parallel; pass++) {
+        if (z->limit && used + z->largest > z->limit && room_wanted(z))
+            shed_idle(z);
+        /* readers waiting first, then the window in plan order; when no room can be made for a
+         * shard a reader waits for, the window waits too (queuing its shards found in the folder
+         * would hold them again, against the process that would evict them to make room) */
+        int short_of_room = 0;
+        for (int pass = 0; pass < 2 && np < z->parallel && !short_of_room; pass++) {
             size_t n = pass ? nw : z->m.nshards;
             for (size_t i = 0; i < n && np < z->parallel; i++) {
                 size_t k = pass ? z->win[i] : i;
@@ -698,10 +795,16 @@ static void *lazy_main(void *arg)
                     if (lfd < 0 || !make_room(z, &used, z->m.shards[k].bytes, !pass)) {
                         if (lfd >= 0)
                             close(lfd);
+                        short_of_room = !pass;
+                        if (!pass && z->kept_any && !s->starved) {
+                            s->starved = 1;     /* a reader holding shards lets them go */
+                            pthread_cond_broadcast(&z->ready);
+                        }
                         break;
                     }
                     s->j.lockfd = lfd;
                     s->j.reserved = 1;
+                    s->starved = 0;
                     int fd = open(s->j.part, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
                     if (fd >= 0)
                         close(fd);  /* the reservation */
@@ -753,6 +856,10 @@ static void *lazy_main(void *arg)
                 s->rc = j->rc;
                 s->msg = j->msg;
             }
+            if (s->j.shared >= 0) {     /* a lock the round took and did not hand on */
+                close(s->j.shared);
+                s->j.shared = -1;
+            }
             /* a reservation left by an abandoned or failed download */
             struct stat pst;
             if (s->state != Z_ABSENT && stat(s->j.part, &pst) == 0 && pst.st_size == 0)
@@ -796,7 +903,8 @@ int rmt_lazy_open(rmt_lazy **out, const char *url, const rmt_options *o, char **
     }
     if (asprintf(&z->dir, "%s/%016" PRIx64, root, fmt_hash64(z->c.base, strlen(z->c.base))) < 0 ||
         asprintf(&mpath, "%s/%s", z->dir, FMT_MANIFEST_NAME) < 0 ||
-        asprintf(&z->spacep, "%s/.space.lock", z->dir) < 0) {
+        asprintf(&z->spacep, "%s/.space.lock", z->dir) < 0 ||
+        asprintf(&z->wantp, "%s/.space.want", z->dir) < 0) {
         rc = fmt_fail(msg, ENOMEM, "out of memory");
         goto out;
     }
@@ -847,6 +955,7 @@ int rmt_lazy_open(rmt_lazy **out, const char *url, const rmt_options *o, char **
         shard_job *sj = &z->sh[k].j;
         sj->k = k;
         sj->lockfd = -1;
+        sj->shared = -1;
         z->sh[k].shfd = -1;
         if (asprintf(&sj->final, "%s/%s", z->dir, f) < 0 ||
             asprintf(&sj->part, "%s/%.*s.%s.part", z->dir, fl, f, f + fl) < 0 ||
@@ -909,6 +1018,7 @@ int rmt_lazy_start(rmt_lazy *z, const rmt_lazy_hooks *h, uint64_t limit, uint32_
 {
     z->h = *h;
     z->limit = limit;
+    z->largest = rmt_lazy_minimum(z, 1);
     z->ahead = ahead ? ahead : 1;
     if (z->ahead > z->m.nshards)
         z->ahead = z->m.nshards ? (uint32_t)z->m.nshards : 1;
@@ -956,6 +1066,7 @@ int rmt_lazy_acquire(rmt_lazy *z, size_t k, int wait, fmt_msg *msg)
         if (s->state == Z_PRESENT) {
             s->refs++;
             s->wanted = 0;
+            s->starved = 0;
             break;
         }
         if (s->state == Z_FAILED || z->stop) {
@@ -964,8 +1075,12 @@ int rmt_lazy_acquire(rmt_lazy *z, size_t k, int wait, fmt_msg *msg)
                 *msg = s->msg;
             break;
         }
-        if (!wait) {
+        if (wait == RMT_NOWAIT) {
             rc = EAGAIN;
+            break;
+        }
+        if (wait == RMT_WAIT_UNLESS_STARVED && s->starved) {
+            rc = EBUSY;
             break;
         }
         s->wanted = 1;
@@ -985,6 +1100,20 @@ void rmt_lazy_release(rmt_lazy *z, size_t k)
     }
     if (z->limit)               /* room may be made now */
         pthread_cond_signal(&z->work);
+    pthread_mutex_unlock(&z->mu);
+}
+
+void rmt_lazy_yield(rmt_lazy *z, size_t k)
+{
+    pthread_mutex_lock(&z->mu);
+    if (k < z->m.nshards && z->sh[k].refs) {
+        zshard *s = &z->sh[k];
+        s->refs--;
+        s->last_use = ++z->tick;
+        if (!s->refs && !s->wanted && z->limit)
+            let_go(z, k);
+    }
+    pthread_cond_signal(&z->work);
     pthread_mutex_unlock(&z->mu);
 }
 
@@ -1010,22 +1139,31 @@ const char *rmt_lazy_dir(const rmt_lazy *z)
     return z->dir;
 }
 
+void rmt_lazy_cancel(rmt_lazy *z)
+{
+    if (!z)
+        return;
+    pthread_mutex_lock(&z->mu);
+    z->stop = 1;
+    pthread_cond_broadcast(&z->work);
+    pthread_cond_broadcast(&z->ready);
+    pthread_mutex_unlock(&z->mu);
+}
+
 void rmt_lazy_close(rmt_lazy *z)
 {
     if (!z)
         return;
     if (z->started) {
-        pthread_mutex_lock(&z->mu);
-        z->stop = 1;
-        pthread_cond_broadcast(&z->work);
-        pthread_cond_broadcast(&z->ready);
-        pthread_mutex_unlock(&z->mu);
+        rmt_lazy_cancel(z);
         pthread_join(z->thread, NULL);
     }
     for (size_t k = 0; z->sh && k < z->m.nshards; k++) {
         zshard *s = &z->sh[k];
         if (s->shfd >= 0)
             close(s->shfd);
+        if (s->j.shared >= 0)
+            close(s->j.shared);
         unlock(&s->j);
         free(s->j.final);
         free(s->j.part);
@@ -1038,6 +1176,7 @@ void rmt_lazy_close(rmt_lazy *z)
     free(z->jobs);
     free(z->dir);
     free(z->spacep);
+    free(z->wantp);
     fmt_manifest_free(&z->m);
     rmt_config_free(&z->c);
     pthread_cond_destroy(&z->ready);

@@ -87,14 +87,24 @@ int rmt_lazy_start(rmt_lazy *z, const rmt_lazy_hooks *h, uint64_t limit, uint32_
 void rmt_lazy_begin(rmt_lazy *z, uint64_t b);
 void rmt_lazy_end(rmt_lazy *z, uint64_t b);
 /* Wait until shard k is in the folder, checked, then hold it (no eviction until released): 0,
- * or the error that makes it unavailable (msg names the object). Without wait: EAGAIN at once
- * when it is not there now. */
+ * or the error that makes it unavailable (msg names the object). RMT_NOWAIT: EAGAIN at once
+ * when it is not there now. RMT_WAIT_UNLESS_STARVED, for a caller that holds other shards:
+ * EBUSY when no room can be made for it because other processes sharing the folder keep their
+ * shards (they may wait for room the caller's shards take: it lets go with rmt_lazy_yield and
+ * waits holding nothing). */
+enum { RMT_NOWAIT, RMT_WAIT, RMT_WAIT_UNLESS_STARVED };
 int rmt_lazy_acquire(rmt_lazy *z, size_t k, int wait, fmt_msg *msg);
 void rmt_lazy_release(rmt_lazy *z, size_t k);
+/* rmt_lazy_release, and when no reader holds or waits for it, this process lets go of the shard
+ * entirely (unloaded, its shared lock dropped), so that another process may evict it */
+void rmt_lazy_yield(rmt_lazy *z, size_t k);
 /* the downloads so far, the folder's largest size seen, shards evicted */
 void rmt_lazy_stats(rmt_lazy *z, rmt_stats *st, uint64_t *peak, uint64_t *evicted);
 const fmt_manifest *rmt_lazy_manifest(const rmt_lazy *z);
 const char *rmt_lazy_dir(const rmt_lazy *z);       /* the dataset's cache folder */
+/* Wake every rmt_lazy_acquire waiting now or later with ECANCELED and stop downloading, without
+ * freeing: a reader calls it before joining workers that may wait for a shard. Accepts NULL. */
+void rmt_lazy_cancel(rmt_lazy *z);
 void rmt_lazy_close(rmt_lazy *z);      /* accepts NULL; stops the thread first */
 
 /* ---- internals shared by the module's files (and its unit test) ---- */

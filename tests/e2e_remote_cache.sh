@@ -6,7 +6,8 @@
 # ranks, while the cache folder (sampled by a thread, and the cache's own count) never exceeds
 # the limit and shards are evicted; a limit below what the reader needs at once is refused
 # naming the minimum; resume mid-epoch against the URL equals the local epoch; what a kill -9
-# leaves (a partial download, a reservation, locks) is repaired by the next open; two processes
+# leaves (a partial download, a reservation, locks) is repaired by the next open; a reader whose
+# worker waits for room that never comes is closed without waiting for it; two bounded processes
 # sharing one cache both read their epochs exactly; a shard that stays
 # unavailable (404) fails the epoch naming the object, or with on_error='skip' is skipped and
 # counted.
@@ -47,11 +48,14 @@ expect_exit 0 "cache_limit='1KiB' is parsed and refused the same way" \
 check "naming 1024 bytes" grep -q "cache_limit 1024 bytes is below" "$T/out"
 
 # ---- resume mid-epoch against the URL ----
-# (with no cache_limit: a bounded reader reopening a cache its last process left full can stall,
-# docs/REMOTE.md "Not yet done")
+# the first process leaves the cache full; the second reopens it bounded
 expect_exit 0 "5 batches and state_dict in one process, then a new Loader on the URL in another: the local epoch" \
-  $PY "$CHK" resume "$T/www/ds" "$URL" "$T/c10" 0 \
+  timeout 120 $PY "$CHK" resume "$T/www/ds" "$URL" "$T/c10" "$LIMIT" \
   '{"order": "random", "seed": 2, "batch_size": 4, "threads": 1}' 5
+
+# ---- a reader waiting for room that never comes is replaced ----
+expect_exit 0 "a reader whose worker waits for room other readers keep: load_state_dict replaces it, the epoch equals the local one" \
+  timeout 120 $PY "$CHK" starved "$T/www/ds" "$URL" "$T/c14" "$LIMIT"
 
 # ---- what kill -9 leaves ----
 export SHARDREAD_CACHE="$T/c11"
@@ -74,13 +78,13 @@ expect_exit 0 "after a kill -9 the next bounded epoch equals the local one" \
 check "no partial download is left" bash -c "! ls -a '$d' | grep -q '\.part$'"
 
 # ---- two processes sharing one cache, reading as the shards arrive ----
-# (without cache_limit: two bounded readers of one cache can stall each other, a known bug,
-# docs/REMOTE.md "Not yet done")
+# bounded at 6 shards, below the 8 the two need at once (4 shards a batch each): a reader that
+# would wait for room the other keeps lets its shards go and waits holding none
 kw='{"order": "random", "seed": 4, "batch_size": 4, "threads": 1}'
-$PY "$CHK" equal "$T/www/ds" "$URL" "$T/c12" 0 "$kw" >"$T/p1" 2>&1 & p1=$!
-$PY "$CHK" equal "$T/www/ds" "$URL" "$T/c12" 0 "$kw" >"$T/p2" 2>&1 & p2=$!
+timeout 120 $PY "$CHK" equal "$T/www/ds" "$URL" "$T/c12" "$LIMIT" "$kw" >"$T/p1" 2>&1 & p1=$!
+timeout 120 $PY "$CHK" equal "$T/www/ds" "$URL" "$T/c12" "$LIMIT" "$kw" >"$T/p2" 2>&1 & p2=$!
 wait $p1; r1=$?; wait $p2; r2=$?
-check "two processes on one cache both read the local epoch" \
+check "two bounded processes on one cache both read the local epoch, within the limit" \
   test $r1 -eq 0 -a $r2 -eq 0
 [ $r1 -eq 0 -a $r2 -eq 0 ] || cat "$T/p1" "$T/p2" >&2
 

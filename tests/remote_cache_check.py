@@ -10,9 +10,17 @@ remote_cache_check.py resume LOCAL URL CACHE LIMIT KWARGS_JSON CUT
     loads it and reads the rest: together they equal the local epoch (LIMIT 0: no cache_limit)
 remote_cache_check.py refuse URL CACHE LIMIT KWARGS_JSON
     the open is refused (ValueError), the message printed
+remote_cache_check.py starved LOCAL URL CACHE LIMIT
+    shards 0-5 in the cache folder, held by this process as another reader holds them (a shared
+    flock on each lock file), LIMIT their bytes: a sequential Loader reads batches 0-5 (a shard
+    each), its worker then waits for room for shard 6 that never comes; load_state_dict back to
+    batch 2 replaces the waiting reader (closing it must not wait for that worker) and batch 2
+    equals the local one; once the flocks go, the rest of the epoch equals the local one
 """
+import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -87,6 +95,8 @@ def main(argv):
         np.savez(out, n=len(got), **arrays)
         print(json.dumps(b.state_dict()))
         return 0
+    if cmd == "starved":
+        return starved(*argv[2:6])
     local, url, cache, limit, kw = argv[2], argv[3], argv[4], int(argv[5]), json.loads(argv[6])
     want = batches(shardread.Loader(local, return_indices=True, **kw))
     s = Sampler(cache)
@@ -122,6 +132,43 @@ def main(argv):
               f"{info['peak_bytes']}), over its limit {limit}", file=sys.stderr)
         return 1
     print(f"peak={peak} evicted={info['evicted']} fetched={info['fetched']}")
+    return 0
+
+
+def starved(local, url, cache, limit):
+    kw = dict(order="sequential", batch_size=8, threads=1, return_indices=True)
+    want = batches(shardread.Loader(local, **kw))
+    probe = shardread.Loader(url, cache=cache, cache_limit=int(limit), **kw)
+    folder = probe._cache_info()["dir"]
+    del probe
+    for f in os.listdir(folder):
+        if f.endswith(".raw"):
+            os.unlink(os.path.join(folder, f))
+    held = []
+    for k in range(6):
+        name = f"shard-{k:05d}.raw"
+        shutil.copyfile(os.path.join(local, name), os.path.join(folder, name))
+        fd = os.open(os.path.join(folder, f".{name}.lock"), os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        held.append(fd)
+    b = shardread.Loader(url, cache=cache, cache_limit=int(limit), **kw)
+    it = iter(b)
+    got = [tuple(np.array(a) for a in next(it)) for _ in range(2)]
+    state = b.state_dict()
+    got += [tuple(np.array(a) for a in next(it)) for _ in range(4)]
+    if not same(want[:6], got):
+        return 1
+    b.load_state_dict(state)
+    it = iter(b)
+    again = tuple(np.array(a) for a in next(it))
+    if not same(want[2:3], [again]):
+        return 1
+    for fd in held:
+        os.close(fd)
+    rest = [again] + [tuple(np.array(a) for a in x) for x in it]
+    if not same(want[2:], rest):
+        return 1
+    print(f"read {len(rest)} batches after the reader waiting for room was replaced")
     return 0
 
 
