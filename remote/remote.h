@@ -156,8 +156,8 @@ typedef int (*rmt_start_fn)(rmt_job *job, void *ctx);
 typedef int (*rmt_done_fn)(rmt_job *job, void *ctx);
 
 /* Fetch every job, up to parallel at once; the first error ends the call: transfers under way
- * are abandoned (their files keep what arrived) and jobs not finished keep rc ECANCELED. 0 or the first job's error (its msg copied into msg). start and done may be
- * NULL. */
+ * are abandoned (their files keep what arrived) and jobs not finished keep rc ECANCELED. 0 or
+ * the first job's error (its msg copied into msg). start and done may be NULL. */
 int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, unsigned tries,
               rmt_start_fn start, rmt_done_fn done, void *ctx, rmt_stats *st, fmt_msg *msg);
 

@@ -1,0 +1,78 @@
+/* cache.h - the cache folder's parts that rmt_resolve (cache.c) and rmt_lazy (lazy.c) share:
+ * per-shard paths and locks, the check of a shard against its manifest entry, the download
+ * callbacks that check and rename, and the dataset's folder with its manifest fetched.
+ * Internal to remote/. */
+#ifndef RMT_CACHE_H
+#define RMT_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "manifest.h"
+#include "remote.h"
+
+typedef struct {
+    size_t k;                   /* manifest shard */
+    char *final, *part, *lockp, *sdir;
+    char *obj, *data;           /* a folder shard (lmdb): its data file's object name and the
+                                 * file downloaded into the .part folder; else NULL */
+    int lockfd;
+    int busy;                   /* another process held its lock */
+    int resumed;                /* the download continued a .part found on disk */
+    int reruns;
+    int reserved;               /* rmt_lazy: room was made for its download */
+    int noroom;                 /* rmt_lazy: it must be downloaded, but no room was made */
+    int shared;                 /* rmt_lazy, bounded: the shared flock on the checked file that
+                                 * the round hands to take_present (-1: none) */
+} rmt_shard_job;
+
+typedef struct {
+    const rmt_config *c;
+    const fmt_manifest *m;
+    const fmt_backend *be;
+    const char *dir;
+    rmt_stats *st;
+    int blocking;               /* wait for a lock another process holds */
+    int keep_shared;            /* rmt_lazy, bounded: a downloaded shard keeps a shared lock */
+} rmt_cache_ctx;
+
+/* mkdir -p of the folder that holds path: 0 or an errno */
+int rmt_make_parents(const char *path);
+
+/* sj's paths for shard k of m in dir: the final file, its .part and .lock, its folder; with
+ * data_file (a folder backend: lmdb), the data file's object name and its download path. 0 or
+ * ENOMEM (msg says so); rmt_shard_paths_free frees them (and accepts a zeroed job). */
+int rmt_shard_paths(rmt_shard_job *sj, const char *dir, const fmt_manifest *m, size_t k,
+                    const char *data_file, fmt_msg *msg);
+void rmt_shard_paths_free(rmt_shard_job *sj);
+
+/* path's file is shard k as the manifest describes it: its size, then (full) its whole-file pin,
+ * then the backend's pre-check, header and index checks against the manifest entry, then (full)
+ * every sample's hash */
+int rmt_shard_check(const rmt_cache_ctx *x, size_t k, const char *path, const char *sdir,
+                    int full, fmt_msg *msg);
+
+/* the job's exclusive lock, if held, let go */
+void rmt_shard_unlock(rmt_shard_job *sj);
+
+/* rmt_fetch's callbacks for shards (ctx: an rmt_cache_ctx, each job's user: its rmt_shard_job):
+ * on_start takes the shard's lock and skips a shard already in the folder and checked; on_done
+ * checks the download fully against the manifest and renames it into place */
+int rmt_shard_on_start(rmt_job *j, void *ctx);
+int rmt_shard_on_done(rmt_job *j, void *ctx);
+
+/* name's object into dir/.name.PID.part (*tmp_out; NULL for an optional object that is not
+ * there) */
+int rmt_fetch_small(const rmt_config *c, const char *dir, const char *name, int optional,
+                    char **tmp_out, rmt_stats *st, fmt_msg *msg);
+
+/* The dataset's cache folder under cache (or $SHARDREAD_CACHE, or ~/.cache/shardread), created
+ * (*dir); its manifest fetched beside manifest.json (*mtmp, to be renamed or removed by the
+ * caller), read (*data, *len), parsed (m) and its backend found (*be). On error nothing is left
+ * to free and msg names the URL. */
+int rmt_cache_manifest(const rmt_config *c, const char *cache, char **dir, char **mtmp,
+                       uint8_t **data, size_t *len, fmt_manifest *m, const fmt_backend **be,
+                       rmt_stats *st, fmt_msg *msg);
+
+#endif

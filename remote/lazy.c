@@ -1,0 +1,695 @@
+/* lazy.c - rmt_lazy: a dataset at a URL read as its shards arrive, through a bounded cache
+ * (remote.h; the cache folder's layout, locks and checks are cache.c's).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+
+/* ---- rmt_lazy: shards fetched while the dataset is read, into a bounded cache ----
+ *
+ * One thread per session downloads: first the shards readers wait for, then the next `ahead`
+ * distinct shards of the readers' plan from the lowest batch in progress on. Before a download
+ * it makes room: the folder's bytes (every shard file, and every .part counted at its full size:
+ * a reservation, created under the folder's space lock, so that processes sharing the folder
+ * never overshoot the limit together) plus the shard's must stay within the limit; it evicts
+ * shards no reader of this process holds and the plan does not want soon, least recently used
+ * first (those this process never used before all others). A shard this process has present is
+ * held with a shared flock on its lock file; eviction takes the exclusive lock without waiting,
+ * so a shard another process reads is never removed from under it. */
+
+enum { Z_ABSENT, Z_QUEUED, Z_PRESENT, Z_FAILED };
+
+typedef struct {
+    rmt_shard_job j;                /* paths; lockfd is the download's exclusive lock */
+    int state;
+    int shfd;                   /* Z_PRESENT: the shared flock held while this process has it */
+    uint32_t refs;              /* readers holding it */
+    int wanted;                 /* a reader waits for it */
+    int starved;                /* wanted, and no room: other processes keep their shards */
+    uint64_t last_use;          /* tick of its last release (0: never used here) */
+    uint64_t inwin;             /* window generation that last included it */
+    uint64_t kept;              /* eviction round in which another process kept it */
+    int needs_room;             /* its file was there but failed its check: room first */
+    int rc;                     /* Z_FAILED */
+    fmt_msg msg;
+} zshard;
+
+#define Z_MAX_ACTIVE 64
+
+struct rmt_lazy {
+    rmt_config c;
+    fmt_manifest m;
+    const fmt_backend *be;
+    char *dir, *spacep, *wantp;
+    uint64_t limit;
+    uint32_t ahead;
+    unsigned parallel, tries;
+    rmt_lazy_hooks h;
+    zshard *sh;
+    size_t *plan;               /* plan scratch: plan_cap entries */
+    size_t *win;                /* the window: ahead entries */
+    rmt_job *jobs;
+    rmt_stats st;
+    uint64_t peak, evicted, gen, tick, rounds;
+    uint64_t largest;           /* the largest shard's bytes */
+    int kept_any;               /* the last make_room failed on shards other processes keep */
+    uint64_t scan;              /* batches the window looks through at most */
+    uint64_t active[Z_MAX_ACTIVE];
+    uint32_t nactive;
+    uint64_t next_batch;        /* one past the highest batch begun */
+    pthread_mutex_t mu;
+    pthread_cond_t ready, work;
+    pthread_t thread;
+    int started, stop;
+};
+
+/* the folder's bytes: each shard file, each .part at its shard's full size */
+static uint64_t folder_bytes(const rmt_lazy *z)
+{
+    uint64_t sum = 0;
+    struct stat st;
+    for (size_t k = 0; k < z->m.nshards; k++) {
+        if (stat(z->sh[k].j.final, &st) == 0)
+            sum += (uint64_t)st.st_size;
+        if (stat(z->sh[k].j.part, &st) == 0)
+            sum += z->m.shards[k].bytes > (uint64_t)st.st_size ? z->m.shards[k].bytes
+                                                               : (uint64_t)st.st_size;
+    }
+    return sum;
+}
+
+static int on_disk(const zshard *s)
+{
+    return access(s->j.final, F_OK) == 0 || access(s->j.part, F_OK) == 0;
+}
+
+/* This process no longer has shard k: unloaded, its shared lock dropped (the file stays). */
+static void let_go(rmt_lazy *z, size_t k)
+{
+    zshard *s = &z->sh[k];
+    if (s->state != Z_PRESENT)
+        return;
+    if (z->h.unload)
+        z->h.unload(z->h.ctx, k);
+    if (s->shfd >= 0)
+        close(s->shfd);
+    s->shfd = -1;
+    s->state = Z_ABSENT;
+}
+
+/* Remove shard k from the folder unless another process uses it (or downloads it): 1 removed. */
+static int evict_one(rmt_lazy *z, size_t k)
+{
+    zshard *s = &z->sh[k];
+    let_go(z, k);
+    int fd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return 0;
+    int ok = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (ok) {
+        unlink(s->j.final);
+        unlink(s->j.part);
+        z->evicted++;
+    }
+    close(fd);
+    return ok;
+}
+
+/* The folder's want file: its time is when a process last found no room because other processes
+ * kept the shards it would evict. */
+static void want_room(rmt_lazy *z)
+{
+    int fd = open(z->wantp, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        (void)futimens(fd, NULL);
+        close(fd);
+    }
+}
+
+/* room was wanted in the last two seconds */
+static int room_wanted(const rmt_lazy *z)
+{
+    struct stat st;
+    struct timespec now;
+    if (stat(z->wantp, &st) != 0 || clock_gettime(CLOCK_REALTIME, &now) != 0)
+        return 0;
+    return now.tv_sec - st.st_mtim.tv_sec <= 2;
+}
+
+/* Make room for need more bytes (over `used`): evict shards no reader holds or waits for, not
+ * queued, least recently used first (those never used here first); window shards only when
+ * may_win, and after all others. 1 when there is room. */
+static int make_room(rmt_lazy *z, uint64_t *used, uint64_t need, int may_win)
+{
+    uint64_t round = ++z->rounds;       /* marks candidates another process keeps */
+    int kept_any = 0;
+    z->kept_any = 0;
+    while (*used + need > z->limit) {
+        size_t best = SIZE_MAX;
+        uint64_t key = UINT64_MAX;
+        for (size_t k = 0; k < z->m.nshards; k++) {
+            zshard *s = &z->sh[k];
+            if (s->state == Z_QUEUED || s->refs || s->wanted || s->kept == round ||
+                (!may_win && s->inwin == z->gen) || !on_disk(s))
+                continue;
+            uint64_t kk = (s->inwin == z->gen ? UINT64_C(1) << 62 : 0) + s->last_use;
+            if (kk < key) {
+                key = kk;
+                best = k;
+            }
+        }
+        if (best == SIZE_MAX) {
+            if (kept_any)           /* tell the processes that keep them (shed_idle) */
+                want_room(z);
+            z->kept_any = kept_any;
+            return 0;
+        }
+        if (!evict_one(z, best)) {
+            z->sh[best].kept = round;
+            kept_any = 1;
+        }
+        *used = folder_bytes(z);
+    }
+    return 1;
+}
+
+/* The window: the next `ahead` distinct shards of the plan from the lowest batch in progress. */
+static size_t window(rmt_lazy *z)
+{
+    z->gen++;
+    uint64_t b = z->next_batch;
+    for (uint32_t i = 0; i < z->nactive; i++)
+        if (z->active[i] < b)
+            b = z->active[i];
+    size_t n = 0;
+    for (uint64_t scanned = 0; n < z->ahead && scanned < z->scan; b++, scanned++) {
+        size_t got = z->h.plan(z->h.ctx, b, z->plan);
+        if (got == 0)
+            break;
+        for (size_t i = 0; i < got && n < z->ahead; i++) {
+            zshard *s = &z->sh[z->plan[i]];
+            if (s->inwin != z->gen) {
+                s->inwin = z->gen;
+                z->win[n++] = z->plan[i];
+            }
+        }
+    }
+    return n;
+}
+
+/* After a download round: shard k is in the folder and checked (job rc 0, not busy): hold it
+ * with a shared lock, unless it went away meanwhile. */
+static void take_present(rmt_lazy *z, size_t k)
+{
+    zshard *s = &z->sh[k];
+    if (!z->limit) {            /* nothing evicts in an unbounded cache: no descriptor held */
+        /* (a transfer abandoned when another failed has rc 0 too, and no file) */
+        s->state = access(s->j.final, F_OK) == 0 ? Z_PRESENT : Z_ABSENT;
+        return;
+    }
+    int fd = s->j.shared;       /* taken by lazy_start or on_done: the file stays */
+    s->j.shared = -1;
+    if (fd >= 0) {
+        s->shfd = fd;
+        s->state = Z_PRESENT;
+        return;
+    }
+    fd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || flock(fd, LOCK_SH | LOCK_NB) != 0 || access(s->j.final, F_OK) != 0) {
+        if (fd >= 0)
+            close(fd);
+        s->state = Z_ABSENT;
+        return;
+    }
+    s->shfd = fd;
+    s->state = Z_PRESENT;
+}
+
+/* wait for work, at most ns nanoseconds (other processes free room without telling us) */
+static void zwait(rmt_lazy *z, long ns)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += ns;
+    if (t.tv_nsec >= 1000000000) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&z->work, &z->mu, &t);
+}
+
+/* A bounded cache at its limit, where another process found no room: let go of the shards this
+ * process has present but does not use (no reader holds or waits for one, and the window does
+ * not want it), so that the other process may evict them. They stay in the folder, and are
+ * checked again should this process want them. Readers of one cache each held every shard they
+ * had used, and each waited for room the other's shards took. */
+static void shed_idle(rmt_lazy *z)
+{
+    for (size_t k = 0; k < z->m.nshards; k++) {
+        zshard *s = &z->sh[k];
+        if (!s->refs && !s->wanted && s->inwin != z->gen)
+            let_go(z, k);
+    }
+}
+
+/* on_start of a bounded cache. A shard picked with room made (its exclusive lock taken) is
+ * on_start's. One picked because its file was there is checked under a shared lock, which other
+ * processes reading it hold too (an exclusive one would wait for all of them to let it go: two
+ * readers of one cache each waited for a shard the other held); failing its check, it is left
+ * for the next round, which makes room and downloads it. */
+static int lazy_start(rmt_job *j, void *ctx)
+{
+    rmt_cache_ctx *x = ctx;
+    rmt_shard_job *sj = j->user;
+    if (sj->reserved)
+        return rmt_shard_on_start(j, ctx);
+    int fd = open(sj->lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return fmt_fail(&j->msg, errno, "cannot open %s: %s", sj->lockp, strerror(errno));
+    while (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        if (errno == EINTR)
+            continue;
+        int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK) {     /* being downloaded or evicted by another process: later */
+            sj->busy = 1;
+            return 1;
+        }
+        return fmt_fail(&j->msg, e, "cannot lock %s: %s", sj->lockp, strerror(e));
+    }
+    sj->busy = 0;
+    fmt_msg why;
+    if (rmt_shard_check(x, sj->k, sj->final, sj->sdir, 0, &why) == 0) {
+        sj->shared = fd;
+        x->st->cached++;
+        return 1;
+    }
+    close(fd);
+    sj->noroom = 1;
+    return 1;
+}
+
+static void *lazy_main(void *arg)
+{
+    rmt_lazy *z = arg;
+    rmt_cache_ctx x = {&z->c, &z->m, z->be, z->dir, &z->st, 0, z->limit != 0};
+    size_t *pick = calloc(z->parallel, sizeof *pick);
+    pthread_mutex_lock(&z->mu);
+    while (!z->stop && pick) {
+        size_t nw = window(z), np = 0;
+        /* the space lock: what this round reserves (its .part files) is seen by the others */
+        int sfd = open(z->spacep, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (sfd >= 0)
+            (void)flock(sfd, LOCK_EX);
+        uint64_t used = z->limit ? folder_bytes(z) : 0;
+        if (used > z->peak)
+            z->peak = used;
+        if (z->limit && used + z->largest > z->limit && room_wanted(z))
+            shed_idle(z);
+        /* readers waiting first, then the window in plan order; when no room can be made for a
+         * shard a reader waits for, the window waits too (queuing its shards found in the folder
+         * would hold them again, against the process that would evict them to make room) */
+        int short_of_room = 0;
+        for (int pass = 0; pass < 2 && np < z->parallel && !short_of_room; pass++) {
+            size_t n = pass ? nw : z->m.nshards;
+            for (size_t i = 0; i < n && np < z->parallel; i++) {
+                size_t k = pass ? z->win[i] : i;
+                zshard *s = &z->sh[k];
+                if (s->state != Z_ABSENT || (!pass && !s->wanted))
+                    continue;
+                s->j.reserved = 0;
+                if ((s->needs_room || access(s->j.final, F_OK) != 0) && z->limit) {
+                    /* its lock first, so that no other process evicts the reservation (or
+                     * downloads it too); busy: later */
+                    int lfd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+                    if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+                        close(lfd);
+                        continue;
+                    }
+                    if (lfd < 0 || !make_room(z, &used, z->m.shards[k].bytes, !pass)) {
+                        if (lfd >= 0)
+                            close(lfd);
+                        short_of_room = !pass;
+                        if (!pass && z->kept_any && !s->starved) {
+                            s->starved = 1;     /* a reader holding shards lets them go */
+                            pthread_cond_broadcast(&z->ready);
+                        }
+                        break;
+                    }
+                    s->j.lockfd = lfd;
+                    s->j.reserved = 1;
+                    s->starved = 0;
+                    int fd = open(s->j.part, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                    if (fd >= 0)
+                        close(fd);  /* the reservation */
+                    used = folder_bytes(z);
+                }
+                s->state = Z_QUEUED;
+                pick[np++] = k;
+            }
+        }
+        if (used > z->peak)
+            z->peak = used;
+        if (sfd >= 0)
+            close(sfd);
+        if (np == 0) {              /* nothing to do, or no room: until a reader moves on */
+            zwait(z, 200000000);
+            continue;
+        }
+        for (size_t i = 0; i < np; i++) {
+            rmt_job *j = &z->jobs[i];
+            memset(j, 0, sizeof *j);
+            j->name = z->m.shards[pick[i]].file;
+            j->path = z->sh[pick[i]].j.part;
+            j->size = z->m.shards[pick[i]].bytes;
+            j->user = &z->sh[pick[i]].j;
+            z->sh[pick[i]].j.busy = 0;
+            z->sh[pick[i]].j.noroom = 0;
+        }
+        pthread_mutex_unlock(&z->mu);
+        fmt_msg msg = {{0}};
+        (void)rmt_fetch(&z->c, z->jobs, np, z->parallel, z->tries,
+                        z->limit ? lazy_start : rmt_shard_on_start, rmt_shard_on_done, &x, &z->st,
+                        &msg);
+        for (size_t i = 0; i < np; i++)
+            rmt_shard_unlock(&z->sh[pick[i]].j);
+        pthread_mutex_lock(&z->mu);
+        size_t busy = 0;
+        for (size_t i = 0; i < np; i++) {
+            zshard *s = &z->sh[pick[i]];
+            rmt_job *j = &z->jobs[i];
+            busy += j->rc == 0 && s->j.busy;
+            s->needs_room = s->j.noroom;
+            if (s->j.noroom) {
+                s->state = Z_ABSENT;
+            } else if (j->rc == 0 && !s->j.busy) {
+                take_present(z, pick[i]);
+            } else if (j->rc == 0 || j->rc == ECANCELED) {
+                s->state = Z_ABSENT;    /* another process has it, or abandoned: again */
+            } else {
+                s->state = Z_FAILED;
+                s->rc = j->rc;
+                s->msg = j->msg;
+            }
+            if (s->j.shared >= 0) {     /* a lock the round took and did not hand on */
+                close(s->j.shared);
+                s->j.shared = -1;
+            }
+            /* a reservation left by an abandoned or failed download */
+            struct stat pst;
+            if (s->state != Z_ABSENT && stat(s->j.part, &pst) == 0 && pst.st_size == 0)
+                unlink(s->j.part);
+        }
+        used = z->limit ? folder_bytes(z) : 0;
+        if (used > z->peak)
+            z->peak = used;
+        pthread_cond_broadcast(&z->ready);
+        if (busy == np)             /* all of them downloaded by other processes: a pause */
+            zwait(z, 50000000);
+    }
+    pthread_mutex_unlock(&z->mu);
+    free(pick);
+    return NULL;
+}
+
+int rmt_lazy_open(rmt_lazy **out, const char *url, const rmt_options *o, char **dir_out,
+                  uint8_t **manifest, size_t *mlen, fmt_msg *msg)
+{
+    *out = NULL;
+    rmt_lazy *z = calloc(1, sizeof *z);
+    if (!z)
+        return fmt_fail(msg, ENOMEM, "out of memory");
+    pthread_mutex_init(&z->mu, NULL);
+    pthread_cond_init(&z->ready, NULL);
+    pthread_cond_init(&z->work, NULL);
+    z->parallel = o->parallel ? o->parallel : 8;
+    z->tries = o->tries;
+    char *mtmp = NULL, *mpath = NULL;
+    uint8_t *mdata = NULL;
+    size_t len = 0;
+    int rc = rmt_config_load(&z->c, url, o->anonymous, msg);
+    if (rc) {
+        free(z);
+        return rc;
+    }
+    rc = rmt_cache_manifest(&z->c, o->cache, &z->dir, &mtmp, &mdata, &len, &z->m, &z->be, &z->st,
+                            msg);
+    if (rc)
+        goto out;
+    if (asprintf(&mpath, "%s/%s", z->dir, FMT_MANIFEST_NAME) < 0 ||
+        asprintf(&z->spacep, "%s/.space.lock", z->dir) < 0 ||
+        asprintf(&z->wantp, "%s/.space.want", z->dir) < 0) {
+        rc = fmt_fail(msg, ENOMEM, "out of memory");
+        goto out;
+    }
+    if (strcmp(z->m.backend, "raw") != 0 && strcmp(z->m.backend, "hdf5") != 0) {
+        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s: shards read as they arrive must be raw or "
+                      "hdf5 (this dataset's are %s)", z->c.url, z->m.backend);
+        goto out;
+    }
+    /* the manifest in place now: a shard is used only after its own check against it */
+    if (rename(mtmp, mpath) != 0) {
+        rc = fmt_fail(msg, errno, "cannot rename %s: %s", mtmp, strerror(errno));
+        goto out;
+    }
+    free(mtmp);
+    mtmp = NULL;
+    z->sh = calloc(z->m.nshards + 1, sizeof *z->sh);
+    z->jobs = calloc(z->parallel, sizeof *z->jobs);
+    if (!z->sh || !z->jobs) {
+        rc = fmt_fail(msg, ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t k = 0; k < z->m.nshards; k++) {     /* (closed whole if a later one fails) */
+        z->sh[k].j.lockfd = z->sh[k].j.shared = -1;
+        z->sh[k].shfd = -1;
+    }
+    for (size_t k = 0; k < z->m.nshards; k++) {
+        rmt_shard_job *sj = &z->sh[k].j;
+        if ((rc = rmt_shard_paths(sj, z->dir, &z->m, k, NULL, msg)) != 0)
+            goto out;
+        if ((rc = rmt_make_parents(sj->final)) != 0) {
+            fmt_fail(msg, rc, "cannot create the folder of %s: %s", sj->final, strerror(rc));
+            goto out;
+        }
+    }
+    z->st.shards = z->m.nshards;
+    if (!(*dir_out = strdup(z->dir))) {
+        rc = fmt_fail(msg, ENOMEM, "out of memory");
+        goto out;
+    }
+    *manifest = mdata;
+    *mlen = len;
+    mdata = NULL;
+    *out = z;
+    z = NULL;
+out:
+    if (mtmp)
+        unlink(mtmp);
+    free(mtmp);
+    free(mpath);
+    free(mdata);
+    rmt_lazy_close(z);
+    return rc;
+}
+
+uint64_t rmt_lazy_minimum(const rmt_lazy *z, size_t shards)
+{
+    /* the `shards` largest shards */
+    size_t n = z->m.nshards, take = shards < n ? shards : n;
+    uint64_t *b = malloc((n ? n : 1) * sizeof *b), sum = 0;
+    if (!b)
+        return UINT64_MAX;
+    for (size_t k = 0; k < n; k++)
+        b[k] = z->m.shards[k].bytes;
+    for (size_t i = 0; i < take; i++) {     /* partial selection: take is small */
+        size_t best = i;
+        for (size_t k = i + 1; k < n; k++)
+            if (b[k] > b[best])
+                best = k;
+        uint64_t t = b[i];
+        b[i] = b[best];
+        b[best] = t;
+        sum += b[i];
+    }
+    free(b);
+    return sum;
+}
+
+int rmt_lazy_start(rmt_lazy *z, const rmt_lazy_hooks *h, uint64_t limit, uint32_t ahead,
+                   size_t plan_cap, uint64_t scan, fmt_msg *msg)
+{
+    z->h = *h;
+    z->limit = limit;
+    z->largest = rmt_lazy_minimum(z, 1);
+    z->ahead = ahead ? ahead : 1;
+    if (z->ahead > z->m.nshards)
+        z->ahead = z->m.nshards ? (uint32_t)z->m.nshards : 1;
+    z->scan = scan ? scan : 1;
+    if (!(z->plan = calloc(plan_cap ? plan_cap : 1, sizeof *z->plan)) ||
+        !(z->win = calloc(z->ahead, sizeof *z->win)))
+        return fmt_fail(msg, ENOMEM, "out of memory");
+    int rc = pthread_create(&z->thread, NULL, lazy_main, z);
+    if (rc)
+        return fmt_fail(msg, rc, "cannot start the download thread: %s", strerror(rc));
+    z->started = 1;
+    return 0;
+}
+
+void rmt_lazy_begin(rmt_lazy *z, uint64_t batch)
+{
+    pthread_mutex_lock(&z->mu);
+    if (z->nactive < Z_MAX_ACTIVE)
+        z->active[z->nactive++] = batch;
+    if (batch + 1 > z->next_batch)
+        z->next_batch = batch + 1;
+    pthread_cond_signal(&z->work);
+    pthread_mutex_unlock(&z->mu);
+}
+
+void rmt_lazy_end(rmt_lazy *z, uint64_t batch)
+{
+    pthread_mutex_lock(&z->mu);
+    for (uint32_t i = 0; i < z->nactive; i++)
+        if (z->active[i] == batch) {
+            z->active[i] = z->active[--z->nactive];
+            break;
+        }
+    pthread_mutex_unlock(&z->mu);
+}
+
+int rmt_lazy_acquire(rmt_lazy *z, size_t k, int wait, fmt_msg *msg)
+{
+    if (k >= z->m.nshards)
+        return FMT_EINVAL;
+    zshard *s = &z->sh[k];
+    pthread_mutex_lock(&z->mu);
+    int rc = 0;
+    for (;;) {
+        if (s->state == Z_PRESENT) {
+            s->refs++;
+            s->wanted = 0;
+            s->starved = 0;
+            break;
+        }
+        if (s->state == Z_FAILED || z->stop) {
+            rc = z->stop ? ECANCELED : s->rc;
+            if (msg)
+                *msg = s->msg;
+            break;
+        }
+        if (wait == RMT_NOWAIT) {
+            rc = EAGAIN;
+            break;
+        }
+        if (wait == RMT_WAIT_UNLESS_STARVED && s->starved) {
+            rc = EBUSY;
+            break;
+        }
+        s->wanted = 1;
+        pthread_cond_signal(&z->work);
+        pthread_cond_wait(&z->ready, &z->mu);
+    }
+    pthread_mutex_unlock(&z->mu);
+    return rc;
+}
+
+void rmt_lazy_release(rmt_lazy *z, size_t k)
+{
+    pthread_mutex_lock(&z->mu);
+    if (k < z->m.nshards && z->sh[k].refs) {
+        z->sh[k].refs--;
+        z->sh[k].last_use = ++z->tick;
+    }
+    if (z->limit)               /* room may be made now */
+        pthread_cond_signal(&z->work);
+    pthread_mutex_unlock(&z->mu);
+}
+
+void rmt_lazy_yield(rmt_lazy *z, size_t k)
+{
+    pthread_mutex_lock(&z->mu);
+    if (k < z->m.nshards && z->sh[k].refs) {
+        zshard *s = &z->sh[k];
+        s->refs--;
+        s->last_use = ++z->tick;
+        if (!s->refs && !s->wanted && z->limit)
+            let_go(z, k);
+    }
+    pthread_cond_signal(&z->work);
+    pthread_mutex_unlock(&z->mu);
+}
+
+void rmt_lazy_stats(rmt_lazy *z, rmt_stats *st, uint64_t *peak, uint64_t *evicted)
+{
+    pthread_mutex_lock(&z->mu);
+    if (st)
+        *st = z->st;
+    if (peak)
+        *peak = z->peak;
+    if (evicted)
+        *evicted = z->evicted;
+    pthread_mutex_unlock(&z->mu);
+}
+
+const fmt_manifest *rmt_lazy_manifest(const rmt_lazy *z)
+{
+    return &z->m;
+}
+
+const char *rmt_lazy_dir(const rmt_lazy *z)
+{
+    return z->dir;
+}
+
+void rmt_lazy_cancel(rmt_lazy *z)
+{
+    if (!z)
+        return;
+    pthread_mutex_lock(&z->mu);
+    z->stop = 1;
+    pthread_cond_broadcast(&z->work);
+    pthread_cond_broadcast(&z->ready);
+    pthread_mutex_unlock(&z->mu);
+}
+
+void rmt_lazy_close(rmt_lazy *z)
+{
+    if (!z)
+        return;
+    if (z->started) {
+        rmt_lazy_cancel(z);
+        pthread_join(z->thread, NULL);
+    }
+    for (size_t k = 0; z->sh && k < z->m.nshards; k++) {
+        zshard *s = &z->sh[k];
+        if (s->shfd >= 0)
+            close(s->shfd);
+        if (s->j.shared >= 0)
+            close(s->j.shared);
+        rmt_shard_paths_free(&s->j);
+    }
+    free(z->sh);
+    free(z->plan);
+    free(z->win);
+    free(z->jobs);
+    free(z->dir);
+    free(z->spacep);
+    free(z->wantp);
+    fmt_manifest_free(&z->m);
+    rmt_config_free(&z->c);
+    pthread_cond_destroy(&z->ready);
+    pthread_cond_destroy(&z->work);
+    pthread_mutex_destroy(&z->mu);
+    free(z);
+}
