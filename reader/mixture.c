@@ -381,6 +381,20 @@ static void stream_size(const fmt_dataset *ds, uint32_t *w, uint32_t *h)
     }
 }
 
+/* what a dataset's targets carry besides boxes, for messages */
+static const char *segm_kind(uint32_t ext)
+{
+    if (ext & FMT_TARGET_EXT_MAP)
+        return "label maps";
+    if ((ext & FMT_TARGET_EXT_MASKS) && (ext & FMT_TARGET_EXT_KEYPOINTS))
+        return "instance masks and keypoints";
+    if (ext & FMT_TARGET_EXT_MASKS)
+        return "instance masks";
+    if (ext & FMT_TARGET_EXT_KEYPOINTS)
+        return "keypoints";
+    return "boxes alone";
+}
+
 int shr_mixture_geometry(shr_reader *r, fmt_msg *m)
 {
     shr_mixture *mx = r->mx;
@@ -396,6 +410,24 @@ int shr_mixture_geometry(shr_reader *r, fmt_msg *m)
                             "(%s) a %s one: one batch cannot hold both", s, mx->paths[s],
                             ms->targets ? "detection" : "classification", mx->paths[0],
                             m0->targets ? "detection" : "classification");
+        /* masks, keypoints and label maps travel in a mixture's batches as in one dataset's:
+         * the streams must carry the same ones */
+        uint32_t ext = ms->target_ext & SEGM_EXT, ext0 = m0->target_ext & SEGM_EXT;
+        if (ms->targets && ext != ext0)
+            return fmt_fail(m, SHR_EINVAL, "stream %" PRIu32 " (%s) carries %s, stream 0 (%s) "
+                            "%s: one batch cannot hold both", s, mx->paths[s], segm_kind(ext),
+                            mx->paths[0], segm_kind(ext0));
+        if (ms->targets && (ext & FMT_TARGET_EXT_KEYPOINTS) &&
+            ms->num_keypoints != m0->num_keypoints)
+            return fmt_fail(m, SHR_EINVAL, "stream %" PRIu32 " (%s) has %" PRIu32 " keypoints "
+                            "an instance, stream 0 (%s) %" PRIu32 ": one batch cannot hold both",
+                            s, mx->paths[s], ms->num_keypoints, mx->paths[0],
+                            m0->num_keypoints);
+        if (ms->targets && (ext & FMT_TARGET_EXT_MAP) && ms->ignore_index != m0->ignore_index)
+            return fmt_fail(m, SHR_EINVAL, "stream %" PRIu32 " (%s) pads its label maps with "
+                            "%" PRIu32 ", stream 0 (%s) with %" PRIu32 ": give them one ignore "
+                            "index", s, mx->paths[s], ms->ignore_index, mx->paths[0],
+                            m0->ignore_index);
         uint32_t w, h;
         stream_size(mx->ds[s], &w, &h);
         if (!r->o.width && r->o.scale == SHR_SCALE_NONE && (w != r->width || h != r->height))

@@ -26,6 +26,8 @@
 #include "transform.h"
 #include "tune.h"
 
+/* the target sections the reader moves with the pixels: masks, keypoints, label maps */
+#define SEGM_EXT (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_KEYPOINTS | FMT_TARGET_EXT_MAP)
 #define SHR_BOUNCE_BYTES (1u << 20)     /* per worker: O_DIRECT bounce buffer, compressed bytes */
 
 typedef struct {
@@ -103,7 +105,7 @@ struct shr_reader {
     int targets;                /* a detection dataset: batches carry moved targets */
     shr_box_geom boxes;         /* how they are moved */
     uint32_t segm_ext;          /* FMT_TARGET_EXT_MASKS | _KEYPOINTS, or _MAP, the batches
-                                 * carry */
+                                 * carry (SEGM_EXT: those bits) */
     uint32_t segm_k;            /* keypoints per instance */
     uint8_t ignore_index;       /* FMT_TARGET_EXT_MAP: the label maps' padding */
     uint32_t *flip_idx;         /* segm_k entries: the flip's left/right swap (or NULL) */

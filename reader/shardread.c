@@ -423,8 +423,7 @@ static int set_targets(shr_reader *r, const char *dir)
     r->boxes.scale = o->scale;
     /* masks and keypoints (segm_read.h): moved by the crop, pad, RandomResizedCrop, scale ops,
      * flip and the warps of rotation, affine and auto_augment */
-    r->segm_ext = r->mx ? 0 : m->target_ext & (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_KEYPOINTS |
-                                               FMT_TARGET_EXT_MAP);
+    r->segm_ext = m->target_ext & SEGM_EXT;      /* a mixture's streams agree on them */
     r->segm_k = r->segm_ext & FMT_TARGET_EXT_KEYPOINTS ? m->num_keypoints : 0;
     if (!r->segm_ext)
         return 0;

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import shardread
-from conftest import MKSAMPLE, ROOT, SHARDC, run
+from conftest import MKSAMPLE, ROOT, SHARDC, build_detection, run
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
 import detect_ref  # noqa: E402
@@ -22,16 +22,19 @@ import segm_ref  # noqa: E402
 FLIP = [1, 0, 2]        # segm_ref.KP_NAMES: left, right, top
 
 
-@pytest.fixture(scope="module")
-def seg(tmp_path_factory):
-    root = tmp_path_factory.mktemp("segmread")
+def build_seg(root, seed):
     src, ann, full, out = (str(root / x) for x in ("img", "inst.json", "seg.json", "ds"))
     run(MKSAMPLE, src, "--coco", ann, "--per-class", "6", "--min-side", "30", "--max-side",
-        "70", "--seed", "9", "--quiet")
+        "70", "--seed", str(seed), "--quiet")
     segm_ref.make(ann, full)
     run(SHARDC, "build", src, "--coco", full, "-o", out, "--max-side", "64", "--no-progress",
         "-j", "2")
     return out
+
+
+@pytest.fixture(scope="module")
+def seg(tmp_path_factory):
+    return build_seg(tmp_path_factory.mktemp("segmread"), 9)
 
 
 def nearest(n_out, n_in):
@@ -130,18 +133,25 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,opts", CASES, ids=[c[0] for c in CASES])
-def test_masks_and_keypoints_follow_the_geometry(seg, name, opts):
-    ds = shardread.Dataset(seg)
+def check_geometry(paths, name, opts):
+    """Every sample's masks and keypoints against the reference fed its params row, over two
+    epochs of one dataset or (two paths) of their 1:1 mixture; returns the samples seen."""
+    dss = [shardread.Dataset(p) for p in paths]
     kw = {k: v for k, v in opts.items() if k != "list"}
-    loader = shardread.Loader(seg, batch_size=5, targets=True, return_params=True, shuffle=True,
-                              seed=3, flip=0.5, flip_indices=FLIP, threads=2, **kw)
+    mixed = len(paths) > 1
+    source = [(p, 1) for p in paths] if mixed else paths[0]
+    loader = shardread.Loader(source, batch_size=5, targets=True, return_params=True,
+                              shuffle=True, seed=3, flip=0.5, flip_indices=FLIP, threads=2,
+                              return_streams=mixed, **kw)
     shape = loader.info["shape"]
     seen = flips = kps = 0
     for epoch in range(2):
-        for images, targets, indices, params in loader:
+        loader.set_epoch(epoch)
+        for batch in loader:
+            images, targets, indices = batch[:3]
+            streams, params = (batch[3], batch[4]) if mixed else ([0] * len(indices), batch[3])
             for k, i in enumerate(indices):
-                _, stored = ds[int(i)]
+                _, stored = dss[int(streams[k])][int(i)]
                 row, got = params[k], targets[k]
                 if opts.get("list"):
                     out_h, out_w = got["size"]
@@ -164,7 +174,35 @@ def test_masks_and_keypoints_follow_the_geometry(seg, name, opts):
                 kps += int((kp[..., 2] > 0).sum())
                 seen += 1
                 flips += int(row[4])
-    assert seen == 2 * len(ds) and 0 < flips < seen and kps > 0
+    assert 0 < flips < seen and kps > 0
+    return seen
+
+
+@pytest.mark.parametrize("name,opts", CASES, ids=[c[0] for c in CASES])
+def test_masks_and_keypoints_follow_the_geometry(seg, name, opts):
+    assert check_geometry([seg], name, opts) == 2 * len(shardread.Dataset(seg))
+
+
+@pytest.fixture(scope="module")
+def seg2(tmp_path_factory):
+    return build_seg(tmp_path_factory.mktemp("segmread2"), 4)
+
+
+@pytest.mark.parametrize("name,opts", [c for c in CASES if c[0] in ("rrc", "letterbox")],
+                         ids=["rrc", "letterbox"])
+def test_a_mixture_moves_each_streams_masks_and_keypoints(seg, seg2, name, opts):
+    """A 1:1 mixture of two segmentation datasets: each sample's masks and keypoints are its own
+    stream's, moved by its params row as for one dataset."""
+    n = len(shardread.Dataset(seg)) + len(shardread.Dataset(seg2))
+    assert check_geometry([seg, seg2], name, opts) == 2 * n
+
+
+def test_a_mixture_refuses_streams_that_carry_other_targets(seg, tmp_path):
+    """Masks and keypoints with a boxes-only detection stream: refused, naming both."""
+    det = build_detection(tmp_path, 3)
+    with pytest.raises(ValueError, match=r"stream 1 \(.*\) carries boxes alone, stream 0 "
+                                         r"\(.*\) instance masks and keypoints"):
+        shardread.Loader([(seg, 1), (det, 1)], batch_size=2, targets=True, size=24)
 
 
 def test_an_emptied_mask_drops_its_box(seg):
