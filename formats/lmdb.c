@@ -8,29 +8,16 @@
  * The map grows between transactions, always ahead of the projected size, because an
  * MDB_MAP_FULL inside a transaction would lose the samples already put in it.
  *
- * Reader: LMDB's API makes no promise that one read transaction may be used by several threads
- * at once. So r_open walks the database once through LMDB, checks every key and value header, and
- * records where each value lies in the file (its offset in LMDB's map, which maps data.mdb from
- * its first byte). Then the environment is closed: an open environment holds a descriptor and a
- * mapping, and a reader may open any number of shards under a small `ulimit -n`. The shard maps
- * data.mdb itself (the descriptor closed once mapped) while the process-wide mapping cap allows
- * (fdcache.h), else it copies the value headers and aux records and reads pixels with pread on a
- * descriptor from the bounded cache, reopened on demand and checked to be the file validated.
- * After open no LMDB call is made: get, read and check are plain loads from the mapping (or
- * preads), safe from any number of threads; a mapped shard's pixel addresses stay valid until
- * r_close (data.mdb is the file the environment validated: same device and inode).
+ * The reader is lmdbread.c; the value and metadata layout is shared with it through lmdb_int.h.
  *
  * LMDB error codes (MDB_KEYEXIST .. MDB_BAD_DBI, -30799 .. -30780) overlap the library's FMT_E*
- * range, so none is ever returned as it is: lm_code translates them.
+ * range, so none is ever returned as it is: fmt_lm_code translates them.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <lmdb.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -38,20 +25,10 @@
 #include <xxhash.h>
 
 #include "backend.h"
-#include "fdcache.h"
 #include "le.h"
+#include "lmdb_int.h"
 #include "lmdbcheck.h"
 
-#define LM_VALUE_MAGIC "SHLV"
-#define LM_VALUE_VERSION 1u
-#define LM_VALUE_HEADER 48u
-#define LM_META_KEY "__shardc__/meta"
-#define LM_RESERVED_PREFIX "__shardc__/"
-#define LM_META_MAGIC "SHARDLMD"
-#define LM_META_MAJOR 1u
-#define LM_META_MINOR 0u
-#define LM_META_SIZE 128u
-#define LM_META_HASHED 120u         /* meta_hash covers bytes 0..119 */
 #define LM_BATCH_BYTES ((uint64_t)64 << 20)
 #define LM_MAP_STEP ((uint64_t)16 << 20)
 
@@ -63,18 +40,10 @@ static void put_be64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (56 - 8 * i));
 }
 
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* ---- shared helpers ---- */
 
 /* An LMDB return code as a library error code (see the top of this file). */
-static int lm_code(int mrc)
+int fmt_lm_code(int mrc)
 {
     if (mrc >= 0)
         return mrc;
@@ -99,7 +68,7 @@ static int lm_code(int mrc)
     }
 }
 
-static uint64_t lm_round_up(uint64_t x, uint64_t a)
+uint64_t fmt_lm_round_up(uint64_t x, uint64_t a)
 {
     return (x + a - 1) / a * a;
 }
@@ -150,13 +119,6 @@ static int lm_fsync_path(const char *path, int dir, uint64_t *size)
 
 /* ---- value and metadata codecs ---- */
 
-typedef struct {
-    int32_t label;
-    uint32_t height, width, channels;
-    uint64_t hash, source;
-    uint32_t aux_len;
-} lm_header;
-
 static void lm_encode_header(const fmt_sample_meta *m, uint32_t aux_len, uint8_t *out)
 {
     memset(out, 0, LM_VALUE_HEADER);
@@ -170,50 +132,6 @@ static void lm_encode_header(const fmt_sample_meta *m, uint32_t aux_len, uint8_t
     fmt_le_put64(out + 24, m->hash);
     fmt_le_put64(out + 32, m->source);
     fmt_le_put32(out + 40, aux_len);
-}
-
-static void lm_decode_header(const uint8_t *in, lm_header *h)
-{
-    h->label = (int32_t)fmt_le_get32(in + 8);
-    h->height = fmt_le_get32(in + 12);
-    h->width = fmt_le_get32(in + 16);
-    h->channels = fmt_le_get32(in + 20);
-    h->hash = fmt_le_get64(in + 24);
-    h->source = fmt_le_get64(in + 32);
-    h->aux_len = fmt_le_get32(in + 40);
-}
-
-/* Check the value of local sample i (lmdb.md, "What a reader checks", item 5). */
-static int lm_check_value(const uint8_t *v, size_t n, uint64_t i, fmt_msg *msg)
-{
-    if (n < LM_VALUE_HEADER)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": value of %zu bytes is shorter "
-                        "than its header", i, n);
-    if (memcmp(v, LM_VALUE_MAGIC, 4) != 0)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad value magic", i);
-    if (fmt_le_get16(v + 4) != LM_VALUE_VERSION)
-        return fmt_fail(msg, FMT_EVERSION, "sample %" PRIu64 ": unsupported value version %u",
-                        i, fmt_le_get16(v + 4));
-    if (fmt_le_get16(v + 6) != LM_VALUE_HEADER)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad value header size %u", i,
-                        fmt_le_get16(v + 6));
-    lm_header h;
-    lm_decode_header(v, &h);
-    uint64_t len, total;
-    if (h.channels != 1 && h.channels != 3)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad channel count %" PRIu32, i,
-                        h.channels);
-    if (!h.height || !h.width)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": zero height or width", i);
-    if (h.label < -1)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad label %" PRId32, i, h.label);
-    if (fmt_shape_bytes(h.height, h.width, h.channels, &len) ||
-        __builtin_add_overflow(len, (uint64_t)LM_VALUE_HEADER + h.aux_len, &total) ||
-        total != n)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": value is %zu bytes, its header "
-                        "says %" PRIu32 "x%" PRIu32 "x%" PRIu32 " pixels and %" PRIu32
-                        " aux bytes", i, n, h.height, h.width, h.channels, h.aux_len);
-    return 0;
 }
 
 /* The metadata record; its meta_hash is the shard's content hash. */
@@ -270,7 +188,7 @@ static uint64_t lm_w_cost(uint64_t payload_len, uint32_t aux_len, uint32_t align
      * me_nodemax, about half a page */
     uint64_t nodemax = (((ps - LM_PAGE_HEADER) / 2) & ~(uint64_t)1) - 2;
     if (16 + v > nodemax)
-        return lm_round_up(LM_PAGE_HEADER + v, ps) + 64;    /* 26-byte leaf entry, branches */
+        return fmt_lm_round_up(LM_PAGE_HEADER + v, ps) + 64;    /* 26-byte leaf entry, branches */
     uint64_t node = ((16 + v + 1) & ~(uint64_t)1) + 2;      /* even, plus its index slot */
     uint64_t per_page = (ps - LM_PAGE_HEADER) / node;       /* >= 2: node <= nodemax + 2 */
     return (ps + per_page - 1) / per_page + 16;             /* a share of the branch pages */
@@ -301,7 +219,7 @@ static int lm_commit(lm_writer *w)
     int mrc = mdb_txn_commit(w->txn);       /* frees the transaction, also on failure */
     w->txn = NULL;
     w->batch = 0;
-    return lm_write_error(w, lm_code(mrc));
+    return lm_write_error(w, fmt_lm_code(mrc));
 }
 
 static int lm_begin(lm_writer *w)
@@ -316,13 +234,13 @@ static int lm_begin(lm_writer *w)
             w->txn = NULL;
         }
     }
-    return lm_code(mrc);
+    return fmt_lm_code(mrc);
 }
 
 /* The map size to set for a projected size: room to grow before the next resize. */
 static uint64_t lm_map_for(uint64_t projected)
 {
-    return lm_round_up(2 * projected + LM_MAP_STEP, LM_MAP_STEP);
+    return fmt_lm_round_up(2 * projected + LM_MAP_STEP, LM_MAP_STEP);
 }
 
 /* Make sure the map holds `projected` bytes plus slack for the pages LMDB copies and frees within
@@ -339,7 +257,7 @@ static int lm_room(lm_writer *w, uint64_t projected)
     uint64_t map = lm_map_for(projected);
     if (map > SIZE_MAX)
         return FMT_ETOOBIG;
-    rc = lm_code(mdb_env_set_mapsize(w->env, (size_t)map));
+    rc = fmt_lm_code(mdb_env_set_mapsize(w->env, (size_t)map));
     if (rc == 0)
         w->mapsize = map;
     return rc;
@@ -393,7 +311,7 @@ static int lm_w_open(void **out, const fmt_writer_opts *o)
     /* MDB_NOLOCK: this process is the environment's only user, and no lock.mdb is left behind */
     if (mrc == 0)
         mrc = mdb_env_open(w->env, w->tmp, MDB_NOLOCK | MDB_NOSYNC, 0644);
-    rc = lm_code(mrc);
+    rc = fmt_lm_code(mrc);
 leave:
     if (rc) {
         if (w->env) {
@@ -442,7 +360,7 @@ static int lm_w_add(void *p, const fmt_sample_meta *m, const void *pixels, uint6
     MDB_val val = {.mv_size = vlen, .mv_data = NULL};
     int mrc = mdb_put(w->txn, w->dbi, &key, &val, MDB_APPEND | MDB_RESERVE);
     if (mrc) {
-        rc = lm_code(mrc);
+        rc = fmt_lm_code(mrc);
         goto fail;
     }
     uint8_t *dst = val.mv_data;
@@ -529,12 +447,12 @@ static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
         goto leave;
     MDB_val key = {.mv_size = strlen(LM_META_KEY), .mv_data = LM_META_KEY};
     MDB_val val = {.mv_size = sizeof meta, .mv_data = meta};
-    rc = lm_code(mdb_put(w->txn, w->dbi, &key, &val, 0));
+    rc = fmt_lm_code(mdb_put(w->txn, w->dbi, &key, &val, 0));
     if (rc)
         goto leave;
     rc = lm_commit(w);
     if (!rc)
-        rc = lm_write_error(w, lm_code(mdb_env_sync(w->env, 1)));
+        rc = lm_write_error(w, fmt_lm_code(mdb_env_sync(w->env, 1)));
     if (rc)
         goto leave;
     mdb_env_close(w->env);
@@ -590,502 +508,7 @@ static void lm_w_abort(void *p)
     lm_writer_free(w);
 }
 
-/* ---- reading ---- */
-
-typedef struct {
-    uint64_t off, len;          /* the value: its offset in data.mdb, its size */
-    const uint8_t *head;        /* its 48-byte header, in the mapping or in lm_shard.copy */
-    const uint8_t *aux;         /* its aux record likewise (NULL without one) */
-} lm_entry;
-
-typedef struct {
-    lm_entry *ent;              /* info.samples entries */
-    fmt_shard_info info;
-    const uint8_t *map;         /* data.mdb mapped (map_len bytes), or NULL: read with pread */
-    size_t map_len;
-    fmt_fdfile *file;           /* unmapped: data.mdb's descriptor, from the bounded cache */
-    uint8_t *copy;              /* unmapped: every value's header and aux record */
-    uint64_t lo, hi;            /* page-aligned span of data.mdb holding the values (advice) */
-} lm_shard;
-
-static void lm_r_close(void *p)
-{
-    lm_shard *s = p;
-    if (!s)
-        return;
-    if (s->map) {
-        munmap((void *)s->map, s->map_len);
-        fmt_map_unreserve();
-    }
-    fmt_fdfile_free(s->file);
-    free(s->copy);
-    free(s->ent);
-    free(s);
-}
-
-/* Decode and check the metadata value (lmdb.md, item 4). entries: keys in the database. */
-static int lm_read_meta(lm_shard *s, const MDB_val *v, uint64_t entries, uint64_t file_size,
-                        uint64_t *index_hash, fmt_msg *msg)
-{
-    const uint8_t *m = v->mv_data;
-    if (v->mv_size < 8 || memcmp(m, LM_META_MAGIC, 8) != 0)
-        return fmt_fail(msg, FMT_EFORMAT, "bad metadata magic (not a shardc lmdb shard)");
-    if (v->mv_size < LM_META_SIZE)
-        return fmt_fail(msg, FMT_ECORRUPT, "metadata value is %zu bytes, expected at least %u",
-                        v->mv_size, LM_META_SIZE);
-    if (fmt_le_get16(m + 8) != LM_META_MAJOR)
-        return fmt_fail(msg, FMT_EVERSION, "unsupported version %u.%u (this reader knows %u.x)",
-                        fmt_le_get16(m + 8), fmt_le_get16(m + 10), LM_META_MAJOR);
-    if (XXH3_64bits(m, LM_META_HASHED) != fmt_le_get64(m + LM_META_HASHED))
-        return fmt_fail(msg, FMT_EHASH, "bad metadata hash");
-    uint32_t meta_size = fmt_le_get32(m + 12);
-    if (meta_size < LM_META_SIZE || meta_size > v->mv_size)
-        return fmt_fail(msg, FMT_ECORRUPT, "bad metadata size %" PRIu32, meta_size);
-    fmt_shard_info *in = &s->info;
-    in->samples = fmt_le_get64(m + 16);
-    in->first_index = fmt_le_get64(m + 24);
-    in->fingerprint = fmt_le_get64(m + 32);
-    in->input_end = fmt_le_get64(m + 40);
-    for (int c = 0; c < 3; c++) {
-        in->sum[c] = fmt_le_get64(m + 48 + 8 * c);
-        in->sumsq[c] = fmt_le_get64(m + 72 + 8 * c);
-    }
-    *index_hash = fmt_le_get64(m + 96);
-    in->hash = fmt_le_get64(m + LM_META_HASHED);
-    uint64_t end;
-    if (__builtin_add_overflow(in->first_index, in->samples, &end))
-        return fmt_fail(msg, FMT_ECORRUPT, "sample range overflows");
-    /* every sample is a key, and a key takes at least 16 bytes of the file */
-    if (in->samples >= entries || in->samples > file_size / 16)
-        return fmt_fail(msg, FMT_ECORRUPT, "metadata says %" PRIu64 " samples, the database "
-                        "holds %" PRIu64 " entries", in->samples, entries);
-    return 0;
-}
-
-/* Walk every key (lmdb.md, items 5 and 6), recording where each sample's value lies. */
-/* vals[0..nvals): where our own page walk (lmdbcheck.h) found the sample keys' values in the
- * file; LMDB must hand out the same values, at the same distances from each other in its map
- * (which maps the file from its first byte), for the offsets to be those of LMDB's values. */
-static int lm_walk(lm_shard *s, MDB_txn *txn, MDB_dbi dbi, const fmt_lmdb_value *vals,
-                   uint64_t nvals, uint64_t size, uint64_t index_hash, fmt_msg *msg)
-{
-    MDB_cursor *cur = NULL;
-    XXH3_state_t *st = XXH3_createState();
-    uint64_t got = 0, ps = fmt_lmdb_page_size();
-    int rc = 0, mrc;
-    if (!st) {
-        rc = ENOMEM;
-        goto leave;
-    }
-    XXH3_64bits_reset(st);
-    mrc = mdb_cursor_open(txn, dbi, &cur);
-    if (mrc) {
-        rc = fmt_fail(msg, lm_code(mrc), "cannot open a cursor: %s", mdb_strerror(mrc));
-        goto leave;
-    }
-    MDB_val k, v;
-    MDB_cursor_op op = MDB_FIRST;
-    while ((mrc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
-        op = MDB_NEXT;
-        if (k.mv_size != 8) {
-            size_t plen = strlen(LM_RESERVED_PREFIX);
-            if (k.mv_size < plen || memcmp(k.mv_data, LM_RESERVED_PREFIX, plen) != 0) {
-                rc = fmt_fail(msg, FMT_ECORRUPT, "unexpected key of %zu bytes", k.mv_size);
-                goto leave;
-            }
-            continue;   /* a reserved key: the metadata, or one of a later minor version */
-        }
-        uint64_t idx = get_be64(k.mv_data);
-        if (got >= s->info.samples) {
-            rc = fmt_fail(msg, FMT_ECORRUPT, "more sample keys than the %" PRIu64 " the "
-                          "metadata says", s->info.samples);
-            goto leave;
-        }
-        if (idx != s->info.first_index + got) {
-            rc = fmt_fail(msg, FMT_ECORRUPT, "key %" PRIu64 " found where %" PRIu64 " was "
-                          "expected", idx, s->info.first_index + got);
-            goto leave;
-        }
-        const uint8_t *val = v.mv_data;
-        rc = lm_check_value(val, v.mv_size, got, msg);
-        if (rc)
-            goto leave;
-        XXH3_64bits_update(st, val, LM_VALUE_HEADER);
-        uint32_t aux_len = fmt_le_get32(val + 40);
-        if (aux_len)
-            XXH3_64bits_update(st, val + v.mv_size - aux_len, aux_len);
-        uint64_t off = got < nvals ? vals[got].off : 0;
-        if (got >= nvals || vals[got].size != v.mv_size || off > size || v.mv_size > size - off ||
-            (got > 0 && (uintptr_t)val - (uintptr_t)s->ent[0].head != off - vals[0].off)) {
-            rc = fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": lmdb and the page walk place "
-                          "its value differently", got);
-            goto leave;
-        }
-        if (got == 0)
-            s->ent[0].head = val;   /* LMDB's address of the first value, until lm_settle */
-        s->ent[got].off = off;
-        s->ent[got].len = v.mv_size;
-        uint64_t lo = off & ~(ps - 1), hi = lm_round_up(off + v.mv_size, ps);
-        if (!s->hi || lo < s->lo)
-            s->lo = lo;
-        if (hi > s->hi)
-            s->hi = hi;
-        got++;
-    }
-    if (mrc != MDB_NOTFOUND) {
-        rc = fmt_fail(msg, lm_code(mrc), "cannot walk the database: %s", mdb_strerror(mrc));
-        goto leave;
-    }
-    if (got != s->info.samples) {
-        rc = fmt_fail(msg, FMT_ECORRUPT, "%" PRIu64 " sample keys, the metadata says %" PRIu64,
-                      got, s->info.samples);
-        goto leave;
-    }
-    if (XXH3_64bits_digest(st) != index_hash)
-        rc = fmt_fail(msg, FMT_EHASH, "bad index hash");
-leave:
-    if (cur)
-        mdb_cursor_close(cur);
-    XXH3_freeState(st);
-    return rc;
-}
-
-/* Before LMDB sees the shard: size, structure, and the pin of the manifest. */
-static int lm_r_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg *msg)
-{
-    char *data = fmt_path_join(path, "data.mdb", "");
-    if (!data)
-        return ENOMEM;
-    struct stat st;
-    int rc = 0;
-    if (stat(data, &st) != 0) {
-        rc = fmt_fail(msg, errno, "data.mdb: %s", fmt_strerror(errno));
-    } else if ((uint64_t)st.st_size != ms->bytes) {
-        rc = fmt_fail(msg, (uint64_t)st.st_size < ms->bytes ? FMT_ETRUNC : FMT_ECORRUPT,
-                      "data.mdb is %" PRIu64 " bytes, the manifest says %" PRIu64,
-                      (uint64_t)st.st_size, ms->bytes);
-    } else {
-        uint64_t pin = 0;
-        rc = fmt_lmdb_tree_check(data, &pin, msg);
-        if (!rc && (ms->pins & FMT_PIN_OPEN) && pin != ms->pin_hash)
-            rc = fmt_fail(msg, FMT_EHASH, "lmdb meta or B-tree pages do not match the manifest's "
-                          "pin: damaged");
-    }
-    free(data);
-    return rc;
-}
-
-/* Once the environment has validated the shard: map data.mdb (fd) while the mapping cap allows,
- * else copy every value's header and aux record out of LMDB's map (base) and keep fd in the
- * descriptor cache. Takes fd over. */
-static int lm_settle(lm_shard *s, const char *data, int fd, const uint8_t *base, uint64_t size)
-{
-    uint64_t n = s->info.samples;
-    if (n > 0 && fmt_map_reserve()) {
-        void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
-        int rc = map == MAP_FAILED ? errno : 0;
-        close(fd);
-        if (rc) {
-            fmt_map_unreserve();
-            return rc;
-        }
-        s->map = map;
-        s->map_len = (size_t)size;
-        for (uint64_t i = 0; i < n; i++) {
-            const uint8_t *v = s->map + s->ent[i].off;
-            uint32_t aux_len = fmt_le_get32(v + 40);
-            s->ent[i].head = v;
-            s->ent[i].aux = aux_len ? v + s->ent[i].len - aux_len : NULL;
-        }
-        return 0;
-    }
-    uint64_t total = 0;
-    for (uint64_t i = 0; i < n; i++)
-        total += LM_VALUE_HEADER + fmt_le_get32(base + s->ent[i].off + 40);
-    if (total > SIZE_MAX || !(s->copy = malloc(total ? (size_t)total : 1))) {
-        close(fd);
-        return ENOMEM;
-    }
-    uint8_t *c = s->copy;
-    for (uint64_t i = 0; i < n; i++) {
-        const uint8_t *v = base + s->ent[i].off;
-        uint32_t aux_len = fmt_le_get32(v + 40);
-        memcpy(c, v, LM_VALUE_HEADER);
-        s->ent[i].head = c;
-        c += LM_VALUE_HEADER;
-        s->ent[i].aux = NULL;
-        if (aux_len) {
-            memcpy(c, v + s->ent[i].len - aux_len, aux_len);
-            s->ent[i].aux = c;
-            c += aux_len;
-        }
-    }
-    return fmt_fdfile_new(&s->file, data, O_RDONLY, fd);
-}
-
-static int lm_r_open(void **out, const char *dir, const char *path, fmt_access access,
-                     fmt_msg *msg)
-{
-    (void)dir;
-    (void)access;   /* mapped in every mode while the mapping cap allows, else read with pread */
-    *out = NULL;
-    if (msg)
-        msg->text[0] = '\0';
-    int rc = 0, mrc, fd = -1;
-    fmt_lmdb_value *vals = NULL;
-    uint64_t nvals = 0;
-    MDB_env *env = NULL;
-    MDB_txn *txn = NULL;
-    char *data = fmt_path_join(path, "data.mdb", "");
-    lm_shard *s = calloc(1, sizeof *s);
-    if (!s || !data) {
-        rc = ENOMEM;
-        goto leave;
-    }
-    struct stat st, est;
-    if (stat(path, &st) != 0) {
-        rc = errno;
-        fmt_fail(msg, rc, "%s", fmt_strerror(rc));
-        goto leave;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        rc = fmt_fail(msg, FMT_EFORMAT, "not a directory (an lmdb shard is an environment "
-                      "directory)");
-        goto leave;
-    }
-    /* our own descriptor first: the file LMDB then opens by name must be this one */
-    if ((fd = open(data, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0 || fstat(fd, &st) != 0) {
-        rc = errno;
-        fmt_fail(msg, rc, "data.mdb: %s", fmt_strerror(rc));
-        goto leave;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = fmt_fail(msg, FMT_EFORMAT, "data.mdb is not a regular file");
-        goto leave;
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    if (size == 0) {
-        rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is empty");
-        goto leave;
-    }
-    if (size > SIZE_MAX / 2) {
-        rc = fmt_fail(msg, FMT_ETOOBIG, "data.mdb too large to map");
-        goto leave;
-    }
-    if ((rc = fmt_lmdb_tree_walk(fd, NULL, &vals, &nvals, msg)) != 0)
-        goto leave;
-
-    mrc = mdb_env_create(&env);
-    /* a map no larger than the file: LMDB raises it to what its meta page says is in use (the
-     * check below), whatever map size the writer recorded */
-    if (mrc == 0)
-        mrc = mdb_env_set_mapsize(env, (size_t)lm_round_up(size, fmt_lmdb_page_size()));
-    if (mrc) {
-        rc = fmt_fail(msg, lm_code(mrc), "%s", mdb_strerror(mrc));
-        goto leave;
-    }
-    /* MDB_NOLOCK: a shard is immutable once it has its final name, so there is no writer for
-     * the reader table to hold off, and nothing is written into the dataset */
-    mrc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0);
-    if (mrc) {
-        if (mrc == MDB_INVALID && size < 2 * fmt_lmdb_page_size())
-            rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is %" PRIu64 " bytes, too short for an "
-                          "lmdb environment", size);
-        else if (mrc == MDB_INVALID)
-            rc = fmt_fail(msg, FMT_EFORMAT, "data.mdb is not an lmdb environment");
-        else
-            rc = fmt_fail(msg, lm_code(mrc), "cannot open the environment: %s",
-                          mdb_strerror(mrc));
-        goto leave;
-    }
-    mdb_filehandle_t efd;
-    if (mdb_env_get_fd(env, &efd) != 0 || fstat(efd, &est) != 0 || est.st_dev != st.st_dev ||
-        est.st_ino != st.st_ino) {
-        rc = fmt_fail(msg, FMT_ECORRUPT, "data.mdb was replaced while being opened");
-        goto leave;
-    }
-    MDB_envinfo ei;
-    MDB_stat es;
-    mdb_env_info(env, &ei);
-    mdb_env_stat(env, &es);
-    uint64_t used;
-    if (__builtin_mul_overflow((uint64_t)ei.me_last_pgno + 1, (uint64_t)es.ms_psize, &used) ||
-        used > size) {
-        rc = fmt_fail(msg, FMT_ETRUNC, "data.mdb is %" PRIu64 " bytes, its meta page says %"
-                      PRIu64 " pages of %u", size, (uint64_t)ei.me_last_pgno + 1, es.ms_psize);
-        goto leave;
-    }
-
-    MDB_dbi dbi;
-    unsigned flags = 0;
-    mrc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
-    if (mrc == 0)
-        mrc = mdb_dbi_open(txn, NULL, 0, &dbi);
-    if (mrc == 0)
-        mrc = mdb_dbi_flags(txn, dbi, &flags);
-    if (mrc == 0)
-        mrc = mdb_stat(txn, dbi, &es);
-    if (mrc) {
-        rc = fmt_fail(msg, lm_code(mrc), "cannot read the main database: %s", mdb_strerror(mrc));
-        goto leave;
-    }
-    if (flags != 0) {
-        rc = fmt_fail(msg, FMT_ECORRUPT, "main database has flags 0x%x", flags);
-        goto leave;
-    }
-    MDB_val key = {.mv_size = strlen(LM_META_KEY), .mv_data = LM_META_KEY}, val;
-    mrc = mdb_get(txn, dbi, &key, &val);
-    if (mrc == MDB_NOTFOUND) {
-        rc = fmt_fail(msg, FMT_EFORMAT, "no %s key (not a shardc lmdb shard)", LM_META_KEY);
-        goto leave;
-    }
-    if (mrc) {
-        rc = fmt_fail(msg, lm_code(mrc), "cannot read %s: %s", LM_META_KEY, mdb_strerror(mrc));
-        goto leave;
-    }
-    uint64_t index_hash = 0;
-    rc = lm_read_meta(s, &val, es.ms_entries, size, &index_hash, msg);
-    if (rc)
-        goto leave;
-    s->info.bytes = size;
-    s->ent = calloc(s->info.samples ? s->info.samples : 1, sizeof *s->ent);
-    if (!s->ent) {
-        rc = ENOMEM;
-        goto leave;
-    }
-    if ((rc = lm_walk(s, txn, dbi, vals, nvals, size, index_hash, msg)) != 0)
-        goto leave;
-    if (nvals != s->info.samples) {
-        rc = fmt_fail(msg, FMT_ECORRUPT, "the page walk found %" PRIu64 " sample keys, lmdb %"
-                      PRIu64, nvals, s->info.samples);
-        goto leave;
-    }
-    /* the environment's work is done: the shard keeps a mapping or a cached descriptor */
-    rc = lm_settle(s, data, fd, s->info.samples ? s->ent[0].head - vals[0].off : NULL, size);
-    fd = -1;
-    if (rc)
-        fmt_fail(msg, rc, "data.mdb: %s", fmt_strerror(rc));
-leave:
-    if (txn)
-        mdb_txn_abort(txn);
-    if (env)
-        mdb_env_close(env);
-    if (fd >= 0)
-        close(fd);
-    free(vals);
-    free(data);
-    if (rc)
-        lm_r_close(s);
-    else
-        *out = s;
-    return rc;
-}
-
-static int lm_r_pins(const void *p, const char *path, fmt_shard_info *info)
-{
-    (void)p;
-    char *data = fmt_path_join(path, "data.mdb", "");
-    if (!data)
-        return ENOMEM;
-    info->pin_skip_off = info->pin_skip_len = 0;
-    int rc = fmt_lmdb_tree_check(data, &info->pin_hash, NULL);
-    if (!rc)
-        rc = fmt_hash_file(data, 0, 0, NULL, &info->file_hash, NULL);
-    info->pins = rc ? 0 : FMT_PIN_FILE | FMT_PIN_OPEN;
-    free(data);
-    return rc;
-}
-
-static const fmt_shard_info *lm_r_info(const void *p)
-{
-    return &((const lm_shard *)p)->info;
-}
-
-static int lm_r_get(const void *p, uint64_t i, fmt_sample *out)
-{
-    const lm_shard *s = p;
-    if (i >= s->info.samples)
-        return FMT_EINVAL;
-    const lm_entry *e = &s->ent[i];
-    lm_header h;
-    lm_decode_header(e->head, &h);
-    out->index = i;
-    out->label = h.label;
-    out->height = h.height;
-    out->width = h.width;
-    out->channels = h.channels;
-    out->source = h.source;
-    out->hash = h.hash;
-    out->length = e->len - LM_VALUE_HEADER - h.aux_len;
-    out->pixels = s->map ? s->map + e->off + LM_VALUE_HEADER : NULL;
-    out->aux = e->aux;
-    out->aux_len = h.aux_len;
-    return 0;
-}
-
-/* Sample i's pixels into dst (len bytes). */
-static int lm_pixels(const lm_shard *s, uint64_t i, void *dst, size_t len)
-{
-    const lm_entry *e = &s->ent[i];
-    if (s->map) {
-        memcpy(dst, s->map + e->off + LM_VALUE_HEADER, len);
-        return 0;
-    }
-    int fd, rc = fmt_fdfile_get(s->file, 0, &fd);
-    if (rc)
-        return rc;
-    rc = fmt_pread_exact(fd, dst, len, e->off + LM_VALUE_HEADER);
-    fmt_fdfile_put(s->file);
-    return rc;
-}
-
-static size_t lm_pixel_len(const lm_shard *s, uint64_t i)
-{
-    const lm_entry *e = &s->ent[i];
-    return (size_t)(e->len - LM_VALUE_HEADER - fmt_le_get32(e->head + 40));
-}
-
-static int lm_r_read(const void *p, uint64_t i, void *dst, void *scratch, size_t scratch_len)
-{
-    (void)scratch;
-    (void)scratch_len;
-    const lm_shard *s = p;
-    if (i >= s->info.samples)
-        return FMT_EINVAL;
-    return lm_pixels(s, i, dst, lm_pixel_len(s, i));
-}
-
-static int lm_r_check(const void *p, uint64_t i)
-{
-    const lm_shard *s = p;
-    if (i >= s->info.samples)
-        return FMT_EINVAL;
-    size_t len = lm_pixel_len(s, i);
-    uint64_t want = fmt_le_get64(s->ent[i].head + 24);
-    if (s->map)
-        return XXH3_64bits(s->map + s->ent[i].off + LM_VALUE_HEADER, len) == want ? 0 : FMT_EHASH;
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf)
-        return ENOMEM;
-    int rc = lm_pixels(s, i, buf, len);
-    if (!rc && XXH3_64bits(buf, len) != want)
-        rc = FMT_EHASH;
-    free(buf);
-    return rc;
-}
-
-static int lm_r_advise(const void *p, fmt_advice advice)
-{
-    static const int madv[] = {MADV_NORMAL, MADV_SEQUENTIAL, MADV_RANDOM};
-    const lm_shard *s = p;
-    if ((unsigned)advice > FMT_ADVICE_RANDOM)
-        return FMT_EINVAL;
-    if (!s->map || !s->hi)
-        return 0;   /* read with pread: nothing mapped to advise on */
-    /* the span lies inside the mapping; advice only changes read-ahead */
-    return madvise((void *)(s->map + s->lo), (size_t)(s->hi - s->lo), madv[advice]) != 0 ?
-           errno : 0;
-}
+/* ---- the backend table: the writer above, the reader in lmdbread.c ---- */
 
 const fmt_backend fmt_backend_lmdb = {
     .name = "lmdb",
@@ -1098,16 +521,16 @@ const fmt_backend fmt_backend_lmdb = {
     .w_cost = lm_w_cost,
     .w_finish = lm_w_finish,
     .w_abort = lm_w_abort,
-    .r_precheck = lm_r_precheck,
-    .r_pins = lm_r_pins,
+    .r_precheck = fmt_lmr_precheck,
+    .r_pins = fmt_lmr_pins,
     .data_file = "data.mdb",
-    .r_open = lm_r_open,
-    .r_close = lm_r_close,
-    .r_info = lm_r_info,
-    .r_get = lm_r_get,
-    .r_read = lm_r_read,
-    .r_check = lm_r_check,
-    .r_advise = lm_r_advise,
+    .r_open = fmt_lmr_open,
+    .r_close = fmt_lmr_close,
+    .r_info = fmt_lmr_info,
+    .r_get = fmt_lmr_get,
+    .r_read = fmt_lmr_read,
+    .r_check = fmt_lmr_check,
+    .r_advise = fmt_lmr_advise,
     /* r_direct, r_sample_path: none (every access mode reads through the map; one directory per
      * shard, not per sample) */
 };

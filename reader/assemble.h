@@ -1,6 +1,6 @@
 /* assemble.h - what a worker does to fill a batch (assemble.c), for the reader's lifecycle in
  * shardread.c: the ring's fill callback, the worker thread, and the pieces open and
- * shr_draw_params share with it. Internal to the reader. */
+ * shr_draw_params (options.c) share with it. Internal to the reader. */
 #ifndef SHR_ASSEMBLE_H
 #define SHR_ASSEMBLE_H
 

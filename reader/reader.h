@@ -1,7 +1,8 @@
 /* reader.h - the reader's state, shared by the files of the reader (internal, not installed):
- * shardread.c (options, open and close, the ring, consuming: the design essay is there),
- * assemble.c (what a worker does to fill a batch, no lock held) and random_access.c (shr_dataset,
- * which shares only the thread's open-error message).
+ * shardread.c (open and close, the ring, consuming: the design essay is there), options.c (the
+ * options' defaults and checks), info.c (state, counts and info of an open reader, a batch's
+ * targets), assemble.c (what a worker does to fill a batch, no lock held) and random_access.c
+ * (shr_dataset, which shares only the thread's open-error message).
  */
 #ifndef SHR_READER_H
 #define SHR_READER_H
@@ -29,6 +30,7 @@
 /* the target sections the reader moves with the pixels: masks, keypoints, label maps */
 #define SEGM_EXT (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_KEYPOINTS | FMT_TARGET_EXT_MAP)
 #define SHR_BOUNCE_BYTES (1u << 20)     /* per worker: O_DIRECT bounce buffer, compressed bytes */
+#define SHR_MAX_PREFETCH 65536u         /* the most slots a ring has */
 
 typedef struct {
     shr_batch b;                /* first member: shr_release maps a batch back to its slot */
@@ -142,9 +144,14 @@ extern _Thread_local fmt_msg shr_open_err;
  * mixture resolve theirs in shr_open_source */
 int shr_dataset_open_url(shr_dataset **out, const char *url, shr_access access, unsigned flags);
 
-/* o (NULL: the defaults) as this library's full shr_options: the caller's o->size bytes over
- * the defaults. SHR_EINVAL, with the reason in why, for a size of 0 or one larger than ours. */
+/* options.c: o (NULL: the defaults) as this library's full shr_options: the caller's o->size
+ * bytes over the defaults. SHR_EINVAL, with the reason in why, for a size of 0 or one larger than
+ * ours. */
 SHR_INTERNAL int shr_options_full(const shr_options *o, shr_options *full, fmt_msg *why);
+
+/* options.c: full options (shr_options_full) checked field by field, as shr_open and
+ * shr_draw_params check them: SHR_EINVAL, with the reason in m, for the first one refused. */
+SHR_INTERNAL int shr_check_options(const shr_options *o, fmt_msg *m);
 
 /* Open the dataset at path as every reader opens one (a single dataset, or a stream of a
  * mixture): a URL through its cached directory (cache: NULL for the default, see

@@ -1,0 +1,209 @@
+/* options.c - the reader's options (shardread.h, shr_options): every field's default, a
+ * caller's shr_options of any size over them, the checks shr_open makes before it opens
+ * anything, and shr_draw_params, which draws one sample's parameters from checked options alone.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "assemble.h"
+#include "augment_read.h"
+#include "erase_noise.h"
+#include "mix.h"
+#include "reader.h"
+#include "scale.h"
+#include "transform.h"
+
+#define SHR_MAX_THREADS 1024u
+
+/* The defaults of every field of this library's shr_options. */
+static void options_defaults(shr_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->size = (uint32_t)sizeof *o;
+    o->batch_size = 256;
+    o->order = SHR_ORDER_SEQUENTIAL;
+    o->quasi_window = 4;
+    o->world = 1;
+    o->uneven = SHR_UNEVEN_PAD;
+    o->threads = 2;
+    o->prefetch = 0;
+    o->access = SHR_ACCESS_MMAP;
+    o->pin = SHR_PIN_AUTO;
+    o->flip_p = 0.5;
+    o->rrc_scale[0] = 0.08;
+    o->rrc_scale[1] = 1.0;
+    o->rrc_ratio[0] = 3.0 / 4.0;
+    o->rrc_ratio[1] = 4.0 / 3.0;
+    o->filter = SHR_FILTER_BILINEAR;
+    o->dtype = SHR_DTYPE_U8;
+    o->layout = SHR_LAYOUT_NHWC;
+    o->normalize = SHR_NORM_NONE;
+    for (int c = 0; c < 4; c++)
+        o->std[c] = 1.0f;
+    o->jitter_brightness[0] = o->jitter_brightness[1] = 1.0;
+    o->jitter_contrast[0] = o->jitter_contrast[1] = 1.0;
+    o->jitter_saturation[0] = o->jitter_saturation[1] = 1.0;
+    o->erase_scale[0] = 0.02;
+    o->erase_scale[1] = 0.33;
+    o->erase_ratio[0] = 0.3;
+    o->erase_ratio[1] = 3.3;
+    o->affine_scale[0] = o->affine_scale[1] = 1.0;
+    o->aug_interpolation = SHR_FILTER_NEAREST;
+    o->aa_num_ops = 2;
+    o->aa_magnitude = 9;
+    o->aa_bins = 31;
+    o->scale_range[0] = 0.1;
+    o->scale_range[1] = 2.0;
+}
+
+void shr_options_init_size(shr_options *o, size_t size)
+{
+    if (!o || size < sizeof o->size)
+        return;
+    shr_options d;
+    options_defaults(&d);
+    /* a caller's struct from a newer header: its fields beyond ours are zero (shr_open refuses
+     * such a caller, saying why, whatever they hold) */
+    size_t n = size < sizeof d ? size : sizeof d;
+    memcpy(o, &d, n);
+    if (size > n)
+        memset((char *)o + n, 0, size - n);
+    o->size = (uint32_t)(size > UINT32_MAX ? UINT32_MAX : size);
+}
+
+int shr_options_full(const shr_options *o, shr_options *full, fmt_msg *why)
+{
+    options_defaults(full);
+    if (!o)
+        return 0;
+    if (o->size < 2 * sizeof(uint32_t))
+        return fmt_fail(why, SHR_EINVAL, "shr_options.size is %u: initialise the options with "
+                        "shr_options_init", o->size);
+    if (o->size > sizeof *full)
+        return fmt_fail(why, SHR_EINVAL, "shr_options.size is %u, larger than this library's "
+                        "%zu: the caller was built against a newer shardread.h (library %d.%d)",
+                        o->size, sizeof *full, SHR_VERSION_MAJOR, SHR_VERSION_MINOR);
+    memcpy(full, o, o->size);
+    full->size = (uint32_t)sizeof *full;
+    return 0;
+}
+
+/* ---- checks ---- */
+
+int shr_check_options(const shr_options *o, fmt_msg *m)
+{
+    if (o->batch_size == 0)
+        return fmt_fail(m, SHR_EINVAL, "batch_size must be at least 1");
+    if ((unsigned)o->order > SHR_ORDER_QUASI)
+        return fmt_fail(m, SHR_EINVAL, "unknown order %d", (int)o->order);
+    if (o->order == SHR_ORDER_QUASI && o->quasi_window == 0)
+        return fmt_fail(m, SHR_EINVAL, "quasi_window must be at least 1");
+    if (o->world == 0 || o->rank >= o->world)
+        return fmt_fail(m, SHR_EINVAL, "rank %" PRIu32 " is not in [0, world %" PRIu32 ")",
+                        o->rank, o->world);
+    if ((unsigned)o->uneven > SHR_UNEVEN_DROP)
+        return fmt_fail(m, SHR_EINVAL, "unknown uneven mode %d", (int)o->uneven);
+    if ((unsigned)o->on_error > SHR_ON_ERROR_SUBSTITUTE)
+        return fmt_fail(m, SHR_EINVAL, "unknown on_error mode %d", (int)o->on_error);
+    if (o->consumed && o->cursor)
+        return fmt_fail(m, SHR_EINVAL, "give either consumed (any world size) or cursor (the "
+                        "same world size), not both");
+    if ((o->width == 0) != (o->height == 0))
+        return fmt_fail(m, SHR_EINVAL, "width and height must both be given, or neither");
+    if (o->width > SHR_MAX_SIDE || o->height > SHR_MAX_SIDE ||
+        (uint64_t)o->width * o->height > SHR_MAX_PIXELS)
+        return fmt_fail(m, SHR_EINVAL, "width x height %" PRIu32 "x%" PRIu32 " is past the "
+                        "output size limit: each side at most %u, width x height at most %u "
+                        "pixels (SHR_MAX_SIDE, SHR_MAX_PIXELS)", o->width, o->height,
+                        SHR_MAX_SIDE, SHR_MAX_PIXELS);
+    if (o->threads == 0 || o->threads > SHR_MAX_THREADS)
+        return fmt_fail(m, SHR_EINVAL, "threads must be in 1..%u", SHR_MAX_THREADS);
+    if (o->prefetch == 1 || o->prefetch > SHR_MAX_PREFETCH)
+        return fmt_fail(m, SHR_EINVAL, "prefetch must be 0 (automatic) or in 2..%u",
+                        SHR_MAX_PREFETCH);
+    if ((unsigned)o->access > SHR_ACCESS_DIRECT)
+        return fmt_fail(m, SHR_EINVAL, "unknown access mode %d", (int)o->access);
+    if ((unsigned)o->pin > SHR_PIN_OFF)
+        return fmt_fail(m, SHR_EINVAL, "unknown pin mode %d", (int)o->pin);
+    if (!(o->min_box_area_fraction >= 0 && o->min_box_area_fraction <= 1))
+        return fmt_fail(m, SHR_EINVAL, "min_box_area_fraction must be in 0..1, not %g",
+                        o->min_box_area_fraction);
+    if (!(o->flip_p >= 0 && o->flip_p <= 1))
+        return fmt_fail(m, SHR_EINVAL, "flip_p must be a probability in 0..1, not %g", o->flip_p);
+    if (o->rrc) {
+        if (!o->width)
+            return fmt_fail(m, SHR_EINVAL, "rrc needs an output width and height");
+        if (o->random_crop)
+            return fmt_fail(m, SHR_EINVAL, "rrc and random_crop exclude each other: the "
+                            "RandomResizedCrop draws its own box");
+        if (!(o->rrc_scale[0] > 0 && o->rrc_scale[0] <= o->rrc_scale[1] && o->rrc_scale[1] <= 1))
+            return fmt_fail(m, SHR_EINVAL, "rrc_scale must satisfy 0 < min <= max <= 1, not "
+                            "[%g, %g]", o->rrc_scale[0], o->rrc_scale[1]);
+        if (!(o->rrc_ratio[0] > 0 && o->rrc_ratio[0] <= o->rrc_ratio[1] && o->rrc_ratio[1] < 1e6))
+            return fmt_fail(m, SHR_EINVAL, "rrc_ratio must satisfy 0 < min <= max, not [%g, %g]",
+                            o->rrc_ratio[0], o->rrc_ratio[1]);
+        if ((unsigned)o->filter > SHR_FILTER_LANCZOS)
+            return fmt_fail(m, SHR_EINVAL, "unknown filter %d", (int)o->filter);
+    }
+    if ((unsigned)o->dtype > SHR_DTYPE_F16)
+        return fmt_fail(m, SHR_EINVAL, "unknown dtype %d", (int)o->dtype);
+    const char *why = shr_aug_check(o);
+    if (!why)
+        why = shr_mix_check(o);
+    if (!why)
+        why = shr_erase_noise_check(o);
+    if (!why)
+        why = shr_scale_check(o);
+    if (why)
+        return fmt_fail(m, SHR_EINVAL, "%s", why);
+    /* multi-scale without width and height: the canvas is scale_max on both sides */
+    if (o->scale == SHR_SCALE_MULTI && !o->width &&
+        (uint64_t)o->scale_max * o->scale_max > SHR_MAX_PIXELS)
+        return fmt_fail(m, SHR_EINVAL, "scale_max %" PRIu32 " makes a %" PRIu32 "x%" PRIu32
+                        " canvas, past the output size limit of %u pixels (SHR_MAX_PIXELS): "
+                        "at most 16384 without width and height", o->scale_max, o->scale_max,
+                        o->scale_max, SHR_MAX_PIXELS);
+    if ((unsigned)o->layout > SHR_LAYOUT_NCHW)
+        return fmt_fail(m, SHR_EINVAL, "unknown layout %d", (int)o->layout);
+    if ((unsigned)o->normalize > SHR_NORM_DATASET)
+        return fmt_fail(m, SHR_EINVAL, "unknown normalisation %d", (int)o->normalize);
+    if (o->normalize != SHR_NORM_NONE && o->dtype == SHR_DTYPE_U8)
+        return fmt_fail(m, SHR_EINVAL, "normalisation needs a float dtype (float32 or float16): "
+                        "uint8 cannot hold the normalised values");
+    if (!(o->unit == 0.0f || (o->unit >= 1.0f && isfinite(o->unit))))
+        return fmt_fail(m, SHR_EINVAL, "unit must be 0 or a finite number >= 1, not %g",
+                        (double)o->unit);
+    if (o->unit > 1.0f && o->dtype == SHR_DTYPE_U8)
+        return fmt_fail(m, SHR_EINVAL, "unit %g needs a float dtype (float32 or float16)",
+                        (double)o->unit);
+    if (o->normalize == SHR_NORM_GIVEN)
+        for (int c = 0; c < 4; c++)
+            if (!isfinite(o->mean[c]) || !(o->std[c] > 0) || !isfinite(o->std[c]))
+                return fmt_fail(m, SHR_EINVAL, "channel %d: mean must be finite and std positive "
+                                "and finite (mean %g, std %g)", c, o->mean[c], o->std[c]);
+    return 0;
+}
+
+/* ---- a sample's parameters ---- */
+
+int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32_t src_w,
+                    uint32_t src_h, shr_params *p)
+{
+    fmt_msg msg;
+    shr_options full;
+    if (!o || !p || !src_w || !src_h || shr_options_full(o, &full, &msg) != 0)
+        return SHR_EINVAL;
+    o = &full;
+    if (shr_check_options(o, &msg) != 0)
+        return SHR_EINVAL;
+    shr_tf_rrc rrc;
+    if (o->rrc)
+        shr_tf_rrc_init(&rrc, o->rrc_scale, o->rrc_ratio);
+    shr_aug aug;
+    shr_aug_init(&aug, o);
+    uint32_t ow = o->width ? o->width : o->scale == SHR_SCALE_MULTI ? o->scale_max : src_w;
+    uint32_t oh = o->height ? o->height : o->scale == SHR_SCALE_MULTI ? o->scale_max : src_h;
+    shr_draw(o, &rrc, &aug, ow, oh, epoch, index, src_w, src_h, p);
+    return 0;
+}
