@@ -190,7 +190,7 @@ $(BUILD)/%.o: %.c $(FLAGS_FILE) | pkgcheck
 	$(Q)$(CC) $(CPPFLAGS) $(INC) $(call pkgcflags,$(PKGS)) $(CFLAGS) -c -o $@ $<
 
 # the programs: their includes checked first (check_includes), then compiled
-SHARDC_OBJ := $(BUILD)/programs/shardc.o $(BUILD)/programs/cli.o
+SHARDC_OBJ := $(BUILD)/programs/shardc.o $(BUILD)/programs/cli.o $(BUILD)/programs/draw.o
 $(SHARDC_OBJ): $(BUILD)/programs/%.o: programs/%.c $(FLAGS_FILE) scripts/check-includes.sh | pkgcheck
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")

@@ -35,11 +35,12 @@
  *                          line per point as it is passed ("shardc: crash point K: what")
  * A resumed build counts its own points from 1.
  *
- * This file is the build itself: its workers, the writer and shc_build. Its other parts are files
- * of their own: journal.c (the reject journal, the crash-point hook), resume.c (the output
- * directory: what is ours, --force, --resume), tsv.c (rejects.tsv, warnings.tsv, inputs.tsv),
- * dryrun.c (the fingerprint, --dry-run), record.c (the manifest's fields, the staged check) and
- * report.c (messages through the caller's callbacks). */
+ * This file is the build itself: the writer and shc_build. Its other parts are files of their
+ * own: worker.c (the workers: an input decoded, rendered, hashed and summed into its slot),
+ * journal.c (the reject journal, the crash-point hook), resume.c (the output directory: what is
+ * ours, --force, --resume), tsv.c (rejects.tsv, warnings.tsv, inputs.tsv), dryrun.c (the
+ * fingerprint, --dry-run), record.c (the manifest's fields, the staged check) and report.c
+ * (messages through the caller's callbacks). */
 #include "build.h"
 
 #include <errno.h>
@@ -73,36 +74,7 @@
 #include "stream.h"
 #include "tsv.h"
 #include "util.h"
-
-/* One input's results: K samples (K = shc_render_count), or a reject. The arrays are allocated
- * once per slot and reused. */
-typedef struct {
-    int done;
-    int rc;                     /* 0: samples ready; else rejected, why says why */
-    fmt_msg why;                /* with rc 0: the decoder's warning, "" if none */
-    fmt_image *imgs;
-    fmt_sample_meta *metas;
-    fmt_aug_params *params;
-    uint8_t *aux;               /* K records of FMT_AUG_RECORD_MAX bytes when augmenting */
-    uint8_t *tbuf;              /* the target record (detection builds) */
-    size_t tcap;
-} slot;
-
-typedef struct {
-    const shc_build_opts *o;
-    const fmt_inputs *in;
-    const shc_annot *annot;     /* detection builds: the annotations, else NULL */
-    slot *slots;
-    size_t nslots;
-    fmt_rs_cache *cache;        /* resize coefficients shared by the workers */
-    shc_feed *feed;             /* archive members' bytes (NULL: no archive among the inputs) */
-    shc_stream *stream;         /* a streamed build's items (NULL: the inputs are listed) */
-    const shc_fields_in *fields;    /* --fields: each input's record (NULL: none) */
-    size_t next_claim, next_write, end;
-    int stop;
-    pthread_mutex_t mu;
-    pthread_cond_t space, ready;
-} pipeline;
+#include "worker.h"
 
 /* ---- options and codes (build.h) ---- */
 
@@ -142,136 +114,15 @@ int shc_build_exit(int rc)
            rc == SHC_EINPUT ? SHC_EXIT_USAGE : SHC_EXIT_IO;
 }
 
-/* ---- the worker side ---- */
-
-/* Decode and render one input, then hash and sum each sample. On failure s->rc is set and
- * s->why says why. */
-static void process(const shc_build_opts *o, const shc_annot *annot, shc_feed *feed,
-                    shc_stream *stream, const shc_fields_in *fields, const fmt_input *in,
-                    uint64_t pos, shc_render_scratch *rs, slot *s)
-{
-    uint32_t n = shc_render_count(&o->r);
-    int32_t label = in ? in->label : 0;
-    if (stream) {
-        /* a streamed item (in is NULL): the stream says how to render it */
-        s->rc = shc_stream_render(stream, pos, &o->r, rs, s->imgs, s->params, &label, &s->why);
-    } else if (in->archive) {
-        /* an archive member: its bytes come from the feeder */
-        uint8_t *data;
-        size_t len;
-        s->rc = shc_feed_take(feed, pos, &data, &len, &s->why);
-        if (s->rc == 0)
-            s->rc = shc_render_mem_into(&o->r, data, len, pos, rs, s->imgs, s->params, &s->why);
-        free(data);
-    } else {
-        s->rc = shc_render_into(&o->r, in->path, pos, rs, s->imgs, s->params, &s->why);
-    }
-    if (s->rc)
-        return;
-    for (uint32_t v = 0; v < n; v++) {
-        fmt_image *im = &s->imgs[v];
-        fmt_sample_meta *m = &s->metas[v];
-        size_t npix = (size_t)im->width * im->height;
-        memset(m, 0, sizeof *m);
-        m->height = im->height;
-        m->width = im->width;
-        m->channels = im->channels;
-        m->label = label;
-        m->source = pos;
-        m->hash = fmt_hash64(im->pixels, npix * im->channels);
-        fmt_pixel_sums(im->pixels, npix, im->channels, m->sum, m->sumsq);
-        if (o->r.augment) {
-            uint8_t *rec = s->aux + (size_t)v * FMT_AUG_RECORD_MAX;
-            m->aux = rec;
-            m->aux_len = fmt_aug_encode(&s->params[v], rec);
-        }
-    }
-    if (annot) {
-        /* the boxes go where the pixels went (one sample: detection builds do not augment) */
-        uint32_t sw, sh, len, dropped;
-        fmt_geom_plan plan;
-        shc_render_geometry(rs, &sw, &sh, &plan);
-        fmt_msg why = {{0}};
-        int rc = shc_annot_target(annot, (size_t)pos, sw, sh, &plan, &s->tbuf, &s->tcap, &len,
-                                  &dropped, &why);
-        if (rc) {
-            s->rc = rc;
-            s->why = why;
-            return;
-        }
-        s->metas[0].aux = s->tbuf;
-        s->metas[0].aux_len = len;
-    }
-    /* fields (not with augment or annotations: one aux record per sample) */
-    if (stream) {
-        const uint8_t *rec;
-        uint32_t len;
-        shc_stream_item_fields(stream, pos, &rec, &len);
-        if (rec && len > s->tcap) {
-            /* a copy: the writer finishes the item (freeing its record) before writing it */
-            uint8_t *g = realloc(s->tbuf, len);
-            if (!g) {
-                s->rc = fmt_fail(&s->why, ENOMEM, "out of memory");
-                return;
-            }
-            s->tbuf = g;
-            s->tcap = len;
-        }
-        if (rec) {
-            memcpy(s->tbuf, rec, len);
-            s->metas[0].aux = s->tbuf;
-            s->metas[0].aux_len = len;
-        }
-    } else if (fields) {
-        s->metas[0].aux = fields->recs[pos];
-        s->metas[0].aux_len = fields->lens[pos];
-    }
-}
+/* ---- the writer side (the workers: worker.c) ---- */
 
 /* The images keep their buffers: the next input rendered into the slot reuses them. */
-static void slot_clear(slot *s, uint32_t n)
+static void slot_clear(shc_slot *s, uint32_t n)
 {
     (void)n;
     s->done = 0;
     s->rc = 0;
     s->why.text[0] = '\0';
-}
-
-static void *worker(void *arg)
-{
-    pipeline *pl = arg;
-    shc_render_scratch *rs = NULL;
-    int rzrc = shc_render_scratch_create(pl->cache, &rs);
-    for (;;) {
-        pthread_mutex_lock(&pl->mu);
-        while (!pl->stop && pl->next_claim < pl->end &&
-               pl->next_claim >= pl->next_write + pl->nslots)
-            pthread_cond_wait(&pl->space, &pl->mu);
-        if (pl->stop || pl->next_claim >= pl->end) {
-            pthread_mutex_unlock(&pl->mu);
-            break;
-        }
-        size_t i = pl->next_claim++;
-        pthread_mutex_unlock(&pl->mu);
-
-        slot *s = &pl->slots[i % pl->nslots];
-        if (rzrc) {
-            s->rc = fmt_fail(&s->why, rzrc, "%s", fmt_strerror(rzrc));
-        } else {
-            /* a stream's items are not in pl->in while the build runs */
-            process(pl->o, pl->annot, pl->feed, pl->stream, pl->fields,
-                    pl->stream ? NULL : &pl->in->items[i], i, rs, s);
-        }
-
-        pthread_mutex_lock(&pl->mu);
-        s->done = 1;
-        if (s->rc == SHC_EEND && i < pl->end)
-            pl->end = i;        /* the stream ended here: nothing more to claim */
-        pthread_cond_broadcast(&pl->ready);
-        pthread_mutex_unlock(&pl->mu);
-    }
-    shc_render_scratch_free(rs);
-    return NULL;
 }
 
 /* Finish the current shard: its rejects reach the disk first, then the backend completes it and
@@ -317,7 +168,7 @@ typedef struct {
     uint32_t align, nper;
     shc_reject_list rej, warn;
     shc_shard_list shards;
-    pipeline pl;
+    shc_pipeline pl;
     int pl_sync;                /* pl's mutex and conditions made */
     pthread_t *tids;
     unsigned nthreads;
@@ -497,7 +348,7 @@ static int open_journal(build_run *b)
 static int start_workers(build_run *b)
 {
     const shc_build_opts *o = b->o;
-    pipeline *pl = &b->pl;
+    shc_pipeline *pl = &b->pl;
     int rc;
     b->nthreads = o->threads ? o->threads : 1;
     pl->o = o;
@@ -512,7 +363,7 @@ static int start_workers(build_run *b)
     b->tids = calloc(b->nthreads, sizeof *b->tids);
     int slots_ok = pl->slots != NULL && fmt_rs_cache_create(&pl->cache) == 0;
     for (size_t k = 0; slots_ok && k < pl->nslots; k++) {
-        slot *sl = &pl->slots[k];
+        shc_slot *sl = &pl->slots[k];
         sl->imgs = calloc(b->nper, sizeof *sl->imgs);
         sl->metas = calloc(b->nper, sizeof *sl->metas);
         sl->params = calloc(b->nper, sizeof *sl->params);
@@ -534,7 +385,7 @@ static int start_workers(build_run *b)
     pthread_cond_init(&pl->ready, NULL);
     b->pl_sync = 1;
     for (unsigned t = 0; t < b->nthreads; t++) {
-        if (pthread_create(&b->tids[t], NULL, worker, pl) != 0) {
+        if (pthread_create(&b->tids[t], NULL, shc_worker, pl) != 0) {
             b->nthreads = t;
             break;
         }
@@ -548,7 +399,7 @@ static int start_workers(build_run *b)
 
 /* Input i's outcome before its samples are written: a decoder warning listed (or, with --strict,
  * made a reject), a reject listed and journaled. 0, or the build's error. */
-static int take_outcome(build_run *b, size_t i, slot *s)
+static int take_outcome(build_run *b, size_t i, shc_slot *s)
 {
     const shc_build_opts *o = b->o;
     const shc_build_cb *cb = b->cb;
@@ -581,7 +432,7 @@ static int take_outcome(build_run *b, size_t i, slot *s)
 
 /* Input i's samples (all its variants) into the current shard, finishing it first when they
  * would not fit and opening the next. 0, or a write error (b->cur_path names the file). */
-static int write_samples(build_run *b, size_t i, const slot *s, uint64_t *shard_no)
+static int write_samples(build_run *b, size_t i, const shc_slot *s, uint64_t *shard_no)
 {
     const shc_build_opts *o = b->o;
     const fmt_backend *be = b->be;
@@ -632,7 +483,7 @@ static int write_inputs(build_run *b)
 {
     const shc_build_opts *o = b->o;
     const shc_build_cb *cb = b->cb;
-    pipeline *pl = &b->pl;
+    shc_pipeline *pl = &b->pl;
     fmt_msg feed_why = {{0}};
     double last_progress = 0;
     uint64_t shard_no = b->shards.n;
@@ -642,7 +493,7 @@ static int write_inputs(build_run *b)
             shc_say(cb, "build of %s stopped at input %zu", o->out, i);
             return SHC_ESTOPPED;
         }
-        slot *s = &pl->slots[i % pl->nslots];
+        shc_slot *s = &pl->slots[i % pl->nslots];
         pthread_mutex_lock(&pl->mu);
         while (!s->done)
             pthread_cond_wait(&pl->ready, &pl->mu);
@@ -807,7 +658,7 @@ static int summarize(const build_run *b)
  * build wrote, release everything and unlock the output. Returns result. */
 static int end_run(build_run *b, int result)
 {
-    pipeline *pl = &b->pl;
+    shc_pipeline *pl = &b->pl;
     if (b->w)
         b->be->w_abort(b->w);
     b->w = NULL;
