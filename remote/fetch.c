@@ -420,6 +420,8 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
         }
         if (first)                      /* the rest is abandoned (a .part is resumed later) */
             break;
+        if (left == 0)                  /* the last ones needed no transfer (cached): no pause */
+            break;
         if (active == 0) {
             double w = wake - now();
             if (w > 0) {

@@ -299,10 +299,49 @@ static int lazy_start(rmt_job *j, void *ctx)
     return 1;
 }
 
+/* The download thread's callbacks' context: the cache's (first: cache.c's callbacks take it)
+ * and the session. */
+typedef struct {
+    rmt_cache_ctx x;
+    rmt_lazy *z;
+} lazy_ctx;
+
+/* Shard sj is in the folder and checked: the readers' at once, not when its round ends (the
+ * first batch waited for a round of 8 shards, a cached shard for the round's transfers). */
+static void hand_over(lazy_ctx *lx, rmt_shard_job *sj)
+{
+    rmt_lazy *z = lx->z;
+    pthread_mutex_lock(&z->mu);
+    take_present(z, sj->k);
+    pthread_cond_broadcast(&z->ready);
+    pthread_mutex_unlock(&z->mu);
+}
+
+/* a shard found in the folder and checked is handed over as it is found */
+static int lazy_on_start(rmt_job *j, void *ctx)
+{
+    lazy_ctx *lx = ctx;
+    rmt_shard_job *sj = j->user;
+    int rc = lx->z->limit ? lazy_start(j, ctx) : rmt_shard_on_start(j, ctx);
+    if (rc == 1 && !sj->busy && !sj->noroom)
+        hand_over(lx, sj);
+    return rc;
+}
+
+/* a downloaded shard is handed over as its download ends */
+static int lazy_on_done(rmt_job *j, void *ctx)
+{
+    rmt_shard_job *sj = j->user;
+    int rc = rmt_shard_on_done(j, ctx);
+    if (rc == 0 && j->rc == 0)
+        hand_over(ctx, sj);
+    return rc;
+}
+
 static void *lazy_main(void *arg)
 {
     rmt_lazy *z = arg;
-    rmt_cache_ctx x = {&z->c, &z->m, z->be, z->dir, &z->st, 0, z->limit != 0};
+    lazy_ctx lx = {{&z->c, &z->m, z->be, z->dir, &z->st, 0, z->limit != 0}, z};
     size_t *pick = calloc(z->parallel, sizeof *pick);
     pthread_mutex_lock(&z->mu);
     while (!z->stop && pick) {
@@ -378,9 +417,8 @@ static void *lazy_main(void *arg)
         }
         pthread_mutex_unlock(&z->mu);
         fmt_msg msg = {{0}};
-        (void)rmt_fetch(&z->c, z->jobs, np, z->parallel, z->tries,
-                        z->limit ? lazy_start : rmt_shard_on_start, rmt_shard_on_done, &x, &z->st,
-                        &msg);
+        (void)rmt_fetch(&z->c, z->jobs, np, z->parallel, z->tries, lazy_on_start, lazy_on_done,
+                        &lx, &z->st, &msg);
         for (size_t i = 0; i < np; i++)
             rmt_shard_unlock(&z->sh[pick[i]].j);
         pthread_mutex_lock(&z->mu);
@@ -393,7 +431,8 @@ static void *lazy_main(void *arg)
             if (s->j.noroom) {
                 s->state = Z_ABSENT;
             } else if (j->rc == 0 && !s->j.busy) {
-                take_present(z, pick[i]);
+                if (s->state == Z_QUEUED)       /* (handed over as it arrived, mostly) */
+                    take_present(z, pick[i]);
             } else if (j->rc == 0 || j->rc == ECANCELED) {
                 s->state = Z_ABSENT;    /* another process has it, or abandoned: again */
             } else {
@@ -410,9 +449,15 @@ static void *lazy_main(void *arg)
             if (s->state != Z_ABSENT && stat(s->j.part, &pst) == 0 && pst.st_size == 0)
                 unlink(s->j.part);
         }
-        used = z->limit ? folder_bytes(z) : 0;
-        if (used > z->peak)
-            z->peak = used;
+        /* the count under the space lock, as reservations are made: a scan while another
+         * process evicts one shard and reserves the next could see both */
+        if (z->limit && (sfd = open(z->spacep, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) >= 0) {
+            (void)flock(sfd, LOCK_EX);
+            used = folder_bytes(z);
+            close(sfd);
+            if (used > z->peak)
+                z->peak = used;
+        }
         pthread_cond_broadcast(&z->ready);
         if (busy == np)             /* all of them downloaded by other processes: a pause */
             zwait(z, 50000000);
