@@ -1248,6 +1248,16 @@ SHR_API int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_k
                              const float **keypoints, int *has_masks, uint32_t *width,
                              uint32_t *height, uint8_t *masks, size_t cap);
 
+/* Sample idx's label map (a semantic segmentation dataset: shardc build --masks), as the build
+ * stored it, at the stored sample's size: *width, *height and *max_value (its largest value, the
+ * ignore index included) always (each may be NULL); out (may be NULL; cap bytes) receives
+ * width * height values of elem bytes each, row-major: elem 1 (uint8: SHR_EINVAL when
+ * *max_value > 255), 2 (uint16) or 8 (int64). 0; SHR_EINVAL (d NULL, idx >= samples, a dataset
+ * without label maps, another elem, cap too small), with shr_last_error(NULL) saying which. */
+SHR_API int shr_dataset_label_map(const shr_dataset *d, uint64_t idx, uint32_t *width,
+                                  uint32_t *height, uint32_t *max_value, void *out, size_t cap,
+                                  int elem);
+
 /* Fields (datasets written with fields: shardread.Writer(fields=...), shardc build --fields):
  * every sample carries the same named values beyond its label (the raw format's specification, "Fields record";
  * the schema is the manifest's "fields"). Types: */

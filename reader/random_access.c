@@ -209,6 +209,44 @@ int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints
     return 0;
 }
 
+int shr_dataset_label_map(const shr_dataset *d, uint64_t idx, uint32_t *width, uint32_t *height,
+                          uint32_t *max_value, void *out, size_t cap, int elem)
+{
+    shr_open_err.text[0] = '\0';
+    if (!d)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset given");
+    if (!(fmt_dataset_manifest(d->ds)->target_ext & FMT_TARGET_EXT_MAP))
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "the dataset has no label maps (not built "
+                        "with shardc build --masks)");
+    if (out && elem != 1 && elem != 2 && elem != 8)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "a label map value takes 1, 2 or 8 bytes, "
+                        "not %d", elem);
+    fmt_target f;
+    int rc = stored_target(d, idx, &f);
+    if (rc)
+        return rc;
+    if (width)
+        *width = f.map_width;
+    if (height)
+        *height = f.map_height;
+    if (max_value)
+        *max_value = f.map_max;
+    if (!out)
+        return 0;
+    size_t need = (size_t)f.map_width * f.map_height * (size_t)elem;
+    if (cap < need)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "%zu bytes for a %" PRIu32 "x%" PRIu32
+                        " label map of %d-byte values", cap, f.map_width, f.map_height, elem);
+    if (elem == 1 && f.map_max > 255)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: sample %" PRIu64 ": its label map has "
+                        "value %" PRIu32 ", above 255: read it with 2- or 8-byte values",
+                        fmt_dataset_sample_file(d->ds, idx), idx, f.map_max);
+    if (fmt_target_label_map(&f, out, elem) != 0)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: sample %" PRIu64 ": its label map "
+                        "cannot be decoded", fmt_dataset_sample_file(d->ds, idx), idx);
+    return 0;
+}
+
 int shr_dataset_field_def(const shr_dataset *d, uint32_t k, const char **name, uint32_t *type,
                           uint32_t *count)
 {

@@ -181,6 +181,8 @@ typedef struct {
     PyObject *mixture;
     int return_streams;         /* batches carry each sample's stream after the indices */
     int timing;                 /* stage timing on for every reader it opens (_sr_stats.c) */
+    int label_elem;             /* a label-map dataset's maps: 1 (uint8) or 8 (int64) bytes a
+                                 * value; 0: not given (uint8) */
 } LoaderObject;
 
 /* _sr_mixture.c: path= given as a mixture's tuple: keep it, and the first stream's path as the
@@ -193,6 +195,10 @@ int sr_mixture_open(LoaderObject *self, shr_reader **r, const shr_options *o, ch
 
 /* A yes/no keyword: a bool, 0 or 1, or a numpy bool; anything else is a TypeError naming it. */
 int sr_flag_named(PyObject *o, const char *what, int *out);
+
+/* label_dtype=: 'uint8' or 'int64' (or numpy's or torch's dtype of that name) as the bytes of a
+ * label map's value, 1 or 8; None: 0. 0, or -1 with a ValueError naming the keyword. */
+int sr_label_dtype(PyObject *o, int *elem);
 
 /* Loader(...)'s arguments into self: the options (self->o), the share, what batches carry, the
  * path. 0, or -1 with an exception set. (_sr_options.c) */

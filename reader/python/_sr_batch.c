@@ -480,6 +480,22 @@ static PyObject *sample_ops(const LoaderObject *self, const shr_batch *b, uint32
 
 /* The arrays (or tensors) of batch b of ring: views of the ring buffer kept by a _Batch, or
  * copies when the caller already holds the most zero-copy batches allowed. */
+/* uint8 label maps of the given shape widened into a new int64 array (label_dtype='int64': what
+ * a cross-entropy loss takes, without a conversion in Python) */
+static PyObject *label_maps_wide(const uint8_t *src, const Py_ssize_t *dims, int ndim)
+{
+    PyObject *v = sr_view_copy(NULL, "q", 8, ndim, dims);
+    if (!v)
+        return NULL;
+    int64_t *dst = ((ViewObject *)v)->data;
+    size_t n = (size_t)((ViewObject *)v)->len / sizeof *dst;
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t i = 0; i < n; i++)
+        dst[i] = src[i];
+    Py_END_ALLOW_THREADS
+    return v;
+}
+
 PyObject *sr_deliver(LoaderObject *self, RingObject *ring, const shr_batch *b)
 {
     BatchObject *base = PyObject_New(BatchObject, BatchType);
@@ -549,20 +565,31 @@ PyObject *sr_deliver(LoaderObject *self, RingObject *ring, const shr_batch *b)
         if (img && want_sts)
             sts = sr_new_view((void *)b->streams, (PyObject *)base, "q", 8, 1, n1);
     }
+    if (img && self->label_elem && !(self->targets && b->label_map)) {
+        Py_CLEAR(img);
+        PyErr_SetString(sr_argument_error, "label_dtype= is for the label maps of a semantic "
+                        "segmentation dataset (shardc build --masks), read with targets=True");
+    }
     if (img && self->targets && b->label_map) {
-        /* (images, masks, ...): a label-map dataset's moved maps, (n, H, W) uint8, or a list of
-         * (h, w) ones where each image has its own size (scale_dense) */
-        if (!self->o.scale_dense) {
+        /* (images, masks, ...): a label-map dataset's moved maps, (n, H, W) uint8 (int64 with
+         * label_dtype='int64', widened here), or a list of (h, w) ones where each image has its
+         * own size (scale_dense) */
+        int wide = self->label_elem == 8;
+        if (!self->o.scale_dense && !wide) {
             Py_ssize_t md[3] = {b->n, b->height, b->width};
             lab = copy ? sr_view_copy(b->target_masks, "B", 1, 3, md)
                        : sr_new_view((void *)b->target_masks, (PyObject *)base, "B", 1, 3, md);
+        } else if (!self->o.scale_dense) {
+            Py_ssize_t md[3] = {b->n, b->height, b->width};
+            lab = label_maps_wide(b->target_masks, md, 3);
         } else {
             lab = PyList_New(b->n);
             for (uint32_t i = 0; lab && i < b->n; i++) {
                 Py_ssize_t md[2] = {b->target_mask_sizes[2 * (size_t)i + 1],
                                     b->target_mask_sizes[2 * (size_t)i]};
-                PyObject *v = sr_view_copy(b->target_masks + b->target_mask_offsets[i], "B", 1,
-                                           2, md);
+                const uint8_t *src = b->target_masks + b->target_mask_offsets[i];
+                PyObject *v = wide ? label_maps_wide(src, md, 2)
+                                   : sr_view_copy(src, "B", 1, 2, md);
                 if (!v || PyList_SetItem(lab, i, v) < 0)
                     Py_CLEAR(lab);
             }

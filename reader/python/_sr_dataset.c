@@ -1,6 +1,6 @@
 /* _sr_dataset.c - shardread.Dataset (part of the _shardread module; _sr.h): a shr_dataset as a
- * map-style dataset, ds[i] copying sample i (and, for a detection dataset, its target) into
- * fresh arrays.
+ * map-style dataset, ds[i] copying sample i (and, for a detection dataset, its target; for a
+ * semantic segmentation dataset, its label map) into fresh arrays.
  */
 #include "_sr.h"
 
@@ -14,16 +14,19 @@ typedef struct {
     PyObject *path;
     uint64_t samples;
     int targets;                /* a detection dataset: items are (image, target) */
+    int label_map;              /* a label-map dataset: items are (image, map) */
+    int label_elem;             /* its map's value: 1 (uint8) or 8 (int64) bytes */
 } DatasetObject;
 
 static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"path", "access", "verify_samples", NULL};
-    PyObject *path, *access = NULL, *verify = Py_False;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:Dataset", kwlist, &path, &access, &verify))
+    static char *kwlist[] = {"path", "access", "verify_samples", "label_dtype", NULL};
+    PyObject *path, *access = NULL, *verify = Py_False, *label_dtype = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO:Dataset", kwlist, &path, &access, &verify,
+                                     &label_dtype))
         return -1;
-    int v;
-    if (sr_flag_named(verify, "verify_samples", &v) < 0)
+    int v, elem;
+    if (sr_flag_named(verify, "verify_samples", &v) < 0 || sr_label_dtype(label_dtype, &elem) < 0)
         return -1;
     shr_access a;
     if (sr_parse_access(access, &a) < 0)
@@ -53,6 +56,14 @@ static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
     shr_dataset_get_info(d, &info);
     self->samples = info.samples;
     self->targets = info.targets;
+    self->label_map = info.targets && info.samples &&
+                      shr_dataset_label_map(d, 0, NULL, NULL, NULL, NULL, 0, 0) == 0;
+    self->label_elem = elem ? elem : 1;
+    if (elem && !self->label_map) {
+        PyErr_SetString(sr_argument_error, "label_dtype= is for a semantic segmentation dataset "
+                        "(shardc build --masks): this one has no label maps");
+        return -1;
+    }
     XSETREF(self->path, PyOS_FSPath(path));
     return self->path ? 0 : -1;
 }
@@ -123,6 +134,29 @@ static int add_segm(DatasetObject *self, uint64_t i, uint32_t n, PyObject *td)
     return 0;
 }
 
+/* Sample i's label map as stored, (H, W) uint8 or (label_dtype='int64') int64. */
+static PyObject *label_map(DatasetObject *self, uint64_t i)
+{
+    uint32_t w = 0, h = 0, max = 0;
+    if (shr_dataset_label_map(self->d, i, &w, &h, &max, NULL, 0, 0) != 0)
+        return sr_raise_lib(SHR_EINVAL, shr_last_error(NULL));
+    if (self->label_elem == 1 && max > 255)
+        return PyErr_Format(PyExc_ValueError, "sample %llu's label map has value %u, above "
+                            "255: open the Dataset with label_dtype='int64'",
+                            (unsigned long long)i, max);
+    Py_ssize_t dims[2] = {h, w};
+    int wide = self->label_elem == 8;
+    PyObject *v = sr_view_copy(NULL, wide ? "q" : "B", wide ? 8 : 1, 2, dims);
+    if (!v)
+        return NULL;
+    if (shr_dataset_label_map(self->d, i, NULL, NULL, NULL, ((ViewObject *)v)->data,
+                              (size_t)((ViewObject *)v)->len, self->label_elem) != 0) {
+        Py_DECREF(v);
+        return sr_raise_lib(SHR_EINVAL, shr_last_error(NULL));
+    }
+    return v;
+}
+
 static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
 {
     if (check_open(self) < 0)
@@ -157,6 +191,14 @@ static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
     if (rc) {
         Py_DECREF(arr);
         return sr_raise_lib(rc, msg);
+    }
+    if (self->label_map) {
+        PyObject *map = label_map(self, (uint64_t)i);
+        if (!map) {
+            Py_DECREF(arr);
+            return NULL;
+        }
+        return sr_wrap(Py_BuildValue("(NN)", arr, map), 0);
     }
     if (self->targets) {
         shr_target t;

@@ -235,6 +235,19 @@ static int choose(PyObject *o, const char *what, const char *const *names, int n
     return -1;
 }
 
+int sr_label_dtype(PyObject *o, int *elem)
+{
+    static const char *const names[] = {"uint8", "int64"};
+    int v;
+    *elem = 0;
+    if (o == Py_None)
+        return 0;
+    if (choose(o, "label_dtype (uint8 or int64)", names, 2, &v) < 0)
+        return -1;
+    *elem = v ? 8 : 1;
+    return 0;
+}
+
 /* The read-time transform keywords into o (see the Loader's docstring). */
 static int transform_options(shr_options *o, PyObject *flip, PyObject *rrc, PyObject *ratio,
                              PyObject *interpolation, PyObject *dtype, PyObject *layout,
@@ -413,7 +426,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
                              "aa_num_ops", "aa_magnitude", "aa_bins", "targets",
                              "min_box_area_fraction", "mixup_alpha", "cutmix_alpha",
                              "num_classes", "erase_random", "scale", "unit", "max_threads",
-                             "cache", "cache_limit", "prefetch_shards", "flip_indices", NULL};
+                             "cache", "cache_limit", "prefetch_shards", "flip_indices", "label_dtype",
+                             NULL};
     PyObject *path, *batch_size = NULL, *shuffle = Py_False, *seed = NULL, *threads = Py_None,
              *rank = Py_None, *world = Py_None, *drop_last = Py_False, *size = Py_None,
              *random_crop = Py_False, *flip = Py_False, *access = NULL, *framework = NULL,
@@ -433,9 +447,9 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
              *erase_random = Py_False, *scale = Py_None, *unit = Py_None,
              *max_threads = Py_None;
     PyObject *cache = Py_None, *cache_limit = Py_None, *prefetch_shards = Py_None,
-             *flip_indices = Py_None;
+             *flip_indices = Py_None, *label_dtype = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw,
-                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader",
+                                     "O|OOOOOOOOOOOOOOOOOOOOOOOOOOOOO$OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO:Loader",
                                      kwlist,
                                      &path, &batch_size, &shuffle, &seed, &threads, &rank, &world,
                                      &drop_last, &size, &random_crop, &flip, &access, &framework,
@@ -448,7 +462,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
                                      &aug_interp, &aug_fill, &auto_aug, &aa[0], &aa[1], &aa[2],
                                      &targets, &min_box, &mixup, &cutmix, &num_classes,
                                      &erase_random, &scale, &unit, &max_threads, &cache,
-                                     &cache_limit, &prefetch_shards, &flip_indices))
+                                     &cache_limit, &prefetch_shards, &flip_indices,
+                                     &label_dtype))
         return -1;
     if (self->ring) {
         PyErr_SetString(PyExc_RuntimeError, "a Loader cannot be initialised twice");
@@ -705,6 +720,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
         return -1;
     if (prefetch_shards != Py_None &&
         sr_to_u32(prefetch_shards, "prefetch_shards", 1, &o->prefetch_shards) < 0)
+        return -1;
+    if (sr_label_dtype(label_dtype, &self->label_elem) < 0)
         return -1;
     int mixed = sr_mixture_path(self, path);
     if (mixed)

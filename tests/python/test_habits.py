@@ -243,8 +243,9 @@ def test_signatures():
     for name in ("path", "batch_size", "shuffle", "size", "rrc", "mean", "std", "pad"):
         assert name in params, name
     assert params["batch_size"].default == 256
-    assert list(inspect.signature(shardread.Dataset).parameters) == ["path", "access",
-                                                                      "verify_samples", "cache", "fields"]
+    assert list(inspect.signature(shardread.Dataset).parameters) == [
+        "path", "access", "verify_samples", "cache", "fields", "label_dtype"]
+    assert params["label_dtype"].default is None
     assert params["cache"].default is None     # datasets at URLs: where they are downloaded
     assert params["cache_limit"].default is None and params["prefetch_shards"].default is None
 

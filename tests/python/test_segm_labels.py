@@ -4,8 +4,9 @@ uint8 (a list of (h, w) where each image has its own size), moved exactly with t
 the crop or pad, RandomResizedCrop, the scale ops and the flip, with torch's nearest index and
 the dataset's ignore index in the padding. Every geometry against a NumPy reference of the
 label-map PNGs fed the Loader's reported params, value for value; the same batches at 1 and 3
-threads and after a resume; colour ops leave the maps alone; 16-bit labels above 255 refused,
-naming the reason (the warps: test_segm_warps.py)."""
+threads and after a resume; colour ops leave the maps alone; 16-bit labels above 255 refused
+by the Loader, naming the reason; label_dtype='int64' widens the maps; a Dataset's items are
+(image, map), each map its PNG (the warps: test_segm_warps.py)."""
 import os
 
 import numpy as np
@@ -193,3 +194,72 @@ def test_labels_above_255_refused(tmp_path):
                                               r"255: the reader delivers uint8 label maps"):
         next(iter(shardread.Loader(out, batch_size=1, targets=True, size=40, pad=True)))
     assert first
+
+
+def test_int64_maps_equal_the_uint8_ones(lab):
+    """label_dtype='int64' (or numpy's or torch's int64): the same maps, int64, fixed-size
+    batches and lists of views alike."""
+    ds, _ = lab
+    for kw in (dict(size=40, pad=True, rrc=True), dict(multiscale=((32, 48), 64))):
+        a = [np.array(b[1]) if not isinstance(b[1], list) else [np.array(m) for m in b[1]]
+             for b in shardread.Loader(ds, batch_size=5, targets=True, seed=2, flip=0.5, **kw)]
+        for dt in ("int64", np.int64):
+            got = list(shardread.Loader(ds, batch_size=5, targets=True, seed=2, flip=0.5,
+                                        label_dtype=dt, **kw))
+            assert len(got) == len(a)
+            for want, (_, m) in zip(a, got):
+                if isinstance(want, list):
+                    assert [np.asarray(x).dtype for x in m] == [np.int64] * len(want)
+                    assert all(np.array_equal(np.asarray(x), w) for x, w in zip(m, want))
+                else:
+                    assert np.asarray(m).dtype == np.int64
+                    assert np.array_equal(np.asarray(m), want)
+
+
+def test_int64_maps_as_torch_tensors(lab):
+    torch = pytest.importorskip("torch")
+    ds, _ = lab
+    x, m = next(iter(shardread.Loader(ds, batch_size=4, targets=True, size=40, pad=True,
+                                      framework="torch", label_dtype=torch.int64)))
+    assert m.dtype == torch.int64 and m.shape == (4, 40, 40)
+
+
+def test_label_dtype_refused_where_there_are_no_maps(lab, tmp_path):
+    ds, _ = lab
+    with pytest.raises(ValueError, match=r"unknown label_dtype \(uint8 or int64\) 'int32'"):
+        shardread.Loader(ds, batch_size=4, targets=True, size=40, pad=True, label_dtype="int32")
+    with pytest.raises(shardread.ArgumentError, match="label_dtype= is for the label maps"):
+        next(iter(shardread.Loader(ds, batch_size=4, size=40, pad=True, label_dtype="int64")))
+    det = sr.build_seg(tmp_path, 3)
+    with pytest.raises(shardread.ArgumentError, match="label_dtype= is for a semantic "
+                                                      "segmentation dataset"):
+        shardread.Dataset(det, label_dtype="int64")
+
+
+def test_dataset_items_are_image_and_map(lab):
+    """Dataset(ds)[i] of a label-map dataset: (image, map), the map its PNG value for value,
+    uint8, or int64 with label_dtype='int64'; the image at the map's size."""
+    ds, pngs = lab
+    d, d64 = shardread.Dataset(ds), shardread.Dataset(ds, label_dtype="int64")
+    assert len(d) == len(pngs)
+    for i, png in enumerate(pngs):
+        img, m = d[i]
+        assert m.dtype == np.uint8 and np.array_equal(m, png)
+        assert img.shape[:2] == m.shape
+        img64, m64 = d64[i]
+        assert m64.dtype == np.int64 and np.array_equal(m64, png)
+        assert np.array_equal(img64, img)
+
+
+def test_dataset_maps_above_255(tmp_path):
+    """16-bit label maps: a Dataset reads them with label_dtype='int64'; uint8 refuses,
+    naming the sample and the value."""
+    from PIL import Image
+    out, maps, names = _build(tmp_path, wide=True)
+    first = sorted(names, key=str.encode)[0]
+    png = np.array(Image.open(os.path.join(maps, os.path.splitext(first)[0] + ".png")))
+    _, m = shardread.Dataset(out, label_dtype="int64")[0]
+    assert m.dtype == np.int64 and m.max() > 255 and np.array_equal(m, png)
+    with pytest.raises(ValueError, match=r"sample 0's label map has value \d+, above 255: "
+                                         r"open the Dataset with label_dtype='int64'"):
+        shardread.Dataset(out)[0]

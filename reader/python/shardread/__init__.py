@@ -319,8 +319,11 @@ class Loader(_shardread.Loader):
     of (h, w) ones where the images are a list), moved exactly with the pixels by the same
     geometry and flip (nearest, as v2 moves a Mask), the dataset's ignore index in the padding;
     colour ops leave them alone; rotation, affine and auto_augment's geometric ops move them
-    with Pillow's NEAREST (the ignore index outside); masks.long() gives the int64
-    CrossEntropyLoss takes. Labels above 255 are refused.
+    with Pillow's NEAREST (the ignore index outside). label_dtype='int64' (or numpy's or
+    torch's int64) delivers them int64, as CrossEntropyLoss takes them, widened in C; 'uint8'
+    is the default. Labels above 255 are refused. A label-map Dataset's items are (image, map):
+    the stored map, (H, W) uint8, or int64 with Dataset(..., label_dtype='int64'), which also
+    reads maps with labels above 255.
 
     Detection geometry at read time, in place of size= (one of the three; the boxes follow,
     clipped and dropped as above; the pixels equal torchvision's F.resize, F.crop and F.pad on
@@ -383,7 +386,7 @@ class Loader(_shardread.Loader):
                  labels="keep", return_streams=False, cache=None, fields=False,
                  transform=None, scale=None, py_workers=None, py_pool="thread",
                  max_threads=None, cache_limit=None, prefetch_shards=None, resize=None,
-                 flip_indices=None):
+                 flip_indices=None, label_dtype=None):
         # first: the keywords exactly as the caller gave them (super() adds __class__)
         given_args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self._streams = _streams(path)
@@ -500,6 +503,8 @@ class Loader(_shardread.Loader):
             aug["min_box_area_fraction"] = min_box_area_fraction
         if flip_indices is not None:
             aug["flip_indices"] = flip_indices
+        if label_dtype is not None:
+            aug["label_dtype"] = label_dtype
         aug.update(_mixing(mixup, cutmix, num_classes))
         # the detection geometry: its own output size (and canvas), in place of size=
         scale_size, scale, self._image_list = _detect.scale_args(

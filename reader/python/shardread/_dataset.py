@@ -62,7 +62,8 @@ def _local(path, cache):
 
 
 class Dataset(_shardread.Dataset):
-    """Dataset(path, access='mmap', verify_samples=False, cache=None)
+    """Dataset(path, access='mmap', verify_samples=False, cache=None, fields=False,
+               label_dtype=None)
 
     A dataset directory written by shardc, sample by sample (a map-style dataset, usable as a
     torch Dataset):
@@ -70,6 +71,9 @@ class Dataset(_shardread.Dataset):
         ds = shardread.Dataset('ds')
         len(ds)                    # samples
         image, label = ds[i]       # (H, W, C) uint8 ndarray (a copy), int label
+                                   # (a detection dataset: (image, target dict); a label-map
+                                   # one: (image, map), the map (H, W) uint8, or int64 with
+                                   # label_dtype='int64', which also takes labels above 255)
         ds.classes                 # class names; ds.class_to_idx, ds.targets as ImageFolder's
         ds.info                    # classes, mean/std, geometry, samples, format
 
@@ -84,9 +88,10 @@ class Dataset(_shardread.Dataset):
     else ~/.cache/shardread) and checked first (docs/REMOTE.md).
     """
 
-    def __init__(self, path, access="mmap", verify_samples=False, cache=None, fields=False):
-        super().__init__(_local(path, cache), access, verify_samples)
-        self._args = (path, access, verify_samples, cache, fields)
+    def __init__(self, path, access="mmap", verify_samples=False, cache=None, fields=False,
+                 label_dtype=None):
+        super().__init__(_local(path, cache), access, verify_samples, label_dtype)
+        self._args = (path, access, verify_samples, cache, fields, label_dtype)
         self._scanned = None
         self._defs = self._field_defs()
         self._which = _field_names(self._defs, fields, path) if fields else None
