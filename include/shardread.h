@@ -362,6 +362,10 @@ typedef struct {
      * keypoint dataset is refused. Copied by shr_open. */
     const uint32_t *flip_indices;
     uint32_t num_flip_indices;
+    /* A label-map dataset (see "Masks and keypoints"): the bytes of each delivered label value,
+     * 1 (uint8, the default; 0 means 1: a label above 255 fails its batch) or 2 (uint16, host
+     * order: any label a build stores, 0 .. 65535). */
+    uint32_t label_map_bytes;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
@@ -731,9 +735,10 @@ typedef struct {
     const float *target_keypoints;      /* num_keypoints * 3 per box (x, y, v), as the boxes */
     uint32_t num_keypoints;
     /* 1 for a semantic segmentation dataset (label maps, shardc build --masks): target_masks
-     * then holds one label map per sample (uint8 labels, the ignore index in the padding) and
-     * there are no boxes. */
+     * then holds one label map per sample (labels of label_map_bytes each, the ignore index in
+     * the padding) and there are no boxes. */
     uint32_t label_map;
+    uint32_t label_map_bytes;           /* label_map: 1 (uint8) or 2 (uint16) a value */
 } shr_batch;
 
 /* The whole reader state: open a reader with these in its options to continue exactly here. */
@@ -1122,11 +1127,15 @@ SHR_API int shr_batch_target(const shr_batch *b, uint32_t i, shr_target *t);
  * once outside the frame [0, gw] x [0, gh] (closed). A mask the warps leave empty drops its
  * instance as above. A flip of a keypoint dataset without flip_indices is refused by shr_open.
  * Label maps (shardc build --masks; b->label_map 1): each sample has one map, moved as a mask
- * is, the dataset's ignore index (0 .. 255, else refused by shr_open) outside the placed
- * rectangle and where a warp maps outside; no boxes. A stored map with a label above 255 fails its batch, naming the sample.
+ * is, the dataset's ignore index outside the placed rectangle and where a warp maps outside; no
+ * boxes. Each value takes b->label_map_bytes (shr_options.label_map_bytes): with 1, a dataset
+ * whose ignore index is above 255 is refused by shr_open, and a stored map with a label above
+ * 255 fails its batch, naming the sample; with 2 every label is delivered (uint16), each warp
+ * moving the map's two bytes as two planes with the same NEAREST sampling.
  * Sample i's: *num_keypoints K (0 without), *keypoints count * K * 3 floats (NULL without),
  * *masks count * height * width bytes of 0 or 1 (NULL without), or its label map's height *
- * width labels, *width, *height their size; any output pointer may be NULL. 0; SHR_EINVAL (b NULL, i >= b->n, or no targets). */
+ * width labels of b->label_map_bytes each, *width, *height their size; any output pointer may
+ * be NULL. 0; SHR_EINVAL (b NULL, i >= b->n, or no targets). */
 SHR_API int shr_batch_segm(const shr_batch *b, uint32_t i, uint32_t *num_keypoints,
                            const float **keypoints, const uint8_t **masks, uint32_t *width,
                            uint32_t *height);

@@ -628,10 +628,12 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
         plane = (size_t)ow * oh;
         spix = (size_t)t->map_width * t->map_height;
         /* the stored mask decoded, then (for the warps) a plane's scratch */
-        if (grow_bytes((void **)&slot->t_scratch, &slot->scap, spix + plane + 1) ||
+        /* (a uint16 map: its stored map in 2 bytes a label, and 3 planes for the warps) */
+        size_t wide = map ? r->map_bytes : 1;
+        if (grow_bytes((void **)&slot->t_scratch, &slot->scap, spix * wide + plane * wide * 2) ||
             grow_bytes((void **)&slot->t_xy, &slot->xycap, ((size_t)ow + oh + 1) * 4) ||
             grow_bytes((void **)&slot->t_masks, &slot->mcap,
-                       *moff + plane * (map ? 1 : kept) + 1)) {
+                       *moff + plane * (map ? wide : kept) + 2)) {
             *rc = ENOMEM;
             return -1;
         }
@@ -640,6 +642,22 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
         slot->t_msize[2 * (size_t)i] = ow;
         slot->t_msize[2 * (size_t)i + 1] = oh;
     }
+    if (map && r->map_bytes == 2) {
+        /* uint16 labels: the map and the warps' planes 2-byte aligned (moff stays even) */
+        uint16_t *src = (uint16_t *)(void *)slot->t_scratch;
+        uint16_t *dst = (uint16_t *)(void *)(slot->t_masks + *moff);
+        if (fmt_target_label_map(t, src, 2) != 0) {
+            *rc = SHR_EINVAL;
+            return -1;
+        }
+        shr_segm_warp_map16(src, t->map_width, slot->t_xy, slot->t_xy + ow, ow, oh,
+                            r->ignore_index, dst);
+        if (warp)
+            shr_segm_warp_plane16(p, dst, ow, oh, gw, gh, r->ignore_index,
+                                  slot->t_scratch + 2 * spix);
+        *moff += 2 * plane;
+        return 0;
+    }
     if (map) {
         /* one label map a sample, no boxes: values above 255 are not uint8 labels */
         if (t->map_max > 255 || fmt_target_label_map(t, slot->t_scratch, 1) != 0) {
@@ -647,9 +665,9 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
             return -1;
         }
         shr_segm_warp_map(slot->t_scratch, t->map_width, slot->t_xy, slot->t_xy + ow, ow, oh,
-                          r->ignore_index, slot->t_masks + *moff);
+                          (uint8_t)r->ignore_index, slot->t_masks + *moff);
         if (warp)
-            shr_segm_warp_plane(p, slot->t_masks + *moff, ow, gw, gh, r->ignore_index,
+            shr_segm_warp_plane(p, slot->t_masks + *moff, ow, gw, gh, (uint8_t)r->ignore_index,
                                 slot->t_scratch + spix);
         *moff += plane;
         return 0;
@@ -720,8 +738,9 @@ static int fill_targets(const shr_reader *r, shr_slot *slot)
             int64_t n = segm_sample(r, slot, i, off, kept, &moff, &rc);
             if (n < 0 && rc == SHR_EINVAL)
                 return fmt_fail(&slot->msg, rc, "%s: sample %" PRIu64 ": its label map has "
-                                "value %" PRIu32 ", above 255: the reader delivers uint8 label "
-                                "maps", src_file(r, (uint64_t)b->indices[i]),
+                                "value %" PRIu32 ", above 255: uint8 label maps hold 0 .. 255 "
+                                "(label_map_bytes 2 delivers uint16 ones; in Python "
+                                "label_dtype='int64')", src_file(r, (uint64_t)b->indices[i]),
                                 src_local(r, (uint64_t)b->indices[i]),
                                 t->map_max);
             if (n < 0)

@@ -109,7 +109,8 @@ struct shr_reader {
     uint32_t segm_ext;          /* FMT_TARGET_EXT_MASKS | _KEYPOINTS, or _MAP, the batches
                                  * carry (SEGM_EXT: those bits) */
     uint32_t segm_k;            /* keypoints per instance */
-    uint8_t ignore_index;       /* FMT_TARGET_EXT_MAP: the label maps' padding */
+    uint16_t ignore_index;      /* FMT_TARGET_EXT_MAP: the label maps' padding */
+    uint32_t map_bytes;         /* FMT_TARGET_EXT_MAP: 1 or 2 bytes a delivered label */
     uint32_t *flip_idx;         /* segm_k entries: the flip's left/right swap (or NULL) */
     shr_mixer mix;              /* MixUp / CutMix on finished batches */
     uint64_t nb;                /* batches per epoch (but the resumed one: sampler.h) */

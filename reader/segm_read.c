@@ -122,6 +122,17 @@ void shr_segm_warp_map(const uint8_t *m, uint32_t sw, const int32_t *xs, const i
     }
 }
 
+void shr_segm_warp_map16(const uint16_t *m, uint32_t sw, const int32_t *xs, const int32_t *ys,
+                         uint32_t ow, uint32_t oh, uint16_t fill, uint16_t *out)
+{
+    for (uint32_t y = 0; y < oh; y++) {
+        uint16_t *row = out + (size_t)y * ow;
+        const uint16_t *src = ys[y] < 0 ? NULL : m + (size_t)ys[y] * sw;
+        for (uint32_t x = 0; x < ow; x++)
+            row[x] = !src || xs[x] < 0 ? fill : src[xs[x]];
+    }
+}
+
 void shr_segm_frame(const shr_box_geom *g, const shr_params *p, uint32_t *gw, uint32_t *gh)
 {
     int alone = shr_scale_per_image(g->scale);
@@ -166,6 +177,21 @@ int shr_segm_warp_plane(const shr_params *p, uint8_t *plane, size_t stride, uint
         for (uint32_t x = 0; x < gw; x++)
             any |= plane[(size_t)y * stride + x];
     return any != 0;
+}
+
+void shr_segm_warp_plane16(const shr_params *p, uint16_t *map, uint32_t ow, uint32_t oh,
+                           uint32_t gw, uint32_t gh, uint16_t fill, uint8_t *scratch)
+{
+    size_t n = (size_t)ow * oh;
+    uint8_t *lo = scratch, *hi = scratch + n;
+    for (size_t i = 0; i < n; i++) {
+        lo[i] = (uint8_t)(map[i] & 0xff);
+        hi[i] = (uint8_t)(map[i] >> 8);
+    }
+    shr_segm_warp_plane(p, lo, ow, gw, gh, (uint8_t)(fill & 0xff), scratch + 2 * n);
+    shr_segm_warp_plane(p, hi, ow, gw, gh, (uint8_t)(fill >> 8), scratch + 2 * n);
+    for (size_t i = 0; i < n; i++)
+        map[i] = (uint16_t)(lo[i] | hi[i] << 8);
 }
 
 void shr_segm_keypoints(const shr_box_geom *g, const shr_params *p, const float *kp, uint32_t k,

@@ -39,6 +39,11 @@ SHR_INTERNAL void shr_segm_warp_map(const uint8_t *m, uint32_t sw, const int32_t
                                     const int32_t *ys, uint32_t ow, uint32_t oh, uint8_t fill,
                                     uint8_t *out);
 
+/* shr_segm_warp_map of a map of uint16 labels. */
+SHR_INTERNAL void shr_segm_warp_map16(const uint16_t *m, uint32_t sw, const int32_t *xs,
+                                      const int32_t *ys, uint32_t ow, uint32_t oh, uint16_t fill,
+                                      uint16_t *out);
+
 /* The frame the warps of p turn (gw x gh at the top left of the masks): the output, but a
  * multi-scale or natural-size image alone. */
 SHR_INTERNAL void shr_segm_frame(const shr_box_geom *g, const shr_params *p, uint32_t *gw,
@@ -52,6 +57,13 @@ SHR_INTERNAL int shr_segm_has_warps(const shr_params *p);
  * Returns whether any byte of the plane is non-zero after. */
 SHR_INTERNAL int shr_segm_warp_plane(const shr_params *p, uint8_t *plane, size_t stride,
                                      uint32_t gw, uint32_t gh, uint8_t fill, uint8_t *scratch);
+
+/* shr_segm_warp_plane of a uint16 label map (ow x oh, rows ow values apart): its low and high
+ * bytes as two planes, each through the same warps (NEAREST picks the same source position for
+ * both), fill split alike; scratch holds 3 ow * oh bytes. */
+SHR_INTERNAL void shr_segm_warp_plane16(const shr_params *p, uint16_t *map, uint32_t ow,
+                                        uint32_t oh, uint32_t gw, uint32_t gh, uint16_t fill,
+                                        uint8_t *scratch);
 
 /* One instance's k keypoints kp (x, y, v) moved by p into out: x' = (x - p.x) sx + dx as the
  * boxes move, then, where p flips, x' = fw - x' and out[j] = moved[flip_idx[j]], then each warp's

@@ -258,11 +258,12 @@ static int set_targets(shr_reader *r, const char *dir)
     r->segm_k = r->segm_ext & FMT_TARGET_EXT_KEYPOINTS ? m->num_keypoints : 0;
     if (!r->segm_ext)
         return 0;
-    if ((r->segm_ext & FMT_TARGET_EXT_MAP) && m->ignore_index > 255)
+    r->map_bytes = o->label_map_bytes == 2 ? 2 : 1;
+    if ((r->segm_ext & FMT_TARGET_EXT_MAP) && r->map_bytes == 1 && m->ignore_index > 255)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the label maps' ignore index is %" PRIu32
-                        ": the reader delivers uint8 label maps (0 .. 255)", dir,
-                        m->ignore_index);
-    r->ignore_index = (uint8_t)m->ignore_index;
+                        ": uint8 label maps hold 0 .. 255 (deliver uint16 ones: label_map_bytes "
+                        "2)", dir, m->ignore_index);
+    r->ignore_index = (uint16_t)m->ignore_index;
     if (o->flip && r->segm_k && !flip_idx)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the dataset has %" PRIu32 " keypoints "
                         "per instance: a flip needs flip_indices (the left/right swap, as "
@@ -427,6 +428,7 @@ static int make_ring(shr_reader *r)
             continue;
         s->b.num_keypoints = r->segm_k;
         s->b.label_map = (r->segm_ext & FMT_TARGET_EXT_MAP) != 0;
+        s->b.label_map_bytes = s->b.label_map ? r->map_bytes : 0;
         if (r->segm_ext & (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_MAP)) {
             s->t_moff = calloc(bs + 1, sizeof *s->t_moff);
             s->t_msize = calloc(2 * bs, sizeof *s->t_msize);

@@ -480,18 +480,24 @@ static PyObject *sample_ops(const LoaderObject *self, const shr_batch *b, uint32
 
 /* The arrays (or tensors) of batch b of ring: views of the ring buffer kept by a _Batch, or
  * copies when the caller already holds the most zero-copy batches allowed. */
-/* uint8 label maps of the given shape widened into a new int64 array (label_dtype='int64': what
- * a cross-entropy loss takes, without a conversion in Python) */
-static PyObject *label_maps_wide(const uint8_t *src, const Py_ssize_t *dims, int ndim)
+/* label maps of the given shape (bytes 1: uint8, 2: uint16 values) widened into a new int64
+ * array (label_dtype='int64': what a cross-entropy loss takes, without a conversion in Python) */
+static PyObject *label_maps_wide(const uint8_t *src, uint32_t bytes, const Py_ssize_t *dims,
+                                 int ndim)
 {
     PyObject *v = sr_view_copy(NULL, "q", 8, ndim, dims);
     if (!v)
         return NULL;
     int64_t *dst = ((ViewObject *)v)->data;
     size_t n = (size_t)((ViewObject *)v)->len / sizeof *dst;
+    const uint16_t *src16 = (const uint16_t *)(const void *)src;
     Py_BEGIN_ALLOW_THREADS
-    for (size_t i = 0; i < n; i++)
-        dst[i] = src[i];
+    if (bytes == 2)
+        for (size_t i = 0; i < n; i++)
+            dst[i] = src16[i];
+    else
+        for (size_t i = 0; i < n; i++)
+            dst[i] = src[i];
     Py_END_ALLOW_THREADS
     return v;
 }
@@ -581,14 +587,14 @@ PyObject *sr_deliver(LoaderObject *self, RingObject *ring, const shr_batch *b)
                        : sr_new_view((void *)b->target_masks, (PyObject *)base, "B", 1, 3, md);
         } else if (!self->o.scale_dense) {
             Py_ssize_t md[3] = {b->n, b->height, b->width};
-            lab = label_maps_wide(b->target_masks, md, 3);
+            lab = label_maps_wide(b->target_masks, b->label_map_bytes, md, 3);
         } else {
             lab = PyList_New(b->n);
             for (uint32_t i = 0; lab && i < b->n; i++) {
                 Py_ssize_t md[2] = {b->target_mask_sizes[2 * (size_t)i + 1],
                                     b->target_mask_sizes[2 * (size_t)i]};
                 const uint8_t *src = b->target_masks + b->target_mask_offsets[i];
-                PyObject *v = wide ? label_maps_wide(src, md, 2)
+                PyObject *v = wide ? label_maps_wide(src, b->label_map_bytes, md, 2)
                                    : sr_view_copy(src, "B", 1, 2, md);
                 if (!v || PyList_SetItem(lab, i, v) < 0)
                     Py_CLEAR(lab);

@@ -723,6 +723,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
         return -1;
     if (sr_label_dtype(label_dtype, &self->label_elem) < 0)
         return -1;
+    /* int64 maps are moved as uint16 ones (every label a build stores), then widened */
+    o->label_map_bytes = self->label_elem == 8 ? 2 : 1;
     int mixed = sr_mixture_path(self, path);
     if (mixed)
         return mixed < 0 ? -1 : 0;

@@ -5,8 +5,9 @@ the crop or pad, RandomResizedCrop, the scale ops and the flip, with torch's nea
 the dataset's ignore index in the padding. Every geometry against a NumPy reference of the
 label-map PNGs fed the Loader's reported params, value for value; the same batches at 1 and 3
 threads and after a resume; colour ops leave the maps alone; 16-bit labels above 255 refused
-by the Loader, naming the reason; label_dtype='int64' widens the maps; a Dataset's items are
-(image, map), each map its PNG (the warps: test_segm_warps.py)."""
+by a uint8 Loader, naming the reason, and delivered by label_dtype='int64' through every
+geometry; label_dtype='int64' equals the uint8 maps widened; a Dataset's items are (image, map),
+each map its PNG (the warps: test_segm_warps.py)."""
 import os
 
 import numpy as np
@@ -77,12 +78,12 @@ def nearest(n_out, n_in):
     return np.minimum(i, n_in - 1)
 
 
-def place(m, row, out_w, out_h, opts):
+def place(m, row, out_w, out_h, opts, dtype=np.uint8):
     """The stored map m (h, w) moved by its params row as the pixels are, IGNORE in the
     padding: the pre-flip output, then the flip."""
     sh_, sw_ = m.shape
     x, y, w, h, flip = (int(v) for v in row[:5])
-    out = np.full((out_h, out_w), IGNORE, np.uint8)
+    out = np.full((out_h, out_w), IGNORE, dtype)
     if len(row) == 5:
         win = m[y:y + h, x:x + w]
         if opts.get("rrc"):
@@ -191,7 +192,9 @@ def test_labels_above_255_refused(tmp_path):
     out, _, names = _build(tmp_path, wide=True)
     first = sorted(names, key=str.encode)[0]
     with pytest.raises(shardread.Error, match=r"sample 0: its label map has value 550, above "
-                                              r"255: the reader delivers uint8 label maps"):
+                                              r"255: uint8 label maps hold 0 \.\. 255 "
+                                              r"\(label_map_bytes 2 delivers uint16 ones; in "
+                                              r"Python label_dtype='int64'\)"):
         next(iter(shardread.Loader(out, batch_size=1, targets=True, size=40, pad=True)))
     assert first
 
@@ -263,3 +266,36 @@ def test_dataset_maps_above_255(tmp_path):
     with pytest.raises(ValueError, match=r"sample 0's label map has value \d+, above 255: "
                                          r"open the Dataset with label_dtype='int64'"):
         shardread.Dataset(out)[0]
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    """A 16-bit label set (labels 300..320, 550 at the top row and right column, ignore index
+    250 in the padding) and its PNGs in sample order."""
+    from PIL import Image
+    out, maps, names = _build(tmp_path_factory.mktemp("wide"), wide=True)
+    pngs = [np.array(Image.open(os.path.join(maps, os.path.splitext(r)[0] + ".png")))
+            for r in sorted(names, key=str.encode)]
+    return out, pngs
+
+
+@pytest.mark.parametrize("name,opts", CASES, ids=[c[0] for c in CASES])
+def test_labels_above_255_as_int64_follow_the_geometry(wide, name, opts):
+    """label_dtype='int64' moves every label a build stores (as uint16, widened): each
+    geometry against the placement of the 16-bit PNGs, value for value."""
+    ds, pngs = wide
+    kw = {k: v for k, v in opts.items() if k != "list"}
+    loader = shardread.Loader(ds, batch_size=5, targets=True, return_params=True, shuffle=True,
+                              seed=3, flip=0.5, threads=2, label_dtype="int64", **kw)
+    shape = loader.info["shape"]
+    seen = above = 0
+    for images, maps, indices, params in loader:
+        for k, i in enumerate(indices):
+            got = np.asarray(maps[k])
+            out_h, out_w = got.shape if opts.get("list") else shape[:2]
+            want = place(pngs[int(i)], params[k], out_w, out_h, opts, np.int64)
+            assert got.dtype == np.int64
+            assert np.array_equal(got, want), (name, int(i))
+            above += int((got > 255).sum())
+            seen += 1
+    assert seen == len(pngs) and above > 0

@@ -30,8 +30,10 @@ FLIP = sr.FLIP
 GEOMETRIC_AA = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
 
 
-# the instance dataset of test_segm_read (masks and 3 keypoints an instance), its fixture
+# the instance dataset of test_segm_read (masks and 3 keypoints an instance), its fixture;
+# test_segm_labels' 16-bit label set
 seg = sr.seg
+wide = sl.wide
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +77,16 @@ def warps(ops):
 
 
 def pil_warp(plane, ws, fill):
-    """plane (h, w) uint8 through the warps with Pillow's NEAREST, fill outside."""
-    img = Image.fromarray(np.ascontiguousarray(plane), "L")
+    """plane (h, w) uint8 through the warps with Pillow's NEAREST, fill outside (wider labels
+    as a 32-bit "I" image, given back in plane's dtype)."""
+    if plane.dtype != np.uint8:
+        img = Image.fromarray(np.ascontiguousarray(plane, np.int32), "I")
+        return np.asarray(pil_warp_image(img, ws, fill)).astype(plane.dtype)
+    return np.asarray(pil_warp_image(Image.fromarray(np.ascontiguousarray(plane), "L"), ws,
+                                     fill))
+
+
+def pil_warp_image(img, ws, fill):
     w, h = img.size
     for kind, a, b in ws:
         if kind == "aa" and a == "Rotate":
@@ -95,7 +105,7 @@ def pil_warp(plane, ws, fill):
             m = tv_inverse((w * 0.5, h * 0.5), 0.0, (t, 0) if a == "TranslateX" else (0, t), 1.0,
                            (0.0, 0.0))
         img = img.transform((w, h), Image.AFFINE, m, Image.NEAREST, fillcolor=fill)
-    return np.asarray(img)
+    return img
 
 
 def warp_frame(planes, ws, gw, gh, fill):
@@ -245,6 +255,31 @@ def test_label_maps_follow_the_warps(lab, name, opts):
                 seen += 1
                 moved += bool(ws)
     assert seen == 2 * len(pngs) and moved > 0
+
+
+@pytest.mark.parametrize("name,opts", LABEL_CASES, ids=[c[0] for c in LABEL_CASES])
+def test_labels_above_255_follow_the_warps(wide, name, opts):
+    """label_dtype='int64': 16-bit labels through the warps (their two bytes as two planes in
+    C) equal Pillow's NEAREST on the 32-bit image."""
+    ds, pngs = wide
+    kw = {k: v for k, v in opts.items() if k != "list"}
+    numeric, named = two_loaders(ds, 3, batch_size=3, label_dtype="int64", **kw)
+    shape = numeric.info["shape"]
+    seen = moved = 0
+    for (_, maps, indices, params), (_, _, i2, ops) in zip(numeric, named):
+        assert np.array_equal(indices, i2)
+        for k, i in enumerate(indices):
+            got = np.asarray(maps[k])
+            out_h, out_w = got.shape if opts.get("list") else shape[:2]
+            gw, gh = frame(params[k], out_w, out_h, opts)
+            ws = warps(ops[k])
+            placed = sl.place(pngs[int(i)], params[k], out_w, out_h, opts, np.int64)
+            want = warp_frame(placed[None], ws, gw, gh, sl.IGNORE)[0]
+            assert got.dtype == np.int64 and got.max() > 255
+            assert np.array_equal(got, want), (name, int(i), ops[k])
+            seen += 1
+            moved += bool(ws)
+    assert seen == len(pngs) and moved > 0
 
 
 def flat_targets(loader):

@@ -320,8 +320,9 @@ class Loader(_shardread.Loader):
     geometry and flip (nearest, as v2 moves a Mask), the dataset's ignore index in the padding;
     colour ops leave them alone; rotation, affine and auto_augment's geometric ops move them
     with Pillow's NEAREST (the ignore index outside). label_dtype='int64' (or numpy's or
-    torch's int64) delivers them int64, as CrossEntropyLoss takes them, widened in C; 'uint8'
-    is the default. Labels above 255 are refused. A label-map Dataset's items are (image, map):
+    torch's int64) delivers them int64, as CrossEntropyLoss takes them, every label a build
+    stores (16-bit label sets too), widened in C; 'uint8' is the default, and refuses labels
+    above 255. A label-map Dataset's items are (image, map):
     the stored map, (H, W) uint8, or int64 with Dataset(..., label_dtype='int64'), which also
     reads maps with labels above 255.
 
