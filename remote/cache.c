@@ -186,8 +186,13 @@ int rmt_shard_on_done(rmt_job *j, void *ctx)
     }
     if (sj->data)               /* a damaged folder in the way (a file is renamed over) */
         remove_folder(sj->final, x->be->data_file);
-    if (rename(sj->part, sj->final) != 0) {
-        int e = errno;
+    int sfd = x->spacep ? open(x->spacep, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
+    if (sfd >= 0)
+        (void)flock(sfd, LOCK_EX);
+    int renamed = rename(sj->part, sj->final) == 0, e = errno;
+    if (sfd >= 0)
+        close(sfd);
+    if (!renamed) {
         rmt_shard_unlock(sj);
         return fmt_fail(&j->msg, e, "cannot rename %s: %s", sj->part, strerror(e));
     }
@@ -423,7 +428,7 @@ int rmt_resolve(const char *url, const rmt_options *o, char **out, rmt_stats *st
         jobs[k].size = m.shards[k].bytes;
         jobs[k].user = &sj[k];
     }
-    rmt_cache_ctx x = {&c, &m, be, dir, st, 0, 0};
+    rmt_cache_ctx x = {&c, &m, be, dir, st, 0, 0, NULL};
     c.progress = o->progress;
     c.progress_ctx = o->progress_ctx;
     rc = fetch_shards(&x, jobs, sj, m.nshards, o->parallel, o->tries, msg);

@@ -35,6 +35,8 @@ typedef struct {
     rmt_stats *st;
     int blocking;               /* wait for a lock another process holds */
     int keep_shared;            /* rmt_lazy, bounded: a downloaded shard keeps a shared lock */
+    const char *spacep;         /* rmt_lazy, bounded: the folder's space lock, held for the
+                                 * rename (the others count the folder under it) */
 } rmt_cache_ctx;
 
 /* mkdir -p of the folder that holds path: 0 or an errno */

@@ -337,8 +337,37 @@ static int settle(rmt_job *j, rmt_done_fn done, void *ctx)
     return 0;
 }
 
-int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, unsigned tries,
-              rmt_start_fn start, rmt_done_fn done, void *ctx, rmt_stats *st, fmt_msg *msg)
+static void job_init(rmt_job *j)
+{
+    j->state = J_NEW;
+    j->fd = -1;
+    j->rc = ECANCELED;
+    j->tries = 0;
+    j->skipped = 0;
+    j->offset = 0;
+    j->easy = j->headers = NULL;
+    j->err_body = NULL;
+    j->err_len = 0;
+    j->msg.text[0] = '\0';
+}
+
+/* Job i has ended: told to ended, then its slot filled again by more if it has a job. 1 when the
+ * slot holds a new job. */
+static int refill(rmt_job *jobs, size_t i, rmt_ended_fn ended, rmt_more_fn more, void *ctx)
+{
+    if (ended)
+        ended(&jobs[i], ctx);
+    if (!more || !more(&jobs[i], 0, ctx))
+        return 0;
+    job_init(&jobs[i]);
+    return 1;
+}
+
+/* rmt_fetch and rmt_fetch_stream: n jobs of the array's cap slots; with more, an error ends only
+ * its job and an ended job's slot is filled again */
+static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, unsigned parallel,
+                      unsigned tries, rmt_start_fn start, rmt_done_fn done, rmt_ended_fn ended,
+                      rmt_more_fn more, void *ctx, rmt_stats *st, fmt_msg *msg)
 {
     pthread_once(&init_once, global_init);
     if (init_rc != CURLE_OK)
@@ -351,30 +380,42 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
     if (!m)
         return fmt_fail(msg, ENOMEM, "cannot initialise libcurl");
     fetch_ctx f = {c, st, (unsigned)getpid() ^ (unsigned)(now() * 1e6)};
-    for (size_t i = 0; i < n; i++) {
-        jobs[i].state = J_NEW;
-        jobs[i].fd = -1;
-        jobs[i].rc = ECANCELED;
-        jobs[i].tries = 0;
-        jobs[i].skipped = 0;
-        jobs[i].offset = 0;
-        jobs[i].easy = jobs[i].headers = NULL;
-        jobs[i].err_body = NULL;
-        jobs[i].err_len = 0;
-        jobs[i].msg.text[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        job_init(&jobs[i]);
+    for (size_t i = n; more && i < cap; i++) {
+        job_init(&jobs[i]);             /* free slots */
+        jobs[i].state = J_DONE;
+        jobs[i].skipped = 1;
     }
+    size_t slots = more ? cap : n;
+    for (size_t i = n; more && i < cap; i++)
+        if (more(&jobs[i], 0, ctx)) {
+            job_init(&jobs[i]);
+            n++;
+        }
     size_t next = 0, left = n, active = 0;
     int first = 0;
     fmt_msg first_msg = {{0}};
-    double shown = now();
+    double shown = now(), asked = shown;
     while (left > 0) {
         double t = now(), wake = t + 0.1;
+        /* a free slot while transfers run: more is asked again now and then (a reader may
+         * want a shard that is not under way) */
+        for (size_t i = 0; more && left < slots && t - asked >= 0.02 && i < slots; i++) {
+            if (jobs[i].state != J_DONE)
+                continue;
+            asked = t;
+            if (!more(&jobs[i], 1, ctx))
+                break;
+            job_init(&jobs[i]);
+            left++;
+        }
         if (c->progress && t - shown >= 0.25) {
-            report(c, jobs, n, 0);
+            report(c, jobs, slots, 0);
             shown = t;
         }
         /* start what may start: retries whose time has come, then new jobs in order */
-        for (size_t i = 0; !first && active < parallel && i < n; i++) {
+        for (size_t i = 0; !first && active < parallel && i < slots; i++) {
             rmt_job *j = &jobs[i];
             int rc;
             if (j->state == J_WAIT && j->not_before > t) {
@@ -385,7 +426,7 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
             if (j->state == J_NEW) {
                 if (i < next)
                     continue;
-                next = i + 1;
+                next = more ? 0 : i + 1;
                 j->rc = 0;
                 rc = start ? start(j, ctx) : 0;
                 if (rc != 0) {
@@ -393,10 +434,13 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
                     j->skipped = 1;
                     if (rc != 1) {
                         j->rc = rc;
-                        first = rc;
-                        first_msg = j->msg;
+                        if (!more) {
+                            first = rc;
+                            first_msg = j->msg;
+                        }
                     }
                     left--;
+                    left += refill(jobs, i, ended, more, ctx);
                     continue;
                 }
             } else if (j->state != J_WAIT) {
@@ -413,10 +457,11 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
             if (settle(j, done, ctx))
                 continue;
             left--;
-            if (j->rc && !first) {
+            if (j->rc && !first && !more) {
                 first = j->rc;
                 first_msg = j->msg;
             }
+            left += refill(jobs, i, ended, more, ctx);
         }
         if (first)                      /* the rest is abandoned (a .part is resumed later) */
             break;
@@ -450,10 +495,11 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
             if (settle(j, done, ctx))
                 continue;
             left--;
-            if (j->rc && !(j->optional && j->rc == ENOENT) && !first) {
+            if (j->rc && !(j->optional && j->rc == ENOENT) && !first && !more) {
                 first = j->rc;
                 first_msg = j->msg;
             }
+            left += refill(jobs, (size_t)(j - jobs), ended, more, ctx);
         }
         if (!any) {
             int ms = (int)((wake - now()) * 1000);
@@ -461,8 +507,8 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
         }
     }
     if (c->progress)
-        report(c, jobs, n, 1);
-    for (size_t i = 0; i < n; i++) {
+        report(c, jobs, slots, 1);
+    for (size_t i = 0; i < slots; i++) {
         if (jobs[i].easy) {
             curl_multi_remove_handle(m, jobs[i].easy);
             curl_easy_cleanup(jobs[i].easy);
@@ -475,4 +521,18 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
     if (first && msg)
         *msg = first_msg;
     return first;
+}
+
+int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, unsigned tries,
+              rmt_start_fn start, rmt_done_fn done, void *ctx, rmt_stats *st, fmt_msg *msg)
+{
+    return fetch_loop(c, jobs, n, n, parallel, tries, start, done, NULL, NULL, ctx, st, msg);
+}
+
+int rmt_fetch_stream(const rmt_config *c, rmt_job *jobs, size_t cap, unsigned parallel,
+                     unsigned tries, rmt_start_fn start, rmt_done_fn done, rmt_ended_fn ended,
+                     rmt_more_fn more, void *ctx, rmt_stats *st)
+{
+    fmt_msg msg = {{0}};
+    return fetch_loop(c, jobs, cap, 0, parallel, tries, start, done, ended, more, ctx, st, &msg);
 }

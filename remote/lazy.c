@@ -39,6 +39,7 @@ typedef struct {
     uint64_t last_use;          /* tick of its last release (0: never used here) */
     uint64_t inwin;             /* window generation that last included it */
     uint64_t kept;              /* eviction round in which another process kept it */
+    double retry_at;            /* another process was downloading it: not before then */
     int needs_room;             /* its file was there but failed its check: room first */
     int rc;                     /* Z_FAILED */
     fmt_msg msg;
@@ -62,6 +63,8 @@ struct rmt_lazy {
     rmt_stats st;
     uint64_t peak, evicted, gen, tick, rounds;
     uint64_t largest;           /* the largest shard's bytes */
+    uint64_t pokes;             /* work signalled (readers moved on): counted under mu */
+    int deferred;               /* the last pick passed over a shard another process held */
     int kept_any;               /* the last make_room failed on shards other processes keep */
     uint64_t scan;              /* batches the window looks through at most */
     uint64_t active[Z_MAX_ACTIVE];
@@ -73,17 +76,19 @@ struct rmt_lazy {
     int started, stop;
 };
 
-/* the folder's bytes: each shard file, each .part at its shard's full size */
+/* the folder's bytes: each shard file, each .part at its shard's full size (under the space
+ * lock, which a download's rename into place takes too: a rename between the two looks made a
+ * shard count nothing, or twice) */
 static uint64_t folder_bytes(const rmt_lazy *z)
 {
     uint64_t sum = 0;
     struct stat st;
     for (size_t k = 0; k < z->m.nshards; k++) {
-        if (stat(z->sh[k].j.final, &st) == 0)
-            sum += (uint64_t)st.st_size;
         if (stat(z->sh[k].j.part, &st) == 0)
             sum += z->m.shards[k].bytes > (uint64_t)st.st_size ? z->m.shards[k].bytes
                                                                : (uint64_t)st.st_size;
+        if (stat(z->sh[k].j.final, &st) == 0)
+            sum += (uint64_t)st.st_size;
     }
     return sum;
 }
@@ -235,6 +240,21 @@ static void take_present(rmt_lazy *z, size_t k)
     s->state = Z_PRESENT;
 }
 
+/* work for the download thread (z->mu held): counted, so that a stream under way when it came
+ * is followed by another without a wait */
+static void poke(rmt_lazy *z)
+{
+    z->pokes++;
+    pthread_cond_signal(&z->work);
+}
+
+static double mono_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* wait for work, at most ns nanoseconds (other processes free room without telling us) */
 static void zwait(rmt_lazy *z, long ns)
 {
@@ -304,6 +324,7 @@ static int lazy_start(rmt_job *j, void *ctx)
 typedef struct {
     rmt_cache_ctx x;
     rmt_lazy *z;
+    uint64_t seen;              /* z->pokes at the last pick */
 } lazy_ctx;
 
 /* Shard sj is in the folder and checked: the readers' at once, not when its round ends (the
@@ -338,132 +359,160 @@ static int lazy_on_done(rmt_job *j, void *ctx)
     return rc;
 }
 
+/* The next shards to download, at most max of them, into pick (z->mu held): readers waiting
+ * first, then the window in plan order, room made for each (under the folder's space lock, so
+ * that what this reserves, its .part files, is seen by the others). 0 when there is none now:
+ * nothing to do, no room, or only shards another process was downloading a moment ago. */
+static size_t pick_shards(rmt_lazy *z, size_t *pick, size_t max)
+{
+    size_t nw = window(z), np = 0;
+    double t = mono_now();
+    int sfd = open(z->spacep, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (sfd >= 0)
+        (void)flock(sfd, LOCK_EX);
+    uint64_t used = z->limit ? folder_bytes(z) : 0;
+    if (used > z->peak)
+        z->peak = used;
+    if (z->limit && used + z->largest > z->limit && room_wanted(z))
+        shed_idle(z);
+    z->deferred = 0;
+    /* when no room can be made for a shard a reader waits for, the window waits too (queuing
+     * its shards found in the folder would hold them again, against the process that would
+     * evict them to make room) */
+    int short_of_room = 0;
+    for (int pass = 0; pass < 2 && np < max && !short_of_room; pass++) {
+        size_t n = pass ? nw : z->m.nshards;
+        for (size_t i = 0; i < n && np < max; i++) {
+            size_t k = pass ? z->win[i] : i;
+            zshard *s = &z->sh[k];
+            if (s->state != Z_ABSENT || (!pass && !s->wanted))
+                continue;
+            if (s->retry_at > t) {      /* another process was downloading it: a pause */
+                z->deferred = 1;
+                continue;
+            }
+            s->j.reserved = 0;
+            if ((s->needs_room || access(s->j.final, F_OK) != 0) && z->limit) {
+                /* its lock first, so that no other process evicts the reservation (or
+                 * downloads it too); busy: later */
+                int lfd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+                if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+                    close(lfd);
+                    s->retry_at = t + 0.05;
+                    z->deferred = 1;
+                    continue;
+                }
+                if (lfd < 0 || !make_room(z, &used, z->m.shards[k].bytes, !pass)) {
+                    if (lfd >= 0)
+                        close(lfd);
+                    short_of_room = !pass;
+                    if (!pass && z->kept_any && !s->starved) {
+                        s->starved = 1;     /* a reader holding shards lets them go */
+                        pthread_cond_broadcast(&z->ready);
+                    }
+                    break;
+                }
+                s->j.lockfd = lfd;
+                s->j.reserved = 1;
+                s->starved = 0;
+                int fd = open(s->j.part, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                if (fd >= 0)
+                    close(fd);  /* the reservation */
+                used = folder_bytes(z);
+            }
+            s->state = Z_QUEUED;
+            pick[np++] = k;
+        }
+    }
+    if (used > z->peak)
+        z->peak = used;
+    if (sfd >= 0)
+        close(sfd);
+    return np;
+}
+
+/* The stream's next job: a shard pick_shards gives, or none (stopping, or nothing now); for a
+ * slot that stayed free, only when a reader has moved on since the last pick (a pick scans the
+ * folder). */
+static int lazy_more(rmt_job *j, int idle, void *ctx)
+{
+    lazy_ctx *lx = ctx;
+    rmt_lazy *z = lx->z;
+    size_t k;
+    pthread_mutex_lock(&z->mu);
+    int got = 0;
+    if (!z->stop && (!idle || z->pokes != lx->seen || z->deferred)) {
+        lx->seen = z->pokes;
+        got = pick_shards(z, &k, 1) == 1;
+    }
+    if (got) {
+        memset(j, 0, sizeof *j);
+        j->name = z->m.shards[k].file;
+        j->path = z->sh[k].j.part;
+        j->size = z->m.shards[k].bytes;
+        j->user = &z->sh[k].j;
+        z->sh[k].j.busy = 0;
+        z->sh[k].j.noroom = 0;
+    }
+    pthread_mutex_unlock(&z->mu);
+    return got;
+}
+
+/* A job has ended: its shard's state from how (present, absent again, failed). */
+static void lazy_ended(rmt_job *j, void *ctx)
+{
+    rmt_lazy *z = ((lazy_ctx *)ctx)->z;
+    rmt_shard_job *sj = j->user;
+    rmt_shard_unlock(sj);
+    pthread_mutex_lock(&z->mu);
+    zshard *s = &z->sh[sj->k];
+    s->needs_room = sj->noroom;
+    if (sj->noroom) {
+        s->state = Z_ABSENT;
+    } else if (j->rc == 0 && !sj->busy) {
+        if (s->state == Z_QUEUED)       /* (handed over as it arrived, mostly) */
+            take_present(z, sj->k);
+    } else if (j->rc == 0 || j->rc == ECANCELED) {
+        s->state = Z_ABSENT;            /* another process has it, or abandoned: again */
+        if (sj->busy)
+            s->retry_at = mono_now() + 0.05;
+    } else {
+        s->state = Z_FAILED;
+        s->rc = j->rc;
+        s->msg = j->msg;
+    }
+    if (sj->shared >= 0) {              /* a lock the job took and did not hand on */
+        close(sj->shared);
+        sj->shared = -1;
+    }
+    /* a reservation left by an abandoned or failed download */
+    struct stat pst;
+    if (s->state != Z_ABSENT && stat(sj->part, &pst) == 0 && pst.st_size == 0)
+        unlink(sj->part);
+    pthread_cond_broadcast(&z->ready);
+    pthread_mutex_unlock(&z->mu);
+}
+
+/* The download thread: a stream of transfers on one set of connections, refilled as each
+ * ends (a new shard can start the moment one finishes: rounds of 8 waited for their slowest);
+ * between streams, a wait until a reader moves on (or another process frees room). */
 static void *lazy_main(void *arg)
 {
     rmt_lazy *z = arg;
-    lazy_ctx lx = {{&z->c, &z->m, z->be, z->dir, &z->st, 0, z->limit != 0}, z};
-    size_t *pick = calloc(z->parallel, sizeof *pick);
+    lazy_ctx lx = {{&z->c, &z->m, z->be, z->dir, &z->st, 0, z->limit != 0,
+                    z->limit ? z->spacep : NULL}, z, 0};
     pthread_mutex_lock(&z->mu);
-    while (!z->stop && pick) {
-        size_t nw = window(z), np = 0;
-        /* the space lock: what this round reserves (its .part files) is seen by the others */
-        int sfd = open(z->spacep, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (sfd >= 0)
-            (void)flock(sfd, LOCK_EX);
-        uint64_t used = z->limit ? folder_bytes(z) : 0;
-        if (used > z->peak)
-            z->peak = used;
-        if (z->limit && used + z->largest > z->limit && room_wanted(z))
-            shed_idle(z);
-        /* readers waiting first, then the window in plan order; when no room can be made for a
-         * shard a reader waits for, the window waits too (queuing its shards found in the folder
-         * would hold them again, against the process that would evict them to make room) */
-        int short_of_room = 0;
-        for (int pass = 0; pass < 2 && np < z->parallel && !short_of_room; pass++) {
-            size_t n = pass ? nw : z->m.nshards;
-            for (size_t i = 0; i < n && np < z->parallel; i++) {
-                size_t k = pass ? z->win[i] : i;
-                zshard *s = &z->sh[k];
-                if (s->state != Z_ABSENT || (!pass && !s->wanted))
-                    continue;
-                s->j.reserved = 0;
-                if ((s->needs_room || access(s->j.final, F_OK) != 0) && z->limit) {
-                    /* its lock first, so that no other process evicts the reservation (or
-                     * downloads it too); busy: later */
-                    int lfd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-                    if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) != 0) {
-                        close(lfd);
-                        continue;
-                    }
-                    if (lfd < 0 || !make_room(z, &used, z->m.shards[k].bytes, !pass)) {
-                        if (lfd >= 0)
-                            close(lfd);
-                        short_of_room = !pass;
-                        if (!pass && z->kept_any && !s->starved) {
-                            s->starved = 1;     /* a reader holding shards lets them go */
-                            pthread_cond_broadcast(&z->ready);
-                        }
-                        break;
-                    }
-                    s->j.lockfd = lfd;
-                    s->j.reserved = 1;
-                    s->starved = 0;
-                    int fd = open(s->j.part, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-                    if (fd >= 0)
-                        close(fd);  /* the reservation */
-                    used = folder_bytes(z);
-                }
-                s->state = Z_QUEUED;
-                pick[np++] = k;
-            }
-        }
-        if (used > z->peak)
-            z->peak = used;
-        if (sfd >= 0)
-            close(sfd);
-        if (np == 0) {              /* nothing to do, or no room: until a reader moves on */
-            zwait(z, 200000000);
-            continue;
-        }
-        for (size_t i = 0; i < np; i++) {
-            rmt_job *j = &z->jobs[i];
-            memset(j, 0, sizeof *j);
-            j->name = z->m.shards[pick[i]].file;
-            j->path = z->sh[pick[i]].j.part;
-            j->size = z->m.shards[pick[i]].bytes;
-            j->user = &z->sh[pick[i]].j;
-            z->sh[pick[i]].j.busy = 0;
-            z->sh[pick[i]].j.noroom = 0;
-        }
+    while (!z->stop) {
+        uint64_t pokes = z->pokes;
         pthread_mutex_unlock(&z->mu);
-        fmt_msg msg = {{0}};
-        (void)rmt_fetch(&z->c, z->jobs, np, z->parallel, z->tries, lazy_on_start, lazy_on_done,
-                        &lx, &z->st, &msg);
-        for (size_t i = 0; i < np; i++)
-            rmt_shard_unlock(&z->sh[pick[i]].j);
+        (void)rmt_fetch_stream(&z->c, z->jobs, z->parallel, z->parallel, z->tries,
+                               lazy_on_start, lazy_on_done, lazy_ended, lazy_more, &lx, &z->st);
         pthread_mutex_lock(&z->mu);
-        size_t busy = 0;
-        for (size_t i = 0; i < np; i++) {
-            zshard *s = &z->sh[pick[i]];
-            rmt_job *j = &z->jobs[i];
-            busy += j->rc == 0 && s->j.busy;
-            s->needs_room = s->j.noroom;
-            if (s->j.noroom) {
-                s->state = Z_ABSENT;
-            } else if (j->rc == 0 && !s->j.busy) {
-                if (s->state == Z_QUEUED)       /* (handed over as it arrived, mostly) */
-                    take_present(z, pick[i]);
-            } else if (j->rc == 0 || j->rc == ECANCELED) {
-                s->state = Z_ABSENT;    /* another process has it, or abandoned: again */
-            } else {
-                s->state = Z_FAILED;
-                s->rc = j->rc;
-                s->msg = j->msg;
-            }
-            if (s->j.shared >= 0) {     /* a lock the round took and did not hand on */
-                close(s->j.shared);
-                s->j.shared = -1;
-            }
-            /* a reservation left by an abandoned or failed download */
-            struct stat pst;
-            if (s->state != Z_ABSENT && stat(s->j.part, &pst) == 0 && pst.st_size == 0)
-                unlink(s->j.part);
-        }
-        /* the count under the space lock, as reservations are made: a scan while another
-         * process evicts one shard and reserves the next could see both */
-        if (z->limit && (sfd = open(z->spacep, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) >= 0) {
-            (void)flock(sfd, LOCK_EX);
-            used = folder_bytes(z);
-            close(sfd);
-            if (used > z->peak)
-                z->peak = used;
-        }
         pthread_cond_broadcast(&z->ready);
-        if (busy == np)             /* all of them downloaded by other processes: a pause */
-            zwait(z, 50000000);
+        if (!z->stop && pokes == z->pokes)     /* nothing new since: until a reader moves on */
+            zwait(z, z->deferred ? 50000000 : 200000000);
     }
     pthread_mutex_unlock(&z->mu);
-    free(pick);
     return NULL;
 }
 
@@ -598,7 +647,7 @@ void rmt_lazy_begin(rmt_lazy *z, uint64_t batch)
         z->active[z->nactive++] = batch;
     if (batch + 1 > z->next_batch)
         z->next_batch = batch + 1;
-    pthread_cond_signal(&z->work);
+    poke(z);
     pthread_mutex_unlock(&z->mu);
 }
 
@@ -642,7 +691,7 @@ int rmt_lazy_acquire(rmt_lazy *z, size_t k, int wait, fmt_msg *msg)
             break;
         }
         s->wanted = 1;
-        pthread_cond_signal(&z->work);
+        poke(z);
         pthread_cond_wait(&z->ready, &z->mu);
     }
     pthread_mutex_unlock(&z->mu);
@@ -657,7 +706,7 @@ void rmt_lazy_release(rmt_lazy *z, size_t k)
         z->sh[k].last_use = ++z->tick;
     }
     if (z->limit)               /* room may be made now */
-        pthread_cond_signal(&z->work);
+        poke(z);
     pthread_mutex_unlock(&z->mu);
 }
 
@@ -671,7 +720,7 @@ void rmt_lazy_yield(rmt_lazy *z, size_t k)
         if (!s->refs && !s->wanted && z->limit)
             let_go(z, k);
     }
-    pthread_cond_signal(&z->work);
+    poke(z);
     pthread_mutex_unlock(&z->mu);
 }
 

@@ -161,4 +161,19 @@ typedef int (*rmt_done_fn)(rmt_job *job, void *ctx);
 int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, unsigned tries,
               rmt_start_fn start, rmt_done_fn done, void *ctx, rmt_stats *st, fmt_msg *msg);
 
+/* Called when a job has ended for good (its final rc set; done called if it started). */
+typedef void (*rmt_ended_fn)(rmt_job *job, void *ctx);
+/* Fills the free slot job (name, path, size, user; the rest is set by the fetch) with the next
+ * job: 1, or 0 when there is none now. idle: asked for a slot that has stayed free while other
+ * transfers run (now and then), not for one a job has just left. */
+typedef int (*rmt_more_fn)(rmt_job *job, int idle, void *ctx);
+
+/* rmt_fetch as a stream over the cap slots of jobs, on one set of connections: the slots are
+ * filled by more at the start and again as their jobs end (ended told first), up to parallel
+ * transfers at once; an error ends its own job only. Returns when no job is under way and more
+ * has none (0, or EIO/ENOMEM when libcurl cannot start). */
+int rmt_fetch_stream(const rmt_config *c, rmt_job *jobs, size_t cap, unsigned parallel,
+                     unsigned tries, rmt_start_fn start, rmt_done_fn done, rmt_ended_fn ended,
+                     rmt_more_fn more, void *ctx, rmt_stats *st);
+
 #endif
