@@ -98,6 +98,25 @@ static void make_dir(char *dir, size_t len, const char *name)
     ck_assert_int_eq(mkdir(dir, 0755), 0);
 }
 
+/* dir/name, created or truncated, open for writing: a list the reference script reads. */
+static FILE *open_list(const char *dir, const char *name)
+{
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "cannot create %s", path);
+    return f;
+}
+
+/* One line of the reader's n draws for sample i: shr_mix words from salt on, in hex. */
+static void put_words(FILE *f, uint64_t seed, uint64_t epoch, uint64_t i, uint32_t salt,
+                      uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++)
+        fprintf(f, " %016" PRIx64, shr_mix(seed, epoch, i, (uint64_t)salt + k));
+    fputc('\n', f);
+}
+
 static void write_file(const char *path, const void *p, size_t n)
 {
     FILE *f = fopen(path, "wb");

@@ -100,7 +100,7 @@ static void put_case(FILE *f, const op_case *k)
 
 START_TEST(test_ops_pillow)
 {
-    char dir[1200], path[1300];
+    char dir[1200];
     make_dir(dir, sizeof dir, "ops");
     static const double affines[][8] = {
         {0, 0, 0, 1, 0, 0, NAN, 0},             /* the identity: Pillow's scale path */
@@ -153,9 +153,7 @@ START_TEST(test_ops_pillow)
                     break;
             }
 #undef ADD
-    snprintf(path, sizeof path, "%s/ops.tsv", dir);
-    FILE *list = fopen(path, "w");
-    ck_assert_ptr_nonnull(list);
+    FILE *list = open_list(dir, "ops.tsv");
     int n = 0;
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
         for (uint32_t c = 1; c <= 3; c += 2) {
@@ -244,21 +242,11 @@ END_TEST
 
 /* ---- the draws ---- */
 
-static void put_words(FILE *f, uint64_t seed, uint64_t epoch, uint64_t i, uint32_t salt,
-                      uint32_t n)
-{
-    for (uint32_t k = 0; k < n; k++)
-        fprintf(f, " %016" PRIx64, shr_mix(seed, epoch, i, (uint64_t)salt + k));
-    fputc('\n', f);
-}
-
 START_TEST(test_draws_torchvision)
 {
-    char dir[1200], path[1300];
+    char dir[1200];
     make_dir(dir, sizeof dir, "draws");
-    snprintf(path, sizeof path, "%s/draws.tsv", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = open_list(dir, "draws.tsv");
     const uint32_t dims[][2] = {{32, 24}, {224, 224}, {7, 5}, {33, 17}};
     const double rot[][2] = {{-30, 30}, {0, 0}, {-180, 180}, {10, 20.5}};
     for (size_t k = 0; k < 4; k++) {
@@ -430,11 +418,9 @@ static int reader_cases(reader_case *c)
 
 START_TEST(test_reader_pixels)
 {
-    char dir[1200], path[1300];
+    char dir[1200];
     make_dir(dir, sizeof dir, "pixels");
-    snprintf(path, sizeof path, "%s/samples.tsv", dir);
-    FILE *list = fopen(path, "w");
-    ck_assert_ptr_nonnull(list);
+    FILE *list = open_list(dir, "samples.tsv");
     reader_case cases[8];
     int ncases = reader_cases(cases);
     shr_dataset *ds[2];

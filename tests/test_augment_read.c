@@ -316,7 +316,7 @@ static void op_gray(uint8_t *p, uint32_t w, uint32_t h, uint32_t c, size_t s, do
 
 START_TEST(test_ops_pillow)
 {
-    char dir[1200], path[1300];
+    char dir[1200];
     make_dir(dir, sizeof dir, "ops");
     const struct {
         const char *name;
@@ -332,9 +332,7 @@ START_TEST(test_ops_pillow)
     };
     const uint32_t sizes[][2] = {{1, 1}, {2, 3}, {7, 5}, {17, 13}, {64, 48}, {97, 255}, {224, 224}};
     /* factors as float32 values, as the reader draws them (hue: the float32 draw in double) */
-    snprintf(path, sizeof path, "%s/ops.tsv", dir);
-    FILE *list = fopen(path, "w");
-    ck_assert_ptr_nonnull(list);
+    FILE *list = open_list(dir, "ops.tsv");
     int n = 0;
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (int fi = 0; fi < ops[o].nf; fi++)
@@ -407,21 +405,11 @@ static shr_options base_options(uint64_t seed)
     return o;
 }
 
-static void put_words(FILE *f, const shr_options *o, uint64_t epoch, uint64_t i, uint32_t salt,
-                      uint32_t n)
-{
-    for (uint32_t k = 0; k < n; k++)
-        fprintf(f, " %016" PRIx64, shr_mix(o->seed, epoch, i, (uint64_t)salt + k));
-    fputc('\n', f);
-}
-
 START_TEST(test_draws_torchvision)
 {
-    char dir[1200], path[1300];
+    char dir[1200];
     make_dir(dir, sizeof dir, "draws");
-    snprintf(path, sizeof path, "%s/draws.tsv", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = open_list(dir, "draws.tsv");
     const double jit[][8] = {
         {0.6, 1.4, 0.6, 1.4, 0.6, 1.4, -0.1, 0.1},          /* ColorJitter(0.4, 0.4, 0.4, 0.1) */
         {1.0, 1.0, 0.0, 3.0, 1.0, 1.0, -0.5, 0.5},          /* brightness and saturation off */
@@ -445,7 +433,7 @@ START_TEST(test_draws_torchvision)
             fprintf(f, " %u %u %u %u %u %a %a %a %a", p.jitter_order[0], p.jitter_order[1],
                     p.jitter_order[2], p.jitter_order[3], p.jitter, (double)p.brightness,
                     (double)p.contrast, (double)p.saturation, (double)p.hue);
-            put_words(f, &o, i % 3, i, SHR_SALT_JITTER, 4);
+            put_words(f, o.seed, i % 3, i, SHR_SALT_JITTER, 4);
             counts[p.jitter_order[0]]++;
             n++;
         }
@@ -462,7 +450,7 @@ START_TEST(test_draws_torchvision)
             shr_params p;
             ck_assert_int_eq(shr_draw_params(&o, 1, i, 50, 40, &p), 0);
             fprintf(f, "gray %.17g %u", gray_p[k], p.gray);
-            put_words(f, &o, 1, i, SHR_SALT_GRAY, 1);
+            put_words(f, o.seed, 1, i, SHR_SALT_GRAY, 1);
             n++;
         }
     }
@@ -490,7 +478,7 @@ START_TEST(test_draws_torchvision)
                 fprintf(f, "erase %.17g %.17g %.17g %.17g %.17g %u %u %u %u %u %u %u", er[k][0],
                         er[k][1], er[k][2], er[k][3], er[k][4], o.width, o.height, p.erase,
                         p.erase_x, p.erase_y, p.erase_w, p.erase_h);
-                put_words(f, &o, 2, i, SHR_SALT_ERASE, 12);
+                put_words(f, o.seed, 2, i, SHR_SALT_ERASE, 12);
                 n++;
             }
         }
@@ -519,11 +507,9 @@ static shr_options jitter_options(uint64_t seed, uint32_t w, uint32_t h)
 
 START_TEST(test_reader_pixels)
 {
-    char dir[1200], path[1300];
+    char dir[1200];
     make_dir(dir, sizeof dir, "pixels");
-    snprintf(path, sizeof path, "%s/samples.tsv", dir);
-    FILE *list = fopen(path, "w");
-    ck_assert_ptr_nonnull(list);
+    FILE *list = open_list(dir, "samples.tsv");
     const struct {
         const char *dir;
         uint32_t w, h;

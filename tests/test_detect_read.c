@@ -329,21 +329,13 @@ static void check_batch(const fmt_dataset *ds, const shr_options *o, const shr_b
     }
 }
 
-static shr_reader *open_ok(const char *dir, const shr_options *o)
-{
-    shr_reader *r = NULL;
-    int rc = shr_open(&r, dir, o);
-    ck_assert_msg(rc == 0, "shr_open %s: %s", dir, shr_last_error(NULL));
-    return r;
-}
-
 /* Read `epochs` epochs of dir with o and check every batch; returns what it saw. */
 static run_stats run(const char *dir, const shr_options *o, int epochs)
 {
     fmt_dataset *ds;
     fmt_msg m = {{0}};
     ck_assert_int_eq(fmt_dataset_open_ex(&ds, dir, FMT_ACCESS_MMAP, &m), 0);
-    shr_reader *r = open_ok(dir, o);
+    shr_reader *r = tu_reader_open(dir, o);
     shr_info info;
     shr_get_info(r, &info);
     ck_assert_int_eq(info.targets, 1);
@@ -521,7 +513,7 @@ static void put_batch(bytes *d, const shr_batch *b)
 static bytes read_all(const shr_options *o, uint64_t until)
 {
     bytes d = {0};
-    shr_reader *r = open_ok(g_var, o);
+    shr_reader *r = tu_reader_open(g_var, o);
     for (;;) {
         const shr_batch *b;
         int rc = shr_next(r, &b);
@@ -680,7 +672,7 @@ START_TEST(test_warps)
         ck_assert_uint_gt(st.flipped, 0);
         if (k <= 3 || k == 5)
             ck_assert_uint_gt(st.dropped, 0);      /* the warps push boxes out */
-        shr_reader *r = open_ok(g_cls, &o);
+        shr_reader *r = tu_reader_open(g_cls, &o);
         shr_close(r);
     }
 }
@@ -709,7 +701,7 @@ START_TEST(test_classification)
     o.width = o.height = 32;
     o.flip = 1;
     o.min_box_area_fraction = 0.5;      /* ignored */
-    shr_reader *r = open_ok(g_cls, &o);
+    shr_reader *r = tu_reader_open(g_cls, &o);
     shr_info info;
     shr_get_info(r, &info);
     ck_assert_int_eq(info.targets, 0);
@@ -742,7 +734,7 @@ START_TEST(test_batch_view)
     shr_options o;
     base_options(&o);
     o.batch_size = 7;
-    shr_reader *r = open_ok(g_fixed, &o);
+    shr_reader *r = tu_reader_open(g_fixed, &o);
     const shr_batch *b;
     ck_assert_int_eq(shr_next(r, &b), 0);
     shr_target t;

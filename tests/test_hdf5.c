@@ -100,6 +100,19 @@ static void shard_path(char *out, size_t n, const char *name)
     snprintf(out, n, "%s/%s.h5", g_dir, name);
 }
 
+/* The fixture most tests start from: n samples made from seed, written as shard-00000, whose path
+ * goes to path (1300 bytes) and its info to *info (if not NULL). */
+static tu_sample *fixture_shard(uint64_t seed, size_t n, int shapes, int aux, char *path,
+                                fmt_shard_info *info)
+{
+    fmt_shard_info local;
+    tu_rng_state = seed;
+    tu_sample *s = make_samples(n, shapes, aux);
+    write_shard("shard-00000", s, n, info ? info : &local);
+    shard_path(path, 1300, "shard-00000");
+    return s;
+}
+
 static void *open_ok(const char *path, fmt_access access)
 {
     fmt_msg msg = {{0}};
@@ -450,40 +463,19 @@ static void roundtrip(size_t n, int shapes, int aux)
     tu_samples_free(s, n);
 }
 
-START_TEST(test_roundtrip_fixed_gray)
-{
-    roundtrip(7, SHAPES_FIXED_GRAY, AUX_NONE);
-}
-END_TEST
+/* test_roundtrip runs once per row (check names the row's index when one fails). */
+static const struct { size_t n; int shapes, aux; } roundtrips[] = {
+    { 7, SHAPES_FIXED_GRAY, AUX_NONE },
+    { 9, SHAPES_FIXED_RGB, AUX_64 },
+    { 23, SHAPES_MIXED, AUX_VARIED },
+    { 5, SHAPES_SAME_HW, AUX_NONE }, /* same height and width, one RGB among gray: flat layout */
+    { 1, SHAPES_MIXED, AUX_NONE },   /* a single sample */
+    { 0, SHAPES_MIXED, AUX_NONE },   /* the empty shard */
+};
 
-START_TEST(test_roundtrip_fixed_rgb_aux)
+START_TEST(test_roundtrip)
 {
-    roundtrip(9, SHAPES_FIXED_RGB, AUX_64);
-}
-END_TEST
-
-START_TEST(test_roundtrip_mixed_aux)
-{
-    roundtrip(23, SHAPES_MIXED, AUX_VARIED);
-}
-END_TEST
-
-START_TEST(test_roundtrip_same_hw)
-{
-    /* same height and width but one RGB sample among gray: the flat layout */
-    roundtrip(5, SHAPES_SAME_HW, AUX_NONE);
-}
-END_TEST
-
-START_TEST(test_roundtrip_single)
-{
-    roundtrip(1, SHAPES_MIXED, AUX_NONE);
-}
-END_TEST
-
-START_TEST(test_empty_shard)
-{
-    roundtrip(0, SHAPES_MIXED, AUX_NONE);
+    roundtrip(roundtrips[_i].n, roundtrips[_i].shapes, roundtrips[_i].aux);
 }
 END_TEST
 
@@ -755,13 +747,9 @@ static int find_mapping(const void *p, uintptr_t *start, uint64_t *off, char *fi
 
 START_TEST(test_zero_copy)
 {
-    tu_rng_state = 99;
     const size_t n = 6;
-    tu_sample *s = make_samples(n, SHAPES_FIXED_RGB, AUX_NONE);
-    fmt_shard_info info;
-    write_shard("shard-00000", s, n, &info);
     char path[1300], real[PATH_MAX];
-    shard_path(path, sizeof path, "shard-00000");
+    tu_sample *s = fixture_shard(99, n, SHAPES_FIXED_RGB, AUX_NONE, path, NULL);
     ck_assert_ptr_nonnull(realpath(path, real));
     uint64_t off = h5_pixels_offset(path), stride = tu_sample_len(&s[0]);
     void *sh = open_ok(path, FMT_ACCESS_MMAP);
@@ -796,13 +784,9 @@ END_TEST
  * (sample hashes are not checked on open). */
 START_TEST(test_pixel_damage)
 {
-    tu_rng_state = 5;
     const size_t n = 8;
-    tu_sample *s = make_samples(n, SHAPES_MIXED, AUX_NONE);
-    fmt_shard_info info;
-    write_shard("shard-00000", s, n, &info);
     char path[1300];
-    shard_path(path, sizeof path, "shard-00000");
+    tu_sample *s = fixture_shard(5, n, SHAPES_MIXED, AUX_NONE, path, NULL);
     uint64_t at = h5_pixels_offset(path);
     for (size_t i = 0; i < 5; i++)
         at += tu_sample_len(&s[i]);
@@ -822,12 +806,9 @@ END_TEST
 
 static void chunked_copy(int shapes, int aux, size_t n)
 {
-    tu_rng_state = 321 + (uint64_t)shapes;
-    tu_sample *s = make_samples(n, shapes, aux);
-    fmt_shard_info info;
-    write_shard("shard-00000", s, n, &info);
     char src[1300], dst[1300];
-    shard_path(src, sizeof src, "shard-00000");
+    fmt_shard_info info;
+    tu_sample *s = fixture_shard(321 + (uint64_t)shapes, n, shapes, aux, src, &info);
     shard_path(dst, sizeof dst, "chunked");
     rewrite(src, dst, 1, NULL, NULL, NULL);
     /* really chunked and compressed */
@@ -846,15 +827,13 @@ static void chunked_copy(int shapes, int aux, size_t n)
     tu_samples_free(s, n);
 }
 
-START_TEST(test_chunked_fixed)
+/* _i 0: the fixed layout, 1: the flat one */
+START_TEST(test_chunked)
 {
-    chunked_copy(SHAPES_FIXED_RGB, AUX_64, 7);
-}
-END_TEST
-
-START_TEST(test_chunked_flat)
-{
-    chunked_copy(SHAPES_MIXED, AUX_VARIED, 10);
+    if (_i == 0)
+        chunked_copy(SHAPES_FIXED_RGB, AUX_64, 7);
+    else
+        chunked_copy(SHAPES_MIXED, AUX_VARIED, 10);
 }
 END_TEST
 
@@ -915,13 +894,9 @@ static void read_parallel(const char *path, const tu_sample *s, size_t n)
 
 START_TEST(test_threads)
 {
-    tu_rng_state = 77;
     const size_t n = 40;
-    tu_sample *s = make_samples(n, SHAPES_MIXED, AUX_NONE);
-    fmt_shard_info info;
-    write_shard("shard-00000", s, n, &info);
     char path[1300], chunked[1300];
-    shard_path(path, sizeof path, "shard-00000");
+    tu_sample *s = fixture_shard(77, n, SHAPES_MIXED, AUX_NONE, path, NULL);
     read_parallel(path, s, n);
     /* the H5Dread path, serialised by the backend's mutex */
     shard_path(chunked, sizeof chunked, "chunked");
@@ -955,13 +930,9 @@ static void *open_thread(void *arg)
 
 START_TEST(test_threads_open)
 {
-    tu_rng_state = 78;
     const size_t n = 12;
-    tu_sample *s = make_samples(n, SHAPES_FIXED_GRAY, AUX_64);
-    fmt_shard_info info;
-    write_shard("shard-00000", s, n, &info);
     char path[1300], chunked[1300];
-    shard_path(path, sizeof path, "shard-00000");
+    tu_sample *s = fixture_shard(78, n, SHAPES_FIXED_GRAY, AUX_64, path, NULL);
     shard_path(chunked, sizeof chunked, "chunked");
     rewrite(path, chunked, 1, NULL, NULL, NULL);
     reader_job jobs[6];
@@ -1004,13 +975,9 @@ static void *many_thread(void *arg)
  * chunked shard kept its file (and descriptor) open. */
 START_TEST(test_chunked_bounded_files)
 {
-    tu_rng_state = 79;
     const size_t n = 6;
-    tu_sample *s = make_samples(n, SHAPES_MIXED, AUX_NONE);
-    fmt_shard_info info;
-    write_shard("shard-00000", s, n, &info);
     char path[1300], chunked[1300];
-    shard_path(path, sizeof path, "shard-00000");
+    tu_sample *s = fixture_shard(79, n, SHAPES_MIXED, AUX_NONE, path, NULL);
     shard_path(chunked, sizeof chunked, "chunked");
     rewrite(path, chunked, 1, NULL, NULL, NULL);
     size_t len;
@@ -1070,13 +1037,10 @@ END_TEST
  * are read with pread: no pixels pointer, the same bytes. */
 START_TEST(test_map_cap)
 {
-    tu_rng_state = 80;
     const size_t n = 5;
-    tu_sample *s = make_samples(n, SHAPES_FIXED_RGB, AUX_NONE);
-    fmt_shard_info info;
-    write_shard("shard-00000", s, n, &info);
     char path[1300];
-    shard_path(path, sizeof path, "shard-00000");
+    fmt_shard_info info;
+    tu_sample *s = fixture_shard(80, n, SHAPES_FIXED_RGB, AUX_NONE, path, &info);
     void *mapped = open_ok(path, FMT_ACCESS_MMAP);
     size_t cap = fmt_map_cap();
     fmt_map_cap_set(0);
@@ -1098,13 +1062,9 @@ END_TEST
 
 START_TEST(test_truncated)
 {
-    tu_rng_state = 11;
     const size_t n = 5;
-    tu_sample *s = make_samples(n, SHAPES_FIXED_RGB, AUX_64);
-    fmt_shard_info info;
-    write_shard("shard-00000", s, n, &info);
     char path[1300], cut[1300];
-    shard_path(path, sizeof path, "shard-00000");
+    tu_sample *s = fixture_shard(11, n, SHAPES_FIXED_RGB, AUX_64, path, NULL);
     tu_path(cut, sizeof cut, "cut.h5");
     size_t len;
     uint8_t *buf = tu_slurp(path, &len);
@@ -1315,13 +1275,10 @@ extern void __lsan_enable(void) __attribute__((weak));
  * are not leak-checked. Our own error paths are leak-checked by test_crafted and friends. */
 START_TEST(test_metadata_damage)
 {
-    tu_rng_state = 17;
     const size_t n = 4;
-    tu_sample *s = make_samples(n, SHAPES_FIXED_GRAY, AUX_64);
-    fmt_shard_info info;
-    write_shard("shard-00000", s, n, &info);
     char path[1300], bad[1300];
-    shard_path(path, sizeof path, "shard-00000");
+    fmt_shard_info info;
+    tu_sample *s = fixture_shard(17, n, SHAPES_FIXED_GRAY, AUX_64, path, &info);
     tu_path(bad, sizeof bad, "bad.h5");
     uint64_t off = h5_pixels_offset(path), plen = n * tu_sample_len(&s[0]);
     size_t len;
@@ -1371,12 +1328,8 @@ START_TEST(test_h5dump)
         tu_skip("h5dump not installed (hdf5-tools): the h5dump check");
         return;
     }
-    tu_rng_state = 23;
-    tu_sample *s = make_samples(5, SHAPES_MIXED, AUX_VARIED);
-    fmt_shard_info info;
-    write_shard("shard-00000", s, 5, &info);
     char path[1300], cmd[1400];
-    shard_path(path, sizeof path, "shard-00000");
+    tu_sample *s = fixture_shard(23, 5, SHAPES_MIXED, AUX_VARIED, path, NULL);
     snprintf(cmd, sizeof cmd, "h5dump -H '%s' 2>&1", path);
     size_t len;
     int status;
@@ -1416,13 +1369,9 @@ static void h5py_check(int shapes)
         tu_skip(PYTHON " has no h5py (python3-h5py): the h5py check");
         return;
     }
-    tu_rng_state = 29 + (uint64_t)shapes;
     const size_t n = 6;
-    tu_sample *s = make_samples(n, shapes, AUX_NONE);
-    fmt_shard_info info;
-    write_shard("shard-00000", s, n, &info);
     char path[1300], px[1300], lab[1300], mm[1300], cmd[8192];
-    shard_path(path, sizeof path, "shard-00000");
+    tu_sample *s = fixture_shard(29 + (uint64_t)shapes, n, shapes, AUX_NONE, path, NULL);
     tu_path(px, sizeof px, "pixels.bin");
     tu_path(lab, sizeof lab, "labels.bin");
     tu_path(mm, sizeof mm, "memmap.bin");
@@ -1459,15 +1408,10 @@ static void h5py_check(int shapes)
     tu_samples_free(s, n);
 }
 
-START_TEST(test_h5py_fixed)
+/* _i 0: the fixed layout, 1: the flat one */
+START_TEST(test_h5py)
 {
-    h5py_check(SHAPES_FIXED_RGB);
-}
-END_TEST
-
-START_TEST(test_h5py_flat)
-{
-    h5py_check(SHAPES_MIXED);
+    h5py_check(_i == 0 ? SHAPES_FIXED_RGB : SHAPES_MIXED);
 }
 END_TEST
 
@@ -1477,12 +1421,7 @@ static Suite *hdf5_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tu_temp_fixtures(tc);
-    tcase_add_test(tc, test_roundtrip_fixed_gray);
-    tcase_add_test(tc, test_roundtrip_fixed_rgb_aux);
-    tcase_add_test(tc, test_roundtrip_mixed_aux);
-    tcase_add_test(tc, test_roundtrip_same_hw);
-    tcase_add_test(tc, test_roundtrip_single);
-    tcase_add_test(tc, test_empty_shard);
+    tcase_add_loop_test(tc, test_roundtrip, 0, (int)(sizeof roundtrips / sizeof *roundtrips));
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_deterministic);
     tcase_add_test(tc, test_abort_leaves_nothing);
@@ -1491,8 +1430,7 @@ static Suite *hdf5_suite(void)
     tcase_add_test(tc, test_write_failure_hdf5);
     tcase_add_test(tc, test_zero_copy);
     tcase_add_test(tc, test_pixel_damage);
-    tcase_add_test(tc, test_chunked_fixed);
-    tcase_add_test(tc, test_chunked_flat);
+    tcase_add_loop_test(tc, test_chunked, 0, 2);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_threads_open);
     tcase_add_test(tc, test_chunked_bounded_files);
@@ -1503,8 +1441,7 @@ static Suite *hdf5_suite(void)
     tcase_add_test(tc, test_crafted);
     tcase_add_test(tc, test_metadata_damage);
     tcase_add_test(tc, test_h5dump);
-    tcase_add_test(tc, test_h5py_fixed);
-    tcase_add_test(tc, test_h5py_flat);
+    tcase_add_loop_test(tc, test_h5py, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -375,11 +375,9 @@ END_TEST
 /* Full-size decodes equal Pillow's (the product's reference), RGB and gray. */
 START_TEST(test_jpeg_vs_pillow)
 {
-    const char *py = tu_python("PIL.Image");
-    if (!py) {
-        tu_skip("Pillow comparison (no python3 with PIL)");
+    const char *py = tu_python_or_skip("PIL.Image", "Pillow comparison (no python3 with PIL)");
+    if (!py)
         return;
-    }
     fmt_image src;
     make_pattern(&src, 500, 375, 3, 5);
     static const fmt_jpeg_opts encs[] = {{0}, {.progressive = 1, .subsampling = 444}};
@@ -1042,11 +1040,10 @@ END_TEST
 /* Gray from colour matches Pillow's convert('L') (our reference formula is checked here). */
 START_TEST(test_png_gray_vs_pillow)
 {
-    const char *py = tu_python("PIL.Image");
-    if (!py) {
-        tu_skip("PNG gray comparison with Pillow (no python3 with PIL)");
+    const char *py = tu_python_or_skip("PIL.Image",
+                                       "PNG gray comparison with Pillow (no python3 with PIL)");
+    if (!py)
         return;
-    }
     static const struct pngcase rgb8 = {"rgb 8", PNG_COLOR_TYPE_RGB, 8, 0, 0};
     size_t len, n;
     uint8_t *png = libpng_write(&rgb8, 256, 256, 77, &len);

@@ -54,11 +54,11 @@ END_TEST
  * original bytes back (surrogateescape). */
 START_TEST(test_python_round_trip)
 {
-    const char *python = tu_python("numpy, torch, torchvision, PIL");
-    if (!python) {
-        tu_skip("no python3 with numpy, torch, torchvision and Pillow: Python's json round trip");
+    const char *python = tu_python_or_skip("numpy, torch, torchvision, PIL",
+                                           "no python3 with numpy, torch, torchvision and Pillow: "
+                                           "Python's json round trip");
+    if (!python)
         return;
-    }
     static const char *const names[] = {
         "plain", "q\"uote", "back\\slash", "ctl\x01\x1f\x7f", "tab\tnl\n",
         "caf\xc3\xa9 \xf0\x9f\x98\x80", "latin\xe9", "\xff\xfe", "\xed\xa0\x80",

@@ -1014,6 +1014,14 @@ static int open_crafted(const kvset *set, unsigned dbflags, fmt_msg *msg, fmt_sh
     return rc;
 }
 
+/* open_crafted of set fails with rc and says exactly text. */
+static void crafted_fails(const kvset *set, int rc, const char *text)
+{
+    fmt_msg msg;
+    ck_assert_int_eq(open_crafted(set, 0, &msg, NULL), rc);
+    ck_assert_str_eq(msg.text, text);
+}
+
 /* Two or three samples from first on, with the metadata; tweak() may change anything first. */
 static void crafted_base(kvset *set, uint64_t first, size_t n)
 {
@@ -1066,46 +1074,39 @@ START_TEST(test_crafted_envs)
 
     /* not ours: no metadata */
     crafted_base(&set, 0, 2);
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_EFORMAT);
-    ck_assert_str_eq(msg.text, "no __shardc__/meta key (not a shardc lmdb shard)");
+    crafted_fails(&set, FMT_EFORMAT, "no __shardc__/meta key (not a shardc lmdb shard)");
     kv_free(&set);
 
     /* a missing sample: keys 10 and 12 */
     crafted_base(&set, 10, 2);
     be64(set.e[1].key, 12);
     add_meta(&set, 2, 10, m);
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
-    ck_assert_str_eq(msg.text, "key 12 found where 11 was expected");
+    crafted_fails(&set, FMT_ECORRUPT, "key 12 found where 11 was expected");
     kv_free(&set);
 
     /* keys from the wrong first index */
     crafted_base(&set, 10, 2);
     add_meta(&set, 2, 11, m);
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
-    ck_assert_str_eq(msg.text, "key 10 found where 11 was expected");
+    crafted_fails(&set, FMT_ECORRUPT, "key 10 found where 11 was expected");
     kv_free(&set);
 
     /* counts that disagree with the keys */
     crafted_base(&set, 10, 2);
     add_meta(&set, 3, 10, m);
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
-    ck_assert_str_eq(msg.text, "metadata says 3 samples, the database holds 3 entries");
+    crafted_fails(&set, FMT_ECORRUPT, "metadata says 3 samples, the database holds 3 entries");
     kv_add(&set, "__shardc__/x", 12, (const uint8_t *)"", 0);
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
-    ck_assert_str_eq(msg.text, "2 sample keys, the metadata says 3");
+    crafted_fails(&set, FMT_ECORRUPT, "2 sample keys, the metadata says 3");
     kv_free(&set);
     crafted_base(&set, 10, 2);
     add_meta(&set, 1, 10, m);
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
-    ck_assert_str_eq(msg.text, "more sample keys than the 1 the metadata says");
+    crafted_fails(&set, FMT_ECORRUPT, "more sample keys than the 1 the metadata says");
     kv_free(&set);
 
     /* a key that is neither a sample nor reserved */
     crafted_base(&set, 10, 2);
     add_meta(&set, 2, 10, m);
     kv_add(&set, "hello", 5, (const uint8_t *)"x", 1);
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
-    ck_assert_str_eq(msg.text, "unexpected key of 5 bytes");
+    crafted_fails(&set, FMT_ECORRUPT, "unexpected key of 5 bytes");
     kv_free(&set);
 
     /* metadata: version, size, overflowing range, index hash */
@@ -1114,30 +1115,25 @@ START_TEST(test_crafted_envs)
     fmt_le_put16(m + 8, 2);
     rehash_meta(m);
     kv_add(&set, "__shardc__/meta", 15, m, 128);
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_EVERSION);
-    ck_assert_str_eq(msg.text, "unsupported version 2.0 (this reader knows 1.x)");
+    crafted_fails(&set, FMT_EVERSION, "unsupported version 2.0 (this reader knows 1.x)");
     set.e[2].vlen = 100;
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
-    ck_assert_str_eq(msg.text, "metadata value is 100 bytes, expected at least 128");
+    crafted_fails(&set, FMT_ECORRUPT, "metadata value is 100 bytes, expected at least 128");
     set.e[2].vlen = 128;
     fmt_le_put16(set.e[2].val + 8, 1);
     fmt_le_put32(set.e[2].val + 12, 64);
     rehash_meta(set.e[2].val);
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
-    ck_assert_str_eq(msg.text, "bad metadata size 64");
+    crafted_fails(&set, FMT_ECORRUPT, "bad metadata size 64");
     fmt_le_put32(set.e[2].val + 12, 256);
     rehash_meta(set.e[2].val);
     ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
     fmt_le_put32(set.e[2].val + 12, 128);
     fmt_le_put64(set.e[2].val + 24, UINT64_MAX);
     rehash_meta(set.e[2].val);
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
-    ck_assert_str_eq(msg.text, "sample range overflows");
+    crafted_fails(&set, FMT_ECORRUPT, "sample range overflows");
     fmt_le_put64(set.e[2].val + 24, 10);
     set.e[2].val[96] ^= 1;
     rehash_meta(set.e[2].val);
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_EHASH);
-    ck_assert_str_eq(msg.text, "bad index hash");
+    crafted_fails(&set, FMT_EHASH, "bad index hash");
     set.e[2].val[96] ^= 1;
     rehash_meta(set.e[2].val);
     ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), 0);
@@ -1177,8 +1173,7 @@ START_TEST(test_crafted_envs)
     crafted_base(&set, 10, 2);
     set.e[0].vlen = 20;
     add_meta(&set, 2, 10, m);
-    ck_assert_int_eq(open_crafted(&set, 0, &msg, NULL), FMT_ECORRUPT);
-    ck_assert_str_eq(msg.text, "sample 0: value of 20 bytes is shorter than its header");
+    crafted_fails(&set, FMT_ECORRUPT, "sample 0: value of 20 bytes is shorter than its header");
     kv_free(&set);
 
     /* a database with duplicate keys is not one of ours (small values: LMDB's limit for them) */

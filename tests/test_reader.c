@@ -118,15 +118,6 @@ static void options(shr_options *o, uint32_t batch, shr_order order, uint64_t se
     o->seed = seed;
 }
 
-static shr_reader *open_ok(const char *dir, const shr_options *o)
-{
-    shr_reader *r = NULL;
-    int rc = shr_open(&r, dir, o);
-    ck_assert_msg(rc == 0, "shr_open %s: %s (%s)", dir, shr_strerror(rc), shr_last_error(NULL));
-    ck_assert_ptr_nonnull(r);
-    return r;
-}
-
 /* The next count events (batches or ends of epoch), releasing every batch. */
 static event *take(shr_reader *r, size_t count)
 {
@@ -188,11 +179,22 @@ static void assert_same_events(const event *a, const event *b, size_t count)
 /* Events of `epochs` whole epochs of a reader opened at epoch 0. */
 static event *run_epochs(const char *dir, const shr_options *o, int epochs, size_t *count)
 {
-    shr_reader *r = open_ok(dir, o);
+    shr_reader *r = tu_reader_open(dir, o);
     *count = (size_t)epochs * (shr_batches_per_epoch(r) + 1);
     event *ev = take(r, *count);
     shr_close(r);
     return ev;
+}
+
+/* `epochs` epochs of dir read with o give the count events of want, the same to the byte. */
+static void assert_run_same(const char *dir, const shr_options *o, int epochs, const event *want,
+                            size_t count)
+{
+    size_t n;
+    event *ev = run_epochs(dir, o, epochs, &n);
+    ck_assert_uint_eq(n, count);
+    assert_same_events(want, ev, n);
+    events_free(ev, n);
 }
 
 /* ---- expected pixels ---- */
@@ -327,7 +329,7 @@ START_TEST(test_sequential_matches_dataset)
 {
     shr_options o;
     options(&o, 4, SHR_ORDER_SEQUENTIAL, 0);
-    shr_reader *r = open_ok(g_fixed, &o);
+    shr_reader *r = tu_reader_open(g_fixed, &o);
     ck_assert_uint_eq(shr_batches_per_epoch(r), 6);
     ck_assert_uint_eq(shr_samples_per_epoch(r), N_SAMPLES);
     shr_info info;
@@ -394,11 +396,9 @@ START_TEST(test_random_permutations)
     check_against_dataset(g_fixed, &o, ev, count, FIX_W, FIX_H);
 
     /* the same seed gives the same epochs, another seed others */
-    size_t count2;
-    event *again = run_epochs(g_fixed, &o, 3, &count2);
-    assert_same_events(ev, again, count);
-    events_free(again, count2);
+    assert_run_same(g_fixed, &o, 3, ev, count);
     o.seed = 8;
+    size_t count2;
     event *other = run_epochs(g_fixed, &o, 1, &count2);
     ck_assert(memcmp(other[0].idx, ev[0].idx, 5 * sizeof(int64_t)) != 0);
     events_free(other, count2);
@@ -433,7 +433,7 @@ static void check_ranks(shr_order order, shr_uneven uneven)
         o.world = world;
         o.rank = rank;
         o.uneven = uneven;
-        shr_reader *r = open_ok(g_fixed, &o);
+        shr_reader *r = tu_reader_open(g_fixed, &o);
         if (rank == 0)
             batches = shr_batches_per_epoch(r);
         ck_assert_uint_eq(shr_batches_per_epoch(r), batches);
@@ -479,7 +479,7 @@ START_TEST(test_resume_everywhere)
     shr_options o;
     options(&o, 4, SHR_ORDER_RANDOM, 99);
     o.flip = 1;
-    shr_reader *r = open_ok(g_fixed, &o);
+    shr_reader *r = tu_reader_open(g_fixed, &o);
     const size_t count = 2 * (6 + 1);
     shr_state st[2 * 7];
     event *all = calloc(count, sizeof *all);
@@ -503,7 +503,7 @@ START_TEST(test_resume_everywhere)
         ro.epoch = st[i].epoch;
         ro.cursor = st[i].cursor;
         ro.threads = 1 + (uint32_t)(i % 3);
-        shr_reader *rr = open_ok(g_fixed, &ro);
+        shr_reader *rr = tu_reader_open(g_fixed, &ro);
         shr_state s0 = shr_get_state(rr);
         ck_assert(s0.epoch == st[i].epoch && s0.cursor == st[i].cursor);
         event *rest = take(rr, count - i);
@@ -525,15 +525,12 @@ START_TEST(test_threads_identical)
     o.random_crop = 1;
     o.threads = 1;
     o.prefetch = 2;
-    size_t n1, n4;
+    size_t n1;
     event *one = run_epochs(g_var, &o, 3, &n1);
     o.threads = 4;
     o.prefetch = 0;
-    event *four = run_epochs(g_var, &o, 3, &n4);
-    ck_assert_uint_eq(n1, n4);
-    assert_same_events(one, four, n1);
+    assert_run_same(g_var, &o, 3, one, n1);
     events_free(one, n1);
-    events_free(four, n4);
 }
 END_TEST
 
@@ -542,7 +539,7 @@ START_TEST(test_prefetch_bound)
     shr_options o;
     options(&o, 2, SHR_ORDER_SEQUENTIAL, 0);
     o.prefetch = 3;
-    shr_reader *r = open_ok(g_fixed, &o);
+    shr_reader *r = tu_reader_open(g_fixed, &o);
     const shr_batch *b0, *b1, *b2, *b3, *bx;
     ck_assert_int_eq(shr_next(r, &b0), 0);
     ck_assert_int_eq(shr_next(r, &b1), 0);
@@ -586,7 +583,7 @@ START_TEST(test_close_with_held_batches)
     shr_options o;
     options(&o, 2, SHR_ORDER_RANDOM, 1);
     o.threads = 3;
-    shr_reader *r = open_ok(g_fixed, &o);
+    shr_reader *r = tu_reader_open(g_fixed, &o);
     const shr_batch *b;
     ck_assert_int_eq(shr_next(r, &b), 0);
     ck_assert_int_eq(shr_next(r, &b), 0);
@@ -677,10 +674,7 @@ START_TEST(test_random_crop)
     event *ev = run_epochs(g_var, &o, 2, &count);
     check_against_dataset(g_var, &o, ev, count, 10, 10);
     /* deterministic per (seed, epoch) */
-    size_t count2;
-    event *again = run_epochs(g_var, &o, 2, &count2);
-    assert_same_events(ev, again, count);
-    events_free(again, count2);
+    assert_run_same(g_var, &o, 2, ev, count);
     /* the draws really move the window: not all centered, and not the same in both epochs */
     fmt_dataset *d;
     ck_assert_int_eq(fmt_dataset_open(&d, g_var, NULL), 0);
@@ -718,15 +712,12 @@ START_TEST(test_access_modes)
             o.width = 30;
             o.height = 26;
         }
-        size_t n_mmap, n;
+        size_t n_mmap;
         event *mm = run_epochs(sets[k], &o, 2, &n_mmap);
         check_against_dataset(sets[k], &o, mm, n_mmap, k ? 30 : FIX_W, k ? 26 : FIX_H);
         for (shr_access a = SHR_ACCESS_PREAD; a <= SHR_ACCESS_DIRECT; a++) {
             o.access = a;
-            event *other = run_epochs(sets[k], &o, 2, &n);
-            ck_assert_uint_eq(n, n_mmap);
-            assert_same_events(mm, other, n);
-            events_free(other, n);
+            assert_run_same(sets[k], &o, 2, mm, n_mmap);
         }
         events_free(mm, n_mmap);
     }
@@ -801,15 +792,6 @@ START_TEST(test_dataset_read)
 }
 END_TEST
 
-static void run_epoch(shr_reader *r)
-{
-    const shr_batch *b;
-    int rc;
-    while ((rc = shr_next(r, &b)) == 0)
-        shr_release(r, b);
-    ck_assert_int_eq(rc, SHR_EEND);
-}
-
 START_TEST(test_memory_flat)
 {
     shr_options o;
@@ -819,17 +801,17 @@ START_TEST(test_memory_flat)
     o.flip = 1;
     o.random_crop = 1;
     o.access = (shr_access)_i;          /* mmap, pread, direct */
-    shr_reader *r = open_ok(g_var, &o);
+    shr_reader *r = tu_reader_open(g_var, &o);
     /* warm-up outside the window: under ThreadSanitizer the anonymous RSS grows by about 1.5 MB
      * over the first dozen epochs of random crops and flips (its shadow and metadata) and then
      * stays flat, to epoch 200 at least; uninstrumented builds are flat from epoch 2, and the
      * heap, checked below to the kilobyte, does not move in any build */
     for (int e = 0; e < 16; e++)
-        run_epoch(r);
+        ck_assert_int_eq(tu_reader_drain(r), SHR_EEND);
     (void)tu_rss_anon();                /* stdio's first-use allocations, outside the window */
     size_t heap2 = mallinfo2().uordblks, rss2 = tu_rss_anon();
     for (int e = 16; e < 64; e++)
-        run_epoch(r);
+        ck_assert_int_eq(tu_reader_drain(r), SHR_EEND);
     size_t heap50 = mallinfo2().uordblks, rss50 = tu_rss_anon();
     shr_state st = shr_get_state(r);
     ck_assert_uint_eq(st.epoch, 64);
@@ -909,7 +891,7 @@ START_TEST(test_bad_options)
     o.epoch = 3;
     o.prefetch = 2;
     o.threads = 1;
-    r = open_ok(g_fixed, &o);
+    r = tu_reader_open(g_fixed, &o);
     const shr_batch *b;
     ck_assert_int_eq(shr_next(r, &b), SHR_EEND);
     ck_assert_int_eq(shr_next(r, &b), 0);
@@ -921,7 +903,7 @@ START_TEST(test_bad_options)
     ck_assert_int_eq(shr_next(NULL, &b), SHR_EINVAL);
 
     /* NULL options: the defaults (batch 256, so one short batch of everything) */
-    r = open_ok(g_fixed, NULL);
+    r = tu_reader_open(g_fixed, NULL);
     ck_assert_uint_eq(shr_batches_per_epoch(r), 1);
     ck_assert_int_eq(shr_next(r, &b), 0);
     ck_assert_uint_eq(b->n, N_SAMPLES);
@@ -1210,17 +1192,14 @@ START_TEST(test_recovery)
         o.access = a;
         o.verify_samples = 1;
         /* fail */
-        shr_reader *r = open_ok(dir, &o);
+        shr_reader *r = tu_reader_open(dir, &o);
         const shr_batch *b;
-        int rc;
-        while ((rc = shr_next(r, &b)) == 0)
-            shr_release(r, b);
-        ck_assert_int_eq(rc, FMT_EHASH);
+        ck_assert_int_eq(tu_reader_drain(r), FMT_EHASH);
         ck_assert_ptr_nonnull(strstr(shr_last_error(r), ".raw"));
         shr_close(r);
         for (int mode = SHR_ON_ERROR_SKIP; mode <= SHR_ON_ERROR_SUBSTITUTE; mode++) {
             o.on_error = (shr_on_error)mode;
-            r = open_ok(dir, &o);
+            r = tu_reader_open(dir, &o);
             uint64_t nb = shr_batches_per_epoch(r), bad_seen = 0;
             for (uint64_t epoch = 0; epoch < 2; epoch++) {
                 uint64_t delivered = 0;
@@ -1298,7 +1277,7 @@ static void check_elastic(shr_order order, shr_uneven uneven, uint32_t wnew, uin
         o.uneven = uneven;
         o.quasi_window = 2;
         o.epoch = 1;
-        shr_reader *r = open_ok(g_fixed, &o);
+        shr_reader *r = tu_reader_open(g_fixed, &o);
         for (uint64_t k = 0; k < c; k++) {
             const shr_batch *b;
             ck_assert_int_eq(shr_next(r, &b), 0);
@@ -1325,7 +1304,7 @@ static void check_elastic(shr_order order, shr_uneven uneven, uint32_t wnew, uin
         o.quasi_window = 2;
         o.epoch = 1;
         o.consumed = consumed;
-        shr_reader *r = open_ok(g_fixed, &o);
+        shr_reader *r = tu_reader_open(g_fixed, &o);
         const shr_batch *b;
         int rc;
         uint64_t batches = 0;
@@ -1391,7 +1370,7 @@ START_TEST(test_elastic_options)
     ck_assert_int_eq(shr_open(&r, g_fixed, &o), SHR_EINVAL);
     /* everything consumed: the epoch's end comes first, then a whole epoch */
     o.consumed = 23;
-    r = open_ok(g_fixed, &o);
+    r = tu_reader_open(g_fixed, &o);
     const shr_batch *b;
     ck_assert_int_eq(shr_next(r, &b), SHR_EEND);
     ck_assert_int_eq(shr_next(r, &b), 0);

@@ -156,11 +156,11 @@ static void write_all(const char *path, const uint8_t *p, size_t n)
 START_TEST(test_pillow_differential)
 {
     char script[PATH_MAX + 64];
-    const char *py = tu_python("PIL");
-    if (!py) {
-        tu_skip("no python3 with Pillow (python3-pil): the differential test against Pillow");
+    const char *py = tu_python_or_skip("PIL",
+                                       "no python3 with Pillow (python3-pil): the differential "
+                                       "test against Pillow");
+    if (!py)
         return;
-    }
     find_script(script, sizeof script);
     char list[700];
     snprintf(list, sizeof list, "%s/cases.txt", g_dir);

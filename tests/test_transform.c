@@ -399,18 +399,10 @@ typedef struct {
     uint8_t *data;
 } rec;
 
-static shr_reader *open_ok(const char *dir, const shr_options *o)
-{
-    shr_reader *r = NULL;
-    int rc = shr_open(&r, dir, o);
-    ck_assert_msg(rc == 0, "shr_open %s: %s (%s)", dir, shr_strerror(rc), shr_last_error(NULL));
-    return r;
-}
-
 /* Every batch of `epochs` epochs (ends of epoch dropped), copied. */
 static rec *record(const char *dir, const shr_options *o, int epochs, size_t *count)
 {
-    shr_reader *r = open_ok(dir, o);
+    shr_reader *r = tu_reader_open(dir, o);
     size_t cap = (size_t)epochs * shr_batches_per_epoch(r), k = 0;
     rec *out = calloc(cap, sizeof *out);
     ck_assert_ptr_nonnull(out);
@@ -510,7 +502,7 @@ START_TEST(test_dtype_layout)
         rec *u8 = record(dirs[k], &o, 2, &nu);
         check_params(dirs[k], &o, u8, nu, 2);
         uint32_t ch = k == 0 ? 3 : 1;
-        shr_reader *r = open_ok(dirs[k], &o);
+        shr_reader *r = tu_reader_open(dirs[k], &o);
         shr_info info;
         shr_get_info(r, &info);
         shr_close(r);
@@ -677,7 +669,7 @@ START_TEST(test_rrc_determinism_reader)
         shr_options rs = o;
         rs.epoch = 1;
         rs.cursor = cur;
-        shr_reader *r = open_ok(g_rgb, &rs);
+        shr_reader *r = tu_reader_open(g_rgb, &rs);
         const shr_batch *b;
         size_t k = per_epoch + cur;
         int rc;
@@ -715,15 +707,6 @@ START_TEST(test_rrc_determinism_reader)
 }
 END_TEST
 
-static void run_epoch(shr_reader *r)
-{
-    const shr_batch *b;
-    int rc;
-    while ((rc = shr_next(r, &b)) == 0)
-        shr_release(r, b);
-    ck_assert_int_eq(rc, SHR_EEND);
-}
-
 /* 50 epochs of RandomResizedCrop to float32 NCHW: the heap and the anonymous memory stay where
  * the first two epochs left them (every access mode), as in test_reader's test_memory_flat. */
 START_TEST(test_rrc_memory_flat)
@@ -742,13 +725,13 @@ START_TEST(test_rrc_memory_flat)
     o.layout = SHR_LAYOUT_NCHW;
     o.normalize = SHR_NORM_DATASET;
     o.access = (shr_access)_i;
-    shr_reader *r = open_ok(g_rgb, &o);
+    shr_reader *r = tu_reader_open(g_rgb, &o);
     for (int e = 0; e < 2; e++)
-        run_epoch(r);
+        ck_assert_int_eq(tu_reader_drain(r), SHR_EEND);
     (void)tu_rss_anon();                /* stdio's first-use allocations, outside the window */
     size_t heap1 = mallinfo2().uordblks, rss1 = tu_rss_anon();
     for (int e = 2; e < 50; e++)
-        run_epoch(r);
+        ck_assert_int_eq(tu_reader_drain(r), SHR_EEND);
     size_t heap50 = mallinfo2().uordblks, rss50 = tu_rss_anon();
     ck_assert_uint_eq(shr_get_state(r).epoch, 50);
     shr_close(r);
@@ -817,7 +800,7 @@ START_TEST(test_bad_combinations)
     ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "nostats"));
     ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "statistics"));
     o.normalize = SHR_NORM_GIVEN;               /* given statistics work on it */
-    r = open_ok(copy, &o);
+    r = tu_reader_open(copy, &o);
     shr_close(r);
     ck_assert_int_eq(shr_draw_params(NULL, 0, 0, 1, 1, NULL), SHR_EINVAL);
 }
@@ -832,7 +815,7 @@ START_TEST(test_ring_bytes)
         o.batch_size = 8;
         o.dtype = dt;
         o.prefetch = 3;
-        shr_reader *r = open_ok(g_fixed, &o);
+        shr_reader *r = tu_reader_open(g_fixed, &o);
         shr_info info;
         shr_get_info(r, &info);
         ck_assert_uint_eq(info.batch_bytes, (uint64_t)8 * 24 * 20 * 3 * shr_tf_elem_size(dt));

@@ -366,6 +366,31 @@ static TU_UNUSED int tu_run(Suite *s)
     return tu_run_suite(s);
 }
 
+#ifdef SHARDREAD_H
+/* ---- the reader (shardread.h included before this header) ---- */
+
+/* shr_open of dir with o must succeed; the reader. */
+static TU_UNUSED shr_reader *tu_reader_open(const char *dir, const shr_options *o)
+{
+    shr_reader *r = NULL;
+    int rc = shr_open(&r, dir, o);
+    ck_assert_msg(rc == 0, "shr_open %s: %s (%s)", dir, shr_strerror(rc), shr_last_error(NULL));
+    ck_assert_ptr_nonnull(r);
+    return r;
+}
+
+/* Take and release batches until shr_next fails; what it failed with (SHR_EEND at the end of an
+ * epoch). */
+static TU_UNUSED int tu_reader_drain(shr_reader *r)
+{
+    const shr_batch *b;
+    int rc;
+    while ((rc = shr_next(r, &b)) == 0)
+        shr_release(r, b);
+    return rc;
+}
+#endif
+
 #ifdef PROGS_H
 /* For the suites whose fixtures are built by the programs of the build (progs.h): g_bin found
  * and g_root made. 0, or -1 with a line on stderr saying which is missing. */

@@ -19,17 +19,22 @@
 
 static int *tu_skips;                   /* shared with the forked tests; made by tu_run_suite */
 
+static __attribute__((unused, format(printf, 1, 0))) void tu_vskip(const char *fmt, va_list ap)
+{
+    fprintf(stderr, "%s: SKIPPED: ", program_invocation_short_name);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    if (tu_skips)
+        __atomic_fetch_add(tu_skips, 1, __ATOMIC_SEQ_CST);
+}
+
 /* Say SKIPPED and why (printf-style), and count it. Call it from a test, then return. */
 static __attribute__((unused, format(printf, 1, 2))) void tu_skip(const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "%s: SKIPPED: ", program_invocation_short_name);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    tu_vskip(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    if (tu_skips)
-        __atomic_fetch_add(tu_skips, 1, __ATOMIC_SEQ_CST);
 }
 
 /* Run every test of s (s is freed): EXIT_FAILURE if any failed, else 77 if any skipped, else 0. */
@@ -79,6 +84,20 @@ static __attribute__((unused)) const char *tu_python(const char *imports)
         }
     }
     return NULL;
+}
+
+/* tu_python(imports), or NULL once tu_skip has said why (printf-style): the test then returns. */
+static __attribute__((unused, format(printf, 2, 3))) const char *tu_python_or_skip(
+    const char *imports, const char *fmt, ...)
+{
+    const char *py = tu_python(imports);
+    if (!py) {
+        va_list ap;
+        va_start(ap, fmt);
+        tu_vskip(fmt, ap);
+        va_end(ap);
+    }
+    return py;
 }
 
 #endif
