@@ -39,6 +39,19 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+int rmt_curl_init(fmt_msg *msg)
+{
+    pthread_once(&init_once, global_init);
+    if (init_rc != CURLE_OK)
+        return fmt_fail(msg, EIO, "cannot initialise libcurl: %s", curl_easy_strerror(init_rc));
+    return 0;
+}
+
+unsigned rmt_jitter_seed(void)
+{
+    return (unsigned)getpid() ^ (unsigned)(now() * 1e6);
+}
+
 typedef struct {
     const rmt_config *c;
     rmt_stats *st;
@@ -340,9 +353,9 @@ static int settle(rmt_job *j, rmt_done_fn done, void *ctx)
 int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, unsigned tries,
               rmt_start_fn start, rmt_done_fn done, void *ctx, rmt_stats *st, fmt_msg *msg)
 {
-    pthread_once(&init_once, global_init);
-    if (init_rc != CURLE_OK)
-        return fmt_fail(msg, EIO, "cannot initialise libcurl: %s", curl_easy_strerror(init_rc));
+    int irc = rmt_curl_init(msg);
+    if (irc)
+        return irc;
     if (!parallel)
         parallel = 8;
     if (!tries)
@@ -350,7 +363,7 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
     CURLM *m = curl_multi_init();
     if (!m)
         return fmt_fail(msg, ENOMEM, "cannot initialise libcurl");
-    fetch_ctx f = {c, st, (unsigned)getpid() ^ (unsigned)(now() * 1e6)};
+    fetch_ctx f = {c, st, rmt_jitter_seed()};
     for (size_t i = 0; i < n; i++) {
         jobs[i].state = J_NEW;
         jobs[i].fd = -1;
