@@ -58,6 +58,18 @@ static const id_pos *find_id(const id_pos *v, size_t n, int64_t id)
     return bsearch(&key, v, n, sizeof *v, by_id);
 }
 
+/* Sort v by id (for find_id); 0, or EINVAL with msg naming the first id that appears twice in
+ * the file's list what ("images", "annotations"). */
+static int sort_ids(id_pos *v, size_t n, const char *file, const char *what, fmt_msg *msg)
+{
+    qsort(v, n, sizeof *v, by_id);
+    for (size_t i = 1; i < n; i++)
+        if (v[i].id == v[i - 1].id)
+            return fmt_fail(msg, EINVAL, "%s: %s: id %" PRId64 " appears twice", file, what,
+                            v[i].id);
+    return 0;
+}
+
 /* An integer member of o: 0, or EINVAL with msg naming it. */
 static int get_int(const char *file, const char *what, size_t i, json_t *o, const char *key,
                    int64_t *v, fmt_msg *msg)
@@ -191,13 +203,8 @@ int shc_coco_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
         }
         img_ids[i] = (id_pos){imgs[i].id, i};
     }
-    qsort(img_ids, ni, sizeof *img_ids, by_id);
-    for (size_t i = 1; i < ni; i++)
-        if (img_ids[i].id == img_ids[i - 1].id) {
-            rc = fmt_fail(msg, EINVAL, "%s: images: id %" PRId64 " appears twice", file,
-                          img_ids[i].id);
-            goto leave;
-        }
+    if ((rc = sort_ids(img_ids, ni, file, "images", msg)) != 0)
+        goto leave;
     /* annotations: checked, then counted per image */
     for (size_t i = 0; i < na; i++) {
         json_t *an = json_array_get(anns, i);
@@ -222,13 +229,8 @@ int shc_coco_load(const shc_annot_opts *o, shc_annot *a, fmt_inputs *in, fmt_msg
         ann_img[i] = ip->pos;
         imgs[ip->pos].count++;
     }
-    qsort(ann_ids, na, sizeof *ann_ids, by_id);
-    for (size_t i = 1; i < na; i++)
-        if (ann_ids[i].id == ann_ids[i - 1].id) {
-            rc = fmt_fail(msg, EINVAL, "%s: annotations: id %" PRId64 " appears twice", file,
-                          ann_ids[i].id);
-            goto leave;
-        }
+    if ((rc = sort_ids(ann_ids, na, file, "annotations", msg)) != 0)
+        goto leave;
     /* the table: images in file-name order, each with its boxes in file order */
     slot = calloc(ni ? ni : 1, sizeof *slot);
     shc_annot_box *boxes = calloc(na ? na : 1, sizeof *boxes);

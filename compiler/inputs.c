@@ -68,6 +68,22 @@ int shc_inputs_arc_condemned(int rc)
     return rc == FMT_EHASH || rc == ESTALE;
 }
 
+int shc_inputs_number_classes(fmt_inputs *in, int32_t maxlabel)
+{
+    if (maxlabel < 0)
+        return 0;
+    in->nclasses = (size_t)maxlabel + 1;
+    in->classes = calloc(in->nclasses, sizeof *in->classes);
+    if (!in->classes)
+        return ENOMEM;
+    for (size_t i = 0; i < in->nclasses; i++)
+        if (asprintf(&in->classes[i], "%zu", i) < 0) {
+            in->classes[i] = NULL;
+            return ENOMEM;
+        }
+    return 0;
+}
+
 int shc_inputs_add_skip(fmt_inputs *in, const char *path, const char *reason)
 {
     if (in->nskipped == in->skipcap) {

@@ -33,6 +33,10 @@ void shc_inputs_set_archive_id(fmt_inputs *in, uint32_t a, const shc_arc_id *id)
  * file changed while it was listed), so that none of its members may be listed? */
 int shc_inputs_arc_condemned(int rc);
 
+/* The classes of inputs labelled by number (list files, WebDataset): "0" .. "maxlabel", the
+ * labels themselves; none when maxlabel < 0. 0 or ENOMEM. */
+int shc_inputs_number_classes(fmt_inputs *in, int32_t maxlabel);
+
 /* A skipped entry (both strings copied): 0 or ENOMEM. */
 int shc_inputs_add_skip(fmt_inputs *in, const char *path, const char *reason);
 

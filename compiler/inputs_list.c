@@ -258,18 +258,8 @@ int fmt_inputs_from_list(const char *list, char *const *srcs, size_t nsrc, fmt_i
     free(cache);
     free(line);
     fclose(f);
-    if (!rc && maxlabel >= 0) {
-        /* classes of a list file are the labels themselves */
-        in->nclasses = (size_t)maxlabel + 1;
-        in->classes = calloc(in->nclasses, sizeof *in->classes);
-        if (!in->classes)
-            rc = ENOMEM;
-        for (size_t i = 0; !rc && i < in->nclasses; i++)
-            if (asprintf(&in->classes[i], "%zu", i) < 0) {
-                in->classes[i] = NULL;
-                rc = ENOMEM;
-            }
-    }
+    if (!rc)
+        rc = shc_inputs_number_classes(in, maxlabel);
     if (rc)
         fmt_inputs_free(in);
     return rc;

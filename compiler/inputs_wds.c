@@ -208,17 +208,8 @@ int fmt_inputs_from_wds(char *const *srcs, size_t nsrc, const char *label, fmt_i
     }
     free(w.key);
     free(w.image);
-    if (!rc && w.maxlabel >= 0) {
-        in->nclasses = (size_t)w.maxlabel + 1;
-        in->classes = calloc(in->nclasses, sizeof *in->classes);
-        if (!in->classes)
-            rc = ENOMEM;
-        for (size_t i = 0; !rc && i < in->nclasses; i++)
-            if (asprintf(&in->classes[i], "%zu", i) < 0) {
-                in->classes[i] = NULL;
-                rc = ENOMEM;
-            }
-    }
+    if (!rc)
+        rc = shc_inputs_number_classes(in, w.maxlabel);
     if (rc)
         fmt_inputs_free(in);
     return rc;

@@ -70,33 +70,33 @@ static void put_pair(FILE *f, const char *a, const char *b)
 
 /* ---- rejects.tsv, warnings.tsv ---- */
 
-int shc_write_rejects(const char *out, const fmt_inputs *in, const shc_reject_list *rej)
+/* out/name: the header line, then a row "path<TAB>reason" for each input in skipped (when not
+ * NULL: the inputs dropped while listing) and each of list. */
+static int write_path_table(const char *out, const char *name, const char *header,
+                            const fmt_inputs *skipped, const shc_reject_list *list)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return ENOMEM;
-    fputs("path\treason\n", f);
-    for (size_t i = 0; i < in->nskipped; i++)
-        put_pair(f, in->skipped[i].path, in->skipped[i].reason);
-    for (size_t i = 0; i < rej->n; i++)
-        put_pair(f, rej->v[i].path, rej->v[i].reason);
-    return table_commit(f, &buf, &len, out, SHC_REJECTS_NAME);
+    fputs(header, f);
+    for (size_t i = 0; skipped && i < skipped->nskipped; i++)
+        put_pair(f, skipped->skipped[i].path, skipped->skipped[i].reason);
+    for (size_t i = 0; i < list->n; i++)
+        put_pair(f, list->v[i].path, list->v[i].reason);
+    return table_commit(f, &buf, &len, out, name);
+}
+
+int shc_write_rejects(const char *out, const fmt_inputs *in, const shc_reject_list *rej)
+{
+    return write_path_table(out, SHC_REJECTS_NAME, "path\treason\n", in, rej);
 }
 
 /* warnings.tsv: the inputs stored although their decoder warned, with the warning. */
 int shc_write_warnings(const char *out, const shc_reject_list *warn)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return ENOMEM;
-    fputs("path\twarning\n", f);
-    for (size_t i = 0; i < warn->n; i++)
-        put_pair(f, warn->v[i].path, warn->v[i].reason);
-    return table_commit(f, &buf, &len, out, SHC_WARNINGS_NAME);
+    return write_path_table(out, SHC_WARNINGS_NAME, "path\twarning\n", NULL, warn);
 }
 
 /* ---- inputs.tsv ---- */

@@ -1,6 +1,7 @@
 /* backend.c - the table of storage backends, and what every backend checks and computes per
  * sample. */
 #include <assert.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -48,6 +49,19 @@ int fmt_sample_meta_check(const fmt_sample_meta *m)
     if (!m || (m->channels != 1 && m->channels != 3) || !m->height || !m->width || m->label < -1 ||
         (!m->aux && m->aux_len))
         return FMT_EINVAL;
+    return 0;
+}
+
+int fmt_sample_shape_check(const char *what, uint64_t i, uint32_t height, uint32_t width,
+                           uint32_t channels, int32_t label, fmt_msg *msg)
+{
+    if (channels != 1 && channels != 3)
+        return fmt_fail(msg, FMT_ECORRUPT, "%s %" PRIu64 ": bad channel count %" PRIu32, what, i,
+                        channels);
+    if (!height || !width)
+        return fmt_fail(msg, FMT_ECORRUPT, "%s %" PRIu64 ": zero height or width", what, i);
+    if (label < -1)
+        return fmt_fail(msg, FMT_ECORRUPT, "%s %" PRIu64 ": bad label %" PRId32, what, i, label);
     return 0;
 }
 

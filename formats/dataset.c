@@ -101,6 +101,46 @@ static int open_shard(fmt_dataset *d, const char *dir, size_t i, fmt_msg *msg)
     return 0;
 }
 
+/* A new dataset for the access mode, or the error (an unknown mode with msg saying so). */
+static int ds_new(fmt_dataset **out, fmt_access access, fmt_msg *msg)
+{
+    if (access != FMT_ACCESS_MMAP && access != FMT_ACCESS_PREAD && access != FMT_ACCESS_DIRECT)
+        return fmt_fail(msg, FMT_EINVAL, "unknown access mode %d", (int)access);
+    fmt_dataset *d = calloc(1, sizeof *d);
+    if (!d)
+        return ENOMEM;
+    d->access = access;
+    *out = d;
+    return 0;
+}
+
+/* The backend d->man names, when it reads the manifest's version of its format (raw 2 reads
+ * raw 1): 0, or FMT_EUNSUPPORTED with msg saying why. */
+static int ds_find_backend(fmt_dataset *d, const char *dir, fmt_msg *msg)
+{
+    d->be = fmt_backend_find(d->man.backend);
+    if (!d->be || d->man.backend_version == 0 || d->man.backend_version > d->be->version)
+        return fmt_fail(msg, FMT_EUNSUPPORTED, "%s/manifest.json: backend '%s' version %u is not "
+                        "supported", dir, d->man.backend, d->man.backend_version);
+    return 0;
+}
+
+/* d->shards, one per manifest shard, each with its path in dir (none opened yet). */
+static int ds_shard_paths(fmt_dataset *d, const char *dir)
+{
+    d->shards = calloc(d->man.nshards ? d->man.nshards : 1, sizeof *d->shards);
+    if (!d->shards)
+        return ENOMEM;
+    for (size_t i = 0; i < d->man.nshards; i++) {
+        ds_shard *s = &d->shards[i];
+        if (asprintf(&s->path, "%s/%s", dir, d->man.shards[i].file) < 0) {
+            s->path = NULL;
+            return ENOMEM;
+        }
+    }
+    return 0;
+}
+
 int fmt_dataset_open_ex(fmt_dataset **out, const char *dir, fmt_access access, fmt_msg *msg)
 {
     return fmt_dataset_open_flags(out, dir, access, 0, msg);
@@ -110,36 +150,17 @@ int fmt_dataset_open_flags(fmt_dataset **out, const char *dir, fmt_access access
                            fmt_msg *msg)
 {
     *out = NULL;
-    if (access != FMT_ACCESS_MMAP && access != FMT_ACCESS_PREAD && access != FMT_ACCESS_DIRECT)
-        return fmt_fail(msg, FMT_EINVAL, "unknown access mode %d", (int)access);
-    fmt_dataset *d = calloc(1, sizeof *d);
-    if (!d)
-        return ENOMEM;
-    d->access = access;
-    int rc = fmt_manifest_read_named(dir, flags & FMT_OPEN_STAGED ? FMT_MANIFEST_STAGED_NAME
-                                                                  : FMT_MANIFEST_NAME, &d->man, msg);
+    fmt_dataset *d = NULL;
+    int rc = ds_new(&d, access, msg);
     if (rc)
+        return rc;
+    rc = fmt_manifest_read_named(dir, flags & FMT_OPEN_STAGED ? FMT_MANIFEST_STAGED_NAME
+                                                              : FMT_MANIFEST_NAME, &d->man, msg);
+    if (rc || (rc = ds_find_backend(d, dir, msg)) != 0 || (rc = ds_shard_paths(d, dir)) != 0)
         goto leave;
-    d->be = fmt_backend_find(d->man.backend);
-    /* a backend reads the versions of its format up to its own (raw 2 reads raw 1) */
-    if (!d->be || d->man.backend_version == 0 || d->man.backend_version > d->be->version) {
-        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s/manifest.json: backend '%s' version %u is not "
-                      "supported", dir, d->man.backend, d->man.backend_version);
-        goto leave;
-    }
-    d->shards = calloc(d->man.nshards ? d->man.nshards : 1, sizeof *d->shards);
-    if (!d->shards) {
-        rc = ENOMEM;
-        goto leave;
-    }
     size_t first_bad = 0;
     for (size_t i = 0; i < d->man.nshards; i++) {
         ds_shard *s = &d->shards[i];
-        if (asprintf(&s->path, "%s/%s", dir, d->man.shards[i].file) < 0) {
-            s->path = NULL;
-            rc = ENOMEM;
-            goto leave;
-        }
         fmt_msg sub = {{0}};
         rc = open_shard(d, dir, i, &sub);
         if (rc == 0)
@@ -179,43 +200,29 @@ int fmt_dataset_open_lazy(fmt_dataset **out, const char *dir, const char *manife
                           fmt_access access, unsigned flags, fmt_msg *msg)
 {
     *out = NULL;
-    if (access != FMT_ACCESS_MMAP && access != FMT_ACCESS_PREAD && access != FMT_ACCESS_DIRECT)
-        return fmt_fail(msg, FMT_EINVAL, "unknown access mode %d", (int)access);
-    fmt_dataset *d = calloc(1, sizeof *d);
-    if (!d)
-        return ENOMEM;
-    d->access = access;
-    d->flags = flags | FMT_OPEN_LAZY;
-    int rc = fmt_manifest_parse(manifest, len, &d->man, msg);
+    fmt_dataset *d = NULL;
+    int rc = ds_new(&d, access, msg);
     if (rc)
+        return rc;
+    d->flags = flags | FMT_OPEN_LAZY;
+    rc = fmt_manifest_parse(manifest, len, &d->man, msg);
+    if (rc || (rc = ds_find_backend(d, dir, msg)) != 0)
         goto leave;
-    d->be = fmt_backend_find(d->man.backend);
-    if (!d->be || d->man.backend_version == 0 || d->man.backend_version > d->be->version) {
-        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s/manifest.json: backend '%s' version %u is not "
-                      "supported", dir, d->man.backend, d->man.backend_version);
-        goto leave;
-    }
     if (!d->man.sample_width || !d->man.sample_height || d->man.targets) {
         rc = fmt_fail(msg, FMT_EUNSUPPORTED, "shards opened as they arrive need samples of one "
                       "size and no targets");
         goto leave;
     }
     d->max_length = (uint64_t)d->man.sample_width * d->man.sample_height * d->man.channels;
-    d->shards = calloc(d->man.nshards ? d->man.nshards : 1, sizeof *d->shards);
-    if (!d->shards || !(d->dir = strdup(dir))) {
+    if ((rc = ds_shard_paths(d, dir)) != 0)
+        goto leave;
+    if (!(d->dir = strdup(dir))) {
         rc = ENOMEM;
         goto leave;
     }
     pthread_mutex_init(&d->lazy, NULL);
-    for (size_t i = 0; i < d->man.nshards; i++) {
-        ds_shard *s = &d->shards[i];
-        if (asprintf(&s->path, "%s/%s", dir, d->man.shards[i].file) < 0) {
-            s->path = NULL;
-            rc = ENOMEM;
-            goto leave;
-        }
-        s->rc = EAGAIN;
-    }
+    for (size_t i = 0; i < d->man.nshards; i++)
+        d->shards[i].rc = EAGAIN;
     *out = d;
     d = NULL;
 leave:

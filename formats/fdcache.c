@@ -102,16 +102,23 @@ int fmt_fdfile_new(fmt_fdfile **out, const char *path, int oflags, int fd)
     return 0;
 }
 
+/* One more pin on f, whose descriptor is open (off the idle list at its first pin); the
+ * descriptor. Under fc_lock. */
+static int pin_open(fmt_fdfile *f)
+{
+    if (f->pins++ == 0) {
+        idle_unlink(f);
+        fc_pinned++;
+    }
+    return f->fd;
+}
+
 int fmt_fdfile_get(fmt_fdfile *f, int bounded, int *fd)
 {
     *fd = -1;
     pthread_mutex_lock(&fc_lock);
     if (f->fd >= 0) {
-        if (f->pins++ == 0) {
-            idle_unlink(f);
-            fc_pinned++;
-        }
-        *fd = f->fd;
+        *fd = pin_open(f);
         pthread_mutex_unlock(&fc_lock);
         return 0;
     }
@@ -142,11 +149,7 @@ int fmt_fdfile_get(fmt_fdfile *f, int bounded, int *fd)
     }
     pthread_mutex_lock(&fc_lock);
     if (f->fd >= 0) {
-        if (f->pins++ == 0) {
-            idle_unlink(f);
-            fc_pinned++;
-        }
-        *fd = f->fd;
+        *fd = pin_open(f);
         pthread_mutex_unlock(&fc_lock);
         close(nfd);
         return 0;

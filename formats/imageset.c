@@ -121,14 +121,9 @@ static int validate(set_shard *s, fmt_msg *msg)
     for (uint64_t i = 0; i < count; i++) {
         set_entry e;
         decode_entry(b + IDX_HEADER_SIZE + i * IDX_ENTRY_SIZE, &e);
-        if (e.channels != 1 && e.channels != 3)
-            return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": bad channel count %" PRIu32,
-                            i, e.channels);
-        if (!e.height || !e.width)
-            return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": zero height or width", i);
-        if (e.label < -1)
-            return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": bad label %" PRId32, i,
-                            e.label);
+        int rc = fmt_sample_shape_check("entry", i, e.height, e.width, e.channels, e.label, msg);
+        if (rc)
+            return rc;
         if (__builtin_mul_overflow((uint64_t)e.height * e.width, (uint64_t)e.channels, &v) ||
             v > SIZE_MAX)
             return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": shape too large", i);
@@ -340,19 +335,27 @@ leave:
     return rc;
 }
 
-int fmt_imageset_read(const void *sp, uint64_t i, void *dst, fmt_msg *msg)
+/* Sample i of shard sp decoded into *img (its entry in *e, its file's path in path), with
+ * load_sample's checks; its file's bytes into *file when file is not NULL. */
+static int load_indexed(const void *sp, uint64_t i, char path[PATH_MAX], set_entry *e,
+                        uint8_t **file, fmt_image *img, fmt_msg *msg)
 {
     const set_shard *s = sp;
     if (msg)
         msg->text[0] = '\0';
-    char path[PATH_MAX];
-    int rc = fmt_imageset_sample_path(s, i, path, sizeof path);
+    int rc = fmt_imageset_sample_path(s, i, path, PATH_MAX);
     if (rc)
         return rc;
+    shard_entry(s, i, e);
+    return load_sample(e, path, file, img, msg);
+}
+
+int fmt_imageset_read(const void *sp, uint64_t i, void *dst, fmt_msg *msg)
+{
+    char path[PATH_MAX];
     set_entry e;
-    shard_entry(s, i, &e);
     fmt_image img;
-    rc = load_sample(&e, path, NULL, &img, msg);
+    int rc = load_indexed(sp, i, path, &e, NULL, &img, msg);
     if (rc)
         return rc;
     memcpy(dst, img.pixels, (size_t)e.height * e.width * e.channels);
@@ -362,18 +365,11 @@ int fmt_imageset_read(const void *sp, uint64_t i, void *dst, fmt_msg *msg)
 
 int fmt_imageset_check(const void *sp, uint64_t i, fmt_msg *msg)
 {
-    const set_shard *s = sp;
-    if (msg)
-        msg->text[0] = '\0';
     char path[PATH_MAX];
-    int rc = fmt_imageset_sample_path(s, i, path, sizeof path);
-    if (rc)
-        return rc;
     set_entry e;
-    shard_entry(s, i, &e);
     fmt_image img;
     uint8_t *file = NULL;
-    rc = load_sample(&e, path, &file, &img, msg);
+    int rc = load_indexed(sp, i, path, &e, &file, &img, msg);
     if (rc)
         return rc;
     if (fmt_hash64(img.pixels, (size_t)e.height * e.width * e.channels) != e.hash)

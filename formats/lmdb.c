@@ -263,6 +263,20 @@ static int lm_room(lm_writer *w, uint64_t projected)
     return rc;
 }
 
+/* Abort the open batch, if any, and close the environment: what a finish or an abort does before
+ * the files are installed or removed. */
+static void lm_close_env(lm_writer *w)
+{
+    if (w->txn) {
+        mdb_txn_abort(w->txn);
+        w->txn = NULL;
+    }
+    if (w->env) {
+        mdb_env_close(w->env);
+        w->env = NULL;
+    }
+}
+
 static void lm_writer_free(lm_writer *w)
 {
     if (w->txn)
@@ -477,14 +491,7 @@ static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
     if (!rc && info)
         *info = h;
 leave:
-    if (w->txn) {
-        mdb_txn_abort(w->txn);
-        w->txn = NULL;
-    }
-    if (w->env) {
-        mdb_env_close(w->env);
-        w->env = NULL;
-    }
+    lm_close_env(w);
     if (!renamed)
         lm_remove_env(w->tmp);
     lm_writer_free(w);
@@ -496,14 +503,7 @@ static void lm_w_abort(void *p)
     lm_writer *w = p;
     if (!w)
         return;
-    if (w->txn) {
-        mdb_txn_abort(w->txn);
-        w->txn = NULL;
-    }
-    if (w->env) {
-        mdb_env_close(w->env);
-        w->env = NULL;
-    }
+    lm_close_env(w);
     lm_remove_env(w->tmp);
     lm_writer_free(w);
 }

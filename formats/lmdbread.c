@@ -79,13 +79,9 @@ static int lm_check_value(const uint8_t *v, size_t n, uint64_t i, fmt_msg *msg)
     lm_header h;
     lm_decode_header(v, &h);
     uint64_t len, total;
-    if (h.channels != 1 && h.channels != 3)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad channel count %" PRIu32, i,
-                        h.channels);
-    if (!h.height || !h.width)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": zero height or width", i);
-    if (h.label < -1)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad label %" PRId32, i, h.label);
+    int rc = fmt_sample_shape_check("sample", i, h.height, h.width, h.channels, h.label, msg);
+    if (rc)
+        return rc;
     if (fmt_shape_bytes(h.height, h.width, h.channels, &len) ||
         __builtin_add_overflow(len, (uint64_t)LM_VALUE_HEADER + h.aux_len, &total) ||
         total != n)

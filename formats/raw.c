@@ -623,14 +623,9 @@ static int check_entries(const fmt_raw_shard *s, fmt_msg *msg)
         fmt_raw_entry e;
         decode_entry(index + i * FMT_RAW_ENTRY_SIZE, &e, h->version_major);
         uint64_t len, end, aux_end;
-        if (e.channels != 1 && e.channels != 3)
-            return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": bad channel count %" PRIu32,
-                            i, e.channels);
-        if (!e.height || !e.width)
-            return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": zero height or width", i);
-        if (e.label < -1)
-            return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": bad label %" PRId32, i,
-                            e.label);
+        int rc = fmt_sample_shape_check("entry", i, e.height, e.width, e.channels, e.label, msg);
+        if (rc)
+            return rc;
         if (fmt_shape_bytes(e.height, e.width, e.channels, &len) || len != e.length)
             return fmt_fail(msg, FMT_ECORRUPT, "entry %" PRIu64 ": length does not match shape",
                             i);

@@ -97,4 +97,10 @@ int fmt_shape_bytes(uint64_t height, uint64_t width, uint64_t channels, uint64_t
  * label >= -1, no aux_len without aux. 0 or FMT_EINVAL. */
 int fmt_sample_meta_check(const fmt_sample_meta *m);
 
+/* What every reader checks of a stored sample's shape and label, in this order: channels 1 or 3,
+ * non-zero height and width, label >= -1. 0, or FMT_ECORRUPT with msg naming it "WHAT I" (what:
+ * "entry" or "sample") and the fault. */
+int fmt_sample_shape_check(const char *what, uint64_t i, uint32_t height, uint32_t width,
+                           uint32_t channels, int32_t label, fmt_msg *msg);
+
 #endif

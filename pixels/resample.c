@@ -604,6 +604,18 @@ int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_
     return 0;
 }
 
+/* The source indices [*lo, *hi) that outputs first .. first + n - 1 of t read together. */
+static void span_union(const rs_table *t, uint32_t first, uint32_t n, int64_t *lo, int64_t *hi)
+{
+    *lo = t->span[2 * first];
+    *hi = *lo;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t a = t->span[2 * (first + i)], e = a + t->span[2 * (first + i) + 1];
+        *lo = a < *lo ? a : *lo;
+        *hi = e > *hi ? e : *hi;
+    }
+}
+
 int fmt_resample_source_rect(fmt_rs_scratch *s, uint32_t sw, uint32_t sh, const fmt_rs_box *box,
                              fmt_filter f, uint32_t out_w, uint32_t out_h, uint32_t win_x,
                              uint32_t win_y, uint32_t dw, uint32_t dh, uint32_t rect[4])
@@ -642,24 +654,10 @@ int fmt_resample_source_rect(fmt_rs_scratch *s, uint32_t sw, uint32_t sh, const 
     int need_h = out_w != sw || b.x0 != 0.0f || b.x1 != (float)out_w;
     int need_v = out_h != sh || b.y0 != 0.0f || b.y1 != (float)out_h;
     int64_t c0 = win_x, c1 = (int64_t)win_x + dw, r0 = win_y, r1 = (int64_t)win_y + dh;
-    if (need_h) {
-        c0 = tx->span[2 * win_x];
-        c1 = c0;
-        for (uint32_t i = 0; i < dw; i++) {
-            int64_t a = tx->span[2 * (win_x + i)], e = a + tx->span[2 * (win_x + i) + 1];
-            c0 = a < c0 ? a : c0;
-            c1 = e > c1 ? e : c1;
-        }
-    }
-    if (need_v) {
-        r0 = ty->span[2 * win_y];
-        r1 = r0;
-        for (uint32_t i = 0; i < dh; i++) {
-            int64_t a = ty->span[2 * (win_y + i)], e = a + ty->span[2 * (win_y + i) + 1];
-            r0 = a < r0 ? a : r0;
-            r1 = e > r1 ? e : r1;
-        }
-    }
+    if (need_h)
+        span_union(tx, win_x, dw, &c0, &c1);
+    if (need_v)
+        span_union(ty, win_y, dh, &r0, &r1);
     if (c0 < 0 || r0 < 0 || c1 > sw || r1 > sh || c1 <= c0 || r1 <= r0)
         return 0;               /* (not reached: the tables stay inside the image) */
     rect[0] = (uint32_t)c0;

@@ -326,67 +326,80 @@ void shr_aa_solarize(uint8_t *px, uint32_t width, uint32_t height, uint32_t chan
     fmt_color_apply_lut(px, width, height, channels, stride, lut, 0);
 }
 
-void shr_aa_autocontrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
-                         size_t stride)
+/* The identity table: a band the operation leaves as it is. */
+static void band_identity(uint8_t *lb)
+{
+    for (int i = 0; i < 256; i++)
+        lb[i] = (uint8_t)i;
+}
+
+/* autocontrast's table of one band from its histogram hb */
+static void band_autocontrast(const uint64_t *hb, uint8_t *lb)
+{
+    int lo = 0, hi = 255;
+    while (lo < 255 && !hb[lo])
+        lo++;
+    while (hi > 0 && !hb[hi])
+        hi--;
+    if (hi <= lo) {
+        band_identity(lb);
+        return;
+    }
+    double scale = 255.0 / (hi - lo);
+    double offset = -lo * scale;
+    for (int i = 0; i < 256; i++) {
+        double v = i * scale + offset;
+        int ix = v <= -1.0 ? -1 : (int)v;    /* int(): toward zero; clipped below anyway */
+        lb[i] = (uint8_t)(ix < 0 ? 0 : ix > 255 ? 255 : ix);
+    }
+}
+
+/* equalize's table of one band from its histogram hb */
+static void band_equalize(const uint64_t *hb, uint8_t *lb)
+{
+    uint64_t total = 0, last = 0;
+    int nonzero = 0;
+    for (int i = 0; i < 256; i++)
+        if (hb[i]) {
+            total += hb[i];
+            last = hb[i];
+            nonzero++;
+        }
+    uint64_t step = nonzero <= 1 ? 0 : (total - last) / 255;
+    if (!step) {
+        band_identity(lb);
+        return;
+    }
+    uint64_t n = step / 2;
+    for (int i = 0; i < 256; i++) {
+        uint64_t v = n / step;
+        lb[i] = (uint8_t)(v > 255 ? 255 : v);
+        n += hb[i];
+    }
+}
+
+/* The image's per-band histograms, a table per band made from its histogram, applied. */
+static void apply_band_luts(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                            size_t stride, void (*band)(const uint64_t *hb, uint8_t *lb))
 {
     uint64_t h[768];
     uint8_t lut[768];
     histogram(px, width, height, channels, stride, h);
-    for (uint32_t b = 0; b < channels; b++) {
-        const uint64_t *hb = h + 256 * b;
-        uint8_t *lb = lut + 256 * b;
-        int lo = 0, hi = 255;
-        while (lo < 255 && !hb[lo])
-            lo++;
-        while (hi > 0 && !hb[hi])
-            hi--;
-        if (hi <= lo) {
-            for (int i = 0; i < 256; i++)
-                lb[i] = (uint8_t)i;
-            continue;
-        }
-        double scale = 255.0 / (hi - lo);
-        double offset = -lo * scale;
-        for (int i = 0; i < 256; i++) {
-            double v = i * scale + offset;
-            int ix = v <= -1.0 ? -1 : (int)v;    /* int(): toward zero; clipped below anyway */
-            lb[i] = (uint8_t)(ix < 0 ? 0 : ix > 255 ? 255 : ix);
-        }
-    }
+    for (uint32_t b = 0; b < channels; b++)
+        band(h + 256 * b, lut + 256 * b);
     fmt_color_apply_lut(px, width, height, channels, stride, lut, 1);
+}
+
+void shr_aa_autocontrast(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                         size_t stride)
+{
+    apply_band_luts(px, width, height, channels, stride, band_autocontrast);
 }
 
 void shr_aa_equalize(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
                      size_t stride)
 {
-    uint64_t h[768];
-    uint8_t lut[768];
-    histogram(px, width, height, channels, stride, h);
-    for (uint32_t b = 0; b < channels; b++) {
-        const uint64_t *hb = h + 256 * b;
-        uint8_t *lb = lut + 256 * b;
-        uint64_t total = 0, last = 0;
-        int nonzero = 0;
-        for (int i = 0; i < 256; i++)
-            if (hb[i]) {
-                total += hb[i];
-                last = hb[i];
-                nonzero++;
-            }
-        uint64_t step = nonzero <= 1 ? 0 : (total - last) / 255;
-        if (!step) {
-            for (int i = 0; i < 256; i++)
-                lb[i] = (uint8_t)i;
-            continue;
-        }
-        uint64_t n = step / 2;
-        for (int i = 0; i < 256; i++) {
-            uint64_t v = n / step;
-            lb[i] = (uint8_t)(v > 255 ? 255 : v);
-            n += hb[i];
-        }
-    }
-    fmt_color_apply_lut(px, width, height, channels, stride, lut, 1);
+    apply_band_luts(px, width, height, channels, stride, band_equalize);
 }
 
 /* Filter.c's clip8 */

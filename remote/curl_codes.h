@@ -1,7 +1,8 @@
 /* curl_codes.h - what a libcurl result or an HTTP answer means for a transfer of remote/
  * (fetch.c, upload.c): whether it is worth another try, the errno it is reported as, the words
  * of its message, and how long to wait before the next try: the downloads and the uploads retry
- * alike. */
+ * alike. Also the two things both start with (defined in fetch.c): libcurl's global set-up, and
+ * the seed of their retries' jitter. */
 #ifndef RMT_CURL_CODES_H
 #define RMT_CURL_CODES_H
 
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "fmt.h"
 
 #define RMT_BACKOFF_BASE 0.1    /* seconds before the first retry (before jitter) */
 #define RMT_BACKOFF_CAP 2.0     /* the longest wait between two attempts */
@@ -91,6 +94,13 @@ static inline void rmt_http_what(char *what, size_t len, long code, const char *
     snprintf(what, len, "HTTP %ld%s%s%s%s", code, scode[0] ? " " : "", scode, smsg[0] ? ": " : "",
              smsg);
 }
+
+/* libcurl's global set-up, done once for the process: 0, or EIO with msg saying why. */
+int rmt_curl_init(fmt_msg *msg);
+
+/* A seed for rmt_backoff's jitter: the process id and the monotonic clock, so that processes
+ * (and transfers started at different times) draw differently. */
+unsigned rmt_jitter_seed(void);
 
 /* Seconds to wait after attempt number tries (1, 2, ...) failed: capped exponential backoff with
  * equal jitter (half fixed, half random), so that clients retrying together spread out. */

@@ -39,6 +39,19 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+int rmt_curl_init(fmt_msg *msg)
+{
+    pthread_once(&init_once, global_init);
+    if (init_rc != CURLE_OK)
+        return fmt_fail(msg, EIO, "cannot initialise libcurl: %s", curl_easy_strerror(init_rc));
+    return 0;
+}
+
+unsigned rmt_jitter_seed(void)
+{
+    return (unsigned)getpid() ^ (unsigned)(now() * 1e6);
+}
+
 typedef struct {
     const rmt_config *c;
     rmt_stats *st;
@@ -369,9 +382,9 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
                       unsigned tries, rmt_start_fn start, rmt_done_fn done, rmt_ended_fn ended,
                       rmt_more_fn more, void *ctx, rmt_stats *st, fmt_msg *msg)
 {
-    pthread_once(&init_once, global_init);
-    if (init_rc != CURLE_OK)
-        return fmt_fail(msg, EIO, "cannot initialise libcurl: %s", curl_easy_strerror(init_rc));
+    int irc = rmt_curl_init(msg);
+    if (irc)
+        return irc;
     if (!parallel)
         parallel = 8;
     if (!tries)
@@ -379,7 +392,7 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
     CURLM *m = curl_multi_init();
     if (!m)
         return fmt_fail(msg, ENOMEM, "cannot initialise libcurl");
-    fetch_ctx f = {c, st, (unsigned)getpid() ^ (unsigned)(now() * 1e6)};
+    fetch_ctx f = {c, st, rmt_jitter_seed()};
     for (size_t i = 0; i < n; i++)
         job_init(&jobs[i]);
     for (size_t i = n; more && i < cap; i++) {

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,34 +161,19 @@ struct rmt_writer {
     void *pctx;
 };
 
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static CURLcode init_rc;
-
-static void global_init(void)
-{
-    init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 int rmt_writer_open(rmt_writer **out, const char *url, uint64_t part_size, fmt_msg *msg)
 {
     *out = NULL;
     if (!rmt_is_url(url) || strncmp(url, "s3://", 5) != 0)
         return fmt_fail(msg, FMT_EINVAL, "%s: http(s):// datasets are read-only; write to "
                         "s3://BUCKET/PREFIX or to a local folder", url);
-    pthread_once(&init_once, global_init);
-    if (init_rc != CURLE_OK)
-        return fmt_fail(msg, EIO, "cannot initialise libcurl: %s", curl_easy_strerror(init_rc));
+    int rc = rmt_curl_init(msg);
+    if (rc)
+        return rc;
     rmt_writer *w = calloc(1, sizeof *w);
     if (!w)
         return fmt_fail(msg, ENOMEM, "out of memory");
-    int rc = rmt_config_load(&w->c, url, 0, msg);
+    rc = rmt_config_load(&w->c, url, 0, msg);
     if (rc) {
         free(w);
         return rc;
@@ -204,7 +188,7 @@ int rmt_writer_open(rmt_writer **out, const char *url, uint64_t part_size, fmt_m
     size_t bl = strlen(w->c.base), pl = strlen(w->c.prefix);
     w->bucket_url = strndup(w->c.base, pl ? bl - pl - 1 : bl);
     w->easy = curl_easy_init();
-    w->seed = (unsigned)getpid() ^ (unsigned)(now() * 1e6);
+    w->seed = rmt_jitter_seed();
     if (!w->bucket_url || !w->easy) {
         rmt_writer_close(w);
         return fmt_fail(msg, ENOMEM, "out of memory");

@@ -15,21 +15,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "benchutil.h"
 #include "geometry.h"
 #include "image.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* The plan of g for the image in buf; -1 when it cannot be probed or planned. */
 static int plan_of(const fmt_geom *g, const uint8_t *buf, size_t len, fmt_image_info *info,

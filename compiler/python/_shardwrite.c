@@ -172,14 +172,20 @@ static void Build_dealloc(PyObject *self)
     Py_DECREF(t);
 }
 
+/* Free what the item holds (NULL: taken, or never set). */
+static void item_free(shc_item *it)
+{
+    free(it->name);
+    free(it->data);
+    free(it->fields);
+}
+
 /* Hand item it to the stream, waiting with the GIL released. True: added; False: the build has
  * ended (finish() says why). it's bytes are freed when not taken. */
 static PyObject *push(BuildObject *b, shc_item *it)
 {
     if (!b->stream || !b->running) {
-        free(it->name);
-        free(it->data);
-        free(it->fields);
+        item_free(it);
         PyErr_SetString(PyExc_RuntimeError, "this build is finished");
         return NULL;
     }
@@ -187,9 +193,7 @@ static PyObject *push(BuildObject *b, shc_item *it)
     Py_BEGIN_ALLOW_THREADS
     rc = shc_stream_add(b->stream, it);
     Py_END_ALLOW_THREADS
-    free(it->name);             /* NULL when taken */
-    free(it->data);
-    free(it->fields);
+    item_free(it);              /* NULL when taken */
     if (rc == EINVAL) {
         PyErr_SetString(PyExc_ValueError, "label out of range, or a fields record not of the "
                         "schema");
@@ -248,22 +252,6 @@ static int item_fields(PyObject *rec, shc_item *it)
     return 0;
 }
 
-static PyObject *Build_add_path(PyObject *self, PyObject *args)
-{
-    PyObject *path, *rec = Py_None;
-    int label;
-    if (!PyArg_ParseTuple(args, "Oi|O", &path, &label, &rec))
-        return NULL;
-    shc_item it = {.kind = SHC_ITEM_PATH, .label = label};
-    if (!(it.name = name_of(path)))
-        return NULL;
-    if (item_fields(rec, &it) < 0) {
-        free(it.name);
-        return NULL;
-    }
-    return push((BuildObject *)self, &it);
-}
-
 /* A copy of a buffer's bytes (C-contiguous), the GIL released for a large one. */
 static uint8_t *copy_buffer(PyObject *obj, size_t *len)
 {
@@ -289,6 +277,31 @@ static uint8_t *copy_buffer(PyObject *obj, size_t *len)
     return p;
 }
 
+/* The copies an add_* call makes of its arguments into it: name, the fields record rec, and the
+ * bytes of data when not NULL; -1 with an exception and nothing held. */
+static int item_args(shc_item *it, PyObject *name, PyObject *rec, PyObject *data)
+{
+    if (!(it->name = name_of(name)))
+        return -1;
+    if (item_fields(rec, it) < 0 || (data && !(it->data = copy_buffer(data, &it->len)))) {
+        item_free(it);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Build_add_path(PyObject *self, PyObject *args)
+{
+    PyObject *path, *rec = Py_None;
+    int label;
+    if (!PyArg_ParseTuple(args, "Oi|O", &path, &label, &rec))
+        return NULL;
+    shc_item it = {.kind = SHC_ITEM_PATH, .label = label};
+    if (item_args(&it, path, rec, NULL) < 0)
+        return NULL;
+    return push((BuildObject *)self, &it);
+}
+
 static PyObject *Build_add_bytes(PyObject *self, PyObject *args)
 {
     PyObject *data, *name, *rec = Py_None;
@@ -296,16 +309,8 @@ static PyObject *Build_add_bytes(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOi|O", &data, &name, &label, &rec))
         return NULL;
     shc_item it = {.kind = SHC_ITEM_ENCODED, .label = label};
-    if (!(it.name = name_of(name)))
+    if (item_args(&it, name, rec, data) < 0)
         return NULL;
-    if (item_fields(rec, &it) < 0) {
-        free(it.name);
-        return NULL;
-    }
-    if (!(it.data = copy_buffer(data, &it.len))) {
-        free(it.name);
-        return NULL;
-    }
     return push((BuildObject *)self, &it);
 }
 
@@ -318,19 +323,10 @@ static PyObject *Build_add_pixels(PyObject *self, PyObject *args)
         return NULL;
     shc_item it = {.kind = SHC_ITEM_PIXELS, .label = label, .width = w, .height = h,
                    .channels = c};
-    if (!(it.name = name_of(name)))
+    if (item_args(&it, name, rec, data) < 0)
         return NULL;
-    if (item_fields(rec, &it) < 0) {
-        free(it.name);
-        return NULL;
-    }
-    if (!(it.data = copy_buffer(data, &it.len))) {
-        free(it.name);
-        return NULL;
-    }
     if ((uint64_t)w * h * c != it.len) {
-        free(it.name);
-        free(it.data);
+        item_free(&it);
         PyErr_SetString(PyExc_ValueError, "pixel buffer size does not match its shape");
         return NULL;
     }

@@ -372,6 +372,10 @@ double sb_pct(double x, double of);
 
 /* evict.c */
 void sb_evict_dataset(const char *dir, sb_row *row);
+/* fn(file, its lstat, ctx) for path, when a regular file, or for every regular file below it
+ * (links not followed, SB_MAX_DEPTH levels at most); what cannot be read is passed over. */
+void sb_walk_files(const char *path, void (*fn)(const char *file, const struct stat *st,
+                                                void *ctx), void *ctx);
 
 /* read.c */
 extern const char sb_usage_read[];

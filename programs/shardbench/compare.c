@@ -105,30 +105,15 @@ static int run_child(char *const argv[], const char *log)
 
 /* Bytes of every regular file under path (apparent sizes: what the files hold, independent of
  * the filesystem's block size). */
-static uint64_t tree_bytes(const char *path, int depth)
+static void add_size(const char *file, const struct stat *st, void *ctx)
 {
-    struct stat st;
-    if (depth > SB_MAX_DEPTH || lstat(path, &st) != 0)
-        return 0;
-    if (S_ISREG(st.st_mode))
-        return (uint64_t)st.st_size;
-    if (!S_ISDIR(st.st_mode))
-        return 0;
-    DIR *d = opendir(path);
-    if (!d)
-        return 0;
+    *(uint64_t *)ctx += (uint64_t)st->st_size;
+}
+
+static uint64_t tree_bytes(const char *path)
+{
     uint64_t sum = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char *sub;
-        if (asprintf(&sub, "%s/%s", path, de->d_name) < 0)
-            break;
-        sum += tree_bytes(sub, depth + 1);
-        free(sub);
-    }
-    closedir(d);
+    sb_walk_files(path, add_size, &sum);
     return sum;
 }
 
@@ -404,7 +389,7 @@ static int run_compare(char *src, const sb_cmp_opts *co)
         status = SB_EXIT_FAIL;
         goto leave;
     }
-    rows[0].bytes = tree_bytes(src, 0);
+    rows[0].bytes = tree_bytes(src);
     nrows = 1;
     size_t nformats = 0;
     while (formats[nformats] && nformats < SB_MAX_FORMATS)
@@ -431,7 +416,7 @@ static int run_compare(char *src, const sb_cmp_opts *co)
             r->dir = NULL;
             continue;
         }
-        r->bytes = tree_bytes(r->dir, 0);
+        r->bytes = tree_bytes(r->dir);
         nrows++;
     }
     /* the raw shards with the CPU-side transforms: where augmentation and normalisation cost */

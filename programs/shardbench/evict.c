@@ -32,13 +32,14 @@ leave:
     close(fd);
 }
 
-static void evict_tree(const char *path, int depth, uint64_t *resident, uint64_t *total)
+static void walk(const char *path, int depth,
+                 void (*fn)(const char *file, const struct stat *st, void *ctx), void *ctx)
 {
     struct stat st;
     if (depth > SB_MAX_DEPTH || lstat(path, &st) != 0)
         return;
     if (S_ISREG(st.st_mode)) {
-        evict_file(path, resident, total);
+        fn(path, &st, ctx);
         return;
     }
     if (!S_ISDIR(st.st_mode))
@@ -53,18 +54,34 @@ static void evict_tree(const char *path, int depth, uint64_t *resident, uint64_t
         char *sub;
         if (asprintf(&sub, "%s/%s", path, de->d_name) < 0)
             break;
-        evict_tree(sub, depth + 1, resident, total);
+        walk(sub, depth + 1, fn, ctx);
         free(sub);
     }
     closedir(d);
 }
 
+void sb_walk_files(const char *path, void (*fn)(const char *file, const struct stat *st,
+                                                void *ctx), void *ctx)
+{
+    walk(path, 0, fn, ctx);
+}
+
+typedef struct {
+    uint64_t resident, total;
+} evict_count;
+
+static void evict_one(const char *file, const struct stat *st, void *ctx)
+{
+    evict_count *n = ctx;
+    evict_file(file, &n->resident, &n->total);
+}
+
 /* Evict every regular file under dir; record the fraction still resident in row->resident. */
 void sb_evict_dataset(const char *dir, sb_row *row)
 {
-    uint64_t resident = 0, total = 0;
-    evict_tree(dir, 0, &resident, &total);
-    double f = total ? (double)resident / (double)total : 0;
+    evict_count n = {0, 0};
+    sb_walk_files(dir, evict_one, &n);
+    double f = n.total ? (double)n.resident / (double)n.total : 0;
     if (f > row->resident)
         row->resident = f;
 }
