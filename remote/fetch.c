@@ -401,11 +401,10 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
         jobs[i].skipped = 1;
     }
     size_t slots = more ? cap : n;
-    for (size_t i = n; more && i < cap; i++)
-        if (more(&jobs[i], 0, ctx)) {
-            job_init(&jobs[i]);
-            n++;
-        }
+    for (size_t i = n; more && i < cap && more(&jobs[i], 0, ctx); i++) {
+        job_init(&jobs[i]);             /* (until more has none) */
+        n++;
+    }
     size_t next = 0, left = n, active = 0;
     int first = 0;
     fmt_msg first_msg = {{0}};
