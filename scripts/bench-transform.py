@@ -3,7 +3,12 @@
 one Python op appended (thread and process pools), and torchvision's DataLoader over the same
 images with as many worker processes. Prints images/s per configuration.
   BUILD=build python3 scripts/bench-transform.py [DATASET_DIR [IMAGE_FOLDER]] [--cores N]
-Without a dataset it builds one (shardc-mksample, 64 per class x 4 classes, --max-side 256)."""
+                                                 [--reps R]
+Without a dataset it builds one (shardc-mksample, 64 per class x 4 classes, --max-side 256).
+With --reps R every configuration runs R times, one after another in each repetition: the
+medians (and ranges) are printed, and the median of each repetition's own ratio of the thread
+pool to the DataLoader (the two ran back to back, so they share most of the load of their
+moment)."""
 import os
 import subprocess
 import sys
@@ -44,12 +49,15 @@ def rate(it, epochs=2):
 
 def main():
     argv = sys.argv[1:]
-    if "--cores" in argv:
-        k = argv.index("--cores")
-        argv = argv[:k] + argv[k + 2:]
+    opts = {}
+    for o in ("--cores", "--reps"):
+        if o in argv:
+            k = argv.index(o)
+            opts[o] = int(argv[k + 1])
+            argv = argv[:k] + argv[k + 2:]
     args = [a for a in argv if not a.startswith("--")]
-    cores = int(sys.argv[sys.argv.index("--cores") + 1]) if "--cores" in sys.argv else \
-        min(4, os.cpu_count() or 1)
+    cores = opts.get("--cores", min(4, os.cpu_count() or 1))
+    reps = opts.get("--reps", 1)
     tmp = tempfile.mkdtemp(prefix="bench-transform-")
     if args:
         ds, folder = args[0], args[1] if len(args) > 1 else None
@@ -64,20 +72,30 @@ def main():
     torch.set_num_threads(1)
     common = dict(batch_size=64, shuffle=True, threads=cores, framework="torch")
     out = {}
-    out["all C"] = rate(lambda: shardread.Loader(ds, transform=recipe(), **common))
-    out["C + 1 Python op, threads"] = rate(lambda: shardread.Loader(
-        ds, transform=recipe([Clamp()]), py_workers=cores, **common))
-    out["C + 1 Python op, processes"] = rate(lambda: shardread.Loader(
-        ds, transform=recipe([Clamp()]), py_workers=cores, py_pool="process", **common))
-    if folder:
-        dl = torch.utils.data.DataLoader(
-            torchvision.datasets.ImageFolder(folder, transform=recipe([Clamp()])),
-            batch_size=64, shuffle=True, num_workers=cores)
-        out["torchvision DataLoader"] = rate(lambda: dl)
+    for _ in range(reps):
+        def add(name, v):
+            out.setdefault(name, []).append(v)
+        add("all C", rate(lambda: shardread.Loader(ds, transform=recipe(), **common)))
+        add("C + 1 Python op, threads", rate(lambda: shardread.Loader(
+            ds, transform=recipe([Clamp()]), py_workers=cores, **common)))
+        add("C + 1 Python op, processes", rate(lambda: shardread.Loader(
+            ds, transform=recipe([Clamp()]), py_workers=cores, py_pool="process", **common)))
+        if folder:
+            dl = torch.utils.data.DataLoader(
+                torchvision.datasets.ImageFolder(folder, transform=recipe([Clamp()])),
+                batch_size=64, shuffle=True, num_workers=cores)
+            add("torchvision DataLoader", rate(lambda: dl))
     print(f"cores {cores}, {os.uname().machine}, torch {torch.__version__}, "
-          f"torchvision {torchvision.__version__}")
+          f"torchvision {torchvision.__version__}, {reps} repetition(s)")
+    import statistics
     for k, v in out.items():
-        print(f"  {k:32s} {v:9.0f} images/s")
+        span = f"  ({min(v):.0f} .. {max(v):.0f})" if reps > 1 else ""
+        print(f"  {k:32s} {statistics.median(v):9.0f} images/s{span}")
+    if folder and reps > 1:
+        r = [a / b for a, b in zip(out["C + 1 Python op, threads"],
+                                   out["torchvision DataLoader"])]
+        print(f"  thread pool / DataLoader, per repetition: median {statistics.median(r):.2f}x "
+              f"({min(r):.2f} .. {max(r):.2f})")
     import shutil
     shutil.rmtree(tmp, ignore_errors=True)
 
