@@ -364,8 +364,10 @@ typedef struct {
     uint32_t num_flip_indices;
     /* A label-map dataset (see "Masks and keypoints"): the bytes of each delivered label value,
      * 1 (uint8, the default; 0 means 1: a label above 255 fails its batch) or 2 (uint16, host
-     * order: any label a build stores, 0 .. 65535). */
-    uint32_t label_map_bytes;
+     * order: any label a build stores, 0 .. 65535). 64 bits wide so that the struct grows by
+     * it: a 32-bit field would sit in the tail padding, and size could not tell an older
+     * caller's struct (its padding read as this field) from a newer one. */
+    uint64_t label_map_bytes;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
@@ -1256,6 +1258,10 @@ SHR_API int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t
 SHR_API int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints,
                              const float **keypoints, int *has_masks, uint32_t *width,
                              uint32_t *height, uint8_t *masks, size_t cap);
+
+/* 1 when the dataset's targets are label maps (shardc build --masks), from its manifest; 0
+ * otherwise (and for d NULL). */
+SHR_API int shr_dataset_has_label_maps(const shr_dataset *d);
 
 /* Sample idx's label map (a semantic segmentation dataset: shardc build --masks), as the build
  * stored it, at the stored sample's size: *width, *height and *max_value (its largest value, the

@@ -113,7 +113,7 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
         return fmt_fail(m, SHR_EINVAL, "width and height must both be given, or neither");
     if (o->label_map_bytes > 2)
         return fmt_fail(m, SHR_EINVAL, "label_map_bytes must be 1 (uint8) or 2 (uint16), not "
-                        "%" PRIu32, o->label_map_bytes);
+                        "%" PRIu64, o->label_map_bytes);
     if (o->width > SHR_MAX_SIDE || o->height > SHR_MAX_SIDE ||
         (uint64_t)o->width * o->height > SHR_MAX_PIXELS)
         return fmt_fail(m, SHR_EINVAL, "width x height %" PRIu32 "x%" PRIu32 " is past the "

@@ -209,6 +209,11 @@ int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints
     return 0;
 }
 
+int shr_dataset_has_label_maps(const shr_dataset *d)
+{
+    return d && (fmt_dataset_manifest(d->ds)->target_ext & FMT_TARGET_EXT_MAP) != 0;
+}
+
 int shr_dataset_label_map(const shr_dataset *d, uint64_t idx, uint32_t *width, uint32_t *height,
                           uint32_t *max_value, void *out, size_t cap, int elem)
 {

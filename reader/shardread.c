@@ -261,8 +261,8 @@ static int set_targets(shr_reader *r, const char *dir)
     r->map_bytes = o->label_map_bytes == 2 ? 2 : 1;
     if ((r->segm_ext & FMT_TARGET_EXT_MAP) && r->map_bytes == 1 && m->ignore_index > 255)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the label maps' ignore index is %" PRIu32
-                        ": uint8 label maps hold 0 .. 255 (deliver uint16 ones: label_map_bytes "
-                        "2)", dir, m->ignore_index);
+                        ": uint8 label maps hold 0 .. 255 (label_map_bytes 2 delivers uint16 "
+                        "ones; in Python label_dtype='int64')", dir, m->ignore_index);
     r->ignore_index = (uint16_t)m->ignore_index;
     if (o->flip && r->segm_k && !flip_idx)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the dataset has %" PRIu32 " keypoints "

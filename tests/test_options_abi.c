@@ -99,6 +99,15 @@ START_TEST(test_older_caller)
 }
 END_TEST
 
+/* The last field ends the struct: a field added in the tail padding would not change the size,
+ * and an older caller's padding would be read as it. */
+START_TEST(test_no_tail_padding)
+{
+    ck_assert_uint_eq(offsetof(shr_options, label_map_bytes) + sizeof(uint64_t),
+                      sizeof(shr_options));
+}
+END_TEST
+
 START_TEST(test_refused_sizes)
 {
     callerbuf c;
@@ -132,6 +141,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_older_caller);
     tcase_add_test(tc, test_refused_sizes);
+    tcase_add_test(tc, test_no_tail_padding);
     suite_add_tcase(s, tc);
     return tu_run_fixtures(rc, s);
 }

@@ -49,10 +49,14 @@ int sb_gpu_open(const char *path, const sb_gpu_api **api, fmt_msg *why)
     if (t->abi != SB_GPU_ABI || t->opts_size != sizeof(sb_step_opts) ||
         t->batch_size != sizeof(shr_batch) || t->stats_size != sizeof(sb_step_stats)) {
         /* the table lives in the library: read it before the library goes */
-        unsigned abi = t->abi;
+        char what[160];
+        snprintf(what, sizeof what, "ABI %u, this library %u; sb_step_opts %zu bytes, here %zu; "
+                 "shr_batch %zu, here %zu; sb_step_stats %zu, here %zu", t->abi,
+                 (unsigned)SB_GPU_ABI, (size_t)t->opts_size, sizeof(sb_step_opts),
+                 (size_t)t->batch_size, sizeof(shr_batch), (size_t)t->stats_size,
+                 sizeof(sb_step_stats));
         dlclose(lib);
-        return fmt_fail(why, ENOEXEC, "%s: built from another version (ABI %u, this library %u)",
-                        path, abi, (unsigned)SB_GPU_ABI);
+        return fmt_fail(why, ENOEXEC, "%s: built from another version (%s)", path, what);
     }
     /* never closed: steps and kernels of the table may be in use until the process ends */
     *api = t;

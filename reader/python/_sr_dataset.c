@@ -56,8 +56,7 @@ static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
     shr_dataset_get_info(d, &info);
     self->samples = info.samples;
     self->targets = info.targets;
-    self->label_map = info.targets && info.samples &&
-                      shr_dataset_label_map(d, 0, NULL, NULL, NULL, NULL, 0, 0) == 0;
+    self->label_map = shr_dataset_has_label_maps(d);
     self->label_elem = elem ? elem : 1;
     if (elem && !self->label_map) {
         PyErr_SetString(sr_argument_error, "label_dtype= is for a semantic segmentation dataset "

@@ -46,12 +46,12 @@ def _maps(src, dst, wide=False):
     return names
 
 
-def _build(root, wide=False):
+def _build(root, wide=False, ignore=IGNORE):
     src, maps, out = (str(root / x) for x in ("img", "maps", "ds"))
     run(MKSAMPLE, src, "--coco", str(root / "inst.json"), "--per-class", "12", "--min-side", "30",
         "--max-side", "70", "--seed", "9", "--quiet")
     names = _maps(src, maps, wide)
-    run(SHARDC, "build", src, "--masks", maps, "--ignore-index", str(IGNORE), "-o", out,
+    run(SHARDC, "build", src, "--masks", maps, "--ignore-index", str(ignore), "-o", out,
         "--no-progress", "-j", "2")
     return out, maps, names
 
@@ -78,12 +78,12 @@ def nearest(n_out, n_in):
     return np.minimum(i, n_in - 1)
 
 
-def place(m, row, out_w, out_h, opts, dtype=np.uint8):
-    """The stored map m (h, w) moved by its params row as the pixels are, IGNORE in the
-    padding: the pre-flip output, then the flip."""
+def place(m, row, out_w, out_h, opts, dtype=np.uint8, ignore=IGNORE):
+    """The stored map m (h, w) moved by its params row as the pixels are, the ignore index in
+    the padding: the pre-flip output, then the flip."""
     sh_, sw_ = m.shape
     x, y, w, h, flip = (int(v) for v in row[:5])
-    out = np.full((out_h, out_w), IGNORE, dtype)
+    out = np.full((out_h, out_w), ignore, dtype)
     if len(row) == 5:
         win = m[y:y + h, x:x + w]
         if opts.get("rrc"):
@@ -299,3 +299,53 @@ def test_labels_above_255_as_int64_follow_the_geometry(wide, name, opts):
             above += int((got > 255).sum())
             seen += 1
     assert seen == len(pngs) and above > 0
+
+
+@pytest.fixture(scope="module")
+def wide700(tmp_path_factory):
+    """The 16-bit label set built with ignore index 700 (the padding's high byte not 0)."""
+    from PIL import Image
+    out, maps, names = _build(tmp_path_factory.mktemp("wide700"), wide=True, ignore=700)
+    pngs = [np.array(Image.open(os.path.join(maps, os.path.splitext(r)[0] + ".png")))
+            for r in sorted(names, key=str.encode)]
+    return out, pngs
+
+
+def test_an_ignore_index_above_255(wide700):
+    """uint8 maps refuse the dataset at open, saying how to read it; int64 maps pad with 700."""
+    ds, pngs = wide700
+    with pytest.raises(shardread.Error, match=r"the label maps' ignore index is 700: uint8 "
+                                              r"label maps hold 0 \.\. 255 .*label_dtype='int64'"):
+        next(iter(shardread.Loader(ds, batch_size=2, targets=True, size=72, pad=True)))
+    opts = dict(size=72, pad=True)
+    loader = shardread.Loader(ds, batch_size=4, targets=True, return_params=True,
+                              label_dtype="int64", **opts)
+    padded = 0
+    for _, maps, indices, params in loader:
+        for k, i in enumerate(indices):
+            got = np.asarray(maps[k])
+            want = place(pngs[int(i)], params[k], 72, 72, opts, np.int64, ignore=700)
+            assert np.array_equal(got, want), int(i)
+            padded += int((got == 700).sum())
+    assert padded > 0
+
+
+def test_a_mixture_of_label_sets(lab, wide, wide700):
+    """An 8-bit and a 16-bit label set mixed, int64: each sample's map is its own stream's,
+    placed as for one dataset; a stream padding with another ignore index is refused."""
+    opts = dict(size=(36, 44), rrc=(0.3, 1.0))
+    loader = shardread.Loader([(lab[0], 1), (wide[0], 1)], batch_size=5, targets=True,
+                              return_params=True, return_streams=True, shuffle=True, seed=2,
+                              flip=0.5, label_dtype="int64", **opts)
+    seen = [0, 0]
+    for _, maps, indices, streams, params in loader:
+        for k, (i, s) in enumerate(zip(indices, streams)):
+            png = (lab, wide)[int(s)][1][int(i)]
+            want = place(png, params[k], 44, 36, opts, np.int64)
+            assert np.array_equal(np.asarray(maps[k]), want), (int(s), int(i))
+            seen[int(s)] += 1
+    assert seen == [len(lab[1]), len(wide[1])]
+    with pytest.raises(ValueError, match=r"stream 1 \(.*\) pads its label maps with 700, "
+                                         r"stream 0 \(.*\) with 250: give them one ignore index"):
+        shardread.Loader([(lab[0], 1), (wide700[0], 1)], batch_size=2, targets=True, size=40,
+                         pad=True, label_dtype="int64")

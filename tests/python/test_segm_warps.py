@@ -257,7 +257,10 @@ def test_label_maps_follow_the_warps(lab, name, opts):
     assert seen == 2 * len(pngs) and moved > 0
 
 
-@pytest.mark.parametrize("name,opts", LABEL_CASES, ids=[c[0] for c in LABEL_CASES])
+WIDE_CASES = LABEL_CASES + [c for c in CASES if c[0] == "quarter-turn"]
+
+
+@pytest.mark.parametrize("name,opts", WIDE_CASES, ids=[c[0] for c in WIDE_CASES])
 def test_labels_above_255_follow_the_warps(wide, name, opts):
     """label_dtype='int64': 16-bit labels through the warps (their two bytes as two planes in
     C) equal Pillow's NEAREST on the 32-bit image."""
