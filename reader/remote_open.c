@@ -201,27 +201,29 @@ int shr_lazy_acquire(shr_worker *w, uint64_t k, uint32_t n, fmt_msg *msg)
          * waited forever), then the batch's shards are taken again from the first */
         int rc = rmt_lazy_acquire(r->lazy, s, w->nheld ? RMT_WAIT_UNLESS_STARVED : RMT_WAIT,
                                   &why);
+        int again = 0;          /* the shards before this one were let go: take them again */
         if (rc == EBUSY) {
             for (size_t j = 0; j < w->nheld; j++)
                 rmt_lazy_yield(r->lazy, w->held[j]);
             w->nheld = 0;
             rc = rmt_lazy_acquire(r->lazy, s, RMT_WAIT, &why);
-            if (rc == 0)
-                i = (size_t)-1;         /* from the first again, this one held */
+            again = 1;
         }
         if (rc == 0) {
             w->held[w->nheld++] = s;
             rc = fmt_dataset_shard_load(r->ds, s, &why);
-            if (rc == 0)
-                continue;
         }
-        /* unavailable: on_error fails the batch, or skips or replaces its samples, which
-         * then name the shard and why (fmt_dataset_sample_error) */
-        if (r->o.on_error == SHR_ON_ERROR_FAIL) {
-            shr_lazy_release(w, k);
-            return fmt_fail(msg, rc, "%s", fmt_reason(&why, rc));
+        if (rc) {
+            /* unavailable: on_error fails the batch, or skips or replaces its samples, which
+             * then name the shard and why (fmt_dataset_sample_error) */
+            if (r->o.on_error == SHR_ON_ERROR_FAIL) {
+                shr_lazy_release(w, k);
+                return fmt_fail(msg, rc, "%s", fmt_reason(&why, rc));
+            }
+            fmt_dataset_shard_unload(r->ds, s, rc, fmt_reason(&why, rc));
         }
-        fmt_dataset_shard_unload(r->ds, s, rc, fmt_reason(&why, rc));
+        if (again)
+            i = (size_t)-1;     /* from the first again (a failed shard fails at once) */
     }
     return 0;
 }

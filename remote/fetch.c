@@ -380,7 +380,8 @@ static int refill(rmt_job *jobs, size_t i, rmt_ended_fn ended, rmt_more_fn more,
  * its job and an ended job's slot is filled again */
 static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, unsigned parallel,
                       unsigned tries, rmt_start_fn start, rmt_done_fn done, rmt_ended_fn ended,
-                      rmt_more_fn more, void *ctx, rmt_stats *st, fmt_msg *msg)
+                      rmt_more_fn more, void *ctx, rmt_stats *st, const atomic_int *abort,
+                      fmt_msg *msg)
 {
     int irc = rmt_curl_init(msg);
     if (irc)
@@ -409,7 +410,7 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
     int first = 0;
     fmt_msg first_msg = {{0}};
     double shown = now(), asked = shown;
-    while (left > 0) {
+    while (left > 0 && !(abort && atomic_load(abort))) {
         double t = now(), wake = t + 0.1;
         /* a free slot while transfers run: more is asked again now and then (a reader may
          * want a shard that is not under way) */
@@ -479,6 +480,9 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
             break;
         if (left == 0)                  /* the last ones needed no transfer (cached): no pause */
             break;
+        for (size_t i = 0; more && i < slots; i++)
+            if (jobs[i].state == J_NEW)
+                wake = t;               /* a slot filled again: it starts now, no pause */
         if (active == 0) {
             double w = wake - now();
             if (w > 0) {
@@ -538,13 +542,15 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
 int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, unsigned tries,
               rmt_start_fn start, rmt_done_fn done, void *ctx, rmt_stats *st, fmt_msg *msg)
 {
-    return fetch_loop(c, jobs, n, n, parallel, tries, start, done, NULL, NULL, ctx, st, msg);
+    return fetch_loop(c, jobs, n, n, parallel, tries, start, done, NULL, NULL, ctx, st, NULL,
+                      msg);
 }
 
 int rmt_fetch_stream(const rmt_config *c, rmt_job *jobs, size_t cap, unsigned parallel,
                      unsigned tries, rmt_start_fn start, rmt_done_fn done, rmt_ended_fn ended,
-                     rmt_more_fn more, void *ctx, rmt_stats *st)
+                     rmt_more_fn more, void *ctx, rmt_stats *st, const atomic_int *abort)
 {
     fmt_msg msg = {{0}};
-    return fetch_loop(c, jobs, cap, 0, parallel, tries, start, done, ended, more, ctx, st, &msg);
+    return fetch_loop(c, jobs, cap, 0, parallel, tries, start, done, ended, more, ctx, st,
+                      abort, &msg);
 }

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,7 @@ struct rmt_lazy {
     uint64_t peak, evicted, gen, tick, rounds;
     uint64_t largest;           /* the largest shard's bytes */
     uint64_t pokes;             /* work signalled (readers moved on): counted under mu */
+    atomic_int aborted;         /* closing: the stream leaves its transfers */
     int deferred;               /* the last pick passed over a shard another process held */
     int kept_any;               /* the last make_room failed on shards other processes keep */
     uint64_t scan;              /* batches the window looks through at most */
@@ -225,8 +227,13 @@ static void take_present(rmt_lazy *z, size_t k)
     int fd = s->j.shared;       /* taken by lazy_start or on_done: the file stays */
     s->j.shared = -1;
     if (fd >= 0) {
-        s->shfd = fd;
-        s->state = Z_PRESENT;
+        /* (on_done's lock went from exclusive to shared, which flock does not promise to do
+         * atomically: an eviction in between would have removed the file) */
+        int there = access(s->j.final, F_OK) == 0;
+        if (!there)
+            close(fd);
+        s->shfd = there ? fd : -1;
+        s->state = there ? Z_PRESENT : Z_ABSENT;
         return;
     }
     fd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -410,7 +417,9 @@ static size_t pick_shards(rmt_lazy *z, size_t *pick, size_t max)
                         s->starved = 1;     /* a reader holding shards lets them go */
                         pthread_cond_broadcast(&z->ready);
                     }
-                    break;
+                    if (pass)
+                        break;
+                    continue;       /* another waited-for shard may be in the folder */
                 }
                 s->j.lockfd = lfd;
                 s->j.reserved = 1;
@@ -463,7 +472,6 @@ static void lazy_ended(rmt_job *j, void *ctx)
 {
     rmt_lazy *z = ((lazy_ctx *)ctx)->z;
     rmt_shard_job *sj = j->user;
-    rmt_shard_unlock(sj);
     pthread_mutex_lock(&z->mu);
     zshard *s = &z->sh[sj->k];
     s->needs_room = sj->noroom;
@@ -485,10 +493,12 @@ static void lazy_ended(rmt_job *j, void *ctx)
         close(sj->shared);
         sj->shared = -1;
     }
-    /* a reservation left by an abandoned or failed download */
+    /* a reservation left by an abandoned or failed download, removed while the exclusive lock
+     * is still held (another process could reserve it again the moment it goes) */
     struct stat pst;
     if (s->state != Z_ABSENT && stat(sj->part, &pst) == 0 && pst.st_size == 0)
         unlink(sj->part);
+    rmt_shard_unlock(sj);
     pthread_cond_broadcast(&z->ready);
     pthread_mutex_unlock(&z->mu);
 }
@@ -503,13 +513,14 @@ static void *lazy_main(void *arg)
                     z->limit ? z->spacep : NULL}, z, 0};
     pthread_mutex_lock(&z->mu);
     while (!z->stop) {
-        uint64_t pokes = z->pokes;
         pthread_mutex_unlock(&z->mu);
         (void)rmt_fetch_stream(&z->c, z->jobs, z->parallel, z->parallel, z->tries,
-                               lazy_on_start, lazy_on_done, lazy_ended, lazy_more, &lx, &z->st);
+                               lazy_on_start, lazy_on_done, lazy_ended, lazy_more, &lx, &z->st,
+                               &z->aborted);
         pthread_mutex_lock(&z->mu);
         pthread_cond_broadcast(&z->ready);
-        if (!z->stop && pokes == z->pokes)     /* nothing new since: until a reader moves on */
+        /* nothing new since the last pick saw the pokes: until a reader moves on */
+        if (!z->stop && z->pokes == lx.seen)
             zwait(z, z->deferred ? 50000000 : 200000000);
     }
     pthread_mutex_unlock(&z->mu);
@@ -690,8 +701,10 @@ int rmt_lazy_acquire(rmt_lazy *z, size_t k, int wait, fmt_msg *msg)
             rc = EBUSY;
             break;
         }
-        s->wanted = 1;
-        poke(z);
+        if (!s->wanted) {       /* once: every wake-up poking again spun both threads */
+            s->wanted = 1;
+            poke(z);
+        }
         pthread_cond_wait(&z->ready, &z->mu);
     }
     pthread_mutex_unlock(&z->mu);
@@ -752,6 +765,7 @@ void rmt_lazy_cancel(rmt_lazy *z)
         return;
     pthread_mutex_lock(&z->mu);
     z->stop = 1;
+    atomic_store(&z->aborted, 1);   /* transfers under way are left (their .part resumes) */
     pthread_cond_broadcast(&z->work);
     pthread_cond_broadcast(&z->ready);
     pthread_mutex_unlock(&z->mu);
@@ -771,6 +785,10 @@ void rmt_lazy_close(rmt_lazy *z)
             close(s->shfd);
         if (s->j.shared >= 0)
             close(s->j.shared);
+        /* a download the close abandoned (or a reservation not yet started): its .part goes,
+         * under the lock it still holds, so that a closed reader leaves the folder clean */
+        if (s->state == Z_QUEUED && s->j.lockfd >= 0)
+            unlink(s->j.part);
         rmt_shard_paths_free(&s->j);
     }
     free(z->sh);

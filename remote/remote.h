@@ -22,6 +22,7 @@
 #ifndef RMT_REMOTE_H
 #define RMT_REMOTE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -102,8 +103,10 @@ void rmt_lazy_yield(rmt_lazy *z, size_t k);
 void rmt_lazy_stats(rmt_lazy *z, rmt_stats *st, uint64_t *peak, uint64_t *evicted);
 const fmt_manifest *rmt_lazy_manifest(const rmt_lazy *z);
 const char *rmt_lazy_dir(const rmt_lazy *z);       /* the dataset's cache folder */
-/* Wake every rmt_lazy_acquire waiting now or later with ECANCELED and stop downloading, without
- * freeing: a reader calls it before joining workers that may wait for a shard. Accepts NULL. */
+/* Wake every rmt_lazy_acquire waiting now or later with ECANCELED and stop downloading (the
+ * transfers under way are abandoned within about 0.1 s; rmt_lazy_close removes their partial
+ * files), without freeing: a reader calls it before joining workers that may wait for a shard.
+ * Accepts NULL. */
 void rmt_lazy_cancel(rmt_lazy *z);
 void rmt_lazy_close(rmt_lazy *z);      /* accepts NULL; stops the thread first */
 
@@ -171,9 +174,11 @@ typedef int (*rmt_more_fn)(rmt_job *job, int idle, void *ctx);
 /* rmt_fetch as a stream over the cap slots of jobs, on one set of connections: the slots are
  * filled by more at the start and again as their jobs end (ended told first), up to parallel
  * transfers at once; an error ends its own job only. Returns when no job is under way and more
- * has none (0, or EIO/ENOMEM when libcurl cannot start). */
+ * has none, or (abort not NULL) within about 0.1 s of *abort becoming non-zero, the transfers
+ * under way left as they stand (their files keep what arrived; ended is not told). 0, or
+ * EIO/ENOMEM when libcurl cannot start. */
 int rmt_fetch_stream(const rmt_config *c, rmt_job *jobs, size_t cap, unsigned parallel,
                      unsigned tries, rmt_start_fn start, rmt_done_fn done, rmt_ended_fn ended,
-                     rmt_more_fn more, void *ctx, rmt_stats *st);
+                     rmt_more_fn more, void *ctx, rmt_stats *st, const atomic_int *abort);
 
 #endif
