@@ -332,6 +332,7 @@ typedef struct {
     rmt_cache_ctx x;
     rmt_lazy *z;
     uint64_t seen;              /* z->pokes at the last pick */
+    rmt_stats st;               /* this thread's counts (z->st is their published copy) */
 } lazy_ctx;
 
 /* Shard sj is in the folder and checked: the readers' at once, not when its round ends (the
@@ -470,9 +471,11 @@ static int lazy_more(rmt_job *j, int idle, void *ctx)
 /* A job has ended: its shard's state from how (present, absent again, failed). */
 static void lazy_ended(rmt_job *j, void *ctx)
 {
-    rmt_lazy *z = ((lazy_ctx *)ctx)->z;
+    lazy_ctx *lx = ctx;
+    rmt_lazy *z = lx->z;
     rmt_shard_job *sj = j->user;
     pthread_mutex_lock(&z->mu);
+    z->st = lx->st;
     zshard *s = &z->sh[sj->k];
     s->needs_room = sj->noroom;
     if (sj->noroom) {
@@ -509,15 +512,19 @@ static void lazy_ended(rmt_job *j, void *ctx)
 static void *lazy_main(void *arg)
 {
     rmt_lazy *z = arg;
-    lazy_ctx lx = {{&z->c, &z->m, z->be, z->dir, &z->st, 0, z->limit != 0,
-                    z->limit ? z->spacep : NULL}, z, 0};
+    /* the counts this thread keeps (the fetch and the callbacks write them without the mutex),
+     * published to z->st under it as jobs end */
     pthread_mutex_lock(&z->mu);
+    lazy_ctx lx = {{&z->c, &z->m, z->be, z->dir, NULL, 0, z->limit != 0,
+                    z->limit ? z->spacep : NULL}, z, 0, z->st};
+    lx.x.st = &lx.st;
     while (!z->stop) {
         pthread_mutex_unlock(&z->mu);
         (void)rmt_fetch_stream(&z->c, z->jobs, z->parallel, z->parallel, z->tries,
-                               lazy_on_start, lazy_on_done, lazy_ended, lazy_more, &lx, &z->st,
+                               lazy_on_start, lazy_on_done, lazy_ended, lazy_more, &lx, &lx.st,
                                &z->aborted);
         pthread_mutex_lock(&z->mu);
+        z->st = lx.st;
         pthread_cond_broadcast(&z->ready);
         /* nothing new since the last pick saw the pokes: until a reader moves on */
         if (!z->stop && z->pokes == lx.seen)
