@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 /* the features, probed once (~0u: not yet) */
 static unsigned g_cpu = ~0u;
 /* fmt_simd_set's choice (-1: none, the environment decides), and the switch as last read (-1:
@@ -22,7 +26,10 @@ unsigned fmt_cpu(void)
             v |= FMT_CPU_SSE41;
         if (__builtin_cpu_supports("avx2"))
             v |= FMT_CPU_AVX2;
-        if (__builtin_cpu_supports("f16c"))
+        /* F16C from CPUID (clang's __builtin_cpu_supports has no "f16c"); it needs the AVX
+         * state the OS saves, which the avx2 probe has checked */
+        unsigned a, b, c, d;
+        if ((v & FMT_CPU_AVX2) && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C))
             v |= FMT_CPU_F16C;
 #endif
         __atomic_store_n(&g_cpu, v, __ATOMIC_RELAXED);
