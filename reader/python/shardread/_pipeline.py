@@ -292,7 +292,9 @@ _RNG_LOCK = _threading.Lock()
 
 def _seed_all(s):
     import torch
-    torch.manual_seed(s)
+    # the CPU generator the ops draw from: torch.manual_seed would also queue a lazy seeding of
+    # the CUDA generators, recording a formatted stack per call (70 us a sample)
+    torch.default_generator.manual_seed(s)
     _random.seed(s)
     _np.random.seed(s & 0xFFFFFFFF)
 
@@ -321,6 +323,11 @@ def _chain(ops, tensor, sample, s, lock):
             _seed_all(s)
             return _run(ops, x)
     return _run(ops, x)
+
+
+def _chain_run(ops, tensor, samples):
+    import torch
+    return [_run(ops, _as_input(a, tensor, torch)) for a in samples]
 
 
 # worker processes: the ops reach them through fork (no pickling of the pipeline)
@@ -398,21 +405,26 @@ class PythonStage:
         if self.kind == "process":
             outs = pool.map(_proc_chain, list(zip(samples, seeds)),
                             chunksize=max(1, len(seeds) // (4 * self.workers)))
-        else:
-            saved = None
-            if self.lock:
-                import torch
-                saved = (torch.get_rng_state(), _random.getstate(), _np.random.get_state())
+        elif self.lock:
+            # ops that may draw run one sample at a time under the seeding lock whatever the
+            # pool: here, in this thread (a pool only added its hand-offs and GIL switches)
+            import torch
+            saved = (torch.get_rng_state(), _random.getstate(), _np.random.get_state())
             try:
-                outs = list(pool.map(_chain, [self.ops] * len(seeds),
-                                     [self.tensor] * len(seeds), samples, seeds,
-                                     [self.lock] * len(seeds)))
+                outs = [_chain(self.ops, self.tensor, a, s, True)
+                        for a, s in zip(samples, seeds)]
             finally:
-                if saved is not None:
-                    import torch
-                    torch.set_rng_state(saved[0])
-                    _random.setstate(saved[1])
-                    _np.random.set_state(saved[2])
+                torch.set_rng_state(saved[0])
+                _random.setstate(saved[1])
+                _np.random.set_state(saved[2])
+        else:
+            # draw-free ops: one task per worker, each a run of the batch's samples
+            n = len(seeds)
+            step = -(-n // self.workers) if n else 1
+            runs = list(pool.map(_chain_run, [self.ops] * self.workers,
+                                 [self.tensor] * self.workers,
+                                 [samples[i:i + step] for i in range(0, n, step)]))
+            outs = [o for r in runs for o in r]
         batch = _stack(outs, self.framework)
         self.python_s += _time.perf_counter() - t0
         return batch
