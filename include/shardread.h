@@ -368,6 +368,10 @@ typedef struct {
      * it: a 32-bit field would sit in the tail padding, and size could not tell an older
      * caller's struct (its padding read as this field) from a newer one. */
     uint64_t label_map_bytes;
+    /* 1: a detection or segmentation dataset read for its images alone: its targets (boxes,
+     * masks, keypoints, label maps) are neither moved nor delivered, and its batches are a
+     * classification dataset's (labels -1). 0 (the default): they are. */
+    uint64_t skip_targets;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,

@@ -244,7 +244,7 @@ static int set_targets(shr_reader *r, const char *dir)
     const fmt_manifest *m = fmt_dataset_manifest(r->ds);
     const uint32_t *flip_idx = o->flip_indices;
     o->flip_indices = NULL;     /* the caller's: never kept */
-    r->targets = m->targets;
+    r->targets = m->targets && !o->skip_targets;
     if (!r->targets)
         return 0;
     r->boxes.width = r->width;
@@ -293,7 +293,7 @@ static int set_mix(shr_reader *r, const char *dir)
     const shr_options *o = &r->o;
     if (!(o->mixup_alpha > 0 || o->cutmix_alpha > 0))
         return 0;
-    if (r->targets)
+    if (fmt_dataset_manifest(r->ds)->targets)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: mixup and cutmix need a classification "
                         "dataset: this one has detection targets", dir);
     uint32_t classes = o->num_classes;

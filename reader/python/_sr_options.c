@@ -620,6 +620,9 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     }
     if (sr_flag_named(targets, "targets", &self->targets) < 0)
         return -1;
+    /* a detection dataset read without targets=True: its targets are not moved at all (the
+     * masks of a segmentation set were two thirds of a batch's time, then dropped) */
+    o->skip_targets = !self->targets;
     if (flip_indices != Py_None && flip_index_options(self, flip_indices) < 0)
         return -1;
     if (min_box != Py_None &&

@@ -303,3 +303,19 @@ def test_torch_nearest_moves_masks_alike(seg):
                 assert np.array_equal(got, m), int(i)
                 n += 1
     assert n > 0
+
+
+def test_without_targets_nothing_of_them_is_moved(seg):
+    """targets=False on a segmentation set: the reader moves no boxes or masks at all (they
+    were two thirds of a batch's time, then dropped); the images are those of targets=True,
+    the labels -1 as a detection dataset's."""
+    kw = dict(batch_size=5, rrc=True, size=32, flip=0.5, seed=3, shuffle=True, threads=2)
+    a = shardread.Loader(seg, targets=True, flip_indices=FLIP, **kw)
+    b = shardread.Loader(seg, targets=False, **kw)
+    assert a.info["targets"] and not b.info["targets"]
+    n = 0
+    for (ia, _), (ib, lb) in zip(a, b):
+        assert np.array_equal(np.asarray(ia), np.asarray(ib))
+        assert (np.asarray(lb) == -1).all()
+        n += len(lb)
+    assert n == len(shardread.Dataset(seg))
