@@ -110,6 +110,22 @@ static void remove_part(const rmt_cache_ctx *x, const rmt_shard_job *sj)
         unlink(sj->part);
 }
 
+int rmt_lock_file(const char *path, int op)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    while (flock(fd, op) != 0) {
+        if (errno == EINTR)
+            continue;
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
 void rmt_shard_unlock(rmt_shard_job *sj)
 {
     if (sj->lockfd >= 0)
@@ -129,20 +145,13 @@ int rmt_shard_on_start(rmt_job *j, void *ctx)
         return fmt_fail(&j->msg, rc, "cannot create %s: %s", sj->part, strerror(rc));
     if (sj->lockfd >= 0)        /* rmt_lazy took it when it reserved room */
         goto locked;
-    sj->lockfd = open(sj->lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (sj->lockfd < 0)
-        return fmt_fail(&j->msg, errno, "cannot open %s: %s", sj->lockp, strerror(errno));
-    while (flock(sj->lockfd, x->blocking ? LOCK_EX : LOCK_EX | LOCK_NB) != 0) {
-        if (errno == EINTR)
-            continue;
-        int e = errno;
-        rmt_shard_unlock(sj);
-        if (e == EWOULDBLOCK) {         /* another process downloads it: later */
-            sj->busy = 1;
-            return 1;
-        }
-        return fmt_fail(&j->msg, e, "cannot lock %s: %s", sj->lockp, strerror(e));
+    sj->lockfd = rmt_lock_file(sj->lockp, x->blocking ? LOCK_EX : LOCK_EX | LOCK_NB);
+    if (sj->lockfd < 0 && errno == EWOULDBLOCK) {   /* another process downloads it: later */
+        sj->busy = 1;
+        return 1;
     }
+    if (sj->lockfd < 0)
+        return fmt_fail(&j->msg, errno, "cannot lock %s: %s", sj->lockp, strerror(errno));
 locked:
     sj->busy = 0;
     fmt_msg why;
@@ -186,9 +195,7 @@ int rmt_shard_on_done(rmt_job *j, void *ctx)
     }
     if (sj->data)               /* a damaged folder in the way (a file is renamed over) */
         remove_folder(sj->final, x->be->data_file);
-    int sfd = x->spacep ? open(x->spacep, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
-    if (sfd >= 0)
-        (void)flock(sfd, LOCK_EX);
+    int sfd = x->spacep ? rmt_lock_file(x->spacep, LOCK_EX) : -1;
     int renamed = rename(sj->part, sj->final) == 0, e = errno;
     if (sfd >= 0)
         close(sfd);

@@ -55,6 +55,12 @@ void rmt_shard_paths_free(rmt_shard_job *sj);
 int rmt_shard_check(const rmt_cache_ctx *x, size_t k, const char *path, const char *sdir,
                     int full, fmt_msg *msg);
 
+/* The lock file at path (created if need be) locked with op (LOCK_SH or LOCK_EX, with LOCK_NB
+ * not to wait), EINTR retried: its descriptor, which holds the lock until closed; or -1 with
+ * errno set (EWOULDBLOCK: another process holds it). The shards' locks and the folder's space
+ * lock are all taken this way. */
+int rmt_lock_file(const char *path, int op);
+
 /* the job's exclusive lock, if held, let go */
 void rmt_shard_unlock(rmt_shard_job *sj);
 

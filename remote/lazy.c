@@ -119,17 +119,14 @@ static int evict_one(rmt_lazy *z, size_t k)
 {
     zshard *s = &z->sh[k];
     let_go(z, k);
-    int fd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = rmt_lock_file(s->j.lockp, LOCK_EX | LOCK_NB);
     if (fd < 0)
         return 0;
-    int ok = flock(fd, LOCK_EX | LOCK_NB) == 0;
-    if (ok) {
-        unlink(s->j.final);
-        unlink(s->j.part);
-        z->evicted++;
-    }
+    unlink(s->j.final);
+    unlink(s->j.part);
+    z->evicted++;
     close(fd);
-    return ok;
+    return 1;
 }
 
 /* The folder's want file: its time is when a process last found no room because other processes
@@ -236,8 +233,8 @@ static void take_present(rmt_lazy *z, size_t k)
         s->state = there ? Z_PRESENT : Z_ABSENT;
         return;
     }
-    fd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0 || flock(fd, LOCK_SH | LOCK_NB) != 0 || access(s->j.final, F_OK) != 0) {
+    fd = rmt_lock_file(s->j.lockp, LOCK_SH | LOCK_NB);
+    if (fd < 0 || access(s->j.final, F_OK) != 0) {
         if (fd >= 0)
             close(fd);
         s->state = Z_ABSENT;
@@ -300,20 +297,13 @@ static int lazy_start(rmt_job *j, void *ctx)
     rmt_shard_job *sj = j->user;
     if (sj->reserved)
         return rmt_shard_on_start(j, ctx);
-    int fd = open(sj->lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return fmt_fail(&j->msg, errno, "cannot open %s: %s", sj->lockp, strerror(errno));
-    while (flock(fd, LOCK_SH | LOCK_NB) != 0) {
-        if (errno == EINTR)
-            continue;
-        int e = errno;
-        close(fd);
-        if (e == EWOULDBLOCK) {     /* being downloaded or evicted by another process: later */
-            sj->busy = 1;
-            return 1;
-        }
-        return fmt_fail(&j->msg, e, "cannot lock %s: %s", sj->lockp, strerror(e));
+    int fd = rmt_lock_file(sj->lockp, LOCK_SH | LOCK_NB);
+    if (fd < 0 && errno == EWOULDBLOCK) {   /* being downloaded or evicted elsewhere: later */
+        sj->busy = 1;
+        return 1;
     }
+    if (fd < 0)
+        return fmt_fail(&j->msg, errno, "cannot lock %s: %s", sj->lockp, strerror(errno));
     sj->busy = 0;
     fmt_msg why;
     if (rmt_shard_check(x, sj->k, sj->final, sj->sdir, 0, &why) == 0) {
@@ -375,9 +365,7 @@ static size_t pick_shards(rmt_lazy *z, size_t *pick, size_t max)
 {
     size_t nw = window(z), np = 0;
     double t = mono_now();
-    int sfd = open(z->spacep, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (sfd >= 0)
-        (void)flock(sfd, LOCK_EX);
+    int sfd = rmt_lock_file(z->spacep, LOCK_EX);
     uint64_t used = z->limit ? folder_bytes(z) : 0;
     if (used > z->peak)
         z->peak = used;
@@ -403,9 +391,8 @@ static size_t pick_shards(rmt_lazy *z, size_t *pick, size_t max)
             if ((s->needs_room || access(s->j.final, F_OK) != 0) && z->limit) {
                 /* its lock first, so that no other process evicts the reservation (or
                  * downloads it too); busy: later */
-                int lfd = open(s->j.lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-                if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) != 0) {
-                    close(lfd);
+                int lfd = rmt_lock_file(s->j.lockp, LOCK_EX | LOCK_NB);
+                if (lfd < 0 && errno == EWOULDBLOCK) {
                     s->retry_at = t + 0.05;
                     z->deferred = 1;
                     continue;
