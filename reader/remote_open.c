@@ -174,25 +174,17 @@ int shr_lazy_start(shr_reader *r)
     return rc;
 }
 
-/* 1 when the worker holds shard s */
-static int holds(const shr_worker *w, size_t s)
-{
-    for (size_t i = 0; i < w->nheld; i++)
-        if (w->held[i] == s)
-            return 1;
-    return 0;
-}
-
 int shr_lazy_acquire(shr_worker *w, uint64_t k, uint32_t n, fmt_msg *msg)
 {
     shr_reader *r = w->r;
     rmt_lazy_begin(r->lazy, k);
     w->nheld = 0;
     size_t *want = w->held + w->held_cap / 2;       /* the batch's shards, then those held */
-    size_t got = shr_lazy_shards(r, w->idx, n, want);
+    size_t got = shr_lazy_shards(r, w->idx, n, want);   /* distinct */
+    size_t taken = SIZE_MAX;    /* after a restart, the shard already held */
     for (size_t i = 0; i < got; i++) {
         size_t s = want[i];
-        if (holds(w, s))
+        if (s == taken)
             continue;
         fmt_msg why = {{0}};
         /* waiting while holding shards is what a single reader's limit allows for; but when
@@ -209,7 +201,8 @@ int shr_lazy_acquire(shr_worker *w, uint64_t k, uint32_t n, fmt_msg *msg)
             rc = rmt_lazy_acquire(r->lazy, s, RMT_WAIT, &why);
             again = 1;
         }
-        if (rc == 0) {
+        int holding = rc == 0;
+        if (holding) {
             w->held[w->nheld++] = s;
             rc = fmt_dataset_shard_load(r->ds, s, &why);
         }
@@ -222,8 +215,10 @@ int shr_lazy_acquire(shr_worker *w, uint64_t k, uint32_t n, fmt_msg *msg)
             }
             fmt_dataset_shard_unload(r->ds, s, rc, fmt_reason(&why, rc));
         }
-        if (again)
+        if (again) {
             i = (size_t)-1;     /* from the first again (a failed shard fails at once) */
+            taken = holding ? s : SIZE_MAX;
+        }
     }
     return 0;
 }
