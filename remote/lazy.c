@@ -705,30 +705,31 @@ int rmt_lazy_acquire(rmt_lazy *z, size_t k, int wait, fmt_msg *msg)
     return rc;
 }
 
-void rmt_lazy_release(rmt_lazy *z, size_t k)
-{
-    pthread_mutex_lock(&z->mu);
-    if (k < z->m.nshards && z->sh[k].refs) {
-        z->sh[k].refs--;
-        z->sh[k].last_use = ++z->tick;
-    }
-    if (z->limit)               /* room may be made now */
-        poke(z);
-    pthread_mutex_unlock(&z->mu);
-}
-
-void rmt_lazy_yield(rmt_lazy *z, size_t k)
+/* A reader's hold of shard k ends; with go, the process lets go of it too when no reader holds
+ * or waits for it (rmt_lazy_yield). */
+static void give_back(rmt_lazy *z, size_t k, int go)
 {
     pthread_mutex_lock(&z->mu);
     if (k < z->m.nshards && z->sh[k].refs) {
         zshard *s = &z->sh[k];
         s->refs--;
         s->last_use = ++z->tick;
-        if (!s->refs && !s->wanted && z->limit)
+        if (go && !s->refs && !s->wanted && z->limit)
             let_go(z, k);
     }
-    poke(z);
+    if (z->limit || go)         /* room may be made now */
+        poke(z);
     pthread_mutex_unlock(&z->mu);
+}
+
+void rmt_lazy_release(rmt_lazy *z, size_t k)
+{
+    give_back(z, k, 0);
+}
+
+void rmt_lazy_yield(rmt_lazy *z, size_t k)
+{
+    give_back(z, k, 1);
 }
 
 void rmt_lazy_stats(rmt_lazy *z, rmt_stats *st, uint64_t *peak, uint64_t *evicted)
