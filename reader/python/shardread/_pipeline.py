@@ -315,14 +315,14 @@ def _run(ops, x):
     return x
 
 
-def _chain(ops, tensor, sample, s, lock):
+def _chain(ops, tensor, sample, s):
+    """One sample through ops that may draw: seeded from s under the lock (torch has one global
+    generator per process, which other Loaders' stages share)."""
     import torch
     x = _as_input(sample, tensor, torch)
-    if lock:
-        with _RNG_LOCK:
-            _seed_all(s)
-            return _run(ops, x)
-    return _run(ops, x)
+    with _RNG_LOCK:
+        _seed_all(s)
+        return _run(ops, x)
 
 
 def _chain_run(ops, tensor, samples):
@@ -411,7 +411,7 @@ class PythonStage:
             import torch
             saved = (torch.get_rng_state(), _random.getstate(), _np.random.get_state())
             try:
-                outs = [_chain(self.ops, self.tensor, a, s, True)
+                outs = [_chain(self.ops, self.tensor, a, s)
                         for a, s in zip(samples, seeds)]
             finally:
                 torch.set_rng_state(saved[0])
