@@ -128,7 +128,10 @@ int fmt_aug_parse(const char *spec, fmt_aug_spec *out, fmt_msg *msg)
                 break;
             }
             out->rotate = v[0];
-            out->rotate_bilinear = how[0] == 'b';
+            /* rotate=0 is no rotation: its interpolation means nothing, and must not change
+             * the canonical spec (or an affine's interpolation given before it) */
+            if (v[0] > 0)
+                out->rotate_bilinear = how[0] == 'b';
         } else if (strcmp(tok, "affine") == 0) {
             /* affine=D:T:SMIN:SMAX:SH[:nearest|:bilinear]: RandomAffine(D, (T, T), (SMIN,
              * SMAX), SH) */

@@ -76,6 +76,15 @@ START_TEST(parse_spec)
     ck_assert_mem_eq(&s, &again, sizeof s);
     ck_assert_int_eq(fmt_aug_parse("rotate=15", &s, &msg), 0);
     ck_assert_uint_eq(fmt_aug_record_size(&s), FMT_AUG_RECORD_SIZE);
+    /* rotate=0 rotates nothing: its interpolation is dropped, so the canonical text (which
+     * omits rotate=0) reads back to the same spec, and an affine's interpolation stands */
+    ck_assert_int_eq(fmt_aug_parse("rotate=0:bilinear", &s, &msg), 0);
+    ck_assert(s.rotate == 0 && !s.rotate_bilinear);
+    fmt_aug_format(&s, buf, sizeof buf);
+    ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
+    ck_assert_mem_eq(&s, &again, sizeof s);
+    ck_assert_int_eq(fmt_aug_parse("affine=5:0:1:1:0:bilinear,rotate=0", &s, &msg), 0);
+    ck_assert(s.affine && s.rotate_bilinear);
 
     const char *bad[] = {"", "rrc", "rrc=0.5", "rrc=0:1", "rrc=0.9:0.5", "rrc=0.5:1.5",
                          "rrc=0.5:1:2:1", "rrc=a:b", "rrc=0.5:1:0.75", "flip=2", "flip=x",
