@@ -13,9 +13,12 @@ fi
 pass=0; fail=0; skip=0; failed=()
 for t in "$@"; do
   echo "== $t"
+  t0=$SECONDS
   # a hang is a failure, not a stalled run: 20 minutes each (the slowest, under TSan, take 5)
   if [ "$kind" = unit ]; then timeout -k 10 1200 "$t"; else timeout -k 10 1200 bash "$t"; fi
   rc=$?
+  # each test's wall time, so that the slow ones can be found in a CI log
+  echo "   ($((SECONDS - t0)) s)"
   [ $rc -eq 124 ] && echo "   (killed after 20 minutes: a hang)"
   if [ $rc -eq 0 ]; then pass=$((pass+1))
   elif [ $rc -eq 77 ] && [ "${SHARDC_NO_SKIP:-0}" = 1 ]; then
