@@ -60,20 +60,20 @@ typedef struct {
 
 static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
 {
-    rmt_job *j = ud;
+    rmt_stripe *s = ud;
     size_t n = size * nmemb;
     if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {      /* a new response (after a 100 or redirect) */
-        j->range_start = 0;
-        j->started = 0;
+        s->range_start = 0;
+        s->started = 0;
     } else if (n > 14 && strncasecmp(p, "content-range:", 14) == 0) {
-        const char *s = p + 14, *end = p + n;
-        while (s < end && (*s == ' ' || *s == '\t'))
-            s++;
-        if (end - s > 6 && strncasecmp(s, "bytes ", 6) == 0) {
+        const char *q = p + 14, *end = p + n;
+        while (q < end && (*q == ' ' || *q == '\t'))
+            q++;
+        if (end - q > 6 && strncasecmp(q, "bytes ", 6) == 0) {
             uint64_t v = 0;
-            for (s += 6; s < end && isdigit((unsigned char)*s); s++)
-                v = v * 10 + (uint64_t)(*s - '0');
-            j->range_start = v;
+            for (q += 6; q < end && isdigit((unsigned char)*q); q++)
+                v = v * 10 + (uint64_t)(*q - '0');
+            s->range_start = v;
         }
     }
     return n;
@@ -81,41 +81,55 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 {
-    rmt_job *j = ud;
+    rmt_stripe *s = ud;
+    rmt_job *j = s->job;
     size_t n = size * nmemb;
-    if (!j->started) {
+    if (!s->started) {
         long code = 0;
-        curl_easy_getinfo((CURL *)j->easy, CURLINFO_RESPONSE_CODE, &code);
-        j->status = (int)code;
-        j->started = 1;
-        if (code == 200 && j->offset > 0) {             /* the whole object after all */
+        curl_easy_getinfo((CURL *)s->easy, CURLINFO_RESPONSE_CODE, &code);
+        s->status = (int)code;
+        s->started = 1;
+        s->pos = code == 206 ? s->range_start : 0;
+        if (code == 200 && s->offset > 0 && j->nstripes == 1) {  /* the whole object after all */
             if (ftruncate(j->fd, 0) != 0) {
                 j->rc = errno;
                 return 0;
             }
-            j->offset = 0;
-        } else if (code == 206 && j->range_start != j->offset) {
-            j->range_bad = 1;                           /* not the range asked for */
+            s->offset = 0;
+        } else if (code == 206 && s->range_start != s->offset) {
+            s->range_bad = 1;                           /* not the range asked for */
             return 0;
         }
+        /* a 200 to a split job's range: the bytes before this transfer's are passed over */
     }
-    if (j->status < 200 || j->status >= 300) {
-        size_t keep = j->err_len < ERR_BODY_MAX ? ERR_BODY_MAX - j->err_len : 0;
+    if (s->status < 200 || s->status >= 300) {
+        size_t keep = s->err_len < ERR_BODY_MAX ? ERR_BODY_MAX - s->err_len : 0;
         if (keep > n)
             keep = n;
         if (keep) {
-            char *b = realloc(j->err_body, j->err_len + keep + 1);
+            char *b = realloc(s->err_body, s->err_len + keep + 1);
             if (b) {
-                memcpy(b + j->err_len, p, keep);
-                j->err_len += keep;
-                b[j->err_len] = '\0';
-                j->err_body = b;
+                memcpy(b + s->err_len, p, keep);
+                s->err_len += keep;
+                b[s->err_len] = '\0';
+                s->err_body = b;
             }
         }
         return n;
     }
-    for (size_t done = 0; done < n;) {
-        ssize_t w = pwrite(j->fd, p + done, n - done, (off_t)j->offset);
+    size_t done = 0;
+    if (s->pos < s->offset) {                           /* bytes another transfer writes */
+        uint64_t skip = s->offset - s->pos;
+        done = skip < n ? (size_t)skip : n;
+        s->pos += done;
+    }
+    size_t want = n;
+    if (s->end && s->pos + (want - done) > s->end) {    /* the rest is another transfer's */
+        want = done + (size_t)(s->end - s->pos);
+        s->capped = 1;
+    }
+    while (done < want) {
+        ssize_t w = pwrite(j->fd, p + done, want - done, (off_t)s->offset);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -123,23 +137,27 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
             return 0;
         }
         done += (size_t)w;
-        j->offset += (uint64_t)w;
+        s->offset += (uint64_t)w;
+        s->pos += (uint64_t)w;
     }
-    return n;
+    return s->capped ? 0 : n;   /* 0 ends a capped transfer: its range is complete */
 }
 
-static void job_reset_response(rmt_job *j)
+static void stripe_reset_response(rmt_stripe *s)
 {
-    free(j->err_body);
-    j->err_body = NULL;
-    j->err_len = 0;
-    j->status = 0;
-    j->started = 0;
-    j->range_bad = 0;
-    j->range_start = 0;
-    j->errbuf[0] = '\0';
+    free(s->err_body);
+    s->err_body = NULL;
+    s->err_len = 0;
+    s->status = 0;
+    s->started = 0;
+    s->range_bad = 0;
+    s->capped = 0;
+    s->range_start = 0;
+    s->pos = 0;
+    s->errbuf[0] = '\0';
 }
 
+/* the job's primary transfer from what its file holds: 1 when it is already complete */
 static int open_file(rmt_job *j)
 {
     if (j->fd < 0) {
@@ -150,25 +168,30 @@ static int open_file(rmt_job *j)
     struct stat st;
     if (fstat(j->fd, &st) != 0)
         return fmt_fail(&j->msg, errno, "cannot stat %s: %s", j->path, strerror(errno));
-    j->offset = (uint64_t)st.st_size;
-    if (j->size && j->offset > j->size) {
+    if (!j->xf && !(j->xf = calloc(RMT_STRIPES, sizeof *j->xf)))
+        return fmt_fail(&j->msg, ENOMEM, "out of memory");
+    rmt_stripe *s = &j->xf[0];
+    j->nstripes = 1;
+    j->got = 0;
+    s->job = j;
+    s->tries = 0;
+    s->begin = 0;
+    s->end = j->size;
+    s->offset = (uint64_t)st.st_size;
+    if (j->size && s->offset > j->size) {
         if (ftruncate(j->fd, 0) != 0)
             return fmt_fail(&j->msg, errno, "cannot truncate %s: %s", j->path, strerror(errno));
-        j->offset = 0;
+        s->offset = 0;
     }
-    return 0;
+    return j->size && s->offset == j->size;
 }
 
-/* add an attempt of j to m; 1 when the file is already complete (no transfer needed) */
-static int attempt(CURLM *m, fetch_ctx *f, rmt_job *j)
+/* add a transfer of s to m */
+static int attempt(CURLM *m, fetch_ctx *f, rmt_stripe *s)
 {
     const rmt_config *c = f->c;
-    job_reset_response(j);
-    int rc = open_file(j);
-    if (rc)
-        return rc;
-    if (j->size && j->offset == j->size)
-        return 1;
+    rmt_job *j = s->job;
+    stripe_reset_response(s);
     CURL *e = curl_easy_init();
     char *url = NULL;
     if (!e || asprintf(&url, "%s/%s", c->base, j->name) < 0) {
@@ -178,12 +201,12 @@ static int attempt(CURLM *m, fetch_ctx *f, rmt_job *j)
     struct curl_slist *h = NULL;
     curl_easy_setopt(e, CURLOPT_URL, url);
     free(url);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, j);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, s);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, j);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, j);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, j->errbuf);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, 5L);
@@ -197,8 +220,12 @@ static int attempt(CURLM *m, fetch_ctx *f, rmt_job *j)
         curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
     }
     char range[48];
-    if (j->offset > 0) {
-        snprintf(range, sizeof range, "%llu-", (unsigned long long)j->offset);
+    if (s->end && s->end < j->size) {           /* a range of a split job */
+        snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)s->offset,
+                 (unsigned long long)(s->end - 1));
+        curl_easy_setopt(e, CURLOPT_RANGE, range);
+    } else if (s->offset > 0) {
+        snprintf(range, sizeof range, "%llu-", (unsigned long long)s->offset);
         curl_easy_setopt(e, CURLOPT_RANGE, range);
     }
     if (c->s3 && c->key_id) {
@@ -218,14 +245,15 @@ static int attempt(CURLM *m, fetch_ctx *f, rmt_job *j)
         }
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
     }
-    j->easy = e;
-    j->headers = h;
+    s->easy = e;
+    s->headers = h;
     if (curl_multi_add_handle(m, e) != CURLM_OK) {
         curl_easy_cleanup(e);
         curl_slist_free_all(h);
-        j->easy = j->headers = NULL;
+        s->easy = s->headers = NULL;
         return fmt_fail(&j->msg, ENOMEM, "cannot add a transfer");
     }
+    s->state = J_ACTIVE;
     return 0;
 }
 
@@ -240,69 +268,94 @@ static void describe(const fetch_ctx *f, const rmt_job *j, int rc, const char *w
     fmt_fail((fmt_msg *)&j->msg, rc, "cannot fetch %s/%s%s: %s", c->url, j->name, where, what);
 }
 
-/* the end of an attempt: 0 finished (j->rc set), 1 to be retried */
-static int finish(CURLM *m, fetch_ctx *f, rmt_job *j, CURLcode res, unsigned tries)
+static void stripe_drop(CURLM *m, rmt_stripe *s)
 {
+    if (s->easy) {
+        curl_multi_remove_handle(m, s->easy);
+        curl_easy_cleanup(s->easy);
+        curl_slist_free_all(s->headers);
+        s->easy = s->headers = NULL;
+    }
+    free(s->err_body);
+    s->err_body = NULL;
+    s->err_len = 0;
+}
+
+/* the end of one transfer of a job: 0 its range finished, 1 to be retried (s->not_before set),
+ * -1 the job has failed (j->rc and j->msg set) */
+static int finish(CURLM *m, fetch_ctx *f, rmt_stripe *s, CURLcode res, unsigned tries)
+{
+    rmt_job *j = s->job;
     long code = 0;
-    CURL *e = j->easy;
+    CURL *e = s->easy;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
     curl_off_t got = 0;
     if (f->st && curl_easy_getinfo(e, CURLINFO_SIZE_DOWNLOAD_T, &got) == CURLE_OK && got > 0)
         f->st->bytes += (uint64_t)got;
     curl_multi_remove_handle(m, e);
     curl_easy_cleanup(e);
-    curl_slist_free_all(j->headers);
-    j->easy = j->headers = NULL;
-    j->tries++;
+    curl_slist_free_all(s->headers);
+    s->easy = s->headers = NULL;
+    s->tries++;
     char what[900];
     int transient = 0, rc = 0;
-    if (res == CURLE_OK && (code == 200 || code == 206)) {
-        j->rc = 0;
-        return 0;
-    }
-    if (res == CURLE_WRITE_ERROR && j->rc) {            /* our file */
+    int split = j->nstripes > 1;
+    if ((res == CURLE_OK && (code == 200 || code == 206)) ||
+        (res == CURLE_WRITE_ERROR && s->capped && !j->rc)) {
+        if (!s->end || s->offset == s->end)
+            return 0;
+        /* a range's body ended early without an error: the rest again */
+        transient = 1;
+        rc = EIO;
+        snprintf(what, sizeof what, "the body ended at byte %llu of %llu",
+                 (unsigned long long)s->offset, (unsigned long long)s->end);
+    } else if (res == CURLE_WRITE_ERROR && j->rc) {     /* our file */
         int e2 = j->rc;
         fmt_fail(&j->msg, e2, "cannot write %s: %s", j->path, strerror(e2));
-        return 0;
-    }
-    if (res == CURLE_WRITE_ERROR && j->range_bad) {     /* another range: start again */
-        if (ftruncate(j->fd, 0) == 0)
+        return -1;
+    } else if (res == CURLE_WRITE_ERROR && s->range_bad) {  /* another range: again */
+        if (split || ftruncate(j->fd, 0) == 0) {
             transient = 1;
+            if (!split)
+                s->offset = 0;
+        }
         snprintf(what, sizeof what, "the server sent bytes from %llu, not %llu",
-                 (unsigned long long)j->range_start, (unsigned long long)j->offset);
+                 (unsigned long long)s->range_start, (unsigned long long)s->offset);
         rc = EIO;
     } else if (res != CURLE_OK) {
         transient = rmt_curl_transient(res);
         rc = rmt_curl_errno(res);
-        snprintf(what, sizeof what, "%s", j->errbuf[0] ? j->errbuf : curl_easy_strerror(res));
+        snprintf(what, sizeof what, "%s", s->errbuf[0] ? s->errbuf : curl_easy_strerror(res));
     } else {
         if (code == 404 && j->optional) {
             j->rc = ENOENT;
             j->msg.text[0] = '\0';
-            return 0;
+            return -1;
         }
-        if (code == 416) {                              /* the partial file is no prefix */
-            if (ftruncate(j->fd, 0) == 0)
+        if (code == 416 && !split) {                    /* the partial file is no prefix */
+            if (ftruncate(j->fd, 0) == 0) {
                 transient = 1;
+                s->offset = 0;
+            }
         }
         transient = transient || rmt_http_transient(code);
         rc = rmt_http_errno(code);
         char scode[128];
-        rmt_http_what(what, sizeof what, code, j->err_body, scode);
+        rmt_http_what(what, sizeof what, code, s->err_body, scode);
     }
-    if (transient && (unsigned)j->tries < tries) {
-        j->not_before = now() + rmt_backoff(j->tries, &f->seed);
+    if (transient && (unsigned)s->tries < tries) {
+        s->not_before = now() + rmt_backoff(s->tries, &f->seed);
         if (f->st)
             f->st->retries++;
         return 1;
     }
     char tail[64] = "";
     if (transient)
-        snprintf(tail, sizeof tail, " (after %d tries)", j->tries);
+        snprintf(tail, sizeof tail, " (after %d tries)", s->tries);
     strncat(what, tail, sizeof what - strlen(what) - 1);
     describe(f, j, rc, what);
     j->rc = rc;
-    return 0;
+    return -1;
 }
 
 /* bytes received of the jobs that transfer, of their total (a job its start skipped counts in
@@ -311,30 +364,64 @@ static void report(const rmt_config *c, const rmt_job *jobs, size_t n, int final
 {
     uint64_t got = 0, total = 0;
     for (size_t i = 0; i < n; i++) {
-        if (jobs[i].skipped)
+        const rmt_job *j = &jobs[i];
+        if (j->skipped)
             continue;
-        total += jobs[i].size;
-        if (jobs[i].state != J_NEW)
-            got += jobs[i].offset < jobs[i].size ? jobs[i].offset : jobs[i].size;
+        total += j->size;
+        if (j->state == J_NEW)
+            continue;
+        uint64_t g = j->got;
+        for (unsigned k = 0; j->xf && k < j->nstripes; k++)
+            g += j->xf[k].offset - j->xf[k].begin;
+        got += g < j->size ? g : j->size;
     }
     c->progress(c->progress_ctx, got, total, final);
 }
 
-static void close_job(rmt_job *j)
+/* the bytes from the object's start that j's file holds without a gap */
+static uint64_t held_prefix(const rmt_job *j)
 {
+    uint64_t at = 0;
+    for (unsigned again = 1; again;) {
+        again = 0;
+        for (unsigned k = 0; k < j->nstripes; k++) {
+            const rmt_stripe *s = &j->xf[k];
+            if (s->begin != at || s->offset == s->begin)
+                continue;
+            at = s->offset;
+            again = s->offset == s->end;
+            break;
+        }
+    }
+    return at;
+}
+
+/* j's transfers removed and its file closed; a split job's file is cut to the bytes it holds
+ * from the start, so that a later fetch resumes it as a prefix */
+static void close_job(CURLM *m, rmt_job *j)
+{
+    if (j->xf) {
+        uint64_t g = 0;
+        for (unsigned k = 0; k < j->nstripes; k++) {
+            stripe_drop(m, &j->xf[k]);
+            g += j->xf[k].offset - j->xf[k].begin;
+        }
+        j->got = j->rc ? held_prefix(j) : g;
+        if (j->fd >= 0 && j->nstripes > 1 && j->rc != 0)
+            (void)ftruncate(j->fd, (off_t)j->got);
+        free(j->xf);
+        j->xf = NULL;
+    }
     if (j->fd >= 0)
         close(j->fd);
     j->fd = -1;
-    free(j->err_body);
-    j->err_body = NULL;
-    j->err_len = 0;
 }
 
 /* j has ended (j->rc set): its file closed, then done asked. 1: done wants it again from the
  * start (its file truncated, it waits to start at once); 0: it is J_DONE with its final rc. */
-static int settle(rmt_job *j, rmt_done_fn done, void *ctx)
+static int settle(CURLM *m, rmt_job *j, rmt_done_fn done, void *ctx)
 {
-    close_job(j);
+    close_job(m, j);
     int d = done ? done(j, ctx) : 0;
     if (d == 1) {
         if (truncate(j->path, 0) == 0) {
@@ -355,12 +442,11 @@ static void job_init(rmt_job *j)
     j->state = J_NEW;
     j->fd = -1;
     j->rc = ECANCELED;
-    j->tries = 0;
     j->skipped = 0;
-    j->offset = 0;
-    j->easy = j->headers = NULL;
-    j->err_body = NULL;
-    j->err_len = 0;
+    j->not_before = 0;
+    j->nstripes = 0;
+    j->xf = NULL;
+    j->got = 0;
     j->msg.text[0] = '\0';
 }
 
@@ -373,6 +459,40 @@ static int refill(rmt_job *jobs, size_t i, rmt_ended_fn ended, rmt_more_fn more,
     if (!more || !more(&jobs[i], 0, ctx))
         return 0;
     job_init(&jobs[i]);
+    return 1;
+}
+
+/* a connection is free and nothing waits for it: the transfer with the most bytes left (at
+ * least 2 * RMT_STRIPE_MIN) gives the second half of its range to a new transfer. 1 when one
+ * started. */
+static int split_one(CURLM *m, fetch_ctx *f, rmt_job *jobs, size_t slots)
+{
+    rmt_stripe *best = NULL;
+    uint64_t most = 2 * (uint64_t)RMT_STRIPE_MIN - 1;
+    for (size_t i = 0; i < slots; i++) {
+        rmt_job *j = &jobs[i];
+        if (j->state != J_ACTIVE || j->nstripes >= RMT_STRIPES || !j->size || j->rc)
+            continue;
+        for (unsigned k = 0; k < j->nstripes; k++) {
+            rmt_stripe *s = &j->xf[k];
+            if (s->state == J_ACTIVE && s->end && s->end - s->offset > most) {
+                most = s->end - s->offset;
+                best = s;
+            }
+        }
+    }
+    if (!best)
+        return 0;
+    rmt_job *j = best->job;
+    rmt_stripe *n = &j->xf[j->nstripes];
+    memset(n, 0, sizeof *n);
+    n->job = j;
+    n->begin = n->offset = best->offset + most / 2;
+    n->end = best->end;
+    if (attempt(m, f, n) != 0)
+        return 0;                       /* (the range stays the other transfer's) */
+    best->end = n->begin;
+    j->nstripes++;
     return 1;
 }
 
@@ -431,12 +551,30 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
         for (size_t i = 0; !first && active < parallel && i < slots; i++) {
             rmt_job *j = &jobs[i];
             int rc;
-            if (j->state == J_WAIT && j->not_before > t) {
+            if (j->state == J_ACTIVE) {         /* its transfers waiting to be tried again */
+                for (unsigned k = 0; active < parallel && k < j->nstripes; k++) {
+                    rmt_stripe *s = &j->xf[k];
+                    if (s->state != J_WAIT)
+                        continue;
+                    if (s->not_before > t) {
+                        if (s->not_before < wake)
+                            wake = s->not_before;
+                        continue;
+                    }
+                    if ((rc = attempt(m, &f, s)) == 0) {
+                        active++;
+                        continue;
+                    }
+                    j->rc = rc;                 /* an error of ours: the job fails */
+                    break;
+                }
+                if (!j->rc)
+                    continue;
+            } else if (j->state == J_WAIT && j->not_before > t) {
                 if (j->not_before < wake)
                     wake = j->not_before;
                 continue;
-            }
-            if (j->state == J_NEW) {
+            } else if (j->state == J_NEW) {
                 if (i < next)
                     continue;
                 next = more ? 0 : i + 1;
@@ -459,15 +597,22 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
             } else if (j->state != J_WAIT) {
                 continue;
             }
-            rc = attempt(m, &f, j);
-            if (rc == 0) {
-                j->state = J_ACTIVE;
-                active++;
-                continue;
+            if (j->state != J_ACTIVE) {         /* new, or again from the start */
+                j->rc = 0;
+                rc = open_file(j);
+                if (rc == 0 && (rc = attempt(m, &f, &j->xf[0])) == 0) {
+                    j->state = J_ACTIVE;
+                    active++;
+                    continue;
+                }
+                /* complete already (rc 1), or an error of ours */
+                j->rc = rc == 1 ? 0 : rc;
+            } else {                            /* a retry that could not start */
+                for (unsigned k = 0; k < j->nstripes; k++)
+                    if (j->xf[k].state == J_ACTIVE)
+                        active--;
             }
-            /* complete already (rc 1), or an error of ours */
-            j->rc = rc == 1 ? 0 : rc;
-            if (settle(j, done, ctx))
+            if (settle(m, j, done, ctx))
                 continue;
             left--;
             if (j->rc && !first && !more) {
@@ -480,9 +625,15 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
             break;
         if (left == 0)                  /* the last ones needed no transfer (cached): no pause */
             break;
-        for (size_t i = 0; more && i < slots; i++)
-            if (jobs[i].state == J_NEW)
-                wake = t;               /* a slot filled again: it starts now, no pause */
+        int waiting = 0;
+        for (size_t i = 0; i < slots; i++)
+            if (jobs[i].state == J_NEW || (jobs[i].state == J_WAIT && jobs[i].not_before <= t))
+                waiting = 1;
+        if (waiting && more)
+            wake = t;                   /* a slot filled again: it starts now, no pause */
+        /* connections free and no job waiting for one: split the largest range under way */
+        while (!waiting && active > 0 && active < parallel && split_one(m, &f, jobs, slots))
+            active++;
         if (active == 0) {
             double w = wake - now();
             if (w > 0) {
@@ -500,15 +651,30 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
             if (cm->msg != CURLMSG_DONE)
                 continue;
             any = 1;
-            rmt_job *j = NULL;
-            curl_easy_getinfo(cm->easy_handle, CURLINFO_PRIVATE, (char **)&j);
+            rmt_stripe *s = NULL;
+            curl_easy_getinfo(cm->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+            rmt_job *j = s->job;
             CURLcode res = cm->data.result;
             active--;
-            if (finish(m, &f, j, res, tries)) {
-                j->state = J_WAIT;
+            int r = finish(m, &f, s, res, tries);
+            if (r == 1) {
+                s->state = J_WAIT;
                 continue;
             }
-            if (settle(j, done, ctx))
+            if (r == 0) {
+                s->state = J_DONE;
+                unsigned k = 0;
+                while (k < j->nstripes && j->xf[k].state == J_DONE)
+                    k++;
+                if (k < j->nstripes)
+                    continue;           /* its other ranges still under way */
+                j->rc = 0;
+            } else {
+                for (unsigned k = 0; k < j->nstripes; k++)
+                    if (j->xf[k].state == J_ACTIVE && &j->xf[k] != s)
+                        active--;       /* the job's other transfers end with it */
+            }
+            if (settle(m, j, done, ctx))
                 continue;
             left--;
             if (j->rc && !(j->optional && j->rc == ENOENT) && !first && !more) {
@@ -525,13 +691,9 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
     if (c->progress)
         report(c, jobs, slots, 1);
     for (size_t i = 0; i < slots; i++) {
-        if (jobs[i].easy) {
-            curl_multi_remove_handle(m, jobs[i].easy);
-            curl_easy_cleanup(jobs[i].easy);
-            curl_slist_free_all(jobs[i].headers);
-            jobs[i].easy = jobs[i].headers = NULL;
-        }
-        close_job(&jobs[i]);
+        if (jobs[i].state == J_ACTIVE && !jobs[i].rc)
+            jobs[i].rc = ECANCELED;     /* abandoned: a split file is cut to its prefix */
+        close_job(m, &jobs[i]);
     }
     curl_multi_cleanup(m);
     if (first && msg)

@@ -130,6 +130,28 @@ typedef struct {
 int rmt_config_load(rmt_config *c, const char *url, int anonymous, fmt_msg *msg);
 void rmt_config_free(rmt_config *c);
 
+/* At most this many transfers fetch one object at once: an object of known size whose
+ * transfer has at least 2 * RMT_STRIPE_MIN bytes left is split in two ranges when a connection
+ * would otherwise idle (the last objects of a stream, or fewer objects than connections) */
+#define RMT_STRIPES 8
+#define RMT_STRIPE_MIN (1u << 20)
+
+struct rmt_job;
+
+/* internal: one transfer of a job, writing the object's bytes [offset, end) into its file (end
+ * 0: to the object's end); bytes [begin, offset) are there already */
+typedef struct {
+    struct rmt_job *job;
+    int state, status, tries, started, range_bad, capped;
+    char errbuf[256];
+    uint64_t begin, offset, end, range_start, pos;
+    double not_before;
+    char *err_body;
+    size_t err_len;
+    void *easy;
+    void *headers;
+} rmt_stripe;
+
 /* One object to fetch into a local file. */
 typedef struct rmt_job {
     const char *name;       /* the object's name under the dataset's prefix */
@@ -141,14 +163,13 @@ typedef struct rmt_job {
     fmt_msg msg;
     void *user;
     /* internal */
-    int state, fd, status, tries, started, range_bad, skipped;
-    char errbuf[256];
-    uint64_t offset, range_start;
-    double not_before;
-    char *err_body;
-    size_t err_len;
-    void *easy;
-    void *headers;
+    int state, fd, skipped;
+    double not_before;      /* a job run again from the start waits until then */
+    unsigned nstripes;      /* its transfers: xf[0] from the object's start, the others split
+                             * off (their ranges partition the object); RMT_STRIPES of them,
+                             * allocated while the job runs */
+    rmt_stripe *xf;
+    uint64_t got;           /* bytes its file held when its transfers last ended */
 } rmt_job;
 
 /* Called before a job's first attempt: 0 starts it, 1 leaves it out (job->rc stays 0, done is

@@ -23,9 +23,10 @@
     remote_servers.py writefaults PORT UPSTREAM N LOG    a proxy to http://UPSTREAM (every method)
                                                         that answers 503 SlowDown to every PUT
                                                         after N PUTs went through
-    remote_servers.py throttle PORT UPSTREAM RATE        a GET proxy to http://UPSTREAM whose answers
+    remote_servers.py throttle PORT UPSTREAM RATE [LOG]  a GET proxy to http://UPSTREAM whose answers
                                                         share one token bucket of RATE bytes/s
-                                                        (a link of that rate; scripts/bench-remote.py)
+                                                        (a link of that rate; scripts/bench-remote.py);
+                                                        "STATUS PATH RANGE" per request in LOG
     remote_servers.py dump ENDPOINT BUCKET PREFIX DIR   the objects under BUCKET/PREFIX/ are DIR's
                                                         files (hidden ones aside), byte for byte
     remote_servers.py epoch LOCAL URL CACHE JSON        a Loader epoch (keywords JSON) from the URL
@@ -281,6 +282,8 @@ class ThrottleHandler(FaultHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
         up.request("GET", self.path, headers=headers)
         r = up.getresponse()
+        if self.server.logpath:
+            self.log(f"{r.status} {self.path} {self.headers.get('Range', '-')}")
         self.send_response(r.status)
         chunked = r.getheader("Content-Length") is None
         for k, v in r.getheaders():
@@ -345,9 +348,10 @@ def writefaults(port, upstream, limit, log):
     srv.serve_forever()
 
 
-def throttle(port, upstream, rate):
+def throttle(port, upstream, rate, log=None):
     srv = ThreadingServer(("127.0.0.1", int(port)), ThrottleHandler)
     srv.upstream = upstream
+    srv.logpath = log
     srv.rate = float(rate)
     srv.tokens, srv.last = 0.0, time.monotonic()
     srv.lock = threading.Lock()
@@ -421,7 +425,7 @@ def main(argv):
         writefaults(*argv[2:6])
         return 0
     if cmd == "throttle":
-        throttle(*argv[2:5])
+        throttle(*argv[2:6])
         return 0
     if cmd == "dump":
         return dump(*argv[2:6])
