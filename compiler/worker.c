@@ -69,7 +69,7 @@ static void process(const shc_build_opts *o, const shc_annot *annot, shc_feed *f
         s->metas[0].aux = s->tbuf;
         s->metas[0].aux_len = len;
     }
-    /* fields (not with augment or annotations: one aux record per sample) */
+    /* fields (not with augment; with annotations the target and fields share a pair record) */
     if (stream) {
         const uint8_t *rec;
         uint32_t len;
@@ -89,9 +89,30 @@ static void process(const shc_build_opts *o, const shc_annot *annot, shc_feed *f
             s->metas[0].aux = s->tbuf;
             s->metas[0].aux_len = len;
         }
-    } else if (fields) {
+    } else if (fields && !annot) {
         s->metas[0].aux = fields->recs[pos];
         s->metas[0].aux_len = fields->lens[pos];
+    } else if (fields) {
+        /* target and fields: one pair record (fields.h) */
+        uint32_t len = fmt_pair_size(s->metas[0].aux_len, fields->lens[pos]);
+        if (!len) {
+            s->rc = fmt_fail(&s->why, EINVAL, "its target and fields records are too large "
+                             "together");
+            return;
+        }
+        if (len > s->pcap) {
+            uint8_t *g = realloc(s->pbuf, len);
+            if (!g) {
+                s->rc = fmt_fail(&s->why, ENOMEM, "out of memory");
+                return;
+            }
+            s->pbuf = g;
+            s->pcap = len;
+        }
+        fmt_pair_encode(s->metas[0].aux, s->metas[0].aux_len, fields->recs[pos],
+                        fields->lens[pos], s->pbuf, s->pcap);
+        s->metas[0].aux = s->pbuf;
+        s->metas[0].aux_len = len;
     }
 }
 
