@@ -1,5 +1,6 @@
 """Detection datasets whose samples also carry fields (formats/raw.md "Pair record"): built by
-`shardc build --coco ... --fields FILE.jsonl`, read by the target reader and the field reader at
+`shardc build --coco ... --fields FILE.jsonl` and by shardread.build from (path, target dict,
+fields dict) items, the two equal byte for byte; read by the target reader and the field reader at
 once (Loader(targets=True, fields=...)), the boxes moved by the read-time geometry while the
 fields stay; in every backend, checked by verify, kept by merge and resume, shown by info."""
 import json
@@ -29,16 +30,18 @@ def coco(tmp_path_factory):
         doc = json.load(f)
     images = {im["id"]: (k, im) for k, im in enumerate(doc["images"])}
     boxes = {i: [] for i in images}
+    anns = {i: [] for i in images}
     for a in doc["annotations"]:
         x, y, w, h = (float(v) for v in a["bbox"])
         boxes[a["image_id"]].append(((x, y, x + w, y + h), a["category_id"]))
+        anns[a["image_id"]].append(a)
     with open(jl, "w") as f:
         for k, im in sorted(images.values(), key=lambda t: t[0]):
             v = fields_of(k, im["file_name"])
             v["flags"] = [int(b) for b in v["flags"]]
             f.write(json.dumps({"path": im["file_name"], "fields": v}) + "\n")
     return {"root": root, "src": src, "ann": ann, "jsonl": jl, "images": images,
-            "boxes": boxes}
+            "boxes": boxes, "anns": anns, "cats": doc["categories"]}
 
 
 def shardc(*args, env=None):
@@ -49,6 +52,20 @@ def shardc(*args, env=None):
 def build(c, out, *extra, env=None):
     return shardc("build", c["src"], "--coco", c["ann"], "--fields", c["jsonl"], "-o", out,
                   "--no-progress", "-j", "2", *extra, env=env)
+
+
+def write(c, out, **options):
+    """shardread.build of the same images, targets and fields as build(): the items in the
+    order shardc lists a COCO file's images (by file name)."""
+    items = []
+    for k, im in sorted(c["images"].values(), key=lambda t: t[1]["file_name"]):
+        a = c["anns"][im["id"]]
+        target = {"boxes": [b for b, _ in c["boxes"][im["id"]]],
+                  "labels": [x["category_id"] for x in a], "area": [x["area"] for x in a],
+                  "iscrowd": [x.get("iscrowd", 0) for x in a], "image_id": im["id"]}
+        items.append((os.path.join(c["src"], im["file_name"]), target,
+                      want_fields(c, im["id"])))
+    return shardread.build(items, out, categories=c["cats"], threads=2, **options)
 
 
 def want_fields(c, image_id):
@@ -93,13 +110,20 @@ def moved(stored, p, size):
 
 
 @pytest.mark.parametrize("fmt", BACKENDS)
-def test_targets_and_fields_read_together(coco, tmp_path, fmt):
+@pytest.mark.parametrize("by", ["shardc", "writer"])
+def test_targets_and_fields_read_together(coco, tmp_path, fmt, by):
     out = str(tmp_path / fmt)
-    p = build(coco, out, "--format", fmt)
-    assert p.returncode == 0, p.stderr
+    if by == "shardc":
+        p = build(coco, out, "--format", fmt)
+        assert p.returncode == 0, p.stderr
+    else:
+        write(coco, out, format=fmt)
     with open(os.path.join(out, "manifest.json")) as f:
         man = json.load(f)
     assert man["fields"]["record_version"] == 2 and man["targets"]["record_version"] == 1
+    assert man["targets"]["source"] == ("coco" if by == "shardc" else "stream")
+    assert man["targets"]["categories"] == [{"id": c["id"], "name": c["name"]}
+                                            for c in coco["cats"]]
     ds = check_stored(coco, out)
     loader = shardread.Loader(out, batch_size=4, targets=True, fields=["name", "weight", "flags"],
                               size=32, rrc=(0.3, 1.0), flip=0.5, shuffle=True, seed=3,
@@ -122,6 +146,51 @@ def test_targets_and_fields_read_together(coco, tmp_path, fmt):
     assert n == len(ds) and 0 < flipped < n
     p = shardc("verify", out)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("fmt", BACKENDS)
+def test_writer_equals_shardc_under_a_geometry(coco, tmp_path, fmt):
+    """The build geometry moves the Writer's boxes as it moves shardc's: every stored target
+    (boxes, labels, areas, flags, ids, sizes) and fields equal, and the pixels."""
+    a, b = str(tmp_path / "cli"), str(tmp_path / "py")
+    p = build(coco, a, "--format", fmt, "--size", "40x32", "--fit", "crop")
+    assert p.returncode == 0, p.stderr
+    write(coco, b, format=fmt, size=(32, 40), fit="crop")
+    da, db = shardread.Dataset(a, fields=True), shardread.Dataset(b, fields=True)
+    assert len(da) == len(db) == len(coco["images"])
+    for i in range(len(da)):
+        (ia, ta, fa), (ib, tb, fb) = da[i], db[i]
+        assert np.array_equal(ia, ib)
+        assert set(ta) == set(tb)
+        for k in ta:
+            assert np.array_equal(np.asarray(ta[k]), np.asarray(tb[k])), (i, k, ta[k], tb[k])
+        assert fa["flags"].tolist() == fb["flags"].tolist()
+        assert {k: v for k, v in fa.items() if k != "flags"} == \
+            {k: v for k, v in fb.items() if k != "flags"}
+    assert sum(len(da[i][1]["boxes"]) for i in range(len(da))) > 0
+
+
+def test_writer_target_errors_named(coco, tmp_path):
+    img = np.zeros((8, 8, 3), np.uint8)
+    t = {"boxes": [[0, 0, 4, 4]], "labels": [1]}
+    with pytest.raises(ValueError, match="item 1: an int label, but the items before it had "
+                                         "targets"):
+        shardread.build([(img, t), (img, 0)], str(tmp_path / "a"))
+    with pytest.raises(ValueError, match=r"item 0: target 'boxes' must be \(N, 4\)"):
+        shardread.build([(img, {"boxes": [1, 2, 3], "labels": [1]})], str(tmp_path / "b"))
+    with pytest.raises(ValueError, match="item 0: target label\\(s\\) 5 not among categories="):
+        shardread.build([(img, {"boxes": [[0, 0, 4, 4]], "labels": [5]})], str(tmp_path / "c"),
+                        categories=["a", "b"])
+    with pytest.raises(ValueError, match="item 0: target key\\(s\\) 'box'"):
+        shardread.build([(img, {"box": [], "labels": []})], str(tmp_path / "d"))
+    # a box outside its image rejects the item, naming the box (rejects.tsv), as shardc does
+    r = shardread.build([(img, t), (img, {"boxes": [[0, 0, 9, 4]], "labels": [1]})],
+                        str(tmp_path / "e"))
+    assert r.samples == 1 and len(r.rejects) == 1
+    assert "box 0 (0, 0, 9, 4) is outside the 8x8 image" in r.rejects[0][1]
+    ds = shardread.Dataset(str(tmp_path / "e"))
+    assert ds.categories == [{"id": 1, "name": "1"}]
+    assert ds[0][1]["boxes"].tolist() == [[0, 0, 4, 4]] and ds[0][1]["image_id"] == 0
 
 
 def test_verify_catches_a_flipped_byte_in_either_part(coco, tmp_path):
