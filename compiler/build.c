@@ -694,6 +694,7 @@ static int end_run(build_run *b, int result)
         free(pl->slots[k].params);
         free(pl->slots[k].aux);
         free(pl->slots[k].tbuf);
+        free(pl->slots[k].pbuf);
     }
     free(pl->slots);
     shc_feed_free(pl->feed);
@@ -798,11 +799,10 @@ static int annot_usable(const shc_build_opts *o, const shc_build_cb *cb)
 /* A build: list the inputs (for a detection build, from the annotations) and write them. */
 static int build_dir(const shc_build_opts *o, const shc_build_cb *cb)
 {
-    if (o->fields && (o->coco || o->yolo || o->masks || o->r.augment || o->stream)) {
-        shc_say(cb, "--fields is not for %s builds (a sample has one aux record, and it holds %s)",
-                o->stream ? "streamed" : o->r.augment ? "--augment" : "detection",
-                o->stream ? "the fields each item brings" : o->r.augment
-                ? "the variant's parameters" : "its target");
+    if (o->fields && (o->r.augment || o->stream)) {
+        shc_say(cb, "--fields is not for %s builds (a sample's aux record holds %s)",
+                o->stream ? "streamed" : "--augment",
+                o->stream ? "the fields each item brings" : "the variant's parameters");
         return SHC_EINPUT;
     }
     if (!o->coco && !o->yolo && !o->masks)

@@ -95,6 +95,16 @@ void shc_record_manifest(const shc_record_in *r, fmt_manifest *m, char *tool, si
         m->nskeleton = annot->nskeleton;
         m->skeleton = annot->skeleton;
     }
+    const fmt_category *scats;
+    size_t nscats = 0;
+    if (!annot && o->stream && shc_stream_targets(o->stream, &scats, &nscats)) {
+        /* the Python writer's targets: the categories it was given or saw */
+        m->targets = 1;
+        m->target_source = "stream";
+        m->target_hash = o->target_hash;
+        m->categories = (fmt_category *)scats;
+        m->ncategories = nscats;
+    }
     size_t nsf = 0;
     const fmt_field_def *sf = o->stream ? shc_stream_fields(o->stream, &nsf) : NULL;
     if (r->fin->defs || sf) {

@@ -2,12 +2,15 @@
 #include "stream.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "annot.h"
 #include "build.h"
 #include "inputs.h"
 
@@ -23,6 +26,9 @@ struct shc_stream {
     size_t nclasses;
     fmt_field_def *fields;      /* the schema every item's fields record follows (NULL: none) */
     size_t nfields;
+    int targets;                /* every item carries a target (shc_stream_set_targets) */
+    fmt_category *cats;         /* the categories set (shc_stream_set_categories) */
+    size_t ncats;
 };
 
 int shc_stream_create(size_t window, uint64_t budget, const char *const *classes,
@@ -92,6 +98,80 @@ const fmt_field_def *shc_stream_fields(const shc_stream *st, size_t *n)
     return st->fields;
 }
 
+int shc_stream_item_target(shc_stream *st, uint64_t pos, uint32_t src_w, uint32_t src_h,
+                           const fmt_geom_plan *p, uint8_t **buf, size_t *cap, uint32_t *len,
+                           uint32_t *dropped, fmt_msg *why)
+{
+    *len = 0;
+    *dropped = 0;
+    /* the item's blob stays in its place until the writer finishes it, after this */
+    pthread_mutex_lock(&st->mu);
+    const uint8_t *rec = st->ring[pos % st->window].target;
+    pthread_mutex_unlock(&st->mu);
+    if (!rec)
+        return 0;
+    uint32_t n;
+    int64_t image_id;
+    memcpy(&n, rec, sizeof n);
+    memcpy(&image_id, rec + 8, sizeof image_id);
+    uint8_t *tmp = malloc((size_t)n * (16 + 8 + 4 + 1) + 8);
+    if (!tmp)
+        return ENOMEM;
+    float *boxes = (float *)(void *)tmp;
+    int64_t *labels = (int64_t *)(void *)(tmp + 16 * (size_t)n);
+    float *area = (float *)(void *)(tmp + 24 * (size_t)n);
+    uint8_t *crowd = tmp + 28 * (size_t)n;
+    const uint8_t *sb = rec + 16, *sl = sb + 32 * (size_t)n, *sa = sl + 8 * (size_t)n,
+                  *sc = sa + 8 * (size_t)n;
+    uint32_t kept = 0;
+    int rc = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        double src[4], scale, ar;
+        int64_t id;
+        memcpy(src, sb + 32 * (size_t)i, sizeof src);
+        memcpy(&id, sl + 8 * (size_t)i, sizeof id);
+        memcpy(&ar, sa + 8 * (size_t)i, sizeof ar);
+        double e = SHC_ANNOT_EDGE_EPS;
+        if (!(src[0] < src[2]) || !(src[1] < src[3]))
+            rc = fmt_fail(why, FMT_ECORRUPT, "box %" PRIu32 " (%g, %g, %g, %g) has no size", i,
+                          src[0], src[1], src[2], src[3]);
+        else if (src[0] < -e || src[1] < -e || src[2] > src_w + e || src[3] > src_h + e)
+            rc = fmt_fail(why, FMT_ECORRUPT, "box %" PRIu32 " (%g, %g, %g, %g) is outside the %"
+                          PRIu32 "x%" PRIu32 " image", i, src[0], src[1], src[2], src[3], src_w,
+                          src_h);
+        if (rc)
+            break;
+        if (isnan(ar))
+            ar = (src[2] - src[0]) * (src[3] - src[1]);
+        for (int k = 0; k < 4; k++)
+            src[k] = src[k] < 0 ? 0 : src[k];
+        src[2] = src[2] > src_w ? src_w : src[2];
+        src[3] = src[3] > src_h ? src_h : src[3];
+        if (!fmt_target_map_box(p, src_w, src_h, src, boxes + 4 * (size_t)kept, &scale)) {
+            (*dropped)++;
+            continue;
+        }
+        if (!(ar >= 0) || !(ar * scale <= FLT_MAX)) {
+            rc = fmt_fail(why, FMT_ECORRUPT, "box %" PRIu32 ": area %g is not a float >= 0 once "
+                          "scaled to the sample", i, ar * scale);
+            break;
+        }
+        labels[kept] = id;
+        area[kept] = (float)(ar * scale);
+        crowd[kept] = sc[i];
+        kept++;
+    }
+    if (rc == 0) {
+        /* the arrays move to their places: labels, areas and flags follow the kept boxes */
+        fmt_target t = {.count = kept, .image_id = image_id, .orig_width = src_w,
+                        .orig_height = src_h, .dropped = *dropped, .boxes = boxes,
+                        .labels = labels, .area = area, .iscrowd = crowd};
+        rc = shc_annot_encode(&t, "the item", buf, cap, len, why);
+    }
+    free(tmp);
+    return rc;
+}
+
 void shc_stream_item_fields(shc_stream *st, uint64_t pos, const uint8_t **rec, uint32_t *len)
 {
     pthread_mutex_lock(&st->mu);
@@ -101,6 +181,74 @@ void shc_stream_item_fields(shc_stream *st, uint64_t pos, const uint8_t **rec, u
     pthread_mutex_unlock(&st->mu);
 }
 
+int shc_stream_set_targets(shc_stream *st)
+{
+    pthread_mutex_lock(&st->mu);
+    int rc = st->added ? EBUSY : 0;
+    if (rc == 0)
+        st->targets = 1;
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int shc_stream_set_categories(shc_stream *st, const fmt_category *cats, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (cats[i].id <= cats[i - 1].id)
+            return EINVAL;
+    fmt_category *copy = calloc(n ? n : 1, sizeof *copy);
+    int ok = copy != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        copy[i].id = cats[i].id;
+        ok = (copy[i].name = strdup(cats[i].name)) != NULL;
+    }
+    if (!ok) {
+        for (size_t i = 0; copy && i < n; i++)
+            free(copy[i].name);
+        free(copy);
+        return ENOMEM;
+    }
+    pthread_mutex_lock(&st->mu);
+    fmt_category *old = st->cats;
+    size_t nold = st->ncats;
+    st->cats = copy;
+    st->ncats = n;
+    pthread_mutex_unlock(&st->mu);
+    for (size_t i = 0; i < nold; i++)
+        free(old[i].name);
+    free(old);
+    return 0;
+}
+
+int shc_stream_targets(const shc_stream *st, const fmt_category **cats, size_t *n)
+{
+    *cats = st->cats;
+    *n = st->ncats;
+    return st->targets;
+}
+
+/* Is rec (len bytes) a well-formed SHC_SRC_TARGET: its length, its count, finite boxes and
+ * iscrowd 0 or 1? (What only the image can tell is checked by shc_stream_item_target.) */
+static int src_target_ok(const uint8_t *rec, size_t len)
+{
+    uint32_t n;
+    if (!rec || len < 16)
+        return 0;
+    memcpy(&n, rec, sizeof n);
+    if (n > FMT_TARGET_MAX_BOXES || len != SHC_SRC_TARGET_SIZE(n))
+        return 0;
+    for (size_t i = 0; i < 4 * (size_t)n; i++) {
+        double v;
+        memcpy(&v, rec + 16 + 8 * i, sizeof v);
+        if (!isfinite(v))
+            return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (rec[16 + 48 * (size_t)n + i] > 1)
+            return 0;
+    return 1;
+}
+
 int shc_stream_add(shc_stream *st, shc_item *it)
 {
     if (it->kind != SHC_ITEM_REJECT &&
@@ -108,8 +256,12 @@ int shc_stream_add(shc_stream *st, shc_item *it)
                                                       st->nfields, NULL) != 0
                     : it->fields != NULL))
         return EINVAL;
-    if (!it->name || it->label < 0 || it->label > FMT_MAX_LABEL ||
-        (st->nclasses && (size_t)it->label >= st->nclasses) ||
+    if (it->kind != SHC_ITEM_REJECT &&
+        (st->targets ? !src_target_ok(it->target, it->target_len) || it->label != -1
+                     : it->target != NULL))
+        return EINVAL;
+    if (!it->name || it->label < (st->targets ? -1 : 0) || it->label > FMT_MAX_LABEL ||
+        (st->nclasses && it->label >= 0 && (size_t)it->label >= st->nclasses) ||
         (it->kind != SHC_ITEM_PATH && !it->data) ||
         (it->kind == SHC_ITEM_PIXELS &&
          (uint64_t)it->width * it->height * it->channels != it->len))
@@ -132,6 +284,7 @@ int shc_stream_add(shc_stream *st, shc_item *it)
     it->name = NULL;
     it->data = NULL;
     it->fields = NULL;
+    it->target = NULL;
     return 0;
 }
 
@@ -244,6 +397,7 @@ void shc_stream_finish(shc_stream *st, uint64_t pos, char **name, int32_t *label
         free(p->data);
     }
     free(p->fields);
+    free(p->target);
     memset(p, 0, sizeof *p);
     st->finished = pos + 1;
     pthread_cond_broadcast(&st->cond);
@@ -259,7 +413,11 @@ void shc_stream_free(shc_stream *st)
         free(p->name);
         free(p->data);
         free(p->fields);
+        free(p->target);
     }
+    for (size_t i = 0; i < st->ncats; i++)
+        free(st->cats[i].name);
+    free(st->cats);
     for (size_t i = 0; i < st->nfields; i++)
         free(st->fields[i].name);
     free(st->fields);

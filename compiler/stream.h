@@ -18,7 +18,9 @@
 
 #include "fields.h"
 #include "fmt.h"
+#include "geometry.h"
 #include "inputs.h"
+#include "manifest.h"
 #include "render.h"
 
 typedef enum {
@@ -39,7 +41,16 @@ typedef struct {
     uint8_t *fields;        /* the item's fields record (fields.h; malloc'd), or NULL: with a
                              * schema set (shc_stream_set_fields) every item but a reject has one */
     uint32_t fields_len;
+    uint8_t *target;        /* the item's detection target in source pixels (malloc'd; the
+                             * SHC_SRC_TARGET layout), or NULL: with shc_stream_set_targets every
+                             * item but a reject has one, and label -1 */
+    uint32_t target_len;
 } shc_item;
+
+/* A streamed item's target as the producer gives it (native byte order, in-process only): u32
+ * n, u32 0, i64 image_id, f64[n][4] boxes (x1, y1, x2, y2 in the source's pixels, edges), i64[n]
+ * category ids, f64[n] areas (NaN: the box's area), u8[n] iscrowd (0 or 1). */
+#define SHC_SRC_TARGET_SIZE(n) (16u + 49u * (uint64_t)(n))
 
 typedef struct shc_stream shc_stream;
 
@@ -58,6 +69,27 @@ int shc_stream_add(shc_stream *st, shc_item *it);
 /* Producer, before the first item: every item carries a fields record of this schema (copied;
  * fmt_fields_schema_check'd). 0, FMT_EINVAL (msg says why), EBUSY once items were added, ENOMEM. */
 int shc_stream_set_fields(shc_stream *st, const fmt_field_def *defs, size_t n, fmt_msg *msg);
+
+/* Producer, before the first item: every item carries a detection target (a detection build:
+ * the manifest gets "targets", source "stream"). 0, or EBUSY once items were added. */
+int shc_stream_set_targets(shc_stream *st);
+
+/* Producer, before shc_stream_close of a build with targets: the categories the manifest
+ * names (copied; sorted by id and distinct, else EINVAL; every item's ids must be among them,
+ * which the build's check of the staged dataset holds it to). 0, EINVAL, ENOMEM. */
+int shc_stream_set_categories(shc_stream *st, const fmt_category *cats, size_t n);
+
+/* Whether items carry targets, and the categories set (valid while st lives). */
+int shc_stream_targets(const shc_stream *st, const fmt_category **cats, size_t *n);
+
+/* Build worker, after shc_stream_render of pos: the item's target record (target.h), its boxes
+ * moved by the plan p of its src_w x src_h source (fmt_target_map_box; boxes left without area
+ * dropped and counted), into *buf (grown as needed). *len 0 when the item has no target. 0, or
+ * FMT_ECORRUPT naming the box (outside the image by more than SHC_ANNOT_EDGE_EPS, no size, an
+ * area below 0), ENOMEM. */
+int shc_stream_item_target(shc_stream *st, uint64_t pos, uint32_t src_w, uint32_t src_h,
+                           const fmt_geom_plan *p, uint8_t **buf, size_t *cap, uint32_t *len,
+                           uint32_t *dropped, fmt_msg *why);
 
 /* The schema set (NULL, 0 when none), valid while st lives. */
 const fmt_field_def *shc_stream_fields(const shc_stream *st, size_t *n);

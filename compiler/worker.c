@@ -53,45 +53,62 @@ static void process(const shc_build_opts *o, const shc_annot *annot, shc_feed *f
             m->aux_len = fmt_aug_encode(&s->params[v], rec);
         }
     }
-    if (annot) {
-        /* the boxes go where the pixels went (one sample: detection builds do not augment) */
-        uint32_t sw, sh, len, dropped;
+    /* the target: from the annotations, or the streamed item's own (one sample: detection
+     * builds do not augment); the boxes go where the pixels went */
+    const uint8_t *tg = NULL, *fl = NULL;
+    uint32_t tlen = 0, flen = 0;
+    if (annot || stream) {
+        uint32_t sw, sh, dropped;
         fmt_geom_plan plan;
         shc_render_geometry(rs, &sw, &sh, &plan);
         fmt_msg why = {{0}};
-        int rc = shc_annot_target(annot, (size_t)pos, sw, sh, &plan, &s->tbuf, &s->tcap, &len,
-                                  &dropped, &why);
+        int rc = annot ? shc_annot_target(annot, (size_t)pos, sw, sh, &plan, &s->tbuf, &s->tcap,
+                                          &tlen, &dropped, &why)
+                       : shc_stream_item_target(stream, pos, sw, sh, &plan, &s->tbuf, &s->tcap,
+                                                &tlen, &dropped, &why);
         if (rc) {
             s->rc = rc;
             s->why = why;
             return;
         }
-        s->metas[0].aux = s->tbuf;
-        s->metas[0].aux_len = len;
+        tg = tlen ? s->tbuf : NULL;
     }
-    /* fields (not with augment or annotations: one aux record per sample) */
+    /* the fields (not with augment): a streamed item's, or the --fields file's */
     if (stream) {
-        const uint8_t *rec;
-        uint32_t len;
-        shc_stream_item_fields(stream, pos, &rec, &len);
-        if (rec && len > s->tcap) {
-            /* a copy: the writer finishes the item (freeing its record) before writing it */
-            uint8_t *g = realloc(s->tbuf, len);
+        shc_stream_item_fields(stream, pos, &fl, &flen);
+    } else if (fields) {
+        fl = fields->recs[pos];
+        flen = fields->lens[pos];
+    }
+    /* one aux record: the target, the fields, or both in a pair record (fields.h); a streamed
+     * item's records are copied (the writer finishes the item, freeing them, before writing) */
+    uint32_t len = tg && fl ? fmt_pair_size(tlen, flen) : tg ? 0 : flen;
+    if (tg && fl && !len) {
+        s->rc = fmt_fail(&s->why, EINVAL, "its target and fields records are too large together");
+        return;
+    }
+    if (!tg && fl && !stream) {
+        s->metas[0].aux = (uint8_t *)fl;
+        s->metas[0].aux_len = flen;
+    } else if (tg && !fl) {
+        s->metas[0].aux = s->tbuf;
+        s->metas[0].aux_len = tlen;
+    } else if (fl) {
+        if (len > s->pcap) {
+            uint8_t *g = realloc(s->pbuf, len);
             if (!g) {
                 s->rc = fmt_fail(&s->why, ENOMEM, "out of memory");
                 return;
             }
-            s->tbuf = g;
-            s->tcap = len;
+            s->pbuf = g;
+            s->pcap = len;
         }
-        if (rec) {
-            memcpy(s->tbuf, rec, len);
-            s->metas[0].aux = s->tbuf;
-            s->metas[0].aux_len = len;
-        }
-    } else if (fields) {
-        s->metas[0].aux = fields->recs[pos];
-        s->metas[0].aux_len = fields->lens[pos];
+        if (tg)
+            fmt_pair_encode(tg, tlen, fl, flen, s->pbuf, s->pcap);
+        else
+            memcpy(s->pbuf, fl, flen);
+        s->metas[0].aux = s->pbuf;
+        s->metas[0].aux_len = len;
     }
 }
 

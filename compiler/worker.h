@@ -34,6 +34,8 @@ typedef struct {
     uint8_t *aux;               /* K records of FMT_AUG_RECORD_MAX bytes when augmenting */
     uint8_t *tbuf;              /* the target record (detection builds) */
     size_t tcap;
+    uint8_t *pbuf;              /* the pair record (detection builds with --fields) */
+    size_t pcap;
 } shc_slot;
 
 typedef struct {

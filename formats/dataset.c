@@ -295,6 +295,26 @@ const char *fmt_dataset_sample_error(const fmt_dataset *d, uint64_t idx)
     return si < 0 ? NULL : d->shards[si].why;
 }
 
+/* The target and the fields record in a sample's aux record rec (len bytes): with both targets
+ * and fields, the parts of its pair record (fields.h); else the whole record is the one the
+ * manifest names (the other part NULL, 0). 0, or FMT_ECORRUPT with msg saying why. */
+static int aux_parts(const fmt_manifest *m, const uint8_t *rec, size_t len, const uint8_t **tg,
+                     size_t *tlen, const uint8_t **fl, size_t *flen, fmt_msg *msg)
+{
+    *tg = *fl = NULL;
+    *tlen = *flen = 0;
+    if (m->targets && m->nfields)
+        return fmt_pair_view(rec, len, tg, tlen, fl, flen, msg);
+    if (m->targets) {
+        *tg = rec;
+        *tlen = len;
+    } else {
+        *fl = rec;
+        *flen = len;
+    }
+    return 0;
+}
+
 /* Sample s's target record: well formed (fmt_target_view on an aligned copy), inside the sample,
  * every category one the manifest names. */
 static int check_target(const fmt_manifest *m, const fmt_sample *s, fmt_msg *msg)
@@ -309,7 +329,11 @@ static int check_target(const fmt_manifest *m, const fmt_sample *s, fmt_msg *msg
     memcpy(copy, s->aux, s->aux_len);
     fmt_target t;
     fmt_msg why = {{0}};
-    int rc = fmt_target_view(copy, s->aux_len, s->width, s->height, &t, &why);
+    const uint8_t *tg, *fl;
+    size_t tlen, flen;
+    int rc = aux_parts(m, copy, s->aux_len, &tg, &tlen, &fl, &flen, &why);
+    if (rc == 0)
+        rc = fmt_target_view(tg, tlen, s->width, s->height, &t, &why);
     if (rc == 0 && (t.ext != m->target_ext || t.num_keypoints != m->num_keypoints))
         rc = fmt_fail(&why, FMT_ECORRUPT, "its target record carries extension %#x with %"
                       PRIu32 " keypoints, the manifest says %#x with %" PRIu32 " (field "
@@ -342,14 +366,21 @@ int fmt_manifest_check_sample(const fmt_manifest *m, const fmt_sample *s, fmt_ms
     if (m->augment && !s->aux)
         return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " has no augmentation record, the "
                         "manifest says %u variants (field 'augment')", s->index, m->augment);
-    if (m->targets)
-        return check_target(m, s, msg);
+    if (m->targets) {
+        int rc = check_target(m, s, msg);
+        if (rc)
+            return rc;
+    }
     if (m->nfields) {
         fmt_msg why = {{0}};
         if (!s->aux)
             return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " has no fields record, the "
                             "manifest says the dataset has fields (field 'fields')", s->index);
-        int rc = fmt_fields_check(s->aux, s->aux_len, m->fields, m->nfields, &why);
+        const uint8_t *tg, *fl;
+        size_t tlen, flen;
+        int rc = aux_parts(m, s->aux, s->aux_len, &tg, &tlen, &fl, &flen, &why);
+        if (rc == 0)
+            rc = fmt_fields_check(fl, flen, m->fields, m->nfields, &why);
         if (rc)
             return fmt_fail(msg, rc, "sample %" PRIu64 ": %s", s->index, why.text);
     }
@@ -539,6 +570,26 @@ int fmt_dataset_check(const fmt_dataset *d, uint64_t idx)
     return d->be->r_check(sh->s, local);
 }
 
+int fmt_dataset_fields_record(const fmt_dataset *d, uint64_t idx, const uint8_t **rec,
+                              size_t *len, fmt_msg *msg)
+{
+    *rec = NULL;
+    *len = 0;
+    if (!d->man.nfields)
+        return fmt_fail(msg, FMT_EINVAL, "the dataset has no fields");
+    const ds_shard *sh;
+    uint64_t local;
+    int rc = locate(d, idx, &sh, &local);
+    if (rc)
+        return rc == FMT_EINVAL ? fmt_fail(msg, rc, "no sample %" PRIu64, idx) : rc;
+    fmt_sample smp;
+    if ((rc = d->be->r_get(sh->s, local, &smp)) != 0)
+        return rc;
+    const uint8_t *tg;
+    size_t tlen;
+    return aux_parts(&d->man, smp.aux, smp.aux_len, &tg, &tlen, rec, len, msg);
+}
+
 int fmt_dataset_target(const fmt_dataset *d, uint64_t idx, fmt_target *t, fmt_msg *msg)
 {
     memset(t, 0, sizeof *t);
@@ -553,5 +604,9 @@ int fmt_dataset_target(const fmt_dataset *d, uint64_t idx, fmt_target *t, fmt_ms
     if ((rc = d->be->r_get(sh->s, local, &smp)) != 0)
         return rc;
     const uint8_t *rec = sh->tcopy && sh->tcopy[local] ? sh->tcopy[local] : smp.aux;
-    return fmt_target_view(rec, smp.aux_len, smp.width, smp.height, t, msg);
+    const uint8_t *tg, *fl;
+    size_t tlen, flen;
+    if ((rc = aux_parts(&d->man, rec, smp.aux_len, &tg, &tlen, &fl, &flen, msg)) != 0)
+        return rc;
+    return fmt_target_view(tg, tlen, smp.width, smp.height, t, msg);
 }

@@ -157,6 +157,12 @@ int fmt_dataset_extent(const fmt_dataset *d, uint64_t idx, fmt_extent *x);
  * closed. Thread-safe. */
 int fmt_dataset_target(const fmt_dataset *d, uint64_t idx, fmt_target *t, fmt_msg *msg);
 
+/* Sample idx's fields record (fields.h) as stored: the aux record, or the fields part of its
+ * pair record when the dataset has targets too; *rec points into the backend's storage (no
+ * alignment). 0; FMT_EINVAL without fields or out of range; FMT_ECORRUPT for a bad pair. */
+int fmt_dataset_fields_record(const fmt_dataset *d, uint64_t idx, const uint8_t **rec,
+                              size_t *len, fmt_msg *msg);
+
 /* Name of the dataset's backend ("raw", "hdf5", ...). */
 const char *fmt_dataset_backend(const fmt_dataset *d);
 

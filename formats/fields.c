@@ -220,3 +220,46 @@ int fmt_fields_check(const uint8_t *rec, size_t len, const fmt_field_def *defs, 
     }
     return 0;
 }
+
+uint32_t fmt_pair_size(size_t tlen, size_t flen)
+{
+    if (tlen % 8 || flen % 8 || tlen > UINT32_MAX || flen > UINT32_MAX ||
+        (uint64_t)tlen + flen > UINT32_MAX - FMT_PAIR_HEADER)
+        return 0;
+    return (uint32_t)(FMT_PAIR_HEADER + tlen + flen);
+}
+
+uint32_t fmt_pair_encode(const uint8_t *target, size_t tlen, const uint8_t *fields, size_t flen,
+                         uint8_t *out, size_t cap)
+{
+    uint32_t len = fmt_pair_size(tlen, flen);
+    if (!len || cap < len)
+        return 0;
+    fmt_le_put32(out, FMT_PAIR_MAGIC);
+    fmt_le_put32(out + 4, (uint32_t)tlen);
+    fmt_le_put32(out + 8, (uint32_t)flen);
+    fmt_le_put32(out + 12, 0);
+    if (tlen)
+        memcpy(out + FMT_PAIR_HEADER, target, tlen);
+    if (flen)
+        memcpy(out + FMT_PAIR_HEADER + tlen, fields, flen);
+    return len;
+}
+
+int fmt_pair_view(const uint8_t *rec, size_t len, const uint8_t **target, size_t *tlen,
+                  const uint8_t **fields, size_t *flen, fmt_msg *msg)
+{
+    if (!rec || len < FMT_PAIR_HEADER || fmt_le_get32(rec) != FMT_PAIR_MAGIC)
+        return fmt_fail(msg, FMT_ECORRUPT, "its aux record is not a pair record (no magic 'PAR1')");
+    uint32_t t = fmt_le_get32(rec + 4), f = fmt_le_get32(rec + 8);
+    if (fmt_le_get32(rec + 12) != 0)
+        return fmt_fail(msg, FMT_ECORRUPT, "its pair record has non-zero reserved bytes");
+    if (t % 8 || f % 8 || (uint64_t)FMT_PAIR_HEADER + t + f != len)
+        return fmt_fail(msg, FMT_ECORRUPT, "its pair record says a %" PRIu32 "-byte target and "
+                        "a %" PRIu32 "-byte fields record, it is %zu bytes", t, f, len);
+    *target = rec + FMT_PAIR_HEADER;
+    *tlen = t;
+    *fields = rec + FMT_PAIR_HEADER + t;
+    *flen = f;
+    return 0;
+}

@@ -80,4 +80,28 @@ int fmt_fields_view(const uint8_t *rec, size_t len, fmt_field_value *vals, size_
 int fmt_fields_check(const uint8_t *rec, size_t len, const fmt_field_def *defs, size_t ndefs,
                      fmt_msg *msg);
 
+/* ---- the pair record: a target and a fields record in one aux record ----
+ * A sample of a dataset with both targets and fields (manifest: "targets" and "fields" with
+ * record_version 2) carries this as its aux record (spec: raw.md "Pair record"):
+ *   0  u32 magic FMT_PAIR_MAGIC    4  u32 target_len    8  u32 fields_len    12  u32 reserved 0
+ *   16 the target record (target_len bytes), then the fields record (fields_len bytes)
+ * Both lengths are multiples of 8, so the target stays 8-aligned where the record is. A record
+ * of any other magic is not a pair (a target-only or fields-only dataset's record, as before). */
+#define FMT_PAIR_MAGIC 0x31524150u      /* "PAR1" little-endian */
+#define FMT_PAIR_HEADER 16u
+
+/* Bytes of the pair of a tlen-byte target and an flen-byte fields record (0: not multiples of 8,
+ * or over UINT32_MAX). */
+uint32_t fmt_pair_size(size_t tlen, size_t flen);
+
+/* Write the pair into out (cap bytes, at least fmt_pair_size); returns its length or 0. */
+uint32_t fmt_pair_encode(const uint8_t *target, size_t tlen, const uint8_t *fields, size_t flen,
+                         uint8_t *out, size_t cap);
+
+/* Split a pair record: *target, *tlen and *fields, *flen point into rec. Checked: magic, zero
+ * reserved bytes, both lengths multiples of 8 adding up to len less the header. 0, or
+ * FMT_ECORRUPT with msg saying what is wrong (the parts themselves are not checked here). */
+int fmt_pair_view(const uint8_t *rec, size_t len, const uint8_t **target, size_t *tlen,
+                  const uint8_t **fields, size_t *flen, fmt_msg *msg);
+
 #endif

@@ -299,7 +299,8 @@ int fmt_manifest_dump(const fmt_manifest *m, char **out)
             json_decref(schema);
             goto nomem;
         }
-        json_object_set_new(f, "record_version", json_integer(1));
+        /* 2: each record travels in a pair record with the sample's target (fields.h) */
+        json_object_set_new(f, "record_version", json_integer(m->targets ? 2 : 1));
         json_object_set_new(f, "source", json_string(m->fields_source ? m->fields_source : ""));
         json_object_set_new(f, "hash", hex64(m->fields_hash));
         for (size_t i = 0; i < m->nfields; i++) {
@@ -508,7 +509,8 @@ static int parse_targets(json_t *t, fmt_manifest *m, fmt_msg *msg)
     return 0;
 }
 
-/* The "fields" object (manifest.md): record version 1, a schema fields.h accepts. */
+/* The "fields" object (manifest.md): record version 1 (2 with "targets": pair records), a schema
+ * fields.h accepts. */
 static int parse_fields(json_t *f, fmt_manifest *m, fmt_msg *msg)
 {
     int rc;
@@ -518,9 +520,13 @@ static int parse_fields(json_t *f, fmt_manifest *m, fmt_msg *msg)
         return fmt_fail(msg, FMT_ECORRUPT, "manifest field 'fields' is not an object");
     if ((rc = get_u32(f, "record_version", UINT32_MAX, &version, msg)))
         return rc;
-    if (version != 1)
+    if (version != 1 && version != 2)
         return fmt_fail(msg, FMT_EVERSION, "manifest 'fields': record version %u is not "
                         "supported", version);
+    /* 1: the fields record is the aux record; 2: it shares a pair record with the target */
+    if (version != (m->targets ? 2u : 1u))
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest 'fields': record version %u %s 'targets'",
+                        version, m->targets ? "with" : "without");
     if ((rc = get_str(f, "source", &m->fields_source, msg)) ||
         (rc = get_hex(f, "hash", &m->fields_hash, msg)))
         return rc;
@@ -547,9 +553,9 @@ static int parse_fields(json_t *f, fmt_manifest *m, fmt_msg *msg)
     fmt_msg why = {{0}};
     if (fmt_fields_schema_check(m->fields, n, &why) != 0)
         return fmt_fail(msg, FMT_ECORRUPT, "manifest 'fields.schema': %s", why.text);
-    if (m->targets || m->augment)
-        return fmt_fail(msg, FMT_ECORRUPT, "manifest has 'fields' with %s: a sample has one aux "
-                        "record", m->targets ? "'targets'" : "'augment'");
+    if (m->augment)
+        return fmt_fail(msg, FMT_ECORRUPT, "manifest has 'fields' with 'augment': a sample's aux "
+                        "record holds its variant's parameters");
     return 0;
 }
 

@@ -305,7 +305,87 @@ static int print_segm(const fmt_target *t)
     return 0;
 }
 
-/* Every sample's target as a JSON line (float32 values printed so that they read back exactly). */
+/* n bytes of UTF-8 text as a JSON string (quotes, backslashes and control characters escaped). */
+static void print_json_text(const uint8_t *s, size_t n)
+{
+    putchar('"');
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"' || s[i] == '\\')
+            printf("\\%c", s[i]);
+        else if (s[i] < 0x20)
+            printf("\\u%04x", s[i]);
+        else
+            putchar(s[i]);
+    }
+    putchar('"');
+}
+
+/* A dataset's fields schema as a JSON array of {"name", "type", "count"}. */
+static void print_field_schema(const fmt_manifest *m)
+{
+    printf("[");
+    for (size_t k = 0; k < m->nfields; k++) {
+        printf("%s{\"name\": ", k ? ", " : "");
+        fmt_json_string(stdout, m->fields[k].name);
+        printf(", \"type\": \"%s\", \"count\": %u}", fmt_field_type_name(m->fields[k].type),
+               m->fields[k].count);
+    }
+    printf("]");
+}
+
+/* Sample i's fields as the members of a JSON object ("name": value, ...): ints and floats (a
+ * vector as an array; a float that is not finite as null), text as a string, bytes as a string
+ * of hex digits. */
+static int print_fields(const fmt_dataset *d, uint64_t i, fmt_msg *msg)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(d);
+    const uint8_t *rec;
+    size_t len, n;
+    fmt_field_value v[FMT_FIELDS_MAX];
+    int rc = fmt_dataset_fields_record(d, i, &rec, &len, msg);
+    if (rc == 0)
+        rc = fmt_fields_view(rec, len, v, FMT_FIELDS_MAX, &n, msg);
+    if (rc)
+        return rc;
+    for (size_t k = 0; k < n && k < m->nfields; k++) {
+        const uint8_t *p = v[k].data;
+        printf("%s", k ? ", " : "");
+        fmt_json_string(stdout, m->fields[k].name);
+        printf(": ");
+        if (v[k].type == FMT_FIELD_STR) {
+            print_json_text(p, v[k].count);
+        } else if (v[k].type == FMT_FIELD_BYTES) {
+            putchar('"');
+            for (uint32_t j = 0; j < v[k].count; j++)
+                printf("%02x", p[j]);
+            putchar('"');
+        } else {
+            int vec = m->fields[k].count > 0;
+            printf("%s", vec ? "[" : "");
+            for (uint32_t j = 0; j < v[k].count; j++) {
+                uint64_t u = 0;
+                for (int b = 7; b >= 0; b--)      /* little-endian */
+                    u = u << 8 | p[8 * (size_t)j + (size_t)b];
+                printf("%s", j ? ", " : "");
+                if (v[k].type == FMT_FIELD_INT) {
+                    printf("%" PRId64, (int64_t)u);
+                } else {
+                    double x;
+                    memcpy(&x, &u, sizeof x);
+                    if (isfinite(x))
+                        printf("%.17g", x);
+                    else
+                        printf("null");
+                }
+            }
+            printf("%s", vec ? "]" : "");
+        }
+    }
+    return 0;
+}
+
+/* Every sample's target as a JSON line (float32 values printed so that they read back exactly);
+ * a dataset with fields too adds the sample's "fields" object. */
 static int print_targets(const char *dir, const fmt_dataset *d)
 {
     for (uint64_t i = 0; i < fmt_dataset_count(d); i++) {
@@ -336,6 +416,16 @@ static int print_targets(const char *dir, const fmt_dataset *d)
         if (t.ext && print_segm(&t) != 0) {
             fprintf(stderr, "shardc: %s: sample %" PRIu64 ": out of memory\n", dir, i);
             return ENOMEM;
+        }
+        if (fmt_dataset_manifest(d)->nfields) {
+            printf(", \"fields\": {");
+            if ((rc = print_fields(d, i, &msg)) != 0) {
+                printf("}}\n");
+                fprintf(stderr, "shardc: %s: sample %" PRIu64 ": %s\n", dir, i,
+                        fmt_reason(&msg, rc));
+                return SHC_EXIT_REJECTS;
+            }
+            printf("}");
         }
         printf("}\n");
     }
@@ -431,6 +521,8 @@ static int cmd_info_dir(const char *dir, int json, int targets, const uint64_t *
         }
         printf("], \"tool\": ");
         fmt_json_string(stdout, m->tool);
+        printf(", \"targets\": %s, \"fields\": ", m->targets ? "true" : "false");
+        print_field_schema(m);
         printf("}\n");
     } else {
         char hb[32];
@@ -453,6 +545,17 @@ static int cmd_info_dir(const char *dir, int json, int targets, const uint64_t *
         char chain[256];
         fmt_geom_chain(&m->geom, chain, sizeof chain);
         printf("transform: %s\n", chain);
+        if (m->targets)
+            printf("targets:   %zu categories (record version %u)\n", m->ncategories,
+                   m->target_ext ? 2 : 1);
+        for (size_t k = 0; k < m->nfields; k++) {
+            printf("%s %s %s", k ? "," : "fields:   ", m->fields[k].name,
+                   fmt_field_type_name(m->fields[k].type));
+            if (m->fields[k].count)
+                printf("[%u]", m->fields[k].count);
+        }
+        if (m->nfields)
+            printf("\n");
         printf("shards:    %zu, %s\n", m->nshards, shc_human_size(bytes, hb, sizeof hb));
         printf("mean:     ");
         for (uint32_t c = 0; c < m->channels; c++)

@@ -283,13 +283,14 @@ int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint3
     if (idx >= fmt_dataset_count(d->ds))
         return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
                         " samples)", idx, fmt_dataset_count(d->ds));
-    fmt_sample s;
+    const uint8_t *rec;
+    size_t len;
     fmt_field_value v[FMT_FIELDS_MAX];
     size_t n = 0;
     fmt_msg why = {{0}};
-    int rc = fmt_dataset_get(d->ds, idx, &s);
+    int rc = fmt_dataset_fields_record(d->ds, idx, &rec, &len, &why);
     if (rc == 0)
-        rc = fmt_fields_view(s.aux, s.aux_len, v, FMT_FIELDS_MAX, &n, &why);
+        rc = fmt_fields_view(rec, len, v, FMT_FIELDS_MAX, &n, &why);
     if (rc)
         return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": cannot read its fields: %s",
                         fmt_dataset_sample_file(d->ds, idx), idx, fmt_reason(&why, rc));

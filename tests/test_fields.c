@@ -6,6 +6,7 @@
 #include "fields.h"
 #include "le.h"
 #include "manifest.h"
+#include "target.h"
 #include "testutil.h"
 
 static const int64_t ints[3] = {0, 1, -7};
@@ -150,6 +151,127 @@ START_TEST(test_manifest_round_trip)
 }
 END_TEST
 
+/* A target of two boxes and the sample fields record in one pair record: the layout of raw.md
+ * "Pair record", both parts back byte for byte (the target 8-aligned and readable in place), and
+ * every damaged header refused. */
+START_TEST(test_pair_record)
+{
+    static const float boxes[8] = {1, 2, 5, 6, 0, 0, 8, 4};
+    static const int64_t labels[2] = {3, 7};
+    static const float area[2] = {16, 32};
+    static const uint8_t crowd[2] = {0, 1};
+    fmt_target t = {.count = 2, .image_id = 42, .orig_width = 8, .orig_height = 6,
+                    .boxes = boxes, .labels = labels, .area = area, .iscrowd = crowd};
+    _Alignas(8) uint8_t tg[128], fl[256], rec[512];
+    uint32_t tlen = fmt_target_encode(&t, tg, sizeof tg);
+    uint32_t flen = sample_record(fl, sizeof fl);
+    ck_assert_uint_eq(tlen, 96);                            /* 32 + 29 * 2 rounded up to 8 */
+    uint32_t len = fmt_pair_encode(tg, tlen, fl, flen, rec, sizeof rec);
+    ck_assert_uint_eq(len, 16 + tlen + flen);
+    ck_assert_uint_eq(fmt_pair_size(tlen, flen), len);
+    ck_assert_uint_eq(fmt_le_get32(rec), 0x31524150u);     /* "PAR1" */
+    ck_assert_uint_eq(fmt_le_get32(rec + 4), tlen);
+    ck_assert_uint_eq(fmt_le_get32(rec + 8), flen);
+    ck_assert_uint_eq(fmt_le_get32(rec + 12), 0);
+    ck_assert_uint_eq(fmt_pair_encode(tg, tlen, fl, flen, rec, len - 1), 0);
+    ck_assert_uint_eq(fmt_pair_size(tlen + 4, flen), 0);   /* not a multiple of 8 */
+
+    const uint8_t *pt, *pf;
+    size_t ptl, pfl;
+    fmt_msg msg = {{0}};
+    ck_assert_int_eq(fmt_pair_view(rec, len, &pt, &ptl, &pf, &pfl, &msg), 0);
+    ck_assert_ptr_eq(pt, rec + 16);
+    ck_assert_uint_eq(ptl, tlen);
+    ck_assert_uint_eq(pfl, flen);
+    ck_assert_mem_eq(pt, tg, tlen);
+    ck_assert_mem_eq(pf, fl, flen);
+    fmt_target back;
+    ck_assert_int_eq(fmt_target_view(pt, ptl, 8, 6, &back, &msg), 0);
+    ck_assert_uint_eq(back.count, 2);
+    ck_assert_int_eq(back.image_id, 42);
+    ck_assert_int_eq(back.labels[1], 7);
+    ck_assert_int_eq(fmt_fields_check(pf, pfl, schema, 4, &msg), 0);
+
+    /* not a pair: a plain target or fields record, a short one */
+    ck_assert_int_eq(fmt_pair_view(tg, tlen, &pt, &ptl, &pf, &pfl, &msg), FMT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(msg.text, "PAR1"));
+    ck_assert_int_eq(fmt_pair_view(fl, flen, &pt, &ptl, &pf, &pfl, &msg), FMT_ECORRUPT);
+    ck_assert_int_eq(fmt_pair_view(rec, 8, &pt, &ptl, &pf, &pfl, &msg), FMT_ECORRUPT);
+    /* every single flipped bit of the header is refused */
+    for (int i = 0; i < 16; i++) {
+        for (int b = 0; b < 8; b++) {
+            rec[i] ^= (uint8_t)(1u << b);
+            ck_assert_int_eq(fmt_pair_view(rec, len, &pt, &ptl, &pf, &pfl, &msg), FMT_ECORRUPT);
+            rec[i] ^= (uint8_t)(1u << b);
+        }
+    }
+    /* lengths moved by 8 between the parts still add up: the parts' own checks refuse them */
+    fmt_le_put32(rec + 4, tlen + 8);
+    fmt_le_put32(rec + 8, flen - 8);
+    ck_assert_int_eq(fmt_pair_view(rec, len, &pt, &ptl, &pf, &pfl, &msg), 0);
+    ck_assert_int_eq(fmt_target_view(pt, ptl, 8, 6, &back, &msg), FMT_ECORRUPT);
+    ck_assert_int_eq(fmt_fields_check(pf, pfl, schema, 4, &msg), FMT_ECORRUPT);
+    /* and one byte short of the lengths */
+    fmt_le_put32(rec + 4, tlen);
+    fmt_le_put32(rec + 8, flen);
+    ck_assert_int_eq(fmt_pair_view(rec, len - 8, &pt, &ptl, &pf, &pfl, &msg), FMT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(msg.text, "bytes"));
+}
+END_TEST
+
+/* With targets the manifest's fields say record version 2 (pair records), and the two versions
+ * are refused the other way round. */
+START_TEST(test_manifest_with_targets)
+{
+    fmt_manifest m = {0}, back = {0};
+    fmt_manifest_shard sh = {.file = "shard-00000.raw", .samples = 1, .bytes = 4096};
+    fmt_category cat = {.id = 1, .name = "thing"};
+    m.backend = "raw";
+    m.backend_version = 2;
+    m.tool = "shardc test";
+    m.samples = m.inputs = 1;
+    m.channels = 3;
+    m.geom.mode = FMT_GEOM_KEEP;
+    m.nshards = 1;
+    m.shards = &sh;
+    m.nfields = 4;
+    m.fields = (fmt_field_def *)schema;
+    m.fields_source = "jsonl";
+    m.targets = 1;
+    m.target_source = "coco";
+    m.ncategories = 1;
+    m.categories = &cat;
+    char *json = NULL;
+    ck_assert_int_eq(fmt_manifest_dump(&m, &json), 0);
+    char *fv = strstr(json, "\"fields\"");
+    ck_assert_ptr_nonnull(fv);
+    char *ver = strstr(fv, "\"record_version\": 2");
+    ck_assert_ptr_nonnull(ver);
+    fmt_msg msg = {{0}};
+    ck_assert_int_eq(fmt_manifest_parse(json, strlen(json), &back, &msg), 0);
+    ck_assert(back.targets);
+    ck_assert_uint_eq(back.nfields, 4);
+    fmt_manifest_free(&back);
+    ver[strlen("\"record_version\": ")] = '1';
+    ck_assert_int_eq(fmt_manifest_parse(json, strlen(json), &back, &msg), FMT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(msg.text, "record version 1 with 'targets'"));
+    fmt_manifest_free(&back);
+    free(json);
+    /* without targets: version 1, and 2 is refused */
+    m.targets = 0;
+    m.ncategories = 0;
+    m.categories = NULL;
+    ck_assert_int_eq(fmt_manifest_dump(&m, &json), 0);
+    ver = strstr(strstr(json, "\"fields\""), "\"record_version\": 1");
+    ck_assert_ptr_nonnull(ver);
+    ver[strlen("\"record_version\": ")] = '2';
+    ck_assert_int_eq(fmt_manifest_parse(json, strlen(json), &back, &msg), FMT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(msg.text, "record version 2 without 'targets'"));
+    fmt_manifest_free(&back);
+    free(json);
+}
+END_TEST
+
 static Suite *fields_suite(void)
 {
     Suite *s = suite_create("fields");
@@ -158,6 +280,8 @@ static Suite *fields_suite(void)
     tcase_add_test(tc, test_corrupt_refused);
     tcase_add_test(tc, test_schema_check);
     tcase_add_test(tc, test_manifest_round_trip);
+    tcase_add_test(tc, test_pair_record);
+    tcase_add_test(tc, test_manifest_with_targets);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -178,6 +178,7 @@ static void item_free(shc_item *it)
     free(it->name);
     free(it->data);
     free(it->fields);
+    free(it->target);
 }
 
 /* Hand item it to the stream, waiting with the GIL released. True: added; False: the build has
@@ -195,8 +196,8 @@ static PyObject *push(BuildObject *b, shc_item *it)
     Py_END_ALLOW_THREADS
     item_free(it);              /* NULL when taken */
     if (rc == EINVAL) {
-        PyErr_SetString(PyExc_ValueError, "label out of range, or a fields record not of the "
-                        "schema");
+        PyErr_SetString(PyExc_ValueError, "label out of range, a fields record not of the "
+                        "schema, or a target missing, unexpected or malformed");
         return NULL;
     }
     return PyBool_FromLong(rc == 0);
@@ -252,6 +253,29 @@ static int item_fields(PyObject *rec, shc_item *it)
     return 0;
 }
 
+/* The item's target (bytes in stream.h's SHC_SRC_TARGET layout, or None) into it; -1 with an
+ * exception. The stream checks it further. */
+static int item_target(PyObject *rec, shc_item *it)
+{
+    if (rec == Py_None)
+        return 0;
+    char *p;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(rec, &p, &n) != 0)
+        return -1;
+    if (n < 16 || (uint64_t)n > SHC_SRC_TARGET_SIZE(FMT_TARGET_MAX_BOXES)) {
+        PyErr_SetString(PyExc_ValueError, "a target of a bad size");
+        return -1;
+    }
+    if (!(it->target = malloc((size_t)n))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(it->target, p, (size_t)n);
+    it->target_len = (uint32_t)n;
+    return 0;
+}
+
 /* A copy of a buffer's bytes (C-contiguous), the GIL released for a large one. */
 static uint8_t *copy_buffer(PyObject *obj, size_t *len)
 {
@@ -279,11 +303,12 @@ static uint8_t *copy_buffer(PyObject *obj, size_t *len)
 
 /* The copies an add_* call makes of its arguments into it: name, the fields record rec, and the
  * bytes of data when not NULL; -1 with an exception and nothing held. */
-static int item_args(shc_item *it, PyObject *name, PyObject *rec, PyObject *data)
+static int item_args(shc_item *it, PyObject *name, PyObject *rec, PyObject *tg, PyObject *data)
 {
     if (!(it->name = name_of(name)))
         return -1;
-    if (item_fields(rec, it) < 0 || (data && !(it->data = copy_buffer(data, &it->len)))) {
+    if (item_fields(rec, it) < 0 || item_target(tg, it) < 0 ||
+        (data && !(it->data = copy_buffer(data, &it->len)))) {
         item_free(it);
         return -1;
     }
@@ -292,38 +317,38 @@ static int item_args(shc_item *it, PyObject *name, PyObject *rec, PyObject *data
 
 static PyObject *Build_add_path(PyObject *self, PyObject *args)
 {
-    PyObject *path, *rec = Py_None;
+    PyObject *path, *rec = Py_None, *tg = Py_None;
     int label;
-    if (!PyArg_ParseTuple(args, "Oi|O", &path, &label, &rec))
+    if (!PyArg_ParseTuple(args, "Oi|OO", &path, &label, &rec, &tg))
         return NULL;
     shc_item it = {.kind = SHC_ITEM_PATH, .label = label};
-    if (item_args(&it, path, rec, NULL) < 0)
+    if (item_args(&it, path, rec, tg, NULL) < 0)
         return NULL;
     return push((BuildObject *)self, &it);
 }
 
 static PyObject *Build_add_bytes(PyObject *self, PyObject *args)
 {
-    PyObject *data, *name, *rec = Py_None;
+    PyObject *data, *name, *rec = Py_None, *tg = Py_None;
     int label;
-    if (!PyArg_ParseTuple(args, "OOi|O", &data, &name, &label, &rec))
+    if (!PyArg_ParseTuple(args, "OOi|OO", &data, &name, &label, &rec, &tg))
         return NULL;
     shc_item it = {.kind = SHC_ITEM_ENCODED, .label = label};
-    if (item_args(&it, name, rec, data) < 0)
+    if (item_args(&it, name, rec, tg, data) < 0)
         return NULL;
     return push((BuildObject *)self, &it);
 }
 
 static PyObject *Build_add_pixels(PyObject *self, PyObject *args)
 {
-    PyObject *data, *name, *rec = Py_None;
+    PyObject *data, *name, *rec = Py_None, *tg = Py_None;
     unsigned int h, w, c;
     int label;
-    if (!PyArg_ParseTuple(args, "OIIIOi|O", &data, &h, &w, &c, &name, &label, &rec))
+    if (!PyArg_ParseTuple(args, "OIIIOi|OO", &data, &h, &w, &c, &name, &label, &rec, &tg))
         return NULL;
     shc_item it = {.kind = SHC_ITEM_PIXELS, .label = label, .width = w, .height = h,
                    .channels = c};
-    if (item_args(&it, name, rec, data) < 0)
+    if (item_args(&it, name, rec, tg, data) < 0)
         return NULL;
     if ((uint64_t)w * h * c != it.len) {
         item_free(&it);
@@ -358,6 +383,61 @@ static PyObject *Build_set_fields(PyObject *self, PyObject *arg)
     fmt_msg msg = {{0}};
     if (!b->stream || shc_stream_set_fields(b->stream, defs, (size_t)n, &msg) != 0) {
         PyErr_Format(PyExc_ValueError, "fields: %s", b->stream ? msg.text : "build finished");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* set_targets(): every later item carries a target (a detection build). */
+static PyObject *Build_set_targets(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    BuildObject *b = (BuildObject *)self;
+    if (!b->stream || shc_stream_set_targets(b->stream) != 0) {
+        PyErr_SetString(PyExc_ValueError, b->stream ? "targets: set before the first item"
+                                                    : "targets: build finished");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* set_categories([(id, name), ...]): the categories of a build with targets, sorted by id. */
+static PyObject *Build_set_categories(PyObject *self, PyObject *arg)
+{
+    BuildObject *b = (BuildObject *)self;
+    Py_ssize_t n = PySequence_Size(arg);
+    if (n < 0)
+        return NULL;
+    fmt_category *cats = PyMem_Calloc(n ? (size_t)n : 1, sizeof *cats);
+    PyObject **held = PyMem_Calloc(n ? (size_t)n : 1, sizeof *held);
+    if (!cats || !held) {
+        PyMem_Free(cats);
+        PyMem_Free(held);
+        return PyErr_NoMemory();
+    }
+    int ok = 1;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        long long id;
+        const char *name;
+        ok = (held[i] = PySequence_GetItem(arg, i)) != NULL &&
+             PyArg_ParseTuple(held[i], "Ls", &id, &name);
+        if (ok) {
+            cats[i].id = id;
+            cats[i].name = (char *)name;    /* the item's: the stream copies */
+        }
+    }
+    int rc = !ok ? -1 : !b->stream ? EINVAL : shc_stream_set_categories(b->stream, cats, (size_t)n);
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_XDECREF(held[i]);
+    PyMem_Free(held);
+    PyMem_Free(cats);
+    if (rc < 0)
+        return NULL;
+    if (rc == ENOMEM)
+        return PyErr_NoMemory();
+    if (rc) {
+        PyErr_SetString(PyExc_ValueError, b->stream ? "categories: ids not increasing"
+                                                    : "categories: build finished");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -466,6 +546,8 @@ static PyMethodDef Build_methods[] = {
      "add_pixels(buffer, height, width, channels, name, label) -> bool"},
     {"add_reject", Build_add_reject, METH_VARARGS, "add_reject(name, reason, label) -> bool"},
     {"set_fields", Build_set_fields, METH_O, "set_fields([(name, type, count), ...])"},
+    {"set_targets", Build_set_targets, METH_NOARGS, "set_targets(): items carry targets"},
+    {"set_categories", Build_set_categories, METH_O, "set_categories([(id, name), ...])"},
     {"finish", Build_finish, METH_NOARGS, "close the stream, wait for the build: its outcome"},
     {"cancel", Build_cancel, METH_NOARGS, "stop the build (no dataset is left): its outcome"},
     {NULL, NULL, 0, NULL}};

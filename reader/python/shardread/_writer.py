@@ -355,6 +355,68 @@ def _fields_record(fields, schema, item):
     return rec, schema
 
 
+_TARGET_KEYS = {"boxes", "labels", "iscrowd", "area", "image_id"}
+
+
+def _target_blob(t, item):
+    """A detection target dict -> (the build's in-process form, compiler/stream.h
+    SHC_SRC_TARGET, and its category ids). ValueError naming the item and the key."""
+    import struct
+    import numpy as np
+    if not isinstance(t, dict):
+        raise ValueError(f"item {item}: a target must be a dict, not {type(t).__name__}")
+    bad = sorted(set(t) - _TARGET_KEYS)
+    if bad:
+        raise ValueError(f"item {item}: target key(s) {', '.join(map(repr, bad))} (known: "
+                         f"{', '.join(sorted(_TARGET_KEYS))})")
+    if "boxes" not in t or "labels" not in t:
+        raise ValueError(f"item {item}: a target needs 'boxes' and 'labels'")
+    boxes = np.asarray(t["boxes"], dtype=np.float64)
+    if boxes.size == 0:
+        boxes = boxes.reshape(0, 4)
+    if boxes.ndim != 2 or boxes.shape[1] != 4:
+        raise ValueError(f"item {item}: target 'boxes' must be (N, 4) x1, y1, x2, y2, not of "
+                         f"shape {boxes.shape}")
+    n = boxes.shape[0]
+    if n > 65536 or not np.isfinite(boxes).all():
+        raise ValueError(f"item {item}: target 'boxes' must be at most 65536 finite boxes")
+
+    def column(key, dtype, default):
+        v = np.asarray(t[key]) if key in t else np.full(n, default)
+        if v.shape != (n,) or (v.size and dtype != np.float64 and v.dtype.kind not in "biu"):
+            raise ValueError(f"item {item}: target {key!r} must be {n} "
+                             f"{'integers' if dtype != np.float64 else 'numbers'} (one a box)")
+        return v.astype(dtype)
+    labels = column("labels", np.int64, 0)
+    crowd = column("iscrowd", np.int64, 0)
+    if not np.isin(crowd, (0, 1)).all():
+        raise ValueError(f"item {item}: target 'iscrowd' must be 0 or 1")
+    area = column("area", np.float64, np.nan)
+    image_id = t.get("image_id", item)
+    try:
+        image_id = _operator.index(image_id)
+    except TypeError:
+        raise ValueError(f"item {item}: target 'image_id' must be an int") from None
+    blob = (struct.pack("=IIq", n, 0, image_id) + np.ascontiguousarray(boxes).tobytes() +
+            labels.tobytes() + area.tobytes() + crowd.astype(np.uint8).tobytes())
+    return blob, set(labels.tolist())
+
+
+def _categories_of(categories):
+    """categories= -> {id: name}: a list of names (ids 1, 2, ...), a dict id -> name, or COCO's
+    [{'id': id, 'name': name}, ...]."""
+    if isinstance(categories, dict):
+        cats = dict(categories)
+    elif all(isinstance(c, dict) for c in categories):
+        cats = {c["id"]: c["name"] for c in categories}
+    else:
+        cats = {i + 1: c for i, c in enumerate(categories)}
+    for k, v in cats.items():
+        if isinstance(k, bool) or not isinstance(k, int) or not isinstance(v, str):
+            raise ValueError(f"categories: id {k!r} -> {v!r}: ids are ints, names str")
+    return cats
+
+
 def _is_pil(image):
     pil = _sys.modules.get("PIL.Image")
     return pil is not None and isinstance(image, pil.Image)
@@ -373,12 +435,15 @@ class Writer:
     size, short_side, max_side, crop, fit, filter, shrink_on_load, channels, format, quality,
     compress, jpeg_fraction, threads (default: all cores), shard_bytes, shard_samples, align,
     max_pixels, max_image_side, max_file_bytes, augment, aug, seed, strict, force; and
-    classes (the class names), window (items held at most, default 4 * threads + 8) and
+    classes (the class names), categories (a detection dataset's: names, ids 1, 2, ...; a dict
+    id -> name; or COCO's [{'id', 'name'}]; default: every id the targets use, named by it),
+    window (items held at most, default 4 * threads + 8) and
     window_bytes (their bytes at most; default: no bound but window); layout ("HWC", the
     default, or "CHW": the axes of 3-D arrays, e.g. torchvision's uint8 tensors). Sizes take
     ints or shardc's strings ('512MiB').
 
-    add(image, label) hands over one item (see the module's documentation for what an image may
+    add(image, label) hands over one item (label a dict of boxes and labels: a detection
+    target) (see the module's documentation for what an image may
     be) and returns at once unless the build is `window` items behind. close() waits for the
     build and returns its BuildResult (also `result`); leaving the with-block does it, or, when
     the block raised, cancel(): the build stops and leaves no dataset.
@@ -387,6 +452,8 @@ class Writer:
     def __init__(self, out, **options):
         out = _os.fsdecode(_os.fspath(out))
         layout = options.pop("layout", "HWC")
+        cats = options.pop("categories", None)
+        self._cats = None if cats is None else _categories_of(cats)
         if not isinstance(layout, str) or layout.upper() not in ("HWC", "CHW"):
             raise ValueError(f"layout must be 'HWC' or 'CHW', not {layout!r}")
         self._chw = layout.upper() == "CHW"
@@ -400,6 +467,8 @@ class Writer:
         self._np = None
         self._augment = "augment" in opts
         self._schema = None         # the fields' schema, set by the first item
+        self._targets = None        # whether items carry targets, set by the first item
+        self._seen = set()          # the category ids the targets used
         self._b = _ext().start(out, **opts)
 
     # -- items --
@@ -418,7 +487,37 @@ class Writer:
             raise ValueError(f"label {label} out of range ({what})")
         return label
 
-    def _pixels(self, arr, name, label, rec=None):
+    def _target(self, label):
+        """(label, the target's blob or None): a dict label is a detection target, the first
+        item deciding for every later one."""
+        item = self._b.added
+        is_target = isinstance(label, dict)
+        if self._targets is None:
+            if is_target and self._augment:
+                raise ValueError("targets cannot be stored with augment= (a sample's aux record "
+                                 "holds its variant's parameters)")
+            if is_target and self._nclasses is not None:
+                raise ValueError("targets name their categories (categories=), not classes=")
+            if not is_target and self._cats is not None:
+                raise ValueError(f"item {item}: categories= is for targets (a dict label)")
+            if is_target:
+                self._b.set_targets()
+            self._targets = is_target
+        if is_target != self._targets:
+            raise ValueError(f"item {item}: " + ("a target, but the items before it had int "
+                                                 "labels" if is_target else "an int label, but "
+                                                 "the items before it had targets"))
+        if not is_target:
+            return self._label(label), None
+        blob, ids = _target_blob(label, item)
+        if self._cats is not None and not ids <= set(self._cats):
+            raise ValueError(f"item {item}: target label(s) "
+                             f"{', '.join(map(str, sorted(ids - set(self._cats))))} not among "
+                             "categories=")
+        self._seen |= ids
+        return -1, blob
+
+    def _pixels(self, arr, name, label, rec=None, tg=None):
         np = self._np
         if np is None:
             import numpy as np
@@ -441,7 +540,7 @@ class Writer:
         if h == 0 or w == 0:
             return self._b.add_reject(name, f"empty array of shape {tuple(arr.shape)}", label)
         arr = np.ascontiguousarray(arr)
-        return self._b.add_pixels(arr, h, w, c, name, label, rec)
+        return self._b.add_pixels(arr, h, w, c, name, label, rec, tg)
 
     def _fields(self, fields):
         """The item's fields record (None without fields), the schema set by the first item."""
@@ -464,7 +563,11 @@ class Writer:
 
     def add(self, image, label, fields=None):
         """Add one item: image a path, encoded bytes, a PIL image or a uint8 numpy array, label
-        an int; fields (optional) a dict of name -> value stored with the sample: an int, a
+        an int, or a detection target: a dict with 'boxes' ((N, 4) x1, y1, x2, y2 in the
+        image's pixels, edges), 'labels' (N category ids) and optionally 'iscrowd' (N 0/1),
+        'area' (N; default the boxes' areas) and 'image_id' (default the item's position); the
+        boxes are moved by the build's geometry as `shardc build --coco` moves them, and the
+        first item decides whether every item has a target. fields (optional) a dict of name -> value stored with the sample: an int, a
         float, a str, bytes, or a 1-D sequence of numbers (a multi-hot label). The first item
         sets the fields' names and types (a sequence: its length); every later item must give
         the same, each of the same type (an int where a float is due is taken as that float).
@@ -472,12 +575,12 @@ class Writer:
         the build has stopped (strict reject, output problem)."""
         if self._b is None:
             raise RuntimeError("this Writer is closed")
-        label = self._label(label)
+        label, tg = self._target(label)
         rec = self._fields(fields)
         if isinstance(image, (str, _os.PathLike)):
-            ok = self._b.add_path(_os.fsencode(image), label, rec)
+            ok = self._b.add_path(_os.fsencode(image), label, rec, tg)
         elif isinstance(image, (bytes, bytearray, memoryview)):
-            ok = self._b.add_bytes(image, f"<memory>#{self._b.added}", label, rec)
+            ok = self._b.add_bytes(image, f"<memory>#{self._b.added}", label, rec, tg)
         else:
             name = f"<memory>#{self._b.added}"
             if _is_pil(image):
@@ -489,7 +592,7 @@ class Writer:
                 import numpy as np
                 image = np.asarray(image)       # e.g. a torch tensor
             if hasattr(image, "__array_interface__") and hasattr(image, "dtype"):
-                ok = self._pixels(image, name, label, rec)
+                ok = self._pixels(image, name, label, rec, tg)
             else:
                 ok = self._b.add_reject(name, f"unsupported image type {type(image).__name__} "
                                         "(a path, encoded bytes, a PIL image or a uint8 array)",
@@ -533,6 +636,9 @@ class Writer:
             return self.result
         if self._b is None:
             raise RuntimeError("this Writer was cancelled")
+        if self._targets:
+            cats = self._cats if self._cats is not None else {i: str(i) for i in self._seen}
+            self._b.set_categories(sorted(cats.items()))
         r = self._b.finish()
         if r["summary"] is None or r["rc"] not in (0, _ext().EREJECTS) or (
                 self._strict and r["rc"] != 0):
@@ -586,6 +692,7 @@ def build(samples, out, **options):
                     raise ValueError
             except (TypeError, ValueError):
                 raise TypeError(f"samples must give (image, label) pairs or (image, label, "
-                                f"fields) triples, not {item!r:.80}") from None
+                                f"fields) triples (label an int or a target dict), not "
+                                f"{item!r:.80}") from None
             w.add(image, label, *rest)
     return w.result

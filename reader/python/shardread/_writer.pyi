@@ -9,6 +9,10 @@ _Path = Union[str, os.PathLike]
 Image = Union[_Path, bytes, bytearray, memoryview, np.ndarray, Any]
 _HW = Union[int, Tuple[int, int]]
 _Bytes = Union[int, str]
+# a detection target: boxes (N, 4) x1, y1, x2, y2 and labels (N,); iscrowd, area, image_id
+Target = Mapping[str, Any]
+# categories=: names (ids 1, 2, ...), {id: name}, or COCO's [{"id": id, "name": name}]
+_Categories = Union[Sequence[str], Mapping[int, str], Sequence[Mapping[str, Any]]]
 
 class BuildError(RuntimeError):
     messages: list[str]
@@ -45,15 +49,17 @@ class Writer:
                  augment: Optional[int] = ..., aug: Optional[str] = ..., seed: Optional[int] = ...,
                  strict: bool = ..., force: bool = ..., classes: Optional[Sequence[str]] = ...,
                  window: Optional[int] = ..., window_bytes: Optional[_Bytes] = ...,
-                 layout: str = ...) -> None: ...
-    def add(self, image: Image, label: int,
+                 layout: str = ..., categories: Optional[_Categories] = ...) -> None: ...
+    def add(self, image: Image, label: Union[int, Target],
             fields: Optional[Mapping[str, Any]] = None) -> None: ...
     def close(self) -> BuildResult: ...
     def cancel(self) -> None: ...
     def __enter__(self) -> "Writer": ...
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool: ...
 
-def build(samples: Iterable[Tuple[Image, int]], out: _Path, *, size: Optional[_HW] = ...,
+def build(samples: Iterable[Union[Tuple[Image, Union[int, Target]],
+                                  Tuple[Image, Union[int, Target], Mapping[str, Any]]]],
+          out: _Path, *, size: Optional[_HW] = ...,
           short_side: Optional[int] = ..., max_side: Optional[int] = ...,
           crop: Optional[_HW] = ..., fit: Optional[str] = ..., filter: Optional[str] = ...,
           shrink_on_load: bool = ..., channels: int = ..., format: str = ...,
@@ -65,4 +71,4 @@ def build(samples: Iterable[Tuple[Image, int]], out: _Path, *, size: Optional[_H
           augment: Optional[int] = ..., aug: Optional[str] = ..., seed: Optional[int] = ...,
           strict: bool = ..., force: bool = ..., classes: Optional[Sequence[str]] = ...,
           window: Optional[int] = ..., window_bytes: Optional[_Bytes] = ...,
-          layout: str = ...) -> BuildResult: ...
+          layout: str = ..., categories: Optional[_Categories] = ...) -> BuildResult: ...
