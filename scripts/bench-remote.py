@@ -22,7 +22,8 @@ shards (KEY.jpg, KEY.cls) of as many images each. Measured, per rate, medians of
   --recursive`), then a local Loader epoch; the first batch comes after the whole download.
 
 And, once: the cached epoch (the URL again, every shard in the cache) against a local Loader
-of the same files, alternating runs. Not a test: it prints figures; nothing is asserted.
+of the same files, alternating runs, each a new Loader (its open included); and the later
+epochs of one Loader of each (a training loop's epochs), alternating. Not a test: it prints figures; nothing is asserted.
 """
 import argparse
 import concurrent.futures
@@ -304,6 +305,24 @@ def main():
                    cached_runs=cached, local_runs=local)
         print(f"cached epoch {c:.0f} img/s, local Loader {l:.0f} img/s: {c / l:.3f}x "
               f"(runs: cached {[round(x) for x in cached]}, local {[round(x) for x in local]})")
+        # a training loop's later epochs: one Loader each, opened once, epochs alternating
+        lc = shardread.Loader(f"s3://{BUCKET}/ds", cache=cache, **kw)
+        ll = shardread.Loader(ds, **kw)
+
+        def rate(ld):
+            t0, n = time.perf_counter(), 0
+            for images, _ in ld:
+                n += len(images)
+            return n / (time.perf_counter() - t0)
+        rate(lc), rate(ll)
+        again_c, again_l = [], []
+        for _ in range(max(11, args.runs)):
+            again_c.append(rate(lc))
+            again_l.append(rate(ll))
+        c2, l2 = statistics.median(again_c), statistics.median(again_l)
+        out.update(later_cached_img_s=c2, later_local_img_s=l2, later_ratio=c2 / l2)
+        print(f"later epochs of one open: cached {c2:.0f} img/s, local {l2:.0f} img/s: "
+              f"{c2 / l2:.3f}x")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(out, f, indent=1)
