@@ -69,19 +69,12 @@ const char *shr_aug_check(const shr_options *o)
             o->auto_augment != SHR_AUTO_AUGMENT_RAND &&
             o->auto_augment != SHR_AUTO_AUGMENT_IMAGENET)
             return "unknown auto_augment policy";
-        if (!(o->aa_bins >= 2 && o->aa_bins <= 1024))
-            return "aa_bins must be in 2..1024";
-        if (o->auto_augment == SHR_AUTO_AUGMENT_RAND) {
-            if (!(o->aa_num_ops >= 1 && o->aa_num_ops <= SHR_AA_MAX_OPS))
-                return "aa_num_ops must be in 1..4";
-            if (!(o->aa_magnitude < o->aa_bins))
-                return "aa_magnitude must be below aa_bins";
-        }
+        /* aa_bins and aa_num_ops: options.def's ranges, checked before */
+        if (o->auto_augment == SHR_AUTO_AUGMENT_RAND && !(o->aa_magnitude < o->aa_bins))
+            return "auto_augment magnitude (aa_magnitude) must be below num_magnitude_bins "
+                   "(aa_bins)";
     }
-    if (!(o->grayscale_p >= 0 && o->grayscale_p <= 1))
-        return "grayscale_p must be a probability in 0..1";
-    if (!(o->erase_p >= 0 && o->erase_p <= 1))
-        return "erase_p must be a probability in 0..1";
+    /* grayscale_p and erase_p: options.def's ranges, checked before */
     if (o->erase_p > 0) {
         if (!range_ok(o->erase_scale, 0, 1))
             return "erase_scale must satisfy 0 <= min <= max <= 1";
