@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write docs/OPTIONS.md, the reference of the reader's scalar numeric options, from the one
+"""Write docs/OPTIONS.md, the reference of the reader's numeric options, from the one
 table the library checks them by (reader/options.def, read through the built module's
 shardread._shardread.option_table()).
 
@@ -7,6 +7,7 @@ shardread._shardread.option_table()).
 
 --check writes nothing and exits 1 when docs/OPTIONS.md differs from what the table gives
 (tests/python/test_options_table.py makes the same comparison)."""
+import math as _math
 import os
 import sys
 
@@ -17,7 +18,8 @@ HEAD = """# Read-time options
 
 <!-- Written by scripts/gen-options.py from reader/options.def: edit the table, not this file. -->
 
-The reader's scalar numeric options as the library checks them: one row each of
+The reader's numeric options, scalars and (min, max) pairs, as the library checks them: one
+row each of
 `reader/options.def`, the table from which `shr_options_init`'s defaults, `shr_open`'s range
 checks (and their messages) and `shardread._shardread.option_table()` are all made. A value
 outside its range is refused when the reader opens (`SHR_EINVAL` in C, `shardread.ArgumentError`
@@ -30,11 +32,13 @@ in Python) with a message naming the public name, the field and the range, e.g.
 - **C field**: the `shr_options` field (include/shardread.h).
 - **Default**: what `shr_options_init` sets; the Loader's own default follows in parentheses
   where its signature writes another (`None`: computed, see the note).
-- **Accepted**: the range `shr_open` accepts; **checked when**: blank where it is always
-  checked.
+- **Accepted**: the range `shr_open` accepts (a pair: both values in it, and `min <= max`
+  where it says so); **checked when**: blank where it is always checked.
+- The Python forms convert first, as torchvision does: `color_jitter=0.4` is brightness
+  `(0.6, 1.4)`, `rotation=10` is `(-10, 10)`, `rrc=True` is the default scale.
 
-The other options (choices such as `dtype`, pairs such as `rrc`, per-channel values such as
-`mean`) are described in [PYTHON.md](PYTHON.md) and [READER.md](READER.md).
+The other options (choices such as `dtype`, per-channel values such as `mean`, the affine
+shear's four values) are described in [PYTHON.md](PYTHON.md) and [READER.md](READER.md).
 
 | Python | C field | Type | Default | Accepted | Checked when | What it does |
 |---|---|---|---|---|---|---|
@@ -42,6 +46,10 @@ The other options (choices such as `dtype`, pairs such as `rrc`, per-channel val
 
 
 def _num(v):
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_num(x) for x in v) + ")"
+    if isinstance(v, float) and _math.isinf(v):
+        return "inf" if v > 0 else "-inf"
     if isinstance(v, float):
         return repr(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
     return str(v)
@@ -49,8 +57,16 @@ def _num(v):
 
 def _accepted(row):
     lo, hi = _num(row["lo"]), _num(row["hi"]) if row["hi"] is not None else None
+    form = row["form"]
+    if row["count"] == 2:
+        lop = "<" if form in ("above", "open") else "<="
+        hip = "<" if form in ("below", "open") else "<="
+        if row["ordered"]:
+            return f"{lo} {lop} min <= max {hip} {hi}"
+        return f"each: {lo} {lop} v {hip} {hi}"
     return {"range": f"{lo} .. {hi}", "at_least": f">= {lo}", "below": f"{lo} <= v < {hi}",
-            "zero_or_range": f"0, or {lo} .. {hi}"}[row["form"]]
+            "zero_or_range": f"0, or {lo} .. {hi}", "above": f"{lo} < v <= {hi}",
+            "open": f"{lo} < v < {hi}"}[form]
 
 
 def _cell(text):
@@ -62,11 +78,12 @@ def render(rows):
     for r in rows:
         default = _num(r["default"])
         pyd = r["python_default"]
-        if pyd is not None and pyd != _num(r["default"]) and not (
+        if pyd is not None and pyd != default and not (
                 r["type"] == "float" and pyd.replace(".0", "") == default):
             default += f" (Loader: `{pyd}`)"
         out.append("| " + " | ".join(_cell(c) for c in (
-            f"`{r['name']}`", f"`{r['field']}`", r["type"], default, _accepted(r),
+            f"`{r['name']}`", f"`{r['field']}`", r["type"] + (" pair" if r["count"] == 2 else ""),
+            default, _accepted(r),
             r["when"], r["doc"])) + " |\n")
     return "".join(out)
 

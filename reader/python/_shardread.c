@@ -326,13 +326,20 @@ static PyObject *mix_words(PyObject *m, PyObject *args)
 }
 
 /* option_table(): shr_option_table's rows as dicts (field, name, keyword, python_default,
- * type, form, default, lo, hi, when, doc), so that the package and its checks read the one
- * description of the scalar options (reader/options.def) instead of restating it */
+ * type, count, ordered, form, default, lo, hi, when, doc), so that the package and its checks
+ * read the one description of the numeric options (reader/options.def) instead of restating
+ * it */
+static PyObject *option_number(const shr_option_info *r, double v)
+{
+    return r->is_float ? PyFloat_FromDouble(v) : PyLong_FromUnsignedLongLong((unsigned long long)v);
+}
+
 static PyObject *option_table(PyObject *m, PyObject *unused)
 {
     (void)m;
     (void)unused;
-    static const char *const forms[] = {"range", "at_least", "below", "zero_or_range"};
+    static const char *const forms[] = {"range", "at_least", "below", "zero_or_range", "above",
+                                        "open"};
     size_t n = 0;
     const shr_option_info *t = shr_option_table(&n);
     PyObject *rows = PyList_New((Py_ssize_t)n);
@@ -340,25 +347,22 @@ static PyObject *option_table(PyObject *m, PyObject *unused)
         const shr_option_info *r = &t[i];
         const char *space = strchr(r->name, ' ');
         Py_ssize_t kwlen = space ? (Py_ssize_t)(space - r->name) : (Py_ssize_t)strlen(r->name);
-        PyObject *num[3];
-        double v[3] = {r->def, r->lo, r->hi};
-        for (int k = 0; k < 3; k++)     /* hi is None for at_least: no upper bound */
-            num[k] = k == 2 && r->form == SHR_OPT_AT_LEAST ? Py_NewRef(Py_None)
-                     : r->is_float ? PyFloat_FromDouble(v[k])
-                                   : PyLong_FromUnsignedLongLong((unsigned long long)v[k]);
-        PyObject *row = num[0] && num[1] && num[2] ? Py_BuildValue(
-            "{s:s,s:s,s:s#,s:z,s:s,s:s,s:O,s:O,s:O,s:s,s:s}", "field", r->field, "name", r->name,
-            "keyword", r->name, kwlen,
-            "python_default", r->python_default, "type", r->is_float ? "float" : "int",
-            "form", (unsigned)r->form < 4 ? forms[r->form] : "?", "default", num[0], "lo", num[1],
-            "hi", num[2], "when", r->when, "doc", r->doc) : NULL;
-        for (int k = 0; k < 3; k++)
-            Py_XDECREF(num[k]);
-        if (!row) {
-            Py_CLEAR(rows);
-            break;
-        }
-        if (PyList_SetItem(rows, (Py_ssize_t)i, row) < 0) {
+        PyObject *def = r->count == 2 ? Py_BuildValue("(dd)", r->def[0], r->def[1])
+                                      : option_number(r, r->def[0]);
+        PyObject *lo = option_number(r, r->lo);
+        /* hi is None for at_least: no upper bound */
+        PyObject *hi = r->form == SHR_OPT_AT_LEAST ? Py_NewRef(Py_None) : option_number(r, r->hi);
+        PyObject *row = def && lo && hi ? Py_BuildValue(
+            "{s:s,s:s,s:s#,s:z,s:s,s:i,s:O,s:s,s:O,s:O,s:O,s:s,s:s}", "field", r->field,
+            "name", r->name, "keyword", r->name, kwlen, "python_default", r->python_default,
+            "type", r->is_float ? "float" : "int", "count", r->count,
+            "ordered", r->ordered ? Py_True : Py_False,
+            "form", (unsigned)r->form < sizeof forms / sizeof forms[0] ? forms[r->form] : "?",
+            "default", def, "lo", lo, "hi", hi, "when", r->when, "doc", r->doc) : NULL;
+        Py_XDECREF(def);
+        Py_XDECREF(lo);
+        Py_XDECREF(hi);
+        if (!row || PyList_SetItem(rows, (Py_ssize_t)i, row) < 0) {
             Py_CLEAR(rows);
             break;
         }
@@ -387,11 +391,12 @@ static PyMethodDef module_methods[] = {
     {"option_table", (PyCFunction)option_table, METH_NOARGS,
      "option_table() -> list of dict\n"
      "\n"
-     "The reader's scalar numeric options as the library checks them, one dict per\n"
-     "row of its table (reader/options.def): field, name (the public name: the\n"
-     "Loader's keyword and the key within it), keyword, python_default (the keyword's\n"
-     "default as the Loader writes it, or None), type, form (range, at_least, below,\n"
-     "zero_or_range), default, lo, hi, when, doc. docs/OPTIONS.md is written from it."},
+     "The reader's numeric options as the library checks them, one dict per row of\n"
+     "its table (reader/options.def): field, name (the public name: the Loader's\n"
+     "keyword and the key within it), keyword, python_default (the keyword's default\n"
+     "as the Loader writes it, or None), type, count (1, or 2 for a (min, max) pair),\n"
+     "ordered (a pair's min <= max), form (range, at_least, below, zero_or_range,\n"
+     "above, open), default, lo, hi, when, doc. docs/OPTIONS.md is written from it."},
     {"_fetch", (PyCFunction)fetch_url, METH_VARARGS,
      "_fetch(url, cache=None) -> str\n"
      "\n"

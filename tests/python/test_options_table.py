@@ -1,4 +1,4 @@
-"""The reader's scalar numeric options are one table (reader/options.def), which the module
+"""The reader's numeric options are one table (reader/options.def), which the module
 exposes as shardread._shardread.option_table(): docs/OPTIONS.md is what scripts/gen-options.py
 writes from it, the Loader's defaults (its signature and the __init__.pyi stub) are the
 table's, and every row's refusal through the Loader names its public keyword. The C suite
@@ -80,22 +80,45 @@ FORMS = {
         auto_augment=dict(policy="trivialaugment_wide", num_magnitude_bins=v)),
     "auto_augment num_ops": lambda v: dict(
         auto_augment=dict(policy="randaugment", num_ops=v, magnitude=0)),
+    "color_jitter brightness": lambda v: dict(color_jitter=dict(brightness=v)),
+    "color_jitter contrast": lambda v: dict(color_jitter=dict(contrast=v)),
+    "color_jitter saturation": lambda v: dict(color_jitter=dict(saturation=v)),
+    "color_jitter hue": lambda v: dict(color_jitter=dict(hue=v)),
+    "rrc": lambda v: dict(rrc=v, size=16),
+    "ratio": lambda v: dict(rrc=True, ratio=v, size=16),
+    "rotation": lambda v: dict(rotation=v),
+    "affine degrees": lambda v: dict(affine=dict(degrees=v)),
+    "affine translate": lambda v: dict(affine=dict(degrees=0, translate=v)),
+    "affine scale": lambda v: dict(affine=dict(degrees=0, scale=v)),
+    "erasing scale": lambda v: dict(erasing=dict(p=0.5, scale=v)),
+    "erasing ratio": lambda v: dict(erasing=dict(p=0.5, ratio=v)),
+    "scale_jitter range": lambda v: dict(scale_jitter=(16, v)),
 }
 
 
 def _outside(row):
-    """The values just outside the row's range."""
-    lo, hi, f = row["lo"], row["hi"], row["type"] == "float"
+    """Values just outside the row's range (a pair: one end outside, the other inside; and
+    min > max where the pair is ordered)."""
+    lo, hi, form = row["lo"], row["hi"], row["form"]
+    f = row["type"] == "float"
+
+    def step(v, to):
+        return math.nextafter(v, to) if f else v + (1 if to > v else -1)
+    lo_open, hi_open = form in ("above", "open"), form in ("below", "open")
+    lo_in, lo_out = (step(lo, math.inf), lo) if lo_open else (lo, step(lo, -math.inf))
+    hi_in = None if hi is None else step(hi, -math.inf) if hi_open else hi
+    hi_out = None if hi is None else hi if hi_open else step(hi, math.inf)
     out = []
     if lo > 0 or f:
-        out.append(math.nextafter(lo, -math.inf) if f else lo - 1)
-    if row["form"] in ("range", "zero_or_range"):
-        out.append(math.nextafter(hi, math.inf) if f else hi + 1)
-    elif row["form"] == "below":
-        out.append(hi)
-    return out
-
-
+        out.append(lo_out)
+    if form != "at_least":
+        out.append(hi_out)
+    if row["count"] == 1:
+        return out
+    pairs = [(out[0], hi_in), (lo_in, out[1])]
+    if row["ordered"] and lo_in != hi_in:
+        pairs.append((hi_in, lo_in))
+    return pairs
 @pytest.mark.parametrize("row", ROWS, ids=[r["field"] for r in ROWS])
 def test_every_row_refused_through_the_loader_naming_its_keyword(fx, row):
     assert row["name"] in FORMS, f"{row['name']}: give this row its keyword form in FORMS"
@@ -106,9 +129,10 @@ def test_every_row_refused_through_the_loader_naming_its_keyword(fx, row):
         assert msg.startswith(row["keyword"]), (v, msg)
         if isinstance(e.value, shardread.ArgumentError):
             # the library's refusal: the public name, the field, the range
-            assert msg.startswith(f"{row['name']} ({row['field']}) must be ") or \
-                msg.startswith(f"{row['name']} must be "), (v, msg)
-            assert f"{row['lo']:g}" in msg or str(row["lo"]) in msg, (v, msg)
+            assert msg.startswith(f"{row['name']} ({row['field']}) must ") or \
+                msg.startswith(f"{row['name']} must "), (v, msg)
+            lo = row["lo"]
+            assert (str(int(lo)) if float(lo).is_integer() else repr(lo)) in msg, (v, msg)
 
 
 def test_messages_name_the_public_keyword(fx):
@@ -119,7 +143,15 @@ def test_messages_name_the_public_keyword(fx):
                      (dict(auto_augment=dict(policy="randaugment", num_ops=9)),
                       "auto_augment num_ops (aa_num_ops) must be in 1..4, not 9"),
                      (dict(auto_augment=dict(policy="randaugment", num_magnitude_bins=1)),
-                      "auto_augment num_magnitude_bins (aa_bins) must be in 2..1024, not 1")):
+                      "auto_augment num_magnitude_bins (aa_bins) must be in 2..1024, not 1"),
+                     (dict(color_jitter=(0, 0, 0, 0.6)), "color_jitter hue (jitter_hue) must "
+                      "satisfy -0.5 <= min <= max <= 0.5, not [-0.6, 0.6]"),
+                     (dict(color_jitter=dict(brightness=(1.5, 1.2))), "color_jitter brightness "
+                      "(jitter_brightness) must satisfy 0 <= min <= max < inf, not [1.5, 1.2]"),
+                     (dict(scale_jitter=(16, (0.5, 17))), "scale_jitter range (scale_range) "
+                      "must satisfy 0 < min <= max <= 16, not [0.5, 17]"),
+                     (dict(affine=dict(degrees=0, translate=(0.5, 1.5))), "affine translate "
+                      "(affine_translate) must be two values, each in 0..1, not [0.5, 1.5]")):
         with pytest.raises(shardread.ArgumentError) as e:
             shardread.Loader(fx.fixed, **kw)
         assert str(e.value) == want, kw
