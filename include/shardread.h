@@ -772,8 +772,8 @@ SHR_API void shr_options_init_size(shr_options *o, size_t size);
 /* The numeric options of shr_options, scalars and [min, max] pairs, one row each, as the
  * library checks them: the default shr_options_init sets, the range shr_open accepts (a value
  * outside it is SHR_EINVAL, the message naming `name`, the field and the range), and the Python
- * Loader's keyword for it. The rows are the library's reader/options.def; docs/OPTIONS.md is
- * written from them. */
+ * Loader's keyword for it. The rows are the library's one description of these options: its
+ * defaults and checks are made from them, and so is the options reference of its docs. */
 typedef enum {
     SHR_OPT_RANGE,              /* lo <= v <= hi */
     SHR_OPT_AT_LEAST,           /* lo <= v */
@@ -797,8 +797,7 @@ typedef struct {
     const char *doc;            /* one line */
 } shr_option_info;
 
-/* The rows, *count of them; the table is static and lives as long as the library.
- * docs/OPTIONS.md lists them. */
+/* The rows, *count of them; the table is static and lives as long as the library. */
 SHR_API const shr_option_info *shr_option_table(size_t *count);
 
 /* Open the dataset in dir and start the workers. o may be NULL (defaults). On failure *r is NULL
