@@ -51,7 +51,8 @@ const char *shr_aug_check(const shr_options *o)
             o->auto_augment != SHR_AUTO_AUGMENT_RAND &&
             o->auto_augment != SHR_AUTO_AUGMENT_IMAGENET)
             return "unknown auto_augment policy";
-        /* aa_bins and aa_num_ops: options.def's ranges, checked before */
+        /* aa_bins, aa_num_ops and aa_magnitude: options.def's ranges, checked before; the
+         * magnitude is a bin index besides */
         if (o->auto_augment == SHR_AUTO_AUGMENT_RAND && !(o->aa_magnitude < o->aa_bins))
             return "auto_augment magnitude (aa_magnitude) must be below num_magnitude_bins "
                    "(aa_bins)";

@@ -65,7 +65,6 @@ static void options_defaults(shr_options *o)
     for (int c = 0; c < 4; c++)
         o->std[c] = 1.0f;
     o->aug_interpolation = SHR_FILTER_NEAREST;
-    o->aa_magnitude = 9;
 }
 
 void shr_options_init_size(shr_options *o, size_t size)

@@ -38,6 +38,7 @@ static const struct {
     {"cutmix_alpha", 1, 0, SHR_OPT_BELOW, 0, 0, 0, 1e6},
     {"aa_bins", 1, 0, SHR_OPT_RANGE, 31, 31, 2, 1024},
     {"aa_num_ops", 1, 0, SHR_OPT_RANGE, 2, 2, 1, 4},
+    {"aa_magnitude", 1, 0, SHR_OPT_RANGE, 9, 9, 0, 1023},
     {"jitter_brightness", 2, 1, SHR_OPT_BELOW, 1, 1, 0, INFINITY},
     {"jitter_contrast", 2, 1, SHR_OPT_BELOW, 1, 1, 0, INFINITY},
     {"jitter_saturation", 2, 1, SHR_OPT_BELOW, 1, 1, 0, INFINITY},
@@ -95,8 +96,8 @@ static void set_field(shr_options *o, const char *f, const double v[2])
 }
 
 /* options under which the row's condition holds and its bounds are otherwise valid: order
- * quasi (quasi_window), RandAugment (aa_bins, aa_num_ops; magnitude 0 so that 2 bins are
- * enough), a float dtype (MixUp and CutMix need one), rotation, affine, erasing and the
+ * quasi (quasi_window), RandAugment (aa_bins, aa_num_ops, aa_magnitude; magnitude 0 and
+ * 1024 bins, so that each can take its bounds), a float dtype (MixUp and CutMix need one), rotation, affine, erasing and the
  * RandomResizedCrop on (an output size for it); scale_range's scale jitter in place of the
  * RandomResizedCrop, which it excludes */
 static void base(shr_options *o, const char *field)
@@ -105,6 +106,7 @@ static void base(shr_options *o, const char *field)
     o->order = SHR_ORDER_QUASI;
     o->auto_augment = SHR_AUTO_AUGMENT_RAND;
     o->aa_magnitude = 0;
+    o->aa_bins = 1024;
     o->dtype = SHR_DTYPE_F32;
     o->rotation = o->affine = 1;
     o->erase_p = 0.5;

@@ -80,6 +80,8 @@ FORMS = {
         auto_augment=dict(policy="trivialaugment_wide", num_magnitude_bins=v)),
     "auto_augment num_ops": lambda v: dict(
         auto_augment=dict(policy="randaugment", num_ops=v, magnitude=0)),
+    "auto_augment magnitude": lambda v: dict(
+        auto_augment=dict(policy="randaugment", magnitude=v, num_magnitude_bins=1024)),
     "color_jitter brightness": lambda v: dict(color_jitter=dict(brightness=v)),
     "color_jitter contrast": lambda v: dict(color_jitter=dict(contrast=v)),
     "color_jitter saturation": lambda v: dict(color_jitter=dict(saturation=v)),
