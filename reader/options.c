@@ -1,7 +1,7 @@
 /* options.c - the reader's options (shardread.h, shr_options): every field's default, a
  * caller's shr_options of any size over them, the checks shr_open makes before it opens
  * anything, and shr_draw_params, which draws one sample's parameters from checked options alone.
- * The scalar numeric options' defaults and ranges are options.def's rows (see there).
+ * The numeric options' defaults and ranges (scalars and pairs) are options.def's rows.
  */
 #include <inttypes.h>
 #include <math.h>
