@@ -113,13 +113,11 @@ static int in_range(const shr_option_info *r, double v)
     case SHR_OPT_OPEN:
         return v > r->lo && v < r->hi;
     case SHR_OPT_ZERO_OR_RANGE:
-        if (v == 0)
-            return 1;
-        /* fall through */
+        return v == 0 || (v >= r->lo && v <= r->hi);
     case SHR_OPT_RANGE:
-        break;
+    default:
+        return v >= r->lo && v <= r->hi;
     }
-    return v >= r->lo && v <= r->hi;
 }
 
 static int pair_ok(const shr_option_info *r, const double v[2])
