@@ -769,6 +769,37 @@ typedef struct shr_reader shr_reader;
 SHR_API void shr_options_init_size(shr_options *o, size_t size);
 #define shr_options_init(o) shr_options_init_size((o), sizeof *(o))
 
+/* The numeric options of shr_options, scalars and [min, max] pairs, one row each, as the
+ * library checks them: the default shr_options_init sets, the range shr_open accepts (a value
+ * outside it is SHR_EINVAL, the message naming `name`, the field and the range), and the Python
+ * Loader's keyword for it. The rows are the library's one description of these options: its
+ * defaults and checks are made from them, and so is the options reference of its docs. */
+typedef enum {
+    SHR_OPT_RANGE,              /* lo <= v <= hi */
+    SHR_OPT_AT_LEAST,           /* lo <= v */
+    SHR_OPT_BELOW,              /* lo <= v < hi */
+    SHR_OPT_ZERO_OR_RANGE,      /* v == 0 or lo <= v <= hi */
+    SHR_OPT_ABOVE,              /* lo < v <= hi */
+    SHR_OPT_OPEN                /* lo < v < hi */
+} shr_opt_form;
+
+typedef struct {
+    const char *field;          /* the shr_options field */
+    const char *name;           /* the public name: the Loader's keyword [and its key] */
+    const char *python_default; /* the keyword's default as the Loader writes it, or NULL */
+    int is_float;               /* a double field; else uint32_t */
+    /* 1: a scalar; 2: a double[2], each value in the range, and with `ordered` min <= max */
+    int count, ordered;
+    shr_opt_form form;
+    double def[2];              /* the default (def[1]: a pair's max; a scalar's, def[0]) */
+    double lo, hi;              /* the range (hi unused by SHR_OPT_AT_LEAST) */
+    const char *when;           /* when the range is checked, in words; "" always */
+    const char *doc;            /* one line */
+} shr_option_info;
+
+/* The rows, *count of them; the table is static and lives as long as the library. */
+SHR_API const shr_option_info *shr_option_table(size_t *count);
+
 /* Open the dataset in dir and start the workers. o may be NULL (defaults). On failure *r is NULL
  * and a description of the error (naming the file at fault) is available from
  * shr_last_error(NULL). Errors: SHR_EINVAL (bad options, with the reason in the message: also

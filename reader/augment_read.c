@@ -36,30 +36,12 @@ static int range_ok(const double r[2], double lo, double hi)
 
 const char *shr_aug_check(const shr_options *o)
 {
-    if (!range_ok(o->jitter_brightness, 0, INFINITY))
-        return "jitter_brightness must satisfy 0 <= min <= max (finite)";
-    if (!range_ok(o->jitter_contrast, 0, INFINITY))
-        return "jitter_contrast must satisfy 0 <= min <= max (finite)";
-    if (!range_ok(o->jitter_saturation, 0, INFINITY))
-        return "jitter_saturation must satisfy 0 <= min <= max (finite)";
-    if (!range_ok(o->jitter_hue, -0.5, 0.5))
-        return "jitter_hue must satisfy -0.5 <= min <= max <= 0.5";
-    if (!(o->jitter_brightness[1] < INFINITY && o->jitter_contrast[1] < INFINITY &&
-          o->jitter_saturation[1] < INFINITY))
-        return "jitter ranges must be finite";
-    if (o->rotation && !range_ok(o->rotation_degrees, -1e6, 1e6))
-        return "rotation_degrees must satisfy min <= max (finite)";
+    /* the jitter ranges, rotation_degrees and affine_degrees, _translate and _scale:
+     * options.def's ranges, checked before */
     if (o->affine) {
-        if (!range_ok(o->affine_degrees, -1e6, 1e6))
-            return "affine_degrees must satisfy min <= max (finite)";
-        if (!(o->affine_translate[0] >= 0 && o->affine_translate[0] <= 1 &&
-              o->affine_translate[1] >= 0 && o->affine_translate[1] <= 1))
-            return "affine_translate must be fractions in 0..1";
-        if (!(o->affine_scale[0] > 0 && o->affine_scale[0] <= o->affine_scale[1] &&
-              o->affine_scale[1] < 1e6))
-            return "affine_scale must satisfy 0 < min <= max";
         if (!range_ok(o->affine_shear, -1e6, 1e6) || !range_ok(o->affine_shear + 2, -1e6, 1e6))
-            return "affine_shear ranges must satisfy min <= max (finite)";
+            return "affine shear (affine_shear) must be two ranges (x, then y), each "
+                   "-1e6 <= min <= max <= 1e6";
     }
     if ((o->rotation || o->affine || o->auto_augment != SHR_AUTO_AUGMENT_NONE) &&
         o->aug_interpolation != SHR_FILTER_NEAREST && o->aug_interpolation != SHR_FILTER_BILINEAR)
@@ -69,25 +51,15 @@ const char *shr_aug_check(const shr_options *o)
             o->auto_augment != SHR_AUTO_AUGMENT_RAND &&
             o->auto_augment != SHR_AUTO_AUGMENT_IMAGENET)
             return "unknown auto_augment policy";
-        if (!(o->aa_bins >= 2 && o->aa_bins <= 1024))
-            return "aa_bins must be in 2..1024";
-        if (o->auto_augment == SHR_AUTO_AUGMENT_RAND) {
-            if (!(o->aa_num_ops >= 1 && o->aa_num_ops <= SHR_AA_MAX_OPS))
-                return "aa_num_ops must be in 1..4";
-            if (!(o->aa_magnitude < o->aa_bins))
-                return "aa_magnitude must be below aa_bins";
-        }
+        /* aa_bins, aa_num_ops and aa_magnitude: options.def's ranges, checked before; the
+         * magnitude is a bin index besides */
+        if (o->auto_augment == SHR_AUTO_AUGMENT_RAND && !(o->aa_magnitude < o->aa_bins))
+            return "auto_augment magnitude (aa_magnitude) must be below num_magnitude_bins "
+                   "(aa_bins)";
     }
-    if (!(o->grayscale_p >= 0 && o->grayscale_p <= 1))
-        return "grayscale_p must be a probability in 0..1";
-    if (!(o->erase_p >= 0 && o->erase_p <= 1))
-        return "erase_p must be a probability in 0..1";
+    /* grayscale_p and erase_p: options.def's ranges, checked before */
     if (o->erase_p > 0) {
-        if (!range_ok(o->erase_scale, 0, 1))
-            return "erase_scale must satisfy 0 <= min <= max <= 1";
-        if (!(o->erase_ratio[0] > 0 && o->erase_ratio[0] <= o->erase_ratio[1] &&
-              o->erase_ratio[1] < 1e6))
-            return "erase_ratio must satisfy 0 < min <= max";
+        /* erase_scale and erase_ratio: options.def's ranges, checked before */
         for (int c = 0; c < 4; c++) {
             float v = o->erase_value[c];
             if (!isfinite(v))

@@ -38,10 +38,7 @@ static const double two_pi = 6.283185307179586476925286766559;
 
 const char *shr_mix_check(const shr_options *o)
 {
-    if (!(o->mixup_alpha >= 0 && o->mixup_alpha < 1e6))
-        return "mixup_alpha must be positive and finite (0: no MixUp)";
-    if (!(o->cutmix_alpha >= 0 && o->cutmix_alpha < 1e6))
-        return "cutmix_alpha must be positive and finite (0: no CutMix)";
+    /* mixup_alpha and cutmix_alpha: options.def's ranges, checked before */
     if (o->mixup_alpha == 0 && o->cutmix_alpha == 0)
         return NULL;
     if (o->dtype == SHR_DTYPE_U8)

@@ -1,9 +1,12 @@
 /* options.c - the reader's options (shardread.h, shr_options): every field's default, a
  * caller's shr_options of any size over them, the checks shr_open makes before it opens
  * anything, and shr_draw_params, which draws one sample's parameters from checked options alone.
+ * The numeric options' defaults and ranges (scalars and pairs) are options.def's rows.
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "assemble.h"
@@ -14,47 +17,54 @@
 #include "scale.h"
 #include "transform.h"
 
-#define SHR_MAX_THREADS 1024u
+#define SHR_MAX_THREADS 1024u         /* options.def: threads at most */
 
-/* The defaults of every field of this library's shr_options. */
+/* The rows of options.def, as shardread.h publishes them. */
+static const shr_option_info option_table[] = {
+#define SHR_OPT(field, ctype, name, pydef, form, def, lo, hi, cond, when, doc)                    \
+    {#field, name, pydef, (ctype)0.5 != 0, 1, 0, form, {(double)(def), (double)(def)},          \
+     (double)(lo), (double)(hi), when, doc},
+#define SHR_OPT_PAIR(field, ordered, name, pydef, form, min, max, lo, hi, cond, when, doc)        \
+    {#field, name, pydef, 1, 2, ordered, form, {(min), (max)}, (lo), (hi), when, doc},
+#include "options.def"
+#undef SHR_OPT
+#undef SHR_OPT_PAIR
+};
+
+#define OPTION_ROWS (sizeof option_table / sizeof option_table[0])
+
+const shr_option_info *shr_option_table(size_t *count)
+{
+    if (count)
+        *count = OPTION_ROWS;
+    return option_table;
+}
+
+/* The defaults of every field of this library's shr_options: options.def's rows, then the
+ * fields the table does not describe yet (choices, per-channel values, the shear's four). */
 static void options_defaults(shr_options *o)
 {
     memset(o, 0, sizeof *o);
     o->size = (uint32_t)sizeof *o;
-    o->batch_size = 256;
+#define SHR_OPT(field, ctype, name, pydef, form, def, lo, hi, cond, when, doc) o->field = (def);
+#define SHR_OPT_PAIR(field, ordered, name, pydef, form, min, max, lo, hi, cond, when, doc)        \
+    o->field[0] = (min);                                                                        \
+    o->field[1] = (max);
+#include "options.def"
+#undef SHR_OPT
+#undef SHR_OPT_PAIR
     o->order = SHR_ORDER_SEQUENTIAL;
-    o->quasi_window = 4;
     o->world = 1;
     o->uneven = SHR_UNEVEN_PAD;
-    o->threads = 2;
-    o->prefetch = 0;
     o->access = SHR_ACCESS_MMAP;
     o->pin = SHR_PIN_AUTO;
-    o->flip_p = 0.5;
-    o->rrc_scale[0] = 0.08;
-    o->rrc_scale[1] = 1.0;
-    o->rrc_ratio[0] = 3.0 / 4.0;
-    o->rrc_ratio[1] = 4.0 / 3.0;
     o->filter = SHR_FILTER_BILINEAR;
     o->dtype = SHR_DTYPE_U8;
     o->layout = SHR_LAYOUT_NHWC;
     o->normalize = SHR_NORM_NONE;
     for (int c = 0; c < 4; c++)
         o->std[c] = 1.0f;
-    o->jitter_brightness[0] = o->jitter_brightness[1] = 1.0;
-    o->jitter_contrast[0] = o->jitter_contrast[1] = 1.0;
-    o->jitter_saturation[0] = o->jitter_saturation[1] = 1.0;
-    o->erase_scale[0] = 0.02;
-    o->erase_scale[1] = 0.33;
-    o->erase_ratio[0] = 0.3;
-    o->erase_ratio[1] = 3.3;
-    o->affine_scale[0] = o->affine_scale[1] = 1.0;
     o->aug_interpolation = SHR_FILTER_NEAREST;
-    o->aa_num_ops = 2;
-    o->aa_magnitude = 9;
-    o->aa_bins = 31;
-    o->scale_range[0] = 0.1;
-    o->scale_range[1] = 2.0;
 }
 
 void shr_options_init_size(shr_options *o, size_t size)
@@ -91,14 +101,110 @@ int shr_options_full(const shr_options *o, shr_options *full, fmt_msg *why)
 
 /* ---- checks ---- */
 
+static int in_range(const shr_option_info *r, double v)
+{
+    switch (r->form) {
+    case SHR_OPT_AT_LEAST:
+        return v >= r->lo;
+    case SHR_OPT_BELOW:
+        return v >= r->lo && v < r->hi;
+    case SHR_OPT_ABOVE:
+        return v > r->lo && v <= r->hi;
+    case SHR_OPT_OPEN:
+        return v > r->lo && v < r->hi;
+    case SHR_OPT_ZERO_OR_RANGE:
+        return v == 0 || (v >= r->lo && v <= r->hi);
+    case SHR_OPT_RANGE:
+    default:
+        return v >= r->lo && v <= r->hi;
+    }
+}
+
+static int pair_ok(const shr_option_info *r, const double v[2])
+{
+    return in_range(r, v[0]) && in_range(r, v[1]) && (!r->ordered || v[0] <= v[1]);
+}
+
+/* v as its shortest decimal of up to 17 digits */
+static void number(char *buf, size_t n, double v)
+{
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, n, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+/* "NAME (FIELD) must be in LO..HI, not V" or, for a pair, "must satisfy LO <= min <= max <= HI,
+ * not [MIN, MAX]": the public name, the field where it differs, the accepted range in the
+ * row's form, and the value refused. */
+static int refuse(fmt_msg *m, const shr_option_info *r, const double *v)
+{
+    char name[96], lo[32], hi[32], val[72], range[128], first[32];
+    if (strcmp(r->name, r->field) == 0)
+        snprintf(name, sizeof name, "%s", r->name);
+    else
+        snprintf(name, sizeof name, "%s (%s)", r->name, r->field);
+    number(lo, sizeof lo, r->lo);
+    number(hi, sizeof hi, r->hi);
+    number(first, sizeof first, v[0]);
+    snprintf(val, sizeof val, "%s", first);
+    if (r->count == 2) {
+        char max[32];
+        number(max, sizeof max, v[1]);
+        snprintf(val, sizeof val, "[%s, %s]", first, max);
+    }
+    int lo_open = r->form == SHR_OPT_ABOVE || r->form == SHR_OPT_OPEN;
+    int hi_open = r->form == SHR_OPT_BELOW || r->form == SHR_OPT_OPEN;
+    if (r->count == 2 && r->ordered) {
+        snprintf(range, sizeof range, "satisfy %s %s min <= max %s %s", lo, lo_open ? "<" : "<=",
+                 hi_open ? "<" : "<=", hi);
+        return fmt_fail(m, SHR_EINVAL, "%s must %s, not %s", name, range, val);
+    }
+    switch (r->form) {
+    case SHR_OPT_AT_LEAST:
+        snprintf(range, sizeof range, "at least %s", lo);
+        break;
+    case SHR_OPT_ZERO_OR_RANGE:
+        snprintf(range, sizeof range, "0 or in %s..%s", lo, hi);
+        break;
+    case SHR_OPT_RANGE:
+        snprintf(range, sizeof range, "in %s..%s", lo, hi);
+        break;
+    default:
+        snprintf(range, sizeof range, "%s %s and %s %s", lo_open ? "above" : "at least", lo,
+                 hi_open ? "below" : "at most", hi);
+        break;
+    }
+    return fmt_fail(m, SHR_EINVAL, "%s must be %s%s, not %s", name, r->count == 2 ?
+                    "two values, each " : "", range, val);
+}
+
+/* Every row of options.def whose condition holds, in the table's order. */
+static int check_table(const shr_options *o, fmt_msg *m)
+{
+    const shr_option_info *r = option_table;
+#define SHR_OPT(field, ctype, name, pydef, form, def, lo, hi, cond, when, doc)                    \
+    if ((cond) && !in_range(r, (double)o->field))                                               \
+        return refuse(m, r, (const double[1]){(double)o->field});                              \
+    r++;
+#define SHR_OPT_PAIR(field, ordered, name, pydef, form, min, max, lo, hi, cond, when, doc)        \
+    if ((cond) && !pair_ok(r, o->field))                                                        \
+        return refuse(m, r, o->field);                                                          \
+    r++;
+#include "options.def"
+#undef SHR_OPT
+#undef SHR_OPT_PAIR
+    return 0;
+}
+
 int shr_check_options(const shr_options *o, fmt_msg *m)
 {
-    if (o->batch_size == 0)
-        return fmt_fail(m, SHR_EINVAL, "batch_size must be at least 1");
+    int rc = check_table(o, m);
+    if (rc)
+        return rc;
     if ((unsigned)o->order > SHR_ORDER_QUASI)
         return fmt_fail(m, SHR_EINVAL, "unknown order %d", (int)o->order);
-    if (o->order == SHR_ORDER_QUASI && o->quasi_window == 0)
-        return fmt_fail(m, SHR_EINVAL, "quasi_window must be at least 1");
     if (o->world == 0 || o->rank >= o->world)
         return fmt_fail(m, SHR_EINVAL, "rank %" PRIu32 " is not in [0, world %" PRIu32 ")",
                         o->rank, o->world);
@@ -120,32 +226,17 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
                         "output size limit: each side at most %u, width x height at most %u "
                         "pixels (SHR_MAX_SIDE, SHR_MAX_PIXELS)", o->width, o->height,
                         SHR_MAX_SIDE, SHR_MAX_PIXELS);
-    if (o->threads == 0 || o->threads > SHR_MAX_THREADS)
-        return fmt_fail(m, SHR_EINVAL, "threads must be in 1..%u", SHR_MAX_THREADS);
-    if (o->prefetch == 1 || o->prefetch > SHR_MAX_PREFETCH)
-        return fmt_fail(m, SHR_EINVAL, "prefetch must be 0 (automatic) or in 2..%u",
-                        SHR_MAX_PREFETCH);
     if ((unsigned)o->access > SHR_ACCESS_DIRECT)
         return fmt_fail(m, SHR_EINVAL, "unknown access mode %d", (int)o->access);
     if ((unsigned)o->pin > SHR_PIN_OFF)
         return fmt_fail(m, SHR_EINVAL, "unknown pin mode %d", (int)o->pin);
-    if (!(o->min_box_area_fraction >= 0 && o->min_box_area_fraction <= 1))
-        return fmt_fail(m, SHR_EINVAL, "min_box_area_fraction must be in 0..1, not %g",
-                        o->min_box_area_fraction);
-    if (!(o->flip_p >= 0 && o->flip_p <= 1))
-        return fmt_fail(m, SHR_EINVAL, "flip_p must be a probability in 0..1, not %g", o->flip_p);
     if (o->rrc) {
         if (!o->width)
             return fmt_fail(m, SHR_EINVAL, "rrc needs an output width and height");
         if (o->random_crop)
             return fmt_fail(m, SHR_EINVAL, "rrc and random_crop exclude each other: the "
                             "RandomResizedCrop draws its own box");
-        if (!(o->rrc_scale[0] > 0 && o->rrc_scale[0] <= o->rrc_scale[1] && o->rrc_scale[1] <= 1))
-            return fmt_fail(m, SHR_EINVAL, "rrc_scale must satisfy 0 < min <= max <= 1, not "
-                            "[%g, %g]", o->rrc_scale[0], o->rrc_scale[1]);
-        if (!(o->rrc_ratio[0] > 0 && o->rrc_ratio[0] <= o->rrc_ratio[1] && o->rrc_ratio[1] < 1e6))
-            return fmt_fail(m, SHR_EINVAL, "rrc_ratio must satisfy 0 < min <= max, not [%g, %g]",
-                            o->rrc_ratio[0], o->rrc_ratio[1]);
+        /* rrc_scale and rrc_ratio: options.def's ranges, checked before */
         if ((unsigned)o->filter > SHR_FILTER_LANCZOS)
             return fmt_fail(m, SHR_EINVAL, "unknown filter %d", (int)o->filter);
     }

@@ -25,8 +25,6 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-#define SHR_SCALE_RANGE_MAX 16.0
-
 const char *shr_scale_check(const shr_options *o)
 {
     if (o->scale == SHR_SCALE_NONE)
@@ -68,10 +66,7 @@ const char *shr_scale_check(const shr_options *o)
     if (!o->width || !o->height)
         return o->scale == SHR_SCALE_JITTER ? "scale jitter needs the target width and height"
                                             : "letterbox needs the output width and height";
-    if (o->scale == SHR_SCALE_JITTER &&
-        !(o->scale_range[0] > 0 && o->scale_range[0] <= o->scale_range[1] &&
-          o->scale_range[1] <= SHR_SCALE_RANGE_MAX))
-        return "scale_range must satisfy 0 < min <= max <= 16";
+    /* scale_range: options.def's range, checked before */
     return NULL;
 }
 

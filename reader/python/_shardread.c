@@ -325,6 +325,51 @@ static PyObject *mix_words(PyObject *m, PyObject *args)
     return PyLong_FromUnsignedLongLong(shr_mix(a[0], a[1], a[2], a[3]));
 }
 
+/* option_table(): shr_option_table's rows as dicts (field, name, keyword, python_default,
+ * type, count, ordered, form, default, lo, hi, when, doc), so that the package and its checks
+ * read the one description of the numeric options (reader/options.def) instead of restating
+ * it */
+static PyObject *option_number(const shr_option_info *r, double v)
+{
+    return r->is_float ? PyFloat_FromDouble(v) : PyLong_FromUnsignedLongLong((unsigned long long)v);
+}
+
+static PyObject *option_table(PyObject *m, PyObject *unused)
+{
+    (void)m;
+    (void)unused;
+    static const char *const forms[] = {"range", "at_least", "below", "zero_or_range", "above",
+                                        "open"};
+    size_t n = 0;
+    const shr_option_info *t = shr_option_table(&n);
+    PyObject *rows = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; rows && i < n; i++) {
+        const shr_option_info *r = &t[i];
+        const char *space = strchr(r->name, ' ');
+        Py_ssize_t kwlen = space ? (Py_ssize_t)(space - r->name) : (Py_ssize_t)strlen(r->name);
+        PyObject *def = r->count == 2 ? Py_BuildValue("(dd)", r->def[0], r->def[1])
+                                      : option_number(r, r->def[0]);
+        PyObject *lo = option_number(r, r->lo);
+        /* hi is None for at_least: no upper bound */
+        PyObject *hi = r->form == SHR_OPT_AT_LEAST ? Py_NewRef(Py_None) : option_number(r, r->hi);
+        PyObject *row = def && lo && hi ? Py_BuildValue(
+            "{s:s,s:s,s:s#,s:z,s:s,s:i,s:O,s:s,s:O,s:O,s:O,s:s,s:s}", "field", r->field,
+            "name", r->name, "keyword", r->name, kwlen, "python_default", r->python_default,
+            "type", r->is_float ? "float" : "int", "count", r->count,
+            "ordered", r->ordered ? Py_True : Py_False,
+            "form", (unsigned)r->form < sizeof forms / sizeof forms[0] ? forms[r->form] : "?",
+            "default", def, "lo", lo, "hi", hi, "when", r->when, "doc", r->doc) : NULL;
+        Py_XDECREF(def);
+        Py_XDECREF(lo);
+        Py_XDECREF(hi);
+        if (!row || PyList_SetItem(rows, (Py_ssize_t)i, row) < 0) {
+            Py_CLEAR(rows);
+            break;
+        }
+    }
+    return rows;
+}
+
 /* _fetch(url, cache): the cached local directory of the dataset at url (shr_remote_resolve) */
 static PyObject *fetch_url(PyObject *m, PyObject *args)
 {
@@ -343,6 +388,15 @@ static PyObject *fetch_url(PyObject *m, PyObject *args)
 }
 
 static PyMethodDef module_methods[] = {
+    {"option_table", (PyCFunction)option_table, METH_NOARGS,
+     "option_table() -> list of dict\n"
+     "\n"
+     "The reader's numeric options as the library checks them, one dict per row of\n"
+     "its table (reader/options.def): field, name (the public name: the Loader's\n"
+     "keyword and the key within it), keyword, python_default (the keyword's default\n"
+     "as the Loader writes it, or None), type, count (1, or 2 for a (min, max) pair),\n"
+     "ordered (a pair's min <= max), form (range, at_least, below, zero_or_range,\n"
+     "above, open), default, lo, hi, when, doc. docs/OPTIONS.md is written from it."},
     {"_fetch", (PyCFunction)fetch_url, METH_VARARGS,
      "_fetch(url, cache=None) -> str\n"
      "\n"

@@ -138,7 +138,7 @@ static int sr_threads(PyObject *threads, PyObject *max_threads, shr_options *o)
     }
     if (threads == Py_None)
         o->threads = (uint32_t)default_threads();
-    else if (sr_to_u32(threads, "threads", 1, &o->threads) < 0)
+    else if (sr_to_u32(threads, "threads", 0, &o->threads) < 0)
         return -1;
     return 0;
 }
@@ -255,12 +255,7 @@ static int transform_options(shr_options *o, PyObject *flip, PyObject *rrc, PyOb
 {
     if (PyFloat_Check(flip)) {
         o->flip = 1;
-        o->flip_p = PyFloat_AsDouble(flip);
-        if (!(o->flip_p >= 0 && o->flip_p <= 1)) {
-            PyErr_Format(PyExc_ValueError, "flip must be a bool or a probability in 0..1, not %R",
-                         flip);
-            return -1;
-        }
+        o->flip_p = PyFloat_AsDouble(flip);     /* its range: options.def, checked at the open */
     } else if (sr_flag_named(flip, "flip (a bool or a probability)", &o->flip) < 0) {
         return -1;
     }
@@ -472,7 +467,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     shr_options *o = &self->o;
     shr_options_init(o);
     int v;
-    if (batch_size && sr_to_u32(batch_size, "batch_size", 1, &o->batch_size) < 0)
+    /* batch_size's and threads' ranges: options.def's, stated by the open's refusal */
+    if (batch_size && sr_to_u32(batch_size, "batch_size", 0, &o->batch_size) < 0)
         return -1;
     if (sr_flag_named(shuffle, "shuffle", &v) < 0)
         return -1;

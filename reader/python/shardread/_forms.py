@@ -86,9 +86,10 @@ def _check_normalize(mean, std, dtype, unit=None):
     return len(m), len(s)
 
 
-def _jitter_range(value, name, center, bound, clip_first_on_zero):
+def _jitter_range(value, name, center, clip_first_on_zero):
     """torchvision's ColorJitter._check_input: a number v is [center - v, center + v] (the low
-    end clipped at 0 for brightness, contrast and saturation), a pair is (min, max)."""
+    end clipped at 0 for brightness, contrast and saturation), a pair is (min, max). The range
+    the result must lie in is the library's (reader/options.def), refused by the open."""
     if isinstance(value, _numbers.Number) and not isinstance(value, bool):
         if value < 0:
             raise ValueError(f"color_jitter {name}: if it is a single number, it must be "
@@ -101,8 +102,6 @@ def _jitter_range(value, name, center, bound, clip_first_on_zero):
     else:
         raise TypeError(f"color_jitter {name} must be a number or a (min, max) pair, not "
                         f"{value!r}")
-    if not bound[0] <= lo <= hi <= bound[1]:
-        raise ValueError(f"color_jitter {name} values must be within {bound}, not {value!r}")
     return (lo, hi)
 
 
@@ -132,9 +131,9 @@ def _jitter(color_jitter):
     out = {}
     for n, v in zip(names, vals):
         if n == "hue":
-            out["jitter_hue"] = _jitter_range(v, n, 0.0, (-0.5, 0.5), False)
+            out["jitter_hue"] = _jitter_range(v, n, 0.0, False)
         else:
-            out["jitter_" + n] = _jitter_range(v, n, 1.0, (0.0, float("inf")), True)
+            out["jitter_" + n] = _jitter_range(v, n, 1.0, True)
     return out
 
 

@@ -1,0 +1,159 @@
+"""The reader's numeric options are one table (reader/options.def), which the module
+exposes as shardread._shardread.option_table(): docs/OPTIONS.md is what scripts/gen-options.py
+writes from it, the Loader's defaults (its signature and the __init__.pyi stub) are the
+table's, and every row's refusal through the Loader names its public keyword. The C suite
+tests/test_options_table.c checks each row's bounds against the library itself."""
+import ast
+import importlib.util
+import inspect
+import math
+import os
+
+import pytest
+
+import shardread
+from shardread import _shardread
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROWS = _shardread.option_table()
+
+
+def _gen():
+    spec = importlib.util.spec_from_file_location(
+        "gen_options", os.path.join(ROOT, "scripts", "gen-options.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _stub_defaults():
+    """{parameter: default as written} of Loader.__init__ in the package's stub."""
+    with open(os.path.join(ROOT, "reader", "python", "shardread", "__init__.pyi")) as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Loader":
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef) and fn.name == "__init__":
+                    args = fn.args.args
+                    defaults = fn.args.defaults
+                    return {a.arg: ast.unparse(d)
+                            for a, d in zip(args[len(args) - len(defaults):], defaults)}
+    raise AssertionError("no Loader.__init__ in __init__.pyi")
+
+
+def test_docs_are_the_table():
+    with open(os.path.join(ROOT, "docs", "OPTIONS.md"), encoding="utf-8") as f:
+        text = f.read()
+    assert text == _gen().render(ROWS), \
+        "docs/OPTIONS.md is out of date: PYTHONPATH=build/python python3 scripts/gen-options.py"
+
+
+def test_loader_and_stub_defaults_are_the_table():
+    runtime = inspect.signature(shardread.Loader.__init__).parameters
+    stub = _stub_defaults()
+    assert len(ROWS) >= 12
+    for row in ROWS:
+        kw = row["keyword"]
+        assert kw in runtime and kw in stub, row
+        if row["python_default"] is None:
+            continue
+        assert repr(runtime[kw].default) == row["python_default"], (kw, runtime[kw].default)
+        assert stub[kw] == row["python_default"], (kw, stub[kw])
+        value = runtime[kw].default
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            assert value == row["default"], (kw, value, row["default"])
+
+
+# each row's keyword form: how a Loader gives the field the value v
+FORMS = {
+    "batch_size": lambda v: dict(batch_size=v),
+    "quasi_window": lambda v: dict(order="quasi", quasi_window=v),
+    "threads": lambda v: dict(threads=v),
+    "prefetch": lambda v: dict(prefetch=v),
+    "flip": lambda v: dict(flip=float(v)),
+    "grayscale": lambda v: dict(grayscale=v),
+    "erasing p": lambda v: dict(erasing=dict(p=v)),
+    "min_box_area_fraction": lambda v: dict(min_box_area_fraction=v),
+    "mixup": lambda v: dict(mixup=v, dtype="float32"),
+    "cutmix": lambda v: dict(cutmix=v, dtype="float32"),
+    "auto_augment num_magnitude_bins": lambda v: dict(
+        auto_augment=dict(policy="trivialaugment_wide", num_magnitude_bins=v)),
+    "auto_augment num_ops": lambda v: dict(
+        auto_augment=dict(policy="randaugment", num_ops=v, magnitude=0)),
+    "auto_augment magnitude": lambda v: dict(
+        auto_augment=dict(policy="randaugment", magnitude=v, num_magnitude_bins=1024)),
+    "color_jitter brightness": lambda v: dict(color_jitter=dict(brightness=v)),
+    "color_jitter contrast": lambda v: dict(color_jitter=dict(contrast=v)),
+    "color_jitter saturation": lambda v: dict(color_jitter=dict(saturation=v)),
+    "color_jitter hue": lambda v: dict(color_jitter=dict(hue=v)),
+    "rrc": lambda v: dict(rrc=v, size=16),
+    "ratio": lambda v: dict(rrc=True, ratio=v, size=16),
+    "rotation": lambda v: dict(rotation=v),
+    "affine degrees": lambda v: dict(affine=dict(degrees=v)),
+    "affine translate": lambda v: dict(affine=dict(degrees=0, translate=v)),
+    "affine scale": lambda v: dict(affine=dict(degrees=0, scale=v)),
+    "erasing scale": lambda v: dict(erasing=dict(p=0.5, scale=v)),
+    "erasing ratio": lambda v: dict(erasing=dict(p=0.5, ratio=v)),
+    "scale_jitter range": lambda v: dict(scale_jitter=(16, v)),
+}
+
+
+def _outside(row):
+    """Values just outside the row's range (a pair: one end outside, the other inside; and
+    min > max where the pair is ordered)."""
+    lo, hi, form = row["lo"], row["hi"], row["form"]
+    f = row["type"] == "float"
+
+    def step(v, to):
+        return math.nextafter(v, to) if f else v + (1 if to > v else -1)
+    lo_open, hi_open = form in ("above", "open"), form in ("below", "open")
+    lo_in, lo_out = (step(lo, math.inf), lo) if lo_open else (lo, step(lo, -math.inf))
+    hi_in = None if hi is None else step(hi, -math.inf) if hi_open else hi
+    hi_out = None if hi is None else hi if hi_open else step(hi, math.inf)
+    out = []
+    if lo > 0 or f:
+        out.append(lo_out)
+    if form != "at_least":
+        out.append(hi_out)
+    if row["count"] == 1:
+        return out
+    pairs = [(out[0], hi_in), (lo_in, out[1])]
+    if row["ordered"] and lo_in != hi_in:
+        pairs.append((hi_in, lo_in))
+    return pairs
+@pytest.mark.parametrize("row", ROWS, ids=[r["field"] for r in ROWS])
+def test_every_row_refused_through_the_loader_naming_its_keyword(fx, row):
+    assert row["name"] in FORMS, f"{row['name']}: give this row its keyword form in FORMS"
+    for v in _outside(row):
+        with pytest.raises(ValueError) as e:
+            shardread.Loader(fx.fixed, **FORMS[row["name"]](v))
+        msg = str(e.value)
+        assert msg.startswith(row["keyword"]), (v, msg)
+        if isinstance(e.value, shardread.ArgumentError):
+            # the library's refusal: the public name, the field, the range
+            assert msg.startswith(f"{row['name']} ({row['field']}) must ") or \
+                msg.startswith(f"{row['name']} must "), (v, msg)
+            lo = row["lo"]
+            assert (str(int(lo)) if float(lo).is_integer() else repr(lo)) in msg, (v, msg)
+
+
+def test_messages_name_the_public_keyword(fx):
+    for kw, want in ((dict(grayscale=1.5), "grayscale (grayscale_p) must be in 0..1, not 1.5"),
+                     (dict(flip=1.5), "flip (flip_p) must be in 0..1, not 1.5"),
+                     (dict(threads=0), "threads must be in 1..1024, not 0"),
+                     (dict(batch_size=0), "batch_size must be at least 1, not 0"),
+                     (dict(auto_augment=dict(policy="randaugment", num_ops=9)),
+                      "auto_augment num_ops (aa_num_ops) must be in 1..4, not 9"),
+                     (dict(auto_augment=dict(policy="randaugment", num_magnitude_bins=1)),
+                      "auto_augment num_magnitude_bins (aa_bins) must be in 2..1024, not 1"),
+                     (dict(color_jitter=(0, 0, 0, 0.6)), "color_jitter hue (jitter_hue) must "
+                      "satisfy -0.5 <= min <= max <= 0.5, not [-0.6, 0.6]"),
+                     (dict(color_jitter=dict(brightness=(1.5, 1.2))), "color_jitter brightness "
+                      "(jitter_brightness) must satisfy 0 <= min <= max < inf, not [1.5, 1.2]"),
+                     (dict(scale_jitter=(16, (0.5, 17))), "scale_jitter range (scale_range) "
+                      "must satisfy 0 < min <= max <= 16, not [0.5, 17]"),
+                     (dict(affine=dict(degrees=0, translate=(0.5, 1.5))), "affine translate "
+                      "(affine_translate) must be two values, each in 0..1, not [0.5, 1.5]")):
+        with pytest.raises(shardread.ArgumentError) as e:
+            shardread.Loader(fx.fixed, **kw)
+        assert str(e.value) == want, kw

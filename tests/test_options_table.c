@@ -1,0 +1,334 @@
+/* test_options_table.c - the numeric options are one table (reader/options.def,
+ * shr_option_table): every row's default is what shr_options_init sets, every row's range
+ * check accepts its bounds and refuses the value just outside them (and NaN; a pair, also
+ * min > max where it is ordered), and the refusal names the public name, the field and the
+ * range. A row whose check is removed, loosened or tightened, or whose default drifts from the
+ * table, fails here; so does a row dropped from the table (the fields it must describe are
+ * listed). */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "reader.h"
+#include "shardread.h"
+
+#include "testutil.h"
+
+/* what the table must say, written out here once more: a row dropped from options.def, or
+ * whose default, range or form changes, fails test_rows_present until this list is changed
+ * with it (the bounds tests below take the ranges from the table) */
+static const struct {
+    const char *field;
+    int count, ordered;
+    shr_opt_form form;
+    double def0, def1, lo, hi;
+} g_rows[] = {
+    {"batch_size", 1, 0, SHR_OPT_AT_LEAST, 256, 256, 1, 0},
+    {"quasi_window", 1, 0, SHR_OPT_AT_LEAST, 4, 4, 1, 0},
+    {"threads", 1, 0, SHR_OPT_RANGE, 2, 2, 1, 1024},
+    {"prefetch", 1, 0, SHR_OPT_ZERO_OR_RANGE, 0, 0, 2, 65536},
+    {"flip_p", 1, 0, SHR_OPT_RANGE, 0.5, 0.5, 0, 1},
+    {"grayscale_p", 1, 0, SHR_OPT_RANGE, 0, 0, 0, 1},
+    {"erase_p", 1, 0, SHR_OPT_RANGE, 0, 0, 0, 1},
+    {"min_box_area_fraction", 1, 0, SHR_OPT_RANGE, 0, 0, 0, 1},
+    {"mixup_alpha", 1, 0, SHR_OPT_BELOW, 0, 0, 0, 1e6},
+    {"cutmix_alpha", 1, 0, SHR_OPT_BELOW, 0, 0, 0, 1e6},
+    {"aa_bins", 1, 0, SHR_OPT_RANGE, 31, 31, 2, 1024},
+    {"aa_num_ops", 1, 0, SHR_OPT_RANGE, 2, 2, 1, 4},
+    {"aa_magnitude", 1, 0, SHR_OPT_RANGE, 9, 9, 0, 1023},
+    {"jitter_brightness", 2, 1, SHR_OPT_BELOW, 1, 1, 0, INFINITY},
+    {"jitter_contrast", 2, 1, SHR_OPT_BELOW, 1, 1, 0, INFINITY},
+    {"jitter_saturation", 2, 1, SHR_OPT_BELOW, 1, 1, 0, INFINITY},
+    {"jitter_hue", 2, 1, SHR_OPT_RANGE, 0, 0, -0.5, 0.5},
+    {"rrc_scale", 2, 1, SHR_OPT_ABOVE, 0.08, 1, 0, 1},
+    {"rrc_ratio", 2, 1, SHR_OPT_OPEN, 3.0 / 4.0, 4.0 / 3.0, 0, 1e6},
+    {"rotation_degrees", 2, 1, SHR_OPT_RANGE, 0, 0, -1e6, 1e6},
+    {"affine_degrees", 2, 1, SHR_OPT_RANGE, 0, 0, -1e6, 1e6},
+    {"affine_translate", 2, 0, SHR_OPT_RANGE, 0, 0, 0, 1},
+    {"affine_scale", 2, 1, SHR_OPT_OPEN, 1, 1, 0, 1e6},
+    {"erase_scale", 2, 1, SHR_OPT_RANGE, 0.02, 0.33, 0, 1},
+    {"erase_ratio", 2, 1, SHR_OPT_OPEN, 0.3, 3.3, 0, 1e6},
+    {"scale_range", 2, 1, SHR_OPT_ABOVE, 0.1, 2.0, 0, 16},
+};
+
+#define NROWS (sizeof g_rows / sizeof g_rows[0])
+
+/* the field named f of o (a pair: both values), read and written through the table's rows */
+static void get_field(const shr_options *o, const char *f, double v[2])
+{
+#define SHR_OPT(field, ctype, ...)                                                  \
+    if (strcmp(f, #field) == 0) {                                                   \
+        v[0] = v[1] = (double)o->field;                                             \
+        return;                                                                     \
+    }
+#define SHR_OPT_PAIR(field, ...)                                                    \
+    if (strcmp(f, #field) == 0) {                                                   \
+        v[0] = o->field[0];                                                         \
+        v[1] = o->field[1];                                                         \
+        return;                                                                     \
+    }
+#include "options.def"
+#undef SHR_OPT
+#undef SHR_OPT_PAIR
+    ck_abort_msg("no field %s", f);
+}
+
+static void set_field(shr_options *o, const char *f, const double v[2])
+{
+#define SHR_OPT(field, ctype, ...)                                                  \
+    if (strcmp(f, #field) == 0) {                                                   \
+        o->field = (ctype)v[0];                                                     \
+        return;                                                                     \
+    }
+#define SHR_OPT_PAIR(field, ...)                                                    \
+    if (strcmp(f, #field) == 0) {                                                   \
+        o->field[0] = v[0];                                                         \
+        o->field[1] = v[1];                                                         \
+        return;                                                                     \
+    }
+#include "options.def"
+#undef SHR_OPT
+#undef SHR_OPT_PAIR
+    ck_abort_msg("no field %s", f);
+}
+
+/* options under which the row's condition holds and its bounds are otherwise valid: order
+ * quasi (quasi_window), RandAugment (aa_bins, aa_num_ops, aa_magnitude; magnitude 0 and
+ * 1024 bins, so that each can take its bounds), a float dtype (MixUp and CutMix need one), rotation, affine, erasing and the
+ * RandomResizedCrop on (an output size for it); scale_range's scale jitter in place of the
+ * RandomResizedCrop, which it excludes */
+static void base(shr_options *o, const char *field)
+{
+    shr_options_init(o);
+    o->order = SHR_ORDER_QUASI;
+    o->auto_augment = SHR_AUTO_AUGMENT_RAND;
+    o->aa_magnitude = 0;
+    o->aa_bins = 1024;
+    o->dtype = SHR_DTYPE_F32;
+    o->rotation = o->affine = 1;
+    o->erase_p = 0.5;
+    o->width = o->height = 16;
+    if (field && strcmp(field, "scale_range") == 0)
+        o->scale = SHR_SCALE_JITTER;
+    else
+        o->rrc = 1;
+}
+
+static int check2(const shr_option_info *r, double a, double b, fmt_msg *m)
+{
+    shr_options o;
+    base(&o, r->field);
+    set_field(&o, r->field, (const double[2]){a, b});
+    m->text[0] = '\0';
+    return shr_check_options(&o, m);
+}
+
+static int check(const shr_option_info *r, double v, fmt_msg *m)
+{
+    return check2(r, v, v, m);
+}
+
+static void accepts(const shr_option_info *r, double a, double b)
+{
+    fmt_msg m;
+    int rc = check2(r, a, b, &m);
+    ck_assert_msg(rc == 0, "%s = [%.17g, %.17g] refused: %s", r->field, a, b, m.text);
+}
+
+static void refuses(const shr_option_info *r, double a, double b)
+{
+    fmt_msg m;
+    int rc = check2(r, a, b, &m);
+    ck_assert_msg(rc == SHR_EINVAL, "%s = [%.17g, %.17g] accepted (%d)", r->field, a, b, rc);
+    /* the public name, the field, and the words of the range */
+    ck_assert_msg(strncmp(m.text, r->name, strlen(r->name)) == 0, "%s: %s", r->field, m.text);
+    ck_assert_msg(strstr(m.text, r->field) != NULL, "%s: %s", r->field, m.text);
+    ck_assert_msg(strstr(m.text, " must ") != NULL, "%s: %s", r->field, m.text);
+}
+
+/* the next value toward `to` in the field's type */
+static double step(const shr_option_info *r, double v, double to)
+{
+    return r->is_float ? nextafter(v, to) : to > v ? v + 1 : v - 1;
+}
+
+START_TEST(test_rows_present)
+{
+    size_t n = 0;
+    const shr_option_info *t = shr_option_table(&n);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(n, NROWS);
+    for (size_t k = 0; k < NROWS; k++) {
+        size_t i = 0;
+        while (i < n && strcmp(t[i].field, g_rows[k].field) != 0)
+            i++;
+        ck_assert_msg(i < n, "%s has no row", g_rows[k].field);
+        const shr_option_info *r = &t[i];
+        ck_assert_msg(r->count == g_rows[k].count && r->ordered == g_rows[k].ordered &&
+                      r->form == g_rows[k].form && r->def[0] == g_rows[k].def0 &&
+                      r->def[1] == g_rows[k].def1 && r->lo == g_rows[k].lo &&
+                      (r->form == SHR_OPT_AT_LEAST || r->hi == g_rows[k].hi),
+                      "%s: the table's row changed", r->field);
+    }
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_ptr_nonnull(t[i].name);
+        ck_assert_ptr_nonnull(t[i].when);
+        ck_assert_msg(t[i].doc && t[i].doc[0], "%s has no doc", t[i].field);
+        ck_assert(t[i].count == 1 || (t[i].count == 2 && t[i].is_float));
+        for (size_t j = 0; j < i; j++)
+            ck_assert_str_ne(t[i].field, t[j].field);
+    }
+}
+END_TEST
+
+START_TEST(test_defaults)
+{
+    shr_options o;
+    shr_options_init(&o);
+    size_t n = 0;
+    const shr_option_info *t = shr_option_table(&n);
+    for (size_t i = 0; i < n; i++) {
+        double v[2];
+        get_field(&o, t[i].field, v);
+        ck_assert_msg(v[0] == t[i].def[0] && v[1] == t[i].def[1], "%s: init [%.17g, %.17g], "
+                      "table [%.17g, %.17g]", t[i].field, v[0], v[1], t[i].def[0], t[i].def[1]);
+        /* the default is a value the check accepts */
+        accepts(&t[i], t[i].def[0], t[i].def[1]);
+    }
+    fmt_msg m;
+    base(&o, NULL);
+    ck_assert_msg(shr_check_options(&o, &m) == 0, "%s", m.text);
+    base(&o, "scale_range");
+    ck_assert_msg(shr_check_options(&o, &m) == 0, "%s", m.text);
+}
+END_TEST
+
+START_TEST(test_bounds)
+{
+    size_t n = 0;
+    const shr_option_info *t = shr_option_table(&n);
+    for (size_t i = 0; i < n; i++) {
+        const shr_option_info *r = &t[i];
+        int lo_open = r->form == SHR_OPT_ABOVE || r->form == SHR_OPT_OPEN;
+        int hi_open = r->form == SHR_OPT_BELOW || r->form == SHR_OPT_OPEN;
+        int no_hi = r->form == SHR_OPT_AT_LEAST;
+        /* the values just inside and just outside each bound */
+        double lo_in = lo_open ? step(r, r->lo, INFINITY) : r->lo;
+        double lo_out = lo_open ? r->lo : step(r, r->lo, -INFINITY);
+        double hi_in = no_hi ? (r->is_float ? DBL_MAX : UINT32_MAX)
+                             : hi_open ? step(r, r->hi, -INFINITY) : r->hi;
+        double hi_out = hi_open ? r->hi : step(r, r->hi, INFINITY);
+        accepts(r, lo_in, lo_in);
+        accepts(r, hi_in, hi_in);
+        accepts(r, lo_in, hi_in);
+        if (r->is_float || r->lo > 0 || lo_open) {
+            refuses(r, lo_out, r->count == 2 ? hi_in : lo_out);
+            if (r->count == 2)
+                refuses(r, lo_in, lo_out);
+        }
+        if (!no_hi) {
+            refuses(r, r->count == 2 ? lo_in : hi_out, hi_out);
+            if (r->count == 2)
+                refuses(r, hi_out, hi_in);
+        }
+        if (r->form == SHR_OPT_ZERO_OR_RANGE) {
+            accepts(r, 0, 0);
+            ck_assert_double_gt(r->lo, 1);      /* else "just below lo" would be 0 */
+        }
+        if (r->count == 2) {
+            if (r->ordered)
+                refuses(r, hi_in, lo_in);       /* min > max */
+            else
+                accepts(r, hi_in, lo_in);
+            refuses(r, lo_in, NAN);
+        }
+        if (r->is_float)
+            refuses(r, NAN, NAN);
+        else
+            ck_assert_double_ge(r->lo, 0);
+    }
+}
+END_TEST
+
+START_TEST(test_messages)
+{
+    static const struct {
+        const char *field;
+        double v;
+        const char *want;
+    } cases[] = {
+        {"grayscale_p", 1.5, "grayscale (grayscale_p) must be in 0..1, not 1.5"},
+        {"flip_p", -0.25, "flip (flip_p) must be in 0..1, not -0.25"},
+        {"batch_size", 0, "batch_size must be at least 1, not 0"},
+        {"threads", 1025, "threads must be in 1..1024, not 1025"},
+        {"prefetch", 1, "prefetch must be 0 or in 2..65536, not 1"},
+        {"mixup_alpha", 1e6, "mixup (mixup_alpha) must be at least 0 and below 1000000, not "
+                             "1000000"},
+        {"aa_bins", 1, "auto_augment num_magnitude_bins (aa_bins) must be in 2..1024, not 1"},
+        {"aa_num_ops", 5, "auto_augment num_ops (aa_num_ops) must be in 1..4, not 5"},
+        {"erase_p", 1.1, "erasing p (erase_p) must be in 0..1, not 1.1"},
+        {"jitter_hue", 0.75, "color_jitter hue (jitter_hue) must satisfy -0.5 <= min <= max <= "
+                             "0.5, not [0.75, 0.75]"},
+        {"jitter_brightness", INFINITY, "color_jitter brightness (jitter_brightness) must "
+                                        "satisfy 0 <= min <= max < inf, not [inf, inf]"},
+        {"rrc_scale", 0, "rrc (rrc_scale) must satisfy 0 < min <= max <= 1, not [0, 0]"},
+        {"affine_scale", 0, "affine scale (affine_scale) must satisfy 0 < min <= max < "
+                            "1000000, not [0, 0]"},
+        {"affine_translate", 2, "affine translate (affine_translate) must be two values, each "
+                                "in 0..1, not [2, 2]"},
+    };
+    size_t n = 0;
+    const shr_option_info *t = shr_option_table(&n);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        size_t i = 0;
+        while (i < n && strcmp(t[i].field, cases[k].field) != 0)
+            i++;
+        ck_assert_uint_lt(i, n);
+        fmt_msg m;
+        ck_assert_int_eq(check(&t[i], cases[k].v, &m), SHR_EINVAL);
+        ck_assert_str_eq(m.text, cases[k].want);
+    }
+}
+END_TEST
+
+/* a conditional row is checked only where its condition holds (its `when`) */
+START_TEST(test_conditions)
+{
+    shr_options o;
+    fmt_msg m;
+    shr_options_init(&o);
+    o.quasi_window = 0;             /* not the quasi order: unused */
+    o.aa_num_ops = 9;               /* no auto_augment: unused */
+    o.aa_bins = 1;
+    o.rrc_scale[0] = 2;             /* no rrc, rotation, affine, erasing, scale jitter */
+    o.rotation_degrees[0] = 1e9;
+    o.affine_scale[1] = 0;
+    o.erase_ratio[0] = -1;
+    o.scale_range[1] = 17;
+    ck_assert_msg(shr_check_options(&o, &m) == 0, "%s", m.text);
+    o.auto_augment = SHR_AUTO_AUGMENT_TRIVIAL_WIDE;     /* bins, not num_ops */
+    ck_assert_int_eq(shr_check_options(&o, &m), SHR_EINVAL);
+    ck_assert_ptr_nonnull(strstr(m.text, "num_magnitude_bins"));
+    o.aa_bins = 31;
+    ck_assert_msg(shr_check_options(&o, &m) == 0, "%s", m.text);
+    o.order = SHR_ORDER_QUASI;
+    ck_assert_int_eq(shr_check_options(&o, &m), SHR_EINVAL);
+    ck_assert_str_eq(m.text, "quasi_window must be at least 1, not 0");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("options_table");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_rows_present);
+    tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_bounds);
+    tcase_add_test(tc, test_messages);
+    tcase_add_test(tc, test_conditions);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
