@@ -7,8 +7,10 @@
  * (the download in progress, resumed by the next one after a crash). A shard gets its final name
  * only once checked; manifest.json is written last, so a reader that finds it finds every shard.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -302,6 +304,39 @@ void rmt_shard_paths_free(rmt_shard_job *sj)
     free(sj->data);
 }
 
+/* The temporary files of the small objects (rmt_fetch_small: .NAME.PID.part) that processes no
+ * longer running left in dir (a kill -9 while the manifest arrived): removed. A PID alive, or
+ * not ours to signal, keeps its file. */
+static void sweep_small_temps(const char *dir)
+{
+    static const char *const names[] = {FMT_MANIFEST_NAME, "inputs.tsv", "rejects.tsv"};
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            size_t nl = strlen(names[i]);
+            const char *p = e->d_name;
+            if (p[0] != '.' || strncmp(p + 1, names[i], nl) != 0 || p[1 + nl] != '.')
+                continue;
+            char *end = NULL;
+            errno = 0;
+            long pid = strtol(p + 2 + nl, &end, 10);
+            if (errno || pid <= 0 || pid == (long)getpid() || strcmp(end, ".part") != 0 ||
+                p[2 + nl] < '0' || p[2 + nl] > '9')
+                continue;
+            if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+                continue;
+            char *path = NULL;
+            if (asprintf(&path, "%s/%s", dir, p) >= 0)
+                (void)unlink(path);
+            free(path);
+        }
+    }
+    closedir(d);
+}
+
 int rmt_cache_manifest(const rmt_config *c, const char *cache, char **dir, char **mtmp,
                        uint8_t **data, size_t *len, fmt_manifest *m, const fmt_backend **be,
                        rmt_stats *st, fmt_msg *msg)
@@ -325,6 +360,7 @@ int rmt_cache_manifest(const rmt_config *c, const char *cache, char **dir, char 
         fmt_fail(msg, rc, "cannot create the cache folder %s: %s", *dir, strerror(rc));
         goto out;
     }
+    sweep_small_temps(*dir);
     rc = rmt_fetch_small(c, *dir, FMT_MANIFEST_NAME, 0, mtmp, st, msg);
     if (rc)
         goto out;

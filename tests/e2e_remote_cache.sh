@@ -66,16 +66,28 @@ for _ in shardread.Loader(sys.argv[1], batch_size=1, threads=1, prefetch_shards=
     pass
 EOF
 kp=$!
+# killed once its cache folder is there (a loaded machine may take longer to get that far)
+for _ in $(seq 100); do ls -d "$T"/c11/*/ >/dev/null 2>&1 && break; sleep 0.1; done
 sleep 0.3
 kill -9 $kp 2>/dev/null; wait $kp 2>/dev/null
 d=$(ls -d "$T"/c11/*/ | head -1)
-mkdir -p "$d"
+[ -n "$d" ] || { bad "the killed reader made no cache folder"; finish; exit; }
 head -c 100 "$T/www/ds/shard-00004.raw" >"$d/.shard-00004.raw.part"   # a download cut by the kill
 : >"$d/.shard-00005.raw.part"                                          # a reservation
 head -c 100 "$T/www/ds/shard-00006.raw" >"$d/shard-00006.raw"          # (never renamed short)
+# a manifest that was arriving (the kill came early), of a process that no longer runs
+dead=$($PY -c 'import os
+p = 4000000
+while True:
+    try: os.kill(p, 0)
+    except ProcessLookupError: break
+    except PermissionError: pass
+    p -= 1
+print(p)')
+head -c 50 "$T/www/ds/manifest.json" >"$d/.manifest.json.$dead.part"
 expect_exit 0 "after a kill -9 the next bounded epoch equals the local one" \
   $PY "$CHK" equal "$T/www/ds" "$URL" "$T/c11" "$LIMIT" '{"batch_size": 8, "threads": 1}'
-check "no partial download is left" bash -c "! ls -a '$d' | grep -q '\.part$'"
+check "no partial download is left (nor the dead process's manifest)" bash -c "! ls -a '$d' | grep -q '\.part$'"
 
 # ---- two processes sharing one cache, reading as the shards arrive ----
 # bounded at 6 shards, below the 8 the two need at once (4 shards a batch each): a reader that
