@@ -570,6 +570,16 @@ int fmt_dataset_check(const fmt_dataset *d, uint64_t idx)
     return d->be->r_check(sh->s, local);
 }
 
+/* sample idx: its shard, its index there and its view; "no sample N" past the end */
+static int sample_at(const fmt_dataset *d, uint64_t idx, const ds_shard **sh, uint64_t *local,
+                     fmt_sample *smp, fmt_msg *msg)
+{
+    int rc = locate(d, idx, sh, local);
+    if (rc)
+        return rc == FMT_EINVAL ? fmt_fail(msg, rc, "no sample %" PRIu64, idx) : rc;
+    return d->be->r_get((*sh)->s, *local, smp);
+}
+
 int fmt_dataset_fields_record(const fmt_dataset *d, uint64_t idx, const uint8_t **rec,
                               size_t *len, fmt_msg *msg)
 {
@@ -579,11 +589,9 @@ int fmt_dataset_fields_record(const fmt_dataset *d, uint64_t idx, const uint8_t 
         return fmt_fail(msg, FMT_EINVAL, "the dataset has no fields");
     const ds_shard *sh;
     uint64_t local;
-    int rc = locate(d, idx, &sh, &local);
-    if (rc)
-        return rc == FMT_EINVAL ? fmt_fail(msg, rc, "no sample %" PRIu64, idx) : rc;
     fmt_sample smp;
-    if ((rc = d->be->r_get(sh->s, local, &smp)) != 0)
+    int rc = sample_at(d, idx, &sh, &local, &smp, msg);
+    if (rc)
         return rc;
     const uint8_t *tg;
     size_t tlen;
@@ -597,11 +605,9 @@ int fmt_dataset_target(const fmt_dataset *d, uint64_t idx, fmt_target *t, fmt_ms
         return fmt_fail(msg, FMT_EINVAL, "the dataset has no targets");
     const ds_shard *sh;
     uint64_t local;
-    int rc = locate(d, idx, &sh, &local);
-    if (rc)
-        return rc == FMT_EINVAL ? fmt_fail(msg, rc, "no sample %" PRIu64, idx) : rc;
     fmt_sample smp;
-    if ((rc = d->be->r_get(sh->s, local, &smp)) != 0)
+    int rc = sample_at(d, idx, &sh, &local, &smp, msg);
+    if (rc)
         return rc;
     const uint8_t *rec = sh->tcopy && sh->tcopy[local] ? sh->tcopy[local] : smp.aux;
     const uint8_t *tg, *fl;

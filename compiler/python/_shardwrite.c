@@ -231,49 +231,40 @@ static char *name_of(PyObject *o)
     return c;
 }
 
-/* The item's fields record (bytes, or None for none) into it; -1 with an exception. */
-static int item_fields(PyObject *rec, shc_item *it)
+/* bytes object rec (min..max bytes) copied into *dst, *len; -1 with an exception naming what */
+static int copy_record(PyObject *rec, Py_ssize_t min, uint64_t max, const char *what,
+                       uint8_t **dst, uint32_t *len)
 {
-    if (rec == Py_None)
-        return 0;
     char *p;
     Py_ssize_t n;
     if (PyBytes_AsStringAndSize(rec, &p, &n) != 0)
         return -1;
-    if (n <= 0 || n > FMT_FIELDS_MAX_RECORD) {
-        PyErr_SetString(PyExc_ValueError, "a fields record of a bad size");
+    if (n < min || (uint64_t)n > max) {
+        PyErr_Format(PyExc_ValueError, "%s of a bad size", what);
         return -1;
     }
-    if (!(it->fields = malloc((size_t)n))) {
+    if (!(*dst = malloc((size_t)n))) {
         PyErr_NoMemory();
         return -1;
     }
-    memcpy(it->fields, p, (size_t)n);
-    it->fields_len = (uint32_t)n;
+    memcpy(*dst, p, (size_t)n);
+    *len = (uint32_t)n;
     return 0;
+}
+
+/* The item's fields record (bytes, or None for none) into it; -1 with an exception. */
+static int item_fields(PyObject *rec, shc_item *it)
+{
+    return rec == Py_None ? 0 : copy_record(rec, 1, FMT_FIELDS_MAX_RECORD, "a fields record",
+                                            &it->fields, &it->fields_len);
 }
 
 /* The item's target (bytes in stream.h's SHC_SRC_TARGET layout, or None) into it; -1 with an
  * exception. The stream checks it further. */
 static int item_target(PyObject *rec, shc_item *it)
 {
-    if (rec == Py_None)
-        return 0;
-    char *p;
-    Py_ssize_t n;
-    if (PyBytes_AsStringAndSize(rec, &p, &n) != 0)
-        return -1;
-    if (n < 16 || (uint64_t)n > SHC_SRC_TARGET_SIZE(FMT_TARGET_MAX_BOXES)) {
-        PyErr_SetString(PyExc_ValueError, "a target of a bad size");
-        return -1;
-    }
-    if (!(it->target = malloc((size_t)n))) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    memcpy(it->target, p, (size_t)n);
-    it->target_len = (uint32_t)n;
-    return 0;
+    return rec == Py_None ? 0 : copy_record(rec, 16, SHC_SRC_TARGET_SIZE(FMT_TARGET_MAX_BOXES),
+                                            "a target", &it->target, &it->target_len);
 }
 
 /* A copy of a buffer's bytes (C-contiguous), the GIL released for a large one. */
