@@ -65,7 +65,7 @@ void fmt_color_grayscale(uint8_t *px, uint32_t width, uint32_t height, uint32_t 
 uint8_t fmt_color_blend(int in1, int in2, float alpha);
 /* Pillow's RGB -> HSV or HSV -> RGB (fmt_rgb2hsv, fmt_hsv2rgb: hsv.h) over n pixels (in and
  * out interleaved, 3 bytes each; may be the same), through the vector path where fmt_simd()
- * says so (simd.h). */
+ * says so (simd.h): ColorJitter's AVX-512 kernels where fmt_simd_avx512() does, else AVX2. */
 void fmt_color_hsv_rows(const uint8_t *in, uint8_t *out, size_t n, int to_rgb);
 
 #endif

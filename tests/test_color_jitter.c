@@ -4,7 +4,8 @@
  * (where the CPU has them): every order and subset of the ops, factors at their edges (0, 1,
  * either side of 1, large), images of odd widths (every tail length) with padded rows whose
  * padding must stay as it was; brightness and contrast on every byte value over many factors,
- * saturation on all 2^24 colours, and the hue on all 2^24 colours over the 256 shifts. */
+ * saturation on all 2^24 colours, the hue on all 2^24 colours over the 256 shifts, and the
+ * HSV conversions of each path on every input. */
 #include "enhance.h"
 #include "simd.h"
 #include "testutil.h"
@@ -70,7 +71,7 @@ static void assert_same(const uint8_t *want, const uint8_t *got, size_t n, size_
     size_t i = 0;
     while (want[i] == got[i])
         i++;
-    ck_abort_msg("%s, path %d: row %zu byte %zu is %u, the ops one by one give %u", what, path,
+    ck_abort_msg("%s, path %d: row %zu byte %zu is %u, the reference gives %u", what, path,
                  i / stride, i % stride, got[i], want[i]);
 }
 
@@ -241,6 +242,29 @@ START_TEST(test_every_colour)
 }
 END_TEST
 
+/* the conversions of each vector path against the plain ones on every input (all 2^24 RGB
+ * colours, all 2^24 HSV triples): the AVX-512 path's hsv2rgb makes only one of q and t */
+START_TEST(test_conversions)
+{
+    uint8_t *all = all_colours(), *want = malloc(3 << 24), *got = malloc(3 << 24);
+    ck_assert(want && got);
+    for (int to_rgb = 0; to_rgb < 2; to_rgb++) {
+        use_path(0);
+        fmt_color_hsv_rows(all, want, (size_t)1 << 24, to_rgb);
+        for (int path = 1; path < 3; path++) {
+            if (!use_path(path))
+                continue;
+            fmt_color_hsv_rows(all, got, (size_t)1 << 24, to_rgb);
+            assert_same(want, got, 3 << 24, 3 << 16, to_rgb ? "hsv2rgb" : "rgb2hsv", path);
+        }
+    }
+    use_path(2);
+    free(all);
+    free(want);
+    free(got);
+}
+END_TEST
+
 static Suite *jitter_suite(void)
 {
     Suite *s = suite_create("color_jitter");
@@ -249,6 +273,7 @@ static Suite *jitter_suite(void)
     tcase_add_test(tc, test_orders);
     tcase_add_test(tc, test_every_byte);
     tcase_add_test(tc, test_every_colour);
+    tcase_add_test(tc, test_conversions);
     suite_add_tcase(s, tc);
     return s;
 }
