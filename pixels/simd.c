@@ -33,7 +33,7 @@ unsigned fmt_cpu(void)
             v |= FMT_CPU_F16C;
         /* the probe checks the OS's saving of the AVX-512 state too */
         if ((v & FMT_CPU_AVX2) && __builtin_cpu_supports("avx512f") &&
-            __builtin_cpu_supports("avx512bw"))
+            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi"))
             v |= FMT_CPU_AVX512;
 #endif
         __atomic_store_n(&g_cpu, v, __ATOMIC_RELAXED);
