@@ -51,6 +51,12 @@ void fmt_color_saturation(uint8_t *px, uint32_t width, uint32_t height, uint32_t
 /* hue_factor in [-0.5, 0.5] (a double, as Python has it) */
 void fmt_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
                    size_t stride, double hue_factor);
+/* torchvision's ColorJitter once its parameters are drawn: the ops in order[0..3] (0
+ * brightness, 1 contrast, 2 saturation, 3 hue; order a permutation of 0..3) whose bit is set
+ * in ops, each as the function above gives it, in one or two passes over the pixels. */
+void fmt_color_jitter(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                      size_t stride, const uint8_t order[4], unsigned ops, float brightness,
+                      float contrast, float saturation, double hue);
 /* F.rgb_to_grayscale(img, 3): Pillow's L in all three channels (nothing for one channel). */
 void fmt_color_grayscale(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
                          size_t stride);
@@ -59,7 +65,7 @@ void fmt_color_grayscale(uint8_t *px, uint32_t width, uint32_t height, uint32_t 
 uint8_t fmt_color_blend(int in1, int in2, float alpha);
 /* Pillow's RGB -> HSV or HSV -> RGB (fmt_rgb2hsv, fmt_hsv2rgb: hsv.h) over n pixels (in and
  * out interleaved, 3 bytes each; may be the same), through the vector path where fmt_simd()
- * says so (simd.h). */
+ * says so (simd.h): ColorJitter's AVX-512 kernels where fmt_simd_avx512() does, else AVX2. */
 void fmt_color_hsv_rows(const uint8_t *in, uint8_t *out, size_t n, int to_rgb);
 
 #endif

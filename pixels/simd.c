@@ -31,6 +31,10 @@ unsigned fmt_cpu(void)
         unsigned a, b, c, d;
         if ((v & FMT_CPU_AVX2) && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C))
             v |= FMT_CPU_F16C;
+        /* the probe checks the OS's saving of the AVX-512 state too */
+        if ((v & FMT_CPU_AVX2) && __builtin_cpu_supports("avx512f") &&
+            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi"))
+            v |= FMT_CPU_AVX512;
 #endif
         __atomic_store_n(&g_cpu, v, __ATOMIC_RELAXED);
     }
@@ -76,4 +80,23 @@ int fmt_simd_set(int on)
     __atomic_store_n(&g_forced, on ? 1 : 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_on, on ? 1 : 0, __ATOMIC_RELAXED);
     return fmt_simd();
+}
+
+/* fmt_simd_avx512_set(0): the AVX-512 kernels left out (for the tests) */
+static int g_avx512_off;
+
+int fmt_simd_avx512(void)
+{
+#ifdef FMT_AVX512
+    return !__atomic_load_n(&g_avx512_off, __ATOMIC_RELAXED) && fmt_simd() &&
+           (fmt_cpu() & FMT_CPU_AVX512);
+#else
+    return 0;
+#endif
+}
+
+int fmt_simd_avx512_set(int on)
+{
+    __atomic_store_n(&g_avx512_off, !on, __ATOMIC_RELAXED);
+    return fmt_simd_avx512();
 }

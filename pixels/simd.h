@@ -24,6 +24,7 @@
 #define FMT_CPU_SSE41 1u
 #define FMT_CPU_AVX2 2u
 #define FMT_CPU_F16C 4u
+#define FMT_CPU_AVX512 8u /* AVX-512 F, BW and VBMI */
 unsigned fmt_cpu(void);
 
 /* The switch. On unless the environment says plain when it is read: SHARDREAD_SIMD=0,
@@ -110,5 +111,16 @@ AVX2_FN static inline __m256i simd_blend8(__m256i in1, __m256i in2, __m256 alpha
 }
 
 #endif
+
+/* FMT_AVX512: the compiler can build AVX-512 (F, BW, VBMI) functions, marked AVX512_FN (no FMA
+ * either); they run only where fmt_simd_avx512() says so: the switch on, the CPU and the OS
+ * with AVX-512 F, BW and VBMI, and fmt_simd_avx512_set(0) not called (the tests call it to run the
+ * AVX2 kernels on a CPU that has both). */
+#if defined(FMT_AVX2) && !defined(FMT_NO_AVX512)
+#define FMT_AVX512 1
+#define AVX512_FN __attribute__((target("avx2,avx512f,avx512bw,avx512vbmi")))
+#endif
+int fmt_simd_avx512(void);
+int fmt_simd_avx512_set(int on);
 
 #endif

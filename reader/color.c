@@ -1,6 +1,6 @@
 /* color.c - torchvision's ColorJitter: the ranges, ColorJitter.get_params on the sample's words
  * (torch.randperm(4) and the uniform factors), and the four ops in the drawn order. The ops are
- * Pillow's, byte for byte: pixels/enhance.c.
+ * Pillow's, byte for byte, applied together by fmt_color_jitter (pixels/enhance.c).
  */
 #include "color.h"
 
@@ -51,23 +51,6 @@ void shr_color_jitter_draw(const shr_color_jitter *j, uint64_t seed, uint64_t ep
 void shr_color_jitter_apply(const shr_params *p, uint8_t *px, uint32_t width, uint32_t height,
                             uint32_t channels, size_t stride)
 {
-    for (int i = 0; i < JITTER_OPS; i++) {
-        int op = p->jitter_order[i];
-        if (!(p->jitter & (1u << op)))
-            continue;
-        switch (op) {
-        case 0:
-            fmt_color_brightness(px, width, height, channels, stride, p->brightness);
-            break;
-        case 1:
-            fmt_color_contrast(px, width, height, channels, stride, p->contrast);
-            break;
-        case 2:
-            fmt_color_saturation(px, width, height, channels, stride, p->saturation);
-            break;
-        default:
-            fmt_color_hue(px, width, height, channels, stride, (double)p->hue);
-            break;
-        }
-    }
+    fmt_color_jitter(px, width, height, channels, stride, p->jitter_order, p->jitter,
+                     p->brightness, p->contrast, p->saturation, (double)p->hue);
 }
