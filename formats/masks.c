@@ -326,6 +326,26 @@ int fmt_mask_run(fmt_mask_runs *r, uint32_t *len)
     return 1;
 }
 
+int fmt_target_map_runs(const fmt_target *t, fmt_mask_runs *r)
+{
+    if (!(t->ext & FMT_TARGET_EXT_MAP))
+        return FMT_EINVAL;
+    r->p = t->map_runs;
+    r->at = 0;
+    r->end = t->map_len;
+    return 0;
+}
+
+int fmt_map_run(fmt_mask_runs *r, uint32_t *value, uint32_t *len)
+{
+    if (r->at >= r->end)
+        return 0;
+    *value = *len = 0;
+    (void)get_varint(r->p, &r->at, r->end, value);
+    (void)get_varint(r->p, &r->at, r->end, len);
+    return 1;
+}
+
 int fmt_target_label_map(const fmt_target *t, void *out, int elem)
 {
     if (!(t->ext & FMT_TARGET_EXT_MAP) || (elem != 1 && elem != 2 && elem != 8) ||

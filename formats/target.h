@@ -112,6 +112,12 @@ typedef struct {
 int fmt_target_mask_runs(const fmt_target *t, uint32_t i, fmt_mask_runs *r);
 int fmt_mask_run(fmt_mask_runs *r, uint32_t *len);
 
+/* The same for a checked record's label map: fmt_target_map_runs starts r (0, or FMT_EINVAL
+ * when t has no map); each fmt_map_run gives the next run's value and length and returns 1, or
+ * 0 after the last. */
+int fmt_target_map_runs(const fmt_target *t, fmt_mask_runs *r);
+int fmt_map_run(fmt_mask_runs *r, uint32_t *value, uint32_t *len);
+
 /* Decode a checked record's label map into out, elem bytes per value (1: uint8, only when
  * map_max <= 255; 2: uint16; 8: int64), row-major. 0; FMT_EINVAL otherwise. */
 int fmt_target_label_map(const fmt_target *t, void *out, int elem);

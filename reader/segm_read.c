@@ -216,6 +216,58 @@ int shr_segm_mask(const fmt_target *t, uint32_t i, const int32_t *xs, const int3
     return any;
 }
 
+int shr_segm_map(const fmt_target *t, const int32_t *xs, const int32_t *ys, uint32_t ow,
+                 uint32_t oh, const uint32_t *seg, uint32_t nseg, uint32_t *iv, uint8_t fill,
+                 uint8_t *out)
+{
+    fmt_mask_runs rr;
+    if (t->map_max > 255 || fmt_target_map_runs(t, &rr) != 0)
+        return -1;
+    int pads = 0;
+    for (uint32_t x = 0; x < ow && !pads; x++)
+        pads = xs[x] < 0;
+    uint64_t sw = t->map_width;
+    /* the current run: [start, end) of the flattened map, value v; before the first, empty */
+    uint64_t start = 0, end = 0;
+    uint32_t v = 0, len;
+    int64_t row = -1;           /* the source row output row last sampled */
+    uint32_t last = 0;
+    for (uint32_t y = 0; y < oh; y++) {
+        uint8_t *o = out + (size_t)y * ow;
+        if (ys[y] < 0) {
+            memset(o, fill, ow);
+            continue;
+        }
+        if (ys[y] == row) {
+            memcpy(o, out + (size_t)last * ow, ow);
+            last = y;
+            continue;
+        }
+        uint64_t r0 = (uint64_t)ys[y] * sw, r1 = r0 + sw;
+        if (r0 < start) {       /* a row above the runs read: from the first run again */
+            (void)fmt_target_map_runs(t, &rr);
+            start = end = 0;
+        }
+        if (pads)
+            memset(o, fill, ow);
+        for (;;) {
+            if (end > r0 && start < r1) {
+                uint64_t a = start > r0 ? start : r0, b = end < r1 ? end : r1;
+                uint32_t n = run_cols(xs, seg, nseg, (int32_t)(a - r0), (int32_t)(b - r0), iv, 0);
+                for (uint32_t k = 0; k < n; k++)
+                    memset(o + iv[2 * k], (int)v, iv[2 * k + 1] - iv[2 * k]);
+            }
+            if (end >= r1 || !fmt_map_run(&rr, &v, &len))
+                break;
+            start = end;
+            end += len;
+        }
+        row = ys[y];
+        last = y;
+    }
+    return 0;
+}
+
 void shr_segm_warp_map(const uint8_t *m, uint32_t sw, const int32_t *xs, const int32_t *ys,
                        uint32_t ow, uint32_t oh, uint8_t fill, uint8_t *out)
 {

@@ -53,6 +53,13 @@ SHR_INTERNAL void shr_segm_warp_map(const uint8_t *m, uint32_t sw, const int32_t
                                     const int32_t *ys, uint32_t ow, uint32_t oh, uint8_t fill,
                                     uint8_t *out);
 
+/* shr_segm_warp_map of t's stored label map (map_max <= 255), the same bytes, from its runs as
+ * shr_segm_mask moves a mask's (each run's value set over its output intervals; a row sampled
+ * again copied). 0; -1 when t has no map or a label above 255. */
+SHR_INTERNAL int shr_segm_map(const fmt_target *t, const int32_t *xs, const int32_t *ys,
+                              uint32_t ow, uint32_t oh, const uint32_t *seg, uint32_t nseg,
+                              uint32_t *iv, uint8_t fill, uint8_t *out);
+
 /* shr_segm_warp_map of a map of uint16 labels. */
 SHR_INTERNAL void shr_segm_warp_map16(const uint16_t *m, uint32_t sw, const int32_t *xs,
                                       const int32_t *ys, uint32_t ow, uint32_t oh, uint16_t fill,

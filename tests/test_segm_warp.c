@@ -363,6 +363,58 @@ START_TEST(test_mask_runs)
 }
 END_TEST
 
+START_TEST(test_map_runs)
+{
+    /* label maps alike (shr_segm_map against fmt_target_label_map + shr_segm_warp_map): a few
+     * labels in rectangles over a background, or noise of many, any fill */
+    enum { SW = 64, SH = 48, O = 80 };
+    static uint16_t m[SW * SH];
+    static uint8_t plane[SW * SH], want[O * O + 1], got[O * O + 1];
+    static uint8_t runs[5 * SW * SH + 8];
+    static uint32_t seg[3 * O], iv[2 * O];
+    int32_t xs[O], ys[O];
+    rnd_state = 88172645u;
+    for (int c = 0; c < 3000; c++) {
+        uint32_t sw = 1 + rnd(c % 3 ? SW : 4), sh = 1 + rnd(c % 5 ? SH : 4), ow, oh, max;
+        size_t n = (size_t)sw * sh;
+        uint32_t labels = 1 + rnd(c % 4 ? 8 : 256);
+        for (size_t k = 0; k < n; k++)
+            m[k] = (uint16_t)(c % 2 ? rnd(labels) : 0);
+        for (uint32_t r = 0; c % 2 == 0 && r < rnd(6); r++) {
+            uint32_t x0 = rnd(sw), y0 = rnd(sh), x1 = x0 + 1 + rnd(sw - x0);
+            uint32_t y1 = y0 + 1 + rnd(sh - y0), v = rnd(labels);
+            for (uint32_t y = y0; y < y1; y++)
+                for (uint32_t x = x0; x < x1; x++)
+                    m[(size_t)y * sw + x] = (uint16_t)v;
+        }
+        fmt_target t = {.ext = FMT_TARGET_EXT_MAP, .map_width = sw, .map_height = sh,
+                        .map_runs = runs};
+        t.map_len = (uint32_t)fmt_map_encode(m, n, runs, &max);
+        t.map_max = max;
+        random_tables(sw, sh, xs, ys, &ow, &oh);
+        uint8_t fill = (uint8_t)rnd(256);
+        ck_assert_int_eq(fmt_target_label_map(&t, plane, 1), 0);
+        shr_segm_warp_map(plane, sw, xs, ys, ow, oh, fill, want);
+        memset(got, 0xa5, sizeof got);
+        int r = shr_segm_map(&t, xs, ys, ow, oh, seg, shr_segm_cols(xs, ow, seg), iv, fill, got);
+        if (r != 0 || memcmp(got, want, (size_t)ow * oh) != 0)
+            ck_abort_msg("case %d: %ux%u -> %ux%u: shr_segm_map differs", c, sw, sh, ow, oh);
+        ck_assert_uint_eq(got[(size_t)ow * oh], 0xa5);
+    }
+    /* a label above 255 is not a uint8 map */
+    uint16_t big[2] = {3, 256};
+    uint32_t max;
+    fmt_target t = {.ext = FMT_TARGET_EXT_MAP, .map_width = 2, .map_height = 1,
+                    .map_runs = runs};
+    t.map_len = (uint32_t)fmt_map_encode(big, 2, runs, &max);
+    t.map_max = max;
+    xs[0] = 0;
+    xs[1] = 1;
+    ys[0] = 0;
+    ck_assert_int_eq(shr_segm_map(&t, xs, ys, 2, 1, seg, 1, iv, 0, got), -1);
+}
+END_TEST
+
 static Suite *segm_suite(void)
 {
     Suite *s = suite_create("segm_warp");
@@ -375,6 +427,7 @@ static Suite *segm_suite(void)
     tcase_add_test(tc, test_keypoints);
     tcase_add_test(tc, test_warps);
     tcase_add_test(tc, test_mask_runs);
+    tcase_add_test(tc, test_map_runs);
     suite_add_tcase(s, tc);
     return s;
 }
