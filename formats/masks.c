@@ -300,6 +300,52 @@ int fmt_target_mask(const fmt_target *t, uint32_t i, uint8_t *out)
     return 0;
 }
 
+int fmt_target_mask_runs(const fmt_target *t, uint32_t i, fmt_mask_runs *r)
+{
+    if (!(t->ext & FMT_TARGET_EXT_MASKS) || i >= t->count)
+        return FMT_EINVAL;
+    r->p = t->mask_runs;
+    r->at = t->mask_offsets[i];
+    r->end = t->mask_offsets[i + 1];
+    return 0;
+}
+
+int fmt_mask_run(fmt_mask_runs *r, uint32_t *len)
+{
+    if (r->at >= r->end)
+        return 0;
+    const uint8_t *p = r->p;
+    uint8_t b = p[r->at++];
+    if (b < 0x80) {             /* the common case: a run below 128 */
+        *len = b;
+        return 1;
+    }
+    *len = 0;
+    r->at--;
+    (void)get_varint(p, &r->at, r->end, len);
+    return 1;
+}
+
+int fmt_target_map_runs(const fmt_target *t, fmt_mask_runs *r)
+{
+    if (!(t->ext & FMT_TARGET_EXT_MAP))
+        return FMT_EINVAL;
+    r->p = t->map_runs;
+    r->at = 0;
+    r->end = t->map_len;
+    return 0;
+}
+
+int fmt_map_run(fmt_mask_runs *r, uint32_t *value, uint32_t *len)
+{
+    if (r->at >= r->end)
+        return 0;
+    *value = *len = 0;
+    (void)get_varint(r->p, &r->at, r->end, value);
+    (void)get_varint(r->p, &r->at, r->end, len);
+    return 1;
+}
+
 int fmt_target_label_map(const fmt_target *t, void *out, int elem)
 {
     if (!(t->ext & FMT_TARGET_EXT_MAP) || (elem != 1 && elem != 2 && elem != 8) ||

@@ -101,6 +101,23 @@ size_t fmt_map_encode(const uint16_t *map, size_t npix, uint8_t *out, uint32_t *
  * 0; FMT_EINVAL when t has no masks or i >= count. */
 int fmt_target_mask(const fmt_target *t, uint32_t i, uint8_t *out);
 
+/* The runs of a checked record's mask of instance i, one at a time, for a reader that moves
+ * them without a decoded plane (fmt_target_mask's runs): fmt_target_mask_runs starts r at the
+ * first (0 or FMT_EINVAL as fmt_target_mask); each fmt_mask_run gives the next run's length in
+ * *len and returns 1, or 0 after the last. Runs alternate 0s and 1s, starting with 0s. */
+typedef struct {
+    const uint8_t *p;
+    size_t at, end;
+} fmt_mask_runs;
+int fmt_target_mask_runs(const fmt_target *t, uint32_t i, fmt_mask_runs *r);
+int fmt_mask_run(fmt_mask_runs *r, uint32_t *len);
+
+/* The same for a checked record's label map: fmt_target_map_runs starts r (0, or FMT_EINVAL
+ * when t has no map); each fmt_map_run gives the next run's value and length and returns 1, or
+ * 0 after the last. */
+int fmt_target_map_runs(const fmt_target *t, fmt_mask_runs *r);
+int fmt_map_run(fmt_mask_runs *r, uint32_t *value, uint32_t *len);
+
 /* Decode a checked record's label map into out, elem bytes per value (1: uint8, only when
  * map_max <= 255; 2: uint16; 8: int64), row-major. 0; FMT_EINVAL otherwise. */
 int fmt_target_label_map(const fmt_target *t, void *out, int elem);

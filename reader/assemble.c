@@ -631,7 +631,7 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
         /* (a uint16 map: its stored map in 2 bytes a label, and 3 planes for the warps) */
         size_t wide = map ? r->map_bytes : 1;
         if (grow_bytes((void **)&slot->t_scratch, &slot->scap, spix * wide + plane * wide * 2) ||
-            grow_bytes((void **)&slot->t_xy, &slot->xycap, ((size_t)ow + oh + 1) * 4) ||
+            grow_bytes((void **)&slot->t_xy, &slot->xycap, ((size_t)ow * 6 + oh + 1) * 4) ||
             grow_bytes((void **)&slot->t_masks, &slot->mcap,
                        *moff + plane * (map ? wide : kept) + 2)) {
             *rc = ENOMEM;
@@ -660,26 +660,33 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
     }
     if (map) {
         /* one label map a sample, no boxes: values above 255 are not uint8 labels */
-        if (t->map_max > 255 || fmt_target_label_map(t, slot->t_scratch, 1) != 0) {
+        uint32_t *seg = (uint32_t *)(void *)(slot->t_xy + ow + oh + 1);
+        if (shr_segm_map(t, slot->t_xy, slot->t_xy + ow, ow, oh, seg,
+                         shr_segm_cols(slot->t_xy, ow, seg), seg + 3 * (size_t)ow,
+                         (uint8_t)r->ignore_index, slot->t_masks + *moff) != 0) {
             *rc = SHR_EINVAL;
             return -1;
         }
-        shr_segm_warp_map(slot->t_scratch, t->map_width, slot->t_xy, slot->t_xy + ow, ow, oh,
-                          (uint8_t)r->ignore_index, slot->t_masks + *moff);
         if (warp)
             shr_segm_warp_plane(p, slot->t_masks + *moff, ow, gw, gh, (uint8_t)r->ignore_index,
                                 slot->t_scratch + spix);
         *moff += plane;
         return 0;
     }
+    /* the tables' column segments and a row's intervals after them (shr_segm_mask) */
+    uint32_t *seg = NULL, *iv = NULL, nseg = 0;
+    if (masks && kept) {
+        seg = (uint32_t *)(void *)(slot->t_xy + ow + oh + 1);
+        iv = seg + 3 * (size_t)ow;
+        nseg = shr_segm_cols(slot->t_xy, ow, seg);
+    }
     uint32_t out = 0;
     for (uint32_t j = 0; j < kept; j++) {
         uint32_t s = slot->t_kept[off + j];
         if (masks) {
             uint8_t *dst = slot->t_masks + *moff + plane * out;
-            if (fmt_target_mask(t, s, slot->t_scratch) != 0 ||
-                !shr_segm_warp(slot->t_scratch, t->map_width, slot->t_xy, slot->t_xy + ow, ow,
-                               oh, dst) ||
+            if (shr_segm_mask(t, s, slot->t_xy, slot->t_xy + ow, ow, oh, seg, nseg, iv,
+                              dst) != 1 ||
                 (warp && !shr_segm_warp_plane(p, dst, ow, gw, gh, 0, slot->t_scratch + spix)))
                 continue;       /* no pixel left: dropped with its box */
         }

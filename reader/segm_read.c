@@ -107,6 +107,167 @@ int shr_segm_warp(const uint8_t *m, uint32_t sw, const int32_t *xs, const int32_
     return any != 0;
 }
 
+uint32_t shr_segm_cols(const int32_t *xs, uint32_t ow, uint32_t *seg)
+{
+    uint32_t n = 0, x = 0;
+    while (x < ow) {
+        if (xs[x] < 0) {
+            x++;
+            continue;
+        }
+        uint32_t o0 = x++;
+        int dir = 0;
+        for (; x < ow && xs[x] >= 0; x++) {
+            int d = (xs[x] > xs[x - 1]) - (xs[x] < xs[x - 1]);
+            if (d && !dir)
+                dir = d;
+            else if (d && d != dir)
+                break;
+        }
+        seg[3 * n] = o0;
+        seg[3 * n + 1] = x;
+        seg[3 * n + 2] = dir < 0;
+        n++;
+    }
+    return n;
+}
+
+/* The first x of [lo, hi) where xs[x] >= c (up: xs non-decreasing there) or xs[x] < c (down:
+ * xs non-increasing); hi where there is none. */
+static uint32_t col_bound(const int32_t *xs, uint32_t lo, uint32_t hi, int32_t c, int down)
+{
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (down ? xs[mid] < c : xs[mid] >= c)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* The output intervals of source columns [a, b) (a < b) through the segments, appended to iv
+ * as [x0, x1) pairs from iv[2 * n]; returns the new count. */
+static uint32_t run_cols(const int32_t *xs, const uint32_t *seg, uint32_t nseg, int32_t a,
+                         int32_t b, uint32_t *iv, uint32_t n)
+{
+    for (uint32_t k = 0; k < nseg; k++) {
+        uint32_t o0 = seg[3 * k], o1 = seg[3 * k + 1];
+        int down = (int)seg[3 * k + 2];
+        int32_t first = xs[o0], last = xs[o1 - 1];
+        int32_t lo = down ? last : first, hi = down ? first : last;
+        if (b <= lo || a > hi)
+            continue;
+        uint32_t x0 = down ? col_bound(xs, o0, o1, b, 1) : col_bound(xs, o0, o1, a, 0);
+        uint32_t x1 = down ? col_bound(xs, x0, o1, a, 1) : col_bound(xs, x0, o1, b, 0);
+        if (x0 < x1) {
+            iv[2 * n] = x0;
+            iv[2 * n + 1] = x1;
+            n++;
+        }
+    }
+    return n;
+}
+
+int shr_segm_mask(const fmt_target *t, uint32_t i, const int32_t *xs, const int32_t *ys,
+                  uint32_t ow, uint32_t oh, const uint32_t *seg, uint32_t nseg, uint32_t *iv,
+                  uint8_t *out)
+{
+    fmt_mask_runs rr;
+    if (fmt_target_mask_runs(t, i, &rr) != 0)
+        return -1;
+    memset(out, 0, (size_t)ow * oh);
+    uint64_t sw = t->map_width;
+    /* the current run: [start, end) of the flattened mask, value v; before the first, empty */
+    uint64_t start = 0, end = 0;
+    uint32_t v = 1, len;
+    int64_t row = -1;           /* the source row whose intervals iv holds (n of them) */
+    uint32_t n = 0;
+    int any = 0;
+    for (uint32_t y = 0; y < oh; y++) {
+        if (ys[y] < 0)
+            continue;
+        if (ys[y] != row) {
+            uint64_t r0 = (uint64_t)ys[y] * sw, r1 = r0 + sw;
+            if (r0 < start) {   /* a row above the runs read: from the first run again */
+                (void)fmt_target_mask_runs(t, i, &rr);
+                start = end = 0;
+                v = 1;
+            }
+            n = 0;
+            for (;;) {
+                if (end > r0 && v && start < r1) {
+                    uint64_t a = start > r0 ? start : r0, b = end < r1 ? end : r1;
+                    n = run_cols(xs, seg, nseg, (int32_t)(a - r0), (int32_t)(b - r0), iv, n);
+                }
+                if (end >= r1 || !fmt_mask_run(&rr, &len))
+                    break;
+                start = end;
+                end += len;
+                v ^= 1;
+            }
+            row = ys[y];
+        }
+        uint8_t *o = out + (size_t)y * ow;
+        for (uint32_t k = 0; k < n; k++)
+            memset(o + iv[2 * k], 1, iv[2 * k + 1] - iv[2 * k]);
+        any |= n > 0;
+    }
+    return any;
+}
+
+int shr_segm_map(const fmt_target *t, const int32_t *xs, const int32_t *ys, uint32_t ow,
+                 uint32_t oh, const uint32_t *seg, uint32_t nseg, uint32_t *iv, uint8_t fill,
+                 uint8_t *out)
+{
+    fmt_mask_runs rr;
+    if (t->map_max > 255 || fmt_target_map_runs(t, &rr) != 0)
+        return -1;
+    int pads = 0;
+    for (uint32_t x = 0; x < ow && !pads; x++)
+        pads = xs[x] < 0;
+    uint64_t sw = t->map_width;
+    /* the current run: [start, end) of the flattened map, value v; before the first, empty */
+    uint64_t start = 0, end = 0;
+    uint32_t v = 0, len;
+    int64_t row = -1;           /* the source row output row last sampled */
+    uint32_t last = 0;
+    for (uint32_t y = 0; y < oh; y++) {
+        uint8_t *o = out + (size_t)y * ow;
+        if (ys[y] < 0) {
+            memset(o, fill, ow);
+            continue;
+        }
+        if (ys[y] == row) {
+            memcpy(o, out + (size_t)last * ow, ow);
+            last = y;
+            continue;
+        }
+        uint64_t r0 = (uint64_t)ys[y] * sw, r1 = r0 + sw;
+        if (r0 < start) {       /* a row above the runs read: from the first run again */
+            (void)fmt_target_map_runs(t, &rr);
+            start = end = 0;
+        }
+        if (pads)
+            memset(o, fill, ow);
+        for (;;) {
+            if (end > r0 && start < r1) {
+                uint64_t a = start > r0 ? start : r0, b = end < r1 ? end : r1;
+                uint32_t n = run_cols(xs, seg, nseg, (int32_t)(a - r0), (int32_t)(b - r0), iv, 0);
+                for (uint32_t k = 0; k < n; k++)
+                    memset(o + iv[2 * k], (int)v, iv[2 * k + 1] - iv[2 * k]);
+            }
+            if (end >= r1 || !fmt_map_run(&rr, &v, &len))
+                break;
+            start = end;
+            end += len;
+        }
+        row = ys[y];
+        last = y;
+    }
+    return 0;
+}
+
 void shr_segm_warp_map(const uint8_t *m, uint32_t sw, const int32_t *xs, const int32_t *ys,
                        uint32_t ow, uint32_t oh, uint8_t fill, uint8_t *out)
 {

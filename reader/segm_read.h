@@ -33,11 +33,32 @@ SHR_INTERNAL void shr_segm_tables(const shr_box_geom *g, const shr_params *p, ui
 SHR_INTERNAL int shr_segm_warp(const uint8_t *m, uint32_t sw, const int32_t *xs, const int32_t *ys,
                                uint32_t ow, uint32_t oh, uint8_t *out);
 
+/* The column segments of the table xs (ow entries) into seg, 3 numbers each: [x0, x1) and
+ * whether xs falls there: the longest spans of columns with xs >= 0 that step one way only (a
+ * flip steps down). seg holds 3 ow numbers; returns the count. */
+SHR_INTERNAL uint32_t shr_segm_cols(const int32_t *xs, uint32_t ow, uint32_t *seg);
+
+/* shr_segm_warp of instance i's stored mask of t, the same bytes, from its runs: each source
+ * row the tables sample is read once, its runs of 1s become output intervals through the
+ * segments (shr_segm_cols of xs, nseg of them), set in out zeroed first; no decoded plane, rows
+ * no output row samples skipped. iv holds 2 ow numbers. Returns whether any pixel is 1; -1 when
+ * t has no mask i. */
+SHR_INTERNAL int shr_segm_mask(const fmt_target *t, uint32_t i, const int32_t *xs,
+                               const int32_t *ys, uint32_t ow, uint32_t oh, const uint32_t *seg,
+                               uint32_t nseg, uint32_t *iv, uint8_t *out);
+
 /* A label map: out (ow x oh) from the stored map m (sw wide, one byte a label) by the tables,
  * fill (the dataset's ignore index) in the padding. */
 SHR_INTERNAL void shr_segm_warp_map(const uint8_t *m, uint32_t sw, const int32_t *xs,
                                     const int32_t *ys, uint32_t ow, uint32_t oh, uint8_t fill,
                                     uint8_t *out);
+
+/* shr_segm_warp_map of t's stored label map (map_max <= 255), the same bytes, from its runs as
+ * shr_segm_mask moves a mask's (each run's value set over its output intervals; a row sampled
+ * again copied). 0; -1 when t has no map or a label above 255. */
+SHR_INTERNAL int shr_segm_map(const fmt_target *t, const int32_t *xs, const int32_t *ys,
+                              uint32_t ow, uint32_t oh, const uint32_t *seg, uint32_t nseg,
+                              uint32_t *iv, uint8_t fill, uint8_t *out);
 
 /* shr_segm_warp_map of a map of uint16 labels. */
 SHR_INTERNAL void shr_segm_warp_map16(const uint16_t *m, uint32_t sw, const int32_t *xs,

@@ -240,6 +240,181 @@ START_TEST(test_warps)
 }
 END_TEST
 
+/* ---- instance masks moved from their runs (shr_segm_mask) against the decoded plane moved by
+ * shr_segm_warp, byte for byte, over seeded random masks, stored sizes, geometries and
+ * tables ---- */
+
+static uint32_t rnd_state;
+
+static uint32_t rnd(uint32_t n)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 17;
+    rnd_state ^= rnd_state << 5;
+    return n ? rnd_state % n : 0;
+}
+
+/* a random sw x sh mask: empty, full, one pixel, rectangles or noise */
+static void random_mask(uint8_t *m, uint32_t sw, uint32_t sh)
+{
+    size_t n = (size_t)sw * sh;
+    uint32_t kind = rnd(6);
+    memset(m, kind == 1, n);
+    if (kind == 2)
+        m[rnd((uint32_t)n)] = 1;
+    for (uint32_t r = 0; kind == 3 && r < 1 + rnd(5); r++) {
+        uint32_t x0 = rnd(sw), y0 = rnd(sh), x1 = x0 + 1 + rnd(sw - x0), y1 = y0 + 1 + rnd(sh - y0);
+        for (uint32_t y = y0; y < y1; y++)
+            memset(m + (size_t)y * sw + x0, 1, x1 - x0);
+    }
+    for (size_t i = 0; kind >= 4 && i < n; i++)
+        m[i] = rnd(kind == 4 ? 2 : 9) == 0;
+}
+
+/* tables for ow x oh from a stored sw x sh sample: shr_segm_tables of a random geometry (a
+ * RandomResizedCrop box, a crop or pad, a letterbox or multi-scale image; flipped or not), or
+ * tables made up (rising or falling with padding at the ends, or any column and row) */
+static void random_tables(uint32_t sw, uint32_t sh, int32_t *xs, int32_t *ys, uint32_t *ow,
+                          uint32_t *oh)
+{
+    uint32_t kind = rnd(6);
+    *ow = 1 + rnd(rnd(4) ? 80 : 3);
+    *oh = 1 + rnd(rnd(4) ? 80 : 3);
+    if (kind <= 2) {
+        shr_box_geom g = {.width = *ow, .height = *oh, .rrc = kind == 0};
+        shr_params p = {.src_w = sw, .src_h = sh, .flip = (int)rnd(2)};
+        p.x = rnd(sw);
+        p.y = rnd(sh);
+        p.w = 1 + rnd(sw - p.x);
+        p.h = 1 + rnd(sh - p.y);
+        if (kind == 1) {        /* crop or pad: the window as wide as the output where cropped */
+            p.w = p.w < *ow ? p.w : *ow;
+            p.h = p.h < *oh ? p.h : *oh;
+        }
+        if (kind == 2) {
+            g.scale = rnd(2) ? SHR_SCALE_LETTERBOX : SHR_SCALE_MULTI;
+            p.x = p.y = 0;
+            p.w = sw;
+            p.h = sh;
+            p.scale_w = 1 + rnd(70);
+            p.scale_h = 1 + rnd(70);
+            p.crop_x = rnd(p.scale_w);
+            p.crop_y = rnd(p.scale_h);
+            p.image_w = 1 + rnd(p.scale_w - p.crop_x);
+            p.image_h = 1 + rnd(p.scale_h - p.crop_y);
+            p.pad_x = rnd(4);
+            p.pad_y = rnd(4);
+            g.width = p.pad_x + p.image_w + rnd(4);
+            g.height = p.pad_y + p.image_h + rnd(4);
+        }
+        shr_segm_size(&g, (int)rnd(2), &p, ow, oh);
+        shr_segm_tables(&g, &p, *ow, *oh, xs, ys);
+        return;
+    }
+    int32_t *t[2] = {xs, ys};
+    uint32_t n[2] = {*ow, *oh}, s[2] = {sw, sh};
+    for (int a = 0; a < 2; a++) {
+        if (kind == 5) {        /* anything: steps both ways, rows read again, padding inside */
+            for (uint32_t i = 0; i < n[a]; i++)
+                t[a][i] = rnd(5) == 0 ? -1 : (int32_t)rnd(s[a]);
+            continue;
+        }
+        uint32_t lead = rnd(3), tail = rnd(3), v = rnd(s[a]);
+        int down = kind == 4 && a == 0;
+        for (uint32_t i = 0; i < n[a]; i++) {
+            int pad = i < lead || i + tail >= n[a];
+            t[a][down ? n[a] - 1 - i : i] = pad ? -1 : (int32_t)v;
+            if (!pad && rnd(2) && v + 1 < s[a])
+                v += 1 + rnd(s[a] - v - 1 < 3 ? s[a] - v - 1 : 3);
+        }
+    }
+}
+
+START_TEST(test_mask_runs)
+{
+    enum { SW = 64, SH = 48, O = 80 };
+    static uint8_t m[SW * SH], plane[SW * SH], want[O * O + 1], got[O * O + 1];
+    static uint8_t runs[2 * SW * SH + 8];
+    static uint32_t seg[3 * O], iv[2 * O];
+    int32_t xs[O], ys[O];
+    rnd_state = 2463534242u;
+    for (int c = 0; c < 4000; c++) {
+        uint32_t sw = 1 + rnd(c % 3 ? SW : 4), sh = 1 + rnd(c % 5 ? SH : 4), ow, oh;
+        random_mask(m, sw, sh);
+        uint32_t off[2] = {0, (uint32_t)fmt_mask_encode(m, (size_t)sw * sh, runs)};
+        fmt_target t = {.count = 1, .ext = FMT_TARGET_EXT_MASKS, .map_width = sw,
+                        .map_height = sh, .mask_offsets = off, .mask_runs = runs};
+        random_tables(sw, sh, xs, ys, &ow, &oh);
+        ck_assert_int_eq(fmt_target_mask(&t, 0, plane), 0);
+        int any = shr_segm_warp(plane, sw, xs, ys, ow, oh, want);
+        memset(got, 0xa5, sizeof got);
+        uint32_t nseg = shr_segm_cols(xs, ow, seg);
+        ck_assert_uint_le(nseg, ow);
+        int r = shr_segm_mask(&t, 0, xs, ys, ow, oh, seg, nseg, iv, got);
+        if (r != any || memcmp(got, want, (size_t)ow * oh) != 0)
+            ck_abort_msg("case %d: %ux%u -> %ux%u: shr_segm_mask differs (any %d, want %d)", c,
+                         sw, sh, ow, oh, r, any);
+        ck_assert_uint_eq(got[(size_t)ow * oh], 0xa5);      /* nothing written past the plane */
+    }
+    uint32_t off[2] = {0, 0};
+    fmt_target none = {.count = 1, .map_width = 1, .map_height = 1, .mask_offsets = off,
+                       .mask_runs = runs};
+    ck_assert_int_eq(shr_segm_mask(&none, 0, xs, ys, 1, 1, seg, 0, iv, got), -1);
+}
+END_TEST
+
+START_TEST(test_map_runs)
+{
+    /* label maps alike (shr_segm_map against fmt_target_label_map + shr_segm_warp_map): a few
+     * labels in rectangles over a background, or noise of many, any fill */
+    enum { SW = 64, SH = 48, O = 80 };
+    static uint16_t m[SW * SH];
+    static uint8_t plane[SW * SH], want[O * O + 1], got[O * O + 1];
+    static uint8_t runs[5 * SW * SH + 8];
+    static uint32_t seg[3 * O], iv[2 * O];
+    int32_t xs[O], ys[O];
+    rnd_state = 88172645u;
+    for (int c = 0; c < 3000; c++) {
+        uint32_t sw = 1 + rnd(c % 3 ? SW : 4), sh = 1 + rnd(c % 5 ? SH : 4), ow, oh, max;
+        size_t n = (size_t)sw * sh;
+        uint32_t labels = 1 + rnd(c % 4 ? 8 : 256);
+        for (size_t k = 0; k < n; k++)
+            m[k] = (uint16_t)(c % 2 ? rnd(labels) : 0);
+        for (uint32_t r = 0; c % 2 == 0 && r < rnd(6); r++) {
+            uint32_t x0 = rnd(sw), y0 = rnd(sh), x1 = x0 + 1 + rnd(sw - x0);
+            uint32_t y1 = y0 + 1 + rnd(sh - y0), v = rnd(labels);
+            for (uint32_t y = y0; y < y1; y++)
+                for (uint32_t x = x0; x < x1; x++)
+                    m[(size_t)y * sw + x] = (uint16_t)v;
+        }
+        fmt_target t = {.ext = FMT_TARGET_EXT_MAP, .map_width = sw, .map_height = sh,
+                        .map_runs = runs};
+        t.map_len = (uint32_t)fmt_map_encode(m, n, runs, &max);
+        t.map_max = max;
+        random_tables(sw, sh, xs, ys, &ow, &oh);
+        uint8_t fill = (uint8_t)rnd(256);
+        ck_assert_int_eq(fmt_target_label_map(&t, plane, 1), 0);
+        shr_segm_warp_map(plane, sw, xs, ys, ow, oh, fill, want);
+        memset(got, 0xa5, sizeof got);
+        int r = shr_segm_map(&t, xs, ys, ow, oh, seg, shr_segm_cols(xs, ow, seg), iv, fill, got);
+        if (r != 0 || memcmp(got, want, (size_t)ow * oh) != 0)
+            ck_abort_msg("case %d: %ux%u -> %ux%u: shr_segm_map differs", c, sw, sh, ow, oh);
+        ck_assert_uint_eq(got[(size_t)ow * oh], 0xa5);
+    }
+    /* a label above 255 is not a uint8 map */
+    uint16_t big[2] = {3, 256};
+    uint32_t max;
+    fmt_target t = {.ext = FMT_TARGET_EXT_MAP, .map_width = 2, .map_height = 1,
+                    .map_runs = runs};
+    t.map_len = (uint32_t)fmt_map_encode(big, 2, runs, &max);
+    t.map_max = max;
+    xs[0] = 0;
+    xs[1] = 1;
+    ys[0] = 0;
+    ck_assert_int_eq(shr_segm_map(&t, xs, ys, 2, 1, seg, 1, iv, 0, got), -1);
+}
+END_TEST
+
 static Suite *segm_suite(void)
 {
     Suite *s = suite_create("segm_warp");
@@ -251,6 +426,8 @@ static Suite *segm_suite(void)
     tcase_add_test(tc, test_scale_ops);
     tcase_add_test(tc, test_keypoints);
     tcase_add_test(tc, test_warps);
+    tcase_add_test(tc, test_mask_runs);
+    tcase_add_test(tc, test_map_runs);
     suite_add_tcase(s, tc);
     return s;
 }

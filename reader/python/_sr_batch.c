@@ -149,8 +149,11 @@ PyObject *sr_target_dict(const shr_target *t)
 }
 
 /* A segmentation batch's sample i: its target dict td gets "masks" (n, H, W) uint8 and
- * "keypoints" (n, K, 3) float32 (copies) where the dataset has them. 0, or -1 with an error. */
-static int batch_segm(const shr_batch *b, uint32_t i, uint32_t n, PyObject *td)
+ * "keypoints" (n, K, 3) float32 where the dataset has them: the keypoints a copy, the masks a
+ * view of the batch's buffer held by base as the images are (a copy where base is NULL: a
+ * batch copied out). 0, or -1 with an error. */
+static int batch_segm(const shr_batch *b, uint32_t i, uint32_t n, PyObject *td,
+                      PyObject *base)
 {
     uint32_t k = 0, w = 0, h = 0;
     const float *kp = NULL;
@@ -167,7 +170,8 @@ static int batch_segm(const shr_batch *b, uint32_t i, uint32_t n, PyObject *td)
     }
     if (m) {
         Py_ssize_t dims[3] = {n, h, w};
-        PyObject *v = sr_view_copy(m, "B", 1, 3, dims);
+        PyObject *v = base ? sr_new_view((void *)m, base, "B", 1, 3, dims)
+                           : sr_view_copy(m, "B", 1, 3, dims);
         int rc = v ? PyDict_SetItemString(td, "masks", v) : -1;
         Py_XDECREF(v);
         if (rc < 0)
@@ -609,7 +613,7 @@ PyObject *sr_deliver(LoaderObject *self, RingObject *ring, const shr_batch *b)
         for (uint32_t i = 0; lab && i < b->n; i++) {
             shr_target t;
             PyObject *td = shr_batch_target(b, i, &t) == 0 ? sr_target_dict(&t) : NULL;
-            if (td && batch_segm(b, i, t.count, td) < 0)
+            if (td && batch_segm(b, i, t.count, td, copy ? NULL : (PyObject *)base) < 0)
                 Py_CLEAR(td);
             if (td && self->o.scale != SHR_SCALE_NONE && scale_size(td, b, i) < 0)
                 Py_CLEAR(td);

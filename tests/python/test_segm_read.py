@@ -4,7 +4,8 @@ pixels by the crop or pad, RandomResizedCrop, the detection geometry (multiscale
 sizes, scale_jitter, letterbox) and the flip with flip_indices. Every geometry against a NumPy
 reference fed the Loader's reported params: masks byte-exact (torch's nearest index, 0 in the
 padding), keypoints to 1e-4 pixel, the instance whose mask is left empty dropped with its box;
-the same batches at 1 and 3 threads and after a resume; DDP ranks disjoint; a keypoint flip
+the same batches at 1 and 3 threads and after a resume; the masks views of the batch that hold
+it (kept ones never change); DDP ranks disjoint; a keypoint flip
 without flip_indices refused (the warps: test_segm_warps.py)."""
 import os
 import sys
@@ -250,6 +251,23 @@ def test_same_batches_at_1_and_3_threads_and_after_resume(seg):
     state = loader.state_dict()
     rest = [flat(b) for b in batches(seg, 3, state)]
     assert head + rest == one
+
+
+def test_masks_are_views_that_hold_their_batch(seg):
+    # the masks are views of the batch's buffer, as the images are: kept alone they hold it, and
+    # batches kept past prefetch - 2 are copied out, so no kept mask ever changes
+    want = [flat(b)[1:] for b in batches(seg, 1, prefetch=4)]
+    loader = batches(seg, 1, prefetch=4)
+    it = iter(loader)
+    images, targets = next(it)[:2]
+    del images
+    assert loader.held == 1 and len(targets[0]["masks"]) > 0
+    del targets
+    assert loader.held == 0
+    kept = [next(it)[1] for _ in range(len(want) - 1)]
+    assert loader.copies > 0 and loader.held == 2
+    got = [[np.asarray(t["masks"]).tobytes() for t in ts] for ts in kept]
+    assert got == [[m[1] for m in w] for w in want[1:]]
 
 
 def test_ddp_ranks_disjoint_with_their_masks(seg):
