@@ -65,6 +65,9 @@ struct rmt_lazy {
     uint64_t peak, evicted, gen, tick, rounds;
     uint64_t largest;           /* the largest shard's bytes */
     uint64_t pokes;             /* work signalled (readers moved on): counted under mu */
+    int settled;                /* no limit, and every shard present (or failed for good):
+                                 * nothing will ever be fetched or evicted again, so readers
+                                 * moving on no longer wake the download thread */
     atomic_int aborted;         /* closing: the stream leaves its transfers */
     int deferred;               /* the last pick passed over a shard another process held */
     int kept_any;               /* the last make_room failed on shards other processes keep */
@@ -512,6 +515,13 @@ static void *lazy_main(void *arg)
                                &z->aborted);
         pthread_mutex_lock(&z->mu);
         z->st = lx.st;
+        if (!z->limit && !z->settled) {
+            size_t k = 0;
+            while (k < z->m.nshards &&
+                   (z->sh[k].state == Z_PRESENT || z->sh[k].state == Z_FAILED))
+                k++;
+            z->settled = k == z->m.nshards;
+        }
         pthread_cond_broadcast(&z->ready);
         /* nothing new since the last pick saw the pokes: until a reader moves on */
         if (!z->stop && z->pokes == lx.seen)
@@ -652,7 +662,8 @@ void rmt_lazy_begin(rmt_lazy *z, uint64_t batch)
         z->active[z->nactive++] = batch;
     if (batch + 1 > z->next_batch)
         z->next_batch = batch + 1;
-    poke(z);
+    if (!z->settled)
+        poke(z);
     pthread_mutex_unlock(&z->mu);
 }
 
