@@ -301,7 +301,10 @@ static int finish(CURLM *m, fetch_ctx *f, rmt_stripe *s, CURLcode res, unsigned 
     int transient = 0, rc = 0;
     int split = j->nstripes > 1;
     if ((res == CURLE_OK && (code == 200 || code == 206)) ||
-        (res == CURLE_WRITE_ERROR && s->capped && !j->rc)) {
+        (res == CURLE_WRITE_ERROR && s->capped && !j->rc) ||
+        (s->end && s->offset == s->end && !j->rc)) {
+        /* (the last: every byte of the range is written, whatever ended the transfer after
+         * them: a body cut at the range's end, asked again, would be a range of no bytes) */
         if (!s->end || s->offset == s->end)
             return 0;
         /* a range's body ended early without an error: the rest again */
