@@ -27,6 +27,10 @@
                                                         share one token bucket of RATE bytes/s
                                                         (a link of that rate; scripts/bench-remote.py);
                                                         "STATUS PATH RANGE" per request in LOG
+    remote_servers.py cutranges PORT UPSTREAM LOG       a GET proxy to http://UPSTREAM that cuts the
+                                                        first answer to a range bounded at both ends
+                                                        (bytes=A-B) halfway, as faultproxy cuts, for
+                                                        each end B
     remote_servers.py dump ENDPOINT BUCKET PREFIX DIR   the objects under BUCKET/PREFIX/ are DIR's
                                                         files (hidden ones aside), byte for byte
     remote_servers.py epoch LOCAL URL CACHE JSON        a Loader epoch (keywords JSON) from the URL
@@ -38,6 +42,7 @@ import http.server
 import json
 import os
 import random
+import re
 import socket
 import socketserver
 import sys
@@ -92,10 +97,14 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def draw(self):
+        """below rate: a 503; below 2 * rate: the body cut halfway; else relayed whole"""
+        with self.server.lock:
+            return self.server.rng.random()
+
     def do_GET(self):
         srv = self.server
-        with srv.lock:
-            draw = srv.rng.random()
+        draw = self.draw()
         rng = self.headers.get("Range", "-")
         if draw < srv.rate:
             body = (b"<?xml version=\"1.0\"?><Error><Code>SlowDown</Code>"
@@ -259,6 +268,21 @@ class SigHandler(FaultHandler):
         return FaultHandler.do_GET(self)
 
 
+class CutRangesHandler(FaultHandler):
+    """FaultHandler cutting, deterministically, the first request for each range bounded at both
+    ends (bytes=A-B) halfway; every other request (the rest of a cut range: bytes=C-B) is relayed
+    whole."""
+
+    def draw(self):
+        srv = self.server
+        m = re.fullmatch(r"bytes=\d+-(\d+)", self.headers.get("Range", ""))
+        with srv.lock:
+            first = m is not None and m.group(1) not in srv.seen
+            if m:
+                srv.seen.add(m.group(1))
+        return 1.5 * srv.rate if first else 1.0
+
+
 class ThrottleHandler(FaultHandler):
     """Relays GETs, streaming each body through the server's token bucket: every connection
     together gets at most RATE bytes/s (bursts of one chunk)."""
@@ -321,6 +345,16 @@ def faultproxy(port, upstream, seed, rate, log):
     srv.upstream = upstream
     srv.rng = random.Random(int(seed))
     srv.rate = float(rate)
+    srv.lock = threading.Lock()
+    srv.logpath = log
+    srv.serve_forever()
+
+
+def cutranges(port, upstream, log):
+    srv = ThreadingServer(("127.0.0.1", int(port)), CutRangesHandler)
+    srv.upstream = upstream
+    srv.rate = 0.5
+    srv.seen = set()
     srv.lock = threading.Lock()
     srv.logpath = log
     srv.serve_forever()
@@ -426,6 +460,9 @@ def main(argv):
         return 0
     if cmd == "throttle":
         throttle(*argv[2:6])
+        return 0
+    if cmd == "cutranges":
+        cutranges(*argv[2:5])
         return 0
     if cmd == "dump":
         return dump(*argv[2:6])

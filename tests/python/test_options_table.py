@@ -14,7 +14,9 @@ import pytest
 import shardread
 from shardread import _shardread
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the source tree (e2e_wheel.sh runs a copy of this folder and names the tree in SHARDREAD_ROOT)
+ROOT = os.environ.get("SHARDREAD_ROOT") or os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROWS = _shardread.option_table()
 
 
