@@ -124,10 +124,9 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
         s->pos += done;
     }
     size_t want = n;
-    if (s->end && s->pos + (want - done) > s->end) {    /* the rest is another transfer's */
+    int capped = s->end && s->pos + (want - done) > s->end;
+    if (capped)                                         /* the rest is another transfer's */
         want = done + (size_t)(s->end - s->pos);
-        s->capped = 1;
-    }
     while (done < want) {
         ssize_t w = pwrite(j->fd, p + done, want - done, (off_t)s->offset);
         if (w < 0) {
@@ -140,7 +139,7 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
         s->offset += (uint64_t)w;
         s->pos += (uint64_t)w;
     }
-    return s->capped ? 0 : n;   /* 0 ends a capped transfer: its range is complete */
+    return capped ? 0 : n;      /* 0 ends a capped transfer: its range is complete */
 }
 
 static void stripe_reset_response(rmt_stripe *s)
@@ -151,7 +150,6 @@ static void stripe_reset_response(rmt_stripe *s)
     s->status = 0;
     s->started = 0;
     s->range_bad = 0;
-    s->capped = 0;
     s->range_start = 0;
     s->pos = 0;
     s->errbuf[0] = '\0';
@@ -300,12 +298,13 @@ static int finish(CURLM *m, fetch_ctx *f, rmt_stripe *s, CURLcode res, unsigned 
     char what[900];
     int transient = 0, rc = 0;
     int split = j->nstripes > 1;
-    if ((res == CURLE_OK && (code == 200 || code == 206)) ||
-        (res == CURLE_WRITE_ERROR && s->capped && !j->rc) ||
-        (s->end && s->offset == s->end && !j->rc)) {
-        /* (the last: every byte of the range is written, whatever ended the transfer after
-         * them: a body cut at the range's end, asked again, would be a range of no bytes) */
-        if (!s->end || s->offset == s->end)
+    /* every byte of a known range written is a finished range, whatever ended the transfer
+     * after them (its cap, or a body cut at the range's end: asked again, that would be a range
+     * of no bytes) */
+    if (!j->rc && s->end && s->offset == s->end)
+        return 0;
+    if (res == CURLE_OK && (code == 200 || code == 206)) {
+        if (!s->end)
             return 0;
         /* a range's body ended early without an error: the rest again */
         transient = 1;
@@ -499,6 +498,16 @@ static int split_one(CURLM *m, fetch_ctx *f, rmt_job *jobs, size_t slots)
     return 1;
 }
 
+/* the transfers under way: those of the jobs running */
+static size_t transfers(const rmt_job *jobs, size_t slots)
+{
+    size_t a = 0;
+    for (size_t i = 0; i < slots; i++)
+        for (unsigned k = 0; jobs[i].state == J_ACTIVE && k < jobs[i].nstripes; k++)
+            a += jobs[i].xf[k].state == J_ACTIVE;
+    return a;
+}
+
 /* rmt_fetch and rmt_fetch_stream: n jobs of the array's cap slots; with more, an error ends only
  * its job and an ended job's slot is filled again */
 static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, unsigned parallel,
@@ -529,12 +538,13 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
         job_init(&jobs[i]);             /* (until more has none) */
         n++;
     }
-    size_t next = 0, left = n, active = 0;
+    size_t next = 0, left = n;
     int first = 0;
     fmt_msg first_msg = {{0}};
     double shown = now(), asked = shown;
     while (left > 0 && !(abort && atomic_load(abort))) {
         double t = now(), wake = t + 0.1;
+        size_t active = transfers(jobs, slots);
         /* a free slot while transfers run: more is asked again now and then (a reader may
          * want a shard that is not under way) */
         for (size_t i = 0; more && left < slots && t - asked >= 0.02 && i < slots; i++) {
@@ -611,9 +621,7 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
                 /* complete already (rc 1), or an error of ours */
                 j->rc = rc == 1 ? 0 : rc;
             } else {                            /* a retry that could not start */
-                for (unsigned k = 0; k < j->nstripes; k++)
-                    if (j->xf[k].state == J_ACTIVE)
-                        active--;
+                active -= transfers(j, 1);
             }
             if (settle(m, j, done, ctx))
                 continue;
@@ -658,7 +666,6 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
             curl_easy_getinfo(cm->easy_handle, CURLINFO_PRIVATE, (char **)&s);
             rmt_job *j = s->job;
             CURLcode res = cm->data.result;
-            active--;
             int r = finish(m, &f, s, res, tries);
             if (r == 1) {
                 s->state = J_WAIT;
@@ -672,11 +679,7 @@ static int fetch_loop(const rmt_config *c, rmt_job *jobs, size_t cap, size_t n, 
                 if (k < j->nstripes)
                     continue;           /* its other ranges still under way */
                 j->rc = 0;
-            } else {
-                for (unsigned k = 0; k < j->nstripes; k++)
-                    if (j->xf[k].state == J_ACTIVE && &j->xf[k] != s)
-                        active--;       /* the job's other transfers end with it */
-            }
+            }                           /* (failed: its other transfers end with it) */
             if (settle(m, j, done, ctx))
                 continue;
             left--;

@@ -142,7 +142,7 @@ struct rmt_job;
  * 0: to the object's end); bytes [begin, offset) are there already */
 typedef struct {
     struct rmt_job *job;
-    int state, status, tries, started, range_bad, capped;
+    int state, status, tries, started, range_bad;
     char errbuf[256];
     uint64_t begin, offset, end, range_start, pos;
     double not_before;
