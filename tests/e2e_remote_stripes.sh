@@ -26,13 +26,21 @@ $PY "$HELP" cutranges "$CP" "127.0.0.1:$HP" "$T/log.cut" & pids+=($!)
 $PY "$HELP" wait "$LP" && $PY "$HELP" wait "$FP" && $PY "$HELP" wait "$TP" && $PY "$HELP" wait "$CP" ||
   { bad "the proxies did not start"; finish; exit; }
 
+# verify_via WHAT PORT CACHE: shardc verify of the dataset through the proxy on PORT into the
+# cache folder CACHE passes, and the cached shards equal the served ones byte for byte
+verify_via() {
+  expect_exit 0 "shardc verify $1" env SHARDREAD_CACHE="$3" "$SHARDC" verify "http://127.0.0.1:$2/ds"
+  check "... all 180 samples" grep -q "all 180 samples in 2 shard(s) verified" "$T/err"
+  local cached k
+  cached=$(ls -d "$3"/*/)
+  for k in 0 1; do
+    check "... the cached shard $k equals the served one" \
+      cmp -s "$cached/shard-0000$k.raw" "$T/www/ds/shard-0000$k.raw"
+  done
+}
+
 # ---- two shards, eight connections: the shards arrive as ranges ----
-export SHARDREAD_CACHE="$T/c1"
-expect_exit 0 "shardc verify of the URL" "$SHARDC" verify "http://127.0.0.1:$LP/ds"
-check "it verified all 180 samples" grep -q "all 180 samples in 2 shard(s) verified" "$T/err"
-cached=$(ls -d "$T"/c1/*/)
-check "the cached shard 0 equals the served one" cmp -s "$cached/shard-00000.raw" "$T/www/ds/shard-00000.raw"
-check "the cached shard 1 equals the served one" cmp -s "$cached/shard-00001.raw" "$T/www/ds/shard-00001.raw"
+verify_via "of the URL" "$LP" "$T/c1"
 ranges=$(grep -Ec '^206 /ds/shard-00000.raw bytes=[0-9]+-' "$T/log.clean")
 check "shard 0 came as at least 4 transfers, 3 of them ranges (it has $ranges ranges)" test "$ranges" -ge 3
 check "one of them bounded at both ends" grep -Eq '^206 /ds/shard-00000.raw bytes=[0-9]+-[0-9]+$' "$T/log.clean" 
@@ -40,18 +48,12 @@ expect_exit 0 "a shuffled Loader epoch of the URL equals the local one" \
   $PY "$HELP" epoch "$T/www/ds" "http://127.0.0.1:$LP/ds" "$T/c2" '{"batch_size": 16, "shuffle": true, "seed": 3}'
 
 # ---- the same through 503s and bodies cut off ----
-expect_exit 0 "shardc verify through 20% 503s and 20% cut bodies" \
-  env SHARDREAD_CACHE="$T/c3" "$SHARDC" verify "http://127.0.0.1:$FP/ds"
-cached=$(ls -d "$T"/c3/*/)
-check "... the cached shard 0 equals the served one" cmp -s "$cached/shard-00000.raw" "$T/www/ds/shard-00000.raw"
+verify_via "through 20% 503s and 20% cut bodies" "$FP" "$T/c3"
 expect_exit 0 "a Loader epoch through the faults equals the local one" \
   $PY "$HELP" epoch "$T/www/ds" "http://127.0.0.1:$FP/ds" "$T/c4" '{"batch_size": 16, "shuffle": true, "seed": 8}'
 # (which requests the seeded faults hit depends on the order the transfers take; the proxy of
 # cutranges cuts the first answer to every bounded range, whatever the order)
-expect_exit 0 "shardc verify when the first answer to every bounded range is cut halfway" \
-  env SHARDREAD_CACHE="$T/c6" "$SHARDC" verify "http://127.0.0.1:$CP/ds"
-cached=$(ls -d "$T"/c6/*/)
-check "... the cached shard 0 equals the served one" cmp -s "$cached/shard-00000.raw" "$T/www/ds/shard-00000.raw"
+verify_via "when the first answer to every bounded range is cut halfway" "$CP" "$T/c6"
 check "a bounded range was cut off" grep -Eq '^cut /ds/shard-0000[01].raw bytes=[0-9]+-[0-9]+$' "$T/log.cut"
 check "and its rest asked for within the same bound" \
   $PY - "$T/log.cut" <<'EOF'
