@@ -156,6 +156,8 @@ def test_messages_name_the_public_keyword(fx):
                      (dict(batch_size=0), "batch_size must be at least 1, not 0"),
                      (dict(order="quasi", quasi_window=0),
                       "quasi_window must be at least 1, not 0"),
+                     (dict(cutmix=float("inf"), dtype="float32"),
+                      "cutmix (cutmix_alpha) must be at least 0 and below 1000000, not inf"),
                      (dict(auto_augment=dict(policy="randaugment", num_ops=9)),
                       "auto_augment num_ops (aa_num_ops) must be in 1..4, not 9"),
                      (dict(auto_augment=dict(policy="randaugment", num_magnitude_bins=1)),
