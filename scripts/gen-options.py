@@ -89,8 +89,7 @@ def render(rows):
 
 
 def main(argv):
-    sys.path.insert(0, os.path.join(ROOT, "build", "python"))
-    from shardread import _shardread
+    from shardread import _shardread    # the module PYTHONPATH names (the usage above)
     text = render(_shardread.option_table())
     if "--check" in argv:
         with open(OUT, encoding="utf-8") as f:

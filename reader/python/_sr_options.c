@@ -705,7 +705,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
             return -1;
         }
     }
-    if (quasi_window && sr_to_u32(quasi_window, "quasi_window", 1, &o->quasi_window) < 0)
+    /* quasi_window's range: options.def's, stated by the open's refusal (with order='quasi') */
+    if (quasi_window && sr_to_u32(quasi_window, "quasi_window", 0, &o->quasi_window) < 0)
         return -1;
     /* a dataset at a URL read as its shards arrive (the package passes these for one) */
     if (cache != Py_None) {

@@ -357,8 +357,9 @@ def _mixing(mixup, cutmix, num_classes):
         if isinstance(v, bool) or not isinstance(v, _numbers.Real):
             raise TypeError(f"{name} must be the Beta distribution's alpha (a number > 0), not "
                             f"{v!r}")
-        if not v > 0 or _math.isinf(v):
-            raise ValueError(f"{name} alpha must be positive and finite, not {v!r}")
+        # None is off, so 0 is refused here; the upper bound is the table's (options.def)
+        if not v > 0:
+            raise ValueError(f"{name} alpha must be positive, not {v!r}")
         out[name + "_alpha"] = float(v)
     if num_classes is not None:
         if not out:
