@@ -425,20 +425,6 @@ AVX2_FN static inline void hsv2rgb8(__m256i h, __m256i s, __m256i v, __m256i *r,
     *b = _mm256_shuffle_epi8(w, cb);
 }
 
-AVX2_FN static void hue_avx2(uint8_t *p, uint32_t n, uint8_t shift)
-{
-    const __m256i sh = _mm256_set1_epi32(shift), m255 = _mm256_set1_epi32(255);
-    uint32_t x = 0;
-    for (; x + 8 <= n; x += 8, p += 24) {
-        __m256i r, g, b, h, s, v;
-        simd_load_rgb8(p, &r, &g, &b);
-        rgb2hsv8(r, g, b, &h, &s, &v);
-        hsv2rgb8(_mm256_and_si256(_mm256_add_epi32(h, sh), m255), s, v, &r, &g, &b);
-        simd_store_rgb8(p, r, g, b);
-    }
-    fmt_hue_row(p, n - x, shift);
-}
-
 AVX2_FN static void hsv_rows_avx2(const uint8_t *in, uint8_t *out, size_t n, int to_rgb)
 {
     size_t x = 0;
@@ -476,22 +462,25 @@ void fmt_color_hsv_rows(const uint8_t *in, uint8_t *out, size_t n, int to_rgb)
         (to_rgb ? fmt_hsv2rgb : fmt_rgb2hsv)(in, out);
 }
 
-void fmt_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels, size_t stride,
-                   double hue_factor)
+/* the hue on the plain path */
+static void hue_rows(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                     size_t stride, double hue_factor)
 {
     if (channels != 3)
         return;
     uint8_t shift = fmt_hue_shift(hue_factor);
-#ifdef FMT_AVX2
-    if (fmt_simd()) {
-        pthread_once(&g_hue_once, hue_tab_init);
-        for (uint32_t y = 0; y < height; y++)
-            hue_avx2(px + (size_t)y * stride, width, shift);
-        return;
-    }
-#endif
     for (uint32_t y = 0; y < height; y++)
         fmt_hue_row(px + (size_t)y * stride, width, shift);
+}
+
+/* The reader's hue is ColorJitter's: fmt_color_jitter (below) with the hue alone, its vector
+ * kernels or hue_rows */
+void fmt_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels, size_t stride,
+                   double hue_factor)
+{
+    static const uint8_t order[4] = {3, 0, 1, 2};
+    fmt_color_jitter(px, width, height, channels, stride, order, 8u, 1.0f, 1.0f, 1.0f,
+                     hue_factor);
 }
 
 /* ---- ColorJitter's four ops in one go ----
@@ -901,7 +890,7 @@ void fmt_color_jitter(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
             fmt_color_saturation(px, width, height, channels, stride, saturation);
             break;
         default:
-            fmt_color_hue(px, width, height, channels, stride, hue);
+            hue_rows(px, width, height, channels, stride, hue);
             break;
         }
     }
