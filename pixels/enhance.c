@@ -425,20 +425,6 @@ AVX2_FN static inline void hsv2rgb8(__m256i h, __m256i s, __m256i v, __m256i *r,
     *b = _mm256_shuffle_epi8(w, cb);
 }
 
-AVX2_FN static void hue_avx2(uint8_t *p, uint32_t n, uint8_t shift)
-{
-    const __m256i sh = _mm256_set1_epi32(shift), m255 = _mm256_set1_epi32(255);
-    uint32_t x = 0;
-    for (; x + 8 <= n; x += 8, p += 24) {
-        __m256i r, g, b, h, s, v;
-        simd_load_rgb8(p, &r, &g, &b);
-        rgb2hsv8(r, g, b, &h, &s, &v);
-        hsv2rgb8(_mm256_and_si256(_mm256_add_epi32(h, sh), m255), s, v, &r, &g, &b);
-        simd_store_rgb8(p, r, g, b);
-    }
-    fmt_hue_row(p, n - x, shift);
-}
-
 AVX2_FN static void hsv_rows_avx2(const uint8_t *in, uint8_t *out, size_t n, int to_rgb)
 {
     size_t x = 0;
@@ -476,22 +462,25 @@ void fmt_color_hsv_rows(const uint8_t *in, uint8_t *out, size_t n, int to_rgb)
         (to_rgb ? fmt_hsv2rgb : fmt_rgb2hsv)(in, out);
 }
 
-void fmt_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels, size_t stride,
-                   double hue_factor)
+/* the hue on the plain path */
+static void hue_rows(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels,
+                     size_t stride, double hue_factor)
 {
     if (channels != 3)
         return;
     uint8_t shift = fmt_hue_shift(hue_factor);
-#ifdef FMT_AVX2
-    if (fmt_simd()) {
-        pthread_once(&g_hue_once, hue_tab_init);
-        for (uint32_t y = 0; y < height; y++)
-            hue_avx2(px + (size_t)y * stride, width, shift);
-        return;
-    }
-#endif
     for (uint32_t y = 0; y < height; y++)
         fmt_hue_row(px + (size_t)y * stride, width, shift);
+}
+
+/* The reader's hue is ColorJitter's: fmt_color_jitter (below) with the hue alone, its vector
+ * kernels or hue_rows */
+void fmt_color_hue(uint8_t *px, uint32_t width, uint32_t height, uint32_t channels, size_t stride,
+                   double hue_factor)
+{
+    static const uint8_t order[4] = {3, 0, 1, 2};
+    fmt_color_jitter(px, width, height, channels, stride, order, 8u, 1.0f, 1.0f, 1.0f,
+                     hue_factor);
 }
 
 /* ---- ColorJitter's four ops in one go ----
@@ -538,9 +527,16 @@ static void jitter_op1(int op, const jitter_k *k, uint8_t *p)
  * its constants stay in registers. */
 #define JITTER_PIXELS 512
 
-/* ops[0..n) on every pixel of the rows; with sum, the sum of the L values they leave */
-typedef uint64_t jitter_rows_fn(uint8_t *px, uint32_t width, uint32_t height, size_t stride,
-                                const int *ops, int n, const jitter_k *k, int sum);
+/* ops[0..n) on nb blocks of a row's pixels from p, in place; with sum, the sum of the L values
+ * they leave */
+typedef uint64_t jitter_stretch_fn(uint8_t *p, int nb, const int *ops, int n, const jitter_k *k,
+                                   int sum);
+
+/* a vector width's kernel: its block of pixels and its stretch */
+typedef struct {
+    uint32_t lanes;
+    jitter_stretch_fn *stretch;
+} jitter_kernel;
 
 /* one op on nb blocks of 8 pixels */
 AVX2_FN static void jitter_op8(int op, const jitter_k *k, __m256i *v, int nb)
@@ -582,32 +578,44 @@ AVX2_FN static void jitter_op8(int op, const jitter_k *k, __m256i *v, int nb)
     }
 }
 
-AVX2_FN static uint64_t jitter_rows_avx2(uint8_t *px, uint32_t width, uint32_t height,
-                                         size_t stride, const int *ops, int n, const jitter_k *k,
-                                         int sum)
+AVX2_FN static uint64_t jitter_stretch8(uint8_t *p, int nb, const int *ops, int n,
+                                        const jitter_k *k, int sum)
 {
     __m256i v[3 * JITTER_PIXELS / 8];
     __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < nb; j++)
+        simd_load_rgb8(p + 24 * j, &v[3 * j], &v[3 * j + 1], &v[3 * j + 2]);
+    for (int i = 0; i < n; i++)
+        jitter_op8(ops[i], k, v, nb);
+    for (int j = 0; j < nb; j++) {
+        if (sum)
+            acc = _mm256_add_epi64(acc, _mm256_sad_epu8(simd_luma8(v[3 * j], v[3 * j + 1],
+                                                                   v[3 * j + 2]),
+                                                        _mm256_setzero_si256()));
+        simd_store_rgb8(p + 24 * j, v[3 * j], v[3 * j + 1], v[3 * j + 2]);
+    }
+    uint64_t l[4];
+    _mm256_storeu_si256((__m256i *)l, acc);
+    return l[0] + l[1] + l[2] + l[3];
+}
+
+/* ops[0..n) on every pixel of the rows, a stretch of up to JITTER_PIXELS at a time through the
+ * kernel, the row's tail (fewer than its lanes) through jitter_op1; with sum, the sum of the L
+ * values they leave */
+static uint64_t jitter_rows(const jitter_kernel *kt, uint8_t *px, uint32_t width,
+                            uint32_t height, size_t stride, const int *ops, int n,
+                            const jitter_k *k, int sum)
+{
+    const uint32_t lanes = kt->lanes, most = JITTER_PIXELS / lanes;
     uint64_t total = 0;
     for (uint32_t y = 0; y < height; y++) {
         uint8_t *p = px + (size_t)y * stride;
         uint32_t x = 0;
-        while (x + 8 <= width) {
-            int nb = (int)((width - x) / 8 < JITTER_PIXELS / 8 ? (width - x) / 8
-                                                                : JITTER_PIXELS / 8);
-            for (int j = 0; j < nb; j++)
-                simd_load_rgb8(p + 24 * j, &v[3 * j], &v[3 * j + 1], &v[3 * j + 2]);
-            for (int i = 0; i < n; i++)
-                jitter_op8(ops[i], k, v, nb);
-            for (int j = 0; j < nb; j++) {
-                if (sum)
-                    acc = _mm256_add_epi64(acc, _mm256_sad_epu8(simd_luma8(v[3 * j], v[3 * j + 1],
-                                                                           v[3 * j + 2]),
-                                                                _mm256_setzero_si256()));
-                simd_store_rgb8(p + 24 * j, v[3 * j], v[3 * j + 1], v[3 * j + 2]);
-            }
-            x += 8 * (uint32_t)nb;
-            p += 24 * (size_t)nb;
+        while (x + lanes <= width) {
+            uint32_t nb = (width - x) / lanes < most ? (width - x) / lanes : most;
+            total += kt->stretch(p, (int)nb, ops, n, k, sum);
+            x += lanes * nb;
+            p += 3 * (size_t)lanes * nb;
         }
         for (; x < width; x++, p += 3) {
             for (int i = 0; i < n; i++)
@@ -616,22 +624,14 @@ AVX2_FN static uint64_t jitter_rows_avx2(uint8_t *px, uint32_t width, uint32_t h
                 total += fmt_luma(p[0], p[1], p[2]);
         }
     }
-    uint64_t l[4];
-    _mm256_storeu_si256((__m256i *)l, acc);
-    return total + l[0] + l[1] + l[2] + l[3];
+    return total;
 }
-
-#ifdef FMT_AVX512
-AVX512_FN static uint64_t jitter_rows_avx512(uint8_t *px, uint32_t width, uint32_t height,
-                                             size_t stride, const int *ops, int n,
-                                             const jitter_k *k, int sum);
-#endif
 
 /* the ops before contrast in one pass that sums the L values they leave, then contrast and the
  * ops after it in a second */
 static void jitter_vec(uint8_t *px, uint32_t width, uint32_t height, size_t stride,
                        const uint8_t order[4], unsigned ops, const float f[3], double hue,
-                       jitter_rows_fn *rows)
+                       const jitter_kernel *kt)
 {
     jitter_k k = {{f[0], f[1], f[2]}, 0, fmt_hue_shift(hue)};
     int seq[4], n = 0, at = -1;       /* at: where contrast is in seq */
@@ -648,10 +648,11 @@ static void jitter_vec(uint8_t *px, uint32_t width, uint32_t height, size_t stri
         if (at == 0)
             k.grey = mean_grey(px, width, height, 3, stride);
         else
-            k.grey = grey_of(rows(px, width, height, stride, seq, at, &k, 1), width, height);
+            k.grey = grey_of(jitter_rows(kt, px, width, height, stride, seq, at, &k, 1), width,
+                            height);
         from = at;
     }
-    rows(px, width, height, stride, seq + from, n - from, &k, 0);
+    jitter_rows(kt, px, width, height, stride, seq + from, n - from, &k, 0);
 }
 #endif
 
@@ -831,42 +832,24 @@ AVX512_FN static void jitter_op16(int op, const jitter_k *k, __m512i *v, int nb)
     }
 }
 
-/* jitter_rows_avx2 on 16 pixels a block */
-AVX512_FN static uint64_t jitter_rows_avx512(uint8_t *px, uint32_t width, uint32_t height,
-                                             size_t stride, const int *ops, int n,
-                                             const jitter_k *k, int sum)
+/* jitter_stretch8 on 16 pixels a block */
+AVX512_FN static uint64_t jitter_stretch16(uint8_t *p, int nb, const int *ops, int n,
+                                           const jitter_k *k, int sum)
 {
     __m512i v[3 * JITTER_PIXELS / 16];
     __m512i acc = _mm512_setzero_si512();
-    uint64_t total = 0;
-    for (uint32_t y = 0; y < height; y++) {
-        uint8_t *p = px + (size_t)y * stride;
-        uint32_t x = 0;
-        while (x + 16 <= width) {
-            int nb = (int)((width - x) / 16 < JITTER_PIXELS / 16 ? (width - x) / 16
-                                                                  : JITTER_PIXELS / 16);
-            for (int j = 0; j < nb; j++)
-                load_rgb16(p + 48 * j, &v[3 * j], &v[3 * j + 1], &v[3 * j + 2]);
-            for (int i = 0; i < n; i++)
-                jitter_op16(ops[i], k, v, nb);
-            for (int j = 0; j < nb; j++) {
-                if (sum)
-                    acc = _mm512_add_epi64(acc, _mm512_sad_epu8(luma16(v[3 * j], v[3 * j + 1],
-                                                                       v[3 * j + 2]),
-                                                                _mm512_setzero_si512()));
-                store_rgb16(p + 48 * j, v[3 * j], v[3 * j + 1], v[3 * j + 2]);
-            }
-            x += 16 * (uint32_t)nb;
-            p += 48 * (size_t)nb;
-        }
-        for (; x < width; x++, p += 3) {
-            for (int i = 0; i < n; i++)
-                jitter_op1(ops[i], k, p);
-            if (sum)
-                total += fmt_luma(p[0], p[1], p[2]);
-        }
+    for (int j = 0; j < nb; j++)
+        load_rgb16(p + 48 * j, &v[3 * j], &v[3 * j + 1], &v[3 * j + 2]);
+    for (int i = 0; i < n; i++)
+        jitter_op16(ops[i], k, v, nb);
+    for (int j = 0; j < nb; j++) {
+        if (sum)
+            acc = _mm512_add_epi64(acc, _mm512_sad_epu8(luma16(v[3 * j], v[3 * j + 1],
+                                                               v[3 * j + 2]),
+                                                        _mm512_setzero_si512()));
+        store_rgb16(p + 48 * j, v[3 * j], v[3 * j + 1], v[3 * j + 2]);
     }
-    return total + (uint64_t)_mm512_reduce_add_epi64(acc);
+    return (uint64_t)_mm512_reduce_add_epi64(acc);
 }
 
 #endif
@@ -881,12 +864,14 @@ void fmt_color_jitter(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
 #ifdef FMT_AVX2
     if (channels == 3 && fmt_simd()) {
         const float f[3] = {brightness, contrast, saturation};
-        jitter_rows_fn *rows = jitter_rows_avx2;
+        static const jitter_kernel avx2 = {8, jitter_stretch8};
+        const jitter_kernel *kt = &avx2;
 #ifdef FMT_AVX512
+        static const jitter_kernel avx512 = {16, jitter_stretch16};
         if (fmt_simd_avx512())
-            rows = jitter_rows_avx512;
+            kt = &avx512;
 #endif
-        jitter_vec(px, width, height, stride, order, ops, f, hue, rows);
+        jitter_vec(px, width, height, stride, order, ops, f, hue, kt);
         return;
     }
 #endif
@@ -905,7 +890,7 @@ void fmt_color_jitter(uint8_t *px, uint32_t width, uint32_t height, uint32_t cha
             fmt_color_saturation(px, width, height, channels, stride, saturation);
             break;
         default:
-            fmt_color_hue(px, width, height, channels, stride, hue);
+            hue_rows(px, width, height, channels, stride, hue);
             break;
         }
     }
