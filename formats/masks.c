@@ -286,16 +286,14 @@ int fmt_target_view_ext(const uint8_t *rec, size_t len, size_t off, uint32_t wid
 
 int fmt_target_mask(const fmt_target *t, uint32_t i, uint8_t *out)
 {
-    if (!(t->ext & FMT_TARGET_EXT_MASKS) || i >= t->count)
+    fmt_mask_runs r;
+    if (fmt_target_mask_runs(t, i, &r) != 0)
         return FMT_EINVAL;
-    size_t at = t->mask_offsets[i], end = t->mask_offsets[i + 1], k = 0;
+    size_t k = 0;
     uint8_t cur = 0;
-    while (at < end) {
-        uint32_t v = 0;
-        (void)get_varint(t->mask_runs, &at, end, &v);
+    for (uint32_t v; fmt_mask_run(&r, &v); cur ^= 1) {
         memset(out + k, cur, v);
         k += v;
-        cur ^= 1;
     }
     return 0;
 }
@@ -348,14 +346,12 @@ int fmt_map_run(fmt_mask_runs *r, uint32_t *value, uint32_t *len)
 
 int fmt_target_label_map(const fmt_target *t, void *out, int elem)
 {
-    if (!(t->ext & FMT_TARGET_EXT_MAP) || (elem != 1 && elem != 2 && elem != 8) ||
-        (elem == 1 && t->map_max > 255))
+    fmt_mask_runs runs;
+    if ((elem != 1 && elem != 2 && elem != 8) || (elem == 1 && t->map_max > 255) ||
+        fmt_target_map_runs(t, &runs) != 0)
         return FMT_EINVAL;
-    size_t at = 0, k = 0;
-    while (at < t->map_len) {
-        uint32_t v = 0, r = 0;
-        (void)get_varint(t->map_runs, &at, t->map_len, &v);
-        (void)get_varint(t->map_runs, &at, t->map_len, &r);
+    size_t k = 0;
+    for (uint32_t v, r; fmt_map_run(&runs, &v, &r);) {
         if (elem == 1) {
             memset((uint8_t *)out + k, (int)v, r);
         } else if (elem == 2) {

@@ -627,10 +627,11 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
         shr_segm_size(&r->boxes, r->o.scale_dense, p, &ow, &oh);
         plane = (size_t)ow * oh;
         spix = (size_t)t->map_width * t->map_height;
-        /* the stored mask decoded, then (for the warps) a plane's scratch */
-        /* (a uint16 map: its stored map in 2 bytes a label, and 3 planes for the warps) */
+        /* the warps' scratch; a uint16 map's stored map decoded before it, 2 bytes a label
+         * (masks and uint8 maps are moved from their runs, no decoded plane) */
         size_t wide = map ? r->map_bytes : 1;
-        if (grow_bytes((void **)&slot->t_scratch, &slot->scap, spix * wide + plane * wide * 2) ||
+        if (grow_bytes((void **)&slot->t_scratch, &slot->scap,
+                       (wide == 2 ? spix * 2 : 0) + plane * wide * 2) ||
             grow_bytes((void **)&slot->t_xy, &slot->xycap, ((size_t)ow * 6 + oh + 1) * 4) ||
             grow_bytes((void **)&slot->t_masks, &slot->mcap,
                        *moff + plane * (map ? wide : kept) + 2)) {
@@ -669,7 +670,7 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
         }
         if (warp)
             shr_segm_warp_plane(p, slot->t_masks + *moff, ow, gw, gh, (uint8_t)r->ignore_index,
-                                slot->t_scratch + spix);
+                                slot->t_scratch);
         *moff += plane;
         return 0;
     }
@@ -687,7 +688,7 @@ static int64_t segm_sample(const shr_reader *r, shr_slot *slot, uint32_t i, int6
             uint8_t *dst = slot->t_masks + *moff + plane * out;
             if (shr_segm_mask(t, s, slot->t_xy, slot->t_xy + ow, ow, oh, seg, nseg, iv,
                               dst) != 1 ||
-                (warp && !shr_segm_warp_plane(p, dst, ow, gw, gh, 0, slot->t_scratch + spix)))
+                (warp && !shr_segm_warp_plane(p, dst, ow, gw, gh, 0, slot->t_scratch)))
                 continue;       /* no pixel left: dropped with its box */
         }
         int64_t d = off + out, k = off + j;

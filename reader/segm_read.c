@@ -169,69 +169,23 @@ static uint32_t run_cols(const int32_t *xs, const uint32_t *seg, uint32_t nseg, 
     return n;
 }
 
-int shr_segm_mask(const fmt_target *t, uint32_t i, const int32_t *xs, const int32_t *ys,
-                  uint32_t ow, uint32_t oh, const uint32_t *seg, uint32_t nseg, uint32_t *iv,
-                  uint8_t *out)
+/* out (ow x oh) from the runs first starts at, a mask's (0s and 1s alternating, from 0s) or,
+ * with map, a label map's (value and length pairs), sw wide, through the tables: each output
+ * row filled with fill, then each run of another value over the source row the row samples
+ * set over its output intervals (run_cols); a row sampling the source row of the row sampled
+ * before copies that row. Returns whether any interval was set. */
+static int move_runs(const fmt_mask_runs *first, int map, uint32_t sw, const int32_t *xs,
+                     const int32_t *ys, uint32_t ow, uint32_t oh, const uint32_t *seg,
+                     uint32_t nseg, uint32_t *iv, uint8_t fill, uint8_t *out)
 {
-    fmt_mask_runs rr;
-    if (fmt_target_mask_runs(t, i, &rr) != 0)
-        return -1;
-    memset(out, 0, (size_t)ow * oh);
-    uint64_t sw = t->map_width;
-    /* the current run: [start, end) of the flattened mask, value v; before the first, empty */
+    fmt_mask_runs rr = *first;
+    /* the current run: [start, end) of the flattened plane, value v; before the first, empty
+     * (a mask's v flips as each run is read: 1 so that its first run is 0s) */
     uint64_t start = 0, end = 0;
     uint32_t v = 1, len;
-    int64_t row = -1;           /* the source row whose intervals iv holds (n of them) */
-    uint32_t n = 0;
-    int any = 0;
-    for (uint32_t y = 0; y < oh; y++) {
-        if (ys[y] < 0)
-            continue;
-        if (ys[y] != row) {
-            uint64_t r0 = (uint64_t)ys[y] * sw, r1 = r0 + sw;
-            if (r0 < start) {   /* a row above the runs read: from the first run again */
-                (void)fmt_target_mask_runs(t, i, &rr);
-                start = end = 0;
-                v = 1;
-            }
-            n = 0;
-            for (;;) {
-                if (end > r0 && v && start < r1) {
-                    uint64_t a = start > r0 ? start : r0, b = end < r1 ? end : r1;
-                    n = run_cols(xs, seg, nseg, (int32_t)(a - r0), (int32_t)(b - r0), iv, n);
-                }
-                if (end >= r1 || !fmt_mask_run(&rr, &len))
-                    break;
-                start = end;
-                end += len;
-                v ^= 1;
-            }
-            row = ys[y];
-        }
-        uint8_t *o = out + (size_t)y * ow;
-        for (uint32_t k = 0; k < n; k++)
-            memset(o + iv[2 * k], 1, iv[2 * k + 1] - iv[2 * k]);
-        any |= n > 0;
-    }
-    return any;
-}
-
-int shr_segm_map(const fmt_target *t, const int32_t *xs, const int32_t *ys, uint32_t ow,
-                 uint32_t oh, const uint32_t *seg, uint32_t nseg, uint32_t *iv, uint8_t fill,
-                 uint8_t *out)
-{
-    fmt_mask_runs rr;
-    if (t->map_max > 255 || fmt_target_map_runs(t, &rr) != 0)
-        return -1;
-    int pads = 0;
-    for (uint32_t x = 0; x < ow && !pads; x++)
-        pads = xs[x] < 0;
-    uint64_t sw = t->map_width;
-    /* the current run: [start, end) of the flattened map, value v; before the first, empty */
-    uint64_t start = 0, end = 0;
-    uint32_t v = 0, len;
-    int64_t row = -1;           /* the source row output row last sampled */
+    int64_t row = -1;           /* the source row the output row last sampled */
     uint32_t last = 0;
+    int any = 0;
     for (uint32_t y = 0; y < oh; y++) {
         uint8_t *o = out + (size_t)y * ow;
         if (ys[y] < 0) {
@@ -245,26 +199,49 @@ int shr_segm_map(const fmt_target *t, const int32_t *xs, const int32_t *ys, uint
         }
         uint64_t r0 = (uint64_t)ys[y] * sw, r1 = r0 + sw;
         if (r0 < start) {       /* a row above the runs read: from the first run again */
-            (void)fmt_target_map_runs(t, &rr);
+            rr = *first;
             start = end = 0;
+            v = 1;
         }
-        if (pads)
-            memset(o, fill, ow);
+        memset(o, fill, ow);
         for (;;) {
-            if (end > r0 && start < r1) {
+            if (end > r0 && start < r1 && v != fill) {
                 uint64_t a = start > r0 ? start : r0, b = end < r1 ? end : r1;
                 uint32_t n = run_cols(xs, seg, nseg, (int32_t)(a - r0), (int32_t)(b - r0), iv, 0);
                 for (uint32_t k = 0; k < n; k++)
                     memset(o + iv[2 * k], (int)v, iv[2 * k + 1] - iv[2 * k]);
+                any |= n > 0;
             }
-            if (end >= r1 || !fmt_map_run(&rr, &v, &len))
+            if (end >= r1 || !(map ? fmt_map_run(&rr, &v, &len) : fmt_mask_run(&rr, &len)))
                 break;
+            v ^= !map;
             start = end;
             end += len;
         }
         row = ys[y];
         last = y;
     }
+    return any;
+}
+
+int shr_segm_mask(const fmt_target *t, uint32_t i, const int32_t *xs, const int32_t *ys,
+                  uint32_t ow, uint32_t oh, const uint32_t *seg, uint32_t nseg, uint32_t *iv,
+                  uint8_t *out)
+{
+    fmt_mask_runs rr;
+    if (fmt_target_mask_runs(t, i, &rr) != 0)
+        return -1;
+    return move_runs(&rr, 0, t->map_width, xs, ys, ow, oh, seg, nseg, iv, 0, out);
+}
+
+int shr_segm_map(const fmt_target *t, const int32_t *xs, const int32_t *ys, uint32_t ow,
+                 uint32_t oh, const uint32_t *seg, uint32_t nseg, uint32_t *iv, uint8_t fill,
+                 uint8_t *out)
+{
+    fmt_mask_runs rr;
+    if (t->map_max > 255 || fmt_target_map_runs(t, &rr) != 0)
+        return -1;
+    (void)move_runs(&rr, 1, t->map_width, xs, ys, ow, oh, seg, nseg, iv, fill, out);
     return 0;
 }
 

@@ -29,7 +29,9 @@ SHR_INTERNAL void shr_segm_size(const shr_box_geom *g, int dense, const shr_para
 SHR_INTERNAL void shr_segm_tables(const shr_box_geom *g, const shr_params *p, uint32_t ow,
                                   uint32_t oh, int32_t *xs, int32_t *ys);
 
-/* out (ow x oh) from the stored mask m (sw wide) by the tables; returns whether any pixel is 1. */
+/* out (ow x oh) from the stored mask m (sw wide) by the tables; returns whether any pixel is 1.
+ * The plain definition, pixel by pixel from a decoded plane: the reader moves masks from their
+ * runs (shr_segm_mask), and tests/test_segm_warp.c holds that to this. */
 SHR_INTERNAL int shr_segm_warp(const uint8_t *m, uint32_t sw, const int32_t *xs, const int32_t *ys,
                                uint32_t ow, uint32_t oh, uint8_t *out);
 
@@ -40,22 +42,24 @@ SHR_INTERNAL uint32_t shr_segm_cols(const int32_t *xs, uint32_t ow, uint32_t *se
 
 /* shr_segm_warp of instance i's stored mask of t, the same bytes, from its runs: each source
  * row the tables sample is read once, its runs of 1s become output intervals through the
- * segments (shr_segm_cols of xs, nseg of them), set in out zeroed first; no decoded plane, rows
- * no output row samples skipped. iv holds 2 ow numbers. Returns whether any pixel is 1; -1 when
- * t has no mask i. */
+ * segments (shr_segm_cols of xs, nseg of them), set in the output row zeroed first; a row
+ * sampling the source row of the row before copies it; no decoded plane, rows no output row
+ * samples skipped. iv holds 2 ow numbers. Returns whether any pixel is 1; -1 when t has no
+ * mask i. */
 SHR_INTERNAL int shr_segm_mask(const fmt_target *t, uint32_t i, const int32_t *xs,
                                const int32_t *ys, uint32_t ow, uint32_t oh, const uint32_t *seg,
                                uint32_t nseg, uint32_t *iv, uint8_t *out);
 
 /* A label map: out (ow x oh) from the stored map m (sw wide, one byte a label) by the tables,
- * fill (the dataset's ignore index) in the padding. */
+ * fill (the dataset's ignore index) in the padding. The plain definition, as shr_segm_warp is
+ * for masks: the reader moves uint8 maps by shr_segm_map, tested against this. */
 SHR_INTERNAL void shr_segm_warp_map(const uint8_t *m, uint32_t sw, const int32_t *xs,
                                     const int32_t *ys, uint32_t ow, uint32_t oh, uint8_t fill,
                                     uint8_t *out);
 
 /* shr_segm_warp_map of t's stored label map (map_max <= 255), the same bytes, from its runs as
- * shr_segm_mask moves a mask's (each run's value set over its output intervals; a row sampled
- * again copied). 0; -1 when t has no map or a label above 255. */
+ * shr_segm_mask moves a mask's (each output row filled with fill, then each run of another
+ * label set over its output intervals). 0; -1 when t has no map or a label above 255. */
 SHR_INTERNAL int shr_segm_map(const fmt_target *t, const int32_t *xs, const int32_t *ys,
                               uint32_t ow, uint32_t oh, const uint32_t *seg, uint32_t nseg,
                               uint32_t *iv, uint8_t fill, uint8_t *out);

@@ -346,6 +346,7 @@ START_TEST(test_mask_runs)
                         .map_height = sh, .mask_offsets = off, .mask_runs = runs};
         random_tables(sw, sh, xs, ys, &ow, &oh);
         ck_assert_int_eq(fmt_target_mask(&t, 0, plane), 0);
+        ck_assert_mem_eq(plane, m, (size_t)sw * sh);   /* the reference is the mask itself */
         int any = shr_segm_warp(plane, sw, xs, ys, ow, oh, want);
         memset(got, 0xa5, sizeof got);
         uint32_t nseg = shr_segm_cols(xs, ow, seg);
@@ -394,6 +395,10 @@ START_TEST(test_map_runs)
         random_tables(sw, sh, xs, ys, &ow, &oh);
         uint8_t fill = (uint8_t)rnd(256);
         ck_assert_int_eq(fmt_target_label_map(&t, plane, 1), 0);
+        size_t same = 0;                        /* the reference is the map itself */
+        while (same < n && plane[same] == m[same])
+            same++;
+        ck_assert_uint_eq(same, n);
         shr_segm_warp_map(plane, sw, xs, ys, ow, oh, fill, want);
         memset(got, 0xa5, sizeof got);
         int r = shr_segm_map(&t, xs, ys, ow, oh, seg, shr_segm_cols(xs, ow, seg), iv, fill, got);
