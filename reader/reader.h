@@ -53,8 +53,9 @@ typedef struct {
     uint8_t *t_crowd;
     size_t tcap;
     /* segmentation datasets: the kept boxes' stored positions and keypoints (tcap of them),
-     * the masks (mcap bytes), their offsets (batch_size + 1) and sizes (2 batch_size), a
-     * decoded stored mask (scap bytes) and the warp's tables (xycap entries) */
+     * the masks (mcap bytes), their offsets (batch_size + 1) and sizes (2 batch_size), the
+     * scratch (scap bytes: a decoded stored 16-bit map, and the warps' room) and the warp's
+     * tables (xycap entries) */
     uint32_t *t_kept;
     float *t_kp;
     uint8_t *t_masks, *t_scratch;
