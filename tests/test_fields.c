@@ -111,21 +111,29 @@ START_TEST(test_schema_check)
 }
 END_TEST
 
+/* A one-shard raw manifest of schema's fields (source "jsonl"); sh: its shard. */
+static void fields_manifest(fmt_manifest *m, fmt_manifest_shard *sh)
+{
+    *sh = (fmt_manifest_shard){.file = "shard-00000.raw", .samples = 1, .bytes = 4096};
+    *m = (fmt_manifest){0};
+    m->backend = "raw";
+    m->backend_version = 2;
+    m->tool = "shardc test";
+    m->samples = m->inputs = 1;
+    m->channels = 3;
+    m->geom.mode = FMT_GEOM_KEEP;
+    m->nshards = 1;
+    m->shards = sh;
+    m->nfields = 4;
+    m->fields = (fmt_field_def *)schema;
+    m->fields_source = "jsonl";
+}
+
 START_TEST(test_manifest_round_trip)
 {
-    fmt_manifest m = {0}, back = {0};
-    fmt_manifest_shard sh = {.file = "shard-00000.raw", .samples = 1, .bytes = 4096};
-    m.backend = "raw";
-    m.backend_version = 2;
-    m.tool = "shardc test";
-    m.samples = m.inputs = 1;
-    m.channels = 3;
-    m.geom.mode = FMT_GEOM_KEEP;
-    m.nshards = 1;
-    m.shards = &sh;
-    m.nfields = 4;
-    m.fields = (fmt_field_def *)schema;
-    m.fields_source = "jsonl";
+    fmt_manifest m, back = {0};
+    fmt_manifest_shard sh;
+    fields_manifest(&m, &sh);
     m.fields_hash = 0x0123456789abcdefull;
     char *json = NULL;
     ck_assert_int_eq(fmt_manifest_dump(&m, &json), 0);
@@ -223,20 +231,10 @@ END_TEST
  * are refused the other way round. */
 START_TEST(test_manifest_with_targets)
 {
-    fmt_manifest m = {0}, back = {0};
-    fmt_manifest_shard sh = {.file = "shard-00000.raw", .samples = 1, .bytes = 4096};
+    fmt_manifest m, back = {0};
+    fmt_manifest_shard sh;
     fmt_category cat = {.id = 1, .name = "thing"};
-    m.backend = "raw";
-    m.backend_version = 2;
-    m.tool = "shardc test";
-    m.samples = m.inputs = 1;
-    m.channels = 3;
-    m.geom.mode = FMT_GEOM_KEEP;
-    m.nshards = 1;
-    m.shards = &sh;
-    m.nfields = 4;
-    m.fields = (fmt_field_def *)schema;
-    m.fields_source = "jsonl";
+    fields_manifest(&m, &sh);
     m.targets = 1;
     m.target_source = "coco";
     m.ncategories = 1;
