@@ -80,36 +80,42 @@ static void process(const shc_build_opts *o, const shc_annot *annot, shc_feed *f
         fl = fields->recs[pos];
         flen = fields->lens[pos];
     }
-    /* one aux record: the target, the fields, or both in a pair record (fields.h); a streamed
-     * item's records are copied (the writer finishes the item, freeing them, before writing) */
-    uint32_t len = tg && fl ? fmt_pair_size(tlen, flen) : tg ? 0 : flen;
-    if (tg && fl && !len) {
+    /* one aux record: the target, the fields, or both in a pair record (fields.h) */
+    if (!fl) {
+        if (tg) {
+            s->metas[0].aux = s->tbuf;
+            s->metas[0].aux_len = tlen;
+        }
+        return;
+    }
+    if (!tg && !stream) {
+        /* the --fields file's record: it outlives the sample */
+        s->metas[0].aux = (uint8_t *)fl;
+        s->metas[0].aux_len = flen;
+        return;
+    }
+    /* into pbuf: the pair, or a streamed item's fields record (the writer finishes the item,
+     * freeing it, before writing the sample) */
+    uint32_t len = tg ? fmt_pair_size(tlen, flen) : flen;
+    if (!len) {
         s->rc = fmt_fail(&s->why, EINVAL, "its target and fields records are too large together");
         return;
     }
-    if (!tg && fl && !stream) {
-        s->metas[0].aux = (uint8_t *)fl;
-        s->metas[0].aux_len = flen;
-    } else if (tg && !fl) {
-        s->metas[0].aux = s->tbuf;
-        s->metas[0].aux_len = tlen;
-    } else if (fl) {
-        if (len > s->pcap) {
-            uint8_t *g = realloc(s->pbuf, len);
-            if (!g) {
-                s->rc = fmt_fail(&s->why, ENOMEM, "out of memory");
-                return;
-            }
-            s->pbuf = g;
-            s->pcap = len;
+    if (len > s->pcap) {
+        uint8_t *g = realloc(s->pbuf, len);
+        if (!g) {
+            s->rc = fmt_fail(&s->why, ENOMEM, "out of memory");
+            return;
         }
-        if (tg)
-            fmt_pair_encode(tg, tlen, fl, flen, s->pbuf, s->pcap);
-        else
-            memcpy(s->pbuf, fl, flen);
-        s->metas[0].aux = s->pbuf;
-        s->metas[0].aux_len = len;
+        s->pbuf = g;
+        s->pcap = len;
     }
+    if (tg)
+        fmt_pair_encode(tg, tlen, fl, flen, s->pbuf, s->pcap);
+    else
+        memcpy(s->pbuf, fl, flen);
+    s->metas[0].aux = s->pbuf;
+    s->metas[0].aux_len = len;
 }
 
 void *shc_worker(void *arg)

@@ -315,39 +315,31 @@ static int aux_parts(const fmt_manifest *m, const uint8_t *rec, size_t len, cons
     return 0;
 }
 
-/* Sample s's target record: well formed (fmt_target_view on an aligned copy), inside the sample,
- * every category one the manifest names. */
-static int check_target(const fmt_manifest *m, const fmt_sample *s, fmt_msg *msg)
+/* Sample s's target record (tg, tlen bytes: its aux record or the target part of its pair):
+ * well formed (fmt_target_view on an aligned copy), inside the sample, every category one the
+ * manifest names. 0, or the error with why saying what is wrong. */
+static int check_target(const fmt_manifest *m, const fmt_sample *s, const uint8_t *tg,
+                        size_t tlen, fmt_msg *why)
 {
-    if (!s->aux)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " has no target record, the "
-                        "manifest says the dataset has targets (field 'targets')", s->index);
     uint64_t buf[64];
-    uint8_t *copy = s->aux_len <= sizeof buf ? (uint8_t *)buf : malloc(s->aux_len);
+    uint8_t *copy = tlen <= sizeof buf ? (uint8_t *)buf : malloc(tlen);
     if (!copy)
         return ENOMEM;
-    memcpy(copy, s->aux, s->aux_len);
+    memcpy(copy, tg, tlen);
     fmt_target t;
-    fmt_msg why = {{0}};
-    const uint8_t *tg, *fl;
-    size_t tlen, flen;
-    int rc = aux_parts(m, copy, s->aux_len, &tg, &tlen, &fl, &flen, &why);
-    if (rc == 0)
-        rc = fmt_target_view(tg, tlen, s->width, s->height, &t, &why);
+    int rc = fmt_target_view(copy, tlen, s->width, s->height, &t, why);
     if (rc == 0 && (t.ext != m->target_ext || t.num_keypoints != m->num_keypoints))
-        rc = fmt_fail(&why, FMT_ECORRUPT, "its target record carries extension %#x with %"
+        rc = fmt_fail(why, FMT_ECORRUPT, "its target record carries extension %#x with %"
                       PRIu32 " keypoints, the manifest says %#x with %" PRIu32 " (field "
                       "'targets')", t.ext, t.num_keypoints, m->target_ext, m->num_keypoints);
     for (uint32_t i = 0; rc == 0 && i < t.count; i++)
         if (fmt_manifest_find_category(m, t.labels[i]) < 0)
-            rc = fmt_fail(&why, FMT_ECORRUPT, "box %" PRIu32 " has category %" PRId64 ", which "
+            rc = fmt_fail(why, FMT_ECORRUPT, "box %" PRIu32 " has category %" PRId64 ", which "
                           "the manifest does not name (field 'targets.categories')", i,
                           t.labels[i]);
     if (copy != (uint8_t *)buf)
         free(copy);
-    if (rc)
-        return fmt_fail(msg, rc, "sample %" PRIu64 ": %s", s->index, fmt_reason(&why, rc));
-    return 0;
+    return rc;
 }
 
 int fmt_manifest_check_sample(const fmt_manifest *m, const fmt_sample *s, fmt_msg *msg)
@@ -366,24 +358,24 @@ int fmt_manifest_check_sample(const fmt_manifest *m, const fmt_sample *s, fmt_ms
     if (m->augment && !s->aux)
         return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " has no augmentation record, the "
                         "manifest says %u variants (field 'augment')", s->index, m->augment);
-    if (m->targets) {
-        int rc = check_target(m, s, msg);
-        if (rc)
-            return rc;
-    }
-    if (m->nfields) {
-        fmt_msg why = {{0}};
-        if (!s->aux)
-            return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " has no fields record, the "
-                            "manifest says the dataset has fields (field 'fields')", s->index);
-        const uint8_t *tg, *fl;
-        size_t tlen, flen;
-        int rc = aux_parts(m, s->aux, s->aux_len, &tg, &tlen, &fl, &flen, &why);
-        if (rc == 0)
-            rc = fmt_fields_check(fl, flen, m->fields, m->nfields, &why);
-        if (rc)
-            return fmt_fail(msg, rc, "sample %" PRIu64 ": %s", s->index, why.text);
-    }
+    if (!m->targets && !m->nfields)
+        return 0;
+    if (!s->aux)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 " has no %s record, the manifest "
+                        "says the dataset has %s (field '%s')", s->index,
+                        m->targets ? "target" : "fields", m->targets ? "targets" : "fields",
+                        m->targets ? "targets" : "fields");
+    /* the aux record split once: the target, the fields record, or both parts of a pair */
+    const uint8_t *tg, *fl;
+    size_t tlen, flen;
+    fmt_msg why = {{0}};
+    int rc = aux_parts(m, s->aux, s->aux_len, &tg, &tlen, &fl, &flen, &why);
+    if (rc == 0 && m->targets)
+        rc = check_target(m, s, tg, tlen, &why);
+    if (rc == 0 && m->nfields)
+        rc = fmt_fields_check(fl, flen, m->fields, m->nfields, &why);
+    if (rc)
+        return fmt_fail(msg, rc, "sample %" PRIu64 ": %s", s->index, fmt_reason(&why, rc));
     return 0;
 }
 
@@ -570,14 +562,20 @@ int fmt_dataset_check(const fmt_dataset *d, uint64_t idx)
     return d->be->r_check(sh->s, local);
 }
 
-/* sample idx: its shard, its index there and its view; "no sample N" past the end */
-static int sample_at(const fmt_dataset *d, uint64_t idx, const ds_shard **sh, uint64_t *local,
-                     fmt_sample *smp, fmt_msg *msg)
+/* Sample idx's view and the parts of its aux record (aux_parts; read from the 8-aligned copy
+ * when the shard keeps one); "no sample N" past the end. */
+static int sample_parts(const fmt_dataset *d, uint64_t idx, fmt_sample *smp, const uint8_t **tg,
+                        size_t *tlen, const uint8_t **fl, size_t *flen, fmt_msg *msg)
 {
-    int rc = locate(d, idx, sh, local);
+    const ds_shard *sh;
+    uint64_t local;
+    int rc = locate(d, idx, &sh, &local);
     if (rc)
         return rc == FMT_EINVAL ? fmt_fail(msg, rc, "no sample %" PRIu64, idx) : rc;
-    return d->be->r_get((*sh)->s, *local, smp);
+    if ((rc = d->be->r_get(sh->s, local, smp)) != 0)
+        return rc;
+    const uint8_t *rec = sh->tcopy && sh->tcopy[local] ? sh->tcopy[local] : smp->aux;
+    return aux_parts(&d->man, rec, smp->aux_len, tg, tlen, fl, flen, msg);
 }
 
 int fmt_dataset_fields_record(const fmt_dataset *d, uint64_t idx, const uint8_t **rec,
@@ -587,15 +585,10 @@ int fmt_dataset_fields_record(const fmt_dataset *d, uint64_t idx, const uint8_t 
     *len = 0;
     if (!d->man.nfields)
         return fmt_fail(msg, FMT_EINVAL, "the dataset has no fields");
-    const ds_shard *sh;
-    uint64_t local;
     fmt_sample smp;
-    int rc = sample_at(d, idx, &sh, &local, &smp, msg);
-    if (rc)
-        return rc;
     const uint8_t *tg;
     size_t tlen;
-    return aux_parts(&d->man, smp.aux, smp.aux_len, &tg, &tlen, rec, len, msg);
+    return sample_parts(d, idx, &smp, &tg, &tlen, rec, len, msg);
 }
 
 int fmt_dataset_target(const fmt_dataset *d, uint64_t idx, fmt_target *t, fmt_msg *msg)
@@ -603,16 +596,11 @@ int fmt_dataset_target(const fmt_dataset *d, uint64_t idx, fmt_target *t, fmt_ms
     memset(t, 0, sizeof *t);
     if (!d->man.targets)
         return fmt_fail(msg, FMT_EINVAL, "the dataset has no targets");
-    const ds_shard *sh;
-    uint64_t local;
     fmt_sample smp;
-    int rc = sample_at(d, idx, &sh, &local, &smp, msg);
-    if (rc)
-        return rc;
-    const uint8_t *rec = sh->tcopy && sh->tcopy[local] ? sh->tcopy[local] : smp.aux;
     const uint8_t *tg, *fl;
     size_t tlen, flen;
-    if ((rc = aux_parts(&d->man, rec, smp.aux_len, &tg, &tlen, &fl, &flen, msg)) != 0)
+    int rc = sample_parts(d, idx, &smp, &tg, &tlen, &fl, &flen, msg);
+    if (rc)
         return rc;
     return fmt_target_view(tg, tlen, smp.width, smp.height, t, msg);
 }

@@ -3,6 +3,7 @@
  * check naming the field, and the manifest's "fields" object through dump and parse. */
 #include <string.h>
 
+#include "dataset.h"
 #include "fields.h"
 #include "le.h"
 #include "manifest.h"
@@ -111,21 +112,29 @@ START_TEST(test_schema_check)
 }
 END_TEST
 
+/* A one-shard raw manifest of schema's fields (source "jsonl"); sh: its shard. */
+static void fields_manifest(fmt_manifest *m, fmt_manifest_shard *sh)
+{
+    *sh = (fmt_manifest_shard){.file = "shard-00000.raw", .samples = 1, .bytes = 4096};
+    *m = (fmt_manifest){0};
+    m->backend = "raw";
+    m->backend_version = 2;
+    m->tool = "shardc test";
+    m->samples = m->inputs = 1;
+    m->channels = 3;
+    m->geom.mode = FMT_GEOM_KEEP;
+    m->nshards = 1;
+    m->shards = sh;
+    m->nfields = 4;
+    m->fields = (fmt_field_def *)schema;
+    m->fields_source = "jsonl";
+}
+
 START_TEST(test_manifest_round_trip)
 {
-    fmt_manifest m = {0}, back = {0};
-    fmt_manifest_shard sh = {.file = "shard-00000.raw", .samples = 1, .bytes = 4096};
-    m.backend = "raw";
-    m.backend_version = 2;
-    m.tool = "shardc test";
-    m.samples = m.inputs = 1;
-    m.channels = 3;
-    m.geom.mode = FMT_GEOM_KEEP;
-    m.nshards = 1;
-    m.shards = &sh;
-    m.nfields = 4;
-    m.fields = (fmt_field_def *)schema;
-    m.fields_source = "jsonl";
+    fmt_manifest m, back = {0};
+    fmt_manifest_shard sh;
+    fields_manifest(&m, &sh);
     m.fields_hash = 0x0123456789abcdefull;
     char *json = NULL;
     ck_assert_int_eq(fmt_manifest_dump(&m, &json), 0);
@@ -223,20 +232,10 @@ END_TEST
  * are refused the other way round. */
 START_TEST(test_manifest_with_targets)
 {
-    fmt_manifest m = {0}, back = {0};
-    fmt_manifest_shard sh = {.file = "shard-00000.raw", .samples = 1, .bytes = 4096};
+    fmt_manifest m, back = {0};
+    fmt_manifest_shard sh;
     fmt_category cat = {.id = 1, .name = "thing"};
-    m.backend = "raw";
-    m.backend_version = 2;
-    m.tool = "shardc test";
-    m.samples = m.inputs = 1;
-    m.channels = 3;
-    m.geom.mode = FMT_GEOM_KEEP;
-    m.nshards = 1;
-    m.shards = &sh;
-    m.nfields = 4;
-    m.fields = (fmt_field_def *)schema;
-    m.fields_source = "jsonl";
+    fields_manifest(&m, &sh);
     m.targets = 1;
     m.target_source = "coco";
     m.ncategories = 1;
@@ -272,6 +271,60 @@ START_TEST(test_manifest_with_targets)
 }
 END_TEST
 
+/* A pair record against the manifest at open (fmt_manifest_check_sample): accepted aligned or
+ * not, and a missing record, a bad header, a category the manifest does not name and a damaged
+ * fields part each refused with the sample and the reason. */
+START_TEST(test_check_sample_pair)
+{
+    static const float boxes[8] = {1, 2, 5, 6, 0, 0, 8, 4};
+    static const int64_t labels[2] = {3, 7};
+    static const float area[2] = {16, 32};
+    static const uint8_t crowd[2] = {0, 1};
+    fmt_target t = {.count = 2, .image_id = 42, .orig_width = 8, .orig_height = 6,
+                    .boxes = boxes, .labels = labels, .area = area, .iscrowd = crowd};
+    _Alignas(8) uint8_t tg[128], fl[256], rec[512], odd[520];
+    uint32_t tlen = fmt_target_encode(&t, tg, sizeof tg);
+    uint32_t flen = sample_record(fl, sizeof fl);
+    uint32_t len = fmt_pair_encode(tg, tlen, fl, flen, rec, sizeof rec);
+    ck_assert_uint_gt(len, 0);
+    fmt_manifest m;
+    fmt_manifest_shard sh;
+    fmt_category cats[2] = {{.id = 3, .name = "three"}, {.id = 7, .name = "seven"}};
+    fields_manifest(&m, &sh);
+    m.targets = 1;
+    m.ncategories = 2;
+    m.categories = cats;
+    fmt_sample s = {.index = 5, .label = -1, .width = 8, .height = 6, .channels = 3,
+                    .aux = rec, .aux_len = len};
+    fmt_msg msg = {{0}};
+    ck_assert_int_eq(fmt_manifest_check_sample(&m, &s, &msg), 0);
+    memcpy(odd + 1, rec, len);          /* the target part misaligned */
+    s.aux = odd + 1;
+    ck_assert_int_eq(fmt_manifest_check_sample(&m, &s, &msg), 0);
+
+    s.aux = NULL;
+    ck_assert_int_eq(fmt_manifest_check_sample(&m, &s, &msg), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "sample 5 has no target record, the manifest says the dataset "
+                     "has targets (field 'targets')");
+    s.aux = tg;                         /* a plain target record where a pair is due */
+    s.aux_len = tlen;
+    ck_assert_int_eq(fmt_manifest_check_sample(&m, &s, &msg), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "sample 5: its aux record is not a pair record (no magic 'PAR1')");
+    s.aux = rec;
+    s.aux_len = len;
+    m.ncategories = 1;
+    ck_assert_int_eq(fmt_manifest_check_sample(&m, &s, &msg), FMT_ECORRUPT);
+    ck_assert_str_eq(msg.text, "sample 5: box 1 has category 7, which the manifest does not "
+                     "name (field 'targets.categories')");
+    m.ncategories = 2;
+    rec[16 + tlen] ^= 0x01;             /* the fields record's magic */
+    ck_assert_int_eq(fmt_manifest_check_sample(&m, &s, &msg), FMT_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(msg.text, "sample 5: "));
+    rec[16 + tlen] ^= 0x01;
+    ck_assert_int_eq(fmt_manifest_check_sample(&m, &s, &msg), 0);
+}
+END_TEST
+
 static Suite *fields_suite(void)
 {
     Suite *s = suite_create("fields");
@@ -282,6 +335,7 @@ static Suite *fields_suite(void)
     tcase_add_test(tc, test_manifest_round_trip);
     tcase_add_test(tc, test_pair_record);
     tcase_add_test(tc, test_manifest_with_targets);
+    tcase_add_test(tc, test_check_sample_pair);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -191,6 +191,13 @@ def test_writer_target_errors_named(coco, tmp_path):
     ds = shardread.Dataset(str(tmp_path / "e"))
     assert ds.categories == [{"id": 1, "name": "1"}]
     assert ds[0][1]["boxes"].tolist() == [[0, 0, 4, 4]] and ds[0][1]["image_id"] == 0
+    # without 'area' a box's own area is stored, scaled with it by the build geometry
+    shardread.build([(img, {"boxes": [[0, 0, 4, 4], [2, 2, 6, 8]], "labels": [1, 2],
+                            "iscrowd": [0, 1]})], str(tmp_path / "f"), size=(16, 16))
+    t = shardread.Dataset(str(tmp_path / "f"))[0][1]
+    assert t["boxes"].tolist() == [[0, 0, 8, 8], [4, 4, 12, 16]]
+    assert t["area"].tolist() == [64, 96] and t["iscrowd"].tolist() == [0, 1]
+    assert tuple(t["orig_size"]) == (8, 8)
 
 
 def test_verify_catches_a_flipped_byte_in_either_part(coco, tmp_path):
