@@ -12,5 +12,7 @@
  * gives the original bytes back). str NULL is written as null. Returns 0, or EOF when a write to
  * f fails. */
 int fmt_json_string(FILE *f, const char *str);
+/* The same for len bytes at data (NUL bytes among them written as \u0000). */
+int fmt_json_bytes(FILE *f, const void *data, size_t len);
 
 #endif

@@ -305,21 +305,6 @@ static int print_segm(const fmt_target *t)
     return 0;
 }
 
-/* n bytes of UTF-8 text as a JSON string (quotes, backslashes and control characters escaped). */
-static void print_json_text(const uint8_t *s, size_t n)
-{
-    putchar('"');
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '"' || s[i] == '\\')
-            printf("\\%c", s[i]);
-        else if (s[i] < 0x20)
-            printf("\\u%04x", s[i]);
-        else
-            putchar(s[i]);
-    }
-    putchar('"');
-}
-
 /* A dataset's fields schema as a JSON array of {"name", "type", "count"}. */
 static void print_field_schema(const fmt_manifest *m)
 {
@@ -353,7 +338,7 @@ static int print_fields(const fmt_dataset *d, uint64_t i, fmt_msg *msg)
         fmt_json_string(stdout, m->fields[k].name);
         printf(": ");
         if (v[k].type == FMT_FIELD_STR) {
-            print_json_text(p, v[k].count);
+            fmt_json_bytes(stdout, p, v[k].count);
         } else if (v[k].type == FMT_FIELD_BYTES) {
             putchar('"');
             for (uint32_t j = 0; j < v[k].count; j++)

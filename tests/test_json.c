@@ -50,6 +50,21 @@ START_TEST(test_utf8)
 }
 END_TEST
 
+/* fmt_json_bytes: the same escapes over a length, NUL bytes among them, a sequence cut by the
+ * length escaped byte by byte */
+START_TEST(test_bytes)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fmt_json_bytes(f, "a\0\"b\x7f\xc3\xa9\xe6\x97\xa5", 9), 0);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_str_eq(buf, "\"a\\u0000\\\"b\\u007f\xc3\xa9\\udce6\\udc97\"");
+    free(buf);
+}
+END_TEST
+
 /* Python's json module reads what was written back as the same string, and os.fsencode gives the
  * original bytes back (surrogateescape). */
 START_TEST(test_python_round_trip)
@@ -112,6 +127,7 @@ static Suite *json_suite(void)
     tu_temp_fixtures(tc);
     tcase_add_test(tc, test_escapes);
     tcase_add_test(tc, test_utf8);
+    tcase_add_test(tc, test_bytes);
     tcase_add_test(tc, test_python_round_trip);
     tcase_add_test(tc, test_write_error);
     suite_add_tcase(s, tc);
