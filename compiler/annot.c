@@ -169,16 +169,24 @@ static int source_box(const shc_annot *a, const shc_annot_image *im, const shc_a
     if (!(bw > 0) || !(bh > 0))
         return fmt_fail(why, FMT_ECORRUPT, "%s: %s %" PRId64 ": box of non-positive size "
                         "(%g x %g pixels)", im->where, unit, b->id, bw, bh);
-    double x2 = x1 + bw, y2 = y1 + bh, e = SHC_ANNOT_EDGE_EPS;
-    if (x1 < -e || y1 < -e || x2 > w + e || y2 > h + e)
+    double x2 = x1 + bw, y2 = y1 + bh, in[4] = {x1, y1, x2, y2};
+    if (!shc_annot_clamp_box(in, w, h, out))
         return fmt_fail(why, FMT_ECORRUPT, "%s: %s %" PRId64 ": box (%g, %g, %g, %g) outside "
                         "the %" PRIu32 "x%" PRIu32 " image", im->where, unit, b->id, x1, y1, x2,
                         y2, w, h);
-    out[0] = x1 < 0 ? 0 : x1;
-    out[1] = y1 < 0 ? 0 : y1;
-    out[2] = x2 > w ? w : x2;
-    out[3] = y2 > h ? h : y2;
     return 0;
+}
+
+int shc_annot_clamp_box(const double b[4], uint32_t w, uint32_t h, double out[4])
+{
+    double e = SHC_ANNOT_EDGE_EPS;
+    if (b[0] < -e || b[1] < -e || b[2] > w + e || b[3] > h + e)
+        return 0;
+    out[0] = b[0] < 0 ? 0 : b[0];
+    out[1] = b[1] < 0 ? 0 : b[1];
+    out[2] = b[2] > w ? w : b[2];
+    out[3] = b[3] > h ? h : b[3];
+    return 1;
 }
 
 int shc_annot_encode(const fmt_target *t, const char *where, uint8_t **buf, size_t *cap,

@@ -134,6 +134,10 @@ int shc_segmap_target(const shc_annot *a, size_t pos, uint32_t src_w, uint32_t s
                       const fmt_geom_plan *p, uint8_t **buf, size_t *cap, uint32_t *len,
                       fmt_msg *why);
 
+/* Box b (x1, y1, x2, y2, source pixels) of a w x h image within SHC_ANNOT_EDGE_EPS of it: 1,
+ * with out the box clamped to the image; 0 when it lies further outside. */
+int shc_annot_clamp_box(const double b[4], uint32_t w, uint32_t h, double out[4]);
+
 /* Encode t into *buf (grown as needed, capacity *cap), its length to *len (shc_annot_target's
  * and shc_segmap_target's last step). 0; ENOMEM; FMT_ECORRUPT with why naming `where` when the
  * record would exceed 4 GiB. */

@@ -128,25 +128,21 @@ int shc_stream_item_target(shc_stream *st, uint64_t pos, uint32_t src_w, uint32_
     for (uint32_t i = 0; i < n && rc == 0; i++) {
         double src[4], scale, ar;
         int64_t id;
-        memcpy(src, sb + 32 * (size_t)i, sizeof src);
         memcpy(&id, sl + 8 * (size_t)i, sizeof id);
         memcpy(&ar, sa + 8 * (size_t)i, sizeof ar);
-        double e = SHC_ANNOT_EDGE_EPS;
-        if (!(src[0] < src[2]) || !(src[1] < src[3]))
+        double in[4];
+        memcpy(in, sb + 32 * (size_t)i, sizeof in);
+        if (!(in[0] < in[2]) || !(in[1] < in[3]))
             rc = fmt_fail(why, FMT_ECORRUPT, "box %" PRIu32 " (%g, %g, %g, %g) has no size", i,
-                          src[0], src[1], src[2], src[3]);
-        else if (src[0] < -e || src[1] < -e || src[2] > src_w + e || src[3] > src_h + e)
+                          in[0], in[1], in[2], in[3]);
+        else if (!shc_annot_clamp_box(in, src_w, src_h, src))
             rc = fmt_fail(why, FMT_ECORRUPT, "box %" PRIu32 " (%g, %g, %g, %g) is outside the %"
-                          PRIu32 "x%" PRIu32 " image", i, src[0], src[1], src[2], src[3], src_w,
+                          PRIu32 "x%" PRIu32 " image", i, in[0], in[1], in[2], in[3], src_w,
                           src_h);
         if (rc)
             break;
         if (isnan(ar))
-            ar = (src[2] - src[0]) * (src[3] - src[1]);
-        for (int k = 0; k < 4; k++)
-            src[k] = src[k] < 0 ? 0 : src[k];
-        src[2] = src[2] > src_w ? src_w : src[2];
-        src[3] = src[3] > src_h ? src_h : src[3];
+            ar = (in[2] - in[0]) * (in[3] - in[1]);
         if (!fmt_target_map_box(p, src_w, src_h, src, boxes + 4 * (size_t)kept, &scale)) {
             (*dropped)++;
             continue;
