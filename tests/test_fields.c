@@ -160,17 +160,23 @@ START_TEST(test_manifest_round_trip)
 }
 END_TEST
 
-/* A target of two boxes and the sample fields record in one pair record: the layout of raw.md
- * "Pair record", both parts back byte for byte (the target 8-aligned and readable in place), and
- * every damaged header refused. */
-START_TEST(test_pair_record)
+/* The target both pair-record tests carry: two boxes of an 8x6 image, image id 42. */
+static fmt_target two_boxes(void)
 {
     static const float boxes[8] = {1, 2, 5, 6, 0, 0, 8, 4};
     static const int64_t labels[2] = {3, 7};
     static const float area[2] = {16, 32};
     static const uint8_t crowd[2] = {0, 1};
-    fmt_target t = {.count = 2, .image_id = 42, .orig_width = 8, .orig_height = 6,
-                    .boxes = boxes, .labels = labels, .area = area, .iscrowd = crowd};
+    return (fmt_target){.count = 2, .image_id = 42, .orig_width = 8, .orig_height = 6,
+                        .boxes = boxes, .labels = labels, .area = area, .iscrowd = crowd};
+}
+
+/* A target of two boxes and the sample fields record in one pair record: the layout of raw.md
+ * "Pair record", both parts back byte for byte (the target 8-aligned and readable in place), and
+ * every damaged header refused. */
+START_TEST(test_pair_record)
+{
+    fmt_target t = two_boxes();
     _Alignas(8) uint8_t tg[128], fl[256], rec[512];
     uint32_t tlen = fmt_target_encode(&t, tg, sizeof tg);
     uint32_t flen = sample_record(fl, sizeof fl);
@@ -276,12 +282,7 @@ END_TEST
  * fields part each refused with the sample and the reason. */
 START_TEST(test_check_sample_pair)
 {
-    static const float boxes[8] = {1, 2, 5, 6, 0, 0, 8, 4};
-    static const int64_t labels[2] = {3, 7};
-    static const float area[2] = {16, 32};
-    static const uint8_t crowd[2] = {0, 1};
-    fmt_target t = {.count = 2, .image_id = 42, .orig_width = 8, .orig_height = 6,
-                    .boxes = boxes, .labels = labels, .area = area, .iscrowd = crowd};
+    fmt_target t = two_boxes();
     _Alignas(8) uint8_t tg[128], fl[256], rec[512], odd[520];
     uint32_t tlen = fmt_target_encode(&t, tg, sizeof tg);
     uint32_t flen = sample_record(fl, sizeof fl);
