@@ -127,9 +127,16 @@ static void slot_clear(shc_slot *s, uint32_t n)
 
 /* Finish the current shard: its rejects reach the disk first, then the backend completes it and
  * renames it into place. *w is consumed whatever happens. */
+/* A detection build to a URL: where finish_shard adds each shard's boxes (record.h). */
+typedef struct {
+    int on, pairs;
+    uint64_t *boxes, *dropped;
+    const shc_build_cb *cb;
+} shard_boxes;
+
 static int finish_shard(const shc_build_opts *o, const fmt_backend *be, void **w, FILE *journal,
                         uint64_t input_end, shc_shard_list *shards, const char *name,
-                        shc_crash_hook *crash)
+                        shc_crash_hook *crash, const shard_boxes *count)
 {
     fmt_shard_info h;
     int rc;
@@ -145,6 +152,16 @@ static int finish_shard(const shc_build_opts *o, const fmt_backend *be, void **w
     *w = NULL;
     if (rc == 0)
         shc_crash_point(crash, 0, "after finishing", name);
+    if (rc == 0 && o->shard_done && count->on) {
+        /* the shard leaves with its upload: its boxes are counted now (shc_check_staged counts
+         * a dataset that stays) */
+        fmt_msg why = {{0}};
+        rc = shc_count_shard_boxes(be, o->out, name, count->pairs, count->boxes, count->dropped,
+                                   &why);
+        if (rc)
+            shc_say(count->cb, "cannot count the boxes of %s/%s: %s", o->out, name,
+                    fmt_reason(&why, rc));
+    }
     if (rc == 0 && o->shard_done)
         rc = o->shard_done(o->shard_ctx, o->out, name);
     return rc;
@@ -183,6 +200,14 @@ typedef struct {
     int condemned;              /* an archive failed its stream check or changed (feed.h) */
     uint64_t nboxes, ndropped;  /* detection builds: what the staged dataset holds */
 } build_run;
+
+/* Where finish_shard counts a shard's boxes: a detection build's (pair records when it has
+ * fields), counted there only for a build to a URL (o->shard_done). */
+static shard_boxes boxes_of(build_run *b)
+{
+    return (shard_boxes){.on = b->annot != NULL, .pairs = b->fin.recs != NULL,
+                         .boxes = &b->nboxes, .dropped = &b->ndropped, .cb = b->cb};
+}
 
 /* The inputs into *in: a detection build's (listed, taken over), a stream's classes (its items
  * come later), or the listing of the sources. 0, or the build's error (said). */
@@ -301,6 +326,15 @@ static int open_output(build_run *b)
         }
         rc = shc_resume_scan(o, cb, &b->in, b->fp, b->lo, &b->shards, &b->next_input,
                              &b->next_index);
+        /* a build to a URL counts its shards as they leave, the kept ones here */
+        shard_boxes count = boxes_of(b);
+        for (size_t k = 0; rc == 0 && o->shard_done && count.on && k < b->shards.n; k++) {
+            fmt_msg why = {{0}};
+            if ((rc = shc_count_shard_boxes(b->be, o->out, b->shards.v[k].file, count.pairs,
+                                            &b->nboxes, &b->ndropped, &why)) != 0)
+                shc_say(cb, "cannot count the boxes of %s/%s: %s", o->out, b->shards.v[k].file,
+                        fmt_reason(&why, rc));
+        }
         if (rc == 0)
             rc = shc_journal_load(o->out, b->next_input, &b->rej, &b->warn);
         if (rc) {
@@ -445,7 +479,9 @@ static int write_samples(build_run *b, size_t i, const shc_slot *s, uint64_t *sh
     if (b->w && be->w_count(b->w) > 0 &&
         (be->w_size(b->w) + cost > o->shard_bytes ||
          (o->shard_samples && be->w_count(b->w) + b->nper > o->shard_samples))) {
-        if ((rc = finish_shard(o, be, &b->w, b->journal, i, &b->shards, b->cur_name, &b->crash)))
+        shard_boxes count = boxes_of(b);
+        if ((rc = finish_shard(o, be, &b->w, b->journal, i, &b->shards, b->cur_name, &b->crash,
+                               &count)))
             return rc;
         (*shard_no)++;
     }
@@ -549,8 +585,9 @@ static int write_inputs(build_run *b)
     /* every archive read to the end of its stream, its checks passed, before anything is final */
     if ((rc = shc_feed_check(pl->feed, 1, &feed_why)))
         goto condemn;
+    shard_boxes count = boxes_of(b);
     if (b->w && (rc = finish_shard(o, b->be, &b->w, b->journal, b->hi, &b->shards, b->cur_name,
-                                   &b->crash)))
+                                   &b->crash, &count)))
         goto io_error;
     shc_report_progress(cb, b->t0, b->hi - b->next_input, b->hi - b->next_input, b->rej.n, 1);
     return 0;

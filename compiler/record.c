@@ -2,12 +2,14 @@
  * it keeps as JSON, and the check that what it staged opens as a reader opens it. */
 #include "record.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dataset.h"
+#include "fields.h"
 #include "part.h"
 #include "stream.h"
 
@@ -43,6 +45,46 @@ int shc_check_staged(const char *dir, uint64_t *boxes, uint64_t *dropped, fmt_ms
         }
     }
     fmt_dataset_close(d);
+    return rc;
+}
+
+int shc_count_shard_boxes(const fmt_backend *be, const char *dir, const char *name, int pairs,
+                          uint64_t *boxes, uint64_t *dropped, fmt_msg *msg)
+{
+    char *path = fmt_path_join(dir, name, "");
+    void *s = NULL;
+    int rc = path ? be->r_open(&s, dir, path, FMT_ACCESS_MMAP, msg) : ENOMEM;
+    const fmt_shard_info *h = rc ? NULL : be->r_info(s);
+    uint64_t *copy = NULL;      /* a record's aligned copy, as fmt_target_view takes it */
+    size_t cap = 0;
+    for (uint64_t i = 0; h && rc == 0 && i < h->samples; i++) {
+        fmt_sample e;
+        const uint8_t *tg, *fl;
+        size_t tlen, flen;
+        if ((rc = be->r_get(s, i, &e)) != 0 || !e.aux)
+            continue;
+        tg = e.aux;
+        tlen = e.aux_len;
+        if (pairs && (rc = fmt_pair_view(e.aux, e.aux_len, &tg, &tlen, &fl, &flen, msg)) != 0)
+            break;
+        if (tlen > cap) {
+            free(copy);
+            cap = tlen;
+            if (!(copy = malloc(cap))) {
+                rc = ENOMEM;
+                break;
+            }
+        }
+        memcpy(copy, tg, tlen);
+        fmt_target t;
+        if ((rc = fmt_target_view((const uint8_t *)copy, tlen, e.width, e.height, &t, msg)) == 0) {
+            *boxes += t.count;
+            *dropped += t.dropped;
+        }
+    }
+    free(copy);
+    be->r_close(s);
+    free(path);
     return rc;
 }
 

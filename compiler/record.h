@@ -19,6 +19,13 @@ char *shc_build_options_json(const shc_build_opts *o);
  * the open or of a record, with msg saying why. */
 int shc_check_staged(const char *dir, uint64_t *boxes, uint64_t *dropped, fmt_msg *msg);
 
+/* Add the boxes stored and dropped in shard `name` of dir to *boxes and *dropped (pairs: its aux
+ * records are pair records, fields.h): what shc_check_staged counts, one shard at a time, for a
+ * build whose dataset is never staged whole (a build to a URL uploads each shard as it closes).
+ * 0, or the error with msg saying why. */
+int shc_count_shard_boxes(const fmt_backend *be, const char *dir, const char *name, int pairs,
+                          uint64_t *boxes, uint64_t *dropped, fmt_msg *msg);
+
 /* What a build wrote, for its manifest. */
 typedef struct {
     const shc_build_opts *o;

@@ -8,8 +8,9 @@
 # options (single PUTs, and multipart uploads with a small part size); --part I/N then merge on
 # s3:// equals local parts then merge; an upload that fails halfway leaves no manifest, a second
 # build without --resume is refused, and --resume completes it to the same bytes; the staging
-# folder is empty afterwards; shardread.build to a URL; wrong credentials and http(s):// outputs
-# are clear errors that never show the secret.
+# folder is empty afterwards; a detection build's summary counts the boxes a local build
+# counts, resumed too (its shards leave as they close); shardread.build to a URL; wrong
+# credentials and http(s):// outputs are clear errors that never show the secret.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/remote_lib.sh"
 need_tools node npm || { finish; exit; }
@@ -102,6 +103,27 @@ expect_exit 0 "--resume completes it" "$SHARDC" build "$T/src" -o s3://bkt/cut "
 check "keeping the shards that went up" grep -q "resuming: kept [1-9] finished shard(s)" "$T/err"
 check "to the local build's bytes (the journal object gone)" same cut "$T/local"
 check "no request failed its check" bash -c "! grep -q '^bad ' '$T/sig.log'"
+
+# ---- a detection build: its summary counts the boxes of shards that left with their upload ----
+"$MKSAMPLE" "$T/det" --coco "$T/det.json" --per-class 6 --min-side 40 --max-side 64 --seed 7 \
+  --quiet || bad "mksample --coco failed"
+DOPTS=(--coco "$T/det.json" --size 32x24 --shard-samples 4 --no-progress)
+"$SHARDC" build "$T/det" -o "$T/dlocal" "${DOPTS[@]}" 2>"$T/dlocal.err" || bad "local detection build failed"
+grep "boxes stored" "$T/dlocal.err" >"$T/dboxes"
+check "the local detection build stores boxes" grep -q "shardc: [1-9][0-9]* boxes stored" "$T/dboxes"
+expect_exit 0 "shardc build --coco -o s3://bkt/det" "$SHARDC" build "$T/det" -o s3://bkt/det "${DOPTS[@]}"
+check "its summary counts the boxes the local build counts" bash -c "grep 'boxes stored' '$T/err' | cmp -s - '$T/dboxes'"
+check "its objects are the local build's files" same det "$T/dlocal"
+FP2=$($PY "$HELP" port)
+$PY "$HELP" writefaults "$FP2" "127.0.0.1:$GP" 2 "$T/faults2.log" &
+pids+=($!)
+$PY "$HELP" wait "$FP2" || bad "the second fault proxy did not start"
+expect_exit 3 "a detection build whose uploads fail after 2 objects fails" \
+  env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$FP2 "$SHARDC" build "$T/det" -o s3://bkt/dcut "${DOPTS[@]}"
+expect_exit 0 "--resume completes it" "$SHARDC" build "$T/det" -o s3://bkt/dcut "${DOPTS[@]}" --resume
+check "keeping the shards that went up" grep -q "resuming: kept [1-9] finished shard(s)" "$T/err"
+check "and counting their boxes with the new ones'" bash -c "grep 'boxes stored' '$T/err' | cmp -s - '$T/dboxes'"
+check "to the local build's bytes" same dcut "$T/dlocal"
 
 # ---- the Python writer ----
 expect_exit 0 "shardread.build to an s3:// URL" $PY - "$T/src" "$T/pylocal" <<'EOF'
