@@ -18,6 +18,8 @@
 #include "render.h"
 
 /* Exit codes of the CLI contract (the CLIs map shc_build's codes to them: shc_build_exit). */
+#define SHC_UPLOAD_THREADS 4    /* shards uploaded at once by default (upload_threads) */
+
 enum { SHC_EXIT_OK = 0, SHC_EXIT_REJECTS = 1, SHC_EXIT_USAGE = 2, SHC_EXIT_IO = 3 };
 
 /* shc_build's own codes, beside errno values and FMT_E* (fmt.h); the range stays clear of the
@@ -95,10 +97,12 @@ typedef struct {
      * "stream", and the fingerprint is shc_fingerprint(o, NULL). */
     shc_stream *stream;
     /* An s3:// OUT (publish.h): the local folder the shards wait in before their upload (NULL:
-     * "upload" under $SHARDREAD_CACHE, else ~/.cache/shardread) and the part size of multipart
-     * uploads (0: $SHARDC_UPLOAD_PART_SIZE, else 64 MiB). */
+     * "upload" under $SHARDREAD_CACHE, else ~/.cache/shardread), the part size of multipart
+     * uploads (0: $SHARDC_UPLOAD_PART_SIZE, else 64 MiB) and the shards uploaded at once, each
+     * on its own connection (0: SHC_UPLOAD_THREADS; at most 16). */
     const char *staging;
     uint64_t upload_part_size;
+    unsigned upload_threads;
     /* Internal (publish.c): called once each shard is finished and renamed into place in dir (its
      * rejects on disk in the journal); non-zero stops the build with that error. Set, the build
      * does not reopen what it wrote before publishing it (the shards have gone to their upload). */

@@ -25,7 +25,7 @@
 #include "upload.h"
 #include "util.h"
 
-#define WAITING_MAX 2           /* finished shards staged, waiting for (or in) their upload */
+#define LANES_MAX 16            /* concurrent uploads at most (--upload-threads) */
 
 static const char *const tables[3] = {SHC_REJECTS_NAME, SHC_WARNINGS_NAME, SHC_INPUTS_NAME};
 
@@ -121,27 +121,47 @@ typedef struct item {
     char *path;                 /* its staged file */
     uint8_t *journal;           /* the journal when the shard finished */
     size_t jlen;
+    uint64_t seq;               /* 1, 2, ...: the order the shards finished in */
     uint64_t size;
     struct item *next;
 } item;
 
+struct up;
+
+/* One upload thread and its connection (its own writer: a libcurl handle is one thread's). */
 typedef struct {
+    struct up *x;
+    rmt_writer *w;              /* lane 0's is the build's own writer (listing, tables, manifest) */
+    atomic_uint_fast64_t sent;  /* bytes this lane's writer sent */
+    pthread_t tid;
+    int started;
+} lane;
+
+typedef struct up {
     rmt_writer *w;
     const char *url;
     const char *stage;          /* the staging root, which the build sees as OUT */
     char *sub;                  /* "" or "parts/IIIII-of-NNNNN/": the objects' folder */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    item *head, *tail;
-    size_t waiting;
+    item *head, *tail;          /* shards waiting for a lane */
+    size_t waiting;             /* shards staged: queued or being uploaded */
+    size_t waiting_max;         /* lanes + 1: the bound on the staging folder */
+    uint64_t finished;          /* shards handed over so far (their seq) */
     int closing, failed, said;
     int err;
     fmt_msg why;
     uint64_t queued;            /* bytes handed to the uploader */
-    atomic_uint_fast64_t sent;
-    uint8_t *journal;           /* what the journal object holds (uploader's) */
+    lane lanes[LANES_MAX];
+    unsigned nlanes;
+    /* The journal object, which must never be older than a shard in the bucket: under jmu, a
+     * lane puts the journal its shard finished with before the shard, unless a newer one (the
+     * journal only grows) is up already. */
+    pthread_mutex_t jmu;
+    uint8_t *journal;           /* what the journal object holds */
     size_t jlen;
     int journal_up;
+    uint64_t jseq;              /* the seq of the shard whose journal it is */
     const shc_build_cb *user;
     int have_summary, final_pending;
     shc_summary summary;
@@ -167,34 +187,34 @@ static void item_free(item *it)
 
 static void on_sent(void *ctx, uint64_t sent)
 {
-    up_t *x = ctx;
-    atomic_store(&x->sent, sent);
+    lane *l = ctx;
+    atomic_store(&l->sent, sent);
 }
 
-static void *uploader(void *arg)
+static uint64_t sent_total(up_t *x)
 {
-    up_t *x = arg;
-    pthread_mutex_lock(&x->mu);
-    for (;;) {
-        while (!x->head && !x->closing && !x->failed)
-            pthread_cond_wait(&x->cv, &x->mu);
-        if (!x->head || x->failed)
-            break;
-        item *it = x->head;
-        pthread_mutex_unlock(&x->mu);
-        fmt_msg why = {{0}};
-        int rc = 0;
-        /* the shard's rejects reach the bucket before the shard does (as they reach the disk
-         * before a local shard is renamed) */
+    uint64_t n = 0;
+    for (unsigned i = 0; i < x->nlanes; i++)
+        n += atomic_load(&x->lanes[i].sent);
+    return n;
+}
+
+/* The shard's rejects reach the bucket before the shard does (as they reach the disk before a
+ * local shard is renamed): its journal goes up first, unless one as new is up already. */
+static int journal_first(up_t *x, rmt_writer *w, item *it, fmt_msg *why)
+{
+    int rc = 0;
+    pthread_mutex_lock(&x->jmu);
+    if (it->seq > x->jseq) {
         if (!x->journal_up || it->jlen != x->jlen || memcmp(it->journal, x->journal, it->jlen)) {
             char *jname = NULL;
             pthread_mutex_lock(&x->mu);
             x->queued += it->jlen;      /* the progress counts every byte sent */
             pthread_mutex_unlock(&x->mu);
             if (asprintf(&jname, "%s%s", x->sub, SHC_JOURNAL_NAME) < 0)
-                rc = fmt_fail(&why, ENOMEM, "out of memory");
+                rc = fmt_fail(why, ENOMEM, "out of memory");
             else
-                rc = rmt_put_data(x->w, jname, it->journal, it->jlen, &why);
+                rc = rmt_put_data(w, jname, it->journal, it->jlen, why);
             free(jname);
             if (!rc) {
                 free(x->journal);
@@ -205,16 +225,37 @@ static void *uploader(void *arg)
             }
         }
         if (!rc)
-            rc = rmt_put_file(x->w, it->name, it->path, &why);
-        if (!rc)
-            unlink(it->path);           /* up: the staging folder stays small */
-        pthread_mutex_lock(&x->mu);
+            x->jseq = it->seq;
+    }
+    pthread_mutex_unlock(&x->jmu);
+    return rc;
+}
+
+static void *uploader(void *arg)
+{
+    lane *l = arg;
+    up_t *x = l->x;
+    pthread_mutex_lock(&x->mu);
+    for (;;) {
+        while (!x->head && !x->closing && !x->failed)
+            pthread_cond_wait(&x->cv, &x->mu);
+        if (!x->head || x->failed)
+            break;
+        item *it = x->head;
         x->head = it->next;
         if (!x->head)
             x->tail = NULL;
+        pthread_mutex_unlock(&x->mu);
+        fmt_msg why = {{0}};
+        int rc = journal_first(x, l->w, it, &why);
+        if (!rc)
+            rc = rmt_put_file(l->w, it->name, it->path, &why);
+        if (!rc)
+            unlink(it->path);           /* up: the staging folder stays small */
+        pthread_mutex_lock(&x->mu);
         x->waiting--;
         item_free(it);
-        if (rc) {
+        if (rc && !x->failed) {
             x->failed = 1;
             x->err = rc;
             x->why = why;
@@ -223,6 +264,20 @@ static void *uploader(void *arg)
     }
     pthread_mutex_unlock(&x->mu);
     return NULL;
+}
+
+/* The lanes told to end once the queue is empty (or at once after a failure), and joined. */
+static void stop_lanes(up_t *x)
+{
+    pthread_mutex_lock(&x->mu);
+    x->closing = 1;
+    pthread_cond_broadcast(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+    for (unsigned i = 0; i < x->nlanes; i++)
+        if (x->lanes[i].started) {
+            pthread_join(x->lanes[i].tid, NULL);
+            x->lanes[i].started = 0;
+        }
 }
 
 /* Report the upload's failure, once, from the build's thread. */
@@ -267,9 +322,10 @@ static int on_shard(void *ctx, const char *dir, const char *name)
         x->tail = it;
         x->waiting++;
         x->queued += it->size;
+        it->seq = ++x->finished;
         it = NULL;
         pthread_cond_broadcast(&x->cv);
-        while (x->waiting >= WAITING_MAX && !x->failed)
+        while (x->waiting >= x->waiting_max && !x->failed)
             pthread_cond_wait(&x->cv, &x->mu);
     }
     int failed = x->failed;
@@ -328,7 +384,7 @@ static void report(up_t *x, const shc_progress *p, int final)
         return;
     shc_progress q = *p;
     q.uploading = 1;
-    q.sent = atomic_load(&x->sent);
+    q.sent = sent_total(x);
     pthread_mutex_lock(&x->mu);
     q.to_send = x->queued;
     pthread_mutex_unlock(&x->mu);
@@ -533,9 +589,15 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
     }
     x.stage = stage;
     pthread_mutex_init(&x.mu, NULL);
+    pthread_mutex_init(&x.jmu, NULL);
     pthread_cond_init(&x.cv, NULL);
-    rmt_writer_progress(x.w, on_sent, &x);
-    pthread_t tid;
+    x.nlanes = o->upload_threads ? o->upload_threads : SHC_UPLOAD_THREADS;
+    x.nlanes = x.nlanes < LANES_MAX ? x.nlanes : LANES_MAX;
+    x.waiting_max = x.nlanes + 1;
+    for (unsigned i = 0; i < x.nlanes; i++)
+        x.lanes[i].x = &x;
+    x.lanes[0].w = x.w;
+    rmt_writer_progress(x.w, on_sent, &x.lanes[0]);
     /* the staging folder holds this build alone: what an earlier run left goes (the bucket is
      * what --resume continues) */
     if ((rc = rm_rf(dir)) != 0) {
@@ -548,9 +610,19 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
         shc_say(cb, "cannot create %s: %s", stage, strerror(rc));
         goto out;
     }
-    if ((rc = pthread_create(&tid, NULL, uploader, &x)) != 0) {
-        shc_say(cb, "cannot start the upload: %s", strerror(rc));
-        goto out;
+    for (unsigned i = 1; i < x.nlanes; i++) {
+        if ((rc = rmt_writer_open(&x.lanes[i].w, o->out, o->upload_part_size, &msg)) != 0) {
+            shc_say(cb, "cannot write to %s", msg.text);
+            goto out;
+        }
+        rmt_writer_progress(x.lanes[i].w, on_sent, &x.lanes[i]);
+    }
+    for (unsigned i = 0; i < x.nlanes; i++) {
+        if ((rc = pthread_create(&x.lanes[i].tid, NULL, uploader, &x.lanes[i])) != 0) {
+            shc_say(cb, "cannot start the upload: %s", strerror(rc));
+            goto out;
+        }
+        x.lanes[i].started = 1;
     }
     shc_build_opts ob = *o;
     ob.out = stage;
@@ -580,7 +652,7 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
         }
     }
     pthread_mutex_unlock(&x.mu);
-    pthread_join(tid, NULL);
+    stop_lanes(&x);
     if (x.failed) {
         tell_failure(&x);
         if (rc == 0 || rc == SHC_EREJECTS || rc == x.err)
@@ -607,6 +679,7 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
     }
     free(where);
 out:
+    stop_lanes(&x);
     /* nothing staged is needed once the build ended: the bucket holds what --resume continues */
     rm_rf(dir);
     if (*pname) {
@@ -624,7 +697,10 @@ out:
     free(x.sub);
     free(dir);
     free(stage);
+    for (unsigned i = 1; i < x.nlanes; i++)
+        rmt_writer_close(x.lanes[i].w);
     pthread_cond_destroy(&x.cv);
+    pthread_mutex_destroy(&x.jmu);
     pthread_mutex_destroy(&x.mu);
     rmt_writer_close(x.w);
     return rc;

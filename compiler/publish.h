@@ -2,10 +2,13 @@
  *
  * shc_build calls shc_build_upload for such an OUT: the build runs as a local one into a staging
  * folder (opts.staging, else ROOT/upload/<XXH3-64 of the URL's base>, ROOT being $SHARDREAD_CACHE
- * or ~/.cache/shardread). Each shard, once finished, is uploaded by a thread of its own (the
- * reject journal first, as object .rejects.journal, so that an uploaded shard always has its
- * rejects in the bucket) and deleted from the staging folder; the build waits while two finished
- * shards wait for their upload, so the folder holds at most three shards. When every shard is up,
+ * or ~/.cache/shardread). Each shard, once finished, is uploaded by one of opts.upload_threads
+ * threads, each with its own connection (the reject journal first, as object .rejects.journal,
+ * unless a journal at least as new is up already, so that an uploaded shard always has its
+ * rejects in the bucket; journal PUTs go one at a time and never replace a newer journal) and
+ * deleted from the staging folder; the build waits while upload_threads + 1 finished shards wait
+ * for (or are in) their upload, so the folder holds at most upload_threads + 2 shards. When every
+ * shard is up,
  * rejects.tsv, warnings.tsv and inputs.tsv follow, then manifest.json, last; the journal object
  * is deleted after it. An interrupted build leaves no manifest: --resume downloads what was
  * uploaded into the staging folder, lets the local --resume keep the shards that check, and

@@ -310,6 +310,10 @@ struct fmt_rs_scratch {
 
 static int cpu_has(unsigned features, fmt_rs_path p)
 {
+#ifdef FMT_AVX512
+    if (p == FMT_RS_PATH_AVX512)
+        return (features & FMT_CPU_AVX2) && (features & FMT_CPU_AVX512);
+#endif
     if (p == FMT_RS_PATH_AVX2)
         return (features & FMT_CPU_AVX2) != 0;
     if (p == FMT_RS_PATH_SSE41)
@@ -319,6 +323,8 @@ static int cpu_has(unsigned features, fmt_rs_path p)
 
 static fmt_rs_path best_path(unsigned features)
 {
+    if (cpu_has(features, FMT_RS_PATH_AVX512) && fmt_simd_avx512())
+        return FMT_RS_PATH_AVX512;
     if (cpu_has(features, FMT_RS_PATH_AVX2))
         return FMT_RS_PATH_AVX2;
     if (cpu_has(features, FMT_RS_PATH_SSE41))
@@ -357,7 +363,7 @@ int fmt_rs_scratch_set_path(fmt_rs_scratch *s, fmt_rs_path path)
         return FMT_EINVAL;
     if (path == FMT_RS_PATH_AUTO)
         path = best_path(fmt_cpu());
-    if (path > FMT_RS_PATH_AVX2 || !cpu_has(fmt_cpu(), path))
+    if (path > FMT_RS_PATH_AVX512 || !cpu_has(fmt_cpu(), path))
         return FMT_EUNSUPPORTED;
     s->path = path;
     return 0;
@@ -377,6 +383,8 @@ const char *fmt_rs_path_name(fmt_rs_path p)
         return "sse4.1";
     case FMT_RS_PATH_AVX2:
         return "avx2";
+    case FMT_RS_PATH_AVX512:
+        return "avx512";
     default:
         return "auto";
     }

@@ -103,6 +103,8 @@ const char shc_usage_build[] =
     "                          (default: $SHARDREAD_CACHE/upload, else ~/.cache/shardread/upload)\n"
     "      --upload-part-size SIZE  OUT s3://: larger shards go up in parts of SIZE (multipart;\n"
     "                          default $SHARDC_UPLOAD_PART_SIZE, else 64MiB)\n"
+    "      --upload-threads N  OUT s3://: shards uploaded at once, each on its own connection\n"
+    "                          (1..16, default 4); at most N + 1 shards wait in the staging folder\n"
     "      --part auto         I and N from a Slurm job array (SLURM_ARRAY_TASK_ID, ..._MIN,\n"
     "                          ..._COUNT) or an MPI launcher (OMPI_COMM_WORLD_RANK/SIZE,\n"
     "                          PMI_RANK/PMI_SIZE, ...)\n"
@@ -146,7 +148,8 @@ enum {
     OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED,
     OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK, OPT_PART, OPT_JPEGFRACTION,
     OPT_WDS, OPT_WDSLABEL, OPT_ARCBUF, OPT_COCO, OPT_YOLO, OPT_NAMES, OPT_SKIPEMPTY,
-    OPT_FIELDS, OPT_STAGING, OPT_PARTSIZE, OPT_KPTSHAPE, OPT_MASKS, OPT_MASKSUFFIX, OPT_IGNORE
+    OPT_FIELDS, OPT_STAGING, OPT_PARTSIZE, OPT_UPTHREADS, OPT_KPTSHAPE, OPT_MASKS, OPT_MASKSUFFIX,
+    OPT_IGNORE
 };
 
 int shc_build_args(int argc, char **argv, shc_build_opts *out)
@@ -188,6 +191,7 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         {"fields", required_argument, 0, OPT_FIELDS},
         {"staging", required_argument, 0, OPT_STAGING},
         {"upload-part-size", required_argument, 0, OPT_PARTSIZE},
+        {"upload-threads", required_argument, 0, OPT_UPTHREADS},
         {0, 0, 0, 0}};
     shc_build_opts o;
     shc_build_opts_init(&o);
@@ -296,6 +300,11 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
             if (shc_parse_size(optarg, &o.upload_part_size) != 0 || o.upload_part_size == 0)
                 return build_error("--upload-part-size: expected a size, e.g. 64MiB, not '%s'",
                                    optarg);
+            break;
+        case OPT_UPTHREADS:
+            if (shc_parse_uint(optarg, 1, 16, &v))
+                return build_error("--upload-threads: expected 1..16, not '%s'", optarg);
+            o.upload_threads = (unsigned)v;
             break;
         case OPT_STRICT: o.strict = 1; break;
         case OPT_RESUME: o.resume = 1; break;

@@ -9,7 +9,8 @@
 # s3:// equals local parts then merge; an upload that fails halfway leaves no manifest, a second
 # build without --resume is refused, and --resume completes it to the same bytes; the staging
 # folder is empty afterwards; a detection build's summary counts the boxes a local build
-# counts, resumed too (its shards leave as they close); shardread.build to a URL; wrong
+# counts, resumed too (its shards leave as they close); several shards uploaded at once, each
+# only once the journal object holds its rejects; shardread.build to a URL; wrong
 # credentials and http(s):// outputs are clear errors that never show the secret.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/remote_lib.sh"
@@ -124,6 +125,45 @@ expect_exit 0 "--resume completes it" "$SHARDC" build "$T/det" -o s3://bkt/dcut 
 check "keeping the shards that went up" grep -q "resuming: kept [1-9] finished shard(s)" "$T/err"
 check "and counting their boxes with the new ones'" bash -c "grep 'boxes stored' '$T/err' | cmp -s - '$T/dboxes'"
 check "to the local build's bytes" same dcut "$T/dlocal"
+
+# ---- several uploads at once; each shard's rejects reach the bucket before the shard ----
+"$MKSAMPLE" "$T/rsrc" --classes 3 --per-class 20 --min-side 20 --max-side 40 --seed 3 --quiet
+"$SHARDC" build "$T/rsrc" -o "$T/rlocal" "${OPTS[@]}" 2>/dev/null
+test $? -eq 1 || bad "the local build with rejects did not finish with rejects"
+order_proxy() {
+  OP=$($PY "$HELP" port)
+  $PY "$HELP" uploadorder "$OP" "127.0.0.1:$GP" "$1" &
+  pids+=($!)
+  $PY "$HELP" wait "$OP" || bad "the upload-order proxy did not start"
+}
+order() {   # order.json EXPR: EXPR holds of its record (most, shards, final)
+  $PY - "$1" "$2" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+final = set(r["journals"][-1]) if r["journals"] else set()
+ok = eval(sys.argv[2], {"most": r["most"], "shards": r["shards"], "final": final})
+ok or print(r["most"], r["shards"], sorted(final), file=sys.stderr)
+sys.exit(0 if ok else 1)
+EOF
+}
+order_proxy "$T/order3.json"
+expect_exit 1 "a build with rejects, 3 shards uploaded at once (--upload-threads 3)" \
+  env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$OP "$SHARDC" build "$T/rsrc" -o s3://bkt/rej "${OPTS[@]}" \
+  --upload-threads 3
+check "its objects are the local build's files, rejects.tsv too" same rej "$T/rlocal"
+check "more than one shard was under way at once" order "$T/order3.json" "most >= 2"
+check "its rejects are in the journals" order "$T/order3.json" "len(final) > 0 and len(shards) == 8"
+check "every shard's PUT began with the rejects of its inputs in the journal object" \
+  order "$T/order3.json" "all({p for p in final if p < s['input_end']} <= set(s['journal']) for s in shards)"
+order_proxy "$T/order1.json"
+expect_exit 1 "the same with --upload-threads 1" \
+  env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$OP "$SHARDC" build "$T/rsrc" -o s3://bkt/rej1 "${OPTS[@]}" \
+  --upload-threads 1
+check "one shard at a time" order "$T/order1.json" "most == 1 and len(shards) == 8"
+check "to the same objects" same rej1 "$T/rlocal"
+expect_exit 2 "--upload-threads 17 is refused" "$SHARDC" build "$T/rsrc" -o s3://bkt/x "${OPTS[@]}" \
+  --upload-threads 17
+check "stating the range" grep -q "upload-threads: expected 1..16, not '17'" "$T/err"
 
 # ---- the Python writer ----
 expect_exit 0 "shardread.build to an s3:// URL" $PY - "$T/src" "$T/pylocal" <<'EOF'

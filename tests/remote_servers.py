@@ -23,6 +23,15 @@
     remote_servers.py writefaults PORT UPSTREAM N LOG    a proxy to http://UPSTREAM (every method)
                                                         that answers 503 SlowDown to every PUT
                                                         after N PUTs went through
+    remote_servers.py uploadorder PORT UPSTREAM LOG     a proxy to http://UPSTREAM (every method)
+                                                        that records, as JSON in LOG, each shard
+                                                        PUT's input_end with the reject positions
+                                                        the journal object held as it arrived, and
+                                                        the most shard PUTs under way at once (the
+                                                        first is held until a second comes, <= 2 s)
+    remote_servers.py putthrottle PORT UPSTREAM RATE     a proxy to http://UPSTREAM (every method)
+                                                        that reads each PUT's body at most RATE
+                                                        bytes/s, each connection on its own
     remote_servers.py throttle PORT UPSTREAM RATE [LOG]  a GET proxy to http://UPSTREAM whose answers
                                                         share one token bucket of RATE bytes/s
                                                         (a link of that rate; scripts/bench-remote.py);
@@ -204,6 +213,69 @@ class WriteFaultHandler(FaultHandler):
         relay(self, self.server.upstream, "GET", None)
 
 
+class UploadOrderHandler(WriteFaultHandler):
+    """Forwards every request, and records how a build's uploads went: for each shard PUT (whole
+    object, raw shards), its header's input_end and the reject positions of the journal object as
+    it stood when the PUT arrived; the journal PUTs' bodies; and the most shard PUTs under way at
+    once. The first shard PUT is held until a second one is under way (at most 2 s), so that
+    concurrent uploads show whatever the timing. All of it as JSON in LOG when each PUT ends."""
+
+    def do_PUT(self):
+        body = read_body(self)
+        srv = self.server
+        path = self.path.split("?")[0]
+        shard = re.search(r"/shard-[0-9]+\.raw$", path) and "partNumber=" not in self.path
+        if shard:
+            input_end = int.from_bytes(body[104:112], "little")
+            with srv.lock:
+                srv.flight += 1
+                srv.most = max(srv.most, srv.flight)
+                srv.shards.append({"name": path, "input_end": input_end,
+                                   "journal": sorted(journal_positions(srv.journal))})
+                first = not srv.held
+                srv.held = True
+            if first:
+                end = time.monotonic() + 2.0
+                while time.monotonic() < end:
+                    with srv.lock:
+                        if srv.flight > 1:
+                            break
+                    time.sleep(0.01)
+        status = relay(self, srv.upstream, "PUT", body)
+        with srv.lock:
+            if shard:
+                srv.flight -= 1
+            if path.endswith("/.rejects.journal") and 200 <= status < 300:
+                srv.journal = body
+                srv.journals.append(sorted(journal_positions(body)))
+            with open(srv.logpath, "w") as f:
+                json.dump({"most": srv.most, "shards": srv.shards, "journals": srv.journals}, f)
+
+
+class PutThrottleHandler(WriteFaultHandler):
+    """Forwards every request; each PUT's body is read at most RATE bytes/s, each connection on
+    its own (an object store's per-connection upload rate; scripts/bench-upload.py)."""
+
+    def do_PUT(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        t0, got, parts = time.monotonic(), 0, []
+        while got < n:
+            b = self.rfile.read(min(65536, n - got))
+            if not b:
+                break
+            parts.append(b)
+            got += len(b)
+            ahead = got / self.server.rate - (time.monotonic() - t0)
+            if ahead > 0:
+                time.sleep(ahead)
+        relay(self, self.server.upstream, "PUT", b"".join(parts))
+
+
+def journal_positions(body):
+    """the input positions of a journal's rejects (its lines "<pos>\tpath\treason")"""
+    return {int(ln.split(b"\t")[0]) for ln in body.splitlines() if ln[:1].isdigit()}
+
+
 class SigHandler(FaultHandler):
     """Forwards only requests whose signature botocore's signer reproduces."""
 
@@ -382,6 +454,26 @@ def writefaults(port, upstream, limit, log):
     srv.serve_forever()
 
 
+def uploadorder(port, upstream, log):
+    srv = ThreadingServer(("127.0.0.1", int(port)), UploadOrderHandler)
+    srv.upstream = upstream
+    srv.lock = threading.Lock()
+    srv.logpath = log
+    srv.flight = srv.most = 0
+    srv.held = False
+    srv.journal = b""
+    srv.shards, srv.journals = [], []
+    srv.serve_forever()
+
+
+def putthrottle(port, upstream, rate):
+    srv = ThreadingServer(("127.0.0.1", int(port)), PutThrottleHandler)
+    srv.upstream = upstream
+    srv.rate = float(rate)
+    srv.lock = threading.Lock()
+    srv.serve_forever()
+
+
 def throttle(port, upstream, rate, log=None):
     srv = ThreadingServer(("127.0.0.1", int(port)), ThrottleHandler)
     srv.upstream = upstream
@@ -457,6 +549,12 @@ def main(argv):
         return 0
     if cmd == "writefaults":
         writefaults(*argv[2:6])
+        return 0
+    if cmd == "uploadorder":
+        uploadorder(*argv[2:5])
+        return 0
+    if cmd == "putthrottle":
+        putthrottle(*argv[2:5])
         return 0
     if cmd == "throttle":
         throttle(*argv[2:6])
