@@ -513,6 +513,23 @@ out:
     return rc;
 }
 
+/* A failed build's objects under x->sub deleted (it wrote no manifest), each failure said. */
+static void remove_ours(up_t *x, const shc_build_cb *cb)
+{
+    rmt_object *v = NULL;
+    size_t n = 0, sl = strlen(x->sub);
+    fmt_msg msg = {{0}};
+    if (rmt_list(x->w, x->sub, &v, &n, &msg) != 0) {
+        shc_say(cb, "warning: cannot remove what the failed build uploaded: %s", msg.text);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ours(v[i].name + sl) && !strchr(v[i].name + sl, '/') &&
+            rmt_delete(x->w, v[i].name, &msg) != 0)
+            shc_say(cb, "warning: cannot remove what the failed build uploaded: %s", msg.text);
+    rmt_objects_free(v, n);
+}
+
 /* After the build: every shard up, then the tables, the manifest last, then the journal goes. */
 static int finish_upload(up_t *x, const char *dir, const shc_build_cb *cb)
 {
@@ -562,6 +579,7 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
     x.user = cb;
     x.t0 = shc_now();
     char *stage = NULL, *dir = NULL;
+    int prepared = 0;
     int rc = rmt_writer_open(&x.w, o->out, o->upload_part_size, &msg);
     if (rc) {
         shc_say(cb, "cannot write to %s", msg.text);
@@ -606,6 +624,7 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
     }
     if ((rc = prepare_remote(&x, o, cb, dir)) != 0)
         goto out;
+    prepared = 1;               /* from here on, what is ours under x.sub is this build's */
     if ((rc = make_dirs(stage)) != 0) {
         shc_say(cb, "cannot create %s: %s", stage, strerror(rc));
         goto out;
@@ -680,6 +699,8 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
     free(where);
 out:
     stop_lanes(&x);
+    if (prepared && o->stream && rc != 0 && rc != SHC_EREJECTS)
+        remove_ours(&x, cb);    /* a stream cannot be resumed: what went up is of no use */
     /* nothing staged is needed once the build ended: the bucket holds what --resume continues */
     rm_rf(dir);
     if (*pname) {

@@ -12,7 +12,8 @@
  * rejects.tsv, warnings.tsv and inputs.tsv follow, then manifest.json, last; the journal object
  * is deleted after it. An interrupted build leaves no manifest: --resume downloads what was
  * uploaded into the staging folder, lets the local --resume keep the shards that check, and
- * uploads the rest. A part (--part I/N) is staged and uploaded under parts/IIIII-of-NNNNN/.
+ * uploads the rest. A streamed build (opts.stream) that fails deletes what it uploaded: it cannot
+ * be resumed. A part (--part I/N) is staged and uploaded under parts/IIIII-of-NNNNN/.
  *
  * shc_merge calls shc_merge_upload for such an OUT: the parts' manifests and tables are
  * downloaded (no shard), merged as local parts are (merge.h; each shard checked to be in the

@@ -175,6 +175,56 @@ for out in (local, "s3://bkt/py"):
     shardread.build(items, out, size=(16, 12), shard_samples=8)
 EOF
 check "it writes the objects a local shardread.build writes" same py "$T/pylocal"
+keys() {   # PREFIX: the bucket's keys under it, one a line
+  $PY - "http://127.0.0.1:$S3P" "$1" <<'EOF'
+import sys, botocore.session
+from botocore.config import Config
+c = botocore.session.get_session().create_client(
+    "s3", endpoint_url=sys.argv[1], region_name="us-east-1",
+    config=Config(s3={"addressing_style": "path"}))
+for o in c.list_objects_v2(Bucket="bkt", Prefix=sys.argv[2]).get("Contents", []):
+    print(o["Key"])
+EOF
+}
+expect_exit 0 "a shardread.build stopped by its iterable after shards went up" $PY - "$T/src" <<'EOF'
+import os, sys, shardread
+src = sys.argv[1]
+items = sorted((os.path.join(src, c, f), k) for k, c in enumerate(sorted(os.listdir(src)))
+               for f in os.listdir(os.path.join(src, c)))
+def some():
+    yield from items[:40]
+    raise KeyError("the iterable failed")
+try:
+    shardread.build(some(), "s3://bkt/pystop", size=(16, 12), shard_samples=8)
+except KeyError as e:
+    print("raised", e)
+else:
+    sys.exit("no exception")
+EOF
+check "its exception came through" grep -q "raised 'the iterable failed'" "$T/out"
+check "after shards went up" grep -q "^ok PUT .*/bkt/pystop/shard-" "$T/sig.log"
+check "and it left nothing in the bucket (a stream cannot be resumed)" test -z "$(keys pystop/)"
+FP3=$($PY "$HELP" port)
+$PY "$HELP" writefaults "$FP3" "127.0.0.1:$GP" 3 "$T/faults3.log" &
+pids+=($!)
+$PY "$HELP" wait "$FP3" || bad "the third fault proxy did not start"
+expect_exit 0 "a shardread.build whose uploads fail after 3 objects" \
+  env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$FP3 $PY - "$T/src" <<'EOF'
+import os, sys, shardread
+src = sys.argv[1]
+items = sorted((os.path.join(src, c, f), k) for k, c in enumerate(sorted(os.listdir(src)))
+               for f in os.listdir(os.path.join(src, c)))
+try:
+    shardread.build(items, "s3://bkt/pyfail", size=(16, 12), shard_samples=8)
+except OSError as e:
+    print("raised", e)
+else:
+    sys.exit("no exception")
+EOF
+check "raises, naming the server's code" grep -q "raised .*HTTP 503 SlowDown" "$T/out"
+check "after objects went up" grep -q "^200 PUT /bkt/pyfail/shard-" "$T/faults3.log"
+check "and leaves nothing in the bucket" test -z "$(keys pyfail/)"
+
 
 # ---- errors ----
 SECRET=Zq7wrongSecretValue

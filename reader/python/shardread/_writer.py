@@ -683,7 +683,7 @@ def build(samples, out, **options):
     `shardc build` would from the same files: same decoders, geometry, shards, hashes and
     manifest (see the module's documentation for what equals and what may differ). Options are
     Writer's. Returns the BuildResult. An exception from the iterable propagates and leaves no
-    dataset."""
+    dataset (at an s3:// URL, none of the objects it uploaded)."""
     with Writer(out, **options) as w:
         for item in samples:
             try:
