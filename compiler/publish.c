@@ -149,6 +149,7 @@ typedef struct up {
     size_t waiting_max;         /* lanes + 1: the bound on the staging folder */
     uint64_t finished;          /* shards handed over so far (their seq) */
     int closing, failed, said;
+    int abandon;                /* the queue's shards are not uploaded (a failed stream) */
     int err;
     fmt_msg why;
     uint64_t queued;            /* bytes handed to the uploader */
@@ -239,7 +240,7 @@ static void *uploader(void *arg)
     for (;;) {
         while (!x->head && !x->closing && !x->failed)
             pthread_cond_wait(&x->cv, &x->mu);
-        if (!x->head || x->failed)
+        if (!x->head || x->failed || x->abandon)
             break;
         item *it = x->head;
         x->head = it->next;
@@ -651,11 +652,13 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
                         .warning = w_warning, .progress = cb->progress ? w_progress : NULL,
                         .summary = w_summary, .projection = w_projection};
     rc = shc_build(&ob, &wcb);
-    /* the shards still waiting go up (with a progress report now and then) */
+    /* the shards still waiting go up (with a progress report now and then), unless the build
+     * was a stream that failed: its uploads are of no use (they go, below) */
     pthread_mutex_lock(&x.mu);
     x.closing = 1;
+    x.abandon = o->stream && rc != 0 && rc != SHC_EREJECTS;
     pthread_cond_broadcast(&x.cv);
-    while (x.waiting && !x.failed) {
+    while (x.waiting && !x.failed && !x.abandon) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 250000000L;

@@ -186,13 +186,25 @@ for o in c.list_objects_v2(Bucket="bkt", Prefix=sys.argv[2]).get("Contents", [])
     print(o["Key"])
 EOF
 }
-expect_exit 0 "a shardread.build stopped by its iterable after shards went up" $PY - "$T/src" <<'EOF'
-import os, sys, shardread
-src = sys.argv[1]
+expect_exit 0 "a shardread.build stopped by its iterable after shards went up" \
+  $PY - "$T/src" "http://127.0.0.1:$S3P" <<'EOF'
+import os, sys, time, botocore.session, shardread
+from botocore.config import Config
+src, endpoint = sys.argv[1:3]
+c = botocore.session.get_session().create_client(
+    "s3", endpoint_url=endpoint, region_name="us-east-1",
+    config=Config(s3={"addressing_style": "path"}))
+def listing():
+    got = c.list_objects_v2(Bucket="bkt", Prefix="pystop/").get("Contents", [])
+    return [o["Key"][len("pystop/"):] for o in got]
 items = sorted((os.path.join(src, c, f), k) for k, c in enumerate(sorted(os.listdir(src)))
                for f in os.listdir(os.path.join(src, c)))
 def some():
     yield from items[:40]
+    for _ in range(400):    # until a shard is in the bucket (uploads run beside the build)
+        if any(f.startswith("shard-") for f in listing()):
+            break
+        time.sleep(0.05)
     raise KeyError("the iterable failed")
 try:
     shardread.build(some(), "s3://bkt/pystop", size=(16, 12), shard_samples=8)
