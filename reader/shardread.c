@@ -811,8 +811,6 @@ lazy:
     if (rc)
         goto leave;
     rc = make_sampler(r);
-    if (rc == 0 && r->lazy)
-        rc = shr_lazy_start(r);
     if (rc)
         goto leave;
     uint64_t ring;
@@ -855,6 +853,11 @@ lazy:
             goto leave;
         }
     }
+    /* a dataset at a URL: the downloads start once the open has read what it reads of every
+     * sample (the sizes, from the shards' skeletons: fmt_dataset_open_lazy), so that no shard
+     * is unloaded under those reads */
+    if (r->lazy && (rc = shr_lazy_start(r)) != 0)
+        goto leave;
     rc = start_workers(r);
 leave:
     if (rc) {
