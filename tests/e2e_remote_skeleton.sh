@@ -79,6 +79,35 @@ n = sum(1 for l in open(sys.argv[1]) if re.search(r"\"GET /det/shard-\d+\.raw HT
 assert n == 2 * int(sys.argv[2]), (n, sys.argv[2])
 ' "$LOG" $((12 - held))
 
+# a cache holding shards 0-5, shard 5 with a changed byte in its index: the open takes the
+# parts of 0-4 from the cache, asks for 6-11's and for shard 5's index again (its header is
+# right), and the damaged file is replaced before it is read
+d=$(basename "$(ls -d "$T"/c1/*/)")
+mkdir -p "$T/c4/$d"
+for k in 0 1 2 3 4 5; do cp "$T/www/det/shard-0000$k.raw" "$T/c4/$d/"; done
+$PY -c '
+import struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[struct.unpack_from("<Q", b, 32)[0] + 24] ^= 1
+open(p, "wb").write(b)
+' "$T/c4/$d/shard-00005.raw"
+: >"$LOG"
+kill -USR1 "$(cat "$T/ngx/nginx.pid")"
+sleep 0.5
+expect_exit 0 "a cached shard with a changed index byte: the local epoch all the same" \
+  $PY "$CHK" equal "$T/www/det" "$URL" "$T/c4" "$LIMIT" "$kw2"
+check "the open asked for shards 6-11's parts and shard 5's index, nothing else of 0-5" $PY -c '
+import re, struct, sys
+got = sorted(m.group(1) for m in (re.search(r"\"GET /det/(shard-\d+\.raw) HTTP/[0-9.]+\" 206 ", l)
+                                  for l in open(sys.argv[1])) if m)
+want = sorted([f"shard-{k:05d}.raw" for k in range(6, 12)] * 2 + ["shard-00005.raw"])
+assert got == want, got
+' "$LOG"
+check "... and the damaged copy was downloaded again (and is now right, or evicted)" bash -c "
+  grep -Eq '\"GET /det/shard-00005.raw HTTP/[0-9.]+\" 200 ' '$LOG' &&
+  { [ ! -e '$T/c4/$d/shard-00005.raw' ] || cmp -s '$T/c4/$d/shard-00005.raw' '$T/www/det/shard-00005.raw'; }"
+
 # natural sizes: the open sizes the canvas from every sample's size, and checks every sample
 # fits it, before any shard is there
 kwn='{"order": "random", "seed": 3, "batch_size": 4, "threads": 1, "targets": true}'
