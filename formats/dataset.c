@@ -379,6 +379,11 @@ leave:
     return rc;
 }
 
+int fmt_dataset_skeletons(const fmt_dataset *d)
+{
+    return d->man.nshards > 0 && d->shards && d->shards[0].skel != NULL;
+}
+
 int fmt_dataset_shard_load(fmt_dataset *d, size_t i, fmt_msg *msg)
 {
     if (!(d->flags & FMT_OPEN_LAZY) || i >= d->man.nshards)

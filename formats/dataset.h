@@ -110,6 +110,8 @@ typedef struct {
 int fmt_dataset_open_lazy(fmt_dataset **d, const char *dir, const char *manifest, size_t len,
                           fmt_access access, unsigned flags, const fmt_lazy_source *src,
                           fmt_msg *msg);
+/* Non-zero when fmt_dataset_open_lazy read the shards' skeletons. */
+int fmt_dataset_skeletons(const fmt_dataset *d);
 /* 0 once shard i is open (the checks of fmt_dataset_open_flags applied to it), or the error with
  * msg naming its file. */
 int fmt_dataset_shard_load(fmt_dataset *d, size_t i, fmt_msg *msg);

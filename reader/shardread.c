@@ -811,6 +811,12 @@ lazy:
     if (rc)
         goto leave;
     rc = make_sampler(r);
+    /* a dataset at a URL: the downloads start now, unless the open still reads something of
+     * every sample (the sizes, from the shards' skeletons: fmt_dataset_open_lazy), which no
+     * shard unloaded by the download thread may race: then just before the workers */
+    int lazy_later = r->lazy && fmt_dataset_skeletons(r->ds);
+    if (rc == 0 && r->lazy && !lazy_later)
+        rc = shr_lazy_start(r);
     if (rc)
         goto leave;
     uint64_t ring;
@@ -853,10 +859,7 @@ lazy:
             goto leave;
         }
     }
-    /* a dataset at a URL: the downloads start once the open has read what it reads of every
-     * sample (the sizes, from the shards' skeletons: fmt_dataset_open_lazy), so that no shard
-     * is unloaded under those reads */
-    if (r->lazy && (rc = shr_lazy_start(r)) != 0)
+    if (lazy_later && (rc = shr_lazy_start(r)) != 0)
         goto leave;
     rc = start_workers(r);
 leave:
