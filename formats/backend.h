@@ -137,6 +137,19 @@ typedef struct fmt_backend {
     /* Optional (may be NULL): the file holding sample i, when a sample has a file of its own
      * (per-image sets), for messages. 0, or FMT_EINVAL / ERANGE. */
     int (*r_sample_path)(const void *s, uint64_t i, char *buf, size_t len);
+
+    /* ---- a shard's metadata before its file arrives (optional: r_tail NULL for none) ----
+     * For a dataset whose shards arrive after its open (fmt_dataset_open_lazy): the file's first
+     * r_head bytes; r_tail checks them against the manifest entry ms (raw: the header and its
+     * header_hash) and says which further bytes of the file, [*from, *to), hold the rest of what
+     * r_get needs (raw: the index and aux area); r_open_parts opens a shard of both, checked as
+     * r_open checks a file's. Such a shard answers r_info and r_get (pixels NULL); r_read,
+     * r_check and r_extent return FMT_EUNSUPPORTED or an error of their own. */
+    uint32_t r_head;
+    int (*r_tail)(const uint8_t *head, const fmt_manifest_shard *ms, uint64_t *from,
+                  uint64_t *to, fmt_msg *msg);
+    int (*r_open_parts)(void **s, const uint8_t *head, const uint8_t *tail, size_t tail_len,
+                        fmt_msg *msg);
 } fmt_backend;
 
 /* Before be->r_open: be->r_precheck where the backend has one (see there), else 0. */

@@ -20,6 +20,7 @@ typedef struct {
     uint8_t **tcopy;            /* per sample, an 8-aligned copy of a target record the backend
                                  * hands back misaligned (NULL: none needed) */
     uint64_t ncopy;
+    void *skel;                 /* FMT_OPEN_LAZY: the shard's metadata before it arrives */
 } ds_shard;
 
 struct fmt_dataset {
@@ -196,8 +197,152 @@ leave:
     return rc;
 }
 
+/* The spans of src that failed their check (bad[i] set), all read from a local copy, read again
+ * fresh (*again of them). 0 or the error of src. */
+static int read_again(const fmt_lazy_source *src, fmt_span *sp, size_t n, const int *bad,
+                      size_t *again, fmt_msg *msg)
+{
+    *again = 0;
+    for (size_t i = 0; i < n; i++)
+        *again += bad[i] != 0;
+    if (!*again)
+        return 0;
+    fmt_span *re = calloc(*again, sizeof *re);
+    if (!re)
+        return fmt_fail(msg, ENOMEM, "out of memory");
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++)
+        if (bad[i]) {
+            re[j] = sp[i];
+            re[j++].fresh = 1;
+        }
+    int rc = src->read(src->ctx, re, *again, msg);
+    j = 0;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (bad[i])
+            sp[i].local = re[j++].local;
+    free(re);
+    return rc;
+}
+
+/* Shard i's skeleton from its header and tail (d->be->r_open_parts), checked as open_shard checks
+ * the shard: against the manifest entry, every sample against the manifest. */
+static int open_skeleton(fmt_dataset *d, size_t i, const uint8_t *head, const fmt_span *tail,
+                         fmt_msg *msg)
+{
+    ds_shard *s = &d->shards[i];
+    const fmt_manifest_shard *ms = &d->man.shards[i];
+    d->be->r_close(s->skel);            /* (a copy that failed, read again) */
+    s->skel = NULL;
+    int rc = d->be->r_open_parts(&s->skel, head, tail->buf, (size_t)(tail->to - tail->from),
+                                 msg);
+    if (rc)
+        return rc;
+    const fmt_shard_info *h = d->be->r_info(s->skel);
+    if ((rc = fmt_shard_check_info(&d->man, i, h, msg)) != 0)
+        return rc;
+    for (uint64_t k = 0; k < h->samples; k++) {
+        fmt_sample smp;
+        rc = d->be->r_get(s->skel, k, &smp);
+        if (rc == 0) {
+            smp.index = ms->first + k;
+            rc = fmt_manifest_check_sample(&d->man, &smp, msg);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Check every span (part 0: the headers, which say where the tails are; 1: the tails, which make
+ * the skeletons); those read from a local copy that fail are read again fresh and checked once
+ * more. 0, or the first failure with *at its shard and why the reason (empty: src's error, in
+ * msg). */
+static int check_spans(fmt_dataset *d, const fmt_lazy_source *src, int part, fmt_span *hs,
+                       fmt_span *ts, int *bad, size_t *at, fmt_msg *why, fmt_msg *msg)
+{
+    size_t n = d->man.nshards;
+    fmt_span *sp = part ? ts : hs;
+    int rc = 0;
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < n; i++) {
+            if (round && !bad[i])
+                continue;
+            fmt_msg w = {{0}};
+            bad[i] = part ? open_skeleton(d, i, hs[i].buf, &ts[i], &w)
+                          : d->be->r_tail(hs[i].buf, &d->man.shards[i], &ts[i].from, &ts[i].to,
+                                          &w);
+            if (bad[i] && (!sp[i].local || round || bad[i] == ENOMEM)) {
+                *at = i;
+                *why = w;
+                return bad[i];
+            }
+        }
+        if (round)
+            break;
+        size_t again;
+        if ((rc = read_again(src, sp, n, bad, &again, msg)) != 0 || !again)
+            break;
+    }
+    return rc;
+}
+
+/* Every shard's skeleton through src: the headers, checked against the manifest, then the
+ * index and aux bytes they point at (fmt_dataset_open_lazy). */
+static int open_skeletons(fmt_dataset *d, const fmt_lazy_source *src, fmt_msg *msg)
+{
+    size_t n = d->man.nshards, hl = d->be->r_head;
+    uint8_t *heads = calloc(n ? n : 1, hl);
+    fmt_span *hs = calloc(n ? n : 1, sizeof *hs), *ts = calloc(n ? n : 1, sizeof *ts);
+    int *bad = calloc(n ? n : 1, sizeof *bad);
+    fmt_msg why = {{0}};
+    size_t at = 0;              /* the shard at fault */
+    int rc = heads && hs && ts && bad ? 0 : ENOMEM;
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (d->man.shards[i].bytes < hl) {
+            at = i;
+            rc = fmt_fail(&why, FMT_ETRUNC, "%" PRIu64 " bytes, shorter than its header",
+                          d->man.shards[i].bytes);
+        }
+        hs[i] = (fmt_span){.shard = i, .from = 0, .to = hl, .buf = heads + i * hl};
+    }
+    if (!rc && !(rc = src->read(src->ctx, hs, n, msg)))
+        rc = check_spans(d, src, 0, hs, ts, bad, &at, &why, msg);
+    for (size_t i = 0; !rc && i < n; i++) {
+        ts[i].shard = i;
+        if (!(ts[i].buf = malloc(ts[i].to > ts[i].from ? (size_t)(ts[i].to - ts[i].from) : 1)))
+            rc = ENOMEM;
+    }
+    if (!rc && !(rc = src->read(src->ctx, ts, n, msg)))
+        rc = check_spans(d, src, 1, hs, ts, bad, &at, &why, msg);
+    /* the largest payload of them all */
+    for (size_t i = 0; !rc && i < n; i++) {
+        const fmt_shard_info *h = d->be->r_info(d->shards[i].skel);
+        for (uint64_t k = 0; k < h->samples; k++) {
+            fmt_sample smp;
+            if (d->be->r_get(d->shards[i].skel, k, &smp) == 0)
+                d->max_length = max_u64(d->max_length, smp.length);
+        }
+    }
+    if (rc && why.text[0])
+        rc = fmt_fail(msg, rc == FMT_ETRUNC || rc == FMT_EHASH || rc == ENOMEM ? rc
+                                                                              : FMT_ECORRUPT,
+                      "%s/%s: the object fails its check against the manifest: %s", src->base,
+                      d->man.shards[at].file, fmt_reason(&why, rc));
+    else if (rc == ENOMEM && !msg->text[0])
+        fmt_fail(msg, rc, "out of memory");
+    for (size_t i = 0; ts && i < n; i++)
+        free(ts[i].buf);
+    free(heads);
+    free(hs);
+    free(ts);
+    free(bad);
+    return rc;
+}
+
 int fmt_dataset_open_lazy(fmt_dataset **out, const char *dir, const char *manifest, size_t len,
-                          fmt_access access, unsigned flags, fmt_msg *msg)
+                          fmt_access access, unsigned flags, const fmt_lazy_source *src,
+                          fmt_msg *msg)
 {
     *out = NULL;
     fmt_dataset *d = NULL;
@@ -208,13 +353,17 @@ int fmt_dataset_open_lazy(fmt_dataset **out, const char *dir, const char *manife
     rc = fmt_manifest_parse(manifest, len, &d->man, msg);
     if (rc || (rc = ds_find_backend(d, dir, msg)) != 0)
         goto leave;
-    if (!d->man.sample_width || !d->man.sample_height || d->man.targets) {
+    int skeletons = !d->man.sample_width || !d->man.sample_height || d->man.targets;
+    if (skeletons && (!src || !d->be->r_tail || !d->be->r_open_parts)) {
         rc = fmt_fail(msg, FMT_EUNSUPPORTED, "shards opened as they arrive need samples of one "
-                      "size and no targets");
+                      "size and no targets, or shards whose metadata can be read first (raw)");
         goto leave;
     }
-    d->max_length = (uint64_t)d->man.sample_width * d->man.sample_height * d->man.channels;
+    if (!skeletons)
+        d->max_length = (uint64_t)d->man.sample_width * d->man.sample_height * d->man.channels;
     if ((rc = ds_shard_paths(d, dir)) != 0)
+        goto leave;
+    if (skeletons && (rc = open_skeletons(d, src, msg)) != 0)
         goto leave;
     if (!(d->dir = strdup(dir))) {
         rc = ENOMEM;
@@ -228,6 +377,11 @@ int fmt_dataset_open_lazy(fmt_dataset **out, const char *dir, const char *manife
 leave:
     fmt_dataset_close(d);
     return rc;
+}
+
+int fmt_dataset_skeletons(const fmt_dataset *d)
+{
+    return d->man.nshards > 0 && d->shards && d->shards[0].skel != NULL;
 }
 
 int fmt_dataset_shard_load(fmt_dataset *d, size_t i, fmt_msg *msg)
@@ -428,6 +582,7 @@ void fmt_dataset_close(fmt_dataset *d)
         return;
     for (size_t i = 0; d->shards && i < d->man.nshards; i++) {
         d->be->r_close(d->shards[i].s);
+        d->be->r_close(d->shards[i].skel);
         free_copies(&d->shards[i]);
         free(d->shards[i].path);
         free(d->shards[i].why);
@@ -487,6 +642,11 @@ int fmt_dataset_get(const fmt_dataset *d, uint64_t idx, fmt_sample *s)
     const ds_shard *sh;
     uint64_t local;
     int lrc = locate(d, idx, &sh, &local);
+    if (lrc == EAGAIN && sh->skel) {    /* not arrived yet: its metadata from the skeleton */
+        int rc = d->be->r_get(sh->skel, local, s);
+        s->index = idx;
+        return rc;
+    }
     if (lrc)
         return lrc;
     int rc = d->be->r_get(sh->s, local, s);

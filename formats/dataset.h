@@ -71,17 +71,47 @@ int fmt_dataset_open_ex(fmt_dataset **d, const char *dir, fmt_access access, fmt
 int fmt_dataset_open_flags(fmt_dataset **d, const char *dir, fmt_access access, unsigned flags,
                            fmt_msg *msg);
 
+/* Bytes [from, to) of the file of manifest shard `shard`, into buf (to - from bytes). */
+typedef struct {
+    size_t shard;
+    uint64_t from, to;
+    uint8_t *buf;
+    int fresh;                  /* asked again: not from a local copy (it failed its check) */
+    int local;                  /* set by the source: the bytes came from a local copy */
+} fmt_span;
+
+/* Where the parts of shards that have not arrived come from (remote/remote.h rmt_lazy_spans):
+ * read fills every span (several at once where it can), 0 or the error with msg naming what
+ * could not be read; base names the shards' files in messages ("BASE/FILE"). */
+typedef struct {
+    int (*read)(void *ctx, fmt_span *spans, size_t n, fmt_msg *msg);
+    void *ctx;
+    const char *base;
+} fmt_lazy_source;
+
 /* A dataset whose shards arrive after the open (a dataset at a URL, read through a bounded
  * cache: remote/remote.h): the manifest (len bytes of JSON) is parsed, no shard is opened.
  * Shard i is opened by fmt_dataset_shard_load once its file is in dir, and closed again by
  * fmt_dataset_shard_unload; until then its samples return EAGAIN (or the error
- * unload recorded). Needs samples of one size (the manifest's sample_width and sample_height:
- * fmt_dataset_max_length comes from them) and no targets, else FMT_EUNSUPPORTED. The caller
- * keeps shards it reads from loaded (load and unload are serialised; reads of a loaded shard are
- * as thread-safe as ever). */
+ * unload recorded). Samples of one size (the manifest's sample_width and sample_height:
+ * fmt_dataset_max_length comes from them) without targets need nothing more. Otherwise (sizes
+ * that vary, targets) the open needs every shard's metadata: with src and a backend that reads
+ * it apart from the payloads (backend.h r_tail: raw), each shard's header and index with its aux
+ * records (its *skeleton*) is read through src (every shard's header at once, then every index),
+ * checked as a shard's open checks them (the header against the manifest, the index hash, every
+ * entry, every sample against the manifest: a dataset a local open refuses is refused here) and
+ * kept; a part src read from a local copy that fails is read again fresh; one that still fails
+ * is FMT_EHASH / FMT_ETRUNC / FMT_ECORRUPT, naming BASE/FILE. fmt_dataset_get of a sample whose
+ * shard is not loaded (and has not failed) then answers from the skeleton (pixels NULL);
+ * reads, targets and checks still need the shard loaded. Without src, or another backend:
+ * FMT_EUNSUPPORTED. The caller keeps shards it reads from loaded (load and unload are
+ * serialised; reads of a loaded shard are as thread-safe as ever). */
 #define FMT_OPEN_LAZY 4u
 int fmt_dataset_open_lazy(fmt_dataset **d, const char *dir, const char *manifest, size_t len,
-                          fmt_access access, unsigned flags, fmt_msg *msg);
+                          fmt_access access, unsigned flags, const fmt_lazy_source *src,
+                          fmt_msg *msg);
+/* Non-zero when fmt_dataset_open_lazy read the shards' skeletons. */
+int fmt_dataset_skeletons(const fmt_dataset *d);
 /* 0 once shard i is open (the checks of fmt_dataset_open_flags applied to it), or the error with
  * msg naming its file. */
 int fmt_dataset_shard_load(fmt_dataset *d, size_t i, fmt_msg *msg);

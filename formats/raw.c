@@ -778,6 +778,45 @@ leave:
     return rc;
 }
 
+int fmt_raw_open_parts(fmt_raw_shard **out, const uint8_t head[FMT_RAW_HEADER_SIZE],
+                       const uint8_t *tail, size_t tail_len, fmt_msg *msg)
+{
+    *out = NULL;
+    if (msg)
+        msg->text[0] = '\0';
+    fmt_raw_shard *s = calloc(1, sizeof *s);
+    if (!s)
+        return ENOMEM;
+    s->fd = -1;
+    s->base = MAP_FAILED;
+    int rc = fmt_raw_decode_header(head, &s->h, msg);
+    if (rc)
+        goto leave;
+    if (s->h.file_size - s->h.index_offset != (uint64_t)tail_len) {
+        rc = fmt_fail(msg, FMT_ETRUNC, "index and aux area of %zu bytes, the header says %"
+                      PRIu64, tail_len, s->h.file_size - s->h.index_offset);
+        goto leave;
+    }
+    s->size = (size_t)s->h.file_size;
+    if (!(s->tail = malloc(tail_len ? tail_len : 1))) {
+        rc = fmt_fail(msg, ENOMEM, "no memory for an index of %zu bytes", tail_len);
+        goto leave;
+    }
+    memcpy(s->tail, tail, tail_len);
+    s->index = s->tail;
+    if (XXH3_64bits(s->index, tail_len) != s->h.index_hash) {
+        rc = fmt_fail(msg, FMT_EHASH, "bad index hash");
+        goto leave;
+    }
+    rc = check_entries(s, msg);
+leave:
+    if (rc)
+        fmt_raw_close(s);
+    else
+        *out = s;
+    return rc;
+}
+
 void fmt_raw_close(fmt_raw_shard *s)
 {
     if (!s)

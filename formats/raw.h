@@ -145,6 +145,14 @@ int fmt_raw_open(fmt_raw_shard **s, const char *path, fmt_msg *msg);
 
 /* fmt_raw_open with flags: 0 or FMT_RAW_OPEN_NOMAP. Unknown flag bits are ignored. */
 int fmt_raw_open_ex(fmt_raw_shard **s, const char *path, unsigned flags, fmt_msg *msg);
+/* A shard's header and index without its payloads (a shard that has not arrived yet): head, the
+ * file's first 256 bytes, and tail, its bytes from index_offset to file_size (tail_len of them),
+ * checked as fmt_raw_open checks a file's (header, index hash, every entry), the file's size
+ * being what the header says. Its entries and aux records read as an open shard's; it has no
+ * payloads: fmt_raw_pixels, fmt_raw_stored and fmt_raw_base give NULL, fmt_raw_fd_get (and so
+ * fmt_raw_check_sample) FMT_EUNSUPPORTED. */
+int fmt_raw_open_parts(fmt_raw_shard **s, const uint8_t head[FMT_RAW_HEADER_SIZE],
+                       const uint8_t *tail, size_t tail_len, fmt_msg *msg);
 void fmt_raw_close(fmt_raw_shard *s);                       /* accepts NULL */
 
 const fmt_raw_header *fmt_raw_get_header(const fmt_raw_shard *s);   /* valid until close */

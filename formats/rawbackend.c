@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -397,6 +398,45 @@ static int rb_r_extent(const void *p, uint64_t i, fmt_extent *x)
     return 0;
 }
 
+/* The header of a shard not yet here: its own checks, then its hash and size against the
+ * manifest's (what fmt_shard_check_info compares once it is opened), before its index_offset says
+ * which bytes to fetch next. */
+static int rb_r_tail(const uint8_t *head, const fmt_manifest_shard *ms, uint64_t *from,
+                     uint64_t *to, fmt_msg *msg)
+{
+    fmt_raw_header h;
+    int rc = fmt_raw_decode_header(head, &h, msg);
+    if (rc)
+        return rc;
+    if (h.header_hash != ms->hash)
+        return fmt_fail(msg, FMT_EHASH, "header hash %016" PRIx64 " differs from the "
+                        "manifest's %016" PRIx64, h.header_hash, ms->hash);
+    if (h.file_size != ms->bytes)
+        return fmt_fail(msg, FMT_ECORRUPT, "is %" PRIu64 " bytes, the manifest says %" PRIu64,
+                        h.file_size, ms->bytes);
+    *from = h.index_offset;
+    *to = h.file_size;
+    return 0;
+}
+
+static int rb_r_open_parts(void **out, const uint8_t *head, const uint8_t *tail, size_t tail_len,
+                           fmt_msg *msg)
+{
+    *out = NULL;
+    rb_shard *s = calloc(1, sizeof *s);
+    if (!s)
+        return ENOMEM;
+    s->access = FMT_ACCESS_PREAD;       /* no mapping; reads find no descriptor */
+    int rc = fmt_raw_open_parts(&s->raw, head, tail, tail_len, msg);
+    if (rc) {
+        rb_r_close(s);
+        return rc;
+    }
+    info_from_header(fmt_raw_get_header(s->raw), &s->info);
+    *out = s;
+    return 0;
+}
+
 const fmt_backend fmt_backend_raw = {
     .name = "raw",
     .version = 2,               /* shards of version 1 (aligned) and 2 (packed) */
@@ -418,4 +458,7 @@ const fmt_backend fmt_backend_raw = {
     .r_advise = rb_r_advise,
     .r_direct = rb_r_direct,
     .r_extent = rb_r_extent,
+    .r_head = FMT_RAW_HEADER_SIZE,
+    .r_tail = rb_r_tail,
+    .r_open_parts = rb_r_open_parts,
 };

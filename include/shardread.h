@@ -820,11 +820,13 @@ SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o);
  * ~/.cache/shardread): the manifest is fetched, and every shard the cache lacks is downloaded,
  * checked against the manifest (every sample's hash) and only then renamed into place; the
  * reader then reads the cached files. Raw and hdf5 datasets.
- * shr_open of a single dataset whose samples have one size and no targets returns once the
- * manifest is fetched instead: a thread downloads the shards in the order the sampler reads
- * them (prefetch_shards ahead), a worker needing a shard not yet there waits for it, and with
- * cache_limit the folder stays within the limit (shared safely by processes using one cache).
- * A shard that stays unavailable follows on_error like a damaged local one. */
+ * shr_open of a single dataset (raw; hdf5 only with samples of one size and no targets)
+ * returns once the manifest is fetched instead (and, where samples vary in size or carry
+ * targets, each raw shard's header and index, fetched with Range requests and checked): a
+ * thread downloads the shards in the order the sampler reads them (prefetch_shards ahead), a
+ * worker needing a shard not yet there waits for it, and with cache_limit the folder stays
+ * within the limit (shared safely by processes using one cache). A shard that stays
+ * unavailable follows on_error like a damaged local one. */
 
 /* What the cache of a reader over a dataset at a URL read as its shards arrive has done:
  * shr_cache_stats. All zero for other readers. */

@@ -88,6 +88,12 @@ size_t shr_lazy_shards(const shr_reader *r, const uint64_t *idx, uint32_t n, siz
     return got;
 }
 
+/* the parts of shards the open needs before they arrive (fmt_dataset_open_lazy's source) */
+static int read_spans(void *ctx, fmt_span *spans, size_t n, fmt_msg *msg)
+{
+    return rmt_lazy_spans(ctx, spans, n, msg);
+}
+
 int shr_lazy_open(shr_reader *r, const char *url)
 {
     rmt_options ro;
@@ -98,9 +104,11 @@ int shr_lazy_open(shr_reader *r, const char *url)
     uint8_t *man = NULL;
     size_t len = 0;
     int rc = rmt_lazy_open(&r->lazy, url, &ro, &dir, &man, &len, &msg);
-    if (!rc)
+    if (!rc) {
+        fmt_lazy_source src = {read_spans, r->lazy, rmt_lazy_url(r->lazy)};
         rc = fmt_dataset_open_lazy(&r->ds, dir, (const char *)man, len, (fmt_access)r->o.access,
-                                   0, &msg);
+                                   0, &src, &msg);
+    }
     if (rc == FMT_EUNSUPPORTED && !r->o.cache_limit) {
         rmt_lazy_close(r->lazy);        /* read whole before the open instead (lmdb too) */
         r->lazy = NULL;

@@ -811,7 +811,11 @@ lazy:
     if (rc)
         goto leave;
     rc = make_sampler(r);
-    if (rc == 0 && r->lazy)
+    /* a dataset at a URL: the downloads start now, unless the open still reads something of
+     * every sample (the sizes, from the shards' skeletons: fmt_dataset_open_lazy), which no
+     * shard unloaded by the download thread may race: then just before the workers */
+    int lazy_later = r->lazy && fmt_dataset_skeletons(r->ds);
+    if (rc == 0 && r->lazy && !lazy_later)
         rc = shr_lazy_start(r);
     if (rc)
         goto leave;
@@ -855,6 +859,8 @@ lazy:
             goto leave;
         }
     }
+    if (lazy_later && (rc = shr_lazy_start(r)) != 0)
+        goto leave;
     rc = start_workers(r);
 leave:
     if (rc) {

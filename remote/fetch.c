@@ -90,7 +90,7 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
         s->status = (int)code;
         s->started = 1;
         s->pos = code == 206 ? s->range_start : 0;
-        if (code == 200 && s->offset > 0 && j->nstripes == 1) {  /* the whole object after all */
+        if (code == 200 && s->offset > 0 && j->nstripes == 1 && !j->buf) {  /* the whole object */
             if (ftruncate(j->fd, 0) != 0) {
                 j->rc = errno;
                 return 0;
@@ -127,6 +127,12 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     int capped = s->end && s->pos + (want - done) > s->end;
     if (capped)                                         /* the rest is another transfer's */
         want = done + (size_t)(s->end - s->pos);
+    if (j->buf && done < want) {                      /* a range into memory */
+        memcpy(j->buf + (s->offset - j->from), p + done, want - done);
+        s->offset += (uint64_t)(want - done);
+        s->pos += (uint64_t)(want - done);
+        done = want;
+    }
     while (done < want) {
         ssize_t w = pwrite(j->fd, p + done, want - done, (off_t)s->offset);
         if (w < 0) {
@@ -158,6 +164,18 @@ static void stripe_reset_response(rmt_stripe *s)
 /* the job's primary transfer from what its file holds: 1 when it is already complete */
 static int open_file(rmt_job *j)
 {
+    if (j->buf) {                       /* a range into memory: no file */
+        if (!j->xf && !(j->xf = calloc(RMT_STRIPES, sizeof *j->xf)))
+            return fmt_fail(&j->msg, ENOMEM, "out of memory");
+        rmt_stripe *s = &j->xf[0];
+        j->nstripes = 1;
+        j->got = 0;
+        s->job = j;
+        s->tries = 0;
+        s->begin = s->offset = j->from;
+        s->end = j->size;
+        return j->from >= j->size;
+    }
     if (j->fd < 0) {
         j->fd = open(j->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (j->fd < 0)
@@ -218,7 +236,7 @@ static int attempt(CURLM *m, fetch_ctx *f, rmt_stripe *s)
         curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
     }
     char range[48];
-    if (s->end && s->end < j->size) {           /* a range of a split job */
+    if (s->end && (s->end < j->size || j->buf)) {   /* a range of a split job, or asked for */
         snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)s->offset,
                  (unsigned long long)(s->end - 1));
         curl_easy_setopt(e, CURLOPT_RANGE, range);
@@ -316,9 +334,9 @@ static int finish(CURLM *m, fetch_ctx *f, rmt_stripe *s, CURLcode res, unsigned 
         fmt_fail(&j->msg, e2, "cannot write %s: %s", j->path, strerror(e2));
         return -1;
     } else if (res == CURLE_WRITE_ERROR && s->range_bad) {  /* another range: again */
-        if (split || ftruncate(j->fd, 0) == 0) {
+        if (split || j->buf || ftruncate(j->fd, 0) == 0) {
             transient = 1;
-            if (!split)
+            if (!split && !j->buf)
                 s->offset = 0;
         }
         snprintf(what, sizeof what, "the server sent bytes from %llu, not %llu",
@@ -334,7 +352,7 @@ static int finish(CURLM *m, fetch_ctx *f, rmt_stripe *s, CURLcode res, unsigned 
             j->msg.text[0] = '\0';
             return -1;
         }
-        if (code == 416 && !split) {                    /* the partial file is no prefix */
+        if (code == 416 && !split && !j->buf) {                    /* the partial file is no prefix */
             if (ftruncate(j->fd, 0) == 0) {
                 transient = 1;
                 s->offset = 0;

@@ -612,6 +612,54 @@ out:
     return rc;
 }
 
+/* span's bytes from the shard's file in the folder: 1 when it is there, of the manifest's size,
+ * and they could be read (any file with the final name was checked when it got it; the caller
+ * checks the bytes against the manifest all the same: a file of an older dataset fails then) */
+static int span_local(const rmt_lazy *z, fmt_span *sp)
+{
+    int fd = open(z->sh[sp->shard].j.final, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+             (uint64_t)st.st_size == z->m.shards[sp->shard].bytes &&
+             fmt_pread_exact(fd, sp->buf, (size_t)(sp->to - sp->from), sp->from) == 0;
+    close(fd);
+    return ok;
+}
+
+int rmt_lazy_spans(rmt_lazy *z, fmt_span *sp, size_t n, fmt_msg *msg)
+{
+    rmt_job *jobs = calloc(n ? n : 1, sizeof *jobs);
+    if (!jobs)
+        return fmt_fail(msg, ENOMEM, "out of memory");
+    size_t nj = 0;
+    for (size_t i = 0; i < n; i++) {
+        sp[i].local = 0;
+        if (sp[i].shard >= z->m.nshards || sp[i].to < sp[i].from ||
+            sp[i].to > z->m.shards[sp[i].shard].bytes) {
+            free(jobs);
+            return fmt_fail(msg, FMT_EINVAL, "bytes %" PRIu64 "..%" PRIu64 " of no shard",
+                            sp[i].from, sp[i].to);
+        }
+        if (sp[i].to == sp[i].from)
+            continue;
+        if (!sp[i].fresh && span_local(z, &sp[i])) {
+            sp[i].local = 1;
+            continue;
+        }
+        jobs[nj].name = z->m.shards[sp[i].shard].file;
+        jobs[nj].from = sp[i].from;
+        jobs[nj].size = sp[i].to;
+        jobs[nj].buf = sp[i].buf;
+        nj++;
+    }
+    int rc = nj ? rmt_fetch(&z->c, jobs, nj, z->parallel, z->tries, NULL, NULL, NULL, &z->st, msg)
+                : 0;
+    free(jobs);
+    return rc;
+}
+
 uint64_t rmt_lazy_minimum(const rmt_lazy *z, size_t shards)
 {
     /* the `shards` largest shards */
@@ -763,6 +811,11 @@ const fmt_manifest *rmt_lazy_manifest(const rmt_lazy *z)
 const char *rmt_lazy_dir(const rmt_lazy *z)
 {
     return z->dir;
+}
+
+const char *rmt_lazy_url(const rmt_lazy *z)
+{
+    return z->c.url;
 }
 
 void rmt_lazy_cancel(rmt_lazy *z)

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dataset.h"
 #include "fmt.h"
 #include "manifest.h"
 
@@ -80,6 +81,13 @@ int rmt_lazy_open(rmt_lazy **z, const char *url, const rmt_options *o, char **di
                   uint8_t **manifest, size_t *mlen, fmt_msg *msg);
 /* Bytes of the `shards` largest shards: the least cache that holds any `shards` of them. */
 uint64_t rmt_lazy_minimum(const rmt_lazy *z, size_t shards);
+/* Parts of shard objects, before rmt_lazy_start (what a reader's open needs before the shards
+ * arrive: formats/dataset.h fmt_dataset_open_lazy): for each span, the object's bytes [from, to)
+ * into buf (to - from bytes, the caller's). From the shard's file in the cache folder when it is
+ * there with the manifest's size and the span is not fresh (local then 1: the caller checks the
+ * bytes, and asks again with fresh set when they fail), else fetched with Range requests, up to
+ * the session's parallel transfers at once. 0, or the first error (msg names the object). */
+int rmt_lazy_spans(rmt_lazy *z, fmt_span *sp, size_t n, fmt_msg *msg);
 /* Start downloading: limit bytes in the folder at most (0: no limit), ahead distinct shards of
  * the plan at most, looking through scan batches at most for them. */
 int rmt_lazy_start(rmt_lazy *z, const rmt_lazy_hooks *h, uint64_t limit, uint32_t ahead,
@@ -103,6 +111,7 @@ void rmt_lazy_yield(rmt_lazy *z, size_t k);
 void rmt_lazy_stats(rmt_lazy *z, rmt_stats *st, uint64_t *peak, uint64_t *evicted);
 const fmt_manifest *rmt_lazy_manifest(const rmt_lazy *z);
 const char *rmt_lazy_dir(const rmt_lazy *z);       /* the dataset's cache folder */
+const char *rmt_lazy_url(const rmt_lazy *z);       /* its URL, without a trailing '/' */
 /* Wake every rmt_lazy_acquire waiting now or later with ECANCELED and stop downloading (the
  * transfers under way are abandoned within about 0.1 s; rmt_lazy_close removes their partial
  * files), without freeing: a reader calls it before joining workers that may wait for a shard.
@@ -159,6 +168,10 @@ typedef struct rmt_job {
                              * already there is resumed with a Range request */
     uint64_t size;          /* its expected size (0: unknown) */
     int optional;           /* a missing object (404) is not an error: rc ENOENT, msg empty */
+    /* with buf: only the object's bytes [from, size) are fetched (Range requests; size is where
+     * the range ends, not the object's size), into buf (size - from bytes); path is unused */
+    uint8_t *buf;
+    uint64_t from;
     int rc;                 /* result */
     fmt_msg msg;
     void *user;

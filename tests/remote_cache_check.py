@@ -2,7 +2,7 @@
 
 remote_cache_check.py equal LOCAL URL CACHE LIMIT KWARGS_JSON
     one epoch of Loader(URL, cache_limit=LIMIT) equals Loader(LOCAL) (pixels, labels, indices,
-    order); the cache folder, sampled by a thread after every batch and between them, never
+    order; with "targets": true in KWARGS every target's arrays too); the cache folder, sampled by a thread after every batch and between them, never
     holds more than LIMIT bytes, nor does the cache's own count (peak_bytes); prints
     'peak=N evicted=E fetched=F'
 remote_cache_check.py resume LOCAL URL CACHE LIMIT KWARGS_JSON CUT
@@ -55,10 +55,20 @@ class Sampler(threading.Thread):
             self.peak = max(self.peak, folder_bytes(self.cache))
 
 
+def flat(item):
+    """A batch as a flat list of arrays: (images, labels, indices), or with targets=True
+    (images, [one dict per sample], indices) every target's keys and values in order."""
+    if isinstance(item, dict):
+        return [a for k in sorted(item) for a in [np.array(k)] + flat(item[k])]
+    if isinstance(item, (list, tuple)):
+        return [a for v in item for a in flat(v)]
+    return [np.array(item)]
+
+
 def batches(loader, n=None):
     out = []
-    for k, (x, y, i) in enumerate(loader):
-        out.append((np.array(x), np.array(y), np.array(i)))
+    for k, item in enumerate(loader):
+        out.append(tuple(flat(item)))
         if n is not None and k + 1 == n:
             break
     return out
@@ -69,7 +79,7 @@ def same(a, b):
         print(f"{len(b)} batches, the local epoch has {len(a)}", file=sys.stderr)
         return False
     for k, (p, q) in enumerate(zip(a, b)):
-        if not all(np.array_equal(u, v) for u, v in zip(p, q)):
+        if len(p) != len(q) or not all(np.array_equal(u, v) for u, v in zip(p, q)):
             print(f"batch {k} differs", file=sys.stderr)
             return False
     return True
