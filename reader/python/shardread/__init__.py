@@ -517,6 +517,10 @@ class Loader(_shardread.Loader):
         self._keep_indices = bool(user_indices or return_params)
         self._fields = None
         if fields is not False and fields is not None:
+            if remote.get("cache_limit"):
+                # the Dataset below reads the whole dataset into the cache first
+                raise ValueError("fields= is not available with cache_limit= (a dataset at a URL "
+                                 "is read whole for its fields): drop one of them")
             # the batch's indices say which samples' fields to read
             self._fields = Dataset(path, access, cache=cache, fields=fields)
             kw["return_indices"] = True
