@@ -161,21 +161,29 @@ static void stripe_reset_response(rmt_stripe *s)
     s->errbuf[0] = '\0';
 }
 
+/* the job's one transfer, of [begin, j->size) from offset: NULL when out of memory */
+static rmt_stripe *first_stripe(rmt_job *j, uint64_t begin, uint64_t offset)
+{
+    if (!j->xf && !(j->xf = calloc(RMT_STRIPES, sizeof *j->xf))) {
+        fmt_fail(&j->msg, ENOMEM, "out of memory");
+        return NULL;
+    }
+    rmt_stripe *s = &j->xf[0];
+    j->nstripes = 1;
+    j->got = 0;
+    s->job = j;
+    s->tries = 0;
+    s->begin = begin;
+    s->offset = offset;
+    s->end = j->size;
+    return s;
+}
+
 /* the job's primary transfer from what its file holds: 1 when it is already complete */
 static int open_file(rmt_job *j)
 {
-    if (j->buf) {                       /* a range into memory: no file */
-        if (!j->xf && !(j->xf = calloc(RMT_STRIPES, sizeof *j->xf)))
-            return fmt_fail(&j->msg, ENOMEM, "out of memory");
-        rmt_stripe *s = &j->xf[0];
-        j->nstripes = 1;
-        j->got = 0;
-        s->job = j;
-        s->tries = 0;
-        s->begin = s->offset = j->from;
-        s->end = j->size;
-        return j->from >= j->size;
-    }
+    if (j->buf)                         /* a range into memory: no file */
+        return first_stripe(j, j->from, j->from) ? j->from >= j->size : ENOMEM;
     if (j->fd < 0) {
         j->fd = open(j->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (j->fd < 0)
@@ -184,16 +192,9 @@ static int open_file(rmt_job *j)
     struct stat st;
     if (fstat(j->fd, &st) != 0)
         return fmt_fail(&j->msg, errno, "cannot stat %s: %s", j->path, strerror(errno));
-    if (!j->xf && !(j->xf = calloc(RMT_STRIPES, sizeof *j->xf)))
-        return fmt_fail(&j->msg, ENOMEM, "out of memory");
-    rmt_stripe *s = &j->xf[0];
-    j->nstripes = 1;
-    j->got = 0;
-    s->job = j;
-    s->tries = 0;
-    s->begin = 0;
-    s->end = j->size;
-    s->offset = (uint64_t)st.st_size;
+    rmt_stripe *s = first_stripe(j, 0, (uint64_t)st.st_size);
+    if (!s)
+        return ENOMEM;
     if (j->size && s->offset > j->size) {
         if (ftruncate(j->fd, 0) != 0)
             return fmt_fail(&j->msg, errno, "cannot truncate %s: %s", j->path, strerror(errno));

@@ -41,6 +41,17 @@ pids+=($!)
 $PY "$HELP" wait "$GP" && $PY "$HELP" wait "$FP" || bad "the proxies did not start"
 export AWS_ENDPOINT_URL_S3=http://127.0.0.1:$GP
 export SHARDREAD_CACHE="$T/cache"
+keys() {   # PREFIX: the bucket's keys under it, one a line
+  $PY - "http://127.0.0.1:$S3P" "$1" <<'EOF'
+import sys, botocore.session
+from botocore.config import Config
+c = botocore.session.get_session().create_client(
+    "s3", endpoint_url=sys.argv[1], region_name="us-east-1",
+    config=Config(s3={"addressing_style": "path"}))
+for o in c.list_objects_v2(Bucket="bkt", Prefix=sys.argv[2]).get("Contents", []):
+    print(o["Key"])
+EOF
+}
 same() { $PY "$HELP" dump "http://127.0.0.1:$S3P" bkt "$1" "$2" >"$T/dump" 2>&1 || { cat "$T/dump"; false; }; }
 
 # ---- one build ----
@@ -86,15 +97,7 @@ expect_exit 3 "a build whose uploads fail after 4 objects fails" \
 check "naming the object, endpoint, bucket and the server's code" \
   grep -q "cannot upload s3://bkt/cut/shard-0000[0-9].raw to http://127.0.0.1:$FP (bucket bkt): HTTP 503 SlowDown.*(after 6 tries)" "$T/err"
 check "and nothing else about the staging folder" bash -c "! grep -q '$T/cache' '$T/err'"
-$PY - "http://127.0.0.1:$S3P" >"$T/keys" <<'EOF'
-import sys, botocore.session
-from botocore.config import Config
-c = botocore.session.get_session().create_client(
-    "s3", endpoint_url=sys.argv[1], region_name="us-east-1",
-    config=Config(s3={"addressing_style": "path"}))
-for o in c.list_objects_v2(Bucket="bkt", Prefix="cut/").get("Contents", []):
-    print(o["Key"])
-EOF
+keys cut/ >"$T/keys"
 check "some shards went up" grep -q "cut/shard-00000.raw" "$T/keys"
 check "but no manifest" bash -c "! grep -q manifest.json '$T/keys'"
 expect_exit 3 "reading it fails: there is no dataset yet" "$SHARDC" info s3://bkt/cut
@@ -115,12 +118,15 @@ check "the local detection build stores boxes" grep -q "shardc: [1-9][0-9]* boxe
 expect_exit 0 "shardc build --coco -o s3://bkt/det" "$SHARDC" build "$T/det" -o s3://bkt/det "${DOPTS[@]}"
 check "its summary counts the boxes the local build counts" bash -c "grep 'boxes stored' '$T/err' | cmp -s - '$T/dboxes'"
 check "its objects are the local build's files" same det "$T/dlocal"
-FP2=$($PY "$HELP" port)
-$PY "$HELP" writefaults "$FP2" "127.0.0.1:$GP" 2 "$T/faults2.log" &
-pids+=($!)
-$PY "$HELP" wait "$FP2" || bad "the second fault proxy did not start"
+faults_proxy() {   # N LOG: another proxy refusing every upload after N, on port $FPN
+  FPN=$($PY "$HELP" port)
+  $PY "$HELP" writefaults "$FPN" "127.0.0.1:$GP" "$1" "$2" &
+  pids+=($!)
+  $PY "$HELP" wait "$FPN" || bad "the fault proxy of $2 did not start"
+}
+faults_proxy 2 "$T/faults2.log"
 expect_exit 3 "a detection build whose uploads fail after 2 objects fails" \
-  env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$FP2 "$SHARDC" build "$T/det" -o s3://bkt/dcut "${DOPTS[@]}"
+  env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$FPN "$SHARDC" build "$T/det" -o s3://bkt/dcut "${DOPTS[@]}"
 expect_exit 0 "--resume completes it" "$SHARDC" build "$T/det" -o s3://bkt/dcut "${DOPTS[@]}" --resume
 check "keeping the shards that went up" grep -q "resuming: kept [1-9] finished shard(s)" "$T/err"
 check "and counting their boxes with the new ones'" bash -c "grep 'boxes stored' '$T/err' | cmp -s - '$T/dboxes'"
@@ -175,17 +181,6 @@ for out in (local, "s3://bkt/py"):
     shardread.build(items, out, size=(16, 12), shard_samples=8)
 EOF
 check "it writes the objects a local shardread.build writes" same py "$T/pylocal"
-keys() {   # PREFIX: the bucket's keys under it, one a line
-  $PY - "http://127.0.0.1:$S3P" "$1" <<'EOF'
-import sys, botocore.session
-from botocore.config import Config
-c = botocore.session.get_session().create_client(
-    "s3", endpoint_url=sys.argv[1], region_name="us-east-1",
-    config=Config(s3={"addressing_style": "path"}))
-for o in c.list_objects_v2(Bucket="bkt", Prefix=sys.argv[2]).get("Contents", []):
-    print(o["Key"])
-EOF
-}
 expect_exit 0 "a shardread.build stopped by its iterable after shards went up" \
   $PY - "$T/src" "http://127.0.0.1:$S3P" <<'EOF'
 import os, sys, time, botocore.session, shardread
@@ -216,12 +211,9 @@ EOF
 check "its exception came through" grep -q "raised 'the iterable failed'" "$T/out"
 check "after shards went up" grep -q "^ok PUT .*/bkt/pystop/shard-" "$T/sig.log"
 check "and it left nothing in the bucket (a stream cannot be resumed)" test -z "$(keys pystop/)"
-FP3=$($PY "$HELP" port)
-$PY "$HELP" writefaults "$FP3" "127.0.0.1:$GP" 3 "$T/faults3.log" &
-pids+=($!)
-$PY "$HELP" wait "$FP3" || bad "the third fault proxy did not start"
+faults_proxy 3 "$T/faults3.log"
 expect_exit 0 "a shardread.build whose uploads fail after 3 objects" \
-  env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$FP3 $PY - "$T/src" <<'EOF'
+  env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$FPN $PY - "$T/src" <<'EOF'
 import os, sys, shardread
 src = sys.argv[1]
 items = sorted((os.path.join(src, c, f), k) for k, c in enumerate(sorted(os.listdir(src)))
