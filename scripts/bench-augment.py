@@ -55,6 +55,7 @@ HARNESS_C = r"""
 #include "affine.h"
 #include "autoaugment.h"
 #include "color.h"
+#include "enhance.h"
 #include "shardread.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,10 +161,10 @@ int main(int argc, char **argv)
                         memcpy(buf, src, one);
                     shr_params p;
                     switch (op) {
-                    case 0: shr_color_brightness(buf, 224, 224, 3, 672, 1.3f); break;
-                    case 1: shr_color_contrast(buf, 224, 224, 3, 672, 0.7f); break;
-                    case 2: shr_color_saturation(buf, 224, 224, 3, 672, 1.3f); break;
-                    case 3: shr_color_hue(buf, 224, 224, 3, 672, 0.07); break;
+                    case 0: fmt_color_brightness(buf, 224, 224, 3, 672, 1.3f); break;
+                    case 1: fmt_color_contrast(buf, 224, 224, 3, 672, 0.7f); break;
+                    case 2: fmt_color_saturation(buf, 224, 224, 3, 672, 1.3f); break;
+                    case 3: fmt_color_hue(buf, 224, 224, 3, 672, 0.07); break;
                     case 4:
                         shr_color_jitter_draw(&j, 1, 0, (uint64_t)i, &p);
                         shr_color_jitter_apply(&p, buf, 224, 224, 3, 672);
@@ -249,8 +250,8 @@ def build_harness(exe):
             f.write(HARNESS_C)
         libs = subprocess.run(["make", "-s", f"BUILD={BUILD}", "print-read-libs"], check=True,
                               stdout=subprocess.PIPE, text=True).stdout.split()
-        sh("cc", "-O2", "-std=c11", "-D_GNU_SOURCE", "-Ireader", "-Iformats", "-Ipixels", c, "-o", exe,
-           os.path.join(BUILD, "libshardread.a"), *libs)
+        sh("cc", "-O2", "-std=c11", "-D_GNU_SOURCE", "-Iinclude", "-Ireader", "-Iformats",
+           "-Ipixels", c, "-o", exe, os.path.join(BUILD, "libshardread.a"), *libs)
     return exe
 
 

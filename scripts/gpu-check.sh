@@ -55,7 +55,8 @@
 # (a pytest -k expression), ONLY (the steps to run, default "data correctness transfer train
 # doctor";
 # "cpubench" adds the per-core benchmarks, step 4 below), DETECT_IMAGES, AUG_REPS, AUG_PER,
-# AUG_PLAIN, T_CPUBENCH (default 300), T_DATA, T_TEST_CUDA, T_PYTEST, T_CHECK, T_TRANSFER, T_TRAIN,
+# AUG_PLAIN, XZ_PRESET (the bundle's compression, default 6: 0 packs much faster and larger, for
+# tests), T_CPUBENCH (default 300), T_DATA, T_TEST_CUDA, T_PYTEST, T_CHECK, T_TRANSFER, T_TRAIN,
 # T_DOCTOR
 # (timeouts in seconds, each cut to what is left of DEADLINE, the whole run's limit: 350 s on
 # the GPU, after which the remaining steps are skipped and the report is written).
@@ -113,10 +114,10 @@ if [ "$mode" = prepare ]; then
   find "$dir/bundle/tests" -type f ! -name test_cuda ! -name test_reader -delete
   # packed: the shared libraries (libarchive's libicudata above all) compress well, and the
   # folder must travel with the working tree; --run unpacks it with Python's tarfile
-  python3 - "$dir" <<'PY'
+  python3 - "$dir" "${XZ_PRESET:-6}" <<'PY'
 import os, shutil, sys, tarfile
 d = sys.argv[1]
-with tarfile.open(os.path.join(d, "bundle.tar.xz"), "w:xz", preset=6) as t:
+with tarfile.open(os.path.join(d, "bundle.tar.xz"), "w:xz", preset=int(sys.argv[2])) as t:
     t.add(os.path.join(d, "bundle"), arcname="bundle")
 shutil.rmtree(os.path.join(d, "bundle"))
 PY
