@@ -787,7 +787,7 @@ typedef struct {
     const char *field;          /* the shr_options field */
     const char *name;           /* the public name: the Loader's keyword [and its key] */
     const char *python_default; /* the keyword's default as the Loader writes it, or NULL */
-    int is_float;               /* a double field; else uint32_t */
+    int is_float;               /* a double field; else an unsigned integer (uint32_t, uint64_t) */
     /* 1: a scalar; 2: a double[2], each value in the range, and with `ordered` min <= max */
     int count, ordered;
     shr_opt_form form;
@@ -799,6 +799,15 @@ typedef struct {
 
 /* The rows, *count of them; the table is static and lives as long as the library. */
 SHR_API const shr_option_info *shr_option_table(size_t *count);
+
+/* Whether v (r->count values: a scalar, or a pair's min and max) is in row r's range: 0, or
+ * SHR_EINVAL with the refusal shr_open would make written to why (n bytes; may be NULL), naming
+ * `name` in place of r->name where it is not NULL: a front end's keyword that sets r's field
+ * under another name (the Python Loader's max_threads, the threads of threads='auto') states
+ * the table's range in its own terms. The condition under which shr_open checks r is not
+ * looked at. */
+SHR_API int shr_option_check(const shr_option_info *r, const char *name, const double *v,
+                             char *why, size_t n);
 
 /* Open the dataset in dir and start the workers. o may be NULL (defaults). On failure *r is NULL
  * and a description of the error (naming the file at fault) is available from

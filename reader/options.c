@@ -136,15 +136,18 @@ static void number(char *buf, size_t n, double v)
 }
 
 /* "NAME (FIELD) must be in LO..HI, not V" or, for a pair, "must satisfy LO <= min <= max <= HI,
- * not [MIN, MAX]": the public name, the field where it differs, the accepted range in the
- * row's form, and the value refused. */
-static int refuse(fmt_msg *m, const shr_option_info *r, const double *v)
+ * not [MIN, MAX]": the public name (or `name`, where given), the field where it differs, the
+ * accepted range in the row's form, and the value refused; into buf (n bytes). */
+static void refusal(char *buf, size_t n, const shr_option_info *r, const char *name,
+                    const double *v)
 {
-    char name[96], lo[32], hi[32], val[72], range[128], first[32];
-    if (strcmp(r->name, r->field) == 0)
-        snprintf(name, sizeof name, "%s", r->name);
+    char who[160], lo[32], hi[32], val[72], range[128], first[32];
+    if (!name)
+        name = r->name;
+    if (strcmp(name, r->field) == 0)
+        snprintf(who, sizeof who, "%s", name);
     else
-        snprintf(name, sizeof name, "%s (%s)", r->name, r->field);
+        snprintf(who, sizeof who, "%s (%s)", name, r->field);
     number(lo, sizeof lo, r->lo);
     number(hi, sizeof hi, r->hi);
     number(first, sizeof first, v[0]);
@@ -159,7 +162,8 @@ static int refuse(fmt_msg *m, const shr_option_info *r, const double *v)
     if (r->count == 2 && r->ordered) {
         snprintf(range, sizeof range, "satisfy %s %s min <= max %s %s", lo, lo_open ? "<" : "<=",
                  hi_open ? "<" : "<=", hi);
-        return fmt_fail(m, SHR_EINVAL, "%s must %s, not %s", name, range, val);
+        snprintf(buf, n, "%s must %s, not %s", who, range, val);
+        return;
     }
     switch (r->form) {
     case SHR_OPT_AT_LEAST:
@@ -176,8 +180,32 @@ static int refuse(fmt_msg *m, const shr_option_info *r, const double *v)
                  hi_open ? "below" : "at most", hi);
         break;
     }
-    return fmt_fail(m, SHR_EINVAL, "%s must be %s%s, not %s", name, r->count == 2 ?
-                    "two values, each " : "", range, val);
+    snprintf(buf, n, "%s must be %s%s, not %s", who, r->count == 2 ? "two values, each " : "",
+             range, val);
+}
+
+static int refuse(fmt_msg *m, const shr_option_info *r, const double *v)
+{
+    char text[sizeof m->text];
+    refusal(text, sizeof text, r, NULL, v);
+    return fmt_fail(m, SHR_EINVAL, "%s", text);
+}
+
+static int value_ok(const shr_option_info *r, const double *v)
+{
+    return r->count == 2 ? pair_ok(r, v) : in_range(r, v[0]);
+}
+
+int shr_option_check(const shr_option_info *r, const char *name, const double *v, char *why,
+                     size_t n)
+{
+    if (!r || !v)
+        return SHR_EINVAL;
+    if (value_ok(r, v))
+        return 0;
+    if (why && n)
+        refusal(why, n, r, name, v);
+    return SHR_EINVAL;
 }
 
 /* Every row of options.def whose condition holds, in the table's order. */

@@ -2,7 +2,8 @@
  * shr_option_table): every row's default is what shr_options_init sets, every row's range
  * check accepts its bounds and refuses the value just outside them (and NaN; a pair, also
  * min > max where it is ordered), and the refusal names the public name, the field and the
- * range. A row whose check is removed, loosened or tightened, or whose default drifts from the
+ * range (shr_option_check, the row's check for a front end, in the same words). A row whose
+ * check is removed, loosened or tightened, or whose default drifts from the
  * table, fails here; so does a row dropped from the table (the fields it must describe are
  * listed). */
 #include <check.h>
@@ -52,6 +53,8 @@ static const struct {
     {"erase_scale", 2, 1, SHR_OPT_RANGE, 0.02, 0.33, 0, 1},
     {"erase_ratio", 2, 1, SHR_OPT_OPEN, 0.3, 3.3, 0, 1e6},
     {"scale_range", 2, 1, SHR_OPT_ABOVE, 0.1, 2.0, 0, 16},
+    {"cache_limit", 1, 0, SHR_OPT_AT_LEAST, 0, 0, 0, 0},
+    {"prefetch_shards", 1, 0, SHR_OPT_AT_LEAST, 0, 0, 0, 0},
 };
 
 #define NROWS (sizeof g_rows / sizeof g_rows[0])
@@ -131,11 +134,26 @@ static int check(const shr_option_info *r, double v, fmt_msg *m)
     return check2(r, v, v, m);
 }
 
+/* the value [a, b] as the field holds it (a scalar: a, in its C type) */
+static void held(const shr_option_info *r, double a, double b, double v[2])
+{
+    shr_options o;
+    base(&o, r->field);
+    set_field(&o, r->field, (const double[2]){a, b});
+    get_field(&o, r->field, v);
+}
+
 static void accepts(const shr_option_info *r, double a, double b)
 {
     fmt_msg m;
     int rc = check2(r, a, b, &m);
     ck_assert_msg(rc == 0, "%s = [%.17g, %.17g] refused: %s", r->field, a, b, m.text);
+    /* shr_option_check, the row's check for a front end, agrees */
+    double v[2];
+    char why[8] = "x";
+    held(r, a, b, v);
+    ck_assert_int_eq(shr_option_check(r, NULL, v, why, sizeof why), 0);
+    ck_assert_str_eq(why, "x");
 }
 
 static void refuses(const shr_option_info *r, double a, double b)
@@ -143,6 +161,12 @@ static void refuses(const shr_option_info *r, double a, double b)
     fmt_msg m;
     int rc = check2(r, a, b, &m);
     ck_assert_msg(rc == SHR_EINVAL, "%s = [%.17g, %.17g] accepted (%d)", r->field, a, b, rc);
+    /* shr_option_check refuses it in the same words */
+    double v[2];
+    char why[512];
+    held(r, a, b, v);
+    ck_assert_int_eq(shr_option_check(r, NULL, v, why, sizeof why), SHR_EINVAL);
+    ck_assert_str_eq(why, m.text);
     /* the public name, the field, and the words of the range */
     ck_assert_msg(strncmp(m.text, r->name, strlen(r->name)) == 0, "%s: %s", r->field, m.text);
     ck_assert_msg(strstr(m.text, r->field) != NULL, "%s: %s", r->field, m.text);
@@ -320,6 +344,34 @@ START_TEST(test_conditions)
 }
 END_TEST
 
+/* shr_option_check: a front end's keyword for a row's field, refused in its own name with the
+ * row's range (the Loader's max_threads sets threads with threads='auto') */
+START_TEST(test_option_check)
+{
+    size_t n = 0, i = 0;
+    const shr_option_info *t = shr_option_table(&n);
+    while (i < n && strcmp(t[i].field, "threads") != 0)
+        i++;
+    ck_assert_uint_lt(i, n);
+    char why[512];
+    ck_assert_int_eq(shr_option_check(&t[i], "max_threads", (const double[1]){2000}, why,
+                                      sizeof why), SHR_EINVAL);
+    ck_assert_str_eq(why, "max_threads (threads) must be in 1..1024, not 2000");
+    ck_assert_int_eq(shr_option_check(&t[i], NULL, (const double[1]){0}, why, sizeof why),
+                     SHR_EINVAL);
+    ck_assert_str_eq(why, "threads must be in 1..1024, not 0");
+    ck_assert_int_eq(shr_option_check(&t[i], "max_threads", (const double[1]){1024}, NULL, 0), 0);
+    ck_assert_int_eq(shr_option_check(&t[i], NULL, (const double[1]){NAN}, NULL, 0), SHR_EINVAL);
+    /* a short buffer holds the message's start, terminated */
+    ck_assert_int_eq(shr_option_check(&t[i], "max_threads", (const double[1]){0}, why, 12),
+                     SHR_EINVAL);
+    ck_assert_str_eq(why, "max_threads");
+    ck_assert_int_eq(shr_option_check(NULL, NULL, (const double[1]){1}, why, sizeof why),
+                     SHR_EINVAL);
+    ck_assert_int_eq(shr_option_check(&t[i], NULL, NULL, why, sizeof why), SHR_EINVAL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("options_table");
@@ -329,6 +381,7 @@ int main(void)
     tcase_add_test(tc, test_bounds);
     tcase_add_test(tc, test_messages);
     tcase_add_test(tc, test_conditions);
+    tcase_add_test(tc, test_option_check);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

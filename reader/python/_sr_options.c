@@ -114,8 +114,39 @@ static int default_threads(void)
     return n < 1 ? 1 : n > 4 ? 4 : (int)n;
 }
 
+/* A keyword that sets an integer field of the options table (reader/options.def) under a name
+ * of its own (max_threads: threads with threads='auto'): the row's range, refused in the
+ * keyword's name with the library's words (ArgumentError, as at the open). */
+static int row_u32(PyObject *v, const char *keyword, const char *field, uint32_t *out)
+{
+    uint64_t x;
+    if (sr_to_u64(v, keyword, &x) < 0)
+        return -1;
+    size_t n = 0;
+    const shr_option_info *t = shr_option_table(&n), *r = NULL;
+    for (size_t i = 0; i < n && !r; i++)
+        if (strcmp(t[i].field, field) == 0)
+            r = &t[i];
+    char why[512];
+    double d = (double)x;
+    if (!r || r->count != 1 || r->is_float) {
+        PyErr_Format(PyExc_SystemError, "%s: no integer row %s in the options table", keyword,
+                     field);
+        return -1;
+    }
+    if (shr_option_check(r, keyword, &d, why, sizeof why) != 0) {
+        sr_raise_lib(SHR_EINVAL, why);
+        return -1;
+    }
+    if (x > UINT32_MAX)
+        return sr_to_u32(v, keyword, 0, out);     /* a row wider than its field: refused */
+    *out = (uint32_t)x;
+    return 0;
+}
+
 /* threads= a number, None (the cores, at most 4) or "auto" (threads_auto, with max_threads
- * workers at most: default the cores, at most 8); max_threads= only with "auto" */
+ * workers at most: default the cores, at most 8; its range is the threads row's); max_threads=
+ * only with "auto" */
 static int sr_threads(PyObject *threads, PyObject *max_threads, shr_options *o)
 {
     if (PyUnicode_Check(threads)) {
@@ -127,7 +158,7 @@ static int sr_threads(PyObject *threads, PyObject *max_threads, shr_options *o)
         }
         o->threads_auto = 1;
         if (max_threads != Py_None)
-            return sr_to_u32(max_threads, "max_threads", 1, &o->threads);
+            return row_u32(max_threads, "max_threads", "threads", &o->threads);
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         o->threads = n < 1 ? 1 : n > 8 ? 8 : (uint32_t)n;
         return 0;

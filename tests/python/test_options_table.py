@@ -97,6 +97,9 @@ FORMS = {
     "erasing scale": lambda v: dict(erasing=dict(p=0.5, scale=v)),
     "erasing ratio": lambda v: dict(erasing=dict(p=0.5, ratio=v)),
     "scale_jitter range": lambda v: dict(scale_jitter=(16, v)),
+    # a dataset at a URL's (their rows refuse nothing a Python int can give: no value is tried)
+    "cache_limit": lambda v: dict(cache_limit=v),
+    "prefetch_shards": lambda v: dict(prefetch_shards=v),
 }
 
 
@@ -173,3 +176,15 @@ def test_messages_name_the_public_keyword(fx):
         with pytest.raises(shardread.ArgumentError) as e:
             shardread.Loader(fx.fixed, **kw)
         assert str(e.value) == want, kw
+
+
+def test_max_threads_is_refused_in_its_own_name_with_the_threads_range(fx):
+    """max_threads= sets the threads field (threads='auto'): refused as max_threads, with the
+    threads row's range, as the library words it (not as `threads`, which was not given)."""
+    row = next(r for r in ROWS if r["field"] == "threads")
+    for v in (row["lo"] - 1, row["hi"] + 1):
+        with pytest.raises(shardread.ArgumentError) as e:
+            shardread.Loader(fx.fixed, threads="auto", max_threads=v)
+        assert str(e.value) == f"max_threads (threads) must be in 1..1024, not {v}"
+    loader = shardread.Loader(fx.fixed, batch_size=2, threads="auto", max_threads=row["lo"])
+    assert loader.threads == 1
