@@ -23,12 +23,18 @@
 static const shr_option_info option_table[] = {
 #define SHR_OPT(field, ctype, name, pydef, form, def, lo, hi, cond, when, doc)                    \
     {#field, name, pydef, (ctype)0.5 != 0, 1, 0, form, {(double)(def), (double)(def)},          \
-     (double)(lo), (double)(hi), when, doc},
+     (double)(lo), (double)(hi), when, doc, NULL},
 #define SHR_OPT_PAIR(field, ordered, name, pydef, form, min, max, lo, hi, cond, when, doc)        \
-    {#field, name, pydef, 1, 2, ordered, form, {(min), (max)}, (lo), (hi), when, doc},
+    {#field, name, pydef, 1, 2, ordered, form, {(min), (max)}, (lo), (hi), when, doc, NULL},
+/* hi: the last value, one less than the names */
+#define SHR_OPT_CHOICE(field, ctype, name, pydef, def, cond, when, doc, ...)                      \
+    {#field, name, pydef, 0, 1, 0, SHR_OPT_CHOICE, {(double)(def), (double)(def)}, 0,           \
+     (double)(sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *) - 1), when,     \
+     doc, (const char *const[]){__VA_ARGS__, NULL}},
 #include "options.def"
 #undef SHR_OPT
 #undef SHR_OPT_PAIR
+#undef SHR_OPT_CHOICE
 };
 
 #define OPTION_ROWS (sizeof option_table / sizeof option_table[0])
@@ -41,7 +47,8 @@ const shr_option_info *shr_option_table(size_t *count)
 }
 
 /* The defaults of every field of this library's shr_options: options.def's rows, then the
- * fields the table does not describe yet (choices, per-channel values, the shear's four). */
+ * fields the table does not describe yet (the share, pinning, normalisation and per-channel
+ * values, the shear's four). */
 static void options_defaults(shr_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -50,21 +57,16 @@ static void options_defaults(shr_options *o)
 #define SHR_OPT_PAIR(field, ordered, name, pydef, form, min, max, lo, hi, cond, when, doc)        \
     o->field[0] = (min);                                                                        \
     o->field[1] = (max);
+#define SHR_OPT_CHOICE(field, ctype, name, pydef, def, cond, when, doc, ...) o->field = (def);
 #include "options.def"
 #undef SHR_OPT
 #undef SHR_OPT_PAIR
-    o->order = SHR_ORDER_SEQUENTIAL;
+#undef SHR_OPT_CHOICE
     o->world = 1;
-    o->uneven = SHR_UNEVEN_PAD;
-    o->access = SHR_ACCESS_MMAP;
     o->pin = SHR_PIN_AUTO;
-    o->filter = SHR_FILTER_BILINEAR;
-    o->dtype = SHR_DTYPE_U8;
-    o->layout = SHR_LAYOUT_NHWC;
     o->normalize = SHR_NORM_NONE;
     for (int c = 0; c < 4; c++)
         o->std[c] = 1.0f;
-    o->aug_interpolation = SHR_FILTER_NEAREST;
 }
 
 void shr_options_init_size(shr_options *o, size_t size)
@@ -114,6 +116,8 @@ static int in_range(const shr_option_info *r, double v)
         return v > r->lo && v < r->hi;
     case SHR_OPT_ZERO_OR_RANGE:
         return v == 0 || (v >= r->lo && v <= r->hi);
+    case SHR_OPT_CHOICE:
+        return v >= 0 && v <= r->hi && v == (int)v && r->choices[(int)v][0] != '\0';
     case SHR_OPT_RANGE:
     default:
         return v >= r->lo && v <= r->hi;
@@ -135,6 +139,22 @@ static void number(char *buf, size_t n, double v)
     }
 }
 
+/* "WHO must be one of A, B, C, not VALUE": a choice's accepted names, in the enum's order */
+static void choice_refusal(char *buf, size_t n, const shr_option_info *r, const char *who,
+                           const char *value)
+{
+    int at = snprintf(buf, n, "%s must be one of ", who);
+    const char *sep = "";
+    for (int i = 0; r->choices[i] && at >= 0 && (size_t)at < n; i++) {
+        if (!r->choices[i][0])
+            continue;
+        at += snprintf(buf + at, n - (size_t)at, "%s%s", sep, r->choices[i]);
+        sep = ", ";
+    }
+    if (at >= 0 && (size_t)at < n)
+        snprintf(buf + at, n - (size_t)at, ", not %s", value);
+}
+
 /* "NAME (FIELD) must be in LO..HI, not V" or, for a pair, "must satisfy LO <= min <= max <= HI,
  * not [MIN, MAX]": the public name (or `name`, where given), the field where it differs, the
  * accepted range in the row's form, and the value refused; into buf (n bytes). */
@@ -148,6 +168,11 @@ static void refusal(char *buf, size_t n, const shr_option_info *r, const char *n
         snprintf(who, sizeof who, "%s", name);
     else
         snprintf(who, sizeof who, "%s (%s)", name, r->field);
+    if (r->form == SHR_OPT_CHOICE) {
+        number(first, sizeof first, v[0]);
+        choice_refusal(buf, n, r, who, first);
+        return;
+    }
     number(lo, sizeof lo, r->lo);
     number(hi, sizeof hi, r->hi);
     number(first, sizeof first, v[0]);
@@ -208,6 +233,30 @@ int shr_option_check(const shr_option_info *r, const char *name, const double *v
     return SHR_EINVAL;
 }
 
+int shr_option_choose(const shr_option_info *r, const char *name, const char *given, int *value,
+                      char *why, size_t n)
+{
+    if (!r || r->form != SHR_OPT_CHOICE || !r->choices || !given || !value)
+        return SHR_EINVAL;
+    for (int i = 0; r->choices[i]; i++)
+        if (r->choices[i][0] && strcmp(r->choices[i], given) == 0) {
+            *value = i;
+            return 0;
+        }
+    if (why && n) {
+        char who[160], shown[160];
+        if (!name)
+            name = r->name;
+        if (strcmp(name, r->field) == 0)
+            snprintf(who, sizeof who, "%s", name);
+        else
+            snprintf(who, sizeof who, "%s (%s)", name, r->field);
+        snprintf(shown, sizeof shown, "'%s'", given);
+        choice_refusal(why, n, r, who, shown);
+    }
+    return SHR_EINVAL;
+}
+
 /* Every row of options.def whose condition holds, in the table's order. */
 static int check_table(const shr_options *o, fmt_msg *m)
 {
@@ -220,9 +269,14 @@ static int check_table(const shr_options *o, fmt_msg *m)
     if ((cond) && !pair_ok(r, o->field))                                                        \
         return refuse(m, r, o->field);                                                          \
     r++;
+#define SHR_OPT_CHOICE(field, ctype, name, pydef, def, cond, when, doc, ...)                      \
+    if ((cond) && !in_range(r, (double)o->field))                                               \
+        return refuse(m, r, (const double[1]){(double)o->field});                              \
+    r++;
 #include "options.def"
 #undef SHR_OPT
 #undef SHR_OPT_PAIR
+#undef SHR_OPT_CHOICE
     return 0;
 }
 
@@ -231,15 +285,9 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
     int rc = check_table(o, m);
     if (rc)
         return rc;
-    if ((unsigned)o->order > SHR_ORDER_QUASI)
-        return fmt_fail(m, SHR_EINVAL, "unknown order %d", (int)o->order);
     if (o->world == 0 || o->rank >= o->world)
         return fmt_fail(m, SHR_EINVAL, "rank %" PRIu32 " is not in [0, world %" PRIu32 ")",
                         o->rank, o->world);
-    if ((unsigned)o->uneven > SHR_UNEVEN_DROP)
-        return fmt_fail(m, SHR_EINVAL, "unknown uneven mode %d", (int)o->uneven);
-    if ((unsigned)o->on_error > SHR_ON_ERROR_SUBSTITUTE)
-        return fmt_fail(m, SHR_EINVAL, "unknown on_error mode %d", (int)o->on_error);
     if (o->consumed && o->cursor)
         return fmt_fail(m, SHR_EINVAL, "give either consumed (any world size) or cursor (the "
                         "same world size), not both");
@@ -254,8 +302,6 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
                         "output size limit: each side at most %u, width x height at most %u "
                         "pixels (SHR_MAX_SIDE, SHR_MAX_PIXELS)", o->width, o->height,
                         SHR_MAX_SIDE, SHR_MAX_PIXELS);
-    if ((unsigned)o->access > SHR_ACCESS_DIRECT)
-        return fmt_fail(m, SHR_EINVAL, "unknown access mode %d", (int)o->access);
     if ((unsigned)o->pin > SHR_PIN_OFF)
         return fmt_fail(m, SHR_EINVAL, "unknown pin mode %d", (int)o->pin);
     if (o->rrc) {
@@ -264,12 +310,8 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
         if (o->random_crop)
             return fmt_fail(m, SHR_EINVAL, "rrc and random_crop exclude each other: the "
                             "RandomResizedCrop draws its own box");
-        /* rrc_scale and rrc_ratio: options.def's ranges, checked before */
-        if ((unsigned)o->filter > SHR_FILTER_LANCZOS)
-            return fmt_fail(m, SHR_EINVAL, "unknown filter %d", (int)o->filter);
+        /* rrc_scale, rrc_ratio and filter: options.def's rows, checked before */
     }
-    if ((unsigned)o->dtype > SHR_DTYPE_F16)
-        return fmt_fail(m, SHR_EINVAL, "unknown dtype %d", (int)o->dtype);
     const char *why = shr_aug_check(o);
     if (!why)
         why = shr_mix_check(o);
@@ -286,8 +328,6 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
                         " canvas, past the output size limit of %u pixels (SHR_MAX_PIXELS): "
                         "at most 16384 without width and height", o->scale_max, o->scale_max,
                         o->scale_max, SHR_MAX_PIXELS);
-    if ((unsigned)o->layout > SHR_LAYOUT_NCHW)
-        return fmt_fail(m, SHR_EINVAL, "unknown layout %d", (int)o->layout);
     if ((unsigned)o->normalize > SHR_NORM_DATASET)
         return fmt_fail(m, SHR_EINVAL, "unknown normalisation %d", (int)o->normalize);
     if (o->normalize != SHR_NORM_NONE && o->dtype == SHR_DTYPE_U8)

@@ -1,11 +1,11 @@
-/* test_options_table.c - the numeric options are one table (reader/options.def,
- * shr_option_table): every row's default is what shr_options_init sets, every row's range
- * check accepts its bounds and refuses the value just outside them (and NaN; a pair, also
- * min > max where it is ordered), and the refusal names the public name, the field and the
- * range (shr_option_check, the row's check for a front end, in the same words). A row whose
- * check is removed, loosened or tightened, or whose default drifts from the
- * table, fails here; so does a row dropped from the table (the fields it must describe are
- * listed). */
+/* test_options_table.c - the numeric options and the choices are one table
+ * (reader/options.def, shr_option_table): every row's default is what shr_options_init sets,
+ * every row's range check accepts its bounds and refuses the value just outside them (and NaN;
+ * a pair, also min > max where it is ordered; a choice, a value without a name), and the
+ * refusal names the public name, the field and the range or names (shr_option_check and
+ * shr_option_choose, the row's check for a front end, in the same words). A row whose check is
+ * removed, loosened or tightened, or whose default drifts from the table, fails here; so does
+ * a row dropped from the table (the fields it must describe are listed). */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -55,6 +55,31 @@ static const struct {
     {"scale_range", 2, 1, SHR_OPT_ABOVE, 0.1, 2.0, 0, 16},
     {"cache_limit", 1, 0, SHR_OPT_AT_LEAST, 0, 0, 0, 0},
     {"prefetch_shards", 1, 0, SHR_OPT_AT_LEAST, 0, 0, 0, 0},
+    /* the choices: hi is the last value */
+    {"order", 1, 0, SHR_OPT_CHOICE, SHR_ORDER_SEQUENTIAL, SHR_ORDER_SEQUENTIAL, 0, 2},
+    {"uneven", 1, 0, SHR_OPT_CHOICE, SHR_UNEVEN_PAD, SHR_UNEVEN_PAD, 0, 1},
+    {"on_error", 1, 0, SHR_OPT_CHOICE, SHR_ON_ERROR_FAIL, SHR_ON_ERROR_FAIL, 0, 2},
+    {"access", 1, 0, SHR_OPT_CHOICE, SHR_ACCESS_MMAP, SHR_ACCESS_MMAP, 0, 2},
+    {"filter", 1, 0, SHR_OPT_CHOICE, SHR_FILTER_BILINEAR, SHR_FILTER_BILINEAR, 0, 5},
+    {"dtype", 1, 0, SHR_OPT_CHOICE, SHR_DTYPE_U8, SHR_DTYPE_U8, 0, 2},
+    {"layout", 1, 0, SHR_OPT_CHOICE, SHR_LAYOUT_NHWC, SHR_LAYOUT_NHWC, 0, 1},
+    {"aug_interpolation", 1, 0, SHR_OPT_CHOICE, SHR_FILTER_NEAREST, SHR_FILTER_NEAREST, 0, 2},
+    {"auto_augment", 1, 0, SHR_OPT_CHOICE, SHR_AUTO_AUGMENT_NONE, SHR_AUTO_AUGMENT_NONE, 0, 3},
+};
+
+/* each choice's names by value, as the Loader takes them ("" a value not accepted) */
+static const struct {
+    const char *field, *names;
+} g_choices[] = {
+    {"order", "sequential random quasi"},
+    {"uneven", "pad drop"},
+    {"on_error", "fail skip substitute"},
+    {"access", "mmap pread direct"},
+    {"filter", "nearest box bilinear hamming bicubic lanczos"},
+    {"dtype", "uint8 float32 float16"},
+    {"layout", "NHWC NCHW"},
+    {"aug_interpolation", "nearest - bilinear"},
+    {"auto_augment", "none trivialaugment_wide randaugment imagenet"},
 };
 
 #define NROWS (sizeof g_rows / sizeof g_rows[0])
@@ -73,9 +98,15 @@ static void get_field(const shr_options *o, const char *f, double v[2])
         v[1] = o->field[1];                                                         \
         return;                                                                     \
     }
+#define SHR_OPT_CHOICE(field, ...)                                                  \
+    if (strcmp(f, #field) == 0) {                                                   \
+        v[0] = v[1] = (double)o->field;                                             \
+        return;                                                                     \
+    }
 #include "options.def"
 #undef SHR_OPT
 #undef SHR_OPT_PAIR
+#undef SHR_OPT_CHOICE
     ck_abort_msg("no field %s", f);
 }
 
@@ -92,9 +123,15 @@ static void set_field(shr_options *o, const char *f, const double v[2])
         o->field[1] = v[1];                                                         \
         return;                                                                     \
     }
+#define SHR_OPT_CHOICE(field, ctype, ...)                                           \
+    if (strcmp(f, #field) == 0) {                                                   \
+        o->field = (ctype)v[0];                                                     \
+        return;                                                                     \
+    }
 #include "options.def"
 #undef SHR_OPT
 #undef SHR_OPT_PAIR
+#undef SHR_OPT_CHOICE
     ck_abort_msg("no field %s", f);
 }
 
@@ -303,6 +340,12 @@ START_TEST(test_messages)
                             "1000000, not [0, 0]"},
         {"affine_translate", 2, "affine translate (affine_translate) must be two values, each "
                                 "in 0..1, not [2, 2]"},
+        {"order", 3, "order must be one of sequential, random, quasi, not 3"},
+        {"filter", 6, "interpolation (filter) must be one of nearest, box, bilinear, hamming, "
+                      "bicubic, lanczos, not 6"},
+        {"aug_interpolation", SHR_FILTER_BOX, "augment_interpolation (aug_interpolation) must "
+                                              "be one of nearest, bilinear, not 1"},
+        {"layout", 2, "layout must be one of NHWC, NCHW, not 2"},
     };
     size_t n = 0;
     const shr_option_info *t = shr_option_table(&n);
@@ -372,6 +415,87 @@ START_TEST(test_option_check)
 }
 END_TEST
 
+/* a choice's names, by value: each accepted (by the open's check and by name through
+ * shr_option_choose, which gives its value), "" refused; a name not the table's refused with
+ * the names */
+START_TEST(test_choices)
+{
+    size_t n = 0;
+    const shr_option_info *t = shr_option_table(&n);
+    size_t seen = 0;
+    for (size_t i = 0; i < n; i++)
+        seen += t[i].form == SHR_OPT_CHOICE;
+    ck_assert_uint_eq(seen, sizeof g_choices / sizeof g_choices[0]);
+    for (size_t k = 0; k < sizeof g_choices / sizeof g_choices[0]; k++) {
+        size_t i = 0;
+        while (i < n && strcmp(t[i].field, g_choices[k].field) != 0)
+            i++;
+        ck_assert_uint_lt(i, n);
+        const shr_option_info *r = &t[i];
+        ck_assert_int_eq(r->form, SHR_OPT_CHOICE);
+        ck_assert_ptr_nonnull(r->choices);
+        char names[256] = "";
+        int count = 0;
+        for (; r->choices[count]; count++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                     count ? " " : "", r->choices[count][0] ? r->choices[count] : "-");
+        ck_assert_str_eq(names, g_choices[k].names);
+        ck_assert_int_eq(count, (int)r->hi + 1);
+        char why[512];
+        int value = -1;
+        for (int v = 0; v < count; v++) {
+            if (r->choices[v][0]) {
+                accepts(r, v, v);
+                ck_assert_int_eq(shr_option_choose(r, NULL, r->choices[v], &value, why,
+                                                   sizeof why), 0);
+                ck_assert_int_eq(value, v);
+            } else {
+                refuses(r, v, v);
+            }
+        }
+        refuses(r, count, count);
+        ck_assert_int_eq(shr_option_choose(r, NULL, "", &value, why, sizeof why), SHR_EINVAL);
+        ck_assert_int_eq(shr_option_choose(r, "kw", "Nope", &value, why, sizeof why),
+                         SHR_EINVAL);
+        ck_assert_msg(strncmp(why, "kw (", 4) == 0 && strstr(why, " must be one of ") &&
+                      strstr(why, ", not 'Nope'"), "%s", why);
+    }
+    char why[512];
+    int value = 7;
+    ck_assert_int_eq(shr_option_choose(&t[0], NULL, "x", &value, why, sizeof why), SHR_EINVAL);
+    ck_assert_int_eq(value, 7);     /* batch_size: not a choice */
+}
+END_TEST
+
+/* the names a front end gives, refused in its words */
+START_TEST(test_choose_messages)
+{
+    size_t n = 0, i = 0;
+    const shr_option_info *t = shr_option_table(&n);
+    while (i < n && strcmp(t[i].field, "order") != 0)
+        i++;
+    ck_assert_uint_lt(i, n);
+    char why[512];
+    int value = -1;
+    ck_assert_int_eq(shr_option_choose(&t[i], NULL, "shuffle", &value, why, sizeof why),
+                     SHR_EINVAL);
+    ck_assert_str_eq(why, "order must be one of sequential, random, quasi, not 'shuffle'");
+    ck_assert_int_eq(shr_option_choose(&t[i], NULL, "Random", &value, why, sizeof why),
+                     SHR_EINVAL);  /* exactly the table's spelling */
+    ck_assert_int_eq(value, -1);
+    ck_assert_int_eq(shr_option_choose(&t[i], NULL, "quasi", &value, NULL, 0), 0);
+    ck_assert_int_eq(value, SHR_ORDER_QUASI);
+    /* a short buffer: the start, terminated */
+    ck_assert_int_eq(shr_option_choose(&t[i], NULL, "shuffle", &value, why, 6), SHR_EINVAL);
+    ck_assert_str_eq(why, "order");
+    ck_assert_int_eq(shr_option_choose(&t[i], NULL, "shuffle", &value, why, 20), SHR_EINVAL);
+    ck_assert_str_eq(why, "order must be one o");
+    ck_assert_int_eq(shr_option_choose(&t[i], NULL, NULL, &value, why, sizeof why), SHR_EINVAL);
+    ck_assert_int_eq(shr_option_choose(&t[i], NULL, "random", NULL, why, sizeof why),
+                     SHR_EINVAL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("options_table");
@@ -382,6 +506,8 @@ int main(void)
     tcase_add_test(tc, test_messages);
     tcase_add_test(tc, test_conditions);
     tcase_add_test(tc, test_option_check);
+    tcase_add_test(tc, test_choices);
+    tcase_add_test(tc, test_choose_messages);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -86,6 +86,10 @@ PyObject *sr_double_list(const double *v, uint32_t n);
 
 /* A uint64 from a Python int (ValueError if negative or too large). */
 int sr_to_u64(PyObject *o, const char *what, uint64_t *out);
+/* A choice keyword into its row's value (reader/options.def, the row of field; _sr_options.c):
+ * the row's names exactly, or with loose also in any case and numpy / torch dtypes; refused
+ * (ArgumentError) naming the keyword and the names. */
+int sr_choose_row(PyObject *o, const char *field, int loose, int *out);
 
 /* A uint32 in lo..UINT32_MAX from a Python int. */
 int sr_to_u32(PyObject *o, const char *what, uint32_t lo, uint32_t *out);

@@ -239,20 +239,36 @@ static int channel_values(PyObject *o, const char *what, float out[4])
     return 0;
 }
 
-/* A name among names[] (case-insensitive); also a numpy or torch dtype, by its name. */
+/* A choice's text as the keywords that take Python forms match it: a str as it is, a type by
+ * its name (numpy.float32), anything else by str() (dtype('float32'), torch.float32), without
+ * torch's "torch." prefix; a new reference, or NULL with an exception set. */
+static PyObject *choice_text(PyObject *o)
+{
+    PyObject *str;
+    if (PyUnicode_Check(o))
+        str = Py_NewRef(o);
+    else if (PyType_Check(o))
+        str = PyObject_GetAttrString(o, "__name__");        /* numpy.float32 */
+    else
+        str = PyObject_Str(o);                              /* dtype('float32'), torch.float32 */
+    const char *s = str ? sr_utf8(str) : NULL;
+    if (s && strncmp(s, "torch.", 6) == 0) {
+        PyObject *bare = PyUnicode_FromString(s + 6);
+        Py_DECREF(str);
+        return bare;
+    }
+    if (str && !s)
+        Py_CLEAR(str);
+    return str;
+}
+
+/* A name among names[] (case-insensitive); also a numpy or torch dtype, by its name: the
+ * extension's own choices, which the options table does not hold (label_dtype, the package's
+ * scale modes). */
 static int choose(PyObject *o, const char *what, const char *const *names, int n, int *out)
 {
-    PyObject *str = NULL;
-    if (PyUnicode_Check(o)) {
-        str = Py_NewRef(o);
-    } else if (PyType_Check(o)) {
-        str = PyObject_GetAttrString(o, "__name__");        /* numpy.float32 */
-    } else {
-        str = PyObject_Str(o);                              /* dtype('float32'), torch.float32 */
-    }
+    PyObject *str = choice_text(o);
     const char *s = str ? sr_utf8(str) : NULL;
-    if (s && strncmp(s, "torch.", 6) == 0)
-        s += 6;
     for (int i = 0; s && i < n; i++) {
         if (strcasecmp(s, names[i]) == 0) {
             Py_DECREF(str);
@@ -263,6 +279,48 @@ static int choose(PyObject *o, const char *what, const char *const *names, int n
     Py_XDECREF(str);
     PyErr_Clear();
     PyErr_Format(PyExc_ValueError, "unknown %s %R", what, o);
+    return -1;
+}
+
+/* A choice keyword into the value of its row of the options table (reader/options.def, the
+ * row of `field`): one of the row's names, exactly; with loose (the keywords that take Python
+ * forms), also in any case and as choice_text gives a numpy or torch dtype. Refused with the
+ * library's words, naming the keyword and the accepted names (ArgumentError). */
+int sr_choose_row(PyObject *o, const char *field, int loose, int *out)
+{
+    size_t n = 0;
+    const shr_option_info *t = shr_option_table(&n), *r = NULL;
+    for (size_t i = 0; i < n && !r; i++)
+        if (strcmp(t[i].field, field) == 0 && t[i].form == SHR_OPT_CHOICE)
+            r = &t[i];
+    if (!r) {
+        PyErr_Format(PyExc_SystemError, "no choice row %s in the options table", field);
+        return -1;
+    }
+    /* strict, a value not a str matches nothing: its refusal shows it as Python writes it */
+    int shown_as_repr = !loose && !PyUnicode_Check(o);
+    PyObject *str = shown_as_repr ? PyUnicode_FromString("") : loose ? choice_text(o)
+                                                                     : Py_NewRef(o);
+    const char *s = str ? sr_utf8(str) : NULL;
+    if (!s) {
+        Py_XDECREF(str);
+        return -1;
+    }
+    for (int i = 0; loose && r->choices[i]; i++)
+        if (r->choices[i][0] && strcasecmp(s, r->choices[i]) == 0)
+            s = r->choices[i];                              /* the table's spelling */
+    char why[512];
+    int rc = shr_option_choose(r, NULL, s, out, why, sizeof why);
+    Py_DECREF(str);
+    if (!rc)
+        return 0;
+    size_t len = strlen(why), tail = strlen(", not ''");
+    if (shown_as_repr && len >= tail && strcmp(why + len - tail, ", not ''") == 0) {
+        why[len - tail] = '\0';
+        PyErr_Format(sr_argument_error, "%s, not %R", why, o);
+    } else {
+        sr_raise_lib(SHR_EINVAL, why);
+    }
     return -1;
 }
 
@@ -304,23 +362,19 @@ static int transform_options(shr_options *o, PyObject *flip, PyObject *rrc, PyOb
             return -1;
     }
     int v;
-    static const char *const filters[] = {"nearest", "box", "bilinear", "hamming", "bicubic",
-                                          "lanczos"};
+    /* the choices' names: options.def's rows, in any case and as numpy or torch dtypes */
     if (interpolation != Py_None) {
-        if (choose(interpolation, "interpolation (nearest, box, bilinear, hamming, bicubic or "
-                   "lanczos)", filters, 6, &v) < 0)
+        if (sr_choose_row(interpolation, "filter", 1, &v) < 0)
             return -1;
         o->filter = (shr_filter)v;
     }
-    static const char *const dtypes[] = {"uint8", "float32", "float16"};
     if (dtype != Py_None) {
-        if (choose(dtype, "dtype (uint8, float32 or float16)", dtypes, 3, &v) < 0)
+        if (sr_choose_row(dtype, "dtype", 1, &v) < 0)
             return -1;
         o->dtype = (shr_dtype)v;
     }
-    static const char *const layouts[] = {"NHWC", "NCHW"};
     if (layout != Py_None) {
-        if (choose(layout, "layout (NHWC or NCHW)", layouts, 2, &v) < 0)
+        if (sr_choose_row(layout, "layout", 1, &v) < 0)
             return -1;
         o->layout = (shr_layout)v;
     }
@@ -504,20 +558,10 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     if (sr_flag_named(shuffle, "shuffle", &v) < 0)
         return -1;
     o->order = v ? SHR_ORDER_RANDOM : SHR_ORDER_SEQUENTIAL;
-    if (order != Py_None) {
-        const char *s = PyUnicode_Check(order) ? sr_utf8(order) : NULL;
-        if (s && strcmp(s, "sequential") == 0)
-            o->order = SHR_ORDER_SEQUENTIAL;
-        else if (s && strcmp(s, "random") == 0)
-            o->order = SHR_ORDER_RANDOM;
-        else if (s && strcmp(s, "quasi") == 0)
-            o->order = SHR_ORDER_QUASI;
-        else {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "order must be 'sequential', 'random' or 'quasi', "
-                             "not %R", order);
+    if (order != Py_None) {     /* options.def's names, exactly */
+        if (sr_choose_row(order, "order", 0, &v) < 0)
             return -1;
-        }
+        o->order = (shr_order)v;
     }
     if (seed && sr_to_u64(seed, "seed", &o->seed) < 0)
         return -1;
@@ -618,8 +662,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     }
     if (aug_interp != Py_None) {
         int fi;
-        static const char *const filters[] = {"nearest", "box", "bilinear"};
-        if (choose(aug_interp, "augment interpolation (nearest or bilinear)", filters, 3, &fi) < 0)
+        if (sr_choose_row(aug_interp, "aug_interpolation", 1, &fi) < 0)
             return -1;
         o->aug_interpolation = (shr_filter)fi;
     }
@@ -638,10 +681,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     }
     if (auto_aug != Py_None) {
         int pi;
-        static const char *const policies[] = {"none", "trivialaugment_wide", "randaugment",
-                                               "imagenet"};
-        if (choose(auto_aug, "auto_augment (trivialaugment_wide, randaugment or imagenet)",
-                   policies, 4, &pi) < 0)
+        if (sr_choose_row(auto_aug, "auto_augment", 1, &pi) < 0)
             return -1;
         o->auto_augment = (shr_auto_augment)pi;
     }
@@ -677,19 +717,9 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
         if (aa[k] != Py_None && sr_to_u32(aa[k], aa_names[k], 0, aa_dst[k]) < 0)
             return -1;
     if (on_error != Py_None) {
-        const char *s = PyUnicode_Check(on_error) ? sr_utf8(on_error) : NULL;
-        if (s && strcmp(s, "fail") == 0)
-            o->on_error = SHR_ON_ERROR_FAIL;
-        else if (s && strcmp(s, "skip") == 0)
-            o->on_error = SHR_ON_ERROR_SKIP;
-        else if (s && strcmp(s, "substitute") == 0)
-            o->on_error = SHR_ON_ERROR_SUBSTITUTE;
-        else {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "on_error must be 'fail', 'skip' or 'substitute', "
-                             "not %R", on_error);
+        if (sr_choose_row(on_error, "on_error", 0, &v) < 0)
             return -1;
-        }
+        o->on_error = (shr_on_error)v;
     }
     if (sr_flag_named(verify_samples, "verify_samples", &o->verify_samples) < 0 ||
         sr_flag_named(return_recovery, "return_recovery", &self->return_recovery) < 0)
@@ -725,16 +755,9 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
         return -1;
     o->pin = v ? SHR_PIN_AUTO : SHR_PIN_OFF;
     if (uneven != Py_None) {
-        const char *s = PyUnicode_Check(uneven) ? sr_utf8(uneven) : NULL;
-        if (s && strcmp(s, "pad") == 0)
-            o->uneven = SHR_UNEVEN_PAD;
-        else if (s && strcmp(s, "drop") == 0)
-            o->uneven = SHR_UNEVEN_DROP;
-        else {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "uneven must be 'pad' or 'drop', not %R", uneven);
+        if (sr_choose_row(uneven, "uneven", 0, &v) < 0)
             return -1;
-        }
+        o->uneven = (shr_uneven)v;
     }
     /* quasi_window's range: options.def's, stated by the open's refusal (with order='quasi') */
     if (quasi_window && sr_to_u32(quasi_window, "quasi_window", 0, &o->quasi_window) < 0)

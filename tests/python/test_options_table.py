@@ -1,7 +1,8 @@
-"""The reader's numeric options are one table (reader/options.def), which the module
-exposes as shardread._shardread.option_table(): docs/OPTIONS.md is what scripts/gen-options.py
-writes from it, the Loader's defaults (its signature and the __init__.pyi stub) are the
-table's, and every row's refusal through the Loader names its public keyword. The C suite
+"""The reader's numeric options and choices are one table (reader/options.def), which the
+module exposes as shardread._shardread.option_table(): docs/OPTIONS.md is what
+scripts/gen-options.py writes from it, the Loader's defaults (its signature and the __init__.pyi
+stub) are the table's, every row's refusal through the Loader names its public keyword, and a
+choice's names are the ones the Loader takes, its refusal listing them. The C suite
 tests/test_options_table.c checks each row's bounds against the library itself."""
 import ast
 import importlib.util
@@ -53,7 +54,7 @@ def test_docs_are_the_table():
 def test_loader_and_stub_defaults_are_the_table():
     runtime = inspect.signature(shardread.Loader.__init__).parameters
     stub = _stub_defaults()
-    assert len(ROWS) >= 12
+    assert len(NUMERIC) >= 28 and len(CHOICES) >= 9
     for row in ROWS:
         kw = row["keyword"]
         assert kw in runtime and kw in stub, row
@@ -134,7 +135,11 @@ def _outside(row):
 PYTHON_OWN_LOW = {"prefetch", "mixup", "cutmix"}
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r["field"] for r in ROWS])
+NUMERIC = [r for r in ROWS if r["form"] != "choice"]
+CHOICES = [r for r in ROWS if r["form"] == "choice"]
+
+
+@pytest.mark.parametrize("row", NUMERIC, ids=[r["field"] for r in NUMERIC])
 def test_every_row_refused_through_the_loader_naming_its_keyword(fx, row):
     assert row["name"] in FORMS, f"{row['name']}: give this row its keyword form in FORMS"
     for v in _outside(row):
@@ -188,3 +193,89 @@ def test_max_threads_is_refused_in_its_own_name_with_the_threads_range(fx):
         assert str(e.value) == f"max_threads (threads) must be in 1..1024, not {v}"
     loader = shardread.Loader(fx.fixed, batch_size=2, threads="auto", max_threads=row["lo"])
     assert loader.threads == 1
+
+
+# each choice's keyword form, and whether the Loader takes its names in any case (and as
+# torchvision's and numpy's objects) or exactly
+CHOICE_FORMS = {
+    "order": (lambda v: dict(order=v), False),
+    "uneven": (lambda v: dict(uneven=v), False),
+    "on_error": (lambda v: dict(on_error=v), False),
+    "access": (lambda v: dict(access=v), False),
+    "interpolation": (lambda v: dict(interpolation=v, rrc=True, size=8), True),
+    "dtype": (lambda v: dict(dtype=v), True),
+    "layout": (lambda v: dict(layout=v), True),
+    "augment_interpolation": (lambda v: dict(rotation=10, augment_interpolation=v), True),
+    "auto_augment": (lambda v: dict(auto_augment=v), True),
+}
+# the Loader's None is this choice's first name, which it refuses as a name (the package's
+# own spellings of the policies come first, with their own refusal)
+NONE_IS_FIRST = {"auto_augment"}
+
+
+def _who(row):
+    return row["name"] if row["name"] == row["field"] else f"{row['name']} ({row['field']})"
+
+
+@pytest.mark.parametrize("row", CHOICES, ids=[r["field"] for r in CHOICES])
+def test_every_choice_takes_the_tables_names_and_refuses_others_listing_them(fx, row):
+    assert row["name"] in CHOICE_FORMS, f"{row['name']}: give this choice its form"
+    form, loose = CHOICE_FORMS[row["name"]]
+    names = [c for c in row["choices"] if c]
+    taken = names[1:] if row["name"] in NONE_IS_FIRST else names
+    for name in taken:
+        shardread.Loader(fx.fixed, batch_size=2, **form(name))
+        if loose:
+            shardread.Loader(fx.fixed, batch_size=2, **form(name.swapcase()))
+        else:
+            with pytest.raises(shardread.ArgumentError) as e:
+                shardread.Loader(fx.fixed, batch_size=2, **form(name.capitalize()))
+            assert str(e.value) == (f"{_who(row)} must be one of {', '.join(names)}, "
+                                    f"not {name.capitalize()!r}")
+    refused = ["no_such_name"] + [{"nearest": "box", "bilinear": "bicubic"}.get(n, "")
+                                  for n in names if row["field"] == "aug_interpolation"]
+    for bad in filter(None, refused):
+        with pytest.raises(ValueError) as e:
+            shardread.Loader(fx.fixed, batch_size=2, **form(bad))
+        msg = str(e.value)
+        if row["name"] in NONE_IS_FIRST:
+            assert msg.startswith(row["name"] + " must be") and msg.endswith(repr(bad)), msg
+            assert all(repr(n) in msg for n in taken), msg
+        else:
+            assert isinstance(e.value, shardread.ArgumentError), msg
+            assert msg == f"{_who(row)} must be one of {', '.join(names)}, not {bad!r}"
+
+
+def test_choice_forms_convert_to_the_tables_names(fx):
+    """numpy and torchvision's objects, and a value not a str where a name must be one"""
+    import numpy as np
+    assert shardread.Loader(fx.fixed, batch_size=2, dtype=np.float16).info["dtype"] == "float16"
+    assert shardread.Loader(fx.fixed, batch_size=2,
+                            dtype=np.dtype("float32")).info["dtype"] == "float32"
+    with pytest.raises(shardread.ArgumentError) as e:
+        shardread.Loader(fx.fixed, batch_size=2, dtype=np.int32)
+    assert str(e.value) == "dtype must be one of uint8, float32, float16, not 'int32'"
+    with pytest.raises(shardread.ArgumentError) as e:
+        shardread.Loader(fx.fixed, batch_size=2, order=2)
+    assert str(e.value) == "order must be one of sequential, random, quasi, not 2"
+    with pytest.raises(shardread.ArgumentError) as e:
+        shardread.Loader(fx.fixed, batch_size=2, access=b"mmap")
+    assert str(e.value) == "access must be one of mmap, pread, direct, not b'mmap'"
+    tv = pytest.importorskip("torchvision.transforms")
+    with pytest.raises(shardread.ArgumentError) as e:
+        shardread.Loader(fx.fixed, batch_size=2, rotation=10,
+                         augment_interpolation=tv.InterpolationMode.BICUBIC)
+    assert str(e.value) == ("augment_interpolation (aug_interpolation) must be one of nearest, "
+                            "bilinear, not 'bicubic'")
+
+
+def test_a_streams_on_error_takes_the_tables_names(fx):
+    """a mixture stream's on_error= is the on_error row's names (or None, the Loader's)"""
+    for name in ("fail", "skip", "substitute", None):
+        shardread.Loader([shardread.Stream(fx.fixed, 1, on_error=name),
+                          shardread.Stream(fx.fixed, 1)], batch_size=2)
+    with pytest.raises(ValueError) as e:
+        shardread.Loader([shardread.Stream(fx.fixed, 1),
+                          shardread.Stream(fx.fixed, 1, on_error="ignore")], batch_size=2)
+    assert str(e.value) == ("stream 1: on_error must be one of fail, skip, substitute (or None: "
+                            "the Loader's), not 'ignore'")
