@@ -19,6 +19,8 @@ from shardread import _shardread
 ROOT = os.environ.get("SHARDREAD_ROOT") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROWS = _shardread.option_table()
+NUMERIC = [r for r in ROWS if r["form"] != "choice"]
+CHOICES = [r for r in ROWS if r["form"] == "choice"]
 
 
 def _gen():
@@ -42,6 +44,43 @@ def _stub_defaults():
                     return {a.arg: ast.unparse(d)
                             for a, d in zip(args[len(args) - len(defaults):], defaults)}
     raise AssertionError("no Loader.__init__ in __init__.pyi")
+
+
+def _stub_literals():
+    """{parameter: the str names of its Literal[...]} of Loader.__init__ in the package's stub,
+    through the stub's module-level aliases (_Access)"""
+    with open(os.path.join(ROOT, "reader", "python", "shardread", "__init__.pyi")) as f:
+        tree = ast.parse(f.read())
+    aliases = {n.targets[0].id: n.value for n in tree.body
+               if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
+
+    def names(node):
+        if isinstance(node, ast.Name) and node.id in aliases:
+            return names(aliases[node.id])
+        if isinstance(node, ast.BinOp):         # Literal[...] | None
+            return names(node.left) + names(node.right)
+        if isinstance(node, ast.Subscript) and getattr(node.value, "id", "") == "Literal":
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            return [e.value for e in elts if isinstance(e, ast.Constant)
+                    and isinstance(e.value, str)]
+        return []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Loader":
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef) and fn.name == "__init__":
+                    return {a.arg: names(a.annotation) for a in fn.args.args if a.annotation}
+    raise AssertionError("no Loader.__init__ in __init__.pyi")
+
+
+def test_stub_literals_are_the_choices_names():
+    """where the stub spells a choice's names (Literal[...]), they are the table's"""
+    literals = _stub_literals()
+    checked = set()
+    for row in CHOICES:
+        if literals.get(row["keyword"]):
+            assert literals[row["keyword"]] == [c for c in row["choices"] if c], row["keyword"]
+            checked.add(row["keyword"])
+    assert checked == {"order", "uneven", "on_error", "access", "layout"}
 
 
 def test_docs_are_the_table():
@@ -133,10 +172,6 @@ def _outside(row):
 # its ring needs two buffers (prefetch=None is the automatic count), and None is MixUp's and
 # CutMix's off, so an alpha must be above 0; every other refusal is the library's
 PYTHON_OWN_LOW = {"prefetch", "mixup", "cutmix"}
-
-
-NUMERIC = [r for r in ROWS if r["form"] != "choice"]
-CHOICES = [r for r in ROWS if r["form"] == "choice"]
 
 
 @pytest.mark.parametrize("row", NUMERIC, ids=[r["field"] for r in NUMERIC])
