@@ -47,7 +47,7 @@ const shr_option_info *shr_option_table(size_t *count)
 }
 
 /* The defaults of every field of this library's shr_options: options.def's rows, then the
- * fields the table does not describe yet (the share, pinning, normalisation and per-channel
+ * fields the table does not describe yet (rank, pinning, normalisation and per-channel
  * values, the shear's four). */
 static void options_defaults(shr_options *o)
 {
@@ -62,7 +62,6 @@ static void options_defaults(shr_options *o)
 #undef SHR_OPT
 #undef SHR_OPT_PAIR
 #undef SHR_OPT_CHOICE
-    o->world = 1;
     o->pin = SHR_PIN_AUTO;
     o->normalize = SHR_NORM_NONE;
     for (int c = 0; c < 4; c++)
@@ -139,11 +138,23 @@ static void number(char *buf, size_t n, double v)
     }
 }
 
+/* "NAME (FIELD)", or the name alone where it is the field: the name is r's public one, or a
+ * front end's keyword where given */
+static void who(char *buf, size_t n, const shr_option_info *r, const char *name)
+{
+    if (!name)
+        name = r->name;
+    if (strcmp(name, r->field) == 0)
+        snprintf(buf, n, "%s", name);
+    else
+        snprintf(buf, n, "%s (%s)", name, r->field);
+}
+
 /* "WHO must be one of A, B, C, not VALUE": a choice's accepted names, in the enum's order */
-static void choice_refusal(char *buf, size_t n, const shr_option_info *r, const char *who,
+static void choice_refusal(char *buf, size_t n, const shr_option_info *r, const char *whom,
                            const char *value)
 {
-    int at = snprintf(buf, n, "%s must be one of ", who);
+    int at = snprintf(buf, n, "%s must be one of ", whom);
     const char *sep = "";
     for (int i = 0; r->choices[i] && at >= 0 && (size_t)at < n; i++) {
         if (!r->choices[i][0])
@@ -161,16 +172,11 @@ static void choice_refusal(char *buf, size_t n, const shr_option_info *r, const 
 static void refusal(char *buf, size_t n, const shr_option_info *r, const char *name,
                     const double *v)
 {
-    char who[160], lo[32], hi[32], val[72], range[128], first[32];
-    if (!name)
-        name = r->name;
-    if (strcmp(name, r->field) == 0)
-        snprintf(who, sizeof who, "%s", name);
-    else
-        snprintf(who, sizeof who, "%s (%s)", name, r->field);
+    char whom[160], lo[32], hi[32], val[72], range[128], first[32];
+    who(whom, sizeof whom, r, name);
     if (r->form == SHR_OPT_CHOICE) {
         number(first, sizeof first, v[0]);
-        choice_refusal(buf, n, r, who, first);
+        choice_refusal(buf, n, r, whom, first);
         return;
     }
     number(lo, sizeof lo, r->lo);
@@ -187,7 +193,7 @@ static void refusal(char *buf, size_t n, const shr_option_info *r, const char *n
     if (r->count == 2 && r->ordered) {
         snprintf(range, sizeof range, "satisfy %s %s min <= max %s %s", lo, lo_open ? "<" : "<=",
                  hi_open ? "<" : "<=", hi);
-        snprintf(buf, n, "%s must %s, not %s", who, range, val);
+        snprintf(buf, n, "%s must %s, not %s", whom, range, val);
         return;
     }
     switch (r->form) {
@@ -205,7 +211,7 @@ static void refusal(char *buf, size_t n, const shr_option_info *r, const char *n
                  hi_open ? "below" : "at most", hi);
         break;
     }
-    snprintf(buf, n, "%s must be %s%s, not %s", who, r->count == 2 ? "two values, each " : "",
+    snprintf(buf, n, "%s must be %s%s, not %s", whom, r->count == 2 ? "two values, each " : "",
              range, val);
 }
 
@@ -244,15 +250,10 @@ int shr_option_choose(const shr_option_info *r, const char *name, const char *gi
             return 0;
         }
     if (why && n) {
-        char who[160], shown[160];
-        if (!name)
-            name = r->name;
-        if (strcmp(name, r->field) == 0)
-            snprintf(who, sizeof who, "%s", name);
-        else
-            snprintf(who, sizeof who, "%s (%s)", name, r->field);
+        char whom[160], shown[160];
+        who(whom, sizeof whom, r, name);
         snprintf(shown, sizeof shown, "'%s'", given);
-        choice_refusal(why, n, r, who, shown);
+        choice_refusal(why, n, r, whom, shown);
     }
     return SHR_EINVAL;
 }
@@ -285,7 +286,8 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
     int rc = check_table(o, m);
     if (rc)
         return rc;
-    if (o->world == 0 || o->rank >= o->world)
+    /* world: options.def's row, checked before */
+    if (o->rank >= o->world)
         return fmt_fail(m, SHR_EINVAL, "rank %" PRIu32 " is not in [0, world %" PRIu32 ")",
                         o->rank, o->world);
     if (o->consumed && o->cursor)

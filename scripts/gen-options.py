@@ -42,7 +42,7 @@ random, quasi, not 'shuffle'`.
   torch dtype, and these, `layout` and `auto_augment` any case. `order`, `uneven`, `on_error`
   and `access` take the names exactly.
 
-The other options (flags, the share, per-channel values such as `mean`, the affine shear's four
+The other options (flags, the rank, per-channel values such as `mean`, the affine shear's four
 values, the detection geometry's sizes) are described in [PYTHON.md](PYTHON.md) and
 [READER.md](READER.md).
 

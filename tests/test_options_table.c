@@ -55,6 +55,8 @@ static const struct {
     {"scale_range", 2, 1, SHR_OPT_ABOVE, 0.1, 2.0, 0, 16},
     {"cache_limit", 1, 0, SHR_OPT_AT_LEAST, 0, 0, 0, 0},
     {"prefetch_shards", 1, 0, SHR_OPT_AT_LEAST, 0, 0, 0, 0},
+    {"world", 1, 0, SHR_OPT_AT_LEAST, 1, 1, 1, 0},
+    {"num_classes", 1, 0, SHR_OPT_AT_LEAST, 0, 0, 0, 0},
     /* the choices: hi is the last value */
     {"order", 1, 0, SHR_OPT_CHOICE, SHR_ORDER_SEQUENTIAL, SHR_ORDER_SEQUENTIAL, 0, 2},
     {"uneven", 1, 0, SHR_OPT_CHOICE, SHR_UNEVEN_PAD, SHR_UNEVEN_PAD, 0, 1},
@@ -326,6 +328,7 @@ START_TEST(test_messages)
         {"batch_size", 0, "batch_size must be at least 1, not 0"},
         {"threads", 1025, "threads must be in 1..1024, not 1025"},
         {"prefetch", 1, "prefetch must be 0 or in 2..65536, not 1"},
+        {"world", 0, "world must be at least 1, not 0"},
         {"mixup_alpha", 1e6, "mixup (mixup_alpha) must be at least 0 and below 1000000, not "
                              "1000000"},
         {"aa_bins", 1, "auto_augment num_magnitude_bins (aa_bins) must be in 2..1024, not 1"},

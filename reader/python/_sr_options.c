@@ -52,6 +52,37 @@ int sr_flag_named(PyObject *o, const char *what, int *out)
     return 0;
 }
 
+/* An integer keyword for a field of the options table (reader/options.def), checked here where
+ * the keyword's value is not passed to the open as it is, or under a name of its own
+ * (max_threads: threads with threads='auto'; world, the Loader's share): the row's range,
+ * refused in the keyword's name with the library's words (ArgumentError, as at the open). */
+static int row_u32(PyObject *v, const char *keyword, const char *field, uint32_t *out)
+{
+    uint64_t x;
+    if (sr_to_u64(v, keyword, &x) < 0)
+        return -1;
+    size_t n = 0;
+    const shr_option_info *t = shr_option_table(&n), *r = NULL;
+    for (size_t i = 0; i < n && !r; i++)
+        if (strcmp(t[i].field, field) == 0)
+            r = &t[i];
+    char why[512];
+    double d = (double)x;
+    if (!r || r->count != 1 || r->is_float) {
+        PyErr_Format(PyExc_SystemError, "%s: no integer row %s in the options table", keyword,
+                     field);
+        return -1;
+    }
+    if (shr_option_check(r, keyword, &d, why, sizeof why) != 0) {
+        sr_raise_lib(SHR_EINVAL, why);
+        return -1;
+    }
+    if (x > UINT32_MAX)
+        return sr_to_u32(v, keyword, 0, out);     /* a row wider than its field: refused */
+    *out = (uint32_t)x;
+    return 0;
+}
+
 /* rank and world when not given: torch.distributed's when it is initialised, else the RANK and
  * WORLD_SIZE environment variables, else 0 of 1. */
 static int default_share(PyObject *rank_arg, PyObject *world_arg, uint32_t *rank, uint32_t *world)
@@ -61,7 +92,7 @@ static int default_share(PyObject *rank_arg, PyObject *world_arg, uint32_t *rank
     int have_rank = rank_arg && rank_arg != Py_None, have_world = world_arg && world_arg != Py_None;
     if (have_rank && sr_to_u32(rank_arg, "rank", 0, rank) < 0)
         return -1;
-    if (have_world && sr_to_u32(world_arg, "world", 1, world) < 0)
+    if (have_world && row_u32(world_arg, "world", "world", world) < 0)
         return -1;
     if (have_rank && have_world)
         return 0;
@@ -82,7 +113,8 @@ static int default_share(PyObject *rank_arg, PyObject *world_arg, uint32_t *rank
             PyObject *r = PyObject_CallMethod(dist, "get_rank", NULL);
             PyObject *w = r ? PyObject_CallMethod(dist, "get_world_size", NULL) : NULL;
             int bad = !w || (!have_rank && sr_to_u32(r, "torch.distributed rank", 0, rank) < 0) ||
-                      (!have_world && sr_to_u32(w, "torch.distributed world size", 1, world) < 0);
+                      (!have_world &&
+                       row_u32(w, "torch.distributed world size", "world", world) < 0);
             Py_XDECREF(r);
             Py_XDECREF(w);
             return bad ? -1 : 0;
@@ -112,36 +144,6 @@ static int default_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 4 ? 4 : (int)n;
-}
-
-/* A keyword that sets an integer field of the options table (reader/options.def) under a name
- * of its own (max_threads: threads with threads='auto'): the row's range, refused in the
- * keyword's name with the library's words (ArgumentError, as at the open). */
-static int row_u32(PyObject *v, const char *keyword, const char *field, uint32_t *out)
-{
-    uint64_t x;
-    if (sr_to_u64(v, keyword, &x) < 0)
-        return -1;
-    size_t n = 0;
-    const shr_option_info *t = shr_option_table(&n), *r = NULL;
-    for (size_t i = 0; i < n && !r; i++)
-        if (strcmp(t[i].field, field) == 0)
-            r = &t[i];
-    char why[512];
-    double d = (double)x;
-    if (!r || r->count != 1 || r->is_float) {
-        PyErr_Format(PyExc_SystemError, "%s: no integer row %s in the options table", keyword,
-                     field);
-        return -1;
-    }
-    if (shr_option_check(r, keyword, &d, why, sizeof why) != 0) {
-        sr_raise_lib(SHR_EINVAL, why);
-        return -1;
-    }
-    if (x > UINT32_MAX)
-        return sr_to_u32(v, keyword, 0, out);     /* a row wider than its field: refused */
-    *out = (uint32_t)x;
-    return 0;
 }
 
 /* threads= a number, None (the cores, at most 4) or "auto" (threads_auto, with max_threads

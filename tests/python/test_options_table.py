@@ -140,6 +140,8 @@ FORMS = {
     # a dataset at a URL's (their rows refuse nothing a Python int can give: no value is tried)
     "cache_limit": lambda v: dict(cache_limit=v),
     "prefetch_shards": lambda v: dict(prefetch_shards=v),
+    "world": lambda v: dict(world=v, rank=0),
+    "num_classes": lambda v: dict(mixup=0.2, dtype="float32", num_classes=v),
 }
 
 
@@ -196,6 +198,7 @@ def test_messages_name_the_public_keyword(fx):
     for kw, want in ((dict(grayscale=1.5), "grayscale (grayscale_p) must be in 0..1, not 1.5"),
                      (dict(flip=1.5), "flip (flip_p) must be in 0..1, not 1.5"),
                      (dict(threads=0), "threads must be in 1..1024, not 0"),
+                     (dict(world=0, rank=0), "world must be at least 1, not 0"),
                      (dict(batch_size=0), "batch_size must be at least 1, not 0"),
                      (dict(order="quasi", quasi_window=0),
                       "quasi_window must be at least 1, not 0"),
