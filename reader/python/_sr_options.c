@@ -55,8 +55,11 @@ int sr_flag_named(PyObject *o, const char *what, int *out)
 /* An integer keyword for a field of the options table (reader/options.def), checked here where
  * the keyword's value is not passed to the open as it is, or under a name of its own
  * (max_threads: threads with threads='auto'; world, the Loader's share): the row's range,
- * refused in the keyword's name with the library's words (ArgumentError, as at the open). */
-static int row_u32(PyObject *v, const char *keyword, const char *field, uint32_t *out)
+ * refused in the keyword's name with the library's words (ArgumentError, as at the open).
+ * no_zero: the keyword's None is the library's 0 (the default), and 0 itself is refused: the
+ * row's range without it (prefetch: 2..65536; "at least 0": at least 1). */
+static int row_u32(PyObject *v, const char *keyword, const char *field, int no_zero,
+                   uint32_t *out)
 {
     uint64_t x;
     if (sr_to_u64(v, keyword, &x) < 0)
@@ -68,10 +71,19 @@ static int row_u32(PyObject *v, const char *keyword, const char *field, uint32_t
             r = &t[i];
     char why[512];
     double d = (double)x;
-    if (!r || r->count != 1 || r->is_float) {
+    if (!r || r->count != 1 || r->is_float || r->form == SHR_OPT_CHOICE) {
         PyErr_Format(PyExc_SystemError, "%s: no integer row %s in the options table", keyword,
                      field);
         return -1;
+    }
+    shr_option_info nonzero;
+    if (no_zero) {
+        nonzero = *r;
+        if (nonzero.form == SHR_OPT_ZERO_OR_RANGE)
+            nonzero.form = SHR_OPT_RANGE;
+        else if (nonzero.form == SHR_OPT_AT_LEAST && nonzero.lo < 1)
+            nonzero.lo = 1;
+        r = &nonzero;
     }
     if (shr_option_check(r, keyword, &d, why, sizeof why) != 0) {
         sr_raise_lib(SHR_EINVAL, why);
@@ -92,7 +104,7 @@ static int default_share(PyObject *rank_arg, PyObject *world_arg, uint32_t *rank
     int have_rank = rank_arg && rank_arg != Py_None, have_world = world_arg && world_arg != Py_None;
     if (have_rank && sr_to_u32(rank_arg, "rank", 0, rank) < 0)
         return -1;
-    if (have_world && row_u32(world_arg, "world", "world", world) < 0)
+    if (have_world && row_u32(world_arg, "world", "world", 0, world) < 0)
         return -1;
     if (have_rank && have_world)
         return 0;
@@ -114,7 +126,7 @@ static int default_share(PyObject *rank_arg, PyObject *world_arg, uint32_t *rank
             PyObject *w = r ? PyObject_CallMethod(dist, "get_world_size", NULL) : NULL;
             int bad = !w || (!have_rank && sr_to_u32(r, "torch.distributed rank", 0, rank) < 0) ||
                       (!have_world &&
-                       row_u32(w, "torch.distributed world size", "world", world) < 0);
+                       row_u32(w, "torch.distributed world size", "world", 0, world) < 0);
             Py_XDECREF(r);
             Py_XDECREF(w);
             return bad ? -1 : 0;
@@ -160,7 +172,7 @@ static int sr_threads(PyObject *threads, PyObject *max_threads, shr_options *o)
         }
         o->threads_auto = 1;
         if (max_threads != Py_None)
-            return row_u32(max_threads, "max_threads", "threads", &o->threads);
+            return row_u32(max_threads, "max_threads", "threads", 0, &o->threads);
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         o->threads = n < 1 ? 1 : n > 8 ? 8 : (uint32_t)n;
         return 0;
@@ -704,7 +716,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
          PyErr_Occurred()) ||
         (cutmix != Py_None && (o->cutmix_alpha = PyFloat_AsDouble(cutmix)) == -1.0 &&
          PyErr_Occurred()) ||
-        (num_classes != Py_None && sr_to_u32(num_classes, "num_classes", 1, &o->num_classes) < 0) ||
+        (num_classes != Py_None &&
+         row_u32(num_classes, "num_classes", "num_classes", 1, &o->num_classes) < 0) ||
         sr_flag_named(erase_random, "erase_random", &o->erase_random) < 0)
         return -1;
     if (unit != Py_None) {      /* ToTensor's 0..1: scale=255 in the package's Loader */
@@ -750,7 +763,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
         /* one more than the library's default: while next() waits, the for loop's variables
          * still hold the previous batch */
         o->prefetch = o->threads + 3 > 65536 ? 65536 : o->threads + 3;
-    } else if (sr_to_u32(prefetch, "prefetch", 2, &o->prefetch) < 0) {
+    } else if (row_u32(prefetch, "prefetch", "prefetch", 1, &o->prefetch) < 0) {
         return -1;
     }
     if (sr_flag_named(pin_memory, "pin_memory", &v) < 0)
@@ -775,7 +788,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     if (cache_limit != Py_None && sr_to_u64(cache_limit, "cache_limit", &o->cache_limit) < 0)
         return -1;
     if (prefetch_shards != Py_None &&
-        sr_to_u32(prefetch_shards, "prefetch_shards", 1, &o->prefetch_shards) < 0)
+        row_u32(prefetch_shards, "prefetch_shards", "prefetch_shards", 1,
+                &o->prefetch_shards) < 0)
         return -1;
     if (sr_label_dtype(label_dtype, &self->label_elem) < 0)
         return -1;

@@ -171,9 +171,10 @@ def _outside(row):
 
 
 # the rows whose values below the table's range the Loader refuses itself, before the library:
-# its ring needs two buffers (prefetch=None is the automatic count), and None is MixUp's and
-# CutMix's off, so an alpha must be above 0; every other refusal is the library's
-PYTHON_OWN_LOW = {"prefetch", "mixup", "cutmix"}
+# None is MixUp's and CutMix's off, so an alpha must be above 0; every other refusal is the
+# library's (or, for prefetch, prefetch_shards, num_classes and world, in the library's words
+# from the table: shr_option_check)
+PYTHON_OWN_LOW = {"mixup", "cutmix"}
 
 
 @pytest.mark.parametrize("row", NUMERIC, ids=[r["field"] for r in NUMERIC])
@@ -199,6 +200,12 @@ def test_messages_name_the_public_keyword(fx):
                      (dict(flip=1.5), "flip (flip_p) must be in 0..1, not 1.5"),
                      (dict(threads=0), "threads must be in 1..1024, not 0"),
                      (dict(world=0, rank=0), "world must be at least 1, not 0"),
+                     # None is the automatic count: the row's range without its 0
+                     (dict(prefetch=0), "prefetch must be in 2..65536, not 0"),
+                     (dict(prefetch=1), "prefetch must be in 2..65536, not 1"),
+                     (dict(prefetch=65537), "prefetch must be in 2..65536, not 65537"),
+                     (dict(mixup=0.2, dtype="float32", num_classes=0),
+                      "num_classes must be at least 1, not 0"),
                      (dict(batch_size=0), "batch_size must be at least 1, not 0"),
                      (dict(order="quasi", quasi_window=0),
                       "quasi_window must be at least 1, not 0"),
@@ -317,3 +324,12 @@ def test_a_streams_on_error_takes_the_tables_names(fx):
                           shardread.Stream(fx.fixed, 1, on_error="ignore")], batch_size=2)
     assert str(e.value) == ("stream 1: on_error must be one of fail, skip, substitute (or None: "
                             "the Loader's), not 'ignore'")
+
+
+def test_prefetch_shards_zero_is_refused_with_the_rows_range(fx):
+    """prefetch_shards=None is the library's 0 (8 ahead); 0 itself is refused in the table's
+    words without its 0 (the extension's keyword: the package passes it for a URL alone)"""
+    with pytest.raises(shardread.ArgumentError) as e:
+        _shardread.Loader(fx.fixed, prefetch_shards=0)
+    assert str(e.value) == "prefetch_shards must be at least 1, not 0"
+    _shardread.Loader(fx.fixed, batch_size=2, prefetch_shards=1)
