@@ -281,6 +281,22 @@ static int check_table(const shr_options *o, fmt_msg *m)
     return 0;
 }
 
+int shr_check_option_value(const char *field, const char *name, double v, fmt_msg *m)
+{
+    for (size_t i = 0; i < OPTION_ROWS; i++) {
+        const shr_option_info *r = &option_table[i];
+        if (strcmp(r->field, field) != 0)
+            continue;
+        if (r->count != 1)
+            break;
+        char text[sizeof m->text];
+        if (shr_option_check(r, name, &v, text, sizeof text) == 0)
+            return 0;
+        return fmt_fail(m, SHR_EINVAL, "%s", text);
+    }
+    return fmt_fail(m, SHR_EINVAL, "no scalar row %s in the options table", field);
+}
+
 int shr_check_options(const shr_options *o, fmt_msg *m)
 {
     int rc = check_table(o, m);
