@@ -52,28 +52,21 @@ int sr_flag_named(PyObject *o, const char *what, int *out)
     return 0;
 }
 
-/* An integer keyword for a field of the options table (reader/options.def), checked here where
- * the keyword's value is not passed to the open as it is, or under a name of its own
- * (max_threads: threads with threads='auto'; world, the Loader's share): the row's range,
- * refused in the keyword's name with the library's words (ArgumentError, as at the open).
- * no_zero: the keyword's None is the library's 0 (the default), and 0 itself is refused: the
- * row's range without it (prefetch: 2..65536; "at least 0": at least 1). */
-static int row_u32(PyObject *v, const char *keyword, const char *field, int no_zero,
-                   uint32_t *out)
+/* v for the scalar row of field in the options table (reader/options.def), checked in the
+ * library's words naming `keyword` (NULL: the row's public name; ArgumentError, as at the
+ * open): 0, or -1 with the error set.
+ * no_zero: the keyword's None is the row's 0 (the default, or off), and 0 itself is refused:
+ * the row's range without it (prefetch: 2..65536; "at least 0": at least 1 for an integer;
+ * mixup's 0 <= v < 1e6: 0 < v < 1e6). */
+int sr_check_row(const char *field, const char *keyword, double v, int no_zero)
 {
-    uint64_t x;
-    if (sr_to_u64(v, keyword, &x) < 0)
-        return -1;
     size_t n = 0;
     const shr_option_info *t = shr_option_table(&n), *r = NULL;
     for (size_t i = 0; i < n && !r; i++)
         if (strcmp(t[i].field, field) == 0)
             r = &t[i];
-    char why[512];
-    double d = (double)x;
-    if (!r || r->count != 1 || r->is_float || r->form == SHR_OPT_CHOICE) {
-        PyErr_Format(PyExc_SystemError, "%s: no integer row %s in the options table", keyword,
-                     field);
+    if (!r || r->count != 1 || r->form == SHR_OPT_CHOICE) {
+        PyErr_Format(PyExc_SystemError, "no scalar number row %s in the options table", field);
         return -1;
     }
     shr_option_info nonzero;
@@ -81,14 +74,32 @@ static int row_u32(PyObject *v, const char *keyword, const char *field, int no_z
         nonzero = *r;
         if (nonzero.form == SHR_OPT_ZERO_OR_RANGE)
             nonzero.form = SHR_OPT_RANGE;
-        else if (nonzero.form == SHR_OPT_AT_LEAST && nonzero.lo < 1)
+        else if (nonzero.lo == 0 && !nonzero.is_float && nonzero.form != SHR_OPT_ABOVE &&
+                 nonzero.form != SHR_OPT_OPEN)
             nonzero.lo = 1;
+        else if (nonzero.lo == 0 && nonzero.form == SHR_OPT_BELOW)
+            nonzero.form = SHR_OPT_OPEN;
+        else if (nonzero.lo == 0 && nonzero.form == SHR_OPT_RANGE)
+            nonzero.form = SHR_OPT_ABOVE;
         r = &nonzero;
     }
-    if (shr_option_check(r, keyword, &d, why, sizeof why) != 0) {
+    char why[512];
+    if (shr_option_check(r, keyword, &v, why, sizeof why) != 0) {
         sr_raise_lib(SHR_EINVAL, why);
         return -1;
     }
+    return 0;
+}
+
+/* An integer keyword for a field of the options table, checked here where the keyword's value
+ * is not passed to the open as it is, or under a name of its own (max_threads: threads with
+ * threads='auto'; world, the Loader's share): sr_check_row's check, then the field's type. */
+static int row_u32(PyObject *v, const char *keyword, const char *field, int no_zero,
+                   uint32_t *out)
+{
+    uint64_t x;
+    if (sr_to_u64(v, keyword, &x) < 0 || sr_check_row(field, keyword, (double)x, no_zero) < 0)
+        return -1;
     if (x > UINT32_MAX)
         return sr_to_u32(v, keyword, 0, out);     /* a row wider than its field: refused */
     *out = (uint32_t)x;

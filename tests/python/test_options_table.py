@@ -170,11 +170,9 @@ def _outside(row):
     return pairs
 
 
-# the rows whose values below the table's range the Loader refuses itself, before the library:
-# None is MixUp's and CutMix's off, so an alpha must be above 0; every other refusal is the
-# library's (or, for prefetch, prefetch_shards, num_classes and world, in the library's words
-# from the table: shr_option_check)
-PYTHON_OWN_LOW = {"mixup", "cutmix"}
+# every refusal is the library's, or in its words from the table (shr_option_check): the
+# Loader's own lower bounds (prefetch, prefetch_shards, num_classes, mixup and cutmix, whose
+# None is the row's 0) are the row's range without its 0
 
 
 @pytest.mark.parametrize("row", NUMERIC, ids=[r["field"] for r in NUMERIC])
@@ -185,14 +183,12 @@ def test_every_row_refused_through_the_loader_naming_its_keyword(fx, row):
             shardread.Loader(fx.fixed, **FORMS[row["name"]](v))
         msg = str(e.value)
         assert msg.startswith(row["keyword"]), (v, msg)
-        assert isinstance(e.value, shardread.ArgumentError) or (
-            row["name"] in PYTHON_OWN_LOW and v < row["lo"]), (v, msg)
-        if isinstance(e.value, shardread.ArgumentError):
-            # the library's refusal: the public name, the field, the range
-            assert msg.startswith(f"{row['name']} ({row['field']}) must ") or \
-                msg.startswith(f"{row['name']} must "), (v, msg)
-            lo = row["lo"]
-            assert (str(int(lo)) if float(lo).is_integer() else repr(lo)) in msg, (v, msg)
+        assert isinstance(e.value, shardread.ArgumentError), (v, msg)
+        # the library's refusal: the public name, the field, the range
+        assert msg.startswith(f"{row['name']} ({row['field']}) must ") or \
+            msg.startswith(f"{row['name']} must "), (v, msg)
+        lo = row["lo"]
+        assert (str(int(lo)) if float(lo).is_integer() else repr(lo)) in msg, (v, msg)
 
 
 def test_messages_name_the_public_keyword(fx):
@@ -209,8 +205,11 @@ def test_messages_name_the_public_keyword(fx):
                      (dict(batch_size=0), "batch_size must be at least 1, not 0"),
                      (dict(order="quasi", quasi_window=0),
                       "quasi_window must be at least 1, not 0"),
+                     # None is off: the range without its 0
                      (dict(cutmix=float("inf"), dtype="float32"),
-                      "cutmix (cutmix_alpha) must be at least 0 and below 1000000, not inf"),
+                      "cutmix (cutmix_alpha) must be above 0 and below 1000000, not inf"),
+                     (dict(mixup=0, dtype="float32"),
+                      "mixup (mixup_alpha) must be above 0 and below 1000000, not 0"),
                      (dict(auto_augment=dict(policy="randaugment", num_ops=9)),
                       "auto_augment num_ops (aa_num_ops) must be in 1..4, not 9"),
                      (dict(auto_augment=dict(policy="randaugment", num_magnitude_bins=1)),
