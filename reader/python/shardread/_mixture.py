@@ -4,13 +4,11 @@ import numbers as _numbers
 import operator as _operator
 import os as _os
 
-from . import _shardread
-from ._dataset import _local
+from ._dataset import _choice_names, _local
 
 # a stream's on_error: the options table's names (reader/options.def) by value; None, -1: the
 # Loader's
-_ON_ERROR_NAMES = next(r["choices"] for r in _shardread.option_table()
-                       if r["field"] == "on_error")
+_ON_ERROR_NAMES = _choice_names("on_error")
 _ON_ERROR = {None: -1, **{name: v for v, name in enumerate(_ON_ERROR_NAMES) if name}}
 
 
