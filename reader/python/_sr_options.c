@@ -322,14 +322,19 @@ int sr_choose_row(PyObject *o, const char *field, int loose, int *out)
         PyErr_Format(PyExc_SystemError, "no choice row %s in the options table", field);
         return -1;
     }
-    /* strict, a value not a str matches nothing: its refusal shows it as Python writes it */
+    /* strict, a value not a str matches nothing, nor does one whose text cannot be had (its
+     * str() raises, or is not UTF-8): the refusal shows it as Python writes it */
     int shown_as_repr = !loose && !PyUnicode_Check(o);
-    PyObject *str = shown_as_repr ? PyUnicode_FromString("") : loose ? choice_text(o)
-                                                                     : Py_NewRef(o);
+    PyObject *str = shown_as_repr ? NULL : loose ? choice_text(o) : Py_NewRef(o);
     const char *s = str ? sr_utf8(str) : NULL;
     if (!s) {
+        PyErr_Clear();
         Py_XDECREF(str);
-        return -1;
+        shown_as_repr = 1;
+        if (!(str = PyUnicode_FromString("")) || !(s = sr_utf8(str))) {
+            Py_XDECREF(str);
+            return -1;
+        }
     }
     for (int i = 0; loose && r->choices[i]; i++)
         if (r->choices[i][0] && strcasecmp(s, r->choices[i]) == 0)

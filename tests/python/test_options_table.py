@@ -305,6 +305,19 @@ def test_choice_forms_convert_to_the_tables_names(fx):
     with pytest.raises(shardread.ArgumentError) as e:
         shardread.Loader(fx.fixed, batch_size=2, access=b"mmap")
     assert str(e.value) == "access must be one of mmap, pread, direct, not b'mmap'"
+
+    class NoText:
+        def __str__(self):
+            raise RuntimeError("no text")
+
+        def __repr__(self):
+            return "NoText()"
+    with pytest.raises(shardread.ArgumentError) as e:
+        shardread.Loader(fx.fixed, batch_size=2, dtype=NoText())
+    assert str(e.value) == "dtype must be one of uint8, float32, float16, not NoText()"
+    with pytest.raises(shardread.ArgumentError) as e:
+        shardread.Loader(fx.fixed, batch_size=2, layout="\udcff")
+    assert str(e.value) == "layout must be one of NHWC, NCHW, not '\\udcff'"
     tv = pytest.importorskip("torchvision.transforms")
     with pytest.raises(shardread.ArgumentError) as e:
         shardread.Loader(fx.fixed, batch_size=2, rotation=10,
