@@ -6,6 +6,7 @@
 #include "_sr.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,11 +55,13 @@ int sr_flag_named(PyObject *o, const char *what, int *out)
 
 /* v for the scalar row of field in the options table (reader/options.def), checked in the
  * library's words naming `keyword` (NULL: the row's public name; ArgumentError, as at the
- * open): 0, or -1 with the error set.
- * no_zero: the keyword's None is the row's 0 (the default, or off), and 0 itself is refused:
- * the row's range without it (prefetch: 2..65536; "at least 0": at least 1 for an integer;
- * mixup's 0 <= v < 1e6: 0 < v < 1e6). */
-int sr_check_row(const char *field, const char *keyword, double v, int no_zero)
+ * open): 0, or -1 with the error set. no_zero: the keyword's None is the row's 0 (the default,
+ * or off), and 0 itself is refused: the row's range without it (prefetch: 2..65536; "at least
+ * 0": at least 1 for an integer; mixup's 0 <= v < 1e6: 0 < v < 1e6). type_max: the most the
+ * field's C type holds, 0 for none: a value past it is refused with it as the bound of an
+ * unbounded row ("batch_size must be in 1..4294967295"). */
+static int check_row(const char *field, const char *keyword, double v, int no_zero,
+                     double type_max)
 {
     size_t n = 0;
     const shr_option_info *t = shr_option_table(&n), *r = NULL;
@@ -69,40 +72,65 @@ int sr_check_row(const char *field, const char *keyword, double v, int no_zero)
         PyErr_Format(PyExc_SystemError, "no scalar number row %s in the options table", field);
         return -1;
     }
-    shr_option_info nonzero;
+    shr_option_info row = *r;
     if (no_zero) {
-        nonzero = *r;
-        if (nonzero.form == SHR_OPT_ZERO_OR_RANGE)
-            nonzero.form = SHR_OPT_RANGE;
-        else if (nonzero.lo == 0 && !nonzero.is_float && nonzero.form != SHR_OPT_ABOVE &&
-                 nonzero.form != SHR_OPT_OPEN)
-            nonzero.lo = 1;
-        else if (nonzero.lo == 0 && nonzero.form == SHR_OPT_BELOW)
-            nonzero.form = SHR_OPT_OPEN;
-        else if (nonzero.lo == 0 && nonzero.form == SHR_OPT_RANGE)
-            nonzero.form = SHR_OPT_ABOVE;
-        r = &nonzero;
+        if (row.form == SHR_OPT_ZERO_OR_RANGE)
+            row.form = SHR_OPT_RANGE;
+        else if (row.lo == 0 && !row.is_float && row.form != SHR_OPT_ABOVE &&
+                 row.form != SHR_OPT_OPEN)
+            row.lo = 1;
+        else if (row.lo == 0 && row.form == SHR_OPT_BELOW)
+            row.form = SHR_OPT_OPEN;
+        else if (row.lo == 0 && row.form == SHR_OPT_RANGE)
+            row.form = SHR_OPT_ABOVE;
+    }
+    if (type_max > 0 && row.form == SHR_OPT_AT_LEAST && !(v <= type_max)) {
+        row.form = SHR_OPT_RANGE;
+        row.hi = type_max;
     }
     char why[512];
-    if (shr_option_check(r, keyword, &v, why, sizeof why) != 0) {
+    if (shr_option_check(&row, keyword, &v, why, sizeof why) != 0) {
         sr_raise_lib(SHR_EINVAL, why);
         return -1;
     }
     return 0;
 }
 
-/* An integer keyword for a field of the options table, checked here where the keyword's value
- * is not passed to the open as it is, or under a name of its own (max_threads: threads with
- * threads='auto'; world, the Loader's share): sr_check_row's check, then the field's type. */
+int sr_check_row(const char *field, const char *keyword, double v, int no_zero)
+{
+    return check_row(field, keyword, v, no_zero, 0);
+}
+
+/* An integer keyword for a uint32_t field of the options table, refused here in the library's
+ * words from the row, whatever the int given (negative, or past the field's 32 bits): where the
+ * keyword's value is not passed to the open as it is, or under a name of its own (max_threads:
+ * threads with threads='auto'; world, the Loader's share), and for the rows checked always
+ * (batch_size, threads), so that -1 or 2**40 is told the row's range, not the C type's. */
 static int row_u32(PyObject *v, const char *keyword, const char *field, int no_zero,
                    uint32_t *out)
 {
     uint64_t x;
-    if (sr_to_u64(v, keyword, &x) < 0 || sr_check_row(field, keyword, (double)x, no_zero) < 0)
+    PyObject *i = PyNumber_Index(v);
+    if (!i) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError))
+            return -1;
+        PyErr_Clear();
+        return sr_to_u64(v, keyword, &x);           /* its TypeError, naming the keyword */
+    }
+    int overflow = 0;
+    long long ll = PyLong_AsLongLongAndOverflow(i, &overflow);
+    double d = overflow ? PyLong_AsDouble(i) : (double)ll;
+    Py_DECREF(i);
+    if (d == -1.0 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        d = overflow > 0 ? HUGE_VAL : -HUGE_VAL;
+    }
+    /* the row's range, within the field's type: 0 <= integer rows' lo, so d fits once taken */
+    if (check_row(field, keyword, d, no_zero, UINT32_MAX) < 0)
         return -1;
-    if (x > UINT32_MAX)
-        return sr_to_u32(v, keyword, 0, out);     /* a row wider than its field: refused */
-    *out = (uint32_t)x;
+    *out = (uint32_t)ll;
     return 0;
 }
 
@@ -194,7 +222,7 @@ static int sr_threads(PyObject *threads, PyObject *max_threads, shr_options *o)
     }
     if (threads == Py_None)
         o->threads = (uint32_t)default_threads();
-    else if (sr_to_u32(threads, "threads", 0, &o->threads) < 0)
+    else if (row_u32(threads, "threads", "threads", 0, &o->threads) < 0)
         return -1;
     return 0;
 }
@@ -582,8 +610,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     shr_options *o = &self->o;
     shr_options_init(o);
     int v;
-    /* batch_size's and threads' ranges: options.def's, stated by the open's refusal */
-    if (batch_size && sr_to_u32(batch_size, "batch_size", 0, &o->batch_size) < 0)
+    /* batch_size's and threads' ranges: options.def's (row_u32) */
+    if (batch_size && row_u32(batch_size, "batch_size", "batch_size", 0, &o->batch_size) < 0)
         return -1;
     if (sr_flag_named(shuffle, "shuffle", &v) < 0)
         return -1;

@@ -345,3 +345,24 @@ def test_prefetch_shards_zero_is_refused_with_the_rows_range(fx):
         _shardread.Loader(fx.fixed, prefetch_shards=0)
     assert str(e.value) == "prefetch_shards must be at least 1, not 0"
     _shardread.Loader(fx.fixed, batch_size=2, prefetch_shards=1)
+
+
+def test_any_int_is_refused_with_the_rows_range(fx):
+    """batch_size, threads, world, prefetch and max_threads are checked by the Loader in the
+    library's words whatever the int: a negative one, or one past the field's 32 bits, is told
+    the row's range (with the field's bound where the row has none), not the C type's"""
+    for kw, want in ((dict(batch_size=-1), "batch_size must be at least 1, not -1"),
+                     (dict(batch_size=2**40),
+                      "batch_size must be in 1..4294967295, not 1099511627776"),
+                     (dict(threads=-3), "threads must be in 1..1024, not -3"),
+                     (dict(threads=2**64), "threads must be in 1..1024, not "
+                      "1.8446744073709552e+19"),
+                     (dict(world=-1, rank=0), "world must be at least 1, not -1"),
+                     (dict(prefetch=-1), "prefetch must be in 2..65536, not -1"),
+                     (dict(threads="auto", max_threads=-1),
+                      "max_threads (threads) must be in 1..1024, not -1")):
+        with pytest.raises(shardread.ArgumentError) as e:
+            shardread.Loader(fx.fixed, **kw)
+        assert str(e.value) == want, kw
+    with pytest.raises(TypeError, match="batch_size must be an integer, not float"):
+        shardread.Loader(fx.fixed, batch_size=2.5)
