@@ -101,12 +101,10 @@ int sr_check_row(const char *field, const char *keyword, double v, int no_zero)
     return check_row(field, keyword, v, no_zero, 0);
 }
 
-/* An integer keyword for a uint32_t field of the options table, refused here in the library's
- * words from the row, whatever the int given (negative, or past the field's 32 bits): where the
- * keyword's value is not passed to the open as it is, or under a name of its own (max_threads:
- * threads with threads='auto'; world, the Loader's share), and for the rows checked always
- * (batch_size, threads), so that -1 or 2**40 is told the row's range, not the C type's. */
-static int row_u32(PyObject *v, const char *keyword, const char *field, int no_zero,
+/* An integer keyword for a uint32_t field of the options table: with now, refused here in the
+ * row's words where outside its range; without, only where the field cannot hold it (negative,
+ * or past 32 bits), in the row's words too. */
+static int int_row(PyObject *v, const char *keyword, const char *field, int no_zero, int now,
                    uint32_t *out)
 {
     uint64_t x;
@@ -128,10 +126,35 @@ static int row_u32(PyObject *v, const char *keyword, const char *field, int no_z
         d = overflow > 0 ? HUGE_VAL : -HUGE_VAL;
     }
     /* the row's range, within the field's type: 0 <= integer rows' lo, so d fits once taken */
-    if (check_row(field, keyword, d, no_zero, UINT32_MAX) < 0)
+    if ((now || !(d >= 0 && d <= UINT32_MAX)) &&
+        check_row(field, keyword, d, no_zero, UINT32_MAX) < 0)
         return -1;
+    if (!(d >= 0 && d <= UINT32_MAX)) {             /* a row wider than its field */
+        PyErr_Format(PyExc_SystemError, "%s: the row of %s is wider than its field", keyword,
+                     field);
+        return -1;
+    }
     *out = (uint32_t)ll;
     return 0;
+}
+
+/* An integer keyword for a uint32_t field of the options table, refused here in the library's
+ * words from the row, whatever the int given (negative, or past the field's 32 bits): where the
+ * keyword's value is not passed to the open as it is, or under a name of its own (max_threads:
+ * threads with threads='auto'; world, the Loader's share), and for the rows checked always
+ * (batch_size, threads), so that -1 or 2**40 is told the row's range, not the C type's. */
+static int row_u32(PyObject *v, const char *keyword, const char *field, int no_zero,
+                   uint32_t *out)
+{
+    return int_row(v, keyword, field, no_zero, 1, out);
+}
+
+/* A row checked at the open, under its condition (quasi_window with order='quasi', the
+ * auto_augment keys): here only a value its uint32_t field cannot hold is refused, in the
+ * row's words. */
+static int held_u32(PyObject *v, const char *keyword, const char *field, uint32_t *out)
+{
+    return int_row(v, keyword, field, 0, 0, out);
 }
 
 /* rank and world when not given: torch.distributed's when it is initialised, else the RANK and
@@ -771,9 +794,11 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
         o->unit = (float)u;
     }
     uint32_t *aa_dst[3] = {&o->aa_num_ops, &o->aa_magnitude, &o->aa_bins};
-    static const char *const aa_names[3] = {"num_ops", "magnitude", "num_magnitude_bins"};
+    static const char *const aa_fields[3] = {"aa_num_ops", "aa_magnitude", "aa_bins"};
+    static const char *const aa_names[3] = {"auto_augment num_ops", "auto_augment magnitude",
+                                            "auto_augment num_magnitude_bins"};
     for (int k = 0; k < 3; k++)
-        if (aa[k] != Py_None && sr_to_u32(aa[k], aa_names[k], 0, aa_dst[k]) < 0)
+        if (aa[k] != Py_None && held_u32(aa[k], aa_names[k], aa_fields[k], aa_dst[k]) < 0)
             return -1;
     if (on_error != Py_None) {
         if (sr_choose_row(on_error, "on_error", 0, &v) < 0)
@@ -819,7 +844,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
         o->uneven = (shr_uneven)v;
     }
     /* quasi_window's range: options.def's, stated by the open's refusal (with order='quasi') */
-    if (quasi_window && sr_to_u32(quasi_window, "quasi_window", 0, &o->quasi_window) < 0)
+    if (quasi_window &&
+        held_u32(quasi_window, "quasi_window", "quasi_window", &o->quasi_window) < 0)
         return -1;
     /* a dataset at a URL read as its shards arrive (the package passes these for one) */
     if (cache != Py_None) {

@@ -350,7 +350,8 @@ def test_prefetch_shards_zero_is_refused_with_the_rows_range(fx):
 def test_any_int_is_refused_with_the_rows_range(fx):
     """batch_size, threads, world, prefetch and max_threads are checked by the Loader in the
     library's words whatever the int: a negative one, or one past the field's 32 bits, is told
-    the row's range (with the field's bound where the row has none), not the C type's"""
+    the row's range (with the field's bound where the row has none), not the C type's; so is
+    such a value of quasi_window and the auto_augment keys (their ranges: at the open)"""
     for kw, want in ((dict(batch_size=-1), "batch_size must be at least 1, not -1"),
                      (dict(batch_size=2**40),
                       "batch_size must be in 1..4294967295, not 1099511627776"),
@@ -360,9 +361,22 @@ def test_any_int_is_refused_with_the_rows_range(fx):
                      (dict(world=-1, rank=0), "world must be at least 1, not -1"),
                      (dict(prefetch=-1), "prefetch must be in 2..65536, not -1"),
                      (dict(threads="auto", max_threads=-1),
-                      "max_threads (threads) must be in 1..1024, not -1")):
+                      "max_threads (threads) must be in 1..1024, not -1"),
+                     # rows checked at the open under their condition: here, a value the
+                     # field cannot hold, whatever the condition
+                     (dict(quasi_window=-1), "quasi_window must be at least 1, not -1"),
+                     (dict(auto_augment=dict(policy="trivialaugment_wide",
+                                             num_magnitude_bins=-2)),
+                      "auto_augment num_magnitude_bins (aa_bins) must be in 2..1024, not -2")):
         with pytest.raises(shardread.ArgumentError) as e:
             shardread.Loader(fx.fixed, **kw)
         assert str(e.value) == want, kw
     with pytest.raises(TypeError, match="batch_size must be an integer, not float"):
         shardread.Loader(fx.fixed, batch_size=2.5)
+
+
+def test_a_conditional_row_is_left_to_the_open(fx):
+    """quasi_window=0 is the open's to refuse, with order='quasi' only"""
+    shardread.Loader(fx.fixed, batch_size=2, quasi_window=0)
+    with pytest.raises(shardread.ArgumentError, match="^quasi_window must be at least 1, not 0$"):
+        shardread.Loader(fx.fixed, batch_size=2, quasi_window=0, order="quasi")
