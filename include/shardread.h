@@ -790,10 +790,12 @@ typedef struct {
     const char *name;           /* the public name: the Loader's keyword [and its key] */
     const char *python_default; /* the keyword's default as the Loader writes it, or NULL */
     int is_float;               /* a double field; else an unsigned integer (uint32_t, uint64_t) */
-    /* 1: a scalar; 2: a double[2], each value in the range, and with `ordered` min <= max */
+    /* 1: a scalar; 2: a double[2], each value in the range, and with `ordered` min <= max; 4:
+     * a double[4], two such pairs (affine_shear: x, then y) */
     int count, ordered;
     shr_opt_form form;
-    double def[2];              /* the default (def[1]: a pair's max; a scalar's, def[0]) */
+    double def[2];              /* the default (def[1]: a pair's max, each pair's; a scalar's,
+                                 * def[0]) */
     double lo, hi;              /* the range (hi unused by SHR_OPT_AT_LEAST) */
     const char *when;           /* when the range is checked, in words; "" always */
     const char *doc;            /* one line */

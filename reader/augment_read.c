@@ -29,20 +29,10 @@ void shr_aug_init(shr_aug *a, const shr_options *o)
     a->any = a->pixels || o->erase_p > 0;
 }
 
-static int range_ok(const double r[2], double lo, double hi)
-{
-    return r[0] >= lo && r[0] <= r[1] && r[1] <= hi;
-}
-
 const char *shr_aug_check(const shr_options *o)
 {
-    /* the jitter ranges, rotation_degrees and affine_degrees, _translate and _scale:
+    /* the jitter ranges, rotation_degrees and affine_degrees, _translate, _scale and _shear:
      * options.def's ranges, checked before */
-    if (o->affine) {
-        if (!range_ok(o->affine_shear, -1e6, 1e6) || !range_ok(o->affine_shear + 2, -1e6, 1e6))
-            return "affine shear (affine_shear) must be two ranges (x, then y), each "
-                   "-1e6 <= min <= max <= 1e6";
-    }
     /* aug_interpolation and auto_augment (the choices), aa_bins, aa_num_ops and aa_magnitude:
      * options.def's rows, checked before; the magnitude is a bin index besides */
     if (o->auto_augment == SHR_AUTO_AUGMENT_RAND && !(o->aa_magnitude < o->aa_bins))

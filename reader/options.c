@@ -24,8 +24,11 @@ static const shr_option_info option_table[] = {
 #define SHR_OPT(field, ctype, name, pydef, form, def, lo, hi, cond, when, doc)                    \
     {#field, name, pydef, (ctype)0.5 != 0, 1, 0, form, {(double)(def), (double)(def)},          \
      (double)(lo), (double)(hi), when, doc, NULL},
+/* a pair row's field: a double[2], or double[4], two pairs (the shear's x, then y) */
+#define PAIR_COUNT(field) ((int)(sizeof(((shr_options *)0)->field) / sizeof(double)))
 #define SHR_OPT_PAIR(field, ordered, name, pydef, form, min, max, lo, hi, cond, when, doc)        \
-    {#field, name, pydef, 1, 2, ordered, form, {(min), (max)}, (lo), (hi), when, doc, NULL},
+    {#field, name, pydef, 1, PAIR_COUNT(field), ordered, form, {(min), (max)}, (lo), (hi),      \
+     when, doc, NULL},
 /* hi: the last value, one less than the names */
 #define SHR_OPT_CHOICE(field, ctype, name, pydef, def, cond, when, doc, ...)                      \
     {#field, name, pydef, 0, 1, 0, SHR_OPT_CHOICE, {(double)(def), (double)(def)}, 0,           \
@@ -48,15 +51,17 @@ const shr_option_info *shr_option_table(size_t *count)
 
 /* The defaults of every field of this library's shr_options: options.def's rows, then the
  * fields the table does not describe yet (rank, pinning, normalisation and per-channel
- * values, the shear's four). */
+ * values). */
 static void options_defaults(shr_options *o)
 {
     memset(o, 0, sizeof *o);
     o->size = (uint32_t)sizeof *o;
 #define SHR_OPT(field, ctype, name, pydef, form, def, lo, hi, cond, when, doc) o->field = (def);
 #define SHR_OPT_PAIR(field, ordered, name, pydef, form, min, max, lo, hi, cond, when, doc)        \
-    o->field[0] = (min);                                                                        \
-    o->field[1] = (max);
+    for (int k = 0; k < PAIR_COUNT(field); k += 2) {                                            \
+        o->field[k] = (min);                                                                    \
+        o->field[k + 1] = (max);                                                                \
+    }
 #define SHR_OPT_CHOICE(field, ctype, name, pydef, def, cond, when, doc, ...) o->field = (def);
 #include "options.def"
 #undef SHR_OPT
@@ -123,9 +128,13 @@ static int in_range(const shr_option_info *r, double v)
     }
 }
 
-static int pair_ok(const shr_option_info *r, const double v[2])
+/* every (min, max) pair of v (r->count values) */
+static int pair_ok(const shr_option_info *r, const double *v)
 {
-    return in_range(r, v[0]) && in_range(r, v[1]) && (!r->ordered || v[0] <= v[1]);
+    for (int k = 0; k + 1 < r->count; k += 2)
+        if (!(in_range(r, v[k]) && in_range(r, v[k + 1]) && (!r->ordered || v[k] <= v[k + 1])))
+            return 0;
+    return 1;
 }
 
 /* v as its shortest decimal of up to 17 digits */
@@ -172,7 +181,7 @@ static void choice_refusal(char *buf, size_t n, const shr_option_info *r, const 
 static void refusal(char *buf, size_t n, const shr_option_info *r, const char *name,
                     const double *v)
 {
-    char whom[160], lo[32], hi[32], val[72], range[128], first[32];
+    char whom[160], lo[32], hi[32], val[136], range[128], first[32];
     who(whom, sizeof whom, r, name);
     if (r->form == SHR_OPT_CHOICE) {
         number(first, sizeof first, v[0]);
@@ -183,17 +192,27 @@ static void refusal(char *buf, size_t n, const shr_option_info *r, const char *n
     number(hi, sizeof hi, r->hi);
     number(first, sizeof first, v[0]);
     snprintf(val, sizeof val, "%s", first);
-    if (r->count == 2) {
-        char max[32];
-        number(max, sizeof max, v[1]);
-        snprintf(val, sizeof val, "[%s, %s]", first, max);
+    for (int k = 1; k < r->count; k++) {
+        char next[32];
+        size_t at = strlen(val);
+        number(next, sizeof next, v[k]);
+        snprintf(val + at, sizeof val - at, ", %s", next);
+    }
+    if (r->count > 1) {
+        char list[136];
+        snprintf(list, sizeof list, "[%s]", val);
+        snprintf(val, sizeof val, "%s", list);
     }
     int lo_open = r->form == SHR_OPT_ABOVE || r->form == SHR_OPT_OPEN;
     int hi_open = r->form == SHR_OPT_BELOW || r->form == SHR_OPT_OPEN;
-    if (r->count == 2 && r->ordered) {
-        snprintf(range, sizeof range, "satisfy %s %s min <= max %s %s", lo, lo_open ? "<" : "<=",
+    if (r->count >= 2 && r->ordered) {
+        snprintf(range, sizeof range, "%s %s min <= max %s %s", lo, lo_open ? "<" : "<=",
                  hi_open ? "<" : "<=", hi);
-        snprintf(buf, n, "%s must %s, not %s", whom, range, val);
+        if (r->count == 2)
+            snprintf(buf, n, "%s must satisfy %s, not %s", whom, range, val);
+        else
+            snprintf(buf, n, "%s must be %d (min, max) pairs, each satisfying %s, not %s", whom,
+                     r->count / 2, range, val);
         return;
     }
     switch (r->form) {
@@ -224,7 +243,7 @@ static int refuse(fmt_msg *m, const shr_option_info *r, const double *v)
 
 static int value_ok(const shr_option_info *r, const double *v)
 {
-    return r->count == 2 ? pair_ok(r, v) : in_range(r, v[0]);
+    return r->count >= 2 ? pair_ok(r, v) : in_range(r, v[0]);
 }
 
 int shr_option_check(const shr_option_info *r, const char *name, const double *v, char *why,

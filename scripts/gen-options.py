@@ -42,8 +42,8 @@ random, quasi, not 'shuffle'`.
   torch dtype, and these, `layout` and `auto_augment` any case. `order`, `uneven`, `on_error`
   and `access` take the names exactly.
 
-The other options (flags, the rank, per-channel values such as `mean`, the affine shear's four
-values, the detection geometry's sizes) are described in [PYTHON.md](PYTHON.md) and
+The other options (flags, the rank, per-channel values such as `mean`, the detection
+geometry's sizes) are described in [PYTHON.md](PYTHON.md) and
 [READER.md](READER.md).
 
 | Python | C field | Type | Default | Accepted | Checked when | What it does |
@@ -66,11 +66,12 @@ def _accepted(row):
         return ", ".join(f"`{c}`" for c in row["choices"] if c)
     lo, hi = _num(row["lo"]), _num(row["hi"]) if row["hi"] is not None else None
     form = row["form"]
-    if row["count"] == 2:
+    if row["count"] >= 2:
         lop = "<" if form in ("above", "open") else "<="
         hip = "<" if form in ("below", "open") else "<="
+        each = "each pair: " if row["count"] > 2 else ""
         if row["ordered"]:
-            return f"{lo} {lop} min <= max {hip} {hi}"
+            return f"{each}{lo} {lop} min <= max {hip} {hi}"
         return f"each: {lo} {lop} v {hip} {hi}"
     return {"range": f"{lo} .. {hi}", "at_least": f">= {lo}", "below": f"{lo} <= v < {hi}",
             "zero_or_range": f"0, or {lo} .. {hi}", "above": f"{lo} < v <= {hi}",
@@ -95,7 +96,8 @@ def render(rows):
                 r["type"] == "float" and pyd.replace(".0", "") == default):
             default += f" (Loader: `{pyd}`)"
         out.append("| " + " | ".join(_cell(c) for c in (
-            f"`{r['name']}`", f"`{r['field']}`", r["type"] + (" pair" if r["count"] == 2 else ""),
+            f"`{r['name']}`", f"`{r['field']}`",
+            r["type"] + {1: "", 2: " pair", 4: " 2 pairs"}[r["count"]],
             default, _accepted(r),
             r["when"], r["doc"])) + " |\n")
     return "".join(out)

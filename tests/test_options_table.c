@@ -50,6 +50,7 @@ static const struct {
     {"affine_degrees", 2, 1, SHR_OPT_RANGE, 0, 0, -1e6, 1e6},
     {"affine_translate", 2, 0, SHR_OPT_RANGE, 0, 0, 0, 1},
     {"affine_scale", 2, 1, SHR_OPT_OPEN, 1, 1, 0, 1e6},
+    {"affine_shear", 4, 1, SHR_OPT_RANGE, 0, 0, -1e6, 1e6},
     {"erase_scale", 2, 1, SHR_OPT_RANGE, 0.02, 0.33, 0, 1},
     {"erase_ratio", 2, 1, SHR_OPT_OPEN, 0.3, 3.3, 0, 1e6},
     {"scale_range", 2, 1, SHR_OPT_ABOVE, 0.1, 2.0, 0, 16},
@@ -86,23 +87,27 @@ static const struct {
 
 #define NROWS (sizeof g_rows / sizeof g_rows[0])
 
-/* the field named f of o (a pair: both values), read and written through the table's rows */
-static void get_field(const shr_options *o, const char *f, double v[2])
+#define FIELD_COUNT(field) ((int)(sizeof o->field / sizeof o->field[0]))
+
+/* the field named f of o, read and written through the table's rows: read, its values into
+ * v[4] (a scalar: in each; a pair: [min, max] twice; two pairs: x, then y); written, each of its
+ * pairs set to [v[0], v[1]] (a scalar: to v[0]) */
+static void get_field(const shr_options *o, const char *f, double v[4])
 {
 #define SHR_OPT(field, ctype, ...)                                                  \
     if (strcmp(f, #field) == 0) {                                                   \
-        v[0] = v[1] = (double)o->field;                                             \
+        v[0] = v[1] = v[2] = v[3] = (double)o->field;                               \
         return;                                                                     \
     }
 #define SHR_OPT_PAIR(field, ...)                                                    \
     if (strcmp(f, #field) == 0) {                                                   \
-        v[0] = o->field[0];                                                         \
-        v[1] = o->field[1];                                                         \
+        for (int k = 0; k < 4; k++)                                                 \
+            v[k] = o->field[k % FIELD_COUNT(field)];                                \
         return;                                                                     \
     }
 #define SHR_OPT_CHOICE(field, ...)                                                  \
     if (strcmp(f, #field) == 0) {                                                   \
-        v[0] = v[1] = (double)o->field;                                             \
+        v[0] = v[1] = v[2] = v[3] = (double)o->field;                               \
         return;                                                                     \
     }
 #include "options.def"
@@ -121,8 +126,8 @@ static void set_field(shr_options *o, const char *f, const double v[2])
     }
 #define SHR_OPT_PAIR(field, ...)                                                    \
     if (strcmp(f, #field) == 0) {                                                   \
-        o->field[0] = v[0];                                                         \
-        o->field[1] = v[1];                                                         \
+        for (int k = 0; k < FIELD_COUNT(field); k++)                                \
+            o->field[k] = v[k % 2];                                                 \
         return;                                                                     \
     }
 #define SHR_OPT_CHOICE(field, ctype, ...)                                           \
@@ -174,7 +179,7 @@ static int check(const shr_option_info *r, double v, fmt_msg *m)
 }
 
 /* the value [a, b] as the field holds it (a scalar: a, in its C type) */
-static void held(const shr_option_info *r, double a, double b, double v[2])
+static void held(const shr_option_info *r, double a, double b, double v[4])
 {
     shr_options o;
     base(&o, r->field);
@@ -188,7 +193,7 @@ static void accepts(const shr_option_info *r, double a, double b)
     int rc = check2(r, a, b, &m);
     ck_assert_msg(rc == 0, "%s = [%.17g, %.17g] refused: %s", r->field, a, b, m.text);
     /* shr_option_check, the row's check for a front end, agrees */
-    double v[2];
+    double v[4];
     char why[8] = "x";
     held(r, a, b, v);
     ck_assert_int_eq(shr_option_check(r, NULL, v, why, sizeof why), 0);
@@ -201,7 +206,7 @@ static void refuses(const shr_option_info *r, double a, double b)
     int rc = check2(r, a, b, &m);
     ck_assert_msg(rc == SHR_EINVAL, "%s = [%.17g, %.17g] accepted (%d)", r->field, a, b, rc);
     /* shr_option_check refuses it in the same words */
-    double v[2];
+    double v[4];
     char why[512];
     held(r, a, b, v);
     ck_assert_int_eq(shr_option_check(r, NULL, v, why, sizeof why), SHR_EINVAL);
@@ -240,7 +245,7 @@ START_TEST(test_rows_present)
         ck_assert_ptr_nonnull(t[i].name);
         ck_assert_ptr_nonnull(t[i].when);
         ck_assert_msg(t[i].doc && t[i].doc[0], "%s has no doc", t[i].field);
-        ck_assert(t[i].count == 1 || (t[i].count == 2 && t[i].is_float));
+        ck_assert(t[i].count == 1 || ((t[i].count == 2 || t[i].count == 4) && t[i].is_float));
         for (size_t j = 0; j < i; j++)
             ck_assert_str_ne(t[i].field, t[j].field);
     }
@@ -254,10 +259,12 @@ START_TEST(test_defaults)
     size_t n = 0;
     const shr_option_info *t = shr_option_table(&n);
     for (size_t i = 0; i < n; i++) {
-        double v[2];
+        double v[4];
         get_field(&o, t[i].field, v);
-        ck_assert_msg(v[0] == t[i].def[0] && v[1] == t[i].def[1], "%s: init [%.17g, %.17g], "
-                      "table [%.17g, %.17g]", t[i].field, v[0], v[1], t[i].def[0], t[i].def[1]);
+        ck_assert_msg(v[0] == t[i].def[0] && v[1] == t[i].def[1] && v[2] == t[i].def[0] &&
+                      v[3] == t[i].def[1], "%s: init [%.17g, %.17g, %.17g, %.17g], table "
+                      "[%.17g, %.17g]", t[i].field, v[0], v[1], v[2], v[3], t[i].def[0],
+                      t[i].def[1]);
         /* the default is a value the check accepts */
         accepts(&t[i], t[i].def[0], t[i].def[1]);
     }
@@ -288,20 +295,20 @@ START_TEST(test_bounds)
         accepts(r, hi_in, hi_in);
         accepts(r, lo_in, hi_in);
         if (r->is_float || r->lo > 0 || lo_open) {
-            refuses(r, lo_out, r->count == 2 ? hi_in : lo_out);
-            if (r->count == 2)
+            refuses(r, lo_out, r->count >= 2 ? hi_in : lo_out);
+            if (r->count >= 2)
                 refuses(r, lo_in, lo_out);
         }
         if (!no_hi) {
-            refuses(r, r->count == 2 ? lo_in : hi_out, hi_out);
-            if (r->count == 2)
+            refuses(r, r->count >= 2 ? lo_in : hi_out, hi_out);
+            if (r->count >= 2)
                 refuses(r, hi_out, hi_in);
         }
         if (r->form == SHR_OPT_ZERO_OR_RANGE) {
             accepts(r, 0, 0);
             ck_assert_double_gt(r->lo, 1);      /* else "just below lo" would be 0 */
         }
-        if (r->count == 2) {
+        if (r->count >= 2) {
             if (r->ordered)
                 refuses(r, hi_in, lo_in);       /* min > max */
             else
@@ -361,6 +368,33 @@ START_TEST(test_messages)
         ck_assert_int_eq(check(&t[i], cases[k].v, &m), SHR_EINVAL);
         ck_assert_str_eq(m.text, cases[k].want);
     }
+}
+END_TEST
+
+/* the shear's two pairs, x then y, each checked: either one outside refuses, naming all four */
+START_TEST(test_two_pairs)
+{
+    shr_options o;
+    fmt_msg m;
+    base(&o, "affine_shear");
+    const double ok[4] = {1, 2, -1e6, 1e6};
+    memcpy(o.affine_shear, ok, sizeof ok);
+    ck_assert_msg(shr_check_options(&o, &m) == 0, "%s", m.text);
+    static const double bad[][4] = {{0, 0, 2, 1}, {0, 0, -1e6, 1.5e6}, {2, 1, 0, 0},
+                                    {NAN, 0, 0, 0}, {0, 0, 0, NAN}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        memcpy(o.affine_shear, bad[k], sizeof bad[k]);
+        ck_assert_int_eq(shr_check_options(&o, &m), SHR_EINVAL);
+        static const char want[] = "affine shear (affine_shear) must be 2 (min, max) pairs, "
+                                   "each satisfying -1000000 <= min <= max <= 1000000, not [";
+        ck_assert_msg(strncmp(m.text, want, strlen(want)) == 0, "%s", m.text);
+    }
+    memcpy(o.affine_shear, bad[0], sizeof bad[0]);
+    ck_assert_int_eq(shr_check_options(&o, &m), SHR_EINVAL);
+    ck_assert_str_eq(m.text, "affine shear (affine_shear) must be 2 (min, max) pairs, each "
+                             "satisfying -1000000 <= min <= max <= 1000000, not [0, 0, 2, 1]");
+    o.affine = 0;               /* its condition: affine given */
+    ck_assert_msg(shr_check_options(&o, &m) == 0, "%s", m.text);
 }
 END_TEST
 
@@ -509,6 +543,7 @@ int main(void)
     tcase_add_test(tc, test_messages);
     tcase_add_test(tc, test_conditions);
     tcase_add_test(tc, test_option_check);
+    tcase_add_test(tc, test_two_pairs);
     tcase_add_test(tc, test_choices);
     tcase_add_test(tc, test_choose_messages);
     suite_add_tcase(s, tc);

@@ -339,8 +339,10 @@ static PyObject *option_table(PyObject *m, PyObject *unused)
         const shr_option_info *r = &t[i];
         const char *space = strchr(r->name, ' ');
         Py_ssize_t kwlen = space ? (Py_ssize_t)(space - r->name) : (Py_ssize_t)strlen(r->name);
-        PyObject *def = r->count == 2 ? Py_BuildValue("(dd)", r->def[0], r->def[1])
-                                      : option_number(r, r->def[0]);
+        PyObject *def = r->count == 4 ? Py_BuildValue("(dddd)", r->def[0], r->def[1], r->def[0],
+                                                      r->def[1])
+                        : r->count == 2 ? Py_BuildValue("(dd)", r->def[0], r->def[1])
+                                        : option_number(r, r->def[0]);
         PyObject *lo = option_number(r, r->lo);
         /* hi is None for at_least: no upper bound */
         PyObject *hi = r->form == SHR_OPT_AT_LEAST ? Py_NewRef(Py_None) : option_number(r, r->hi);
@@ -413,7 +415,7 @@ static PyMethodDef module_methods[] = {
      "The reader's numeric options and choices as the library checks them, one dict\n"
      "per row of its table (reader/options.def): field, name (the public name: the Loader's\n"
      "keyword and the key within it), keyword, python_default (the keyword's default\n"
-     "as the Loader writes it, or None), type, count (1, or 2 for a (min, max) pair),\n"
+     "as the Loader writes it, or None), type, count (1; 2 a (min, max) pair; 4 two),\n"
      "ordered (a pair's min <= max), form (range, at_least, below, zero_or_range,\n"
      "above, open, choice), default, lo, hi, when, doc, choices (a choice's names by\n"
      "value, '' for a value not accepted; else None). docs/OPTIONS.md is written from it."},

@@ -134,6 +134,8 @@ FORMS = {
     "affine degrees": lambda v: dict(affine=dict(degrees=v)),
     "affine translate": lambda v: dict(affine=dict(degrees=0, translate=v)),
     "affine scale": lambda v: dict(affine=dict(degrees=0, scale=v)),
+    # a pair of the two: x and y alike (torchvision's four-value form)
+    "affine shear": lambda v: dict(affine=dict(degrees=0, shear=tuple(v) * 2)),
     "erasing scale": lambda v: dict(erasing=dict(p=0.5, scale=v)),
     "erasing ratio": lambda v: dict(erasing=dict(p=0.5, ratio=v)),
     "scale_jitter range": lambda v: dict(scale_jitter=(16, v)),
@@ -221,7 +223,10 @@ def test_messages_name_the_public_keyword(fx):
                      (dict(scale_jitter=(16, (0.5, 17))), "scale_jitter range (scale_range) "
                       "must satisfy 0 < min <= max <= 16, not [0.5, 17]"),
                      (dict(affine=dict(degrees=0, translate=(0.5, 1.5))), "affine translate "
-                      "(affine_translate) must be two values, each in 0..1, not [0.5, 1.5]")):
+                      "(affine_translate) must be two values, each in 0..1, not [0.5, 1.5]"),
+                     (dict(affine=dict(degrees=0, shear=(0, 10, 5, 1))), "affine shear "
+                      "(affine_shear) must be 2 (min, max) pairs, each satisfying -1000000 <= "
+                      "min <= max <= 1000000, not [0, 10, 5, 1]")):
         with pytest.raises(shardread.ArgumentError) as e:
             shardread.Loader(fx.fixed, **kw)
         assert str(e.value) == want, kw
