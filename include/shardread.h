@@ -807,12 +807,12 @@ typedef struct {
 /* The rows, *count of them; the table is static and lives as long as the library. */
 SHR_API const shr_option_info *shr_option_table(size_t *count);
 
-/* Whether v (r->count values: a scalar, or a pair's min and max) is in row r's range: 0, or
- * SHR_EINVAL with the refusal shr_open would make written to why (n bytes; may be NULL), naming
- * `name` in place of r->name where it is not NULL: a front end's keyword that sets r's field
- * under another name (the Python Loader's max_threads, the threads of threads='auto') states
- * the table's range in its own terms. The condition under which shr_open checks r is not
- * looked at. */
+/* Whether v (r->count values: a scalar or a choice's value, a pair's min and max, or two
+ * pairs') is in row r's range: 0, or SHR_EINVAL with the refusal shr_open would make written
+ * to why (n bytes; may be NULL), naming `name` in place of r->name where it is not NULL: a
+ * front end's keyword that sets r's field under another name (the Python Loader's max_threads,
+ * the threads of threads='auto') states the table's range in its own terms. The condition
+ * under which shr_open checks r is not looked at. */
 SHR_API int shr_option_check(const shr_option_info *r, const char *name, const double *v,
                              char *why, size_t n);
 
