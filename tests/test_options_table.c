@@ -56,6 +56,7 @@ static const struct {
     {"scale_range", 2, 1, SHR_OPT_ABOVE, 0.1, 2.0, 0, 16},
     {"cache_limit", 1, 0, SHR_OPT_AT_LEAST, 0, 0, 0, 0},
     {"prefetch_shards", 1, 0, SHR_OPT_AT_LEAST, 0, 0, 0, 0},
+    {"seed", 1, 0, SHR_OPT_AT_LEAST, 0, 0, 0, 0},
     {"world", 1, 0, SHR_OPT_AT_LEAST, 1, 1, 1, 0},
     {"num_classes", 1, 0, SHR_OPT_AT_LEAST, 0, 0, 0, 0},
     /* the choices: hi is the last value */

@@ -142,6 +142,7 @@ FORMS = {
     # a dataset at a URL's (their rows refuse nothing a Python int can give: no value is tried)
     "cache_limit": lambda v: dict(cache_limit=v),
     "prefetch_shards": lambda v: dict(prefetch_shards=v),
+    "seed": lambda v: dict(seed=v),
     "world": lambda v: dict(world=v, rank=0),
     "num_classes": lambda v: dict(mixup=0.2, dtype="float32", num_classes=v),
 }
