@@ -318,9 +318,9 @@ static PyObject *mix_words(PyObject *m, PyObject *args)
 }
 
 /* option_table(): shr_option_table's rows as dicts (field, name, keyword, python_default,
- * type, count, ordered, form, default, lo, hi, when, doc, choices), so that the package and its checks
- * read the one description of the numeric options (reader/options.def) instead of restating
- * it */
+ * type, count, ordered, form, default, lo, hi, when, doc, choices), so that the package and
+ * its checks read the one description of the numeric options and choices (reader/options.def)
+ * instead of restating it */
 static PyObject *option_number(const shr_option_info *r, double v)
 {
     return r->is_float ? PyFloat_FromDouble(v) : PyLong_FromUnsignedLongLong((unsigned long long)v);
