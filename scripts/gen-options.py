@@ -41,6 +41,10 @@ random, quasi, not 'shuffle'`.
   and `augment_interpolation` also take torchvision's `InterpolationMode`, `dtype` a numpy or
   torch dtype, and these, `layout` and `auto_augment` any case. `order`, `uneven`, `on_error`
   and `access` take the names exactly.
+- **shardbench**: its flags for these (`--threads`, `--flip`, `--grayscale`, `--erase`,
+  `--order`, `--on-error`, `--interpolation`, `--dtype`, `--layout`, `--access`) take the same
+  ranges and names from this table (and a few short forms: `seq`, `u8`, `f32`, `f16`), refused
+  in the same words: `--threads (threads) must be in 1..1024, not 0`.
 
 The other options (flags, the rank, per-channel values such as `mean`, the detection
 geometry's sizes) are described in [PYTHON.md](PYTHON.md) and
