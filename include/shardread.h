@@ -769,36 +769,60 @@ typedef struct shr_reader shr_reader;
 SHR_API void shr_options_init_size(shr_options *o, size_t size);
 #define shr_options_init(o) shr_options_init_size((o), sizeof *(o))
 
-/* The numeric options of shr_options, scalars and [min, max] pairs, one row each, as the
- * library checks them: the default shr_options_init sets, the range shr_open accepts (a value
- * outside it is SHR_EINVAL, the message naming `name`, the field and the range), and the Python
- * Loader's keyword for it. The rows are the library's one description of these options: its
- * defaults and checks are made from them, and so is the options reference of its docs. */
+/* The numeric options of shr_options, scalars and [min, max] pairs, and its choices (enums),
+ * one row each, as the library checks them: the default shr_options_init sets, the range or
+ * the names shr_open accepts (a value outside them is SHR_EINVAL, the message naming `name`,
+ * the field and the range or names), and the Python Loader's keyword for it. The rows are the
+ * library's one description of these options: its defaults and checks are made from them, and
+ * so is the options reference of its docs. */
 typedef enum {
     SHR_OPT_RANGE,              /* lo <= v <= hi */
     SHR_OPT_AT_LEAST,           /* lo <= v */
     SHR_OPT_BELOW,              /* lo <= v < hi */
     SHR_OPT_ZERO_OR_RANGE,      /* v == 0 or lo <= v <= hi */
     SHR_OPT_ABOVE,              /* lo < v <= hi */
-    SHR_OPT_OPEN                /* lo < v < hi */
+    SHR_OPT_OPEN,               /* lo < v < hi */
+    SHR_OPT_CHOICE              /* an enum: a value whose name in `choices` is not "" */
 } shr_opt_form;
 
 typedef struct {
     const char *field;          /* the shr_options field */
     const char *name;           /* the public name: the Loader's keyword [and its key] */
     const char *python_default; /* the keyword's default as the Loader writes it, or NULL */
-    int is_float;               /* a double field; else uint32_t */
-    /* 1: a scalar; 2: a double[2], each value in the range, and with `ordered` min <= max */
+    int is_float;               /* a double field; else an unsigned integer (uint32_t, uint64_t) */
+    /* 1: a scalar; 2: a double[2], each value in the range, and with `ordered` min <= max; 4:
+     * a double[4], two such pairs (affine_shear: x, then y) */
     int count, ordered;
     shr_opt_form form;
-    double def[2];              /* the default (def[1]: a pair's max; a scalar's, def[0]) */
+    double def[2];              /* the default (def[1]: a pair's max, each pair's; a scalar's,
+                                 * def[0]) */
     double lo, hi;              /* the range (hi unused by SHR_OPT_AT_LEAST) */
     const char *when;           /* when the range is checked, in words; "" always */
     const char *doc;            /* one line */
+    /* SHR_OPT_CHOICE: the names of the enum's values 0 .. hi in order, "" for a value not
+     * accepted, then NULL; else NULL */
+    const char *const *choices;
 } shr_option_info;
 
 /* The rows, *count of them; the table is static and lives as long as the library. */
 SHR_API const shr_option_info *shr_option_table(size_t *count);
+
+/* Whether v (r->count values: a scalar or a choice's value, a pair's min and max, or two
+ * pairs') is in row r's range: 0, or SHR_EINVAL with the refusal shr_open would make written
+ * to why (n bytes; may be NULL), naming `name` in place of r->name where it is not NULL: a
+ * front end's keyword that sets r's field under another name (the Python Loader's max_threads,
+ * the threads of threads='auto') states the table's range in its own terms. The condition
+ * under which shr_open checks r is not looked at. */
+SHR_API int shr_option_check(const shr_option_info *r, const char *name, const double *v,
+                             char *why, size_t n);
+
+/* A choice row's value for the name `given` (exactly as r->choices writes it: a front end folds
+ * case or converts its own forms first): 0 with *value set, or SHR_EINVAL with the refusal
+ * written to why (n bytes; may be NULL), "NAME (FIELD) must be one of A, B, C, not 'GIVEN'",
+ * naming `name` in place of r->name where it is not NULL. SHR_EINVAL for a row that is not a
+ * choice. */
+SHR_API int shr_option_choose(const shr_option_info *r, const char *name, const char *given,
+                              int *value, char *why, size_t n);
 
 /* Open the dataset in dir and start the workers. o may be NULL (defaults). On failure *r is NULL
  * and a description of the error (naming the file at fault) is available from

@@ -29,34 +29,15 @@ void shr_aug_init(shr_aug *a, const shr_options *o)
     a->any = a->pixels || o->erase_p > 0;
 }
 
-static int range_ok(const double r[2], double lo, double hi)
-{
-    return r[0] >= lo && r[0] <= r[1] && r[1] <= hi;
-}
-
 const char *shr_aug_check(const shr_options *o)
 {
-    /* the jitter ranges, rotation_degrees and affine_degrees, _translate and _scale:
+    /* the jitter ranges, rotation_degrees and affine_degrees, _translate, _scale and _shear:
      * options.def's ranges, checked before */
-    if (o->affine) {
-        if (!range_ok(o->affine_shear, -1e6, 1e6) || !range_ok(o->affine_shear + 2, -1e6, 1e6))
-            return "affine shear (affine_shear) must be two ranges (x, then y), each "
-                   "-1e6 <= min <= max <= 1e6";
-    }
-    if ((o->rotation || o->affine || o->auto_augment != SHR_AUTO_AUGMENT_NONE) &&
-        o->aug_interpolation != SHR_FILTER_NEAREST && o->aug_interpolation != SHR_FILTER_BILINEAR)
-        return "aug_interpolation must be nearest or bilinear";
-    if (o->auto_augment != SHR_AUTO_AUGMENT_NONE) {
-        if (o->auto_augment != SHR_AUTO_AUGMENT_TRIVIAL_WIDE &&
-            o->auto_augment != SHR_AUTO_AUGMENT_RAND &&
-            o->auto_augment != SHR_AUTO_AUGMENT_IMAGENET)
-            return "unknown auto_augment policy";
-        /* aa_bins, aa_num_ops and aa_magnitude: options.def's ranges, checked before; the
-         * magnitude is a bin index besides */
-        if (o->auto_augment == SHR_AUTO_AUGMENT_RAND && !(o->aa_magnitude < o->aa_bins))
-            return "auto_augment magnitude (aa_magnitude) must be below num_magnitude_bins "
-                   "(aa_bins)";
-    }
+    /* aug_interpolation and auto_augment (the choices), aa_bins, aa_num_ops and aa_magnitude:
+     * options.def's rows, checked before; the magnitude is a bin index besides */
+    if (o->auto_augment == SHR_AUTO_AUGMENT_RAND && !(o->aa_magnitude < o->aa_bins))
+        return "auto_augment magnitude (aa_magnitude) must be below num_magnitude_bins "
+               "(aa_bins)";
     /* grayscale_p and erase_p: options.def's ranges, checked before */
     if (o->erase_p > 0) {
         /* erase_scale and erase_ratio: options.def's ranges, checked before */

@@ -481,8 +481,9 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
     int rc = shr_options_full(opt, &o, &shr_open_err);
     if (rc)
         return rc;
-    if ((unsigned)o.on_error > SHR_ON_ERROR_SUBSTITUTE || (unsigned)o.access > SHR_ACCESS_DIRECT)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "unknown on_error or access mode");
+    if ((rc = shr_check_option_value("on_error", NULL, o.on_error, &shr_open_err)) != 0 ||
+        (rc = shr_check_option_value("access", NULL, o.access, &shr_open_err)) != 0)
+        return rc;
     shr_mixture *mx = calloc(1, sizeof *mx);
     uint64_t *sizes = calloc(n, sizeof *sizes), *choose = calloc(n, sizeof *choose);
     double *weight = calloc(n, sizeof *weight), *repeat = calloc(n, sizeof *repeat);
@@ -506,10 +507,11 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
             rc = fmt_fail(&shr_open_err, SHR_EINVAL, "stream %" PRIu32 " has no path", s);
             goto fail;
         }
+        fmt_msg why;
         if (st->on_error != SHR_STREAM_ON_ERROR_DEFAULT &&
-            (unsigned)st->on_error > SHR_ON_ERROR_SUBSTITUTE) {
-            rc = fmt_fail(&shr_open_err, SHR_EINVAL, "stream %" PRIu32 " (%s): unknown on_error "
-                          "mode %d", s, st->path, st->on_error);
+            shr_check_option_value("on_error", NULL, st->on_error, &why) != 0) {
+            rc = fmt_fail(&shr_open_err, SHR_EINVAL, "stream %" PRIu32 " (%s): %s", s, st->path,
+                          why.text);
             goto fail;
         }
         mx->on_error[s] = st->on_error == SHR_STREAM_ON_ERROR_DEFAULT ? o.on_error

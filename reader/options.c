@@ -23,12 +23,21 @@
 static const shr_option_info option_table[] = {
 #define SHR_OPT(field, ctype, name, pydef, form, def, lo, hi, cond, when, doc)                    \
     {#field, name, pydef, (ctype)0.5 != 0, 1, 0, form, {(double)(def), (double)(def)},          \
-     (double)(lo), (double)(hi), when, doc},
+     (double)(lo), (double)(hi), when, doc, NULL},
+/* a pair row's field: a double[2], or double[4], two pairs (the shear's x, then y) */
+#define PAIR_COUNT(field) ((int)(sizeof(((shr_options *)0)->field) / sizeof(double)))
 #define SHR_OPT_PAIR(field, ordered, name, pydef, form, min, max, lo, hi, cond, when, doc)        \
-    {#field, name, pydef, 1, 2, ordered, form, {(min), (max)}, (lo), (hi), when, doc},
+    {#field, name, pydef, 1, PAIR_COUNT(field), ordered, form, {(min), (max)}, (lo), (hi),      \
+     when, doc, NULL},
+/* hi: the last value, one less than the names */
+#define SHR_OPT_CHOICE(field, ctype, name, pydef, def, cond, when, doc, ...)                      \
+    {#field, name, pydef, 0, 1, 0, SHR_OPT_CHOICE, {(double)(def), (double)(def)}, 0,           \
+     (double)(sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *) - 1), when,     \
+     doc, (const char *const[]){__VA_ARGS__, NULL}},
 #include "options.def"
 #undef SHR_OPT
 #undef SHR_OPT_PAIR
+#undef SHR_OPT_CHOICE
 };
 
 #define OPTION_ROWS (sizeof option_table / sizeof option_table[0])
@@ -41,30 +50,27 @@ const shr_option_info *shr_option_table(size_t *count)
 }
 
 /* The defaults of every field of this library's shr_options: options.def's rows, then the
- * fields the table does not describe yet (choices, per-channel values, the shear's four). */
+ * fields the table does not describe yet (rank, pinning, normalisation and per-channel
+ * values). */
 static void options_defaults(shr_options *o)
 {
     memset(o, 0, sizeof *o);
     o->size = (uint32_t)sizeof *o;
 #define SHR_OPT(field, ctype, name, pydef, form, def, lo, hi, cond, when, doc) o->field = (def);
 #define SHR_OPT_PAIR(field, ordered, name, pydef, form, min, max, lo, hi, cond, when, doc)        \
-    o->field[0] = (min);                                                                        \
-    o->field[1] = (max);
+    for (int k = 0; k < PAIR_COUNT(field); k += 2) {                                            \
+        o->field[k] = (min);                                                                    \
+        o->field[k + 1] = (max);                                                                \
+    }
+#define SHR_OPT_CHOICE(field, ctype, name, pydef, def, cond, when, doc, ...) o->field = (def);
 #include "options.def"
 #undef SHR_OPT
 #undef SHR_OPT_PAIR
-    o->order = SHR_ORDER_SEQUENTIAL;
-    o->world = 1;
-    o->uneven = SHR_UNEVEN_PAD;
-    o->access = SHR_ACCESS_MMAP;
+#undef SHR_OPT_CHOICE
     o->pin = SHR_PIN_AUTO;
-    o->filter = SHR_FILTER_BILINEAR;
-    o->dtype = SHR_DTYPE_U8;
-    o->layout = SHR_LAYOUT_NHWC;
     o->normalize = SHR_NORM_NONE;
     for (int c = 0; c < 4; c++)
         o->std[c] = 1.0f;
-    o->aug_interpolation = SHR_FILTER_NEAREST;
 }
 
 void shr_options_init_size(shr_options *o, size_t size)
@@ -114,15 +120,21 @@ static int in_range(const shr_option_info *r, double v)
         return v > r->lo && v < r->hi;
     case SHR_OPT_ZERO_OR_RANGE:
         return v == 0 || (v >= r->lo && v <= r->hi);
+    case SHR_OPT_CHOICE:
+        return v >= 0 && v <= r->hi && v == (int)v && r->choices[(int)v][0] != '\0';
     case SHR_OPT_RANGE:
     default:
         return v >= r->lo && v <= r->hi;
     }
 }
 
-static int pair_ok(const shr_option_info *r, const double v[2])
+/* every (min, max) pair of v (r->count values) */
+static int pair_ok(const shr_option_info *r, const double *v)
 {
-    return in_range(r, v[0]) && in_range(r, v[1]) && (!r->ordered || v[0] <= v[1]);
+    for (int k = 0; k + 1 < r->count; k += 2)
+        if (!(in_range(r, v[k]) && in_range(r, v[k + 1]) && (!r->ordered || v[k] <= v[k + 1])))
+            return 0;
+    return 1;
 }
 
 /* v as its shortest decimal of up to 17 digits */
@@ -135,31 +147,73 @@ static void number(char *buf, size_t n, double v)
     }
 }
 
-/* "NAME (FIELD) must be in LO..HI, not V" or, for a pair, "must satisfy LO <= min <= max <= HI,
- * not [MIN, MAX]": the public name, the field where it differs, the accepted range in the
- * row's form, and the value refused. */
-static int refuse(fmt_msg *m, const shr_option_info *r, const double *v)
+/* "NAME (FIELD)", or the name alone where it is the field: the name is r's public one, or a
+ * front end's keyword where given */
+static void who(char *buf, size_t n, const shr_option_info *r, const char *name)
 {
-    char name[96], lo[32], hi[32], val[72], range[128], first[32];
-    if (strcmp(r->name, r->field) == 0)
-        snprintf(name, sizeof name, "%s", r->name);
+    if (!name)
+        name = r->name;
+    if (strcmp(name, r->field) == 0)
+        snprintf(buf, n, "%s", name);
     else
-        snprintf(name, sizeof name, "%s (%s)", r->name, r->field);
+        snprintf(buf, n, "%s (%s)", name, r->field);
+}
+
+/* "WHO must be one of A, B, C, not VALUE": a choice's accepted names, in the enum's order */
+static void choice_refusal(char *buf, size_t n, const shr_option_info *r, const char *whom,
+                           const char *value)
+{
+    int at = snprintf(buf, n, "%s must be one of ", whom);
+    const char *sep = "";
+    for (int i = 0; r->choices[i] && at >= 0 && (size_t)at < n; i++) {
+        if (!r->choices[i][0])
+            continue;
+        at += snprintf(buf + at, n - (size_t)at, "%s%s", sep, r->choices[i]);
+        sep = ", ";
+    }
+    if (at >= 0 && (size_t)at < n)
+        snprintf(buf + at, n - (size_t)at, ", not %s", value);
+}
+
+/* "NAME (FIELD) must be in LO..HI, not V" or, for a pair, "must satisfy LO <= min <= max <= HI,
+ * not [MIN, MAX]": the public name (or `name`, where given), the field where it differs, the
+ * accepted range in the row's form, and the value refused; into buf (n bytes). */
+static void refusal(char *buf, size_t n, const shr_option_info *r, const char *name,
+                    const double *v)
+{
+    char whom[160], lo[32], hi[32], val[136], range[128], first[32];
+    who(whom, sizeof whom, r, name);
+    if (r->form == SHR_OPT_CHOICE) {
+        number(first, sizeof first, v[0]);
+        choice_refusal(buf, n, r, whom, first);
+        return;
+    }
     number(lo, sizeof lo, r->lo);
     number(hi, sizeof hi, r->hi);
     number(first, sizeof first, v[0]);
     snprintf(val, sizeof val, "%s", first);
-    if (r->count == 2) {
-        char max[32];
-        number(max, sizeof max, v[1]);
-        snprintf(val, sizeof val, "[%s, %s]", first, max);
+    for (int k = 1; k < r->count; k++) {
+        char next[32];
+        size_t at = strlen(val);
+        number(next, sizeof next, v[k]);
+        snprintf(val + at, sizeof val - at, ", %s", next);
+    }
+    if (r->count > 1) {
+        char list[136];
+        snprintf(list, sizeof list, "[%s]", val);
+        snprintf(val, sizeof val, "%s", list);
     }
     int lo_open = r->form == SHR_OPT_ABOVE || r->form == SHR_OPT_OPEN;
     int hi_open = r->form == SHR_OPT_BELOW || r->form == SHR_OPT_OPEN;
-    if (r->count == 2 && r->ordered) {
-        snprintf(range, sizeof range, "satisfy %s %s min <= max %s %s", lo, lo_open ? "<" : "<=",
+    if (r->count >= 2 && r->ordered) {
+        snprintf(range, sizeof range, "%s %s min <= max %s %s", lo, lo_open ? "<" : "<=",
                  hi_open ? "<" : "<=", hi);
-        return fmt_fail(m, SHR_EINVAL, "%s must %s, not %s", name, range, val);
+        if (r->count == 2)
+            snprintf(buf, n, "%s must satisfy %s, not %s", whom, range, val);
+        else
+            snprintf(buf, n, "%s must be %d (min, max) pairs, each satisfying %s, not %s", whom,
+                     r->count / 2, range, val);
+        return;
     }
     switch (r->form) {
     case SHR_OPT_AT_LEAST:
@@ -176,8 +230,51 @@ static int refuse(fmt_msg *m, const shr_option_info *r, const double *v)
                  hi_open ? "below" : "at most", hi);
         break;
     }
-    return fmt_fail(m, SHR_EINVAL, "%s must be %s%s, not %s", name, r->count == 2 ?
-                    "two values, each " : "", range, val);
+    snprintf(buf, n, "%s must be %s%s, not %s", whom, r->count == 2 ? "two values, each " : "",
+             range, val);
+}
+
+static int refuse(fmt_msg *m, const shr_option_info *r, const double *v)
+{
+    char text[sizeof m->text];
+    refusal(text, sizeof text, r, NULL, v);
+    return fmt_fail(m, SHR_EINVAL, "%s", text);
+}
+
+static int value_ok(const shr_option_info *r, const double *v)
+{
+    return r->count >= 2 ? pair_ok(r, v) : in_range(r, v[0]);
+}
+
+int shr_option_check(const shr_option_info *r, const char *name, const double *v, char *why,
+                     size_t n)
+{
+    if (!r || !v)
+        return SHR_EINVAL;
+    if (value_ok(r, v))
+        return 0;
+    if (why && n)
+        refusal(why, n, r, name, v);
+    return SHR_EINVAL;
+}
+
+int shr_option_choose(const shr_option_info *r, const char *name, const char *given, int *value,
+                      char *why, size_t n)
+{
+    if (!r || r->form != SHR_OPT_CHOICE || !r->choices || !given || !value)
+        return SHR_EINVAL;
+    for (int i = 0; r->choices[i]; i++)
+        if (r->choices[i][0] && strcmp(r->choices[i], given) == 0) {
+            *value = i;
+            return 0;
+        }
+    if (why && n) {
+        char whom[160], shown[160];
+        who(whom, sizeof whom, r, name);
+        snprintf(shown, sizeof shown, "'%s'", given);
+        choice_refusal(why, n, r, whom, shown);
+    }
+    return SHR_EINVAL;
 }
 
 /* Every row of options.def whose condition holds, in the table's order. */
@@ -192,10 +289,31 @@ static int check_table(const shr_options *o, fmt_msg *m)
     if ((cond) && !pair_ok(r, o->field))                                                        \
         return refuse(m, r, o->field);                                                          \
     r++;
+#define SHR_OPT_CHOICE(field, ctype, name, pydef, def, cond, when, doc, ...)                      \
+    if ((cond) && !in_range(r, (double)o->field))                                               \
+        return refuse(m, r, (const double[1]){(double)o->field});                              \
+    r++;
 #include "options.def"
 #undef SHR_OPT
 #undef SHR_OPT_PAIR
+#undef SHR_OPT_CHOICE
     return 0;
+}
+
+int shr_check_option_value(const char *field, const char *name, double v, fmt_msg *m)
+{
+    for (size_t i = 0; i < OPTION_ROWS; i++) {
+        const shr_option_info *r = &option_table[i];
+        if (strcmp(r->field, field) != 0)
+            continue;
+        if (r->count != 1)
+            break;
+        char text[sizeof m->text];
+        if (shr_option_check(r, name, &v, text, sizeof text) == 0)
+            return 0;
+        return fmt_fail(m, SHR_EINVAL, "%s", text);
+    }
+    return fmt_fail(m, SHR_EINVAL, "no scalar row %s in the options table", field);
 }
 
 int shr_check_options(const shr_options *o, fmt_msg *m)
@@ -203,15 +321,10 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
     int rc = check_table(o, m);
     if (rc)
         return rc;
-    if ((unsigned)o->order > SHR_ORDER_QUASI)
-        return fmt_fail(m, SHR_EINVAL, "unknown order %d", (int)o->order);
-    if (o->world == 0 || o->rank >= o->world)
+    /* world: options.def's row, checked before */
+    if (o->rank >= o->world)
         return fmt_fail(m, SHR_EINVAL, "rank %" PRIu32 " is not in [0, world %" PRIu32 ")",
                         o->rank, o->world);
-    if ((unsigned)o->uneven > SHR_UNEVEN_DROP)
-        return fmt_fail(m, SHR_EINVAL, "unknown uneven mode %d", (int)o->uneven);
-    if ((unsigned)o->on_error > SHR_ON_ERROR_SUBSTITUTE)
-        return fmt_fail(m, SHR_EINVAL, "unknown on_error mode %d", (int)o->on_error);
     if (o->consumed && o->cursor)
         return fmt_fail(m, SHR_EINVAL, "give either consumed (any world size) or cursor (the "
                         "same world size), not both");
@@ -226,8 +339,6 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
                         "output size limit: each side at most %u, width x height at most %u "
                         "pixels (SHR_MAX_SIDE, SHR_MAX_PIXELS)", o->width, o->height,
                         SHR_MAX_SIDE, SHR_MAX_PIXELS);
-    if ((unsigned)o->access > SHR_ACCESS_DIRECT)
-        return fmt_fail(m, SHR_EINVAL, "unknown access mode %d", (int)o->access);
     if ((unsigned)o->pin > SHR_PIN_OFF)
         return fmt_fail(m, SHR_EINVAL, "unknown pin mode %d", (int)o->pin);
     if (o->rrc) {
@@ -236,12 +347,8 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
         if (o->random_crop)
             return fmt_fail(m, SHR_EINVAL, "rrc and random_crop exclude each other: the "
                             "RandomResizedCrop draws its own box");
-        /* rrc_scale and rrc_ratio: options.def's ranges, checked before */
-        if ((unsigned)o->filter > SHR_FILTER_LANCZOS)
-            return fmt_fail(m, SHR_EINVAL, "unknown filter %d", (int)o->filter);
+        /* rrc_scale, rrc_ratio and filter: options.def's rows, checked before */
     }
-    if ((unsigned)o->dtype > SHR_DTYPE_F16)
-        return fmt_fail(m, SHR_EINVAL, "unknown dtype %d", (int)o->dtype);
     const char *why = shr_aug_check(o);
     if (!why)
         why = shr_mix_check(o);
@@ -258,8 +365,6 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
                         " canvas, past the output size limit of %u pixels (SHR_MAX_PIXELS): "
                         "at most 16384 without width and height", o->scale_max, o->scale_max,
                         o->scale_max, SHR_MAX_PIXELS);
-    if ((unsigned)o->layout > SHR_LAYOUT_NCHW)
-        return fmt_fail(m, SHR_EINVAL, "unknown layout %d", (int)o->layout);
     if ((unsigned)o->normalize > SHR_NORM_DATASET)
         return fmt_fail(m, SHR_EINVAL, "unknown normalisation %d", (int)o->normalize);
     if (o->normalize != SHR_NORM_NONE && o->dtype == SHR_DTYPE_U8)

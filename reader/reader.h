@@ -154,6 +154,11 @@ SHR_INTERNAL int shr_options_full(const shr_options *o, shr_options *full, fmt_m
 /* options.c: full options (shr_options_full) checked field by field, as shr_open and
  * shr_draw_params check them: SHR_EINVAL, with the reason in m, for the first one refused. */
 SHR_INTERNAL int shr_check_options(const shr_options *o, fmt_msg *m);
+/* One value of the scalar (or choice) row of options.def for field, checked alone, whatever the
+ * row's condition: 0, or SHR_EINVAL with the row's refusal in m (naming `name`, NULL: the
+ * row's). For options given again per part, as a mixture's streams give on_error. */
+SHR_INTERNAL int shr_check_option_value(const char *field, const char *name, double v,
+                                        fmt_msg *m);
 
 /* Open the dataset at path as every reader opens one (a single dataset, or a stream of a
  * mixture): a URL through its cached directory (cache: NULL for the default, see

@@ -35,8 +35,7 @@ const char *shr_scale_check(const shr_options *o)
         return "scale and rrc exclude each other: both choose the resize";
     if (o->random_crop)
         return "scale and random_crop exclude each other: scale places the image itself";
-    if ((unsigned)o->filter > SHR_FILTER_LANCZOS)
-        return "unknown filter";
+    /* filter: options.def's row, checked before */
     if (o->scale == SHR_SCALE_MULTI) {
         if (o->scale_nsizes < 1 || o->scale_nsizes > SHR_SCALE_MAX_SIZES)
             return "multi-scale needs 1 to 16 sizes (scale_nsizes)";

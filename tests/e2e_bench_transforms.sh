@@ -60,10 +60,17 @@ check "the message names --rrc" grep -q "bad --rrc '0:1'" "$T/err"
 expect_exit 2 "--rrc with SMIN > SMAX" "$BENCH" read "$T/ds" --rrc=0.9:0.5
 expect_exit 2 "--rrc with RMIN > RMAX" "$BENCH" read "$T/ds" --rrc=0.1:1:2:1
 expect_exit 2 "a bad --dtype" "$BENCH" read "$T/ds" --dtype f64
-check "the message names --dtype" grep -q "bad --dtype 'f64'" "$T/err"
+check "the message names --dtype, the table's names and the short forms" grep -q \
+  "^shardbench: --dtype (dtype) must be one of uint8, float32, float16, not 'f64' (also u8, f32, f16)$" "$T/err"
 expect_exit 2 "a bad --layout" "$BENCH" read "$T/ds" --layout hwc
+check "the message names the layouts" grep -q \
+  "^shardbench: --layout (layout) must be one of NHWC, NCHW, not 'hwc' (any case)$" "$T/err"
 expect_exit 2 "a bad --interpolation" "$BENCH" read "$T/ds" --rrc --interpolation cubic
+check "the message names the filters" grep -q \
+  "must be one of nearest, box, bilinear, hamming, bicubic, lanczos, not 'cubic'$" "$T/err"
 expect_exit 2 "a bad --flip probability" "$BENCH" read "$T/ds" --flip=1.5
+check "the message states the library's range" \
+  grep -q "^shardbench: --flip (flip_p) must be in 0..1, not 1.5$" "$T/err"
 expect_exit 2 "--normalize with a std missing" "$BENCH" read "$T/ds" --normalize=1,2,3/4,5,6,7,8
 expect_exit 2 "transforms on an image folder" "$BENCH" read "$T/src" --rrc
 check "... say the folder is no shardc dataset" grep -q "image folder, not a shardc dataset" "$T/err"

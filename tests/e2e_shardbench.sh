@@ -177,7 +177,8 @@ expect_exit 1 "train --verify-samples stops at a damaged sample" \
   "$BENCH" train "$T/dmg" -e 1 -j 2 -b 8 --step-ms 0 --verify-samples
 expect_exit 0 "without --verify-samples a pixel flip is not seen" "$BENCH" read "$T/dmg" -e 1 -j 2 -b 8
 expect_exit 2 "a bad --on-error" "$BENCH" read "$T/ds" --on-error ignore
-check "the message names the choices" grep -q "bad --on-error 'ignore' (fail, skip or substitute)" "$T/err"
+check "the message names the choices (the library's options table)" \
+  grep -q "^shardbench: --on-error (on_error) must be one of fail, skip, substitute, not 'ignore'$" "$T/err"
 
 # memory and devices: the ring says whether it is pinned and how big it is; a GPU asked for and
 # not found fails with the reason; auto says on stderr why it runs on the CPU
@@ -236,11 +237,17 @@ expect_exit 1 "a file, not a directory" "$BENCH" read "$T/src/circle/00000.jpg"
 expect_exit 2 "an unknown option" "$BENCH" read "$T/ds" --bogus
 check "the message names the option" grep -q "unknown option '--bogus'" "$T/err"
 expect_exit 2 "a bad --order" "$BENCH" read "$T/ds" --order sideways
+check "the message names the table's names and the short form" grep -q \
+  "^shardbench: --order (order) must be one of sequential, random, quasi, not 'sideways' (also seq)$" "$T/err"
 expect_exit 2 "--threads 0" "$BENCH" read "$T/ds" --threads 0
+check "the message states the library's range" \
+  grep -q "^shardbench: --threads (threads) must be in 1..1024, not 0$" "$T/err"
 expect_exit 2 "a bad --size" "$BENCH" read "$T/ds" --size 32x
 check "the message names the forms" grep -q "bad --size '32x' (expected WxH or N" "$T/err"
 expect_exit 2 "--size 0" "$BENCH" read "$T/ds" --size 0
 expect_exit 2 "a bad --access" "$BENCH" read "$T/ds" --access tape
+check "the message names the access modes" grep -q \
+  "^shardbench: --access (access) must be one of mmap, pread, direct, not 'tape'$" "$T/err"
 expect_exit 2 "--epochs without a value" "$BENCH" read "$T/ds" --epochs
 expect_exit 2 "no dataset" "$BENCH" read --json
 expect_exit 2 "no command" "$BENCH"

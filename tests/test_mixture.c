@@ -478,6 +478,23 @@ START_TEST(test_reader_refusals)
     ck_assert_int_ne(shr_open_mixture(&r, missing, 2, 0, 0, &o), 0);
     ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "stream 1: cannot open dataset "
                                  "/nonexistent/ds"));
+    /* on_error and access, the mixture's and a stream's: the options table's names */
+    shr_stream two[2] = {{.path = g_a, .weight = 1, .on_error = -1},
+                         {.path = g_b, .weight = 1, .on_error = 5}};
+    ck_assert_int_eq(shr_open_mixture(&r, two, 2, 0, 0, &o), SHR_EINVAL);
+    char want[4200];
+    snprintf(want, sizeof want, "stream 1 (%s): on_error must be one of fail, skip, substitute, "
+             "not 5", g_b);
+    ck_assert_str_eq(shr_last_error(NULL), want);
+    two[1].on_error = -1;
+    o.on_error = (shr_on_error)3;
+    ck_assert_int_eq(shr_open_mixture(&r, two, 2, 0, 0, &o), SHR_EINVAL);
+    ck_assert_str_eq(shr_last_error(NULL), "on_error must be one of fail, skip, substitute, "
+                     "not 3");
+    o.on_error = SHR_ON_ERROR_FAIL;
+    o.access = (shr_access)3;
+    ck_assert_int_eq(shr_open_mixture(&r, two, 2, 0, 0, &o), SHR_EINVAL);
+    ck_assert_str_eq(shr_last_error(NULL), "access must be one of mmap, pread, direct, not 3");
 }
 END_TEST
 

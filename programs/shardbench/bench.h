@@ -310,9 +310,20 @@ int sb_no_memory(void);
 int sb_wants_help(int argc, char **argv);
 const char *sb_order_name(shr_order o);
 const char *sb_access_name(shr_access a);
-int sb_parse_order(const char *s, shr_order *o);
 int sb_parse_double(const char *s, double min, double max, double *out);
-int sb_parse_on_error(const char *s, shr_on_error *o);
+/* The library's options table's row of field (shardread.h, shr_option_table), or NULL. */
+const shr_option_info *sb_option_row(const char *field);
+/* A number flag for a scalar row of the options table: arg parsed (a whole number for an
+ * integer row) and checked against the row (shr_option_check): 0 with *out the value; else a
+ * usage error ("--threads (threads) must be in 1..1024, not 2000"). */
+int sb_parse_row(const char *usage, const char *flag, const char *field, const char *arg,
+                 double *out);
+/* A choice flag through the options table (shr_option_choose): arg, after the flag's own short
+ * forms (alias: pairs of a short form and the table's name, then NULL) and, with fold, in any
+ * case, is one of the row's names: 0 with *out its value; else a usage error
+ * ("--order (order) must be one of sequential, random, quasi, not 'x' (also seq)"). */
+int sb_parse_choice(const char *usage, const char *flag, const char *field, const char *arg,
+                    const char *const *alias, int fold, int *out);
 void sb_report_recovery(const char *dir, shr_reader *r, uint32_t epochs);
 const struct option *sb_longopts(unsigned cmd);
 

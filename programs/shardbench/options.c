@@ -1,6 +1,10 @@
 /* options.c - the command line shared by every command: usage errors, the options read, train
- * and compare share (parsed once, sb_common_option) and order and on-error parsing; numbers and
- * sizes go through the CLI's parsers (util.h), the ones shardc uses. */
+ * and compare share (parsed once, sb_common_option) and the choices' parsing, through the
+ * library's options table (sb_parse_choice); numbers and sizes go through the CLI's parsers
+ * (util.h), the ones shardc uses. */
+#include <float.h>
+#include <strings.h>
+
 #include "bench.h"
 
 /* The message, then the usage's first line and where the rest is. */
@@ -38,32 +42,63 @@ const char *sb_access_name(shr_access a)
     return a == SHR_ACCESS_PREAD ? "pread" : a == SHR_ACCESS_DIRECT ? "direct" : "mmap";
 }
 
-/* --order for every command */
-int sb_parse_order(const char *s, shr_order *o)
+const shr_option_info *sb_option_row(const char *field)
 {
-    if (strcmp(s, "seq") == 0 || strcmp(s, "sequential") == 0)
-        *o = SHR_ORDER_SEQUENTIAL;
-    else if (strcmp(s, "random") == 0)
-        *o = SHR_ORDER_RANDOM;
-    else if (strcmp(s, "quasi") == 0)
-        *o = SHR_ORDER_QUASI;
-    else
-        return -1;
+    size_t n = 0;
+    const shr_option_info *t = shr_option_table(&n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(t[i].field, field) == 0)
+            return &t[i];
+    return NULL;
+}
+
+int sb_parse_row(const char *usage, const char *flag, const char *field, const char *arg,
+                 double *out)
+{
+    const shr_option_info *r = sb_option_row(field);
+    char why[512];
+    uint64_t u;
+    double v;
+    if (!r || r->count != 1 || r->form == SHR_OPT_CHOICE) {
+        snprintf(why, sizeof why, "%s: no number row %s in the options table", flag, field);
+        return sb_usage_error(usage, "%s", why);
+    }
+    if (r->is_float ? sb_parse_double(arg, -DBL_MAX, DBL_MAX, &v)
+                    : shc_parse_uint(arg, 0, UINT64_MAX, &u)) {
+        snprintf(why, sizeof why, "bad %s '%s' (%s)", flag, arg,
+                 r->is_float ? "a number" : "a whole number");
+        return sb_usage_error(usage, "%s", why);
+    }
+    if (!r->is_float)
+        v = (double)u;
+    if (shr_option_check(r, flag, &v, why, sizeof why))
+        return sb_usage_error(usage, "%s", why);
+    *out = v;
     return 0;
 }
 
-/* --on-error for read and train */
-int sb_parse_on_error(const char *s, shr_on_error *o)
+int sb_parse_choice(const char *usage, const char *flag, const char *field, const char *arg,
+                    const char *const *alias, int fold, int *out)
 {
-    if (strcmp(s, "fail") == 0)
-        *o = SHR_ON_ERROR_FAIL;
-    else if (strcmp(s, "skip") == 0)
-        *o = SHR_ON_ERROR_SKIP;
-    else if (strcmp(s, "substitute") == 0)
-        *o = SHR_ON_ERROR_SUBSTITUTE;
-    else
-        return -1;
-    return 0;
+    const shr_option_info *r = sb_option_row(field);
+    const char *name = arg;
+    for (int i = 0; alias && alias[i]; i += 2)
+        if (strcmp(arg, alias[i]) == 0)
+            name = alias[i + 1];
+    for (int i = 0; fold && r && r->choices && r->choices[i]; i++)
+        if (r->choices[i][0] && strcasecmp(arg, r->choices[i]) == 0)
+            name = r->choices[i];
+    char why[512], also[128] = "";
+    if (r && shr_option_choose(r, flag, name, out, why, sizeof why) == 0)
+        return 0;
+    if (!r)
+        snprintf(why, sizeof why, "%s: no row %s in the options table", flag, field);
+    for (int i = 0; alias && alias[i]; i += 2)
+        snprintf(also + strlen(also), sizeof also - strlen(also), "%s%s", i ? ", " : " (also ",
+                 alias[i]);
+    if (also[0])
+        snprintf(also + strlen(also), sizeof also - strlen(also), ")");
+    return sb_usage_error(usage, fold ? "%s (any case)" : "%s", strcat(why, also));
 }
 
 /* Samples a reader replaced or skipped are reported on stderr, never hidden, whatever the output
@@ -168,11 +203,14 @@ int sb_common_option(int c, int argc, char **argv, const char *usage, const sb_c
         if (!co->tf)
             break;
         return sb_tf_option(co->tf, c, argc, argv, usage);
-    case 'j':
-        if (shc_parse_uint(optarg, 1, 1024, &v))
-            return sb_usage_error(usage, "bad --threads '%s' (1..1024)", optarg);
-        *co->threads = (uint32_t)v;
+    case 'j': {                 /* the library's range (its options table) */
+        double n;
+        int rc = sb_parse_row(usage, "--threads", "threads", optarg, &n);
+        if (rc)
+            return rc;
+        *co->threads = (uint32_t)n;
         return 0;
+    }
     case 'b':
         if (shc_parse_uint(optarg, 1, 1u << 20, &v))
             return sb_usage_error(usage, "bad --batch '%s' (1..1048576)", optarg);
@@ -196,9 +234,14 @@ int sb_common_option(int c, int argc, char **argv, const char *usage, const sb_c
     case OPT_ORDER:
         if (!co->order)
             break;
-        if (sb_parse_order(optarg, co->order))
-            return sb_usage_error(usage, "bad --order '%s' (seq, random or quasi)", optarg);
+    {
+        static const char *const alias[] = {"seq", "sequential", NULL};
+        int k, rc = sb_parse_choice(usage, "--order", "order", optarg, alias, 0, &k);
+        if (rc)
+            return rc;
+        *co->order = (shr_order)k;
         return 0;
+    }
     case OPT_SEED:
         if (!co->seed)
             break;
@@ -208,9 +251,13 @@ int sb_common_option(int c, int argc, char **argv, const char *usage, const sb_c
     case OPT_ON_ERROR:
         if (!co->on_error)
             break;
-        if (sb_parse_on_error(optarg, co->on_error))
-            return sb_usage_error(usage, "bad --on-error '%s' (fail, skip or substitute)", optarg);
+    {
+        int k, rc = sb_parse_choice(usage, "--on-error", "on_error", optarg, NULL, 0, &k);
+        if (rc)
+            return rc;
+        *co->on_error = (shr_on_error)k;
         return 0;
+    }
     case OPT_VERIFY:
         if (!co->verify_samples)
             break;

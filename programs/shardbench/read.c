@@ -369,17 +369,13 @@ int sb_cmd_read(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":j:b:e:", sb_longopts(SB_CMD_READ), NULL)) != -1) {
         switch (c) {
         case OPT_COLD: ro.cold = 1; break;
-        case OPT_ACCESS:
-            if (strcmp(optarg, "mmap") == 0)
-                ro.access = SHR_ACCESS_MMAP;
-            else if (strcmp(optarg, "pread") == 0)
-                ro.access = SHR_ACCESS_PREAD;
-            else if (strcmp(optarg, "direct") == 0)
-                ro.access = SHR_ACCESS_DIRECT;
-            else
-                return sb_usage_error(sb_usage_read, "bad --access '%s' (mmap, pread or direct)",
-                                   optarg);
+        case OPT_ACCESS: {
+            int k;
+            if ((rc = sb_parse_choice(sb_usage_read, "--access", "access", optarg, NULL, 0, &k)))
+                return rc;
+            ro.access = (shr_access)k;
             break;
+        }
         case OPT_MEMCPY: ro.memcpy_baseline = 1; break;
         case OPT_CHECKSUM: ro.checksum = 1; break;
         default:

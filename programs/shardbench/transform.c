@@ -63,14 +63,10 @@ static int aug_option(sb_tf_opts *t, int opt, const char *v, const char *usage)
             o->jitter_hue[1] = x[3];
         }
         return 0;
-    case OPT_GRAYSCALE:
-        if (sb_parse_double(v, 0, 1, &o->grayscale_p))
-            return sb_usage_error(usage, "bad --grayscale '%s' (a probability, 0..1)", v);
-        return 0;
+    case OPT_GRAYSCALE:         /* the probabilities: the library's ranges (its options table) */
+        return sb_parse_row(usage, "--grayscale", "grayscale_p", v, &o->grayscale_p);
     case OPT_ERASE:
-        if (sb_parse_double(v, 0, 1, &o->erase_p))
-            return sb_usage_error(usage, "bad --erase '%s' (a probability, 0..1)", v);
-        return 0;
+        return sb_parse_row(usage, "--erase", "erase_p", v, &o->erase_p);
     case OPT_ROTATION:
         if (parse_list(v, x, 1) != 1 || x[0] < 0)
             return sb_usage_error(usage, "bad --rotation '%s' (degrees >= 0)", v);
@@ -219,39 +215,33 @@ int sb_tf_option(sb_tf_opts *t, int opt, int argc, char **argv, const char *usag
         return 0;
     case OPT_FLIP:
         t->flip = 1;
-        if (optarg && sb_parse_double(optarg, 0, 1, &t->flip_p))
-            return sb_usage_error(usage, "bad --flip '%s' (a probability, 0..1)", optarg);
-        return 0;
+        return optarg ? sb_parse_row(usage, "--flip", "flip_p", optarg, &t->flip_p) : 0;
+    /* the choices: the library's options table's names (sb_parse_choice), and the CLI's short
+     * forms of the dtypes */
     case OPT_INTERP: {
-        static const char *const names[] = {"nearest", "box", "bilinear", "hamming", "bicubic",
-                                            "lanczos"};
-        for (int i = 0; i < 6; i++)
-            if (strcmp(optarg, names[i]) == 0) {
-                t->filter = (shr_filter)i;
-                return 0;
-            }
-        return sb_usage_error(usage, "bad --interpolation '%s' (nearest, box, bilinear, hamming, "
-                           "bicubic or lanczos)", optarg);
+        int k, rc = sb_parse_choice(usage, "--interpolation", "filter", optarg, NULL, 0, &k);
+        if (rc)
+            return rc;
+        t->filter = (shr_filter)k;
+        return 0;
     }
-    case OPT_DTYPE:
+    case OPT_DTYPE: {
+        static const char *const alias[] = {"u8", "uint8", "f32", "float32", "f16", "float16",
+                                            NULL};
+        int k, rc = sb_parse_choice(usage, "--dtype", "dtype", optarg, alias, 0, &k);
+        if (rc)
+            return rc;
         t->dtype_given = 1;
-        if (strcmp(optarg, "u8") == 0 || strcmp(optarg, "uint8") == 0)
-            t->dtype = SHR_DTYPE_U8;
-        else if (strcmp(optarg, "f32") == 0 || strcmp(optarg, "float32") == 0)
-            t->dtype = SHR_DTYPE_F32;
-        else if (strcmp(optarg, "f16") == 0 || strcmp(optarg, "float16") == 0)
-            t->dtype = SHR_DTYPE_F16;
-        else
-            return sb_usage_error(usage, "bad --dtype '%s' (u8, f32 or f16)", optarg);
+        t->dtype = (shr_dtype)k;
         return 0;
-    case OPT_LAYOUT:
-        if (strcasecmp(optarg, "nhwc") == 0)
-            t->layout = SHR_LAYOUT_NHWC;
-        else if (strcasecmp(optarg, "nchw") == 0)
-            t->layout = SHR_LAYOUT_NCHW;
-        else
-            return sb_usage_error(usage, "bad --layout '%s' (nhwc or nchw)", optarg);
+    }
+    case OPT_LAYOUT: {
+        int k, rc = sb_parse_choice(usage, "--layout", "layout", optarg, NULL, 1, &k);
+        if (rc)
+            return rc;
+        t->layout = (shr_layout)k;
         return 0;
+    }
     case OPT_NORMALIZE:
         v = optional_value(argc, argv, looks_like_stats);
         if (!v || strcmp(v, "dataset") == 0) {

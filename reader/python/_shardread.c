@@ -198,18 +198,10 @@ int sr_parse_access(PyObject *s, shr_access *out)
         *out = SHR_ACCESS_MMAP;
         return 0;
     }
-    const char *a = PyUnicode_Check(s) ? sr_utf8(s) : NULL;
-    if (a && strcmp(a, "mmap") == 0)
-        *out = SHR_ACCESS_MMAP;
-    else if (a && strcmp(a, "pread") == 0)
-        *out = SHR_ACCESS_PREAD;
-    else if (a && strcmp(a, "direct") == 0)
-        *out = SHR_ACCESS_DIRECT;
-    else {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_ValueError, "access must be 'mmap', 'pread' or 'direct', not %R", s);
+    int v;                      /* options.def's names, exactly */
+    if (sr_choose_row(s, "access", 0, &v) < 0)
         return -1;
-    }
+    *out = (shr_access)v;
     return 0;
 }
 
@@ -326,9 +318,9 @@ static PyObject *mix_words(PyObject *m, PyObject *args)
 }
 
 /* option_table(): shr_option_table's rows as dicts (field, name, keyword, python_default,
- * type, count, ordered, form, default, lo, hi, when, doc), so that the package and its checks
- * read the one description of the numeric options (reader/options.def) instead of restating
- * it */
+ * type, count, ordered, form, default, lo, hi, when, doc, choices), so that the package and
+ * its checks read the one description of the numeric options and choices (reader/options.def)
+ * instead of restating it */
 static PyObject *option_number(const shr_option_info *r, double v)
 {
     return r->is_float ? PyFloat_FromDouble(v) : PyLong_FromUnsignedLongLong((unsigned long long)v);
@@ -339,7 +331,7 @@ static PyObject *option_table(PyObject *m, PyObject *unused)
     (void)m;
     (void)unused;
     static const char *const forms[] = {"range", "at_least", "below", "zero_or_range", "above",
-                                        "open"};
+                                        "open", "choice"};
     size_t n = 0;
     const shr_option_info *t = shr_option_table(&n);
     PyObject *rows = PyList_New((Py_ssize_t)n);
@@ -347,27 +339,56 @@ static PyObject *option_table(PyObject *m, PyObject *unused)
         const shr_option_info *r = &t[i];
         const char *space = strchr(r->name, ' ');
         Py_ssize_t kwlen = space ? (Py_ssize_t)(space - r->name) : (Py_ssize_t)strlen(r->name);
-        PyObject *def = r->count == 2 ? Py_BuildValue("(dd)", r->def[0], r->def[1])
-                                      : option_number(r, r->def[0]);
+        PyObject *def = r->count == 4 ? Py_BuildValue("(dddd)", r->def[0], r->def[1], r->def[0],
+                                                      r->def[1])
+                        : r->count == 2 ? Py_BuildValue("(dd)", r->def[0], r->def[1])
+                                        : option_number(r, r->def[0]);
         PyObject *lo = option_number(r, r->lo);
         /* hi is None for at_least: no upper bound */
         PyObject *hi = r->form == SHR_OPT_AT_LEAST ? Py_NewRef(Py_None) : option_number(r, r->hi);
-        PyObject *row = def && lo && hi ? Py_BuildValue(
-            "{s:s,s:s,s:s#,s:z,s:s,s:i,s:O,s:s,s:O,s:O,s:O,s:s,s:s}", "field", r->field,
+        /* a choice's names by value ("" for a value not accepted), else None */
+        PyObject *choices = r->choices ? PyList_New(0) : Py_NewRef(Py_None);
+        for (int k = 0; choices && r->choices && r->choices[k]; k++) {
+            PyObject *name = PyUnicode_FromString(r->choices[k]);
+            if (!name || PyList_Append(choices, name) < 0)
+                Py_CLEAR(choices);
+            Py_XDECREF(name);
+        }
+        PyObject *row = def && lo && hi && choices ? Py_BuildValue(
+            "{s:s,s:s,s:s#,s:z,s:s,s:i,s:O,s:s,s:O,s:O,s:O,s:s,s:s,s:O}", "field", r->field,
             "name", r->name, "keyword", r->name, kwlen, "python_default", r->python_default,
-            "type", r->is_float ? "float" : "int", "count", r->count,
+            "type", r->choices ? "choice" : r->is_float ? "float" : "int", "count", r->count,
             "ordered", r->ordered ? Py_True : Py_False,
             "form", (unsigned)r->form < sizeof forms / sizeof forms[0] ? forms[r->form] : "?",
-            "default", def, "lo", lo, "hi", hi, "when", r->when, "doc", r->doc) : NULL;
+            "default", def, "lo", lo, "hi", hi, "when", r->when, "doc", r->doc,
+            "choices", choices) : NULL;
         Py_XDECREF(def);
         Py_XDECREF(lo);
         Py_XDECREF(hi);
+        Py_XDECREF(choices);
         if (!row || PyList_SetItem(rows, (Py_ssize_t)i, row) < 0) {
             Py_CLEAR(rows);
             break;
         }
     }
     return rows;
+}
+
+/* _option_check(field, value, keyword=None, no_zero=False): value for the row of field, checked
+ * in the library's words (sr_check_row), for the package's own forms */
+static PyObject *option_check(PyObject *m, PyObject *args, PyObject *kw)
+{
+    (void)m;
+    static char *kwlist[] = {"field", "value", "keyword", "no_zero", NULL};
+    const char *field, *keyword = NULL;
+    double v;
+    int no_zero = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sd|zp:_option_check", kwlist, &field, &v,
+                                     &keyword, &no_zero))
+        return NULL;
+    if (sr_check_row(field, keyword, v, no_zero) < 0)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 /* _fetch(url, cache): the cached local directory of the dataset at url (shr_remote_resolve) */
@@ -391,12 +412,20 @@ static PyMethodDef module_methods[] = {
     {"option_table", (PyCFunction)option_table, METH_NOARGS,
      "option_table() -> list of dict\n"
      "\n"
-     "The reader's numeric options as the library checks them, one dict per row of\n"
-     "its table (reader/options.def): field, name (the public name: the Loader's\n"
+     "The reader's numeric options and choices as the library checks them, one dict\n"
+     "per row of its table (reader/options.def): field, name (the public name: the Loader's\n"
      "keyword and the key within it), keyword, python_default (the keyword's default\n"
-     "as the Loader writes it, or None), type, count (1, or 2 for a (min, max) pair),\n"
+     "as the Loader writes it, or None), type, count (1; 2 a (min, max) pair; 4 two),\n"
      "ordered (a pair's min <= max), form (range, at_least, below, zero_or_range,\n"
-     "above, open), default, lo, hi, when, doc. docs/OPTIONS.md is written from it."},
+     "above, open, choice), default, lo, hi, when, doc, choices (a choice's names by\n"
+     "value, '' for a value not accepted; else None). docs/OPTIONS.md is written from it."},
+    {"_option_check", (PyCFunction)(void (*)(void))option_check, METH_VARARGS | METH_KEYWORDS,
+     "_option_check(field, value, keyword=None, no_zero=False)\n"
+     "\n"
+     "Raise ArgumentError, in the library's words naming keyword (None: the row's\n"
+     "public name), where value is outside the range of the options table's row of\n"
+     "field (with no_zero, the range without its 0: a keyword whose None is the row's\n"
+     "0). Internal: the package's own forms use it."},
     {"_fetch", (PyCFunction)fetch_url, METH_VARARGS,
      "_fetch(url, cache=None) -> str\n"
      "\n"

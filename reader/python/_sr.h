@@ -86,6 +86,13 @@ PyObject *sr_double_list(const double *v, uint32_t n);
 
 /* A uint64 from a Python int (ValueError if negative or too large). */
 int sr_to_u64(PyObject *o, const char *what, uint64_t *out);
+/* A choice keyword into its row's value (reader/options.def, the row of field; _sr_options.c):
+ * the row's names exactly, or with loose also in any case and numpy / torch dtypes; refused
+ * (ArgumentError) naming the keyword and the names. */
+int sr_choose_row(PyObject *o, const char *field, int loose, int *out);
+/* v for the scalar row of field, checked in the library's words naming keyword (ArgumentError);
+ * no_zero: the keyword's None is the row's 0, and 0 is refused (_sr_options.c). */
+int sr_check_row(const char *field, const char *keyword, double v, int no_zero);
 
 /* A uint32 in lo..UINT32_MAX from a Python int. */
 int sr_to_u32(PyObject *o, const char *what, uint32_t lo, uint32_t *out);

@@ -6,6 +6,7 @@
 #include "_sr.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,110 @@ int sr_flag_named(PyObject *o, const char *what, int *out)
     return 0;
 }
 
+/* v for the scalar row of field in the options table (reader/options.def), checked in the
+ * library's words naming `keyword` (NULL: the row's public name; ArgumentError, as at the
+ * open): 0, or -1 with the error set. no_zero: the keyword's None is the row's 0 (the default,
+ * or off), and 0 itself is refused: the row's range without it (prefetch: 2..65536; "at least
+ * 0": at least 1 for an integer; mixup's 0 <= v < 1e6: 0 < v < 1e6). type_max: the most the
+ * field's C type holds, 0 for none: a value past it is refused with it as the bound of an
+ * unbounded row ("batch_size must be in 1..4294967295"). */
+static int check_row(const char *field, const char *keyword, double v, int no_zero,
+                     double type_max)
+{
+    size_t n = 0;
+    const shr_option_info *t = shr_option_table(&n), *r = NULL;
+    for (size_t i = 0; i < n && !r; i++)
+        if (strcmp(t[i].field, field) == 0)
+            r = &t[i];
+    if (!r || r->count != 1 || r->form == SHR_OPT_CHOICE) {
+        PyErr_Format(PyExc_SystemError, "no scalar number row %s in the options table", field);
+        return -1;
+    }
+    shr_option_info row = *r;
+    if (no_zero) {
+        if (row.form == SHR_OPT_ZERO_OR_RANGE)
+            row.form = SHR_OPT_RANGE;
+        else if (row.lo == 0 && !row.is_float && row.form != SHR_OPT_ABOVE &&
+                 row.form != SHR_OPT_OPEN)
+            row.lo = 1;
+        else if (row.lo == 0 && row.form == SHR_OPT_BELOW)
+            row.form = SHR_OPT_OPEN;
+        else if (row.lo == 0 && row.form == SHR_OPT_RANGE)
+            row.form = SHR_OPT_ABOVE;
+    }
+    if (type_max > 0 && row.form == SHR_OPT_AT_LEAST && !(v <= type_max)) {
+        row.form = SHR_OPT_RANGE;
+        row.hi = type_max;
+    }
+    char why[512];
+    if (shr_option_check(&row, keyword, &v, why, sizeof why) != 0) {
+        sr_raise_lib(SHR_EINVAL, why);
+        return -1;
+    }
+    return 0;
+}
+
+int sr_check_row(const char *field, const char *keyword, double v, int no_zero)
+{
+    return check_row(field, keyword, v, no_zero, 0);
+}
+
+/* An integer keyword for a uint32_t field of the options table: with now, refused here in the
+ * row's words where outside its range; without, only where the field cannot hold it (negative,
+ * or past 32 bits), in the row's words too. */
+static int int_row(PyObject *v, const char *keyword, const char *field, int no_zero, int now,
+                   uint32_t *out)
+{
+    uint64_t x;
+    PyObject *i = PyNumber_Index(v);
+    if (!i) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError))
+            return -1;
+        PyErr_Clear();
+        return sr_to_u64(v, keyword, &x);           /* its TypeError, naming the keyword */
+    }
+    int overflow = 0;
+    long long ll = PyLong_AsLongLongAndOverflow(i, &overflow);
+    double d = overflow ? PyLong_AsDouble(i) : (double)ll;
+    Py_DECREF(i);
+    if (d == -1.0 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        d = overflow > 0 ? HUGE_VAL : -HUGE_VAL;
+    }
+    /* the row's range, within the field's type: 0 <= integer rows' lo, so d fits once taken */
+    if ((now || !(d >= 0 && d <= UINT32_MAX)) &&
+        check_row(field, keyword, d, no_zero, UINT32_MAX) < 0)
+        return -1;
+    if (!(d >= 0 && d <= UINT32_MAX)) {             /* a row wider than its field */
+        PyErr_Format(PyExc_SystemError, "%s: the row of %s is wider than its field", keyword,
+                     field);
+        return -1;
+    }
+    *out = (uint32_t)ll;
+    return 0;
+}
+
+/* An integer keyword for a uint32_t field of the options table, refused here in the library's
+ * words from the row, whatever the int given (negative, or past the field's 32 bits): where the
+ * keyword's value is not passed to the open as it is, or under a name of its own (max_threads:
+ * threads with threads='auto'; world, the Loader's share), and for the rows checked always
+ * (batch_size, threads), so that -1 or 2**40 is told the row's range, not the C type's. */
+static int row_u32(PyObject *v, const char *keyword, const char *field, int no_zero,
+                   uint32_t *out)
+{
+    return int_row(v, keyword, field, no_zero, 1, out);
+}
+
+/* A row checked at the open, under its condition (quasi_window with order='quasi', the
+ * auto_augment keys): here only a value its uint32_t field cannot hold is refused, in the
+ * row's words. */
+static int held_u32(PyObject *v, const char *keyword, const char *field, uint32_t *out)
+{
+    return int_row(v, keyword, field, 0, 0, out);
+}
+
 /* rank and world when not given: torch.distributed's when it is initialised, else the RANK and
  * WORLD_SIZE environment variables, else 0 of 1. */
 static int default_share(PyObject *rank_arg, PyObject *world_arg, uint32_t *rank, uint32_t *world)
@@ -61,7 +166,7 @@ static int default_share(PyObject *rank_arg, PyObject *world_arg, uint32_t *rank
     int have_rank = rank_arg && rank_arg != Py_None, have_world = world_arg && world_arg != Py_None;
     if (have_rank && sr_to_u32(rank_arg, "rank", 0, rank) < 0)
         return -1;
-    if (have_world && sr_to_u32(world_arg, "world", 1, world) < 0)
+    if (have_world && row_u32(world_arg, "world", "world", 0, world) < 0)
         return -1;
     if (have_rank && have_world)
         return 0;
@@ -82,7 +187,8 @@ static int default_share(PyObject *rank_arg, PyObject *world_arg, uint32_t *rank
             PyObject *r = PyObject_CallMethod(dist, "get_rank", NULL);
             PyObject *w = r ? PyObject_CallMethod(dist, "get_world_size", NULL) : NULL;
             int bad = !w || (!have_rank && sr_to_u32(r, "torch.distributed rank", 0, rank) < 0) ||
-                      (!have_world && sr_to_u32(w, "torch.distributed world size", 1, world) < 0);
+                      (!have_world &&
+                       row_u32(w, "torch.distributed world size", "world", 0, world) < 0);
             Py_XDECREF(r);
             Py_XDECREF(w);
             return bad ? -1 : 0;
@@ -115,7 +221,8 @@ static int default_threads(void)
 }
 
 /* threads= a number, None (the cores, at most 4) or "auto" (threads_auto, with max_threads
- * workers at most: default the cores, at most 8); max_threads= only with "auto" */
+ * workers at most: default the cores, at most 8; its range is the threads row's); max_threads=
+ * only with "auto" */
 static int sr_threads(PyObject *threads, PyObject *max_threads, shr_options *o)
 {
     if (PyUnicode_Check(threads)) {
@@ -127,7 +234,7 @@ static int sr_threads(PyObject *threads, PyObject *max_threads, shr_options *o)
         }
         o->threads_auto = 1;
         if (max_threads != Py_None)
-            return sr_to_u32(max_threads, "max_threads", 1, &o->threads);
+            return row_u32(max_threads, "max_threads", "threads", 0, &o->threads);
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         o->threads = n < 1 ? 1 : n > 8 ? 8 : (uint32_t)n;
         return 0;
@@ -138,7 +245,7 @@ static int sr_threads(PyObject *threads, PyObject *max_threads, shr_options *o)
     }
     if (threads == Py_None)
         o->threads = (uint32_t)default_threads();
-    else if (sr_to_u32(threads, "threads", 0, &o->threads) < 0)
+    else if (row_u32(threads, "threads", "threads", 0, &o->threads) < 0)
         return -1;
     return 0;
 }
@@ -208,20 +315,36 @@ static int channel_values(PyObject *o, const char *what, float out[4])
     return 0;
 }
 
-/* A name among names[] (case-insensitive); also a numpy or torch dtype, by its name. */
+/* A choice's text as the keywords that take Python forms match it: a str as it is, a type by
+ * its name (numpy.float32), anything else by str() (dtype('float32'), torch.float32), without
+ * torch's "torch." prefix; a new reference, or NULL with an exception set. */
+static PyObject *choice_text(PyObject *o)
+{
+    PyObject *str;
+    if (PyUnicode_Check(o))
+        str = Py_NewRef(o);
+    else if (PyType_Check(o))
+        str = PyObject_GetAttrString(o, "__name__");        /* numpy.float32 */
+    else
+        str = PyObject_Str(o);                              /* dtype('float32'), torch.float32 */
+    const char *s = str ? sr_utf8(str) : NULL;
+    if (s && strncmp(s, "torch.", 6) == 0) {
+        PyObject *bare = PyUnicode_FromString(s + 6);
+        Py_DECREF(str);
+        return bare;
+    }
+    if (str && !s)
+        Py_CLEAR(str);
+    return str;
+}
+
+/* A name among names[] (case-insensitive); also a numpy or torch dtype, by its name: the
+ * extension's own choices, which the options table does not hold (label_dtype, the package's
+ * scale modes). */
 static int choose(PyObject *o, const char *what, const char *const *names, int n, int *out)
 {
-    PyObject *str = NULL;
-    if (PyUnicode_Check(o)) {
-        str = Py_NewRef(o);
-    } else if (PyType_Check(o)) {
-        str = PyObject_GetAttrString(o, "__name__");        /* numpy.float32 */
-    } else {
-        str = PyObject_Str(o);                              /* dtype('float32'), torch.float32 */
-    }
+    PyObject *str = choice_text(o);
     const char *s = str ? sr_utf8(str) : NULL;
-    if (s && strncmp(s, "torch.", 6) == 0)
-        s += 6;
     for (int i = 0; s && i < n; i++) {
         if (strcasecmp(s, names[i]) == 0) {
             Py_DECREF(str);
@@ -232,6 +355,53 @@ static int choose(PyObject *o, const char *what, const char *const *names, int n
     Py_XDECREF(str);
     PyErr_Clear();
     PyErr_Format(PyExc_ValueError, "unknown %s %R", what, o);
+    return -1;
+}
+
+/* A choice keyword into the value of its row of the options table (reader/options.def, the
+ * row of `field`): one of the row's names, exactly; with loose (the keywords that take Python
+ * forms), also in any case and as choice_text gives a numpy or torch dtype. Refused with the
+ * library's words, naming the keyword and the accepted names (ArgumentError). */
+int sr_choose_row(PyObject *o, const char *field, int loose, int *out)
+{
+    size_t n = 0;
+    const shr_option_info *t = shr_option_table(&n), *r = NULL;
+    for (size_t i = 0; i < n && !r; i++)
+        if (strcmp(t[i].field, field) == 0 && t[i].form == SHR_OPT_CHOICE)
+            r = &t[i];
+    if (!r) {
+        PyErr_Format(PyExc_SystemError, "no choice row %s in the options table", field);
+        return -1;
+    }
+    /* strict, a value not a str matches nothing, nor does one whose text cannot be had (its
+     * str() raises, or is not UTF-8): the refusal shows it as Python writes it */
+    int shown_as_repr = !loose && !PyUnicode_Check(o);
+    PyObject *str = shown_as_repr ? NULL : loose ? choice_text(o) : Py_NewRef(o);
+    const char *s = str ? sr_utf8(str) : NULL;
+    if (!s) {
+        PyErr_Clear();
+        Py_XDECREF(str);
+        shown_as_repr = 1;
+        if (!(str = PyUnicode_FromString("")) || !(s = sr_utf8(str))) {
+            Py_XDECREF(str);
+            return -1;
+        }
+    }
+    for (int i = 0; loose && r->choices[i]; i++)
+        if (r->choices[i][0] && strcasecmp(s, r->choices[i]) == 0)
+            s = r->choices[i];                              /* the table's spelling */
+    char why[512];
+    int rc = shr_option_choose(r, NULL, s, out, why, sizeof why);
+    Py_DECREF(str);
+    if (!rc)
+        return 0;
+    size_t len = strlen(why), tail = strlen(", not ''");
+    if (shown_as_repr && len >= tail && strcmp(why + len - tail, ", not ''") == 0) {
+        why[len - tail] = '\0';
+        PyErr_Format(sr_argument_error, "%s, not %R", why, o);
+    } else {
+        sr_raise_lib(SHR_EINVAL, why);
+    }
     return -1;
 }
 
@@ -273,23 +443,19 @@ static int transform_options(shr_options *o, PyObject *flip, PyObject *rrc, PyOb
             return -1;
     }
     int v;
-    static const char *const filters[] = {"nearest", "box", "bilinear", "hamming", "bicubic",
-                                          "lanczos"};
+    /* the choices' names: options.def's rows, in any case and as numpy or torch dtypes */
     if (interpolation != Py_None) {
-        if (choose(interpolation, "interpolation (nearest, box, bilinear, hamming, bicubic or "
-                   "lanczos)", filters, 6, &v) < 0)
+        if (sr_choose_row(interpolation, "filter", 1, &v) < 0)
             return -1;
         o->filter = (shr_filter)v;
     }
-    static const char *const dtypes[] = {"uint8", "float32", "float16"};
     if (dtype != Py_None) {
-        if (choose(dtype, "dtype (uint8, float32 or float16)", dtypes, 3, &v) < 0)
+        if (sr_choose_row(dtype, "dtype", 1, &v) < 0)
             return -1;
         o->dtype = (shr_dtype)v;
     }
-    static const char *const layouts[] = {"NHWC", "NCHW"};
     if (layout != Py_None) {
-        if (choose(layout, "layout (NHWC or NCHW)", layouts, 2, &v) < 0)
+        if (sr_choose_row(layout, "layout", 1, &v) < 0)
             return -1;
         o->layout = (shr_layout)v;
     }
@@ -467,26 +633,16 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     shr_options *o = &self->o;
     shr_options_init(o);
     int v;
-    /* batch_size's and threads' ranges: options.def's, stated by the open's refusal */
-    if (batch_size && sr_to_u32(batch_size, "batch_size", 0, &o->batch_size) < 0)
+    /* batch_size's and threads' ranges: options.def's (row_u32) */
+    if (batch_size && row_u32(batch_size, "batch_size", "batch_size", 0, &o->batch_size) < 0)
         return -1;
     if (sr_flag_named(shuffle, "shuffle", &v) < 0)
         return -1;
     o->order = v ? SHR_ORDER_RANDOM : SHR_ORDER_SEQUENTIAL;
-    if (order != Py_None) {
-        const char *s = PyUnicode_Check(order) ? sr_utf8(order) : NULL;
-        if (s && strcmp(s, "sequential") == 0)
-            o->order = SHR_ORDER_SEQUENTIAL;
-        else if (s && strcmp(s, "random") == 0)
-            o->order = SHR_ORDER_RANDOM;
-        else if (s && strcmp(s, "quasi") == 0)
-            o->order = SHR_ORDER_QUASI;
-        else {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "order must be 'sequential', 'random' or 'quasi', "
-                             "not %R", order);
+    if (order != Py_None) {     /* options.def's names, exactly */
+        if (sr_choose_row(order, "order", 0, &v) < 0)
             return -1;
-        }
+        o->order = (shr_order)v;
     }
     if (seed && sr_to_u64(seed, "seed", &o->seed) < 0)
         return -1;
@@ -587,8 +743,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     }
     if (aug_interp != Py_None) {
         int fi;
-        static const char *const filters[] = {"nearest", "box", "bilinear"};
-        if (choose(aug_interp, "augment interpolation (nearest or bilinear)", filters, 3, &fi) < 0)
+        if (sr_choose_row(aug_interp, "aug_interpolation", 1, &fi) < 0)
             return -1;
         o->aug_interpolation = (shr_filter)fi;
     }
@@ -607,10 +762,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     }
     if (auto_aug != Py_None) {
         int pi;
-        static const char *const policies[] = {"none", "trivialaugment_wide", "randaugment",
-                                               "imagenet"};
-        if (choose(auto_aug, "auto_augment (trivialaugment_wide, randaugment or imagenet)",
-                   policies, 4, &pi) < 0)
+        if (sr_choose_row(auto_aug, "auto_augment", 1, &pi) < 0)
             return -1;
         o->auto_augment = (shr_auto_augment)pi;
     }
@@ -631,7 +783,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
          PyErr_Occurred()) ||
         (cutmix != Py_None && (o->cutmix_alpha = PyFloat_AsDouble(cutmix)) == -1.0 &&
          PyErr_Occurred()) ||
-        (num_classes != Py_None && sr_to_u32(num_classes, "num_classes", 1, &o->num_classes) < 0) ||
+        (num_classes != Py_None &&
+         row_u32(num_classes, "num_classes", "num_classes", 1, &o->num_classes) < 0) ||
         sr_flag_named(erase_random, "erase_random", &o->erase_random) < 0)
         return -1;
     if (unit != Py_None) {      /* ToTensor's 0..1: scale=255 in the package's Loader */
@@ -641,24 +794,16 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
         o->unit = (float)u;
     }
     uint32_t *aa_dst[3] = {&o->aa_num_ops, &o->aa_magnitude, &o->aa_bins};
-    static const char *const aa_names[3] = {"num_ops", "magnitude", "num_magnitude_bins"};
+    static const char *const aa_fields[3] = {"aa_num_ops", "aa_magnitude", "aa_bins"};
+    static const char *const aa_names[3] = {"auto_augment num_ops", "auto_augment magnitude",
+                                            "auto_augment num_magnitude_bins"};
     for (int k = 0; k < 3; k++)
-        if (aa[k] != Py_None && sr_to_u32(aa[k], aa_names[k], 0, aa_dst[k]) < 0)
+        if (aa[k] != Py_None && held_u32(aa[k], aa_names[k], aa_fields[k], aa_dst[k]) < 0)
             return -1;
     if (on_error != Py_None) {
-        const char *s = PyUnicode_Check(on_error) ? sr_utf8(on_error) : NULL;
-        if (s && strcmp(s, "fail") == 0)
-            o->on_error = SHR_ON_ERROR_FAIL;
-        else if (s && strcmp(s, "skip") == 0)
-            o->on_error = SHR_ON_ERROR_SKIP;
-        else if (s && strcmp(s, "substitute") == 0)
-            o->on_error = SHR_ON_ERROR_SUBSTITUTE;
-        else {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "on_error must be 'fail', 'skip' or 'substitute', "
-                             "not %R", on_error);
+        if (sr_choose_row(on_error, "on_error", 0, &v) < 0)
             return -1;
-        }
+        o->on_error = (shr_on_error)v;
     }
     if (sr_flag_named(verify_samples, "verify_samples", &o->verify_samples) < 0 ||
         sr_flag_named(return_recovery, "return_recovery", &self->return_recovery) < 0)
@@ -687,26 +832,20 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
         /* one more than the library's default: while next() waits, the for loop's variables
          * still hold the previous batch */
         o->prefetch = o->threads + 3 > 65536 ? 65536 : o->threads + 3;
-    } else if (sr_to_u32(prefetch, "prefetch", 2, &o->prefetch) < 0) {
+    } else if (row_u32(prefetch, "prefetch", "prefetch", 1, &o->prefetch) < 0) {
         return -1;
     }
     if (sr_flag_named(pin_memory, "pin_memory", &v) < 0)
         return -1;
     o->pin = v ? SHR_PIN_AUTO : SHR_PIN_OFF;
     if (uneven != Py_None) {
-        const char *s = PyUnicode_Check(uneven) ? sr_utf8(uneven) : NULL;
-        if (s && strcmp(s, "pad") == 0)
-            o->uneven = SHR_UNEVEN_PAD;
-        else if (s && strcmp(s, "drop") == 0)
-            o->uneven = SHR_UNEVEN_DROP;
-        else {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "uneven must be 'pad' or 'drop', not %R", uneven);
+        if (sr_choose_row(uneven, "uneven", 0, &v) < 0)
             return -1;
-        }
+        o->uneven = (shr_uneven)v;
     }
     /* quasi_window's range: options.def's, stated by the open's refusal (with order='quasi') */
-    if (quasi_window && sr_to_u32(quasi_window, "quasi_window", 0, &o->quasi_window) < 0)
+    if (quasi_window &&
+        held_u32(quasi_window, "quasi_window", "quasi_window", &o->quasi_window) < 0)
         return -1;
     /* a dataset at a URL read as its shards arrive (the package passes these for one) */
     if (cache != Py_None) {
@@ -719,7 +858,8 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     if (cache_limit != Py_None && sr_to_u64(cache_limit, "cache_limit", &o->cache_limit) < 0)
         return -1;
     if (prefetch_shards != Py_None &&
-        sr_to_u32(prefetch_shards, "prefetch_shards", 1, &o->prefetch_shards) < 0)
+        row_u32(prefetch_shards, "prefetch_shards", "prefetch_shards", 1,
+                &o->prefetch_shards) < 0)
         return -1;
     if (sr_label_dtype(label_dtype, &self->label_elem) < 0)
         return -1;

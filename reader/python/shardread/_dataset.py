@@ -8,6 +8,12 @@ from . import _shardread
 from ._shardread import ArgumentError
 
 
+def _choice_names(field):
+    """a choice's names in the options table (reader/options.def), by value ("" for a value not
+    accepted): the one list of them the package reads"""
+    return next(r["choices"] for r in _shardread.option_table() if r["field"] == field)
+
+
 def _field_names(defs, fields, path):
     """fields= (True, or a list of names) -> the indices into the schema, checked by name."""
     names = [d[0] for d in defs]

@@ -9,7 +9,7 @@ import operator as _operator
 
 import numpy as _np
 
-from . import _pipeline
+from . import _pipeline, _shardread
 
 
 def _size(size):
@@ -357,9 +357,9 @@ def _mixing(mixup, cutmix, num_classes):
         if isinstance(v, bool) or not isinstance(v, _numbers.Real):
             raise TypeError(f"{name} must be the Beta distribution's alpha (a number > 0), not "
                             f"{v!r}")
-        # None is off, so 0 is refused here; the upper bound is the table's (options.def)
-        if not v > 0:
-            raise ValueError(f"{name} alpha must be positive, not {v!r}")
+        # None is off, so 0 is refused: the table's range (options.def) without its 0, in the
+        # library's words (ArgumentError)
+        _shardread._option_check(name + "_alpha", float(v), no_zero=True)
         out[name + "_alpha"] = float(v)
     if num_classes is not None:
         if not out:

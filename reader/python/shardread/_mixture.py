@@ -4,9 +4,12 @@ import numbers as _numbers
 import operator as _operator
 import os as _os
 
-from ._dataset import _local
+from ._dataset import _choice_names, _local
 
-_ON_ERROR = {None: -1, "fail": 0, "skip": 1, "substitute": 2}
+# a stream's on_error: the options table's names (reader/options.def) by value; None, -1: the
+# Loader's
+_ON_ERROR_NAMES = _choice_names("on_error")
+_ON_ERROR = {None: -1, **{name: v for v, name in enumerate(_ON_ERROR_NAMES) if name}}
 
 
 class Stream:
@@ -67,8 +70,9 @@ def _mixture_arg(streams, samples_per_epoch, labels, return_streams, cache=None)
     rows = []
     for k, st in enumerate(streams):
         if st.on_error not in _ON_ERROR:
-            raise ValueError(f"stream {k}: on_error must be 'fail', 'skip' or 'substitute', "
-                             f"not {st.on_error!r}")
+            raise ValueError(f"stream {k}: on_error must be one of "
+                             f"{', '.join(n for n in _ON_ERROR_NAMES if n)} (or None: the "
+                             f"Loader's), not {st.on_error!r}")
         for name in ("weight", "repeat"):
             v = getattr(st, name)
             if v is not None and (not isinstance(v, _numbers.Real) or isinstance(v, bool) or

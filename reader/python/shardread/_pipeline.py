@@ -36,6 +36,13 @@ import time as _time
 
 import numpy as _np
 
+from ._dataset import _choice_names
+
+# the filters of the resize (interpolation=) and of the geometric ops (augment_interpolation=):
+# the options table's names
+_FILTERS = tuple(c for c in _choice_names("filter") if c)
+_AUG_FILTERS = tuple(c for c in _choice_names("aug_interpolation") if c)
+
 # the stages of the reader's fixed order
 CROP, FLIP, ROTATION, AFFINE, AUTO, JITTER, GRAY, TENSOR, NORMALIZE, ERASE = range(10)
 _STAGE_NAMES = ("crop", "flip", "rotation", "affine", "auto_augment", "color_jitter",
@@ -118,9 +125,9 @@ def _one(op, stage_done, kw, channels, state):
 
     def geometry(interp, fill):
         i, f = _interp(interp), _fill(fill)
-        if i not in ("nearest", "bilinear"):
+        if i not in _AUG_FILTERS:
             return f"interpolation {i!r} (the reader's rotation, affine and auto_augment " \
-                   "take nearest or bilinear)"
+                   f"take {' or '.join(_AUG_FILTERS)})"
         if f is False:
             return f"fill {fill!r} (the reader takes whole numbers)"
         if state.get("aug") not in (None, (i, f)):
@@ -226,7 +233,7 @@ def _resize_crop(op, nxt, done):
     if not isinstance(size, _numbers.Integral) or getattr(op, "antialias", None) is False:
         return None
     interp = _interp(op.interpolation)
-    if interp not in ("nearest", "box", "bilinear", "hamming", "bicubic", "lanczos"):
+    if interp not in _FILTERS:
         return None
     max_size = getattr(op, "max_size", None)
     return dict(resize=int(size) if max_size is None else (int(size), int(max_size)),
