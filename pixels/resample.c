@@ -310,6 +310,10 @@ struct fmt_rs_scratch {
 
 static int cpu_has(unsigned features, fmt_rs_path p)
 {
+#ifdef FMT_AVX512
+    if (p == FMT_RS_PATH_AVX512)
+        return (features & FMT_CPU_AVX2) && (features & FMT_CPU_AVX512);
+#endif
     if (p == FMT_RS_PATH_AVX2)
         return (features & FMT_CPU_AVX2) != 0;
     if (p == FMT_RS_PATH_SSE41)
@@ -319,6 +323,8 @@ static int cpu_has(unsigned features, fmt_rs_path p)
 
 static fmt_rs_path best_path(unsigned features)
 {
+    if (cpu_has(features, FMT_RS_PATH_AVX512) && fmt_simd_avx512())
+        return FMT_RS_PATH_AVX512;
     if (cpu_has(features, FMT_RS_PATH_AVX2))
         return FMT_RS_PATH_AVX2;
     if (cpu_has(features, FMT_RS_PATH_SSE41))
@@ -357,7 +363,7 @@ int fmt_rs_scratch_set_path(fmt_rs_scratch *s, fmt_rs_path path)
         return FMT_EINVAL;
     if (path == FMT_RS_PATH_AUTO)
         path = best_path(fmt_cpu());
-    if (path > FMT_RS_PATH_AVX2 || !cpu_has(fmt_cpu(), path))
+    if (path > FMT_RS_PATH_AVX512 || !cpu_has(fmt_cpu(), path))
         return FMT_EUNSUPPORTED;
     s->path = path;
     return 0;
@@ -377,6 +383,8 @@ const char *fmt_rs_path_name(fmt_rs_path p)
         return "sse4.1";
     case FMT_RS_PATH_AVX2:
         return "avx2";
+    case FMT_RS_PATH_AVX512:
+        return "avx512";
     default:
         return "auto";
     }
@@ -561,6 +569,8 @@ int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_
          * of varied sizes reallocates rarely, typically never */
         /* 4x: the RGB vpmaddwd pass keeps a 96-byte pair block per column beside it */
         size_t need = ((size_t)sw + 2) * 8 * (ch + 1) * 4 + 64;
+        size_t plan = fmt_rs_h_strip_bytes(s->path, tx, sw, ch, win_x, dw);
+        need = plan > need ? plan : need;
         if (need > s->strip_cap) {
             size_t cap = s->strip_cap ? 2 * s->strip_cap : (size_t)64 << 10;
             need = need > cap ? need : cap;
@@ -591,12 +601,12 @@ int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_
             s->tmp_cap = need;
         }
         fmt_rs_h_pass(s->path, src->pixels + (size_t)first * src->stride, src->stride, (uint32_t)rows,
-               sw, ch, tx, win_x, dw, s->tmp, tstride, s->strip);
+               sw, ch, tx, win_x, dw, s->tmp, tstride, s->strip, s->strip_cap);
         fmt_rs_v_pass(s->path, s->tmp, tstride, first, tstride, ty, win_y, dh, dst->pixels,
                dst->stride);
     } else if (need_h) {
         fmt_rs_h_pass(s->path, src->pixels + (size_t)win_y * src->stride, src->stride, dh, sw, ch, tx,
-               win_x, dw, dst->pixels, dst->stride, s->strip);
+               win_x, dw, dst->pixels, dst->stride, s->strip, s->strip_cap);
     } else {
         fmt_rs_v_pass(s->path, src->pixels + (size_t)win_x * ch, src->stride, 0, (size_t)dw * ch, ty,
                win_y, dh, dst->pixels, dst->stride);

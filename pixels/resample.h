@@ -99,13 +99,14 @@ typedef enum {
     FMT_RS_PATH_AUTO = 0,   /* the best the CPU has */
     FMT_RS_PATH_PLAIN,      /* portable C */
     FMT_RS_PATH_SSE41,
-    FMT_RS_PATH_AVX2
+    FMT_RS_PATH_AVX2,
+    FMT_RS_PATH_AVX512      /* AVX2, and the passes with AVX-512 F, BW and VBMI */
 } fmt_rs_path;
 
 /* Choose the code path of s. Returns 0, or FMT_EUNSUPPORTED when the CPU lacks it (s keeps its
  * path). */
 int fmt_rs_scratch_set_path(fmt_rs_scratch *s, fmt_rs_path path);
-/* The path s uses (never AUTO), and its name ("plain", "sse4.1", "avx2"). */
+/* The path s uses (never AUTO), and its name ("plain", "sse4.1", "avx2", "avx512"). */
 fmt_rs_path fmt_rs_scratch_path(const fmt_rs_scratch *s);
 const char *fmt_rs_path_name(fmt_rs_path p);
 

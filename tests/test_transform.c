@@ -216,7 +216,7 @@ START_TEST(test_kernels_f32_chw)
                 uint8_t *src = malloc(stride * H);
                 size_t count = (size_t)W * H * 3;
                 /* 64 floats of guard on each side, the sample at float `off` of a line */
-                float *buf = aligned_alloc(64, (count + 64 + 16 + 64) * sizeof(float));
+                float *buf = aligned_alloc(64, (count + 144 + 15) / 16 * 64);    /* whole lines */
                 ck_assert(src && buf);
                 for (size_t i = 0; i < stride * H; i++)
                     src[i] = (uint8_t)(i * 7 + i / 256);     /* every value per channel */
