@@ -768,65 +768,89 @@ v_avx512(const uint8_t *src, size_t sstride, int32_t yoff, size_t bytes, const r
 }
 
 /* The horizontal pass with AVX-512 VBMI, a row at a time with no transposition: a row's output
- * values (pixel i, channel c: value i * ch + c) go 16 to a block; a block's taps lie in a window
- * of at most 64 source bytes, from which one vpermb per tap pair gathers each value's two taps
- * as the two int16 halves of its 32-bit lane (the high bytes zeroed by the mask), and vpmaddwd
- * sums them with the coefficients split as in h_rgb_madd (k = hi * 2048 + lo, rs_table.kp):
- * Pillow's int32 sums exactly. The plan of a call (per block: window, tap pairs' byte indices
- * and coefficients) is laid out in the strip first. A geometry whose block windows do not fit
- * 64 bytes (a strong reduction), or a table without the split, takes the AVX2 pass. */
+ * values (pixel i, channel c: value i * ch + c) go 16 to a block; the taps of a group of 1, 2 or
+ * 4 blocks (as many as fit) lie in a window of at most 64 source bytes, loaded once, from which
+ * one vpermb per tap pair gathers each value's two taps as the two int16 halves of its 32-bit
+ * lane (the high bytes zeroed by the mask), and vpmaddwd sums them with the coefficients split
+ * as in h_rgb_madd (k = hi * 2048 + lo, rs_table.kp): Pillow's int32 sums exactly. The plan of
+ * a call (per group: its window; per block: the tap pairs' byte indices and coefficients) is
+ * laid out in the strip first. A geometry whose single blocks' windows do not fit 64 bytes (a
+ * strong reduction), or a table without the split, takes the AVX2 pass. */
 typedef struct {
     uint32_t start;             /* the window's first byte in the row */
     uint32_t pad;
     uint64_t mask;              /* its bytes inside the row */
-} rs_h512_block;
+} rs_h512_group;
 
 /* The tap pairs a call needs (the most taps of its outputs, halved up), and the strip bytes of
  * its plan; 0 where the pass does not apply. */
-static size_t h512_plan_bytes(const rs_table *t, uint32_t in_w, uint32_t ch, uint32_t x0,
-                              uint32_t nx, uint32_t *pairs)
+static size_t h512_plan_bytes(const rs_table *t, uint32_t ch, uint32_t x0, uint32_t nx,
+                              uint32_t *pairs)
 {
     if (!t->kp || !nx || ch < 1 || ch > 4)
         return 0;
     int32_t most = 1;
     for (uint32_t i = 0; i < nx; i++)
         most = t->span[2 * (x0 + i) + 1] > most ? t->span[2 * (x0 + i) + 1] : most;
-    (void)in_w;
     uint32_t p = (uint32_t)(most + 1) / 2;
     size_t values = (size_t)nx * ch, blocks = (values + 15) / 16;
     *pairs = p;
-    return blocks * sizeof(rs_h512_block) + 64 + blocks * p * 192;
+    return blocks * sizeof(rs_h512_group) + 64 + blocks * p * 192;
 }
 
 size_t fmt_rs_h_strip_bytes(fmt_rs_path path, const rs_table *t, uint32_t in_w, uint32_t ch,
                             uint32_t x0, uint32_t nx)
 {
     uint32_t p;
-    return path == FMT_RS_PATH_AVX512 ? h512_plan_bytes(t, in_w, ch, x0, nx, &p) : 0;
+    (void)in_w;
+    return path == FMT_RS_PATH_AVX512 ? h512_plan_bytes(t, ch, x0, nx, &p) : 0;
+}
+
+/* Whether every group of g blocks has its taps within 64 bytes of its first value's first tap */
+static int h512_groups_fit(const rs_table *t, uint32_t ch, uint32_t x0, size_t values, size_t g)
+{
+    for (size_t v0 = 0; v0 < values; v0 += 16 * g) {
+        size_t start = (size_t)t->span[2 * (x0 + v0 / ch)] * ch;
+        size_t last = v0 + 16 * g < values ? v0 + 16 * g - 1 : values - 1;
+        uint32_t xx = x0 + (uint32_t)(last / ch);
+        /* the first taps never go down (Pillow's windows move right), the last tap of the
+         * group's last pixel ends it */
+        int32_t end = t->span[2 * xx] + (t->span[2 * xx + 1] > 0 ? t->span[2 * xx + 1] : 1);
+        if ((size_t)end * ch - start > 64)
+            return 0;
+    }
+    return 1;
 }
 
 /* Lay out the plan in strip (cap bytes); 0 where the pass does not apply. */
 static int h512_plan(const rs_table *t, uint32_t in_w, uint32_t ch, uint32_t x0, uint32_t nx,
-                     uint8_t *strip, size_t cap, rs_h512_block **hdr, uint8_t **data,
-                     uint32_t *pairs)
+                     uint8_t *strip, size_t cap, rs_h512_group **hdr, uint8_t **data,
+                     uint32_t *pairs, uint32_t *group)
 {
-    size_t need = h512_plan_bytes(t, in_w, ch, x0, nx, pairs);
+    size_t need = h512_plan_bytes(t, ch, x0, nx, pairs);
     if (!need || need > cap)
         return 0;
     uint32_t p = *pairs;
     size_t values = (size_t)nx * ch, blocks = (values + 15) / 16;
     size_t row = (size_t)in_w * ch;
-    *hdr = (rs_h512_block *)(void *)strip;
-    *data = (uint8_t *)(((uintptr_t)(strip + blocks * sizeof(rs_h512_block)) + 63) &
+    size_t g = 4;
+    while (g > 1 && !h512_groups_fit(t, ch, x0, values, g))
+        g /= 2;
+    *group = (uint32_t)g;
+    *hdr = (rs_h512_group *)(void *)strip;
+    *data = (uint8_t *)(((uintptr_t)(strip + blocks * sizeof(rs_h512_group)) + 63) &
                         ~(uintptr_t)63);
+    size_t start = 0;
     for (size_t b = 0; b < blocks; b++) {
         size_t v0 = 16 * b;
-        uint32_t start = (uint32_t)t->span[2 * (x0 + v0 / ch)] * ch;
-        rs_h512_block *h = &(*hdr)[b];
-        h->start = start;
-        h->pad = 0;
-        size_t avail = row - start;
-        h->mask = avail >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << avail) - 1;
+        if (b % g == 0) {
+            start = (size_t)t->span[2 * (x0 + v0 / ch)] * ch;
+            rs_h512_group *h = &(*hdr)[b / g];
+            h->start = (uint32_t)start;
+            h->pad = 0;
+            size_t avail = row - start;
+            h->mask = avail >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << avail) - 1;
+        }
         for (uint32_t q = 0; q < p; q++) {
             uint8_t *idx = *data + (b * p + q) * 192;
             uint32_t *kh = (uint32_t *)(void *)(idx + 64), *kl = (uint32_t *)(void *)(idx + 128);
@@ -852,13 +876,18 @@ static int h512_plan(const rs_table *t, uint32_t in_w, uint32_t ch, uint32_t x0,
     return 1;
 }
 
-/* One block's 16 sums, (hi * 2048 + lo) >> 22 */
-RS_AVX512 __m512i h512_block(const uint8_t *row, const rs_h512_block *h, const uint8_t *d,
-                             uint32_t p)
+/* A group's window: a plain load where it is whole (masked byte loads are several times slower
+ * on some CPUs, AMD Zen) */
+RS_AVX512 __m512i h512_window(const uint8_t *row, const rs_h512_group *h)
+{
+    return h->mask == ~(uint64_t)0 ? _mm512_loadu_si512((const void *)(row + h->start))
+                                   : _mm512_maskz_loadu_epi8(h->mask, row + h->start);
+}
+
+/* One block's 16 sums from its group's window, (hi * 2048 + lo) >> 22 */
+RS_AVX512 __m512i h512_block(__m512i win, const uint8_t *d, uint32_t p)
 {
     const __m512i half = _mm512_set1_epi32(RS_HALF);
-    __m512i win = h->mask == ~(uint64_t)0 ? _mm512_loadu_si512((const void *)(row + h->start))
-                                          : _mm512_maskz_loadu_epi8(h->mask, row + h->start);
     __m512i hi = _mm512_setzero_si512(), lo = half;
     for (uint32_t q = 0; q < p; q++, d += 192) {
         __m512i v = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull,
@@ -874,34 +903,48 @@ h_avx512(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w, uint3
          const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst, size_t dstride,
          uint8_t *strip, size_t strip_cap)
 {
-    rs_h512_block *hdr;
+    rs_h512_group *hdr;
     uint8_t *data;
-    uint32_t p;
-    if (!h512_plan(t, in_w, ch, x0, nx, strip, strip_cap, &hdr, &data, &p)) {
+    uint32_t p, g;
+    if (!h512_plan(t, in_w, ch, x0, nx, strip, strip_cap, &hdr, &data, &p, &g)) {
         h_avx2(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
         return;
     }
     size_t values = (size_t)nx * ch, blocks = (values + 15) / 16;
-    /* dword m of the packed group comes from block m % 4's lane m / 4 ... put back in order */
+    /* after the packs, dword 4k + j holds block j's lane k: put back in order */
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const size_t bp = (size_t)p * 192;
+    /* the next row comes into the cache while this one is computed, its lines spread over the
+     * row's iterations (a sample's rows come from memory: read once) */
+    const size_t lines = ((size_t)in_w * ch + 63) / 64 + 1, iters = (blocks + 3) / 4;
     for (uint32_t y = 0; y < rows; y++) {
         const uint8_t *row = src + (size_t)y * sstride;
+        const char *next = y + 1 < rows ? (const char *)((uintptr_t)(row + sstride) & ~(uintptr_t)63)
+                                        : NULL;
         uint8_t *out = dst + (size_t)y * dstride;
+        __m512i win = _mm512_setzero_si512();
+        size_t pf = next ? 0 : lines;
         for (size_t b = 0; b < blocks; b += 4) {
+            for (size_t e = (b / 4 + 1) * lines / iters; pf < e; pf++)
+                _mm_prefetch(next + 64 * pf, _MM_HINT_T0);
             __m512i r[4];
-            for (size_t k = 0; k < 4; k++)
-                r[k] = b + k < blocks ? h512_block(row, &hdr[b + k], data + (b + k) * bp, p)
-                                      : _mm512_setzero_si512();
+            for (size_t k = 0; k < 4; k++) {
+                if (b + k >= blocks) {
+                    r[k] = _mm512_setzero_si512();
+                    continue;
+                }
+                if ((b + k) % g == 0)
+                    win = h512_window(row, &hdr[(b + k) / g]);
+                r[k] = h512_block(win, data + (b + k) * bp, p);
+            }
             __m512i w = _mm512_packus_epi16(_mm512_packs_epi32(r[0], r[1]),
                                             _mm512_packs_epi32(r[2], r[3]));
             w = _mm512_permutexvar_epi32(order, w);
             size_t left = values - 16 * b;
-            __mmask64 m = left >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1;
             if (left >= 64)
                 _mm512_storeu_si512((void *)(out + 16 * b), w);
             else
-                _mm512_mask_storeu_epi8(out + 16 * b, m, w);
+                _mm512_mask_storeu_epi8(out + 16 * b, ((__mmask64)1 << left) - 1, w);
         }
     }
     _mm256_zeroupper();
