@@ -898,6 +898,63 @@ RS_AVX512 __m512i h512_block(__m512i win, const uint8_t *d, uint32_t p)
     return RS_HILO512(hi, lo);
 }
 
+/* Rows of the pass, p tap pairs (a constant where inlined), g blocks a window: the blocks four at
+ * a time, their sums packed to 64 bytes in order, the last short group the same with masks. */
+RS_AVX512 void h512_rows(const uint8_t *src, size_t sstride, uint32_t rows, size_t lines,
+                         const rs_h512_group *hdr, const uint8_t *data, const uint32_t p,
+                         const uint32_t g, size_t values, uint8_t *dst, size_t dstride)
+{
+    /* full: the blocks of whole groups of 64 values (a short last block is never among them) */
+    const size_t blocks = (values + 15) / 16, full = values / 64 * 4, iters = (blocks + 3) / 4;
+    /* after the packs, dword 4k + j holds block j's lane k: put back in order */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const size_t bp = (size_t)p * 192;
+    for (uint32_t y = 0; y < rows; y++) {
+        const uint8_t *row = src + (size_t)y * sstride;
+        const char *next = y + 1 < rows ? (const char *)((uintptr_t)(row + sstride) & ~(uintptr_t)63)
+                                        : NULL;
+        uint8_t *out = dst + (size_t)y * dstride;
+        size_t pf = next ? 0 : lines;
+        size_t b = 0;
+        for (; b < full; b += 4) {
+            for (size_t e = (b / 4 + 1) * lines / iters; pf < e; pf++)
+                _mm_prefetch(next + 64 * pf, _MM_HINT_T0);
+            const uint8_t *d = data + b * bp;
+            __m512i win = h512_window(row, &hdr[b / g]);
+            __m512i r0 = h512_block(win, d, p);
+            if (g == 1)
+                win = h512_window(row, &hdr[b + 1]);
+            __m512i r1 = h512_block(win, d + bp, p);
+            if (g <= 2)
+                win = h512_window(row, &hdr[(b + 2) / g]);
+            __m512i r2 = h512_block(win, d + 2 * bp, p);
+            if (g == 1)
+                win = h512_window(row, &hdr[b + 3]);
+            __m512i r3 = h512_block(win, d + 3 * bp, p);
+            __m512i w = _mm512_packus_epi16(_mm512_packs_epi32(r0, r1),
+                                            _mm512_packs_epi32(r2, r3));
+            _mm512_storeu_si512((void *)(out + 16 * b), _mm512_permutexvar_epi32(order, w));
+        }
+        if (b < blocks) {
+            for (; pf < lines; pf++)
+                _mm_prefetch(next + 64 * pf, _MM_HINT_T0);
+            __m512i r[4], win = _mm512_setzero_si512();
+            for (size_t k = 0; k < 4; k++) {
+                r[k] = _mm512_setzero_si512();
+                if (b + k >= blocks)
+                    continue;
+                if ((b + k) % g == 0)
+                    win = h512_window(row, &hdr[(b + k) / g]);
+                r[k] = h512_block(win, data + (b + k) * bp, p);
+            }
+            __m512i w = _mm512_packus_epi16(_mm512_packs_epi32(r[0], r[1]),
+                                            _mm512_packs_epi32(r[2], r[3]));
+            w = _mm512_permutexvar_epi32(order, w);
+            _mm512_mask_storeu_epi8(out + 16 * b, ((__mmask64)1 << (values - 16 * b)) - 1, w);
+        }
+    }
+}
+
 __attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) static void
 h_avx512(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w, uint32_t ch,
          const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst, size_t dstride,
@@ -910,43 +967,20 @@ h_avx512(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w, uint3
         h_avx2(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
         return;
     }
-    size_t values = (size_t)nx * ch, blocks = (values + 15) / 16;
-    /* after the packs, dword 4k + j holds block j's lane k: put back in order */
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    const size_t bp = (size_t)p * 192;
+    size_t values = (size_t)nx * ch;
     /* the next row comes into the cache while this one is computed, its lines spread over the
      * row's iterations (a sample's rows come from memory: read once) */
-    const size_t lines = ((size_t)in_w * ch + 63) / 64 + 1, iters = (blocks + 3) / 4;
-    for (uint32_t y = 0; y < rows; y++) {
-        const uint8_t *row = src + (size_t)y * sstride;
-        const char *next = y + 1 < rows ? (const char *)((uintptr_t)(row + sstride) & ~(uintptr_t)63)
-                                        : NULL;
-        uint8_t *out = dst + (size_t)y * dstride;
-        __m512i win = _mm512_setzero_si512();
-        size_t pf = next ? 0 : lines;
-        for (size_t b = 0; b < blocks; b += 4) {
-            for (size_t e = (b / 4 + 1) * lines / iters; pf < e; pf++)
-                _mm_prefetch(next + 64 * pf, _MM_HINT_T0);
-            __m512i r[4];
-            for (size_t k = 0; k < 4; k++) {
-                if (b + k >= blocks) {
-                    r[k] = _mm512_setzero_si512();
-                    continue;
-                }
-                if ((b + k) % g == 0)
-                    win = h512_window(row, &hdr[(b + k) / g]);
-                r[k] = h512_block(win, data + (b + k) * bp, p);
-            }
-            __m512i w = _mm512_packus_epi16(_mm512_packs_epi32(r[0], r[1]),
-                                            _mm512_packs_epi32(r[2], r[3]));
-            w = _mm512_permutexvar_epi32(order, w);
-            size_t left = values - 16 * b;
-            if (left >= 64)
-                _mm512_storeu_si512((void *)(out + 16 * b), w);
-            else
-                _mm512_mask_storeu_epi8(out + 16 * b, ((__mmask64)1 << left) - 1, w);
-        }
-    }
+    const size_t lines = ((size_t)in_w * ch + 63) / 64 + 1;
+    /* constant tap pairs and group sizes for the common cases (bilinear enlargements and mild
+     * reductions), so that the sums stay in registers */
+    if (p == 1 && g == 4)
+        h512_rows(src, sstride, rows, lines, hdr, data, 1, 4, values, dst, dstride);
+    else if (p == 1 && g == 2)
+        h512_rows(src, sstride, rows, lines, hdr, data, 1, 2, values, dst, dstride);
+    else if (p == 2)
+        h512_rows(src, sstride, rows, lines, hdr, data, 2, g, values, dst, dstride);
+    else
+        h512_rows(src, sstride, rows, lines, hdr, data, p, g, values, dst, dstride);
     _mm256_zeroupper();
 }
 #endif
