@@ -983,6 +983,13 @@ h_avx512(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w, uint3
         h512_rows(src, sstride, rows, lines, hdr, data, p, g, values, dst, dstride);
     _mm256_zeroupper();
 }
+#else
+size_t fmt_rs_h_strip_bytes(fmt_rs_path path, const rs_table *t, uint32_t in_w, uint32_t ch,
+                            uint32_t x0, uint32_t nx)
+{
+    (void)path, (void)t, (void)in_w, (void)ch, (void)x0, (void)nx;
+    return 0;
+}
 #endif
 
 void fmt_rs_h_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, uint32_t rows,
