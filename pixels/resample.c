@@ -569,6 +569,8 @@ int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_
          * of varied sizes reallocates rarely, typically never */
         /* 4x: the RGB vpmaddwd pass keeps a 96-byte pair block per column beside it */
         size_t need = ((size_t)sw + 2) * 8 * (ch + 1) * 4 + 64;
+        size_t plan = fmt_rs_h_strip_bytes(s->path, tx, sw, ch, win_x, dw);
+        need = plan > need ? plan : need;
         if (need > s->strip_cap) {
             size_t cap = s->strip_cap ? 2 * s->strip_cap : (size_t)64 << 10;
             need = need > cap ? need : cap;
@@ -599,12 +601,12 @@ int fmt_resample_window(fmt_rs_scratch *s, const fmt_rs_view *src, const fmt_rs_
             s->tmp_cap = need;
         }
         fmt_rs_h_pass(s->path, src->pixels + (size_t)first * src->stride, src->stride, (uint32_t)rows,
-               sw, ch, tx, win_x, dw, s->tmp, tstride, s->strip);
+               sw, ch, tx, win_x, dw, s->tmp, tstride, s->strip, s->strip_cap);
         fmt_rs_v_pass(s->path, s->tmp, tstride, first, tstride, ty, win_y, dh, dst->pixels,
                dst->stride);
     } else if (need_h) {
         fmt_rs_h_pass(s->path, src->pixels + (size_t)win_y * src->stride, src->stride, dh, sw, ch, tx,
-               win_x, dw, dst->pixels, dst->stride, s->strip);
+               win_x, dw, dst->pixels, dst->stride, s->strip, s->strip_cap);
     } else {
         fmt_rs_v_pass(s->path, src->pixels + (size_t)win_x * ch, src->stride, 0, (size_t)dw * ch, ty,
                win_y, dh, dst->pixels, dst->stride);

@@ -100,7 +100,7 @@ typedef enum {
     FMT_RS_PATH_PLAIN,      /* portable C */
     FMT_RS_PATH_SSE41,
     FMT_RS_PATH_AVX2,
-    FMT_RS_PATH_AVX512      /* AVX2, the passes of RGB and grey rows with AVX-512 F, BW, VBMI */
+    FMT_RS_PATH_AVX512      /* AVX2, and the passes with AVX-512 F, BW and VBMI */
 } fmt_rs_path;
 
 /* Choose the code path of s. Returns 0, or FMT_EUNSUPPORTED when the CPU lacks it (s keeps its

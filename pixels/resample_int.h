@@ -30,11 +30,16 @@ typedef struct rs_table {
 } rs_table;
 
 /* Horizontal pass over `rows` rows of src (in_w pixels of ch channels): outputs x0 .. x0 + nx - 1
- * of table t, written from dst; strip is the scratch's buffer for 8 transposed rows (the vector
- * paths). */
+ * of table t, written from dst; strip is the scratch's buffer (strip_cap bytes) for 8 transposed
+ * rows (the vector paths) or the AVX-512 pass's plan. */
 void fmt_rs_h_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, uint32_t rows,
                    uint32_t in_w, uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx,
-                   uint8_t *dst, size_t dstride, uint8_t *strip);
+                   uint8_t *dst, size_t dstride, uint8_t *strip, size_t strip_cap);
+
+/* The strip bytes the horizontal pass of path needs beyond the transposed rows' (the AVX-512
+ * pass's plan; 0 for the other paths, or where that pass does not apply) */
+size_t fmt_rs_h_strip_bytes(fmt_rs_path path, const rs_table *t, uint32_t in_w, uint32_t ch,
+                            uint32_t x0, uint32_t nx);
 
 /* Vertical pass: output rows y0 .. y0 + ny - 1 of table t, `bytes` wide; src's first row is
  * source row yoff. */

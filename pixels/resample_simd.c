@@ -7,6 +7,7 @@
  * for the baseline, SSE4.1 and AVX2 (function target attributes); the plain path is scalar C.
  */
 #include "resample_int.h"
+#include "simd.h"
 
 #include <string.h>
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -695,17 +696,319 @@ __attribute__((target("sse4.1"))) static void v_sse41(const uint8_t *src, size_t
 }
 #endif
 
+#if defined(RS_X86) && defined(FMT_AVX512)
+#define RS_HAVE_AVX512 1
+#define RS_AVX512 static inline __attribute__((always_inline, target("avx2,avx512f,avx512bw,avx512vbmi")))
+
+/* v_madd32 on 64 bytes: the same unpacks (they work within 128-bit lanes, so the two packs put
+ * the bytes back in order just the same), twice the width */
+RS_AVX512 void v_madd64(const uint8_t *p, size_t sstride, int32_t n, const uint32_t *kp,
+                        uint8_t *out, __mmask64 m)
+{
+    const __m512i zero = _mm512_setzero_si512(), half = _mm512_set1_epi32(RS_HALF);
+    __m512i h0 = zero, h1 = zero, h2 = zero, h3 = zero, l0 = half, l1 = half, l2 = half, l3 = half;
+    for (int32_t y = 0; y < n; y += 2, p += 2 * sstride, kp += 2) {
+        __m512i a, b = zero;
+        if (m == ~(__mmask64)0) {
+            a = _mm512_loadu_si512((const void *)p);
+            if (y + 1 < n)
+                b = _mm512_loadu_si512((const void *)(p + sstride));
+        } else {
+            a = _mm512_maskz_loadu_epi8(m, p);
+            if (y + 1 < n)
+                b = _mm512_maskz_loadu_epi8(m, p + sstride);
+        }
+        __m512i lo = _mm512_unpacklo_epi8(a, b), hi = _mm512_unpackhi_epi8(a, b);
+        __m512i v0 = _mm512_unpacklo_epi8(lo, zero), v1 = _mm512_unpackhi_epi8(lo, zero);
+        __m512i v2 = _mm512_unpacklo_epi8(hi, zero), v3 = _mm512_unpackhi_epi8(hi, zero);
+        __m512i kh = _mm512_set1_epi32((int)kp[0]), kl = _mm512_set1_epi32((int)kp[1]);
+        h0 = _mm512_add_epi32(h0, _mm512_madd_epi16(v0, kh));
+        l0 = _mm512_add_epi32(l0, _mm512_madd_epi16(v0, kl));
+        h1 = _mm512_add_epi32(h1, _mm512_madd_epi16(v1, kh));
+        l1 = _mm512_add_epi32(l1, _mm512_madd_epi16(v1, kl));
+        h2 = _mm512_add_epi32(h2, _mm512_madd_epi16(v2, kh));
+        l2 = _mm512_add_epi32(l2, _mm512_madd_epi16(v2, kl));
+        h3 = _mm512_add_epi32(h3, _mm512_madd_epi16(v3, kh));
+        l3 = _mm512_add_epi32(l3, _mm512_madd_epi16(v3, kl));
+    }
+#define RS_HILO512(h, l) \
+    _mm512_srai_epi32(_mm512_add_epi32(_mm512_slli_epi32(h, 11), l), RS_BITS)
+    __m512i f0 = RS_HILO512(h0, l0), f1 = RS_HILO512(h1, l1), f2 = RS_HILO512(h2, l2);
+    __m512i f3 = RS_HILO512(h3, l3);
+    __m512i r = _mm512_packus_epi16(_mm512_packs_epi32(f0, f1), _mm512_packs_epi32(f2, f3));
+    if (m == ~(__mmask64)0)
+        _mm512_storeu_si512((void *)out, r);
+    else
+        _mm512_mask_storeu_epi8(out, m, r);
+}
+
+/* The vertical pass with AVX-512 where the table has the vpmaddwd split: 64 bytes of a row at a
+ * time, the row's last bytes by masked loads and stores; else the AVX2 pass. */
+__attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) static void
+v_avx512(const uint8_t *src, size_t sstride, int32_t yoff, size_t bytes, const rs_table *t,
+         uint32_t y0, uint32_t ny, uint8_t *dst, size_t dstride)
+{
+    if (!t->kp) {
+        v_avx2(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
+        return;
+    }
+    for (uint32_t i = 0; i < ny; i++) {
+        uint32_t yy = y0 + i;
+        const uint8_t *base = src + (size_t)(t->span[2 * yy] - yoff) * sstride;
+        int32_t n = t->span[2 * yy + 1];
+        const uint32_t *kp = t->kp + (size_t)yy * t->stride;
+        uint8_t *out = dst + (size_t)i * dstride;
+        for (size_t x = 0; x < bytes; x += 64) {
+            size_t left = bytes - x;
+            __mmask64 m = left >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1;
+            v_madd64(base + x, sstride, n, kp, out + x, m);
+        }
+    }
+    _mm256_zeroupper();
+}
+
+/* The horizontal pass with AVX-512 VBMI, a row at a time with no transposition: a row's output
+ * values (pixel i, channel c: value i * ch + c) go 16 to a block; the taps of a group of 1, 2 or
+ * 4 blocks (as many as fit) lie in a window of at most 64 source bytes, loaded once, from which
+ * one vpermb per tap pair gathers each value's two taps as the two int16 halves of its 32-bit
+ * lane (the high bytes zeroed by the mask), and vpmaddwd sums them with the coefficients split
+ * as in h_rgb_madd (k = hi * 2048 + lo, rs_table.kp): Pillow's int32 sums exactly. The plan of
+ * a call (per group: its window; per block: the tap pairs' byte indices and coefficients) is
+ * laid out in the strip first. A geometry whose single blocks' windows do not fit 64 bytes (a
+ * strong reduction), or a table without the split, takes the AVX2 pass. */
+typedef struct {
+    uint32_t start;             /* the window's first byte in the row */
+    uint32_t pad;
+    uint64_t mask;              /* its bytes inside the row */
+} rs_h512_group;
+
+/* The tap pairs a call needs (the most taps of its outputs, halved up), and the strip bytes of
+ * its plan; 0 where the pass does not apply. */
+static size_t h512_plan_bytes(const rs_table *t, uint32_t ch, uint32_t x0, uint32_t nx,
+                              uint32_t *pairs)
+{
+    if (!t->kp || !nx || ch < 1 || ch > 4)
+        return 0;
+    int32_t most = 1;
+    for (uint32_t i = 0; i < nx; i++)
+        most = t->span[2 * (x0 + i) + 1] > most ? t->span[2 * (x0 + i) + 1] : most;
+    uint32_t p = (uint32_t)(most + 1) / 2;
+    size_t values = (size_t)nx * ch, blocks = (values + 15) / 16;
+    *pairs = p;
+    return blocks * sizeof(rs_h512_group) + 64 + blocks * p * 192;
+}
+
+size_t fmt_rs_h_strip_bytes(fmt_rs_path path, const rs_table *t, uint32_t in_w, uint32_t ch,
+                            uint32_t x0, uint32_t nx)
+{
+    uint32_t p;
+    (void)in_w;
+    return path == FMT_RS_PATH_AVX512 ? h512_plan_bytes(t, ch, x0, nx, &p) : 0;
+}
+
+/* Whether every group of g blocks has its taps within 64 bytes of its first value's first tap */
+static int h512_groups_fit(const rs_table *t, uint32_t ch, uint32_t x0, size_t values, size_t g)
+{
+    for (size_t v0 = 0; v0 < values; v0 += 16 * g) {
+        size_t start = (size_t)t->span[2 * (x0 + v0 / ch)] * ch;
+        size_t last = v0 + 16 * g < values ? v0 + 16 * g - 1 : values - 1;
+        uint32_t xx = x0 + (uint32_t)(last / ch);
+        /* the first taps never go down (Pillow's windows move right), the last tap of the
+         * group's last pixel ends it */
+        int32_t end = t->span[2 * xx] + (t->span[2 * xx + 1] > 0 ? t->span[2 * xx + 1] : 1);
+        if ((size_t)end * ch - start > 64)
+            return 0;
+    }
+    return 1;
+}
+
+/* Lay out the plan in strip (cap bytes); 0 where the pass does not apply. */
+static int h512_plan(const rs_table *t, uint32_t in_w, uint32_t ch, uint32_t x0, uint32_t nx,
+                     uint8_t *strip, size_t cap, rs_h512_group **hdr, uint8_t **data,
+                     uint32_t *pairs, uint32_t *group)
+{
+    size_t need = h512_plan_bytes(t, ch, x0, nx, pairs);
+    if (!need || need > cap)
+        return 0;
+    uint32_t p = *pairs;
+    size_t values = (size_t)nx * ch, blocks = (values + 15) / 16;
+    size_t row = (size_t)in_w * ch;
+    size_t g = 4;
+    while (g > 1 && !h512_groups_fit(t, ch, x0, values, g))
+        g /= 2;
+    *group = (uint32_t)g;
+    *hdr = (rs_h512_group *)(void *)strip;
+    *data = (uint8_t *)(((uintptr_t)(strip + blocks * sizeof(rs_h512_group)) + 63) &
+                        ~(uintptr_t)63);
+    size_t start = 0;
+    for (size_t b = 0; b < blocks; b++) {
+        size_t v0 = 16 * b;
+        if (b % g == 0) {
+            start = (size_t)t->span[2 * (x0 + v0 / ch)] * ch;
+            rs_h512_group *h = &(*hdr)[b / g];
+            h->start = (uint32_t)start;
+            h->pad = 0;
+            size_t avail = row - start;
+            h->mask = avail >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << avail) - 1;
+        }
+        for (uint32_t q = 0; q < p; q++) {
+            uint8_t *idx = *data + (b * p + q) * 192;
+            uint32_t *kh = (uint32_t *)(void *)(idx + 64), *kl = (uint32_t *)(void *)(idx + 128);
+            memset(idx, 0, 192);
+            for (size_t j = 0; j < 16 && v0 + j < values; j++) {
+                size_t v = v0 + j;
+                uint32_t xx = x0 + (uint32_t)(v / ch), c = (uint32_t)(v % ch);
+                int32_t xmin = t->span[2 * xx], n = t->span[2 * xx + 1];
+                /* a tap past the count has coefficient 0: its byte is the pair's first */
+                int32_t a = 2 * (int32_t)q < n ? 2 * (int32_t)q : 0;
+                int32_t bb = 2 * (int32_t)q + 1 < n ? 2 * (int32_t)q + 1 : a;
+                size_t ia = (size_t)(xmin + a) * ch + c - start;
+                size_t ib = (size_t)(xmin + bb) * ch + c - start;
+                if (ia >= 64 || ib >= 64)
+                    return 0;
+                idx[4 * j] = (uint8_t)ia;
+                idx[4 * j + 2] = (uint8_t)ib;
+                kh[j] = t->kp[(size_t)xx * t->stride + 2 * q];
+                kl[j] = t->kp[(size_t)xx * t->stride + 2 * q + 1];
+            }
+        }
+    }
+    return 1;
+}
+
+/* A group's window: a plain load where it is whole (masked byte loads are several times slower
+ * on some CPUs, AMD Zen) */
+RS_AVX512 __m512i h512_window(const uint8_t *row, const rs_h512_group *h)
+{
+    return h->mask == ~(uint64_t)0 ? _mm512_loadu_si512((const void *)(row + h->start))
+                                   : _mm512_maskz_loadu_epi8(h->mask, row + h->start);
+}
+
+/* One block's 16 sums from its group's window, (hi * 2048 + lo) >> 22 */
+RS_AVX512 __m512i h512_block(__m512i win, const uint8_t *d, uint32_t p)
+{
+    const __m512i half = _mm512_set1_epi32(RS_HALF);
+    __m512i hi = _mm512_setzero_si512(), lo = half;
+    for (uint32_t q = 0; q < p; q++, d += 192) {
+        __m512i v = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull,
+                                                  _mm512_load_si512((const void *)d), win);
+        hi = _mm512_add_epi32(hi, _mm512_madd_epi16(v, _mm512_load_si512((const void *)(d + 64))));
+        lo = _mm512_add_epi32(lo, _mm512_madd_epi16(v, _mm512_load_si512((const void *)(d + 128))));
+    }
+    return RS_HILO512(hi, lo);
+}
+
+/* Rows of the pass, p tap pairs (a constant where inlined), g blocks a window: the blocks four at
+ * a time, their sums packed to 64 bytes in order, the last short group the same with masks. */
+RS_AVX512 void h512_rows(const uint8_t *src, size_t sstride, uint32_t rows, size_t lines,
+                         const rs_h512_group *hdr, const uint8_t *data, const uint32_t p,
+                         const uint32_t g, size_t values, uint8_t *dst, size_t dstride)
+{
+    /* full: the blocks of whole groups of 64 values (a short last block is never among them) */
+    const size_t blocks = (values + 15) / 16, full = values / 64 * 4, iters = (blocks + 3) / 4;
+    /* after the packs, dword 4k + j holds block j's lane k: put back in order */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const size_t bp = (size_t)p * 192;
+    for (uint32_t y = 0; y < rows; y++) {
+        const uint8_t *row = src + (size_t)y * sstride;
+        const char *next = y + 1 < rows ? (const char *)((uintptr_t)(row + sstride) & ~(uintptr_t)63)
+                                        : NULL;
+        uint8_t *out = dst + (size_t)y * dstride;
+        size_t pf = next ? 0 : lines;
+        size_t b = 0;
+        for (; b < full; b += 4) {
+            for (size_t e = (b / 4 + 1) * lines / iters; pf < e; pf++)
+                _mm_prefetch(next + 64 * pf, _MM_HINT_T0);
+            const uint8_t *d = data + b * bp;
+            __m512i win = h512_window(row, &hdr[b / g]);
+            __m512i r0 = h512_block(win, d, p);
+            if (g == 1)
+                win = h512_window(row, &hdr[b + 1]);
+            __m512i r1 = h512_block(win, d + bp, p);
+            if (g <= 2)
+                win = h512_window(row, &hdr[(b + 2) / g]);
+            __m512i r2 = h512_block(win, d + 2 * bp, p);
+            if (g == 1)
+                win = h512_window(row, &hdr[b + 3]);
+            __m512i r3 = h512_block(win, d + 3 * bp, p);
+            __m512i w = _mm512_packus_epi16(_mm512_packs_epi32(r0, r1),
+                                            _mm512_packs_epi32(r2, r3));
+            _mm512_storeu_si512((void *)(out + 16 * b), _mm512_permutexvar_epi32(order, w));
+        }
+        if (b < blocks) {
+            for (; pf < lines; pf++)
+                _mm_prefetch(next + 64 * pf, _MM_HINT_T0);
+            __m512i r[4], win = _mm512_setzero_si512();
+            for (size_t k = 0; k < 4; k++) {
+                r[k] = _mm512_setzero_si512();
+                if (b + k >= blocks)
+                    continue;
+                if ((b + k) % g == 0)
+                    win = h512_window(row, &hdr[(b + k) / g]);
+                r[k] = h512_block(win, data + (b + k) * bp, p);
+            }
+            __m512i w = _mm512_packus_epi16(_mm512_packs_epi32(r[0], r[1]),
+                                            _mm512_packs_epi32(r[2], r[3]));
+            w = _mm512_permutexvar_epi32(order, w);
+            _mm512_mask_storeu_epi8(out + 16 * b, ((__mmask64)1 << (values - 16 * b)) - 1, w);
+        }
+    }
+}
+
+__attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) static void
+h_avx512(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w, uint32_t ch,
+         const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst, size_t dstride,
+         uint8_t *strip, size_t strip_cap)
+{
+    rs_h512_group *hdr;
+    uint8_t *data;
+    uint32_t p, g;
+    if (!h512_plan(t, in_w, ch, x0, nx, strip, strip_cap, &hdr, &data, &p, &g)) {
+        h_avx2(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
+        return;
+    }
+    size_t values = (size_t)nx * ch;
+    /* the next row comes into the cache while this one is computed, its lines spread over the
+     * row's iterations (a sample's rows come from memory: read once) */
+    const size_t lines = ((size_t)in_w * ch + 63) / 64 + 1;
+    /* constant tap pairs and group sizes for the common cases (bilinear enlargements and mild
+     * reductions), so that the sums stay in registers */
+    if (p == 1 && g == 4)
+        h512_rows(src, sstride, rows, lines, hdr, data, 1, 4, values, dst, dstride);
+    else if (p == 1 && g == 2)
+        h512_rows(src, sstride, rows, lines, hdr, data, 1, 2, values, dst, dstride);
+    else if (p == 2)
+        h512_rows(src, sstride, rows, lines, hdr, data, 2, g, values, dst, dstride);
+    else
+        h512_rows(src, sstride, rows, lines, hdr, data, p, g, values, dst, dstride);
+    _mm256_zeroupper();
+}
+#else
+size_t fmt_rs_h_strip_bytes(fmt_rs_path path, const rs_table *t, uint32_t in_w, uint32_t ch,
+                            uint32_t x0, uint32_t nx)
+{
+    (void)path, (void)t, (void)in_w, (void)ch, (void)x0, (void)nx;
+    return 0;
+}
+#endif
+
 void fmt_rs_h_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, uint32_t rows,
                    uint32_t in_w, uint32_t ch, const rs_table *t, uint32_t x0, uint32_t nx,
-                   uint8_t *dst, size_t dstride, uint8_t *strip)
+                   uint8_t *dst, size_t dstride, uint8_t *strip, size_t strip_cap)
 {
+#ifdef RS_HAVE_AVX512
+    if (path == FMT_RS_PATH_AVX512)
+        return h_avx512(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip, strip_cap);
+#endif
 #ifdef RS_X86
-    if (path == FMT_RS_PATH_AVX2)
+    (void)strip_cap;
+    if (path == FMT_RS_PATH_AVX2 || path == FMT_RS_PATH_AVX512)
         return h_avx2(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
     if (path == FMT_RS_PATH_SSE41)
         return h_sse41(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
 #else
     (void)strip;
+    (void)strip_cap;
 #endif
     h_plain(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
 }
@@ -714,8 +1017,12 @@ void fmt_rs_v_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, int32_t
                    size_t bytes, const rs_table *t, uint32_t y0, uint32_t ny, uint8_t *dst,
                    size_t dstride)
 {
+#ifdef RS_HAVE_AVX512
+    if (path == FMT_RS_PATH_AVX512)
+        return v_avx512(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
+#endif
 #ifdef RS_X86
-    if (path == FMT_RS_PATH_AVX2)
+    if (path == FMT_RS_PATH_AVX2 || path == FMT_RS_PATH_AVX512)
         return v_avx2(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
     if (path == FMT_RS_PATH_SSE41)
         return v_sse41(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);

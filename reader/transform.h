@@ -55,7 +55,9 @@ SHR_INTERNAL float shr_tf_torch_logf(float d);
 
 /* ---- output kernels ---- */
 
-typedef enum { SHR_TF_PLAIN = 0, SHR_TF_AVX2 } shr_tf_path;
+/* SHR_TF_AVX512: the AVX2 kernels, and float32 CHW RGB by the AVX-512 kernel (pixels/simd.h's
+ * fmt_simd_avx512()) */
+typedef enum { SHR_TF_PLAIN = 0, SHR_TF_AVX2, SHR_TF_AVX512 } shr_tf_path;
 
 /* How finished samples are written. */
 typedef struct {
@@ -68,7 +70,8 @@ typedef struct {
 } shr_tf_out;
 
 /* Fill o for the given output; no normalisation (mean 0, std 1). The path is AVX2 where the CPU
- * has AVX2 and F16C, unless the switch of pixels/simd.h is off (SHARDC_TRANSFORM=plain,
+ * has AVX2 and F16C (AVX512 where it has AVX-512 F, BW and VBMI too and fmt_simd_avx512() says
+ * so), unless the switch of pixels/simd.h is off (SHARDC_TRANSFORM=plain,
  * SHARDREAD_SIMD=0 or SHARDC_RESAMPLE=plain in the environment, fmt_simd_set(0)). */
 SHR_INTERNAL void shr_tf_out_init(shr_tf_out *o, shr_dtype dtype, shr_layout layout,
                                   uint32_t width, uint32_t height, uint32_t channels);

@@ -81,7 +81,9 @@ static const rs_case cases[] = {
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
-static const fmt_rs_path paths[] = {FMT_RS_PATH_PLAIN, FMT_RS_PATH_SSE41, FMT_RS_PATH_AVX2};
+static const fmt_rs_path paths[] = {FMT_RS_PATH_PLAIN, FMT_RS_PATH_SSE41, FMT_RS_PATH_AVX2,
+                                    FMT_RS_PATH_AVX512};
+#define NPATHS (sizeof paths / sizeof paths[0])
 
 /* Resample with padded source and destination strides; returns the packed result. */
 static uint8_t *run_case(fmt_rs_scratch *s, const rs_case *c, uint32_t ch, fmt_filter f,
@@ -195,7 +197,7 @@ START_TEST(test_pillow_differential)
     fmt_rs_scratch *s;
     ck_assert_int_eq(fmt_rs_scratch_create(cache, &s), 0);
     int npaths = 0;
-    for (size_t pi = 0; pi < 3; pi++) {
+    for (size_t pi = 0; pi < NPATHS; pi++) {
         if (fmt_rs_scratch_set_path(s, paths[pi]) != 0) {
             fprintf(stderr, "note: this CPU has no %s; that path is not tested\n",
                     fmt_rs_path_name(paths[pi]));
@@ -303,7 +305,7 @@ START_TEST(test_paths_agree_random)
         fmt_filter f = (fmt_filter)(rng_next(&seed) % FMT_FILTER_COUNT);
         uint8_t *img = make_image(c.sw, c.sh, ch, (uint32_t)it);
         uint8_t *want = run_case(plain, &c, ch, f, img);
-        for (size_t pi = 1; pi < 3; pi++) {
+        for (size_t pi = 1; pi < NPATHS; pi++) {
             if (fmt_rs_scratch_set_path(vec, paths[pi]) != 0)
                 continue;
             uint8_t *got = run_case(vec, &c, ch, f, img);
@@ -339,7 +341,7 @@ START_TEST(test_window_equals_crop)
         }
         uint32_t ch = 1 + rng_next(&seed) % 3;
         fmt_filter f = (fmt_filter)(rng_next(&seed) % FMT_FILTER_COUNT);
-        fmt_rs_path path = paths[rng_next(&seed) % 3];
+        fmt_rs_path path = paths[rng_next(&seed) % NPATHS];
         if (fmt_rs_scratch_set_path(s, path) != 0)
             ck_assert_int_eq(fmt_rs_scratch_set_path(s, FMT_RS_PATH_PLAIN), 0);
         uint8_t *img = make_image(c.sw, c.sh, ch, (uint32_t)it);

@@ -9,6 +9,7 @@
 #include "dataset.h"
 #include "sampler.h"
 #include "shardread.h"
+#include "simd.h"
 #include "transform.h"
 #include "progs.h"
 #include "testutil.h"
@@ -131,10 +132,10 @@ END_TEST
  * reference; for each path the CPU has. */
 START_TEST(test_kernels)
 {
-    const uint32_t widths[] = {1, 5, 15, 16, 17, 31, 32, 33, 47, 48, 50, 224};
+    const uint32_t widths[] = {1, 5, 15, 16, 17, 31, 32, 33, 47, 48, 50, 65, 224};
     const uint32_t heights[] = {1, 3, 7};
     int paths = 0;
-    for (shr_tf_path path = SHR_TF_PLAIN; path <= SHR_TF_AVX2; path++) {
+    for (shr_tf_path path = SHR_TF_PLAIN; path <= SHR_TF_AVX512; path++) {
         for (uint32_t ch = 1; ch <= 4; ch++)
             for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
                 for (size_t hi = 0; hi < sizeof heights / sizeof heights[0]; hi++)
@@ -183,6 +184,104 @@ START_TEST(test_kernels)
     ck_assert(paths & 1);
     if (!(paths & 2))
         fprintf(stderr, "test_kernels: no AVX2 here: only the plain path was checked\n");
+}
+END_TEST
+
+/* float32 CHW RGB, the multi-scale and RandomResizedCrop output: every byte value in every
+ * channel, widths around the AVX-512 kernel's blocks of 64 and the 16 of its stores, rows at
+ * every float offset from a 64-byte line, mirrored or not, with and without a unit (ToTensor's
+ * 255) and a normalisation: each path's floats bit for bit those of ((x [/ unit]) - mean) /
+ * std in float32, nothing written outside the sample. */
+START_TEST(test_kernels_f32_chw)
+{
+    const uint32_t widths[] = {1, 2, 15, 16, 17, 63, 64, 65, 79, 127, 128, 129, 191, 257, 601};
+    const float norms[2][2][3] = {{{0.0f, 0.0f, 0.0f}, {255.0f, 255.0f, 255.0f}},
+                                  {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
+    const uint32_t H = 3;
+    int paths = 0;
+    for (shr_tf_path path = SHR_TF_PLAIN; path <= SHR_TF_AVX512; path++)
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+            for (int combo = 0; combo < 2 * 2 * 16; combo++) {
+                uint32_t W = widths[wi];
+                int mirror = combo % 2, n = combo / 2 % 2, off = combo / 4;  /* floats */
+                shr_tf_out o;
+                shr_tf_out_init(&o, SHR_DTYPE_F32, SHR_LAYOUT_NCHW, W, H, 3);
+                if (shr_tf_out_set_path(&o, path) != 0)
+                    continue;
+                paths |= 1 << path;
+                o.unit = n ? 255.0f : 1.0f;
+                memcpy(o.mean, norms[n][0], sizeof norms[n][0]);
+                memcpy(o.std, norms[n][1], sizeof norms[n][1]);
+                size_t stride = (size_t)W * 3 + 5;
+                uint8_t *src = malloc(stride * H);
+                size_t count = (size_t)W * H * 3;
+                /* 64 floats of guard on each side, the sample at float `off` of a line */
+                float *buf = aligned_alloc(64, (count + 144 + 15) / 16 * 64);    /* whole lines */
+                ck_assert(src && buf);
+                for (size_t i = 0; i < stride * H; i++)
+                    src[i] = (uint8_t)(i * 7 + i / 256);     /* every value per channel */
+                for (size_t i = 0; i < count + 144; i++)
+                    memcpy(&buf[i], "\xa5\xa5\xa5\xa5", 4);
+                float *dst = buf + 64 + off;
+                shr_tf_store(&o, src, stride, mirror, dst);
+                for (uint32_t c = 0; c < 3; c++)
+                    for (uint32_t y = 0; y < H; y++)
+                        for (uint32_t x = 0; x < W; x++) {
+                            uint8_t v = src[y * stride + (size_t)(mirror ? W - 1 - x : x) * 3 + c];
+                            float f = (float)v;
+                            if (n)
+                                f = f / 255.0f;
+                            f = (f - norms[n][0][c]) / norms[n][1][c];
+                            float got = dst[((size_t)c * H + y) * W + x];
+                            ck_assert_msg(memcmp(&got, &f, 4) == 0,
+                                          "path %d width %u offset %d mirror %d norm %d: (%u, %u, "
+                                          "%u) of value %u is %a, not %a", path, W, off, mirror, n,
+                                          c, y, x, v, (double)got, (double)f);
+                        }
+                const uint8_t *g = (const uint8_t *)buf;
+                for (size_t i = 0; i < (64 + (size_t)off) * 4; i++)
+                    ck_assert_msg(g[i] == 0xa5, "path %d width %u: wrote before the sample",
+                                  path, W);
+                for (size_t i = (64 + off + count) * 4; i < (count + 144) * 4; i++)
+                    ck_assert_msg(g[i] == 0xa5, "path %d width %u: wrote past the sample", path,
+                                  W);
+                free(src);
+                free(buf);
+            }
+    ck_assert(paths & 1);
+#ifdef FMT_AVX512
+    if (fmt_cpu() & FMT_CPU_AVX512)
+        ck_assert_msg(paths & 4, "the CPU has AVX-512 but its path was not checked");
+#endif
+}
+END_TEST
+
+/* Which path an output kernel takes: AVX-512 where the CPU has it and fmt_simd_avx512() says
+ * so, AVX2 without it, the plain path with the switch off (SHARDREAD_SIMD=0). */
+START_TEST(test_kernel_path_switch)
+{
+    shr_tf_out o;
+    unsigned cpu = fmt_cpu();
+    fmt_simd_avx512_set(1);
+    fmt_simd_set(1);
+    shr_tf_out_init(&o, SHR_DTYPE_F32, SHR_LAYOUT_NCHW, 8, 8, 3);
+    int avx2 = (cpu & FMT_CPU_AVX2) && (cpu & FMT_CPU_F16C);
+#ifdef FMT_AVX512
+    int avx512 = avx2 && (cpu & FMT_CPU_AVX512);
+#else
+    int avx512 = 0;
+#endif
+    ck_assert_int_eq(o.path, avx512 ? SHR_TF_AVX512 : avx2 ? SHR_TF_AVX2 : SHR_TF_PLAIN);
+    fmt_simd_avx512_set(0);
+    shr_tf_out_init(&o, SHR_DTYPE_F32, SHR_LAYOUT_NCHW, 8, 8, 3);
+    ck_assert_int_eq(o.path, avx2 ? SHR_TF_AVX2 : SHR_TF_PLAIN);
+    fmt_simd_avx512_set(1);
+    fmt_simd_set(0);
+    shr_tf_out_init(&o, SHR_DTYPE_F32, SHR_LAYOUT_NCHW, 8, 8, 3);
+    ck_assert_int_eq(o.path, SHR_TF_PLAIN);
+    fmt_simd_set(1);
+    ck_assert_int_eq(shr_tf_out_set_path(&o, (shr_tf_path)3), -1);
+    ck_assert_int_eq(o.path, SHR_TF_PLAIN);
 }
 END_TEST
 
@@ -834,6 +933,8 @@ static Suite *transform_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_half);
     tcase_add_test(tc, test_kernels);
+    tcase_add_test(tc, test_kernels_f32_chw);
+    tcase_add_test(tc, test_kernel_path_switch);
     tcase_add_test(tc, test_rrc_ranges);
     tcase_add_test(tc, test_rrc_determinism);
     tcase_add_test(tc, test_rrc_fallback);
