@@ -6,7 +6,9 @@
 # of varying sizes; pair records with fields), as do sample(i), targets and fields(), while the
 # cache folder (sampled by a thread) never exceeds the limit and shards are evicted; a byte
 # changed in one shard of the served copy fails the items of that shard naming the object (and
-# no other); a limit below the largest shard is refused naming the minimum.
+# no other); a limit below the largest shard is refused naming the minimum; a Loader's fields= at
+# a URL with cache_limit reads through such a Dataset: its batches equal the local ones, fields
+# included, with the folder within the limit.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/remote_lib.sh"
 CHK="$ROOT/tests/remote_cache_check.py"
@@ -22,13 +24,13 @@ mkdir -p "$T/www"
   --quiet || { bad "shardc-mksample failed"; finish; exit; }
 "$SHARDC" build "$T/img" --coco "$T/inst.json" -o "$T/www/det" --shard-samples 4 --no-progress \
   >/dev/null || { bad "shardc build (detection) failed"; finish; exit; }
-# pair records (targets and fields) of varying sizes: 18 samples in 6 shards of 3
+# pair records (targets and fields) of varying sizes: 36 samples in 12 shards of 3
 $PY -c '
 import sys
 import numpy as np, shardread
 rng = np.random.default_rng(1)
 with shardread.Writer(sys.argv[1], shard_samples=3) as w:
-    for i in range(18):
+    for i in range(36):
         h, wd = int(rng.integers(16, 40)), int(rng.integers(16, 40))
         w.add(rng.integers(0, 256, (h, wd, 3), dtype=np.uint8),
               {"boxes": np.array([[1, 2, 10, 12]], np.float32), "labels": np.array([i % 3])},
@@ -45,6 +47,15 @@ for d in ds det pair; do
   expect_exit 0 "$d: every index of Dataset(url, cache_limit=half) equals the local item" \
     $PY "$CHK" dataset "$T/www/$d" "http://127.0.0.1:$HP/$d" "$T/c$n" "$(half "$T/www/$d")" $n
   check "... within the limit, shards evicted" grep -Eq "^peak=[0-9]+ shards=" "$T/out"
+done
+
+# ---- a Loader's fields= reads through such a Dataset, within the Loader's limit ----
+for kw in '{"order": "random", "seed": 2, "batch_size": 2, "threads": 1, "targets": true, "size": 32, "pad": true, "fields": true}' \
+          '{"order": "sequential", "batch_size": 3, "threads": 1, "targets": true, "size": 32, "pad": true, "fields": ["name"]}'; do
+  n=$((n + 1))
+  expect_exit 0 "Loader(url, fields=, cache_limit=half): $kw: the local batches, fields too" \
+    $PY "$CHK" equal "$T/www/pair" "http://127.0.0.1:$HP/pair" "$T/c$n" "$(half "$T/www/pair")" "$kw"
+  check "... within the limit, shards evicted" grep -Eq "evicted=[1-9]" "$T/out"
 done
 
 # ---- a changed byte in the served copy is never delivered ----

@@ -112,8 +112,8 @@ expect_exit 0 "natural sizes (a canvas of the largest sample) through a cache of
   $PY "$CHK" equal "$T/www/det" "$URL" "$T/c3" "$LIMIT" "$kwn"
 
 # pair records (targets and fields in one aux record) of varying sizes: checked at open and
-# read the same way (their targets; a Loader's fields= reads through a Dataset, which downloads
-# the whole dataset: docs/REMOTE.md "Not yet done")
+# read the same way (their targets; a Loader's fields= at a URL with cache_limit reads through a
+# Dataset read on demand: e2e_remote_dataset.sh)
 $PY -c '
 import sys
 import numpy as np, shardread

@@ -145,7 +145,12 @@ def main(argv):
     if not same(want, got):
         return 1
     peak = max(s.peak, info["peak_bytes"])
-    if limit and (peak > limit or info["limit"] != limit):
+    own = limit
+    if limit and kw.get("fields"):
+        # the Loader's own downloads keep the room of one shard for its fields' Dataset
+        with open(os.path.join(local, "manifest.json"), "rb") as f:
+            own = limit - max(sh["bytes"] for sh in json.load(f)["shards"])
+    if limit and (peak > limit or info["limit"] != own):
         print(f"the cache held {peak} bytes (sampled {s.peak}, counted "
               f"{info['peak_bytes']}), over its limit {limit}", file=sys.stderr)
         return 1
