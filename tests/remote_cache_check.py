@@ -13,8 +13,8 @@ remote_cache_check.py refuse URL CACHE LIMIT KWARGS_JSON
 remote_cache_check.py dataset LOCAL URL CACHE LIMIT SEED
     Dataset(URL, cache=CACHE, cache_limit=LIMIT) (fields=True where the dataset has fields):
     the open leaves no shard in the cache; every index, in an order shuffled by SEED, equals
-    Dataset(LOCAL)'s item (pixels, label or target, fields), then sample(i), targets and
-    fields() of every index; the cache folder, sampled by a thread, never holds more than LIMIT
+    Dataset(LOCAL)'s item (pixels, label or target, fields), then from four threads at once,
+    then sample(i), targets and fields() of every index; the cache folder, sampled by a thread, never holds more than LIMIT
     bytes, and holds fewer shards than the dataset has at the end; prints 'peak=N shards=S'
 remote_cache_check.py starved LOCAL URL CACHE LIMIT
     shards 0-5 in the cache folder, held by this process as another reader holds them (a shared
@@ -229,6 +229,21 @@ def dataset(local, url, cache, limit, seed):
     if want.targets != got.targets:
         print("targets differ", file=sys.stderr)
         return 1
+    # four threads at once, each its own shuffled pass (reads release the GIL; each holds the
+    # shard of its item while the others' downloads evict what none holds)
+    from concurrent.futures import ThreadPoolExecutor
+
+    def pass_of(t):
+        for i in np.random.default_rng(int(seed) * 10 + t).permutation(n):
+            a, b = flat(want[int(i)]), flat(got[int(i)])
+            if len(a) != len(b) or not all(np.array_equal(u, v) for u, v in zip(a, b)):
+                return f"item {i} differs (thread {t})"
+        return None
+    with ThreadPoolExecutor(4) as pool:
+        for why in pool.map(pass_of, range(4)):
+            if why:
+                print(why, file=sys.stderr)
+                return 1
     if kw:
         a, b = flat(want.fields([int(i) for i in order])), flat(got.fields([int(i) for i in order]))
         if len(a) != len(b) or not all(np.array_equal(u, v) for u, v in zip(a, b)):
