@@ -6,7 +6,8 @@
 # of varying sizes; pair records with fields), as do sample(i), targets and fields(), while the
 # cache folder (sampled by a thread) never exceeds the limit and shards are evicted; a byte
 # changed in one shard of the served copy fails the items of that shard naming the object (and
-# no other); a limit below the largest shard is refused naming the minimum; a Loader's fields= at
+# no other); a limit below the largest shard is refused naming the minimum; three processes
+# reading one cache at once each get the local items, the folder within the limit; a Loader's fields= at
 # a URL with cache_limit reads through such a Dataset: its batches equal the local ones, fields
 # included, with the folder within the limit.
 . "$(dirname "$0")/lib.sh"
@@ -47,6 +48,23 @@ for d in ds det pair; do
   expect_exit 0 "$d: every index of Dataset(url, cache_limit=half) equals the local item" \
     $PY "$CHK" dataset "$T/www/$d" "http://127.0.0.1:$HP/$d" "$T/c$n" "$(half "$T/www/$d")" $n
   check "... within the limit, shards evicted" grep -Eq "^peak=[0-9]+ shards=" "$T/out"
+done
+
+# ---- three processes at once on one cache of half the dataset ----
+L=$(half "$T/www/det")
+ps=()
+for k in 1 2 3; do
+  $PY "$CHK" dataset "$T/www/det" "http://127.0.0.1:$HP/det" "$T/cs" "$L" $((k + 10)) shared \
+    >"$T/s$k.out" 2>&1 &
+  ps+=($!)
+done
+k=0
+for p in "${ps[@]}"; do
+  k=$((k + 1))
+  wait "$p"
+  check "process $k of 3 sharing one cache: every item equals the local one, within the limit" \
+    test $? -eq 0
+  [ -n "${VERBOSE:-}" ] && cat "$T/s$k.out"
 done
 
 # ---- a Loader's fields= reads through such a Dataset, within the Loader's limit ----
