@@ -18,8 +18,9 @@ struct shr_dataset {
     int verify;                 /* SHR_DATASET_VERIFY */
     char *dir;                  /* shr_dataset_dir */
     rmt_lazy *lazy;             /* read on demand (shr_dataset_open_remote with a limit) */
-    /* lazy: serialises shard loads, unloads (evictions) and metadata read from a skeleton, so
-     * that no call reads a shard's memory while it is being opened or closed */
+    /* (initialised by every open) lazy: serialises shard loads, unloads (evictions) and
+     * metadata read from a skeleton, so that no call reads a shard's memory while it is being
+     * opened or closed */
     pthread_mutex_t mu;
 };
 
@@ -55,11 +56,11 @@ int shr_dataset_open_flags(shr_dataset **out, const char *dir, shr_access access
         free(d);
         return fmt_fail(&shr_open_err, ENOMEM, "out of memory");
     }
+    pthread_mutex_init(&d->mu, NULL);
     fmt_msg msg = {{0}};
     rc = fmt_dataset_open_ex(&d->ds, dir, (fmt_access)access, &msg);
     if (rc) {
-        free(d->dir);
-        free(d);
+        shr_dataset_close(d);
         return fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
     }
     d->verify = (flags & SHR_DATASET_VERIFY) != 0;
@@ -108,9 +109,12 @@ static int open_lazy(shr_dataset *d, const char *url, const char *cache, uint64_
     rc = fmt_dataset_open_lazy(&d->ds, d->dir, (const char *)man, len, (fmt_access)access, 0,
                                &src, msg);
     free(man);
+    if (rc == FMT_EUNSUPPORTED) {
+        fmt_msg why = *msg;
+        return fmt_fail(msg, rc, "%s (needed by cache_limit)", fmt_reason(&why, rc));
+    }
     if (rc)
-        return rc == FMT_EUNSUPPORTED ? fmt_fail(msg, rc, "%s (needed by cache_limit)",
-                                                 fmt_reason(msg, rc)) : rc;
+        return rc;
     uint64_t least = rmt_lazy_minimum(d->lazy, 1);
     if (least > limit)
         return fmt_fail(msg, SHR_EINVAL, "cache_limit %" PRIu64 " bytes is below the %" PRIu64
@@ -209,8 +213,7 @@ void shr_dataset_close(shr_dataset *d)
         return;
     rmt_lazy_close(d->lazy);    /* first: its thread unloads shards of d->ds */
     fmt_dataset_close(d->ds);
-    if (d->lazy)
-        pthread_mutex_destroy(&d->mu);
+    pthread_mutex_destroy(&d->mu);
     free(d->dir);
     free(d);
 }
