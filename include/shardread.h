@@ -1281,6 +1281,34 @@ SHR_API int shr_dataset_open(shr_dataset **d, const char *dir, shr_access access
 SHR_API int shr_dataset_open_flags(shr_dataset **d, const char *dir, shr_access access,
                                    unsigned flags);
 
+/* shr_dataset_open_flags of the dataset at url (s3://, http(s)://; see "Datasets at URLs") in
+ * the cache root cache (NULL: the default). cache_limit 0: as shr_dataset_open_flags (the whole
+ * dataset made complete in the cache before the open returns). cache_limit > 0: read on demand
+ * through a bounded cache: the open fetches the manifest (and, where samples vary in size or
+ * carry targets, each raw shard's header and index, as shr_open does), and a read of a sample
+ * whose shard is not in the cache downloads that shard (checked against the manifest before any
+ * use), keeping the dataset's shards in its cache folder within cache_limit bytes: shards no
+ * call is using are evicted, least recently used first, with the locks that let readers of other
+ * processes (shr_open's among them) share the folder. A limit below the largest shard is refused
+ * at open (SHR_EINVAL), naming the minimum. A shard that cannot be had (after the retries, or
+ * failing its check) fails the reads of its samples, naming the object. Pointers a call returns
+ * into the dataset's memory (targets, fields, keypoints) stay valid until the next call on d
+ * from any thread, or while the caller holds their sample's shard (shr_dataset_hold). */
+SHR_API int shr_dataset_open_remote(shr_dataset **d, const char *url, const char *cache,
+                                    uint64_t cache_limit, shr_access access, unsigned flags);
+
+/* Keep the shard of sample idx in memory (and, for a dataset read on demand, in its cache,
+ * downloading it first if need be) until the matching shr_dataset_unhold; calls on its samples
+ * in between do not wait, and their pointers stay valid. Holds nest. 0, or the error (the
+ * object that could not be had named in shr_last_error(NULL)); SHR_EINVAL for idx >= samples.
+ * For a local dataset, 0 and nothing to do. */
+SHR_API int shr_dataset_hold(const shr_dataset *d, uint64_t idx);
+SHR_API void shr_dataset_unhold(const shr_dataset *d, uint64_t idx);
+
+/* The dataset's folder: its directory, or for a dataset at a URL its folder in the cache (holding
+ * manifest.json). Valid until shr_dataset_close. */
+SHR_API const char *shr_dataset_dir(const shr_dataset *d);
+
 /* Close the dataset. Accepts NULL. Must not run concurrently with any other call on d. */
 SHR_API void shr_dataset_close(shr_dataset *d);
 

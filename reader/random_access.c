@@ -1,9 +1,13 @@
 /* random_access.c - shr_dataset (shardread.h, "Single samples"): a dataset's samples read one at
  * a time by index, with no reader, no threads and no transform; its info, classes and targets.
+ * A dataset at a URL with a cache limit is read on demand through remote/remote.h's rmt_lazy
+ * session: each call holds the shard of its sample (downloaded first if the cache lacks it)
+ * while it reads, and the session's download thread evicts shards no call holds.
  * Errors go to the thread's open-error message (shr_last_error(NULL)), as shr_open's do.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +16,12 @@
 struct shr_dataset {
     fmt_dataset *ds;
     int verify;                 /* SHR_DATASET_VERIFY */
+    char *dir;                  /* shr_dataset_dir */
+    rmt_lazy *lazy;             /* read on demand (shr_dataset_open_remote with a limit) */
+    /* (initialised by every open) lazy: serialises shard loads, unloads (evictions) and
+     * metadata read from a skeleton, so that no call reads a shard's memory while it is being
+     * opened or closed */
+    pthread_mutex_t mu;
 };
 
 int shr_dataset_open(shr_dataset **out, const char *dir, shr_access access)
@@ -19,8 +29,8 @@ int shr_dataset_open(shr_dataset **out, const char *dir, shr_access access)
     return shr_dataset_open_flags(out, dir, access, 0);
 }
 
-int shr_dataset_open_flags(shr_dataset **out, const char *dir, shr_access access,
-                           unsigned flags)
+/* the checks every open makes of its arguments */
+static int check_args(shr_dataset **out, const char *dir, shr_access access, unsigned flags)
 {
     shr_open_err.text[0] = '\0';
     if (!out || !dir)
@@ -30,15 +40,27 @@ int shr_dataset_open_flags(shr_dataset **out, const char *dir, shr_access access
         return fmt_fail(&shr_open_err, SHR_EINVAL, "unknown access mode %d", (int)access);
     if (flags & ~SHR_DATASET_VERIFY)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "unknown dataset flags 0x%x", flags);
+    return 0;
+}
+
+int shr_dataset_open_flags(shr_dataset **out, const char *dir, shr_access access,
+                           unsigned flags)
+{
+    int rc = check_args(out, dir, access, flags);
+    if (rc)
+        return rc;
     if (rmt_is_url(dir))
         return shr_dataset_open_url(out, dir, access, flags);
     shr_dataset *d = calloc(1, sizeof *d);
-    if (!d)
-        return fmt_fail(&shr_open_err, ENOMEM, "out of memory");
-    fmt_msg msg = {{0}};
-    int rc = fmt_dataset_open_ex(&d->ds, dir, (fmt_access)access, &msg);
-    if (rc) {
+    if (!d || !(d->dir = strdup(dir))) {
         free(d);
+        return fmt_fail(&shr_open_err, ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&d->mu, NULL);
+    fmt_msg msg = {{0}};
+    rc = fmt_dataset_open_ex(&d->ds, dir, (fmt_access)access, &msg);
+    if (rc) {
+        shr_dataset_close(d);
         return fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
     }
     d->verify = (flags & SHR_DATASET_VERIFY) != 0;
@@ -46,11 +68,153 @@ int shr_dataset_open_flags(shr_dataset **out, const char *dir, shr_access access
     return 0;
 }
 
+/* ---- a dataset at a URL read on demand ---- */
+
+/* the session's window: none (a shard is fetched only when a call waits for it) */
+static size_t plan_none(void *ctx, uint64_t b, size_t *out)
+{
+    (void)ctx;
+    (void)b;
+    (void)out;
+    return 0;
+}
+
+/* the session evicts shard k (no call holds it): closed first */
+static void unload_shard(void *ctx, size_t k)
+{
+    shr_dataset *d = ctx;
+    pthread_mutex_lock(&d->mu);
+    fmt_dataset_shard_unload(d->ds, k, 0, NULL);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* the parts of shards the open needs before they arrive (fmt_dataset_open_lazy's source) */
+static int read_spans(void *ctx, fmt_span *spans, size_t n, fmt_msg *msg)
+{
+    return rmt_lazy_spans(ctx, spans, n, msg);
+}
+
+static int open_lazy(shr_dataset *d, const char *url, const char *cache, uint64_t limit,
+                     shr_access access, fmt_msg *msg)
+{
+    rmt_options ro;
+    memset(&ro, 0, sizeof ro);
+    ro.cache = cache;
+    uint8_t *man = NULL;
+    size_t len = 0;
+    int rc = rmt_lazy_open(&d->lazy, url, &ro, &d->dir, &man, &len, msg);
+    if (rc)
+        return rc;
+    fmt_lazy_source src = {read_spans, d->lazy, rmt_lazy_url(d->lazy)};
+    rc = fmt_dataset_open_lazy(&d->ds, d->dir, (const char *)man, len, (fmt_access)access, 0,
+                               &src, msg);
+    free(man);
+    if (rc == FMT_EUNSUPPORTED) {
+        fmt_msg why = *msg;
+        return fmt_fail(msg, rc, "%s (needed by cache_limit)", fmt_reason(&why, rc));
+    }
+    if (rc)
+        return rc;
+    uint64_t least = rmt_lazy_minimum(d->lazy, 1);
+    if (least > limit)
+        return fmt_fail(msg, SHR_EINVAL, "cache_limit %" PRIu64 " bytes is below the %" PRIu64
+                        " bytes this Dataset needs at once (its largest shard)", limit, least);
+    rmt_lazy_hooks h = {plan_none, unload_shard, d};
+    return rmt_lazy_start(d->lazy, &h, limit, 1, 1, 1, msg);
+}
+
+int shr_dataset_open_remote(shr_dataset **out, const char *url, const char *cache,
+                            uint64_t cache_limit, shr_access access, unsigned flags)
+{
+    int rc = check_args(out, url, access, flags);
+    if (rc)
+        return rc;
+    if (!rmt_is_url(url))
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s is not a URL (s3://, http://, https://)",
+                        url);
+    if (!cache_limit)
+        return shr_dataset_open_url_cache(out, url, cache, access, flags);
+    shr_dataset *d = calloc(1, sizeof *d);
+    if (!d)
+        return fmt_fail(&shr_open_err, ENOMEM, "out of memory");
+    pthread_mutex_init(&d->mu, NULL);
+    fmt_msg msg = {{0}};
+    rc = open_lazy(d, url, cache, cache_limit, access, &msg);
+    if (rc) {
+        fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s", url, fmt_reason(&msg, rc));
+        shr_dataset_close(d);
+        return rc;
+    }
+    d->verify = (flags & SHR_DATASET_VERIFY) != 0;
+    *out = d;
+    return 0;
+}
+
+int shr_dataset_hold(const shr_dataset *cd, uint64_t idx)
+{
+    shr_dataset *d = (shr_dataset *)cd;     /* (the caller's handle; the lock is ours) */
+    if (!d)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset given");
+    long s = fmt_manifest_find_shard(fmt_dataset_manifest(d->ds), idx);
+    if (s < 0)
+        return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+                        " samples)", idx, fmt_dataset_count(d->ds));
+    if (!d->lazy)
+        return 0;
+    fmt_msg why = {{0}};
+    int rc = rmt_lazy_acquire(d->lazy, (size_t)s, RMT_WAIT, &why);
+    if (rc)
+        return fmt_fail(&shr_open_err, rc, "%s", fmt_reason(&why, rc));
+    pthread_mutex_lock(&d->mu);
+    rc = fmt_dataset_shard_load(d->ds, (size_t)s, &why);
+    pthread_mutex_unlock(&d->mu);
+    if (rc) {
+        rmt_lazy_release(d->lazy, (size_t)s);
+        return fmt_fail(&shr_open_err, rc, "%s", fmt_reason(&why, rc));
+    }
+    return 0;
+}
+
+void shr_dataset_unhold(const shr_dataset *d, uint64_t idx)
+{
+    if (!d || !d->lazy)
+        return;
+    long s = fmt_manifest_find_shard(fmt_dataset_manifest(d->ds), idx);
+    if (s >= 0)
+        rmt_lazy_release(d->lazy, (size_t)s);
+}
+
+/* What the public calls below hold around their work: the shard of a sample in range, of a
+ * dataset read on demand (*held set; an index out of range is left to the call to report). */
+static int hold_for(const shr_dataset *d, uint64_t idx, int *held)
+{
+    *held = 0;
+    if (!d || !d->lazy || idx >= fmt_dataset_count(d->ds))
+        return 0;
+    int rc = shr_dataset_hold(d, idx);
+    *held = rc == 0;
+    return rc;
+}
+
+static void unhold_for(const shr_dataset *d, uint64_t idx, int held)
+{
+    if (held)
+        shr_dataset_unhold(d, idx);
+}
+
+const char *shr_dataset_dir(const shr_dataset *d)
+{
+    return d ? d->dir : NULL;
+}
+
 void shr_dataset_close(shr_dataset *d)
 {
     if (!d)
         return;
+    rmt_lazy_close(d->lazy);    /* first: its thread unloads shards of d->ds */
     fmt_dataset_close(d->ds);
+    pthread_mutex_destroy(&d->mu);
+    free(d->dir);
     free(d);
 }
 
@@ -102,13 +266,28 @@ static void sample_meta(const fmt_sample *f, shr_sample *s)
 int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s)
 {
     fmt_sample f;
-    if (fmt_dataset_get(d->ds, idx, &f) != 0)
+    int rc;
+    if (d->lazy && fmt_dataset_skeletons(d->ds)) {
+        /* a loaded shard answers, else its skeleton: no download (the lock keeps the shard from
+         * being loaded or evicted meanwhile) */
+        shr_dataset *dw = (shr_dataset *)d;
+        pthread_mutex_lock(&dw->mu);
+        rc = fmt_dataset_get(d->ds, idx, &f);
+        pthread_mutex_unlock(&dw->mu);
+    } else {
+        int held;
+        if ((rc = hold_for(d, idx, &held)) != 0)
+            return rc;
+        rc = fmt_dataset_get(d->ds, idx, &f);
+        unhold_for(d, idx, held);
+    }
+    if (rc)
         return SHR_EINVAL;
     sample_meta(&f, s);
     return 0;
 }
 
-int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta)
+static int read_sample(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta)
 {
     shr_open_err.text[0] = '\0';
     fmt_sample f;
@@ -137,6 +316,16 @@ int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, 
     return 0;
 }
 
+int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta)
+{
+    int held, rc = hold_for(d, idx, &held);
+    if (rc)
+        return rc;
+    rc = read_sample(d, idx, dst, len, meta);
+    unhold_for(d, idx, held);
+    return rc;
+}
+
 /* Sample idx's stored target into *f, for shr_dataset_target and shr_dataset_segm: 0, or an
  * error in the open-error message (no targets, out of range, unreadable). */
 static int stored_target(const shr_dataset *d, uint64_t idx, fmt_target *f)
@@ -155,7 +344,7 @@ static int stored_target(const shr_dataset *d, uint64_t idx, fmt_target *f)
     return 0;
 }
 
-int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t)
+static int target_of(const shr_dataset *d, uint64_t idx, shr_target *t)
 {
     shr_open_err.text[0] = '\0';
     if (!d || !t)
@@ -177,9 +366,19 @@ int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t)
     return 0;
 }
 
-int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints,
-                     const float **keypoints, int *has_masks, uint32_t *width, uint32_t *height,
-                     uint8_t *masks, size_t cap)
+int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t)
+{
+    int held, rc = hold_for(d, idx, &held);
+    if (rc)
+        return rc;
+    rc = target_of(d, idx, t);
+    unhold_for(d, idx, held);
+    return rc;
+}
+
+static int segm_of(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints,
+                   const float **keypoints, int *has_masks, uint32_t *width, uint32_t *height,
+                   uint8_t *masks, size_t cap)
 {
     shr_open_err.text[0] = '\0';
     if (!d)
@@ -209,13 +408,25 @@ int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints
     return 0;
 }
 
+int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints,
+                     const float **keypoints, int *has_masks, uint32_t *width, uint32_t *height,
+                     uint8_t *masks, size_t cap)
+{
+    int held, rc = hold_for(d, idx, &held);
+    if (rc)
+        return rc;
+    rc = segm_of(d, idx, num_keypoints, keypoints, has_masks, width, height, masks, cap);
+    unhold_for(d, idx, held);
+    return rc;
+}
+
 int shr_dataset_has_label_maps(const shr_dataset *d)
 {
     return d && (fmt_dataset_manifest(d->ds)->target_ext & FMT_TARGET_EXT_MAP) != 0;
 }
 
-int shr_dataset_label_map(const shr_dataset *d, uint64_t idx, uint32_t *width, uint32_t *height,
-                          uint32_t *max_value, void *out, size_t cap, int elem)
+static int label_map_of(const shr_dataset *d, uint64_t idx, uint32_t *width,
+                        uint32_t *height, uint32_t *max_value, void *out, size_t cap, int elem)
 {
     shr_open_err.text[0] = '\0';
     if (!d)
@@ -252,6 +463,17 @@ int shr_dataset_label_map(const shr_dataset *d, uint64_t idx, uint32_t *width, u
     return 0;
 }
 
+int shr_dataset_label_map(const shr_dataset *d, uint64_t idx, uint32_t *width, uint32_t *height,
+                          uint32_t *max_value, void *out, size_t cap, int elem)
+{
+    int held, rc = hold_for(d, idx, &held);
+    if (rc)
+        return rc;
+    rc = label_map_of(d, idx, width, height, max_value, out, cap, elem);
+    unhold_for(d, idx, held);
+    return rc;
+}
+
 int shr_dataset_field_def(const shr_dataset *d, uint32_t k, const char **name, uint32_t *type,
                           uint32_t *count)
 {
@@ -269,7 +491,7 @@ int shr_dataset_field_def(const shr_dataset *d, uint32_t k, const char **name, u
     return 0;
 }
 
-int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap)
+static int fields_of(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap)
 {
     shr_open_err.text[0] = '\0';
     if (!d || !out)
@@ -297,4 +519,14 @@ int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint3
     for (size_t i = 0; i < n && i < cap; i++)
         out[i] = (shr_field){.type = v[i].type, .count = v[i].count, .data = v[i].data};
     return 0;
+}
+
+int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap)
+{
+    int held, rc = hold_for(d, idx, &held);
+    if (rc)
+        return rc;
+    rc = fields_of(d, idx, out, cap);
+    unhold_for(d, idx, held);
+    return rc;
 }

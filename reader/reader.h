@@ -145,6 +145,9 @@ extern _Thread_local fmt_msg shr_open_err;
  * to its cached directory (remote.h), which it then opens; shr_open and every stream of a
  * mixture resolve theirs in shr_open_source */
 int shr_dataset_open_url(shr_dataset **out, const char *url, shr_access access, unsigned flags);
+/* ... in the cache root cache (NULL: the default): shr_dataset_open_remote without a limit */
+int shr_dataset_open_url_cache(shr_dataset **out, const char *url, const char *cache,
+                               shr_access access, unsigned flags);
 
 /* options.c: o (NULL: the defaults) as this library's full shr_options: the caller's o->size
  * bytes over the defaults. SHR_EINVAL, with the reason in why, for a size of 0 or one larger than

@@ -41,8 +41,14 @@ int shr_remote_resolve(const char *url, const char *cache, char *dir, size_t len
 
 int shr_dataset_open_url(shr_dataset **out, const char *url, shr_access access, unsigned flags)
 {
+    return shr_dataset_open_url_cache(out, url, NULL, access, flags);
+}
+
+int shr_dataset_open_url_cache(shr_dataset **out, const char *url, const char *cache,
+                               shr_access access, unsigned flags)
+{
     char *dir;
-    int rc = resolve(url, NULL, &dir);
+    int rc = resolve(url, cache, &dir);
     if (rc)
         return rc;
     rc = shr_dataset_open_flags(out, dir, access, flags);

@@ -372,7 +372,9 @@ static size_t pick_shards(rmt_lazy *z, size_t *pick, size_t max)
     uint64_t used = z->limit ? folder_bytes(z) : 0;
     if (used > z->peak)
         z->peak = used;
-    if (z->limit && used + z->largest > z->limit && room_wanted(z))
+    /* (whatever this session's own room: processes sharing the folder may count it against
+     * different limits, as a Loader and its fields' Dataset do) */
+    if (z->limit && room_wanted(z))
         shed_idle(z);
     z->deferred = 0;
     /* when no room can be made for a shard a reader waits for, the window waits too (queuing

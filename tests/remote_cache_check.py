@@ -10,6 +10,13 @@ remote_cache_check.py resume LOCAL URL CACHE LIMIT KWARGS_JSON CUT
     loads it and reads the rest: together they equal the local epoch (LIMIT 0: no cache_limit)
 remote_cache_check.py refuse URL CACHE LIMIT KWARGS_JSON
     the open is refused (ValueError), the message printed
+remote_cache_check.py dataset LOCAL URL CACHE LIMIT SEED [shared]
+    Dataset(URL, cache=CACHE, cache_limit=LIMIT) (fields=True where the dataset has fields):
+    the open leaves no shard in the cache; every index, in an order shuffled by SEED, equals
+    Dataset(LOCAL)'s item (pixels, label or target, fields), then from four threads at once,
+    then sample(i), targets and fields() of every index; the cache folder, sampled by a thread, never holds more than LIMIT
+    bytes, and holds fewer shards than the dataset has at the end; prints 'peak=N shards=S'
+    (shared: other processes read the same cache at the same time, so the open may find shards)
 remote_cache_check.py starved LOCAL URL CACHE LIMIT
     shards 0-5 in the cache folder, held by this process as another reader holds them (a shared
     flock on each lock file), LIMIT their bytes: a sequential Loader reads batches 0-5 (a shard
@@ -107,6 +114,8 @@ def main(argv):
         return 0
     if cmd == "starved":
         return starved(*argv[2:6])
+    if cmd == "dataset":
+        return dataset(*argv[2:8])
     local, url, cache, limit, kw = argv[2], argv[3], argv[4], int(argv[5]), json.loads(argv[6])
     want = batches(shardread.Loader(local, return_indices=True, **kw))
     s = Sampler(cache)
@@ -137,7 +146,12 @@ def main(argv):
     if not same(want, got):
         return 1
     peak = max(s.peak, info["peak_bytes"])
-    if limit and (peak > limit or info["limit"] != limit):
+    own = limit
+    if limit and kw.get("fields"):
+        # the Loader's own downloads keep the room of one shard for its fields' Dataset
+        with open(os.path.join(local, "manifest.json"), "rb") as f:
+            own = limit - max(sh["bytes"] for sh in json.load(f)["shards"])
+    if limit and (peak > limit or info["limit"] != own):
         print(f"the cache held {peak} bytes (sampled {s.peak}, counted "
               f"{info['peak_bytes']}), over its limit {limit}", file=sys.stderr)
         return 1
@@ -179,6 +193,72 @@ def starved(local, url, cache, limit):
     if not same(want[2:], rest):
         return 1
     print(f"read {len(rest)} batches after the reader waiting for room was replaced")
+    return 0
+
+
+
+
+def shard_files(cache):
+    return sum(1 for _, _, files in os.walk(cache) for f in files if f.endswith(".raw"))
+
+
+def dataset(local, url, cache, limit, seed, shared=None):
+    limit = int(limit)
+    want = shardread.Dataset(local)
+    kw = dict(fields=True) if want.field_schema else {}
+    want = shardread.Dataset(local, **kw)
+    s = Sampler(cache)
+    s.start()
+    got = shardread.Dataset(url, cache=cache, cache_limit=limit, **kw)
+    if not shared and shard_files(cache):
+        print(f"the open left {shard_files(cache)} shards in the cache", file=sys.stderr)
+        return 1
+    n = len(want)
+    if len(got) != n:
+        print(f"{len(got)} samples, the local dataset has {n}", file=sys.stderr)
+        return 1
+    order = np.random.default_rng(int(seed)).permutation(n)
+    for i in order:
+        a, b = flat(want[int(i)]), flat(got[int(i)])
+        if len(a) != len(b) or not all(np.array_equal(u, v) for u, v in zip(a, b)):
+            print(f"item {i} differs", file=sys.stderr)
+            return 1
+    for i in order[::-1]:
+        if want.sample(int(i)) != got.sample(int(i)):
+            print(f"sample({i}) differs", file=sys.stderr)
+            return 1
+    if want.targets != got.targets:
+        print("targets differ", file=sys.stderr)
+        return 1
+    # four threads at once, each its own shuffled pass (reads release the GIL; each holds the
+    # shard of its item while the others' downloads evict what none holds)
+    from concurrent.futures import ThreadPoolExecutor
+
+    def pass_of(t):
+        for i in np.random.default_rng(int(seed) * 10 + t).permutation(n):
+            a, b = flat(want[int(i)]), flat(got[int(i)])
+            if len(a) != len(b) or not all(np.array_equal(u, v) for u, v in zip(a, b)):
+                return f"item {i} differs (thread {t})"
+        return None
+    with ThreadPoolExecutor(4) as pool:
+        for why in pool.map(pass_of, range(4)):
+            if why:
+                print(why, file=sys.stderr)
+                return 1
+    if kw:
+        a, b = flat(want.fields([int(i) for i in order])), flat(got.fields([int(i) for i in order]))
+        if len(a) != len(b) or not all(np.array_equal(u, v) for u, v in zip(a, b)):
+            print("fields() differ", file=sys.stderr)
+            return 1
+    s.stop = True
+    s.join()
+    held = shard_files(cache)
+    nshards = len(json.load(open(os.path.join(local, "manifest.json")))["shards"])
+    if s.peak > limit or held >= nshards:
+        print(f"the cache held {s.peak} bytes (limit {limit}), {held} of {nshards} shards at the "
+              "end", file=sys.stderr)
+        return 1
+    print(f"peak={s.peak} shards={held}")
     return 0
 
 

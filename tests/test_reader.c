@@ -1086,6 +1086,15 @@ START_TEST(test_public_dataset)
                 ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes - 1, NULL), SHR_EINVAL);
                 ck_assert_uint_eq(buf[0], 0xee);
             }
+            /* a local dataset: its folder; holds nest and change nothing, past the end refused */
+            ck_assert_str_eq(shr_dataset_dir(d), sets[k]);
+            ck_assert_int_eq(shr_dataset_hold(d, 0), 0);
+            ck_assert_int_eq(shr_dataset_hold(d, 0), 0);
+            ck_assert_int_eq(shr_dataset_read(d, 0, buf, sizeof buf, NULL), 0);
+            shr_dataset_unhold(d, 0);
+            shr_dataset_unhold(d, 0);
+            ck_assert_int_eq(shr_dataset_hold(d, N_SAMPLES), SHR_EINVAL);
+            ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "out of range"));
             shr_sample s;
             ck_assert_int_eq(shr_dataset_sample(d, N_SAMPLES, &s), SHR_EINVAL);
             ck_assert_int_eq(shr_dataset_read(d, N_SAMPLES, buf, sizeof buf, NULL), SHR_EINVAL);
@@ -1103,6 +1112,11 @@ START_TEST(test_public_dataset)
     ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "no-such-dataset"));
     ck_assert_int_eq(shr_dataset_open(&d, g_fixed, (shr_access)9), SHR_EINVAL);
     ck_assert_int_eq(shr_dataset_open(NULL, g_fixed, SHR_ACCESS_MMAP), SHR_EINVAL);
+    /* read on demand is for URLs */
+    ck_assert_int_eq(shr_dataset_open_remote(&d, g_fixed, NULL, 1 << 20, SHR_ACCESS_MMAP, 0),
+                     SHR_EINVAL);
+    ck_assert_ptr_null(d);
+    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "is not a URL"));
     copy_dataset(g_fixed, "truncated-ds", copy, sizeof copy);
     snprintf(shard, sizeof shard, "%s/shard-00001.raw", copy);
     ck_assert_int_eq(truncate(shard, 5000), 0);

@@ -20,10 +20,12 @@ typedef struct {
 
 static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"path", "access", "verify_samples", "label_dtype", NULL};
-    PyObject *path, *access = NULL, *verify = Py_False, *label_dtype = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO:Dataset", kwlist, &path, &access, &verify,
-                                     &label_dtype))
+    static char *kwlist[] = {"path", "access", "verify_samples", "label_dtype", "cache",
+                             "cache_limit", NULL};
+    PyObject *path, *access = NULL, *verify = Py_False, *label_dtype = Py_None, *cache = Py_None;
+    unsigned long long limit = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOK:Dataset", kwlist, &path, &access, &verify,
+                                     &label_dtype, &cache, &limit))
         return -1;
     int v, elem;
     if (sr_flag_named(verify, "verify_samples", &v) < 0 || sr_label_dtype(label_dtype, &elem) < 0)
@@ -34,6 +36,11 @@ static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
     PyObject *b = sr_fs_path(path);
     if (!b)
         return -1;
+    PyObject *cb = cache == Py_None ? NULL : sr_fs_path(cache);
+    if (cache != Py_None && !cb) {
+        Py_DECREF(b);
+        return -1;
+    }
     if (self->d) {
         shr_dataset_close(self->d);
         self->d = NULL;
@@ -42,11 +49,17 @@ static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
     int rc;
     char msg[1024];
     Py_BEGIN_ALLOW_THREADS
-    rc = shr_dataset_open_flags(&d, PyBytes_AsString(b), a, v ? SHR_DATASET_VERIFY : 0);
+    /* a URL with cache= or cache_limit= goes to its cache (read on demand with a limit) */
+    if (cb || limit)
+        rc = shr_dataset_open_remote(&d, PyBytes_AsString(b), cb ? PyBytes_AsString(cb) : NULL,
+                                     limit, a, v ? SHR_DATASET_VERIFY : 0);
+    else
+        rc = shr_dataset_open_flags(&d, PyBytes_AsString(b), a, v ? SHR_DATASET_VERIFY : 0);
     if (rc)
         snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
     Py_END_ALLOW_THREADS
     Py_DECREF(b);
+    Py_XDECREF(cb);
     if (rc) {
         sr_raise_lib(rc, msg);
         return -1;
@@ -63,7 +76,11 @@ static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
                         "(shardc build --masks): this one has no label maps");
         return -1;
     }
-    XSETREF(self->path, PyOS_FSPath(path));
+    /* a dataset at a URL: its folder in the cache (which holds its manifest.json) */
+    if (cb || limit)
+        XSETREF(self->path, PyUnicode_DecodeFSDefault(shr_dataset_dir(d)));
+    else
+        XSETREF(self->path, PyOS_FSPath(path));
     return self->path ? 0 : -1;
 }
 
@@ -156,6 +173,8 @@ static PyObject *label_map(DatasetObject *self, uint64_t i)
     return v;
 }
 
+static PyObject *item_held(DatasetObject *self, Py_ssize_t i);
+
 static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
 {
     if (check_open(self) < 0)
@@ -171,6 +190,25 @@ static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
     if (i < 0 || i >= n)
         return PyErr_Format(PyExc_IndexError, "Dataset index %R out of range (%zd samples)", key,
                             n);
+    /* its shard held for the whole item (a dataset read on demand: downloaded first if need
+     * be, and kept until the item is copied out) */
+    int rc;
+    char msg[1024];
+    Py_BEGIN_ALLOW_THREADS
+    rc = shr_dataset_hold(self->d, (uint64_t)i);
+    if (rc)
+        snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return sr_raise_lib(rc, msg);
+    PyObject *item = item_held(self, i);
+    shr_dataset_unhold(self->d, (uint64_t)i);
+    return item;
+}
+
+/* Sample i as Dataset_getitem delivers it, its shard held */
+static PyObject *item_held(DatasetObject *self, Py_ssize_t i)
+{
     shr_sample s;
     if (shr_dataset_sample(self->d, (uint64_t)i, &s) != 0)
         return PyErr_Format(PyExc_IndexError, "Dataset index %zd out of range", i);
@@ -224,7 +262,13 @@ static PyObject *Dataset_sample(DatasetObject *self, PyObject *arg)
     if (sr_to_u64(arg, "index", &i) < 0)
         return NULL;
     shr_sample s;
-    if (shr_dataset_sample(self->d, i, &s) != 0)
+    int rc;
+    Py_BEGIN_ALLOW_THREADS      /* (a dataset read on demand may download its shard) */
+    rc = shr_dataset_sample(self->d, i, &s);
+    Py_END_ALLOW_THREADS
+    if (rc != 0 && rc != SHR_EINVAL)        /* the shard could not be had */
+        return sr_raise_lib(rc, shr_last_error(NULL));
+    if (rc != 0)
         return PyErr_Format(PyExc_IndexError, "Dataset index %R out of range (%llu samples)", arg,
                             (unsigned long long)self->samples);
     return Py_BuildValue("{s:L,s:(III),s:K}", "label", (long long)s.label, "shape", s.height,
@@ -296,7 +340,15 @@ static PyObject *Dataset_scan(DatasetObject *self, PyObject *unused)
     uint32_t min_h = UINT32_MAX, min_w = UINT32_MAX, max_h = 0, max_w = 0;
     for (uint64_t i = 0; i < self->samples; i++) {
         shr_sample s;
-        if (shr_dataset_sample(self->d, i, &s) != 0) {
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = shr_dataset_sample(self->d, i, &s);
+        Py_END_ALLOW_THREADS
+        if (rc != 0 && rc != SHR_EINVAL) {      /* the shard could not be had */
+            Py_DECREF(labels);
+            return sr_raise_lib(rc, shr_last_error(NULL));
+        }
+        if (rc != 0) {
             Py_DECREF(labels);
             return PyErr_Format(PyExc_IndexError, "Dataset index %llu out of range",
                                 (unsigned long long)i);
@@ -370,8 +422,24 @@ static PyObject *Dataset_fields(DatasetObject *self, PyObject *indices)
             Py_CLEAR(out);
             break;
         }
-        if (idx < 0 || shr_dataset_fields(self->d, (uint64_t)idx, f, 64) != 0) {
+        int rc = idx < 0 ? SHR_EINVAL : 0;
+        char msg[1024];
+        if (rc == 0) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = shr_dataset_hold(self->d, (uint64_t)idx);
+            if (rc)
+                snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+            Py_END_ALLOW_THREADS
+            if (rc && rc != SHR_EINVAL) {       /* the shard could not be had */
+                sr_raise_lib(rc, msg);
+                Py_CLEAR(out);
+                break;
+            }
+        }
+        if (rc || shr_dataset_fields(self->d, (uint64_t)idx, f, 64) != 0) {
             PyErr_Format(PyExc_IndexError, "Dataset index %lld: %s", idx, shr_last_error(NULL));
+            if (!rc)
+                shr_dataset_unhold(self->d, (uint64_t)idx);
             Py_CLEAR(out);
             break;
         }
@@ -388,6 +456,7 @@ static PyObject *Dataset_fields(DatasetObject *self, PyObject *indices)
             if (!v || PyList_SetItem(col, i, v) < 0)
                 Py_CLEAR(out);
         }
+        shr_dataset_unhold(self->d, (uint64_t)idx);
     }
     Py_DECREF(seq);
     return out;

@@ -244,7 +244,7 @@ def test_signatures():
         assert name in params, name
     assert params["batch_size"].default == 256
     assert list(inspect.signature(shardread.Dataset).parameters) == [
-        "path", "access", "verify_samples", "cache", "fields", "label_dtype"]
+        "path", "access", "verify_samples", "cache", "fields", "label_dtype", "cache_limit"]
     assert params["label_dtype"].default is None
     assert params["cache"].default is None     # datasets at URLs: where they are downloaded
     assert params["cache_limit"].default is None and params["prefetch_shards"].default is None

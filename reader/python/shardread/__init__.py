@@ -517,12 +517,17 @@ class Loader(_shardread.Loader):
         self._keep_indices = bool(user_indices or return_params)
         self._fields = None
         if fields is not False and fields is not None:
-            if remote.get("cache_limit"):
-                # the Dataset below reads the whole dataset into the cache first
-                raise ValueError("fields= is not available with cache_limit= (a dataset at a URL "
-                                 "is read whole for its fields): drop one of them")
-            # the batch's indices say which samples' fields to read
-            self._fields = Dataset(path, access, cache=cache, fields=fields)
+            # the batch's indices say which samples' fields to read (a dataset at a URL with
+            # cache_limit: read on demand in the same cache folder, within the same limit; the
+            # Loader's own downloads keep one shard below it, the room the fields' reads may
+            # need for a shard the Loader has evicted, so that neither waits for the other)
+            limit = remote.get("cache_limit")
+            self._fields = Dataset(path, access, cache=cache, fields=fields, cache_limit=limit)
+            if limit:
+                import json
+                with open(_os.path.join(self._fields.path, "manifest.json"), "rb") as f:
+                    largest = max([s["bytes"] for s in json.load(f)["shards"]] or [0])
+                remote["cache_limit"] = max(limit - largest, 1)
             kw["return_indices"] = True
         aug.update(remote)
         try:

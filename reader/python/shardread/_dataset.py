@@ -91,13 +91,30 @@ class Dataset(_shardread.Dataset):
     Reads release the GIL; a Dataset may be read from several threads at once. A Dataset pickles
     (it reopens from its path in the receiving process). path may be a URL, s3://BUCKET/PREFIX
     or http(s)://BASE: the dataset is downloaded into the cache (cache=, else $SHARDREAD_CACHE,
-    else ~/.cache/shardread) and checked first (docs/REMOTE.md).
+    else ~/.cache/shardread) and checked first (docs/REMOTE.md). With cache_limit= (bytes, or
+    a string such as '20GiB') it is read on demand instead: the open fetches the manifest (and
+    the shards' indexes where it needs them), ds[i] downloads the shard holding sample i when
+    the cache lacks it, and the dataset's cache folder keeps within the limit, evicting shards
+    least recently used (shared safely with Loaders and Datasets of other processes). A limit
+    below the largest shard is refused, naming the minimum.
     """
 
     def __init__(self, path, access="mmap", verify_samples=False, cache=None, fields=False,
-                 label_dtype=None):
-        super().__init__(_local(path, cache), access, verify_samples, label_dtype)
-        self._args = (path, access, verify_samples, cache, fields, label_dtype)
+                 label_dtype=None, cache_limit=None):
+        if cache_limit is not None:
+            from ._forms import _bytes
+            if not _is_url(path):
+                raise ValueError("cache_limit is for a dataset at a URL (s3://, http://, "
+                                 "https://)")
+            # read on demand: each sample's shard fetched when it is read (docs/REMOTE.md)
+            limit = _bytes(cache_limit, "cache_limit")
+            if limit < 1:
+                raise ValueError(f"cache_limit must be at least 1 byte, not {cache_limit!r}")
+            super().__init__(path, access, verify_samples, label_dtype,
+                             None if cache is None else _os.fsdecode(cache), limit)
+        else:
+            super().__init__(_local(path, cache), access, verify_samples, label_dtype)
+        self._args = (path, access, verify_samples, cache, fields, label_dtype, cache_limit)
         self._scanned = None
         self._defs = self._field_defs()
         self._which = _field_names(self._defs, fields, path) if fields else None
