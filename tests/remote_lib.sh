@@ -26,7 +26,10 @@ need_tools() {
 # skips the test (exit 77, a failure under SHARDC_NO_SKIP=1)
 need_s3rver() {
   [ -x "$S3RVER" ] && return 0
-  timeout 180 npm install --silent --no-audit --no-fund --prefix "$ROOT/$BUILD/npm" s3rver@3 >"$T/npm" 2>&1 ||
+  # one quick look at the registry first: npm install's own retries take over a minute to give up
+  { timeout 20 npm ping --fetch-retries=0 >"$T/npm" 2>&1 &&
+    timeout 180 npm install --silent --no-audit --no-fund --prefix "$ROOT/$BUILD/npm" s3rver@3 \
+      >"$T/npm" 2>&1; } ||
     { echo "SKIPPED: s3rver could not be fetched from the npm registry (a machine without it, such as"
       echo "  the fresh Debian root of scripts/fresh-debian.sh; SHARDC_NO_SKIP=1 makes this a failure):"
       tail -3 "$T/npm"; exit 77; }
