@@ -125,15 +125,28 @@ static void slot_clear(shc_slot *s, uint32_t n)
     s->why.text[0] = '\0';
 }
 
-/* Finish the current shard: its rejects reach the disk first, then the backend completes it and
- * renames it into place. *w is consumed whatever happens. */
-/* A detection build to a URL: where finish_shard adds each shard's boxes (record.h). */
+/* A detection build to a URL: where its shards' boxes are added up, each shard counted as it
+ * leaves for its upload (record.h). */
 typedef struct {
     int on, pairs;
     uint64_t *boxes, *dropped;
     const shc_build_cb *cb;
 } shard_boxes;
 
+/* Shard `name` of dir counted into c (when c->on), a failure said. 0 or the error. */
+static int count_boxes(const shard_boxes *c, const fmt_backend *be, const char *dir,
+                       const char *name)
+{
+    fmt_msg why = {{0}};
+    int rc = c->on ? shc_count_shard_boxes(be, dir, name, c->pairs, c->boxes, c->dropped, &why)
+                   : 0;
+    if (rc)
+        shc_say(c->cb, "cannot count the boxes of %s/%s: %s", dir, name, fmt_reason(&why, rc));
+    return rc;
+}
+
+/* Finish the current shard: its rejects reach the disk first, then the backend completes it and
+ * renames it into place. *w is consumed whatever happens. */
 static int finish_shard(const shc_build_opts *o, const fmt_backend *be, void **w, FILE *journal,
                         uint64_t input_end, shc_shard_list *shards, const char *name,
                         shc_crash_hook *crash, const shard_boxes *count)
@@ -152,17 +165,9 @@ static int finish_shard(const shc_build_opts *o, const fmt_backend *be, void **w
     *w = NULL;
     if (rc == 0)
         shc_crash_point(crash, 0, "after finishing", name);
-    if (rc == 0 && o->shard_done && count->on) {
-        /* the shard leaves with its upload: its boxes are counted now (shc_check_staged counts
-         * a dataset that stays) */
-        fmt_msg why = {{0}};
-        rc = shc_count_shard_boxes(be, o->out, name, count->pairs, count->boxes, count->dropped,
-                                   &why);
-        if (rc)
-            shc_say(count->cb, "cannot count the boxes of %s/%s: %s", o->out, name,
-                    fmt_reason(&why, rc));
-    }
-    if (rc == 0 && o->shard_done)
+    /* the shard leaves with its upload: its boxes are counted now (shc_check_staged counts a
+     * dataset that stays) */
+    if (rc == 0 && o->shard_done && (rc = count_boxes(count, be, o->out, name)) == 0)
         rc = o->shard_done(o->shard_ctx, o->out, name);
     return rc;
 }
@@ -328,13 +333,8 @@ static int open_output(build_run *b)
                              &b->next_index);
         /* a build to a URL counts its shards as they leave, the kept ones here */
         shard_boxes count = boxes_of(b);
-        for (size_t k = 0; rc == 0 && o->shard_done && count.on && k < b->shards.n; k++) {
-            fmt_msg why = {{0}};
-            if ((rc = shc_count_shard_boxes(b->be, o->out, b->shards.v[k].file, count.pairs,
-                                            &b->nboxes, &b->ndropped, &why)) != 0)
-                shc_say(cb, "cannot count the boxes of %s/%s: %s", o->out, b->shards.v[k].file,
-                        fmt_reason(&why, rc));
-        }
+        for (size_t k = 0; rc == 0 && o->shard_done && k < b->shards.n; k++)
+            rc = count_boxes(&count, b->be, o->out, b->shards.v[k].file);
         if (rc == 0)
             rc = shc_journal_load(o->out, b->next_input, &b->rej, &b->warn);
         if (rc) {

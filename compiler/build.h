@@ -17,9 +17,9 @@
 #include "part.h"
 #include "render.h"
 
-/* Exit codes of the CLI contract (the CLIs map shc_build's codes to them: shc_build_exit). */
 #define SHC_UPLOAD_THREADS 4    /* shards uploaded at once by default (upload_threads) */
 
+/* Exit codes of the CLI contract (the CLIs map shc_build's codes to them: shc_build_exit). */
 enum { SHC_EXIT_OK = 0, SHC_EXIT_REJECTS = 1, SHC_EXIT_USAGE = 2, SHC_EXIT_IO = 3 };
 
 /* shc_build's own codes, beside errno values and FMT_E* (fmt.h); the range stays clear of the

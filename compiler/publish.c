@@ -161,8 +161,7 @@ typedef struct up {
     pthread_mutex_t jmu;
     uint8_t *journal;           /* what the journal object holds */
     size_t jlen;
-    int journal_up;
-    uint64_t jseq;              /* the seq of the shard whose journal it is */
+    uint64_t jseq;              /* the seq of the shard whose journal it is (0: none is up) */
     const shc_build_cb *user;
     int have_summary, final_pending;
     shc_summary summary;
@@ -207,7 +206,7 @@ static int journal_first(up_t *x, rmt_writer *w, item *it, fmt_msg *why)
     int rc = 0;
     pthread_mutex_lock(&x->jmu);
     if (it->seq > x->jseq) {
-        if (!x->journal_up || it->jlen != x->jlen || memcmp(it->journal, x->journal, it->jlen)) {
+        if (!x->jseq || it->jlen != x->jlen || memcmp(it->journal, x->journal, it->jlen)) {
             char *jname = NULL;
             pthread_mutex_lock(&x->mu);
             x->queued += it->jlen;      /* the progress counts every byte sent */
@@ -222,7 +221,6 @@ static int journal_first(up_t *x, rmt_writer *w, item *it, fmt_msg *why)
                 x->journal = it->journal;
                 x->jlen = it->jlen;
                 it->journal = NULL;
-                x->journal_up = 1;
             }
         }
         if (!rc)
