@@ -16,6 +16,7 @@
 . "$(dirname "$0")/remote_lib.sh"
 need_tools node npm || { finish; exit; }
 need_s3rver
+export ROOT   # the Python snippets below import tests/remote_servers.py
 
 # the dataset: 60 samples in shards of 8, built locally as the reference
 "$MKSAMPLE" "$T/src" --classes 3 --per-class 20 --min-side 20 --max-side 40 --no-broken --quiet
@@ -41,17 +42,7 @@ pids+=($!)
 $PY "$HELP" wait "$GP" && $PY "$HELP" wait "$FP" || bad "the proxies did not start"
 export AWS_ENDPOINT_URL_S3=http://127.0.0.1:$GP
 export SHARDREAD_CACHE="$T/cache"
-keys() {   # PREFIX: the bucket's keys under it, one a line
-  $PY - "http://127.0.0.1:$S3P" "$1" <<'EOF'
-import sys, botocore.session
-from botocore.config import Config
-c = botocore.session.get_session().create_client(
-    "s3", endpoint_url=sys.argv[1], region_name="us-east-1",
-    config=Config(s3={"addressing_style": "path"}))
-for o in c.list_objects_v2(Bucket="bkt", Prefix=sys.argv[2]).get("Contents", []):
-    print(o["Key"])
-EOF
-}
+keys() { $PY "$HELP" keys "http://127.0.0.1:$S3P" bkt "$1"; }   # PREFIX: its keys, one a line
 same() { $PY "$HELP" dump "http://127.0.0.1:$S3P" bkt "$1" "$2" >"$T/dump" 2>&1 || { cat "$T/dump"; false; }; }
 
 # ---- one build ----
@@ -174,26 +165,23 @@ check "stating the range" grep -q "upload-threads: expected 1..16, not '17'" "$T
 # ---- the Python writer ----
 expect_exit 0 "shardread.build to an s3:// URL" $PY - "$T/src" "$T/pylocal" <<'EOF'
 import os, sys, shardread
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests"))
+import remote_servers
 src, local = sys.argv[1:3]
-items = sorted((os.path.join(src, c, f), k) for k, c in enumerate(sorted(os.listdir(src)))
-               for f in os.listdir(os.path.join(src, c)))
+items = remote_servers.folder_items(src)
 for out in (local, "s3://bkt/py"):
     shardread.build(items, out, size=(16, 12), shard_samples=8)
 EOF
 check "it writes the objects a local shardread.build writes" same py "$T/pylocal"
 expect_exit 0 "a shardread.build stopped by its iterable after shards went up" \
   $PY - "$T/src" "http://127.0.0.1:$S3P" <<'EOF'
-import os, sys, time, botocore.session, shardread
-from botocore.config import Config
+import os, sys, time, shardread
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests"))
+import remote_servers
 src, endpoint = sys.argv[1:3]
-c = botocore.session.get_session().create_client(
-    "s3", endpoint_url=endpoint, region_name="us-east-1",
-    config=Config(s3={"addressing_style": "path"}))
 def listing():
-    got = c.list_objects_v2(Bucket="bkt", Prefix="pystop/").get("Contents", [])
-    return [o["Key"][len("pystop/"):] for o in got]
-items = sorted((os.path.join(src, c, f), k) for k, c in enumerate(sorted(os.listdir(src)))
-               for f in os.listdir(os.path.join(src, c)))
+    return [k[len("pystop/"):] for k in remote_servers.keys(endpoint, "bkt", "pystop/")]
+items = remote_servers.folder_items(src)
 def some():
     yield from items[:40]
     for _ in range(400):    # until a shard is in the bucket (uploads run beside the build)
@@ -215,9 +203,10 @@ faults_proxy 3 "$T/faults3.log"
 expect_exit 0 "a shardread.build whose uploads fail after 3 objects" \
   env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$FPN $PY - "$T/src" <<'EOF'
 import os, sys, shardread
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests"))
+import remote_servers
 src = sys.argv[1]
-items = sorted((os.path.join(src, c, f), k) for k, c in enumerate(sorted(os.listdir(src)))
-               for f in os.listdir(os.path.join(src, c)))
+items = remote_servers.folder_items(src)
 try:
     shardread.build(items, "s3://bkt/pyfail", size=(16, 12), shard_samples=8)
 except OSError as e:

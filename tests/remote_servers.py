@@ -40,6 +40,7 @@
                                                         first answer to a range bounded at both ends
                                                         (bytes=A-B) halfway, as faultproxy cuts, for
                                                         each end B
+    remote_servers.py keys ENDPOINT BUCKET PREFIX       the keys under BUCKET/PREFIX, one a line
     remote_servers.py dump ENDPOINT BUCKET PREFIX DIR   the objects under BUCKET/PREFIX/ are DIR's
                                                         files (hidden ones aside), byte for byte
     remote_servers.py epoch LOCAL URL CACHE JSON        a Loader epoch (keywords JSON) from the URL
@@ -76,12 +77,32 @@ def wait(port):
     return 1
 
 
-def upload(endpoint, bucket, prefix, root):
+def client(endpoint):
+    """a botocore S3 client of ENDPOINT, path-style, with the credentials of the environment"""
     import botocore.session
     from botocore.config import Config
-    s = botocore.session.get_session()
-    c = s.create_client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                        config=Config(s3={"addressing_style": "path"}))
+    return botocore.session.get_session().create_client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}))
+
+
+def keys(endpoint, bucket, prefix):
+    """the keys under BUCKET/PREFIX, sorted"""
+    c, out = client(endpoint), []
+    for page in c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        out += [o["Key"] for o in page.get("Contents", [])]
+    return sorted(out)
+
+
+def folder_items(src):
+    """(path, label) of every image in SRC's class folders, labels by sorted folder name, in
+    path order: what `shardc build SRC` lists"""
+    return sorted((os.path.join(src, c, f), k) for k, c in enumerate(sorted(os.listdir(src)))
+                  for f in os.listdir(os.path.join(src, c)))
+
+
+def upload(endpoint, bucket, prefix, root):
+    c = client(endpoint)
     try:
         c.create_bucket(Bucket=bucket)
     except c.exceptions.BucketAlreadyOwnedByYou:
@@ -487,15 +508,8 @@ def throttle(port, upstream, rate, log=None):
 def dump(endpoint, bucket, prefix, root):
     """Every object under BUCKET/PREFIX/ equals the file of its name under ROOT, and every
     file under ROOT but hidden ones is an object."""
-    import botocore.session
-    from botocore.config import Config
-    s = botocore.session.get_session()
-    c = s.create_client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                        config=Config(s3={"addressing_style": "path"}))
-    keys = []
-    for page in c.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
-        keys += [o["Key"] for o in page.get("Contents", [])]
-    names = sorted(k[len(prefix) + 1:] for k in keys)
+    c = client(endpoint)
+    names = [k[len(prefix) + 1:] for k in keys(endpoint, bucket, prefix + "/")]
     files = sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root)
                    for f in fs if not f.startswith("."))
     if names != files:
@@ -561,6 +575,9 @@ def main(argv):
         return 0
     if cmd == "cutranges":
         cutranges(*argv[2:5])
+        return 0
+    if cmd == "keys":
+        print("\n".join(keys(*argv[2:5])))
         return 0
     if cmd == "dump":
         return dump(*argv[2:6])
