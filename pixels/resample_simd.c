@@ -1002,7 +1002,7 @@ void fmt_rs_h_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, uint32_
 #endif
 #ifdef RS_X86
     (void)strip_cap;
-    if (path == FMT_RS_PATH_AVX2 || path == FMT_RS_PATH_AVX512)
+    if (path == FMT_RS_PATH_AVX2)
         return h_avx2(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
     if (path == FMT_RS_PATH_SSE41)
         return h_sse41(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride, strip);
@@ -1022,7 +1022,7 @@ void fmt_rs_v_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, int32_t
         return v_avx512(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
 #endif
 #ifdef RS_X86
-    if (path == FMT_RS_PATH_AVX2 || path == FMT_RS_PATH_AVX512)
+    if (path == FMT_RS_PATH_AVX2)
         return v_avx2(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
     if (path == FMT_RS_PATH_SSE41)
         return v_sse41(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
