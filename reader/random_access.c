@@ -89,11 +89,6 @@ static void unload_shard(void *ctx, size_t k)
 }
 
 /* the parts of shards the open needs before they arrive (fmt_dataset_open_lazy's source) */
-static int read_spans(void *ctx, fmt_span *spans, size_t n, fmt_msg *msg)
-{
-    return rmt_lazy_spans(ctx, spans, n, msg);
-}
-
 static int open_lazy(shr_dataset *d, const char *url, const char *cache, uint64_t limit,
                      shr_access access, fmt_msg *msg)
 {
@@ -105,7 +100,7 @@ static int open_lazy(shr_dataset *d, const char *url, const char *cache, uint64_
     int rc = rmt_lazy_open(&d->lazy, url, &ro, &d->dir, &man, &len, msg);
     if (rc)
         return rc;
-    fmt_lazy_source src = {read_spans, d->lazy, rmt_lazy_url(d->lazy)};
+    fmt_lazy_source src = rmt_lazy_source(d->lazy);
     rc = fmt_dataset_open_lazy(&d->ds, d->dir, (const char *)man, len, (fmt_access)access, 0,
                                &src, msg);
     free(man);

@@ -95,11 +95,6 @@ size_t shr_lazy_shards(const shr_reader *r, const uint64_t *idx, uint32_t n, siz
 }
 
 /* the parts of shards the open needs before they arrive (fmt_dataset_open_lazy's source) */
-static int read_spans(void *ctx, fmt_span *spans, size_t n, fmt_msg *msg)
-{
-    return rmt_lazy_spans(ctx, spans, n, msg);
-}
-
 int shr_lazy_open(shr_reader *r, const char *url)
 {
     rmt_options ro;
@@ -111,7 +106,7 @@ int shr_lazy_open(shr_reader *r, const char *url)
     size_t len = 0;
     int rc = rmt_lazy_open(&r->lazy, url, &ro, &dir, &man, &len, &msg);
     if (!rc) {
-        fmt_lazy_source src = {read_spans, r->lazy, rmt_lazy_url(r->lazy)};
+        fmt_lazy_source src = rmt_lazy_source(r->lazy);
         rc = fmt_dataset_open_lazy(&r->ds, dir, (const char *)man, len, (fmt_access)r->o.access,
                                    0, &src, &msg);
     }

@@ -63,7 +63,6 @@ struct rmt_lazy {
     rmt_job *jobs;
     rmt_stats st;
     uint64_t peak, evicted, gen, tick, rounds;
-    uint64_t largest;           /* the largest shard's bytes */
     uint64_t pokes;             /* work signalled (readers moved on): counted under mu */
     int settled;                /* no limit, and every shard present (or failed for good):
                                  * nothing will ever be fetched or evicted again, so readers
@@ -690,7 +689,6 @@ int rmt_lazy_start(rmt_lazy *z, const rmt_lazy_hooks *h, uint64_t limit, uint32_
 {
     z->h = *h;
     z->limit = limit;
-    z->largest = rmt_lazy_minimum(z, 1);
     z->ahead = ahead ? ahead : 1;
     if (z->ahead > z->m.nshards)
         z->ahead = z->m.nshards ? (uint32_t)z->m.nshards : 1;
@@ -818,6 +816,16 @@ const char *rmt_lazy_dir(const rmt_lazy *z)
 const char *rmt_lazy_url(const rmt_lazy *z)
 {
     return z->c.url;
+}
+
+static int spans_of(void *z, fmt_span *sp, size_t n, fmt_msg *msg)
+{
+    return rmt_lazy_spans(z, sp, n, msg);
+}
+
+fmt_lazy_source rmt_lazy_source(rmt_lazy *z)
+{
+    return (fmt_lazy_source){spans_of, z, rmt_lazy_url(z)};
 }
 
 void rmt_lazy_cancel(rmt_lazy *z)

@@ -88,6 +88,8 @@ uint64_t rmt_lazy_minimum(const rmt_lazy *z, size_t shards);
  * bytes, and asks again with fresh set when they fail), else fetched with Range requests, up to
  * the session's parallel transfers at once. 0, or the first error (msg names the object). */
 int rmt_lazy_spans(rmt_lazy *z, fmt_span *sp, size_t n, fmt_msg *msg);
+/* The session as fmt_dataset_open_lazy's source of those spans (rmt_lazy_spans, its URL). */
+fmt_lazy_source rmt_lazy_source(rmt_lazy *z);
 /* Start downloading: limit bytes in the folder at most (0: no limit), ahead distinct shards of
  * the plan at most, looking through scan batches at most for them. */
 int rmt_lazy_start(rmt_lazy *z, const rmt_lazy_hooks *h, uint64_t limit, uint32_t ahead,
