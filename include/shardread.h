@@ -806,6 +806,9 @@ typedef struct {
 
 /* The rows, *count of them; the table is static and lives as long as the library. */
 SHR_API const shr_option_info *shr_option_table(size_t *count);
+/* The row of shr_options field `field` (its name in the struct, e.g. "color_brightness"), or
+ * NULL when the table has none. */
+SHR_API const shr_option_info *shr_option_find(const char *field);
 
 /* Whether v (r->count values: a scalar or a choice's value, a pair's min and max, or two
  * pairs') is in row r's range: 0, or SHR_EINVAL with the refusal shr_open would make written

@@ -49,6 +49,14 @@ const shr_option_info *shr_option_table(size_t *count)
     return option_table;
 }
 
+const shr_option_info *shr_option_find(const char *field)
+{
+    for (size_t i = 0; field && i < OPTION_ROWS; i++)
+        if (strcmp(option_table[i].field, field) == 0)
+            return &option_table[i];
+    return NULL;
+}
+
 /* The defaults of every field of this library's shr_options: options.def's rows, then the
  * fields the table does not describe yet (rank, pinning, normalisation and per-channel
  * values). */
@@ -302,18 +310,13 @@ static int check_table(const shr_options *o, fmt_msg *m)
 
 int shr_check_option_value(const char *field, const char *name, double v, fmt_msg *m)
 {
-    for (size_t i = 0; i < OPTION_ROWS; i++) {
-        const shr_option_info *r = &option_table[i];
-        if (strcmp(r->field, field) != 0)
-            continue;
-        if (r->count != 1)
-            break;
-        char text[sizeof m->text];
-        if (shr_option_check(r, name, &v, text, sizeof text) == 0)
-            return 0;
-        return fmt_fail(m, SHR_EINVAL, "%s", text);
-    }
-    return fmt_fail(m, SHR_EINVAL, "no scalar row %s in the options table", field);
+    const shr_option_info *r = shr_option_find(field);
+    if (!r || r->count != 1)
+        return fmt_fail(m, SHR_EINVAL, "no scalar row %s in the options table", field);
+    char text[sizeof m->text];
+    if (shr_option_check(r, name, &v, text, sizeof text) == 0)
+        return 0;
+    return fmt_fail(m, SHR_EINVAL, "%s", text);
 }
 
 int shr_check_options(const shr_options *o, fmt_msg *m)

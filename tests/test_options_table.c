@@ -236,6 +236,7 @@ START_TEST(test_rows_present)
             i++;
         ck_assert_msg(i < n, "%s has no row", g_rows[k].field);
         const shr_option_info *r = &t[i];
+        ck_assert_ptr_eq(shr_option_find(g_rows[k].field), r);
         ck_assert_msg(r->count == g_rows[k].count && r->ordered == g_rows[k].ordered &&
                       r->form == g_rows[k].form && r->def[0] == g_rows[k].def0 &&
                       r->def[1] == g_rows[k].def1 && r->lo == g_rows[k].lo &&
@@ -358,15 +359,11 @@ START_TEST(test_messages)
                                               "be one of nearest, bilinear, not 1"},
         {"layout", 2, "layout must be one of NHWC, NCHW, not 2"},
     };
-    size_t n = 0;
-    const shr_option_info *t = shr_option_table(&n);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        size_t i = 0;
-        while (i < n && strcmp(t[i].field, cases[k].field) != 0)
-            i++;
-        ck_assert_uint_lt(i, n);
+        const shr_option_info *r = shr_option_find(cases[k].field);
+        ck_assert_ptr_nonnull(r);
         fmt_msg m;
-        ck_assert_int_eq(check(&t[i], cases[k].v, &m), SHR_EINVAL);
+        ck_assert_int_eq(check(r, cases[k].v, &m), SHR_EINVAL);
         ck_assert_str_eq(m.text, cases[k].want);
     }
 }
@@ -429,27 +426,25 @@ END_TEST
  * row's range (the Loader's max_threads sets threads with threads='auto') */
 START_TEST(test_option_check)
 {
-    size_t n = 0, i = 0;
-    const shr_option_info *t = shr_option_table(&n);
-    while (i < n && strcmp(t[i].field, "threads") != 0)
-        i++;
-    ck_assert_uint_lt(i, n);
+    const shr_option_info *r = shr_option_find("threads");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_ptr_null(shr_option_find("no_such_field"));
     char why[512];
-    ck_assert_int_eq(shr_option_check(&t[i], "max_threads", (const double[1]){2000}, why,
+    ck_assert_int_eq(shr_option_check(r, "max_threads", (const double[1]){2000}, why,
                                       sizeof why), SHR_EINVAL);
     ck_assert_str_eq(why, "max_threads (threads) must be in 1..1024, not 2000");
-    ck_assert_int_eq(shr_option_check(&t[i], NULL, (const double[1]){0}, why, sizeof why),
+    ck_assert_int_eq(shr_option_check(r, NULL, (const double[1]){0}, why, sizeof why),
                      SHR_EINVAL);
     ck_assert_str_eq(why, "threads must be in 1..1024, not 0");
-    ck_assert_int_eq(shr_option_check(&t[i], "max_threads", (const double[1]){1024}, NULL, 0), 0);
-    ck_assert_int_eq(shr_option_check(&t[i], NULL, (const double[1]){NAN}, NULL, 0), SHR_EINVAL);
+    ck_assert_int_eq(shr_option_check(r, "max_threads", (const double[1]){1024}, NULL, 0), 0);
+    ck_assert_int_eq(shr_option_check(r, NULL, (const double[1]){NAN}, NULL, 0), SHR_EINVAL);
     /* a short buffer holds the message's start, terminated */
-    ck_assert_int_eq(shr_option_check(&t[i], "max_threads", (const double[1]){0}, why, 12),
+    ck_assert_int_eq(shr_option_check(r, "max_threads", (const double[1]){0}, why, 12),
                      SHR_EINVAL);
     ck_assert_str_eq(why, "max_threads");
     ck_assert_int_eq(shr_option_check(NULL, NULL, (const double[1]){1}, why, sizeof why),
                      SHR_EINVAL);
-    ck_assert_int_eq(shr_option_check(&t[i], NULL, NULL, why, sizeof why), SHR_EINVAL);
+    ck_assert_int_eq(shr_option_check(r, NULL, NULL, why, sizeof why), SHR_EINVAL);
 }
 END_TEST
 
@@ -465,11 +460,8 @@ START_TEST(test_choices)
         seen += t[i].form == SHR_OPT_CHOICE;
     ck_assert_uint_eq(seen, sizeof g_choices / sizeof g_choices[0]);
     for (size_t k = 0; k < sizeof g_choices / sizeof g_choices[0]; k++) {
-        size_t i = 0;
-        while (i < n && strcmp(t[i].field, g_choices[k].field) != 0)
-            i++;
-        ck_assert_uint_lt(i, n);
-        const shr_option_info *r = &t[i];
+        const shr_option_info *r = shr_option_find(g_choices[k].field);
+        ck_assert_ptr_nonnull(r);
         ck_assert_int_eq(r->form, SHR_OPT_CHOICE);
         ck_assert_ptr_nonnull(r->choices);
         char names[256] = "";
@@ -508,28 +500,25 @@ END_TEST
 /* the names a front end gives, refused in its words */
 START_TEST(test_choose_messages)
 {
-    size_t n = 0, i = 0;
-    const shr_option_info *t = shr_option_table(&n);
-    while (i < n && strcmp(t[i].field, "order") != 0)
-        i++;
-    ck_assert_uint_lt(i, n);
+    const shr_option_info *r = shr_option_find("order");
+    ck_assert_ptr_nonnull(r);
     char why[512];
     int value = -1;
-    ck_assert_int_eq(shr_option_choose(&t[i], NULL, "shuffle", &value, why, sizeof why),
+    ck_assert_int_eq(shr_option_choose(r, NULL, "shuffle", &value, why, sizeof why),
                      SHR_EINVAL);
     ck_assert_str_eq(why, "order must be one of sequential, random, quasi, not 'shuffle'");
-    ck_assert_int_eq(shr_option_choose(&t[i], NULL, "Random", &value, why, sizeof why),
+    ck_assert_int_eq(shr_option_choose(r, NULL, "Random", &value, why, sizeof why),
                      SHR_EINVAL);  /* exactly the table's spelling */
     ck_assert_int_eq(value, -1);
-    ck_assert_int_eq(shr_option_choose(&t[i], NULL, "quasi", &value, NULL, 0), 0);
+    ck_assert_int_eq(shr_option_choose(r, NULL, "quasi", &value, NULL, 0), 0);
     ck_assert_int_eq(value, SHR_ORDER_QUASI);
     /* a short buffer: the start, terminated */
-    ck_assert_int_eq(shr_option_choose(&t[i], NULL, "shuffle", &value, why, 6), SHR_EINVAL);
+    ck_assert_int_eq(shr_option_choose(r, NULL, "shuffle", &value, why, 6), SHR_EINVAL);
     ck_assert_str_eq(why, "order");
-    ck_assert_int_eq(shr_option_choose(&t[i], NULL, "shuffle", &value, why, 20), SHR_EINVAL);
+    ck_assert_int_eq(shr_option_choose(r, NULL, "shuffle", &value, why, 20), SHR_EINVAL);
     ck_assert_str_eq(why, "order must be one o");
-    ck_assert_int_eq(shr_option_choose(&t[i], NULL, NULL, &value, why, sizeof why), SHR_EINVAL);
-    ck_assert_int_eq(shr_option_choose(&t[i], NULL, "random", NULL, why, sizeof why),
+    ck_assert_int_eq(shr_option_choose(r, NULL, NULL, &value, why, sizeof why), SHR_EINVAL);
+    ck_assert_int_eq(shr_option_choose(r, NULL, "random", NULL, why, sizeof why),
                      SHR_EINVAL);
 }
 END_TEST

@@ -311,8 +311,6 @@ int sb_wants_help(int argc, char **argv);
 const char *sb_order_name(shr_order o);
 const char *sb_access_name(shr_access a);
 int sb_parse_double(const char *s, double min, double max, double *out);
-/* The library's options table's row of field (shardread.h, shr_option_table), or NULL. */
-const shr_option_info *sb_option_row(const char *field);
 /* A number flag for a scalar row of the options table: arg parsed (a whole number for an
  * integer row) and checked against the row (shr_option_check): 0 with *out the value; else a
  * usage error ("--threads (threads) must be in 1..1024, not 2000"). */

@@ -42,20 +42,10 @@ const char *sb_access_name(shr_access a)
     return a == SHR_ACCESS_PREAD ? "pread" : a == SHR_ACCESS_DIRECT ? "direct" : "mmap";
 }
 
-const shr_option_info *sb_option_row(const char *field)
-{
-    size_t n = 0;
-    const shr_option_info *t = shr_option_table(&n);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(t[i].field, field) == 0)
-            return &t[i];
-    return NULL;
-}
-
 int sb_parse_row(const char *usage, const char *flag, const char *field, const char *arg,
                  double *out)
 {
-    const shr_option_info *r = sb_option_row(field);
+    const shr_option_info *r = shr_option_find(field);
     char why[512];
     uint64_t u;
     double v;
@@ -80,7 +70,7 @@ int sb_parse_row(const char *usage, const char *flag, const char *field, const c
 int sb_parse_choice(const char *usage, const char *flag, const char *field, const char *arg,
                     const char *const *alias, int fold, int *out)
 {
-    const shr_option_info *r = sb_option_row(field);
+    const shr_option_info *r = shr_option_find(field);
     const char *name = arg;
     for (int i = 0; alias && alias[i]; i += 2)
         if (strcmp(arg, alias[i]) == 0)

@@ -63,11 +63,7 @@ int sr_flag_named(PyObject *o, const char *what, int *out)
 static int check_row(const char *field, const char *keyword, double v, int no_zero,
                      double type_max)
 {
-    size_t n = 0;
-    const shr_option_info *t = shr_option_table(&n), *r = NULL;
-    for (size_t i = 0; i < n && !r; i++)
-        if (strcmp(t[i].field, field) == 0)
-            r = &t[i];
+    const shr_option_info *r = shr_option_find(field);
     if (!r || r->count != 1 || r->form == SHR_OPT_CHOICE) {
         PyErr_Format(PyExc_SystemError, "no scalar number row %s in the options table", field);
         return -1;
@@ -364,12 +360,8 @@ static int choose(PyObject *o, const char *what, const char *const *names, int n
  * library's words, naming the keyword and the accepted names (ArgumentError). */
 int sr_choose_row(PyObject *o, const char *field, int loose, int *out)
 {
-    size_t n = 0;
-    const shr_option_info *t = shr_option_table(&n), *r = NULL;
-    for (size_t i = 0; i < n && !r; i++)
-        if (strcmp(t[i].field, field) == 0 && t[i].form == SHR_OPT_CHOICE)
-            r = &t[i];
-    if (!r) {
+    const shr_option_info *r = shr_option_find(field);
+    if (!r || r->form != SHR_OPT_CHOICE) {
         PyErr_Format(PyExc_SystemError, "no choice row %s in the options table", field);
         return -1;
     }
