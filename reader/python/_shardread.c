@@ -374,23 +374,6 @@ static PyObject *option_table(PyObject *m, PyObject *unused)
     return rows;
 }
 
-/* _option_check(field, value, keyword=None, no_zero=False): value for the row of field, checked
- * in the library's words (sr_check_row), for the package's own forms */
-static PyObject *option_check(PyObject *m, PyObject *args, PyObject *kw)
-{
-    (void)m;
-    static char *kwlist[] = {"field", "value", "keyword", "no_zero", NULL};
-    const char *field, *keyword = NULL;
-    double v;
-    int no_zero = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sd|zp:_option_check", kwlist, &field, &v,
-                                     &keyword, &no_zero))
-        return NULL;
-    if (sr_check_row(field, keyword, v, no_zero) < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
 /* _fetch(url, cache): the cached local directory of the dataset at url (shr_remote_resolve) */
 static PyObject *fetch_url(PyObject *m, PyObject *args)
 {
@@ -419,13 +402,6 @@ static PyMethodDef module_methods[] = {
      "ordered (a pair's min <= max), form (range, at_least, below, zero_or_range,\n"
      "above, open, choice), default, lo, hi, when, doc, choices (a choice's names by\n"
      "value, '' for a value not accepted; else None). docs/OPTIONS.md is written from it."},
-    {"_option_check", (PyCFunction)(void (*)(void))option_check, METH_VARARGS | METH_KEYWORDS,
-     "_option_check(field, value, keyword=None, no_zero=False)\n"
-     "\n"
-     "Raise ArgumentError, in the library's words naming keyword (None: the row's\n"
-     "public name), where value is outside the range of the options table's row of\n"
-     "field (with no_zero, the range without its 0: a keyword whose None is the row's\n"
-     "0). Internal: the package's own forms use it."},
     {"_fetch", (PyCFunction)fetch_url, METH_VARARGS,
      "_fetch(url, cache=None) -> str\n"
      "\n"

@@ -92,7 +92,6 @@ int sr_to_u64(PyObject *o, const char *what, uint64_t *out);
 int sr_choose_row(PyObject *o, const char *field, int loose, int *out);
 /* v for the scalar row of field, checked in the library's words naming keyword (ArgumentError);
  * no_zero: the keyword's None is the row's 0, and 0 is refused (_sr_options.c). */
-int sr_check_row(const char *field, const char *keyword, double v, int no_zero);
 
 /* A uint32 in lo..UINT32_MAX from a Python int. */
 int sr_to_u32(PyObject *o, const char *what, uint32_t lo, uint32_t *out);

@@ -77,8 +77,6 @@ static int check_row(const char *field, const char *keyword, double v, int no_ze
             row.lo = 1;
         else if (row.lo == 0 && row.form == SHR_OPT_BELOW)
             row.form = SHR_OPT_OPEN;
-        else if (row.lo == 0 && row.form == SHR_OPT_RANGE)
-            row.form = SHR_OPT_ABOVE;
     }
     if (type_max > 0 && row.form == SHR_OPT_AT_LEAST && !(v <= type_max)) {
         row.form = SHR_OPT_RANGE;
@@ -90,11 +88,6 @@ static int check_row(const char *field, const char *keyword, double v, int no_ze
         return -1;
     }
     return 0;
-}
-
-int sr_check_row(const char *field, const char *keyword, double v, int no_zero)
-{
-    return check_row(field, keyword, v, no_zero, 0);
 }
 
 /* An integer keyword for a uint32_t field of the options table: with now, refused here in the
@@ -771,10 +764,13 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     if (scale != Py_None && scale_options(o, scale) < 0)
         return -1;
     /* MixUp / CutMix and RandomErasing's random value */
-    if ((mixup != Py_None && (o->mixup_alpha = PyFloat_AsDouble(mixup)) == -1.0 &&
-         PyErr_Occurred()) ||
-        (cutmix != Py_None && (o->cutmix_alpha = PyFloat_AsDouble(cutmix)) == -1.0 &&
-         PyErr_Occurred()) ||
+    /* (None is off there, so a 0 is refused: the row's range without its 0) */
+    if ((mixup != Py_None && (((o->mixup_alpha = PyFloat_AsDouble(mixup)) == -1.0 &&
+                               PyErr_Occurred()) ||
+                              check_row("mixup_alpha", NULL, o->mixup_alpha, 1, 0) < 0)) ||
+        (cutmix != Py_None && (((o->cutmix_alpha = PyFloat_AsDouble(cutmix)) == -1.0 &&
+                                PyErr_Occurred()) ||
+                               check_row("cutmix_alpha", NULL, o->cutmix_alpha, 1, 0) < 0)) ||
         (num_classes != Py_None &&
          row_u32(num_classes, "num_classes", "num_classes", 1, &o->num_classes) < 0) ||
         sr_flag_named(erase_random, "erase_random", &o->erase_random) < 0)

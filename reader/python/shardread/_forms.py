@@ -9,7 +9,7 @@ import operator as _operator
 
 import numpy as _np
 
-from . import _pipeline, _shardread
+from . import _pipeline
 
 
 def _size(size):
@@ -357,9 +357,7 @@ def _mixing(mixup, cutmix, num_classes):
         if isinstance(v, bool) or not isinstance(v, _numbers.Real):
             raise TypeError(f"{name} must be the Beta distribution's alpha (a number > 0), not "
                             f"{v!r}")
-        # None is off, so 0 is refused: the table's range (options.def) without its 0, in the
-        # library's words (ArgumentError)
-        _shardread._option_check(name + "_alpha", float(v), no_zero=True)
+        # (its range, 0 refused as None is off: the extension's, from the options table)
         out[name + "_alpha"] = float(v)
     if num_classes is not None:
         if not out:
