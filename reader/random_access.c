@@ -150,7 +150,9 @@ int shr_dataset_hold(const shr_dataset *cd, uint64_t idx)
     shr_dataset *d = (shr_dataset *)cd;     /* (the caller's handle; the lock is ours) */
     if (!d)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset given");
-    long s = fmt_manifest_find_shard(fmt_dataset_manifest(d->ds), idx);
+    /* (a local dataset's shards are all open: only the range is checked, without a search) */
+    long s = idx >= fmt_dataset_count(d->ds) ? -1
+             : d->lazy ? fmt_manifest_find_shard(fmt_dataset_manifest(d->ds), idx) : 0;
     if (s < 0)
         return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
                         " samples)", idx, fmt_dataset_count(d->ds));
