@@ -65,6 +65,34 @@ static void free_copies(ds_shard *s)
     s->ncopy = 0;
 }
 
+/* Shard i's open handle sh (its file, or its skeleton) against the manifest: its own account,
+ * then every sample against what the manifest says of all of them, in one pass over the index
+ * (in memory for every backend), so every access mode refuses the same datasets; d->max_length
+ * takes its largest payload. With copies, a target record the backend hands back misaligned is
+ * copied (copy_target). 0, or the error with msg saying why. */
+static int check_shard(fmt_dataset *d, size_t i, void *sh, int copies, fmt_msg *msg)
+{
+    const fmt_manifest_shard *ms = &d->man.shards[i];
+    const fmt_shard_info *h = d->be->r_info(sh);
+    int rc = fmt_shard_check_info(&d->man, i, h, msg);
+    uint64_t max = 0;
+    for (uint64_t k = 0; rc == 0 && k < h->samples; k++) {
+        fmt_sample smp;
+        rc = d->be->r_get(sh, k, &smp);
+        if (rc == 0) {
+            smp.index = ms->first + k;
+            rc = fmt_manifest_check_sample(&d->man, &smp, msg);
+        }
+        if (rc == 0 && copies && d->man.targets && ((uintptr_t)smp.aux & 7u))
+            rc = copy_target(&d->shards[i], h->samples, k, &smp);
+        if (rc == 0)
+            max = max_u64(max, smp.length);
+    }
+    if (rc == 0)
+        d->max_length = max_u64(d->max_length, max);
+    return rc;
+}
+
 /* Open manifest shard i into d->shards[i]: precheck, open, its own account against the manifest,
  * every sample against the manifest. 0, or the error with msg saying why (without the path). */
 static int open_shard(fmt_dataset *d, const char *dir, size_t i, fmt_msg *msg)
@@ -79,27 +107,7 @@ static int open_shard(fmt_dataset *d, const char *dir, size_t i, fmt_msg *msg)
     free(sdir);
     if (rc)
         return rc;
-    const fmt_shard_info *h = d->be->r_info(s->s);
-    if ((rc = fmt_shard_check_info(&d->man, i, h, msg)) != 0)
-        return rc;
-    /* every sample against what the manifest says of all of them: one pass over the index
-     * (in memory for every backend), so every access mode refuses the same datasets */
-    uint64_t max = 0;
-    for (uint64_t k = 0; k < h->samples; k++) {
-        fmt_sample smp;
-        rc = d->be->r_get(s->s, k, &smp);
-        if (rc == 0) {
-            smp.index = ms->first + k;
-            rc = fmt_manifest_check_sample(&d->man, &smp, msg);
-        }
-        if (rc == 0 && d->man.targets && ((uintptr_t)smp.aux & 7u))
-            rc = copy_target(s, h->samples, k, &smp);
-        if (rc)
-            return rc;
-        max = max_u64(max, smp.length);
-    }
-    d->max_length = max_u64(d->max_length, max);
-    return 0;
+    return check_shard(d, i, s->s, 1, msg);
 }
 
 /* A new dataset for the access mode, or the error (an unknown mode with msg saying so). */
@@ -231,27 +239,11 @@ static int open_skeleton(fmt_dataset *d, size_t i, const uint8_t *head, const fm
                          fmt_msg *msg)
 {
     ds_shard *s = &d->shards[i];
-    const fmt_manifest_shard *ms = &d->man.shards[i];
     d->be->r_close(s->skel);            /* (a copy that failed, read again) */
     s->skel = NULL;
     int rc = d->be->r_open_parts(&s->skel, head, tail->buf, (size_t)(tail->to - tail->from),
                                  msg);
-    if (rc)
-        return rc;
-    const fmt_shard_info *h = d->be->r_info(s->skel);
-    if ((rc = fmt_shard_check_info(&d->man, i, h, msg)) != 0)
-        return rc;
-    for (uint64_t k = 0; k < h->samples; k++) {
-        fmt_sample smp;
-        rc = d->be->r_get(s->skel, k, &smp);
-        if (rc == 0) {
-            smp.index = ms->first + k;
-            rc = fmt_manifest_check_sample(&d->man, &smp, msg);
-        }
-        if (rc)
-            return rc;
-    }
-    return 0;
+    return rc ? rc : check_shard(d, i, s->skel, 0, msg);
 }
 
 /* Check every span (part 0: the headers, which say where the tails are; 1: the tails, which make
@@ -315,15 +307,6 @@ static int open_skeletons(fmt_dataset *d, const fmt_lazy_source *src, fmt_msg *m
     }
     if (!rc && !(rc = src->read(src->ctx, ts, n, msg)))
         rc = check_spans(d, src, 1, hs, ts, bad, &at, &why, msg);
-    /* the largest payload of them all */
-    for (size_t i = 0; !rc && i < n; i++) {
-        const fmt_shard_info *h = d->be->r_info(d->shards[i].skel);
-        for (uint64_t k = 0; k < h->samples; k++) {
-            fmt_sample smp;
-            if (d->be->r_get(d->shards[i].skel, k, &smp) == 0)
-                d->max_length = max_u64(d->max_length, smp.length);
-        }
-    }
     if (rc && why.text[0])
         rc = fmt_fail(msg, rc == FMT_ETRUNC || rc == FMT_EHASH || rc == ENOMEM ? rc
                                                                               : FMT_ECORRUPT,
