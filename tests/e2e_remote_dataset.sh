@@ -26,20 +26,9 @@ mkdir -p "$T/www"
 "$SHARDC" build "$T/img" --coco "$T/inst.json" -o "$T/www/det" --shard-samples 4 --no-progress \
   >/dev/null || { bad "shardc build (detection) failed"; finish; exit; }
 # pair records (targets and fields) of varying sizes: 36 samples in 12 shards of 3
-$PY -c '
-import sys
-import numpy as np, shardread
-rng = np.random.default_rng(1)
-with shardread.Writer(sys.argv[1], shard_samples=3) as w:
-    for i in range(36):
-        h, wd = int(rng.integers(16, 40)), int(rng.integers(16, 40))
-        w.add(rng.integers(0, 256, (h, wd, 3), dtype=np.uint8),
-              {"boxes": np.array([[1, 2, 10, 12]], np.float32), "labels": np.array([i % 3])},
-              {"score": i * 0.5, "name": f"n{i}"})
-' "$T/www/pair" || bad "the pair-record dataset could not be written"
+write_pairs "$T/www/pair" 36 || bad "the pair-record dataset could not be written"
 HP=$($PY "$HELP" port)
 start_nginx "$HP" || { finish; exit; }
-half() { echo $(( $(cat "$1"/shard-*.raw | wc -c) / 2 )); }
 
 # ---- every index, shuffled, through a cache of half the dataset ----
 n=0

@@ -114,18 +114,8 @@ expect_exit 0 "natural sizes (a canvas of the largest sample) through a cache of
 # pair records (targets and fields in one aux record) of varying sizes: checked at open and
 # read the same way (their targets; a Loader's fields= at a URL with cache_limit reads through a
 # Dataset read on demand: e2e_remote_dataset.sh)
-$PY -c '
-import sys
-import numpy as np, shardread
-rng = np.random.default_rng(1)
-with shardread.Writer(sys.argv[1], shard_samples=3) as w:
-    for i in range(18):
-        h, wd = int(rng.integers(16, 40)), int(rng.integers(16, 40))
-        w.add(rng.integers(0, 256, (h, wd, 3), dtype=np.uint8),
-              {"boxes": np.array([[1, 2, 10, 12]], np.float32), "labels": np.array([i % 3])},
-              {"score": i * 0.5, "name": f"n{i}"})
-' "$T/www/pair" || bad "the pair-record dataset could not be written"
-pl=$(( $(cat "$T"/www/pair/shard-*.raw | wc -c) / 2 ))
+write_pairs "$T/www/pair" 18 || bad "the pair-record dataset could not be written"
+pl=$(half "$T/www/pair")
 expect_exit 0 "pair records (targets and fields) of varying sizes through a cache of half the dataset: the local epoch" \
   $PY "$CHK" equal "$T/www/pair" "http://127.0.0.1:$HP/pair" "$T/c5" "$pl" \
   '{"order": "random", "seed": 2, "batch_size": 2, "threads": 1, "targets": true, "size": 32, "pad": true}'
@@ -133,7 +123,7 @@ expect_exit 0 "pair records (targets and fields) of varying sizes through a cach
 # one size with targets: the same way (the open checks every target before the shards arrive)
 "$SHARDC" build "$T/img" --coco "$T/inst.json" -o "$T/www/det32" --size 32 --shard-samples 4 \
   --no-progress >/dev/null || bad "the 32x32 build failed"
-fl=$(( $(cat "$T"/www/det32/shard-*.raw | wc -c) / 2 ))
+fl=$(half "$T/www/det32")
 expect_exit 0 "one size with targets through a cache of half the dataset: the local epoch" \
   $PY "$CHK" equal "$T/www/det32" "http://127.0.0.1:$HP/det32" "$T/c6" "$fl" \
   '{"order": "random", "seed": 4, "batch_size": 4, "threads": 1, "targets": true}'

@@ -70,3 +70,22 @@ start_s3rver() {
   pids+=($!)
   $PY "$HELP" wait "$1" || { bad "s3rver did not start: $(head -3 "$T/s3rver.log")"; return 1; }
 }
+
+# half DIR: half the bytes of DIR's raw shards (a cache_limit that makes the shards take turns)
+half() { echo $(( $(cat "$1"/shard-*.raw | wc -c) / 2 )); }
+
+# write_pairs DIR N: a dataset of N samples of varying sizes, each with a detection target and
+# fields (pair records), 3 to a shard, written by shardread.Writer
+write_pairs() {
+  $PY -c '
+import sys
+import numpy as np, shardread
+rng = np.random.default_rng(1)
+with shardread.Writer(sys.argv[1], shard_samples=3) as w:
+    for i in range(int(sys.argv[2])):
+        h, wd = int(rng.integers(16, 40)), int(rng.integers(16, 40))
+        w.add(rng.integers(0, 256, (h, wd, 3), dtype=np.uint8),
+              {"boxes": np.array([[1, 2, 10, 12]], np.float32), "labels": np.array([i % 3])},
+              {"score": i * 0.5, "name": f"n{i}"})
+' "$1" "$2"
+}
