@@ -62,8 +62,14 @@ assert all(s == 206 for _, s, _ in opened), opened
 assert sorted((f, n) for f, _, n in opened) == sorted(
     [(f, w[0]) for f, w in want.items()] + [(f, w[1]) for f, w in want.items()]), opened
 rest = reqs[25:]
-assert rest and all(s == 200 and n == want[f][2] for f, s, n in rest), rest
-print(len(opened), "ranges at open,", len(rest), "whole shards after")
+# the workers go on into the next epoch, so the last downloads may be cut short by the close
+# (nginx logs a cut transfer when the connection goes: after every whole one)
+whole = 0
+while whole < len(rest) and rest[whole][2] == want[rest[whole][0]][2]:
+    whole += 1
+assert whole and all(s == 200 for _, s, _ in rest), rest
+assert all(n < want[f][2] for f, _, n in rest[whole:]), rest
+print(len(opened), "ranges at open,", whole, "whole shards after,", len(rest) - whole, "cut by the close")
 ' "$T/www/det" "$T/first.log"
 
 # a second open of the same cache: the shards it holds give their parts, the others are asked for
