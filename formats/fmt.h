@@ -29,10 +29,16 @@ enum {
     FMT_ELAST
 };
 
-/* Optional detail for an error: a one-line, human-readable reason, no trailing newline. */
-typedef struct fmt_msg {
+/* Optional detail for an error: a one-line, human-readable reason, no trailing newline. The
+ * project's one message type: the public headers name the same struct (libshardread's shr_msg),
+ * so a caller's buffer passes through every layer as it is. */
+#ifndef SHARDC_MSG_DEFINED
+#define SHARDC_MSG_DEFINED
+struct shardc_msg {
     char text[512];
-} fmt_msg;
+};
+#endif
+typedef struct shardc_msg fmt_msg;
 
 /* Name of an error code: FMT_E* or errno. Never NULL; static storage. */
 const char *fmt_strerror(int rc);

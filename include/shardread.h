@@ -10,8 +10,9 @@
  *     shr_options_init(&o);
  *     o.batch_size = 256; o.order = SHR_ORDER_RANDOM; o.seed = 42; o.threads = 4;
  *     shr_reader *r;
- *     int rc = shr_open(&r, "ds", &o);
- *     if (rc) { fprintf(stderr, "%s\n", shr_last_error(NULL)); ... }
+ *     shr_msg why;
+ *     int rc = shr_open(&r, "ds", &o, &why);
+ *     if (rc) { fprintf(stderr, "%s\n", why.text); ... }
  *     for (int epoch = 0; epoch < 10; epoch++) {
  *         const shr_batch *b;
  *         while ((rc = shr_next(r, &b)) == 0) {
@@ -29,7 +30,11 @@
  *
  * Errors: functions return 0 on success, a positive errno value for system errors, or a negative
  * SHR_E* code (those of the storage layer underneath among them, SHR_EFORMAT .. SHR_EEMPTY
- * below); shr_strerror names any of them. The library never prints or exits.
+ * below); shr_strerror names any of them. A call that can say more than its code (the file,
+ * object, sample or option at fault, and why) takes a shr_msg * last: the caller's buffer, which
+ * a failure fills with one line (NULL: no detail wanted). Nothing is kept per thread or in static
+ * storage. A reader's own failures, which its workers meet while the consumer is elsewhere, are
+ * kept with the reader (shr_last_error). The library never prints or exits.
  *
  * Memory: the ring holds `prefetch` batches of batch_size * height * width * channels elements
  * of the output dtype (plus labels, indices and parameters); nothing else grows with the number
@@ -68,8 +73,22 @@ extern "C" {
 #define SHR_API
 #endif
 
+/* The detail of a failure: one line, no trailing newline, written by the call that failed into
+ * the caller's buffer ("" when the call had nothing to add to shr_strerror of its code). A call
+ * that succeeds leaves it as it was. The same message type as the rest of the project's
+ * libraries (the compiler's, the storage layer's). */
+#ifndef SHARDC_MSG_DEFINED
+#define SHARDC_MSG_DEFINED
+struct shardc_msg {
+    char text[512];
+};
+#endif
+typedef struct shardc_msg shr_msg;
+
+/* 0.3: the calls that fail with a reason take the caller's shr_msg (shr_last_error(NULL), a
+ * thread-local message, is gone) */
 #define SHR_VERSION_MAJOR 0
-#define SHR_VERSION_MINOR 2
+#define SHR_VERSION_MINOR 3
 
 enum {
     SHR_EEND = -30700,      /* not an error: the current epoch has no more batches */
@@ -828,14 +847,13 @@ SHR_API int shr_option_choose(const shr_option_info *r, const char *name, const 
                               int *value, char *why, size_t n);
 
 /* Open the dataset in dir and start the workers. o may be NULL (defaults). On failure *r is NULL
- * and a description of the error (naming the file at fault) is available from
- * shr_last_error(NULL). Errors: SHR_EINVAL (bad options, with the reason in the message: also
+ * and msg (may be NULL) describes the error, naming the file at fault. Errors: SHR_EINVAL (bad options, with the reason in the message: also
  * combinations that cannot work, such as rrc without width and height or with random_crop,
  * normalisation to uint8, dataset statistics the manifest does not have; an epoch without
  * batches, and a cursor past the epoch), SHR_ESHAPE, the dataset's errors (ENOENT
  * without a manifest, SHR_ETRUNC / SHR_ECORRUPT / SHR_EHASH / SHR_EFORMAT for a damaged shard,
  * ...), ENOMEM, and pthread_create's errors. Thread-safe. */
-SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o);
+SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o, shr_msg *msg);
 
 /* ---- Datasets at URLs ----
  *
@@ -873,10 +891,11 @@ SHR_API int shr_cache_stats(const shr_reader *r, shr_cache_info *info);
 
 /* The cached local directory of the dataset at url, made complete as above, into dir (len
  * bytes, NUL-terminated). cache: NULL for the default. 0, or the error (the message, naming the
- * object, the endpoint and the server's error code, in shr_last_error(NULL)): EACCES (refused),
+ * object, the endpoint and the server's error code, in msg): EACCES (refused),
  * ENOENT (no such object), ECONNREFUSED, ETIMEDOUT, EIO, SHR_EHASH / SHR_ECORRUPT (an object
  * that fails its check), SHR_EINVAL (a bad URL, no credentials), ERANGE (len too small). */
-SHR_API int shr_remote_resolve(const char *url, const char *cache, char *dir, size_t len);
+SHR_API int shr_remote_resolve(const char *url, const char *cache, char *dir, size_t len,
+                               shr_msg *msg);
 
 /* ---- Mixtures: several datasets read as one, by proportion ----
  *
@@ -927,7 +946,8 @@ typedef struct {
  * stream is read in its own quasi order over its shards). Errors as shr_open's, the message
  * naming the stream; SHR_EINVAL for streams that cannot be mixed (see above). */
 SHR_API int shr_open_mixture(shr_reader **r, const shr_stream *streams, uint32_t n,
-                             uint64_t samples_per_epoch, int offset_labels, const shr_options *o);
+                             uint64_t samples_per_epoch, int offset_labels, const shr_options *o,
+                             shr_msg *msg);
 
 typedef struct {
     const char *path;           /* valid until shr_close */
@@ -1215,11 +1235,10 @@ SHR_API int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index
 /* Name of an error code (SHR_E* or errno). Never NULL; static storage. */
 SHR_API const char *shr_strerror(int rc);
 
-/* r NULL: the message of the last failed shr_open, shr_dataset_open or shr_dataset_read in this
- * thread (thread-local). r not NULL: the message of r's last failed shr_next, or of its latest
- * recovered sample; right after shr_open with on_error skip or substitute, the shards that did
- * not open ("" if none). Valid until the next call into the library from this thread. Never
- * NULL. */
+/* The message of r's last failed shr_next, or of its latest recovered sample; right after
+ * shr_open with on_error skip or substitute, the shards that did not open ("" if none). Valid
+ * until r's next shr_next. Never NULL ("" for r NULL: a failed open's message is in the msg it
+ * was given). */
 SHR_API const char *shr_last_error(const shr_reader *r);
 
 /* ---- Single samples: random access to a dataset, without a reader ----
@@ -1229,17 +1248,18 @@ SHR_API const char *shr_last_error(const shr_reader *r);
  * no ring; each read copies one sample's stored pixels, uncropped, into the caller's buffer.
  *
  *     shr_dataset *d;
- *     if (shr_dataset_open(&d, "ds", SHR_ACCESS_MMAP)) { fprintf(stderr, "%s\n",
- *                                                         shr_last_error(NULL)); ... }
+ *     shr_msg why;
+ *     if (shr_dataset_open(&d, "ds", SHR_ACCESS_MMAP, &why)) { fprintf(stderr, "%s\n",
+ *                                                             why.text); ... }
  *     shr_sample s;
  *     shr_dataset_sample(d, i, &s);                   // label and shape of sample i
  *     uint8_t *px = malloc(s.bytes);
- *     shr_dataset_read(d, i, px, s.bytes, NULL);       // its pixels, uint8 HWC
+ *     shr_dataset_read(d, i, px, s.bytes, NULL, &why); // its pixels, uint8 HWC
  *     shr_dataset_close(d);
  *
  * Thread-safety: after open, every function below except close may be called from any number of
- * threads at once. Errors: as shr_open; the message of a failed shr_dataset_open or
- * shr_dataset_read (naming the file) is shr_last_error(NULL) in the calling thread. */
+ * threads at once (each with its own shr_msg). Errors: as shr_open; the message of a failed
+ * call (naming the file, the sample and why) is written to the msg it was given. */
 typedef struct shr_dataset shr_dataset;
 
 /* One stored sample's metadata. */
@@ -1272,17 +1292,18 @@ typedef struct {
 } shr_dataset_info;
 
 /* Open the dataset in dir (access as in shr_options; SHR_ACCESS_MMAP is the usual choice). On
- * failure *d is NULL and shr_last_error(NULL) names the file at fault. Errors: SHR_EINVAL (NULL
+ * failure *d is NULL and msg names the file at fault. Errors: SHR_EINVAL (NULL
  * arguments, unknown access mode), ENOENT without a manifest, SHR_ETRUNC / SHR_ECORRUPT /
  * SHR_EFORMAT / ... for a damaged manifest or shard, SHR_EUNSUPPORTED, ENOMEM. */
-SHR_API int shr_dataset_open(shr_dataset **d, const char *dir, shr_access access);
+SHR_API int shr_dataset_open(shr_dataset **d, const char *dir, shr_access access,
+                             shr_msg *msg);
 
 /* shr_dataset_open with flags: SHR_DATASET_VERIFY makes shr_dataset_read hash every sample it
  * reads (XXH3-64, as shr_options.verify_samples) and fail with SHR_EHASH, naming the shard and
  * the sample, when the pixels do not match their stored hash. Unknown flags: SHR_EINVAL. */
 #define SHR_DATASET_VERIFY 1u
 SHR_API int shr_dataset_open_flags(shr_dataset **d, const char *dir, shr_access access,
-                                   unsigned flags);
+                                   unsigned flags, shr_msg *msg);
 
 /* shr_dataset_open_flags of the dataset at url (s3://, http(s)://; see "Datasets at URLs") in
  * the cache root cache (NULL: the default). cache_limit 0: as shr_dataset_open_flags (the whole
@@ -1298,14 +1319,15 @@ SHR_API int shr_dataset_open_flags(shr_dataset **d, const char *dir, shr_access 
  * into the dataset's memory (targets, fields, keypoints) stay valid until the next call on d
  * from any thread, or while the caller holds their sample's shard (shr_dataset_hold). */
 SHR_API int shr_dataset_open_remote(shr_dataset **d, const char *url, const char *cache,
-                                    uint64_t cache_limit, shr_access access, unsigned flags);
+                                    uint64_t cache_limit, shr_access access, unsigned flags,
+                                    shr_msg *msg);
 
 /* Keep the shard of sample idx in memory (and, for a dataset read on demand, in its cache,
  * downloading it first if need be) until the matching shr_dataset_unhold; calls on its samples
  * in between do not wait, and their pointers stay valid. Holds nest. 0, or the error (the
- * object that could not be had named in shr_last_error(NULL)); SHR_EINVAL for idx >= samples.
+ * object that could not be had named in msg); SHR_EINVAL for idx >= samples.
  * For a local dataset, 0 and nothing to do. */
-SHR_API int shr_dataset_hold(const shr_dataset *d, uint64_t idx);
+SHR_API int shr_dataset_hold(const shr_dataset *d, uint64_t idx, shr_msg *msg);
 SHR_API void shr_dataset_unhold(const shr_dataset *d, uint64_t idx);
 
 /* The dataset's folder: its directory, or for a dataset at a URL its folder in the cache (holding
@@ -1322,23 +1344,24 @@ SHR_API void shr_dataset_get_info(const shr_dataset *d, shr_dataset_info *info);
  * Valid until shr_dataset_close. */
 SHR_API const char *shr_dataset_class(const shr_dataset *d, uint32_t label);
 
-/* Metadata of sample idx. Returns 0, or SHR_EINVAL if idx >= samples. */
-SHR_API int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s);
+/* Metadata of sample idx. Returns 0, SHR_EINVAL if idx >= samples, or (a dataset read on demand
+ * whose shards carry no skeleton) the error of the download of its shard, named in msg. */
+SHR_API int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s, shr_msg *msg);
 
 /* Copy sample idx's stored pixels (s.bytes of them, uint8 HWC) into dst, which has room for len
  * bytes; meta (may be NULL) receives its metadata. Returns 0; SHR_EINVAL (idx >= samples, or len
  * smaller than the sample: nothing is written); the read's errors (errno values of pread,
  * SHR_ETRUNC for a shard truncated after open in SHR_ACCESS_PREAD / DIRECT mode), with
- * shr_last_error(NULL) naming the shard file and the sample. */
+ * msg naming the shard file and the sample. */
 SHR_API int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len,
-                             shr_sample *meta);
+                             shr_sample *meta, shr_msg *msg);
 
 /* Sample idx's stored target (boxes in the stored sample's pixels, as the build left them; no
  * read-time geometry): pointers into the dataset's memory (never NULL), read-only, valid until
  * shr_dataset_close; dropped counts the boxes the build's geometry dropped. Every record was
  * checked at open. 0; SHR_EINVAL (d or t NULL, idx >= samples, or a dataset without targets),
- * with shr_last_error(NULL) saying which. */
-SHR_API int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t);
+ * with msg saying which. */
+SHR_API int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t, shr_msg *msg);
 
 /* Sample idx's instance masks and keypoints (a dataset of target record version 2: the raw
  * format's specification, "Target record, version 2"), as the build stored them, in the order of
@@ -1346,10 +1369,10 @@ SHR_API int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t
  * floats x, y, v (NULL without), valid until shr_dataset_close; *has_masks: whether the dataset
  * stores masks; *width, *height: the stored sample's size. masks (may be NULL; cap bytes): the
  * masks decoded, count * height * width bytes of 0 or 1, row-major. Any pointer argument but d
- * may be NULL. 0; SHR_EINVAL (as shr_dataset_target, or cap too small). */
+ * may be NULL. 0; SHR_EINVAL (as shr_dataset_target, or cap too small), with msg saying which. */
 SHR_API int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints,
                              const float **keypoints, int *has_masks, uint32_t *width,
-                             uint32_t *height, uint8_t *masks, size_t cap);
+                             uint32_t *height, uint8_t *masks, size_t cap, shr_msg *msg);
 
 /* 1 when the dataset's targets are label maps (shardc build --masks), from its manifest; 0
  * otherwise (and for d NULL). */
@@ -1360,10 +1383,10 @@ SHR_API int shr_dataset_has_label_maps(const shr_dataset *d);
  * ignore index included) always (each may be NULL); out (may be NULL; cap bytes) receives
  * width * height values of elem bytes each, row-major: elem 1 (uint8: SHR_EINVAL when
  * *max_value > 255), 2 (uint16) or 8 (int64). 0; SHR_EINVAL (d NULL, idx >= samples, a dataset
- * without label maps, another elem, cap too small), with shr_last_error(NULL) saying which. */
+ * without label maps, another elem, cap too small), with msg saying which. */
 SHR_API int shr_dataset_label_map(const shr_dataset *d, uint64_t idx, uint32_t *width,
                                   uint32_t *height, uint32_t *max_value, void *out, size_t cap,
-                                  int elem);
+                                  int elem, shr_msg *msg);
 
 /* Fields (datasets written with fields: shardread.Writer(fields=...), shardc build --fields):
  * every sample carries the same named values beyond its label (the raw format's specification, "Fields record";
@@ -1389,8 +1412,9 @@ SHR_API int shr_dataset_field_def(const shr_dataset *d, uint32_t k, const char *
 /* Sample idx's fields, in schema order, into out[0..cap) (cap at least the number of fields; 64
  * always suffices): pointers into the dataset's memory, valid until shr_dataset_close. Every
  * record was checked against the schema at open. 0; SHR_EINVAL (NULL arguments, idx >= samples,
- * cap too small, or a dataset without fields), with shr_last_error(NULL) saying which. */
-SHR_API int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap);
+ * cap too small, or a dataset without fields), with msg saying which. */
+SHR_API int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap,
+                               shr_msg *msg);
 
 #ifdef __cplusplus
 }

@@ -470,19 +470,19 @@ void shr_mixture_largest(const shr_reader *r, uint32_t *w, uint32_t *h)
 }
 
 int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
-                     uint64_t samples_per_epoch, int offset_labels, const shr_options *opt)
+                     uint64_t samples_per_epoch, int offset_labels, const shr_options *opt,
+                     shr_msg *msg)
 {
-    shr_open_err.text[0] = '\0';
     if (!out || !streams || n == 0 || n > SHR_MAX_STREAMS)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "a mixture takes a reader and 1 to %u "
+        return fmt_fail(msg, SHR_EINVAL, "a mixture takes a reader and 1 to %u "
                         "streams", SHR_MAX_STREAMS);
     *out = NULL;
     shr_options o;
-    int rc = shr_options_full(opt, &o, &shr_open_err);
+    int rc = shr_options_full(opt, &o, msg);
     if (rc)
         return rc;
-    if ((rc = shr_check_option_value("on_error", NULL, o.on_error, &shr_open_err)) != 0 ||
-        (rc = shr_check_option_value("access", NULL, o.access, &shr_open_err)) != 0)
+    if ((rc = shr_check_option_value("on_error", NULL, o.on_error, msg)) != 0 ||
+        (rc = shr_check_option_value("access", NULL, o.access, msg)) != 0)
         return rc;
     shr_mixture *mx = calloc(1, sizeof *mx);
     uint64_t *sizes = calloc(n, sizeof *sizes), *choose = calloc(n, sizeof *choose);
@@ -497,20 +497,20 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
     }
     if (!mx || !sizes || !choose || !weight || !repeat || !mx->ds || !mx->paths ||
         !mx->on_error || !mx->label_offset || !mx->classes) {
-        rc = fmt_fail(&shr_open_err, ENOMEM, "out of memory");
+        rc = fmt_fail(msg, ENOMEM, "out of memory");
         goto fail;
     }
     int64_t offset = 0;
     for (uint32_t s = 0; s < n; s++) {
         const shr_stream *st = &streams[s];
         if (!st->path) {
-            rc = fmt_fail(&shr_open_err, SHR_EINVAL, "stream %" PRIu32 " has no path", s);
+            rc = fmt_fail(msg, SHR_EINVAL, "stream %" PRIu32 " has no path", s);
             goto fail;
         }
         fmt_msg why;
         if (st->on_error != SHR_STREAM_ON_ERROR_DEFAULT &&
             shr_check_option_value("on_error", NULL, st->on_error, &why) != 0) {
-            rc = fmt_fail(&shr_open_err, SHR_EINVAL, "stream %" PRIu32 " (%s): %s", s, st->path,
+            rc = fmt_fail(msg, SHR_EINVAL, "stream %" PRIu32 " (%s): %s", s, st->path,
                           why.text);
             goto fail;
         }
@@ -518,16 +518,16 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
                                                                       : (shr_on_error)st->on_error;
         mx->paths[s] = strdup(st->path);
         if (!mx->paths[s]) {
-            rc = fmt_fail(&shr_open_err, ENOMEM, "out of memory");
+            rc = fmt_fail(msg, ENOMEM, "out of memory");
             goto fail;
         }
-        fmt_msg msg = {{0}};
+        fmt_msg src = {{0}};
         /* the same open as a single dataset's (shr_open_source), so a stream is whatever
          * shr_open takes */
-        rc = shr_open_source(&mx->ds[s], st->path, o.cache, o.access, mx->on_error[s], &msg);
+        rc = shr_open_source(&mx->ds[s], st->path, o.cache, o.access, mx->on_error[s], &src);
         if (rc) {
-            fmt_fail(&shr_open_err, rc, "stream %" PRIu32 ": cannot open dataset %s: %s", s,
-                     st->path, fmt_reason(&msg, rc));
+            fmt_fail(msg, rc, "stream %" PRIu32 ": cannot open dataset %s: %s", s,
+                     st->path, fmt_reason(&src, rc));
             goto fail;
         }
         const fmt_manifest *m = fmt_dataset_manifest(mx->ds[s]);
@@ -543,7 +543,7 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
     }
     if (offset_labels) {
         if (offset > UINT32_MAX) {
-            rc = fmt_fail(&shr_open_err, SHR_EINVAL, "the streams have %" PRId64 " classes in "
+            rc = fmt_fail(msg, SHR_EINVAL, "the streams have %" PRId64 " classes in "
                           "all", offset);
             goto fail;
         }
@@ -554,7 +554,7 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
     rc = shr_mix_plan_make(&mx->plan, n, sizes, weight, repeat, choose, samples_per_epoch, &why);
     if (rc) {
         mx->plan.n = n;
-        fmt_fail(&shr_open_err, rc, "%s", why.text);
+        fmt_fail(msg, rc, "%s", why.text);
         goto fail;
     }
     if (o.order == SHR_ORDER_QUASI) {
@@ -577,7 +577,7 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
                                     o.quasi_window ? o.quasi_window : 1);
         free(all);
         if (rc) {
-            fmt_fail(&shr_open_err, rc, "cannot plan the streams' quasi orders: %s",
+            fmt_fail(msg, rc, "cannot plan the streams' quasi orders: %s",
                      shr_strerror(rc));
             goto fail;
         }
@@ -589,7 +589,7 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
     free(choose);
     free(weight);
     free(repeat);
-    return shr_open_with(out, mx->paths[0], &o, mx);     /* owns mx from here */
+    return shr_open_with(out, mx->paths[0], &o, mx, msg);    /* owns mx from here */
 fail:
     if (mx && mx->ds && mx->ds[0])
         fmt_dataset_close(mx->ds[0]);

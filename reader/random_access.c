@@ -24,44 +24,44 @@ struct shr_dataset {
     pthread_mutex_t mu;
 };
 
-int shr_dataset_open(shr_dataset **out, const char *dir, shr_access access)
+int shr_dataset_open(shr_dataset **out, const char *dir, shr_access access, shr_msg *msg)
 {
-    return shr_dataset_open_flags(out, dir, access, 0);
+    return shr_dataset_open_flags(out, dir, access, 0, msg);
 }
 
 /* the checks every open makes of its arguments */
-static int check_args(shr_dataset **out, const char *dir, shr_access access, unsigned flags)
+static int check_args(shr_dataset **out, const char *dir, shr_access access, unsigned flags,
+                      fmt_msg *msg)
 {
-    shr_open_err.text[0] = '\0';
     if (!out || !dir)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset or directory given");
+        return fmt_fail(msg, SHR_EINVAL, "no dataset or directory given");
     *out = NULL;
     if ((unsigned)access > SHR_ACCESS_DIRECT)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "unknown access mode %d", (int)access);
+        return fmt_fail(msg, SHR_EINVAL, "unknown access mode %d", (int)access);
     if (flags & ~SHR_DATASET_VERIFY)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "unknown dataset flags 0x%x", flags);
+        return fmt_fail(msg, SHR_EINVAL, "unknown dataset flags 0x%x", flags);
     return 0;
 }
 
 int shr_dataset_open_flags(shr_dataset **out, const char *dir, shr_access access,
-                           unsigned flags)
+                           unsigned flags, shr_msg *msg)
 {
-    int rc = check_args(out, dir, access, flags);
+    int rc = check_args(out, dir, access, flags, msg);
     if (rc)
         return rc;
     if (rmt_is_url(dir))
-        return shr_dataset_open_url(out, dir, access, flags);
+        return shr_dataset_open_url(out, dir, access, flags, msg);
     shr_dataset *d = calloc(1, sizeof *d);
     if (!d || !(d->dir = strdup(dir))) {
         free(d);
-        return fmt_fail(&shr_open_err, ENOMEM, "out of memory");
+        return fmt_fail(msg, ENOMEM, "out of memory");
     }
     pthread_mutex_init(&d->mu, NULL);
-    fmt_msg msg = {{0}};
-    rc = fmt_dataset_open_ex(&d->ds, dir, (fmt_access)access, &msg);
+    fmt_msg why = {{0}};
+    rc = fmt_dataset_open_ex(&d->ds, dir, (fmt_access)access, &why);
     if (rc) {
         shr_dataset_close(d);
-        return fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
+        return fmt_fail(msg, rc, "cannot open dataset %s: %s", dir, fmt_reason(&why, rc));
     }
     d->verify = (flags & SHR_DATASET_VERIFY) != 0;
     *out = d;
@@ -119,24 +119,25 @@ static int open_lazy(shr_dataset *d, const char *url, const char *cache, uint64_
 }
 
 int shr_dataset_open_remote(shr_dataset **out, const char *url, const char *cache,
-                            uint64_t cache_limit, shr_access access, unsigned flags)
+                            uint64_t cache_limit, shr_access access, unsigned flags,
+                            shr_msg *msg)
 {
-    int rc = check_args(out, url, access, flags);
+    int rc = check_args(out, url, access, flags, msg);
     if (rc)
         return rc;
     if (!rmt_is_url(url))
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s is not a URL (s3://, http://, https://)",
+        return fmt_fail(msg, SHR_EINVAL, "%s is not a URL (s3://, http://, https://)",
                         url);
     if (!cache_limit)
-        return shr_dataset_open_url_cache(out, url, cache, access, flags);
+        return shr_dataset_open_url_cache(out, url, cache, access, flags, msg);
     shr_dataset *d = calloc(1, sizeof *d);
     if (!d)
-        return fmt_fail(&shr_open_err, ENOMEM, "out of memory");
+        return fmt_fail(msg, ENOMEM, "out of memory");
     pthread_mutex_init(&d->mu, NULL);
-    fmt_msg msg = {{0}};
-    rc = open_lazy(d, url, cache, cache_limit, access, &msg);
+    fmt_msg why = {{0}};
+    rc = open_lazy(d, url, cache, cache_limit, access, &why);
     if (rc) {
-        fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s", url, fmt_reason(&msg, rc));
+        fmt_fail(msg, rc, "cannot open dataset %s: %s", url, fmt_reason(&why, rc));
         shr_dataset_close(d);
         return rc;
     }
@@ -145,29 +146,29 @@ int shr_dataset_open_remote(shr_dataset **out, const char *url, const char *cach
     return 0;
 }
 
-int shr_dataset_hold(const shr_dataset *cd, uint64_t idx)
+int shr_dataset_hold(const shr_dataset *cd, uint64_t idx, shr_msg *msg)
 {
     shr_dataset *d = (shr_dataset *)cd;     /* (the caller's handle; the lock is ours) */
     if (!d)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset given");
+        return fmt_fail(msg, SHR_EINVAL, "no dataset given");
     /* (a local dataset's shards are all open: only the range is checked, without a search) */
     long s = idx >= fmt_dataset_count(d->ds) ? -1
              : d->lazy ? fmt_manifest_find_shard(fmt_dataset_manifest(d->ds), idx) : 0;
     if (s < 0)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+        return fmt_fail(msg, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
                         " samples)", idx, fmt_dataset_count(d->ds));
     if (!d->lazy)
         return 0;
     fmt_msg why = {{0}};
     int rc = rmt_lazy_acquire(d->lazy, (size_t)s, RMT_WAIT, &why);
     if (rc)
-        return fmt_fail(&shr_open_err, rc, "%s", fmt_reason(&why, rc));
+        return fmt_fail(msg, rc, "%s", fmt_reason(&why, rc));
     pthread_mutex_lock(&d->mu);
     rc = fmt_dataset_shard_load(d->ds, (size_t)s, &why);
     pthread_mutex_unlock(&d->mu);
     if (rc) {
         rmt_lazy_release(d->lazy, (size_t)s);
-        return fmt_fail(&shr_open_err, rc, "%s", fmt_reason(&why, rc));
+        return fmt_fail(msg, rc, "%s", fmt_reason(&why, rc));
     }
     return 0;
 }
@@ -183,12 +184,12 @@ void shr_dataset_unhold(const shr_dataset *d, uint64_t idx)
 
 /* What the public calls below hold around their work: the shard of a sample in range, of a
  * dataset read on demand (*held set; an index out of range is left to the call to report). */
-static int hold_for(const shr_dataset *d, uint64_t idx, int *held)
+static int hold_for(const shr_dataset *d, uint64_t idx, int *held, fmt_msg *msg)
 {
     *held = 0;
     if (!d || !d->lazy || idx >= fmt_dataset_count(d->ds))
         return 0;
-    int rc = shr_dataset_hold(d, idx);
+    int rc = shr_dataset_hold(d, idx, msg);
     *held = rc == 0;
     return rc;
 }
@@ -260,7 +261,7 @@ static void sample_meta(const fmt_sample *f, shr_sample *s)
     s->bytes = f->length;
 }
 
-int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s)
+int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s, shr_msg *msg)
 {
     fmt_sample f;
     int rc;
@@ -273,7 +274,7 @@ int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s)
         pthread_mutex_unlock(&dw->mu);
     } else {
         int held;
-        if ((rc = hold_for(d, idx, &held)) != 0)
+        if ((rc = hold_for(d, idx, &held, msg)) != 0)
             return rc;
         rc = fmt_dataset_get(d->ds, idx, &f);
         unhold_for(d, idx, held);
@@ -284,15 +285,15 @@ int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s)
     return 0;
 }
 
-static int read_sample(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta)
+static int read_sample(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta,
+                       fmt_msg *msg)
 {
-    shr_open_err.text[0] = '\0';
     fmt_sample f;
     if (fmt_dataset_get(d->ds, idx, &f) != 0)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+        return fmt_fail(msg, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
                         " samples)", idx, fmt_dataset_count(d->ds));
     if (f.length > len)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " has %" PRIu64 " bytes, the "
+        return fmt_fail(msg, SHR_EINVAL, "sample %" PRIu64 " has %" PRIu64 " bytes, the "
                         "buffer %zu", idx, f.length, len);
     int rc;
     if (f.pixels && fmt_dataset_access(d->ds) == FMT_ACCESS_MMAP) {
@@ -302,10 +303,10 @@ static int read_sample(const shr_dataset *d, uint64_t idx, void *dst, size_t len
         rc = fmt_dataset_read(d->ds, idx, dst, NULL);
     }
     if (rc)
-        return fmt_fail(&shr_open_err, rc, "%s: cannot read sample %" PRIu64 ": %s",
+        return fmt_fail(msg, rc, "%s: cannot read sample %" PRIu64 ": %s",
                         fmt_dataset_sample_file(d->ds, idx), idx, shr_strerror(rc));
     if (d->verify && fmt_hash64(dst, (size_t)f.length) != f.hash)
-        return fmt_fail(&shr_open_err, FMT_EHASH, "%s: sample %" PRIu64 ": pixels do not match "
+        return fmt_fail(msg, FMT_EHASH, "%s: sample %" PRIu64 ": pixels do not match "
                         "their hash (damaged or changed since the build)",
                         fmt_dataset_sample_file(d->ds, idx), idx);
     if (meta)
@@ -313,41 +314,41 @@ static int read_sample(const shr_dataset *d, uint64_t idx, void *dst, size_t len
     return 0;
 }
 
-int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta)
+int shr_dataset_read(const shr_dataset *d, uint64_t idx, void *dst, size_t len, shr_sample *meta,
+                     shr_msg *msg)
 {
-    int held, rc = hold_for(d, idx, &held);
+    int held, rc = hold_for(d, idx, &held, msg);
     if (rc)
         return rc;
-    rc = read_sample(d, idx, dst, len, meta);
+    rc = read_sample(d, idx, dst, len, meta, msg);
     unhold_for(d, idx, held);
     return rc;
 }
 
 /* Sample idx's stored target into *f, for shr_dataset_target and shr_dataset_segm: 0, or an
- * error in the open-error message (no targets, out of range, unreadable). */
-static int stored_target(const shr_dataset *d, uint64_t idx, fmt_target *f)
+ * error with msg saying which (no targets, out of range, unreadable). */
+static int stored_target(const shr_dataset *d, uint64_t idx, fmt_target *f, fmt_msg *msg)
 {
     if (!fmt_dataset_manifest(d->ds)->targets)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "the dataset has no targets (not a detection "
+        return fmt_fail(msg, SHR_EINVAL, "the dataset has no targets (not a detection "
                         "dataset)");
     if (idx >= fmt_dataset_count(d->ds))
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+        return fmt_fail(msg, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
                         " samples)", idx, fmt_dataset_count(d->ds));
     fmt_msg m = {{0}};
     int rc = fmt_dataset_target(d->ds, idx, f, &m);
     if (rc)
-        return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
+        return fmt_fail(msg, rc, "%s: sample %" PRIu64 ": cannot read its target: %s",
                         fmt_dataset_sample_file(d->ds, idx), idx, fmt_reason(&m, rc));
     return 0;
 }
 
-static int target_of(const shr_dataset *d, uint64_t idx, shr_target *t)
+static int target_of(const shr_dataset *d, uint64_t idx, shr_target *t, fmt_msg *msg)
 {
-    shr_open_err.text[0] = '\0';
     if (!d || !t)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset or target given");
+        return fmt_fail(msg, SHR_EINVAL, "no dataset or target given");
     fmt_target f;
-    int rc = stored_target(d, idx, &f);
+    int rc = stored_target(d, idx, &f, msg);
     if (rc)
         return rc;
     memset(t, 0, sizeof *t);
@@ -363,25 +364,24 @@ static int target_of(const shr_dataset *d, uint64_t idx, shr_target *t)
     return 0;
 }
 
-int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t)
+int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t, shr_msg *msg)
 {
-    int held, rc = hold_for(d, idx, &held);
+    int held, rc = hold_for(d, idx, &held, msg);
     if (rc)
         return rc;
-    rc = target_of(d, idx, t);
+    rc = target_of(d, idx, t, msg);
     unhold_for(d, idx, held);
     return rc;
 }
 
 static int segm_of(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints,
                    const float **keypoints, int *has_masks, uint32_t *width, uint32_t *height,
-                   uint8_t *masks, size_t cap)
+                   uint8_t *masks, size_t cap, fmt_msg *msg)
 {
-    shr_open_err.text[0] = '\0';
     if (!d)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset given");
+        return fmt_fail(msg, SHR_EINVAL, "no dataset given");
     fmt_target f;
-    int rc = stored_target(d, idx, &f);
+    int rc = stored_target(d, idx, &f, msg);
     if (rc)
         return rc;
     size_t npix = (size_t)f.map_width * f.map_height;
@@ -397,7 +397,7 @@ static int segm_of(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints,
         *height = f.map_height;
     if (masks && (f.ext & FMT_TARGET_EXT_MASKS)) {
         if (cap < npix * f.count)
-            return fmt_fail(&shr_open_err, SHR_EINVAL, "%zu bytes for %" PRIu32 " masks of %"
+            return fmt_fail(msg, SHR_EINVAL, "%zu bytes for %" PRIu32 " masks of %"
                             PRIu32 "x%" PRIu32, cap, f.count, f.map_width, f.map_height);
         for (uint32_t i = 0; i < f.count; i++)
             fmt_target_mask(&f, i, masks + npix * i);
@@ -407,12 +407,12 @@ static int segm_of(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints,
 
 int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints,
                      const float **keypoints, int *has_masks, uint32_t *width, uint32_t *height,
-                     uint8_t *masks, size_t cap)
+                     uint8_t *masks, size_t cap, shr_msg *msg)
 {
-    int held, rc = hold_for(d, idx, &held);
+    int held, rc = hold_for(d, idx, &held, msg);
     if (rc)
         return rc;
-    rc = segm_of(d, idx, num_keypoints, keypoints, has_masks, width, height, masks, cap);
+    rc = segm_of(d, idx, num_keypoints, keypoints, has_masks, width, height, masks, cap, msg);
     unhold_for(d, idx, held);
     return rc;
 }
@@ -423,19 +423,19 @@ int shr_dataset_has_label_maps(const shr_dataset *d)
 }
 
 static int label_map_of(const shr_dataset *d, uint64_t idx, uint32_t *width,
-                        uint32_t *height, uint32_t *max_value, void *out, size_t cap, int elem)
+                        uint32_t *height, uint32_t *max_value, void *out, size_t cap, int elem,
+                        fmt_msg *msg)
 {
-    shr_open_err.text[0] = '\0';
     if (!d)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset given");
+        return fmt_fail(msg, SHR_EINVAL, "no dataset given");
     if (!(fmt_dataset_manifest(d->ds)->target_ext & FMT_TARGET_EXT_MAP))
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "the dataset has no label maps (not built "
+        return fmt_fail(msg, SHR_EINVAL, "the dataset has no label maps (not built "
                         "with shardc build --masks)");
     if (out && elem != 1 && elem != 2 && elem != 8)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "a label map value takes 1, 2 or 8 bytes, "
+        return fmt_fail(msg, SHR_EINVAL, "a label map value takes 1, 2 or 8 bytes, "
                         "not %d", elem);
     fmt_target f;
-    int rc = stored_target(d, idx, &f);
+    int rc = stored_target(d, idx, &f, msg);
     if (rc)
         return rc;
     if (width)
@@ -448,25 +448,25 @@ static int label_map_of(const shr_dataset *d, uint64_t idx, uint32_t *width,
         return 0;
     size_t need = (size_t)f.map_width * f.map_height * (size_t)elem;
     if (cap < need)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "%zu bytes for a %" PRIu32 "x%" PRIu32
+        return fmt_fail(msg, SHR_EINVAL, "%zu bytes for a %" PRIu32 "x%" PRIu32
                         " label map of %d-byte values", cap, f.map_width, f.map_height, elem);
     if (elem == 1 && f.map_max > 255)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: sample %" PRIu64 ": its label map has "
+        return fmt_fail(msg, SHR_EINVAL, "%s: sample %" PRIu64 ": its label map has "
                         "value %" PRIu32 ", above 255: read it with 2- or 8-byte values",
                         fmt_dataset_sample_file(d->ds, idx), idx, f.map_max);
     if (fmt_target_label_map(&f, out, elem) != 0)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: sample %" PRIu64 ": its label map "
+        return fmt_fail(msg, SHR_EINVAL, "%s: sample %" PRIu64 ": its label map "
                         "cannot be decoded", fmt_dataset_sample_file(d->ds, idx), idx);
     return 0;
 }
 
 int shr_dataset_label_map(const shr_dataset *d, uint64_t idx, uint32_t *width, uint32_t *height,
-                          uint32_t *max_value, void *out, size_t cap, int elem)
+                          uint32_t *max_value, void *out, size_t cap, int elem, shr_msg *msg)
 {
-    int held, rc = hold_for(d, idx, &held);
+    int held, rc = hold_for(d, idx, &held, msg);
     if (rc)
         return rc;
-    rc = label_map_of(d, idx, width, height, max_value, out, cap, elem);
+    rc = label_map_of(d, idx, width, height, max_value, out, cap, elem, msg);
     unhold_for(d, idx, held);
     return rc;
 }
@@ -474,11 +474,9 @@ int shr_dataset_label_map(const shr_dataset *d, uint64_t idx, uint32_t *width, u
 int shr_dataset_field_def(const shr_dataset *d, uint32_t k, const char **name, uint32_t *type,
                           uint32_t *count)
 {
-    shr_open_err.text[0] = '\0';
     const fmt_manifest *m = d ? fmt_dataset_manifest(d->ds) : NULL;
     if (!m || k >= m->nfields)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "field %" PRIu32 " is out of range (%zu "
-                        "fields)", k, m ? m->nfields : (size_t)0);
+        return SHR_EINVAL;
     if (name)
         *name = m->fields[k].name;
     if (type)
@@ -488,19 +486,19 @@ int shr_dataset_field_def(const shr_dataset *d, uint32_t k, const char **name, u
     return 0;
 }
 
-static int fields_of(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap)
+static int fields_of(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap,
+                     fmt_msg *msg)
 {
-    shr_open_err.text[0] = '\0';
     if (!d || !out)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "no dataset or fields given");
+        return fmt_fail(msg, SHR_EINVAL, "no dataset or fields given");
     const fmt_manifest *m = fmt_dataset_manifest(d->ds);
     if (!m->nfields)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "the dataset has no fields");
+        return fmt_fail(msg, SHR_EINVAL, "the dataset has no fields");
     if (cap < m->nfields)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "room for %" PRIu32 " fields, the dataset has "
+        return fmt_fail(msg, SHR_EINVAL, "room for %" PRIu32 " fields, the dataset has "
                         "%zu", cap, m->nfields);
     if (idx >= fmt_dataset_count(d->ds))
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+        return fmt_fail(msg, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
                         " samples)", idx, fmt_dataset_count(d->ds));
     const uint8_t *rec;
     size_t len;
@@ -511,19 +509,20 @@ static int fields_of(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_
     if (rc == 0)
         rc = fmt_fields_view(rec, len, v, FMT_FIELDS_MAX, &n, &why);
     if (rc)
-        return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": cannot read its fields: %s",
+        return fmt_fail(msg, rc, "%s: sample %" PRIu64 ": cannot read its fields: %s",
                         fmt_dataset_sample_file(d->ds, idx), idx, fmt_reason(&why, rc));
     for (size_t i = 0; i < n && i < cap; i++)
         out[i] = (shr_field){.type = v[i].type, .count = v[i].count, .data = v[i].data};
     return 0;
 }
 
-int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap)
+int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap,
+                       shr_msg *msg)
 {
-    int held, rc = hold_for(d, idx, &held);
+    int held, rc = hold_for(d, idx, &held, msg);
     if (rc)
         return rc;
-    rc = fields_of(d, idx, out, cap);
+    rc = fields_of(d, idx, out, cap, msg);
     unhold_for(d, idx, held);
     return rc;
 }

@@ -132,22 +132,21 @@ struct shr_reader {
     int failed;
     shr_recovery recovery;
     fmt_msg err;                /* shr_last_error(r) */
+    fmt_msg *why;               /* during shr_open_with only: its message, until the caller's
+                                 * msg is given it on failure */
     uint64_t c_batches, c_wait_ns;      /* delivered, and waited for (stats.h: relaxed) */
     shr_tune tune;              /* threads_auto (tune.h) */
     int stats_on;               /* stage timing (shr_stats_enable; relaxed) */
 };
 
-/* What went wrong in this thread's last shr_open or shr_dataset_* call: shr_last_error(NULL).
- * Messages travel in fmt_msg, the formats layer's channel, written with fmt_fail. */
-extern _Thread_local fmt_msg shr_open_err;
-
 /* remote_open.c: shr_dataset_open_flags of a dataset at a URL (rmt_is_url): the URL resolved
  * to its cached directory (remote.h), which it then opens; shr_open and every stream of a
  * mixture resolve theirs in shr_open_source */
-int shr_dataset_open_url(shr_dataset **out, const char *url, shr_access access, unsigned flags);
+int shr_dataset_open_url(shr_dataset **out, const char *url, shr_access access, unsigned flags,
+                         fmt_msg *msg);
 /* ... in the cache root cache (NULL: the default): shr_dataset_open_remote without a limit */
 int shr_dataset_open_url_cache(shr_dataset **out, const char *url, const char *cache,
-                               shr_access access, unsigned flags);
+                               shr_access access, unsigned flags, fmt_msg *msg);
 
 /* options.c: o (NULL: the defaults) as this library's full shr_options: the caller's o->size
  * bytes over the defaults. SHR_EINVAL, with the reason in why, for a size of 0 or one larger than
@@ -173,12 +172,12 @@ SHR_INTERNAL int shr_open_source(fmt_dataset **ds, const char *path, const char 
 /* shr_open over the mixture mx (NULL: the dataset dir), which it owns from the call on (freed
  * with the reader, or on failure); mx->ds[0] is the reader's dataset. */
 SHR_INTERNAL int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt,
-                               shr_mixture *mx);
+                               shr_mixture *mx, fmt_msg *msg);
 
 /* remote_open.c: a single dataset at a URL read as its shards arrive (r->lazy). shr_lazy_open
  * fetches the manifest and opens r->ds without shards (0), or returns 1 with r->lazy NULL when
  * the dataset cannot be read so and no cache_limit asks for it (then it is made whole first), or
- * the error with shr_open_err set;
+ * the error with r->why set;
  * shr_lazy_start (once the sampler exists) checks cache_limit and starts the downloads. A
  * worker brackets each batch k with shr_lazy_acquire (its shards present, checked, loaded and
  * held; an unavailable one fails the batch, or is left to on_error) and shr_lazy_release;

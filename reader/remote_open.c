@@ -8,30 +8,29 @@
 #include "assemble.h"
 #include "reader.h"
 
-/* url's cached directory (malloc'd into *dir), or the error with shr_open_err set */
-static int resolve(const char *url, const char *cache, char **dir)
+/* url's cached directory (malloc'd into *dir), or the error with msg set */
+static int resolve(const char *url, const char *cache, char **dir, fmt_msg *msg)
 {
     rmt_options ro;
     memset(&ro, 0, sizeof ro);
     ro.cache = cache;
-    fmt_msg msg = {{0}};
-    int rc = rmt_resolve(url, &ro, dir, NULL, &msg);
+    fmt_msg why = {{0}};
+    int rc = rmt_resolve(url, &ro, dir, NULL, &why);
     if (rc)
-        fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s", url, fmt_reason(&msg, rc));
+        fmt_fail(msg, rc, "cannot open dataset %s: %s", url, fmt_reason(&why, rc));
     return rc;
 }
 
-int shr_remote_resolve(const char *url, const char *cache, char *dir, size_t len)
+int shr_remote_resolve(const char *url, const char *cache, char *dir, size_t len, shr_msg *msg)
 {
-    shr_open_err.text[0] = '\0';
     if (!url || !dir)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "no URL or buffer given");
+        return fmt_fail(msg, SHR_EINVAL, "no URL or buffer given");
     char *d;
-    int rc = resolve(url, cache, &d);
+    int rc = resolve(url, cache, &d, msg);
     if (rc)
         return rc;
     if (strlen(d) >= len)
-        rc = fmt_fail(&shr_open_err, ERANGE, "%s: the cached path %s is longer than %zu bytes",
+        rc = fmt_fail(msg, ERANGE, "%s: the cached path %s is longer than %zu bytes",
                       url, d, len);
     else
         memcpy(dir, d, strlen(d) + 1);
@@ -39,19 +38,20 @@ int shr_remote_resolve(const char *url, const char *cache, char *dir, size_t len
     return rc;
 }
 
-int shr_dataset_open_url(shr_dataset **out, const char *url, shr_access access, unsigned flags)
+int shr_dataset_open_url(shr_dataset **out, const char *url, shr_access access, unsigned flags,
+                         fmt_msg *msg)
 {
-    return shr_dataset_open_url_cache(out, url, NULL, access, flags);
+    return shr_dataset_open_url_cache(out, url, NULL, access, flags, msg);
 }
 
 int shr_dataset_open_url_cache(shr_dataset **out, const char *url, const char *cache,
-                               shr_access access, unsigned flags)
+                               shr_access access, unsigned flags, fmt_msg *msg)
 {
     char *dir;
-    int rc = resolve(url, cache, &dir);
+    int rc = resolve(url, cache, &dir, msg);
     if (rc)
         return rc;
-    rc = shr_dataset_open_flags(out, dir, access, flags);
+    rc = shr_dataset_open_flags(out, dir, access, flags, msg);
     free(dir);
     return rc;
 }
@@ -115,7 +115,7 @@ int shr_lazy_open(shr_reader *r, const char *url)
         r->lazy = NULL;
         rc = 1;
     } else if (rc) {
-        fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s%s", url, fmt_reason(&msg, rc),
+        fmt_fail(r->why, rc, "cannot open dataset %s: %s%s", url, fmt_reason(&msg, rc),
                  rc == FMT_EUNSUPPORTED ? " (needed by cache_limit)" : "");
     }
     free(dir);
@@ -149,7 +149,7 @@ int shr_lazy_start(shr_reader *r)
     const fmt_manifest *m = fmt_dataset_manifest(r->ds);
     size_t cap = plan_cap(r);
     if (!(r->plan_idx = calloc(r->o.batch_size, sizeof *r->plan_idx)))
-        return fmt_fail(&shr_open_err, ENOMEM, "out of memory");
+        return fmt_fail(r->why, ENOMEM, "out of memory");
     /* what the workers hold at once: each its batch's shards, waiting ones included */
     size_t hold = (size_t)r->o.threads * cap, ahead = r->o.prefetch_shards ? r->o.prefetch_shards
                                                                            : LAZY_AHEAD;
@@ -165,7 +165,7 @@ int shr_lazy_start(shr_reader *r)
         size_t need = ahead > hold ? ahead : hold;
         uint64_t least = rmt_lazy_minimum(r->lazy, need);
         if (least > limit)
-            return fmt_fail(&shr_open_err, SHR_EINVAL, "cache_limit %" PRIu64 " bytes is below "
+            return fmt_fail(r->why, SHR_EINVAL, "cache_limit %" PRIu64 " bytes is below "
                             "the %" PRIu64 " bytes this reader needs at once (%zu of its largest "
                             "shards: prefetch_shards %zu; %" PRIu32 " threads times %zu shards a "
                             "batch may touch)", limit, least, need, ahead, r->o.threads, cap);
@@ -179,7 +179,7 @@ int shr_lazy_start(shr_reader *r)
     int rc = rmt_lazy_start(r->lazy, &h, limit, (uint32_t)ahead, cap,
                             scan > (1u << 20) ? (1u << 20) : scan, &msg);
     if (rc)
-        fmt_fail(&shr_open_err, rc, "%s", fmt_reason(&msg, rc));
+        fmt_fail(r->why, rc, "%s", fmt_reason(&msg, rc));
     return rc;
 }
 

@@ -81,7 +81,6 @@ _Static_assert((int)SHR_EFORMAT == (int)FMT_EFORMAT && (int)SHR_ECORRUPT == (int
 #define SHR_DIRECT_STAGING (4u << 20)   /* DIRECT: staging for requests not read in place */
 #define SHR_PAGE 4096u
 
-_Thread_local fmt_msg shr_open_err;
 
 const char *shr_strerror(int rc)
 {
@@ -101,7 +100,7 @@ const char *shr_strerror(int rc)
 
 const char *shr_last_error(const shr_reader *r)
 {
-    return r ? r->err.text : shr_open_err.text;
+    return r ? r->err.text : "";
 }
 
 /* ---- open / close ---- */
@@ -116,7 +115,7 @@ static int set_output(shr_reader *r, const char *dir)
         r->out.unit = o->unit;
     r->convert = o->dtype != SHR_DTYPE_U8 || (o->layout == SHR_LAYOUT_NCHW && r->channels > 1);
     if (o->normalize != SHR_NORM_NONE && r->channels > 4)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: cannot normalise %" PRIu32 " channels (at "
+        return fmt_fail(r->why, SHR_EINVAL, "%s: cannot normalise %" PRIu32 " channels (at "
                         "most 4)", dir, r->channels);
     for (uint32_t c = 0; c < r->channels && o->normalize != SHR_NORM_NONE; c++) {
         if (o->normalize == SHR_NORM_GIVEN) {
@@ -124,7 +123,7 @@ static int set_output(shr_reader *r, const char *dir)
             r->out.std[c] = o->std[c];
         } else {
             if (c >= 3 || !(m->std[c] > 0) || !isfinite(m->std[c]) || !isfinite(m->mean[c]))
-                return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the manifest has no usable "
+                return fmt_fail(r->why, SHR_EINVAL, "%s: the manifest has no usable "
                                 "statistics for channel %" PRIu32 " (std %g): give mean and std",
                                 dir, c, c < 3 ? m->std[c] : 0.0);
             /* the dataset's statistics are on the 0..255 scale: on the unit's scale too */
@@ -192,10 +191,10 @@ static int set_geometry(shr_reader *r, const char *dir)
         largest_size(r, &r->width, &r->height);
         shr_mixture_largest(r, &r->width, &r->height);
         if (!r->width)
-            return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: no sample can be read to size the "
+            return fmt_fail(r->why, SHR_EINVAL, "%s: no sample can be read to size the "
                             "natural sizes' canvas", dir);
         if ((uint64_t)r->width * r->height > SHR_MAX_PIXELS)
-            return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the natural sizes' canvas %" PRIu32
+            return fmt_fail(r->why, SHR_EINVAL, "%s: the natural sizes' canvas %" PRIu32
                             "x%" PRIu32 " (the largest stored width x height) is past the "
                             "output size limit of %u pixels (SHR_MAX_PIXELS): give width and "
                             "height", dir, r->width, r->height, SHR_MAX_PIXELS);
@@ -206,26 +205,26 @@ static int set_geometry(shr_reader *r, const char *dir)
         r->src_w = r->width;    /* the manifest does not say so; the index does */
         r->src_h = r->height;
     } else {
-        return fmt_fail(&shr_open_err, SHR_ESHAPE, "%s: samples vary in size: give width and height "
+        return fmt_fail(r->why, SHR_ESHAPE, "%s: samples vary in size: give width and height "
                         "to crop or pad them to", dir);
     }
     uint64_t sample, batch;
     if (__builtin_mul_overflow((uint64_t)r->width, r->height, &sample) ||
         __builtin_mul_overflow(sample, (uint64_t)r->channels, &sample) ||
         __builtin_mul_overflow(sample, (uint64_t)r->o.batch_size, &batch) || batch > SIZE_MAX / 2)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
+        return fmt_fail(r->why, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
                         " samples is too large", r->o.batch_size, r->width, r->height);
     r->staged_bytes = (size_t)sample;
     size_t elem = shr_tf_elem_size(r->o.dtype);
     if (__builtin_mul_overflow(sample, (uint64_t)elem, &sample) ||
         __builtin_mul_overflow(batch, (uint64_t)elem, &batch) || batch > SIZE_MAX / 2)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
+        return fmt_fail(r->why, SHR_EINVAL, "batch of %" PRIu32 " x %" PRIu32 "x%" PRIu32
                         " samples is too large", r->o.batch_size, r->width, r->height);
     r->sample_bytes = (size_t)sample;
     r->batch_bytes = (size_t)batch;
     uint64_t max = fmt_dataset_max_length(r->ds);
     if (max > SIZE_MAX / 2)
-        return fmt_fail(&shr_open_err, FMT_ETOOBIG, "%s: a sample of %" PRIu64 " bytes is too large",
+        return fmt_fail(r->why, FMT_ETOOBIG, "%s: a sample of %" PRIu64 " bytes is too large",
                         dir, max);
     r->sample_max = (size_t)max;
     if (m->sample_width && m->sample_height) {
@@ -260,17 +259,17 @@ static int set_targets(shr_reader *r, const char *dir)
         return 0;
     r->map_bytes = o->label_map_bytes == 2 ? 2 : 1;
     if ((r->segm_ext & FMT_TARGET_EXT_MAP) && r->map_bytes == 1 && m->ignore_index > 255)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the label maps' ignore index is %" PRIu32
+        return fmt_fail(r->why, SHR_EINVAL, "%s: the label maps' ignore index is %" PRIu32
                         ": uint8 label maps hold 0 .. 255 (label_map_bytes 2 delivers uint16 "
                         "ones; in Python label_dtype='int64')", dir, m->ignore_index);
     r->ignore_index = (uint16_t)m->ignore_index;
     if (o->flip && r->segm_k && !flip_idx)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: the dataset has %" PRIu32 " keypoints "
+        return fmt_fail(r->why, SHR_EINVAL, "%s: the dataset has %" PRIu32 " keypoints "
                         "per instance: a flip needs flip_indices (the left/right swap, as "
                         "COCO's person keypoints have it)", dir, r->segm_k);
     if (o->flip && r->segm_k) {
         if (o->num_flip_indices != r->segm_k)
-            return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: flip_indices has %" PRIu32
+            return fmt_fail(r->why, SHR_EINVAL, "%s: flip_indices has %" PRIu32
                             " entries: the dataset has %" PRIu32 " keypoints per instance", dir,
                             o->num_flip_indices, r->segm_k);
         r->flip_idx = malloc(r->segm_k * sizeof *r->flip_idx);
@@ -278,7 +277,7 @@ static int set_targets(shr_reader *r, const char *dir)
             return ENOMEM;
         for (uint32_t j = 0; j < r->segm_k; j++) {
             if (flip_idx[j] >= r->segm_k)
-                return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: flip_indices[%" PRIu32 "] is %"
+                return fmt_fail(r->why, SHR_EINVAL, "%s: flip_indices[%" PRIu32 "] is %"
                                 PRIu32 ": not a keypoint (0 .. %" PRIu32 ")", dir, j,
                                 flip_idx[j], r->segm_k - 1);
             r->flip_idx[j] = flip_idx[j];
@@ -294,16 +293,16 @@ static int set_mix(shr_reader *r, const char *dir)
     if (!(o->mixup_alpha > 0 || o->cutmix_alpha > 0))
         return 0;
     if (fmt_dataset_manifest(r->ds)->targets)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: mixup and cutmix need a classification "
+        return fmt_fail(r->why, SHR_EINVAL, "%s: mixup and cutmix need a classification "
                         "dataset: this one has detection targets", dir);
     uint32_t classes = o->num_classes;
     if (!classes)
         classes = (uint32_t)fmt_dataset_manifest(r->ds)->nclasses;
     if (!classes)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: mixup and cutmix need class labels: the "
+        return fmt_fail(r->why, SHR_EINVAL, "%s: mixup and cutmix need class labels: the "
                         "dataset has no classes (give num_classes)", dir);
     if ((uint64_t)classes * o->batch_size > ((uint64_t)1 << 31))
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: soft labels of %" PRIu32 " x %" PRIu32
+        return fmt_fail(r->why, SHR_EINVAL, "%s: soft labels of %" PRIu32 " x %" PRIu32
                         " are too large", dir, o->batch_size, classes);
     shr_mix_init(&r->mix, o, &r->out, classes);
     return 0;
@@ -338,19 +337,19 @@ static int make_sampler(shr_reader *r)
     int rc = shr_sampler_create(&r->sampler, &cfg);
     free(counts);
     if (rc)
-        return fmt_fail(&shr_open_err, rc, "cannot plan the epochs: %s", shr_strerror(rc));
+        return fmt_fail(r->why, rc, "cannot plan the epochs: %s", shr_strerror(rc));
     r->nb = shr_sampler_batches(r->sampler);
     if (r->nb == 0)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "no batches: %" PRIu64 " samples, %" PRIu64
+        return fmt_fail(r->why, SHR_EINVAL, "no batches: %" PRIu64 " samples, %" PRIu64
                         " for this rank, batch_size %" PRIu32 "%s", cfg.n,
                         shr_sampler_per_rank(r->sampler), r->o.batch_size,
                         r->o.drop_last ? " with drop_last" : "");
     if (r->o.consumed > cfg.n)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "consumed %" PRIu64 " is past the epoch's %"
+        return fmt_fail(r->why, SHR_EINVAL, "consumed %" PRIu64 " is past the epoch's %"
                         PRIu64 " samples", r->o.consumed, cfg.n);
     uint64_t first = shr_sampler_batches_in(r->sampler, r->o.epoch);
     if (r->o.cursor > first)
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "cursor %" PRIu64 " is past the epoch's %" PRIu64
+        return fmt_fail(r->why, SHR_EINVAL, "cursor %" PRIu64 " is past the epoch's %" PRIu64
                         " batches", r->o.cursor, first);
     /* cursor == the epoch's batches: it is consumed and its SHR_EEND is next */
     r->epoch = r->o.epoch;
@@ -371,7 +370,7 @@ static int make_ring(shr_reader *r)
         shr_slot *s = &r->slots[i];
         int rc = shr_host_alloc(r->batch_bytes, &s->data, &s->b.pinned, (shr_pin)r->o.pin);
         if (rc)
-            return fmt_fail(&shr_open_err, rc, "cannot allocate %u batch buffers of %zu bytes", n,
+            return fmt_fail(r->why, rc, "cannot allocate %u batch buffers of %zu bytes", n,
                             r->batch_bytes);
         void *arr = NULL;
         if (shr_host_alloc(3 * (size_t)r->o.batch_size * sizeof *s->arrays, &arr,
@@ -576,7 +575,7 @@ static int scale_fits(const shr_reader *r, const fmt_dataset *ds, const char *pa
             if (rc && fmt_dataset_sample_error(ds, i))
                 continue;       /* in a shard that did not open: never read */
             if (rc)
-                return fmt_fail(&shr_open_err, rc, "%s: sample %" PRIu64 ": %s", path, i,
+                return fmt_fail(r->why, rc, "%s: sample %" PRIu64 ": %s", path, i,
                                 shr_strerror(rc));
             sw = s.width;
             sh = s.height;
@@ -586,7 +585,7 @@ static int scale_fits(const shr_reader *r, const fmt_dataset *ds, const char *pa
         if (r->o.scale == SHR_SCALE_MULTI)
             shr_scale_largest(&r->o, sw, sh, &w, &h);
         if (w > r->width || h > r->height)
-            return fmt_fail(&shr_open_err, SHR_EINVAL, "%s: sample %" PRIu64 " (%" PRIu32 "x%"
+            return fmt_fail(r->why, SHR_EINVAL, "%s: sample %" PRIu64 " (%" PRIu32 "x%"
                             PRIu32 ") becomes %" PRIu32 "x%" PRIu32 " at its largest scale, "
                             "more than the %" PRIu32 "x%" PRIu32 " canvas: give a larger one "
                             "(width, height)%s", path, i, sw, sh, w, h, r->width, r->height,
@@ -601,7 +600,7 @@ static int scale_setup(shr_reader *r, const char *dir)
 {
     int rc = fmt_rs_cache_create(&r->rs_cache);
     if (rc)
-        return fmt_fail(&shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
+        return fmt_fail(r->why, rc, "%s: cannot prepare the resampler: %s", dir,
                         shr_strerror(rc));
     if (!shr_scale_per_image(r->o.scale))
         return 0;
@@ -679,7 +678,7 @@ static int start_workers(shr_reader *r)
             if (!rc && r->o.rrc)
                 rc = prewarm_scratch(r, w->rs);
             if (rc)
-                return fmt_fail(&shr_open_err, rc, "cannot set up the resampler: %s",
+                return fmt_fail(r->why, rc, "cannot set up the resampler: %s",
                                 shr_strerror(rc));
         }
     }
@@ -688,7 +687,7 @@ static int start_workers(shr_reader *r)
         r->workers[i].id = i;
         int rc = pthread_create(&r->workers[i].thread, NULL, shr_worker_main, &r->workers[i]);
         if (rc)
-            return fmt_fail(&shr_open_err, rc, "cannot start worker thread: %s", shr_strerror(rc));
+            return fmt_fail(r->why, rc, "cannot start worker thread: %s", shr_strerror(rc));
         r->nworkers++;
     }
     return 0;
@@ -739,23 +738,23 @@ int shr_open_source(fmt_dataset **ds, const char *path, const char *cache, shr_a
     return rc;
 }
 
-int shr_open(shr_reader **out, const char *dir, const shr_options *opt)
+int shr_open(shr_reader **out, const char *dir, const shr_options *opt, shr_msg *msg)
 {
-    shr_open_err.text[0] = '\0';
-    return shr_open_with(out, dir, opt, NULL);
+    return shr_open_with(out, dir, opt, NULL, msg);
 }
 
-int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt, shr_mixture *mx)
+int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt, shr_mixture *mx,
+                  fmt_msg *msg)
 {
     if (!out || !dir) {
         shr_mixture_free(mx);
-        return fmt_fail(&shr_open_err, SHR_EINVAL, "no reader or directory given");
+        return fmt_fail(msg, SHR_EINVAL, "no reader or directory given");
     }
     *out = NULL;
     shr_options o;
-    int rc = shr_options_full(opt, &o, &shr_open_err);
+    int rc = shr_options_full(opt, &o, msg);
     if (!rc)
-        rc = shr_check_options(&o, &shr_open_err);
+        rc = shr_check_options(&o, msg);
     if (rc) {
         if (mx)
             fmt_dataset_close(mx->ds[0]);
@@ -770,13 +769,16 @@ int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt, shr
         if (mx)
             fmt_dataset_close(mx->ds[0]);
         shr_mixture_free(mx);
-        return fmt_fail(&shr_open_err, ENOMEM, "out of memory");
+        return fmt_fail(msg, ENOMEM, "out of memory");
     }
+    /* the open's message: the helpers below write it (r->why), the caller gets it on failure */
+    fmt_msg why = {{0}};
+    r->why = &why;
     r->o = o;
     r->mx = mx;
     r->nslots = o.prefetch;
     int sync_ready = 0;
-    fmt_msg msg = {{0}};
+    fmt_msg src = {{0}};
     /* with on_error skip or substitute, a shard that cannot be opened is one more source of
      * samples that cannot be read, handled as those are (see "Read-time recovery") */
     if (mx)
@@ -784,9 +786,9 @@ int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt, shr
     else if (rmt_is_url(dir) && (rc = shr_lazy_open(r, dir)) != 1)
         goto lazy;              /* the shards arrive as they are read (or the error) */
     else
-        rc = shr_open_source(&r->ds, dir, o.cache, o.access, o.on_error, &msg);
+        rc = shr_open_source(&r->ds, dir, o.cache, o.access, o.on_error, &src);
     if (rc) {
-        fmt_fail(&shr_open_err, rc, "cannot open dataset %s: %s", dir, fmt_reason(&msg, rc));
+        fmt_fail(&why, rc, "cannot open dataset %s: %s", dir, fmt_reason(&src, rc));
         goto leave;
     }
     note_unavailable(r);
@@ -801,7 +803,7 @@ lazy:
     }
     rc = set_geometry(r, dir);
     if (rc == 0 && mx)
-        rc = shr_mixture_geometry(r, &shr_open_err);
+        rc = shr_mixture_geometry(r, &why);
     if (rc)
         goto leave;
     rc = set_targets(r, dir);
@@ -822,7 +824,7 @@ lazy:
     uint64_t ring;
     if (__builtin_mul_overflow((uint64_t)r->batch_bytes, (uint64_t)r->nslots, &ring) ||
         ring > SIZE_MAX / 2) {
-        rc = fmt_fail(&shr_open_err, SHR_EINVAL, "a ring of %" PRIu32 " batches of %zu bytes is too "
+        rc = fmt_fail(r->why, SHR_EINVAL, "a ring of %" PRIu32 " batches of %zu bytes is too "
                       "large", r->nslots, r->batch_bytes);
         goto leave;
     }
@@ -854,7 +856,7 @@ lazy:
     if (o.rrc) {
         rc = prewarm_tables(r);
         if (rc) {
-            fmt_fail(&shr_open_err, rc, "%s: cannot prepare the resampler: %s", dir,
+            fmt_fail(r->why, rc, "%s: cannot prepare the resampler: %s", dir,
                      shr_strerror(rc));
             goto leave;
         }
@@ -863,9 +865,12 @@ lazy:
         goto leave;
     rc = start_workers(r);
 leave:
+    r->why = NULL;
     if (rc) {
-        if (!shr_open_err.text[0])
-            fmt_fail(&shr_open_err, rc, "cannot open a reader on %s: %s", dir, shr_strerror(rc));
+        if (!why.text[0])
+            fmt_fail(&why, rc, "cannot open a reader on %s: %s", dir, shr_strerror(rc));
+        if (msg)
+            *msg = why;
         if (sync_ready) {
             stop_workers(r);
             shr_ring_destroy(&r->ring);

@@ -129,7 +129,8 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "dump")) {          /* 256 RRC samples to stdout */
         shr_options o = opts(0);
         shr_reader *r;
-        if (shr_open(&r, ds, &o)) { fprintf(stderr, "%s\n", shr_last_error(NULL)); return 1; }
+        shr_msg why;
+        if (shr_open(&r, ds, &o, &why)) { fprintf(stderr, "%s\n", why.text); return 1; }
         const shr_batch *b;
         if (shr_next(r, &b)) return 1;
         fwrite(b->data, 1, (size_t)b->n * 224 * 224 * 3, stdout);
@@ -204,7 +205,8 @@ int main(int argc, char **argv)
         for (int rep = 0; rep < reps; rep++) {
             shr_options o = opts(mode);
             shr_reader *r;
-            if (shr_open(&r, ds, &o)) { fprintf(stderr, "%s\n", shr_last_error(NULL)); return 1; }
+            shr_msg why;
+            if (shr_open(&r, ds, &o, &why)) { fprintf(stderr, "%s\n", why.text); return 1; }
             const shr_batch *b;
             double t = 0;
             uint64_t n = 0;

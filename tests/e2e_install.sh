@@ -35,9 +35,10 @@ int main(int argc, char **argv)
     if (argc != 2)
         return 2;
     shr_reader *r;
-    int rc = shr_open(&r, argv[1], &o);
+    shr_msg why;
+    int rc = shr_open(&r, argv[1], &o, &why);
     if (rc) {
-        fprintf(stderr, "prog: %s\n", shr_last_error(NULL));
+        fprintf(stderr, "prog: %s\n", why.text);
         return 1;
     }
     const shr_batch *b;
@@ -52,7 +53,8 @@ int main(int argc, char **argv)
     fprintf(stderr, "mix %llu\n", (unsigned long long)shr_mix(7, 0, 5, SHR_SALT_FLIP));
     fprintf(stderr, "etrunc %s\n", shr_strerror(SHR_ETRUNC));
     shr_reader *none;
-    fprintf(stderr, "missing %d\n", shr_open(&none, "/nonexistent-dataset", NULL));
+    fprintf(stderr, "missing %d\n", shr_open(&none, "/nonexistent-dataset", NULL, &why));
+    fprintf(stderr, "why %s\n", why.text);
     return 0;
 }
 C
@@ -71,6 +73,8 @@ check "labels as the folders give them (5 per class)" \
   bash -c "[ \"\$(cut -d' ' -f2 '$T/out' | sort | uniq -c | awk '{print \$1}' | tr '\n' ' ')\" = '5 5 5 ' ]"
 check "SHR_ETRUNC is named" bash -c "grep -q '^etrunc ' '$T/err' && ! grep -qi 'unknown' '$T/err'"
 check "a missing dataset is ENOENT (2)" grep -qx 'missing 2' "$T/err"
+check "... its message in the caller's shr_msg, naming the directory" \
+  grep -Eq '^why cannot open dataset /nonexistent-dataset: .*manifest' "$T/err"
 
 # the exported symbols: exactly the functions shardread.h declares
 so="$P/lib/libshardread.so"

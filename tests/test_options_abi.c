@@ -41,8 +41,8 @@ static int build_fixture(void)
 static unsigned char *first_batch(const shr_options *o, size_t *len)
 {
     shr_reader *r = NULL;
-    int rc = shr_open(&r, g_ds, o);
-    ck_assert_msg(rc == 0, "shr_open: %d %s", rc, shr_last_error(NULL));
+    int rc = shr_open(&r, g_ds, o, &tu_msg);
+    ck_assert_msg(rc == 0, "shr_open: %d %s", rc, tu_msg.text);
     const shr_batch *b;
     ck_assert_int_eq(shr_next(r, &b), 0);
     ck_assert_ptr_null(b->soft_labels);
@@ -114,9 +114,9 @@ START_TEST(test_refused_sizes)
     shr_reader *r = NULL;
     /* not initialised */
     memset(&c, 0, sizeof c);
-    ck_assert_int_eq(shr_open(&r, g_ds, &c.o), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_ds, &c.o, &tu_msg), SHR_EINVAL);
     ck_assert_ptr_null(r);
-    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "shr_options_init"));
+    ck_assert_ptr_nonnull(strstr(tu_msg.text, "shr_options_init"));
     shr_params p;
     ck_assert_int_eq(shr_draw_params(&c.o, 0, 0, 10, 10, &p), SHR_EINVAL);
     /* a caller built against a newer header: its extra bytes are zeroed, and it is refused */
@@ -125,10 +125,10 @@ START_TEST(test_refused_sizes)
     for (size_t i = sizeof(shr_options); i < sizeof(shr_options) + 16; i++)
         ck_assert_uint_eq(c.bytes[i], 0);
     ck_assert_uint_eq(c.bytes[sizeof(shr_options) + 16], GARBAGE);
-    ck_assert_int_eq(shr_open(&r, g_ds, &c.o), SHR_EINVAL);
-    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "newer shardread.h"));
+    ck_assert_int_eq(shr_open(&r, g_ds, &c.o, &tu_msg), SHR_EINVAL);
+    ck_assert_ptr_nonnull(strstr(tu_msg.text, "newer shardread.h"));
     /* NULL options are the defaults */
-    ck_assert_int_eq(shr_open(&r, g_ds, NULL), 0);
+    ck_assert_int_eq(shr_open(&r, g_ds, NULL, &tu_msg), 0);
     shr_close(r);
 }
 END_TEST

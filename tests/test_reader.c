@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -597,9 +598,9 @@ START_TEST(test_crop_pad)
     shr_options o;
     options(&o, 4, SHR_ORDER_SEQUENTIAL, 0);
     shr_reader *r = NULL;
-    ck_assert_int_eq(shr_open(&r, g_var, &o), SHR_ESHAPE);
+    ck_assert_int_eq(shr_open(&r, g_var, &o, &tu_msg), SHR_ESHAPE);
     ck_assert_ptr_null(r);
-    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), g_var));
+    ck_assert_ptr_nonnull(strstr(tu_msg.text, g_var));
 
     o.width = 32;
     o.height = 30;
@@ -828,18 +829,18 @@ START_TEST(test_open_errors)
     shr_reader *r = (shr_reader *)&r;
     char dir[1200];
     snprintf(dir, sizeof dir, "%s/no-such-dataset", g_root);
-    ck_assert_int_eq(shr_open(&r, dir, NULL), ENOENT);
+    ck_assert_int_eq(shr_open(&r, dir, NULL, &tu_msg), ENOENT);
     ck_assert_ptr_null(r);
-    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "no-such-dataset"));
+    ck_assert_ptr_nonnull(strstr(tu_msg.text, "no-such-dataset"));
     ck_assert_str_eq(shr_strerror(ENOENT), strerror(ENOENT));
 
     char copy[1200], shard[1300];
     copy_dataset(g_fixed, "truncated", copy, sizeof copy);
     snprintf(shard, sizeof shard, "%s/shard-00001.raw", copy);
     ck_assert_int_eq(truncate(shard, 5000), 0);
-    ck_assert_int_eq(shr_open(&r, copy, NULL), FMT_ETRUNC);
+    ck_assert_int_eq(shr_open(&r, copy, NULL, &tu_msg), FMT_ETRUNC);
     ck_assert_ptr_null(r);
-    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "shard-00001.raw"));
+    ck_assert_ptr_nonnull(strstr(tu_msg.text, "shard-00001.raw"));
 
     copy_dataset(g_fixed, "garbage", copy, sizeof copy);
     snprintf(shard, sizeof shard, "%s/shard-00002.raw", copy);
@@ -847,15 +848,92 @@ START_TEST(test_open_errors)
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(pwrite(fd, "this is no shard header", 23, 0), 23);
     close(fd);
-    ck_assert_int_eq(shr_open(&r, copy, NULL), FMT_EFORMAT);
-    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "shard-00002.raw"));
+    ck_assert_int_eq(shr_open(&r, copy, NULL, &tu_msg), FMT_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(tu_msg.text, "shard-00002.raw"));
 
     /* each access mode reports the same */
     shr_options o;
     shr_options_init(&o);
     o.access = SHR_ACCESS_DIRECT;
-    ck_assert_int_eq(shr_open(&r, copy, &o), FMT_EFORMAT);
-    ck_assert_int_eq(shr_open(NULL, g_fixed, NULL), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, copy, &o, &tu_msg), FMT_EFORMAT);
+    ck_assert_int_eq(shr_open(NULL, g_fixed, NULL, &tu_msg), SHR_EINVAL);
+}
+END_TEST
+
+/* A thread that opens a missing dataset, and one that reads out-of-range samples of an open
+ * one: each with its own message buffer */
+typedef struct {
+    const char *dir;
+    const shr_dataset *d;
+    uint64_t idx;
+    int rc, bad;
+    shr_msg msg;
+} msg_job;
+
+static void *open_in_thread(void *arg)
+{
+    msg_job *j = arg;
+    shr_reader *r;
+    j->rc = shr_open(&r, j->dir, NULL, &j->msg);
+    return NULL;
+}
+
+static void *reads_in_thread(void *arg)
+{
+    msg_job *j = arg;
+    char want[64];
+    snprintf(want, sizeof want, "sample %" PRIu64 " is out of range", j->idx);
+    uint8_t buf[16];
+    for (int k = 0; k < 2000; k++) {
+        j->msg.text[0] = '\0';
+        j->rc = shr_dataset_read(j->d, j->idx, buf, sizeof buf, NULL, &j->msg);
+        j->bad += j->rc != SHR_EINVAL || !strstr(j->msg.text, want);
+    }
+    return NULL;
+}
+
+/* Errors travel in the caller's shr_msg: written by the call that failed, in the caller's
+ * buffer whatever thread made the call (nothing per thread or static), left as it was by a call
+ * that succeeds, and optional (NULL). */
+START_TEST(test_caller_message)
+{
+    /* a failure in another thread: its message is in the buffer it was given */
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/no-such-dataset", g_root);
+    msg_job j = {.dir = dir};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, open_in_thread, &j), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(j.rc, ENOENT);
+    ck_assert_msg(strstr(j.msg.text, "cannot open dataset") && strstr(j.msg.text, dir),
+                  "%s", j.msg.text);
+    ck_assert_str_eq(shr_last_error(NULL), "");     /* nothing kept for the thread */
+
+    /* success leaves the buffer as it was; NULL is accepted */
+    shr_msg m;
+    snprintf(m.text, sizeof m.text, "untouched");
+    shr_reader *r = NULL;
+    ck_assert_int_eq(shr_open(&r, g_fixed, NULL, &m), 0);
+    ck_assert_str_eq(m.text, "untouched");
+    shr_close(r);
+    ck_assert_int_eq(shr_open(&r, dir, NULL, NULL), ENOENT);
+    ck_assert_ptr_null(r);
+
+    /* two threads failing at once on one dataset: each message names its own sample */
+    shr_dataset *d;
+    ck_assert_int_eq(shr_dataset_open(&d, g_fixed, SHR_ACCESS_PREAD, &m), 0);
+    ck_assert_str_eq(m.text, "untouched");
+    msg_job a = {.d = d, .idx = N_SAMPLES}, b = {.d = d, .idx = N_SAMPLES + 1000};
+    pthread_t ta, tb;
+    ck_assert_int_eq(pthread_create(&ta, NULL, reads_in_thread, &a), 0);
+    ck_assert_int_eq(pthread_create(&tb, NULL, reads_in_thread, &b), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    ck_assert_int_eq(a.bad, 0);
+    ck_assert_int_eq(b.bad, 0);
+    uint8_t buf[16];
+    ck_assert_int_eq(shr_dataset_read(d, N_SAMPLES, buf, sizeof buf, NULL, NULL), SHR_EINVAL);
+    shr_dataset_close(d);
 }
 END_TEST
 
@@ -881,9 +959,9 @@ START_TEST(test_bad_options)
         case 12: o.order = SHR_ORDER_QUASI; o.quasi_window = 0; break;
         }
         r = (shr_reader *)&o;
-        ck_assert_msg(shr_open(&r, g_fixed, &o) == SHR_EINVAL, "case %d", k);
+        ck_assert_msg(shr_open(&r, g_fixed, &o, &tu_msg) == SHR_EINVAL, "case %d", k);
         ck_assert_ptr_null(r);
-        ck_assert_msg(shr_last_error(NULL)[0] != '\0', "case %d has no message", k);
+        ck_assert_msg(tu_msg.text[0] != '\0', "case %d has no message", k);
     }
     /* the limits themselves are fine: cursor == batches (SHR_EEND next), prefetch 2 */
     options(&o, 4, SHR_ORDER_RANDOM, 0);
@@ -943,9 +1021,9 @@ START_TEST(test_output_limits)
             break;
         }
         shr_reader *r = (shr_reader *)&o;
-        ck_assert_msg(shr_open(&r, g_var, &o) == SHR_EINVAL, "case %d", k);
+        ck_assert_msg(shr_open(&r, g_var, &o, &tu_msg) == SHR_EINVAL, "case %d", k);
         ck_assert_ptr_null(r);
-        const char *msg = shr_last_error(NULL);
+        const char *msg = tu_msg.text;
         ck_assert_msg(strstr(msg, want) && strstr(msg, "268435456") &&
                       (k >= 3 || strstr(msg, "65536")), "case %d: %s", k, msg);
         ck_assert_int_eq(shr_draw_params(&o, 0, 0, 40, 30, &p), SHR_EINVAL);
@@ -988,10 +1066,10 @@ START_TEST(test_worker_failure)
         options(&o, 4, SHR_ORDER_SEQUENTIAL, 0);
         o.access = a;
         shr_reader *r = (shr_reader *)1;
-        ck_assert_int_eq(shr_open(&r, copy, &o), FMT_ECORRUPT);
+        ck_assert_int_eq(shr_open(&r, copy, &o, &tu_msg), FMT_ECORRUPT);
         ck_assert_ptr_null(r);
-        ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "shard-00000.raw"));
-        ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "'channels'"));
+        ck_assert_ptr_nonnull(strstr(tu_msg.text, "shard-00000.raw"));
+        ck_assert_ptr_nonnull(strstr(tu_msg.text, "'channels'"));
     }
 }
 END_TEST
@@ -1042,7 +1120,7 @@ START_TEST(test_public_dataset)
         const fmt_manifest *m = fmt_dataset_manifest(ref);
         for (shr_access a = SHR_ACCESS_MMAP; a <= SHR_ACCESS_DIRECT; a++) {
             shr_dataset *d = NULL;
-            ck_assert_msg(shr_dataset_open(&d, sets[k], a) == 0, "%s", shr_last_error(NULL));
+            ck_assert_msg(shr_dataset_open(&d, sets[k], a, &tu_msg) == 0, "%s", tu_msg.text);
             shr_dataset_info info;
             shr_dataset_get_info(d, &info);
             ck_assert_str_eq(info.format, "raw");
@@ -1069,7 +1147,7 @@ START_TEST(test_public_dataset)
                 fmt_sample f;
                 shr_sample s, r2;
                 ck_assert_int_eq(fmt_dataset_get(ref, i, &f), 0);
-                ck_assert_int_eq(shr_dataset_sample(d, i, &s), 0);
+                ck_assert_int_eq(shr_dataset_sample(d, i, &s, &tu_msg), 0);
                 ck_assert_int_eq(s.label, f.label);
                 ck_assert_uint_eq(s.width, f.width);
                 ck_assert_uint_eq(s.height, f.height);
@@ -1077,28 +1155,28 @@ START_TEST(test_public_dataset)
                 ck_assert_uint_eq(s.source, f.source);
                 ck_assert_uint_eq(s.bytes, (uint64_t)f.width * f.height * f.channels);
                 memset(buf, 0xee, sizeof buf);
-                ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes, &r2), 0);
+                ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes, &r2, &tu_msg), 0);
                 ck_assert_mem_eq(buf, f.pixels, f.length);
                 ck_assert_int_eq(r2.label, s.label);
                 ck_assert_uint_eq(r2.bytes, s.bytes);
                 /* one byte short: refused, nothing written */
                 memset(buf, 0xee, sizeof buf);
-                ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes - 1, NULL), SHR_EINVAL);
+                ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes - 1, NULL, &tu_msg), SHR_EINVAL);
                 ck_assert_uint_eq(buf[0], 0xee);
             }
             /* a local dataset: its folder; holds nest and change nothing, past the end refused */
             ck_assert_str_eq(shr_dataset_dir(d), sets[k]);
-            ck_assert_int_eq(shr_dataset_hold(d, 0), 0);
-            ck_assert_int_eq(shr_dataset_hold(d, 0), 0);
-            ck_assert_int_eq(shr_dataset_read(d, 0, buf, sizeof buf, NULL), 0);
+            ck_assert_int_eq(shr_dataset_hold(d, 0, &tu_msg), 0);
+            ck_assert_int_eq(shr_dataset_hold(d, 0, &tu_msg), 0);
+            ck_assert_int_eq(shr_dataset_read(d, 0, buf, sizeof buf, NULL, &tu_msg), 0);
             shr_dataset_unhold(d, 0);
             shr_dataset_unhold(d, 0);
-            ck_assert_int_eq(shr_dataset_hold(d, N_SAMPLES), SHR_EINVAL);
-            ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "out of range"));
+            ck_assert_int_eq(shr_dataset_hold(d, N_SAMPLES, &tu_msg), SHR_EINVAL);
+            ck_assert_ptr_nonnull(strstr(tu_msg.text, "out of range"));
             shr_sample s;
-            ck_assert_int_eq(shr_dataset_sample(d, N_SAMPLES, &s), SHR_EINVAL);
-            ck_assert_int_eq(shr_dataset_read(d, N_SAMPLES, buf, sizeof buf, NULL), SHR_EINVAL);
-            ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "out of range"));
+            ck_assert_int_eq(shr_dataset_sample(d, N_SAMPLES, &s, &tu_msg), SHR_EINVAL);
+            ck_assert_int_eq(shr_dataset_read(d, N_SAMPLES, buf, sizeof buf, NULL, &tu_msg), SHR_EINVAL);
+            ck_assert_ptr_nonnull(strstr(tu_msg.text, "out of range"));
             shr_dataset_close(d);
         }
         fmt_dataset_close(ref);
@@ -1107,31 +1185,31 @@ START_TEST(test_public_dataset)
     shr_dataset *d = (shr_dataset *)&d;
     char dir[1200], copy[1200], shard[1300];
     snprintf(dir, sizeof dir, "%s/no-such-dataset", g_root);
-    ck_assert_int_eq(shr_dataset_open(&d, dir, SHR_ACCESS_MMAP), ENOENT);
+    ck_assert_int_eq(shr_dataset_open(&d, dir, SHR_ACCESS_MMAP, &tu_msg), ENOENT);
     ck_assert_ptr_null(d);
-    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "no-such-dataset"));
-    ck_assert_int_eq(shr_dataset_open(&d, g_fixed, (shr_access)9), SHR_EINVAL);
-    ck_assert_int_eq(shr_dataset_open(NULL, g_fixed, SHR_ACCESS_MMAP), SHR_EINVAL);
+    ck_assert_ptr_nonnull(strstr(tu_msg.text, "no-such-dataset"));
+    ck_assert_int_eq(shr_dataset_open(&d, g_fixed, (shr_access)9, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_dataset_open(NULL, g_fixed, SHR_ACCESS_MMAP, &tu_msg), SHR_EINVAL);
     /* read on demand is for URLs */
-    ck_assert_int_eq(shr_dataset_open_remote(&d, g_fixed, NULL, 1 << 20, SHR_ACCESS_MMAP, 0),
+    ck_assert_int_eq(shr_dataset_open_remote(&d, g_fixed, NULL, 1 << 20, SHR_ACCESS_MMAP, 0, &tu_msg),
                      SHR_EINVAL);
     ck_assert_ptr_null(d);
-    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "is not a URL"));
+    ck_assert_ptr_nonnull(strstr(tu_msg.text, "is not a URL"));
     copy_dataset(g_fixed, "truncated-ds", copy, sizeof copy);
     snprintf(shard, sizeof shard, "%s/shard-00001.raw", copy);
     ck_assert_int_eq(truncate(shard, 5000), 0);
-    ck_assert_int_eq(shr_dataset_open(&d, copy, SHR_ACCESS_MMAP), FMT_ETRUNC);
-    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "shard-00001.raw"));
+    ck_assert_int_eq(shr_dataset_open(&d, copy, SHR_ACCESS_MMAP, &tu_msg), FMT_ETRUNC);
+    ck_assert_ptr_nonnull(strstr(tu_msg.text, "shard-00001.raw"));
 
     /* truncated after open, read with pread: a clean error naming the shard */
     copy_dataset(g_fixed, "truncated-later", copy, sizeof copy);
     snprintf(shard, sizeof shard, "%s/shard-00001.raw", copy);
-    ck_assert_int_eq(shr_dataset_open(&d, copy, SHR_ACCESS_PREAD), 0);
+    ck_assert_int_eq(shr_dataset_open(&d, copy, SHR_ACCESS_PREAD, &tu_msg), 0);
     ck_assert_int_eq(truncate(shard, 5000), 0);
     uint8_t buf[FIX_W * FIX_H * 3];
-    ck_assert_int_eq(shr_dataset_read(d, 0, buf, sizeof buf, NULL), 0);
-    ck_assert_int_eq(shr_dataset_read(d, 13, buf, sizeof buf, NULL), FMT_ETRUNC);
-    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "shard-00001.raw"));
+    ck_assert_int_eq(shr_dataset_read(d, 0, buf, sizeof buf, NULL, &tu_msg), 0);
+    ck_assert_int_eq(shr_dataset_read(d, 13, buf, sizeof buf, NULL, &tu_msg), FMT_ETRUNC);
+    ck_assert_ptr_nonnull(strstr(tu_msg.text, "shard-00001.raw"));
     shr_dataset_close(d);
     shr_dataset_close(NULL);
 }
@@ -1377,11 +1455,11 @@ START_TEST(test_elastic_options)
     o.consumed = 4;
     o.cursor = 1;
     shr_reader *r = (shr_reader *)1;
-    ck_assert_int_eq(shr_open(&r, g_fixed, &o), SHR_EINVAL);
-    ck_assert_ptr_nonnull(strstr(shr_last_error(NULL), "not both"));
+    ck_assert_int_eq(shr_open(&r, g_fixed, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_ptr_nonnull(strstr(tu_msg.text, "not both"));
     o.cursor = 0;
     o.consumed = 24;
-    ck_assert_int_eq(shr_open(&r, g_fixed, &o), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_fixed, &o, &tu_msg), SHR_EINVAL);
     /* everything consumed: the epoch's end comes first, then a whole epoch */
     o.consumed = 23;
     r = tu_reader_open(g_fixed, &o);
@@ -1393,7 +1471,7 @@ START_TEST(test_elastic_options)
     shr_close(r);
     o.on_error = (shr_on_error)7;
     o.consumed = 0;
-    ck_assert_int_eq(shr_open(&r, g_fixed, &o), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_fixed, &o, &tu_msg), SHR_EINVAL);
 }
 END_TEST
 
@@ -1417,6 +1495,7 @@ static Suite *reader_suite(void)
     tcase_add_test(tc, test_dataset_read);
     tcase_add_loop_test(tc, test_memory_flat, 0, 3);
     tcase_add_test(tc, test_open_errors);
+    tcase_add_test(tc, test_caller_message);
     tcase_add_test(tc, test_bad_options);
     tcase_add_test(tc, test_output_limits);
     tcase_add_test(tc, test_worker_failure);

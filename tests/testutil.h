@@ -369,12 +369,16 @@ static TU_UNUSED int tu_run(Suite *s)
 #ifdef SHARDREAD_H
 /* ---- the reader (shardread.h included before this header) ---- */
 
+/* The message of the last failed library call a test made: the caller's buffer those calls take
+ * (the tests call the library from one thread). */
+static TU_UNUSED shr_msg tu_msg;
+
 /* shr_open of dir with o must succeed; the reader. */
 static TU_UNUSED shr_reader *tu_reader_open(const char *dir, const shr_options *o)
 {
     shr_reader *r = NULL;
-    int rc = shr_open(&r, dir, o);
-    ck_assert_msg(rc == 0, "shr_open %s: %s (%s)", dir, shr_strerror(rc), shr_last_error(NULL));
+    int rc = shr_open(&r, dir, o, &tu_msg);
+    ck_assert_msg(rc == 0, "shr_open %s: %s (%s)", dir, shr_strerror(rc), tu_msg.text);
     ck_assert_ptr_nonnull(r);
     return r;
 }

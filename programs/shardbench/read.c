@@ -157,10 +157,10 @@ static int open_reader(shr_reader **r, const char *dir, const sb_read_opts *ro, 
 {
     shr_options o;
     reader_options(ro, epoch, &o);
-    int rc = shr_open(r, dir, &o);
+    shr_msg why = {{0}};
+    int rc = shr_open(r, dir, &o, &why);
     if (rc)
-        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir,
-                sb_open_reason(shr_last_error(NULL), dir, rc));
+        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, sb_open_reason(why.text, dir, rc));
     return rc;
 }
 

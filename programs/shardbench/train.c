@@ -357,10 +357,11 @@ static int run_train(char *dir, const sb_train_opts *opts)
             }
         }
         sb_tf_apply(&to.tf, &o);
-        rc = shr_open(&r, dir, &o);
+        shr_msg why = {{0}};
+        rc = shr_open(&r, dir, &o, &why);
         if (rc) {
             fprintf(stderr, "shardbench: cannot open %s: %s\n", dir,
-                    sb_open_reason(shr_last_error(NULL), dir, rc));
+                    sb_open_reason(why.text, dir, rc));
             goto leave;
         }
         shr_get_info(r, &info);

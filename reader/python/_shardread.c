@@ -382,12 +382,13 @@ static PyObject *fetch_url(PyObject *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "s|z:_fetch", &url, &cache))
         return NULL;
     char dir[4096];
+    shr_msg why = {{0}};
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = shr_remote_resolve(url, cache, dir, sizeof dir);
+    rc = shr_remote_resolve(url, cache, dir, sizeof dir, &why);
     Py_END_ALLOW_THREADS
     if (rc)
-        return sr_raise_lib(rc, shr_last_error(NULL));
+        return sr_raise_lib(rc, why.text);
     return PyUnicode_DecodeFSDefault(dir);
 }
 

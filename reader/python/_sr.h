@@ -196,8 +196,7 @@ typedef struct {
 int sr_mixture_path(LoaderObject *self, PyObject *path);
 
 /* shr_open_mixture over self->mixture with options o (the GIL released while it opens). */
-int sr_mixture_open(LoaderObject *self, shr_reader **r, const shr_options *o, char *msg,
-                    size_t len);
+int sr_mixture_open(LoaderObject *self, shr_reader **r, const shr_options *o, shr_msg *msg);
 
 /* A yes/no keyword: a bool, 0 or 1, or a numpy bool; anything else is a TypeError naming it. */
 int sr_flag_named(PyObject *o, const char *what, int *out);

@@ -47,21 +47,19 @@ static int Dataset_init(DatasetObject *self, PyObject *args, PyObject *kw)
     }
     shr_dataset *d = NULL;
     int rc;
-    char msg[1024];
+    shr_msg msg = {{0}};
     Py_BEGIN_ALLOW_THREADS
     /* a URL with cache= or cache_limit= goes to its cache (read on demand with a limit) */
     if (cb || limit)
         rc = shr_dataset_open_remote(&d, PyBytes_AsString(b), cb ? PyBytes_AsString(cb) : NULL,
-                                     limit, a, v ? SHR_DATASET_VERIFY : 0);
+                                     limit, a, v ? SHR_DATASET_VERIFY : 0, &msg);
     else
-        rc = shr_dataset_open_flags(&d, PyBytes_AsString(b), a, v ? SHR_DATASET_VERIFY : 0);
-    if (rc)
-        snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+        rc = shr_dataset_open_flags(&d, PyBytes_AsString(b), a, v ? SHR_DATASET_VERIFY : 0, &msg);
     Py_END_ALLOW_THREADS
     Py_DECREF(b);
     Py_XDECREF(cb);
     if (rc) {
-        sr_raise_lib(rc, msg);
+        sr_raise_lib(rc, msg.text);
         return -1;
     }
     self->d = d;
@@ -118,9 +116,10 @@ static int add_segm(DatasetObject *self, uint64_t i, uint32_t n, PyObject *td)
 {
     uint32_t k = 0, w = 0, h = 0;
     const float *kp = NULL;
-    int has_masks = 0;
-    if (shr_dataset_segm(self->d, i, &k, &kp, &has_masks, &w, &h, NULL, 0) != 0) {
-        sr_raise_lib(SHR_EINVAL, shr_last_error(NULL));
+    int has_masks = 0, rc;
+    shr_msg msg = {{0}};
+    if ((rc = shr_dataset_segm(self->d, i, &k, &kp, &has_masks, &w, &h, NULL, 0, &msg)) != 0) {
+        sr_raise_lib(rc, msg.text);
         return -1;
     }
     if (kp) {
@@ -137,11 +136,12 @@ static int add_segm(DatasetObject *self, uint64_t i, uint32_t n, PyObject *td)
         PyObject *v = sr_view_copy(NULL, "B", 1, 3, dims);
         if (!v)
             return -1;
-        if (shr_dataset_segm(self->d, i, NULL, NULL, NULL, NULL, NULL, ((ViewObject *)v)->data,
-                             (size_t)((ViewObject *)v)->len) != 0 ||
+        if ((rc = shr_dataset_segm(self->d, i, NULL, NULL, NULL, NULL, NULL,
+                                   ((ViewObject *)v)->data, (size_t)((ViewObject *)v)->len,
+                                   &msg)) != 0 ||
             PyDict_SetItemString(td, "masks", v) != 0) {
             if (!PyErr_Occurred())
-                sr_raise_lib(SHR_EINVAL, shr_last_error(NULL));
+                sr_raise_lib(rc, msg.text);
             Py_DECREF(v);
             return -1;
         }
@@ -154,8 +154,10 @@ static int add_segm(DatasetObject *self, uint64_t i, uint32_t n, PyObject *td)
 static PyObject *label_map(DatasetObject *self, uint64_t i)
 {
     uint32_t w = 0, h = 0, max = 0;
-    if (shr_dataset_label_map(self->d, i, &w, &h, &max, NULL, 0, 0) != 0)
-        return sr_raise_lib(SHR_EINVAL, shr_last_error(NULL));
+    shr_msg msg = {{0}};
+    int rc = shr_dataset_label_map(self->d, i, &w, &h, &max, NULL, 0, 0, &msg);
+    if (rc)
+        return sr_raise_lib(rc, msg.text);
     if (self->label_elem == 1 && max > 255)
         return PyErr_Format(PyExc_ValueError, "sample %llu's label map has value %u, above "
                             "255: open the Dataset with label_dtype='int64'",
@@ -165,10 +167,11 @@ static PyObject *label_map(DatasetObject *self, uint64_t i)
     PyObject *v = sr_view_copy(NULL, wide ? "q" : "B", wide ? 8 : 1, 2, dims);
     if (!v)
         return NULL;
-    if (shr_dataset_label_map(self->d, i, NULL, NULL, NULL, ((ViewObject *)v)->data,
-                              (size_t)((ViewObject *)v)->len, self->label_elem) != 0) {
+    if ((rc = shr_dataset_label_map(self->d, i, NULL, NULL, NULL, ((ViewObject *)v)->data,
+                                    (size_t)((ViewObject *)v)->len, self->label_elem,
+                                    &msg)) != 0) {
         Py_DECREF(v);
-        return sr_raise_lib(SHR_EINVAL, shr_last_error(NULL));
+        return sr_raise_lib(rc, msg.text);
     }
     return v;
 }
@@ -193,14 +196,12 @@ static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
     /* its shard held for the whole item (a dataset read on demand: downloaded first if need
      * be, and kept until the item is copied out) */
     int rc;
-    char msg[1024];
+    shr_msg msg = {{0}};
     Py_BEGIN_ALLOW_THREADS
-    rc = shr_dataset_hold(self->d, (uint64_t)i);
-    if (rc)
-        snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+    rc = shr_dataset_hold(self->d, (uint64_t)i, &msg);
     Py_END_ALLOW_THREADS
     if (rc)
-        return sr_raise_lib(rc, msg);
+        return sr_raise_lib(rc, msg.text);
     PyObject *item = item_held(self, i);
     shr_dataset_unhold(self->d, (uint64_t)i);
     return item;
@@ -210,24 +211,22 @@ static PyObject *Dataset_getitem(DatasetObject *self, PyObject *key)
 static PyObject *item_held(DatasetObject *self, Py_ssize_t i)
 {
     shr_sample s;
-    if (shr_dataset_sample(self->d, (uint64_t)i, &s) != 0)
+    if (shr_dataset_sample(self->d, (uint64_t)i, &s, NULL) != 0)     /* (the shard is held) */
         return PyErr_Format(PyExc_IndexError, "Dataset index %zd out of range", i);
     Py_ssize_t dims[3] = {s.height, s.width, s.channels};
     PyObject *arr = sr_view_copy(NULL, "B", 1, 3, dims);
     if (!arr)
         return NULL;
     int rc;
-    char msg[1024];
+    shr_msg msg = {{0}};
     void *dst = ((ViewObject *)arr)->data;
     size_t len = (size_t)((ViewObject *)arr)->len;
     Py_BEGIN_ALLOW_THREADS
-    rc = shr_dataset_read(self->d, (uint64_t)i, dst, len, &s);
-    if (rc)
-        snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+    rc = shr_dataset_read(self->d, (uint64_t)i, dst, len, &s, &msg);
     Py_END_ALLOW_THREADS
     if (rc) {
         Py_DECREF(arr);
-        return sr_raise_lib(rc, msg);
+        return sr_raise_lib(rc, msg.text);
     }
     if (self->label_map) {
         PyObject *map = label_map(self, (uint64_t)i);
@@ -239,9 +238,9 @@ static PyObject *item_held(DatasetObject *self, Py_ssize_t i)
     }
     if (self->targets) {
         shr_target t;
-        if (shr_dataset_target(self->d, (uint64_t)i, &t) != 0) {
+        if ((rc = shr_dataset_target(self->d, (uint64_t)i, &t, &msg)) != 0) {
             Py_DECREF(arr);
-            return sr_raise_lib(SHR_EINVAL, shr_last_error(NULL));
+            return sr_raise_lib(rc, msg.text);
         }
         PyObject *td = sr_target_dict(&t);
         if (!td || add_segm(self, (uint64_t)i, t.count, td) != 0) {
@@ -262,12 +261,13 @@ static PyObject *Dataset_sample(DatasetObject *self, PyObject *arg)
     if (sr_to_u64(arg, "index", &i) < 0)
         return NULL;
     shr_sample s;
+    shr_msg msg = {{0}};
     int rc;
     Py_BEGIN_ALLOW_THREADS      /* (a dataset read on demand may download its shard) */
-    rc = shr_dataset_sample(self->d, i, &s);
+    rc = shr_dataset_sample(self->d, i, &s, &msg);
     Py_END_ALLOW_THREADS
     if (rc != 0 && rc != SHR_EINVAL)        /* the shard could not be had */
-        return sr_raise_lib(rc, shr_last_error(NULL));
+        return sr_raise_lib(rc, msg.text);
     if (rc != 0)
         return PyErr_Format(PyExc_IndexError, "Dataset index %R out of range (%llu samples)", arg,
                             (unsigned long long)self->samples);
@@ -340,13 +340,14 @@ static PyObject *Dataset_scan(DatasetObject *self, PyObject *unused)
     uint32_t min_h = UINT32_MAX, min_w = UINT32_MAX, max_h = 0, max_w = 0;
     for (uint64_t i = 0; i < self->samples; i++) {
         shr_sample s;
+        shr_msg msg = {{0}};
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = shr_dataset_sample(self->d, i, &s);
+        rc = shr_dataset_sample(self->d, i, &s, &msg);
         Py_END_ALLOW_THREADS
         if (rc != 0 && rc != SHR_EINVAL) {      /* the shard could not be had */
             Py_DECREF(labels);
-            return sr_raise_lib(rc, shr_last_error(NULL));
+            return sr_raise_lib(rc, msg.text);
         }
         if (rc != 0) {
             Py_DECREF(labels);
@@ -422,22 +423,22 @@ static PyObject *Dataset_fields(DatasetObject *self, PyObject *indices)
             Py_CLEAR(out);
             break;
         }
+        shr_msg msg = {{0}};
         int rc = idx < 0 ? SHR_EINVAL : 0;
-        char msg[1024];
-        if (rc == 0) {
+        if (rc)
+            snprintf(msg.text, sizeof msg.text, "a negative index");
+        else {
             Py_BEGIN_ALLOW_THREADS
-            rc = shr_dataset_hold(self->d, (uint64_t)idx);
-            if (rc)
-                snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+            rc = shr_dataset_hold(self->d, (uint64_t)idx, &msg);
             Py_END_ALLOW_THREADS
             if (rc && rc != SHR_EINVAL) {       /* the shard could not be had */
-                sr_raise_lib(rc, msg);
+                sr_raise_lib(rc, msg.text);
                 Py_CLEAR(out);
                 break;
             }
         }
-        if (rc || shr_dataset_fields(self->d, (uint64_t)idx, f, 64) != 0) {
-            PyErr_Format(PyExc_IndexError, "Dataset index %lld: %s", idx, shr_last_error(NULL));
+        if (rc || shr_dataset_fields(self->d, (uint64_t)idx, f, 64, &msg) != 0) {
+            PyErr_Format(PyExc_IndexError, "Dataset index %lld: %s", idx, msg.text);
             if (!rc)
                 shr_dataset_unhold(self->d, (uint64_t)idx);
             Py_CLEAR(out);

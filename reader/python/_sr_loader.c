@@ -100,21 +100,20 @@ static int open_ring(LoaderObject *self, uint64_t epoch, uint64_t cursor, uint32
     ring->nfenced = 0;
     shr_reader *r = NULL;
     int rc;
-    char msg[1024];
+    shr_msg why = {{0}};
     if (self->mixture) {
-        rc = sr_mixture_open(self, &r, &o, msg, sizeof msg);
+        rc = sr_mixture_open(self, &r, &o, &why);
     } else {
         Py_BEGIN_ALLOW_THREADS
-        rc = shr_open(&r, PyBytes_AsString(self->path_bytes), &o);
-        if (rc)
-            snprintf(msg, sizeof msg, "%s", shr_last_error(NULL));
+        rc = shr_open(&r, PyBytes_AsString(self->path_bytes), &o, &why);
         Py_END_ALLOW_THREADS
     }
     if (rc) {
         Py_DECREF(ring);
-        if (rc == SHR_ESHAPE)
-            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; pass size=(height, width) "
-                     "(or size=N for N x N) to crop or pad every sample to one size");
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s%s", why.text, rc != SHR_ESHAPE ? "" :
+                 "; pass size=(height, width) (or size=N for N x N) to crop or pad every sample "
+                 "to one size");
         sr_raise_lib(rc, msg);
         return -1;
     }

@@ -48,8 +48,7 @@ int sr_mixture_path(LoaderObject *self, PyObject *path)
     return 1;
 }
 
-int sr_mixture_open(LoaderObject *self, shr_reader **r, const shr_options *o, char *msg,
-                    size_t len)
+int sr_mixture_open(LoaderObject *self, shr_reader **r, const shr_options *o, shr_msg *msg)
 {
     PyObject *streams;
     unsigned long long spe;
@@ -82,12 +81,10 @@ int sr_mixture_open(LoaderObject *self, shr_reader **r, const shr_options *o, ch
         if (!PyErr_Occurred())
             PyErr_NoMemory();
         PyErr_Clear();
-        snprintf(msg, len, "cannot read the mixture's streams");
+        snprintf(msg->text, sizeof msg->text, "cannot read the mixture's streams");
     } else {
         Py_BEGIN_ALLOW_THREADS
-        rc = shr_open_mixture(r, st, (uint32_t)n, spe, offset, o);
-        if (rc)
-            snprintf(msg, len, "%s", shr_last_error(NULL));
+        rc = shr_open_mixture(r, st, (uint32_t)n, spe, offset, o, msg);
         Py_END_ALLOW_THREADS
     }
     Py_XDECREF(paths);
