@@ -15,25 +15,19 @@
 
 const char *fmt_strerror(int rc)
 {
-    static const char *const names[] = {
-        "unrecognised format",
-        "corrupt data",
-        "truncated data",
-        "exceeds size limit",
-        "unsupported variant or not a regular file",
-        "invalid argument",
-        "hash mismatch",
-        "incompatible version",
-        "object in failed state",
-        "empty file",
-    };
-    if (rc == 0)
+#define NAME(code, value, name)                                                                    \
+    case value:                                                                                    \
+        return name;
+    switch (rc) {
+    case 0:
         return "success";
-    if (rc >= FMT_EFORMAT && rc < FMT_ELAST)
-        return names[rc - FMT_EFORMAT];
-    if (rc > 0)
-        return strerror(rc); /* glibc: static strings for known codes */
-    return "unknown error";
+    FMT_ERRORS(NAME)
+    SHR_ERRORS(NAME)
+    SHC_ERRORS(NAME)
+    default:
+        return rc > 0 ? strerror(rc) : "unknown error";     /* glibc: static strings */
+    }
+#undef NAME
 }
 
 int fmt_fail(fmt_msg *msg, int rc, const char *fmt, ...)

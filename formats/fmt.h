@@ -5,6 +5,12 @@
  * the library's own. fmt_strerror() names both. Where a function takes a fmt_msg *, it may also
  * write a more specific one-line reason there (e.g. libjpeg's "Premature end of JPEG file"); the
  * pointer may be NULL. The library never prints and never exits.
+ *
+ * The codes of every library of the project are listed here, in one range (-30900 .. -30590,
+ * clear of LMDB's -30799 .. -30780), each with its name: this layer's (FMT_ERRORS), libshardread's
+ * (SHR_ERRORS, declared again in the public shardread.h) and the compiler's (SHC_ERRORS, declared
+ * in build.h). Each layer checks its enum against its list, and fmt_strerror names them all: the
+ * project's one strerror (shr_strerror and shc_strerror are its public names).
  */
 #ifndef FMT_H
 #define FMT_H
@@ -14,20 +20,35 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-enum {
-    FMT_EFORMAT = -30900,   /* not a format we know (unrecognised magic bytes); the range stays
-                             * clear of LMDB's codes (-30799..-30780) and libshardread's */
-    FMT_ECORRUPT,           /* data is damaged or inconsistent */
-    FMT_ETRUNC,             /* data ends early */
-    FMT_ETOOBIG,            /* exceeds a configured size limit */
-    FMT_EUNSUPPORTED,       /* valid but a variant we do not handle */
-    FMT_EINVAL,             /* bad argument */
-    FMT_EHASH,              /* content hash does not match the recorded one */
-    FMT_EVERSION,           /* written by an incompatible version */
-    FMT_ESTATE,             /* object is in a failed state; only close/free is allowed */
-    FMT_EEMPTY,             /* zero-length input */
-    FMT_ELAST
-};
+/* X(code, value, name): the storage layer's codes */
+#define FMT_ERRORS(X)                                                                              \
+    X(FMT_EFORMAT, -30900, "unrecognised format")         /* unknown magic bytes */               \
+    X(FMT_ECORRUPT, -30899, "corrupt data")               /* damaged or inconsistent */           \
+    X(FMT_ETRUNC, -30898, "truncated data")               /* data ends early */                   \
+    X(FMT_ETOOBIG, -30897, "exceeds size limit")          /* past a configured size limit */      \
+    X(FMT_EUNSUPPORTED, -30896, "unsupported variant or not a regular file")                      \
+    X(FMT_EINVAL, -30895, "invalid argument")             /* bad argument */                      \
+    X(FMT_EHASH, -30894, "hash mismatch")                 /* content hash is not the recorded */  \
+    X(FMT_EVERSION, -30893, "incompatible version")       /* written by an incompatible version */\
+    X(FMT_ESTATE, -30892, "object in failed state")       /* only close/free is allowed */        \
+    X(FMT_EEMPTY, -30891, "empty file")                   /* zero-length input */
+/* libshardread's (shardread.h) */
+#define SHR_ERRORS(X)                                                                              \
+    X(SHR_EEND, -30700, "end of epoch")                                                           \
+    X(SHR_EINVAL, -30699, "invalid argument")                                                     \
+    X(SHR_ESHAPE, -30698, "samples vary in size and no output size was given")                    \
+    X(SHR_ESTATE, -30697, "reader has failed")
+/* the compiler's (compiler/build.h) */
+#define SHC_ERRORS(X)                                                                              \
+    X(SHC_EREJECTS, -30600, "inputs were rejected")                                               \
+    X(SHC_EINPUT, -30599, "bad inputs or output directory")                                       \
+    X(SHC_ESTOPPED, -30598, "the build was stopped")                                              \
+    X(SHC_EEND, -30597, "no more inputs")
+
+#define FMT_ERROR_ENUM(code, value, name) code = value,
+enum { FMT_ERRORS(FMT_ERROR_ENUM) FMT_ELAST };
+/* in a layer that declares its own enum: each code is the list's */
+#define FMT_ERROR_CHECK(code, value, name) _Static_assert((int)(code) == (value), #code);
 
 /* Optional detail for an error: a one-line, human-readable reason, no trailing newline. The
  * project's one message type: the public headers name the same struct (libshardread's shr_msg),
@@ -40,7 +61,7 @@ struct shardc_msg {
 #endif
 typedef struct shardc_msg fmt_msg;
 
-/* Name of an error code: FMT_E* or errno. Never NULL; static storage. */
+/* Name of an error code: any listed above, or errno. Never NULL; static storage. */
 const char *fmt_strerror(int rc);
 
 /* printf into msg (if msg is not NULL); returns rc so callers can `return fmt_fail(msg, rc, ...)`. */

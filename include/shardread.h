@@ -1232,7 +1232,8 @@ SHR_API int shr_batch_segm(const shr_batch *b, uint32_t i, uint32_t *num_keypoin
 SHR_API int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32_t src_w,
                             uint32_t src_h, shr_params *p);
 
-/* Name of an error code (SHR_E* or errno). Never NULL; static storage. */
+/* Name of an error code (SHR_E*, errno, or any code of the project's other libraries). Never
+ * NULL; static storage. */
 SHR_API const char *shr_strerror(int rc);
 
 /* The message of r's last failed shr_next, or of its latest recovered sample; right after

@@ -69,13 +69,17 @@
 _Static_assert(SHR_ACCESS_MMAP == (int)FMT_ACCESS_MMAP && SHR_ACCESS_PREAD == (int)FMT_ACCESS_PREAD &&
                SHR_ACCESS_DIRECT == (int)FMT_ACCESS_DIRECT, "access modes differ");
 
-/* the formats layer's codes, repeated in the public header (compared as ints: distinct enums) */
+/* the public header's codes are the project's list (fmt.h): its own, and the formats layer's
+ * it repeats (compared as ints: distinct enums) */
+SHR_ERRORS(FMT_ERROR_CHECK)
+_Static_assert(SHR_ELAST == SHR_ESTATE + 1, "a code of shardread.h is not in fmt.h's list");
 _Static_assert((int)SHR_EFORMAT == (int)FMT_EFORMAT && (int)SHR_ECORRUPT == (int)FMT_ECORRUPT &&
                (int)SHR_ETRUNC == (int)FMT_ETRUNC && (int)SHR_ETOOBIG == (int)FMT_ETOOBIG &&
                (int)SHR_EUNSUPPORTED == (int)FMT_EUNSUPPORTED &&
                (int)SHR_EFMT_INVAL == (int)FMT_EINVAL && (int)SHR_EHASH == (int)FMT_EHASH &&
                (int)SHR_EVERSION == (int)FMT_EVERSION && (int)SHR_EFMT_STATE == (int)FMT_ESTATE &&
-               (int)SHR_EEMPTY == (int)FMT_EEMPTY, "formats error codes differ");
+               (int)SHR_EEMPTY == (int)FMT_EEMPTY && SHR_EEMPTY + 1 == (int)FMT_ELAST,
+               "formats error codes differ");
 
 #define SHR_DIRECT_DEPTH 64u            /* DIRECT: requests in flight per worker */
 #define SHR_DIRECT_STAGING (4u << 20)   /* DIRECT: staging for requests not read in place */
@@ -84,18 +88,7 @@ _Static_assert((int)SHR_EFORMAT == (int)FMT_EFORMAT && (int)SHR_ECORRUPT == (int
 
 const char *shr_strerror(int rc)
 {
-    switch (rc) {
-    case SHR_EEND:
-        return "end of epoch";
-    case SHR_EINVAL:
-        return "invalid argument";
-    case SHR_ESHAPE:
-        return "samples vary in size and no output size was given";
-    case SHR_ESTATE:
-        return "reader has failed";
-    default:
-        return fmt_strerror(rc);
-    }
+    return fmt_strerror(rc);
 }
 
 const char *shr_last_error(const shr_reader *r)

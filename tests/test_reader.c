@@ -1081,6 +1081,22 @@ START_TEST(test_strerror)
     ck_assert_str_eq(shr_strerror(FMT_ETRUNC), fmt_strerror(FMT_ETRUNC));
     ck_assert_str_eq(shr_strerror(EIO), strerror(EIO));
     ck_assert_ptr_nonnull(shr_strerror(-1));
+    /* one strerror for the project's one list of codes (fmt.h): every library's, by value */
+#define ROW(code, value, name) {value, name},
+    static const struct {
+        int value;
+        const char *name;
+    } rows[] = {FMT_ERRORS(ROW) SHR_ERRORS(ROW) SHC_ERRORS(ROW)};
+#undef ROW
+    for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
+        ck_assert_str_eq(shr_strerror(rows[k].value), rows[k].name);
+        ck_assert_int_ge(rows[k].value, -30900);
+        ck_assert_int_le(rows[k].value, -30590);
+    }
+    ck_assert_str_eq(shr_strerror(-30600), "inputs were rejected");     /* the compiler's */
+    ck_assert_str_eq(shr_strerror(SHR_EINVAL), "invalid argument");
+    ck_assert_str_eq(shr_strerror(SHR_ELAST), "unknown error");
+    ck_assert_str_eq(shr_strerror(FMT_ELAST), "unknown error");
 }
 END_TEST
 
