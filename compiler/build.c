@@ -25,14 +25,17 @@
  * shard is finished (every sample handed over, nothing renamed, the journal not yet flushed) and
  * one just after (the shard renamed into place); then one before rejects.tsv is written, one
  * before inputs.tsv, one before manifest.json and one right after manifest.json's rename (the
- * journal still present). A build of S samples in H shards passes S + 2H + 4 of them. Environment:
- *   SHARDC_CRASH_AT=K      kill the build (SIGKILL: no cleanup, no flush of stdio buffers) at the
- *                          K-th crash point
- *   SHARDC_CRASH_AFTER=N   kill it at the N-th sample point (right after the N-th sample),
- *                          whatever the other points before it
- *   SHARDC_CRASH_POINTS=1  print "shardc: crash points: T" on stderr when the build ends (T: the
- *                          points passed), so a test can draw points in range; 2 also prints one
- *                          line per point as it is passed ("shardc: crash point K: what")
+ * journal still present). A build of S samples in H shards passes S + 2H + 4 of them. The build's
+ * crash options (shc_build_opts.crash; shardc and the Python writer take them from the
+ * environment variables named here):
+ *   at (SHARDC_CRASH_AT=K)         kill the build (SIGKILL: no cleanup, no flush of stdio
+ *                                  buffers) at the K-th crash point
+ *   after (SHARDC_CRASH_AFTER=N)   kill it at the N-th sample point (right after the N-th
+ *                                  sample), whatever the other points before it
+ *   report (SHARDC_CRASH_POINTS=1) print "shardc: crash points: T" on stderr when the build ends
+ *                                  (T: the points passed), so a test can draw points in range; 2
+ *                                  also prints one line per point as it is passed ("shardc:
+ *                                  crash point K: what")
  * A resumed build counts its own points from 1.
  *
  * This file is the build itself: the writer and shc_build. Its other parts are files of their
@@ -92,20 +95,13 @@ void shc_build_opts_init(shc_build_opts *o)
     o->ignore_index = 255;
 }
 
+/* the compiler's codes are the project's list (fmt.h) */
+SHC_ERRORS(FMT_ERROR_CHECK)
+_Static_assert(SHC_ELAST == SHC_EEND + 1, "a code of build.h is not in fmt.h's list");
+
 const char *shc_strerror(int rc)
 {
-    switch (rc) {
-    case SHC_EREJECTS:
-        return "inputs were rejected";
-    case SHC_EINPUT:
-        return "bad inputs or output directory";
-    case SHC_ESTOPPED:
-        return "the build was stopped";
-    case SHC_EEND:
-        return "no more inputs";
-    default:
-        return fmt_strerror(rc);
-    }
+    return fmt_strerror(rc);
 }
 
 int shc_build_exit(int rc)
@@ -741,7 +737,7 @@ static int end_run(build_run *b, int result)
     shc_reject_list_free(&b->warn);
     fmt_inputs_free(&b->in);
     shc_fields_free(&b->fin);
-    if (b->crash.report)
+    if (b->crash.o.report)
         shc_say(b->cb, "crash points: %" PRIu64, b->crash.passed);
     if (b->lock_fd >= 0) {
         /* no stale pid left behind (still holding the lock): a finished OUT is the same bytes
@@ -797,7 +793,7 @@ static int build_listed(const shc_build_opts *o, const shc_build_cb *cb, const s
     b->align = o->align;        /* 0: the backend's own layout (raw: packed) */
     b->nper = shc_render_count(&o->r);
     b->t0 = shc_now();
-    shc_crash_init(&b->crash, cb);
+    shc_crash_init(&b->crash, &o->crash, cb);
 
     int result = open_output(b);
     if (result == 0 && !b->complete) {

@@ -22,8 +22,8 @@
 /* Exit codes of the CLI contract (the CLIs map shc_build's codes to them: shc_build_exit). */
 enum { SHC_EXIT_OK = 0, SHC_EXIT_REJECTS = 1, SHC_EXIT_USAGE = 2, SHC_EXIT_IO = 3 };
 
-/* shc_build's own codes, beside errno values and FMT_E* (fmt.h); the range stays clear of the
- * formats library's, libshardread's and LMDB's. */
+/* shc_build's own codes, beside errno values and FMT_E*: the project's list (fmt.h, SHC_ERRORS)
+ * names them, and build.c checks this enum against it. */
 enum {
     SHC_EREJECTS = -30600,  /* the build finished, but inputs were rejected (rejects.tsv); or
                              * --strict stopped it at the first reject */
@@ -35,7 +35,7 @@ enum {
     SHC_ELAST
 };
 
-/* Name of a code: SHC_E*, FMT_E* or errno. Never NULL; static storage. */
+/* Name of a code: SHC_E*, FMT_E* or errno (fmt_strerror). Never NULL; static storage. */
 const char *shc_strerror(int rc);
 
 /* The exit status of the CLI contract for a result of shc_build: 0 -> SHC_EXIT_OK, SHC_EREJECTS
@@ -51,6 +51,18 @@ typedef struct {
 } shc_build_ctl;
 
 typedef struct shc_stream shc_stream;   /* stream.h */
+
+/* Crash tests (the points are listed at the top of build.c): kill the build (SIGKILL) at its
+ * at-th crash point, or at its after-th sample point (0: never); report 1 says how many points
+ * the build passed when it ends, 2 also each point as it is passed. shardc and the Python writer
+ * take them from their environment (shc_crash_from_env); the library reads none. */
+typedef struct {
+    uint64_t at, after, report;
+} shc_crash_opts;
+
+/* SHARDC_CRASH_AT, SHARDC_CRASH_AFTER and SHARDC_CRASH_POINTS through get (getenv, or a stand-in)
+ * into *c: each a whole number >= 1, anything else leaving its field 0. */
+void shc_crash_from_env(char *(*get)(const char *), shc_crash_opts *c);
 
 typedef struct {
     char *const *srcs;
@@ -98,11 +110,12 @@ typedef struct {
     shc_stream *stream;
     /* An s3:// OUT (publish.h): the local folder the shards wait in before their upload (NULL:
      * "upload" under $SHARDREAD_CACHE, else ~/.cache/shardread), the part size of multipart
-     * uploads (0: $SHARDC_UPLOAD_PART_SIZE, else 64 MiB) and the shards uploaded at once, each
-     * on its own connection (0: SHC_UPLOAD_THREADS; at most 16). */
+     * uploads (0: 64 MiB; shardc's default is $SHARDC_UPLOAD_PART_SIZE) and the shards
+     * uploaded at once, each on its own connection (0: SHC_UPLOAD_THREADS; at most 16). */
     const char *staging;
     uint64_t upload_part_size;
     unsigned upload_threads;
+    shc_crash_opts crash;       /* crash tests (none: all 0) */
     /* Internal (publish.c): called once each shard is finished and renamed into place in dir (its
      * rejects on disk in the journal); non-zero stops the build with that error. Set, the build
      * does not reopen what it wrote before publishing it (the shards have gone to their upload). */

@@ -54,31 +54,36 @@ void shc_reject_list_free(shc_reject_list *l)
 
 /* ---- crash points (the list is at the top of build.c) ---- */
 
-static uint64_t env_uint(const char *name)
+static uint64_t env_uint(char *(*get)(const char *), const char *name)
 {
-    const char *v = getenv(name);
+    const char *v = get(name);
     uint64_t n;
     return v && shc_parse_uint(v, 1, UINT64_MAX, &n) == 0 ? n : 0;
 }
 
-void shc_crash_init(shc_crash_hook *c, const shc_build_cb *cb)
+void shc_crash_from_env(char *(*get)(const char *), shc_crash_opts *c)
 {
-    memset(c, 0, sizeof *c);
-    c->cb = cb;
-    c->at = env_uint("SHARDC_CRASH_AT");
-    c->after_samples = env_uint("SHARDC_CRASH_AFTER");
-    c->report = env_uint("SHARDC_CRASH_POINTS");
+    c->at = env_uint(get, "SHARDC_CRASH_AT");
+    c->after = env_uint(get, "SHARDC_CRASH_AFTER");
+    c->report = env_uint(get, "SHARDC_CRASH_POINTS");
 }
 
-/* Pass one crash point: what and name say where, for SHARDC_CRASH_POINTS=2. */
+void shc_crash_init(shc_crash_hook *c, const shc_crash_opts *o, const shc_build_cb *cb)
+{
+    memset(c, 0, sizeof *c);
+    c->o = *o;
+    c->cb = cb;
+}
+
+/* Pass one crash point: what and name say where, for report 2. */
 void shc_crash_point(shc_crash_hook *c, int sample, const char *what, const char *name)
 {
     c->passed++;
     c->samples += sample != 0;
-    if (c->report >= 2)
+    if (c->o.report >= 2)
         shc_say(c->cb, "crash point %" PRIu64 ": %s %s", c->passed, what, name);
-    if ((c->at && c->passed == c->at) ||
-        (sample && c->after_samples && c->samples == c->after_samples))
+    if ((c->o.at && c->passed == c->o.at) ||
+        (sample && c->o.after && c->samples == c->o.after))
         raise(SIGKILL);
 }
 

@@ -47,18 +47,16 @@ int shc_journal_load(const char *out, uint64_t next_input, shc_reject_list *rej,
                      shc_reject_list *warn);
 
 typedef struct {
-    uint64_t at;                /* SHARDC_CRASH_AT, 0: never */
-    uint64_t after_samples;     /* SHARDC_CRASH_AFTER, 0: never */
+    shc_crash_opts o;           /* what the build was asked for */
     uint64_t passed, samples;
-    uint64_t report;            /* SHARDC_CRASH_POINTS */
     const shc_build_cb *cb;     /* where the report goes */
 } shc_crash_hook;
 
-/* Read the crash settings from the environment; reports go to cb. */
-void shc_crash_init(shc_crash_hook *c, const shc_build_cb *cb);
+/* The build's crash settings (o); reports go to cb. */
+void shc_crash_init(shc_crash_hook *c, const shc_crash_opts *o, const shc_build_cb *cb);
 
-/* Pass one crash point (sample: a sample point): what and name say where, for
- * SHARDC_CRASH_POINTS=2. Kills the process (SIGKILL) when it is the point asked for. */
+/* Pass one crash point (sample: a sample point): what and name say where, for report 2. Kills
+ * the process (SIGKILL) when it is the point asked for. */
 void shc_crash_point(shc_crash_hook *c, int sample, const char *what, const char *name);
 
 #endif

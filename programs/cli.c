@@ -436,6 +436,13 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         if (fmt_aug_parse(aug_spec ? aug_spec : FMT_AUG_DEFAULT_SPEC, &o.r.aug, &msg) != 0)
             return build_error("bad --aug: %s", msg.text);
     }
+    /* the environment sets the program's default part size and its crash tests; the library
+     * reads no environment */
+    shc_crash_from_env(getenv, &o.crash);
+    const char *ps = getenv("SHARDC_UPLOAD_PART_SIZE");
+    if (!o.upload_part_size && ps && *ps &&
+        (shc_parse_size(ps, &o.upload_part_size) != 0 || o.upload_part_size == 0))
+        return build_error("SHARDC_UPLOAD_PART_SIZE: expected a size, e.g. 64MiB, not '%s'", ps);
     o.r.geom.mode = have_size ? FMT_GEOM_SIZE : have_short ? FMT_GEOM_SHORT_SIDE : FMT_GEOM_KEEP;
     o.srcs = argv + optind;
     o.nsrc = (size_t)(argc - optind);

@@ -178,13 +178,7 @@ int rmt_writer_open(rmt_writer **out, const char *url, uint64_t part_size, fmt_m
         free(w);
         return rc;
     }
-    if (!part_size) {
-        const char *e = getenv(RMT_PART_SIZE_ENV);
-        char *end = NULL;
-        unsigned long long v = e && *e ? strtoull(e, &end, 10) : 0;
-        part_size = v && end && !*end ? v : RMT_PART_SIZE_DEFAULT;
-    }
-    w->part_size = part_size;
+    w->part_size = part_size ? part_size : RMT_PART_SIZE_DEFAULT;
     size_t bl = strlen(w->c.base), pl = strlen(w->c.prefix);
     w->bucket_url = strndup(w->c.base, pl ? bl - pl - 1 : bl);
     w->easy = curl_easy_init();

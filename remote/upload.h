@@ -24,13 +24,12 @@
 #include "fmt.h"
 #include "remote.h"
 
-#define RMT_PART_SIZE_ENV "SHARDC_UPLOAD_PART_SIZE"
 #define RMT_PART_SIZE_DEFAULT ((uint64_t)64 << 20)
 
 typedef struct rmt_writer rmt_writer;
 
 /* A writer of objects under the s3:// URL url. part_size: files larger than this are sent in
- * parts of this size (0: $SHARDC_UPLOAD_PART_SIZE, else 64 MiB). 0, FMT_EINVAL (not an s3://
+ * parts of this size (0: RMT_PART_SIZE_DEFAULT). 0, FMT_EINVAL (not an s3://
  * URL, no credentials: msg says which), ENOMEM. */
 int rmt_writer_open(rmt_writer **w, const char *url, uint64_t part_size, fmt_msg *msg);
 void rmt_writer_close(rmt_writer *w);           /* accepts NULL */

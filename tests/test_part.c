@@ -2,9 +2,12 @@
  * variables, folder names, the part record's round trip. */
 #include <check.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "build.h"
 #include "merge.h"
@@ -290,6 +293,61 @@ START_TEST(build_stops_when_asked)
 }
 END_TEST
 
+/* The crash tests are build options, which programs take from their environment: the library
+ * reads none (SHARDC_CRASH_AT set, a build without the option completes); the option kills the
+ * build at its point; shc_crash_from_env reads the three variables through the getter given. */
+static char *crash_env(const char *name)
+{
+    static char at[] = "7", after[] = "x", points[] = "2";
+    return !strcmp(name, "SHARDC_CRASH_AT") ? at : !strcmp(name, "SHARDC_CRASH_AFTER") ? after
+           : !strcmp(name, "SHARDC_CRASH_POINTS") ? points : NULL;
+}
+
+START_TEST(crash_is_an_option_not_the_environment)
+{
+    char src[700], out[700], man[800];
+    snprintf(src, sizeof src, "%s/src", g_dir);
+    mks_opts mo;
+    mks_opts_init(&mo);
+    mo.classes = 2;
+    mo.per_class = 3;
+    mo.broken = 0;
+    mks_report rep;
+    ck_assert_int_eq(mks_generate(src, &mo, &rep), 0);
+    char *srcs[] = {src};
+    shc_build_opts o;
+    shc_build_opts_init(&o);
+    o.srcs = srcs;
+    o.nsrc = 1;
+    o.r.geom = (fmt_geom){.mode = FMT_GEOM_SIZE, .width = 16, .height = 12};
+    setenv("SHARDC_CRASH_AT", "1", 1);
+    snprintf(out, sizeof out, "%s/whole", g_dir);
+    o.out = out;
+    ck_assert_int_eq(shc_build(&o, NULL), 0);
+    snprintf(man, sizeof man, "%s/manifest.json", out);
+    ck_assert_int_eq(access(man, F_OK), 0);
+    unsetenv("SHARDC_CRASH_AT");
+
+    snprintf(out, sizeof out, "%s/killed", g_dir);
+    o.crash.at = 1;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(shc_build(&o, NULL) == 0 ? 0 : 1);
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %d", st);
+    snprintf(man, sizeof man, "%s/manifest.json", out);
+    ck_assert_int_ne(access(man, F_OK), 0);
+
+    shc_crash_opts c = {9, 9, 9};
+    shc_crash_from_env(crash_env, &c);
+    ck_assert_uint_eq(c.at, 7);
+    ck_assert_uint_eq(c.after, 0);          /* not a whole number */
+    ck_assert_uint_eq(c.report, 2);
+}
+END_TEST
+
 /* More parts missing than one message holds: the list ends in "...", never cut mid-name, and
  * the reason still names the first of them. Nothing is written. */
 START_TEST(merge_lists_missing_parts_within_the_message)
@@ -348,6 +406,7 @@ int main(void)
     tcase_add_test(tc, stats_from_sums);
     tu_temp_fixtures(tc);
     tcase_add_test(tc, build_stops_when_asked);
+    tcase_add_test(tc, crash_is_an_option_not_the_environment);
     tcase_add_test(tc, merge_lists_missing_parts_within_the_message);
     suite_add_tcase(s, tc);
     return tu_run(s);

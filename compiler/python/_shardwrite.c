@@ -598,6 +598,7 @@ static PyObject *start(PyObject *mod, PyObject *args, PyObject *kw)
 
     shc_build_opts o;
     shc_build_opts_init(&o);
+    shc_crash_from_env(getenv, &o.crash);   /* the crash tests, as shardc takes them */
     fmt_msg msg = {{0}};
     if (strcmp(geometry, "size") == 0) {
         o.r.geom.mode = FMT_GEOM_SIZE;
