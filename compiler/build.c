@@ -72,6 +72,7 @@
 #include "render.h"
 #include "report.h"
 #include "resume.h"
+#include "simd.h"
 #include "publish.h"
 #include "remote.h"
 #include "stream.h"
@@ -102,6 +103,12 @@ _Static_assert(SHC_ELAST == SHC_EEND + 1, "a code of build.h is not in fmt.h's l
 const char *shc_strerror(int rc)
 {
     return fmt_strerror(rc);
+}
+
+void shc_simd_from_env(char *(*get)(const char *))
+{
+    if (fmt_simd_env_plain(get))
+        fmt_simd_set(0);
 }
 
 int shc_build_exit(int rc)

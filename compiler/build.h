@@ -60,6 +60,11 @@ typedef struct {
     uint64_t at, after, report;
 } shc_crash_opts;
 
+/* The vector kernels off for the whole process when the environment, read through get (getenv,
+ * or a stand-in), asks for the plain C paths (SHARDREAD_SIMD=0, SHARDC_RESAMPLE=plain or
+ * SHARDC_TRANSFORM=plain: pixels/simd.h); the library reads no environment itself. */
+void shc_simd_from_env(char *(*get)(const char *));
+
 /* SHARDC_CRASH_AT, SHARDC_CRASH_AFTER and SHARDC_CRASH_POINTS through get (getenv, or a stand-in)
  * into *c: each a whole number >= 1, anything else leaving its field 0. */
 void shc_crash_from_env(char *(*get)(const char *), shc_crash_opts *c);

@@ -1,5 +1,6 @@
 /* merge.c - join the parts of a build made with --part I/N (see merge.h). */
 #include "merge.h"
+#include "build.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -390,10 +391,22 @@ static int write_manifest(const char *out, const part_t *parts, uint32_t n,
     return rc;
 }
 
-int shc_merge(const char *out, shc_merge_result *res, fmt_msg *msg)
+SHC_MERGE_ERRORS(FMT_ERROR_CHECK)
+_Static_assert(SHC_MERGE_ELAST == SHC_MERGE_EBUSY + 1, "a code of merge.h is not in fmt.h's list");
+
+int shc_merge_exit(int rc)
+{
+    if (rc == 0)
+        return SHC_EXIT_OK;
+    return (rc >= SHC_MERGE_ENOPARTS && rc < SHC_MERGE_ELAST) ||
+                   rc == FMT_EINVAL     /* an OUT that cannot be written: http(s):// */
+               ? SHC_EXIT_USAGE : SHC_EXIT_IO;
+}
+
+int shc_merge(const char *out, const char *staging, shc_merge_result *res, fmt_msg *msg)
 {
     if (rmt_is_url(out))
-        return shc_merge_upload(out, res, msg);
+        return shc_merge_upload(out, staging, res, msg);
     return shc_merge_with(out, NULL, NULL, res, msg);
 }
 

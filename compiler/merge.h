@@ -27,13 +27,20 @@
 #include "fmt.h"
 #include "manifest.h"
 
-/* Errors of shc_merge besides errno values of I/O (those leave no manifest either). */
+/* Errors of shc_merge besides errno values of I/O (those leave no manifest either): the
+ * project's list (fmt.h, SHC_ERRORS) names them, and merge.c checks this enum against it. */
 enum {
-    SHC_MERGE_ENOPARTS = 1001,  /* OUT/parts missing or empty */
+    SHC_MERGE_ENOPARTS = -30590, /* OUT/parts missing or empty */
     SHC_MERGE_EMISSING,         /* parts missing or unfinished (msg lists them) */
     SHC_MERGE_EMISMATCH,        /* a part disagrees with the others or is damaged (msg names it) */
-    SHC_MERGE_EBUSY             /* another merge or build holds OUT's lock (nothing written) */
+    SHC_MERGE_EBUSY,            /* another merge or build holds OUT's lock (nothing written) */
+    SHC_MERGE_ELAST
 };
+
+/* The exit status of the CLI contract (build.h) for a result of shc_merge: a merge refused (the
+ * codes above, or an OUT that cannot be written) SHC_EXIT_USAGE, any other failure
+ * SHC_EXIT_IO. */
+int shc_merge_exit(int rc);
 
 typedef struct {
     uint32_t parts;
@@ -42,8 +49,9 @@ typedef struct {
 
 /* Merge the parts in out. 0, SHC_MERGE_* or an errno value; msg (fmt.h, may be NULL) says what and
  * names the parts at fault (a list of missing parts too long for it ends in "..."). res may be
- * NULL. */
-int shc_merge(const char *out, shc_merge_result *res, fmt_msg *msg);
+ * NULL. staging: for an s3:// out, the folder the parts' tables are downloaded into (NULL: the
+ * default cache root's "upload", publish.h). */
+int shc_merge(const char *out, const char *staging, shc_merge_result *res, fmt_msg *msg);
 
 /* A merge whose shards are elsewhere (the parts of an s3:// OUT: publish.h): out holds the
  * parts' manifests and tables only. Instead of opening each shard, shard(ctx, part, ms, msg)

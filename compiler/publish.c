@@ -67,26 +67,25 @@ static int make_dirs(const char *path)
     return 0;
 }
 
-/* ROOT/upload/<hash of the objects' base URL><suffix>, ROOT: given, $SHARDREAD_CACHE or
- * ~/.cache/shardread */
+/* STAGING/<hash of the objects' base URL><suffix>; STAGING: given, else the default cache
+ * root's "upload" (rmt_cache_root) */
 static char *stage_dir(const char *given, const rmt_writer *w, const char *suffix, fmt_msg *msg)
 {
-    const char *env = getenv(RMT_CACHE_ENV), *home = getenv("HOME");
     const rmt_config *c = rmt_writer_config(w);
     uint64_t h = fmt_hash64(c->base, strlen(c->base));
-    char *out = NULL;
+    char *out = NULL, *root = NULL;
     int n;
     if (given && *given)
         n = asprintf(&out, "%s/%016" PRIx64 "%s", given, h, suffix);
-    else if (env && *env)
-        n = asprintf(&out, "%s/upload/%016" PRIx64 "%s", env, h, suffix);
-    else if (home && *home)
-        n = asprintf(&out, "%s/.cache/shardread/upload/%016" PRIx64 "%s", home, h, suffix);
+    else if ((root = rmt_cache_root(NULL, msg)) != NULL)
+        n = asprintf(&out, "%s/upload/%016" PRIx64 "%s", root, h, suffix);
     else {
-        fmt_fail(msg, FMT_EINVAL, "no staging folder for %s: give --staging, or set %s or HOME",
-                 c->url, RMT_CACHE_ENV);
+        fmt_msg why = *msg;
+        fmt_fail(msg, FMT_EINVAL, "no staging folder for %s: give one (--staging): %s", c->url,
+                 why.text);
         return NULL;
     }
+    free(root);
     if (n < 0) {
         fmt_fail(msg, ENOMEM, "out of memory");
         return NULL;
@@ -771,7 +770,7 @@ static void rename_in(fmt_msg *msg, const char *stage, const char *url)
     memcpy(msg->text, t, sizeof t);
 }
 
-int shc_merge_upload(const char *out, shc_merge_result *res, fmt_msg *msg)
+int shc_merge_upload(const char *out, const char *staging, shc_merge_result *res, fmt_msg *msg)
 {
     if (res)
         memset(res, 0, sizeof *res);
@@ -781,7 +780,7 @@ int shc_merge_upload(const char *out, shc_merge_result *res, fmt_msg *msg)
         return rc;
     const rmt_config *c = rmt_writer_config(w);
     merge_ctx m = {.url = c->url};
-    char *stage = stage_dir(NULL, w, ".merge", msg);
+    char *stage = stage_dir(staging, w, ".merge", msg);
     rmt_job *jobs = NULL;
     char **paths = NULL;
     size_t k = 0;

@@ -33,6 +33,6 @@
 int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb);
 
 /* As shc_merge (merge.h), for out an s3:// or http(s):// URL. */
-int shc_merge_upload(const char *out, shc_merge_result *res, fmt_msg *msg);
+int shc_merge_upload(const char *out, const char *staging, shc_merge_result *res, fmt_msg *msg);
 
 #endif

@@ -24,6 +24,7 @@ const char *fmt_strerror(int rc)
     FMT_ERRORS(NAME)
     SHR_ERRORS(NAME)
     SHC_ERRORS(NAME)
+    SHC_MERGE_ERRORS(NAME)
     default:
         return rc > 0 ? strerror(rc) : "unknown error";     /* glibc: static strings */
     }

@@ -6,10 +6,10 @@
  * write a more specific one-line reason there (e.g. libjpeg's "Premature end of JPEG file"); the
  * pointer may be NULL. The library never prints and never exits.
  *
- * The codes of every library of the project are listed here, in one range (-30900 .. -30590,
+ * The codes of every library of the project are listed here, in one range (-30900 .. -30587,
  * clear of LMDB's -30799 .. -30780), each with its name: this layer's (FMT_ERRORS), libshardread's
- * (SHR_ERRORS, declared again in the public shardread.h) and the compiler's (SHC_ERRORS, declared
- * in build.h). Each layer checks its enum against its list, and fmt_strerror names them all: the
+ * (SHR_ERRORS, declared again in the public shardread.h) and the compiler's (SHC_ERRORS and
+ * SHC_MERGE_ERRORS, declared in build.h and merge.h). Each layer checks its enum against its list, and fmt_strerror names them all: the
  * project's one strerror (shr_strerror and shc_strerror are its public names).
  */
 #ifndef FMT_H
@@ -44,6 +44,12 @@
     X(SHC_EINPUT, -30599, "bad inputs or output directory")                                       \
     X(SHC_ESTOPPED, -30598, "the build was stopped")                                              \
     X(SHC_EEND, -30597, "no more inputs")
+/* the compiler's merge (compiler/merge.h) */
+#define SHC_MERGE_ERRORS(X)                                                                        \
+    X(SHC_MERGE_ENOPARTS, -30590, "no parts to merge")                                            \
+    X(SHC_MERGE_EMISSING, -30589, "parts missing or unfinished")                                  \
+    X(SHC_MERGE_EMISMATCH, -30588, "a part disagrees with the others or is damaged")              \
+    X(SHC_MERGE_EBUSY, -30587, "another merge or build is writing the output")
 
 #define FMT_ERROR_ENUM(code, value, name) code = value,
 enum { FMT_ERRORS(FMT_ERROR_ENUM) FMT_ELAST };

@@ -355,7 +355,8 @@ typedef struct {
      * after it are unspecified. For consumers that take one tensor per image. */
     int scale_dense;
     /* A dataset at a URL (see "Datasets at URLs"): the cache folder its files are downloaded
-     * to; NULL (the default): $SHARDREAD_CACHE, else ~/.cache/shardread. Not copied: it must
+     * to; NULL (the default): ~/.cache/shardread (the library reads no environment:
+     * $SHARDREAD_CACHE is the programs' and the Python package's default). Not copied: it must
      * stay valid during shr_open. */
     const char *cache;
     /* Float dtypes: each stored value x becomes ((float)x / unit - mean) / std, both steps in
@@ -391,6 +392,10 @@ typedef struct {
      * masks, keypoints, label maps) are neither moved nor delivered, and its batches are a
      * classification dataset's (labels -1). 0 (the default): they are. */
     uint64_t skip_targets;
+    /* SHR_ACCESS_DIRECT: 1 reads with pread rather than io_uring, to measure or test that path
+     * (0, the default: io_uring where the kernel allows it, else pread). The same bytes either
+     * way. 64 bits wide for the reason label_map_bytes is. */
+    uint64_t direct_pread;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
@@ -860,9 +865,11 @@ SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o, shr_
  * shr_open and shr_dataset_open take, in place of a directory, s3://BUCKET/PREFIX (the prefix
  * holds manifest.json and the shards; credentials, region and endpoint as the AWS tools read
  * them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_PROFILE,
- * AWS_ENDPOINT_URL_S3, AWS_CA_BUNDLE, AWS_NO_SIGN_REQUEST) or http(s)://BASE. Before the open,
- * the dataset is made complete in a local cache (shr_options.cache, else $SHARDREAD_CACHE, else
- * ~/.cache/shardread): the manifest is fetched, and every shard the cache lacks is downloaded,
+ * AWS_ENDPOINT_URL_S3, AWS_CA_BUNDLE, AWS_NO_SIGN_REQUEST: the one setting the library takes
+ * from the environment, as the AWS SDKs do, so that credentials never pass through options or
+ * messages) or http(s)://BASE. Before the open,
+ * the dataset is made complete in a local cache (shr_options.cache, else ~/.cache/shardread):
+ * the manifest is fetched, and every shard the cache lacks is downloaded,
  * checked against the manifest (every sample's hash) and only then renamed into place; the
  * reader then reads the cached files. Raw and hdf5 datasets.
  * shr_open of a single dataset (raw; hdf5 only with samples of one size and no targets)
@@ -1231,6 +1238,15 @@ SHR_API int shr_batch_segm(const shr_batch *b, uint32_t i, uint32_t *num_keypoin
  * reports for it. Returns 0, or SHR_EINVAL (bad options or sizes; no message). Thread-safe. */
 SHR_API int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index, uint32_t src_w,
                             uint32_t src_h, shr_params *p);
+
+/* The vector kernels (AVX2, AVX-512) run wherever the CPU has them; their plain C paths give the
+ * same bytes. shr_set_simd(0) turns them off for the whole process, shr_set_simd(1) back on (not
+ * while readers run: a reader chooses its paths at open); returns whether they run now.
+ * shr_simd_env_plain(get): 1 when the environment, read through get (getenv, or a stand-in),
+ * asks for the plain paths (SHARDREAD_SIMD=0, SHARDC_RESAMPLE=plain or SHARDC_TRANSFORM=plain):
+ * the programs and the Python package apply it; the library reads no environment. */
+SHR_API int shr_set_simd(int on);
+SHR_API int shr_simd_env_plain(char *(*get)(const char *));
 
 /* Name of an error code (SHR_E*, errno, or any code of the project's other libraries). Never
  * NULL; static storage. */

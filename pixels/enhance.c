@@ -31,7 +31,8 @@
  *   Pillow on all 2^24 colours). Between the two, the hue byte is shifted by
  *   np.uint8(hue * 255), which truncates toward zero and wraps.
  *   The vector kernels (AVX2, see "vector paths" below and pixels/simd.h) give the same bytes;
- *   with the switch off (SHARDREAD_SIMD=0, fmt_simd_set(0)) every op takes the plain path.
+ *   with the switch off (fmt_simd_set(0); SHARDREAD_SIMD=0 for the programs) every op takes the
+ *   plain path.
  */
 #include "enhance.h"
 #include "hsv.h"

@@ -27,8 +27,8 @@
  *
  * Speed: the inner loops exist as SSE4.1 and AVX2 code (chosen at run time from the CPU) and as
  * plain C; all give the same bytes. A scratch takes the best path the CPU offers when it is
- * created, or the plain one where the switch of simd.h is off then (SHARDC_RESAMPLE=plain or
- * SHARDREAD_SIMD=0 in the environment, fmt_simd_set(0)); fmt_rs_scratch_set_path() forces a
+ * created, or the plain one where the switch of simd.h is off then (fmt_simd_set(0): the
+ * programs' SHARDC_RESAMPLE=plain or SHARDREAD_SIMD=0); fmt_rs_scratch_set_path() forces a
  * path, for tests and comparisons.
  *
  * Memory: a scratch holds the intermediate (horizontally resized) rows and private tables; it

@@ -10,10 +10,8 @@
 
 /* the features, probed once (~0u: not yet) */
 static unsigned g_cpu = ~0u;
-/* fmt_simd_set's choice (-1: none, the environment decides), and the switch as last read (-1:
- * not yet) */
-static int g_forced = -1;
-static int g_on = -1;
+/* the switch: fmt_simd_set's choice (on until it is called) */
+static int g_on = 1;
 
 unsigned fmt_cpu(void)
 {
@@ -41,30 +39,10 @@ unsigned fmt_cpu(void)
     return v;
 }
 
-static int env_is(const char *name, const char *value)
-{
-    const char *e = getenv(name);
-    return e && strcmp(e, value) == 0;
-}
-
-/* the switch from the override, else the environment; remembered for fmt_simd */
-static int switch_read(void)
-{
-    int on = __atomic_load_n(&g_forced, __ATOMIC_RELAXED);
-    if (on < 0)
-        on = !(env_is("SHARDREAD_SIMD", "0") || env_is("SHARDC_RESAMPLE", "plain") ||
-               env_is("SHARDC_TRANSFORM", "plain"));
-    __atomic_store_n(&g_on, on, __ATOMIC_RELAXED);
-    return on;
-}
-
 int fmt_simd(void)
 {
 #ifdef FMT_AVX2
-    int on = __atomic_load_n(&g_on, __ATOMIC_RELAXED);
-    if (on < 0)
-        on = switch_read();
-    return on && (fmt_cpu() & FMT_CPU_AVX2);
+    return __atomic_load_n(&g_on, __ATOMIC_RELAXED) && (fmt_cpu() & FMT_CPU_AVX2);
 #else
     return 0;
 #endif
@@ -72,14 +50,24 @@ int fmt_simd(void)
 
 unsigned fmt_simd_features(void)
 {
-    return switch_read() ? fmt_cpu() : 0;
+    return __atomic_load_n(&g_on, __ATOMIC_RELAXED) ? fmt_cpu() : 0;
 }
 
 int fmt_simd_set(int on)
 {
-    __atomic_store_n(&g_forced, on ? 1 : 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_on, on ? 1 : 0, __ATOMIC_RELAXED);
     return fmt_simd();
+}
+
+static int is(const char *v, const char *value)
+{
+    return v && strcmp(v, value) == 0;
+}
+
+int fmt_simd_env_plain(char *(*get)(const char *))
+{
+    return is(get("SHARDREAD_SIMD"), "0") || is(get("SHARDC_RESAMPLE"), "plain") ||
+           is(get("SHARDC_TRANSFORM"), "plain");
 }
 
 /* fmt_simd_avx512_set(0): the AVX-512 kernels left out (for the tests) */

@@ -27,19 +27,23 @@
 #define FMT_CPU_AVX512 8u /* AVX-512 F, BW and VBMI */
 unsigned fmt_cpu(void);
 
-/* The switch. On unless the environment says plain when it is read: SHARDREAD_SIMD=0,
- * SHARDC_RESAMPLE=plain or SHARDC_TRANSFORM=plain (three names, one switch: each turns every
- * vector kernel off). fmt_simd_set(on) overrides the environment for the whole process (not to
- * be called while ops run) and returns fmt_simd(): the tests compare the paths with it.
+/* The switch: on, unless fmt_simd_set(0) turned it off, for the whole process (not to be called
+ * while ops run); fmt_simd_set returns fmt_simd(). The tests compare the paths with it, and the
+ * programs and the Python package turn it off when their environment says plain
+ * (fmt_simd_env_plain); the library reads no environment.
  *
- * fmt_simd(): whether the AVX2 kernels run (the switch on and AVX2 on this CPU); read from the
- * environment when first asked. fmt_simd_features(): the features the vector kernels may use
- * (fmt_cpu(), or 0 with the switch off), the environment read again unless fmt_simd_set
- * overrode it: objects that choose their path once (a resampling scratch, an output transform)
- * ask it when they are made. */
+ * fmt_simd(): whether the AVX2 kernels run (the switch on and AVX2 on this CPU).
+ * fmt_simd_features(): the features the vector kernels may use (fmt_cpu(), or 0 with the switch
+ * off): objects that choose their path once (a resampling scratch, an output transform) ask it
+ * when they are made. */
 int fmt_simd(void);
 unsigned fmt_simd_features(void);
 int fmt_simd_set(int on);
+
+/* 1 when the environment, read through get (getenv, or a stand-in), asks for the plain C paths:
+ * SHARDREAD_SIMD=0, SHARDC_RESAMPLE=plain or SHARDC_TRANSFORM=plain (three names, one switch:
+ * each turns every vector kernel off). */
+int fmt_simd_env_plain(char *(*get)(const char *));
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(FMT_NO_SIMD)
 #define FMT_AVX2 1

@@ -113,6 +113,21 @@ const char shc_usage_build[] =
     "3 fatal I/O error (no manifest is left)\n";
 
 /* One line saying what is wrong, then where the usage is (the first line of the usage text). */
+const char *shc_cli_cache(void)
+{
+    const char *c = getenv("SHARDREAD_CACHE");
+    return c && *c ? c : NULL;
+}
+
+const char *shc_cli_staging(void)
+{
+    static char buf[4096];
+    const char *c = shc_cli_cache();
+    if (!c || (size_t)snprintf(buf, sizeof buf, "%s/upload", c) >= sizeof buf)
+        return NULL;
+    return buf;
+}
+
 int shc_usage_error(const char *usage, const char *fmt, const char *arg)
 {
     fprintf(stderr, "shardc: ");
@@ -439,6 +454,8 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
     /* the environment sets the program's default part size and its crash tests; the library
      * reads no environment */
     shc_crash_from_env(getenv, &o.crash);
+    if (!o.staging)
+        o.staging = shc_cli_staging();
     const char *ps = getenv("SHARDC_UPLOAD_PART_SIZE");
     if (!o.upload_part_size && ps && *ps &&
         (shc_parse_size(ps, &o.upload_part_size) != 0 || o.upload_part_size == 0))

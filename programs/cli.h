@@ -5,6 +5,12 @@
 
 #include "build.h"
 
+/* The programs' defaults from their environment (the libraries read none): the cache root,
+ * $SHARDREAD_CACHE (NULL when unset or empty: the libraries' ~/.cache/shardread), and the
+ * upload staging folder under it ($SHARDREAD_CACHE/upload; NULL likewise). */
+const char *shc_cli_cache(void);
+const char *shc_cli_staging(void);
+
 /* The usage text of `shardc build` (what `shardc build --help` prints). */
 extern const char shc_usage_build[];
 

@@ -120,6 +120,7 @@ static int has_arg(int argc, char **argv, const char *prefix)
 int main(int argc, char **argv)
 {
     int provided, rank = 0, size = 1;
+    shc_simd_from_env(getenv);          /* the environment's switch: the program applies it */
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "shardc-mpi: cannot initialise MPI\n");
         return SHC_EXIT_IO;
@@ -262,12 +263,12 @@ int main(int argc, char **argv)
             fmt_msg why = {{0}};
             shc_merge_result mr;
             double m0 = shc_now();
-            int rc = shc_merge(j->o.out, &mr, &why);
+            int rc = shc_merge(j->o.out, j->o.staging, &mr, &why);
             double merge_s = shc_now() - m0;
             if (rc) {
                 fprintf(stderr, "shardc-mpi: cannot merge %s: %s\n", j->o.out,
                         fmt_reason(&why, rc));
-                code = rc >= SHC_MERGE_ENOPARTS ? SHC_EXIT_USAGE : SHC_EXIT_IO;
+                code = shc_merge_exit(rc);
             } else {
                 double lo = all_secs[0], hi = all_secs[0], sum = 0;
                 for (int r = 0; r < size; r++) {

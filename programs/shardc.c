@@ -120,6 +120,7 @@ static int resolve_url(const char **dir, char **owned)
     rmt_stats st;
     rmt_options ro;
     memset(&ro, 0, sizeof ro);
+    ro.cache = shc_cli_cache();
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (isatty(STDERR_FILENO)) {
@@ -729,13 +730,10 @@ static int cmd_merge(int argc, char **argv)
     fmt_msg why = {{0}};
     shc_merge_result r;
     double t0 = shc_now();
-    int rc = shc_merge(dir, &r, &why);
+    int rc = shc_merge(dir, shc_cli_staging(), &r, &why);
     if (rc) {
         fprintf(stderr, "shardc: cannot merge %s: %s\n", dir, fmt_reason(&why, rc));
-        return rc == SHC_MERGE_ENOPARTS || rc == SHC_MERGE_EMISSING ||
-                       rc == SHC_MERGE_EMISMATCH || rc == SHC_MERGE_EBUSY ||
-                       rc == FMT_EINVAL     /* an OUT that cannot be written: http(s):// */
-                   ? SHC_EXIT_USAGE : SHC_EXIT_IO;
+        return shc_merge_exit(rc);
     }
     double dt = shc_now() - t0;
     char hb[32];
@@ -944,6 +942,7 @@ static int cat_dir(const char *dir, uint64_t idx, const char *outfile, int repla
 
 int main(int argc, char **argv)
 {
+    shc_simd_from_env(getenv);          /* the environment's switch: the program applies it */
     if (argc < 2) {
         fputs(usage_main, stderr);
         return SHC_EXIT_USAGE;

@@ -39,7 +39,7 @@ struct shr_direct {
     size_t cap;                 /* of order and reqs */
 };
 
-int shr_direct_create(shr_direct **out, uint32_t depth, size_t staging)
+int shr_direct_create(shr_direct **out, uint32_t depth, size_t staging, int uring)
 {
     *out = NULL;
     if (depth == 0 || depth > SHR_DIRECT_MAX_DEPTH)
@@ -53,8 +53,7 @@ int shr_direct_create(shr_direct **out, uint32_t depth, size_t staging)
         free(d);
         return ENOMEM;
     }
-    const char *no = getenv("SHR_DIRECT_NO_URING");
-    if (!(no && *no && strcmp(no, "0") != 0))
+    if (uring)
         d->uring = io_uring_queue_init(depth, &d->ring, 0) == 0;
     *out = d;
     return 0;

@@ -33,16 +33,14 @@ typedef struct {
 } shr_direct_item;
 
 /* An engine with up to depth requests in flight (1..4096) and a staging buffer of `staging`
- * bytes to start with (it grows for a request larger than that). io_uring is tried first; see
- * shr_direct_uring. Errors: ENOMEM, EINVAL. */
-int shr_direct_create(shr_direct **d, uint32_t depth, size_t staging);
+ * bytes to start with (it grows for a request larger than that). uring: io_uring is tried first
+ * (see shr_direct_uring); 0 reads with pread alone (shr_options.direct_pread: to measure and
+ * test that path on a kernel that has io_uring). Errors: ENOMEM, EINVAL. */
+int shr_direct_create(shr_direct **d, uint32_t depth, size_t staging, int uring);
 void shr_direct_free(shr_direct *d);        /* accepts NULL */
 
 /* 1 if requests go through io_uring, 0 if through pread (the kernel refused io_uring). */
 int shr_direct_uring(const shr_direct *d);
-
-/* SHR_DIRECT_NO_URING=1 in the environment makes shr_direct_create skip io_uring: to measure
- * and test the pread path on a kernel that has io_uring. */
 
 /* Read (and decode) every item into its dst. Returns 0, or the first error: an errno value of the
  * reads, FMT_ETRUNC (the file ends before a payload does), FMT_ECORRUPT / FMT_EHASH (a damaged

@@ -61,6 +61,7 @@
 #include "ring.h"
 #include "sampler.h"
 #include "scale.h"
+#include "simd.h"
 #include "stats.h"
 #include "transform.h"
 #include "tune.h"
@@ -89,6 +90,16 @@ _Static_assert((int)SHR_EFORMAT == (int)FMT_EFORMAT && (int)SHR_ECORRUPT == (int
 const char *shr_strerror(int rc)
 {
     return fmt_strerror(rc);
+}
+
+int shr_set_simd(int on)
+{
+    return fmt_simd_set(on);
+}
+
+int shr_simd_env_plain(char *(*get)(const char *))
+{
+    return fmt_simd_env_plain(get);
 }
 
 const char *shr_last_error(const shr_reader *r)
@@ -647,7 +658,8 @@ static int start_workers(shr_reader *r)
                 return ENOMEM;
             w->sample_cap = r->sample_max;
         } else if (r->o.access == SHR_ACCESS_DIRECT && r->direct_shards > 0) {
-            int rc = shr_direct_create(&w->direct, SHR_DIRECT_DEPTH, SHR_DIRECT_STAGING);
+            int rc = shr_direct_create(&w->direct, SHR_DIRECT_DEPTH, SHR_DIRECT_STAGING,
+                                       !r->o.direct_pread);
             w->items = calloc(r->o.batch_size, sizeof *w->items);
             if (rc || !w->items)
                 return ENOMEM;

@@ -71,8 +71,8 @@ typedef struct {
 
 /* Fill o for the given output; no normalisation (mean 0, std 1). The path is AVX2 where the CPU
  * has AVX2 and F16C (AVX512 where it has AVX-512 F, BW and VBMI too and fmt_simd_avx512() says
- * so), unless the switch of pixels/simd.h is off (SHARDC_TRANSFORM=plain,
- * SHARDREAD_SIMD=0 or SHARDC_RESAMPLE=plain in the environment, fmt_simd_set(0)). */
+ * so), unless the switch of pixels/simd.h is off (fmt_simd_set(0), shr_set_simd(0): the programs'
+ * and the package's SHARDC_TRANSFORM=plain, SHARDREAD_SIMD=0 or SHARDC_RESAMPLE=plain). */
 SHR_INTERNAL void shr_tf_out_init(shr_tf_out *o, shr_dtype dtype, shr_layout layout,
                                   uint32_t width, uint32_t height, uint32_t channels);
 

@@ -256,18 +256,18 @@ static int same_file(const char *a, const uint8_t *data, size_t len)
     return same;
 }
 
-static char *cache_root(const char *given, fmt_msg *msg)
+char *rmt_cache_root(const char *given, fmt_msg *msg)
 {
-    const char *r = given && *given ? given : getenv(RMT_CACHE_ENV);
+    const char *home = getenv("HOME");      /* the user's home: not a setting of ours */
     char *out = NULL;
-    if (r && *r)
-        out = strdup(r);
-    else if (getenv("HOME") && *getenv("HOME")) {
-        if (asprintf(&out, "%s/.cache/shardread", getenv("HOME")) < 0)
+    if (given && *given)
+        out = strdup(given);
+    else if (home && *home) {
+        if (asprintf(&out, "%s/.cache/shardread", home) < 0)
             out = NULL;
     } else {
-        fmt_fail(msg, FMT_EINVAL, "no cache directory: set %s or HOME, or give cache=",
-                 RMT_CACHE_ENV);
+        fmt_fail(msg, FMT_EINVAL, "no cache directory: give one (cache=, $%s for the programs "
+                 "and the Python package), or set HOME", RMT_CACHE_ENV);
         return NULL;
     }
     if (!out)
@@ -346,7 +346,7 @@ int rmt_cache_manifest(const rmt_config *c, const char *cache, char **dir, char 
     *len = 0;
     *be = NULL;
     memset(m, 0, sizeof *m);
-    char *root = cache_root(cache, msg), *mpath = NULL;
+    char *root = rmt_cache_root(cache, msg), *mpath = NULL;
     if (!root)
         return FMT_EINVAL;
     int rc = 0;

@@ -30,7 +30,13 @@
 #include "fmt.h"
 #include "manifest.h"
 
+/* The variable the programs and the Python package take their default cache root from; the
+ * library reads no setting from the environment. */
 #define RMT_CACHE_ENV "SHARDREAD_CACHE"
+
+/* The cache root (malloc'd): given, else ~/.cache/shardread; NULL (msg says why) without either
+ * (no HOME) or without memory. */
+char *rmt_cache_root(const char *given, fmt_msg *msg);
 
 /* Non-zero when path is a URL this module reads (s3://, http://, https://). */
 int rmt_is_url(const char *path);

@@ -124,6 +124,8 @@ static const double aa_mags[] = {0.5, 16, 60, 0.5, 0.5, 0.5, 0.5, 4, 128, 0, 0};
 
 int main(int argc, char **argv)
 {
+    if (shr_simd_env_plain(getenv))     /* SHARDREAD_SIMD=0: the plain C paths */
+        shr_set_simd(0);
     const char *ds = argv[2];
     int reps = atoi(argv[3]);
     if (!strcmp(argv[1], "dump")) {          /* 256 RRC samples to stdout */

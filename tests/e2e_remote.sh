@@ -87,6 +87,19 @@ assert n > 0, n
 PYT
 check "... and downloaded into that cache alone" \
   bash -c "[ ! -e '$T/home/.cache/shardread' ] && [ -n \"\$(ls -A '$T/cache_tf')\" ]"
+# $SHARDREAD_CACHE is the package's and the programs' default; the library reads no
+# environment (given no cache, it takes ~/.cache/shardread)
+mkdir -p "$T/home2"
+expect_exit 0 "the library without a cache: ~/.cache/shardread, whatever \$SHARDREAD_CACHE says" \
+  env SHARDREAD_CACHE="$T/cache_env" HOME="$T/home2" $PY -c '
+import sys, shardread
+from shardread import _shardread
+d = _shardread._fetch(sys.argv[1], None)
+assert d.startswith(sys.argv[2] + "/.cache/shardread/"), d
+d = shardread.Dataset(sys.argv[1]).info        # the package: $SHARDREAD_CACHE
+' "$HTTPS" "$T/home2"
+check "... and the package's Dataset downloaded into \$SHARDREAD_CACHE" \
+  bash -c "[ -n \"\$(ls -A '$T/cache_env' 2>/dev/null)\" ]"
 unset AWS_CA_BUNDLE
 expect_exit 3 "https without the test's CA is refused" \
   env SHARDREAD_CACHE="$T/cache3" "$SHARDC" info "$HTTPS"

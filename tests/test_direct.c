@@ -84,9 +84,8 @@ static void read_and_compare(const char *name, const uint64_t *order, uint32_t n
     fmt_msg msg;
     ck_assert_int_eq(fmt_dataset_open_ex(&ds, dir, FMT_ACCESS_DIRECT, &msg), 0);
     ck_assert_int_eq(fmt_dataset_open(&ref, dir, &msg), 0);
-    setenv("SHR_DIRECT_NO_URING", uring ? "0" : "1", 1);
     shr_direct *d;
-    ck_assert_int_eq(shr_direct_create(&d, 8, 4096), 0);
+    ck_assert_int_eq(shr_direct_create(&d, 8, 4096, uring), 0);
     if (uring && !shr_direct_uring(d))
         fprintf(stderr, "test_direct: io_uring refused by the kernel: pread path only (skipped)\n");
     ck_assert(uring || !shr_direct_uring(d));
@@ -171,7 +170,7 @@ START_TEST(test_damage)
     ck_assert_int_eq(x.codec, FMT_CODEC_ZSTD);
     tu_flip_byte(path, x.offset + x.stored / 2, 0x10);
     shr_direct *d;
-    ck_assert_int_eq(shr_direct_create(&d, 4, 0), 0);
+    ck_assert_int_eq(shr_direct_create(&d, 4, 0, 1), 0);
     shr_direct_item it[NS];
     uint8_t *buf = malloc((size_t)NS * 2553);
     for (uint32_t i = 0; i < NS; i++) {
@@ -193,7 +192,20 @@ START_TEST(test_damage)
     free(buf);
     shr_direct_free(d);
     fmt_dataset_close(ds);
-    ck_assert_int_eq(shr_direct_create(&d, 0, 0), EINVAL);
+    ck_assert_int_eq(shr_direct_create(&d, 0, 0, 1), EINVAL);
+    /* the path is the caller's choice (shr_options.direct_pread): the library reads no
+     * environment, so SHR_DIRECT_NO_URING (shardbench's) changes nothing here */
+    ck_assert_int_eq(shr_direct_create(&d, 4, 0, 1), 0);
+    int kernel = shr_direct_uring(d);
+    shr_direct_free(d);
+    setenv("SHR_DIRECT_NO_URING", "1", 1);
+    ck_assert_int_eq(shr_direct_create(&d, 4, 0, 1), 0);
+    ck_assert_int_eq(shr_direct_uring(d), kernel);
+    shr_direct_free(d);
+    ck_assert_int_eq(shr_direct_create(&d, 4, 0, 0), 0);
+    ck_assert_int_eq(shr_direct_uring(d), 0);
+    shr_direct_free(d);
+    unsetenv("SHR_DIRECT_NO_URING");
 }
 END_TEST
 

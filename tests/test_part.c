@@ -361,13 +361,13 @@ START_TEST(merge_lists_missing_parts_within_the_message)
     ck_assert_int_eq(mkdir(part, 0777), 0);
     fmt_msg why;
     memset(&why, 'x', sizeof why);
-    ck_assert_int_eq(shc_merge(out, NULL, &why), SHC_MERGE_EMISSING);
+    ck_assert_int_eq(shc_merge(out, NULL, NULL, &why), SHC_MERGE_EMISSING);
     ck_assert_uint_lt(strlen(why.text), sizeof why.text);
     ck_assert_ptr_nonnull(strstr(why.text, "30 of 30 parts in "));
     ck_assert_ptr_nonnull(strstr(why.text, ": part 00000-of-00030 is unfinished (no manifest"));
     ck_assert_ptr_nonnull(strstr(why.text, "; part 00001-of-00030 is missing;"));
     ck_assert_str_eq(why.text + strlen(why.text) - 14, "is missing ...");
-    ck_assert_int_eq(shc_merge(out, NULL, NULL), SHC_MERGE_EMISSING);
+    ck_assert_int_eq(shc_merge(out, NULL, NULL, NULL), SHC_MERGE_EMISSING);
     snprintf(part, sizeof part, "%s/manifest.json", out);
     ck_assert_int_ne(access(part, F_OK), 0);
 
@@ -386,7 +386,7 @@ START_TEST(merge_lists_missing_parts_within_the_message)
     ck_assert_int_eq(mkdir(deep_parts, 0777), 0);
     snprintf(deep_parts, sizeof deep_parts, "%s/parts/00000-of-00030", deep);
     ck_assert_int_eq(mkdir(deep_parts, 0777), 0);
-    ck_assert_int_eq(shc_merge(deep, NULL, &why), SHC_MERGE_EMISSING);
+    ck_assert_int_eq(shc_merge(deep, NULL, NULL, &why), SHC_MERGE_EMISSING);
     ck_assert_msg(strstr(why.text, "ddd/parts are not ready: part 00000-of-00030 is unfinished")
                   != NULL, "%s", why.text);
     ck_assert_ptr_nonnull(strstr(why.text, "30 of 30 parts in ..."));

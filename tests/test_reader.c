@@ -1086,14 +1086,15 @@ START_TEST(test_strerror)
     static const struct {
         int value;
         const char *name;
-    } rows[] = {FMT_ERRORS(ROW) SHR_ERRORS(ROW) SHC_ERRORS(ROW)};
+    } rows[] = {FMT_ERRORS(ROW) SHR_ERRORS(ROW) SHC_ERRORS(ROW) SHC_MERGE_ERRORS(ROW)};
 #undef ROW
     for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
         ck_assert_str_eq(shr_strerror(rows[k].value), rows[k].name);
         ck_assert_int_ge(rows[k].value, -30900);
-        ck_assert_int_le(rows[k].value, -30590);
+        ck_assert_int_le(rows[k].value, -30587);
     }
     ck_assert_str_eq(shr_strerror(-30600), "inputs were rejected");     /* the compiler's */
+    ck_assert_str_eq(shr_strerror(-30589), "parts missing or unfinished");
     ck_assert_str_eq(shr_strerror(SHR_EINVAL), "invalid argument");
     ck_assert_str_eq(shr_strerror(SHR_ELAST), "unknown error");
     ck_assert_str_eq(shr_strerror(FMT_ELAST), "unknown error");

@@ -285,6 +285,45 @@ START_TEST(test_kernel_path_switch)
 }
 END_TEST
 
+/* The environment's switch is the programs' to apply (shr_simd_env_plain through the getter
+ * they give, then shr_set_simd): the library itself reads no environment. */
+static const char *g_env[3][2];
+static char *env_stub(const char *name)
+{
+    for (int k = 0; k < 3; k++)
+        if (g_env[k][0] && strcmp(g_env[k][0], name) == 0)
+            return (char *)g_env[k][1];
+    return NULL;
+}
+
+START_TEST(test_switch_not_from_environment)
+{
+    setenv("SHARDREAD_SIMD", "0", 1);
+    setenv("SHARDC_TRANSFORM", "plain", 1);
+    shr_tf_out o;
+    shr_tf_out_init(&o, SHR_DTYPE_F32, SHR_LAYOUT_NCHW, 8, 8, 3);
+    unsigned cpu = fmt_cpu();
+    if ((cpu & FMT_CPU_AVX2) && (cpu & FMT_CPU_F16C))
+        ck_assert_int_ne(o.path, SHR_TF_PLAIN);
+    ck_assert_int_eq(shr_set_simd(1), fmt_simd());
+    static const char *cases[][3][2] = {
+        {{"SHARDREAD_SIMD", "0"}}, {{"SHARDC_RESAMPLE", "plain"}},
+        {{"SHARDC_TRANSFORM", "plain"}}, {{"SHARDREAD_SIMD", "1"}, {"SHARDC_RESAMPLE", "avx2"}},
+        {{"SHARDREAD_SIMD", ""}}, {{NULL, NULL}},
+    };
+    static const int plain[] = {1, 1, 1, 0, 0, 0};
+    for (int k = 0; k < 6; k++) {
+        memcpy(g_env, cases[k], sizeof g_env);
+        ck_assert_msg(shr_simd_env_plain(env_stub) == plain[k], "case %d", k);
+    }
+    ck_assert_int_eq(shr_set_simd(0), 0);
+    ck_assert_int_eq(fmt_simd(), 0);
+    shr_set_simd(1);
+    unsetenv("SHARDREAD_SIMD");
+    unsetenv("SHARDC_TRANSFORM");
+}
+END_TEST
+
 static shr_options rrc_options(uint64_t seed)
 {
     shr_options o;
@@ -943,6 +982,7 @@ static Suite *transform_suite(void)
     tcase_add_test(tc, test_kernels);
     tcase_add_test(tc, test_kernels_f32_chw);
     tcase_add_test(tc, test_kernel_path_switch);
+    tcase_add_test(tc, test_switch_not_from_environment);
     tcase_add_test(tc, test_rrc_ranges);
     tcase_add_test(tc, test_rrc_determinism);
     tcase_add_test(tc, test_rrc_fallback);

@@ -78,6 +78,7 @@ typedef struct {
     shc_build_ctl ctl;
     shc_stream *stream;
     char *out;
+    char *staging;              /* $SHARDREAD_CACHE/upload, or NULL (the library's default) */
     char **classes;
     size_t nclasses;
     pthread_t tid;
@@ -159,6 +160,7 @@ static void Build_dealloc(PyObject *self)
     }
     shc_stream_free(b->stream);
     free(b->out);
+    free(b->staging);
     for (size_t i = 0; i < b->nclasses; i++)
         free(b->classes[i]);
     free(b->classes);
@@ -678,6 +680,14 @@ static PyObject *start(PyObject *mod, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto fail;
     }
+    /* the package's default staging folder, as shardc's: the library reads no environment */
+    const char *cache = getenv("SHARDREAD_CACHE");
+    if (cache && *cache && asprintf(&b->staging, "%s/upload", cache) < 0) {
+        b->staging = NULL;
+        PyErr_NoMemory();
+        goto fail;
+    }
+    o.staging = b->staging;
     o.out = b->out;
     o.stream = b->stream;
     o.ctl = &b->ctl;
@@ -721,6 +731,7 @@ PyMODINIT_FUNC PyInit__shardwrite(void);
 
 PyMODINIT_FUNC PyInit__shardwrite(void)
 {
+    shc_simd_from_env(getenv);          /* the package applies the environment's switch */
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
         return NULL;

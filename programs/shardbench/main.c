@@ -68,6 +68,8 @@ static const char usage_main[] =
 
 int main(int argc, char **argv)
 {
+    if (shr_simd_env_plain(getenv))     /* the environment's switch: the program applies it */
+        shr_set_simd(0);
     if (argc < 2) {
         fputs(usage_main, stderr);
         return SB_EXIT_USAGE;

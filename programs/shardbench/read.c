@@ -94,6 +94,11 @@ static void reader_options(const sb_read_opts *ro, uint64_t epoch, shr_options *
     }
     sb_tf_apply(&ro->tf, o);
     o->epoch = epoch;
+    /* the programs' defaults from the environment: the cache of a dataset at a URL, and
+     * SHR_DIRECT_NO_URING=1 (not 0) for the pread path of --access direct */
+    const char *cache = getenv("SHARDREAD_CACHE"), *no_uring = getenv("SHR_DIRECT_NO_URING");
+    o->cache = cache && *cache ? cache : NULL;
+    o->direct_pread = no_uring && *no_uring && strcmp(no_uring, "0") != 0;
 }
 
 /* Consume epochs [first, first + count) of an open reader into row->spans; the first epoch's

@@ -451,6 +451,8 @@ PyMODINIT_FUNC PyInit__shardread(void);
 
 PyMODINIT_FUNC PyInit__shardread(void)
 {
+    if (shr_simd_env_plain(getenv))     /* the package applies the environment's switch */
+        shr_set_simd(0);
     struct {
         PyTypeObject **type;
         PyType_Spec *spec;

@@ -120,7 +120,7 @@ _shardread._set_fence(_fence)
 # (shardread/_dataset.py, _forms.py, _mixture.py); the public classes keep shardread as their
 # module, so pickles, reprs and help(shardread) name them as before
 from ._dataset import (  # noqa: E402, F401
-    Dataset, _categories, _field_names, _fields_batch, _is_url, _local)
+    Dataset, _cache_dir, _categories, _field_names, _fields_batch, _is_url, _local)
 from ._forms import (  # noqa: E402, F401
     _KEYWORD_CLASSES, _UNITS, _aliases, _bytes, _channel_list, _check_normalize, _degrees,
     _erasing, _geometry, _jitter, _jitter_range, _keyword_objects, _mixing, _name, _size)
@@ -394,7 +394,7 @@ class Loader(_shardread.Loader):
         remote = {}
         if self._streams is None and _is_url(path):
             # read as its shards arrive, in the sampler's order (docs/REMOTE.md)
-            remote = dict(cache=None if cache is None else _os.fsdecode(cache),
+            remote = dict(cache=_cache_dir(cache),
                           cache_limit=_bytes(cache_limit, "cache_limit"),
                           prefetch_shards=prefetch_shards)
         elif cache_limit is not None or prefetch_shards is not None:

@@ -58,12 +58,20 @@ def _is_url(path):
     return isinstance(path, str) and path.startswith(("s3://", "http://", "https://"))
 
 
+def _cache_dir(cache):
+    """The cache root for the library: cache=, else $SHARDREAD_CACHE, else None (the library's
+    ~/.cache/shardread). The package reads the environment; the library reads none."""
+    if cache is not None:
+        return _os.fsdecode(cache)
+    return _os.environ.get("SHARDREAD_CACHE") or None
+
+
 def _local(path, cache):
     """path itself, or for a dataset at a URL (s3://, http://, https://) its directory in the
     local cache (cache=, else $SHARDREAD_CACHE, else ~/.cache/shardread), downloaded and checked
     against its manifest first (docs/REMOTE.md)."""
     if _is_url(path):
-        return _shardread._fetch(path, None if cache is None else _os.fsdecode(cache))
+        return _shardread._fetch(path, _cache_dir(cache))
     return path
 
 
@@ -111,7 +119,7 @@ class Dataset(_shardread.Dataset):
             if limit < 1:
                 raise ValueError(f"cache_limit must be at least 1 byte, not {cache_limit!r}")
             super().__init__(path, access, verify_samples, label_dtype,
-                             None if cache is None else _os.fsdecode(cache), limit)
+                             _cache_dir(cache), limit)
         else:
             super().__init__(_local(path, cache), access, verify_samples, label_dtype)
         self._args = (path, access, verify_samples, cache, fields, label_dtype, cache_limit)
