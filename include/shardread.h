@@ -396,6 +396,12 @@ typedef struct {
      * (0, the default: io_uring where the kernel allows it, else pread). The same bytes either
      * way. 64 bits wide for the reason label_map_bytes is. */
     uint64_t direct_pread;
+    /* The device a thread with no CUDA context pins the ring's memory on (cudaHostAlloc makes
+     * that thread's context there): d + 1 for device d (modulo the device count), 0 (the
+     * default) for the runtime's current one. A context already current on the thread is kept.
+     * At most 65536 (SHR_EINVAL beyond). The Python package passes LOCAL_RANK + 1 (torchrun's
+     * variable) where it is set, so the ranks of a node do not all make a context on GPU 0. */
+    uint64_t pin_device;
 } shr_options;
 
 /* Read-time recovery. A sample that cannot be read (an I/O error, a truncated or damaged shard,
@@ -1109,7 +1115,7 @@ SHR_API int shr_get_thread_stats(const shr_reader *r, uint32_t i, shr_thread_sta
 SHR_API void shr_get_consumer_stats(const shr_reader *r, shr_consumer_stats *s);
 
 /* Worker i's last fills made with stage timing on, oldest first, at most max of them, into
- * out; returns how many, or -1 for a bad i or NULL. Any thread. */
+ * out; returns how many, or SHR_EINVAL for a bad i or NULL. Any thread. */
 SHR_API int shr_get_fill_events(const shr_reader *r, uint32_t i, shr_fill_event *out,
                                 uint32_t max);
 

@@ -29,27 +29,28 @@ void shr_aug_init(shr_aug *a, const shr_options *o)
     a->any = a->pixels || o->erase_p > 0;
 }
 
-const char *shr_aug_check(const shr_options *o)
+int shr_aug_check(const shr_options *o, fmt_msg *m)
 {
     /* the jitter ranges, rotation_degrees and affine_degrees, _translate, _scale and _shear:
      * options.def's ranges, checked before */
     /* aug_interpolation and auto_augment (the choices), aa_bins, aa_num_ops and aa_magnitude:
      * options.def's rows, checked before; the magnitude is a bin index besides */
     if (o->auto_augment == SHR_AUTO_AUGMENT_RAND && !(o->aa_magnitude < o->aa_bins))
-        return "auto_augment magnitude (aa_magnitude) must be below num_magnitude_bins "
-               "(aa_bins)";
+        return fmt_fail(m, SHR_EINVAL, "auto_augment magnitude (aa_magnitude) must be below "
+                        "num_magnitude_bins (aa_bins)");
     /* grayscale_p and erase_p: options.def's ranges, checked before */
     if (o->erase_p > 0) {
         /* erase_scale and erase_ratio: options.def's ranges, checked before */
         for (int c = 0; c < 4; c++) {
             float v = o->erase_value[c];
             if (!isfinite(v))
-                return "erase_value must be finite";
+                return fmt_fail(m, SHR_EINVAL, "erase_value must be finite");
             if (o->dtype == SHR_DTYPE_U8 && !(v >= 0 && v <= 255 && v == floorf(v)))
-                return "erase_value must be whole numbers 0..255 with the uint8 dtype";
+                return fmt_fail(m, SHR_EINVAL, "erase_value must be whole numbers 0..255 with the "
+                                "uint8 dtype");
         }
     }
-    return NULL;
+    return 0;
 }
 
 void shr_aug_draw(const shr_aug *a, uint64_t seed, uint64_t epoch, uint64_t index,

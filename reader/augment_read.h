@@ -15,6 +15,7 @@
 #include "autoaugment.h"
 #include "color.h"
 #include "erase.h"
+#include "fmt.h"
 #include "shardread.h"
 #include "transform.h"
 
@@ -34,8 +35,8 @@ typedef struct {
 
 SHR_INTERNAL void shr_aug_init(shr_aug *a, const shr_options *o);
 
-/* The reason o's augmentation options are bad, or NULL. */
-SHR_INTERNAL const char *shr_aug_check(const shr_options *o);
+/* 0, or SHR_EINVAL with the reason o's augmentation options are bad in m. */
+SHR_INTERNAL int shr_aug_check(const shr_options *o, fmt_msg *m);
 
 /* Every augmentation's draws for the sample (output width x height) into p. */
 SHR_INTERNAL void shr_aug_draw(const shr_aug *a, uint64_t seed, uint64_t epoch, uint64_t index,

@@ -15,12 +15,12 @@
 
 static const double two_pi = 6.283185307179586476925286766559;
 
-const char *shr_erase_noise_check(const shr_options *o)
+int shr_erase_noise_check(const shr_options *o, fmt_msg *m)
 {
     if (o->erase_random && o->erase_p > 0 && o->dtype == SHR_DTYPE_U8)
-        return "erase_random needs a float dtype (float32 or float16): normal noise is not "
-               "whole numbers 0..255";
-    return NULL;
+        return fmt_fail(m, SHR_EINVAL, "erase_random needs a float dtype (float32 or "
+                        "float16): normal noise is not whole numbers 0..255");
+    return 0;
 }
 
 /* values 2m and 2m + 1 */

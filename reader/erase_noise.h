@@ -9,11 +9,12 @@
 
 #include <stdint.h>
 
+#include "fmt.h"
 #include "shardread.h"
 #include "transform.h"
 
-/* The reason o's erase_random is bad, or NULL. */
-SHR_INTERNAL const char *shr_erase_noise_check(const shr_options *o);
+/* 0, or SHR_EINVAL with the reason o's erase_random is bad in m. */
+SHR_INTERNAL int shr_erase_noise_check(const shr_options *o, fmt_msg *m);
 
 /* Value j (0, 1, ...) of the noise of sample `index`: a standard normal. */
 SHR_INTERNAL float shr_erase_noise_value(uint64_t seed, uint64_t epoch, uint64_t index,

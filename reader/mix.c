@@ -36,15 +36,15 @@ static const double two_pi = 6.283185307179586476925286766559;
 #define GAMMA_TRIES 64u         /* Marsaglia-Tsang accepts > 95% of tries: 64 never run out */
 #define GAMMA_WORDS 200u        /* words per gamma: 3 per try, and one for alpha < 1 */
 
-const char *shr_mix_check(const shr_options *o)
+int shr_mix_check(const shr_options *o, fmt_msg *m)
 {
     /* mixup_alpha and cutmix_alpha: options.def's ranges, checked before */
     if (o->mixup_alpha == 0 && o->cutmix_alpha == 0)
-        return NULL;
+        return 0;
     if (o->dtype == SHR_DTYPE_U8)
-        return "mixup and cutmix need a float dtype (float32 or float16): mixed pixels are not "
-               "whole numbers";
-    return NULL;
+        return fmt_fail(m, SHR_EINVAL, "mixup and cutmix need a float dtype (float32 or "
+                        "float16): mixed pixels are not whole numbers");
+    return 0;
 }
 
 void shr_mix_init(shr_mixer *m, const shr_options *o, const shr_tf_out *out, uint32_t classes)

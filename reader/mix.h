@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fmt.h"
 #include "shardread.h"
 #include "transform.h"
 
@@ -24,8 +25,9 @@ typedef struct {
     int on;                             /* some op is on */
 } shr_mixer;
 
-/* The reason o's MixUp / CutMix options are bad (without the dataset), or NULL. */
-SHR_INTERNAL const char *shr_mix_check(const shr_options *o);
+/* 0, or SHR_EINVAL with the reason o's MixUp / CutMix options are bad (without the dataset) in
+ * m. */
+SHR_INTERNAL int shr_mix_check(const shr_options *o, fmt_msg *m);
 
 /* m for batches of the output out, with `classes` soft label columns. */
 SHR_INTERNAL void shr_mix_init(shr_mixer *m, const shr_options *o, const shr_tf_out *out,

@@ -344,6 +344,9 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
                         SHR_MAX_SIDE, SHR_MAX_PIXELS);
     if ((unsigned)o->pin > SHR_PIN_OFF)
         return fmt_fail(m, SHR_EINVAL, "unknown pin mode %d", (int)o->pin);
+    if (o->pin_device > 65536)
+        return fmt_fail(m, SHR_EINVAL, "pin_device must be 0 (the current device) or a device "
+                        "index + 1, at most 65536, not %" PRIu64, o->pin_device);
     if (o->rrc) {
         if (!o->width)
             return fmt_fail(m, SHR_EINVAL, "rrc needs an output width and height");
@@ -352,15 +355,9 @@ int shr_check_options(const shr_options *o, fmt_msg *m)
                             "RandomResizedCrop draws its own box");
         /* rrc_scale, rrc_ratio and filter: options.def's rows, checked before */
     }
-    const char *why = shr_aug_check(o);
-    if (!why)
-        why = shr_mix_check(o);
-    if (!why)
-        why = shr_erase_noise_check(o);
-    if (!why)
-        why = shr_scale_check(o);
-    if (why)
-        return fmt_fail(m, SHR_EINVAL, "%s", why);
+    if ((rc = shr_aug_check(o, m)) != 0 || (rc = shr_mix_check(o, m)) != 0 ||
+        (rc = shr_erase_noise_check(o, m)) != 0 || (rc = shr_scale_check(o, m)) != 0)
+        return rc;
     /* multi-scale without width and height: the canvas is scale_max on both sides */
     if (o->scale == SHR_SCALE_MULTI && !o->width &&
         (uint64_t)o->scale_max * o->scale_max > SHR_MAX_PIXELS)

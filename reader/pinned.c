@@ -161,33 +161,18 @@ const char *shr_cuda_status(char *buf, size_t len)
     return buf;
 }
 
-/* LOCAL_RANK as a device index, or -1 where it is unset or not a number. */
-static int local_rank(void)
-{
-    const char *s = getenv("LOCAL_RANK");
-    if (!s || !*s)
-        return -1;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < 0 || v > 1 << 20)
-        return -1;
-    return (int)v;
-}
-
 /* The device cudaHostAlloc makes its context on (pinned.h): the caller's current context if it
- * has one, else LOCAL_RANK's device, else the runtime's default. */
-static void choose_device(void)
+ * has one, else the device asked for (>= 0), else the runtime's default. */
+static void choose_device(int device)
 {
     void *ctx = NULL;
     if (g_ctx_current && g_ctx_current(&ctx) == 0 && ctx)
         return;
-    int rank = local_rank();
-    if (rank >= 0 && g_set_device(rank % g_count) != 0)
+    if (device >= 0 && g_set_device(device % g_count) != 0)
         g_clear_error();                /* a failure leaves the default device */
 }
 
-int shr_host_alloc(size_t n, void **p, int *pinned, shr_pin mode)
+int shr_host_alloc(size_t n, void **p, int *pinned, shr_pin mode, int device)
 {
     *p = NULL;
     *pinned = 0;
@@ -195,7 +180,7 @@ int shr_host_alloc(size_t n, void **p, int *pinned, shr_pin mode)
         return EINVAL;
     if (mode == SHR_PIN_AUTO && shr_cuda_available()) {
         void *q = NULL;
-        choose_device();
+        choose_device(device);
         int e = g_host_alloc(&q, n, CUDA_HOST_ALLOC_PORTABLE);
         if (e == 0 && q) {
             *p = q;

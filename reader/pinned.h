@@ -11,9 +11,9 @@
  * Which device. cudaHostAlloc creates the calling thread's CUDA context if it has none, on the
  * thread's current device (0 unless set). So that the ranks of one node do not all create a
  * context on GPU 0, the allocation keeps a context already current on the calling thread (torch
- * after torch.cuda.set_device, say); where none is, and the environment sets LOCAL_RANK, it
- * makes device LOCAL_RANK % (device count) current on the calling thread first, and leaves it
- * current. The memory is allocated portable (cudaHostAllocPortable): pinned for every context of
+ * after torch.cuda.set_device, say); where none is, and the caller names a device (the reader:
+ * shr_options.pin_device, which the Python package takes from LOCAL_RANK), it makes that device
+ * (modulo the device count) current on the calling thread first, and leaves it current. The memory is allocated portable (cudaHostAllocPortable): pinned for every context of
  * the process, whichever device made it.
  *
  * Thread-safety: every function may be called from any thread.
@@ -31,9 +31,10 @@
 /* Allocate n bytes (n > 0). With SHR_PIN_AUTO and a CUDA device present, the memory is pinned
  * with cudaHostAlloc(cudaHostAllocPortable) on the device chosen as above; if that fails (e.g.
  * the locked-memory limit) it falls back to ordinary memory, and shr_cuda_status then says why.
- * *pinned says which it got; pass it back to shr_host_free. Returns 0, EINVAL (n == 0, bad
- * mode), ENOMEM. The memory is not initialised. */
-int shr_host_alloc(size_t n, void **p, int *pinned, shr_pin mode);
+ * *pinned says which it got; pass it back to shr_host_free. device: the device to make current
+ * on a thread without a context (-1: none). Returns 0, EINVAL (n == 0, bad mode), ENOMEM. The
+ * memory is not initialised. */
+int shr_host_alloc(size_t n, void **p, int *pinned, shr_pin mode, int device);
 
 /* Free what shr_host_alloc returned, with the pinned flag it set. Accepts NULL. */
 void shr_host_free(void *p, int pinned);

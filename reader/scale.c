@@ -25,48 +25,55 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-const char *shr_scale_check(const shr_options *o)
+int shr_scale_check(const shr_options *o, fmt_msg *m)
 {
     if (o->scale == SHR_SCALE_NONE)
-        return NULL;
+        return 0;
     if ((unsigned)o->scale > SHR_SCALE_RESIZE)
-        return "unknown scale mode";
+        return fmt_fail(m, SHR_EINVAL, "unknown scale mode");
     if (o->rrc)
-        return "scale and rrc exclude each other: both choose the resize";
+        return fmt_fail(m, SHR_EINVAL, "scale and rrc exclude each other: both choose the resize");
     if (o->random_crop)
-        return "scale and random_crop exclude each other: scale places the image itself";
+        return fmt_fail(m, SHR_EINVAL, "scale and random_crop exclude each other: scale places "
+                        "the image itself");
     /* filter: options.def's row, checked before */
     if (o->scale == SHR_SCALE_MULTI) {
         if (o->scale_nsizes < 1 || o->scale_nsizes > SHR_SCALE_MAX_SIZES)
-            return "multi-scale needs 1 to 16 sizes (scale_nsizes)";
+            return fmt_fail(m, SHR_EINVAL, "multi-scale needs 1 to 16 sizes (scale_nsizes)");
         for (uint32_t i = 0; i < o->scale_nsizes; i++)
             if (o->scale_sizes[i] == 0 || o->scale_sizes[i] > FMT_GEOM_MAX_SIDE)
-                return "multi-scale sizes must be in 1..1048576";
+                return fmt_fail(m, SHR_EINVAL, "multi-scale sizes must be in 1..1048576");
         if (o->scale_max == 0 || o->scale_max > FMT_GEOM_MAX_SIDE)
-            return "multi-scale needs a max size (scale_max) in 1..1048576";
+            return fmt_fail(m, SHR_EINVAL, "multi-scale needs a max size (scale_max) in "
+                            "1..1048576");
     }
     if (shr_scale_per_image(o->scale)) {
         if (o->scale_dense && o->erase_p > 0)
-            return "RandomErasing is not supported with scale_dense yet: use the canvas";
+            return fmt_fail(m, SHR_EINVAL, "RandomErasing is not supported with scale_dense yet: "
+                            "use the canvas");
         if (o->scale_dense && (o->mixup_alpha > 0 || o->cutmix_alpha > 0))
-            return "MixUp and CutMix mix whole samples: not with scale_dense";
-        return NULL;
+            return fmt_fail(m, SHR_EINVAL, "MixUp and CutMix mix whole samples: not with "
+                            "scale_dense");
+        return 0;
     }
     if (o->scale == SHR_SCALE_RESIZE) {
         if (o->scale_nsizes != 1 || o->scale_sizes[0] == 0 ||
             o->scale_sizes[0] > FMT_GEOM_MAX_SIDE)
-            return "resize needs one size (scale_sizes[0], scale_nsizes 1) in 1..1048576";
+            return fmt_fail(m, SHR_EINVAL, "resize needs one size (scale_sizes[0], scale_nsizes "
+                            "1) in 1..1048576");
         if (o->scale_max > FMT_GEOM_MAX_SIDE || (o->scale_max && o->scale_max <= o->scale_sizes[0]))
-            return "resize's max_size (scale_max) must be 0 or above its size, at most 1048576";
+            return fmt_fail(m, SHR_EINVAL, "resize's max_size (scale_max) must be 0 or above its "
+                            "size, at most 1048576");
         if (!o->width || !o->height)
-            return "resize needs the output (CenterCrop) width and height";
-        return NULL;
+            return fmt_fail(m, SHR_EINVAL, "resize needs the output (CenterCrop) width and height");
+        return 0;
     }
     if (!o->width || !o->height)
-        return o->scale == SHR_SCALE_JITTER ? "scale jitter needs the target width and height"
-                                            : "letterbox needs the output width and height";
+        return fmt_fail(m, SHR_EINVAL, "%s needs the %s width and height",
+                        o->scale == SHR_SCALE_JITTER ? "scale jitter" : "letterbox",
+                        o->scale == SHR_SCALE_JITTER ? "target" : "output");
     /* scale_range: options.def's range, checked before */
-    return NULL;
+    return 0;
 }
 
 /* RandomShortestSize's size for a shortest side s: r = min(s / short, max / long), each side

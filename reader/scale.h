@@ -13,11 +13,12 @@
 #include <stdint.h>
 
 #include "resample.h"
+#include "fmt.h"
 #include "shardread.h"
 #include "transform.h"
 
-/* The reason o's scale options are bad, or NULL. */
-SHR_INTERNAL const char *shr_scale_check(const shr_options *o);
+/* 0, or SHR_EINVAL with the reason o's scale options are bad in m. */
+SHR_INTERNAL int shr_scale_check(const shr_options *o, fmt_msg *m);
 
 /* The geometry of a sample stored at src_w x src_h for an output (canvas) of out_w x out_h:
  * fills p->x, y, w, h (the whole stored image), scale_w .. image_h and scale_factor. o->scale

@@ -136,6 +136,6 @@ void shr_get_consumer_stats(const shr_reader *r, shr_consumer_stats *s)
 int shr_get_fill_events(const shr_reader *r, uint32_t i, shr_fill_event *out, uint32_t max)
 {
     if (!r || (!out && max) || i >= r->nworkers)
-        return -1;
+        return SHR_EINVAL;
     return shr_wstats_events(&r->workers[i].st, out, max);
 }

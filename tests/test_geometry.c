@@ -5,6 +5,7 @@
  * The resampler's own agreement with Pillow is tests/test_resample.c; the whole chain's with
  * torchvision is tests/e2e_torchvision.sh. */
 #include "geometry.h"
+#include "simd.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -823,8 +824,9 @@ START_TEST(test_resize_deterministic)
 }
 END_TEST
 
-/* No CPU-dependent results: the same resizes with the plain C path (SHARDC_RESAMPLE=plain)
- * give the same bytes as with the vector code this CPU offers. */
+/* No CPU-dependent results: the same resizes with the plain C path (the switch off:
+ * fmt_simd_set(0), what SHARDC_RESAMPLE=plain asks of the programs) give the same bytes as
+ * with the vector code this CPU offers. */
 START_TEST(test_resize_same_without_simd)
 {
     static const fmt_geom geoms[] = {
@@ -837,8 +839,7 @@ START_TEST(test_resize_same_without_simd)
         img_random(&src, 4321 + ch);
         uint64_t simd[8] = {0}, plain[8] = {0};
         for (int pass = 0; pass < 2; pass++) {
-            if (pass)
-                setenv("SHARDC_RESAMPLE", "plain", 1);
+            fmt_simd_set(!pass);
             fmt_resizer *r;
             ck_assert_int_eq(fmt_resizer_create(&r), 0);
             ck_assert_int_eq(fmt_rs_scratch_path(fmt_resizer_scratch(r)) == FMT_RS_PATH_PLAIN,
@@ -855,7 +856,7 @@ START_TEST(test_resize_same_without_simd)
             }
             fmt_resizer_free(r);
         }
-        unsetenv("SHARDC_RESAMPLE");
+        fmt_simd_set(1);
         for (size_t k = 0; k < ng; k++)
             ck_assert_msg(simd[k] == plain[k], "geometry %zu, %u channels: SIMD and C differ", k,
                           ch);

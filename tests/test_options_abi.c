@@ -103,7 +103,7 @@ END_TEST
  * and an older caller's padding would be read as it. */
 START_TEST(test_no_tail_padding)
 {
-    ck_assert_uint_eq(offsetof(shr_options, direct_pread) + sizeof(uint64_t),
+    ck_assert_uint_eq(offsetof(shr_options, pin_device) + sizeof(uint64_t),
                       sizeof(shr_options));
 }
 END_TEST

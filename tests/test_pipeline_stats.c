@@ -173,7 +173,7 @@ START_TEST(test_slow_consumer_parks)
     ck_assert_uint_eq(active, c.active);
     shr_thread_stats t;
     ck_assert_int_eq(shr_get_thread_stats(r, c.threads, &t), SHR_EINVAL);
-    ck_assert_int_eq(shr_get_fill_events(r, c.threads, NULL, 0), -1);
+    ck_assert_int_eq(shr_get_fill_events(r, c.threads, NULL, 0), SHR_EINVAL);
     shr_close(r);
 }
 END_TEST

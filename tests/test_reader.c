@@ -941,7 +941,7 @@ START_TEST(test_bad_options)
 {
     shr_options o;
     shr_reader *r = NULL;
-    for (int k = 0; k < 13; k++) {
+    for (int k = 0; k < 14; k++) {
         options(&o, 4, SHR_ORDER_RANDOM, 0);
         switch (k) {
         case 0: o.batch_size = 0; break;
@@ -957,14 +957,19 @@ START_TEST(test_bad_options)
         case 10: o.pin = (shr_pin)9; break;
         case 11: o.batch_size = 24; o.drop_last = 1; break;     /* no batch at all */
         case 12: o.order = SHR_ORDER_QUASI; o.quasi_window = 0; break;
+        case 13: o.pin_device = 65537; break;
         }
         r = (shr_reader *)&o;
         ck_assert_msg(shr_open(&r, g_fixed, &o, &tu_msg) == SHR_EINVAL, "case %d", k);
         ck_assert_ptr_null(r);
         ck_assert_msg(tu_msg.text[0] != '\0', "case %d has no message", k);
     }
-    /* the limits themselves are fine: cursor == batches (SHR_EEND next), prefetch 2 */
+    ck_assert_str_eq(tu_msg.text, "pin_device must be 0 (the current device) or a device index "
+                     "+ 1, at most 65536, not 65537");
+    /* the limits themselves are fine: cursor == batches (SHR_EEND next), prefetch 2, a device
+     * (none here: the plain memory of a machine without CUDA) */
     options(&o, 4, SHR_ORDER_RANDOM, 0);
+    o.pin_device = 65536;
     o.cursor = 6;
     o.epoch = 3;
     o.prefetch = 2;
@@ -1105,14 +1110,14 @@ START_TEST(test_host_alloc)
 {
     void *p;
     int pinned = -1;
-    ck_assert_int_eq(shr_host_alloc(100000, &p, &pinned, SHR_PIN_OFF), 0);
+    ck_assert_int_eq(shr_host_alloc(100000, &p, &pinned, SHR_PIN_OFF, -1), 0);
     ck_assert_int_eq(pinned, 0);
     ck_assert_uint_eq((uintptr_t)p % SHR_HOST_ALIGN, 0);
     memset(p, 0x5a, 100000);
     shr_host_free(p, pinned);
-    ck_assert_int_eq(shr_host_alloc(0, &p, &pinned, SHR_PIN_OFF), EINVAL);
-    ck_assert_int_eq(shr_host_alloc(10, &p, &pinned, (shr_pin)5), EINVAL);
-    ck_assert_int_eq(shr_host_alloc(1 << 20, &p, &pinned, SHR_PIN_AUTO), 0);
+    ck_assert_int_eq(shr_host_alloc(0, &p, &pinned, SHR_PIN_OFF, -1), EINVAL);
+    ck_assert_int_eq(shr_host_alloc(10, &p, &pinned, (shr_pin)5, -1), EINVAL);
+    ck_assert_int_eq(shr_host_alloc(1 << 20, &p, &pinned, SHR_PIN_AUTO, 0), 0);
     ck_assert_uint_eq((uintptr_t)p % SHR_HOST_ALIGN, 0);
     memset(p, 0xa5, 1 << 20);
     if (shr_cuda_available())

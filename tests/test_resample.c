@@ -5,6 +5,7 @@
  * path-agreement tests still run and the suite exits 77 (tests/tuskip.h). Also: 2 and 4 channels equal per-channel gray resizes, the
  * shared coefficient cache under threads, and argument errors. */
 #include "resample.h"
+#include "simd.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -367,17 +368,25 @@ START_TEST(test_window_equals_crop)
 }
 END_TEST
 
-START_TEST(test_env_forces_plain)
+/* The switch (fmt_simd_set) makes a scratch plain; the environment does not (the programs
+ * read SHARDC_RESAMPLE and set the switch: the library reads no environment). */
+START_TEST(test_switch_forces_plain)
 {
-    setenv("SHARDC_RESAMPLE", "plain", 1);
     fmt_rs_scratch *s;
+    ck_assert_int_eq(fmt_rs_scratch_create(NULL, &s), 0);
+    fmt_rs_path best = fmt_rs_scratch_path(s);
+    ck_assert_int_ne(best, FMT_RS_PATH_AUTO);
+    fmt_rs_scratch_free(s);
+    fmt_simd_set(0);
     ck_assert_int_eq(fmt_rs_scratch_create(NULL, &s), 0);
     ck_assert_int_eq(fmt_rs_scratch_path(s), FMT_RS_PATH_PLAIN);
     fmt_rs_scratch_free(s);
-    unsetenv("SHARDC_RESAMPLE");
+    fmt_simd_set(1);
+    setenv("SHARDC_RESAMPLE", "plain", 1);
     ck_assert_int_eq(fmt_rs_scratch_create(NULL, &s), 0);
-    ck_assert_int_ne(fmt_rs_scratch_path(s), FMT_RS_PATH_AUTO);
+    ck_assert_int_eq(fmt_rs_scratch_path(s), best);
     fmt_rs_scratch_free(s);
+    unsetenv("SHARDC_RESAMPLE");
 }
 END_TEST
 
@@ -497,7 +506,7 @@ int main(void)
     tcase_add_test(tc, test_channels_independent);
     tcase_add_test(tc, test_paths_agree_random);
     tcase_add_test(tc, test_window_equals_crop);
-    tcase_add_test(tc, test_env_forces_plain);
+    tcase_add_test(tc, test_switch_forces_plain);
     tcase_add_test(tc, test_cache_threads);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
