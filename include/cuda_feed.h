@@ -18,9 +18,9 @@
  * mirrors the crop, as the reader's flip mirrors its output.
  *
  * Errors: 0, EINVAL (a window outside the source, n or a size 0, channels not 1..4, NULL
- * pointers, a negative or non-finite std), ENOMEM, ENODEV (no device), EIO (another CUDA error;
- * shr_feed_error says which). Thread-safety: every function may be called from any thread; the
- * message of shr_feed_error is per thread.
+ * pointers, a negative or non-finite std), ENOMEM, ENODEV (no device), EIO (another CUDA error),
+ * each with its reason in the caller's shr_msg (may be NULL): the CUDA call and its error, or the
+ * argument at fault. Thread-safety: every function may be called from any thread.
  */
 #ifndef SHR_CUDA_FEED_H
 #define SHR_CUDA_FEED_H
@@ -30,6 +30,15 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* A failure's reason, in the caller's buffer: the same struct as shardread.h's shr_msg. */
+#ifndef SHARDC_MSG_DEFINED
+#define SHARDC_MSG_DEFINED
+struct shardc_msg {
+    char text[512];
+};
+#endif
+typedef struct shardc_msg shr_msg;
 
 typedef enum { SHR_FEED_F32 = 0, SHR_FEED_F16 } shr_feed_dtype;
 
@@ -54,15 +63,13 @@ uint64_t shr_feed_out_bytes(const shr_feed_norm *p);
  * device pointers (dst: shr_feed_out_bytes, float or half aligned); crop_xy and flip, if set,
  * must stay valid until the kernel has run. Returns as soon as it is queued; a kernel failure
  * shows in a later CUDA call on the stream. */
-int shr_feed_normalize(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream);
+int shr_feed_normalize(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream,
+                       shr_msg *msg);
 
 /* The same on host memory, synchronously: src (n * height * width * channels bytes), crop_xy and
  * flip are copied to the device, the kernel runs, the result comes back to dst. For tests and
  * tools; a training loop keeps its batches on the device and uses shr_feed_normalize. */
-int shr_feed_normalize_host(const shr_feed_norm *p, const uint8_t *src, void *dst);
-
-/* The CUDA error of this thread's last failed call, "" if none. Never NULL. */
-const char *shr_feed_error(void);
+int shr_feed_normalize_host(const shr_feed_norm *p, const uint8_t *src, void *dst, shr_msg *msg);
 
 /* 1 if a device is usable: present, and able to run this library's kernels (probed once per
  * process; a device the library has no code for counts as none). */
@@ -75,7 +82,7 @@ const char *shr_feed_status(void);
 /* ---- the table, for callers that open libshardgpu.so at run time (dlopen) ----
  * A caller compiled against this header checks abi and norm_size before using the rest: a table
  * whose numbers differ comes from another version and must be treated as absent. */
-#define SHR_FEED_ABI 1
+#define SHR_FEED_ABI 2         /* 2: the reason in the caller's shr_msg (no per-thread error) */
 
 typedef struct {
     uint32_t abi;               /* SHR_FEED_ABI */
@@ -83,9 +90,9 @@ typedef struct {
     int (*available)(void);
     const char *(*status)(void);
     uint64_t (*out_bytes)(const shr_feed_norm *p);
-    int (*normalize)(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream);
-    int (*normalize_host)(const shr_feed_norm *p, const uint8_t *src, void *dst);
-    const char *(*error)(void);
+    int (*normalize)(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream,
+                     shr_msg *msg);
+    int (*normalize_host)(const shr_feed_norm *p, const uint8_t *src, void *dst, shr_msg *msg);
 } shr_feed_api;
 
 const shr_feed_api *shr_feed_api_get(void);

@@ -2,8 +2,8 @@
  * them, to normalised float32 or float16 NCHW on the device. A library feature of libshardgpu.so.
  *
  * The kernel is one thread per output element (a grid-stride loop), a template for float and half
- * outputs; every argument is checked on the host before anything is queued. Errors are kept per
- * thread (shr_feed_error), so callers on different threads never see each other's messages.
+ * outputs; every argument is checked on the host before anything is queued. A failure's reason
+ * goes to the caller's shr_msg.
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -121,21 +121,30 @@ EXPORT const char *shr_feed_status(void)
 
 /* ---- the feed kernel ---- */
 
-static thread_local char g_feed_msg[256];
-
-static int feed_fail(int rc, const char *what, cudaError_t e)
+static int feed_say(shr_msg *msg, int rc, const char *what)
 {
-    snprintf(g_feed_msg, sizeof g_feed_msg, "%s: %s", what, cudaGetErrorString(e));
+    if (msg)
+        snprintf(msg->text, sizeof msg->text, "%s", what);
     return rc;
 }
 
-/* Checks p and fills the kernel's arguments. */
-static int feed_args(const shr_feed_norm *p, norm_args *a)
+static int feed_fail(shr_msg *msg, int rc, const char *what, cudaError_t e)
+{
+    if (msg)
+        snprintf(msg->text, sizeof msg->text, "%s: %s", what, cudaGetErrorString(e));
+    return rc;
+}
+
+/* Checks p and fills the kernel's arguments (EINVAL, with the reason in msg). */
+static int feed_args(const shr_feed_norm *p, norm_args *a, shr_msg *msg)
 {
     memset(a, 0, sizeof *a);
-    if (!p || p->n == 0 || p->height == 0 || p->width == 0 || p->channels < 1 ||
-        p->channels > 4 || (p->dtype != SHR_FEED_F32 && p->dtype != SHR_FEED_F16))
-        return EINVAL;
+    if (!p || p->n == 0 || p->height == 0 || p->width == 0)
+        return feed_say(msg, EINVAL, "no batch, or a batch of size 0");
+    if (p->channels < 1 || p->channels > 4)
+        return feed_say(msg, EINVAL, "channels must be 1..4");
+    if (p->dtype != SHR_FEED_F32 && p->dtype != SHR_FEED_F16)
+        return feed_say(msg, EINVAL, "unknown output dtype");
     a->n = p->n;
     a->h = p->height;
     a->w = p->width;
@@ -143,16 +152,16 @@ static int feed_args(const shr_feed_norm *p, norm_args *a)
     a->oh = p->out_height ? p->out_height : p->height;
     a->ow = p->out_width ? p->out_width : p->width;
     if (a->oh > a->h || a->ow > a->w)
-        return EINVAL;
+        return feed_say(msg, EINVAL, "the crop is larger than the source");
     if (!p->crop_xy && ((uint64_t)p->crop_x + a->ow > a->w || (uint64_t)p->crop_y + a->oh > a->h))
-        return EINVAL;
+        return feed_say(msg, EINVAL, "the crop window leaves the source");
     a->cx = p->crop_x;
     a->cy = p->crop_y;
     a->crop_xy = p->crop_xy;
     a->flip = p->flip;
     for (uint32_t c = 0; c < a->c; c++) {
         if (!isfinite(p->std[c]) || p->std[c] < 0 || !isfinite(p->mean[c]))
-            return EINVAL;
+            return feed_say(msg, EINVAL, "a mean or std that is not finite, or a negative std");
         a->mean[c] = p->mean[c];
         a->inv_std[c] = p->std[c] > 0 ? 1.0f / p->std[c] : 1.0f;
     }
@@ -162,13 +171,13 @@ static int feed_args(const shr_feed_norm *p, norm_args *a)
 EXPORT uint64_t shr_feed_out_bytes(const shr_feed_norm *p)
 {
     norm_args a;
-    if (feed_args(p, &a) != 0)
+    if (feed_args(p, &a, NULL) != 0)
         return 0;
     return (uint64_t)a.n * a.c * a.oh * a.ow * (p->dtype == SHR_FEED_F16 ? 2u : 4u);
 }
 
 static int feed_launch(const norm_args *a, shr_feed_dtype dtype, const uint8_t *src, void *dst,
-                       cudaStream_t st)
+                       cudaStream_t st, shr_msg *msg)
 {
     size_t total = (size_t)a->n * a->c * a->oh * a->ow;
     if (dtype == SHR_FEED_F16)
@@ -176,30 +185,42 @@ static int feed_launch(const norm_args *a, shr_feed_dtype dtype, const uint8_t *
     else
         normalize_kernel<float><<<grid_for(total, 256), 256, 0, st>>>(*a, src, (float *)dst);
     cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : feed_fail(rc_of_cuda(e), "normalize kernel", e);
+    return e == cudaSuccess ? 0 : feed_fail(msg, rc_of_cuda(e), "normalize kernel", e);
 }
 
-EXPORT int shr_feed_normalize(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream)
+/* the checks both entries make before any CUDA call */
+static int feed_ready(const shr_feed_norm *p, const uint8_t *src, void *dst, norm_args *a,
+                      shr_msg *msg)
+{
+    if (!src || !dst)
+        return feed_say(msg, EINVAL, "no source or destination");
+    int rc = feed_args(p, a, msg);
+    if (rc)
+        return rc;
+    if (!shr_feed_available())
+        return feed_say(msg, ENODEV, shr_feed_status());
+    return 0;
+}
+
+EXPORT int shr_feed_normalize(const shr_feed_norm *p, const uint8_t *src, void *dst, void *stream,
+                              shr_msg *msg)
 {
     norm_args a;
-    g_feed_msg[0] = '\0';
-    if (!src || !dst || feed_args(p, &a) != 0)
-        return EINVAL;
-    if (!shr_feed_available())
-        return ENODEV;
-    return feed_launch(&a, p->dtype, src, dst, (cudaStream_t)stream);
+    int rc = feed_ready(p, src, dst, &a, msg);
+    return rc ? rc : feed_launch(&a, p->dtype, src, dst, (cudaStream_t)stream, msg);
 }
 
 #define FEED_CU(call)                                                                             \
     do {                                                                                          \
         cudaError_t e_ = (call);                                                                  \
         if (e_ != cudaSuccess) {                                                                  \
-            rc = feed_fail(rc_of_cuda(e_), #call, e_);                                            \
+            rc = feed_fail(msg, rc_of_cuda(e_), #call, e_);                                       \
             goto leave;                                                                           \
         }                                                                                         \
     } while (0)
 
-EXPORT int shr_feed_normalize_host(const shr_feed_norm *p, const uint8_t *src, void *dst)
+EXPORT int shr_feed_normalize_host(const shr_feed_norm *p, const uint8_t *src, void *dst,
+                                   shr_msg *msg)
 {
     norm_args a;
     int rc = 0;
@@ -207,11 +228,8 @@ EXPORT int shr_feed_normalize_host(const shr_feed_norm *p, const uint8_t *src, v
     uint32_t *d_xy = NULL;
     void *d_dst = NULL;
     size_t in_bytes = 0, out_bytes = 0;
-    g_feed_msg[0] = '\0';
-    if (!src || !dst || feed_args(p, &a) != 0)
-        return EINVAL;
-    if (!shr_feed_available())
-        return ENODEV;
+    if ((rc = feed_ready(p, src, dst, &a, msg)) != 0)
+        return rc;
     in_bytes = (size_t)a.n * a.h * a.w * a.c;
     out_bytes = (size_t)shr_feed_out_bytes(p);
     FEED_CU(cudaMalloc((void **)&d_src, in_bytes));
@@ -228,7 +246,7 @@ EXPORT int shr_feed_normalize_host(const shr_feed_norm *p, const uint8_t *src, v
         FEED_CU(cudaMemcpy(d_flip, p->flip, a.n, cudaMemcpyHostToDevice));
         a.flip = d_flip;
     }
-    if ((rc = feed_launch(&a, p->dtype, d_src, d_dst, 0)) != 0)
+    if ((rc = feed_launch(&a, p->dtype, d_src, d_dst, 0, msg)) != 0)
         goto leave;
     FEED_CU(cudaMemcpy(dst, d_dst, out_bytes, cudaMemcpyDeviceToHost));
 leave:
@@ -237,11 +255,6 @@ leave:
     cudaFree(d_xy);
     cudaFree(d_flip);
     return rc;
-}
-
-EXPORT const char *shr_feed_error(void)
-{
-    return g_feed_msg;
 }
 
 /* ---- the table ---- */
@@ -254,7 +267,6 @@ static const shr_feed_api g_feed_api = {
     shr_feed_out_bytes,
     shr_feed_normalize,
     shr_feed_normalize_host,
-    shr_feed_error,
 };
 
 EXPORT const shr_feed_api *shr_feed_api_get(void)

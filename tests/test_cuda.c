@@ -318,7 +318,6 @@ START_TEST(test_feed_lib_checks)
     ck_assert_msg(strlen(api->status()) > 10, "status: %s", api->status());
     if (!avail)         /* the failing call and the versions */
         ck_assert_msg(strstr(api->status(), "driver ") != NULL, "%s", api->status());
-    ck_assert_str_eq(api->error(), "");
 
     uint8_t src[2 * 4 * 4 * 3] = {0};
     float dst[2 * 3 * 4 * 4];
@@ -329,25 +328,34 @@ START_TEST(test_feed_lib_checks)
     p.channels = 3;
     p.out_width = 3;
     p.crop_x = 2;                   /* 2 + 3 > 4 */
-    ck_assert_int_eq(api->normalize_host(&p, src, dst), EINVAL);
+    shr_msg why;
+    ck_assert_int_eq(api->normalize_host(&p, src, dst, &why), EINVAL);
+    ck_assert_str_eq(why.text, "the crop window leaves the source");
     p.crop_x = 1;
     p.out_height = 5;               /* taller than the source */
-    ck_assert_int_eq(api->normalize_host(&p, src, dst), EINVAL);
+    ck_assert_int_eq(api->normalize_host(&p, src, dst, &why), EINVAL);
+    ck_assert_str_eq(why.text, "the crop is larger than the source");
     ck_assert_uint_eq(api->out_bytes(&p), 0);
     p.out_height = 0;
     p.channels = 5;
-    ck_assert_int_eq(api->normalize_host(&p, src, dst), EINVAL);
+    ck_assert_int_eq(api->normalize_host(&p, src, dst, &why), EINVAL);
+    ck_assert_str_eq(why.text, "channels must be 1..4");
     p.channels = 3;
     p.std[2] = INFINITY;
-    ck_assert_int_eq(api->normalize_host(&p, src, dst), EINVAL);
+    ck_assert_int_eq(api->normalize_host(&p, src, dst, NULL), EINVAL);
     p.std[2] = 0;
-    ck_assert_int_eq(api->normalize_host(&p, NULL, dst), EINVAL);
+    ck_assert_int_eq(api->normalize_host(&p, NULL, dst, &why), EINVAL);
+    ck_assert_str_eq(why.text, "no source or destination");
     ck_assert_uint_eq(api->out_bytes(&p), sizeof dst * 3 / 4);      /* 2 x 3 x 4 x 3 floats */
 
-    if (!avail)
-        ck_assert_int_eq(api->normalize_host(&p, src, dst), ENODEV);
-    else
-        ck_assert_int_eq(api->normalize_host(&p, src, dst), 0);
+    snprintf(why.text, sizeof why.text, "untouched");
+    if (!avail) {
+        ck_assert_int_eq(api->normalize_host(&p, src, dst, &why), ENODEV);
+        ck_assert_str_eq(why.text, api->status());
+    } else {
+        ck_assert_int_eq(api->normalize_host(&p, src, dst, &why), 0);
+        ck_assert_str_eq(why.text, "untouched");
+    }
 }
 END_TEST
 
@@ -752,8 +760,9 @@ START_TEST(test_gpu_normalize)
     ck_assert_ptr_nonnull(api);
     void *out = malloc(outn * 4);
     ck_assert_ptr_nonnull(out);
-    int rc = api->normalize_host(&p, src, out);
-    ck_assert_msg(rc == 0, "normalize: %s (%s)", shr_strerror(rc), api->error());
+    shr_msg why = {{0}};
+    int rc = api->normalize_host(&p, src, out, &why);
+    ck_assert_msg(rc == 0, "normalize: %s (%s)", shr_strerror(rc), why.text);
     for (uint32_t i = 0; i < N; i++) {
         uint32_t cx = p.crop_x, cy = p.crop_y;
         if (per_sample) {
@@ -879,8 +888,9 @@ START_TEST(test_gpu_normalize_grids)
                      (p.out_width ? p.out_width : p.width) * (p.dtype == SHR_FEED_F16 ? 2 : 4);
     void *out = malloc(bytes);
     ck_assert_ptr_nonnull(out);
-    int rc = api->normalize_host(&p, src, out);
-    ck_assert_msg(rc == 0, "normalize: %s (%s)", shr_strerror(rc), api->error());
+    shr_msg why = {{0}};
+    int rc = api->normalize_host(&p, src, out, &why);
+    ck_assert_msg(rc == 0, "normalize: %s (%s)", shr_strerror(rc), why.text);
     size_t k = check_normalized(&p, src, out);
     ck_assert_uint_eq(k * (p.dtype == SHR_FEED_F16 ? 2 : 4), bytes);
     fprintf(stderr, "test_cuda: normalize %ux%ux%ux%u -> %ux%u %s: %zu elements, %zu blocks of "
