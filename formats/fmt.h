@@ -9,8 +9,9 @@
  * The codes of every library of the project are listed here, in one range (-30900 .. -30587,
  * clear of LMDB's -30799 .. -30780), each with its name: this layer's (FMT_ERRORS), libshardread's
  * (SHR_ERRORS, declared again in the public shardread.h) and the compiler's (SHC_ERRORS and
- * SHC_MERGE_ERRORS, declared in build.h and merge.h). Each layer checks its enum against its list, and fmt_strerror names them all: the
- * project's one strerror (shr_strerror and shc_strerror are its public names).
+ * SHC_MERGE_ERRORS, declared in build.h and merge.h). Each layer checks its enum against its
+ * list, and fmt_strerror names them all: the project's one strerror (shr_strerror and
+ * shc_strerror are its public names).
  */
 #ifndef FMT_H
 #define FMT_H

@@ -842,28 +842,28 @@ SHR_API const shr_option_info *shr_option_find(const char *field);
 
 /* Whether v (r->count values: a scalar or a choice's value, a pair's min and max, or two
  * pairs') is in row r's range: 0, or SHR_EINVAL with the refusal shr_open would make written
- * to why (n bytes; may be NULL), naming `name` in place of r->name where it is not NULL: a
+ * to msg (may be NULL), naming `name` in place of r->name where it is not NULL: a
  * front end's keyword that sets r's field under another name (the Python Loader's max_threads,
  * the threads of threads='auto') states the table's range in its own terms. The condition
  * under which shr_open checks r is not looked at. */
 SHR_API int shr_option_check(const shr_option_info *r, const char *name, const double *v,
-                             char *why, size_t n);
+                             shr_msg *msg);
 
 /* A choice row's value for the name `given` (exactly as r->choices writes it: a front end folds
  * case or converts its own forms first): 0 with *value set, or SHR_EINVAL with the refusal
- * written to why (n bytes; may be NULL), "NAME (FIELD) must be one of A, B, C, not 'GIVEN'",
+ * written to msg (may be NULL), "NAME (FIELD) must be one of A, B, C, not 'GIVEN'",
  * naming `name` in place of r->name where it is not NULL. SHR_EINVAL for a row that is not a
  * choice. */
 SHR_API int shr_option_choose(const shr_option_info *r, const char *name, const char *given,
-                              int *value, char *why, size_t n);
+                              int *value, shr_msg *msg);
 
 /* Open the dataset in dir and start the workers. o may be NULL (defaults). On failure *r is NULL
- * and msg (may be NULL) describes the error, naming the file at fault. Errors: SHR_EINVAL (bad options, with the reason in the message: also
- * combinations that cannot work, such as rrc without width and height or with random_crop,
- * normalisation to uint8, dataset statistics the manifest does not have; an epoch without
- * batches, and a cursor past the epoch), SHR_ESHAPE, the dataset's errors (ENOENT
- * without a manifest, SHR_ETRUNC / SHR_ECORRUPT / SHR_EHASH / SHR_EFORMAT for a damaged shard,
- * ...), ENOMEM, and pthread_create's errors. Thread-safe. */
+ * and msg (may be NULL) describes the error, naming the file at fault. Errors: SHR_EINVAL (bad
+ * options, with the reason in the message: also combinations that cannot work, such as rrc
+ * without width and height or with random_crop, normalisation to uint8, dataset statistics the
+ * manifest does not have; an epoch without batches, and a cursor past the epoch), SHR_ESHAPE,
+ * the dataset's errors (ENOENT without a manifest, SHR_ETRUNC / SHR_ECORRUPT / SHR_EHASH /
+ * SHR_EFORMAT for a damaged shard, ...), ENOMEM, and pthread_create's errors. Thread-safe. */
 SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o, shr_msg *msg);
 
 /* ---- Datasets at URLs ----

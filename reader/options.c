@@ -254,33 +254,32 @@ static int value_ok(const shr_option_info *r, const double *v)
     return r->count >= 2 ? pair_ok(r, v) : in_range(r, v[0]);
 }
 
-int shr_option_check(const shr_option_info *r, const char *name, const double *v, char *why,
-                     size_t n)
+int shr_option_check(const shr_option_info *r, const char *name, const double *v, shr_msg *msg)
 {
     if (!r || !v)
-        return SHR_EINVAL;
+        return fmt_fail(msg, SHR_EINVAL, "no row or value given");
     if (value_ok(r, v))
         return 0;
-    if (why && n)
-        refusal(why, n, r, name, v);
+    if (msg)
+        refusal(msg->text, sizeof msg->text, r, name, v);
     return SHR_EINVAL;
 }
 
 int shr_option_choose(const shr_option_info *r, const char *name, const char *given, int *value,
-                      char *why, size_t n)
+                      shr_msg *msg)
 {
     if (!r || r->form != SHR_OPT_CHOICE || !r->choices || !given || !value)
-        return SHR_EINVAL;
+        return fmt_fail(msg, SHR_EINVAL, "no choice row, name or value given");
     for (int i = 0; r->choices[i]; i++)
         if (r->choices[i][0] && strcmp(r->choices[i], given) == 0) {
             *value = i;
             return 0;
         }
-    if (why && n) {
+    if (msg) {
         char whom[160], shown[160];
         who(whom, sizeof whom, r, name);
         snprintf(shown, sizeof shown, "'%s'", given);
-        choice_refusal(why, n, r, whom, shown);
+        choice_refusal(msg->text, sizeof msg->text, r, whom, shown);
     }
     return SHR_EINVAL;
 }
@@ -313,10 +312,7 @@ int shr_check_option_value(const char *field, const char *name, double v, fmt_ms
     const shr_option_info *r = shr_option_find(field);
     if (!r || r->count != 1)
         return fmt_fail(m, SHR_EINVAL, "no scalar row %s in the options table", field);
-    char text[sizeof m->text];
-    if (shr_option_check(r, name, &v, text, sizeof text) == 0)
-        return 0;
-    return fmt_fail(m, SHR_EINVAL, "%s", text);
+    return shr_option_check(r, name, &v, m);
 }
 
 int shr_check_options(const shr_options *o, fmt_msg *m)

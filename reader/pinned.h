@@ -13,8 +13,9 @@
  * context on GPU 0, the allocation keeps a context already current on the calling thread (torch
  * after torch.cuda.set_device, say); where none is, and the caller names a device (the reader:
  * shr_options.pin_device, which the Python package takes from LOCAL_RANK), it makes that device
- * (modulo the device count) current on the calling thread first, and leaves it current. The memory is allocated portable (cudaHostAllocPortable): pinned for every context of
- * the process, whichever device made it.
+ * (modulo the device count) current on the calling thread first, and leaves it current. The
+ * memory is allocated portable (cudaHostAllocPortable): pinned for every context of the process,
+ * whichever device made it.
  *
  * Thread-safety: every function may be called from any thread.
  */

@@ -69,7 +69,8 @@ while whole < len(rest) and rest[whole][2] == want[rest[whole][0]][2]:
     whole += 1
 assert whole and all(s == 200 for _, s, _ in rest), rest
 assert all(n < want[f][2] for f, _, n in rest[whole:]), rest
-print(len(opened), "ranges at open,", whole, "whole shards after,", len(rest) - whole, "cut by the close")
+print(len(opened), "ranges at open,", whole, "whole shards after,", len(rest) - whole,
+      "cut by the close")
 ' "$T/www/det" "$T/first.log"
 
 # a second open of the same cache: the shards it holds give their parts, the others are asked for

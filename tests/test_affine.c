@@ -436,7 +436,8 @@ START_TEST(test_reader_pixels)
         for (size_t i = 0; i < nall[k]; i++)
             for (uint32_t j = 0; j < all[k][i].n; j++) {
                 shr_sample st;
-                ck_assert_int_eq(shr_dataset_sample(d, (uint64_t)all[k][i].idx[j], &st, &tu_msg), 0);
+                ck_assert_int_eq(
+                    shr_dataset_sample(d, (uint64_t)all[k][i].idx[j], &st, &tu_msg), 0);
                 uint8_t *px = malloc(st.bytes);
                 ck_assert_int_eq(shr_dataset_read(d, (uint64_t)all[k][i].idx[j], px, st.bytes,
                                                   NULL, &tu_msg), 0);
@@ -556,7 +557,7 @@ START_TEST(test_bad_options)
         shr_params p;                                                                      \
         ck_assert_msg(shr_draw_params(&o, 0, 0, 50, 40, &p) == SHR_EINVAL, "%s", #stmt);   \
         shr_reader *r = NULL;                                                              \
-        ck_assert_int_eq(shr_open(&r, g_rgb, &o, &tu_msg), SHR_EINVAL);                             \
+        ck_assert_int_eq(shr_open(&r, g_rgb, &o, &tu_msg), SHR_EINVAL);                   \
         ck_assert_ptr_null(r);                                                             \
         n++;                                                                               \
     } while (0)

@@ -544,7 +544,8 @@ START_TEST(test_reader_pixels)
                 shr_sample st;
                 ck_assert_int_eq(shr_dataset_sample(d, (uint64_t)v[i].idx[j], &st, &tu_msg), 0);
                 uint8_t *px = malloc(st.bytes);
-                ck_assert_int_eq(shr_dataset_read(d, (uint64_t)v[i].idx[j], px, st.bytes, NULL, &tu_msg),
+                ck_assert_int_eq(shr_dataset_read(d, (uint64_t)v[i].idx[j], px, st.bytes, NULL,
+                                                  &tu_msg),
                                  0);
                 char stored[1400], out[1400];
                 snprintf(stored, sizeof stored, "%s/stored-%zu-%zu-%u.raw", dir, k, i, j);

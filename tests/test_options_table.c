@@ -195,10 +195,10 @@ static void accepts(const shr_option_info *r, double a, double b)
     ck_assert_msg(rc == 0, "%s = [%.17g, %.17g] refused: %s", r->field, a, b, m.text);
     /* shr_option_check, the row's check for a front end, agrees */
     double v[4];
-    char why[8] = "x";
+    shr_msg why = {"x"};
     held(r, a, b, v);
-    ck_assert_int_eq(shr_option_check(r, NULL, v, why, sizeof why), 0);
-    ck_assert_str_eq(why, "x");
+    ck_assert_int_eq(shr_option_check(r, NULL, v, &why), 0);
+    ck_assert_str_eq(why.text, "x");
 }
 
 static void refuses(const shr_option_info *r, double a, double b)
@@ -208,10 +208,10 @@ static void refuses(const shr_option_info *r, double a, double b)
     ck_assert_msg(rc == SHR_EINVAL, "%s = [%.17g, %.17g] accepted (%d)", r->field, a, b, rc);
     /* shr_option_check refuses it in the same words */
     double v[4];
-    char why[512];
+    shr_msg why;
     held(r, a, b, v);
-    ck_assert_int_eq(shr_option_check(r, NULL, v, why, sizeof why), SHR_EINVAL);
-    ck_assert_str_eq(why, m.text);
+    ck_assert_int_eq(shr_option_check(r, NULL, v, &why), SHR_EINVAL);
+    ck_assert_str_eq(why.text, m.text);
     /* the public name, the field, and the words of the range */
     ck_assert_msg(strncmp(m.text, r->name, strlen(r->name)) == 0, "%s: %s", r->field, m.text);
     ck_assert_msg(strstr(m.text, r->field) != NULL, "%s: %s", r->field, m.text);
@@ -429,22 +429,19 @@ START_TEST(test_option_check)
     const shr_option_info *r = shr_option_find("threads");
     ck_assert_ptr_nonnull(r);
     ck_assert_ptr_null(shr_option_find("no_such_field"));
-    char why[512];
-    ck_assert_int_eq(shr_option_check(r, "max_threads", (const double[1]){2000}, why,
-                                      sizeof why), SHR_EINVAL);
-    ck_assert_str_eq(why, "max_threads (threads) must be in 1..1024, not 2000");
-    ck_assert_int_eq(shr_option_check(r, NULL, (const double[1]){0}, why, sizeof why),
+    shr_msg why;
+    ck_assert_int_eq(shr_option_check(r, "max_threads", (const double[1]){2000}, &why),
                      SHR_EINVAL);
-    ck_assert_str_eq(why, "threads must be in 1..1024, not 0");
-    ck_assert_int_eq(shr_option_check(r, "max_threads", (const double[1]){1024}, NULL, 0), 0);
-    ck_assert_int_eq(shr_option_check(r, NULL, (const double[1]){NAN}, NULL, 0), SHR_EINVAL);
-    /* a short buffer holds the message's start, terminated */
-    ck_assert_int_eq(shr_option_check(r, "max_threads", (const double[1]){0}, why, 12),
-                     SHR_EINVAL);
-    ck_assert_str_eq(why, "max_threads");
-    ck_assert_int_eq(shr_option_check(NULL, NULL, (const double[1]){1}, why, sizeof why),
-                     SHR_EINVAL);
-    ck_assert_int_eq(shr_option_check(r, NULL, NULL, why, sizeof why), SHR_EINVAL);
+    ck_assert_str_eq(why.text, "max_threads (threads) must be in 1..1024, not 2000");
+    ck_assert_int_eq(shr_option_check(r, NULL, (const double[1]){0}, &why), SHR_EINVAL);
+    ck_assert_str_eq(why.text, "threads must be in 1..1024, not 0");
+    snprintf(why.text, sizeof why.text, "untouched");
+    ck_assert_int_eq(shr_option_check(r, "max_threads", (const double[1]){1024}, &why), 0);
+    ck_assert_str_eq(why.text, "untouched");
+    ck_assert_int_eq(shr_option_check(r, NULL, (const double[1]){NAN}, NULL), SHR_EINVAL);
+    ck_assert_int_eq(shr_option_check(NULL, NULL, (const double[1]){1}, &why), SHR_EINVAL);
+    ck_assert_str_eq(why.text, "no row or value given");
+    ck_assert_int_eq(shr_option_check(r, NULL, NULL, &why), SHR_EINVAL);
 }
 END_TEST
 
@@ -471,28 +468,26 @@ START_TEST(test_choices)
                      count ? " " : "", r->choices[count][0] ? r->choices[count] : "-");
         ck_assert_str_eq(names, g_choices[k].names);
         ck_assert_int_eq(count, (int)r->hi + 1);
-        char why[512];
+        shr_msg why;
         int value = -1;
         for (int v = 0; v < count; v++) {
             if (r->choices[v][0]) {
                 accepts(r, v, v);
-                ck_assert_int_eq(shr_option_choose(r, NULL, r->choices[v], &value, why,
-                                                   sizeof why), 0);
+                ck_assert_int_eq(shr_option_choose(r, NULL, r->choices[v], &value, &why), 0);
                 ck_assert_int_eq(value, v);
             } else {
                 refuses(r, v, v);
             }
         }
         refuses(r, count, count);
-        ck_assert_int_eq(shr_option_choose(r, NULL, "", &value, why, sizeof why), SHR_EINVAL);
-        ck_assert_int_eq(shr_option_choose(r, "kw", "Nope", &value, why, sizeof why),
-                         SHR_EINVAL);
-        ck_assert_msg(strncmp(why, "kw (", 4) == 0 && strstr(why, " must be one of ") &&
-                      strstr(why, ", not 'Nope'"), "%s", why);
+        ck_assert_int_eq(shr_option_choose(r, NULL, "", &value, &why), SHR_EINVAL);
+        ck_assert_int_eq(shr_option_choose(r, "kw", "Nope", &value, &why), SHR_EINVAL);
+        ck_assert_msg(strncmp(why.text, "kw (", 4) == 0 && strstr(why.text, " must be one of ") &&
+                      strstr(why.text, ", not 'Nope'"), "%s", why.text);
     }
-    char why[512];
+    shr_msg why;
     int value = 7;
-    ck_assert_int_eq(shr_option_choose(&t[0], NULL, "x", &value, why, sizeof why), SHR_EINVAL);
+    ck_assert_int_eq(shr_option_choose(&t[0], NULL, "x", &value, &why), SHR_EINVAL);
     ck_assert_int_eq(value, 7);     /* batch_size: not a choice */
 }
 END_TEST
@@ -502,24 +497,21 @@ START_TEST(test_choose_messages)
 {
     const shr_option_info *r = shr_option_find("order");
     ck_assert_ptr_nonnull(r);
-    char why[512];
+    shr_msg why;
     int value = -1;
-    ck_assert_int_eq(shr_option_choose(r, NULL, "shuffle", &value, why, sizeof why),
-                     SHR_EINVAL);
-    ck_assert_str_eq(why, "order must be one of sequential, random, quasi, not 'shuffle'");
-    ck_assert_int_eq(shr_option_choose(r, NULL, "Random", &value, why, sizeof why),
+    ck_assert_int_eq(shr_option_choose(r, NULL, "shuffle", &value, &why), SHR_EINVAL);
+    ck_assert_str_eq(why.text, "order must be one of sequential, random, quasi, not 'shuffle'");
+    ck_assert_int_eq(shr_option_choose(r, NULL, "Random", &value, &why),
                      SHR_EINVAL);  /* exactly the table's spelling */
     ck_assert_int_eq(value, -1);
-    ck_assert_int_eq(shr_option_choose(r, NULL, "quasi", &value, NULL, 0), 0);
+    snprintf(why.text, sizeof why.text, "untouched");
+    ck_assert_int_eq(shr_option_choose(r, NULL, "quasi", &value, &why), 0);
     ck_assert_int_eq(value, SHR_ORDER_QUASI);
-    /* a short buffer: the start, terminated */
-    ck_assert_int_eq(shr_option_choose(r, NULL, "shuffle", &value, why, 6), SHR_EINVAL);
-    ck_assert_str_eq(why, "order");
-    ck_assert_int_eq(shr_option_choose(r, NULL, "shuffle", &value, why, 20), SHR_EINVAL);
-    ck_assert_str_eq(why, "order must be one o");
-    ck_assert_int_eq(shr_option_choose(r, NULL, NULL, &value, why, sizeof why), SHR_EINVAL);
-    ck_assert_int_eq(shr_option_choose(r, NULL, "random", NULL, why, sizeof why),
-                     SHR_EINVAL);
+    ck_assert_str_eq(why.text, "untouched");
+    ck_assert_int_eq(shr_option_choose(r, NULL, "shuffle", &value, NULL), SHR_EINVAL);
+    ck_assert_int_eq(shr_option_choose(r, NULL, NULL, &value, &why), SHR_EINVAL);
+    ck_assert_str_eq(why.text, "no choice row, name or value given");
+    ck_assert_int_eq(shr_option_choose(r, NULL, "random", NULL, &why), SHR_EINVAL);
 }
 END_TEST
 

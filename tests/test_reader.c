@@ -1183,7 +1183,8 @@ START_TEST(test_public_dataset)
                 ck_assert_uint_eq(r2.bytes, s.bytes);
                 /* one byte short: refused, nothing written */
                 memset(buf, 0xee, sizeof buf);
-                ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes - 1, NULL, &tu_msg), SHR_EINVAL);
+                ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes - 1, NULL, &tu_msg),
+                                 SHR_EINVAL);
                 ck_assert_uint_eq(buf[0], 0xee);
             }
             /* a local dataset: its folder; holds nest and change nothing, past the end refused */
@@ -1197,7 +1198,8 @@ START_TEST(test_public_dataset)
             ck_assert_ptr_nonnull(strstr(tu_msg.text, "out of range"));
             shr_sample s;
             ck_assert_int_eq(shr_dataset_sample(d, N_SAMPLES, &s, &tu_msg), SHR_EINVAL);
-            ck_assert_int_eq(shr_dataset_read(d, N_SAMPLES, buf, sizeof buf, NULL, &tu_msg), SHR_EINVAL);
+            ck_assert_int_eq(shr_dataset_read(d, N_SAMPLES, buf, sizeof buf, NULL, &tu_msg),
+                             SHR_EINVAL);
             ck_assert_ptr_nonnull(strstr(tu_msg.text, "out of range"));
             shr_dataset_close(d);
         }
@@ -1213,7 +1215,8 @@ START_TEST(test_public_dataset)
     ck_assert_int_eq(shr_dataset_open(&d, g_fixed, (shr_access)9, &tu_msg), SHR_EINVAL);
     ck_assert_int_eq(shr_dataset_open(NULL, g_fixed, SHR_ACCESS_MMAP, &tu_msg), SHR_EINVAL);
     /* read on demand is for URLs */
-    ck_assert_int_eq(shr_dataset_open_remote(&d, g_fixed, NULL, 1 << 20, SHR_ACCESS_MMAP, 0, &tu_msg),
+    ck_assert_int_eq(shr_dataset_open_remote(&d, g_fixed, NULL, 1 << 20, SHR_ACCESS_MMAP, 0,
+                                             &tu_msg),
                      SHR_EINVAL);
     ck_assert_ptr_null(d);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "is not a URL"));

@@ -61,8 +61,9 @@ int sb_parse_row(const char *usage, const char *flag, const char *field, const c
     }
     if (!r->is_float)
         v = (double)u;
-    if (shr_option_check(r, flag, &v, why, sizeof why))
-        return sb_usage_error(usage, "%s", why);
+    shr_msg refused;
+    if (shr_option_check(r, flag, &v, &refused))
+        return sb_usage_error(usage, "%s", refused.text);
     *out = v;
     return 0;
 }
@@ -78,17 +79,20 @@ int sb_parse_choice(const char *usage, const char *flag, const char *field, cons
     for (int i = 0; fold && r && r->choices && r->choices[i]; i++)
         if (r->choices[i][0] && strcasecmp(arg, r->choices[i]) == 0)
             name = r->choices[i];
-    char why[512], also[128] = "";
-    if (r && shr_option_choose(r, flag, name, out, why, sizeof why) == 0)
+    shr_msg why;
+    char also[128] = "";
+    if (r && shr_option_choose(r, flag, name, out, &why) == 0)
         return 0;
     if (!r)
-        snprintf(why, sizeof why, "%s: no row %s in the options table", flag, field);
+        snprintf(why.text, sizeof why.text, "%s: no row %s in the options table", flag, field);
     for (int i = 0; alias && alias[i]; i += 2)
         snprintf(also + strlen(also), sizeof also - strlen(also), "%s%s", i ? ", " : " (also ",
                  alias[i]);
     if (also[0])
         snprintf(also + strlen(also), sizeof also - strlen(also), ")");
-    return sb_usage_error(usage, fold ? "%s (any case)" : "%s", strcat(why, also));
+    char all[sizeof why.text + sizeof also];
+    snprintf(all, sizeof all, "%s%s", why.text, also);
+    return sb_usage_error(usage, fold ? "%s (any case)" : "%s", all);
 }
 
 /* Samples a reader replaced or skipped are reported on stderr, never hidden, whatever the output

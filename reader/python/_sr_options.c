@@ -82,9 +82,9 @@ static int check_row(const char *field, const char *keyword, double v, int no_ze
         row.form = SHR_OPT_RANGE;
         row.hi = type_max;
     }
-    char why[512];
-    if (shr_option_check(&row, keyword, &v, why, sizeof why) != 0) {
-        sr_raise_lib(SHR_EINVAL, why);
+    shr_msg why;
+    if (shr_option_check(&row, keyword, &v, &why) != 0) {
+        sr_raise_lib(SHR_EINVAL, why.text);
         return -1;
     }
     return 0;
@@ -375,17 +375,17 @@ int sr_choose_row(PyObject *o, const char *field, int loose, int *out)
     for (int i = 0; loose && r->choices[i]; i++)
         if (r->choices[i][0] && strcasecmp(s, r->choices[i]) == 0)
             s = r->choices[i];                              /* the table's spelling */
-    char why[512];
-    int rc = shr_option_choose(r, NULL, s, out, why, sizeof why);
+    shr_msg why;
+    int rc = shr_option_choose(r, NULL, s, out, &why);
     Py_DECREF(str);
     if (!rc)
         return 0;
-    size_t len = strlen(why), tail = strlen(", not ''");
-    if (shown_as_repr && len >= tail && strcmp(why + len - tail, ", not ''") == 0) {
-        why[len - tail] = '\0';
-        PyErr_Format(sr_argument_error, "%s, not %R", why, o);
+    size_t len = strlen(why.text), tail = strlen(", not ''");
+    if (shown_as_repr && len >= tail && strcmp(why.text + len - tail, ", not ''") == 0) {
+        why.text[len - tail] = '\0';
+        PyErr_Format(sr_argument_error, "%s, not %R", why.text, o);
     } else {
-        sr_raise_lib(SHR_EINVAL, why);
+        sr_raise_lib(SHR_EINVAL, why.text);
     }
     return -1;
 }
