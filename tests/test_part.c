@@ -259,18 +259,24 @@ END_TEST
 
 /* A driver's stop request (shardc-mpi's, when another rank failed): the build ends before its
  * first input with SHC_EXIT_IO, leaves no manifest, and the part can be resumed to completion. */
-START_TEST(build_stops_when_asked)
+/* g_dir/src: 2 classes of per_class images, none broken */
+static void make_src(char *src, size_t len, unsigned per_class)
 {
-    char src[700], out[700], part[800];
-    snprintf(src, sizeof src, "%s/src", g_dir);
-    snprintf(out, sizeof out, "%s/out", g_dir);
+    snprintf(src, len, "%s/src", g_dir);
     mks_opts mo;
     mks_opts_init(&mo);
     mo.classes = 2;
-    mo.per_class = 5;
+    mo.per_class = per_class;
     mo.broken = 0;
     mks_report rep;
     ck_assert_int_eq(mks_generate(src, &mo, &rep), 0);
+}
+
+START_TEST(build_stops_when_asked)
+{
+    char src[700], out[700], part[800];
+    make_src(src, sizeof src, 5);
+    snprintf(out, sizeof out, "%s/out", g_dir);
     char *srcs[] = {src};
     shc_build_ctl ctl = {0};
     shc_build_opts o = {.srcs = srcs, .nsrc = 1, .out = out, .backend = &fmt_backend_raw,
@@ -306,14 +312,7 @@ static char *crash_env(const char *name)
 START_TEST(crash_is_an_option_not_the_environment)
 {
     char src[700], out[700], man[800];
-    snprintf(src, sizeof src, "%s/src", g_dir);
-    mks_opts mo;
-    mks_opts_init(&mo);
-    mo.classes = 2;
-    mo.per_class = 3;
-    mo.broken = 0;
-    mks_report rep;
-    ck_assert_int_eq(mks_generate(src, &mo, &rep), 0);
+    make_src(src, sizeof src, 3);
     char *srcs[] = {src};
     shc_build_opts o;
     shc_build_opts_init(&o);
