@@ -1,5 +1,6 @@
-/* resample_int.h - what resample.c (tables, planning) shares with resample_simd.c (the passes):
- * the fixed point of Pillow's sums, the coefficient table, and the two passes.
+/* resample_int.h - what resample.c (tables, planning) shares with resample_simd.c and
+ * resample_plain.c (the passes): the fixed point of Pillow's sums, the coefficient table, and the
+ * two passes.
  */
 #ifndef FMT_RESAMPLE_INT_H
 #define FMT_RESAMPLE_INT_H
@@ -28,6 +29,20 @@ typedef struct rs_table {
     size_t bytes;
     struct rs_table *next;      /* cache bucket chain */
 } rs_table;
+
+/* A sum of the passes back to a byte: the fixed point dropped, clamped to 0..255. */
+static inline uint8_t rs_clip8(int32_t v)
+{
+    v >>= RS_BITS;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* The passes in plain C (resample_plain.c), as fmt_rs_h_pass and fmt_rs_v_pass below with the
+ * plain path; the vector passes end their rows with them. */
+void rs_h_plain(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w, uint32_t ch,
+                const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst, size_t dstride);
+void rs_v_plain(const uint8_t *src, size_t sstride, int32_t yoff, size_t bytes,
+                const rs_table *t, uint32_t y0, uint32_t ny, uint8_t *dst, size_t dstride);
 
 /* Horizontal pass over `rows` rows of src (in_w pixels of ch channels): outputs x0 .. x0 + nx - 1
  * of table t, written from dst; strip is the scratch's buffer (strip_cap bytes) for 8 transposed

@@ -1,10 +1,11 @@
-/* resample_simd.c - the resampler's two passes (see resample.c for the arithmetic): the plain C
- * loops and the same loops as SSE4.1 and AVX2 code, all giving the same bytes. resample.c builds
- * the coefficient tables and plans the passes; fmt_rs_h_pass and fmt_rs_v_pass run them on the
- * path its scratch chose (pixels/simd.h).
+/* resample_simd.c - the resampler's two passes (see resample.c for the arithmetic) as SSE4.1,
+ * AVX2 and AVX-512 code, giving the bytes of the plain C loops (resample_plain.c). resample.c
+ * builds the coefficient tables and plans the passes; fmt_rs_h_pass and fmt_rs_v_pass run them
+ * on the path its scratch chose (pixels/simd.h).
  *
  * Code paths: the loops are written once with GCC vector extensions and compiled three times,
- * for the baseline, SSE4.1 and AVX2 (function target attributes); the plain path is scalar C.
+ * for the baseline, SSE4.1 and AVX2 (function target attributes); the plain path is scalar C
+ * (resample_plain.c), which the vector passes also use for what their blocks leave over.
  */
 #include "resample_int.h"
 #include "simd.h"
@@ -18,75 +19,6 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 /* ---- the passes ---- */
-
-static inline uint8_t clip8(int32_t v)
-{
-    v >>= RS_BITS;
-    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-}
-
-/* One output sample of the horizontal pass, channel c of pixel xx. */
-static inline uint8_t h_one(const uint8_t *row, uint32_t ch, const int32_t *k, int32_t xmin,
-                            int32_t n, uint32_t c)
-{
-    int32_t acc = RS_HALF;
-    const uint8_t *p = row + (size_t)xmin * ch + c;
-    for (int32_t x = 0; x < n; x++)
-        acc += p[(size_t)x * ch] * k[x];
-    return clip8(acc);
-}
-
-/* Horizontal pass over `rows` rows: outputs x0 .. x0 + nx - 1 of table t, written from dst. */
-static void h_plain(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w, uint32_t ch,
-                    const rs_table *t, uint32_t x0, uint32_t nx, uint8_t *dst, size_t dstride)
-{
-    (void)in_w;
-    for (uint32_t y = 0; y < rows; y++) {
-        const uint8_t *row = src + y * sstride;
-        uint8_t *out = dst + y * dstride;
-        for (uint32_t i = 0; i < nx; i++) {
-            uint32_t xx = x0 + i;
-            const int32_t *k = t->k + (size_t)xx * t->stride;
-            int32_t xmin = t->span[2 * xx], n = t->span[2 * xx + 1];
-            if (ch == 3) {
-                /* the channels of a tap together, as Pillow's loop does */
-                int32_t s0 = RS_HALF, s1 = RS_HALF, s2 = RS_HALF;
-                const uint8_t *p = row + (size_t)xmin * 3;
-                for (int32_t x = 0; x < n; x++, p += 3) {
-                    s0 += p[0] * k[x];
-                    s1 += p[1] * k[x];
-                    s2 += p[2] * k[x];
-                }
-                out[(size_t)i * 3] = clip8(s0);
-                out[(size_t)i * 3 + 1] = clip8(s1);
-                out[(size_t)i * 3 + 2] = clip8(s2);
-                continue;
-            }
-            for (uint32_t c = 0; c < ch; c++)
-                out[(size_t)i * ch + c] = h_one(row, ch, k, xmin, n, c);
-        }
-    }
-}
-
-/* Vertical pass: output rows y0 .. y0 + ny - 1 of table t, `bytes` wide; src's first row is
- * source row yoff. */
-static void v_plain(const uint8_t *src, size_t sstride, int32_t yoff, size_t bytes,
-                    const rs_table *t, uint32_t y0, uint32_t ny, uint8_t *dst, size_t dstride)
-{
-    for (uint32_t i = 0; i < ny; i++) {
-        uint32_t yy = y0 + i;
-        const int32_t *k = t->k + (size_t)yy * t->stride;
-        const uint8_t *base = src + (size_t)(t->span[2 * yy] - yoff) * sstride;
-        int32_t n = t->span[2 * yy + 1];
-        uint8_t *out = dst + (size_t)i * dstride;
-        for (size_t x = 0; x < bytes; x++) {
-            int32_t acc = RS_HALF;
-            for (int32_t y = 0; y < n; y++)
-                acc += base[(size_t)y * sstride + x] * k[y];
-            out[x] = clip8(acc);
-        }
-    }
-}
 
 /* Vector versions: written once, compiled per instruction set through the callers' target
  * attributes (always_inline makes the compiler generate them inside each caller). */
@@ -176,7 +108,7 @@ RS_INLINE void v_vec(const uint8_t *src, size_t sstride, int32_t yoff, size_t by
             int32_t acc = RS_HALF;
             for (int32_t y = 0; y < n; y++)
                 acc += base[(size_t)y * sstride + x] * k[y];
-            out[x] = clip8(acc);
+            out[x] = rs_clip8(acc);
         }
     }
 }
@@ -249,8 +181,8 @@ RS_INLINE void h_strip(const uint8_t *src, size_t sstride, uint32_t rows, uint32
         }
     }
     if (y < rows)
-        h_plain(src + y * sstride, sstride, rows - y, in_w, ch, t, x0, nx, dst + y * dstride,
-                dstride);
+        rs_h_plain(src + y * sstride, sstride, rows - y, in_w, ch, t, x0, nx, dst + y * dstride,
+                   dstride);
 }
 
 RS_INLINE void h_vec(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w,
@@ -462,8 +394,8 @@ RS_AVX2 void h_strip_avx2(const uint8_t *src, size_t sstride, uint32_t rows, uin
         }
     }
     if (y < rows)
-        h_plain(src + y * sstride, sstride, rows - y, in_w, ch, t, x0, nx, dst + y * dstride,
-                dstride);
+        rs_h_plain(src + y * sstride, sstride, rows - y, in_w, ch, t, x0, nx, dst + y * dstride,
+                   dstride);
 }
 
 /* RGB with vpmaddwd: the strip's columns (8 rows x 4-byte slots) become pair blocks of 96 bytes,
@@ -572,8 +504,8 @@ RS_AVX2 void h_rgb_madd(const uint8_t *src, size_t sstride, uint32_t rows, uint3
         }
     }
     if (y < rows)
-        h_plain(src + y * sstride, sstride, rows - y, in_w, 3, t, x0, nx, dst + y * dstride,
-                dstride);
+        rs_h_plain(src + y * sstride, sstride, rows - y, in_w, 3, t, x0, nx, dst + y * dstride,
+                   dstride);
 }
 
 __attribute__((target("avx2"))) static void h_avx2(const uint8_t *src, size_t sstride,
@@ -673,7 +605,7 @@ __attribute__((target("avx2"))) static void v_avx2(const uint8_t *src, size_t ss
             int32_t acc = RS_HALF;
             for (int32_t y = 0; y < n; y++)
                 acc += base[(size_t)y * sstride + x] * k[y];
-            out[x] = clip8(acc);
+            out[x] = rs_clip8(acc);
         }
     }
 }
@@ -1010,7 +942,7 @@ void fmt_rs_h_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, uint32_
     (void)strip;
     (void)strip_cap;
 #endif
-    h_plain(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
+    rs_h_plain(src, sstride, rows, in_w, ch, t, x0, nx, dst, dstride);
 }
 
 void fmt_rs_v_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, int32_t yoff,
@@ -1027,5 +959,5 @@ void fmt_rs_v_pass(fmt_rs_path path, const uint8_t *src, size_t sstride, int32_t
     if (path == FMT_RS_PATH_SSE41)
         return v_sse41(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
 #endif
-    v_plain(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
+    rs_v_plain(src, sstride, yoff, bytes, t, y0, ny, dst, dstride);
 }
