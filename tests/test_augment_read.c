@@ -377,11 +377,11 @@ START_TEST(test_ops_pillow)
                         ops[o].fn(buf, w, h, c, stride, (double)(float)ops[o].f[fi]);
                         for (uint32_t y = 0; y < h; y++)
                             for (size_t i = 0; i < (size_t)w * c; i++)
-                                ck_assert_msg(buf[y * stride + i] == want[(size_t)y * w * c + i],
-                                              "%s(%g) on %ux%ux%u (%s path): byte %zu of row %u "
-                                              "is %u, torchvision %u", ops[o].name, ops[o].f[fi],
-                                              w, h, c, vec ? "vector" : "plain", i, y,
-                                              buf[y * stride + i], want[(size_t)y * w * c + i]);
+                                tu_check(buf[y * stride + i] == want[(size_t)y * w * c + i],
+                                         "%s(%g) on %ux%ux%u (%s path): byte %zu of row %u is "
+                                         "%u, torchvision %u", ops[o].name, ops[o].f[fi], w, h,
+                                         c, vec ? "vector" : "plain", i, y, buf[y * stride + i],
+                                         want[(size_t)y * w * c + i]);
                     }
                     fmt_simd_set(1);
                     free(buf);
@@ -582,9 +582,9 @@ START_TEST(test_reader_pixels)
                     uint8_t *want = read_file(out, one);
                     const uint8_t *got = all[k][i].data + one * j;
                     for (size_t b = 0; b < one; b++)
-                        ck_assert_msg(got[b] == want[b], "case %zu, batch %zu, sample %u "
-                                      "(index %" PRId64 "): byte %zu is %u, torchvision %u", k,
-                                      i, j, all[k][i].idx[j], b, got[b], want[b]);
+                        tu_check(got[b] == want[b], "case %zu, batch %zu, sample %u (index %"
+                                 PRId64 "): byte %zu is %u, torchvision %u", k, i, j,
+                                 all[k][i].idx[j], b, got[b], want[b]);
                     free(want);
                 }
         }

@@ -117,8 +117,8 @@ START_TEST(test_half)
         memcpy(&f, &u, 4);
         if (isnan(f))
             continue;
-        ck_assert_msg(shr_tf_half(f) == ref_half(f), "%a: %04x, want %04x", (double)f,
-                      shr_tf_half(f), ref_half(f));
+        tu_check(shr_tf_half(f) == ref_half(f), "%a: %04x, want %04x", (double)f, shr_tf_half(f),
+                 ref_half(f));
     }
     const float edge[] = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 1e9f, -1e9f, INFINITY,
                           0x1p-24f, 0x1p-25f, 0x1.000002p-25f, 0x1.8p-24f, 0x1p-14f, 0x1.ffcp-15f,
@@ -169,14 +169,13 @@ START_TEST(test_kernels)
                                 for (uint32_t c = 0; c < ch; c++) {
                                     uint32_t sx = mirror ? W - 1 - x : x;
                                     uint8_t v = src[y * stride + (size_t)sx * ch + c];
-                                    ck_assert_msg(elem_bits(&o, dst, c, y, x) ==
-                                                      want_bits(&o, v, c),
-                                                  "path %d %ux%ux%u dtype %d layout %d mirror %d "
-                                                  "norm %d: (%u, %u, %u) differs", path, W, H, ch,
-                                                  dt, lay, mirror, norm, c, y, x);
+                                    tu_check(elem_bits(&o, dst, c, y, x) == want_bits(&o, v, c),
+                                             "path %d %ux%ux%u dtype %d layout %d mirror %d norm "
+                                             "%d: (%u, %u, %u) differs", path, W, H, ch, dt, lay,
+                                             mirror, norm, c, y, x);
                                 }
                         for (size_t i = out; i < out + 64; i++)
-                            ck_assert_msg(dst[i] == 0xa5, "wrote past the sample");
+                            tu_check(dst[i] == 0xa5, "wrote past the sample");
                         free(src);
                         free(dst);
                     }
@@ -233,18 +232,16 @@ START_TEST(test_kernels_f32_chw)
                                 f = f / 255.0f;
                             f = (f - norms[n][0][c]) / norms[n][1][c];
                             float got = dst[((size_t)c * H + y) * W + x];
-                            ck_assert_msg(memcmp(&got, &f, 4) == 0,
-                                          "path %d width %u offset %d mirror %d norm %d: (%u, %u, "
-                                          "%u) of value %u is %a, not %a", path, W, off, mirror, n,
-                                          c, y, x, v, (double)got, (double)f);
+                            tu_check(memcmp(&got, &f, 4) == 0,
+                                     "path %d width %u offset %d mirror %d norm %d: (%u, %u, %u) "
+                                     "of value %u is %a, not %a", path, W, off, mirror, n, c, y,
+                                     x, v, (double)got, (double)f);
                         }
                 const uint8_t *g = (const uint8_t *)buf;
                 for (size_t i = 0; i < (64 + (size_t)off) * 4; i++)
-                    ck_assert_msg(g[i] == 0xa5, "path %d width %u: wrote before the sample",
-                                  path, W);
+                    tu_check(g[i] == 0xa5, "path %d width %u: wrote before the sample", path, W);
                 for (size_t i = (64 + off + count) * 4; i < (count + 144) * 4; i++)
-                    ck_assert_msg(g[i] == 0xa5, "path %d width %u: wrote past the sample", path,
-                                  W);
+                    tu_check(g[i] == 0xa5, "path %d width %u: wrote past the sample", path, W);
                 free(src);
                 free(buf);
             }
@@ -674,9 +671,9 @@ START_TEST(test_dtype_layout)
                         for (uint32_t x = 0; x < 48; x++)
                             for (uint32_t c = 0; c < ch; c++) {
                                 uint8_t px = a[((size_t)y * 48 + x) * ch + c];
-                                ck_assert_msg(elem_bits(&ref, b, c, y, x) == want_bits(&ref, px, c),
-                                              "combo %d batch %zu sample %u (%u,%u,%u)", combo, i,
-                                              j, c, y, x);
+                                tu_check(elem_bits(&ref, b, c, y, x) == want_bits(&ref, px, c),
+                                         "combo %d batch %zu sample %u (%u,%u,%u)", combo, i, j,
+                                         c, y, x);
                             }
                 }
             }
