@@ -154,6 +154,10 @@ COMP_LIB := $(BUILD)/libshardcomp.a
 READ_LIB := $(BUILD)/libshardread.a
 BENCH_LIB := $(BUILD)/libshardbench.a
 READ_SO := $(BUILD)/libshardread.so.$(VERSION)
+# The shared library's interface (SHR_VERSION_MAJOR.MINOR of shardread.h): while the major is 0 a
+# minor changes it (0.3: the calls take the caller's shr_msg), so the soname carries both, and a
+# program built against another 0.x header is not loaded against this one (e2e_install checks it)
+SOVERSION := 0.3
 READ_PC := $(BUILD)/shardread.pc
 BINS := $(BUILD)/bin/shardc $(BUILD)/bin/shardc-mksample $(BUILD)/bin/shardbench
 LIBS := $(READ_LIB) $(READ_SO) $(READ_PC)
@@ -245,7 +249,7 @@ $(READ_LIB): $(READ_OBJ) $(FMT_OBJ)
 
 $(READ_SO): $(READ_OBJ) $(FMT_OBJ)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -shared -Wl,-soname,libshardread.so.$(basename $(basename $(VERSION))) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
+	$(Q)$(CC) -shared -Wl,-soname,libshardread.so.$(SOVERSION) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
 	$(Q)ln -sf $(notdir $@) $(BUILD)/libshardread.so
 
 $(READ_PC): reader/shardread.pc.in Makefile
@@ -382,7 +386,7 @@ install: all
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(READ_LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(READ_SO) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so.$(basename $(basename $(VERSION)))
+	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so.$(SOVERSION)
 	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so
 	install -m 644 include/shardread.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \

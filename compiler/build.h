@@ -114,9 +114,10 @@ typedef struct {
      * "stream", and the fingerprint is shc_fingerprint(o, NULL). */
     shc_stream *stream;
     /* An s3:// OUT (publish.h): the local folder the shards wait in before their upload (NULL:
-     * "upload" under $SHARDREAD_CACHE, else ~/.cache/shardread), the part size of multipart
-     * uploads (0: 64 MiB; shardc's default is $SHARDC_UPLOAD_PART_SIZE) and the shards
-     * uploaded at once, each on its own connection (0: SHC_UPLOAD_THREADS; at most 16). */
+     * "upload" under ~/.cache/shardread; shardc's default is $SHARDREAD_CACHE/upload), the part
+     * size of multipart uploads (0: 64 MiB; shardc's default is $SHARDC_UPLOAD_PART_SIZE) and
+     * the shards uploaded at once, each on its own connection (0: SHC_UPLOAD_THREADS; at most
+     * 16). */
     const char *staging;
     uint64_t upload_part_size;
     unsigned upload_threads;

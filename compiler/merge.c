@@ -403,10 +403,10 @@ int shc_merge_exit(int rc)
                ? SHC_EXIT_USAGE : SHC_EXIT_IO;
 }
 
-int shc_merge(const char *out, const char *staging, shc_merge_result *res, fmt_msg *msg)
+int shc_merge(const char *out, const shc_merge_opts *o, shc_merge_result *res, fmt_msg *msg)
 {
     if (rmt_is_url(out))
-        return shc_merge_upload(out, staging, res, msg);
+        return shc_merge_upload(out, o, res, msg);
     return shc_merge_with(out, NULL, NULL, res, msg);
 }
 

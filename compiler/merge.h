@@ -47,11 +47,18 @@ typedef struct {
     uint64_t samples, inputs, rejects, shards, bytes;
 } shc_merge_result;
 
+/* For an s3:// out: the folder the parts' tables are downloaded into (NULL: the default cache
+ * root's "upload", publish.h), and the part size of multipart uploads (0: 64 MiB). shardc takes
+ * their defaults from $SHARDREAD_CACHE and $SHARDC_UPLOAD_PART_SIZE; the library reads none. */
+typedef struct {
+    const char *staging;
+    uint64_t part_size;
+} shc_merge_opts;
+
 /* Merge the parts in out. 0, SHC_MERGE_* or an errno value; msg (fmt.h, may be NULL) says what and
- * names the parts at fault (a list of missing parts too long for it ends in "..."). res may be
- * NULL. staging: for an s3:// out, the folder the parts' tables are downloaded into (NULL: the
- * default cache root's "upload", publish.h). */
-int shc_merge(const char *out, const char *staging, shc_merge_result *res, fmt_msg *msg);
+ * names the parts at fault (a list of missing parts too long for it ends in "..."). o and res
+ * may be NULL (o: the defaults). */
+int shc_merge(const char *out, const shc_merge_opts *o, shc_merge_result *res, fmt_msg *msg);
 
 /* A merge whose shards are elsewhere (the parts of an s3:// OUT: publish.h): out holds the
  * parts' manifests and tables only. Instead of opening each shard, shard(ctx, part, ms, msg)

@@ -67,30 +67,33 @@ static int make_dirs(const char *path)
     return 0;
 }
 
-/* STAGING/<hash of the objects' base URL><suffix>; STAGING: given, else the default cache
- * root's "upload" (rmt_cache_root) */
-static char *stage_dir(const char *given, const rmt_writer *w, const char *suffix, fmt_msg *msg)
+/* STAGING/<hash of the objects' base URL><suffix> into *out (malloc'd); STAGING: given, else the
+ * default cache root's "upload" (rmt_cache_root). 0, FMT_EINVAL (no staging folder: no HOME) or
+ * ENOMEM, with msg saying which. */
+static int stage_dir(const char *given, const rmt_writer *w, const char *suffix, char **out,
+                     fmt_msg *msg)
 {
     const rmt_config *c = rmt_writer_config(w);
     uint64_t h = fmt_hash64(c->base, strlen(c->base));
-    char *out = NULL, *root = NULL;
+    char *root = NULL;
     int n;
-    if (given && *given)
-        n = asprintf(&out, "%s/%016" PRIx64 "%s", given, h, suffix);
-    else if ((root = rmt_cache_root(NULL, msg)) != NULL)
-        n = asprintf(&out, "%s/upload/%016" PRIx64 "%s", root, h, suffix);
-    else {
-        fmt_msg why = *msg;
-        fmt_fail(msg, FMT_EINVAL, "no staging folder for %s: give one (--staging): %s", c->url,
-                 why.text);
-        return NULL;
+    *out = NULL;
+    if (given && *given) {
+        n = asprintf(out, "%s/%016" PRIx64 "%s", given, h, suffix);
+    } else {
+        fmt_msg why = {{0}};
+        int rc = rmt_cache_root(NULL, &root, &why);
+        if (rc)
+            return fmt_fail(msg, rc, "no staging folder for %s: give one (--staging): %s",
+                            c->url, fmt_reason(&why, rc));
+        n = asprintf(out, "%s/upload/%016" PRIx64 "%s", root, h, suffix);
+        free(root);
     }
-    free(root);
     if (n < 0) {
-        fmt_fail(msg, ENOMEM, "out of memory");
-        return NULL;
+        *out = NULL;
+        return fmt_fail(msg, ENOMEM, "out of memory");
     }
-    return out;
+    return 0;
 }
 
 /* The objects of a build or merge: our names, as resume.c knows the files of a local one. */
@@ -594,14 +597,16 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
         shc_part_name(&o->part, pname);
     if (asprintf(&x.sub, "%s%s%s", *pname ? SHC_PARTS_DIR "/" : "", pname, *pname ? "/" : "") < 0)
         x.sub = NULL;
-    stage = x.sub ? stage_dir(o->staging, x.w, "", &msg) : NULL;
-    if (!stage || asprintf(&dir, "%s%s%s", stage, *pname ? "/" SHC_PARTS_DIR "/" : "",
-                           pname) < 0) {
-        shc_say(cb, "%s", msg.text[0] ? msg.text : "out of memory");
+    rc = x.sub ? stage_dir(o->staging, x.w, "", &stage, &msg) : ENOMEM;
+    if (rc == 0 && asprintf(&dir, "%s%s%s", stage, *pname ? "/" SHC_PARTS_DIR "/" : "",
+                            pname) < 0)
+        rc = ENOMEM;
+    if (rc) {
+        shc_say(cb, "%s", fmt_reason(&msg, rc));
         free(stage);
         free(x.sub);
         rmt_writer_close(x.w);
-        return msg.text[0] ? SHC_EINPUT : ENOMEM;
+        return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
     }
     x.stage = stage;
     pthread_mutex_init(&x.mu, NULL);
@@ -770,24 +775,23 @@ static void rename_in(fmt_msg *msg, const char *stage, const char *url)
     memcpy(msg->text, t, sizeof t);
 }
 
-int shc_merge_upload(const char *out, const char *staging, shc_merge_result *res, fmt_msg *msg)
+int shc_merge_upload(const char *out, const shc_merge_opts *o, shc_merge_result *res,
+                     fmt_msg *msg)
 {
     if (res)
         memset(res, 0, sizeof *res);
     rmt_writer *w = NULL;
-    int rc = rmt_writer_open(&w, out, 0, msg);
+    int rc = rmt_writer_open(&w, out, o ? o->part_size : 0, msg);
     if (rc)
         return rc;
     const rmt_config *c = rmt_writer_config(w);
     merge_ctx m = {.url = c->url};
-    char *stage = stage_dir(staging, w, ".merge", msg);
+    char *stage = NULL;
     rmt_job *jobs = NULL;
     char **paths = NULL;
     size_t k = 0;
-    if (!stage) {
-        rc = msg && msg->text[0] ? FMT_EINVAL : ENOMEM;
+    if ((rc = stage_dir(o ? o->staging : NULL, w, ".merge", &stage, msg)) != 0)
         goto out;
-    }
     if ((rc = rm_rf(stage)) != 0 || (rc = make_dirs(stage)) != 0) {
         rc = fmt_fail(msg, rc, "cannot prepare %s: %s", stage, strerror(rc));
         goto out;

@@ -1,8 +1,8 @@
 /* publish.h - a build or merge whose OUT is an s3:// URL (docs/REMOTE.md, "Writing").
  *
  * shc_build calls shc_build_upload for such an OUT: the build runs as a local one into a staging
- * folder (opts.staging, else ROOT/upload/<XXH3-64 of the URL's base>, ROOT being $SHARDREAD_CACHE
- * or ~/.cache/shardread). Each shard, once finished, is uploaded by one of opts.upload_threads
+ * folder (opts.staging, else ROOT/upload/<XXH3-64 of the URL's base>, ROOT being
+ * ~/.cache/shardread; shardc and the Python writer pass $SHARDREAD_CACHE/upload as opts.staging). Each shard, once finished, is uploaded by one of opts.upload_threads
  * threads, each with its own connection (the reject journal first, as object .rejects.journal,
  * unless a journal at least as new is up already, so that an uploaded shard always has its
  * rejects in the bucket; journal PUTs go one at a time and never replace a newer journal) and
@@ -33,6 +33,7 @@
 int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb);
 
 /* As shc_merge (merge.h), for out an s3:// or http(s):// URL. */
-int shc_merge_upload(const char *out, const char *staging, shc_merge_result *res, fmt_msg *msg);
+int shc_merge_upload(const char *out, const shc_merge_opts *o, shc_merge_result *res,
+                     fmt_msg *msg);
 
 #endif

@@ -355,8 +355,9 @@ typedef struct {
      * after it are unspecified. For consumers that take one tensor per image. */
     int scale_dense;
     /* A dataset at a URL (see "Datasets at URLs"): the cache folder its files are downloaded
-     * to; NULL (the default): ~/.cache/shardread (the library reads no environment:
-     * $SHARDREAD_CACHE is the programs' and the Python package's default). Not copied: it must
+     * to; NULL (the default): ~/.cache/shardread, HOME being the user's home (the library takes
+     * no setting from the environment: $SHARDREAD_CACHE is the programs' and the Python
+     * package's default). Not copied: it must
      * stay valid during shr_open. */
     const char *cache;
     /* Float dtypes: each stored value x becomes ((float)x / unit - mean) / std, both steps in

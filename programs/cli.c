@@ -16,6 +16,7 @@
 #include "json.h"
 #include "part.h"
 #include "raw.h"
+#include "remote.h"
 #include "util.h"
 
 const char shc_usage_build[] =
@@ -112,7 +113,6 @@ const char shc_usage_build[] =
     "exit status: 0 success, 1 finished with rejects (see OUT/rejects.tsv), 2 usage error,\n"
     "3 fatal I/O error (no manifest is left)\n";
 
-/* One line saying what is wrong, then where the usage is (the first line of the usage text). */
 const char *shc_cli_cache(void)
 {
     const char *c = getenv("SHARDREAD_CACHE");
@@ -128,6 +128,20 @@ const char *shc_cli_staging(void)
     return buf;
 }
 
+int shc_cli_part_size(uint64_t *size)
+{
+    const char *ps = getenv("SHARDC_UPLOAD_PART_SIZE");
+    *size = 0;
+    if (!ps || !*ps)
+        return 0;
+    if (shc_parse_size(ps, size) == 0 && *size > 0)
+        return 0;
+    fprintf(stderr, "shardc: SHARDC_UPLOAD_PART_SIZE: expected a size, e.g. 64MiB, not '%s'\n",
+            ps);
+    return -1;
+}
+
+/* One line saying what is wrong, then where the usage is (the first line of the usage text). */
 int shc_usage_error(const char *usage, const char *fmt, const char *arg)
 {
     fprintf(stderr, "shardc: ");
@@ -451,15 +465,18 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         if (fmt_aug_parse(aug_spec ? aug_spec : FMT_AUG_DEFAULT_SPEC, &o.r.aug, &msg) != 0)
             return build_error("bad --aug: %s", msg.text);
     }
-    /* the environment sets the program's default part size and its crash tests; the library
-     * reads no environment */
+    /* the environment sets the program's defaults for an s3:// OUT (staging folder, part size)
+     * and its crash tests; the library reads no environment */
     shc_crash_from_env(getenv, &o.crash);
-    if (!o.staging)
-        o.staging = shc_cli_staging();
-    const char *ps = getenv("SHARDC_UPLOAD_PART_SIZE");
-    if (!o.upload_part_size && ps && *ps &&
-        (shc_parse_size(ps, &o.upload_part_size) != 0 || o.upload_part_size == 0))
-        return build_error("SHARDC_UPLOAD_PART_SIZE: expected a size, e.g. 64MiB, not '%s'", ps);
+    if (o.out && rmt_is_url(o.out)) {
+        if (!o.staging)
+            o.staging = shc_cli_staging();
+        uint64_t ps;
+        if (shc_cli_part_size(&ps) != 0)
+            return SHC_EXIT_USAGE;
+        if (!o.upload_part_size)
+            o.upload_part_size = ps;
+    }
     o.r.geom.mode = have_size ? FMT_GEOM_SIZE : have_short ? FMT_GEOM_SHORT_SIDE : FMT_GEOM_KEEP;
     o.srcs = argv + optind;
     o.nsrc = (size_t)(argc - optind);

@@ -263,7 +263,8 @@ int main(int argc, char **argv)
             fmt_msg why = {{0}};
             shc_merge_result mr;
             double m0 = shc_now();
-            int rc = shc_merge(j->o.out, j->o.staging, &mr, &why);
+            shc_merge_opts mo = {j->o.staging, j->o.upload_part_size};
+            int rc = shc_merge(j->o.out, &mo, &mr, &why);
             double merge_s = shc_now() - m0;
             if (rc) {
                 fprintf(stderr, "shardc-mpi: cannot merge %s: %s\n", j->o.out,

@@ -727,10 +727,13 @@ static int cmd_merge(int argc, char **argv)
     }
     if (!dir)
         return shc_usage_error(usage_merge, "%s", "no dataset directory given");
+    shc_merge_opts mo = {shc_cli_staging(), 0};
+    if (rmt_is_url(dir) && shc_cli_part_size(&mo.part_size) != 0)
+        return SHC_EXIT_USAGE;
     fmt_msg why = {{0}};
     shc_merge_result r;
     double t0 = shc_now();
-    int rc = shc_merge(dir, shc_cli_staging(), &r, &why);
+    int rc = shc_merge(dir, &mo, &r, &why);
     if (rc) {
         fprintf(stderr, "shardc: cannot merge %s: %s\n", dir, fmt_reason(&why, rc));
         return shc_merge_exit(rc);

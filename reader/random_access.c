@@ -3,7 +3,7 @@
  * A dataset at a URL with a cache limit is read on demand through remote/remote.h's rmt_lazy
  * session: each call holds the shard of its sample (downloaded first if the cache lacks it)
  * while it reads, and the session's download thread evicts shards no call holds.
- * Errors go to the thread's open-error message (shr_last_error(NULL)), as shr_open's do.
+ * Errors go to the caller's shr_msg, as shr_open's do.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -280,7 +280,8 @@ int shr_dataset_sample(const shr_dataset *d, uint64_t idx, shr_sample *s, shr_ms
         unhold_for(d, idx, held);
     }
     if (rc)
-        return SHR_EINVAL;
+        return fmt_fail(msg, SHR_EINVAL, "sample %" PRIu64 " is out of range (%" PRIu64
+                        " samples)", idx, fmt_dataset_count(d->ds));
     sample_meta(&f, s);
     return 0;
 }

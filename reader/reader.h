@@ -2,7 +2,7 @@
  * shardread.c (open and close, the ring, consuming: the design essay is there), options.c (the
  * options' defaults and checks), info.c (state, counts and info of an open reader, a batch's
  * targets), assemble.c (what a worker does to fill a batch, no lock held) and random_access.c
- * (shr_dataset, which shares only the thread's open-error message).
+ * (shr_dataset, which shares none of it).
  */
 #ifndef SHR_READER_H
 #define SHR_READER_H

@@ -256,23 +256,20 @@ static int same_file(const char *a, const uint8_t *data, size_t len)
     return same;
 }
 
-char *rmt_cache_root(const char *given, fmt_msg *msg)
+int rmt_cache_root(const char *given, char **root, fmt_msg *msg)
 {
     const char *home = getenv("HOME");      /* the user's home: not a setting of ours */
-    char *out = NULL;
+    *root = NULL;
     if (given && *given)
-        out = strdup(given);
+        *root = strdup(given);
     else if (home && *home) {
-        if (asprintf(&out, "%s/.cache/shardread", home) < 0)
-            out = NULL;
+        if (asprintf(root, "%s/.cache/shardread", home) < 0)
+            *root = NULL;
     } else {
-        fmt_fail(msg, FMT_EINVAL, "no cache directory: give one (cache=, $%s for the programs "
-                 "and the Python package), or set HOME", RMT_CACHE_ENV);
-        return NULL;
+        return fmt_fail(msg, FMT_EINVAL, "no cache directory: give one (cache=, $%s for the "
+                        "programs and the Python package), or set HOME", RMT_CACHE_ENV);
     }
-    if (!out)
-        fmt_fail(msg, ENOMEM, "out of memory");
-    return out;
+    return *root ? 0 : fmt_fail(msg, ENOMEM, "out of memory");
 }
 
 int rmt_shard_paths(rmt_shard_job *sj, const char *dir, const fmt_manifest *m, size_t k,
@@ -346,10 +343,10 @@ int rmt_cache_manifest(const rmt_config *c, const char *cache, char **dir, char 
     *len = 0;
     *be = NULL;
     memset(m, 0, sizeof *m);
-    char *root = rmt_cache_root(cache, msg), *mpath = NULL;
-    if (!root)
-        return FMT_EINVAL;
-    int rc = 0;
+    char *root = NULL, *mpath = NULL;
+    int rc = rmt_cache_root(cache, &root, msg);
+    if (rc)
+        return rc;
     if (asprintf(dir, "%s/%016" PRIx64, root, fmt_hash64(c->base, strlen(c->base))) < 0 ||
         asprintf(&mpath, "%s/%s", *dir, FMT_MANIFEST_NAME) < 0) {
         rc = fmt_fail(msg, ENOMEM, "out of memory");

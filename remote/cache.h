@@ -75,7 +75,7 @@ int rmt_shard_on_done(rmt_job *j, void *ctx);
 int rmt_fetch_small(const rmt_config *c, const char *dir, const char *name, int optional,
                     char **tmp_out, rmt_stats *st, fmt_msg *msg);
 
-/* The dataset's cache folder under cache (or $SHARDREAD_CACHE, or ~/.cache/shardread), created
+/* The dataset's cache folder under cache (NULL: ~/.cache/shardread, rmt_cache_root), created
  * (*dir); its manifest fetched beside manifest.json (*mtmp, to be renamed or removed by the
  * caller), read (*data, *len), parsed (m) and its backend found (*be). On error nothing is left
  * to free and msg names the URL. */

@@ -34,16 +34,16 @@
  * library reads no setting from the environment. */
 #define RMT_CACHE_ENV "SHARDREAD_CACHE"
 
-/* The cache root (malloc'd): given, else ~/.cache/shardread; NULL (msg says why) without either
- * (no HOME) or without memory. */
-char *rmt_cache_root(const char *given, fmt_msg *msg);
+/* The cache root into *root (malloc'd): given, else ~/.cache/shardread (HOME: the user's home,
+ * not a setting). 0, FMT_EINVAL without either (no HOME), or ENOMEM; msg says which. */
+int rmt_cache_root(const char *given, char **root, fmt_msg *msg);
 
 /* Non-zero when path is a URL this module reads (s3://, http://, https://). */
 int rmt_is_url(const char *path);
 
 typedef struct {
-    const char *cache;      /* the cache root; NULL or "": $SHARDREAD_CACHE, else
-                             * $HOME/.cache/shardread */
+    const char *cache;      /* the cache root; NULL or "": $HOME/.cache/shardread
+                             * (rmt_cache_root) */
     int anonymous;          /* s3: unsigned requests (public buckets); also AWS_NO_SIGN_REQUEST */
     unsigned parallel;      /* transfers at once (0: 8) */
     unsigned tries;         /* attempts per object before giving up (0: 6) */

@@ -57,9 +57,11 @@ for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] && [ -f "$t" ] && case $t in *.o|*.d) ;; *) cp "$t" "$out/tests/" ;; esac
 done
 cp "$BUILD"/lib/libshardgpu.so "$BUILD"/lib/libshardbench-gpu.so "$out/lib/"
+soname=
 if [ -f "$BUILD/libshardread.so" ]; then
-  cp -L "$BUILD/libshardread.so" "$out/lib/libshardread.so.0"
-  ln -sf libshardread.so.0 "$out/lib/libshardread.so"
+  soname=$(objdump -p "$BUILD/libshardread.so" | awk '$1 == "SONAME" {print $2}')
+  cp -L "$BUILD/libshardread.so" "$out/lib/$soname"
+  ln -sf "$soname" "$out/lib/libshardread.so"
 fi
 
 # the libraries of every ELF file, resolved here; the target supplies the C library and driver
@@ -68,7 +70,7 @@ cuda_re='^(libcudart|libcublas|libcublasLt)\.so.*$'
 # (the step library needs the feed library, which is already there)
 declare -A seen=([libshardgpu.so]=1)
 files=("$out"/bin/* "$out"/tests/* "$out"/lib/libshardgpu.so "$out"/lib/libshardbench-gpu.so)
-[ -f "$out/lib/libshardread.so.0" ] && files+=("$out/lib/libshardread.so.0")
+[ -n "$soname" ] && files+=("$out/lib/$soname")
 for f in "${files[@]}"; do
   while read -r name arrow path _; do
     [ "$arrow" = "=>" ] || continue

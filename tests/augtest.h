@@ -150,7 +150,7 @@ static rec *record(const char *ds, const shr_options *o, int epochs, size_t *nre
                    size_t *sample_bytes)
 {
     shr_reader *r;
-    int rc = shr_open(&r, ds, o, &tu_msg);
+    int rc = shr_open(&r, ds, o, tu_fresh());
     ck_assert_msg(rc == 0, "shr_open: %s", tu_msg.text);
     shr_info info;
     shr_get_info(r, &info);

@@ -84,6 +84,17 @@ check "shardread.h declares functions" test -s "$T/declared"
 if diff "$T/declared" "$T/exported" >"$T/diff"; then ok "libshardread.so exports exactly shardread.h's functions ($(wc -l <"$T/declared"))"
 else bad "libshardread.so exports differ from shardread.h (< declared, > exported)"; sed 's/^/       /' "$T/diff" | head -20; fi
 
+# the soname carries the interface's version (SHR_VERSION_MAJOR.MINOR: a 0.x minor changes it),
+# so a program built against another 0.x header is not loaded against this library; the
+# program above was linked to that name
+maj=$(sed -n 's/^#define SHR_VERSION_MAJOR \([0-9]*\).*/\1/p' "$P/include/shardread.h")
+min=$(sed -n 's/^#define SHR_VERSION_MINOR \([0-9]*\).*/\1/p' "$P/include/shardread.h")
+soname=$(objdump -p "$so" | awk '$1 == "SONAME" {print $2}')
+check "the soname is libshardread.so.$maj.$min (the header's version), installed as a link" \
+  bash -c "[ '$soname' = 'libshardread.so.$maj.$min' ] && [ -L '$P/lib/$soname' ]"
+check "... and the program needs that name" \
+  bash -c "objdump -p '$T/prog' | awk '\$1 == \"NEEDED\" {print \$2}' | grep -qx '$soname'"
+
 # the installed header names only what it declares: no code, file or folder of the sources it
 # does not ship (formats/fmt.h's FMT_E*, internal headers, source files)
 if sed -e 's/shardread\.h//g' -e '/#include </d' "$P/include/shardread.h" |

@@ -424,8 +424,8 @@ START_TEST(test_reader_pixels)
     reader_case cases[8];
     int ncases = reader_cases(cases);
     shr_dataset *ds[2];
-    ck_assert_int_eq(shr_dataset_open(&ds[0], g_rgb, SHR_ACCESS_MMAP, &tu_msg), 0);
-    ck_assert_int_eq(shr_dataset_open(&ds[1], g_gray, SHR_ACCESS_MMAP, &tu_msg), 0);
+    ck_assert_int_eq(shr_dataset_open(&ds[0], g_rgb, SHR_ACCESS_MMAP, tu_fresh()), 0);
+    ck_assert_int_eq(shr_dataset_open(&ds[1], g_gray, SHR_ACCESS_MMAP, tu_fresh()), 0);
     rec *all[8];
     size_t nall[8], one[8];
     int n = 0, geo_flip = 0, aa_seen[SHR_AA_OPS] = {0};
@@ -437,10 +437,10 @@ START_TEST(test_reader_pixels)
             for (uint32_t j = 0; j < all[k][i].n; j++) {
                 shr_sample st;
                 ck_assert_int_eq(
-                    shr_dataset_sample(d, (uint64_t)all[k][i].idx[j], &st, &tu_msg), 0);
+                    shr_dataset_sample(d, (uint64_t)all[k][i].idx[j], &st, tu_fresh()), 0);
                 uint8_t *px = malloc(st.bytes);
                 ck_assert_int_eq(shr_dataset_read(d, (uint64_t)all[k][i].idx[j], px, st.bytes,
-                                                  NULL, &tu_msg), 0);
+                                                  NULL, tu_fresh()), 0);
                 char stored[1400], out[1400];
                 snprintf(stored, sizeof stored, "%s/stored-%d-%zu-%u.raw", dir, k, i, j);
                 snprintf(out, sizeof out, "%s/want-%d-%zu-%u.raw", dir, k, i, j);
@@ -557,7 +557,7 @@ START_TEST(test_bad_options)
         shr_params p;                                                                      \
         ck_assert_msg(shr_draw_params(&o, 0, 0, 50, 40, &p) == SHR_EINVAL, "%s", #stmt);   \
         shr_reader *r = NULL;                                                              \
-        ck_assert_int_eq(shr_open(&r, g_rgb, &o, &tu_msg), SHR_EINVAL);                   \
+        ck_assert_int_eq(shr_open(&r, g_rgb, &o, tu_fresh()), SHR_EINVAL);                   \
         ck_assert_ptr_null(r);                                                             \
         n++;                                                                               \
     } while (0)

@@ -524,8 +524,8 @@ START_TEST(test_reader_pixels)
         {g_gray, 17, 13, SHR_FILTER_LANCZOS, 0.1},
     };
     shr_dataset *ds[2];
-    ck_assert_int_eq(shr_dataset_open(&ds[0], g_rgb, SHR_ACCESS_MMAP, &tu_msg), 0);
-    ck_assert_int_eq(shr_dataset_open(&ds[1], g_gray, SHR_ACCESS_MMAP, &tu_msg), 0);
+    ck_assert_int_eq(shr_dataset_open(&ds[0], g_rgb, SHR_ACCESS_MMAP, tu_fresh()), 0);
+    ck_assert_int_eq(shr_dataset_open(&ds[1], g_gray, SHR_ACCESS_MMAP, tu_fresh()), 0);
     int n = 0, seen[4] = {0};
     rec *all[sizeof cases / sizeof cases[0]];
     size_t nall[sizeof cases / sizeof cases[0]];
@@ -542,10 +542,10 @@ START_TEST(test_reader_pixels)
         for (size_t i = 0; i < nall[k]; i++)
             for (uint32_t j = 0; j < v[i].n; j++) {
                 shr_sample st;
-                ck_assert_int_eq(shr_dataset_sample(d, (uint64_t)v[i].idx[j], &st, &tu_msg), 0);
+                ck_assert_int_eq(shr_dataset_sample(d, (uint64_t)v[i].idx[j], &st, tu_fresh()), 0);
                 uint8_t *px = malloc(st.bytes);
                 ck_assert_int_eq(shr_dataset_read(d, (uint64_t)v[i].idx[j], px, st.bytes, NULL,
-                                                  &tu_msg),
+                                                  tu_fresh()),
                                  0);
                 char stored[1400], out[1400];
                 snprintf(stored, sizeof stored, "%s/stored-%zu-%zu-%u.raw", dir, k, i, j);
@@ -701,7 +701,7 @@ START_TEST(test_bad_options)
                        o.jitter_hue};
         f[ranges[i].field][0] = ranges[i].lo;
         f[ranges[i].field][1] = ranges[i].hi;
-        ck_assert_int_eq(shr_open(&r, g_rgb, &o, &tu_msg), SHR_EINVAL);
+        ck_assert_int_eq(shr_open(&r, g_rgb, &o, tu_fresh()), SHR_EINVAL);
         ck_assert_ptr_null(r);
         ck_assert_msg(strstr(tu_msg.text, "jitter") != NULL, "%s",
                       tu_msg.text);
@@ -710,24 +710,24 @@ START_TEST(test_bad_options)
     }
     o = jitter_options(1, 32, 24);
     o.grayscale_p = 1.5;
-    ck_assert_int_eq(shr_open(&r, g_rgb, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_rgb, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "grayscale_p"));
     o = jitter_options(1, 32, 24);
     o.erase_p = -0.1;
-    ck_assert_int_eq(shr_open(&r, g_rgb, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_rgb, &o, tu_fresh()), SHR_EINVAL);
     o = jitter_options(1, 32, 24);
     o.erase_scale[1] = 1.2;
-    ck_assert_int_eq(shr_open(&r, g_rgb, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_rgb, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "erase_scale"));
     o = jitter_options(1, 32, 24);
     o.erase_ratio[0] = 0;
-    ck_assert_int_eq(shr_open(&r, g_rgb, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_rgb, &o, tu_fresh()), SHR_EINVAL);
     o = jitter_options(1, 32, 24);
     o.erase_value[1] = 0.5f;           /* not a byte, with uint8 output */
-    ck_assert_int_eq(shr_open(&r, g_rgb, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_rgb, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "erase_value"));
     o.dtype = SHR_DTYPE_F32;           /* fine as a float */
-    ck_assert_int_eq(shr_open(&r, g_rgb, &o, &tu_msg), 0);
+    ck_assert_int_eq(shr_open(&r, g_rgb, &o, tu_fresh()), 0);
     shr_close(r);
     /* the defaults change nothing: the same bytes as a reader without these fields set */
     shr_options_init(&o);

@@ -508,7 +508,7 @@ START_TEST(test_ring_memory)
         ro.prefetch = 3;
         ro.pin = pin ? SHR_PIN_AUTO : SHR_PIN_OFF;
         shr_reader *r = NULL;
-        ck_assert_int_eq(shr_open(&r, ds, &ro, &tu_msg), 0);
+        ck_assert_int_eq(shr_open(&r, ds, &ro, tu_fresh()), 0);
         shr_info info;
         shr_get_info(r, &info);
         ck_assert_int_eq(info.pinned, pin && shr_cuda_available());
@@ -542,7 +542,7 @@ START_TEST(test_gpu_reader_feed)
         ro.prefetch = 3;
         ro.order = SHR_ORDER_RANDOM;
         shr_reader *r = NULL;
-        ck_assert_int_eq(shr_open(&r, ds, &ro, &tu_msg), 0);
+        ck_assert_int_eq(shr_open(&r, ds, &ro, tu_fresh()), 0);
         shr_info info;
         shr_get_info(r, &info);
         ck_assert_int_eq(info.pinned, 1);

@@ -570,7 +570,7 @@ END_TEST
 START_TEST(test_dataset_target)
 {
     shr_dataset *d;
-    ck_assert_int_eq(shr_dataset_open(&d, g_var, SHR_ACCESS_MMAP, &tu_msg), 0);
+    ck_assert_int_eq(shr_dataset_open(&d, g_var, SHR_ACCESS_MMAP, tu_fresh()), 0);
     shr_dataset_info info;
     shr_dataset_get_info(d, &info);
     ck_assert_int_eq(info.targets, 1);
@@ -581,7 +581,7 @@ START_TEST(test_dataset_target)
     for (uint64_t i = 0; i < info.samples; i++) {
         shr_target t;
         fmt_target f;
-        ck_assert_int_eq(shr_dataset_target(d, i, &t, &tu_msg), 0);
+        ck_assert_int_eq(shr_dataset_target(d, i, &t, tu_fresh()), 0);
         ck_assert_int_eq(fmt_dataset_target(ds, i, &f, &m), 0);
         ck_assert_uint_eq(t.count, f.count);
         ck_assert_uint_eq(t.dropped, f.dropped);
@@ -596,10 +596,10 @@ START_TEST(test_dataset_target)
     }
     ck_assert_uint_gt(boxes, 0);
     shr_target t;
-    ck_assert_int_eq(shr_dataset_target(d, info.samples, &t, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_dataset_target(d, info.samples, &t, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "out of range"));
-    ck_assert_int_eq(shr_dataset_target(d, 0, NULL, &tu_msg), SHR_EINVAL);
-    ck_assert_int_eq(shr_dataset_target(NULL, 0, &t, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_dataset_target(d, 0, NULL, tu_fresh()), SHR_EINVAL);
+    ck_assert_int_eq(shr_dataset_target(NULL, 0, &t, tu_fresh()), SHR_EINVAL);
     fmt_dataset_close(ds);
     shr_dataset_close(d);
 }
@@ -687,7 +687,7 @@ START_TEST(test_refused)
         base_options(&o);
         o.min_box_area_fraction = bad[i];
         shr_reader *r;
-        ck_assert_int_eq(shr_open(&r, g_var, &o, &tu_msg), SHR_EINVAL);
+        ck_assert_int_eq(shr_open(&r, g_var, &o, tu_fresh()), SHR_EINVAL);
         ck_assert_ptr_nonnull(strstr(tu_msg.text, "min_box_area_fraction"));
     }
 }
@@ -718,11 +718,11 @@ START_TEST(test_classification)
     shr_release(r, b);
     shr_close(r);
     shr_dataset *d;
-    ck_assert_int_eq(shr_dataset_open(&d, g_cls, SHR_ACCESS_MMAP, &tu_msg), 0);
+    ck_assert_int_eq(shr_dataset_open(&d, g_cls, SHR_ACCESS_MMAP, tu_fresh()), 0);
     shr_dataset_info di;
     shr_dataset_get_info(d, &di);
     ck_assert_int_eq(di.targets, 0);
-    ck_assert_int_eq(shr_dataset_target(d, 0, &t, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_dataset_target(d, 0, &t, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "no targets"));
     shr_dataset_close(d);
 }

@@ -180,7 +180,7 @@ static shr_reader *open_reader(const char *dir, shr_access access)
     o.access = access;
     o.pin = SHR_PIN_OFF;
     shr_reader *r = NULL;
-    int rc = shr_open(&r, dir, &o, &tu_msg);
+    int rc = shr_open(&r, dir, &o, tu_fresh());
     ck_assert_msg(rc == 0, "shr_open: %s", tu_msg.text);
     return r;
 }
@@ -234,7 +234,7 @@ START_TEST(test_reader_truncated_shard)
     shr_options o;
     shr_options_init(&o);
     o.access = access;
-    ck_assert_int_eq(shr_open(&r, dir, &o, &tu_msg), FMT_ETRUNC);
+    ck_assert_int_eq(shr_open(&r, dir, &o, tu_fresh()), FMT_ETRUNC);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "shard-00000"));
 }
 END_TEST
@@ -261,7 +261,7 @@ START_TEST(test_reader_mmap_sigbus)
         o.prefetch = 2;
         o.pin = SHR_PIN_OFF;
         shr_reader *r;
-        if (shr_open(&r, dir, &o, &tu_msg) != 0)
+        if (shr_open(&r, dir, &o, tu_fresh()) != 0)
             _exit(2);
         const shr_batch *b;
         if (shr_next(r, &b) != 0)
@@ -517,7 +517,7 @@ START_TEST(test_hdf5_damaged_reopen)
         o.access = (shr_access)(i % 3);
         o.pin = SHR_PIN_OFF;
         shr_reader *r = (shr_reader *)1;
-        ck_assert_int_eq(shr_open(&r, dir, &o, &tu_msg), FMT_EHASH);
+        ck_assert_int_eq(shr_open(&r, dir, &o, tu_fresh()), FMT_EHASH);
         ck_assert_ptr_null(r);
         ck_assert_ptr_nonnull(strstr(tu_msg.text, "shard-00000.h5"));
     }

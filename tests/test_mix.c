@@ -48,7 +48,7 @@ typedef struct {
 static rec *record(const shr_options *o, size_t *nrec, size_t *one)
 {
     shr_reader *r;
-    int rc = shr_open(&r, g_ds, o, &tu_msg);
+    int rc = shr_open(&r, g_ds, o, tu_fresh());
     ck_assert_msg(rc == 0, "shr_open: %s", tu_msg.text);
     shr_info info;
     shr_get_info(r, &info);
@@ -318,7 +318,7 @@ START_TEST(test_erase_noise)
     rec *e = record(&o, &ne, &one);
     ck_assert_uint_eq(np, ne);
     shr_reader *r;
-    ck_assert_int_eq(shr_open(&r, g_ds, &o, &tu_msg), 0);
+    ck_assert_int_eq(shr_open(&r, g_ds, &o, tu_fresh()), 0);
     const shr_batch *b;
     ck_assert_int_eq(shr_next(r, &b), 0);
     const uint32_t W = 20, H = 16;
@@ -357,36 +357,36 @@ START_TEST(test_refused)
     const double bad[] = {-1, NAN, INFINITY};
     for (size_t i = 0; i < 3; i++) {
         o.mixup_alpha = bad[i];
-        ck_assert_int_eq(shr_open(&r, g_ds, &o, &tu_msg), SHR_EINVAL);
+        ck_assert_int_eq(shr_open(&r, g_ds, &o, tu_fresh()), SHR_EINVAL);
         ck_assert_ptr_nonnull(strstr(tu_msg.text, "mixup_alpha"));
         o.mixup_alpha = 0;
         o.cutmix_alpha = bad[i];
-        ck_assert_int_eq(shr_open(&r, g_ds, &o, &tu_msg), SHR_EINVAL);
+        ck_assert_int_eq(shr_open(&r, g_ds, &o, tu_fresh()), SHR_EINVAL);
         ck_assert_ptr_nonnull(strstr(tu_msg.text, "cutmix_alpha"));
         o.cutmix_alpha = 0;
     }
     o = base(SHR_DTYPE_U8, SHR_LAYOUT_NHWC);
     o.normalize = SHR_NORM_NONE;
     o.mixup_alpha = 1;
-    ck_assert_int_eq(shr_open(&r, g_ds, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_ds, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "float dtype"));
     o.mixup_alpha = 0;
     o.erase_p = 0.5;
     o.erase_random = 1;
-    ck_assert_int_eq(shr_open(&r, g_ds, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_ds, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "erase_random"));
     /* a label outside num_classes fails the batch that holds it, naming it */
     o = base(SHR_DTYPE_F32, SHR_LAYOUT_NHWC);
     o.mixup_alpha = 1;
     o.num_classes = 2;
-    ck_assert_int_eq(shr_open(&r, g_ds, &o, &tu_msg), 0);
+    ck_assert_int_eq(shr_open(&r, g_ds, &o, tu_fresh()), 0);
     const shr_batch *b;
     ck_assert_int_eq(tu_reader_drain(r), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(shr_last_error(r), "num_classes 2"));
     shr_close(r);
     /* more columns than the dataset's classes are fine */
     o.num_classes = 10;
-    ck_assert_int_eq(shr_open(&r, g_ds, &o, &tu_msg), 0);
+    ck_assert_int_eq(shr_open(&r, g_ds, &o, tu_fresh()), 0);
     ck_assert_int_eq(shr_next(r, &b), 0);
     ck_assert_uint_eq(b->num_classes, 10);
     shr_release(r, b);

@@ -391,7 +391,7 @@ START_TEST(test_reader_two_streams)
     o.pin = SHR_PIN_OFF;
     o.threads = 1;
     shr_reader *r;
-    ck_assert_msg(shr_open_mixture(&r, st, 2, 40, 1, &o, &tu_msg) == 0, "%s", tu_msg.text);
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 40, 1, &o, tu_fresh()) == 0, "%s", tu_msg.text);
     shr_info info;
     shr_get_info(r, &info);
     ck_assert_uint_eq(info.samples, 40);
@@ -427,7 +427,7 @@ START_TEST(test_reader_two_streams)
     ck_assert_uint_eq(per[1], 12);
     /* threads never change a batch */
     o.threads = 4;
-    ck_assert_int_eq(shr_open_mixture(&r, st, 2, 40, 1, &o, &tu_msg), 0);
+    ck_assert_int_eq(shr_open_mixture(&r, st, 2, 40, 1, &o, tu_fresh()), 0);
     ck_assert_uint_eq(read_epoch(r, four, 8), 8);
     shr_close(r);
     ck_assert_int_eq(memcmp(one, four, sizeof one), 0);
@@ -435,7 +435,7 @@ START_TEST(test_reader_two_streams)
     for (uint64_t cut = 0; cut <= 8; cut += 3) {
         o.threads = 2;
         o.cursor = cut;
-        ck_assert_int_eq(shr_open_mixture(&r, st, 2, 40, 1, &o, &tu_msg), 0);
+        ck_assert_int_eq(shr_open_mixture(&r, st, 2, 40, 1, &o, tu_fresh()), 0);
         rec rest[8];
         uint32_t k = read_epoch(r, rest, 8);
         ck_assert_uint_eq(k, 8 - cut);
@@ -455,19 +455,19 @@ START_TEST(test_reader_refusals)
     shr_reader *r = NULL;
     shr_stream gray[2] = {{.path = g_a, .weight = 1, .on_error = -1},
                           {.path = g_gray, .weight = 1, .on_error = -1}};
-    ck_assert_int_eq(shr_open_mixture(&r, gray, 2, 0, 0, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open_mixture(&r, gray, 2, 0, 0, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_null(r);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "stream 1"));
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "1 channel(s)"));
     shr_stream big[2] = {{.path = g_a, .weight = 1, .on_error = -1},
                          {.path = g_big, .weight = 1, .on_error = -1}};
-    ck_assert_int_eq(shr_open_mixture(&r, big, 2, 0, 0, &o, &tu_msg), SHR_ESHAPE);
+    ck_assert_int_eq(shr_open_mixture(&r, big, 2, 0, 0, &o, tu_fresh()), SHR_ESHAPE);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "stream 1"));
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "give width and height"));
     /* with an output size both go: stream 1 cropped to it, labels kept */
     o.width = 24;
     o.height = 20;
-    ck_assert_msg(shr_open_mixture(&r, big, 2, 0, 0, &o, &tu_msg) == 0, "%s", tu_msg.text);
+    ck_assert_msg(shr_open_mixture(&r, big, 2, 0, 0, &o, tu_fresh()) == 0, "%s", tu_msg.text);
     shr_info info;
     shr_get_info(r, &info);
     ck_assert_uint_eq(info.samples, 33);
@@ -475,25 +475,25 @@ START_TEST(test_reader_refusals)
     shr_close(r);
     shr_stream missing[2] = {{.path = g_a, .weight = 1, .on_error = -1},
                              {.path = "/nonexistent/ds", .weight = 1, .on_error = -1}};
-    ck_assert_int_ne(shr_open_mixture(&r, missing, 2, 0, 0, &o, &tu_msg), 0);
+    ck_assert_int_ne(shr_open_mixture(&r, missing, 2, 0, 0, &o, tu_fresh()), 0);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "stream 1: cannot open dataset "
                                  "/nonexistent/ds"));
     /* on_error and access, the mixture's and a stream's: the options table's names */
     shr_stream two[2] = {{.path = g_a, .weight = 1, .on_error = -1},
                          {.path = g_b, .weight = 1, .on_error = 5}};
-    ck_assert_int_eq(shr_open_mixture(&r, two, 2, 0, 0, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open_mixture(&r, two, 2, 0, 0, &o, tu_fresh()), SHR_EINVAL);
     char want[4200];
     snprintf(want, sizeof want, "stream 1 (%s): on_error must be one of fail, skip, substitute, "
              "not 5", g_b);
     ck_assert_str_eq(tu_msg.text, want);
     two[1].on_error = -1;
     o.on_error = (shr_on_error)3;
-    ck_assert_int_eq(shr_open_mixture(&r, two, 2, 0, 0, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open_mixture(&r, two, 2, 0, 0, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_str_eq(tu_msg.text, "on_error must be one of fail, skip, substitute, "
                      "not 3");
     o.on_error = SHR_ON_ERROR_FAIL;
     o.access = (shr_access)3;
-    ck_assert_int_eq(shr_open_mixture(&r, two, 2, 0, 0, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open_mixture(&r, two, 2, 0, 0, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_str_eq(tu_msg.text, "access must be one of mmap, pread, direct, not 3");
 }
 END_TEST
@@ -513,7 +513,7 @@ START_TEST(test_reader_natural_and_multiscale)
     o.flip = 1;
     o.scale = SHR_SCALE_NATURAL;
     shr_reader *r;
-    ck_assert_msg(shr_open_mixture(&r, st, 2, 0, 0, &o, &tu_msg) == 0, "%s", tu_msg.text);
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 0, 0, &o, tu_fresh()) == 0, "%s", tu_msg.text);
     const shr_batch *b;
     uint32_t per[2] = {0, 0};
     int rc;
@@ -540,11 +540,11 @@ START_TEST(test_reader_natural_and_multiscale)
     o.scale_sizes[1] = 28;
     o.scale_nsizes = 2;
     o.scale_max = 28;
-    ck_assert_msg(shr_open_mixture(&r, st, 2, 0, 0, &o, &tu_msg) == 0, "%s", tu_msg.text);
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 0, 0, &o, tu_fresh()) == 0, "%s", tu_msg.text);
     shr_close(r);
     o.width = 28;
     o.height = 24;
-    ck_assert_int_eq(shr_open_mixture(&r, st, 2, 0, 0, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open_mixture(&r, st, 2, 0, 0, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_msg(strstr(tu_msg.text, "stream 1 (") &&
                   strstr(tu_msg.text, "more than the 28x24 canvas"), "%s",
                   tu_msg.text);
@@ -569,11 +569,11 @@ START_TEST(test_reader_direct_engine)
     o.verify_samples = 1;
     rec want[8], got[8];
     shr_reader *r;
-    ck_assert_int_eq(shr_open_mixture(&r, st, 2, 40, 1, &o, &tu_msg), 0);
+    ck_assert_int_eq(shr_open_mixture(&r, st, 2, 40, 1, &o, tu_fresh()), 0);
     ck_assert_uint_eq(read_epoch(r, want, 8), 8);
     shr_close(r);
     o.access = SHR_ACCESS_DIRECT;
-    ck_assert_msg(shr_open_mixture(&r, st, 2, 40, 1, &o, &tu_msg) == 0, "%s", tu_msg.text);
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 40, 1, &o, tu_fresh()) == 0, "%s", tu_msg.text);
     ck_assert_uint_eq(r->direct_shards, 4 + 2);     /* 23 and 10 samples, 7 a shard */
     for (uint32_t i = 0; i < o.threads; i++)
         ck_assert_ptr_nonnull(r->workers[i].direct);
@@ -601,7 +601,7 @@ START_TEST(test_reader_unavailable_every_stream)
     o.pin = SHR_PIN_OFF;
     o.batch_size = 4;
     shr_reader *r = NULL;
-    ck_assert_msg(shr_open_mixture(&r, st, 2, 0, 0, &o, &tu_msg) == 0, "%s", tu_msg.text);
+    ck_assert_msg(shr_open_mixture(&r, st, 2, 0, 0, &o, tu_fresh()) == 0, "%s", tu_msg.text);
     char want[2][1400];
     snprintf(want[0], sizeof want[0], "stream 0: %s/shard-00001.raw: cannot open (", a);
     snprintf(want[1], sizeof want[1], "stream 1: %s/shard-00000.raw: cannot open (", b);

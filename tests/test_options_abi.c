@@ -41,7 +41,7 @@ static int build_fixture(void)
 static unsigned char *first_batch(const shr_options *o, size_t *len)
 {
     shr_reader *r = NULL;
-    int rc = shr_open(&r, g_ds, o, &tu_msg);
+    int rc = shr_open(&r, g_ds, o, tu_fresh());
     ck_assert_msg(rc == 0, "shr_open: %d %s", rc, tu_msg.text);
     const shr_batch *b;
     ck_assert_int_eq(shr_next(r, &b), 0);
@@ -114,7 +114,7 @@ START_TEST(test_refused_sizes)
     shr_reader *r = NULL;
     /* not initialised */
     memset(&c, 0, sizeof c);
-    ck_assert_int_eq(shr_open(&r, g_ds, &c.o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_ds, &c.o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_null(r);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "shr_options_init"));
     shr_params p;
@@ -125,10 +125,10 @@ START_TEST(test_refused_sizes)
     for (size_t i = sizeof(shr_options); i < sizeof(shr_options) + 16; i++)
         ck_assert_uint_eq(c.bytes[i], 0);
     ck_assert_uint_eq(c.bytes[sizeof(shr_options) + 16], GARBAGE);
-    ck_assert_int_eq(shr_open(&r, g_ds, &c.o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_ds, &c.o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "newer shardread.h"));
     /* NULL options are the defaults */
-    ck_assert_int_eq(shr_open(&r, g_ds, NULL, &tu_msg), 0);
+    ck_assert_int_eq(shr_open(&r, g_ds, NULL, tu_fresh()), 0);
     shr_close(r);
 }
 END_TEST

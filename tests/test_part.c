@@ -347,6 +347,23 @@ START_TEST(crash_is_an_option_not_the_environment)
 }
 END_TEST
 
+/* An s3:// merge with no staging folder to be had (no HOME, none given) is refused with a
+ * reason, and with a NULL message too (the library reads no environment for it). */
+START_TEST(merge_upload_without_staging)
+{
+    setenv("AWS_ACCESS_KEY_ID", "k", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "s", 1);
+    setenv("AWS_REGION", "us-east-1", 1);
+    setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9", 1);
+    unsetenv("HOME");
+    fmt_msg why = {{0}};
+    ck_assert_int_eq(shc_merge("s3://bkt/ds", NULL, NULL, &why), FMT_EINVAL);
+    ck_assert_msg(strstr(why.text, "no staging folder for s3://bkt/ds") && strstr(why.text, "HOME"),
+                  "%s", why.text);
+    ck_assert_int_eq(shc_merge("s3://bkt/ds", NULL, NULL, NULL), FMT_EINVAL);
+}
+END_TEST
+
 /* More parts missing than one message holds: the list ends in "...", never cut mid-name, and
  * the reason still names the first of them. Nothing is written. */
 START_TEST(merge_lists_missing_parts_within_the_message)
@@ -406,6 +423,7 @@ int main(void)
     tu_temp_fixtures(tc);
     tcase_add_test(tc, build_stops_when_asked);
     tcase_add_test(tc, crash_is_an_option_not_the_environment);
+    tcase_add_test(tc, merge_upload_without_staging);
     tcase_add_test(tc, merge_lists_missing_parts_within_the_message);
     suite_add_tcase(s, tc);
     return tu_run(s);

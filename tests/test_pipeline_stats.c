@@ -117,13 +117,13 @@ START_TEST(test_auto_same_bytes)
     shr_options o;
     shr_reader *r;
     recipe(&o, 1, 0);
-    ck_assert_int_eq(shr_open(&r, g_ds, &o, &tu_msg), 0);
+    ck_assert_int_eq(shr_open(&r, g_ds, &o, tu_fresh()), 0);
     size_t la, lb;
     unsigned char *a = read_all(r, 3, 0, 0, &la);
     shr_close(r);
 
     recipe(&o, 4, 1);
-    ck_assert_int_eq(shr_open(&r, g_ds, &o, &tu_msg), 0);
+    ck_assert_int_eq(shr_open(&r, g_ds, &o, tu_fresh()), 0);
     ck_assert_int_eq(shr_stats_enable(r, 1), 0);
     ck_assert_int_eq(shr_stats_enable(r, 1), 1);
     poller p = {.r = r};
@@ -152,7 +152,7 @@ START_TEST(test_slow_consumer_parks)
     shr_options o;
     shr_reader *r;
     recipe(&o, 6, 1);
-    ck_assert_int_eq(shr_open(&r, g_ds, &o, &tu_msg), 0);
+    ck_assert_int_eq(shr_open(&r, g_ds, &o, tu_fresh()), 0);
     shr_consumer_stats c;
     shr_get_consumer_stats(r, &c);
     ck_assert_uint_eq(c.active, 2);             /* it starts with two */

@@ -598,7 +598,7 @@ START_TEST(test_crop_pad)
     shr_options o;
     options(&o, 4, SHR_ORDER_SEQUENTIAL, 0);
     shr_reader *r = NULL;
-    ck_assert_int_eq(shr_open(&r, g_var, &o, &tu_msg), SHR_ESHAPE);
+    ck_assert_int_eq(shr_open(&r, g_var, &o, tu_fresh()), SHR_ESHAPE);
     ck_assert_ptr_null(r);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, g_var));
 
@@ -829,7 +829,7 @@ START_TEST(test_open_errors)
     shr_reader *r = (shr_reader *)&r;
     char dir[1200];
     snprintf(dir, sizeof dir, "%s/no-such-dataset", g_root);
-    ck_assert_int_eq(shr_open(&r, dir, NULL, &tu_msg), ENOENT);
+    ck_assert_int_eq(shr_open(&r, dir, NULL, tu_fresh()), ENOENT);
     ck_assert_ptr_null(r);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "no-such-dataset"));
     ck_assert_str_eq(shr_strerror(ENOENT), strerror(ENOENT));
@@ -838,7 +838,7 @@ START_TEST(test_open_errors)
     copy_dataset(g_fixed, "truncated", copy, sizeof copy);
     snprintf(shard, sizeof shard, "%s/shard-00001.raw", copy);
     ck_assert_int_eq(truncate(shard, 5000), 0);
-    ck_assert_int_eq(shr_open(&r, copy, NULL, &tu_msg), FMT_ETRUNC);
+    ck_assert_int_eq(shr_open(&r, copy, NULL, tu_fresh()), FMT_ETRUNC);
     ck_assert_ptr_null(r);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "shard-00001.raw"));
 
@@ -848,15 +848,15 @@ START_TEST(test_open_errors)
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(pwrite(fd, "this is no shard header", 23, 0), 23);
     close(fd);
-    ck_assert_int_eq(shr_open(&r, copy, NULL, &tu_msg), FMT_EFORMAT);
+    ck_assert_int_eq(shr_open(&r, copy, NULL, tu_fresh()), FMT_EFORMAT);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "shard-00002.raw"));
 
     /* each access mode reports the same */
     shr_options o;
     shr_options_init(&o);
     o.access = SHR_ACCESS_DIRECT;
-    ck_assert_int_eq(shr_open(&r, copy, &o, &tu_msg), FMT_EFORMAT);
-    ck_assert_int_eq(shr_open(NULL, g_fixed, NULL, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, copy, &o, tu_fresh()), FMT_EFORMAT);
+    ck_assert_int_eq(shr_open(NULL, g_fixed, NULL, tu_fresh()), SHR_EINVAL);
 }
 END_TEST
 
@@ -960,7 +960,8 @@ START_TEST(test_bad_options)
         case 13: o.pin_device = 65537; break;
         }
         r = (shr_reader *)&o;
-        ck_assert_msg(shr_open(&r, g_fixed, &o, &tu_msg) == SHR_EINVAL, "case %d", k);
+        tu_msg.text[0] = '\0';
+        ck_assert_msg(shr_open(&r, g_fixed, &o, tu_fresh()) == SHR_EINVAL, "case %d", k);
         ck_assert_ptr_null(r);
         ck_assert_msg(tu_msg.text[0] != '\0', "case %d has no message", k);
     }
@@ -1026,7 +1027,7 @@ START_TEST(test_output_limits)
             break;
         }
         shr_reader *r = (shr_reader *)&o;
-        ck_assert_msg(shr_open(&r, g_var, &o, &tu_msg) == SHR_EINVAL, "case %d", k);
+        ck_assert_msg(shr_open(&r, g_var, &o, tu_fresh()) == SHR_EINVAL, "case %d", k);
         ck_assert_ptr_null(r);
         const char *msg = tu_msg.text;
         ck_assert_msg(strstr(msg, want) && strstr(msg, "268435456") &&
@@ -1071,7 +1072,7 @@ START_TEST(test_worker_failure)
         options(&o, 4, SHR_ORDER_SEQUENTIAL, 0);
         o.access = a;
         shr_reader *r = (shr_reader *)1;
-        ck_assert_int_eq(shr_open(&r, copy, &o, &tu_msg), FMT_ECORRUPT);
+        ck_assert_int_eq(shr_open(&r, copy, &o, tu_fresh()), FMT_ECORRUPT);
         ck_assert_ptr_null(r);
         ck_assert_ptr_nonnull(strstr(tu_msg.text, "shard-00000.raw"));
         ck_assert_ptr_nonnull(strstr(tu_msg.text, "'channels'"));
@@ -1142,7 +1143,7 @@ START_TEST(test_public_dataset)
         const fmt_manifest *m = fmt_dataset_manifest(ref);
         for (shr_access a = SHR_ACCESS_MMAP; a <= SHR_ACCESS_DIRECT; a++) {
             shr_dataset *d = NULL;
-            ck_assert_msg(shr_dataset_open(&d, sets[k], a, &tu_msg) == 0, "%s", tu_msg.text);
+            ck_assert_msg(shr_dataset_open(&d, sets[k], a, tu_fresh()) == 0, "%s", tu_msg.text);
             shr_dataset_info info;
             shr_dataset_get_info(d, &info);
             ck_assert_str_eq(info.format, "raw");
@@ -1169,7 +1170,7 @@ START_TEST(test_public_dataset)
                 fmt_sample f;
                 shr_sample s, r2;
                 ck_assert_int_eq(fmt_dataset_get(ref, i, &f), 0);
-                ck_assert_int_eq(shr_dataset_sample(d, i, &s, &tu_msg), 0);
+                ck_assert_int_eq(shr_dataset_sample(d, i, &s, tu_fresh()), 0);
                 ck_assert_int_eq(s.label, f.label);
                 ck_assert_uint_eq(s.width, f.width);
                 ck_assert_uint_eq(s.height, f.height);
@@ -1177,28 +1178,31 @@ START_TEST(test_public_dataset)
                 ck_assert_uint_eq(s.source, f.source);
                 ck_assert_uint_eq(s.bytes, (uint64_t)f.width * f.height * f.channels);
                 memset(buf, 0xee, sizeof buf);
-                ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes, &r2, &tu_msg), 0);
+                ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes, &r2, tu_fresh()), 0);
                 ck_assert_mem_eq(buf, f.pixels, f.length);
                 ck_assert_int_eq(r2.label, s.label);
                 ck_assert_uint_eq(r2.bytes, s.bytes);
                 /* one byte short: refused, nothing written */
                 memset(buf, 0xee, sizeof buf);
-                ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes - 1, NULL, &tu_msg),
+                ck_assert_int_eq(shr_dataset_read(d, i, buf, s.bytes - 1, NULL, tu_fresh()),
                                  SHR_EINVAL);
                 ck_assert_uint_eq(buf[0], 0xee);
             }
             /* a local dataset: its folder; holds nest and change nothing, past the end refused */
             ck_assert_str_eq(shr_dataset_dir(d), sets[k]);
-            ck_assert_int_eq(shr_dataset_hold(d, 0, &tu_msg), 0);
-            ck_assert_int_eq(shr_dataset_hold(d, 0, &tu_msg), 0);
-            ck_assert_int_eq(shr_dataset_read(d, 0, buf, sizeof buf, NULL, &tu_msg), 0);
+            ck_assert_int_eq(shr_dataset_hold(d, 0, tu_fresh()), 0);
+            ck_assert_int_eq(shr_dataset_hold(d, 0, tu_fresh()), 0);
+            ck_assert_int_eq(shr_dataset_read(d, 0, buf, sizeof buf, NULL, tu_fresh()), 0);
             shr_dataset_unhold(d, 0);
             shr_dataset_unhold(d, 0);
-            ck_assert_int_eq(shr_dataset_hold(d, N_SAMPLES, &tu_msg), SHR_EINVAL);
+            ck_assert_int_eq(shr_dataset_hold(d, N_SAMPLES, tu_fresh()), SHR_EINVAL);
             ck_assert_ptr_nonnull(strstr(tu_msg.text, "out of range"));
             shr_sample s;
-            ck_assert_int_eq(shr_dataset_sample(d, N_SAMPLES, &s, &tu_msg), SHR_EINVAL);
-            ck_assert_int_eq(shr_dataset_read(d, N_SAMPLES, buf, sizeof buf, NULL, &tu_msg),
+            tu_msg.text[0] = '\0';
+            ck_assert_int_eq(shr_dataset_sample(d, N_SAMPLES, &s, tu_fresh()), SHR_EINVAL);
+            ck_assert_ptr_nonnull(strstr(tu_msg.text, "out of range"));
+            tu_msg.text[0] = '\0';
+            ck_assert_int_eq(shr_dataset_read(d, N_SAMPLES, buf, sizeof buf, NULL, tu_fresh()),
                              SHR_EINVAL);
             ck_assert_ptr_nonnull(strstr(tu_msg.text, "out of range"));
             shr_dataset_close(d);
@@ -1209,31 +1213,31 @@ START_TEST(test_public_dataset)
     shr_dataset *d = (shr_dataset *)&d;
     char dir[1200], copy[1200], shard[1300];
     snprintf(dir, sizeof dir, "%s/no-such-dataset", g_root);
-    ck_assert_int_eq(shr_dataset_open(&d, dir, SHR_ACCESS_MMAP, &tu_msg), ENOENT);
+    ck_assert_int_eq(shr_dataset_open(&d, dir, SHR_ACCESS_MMAP, tu_fresh()), ENOENT);
     ck_assert_ptr_null(d);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "no-such-dataset"));
-    ck_assert_int_eq(shr_dataset_open(&d, g_fixed, (shr_access)9, &tu_msg), SHR_EINVAL);
-    ck_assert_int_eq(shr_dataset_open(NULL, g_fixed, SHR_ACCESS_MMAP, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_dataset_open(&d, g_fixed, (shr_access)9, tu_fresh()), SHR_EINVAL);
+    ck_assert_int_eq(shr_dataset_open(NULL, g_fixed, SHR_ACCESS_MMAP, tu_fresh()), SHR_EINVAL);
     /* read on demand is for URLs */
     ck_assert_int_eq(shr_dataset_open_remote(&d, g_fixed, NULL, 1 << 20, SHR_ACCESS_MMAP, 0,
-                                             &tu_msg),
+                                             tu_fresh()),
                      SHR_EINVAL);
     ck_assert_ptr_null(d);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "is not a URL"));
     copy_dataset(g_fixed, "truncated-ds", copy, sizeof copy);
     snprintf(shard, sizeof shard, "%s/shard-00001.raw", copy);
     ck_assert_int_eq(truncate(shard, 5000), 0);
-    ck_assert_int_eq(shr_dataset_open(&d, copy, SHR_ACCESS_MMAP, &tu_msg), FMT_ETRUNC);
+    ck_assert_int_eq(shr_dataset_open(&d, copy, SHR_ACCESS_MMAP, tu_fresh()), FMT_ETRUNC);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "shard-00001.raw"));
 
     /* truncated after open, read with pread: a clean error naming the shard */
     copy_dataset(g_fixed, "truncated-later", copy, sizeof copy);
     snprintf(shard, sizeof shard, "%s/shard-00001.raw", copy);
-    ck_assert_int_eq(shr_dataset_open(&d, copy, SHR_ACCESS_PREAD, &tu_msg), 0);
+    ck_assert_int_eq(shr_dataset_open(&d, copy, SHR_ACCESS_PREAD, tu_fresh()), 0);
     ck_assert_int_eq(truncate(shard, 5000), 0);
     uint8_t buf[FIX_W * FIX_H * 3];
-    ck_assert_int_eq(shr_dataset_read(d, 0, buf, sizeof buf, NULL, &tu_msg), 0);
-    ck_assert_int_eq(shr_dataset_read(d, 13, buf, sizeof buf, NULL, &tu_msg), FMT_ETRUNC);
+    ck_assert_int_eq(shr_dataset_read(d, 0, buf, sizeof buf, NULL, tu_fresh()), 0);
+    ck_assert_int_eq(shr_dataset_read(d, 13, buf, sizeof buf, NULL, tu_fresh()), FMT_ETRUNC);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "shard-00001.raw"));
     shr_dataset_close(d);
     shr_dataset_close(NULL);
@@ -1480,11 +1484,11 @@ START_TEST(test_elastic_options)
     o.consumed = 4;
     o.cursor = 1;
     shr_reader *r = (shr_reader *)1;
-    ck_assert_int_eq(shr_open(&r, g_fixed, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_fixed, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "not both"));
     o.cursor = 0;
     o.consumed = 24;
-    ck_assert_int_eq(shr_open(&r, g_fixed, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_fixed, &o, tu_fresh()), SHR_EINVAL);
     /* everything consumed: the epoch's end comes first, then a whole epoch */
     o.consumed = 23;
     r = tu_reader_open(g_fixed, &o);
@@ -1496,7 +1500,7 @@ START_TEST(test_elastic_options)
     shr_close(r);
     o.on_error = (shr_on_error)7;
     o.consumed = 0;
-    ck_assert_int_eq(shr_open(&r, g_fixed, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_fixed, &o, tu_fresh()), SHR_EINVAL);
 }
 END_TEST
 

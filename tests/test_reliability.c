@@ -147,7 +147,7 @@ static shr_reader *open_reader(const char *dir, int mode, int verify, shr_on_err
     o.verify_samples = verify;
     o.on_error = on_error;
     shr_reader *r = NULL;
-    int rc = shr_open(&r, dir, &o, &tu_msg);
+    int rc = shr_open(&r, dir, &o, tu_fresh());
     ck_assert_msg(rc == 0, "%s: shr_open: %s", g_mode_names[mode], tu_msg.text);
     return r;
 }
@@ -454,7 +454,7 @@ START_TEST(test_tolerant_open)
     o.threads = 2;
     o.access = (shr_access)g_modes[mode];
     shr_reader *r = NULL;
-    ck_assert_int_ne(shr_open(&r, dir, &o, &tu_msg), 0);
+    ck_assert_int_ne(shr_open(&r, dir, &o, tu_fresh()), 0);
     ck_assert_msg(strstr(tu_msg.text, "shard-00001.raw"), "%s", tu_msg.text);
 
     for (int sub = 0; sub < 2; sub++) {

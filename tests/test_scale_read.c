@@ -147,9 +147,9 @@ static void check_epoch(const shr_options *o, uint32_t threads, uint8_t **bytes,
     shr_options oo = *o;
     oo.threads = threads;
     shr_reader *r;
-    ck_assert_msg(shr_open(&r, g_var, &oo, &tu_msg) == 0, "%s", tu_msg.text);
+    ck_assert_msg(shr_open(&r, g_var, &oo, tu_fresh()) == 0, "%s", tu_msg.text);
     shr_dataset *d;
-    ck_assert_int_eq(shr_dataset_open(&d, g_var, SHR_ACCESS_MMAP, &tu_msg), 0);
+    ck_assert_int_eq(shr_dataset_open(&d, g_var, SHR_ACCESS_MMAP, tu_fresh()), 0);
     shr_info info;
     shr_get_info(r, &info);
     const shr_batch *b;
@@ -160,14 +160,14 @@ static void check_epoch(const shr_options *o, uint32_t threads, uint8_t **bytes,
         size_t sample = (size_t)b->width * b->height * b->channels;
         for (uint32_t i = 0; i < b->n; i++) {
             shr_sample s;
-            ck_assert_int_eq(shr_dataset_sample(d, (uint64_t)b->indices[i], &s, &tu_msg), 0);
+            ck_assert_int_eq(shr_dataset_sample(d, (uint64_t)b->indices[i], &s, tu_fresh()), 0);
             shr_params q;
             ck_assert_int_eq(shr_draw_params(o, b->epoch, (uint64_t)b->indices[i], s.width,
                                              s.height, &q), 0);
             const shr_params *p = &b->params[i];
             ck_assert(memcmp(&q, p, sizeof q) == 0);
             shr_target st, t;
-            ck_assert_int_eq(shr_dataset_target(d, (uint64_t)b->indices[i], &st, &tu_msg), 0);
+            ck_assert_int_eq(shr_dataset_target(d, (uint64_t)b->indices[i], &st, tu_fresh()), 0);
             ck_assert_int_eq(shr_batch_target(b, i, &t), 0);
             double sx = (double)p->scale_w / s.width, sy = (double)p->scale_h / s.height;
             double x0 = p->pad_x, y0 = p->pad_y, x1 = x0 + p->image_w, y1 = y0 + p->image_h;
@@ -308,7 +308,7 @@ START_TEST(test_refused)
     base(&o);
     o.scale = SHR_SCALE_MULTI;          /* no sizes */
     o.scale_max = 64;
-    ck_assert_int_eq(shr_open(&r, g_var, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_var, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_null(r);
     o.scale_nsizes = 1;
     o.scale_sizes[0] = 32;
@@ -317,29 +317,29 @@ START_TEST(test_refused)
     o.scale_max = 64;
     o.rrc = 1;
     o.width = o.height = 32;
-    ck_assert_int_eq(shr_open(&r, g_var, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_var, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "rrc"));
     o.rrc = 0;
     o.random_crop = 1;
-    ck_assert_int_eq(shr_open(&r, g_var, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_var, &o, tu_fresh()), SHR_EINVAL);
     o.random_crop = 0;
     o.width = o.height = 20;            /* a canvas too small for the largest size */
-    ck_assert_int_eq(shr_open(&r, g_var, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_var, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "canvas"));
     base(&o);
     o.scale = SHR_SCALE_JITTER;         /* no target size */
-    ck_assert_int_eq(shr_open(&r, g_var, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_var, &o, tu_fresh()), SHR_EINVAL);
     o.width = o.height = 32;
     o.scale_range[0] = 0;
-    ck_assert_int_eq(shr_open(&r, g_var, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_var, &o, tu_fresh()), SHR_EINVAL);
     o.scale_range[0] = 3;
     o.scale_range[1] = 2;
-    ck_assert_int_eq(shr_open(&r, g_var, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_var, &o, tu_fresh()), SHR_EINVAL);
     base(&o);
     o.scale = (shr_scale)9;
     ck_assert_int_eq(shr_draw_params(&o, 0, 0, 10, 10, &p), SHR_EINVAL);
     o.scale = SHR_SCALE_LETTERBOX;
-    ck_assert_int_eq(shr_open(&r, g_var, &o, &tu_msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_open(&r, g_var, &o, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_null(r);
     base(&o);
     o.scale = SHR_SCALE_RESIZE;         /* no size */

@@ -116,7 +116,7 @@ static void train_fixture(const sb_step_opts *so_in, int dispatcher, uint32_t ep
     o.seed = 3;
     o.threads = 2;
     shr_reader *r = NULL;
-    int rc = shr_open(&r, g_ds, &o, &tu_msg);
+    int rc = shr_open(&r, g_ds, &o, tu_fresh());
     ck_assert_msg(rc == 0, "shr_open: %s", tu_msg.text);
     shr_info info;
     shr_get_info(r, &info);

@@ -383,11 +383,19 @@ static TU_UNUSED int tu_run(Suite *s)
  * (the tests call the library from one thread). */
 static TU_UNUSED shr_msg tu_msg;
 
+/* tu_msg emptied, for a call to fill: a check of the message after a failed call then sees that
+ * call's message alone (a call that succeeds leaves the buffer as it was). */
+static TU_UNUSED shr_msg *tu_fresh(void)
+{
+    tu_msg.text[0] = '\0';
+    return &tu_msg;
+}
+
 /* shr_open of dir with o must succeed; the reader. */
 static TU_UNUSED shr_reader *tu_reader_open(const char *dir, const shr_options *o)
 {
     shr_reader *r = NULL;
-    int rc = shr_open(&r, dir, o, &tu_msg);
+    int rc = shr_open(&r, dir, o, tu_fresh());
     ck_assert_msg(rc == 0, "shr_open %s: %s (%s)", dir, shr_strerror(rc), tu_msg.text);
     ck_assert_ptr_nonnull(r);
     return r;

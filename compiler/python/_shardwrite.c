@@ -680,14 +680,21 @@ static PyObject *start(PyObject *mod, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto fail;
     }
-    /* the package's default staging folder, as shardc's: the library reads no environment */
-    const char *cache = getenv("SHARDREAD_CACHE");
+    /* the package's defaults for an s3:// out, as shardc's: the staging folder and the part size
+     * (the library reads no environment) */
+    const char *cache = getenv("SHARDREAD_CACHE"), *ps = getenv("SHARDC_UPLOAD_PART_SIZE");
     if (cache && *cache && asprintf(&b->staging, "%s/upload", cache) < 0) {
         b->staging = NULL;
         PyErr_NoMemory();
         goto fail;
     }
     o.staging = b->staging;
+    if (strncmp(out, "s3://", 5) == 0 && ps && *ps &&
+        (shc_parse_size(ps, &o.upload_part_size) != 0 || !o.upload_part_size)) {
+        PyErr_Format(PyExc_ValueError, "SHARDC_UPLOAD_PART_SIZE: expected a size, e.g. 64MiB, "
+                     "not '%s'", ps);
+        goto fail;
+    }
     o.out = b->out;
     o.stream = b->stream;
     o.ctl = &b->ctl;
