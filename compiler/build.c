@@ -105,6 +105,17 @@ const char *shc_strerror(int rc)
     return fmt_strerror(rc);
 }
 
+int shc_part_size_from_env(char *(*get)(const char *), uint64_t *size, fmt_msg *msg)
+{
+    const char *ps = get("SHARDC_UPLOAD_PART_SIZE");
+    *size = 0;
+    if (!ps || !*ps || (shc_parse_size(ps, size) == 0 && *size > 0))
+        return 0;
+    *size = 0;
+    return fmt_fail(msg, FMT_EINVAL, "SHARDC_UPLOAD_PART_SIZE: expected a size, e.g. 64MiB, not "
+                    "'%s'", ps);
+}
+
 void shc_simd_from_env(char *(*get)(const char *))
 {
     if (fmt_simd_env_plain(get))

@@ -65,6 +65,10 @@ typedef struct {
  * SHARDC_TRANSFORM=plain: pixels/simd.h); the library reads no environment itself. */
 void shc_simd_from_env(char *(*get)(const char *));
 
+/* SHARDC_UPLOAD_PART_SIZE through get into *size (0 when unset): 0, or FMT_EINVAL with the
+ * refusal in msg for a value that is not a size. The programs' and the Python writer's default. */
+int shc_part_size_from_env(char *(*get)(const char *), uint64_t *size, fmt_msg *msg);
+
 /* SHARDC_CRASH_AT, SHARDC_CRASH_AFTER and SHARDC_CRASH_POINTS through get (getenv, or a stand-in)
  * into *c: each a whole number >= 1, anything else leaving its field 0. */
 void shc_crash_from_env(char *(*get)(const char *), shc_crash_opts *c);
@@ -114,11 +118,11 @@ typedef struct {
      * "stream", and the fingerprint is shc_fingerprint(o, NULL). */
     shc_stream *stream;
     /* An s3:// OUT (publish.h): the local folder the shards wait in before their upload (NULL:
-     * "upload" under ~/.cache/shardread; shardc's default is $SHARDREAD_CACHE/upload), the part
-     * size of multipart uploads (0: 64 MiB; shardc's default is $SHARDC_UPLOAD_PART_SIZE) and
-     * the shards uploaded at once, each on its own connection (0: SHC_UPLOAD_THREADS; at most
-     * 16). */
-    const char *staging;
+     * "upload" under the cache root: cache, NULL for ~/.cache/shardread; shardc's and the
+     * Python writer's is $SHARDREAD_CACHE), the part size of multipart uploads (0: 64 MiB;
+     * their default is $SHARDC_UPLOAD_PART_SIZE) and the shards uploaded at once, each on its
+     * own connection (0: SHC_UPLOAD_THREADS; at most 16). */
+    const char *staging, *cache;
     uint64_t upload_part_size;
     unsigned upload_threads;
     shc_crash_opts crash;       /* crash tests (none: all 0) */

@@ -47,11 +47,12 @@ typedef struct {
     uint64_t samples, inputs, rejects, shards, bytes;
 } shc_merge_result;
 
-/* For an s3:// out: the folder the parts' tables are downloaded into (NULL: the default cache
- * root's "upload", publish.h), and the part size of multipart uploads (0: 64 MiB). shardc takes
- * their defaults from $SHARDREAD_CACHE and $SHARDC_UPLOAD_PART_SIZE; the library reads none. */
+/* For an s3:// out: the folder the parts' tables are downloaded into (NULL: "upload" under the
+ * cache root, cache, NULL for ~/.cache/shardread: publish.h), and the part size of multipart
+ * uploads (0: 64 MiB). shardc takes the cache root and the part size from $SHARDREAD_CACHE and
+ * $SHARDC_UPLOAD_PART_SIZE; the library reads neither. */
 typedef struct {
-    const char *staging;
+    const char *staging, *cache;
     uint64_t part_size;
 } shc_merge_opts;
 

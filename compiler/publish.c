@@ -67,11 +67,11 @@ static int make_dirs(const char *path)
     return 0;
 }
 
-/* STAGING/<hash of the objects' base URL><suffix> into *out (malloc'd); STAGING: given, else the
- * default cache root's "upload" (rmt_cache_root). 0, FMT_EINVAL (no staging folder: no HOME) or
- * ENOMEM, with msg saying which. */
-static int stage_dir(const char *given, const rmt_writer *w, const char *suffix, char **out,
-                     fmt_msg *msg)
+/* STAGING/<hash of the objects' base URL><suffix> into *out (malloc'd); STAGING: given, else
+ * "upload" under the cache root (rmt_cache_root of cache). 0, FMT_EINVAL (no staging folder: no
+ * HOME) or ENOMEM, with msg saying which. */
+static int stage_dir(const char *given, const char *cache, const rmt_writer *w, const char *suffix,
+                     char **out, fmt_msg *msg)
 {
     const rmt_config *c = rmt_writer_config(w);
     uint64_t h = fmt_hash64(c->base, strlen(c->base));
@@ -82,7 +82,7 @@ static int stage_dir(const char *given, const rmt_writer *w, const char *suffix,
         n = asprintf(out, "%s/%016" PRIx64 "%s", given, h, suffix);
     } else {
         fmt_msg why = {{0}};
-        int rc = rmt_cache_root(NULL, &root, &why);
+        int rc = rmt_cache_root(cache, &root, &why);
         if (rc)
             return fmt_fail(msg, rc, "no staging folder for %s: give one (--staging): %s",
                             c->url, fmt_reason(&why, rc));
@@ -597,7 +597,7 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
         shc_part_name(&o->part, pname);
     if (asprintf(&x.sub, "%s%s%s", *pname ? SHC_PARTS_DIR "/" : "", pname, *pname ? "/" : "") < 0)
         x.sub = NULL;
-    rc = x.sub ? stage_dir(o->staging, x.w, "", &stage, &msg) : ENOMEM;
+    rc = x.sub ? stage_dir(o->staging, o->cache, x.w, "", &stage, &msg) : ENOMEM;
     if (rc == 0 && asprintf(&dir, "%s%s%s", stage, *pname ? "/" SHC_PARTS_DIR "/" : "",
                             pname) < 0)
         rc = ENOMEM;
@@ -790,7 +790,7 @@ int shc_merge_upload(const char *out, const shc_merge_opts *o, shc_merge_result 
     rmt_job *jobs = NULL;
     char **paths = NULL;
     size_t k = 0;
-    if ((rc = stage_dir(o ? o->staging : NULL, w, ".merge", &stage, msg)) != 0)
+    if ((rc = stage_dir(o ? o->staging : NULL, o ? o->cache : NULL, w, ".merge", &stage, msg)) != 0)
         goto out;
     if ((rc = rm_rf(stage)) != 0 || (rc = make_dirs(stage)) != 0) {
         rc = fmt_fail(msg, rc, "cannot prepare %s: %s", stage, strerror(rc));

@@ -1,9 +1,9 @@
 /* publish.h - a build or merge whose OUT is an s3:// URL (docs/REMOTE.md, "Writing").
  *
  * shc_build calls shc_build_upload for such an OUT: the build runs as a local one into a staging
- * folder (opts.staging, else ROOT/upload/<XXH3-64 of the URL's base>, ROOT being
- * ~/.cache/shardread; shardc and the Python writer pass $SHARDREAD_CACHE/upload as opts.staging). Each shard, once finished, is uploaded by one of opts.upload_threads
- * threads, each with its own connection (the reject journal first, as object .rejects.journal,
+ * folder (opts.staging, else ROOT/upload/<XXH3-64 of the URL's base>, ROOT being opts.cache,
+ * else ~/.cache/shardread; shardc and the Python writer pass $SHARDREAD_CACHE as opts.cache).
+ * Each shard, once finished, is uploaded by one of opts.upload_threads threads, each with its own connection (the reject journal first, as object .rejects.journal,
  * unless a journal at least as new is up already, so that an uploaded shard always has its
  * rejects in the bucket; journal PUTs go one at a time and never replace a newer journal) and
  * deleted from the staging folder; the build waits while upload_threads + 1 finished shards wait

@@ -119,25 +119,12 @@ const char *shc_cli_cache(void)
     return c && *c ? c : NULL;
 }
 
-const char *shc_cli_staging(void)
-{
-    static char buf[4096];
-    const char *c = shc_cli_cache();
-    if (!c || (size_t)snprintf(buf, sizeof buf, "%s/upload", c) >= sizeof buf)
-        return NULL;
-    return buf;
-}
-
 int shc_cli_part_size(uint64_t *size)
 {
-    const char *ps = getenv("SHARDC_UPLOAD_PART_SIZE");
-    *size = 0;
-    if (!ps || !*ps)
+    fmt_msg why;
+    if (shc_part_size_from_env(getenv, size, &why) == 0)
         return 0;
-    if (shc_parse_size(ps, size) == 0 && *size > 0)
-        return 0;
-    fprintf(stderr, "shardc: SHARDC_UPLOAD_PART_SIZE: expected a size, e.g. 64MiB, not '%s'\n",
-            ps);
+    fprintf(stderr, "shardc: %s\n", why.text);
     return -1;
 }
 
@@ -465,12 +452,11 @@ int shc_build_args(int argc, char **argv, shc_build_opts *out)
         if (fmt_aug_parse(aug_spec ? aug_spec : FMT_AUG_DEFAULT_SPEC, &o.r.aug, &msg) != 0)
             return build_error("bad --aug: %s", msg.text);
     }
-    /* the environment sets the program's defaults for an s3:// OUT (staging folder, part size)
-     * and its crash tests; the library reads no environment */
+    /* the environment sets the program's defaults for an s3:// OUT (cache root, part size) and
+     * its crash tests; the library reads no environment */
     shc_crash_from_env(getenv, &o.crash);
     if (o.out && rmt_is_url(o.out)) {
-        if (!o.staging)
-            o.staging = shc_cli_staging();
+        o.cache = shc_cli_cache();
         uint64_t ps;
         if (shc_cli_part_size(&ps) != 0)
             return SHC_EXIT_USAGE;

@@ -6,12 +6,10 @@
 #include "build.h"
 
 /* The programs' defaults from their environment (the libraries read none): the cache root,
- * $SHARDREAD_CACHE (NULL when unset or empty: the libraries' ~/.cache/shardread), and the
- * upload staging folder under it ($SHARDREAD_CACHE/upload; NULL likewise). */
+ * $SHARDREAD_CACHE (NULL when unset or empty: the libraries' ~/.cache/shardread), and the part
+ * size of multipart uploads, $SHARDC_UPLOAD_PART_SIZE (0 when unset): 0, or -1 (the refusal
+ * said on stderr) for a value that is not a size. */
 const char *shc_cli_cache(void);
-const char *shc_cli_staging(void);
-/* ... and the part size of multipart uploads, $SHARDC_UPLOAD_PART_SIZE (0 when unset): 0, or -1
- * (a message said on stderr) for a value that is not a size. */
 int shc_cli_part_size(uint64_t *size);
 
 /* The usage text of `shardc build` (what `shardc build --help` prints). */

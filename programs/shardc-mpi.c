@@ -263,7 +263,7 @@ int main(int argc, char **argv)
             fmt_msg why = {{0}};
             shc_merge_result mr;
             double m0 = shc_now();
-            shc_merge_opts mo = {j->o.staging, j->o.upload_part_size};
+            shc_merge_opts mo = {j->o.staging, j->o.cache, j->o.upload_part_size};
             int rc = shc_merge(j->o.out, &mo, &mr, &why);
             double merge_s = shc_now() - m0;
             if (rc) {

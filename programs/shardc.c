@@ -727,7 +727,7 @@ static int cmd_merge(int argc, char **argv)
     }
     if (!dir)
         return shc_usage_error(usage_merge, "%s", "no dataset directory given");
-    shc_merge_opts mo = {shc_cli_staging(), 0};
+    shc_merge_opts mo = {NULL, shc_cli_cache(), 0};
     if (rmt_is_url(dir) && shc_cli_part_size(&mo.part_size) != 0)
         return SHC_EXIT_USAGE;
     fmt_msg why = {{0}};

@@ -309,6 +309,35 @@ static char *crash_env(const char *name)
            : !strcmp(name, "SHARDC_CRASH_POINTS") ? points : NULL;
 }
 
+static const char *g_part_size;
+static char *part_size_stub(const char *name)
+{
+    return strcmp(name, "SHARDC_UPLOAD_PART_SIZE") == 0 ? (char *)g_part_size : NULL;
+}
+
+/* SHARDC_UPLOAD_PART_SIZE through the caller's getter: a size, or refused naming the value */
+START_TEST(part_size_from_env)
+{
+    uint64_t size = 7;
+    fmt_msg why = {{0}};
+    g_part_size = NULL;
+    ck_assert_int_eq(shc_part_size_from_env(part_size_stub, &size, &why), 0);
+    ck_assert_uint_eq(size, 0);
+    g_part_size = "4000";
+    ck_assert_int_eq(shc_part_size_from_env(part_size_stub, &size, &why), 0);
+    ck_assert_uint_eq(size, 4000);
+    g_part_size = "64MiB";
+    ck_assert_int_eq(shc_part_size_from_env(part_size_stub, &size, &why), 0);
+    ck_assert_uint_eq(size, 64u << 20);
+    g_part_size = "0";
+    ck_assert_int_eq(shc_part_size_from_env(part_size_stub, &size, &why), FMT_EINVAL);
+    ck_assert_uint_eq(size, 0);
+    g_part_size = "lots";
+    ck_assert_int_eq(shc_part_size_from_env(part_size_stub, &size, &why), FMT_EINVAL);
+    ck_assert_str_eq(why.text, "SHARDC_UPLOAD_PART_SIZE: expected a size, e.g. 64MiB, not 'lots'");
+}
+END_TEST
+
 START_TEST(crash_is_an_option_not_the_environment)
 {
     char src[700], out[700], man[800];
@@ -422,6 +451,7 @@ int main(void)
     tcase_add_test(tc, stats_from_sums);
     tu_temp_fixtures(tc);
     tcase_add_test(tc, build_stops_when_asked);
+    tcase_add_test(tc, part_size_from_env);
     tcase_add_test(tc, crash_is_an_option_not_the_environment);
     tcase_add_test(tc, merge_upload_without_staging);
     tcase_add_test(tc, merge_lists_missing_parts_within_the_message);

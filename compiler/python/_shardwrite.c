@@ -78,7 +78,7 @@ typedef struct {
     shc_build_ctl ctl;
     shc_stream *stream;
     char *out;
-    char *staging;              /* $SHARDREAD_CACHE/upload, or NULL (the library's default) */
+    char *cache;                /* $SHARDREAD_CACHE, or NULL (the library's default) */
     char **classes;
     size_t nclasses;
     pthread_t tid;
@@ -160,7 +160,7 @@ static void Build_dealloc(PyObject *self)
     }
     shc_stream_free(b->stream);
     free(b->out);
-    free(b->staging);
+    free(b->cache);
     for (size_t i = 0; i < b->nclasses; i++)
         free(b->classes[i]);
     free(b->classes);
@@ -680,19 +680,17 @@ static PyObject *start(PyObject *mod, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto fail;
     }
-    /* the package's defaults for an s3:// out, as shardc's: the staging folder and the part size
-     * (the library reads no environment) */
-    const char *cache = getenv("SHARDREAD_CACHE"), *ps = getenv("SHARDC_UPLOAD_PART_SIZE");
-    if (cache && *cache && asprintf(&b->staging, "%s/upload", cache) < 0) {
-        b->staging = NULL;
+    /* the package's defaults for an s3:// out, as shardc's: the cache root (its "upload" holds
+     * the staging folder) and the part size (the library reads no environment) */
+    const char *cache = getenv("SHARDREAD_CACHE");
+    if (cache && *cache && !(b->cache = strdup(cache))) {
         PyErr_NoMemory();
         goto fail;
     }
-    o.staging = b->staging;
-    if (strncmp(out, "s3://", 5) == 0 && ps && *ps &&
-        (shc_parse_size(ps, &o.upload_part_size) != 0 || !o.upload_part_size)) {
-        PyErr_Format(PyExc_ValueError, "SHARDC_UPLOAD_PART_SIZE: expected a size, e.g. 64MiB, "
-                     "not '%s'", ps);
+    o.cache = b->cache;
+    if (strncmp(out, "s3://", 5) == 0 &&
+        shc_part_size_from_env(getenv, &o.upload_part_size, &msg) != 0) {
+        PyErr_SetString(PyExc_ValueError, msg.text);
         goto fail;
     }
     o.out = b->out;
