@@ -1255,6 +1255,11 @@ SHR_API int shr_draw_params(const shr_options *o, uint64_t epoch, uint64_t index
 SHR_API int shr_set_simd(int on);
 SHR_API int shr_simd_env_plain(char *(*get)(const char *));
 
+/* shr_options.pin_device from torchrun's LOCAL_RANK, read through get (getenv, or a stand-in):
+ * LOCAL_RANK + 1 for a whole number below 65536, else 0 (the current device). What the Python
+ * package and shardbench apply; the library reads no environment. */
+SHR_API uint64_t shr_pin_device_from_env(char *(*get)(const char *));
+
 /* Name of an error code (SHR_E*, errno, or any code of the project's other libraries). Never
  * NULL; static storage. */
 SHR_API const char *shr_strerror(int rc);

@@ -102,6 +102,17 @@ int shr_simd_env_plain(char *(*get)(const char *))
     return fmt_simd_env_plain(get);
 }
 
+uint64_t shr_pin_device_from_env(char *(*get)(const char *))
+{
+    const char *s = get("LOCAL_RANK");
+    char *end;
+    if (!s || *s < '0' || *s > '9')
+        return 0;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    return !errno && !*end && v < 65536 ? v + 1 : 0;
+}
+
 const char *shr_last_error(const shr_reader *r)
 {
     return r ? r->err.text : "";

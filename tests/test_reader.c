@@ -937,6 +937,25 @@ START_TEST(test_caller_message)
 }
 END_TEST
 
+/* LOCAL_RANK as pin_device, read through the caller's getter */
+static const char *g_local_rank;
+static char *local_rank_stub(const char *name)
+{
+    return strcmp(name, "LOCAL_RANK") == 0 ? (char *)g_local_rank : NULL;
+}
+
+START_TEST(test_pin_device_from_env)
+{
+    const char *given[] = {"3", "0", "65535", "65536", "-1", "", "2x", " 1", NULL};
+    const uint64_t want[] = {4, 1, 65536, 0, 0, 0, 0, 0, 0};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        g_local_rank = given[k];
+        ck_assert_msg(shr_pin_device_from_env(local_rank_stub) == want[k], "LOCAL_RANK '%s'",
+                      given[k] ? given[k] : "(unset)");
+    }
+}
+END_TEST
+
 START_TEST(test_bad_options)
 {
     shr_options o;
@@ -1525,6 +1544,7 @@ static Suite *reader_suite(void)
     tcase_add_loop_test(tc, test_memory_flat, 0, 3);
     tcase_add_test(tc, test_open_errors);
     tcase_add_test(tc, test_caller_message);
+    tcase_add_test(tc, test_pin_device_from_env);
     tcase_add_test(tc, test_bad_options);
     tcase_add_test(tc, test_output_limits);
     tcase_add_test(tc, test_worker_failure);

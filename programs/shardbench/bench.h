@@ -312,10 +312,6 @@ const char *sb_order_name(shr_order o);
 const char *sb_access_name(shr_access a);
 int sb_parse_double(const char *s, double min, double max, double *out);
 
-/* The device pinned memory goes to on a thread without a CUDA context: $LOCAL_RANK (torchrun's,
- * the program's default; the library reads no environment), or -1 where it is unset or not a
- * device index. */
-int sb_local_device(void);
 /* A number flag for a scalar row of the options table: arg parsed (a whole number for an
  * integer row) and checked against the row (shr_option_check): 0 with *out the value; else a
  * usage error ("--threads (threads) must be in 1..1024, not 2000"). */

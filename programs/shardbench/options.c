@@ -106,13 +106,6 @@ void sb_report_recovery(const char *dir, shr_reader *r, uint32_t epochs)
                 shr_last_error(r));
 }
 
-int sb_local_device(void)
-{
-    const char *s = getenv("LOCAL_RANK");
-    uint64_t v;
-    return s && *s && shc_parse_uint(s, 0, 65535, &v) == 0 ? (int)v : -1;
-}
-
 /* A decimal number in [min, max]. 0 on success, -1 on error. */
 int sb_parse_double(const char *s, double min, double max, double *out)
 {

@@ -99,7 +99,7 @@ static void reader_options(const sb_read_opts *ro, uint64_t epoch, shr_options *
     const char *cache = getenv("SHARDREAD_CACHE"), *no_uring = getenv("SHR_DIRECT_NO_URING");
     o->cache = cache && *cache ? cache : NULL;
     o->direct_pread = no_uring && *no_uring && strcmp(no_uring, "0") != 0;
-    o->pin_device = (uint64_t)(sb_local_device() + 1);      /* $LOCAL_RANK */
+    o->pin_device = shr_pin_device_from_env(getenv);        /* $LOCAL_RANK */
 }
 
 /* Consume epochs [first, first + count) of an open reader into row->spans; the first epoch's

@@ -341,7 +341,7 @@ static int run_train(char *dir, const sb_train_opts *opts)
         o.on_error = to.on_error;
         o.verify_samples = to.verify_samples;
         o.pin = pin;
-        o.pin_device = (uint64_t)(sb_local_device() + 1);
+        o.pin_device = shr_pin_device_from_env(getenv);     /* $LOCAL_RANK */
         if (to.have_size) {
             o.width = to.width;
             o.height = to.height;

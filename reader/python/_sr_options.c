@@ -828,14 +828,7 @@ int sr_loader_options(LoaderObject *self, PyObject *args, PyObject *kw)
     o->pin = v ? SHR_PIN_AUTO : SHR_PIN_OFF;
     /* torchrun's LOCAL_RANK: the device a worker thread without a CUDA context pins on (the
      * package reads the environment; the library reads none) */
-    const char *lr = getenv("LOCAL_RANK");
-    if (lr && *lr) {
-        char *end;
-        errno = 0;
-        unsigned long long x = strtoull(lr, &end, 10);
-        if (!errno && !*end && lr[0] != '-' && x < 65536)
-            o->pin_device = x + 1;
-    }
+    o->pin_device = shr_pin_device_from_env(getenv);
     if (uneven != Py_None) {
         if (sr_choose_row(uneven, "uneven", 0, &v) < 0)
             return -1;
