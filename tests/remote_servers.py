@@ -176,8 +176,9 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
                 f.write(line + "\n")
 
 
-def relay(handler, upstream, method, body):
-    """Forward one request (any method, its body) to http://upstream and its answer back."""
+def relay(handler, upstream, method, body, answered=None):
+    """Forward one request (any method, its body) to http://upstream and its answer back;
+    answered(status), if given, runs once upstream has answered and before the client hears."""
     up = http.client.HTTPConnection(upstream, timeout=30)
     headers = {k: v for k, v in handler.headers.items()
                if k.lower() not in ("connection", "expect")}
@@ -185,6 +186,8 @@ def relay(handler, upstream, method, body):
     r = up.getresponse()
     data = r.read()
     up.close()
+    if answered:
+        answered(r.status)
     handler.send_response(r.status)
     for k, v in r.getheaders():
         if k.lower() not in ("connection", "transfer-encoding", "keep-alive", "content-length"):
@@ -262,13 +265,18 @@ class UploadOrderHandler(WriteFaultHandler):
                         if srv.flight > 1:
                             break
                     time.sleep(0.01)
-        status = relay(self, srv.upstream, "PUT", body)
+        def answered(status):
+            # the journal as the bucket holds it from now on, recorded before the client hears
+            # (it PUTs the shard at once, maybe on another connection)
+            if path.endswith("/.rejects.journal") and 200 <= status < 300:
+                with srv.lock:
+                    srv.journal = body
+                    srv.journals.append(sorted(journal_positions(body)))
+
+        relay(self, srv.upstream, "PUT", body, answered)
         with srv.lock:
             if shard:
                 srv.flight -= 1
-            if path.endswith("/.rejects.journal") and 200 <= status < 300:
-                srv.journal = body
-                srv.journals.append(sorted(journal_positions(body)))
             with open(srv.logpath, "w") as f:
                 json.dump({"most": srv.most, "shards": srv.shards, "journals": srv.journals}, f)
 
