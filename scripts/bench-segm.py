@@ -30,6 +30,11 @@ draw), hflip of both, ColorJitter(JITTER) on the image, to_tensor, the map as a 
 against Loader(targets=True, rrc=True, size=512, flip=True, color_jitter=JITTER) float32 NCHW
 with (B, 512, 512) uint8 maps.
 
+With --dtype uint8 both sides deliver the image as uint8 CHW instead (torchvision's
+pil_to_tensor, the Loader's dtype="uint8"): the float conversion and normalisation then belong to
+the training step on the GPU (as the detection references' PILToTensor then ToDtype, and the
+CUDA feed's shr_feed_normalize, do it), so neither side spends a core on it.
+
 Both sides batch 8. The DataLoader's time runs from its first batch (the worker's start left
 out); the Loader's from its second epoch (the first warms it).
 """
@@ -57,6 +62,12 @@ MULTI_SIZES = (480, 512, 544, 576, 608)
 MULTI_MAX = 1000
 JITTER = (0.2, 0.2, 0.2, 0.1)
 BATCH = 8
+DTYPE = "float32"   # --dtype
+
+
+def to_tensor(img):
+    """The image as the pipeline delivers it: float32 in 0..1 (to_tensor) or uint8 (--dtype)."""
+    return F.to_tensor(img) if DTYPE == "float32" else F.pil_to_tensor(img)
 
 
 def poly_masks(anns, w, h):
@@ -125,7 +136,7 @@ class CocoSegm(torch.utils.data.Dataset):
         img = F.hflip(img)
         masks = masks.flip(-1)
         boxes[:, [0, 2]] = img.width - boxes[:, [2, 0]]
-        return F.to_tensor(img), {"boxes": boxes, "labels": labels, "masks": masks}
+        return to_tensor(img), {"boxes": boxes, "labels": labels, "masks": masks}
 
 
 class LabelMaps(torch.utils.data.Dataset):
@@ -150,7 +161,7 @@ class LabelMaps(torch.utils.data.Dataset):
         if torch.rand(1).item() < 0.5:
             img, mask = F.hflip(img), F.hflip(mask)
         img = self.jitter(img)
-        return F.to_tensor(img), torch.from_numpy(np.array(mask, dtype=np.uint8))
+        return to_tensor(img), torch.from_numpy(np.array(mask, dtype=np.uint8))
 
 
 def run_torchvision(ds, collate=None):
@@ -166,9 +177,10 @@ def run_torchvision(ds, collate=None):
 
 def run_shardread(out, **kw):
     import shardread
+    if DTYPE == "float32":
+        kw.update(mean=0.0, std=255.0)
     loader = shardread.Loader(out, batch_size=BATCH, threads=1, shuffle=True, targets=True,
-                              flip=True, framework="torch", dtype="float32", layout="NCHW",
-                              mean=0.0, std=255.0, **kw)
+                              flip=True, framework="torch", dtype=DTYPE, layout="NCHW", **kw)
     return benchlib.loader_rate(loader, "bench-segm", check_targets)
 
 
@@ -227,7 +239,10 @@ def main():
     ap.add_argument("--images", type=int, default=200)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--work", default="/tmp/bench-segm")
+    ap.add_argument("--dtype", choices=("float32", "uint8"), default="float32")
     a = ap.parse_args()
+    global DTYPE
+    DTYPE = a.dtype
     build = os.path.join(ROOT, os.environ.get("BUILD", "build"))
     shardc = os.path.join(build, "bin", "shardc")
     mksample = os.path.join(build, "bin", "shardc-mksample")
@@ -274,7 +289,7 @@ def main():
     m = {k: statistics.median(v) for k, v in runs.items()}
     print(f"instance: {ni} images of {len(sizes)} distinct sizes (sides 400..640), {nb} polygon "
           f"instances ({nb / ni:.1f} per image); semantic: {len(pairs)} photos of {len(psizes)} "
-          f"distinct sizes with grey label maps; output {SIZE}x{SIZE} float32 NCHW (multi-scale: "
+          f"distinct sizes with grey label maps; output {SIZE}x{SIZE} {DTYPE} NCHW (multi-scale: "
           f"a list); one Loader thread against one DataLoader worker, batch {BATCH}, "
           f"alternating, medians of {a.reps}, img/s; load average (1, 5, 15 min) at the start "
           f"{loads[0]}, after each repetition {'; '.join(loads[1:])}")

@@ -253,6 +253,57 @@ START_TEST(test_kernels_f32_chw)
 }
 END_TEST
 
+/* uint8 CHW: every output kernel against the pixels themselves, byte for byte, over widths around
+ * the vector blocks (16 and 64), every byte offset of a 64-byte line, mirrored or not, with
+ * guard bytes on both sides. */
+START_TEST(test_kernels_u8_chw)
+{
+    const uint32_t widths[] = {1, 2, 15, 16, 17, 63, 64, 65, 79, 127, 128, 129, 191, 257, 601};
+    const uint32_t H = 3;
+    int paths = 0;
+    for (shr_tf_path path = SHR_TF_PLAIN; path <= SHR_TF_AVX512; path++)
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+            for (int combo = 0; combo < 2 * 64; combo++) {
+                uint32_t W = widths[wi];
+                int mirror = combo % 2, off = combo / 2;   /* bytes */
+                shr_tf_out o;
+                shr_tf_out_init(&o, SHR_DTYPE_U8, SHR_LAYOUT_NCHW, W, H, 3);
+                if (shr_tf_out_set_path(&o, path) != 0)
+                    continue;
+                paths |= 1 << path;
+                size_t stride = (size_t)W * 3 + 5;
+                uint8_t *src = malloc(stride * H);
+                size_t count = (size_t)W * H * 3;
+                uint8_t *buf = aligned_alloc(64, (count + 192 + 63) / 64 * 64);
+                ck_assert(src && buf);
+                for (size_t i = 0; i < stride * H; i++)
+                    src[i] = (uint8_t)(i * 7 + i / 256);     /* every value per channel */
+                memset(buf, 0xa5, count + 192);
+                uint8_t *dst = buf + 64 + off;
+                shr_tf_store(&o, src, stride, mirror, dst);
+                for (uint32_t c = 0; c < 3; c++)
+                    for (uint32_t y = 0; y < H; y++)
+                        for (uint32_t x = 0; x < W; x++) {
+                            uint8_t v = src[y * stride + (size_t)(mirror ? W - 1 - x : x) * 3 + c];
+                            uint8_t got = dst[((size_t)c * H + y) * W + x];
+                            tu_check(got == v, "path %d width %u offset %d mirror %d: (%u, %u, %u) "
+                                     "is %u, not %u", path, W, off, mirror, c, y, x, got, v);
+                        }
+                for (size_t i = 0; i < 64 + (size_t)off; i++)
+                    tu_check(buf[i] == 0xa5, "path %d width %u: wrote before the sample", path, W);
+                for (size_t i = 64 + off + count; i < count + 192; i++)
+                    tu_check(buf[i] == 0xa5, "path %d width %u: wrote past the sample", path, W);
+                free(src);
+                free(buf);
+            }
+    ck_assert(paths & 1);
+#ifdef FMT_AVX512
+    if (fmt_cpu() & FMT_CPU_AVX512)
+        ck_assert_msg(paths & 4, "the CPU has AVX-512 but its path was not checked");
+#endif
+}
+END_TEST
+
 /* Which path an output kernel takes: AVX-512 where the CPU has it and fmt_simd_avx512() says
  * so, AVX2 without it, the plain path with the switch off (SHARDREAD_SIMD=0). */
 START_TEST(test_kernel_path_switch)
@@ -979,6 +1030,7 @@ static Suite *transform_suite(void)
     tcase_add_test(tc, test_half);
     tcase_add_test(tc, test_kernels);
     tcase_add_test(tc, test_kernels_f32_chw);
+    tcase_add_test(tc, test_kernels_u8_chw);
     tcase_add_test(tc, test_kernel_path_switch);
     tcase_add_test(tc, test_switch_not_from_environment);
     tcase_add_test(tc, test_rrc_ranges);
