@@ -1043,6 +1043,13 @@ typedef struct {
 } shr_info;
 SHR_API void shr_get_info(const shr_reader *r, shr_info *info);
 
+/* 1 if every batch buffer of r's ring is CUDA pinned host memory (shr_info.pinned); else 0, and
+ * why (NULL: not wanted) says why the host-to-device copies will be staged: "pinned memory is
+ * off (pin)", "no CUDA device: " and what the probe of the CUDA runtime found (no runtime, a
+ * driver too old, no device), or the failed allocation ("cudaHostAlloc of N bytes: out of
+ * memory", the locked-memory limit, say). 0 for NULL. Any thread. */
+SHR_API int shr_pinned(const shr_reader *r, shr_msg *why);
+
 /* Pipeline statistics and auto threads.
  *
  * Every worker counts, always, the batches and samples it filled, the wall time it spent filling

@@ -2,8 +2,10 @@
  * to resume from (shr_get_state), the epochs' batch and sample counts, the recovery counts, its
  * info; and the accessors of a delivered batch's detection targets, masks and keypoints.
  */
+#include <stdio.h>
 #include <string.h>
 
+#include "pinned.h"
 #include "reader.h"
 
 /* ---- state and info ---- */
@@ -80,9 +82,28 @@ void shr_get_info(const shr_reader *r, shr_info *info)
         info->classes = r->mx->all_classes;
         info->ring_bytes += (uint64_t)r->nslots * r->o.batch_size * sizeof(int64_t);
     }
-    info->pinned = r->slots && r->nslots > 0;
-    for (uint32_t i = 0; info->pinned && i < r->nslots; i++)
-        info->pinned = r->slots[i].b.pinned;
+    info->pinned = shr_pinned(r, NULL);
+}
+
+int shr_pinned(const shr_reader *r, shr_msg *why)
+{
+    if (!r)
+        return 0;
+    int pinned = r->slots && r->nslots > 0;
+    for (uint32_t i = 0; pinned && i < r->nslots; i++)
+        pinned = r->slots[i].b.pinned;
+    if (pinned || !why)
+        return pinned;
+    if (r->o.pin == SHR_PIN_OFF)
+        snprintf(why->text, sizeof why->text, "pinned memory is off (pin)");
+    else if (r->unpinned.text[0])
+        *why = r->unpinned;
+    else {
+        char status[sizeof why->text - 32];
+        snprintf(why->text, sizeof why->text, "no CUDA device: %s",
+                 shr_cuda_status(status, sizeof status));
+    }
+    return 0;
 }
 
 /* ---- a batch's targets ---- */

@@ -1,9 +1,11 @@
 /* pinned.c - batch host buffers: cudaHostAlloc through a run-time loaded CUDA runtime, else
  * posix_memalign. Nothing here links against CUDA.
  *
- * What the loader found is kept as text (shr_cuda_status): a machine where pinned memory was
- * expected and ordinary memory was used must be able to say why (no runtime, no driver, a driver
- * too old, no device, a failed cudaHostAlloc), not only that. */
+ * What the loader found is kept as text (shr_cuda_status), a fact of the process fixed by its
+ * one probe; a failed cudaHostAlloc is told to the caller who asked for the memory (its why):
+ * a machine where pinned memory was expected and ordinary memory was used must be able to say
+ * why (no runtime, no driver, a driver too old, no device, a failed cudaHostAlloc), not only
+ * that. */
 #include "fmt.h"
 #include "pinned.h"
 
@@ -36,10 +38,6 @@ static cuda_error_string_fn g_error_string;
 static cuda_get_last_error_fn g_clear_error;
 static cu_ctx_get_current_fn g_ctx_current;
 static char g_status[768];
-
-/* The latest failed cudaHostAlloc, under its lock. */
-static pthread_mutex_t g_alloc_mu = PTHREAD_MUTEX_INITIALIZER;
-static char g_alloc_err[256];
 
 static const char *err_string(cuda_error_string_fn f, int e)
 {
@@ -152,12 +150,7 @@ const char *shr_cuda_status(char *buf, size_t len)
     pthread_once(&g_once, cuda_load);
     if (!buf || len == 0)
         return "";
-    pthread_mutex_lock(&g_alloc_mu);
-    if (g_alloc_err[0])
-        snprintf(buf, len, "%s; %s", g_status, g_alloc_err);
-    else
-        snprintf(buf, len, "%s", g_status);
-    pthread_mutex_unlock(&g_alloc_mu);
+    snprintf(buf, len, "%s", g_status);
     return buf;
 }
 
@@ -172,7 +165,7 @@ static void choose_device(int device)
         g_clear_error();                /* a failure leaves the default device */
 }
 
-int shr_host_alloc(size_t n, void **p, int *pinned, shr_pin mode, int device)
+int shr_host_alloc(size_t n, void **p, int *pinned, shr_pin mode, int device, fmt_msg *why)
 {
     *p = NULL;
     *pinned = 0;
@@ -190,10 +183,9 @@ int shr_host_alloc(size_t n, void **p, int *pinned, shr_pin mode, int device)
         /* pinning can fail where plain memory does not (RLIMIT_MEMLOCK, fragmentation): the
          * batch still works, only its device copy is slower; the reason is kept */
         g_clear_error();
-        pthread_mutex_lock(&g_alloc_mu);
-        snprintf(g_alloc_err, sizeof g_alloc_err, "cudaHostAlloc of %zu bytes: %s", n,
-                 err_string(g_error_string, e));
-        pthread_mutex_unlock(&g_alloc_mu);
+        if (why)
+            snprintf(why->text, sizeof why->text, "cudaHostAlloc of %zu bytes: %s", n,
+                     err_string(g_error_string, e));
     }
     void *q = NULL;
     if (posix_memalign(&q, SHR_HOST_ALIGN, n) != 0)

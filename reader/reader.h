@@ -132,6 +132,8 @@ struct shr_reader {
     int failed;
     shr_recovery recovery;
     fmt_msg err;                /* shr_last_error(r) */
+    fmt_msg unpinned;           /* why a batch buffer is ordinary memory (shr_pinned): the
+                                 * first failed cudaHostAlloc of the open; "" otherwise */
     fmt_msg *why;               /* during shr_open_with only: its message, until the caller's
                                  * msg is given it on failure */
     uint64_t c_batches, c_wait_ns;      /* delivered, and waited for (stats.h: relaxed) */

@@ -383,14 +383,18 @@ static int make_ring(shr_reader *r)
         return ENOMEM;
     for (uint32_t i = 0; i < n; i++) {
         shr_slot *s = &r->slots[i];
+        fmt_msg why = {""};
         int rc = shr_host_alloc(r->batch_bytes, &s->data, &s->b.pinned, (shr_pin)r->o.pin,
-                                (int)r->o.pin_device - 1);
+                                (int)r->o.pin_device - 1, &why);
+        if (why.text[0] && !r->unpinned.text[0])
+            r->unpinned = why;
         if (rc)
             return fmt_fail(r->why, rc, "cannot allocate %u batch buffers of %zu bytes", n,
                             r->batch_bytes);
         void *arr = NULL;
         if (shr_host_alloc(3 * (size_t)r->o.batch_size * sizeof *s->arrays, &arr,
-                           &s->arrays_pinned, (shr_pin)r->o.pin, (int)r->o.pin_device - 1) == 0) {
+                           &s->arrays_pinned, (shr_pin)r->o.pin, (int)r->o.pin_device - 1,
+                           NULL) == 0) {
             memset(arr, 0, 3 * (size_t)r->o.batch_size * sizeof *s->arrays);
             s->arrays = arr;
         }

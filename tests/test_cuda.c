@@ -390,7 +390,7 @@ START_TEST(test_gpu_copy_equals_host)
             void *host = NULL;
             int pinned = 0;
             ck_assert_int_eq(shr_host_alloc(bytes, &host, &pinned,
-                                            pin ? SHR_PIN_AUTO : SHR_PIN_OFF, -1), 0);
+                                            pin ? SHR_PIN_AUTO : SHR_PIN_OFF, -1, NULL), 0);
             ck_assert_int_eq(pinned, pin);
             fill_random(host, bytes, t * 2 + (uint64_t)pin);
             shr_batch b = batch_of(host, NULL, shapes[t][0], shapes[t][1], shapes[t][2],
@@ -438,7 +438,8 @@ START_TEST(test_gpu_no_early_reuse)
     uint8_t *host[HOSTS];
     int pinned[HOSTS];
     for (int i = 0; i < HOSTS; i++) {
-        ck_assert_int_eq(shr_host_alloc(bytes, (void **)&host[i], &pinned[i], SHR_PIN_AUTO, -1), 0);
+        ck_assert_int_eq(shr_host_alloc(bytes, (void **)&host[i], &pinned[i], SHR_PIN_AUTO, -1,
+                                        NULL), 0);
         ck_assert_int_eq(pinned[i], 1);
     }
     uint64_t want[RUNS];

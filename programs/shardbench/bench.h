@@ -256,6 +256,7 @@ struct sb_feed {
     uint32_t nthreads, started;
     shr_ring ring;              /* ring slot i is slots[i]; stream batch k: feed.c */
     int pinned;                 /* every slot's pixels are CUDA pinned memory (shr_host_alloc) */
+    fmt_msg unpinned;           /* why not, where an allocation fell back: its reason */
     uint64_t ring_bytes;        /* the slots' buffers: pixels, labels, indices, sources */
     /* consumer side: touched only by the thread calling sb_feed_next */
     uint64_t epoch, nb;         /* the current epoch; batches per epoch */

@@ -125,8 +125,11 @@ int sb_feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32
         /* pinned where a device is, as the reader's ring and a DataLoader with pin_memory: a
          * copy out of pageable memory would be staged by the driver */
         void *data = NULL;
+        fmt_msg why = {""};
         rc = shr_host_alloc(len, &data, &b->pinned, pin,
-                            (int)shr_pin_device_from_env(getenv) - 1);      /* $LOCAL_RANK */
+                            (int)shr_pin_device_from_env(getenv) - 1, &why);   /* $LOCAL_RANK */
+        if (why.text[0] && !f->unpinned.text[0])
+            f->unpinned = why;
         b->data = data;
         b->labels = malloc(batch * sizeof *b->labels);
         b->indices = malloc(batch * sizeof *b->indices);

@@ -420,9 +420,16 @@ static int run_train(char *dir, const sb_train_opts *opts)
     if (!sb_step_gpu(step, NULL) && to.step.device == SB_DEVICE_AUTO)
         fprintf(stderr, "shardbench: the training step runs on the CPU: %s\n", sb_gpu_status());
     if (sb_step_gpu(step, NULL) && !info.pinned) {
-        char why[512];
+        shr_msg why = {""};
+        if (r)
+            shr_pinned(r, &why);
+        else if (feed.unpinned.text[0])
+            why = feed.unpinned;
+        else
+            snprintf(why.text, sizeof why.text, "no CUDA device: %s",
+                     shr_cuda_status((char[400]){0}, 400));
         fprintf(stderr, "shardbench: warning: the batches are in pageable memory, host-to-device "
-                "copies are staged: %s\n", shr_cuda_status(why, sizeof why));
+                "copies are staged: %s\n", why.text);
     }
     if (r && sb_step_gpu(step, NULL) &&
         (info.dtype != SHR_DTYPE_U8 || (info.layout == SHR_LAYOUT_NCHW && info.channels > 1))) {
