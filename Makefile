@@ -105,12 +105,13 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 #     (the folder baselines read in the reader's order), pinned.h (pinned host buffers and the
 #     CUDA probe); its GPU step (cuda_step.cu) shares launch helpers with the CUDA feed
 #     (cuda_common.h)
-#   _shardwrite (compiler/python/): the build's options and the streamed build (build.h,
-#     stream.h, augment.h, backend.h, compress.h, resample.h, manifest.h, util.h)
+#   _shardwrite (compiler/python/): the streamed build's items (stream.h: their fields and
+#     targets are the formats' types, so the stream stays internal) and a target's largest size
+#     (target.h); its options go through shardc.h by flag name
 INTERNAL_shardc := augment.h backend.h dataset.h inspect.h json.h raw.h remote.h
 INTERNAL_shardbench := build.h dataset.h fmt.h geometry.h image.h inputs.h json.h manifest.h \
     render.h util.h ring.h sampler.h pinned.h cuda_common.h
-INTERNAL_shardwrite := augment.h backend.h build.h compress.h manifest.h resample.h stream.h util.h
+INTERNAL_shardwrite := stream.h target.h
 # include paths: the public headers and the folder, then the libraries' folders whose internals
 # the list allows (a reader internal only through a link in $(BUILD)/include/bench/: any other
 # header of reader/ is a compile error as well)
