@@ -99,8 +99,8 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 #     augmentation (augment.h) and the JSON summary's string quoting (json.h) in cli.c. A build,
 #     its parts and their merge go through the public shardc.h alone.
 #   shardbench: the compiler's pipeline for `compare` and the folder baselines (build.h,
-#     render.h, inputs.h, dataset.h, manifest.h, geometry.h, image.h, json.h, fmt.h), the CLI's
-#     number and size parsing shardc uses (util.h), and of the
+#     render.h, inputs.h, dataset.h, manifest.h, geometry.h, image.h, json.h, fmt.h), the
+#     WxH parsing of the build's flags (util.h: shc_parse_wxh), and of the
 #     reader: ring.h (the folder feed's decode workers run under the reader's batch ring), sampler.h
 #     (the folder baselines read in the reader's order), pinned.h (pinned host buffers and the
 #     CUDA probe); its GPU step (cuda_step.cu) shares launch helpers with the CUDA feed
