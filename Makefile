@@ -292,6 +292,7 @@ $(BUILD)/tests/test_mksample: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_roi: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_part: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_stream: $(BUILD)/tests/tools/mksample.o
+$(BUILD)/tests/test_build_options: $(BUILD)/tests/tools/mksample.o
 
 # `make demo` and `make test` work on a fresh machine: they install what is missing first.
 demo: deps

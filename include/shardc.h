@@ -4,9 +4,9 @@
  *     shc_build_opts *o = shc_build_opts_new();
  *     shc_msg why;
  *     if (!o) { ... out of memory ... }
+ *     shc_build_sources(o, srcs, nsrc);    // class folders, archives, ... (the SRCs)
  *     if (shc_build_set(o, "output", "ds", &why) || shc_build_set(o, "size", "224", &why) ||
- *         shc_build_set(o, "format", "raw", &why) || shc_build_sources(o, srcs, nsrc) ||
- *         shc_build_check(o, &why)) {
+ *         shc_build_set(o, "strict", NULL, &why) || shc_build_check(o, &why)) {
  *         fprintf(stderr, "%s\n", why.text); ...
  *     }
  *     int rc = shc_build(o, &callbacks);   // 0, SHC_EREJECTS, SHC_EINPUT, ...

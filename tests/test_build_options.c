@@ -1,7 +1,8 @@
 /* A build's options through their public handle (shardc.h): the table of `shardc build`'s flags
  * (compiler/build_options.def) as shc_build_flags lists it, every flag reachable through
  * shc_build_set by its name, each kind of value refused in the command line's words and taken at
- * its bounds, the checks between flags (shc_build_check), and the defaults. */
+ * its bounds, the checks between flags (shc_build_check), the defaults, and a build made through
+ * the public calls alone. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "augment.h"
 #include "backend.h"
 #include "build.h"
+#include "mksample.h"
 #include "shardc.h"
 #include "testutil.h"
 
@@ -326,6 +328,68 @@ START_TEST(defaults_and_view)
 }
 END_TEST
 
+static void count_samples(void *ctx, const shc_summary *s)
+{
+    *(uint64_t *)ctx = s->samples;
+}
+
+/* A build through shardc.h alone (the header's example) writes the bytes of one whose struct was
+ * filled field by field, as the command line did before the handle. */
+START_TEST(public_calls_build)
+{
+    char src[700], a[700], b[700], fa[800], fb[800];
+    snprintf(src, sizeof src, "%s/src", g_dir);
+    mks_opts mo;
+    mks_opts_init(&mo);
+    mo.classes = 2;
+    mo.per_class = 3;
+    mo.broken = 0;
+    mks_report rep;
+    ck_assert_int_eq(mks_generate(src, &mo, &rep), 0);
+    tu_path(a, sizeof a, "a");
+    tu_path(b, sizeof b, "b");
+    char *srcs[] = {src};
+
+    shc_build_opts *o = shc_build_opts_new();
+    shc_msg why = {{0}};
+    shc_build_sources(o, srcs, 1);
+    ck_assert_msg(shc_build_set(o, "output", a, &why) == 0 && shc_build_set(o, "size", "16x12",
+                  &why) == 0 && shc_build_set(o, "gray", NULL, &why) == 0 &&
+                  shc_build_set(o, "shard-samples", "4", &why) == 0 &&
+                  shc_build_set(o, "threads", "2", &why) == 0 && shc_build_check(o, &why) == 0,
+                  "%s", why.text);
+    uint64_t samples = 0;
+    shc_build_cb cb = {.ctx = &samples, .summary = count_samples};
+    ck_assert_int_eq(shc_build(o, &cb), 0);
+    ck_assert_uint_eq(samples, 6);
+    shc_build_opts_free(o);
+
+    shc_build_opts f;
+    shc_build_opts_init(&f);
+    f.srcs = srcs;
+    f.nsrc = 1;
+    f.out = b;
+    f.r.geom.mode = FMT_GEOM_SIZE;
+    f.r.geom.width = 16;
+    f.r.geom.height = 12;
+    f.r.channels = 1;
+    f.shard_samples = 4;
+    f.threads = 2;
+    ck_assert_int_eq(shc_build(&f, NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        snprintf(fa, sizeof fa, "%s/shard-%05d.raw", a, i);
+        snprintf(fb, sizeof fb, "%s/shard-%05d.raw", b, i);
+        size_t la, lb;
+        uint8_t *da = tu_slurp(fa, &la), *db = tu_slurp(fb, &lb);
+        ck_assert_msg(da && db, "%s or %s missing", fa, fb);
+        ck_assert_uint_eq(la, lb);
+        ck_assert_mem_eq(da, db, la);
+        free(da);
+        free(db);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("build_options");
@@ -336,6 +400,8 @@ int main(void)
     tcase_add_test(tc, derived_fields);
     tcase_add_test(tc, checks_between_flags);
     tcase_add_test(tc, defaults_and_view);
+    tu_temp_fixtures(tc);
+    tcase_add_test(tc, public_calls_build);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
