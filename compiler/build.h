@@ -19,11 +19,9 @@
 
 #define SHC_UPLOAD_THREADS 4    /* shards uploaded at once by default (upload_threads) */
 
-/* The public part (codes, callbacks, the options' setters) is include/shardc.h; this is the
- * options' struct behind its handle, which the library's own code fills and reads directly. */
-
-/* Crash tests (the points are listed at the top of build.c): shc_crash_opts (shardc.h). shardc
- * and the Python writer take them from their environment (shc_crash_from_env). */
+/* The public part (codes, callbacks, the options' setters, shc_build) is include/shardc.h; this
+ * is the options' struct behind its handle, which the library's own code fills and reads
+ * directly. The crash points of shc_crash_opts (shardc.h) are listed at the top of build.c. */
 
 struct shc_build_opts {
     char *const *srcs;

@@ -146,8 +146,8 @@ int shc_part_parse(const char *arg, shc_part *p, shc_msg *msg);
  *   MPICH, Intel MPI (Hydra): PMI_RANK, PMI_SIZE
  *   MVAPICH2: MV2_COMM_WORLD_RANK, MV2_COMM_WORLD_SIZE
  *   srun tasks: SLURM_PROCID, SLURM_NTASKS
- * *from names the variables used (static string). ENOENT when none is set, EINVAL when the
- * values are inconsistent (msg says why in both). */
+ * getenv_fn is getenv, or a stand-in for tests. *from names the variables used (static string).
+ * ENOENT when none is set, EINVAL when the values are inconsistent (msg says why in both). */
 int shc_part_from_env(char *(*getenv_fn)(const char *), shc_part *p, const char **from,
                       shc_msg *msg);
 
@@ -169,8 +169,8 @@ typedef struct {
 
 /* Join the parts in out (OUT/parts/IIIII-of-NNNNN, built with "part") into the dataset a
  * one-machine build gives; nothing is written when a check fails. 0, SHC_MERGE_* or an errno
- * value; msg (may be NULL) says what and names the parts at fault. o and res may be NULL (o:
- * the defaults). */
+ * value; msg (may be NULL) says what and names the parts at fault (a list of missing parts too
+ * long for it ends in "..."). o and res may be NULL (o: the defaults). */
 int shc_merge(const char *out, const shc_merge_opts *o, shc_merge_result *res, shc_msg *msg);
 
 /* ---- a build's options ---- */
