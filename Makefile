@@ -68,15 +68,15 @@ CPPFLAGS += -D_GNU_SOURCE -DSHARDC_VERSION='"$(VERSION)"'
 # image.h (image buffers), through links in $(BUILD)/include/pixbase/: none of the formats'
 # containers; formats/ sees itself and pixels/; remote/ (datasets at URLs:
 # downloads into a local cache, checked with the formats' code) sees formats/ and itself; the
-# compiler and the reader libraries see formats/, remote/ and themselves (the reader also
-# include/, where its public header is); the tests, the test tools (tests/tools/:
+# compiler and the reader libraries see formats/, remote/, themselves and include/, where their
+# public headers are (shardc.h, shardread.h), which they implement; the tests, the test tools (tests/tools/:
 # shardc-mksample) and the scripts' tools see everything.
 # (tests/e2e_layers.sh checks the command lines.)
 PIX_BASE_H := fmt.h image.h
 INC_pixels := -Ipixels -I$(BUILD)/include/pixbase
 INC_formats := -Iformats -Ipixels
 INC_remote := -Iformats -Ipixels -Iremote
-INC_compiler := -Iformats -Ipixels -Iremote -Icompiler
+INC_compiler := -Iformats -Ipixels -Iremote -Icompiler -Iinclude
 INC_reader := -Iformats -Ipixels -Iremote -Ireader -Iinclude
 INC_all := -Iformats -Ipixels -Iremote -Icompiler -Ireader -Iinclude -Iprograms \
     -Iprograms/shardbench -Itests/tools
@@ -93,24 +93,25 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 # program's INTERNAL_ list below: the internals a program still reaches for, each until the
 # library offers what it needs through a public header. The Python extension of the reader
 # (reader/python/) has no such list: it is compiled with -Iinclude alone.
-#   shardc, shardc-mpi: the build's options and callbacks (build.h), the --part slices and merge
-#     (part.h, merge.h), `info`, `verify` and `cat` over the formats' dataset, manifest, backends
+#   shardc, shardc-mpi: `info`, `verify` and `cat` over the formats' dataset, manifest, backends
 #     and augmentation records (dataset.h, backend.h, raw.h, augment.h, json.h, inspect.h), a
-#     dataset URL resolved to its cache for them (remote.h), and the CLI's number parsing (util.h)
+#     dataset URL resolved to its cache for them (remote.h); the usage text's default
+#     augmentation (augment.h) and the JSON summary's string quoting (json.h) in cli.c. A build,
+#     its parts and their merge go through the public shardc.h alone.
 #   shardbench: the compiler's pipeline for `compare` and the folder baselines (build.h,
-#     render.h, inputs.h, dataset.h, manifest.h, geometry.h, image.h, json.h, fmt.h), the CLI's
-#     number and size parsing shardc uses (util.h), and of the
+#     render.h, inputs.h, dataset.h, manifest.h, geometry.h, image.h, json.h, fmt.h), the
+#     WxH parsing of the build's flags (util.h: shc_parse_wxh), and of the
 #     reader: ring.h (the folder feed's decode workers run under the reader's batch ring), sampler.h
 #     (the folder baselines read in the reader's order), pinned.h (pinned host buffers and the
 #     CUDA probe); its GPU step (cuda_step.cu) shares launch helpers with the CUDA feed
 #     (cuda_common.h)
-#   _shardwrite (compiler/python/): the build's options and the streamed build (build.h,
-#     stream.h, augment.h, backend.h, compress.h, resample.h, manifest.h, util.h)
-INTERNAL_shardc := augment.h backend.h build.h dataset.h inspect.h json.h merge.h part.h raw.h \
-    util.h remote.h
+#   _shardwrite (compiler/python/): the streamed build's items (stream.h: their fields and
+#     targets are the formats' types, so the stream stays internal) and a target's largest size
+#     (target.h); its options go through shardc.h by flag name
+INTERNAL_shardc := augment.h backend.h dataset.h inspect.h json.h raw.h remote.h
 INTERNAL_shardbench := build.h dataset.h fmt.h geometry.h image.h inputs.h json.h manifest.h \
     render.h util.h ring.h sampler.h pinned.h cuda_common.h
-INTERNAL_shardwrite := augment.h backend.h build.h compress.h manifest.h resample.h stream.h util.h
+INTERNAL_shardwrite := stream.h target.h
 # include paths: the public headers and the folder, then the libraries' folders whose internals
 # the list allows (a reader internal only through a link in $(BUILD)/include/bench/: any other
 # header of reader/ is a compile error as well)
@@ -291,6 +292,7 @@ $(BUILD)/tests/test_mksample: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_roi: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_part: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_stream: $(BUILD)/tests/tools/mksample.o
+$(BUILD)/tests/test_build_options: $(BUILD)/tests/tools/mksample.o
 
 # `make demo` and `make test` work on a fresh machine: they install what is missing first.
 demo: deps
@@ -388,7 +390,7 @@ install: all
 	install -m 755 $(READ_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so.$(SOVERSION)
 	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so
-	install -m 644 include/shardread.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/shardread.h include/shardc.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	    -e 's|@PRIVATE_LIBS@|$(strip $(LDLIBS)) -ldl -pthread|g' reader/shardread.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/shardread.pc

@@ -26,40 +26,10 @@
 
 #include "fmt.h"
 #include "manifest.h"
+#include "shardc.h"
 
-/* Errors of shc_merge besides errno values of I/O (those leave no manifest either): the
- * project's list (fmt.h, SHC_ERRORS) names them, and merge.c checks this enum against it. */
-enum {
-    SHC_MERGE_ENOPARTS = -30590, /* OUT/parts missing or empty */
-    SHC_MERGE_EMISSING,         /* parts missing or unfinished (msg lists them) */
-    SHC_MERGE_EMISMATCH,        /* a part disagrees with the others or is damaged (msg names it) */
-    SHC_MERGE_EBUSY,            /* another merge or build holds OUT's lock (nothing written) */
-    SHC_MERGE_ELAST
-};
-
-/* The exit status of the CLI contract (build.h) for a result of shc_merge: a merge refused (the
- * codes above, or an OUT that cannot be written) SHC_EXIT_USAGE, any other failure
- * SHC_EXIT_IO. */
-int shc_merge_exit(int rc);
-
-typedef struct {
-    uint32_t parts;
-    uint64_t samples, inputs, rejects, shards, bytes;
-} shc_merge_result;
-
-/* For an s3:// out: the folder the parts' tables are downloaded into (NULL: "upload" under the
- * cache root, cache, NULL for ~/.cache/shardread: publish.h), and the part size of multipart
- * uploads (0: 64 MiB). shardc takes the cache root and the part size from $SHARDREAD_CACHE and
- * $SHARDC_UPLOAD_PART_SIZE; the library reads neither. */
-typedef struct {
-    const char *staging, *cache;
-    uint64_t part_size;
-} shc_merge_opts;
-
-/* Merge the parts in out. 0, SHC_MERGE_* or an errno value; msg (fmt.h, may be NULL) says what and
- * names the parts at fault (a list of missing parts too long for it ends in "..."). o and res
- * may be NULL (o: the defaults). */
-int shc_merge(const char *out, const shc_merge_opts *o, shc_merge_result *res, fmt_msg *msg);
+/* The codes (SHC_MERGE_*), shc_merge_exit, shc_merge_opts, shc_merge_result and shc_merge are
+ * public: shardc.h. merge.c checks the codes against the project's list (fmt.h). */
 
 /* A merge whose shards are elsewhere (the parts of an s3:// OUT: publish.h): out holds the
  * parts' manifests and tables only. Instead of opening each shard, shard(ctx, part, ms, msg)

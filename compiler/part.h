@@ -22,36 +22,13 @@
 
 #include "fmt.h"
 #include "inputs.h"
+#include "shardc.h"
 
-#define SHC_PARTS_DIR "parts"
-#define SHC_PART_MAX 99999u             /* five digits in the folder name */
-#define SHC_PART_NAME_LEN 15            /* "IIIII-of-NNNNN" and its NUL */
-
-typedef struct {
-    uint32_t index, count;              /* count 0: no part, the whole input list */
-} shc_part;
-
-/* "I/N" (0 <= I < N <= SHC_PART_MAX). EINVAL with the reason in msg. */
-int shc_part_parse(const char *arg, shc_part *p, fmt_msg *msg);
-
-/* --part auto: I and N from the environment, trying in turn
- *   a Slurm job array: SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_MIN (default 0),
- *     SLURM_ARRAY_TASK_STEP (default 1) and SLURM_ARRAY_TASK_COUNT or SLURM_ARRAY_TASK_MAX;
- *     I = (ID - MIN) / STEP, so --array=0-7 and --array=1-8 both give parts 0..7 of 8
- *   Open MPI: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE
- *   MPICH, Intel MPI (Hydra): PMI_RANK, PMI_SIZE
- *   MVAPICH2: MV2_COMM_WORLD_RANK, MV2_COMM_WORLD_SIZE
- *   srun tasks: SLURM_PROCID, SLURM_NTASKS
- * getenv_fn is getenv, or a stand-in for tests. *from names the variables used (static string).
- * ENOENT when none is set, EINVAL when the values are inconsistent (msg says why in both). */
-int shc_part_from_env(char *(*getenv_fn)(const char *), shc_part *p, const char **from,
-                      fmt_msg *msg);
+/* shc_part, SHC_PARTS_DIR, SHC_PART_MAX, SHC_PART_NAME_LEN, shc_part_parse, shc_part_from_env
+ * and shc_part_name are public: shardc.h. */
 
 /* The slice [*lo, *hi) of n inputs part p takes (the whole list when p->count is 0). */
 void shc_part_range(uint64_t n, const shc_part *p, uint64_t *lo, uint64_t *hi);
-
-/* "IIIII-of-NNNNN" into name (SHC_PART_NAME_LEN bytes). */
-void shc_part_name(const shc_part *p, char name[SHC_PART_NAME_LEN]);
 
 /* Parse a folder name made by shc_part_name. 0, or EINVAL when it is not one. */
 int shc_part_name_parse(const char *name, shc_part *p);

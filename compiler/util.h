@@ -7,12 +7,7 @@
 #include <stdio.h>
 #include <stdint.h>
 
-/* Parse a byte size: digits with an optional suffix k/K/KB (1000), KiB (1024), M/MB, MiB, G/GB,
- * GiB, T/TB, TiB; "1GiB", "512M", "4096". Overflow-checked. 0 on success, -1 on error. */
-int shc_parse_size(const char *s, uint64_t *out);
-
-/* Parse an unsigned decimal integer in [min, max]. 0 on success, -1 on error. */
-int shc_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+#include "shardc.h"   /* shc_parse_size, shc_parse_uint, shc_human_size */
 
 /* Parse "WxH" (both 1..65535), or "N" for NxN (torchvision's int size). 0 on success, -1 on
  * error. */
@@ -22,9 +17,6 @@ int shc_parse_wxh(const char *s, uint32_t *w, uint32_t *h);
  * the end of the file, -2 when it does not fit (the rest of it is not read); *nul says whether
  * the bytes read hold a NUL byte (a file zero-filled by a crash). */
 long shc_read_line(FILE *f, char *buf, size_t cap, int *nul);
-
-/* "1.5 GiB" style, into buf. Returns buf. */
-char *shc_human_size(uint64_t bytes, char *buf, size_t len);
 
 /* Take an exclusive, non-blocking flock(2) on dir/name (created if absent) and write our pid
  * into it, so that one writer at a time works in dir. Returns 0 with *fd holding the lock (it

@@ -11,13 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "augment.h"
-#include "backend.h"
-#include "json.h"
-#include "part.h"
-#include "raw.h"
-#include "remote.h"
-#include "util.h"
+#include <time.h>
+
+#include "augment.h"    /* FMT_AUG_DEFAULT_SPEC, in the usage text */
+#include "json.h"       /* fmt_json_string */
 
 const char shc_usage_build[] =
     "usage: shardc build SRC... -o OUT [options]\n"
@@ -121,7 +118,7 @@ const char *shc_cli_cache(void)
 
 int shc_cli_part_size(uint64_t *size)
 {
-    fmt_msg why;
+    shc_msg why;
     if (shc_part_size_from_env(getenv, size, &why) == 0)
         return 0;
     fprintf(stderr, "shardc: %s\n", why.text);
@@ -138,334 +135,138 @@ int shc_usage_error(const char *usage, const char *fmt, const char *arg)
     return SHC_EXIT_USAGE;
 }
 
-/* "raw, hdf5, ..., bmp or jpeg": every backend compiled in. */
-static void format_list(char *buf, size_t len)
-{
-    const char *const *n = fmt_backend_names();
-    size_t k = 0, used = 0;
-    while (n[k])
-        k++;
-    buf[0] = '\0';
-    for (size_t i = 0; i < k && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s", i == 0 ? "" : i + 1 < k ? ", " :
-                                 " or ", n[i]);
-}
-
 static int build_error(const char *fmt, const char *arg)
 {
     return shc_usage_error(shc_usage_build, fmt, arg);
 }
 
+double shc_cli_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
 /* ---- build ---- */
 
-enum {
-    OPT_FORMAT = 256, OPT_LIST, OPT_SIZE, OPT_FIT, OPT_SHORT, OPT_MAXSIDE, OPT_GRAY, OPT_SHARDSIZE,
-    OPT_SHARDSAMPLES, OPT_ALIGN, OPT_MAXPIX, OPT_MAXIMGSIDE, OPT_MAXFILE, OPT_STRICT, OPT_RESUME,
-    OPT_FORCE, OPT_DRYRUN, OPT_PROGRESS, OPT_NOPROGRESS, OPT_JSON, OPT_AUGMENT, OPT_AUG, OPT_SEED,
-    OPT_QUALITY, OPT_COMPRESS, OPT_CROP, OPT_FILTER, OPT_SHRINK, OPT_PART, OPT_JPEGFRACTION,
-    OPT_WDS, OPT_WDSLABEL, OPT_ARCBUF, OPT_COCO, OPT_YOLO, OPT_NAMES, OPT_SKIPEMPTY,
-    OPT_FIELDS, OPT_STAGING, OPT_PARTSIZE, OPT_UPTHREADS, OPT_KPTSHAPE, OPT_MASKS, OPT_MASKSUFFIX,
-    OPT_IGNORE
-};
+/* getopt_long's table, from the library's table of flags (shc_build_flags): a flag with a
+ * one-letter form returns that letter, any other FLAG_BASE + its row (an alias: its target's
+ * row, so that an abbreviation of both names stays one flag, as getopt_long takes it). */
+enum { FLAG_BASE = 256, FLAG_MAX = 96 };
 
-int shc_build_args(int argc, char **argv, shc_build_opts *out)
+static size_t flag_row(const shc_build_flag *f, size_t n, const char *name)
 {
-    static const struct option opts[] = {
-        {"output", required_argument, 0, 'o'},      {"threads", required_argument, 0, 'j'},
-        {"format", required_argument, 0, OPT_FORMAT}, {"list", required_argument, 0, OPT_LIST},
-        {"size", required_argument, 0, OPT_SIZE},   {"fit", required_argument, 0, OPT_FIT},
-        {"short-side", required_argument, 0, OPT_SHORT},
-        {"max-side", required_argument, 0, OPT_MAXSIDE}, {"gray", no_argument, 0, OPT_GRAY},
-        {"grey", no_argument, 0, OPT_GRAY},
-        {"shard-size", required_argument, 0, OPT_SHARDSIZE},
-        {"shard-samples", required_argument, 0, OPT_SHARDSAMPLES},
-        {"align", required_argument, 0, OPT_ALIGN},
-        {"max-pixels", required_argument, 0, OPT_MAXPIX},
-        {"max-image-side", required_argument, 0, OPT_MAXIMGSIDE},
-        {"max-file-size", required_argument, 0, OPT_MAXFILE},
-        {"strict", no_argument, 0, OPT_STRICT},     {"resume", no_argument, 0, OPT_RESUME},
-        {"force", no_argument, 0, OPT_FORCE},       {"dry-run", no_argument, 0, OPT_DRYRUN},
-        {"progress", no_argument, 0, OPT_PROGRESS},
-        {"no-progress", no_argument, 0, OPT_NOPROGRESS},
-        {"json", no_argument, 0, OPT_JSON},         {"augment", required_argument, 0, OPT_AUGMENT},
-        {"aug", required_argument, 0, OPT_AUG},     {"seed", required_argument, 0, OPT_SEED},
-        {"quality", required_argument, 0, OPT_QUALITY},
-        {"compress", required_argument, 0, OPT_COMPRESS},
-        {"jpeg-fraction", required_argument, 0, OPT_JPEGFRACTION},
-        {"crop", required_argument, 0, OPT_CROP},   {"filter", required_argument, 0, OPT_FILTER},
-        {"shrink-on-load", no_argument, 0, OPT_SHRINK},
-        {"part", required_argument, 0, OPT_PART},
-        {"wds", no_argument, 0, OPT_WDS},           {"wds-label", required_argument, 0, OPT_WDSLABEL},
-        {"archive-buffer", required_argument, 0, OPT_ARCBUF},
-        {"coco", required_argument, 0, OPT_COCO},   {"yolo", required_argument, 0, OPT_YOLO},
-        {"names", required_argument, 0, OPT_NAMES},
-        {"skip-empty", no_argument, 0, OPT_SKIPEMPTY},
-        {"kpt-shape", required_argument, 0, OPT_KPTSHAPE},
-        {"masks", required_argument, 0, OPT_MASKS},
-        {"mask-suffix", required_argument, 0, OPT_MASKSUFFIX},
-        {"ignore-index", required_argument, 0, OPT_IGNORE},
-        {"fields", required_argument, 0, OPT_FIELDS},
-        {"staging", required_argument, 0, OPT_STAGING},
-        {"upload-part-size", required_argument, 0, OPT_PARTSIZE},
-        {"upload-threads", required_argument, 0, OPT_UPTHREADS},
-        {0, 0, 0, 0}};
-    shc_build_opts o;
-    shc_build_opts_init(&o);
-    o.progress = isatty(STDERR_FILENO);
-    const char *aug_spec = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(f[i].name, name) == 0)
+            return i;
+    return n;
+}
+
+static void getopt_table(const shc_build_flag *f, size_t n, struct option *opts, char *shorts)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t row = f[i].alias_of ? flag_row(f, n, f[i].alias_of) : i;
+        opts[i] = (struct option){f[i].name, f[i].has_value ? required_argument : no_argument,
+                                  NULL, f[i].short_name ? f[i].short_name
+                                                        : FLAG_BASE + (int)row};
+        if (f[i].short_name) {
+            shorts[k++] = f[i].short_name;
+            if (f[i].has_value)
+                shorts[k++] = ':';
+        }
+    }
+    opts[n] = (struct option){0, 0, 0, 0};
+    shorts[k] = '\0';
+}
+
+/* The row getopt_long's c stands for (n: none). */
+static size_t flag_of(const shc_build_flag *f, size_t n, int c)
+{
+    if (c >= FLAG_BASE)
+        return (size_t)(c - FLAG_BASE) < n ? (size_t)(c - FLAG_BASE) : n;
+    for (size_t i = 0; i < n; i++)
+        if (f[i].short_name && f[i].short_name == c)
+            return i;
+    return n;
+}
+
+/* Each flag through shc_build_set, then the checks between flags (shc_build_check); then the
+ * program's defaults from its environment (the library reads none): --part auto, the crash
+ * tests, and for an s3:// OUT the cache root and the multipart part size. */
+static int build_args(int argc, char **argv, shc_build_opts *o)
+{
+    static struct option opts[FLAG_MAX + 1];
+    static char shorts[2 * FLAG_MAX + 1];
+    size_t n;
+    const shc_build_flag *f = shc_build_flags(&n);
+    if (n > FLAG_MAX) {
+        fprintf(stderr, "shardc: %zu build flags, more than the %d the command line holds\n", n,
+                FLAG_MAX);
+        return SHC_EXIT_USAGE;
+    }
+    getopt_table(f, n, opts, shorts);
+    shc_msg why = {{0}};
+    if (isatty(STDERR_FILENO))
+        shc_build_set(o, "progress", NULL, NULL);
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
-    o.threads = nproc > 0 ? (unsigned)nproc : 1;
-    int have_size = 0, have_short = 0, have_fit = 0;
-    uint64_t v;
+    char num[32];
+    snprintf(num, sizeof num, "%ld", nproc < 1 ? 1L : nproc > 1024 ? 1024L : nproc);
+    shc_build_set(o, "threads", num, NULL);
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:j:", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': o.out = optarg; break;
-        case 'j':
-            if (shc_parse_uint(optarg, 1, 1024, &v))
-                return build_error("bad thread count '%s' (1..1024)", optarg);
-            o.threads = (unsigned)v;
-            break;
-        case OPT_FORMAT:
-            if (!(o.backend = fmt_backend_find(optarg))) {
-                char known[128], why[512];
-                format_list(known, sizeof known);
-                snprintf(why, sizeof why, "unknown --format '%.300s' (%s)", optarg, known);
-                return build_error("%s", why);
-            }
-            break;
-        case OPT_QUALITY:
-            if (shc_parse_uint(optarg, 1, 100, &v))
-                return build_error("bad --quality '%s' (1..100)", optarg);
-            o.quality = (int)v;
-            break;
-        case OPT_LIST: o.list = optarg; break;
-        case OPT_WDS: o.wds = 1; break;
-        case OPT_WDSLABEL: o.wds_label = optarg; break;
-        case OPT_ARCBUF:
-            if (shc_parse_size(optarg, &o.archive_buffer) || o.archive_buffer == 0)
-                return build_error("bad --archive-buffer '%s' (e.g. 512MiB)", optarg);
-            break;
-        case OPT_SIZE:
-            if (shc_parse_wxh(optarg, &o.r.geom.width, &o.r.geom.height))
-                return build_error("bad --size '%s' (expected WxH or N, e.g. 224x224 or 224)",
-                                   optarg);
-            have_size = 1;
-            break;
-        case OPT_FIT: {
-            int f = fmt_fit_parse(optarg);
-            if (f < 0)
-                return build_error("bad --fit '%s' (crop, pad or stretch)", optarg);
-            o.r.geom.fit = (fmt_fit)f;
-            have_fit = 1;
-            break;
+    while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
+        size_t row = flag_of(f, n, c);
+        if (row == n) {
+            fputs(shc_usage_build, stderr);
+            return SHC_EXIT_USAGE;
         }
-        case OPT_SHORT:
-            if (shc_parse_uint(optarg, 1, 65535, &v))
-                return build_error("bad --short-side '%s' (1..65535)", optarg);
-            o.r.geom.short_side = (uint32_t)v;
-            have_short = 1;
-            break;
-        case OPT_MAXSIDE:
-            if (shc_parse_uint(optarg, 1, 65535, &v))
-                return build_error("bad --max-side '%s' (1..65535)", optarg);
-            o.r.geom.max_side = (uint32_t)v;
-            break;
-        case OPT_CROP:
-            if (shc_parse_wxh(optarg, &o.r.geom.crop_w, &o.r.geom.crop_h))
-                return build_error("bad --crop '%s' (expected WxH or N, e.g. 224x224 or 224)",
-                                   optarg);
-            break;
-        case OPT_FILTER:
-            if (fmt_filter_parse(optarg, &o.r.geom.filter))
-                return build_error("bad --filter '%s' (nearest, box, bilinear, hamming, bicubic "
-                                   "or lanczos)", optarg);
-            break;
-        case OPT_SHRINK: o.r.geom.shrink_on_load = 1; break;
-        case OPT_GRAY: o.r.channels = 1; break;
-        case OPT_SHARDSIZE:
-            if (shc_parse_size(optarg, &o.shard_bytes) || o.shard_bytes < 4096)
-                return build_error("bad --shard-size '%s' (e.g. 1GiB, at least 4KiB)", optarg);
-            break;
-        case OPT_SHARDSAMPLES:
-            if (shc_parse_uint(optarg, 1, UINT64_MAX, &o.shard_samples))
-                return build_error("bad --shard-samples '%s'", optarg);
-            break;
-        case OPT_ALIGN:
-            if (shc_parse_size(optarg, &v) || v < FMT_RAW_MIN_ALIGN || v > FMT_RAW_MAX_ALIGN ||
-                (v & (v - 1)))
-                return build_error("bad --align '%s' (a power of two, 256..1MiB)", optarg);
-            o.align = (uint32_t)v;
-            break;
-        case OPT_MAXPIX:
-            if (shc_parse_uint(optarg, 1, UINT64_MAX, &o.r.limits.max_pixels))
-                return build_error("bad --max-pixels '%s'", optarg);
-            break;
-        case OPT_MAXIMGSIDE:
-            if (shc_parse_uint(optarg, 1, 65535, &v))
-                return build_error("bad --max-image-side '%s' (1..65535)", optarg);
-            o.r.limits.max_side = (uint32_t)v;
-            break;
-        case OPT_MAXFILE:
-            if (shc_parse_size(optarg, &o.r.max_file_bytes) || o.r.max_file_bytes == 0)
-                return build_error("bad --max-file-size '%s'", optarg);
-            break;
-        case OPT_STAGING: o.staging = optarg; break;
-        case OPT_PARTSIZE:
-            if (shc_parse_size(optarg, &o.upload_part_size) != 0 || o.upload_part_size == 0)
-                return build_error("--upload-part-size: expected a size, e.g. 64MiB, not '%s'",
-                                   optarg);
-            break;
-        case OPT_UPTHREADS:
-            if (shc_parse_uint(optarg, 1, 16, &v))
-                return build_error("--upload-threads: expected 1..16, not '%s'", optarg);
-            o.upload_threads = (unsigned)v;
-            break;
-        case OPT_STRICT: o.strict = 1; break;
-        case OPT_RESUME: o.resume = 1; break;
-        case OPT_FORCE: o.force = 1; break;
-        case OPT_DRYRUN: o.dry_run = 1; break;
-        case OPT_PROGRESS: o.progress = 1; break;
-        case OPT_NOPROGRESS: o.progress = 0; break;
-        case OPT_JSON: o.json = 1; break;
-        case OPT_AUGMENT:
-            if (shc_parse_uint(optarg, 1, FMT_AUG_MAX_VARIANTS, &v))
-                return build_error("bad --augment '%s' (1..1024 variants)", optarg);
-            o.r.augment = (uint32_t)v;
-            break;
-        case OPT_AUG: aug_spec = optarg; break;
-        case OPT_JPEGFRACTION: {
-            char *end;
-            errno = 0;
-            double f = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(f >= 0 && f <= 1))
-                return build_error("bad --jpeg-fraction '%s' (0..1)", optarg);
-            o.jpeg_fraction = f;
-            break;
-        }
-        case OPT_COMPRESS: {
-            fmt_msg why;
-            if (fmt_codec_parse(optarg, &o.compress, &why))
-                return build_error("bad --compress: %s", why.text);
-            break;
-        }
-        case OPT_PART: {
-            fmt_msg why = {{0}};
+        if (strcmp(f[row].name, "part") == 0 && strcmp(optarg, "auto") == 0) {
+            shc_part p;
             const char *from = NULL;
-            int rc = strcmp(optarg, "auto") == 0
-                         ? shc_part_from_env(getenv, &o.part, &from, &why)
-                         : shc_part_parse(optarg, &o.part, &why);
+            int rc = shc_part_from_env(getenv, &p, &from, &why);
             if (rc)
-                return build_error("%s", fmt_reason(&why, rc));
-            break;
+                return build_error("%s", why.text[0] ? why.text : shc_strerror(rc));
+            shc_build_set_part(o, &p);
+            continue;
         }
-        case OPT_COCO: o.coco = optarg; break;
-        case OPT_FIELDS: o.fields = optarg; break;
-        case OPT_YOLO: o.yolo = optarg; break;
-        case OPT_NAMES: o.names = optarg; break;
-        case OPT_SKIPEMPTY: o.skip_empty = 1; break;
-        case OPT_KPTSHAPE: {
-            unsigned k, d;
-            char tail;
-            if (sscanf(optarg, "%u,%u%c", &k, &d, &tail) != 2 || k < 1 || k > 1024 ||
-                (d != 2 && d != 3))
-                return build_error("bad --kpt-shape '%s' (K,D: 1..1024 keypoints of 2 or 3 "
-                                   "values)", optarg);
-            o.kpt_k = k;
-            o.kpt_d = d;
-            break;
-        }
-        case OPT_MASKS: o.masks = optarg; break;
-        case OPT_MASKSUFFIX:
-            if (!strchr(optarg, ':'))
-                return build_error("bad --mask-suffix '%s' (IMAGE_SUFFIX:MAP_SUFFIX)", optarg);
-            o.mask_suffix = optarg;
-            break;
-        case OPT_IGNORE:
-            if (shc_parse_uint(optarg, 0, 65535, &v))
-                return build_error("bad --ignore-index '%s' (0..65535)", optarg);
-            o.ignore_index = (uint32_t)v;
-            break;
-        case OPT_SEED:
-            if (shc_parse_uint(optarg, 0, UINT64_MAX, &o.r.seed))
-                return build_error("bad --seed '%s' (an unsigned 64-bit integer)", optarg);
-            break;
-        default: fputs(shc_usage_build, stderr); return SHC_EXIT_USAGE;
-        }
+        if (shc_build_set(o, f[row].name, f[row].has_value ? optarg : NULL, &why))
+            return build_error("%s", why.text);
     }
-    if (optind >= argc)
-        return build_error("%s", "no SRC given");
-    if (!o.out && !o.dry_run)
-        return build_error("%s", "no output directory given (-o OUT)");
-    if (have_size && have_short)
-        return build_error("%s", "--size and --short-side exclude each other");
-    if (have_size && o.r.geom.max_side)
-        return build_error("%s", "--size and --max-side exclude each other");
-    if (have_fit && !have_size)
-        return build_error("%s", "--fit needs --size");
-    if (o.jpeg_fraction > 0 && strcmp(o.backend->name, "raw") != 0)
-        return build_error("--jpeg-fraction is for --format raw (%s: use --format "
-                           "jpeg for JPEG only)", o.backend->name);
-    /* the JPEG mix picks samples by their index within the shard set being written, which a part
-     * does not know for the whole dataset: its parts would not merge into a one-machine build */
-    if (o.jpeg_fraction > 0 && o.part.count > 0)
-        return build_error("%s", "--jpeg-fraction cannot be combined with --part");
-    if (o.compress.codec && strcmp(o.backend->name, "raw") != 0)
-        return build_error("--compress is for --format raw (%s stores its own way)",
-                           o.backend->name);
-    if (have_size && o.r.geom.crop_w)
-        return build_error("%s", "--size and --crop exclude each other (--size crops already)");
-    if (o.wds && o.list)
-        return build_error("%s", "--wds and --list exclude each other");
-    if (o.wds_label && !o.wds)
-        return build_error("%s", "--wds-label needs --wds");
-    if (o.resume && o.force)
-        return build_error("%s", "--resume and --force exclude each other");
-    if (aug_spec && !o.r.augment)
-        return build_error("%s", "--aug needs --augment K");
-    if (o.coco && o.yolo)
-        return build_error("%s", "--coco and --yolo exclude each other");
-    if (o.masks && (o.coco || o.yolo))
-        return build_error("%s", "--masks (label maps) excludes --coco and --yolo");
-    if (o.kpt_k && !o.yolo)
-        return build_error("%s", "--kpt-shape needs --yolo");
-    if ((o.mask_suffix || o.ignore_index != 255) && !o.masks)
-        return build_error("%s", "--mask-suffix and --ignore-index need --masks");
-    if (o.yolo && !o.names)
-        return build_error("%s", "--yolo needs --names FILE (the class names)");
-    if (o.names && !o.yolo)
-        return build_error("%s", "--names needs --yolo");
-    if (o.skip_empty && !o.coco && !o.yolo && !o.masks)
-        return build_error("%s", "--skip-empty needs --coco, --yolo or --masks");
-    if ((o.coco || o.yolo || o.masks) && (o.list || o.wds))
-        return build_error("%s", "--coco/--yolo list the images themselves (no "
-                           "--list or --wds)");
-    if ((o.coco || o.yolo || o.masks) && o.r.augment)
-        return build_error("%s", "--augment cannot be combined with --coco/--yolo "
-                           "(pre-augmented variants do not carry boxes)");
-
-    if (o.r.augment) {
-        if (!have_size)
-            return build_error("%s", "--augment needs --size WxH (the variants' size)");
-        fmt_msg msg = {{0}};
-        if (fmt_aug_parse(aug_spec ? aug_spec : FMT_AUG_DEFAULT_SPEC, &o.r.aug, &msg) != 0)
-            return build_error("bad --aug: %s", msg.text);
-    }
-    /* the environment sets the program's defaults for an s3:// OUT (cache root, part size) and
-     * its crash tests; the library reads no environment */
-    shc_crash_from_env(getenv, &o.crash);
-    if (o.out && rmt_is_url(o.out)) {
-        o.cache = shc_cli_cache();
+    shc_build_sources(o, argv + optind, (size_t)(argc - optind));
+    if (shc_build_check(o, &why))
+        return build_error("%s", why.text);
+    shc_crash_opts crash;
+    shc_crash_from_env(getenv, &crash);
+    shc_build_set_crash(o, &crash);
+    shc_build_view v;
+    shc_build_view_get(o, &v);
+    if (v.remote_out) {
+        shc_build_set_cache(o, shc_cli_cache());
         uint64_t ps;
         if (shc_cli_part_size(&ps) != 0)
             return SHC_EXIT_USAGE;
-        if (!o.upload_part_size)
-            o.upload_part_size = ps;
+        if (!v.merge.part_size && ps) {
+            snprintf(num, sizeof num, "%" PRIu64, ps);
+            shc_build_set(o, "upload-part-size", num, NULL);
+        }
     }
-    o.r.geom.mode = have_size ? FMT_GEOM_SIZE : have_short ? FMT_GEOM_SHORT_SIDE : FMT_GEOM_KEEP;
-    o.srcs = argv + optind;
-    o.nsrc = (size_t)(argc - optind);
+    return 0;
+}
+
+int shc_build_args(int argc, char **argv, shc_build_opts **out)
+{
+    *out = NULL;
+    shc_build_opts *o = shc_build_opts_new();
+    if (!o) {
+        fprintf(stderr, "shardc: out of memory\n");
+        return SHC_EXIT_IO;
+    }
+    int rc = build_args(argc, argv, o);
+    if (rc) {
+        shc_build_opts_free(o);
+        return rc;
+    }
     *out = o;
     return 0;
 }

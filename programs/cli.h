@@ -3,7 +3,9 @@
 #ifndef SHC_CLI_H
 #define SHC_CLI_H
 
-#include "build.h"
+#include <stdint.h>
+
+#include "shardc.h"
 
 /* The programs' defaults from their environment (the libraries read none): the cache root,
  * $SHARDREAD_CACHE (NULL when unset or empty: the libraries' ~/.cache/shardread), and the part
@@ -19,9 +21,15 @@ extern const char shc_usage_build[];
  * rest is; returns SHC_EXIT_USAGE. */
 int shc_usage_error(const char *usage, const char *fmt, const char *arg);
 
-/* Parse the arguments of `shardc build` (argv[0] is "build") into *o, which points into argv.
- * 0, or SHC_EXIT_USAGE after printing what is wrong on stderr. */
-int shc_build_args(int argc, char **argv, shc_build_opts *o);
+/* Parse the arguments of `shardc build` (argv[0] is "build") into new options *o (free them
+ * with shc_build_opts_free), which point into argv: every flag through shc_build_set, then
+ * shc_build_check, then the program's defaults (all cores, the progress line on a terminal) and
+ * what it takes from the environment. 0, or SHC_EXIT_USAGE (SHC_EXIT_IO: out of memory) after
+ * printing what is wrong on stderr (*o NULL). */
+int shc_build_args(int argc, char **argv, shc_build_opts **o);
+
+/* Monotonic seconds. */
+double shc_cli_now(void);
 
 /* How shardc prints a build: shc_build's callbacks writing shardc's lines (messages, rejects and
  * the progress line on stderr; the summary or dry-run projection on stderr, and with json also

@@ -27,11 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "build.h"
 #include "cli.h"
-#include "merge.h"
-#include "part.h"
-#include "util.h"
+#include "shardc.h"
 
 static const char usage[] =
     "usage: mpirun -n N shardc-mpi build SRC... -o OUT [shardc build options]\n"
@@ -46,7 +43,8 @@ static const char usage[] =
     "that cannot be merged), 3 fatal I/O error or a failed rank (no manifest is left)\n";
 
 typedef struct {
-    shc_build_opts o;
+    shc_build_opts *o;
+    shc_build_view v;           /* what o holds, as the program reads it */
     shc_build_ctl ctl;
     int rc;
     atomic_int finished;
@@ -56,14 +54,14 @@ typedef struct {
 static void *run_build(void *arg)
 {
     job *j = arg;
-    double t0 = shc_now();
+    double t0 = shc_cli_now();
     /* shardc's lines for this rank's part, without its summary: rank 0 sums the parts up */
-    shc_cli_out out = {.strict = j->o.strict};
+    shc_cli_out out = {.strict = j->v.strict};
     shc_build_cb cb;
     shc_cli_callbacks(&cb, &out);
     cb.summary = NULL;
-    j->rc = shc_build_exit(shc_build(&j->o, &cb));
-    j->seconds = shc_now() - t0;
+    j->rc = shc_build_exit(shc_build(j->o, &cb));
+    j->seconds = shc_cli_now() - t0;
     atomic_store(&j->finished, 1);
     return NULL;
 }
@@ -88,7 +86,7 @@ static int part_complete(const char *out, const shc_part *p)
 
 /* Parse like shardc build; ranks other than 0 keep quiet about usage errors (every rank finds
  * the same ones). */
-static int parse(int argc, char **argv, int rank, shc_build_opts *o)
+static int parse(int argc, char **argv, int rank, shc_build_opts **o)
 {
     int saved = -1;
     if (rank != 0) {
@@ -165,18 +163,20 @@ int main(int argc, char **argv)
         free(j);
         goto leave;
     }
-    if (j->o.jpeg_fraction > 0) {       /* see shardc's check: every rank builds a part */
+    shc_build_view_get(j->o, &j->v);
+    if (j->v.jpeg_fraction > 0) {       /* see shardc's check: every rank builds a part */
         if (rank == 0)
             fprintf(stderr, "shardc-mpi: --jpeg-fraction cannot be combined with parts\n");
+        shc_build_opts_free(j->o);
         free(j);
         goto leave;
     }
-    const int progress = j->o.progress && rank == 0, json = j->o.json;
-    j->o.part = (shc_part){(uint32_t)rank, (uint32_t)size};
-    j->o.progress = 0;
-    j->o.json = 0;
-    j->o.ctl = &j->ctl;
-    double t0 = shc_now();
+    const int progress = j->v.progress && rank == 0, json = j->v.json;
+    j->v.part = (shc_part){(uint32_t)rank, (uint32_t)size};
+    shc_build_set_part(j->o, &j->v.part);
+    shc_build_set(j->o, "no-progress", NULL, NULL);
+    shc_build_set_ctl(j->o, &j->ctl);
+    double t0 = shc_cli_now();
     pthread_t tid;
     if (pthread_create(&tid, NULL, run_build, j) != 0) {
         fprintf(stderr, "shardc-mpi: rank %d: cannot start the build thread\n", rank);
@@ -192,7 +192,7 @@ int main(int argc, char **argv)
     for (;;) {
         int fin = atomic_load(&j->finished);
         /* a build we stopped is not a failure of its own */
-        int failed = fin && !stopped && !part_complete(j->o.out, &j->o.part);
+        int failed = fin && !stopped && !part_complete(j->v.out, &j->v.part);
         uint64_t mine[4] = {(uint64_t)failed, (uint64_t)fin, atomic_load(&j->ctl.done),
                             atomic_load(&j->ctl.total)};
         MPI_Request req;
@@ -211,10 +211,10 @@ int main(int argc, char **argv)
             atomic_store(&j->ctl.stop, 1);
             stopped = 1;
         }
-        if (progress && shc_now() - last_print > 0.5 && sums[2] != last_done) {
-            last_print = shc_now();
+        if (progress && shc_cli_now() - last_print > 0.5 && sums[2] != last_done) {
+            last_print = shc_cli_now();
             last_done = sums[2];
-            double dt = shc_now() - t0;
+            double dt = shc_cli_now() - t0;
             fprintf(stderr, "\r\033[Kshardc-mpi: %" PRIu64 "/%" PRIu64 " images (%.0f%%), %.0f "
                     "img/s, %" PRIu64 " of %d parts finished", sums[2], sums[3],
                     sums[3] ? 100.0 * (double)sums[2] / (double)sums[3] : 0.0,
@@ -226,10 +226,10 @@ int main(int argc, char **argv)
         pthread_join(tid, NULL);
     if (progress)
         fprintf(stderr, "\r\033[K");
-    double build_s = shc_now() - t0;
+    double build_s = shc_cli_now() - t0;
 
     /* every rank's outcome to rank 0, which merges when all parts are complete */
-    int mine[3] = {j->rc, part_complete(j->o.out, &j->o.part), stopped};
+    int mine[3] = {j->rc, part_complete(j->v.out, &j->v.part), stopped};
     double secs = j->seconds, *all_secs = NULL;
     int *all = NULL;
     if (rank == 0) {
@@ -260,15 +260,14 @@ int main(int argc, char **argv)
                     "the parts)\n", bad, size, nstopped, size);
             code = worst ? worst : SHC_EXIT_IO;
         } else {
-            fmt_msg why = {{0}};
+            shc_msg why = {{0}};
             shc_merge_result mr;
-            double m0 = shc_now();
-            shc_merge_opts mo = {j->o.staging, j->o.cache, j->o.upload_part_size};
-            int rc = shc_merge(j->o.out, &mo, &mr, &why);
-            double merge_s = shc_now() - m0;
+            double m0 = shc_cli_now();
+            int rc = shc_merge(j->v.out, &j->v.merge, &mr, &why);
+            double merge_s = shc_cli_now() - m0;
             if (rc) {
-                fprintf(stderr, "shardc-mpi: cannot merge %s: %s\n", j->o.out,
-                        fmt_reason(&why, rc));
+                fprintf(stderr, "shardc-mpi: cannot merge %s: %s\n", j->v.out,
+                        why.text[0] ? why.text : shc_strerror(rc));
                 code = shc_merge_exit(rc);
             } else {
                 double lo = all_secs[0], hi = all_secs[0], sum = 0;
@@ -278,11 +277,11 @@ int main(int argc, char **argv)
                     sum += all_secs[r];
                 }
                 char hb[32];
-                double total = shc_now() - t0;
+                double total = shc_cli_now() - t0;
                 fprintf(stderr, "shardc-mpi: wrote %" PRIu64 " samples in %" PRIu64 " shard(s), "
                         "%s, to %s from %d parts; %" PRIu64 " rejected%s; %.2f s (parts %.2f-%.2f "
                         "s, merge %.3f s), %.0f images/s\n", mr.samples, mr.shards,
-                        shc_human_size(mr.bytes, hb, sizeof hb), j->o.out, size, mr.rejects,
+                        shc_human_size(mr.bytes, hb, sizeof hb), j->v.out, size, mr.rejects,
                         mr.rejects ? " (see rejects.tsv)" : "", total, lo, hi, merge_s,
                         total > 0 ? (double)sums[3] / total : 0.0);
                 if (json) {
@@ -293,7 +292,7 @@ int main(int argc, char **argv)
                            "\"part_seconds_mean\": %.3f, \"images_per_s\": %.1f, \"out\": \"%s\"}\n",
                            mr.samples, mr.shards, mr.bytes, mr.inputs, mr.rejects, size, total,
                            build_s, merge_s, lo, hi, sum / size,
-                           total > 0 ? (double)sums[3] / total : 0.0, j->o.out);
+                           total > 0 ? (double)sums[3] / total : 0.0, j->v.out);
                     fflush(stdout);
                 }
                 code = mr.rejects ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
@@ -303,6 +302,7 @@ int main(int argc, char **argv)
     free(all);
     free(all_secs);
     MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    shc_build_opts_free(j->o);
     free(j);
 leave:
     MPI_Finalize();

@@ -13,16 +13,12 @@
 #include "augment.h"
 #include "backend.h"
 #include "raw.h"
-#include "build.h"
 #include "cli.h"
 #include "inspect.h"
 #include "json.h"
 #include "dataset.h"
 #include "draw.h"
-#include "merge.h"
-#include "part.h"
 #include "remote.h"
-#include "util.h"
 
 static const char usage_main[] =
     "usage: shardc COMMAND [options]\n"
@@ -79,14 +75,18 @@ static int wants_help(int argc, char **argv)
 
 static int cmd_build(int argc, char **argv)
 {
-    shc_build_opts o;
+    shc_build_opts *o;
     int rc = shc_build_args(argc, argv, &o);
     if (rc)
         return rc;
-    shc_cli_out out = {.progress = o.progress, .json = o.json, .strict = o.strict};
+    shc_build_view v;
+    shc_build_view_get(o, &v);
+    shc_cli_out out = {.progress = v.progress, .json = v.json, .strict = v.strict};
     shc_build_cb cb;
     shc_cli_callbacks(&cb, &out);
-    return shc_build_exit(shc_build(&o, &cb));
+    rc = shc_build_exit(shc_build(o, &cb));
+    shc_build_opts_free(o);
+    return rc;
 }
 
 /* The download's progress line, while stderr is a terminal: bytes, rate, ETA. */
@@ -732,13 +732,13 @@ static int cmd_merge(int argc, char **argv)
         return SHC_EXIT_USAGE;
     fmt_msg why = {{0}};
     shc_merge_result r;
-    double t0 = shc_now();
+    double t0 = shc_cli_now();
     int rc = shc_merge(dir, &mo, &r, &why);
     if (rc) {
         fprintf(stderr, "shardc: cannot merge %s: %s\n", dir, fmt_reason(&why, rc));
         return shc_merge_exit(rc);
     }
-    double dt = shc_now() - t0;
+    double dt = shc_cli_now() - t0;
     char hb[32];
     fprintf(stderr, "shardc: merged %u part(s) into %s: %" PRIu64 " samples in %" PRIu64
             " shard(s), %s, %" PRIu64 " rejected%s; %.3f s\n", r.parts, dir, r.samples, r.shards,

@@ -82,6 +82,8 @@ fi
 # usage errors
 expect_exit 2 "unknown option" "$SHARDC" build "$T/src" -o "$T/u" --bogus
 expect_exit 2 "bad --size" "$SHARDC" build "$T/src" -o "$T/u" --size 12x
+printf "shardc: bad --size '12x' (expected WxH or N, e.g. 224x224 or 224)\nusage: shardc build SRC... -o OUT [options]\n(see --help)\n" >"$T/want"
+check "... the refusal (shc_build_set's words), then the usage line" cmp -s "$T/want" "$T/err"
 expect_exit 2 "bad --size 0" "$SHARDC" build "$T/src" -o "$T/u" --size 0
 expect_exit 2 "--fit without --size" "$SHARDC" build "$T/src" -o "$T/u" --fit pad
 expect_exit 2 "missing -o" "$SHARDC" build "$T/src"
@@ -94,6 +96,12 @@ expect_exit 2 "a source without images" "$SHARDC" build "$T/empty" -o "$T/u"
 check "it says no images were found" grep -q "no images found in" "$T/err"
 expect_exit 2 "unknown command" "$SHARDC" frobnicate
 expect_exit 0 "--help" "$SHARDC" build --help
+# the help names every flag of the build's table (compiler/build_options.def; an alias aside)
+missing=$(sed -n 's/^SHC_OPT_[A-Z]*("\([^"]*\)".*/\1/p' "$ROOT/compiler/build_options.def" |
+  grep -vxF "$(sed -n 's/^SHC_OPT_ALIAS("\([^"]*\)".*/\1/p' "$ROOT/compiler/build_options.def")" |
+  while read -r f; do grep -qE -- "--$f([^a-z-]|\$)" "$T/out" || echo "--$f"; done)
+check "build --help names every flag of the table${missing:+ (not: $missing)}" [ -z "$missing" ]
+check "... the table has its rows" [ "$(grep -c '^SHC_OPT_' "$ROOT/compiler/build_options.def")" -ge 40 ]
 expect_exit 2 "info on a directory without a manifest" "$SHARDC" info "$T/src"
 echo '{"format": "shardc", "manifest_version": 1' > "$T/l/manifest.json"
 expect_exit 1 "info on a garbage manifest" "$SHARDC" info "$T/l"

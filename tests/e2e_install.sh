@@ -2,7 +2,8 @@
 # End to end: the installed library stands alone. `make install` into a temporary PREFIX, then a
 # program that knows nothing but the installed shardread.h and shardread.pc is compiled, linked
 # against the installed libshardread.so and run on a dataset; and the shared object exports
-# exactly the functions shardread.h declares.
+# exactly the functions shardread.h declares. The compiler library's shardc.h is installed
+# beside it and stands alone.
 . "$(dirname "$0")/lib.sh"
 
 P="$T/prefix"
@@ -95,12 +96,33 @@ check "the soname is libshardread.so.$maj.$min (the header's version), installed
 check "... and the program needs that name" \
   bash -c "objdump -p '$T/prog' | awk '\$1 == \"NEEDED\" {print \$2}' | grep -qx '$soname'"
 
-# the installed header names only what it declares: no code, file or folder of the sources it
-# does not ship (formats/fmt.h's FMT_E*, internal headers, source files)
-if sed -e 's/shardread\.h//g' -e '/#include </d' "$P/include/shardread.h" |
-    grep -nE '\bFMT_|\bfmt_[a-z]|\b[A-Za-z_0-9]{2,}\.(c|h|cu|md)\b|\b(formats|compiler|reader|tests|scripts)/' \
-    >"$T/names"; then
-  bad "the installed shardread.h names what it does not declare:"; sed 's/^/       /' "$T/names" | head
-else ok "the installed shardread.h names nothing outside itself"; fi
+# the installed headers name only what they declare: no code, file or folder of the sources they
+# do not ship (formats/fmt.h's FMT_E*, internal headers, source files, the options' table)
+for h in shardread.h shardc.h; do
+  if sed -e 's/shardread\.h//g' -e 's/shardc\.h//g' -e '/#include </d' "$P/include/$h" |
+      grep -nE '\bFMT_|\bfmt_[a-z]|\b[A-Za-z_0-9]{2,}\.(c|h|cu|md|def)\b|\b(formats|compiler|reader|tests|scripts)/' \
+      >"$T/names"; then
+    bad "the installed $h names what it does not declare:"; sed 's/^/       /' "$T/names" | head
+  else ok "the installed $h names nothing outside itself"; fi
+done
+
+# the compiler library's header is installed beside the reader's, stands alone (system headers
+# only) and goes with it in one file: both name the one message type, struct shardc_msg
+cat >"$T/both.c" <<'C'
+#include <shardc.h>
+#include <shardread.h>
+
+int main(void)
+{
+    shc_msg a = {{0}};
+    shr_msg *b = &a;                    /* the same struct */
+    shc_part p = {0, 2};
+    return b->text[0] + (int)p.index + SHC_EXIT_OK + (SHC_EINPUT < 0 ? 0 : 1);
+}
+C
+check "shardc.h is installed and compiles alone, and with shardread.h" \
+  bash -c "test -f '$P/include/shardc.h' &&
+    cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I'$P/include' -include shardc.h -x c /dev/null &&
+    cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I'$P/include' '$T/both.c'"
 
 finish

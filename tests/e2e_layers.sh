@@ -4,7 +4,7 @@
 # two base headers of formats/ (fmt.h, image.h), none of its containers; formats/ sees itself and
 # pixels/; the compiler and reader
 # libraries see formats/, remote/ (datasets at URLs, which sees formats/ alone) and themselves,
-# never each other (the reader also include/); the
+# never each other's internals (both also include/, where their public headers are); the
 # programs (programs/, programs/shardbench/) and the Python extensions see the public headers
 # (include/), their own folder and, until the libraries offer what they need publicly, the
 # internals on their INTERNAL_ list, which scripts/check-includes.sh enforces before each of their
@@ -33,7 +33,7 @@ check_layer pixels/resample_simd.o "-IBUILD/include/pixbase -Ipixels "
 check_layer formats/raw.o "-Iformats -Ipixels "
 check_layer formats/png.o "-Iformats -Ipixels "
 check_layer remote/cache.o "-Iformats -Ipixels -Iremote "
-check_layer compiler/build.o "-Icompiler -Iformats -Ipixels -Iremote "
+check_layer compiler/build.o "-Icompiler -Iformats -Iinclude -Ipixels -Iremote "
 check_layer reader/shardread.o "-Iformats -Iinclude -Ipixels -Ireader -Iremote "
 check_layer programs/shardc.o "-Icompiler -Iformats -Iinclude -Ipixels -Iprograms -Iremote "
 check_layer programs/shardbench/train.o "-IBUILD/include/bench -Icompiler -Iformats -Iinclude -Ipixels -Iprograms/shardbench "
@@ -130,13 +130,18 @@ refused() {  # OBJ HEADER WHAT: a file of OBJ's program including HEADER stops t
     bad "the check of $3 failed for another reason: $(head -2 "$T/out")"
   fi
 }
-probe "$T/prog_ok.c" shardread.h cuda_feed.h build.h
+probe "$T/prog_ok.c" shardread.h cuda_feed.h shardc.h dataset.h
 if run_check programs/shardc.o "$T/prog_ok.c"; then
   ok "programs/ may include the public headers and its INTERNAL_shardc list"
 else
   bad "programs/ is refused what the Makefile allows: $(head -2 "$T/out")"
 fi
 refused programs/shardc.o stream.h "programs/ (shardc)"
+# a build, its parts and their merge go through shardc.h: the internals behind it are refused
+refused programs/shardc.o build.h "programs/ (shardc)"
+refused programs/shardc.o part.h "programs/ (shardc)"
+refused programs/shardc.o merge.h "programs/ (shardc)"
+refused programs/shardc.o util.h "programs/ (shardc)"
 refused programs/shardc.o reader.h "programs/ (shardc)"
 refused programs/shardbench/train.o transform.h "programs/shardbench/"
 refused programs/shardbench/train.o resume.h "programs/shardbench/"

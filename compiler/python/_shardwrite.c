@@ -1,7 +1,9 @@
 /* _shardwrite.c - the C extension under the Python package `shardread` that writes datasets:
- * the `shardc build` pipeline (compiler/build.h) fed from Python (shardread.build, Writer).
+ * the `shardc build` pipeline fed from Python (shardread.build, Writer).
  *
- * Built on the compiler's headers (build.h, stream.h) and the formats library, with CPython's
+ * Built on the compiler's public header (shardc.h: the options set by shardc build's flag names,
+ * the callbacks) and its stream of items (stream.h, whose items carry the formats' fields and
+ * targets), with CPython's
  * stable ABI (Py_LIMITED_API 3.11) and no numpy C API: pixels come in through the buffer
  * protocol. The package's Python layer (shardread/_writer.py) checks the options and turns each
  * item into one of the calls below; this module knows nothing of PIL or numpy.
@@ -32,14 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "augment.h"
-#include "backend.h"
-#include "build.h"
-#include "compress.h"
-#include "manifest.h"
-#include "resample.h"
-#include "stream.h"
-#include "util.h"
+#include "shardc.h"
+#include "stream.h"     /* the items handed to a running build, their fields and targets */
+#include "target.h"     /* FMT_TARGET_MAX_BOXES: a target's largest size */
 
 /* ---- what the build reports (its callbacks, from the build's thread) ---- */
 
@@ -74,7 +71,7 @@ static void strlist_free(strlist *l)
 
 typedef struct {
     PyObject_HEAD
-    shc_build_opts o;
+    shc_build_opts *o;
     shc_build_ctl ctl;
     shc_stream *stream;
     char *out;
@@ -130,7 +127,7 @@ static void *build_thread(void *arg)
     BuildObject *b = arg;
     shc_build_cb cb = {.ctx = b, .message = on_message, .reject = on_reject,
                        .warning = on_warning, .summary = on_summary};
-    int rc = shc_build(&b->o, &cb);
+    int rc = shc_build(b->o, &cb);
     /* a producer still waiting (the build ended early) hears of it */
     shc_stream_cancel(b->stream);
     b->rc = rc;
@@ -159,6 +156,7 @@ static void Build_dealloc(PyObject *self)
         join(b);
     }
     shc_stream_free(b->stream);
+    shc_build_opts_free(b->o);
     free(b->out);
     free(b->cache);
     for (size_t i = 0; i < b->nclasses; i++)
@@ -562,14 +560,33 @@ static PyType_Spec Build_spec = {"shardread._shardwrite._Build", sizeof(BuildObj
 
 static PyTypeObject *g_build_type;
 
-/* ---- start(): options to shc_build_opts ---- */
+/* ---- start(): the keywords to the options, each through shc_build_set ---- */
 
-static int bad(const char *arg, const char *fmt, const char *val)
+/* Set the option of shardc build's --flag to value; a refusal is a ValueError naming the
+ * keyword, then the library's words ("filter: bad --filter 'x' (nearest, ...)"). */
+static int set(shc_build_opts *o, const char *keyword, const char *flag, const char *value)
 {
-    char text[768];
-    snprintf(text, sizeof text, fmt, val);
-    PyErr_Format(PyExc_ValueError, "%s: %s", arg, text);
+    shc_msg why = {{0}};
+    if (shc_build_set(o, flag, value, &why) == 0)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "%s: %s", keyword, why.text);
     return -1;
+}
+
+static int set_uint(shc_build_opts *o, const char *keyword, const char *flag,
+                    unsigned long long v)
+{
+    char num[32];
+    snprintf(num, sizeof num, "%llu", v);
+    return set(o, keyword, flag, num);
+}
+
+static int set_wxh(shc_build_opts *o, const char *keyword, const char *flag, unsigned w,
+                   unsigned h)
+{
+    char wxh[32];
+    snprintf(wxh, sizeof wxh, "%ux%u", w, h);
+    return set(o, keyword, flag, wxh);
 }
 
 static PyObject *start(PyObject *mod, PyObject *args, PyObject *kw)
@@ -598,60 +615,50 @@ static PyObject *start(PyObject *mod, PyObject *args, PyObject *kw)
                                      &classes, &window, &budget))
         return NULL;
 
-    shc_build_opts o;
-    shc_build_opts_init(&o);
-    shc_crash_from_env(getenv, &o.crash);   /* the crash tests, as shardc takes them */
-    fmt_msg msg = {{0}};
-    if (strcmp(geometry, "size") == 0) {
-        o.r.geom.mode = FMT_GEOM_SIZE;
-        o.r.geom.width = width;
-        o.r.geom.height = height;
-    } else if (strcmp(geometry, "short_side") == 0) {
-        o.r.geom.mode = FMT_GEOM_SHORT_SIDE;
-        o.r.geom.short_side = short_side;
-    } else {
-        o.r.geom.mode = FMT_GEOM_KEEP;
+    /* the package's Python layer has checked the keywords and the pairs of them in its words;
+     * what it passes on is set here as shardc sets its flags */
+    shc_build_opts *o = shc_build_opts_new();
+    if (!o)
+        return PyErr_NoMemory();
+    threads = threads < 1 ? 1 : threads > 1024 ? 1024 : threads;
+    char fraction[40];
+    snprintf(fraction, sizeof fraction, "%.17g", jpeg_fraction);
+    shc_msg why = {{0}};
+    if ((strcmp(geometry, "size") == 0 && set_wxh(o, "size", "size", width, height)) ||
+        (strcmp(geometry, "short_side") == 0 &&
+         set_uint(o, "short_side", "short-side", short_side)) ||
+        (max_side && set_uint(o, "max_side", "max-side", max_side)) ||
+        ((crop_w || crop_h) && set_wxh(o, "crop", "crop", crop_w, crop_h)) ||
+        (fit && set(o, "fit", "fit", fit)) || (filter && set(o, "filter", "filter", filter)) ||
+        (shrink && set(o, "shrink_on_load", "shrink-on-load", NULL)) ||
+        (channels == 1 && set(o, "channels", "gray", NULL)) ||
+        set(o, "format", "format", format) || set_uint(o, "quality", "quality", (unsigned)quality) ||
+        (compress && set(o, "compress", "compress", compress)) ||
+        set(o, "jpeg_fraction", "jpeg-fraction", fraction) ||
+        set_uint(o, "threads", "threads", threads) ||
+        set_uint(o, "shard_bytes", "shard-size", shard_bytes) ||
+        (shard_samples && set_uint(o, "shard_samples", "shard-samples", shard_samples)) ||
+        (align && set_uint(o, "align", "align", align)) ||
+        (max_pixels && set_uint(o, "max_pixels", "max-pixels", max_pixels)) ||
+        (max_image_side && set_uint(o, "max_image_side", "max-image-side", max_image_side)) ||
+        set_uint(o, "max_file_bytes", "max-file-size", max_file_bytes) ||
+        (augment && set_uint(o, "augment", "augment", augment)) ||
+        (aug && set(o, "aug", "aug", aug)) || set_uint(o, "seed", "seed", seed) ||
+        (strict && set(o, "strict", "strict", NULL)) ||
+        (force && set(o, "force", "force", NULL))) {
+        shc_build_opts_free(o);
+        return NULL;
     }
-    o.r.geom.max_side = max_side;
-    o.r.geom.crop_w = crop_w;
-    o.r.geom.crop_h = crop_h;
-    if (fit) {
-        int f = fmt_fit_parse(fit);
-        if (f < 0)
-            return bad("fit", "'%s' (crop, pad or stretch)", fit), NULL;
-        o.r.geom.fit = (fmt_fit)f;
-    }
-    if (filter && fmt_filter_parse(filter, &o.r.geom.filter))
-        return bad("filter", "'%s' (nearest, box, bilinear, hamming, bicubic or lanczos)",
-                   filter), NULL;
-    o.r.geom.shrink_on_load = shrink;
-    o.r.channels = channels;
-    if (!(o.backend = fmt_backend_find(format)))
-        return bad("format", "unknown format '%s' (raw, hdf5, lmdb, png0, bmp or jpeg)", format),
-               NULL;
-    o.quality = quality;
-    if (compress && fmt_codec_parse(compress, &o.compress, &msg))
-        return bad("compress", "%s", msg.text), NULL;
-    o.jpeg_fraction = jpeg_fraction;
-    o.threads = threads ? threads : 1;
-    o.shard_bytes = shard_bytes;
-    o.shard_samples = shard_samples;
-    o.align = align;
-    if (max_pixels)
-        o.r.limits.max_pixels = max_pixels;
-    if (max_image_side)
-        o.r.limits.max_side = max_image_side;
-    o.r.max_file_bytes = max_file_bytes;
-    o.r.augment = augment;
-    if (augment && fmt_aug_parse(aug ? aug : FMT_AUG_DEFAULT_SPEC, &o.r.aug, &msg) != 0)
-        return bad("aug", "%s", msg.text), NULL;
-    o.r.seed = seed;
-    o.strict = strict;
-    o.force = force;
+    shc_crash_opts crash;
+    shc_crash_from_env(getenv, &crash);     /* the crash tests, as shardc takes them */
+    shc_build_set_crash(o, &crash);
 
     BuildObject *b = (BuildObject *)PyType_GenericAlloc(g_build_type, 0);
-    if (!b)
+    if (!b) {
+        shc_build_opts_free(o);
         return NULL;
+    }
+    b->o = o;                   /* Build_dealloc frees it */
     pthread_mutex_init(&b->mu, NULL);
     if (classes != Py_None) {
         Py_ssize_t n = PySequence_Size(classes);
@@ -675,7 +682,7 @@ static PyObject *start(PyObject *mod, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto fail;
     }
-    if (shc_stream_create(window ? (size_t)window : 4 * (size_t)o.threads + 8, budget,
+    if (shc_stream_create(window ? (size_t)window : 4 * (size_t)threads + 8, budget,
                           (const char *const *)b->classes, b->nclasses, &b->stream) != 0) {
         PyErr_NoMemory();
         goto fail;
@@ -687,16 +694,24 @@ static PyObject *start(PyObject *mod, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto fail;
     }
-    o.cache = b->cache;
-    if (strncmp(out, "s3://", 5) == 0 &&
-        shc_part_size_from_env(getenv, &o.upload_part_size, &msg) != 0) {
-        PyErr_SetString(PyExc_ValueError, msg.text);
+    shc_build_set_cache(o, b->cache);
+    if (strncmp(out, "s3://", 5) == 0) {
+        uint64_t part_size;
+        if (shc_part_size_from_env(getenv, &part_size, &why) != 0) {
+            PyErr_SetString(PyExc_ValueError, why.text);
+            goto fail;
+        }
+        if (part_size && set_uint(o, "upload_part_size", "upload-part-size", part_size))
+            goto fail;
+    }
+    if (set(o, "out", "output", b->out))
+        goto fail;
+    shc_build_set_stream(o, b->stream);
+    shc_build_set_ctl(o, &b->ctl);
+    if (shc_build_check(o, &why) != 0) {
+        PyErr_SetString(PyExc_ValueError, why.text);
         goto fail;
     }
-    o.out = b->out;
-    o.stream = b->stream;
-    o.ctl = &b->ctl;
-    b->o = o;
     if (pthread_create(&b->tid, NULL, build_thread, b) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "cannot start the build's thread");
         goto fail;

@@ -336,6 +336,22 @@ def test_bad_arguments(tmp_path):
     assert w.result.samples == 1
 
 
+def test_keywords_set_as_shardc_flags(tmp_path):
+    """The keywords the package passes on are set as shardc build's flags (shc_build_set): a
+    value only the library checks is refused in shardc's words, after the keyword's name."""
+    out = tmp_path / "x"
+    for kw, words in [
+            (dict(filter="cubic"), "filter: bad --filter 'cubic' (nearest, box, bilinear, "
+                                   "hamming, bicubic or lanczos)"),
+            (dict(format="tiff"), "format: unknown --format 'tiff' (raw, "),
+            (dict(compress="gzip"), "compress: bad --compress: "),
+            (dict(size=8, augment=2, aug="rrc=2"), "bad --aug: ")]:
+        with pytest.raises(ValueError) as e:
+            shardread.build([], out, **kw)
+        assert str(e.value).startswith(words), (kw, str(e.value))
+    assert not out.exists()
+
+
 def test_torch_tensor_pixels(tmp_path):
     """Anything np.asarray takes is pixels: a CPU uint8 tensor in HWC layout."""
     torch = pytest.importorskip("torch")

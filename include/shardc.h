@@ -1,0 +1,306 @@
+/* shardc.h - the compiler library (libshardcomp): build a dataset directory out of image files,
+ * as `shardc build` does, and merge the parts of a build made in parts.
+ *
+ *     shc_build_opts *o = shc_build_opts_new();
+ *     shc_msg why;
+ *     if (!o) { ... out of memory ... }
+ *     shc_build_sources(o, srcs, nsrc);    // class folders, archives, ... (the SRCs)
+ *     if (shc_build_set(o, "output", "ds", &why) || shc_build_set(o, "size", "224", &why) ||
+ *         shc_build_set(o, "strict", NULL, &why) || shc_build_check(o, &why)) {
+ *         fprintf(stderr, "%s\n", why.text); ...
+ *     }
+ *     int rc = shc_build(o, &callbacks);   // 0, SHC_EREJECTS, SHC_EINPUT, ...
+ *     shc_build_opts_free(o);
+ *
+ * Options. A build's options are an opaque handle, set one at a time by the name of their
+ * `shardc build` flag without the dashes ("size", "short-side", "compress", "strict") and the
+ * flag's argument as the command line gives it (NULL for a flag that takes none): the same
+ * syntax, the same defaults, the same refusals in the same words ("bad --size 'x' (expected WxH
+ * or N, e.g. 224x224 or 224)"). shc_build_check then makes the checks between flags
+ * ("--size and --short-side exclude each other"). The flags are listed once, in the library
+ * (one table in its sources); shc_build_flags hands that list out, so that a front end
+ * (shardc's command line, the Python writer) takes every flag without naming it. What is not a
+ * flag (the sources, a stream, a driver's control block, the cache root, crash tests) has its
+ * own setter. The library reads no environment: a program passes what it takes from there.
+ *
+ * Errors: functions return 0, a positive errno value, a negative code of the storage layer
+ * (the values of shardread.h's SHR_EFORMAT .. SHR_EEMPTY), or one of the SHC_E* codes below;
+ * shc_strerror names any of them. A call that can say more takes a shc_msg * (NULL: no detail
+ * wanted), which a failure fills with one line. The library never prints or exits; everything
+ * a build has to say comes through shc_build_cb.
+ *
+ * This header needs system headers only.
+ */
+#ifndef SHARDC_H
+#define SHARDC_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The one message type of the project's libraries (shardread.h names it shr_msg). */
+#ifndef SHARDC_MSG_DEFINED
+#define SHARDC_MSG_DEFINED
+struct shardc_msg {
+    char text[512];
+};
+#endif
+typedef struct shardc_msg shc_msg;
+
+/* ---- codes ---- */
+
+/* Exit codes of the CLI contract (shc_build_exit and shc_merge_exit map the calls' codes). */
+enum { SHC_EXIT_OK = 0, SHC_EXIT_REJECTS = 1, SHC_EXIT_USAGE = 2, SHC_EXIT_IO = 3 };
+
+/* shc_build's own codes, beside errno values and the storage layer's: the project's one list of
+ * codes names them (shc_strerror), and the library checks this enum against it. */
+enum {
+    SHC_EREJECTS = -30600,  /* the build finished, but inputs were rejected (rejects.tsv); or
+                             * --strict stopped it at the first reject */
+    SHC_EINPUT,             /* refused before any work: a bad option or pair of options,
+                             * unreadable sources, no images, a bad list file, an output
+                             * directory that is not ours to write (or that another build is
+                             * writing) */
+    SHC_ESTOPPED,           /* stopped through shc_build_ctl or the stream's cancel (no
+                             * manifest) */
+    SHC_EEND,               /* a streamed build's inputs ended (internal) */
+    SHC_ELAST
+};
+
+/* shc_merge's codes besides errno values of I/O (those leave no manifest either): the
+ * project's list (SHC_MERGE_ERRORS) names them as well. */
+enum {
+    SHC_MERGE_ENOPARTS = -30590, /* OUT/parts missing or empty */
+    SHC_MERGE_EMISSING,         /* parts missing or unfinished (msg lists them) */
+    SHC_MERGE_EMISMATCH,        /* a part disagrees with the others or is damaged (msg names it) */
+    SHC_MERGE_EBUSY,            /* another merge or build holds OUT's lock (nothing written) */
+    SHC_MERGE_ELAST
+};
+
+/* Name of a code: SHC_E*, the storage layer's or errno. Never NULL; static storage. */
+const char *shc_strerror(int rc);
+
+/* The exit status of the CLI contract for a result of shc_build: 0 -> SHC_EXIT_OK, SHC_EREJECTS
+ * -> SHC_EXIT_REJECTS, SHC_EINPUT -> SHC_EXIT_USAGE, anything else -> SHC_EXIT_IO. */
+int shc_build_exit(int rc);
+
+/* The same for a result of shc_merge: a merge refused (the SHC_MERGE_* codes, or an OUT that
+ * cannot be written) SHC_EXIT_USAGE, any other failure SHC_EXIT_IO. */
+int shc_merge_exit(int rc);
+
+/* ---- the syntax of the options' values, for a front end that takes more of them ---- */
+
+/* A byte size: digits with an optional suffix k/K/KB (1000), KiB (1024), M/MB, MiB, G/GB, GiB,
+ * T/TB, TiB; "1GiB", "512M", "4096". Overflow-checked. 0, or -1 for anything else. */
+int shc_parse_size(const char *s, uint64_t *out);
+
+/* An unsigned decimal integer in [min, max]. 0, or -1 for anything else. */
+int shc_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/* "1.5 GiB" style, into buf. Returns buf. */
+char *shc_human_size(uint64_t bytes, char *buf, size_t len);
+
+/* ---- what a program takes from its environment (the library reads none) ---- */
+
+/* The vector kernels off for the whole process when the environment, read through get (getenv,
+ * or a stand-in), asks for the plain C paths (SHARDREAD_SIMD=0, SHARDC_RESAMPLE=plain or
+ * SHARDC_TRANSFORM=plain). */
+void shc_simd_from_env(char *(*get)(const char *));
+
+/* SHARDC_UPLOAD_PART_SIZE through get into *size (0 when unset): 0, or the storage layer's
+ * "invalid argument" code (shardread.h's SHR_EFMT_INVAL) with the refusal in msg for a value
+ * that is not a size. The programs' and the Python writer's default of "upload-part-size". */
+int shc_part_size_from_env(char *(*get)(const char *), uint64_t *size, shc_msg *msg);
+
+/* Crash tests: kill the build (SIGKILL) at its at-th crash point, or at its after-th sample
+ * point (0: never); report 1 says how many points the build passed when it ends, 2 also each
+ * point as it is passed. */
+typedef struct {
+    uint64_t at, after, report;
+} shc_crash_opts;
+
+/* SHARDC_CRASH_AT, SHARDC_CRASH_AFTER and SHARDC_CRASH_POINTS through get (getenv, or a stand-in)
+ * into *c: each a whole number >= 1, anything else leaving its field 0. */
+void shc_crash_from_env(char *(*get)(const char *), shc_crash_opts *c);
+
+/* ---- building in parts: --part I/N, then shc_merge ---- */
+
+#define SHC_PARTS_DIR "parts"
+#define SHC_PART_MAX 99999u             /* five digits in the folder name */
+#define SHC_PART_NAME_LEN 15            /* "IIIII-of-NNNNN" and its NUL */
+
+/* Part index of count (0 <= index < count): the contiguous slice [floor(n*I/N),
+ * floor(n*(I+1)/N)) of the n sorted inputs, built into OUT/parts/IIIII-of-NNNNN. */
+typedef struct {
+    uint32_t index, count;              /* count 0: no part, the whole input list */
+} shc_part;
+
+/* "I/N" (0 <= I < N <= SHC_PART_MAX). EINVAL with the reason in msg. */
+int shc_part_parse(const char *arg, shc_part *p, shc_msg *msg);
+
+/* --part auto: I and N from the environment through getenv_fn, trying in turn
+ *   a Slurm job array: SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_MIN (default 0),
+ *     SLURM_ARRAY_TASK_STEP (default 1) and SLURM_ARRAY_TASK_COUNT or SLURM_ARRAY_TASK_MAX;
+ *     I = (ID - MIN) / STEP, so --array=0-7 and --array=1-8 both give parts 0..7 of 8
+ *   Open MPI: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE
+ *   MPICH, Intel MPI (Hydra): PMI_RANK, PMI_SIZE
+ *   MVAPICH2: MV2_COMM_WORLD_RANK, MV2_COMM_WORLD_SIZE
+ *   srun tasks: SLURM_PROCID, SLURM_NTASKS
+ * getenv_fn is getenv, or a stand-in for tests. *from names the variables used (static string).
+ * ENOENT when none is set, EINVAL when the values are inconsistent (msg says why in both). */
+int shc_part_from_env(char *(*getenv_fn)(const char *), shc_part *p, const char **from,
+                      shc_msg *msg);
+
+/* "IIIII-of-NNNNN" into name (SHC_PART_NAME_LEN bytes). */
+void shc_part_name(const shc_part *p, char name[SHC_PART_NAME_LEN]);
+
+typedef struct {
+    uint32_t parts;
+    uint64_t samples, inputs, rejects, shards, bytes;
+} shc_merge_result;
+
+/* For an s3:// out: the folder the parts' tables are downloaded into (NULL: "upload" under the
+ * cache root, cache, NULL for ~/.cache/shardread), and the part size of multipart uploads (0:
+ * 64 MiB). */
+typedef struct {
+    const char *staging, *cache;
+    uint64_t part_size;
+} shc_merge_opts;
+
+/* Join the parts in out (OUT/parts/IIIII-of-NNNNN, built with "part") into the dataset a
+ * one-machine build gives; nothing is written when a check fails. 0, SHC_MERGE_* or an errno
+ * value; msg (may be NULL) says what and names the parts at fault (a list of missing parts too
+ * long for it ends in "..."). o and res may be NULL (o: the defaults). */
+int shc_merge(const char *out, const shc_merge_opts *o, shc_merge_result *res, shc_msg *msg);
+
+/* ---- a build's options ---- */
+
+typedef struct shc_build_opts shc_build_opts;
+typedef struct shc_stream shc_stream;   /* a streamed build's inputs (the Python writer) */
+
+/* A driver's view of a running build (shardc-mpi): it may stop the build from another thread
+ * (the build ends at the next input with SHC_ESTOPPED and no manifest) and watch its progress. */
+typedef struct {
+    atomic_int stop;            /* set non-zero to stop the build */
+    atomic_uint_fast64_t done;  /* inputs of this build (or part) handled so far */
+    atomic_uint_fast64_t total; /* inputs of this build (or part), once known */
+} shc_build_ctl;
+
+/* New options holding the defaults of `shardc build` (raw format, 3 channels, each image's own
+ * size, the default decode limits, 1 GiB input files and shards at most, JPEG quality 90, one
+ * thread), or NULL when out of memory. Free with shc_build_opts_free (NULL: nothing). Strings
+ * given to the setters are not copied: they must outlive the options. */
+shc_build_opts *shc_build_opts_new(void);
+void shc_build_opts_free(shc_build_opts *o);
+
+/* Set the option of `shardc build`'s flag --name (without the dashes: "size", "short-side",
+ * "output") to value, the flag's argument as the command line takes it (NULL for a flag
+ * without one, such as "strict"). 0, or SHC_EINPUT with the refusal in msg, worded as shardc
+ * words it ("bad --size 'x' (expected WxH or N, e.g. 224x224 or 224)", "unknown option
+ * '--name'", "--strict takes no value"). A later call for the same flag replaces the earlier
+ * value. "part" takes "I/N" (a program resolves "auto" with shc_part_from_env first). */
+int shc_build_set(shc_build_opts *o, const char *name, const char *value, shc_msg *msg);
+
+/* The checks between flags that a build makes before any work (shc_build makes the ones on its
+ * inputs): 0, or SHC_EINPUT with the first failure in msg, worded as shardc words it ("--size
+ * and --short-side exclude each other", "no SRC given"). */
+int shc_build_check(const shc_build_opts *o, shc_msg *msg);
+
+/* The flags shc_build_set takes, in the table's order: shc_build_flags(&n) returns the array
+ * and its length. has_value: the flag takes an argument; short_name: its one-letter form, or 0;
+ * alias_of: NULL, or the flag this one is another name of ("grey" for "gray"). */
+typedef struct {
+    const char *name;
+    char short_name;
+    int has_value;
+    const char *alias_of;
+} shc_build_flag;
+const shc_build_flag *shc_build_flags(size_t *n);
+
+/* What is not a flag. */
+void shc_build_sources(shc_build_opts *o, char *const *srcs, size_t n);   /* the SRCs */
+void shc_build_set_part(shc_build_opts *o, const shc_part *p);  /* as "part" (count 0: none) */
+void shc_build_set_ctl(shc_build_opts *o, shc_build_ctl *ctl);  /* NULL: none */
+void shc_build_set_cache(shc_build_opts *o, const char *cache); /* NULL: ~/.cache/shardread */
+void shc_build_set_crash(shc_build_opts *o, const shc_crash_opts *c);
+/* The inputs are the items added to stream while the build runs (not the sources): not with
+ * list, wds, coco/yolo, part, resume or dry-run. */
+void shc_build_set_stream(shc_build_opts *o, shc_stream *stream);
+
+/* What a program reads back of the options it set. */
+typedef struct {
+    const char *out;            /* "output", or NULL */
+    int remote_out;             /* out is a URL (s3://): the upload's defaults apply (the cache
+                                 * root, "upload-part-size") */
+    int strict, dry_run;
+    int progress, json;         /* the command line's flags: shc_build reads neither */
+    double jpeg_fraction;
+    shc_part part;
+    shc_merge_opts merge;       /* "staging", the cache root and "upload-part-size": a merge of
+                                 * the parts this build writes */
+} shc_build_view;
+void shc_build_view_get(const shc_build_opts *o, shc_build_view *v);
+
+/* ---- running a build ---- */
+
+/* Where the writer is (progress calls come at most every 0.25 s, and once more at the end). */
+typedef struct {
+    uint64_t done, total;       /* inputs written this run, of those this run has to write */
+    uint64_t rejects;           /* rejects so far (a resumed build's earlier ones included) */
+    double seconds;             /* since the build started */
+    int final;                  /* the last call: every input is written */
+    int uploading;              /* an s3:// OUT: the counts below are meaningful */
+    uint64_t sent, to_send;     /* bytes uploaded, of those of the shards finished so far */
+} shc_progress;
+
+/* A finished build (or part). */
+typedef struct {
+    uint64_t samples;
+    size_t classes, shards;
+    uint64_t bytes;             /* of the shards */
+    size_t inputs;              /* inputs of this build or part, skipped entries included */
+    size_t rejects;             /* in rejects.tsv (skipped entries included) */
+    size_t warnings;            /* stored with a decoder warning, in warnings.tsv */
+    double seconds, images_per_s;   /* this run: inputs it wrote per second */
+    unsigned threads;
+    const char *out;
+    int targets;                /* a detection build: the counts below are meaningful */
+    uint64_t boxes;             /* boxes stored, over the whole dataset */
+    uint64_t boxes_dropped;     /* boxes the geometry left without area (not stored) */
+    uint64_t skipped_empty;     /* images left out for having no box (--skip-empty) */
+} shc_summary;
+
+/* What a dry run projects (nothing is written). */
+typedef struct {
+    size_t inputs, classes, skipped;    /* listed, classes, entries skipped while listing */
+    uint64_t samples, unreadable;       /* samples that would be stored; inputs that cannot be */
+    uint64_t bytes, shards, shard_bytes;    /* the projected output, its shards alone */
+    uint64_t input_bytes;
+    uint64_t encoded;           /* inputs really encoded to measure the stored size (0: none) */
+    double scale;               /* measured / estimated stored size over those */
+} shc_projection;
+
+/* How a build reports. Every member may be NULL (a NULL table: a silent build); calls come from
+ * the thread that called shc_build, in the order of events. Texts are one line, without the
+ * program's name or a newline, valid during the call. */
+typedef struct {
+    void *ctx;
+    /* errors, warnings and notes: "cannot create OUT: reason", "warning: ...", "resuming: ..." */
+    void (*message)(void *ctx, const char *text);
+    /* an input that could not be decoded: rejected (or, with strict, the build stops here) */
+    void (*reject)(void *ctx, const char *path, const char *reason);
+    /* an input stored although its decoder warned; with strict it is a reject instead */
+    void (*warning)(void *ctx, const char *path, const char *text);
+    void (*progress)(void *ctx, const shc_progress *p);
+    void (*summary)(void *ctx, const shc_summary *s);       /* the build finished */
+    void (*projection)(void *ctx, const shc_projection *p); /* the dry run finished */
+} shc_build_cb;
+
+/* Run a build (with a part, one part of it); cb (may be NULL) hears about it. Returns 0;
+ * SHC_EREJECTS (finished with rejects, or strict stopped it); SHC_EINPUT (bad inputs or output
+ * directory, found before any work; cb->message says which); SHC_ESTOPPED; or an errno value
+ * or a storage layer's code for a fatal I/O error (no manifest written; cb->message names the
+ * file). Options that shc_build_check refuses make an undefined build: check them first. */
+int shc_build(const shc_build_opts *o, const shc_build_cb *cb);
+
+#endif
