@@ -168,14 +168,9 @@ locked:
     return 0;
 }
 
-int rmt_shard_on_done(rmt_job *j, void *ctx)
+int rmt_shard_publish(const rmt_cache_ctx *x, rmt_shard_job *sj, const char *name,
+                      const char *path, fmt_msg *msg)
 {
-    rmt_cache_ctx *x = ctx;
-    rmt_shard_job *sj = j->user;
-    if (j->rc) {
-        rmt_shard_unlock(sj);
-        return j->rc;
-    }
     fmt_msg why = {{0}};
     int rc = rmt_shard_check(x, sj->k, sj->part, sj->sdir, 1, &why);
     if (rc) {
@@ -186,11 +181,11 @@ int rmt_shard_on_done(rmt_job *j, void *ctx)
         }
         remove_part(x, sj);
         rmt_shard_unlock(sj);
-        return fmt_fail(&j->msg, rc == FMT_ETRUNC || rc == FMT_EHASH ? rc : FMT_ECORRUPT,
+        return fmt_fail(msg, rc == FMT_ETRUNC || rc == FMT_EHASH ? rc : FMT_ECORRUPT,
                         "%s/%s: the object fails its check against the manifest: %s",
-                        x->c->url, j->name, fmt_reason(&why, rc));
+                        x->c->url, name, fmt_reason(&why, rc));
     }
-    int fd = open(j->path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         (void)fsync(fd);
         close(fd);
@@ -203,7 +198,7 @@ int rmt_shard_on_done(rmt_job *j, void *ctx)
         close(sfd);
     if (!renamed) {
         rmt_shard_unlock(sj);
-        return fmt_fail(&j->msg, e, "cannot rename %s: %s", sj->part, strerror(e));
+        return fmt_fail(msg, e, "cannot rename %s: %s", sj->part, strerror(e));
     }
     (void)fmt_fsync_parent(sj->final);
     if (x->keep_shared && flock(sj->lockfd, LOCK_SH) == 0) {
@@ -212,8 +207,21 @@ int rmt_shard_on_done(rmt_job *j, void *ctx)
         sj->lockfd = -1;
     }
     rmt_shard_unlock(sj);
-    x->st->fetched++;
     return 0;
+}
+
+int rmt_shard_on_done(rmt_job *j, void *ctx)
+{
+    rmt_cache_ctx *x = ctx;
+    rmt_shard_job *sj = j->user;
+    if (j->rc) {
+        rmt_shard_unlock(sj);
+        return j->rc;
+    }
+    int rc = rmt_shard_publish(x, sj, j->name, j->path, &j->msg);
+    if (rc == 0)
+        x->st->fetched++;
+    return rc;
 }
 
 /* name's object into dir/name if it is not there (optional: a 404 is no error) */

@@ -64,9 +64,19 @@ int rmt_lock_file(const char *path, int op);
 /* the job's exclusive lock, if held, let go */
 void rmt_shard_unlock(rmt_shard_job *sj);
 
+/* Shard sj's download, in sj->part (path: the file written, a folder shard's data file), under
+ * its exclusive lock: checked fully against the manifest, fsynced and renamed into place (under
+ * x->spacep, the space lock, when set); with x->keep_shared, its lock then goes from exclusive to
+ * shared (sj->shared). 0; 1 when a resumed .part failed: to be fetched again whole, once
+ * (truncated by the caller, the lock still held); else the error (msg names the object name),
+ * its .part removed and its lock let go. Touches no counts: callable on any thread that owns
+ * sj. */
+int rmt_shard_publish(const rmt_cache_ctx *x, rmt_shard_job *sj, const char *name,
+                      const char *path, fmt_msg *msg);
+
 /* rmt_fetch's callbacks for shards (ctx: an rmt_cache_ctx, each job's user: its rmt_shard_job):
  * on_start takes the shard's lock and skips a shard already in the folder and checked; on_done
- * checks the download fully against the manifest and renames it into place */
+ * publishes the download (rmt_shard_publish) on the fetching thread (rmt_resolve's) */
 int rmt_shard_on_start(rmt_job *j, void *ctx);
 int rmt_shard_on_done(rmt_job *j, void *ctx);
 

@@ -67,7 +67,9 @@ int rmt_resolve(const char *url, const rmt_options *o, char **dir, rmt_stats *st
 
 /* ---- a dataset whose shards arrive while it is read (docs/REMOTE.md "Prefetch and the bounded
  * cache"): the manifest is fetched at open; a thread then downloads the shards the readers'
- * plan wants next, in its order, into a cache folder kept within a byte limit. ---- */
+ * plan wants next, in its order, into a cache folder kept within a byte limit, and a second
+ * thread checks each download and renames it into place, so that the transfers never wait for
+ * a check or an fsync. ---- */
 
 typedef struct rmt_lazy rmt_lazy;
 
@@ -128,6 +130,12 @@ void rmt_lazy_cancel(rmt_lazy *z);
 void rmt_lazy_close(rmt_lazy *z);      /* accepts NULL; stops the thread first */
 
 /* ---- internals shared by the module's files (and its unit test) ---- */
+
+/* For tests, before rmt_lazy_start: stage(ctx, k, RMT_STAGE_ARRIVED) on the download thread once
+ * shard k's transfer has ended and it is queued for its check (no lock held), and
+ * stage(ctx, k, RMT_STAGE_CHECK) on the check thread just before its check. */
+enum { RMT_STAGE_ARRIVED, RMT_STAGE_CHECK };
+void rmt_lazy_stage_hook(rmt_lazy *z, void (*stage)(void *ctx, size_t k, int stage), void *ctx);
 
 typedef struct {
     int s3;                 /* 1: s3://, 0: http(s):// */
