@@ -209,9 +209,16 @@ static void stage(void *ctx, size_t k, int what)
     pthread_mutex_unlock(&g_mu);
 }
 
-/* a session on g_www/name with its cache in g_dir, ahead shards ahead, 2 transfers */
-static rmt_lazy *session(const char *name, uint32_t ahead, char *url, size_t ul)
+/* a session on g_www/name with its cache in g_dir, ahead shards ahead, 2 transfers; the shared
+ * flags as hold and block0 say (all others clear: CK_FORK=no runs the tests in one process) */
+static rmt_lazy *session(const char *name, uint32_t ahead, int hold, int block0, char *url,
+                         size_t ul)
 {
+    pthread_mutex_lock(&g_mu);
+    g_hold = hold;
+    g_block0 = block0;
+    g_checking0 = g_arrived1 = g_seen1 = g_release = 0;
+    pthread_mutex_unlock(&g_mu);
     snprintf(url, ul, "http://127.0.0.1:%d/%s", serve(), name);
     char cache[700];
     snprintf(cache, sizeof cache, "%s/cache", g_dir);
@@ -262,9 +269,8 @@ static int exists_in(const rmt_lazy *z, const char *name)
 
 START_TEST(transfer_ends_while_a_check_is_held)
 {
-    g_hold = 1;                 /* shard 1's body only once shard 0's check has begun */
-    char url[200];
-    rmt_lazy *z = session("ds", NSHARDS, url, sizeof url);
+    char url[200];          /* shard 1's body only once shard 0's check has begun */
+    rmt_lazy *z = session("ds", NSHARDS, 1, 0, url, sizeof url);
     fmt_msg msg = {{0}};
     for (size_t k = 0; k < NSHARDS; k++) {
         int rc = rmt_lazy_acquire(z, k, RMT_WAIT, &msg);
@@ -287,10 +293,8 @@ END_TEST
 
 START_TEST(cancel_while_checking_with_a_queue)
 {
-    g_hold = 1;
-    g_block0 = 1;               /* shard 0's check waits until the session is cancelled */
-    char url[200];
-    rmt_lazy *z = session("ds", 2, url, sizeof url);
+    char url[200];          /* and shard 0's check waits until the session is cancelled */
+    rmt_lazy *z = session("ds", 2, 1, 1, url, sizeof url);
     pthread_mutex_lock(&g_mu);
     int arrived = wait_flag(&g_arrived1);     /* shard 1 queued behind shard 0's check */
     pthread_mutex_unlock(&g_mu);
@@ -321,7 +325,7 @@ END_TEST
 START_TEST(failed_check_names_the_object)
 {
     char url[200];
-    rmt_lazy *z = session("bad", NSHARDS, url, sizeof url);
+    rmt_lazy *z = session("bad", NSHARDS, 0, 0, url, sizeof url);
     fmt_msg msg = {{0}};
     ck_assert_int_eq(rmt_lazy_acquire(z, 0, RMT_WAIT, &msg), 0);
     int rc = rmt_lazy_acquire(z, 1, RMT_WAIT, &msg);
