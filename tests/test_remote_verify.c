@@ -1,12 +1,14 @@
 /* test_remote_verify.c - rmt_lazy's check thread (remote/lazy.c): a shard's transfer ends and is
  * handed on while another shard's check is held; a cancel while a check runs and another
  * download waits in its queue leaves no partial file and no unchecked shard; a download that
- * fails its check fails its acquire naming the object, and the others arrive.
+ * fails its check fails its acquire naming the object, and the others arrive; a partial
+ * download left by an earlier process that is no prefix of the object is resumed, fails its
+ * check, and is fetched again whole.
  *
  * The dataset (3 raw shards of 8 samples) is built by the build's own shardc (tests/progs.h)
  * before the tests fork; each test serves it over HTTP from a small server of its own (a thread
- * per connection, keep-alive, whole objects), which can hold the answer for shard-00001.raw
- * until shard 0's check has begun, so that its transfer can only end while that check runs. */
+ * per connection, keep-alive, whole objects or one range), which can hold the answer for
+ * shard-00001.raw until shard 0's check has begun, so that its transfer can only end while that check runs. */
 #include "remote.h"
 #include "progs.h"
 #include "testutil.h"
@@ -14,6 +16,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -40,6 +43,7 @@ static int g_arrived1;          /* shard 1's transfer has ended */
 static int g_seen1;             /* ... and shard 0's check saw that while it was held */
 static int g_block0;            /* shard 0's check waits for g_release */
 static int g_release;
+static int g_arrivals1;         /* times shard 1's transfer ended */
 
 static void deadline(struct timespec *t)
 {
@@ -82,7 +86,8 @@ static int send_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-static void answer(int fd, const char *path)
+/* path's object, or bytes [from, to] of it (a Range request: to UINT64_MAX for its end) */
+static void answer(int fd, const char *path, uint64_t from, uint64_t to)
 {
     char file[2100];
     snprintf(file, sizeof file, "%s%s", g_www, path);
@@ -101,9 +106,24 @@ static void answer(int fd, const char *path)
             (void)wait_flag(&g_checking0);
         pthread_mutex_unlock(&g_mu);
     }
-    snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", len);
+    if (from == 0 && to == UINT64_MAX) {
+        snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", len);
+    } else {
+        if (to >= len)
+            to = len - 1;
+        if (from > to) {
+            snprintf(head, sizeof head, "HTTP/1.1 416 Range Not Satisfiable\r\n"
+                     "Content-Length: 0\r\n\r\n");
+            send_all(fd, head, strlen(head));
+            free(body);
+            return;
+        }
+        snprintf(head, sizeof head, "HTTP/1.1 206 Partial Content\r\nContent-Length: %" PRIu64
+                 "\r\nContent-Range: bytes %" PRIu64 "-%" PRIu64 "/%zu\r\n\r\n",
+                 to - from + 1, from, to, len);
+    }
     if (send_all(fd, head, strlen(head)) == 0)
-        send_all(fd, body, len);
+        send_all(fd, body + from, (size_t)(to == UINT64_MAX ? len : to - from + 1));
     free(body);
 }
 
@@ -128,7 +148,15 @@ static void *conn_main(void *arg)
         char path[1024];
         if (sscanf(buf, "GET %1023s HTTP/1.1", path) != 1)
             goto out;
-        answer(fd, path);
+        uint64_t from = 0, to = UINT64_MAX;
+        const char *rg = strcasestr(buf, "\r\nRange: bytes=");
+        if (rg && rg < end) {
+            char *e = NULL;
+            from = strtoull(rg + 15, &e, 10);
+            if (e && *e == '-' && e[1] >= '0' && e[1] <= '9')
+                to = strtoull(e + 1, NULL, 10);
+        }
+        answer(fd, path, from, to);
         size_t used = (size_t)(end + 4 - buf);
         memmove(buf, buf + used, have - used);
         have -= used;
@@ -195,8 +223,12 @@ static void unload_none(void *ctx, size_t k)
 static void stage(void *ctx, size_t k, int what)
 {
     (void)ctx;
-    if (what == RMT_STAGE_ARRIVED && k == 1)
+    if (what == RMT_STAGE_ARRIVED && k == 1) {
+        pthread_mutex_lock(&g_mu);
+        g_arrivals1++;
+        pthread_mutex_unlock(&g_mu);
         set_flag(&g_arrived1);
+    }
     if (what != RMT_STAGE_CHECK || k != 0)
         return;
     pthread_mutex_lock(&g_mu);
@@ -212,12 +244,12 @@ static void stage(void *ctx, size_t k, int what)
 /* a session on g_www/name with its cache in g_dir, ahead shards ahead, 2 transfers; the shared
  * flags as hold and block0 say (all others clear: CK_FORK=no runs the tests in one process) */
 static rmt_lazy *session(const char *name, uint32_t ahead, int hold, int block0, char *url,
-                         size_t ul)
+                         size_t ul, const char *junk_part)
 {
     pthread_mutex_lock(&g_mu);
     g_hold = hold;
     g_block0 = block0;
-    g_checking0 = g_arrived1 = g_seen1 = g_release = 0;
+    g_checking0 = g_arrived1 = g_seen1 = g_release = g_arrivals1 = 0;
     pthread_mutex_unlock(&g_mu);
     snprintf(url, ul, "http://127.0.0.1:%d/%s", serve(), name);
     char cache[700];
@@ -233,6 +265,15 @@ static rmt_lazy *session(const char *name, uint32_t ahead, int hold, int block0,
     fmt_msg msg = {{0}};
     int rc = rmt_lazy_open(&z, url, &o, &dir, &man, &mlen, &msg);
     ck_assert_msg(rc == 0, "rmt_lazy_open: %s", msg.text);
+    if (junk_part) {            /* a partial download left by an earlier process, not a prefix */
+        char p[1300];
+        snprintf(p, sizeof p, "%s/%s", dir, junk_part);
+        FILE *f = fopen(p, "wb");
+        ck_assert_ptr_nonnull(f);
+        for (int i = 0; i < 100; i++)
+            fputc(0xa5, f);
+        ck_assert_int_eq(fclose(f), 0);
+    }
     free(dir);
     free(man);
     ck_assert_uint_eq(rmt_lazy_manifest(z)->nshards, NSHARDS);
@@ -270,7 +311,7 @@ static int exists_in(const rmt_lazy *z, const char *name)
 START_TEST(transfer_ends_while_a_check_is_held)
 {
     char url[200];          /* shard 1's body only once shard 0's check has begun */
-    rmt_lazy *z = session("ds", NSHARDS, 1, 0, url, sizeof url);
+    rmt_lazy *z = session("ds", NSHARDS, 1, 0, url, sizeof url, NULL);
     fmt_msg msg = {{0}};
     for (size_t k = 0; k < NSHARDS; k++) {
         int rc = rmt_lazy_acquire(z, k, RMT_WAIT, &msg);
@@ -294,7 +335,7 @@ END_TEST
 START_TEST(cancel_while_checking_with_a_queue)
 {
     char url[200];          /* and shard 0's check waits until the session is cancelled */
-    rmt_lazy *z = session("ds", 2, 1, 1, url, sizeof url);
+    rmt_lazy *z = session("ds", 2, 1, 1, url, sizeof url, NULL);
     pthread_mutex_lock(&g_mu);
     int arrived = wait_flag(&g_arrived1);     /* shard 1 queued behind shard 0's check */
     pthread_mutex_unlock(&g_mu);
@@ -325,7 +366,7 @@ END_TEST
 START_TEST(failed_check_names_the_object)
 {
     char url[200];
-    rmt_lazy *z = session("bad", NSHARDS, 0, 0, url, sizeof url);
+    rmt_lazy *z = session("bad", NSHARDS, 0, 0, url, sizeof url, NULL);
     fmt_msg msg = {{0}};
     ck_assert_int_eq(rmt_lazy_acquire(z, 0, RMT_WAIT, &msg), 0);
     int rc = rmt_lazy_acquire(z, 1, RMT_WAIT, &msg);
@@ -346,6 +387,31 @@ START_TEST(failed_check_names_the_object)
 }
 END_TEST
 
+START_TEST(stale_part_fetched_again_whole)
+{
+    char url[200];
+    rmt_lazy *z = session("ds", NSHARDS, 0, 0, url, sizeof url, ".shard-00001.raw.part");
+    fmt_msg msg = {{0}};
+    for (size_t k = 0; k < NSHARDS; k++) {
+        int rc = rmt_lazy_acquire(z, k, RMT_WAIT, &msg);
+        ck_assert_msg(rc == 0, "shard %zu: %s", k, msg.text);
+    }
+    pthread_mutex_lock(&g_mu);
+    int arrivals = g_arrivals1;
+    pthread_mutex_unlock(&g_mu);
+    ck_assert_int_eq(arrivals, 2);      /* resumed, failed its check, then fetched whole */
+    for (size_t k = 0; k < NSHARDS; k++) {
+        same_as_served(z, k);
+        rmt_lazy_release(z, k);
+    }
+    ck_assert(!exists_in(z, ".shard-00001.raw.part"));
+    rmt_stats st;
+    rmt_lazy_stats(z, &st, NULL, NULL);
+    ck_assert_uint_eq(st.fetched, NSHARDS);
+    rmt_lazy_close(z);
+}
+END_TEST
+
 static Suite *verify_suite(void)
 {
     Suite *s = suite_create("remote_verify");
@@ -355,6 +421,7 @@ static Suite *verify_suite(void)
     tcase_add_test(tc, transfer_ends_while_a_check_is_held);
     tcase_add_test(tc, cancel_while_checking_with_a_queue);
     tcase_add_test(tc, failed_check_names_the_object);
+    tcase_add_test(tc, stale_part_fetched_again_whole);
     suite_add_tcase(s, tc);
     return s;
 }
