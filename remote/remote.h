@@ -214,6 +214,12 @@ typedef int (*rmt_done_fn)(rmt_job *job, void *ctx);
 int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, unsigned tries,
               rmt_start_fn start, rmt_done_fn done, void *ctx, rmt_stats *st, fmt_msg *msg);
 
+/* rmt_fetch, ended also within about 0.1 s of *abort becoming non-zero (the transfers under way
+ * abandoned, their jobs' rc ECANCELED; 0 returned unless a job failed first). */
+int rmt_fetch_until(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel,
+                    unsigned tries, rmt_start_fn start, rmt_done_fn done, void *ctx,
+                    rmt_stats *st, const atomic_int *abort, fmt_msg *msg);
+
 /* Called when a job has ended for good (its final rc set; done called if it started). */
 typedef void (*rmt_ended_fn)(rmt_job *job, void *ctx);
 /* Fills the free slot job (name, path, size, user; the rest is set by the fetch) with the next
