@@ -212,20 +212,6 @@ int rmt_shard_publish(const rmt_cache_ctx *x, rmt_shard_job *sj, const char *nam
     return 0;
 }
 
-int rmt_shard_on_done(rmt_job *j, void *ctx)
-{
-    rmt_cache_ctx *x = ctx;
-    rmt_shard_job *sj = j->user;
-    if (j->rc) {
-        rmt_shard_unlock(sj);
-        return j->rc;
-    }
-    int rc = rmt_shard_publish(x, sj, j->name, j->path, &j->msg);
-    if (rc == 0)
-        x->st->fetched++;
-    return rc;
-}
-
 /* name's object into dir/name if it is not there (optional: a 404 is no error) */
 int rmt_fetch_small(const rmt_config *c, const char *dir, const char *name, int optional,
                     char **tmp_out, rmt_stats *st, fmt_msg *msg)

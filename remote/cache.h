@@ -1,7 +1,7 @@
 /* cache.h - the cache folder's parts that rmt_resolve (cache.c) and rmt_lazy (lazy.c) share:
- * per-shard paths and locks, the check of a shard against its manifest entry, the download
- * callbacks that check and rename, and the dataset's folder with its manifest fetched.
- * Internal to remote/. */
+ * per-shard paths and locks, the check of a shard against its manifest entry, the download's
+ * start callback and its publication once checked, and the dataset's folder with its manifest
+ * fetched. Internal to remote/. */
 #ifndef RMT_CACHE_H
 #define RMT_CACHE_H
 
@@ -74,11 +74,11 @@ void rmt_shard_unlock(rmt_shard_job *sj);
 int rmt_shard_publish(const rmt_cache_ctx *x, rmt_shard_job *sj, const char *name,
                       const char *path, fmt_msg *msg);
 
-/* rmt_fetch's callbacks for shards (ctx: an rmt_cache_ctx, each job's user: its rmt_shard_job):
- * on_start takes the shard's lock and skips a shard already in the folder and checked; on_done
- * publishes the download (rmt_shard_publish) on the fetching thread (rmt_resolve's) */
+/* rmt_fetch's start callback for shards (ctx: an rmt_cache_ctx, each job's user: its
+ * rmt_shard_job): takes the shard's lock and skips a shard already in the folder and checked.
+ * A download that has ended goes to a check thread (rmt_resolve's, rmt_lazy's), which publishes
+ * it with rmt_shard_publish. */
 int rmt_shard_on_start(rmt_job *j, void *ctx);
-int rmt_shard_on_done(rmt_job *j, void *ctx);
 
 /* name's object into dir/.name.PID.part (*tmp_out; NULL for an optional object that is not
  * there) */

@@ -7,7 +7,8 @@
  * multi interface; retried with capped exponential backoff and jitter; a partial body resumed
  * with a Range request) to a temporary name, checked against the manifest (the shard's size,
  * whole-file hash where the manifest pins one, the backend's own header and index checks and
- * every sample's hash) and only then renamed into place. The manifest is written into the cache
+ * every sample's hash) and only then renamed into place; the checks run on a thread of their
+ * own while the transfers go on. The manifest is written into the cache
  * last. Processes sharing one cache lock each shard (flock on a lock file next to it): one
  * downloads, the others wait and then use its file.
  *
