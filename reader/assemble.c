@@ -805,13 +805,14 @@ static void name_streams(const shr_reader *r, shr_slot *slot)
 static int fill_batch(shr_worker *w, shr_slot *slot, uint64_t k)
 {
     int rc = fill(w, slot, k);
-    if (w->r->lazy)             /* the shards fill held (a dataset at a URL) */
-        shr_lazy_release(w, k);
     if (rc == 0 && w->r->targets) {
         shr_stage_mark();
         rc = fill_targets(w->r, slot);
         shr_stage_lap(SHR_STAGE_TARGETS);
     }
+    if (w->r->lazy)             /* the shards fill held (a dataset at a URL), which the
+                                 * targets point into */
+        shr_lazy_release(w, k);
     if (rc == 0 && w->r->mix.on) {
         shr_stage_mark();
         rc = mix_batch(w, slot);

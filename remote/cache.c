@@ -13,6 +13,8 @@
 #include <signal.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,14 +170,9 @@ locked:
     return 0;
 }
 
-int rmt_shard_on_done(rmt_job *j, void *ctx)
+int rmt_shard_publish(const rmt_cache_ctx *x, rmt_shard_job *sj, const char *name,
+                      const char *path, fmt_msg *msg)
 {
-    rmt_cache_ctx *x = ctx;
-    rmt_shard_job *sj = j->user;
-    if (j->rc) {
-        rmt_shard_unlock(sj);
-        return j->rc;
-    }
     fmt_msg why = {{0}};
     int rc = rmt_shard_check(x, sj->k, sj->part, sj->sdir, 1, &why);
     if (rc) {
@@ -186,11 +183,11 @@ int rmt_shard_on_done(rmt_job *j, void *ctx)
         }
         remove_part(x, sj);
         rmt_shard_unlock(sj);
-        return fmt_fail(&j->msg, rc == FMT_ETRUNC || rc == FMT_EHASH ? rc : FMT_ECORRUPT,
+        return fmt_fail(msg, rc == FMT_ETRUNC || rc == FMT_EHASH ? rc : FMT_ECORRUPT,
                         "%s/%s: the object fails its check against the manifest: %s",
-                        x->c->url, j->name, fmt_reason(&why, rc));
+                        x->c->url, name, fmt_reason(&why, rc));
     }
-    int fd = open(j->path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         (void)fsync(fd);
         close(fd);
@@ -203,7 +200,7 @@ int rmt_shard_on_done(rmt_job *j, void *ctx)
         close(sfd);
     if (!renamed) {
         rmt_shard_unlock(sj);
-        return fmt_fail(&j->msg, e, "cannot rename %s: %s", sj->part, strerror(e));
+        return fmt_fail(msg, e, "cannot rename %s: %s", sj->part, strerror(e));
     }
     (void)fmt_fsync_parent(sj->final);
     if (x->keep_shared && flock(sj->lockfd, LOCK_SH) == 0) {
@@ -212,7 +209,6 @@ int rmt_shard_on_done(rmt_job *j, void *ctx)
         sj->lockfd = -1;
     }
     rmt_shard_unlock(sj);
-    x->st->fetched++;
     return 0;
 }
 
@@ -392,11 +388,135 @@ out:
     return rc;
 }
 
+/* ---- rmt_resolve's check thread: each download, as its transfer ends, is checked, fsynced and
+ * renamed into place there (rmt_shard_publish), while the fetch keeps its other transfers
+ * going; a failed check ends the fetch as a failed transfer does. ---- */
+
+typedef struct {
+    rmt_cache_ctx x;            /* first: rmt_shard_on_start takes the context as this */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    rmt_job **q;                /* downloads waiting for their check: a ring of n */
+    size_t n, head, len;
+    int closing;                /* no more will come */
+    atomic_int failed;          /* a check failed: the fetch ends (rmt_fetch_until) */
+    int rc;                     /* the first failure, its message */
+    fmt_msg msg;
+    rmt_job **again;            /* stale resumed .part files, truncated: to fetch whole */
+    size_t nagain;
+    uint64_t fetched;
+} resolve_checks;
+
+static void *checks_main(void *arg)
+{
+    resolve_checks *ck = arg;
+    pthread_mutex_lock(&ck->mu);
+    for (;;) {
+        while (!ck->len && !ck->closing)
+            pthread_cond_wait(&ck->cv, &ck->mu);
+        if (!ck->len)
+            break;
+        rmt_job *j = ck->q[ck->head];
+        ck->head = (ck->head + 1) % ck->n;
+        ck->len--;
+        pthread_mutex_unlock(&ck->mu);
+        /* (the job is the fetch's no more: its name and path are read, its rc and msg are not
+         * written, the fetch reads them) */
+        rmt_shard_job *sj = j->user;
+        fmt_msg msg = {{0}};
+        int rc = rmt_shard_publish(&ck->x, sj, j->name, j->path, &msg);
+        if (rc == 1 && truncate(j->path, 0) != 0) {
+            rc = fmt_fail(&msg, errno, "cannot truncate %s: %s", j->path, strerror(errno));
+            rmt_shard_unlock(sj);
+        }
+        pthread_mutex_lock(&ck->mu);
+        if (rc == 0) {
+            ck->fetched++;
+        } else if (rc == 1) {
+            ck->again[ck->nagain++] = j;
+        } else if (!ck->rc) {
+            ck->rc = rc;
+            ck->msg = msg;
+            atomic_store(&ck->failed, 1);
+        }
+    }
+    pthread_mutex_unlock(&ck->mu);
+    return NULL;
+}
+
+/* rmt_fetch's done for rmt_resolve: a download whose transfer ended goes to the check thread */
+static int resolve_on_done(rmt_job *j, void *ctx)
+{
+    resolve_checks *ck = ctx;
+    if (j->rc) {
+        rmt_shard_unlock(j->user);
+        return j->rc;
+    }
+    pthread_mutex_lock(&ck->mu);
+    ck->q[(ck->head + ck->len++) % ck->n] = j;
+    pthread_cond_signal(&ck->cv);
+    pthread_mutex_unlock(&ck->mu);
+    return 0;
+}
+
+/* one fetch of jobs with the check thread: 0, or the first failure (a transfer's, a check's) */
+static int fetch_checked(resolve_checks *ck, rmt_job *jobs, size_t n, unsigned parallel,
+                         unsigned tries, fmt_msg *msg)
+{
+    ck->head = ck->len = 0;
+    ck->closing = 0;
+    ck->nagain = 0;
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, checks_main, ck);
+    if (rc)
+        return fmt_fail(msg, rc, "cannot start the check thread: %s", strerror(rc));
+    rc = rmt_fetch_until(ck->x.c, jobs, n, parallel, tries, rmt_shard_on_start, resolve_on_done,
+                         ck, ck->x.st, &ck->failed, msg);
+    pthread_mutex_lock(&ck->mu);
+    ck->closing = 1;
+    pthread_cond_signal(&ck->cv);
+    pthread_mutex_unlock(&ck->mu);
+    pthread_join(t, NULL);
+    if (!rc && ck->rc) {
+        rc = ck->rc;
+        *msg = ck->msg;
+    }
+    return rc;
+}
+
 static int fetch_shards(rmt_cache_ctx *x, rmt_job *jobs, rmt_shard_job *sj, size_t n,
                         unsigned parallel, unsigned tries, fmt_msg *msg)
 {
-    int rc = rmt_fetch(x->c, jobs, n, parallel, tries, rmt_shard_on_start, rmt_shard_on_done, x,
-                       x->st, msg);
+    resolve_checks ck;
+    memset(&ck, 0, sizeof ck);
+    ck.x = *x;
+    ck.n = n ? n : 1;
+    int rc = 0;
+    if (!(ck.q = calloc(ck.n, sizeof *ck.q)) || !(ck.again = calloc(ck.n, sizeof *ck.again))) {
+        rc = fmt_fail(msg, ENOMEM, "out of memory");
+        goto out;
+    }
+    pthread_mutex_init(&ck.mu, NULL);
+    pthread_cond_init(&ck.cv, NULL);
+    rc = fetch_checked(&ck, jobs, n, parallel, tries, msg);
+    if (!rc && ck.nagain) {     /* stale partial downloads, once more whole (at most once) */
+        size_t m = ck.nagain;
+        rmt_job *redo = calloc(m, sizeof *redo);
+        if (!redo) {
+            rc = fmt_fail(msg, ENOMEM, "out of memory");
+        } else {
+            for (size_t i = 0; i < m; i++)
+                redo[i] = *ck.again[i];
+            rc = fetch_checked(&ck, redo, m, parallel, tries, msg);
+            free(redo);
+        }
+    }
+    x->st->fetched += ck.fetched;
+    pthread_cond_destroy(&ck.cv);
+    pthread_mutex_destroy(&ck.mu);
+out:
+    free(ck.q);
+    free(ck.again);
     for (size_t i = 0; i < n; i++)
         rmt_shard_unlock(&sj[i]);
     return rc;

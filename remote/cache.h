@@ -1,7 +1,7 @@
 /* cache.h - the cache folder's parts that rmt_resolve (cache.c) and rmt_lazy (lazy.c) share:
- * per-shard paths and locks, the check of a shard against its manifest entry, the download
- * callbacks that check and rename, and the dataset's folder with its manifest fetched.
- * Internal to remote/. */
+ * per-shard paths and locks, the check of a shard against its manifest entry, the download's
+ * start callback and its publication once checked, and the dataset's folder with its manifest
+ * fetched. Internal to remote/. */
 #ifndef RMT_CACHE_H
 #define RMT_CACHE_H
 
@@ -64,11 +64,21 @@ int rmt_lock_file(const char *path, int op);
 /* the job's exclusive lock, if held, let go */
 void rmt_shard_unlock(rmt_shard_job *sj);
 
-/* rmt_fetch's callbacks for shards (ctx: an rmt_cache_ctx, each job's user: its rmt_shard_job):
- * on_start takes the shard's lock and skips a shard already in the folder and checked; on_done
- * checks the download fully against the manifest and renames it into place */
+/* Shard sj's download, in sj->part (path: the file written, a folder shard's data file), under
+ * its exclusive lock: checked fully against the manifest, fsynced and renamed into place (under
+ * x->spacep, the space lock, when set); with x->keep_shared, its lock then goes from exclusive to
+ * shared (sj->shared). 0; 1 when a resumed .part failed: to be fetched again whole, once
+ * (truncated by the caller, the lock still held); else the error (msg names the object name),
+ * its .part removed and its lock let go. Touches no counts: callable on any thread that owns
+ * sj. */
+int rmt_shard_publish(const rmt_cache_ctx *x, rmt_shard_job *sj, const char *name,
+                      const char *path, fmt_msg *msg);
+
+/* rmt_fetch's start callback for shards (ctx: an rmt_cache_ctx, each job's user: its
+ * rmt_shard_job): takes the shard's lock and skips a shard already in the folder and checked.
+ * A download that has ended goes to a check thread (rmt_resolve's, rmt_lazy's), which publishes
+ * it with rmt_shard_publish. */
 int rmt_shard_on_start(rmt_job *j, void *ctx);
-int rmt_shard_on_done(rmt_job *j, void *ctx);
 
 /* name's object into dir/.name.PID.part (*tmp_out; NULL for an optional object that is not
  * there) */

@@ -733,6 +733,14 @@ int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, u
                       msg);
 }
 
+int rmt_fetch_until(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel,
+                    unsigned tries, rmt_start_fn start, rmt_done_fn done, void *ctx,
+                    rmt_stats *st, const atomic_int *abort, fmt_msg *msg)
+{
+    return fetch_loop(c, jobs, n, n, parallel, tries, start, done, NULL, NULL, ctx, st, abort,
+                      msg);
+}
+
 int rmt_fetch_stream(const rmt_config *c, rmt_job *jobs, size_t cap, unsigned parallel,
                      unsigned tries, rmt_start_fn start, rmt_done_fn done, rmt_ended_fn ended,
                      rmt_more_fn more, void *ctx, rmt_stats *st, const atomic_int *abort)

@@ -26,7 +26,16 @@
  * shards no reader of this process holds and the plan does not want soon, least recently used
  * first (those this process never used before all others). A shard this process has present is
  * held with a shared flock on its lock file; eviction takes the exclusive lock without waiting,
- * so a shard another process reads is never removed from under it. */
+ * so a shard another process reads is never removed from under it.
+ *
+ * A download whose transfer has ended is not checked on the download thread: it is queued for
+ * the session's check thread, which checks it against the manifest (every sample's hash), fsyncs
+ * it and renames it into place, then hands it to the readers; the download thread meanwhile
+ * keeps its transfers going (a check and an fsync left the link idle). Until then the shard
+ * stays Z_QUEUED, its exclusive lock and its .part (counted at its full size) held: it is never
+ * evicted, never picked again, never seen by a reader. A resumed .part that fails its check is
+ * truncated and given back to the download thread (`again`) to be fetched whole once; any other
+ * failure makes the shard Z_FAILED with the message naming the object. */
 
 enum { Z_ABSENT, Z_QUEUED, Z_PRESENT, Z_FAILED };
 
@@ -42,6 +51,8 @@ typedef struct {
     uint64_t kept;              /* eviction round in which another process kept it */
     double retry_at;            /* another process was downloading it: not before then */
     int needs_room;             /* its file was there but failed its check: room first */
+    int deferred;               /* download thread only: its ended job was queued for a check */
+    int again;                  /* Z_QUEUED: its check wants it fetched again, whole */
     int rc;                     /* Z_FAILED */
     fmt_msg msg;
 } zshard;
@@ -74,10 +85,16 @@ struct rmt_lazy {
     uint64_t active[Z_MAX_ACTIVE];
     uint32_t nactive;
     uint64_t next_batch;        /* one past the highest batch begun */
+    void (*stage)(void *ctx, size_t k, int stage);      /* rmt_lazy_stage_hook's */
+    void *stage_ctx;
+    uint64_t vfetched;          /* shards the check thread has put into place */
+    size_t *vq;                 /* the check thread's queue: a ring of nshards + 1 entries */
+    size_t vhead, vlen;
+    uint32_t nagain;            /* shards whose `again` is set */
     pthread_mutex_t mu;
-    pthread_cond_t ready, work;
-    pthread_t thread;
-    int started, stop;
+    pthread_cond_t ready, work, vwork;
+    pthread_t thread, vthread;
+    int started, vstarted, stop;
 };
 
 /* the folder's bytes: each shard file, each .part at its shard's full size (under the space
@@ -349,14 +366,74 @@ static int lazy_on_start(rmt_job *j, void *ctx)
     return rc;
 }
 
-/* a downloaded shard is handed over as its download ends */
+/* a downloaded shard goes to the check thread as its transfer ends (its lock, its .part and its
+ * state Z_QUEUED kept: the check thread publishes it); the stream's slot is free at once */
 static int lazy_on_done(rmt_job *j, void *ctx)
 {
+    lazy_ctx *lx = ctx;
+    rmt_lazy *z = lx->z;
     rmt_shard_job *sj = j->user;
-    int rc = rmt_shard_on_done(j, ctx);
-    if (rc == 0 && j->rc == 0)
-        hand_over(ctx, sj);
-    return rc;
+    if (j->rc) {
+        rmt_shard_unlock(sj);
+        return j->rc;
+    }
+    z->sh[sj->k].deferred = 1;          /* (lazy_ended, on this thread, leaves it alone) */
+    pthread_mutex_lock(&z->mu);
+    z->vq[(z->vhead + z->vlen++) % (z->m.nshards + 1)] = sj->k;
+    pthread_cond_signal(&z->vwork);
+    pthread_mutex_unlock(&z->mu);
+    if (z->stage)
+        z->stage(z->stage_ctx, sj->k, RMT_STAGE_ARRIVED);
+    return 0;
+}
+
+/* The check thread: each queued download checked fully against the manifest, fsynced and
+ * renamed into place (rmt_shard_publish), then handed to the readers; a failure as the download
+ * thread's failures are (Z_FAILED, the message naming the object), a stale resumed .part back to
+ * the download thread, truncated, to be fetched whole. Until the session stops: the downloads
+ * still queued then keep their lock, and rmt_lazy_close removes their .part. */
+static void *verify_main(void *arg)
+{
+    rmt_lazy *z = arg;
+    rmt_cache_ctx x = {&z->c, &z->m, z->be, z->dir, NULL, 0, z->limit != 0,
+                       z->limit ? z->spacep : NULL};
+    pthread_mutex_lock(&z->mu);
+    for (;;) {
+        while (!z->stop && !z->vlen)
+            pthread_cond_wait(&z->vwork, &z->mu);
+        if (z->stop)
+            break;
+        size_t k = z->vq[z->vhead];
+        z->vhead = (z->vhead + 1) % (z->m.nshards + 1);
+        z->vlen--;
+        pthread_mutex_unlock(&z->mu);
+        zshard *s = &z->sh[k];
+        if (z->stage)
+            z->stage(z->stage_ctx, k, RMT_STAGE_CHECK);
+        fmt_msg msg = {{0}};
+        int rc = rmt_shard_publish(&x, &s->j, z->m.shards[k].file, s->j.part, &msg);
+        if (rc == 1 && truncate(s->j.part, 0) != 0) {
+            rc = fmt_fail(&msg, errno, "cannot truncate %s: %s", s->j.part, strerror(errno));
+            unlink(s->j.part);
+            rmt_shard_unlock(&s->j);
+        }
+        pthread_mutex_lock(&z->mu);
+        if (rc == 0) {
+            z->vfetched++;
+            take_present(z, k);
+        } else if (rc == 1) {
+            s->again = 1;               /* Z_QUEUED still, its lock and reservation held */
+            z->nagain++;
+        } else {
+            s->state = Z_FAILED;
+            s->rc = rc;
+            s->msg = msg;
+        }
+        poke(z);                        /* (again: its download; none: whether all are done) */
+        pthread_cond_broadcast(&z->ready);
+    }
+    pthread_mutex_unlock(&z->mu);
+    return NULL;
 }
 
 /* The next shards to download, at most max of them, into pick (z->mu held): readers waiting
@@ -442,7 +519,13 @@ static int lazy_more(rmt_job *j, int idle, void *ctx)
     size_t k;
     pthread_mutex_lock(&z->mu);
     int got = 0;
-    if (!z->stop && (!idle || z->pokes != lx->seen || z->deferred)) {
+    if (!z->stop && z->nagain) {        /* a download its check sent back: first */
+        for (k = 0; !z->sh[k].again; k++)
+            ;
+        z->sh[k].again = 0;
+        z->nagain--;
+        got = 1;
+    } else if (!z->stop && (!idle || z->pokes != lx->seen || z->deferred)) {
         lx->seen = z->pokes;
         got = pick_shards(z, &k, 1) == 1;
     }
@@ -465,9 +548,14 @@ static void lazy_ended(rmt_job *j, void *ctx)
     lazy_ctx *lx = ctx;
     rmt_lazy *z = lx->z;
     rmt_shard_job *sj = j->user;
+    zshard *s = &z->sh[sj->k];
     pthread_mutex_lock(&z->mu);
     z->st = lx->st;
-    zshard *s = &z->sh[sj->k];
+    if (s->deferred) {                  /* the check thread's now (verify_main) */
+        s->deferred = 0;
+        pthread_mutex_unlock(&z->mu);
+        return;
+    }
     s->needs_room = sj->noroom;
     if (sj->noroom) {
         s->state = Z_ABSENT;
@@ -542,6 +630,7 @@ int rmt_lazy_open(rmt_lazy **out, const char *url, const rmt_options *o, char **
     pthread_mutex_init(&z->mu, NULL);
     pthread_cond_init(&z->ready, NULL);
     pthread_cond_init(&z->work, NULL);
+    pthread_cond_init(&z->vwork, NULL);
     z->parallel = o->parallel ? o->parallel : 8;
     z->tries = o->tries;
     char *mtmp = NULL, *mpath = NULL;
@@ -694,13 +783,24 @@ int rmt_lazy_start(rmt_lazy *z, const rmt_lazy_hooks *h, uint64_t limit, uint32_
         z->ahead = z->m.nshards ? (uint32_t)z->m.nshards : 1;
     z->scan = scan ? scan : 1;
     if (!(z->plan = calloc(plan_cap ? plan_cap : 1, sizeof *z->plan)) ||
-        !(z->win = calloc(z->ahead, sizeof *z->win)))
+        !(z->win = calloc(z->ahead, sizeof *z->win)) ||
+        !(z->vq = calloc(z->m.nshards + 1, sizeof *z->vq)))
         return fmt_fail(msg, ENOMEM, "out of memory");
-    int rc = pthread_create(&z->thread, NULL, lazy_main, z);
+    int rc = pthread_create(&z->vthread, NULL, verify_main, z);
+    if (rc)
+        return fmt_fail(msg, rc, "cannot start the check thread: %s", strerror(rc));
+    z->vstarted = 1;
+    rc = pthread_create(&z->thread, NULL, lazy_main, z);
     if (rc)
         return fmt_fail(msg, rc, "cannot start the download thread: %s", strerror(rc));
     z->started = 1;
     return 0;
+}
+
+void rmt_lazy_stage_hook(rmt_lazy *z, void (*stage)(void *ctx, size_t k, int stage), void *ctx)
+{
+    z->stage = stage;
+    z->stage_ctx = ctx;
 }
 
 void rmt_lazy_begin(rmt_lazy *z, uint64_t batch)
@@ -794,8 +894,10 @@ void rmt_lazy_yield(rmt_lazy *z, size_t k)
 void rmt_lazy_stats(rmt_lazy *z, rmt_stats *st, uint64_t *peak, uint64_t *evicted)
 {
     pthread_mutex_lock(&z->mu);
-    if (st)
+    if (st) {
         *st = z->st;
+        st->fetched += z->vfetched;
+    }
     if (peak)
         *peak = z->peak;
     if (evicted)
@@ -836,6 +938,7 @@ void rmt_lazy_cancel(rmt_lazy *z)
     z->stop = 1;
     atomic_store(&z->aborted, 1);   /* transfers under way are left (their .part resumes) */
     pthread_cond_broadcast(&z->work);
+    pthread_cond_broadcast(&z->vwork);
     pthread_cond_broadcast(&z->ready);
     pthread_mutex_unlock(&z->mu);
 }
@@ -844,10 +947,14 @@ void rmt_lazy_close(rmt_lazy *z)
 {
     if (!z)
         return;
-    if (z->started) {
+    if (z->started || z->vstarted)
         rmt_lazy_cancel(z);
+    if (z->started)
         pthread_join(z->thread, NULL);
-    }
+    /* the check under way ends first; the downloads still queued keep their lock and state
+     * Z_QUEUED: their .part goes below */
+    if (z->vstarted)
+        pthread_join(z->vthread, NULL);
     for (size_t k = 0; z->sh && k < z->m.nshards; k++) {
         zshard *s = &z->sh[k];
         if (s->shfd >= 0)
@@ -863,6 +970,7 @@ void rmt_lazy_close(rmt_lazy *z)
     free(z->sh);
     free(z->plan);
     free(z->win);
+    free(z->vq);
     free(z->jobs);
     free(z->dir);
     free(z->spacep);
@@ -871,6 +979,7 @@ void rmt_lazy_close(rmt_lazy *z)
     rmt_config_free(&z->c);
     pthread_cond_destroy(&z->ready);
     pthread_cond_destroy(&z->work);
+    pthread_cond_destroy(&z->vwork);
     pthread_mutex_destroy(&z->mu);
     free(z);
 }

@@ -7,7 +7,8 @@
  * multi interface; retried with capped exponential backoff and jitter; a partial body resumed
  * with a Range request) to a temporary name, checked against the manifest (the shard's size,
  * whole-file hash where the manifest pins one, the backend's own header and index checks and
- * every sample's hash) and only then renamed into place. The manifest is written into the cache
+ * every sample's hash) and only then renamed into place; the checks run on a thread of their
+ * own while the transfers go on. The manifest is written into the cache
  * last. Processes sharing one cache lock each shard (flock on a lock file next to it): one
  * downloads, the others wait and then use its file.
  *
@@ -67,7 +68,9 @@ int rmt_resolve(const char *url, const rmt_options *o, char **dir, rmt_stats *st
 
 /* ---- a dataset whose shards arrive while it is read (docs/REMOTE.md "Prefetch and the bounded
  * cache"): the manifest is fetched at open; a thread then downloads the shards the readers'
- * plan wants next, in its order, into a cache folder kept within a byte limit. ---- */
+ * plan wants next, in its order, into a cache folder kept within a byte limit, and a second
+ * thread checks each download and renames it into place, so that the transfers never wait for
+ * a check or an fsync. ---- */
 
 typedef struct rmt_lazy rmt_lazy;
 
@@ -128,6 +131,12 @@ void rmt_lazy_cancel(rmt_lazy *z);
 void rmt_lazy_close(rmt_lazy *z);      /* accepts NULL; stops the thread first */
 
 /* ---- internals shared by the module's files (and its unit test) ---- */
+
+/* For tests, before rmt_lazy_start: stage(ctx, k, RMT_STAGE_ARRIVED) on the download thread once
+ * shard k's transfer has ended and it is queued for its check (no lock held), and
+ * stage(ctx, k, RMT_STAGE_CHECK) on the check thread just before its check. */
+enum { RMT_STAGE_ARRIVED, RMT_STAGE_CHECK };
+void rmt_lazy_stage_hook(rmt_lazy *z, void (*stage)(void *ctx, size_t k, int stage), void *ctx);
 
 typedef struct {
     int s3;                 /* 1: s3://, 0: http(s):// */
@@ -205,6 +214,12 @@ typedef int (*rmt_done_fn)(rmt_job *job, void *ctx);
  * the first job's error (its msg copied into msg). start and done may be NULL. */
 int rmt_fetch(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel, unsigned tries,
               rmt_start_fn start, rmt_done_fn done, void *ctx, rmt_stats *st, fmt_msg *msg);
+
+/* rmt_fetch, ended also within about 0.1 s of *abort becoming non-zero (the transfers under way
+ * abandoned, their jobs' rc ECANCELED; 0 returned unless a job failed first). */
+int rmt_fetch_until(const rmt_config *c, rmt_job *jobs, size_t n, unsigned parallel,
+                    unsigned tries, rmt_start_fn start, rmt_done_fn done, void *ctx,
+                    rmt_stats *st, const atomic_int *abort, fmt_msg *msg);
 
 /* Called when a job has ended for good (its final rc set; done called if it started). */
 typedef void (*rmt_ended_fn)(rmt_job *job, void *ctx);
