@@ -1137,6 +1137,14 @@ START_TEST(test_host_alloc)
     shr_host_free(p, pinned);
     ck_assert_int_eq(shr_host_alloc(0, &p, &pinned, SHR_PIN_OFF, -1, NULL), EINVAL);
     ck_assert_int_eq(shr_host_alloc(10, &p, &pinned, (shr_pin)5, -1, NULL), EINVAL);
+    ck_assert_ptr_null(p);
+    /* the public call refuses NULL places for its answers */
+    pinned = -1;
+    ck_assert_int_eq(shr_host_alloc(10, NULL, &pinned, SHR_PIN_OFF, -1, NULL), EINVAL);
+    ck_assert_int_eq(pinned, 0);
+    p = &pinned;
+    ck_assert_int_eq(shr_host_alloc(10, &p, NULL, SHR_PIN_OFF, -1, NULL), EINVAL);
+    ck_assert_ptr_null(p);
     fmt_msg why = {{0}};
     ck_assert_int_eq(shr_host_alloc(1 << 20, &p, &pinned, SHR_PIN_AUTO, 0, &why), 0);
     ck_assert_str_eq(why.text, "");     /* pinned, or no device: nothing failed */
@@ -1163,6 +1171,83 @@ START_TEST(test_host_alloc)
     ck_assert_ptr_null(strstr(shr_cuda_status(status, sizeof status), "cudaHostAlloc"));
     if (!shr_cuda_available())
         fprintf(stderr, "test_reader: no CUDA device: pinned allocation not exercised (skipped)\n");
+}
+END_TEST
+
+/* shr_epoch_order gives, for every order, rank and uneven mode, the indices a reader with the same
+ * options delivers, epoch by epoch, its batches laid end to end. */
+START_TEST(test_epoch_order)
+{
+    static const uint64_t counts[] = {7, 7, 7, 2};     /* g_fixed's shards */
+    const shr_order orders[] = {SHR_ORDER_SEQUENTIAL, SHR_ORDER_RANDOM, SHR_ORDER_QUASI};
+    for (size_t oi = 0; oi < 3; oi++)
+        for (int uneven = SHR_UNEVEN_PAD; uneven <= SHR_UNEVEN_DROP; uneven++)
+            for (uint32_t world = 1; world <= 3; world += 2)
+                for (uint32_t rank = 0; rank < world; rank++) {
+                    shr_options o;
+                    options(&o, 4, orders[oi], 13);
+                    o.quasi_window = 2;
+                    o.uneven = (shr_uneven)uneven;
+                    o.world = world;
+                    o.rank = rank;
+                    size_t count;
+                    event *ev = run_epochs(g_fixed, &o, 3, &count);
+                    shr_order_spec sp = {.n = N_SAMPLES, .order = orders[oi], .seed = 13,
+                                         .rank = rank, .world = world,
+                                         .uneven = (shr_uneven)uneven, .nshards = 4,
+                                         .shard_counts = counts, .window = 2};
+                    size_t at = 0;
+                    for (uint64_t e = 0; e < 3; e++) {
+                        uint64_t want[N_SAMPLES], n = 99, only = 99;
+                        shr_msg msg = {""};
+                        ck_assert_int_eq(shr_epoch_order(&sp, e, want, &n, &msg), 0);
+                        ck_assert_int_eq(shr_epoch_order(&sp, e, NULL, &only, NULL), 0);
+                        ck_assert_uint_eq(n, only);
+                        ck_assert_uint_eq(n, uneven == SHR_UNEVEN_PAD
+                                                 ? (N_SAMPLES + world - 1) / world
+                                                 : N_SAMPLES / world);
+                        uint64_t got = 0;
+                        for (; !ev[at].end; at++) {
+                            ck_assert_uint_eq(ev[at].epoch, e);
+                            for (uint32_t j = 0; j < ev[at].n; j++, got++) {
+                                ck_assert_uint_lt(got, n);
+                                ck_assert_msg((uint64_t)ev[at].idx[j] == want[got],
+                                              "order %zu rank %u/%u epoch %" PRIu64 " pos %"
+                                              PRIu64, oi, rank, world, e, got);
+                            }
+                        }
+                        at++;
+                        ck_assert_uint_eq(got, n);
+                    }
+                    events_free(ev, count);
+                }
+    /* refusals, each said */
+    uint64_t out[N_SAMPLES], n = 7;
+    shr_msg msg = {""};
+    shr_order_spec sp = {.n = N_SAMPLES, .order = SHR_ORDER_QUASI, .world = 2, .rank = 2,
+                         .nshards = 4, .shard_counts = counts};
+    ck_assert_int_eq(shr_epoch_order(NULL, 0, out, &n, &msg), SHR_EINVAL);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_str_eq(msg.text, "no order given");
+    ck_assert_int_eq(shr_epoch_order(&sp, 0, out, &n, &msg), SHR_EINVAL);
+    ck_assert_str_eq(msg.text, "rank must be below world");
+    sp.rank = 1;
+    sp.shard_counts = NULL;
+    ck_assert_int_eq(shr_epoch_order(&sp, 0, out, &n, &msg), SHR_EINVAL);
+    ck_assert_str_eq(msg.text, "a quasi order needs the shards' sample counts");
+    static const uint64_t short_counts[] = {7, 7, 7, 1};
+    sp.shard_counts = short_counts;
+    ck_assert_int_eq(shr_epoch_order(&sp, 0, out, &n, &msg), SHR_EINVAL);
+    ck_assert_str_eq(msg.text, "the shards' sample counts do not sum to n, or n is too large");
+    sp.order = (shr_order)9;
+    ck_assert_int_eq(shr_epoch_order(&sp, 0, out, &n, &msg), SHR_EINVAL);
+    ck_assert_str_eq(msg.text, "unknown order");
+    /* world 0 is one rank; the shard counts mean nothing to a sequential order */
+    sp = (shr_order_spec){.n = 5, .order = SHR_ORDER_SEQUENTIAL};
+    ck_assert_int_eq(shr_epoch_order(&sp, 4, out, &n, NULL), 0);
+    ck_assert_uint_eq(n, 5);
+    for (uint64_t i = 0; i < 5; i++)
+        ck_assert_uint_eq(out[i], i);
 }
 END_TEST
 
@@ -1606,6 +1691,7 @@ static Suite *reader_suite(void)
     tcase_add_test(tc, test_elastic_options);
     tcase_add_test(tc, test_strerror);
     tcase_add_test(tc, test_host_alloc);
+    tcase_add_test(tc, test_epoch_order);
     tcase_add_test(tc, test_public_dataset);
     suite_add_tcase(s, tc);
     return s;
