@@ -223,33 +223,27 @@ int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_ms
     return rc;
 }
 
-/* This epoch's file order, from the reader's sampler: file i of the listing stands where a
- * shardc dataset built from the folder holds sample i, so seq and random give the order in which
- * the reader delivers that dataset. quasi: blocks of SB_QUASI_BLOCK files stand in for shards
- * (the sampler shuffles blocks, then files within windows of SB_QUASI_WINDOW blocks). Returns 0,
- * ENOMEM or the sampler's error. */
+/* This epoch's file order, as the reader orders a dataset (shr_epoch_order): file i of the
+ * listing stands where a shardc dataset built from the folder holds sample i, so seq and random
+ * give the order in which the reader delivers that dataset. quasi: blocks of SB_QUASI_BLOCK files
+ * stand in for shards (the order shuffles blocks, then files within windows of SB_QUASI_WINDOW
+ * blocks). Returns 0, ENOMEM or shr_epoch_order's error. */
 int sb_folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_t epoch)
 {
     size_t nblocks = (n + SB_QUASI_BLOCK - 1) / SB_QUASI_BLOCK;
     uint64_t *counts = calloc(nblocks ? nblocks : 1, sizeof *counts);
-    uint64_t *idx = malloc(SB_QUASI_BLOCK * sizeof *idx);
-    shr_sampler *sm = NULL;
+    uint64_t *idx = malloc((n ? n : 1) * sizeof *idx);
     int rc = counts && idx ? 0 : ENOMEM;
     for (size_t b = 0; !rc && b < nblocks; b++)
         counts[b] = b + 1 < nblocks ? SB_QUASI_BLOCK : n - b * SB_QUASI_BLOCK;
-    shr_sampler_cfg cfg = {.n = n, .order = kind, .seed = seed, .rank = 0, .world = 1,
-                           .uneven = SHR_UNEVEN_PAD, .batch_size = SB_QUASI_BLOCK,
-                           .nshards = nblocks, .shard_counts = counts,
+    shr_order_spec spec = {.n = n, .order = kind, .seed = seed, .rank = 0, .world = 1,
+                           .uneven = SHR_UNEVEN_PAD, .nshards = nblocks, .shard_counts = counts,
                            .window = SB_QUASI_WINDOW};
+    uint64_t got = 0;
     if (!rc)
-        rc = shr_sampler_create(&sm, &cfg);
-    size_t at = 0;
-    for (uint64_t b = 0; !rc && b < shr_sampler_batches(sm); b++) {
-        uint32_t k = shr_sampler_batch(sm, epoch, b, idx);
-        for (uint32_t i = 0; i < k && at < n; i++)
-            order[at++] = (size_t)idx[i];
-    }
-    shr_sampler_free(sm);
+        rc = shr_epoch_order(&spec, epoch, idx, &got, NULL);
+    for (uint64_t i = 0; !rc && i < got && i < n; i++)
+        order[i] = (size_t)idx[i];
     free(idx);
     free(counts);
     return rc;

@@ -38,8 +38,6 @@
 #include "step.h"
 #include "build.h"
 #include "render.h"
-#include "ring.h"
-#include "sampler.h"
 #include "util.h"
 #include <xxhash.h>
 
@@ -231,7 +229,24 @@ typedef struct {
 
 typedef struct {
     shr_batch b;
+    int state;                  /* SB_SLOT_* (feed.c), under the queue's lock */
 } sb_slot;
+
+/* The folder feed's queue (feed.c): the decoders claim stream batches in order, each into a free
+ * slot, and the consumer takes them in the same order, as a DataLoader's workers and its
+ * iterator do. Every field under mu. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t room;        /* workers: a free slot, a higher limit, or stop */
+    pthread_cond_t ready;       /* the consumer: its next batch filled */
+    int live;                   /* mu and the conditions are initialised */
+    uint32_t *free_slots, nfree;
+    uint32_t *pending;          /* pending[k % depth]: the slot of claimed, undelivered batch k */
+    uint64_t next_claim, next_deliver;
+    uint64_t limit;             /* batches below it may be claimed */
+    uint32_t held;              /* slots the consumer holds */
+    int stop;
+} sb_queue;
 
 typedef struct sb_feed sb_feed;
 
@@ -254,7 +269,7 @@ struct sb_feed {
     uint32_t depth;
     sb_feed_worker *ws;
     uint32_t nthreads, started;
-    shr_ring ring;              /* ring slot i is slots[i]; stream batch k: feed.c */
+    sb_queue q;                 /* queue slot i is slots[i]; stream batch k: feed.c */
     int pinned;                 /* every slot's pixels are CUDA pinned memory (shr_host_alloc) */
     fmt_msg unpinned;           /* why not, where an allocation fell back: its reason */
     uint64_t ring_bytes;        /* the slots' buffers: pixels, labels, indices, sources */

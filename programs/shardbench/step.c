@@ -6,7 +6,6 @@
  * libraries proper (cuBLAS alone maps more than half a gigabyte) are never loaded.
  */
 #include "gpu_api.h"
-#include "pinned.h"
 #include "step_cpu.h"
 
 #include <dlfcn.h>

@@ -2,7 +2,6 @@
  * step (step.h), timed per epoch: input stall, step busy, loss, accuracy. */
 #include "bench.h"
 #include "gpu_api.h"
-#include "pinned.h"
 
 const char sb_usage_train[] =
     "usage: shardbench train DATASET [options]\n"
