@@ -303,4 +303,16 @@ typedef struct {
  * file). Options that shc_build_check refuses make an undefined build: check them first. */
 int shc_build(const shc_build_opts *o, const shc_build_cb *cb);
 
+/* ---- for a program that takes a build's syntax on its own command line ---- */
+
+/* "WxH" (both 1..65535), or "N" for NxN (torchvision's int size): the syntax of "size", as a
+ * program that asks for an output size (shardbench's --size) takes it. 0, or -1 for anything
+ * else (*w and *h then untouched). */
+int shc_parse_wxh(const char *s, uint32_t *w, uint32_t *h);
+
+/* The storage formats a build writes, the values "format" takes: every one compiled in, in the
+ * order shardc lists them ("raw" first, then "hdf5", "lmdb", "png0", ... as built), ending in
+ * NULL. Static storage; any thread. */
+const char *const *shc_build_formats(void);
+
 #endif
