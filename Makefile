@@ -98,18 +98,19 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 #     dataset URL resolved to its cache for them (remote.h); the usage text's default
 #     augmentation (augment.h) and the JSON summary's string quoting (json.h) in cli.c. A build,
 #     its parts and their merge go through the public shardc.h alone.
-#   shardbench: the compiler's pipeline for `compare` and the folder baselines (build.h,
-#     render.h, inputs.h, dataset.h, manifest.h, geometry.h, image.h, json.h, fmt.h), the
-#     WxH parsing of the build's flags (util.h: shc_parse_wxh), and of the reader only
-#     cuda_common.h: its GPU step (cuda_step.cu) shares launch helpers with the CUDA feed. The
-#     folder feed queues its batches itself, and the reader's order (shr_epoch_order), pinned
-#     host buffers (shr_host_alloc) and CUDA probe (shr_cuda_status) are public
+#   shardbench: the folder baselines' decode path, shardc build's own per input (inputs.h: the
+#     folder's listing; render.h with geometry.h and image.h: decode and resize as a build
+#     would), the memcpy baseline's mapped samples (dataset.h), the dataset's size and backend
+#     read off its manifest (manifest.h), and of the reader only cuda_common.h: its GPU step
+#     (cuda_step.cu) shares launch helpers with the CUDA feed. `compare` builds through
+#     shardc.h; the folder feed queues its batches itself, with the reader's order
+#     (shr_epoch_order), pinned buffers (shr_host_alloc) and CUDA probe from shardread.h
 #   _shardwrite (compiler/python/): the streamed build's items (stream.h: their fields and
 #     targets are the formats' types, so the stream stays internal) and a target's largest size
 #     (target.h); its options go through shardc.h by flag name
 INTERNAL_shardc := augment.h backend.h dataset.h inspect.h json.h raw.h remote.h
-INTERNAL_shardbench := build.h dataset.h fmt.h geometry.h image.h inputs.h json.h manifest.h \
-    render.h util.h cuda_common.h
+INTERNAL_shardbench := dataset.h geometry.h image.h inputs.h manifest.h render.h \
+    cuda_common.h
 INTERNAL_shardwrite := stream.h target.h
 # include paths: the public headers and the folder, then the libraries' folders whose internals
 # the list allows (a reader internal only through a link in $(BUILD)/include/bench/: any other

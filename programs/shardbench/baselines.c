@@ -16,7 +16,7 @@ static void run_batches(sb_worker *w, sb_job *job)
         size_t filled = 0;
         uint64_t bytes = 0;
         for (size_t k = lo; k < hi; k++) {
-            fmt_msg msg = {{0}};
+            shr_msg msg = {{0}};
             int rc = job->fill(job, w->id, k, w->buf + filled * job->slot, &msg);
             if (rc) {
                 atomic_fetch_add(&job->errors, 1);
@@ -24,7 +24,7 @@ static void run_batches(sb_worker *w, sb_job *job)
                 if (!job->first_error[0])
                     snprintf(job->first_error, sizeof job->first_error, "%s: %s",
                              job->in ? job->in->items[job->order[k]].path : "sample",
-                             fmt_reason(&msg, rc));
+                             sb_reason(&msg, rc));
                 pthread_mutex_unlock(&job->mu);
                 continue;
             }
@@ -137,14 +137,14 @@ static void pool_epoch(sb_pool *p, sb_span *span)
 
 /* ---- memcpy baseline ---- */
 
-static int fill_memcpy(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg)
+static int fill_memcpy(sb_job *job, size_t worker, size_t item, uint8_t *dst, shr_msg *msg)
 {
     fmt_sample s;
     int rc = fmt_dataset_get(job->ds, job->idx[item], &s);
     if (rc)
-        return fmt_fail(msg, rc, "sample %" PRIu64 ": no such sample", job->idx[item]);
+        return sb_fail(msg, rc, "sample %" PRIu64 ": no such sample", job->idx[item]);
     if (!s.pixels)
-        return fmt_fail(msg, FMT_EUNSUPPORTED, "the %s backend does not map its pixels: no "
+        return sb_fail(msg, SHR_EUNSUPPORTED, "the %s backend does not map its pixels: no "
                         "mmap+memcpy baseline", fmt_dataset_backend(job->ds));
     /* variable-size samples: the reader crops them into slot-sized places; copy as much */
     memcpy(dst, s.pixels, s.length < job->slot ? (size_t)s.length : job->slot);
@@ -153,10 +153,10 @@ static int fill_memcpy(sb_job *job, size_t worker, size_t item, uint8_t *dst, fm
 
 static int open_dataset(fmt_dataset **ds, const char *dir)
 {
-    fmt_msg msg = {{0}};
+    shr_msg msg = {{0}};
     int rc = fmt_dataset_open(ds, dir, &msg);
     if (rc)
-        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, fmt_reason(&msg, rc));
+        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, sb_reason(&msg, rc));
     return rc;
 }
 
@@ -203,7 +203,7 @@ leave:
 /* What shardc build does per input, minus hashing and writing: the compiler's own render path
  * (read, probe, decode with the shrink-on-load hint, plan on the decoded size, resize unless it is
  * already the output), called through libshardcomp. */
-int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg)
+int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, shr_msg *msg)
 {
     const char *path = job->in->items[job->order[item]].path;
     shc_render_opts ro = {.geom = *job->geom, .channels = job->channels,
@@ -215,7 +215,7 @@ int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_ms
         return rc;
     size_t n = (size_t)out.width * out.height * out.channels;
     if (n != job->slot)
-        rc = fmt_fail(msg, FMT_EINVAL, "decoded to %ux%ux%u, expected %zu bytes", out.width,
+        rc = sb_fail(msg, SHR_EFMT_INVAL, "decoded to %ux%ux%u, expected %zu bytes", out.width,
                       out.height, out.channels, job->slot);
     else
         memcpy(dst, out.pixels, n);
@@ -279,7 +279,7 @@ int sb_run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
     for (uint32_t i = 0; !rc && i < ro->threads; i++)
         rc = fmt_resizer_create(&rz[i]);
     if (rc) {
-        fprintf(stderr, "shardbench: %s: %s\n", dir, fmt_strerror(rc));
+        fprintf(stderr, "shardbench: %s: %s\n", dir, shr_strerror(rc));
         goto leave;
     }
     job.in = &in;

@@ -5,7 +5,7 @@
  * dataset and the reason) and returns an error code; its caller prints nothing more and passes
  * the failure on as an exit status. The exceptions print nothing and leave it to the caller: the
  * parsers (sb_parse_*: -1, and the caller's usage error), sb_folder_order, the fill functions
- * (sb_fill_fn: a code and a fmt_msg, counted by the pool) and the batch sources' next (the caller
+ * (sb_fill_fn: a code and a shr_msg, counted by the pool) and the batch sources' next (the caller
  * prints their code or last_error). */
 #ifndef SB_BENCH_H
 #define SB_BENCH_H
@@ -32,13 +32,11 @@
 #include "geometry.h"
 #include "image.h"
 #include "inputs.h"
-#include "json.h"
 #include "manifest.h"
 #include "shardread.h"
 #include "step.h"
-#include "build.h"
 #include "render.h"
-#include "util.h"
+#include "shardc.h"
 #include <xxhash.h>
 
 #define SB_EXIT_OK 0
@@ -149,7 +147,7 @@ typedef struct {
 
 typedef struct sb_job sb_job;
 
-typedef int (*sb_fill_fn)(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg);
+typedef int (*sb_fill_fn)(sb_job *job, size_t worker, size_t item, uint8_t *dst, shr_msg *msg);
 
 struct sb_job {
     size_t n;                   /* items this epoch */
@@ -271,13 +269,13 @@ struct sb_feed {
     uint32_t nthreads, started;
     sb_queue q;                 /* queue slot i is slots[i]; stream batch k: feed.c */
     int pinned;                 /* every slot's pixels are CUDA pinned memory (shr_host_alloc) */
-    fmt_msg unpinned;           /* why not, where an allocation fell back: its reason */
+    shr_msg unpinned;           /* why not, where an allocation fell back: its reason */
     uint64_t ring_bytes;        /* the slots' buffers: pixels, labels, indices, sources */
     /* consumer side: touched only by the thread calling sb_feed_next */
     uint64_t epoch, nb;         /* the current epoch; batches per epoch */
     uint64_t take;              /* batches of the epoch delivered */
     int open;                   /* the epoch's order is drawn: workers may claim */
-    fmt_msg error;              /* why sb_feed_next failed (sb_feed_error) */
+    shr_msg error;              /* why sb_feed_next failed (sb_feed_error) */
 };
 
 typedef struct {
@@ -320,6 +318,11 @@ typedef struct {
 } sb_cmp_opts;
 
 /* options.c */
+/* msg's text (NULL: none wanted) printed from fmt, and rc returned: how a fill or a source says
+ * why it failed. */
+int sb_fail(shr_msg *msg, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* msg's text, or shr_strerror(rc) where msg has none. */
+const char *sb_reason(const shr_msg *msg, int rc);
 int sb_usage_error(const char *usage, const char *fmt, const char *arg);
 /* "shardbench: out of memory" on stderr; returns ENOMEM. */
 int sb_no_memory(void);
@@ -394,6 +397,10 @@ void sb_report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row);
 void sb_warn_resident(const sb_row *row);
 double sb_now_s(void);
 void sb_print_json_double(double v, const char *fmt);
+/* str as a JSON string literal on f ("null" for NULL): UTF-8 kept, quotes, backslashes and
+ * control characters escaped, a byte outside well-formed UTF-8 written \udcXX (Python's
+ * surrogateescape), so that paths of any bytes round-trip. 0, or EOF for a write error. */
+int sb_json_string(FILE *f, const char *str);
 double sb_pct(double x, double of);
 
 /* evict.c */
@@ -415,7 +422,7 @@ int sb_cmd_read(int argc, char **argv);
 /* baselines.c */
 int sb_run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace, size_t slot,
                sb_row *row);
-int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg);
+int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, shr_msg *msg);
 int sb_folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_t epoch);
 int sb_run_folder(char *dir, const sb_read_opts *ro, sb_row *row);
 

@@ -20,14 +20,14 @@ static void feed_fill(sb_feed *f, const sb_feed_worker *w, uint32_t slot, uint64
     size_t hi = lo + job->batch < job->n ? lo + job->batch : job->n;
     uint32_t filled = 0;
     for (size_t i = lo; i < hi; i++) {
-        fmt_msg msg = {{0}};
+        shr_msg msg = {{0}};
         int rc = job->fill(job, w->id, i, b->data + filled * job->slot, &msg);
         if (rc) {
             atomic_fetch_add(&job->errors, 1);
             pthread_mutex_lock(&job->mu);
             if (!job->first_error[0])
                 snprintf(job->first_error, sizeof job->first_error, "%s: %s",
-                         job->in->items[job->order[i]].path, fmt_reason(&msg, rc));
+                         job->in->items[job->order[i]].path, sb_reason(&msg, rc));
             pthread_mutex_unlock(&job->mu);
             continue;
         }
@@ -224,7 +224,7 @@ int sb_feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32
         /* pinned where a device is, as the reader's ring and a DataLoader with pin_memory: a
          * copy out of pageable memory would be staged by the driver */
         void *data = NULL;
-        fmt_msg why = {""};
+        shr_msg why = {""};
         rc = shr_host_alloc(len, &data, &b->pinned, pin,
                             (int)shr_pin_device_from_env(getenv) - 1, &why);   /* $LOCAL_RANK */
         if (why.text[0] && !f->unpinned.text[0])
@@ -272,7 +272,7 @@ int sb_feed_next(void *ctx, const shr_batch **b)
     if (!f->open) {
         int orc = sb_folder_order(f->order, f->in.n, f->kind, f->seed, f->epoch);
         if (orc)
-            return fmt_fail(&f->error, orc, "cannot draw the order of epoch %" PRIu64 ": %s",
+            return sb_fail(&f->error, orc, "cannot draw the order of epoch %" PRIu64 ": %s",
                             f->epoch, shr_strerror(orc));
         f->take = 0;
         f->open = 1;
@@ -286,7 +286,7 @@ int sb_feed_next(void *ctx, const shr_batch **b)
         }
         uint32_t si;
         if (queue_next(f, &si) != 0)
-            return fmt_fail(&f->error, SHR_EINVAL, "every batch slot is held by the consumer: "
+            return sb_fail(&f->error, SHR_EINVAL, "every batch slot is held by the consumer: "
                             "nothing can arrive");
         f->take++;
         if (f->slots[si].b.n == 0) {

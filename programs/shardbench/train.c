@@ -152,12 +152,12 @@ static void h2d_baselines(sb_step *step, uint64_t bytes, sb_train_mem *mem)
     /* about 2 GB per kind, 8 copies at least and 200 at most: long enough to time */
     uint64_t reps = 2000000000ull / bytes;
     reps = reps < 8 ? 8 : reps > 200 ? 200 : reps;
-    fmt_msg why = {""};
+    shr_msg why = {""};
     int rc = api->h2d_baseline((size_t)bytes, (uint32_t)reps, &mem->base_pinned,
                                &mem->base_pageable, &why);
     if (rc) {
         mem->base_pinned = mem->base_pageable = NAN;
-        fprintf(stderr, "shardbench: cannot time the copy baseline: %s\n", fmt_reason(&why, rc));
+        fprintf(stderr, "shardbench: cannot time the copy baseline: %s\n", sb_reason(&why, rc));
     }
 }
 
@@ -208,7 +208,7 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
         snprintf(measured, sizeof measured, "%u", to->epochs);
     if (to->json) {
         printf("{\"dataset\": ");
-        fmt_json_string(stdout, dir);
+        sb_json_string(stdout, dir);
         printf(", \"format\": \"%s\", \"device\": \"%s\", \"step\": \"%s\", \"step_ms\": ",
                format, gpu ? "gpu" : "cpu", step_name(&to->step));
         if (learns)
@@ -237,7 +237,7 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
         printf(", \"pinned\": %s, \"ring_bytes\": %" PRIu64 ", \"gpu_status\": ",
                mem->pinned ? "true" : "false", mem->ring_bytes);
         if (mem->gpu_status)
-            fmt_json_string(stdout, mem->gpu_status);
+            sb_json_string(stdout, mem->gpu_status);
         else
             printf("null");
         printf(", \"loss\": [");
