@@ -100,16 +100,16 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 #     its parts and their merge go through the public shardc.h alone.
 #   shardbench: the folder baselines' decode path, shardc build's own per input (inputs.h: the
 #     folder's listing; render.h with geometry.h and image.h: decode and resize as a build
-#     would), the memcpy baseline's mapped samples (dataset.h), the dataset's size and backend
-#     read off its manifest (manifest.h), and of the reader only cuda_common.h: its GPU step
-#     (cuda_step.cu) shares launch helpers with the CUDA feed. `compare` builds through
-#     shardc.h; the folder feed queues its batches itself, with the reader's order
-#     (shr_epoch_order), pinned buffers (shr_host_alloc) and CUDA probe from shardread.h
+#     would), the memcpy baseline's samples in the shards' mappings (dataset.h), and of the
+#     reader only cuda_common.h: its GPU step (cuda_step.cu) shares launch helpers with the
+#     CUDA feed. `compare` builds through shardc.h; the folder feed queues its batches itself,
+#     with the reader's order (shr_epoch_order), pinned buffers (shr_host_alloc) and CUDA probe
+#     from shardread.h, which also reads a dataset's manifest (shr_manifest_peek)
 #   _shardwrite (compiler/python/): the streamed build's items (stream.h: their fields and
 #     targets are the formats' types, so the stream stays internal) and a target's largest size
 #     (target.h); its options go through shardc.h by flag name
 INTERNAL_shardc := augment.h backend.h dataset.h inspect.h json.h raw.h remote.h
-INTERNAL_shardbench := dataset.h geometry.h image.h inputs.h manifest.h render.h \
+INTERNAL_shardbench := dataset.h geometry.h image.h inputs.h render.h \
     cuda_common.h
 INTERNAL_shardwrite := stream.h target.h
 # include paths: the public headers and the folder, then the libraries' folders whose internals

@@ -1508,6 +1508,20 @@ typedef struct {
 SHR_API int shr_epoch_order(const shr_order_spec *s, uint64_t epoch, uint64_t *out,
                             uint64_t *count, shr_msg *msg);
 
+/* What a dataset's manifest says of it, read from dir/manifest.json alone: no shard is opened,
+ * so it is cheap, and a dataset whose shards are damaged still answers (shr_dataset_open checks
+ * them). */
+typedef struct {
+    char format[32];            /* storage backend: "raw", "hdf5", "lmdb", "png0", ... */
+    uint64_t samples;
+    uint32_t channels;          /* 1 or 3 */
+    uint32_t width, height;     /* every sample's size when all share one, else 0 x 0 */
+} shr_manifest_summary;
+
+/* 0 with *s filled; ENOENT when dir has no manifest.json; SHR_ECORRUPT, SHR_EVERSION or a read's
+ * errno value for one that cannot be used, named in msg; SHR_EINVAL for NULL arguments. */
+SHR_API int shr_manifest_peek(const char *dir, shr_manifest_summary *s, shr_msg *msg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -527,3 +527,22 @@ int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint3
     unhold_for(d, idx, held);
     return rc;
 }
+
+/* shardread.h: the manifest alone */
+int shr_manifest_peek(const char *dir, shr_manifest_summary *s, shr_msg *msg)
+{
+    if (!dir || !s)
+        return fmt_fail(msg, SHR_EINVAL, "no dataset directory or summary given");
+    memset(s, 0, sizeof *s);
+    fmt_manifest m;
+    int rc = fmt_manifest_read(dir, &m, msg);
+    if (rc)
+        return rc;
+    snprintf(s->format, sizeof s->format, "%s", m.backend);
+    s->samples = m.samples;
+    s->channels = m.channels;
+    s->width = m.sample_width;
+    s->height = m.sample_height;
+    fmt_manifest_free(&m);
+    return 0;
+}

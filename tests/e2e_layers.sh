@@ -151,11 +151,13 @@ refused programs/shardbench/train.o ring.h "programs/shardbench/"
 refused programs/shardbench/train.o sampler.h "programs/shardbench/"
 refused programs/shardbench/train.o pinned.h "programs/shardbench/"
 # nor the compiler's build and parsers, the formats' base and JSON writer: compare builds through
-# shardc.h (shc_build_formats, shc_parse_wxh), messages are shr_msg, its JSON quoting its own
+# shardc.h (shc_build_formats, shc_parse_wxh), messages are shr_msg, its JSON quoting its own,
+# a dataset's size and format come from shr_manifest_peek
 refused programs/shardbench/train.o build.h "programs/shardbench/"
 refused programs/shardbench/train.o util.h "programs/shardbench/"
 refused programs/shardbench/train.o fmt.h "programs/shardbench/"
 refused programs/shardbench/train.o json.h "programs/shardbench/"
+refused programs/shardbench/train.o manifest.h "programs/shardbench/"
 refused python/_shardwrite.o ring.h "compiler/python/ (_shardwrite)"
 # an own header of the folder is checked too: an internal include inside it is found
 mkdir -p "$T/own"

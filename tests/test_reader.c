@@ -1251,6 +1251,58 @@ START_TEST(test_epoch_order)
 }
 END_TEST
 
+/* shr_manifest_peek reads the manifest alone: what shr_dataset_get_info says of the same fields,
+ * and an answer where the shards are damaged; a missing or bad manifest is told. */
+START_TEST(test_manifest_peek)
+{
+    const char *dirs[] = {g_fixed, g_gray, g_var};
+    for (int i = 0; i < 3; i++) {
+        shr_manifest_summary m;
+        shr_msg msg = {""};
+        ck_assert_int_eq(shr_manifest_peek(dirs[i], &m, &msg), 0);
+        shr_dataset *d = NULL;
+        ck_assert_int_eq(shr_dataset_open(&d, dirs[i], SHR_ACCESS_MMAP, &msg), 0);
+        shr_dataset_info info;
+        shr_dataset_get_info(d, &info);
+        ck_assert_str_eq(m.format, info.format);
+        ck_assert_uint_eq(m.samples, info.samples);
+        ck_assert_uint_eq(m.channels, info.channels);
+        ck_assert_uint_eq(m.width, info.width);
+        ck_assert_uint_eq(m.height, info.height);
+        shr_dataset_close(d);
+    }
+    shr_manifest_summary m;
+    ck_assert_int_eq(shr_manifest_peek(g_fixed, &m, NULL), 0);
+    ck_assert_str_eq(m.format, "raw");
+    ck_assert_uint_eq(m.samples, N_SAMPLES);
+    ck_assert(m.width == FIX_W && m.height == FIX_H && m.channels == 3);
+    ck_assert_int_eq(shr_manifest_peek(g_var, &m, NULL), 0);
+    ck_assert(m.width == 0 && m.height == 0);
+
+    /* a shard emptied: the open fails, the manifest still answers */
+    char dir[1200], cmd[2600];
+    copy_dataset(g_fixed, "peek_damaged", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "for f in '%s'/*.shard '%s'/shard-*; do [ -f \"$f\" ] && : > \"$f\"; "
+             "done; true", dir, dir);
+    ck_assert_int_eq(run_quiet(cmd), 0);
+    shr_dataset *d = NULL;
+    ck_assert_int_ne(shr_dataset_open(&d, dir, SHR_ACCESS_MMAP, NULL), 0);
+    ck_assert_int_eq(shr_manifest_peek(dir, &m, NULL), 0);
+    ck_assert_uint_eq(m.samples, N_SAMPLES);
+    /* no manifest; a damaged one; no arguments */
+    shr_msg msg = {""};
+    ck_assert_int_eq(shr_manifest_peek(g_root, &m, &msg), ENOENT);
+    snprintf(cmd, sizeof cmd, "printf '{\"version\": ' > '%s/manifest.json'", dir);
+    ck_assert_int_eq(run_quiet(cmd), 0);
+    msg.text[0] = '\0';
+    ck_assert_int_eq(shr_manifest_peek(dir, &m, &msg), SHR_ECORRUPT);
+    ck_assert_msg(strstr(msg.text, "manifest") != NULL, "%s", msg.text);
+    ck_assert_int_eq(shr_manifest_peek(NULL, &m, &msg), SHR_EINVAL);
+    ck_assert_str_eq(msg.text, "no dataset directory or summary given");
+    ck_assert_int_eq(shr_manifest_peek(g_fixed, NULL, NULL), SHR_EINVAL);
+}
+END_TEST
+
 /* shr_pinned: whether the ring is pinned, and why not in the caller's message: pin off, no
  * device (the probe's words), never a failure another reader met. */
 START_TEST(test_pinned_reason)
@@ -1692,6 +1744,7 @@ static Suite *reader_suite(void)
     tcase_add_test(tc, test_strerror);
     tcase_add_test(tc, test_host_alloc);
     tcase_add_test(tc, test_epoch_order);
+    tcase_add_test(tc, test_manifest_peek);
     tcase_add_test(tc, test_public_dataset);
     suite_add_tcase(s, tc);
     return s;

@@ -32,7 +32,6 @@
 #include "geometry.h"
 #include "image.h"
 #include "inputs.h"
-#include "manifest.h"
 #include "shardread.h"
 #include "step.h"
 #include "render.h"
@@ -51,6 +50,7 @@
 #define SB_DEFAULT_STEP_MS 11.7
 #define SB_DEFAULT_STEP_BATCH 256.0
 #define SB_MAX_DEPTH 64                 /* eviction walk: deeper trees are not datasets */
+#define SB_MANIFEST "manifest.json"     /* a shardc dataset's, in its directory (docs/FORMATS.md) */
 
 typedef struct {
     double wall, cpu;           /* seconds: monotonic clock; user + system of the whole process */

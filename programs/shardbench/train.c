@@ -322,7 +322,7 @@ static int run_train(char *dir, const sb_train_opts *opts)
     if (rc)
         goto leave;
     char *mpath;
-    if (asprintf(&mpath, "%s/%s", dir, FMT_MANIFEST_NAME) < 0) {
+    if (asprintf(&mpath, "%s/%s", dir, SB_MANIFEST) < 0) {
         rc = sb_no_memory();
         goto leave;
     }
@@ -346,14 +346,11 @@ static int run_train(char *dir, const sb_train_opts *opts)
             o.height = to.height;
         } else if (to.tf.rrc) {
             /* a RandomResizedCrop to the dataset's own size, or 224x224 when sizes vary */
-            fmt_manifest m;
+            shr_manifest_summary m;
             o.width = o.height = 224;
-            if (fmt_manifest_read(dir, &m, NULL) == 0) {
-                if (m.sample_width && m.sample_height) {
-                    o.width = m.sample_width;
-                    o.height = m.sample_height;
-                }
-                fmt_manifest_free(&m);
+            if (shr_manifest_peek(dir, &m, NULL) == 0 && m.width && m.height) {
+                o.width = m.width;
+                o.height = m.height;
             }
         }
         sb_tf_apply(&to.tf, &o);
