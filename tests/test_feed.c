@@ -34,7 +34,7 @@ static uint64_t run_feed(char *src, uint32_t threads, uint32_t depth, shr_order 
     sb_feed f;
     ck_assert_int_eq(sb_feed_open(&f, src, BATCH, threads, depth, order, seed, SIDE, SIDE, 3,
                                   SHR_PIN_OFF), 0);
-    size_t n = f.in.n;
+    size_t n = shc_input_list_count(f.in);
     ck_assert_uint_eq(n, 21);
     size_t *want = malloc(n * sizeof *want);
     ck_assert_ptr_nonnull(want);
@@ -53,7 +53,7 @@ static uint64_t run_feed(char *src, uint32_t threads, uint32_t depth, shr_order 
             for (uint32_t i = 0; i < b->n; i++, at++) {
                 ck_assert_int_eq(b->indices[i], (int64_t)want[at]);
                 ck_assert_int_eq(b->sources[i], (int64_t)want[at]);
-                ck_assert_int_eq(b->labels[i], f.in.items[want[at]].label);
+                ck_assert_int_eq(b->labels[i], shc_input_list_label(f.in, want[at]));
             }
             XXH3_64bits_update(h, b->data, (size_t)b->n * SIDE * SIDE * 3);
             XXH3_64bits_update(h, b->labels, b->n * sizeof *b->labels);

@@ -23,7 +23,7 @@ static void run_batches(sb_worker *w, sb_job *job)
                 pthread_mutex_lock(&job->mu);
                 if (!job->first_error[0])
                     snprintf(job->first_error, sizeof job->first_error, "%s: %s",
-                             job->in ? job->in->items[job->order[k]].path : "sample",
+                             job->in ? shc_input_list_path(job->in, job->order[k]) : "sample",
                              sb_reason(&msg, rc));
                 pthread_mutex_unlock(&job->mu);
                 continue;
@@ -202,24 +202,18 @@ leave:
 
 /* What shardc build does per input, minus hashing and writing: the compiler's own render path
  * (read, probe, decode with the shrink-on-load hint, plan on the decoded size, resize unless it is
- * already the output), called through libshardcomp. */
+ * already the output), called through shardc.h (shc_render_file). */
 int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, shr_msg *msg)
 {
-    const char *path = job->in->items[job->order[item]].path;
-    shc_render_opts ro = {.geom = *job->geom, .channels = job->channels,
-                          .limits = {FMT_DEFAULT_MAX_SIDE, FMT_DEFAULT_MAX_PIXELS},
-                          .max_file_bytes = SB_MAX_FILE};
-    fmt_image out = {0};
-    int rc = shc_render(&ro, path, job->order[item], job->rz[worker], &out, NULL, msg);
+    const char *path = shc_input_list_path(job->in, job->order[item]);
+    uint32_t w, h, c;
+    int rc = shc_render_file(job->rz[worker], path, job->order[item], dst, job->slot, &w, &h, &c,
+                             msg);
     if (rc)
         return rc;
-    size_t n = (size_t)out.width * out.height * out.channels;
-    if (n != job->slot)
-        rc = sb_fail(msg, SHR_EFMT_INVAL, "decoded to %ux%ux%u, expected %zu bytes", out.width,
-                      out.height, out.channels, job->slot);
-    else
-        memcpy(dst, out.pixels, n);
-    fmt_image_free(&out);
+    if ((size_t)w * h * c != job->slot)
+        rc = sb_fail(msg, SHR_EFMT_INVAL, "decoded to %ux%ux%u, expected %zu bytes", w, h, c,
+                     job->slot);
     return rc;
 }
 
@@ -249,43 +243,66 @@ int sb_folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint
     return rc;
 }
 
+int sb_list_folder(char *dir, shc_input_list **in)
+{
+    int rc = shc_input_list_dirs(&dir, 1, in, NULL);
+    if (rc) {
+        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, strerror(rc));
+        return rc;
+    }
+    if (shc_input_list_count(*in) == 0) {
+        fprintf(stderr, "shardbench: cannot open %s: no manifest.json and no images in class "
+                "folders\n", dir);
+        return ENOENT;
+    }
+    return 0;
+}
+
+int sb_renderers(uint32_t width, uint32_t height, uint32_t channels, uint32_t n,
+                 shc_renderer **rz)
+{
+    shc_build_opts *o = shc_build_opts_new();
+    if (!o)
+        return ENOMEM;
+    char size[32];
+    snprintf(size, sizeof size, "%" PRIu32 "x%" PRIu32, width, height);
+    int rc = shc_build_set(o, "size", size, NULL);
+    if (!rc && channels == 1)
+        rc = shc_build_set(o, "gray", NULL, NULL);
+    for (uint32_t i = 0; !rc && i < n; i++)
+        if ((rz[i] = shc_renderer_new(o)) == NULL)
+            rc = ENOMEM;
+    shc_build_opts_free(o);
+    return rc;
+}
+
 int sb_run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
 {
-    fmt_inputs in;
-    fmt_geom geom = {.mode = FMT_GEOM_SIZE, .fit = FMT_FIT_CROP, .width = ro->width,
-                     .height = ro->height};
-    sb_job job = {.batch = ro->batch, .fill = sb_fill_decode, .geom = &geom,
-                  .channels = ro->channels,
+    shc_input_list *in = NULL;
+    sb_job job = {.batch = ro->batch, .fill = sb_fill_decode,
                   .slot = (size_t)ro->width * ro->height * ro->channels};
     pthread_mutex_init(&job.mu, NULL);
     size_t *order = NULL;
     sb_pool pool = {0};
-    fmt_resizer **rz = NULL;
-    int rc = fmt_inputs_from_dirs(&dir, 1, &in, NULL);
-    if (rc) {
-        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, strerror(rc));
-        pthread_mutex_destroy(&job.mu);
-        return rc;
-    }
-    if (in.n == 0) {
-        fprintf(stderr, "shardbench: cannot open %s: no manifest.json and no images in class "
-                "folders\n", dir);
-        rc = ENOENT;
+    shc_renderer **rz = NULL;
+    size_t n = 0;
+    int rc = sb_list_folder(dir, &in);
+    if (rc)
         goto leave;
-    }
-    order = malloc(in.n * sizeof *order);
+    n = shc_input_list_count(in);
+    order = malloc(n * sizeof *order);
     rz = calloc(ro->threads, sizeof *rz);
     rc = order && rz ? 0 : ENOMEM;
-    for (uint32_t i = 0; !rc && i < ro->threads; i++)
-        rc = fmt_resizer_create(&rz[i]);
+    if (!rc)
+        rc = sb_renderers(ro->width, ro->height, ro->channels, ro->threads, rz);
     if (rc) {
         fprintf(stderr, "shardbench: %s: %s\n", dir, shr_strerror(rc));
         goto leave;
     }
-    job.in = &in;
+    job.in = in;
     job.order = order;
     job.rz = rz;
-    job.n = in.n;
+    job.n = n;
     rc = pool_start(&pool, &job, ro->threads);
     if (rc) {
         fprintf(stderr, "shardbench: cannot start %u threads: %s\n", ro->threads, strerror(rc));
@@ -298,7 +315,7 @@ int sb_run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
         if (ro->cold)
             sb_evict_dataset(dir, row);
         sb_mark from = sb_mark_now();
-        if ((rc = sb_folder_order(order, in.n, ro->order, ro->seed, e)) != 0) {
+        if ((rc = sb_folder_order(order, n, ro->order, ro->seed, e)) != 0) {
             fprintf(stderr, "shardbench: %s: %s\n", dir, shr_strerror(rc));
             goto leave;
         }
@@ -312,10 +329,10 @@ int sb_run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
 leave:
     pool_stop(&pool);
     for (uint32_t i = 0; rz && i < ro->threads; i++)
-        fmt_resizer_free(rz[i]);
+        shc_renderer_free(rz[i]);
     free(rz);
     free(order);
-    fmt_inputs_free(&in);
+    shc_input_list_free(in);
     pthread_mutex_destroy(&job.mu);
     return rc;
 }

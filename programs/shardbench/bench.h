@@ -29,12 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "dataset.h"
-#include "geometry.h"
-#include "image.h"
-#include "inputs.h"
 #include "shardread.h"
 #include "step.h"
-#include "render.h"
 #include "shardc.h"
 #include <xxhash.h>
 
@@ -42,7 +38,6 @@
 #define SB_EXIT_FAIL 1
 #define SB_EXIT_USAGE 2
 #define SB_PAGE 4096u
-#define SB_MAX_FILE ((size_t)1 << 30)   /* input files larger than this are refused, as in build */
 #define SB_QUASI_BLOCK 1024u            /* folder quasi order: files per stand-in "shard" */
 #define SB_QUASI_WINDOW 4u              /* blocks shuffled together, as the reader's default */
 /* ResNet-50 training on an A100: 11.7 ms per batch of 256. The default step keeps that rate
@@ -159,11 +154,9 @@ struct sb_job {
     pthread_mutex_t mu;         /* guards first_error */
     char first_error[512];
     /* folder */
-    const fmt_inputs *in;
+    const shc_input_list *in;
     const size_t *order;
-    const fmt_geom *geom;
-    uint32_t channels;
-    fmt_resizer **rz;           /* one per worker */
+    shc_renderer **rz;          /* one per worker */
     /* memcpy */
     const fmt_dataset *ds;
     const uint64_t *idx;
@@ -256,11 +249,9 @@ typedef struct {
 
 struct sb_feed {
     sb_job job;                 /* sb_fill_decode's context */
-    fmt_inputs in;
-    int have_inputs;
-    fmt_geom geom;
+    shc_input_list *in;
     size_t *order;
-    fmt_resizer **rz;
+    shc_renderer **rz;
     shr_order kind;
     uint64_t seed;
     sb_slot *slots;
@@ -423,6 +414,11 @@ int sb_cmd_read(int argc, char **argv);
 int sb_run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace, size_t slot,
                sb_row *row);
 int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, shr_msg *msg);
+/* The folder dir's images, as shardc build lists them; prints its errors (no images: ENOENT). */
+int sb_list_folder(char *dir, shc_input_list **in);
+/* n renderers of what shardc build --size WxH (--gray for one channel) stores per input. */
+int sb_renderers(uint32_t width, uint32_t height, uint32_t channels, uint32_t n,
+                 shc_renderer **rz);
 int sb_folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_t epoch);
 int sb_run_folder(char *dir, const sb_read_opts *ro, sb_row *row);
 

@@ -27,12 +27,12 @@ static void feed_fill(sb_feed *f, const sb_feed_worker *w, uint32_t slot, uint64
             pthread_mutex_lock(&job->mu);
             if (!job->first_error[0])
                 snprintf(job->first_error, sizeof job->first_error, "%s: %s",
-                         job->in->items[job->order[i]].path, sb_reason(&msg, rc));
+                         shc_input_list_path(job->in, job->order[i]), sb_reason(&msg, rc));
             pthread_mutex_unlock(&job->mu);
             continue;
         }
         size_t item = job->order[i];
-        b->labels[filled] = job->in->items[item].label;
+        b->labels[filled] = shc_input_list_label(job->in, item);
         b->indices[filled] = (int64_t)item;
         b->sources[filled] = (int64_t)item;
         filled++;
@@ -159,11 +159,10 @@ void sb_feed_close(sb_feed *f)
     }
     free(f->slots);
     for (uint32_t i = 0; f->rz && i < f->nthreads; i++)
-        fmt_resizer_free(f->rz[i]);
+        shc_renderer_free(f->rz[i]);
     free(f->rz);
     free(f->order);
-    if (f->have_inputs)
-        fmt_inputs_free(&f->in);
+    shc_input_list_free(f->in);
     if (f->q.live) {
         pthread_cond_destroy(&f->q.ready);
         pthread_cond_destroy(&f->q.room);
@@ -188,36 +187,25 @@ int sb_feed_open(sb_feed *f, char *dir, uint32_t batch, uint32_t threads, uint32
     f->seed = seed;
     f->depth = depth;
     f->nthreads = threads;
-    int rc = fmt_inputs_from_dirs(&dir, 1, &f->in, NULL);
-    if (rc) {
-        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, strerror(rc));
+    int rc = sb_list_folder(dir, &f->in);
+    if (rc)
         return rc;
-    }
-    f->have_inputs = 1;
-    if (f->in.n == 0) {
-        fprintf(stderr, "shardbench: cannot open %s: no manifest.json and no images in class "
-                "folders\n", dir);
-        return ENOENT;
-    }
-    f->geom = (fmt_geom){.mode = FMT_GEOM_SIZE, .fit = FMT_FIT_CROP, .width = width,
-                         .height = height};
+    size_t n = shc_input_list_count(f->in);
     f->job.batch = batch;
     f->job.fill = sb_fill_decode;
-    f->job.geom = &f->geom;
-    f->job.channels = channels;
     f->job.slot = (size_t)width * height * channels;
-    f->job.in = &f->in;
-    f->job.n = f->in.n;
-    f->nb = (f->in.n + batch - 1) / batch;
-    f->order = malloc(f->in.n * sizeof *f->order);
+    f->job.in = f->in;
+    f->job.n = n;
+    f->nb = (n + batch - 1) / batch;
+    f->order = malloc(n * sizeof *f->order);
     f->rz = calloc(threads, sizeof *f->rz);
     f->slots = calloc(depth, sizeof *f->slots);
     f->ws = calloc(threads, sizeof *f->ws);
     rc = f->order && f->rz && f->slots && f->ws ? 0 : ENOMEM;
     if (!rc)
         rc = queue_init(f);
-    for (uint32_t i = 0; !rc && i < threads; i++)
-        rc = fmt_resizer_create(&f->rz[i]);
+    if (!rc)
+        rc = sb_renderers(width, height, channels, threads, f->rz);
     size_t len = ((size_t)batch * f->job.slot + SB_PAGE - 1) / SB_PAGE * SB_PAGE;
     for (uint32_t i = 0; !rc && i < depth; i++) {
         shr_batch *b = &f->slots[i].b;
@@ -270,7 +258,8 @@ int sb_feed_next(void *ctx, const shr_batch **b)
     sb_feed *f = ctx;
     *b = NULL;
     if (!f->open) {
-        int orc = sb_folder_order(f->order, f->in.n, f->kind, f->seed, f->epoch);
+        int orc = sb_folder_order(f->order, shc_input_list_count(f->in), f->kind, f->seed,
+                                  f->epoch);
         if (orc)
             return sb_fail(&f->error, orc, "cannot draw the order of epoch %" PRIu64 ": %s",
                             f->epoch, shr_strerror(orc));

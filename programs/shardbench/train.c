@@ -374,8 +374,8 @@ static int run_train(char *dir, const sb_train_opts *opts)
         have_feed = 1;
         if (rc)
             goto leave;
-        info.samples = feed.in.n;
-        info.classes = (uint32_t)feed.in.nclasses;
+        info.samples = shc_input_list_count(feed.in);
+        info.classes = (uint32_t)shc_input_list_classes(feed.in);
         info.width = to.width;
         info.height = to.height;
         info.channels = 3;
