@@ -1522,6 +1522,18 @@ typedef struct {
  * errno value for one that cannot be used, named in msg; SHR_EINVAL for NULL arguments. */
 SHR_API int shr_manifest_peek(const char *dir, shr_manifest_summary *s, shr_msg *msg);
 
+/* Sample idx's stored pixels where the dataset's shards hold them as they are and are mapped
+ * (raw shards without compression, opened SHR_ACCESS_MMAP, within the mapping cap): a pointer
+ * into the mapping in *px, read-only and valid until shr_dataset_close, and their length (the
+ * sample's height * width * channels) in *len; no copy, no hash check (SHR_DATASET_VERIFY does
+ * not apply: use shr_dataset_read for that). 0; SHR_EUNSUPPORTED where the pixels must be read
+ * or decoded instead (another format, compressed shards, pread or O_DIRECT access, a dataset
+ * read on demand): shr_dataset_read serves those; SHR_EINVAL for NULL arguments or idx >=
+ * samples; a shard's error for a shard that did not open. *px NULL and *len 0 on failure; msg
+ * says why. Any thread. */
+SHR_API int shr_dataset_pixels(const shr_dataset *d, uint64_t idx, const void **px,
+                               uint64_t *len, shr_msg *msg);
+
 #ifdef __cplusplus
 }
 #endif

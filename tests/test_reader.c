@@ -1303,6 +1303,42 @@ START_TEST(test_manifest_peek)
 }
 END_TEST
 
+/* shr_dataset_pixels: the mapped pixels of every sample are those shr_dataset_read copies; where
+ * the shards are not mapped it says so; bad arguments are refused. */
+START_TEST(test_dataset_pixels)
+{
+    shr_dataset *d = NULL;
+    shr_msg msg = {""};
+    ck_assert_int_eq(shr_dataset_open(&d, g_fixed, SHR_ACCESS_MMAP, &msg), 0);
+    uint8_t buf[FIX_W * FIX_H * 3];
+    for (uint64_t i = 0; i < N_SAMPLES; i++) {
+        const void *px = NULL;
+        uint64_t len = 0;
+        ck_assert_int_eq(shr_dataset_pixels(d, i, &px, &len, &msg), 0);
+        ck_assert_uint_eq(len, sizeof buf);
+        ck_assert_int_eq(shr_dataset_read(d, i, buf, sizeof buf, NULL, &msg), 0);
+        ck_assert_int_eq(memcmp(px, buf, sizeof buf), 0);
+    }
+    const void *px = &msg;
+    uint64_t len = 7;
+    ck_assert_int_eq(shr_dataset_pixels(d, N_SAMPLES, &px, &len, &msg), SHR_EINVAL);
+    ck_assert_ptr_null(px);
+    ck_assert_uint_eq(len, 0);
+    ck_assert_str_eq(msg.text, "sample 23: no such sample (23 samples)");
+    ck_assert_int_eq(shr_dataset_pixels(NULL, 0, &px, &len, &msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_dataset_pixels(d, 0, NULL, &len, &msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_dataset_pixels(d, 0, &px, NULL, &msg), SHR_EINVAL);
+    shr_dataset_close(d);
+    /* read with pread: nothing is mapped */
+    ck_assert_int_eq(shr_dataset_open(&d, g_fixed, SHR_ACCESS_PREAD, &msg), 0);
+    ck_assert_int_eq(shr_dataset_pixels(d, 3, &px, &len, &msg), SHR_EUNSUPPORTED);
+    ck_assert_ptr_null(px);
+    ck_assert_str_eq(msg.text, "sample 3: the raw shards do not map its pixels as stored (read "
+                     "it with shr_dataset_read)");
+    shr_dataset_close(d);
+}
+END_TEST
+
 /* shr_pinned: whether the ring is pinned, and why not in the caller's message: pin off, no
  * device (the probe's words), never a failure another reader met. */
 START_TEST(test_pinned_reason)
@@ -1745,6 +1781,7 @@ static Suite *reader_suite(void)
     tcase_add_test(tc, test_host_alloc);
     tcase_add_test(tc, test_epoch_order);
     tcase_add_test(tc, test_manifest_peek);
+    tcase_add_test(tc, test_dataset_pixels);
     tcase_add_test(tc, test_public_dataset);
     suite_add_tcase(s, tc);
     return s;

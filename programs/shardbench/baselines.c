@@ -139,24 +139,29 @@ static void pool_epoch(sb_pool *p, sb_span *span)
 
 static int fill_memcpy(sb_job *job, size_t worker, size_t item, uint8_t *dst, shr_msg *msg)
 {
-    fmt_sample s;
-    int rc = fmt_dataset_get(job->ds, job->idx[item], &s);
+    const void *px;
+    uint64_t len;
+    int rc = shr_dataset_pixels(job->ds, job->idx[item], &px, &len, NULL);
+    if (rc == SHR_EUNSUPPORTED) {
+        shr_dataset_info info;
+        shr_dataset_get_info(job->ds, &info);
+        return sb_fail(msg, rc, "the %s backend does not map its pixels: no mmap+memcpy "
+                       "baseline", info.format);
+    }
     if (rc)
         return sb_fail(msg, rc, "sample %" PRIu64 ": no such sample", job->idx[item]);
-    if (!s.pixels)
-        return sb_fail(msg, SHR_EUNSUPPORTED, "the %s backend does not map its pixels: no "
-                        "mmap+memcpy baseline", fmt_dataset_backend(job->ds));
     /* variable-size samples: the reader crops them into slot-sized places; copy as much */
-    memcpy(dst, s.pixels, s.length < job->slot ? (size_t)s.length : job->slot);
+    memcpy(dst, px, len < job->slot ? (size_t)len : job->slot);
     return 0;
 }
 
-static int open_dataset(fmt_dataset **ds, const char *dir)
+/* The dataset mapped, as the reader maps it by default: the shards' pages are what is copied. */
+static int open_dataset(shr_dataset **ds, const char *dir)
 {
     shr_msg msg = {{0}};
-    int rc = fmt_dataset_open(ds, dir, &msg);
+    int rc = shr_dataset_open(ds, dir, SHR_ACCESS_MMAP, &msg);
     if (rc)
-        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, sb_reason(&msg, rc));
+        fprintf(stderr, "shardbench: %s\n", sb_reason(&msg, rc));
     return rc;
 }
 
@@ -165,7 +170,7 @@ int sb_run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace
 {
     sb_job job = {.batch = ro->batch, .slot = slot, .fill = fill_memcpy};
     pthread_mutex_init(&job.mu, NULL);
-    fmt_dataset *ds = NULL;
+    shr_dataset *ds = NULL;
     sb_pool pool;
     int rc = pool_start(&pool, &job, ro->threads);
     if (rc) {
@@ -174,7 +179,7 @@ int sb_run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace
     }
     for (uint32_t e = 0; e < ro->epochs; e++) {
         if (ro->cold) {
-            fmt_dataset_close(ds);
+            shr_dataset_close(ds);
             ds = NULL;
             sb_evict_dataset(dir, row);
         }
@@ -193,7 +198,7 @@ int sb_run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace
                 dir, row->errors, job.first_error);
 leave:
     pool_stop(&pool);
-    fmt_dataset_close(ds);
+    shr_dataset_close(ds);
     pthread_mutex_destroy(&job.mu);
     return rc;
 }

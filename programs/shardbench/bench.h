@@ -28,7 +28,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "dataset.h"
 #include "shardread.h"
 #include "step.h"
 #include "shardc.h"
@@ -158,7 +157,7 @@ struct sb_job {
     const size_t *order;
     shc_renderer **rz;          /* one per worker */
     /* memcpy */
-    const fmt_dataset *ds;
+    const shr_dataset *ds;
     const uint64_t *idx;
 };
 
