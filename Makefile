@@ -98,27 +98,25 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 #     dataset URL resolved to its cache for them (remote.h); the usage text's default
 #     augmentation (augment.h) and the JSON summary's string quoting (json.h) in cli.c. A build,
 #     its parts and their merge go through the public shardc.h alone.
-#   shardbench: the compiler's pipeline for `compare` and the folder baselines (build.h,
-#     render.h, inputs.h, dataset.h, manifest.h, geometry.h, image.h, json.h, fmt.h), the
-#     WxH parsing of the build's flags (util.h: shc_parse_wxh), and of the
-#     reader: ring.h (the folder feed's decode workers run under the reader's batch ring), sampler.h
-#     (the folder baselines read in the reader's order), pinned.h (pinned host buffers and the
-#     CUDA probe); its GPU step (cuda_step.cu) shares launch helpers with the CUDA feed
-#     (cuda_common.h)
+#   shardbench: of the reader only cuda_common.h: its GPU step (cuda_step.cu) shares launch
+#     helpers with the CUDA feed. The rest goes through the public headers: `compare` builds,
+#     and the folder baselines list and decode their inputs as a build does, through shardc.h
+#     (shc_input_list_dirs, shc_render_file); the folder feed queues its batches itself, with
+#     the reader's order (shr_epoch_order), pinned buffers (shr_host_alloc) and CUDA probe from
+#     shardread.h, which also reads a dataset's manifest (shr_manifest_peek) and maps the
+#     memcpy baseline's samples (shr_dataset_pixels)
 #   _shardwrite (compiler/python/): the streamed build's items (stream.h: their fields and
 #     targets are the formats' types, so the stream stays internal) and a target's largest size
 #     (target.h); its options go through shardc.h by flag name
 INTERNAL_shardc := augment.h backend.h dataset.h inspect.h json.h raw.h remote.h
-INTERNAL_shardbench := build.h dataset.h fmt.h geometry.h image.h inputs.h json.h manifest.h \
-    render.h util.h ring.h sampler.h pinned.h cuda_common.h
+INTERNAL_shardbench := cuda_common.h
 INTERNAL_shardwrite := stream.h target.h
 # include paths: the public headers and the folder, then the libraries' folders whose internals
 # the list allows (a reader internal only through a link in $(BUILD)/include/bench/: any other
 # header of reader/ is a compile error as well)
 INC_shardc := -Iinclude -Iprograms -Iformats -Ipixels -Icompiler -Iremote
-BENCH_READER_H := ring.h sampler.h pinned.h cuda_common.h
-INC_bench := -Iinclude -Iprograms/shardbench -Iformats -Ipixels -Icompiler \
-    -I$(BUILD)/include/bench
+BENCH_READER_H := cuda_common.h
+INC_bench := -Iinclude -Iprograms/shardbench -I$(BUILD)/include/bench
 INC_shardwrite := -Iinclude -Icompiler/python -Iformats -Ipixels -Icompiler
 INC_pyread := -Iinclude
 check_includes = $(Q)scripts/check-includes.sh $(1) $< $(INTERNAL_$(1))
@@ -291,6 +289,8 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(BENCH_LIB) $(COMP_LIB) $(READ_L
 $(BUILD)/tests/test_mksample: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_roi: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_part: $(BUILD)/tests/tools/mksample.o
+$(BUILD)/tests/test_feed: $(BUILD)/tests/tools/mksample.o
+$(BUILD)/tests/test_single: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_stream: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_build_options: $(BUILD)/tests/tools/mksample.o
 

@@ -1,6 +1,8 @@
 /* util.c - CLI number parsing and formatting. */
 #include "util.h"
 
+#include "backend.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -153,4 +155,9 @@ long shc_read_line(FILE *f, char *buf, size_t cap, int *nul)
         return -1;
     buf[n] = '\0';
     return (long)n;
+}
+
+const char *const *shc_build_formats(void)
+{
+    return fmt_backend_names();
 }

@@ -7,11 +7,7 @@
 #include <stdio.h>
 #include <stdint.h>
 
-#include "shardc.h"   /* shc_parse_size, shc_parse_uint, shc_human_size */
-
-/* Parse "WxH" (both 1..65535), or "N" for NxN (torchvision's int size). 0 on success, -1 on
- * error. */
-int shc_parse_wxh(const char *s, uint32_t *w, uint32_t *h);
+#include "shardc.h"   /* shc_parse_size, shc_parse_uint, shc_parse_wxh, shc_human_size */
 
 /* One line of f into buf (cap bytes, NUL-terminated, the newline dropped): its length, -1 at
  * the end of the file, -2 when it does not fit (the rest of it is not read); *nul says whether

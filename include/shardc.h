@@ -303,4 +303,51 @@ typedef struct {
  * file). Options that shc_build_check refuses make an undefined build: check them first. */
 int shc_build(const shc_build_opts *o, const shc_build_cb *cb);
 
+/* ---- for a program that takes a build's syntax on its own command line ---- */
+
+/* "WxH" (both 1..65535), or "N" for NxN (torchvision's int size): the syntax of "size", as a
+ * program that asks for an output size (shardbench's --size) takes it. 0, or -1 for anything
+ * else (*w and *h then untouched). */
+int shc_parse_wxh(const char *s, uint32_t *w, uint32_t *h);
+
+/* The storage formats a build writes, the values "format" takes: every one compiled in, in the
+ * order shardc lists them ("raw" first, then "hdf5", "lmdb", "png0", ... as built), ending in
+ * NULL. Static storage; any thread. */
+const char *const *shc_build_formats(void);
+
+/* ---- single inputs as a build reads them: a benchmark's decode path ---- */
+
+/* The inputs of SRC class folders as a build lists them: the image files of each class folder,
+ * classes in sorted order, label = the class's position. */
+typedef struct shc_input_list shc_input_list;
+
+/* 0 with *out the list (free with shc_input_list_free); the errno value of a SRC that cannot be
+ * read (msg names it) or ENOMEM, *out NULL then. An empty list is not an error. */
+int shc_input_list_dirs(char *const *srcs, size_t nsrc, shc_input_list **out, shc_msg *msg);
+void shc_input_list_free(shc_input_list *l);            /* accepts NULL */
+size_t shc_input_list_count(const shc_input_list *l);
+size_t shc_input_list_classes(const shc_input_list *l);     /* class folders listed */
+/* Input i's path (valid until the list is freed) and label; i below the count. */
+const char *shc_input_list_path(const shc_input_list *l, size_t i);
+int32_t shc_input_list_label(const shc_input_list *l, size_t i);
+
+/* What a build with options o stores for one input file, done the way its workers do it: read
+ * the file (at most the input size limit), decode it (shrink-on-load where the geometry
+ * allows), apply o's geometry and channels; the plain sample (augmentation options are not
+ * applied). A renderer holds the resampler's state for one thread at a time. */
+typedef struct shc_renderer shc_renderer;
+
+/* A renderer of o's geometry, channels and limits (copied: o may be freed after), or NULL when
+ * out of memory. Free with shc_renderer_free (NULL: nothing). */
+shc_renderer *shc_renderer_new(const shc_build_opts *o);
+void shc_renderer_free(shc_renderer *r);
+
+/* Render the file at path, input number index of the build (what a build draws per input is
+ * keyed by it), into dst (len bytes): 0 with *w, *h and *c (may be NULL) the sample's size, its
+ * w * h * c bytes of uint8 HWC pixels in dst; EMSGSIZE when they do not fit in len (nothing
+ * written); the storage layer's or an errno code for an input a build would reject (msg says
+ * why, in the words of rejects.tsv). */
+int shc_render_file(shc_renderer *r, const char *path, uint64_t index, void *dst, size_t len,
+                    uint32_t *w, uint32_t *h, uint32_t *c, shc_msg *msg);
+
 #endif

@@ -1452,6 +1452,88 @@ SHR_API int shr_dataset_field_def(const shr_dataset *d, uint32_t k, const char *
 SHR_API int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap,
                                shr_msg *msg);
 
+/* ---- for a program that fills batches itself: the reader's host buffers and sample order ----
+ *
+ * What a program feeding its own batches (a benchmark's folder baseline, a DataLoader stand-in)
+ * takes from the reader so that its batches live in the same memory and come in the same order
+ * as a reader's. */
+
+/* Host memory as the reader allocates its batches' pixels: n bytes (n > 0), aligned to 4096.
+ * With SHR_PIN_AUTO and a CUDA device present, pinned (cudaHostAlloc with
+ * cudaHostAllocPortable); where the calling thread has no CUDA context and device >= 0, device
+ * (modulo the device count) is made current on the thread first, and left current (the reader
+ * passes shr_options.pin_device - 1; -1: the thread's current device). The CUDA runtime is
+ * looked up at run time, never linked. A failed cudaHostAlloc (the locked-memory limit, say) is
+ * not a failure: the memory is ordinary, and why (NULL: not wanted) says "cudaHostAlloc of N
+ * bytes: reason". *pinned says which it got (1 pinned, 0 ordinary); pass it back to
+ * shr_host_free. Returns 0; EINVAL (p or pinned NULL, n 0, a mode that is not a shr_pin: *p
+ * NULL then, when p is not NULL); ENOMEM. The memory is not initialised. Any thread. */
+SHR_API int shr_host_alloc(size_t n, void **p, int *pinned, shr_pin mode, int device,
+                           shr_msg *why);
+
+/* Free what shr_host_alloc returned, with the pinned flag it set. Accepts NULL. */
+SHR_API void shr_host_free(void *p, int pinned);
+
+/* 1 if the CUDA runtime could be loaded and reports at least one device, else 0 (probed once per
+ * process). */
+SHR_API int shr_cuda_available(void);
+
+/* What that probe found, for messages: why shr_cuda_available is 0 ("cannot load the CUDA
+ * runtime: ...", "cudaGetDeviceCount: ...") or what it found ("2 CUDA device(s) (libcudart.so.13,
+ * runtime 13.0, driver 13.0)"); copied into buf (len bytes, truncated), buf returned; "" when buf
+ * is NULL or len 0. */
+SHR_API const char *shr_cuda_status(char *buf, size_t len);
+
+/* The dataset indices of one rank's epoch, in the order a reader with these options delivers
+ * them (its batches laid end to end; drop_last aside, the batch size does not change it). */
+typedef struct {
+    uint64_t n;                 /* samples (shr_info.samples) */
+    shr_order order;            /* shr_options.order, .seed, .rank, .world, .uneven */
+    uint64_t seed;
+    uint32_t rank, world;       /* world 0 is taken as 1 */
+    shr_uneven uneven;
+    /* SHR_ORDER_QUASI only: the samples of each shard in dataset order (shard s holds the
+     * indices after those of shards 0..s-1; they sum to n), and shr_options.quasi_window (0: 1,
+     * as the reader takes it). A program may group any n items into blocks of its choosing. */
+    size_t nshards;
+    const uint64_t *shard_counts;
+    uint32_t window;
+} shr_order_spec;
+
+/* Epoch epoch's indices for s into out (NULL: only count them), *count (may be NULL) how many:
+ * ceil(n / world) positions with SHR_UNEVEN_PAD (past the end the order wraps to its start),
+ * floor(n / world) with SHR_UNEVEN_DROP. Returns 0; SHR_EINVAL (s NULL, rank >= world, an
+ * unknown order or uneven mode, quasi without shard counts or with counts not summing to n),
+ * with msg saying which; ENOMEM. Pure: the same answer from any thread, any number of times. */
+SHR_API int shr_epoch_order(const shr_order_spec *s, uint64_t epoch, uint64_t *out,
+                            uint64_t *count, shr_msg *msg);
+
+/* What a dataset's manifest says of it, read from dir/manifest.json alone: no shard is opened,
+ * so it is cheap, and a dataset whose shards are damaged still answers (shr_dataset_open checks
+ * them). */
+typedef struct {
+    char format[32];            /* storage backend: "raw", "hdf5", "lmdb", "png0", ... */
+    uint64_t samples;
+    uint32_t channels;          /* 1 or 3 */
+    uint32_t width, height;     /* every sample's size when all share one, else 0 x 0 */
+} shr_manifest_summary;
+
+/* 0 with *s filled; ENOENT when dir has no manifest.json; SHR_ECORRUPT, SHR_EVERSION or a read's
+ * errno value for one that cannot be used, named in msg; SHR_EINVAL for NULL arguments. */
+SHR_API int shr_manifest_peek(const char *dir, shr_manifest_summary *s, shr_msg *msg);
+
+/* Sample idx's stored pixels where the dataset's shards hold them as they are and are mapped
+ * (raw shards without compression, opened SHR_ACCESS_MMAP, within the mapping cap): a pointer
+ * into the mapping in *px, read-only and valid until shr_dataset_close, and their length (the
+ * sample's height * width * channels) in *len; no copy, no hash check (SHR_DATASET_VERIFY does
+ * not apply: use shr_dataset_read for that). 0; SHR_EUNSUPPORTED where the pixels must be read
+ * or decoded instead (another format, compressed shards, pread or O_DIRECT access, a dataset
+ * read on demand): shr_dataset_read serves those; SHR_EINVAL for NULL arguments or idx >=
+ * samples; a shard's error for a shard that did not open. *px NULL and *len 0 on failure; msg
+ * says why. Any thread. */
+SHR_API int shr_dataset_pixels(const shr_dataset *d, uint64_t idx, const void **px,
+                               uint64_t *len, shr_msg *msg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -167,9 +167,11 @@ static void choose_device(int device)
 
 int shr_host_alloc(size_t n, void **p, int *pinned, shr_pin mode, int device, fmt_msg *why)
 {
-    *p = NULL;
-    *pinned = 0;
-    if (n == 0 || (mode != SHR_PIN_AUTO && mode != SHR_PIN_OFF))
+    if (p)
+        *p = NULL;
+    if (pinned)
+        *pinned = 0;
+    if (!p || !pinned || n == 0 || (mode != SHR_PIN_AUTO && mode != SHR_PIN_OFF))
         return EINVAL;
     if (mode == SHR_PIN_AUTO && shr_cuda_available()) {
         void *q = NULL;

@@ -527,3 +527,51 @@ int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint3
     unhold_for(d, idx, held);
     return rc;
 }
+
+/* shardread.h: the manifest alone */
+int shr_manifest_peek(const char *dir, shr_manifest_summary *s, shr_msg *msg)
+{
+    if (!dir || !s)
+        return fmt_fail(msg, SHR_EINVAL, "no dataset directory or summary given");
+    memset(s, 0, sizeof *s);
+    fmt_manifest m;
+    int rc = fmt_manifest_read(dir, &m, msg);
+    if (rc)
+        return rc;
+    snprintf(s->format, sizeof s->format, "%s", m.backend);
+    s->samples = m.samples;
+    s->channels = m.channels;
+    s->width = m.sample_width;
+    s->height = m.sample_height;
+    fmt_manifest_free(&m);
+    return 0;
+}
+
+/* shardread.h: a sample's pixels in the mapping, where they are there as stored */
+int shr_dataset_pixels(const shr_dataset *d, uint64_t idx, const void **px, uint64_t *len,
+                       shr_msg *msg)
+{
+    if (px)
+        *px = NULL;
+    if (len)
+        *len = 0;
+    if (!d || !px || !len)
+        return fmt_fail(msg, SHR_EINVAL, "no dataset or answer given");
+    if (d->lazy)
+        return fmt_fail(msg, SHR_EUNSUPPORTED, "%s is read on demand: its pixels are not mapped",
+                        d->dir);
+    fmt_sample s;
+    int rc = fmt_dataset_get(d->ds, idx, &s);
+    if (rc == FMT_EINVAL)
+        return fmt_fail(msg, SHR_EINVAL, "sample %" PRIu64 ": no such sample (%" PRIu64
+                        " samples)", idx, fmt_dataset_manifest(d->ds)->samples);
+    if (rc)
+        return fmt_fail(msg, rc, "sample %" PRIu64 ": %s", idx, fmt_strerror(rc));
+    if (!s.pixels)
+        return fmt_fail(msg, SHR_EUNSUPPORTED, "sample %" PRIu64 ": the %s shards do not map "
+                        "its pixels as stored (read it with shr_dataset_read)", idx,
+                        fmt_dataset_backend(d->ds));
+    *px = s.pixels;
+    *len = s.length;
+    return 0;
+}

@@ -1,7 +1,7 @@
 /* ring.h - a prefetch ring: P slots filled by worker threads, delivered to one consumer in stream
  * order. The slots' buffers belong to the caller, who names a slot by its index 0..P-1; the ring
  * keeps who owns each slot, which stream batch it holds, and wakes whoever waits. libshardread's
- * reader and shardbench's folder feed both run on it (design notes: ring.c).
+ * reader runs on it (design notes: ring.c).
  */
 #ifndef SHR_RING_H
 #define SHR_RING_H

@@ -27,6 +27,7 @@
 #include <assert.h>
 #include <endian.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <xxhash.h>
 
@@ -416,4 +417,60 @@ uint32_t shr_sampler_batch(const shr_sampler *s, uint64_t epoch, uint64_t batch,
     }
     free(heap_table);
     return count;
+}
+
+/* shardread.h: a rank's epoch laid end to end, batch by batch, as the reader's sampler gives it
+ * (the concatenation does not depend on the batch size, so any chunk will do). */
+#define EPOCH_ORDER_CHUNK 4096u
+
+int shr_epoch_order(const shr_order_spec *s, uint64_t epoch, uint64_t *out, uint64_t *count,
+                    shr_msg *msg)
+{
+    if (count)
+        *count = 0;
+    if (!s) {
+        if (msg)
+            snprintf(msg->text, sizeof msg->text, "no order given");
+        return SHR_EINVAL;
+    }
+    uint32_t world = s->world ? s->world : 1;
+    shr_sampler_cfg cfg = {.n = s->n, .order = s->order, .seed = s->seed, .rank = s->rank,
+                           .world = world, .uneven = s->uneven,
+                           .batch_size = EPOCH_ORDER_CHUNK,
+                           .nshards = s->order == SHR_ORDER_QUASI ? s->nshards : 0,
+                           .shard_counts = s->order == SHR_ORDER_QUASI ? s->shard_counts : NULL,
+                           .window = s->window ? s->window : 1};
+    const char *bad = NULL;
+    if (s->rank >= world)
+        bad = "rank must be below world";
+    else if ((unsigned)s->order > SHR_ORDER_QUASI)
+        bad = "unknown order";
+    else if ((unsigned)s->uneven > SHR_UNEVEN_DROP)
+        bad = "unknown uneven mode";
+    else if (s->order == SHR_ORDER_QUASI && s->n && (!s->nshards || !s->shard_counts))
+        bad = "a quasi order needs the shards' sample counts";
+    if (bad) {
+        if (msg)
+            snprintf(msg->text, sizeof msg->text, "%s", bad);
+        return SHR_EINVAL;
+    }
+    shr_sampler *sm = NULL;
+    int rc = shr_sampler_create(&sm, &cfg);
+    if (rc) {
+        if (msg)
+            snprintf(msg->text, sizeof msg->text, "%s",
+                     rc == SHR_EINVAL ? "the shards' sample counts do not sum to n, or n is "
+                     "too large" : "out of memory");
+        return rc;
+    }
+    uint64_t at = 0;
+    if (out)
+        for (uint64_t b = 0; b < shr_sampler_batches(sm); b++)
+            at += shr_sampler_batch(sm, epoch, b, out + at);
+    else
+        at = shr_sampler_per_rank(sm);
+    shr_sampler_free(sm);
+    if (count)
+        *count = at;
+    return 0;
 }

@@ -373,6 +373,18 @@ START_TEST(parse_numbers)
     ck_assert_int_eq(shc_parse_wxh("0", &w, &h), -1);
     ck_assert_int_eq(shc_parse_wxh("0x5", &w, &h), -1);
     ck_assert_int_eq(shc_parse_wxh("5x70000", &w, &h), -1);
+    ck_assert(w == 64 && h == 64);      /* a refusal leaves the answers as they were */
+    /* the public list of formats is the storage layer's, raw first */
+    const char *const *formats = shc_build_formats(), *const *backends = fmt_backend_names();
+    ck_assert_str_eq(formats[0], "raw");
+    size_t k = 0;
+    for (; formats[k]; k++) {
+        ck_assert_ptr_nonnull(backends[k]);
+        ck_assert_str_eq(formats[k], backends[k]);
+        ck_assert_ptr_nonnull(fmt_backend_find(formats[k]));
+    }
+    ck_assert_ptr_null(backends[k]);
+    ck_assert_uint_ge(k, 6);            /* raw, hdf5, lmdb, png0, bmp, jpeg */
     ck_assert_int_eq(shc_parse_uint("12", 1, 10, &v), -1);
     ck_assert_int_eq(shc_parse_uint("10", 1, 10, &v), 0);
     ck_assert_int_eq(shc_parse_uint("+3", 0, 10, &v), -1);

@@ -1137,6 +1137,14 @@ START_TEST(test_host_alloc)
     shr_host_free(p, pinned);
     ck_assert_int_eq(shr_host_alloc(0, &p, &pinned, SHR_PIN_OFF, -1, NULL), EINVAL);
     ck_assert_int_eq(shr_host_alloc(10, &p, &pinned, (shr_pin)5, -1, NULL), EINVAL);
+    ck_assert_ptr_null(p);
+    /* the public call refuses NULL places for its answers */
+    pinned = -1;
+    ck_assert_int_eq(shr_host_alloc(10, NULL, &pinned, SHR_PIN_OFF, -1, NULL), EINVAL);
+    ck_assert_int_eq(pinned, 0);
+    p = &pinned;
+    ck_assert_int_eq(shr_host_alloc(10, &p, NULL, SHR_PIN_OFF, -1, NULL), EINVAL);
+    ck_assert_ptr_null(p);
     fmt_msg why = {{0}};
     ck_assert_int_eq(shr_host_alloc(1 << 20, &p, &pinned, SHR_PIN_AUTO, 0, &why), 0);
     ck_assert_str_eq(why.text, "");     /* pinned, or no device: nothing failed */
@@ -1163,6 +1171,171 @@ START_TEST(test_host_alloc)
     ck_assert_ptr_null(strstr(shr_cuda_status(status, sizeof status), "cudaHostAlloc"));
     if (!shr_cuda_available())
         fprintf(stderr, "test_reader: no CUDA device: pinned allocation not exercised (skipped)\n");
+}
+END_TEST
+
+/* shr_epoch_order gives, for every order, rank and uneven mode, the indices a reader with the same
+ * options delivers, epoch by epoch, its batches laid end to end. */
+START_TEST(test_epoch_order)
+{
+    static const uint64_t counts[] = {7, 7, 7, 2};     /* g_fixed's shards */
+    const shr_order orders[] = {SHR_ORDER_SEQUENTIAL, SHR_ORDER_RANDOM, SHR_ORDER_QUASI};
+    for (size_t oi = 0; oi < 3; oi++)
+        for (int uneven = SHR_UNEVEN_PAD; uneven <= SHR_UNEVEN_DROP; uneven++)
+            for (uint32_t world = 1; world <= 3; world += 2)
+                for (uint32_t rank = 0; rank < world; rank++) {
+                    shr_options o;
+                    options(&o, 4, orders[oi], 13);
+                    o.quasi_window = 2;
+                    o.uneven = (shr_uneven)uneven;
+                    o.world = world;
+                    o.rank = rank;
+                    size_t count;
+                    event *ev = run_epochs(g_fixed, &o, 3, &count);
+                    shr_order_spec sp = {.n = N_SAMPLES, .order = orders[oi], .seed = 13,
+                                         .rank = rank, .world = world,
+                                         .uneven = (shr_uneven)uneven, .nshards = 4,
+                                         .shard_counts = counts, .window = 2};
+                    size_t at = 0;
+                    for (uint64_t e = 0; e < 3; e++) {
+                        uint64_t want[N_SAMPLES], n = 99, only = 99;
+                        shr_msg msg = {""};
+                        ck_assert_int_eq(shr_epoch_order(&sp, e, want, &n, &msg), 0);
+                        ck_assert_int_eq(shr_epoch_order(&sp, e, NULL, &only, NULL), 0);
+                        ck_assert_uint_eq(n, only);
+                        ck_assert_uint_eq(n, uneven == SHR_UNEVEN_PAD
+                                                 ? (N_SAMPLES + world - 1) / world
+                                                 : N_SAMPLES / world);
+                        uint64_t got = 0;
+                        for (; !ev[at].end; at++) {
+                            ck_assert_uint_eq(ev[at].epoch, e);
+                            for (uint32_t j = 0; j < ev[at].n; j++, got++) {
+                                ck_assert_uint_lt(got, n);
+                                ck_assert_msg((uint64_t)ev[at].idx[j] == want[got],
+                                              "order %zu rank %u/%u epoch %" PRIu64 " pos %"
+                                              PRIu64, oi, rank, world, e, got);
+                            }
+                        }
+                        at++;
+                        ck_assert_uint_eq(got, n);
+                    }
+                    events_free(ev, count);
+                }
+    /* refusals, each said */
+    uint64_t out[N_SAMPLES], n = 7;
+    shr_msg msg = {""};
+    shr_order_spec sp = {.n = N_SAMPLES, .order = SHR_ORDER_QUASI, .world = 2, .rank = 2,
+                         .nshards = 4, .shard_counts = counts};
+    ck_assert_int_eq(shr_epoch_order(NULL, 0, out, &n, &msg), SHR_EINVAL);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_str_eq(msg.text, "no order given");
+    ck_assert_int_eq(shr_epoch_order(&sp, 0, out, &n, &msg), SHR_EINVAL);
+    ck_assert_str_eq(msg.text, "rank must be below world");
+    sp.rank = 1;
+    sp.shard_counts = NULL;
+    ck_assert_int_eq(shr_epoch_order(&sp, 0, out, &n, &msg), SHR_EINVAL);
+    ck_assert_str_eq(msg.text, "a quasi order needs the shards' sample counts");
+    static const uint64_t short_counts[] = {7, 7, 7, 1};
+    sp.shard_counts = short_counts;
+    ck_assert_int_eq(shr_epoch_order(&sp, 0, out, &n, &msg), SHR_EINVAL);
+    ck_assert_str_eq(msg.text, "the shards' sample counts do not sum to n, or n is too large");
+    sp.order = (shr_order)9;
+    ck_assert_int_eq(shr_epoch_order(&sp, 0, out, &n, &msg), SHR_EINVAL);
+    ck_assert_str_eq(msg.text, "unknown order");
+    /* world 0 is one rank; the shard counts mean nothing to a sequential order */
+    sp = (shr_order_spec){.n = 5, .order = SHR_ORDER_SEQUENTIAL};
+    ck_assert_int_eq(shr_epoch_order(&sp, 4, out, &n, NULL), 0);
+    ck_assert_uint_eq(n, 5);
+    for (uint64_t i = 0; i < 5; i++)
+        ck_assert_uint_eq(out[i], i);
+}
+END_TEST
+
+/* shr_manifest_peek reads the manifest alone: what shr_dataset_get_info says of the same fields,
+ * and an answer where the shards are damaged; a missing or bad manifest is told. */
+START_TEST(test_manifest_peek)
+{
+    const char *dirs[] = {g_fixed, g_gray, g_var};
+    for (int i = 0; i < 3; i++) {
+        shr_manifest_summary m;
+        shr_msg msg = {""};
+        ck_assert_int_eq(shr_manifest_peek(dirs[i], &m, &msg), 0);
+        shr_dataset *d = NULL;
+        ck_assert_int_eq(shr_dataset_open(&d, dirs[i], SHR_ACCESS_MMAP, &msg), 0);
+        shr_dataset_info info;
+        shr_dataset_get_info(d, &info);
+        ck_assert_str_eq(m.format, info.format);
+        ck_assert_uint_eq(m.samples, info.samples);
+        ck_assert_uint_eq(m.channels, info.channels);
+        ck_assert_uint_eq(m.width, info.width);
+        ck_assert_uint_eq(m.height, info.height);
+        shr_dataset_close(d);
+    }
+    shr_manifest_summary m;
+    ck_assert_int_eq(shr_manifest_peek(g_fixed, &m, NULL), 0);
+    ck_assert_str_eq(m.format, "raw");
+    ck_assert_uint_eq(m.samples, N_SAMPLES);
+    ck_assert(m.width == FIX_W && m.height == FIX_H && m.channels == 3);
+    ck_assert_int_eq(shr_manifest_peek(g_var, &m, NULL), 0);
+    ck_assert(m.width == 0 && m.height == 0);
+
+    /* a shard emptied: the open fails, the manifest still answers */
+    char dir[1200], cmd[2600];
+    copy_dataset(g_fixed, "peek_damaged", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "for f in '%s'/*.shard '%s'/shard-*; do [ -f \"$f\" ] && : > \"$f\"; "
+             "done; true", dir, dir);
+    ck_assert_int_eq(run_quiet(cmd), 0);
+    shr_dataset *d = NULL;
+    ck_assert_int_ne(shr_dataset_open(&d, dir, SHR_ACCESS_MMAP, NULL), 0);
+    ck_assert_int_eq(shr_manifest_peek(dir, &m, NULL), 0);
+    ck_assert_uint_eq(m.samples, N_SAMPLES);
+    /* no manifest; a damaged one; no arguments */
+    shr_msg msg = {""};
+    ck_assert_int_eq(shr_manifest_peek(g_root, &m, &msg), ENOENT);
+    snprintf(cmd, sizeof cmd, "printf '{\"version\": ' > '%s/manifest.json'", dir);
+    ck_assert_int_eq(run_quiet(cmd), 0);
+    msg.text[0] = '\0';
+    ck_assert_int_eq(shr_manifest_peek(dir, &m, &msg), SHR_ECORRUPT);
+    ck_assert_msg(strstr(msg.text, "manifest") != NULL, "%s", msg.text);
+    ck_assert_int_eq(shr_manifest_peek(NULL, &m, &msg), SHR_EINVAL);
+    ck_assert_str_eq(msg.text, "no dataset directory or summary given");
+    ck_assert_int_eq(shr_manifest_peek(g_fixed, NULL, NULL), SHR_EINVAL);
+}
+END_TEST
+
+/* shr_dataset_pixels: the mapped pixels of every sample are those shr_dataset_read copies; where
+ * the shards are not mapped it says so; bad arguments are refused. */
+START_TEST(test_dataset_pixels)
+{
+    shr_dataset *d = NULL;
+    shr_msg msg = {""};
+    ck_assert_int_eq(shr_dataset_open(&d, g_fixed, SHR_ACCESS_MMAP, &msg), 0);
+    uint8_t buf[FIX_W * FIX_H * 3];
+    for (uint64_t i = 0; i < N_SAMPLES; i++) {
+        const void *px = NULL;
+        uint64_t len = 0;
+        ck_assert_int_eq(shr_dataset_pixels(d, i, &px, &len, &msg), 0);
+        ck_assert_uint_eq(len, sizeof buf);
+        ck_assert_int_eq(shr_dataset_read(d, i, buf, sizeof buf, NULL, &msg), 0);
+        ck_assert_int_eq(memcmp(px, buf, sizeof buf), 0);
+    }
+    const void *px = &msg;
+    uint64_t len = 7;
+    ck_assert_int_eq(shr_dataset_pixels(d, N_SAMPLES, &px, &len, &msg), SHR_EINVAL);
+    ck_assert_ptr_null(px);
+    ck_assert_uint_eq(len, 0);
+    ck_assert_str_eq(msg.text, "sample 23: no such sample (23 samples)");
+    ck_assert_int_eq(shr_dataset_pixels(NULL, 0, &px, &len, &msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_dataset_pixels(d, 0, NULL, &len, &msg), SHR_EINVAL);
+    ck_assert_int_eq(shr_dataset_pixels(d, 0, &px, NULL, &msg), SHR_EINVAL);
+    shr_dataset_close(d);
+    /* read with pread: nothing is mapped */
+    ck_assert_int_eq(shr_dataset_open(&d, g_fixed, SHR_ACCESS_PREAD, &msg), 0);
+    ck_assert_int_eq(shr_dataset_pixels(d, 3, &px, &len, &msg), SHR_EUNSUPPORTED);
+    ck_assert_ptr_null(px);
+    ck_assert_str_eq(msg.text, "sample 3: the raw shards do not map its pixels as stored (read "
+                     "it with shr_dataset_read)");
+    shr_dataset_close(d);
 }
 END_TEST
 
@@ -1606,6 +1779,9 @@ static Suite *reader_suite(void)
     tcase_add_test(tc, test_elastic_options);
     tcase_add_test(tc, test_strerror);
     tcase_add_test(tc, test_host_alloc);
+    tcase_add_test(tc, test_epoch_order);
+    tcase_add_test(tc, test_manifest_peek);
+    tcase_add_test(tc, test_dataset_pixels);
     tcase_add_test(tc, test_public_dataset);
     suite_add_tcase(s, tc);
     return s;

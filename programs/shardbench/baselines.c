@@ -16,15 +16,15 @@ static void run_batches(sb_worker *w, sb_job *job)
         size_t filled = 0;
         uint64_t bytes = 0;
         for (size_t k = lo; k < hi; k++) {
-            fmt_msg msg = {{0}};
+            shr_msg msg = {{0}};
             int rc = job->fill(job, w->id, k, w->buf + filled * job->slot, &msg);
             if (rc) {
                 atomic_fetch_add(&job->errors, 1);
                 pthread_mutex_lock(&job->mu);
                 if (!job->first_error[0])
                     snprintf(job->first_error, sizeof job->first_error, "%s: %s",
-                             job->in ? job->in->items[job->order[k]].path : "sample",
-                             fmt_reason(&msg, rc));
+                             job->in ? shc_input_list_path(job->in, job->order[k]) : "sample",
+                             sb_reason(&msg, rc));
                 pthread_mutex_unlock(&job->mu);
                 continue;
             }
@@ -137,26 +137,31 @@ static void pool_epoch(sb_pool *p, sb_span *span)
 
 /* ---- memcpy baseline ---- */
 
-static int fill_memcpy(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg)
+static int fill_memcpy(sb_job *job, size_t worker, size_t item, uint8_t *dst, shr_msg *msg)
 {
-    fmt_sample s;
-    int rc = fmt_dataset_get(job->ds, job->idx[item], &s);
+    const void *px;
+    uint64_t len;
+    int rc = shr_dataset_pixels(job->ds, job->idx[item], &px, &len, NULL);
+    if (rc == SHR_EUNSUPPORTED) {
+        shr_dataset_info info;
+        shr_dataset_get_info(job->ds, &info);
+        return sb_fail(msg, rc, "the %s backend does not map its pixels: no mmap+memcpy "
+                       "baseline", info.format);
+    }
     if (rc)
-        return fmt_fail(msg, rc, "sample %" PRIu64 ": no such sample", job->idx[item]);
-    if (!s.pixels)
-        return fmt_fail(msg, FMT_EUNSUPPORTED, "the %s backend does not map its pixels: no "
-                        "mmap+memcpy baseline", fmt_dataset_backend(job->ds));
+        return sb_fail(msg, rc, "sample %" PRIu64 ": no such sample", job->idx[item]);
     /* variable-size samples: the reader crops them into slot-sized places; copy as much */
-    memcpy(dst, s.pixels, s.length < job->slot ? (size_t)s.length : job->slot);
+    memcpy(dst, px, len < job->slot ? (size_t)len : job->slot);
     return 0;
 }
 
-static int open_dataset(fmt_dataset **ds, const char *dir)
+/* The dataset mapped, as the reader maps it by default: the shards' pages are what is copied. */
+static int open_dataset(shr_dataset **ds, const char *dir)
 {
-    fmt_msg msg = {{0}};
-    int rc = fmt_dataset_open(ds, dir, &msg);
+    shr_msg msg = {{0}};
+    int rc = shr_dataset_open(ds, dir, SHR_ACCESS_MMAP, &msg);
     if (rc)
-        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, fmt_reason(&msg, rc));
+        fprintf(stderr, "shardbench: %s\n", sb_reason(&msg, rc));
     return rc;
 }
 
@@ -165,7 +170,7 @@ int sb_run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace
 {
     sb_job job = {.batch = ro->batch, .slot = slot, .fill = fill_memcpy};
     pthread_mutex_init(&job.mu, NULL);
-    fmt_dataset *ds = NULL;
+    shr_dataset *ds = NULL;
     sb_pool pool;
     int rc = pool_start(&pool, &job, ro->threads);
     if (rc) {
@@ -174,7 +179,7 @@ int sb_run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace
     }
     for (uint32_t e = 0; e < ro->epochs; e++) {
         if (ro->cold) {
-            fmt_dataset_close(ds);
+            shr_dataset_close(ds);
             ds = NULL;
             sb_evict_dataset(dir, row);
         }
@@ -193,7 +198,7 @@ int sb_run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace
                 dir, row->errors, job.first_error);
 leave:
     pool_stop(&pool);
-    fmt_dataset_close(ds);
+    shr_dataset_close(ds);
     pthread_mutex_destroy(&job.mu);
     return rc;
 }
@@ -202,96 +207,107 @@ leave:
 
 /* What shardc build does per input, minus hashing and writing: the compiler's own render path
  * (read, probe, decode with the shrink-on-load hint, plan on the decoded size, resize unless it is
- * already the output), called through libshardcomp. */
-int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg)
+ * already the output), called through shardc.h (shc_render_file). */
+int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, shr_msg *msg)
 {
-    const char *path = job->in->items[job->order[item]].path;
-    shc_render_opts ro = {.geom = *job->geom, .channels = job->channels,
-                          .limits = {FMT_DEFAULT_MAX_SIDE, FMT_DEFAULT_MAX_PIXELS},
-                          .max_file_bytes = SB_MAX_FILE};
-    fmt_image out = {0};
-    int rc = shc_render(&ro, path, job->order[item], job->rz[worker], &out, NULL, msg);
+    const char *path = shc_input_list_path(job->in, job->order[item]);
+    uint32_t w, h, c;
+    int rc = shc_render_file(job->rz[worker], path, job->order[item], dst, job->slot, &w, &h, &c,
+                             msg);
     if (rc)
         return rc;
-    size_t n = (size_t)out.width * out.height * out.channels;
-    if (n != job->slot)
-        rc = fmt_fail(msg, FMT_EINVAL, "decoded to %ux%ux%u, expected %zu bytes", out.width,
-                      out.height, out.channels, job->slot);
-    else
-        memcpy(dst, out.pixels, n);
-    fmt_image_free(&out);
+    if ((size_t)w * h * c != job->slot)
+        rc = sb_fail(msg, SHR_EFMT_INVAL, "decoded to %ux%ux%u, expected %zu bytes", w, h, c,
+                     job->slot);
     return rc;
 }
 
-/* This epoch's file order, from the reader's sampler: file i of the listing stands where a
- * shardc dataset built from the folder holds sample i, so seq and random give the order in which
- * the reader delivers that dataset. quasi: blocks of SB_QUASI_BLOCK files stand in for shards
- * (the sampler shuffles blocks, then files within windows of SB_QUASI_WINDOW blocks). Returns 0,
- * ENOMEM or the sampler's error. */
+/* This epoch's file order, as the reader orders a dataset (shr_epoch_order): file i of the
+ * listing stands where a shardc dataset built from the folder holds sample i, so seq and random
+ * give the order in which the reader delivers that dataset. quasi: blocks of SB_QUASI_BLOCK files
+ * stand in for shards (the order shuffles blocks, then files within windows of SB_QUASI_WINDOW
+ * blocks). Returns 0, ENOMEM or shr_epoch_order's error. */
 int sb_folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_t epoch)
 {
     size_t nblocks = (n + SB_QUASI_BLOCK - 1) / SB_QUASI_BLOCK;
     uint64_t *counts = calloc(nblocks ? nblocks : 1, sizeof *counts);
-    uint64_t *idx = malloc(SB_QUASI_BLOCK * sizeof *idx);
-    shr_sampler *sm = NULL;
+    uint64_t *idx = malloc((n ? n : 1) * sizeof *idx);
     int rc = counts && idx ? 0 : ENOMEM;
     for (size_t b = 0; !rc && b < nblocks; b++)
         counts[b] = b + 1 < nblocks ? SB_QUASI_BLOCK : n - b * SB_QUASI_BLOCK;
-    shr_sampler_cfg cfg = {.n = n, .order = kind, .seed = seed, .rank = 0, .world = 1,
-                           .uneven = SHR_UNEVEN_PAD, .batch_size = SB_QUASI_BLOCK,
-                           .nshards = nblocks, .shard_counts = counts,
+    shr_order_spec spec = {.n = n, .order = kind, .seed = seed, .rank = 0, .world = 1,
+                           .uneven = SHR_UNEVEN_PAD, .nshards = nblocks, .shard_counts = counts,
                            .window = SB_QUASI_WINDOW};
+    uint64_t got = 0;
     if (!rc)
-        rc = shr_sampler_create(&sm, &cfg);
-    size_t at = 0;
-    for (uint64_t b = 0; !rc && b < shr_sampler_batches(sm); b++) {
-        uint32_t k = shr_sampler_batch(sm, epoch, b, idx);
-        for (uint32_t i = 0; i < k && at < n; i++)
-            order[at++] = (size_t)idx[i];
-    }
-    shr_sampler_free(sm);
+        rc = shr_epoch_order(&spec, epoch, idx, &got, NULL);
+    for (uint64_t i = 0; !rc && i < got && i < n; i++)
+        order[i] = (size_t)idx[i];
     free(idx);
     free(counts);
     return rc;
 }
 
+int sb_list_folder(char *dir, shc_input_list **in)
+{
+    int rc = shc_input_list_dirs(&dir, 1, in, NULL);
+    if (rc) {
+        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, strerror(rc));
+        return rc;
+    }
+    if (shc_input_list_count(*in) == 0) {
+        fprintf(stderr, "shardbench: cannot open %s: no manifest.json and no images in class "
+                "folders\n", dir);
+        return ENOENT;
+    }
+    return 0;
+}
+
+int sb_renderers(uint32_t width, uint32_t height, uint32_t channels, uint32_t n,
+                 shc_renderer **rz)
+{
+    shc_build_opts *o = shc_build_opts_new();
+    if (!o)
+        return ENOMEM;
+    char size[32];
+    snprintf(size, sizeof size, "%" PRIu32 "x%" PRIu32, width, height);
+    int rc = shc_build_set(o, "size", size, NULL);
+    if (!rc && channels == 1)
+        rc = shc_build_set(o, "gray", NULL, NULL);
+    for (uint32_t i = 0; !rc && i < n; i++)
+        if ((rz[i] = shc_renderer_new(o)) == NULL)
+            rc = ENOMEM;
+    shc_build_opts_free(o);
+    return rc;
+}
+
 int sb_run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
 {
-    fmt_inputs in;
-    fmt_geom geom = {.mode = FMT_GEOM_SIZE, .fit = FMT_FIT_CROP, .width = ro->width,
-                     .height = ro->height};
-    sb_job job = {.batch = ro->batch, .fill = sb_fill_decode, .geom = &geom,
-                  .channels = ro->channels,
+    shc_input_list *in = NULL;
+    sb_job job = {.batch = ro->batch, .fill = sb_fill_decode,
                   .slot = (size_t)ro->width * ro->height * ro->channels};
     pthread_mutex_init(&job.mu, NULL);
     size_t *order = NULL;
     sb_pool pool = {0};
-    fmt_resizer **rz = NULL;
-    int rc = fmt_inputs_from_dirs(&dir, 1, &in, NULL);
-    if (rc) {
-        fprintf(stderr, "shardbench: cannot open %s: %s\n", dir, strerror(rc));
-        pthread_mutex_destroy(&job.mu);
-        return rc;
-    }
-    if (in.n == 0) {
-        fprintf(stderr, "shardbench: cannot open %s: no manifest.json and no images in class "
-                "folders\n", dir);
-        rc = ENOENT;
+    shc_renderer **rz = NULL;
+    size_t n = 0;
+    int rc = sb_list_folder(dir, &in);
+    if (rc)
         goto leave;
-    }
-    order = malloc(in.n * sizeof *order);
+    n = shc_input_list_count(in);
+    order = malloc(n * sizeof *order);
     rz = calloc(ro->threads, sizeof *rz);
     rc = order && rz ? 0 : ENOMEM;
-    for (uint32_t i = 0; !rc && i < ro->threads; i++)
-        rc = fmt_resizer_create(&rz[i]);
+    if (!rc)
+        rc = sb_renderers(ro->width, ro->height, ro->channels, ro->threads, rz);
     if (rc) {
-        fprintf(stderr, "shardbench: %s: %s\n", dir, fmt_strerror(rc));
+        fprintf(stderr, "shardbench: %s: %s\n", dir, shr_strerror(rc));
         goto leave;
     }
-    job.in = &in;
+    job.in = in;
     job.order = order;
     job.rz = rz;
-    job.n = in.n;
+    job.n = n;
     rc = pool_start(&pool, &job, ro->threads);
     if (rc) {
         fprintf(stderr, "shardbench: cannot start %u threads: %s\n", ro->threads, strerror(rc));
@@ -304,7 +320,7 @@ int sb_run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
         if (ro->cold)
             sb_evict_dataset(dir, row);
         sb_mark from = sb_mark_now();
-        if ((rc = sb_folder_order(order, in.n, ro->order, ro->seed, e)) != 0) {
+        if ((rc = sb_folder_order(order, n, ro->order, ro->seed, e)) != 0) {
             fprintf(stderr, "shardbench: %s: %s\n", dir, shr_strerror(rc));
             goto leave;
         }
@@ -318,10 +334,10 @@ int sb_run_folder(char *dir, const sb_read_opts *ro, sb_row *row)
 leave:
     pool_stop(&pool);
     for (uint32_t i = 0; rz && i < ro->threads; i++)
-        fmt_resizer_free(rz[i]);
+        shc_renderer_free(rz[i]);
     free(rz);
     free(order);
-    fmt_inputs_free(&in);
+    shc_input_list_free(in);
     pthread_mutex_destroy(&job.mu);
     return rc;
 }

@@ -5,7 +5,7 @@
  * dataset and the reason) and returns an error code; its caller prints nothing more and passes
  * the failure on as an exit status. The exceptions print nothing and leave it to the caller: the
  * parsers (sb_parse_*: -1, and the caller's usage error), sb_folder_order, the fill functions
- * (sb_fill_fn: a code and a fmt_msg, counted by the pool) and the batch sources' next (the caller
+ * (sb_fill_fn: a code and a shr_msg, counted by the pool) and the batch sources' next (the caller
  * prints their code or last_error). */
 #ifndef SB_BENCH_H
 #define SB_BENCH_H
@@ -28,26 +28,15 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "dataset.h"
-#include "geometry.h"
-#include "image.h"
-#include "inputs.h"
-#include "json.h"
-#include "manifest.h"
 #include "shardread.h"
 #include "step.h"
-#include "build.h"
-#include "render.h"
-#include "ring.h"
-#include "sampler.h"
-#include "util.h"
+#include "shardc.h"
 #include <xxhash.h>
 
 #define SB_EXIT_OK 0
 #define SB_EXIT_FAIL 1
 #define SB_EXIT_USAGE 2
 #define SB_PAGE 4096u
-#define SB_MAX_FILE ((size_t)1 << 30)   /* input files larger than this are refused, as in build */
 #define SB_QUASI_BLOCK 1024u            /* folder quasi order: files per stand-in "shard" */
 #define SB_QUASI_WINDOW 4u              /* blocks shuffled together, as the reader's default */
 /* ResNet-50 training on an A100: 11.7 ms per batch of 256. The default step keeps that rate
@@ -55,6 +44,7 @@
 #define SB_DEFAULT_STEP_MS 11.7
 #define SB_DEFAULT_STEP_BATCH 256.0
 #define SB_MAX_DEPTH 64                 /* eviction walk: deeper trees are not datasets */
+#define SB_MANIFEST "manifest.json"     /* a shardc dataset's, in its directory (docs/FORMATS.md) */
 
 typedef struct {
     double wall, cpu;           /* seconds: monotonic clock; user + system of the whole process */
@@ -151,7 +141,7 @@ typedef struct {
 
 typedef struct sb_job sb_job;
 
-typedef int (*sb_fill_fn)(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg);
+typedef int (*sb_fill_fn)(sb_job *job, size_t worker, size_t item, uint8_t *dst, shr_msg *msg);
 
 struct sb_job {
     size_t n;                   /* items this epoch */
@@ -163,13 +153,11 @@ struct sb_job {
     pthread_mutex_t mu;         /* guards first_error */
     char first_error[512];
     /* folder */
-    const fmt_inputs *in;
+    const shc_input_list *in;
     const size_t *order;
-    const fmt_geom *geom;
-    uint32_t channels;
-    fmt_resizer **rz;           /* one per worker */
+    shc_renderer **rz;          /* one per worker */
     /* memcpy */
-    const fmt_dataset *ds;
+    const shr_dataset *ds;
     const uint64_t *idx;
 };
 
@@ -231,7 +219,24 @@ typedef struct {
 
 typedef struct {
     shr_batch b;
+    int state;                  /* SB_SLOT_* (feed.c), under the queue's lock */
 } sb_slot;
+
+/* The folder feed's queue (feed.c): the decoders claim stream batches in order, each into a free
+ * slot, and the consumer takes them in the same order, as a DataLoader's workers and its
+ * iterator do. Every field under mu. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t room;        /* workers: a free slot, a higher limit, or stop */
+    pthread_cond_t ready;       /* the consumer: its next batch filled */
+    int live;                   /* mu and the conditions are initialised */
+    uint32_t *free_slots, nfree;
+    uint32_t *pending;          /* pending[k % depth]: the slot of claimed, undelivered batch k */
+    uint64_t next_claim, next_deliver;
+    uint64_t limit;             /* batches below it may be claimed */
+    uint32_t held;              /* slots the consumer holds */
+    int stop;
+} sb_queue;
 
 typedef struct sb_feed sb_feed;
 
@@ -243,26 +248,24 @@ typedef struct {
 
 struct sb_feed {
     sb_job job;                 /* sb_fill_decode's context */
-    fmt_inputs in;
-    int have_inputs;
-    fmt_geom geom;
+    shc_input_list *in;
     size_t *order;
-    fmt_resizer **rz;
+    shc_renderer **rz;
     shr_order kind;
     uint64_t seed;
     sb_slot *slots;
     uint32_t depth;
     sb_feed_worker *ws;
     uint32_t nthreads, started;
-    shr_ring ring;              /* ring slot i is slots[i]; stream batch k: feed.c */
+    sb_queue q;                 /* queue slot i is slots[i]; stream batch k: feed.c */
     int pinned;                 /* every slot's pixels are CUDA pinned memory (shr_host_alloc) */
-    fmt_msg unpinned;           /* why not, where an allocation fell back: its reason */
+    shr_msg unpinned;           /* why not, where an allocation fell back: its reason */
     uint64_t ring_bytes;        /* the slots' buffers: pixels, labels, indices, sources */
     /* consumer side: touched only by the thread calling sb_feed_next */
     uint64_t epoch, nb;         /* the current epoch; batches per epoch */
     uint64_t take;              /* batches of the epoch delivered */
     int open;                   /* the epoch's order is drawn: workers may claim */
-    fmt_msg error;              /* why sb_feed_next failed (sb_feed_error) */
+    shr_msg error;              /* why sb_feed_next failed (sb_feed_error) */
 };
 
 typedef struct {
@@ -305,6 +308,11 @@ typedef struct {
 } sb_cmp_opts;
 
 /* options.c */
+/* msg's text (NULL: none wanted) printed from fmt, and rc returned: how a fill or a source says
+ * why it failed. */
+int sb_fail(shr_msg *msg, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* msg's text, or shr_strerror(rc) where msg has none. */
+const char *sb_reason(const shr_msg *msg, int rc);
 int sb_usage_error(const char *usage, const char *fmt, const char *arg);
 /* "shardbench: out of memory" on stderr; returns ENOMEM. */
 int sb_no_memory(void);
@@ -379,6 +387,10 @@ void sb_report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row);
 void sb_warn_resident(const sb_row *row);
 double sb_now_s(void);
 void sb_print_json_double(double v, const char *fmt);
+/* str as a JSON string literal on f ("null" for NULL): UTF-8 kept, quotes, backslashes and
+ * control characters escaped, a byte outside well-formed UTF-8 written \udcXX (Python's
+ * surrogateescape), so that paths of any bytes round-trip. 0, or EOF for a write error. */
+int sb_json_string(FILE *f, const char *str);
 double sb_pct(double x, double of);
 
 /* evict.c */
@@ -400,7 +412,12 @@ int sb_cmd_read(int argc, char **argv);
 /* baselines.c */
 int sb_run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace, size_t slot,
                sb_row *row);
-int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, fmt_msg *msg);
+int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, shr_msg *msg);
+/* The folder dir's images, as shardc build lists them; prints its errors (no images: ENOENT). */
+int sb_list_folder(char *dir, shc_input_list **in);
+/* n renderers of what shardc build --size WxH (--gray for one channel) stores per input. */
+int sb_renderers(uint32_t width, uint32_t height, uint32_t channels, uint32_t n,
+                 shc_renderer **rz);
 int sb_folder_order(size_t *order, size_t n, shr_order kind, uint64_t seed, uint64_t epoch);
 int sb_run_folder(char *dir, const sb_read_opts *ro, sb_row *row);
 

@@ -32,7 +32,7 @@ const char sb_usage_compare[] =
     "\n"
     "exit status: 0 success, 1 a build or a read failed, 2 usage error\n";
 
-/* rows: the source, then every backend compiled in (fmt_backend_names), then raw's stored forms */
+/* rows: the source, then every format compiled in (shc_build_formats), then raw's stored forms */
 #define SB_MAX_FORMATS 16
 
 /* ImageNet-1k's training set: the scale the "fits in RAM" column projects to */
@@ -151,30 +151,46 @@ static int build_format(char *src, const sb_cmp_opts *co, const char *format, co
         free(log);
         return rc;
     }
-    shc_build_opts o;
-    shc_build_opts_init(&o);
-    o.srcs = &src;
-    o.nsrc = 1;
-    o.out = out;
-    o.backend = fmt_backend_find(format);
-    o.r.geom.mode = FMT_GEOM_SIZE;
-    o.r.geom.width = co->width;
-    o.r.geom.height = co->height;
-    o.threads = co->threads;
-    o.force = 1;
-    o.jpeg_fraction = jpeg_fraction;
-    fmt_msg why = {{0}};
-    int rc = codec ? fmt_codec_parse(codec, &o.compress, &why) : 0;
+    /* the flags as shardc takes them, through shardc.h */
+    char size[32], threads[16], fraction[40];
+    snprintf(size, sizeof size, "%" PRIu32 "x%" PRIu32, co->width, co->height);
+    snprintf(threads, sizeof threads, "%" PRIu32, co->threads);
+    snprintf(fraction, sizeof fraction, "%.17g", jpeg_fraction);
+    shc_build_opts *o = shc_build_opts_new();
+    if (!o) {
+        fclose(f);
+        free(log);
+        return sb_no_memory();
+    }
+    shc_build_sources(o, &src, 1);
+    shc_msg why = {{0}};
+    int rc = shc_build_set(o, "output", out, &why);
+    if (!rc)
+        rc = shc_build_set(o, "format", format, &why);
+    if (!rc)
+        rc = shc_build_set(o, "size", size, &why);
+    if (!rc)
+        rc = shc_build_set(o, "threads", threads, &why);
+    if (!rc)
+        rc = shc_build_set(o, "force", NULL, &why);
+    if (!rc && jpeg_fraction > 0)
+        rc = shc_build_set(o, "jpeg-fraction", fraction, &why);
+    if (!rc && codec)
+        rc = shc_build_set(o, "compress", codec, &why);
+    if (!rc)
+        rc = shc_build_check(o, &why);
     if (rc) {
         fprintf(stderr, "shardbench: building --format %s failed: %s\n", format,
-                fmt_reason(&why, rc));
+                why.text[0] ? why.text : shc_strerror(rc));
+        shc_build_opts_free(o);
         fclose(f);
         free(log);
         return rc;
     }
     shc_build_cb cb = {.ctx = f, .message = log_message, .reject = log_reject,
                        .summary = log_summary};
-    rc = o.backend ? shc_build(&o, &cb) : FMT_EUNSUPPORTED;
+    rc = shc_build(o, &cb);
+    shc_build_opts_free(o);
     if (fclose(f) != 0 && (rc == 0 || rc == SHC_EREJECTS))
         rc = errno;
     /* rejects (broken inputs) finish the build, and the source has them as well */
@@ -229,16 +245,16 @@ static void compare_report(const sb_cmp_opts *co, const char *src, const sb_cmp_
 {
     if (co->json) {
         printf("{\"source\": ");
-        fmt_json_string(stdout, src);
+        sb_json_string(stdout, src);
         printf(", \"work\": ");
-        fmt_json_string(stdout, co->work);
+        sb_json_string(stdout, co->work);
         printf(", \"width\": %u, \"height\": %u, \"threads\": %u, \"batch\": %u, \"epochs\": %u, "
                "\"step_ms\": %.6g, \"demand_images_per_s\": %.1f, \"formats\": [", co->width,
                co->height, co->threads, co->batch, co->epochs, co->step_ms, demand);
         for (size_t i = 0; i < nrows; i++) {
             const sb_cmp_row *r = &rows[i];
             printf("%s{\"format\": \"%s\", \"dir\": ", i ? ", " : "", r->format);
-            fmt_json_string(stdout, r->dir);
+            sb_json_string(stdout, r->dir);
             printf(", \"bytes\": %" PRIu64 ", \"images_per_epoch\": %" PRIu64 ", "
                    "\"bytes_per_sample\": %.1f, \"ram_gib_at_imagenet\": %.2f, "
                    "\"images_per_s\": %.1f, \"cold_images_per_s\": %.1f, "
@@ -353,7 +369,7 @@ static int run_compare(char *src, const sb_cmp_opts *co)
 {
     char bindir[PATH_MAX];
     sb_cmp_row rows[2 + SB_MAX_FORMATS + SB_NFORMS];  /* source, formats, raw's forms, raw+rrc */
-    const char *const *formats = fmt_backend_names();
+    const char *const *formats = shc_build_formats();
     size_t nrows = 0;
     int status = SB_EXIT_OK;
     memset(rows, 0, sizeof rows);

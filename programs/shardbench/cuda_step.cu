@@ -839,9 +839,9 @@ leave:
 
 /* ---- the copy baseline ---- */
 
-/* printf into msg, if not NULL (fmt_fail's job; this library does not link libshardfmt) */
-static void why_set(fmt_msg *msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void why_set(fmt_msg *msg, const char *fmt, ...)
+/* printf into msg, if not NULL (sb_fail's job; this library links none of shardbench) */
+static void why_set(shr_msg *msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void why_set(shr_msg *msg, const char *fmt, ...)
 {
     if (!msg)
         return;
@@ -864,7 +864,7 @@ static void why_set(fmt_msg *msg, const char *fmt, ...)
 /* GB/s of reps copies from src to dst on st: one untimed copy first (the first touch of a
  * pageable buffer by the driver, and of the device buffer). */
 static int time_copies(void *dst, const void *src, size_t bytes, uint32_t reps, cudaStream_t st,
-                       cudaEvent_t a, cudaEvent_t b, double *gbs, fmt_msg *why)
+                       cudaEvent_t a, cudaEvent_t b, double *gbs, shr_msg *why)
 {
     int rc = 0;
     float ms = 0;
@@ -881,7 +881,7 @@ leave:
 }
 
 static int gpu_h2d_baseline(size_t bytes, uint32_t reps, double *pinned_gbs, double *pageable_gbs,
-                            fmt_msg *why)
+                            shr_msg *why)
 {
     int rc = 0;
     void *pinned = NULL, *pageable = NULL, *dev = NULL;

@@ -34,7 +34,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fmt.h"            /* fmt_msg, the reasons this interface gives */
 
 #include "step.h"
 
@@ -92,7 +91,7 @@ typedef struct {
      * EINVAL (bytes or reps 0), ENOMEM, ENODEV, EIO, with the failing call in why (may be
      * NULL; "" where the call succeeded or the arguments were refused). */
     int (*h2d_baseline)(size_t bytes, uint32_t reps, double *pinned_gbs, double *pageable_gbs,
-                        fmt_msg *why);
+                        shr_msg *why);
 
 } sb_gpu_api;
 
@@ -126,7 +125,7 @@ const char *sb_gpu_status(void);
 /* Open the library at path (not cached, never closed): its table, whether or not a device is
  * usable. Returns 0, or ENOENT (dlopen failed), ENOEXEC (no sb_gpu_api_get symbol, or an ABI or
  * struct size that differs from this build's), with a reason in why (may be NULL). */
-int sb_gpu_open(const char *path, const sb_gpu_api **api, fmt_msg *why);
+int sb_gpu_open(const char *path, const sb_gpu_api **api, shr_msg *why);
 
 /* The CUDA or cuBLAS failure behind a GPU step's last error (e.g. "cudaMemcpyAsync(...): out of
  * memory"), "" if none or on the CPU. Never NULL; valid until the next call on s. */

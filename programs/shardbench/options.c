@@ -3,6 +3,7 @@
  * library's options table (sb_parse_choice); numbers and sizes go through the CLI's parsers
  * (util.h), the ones shardc uses. */
 #include <float.h>
+#include <stdarg.h>
 #include <strings.h>
 
 #include "bench.h"
@@ -22,6 +23,22 @@ int sb_no_memory(void)
 {
     fprintf(stderr, "shardbench: out of memory\n");
     return ENOMEM;
+}
+
+int sb_fail(shr_msg *msg, int rc, const char *fmt, ...)
+{
+    if (msg) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg->text, sizeof msg->text, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+const char *sb_reason(const shr_msg *msg, int rc)
+{
+    return msg && msg->text[0] ? msg->text : shr_strerror(rc);
 }
 
 int sb_wants_help(int argc, char **argv)

@@ -234,22 +234,19 @@ int sb_classify(sb_target *t, sb_read_opts *ro)
         return SB_EXIT_FAIL;
     }
     char *mpath;
-    if (asprintf(&mpath, "%s/%s", t->path, FMT_MANIFEST_NAME) < 0) {
+    if (asprintf(&mpath, "%s/%s", t->path, SB_MANIFEST) < 0) {
         sb_no_memory();
         return SB_EXIT_FAIL;
     }
     t->kind = access(mpath, F_OK) == 0 ? SB_SHARDS : SB_FOLDER;
     free(mpath);
     if (t->kind == SB_SHARDS && !ro->have_size && !ro->width) {
-        fmt_manifest m;
+        shr_manifest_summary m;
         /* unreadable manifests are reported when the reader opens the dataset */
-        if (fmt_manifest_read(t->path, &m, NULL) == 0) {
-            if (m.sample_width && m.sample_height) {
-                ro->width = m.sample_width;
-                ro->height = m.sample_height;
-                ro->channels = m.channels;
-            }
-            fmt_manifest_free(&m);
+        if (shr_manifest_peek(t->path, &m, NULL) == 0 && m.width && m.height) {
+            ro->width = m.width;
+            ro->height = m.height;
+            ro->channels = m.channels;
         }
     }
     return 0;
@@ -257,12 +254,10 @@ int sb_classify(sb_target *t, sb_read_opts *ro)
 
 void sb_backend_name(const char *dir, char *out, size_t len)
 {
-    fmt_manifest m;
+    shr_manifest_summary m;
     snprintf(out, len, "raw");
-    if (fmt_manifest_read(dir, &m, NULL) == 0) {
-        snprintf(out, len, "%s", m.backend);
-        fmt_manifest_free(&m);
-    }
+    if (shr_manifest_peek(dir, &m, NULL) == 0)
+        snprintf(out, len, "%s", m.format);
 }
 
 /* Measure every target in order, printing each row as it is done. A dataset that fails is

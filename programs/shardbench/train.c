@@ -2,7 +2,6 @@
  * step (step.h), timed per epoch: input stall, step busy, loss, accuracy. */
 #include "bench.h"
 #include "gpu_api.h"
-#include "pinned.h"
 
 const char sb_usage_train[] =
     "usage: shardbench train DATASET [options]\n"
@@ -153,12 +152,12 @@ static void h2d_baselines(sb_step *step, uint64_t bytes, sb_train_mem *mem)
     /* about 2 GB per kind, 8 copies at least and 200 at most: long enough to time */
     uint64_t reps = 2000000000ull / bytes;
     reps = reps < 8 ? 8 : reps > 200 ? 200 : reps;
-    fmt_msg why = {""};
+    shr_msg why = {""};
     int rc = api->h2d_baseline((size_t)bytes, (uint32_t)reps, &mem->base_pinned,
                                &mem->base_pageable, &why);
     if (rc) {
         mem->base_pinned = mem->base_pageable = NAN;
-        fprintf(stderr, "shardbench: cannot time the copy baseline: %s\n", fmt_reason(&why, rc));
+        fprintf(stderr, "shardbench: cannot time the copy baseline: %s\n", sb_reason(&why, rc));
     }
 }
 
@@ -209,7 +208,7 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
         snprintf(measured, sizeof measured, "%u", to->epochs);
     if (to->json) {
         printf("{\"dataset\": ");
-        fmt_json_string(stdout, dir);
+        sb_json_string(stdout, dir);
         printf(", \"format\": \"%s\", \"device\": \"%s\", \"step\": \"%s\", \"step_ms\": ",
                format, gpu ? "gpu" : "cpu", step_name(&to->step));
         if (learns)
@@ -238,7 +237,7 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
         printf(", \"pinned\": %s, \"ring_bytes\": %" PRIu64 ", \"gpu_status\": ",
                mem->pinned ? "true" : "false", mem->ring_bytes);
         if (mem->gpu_status)
-            fmt_json_string(stdout, mem->gpu_status);
+            sb_json_string(stdout, mem->gpu_status);
         else
             printf("null");
         printf(", \"loss\": [");
@@ -323,7 +322,7 @@ static int run_train(char *dir, const sb_train_opts *opts)
     if (rc)
         goto leave;
     char *mpath;
-    if (asprintf(&mpath, "%s/%s", dir, FMT_MANIFEST_NAME) < 0) {
+    if (asprintf(&mpath, "%s/%s", dir, SB_MANIFEST) < 0) {
         rc = sb_no_memory();
         goto leave;
     }
@@ -347,14 +346,11 @@ static int run_train(char *dir, const sb_train_opts *opts)
             o.height = to.height;
         } else if (to.tf.rrc) {
             /* a RandomResizedCrop to the dataset's own size, or 224x224 when sizes vary */
-            fmt_manifest m;
+            shr_manifest_summary m;
             o.width = o.height = 224;
-            if (fmt_manifest_read(dir, &m, NULL) == 0) {
-                if (m.sample_width && m.sample_height) {
-                    o.width = m.sample_width;
-                    o.height = m.sample_height;
-                }
-                fmt_manifest_free(&m);
+            if (shr_manifest_peek(dir, &m, NULL) == 0 && m.width && m.height) {
+                o.width = m.width;
+                o.height = m.height;
             }
         }
         sb_tf_apply(&to.tf, &o);
@@ -378,8 +374,8 @@ static int run_train(char *dir, const sb_train_opts *opts)
         have_feed = 1;
         if (rc)
             goto leave;
-        info.samples = feed.in.n;
-        info.classes = (uint32_t)feed.in.nclasses;
+        info.samples = shc_input_list_count(feed.in);
+        info.classes = (uint32_t)shc_input_list_classes(feed.in);
         info.width = to.width;
         info.height = to.height;
         info.channels = 3;
