@@ -93,11 +93,10 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 # program's INTERNAL_ list below: the internals a program still reaches for, each until the
 # library offers what it needs through a public header. The Python extension of the reader
 # (reader/python/) has no such list: it is compiled with -Iinclude alone.
-#   shardc, shardc-mpi: `info`, `verify` and `cat` over the formats' dataset, manifest, backends
-#     and augmentation records (dataset.h, backend.h, raw.h, augment.h, json.h, inspect.h), a
-#     dataset URL resolved to its cache for them (remote.h); the usage text's default
-#     augmentation (augment.h) and the JSON summary's string quoting (json.h) in cli.c. A build,
-#     its parts and their merge go through the public shardc.h alone.
+#   shardc, shardc-mpi: `info` and `cat` over the formats' dataset, manifest and augmentation
+#     records (dataset.h, backend.h, raw.h, augment.h, inspect.h). A build, its parts and their
+#     merge, `verify`, a dataset URL resolved to its cache, the JSON strings and the default
+#     augmentation of the usage text go through the public shardc.h alone.
 #   shardbench: the compiler's pipeline for `compare` and the folder baselines (build.h,
 #     render.h, inputs.h, dataset.h, manifest.h, geometry.h, image.h, json.h, fmt.h), the
 #     WxH parsing of the build's flags (util.h: shc_parse_wxh), and of the
@@ -108,14 +107,14 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 #   _shardwrite (compiler/python/): the streamed build's items (stream.h: their fields and
 #     targets are the formats' types, so the stream stays internal) and a target's largest size
 #     (target.h); its options go through shardc.h by flag name
-INTERNAL_shardc := augment.h backend.h dataset.h inspect.h json.h raw.h remote.h
+INTERNAL_shardc := augment.h backend.h dataset.h inspect.h raw.h
 INTERNAL_shardbench := build.h dataset.h fmt.h geometry.h image.h inputs.h json.h manifest.h \
     render.h util.h ring.h sampler.h pinned.h cuda_common.h
 INTERNAL_shardwrite := stream.h target.h
 # include paths: the public headers and the folder, then the libraries' folders whose internals
 # the list allows (a reader internal only through a link in $(BUILD)/include/bench/: any other
 # header of reader/ is a compile error as well)
-INC_shardc := -Iinclude -Iprograms -Iformats -Ipixels -Icompiler -Iremote
+INC_shardc := -Iinclude -Iprograms -Iformats -Ipixels -Icompiler
 BENCH_READER_H := ring.h sampler.h pinned.h cuda_common.h
 INC_bench := -Iinclude -Iprograms/shardbench -Iformats -Ipixels -Icompiler \
     -I$(BUILD)/include/bench
@@ -293,6 +292,7 @@ $(BUILD)/tests/test_roi: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_part: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_stream: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_build_options: $(BUILD)/tests/tools/mksample.o
+$(BUILD)/tests/test_inspect: $(BUILD)/tests/tools/mksample.o
 
 # `make demo` and `make test` work on a fresh machine: they install what is missing first.
 demo: deps

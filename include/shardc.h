@@ -37,6 +37,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* The one message type of the project's libraries (shardread.h names it shr_msg). */
 #ifndef SHARDC_MSG_DEFINED
@@ -302,5 +303,59 @@ typedef struct {
  * or a storage layer's code for a fatal I/O error (no manifest written; cb->message names the
  * file). Options that shc_build_check refuses make an undefined build: check them first. */
 int shc_build(const shc_build_opts *o, const shc_build_cb *cb);
+
+/* ---- looking into a built dataset: `shardc info`, `verify`, `cat` ----
+ * (a dataset's samples, targets and manifest are read through shardread.h's shr_dataset calls) */
+
+/* The augmentation --augment draws when --aug is not given (its syntax: shardc build --help). */
+#define SHC_AUG_DEFAULT_SPEC "rrc=0.08:1:0.75:1.3333,flip=0.5,jitter=0.4"
+
+/* str as a JSON string (quoted, escaped; bytes that are not UTF-8 as the lone surrogates
+ * \udcXX of Python's "surrogateescape"; NULL as null) written to f, as the JSON of shardc's
+ * summaries writes its strings; shc_json_bytes the same for len bytes at data (NUL bytes among
+ * them as \u0000). 0, or EOF when a write to f fails. */
+int shc_json_string(FILE *f, const char *str);
+int shc_json_bytes(FILE *f, const void *data, size_t len);
+
+/* 1 when path is a dataset's URL (s3://, http://, https://) rather than a directory. */
+int shc_is_url(const char *path);
+
+/* What shc_resolve_url did: shards in the manifest, those downloaded, the bytes received. */
+typedef struct {
+    uint64_t shards, fetched, bytes;
+} shc_fetch_stats;
+
+/* The dataset at url made complete and checked in the local cache under the root cache (NULL:
+ * ~/.cache/shardread), as shardread.h's shr_remote_resolve does: *dir (malloc'd) is its folder
+ * there. progress (may be NULL) is called while shards download, at most every 0.25 s and once
+ * at the end (final 1), with the bytes received of those of the shards not found cached. st may
+ * be NULL. 0, or the error with msg saying what (naming the object): an errno value, or the
+ * storage layer's SHR_EHASH / SHR_ECORRUPT / SHR_ETRUNC for a shard that fails its check. */
+int shc_resolve_url(const char *url, const char *cache,
+                    void (*progress)(void *ctx, uint64_t got, uint64_t total, int final),
+                    void *progress_ctx, char **dir, shc_fetch_stats *st, shc_msg *msg);
+
+/* What shc_verify found. */
+typedef struct {
+    int opened;                 /* the manifest was read and its backend is supported */
+    uint64_t checked;           /* samples re-hashed */
+    uint64_t damaged;           /* samples damaged (a shard unusable as a whole: all of its) */
+    size_t mismatches;          /* disagreements with the manifest */
+    size_t shards;              /* shards in the manifest */
+} shc_verify_result;
+
+/* `shardc verify`: every shard of the dataset in dir checked before any library parses it (size
+ * and whole-file hash against the manifest, then the backend's own pre-check), then opened and
+ * compared with its manifest entry, every sample checked against the manifest's description
+ * and re-hashed; then the manifest's fields against each other and against the shards and the
+ * build's tables (channel stats, inputs and rejects counts, the build fingerprint). Each problem
+ * is one call of report(ctx, line), line one line without a newline: "damaged: sample I (FILE):
+ * why", "damaged: samples A-B (SHARD): why", "damaged: SHARD: why" or "mismatch: what", in the
+ * order of the shards. res (required) counts them. Returns 0 when every shard was looked at,
+ * whatever it found; else the error: before the check (res->opened 0; msg says what: ENOENT
+ * for a dataset without a manifest, "cannot read the manifest of DIR: why"; SHR_EUNSUPPORTED
+ * for a backend or version this build cannot read), or ENOMEM during it. */
+int shc_verify(const char *dir, void (*report)(void *ctx, const char *line), void *ctx,
+               shc_verify_result *res, shc_msg *msg);
 
 #endif

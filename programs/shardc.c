@@ -14,11 +14,10 @@
 #include "backend.h"
 #include "raw.h"
 #include "cli.h"
+#include "shardread.h"
 #include "inspect.h"
-#include "json.h"
 #include "dataset.h"
 #include "draw.h"
-#include "remote.h"
 
 static const char usage_main[] =
     "usage: shardc COMMAND [options]\n"
@@ -114,23 +113,18 @@ static void download_progress(void *ctx, uint64_t got, uint64_t total, int final
 static int resolve_url(const char **dir, char **owned)
 {
     *owned = NULL;
-    if (!rmt_is_url(*dir))
+    if (!shc_is_url(*dir))
         return 0;
-    fmt_msg msg = {{0}};
-    rmt_stats st;
-    rmt_options ro;
-    memset(&ro, 0, sizeof ro);
-    ro.cache = shc_cli_cache();
+    shc_msg msg = {{0}};
+    shc_fetch_stats st;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (isatty(STDERR_FILENO)) {
-        ro.progress = download_progress;
-        ro.progress_ctx = &t0;
-    }
-    int rc = rmt_resolve(*dir, &ro, owned, &st, &msg);
+    int tty = isatty(STDERR_FILENO);
+    int rc = shc_resolve_url(*dir, shc_cli_cache(), tty ? download_progress : NULL,
+                             tty ? &t0 : NULL, owned, &st, &msg);
     if (rc) {
-        fprintf(stderr, "shardc: %s\n", fmt_reason(&msg, rc));
-        return rc == FMT_EHASH || rc == FMT_ECORRUPT || rc == FMT_ETRUNC ? SHC_EXIT_REJECTS
+        fprintf(stderr, "shardc: %s\n", msg.text);
+        return rc == SHR_EHASH || rc == SHR_ECORRUPT || rc == SHR_ETRUNC ? SHC_EXIT_REJECTS
                                                                         : SHC_EXIT_IO;
     }
     if (st.fetched)
@@ -205,12 +199,12 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
         snprintf(aff, sizeof aff, "none");
     if (json) {
         printf("{\"index\": %" PRIu64 ", \"label\": %d, \"class\": ", idx, (int)s.label);
-        fmt_json_string(stdout, cls);
+        shc_json_string(stdout, cls);
         printf(", \"height\": %u, \"width\": %u, \"channels\": %u, \"hash\": \"%016" PRIx64
                "\", \"source\": %" PRIu64 ", \"path\": ", s.height, s.width, s.channels, s.hash,
                s.source);
         if (path)
-            fmt_json_string(stdout, path);
+            shc_json_string(stdout, path);
         else
             printf("null");
         if (aug)
@@ -312,7 +306,7 @@ static void print_field_schema(const fmt_manifest *m)
     printf("[");
     for (size_t k = 0; k < m->nfields; k++) {
         printf("%s{\"name\": ", k ? ", " : "");
-        fmt_json_string(stdout, m->fields[k].name);
+        shc_json_string(stdout, m->fields[k].name);
         printf(", \"type\": \"%s\", \"count\": %u}", fmt_field_type_name(m->fields[k].type),
                m->fields[k].count);
     }
@@ -336,10 +330,10 @@ static int print_fields(const fmt_dataset *d, uint64_t i, fmt_msg *msg)
     for (size_t k = 0; k < n && k < m->nfields; k++) {
         const uint8_t *p = v[k].data;
         printf("%s", k ? ", " : "");
-        fmt_json_string(stdout, m->fields[k].name);
+        shc_json_string(stdout, m->fields[k].name);
         printf(": ");
         if (v[k].type == FMT_FIELD_STR) {
-            fmt_json_bytes(stdout, p, v[k].count);
+            shc_json_bytes(stdout, p, v[k].count);
         } else if (v[k].type == FMT_FIELD_BYTES) {
             putchar('"');
             for (uint32_t j = 0; j < v[k].count; j++)
@@ -482,10 +476,10 @@ static int cmd_info_dir(const char *dir, int json, int targets, const uint64_t *
         for (size_t i = 0; i < m->nclasses; i++) {
             if (i)
                 printf(", ");
-            fmt_json_string(stdout, m->classes[i]);
+            shc_json_string(stdout, m->classes[i]);
         }
         printf("], \"num_classes\": %zu, \"backend\": ", m->nclasses);
-        fmt_json_string(stdout, m->backend);
+        shc_json_string(stdout, m->backend);
         printf(", \"inputs\": %" PRIu64 ", \"rejects\": %" PRIu64 ", \"bytes\": %" PRIu64
                ", \"channels\": %u, \"geometry\": {\"mode\": \"%s\", \"fit\": \"%s\", \"width\": %u, "
                "\"height\": %u, \"short_side\": %u, \"max_side\": %u}, \"sample_width\": %u, "
@@ -501,12 +495,12 @@ static int cmd_info_dir(const char *dir, int json, int targets, const uint64_t *
         printf("], \"shards\": [");
         for (size_t i = 0; i < m->nshards; i++) {
             printf("%s{\"file\": ", i ? ", " : "");
-            fmt_json_string(stdout, m->shards[i].file);
+            shc_json_string(stdout, m->shards[i].file);
             printf(", \"first\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
                    m->shards[i].first, m->shards[i].samples, m->shards[i].bytes);
         }
         printf("], \"tool\": ");
-        fmt_json_string(stdout, m->tool);
+        shc_json_string(stdout, m->tool);
         printf(", \"targets\": %s, \"fields\": ", m->targets ? "true" : "false");
         print_field_schema(m);
         printf("}\n");
@@ -557,18 +551,33 @@ static int cmd_info_dir(const char *dir, int json, int targets, const uint64_t *
 
 /* ---- verify ---- */
 
-static void print_mismatch(void *ctx, const char *line)
+static void print_line(void *ctx, const char *line)
 {
     (void)ctx;
-    printf("mismatch: %s\n", line);
+    printf("%s\n", line);
 }
 
-/* Every shard checked before any library parses it (size and whole-file hash against the
- * manifest, then the backend's own pre-check), then opened and compared with its manifest
- * entry, every sample checked against the manifest's description and re-hashed; then the
- * manifest's fields against each other and the shards (inspect.c). Each problem is one line on
+/* Every shard, sample and manifest field checked (shc_verify): each problem is one line on
  * stdout ("damaged: ..." or "mismatch: ..."); exit 1 if there is any. */
-static int verify_dir(const char *dir);
+static int verify_dir(const char *dir)
+{
+    shc_verify_result r;
+    shc_msg msg = {{0}};
+    int rc = shc_verify(dir, print_line, NULL, &r, &msg);
+    if (rc && !r.opened) {
+        fprintf(stderr, "shardc: %s\n", msg.text);
+        return rc == ENOENT ? SHC_EXIT_USAGE : SHC_EXIT_REJECTS;
+    }
+    if (rc)
+        return SHC_EXIT_IO;
+    if (r.damaged || r.mismatches)
+        fprintf(stderr, "shardc: %s: %" PRIu64 " damaged sample(s), %zu manifest mismatch(es)\n",
+                dir, r.damaged, r.mismatches);
+    else
+        fprintf(stderr, "shardc: %s: all %" PRIu64 " samples in %zu shard(s) verified\n", dir,
+                r.checked, r.shards);
+    return r.damaged || r.mismatches ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
+}
 
 static int cmd_verify(int argc, char **argv)
 {
@@ -582,131 +591,6 @@ static int cmd_verify(int argc, char **argv)
     rc = verify_dir(dir);
     free(cached);
     return rc;
-}
-
-static int verify_dir(const char *dir)
-{
-    fmt_manifest m;
-    fmt_msg msg = {{0}};
-    int rc = fmt_manifest_read(dir, &m, &msg);
-    if (rc) {
-        fprintf(stderr, "shardc: cannot read the manifest of %s: %s\n", dir, fmt_reason(&msg, rc));
-        return rc == ENOENT ? SHC_EXIT_USAGE : SHC_EXIT_REJECTS;
-    }
-    const fmt_backend *be = fmt_backend_find(m.backend);
-    if (!be || be->version != m.backend_version) {
-        fprintf(stderr, "shardc: %s: backend '%s' version %u is not supported\n", dir, m.backend,
-                m.backend_version);
-        fmt_manifest_free(&m);
-        return SHC_EXIT_REJECTS;
-    }
-    uint64_t damaged = 0, checked = 0, pixels = 0, shard_fp = m.fingerprint;
-    size_t mismatches = 0, unread = 0;
-    uint64_t (*sum)[3] = calloc(m.nshards + 1, sizeof *sum);
-    uint64_t (*sumsq)[3] = calloc(m.nshards + 1, sizeof *sumsq);
-    if (!sum || !sumsq) {
-        free(sum);
-        free(sumsq);
-        fmt_manifest_free(&m);
-        return SHC_EXIT_IO;
-    }
-    for (size_t k = 0; k < m.nshards; k++) {
-        const fmt_manifest_shard *ms = &m.shards[k];
-        char *path, *data;
-        if (asprintf(&path, "%s/%s", dir, ms->file) < 0)
-            path = NULL;
-        if (path && asprintf(&data, "%s%s%s", path, be->data_file ? "/" : "",
-                             be->data_file ? be->data_file : "") < 0)
-            data = NULL;
-        /* the shard's folder, where its backend finds the files that go with it */
-        char *sdir = path && data ? fmt_manifest_shard_dir(dir, ms) : NULL;
-        if (!sdir) {
-            free(path);
-            free(data);
-            fmt_manifest_free(&m);
-            return SHC_EXIT_IO;
-        }
-        void *s = NULL;
-        fmt_msg smsg = {{0}};
-        rc = 0;
-        if (ms->pins & FMT_PIN_FILE) {
-            uint64_t whole = 0, size = 0;
-            rc = fmt_hash_file(data, 0, 0, NULL, &whole, &size);
-            if (rc)
-                fmt_fail(&smsg, rc, "%s", fmt_strerror(rc));
-            else if (size != ms->bytes)
-                rc = fmt_fail(&smsg, FMT_ECORRUPT, "%s is %" PRIu64 " bytes, the manifest says %"
-                              PRIu64, data, size, ms->bytes);
-            else if (whole != ms->file_hash)
-                rc = fmt_fail(&smsg, FMT_EHASH, "%s: whole-file hash %016" PRIx64 " differs from "
-                              "the manifest's %016" PRIx64, data, whole, ms->file_hash);
-        }
-        if (!rc)
-            rc = fmt_shard_precheck(be, path, ms, &smsg);
-        if (!rc)
-            rc = be->r_open(&s, sdir, path, FMT_ACCESS_MMAP, &smsg);
-        const fmt_shard_info *h = rc ? NULL : be->r_info(s);
-        if (h) {
-            rc = fmt_shard_check_info(&m, k, h, &smsg);
-            if (h->fingerprint != m.fingerprint)
-                shard_fp = h->fingerprint;
-            memcpy(sum[k], h->sum, sizeof sum[k]);
-            memcpy(sumsq[k], h->sumsq, sizeof sumsq[k]);
-        }
-        if (rc) {
-            /* the whole shard is unusable: name its samples as a range */
-            if (ms->samples)
-                printf("damaged: samples %" PRIu64 "-%" PRIu64 " (%s): %s\n", ms->first,
-                       ms->first + ms->samples - 1, path, fmt_reason(&smsg, rc));
-            else
-                printf("damaged: %s: %s\n", path, fmt_reason(&smsg, rc));
-            damaged += ms->samples ? ms->samples : 1;
-            unread++;
-        } else {
-            for (uint64_t i = 0; i < h->samples; i++) {
-                checked++;
-                fmt_sample e;
-                fmt_msg emsg = {{0}};
-                int crc = be->r_get(s, i, &e);
-                if (crc == 0) {
-                    e.index = ms->first + i;
-                    pixels += (uint64_t)e.height * e.width;
-                    if ((crc = fmt_manifest_check_sample(&m, &e, &emsg)) != 0) {
-                        printf("mismatch: %s\n", fmt_reason(&emsg, crc));
-                        mismatches++;
-                    }
-                }
-                crc = be->r_check(s, i);
-                if (crc != 0) {
-                    char file[1024];
-                    if (!be->r_sample_path || be->r_sample_path(s, i, file, sizeof file) != 0)
-                        snprintf(file, sizeof file, "%s, entry %" PRIu64, path, i);
-                    printf("damaged: sample %" PRIu64 " (%s): %s\n", ms->first + i, file,
-                           crc == FMT_EHASH ? "hash mismatch" : fmt_strerror(crc));
-                    damaged++;
-                }
-            }
-        }
-        be->r_close(s);
-        free(sdir);
-        free(data);
-        free(path);
-    }
-    /* the manifest as a whole; its stats only when every shard could be read */
-    if (!unread)
-        mismatches += shc_check_manifest(dir, &m, (const uint64_t(*)[3])sum,
-                                         (const uint64_t(*)[3])sumsq, pixels, shard_fp,
-                                         print_mismatch, NULL);
-    free(sum);
-    free(sumsq);
-    if (damaged || mismatches)
-        fprintf(stderr, "shardc: %s: %" PRIu64 " damaged sample(s), %zu manifest mismatch(es)\n",
-                dir, damaged, mismatches);
-    else
-        fprintf(stderr, "shardc: %s: all %" PRIu64 " samples in %zu shard(s) verified\n", dir,
-                checked, m.nshards);
-    fmt_manifest_free(&m);
-    return damaged || mismatches ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
 }
 
 /* ---- merge ---- */
@@ -728,7 +612,7 @@ static int cmd_merge(int argc, char **argv)
     if (!dir)
         return shc_usage_error(usage_merge, "%s", "no dataset directory given");
     shc_merge_opts mo = {NULL, shc_cli_cache(), 0};
-    if (rmt_is_url(dir) && shc_cli_part_size(&mo.part_size) != 0)
+    if (shc_is_url(dir) && shc_cli_part_size(&mo.part_size) != 0)
         return SHC_EXIT_USAGE;
     fmt_msg why = {{0}};
     shc_merge_result r;
