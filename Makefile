@@ -93,10 +93,11 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 # program's INTERNAL_ list below: the internals a program still reaches for, each until the
 # library offers what it needs through a public header. The Python extension of the reader
 # (reader/python/) has no such list: it is compiled with -Iinclude alone.
-#   shardc, shardc-mpi: `info` and `cat` over the formats' dataset, manifest and augmentation
-#     records (dataset.h, backend.h, raw.h, augment.h, inspect.h). A build, its parts and their
-#     merge, `verify`, a dataset URL resolved to its cache, the JSON strings and the default
-#     augmentation of the usage text go through the public shardc.h alone.
+#   shardc, shardc-mpi: none. A build, its parts and their merge, `verify`, a sample's record
+#     and replay, an image written, a dataset URL resolved to its cache, the JSON strings and the
+#     default augmentation of the usage text go through shardc.h; `info` and `cat` read the
+#     dataset (samples, targets, masks, label maps, fields, the manifest's facts) through
+#     shardread.h's shr_dataset calls.
 #   shardbench: the compiler's pipeline for `compare` and the folder baselines (build.h,
 #     render.h, inputs.h, dataset.h, manifest.h, geometry.h, image.h, json.h, fmt.h), the
 #     WxH parsing of the build's flags (util.h: shc_parse_wxh), and of the
@@ -107,14 +108,14 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 #   _shardwrite (compiler/python/): the streamed build's items (stream.h: their fields and
 #     targets are the formats' types, so the stream stays internal) and a target's largest size
 #     (target.h); its options go through shardc.h by flag name
-INTERNAL_shardc := augment.h backend.h dataset.h inspect.h raw.h
+INTERNAL_shardc :=
 INTERNAL_shardbench := build.h dataset.h fmt.h geometry.h image.h inputs.h json.h manifest.h \
     render.h util.h ring.h sampler.h pinned.h cuda_common.h
 INTERNAL_shardwrite := stream.h target.h
 # include paths: the public headers and the folder, then the libraries' folders whose internals
 # the list allows (a reader internal only through a link in $(BUILD)/include/bench/: any other
 # header of reader/ is a compile error as well)
-INC_shardc := -Iinclude -Iprograms -Iformats -Ipixels -Icompiler
+INC_shardc := -Iinclude -Iprograms
 BENCH_READER_H := ring.h sampler.h pinned.h cuda_common.h
 INC_bench := -Iinclude -Iprograms/shardbench -Iformats -Ipixels -Icompiler \
     -I$(BUILD)/include/bench
@@ -261,10 +262,12 @@ $(BUILD)/bin/shardbench: $(BUILD)/programs/shardbench/main.o $(BENCH_LIB) $(COMP
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS) -ldl
 
-$(BUILD)/bin/shardc: $(SHARDC_OBJ) $(COMP_LIB) $(FMT_LIB)
+# shardc reads a built dataset (info, cat) through the reader's public calls: the reader's
+# archive (which carries the formats objects) is linked in
+$(BUILD)/bin/shardc: $(SHARDC_OBJ) $(COMP_LIB) $(READ_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS) -ldl
 
 $(BUILD)/bin/shardc-mksample: $(BUILD)/tests/tools/mksample_main.o $(MKSAMPLE_OBJ) $(FMT_LIB)
 	@mkdir -p $(@D)

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <strings.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -495,5 +496,121 @@ int shc_verify(const char *dir, void (*report)(void *ctx, const char *line), voi
     free(sum);
     free(sumsq);
     fmt_manifest_free(&m);
+    return rc;
+}
+
+/* ---- shardc.h: a sample's record, its replay, an image written ---- */
+
+static int open_for(const char *dir, fmt_dataset **d, uint64_t idx, fmt_sample *s, fmt_msg *msg)
+{
+    fmt_msg why = {{0}};
+    int rc = fmt_dataset_open(d, dir, &why);
+    if (rc)
+        return fmt_fail(msg, rc, "cannot open dataset %s: %s", dir, fmt_reason(&why, rc));
+    if (fmt_dataset_get(*d, idx, s) != 0) {
+        rc = fmt_fail(msg, FMT_EINVAL, "%s has %" PRIu64 " samples; no sample %" PRIu64, dir,
+                      fmt_dataset_count(*d), idx);
+        fmt_dataset_close(*d);
+        *d = NULL;
+    }
+    return rc;
+}
+
+int shc_sample_record_get(const char *dir, uint64_t idx, shc_sample_record *r, shc_msg *msg)
+{
+    memset(r, 0, sizeof *r);
+    fmt_dataset *d;
+    fmt_sample s;
+    int rc = open_for(dir, &d, idx, &s, msg);
+    if (rc)
+        return rc;
+    r->hash = s.hash;
+    shc_input_path(dir, s.source, &r->path);
+    fmt_aug_params p;
+    if (s.aux && fmt_aug_decode(s.aux, s.aux_len, &p) == 0) {
+        r->augmented = 1;
+        r->aug = (shc_aug_record){
+            .variant = p.variant, .src_w = p.src_w, .src_h = p.src_h, .crop_x = p.crop_x,
+            .crop_y = p.crop_y, .crop_w = p.crop_w, .crop_h = p.crop_h, .flip = p.flip,
+            .angle = p.angle, .rotate_bilinear = p.rotate_bilinear, .affine = p.affine,
+            .affine_tx = p.affine_tx, .affine_ty = p.affine_ty, .affine_scale = p.affine_scale,
+            .affine_shear_x = p.affine_shear_x, .affine_shear_y = p.affine_shear_y,
+            .brightness = p.brightness, .contrast = p.contrast, .saturation = p.saturation,
+            .hue_on = p.hue_on, .hue = p.hue, .gray = p.gray};
+    }
+    fmt_dataset_close(d);
+    return 0;
+}
+
+void shc_sample_record_free(shc_sample_record *r)
+{
+    if (r) {
+        free(r->path);
+        r->path = NULL;
+    }
+}
+
+int shc_replay_sample(const char *dir, uint64_t idx, shc_replayed *out, shc_msg *msg)
+{
+    memset(out, 0, sizeof *out);
+    fmt_dataset *d;
+    fmt_sample s;
+    int rc = open_for(dir, &d, idx, &s, msg);
+    if (rc)
+        return rc;
+    char *path = NULL;
+    rc = shc_input_path(dir, s.source, &path);
+    if (rc) {
+        fmt_fail(msg, rc, "%s/inputs.tsv does not name source %" PRIu64 ": %s", dir, s.source,
+                 fmt_strerror(rc));
+        fmt_dataset_close(d);
+        return rc;
+    }
+    fmt_image re = {0};
+    fmt_msg why = {{0}};
+    rc = shc_replay(d, &s, path, &re, &why);
+    fmt_dataset_close(d);
+    if (rc) {
+        fmt_fail(msg, rc, "cannot replay sample %" PRIu64 " from %s: %s", idx, path, why.text);
+        free(path);
+        return rc;
+    }
+    *out = (shc_replayed){.pixels = re.pixels, .width = re.width, .height = re.height,
+                          .channels = re.channels, .path = path};
+    return 0;
+}
+
+void shc_replayed_free(shc_replayed *r)
+{
+    if (r) {
+        free(r->pixels);
+        free(r->path);
+        memset(r, 0, sizeof *r);
+    }
+}
+
+int shc_write_image(const char *path, const uint8_t *px, uint32_t w, uint32_t h, uint32_t ch)
+{
+    size_t plen = strlen(path), len = (size_t)w * h * ch;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    int rc;
+    if (plen > 4 && strcasecmp(path + plen - 4, ".png") == 0) {
+        fmt_image pi = {.pixels = (uint8_t *)px, .width = w, .height = h, .channels = ch};
+        rc = fmt_png_encode(&pi, 6, &buf, &n);
+    } else {
+        char head[64];
+        int hn = snprintf(head, sizeof head, "P%c\n%u %u\n255\n", ch == 1 ? '5' : '6', w, h);
+        n = (size_t)hn + len;
+        buf = malloc(n);
+        rc = buf ? 0 : ENOMEM;
+        if (buf) {
+            memcpy(buf, head, (size_t)hn);
+            memcpy(buf + hn, px, len);
+        }
+    }
+    if (rc == 0)
+        rc = fmt_write_file_atomic(path, buf, n);
+    free(buf);
     return rc;
 }

@@ -305,7 +305,9 @@ typedef struct {
 int shc_build(const shc_build_opts *o, const shc_build_cb *cb);
 
 /* ---- looking into a built dataset: `shardc info`, `verify`, `cat` ----
- * (a dataset's samples, targets and manifest are read through shardread.h's shr_dataset calls) */
+ * (a dataset's samples, targets and manifest facts are read through shardread.h's shr_dataset
+ * calls; what the compiler owns is here: the whole check of verify, a sample's build record and
+ * replay, the image writer, URLs, the JSON strings) */
 
 /* The augmentation --augment draws when --aug is not given (its syntax: shardc build --help). */
 #define SHC_AUG_DEFAULT_SPEC "rrc=0.08:1:0.75:1.3333,flip=0.5,jitter=0.4"
@@ -334,6 +336,64 @@ typedef struct {
 int shc_resolve_url(const char *url, const char *cache,
                     void (*progress)(void *ctx, uint64_t got, uint64_t total, int final),
                     void *progress_ctx, char **dir, shc_fetch_stats *st, shc_msg *msg);
+
+/* The parameters a pre-augmented sample (--augment) was drawn with, as its record stores them:
+ * the torchvision calls that give its pixels from its source (`shardc info --sample`). */
+typedef struct {
+    uint32_t variant;                   /* 0 .. K-1 */
+    uint32_t src_w, src_h;              /* the decoded source the crop refers to */
+    uint32_t crop_x, crop_y, crop_w, crop_h;   /* the source rectangle resized to the output */
+    uint32_t flip;                      /* 1: mirrored */
+    float angle;                        /* the rotation (or the affine's angle) in degrees */
+    uint32_t rotate_bilinear;           /* the warp's filter: 0 nearest, 1 bilinear */
+    uint32_t affine;                    /* 1: F.affine with angle and the four below */
+    int32_t affine_tx, affine_ty;       /* its translation in pixels */
+    float affine_scale;
+    float affine_shear_x, affine_shear_y;      /* in degrees */
+    float brightness, contrast, saturation;    /* factors (1: unchanged) */
+    uint32_t hue_on;                    /* 1: adjust_hue applied, with factor hue */
+    float hue;
+    uint32_t gray;                      /* 1: converted to grayscale */
+} shc_aug_record;
+
+/* What `shardc info --sample` tells of sample idx beyond shardread.h's shr_dataset_sample: the
+ * hash of its pixels, its source file (from DIR/inputs.tsv), and for a pre-augmented sample
+ * the parameters drawn for it. */
+typedef struct {
+    uint64_t hash;              /* XXH3-64 of its stored pixels */
+    char *path;                 /* malloc'd; NULL when inputs.tsv does not name its source */
+    int augmented;              /* aug is its record */
+    shc_aug_record aug;
+} shc_sample_record;
+
+/* Sample idx of the dataset in dir into *r (free it with shc_sample_record_free). 0; the
+ * dataset's open errors (msg: "cannot open dataset DIR: why"); for idx out of range the storage
+ * layer's "invalid argument" code (shardread.h's SHR_EFMT_INVAL) with msg "DIR has N samples;
+ * no sample I". */
+int shc_sample_record_get(const char *dir, uint64_t idx, shc_sample_record *r, shc_msg *msg);
+void shc_sample_record_free(shc_sample_record *r);
+
+/* A sample rendered again from its source file: `shardc cat --replay`. */
+typedef struct {
+    uint8_t *pixels;            /* width * height * channels, HWC (malloc'd) */
+    uint32_t width, height, channels;
+    char *path;                 /* the source file (malloc'd) */
+} shc_replayed;
+
+/* Render sample idx of the dataset in dir again from its source file (DIR/inputs.tsv names
+ * it): a pre-augmented sample by applying its recorded parameters to the decoded source, any
+ * other through the build's own render path, with the options the manifest records. 0, or the
+ * error with msg saying what: "DIR/inputs.tsv does not name source S: why", "cannot replay
+ * sample I from PATH: why", or those of shc_sample_record_get. Free *out with shc_replayed_free (a
+ * failed call leaves nothing to free). */
+int shc_replay_sample(const char *dir, uint64_t idx, shc_replayed *out, shc_msg *msg);
+void shc_replayed_free(shc_replayed *r);
+
+/* An image of w x h pixels of ch channels (1 gray, 3 RGB; HWC) written to path atomically
+ * (a temporary file renamed over it): PNG (zlib level 6) when path ends in ".png" (any case),
+ * else binary PPM (P6; P5 for gray), as `shardc cat -o` writes. 0, or the error (shc_strerror
+ * names it). */
+int shc_write_image(const char *path, const uint8_t *px, uint32_t w, uint32_t h, uint32_t ch);
 
 /* What shc_verify found. */
 typedef struct {
