@@ -93,11 +93,11 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 # program's INTERNAL_ list below: the internals a program still reaches for, each until the
 # library offers what it needs through a public header. The Python extension of the reader
 # (reader/python/) has no such list: it is compiled with -Iinclude alone.
-#   shardc, shardc-mpi: `info`, `verify` and `cat` over the formats' dataset, manifest, backends
-#     and augmentation records (dataset.h, backend.h, raw.h, augment.h, json.h, inspect.h), a
-#     dataset URL resolved to its cache for them (remote.h); the usage text's default
-#     augmentation (augment.h) and the JSON summary's string quoting (json.h) in cli.c. A build,
-#     its parts and their merge go through the public shardc.h alone.
+#   shardc, shardc-mpi: none. A build, its parts and their merge, `verify`, a sample's record
+#     and replay, an image written, a dataset URL resolved to its cache, the JSON strings and the
+#     default augmentation of the usage text go through shardc.h; `info` and `cat` read the
+#     dataset (samples, targets, masks, label maps, fields, the manifest's facts) through
+#     shardread.h's shr_dataset calls.
 #   shardbench: of the reader only cuda_common.h: its GPU step (cuda_step.cu) shares launch
 #     helpers with the CUDA feed. The rest goes through the public headers: `compare` builds,
 #     and the folder baselines list and decode their inputs as a build does, through shardc.h
@@ -108,13 +108,13 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 #   _shardwrite (compiler/python/): the streamed build's items (stream.h: their fields and
 #     targets are the formats' types, so the stream stays internal) and a target's largest size
 #     (target.h); its options go through shardc.h by flag name
-INTERNAL_shardc := augment.h backend.h dataset.h inspect.h json.h raw.h remote.h
+INTERNAL_shardc :=
 INTERNAL_shardbench := cuda_common.h
 INTERNAL_shardwrite := stream.h target.h
 # include paths: the public headers and the folder, then the libraries' folders whose internals
 # the list allows (a reader internal only through a link in $(BUILD)/include/bench/: any other
 # header of reader/ is a compile error as well)
-INC_shardc := -Iinclude -Iprograms -Iformats -Ipixels -Icompiler -Iremote
+INC_shardc := -Iinclude -Iprograms
 BENCH_READER_H := cuda_common.h
 INC_bench := -Iinclude -Iprograms/shardbench -I$(BUILD)/include/bench
 INC_shardwrite := -Iinclude -Icompiler/python -Iformats -Ipixels -Icompiler
@@ -260,10 +260,12 @@ $(BUILD)/bin/shardbench: $(BUILD)/programs/shardbench/main.o $(BENCH_LIB) $(COMP
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS) -ldl
 
-$(BUILD)/bin/shardc: $(SHARDC_OBJ) $(COMP_LIB) $(FMT_LIB)
+# shardc reads a built dataset (info, cat) through the reader's public calls: the reader's
+# archive (which carries the formats objects) is linked in
+$(BUILD)/bin/shardc: $(SHARDC_OBJ) $(COMP_LIB) $(READ_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(COMP_LDLIBS) -ldl
 
 $(BUILD)/bin/shardc-mksample: $(BUILD)/tests/tools/mksample_main.o $(MKSAMPLE_OBJ) $(FMT_LIB)
 	@mkdir -p $(@D)
@@ -293,6 +295,7 @@ $(BUILD)/tests/test_feed: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_single: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_stream: $(BUILD)/tests/tools/mksample.o
 $(BUILD)/tests/test_build_options: $(BUILD)/tests/tools/mksample.o
+$(BUILD)/tests/test_inspect: $(BUILD)/tests/tools/mksample.o
 
 # `make demo` and `make test` work on a fresh machine: they install what is missing first.
 demo: deps

@@ -37,6 +37,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* The one message type of the project's libraries (shardread.h names it shr_msg). */
 #ifndef SHARDC_MSG_DEFINED
@@ -349,5 +350,119 @@ void shc_renderer_free(shc_renderer *r);
  * why, in the words of rejects.tsv). */
 int shc_render_file(shc_renderer *r, const char *path, uint64_t index, void *dst, size_t len,
                     uint32_t *w, uint32_t *h, uint32_t *c, shc_msg *msg);
+
+/* ---- looking into a built dataset: `shardc info`, `verify`, `cat` ----
+ * (a dataset's samples, targets and manifest facts are read through shardread.h's shr_dataset
+ * calls; what the compiler owns is here: the whole check of verify, a sample's build record and
+ * replay, the image writer, URLs, the JSON strings) */
+
+/* The augmentation --augment draws when --aug is not given (its syntax: shardc build --help). */
+#define SHC_AUG_DEFAULT_SPEC "rrc=0.08:1:0.75:1.3333,flip=0.5,jitter=0.4"
+
+/* str as a JSON string (quoted, escaped; bytes that are not UTF-8 as the lone surrogates
+ * \udcXX of Python's "surrogateescape"; NULL as null) written to f, as the JSON of shardc's
+ * summaries writes its strings; shc_json_bytes the same for len bytes at data (NUL bytes among
+ * them as \u0000). 0, or EOF when a write to f fails. */
+int shc_json_string(FILE *f, const char *str);
+int shc_json_bytes(FILE *f, const void *data, size_t len);
+
+/* 1 when path is a dataset's URL (s3://, http://, https://) rather than a directory. */
+int shc_is_url(const char *path);
+
+/* What shc_resolve_url did: shards in the manifest, those downloaded, the bytes received. */
+typedef struct {
+    uint64_t shards, fetched, bytes;
+} shc_fetch_stats;
+
+/* The dataset at url made complete and checked in the local cache under the root cache (NULL:
+ * ~/.cache/shardread), as shardread.h's shr_remote_resolve does: *dir (malloc'd) is its folder
+ * there. progress (may be NULL) is called while shards download, at most every 0.25 s and once
+ * at the end (final 1), with the bytes received of those of the shards not found cached. st may
+ * be NULL. 0, or the error with msg saying what (naming the object): an errno value, or the
+ * storage layer's SHR_EHASH / SHR_ECORRUPT / SHR_ETRUNC for a shard that fails its check. */
+int shc_resolve_url(const char *url, const char *cache,
+                    void (*progress)(void *ctx, uint64_t got, uint64_t total, int final),
+                    void *progress_ctx, char **dir, shc_fetch_stats *st, shc_msg *msg);
+
+/* The parameters a pre-augmented sample (--augment) was drawn with, as its record stores them:
+ * the torchvision calls that give its pixels from its source (`shardc info --sample`). */
+typedef struct {
+    uint32_t variant;                   /* 0 .. K-1 */
+    uint32_t src_w, src_h;              /* the decoded source the crop refers to */
+    uint32_t crop_x, crop_y, crop_w, crop_h;   /* the source rectangle resized to the output */
+    uint32_t flip;                      /* 1: mirrored */
+    float angle;                        /* the rotation (or the affine's angle) in degrees */
+    uint32_t rotate_bilinear;           /* the warp's filter: 0 nearest, 1 bilinear */
+    uint32_t affine;                    /* 1: F.affine with angle and the four below */
+    int32_t affine_tx, affine_ty;       /* its translation in pixels */
+    float affine_scale;
+    float affine_shear_x, affine_shear_y;      /* in degrees */
+    float brightness, contrast, saturation;    /* factors (1: unchanged) */
+    uint32_t hue_on;                    /* 1: adjust_hue applied, with factor hue */
+    float hue;
+    uint32_t gray;                      /* 1: converted to grayscale */
+} shc_aug_record;
+
+/* What `shardc info --sample` tells of sample idx beyond shardread.h's shr_dataset_sample: the
+ * hash of its pixels, its source file (from DIR/inputs.tsv), and for a pre-augmented sample
+ * the parameters drawn for it. */
+typedef struct {
+    uint64_t hash;              /* XXH3-64 of its stored pixels */
+    char *path;                 /* malloc'd; NULL when inputs.tsv does not name its source */
+    int augmented;              /* aug is its record */
+    shc_aug_record aug;
+} shc_sample_record;
+
+/* Sample idx of the dataset in dir into *r (free it with shc_sample_record_free). 0; the
+ * dataset's open errors (msg: "cannot open dataset DIR: why"); for idx out of range the storage
+ * layer's "invalid argument" code (shardread.h's SHR_EFMT_INVAL) with msg "DIR has N samples;
+ * no sample I". */
+int shc_sample_record_get(const char *dir, uint64_t idx, shc_sample_record *r, shc_msg *msg);
+void shc_sample_record_free(shc_sample_record *r);
+
+/* A sample rendered again from its source file: `shardc cat --replay`. */
+typedef struct {
+    uint8_t *pixels;            /* width * height * channels, HWC (malloc'd) */
+    uint32_t width, height, channels;
+    char *path;                 /* the source file (malloc'd) */
+} shc_replayed;
+
+/* Render sample idx of the dataset in dir again from its source file (DIR/inputs.tsv names
+ * it): a pre-augmented sample by applying its recorded parameters to the decoded source, any
+ * other through the build's own render path, with the options the manifest records. 0, or the
+ * error with msg saying what: "DIR/inputs.tsv does not name source S: why", "cannot replay
+ * sample I from PATH: why", or those of shc_sample_record_get. Free *out with shc_replayed_free (a
+ * failed call leaves nothing to free). */
+int shc_replay_sample(const char *dir, uint64_t idx, shc_replayed *out, shc_msg *msg);
+void shc_replayed_free(shc_replayed *r);
+
+/* An image of w x h pixels of ch channels (1 gray, 3 RGB; HWC) written to path atomically
+ * (a temporary file renamed over it): PNG (zlib level 6) when path ends in ".png" (any case),
+ * else binary PPM (P6; P5 for gray), as `shardc cat -o` writes. 0, or the error (shc_strerror
+ * names it). */
+int shc_write_image(const char *path, const uint8_t *px, uint32_t w, uint32_t h, uint32_t ch);
+
+/* What shc_verify found. */
+typedef struct {
+    int opened;                 /* the manifest was read and its backend is supported */
+    uint64_t checked;           /* samples re-hashed */
+    uint64_t damaged;           /* samples damaged (a shard unusable as a whole: all of its) */
+    size_t mismatches;          /* disagreements with the manifest */
+    size_t shards;              /* shards in the manifest */
+} shc_verify_result;
+
+/* `shardc verify`: every shard of the dataset in dir checked before any library parses it (size
+ * and whole-file hash against the manifest, then the backend's own pre-check), then opened and
+ * compared with its manifest entry, every sample checked against the manifest's description
+ * and re-hashed; then the manifest's fields against each other and against the shards and the
+ * build's tables (channel stats, inputs and rejects counts, the build fingerprint). Each problem
+ * is one call of report(ctx, line), line one line without a newline: "damaged: sample I (FILE):
+ * why", "damaged: samples A-B (SHARD): why", "damaged: SHARD: why" or "mismatch: what", in the
+ * order of the shards. res (required) counts them. Returns 0 when every shard was looked at,
+ * whatever it found; else the error: before the check (res->opened 0; msg says what: ENOENT
+ * for a dataset without a manifest, "cannot read the manifest of DIR: why"; SHR_EUNSUPPORTED
+ * for a backend or version this build cannot read), or ENOMEM during it. */
+int shc_verify(const char *dir, void (*report)(void *ctx, const char *line), void *ctx,
+               shc_verify_result *res, shc_msg *msg);
 
 #endif

@@ -1376,6 +1376,35 @@ SHR_API void shr_dataset_close(shr_dataset *d);
 /* The manifest's facts (see shr_dataset_info); d must not be NULL. */
 SHR_API void shr_dataset_get_info(const shr_dataset *d, shr_dataset_info *info);
 
+/* The manifest's shard k (k < shr_dataset_shard_count): its file (relative to the dataset's
+ * folder; valid until shr_dataset_close), its first sample, its samples and its bytes on disk.
+ * Returns 0, or SHR_EINVAL when k is out of range (or d or s NULL). */
+typedef struct {
+    const char *file;
+    uint64_t first, samples, bytes;
+} shr_dataset_shard_info;
+SHR_API uint32_t shr_dataset_shard_count(const shr_dataset *d);
+SHR_API int shr_dataset_shard(const shr_dataset *d, uint32_t k, shr_dataset_shard_info *s);
+
+/* The build's geometry as the chain of torchvision transforms it equals, e.g. "Resize(256,
+ * bilinear) | CenterCrop((224, 224))", NUL-terminated into buf (len bytes; cut short where it
+ * does not fit), as `shardc info` prints it. */
+SHR_API void shr_dataset_transform(const shr_dataset *d, char *buf, size_t len);
+
+/* What the manifest says of a detection dataset's targets (all 0 without targets): its
+ * categories, the version of its target records (1: boxes; 2: with masks, keypoints or label
+ * maps), a label map's ignore index, the keypoints per instance, and the skeleton: `edges`
+ * pairs of keypoint numbers, 1-based as COCO's (NULL without; valid until shr_dataset_close). */
+typedef struct {
+    uint32_t categories;
+    uint32_t record_version;
+    uint32_t ignore_index;
+    uint32_t num_keypoints;
+    uint32_t edges;
+    const uint32_t *skeleton;
+} shr_dataset_targets;
+SHR_API void shr_dataset_get_targets(const shr_dataset *d, shr_dataset_targets *t);
+
 /* Name of class `label` (the class folder, or the list file's label), NULL if label >= classes.
  * Valid until shr_dataset_close. */
 SHR_API const char *shr_dataset_class(const shr_dataset *d, uint32_t label);

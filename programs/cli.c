@@ -13,8 +13,6 @@
 
 #include <time.h>
 
-#include "augment.h"    /* FMT_AUG_DEFAULT_SPEC, in the usage text */
-#include "json.h"       /* fmt_json_string */
 
 const char shc_usage_build[] =
     "usage: shardc build SRC... -o OUT [options]\n"
@@ -72,7 +70,7 @@ const char shc_usage_build[] =
     "                          resize (faster; pixels close to, not equal to, the exact ones)\n"
     "      --gray              store one channel (default: RGB)\n"
     "      --augment K         write K pre-augmented variants per image (needs --size)\n"
-    "      --aug SPEC          the augmentation, default " FMT_AUG_DEFAULT_SPEC "\n"
+    "      --aug SPEC          the augmentation, default " SHC_AUG_DEFAULT_SPEC "\n"
     "                          rrc=SMIN:SMAX[:RMIN:RMAX] random-resized-crop (area, aspect),\n"
     "                          flip[=P], jitter=S (or brightness=S,contrast=S,saturation=S),\n"
     "                          rotate=D[:bilinear] (degrees), or affine=D:T:SMIN:SMAX:SH\n"
@@ -339,7 +337,7 @@ static void on_summary(void *ctx, const shc_summary *s)
                "\"images_per_s\": %.1f, \"threads\": %u, \"out\": ", s->samples, s->classes,
                s->shards, s->bytes, s->inputs, s->rejects, s->warnings, s->seconds,
                s->images_per_s, s->threads);
-        fmt_json_string(stdout, s->out);
+        shc_json_string(stdout, s->out);
         if (s->targets)
             printf(", \"boxes\": %" PRIu64 ", \"boxes_dropped\": %" PRIu64
                    ", \"skipped_empty\": %" PRIu64, s->boxes, s->boxes_dropped, s->skipped_empty);

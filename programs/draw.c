@@ -2,14 +2,13 @@
  * --keypoints` (shardc.c). */
 #include "draw.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* The outline of each box of t: the pixels whose squares the box's edges cross (columns
  * floor(x1) .. ceil(x2) - 1, rows likewise), in a colour of its category. */
-void shc_draw_boxes(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, const fmt_target *t)
+void shc_draw_boxes(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, const shr_target *t)
 {
     static const uint8_t pal[8][3] = {{255, 40, 40}, {40, 255, 40}, {60, 120, 255}, {255, 220, 0},
                                       {255, 0, 255}, {0, 255, 255}, {255, 140, 0}, {255, 255, 255}};
@@ -50,32 +49,21 @@ static void cat_blend(uint8_t *p, uint32_t ch, const uint8_t *c)
         p[k] = (uint8_t)((p[k] + c[k] + 1) / 2);
 }
 
-/* Each instance mask of t (or its label map, the ignore index left out) as a translucent
+/* Each instance mask of t (and the label map, the ignore index left out) as a translucent
  * overlay: a pixel set blends half of its category's (or label's) colour in. */
-int shc_draw_masks(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, const fmt_target *t,
-                   uint32_t ignore)
+void shc_draw_masks(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, const shr_target *t,
+                    const uint8_t *masks, const uint16_t *map, uint32_t ignore)
 {
     size_t npix = (size_t)w * h;
-    if (t->map_width != w || t->map_height != h)
-        return FMT_ECORRUPT;
-    uint16_t *buf = malloc(2 * (npix ? npix : 1));
-    if (!buf)
-        return ENOMEM;
-    uint8_t *m8 = (uint8_t *)buf;
-    for (uint32_t k = 0; t->ext & FMT_TARGET_EXT_MASKS && k < t->count; k++) {
-        fmt_target_mask(t, k, m8);
+    for (uint32_t k = 0; masks && k < t->count; k++) {
+        const uint8_t *m8 = masks + npix * k;
         for (size_t i = 0; i < npix; i++)
             if (m8[i])
                 cat_blend(px + i * ch, ch, cat_pal[(uint64_t)t->labels[k] % 8]);
     }
-    if (t->ext & FMT_TARGET_EXT_MAP) {
-        fmt_target_label_map(t, buf, 2);
-        for (size_t i = 0; i < npix; i++)
-            if (buf[i] != ignore)
-                cat_blend(px + i * ch, ch, cat_pal[buf[i] % 8]);
-    }
-    free(buf);
-    return 0;
+    for (size_t i = 0; map && i < npix; i++)
+        if (map[i] != ignore)
+            cat_blend(px + i * ch, ch, cat_pal[map[i] % 8]);
 }
 
 static void cat_dot(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, long x, long y,
@@ -92,16 +80,15 @@ static void cat_dot(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, long x, lo
 
 /* Keypoints of t: the skeleton's lines (both ends labelled) in the instance's colour, then a
  * 3x3 dot per labelled keypoint (white; its centre the instance's colour). */
-void shc_draw_keypoints(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch,
-                        const fmt_target *t, const fmt_manifest *m)
+void shc_draw_keypoints(uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, const shr_target *t,
+                        uint32_t K, const float *kps, const uint32_t *skeleton, uint32_t edges)
 {
     static const uint8_t white[3] = {255, 255, 255};
-    uint32_t K = t->num_keypoints;
     for (uint32_t k = 0; k < t->count; k++) {
-        const float *kp = t->keypoints + 3 * (size_t)k * K;
+        const float *kp = kps + 3 * (size_t)k * K;
         const uint8_t *c = cat_pal[(uint64_t)t->labels[k] % 8];
-        for (uint32_t e = 0; e < m->nskeleton; e++) {
-            uint32_t a = m->skeleton[2 * e] - 1, b = m->skeleton[2 * e + 1] - 1;
+        for (uint32_t e = 0; e < edges; e++) {
+            uint32_t a = skeleton[2 * e] - 1, b = skeleton[2 * e + 1] - 1;
             if (a >= K || b >= K || kp[3 * a + 2] <= 0 || kp[3 * b + 2] <= 0)
                 continue;
             double x0 = kp[3 * a], y0 = kp[3 * a + 1], x1 = kp[3 * b], y1 = kp[3 * b + 1];

@@ -6,19 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "augment.h"
-#include "backend.h"
-#include "raw.h"
 #include "cli.h"
-#include "inspect.h"
-#include "json.h"
-#include "dataset.h"
+#include "shardread.h"
 #include "draw.h"
-#include "remote.h"
 
 static const char usage_main[] =
     "usage: shardc COMMAND [options]\n"
@@ -62,6 +55,12 @@ static const char usage_cat[] =
     "  --keypoints: its keypoints as dots joined by the skeleton's lines\n"
     "  --replay: render the sample again from its source file (an augmented one from its recorded\n"
     "  parameters) and write that instead; exit 1 if it differs from the stored pixels\n";
+
+/* What msg says of the failure rc, else rc's name. */
+static const char *reason(const shc_msg *msg, int rc)
+{
+    return msg->text[0] ? msg->text : shc_strerror(rc);
+}
 
 static int wants_help(int argc, char **argv)
 {
@@ -114,23 +113,18 @@ static void download_progress(void *ctx, uint64_t got, uint64_t total, int final
 static int resolve_url(const char **dir, char **owned)
 {
     *owned = NULL;
-    if (!rmt_is_url(*dir))
+    if (!shc_is_url(*dir))
         return 0;
-    fmt_msg msg = {{0}};
-    rmt_stats st;
-    rmt_options ro;
-    memset(&ro, 0, sizeof ro);
-    ro.cache = shc_cli_cache();
+    shc_msg msg = {{0}};
+    shc_fetch_stats st;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (isatty(STDERR_FILENO)) {
-        ro.progress = download_progress;
-        ro.progress_ctx = &t0;
-    }
-    int rc = rmt_resolve(*dir, &ro, owned, &st, &msg);
+    int tty = isatty(STDERR_FILENO);
+    int rc = shc_resolve_url(*dir, shc_cli_cache(), tty ? download_progress : NULL,
+                             tty ? &t0 : NULL, owned, &st, &msg);
     if (rc) {
-        fprintf(stderr, "shardc: %s\n", fmt_reason(&msg, rc));
-        return rc == FMT_EHASH || rc == FMT_ECORRUPT || rc == FMT_ETRUNC ? SHC_EXIT_REJECTS
+        fprintf(stderr, "shardc: %s\n", msg.text);
+        return rc == SHR_EHASH || rc == SHR_ECORRUPT || rc == SHR_ETRUNC ? SHC_EXIT_REJECTS
                                                                         : SHC_EXIT_IO;
     }
     if (st.fetched)
@@ -146,40 +140,56 @@ static int resolve_url(const char **dir, char **owned)
 static int has_manifest(const char *dir)
 {
     char *p;
-    if (asprintf(&p, "%s/%s", dir, FMT_MANIFEST_NAME) < 0)
+    if (asprintf(&p, "%s/manifest.json", dir) < 0)
         return 0;
     int ok = access(p, F_OK) == 0;
     free(p);
     return ok;
 }
 
-static int open_dataset(const char *dir, fmt_dataset **d)
+static int open_dataset(const char *dir, shr_dataset **d)
 {
-    fmt_msg msg = {{0}};
-    int rc = fmt_dataset_open(d, dir, &msg);
+    shr_msg msg = {{0}};
+    int rc = shr_dataset_open(d, dir, SHR_ACCESS_MMAP, &msg);
     if (rc) {
-        fprintf(stderr, "shardc: cannot open dataset %s: %s\n", dir, fmt_reason(&msg, rc));
+        fprintf(stderr, "shardc: %s\n", msg.text);
         /* usage error only when there is no dataset at all; a missing shard is damage */
         return rc == ENOENT && !has_manifest(dir) ? SHC_EXIT_USAGE : SHC_EXIT_REJECTS;
     }
     return 0;
 }
 
-/* shardc info OUT --sample I: one sample's label, shape, provenance and augmentation. */
-static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
+/* Sample idx's metadata into *s: 0, or SHC_EXIT_USAGE after naming the dataset's size. */
+static int get_sample(const char *dir, const shr_dataset *d, uint64_t idx, shr_sample *s)
 {
-    fmt_sample s;
-    if (fmt_dataset_get(d, idx, &s) != 0) {
-        fprintf(stderr, "shardc: %s has %" PRIu64 " samples; no sample %" PRIu64 "\n", dir,
-                fmt_dataset_count(d), idx);
-        return SHC_EXIT_USAGE;
+    if (shr_dataset_sample(d, idx, s, NULL) == 0)
+        return 0;
+    shr_dataset_info info;
+    shr_dataset_get_info(d, &info);
+    fprintf(stderr, "shardc: %s has %" PRIu64 " samples; no sample %" PRIu64 "\n", dir,
+            info.samples, idx);
+    return SHC_EXIT_USAGE;
+}
+
+/* shardc info OUT --sample I: one sample's label, shape, provenance and augmentation. */
+static int sample_info(const char *dir, shr_dataset *d, uint64_t idx, int json)
+{
+    shr_sample s;
+    int rc = get_sample(dir, d, idx, &s);
+    if (rc)
+        return rc;
+    const char *cls = s.label >= 0 && s.label <= UINT32_MAX
+                      ? shr_dataset_class(d, (uint32_t)s.label) : NULL;
+    cls = cls ? cls : "";
+    shc_sample_record r;
+    shc_msg msg = {{0}};
+    if ((rc = shc_sample_record_get(dir, idx, &r, &msg)) != 0) {
+        fprintf(stderr, "shardc: %s\n", msg.text);
+        return SHC_EXIT_REJECTS;
     }
-    const fmt_manifest *m = fmt_dataset_manifest(d);
-    const char *cls = s.label >= 0 && (size_t)s.label < m->nclasses ? m->classes[s.label] : "";
-    char *path = NULL;
-    shc_input_path(dir, s.source, &path);
-    fmt_aug_params p;
-    int aug = s.aux && fmt_aug_decode(s.aux, s.aux_len, &p) == 0;
+    const char *path = r.path;
+    const shc_aug_record p = r.aug;
+    int aug = r.augmented;
     char hue[32] = "null";      /* the hue factor when adjust_hue was applied */
     if (aug && p.hue_on)
         snprintf(hue, sizeof hue, json ? "%.9g" : "%.4f", (double)p.hue);
@@ -205,12 +215,12 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
         snprintf(aff, sizeof aff, "none");
     if (json) {
         printf("{\"index\": %" PRIu64 ", \"label\": %d, \"class\": ", idx, (int)s.label);
-        fmt_json_string(stdout, cls);
+        shc_json_string(stdout, cls);
         printf(", \"height\": %u, \"width\": %u, \"channels\": %u, \"hash\": \"%016" PRIx64
-               "\", \"source\": %" PRIu64 ", \"path\": ", s.height, s.width, s.channels, s.hash,
+               "\", \"source\": %" PRIu64 ", \"path\": ", s.height, s.width, s.channels, r.hash,
                s.source);
         if (path)
-            fmt_json_string(stdout, path);
+            shc_json_string(stdout, path);
         else
             printf("null");
         if (aug)
@@ -226,7 +236,7 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
     } else {
         printf("sample:    %" PRIu64 "\nlabel:     %d (%s)\nshape:     %ux%u, %u channel(s)\n"
                "hash:      %016" PRIx64 "\nsource:    %" PRIu64 " (%s)\n", idx, (int)s.label, cls,
-               s.width, s.height, s.channels, s.hash, s.source, path ? path : "path unknown");
+               s.width, s.height, s.channels, r.hash, s.source, path ? path : "path unknown");
         if (aug)
             printf("variant:   %u\ncrop:      %ux%u at (%u, %u) of %ux%u\nflip:      %s\n"
                    "rotate:    %s\naffine:    %s\n"
@@ -235,7 +245,7 @@ static int sample_info(const char *dir, fmt_dataset *d, uint64_t idx, int json)
                    p.flip ? "yes" : "no", rot, aff, (double)p.brightness, (double)p.contrast,
                    (double)p.saturation, hue, p.gray ? ", grayscale" : "");
     }
-    free(path);
+    shc_sample_record_free(&r);
     return 0;
 }
 
@@ -263,19 +273,26 @@ static void print_runs(const uint8_t *v8, const uint16_t *v16, size_t npix)
     printf("]");
 }
 
-/* The segmentation extension of a target (raw.md "Target record, version 2") as JSON members:
- * "size" [height, width], "masks" (runs, row-major), "keypoints" ([x, y, v] per keypoint),
- * "label_map" ([value, run] pairs). 0 or ENOMEM. */
-static int print_segm(const fmt_target *t)
+/* The segmentation extension of sample i's target (t: its boxes; the raw format's "Target
+ * record, version 2") as JSON members: "size" [height, width], "masks" (runs, row-major),
+ * "keypoints" ([x, y, v] per keypoint), "label_map" ([value, run] pairs). 0, ENOMEM, or the
+ * dataset's error with msg saying which. */
+static int print_segm(const shr_dataset *d, uint64_t i, const shr_target *t, shr_msg *msg)
 {
-    size_t npix = (size_t)t->map_width * t->map_height;
-    printf(", \"size\": [%u, %u]", t->map_height, t->map_width);
-    if (t->ext & FMT_TARGET_EXT_KEYPOINTS) {
+    uint32_t K = 0, w = 0, h = 0;
+    const float *kps = NULL;
+    int has_masks = 0, map = shr_dataset_has_label_maps(d);
+    int rc = shr_dataset_segm(d, i, &K, &kps, &has_masks, &w, &h, NULL, 0, msg);
+    if (rc)
+        return rc;
+    size_t npix = (size_t)w * h;
+    printf(", \"size\": [%u, %u]", h, w);
+    if (K) {
         printf(", \"keypoints\": [");
         for (uint32_t k = 0; k < t->count; k++) {
             printf("%s[", k ? ", " : "");
-            for (uint32_t j = 0; j < t->num_keypoints; j++) {
-                const float *p = t->keypoints + 3 * ((size_t)k * t->num_keypoints + j);
+            for (uint32_t j = 0; j < K; j++) {
+                const float *p = kps + 3 * ((size_t)k * K + j);
                 printf("%s[%.9g, %.9g, %.9g]", j ? ", " : "", (double)p[0], (double)p[1],
                        (double)p[2]);
             }
@@ -283,38 +300,71 @@ static int print_segm(const fmt_target *t)
         }
         printf("]");
     }
-    if (t->ext & (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_MAP)) {
-        void *buf = malloc(2 * (npix ? npix : 1));
+    if (has_masks) {
+        size_t cap = npix * t->count;
+        uint8_t *masks = malloc(cap ? cap : 1);
+        if (!masks)
+            return ENOMEM;
+        if ((rc = shr_dataset_segm(d, i, NULL, NULL, NULL, NULL, NULL, masks, cap, msg)) != 0) {
+            free(masks);
+            return rc;
+        }
+        printf(", \"masks\": [");
+        for (uint32_t k = 0; k < t->count; k++) {
+            printf("%s", k ? ", " : "");
+            print_runs(masks + npix * k, NULL, npix);
+        }
+        printf("]");
+        free(masks);
+    }
+    if (map) {
+        uint16_t *buf = malloc(2 * (npix ? npix : 1));
         if (!buf)
             return ENOMEM;
-        if (t->ext & FMT_TARGET_EXT_MASKS) {
-            printf(", \"masks\": [");
-            for (uint32_t k = 0; k < t->count; k++) {
-                printf("%s", k ? ", " : "");
-                fmt_target_mask(t, k, buf);
-                print_runs(buf, NULL, npix);
-            }
-            printf("]");
-        }
-        if (t->ext & FMT_TARGET_EXT_MAP) {
-            printf(", \"label_map\": ");
-            fmt_target_label_map(t, buf, 2);
+        printf(", \"label_map\": ");
+        rc = shr_dataset_label_map(d, i, NULL, NULL, NULL, buf, 2 * npix, 2, msg);
+        if (rc == 0)
             print_runs(NULL, buf, npix);
-        }
         free(buf);
     }
-    return 0;
+    return rc;
+}
+
+/* The name of a field type (SHR_FIELD_*), as the manifest's schema writes it. */
+static const char *field_type_name(uint32_t type)
+{
+    switch (type) {
+    case SHR_FIELD_INT:
+        return "int";
+    case SHR_FIELD_FLOAT:
+        return "float";
+    case SHR_FIELD_STR:
+        return "str";
+    case SHR_FIELD_BYTES:
+        return "bytes";
+    }
+    return "unknown";
+}
+
+/* The dataset's number of fields. */
+static uint32_t field_count(const shr_dataset *d)
+{
+    uint32_t n = 0;
+    while (shr_dataset_field_def(d, n, NULL, NULL, NULL) == 0)
+        n++;
+    return n;
 }
 
 /* A dataset's fields schema as a JSON array of {"name", "type", "count"}. */
-static void print_field_schema(const fmt_manifest *m)
+static void print_field_schema(const shr_dataset *d)
 {
     printf("[");
-    for (size_t k = 0; k < m->nfields; k++) {
+    const char *name;
+    uint32_t type, count;
+    for (uint32_t k = 0; shr_dataset_field_def(d, k, &name, &type, &count) == 0; k++) {
         printf("%s{\"name\": ", k ? ", " : "");
-        fmt_json_string(stdout, m->fields[k].name);
-        printf(", \"type\": \"%s\", \"count\": %u}", fmt_field_type_name(m->fields[k].type),
-               m->fields[k].count);
+        shc_json_string(stdout, name);
+        printf(", \"type\": \"%s\", \"count\": %u}", field_type_name(type), count);
     }
     printf("]");
 }
@@ -322,38 +372,36 @@ static void print_field_schema(const fmt_manifest *m)
 /* Sample i's fields as the members of a JSON object ("name": value, ...): ints and floats (a
  * vector as an array; a float that is not finite as null), text as a string, bytes as a string
  * of hex digits. */
-static int print_fields(const fmt_dataset *d, uint64_t i, fmt_msg *msg)
+static int print_fields(const shr_dataset *d, uint64_t i, uint32_t nfields, shr_msg *msg)
 {
-    const fmt_manifest *m = fmt_dataset_manifest(d);
-    const uint8_t *rec;
-    size_t len, n;
-    fmt_field_value v[FMT_FIELDS_MAX];
-    int rc = fmt_dataset_fields_record(d, i, &rec, &len, msg);
-    if (rc == 0)
-        rc = fmt_fields_view(rec, len, v, FMT_FIELDS_MAX, &n, msg);
+    shr_field v[64];
+    int rc = shr_dataset_fields(d, i, v, 64, msg);
     if (rc)
         return rc;
-    for (size_t k = 0; k < n && k < m->nfields; k++) {
+    for (uint32_t k = 0; k < nfields; k++) {
         const uint8_t *p = v[k].data;
+        const char *name;
+        uint32_t count;
+        shr_dataset_field_def(d, k, &name, NULL, &count);
         printf("%s", k ? ", " : "");
-        fmt_json_string(stdout, m->fields[k].name);
+        shc_json_string(stdout, name);
         printf(": ");
-        if (v[k].type == FMT_FIELD_STR) {
-            fmt_json_bytes(stdout, p, v[k].count);
-        } else if (v[k].type == FMT_FIELD_BYTES) {
+        if (v[k].type == SHR_FIELD_STR) {
+            shc_json_bytes(stdout, p, v[k].count);
+        } else if (v[k].type == SHR_FIELD_BYTES) {
             putchar('"');
             for (uint32_t j = 0; j < v[k].count; j++)
                 printf("%02x", p[j]);
             putchar('"');
         } else {
-            int vec = m->fields[k].count > 0;
+            int vec = count > 0;
             printf("%s", vec ? "[" : "");
             for (uint32_t j = 0; j < v[k].count; j++) {
                 uint64_t u = 0;
                 for (int b = 7; b >= 0; b--)      /* little-endian */
                     u = u << 8 | p[8 * (size_t)j + (size_t)b];
                 printf("%s", j ? ", " : "");
-                if (v[k].type == FMT_FIELD_INT) {
+                if (v[k].type == SHR_FIELD_INT) {
                     printf("%" PRId64, (int64_t)u);
                 } else {
                     double x;
@@ -372,14 +420,19 @@ static int print_fields(const fmt_dataset *d, uint64_t i, fmt_msg *msg)
 
 /* Every sample's target as a JSON line (float32 values printed so that they read back exactly);
  * a dataset with fields too adds the sample's "fields" object. */
-static int print_targets(const char *dir, const fmt_dataset *d)
+static int print_targets(const char *dir, const shr_dataset *d)
 {
-    for (uint64_t i = 0; i < fmt_dataset_count(d); i++) {
-        fmt_target t;
-        fmt_msg msg = {{0}};
-        int rc = fmt_dataset_target(d, i, &t, &msg);
+    shr_dataset_info info;
+    shr_dataset_targets tg;
+    shr_dataset_get_info(d, &info);
+    shr_dataset_get_targets(d, &tg);
+    uint32_t nfields = field_count(d);
+    for (uint64_t i = 0; i < info.samples; i++) {
+        shr_target t;
+        shr_msg msg = {{0}};
+        int rc = shr_dataset_target(d, i, &t, &msg);
         if (rc) {
-            fprintf(stderr, "shardc: %s: sample %" PRIu64 ": %s\n", dir, i, fmt_reason(&msg, rc));
+            fprintf(stderr, "shardc: %s: sample %" PRIu64 ": %s\n", dir, i, msg.text);
             return SHC_EXIT_REJECTS;
         }
         printf("{\"index\": %" PRIu64 ", \"image_id\": %" PRId64 ", \"orig_size\": [%u, %u], "
@@ -399,16 +452,19 @@ static int print_targets(const char *dir, const fmt_dataset *d)
         for (uint32_t k = 0; k < t.count; k++)
             printf("%s%.9g", k ? ", " : "", (double)t.area[k]);
         printf("]");
-        if (t.ext && print_segm(&t) != 0) {
-            fprintf(stderr, "shardc: %s: sample %" PRIu64 ": out of memory\n", dir, i);
-            return ENOMEM;
+        if (tg.record_version > 1 && (rc = print_segm(d, i, &t, &msg)) != 0) {
+            if (rc == ENOMEM) {
+                fprintf(stderr, "shardc: %s: sample %" PRIu64 ": out of memory\n", dir, i);
+                return ENOMEM;
+            }
+            fprintf(stderr, "shardc: %s: sample %" PRIu64 ": %s\n", dir, i, msg.text);
+            return SHC_EXIT_REJECTS;
         }
-        if (fmt_dataset_manifest(d)->nfields) {
+        if (nfields) {
             printf(", \"fields\": {");
-            if ((rc = print_fields(d, i, &msg)) != 0) {
+            if ((rc = print_fields(d, i, nfields, &msg)) != 0) {
                 printf("}}\n");
-                fprintf(stderr, "shardc: %s: sample %" PRIu64 ": %s\n", dir, i,
-                        fmt_reason(&msg, rc));
+                fprintf(stderr, "shardc: %s: sample %" PRIu64 ": %s\n", dir, i, msg.text);
                 return SHC_EXIT_REJECTS;
             }
             printf("}");
@@ -454,121 +510,145 @@ static int cmd_info(int argc, char **argv)
 
 static int cmd_info_dir(const char *dir, int json, int targets, const uint64_t *sample)
 {
-    fmt_dataset *d;
+    shr_dataset *d;
     int rc = open_dataset(dir, &d);
     if (rc)
         return rc;
     if (sample) {
         rc = sample_info(dir, d, *sample, json);
-        fmt_dataset_close(d);
+        shr_dataset_close(d);
         return rc;
     }
-    const fmt_manifest *m = fmt_dataset_manifest(d);
+    shr_dataset_info m;
+    shr_dataset_get_info(d, &m);
     if (targets) {
-        if (!m->targets) {
+        if (!m.targets) {
             fprintf(stderr, "shardc: %s has no targets (not a detection dataset)\n", dir);
-            fmt_dataset_close(d);
+            shr_dataset_close(d);
             return SHC_EXIT_USAGE;
         }
         rc = print_targets(dir, d);
-        fmt_dataset_close(d);
+        shr_dataset_close(d);
         return rc;
     }
+    uint32_t nshards = shr_dataset_shard_count(d);
+    shr_dataset_shard_info sh;
     uint64_t bytes = 0;
-    for (size_t i = 0; i < m->nshards; i++)
-        bytes += m->shards[i].bytes;
+    for (uint32_t i = 0; i < nshards; i++)
+        if (shr_dataset_shard(d, i, &sh) == 0)
+            bytes += sh.bytes;
+    shr_dataset_targets tg;
+    shr_dataset_get_targets(d, &tg);
     if (json) {
-        printf("{\"samples\": %" PRIu64 ", \"classes\": [", m->samples);
-        for (size_t i = 0; i < m->nclasses; i++) {
+        printf("{\"samples\": %" PRIu64 ", \"classes\": [", m.samples);
+        for (uint32_t i = 0; i < m.classes; i++) {
             if (i)
                 printf(", ");
-            fmt_json_string(stdout, m->classes[i]);
+            shc_json_string(stdout, shr_dataset_class(d, i));
         }
-        printf("], \"num_classes\": %zu, \"backend\": ", m->nclasses);
-        fmt_json_string(stdout, m->backend);
+        printf("], \"num_classes\": %u, \"backend\": ", m.classes);
+        shc_json_string(stdout, m.format);
         printf(", \"inputs\": %" PRIu64 ", \"rejects\": %" PRIu64 ", \"bytes\": %" PRIu64
                ", \"channels\": %u, \"geometry\": {\"mode\": \"%s\", \"fit\": \"%s\", \"width\": %u, "
                "\"height\": %u, \"short_side\": %u, \"max_side\": %u}, \"sample_width\": %u, "
-               "\"sample_height\": %u, \"mean\": [", m->inputs, m->rejects,
-               bytes, m->channels, fmt_geom_mode_name(m->geom.mode), fmt_fit_name(m->geom.fit),
-               m->geom.width, m->geom.height, m->geom.short_side, m->geom.max_side,
-               m->sample_width, m->sample_height);
-        for (uint32_t c = 0; c < m->channels; c++)
-            printf("%s%.4f", c ? ", " : "", m->mean[c]);
+               "\"sample_height\": %u, \"mean\": [", m.inputs, m.rejects,
+               bytes, m.channels, m.geom_mode, m.geom_fit,
+               m.geom_width, m.geom_height, m.geom_short_side, m.geom_max_side,
+               m.width, m.height);
+        for (uint32_t c = 0; c < m.channels; c++)
+            printf("%s%.4f", c ? ", " : "", m.mean[c]);
         printf("], \"std\": [");
-        for (uint32_t c = 0; c < m->channels; c++)
-            printf("%s%.4f", c ? ", " : "", m->std[c]);
+        for (uint32_t c = 0; c < m.channels; c++)
+            printf("%s%.4f", c ? ", " : "", m.std[c]);
         printf("], \"shards\": [");
-        for (size_t i = 0; i < m->nshards; i++) {
+        for (uint32_t i = 0; i < nshards; i++) {
+            if (shr_dataset_shard(d, i, &sh) != 0)
+                continue;
             printf("%s{\"file\": ", i ? ", " : "");
-            fmt_json_string(stdout, m->shards[i].file);
+            shc_json_string(stdout, sh.file);
             printf(", \"first\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
-                   m->shards[i].first, m->shards[i].samples, m->shards[i].bytes);
+                   sh.first, sh.samples, sh.bytes);
         }
         printf("], \"tool\": ");
-        fmt_json_string(stdout, m->tool);
-        printf(", \"targets\": %s, \"fields\": ", m->targets ? "true" : "false");
-        print_field_schema(m);
+        shc_json_string(stdout, m.tool);
+        printf(", \"targets\": %s, \"fields\": ", m.targets ? "true" : "false");
+        print_field_schema(d);
         printf("}\n");
     } else {
         char hb[32];
-        printf("dataset:   %s (%s, written by %s)\n", dir, m->backend, m->tool);
-        printf("samples:   %" PRIu64 " from %" PRIu64 " inputs, %" PRIu64 " rejected\n", m->samples,
-               m->inputs, m->rejects);
-        printf("classes:   %zu", m->nclasses);
-        for (size_t i = 0; i < m->nclasses && i < 10; i++)
-            printf("%s%s", i ? ", " : " (", m->classes[i]);
-        printf("%s\n", m->nclasses > 10 ? ", ...)" : m->nclasses ? ")" : "");
-        if (m->geom.mode == FMT_GEOM_SIZE)
-            printf("geometry:  %ux%u, fit %s, %u channel(s)\n", m->geom.width, m->geom.height,
-                   fmt_fit_name(m->geom.fit), m->channels);
-        else if (m->geom.mode == FMT_GEOM_SHORT_SIDE)
-            printf("geometry:  short side %u%s, %u channel(s)\n", m->geom.short_side,
-                   m->geom.max_side ? ", long side capped" : "", m->channels);
+        printf("dataset:   %s (%s, written by %s)\n", dir, m.format, m.tool);
+        printf("samples:   %" PRIu64 " from %" PRIu64 " inputs, %" PRIu64 " rejected\n", m.samples,
+               m.inputs, m.rejects);
+        printf("classes:   %u", m.classes);
+        for (uint32_t i = 0; i < m.classes && i < 10; i++)
+            printf("%s%s", i ? ", " : " (", shr_dataset_class(d, i));
+        printf("%s\n", m.classes > 10 ? ", ...)" : m.classes ? ")" : "");
+        if (strcmp(m.geom_mode, "size") == 0)
+            printf("geometry:  %ux%u, fit %s, %u channel(s)\n", m.geom_width, m.geom_height,
+                   m.geom_fit, m.channels);
+        else if (strcmp(m.geom_mode, "short-side") == 0)
+            printf("geometry:  short side %u%s, %u channel(s)\n", m.geom_short_side,
+                   m.geom_max_side ? ", long side capped" : "", m.channels);
         else
             printf("geometry:  source sizes%s, %u channel(s)\n",
-                   m->geom.max_side ? ", long side capped" : "", m->channels);
+                   m.geom_max_side ? ", long side capped" : "", m.channels);
         char chain[256];
-        fmt_geom_chain(&m->geom, chain, sizeof chain);
+        shr_dataset_transform(d, chain, sizeof chain);
         printf("transform: %s\n", chain);
-        if (m->targets)
-            printf("targets:   %zu categories (record version %u)\n", m->ncategories,
-                   m->target_ext ? 2 : 1);
-        for (size_t k = 0; k < m->nfields; k++) {
-            printf("%s %s %s", k ? "," : "fields:   ", m->fields[k].name,
-                   fmt_field_type_name(m->fields[k].type));
-            if (m->fields[k].count)
-                printf("[%u]", m->fields[k].count);
+        if (m.targets)
+            printf("targets:   %u categories (record version %u)\n", tg.categories,
+                   tg.record_version);
+        const char *name;
+        uint32_t type, count, k;
+        for (k = 0; shr_dataset_field_def(d, k, &name, &type, &count) == 0; k++) {
+            printf("%s %s %s", k ? "," : "fields:   ", name, field_type_name(type));
+            if (count)
+                printf("[%u]", count);
         }
-        if (m->nfields)
+        if (k)
             printf("\n");
-        printf("shards:    %zu, %s\n", m->nshards, shc_human_size(bytes, hb, sizeof hb));
+        printf("shards:    %u, %s\n", nshards, shc_human_size(bytes, hb, sizeof hb));
         printf("mean:     ");
-        for (uint32_t c = 0; c < m->channels; c++)
-            printf(" %.3f", m->mean[c]);
+        for (uint32_t c = 0; c < m.channels; c++)
+            printf(" %.3f", m.mean[c]);
         printf("\nstd:      ");
-        for (uint32_t c = 0; c < m->channels; c++)
-            printf(" %.3f", m->std[c]);
+        for (uint32_t c = 0; c < m.channels; c++)
+            printf(" %.3f", m.std[c]);
         printf("\n");
     }
-    fmt_dataset_close(d);
+    shr_dataset_close(d);
     return 0;
 }
 
 /* ---- verify ---- */
 
-static void print_mismatch(void *ctx, const char *line)
+static void print_line(void *ctx, const char *line)
 {
     (void)ctx;
-    printf("mismatch: %s\n", line);
+    printf("%s\n", line);
 }
 
-/* Every shard checked before any library parses it (size and whole-file hash against the
- * manifest, then the backend's own pre-check), then opened and compared with its manifest
- * entry, every sample checked against the manifest's description and re-hashed; then the
- * manifest's fields against each other and the shards (inspect.c). Each problem is one line on
+/* Every shard, sample and manifest field checked (shc_verify): each problem is one line on
  * stdout ("damaged: ..." or "mismatch: ..."); exit 1 if there is any. */
-static int verify_dir(const char *dir);
+static int verify_dir(const char *dir)
+{
+    shc_verify_result r;
+    shc_msg msg = {{0}};
+    int rc = shc_verify(dir, print_line, NULL, &r, &msg);
+    if (rc && !r.opened) {
+        fprintf(stderr, "shardc: %s\n", msg.text);
+        return rc == ENOENT ? SHC_EXIT_USAGE : SHC_EXIT_REJECTS;
+    }
+    if (rc)
+        return SHC_EXIT_IO;
+    if (r.damaged || r.mismatches)
+        fprintf(stderr, "shardc: %s: %" PRIu64 " damaged sample(s), %zu manifest mismatch(es)\n",
+                dir, r.damaged, r.mismatches);
+    else
+        fprintf(stderr, "shardc: %s: all %" PRIu64 " samples in %zu shard(s) verified\n", dir,
+                r.checked, r.shards);
+    return r.damaged || r.mismatches ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
+}
 
 static int cmd_verify(int argc, char **argv)
 {
@@ -582,131 +662,6 @@ static int cmd_verify(int argc, char **argv)
     rc = verify_dir(dir);
     free(cached);
     return rc;
-}
-
-static int verify_dir(const char *dir)
-{
-    fmt_manifest m;
-    fmt_msg msg = {{0}};
-    int rc = fmt_manifest_read(dir, &m, &msg);
-    if (rc) {
-        fprintf(stderr, "shardc: cannot read the manifest of %s: %s\n", dir, fmt_reason(&msg, rc));
-        return rc == ENOENT ? SHC_EXIT_USAGE : SHC_EXIT_REJECTS;
-    }
-    const fmt_backend *be = fmt_backend_find(m.backend);
-    if (!be || be->version != m.backend_version) {
-        fprintf(stderr, "shardc: %s: backend '%s' version %u is not supported\n", dir, m.backend,
-                m.backend_version);
-        fmt_manifest_free(&m);
-        return SHC_EXIT_REJECTS;
-    }
-    uint64_t damaged = 0, checked = 0, pixels = 0, shard_fp = m.fingerprint;
-    size_t mismatches = 0, unread = 0;
-    uint64_t (*sum)[3] = calloc(m.nshards + 1, sizeof *sum);
-    uint64_t (*sumsq)[3] = calloc(m.nshards + 1, sizeof *sumsq);
-    if (!sum || !sumsq) {
-        free(sum);
-        free(sumsq);
-        fmt_manifest_free(&m);
-        return SHC_EXIT_IO;
-    }
-    for (size_t k = 0; k < m.nshards; k++) {
-        const fmt_manifest_shard *ms = &m.shards[k];
-        char *path, *data;
-        if (asprintf(&path, "%s/%s", dir, ms->file) < 0)
-            path = NULL;
-        if (path && asprintf(&data, "%s%s%s", path, be->data_file ? "/" : "",
-                             be->data_file ? be->data_file : "") < 0)
-            data = NULL;
-        /* the shard's folder, where its backend finds the files that go with it */
-        char *sdir = path && data ? fmt_manifest_shard_dir(dir, ms) : NULL;
-        if (!sdir) {
-            free(path);
-            free(data);
-            fmt_manifest_free(&m);
-            return SHC_EXIT_IO;
-        }
-        void *s = NULL;
-        fmt_msg smsg = {{0}};
-        rc = 0;
-        if (ms->pins & FMT_PIN_FILE) {
-            uint64_t whole = 0, size = 0;
-            rc = fmt_hash_file(data, 0, 0, NULL, &whole, &size);
-            if (rc)
-                fmt_fail(&smsg, rc, "%s", fmt_strerror(rc));
-            else if (size != ms->bytes)
-                rc = fmt_fail(&smsg, FMT_ECORRUPT, "%s is %" PRIu64 " bytes, the manifest says %"
-                              PRIu64, data, size, ms->bytes);
-            else if (whole != ms->file_hash)
-                rc = fmt_fail(&smsg, FMT_EHASH, "%s: whole-file hash %016" PRIx64 " differs from "
-                              "the manifest's %016" PRIx64, data, whole, ms->file_hash);
-        }
-        if (!rc)
-            rc = fmt_shard_precheck(be, path, ms, &smsg);
-        if (!rc)
-            rc = be->r_open(&s, sdir, path, FMT_ACCESS_MMAP, &smsg);
-        const fmt_shard_info *h = rc ? NULL : be->r_info(s);
-        if (h) {
-            rc = fmt_shard_check_info(&m, k, h, &smsg);
-            if (h->fingerprint != m.fingerprint)
-                shard_fp = h->fingerprint;
-            memcpy(sum[k], h->sum, sizeof sum[k]);
-            memcpy(sumsq[k], h->sumsq, sizeof sumsq[k]);
-        }
-        if (rc) {
-            /* the whole shard is unusable: name its samples as a range */
-            if (ms->samples)
-                printf("damaged: samples %" PRIu64 "-%" PRIu64 " (%s): %s\n", ms->first,
-                       ms->first + ms->samples - 1, path, fmt_reason(&smsg, rc));
-            else
-                printf("damaged: %s: %s\n", path, fmt_reason(&smsg, rc));
-            damaged += ms->samples ? ms->samples : 1;
-            unread++;
-        } else {
-            for (uint64_t i = 0; i < h->samples; i++) {
-                checked++;
-                fmt_sample e;
-                fmt_msg emsg = {{0}};
-                int crc = be->r_get(s, i, &e);
-                if (crc == 0) {
-                    e.index = ms->first + i;
-                    pixels += (uint64_t)e.height * e.width;
-                    if ((crc = fmt_manifest_check_sample(&m, &e, &emsg)) != 0) {
-                        printf("mismatch: %s\n", fmt_reason(&emsg, crc));
-                        mismatches++;
-                    }
-                }
-                crc = be->r_check(s, i);
-                if (crc != 0) {
-                    char file[1024];
-                    if (!be->r_sample_path || be->r_sample_path(s, i, file, sizeof file) != 0)
-                        snprintf(file, sizeof file, "%s, entry %" PRIu64, path, i);
-                    printf("damaged: sample %" PRIu64 " (%s): %s\n", ms->first + i, file,
-                           crc == FMT_EHASH ? "hash mismatch" : fmt_strerror(crc));
-                    damaged++;
-                }
-            }
-        }
-        be->r_close(s);
-        free(sdir);
-        free(data);
-        free(path);
-    }
-    /* the manifest as a whole; its stats only when every shard could be read */
-    if (!unread)
-        mismatches += shc_check_manifest(dir, &m, (const uint64_t(*)[3])sum,
-                                         (const uint64_t(*)[3])sumsq, pixels, shard_fp,
-                                         print_mismatch, NULL);
-    free(sum);
-    free(sumsq);
-    if (damaged || mismatches)
-        fprintf(stderr, "shardc: %s: %" PRIu64 " damaged sample(s), %zu manifest mismatch(es)\n",
-                dir, damaged, mismatches);
-    else
-        fprintf(stderr, "shardc: %s: all %" PRIu64 " samples in %zu shard(s) verified\n", dir,
-                checked, m.nshards);
-    fmt_manifest_free(&m);
-    return damaged || mismatches ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
 }
 
 /* ---- merge ---- */
@@ -728,14 +683,14 @@ static int cmd_merge(int argc, char **argv)
     if (!dir)
         return shc_usage_error(usage_merge, "%s", "no dataset directory given");
     shc_merge_opts mo = {NULL, shc_cli_cache(), 0};
-    if (rmt_is_url(dir) && shc_cli_part_size(&mo.part_size) != 0)
+    if (shc_is_url(dir) && shc_cli_part_size(&mo.part_size) != 0)
         return SHC_EXIT_USAGE;
-    fmt_msg why = {{0}};
+    shc_msg why = {{0}};
     shc_merge_result r;
     double t0 = shc_cli_now();
     int rc = shc_merge(dir, &mo, &r, &why);
     if (rc) {
-        fprintf(stderr, "shardc: cannot merge %s: %s\n", dir, fmt_reason(&why, rc));
+        fprintf(stderr, "shardc: cannot merge %s: %s\n", dir, reason(&why, rc));
         return shc_merge_exit(rc);
     }
     double dt = shc_cli_now() - t0;
@@ -798,148 +753,152 @@ static int cmd_cat(int argc, char **argv)
     return rc;
 }
 
+/* The targets of sample idx drawn on a copy of its pixels px (w x h x ch, len bytes), into
+ * *drawn: what (CAT_*) says. 0, or the exit status after a message. */
+static int draw_targets(const char *dir, const shr_dataset *d, uint64_t idx, int what,
+                        const uint8_t *px, uint32_t w, uint32_t h, uint32_t ch, size_t len,
+                        uint8_t **drawn)
+{
+    shr_dataset_info info;
+    shr_dataset_get_info(d, &info);
+    shr_target t;
+    shr_msg msg = {{0}};
+    int rc = info.targets ? shr_dataset_target(d, idx, &t, &msg) : SHR_EINVAL;
+    if (!info.targets)
+        snprintf(msg.text, sizeof msg.text, "the dataset has no targets");
+    *drawn = rc ? NULL : malloc(len ? len : 1);
+    if (rc || !*drawn) {
+        fprintf(stderr, "shardc: cannot draw the targets of sample %" PRIu64 " of %s: %s\n", idx,
+                dir, rc ? msg.text : strerror(ENOMEM));
+        return rc == SHR_EINVAL || rc == SHR_EFMT_INVAL ? SHC_EXIT_USAGE : SHC_EXIT_IO;
+    }
+    shr_dataset_targets tg;
+    shr_dataset_get_targets(d, &tg);
+    uint32_t K = 0, mw = 0, mh = 0;
+    const float *kps = NULL;
+    int has_masks = 0, map = shr_dataset_has_label_maps(d);
+    if (shr_dataset_segm(d, idx, &K, &kps, &has_masks, &mw, &mh, NULL, 0, &msg) != 0)
+        K = 0, has_masks = 0;
+    const char *lacks = what & CAT_MASKS && !has_masks && !map ? "masks"
+                        : what & CAT_KEYPOINTS && !K ? "keypoints" : NULL;
+    memcpy(*drawn, px, len);
+    uint8_t *masks = NULL;
+    uint16_t *lmap = NULL;
+    rc = lacks ? SHR_EINVAL : 0;
+    if (!rc && what & CAT_MASKS) {
+        size_t npix = (size_t)w * h;
+        if (mw != w || mh != h)
+            rc = SHR_ECORRUPT;
+        else if (has_masks && !(masks = malloc(npix * t.count > 0 ? npix * t.count : 1)))
+            rc = ENOMEM;
+        else if (map && !(lmap = malloc(2 * (npix ? npix : 1))))
+            rc = ENOMEM;
+        if (!rc && masks)
+            rc = shr_dataset_segm(d, idx, NULL, NULL, NULL, NULL, NULL, masks, npix * t.count,
+                                  NULL);
+        if (!rc && lmap)
+            rc = shr_dataset_label_map(d, idx, NULL, NULL, NULL, lmap, 2 * npix, 2, NULL);
+        if (!rc)
+            shc_draw_masks(*drawn, w, h, ch, &t, masks, lmap, tg.ignore_index);
+    }
+    free(masks);
+    free(lmap);
+    if (rc) {
+        fprintf(stderr, "shardc: cannot draw the %s of sample %" PRIu64 " of %s: %s\n",
+                lacks ? lacks : "masks", idx, dir, lacks ? "the dataset has none"
+                : shr_strerror(rc));
+        free(*drawn);
+        *drawn = NULL;
+        return lacks ? SHC_EXIT_USAGE : SHC_EXIT_IO;
+    }
+    if (what & CAT_BOXES)
+        shc_draw_boxes(*drawn, w, h, ch, &t);
+    if (what & CAT_KEYPOINTS)
+        shc_draw_keypoints(*drawn, w, h, ch, &t, K, kps, tg.skeleton, tg.edges);
+    return 0;
+}
+
 static int cat_dir(const char *dir, uint64_t idx, const char *outfile, int replay, int boxes)
 {
-    fmt_dataset *d;
+    shr_dataset *d;
     int rc = open_dataset(dir, &d);
     if (rc)
         return rc;
-    fmt_sample s;
-    if (fmt_dataset_get(d, idx, &s) != 0) {
-        fprintf(stderr, "shardc: %s has %" PRIu64 " samples; no sample %" PRIu64 "\n", dir,
-                fmt_dataset_count(d), idx);
-        fmt_dataset_close(d);
-        return SHC_EXIT_USAGE;
+    shr_sample s;
+    if ((rc = get_sample(dir, d, idx, &s)) != 0) {
+        shr_dataset_close(d);
+        return rc;
     }
-    uint8_t *owned = NULL;
-    if (!s.pixels) {
-        /* a backend that decodes (per-image sets) or copies: read the sample out */
-        owned = malloc(s.length ? (size_t)s.length : 1);
-        rc = owned ? fmt_dataset_read(d, idx, owned, NULL) : ENOMEM;
-        if (rc) {
-            fprintf(stderr, "shardc: cannot read sample %" PRIu64 " of %s: %s\n", idx, dir,
-                    fmt_strerror(rc));
-            free(owned);
-            fmt_dataset_close(d);
-            return SHC_EXIT_REJECTS;
-        }
-        s.pixels = owned;
+    /* the stored pixels, copied out */
+    uint8_t *stored = malloc(s.bytes ? (size_t)s.bytes : 1);
+    rc = stored ? shr_dataset_read(d, idx, stored, s.bytes, NULL, NULL) : ENOMEM;
+    if (rc) {
+        fprintf(stderr, "shardc: cannot read sample %" PRIu64 " of %s: %s\n", idx, dir,
+                shr_strerror(rc));
+        free(stored);
+        shr_dataset_close(d);
+        return SHC_EXIT_REJECTS;
     }
-    fmt_image re = {0};
+    const uint8_t *px = stored;
+    uint32_t w = s.width, h = s.height, ch = s.channels;
+    size_t len = (size_t)s.bytes;
+    shc_replayed re = {0};
     int differs = 0;
     if (replay) {
-        char *path = NULL;
-        fmt_msg why = {{0}};
-        rc = shc_input_path(dir, s.source, &path);
-        if (rc) {
-            fprintf(stderr, "shardc: %s/inputs.tsv does not name source %" PRIu64 ": %s\n", dir,
-                    s.source, fmt_strerror(rc));
-            fmt_dataset_close(d);
-            return SHC_EXIT_REJECTS;
-        }
-        rc = shc_replay(d, &s, path, &re, &why);
-        if (rc) {
-            fprintf(stderr, "shardc: cannot replay sample %" PRIu64 " from %s: %s\n", idx, path,
-                    why.text);
-            free(path);
-            fmt_dataset_close(d);
+        shc_msg why = {{0}};
+        if (shc_replay_sample(dir, idx, &re, &why) != 0) {
+            fprintf(stderr, "shardc: %s\n", why.text);
+            free(stored);
+            shr_dataset_close(d);
             return SHC_EXIT_REJECTS;
         }
         size_t n = (size_t)re.width * re.height * re.channels;
-        if (re.width != s.width || re.height != s.height || re.channels != s.channels ||
-            memcmp(re.pixels, s.pixels, n) != 0) {
+        if (re.width != w || re.height != h || re.channels != ch ||
+            memcmp(re.pixels, px, n) != 0) {
             size_t diff = 0;
-            for (size_t k = 0; n == s.length && k < n; k++)
-                diff += re.pixels[k] != s.pixels[k];
+            for (size_t k = 0; n == len && k < n; k++)
+                diff += re.pixels[k] != px[k];
             fprintf(stderr, "shardc: replay of sample %" PRIu64 " from %s differs from the stored "
-                    "pixels (%zu of %zu bytes)\n", idx, path, diff, n);
+                    "pixels (%zu of %zu bytes)\n", idx, re.path, diff, n);
             differs = 1;
         } else {
             fprintf(stderr, "shardc: replay of sample %" PRIu64 " from %s matches the stored "
-                    "pixels\n", idx, path);
+                    "pixels\n", idx, re.path);
         }
-        free(path);
-        s.pixels = re.pixels;
-        s.length = n;
-        s.width = re.width;
-        s.height = re.height;
-        s.channels = re.channels;
+        px = re.pixels;
+        len = n;
+        w = re.width;
+        h = re.height;
+        ch = re.channels;
     }
     uint8_t *drawn = NULL;
     if (boxes) {
-        fmt_target t;
-        fmt_msg msg = {{0}};
-        rc = fmt_dataset_target(d, idx, &t, &msg);
-        drawn = rc ? NULL : malloc(s.length ? (size_t)s.length : 1);
-        if (rc || !drawn) {
-            fprintf(stderr, "shardc: cannot draw the targets of sample %" PRIu64 " of %s: %s\n", idx,
-                    dir, rc ? fmt_reason(&msg, rc) : strerror(ENOMEM));
-            fmt_image_free(&re);
-            free(owned);
-            fmt_dataset_close(d);
-            return rc == FMT_EINVAL ? SHC_EXIT_USAGE : SHC_EXIT_IO;
-        }
-        const fmt_manifest *man = fmt_dataset_manifest(d);
-        const char *lacks = boxes & CAT_MASKS && !(t.ext & (FMT_TARGET_EXT_MASKS | FMT_TARGET_EXT_MAP))
-                            ? "masks" : boxes & CAT_KEYPOINTS && !(t.ext & FMT_TARGET_EXT_KEYPOINTS)
-                            ? "keypoints" : NULL;
-        memcpy(drawn, s.pixels, s.length);
-        rc = lacks ? FMT_EINVAL : boxes & CAT_MASKS
-             ? shc_draw_masks(drawn, s.width, s.height, s.channels, &t, man->ignore_index) : 0;
+        rc = draw_targets(dir, d, idx, boxes, px, w, h, ch, len, &drawn);
         if (rc) {
-            fprintf(stderr, "shardc: cannot draw the %s of sample %" PRIu64 " of %s: %s\n",
-                    lacks ? lacks : "masks", idx, dir, lacks ? "the dataset has none"
-                    : fmt_strerror(rc));
-            free(drawn);
-            fmt_image_free(&re);
-            free(owned);
-            fmt_dataset_close(d);
-            return lacks ? SHC_EXIT_USAGE : SHC_EXIT_IO;
+            shc_replayed_free(&re);
+            free(stored);
+            shr_dataset_close(d);
+            return rc;
         }
-        if (boxes & CAT_BOXES)
-            shc_draw_boxes(drawn, s.width, s.height, s.channels, &t);
-        if (boxes & CAT_KEYPOINTS)
-            shc_draw_keypoints(drawn, s.width, s.height, s.channels, &t, man);
-        s.pixels = drawn;
+        px = drawn;
     }
-    char head[64];
-    int hn = snprintf(head, sizeof head, "P%c\n%u %u\n255\n", s.channels == 1 ? '5' : '6', s.width,
-                      s.height);
-    size_t olen = outfile ? strlen(outfile) : 0;
-    if (olen > 4 && strcasecmp(outfile + olen - 4, ".png") == 0) {
-        fmt_image pi = {.pixels = (uint8_t *)s.pixels, .width = s.width, .height = s.height,
-                        .channels = s.channels};
-        uint8_t *png = NULL;
-        size_t n = 0;
-        rc = fmt_png_encode(&pi, 6, &png, &n);
-        if (rc == 0)
-            rc = fmt_write_file_atomic(outfile, png, n);
-        free(png);
+    if (outfile) {
+        rc = shc_write_image(outfile, px, w, h, ch);
         if (rc)
-            fprintf(stderr, "shardc: cannot write %s: %s\n", outfile, fmt_strerror(rc));
-    } else if (outfile) {
-        size_t n = (size_t)hn + s.length;
-        uint8_t *buf = malloc(n);
-        rc = buf ? 0 : ENOMEM;
-        if (buf) {
-            memcpy(buf, head, (size_t)hn);
-            memcpy(buf + hn, s.pixels, s.length);
-            rc = fmt_write_file_atomic(outfile, buf, n);
-            free(buf);
-        }
-        if (rc)
-            fprintf(stderr, "shardc: cannot write %s: %s\n", outfile, fmt_strerror(rc));
+            fprintf(stderr, "shardc: cannot write %s: %s\n", outfile, shc_strerror(rc));
     } else {
+        char head[64];
+        int hn = snprintf(head, sizeof head, "P%c\n%u %u\n255\n", ch == 1 ? '5' : '6', w, h);
         if (fwrite(head, 1, (size_t)hn, stdout) != (size_t)hn ||
-            fwrite(s.pixels, 1, s.length, stdout) != s.length || fflush(stdout) != 0) {
+            fwrite(px, 1, len, stdout) != len || fflush(stdout) != 0) {
             rc = errno ? errno : EIO;
             fprintf(stderr, "shardc: cannot write to stdout: %s\n", strerror(rc));
         }
     }
-    fmt_image_free(&re);
-    free(owned);
+    shc_replayed_free(&re);
+    free(stored);
     free(drawn);
-    fmt_dataset_close(d);
+    shr_dataset_close(d);
     return rc ? SHC_EXIT_IO : differs ? SHC_EXIT_REJECTS : SHC_EXIT_OK;
 }
 

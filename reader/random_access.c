@@ -245,6 +245,43 @@ void shr_dataset_get_info(const shr_dataset *d, shr_dataset_info *info)
     info->targets = m->targets;
 }
 
+uint32_t shr_dataset_shard_count(const shr_dataset *d)
+{
+    return d ? (uint32_t)fmt_dataset_manifest(d->ds)->nshards : 0;
+}
+
+int shr_dataset_shard(const shr_dataset *d, uint32_t k, shr_dataset_shard_info *s)
+{
+    const fmt_manifest *m = d ? fmt_dataset_manifest(d->ds) : NULL;
+    if (!m || !s || k >= m->nshards)
+        return SHR_EINVAL;
+    s->file = m->shards[k].file;
+    s->first = m->shards[k].first;
+    s->samples = m->shards[k].samples;
+    s->bytes = m->shards[k].bytes;
+    return 0;
+}
+
+void shr_dataset_transform(const shr_dataset *d, char *buf, size_t len)
+{
+    if (buf && len)
+        fmt_geom_chain(&fmt_dataset_manifest(d->ds)->geom, buf, len);
+}
+
+void shr_dataset_get_targets(const shr_dataset *d, shr_dataset_targets *t)
+{
+    const fmt_manifest *m = fmt_dataset_manifest(d->ds);
+    memset(t, 0, sizeof *t);
+    if (!m->targets)
+        return;
+    t->categories = (uint32_t)m->ncategories;
+    t->record_version = m->target_ext ? 2 : 1;
+    t->ignore_index = m->ignore_index;
+    t->num_keypoints = m->num_keypoints;
+    t->edges = m->nskeleton;
+    t->skeleton = m->nskeleton ? m->skeleton : NULL;
+}
+
 const char *shr_dataset_class(const shr_dataset *d, uint32_t label)
 {
     const fmt_manifest *m = fmt_dataset_manifest(d->ds);

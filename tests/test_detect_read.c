@@ -595,6 +595,15 @@ START_TEST(test_dataset_target)
         boxes += t.count;
     }
     ck_assert_uint_gt(boxes, 0);
+    /* the manifest's facts of the targets */
+    const fmt_manifest *man = fmt_dataset_manifest(ds);
+    shr_dataset_targets tg;
+    shr_dataset_get_targets(d, &tg);
+    ck_assert_uint_gt(man->ncategories, 0);
+    ck_assert_uint_eq(tg.categories, man->ncategories);
+    ck_assert_uint_eq(tg.record_version, man->target_ext ? 2 : 1);
+    ck_assert_uint_eq(tg.num_keypoints, man->num_keypoints);
+    ck_assert_uint_eq(tg.edges, man->nskeleton);
     shr_target t;
     ck_assert_int_eq(shr_dataset_target(d, info.samples, &t, tu_fresh()), SHR_EINVAL);
     ck_assert_ptr_nonnull(strstr(tu_msg.text, "out of range"));

@@ -1409,6 +1409,34 @@ START_TEST(test_public_dataset)
             for (uint32_t c = 0; c < 3; c++)
                 ck_assert_str_eq(shr_dataset_class(d, c), m->classes[c]);
             ck_assert_ptr_null(shr_dataset_class(d, 3));
+            /* the shards as the manifest lists them; the geometry's chain as its text */
+            ck_assert_uint_eq(shr_dataset_shard_count(d), m->nshards);
+            for (uint32_t j = 0; j <= m->nshards; j++) {
+                shr_dataset_shard_info sh = {0};
+                if (j == m->nshards) {
+                    ck_assert_int_eq(shr_dataset_shard(d, j, &sh), SHR_EINVAL);
+                    break;
+                }
+                ck_assert_int_eq(shr_dataset_shard(d, j, &sh), 0);
+                ck_assert_str_eq(sh.file, m->shards[j].file);
+                ck_assert_uint_eq(sh.first, m->shards[j].first);
+                ck_assert_uint_eq(sh.samples, m->shards[j].samples);
+                ck_assert_uint_eq(sh.bytes, m->shards[j].bytes);
+            }
+            char chain[256], want[256];
+            fmt_geom_chain(&m->geom, want, sizeof want);
+            shr_dataset_transform(d, chain, sizeof chain);
+            ck_assert_str_eq(chain, want);
+            shr_dataset_transform(d, chain, 6);
+            ck_assert_uint_eq(strlen(chain), 5);
+            ck_assert_int_eq(strncmp(chain, want, 5), 0);
+            shr_dataset_targets tg;
+            memset(&tg, 0xee, sizeof tg);
+            shr_dataset_get_targets(d, &tg);
+            ck_assert_uint_eq(tg.categories, 0);
+            ck_assert_uint_eq(tg.record_version, 0);
+            ck_assert_uint_eq(tg.edges, 0);
+            ck_assert_ptr_null(tg.skeleton);
             uint8_t buf[40 * 40 * 3];
             for (uint64_t i = 0; i < N_SAMPLES; i++) {
                 fmt_sample f;
