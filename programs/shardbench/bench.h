@@ -387,10 +387,6 @@ void sb_report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row);
 void sb_warn_resident(const sb_row *row);
 double sb_now_s(void);
 void sb_print_json_double(double v, const char *fmt);
-/* str as a JSON string literal on f ("null" for NULL): UTF-8 kept, quotes, backslashes and
- * control characters escaped, a byte outside well-formed UTF-8 written \udcXX (Python's
- * surrogateescape), so that paths of any bytes round-trip. 0, or EOF for a write error. */
-int sb_json_string(FILE *f, const char *str);
 double sb_pct(double x, double of);
 
 /* evict.c */

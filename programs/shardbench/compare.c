@@ -245,16 +245,16 @@ static void compare_report(const sb_cmp_opts *co, const char *src, const sb_cmp_
 {
     if (co->json) {
         printf("{\"source\": ");
-        sb_json_string(stdout, src);
+        shc_json_string(stdout, src);
         printf(", \"work\": ");
-        sb_json_string(stdout, co->work);
+        shc_json_string(stdout, co->work);
         printf(", \"width\": %u, \"height\": %u, \"threads\": %u, \"batch\": %u, \"epochs\": %u, "
                "\"step_ms\": %.6g, \"demand_images_per_s\": %.1f, \"formats\": [", co->width,
                co->height, co->threads, co->batch, co->epochs, co->step_ms, demand);
         for (size_t i = 0; i < nrows; i++) {
             const sb_cmp_row *r = &rows[i];
             printf("%s{\"format\": \"%s\", \"dir\": ", i ? ", " : "", r->format);
-            sb_json_string(stdout, r->dir);
+            shc_json_string(stdout, r->dir);
             printf(", \"bytes\": %" PRIu64 ", \"images_per_epoch\": %" PRIu64 ", "
                    "\"bytes_per_sample\": %.1f, \"ram_gib_at_imagenet\": %.2f, "
                    "\"images_per_s\": %.1f, \"cold_images_per_s\": %.1f, "

@@ -94,7 +94,7 @@ void sb_report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row)
         snprintf(measured, sizeof measured, "1");
     if (rep->json) {
         printf("{\"dataset\": ");
-        sb_json_string(stdout, row->dataset);
+        shc_json_string(stdout, row->dataset);
         printf(", \"format\": \"%s\", \"images\": %" PRIu64 ", \"epochs\": %u, "
                "\"measured_epochs\": \"%s\", \"measured_images\": %" PRIu64 ", \"wall_s\": %.6f, "
                "\"images_per_s\": %.1f, \"mb_per_s\": %.1f, \"cpu_s_per_image\": %.6g, "
@@ -119,7 +119,7 @@ void sb_report_row(sb_report *rep, const sb_read_opts *ro, const sb_row *row)
         if (sb_tf_any(&ro->tf) && strcmp(row->format, "memcpy") != 0) {
             char tf[256];
             printf(", \"transform\": ");
-            sb_json_string(stdout, sb_tf_describe(&ro->tf, tf, sizeof tf));
+            shc_json_string(stdout, sb_tf_describe(&ro->tf, tf, sizeof tf));
         }
         printf(", \"first_epoch\": {");
         print_span_json(&row->spans[0]);
@@ -165,53 +165,6 @@ double sb_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Bytes of the well-formed UTF-8 sequence at s (avail bytes there), or 0 where none starts:
- * no overlong forms, surrogates or code points past U+10FFFF. */
-static int utf8_len(const unsigned char *s, size_t avail)
-{
-    if (avail == 0)
-        return 0;
-    unsigned c = s[0];
-    int n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 :
-            c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    if ((size_t)n > avail)
-        return 0;
-    for (int i = 1; i < n; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0) ||
-        (c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90))
-        return 0;
-    return n;
-}
-
-int sb_json_string(FILE *f, const char *str)
-{
-    if (!str)
-        return fputs("null", f) < 0 ? EOF : 0;
-    const unsigned char *s = (const unsigned char *)str, *end = s + strlen(str);
-    int bad = fputc('"', f) == EOF;
-    while (s < end && !bad) {
-        size_t left = (size_t)(end - s);
-        int n = utf8_len(s, left < 4 ? left : 4);
-        if (n == 0) {
-            bad = fprintf(f, "\\udc%02x", *s++) < 0;
-        } else if (n > 1) {
-            bad = fwrite(s, 1, (size_t)n, f) != (size_t)n;
-            s += n;
-        } else if (*s == '"' || *s == '\\') {
-            bad = fprintf(f, "\\%c", *s++) < 0;
-        } else if (*s < 0x20 || *s == 0x7f) {
-            bad = fprintf(f, "\\u%04x", *s++) < 0;
-        } else {
-            bad = fputc(*s++, f) == EOF;
-        }
-    }
-    if (!bad)
-        bad = fputc('"', f) == EOF;
-    return bad ? EOF : 0;
 }
 
 void sb_print_json_double(double v, const char *fmt)

@@ -208,7 +208,7 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
         snprintf(measured, sizeof measured, "%u", to->epochs);
     if (to->json) {
         printf("{\"dataset\": ");
-        sb_json_string(stdout, dir);
+        shc_json_string(stdout, dir);
         printf(", \"format\": \"%s\", \"device\": \"%s\", \"step\": \"%s\", \"step_ms\": ",
                format, gpu ? "gpu" : "cpu", step_name(&to->step));
         if (learns)
@@ -237,7 +237,7 @@ static void train_report(const char *dir, const char *format, const sb_train_opt
         printf(", \"pinned\": %s, \"ring_bytes\": %" PRIu64 ", \"gpu_status\": ",
                mem->pinned ? "true" : "false", mem->ring_bytes);
         if (mem->gpu_status)
-            sb_json_string(stdout, mem->gpu_status);
+            shc_json_string(stdout, mem->gpu_status);
         else
             printf("null");
         printf(", \"loss\": [");
