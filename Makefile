@@ -394,6 +394,8 @@ install: all
 	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so.$(SOVERSION)
 	ln -sf $(notdir $(READ_SO)) $(DESTDIR)$(PREFIX)/lib/libshardread.so
 	install -m 644 include/shardread.h include/shardc.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/include/shardread
+	install -m 644 include/shardread/*.h $(DESTDIR)$(PREFIX)/include/shardread/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	    -e 's|@PRIVATE_LIBS@|$(strip $(LDLIBS)) -ldl -pthread|g' reader/shardread.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/shardread.pc

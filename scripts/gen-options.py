@@ -30,7 +30,7 @@ random, quasi, not 'shuffle'`.
 - **Python**: the `shardread.Loader` keyword, then the key within its value where there is one
   (`auto_augment num_ops`: `auto_augment=dict(policy="randaugment", num_ops=...)`, or
   torchvision's `RandAugment(num_ops=...)`).
-- **C field**: the `shr_options` field (include/shardread.h).
+- **C field**: the `shr_options` field (include/shardread/options.h).
 - **Default**: what `shr_options_init` sets; the Loader's own default follows in parentheses
   where its signature writes another (`None`: computed, see the note).
 - **Accepted**: the range `shr_open` accepts (a pair: both values in it, and `min <= max`

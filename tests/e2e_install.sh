@@ -80,7 +80,11 @@ check "... its message in the caller's shr_msg, naming the directory" \
 # the exported symbols: exactly the functions shardread.h declares
 so="$P/lib/libshardread.so"
 nm -D --defined-only "$so" | awk '$2 ~ /^[TtWDdBbRrVv]$/ {print $3}' | sort -u >"$T/exported"
-sed -n 's/^SHR_API[^(]*[^a-z_0-9]\([a-z_0-9]*\)(.*/\1/p' "$P/include/shardread.h" | sort -u >"$T/declared"
+# (shardread.h and the parts it includes, installed in include/shardread/)
+check "shardread.h's parts are installed beside it" \
+  test -f "$P/include/shardread/options.h" -a -f "$P/include/shardread/dataset.h"
+sed -n 's/^SHR_API[^(]*[^a-z_0-9]\([a-z_0-9]*\)(.*/\1/p' "$P/include/shardread.h" \
+  "$P"/include/shardread/*.h | sort -u >"$T/declared"
 check "shardread.h declares functions" test -s "$T/declared"
 if diff "$T/declared" "$T/exported" >"$T/diff"; then ok "libshardread.so exports exactly shardread.h's functions ($(wc -l <"$T/declared"))"
 else bad "libshardread.so exports differ from shardread.h (< declared, > exported)"; sed 's/^/       /' "$T/diff" | head -20; fi
@@ -98,8 +102,9 @@ check "... and the program needs that name" \
 
 # the installed headers name only what they declare: no code, file or folder of the sources they
 # do not ship (formats/fmt.h's FMT_E*, internal headers, source files, the options' table)
-for h in shardread.h shardc.h; do
-  if sed -e 's/shardread\.h//g' -e 's/shardc\.h//g' -e '/#include </d' "$P/include/$h" |
+for h in shardread.h shardread/options.h shardread/dataset.h shardc.h; do
+  if sed -e 's|shardread/[a-z]*\.h||g' -e 's/shardread\.h//g' -e 's/shardc\.h//g' -e '/#include </d' \
+      "$P/include/$h" |
       grep -nE '\bFMT_|\bfmt_[a-z]|\b[A-Za-z_0-9]{2,}\.(c|h|cu|md|def)\b|\b(formats|compiler|reader|tests|scripts)/' \
       >"$T/names"; then
     bad "the installed $h names what it does not declare:"; sed 's/^/       /' "$T/names" | head

@@ -302,7 +302,7 @@ class Loader(_shardread.Loader):
     colour augmentations leave the boxes alone; rotation, affine and auto_augment's shears,
     translations and rotations move each box as torchvision.transforms.v2 does: its 4 corners
     through the op's forward affine map, the axis-aligned box around them, clipped (after each
-    op) and dropped as above; area scales by the map's determinant (reader/shardread.h,
+    op) and dropped as above; area scales by the map's determinant (include/shardread.h,
     "Targets"). A detection Dataset's items are (image, target).
     A dataset with instance masks or keypoints (--coco with segmentation / keypoints) adds
     'masks' (N, H, W) uint8 and 'keypoints' (N, K, 3) float32 to each target, moved exactly with
@@ -313,7 +313,7 @@ class Loader(_shardread.Loader):
     of the keypoints, required to flip a keypoint dataset. rotation, affine and auto_augment's
     shears, translations and rotations move them too: masks through Pillow's NEAREST with the
     pixels' matrix (0 outside), keypoints through the forward map, (0, 0, 0) once outside
-    (reader/shardread.h, "Masks and keypoints").
+    (include/shardread.h, "Masks and keypoints").
     A semantic segmentation dataset (shardc build --masks DIR) read with targets=True gives
     (images, masks, ...) instead: masks (B, H, W) uint8 label maps at the output size (a list
     of (h, w) ones where the images are a list), moved exactly with the pixels by the same
@@ -343,7 +343,7 @@ class Loader(_shardread.Loader):
     and pads centered with zeros (the build's --fit pad). resize=S or (S, max_size) with
     size= is torchvision's evaluation geometry Resize(S[, max_size]) then CenterCrop(size)
     (the build's --short-side S --crop), pixel for pixel, for any dataset. flip then mirrors
-    each image. The arithmetic: reader/shardread.h, "Scale". A detection dataset whose images
+    each image. The arithmetic: include/shardread/options.h, "Scale". A detection dataset whose images
     vary in size (built without --size), read with targets=True and none of size=, rrc=,
     random_crop= and the three above, gives each image at its stored size, in the same list of
     per-image views (target 'size' is the stored size; flip mirrors each image within its width;

@@ -1,6 +1,6 @@
 """Argument forms of the Loader's detection geometry (multiscale=, scale_jitter=, letterbox=,
 pad_to=) and the per-image views of a multi-scale batch. The arithmetic is the library's:
-reader/shardread.h, "Scale"."""
+include/shardread/options.h, "Scale"."""
 import numbers as _numbers
 import operator as _operator
 
