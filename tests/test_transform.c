@@ -186,112 +186,52 @@ START_TEST(test_kernels)
 }
 END_TEST
 
-/* float32 CHW RGB, the multi-scale and RandomResizedCrop output: every byte value in every
- * channel, widths around the AVX-512 kernel's blocks of 64 and the 16 of its stores, rows at
- * every float offset from a 64-byte line, mirrored or not, with and without a unit (ToTensor's
- * 255) and a normalisation: each path's floats bit for bit those of ((x [/ unit]) - mean) /
- * std in float32, nothing written outside the sample. */
-START_TEST(test_kernels_f32_chw)
-{
-    const uint32_t widths[] = {1, 2, 15, 16, 17, 63, 64, 65, 79, 127, 128, 129, 191, 257, 601};
-    const float norms[2][2][3] = {{{0.0f, 0.0f, 0.0f}, {255.0f, 255.0f, 255.0f}},
-                                  {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
-    const uint32_t H = 3;
-    int paths = 0;
-    for (shr_tf_path path = SHR_TF_PLAIN; path <= SHR_TF_AVX512; path++)
-        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
-            for (int combo = 0; combo < 2 * 2 * 16; combo++) {
-                uint32_t W = widths[wi];
-                int mirror = combo % 2, n = combo / 2 % 2, off = combo / 4;  /* floats */
-                shr_tf_out o;
-                shr_tf_out_init(&o, SHR_DTYPE_F32, SHR_LAYOUT_NCHW, W, H, 3);
-                if (shr_tf_out_set_path(&o, path) != 0)
-                    continue;
-                paths |= 1 << path;
-                o.unit = n ? 255.0f : 1.0f;
-                memcpy(o.mean, norms[n][0], sizeof norms[n][0]);
-                memcpy(o.std, norms[n][1], sizeof norms[n][1]);
-                size_t stride = (size_t)W * 3 + 5;
-                uint8_t *src = malloc(stride * H);
-                size_t count = (size_t)W * H * 3;
-                /* 64 floats of guard on each side, the sample at float `off` of a line */
-                float *buf = aligned_alloc(64, (count + 144 + 15) / 16 * 64);    /* whole lines */
-                ck_assert(src && buf);
-                for (size_t i = 0; i < stride * H; i++)
-                    src[i] = (uint8_t)(i * 7 + i / 256);     /* every value per channel */
-                for (size_t i = 0; i < count + 144; i++)
-                    memcpy(&buf[i], "\xa5\xa5\xa5\xa5", 4);
-                float *dst = buf + 64 + off;
-                shr_tf_store(&o, src, stride, mirror, dst);
-                for (uint32_t c = 0; c < 3; c++)
-                    for (uint32_t y = 0; y < H; y++)
-                        for (uint32_t x = 0; x < W; x++) {
-                            uint8_t v = src[y * stride + (size_t)(mirror ? W - 1 - x : x) * 3 + c];
-                            float f = (float)v;
-                            if (n)
-                                f = f / 255.0f;
-                            f = (f - norms[n][0][c]) / norms[n][1][c];
-                            float got = dst[((size_t)c * H + y) * W + x];
-                            tu_check(memcmp(&got, &f, 4) == 0,
-                                     "path %d width %u offset %d mirror %d norm %d: (%u, %u, %u) "
-                                     "of value %u is %a, not %a", path, W, off, mirror, n, c, y,
-                                     x, v, (double)got, (double)f);
-                        }
-                const uint8_t *g = (const uint8_t *)buf;
-                for (size_t i = 0; i < (64 + (size_t)off) * 4; i++)
-                    tu_check(g[i] == 0xa5, "path %d width %u: wrote before the sample", path, W);
-                for (size_t i = (64 + off + count) * 4; i < (count + 144) * 4; i++)
-                    tu_check(g[i] == 0xa5, "path %d width %u: wrote past the sample", path, W);
-                free(src);
-                free(buf);
-            }
-    ck_assert(paths & 1);
-#ifdef FMT_AVX512
-    if (fmt_cpu() & FMT_CPU_AVX512)
-        ck_assert_msg(paths & 4, "the CPU has AVX-512 but its path was not checked");
-#endif
-}
-END_TEST
+/* The CHW RGB kernel checks below share their sweep: every path, widths around the AVX-512
+ * kernel's blocks of 64 and the 16 of its stores, each combo (combo % 2 mirrors; off = combo /
+ * off_div elements from a 64-byte line), 64 elements of guard before the sample and the rest of
+ * `guard` after it, none of them written. set() gives o the combo's settings, check() compares
+ * the sample. */
+typedef struct {
+    shr_dtype dt;
+    int combos, off_div;
+    size_t guard;
+    void (*set)(shr_tf_out *o, int combo);
+    void (*check)(const shr_tf_out *o, int path, int combo, int off, const uint8_t *src,
+                  size_t stride, const void *dst);
+} chw_sweep;
 
-/* uint8 CHW: every output kernel against the pixels themselves, byte for byte, over widths around
- * the vector blocks (16 and 64), every byte offset of a 64-byte line, mirrored or not, with
- * guard bytes on both sides. */
-START_TEST(test_kernels_u8_chw)
+static void check_chw_sweep(const chw_sweep *k)
 {
     const uint32_t widths[] = {1, 2, 15, 16, 17, 63, 64, 65, 79, 127, 128, 129, 191, 257, 601};
     const uint32_t H = 3;
+    const size_t es = shr_tf_elem_size(k->dt);
     int paths = 0;
     for (shr_tf_path path = SHR_TF_PLAIN; path <= SHR_TF_AVX512; path++)
         for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
-            for (int combo = 0; combo < 2 * 64; combo++) {
+            for (int combo = 0; combo < k->combos; combo++) {
                 uint32_t W = widths[wi];
-                int mirror = combo % 2, off = combo / 2;   /* bytes */
+                int mirror = combo % 2, off = combo / k->off_div;
                 shr_tf_out o;
-                shr_tf_out_init(&o, SHR_DTYPE_U8, SHR_LAYOUT_NCHW, W, H, 3);
+                shr_tf_out_init(&o, k->dt, SHR_LAYOUT_NCHW, W, H, 3);
                 if (shr_tf_out_set_path(&o, path) != 0)
                     continue;
                 paths |= 1 << path;
+                if (k->set)
+                    k->set(&o, combo);
                 size_t stride = (size_t)W * 3 + 5;
                 uint8_t *src = malloc(stride * H);
-                size_t count = (size_t)W * H * 3;
-                uint8_t *buf = aligned_alloc(64, (count + 192 + 63) / 64 * 64);
+                size_t count = (size_t)W * H * 3, total = (count + k->guard) * es;
+                uint8_t *buf = aligned_alloc(64, (total + 63) / 64 * 64);    /* whole lines */
                 ck_assert(src && buf);
                 for (size_t i = 0; i < stride * H; i++)
                     src[i] = (uint8_t)(i * 7 + i / 256);     /* every value per channel */
-                memset(buf, 0xa5, count + 192);
-                uint8_t *dst = buf + 64 + off;
+                memset(buf, 0xa5, total);
+                uint8_t *dst = buf + (64 + (size_t)off) * es;
                 shr_tf_store(&o, src, stride, mirror, dst);
-                for (uint32_t c = 0; c < 3; c++)
-                    for (uint32_t y = 0; y < H; y++)
-                        for (uint32_t x = 0; x < W; x++) {
-                            uint8_t v = src[y * stride + (size_t)(mirror ? W - 1 - x : x) * 3 + c];
-                            uint8_t got = dst[((size_t)c * H + y) * W + x];
-                            tu_check(got == v, "path %d width %u offset %d mirror %d: (%u, %u, %u) "
-                                     "is %u, not %u", path, W, off, mirror, c, y, x, got, v);
-                        }
-                for (size_t i = 0; i < 64 + (size_t)off; i++)
+                k->check(&o, path, combo, off, src, stride, dst);
+                for (size_t i = 0; i < (64 + (size_t)off) * es; i++)
                     tu_check(buf[i] == 0xa5, "path %d width %u: wrote before the sample", path, W);
-                for (size_t i = 64 + off + count; i < count + 192; i++)
+                for (size_t i = (64 + off + count) * es; i < total; i++)
                     tu_check(buf[i] == 0xa5, "path %d width %u: wrote past the sample", path, W);
                 free(src);
                 free(buf);
@@ -301,6 +241,74 @@ START_TEST(test_kernels_u8_chw)
     if (fmt_cpu() & FMT_CPU_AVX512)
         ck_assert_msg(paths & 4, "the CPU has AVX-512 but its path was not checked");
 #endif
+}
+
+static const float g_chw_norms[2][2][3] = {{{0.0f, 0.0f, 0.0f}, {255.0f, 255.0f, 255.0f}},
+                                           {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
+
+static void f32_chw_set(shr_tf_out *o, int combo)
+{
+    int n = combo / 2 % 2;
+    o->unit = n ? 255.0f : 1.0f;
+    memcpy(o->mean, g_chw_norms[n][0], sizeof g_chw_norms[n][0]);
+    memcpy(o->std, g_chw_norms[n][1], sizeof g_chw_norms[n][1]);
+}
+
+static void f32_chw_check(const shr_tf_out *o, int path, int combo, int off, const uint8_t *src,
+                          size_t stride, const void *out)
+{
+    const uint32_t W = o->width, H = o->height;
+    const float *dst = out;
+    int mirror = combo % 2, n = combo / 2 % 2;
+    for (uint32_t c = 0; c < 3; c++)
+        for (uint32_t y = 0; y < H; y++)
+            for (uint32_t x = 0; x < W; x++) {
+                uint8_t v = src[y * stride + (size_t)(mirror ? W - 1 - x : x) * 3 + c];
+                float f = (float)v;
+                if (n)
+                    f = f / 255.0f;
+                f = (f - g_chw_norms[n][0][c]) / g_chw_norms[n][1][c];
+                float got = dst[((size_t)c * H + y) * W + x];
+                tu_check(memcmp(&got, &f, 4) == 0,
+                         "path %d width %u offset %d mirror %d norm %d: (%u, %u, %u) "
+                         "of value %u is %a, not %a", path, W, off, mirror, n, c, y,
+                         x, v, (double)got, (double)f);
+            }
+}
+
+/* float32 CHW RGB, the multi-scale and RandomResizedCrop output: every byte value in every
+ * channel, rows at every float offset from a 64-byte line, mirrored or not, with and without a
+ * unit (ToTensor's 255) and a normalisation: each path's floats bit for bit those of ((x [/
+ * unit]) - mean) / std in float32, nothing written outside the sample. */
+START_TEST(test_kernels_f32_chw)
+{
+    const chw_sweep k = {SHR_DTYPE_F32, 2 * 2 * 16, 4, 144, f32_chw_set, f32_chw_check};
+    check_chw_sweep(&k);
+}
+END_TEST
+
+static void u8_chw_check(const shr_tf_out *o, int path, int combo, int off, const uint8_t *src,
+                         size_t stride, const void *out)
+{
+    const uint32_t W = o->width, H = o->height;
+    const uint8_t *dst = out;
+    int mirror = combo % 2;
+    for (uint32_t c = 0; c < 3; c++)
+        for (uint32_t y = 0; y < H; y++)
+            for (uint32_t x = 0; x < W; x++) {
+                uint8_t v = src[y * stride + (size_t)(mirror ? W - 1 - x : x) * 3 + c];
+                uint8_t got = dst[((size_t)c * H + y) * W + x];
+                tu_check(got == v, "path %d width %u offset %d mirror %d: (%u, %u, %u) "
+                         "is %u, not %u", path, W, off, mirror, c, y, x, got, v);
+            }
+}
+
+/* uint8 CHW: every output kernel against the pixels themselves, byte for byte, every byte offset
+ * of a 64-byte line, mirrored or not. */
+START_TEST(test_kernels_u8_chw)
+{
+    const chw_sweep k = {SHR_DTYPE_U8, 2 * 64, 2, 192, NULL, u8_chw_check};
+    check_chw_sweep(&k);
 }
 END_TEST
 
