@@ -29,27 +29,12 @@ static const fmt_backend *be = &fmt_backend_hdf5;
 
 /* ---- fixtures: samples written to a shard ---- */
 
-enum { SHAPES_FIXED_GRAY, SHAPES_FIXED_RGB, SHAPES_MIXED, SHAPES_SAME_HW };
 enum { AUX_NONE, AUX_64, AUX_VARIED };
 
 static tu_sample *make_samples(size_t n, int shapes, int aux)
 {
-    tu_sample *s = tu_samples_new(n);
-    for (size_t i = 0; i < n; i++) {
-        if (shapes == SHAPES_FIXED_GRAY) {
-            s[i].h = 17, s[i].w = 13, s[i].c = 1;
-        } else if (shapes == SHAPES_FIXED_RGB) {
-            s[i].h = 24, s[i].w = 20, s[i].c = 3;
-        } else if (shapes == SHAPES_SAME_HW) {
-            s[i].h = 8, s[i].w = 8, s[i].c = i == 2 ? 3 : 1;  /* one RGB among gray */
-        } else {
-            tu_sample_random_shape(&s[i], 40);
-        }
-        tu_sample_random(&s[i], i);
-        if ((aux == AUX_64) || (aux == AUX_VARIED && i % 3 != 1))
-            tu_sample_random_aux(&s[i], aux == AUX_64 ? 64 : 1 + (uint32_t)(tu_rng() % 70));
-    }
-    return s;
+    return tu_samples_make(n, shapes, 24, 20, 40,
+                           aux == AUX_64 ? 64 : aux == AUX_VARIED ? TU_AUX_VARIED : 0);
 }
 
 #define FIRST 5000u
@@ -465,12 +450,12 @@ static void roundtrip(size_t n, int shapes, int aux)
 
 /* test_roundtrip runs once per row (check names the row's index when one fails). */
 static const struct { size_t n; int shapes, aux; } roundtrips[] = {
-    { 7, SHAPES_FIXED_GRAY, AUX_NONE },
-    { 9, SHAPES_FIXED_RGB, AUX_64 },
-    { 23, SHAPES_MIXED, AUX_VARIED },
-    { 5, SHAPES_SAME_HW, AUX_NONE }, /* same height and width, one RGB among gray: flat layout */
-    { 1, SHAPES_MIXED, AUX_NONE },   /* a single sample */
-    { 0, SHAPES_MIXED, AUX_NONE },   /* the empty shard */
+    { 7, TU_SHAPES_FIXED_GRAY, AUX_NONE },
+    { 9, TU_SHAPES_FIXED_RGB, AUX_64 },
+    { 23, TU_SHAPES_MIXED, AUX_VARIED },
+    { 5, TU_SHAPES_SAME_HW, AUX_NONE }, /* same height and width, one RGB among gray: flat layout */
+    { 1, TU_SHAPES_MIXED, AUX_NONE },   /* a single sample */
+    { 0, TU_SHAPES_MIXED, AUX_NONE },   /* the empty shard */
 };
 
 START_TEST(test_roundtrip)
@@ -485,10 +470,10 @@ START_TEST(test_layout)
 {
     char path[1300];
     struct { int shapes, aux; size_t n; int rank; int offsets; hsize_t aux_w; } cases[] = {
-        { SHAPES_FIXED_RGB, AUX_NONE, 4, 4, 0, 0 },
-        { SHAPES_FIXED_RGB, AUX_64, 4, 4, 0, 64 },
-        { SHAPES_MIXED, AUX_VARIED, 6, 1, 1, 0 },
-        { SHAPES_MIXED, AUX_NONE, 0, 1, 1, 0 },
+        { TU_SHAPES_FIXED_RGB, AUX_NONE, 4, 4, 0, 0 },
+        { TU_SHAPES_FIXED_RGB, AUX_64, 4, 4, 0, 64 },
+        { TU_SHAPES_MIXED, AUX_VARIED, 6, 1, 1, 0 },
+        { TU_SHAPES_MIXED, AUX_NONE, 0, 1, 1, 0 },
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         char name[32];
@@ -554,7 +539,7 @@ END_TEST
 START_TEST(test_deterministic)
 {
     tu_rng_state = 42;
-    tu_sample *s = make_samples(11, SHAPES_MIXED, AUX_VARIED);
+    tu_sample *s = make_samples(11, TU_SHAPES_MIXED, AUX_VARIED);
     fmt_shard_info a, b;
     write_shard("shard-00000", s, 11, &a);
     write_shard("shard-00001", s, 11, &b);
@@ -583,7 +568,7 @@ END_TEST
 START_TEST(test_abort_leaves_nothing)
 {
     tu_rng_state = 7;
-    tu_sample *s = make_samples(3, SHAPES_MIXED, AUX_VARIED);
+    tu_sample *s = make_samples(3, TU_SHAPES_MIXED, AUX_VARIED);
     fmt_writer_opts o = { .dir = g_dir, .name = "shard-00000" };
     void *w;
     ck_assert_int_eq(be->w_open(&w, &o), 0);
@@ -749,7 +734,7 @@ START_TEST(test_zero_copy)
 {
     const size_t n = 6;
     char path[1300], real[PATH_MAX];
-    tu_sample *s = fixture_shard(99, n, SHAPES_FIXED_RGB, AUX_NONE, path, NULL);
+    tu_sample *s = fixture_shard(99, n, TU_SHAPES_FIXED_RGB, AUX_NONE, path, NULL);
     ck_assert_ptr_nonnull(realpath(path, real));
     uint64_t off = h5_pixels_offset(path), stride = tu_sample_len(&s[0]);
     void *sh = open_ok(path, FMT_ACCESS_MMAP);
@@ -786,7 +771,7 @@ START_TEST(test_pixel_damage)
 {
     const size_t n = 8;
     char path[1300];
-    tu_sample *s = fixture_shard(5, n, SHAPES_MIXED, AUX_NONE, path, NULL);
+    tu_sample *s = fixture_shard(5, n, TU_SHAPES_MIXED, AUX_NONE, path, NULL);
     uint64_t at = h5_pixels_offset(path);
     for (size_t i = 0; i < 5; i++)
         at += tu_sample_len(&s[i]);
@@ -831,9 +816,9 @@ static void chunked_copy(int shapes, int aux, size_t n)
 START_TEST(test_chunked)
 {
     if (_i == 0)
-        chunked_copy(SHAPES_FIXED_RGB, AUX_64, 7);
+        chunked_copy(TU_SHAPES_FIXED_RGB, AUX_64, 7);
     else
-        chunked_copy(SHAPES_MIXED, AUX_VARIED, 10);
+        chunked_copy(TU_SHAPES_MIXED, AUX_VARIED, 10);
 }
 END_TEST
 
@@ -896,7 +881,7 @@ START_TEST(test_threads)
 {
     const size_t n = 40;
     char path[1300], chunked[1300];
-    tu_sample *s = fixture_shard(77, n, SHAPES_MIXED, AUX_NONE, path, NULL);
+    tu_sample *s = fixture_shard(77, n, TU_SHAPES_MIXED, AUX_NONE, path, NULL);
     read_parallel(path, s, n);
     /* the H5Dread path, serialised by the backend's mutex */
     shard_path(chunked, sizeof chunked, "chunked");
@@ -932,7 +917,7 @@ START_TEST(test_threads_open)
 {
     const size_t n = 12;
     char path[1300], chunked[1300];
-    tu_sample *s = fixture_shard(78, n, SHAPES_FIXED_GRAY, AUX_64, path, NULL);
+    tu_sample *s = fixture_shard(78, n, TU_SHAPES_FIXED_GRAY, AUX_64, path, NULL);
     shard_path(chunked, sizeof chunked, "chunked");
     rewrite(path, chunked, 1, NULL, NULL, NULL);
     reader_job jobs[6];
@@ -977,7 +962,7 @@ START_TEST(test_chunked_bounded_files)
 {
     const size_t n = 6;
     char path[1300], chunked[1300];
-    tu_sample *s = fixture_shard(79, n, SHAPES_MIXED, AUX_NONE, path, NULL);
+    tu_sample *s = fixture_shard(79, n, TU_SHAPES_MIXED, AUX_NONE, path, NULL);
     shard_path(chunked, sizeof chunked, "chunked");
     rewrite(path, chunked, 1, NULL, NULL, NULL);
     size_t len;
@@ -1040,7 +1025,7 @@ START_TEST(test_map_cap)
     const size_t n = 5;
     char path[1300];
     fmt_shard_info info;
-    tu_sample *s = fixture_shard(80, n, SHAPES_FIXED_RGB, AUX_NONE, path, &info);
+    tu_sample *s = fixture_shard(80, n, TU_SHAPES_FIXED_RGB, AUX_NONE, path, &info);
     void *mapped = open_ok(path, FMT_ACCESS_MMAP);
     size_t cap = fmt_map_cap();
     fmt_map_cap_set(0);
@@ -1064,7 +1049,7 @@ START_TEST(test_truncated)
 {
     const size_t n = 5;
     char path[1300], cut[1300];
-    tu_sample *s = fixture_shard(11, n, SHAPES_FIXED_RGB, AUX_64, path, NULL);
+    tu_sample *s = fixture_shard(11, n, TU_SHAPES_FIXED_RGB, AUX_64, path, NULL);
     tu_path(cut, sizeof cut, "cut.h5");
     size_t len;
     uint8_t *buf = tu_slurp(path, &len);
@@ -1174,8 +1159,8 @@ static void edit_hash(const char *name, tds *t)
 START_TEST(test_crafted)
 {
     tu_rng_state = 13;
-    tu_sample *fx = make_samples(6, SHAPES_FIXED_GRAY, AUX_64);
-    tu_sample *mx = make_samples(6, SHAPES_MIXED, AUX_VARIED);
+    tu_sample *fx = make_samples(6, TU_SHAPES_FIXED_GRAY, AUX_64);
+    tu_sample *mx = make_samples(6, TU_SHAPES_MIXED, AUX_VARIED);
     fmt_shard_info info;
     write_shard("fixed", fx, 6, &info);
     write_shard("flat", mx, 6, &info);
@@ -1278,7 +1263,7 @@ START_TEST(test_metadata_damage)
     const size_t n = 4;
     char path[1300], bad[1300];
     fmt_shard_info info;
-    tu_sample *s = fixture_shard(17, n, SHAPES_FIXED_GRAY, AUX_64, path, &info);
+    tu_sample *s = fixture_shard(17, n, TU_SHAPES_FIXED_GRAY, AUX_64, path, &info);
     tu_path(bad, sizeof bad, "bad.h5");
     uint64_t off = h5_pixels_offset(path), plen = n * tu_sample_len(&s[0]);
     size_t len;
@@ -1329,7 +1314,7 @@ START_TEST(test_h5dump)
         return;
     }
     char path[1300], cmd[1400];
-    tu_sample *s = fixture_shard(23, 5, SHAPES_MIXED, AUX_VARIED, path, NULL);
+    tu_sample *s = fixture_shard(23, 5, TU_SHAPES_MIXED, AUX_VARIED, path, NULL);
     snprintf(cmd, sizeof cmd, "h5dump -H '%s' 2>&1", path);
     size_t len;
     int status;
@@ -1411,7 +1396,7 @@ static void h5py_check(int shapes)
 /* _i 0: the fixed layout, 1: the flat one */
 START_TEST(test_h5py)
 {
-    h5py_check(_i == 0 ? SHAPES_FIXED_RGB : SHAPES_MIXED);
+    h5py_check(_i == 0 ? TU_SHAPES_FIXED_RGB : TU_SHAPES_MIXED);
 }
 END_TEST
 

@@ -315,6 +315,48 @@ static TU_UNUSED void tu_sample_random_aux(tu_sample *s, uint32_t len)
         s->aux[k] = (uint8_t)tu_rng();
 }
 
+/* The kinds of sample set the format suites write: all gray 17x13, all RGB of one size, 8x8 gray
+ * with one RGB (sample 2), random shapes (tu_sample_random_shape), all RGB 224x224. */
+enum { TU_SHAPES_FIXED_GRAY, TU_SHAPES_FIXED_RGB, TU_SHAPES_MIXED, TU_SHAPES_SAME_HW,
+       TU_SHAPES_IMAGENET };
+
+/* Give sample i of a set of kind `shapes` its shape: rgb_h x rgb_w for TU_SHAPES_FIXED_RGB,
+ * sides up to max_side for TU_SHAPES_MIXED. */
+static TU_UNUSED void tu_sample_shape(tu_sample *s, size_t i, int shapes, uint32_t rgb_h,
+                                      uint32_t rgb_w, uint32_t max_side)
+{
+    if (shapes == TU_SHAPES_FIXED_GRAY) {
+        s->h = 17, s->w = 13, s->c = 1;
+    } else if (shapes == TU_SHAPES_FIXED_RGB) {
+        s->h = rgb_h, s->w = rgb_w, s->c = 3;
+    } else if (shapes == TU_SHAPES_SAME_HW) {
+        s->h = 8, s->w = 8, s->c = i == 2 ? 3 : 1;  /* one RGB among gray */
+    } else if (shapes == TU_SHAPES_IMAGENET) {
+        s->h = 224, s->w = 224, s->c = 3;
+    } else {
+        tu_sample_random_shape(s, max_side);
+    }
+}
+
+#define TU_AUX_VARIED UINT32_MAX /* aux of 1..70 bytes, on all samples but every third from 1 */
+
+/* n random samples (tu_sample_random) shaped by tu_sample_shape, with aux records of aux bytes
+ * each (none for 0) or TU_AUX_VARIED. */
+static TU_UNUSED tu_sample *tu_samples_make(size_t n, int shapes, uint32_t rgb_h, uint32_t rgb_w,
+                                            uint32_t max_side, uint32_t aux)
+{
+    tu_sample *s = tu_samples_new(n);
+    for (size_t i = 0; i < n; i++) {
+        tu_sample_shape(&s[i], i, shapes, rgb_h, rgb_w, max_side);
+        tu_sample_random(&s[i], i);
+        if (aux == TU_AUX_VARIED && i % 3 != 1)
+            tu_sample_random_aux(&s[i], 1 + (uint32_t)(tu_rng() % 70));
+        else if (aux && aux != TU_AUX_VARIED)
+            tu_sample_random_aux(&s[i], aux);
+    }
+    return s;
+}
+
 /* What a writer's w_add takes for s: shape, label, source, hash, sums and aux (m->aux points
  * into s). */
 static TU_UNUSED void tu_sample_meta(const tu_sample *s, fmt_sample_meta *m)
