@@ -90,11 +90,7 @@ static const shr_feed_api *feed_table(void)
 
 static sb_step_opts emulated_opts(double ms, sb_device dev)
 {
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = SB_STEP_EMULATED;
-    o.step_ms = ms;
-    o.device = dev;
+    sb_step_opts o = {.kind = SB_STEP_EMULATED, .step_ms = ms, .device = dev};
     return o;
 }
 
@@ -102,15 +98,8 @@ static sb_step_opts emulated_opts(double ms, sb_device dev)
 static shr_batch batch_of(uint8_t *data, int64_t *labels, uint32_t n, uint32_t h, uint32_t w,
                           uint32_t c)
 {
-    shr_batch b;
-    memset(&b, 0, sizeof b);
-    b.data = data;
-    b.labels = labels;
-    b.n = n;
-    b.height = h;
-    b.width = w;
-    b.channels = c;
-    return b;
+    return (shr_batch){.data = data, .labels = labels, .n = n, .height = h, .width = w,
+                       .channels = c};
 }
 
 /* A GPU step with hooks: the table and the implementation handle. */
@@ -609,15 +598,8 @@ static void make_images(uint8_t *px, int64_t *lab, size_t count, uint64_t seed)
 static void train(sb_device dev, sb_model model, const uint8_t *px, const int64_t *lab,
                   double *loss, double *acc)
 {
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = SB_STEP_MODEL;
-    o.model = model;
-    o.model_side = 6;
-    o.hidden = 32;
-    o.classes = MC;
-    o.lr = 0.1f;
-    o.seed = 7;
+    sb_step_opts o = {.kind = SB_STEP_MODEL, .model = model, .model_side = 6, .hidden = 32,
+                      .classes = MC, .lr = 0.1f, .seed = 7};
     for (int c = 0; c < 3; c++) {
         o.mean[c] = 110;
         o.std[c] = 60;
@@ -672,11 +654,7 @@ END_TEST
 
 START_TEST(test_gpu_model_bad_batches)
 {
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = SB_STEP_MODEL;
-    o.classes = 3;
-    o.device = SB_DEVICE_GPU;
+    sb_step_opts o = {.kind = SB_STEP_MODEL, .classes = 3, .device = SB_DEVICE_GPU};
     sb_step *s = NULL;
     ck_assert_int_eq(sb_step_create(&s, &o), 0);
     uint8_t px[4 * 8 * 8 * 3];

@@ -21,18 +21,9 @@ static shr_sampler_cfg cfg_make(uint64_t n, shr_order order, uint64_t seed, uint
                                 uint32_t world, shr_uneven uneven, uint32_t batch_size,
                                 int drop_last)
 {
-    shr_sampler_cfg c;
-    memset(&c, 0, sizeof c);
-    c.n = n;
-    c.order = order;
-    c.seed = seed;
-    c.rank = rank;
-    c.world = world;
-    c.uneven = uneven;
-    c.batch_size = batch_size;
-    c.drop_last = drop_last;
-    c.window = 1;
-    return c;
+    return (shr_sampler_cfg){.n = n, .order = order, .seed = seed, .rank = rank, .world = world,
+                             .uneven = uneven, .batch_size = batch_size, .drop_last = drop_last,
+                             .window = 1};
 }
 
 static shr_sampler *sampler_new(const shr_sampler_cfg *c)

@@ -58,13 +58,8 @@ static double now_s(void)
 
 static sb_step_opts model_opts(sb_model model, uint32_t classes)
 {
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = SB_STEP_MODEL;
-    o.model = model;
-    o.classes = classes;
-    o.seed = 11;
-    o.device = SB_DEVICE_CPU;
+    sb_step_opts o = {.kind = SB_STEP_MODEL, .model = model, .classes = classes, .seed = 11,
+                      .device = SB_DEVICE_CPU};
     for (int c = 0; c < 3; c++) {
         o.mean[c] = 128;
         o.std[c] = 64;
@@ -159,10 +154,7 @@ static void train_fixture(const sb_step_opts *so_in, int dispatcher, uint32_t ep
 
 START_TEST(test_emulated_duration)
 {
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = SB_STEP_EMULATED;
-    o.step_ms = 15;
+    sb_step_opts o = {.kind = SB_STEP_EMULATED, .step_ms = 15};
     void *s = NULL;
     ck_assert_int_eq(sb_cpu_step_create(&s, &o), 0);
     ck_assert_ptr_nonnull(s);
@@ -200,11 +192,7 @@ END_TEST
 
 START_TEST(test_emulated_dispatcher)
 {
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = SB_STEP_EMULATED;
-    o.step_ms = 12;
-    o.device = SB_DEVICE_CPU;
+    sb_step_opts o = {.kind = SB_STEP_EMULATED, .step_ms = 12, .device = SB_DEVICE_CPU};
     sb_step *s = NULL;
     ck_assert_int_eq(sb_step_create(&s, &o), 0);
     test_batch t;
@@ -358,9 +346,7 @@ END_TEST
 START_TEST(test_bad_options)
 {
     void *s = (void *)1;
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = (sb_step_kind)7;
+    sb_step_opts o = {.kind = (sb_step_kind)7};
     ck_assert_int_eq(sb_cpu_step_create(&s, &o), SHR_EINVAL);
     ck_assert_ptr_null(s);
     ck_assert_int_eq(sb_cpu_step_create(&s, NULL), SHR_EINVAL);
