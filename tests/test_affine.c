@@ -589,16 +589,10 @@ END_TEST
 
 static Suite *affine_suite(void)
 {
-    Suite *s = suite_create("affine");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_ops_pillow);
-    tcase_add_test(tc, test_linspace);
-    tcase_add_test(tc, test_draws_torchvision);
-    tcase_add_test(tc, test_reader_pixels);
-    tcase_add_test(tc, test_threads_and_float);
-    tcase_add_test(tc, test_bad_options);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("affine", "core", 300, &tc);
+    TU_ADD_TESTS(tc, test_ops_pillow, test_linspace, test_draws_torchvision, test_reader_pixels,
+                 test_threads_and_float, test_bad_options);
     return s;
 }
 

@@ -122,11 +122,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("annot");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, duplicates);
-    tcase_add_test(tc, many_names);
-    tcase_add_test(tc, names_file);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("annot", "core", 0, &tc);
+    TU_ADD_TESTS(tc, duplicates, many_names, names_file);
     return tu_run(s);
 }

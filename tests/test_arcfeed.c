@@ -238,13 +238,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("arcfeed");
-    TCase *tc = tcase_create("core");
-    tu_temp_fixtures(tc);
-    tcase_add_test(tc, replaced_archive_is_refused);
-    tcase_add_test(tc, reordered_in_place_is_refused);
-    tcase_add_test(tc, gzip_crc_is_checked);
-    tcase_add_test(tc, unchanged_archive_feeds);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_temp_suite("arcfeed", "core", 0, &tc);
+    TU_ADD_TESTS(tc, replaced_archive_is_refused, reordered_in_place_is_refused,
+                 gzip_crc_is_checked, unchanged_archive_feeds);
     return tu_run(s);
 }

@@ -491,18 +491,10 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("augment");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, parse_spec);
-    tcase_add_test(tc, draw_ranges_and_distribution);
-    tcase_add_test(tc, draws_are_keyed);
-    tcase_add_test(tc, affine_draws);
-    tcase_add_test(tc, draw_fallback);
-    tcase_add_test(tc, flip_mirrors_exactly);
-    tcase_add_test(tc, colour_arithmetic);
-    tcase_add_test(tc, apply_rejects_bad_params);
-    tcase_add_test(tc, record_round_trip);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("augment", "core", 60, &tc);
+    TU_ADD_TESTS(tc, parse_spec, draw_ranges_and_distribution, draws_are_keyed, affine_draws,
+                 draw_fallback, flip_mirrors_exactly, colour_arithmetic, apply_rejects_bad_params,
+                 record_round_trip);
     return tu_run(s);
 }

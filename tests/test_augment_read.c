@@ -739,19 +739,11 @@ END_TEST
 
 static Suite *augment_suite(void)
 {
-    Suite *s = suite_create("augment_read");
-    TCase *tc = tcase_create("augment_read");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_hsv_all);
-    tcase_add_test(tc, test_hsv_paths);
-    tcase_add_test(tc, test_paths_equal);
-    tcase_add_test(tc, test_ops_pillow);
-    tcase_add_test(tc, test_draws_torchvision);
-    tcase_add_test(tc, test_reader_pixels);
-    tcase_add_test(tc, test_float_erase);
-    tcase_add_test(tc, test_determinism);
-    tcase_add_test(tc, test_bad_options);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("augment_read", "augment_read", 600, &tc);
+    TU_ADD_TESTS(tc, test_hsv_all, test_hsv_paths, test_paths_equal, test_ops_pillow,
+                 test_draws_torchvision, test_reader_pixels, test_float_erase, test_determinism,
+                 test_bad_options);
     return s;
 }
 

@@ -301,17 +301,10 @@ END_TEST
 
 static Suite *compress_suite(void)
 {
-    Suite *s = suite_create("compress");
-    TCase *tc = tcase_create("compress");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_codec_parse);
-    tcase_add_test(tc, test_codec_roundtrip);
-    tcase_add_test(tc, test_shard_roundtrip);
-    tcase_add_test(tc, test_shard_damage);
-    tcase_add_test(tc, test_writer_bad_codec);
-    tcase_add_test(tc, test_jpeg_pick);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_temp_suite("compress", "compress", 120, &tc);
+    TU_ADD_TESTS(tc, test_codec_parse, test_codec_roundtrip, test_shard_roundtrip,
+                 test_shard_damage, test_writer_bad_codec, test_jpeg_pick);
     return s;
 }
 

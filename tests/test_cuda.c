@@ -936,19 +936,11 @@ static int g_require_gpu;               /* SHARDC_REQUIRE_GPU=1 or --require-gpu
 
 static Suite *cuda_suite(void)
 {
-    Suite *s = suite_create("cuda");
-    TCase *tc = tcase_create("dispatch");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_fallback_without_gpu_lib);
-    tcase_add_test(tc, test_cuda_status);
-    tcase_add_test(tc, test_ring_memory);
-    tcase_add_test(tc, test_dispatcher_errors);
-    tcase_add_test(tc, test_gpu_open_errors);
-    tcase_add_test(tc, test_gpu_lib_checks);
-    tcase_add_test(tc, test_feed_lib_checks);
-    tcase_add_test(tc, test_checksum_reference);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_temp_suite("cuda", "dispatch", 60, &tc);
+    TU_ADD_TESTS(tc, test_fallback_without_gpu_lib, test_cuda_status, test_ring_memory,
+                 test_dispatcher_errors, test_gpu_open_errors, test_gpu_lib_checks,
+                 test_feed_lib_checks, test_checksum_reference);
     if (g_gpu) {
         TCase *gc = tcase_create("gpu");
         tu_temp_fixtures(gc);

@@ -757,21 +757,11 @@ END_TEST
 
 static Suite *detect_suite(void)
 {
-    Suite *s = suite_create("detect_read");
-    TCase *tc = tcase_create("detect_read");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_center_crop_pad);
-    tcase_add_test(tc, test_random_crop);
-    tcase_add_test(tc, test_rrc);
-    tcase_add_test(tc, test_flip);
-    tcase_add_test(tc, test_combinations);
-    tcase_add_test(tc, test_threads_resume);
-    tcase_add_test(tc, test_dataset_target);
-    tcase_add_test(tc, test_warps);
-    tcase_add_test(tc, test_refused);
-    tcase_add_test(tc, test_classification);
-    tcase_add_test(tc, test_batch_view);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("detect_read", "detect_read", 300, &tc);
+    TU_ADD_TESTS(tc, test_center_crop_pad, test_random_crop, test_rrc, test_flip, test_combinations,
+                 test_threads_resume, test_dataset_target, test_warps, test_refused,
+                 test_classification, test_batch_view);
     return s;
 }
 

@@ -211,13 +211,9 @@ END_TEST
 
 static Suite *direct_suite(void)
 {
-    Suite *s = suite_create("direct");
-    TCase *tc = tcase_create("direct");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_layouts);
-    tcase_add_test(tc, test_damage);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_temp_suite("direct", "direct", 120, &tc);
+    TU_ADD_TESTS(tc, test_layouts, test_damage);
     return s;
 }
 

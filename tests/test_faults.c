@@ -534,18 +534,13 @@ END_TEST
 
 static Suite *faults_suite(void)
 {
-    Suite *s = suite_create("faults");
-    TCase *tc = tcase_create("faults");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 60);
+    TCase *tc;
+    Suite *s = tu_temp_suite("faults", "faults", 60, &tc);
     tcase_add_loop_test(tc, test_reader_truncated_shard, 0, 4);
     tcase_add_test(tc, test_reader_mmap_sigbus);
     tcase_add_loop_test(tc, test_dataset_truncated_shard, 0, 4);
-    tcase_add_test(tc, test_raw_nomap_same);
-    tcase_add_test(tc, test_raw_nomap_damage);
-    tcase_add_test(tc, test_raw_nomap_truncated_after_open);
-    tcase_add_test(tc, test_hdf5_damaged_reopen);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_raw_nomap_same, test_raw_nomap_damage,
+                 test_raw_nomap_truncated_after_open, test_hdf5_damaged_reopen);
     return s;
 }
 

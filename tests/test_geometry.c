@@ -936,27 +936,14 @@ END_TEST
 
 static Suite *geometry_suite(void)
 {
-    Suite *s = suite_create("geometry");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_plan_table);
-    tcase_add_test(tc, test_plan_invariants);
-    tcase_add_test(tc, test_plan_errors);
-    tcase_add_test(tc, test_plan_decoded);
-    tcase_add_test(tc, test_min_decode_cases);
-    tcase_add_test(tc, test_min_decode_never_upscales);
-    tcase_add_test(tc, test_resize_constant);
-    tcase_add_test(tc, test_resize_pad_borders);
-    tcase_add_test(tc, test_resize_identity_copies);
-    tcase_add_test(tc, test_resize_gradient_monotonic);
-    tcase_add_test(tc, test_resize_is_resample_then_crop);
-    tcase_add_test(tc, test_resize_blocks_2x);
-    tcase_add_test(tc, test_resize_one_pixel_source);
-    tcase_add_test(tc, test_resize_deterministic);
-    tcase_add_test(tc, test_resize_same_without_simd);
-    tcase_add_test(tc, test_resize_large_source);
-    tcase_add_test(tc, test_resize_errors);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("geometry", "core", 120, &tc);
+    TU_ADD_TESTS(tc, test_plan_table, test_plan_invariants, test_plan_errors, test_plan_decoded,
+                 test_min_decode_cases, test_min_decode_never_upscales, test_resize_constant,
+                 test_resize_pad_borders, test_resize_identity_copies,
+                 test_resize_gradient_monotonic, test_resize_is_resample_then_crop,
+                 test_resize_blocks_2x, test_resize_one_pixel_source, test_resize_deterministic,
+                 test_resize_same_without_simd, test_resize_large_source, test_resize_errors);
     return s;
 }
 

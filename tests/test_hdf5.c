@@ -1402,32 +1402,17 @@ END_TEST
 
 static Suite *hdf5_suite(void)
 {
-    Suite *s = suite_create("hdf5");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tu_temp_fixtures(tc);
+    TCase *tc;
+    Suite *s = tu_temp_suite("hdf5", "core", 120, &tc);
     tcase_add_loop_test(tc, test_roundtrip, 0, (int)(sizeof roundtrips / sizeof *roundtrips));
-    tcase_add_test(tc, test_layout);
-    tcase_add_test(tc, test_deterministic);
-    tcase_add_test(tc, test_abort_leaves_nothing);
-    tcase_add_test(tc, test_writer_bad_args);
-    tcase_add_test(tc, test_write_failure_pixels);
-    tcase_add_test(tc, test_write_failure_hdf5);
-    tcase_add_test(tc, test_zero_copy);
-    tcase_add_test(tc, test_pixel_damage);
+    TU_ADD_TESTS(tc, test_layout, test_deterministic, test_abort_leaves_nothing,
+                 test_writer_bad_args, test_write_failure_pixels, test_write_failure_hdf5,
+                 test_zero_copy, test_pixel_damage);
     tcase_add_loop_test(tc, test_chunked, 0, 2);
-    tcase_add_test(tc, test_threads);
-    tcase_add_test(tc, test_threads_open);
-    tcase_add_test(tc, test_chunked_bounded_files);
-    tcase_add_test(tc, test_map_cap);
-    tcase_add_test(tc, test_truncated);
-    tcase_add_test(tc, test_garbage);
-    tcase_add_test(tc, test_foreign_hdf5);
-    tcase_add_test(tc, test_crafted);
-    tcase_add_test(tc, test_metadata_damage);
-    tcase_add_test(tc, test_h5dump);
+    TU_ADD_TESTS(tc, test_threads, test_threads_open, test_chunked_bounded_files, test_map_cap,
+                 test_truncated, test_garbage, test_foreign_hdf5, test_crafted,
+                 test_metadata_damage, test_h5dump);
     tcase_add_loop_test(tc, test_h5py, 0, 2);
-    suite_add_tcase(s, tc);
     return s;
 }
 

@@ -1876,33 +1876,17 @@ END_TEST
 
 static Suite *image_suite(void)
 {
-    Suite *s = suite_create("image");
-    TCase *tc = tcase_create("image");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 300);
+    TCase *tc;
+    Suite *s = tu_temp_suite("image", "image", 300, &tc);
     tcase_add_loop_test(tc, test_jpeg_vs_djpeg, 0, (int)(sizeof jsizes / sizeof jsizes[0]));
-    tcase_add_test(tc, test_jpeg_shrink_on_load);
-    tcase_add_test(tc, test_jpeg_vs_pillow);
-    tcase_add_test(tc, test_jpeg_cmyk);
-    tcase_add_test(tc, test_jpeg_truncated);
-    tcase_add_test(tc, test_jpeg_corrupt);
-    tcase_add_test(tc, test_jpeg_scan_limit);
-    tcase_add_test(tc, test_jpeg_limits);
-    tcase_add_test(tc, test_jpeg_encode_args);
+    TU_ADD_TESTS(tc, test_jpeg_shrink_on_load, test_jpeg_vs_pillow, test_jpeg_cmyk,
+                 test_jpeg_truncated, test_jpeg_corrupt, test_jpeg_scan_limit, test_jpeg_limits,
+                 test_jpeg_encode_args);
     tcase_add_loop_test(tc, test_png_vs_libpng, 0, (int)(sizeof pngcases / sizeof pngcases[0]));
-    tcase_add_test(tc, test_png_gray_vs_pillow);
-    tcase_add_test(tc, test_png_roundtrip);
-    tcase_add_test(tc, test_png_pillow_refuses);
-    tcase_add_test(tc, test_jpeg_pillow_segments);
-    tcase_add_test(tc, test_png_damaged);
-    tcase_add_test(tc, test_png_limits);
-    tcase_add_test(tc, test_bmp_known_pixels);
-    tcase_add_test(tc, test_bmp_roundtrip);
-    tcase_add_test(tc, test_bmp_bad);
-    tcase_add_test(tc, test_bmp_pillow_variants);
-    tcase_add_test(tc, test_bad_input);
-    tcase_add_test(tc, test_sniff_and_probe);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_png_gray_vs_pillow, test_png_roundtrip, test_png_pillow_refuses,
+                 test_jpeg_pillow_segments, test_png_damaged, test_png_limits,
+                 test_bmp_known_pixels, test_bmp_roundtrip, test_bmp_bad, test_bmp_pillow_variants,
+                 test_bad_input, test_sniff_and_probe);
     return s;
 }
 

@@ -1160,31 +1160,16 @@ END_TEST
 
 static Suite *imageset_suite(void)
 {
-    Suite *s = suite_create("imageset");
-    TCase *tc = tcase_create("imageset");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 120);
+    TCase *tc;
+    Suite *s = tu_temp_suite("imageset", "imageset", 120, &tc);
     tcase_add_test(tc, test_backend_tables);
-    tcase_add_loop_test(tc, test_roundtrip_fixed_gray, 0, 3);
-    tcase_add_loop_test(tc, test_roundtrip_fixed_rgb, 0, 3);
-    tcase_add_loop_test(tc, test_roundtrip_mixed, 0, 3);
-    tcase_add_loop_test(tc, test_empty_shard, 0, 3);
-    tcase_add_loop_test(tc, test_files_independent_decoder, 0, 3);
-    tcase_add_test(tc, test_png0_is_stored);
-    tcase_add_test(tc, test_bmp_layout);
-    tcase_add_test(tc, test_jpeg_quality);
-    tcase_add_loop_test(tc, test_class_folders, 0, 3);
-    tcase_add_loop_test(tc, test_missing_file, 0, 3);
-    tcase_add_loop_test(tc, test_damaged_file, 0, 3);
-    tcase_add_loop_test(tc, test_shape_mismatch, 0, 3);
-    tcase_add_loop_test(tc, test_index_damage, 0, 3);
-    tcase_add_loop_test(tc, test_abort_leaves_nothing, 0, 3);
-    tcase_add_loop_test(tc, test_rewrite_removes_old_index, 0, 3);
-    tcase_add_loop_test(tc, test_writer_errors, 0, 3);
-    tcase_add_loop_test(tc, test_index_rename_failure, 0, 3);
-    tcase_add_loop_test(tc, test_cost_and_size, 0, 3);
-    tcase_add_loop_test(tc, test_parallel_reads, 0, 3);
-    suite_add_tcase(s, tc);
+    TU_ADD_LOOP_TESTS(tc, 0, 3, test_roundtrip_fixed_gray, test_roundtrip_fixed_rgb,
+                      test_roundtrip_mixed, test_empty_shard, test_files_independent_decoder);
+    TU_ADD_TESTS(tc, test_png0_is_stored, test_bmp_layout, test_jpeg_quality);
+    TU_ADD_LOOP_TESTS(tc, 0, 3, test_class_folders, test_missing_file, test_damaged_file,
+                      test_shape_mismatch, test_index_damage, test_abort_leaves_nothing,
+                      test_rewrite_removes_old_index, test_writer_errors, test_index_rename_failure,
+                      test_cost_and_size, test_parallel_reads);
     return s;
 }
 

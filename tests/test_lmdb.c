@@ -1350,29 +1350,13 @@ END_TEST
 
 static Suite *lmdb_suite(void)
 {
-    Suite *s = suite_create("lmdb");
-    TCase *tc = tcase_create("core");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_roundtrip_fixed_gray);
-    tcase_add_test(tc, test_roundtrip_fixed_rgb);
-    tcase_add_test(tc, test_roundtrip_mixed);
-    tcase_add_test(tc, test_empty_shard);
-    tcase_add_test(tc, test_large_shard);
-    tcase_add_test(tc, test_standard_tools);
-    tcase_add_test(tc, test_tmp_and_abort);
-    tcase_add_test(tc, test_replace_existing);
-    tcase_add_test(tc, test_writer_bad_args);
-    tcase_add_test(tc, test_write_failure);
-    tcase_add_test(tc, test_pixel_damage);
-    tcase_add_test(tc, test_header_damage);
-    tcase_add_test(tc, test_meta_damage);
-    tcase_add_test(tc, test_truncation);
-    tcase_add_test(tc, test_garbage);
-    tcase_add_test(tc, test_crafted_envs);
-    tcase_add_test(tc, test_parallel_reads);
-    tcase_add_test(tc, test_no_descriptor_per_shard);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_temp_suite("lmdb", "core", 120, &tc);
+    TU_ADD_TESTS(tc, test_roundtrip_fixed_gray, test_roundtrip_fixed_rgb, test_roundtrip_mixed,
+                 test_empty_shard, test_large_shard, test_standard_tools, test_tmp_and_abort,
+                 test_replace_existing, test_writer_bad_args, test_write_failure, test_pixel_damage,
+                 test_header_damage, test_meta_damage, test_truncation, test_garbage,
+                 test_crafted_envs, test_parallel_reads, test_no_descriptor_per_shard);
     return s;
 }
 

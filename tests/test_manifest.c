@@ -234,14 +234,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("manifest");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, round_trip);
-    tcase_add_test(tc, rejects_bad_fields);
-    tcase_add_test(tc, rejects_garbage);
-    tcase_add_test(tc, write_read_dir);
-    tcase_add_test(tc, stage_then_publish);
-    tcase_add_test(tc, offsets_and_shard_dirs);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("manifest", "core", 0, &tc);
+    TU_ADD_TESTS(tc, round_trip, rejects_bad_fields, rejects_garbage, write_read_dir,
+                 stage_then_publish, offsets_and_shard_dirs);
     return tu_run(s);
 }

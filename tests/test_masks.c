@@ -152,12 +152,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("masks");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, round_trip);
-    tcase_add_test(tc, run_bytes);
-    tcase_add_test(tc, damage);
-    tcase_add_test(tc, version1);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("masks", "core", 0, &tc);
+    TU_ADD_TESTS(tc, round_trip, run_bytes, damage, version1);
     return tu_run(s);
 }

@@ -92,11 +92,10 @@ END_TEST
 
 static Suite *mirror_suite(void)
 {
-    Suite *s = suite_create("mirror");
-    TCase *tc = tcase_create("mirror");
+    TCase *tc;
+    Suite *s = tu_suite("mirror", "mirror", 0, &tc);
     tcase_add_loop_test(tc, test_every_width, 1, 5);
     tcase_add_test(tc, test_twice_is_identity);
-    suite_add_tcase(s, tc);
     return s;
 }
 

@@ -401,14 +401,9 @@ END_TEST
 int main(void)
 {
     int rc = build_fixture();
-    Suite *s = suite_create("mix");
-    TCase *tc = tcase_create("mix");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_mix_arithmetic);
-    tcase_add_test(tc, test_mix_determinism);
-    tcase_add_test(tc, test_beta_draws);
-    tcase_add_test(tc, test_erase_noise);
-    tcase_add_test(tc, test_refused);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("mix", "mix", 600, &tc);
+    TU_ADD_TESTS(tc, test_mix_arithmetic, test_mix_determinism, test_beta_draws, test_erase_noise,
+                 test_refused);
     return tu_run_fixtures(rc, s);
 }

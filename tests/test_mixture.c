@@ -616,20 +616,13 @@ END_TEST
 
 static Suite *mixture_suite(void)
 {
-    Suite *s = suite_create("mixture");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_interleave_tolerance);
-    tcase_add_test(tc, test_plan_counts_and_refusals);
-    tcase_add_test(tc, test_random_access_and_draws);
-    tcase_add_test(tc, test_sampler_ranks_and_elastic);
-    tcase_add_test(tc, test_reader_two_streams);
-    tcase_add_test(tc, test_reader_refusals);
-    tcase_add_test(tc, test_reader_unavailable_every_stream);
-    tcase_add_test(tc, test_reader_direct_engine);
-    tcase_add_test(tc, test_reader_natural_and_multiscale);
-    tcase_add_test(tc, test_quasi_order);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("mixture", "core", 120, &tc);
+    TU_ADD_TESTS(tc, test_interleave_tolerance, test_plan_counts_and_refusals,
+                 test_random_access_and_draws, test_sampler_ranks_and_elastic,
+                 test_reader_two_streams, test_reader_refusals,
+                 test_reader_unavailable_every_stream, test_reader_direct_engine,
+                 test_reader_natural_and_multiscale, test_quasi_order);
     return s;
 }
 

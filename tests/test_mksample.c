@@ -730,20 +730,11 @@ END_TEST
 
 static Suite *mksample_suite(void)
 {
-    Suite *s = suite_create("mksample");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tu_temp_fixtures(tc);
-    tcase_add_test(tc, test_defaults_and_errors);
-    tcase_add_test(tc, test_class_names_and_labels);
-    tcase_add_test(tc, test_plan_mix);
-    tcase_add_test(tc, test_render);
-    tcase_add_test(tc, test_deterministic);
-    tcase_add_test(tc, test_files_on_disk);
-    tcase_add_test(tc, test_no_broken_and_photo);
-    tcase_add_test(tc, test_write_errors);
-    tcase_add_test(tc, test_classes_separable);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_temp_suite("mksample", "core", 120, &tc);
+    TU_ADD_TESTS(tc, test_defaults_and_errors, test_class_names_and_labels, test_plan_mix,
+                 test_render, test_deterministic, test_files_on_disk, test_no_broken_and_photo,
+                 test_write_errors, test_classes_separable);
     return s;
 }
 

@@ -136,12 +136,8 @@ END_TEST
 int main(void)
 {
     int rc = build_fixture();
-    Suite *s = suite_create("options_abi");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_older_caller);
-    tcase_add_test(tc, test_refused_sizes);
-    tcase_add_test(tc, test_no_tail_padding);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("options_abi", "core", 120, &tc);
+    TU_ADD_TESTS(tc, test_older_caller, test_refused_sizes, test_no_tail_padding);
     return tu_run_fixtures(rc, s);
 }

@@ -284,14 +284,9 @@ END_TEST
 int main(void)
 {
     int rc = build_fixture();
-    Suite *s = suite_create("pipeline_stats");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_auto_same_bytes);
-    tcase_add_test(tc, test_slow_consumer_parks);
-    tcase_add_test(tc, test_stage_names);
-    tcase_add_test(tc, test_rule_probe);
-    tcase_add_test(tc, test_rule_park);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("pipeline_stats", "core", 120, &tc);
+    TU_ADD_TESTS(tc, test_auto_same_bytes, test_slow_consumer_parks, test_stage_names,
+                 test_rule_probe, test_rule_park);
     return tu_run_fixtures(rc, s);
 }

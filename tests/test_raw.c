@@ -1227,37 +1227,16 @@ END_TEST
 
 static Suite *raw_suite(void)
 {
-    Suite *s = suite_create("raw");
-    TCase *tc = tcase_create("raw");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_roundtrip_fixed_gray);
-    tcase_add_test(tc, test_roundtrip_fixed_rgb);
-    tcase_add_test(tc, test_roundtrip_mixed);
-    tcase_add_test(tc, test_exact_align_payload);
-    tcase_add_test(tc, test_empty_shard);
-    tcase_add_test(tc, test_tmp_and_abort);
-    tcase_add_test(tc, test_writer_bad_args);
-    tcase_add_test(tc, test_sample_cost);
-    tcase_add_test(tc, test_payload_corruption);
-    tcase_add_test(tc, test_header_corruption);
-    tcase_add_test(tc, test_index_corruption);
-    tcase_add_test(tc, test_open_parts);
-    tcase_add_test(tc, test_truncation);
-    tcase_add_test(tc, test_bad_magic);
-    tcase_add_test(tc, test_versions);
-    tcase_add_test(tc, test_header_codec);
-    tcase_add_test(tc, test_crafted_headers);
-    tcase_add_test(tc, test_crafted_fixed_headers);
-    tcase_add_test(tc, test_crafted_entries);
-    tcase_add_test(tc, test_write_failure_fsize);
-    tcase_add_test(tc, test_write_failure_enospc);
-    tcase_add_test(tc, test_rename_failure);
-    tcase_add_test(tc, test_pixel_sums);
-    tcase_add_test(tc, test_packed_layout);
-    tcase_add_test(tc, test_packed_cost);
-    tcase_add_test(tc, test_packed_corruption);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_temp_suite("raw", "raw", 60, &tc);
+    TU_ADD_TESTS(tc, test_roundtrip_fixed_gray, test_roundtrip_fixed_rgb, test_roundtrip_mixed,
+                 test_exact_align_payload, test_empty_shard, test_tmp_and_abort,
+                 test_writer_bad_args, test_sample_cost, test_payload_corruption,
+                 test_header_corruption, test_index_corruption, test_open_parts, test_truncation,
+                 test_bad_magic, test_versions, test_header_codec, test_crafted_headers,
+                 test_crafted_fixed_headers, test_crafted_entries, test_write_failure_fsize,
+                 test_write_failure_enospc, test_rename_failure, test_pixel_sums,
+                 test_packed_layout, test_packed_cost, test_packed_corruption);
     return s;
 }
 

@@ -1577,37 +1577,17 @@ END_TEST
 
 static Suite *reader_suite(void)
 {
-    Suite *s = suite_create("reader");
-    TCase *tc = tcase_create("reader");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_sequential_matches_dataset);
-    tcase_add_test(tc, test_random_permutations);
-    tcase_add_test(tc, test_quasi_permutations);
-    tcase_add_test(tc, test_ranks);
-    tcase_add_test(tc, test_resume_everywhere);
-    tcase_add_test(tc, test_threads_identical);
-    tcase_add_test(tc, test_prefetch_bound);
-    tcase_add_test(tc, test_close_with_held_batches);
-    tcase_add_test(tc, test_crop_pad);
-    tcase_add_test(tc, test_flip);
-    tcase_add_test(tc, test_random_crop);
-    tcase_add_test(tc, test_access_modes);
-    tcase_add_test(tc, test_dataset_read);
+    TCase *tc;
+    Suite *s = tu_suite("reader", "reader", 120, &tc);
+    TU_ADD_TESTS(tc, test_sequential_matches_dataset, test_random_permutations,
+                 test_quasi_permutations, test_ranks, test_resume_everywhere,
+                 test_threads_identical, test_prefetch_bound, test_close_with_held_batches,
+                 test_crop_pad, test_flip, test_random_crop, test_access_modes, test_dataset_read);
     tcase_add_loop_test(tc, test_memory_flat, 0, 3);
-    tcase_add_test(tc, test_open_errors);
-    tcase_add_test(tc, test_caller_message);
-    tcase_add_test(tc, test_pinned_reason);
-    tcase_add_test(tc, test_pin_device_from_env);
-    tcase_add_test(tc, test_bad_options);
-    tcase_add_test(tc, test_output_limits);
-    tcase_add_test(tc, test_worker_failure);
-    tcase_add_test(tc, test_recovery);
-    tcase_add_test(tc, test_elastic_resume);
-    tcase_add_test(tc, test_elastic_options);
-    tcase_add_test(tc, test_strerror);
-    tcase_add_test(tc, test_host_alloc);
-    tcase_add_test(tc, test_public_dataset);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_open_errors, test_caller_message, test_pinned_reason,
+                 test_pin_device_from_env, test_bad_options, test_output_limits,
+                 test_worker_failure, test_recovery, test_elastic_resume, test_elastic_options,
+                 test_strerror, test_host_alloc, test_public_dataset);
     return s;
 }
 

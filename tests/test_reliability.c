@@ -508,17 +508,11 @@ END_TEST
 
 static Suite *reliability_suite(void)
 {
-    Suite *s = suite_create("reliability");
-    TCase *tc = tcase_create("reliability");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_class_name_bytes);
-    tcase_add_test(tc, test_build_odd_class_name);
-    tcase_add_test(tc, test_probe);
-    tcase_add_loop_test(tc, test_index_rewritten, 0, 3);
-    tcase_add_loop_test(tc, test_shard_overwritten, 0, 3);
-    tcase_add_loop_test(tc, test_seeded_trial, 0, 3);
-    tcase_add_loop_test(tc, test_tolerant_open, 0, 3);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("reliability", "reliability", 60, &tc);
+    TU_ADD_TESTS(tc, test_class_name_bytes, test_build_odd_class_name, test_probe);
+    TU_ADD_LOOP_TESTS(tc, 0, 3, test_index_rewritten, test_shard_overwritten, test_seeded_trial,
+                      test_tolerant_open);
     return s;
 }
 

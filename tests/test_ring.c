@@ -301,19 +301,12 @@ END_TEST
 
 static Suite *ring_suite(void)
 {
-    Suite *s = suite_create("ring");
-    TCase *tc = tcase_create("ring");
+    TCase *tc;
+    Suite *s = tu_suite("ring", "ring", 0, &tc);
     tcase_set_timeout(tc, 30);          /* a ring that loses a wake-up hangs: fail, do not wait */
-    tcase_add_test(tc, test_stream_order);
-    tcase_add_test(tc, test_release_out_of_order);
-    tcase_add_test(tc, test_all_held_is_ebusy);
-    tcase_add_test(tc, test_bad_release);
-    tcase_add_test(tc, test_limit);
-    tcase_add_test(tc, test_fill_failure);
-    tcase_add_test(tc, test_stop_wakes_waiters);
-    tcase_add_test(tc, test_destroy_zeroed);
-    tcase_add_test(tc, test_parking);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_stream_order, test_release_out_of_order, test_all_held_is_ebusy,
+                 test_bad_release, test_limit, test_fill_failure, test_stop_wakes_waiters,
+                 test_destroy_zeroed, test_parking);
     return s;
 }
 

@@ -750,24 +750,12 @@ END_TEST
 
 static Suite *sampler_suite(void)
 {
-    Suite *s = suite_create("sampler");
-    TCase *tc = tcase_create("sampler");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_perm_bijection);
-    tcase_add_test(tc, test_perm_keys);
-    tcase_add_test(tc, test_perm_uniform);
-    tcase_add_test(tc, test_perm_large);
-    tcase_add_test(tc, test_mix);
-    tcase_add_test(tc, test_sequential);
-    tcase_add_test(tc, test_orders_cover);
-    tcase_add_test(tc, test_ranks);
-    tcase_add_test(tc, test_batch_counts);
-    tcase_add_test(tc, test_quasi_windows);
-    tcase_add_test(tc, test_quasi_extremes);
-    tcase_add_test(tc, test_quasi_copies_counts);
-    tcase_add_test(tc, test_deterministic);
-    tcase_add_test(tc, test_create_errors);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("sampler", "sampler", 120, &tc);
+    TU_ADD_TESTS(tc, test_perm_bijection, test_perm_keys, test_perm_uniform, test_perm_large,
+                 test_mix, test_sequential, test_orders_cover, test_ranks, test_batch_counts,
+                 test_quasi_windows, test_quasi_extremes, test_quasi_copies_counts,
+                 test_deterministic, test_create_errors);
     return s;
 }
 

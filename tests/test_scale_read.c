@@ -407,14 +407,9 @@ END_TEST
 int main(void)
 {
     int rc = build_fixtures();
-    Suite *s = suite_create("scale_read");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_draws);
-    tcase_add_test(tc, test_resize_center_crop);
-    tcase_add_test(tc, test_reader_multi);
-    tcase_add_test(tc, test_reader_jitter_letterbox);
-    tcase_add_test(tc, test_refused);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("scale_read", "core", 300, &tc);
+    TU_ADD_TESTS(tc, test_draws, test_resize_center_crop, test_reader_multi,
+                 test_reader_jitter_letterbox, test_refused);
     return tu_run_fixtures(rc, s);
 }

@@ -422,18 +422,10 @@ END_TEST
 
 static Suite *segm_suite(void)
 {
-    Suite *s = suite_create("segm_warp");
-    TCase *tc = tcase_create("segm_warp");
-    tcase_add_test(tc, test_nearest);
-    tcase_add_test(tc, test_pad_crop_flip);
-    tcase_add_test(tc, test_label_map_pads_with_ignore);
-    tcase_add_test(tc, test_rrc);
-    tcase_add_test(tc, test_scale_ops);
-    tcase_add_test(tc, test_keypoints);
-    tcase_add_test(tc, test_warps);
-    tcase_add_test(tc, test_mask_runs);
-    tcase_add_test(tc, test_map_runs);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("segm_warp", "segm_warp", 0, &tc);
+    TU_ADD_TESTS(tc, test_nearest, test_pad_crop_flip, test_label_map_pads_with_ignore, test_rrc,
+                 test_scale_ops, test_keypoints, test_warps, test_mask_runs, test_map_runs);
     return s;
 }
 

@@ -455,18 +455,13 @@ END_TEST
 
 static Suite *step_suite(void)
 {
-    Suite *s = suite_create("step");
-    TCase *tc = tcase_create("step");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_emulated_duration);
-    tcase_add_test(tc, test_emulated_dispatcher);
+    TCase *tc;
+    Suite *s = tu_suite("step", "step", 120, &tc);
+    TU_ADD_TESTS(tc, test_emulated_duration, test_emulated_dispatcher);
     tcase_add_loop_test(tc, test_model_exact_first_steps, 0, 2);
     tcase_add_test(tc, test_model_gray_and_upsampled);
     tcase_add_loop_test(tc, test_model_learns, 0, 2);
-    tcase_add_test(tc, test_model_deterministic);
-    tcase_add_test(tc, test_bad_options);
-    tcase_add_test(tc, test_bad_batches);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_model_deterministic, test_bad_options, test_bad_batches);
     return s;
 }
 

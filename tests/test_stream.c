@@ -232,13 +232,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("stream");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tu_temp_fixtures(tc);
-    tcase_add_test(tc, paths_bytes_pixels);
-    tcase_add_test(tc, cancel_leaves_nothing);
-    tcase_add_test(tc, empty_and_classes);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_temp_suite("stream", "core", 60, &tc);
+    TU_ADD_TESTS(tc, paths_bytes_pixels, cancel_leaves_nothing, empty_and_classes);
     return tu_run(s);
 }

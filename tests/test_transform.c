@@ -1032,26 +1032,15 @@ END_TEST
 
 static Suite *transform_suite(void)
 {
-    Suite *s = suite_create("transform");
-    TCase *tc = tcase_create("transform");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_half);
-    tcase_add_test(tc, test_kernels);
-    tcase_add_test(tc, test_kernels_f32_chw);
-    tcase_add_test(tc, test_kernels_u8_chw);
-    tcase_add_test(tc, test_kernel_path_switch);
-    tcase_add_test(tc, test_switch_not_from_environment);
-    tcase_add_test(tc, test_rrc_ranges);
-    tcase_add_test(tc, test_rrc_determinism);
-    tcase_add_test(tc, test_rrc_fallback);
-    tcase_add_test(tc, test_rrc_torchvision);
+    TCase *tc;
+    Suite *s = tu_suite("transform", "transform", 300, &tc);
+    TU_ADD_TESTS(tc, test_half, test_kernels, test_kernels_f32_chw, test_kernels_u8_chw,
+                 test_kernel_path_switch, test_switch_not_from_environment, test_rrc_ranges,
+                 test_rrc_determinism, test_rrc_fallback, test_rrc_torchvision);
     tcase_add_loop_test(tc, test_dtype_layout, 0, 2);
-    tcase_add_test(tc, test_rrc_pixels);
-    tcase_add_test(tc, test_rrc_determinism_reader);
+    TU_ADD_TESTS(tc, test_rrc_pixels, test_rrc_determinism_reader);
     tcase_add_loop_test(tc, test_rrc_memory_flat, 0, 3);
-    tcase_add_test(tc, test_bad_combinations);
-    tcase_add_test(tc, test_ring_bytes);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_bad_combinations, test_ring_bytes);
     return s;
 }
 

@@ -79,6 +79,15 @@ static TU_UNUSED void tu_temp_fixtures(TCase *tc)
     tcase_add_checked_fixture(tc, tu_dir_setup, NULL);
 }
 
+/* tu_suite (tuskip.h) on the temp tree: tu_temp_fixtures on its case. */
+static TU_UNUSED Suite *tu_temp_suite(const char *name, const char *tcname, double timeout,
+                                      TCase **tc)
+{
+    Suite *s = tu_suite(name, tcname, timeout, tc);
+    tu_temp_fixtures(*tc);
+    return s;
+}
+
 /* out = g_dir/name. */
 static TU_UNUSED void tu_path(char *out, size_t n, const char *name)
 {
