@@ -73,11 +73,6 @@ static int build_fixtures(void)
     return 0;
 }
 
-static void remove_fixtures(void)
-{
-    tu_root_teardown();
-}
-
 /* ---- the reference: the documented arithmetic, written apart from the reader's ---- */
 
 typedef struct {
@@ -767,12 +762,6 @@ static Suite *detect_suite(void)
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        remove_fixtures();
-        fprintf(stderr, "test_detect_read: cannot build the fixture datasets\n");
-        return EXIT_FAILURE;
-    }
-    int failed = tu_run(detect_suite()) != EXIT_SUCCESS;
-    remove_fixtures();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, detect_suite());
 }

@@ -628,12 +628,6 @@ static Suite *mixture_suite(void)
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        tu_root_teardown();
-        fprintf(stderr, "test_mixture: cannot build the fixture datasets\n");
-        return EXIT_FAILURE;
-    }
-    int failed = tu_run(mixture_suite()) != EXIT_SUCCESS;
-    tu_root_teardown();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, mixture_suite());
 }

@@ -86,11 +86,6 @@ static int build_fixtures(void)
     return 0;
 }
 
-static void remove_fixtures(void)
-{
-    tu_root_teardown();
-}
-
 /* A copy of a dataset directory (for damaging), at g_root/name. */
 static void copy_dataset(const char *from, const char *name, char *out, size_t n)
 {
@@ -1593,12 +1588,6 @@ static Suite *reader_suite(void)
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        remove_fixtures();
-        fprintf(stderr, "test_reader: cannot build the fixture datasets\n");
-        return EXIT_FAILURE;
-    }
-    int failed = tu_run(reader_suite()) != EXIT_SUCCESS;
-    remove_fixtures();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, reader_suite());
 }

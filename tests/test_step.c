@@ -42,11 +42,6 @@ static int build_fixture(void)
     return tu_build("src", g_ds, "--size 32x32 -j 2") != 0 ? -1 : 0;
 }
 
-static void remove_fixture(void)
-{
-    tu_root_teardown();
-}
-
 /* ---- helpers ---- */
 
 static double now_s(void)
@@ -467,12 +462,6 @@ static Suite *step_suite(void)
 
 int main(void)
 {
-    if (build_fixture() != 0) {
-        remove_fixture();
-        fprintf(stderr, "test_step: cannot build the fixture dataset\n");
-        return EXIT_FAILURE;
-    }
-    int failed = tu_run(step_suite()) != EXIT_SUCCESS;
-    remove_fixture();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    int rc = build_fixture();
+    return tu_run_fixtures(rc, step_suite());
 }
