@@ -36,21 +36,8 @@ static char g_fixed[1100];              /* RGB samples all 24x20 */
 
 static int build_fixtures(void)
 {
-    if (tu_progs_root() != 0 ||
-        tu_mksample("src", "--classes 3 --per-class 8 --min-side 30 --max-side 90") != 0)
-        return -1;
-    snprintf(g_rgb, sizeof g_rgb, "%s/rgb", g_root);
-    snprintf(g_gray, sizeof g_gray, "%s/gray", g_root);
-    snprintf(g_fixed, sizeof g_fixed, "%s/fixed", g_root);
-    const char *sets[][2] = {
-        {g_rgb, "--short-side 40 --max-side 64 --shard-samples 7 -j 2"},
-        {g_gray, "--short-side 40 --max-side 64 --gray --shard-samples 7 -j 2"},
-        {g_fixed, "--size 24x20 --shard-samples 7 -j 2"},
-    };
-    for (size_t i = 0; i < 3; i++)
-        if (tu_build("src", sets[i][0], sets[i][1]) != 0)
-            return -1;
-    return 0;
+    const tu_set fixed = {g_fixed, sizeof g_fixed, "fixed", "--size 24x20 --shard-samples 7 -j 2"};
+    return tu_progs_root() != 0 ? -1 : tu_build_read_sets(g_rgb, g_gray, &fixed, 1);
 }
 
 /* ---- a reference for the output kernels, written independently of them ---- */
@@ -593,39 +580,38 @@ typedef struct {
     uint8_t *data;
 } rec;
 
+typedef struct {
+    const shr_options *o;
+    rec *out;
+    size_t cap, k;
+} recording;
+
+static void keep_rec(const shr_batch *b, size_t one, void *arg)
+{
+    recording *g = arg;
+    ck_assert_uint_lt(g->k, g->cap);
+    ck_assert_uint_le(b->n, 64);
+    ck_assert_int_eq(b->dtype, g->o->dtype);
+    ck_assert_int_eq(b->layout, g->o->layout);
+    rec *r = &g->out[g->k++];
+    r->n = b->n;
+    r->bytes = (uint32_t)(one * b->n);
+    memcpy(r->idx, b->indices, b->n * sizeof *b->indices);
+    memcpy(r->prm, b->params, b->n * sizeof *b->params);
+    r->data = tu_memdup(b->data, r->bytes);
+}
+
 /* Every batch of `epochs` epochs (ends of epoch dropped), copied. */
 static rec *record(const char *dir, const shr_options *o, int epochs, size_t *count)
 {
     shr_reader *r = tu_reader_open(dir, o);
-    size_t cap = (size_t)epochs * shr_batches_per_epoch(r), k = 0;
-    rec *out = calloc(cap, sizeof *out);
-    ck_assert_ptr_nonnull(out);
-    shr_info info;
-    shr_get_info(r, &info);
-    size_t one = info.batch_bytes / o->batch_size;
-    for (int e = 0; e < epochs; e++) {
-        const shr_batch *b;
-        int rc;
-        while ((rc = shr_next(r, &b)) == 0) {
-            ck_assert_uint_lt(k, cap);
-            ck_assert_uint_le(b->n, 64);
-            ck_assert_int_eq(b->dtype, o->dtype);
-            ck_assert_int_eq(b->layout, o->layout);
-            out[k].n = b->n;
-            out[k].bytes = (uint32_t)(one * b->n);
-            memcpy(out[k].idx, b->indices, b->n * sizeof *b->indices);
-            memcpy(out[k].prm, b->params, b->n * sizeof *b->params);
-            out[k].data = malloc(out[k].bytes);
-            ck_assert_ptr_nonnull(out[k].data);
-            memcpy(out[k].data, b->data, out[k].bytes);
-            k++;
-            shr_release(r, b);
-        }
-        ck_assert_int_eq(rc, SHR_EEND);
-    }
+    recording g = {o, NULL, (size_t)epochs * shr_batches_per_epoch(r), 0};
+    g.out = calloc(g.cap, sizeof *g.out);
+    ck_assert_ptr_nonnull(g.out);
+    tu_reader_keep(r, o, epochs, keep_rec, &g);
     shr_close(r);
-    *count = k;
-    return out;
+    *count = g.k;
+    return g.out;
 }
 
 static void recs_free(rec *v, size_t n)

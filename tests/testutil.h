@@ -462,6 +462,65 @@ static TU_UNUSED int tu_reader_drain(shr_reader *r)
         shr_release(r, b);
     return rc;
 }
+
+/* A growing array of n elements at v: tu_vec_add gives room for one more, zeroed. */
+typedef struct {
+    void *v;
+    size_t n;
+} tu_vec;
+
+static TU_UNUSED void *tu_vec_add(tu_vec *a, size_t size)
+{
+    char *p = realloc(a->v, (a->n + 1) * size);
+    ck_assert_ptr_nonnull(p);
+    a->v = p;
+    memset(p + a->n * size, 0, size);
+    return p + a->n++ * size;
+}
+
+/* A malloc'd copy of n bytes at p. */
+static TU_UNUSED void *tu_memdup(const void *p, size_t n)
+{
+    void *q = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(q);
+    memcpy(q, p, n);
+    return q;
+}
+
+/* The batches of `epochs` epochs from reader r (options o), given to keep(b, one, arg) before
+ * their release, each epoch ending in SHR_EEND; one, returned, is a sample's bytes in the output
+ * (the batch's over batch_size). */
+static TU_UNUSED size_t tu_reader_keep(shr_reader *r, const shr_options *o, int epochs,
+                                       void (*keep)(const shr_batch *b, size_t one, void *arg),
+                                       void *arg)
+{
+    shr_info info;
+    shr_get_info(r, &info);
+    size_t one = info.batch_bytes / o->batch_size;
+    for (int e = 0; e < epochs; e++) {
+        const shr_batch *b;
+        int rc;
+        while ((rc = shr_next(r, &b)) == 0) {
+            keep(b, one, arg);
+            shr_release(r, b);
+        }
+        ck_assert_int_eq(rc, SHR_EEND);
+    }
+    return one;
+}
+
+/* Every batch of `epochs` epochs from a reader on dir with o (tu_reader_open), given to
+ * keep(b, one, arg) before its release, each epoch ending in SHR_EEND; one, returned, is a
+ * sample's bytes in the output (the batch's over batch_size). */
+static TU_UNUSED size_t tu_reader_each(const char *dir, const shr_options *o, int epochs,
+                                     void (*keep)(const shr_batch *b, size_t one, void *arg),
+                                     void *arg)
+{
+    shr_reader *r = tu_reader_open(dir, o);
+    size_t one = tu_reader_keep(r, o, epochs, keep, arg);
+    shr_close(r);
+    return one;
+}
 #endif
 
 #ifdef PROGS_H
@@ -499,6 +558,42 @@ static TU_UNUSED int tu_build(const char *src, const char *out, const char *args
     if (rc != 0)
         fprintf(stderr, "%s: failed: %s\n", program_invocation_short_name, cmd);
     return rc;
+}
+
+/* A suite's fixture dataset: path (of size bytes) is set to g_root/name, built with args. */
+typedef struct {
+    char *path;
+    size_t size;
+    const char *name, *args;
+} tu_set;
+
+/* tu_build of each of the n sets from g_root/SRC: 0, or -1 at the first that fails. */
+static TU_UNUSED int tu_build_sets(const char *src, const tu_set *sets, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        snprintf(sets[i].path, sets[i].size, "%s/%s", g_root, sets[i].name);
+        if (tu_build(src, sets[i].path, sets[i].args) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The read-time suites' fixtures (after tu_progs_root): source images in g_root/src, 3 classes
+ * of 8 with sides 30..90, and from them datasets of many sizes (short side 40, max 64, shards of
+ * 7) in RGB at g_root/rgb and gray at g_root/gray (paths into rgb and gray, 1100 bytes each),
+ * and the `more` sets given. 0, or -1 at the first that fails. */
+static TU_UNUSED int tu_build_read_sets(char rgb[1100], char gray[1100], const tu_set *more,
+                                        size_t nmore)
+{
+    if (tu_mksample("src", "--classes 3 --per-class 8 --min-side 30 --max-side 90") != 0)
+        return -1;
+    const tu_set sets[] = {
+        {rgb, 1100, "rgb", "--short-side 40 --max-side 64 --shard-samples 7 -j 2"},
+        {gray, 1100, "gray", "--short-side 40 --max-side 64 --gray --shard-samples 7 -j 2"},
+    };
+    if (tu_build_sets("src", sets, 2) != 0)
+        return -1;
+    return tu_build_sets("src", more, nmore);
 }
 
 /* Their main once the fixtures are built (rc 0) or not: run s, or say the fixtures failed; then
