@@ -98,6 +98,14 @@ static FILE *open_list(const char *dir, const char *name)
     return f;
 }
 
+/* A fresh case folder (make_dir, its path into dir) with its list file `list` there open for
+ * writing. */
+static FILE *open_case(char *dir, size_t len, const char *name, const char *list)
+{
+    make_dir(dir, len, name);
+    return open_list(dir, list);
+}
+
 /* One line of the reader's n draws for sample i: shr_mix words from salt on, in hex. */
 static void put_words(FILE *f, uint64_t seed, uint64_t epoch, uint64_t i, uint32_t salt,
                       uint32_t n)
