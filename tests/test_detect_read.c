@@ -34,12 +34,7 @@ static char g_cls[1100];                /* classification, many sizes */
 
 static int build_fixtures(void)
 {
-    if (find_bins() != 0) {
-        fprintf(stderr, "test_detect_read: shardc not found next to the test (run make all)\n");
-        return -1;
-    }
-    tu_root_setup();
-    if (!g_root[0])
+    if (tu_progs_root() != 0)
         return -1;
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/img' --coco '%s/inst.json' "

@@ -28,11 +28,7 @@ static char g_ds[1100];
 
 static int build_fixture(void)
 {
-    if (tu_progs_root() != 0 ||
-        tu_mksample("src", "--classes 4 --per-class 6 --min-side 30 --max-side 60") != 0)
-        return -1;
-    snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
-    return tu_build("src", g_ds, "--size 20x16 --shard-samples 7 -j 2");
+    return tu_build_ds(g_ds, "--classes 4 --per-class 6 --min-side 30 --max-side 60", "--size 20x16 --shard-samples 7 -j 2");
 }
 
 /* one delivered batch, copied */

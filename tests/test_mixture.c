@@ -26,10 +26,7 @@ static char g_big[1100];    /* 10 RGB samples 32x32 */
 
 static int build_fixtures(void)
 {
-    if (find_bins() != 0)
-        return -1;
-    tu_root_setup();
-    if (!g_root[0])
+    if (tu_progs_root() != 0)
         return -1;
     char cmd[8192];
     const struct {

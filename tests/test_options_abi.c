@@ -30,11 +30,7 @@ typedef union {
 
 static int build_fixture(void)
 {
-    if (tu_progs_root() != 0 ||
-        tu_mksample("src", "--classes 3 --per-class 5 --min-side 24 --max-side 48") != 0)
-        return -1;
-    snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
-    return tu_build("src", g_ds, "--size 20x16");
+    return tu_build_ds(g_ds, "--classes 3 --per-class 5 --min-side 24 --max-side 48", "--size 20x16");
 }
 
 /* The bytes of the first batch of o's reader (RandomResizedCrop + flip + jitter, shuffled). */

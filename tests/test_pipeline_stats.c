@@ -24,11 +24,7 @@ static char g_ds[1100];
 
 static int build_fixture(void)
 {
-    if (tu_progs_root() != 0 ||
-        tu_mksample("src", "--classes 3 --per-class 6 --min-side 24 --max-side 48") != 0)
-        return -1;
-    snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
-    return tu_build("src", g_ds, "--max-side 40");
+    return tu_build_ds(g_ds, "--classes 3 --per-class 6 --min-side 24 --max-side 48", "--max-side 40");
 }
 
 static void recipe(shr_options *o, uint32_t threads, int automatic)

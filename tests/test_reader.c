@@ -54,12 +54,7 @@ static int head_lines(const char *src, const char *dst, int n)
 
 static int build_fixtures(void)
 {
-    if (find_bins() != 0) {
-        fprintf(stderr, "test_reader: shardc not found next to the test (run make all first)\n");
-        return -1;
-    }
-    tu_root_setup();
-    if (!g_root[0])
+    if (tu_progs_root() != 0)
         return -1;
     char cmd[4096], list[1200], list23[1200];
     snprintf(list, sizeof list, "%s/list.txt", g_root);

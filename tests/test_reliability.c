@@ -51,12 +51,7 @@ static const char *const g_mode_names[3] = {"mmap", "pread", "direct"};
 
 static int build_fixture(void)
 {
-    if (find_bins() != 0) {
-        fprintf(stderr, "test_reliability: shardc not found next to the test (run make all)\n");
-        return -1;
-    }
-    tu_root_setup();
-    if (!g_root[0])
+    if (tu_progs_root() != 0)
         return -1;
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 12 "

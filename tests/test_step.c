@@ -36,10 +36,7 @@ static int build_fixture(void)
 {
     char args[128];
     snprintf(args, sizeof args, "--classes %d --per-class %d --seed 5", DS_CLASSES, DS_PER_CLASS);
-    if (tu_progs_root() != 0 || tu_mksample("src", args) != 0)
-        return -1;
-    snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
-    return tu_build("src", g_ds, "--size 32x32 -j 2") != 0 ? -1 : 0;
+    return tu_build_ds(g_ds, args, "--size 32x32 -j 2") != 0 ? -1 : 0;
 }
 
 /* ---- helpers ---- */

@@ -560,6 +560,17 @@ static TU_UNUSED int tu_build(const char *src, const char *out, const char *args
     return rc;
 }
 
+/* A suite's one fixture dataset (tu_progs_root first): source images by tu_mksample with
+ * src_args in g_root/src, built with build_args at g_root/ds (its path into ds, 1100 bytes). 0,
+ * or -1 / the failing exit status. */
+static TU_UNUSED int tu_build_ds(char ds[1100], const char *src_args, const char *build_args)
+{
+    if (tu_progs_root() != 0 || tu_mksample("src", src_args) != 0)
+        return -1;
+    snprintf(ds, 1100, "%s/ds", g_root);
+    return tu_build("src", ds, build_args);
+}
+
 /* A suite's fixture dataset: path (of size bytes) is set to g_root/name, built with args. */
 typedef struct {
     char *path;
