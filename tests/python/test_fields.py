@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import shardread
-from conftest import MKSAMPLE, SHARDC, run
+from conftest import MKSAMPLE, SHARDC, mksample_list, run
 
 BACKENDS = ["raw", "hdf5", "lmdb", "png0"]
 
@@ -22,12 +22,7 @@ def fields_of(i):
 @pytest.fixture(scope="module")
 def src(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("fields"))
-    d = os.path.join(root, "src")
-    lst = os.path.join(root, "list.txt")
-    run(MKSAMPLE, d, "--classes", "2", "--per-class", "4", "--no-broken", "--quiet", "--list",
-        lst, "--seed", "5")
-    with open(lst) as f:
-        rows = [ln.split() for ln in f if ln.strip()]
+    d, lst, rows = mksample_list(root, 2, 4, 5)
     return {"root": root, "dir": d, "list": lst, "rows": rows}
 
 
