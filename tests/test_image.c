@@ -1154,6 +1154,20 @@ static uint8_t *png_with_chunks(const uint8_t *png, size_t len, const struct tch
     return o;
 }
 
+/* buf sniffs as an image of type and probes as one, w x h with ch channels. */
+static void assert_probe(const uint8_t *buf, size_t len, fmt_image_type type, uint32_t w,
+                         uint32_t h, uint32_t ch)
+{
+    fmt_image_info info;
+    fmt_msg msg = {{0}};
+    ck_assert_int_eq(fmt_image_sniff(buf, len), type);
+    ck_assert_int_eq(fmt_image_probe(buf, len, &info, &msg), 0);
+    ck_assert_int_eq(info.type, type);
+    ck_assert_uint_eq(info.width, w);
+    ck_assert_uint_eq(info.height, h);
+    ck_assert_uint_eq(info.channels, ch);
+}
+
 /* png with the chunks before and after it (png_with_chunks): decoded where rc is 0, else refused
  * with rc, saying want. */
 static void chunks_decode(const uint8_t *png, size_t len, const struct tchunk *before,
@@ -1824,41 +1838,24 @@ START_TEST(test_sniff_and_probe)
     fmt_msg msg = {{0}};
 
     ck_assert_int_eq(fmt_jpeg_encode(&src3, NULL, &buf, &len), 0);
-    ck_assert_int_eq(fmt_image_sniff(buf, len), FMT_IMG_JPEG);
-    ck_assert_int_eq(fmt_image_probe(buf, len, &info, &msg), 0);
-    ck_assert_int_eq(info.type, FMT_IMG_JPEG);
-    ck_assert_uint_eq(info.width, 37);
-    ck_assert_uint_eq(info.height, 23);
-    ck_assert_uint_eq(info.channels, 3);
+    assert_probe(buf, len, FMT_IMG_JPEG, 37, 23, 3);
     ck_assert_int_eq(fmt_image_probe(buf, 100, &info, &msg), FMT_ETRUNC);
     free(buf);
     ck_assert_int_eq(fmt_jpeg_encode(&src1, NULL, &buf, &len), 0);
-    ck_assert_int_eq(fmt_image_probe(buf, len, &info, &msg), 0);
-    ck_assert_uint_eq(info.channels, 1);
+    assert_probe(buf, len, FMT_IMG_JPEG, 37, 23, 1);
     free(buf);
 
     ck_assert_int_eq(fmt_png_encode(&src3, 0, &buf, &len), 0);
-    ck_assert_int_eq(fmt_image_sniff(buf, len), FMT_IMG_PNG);
     ck_assert_int_eq(fmt_image_sniff(buf, 5), FMT_IMG_PNG); /* cut inside the signature */
-    ck_assert_int_eq(fmt_image_probe(buf, len, &info, &msg), 0);
-    ck_assert_int_eq(info.type, FMT_IMG_PNG);
-    ck_assert_uint_eq(info.width, 37);
-    ck_assert_uint_eq(info.height, 23);
-    ck_assert_uint_eq(info.channels, 3);
+    assert_probe(buf, len, FMT_IMG_PNG, 37, 23, 3);
     ck_assert_int_eq(fmt_image_probe(buf, 5, &info, &msg), FMT_ETRUNC);
     free(buf);
     ck_assert_int_eq(fmt_png_encode(&src1, 6, &buf, &len), 0);
-    ck_assert_int_eq(fmt_image_probe(buf, len, &info, &msg), 0);
-    ck_assert_uint_eq(info.channels, 1);
+    assert_probe(buf, len, FMT_IMG_PNG, 37, 23, 1);
     free(buf);
 
     ck_assert_int_eq(fmt_bmp_encode(&src3, &buf, &len), 0);
-    ck_assert_int_eq(fmt_image_sniff(buf, len), FMT_IMG_BMP);
-    ck_assert_int_eq(fmt_image_probe(buf, len, &info, &msg), 0);
-    ck_assert_int_eq(info.type, FMT_IMG_BMP);
-    ck_assert_uint_eq(info.width, 37);
-    ck_assert_uint_eq(info.height, 23);
-    ck_assert_uint_eq(info.channels, 3);
+    assert_probe(buf, len, FMT_IMG_BMP, 37, 23, 3);
     free(buf);
     fmt_image_free(&src3);
     fmt_image_free(&src1);
