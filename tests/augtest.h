@@ -176,16 +176,7 @@ static void free_recs(rec *v, size_t n)
  * 5. */
 static shr_options reader_options(uint64_t seed, uint32_t w, uint32_t h)
 {
-    shr_options o;
-    shr_options_init(&o);
-    o.batch_size = 5;
-    o.order = SHR_ORDER_RANDOM;
-    o.seed = seed;
-    o.rrc = 1;
-    o.width = w;
-    o.height = h;
-    o.flip = 1;
-    return o;
+    return tu_rrc_options(5, seed, w, h);
 }
 
 #endif

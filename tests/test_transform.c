@@ -668,14 +668,7 @@ START_TEST(test_dtype_layout)
 {
     const char *dirs[] = {g_rgb, g_gray};
     for (int k = 0; k < 2; k++) {
-        shr_options o;
-        shr_options_init(&o);
-        o.batch_size = 5;
-        o.order = SHR_ORDER_RANDOM;
-        o.seed = 3;
-        o.width = 48;
-        o.height = 36;
-        o.flip = 1;
+        shr_options o = tu_rrc_options(5, 3, 48, 36);
         o.threads = 3;
         o.rrc = _i;
         size_t nu, nv;
@@ -760,19 +753,11 @@ START_TEST(test_rrc_pixels)
     ck_assert_int_eq(fmt_dataset_open(&ds[1], g_gray, NULL), 0);
     int flips = 0, n = 0;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        shr_options o;
-        shr_options_init(&o);
-        o.batch_size = 5;
-        o.order = SHR_ORDER_RANDOM;
-        o.seed = 40 + k;
-        o.rrc = 1;
-        o.width = cases[k].w;
-        o.height = cases[k].h;
+        shr_options o = tu_rrc_options(5, 40 + k, cases[k].w, cases[k].h);
         o.filter = cases[k].f;
         o.rrc_scale[0] = cases[k].s0;
         o.rrc_ratio[0] = cases[k].r0;
         o.rrc_ratio[1] = cases[k].r1;
-        o.flip = 1;
         o.access = (shr_access)(k % 3);
         size_t nr;
         rec *v = record(cases[k].dir, &o, 2, &nr);
@@ -820,15 +805,7 @@ END_TEST
  * batches that were left; another epoch draws other boxes. */
 START_TEST(test_rrc_determinism_reader)
 {
-    shr_options o;
-    shr_options_init(&o);
-    o.batch_size = 5;
-    o.order = SHR_ORDER_RANDOM;
-    o.seed = 77;
-    o.rrc = 1;
-    o.width = 32;
-    o.height = 32;
-    o.flip = 1;
+    shr_options o = tu_rrc_options(5, 77, 32, 32);
     o.dtype = SHR_DTYPE_F16;
     o.layout = SHR_LAYOUT_NCHW;
     o.normalize = SHR_NORM_DATASET;
@@ -899,15 +876,7 @@ END_TEST
 #endif
 START_TEST(test_rrc_memory_flat)
 {
-    shr_options o;
-    shr_options_init(&o);
-    o.batch_size = 3;
-    o.order = SHR_ORDER_RANDOM;
-    o.seed = 5;
-    o.rrc = 1;
-    o.width = 40;
-    o.height = 30;
-    o.flip = 1;
+    shr_options o = tu_rrc_options(3, 5, 40, 30);
     o.filter = _i == 1 ? SHR_FILTER_LANCZOS : SHR_FILTER_BILINEAR;
     o.dtype = SHR_DTYPE_F32;
     o.layout = SHR_LAYOUT_NCHW;

@@ -463,6 +463,22 @@ static TU_UNUSED int tu_reader_drain(shr_reader *r)
     return rc;
 }
 
+/* A shuffled reader's options: batches of `batch`, the seed, RandomResizedCrop to w x h and the
+ * flip. */
+static TU_UNUSED shr_options tu_rrc_options(uint32_t batch, uint64_t seed, uint32_t w, uint32_t h)
+{
+    shr_options o;
+    shr_options_init(&o);
+    o.batch_size = batch;
+    o.order = SHR_ORDER_RANDOM;
+    o.seed = seed;
+    o.rrc = 1;
+    o.width = w;
+    o.height = h;
+    o.flip = 1;
+    return o;
+}
+
 /* A growing array of n elements at v: tu_vec_add gives room for one more, zeroed. */
 typedef struct {
     void *v;
