@@ -469,10 +469,10 @@ static TU_UNUSED shr_options tu_rrc_options(uint32_t batch, uint64_t seed, uint3
 {
     shr_options o;
     shr_options_init(&o);
-    o.rrc = o.flip = 1;
     o.batch_size = batch;
     o.order = SHR_ORDER_RANDOM;
     o.seed = seed;
+    o.rrc = o.flip = 1;
     o.width = w;
     o.height = h;
     return o;
