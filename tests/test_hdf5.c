@@ -853,22 +853,36 @@ static void *reader_thread(void *arg)
     return NULL;
 }
 
+/* n threads of fn over jobs (set by the caller), joined: none saw a bad sample. */
+static void run_jobs(reader_job *jobs, int n, void *(*fn)(void *))
+{
+    pthread_t th[8];
+    ck_assert_int_le(n, 8);
+    for (int t = 0; t < n; t++)
+        ck_assert_int_eq(pthread_create(&th[t], NULL, fn, &jobs[t]), 0);
+    for (int t = 0; t < n; t++) {
+        pthread_join(th[t], NULL);
+        ck_assert_int_eq(jobs[t].bad, 0);
+    }
+}
+
+/* Shard `chunked`, the chunked rewrite of the shard at path (its path into chunked). */
+static void chunked_of(const char *path, char chunked[1300])
+{
+    shard_path(chunked, 1300, "chunked");
+    rewrite(path, chunked, 1, NULL, NULL, NULL);
+}
+
 static void read_parallel(const char *path, const tu_sample *s, size_t n)
 {
     static const fmt_access modes[] = { FMT_ACCESS_MMAP, FMT_ACCESS_PREAD, FMT_ACCESS_DIRECT };
     for (int k = 0; k < 3; k++) {
         void *sh = open_ok(path, modes[k]);
         reader_job jobs[8];
-        pthread_t th[8];
-        for (int t = 0; t < 8; t++) {
+        for (int t = 0; t < 8; t++)
             jobs[t] = (reader_job){ .sh = sh, .s = s, .n = n, .access = modes[k],
                                     .seed = (unsigned)t * 5 };
-            ck_assert_int_eq(pthread_create(&th[t], NULL, reader_thread, &jobs[t]), 0);
-        }
-        for (int t = 0; t < 8; t++) {
-            pthread_join(th[t], NULL);
-            ck_assert_int_eq(jobs[t].bad, 0);
-        }
+        run_jobs(jobs, 8, reader_thread);
         /* and one thread alone gives the same */
         reader_job one = { .sh = sh, .s = s, .n = n, .access = modes[k] };
         reader_thread(&one);
@@ -884,8 +898,7 @@ START_TEST(test_threads)
     tu_sample *s = fixture_shard(77, n, TU_SHAPES_MIXED, AUX_NONE, path, NULL);
     read_parallel(path, s, n);
     /* the H5Dread path, serialised by the backend's mutex */
-    shard_path(chunked, sizeof chunked, "chunked");
-    rewrite(path, chunked, 1, NULL, NULL, NULL);
+    chunked_of(path, chunked);
     read_parallel(chunked, s, n);
     tu_samples_free(s, n);
 }
@@ -918,18 +931,11 @@ START_TEST(test_threads_open)
     const size_t n = 12;
     char path[1300], chunked[1300];
     tu_sample *s = fixture_shard(78, n, TU_SHAPES_FIXED_GRAY, AUX_64, path, NULL);
-    shard_path(chunked, sizeof chunked, "chunked");
-    rewrite(path, chunked, 1, NULL, NULL, NULL);
+    chunked_of(path, chunked);
     reader_job jobs[6];
-    pthread_t th[6];
-    for (int t = 0; t < 6; t++) {
+    for (int t = 0; t < 6; t++)
         jobs[t] = (reader_job){ .s = s, .n = n, .access = (fmt_access)(t % 3) };
-        ck_assert_int_eq(pthread_create(&th[t], NULL, open_thread, &jobs[t]), 0);
-    }
-    for (int t = 0; t < 6; t++) {
-        pthread_join(th[t], NULL);
-        ck_assert_int_eq(jobs[t].bad, 0);
-    }
+    run_jobs(jobs, 6, open_thread);
     tu_samples_free(s, n);
 }
 END_TEST
@@ -963,8 +969,7 @@ START_TEST(test_chunked_bounded_files)
     const size_t n = 6;
     char path[1300], chunked[1300];
     tu_sample *s = fixture_shard(79, n, TU_SHAPES_MIXED, AUX_NONE, path, NULL);
-    shard_path(chunked, sizeof chunked, "chunked");
-    rewrite(path, chunked, 1, NULL, NULL, NULL);
+    chunked_of(path, chunked);
     size_t len;
     uint8_t *bytes = tu_slurp(chunked, &len);
     unsigned before = tu_open_fds();
@@ -988,15 +993,9 @@ START_TEST(test_chunked_bounded_files)
             ck_assert_uint_le(tu_open_fds(), before + 40);
         }
     reader_job jobs[6];
-    pthread_t th[6];
-    for (unsigned t = 0; t < 6; t++) {
+    for (unsigned t = 0; t < 6; t++)
         jobs[t] = (reader_job){.shs = sh, .s = s, .n = n, .seed = t};
-        ck_assert_int_eq(pthread_create(&th[t], NULL, many_thread, &jobs[t]), 0);
-    }
-    for (int t = 0; t < 6; t++) {
-        pthread_join(th[t], NULL);
-        ck_assert_int_eq(jobs[t].bad, 0);
-    }
+    run_jobs(jobs, 6, many_thread);
     ck_assert_uint_le(tu_open_fds(), before + 40);
     /* read the last 40 in order: the first shard's file is closed now; replace it */
     for (int k = MANY - 40; k < MANY; k++)
