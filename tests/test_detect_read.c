@@ -36,15 +36,10 @@ static int build_fixtures(void)
 {
     if (tu_progs_root() != 0)
         return -1;
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/img' --coco '%s/inst.json' "
-             "--per-class %d --min-side 40 --max-side 120 --seed 7 --quiet", g_bin, g_root,
-             g_root, N_IMAGES);
-    if (run_quiet(cmd) != 0)
-        return -1;
-    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/cimg' --classes 3 --per-class 6 "
-             "--min-side 30 --max-side 90 --no-broken --quiet", g_bin, g_root);
-    if (run_quiet(cmd) != 0)
+    char cmd[4096], args[128];
+    snprintf(args, sizeof args, "--per-class %d --min-side 40 --max-side 120 --seed 7", N_IMAGES);
+    if (tu_mksample_coco(args) != 0 ||
+        tu_mksample("cimg", "--classes 3 --per-class 6 --min-side 30 --max-side 90") != 0)
         return -1;
     snprintf(g_var, sizeof g_var, "%s/var", g_root);
     snprintf(g_fixed, sizeof g_fixed, "%s/fixed", g_root);

@@ -24,12 +24,9 @@ static int build_fixtures(void)
 {
     if (tu_progs_root() != 0)
         return -1;
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/img' --coco '%s/inst.json' "
-             "--per-class 12 --min-side 30 --max-side 120 --seed 9 --quiet", g_bin, g_root,
-             g_root);
-    if (run_quiet(cmd) != 0)
+    if (tu_mksample_coco("--per-class 12 --min-side 30 --max-side 120 --seed 9") != 0)
         return -1;
+    char cmd[8192];
     snprintf(g_var, sizeof g_var, "%s/var", g_root);
     snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/img' --coco '%s/inst.json' -o '%s' "
              "--max-side 72 --shard-samples 7 -j 2 --no-progress", g_bin, g_root, g_root, g_var);

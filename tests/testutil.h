@@ -562,6 +562,16 @@ static TU_UNUSED int tu_mksample(const char *src, const char *args)
     return run_quiet(cmd);
 }
 
+/* shardc-mksample g_root/img --coco g_root/inst.json ARGS --quiet: a detection fixture's images
+ * and their annotations. 0, or its exit status. */
+static TU_UNUSED int tu_mksample_coco(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/img' --coco '%s/inst.json' %s --quiet",
+             g_bin, g_root, g_root, args);
+    return run_quiet(cmd);
+}
+
 /* shardc build g_root/SRC -o OUT ARGS --no-progress: a fixture dataset. 0, or its exit status
  * with the command on stderr. */
 static TU_UNUSED int tu_build(const char *src, const char *out, const char *args)
