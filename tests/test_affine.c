@@ -587,11 +587,8 @@ END_TEST
 
 static Suite *affine_suite(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("affine", "core", 300, &tc);
-    TU_ADD_TESTS(tc, test_ops_pillow, test_linspace, test_draws_torchvision, test_reader_pixels,
-                 test_threads_and_float, test_bad_options);
-    return s;
+    return TU_SUITE("affine", "core", 300, test_ops_pillow, test_linspace, test_draws_torchvision,
+                    test_reader_pixels, test_threads_and_float, test_bad_options);
 }
 
 int main(void)

@@ -122,8 +122,6 @@ END_TEST
 
 int main(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("annot", "core", 0, &tc);
-    TU_ADD_TESTS(tc, duplicates, many_names, names_file);
+    Suite *s = TU_SUITE("annot", "core", 0, duplicates, many_names, names_file);
     return tu_run(s);
 }

@@ -240,9 +240,8 @@ END_TEST
 
 int main(void)
 {
-    TCase *tc;
-    Suite *s = tu_temp_suite("arcfeed", "core", 0, &tc);
-    TU_ADD_TESTS(tc, replaced_archive_is_refused, reordered_in_place_is_refused,
-                 gzip_crc_is_checked, unchanged_archive_feeds);
+    Suite *s = TU_TEMP_SUITE("arcfeed", "core", 0, replaced_archive_is_refused,
+                             reordered_in_place_is_refused, gzip_crc_is_checked,
+                             unchanged_archive_feeds);
     return tu_run(s);
 }

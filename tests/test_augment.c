@@ -496,10 +496,8 @@ END_TEST
 
 int main(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("augment", "core", 60, &tc);
-    TU_ADD_TESTS(tc, parse_spec, draw_ranges_and_distribution, draws_are_keyed, affine_draws,
-                 draw_fallback, flip_mirrors_exactly, colour_arithmetic, apply_rejects_bad_params,
-                 record_round_trip);
+    Suite *s = TU_SUITE("augment", "core", 60, parse_spec, draw_ranges_and_distribution,
+                        draws_are_keyed, affine_draws, draw_fallback, flip_mirrors_exactly,
+                        colour_arithmetic, apply_rejects_bad_params, record_round_trip);
     return tu_run(s);
 }

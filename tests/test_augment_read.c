@@ -737,12 +737,9 @@ END_TEST
 
 static Suite *augment_suite(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("augment_read", "augment_read", 600, &tc);
-    TU_ADD_TESTS(tc, test_hsv_all, test_hsv_paths, test_paths_equal, test_ops_pillow,
-                 test_draws_torchvision, test_reader_pixels, test_float_erase, test_determinism,
-                 test_bad_options);
-    return s;
+    return TU_SUITE("augment_read", "augment_read", 600, test_hsv_all, test_hsv_paths,
+                    test_paths_equal, test_ops_pillow, test_draws_torchvision, test_reader_pixels,
+                    test_float_erase, test_determinism, test_bad_options);
 }
 
 int main(void)

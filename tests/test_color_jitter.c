@@ -284,10 +284,8 @@ END_TEST
 
 static Suite *jitter_suite(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("color_jitter", "color_jitter", 120, &tc);
-    TU_ADD_TESTS(tc, test_orders, test_every_byte, test_every_colour, test_conversions);
-    return s;
+    return TU_SUITE("color_jitter", "color_jitter", 120, test_orders, test_every_byte,
+                    test_every_colour, test_conversions);
 }
 
 int main(void)

@@ -301,11 +301,9 @@ END_TEST
 
 static Suite *compress_suite(void)
 {
-    TCase *tc;
-    Suite *s = tu_temp_suite("compress", "compress", 120, &tc);
-    TU_ADD_TESTS(tc, test_codec_parse, test_codec_roundtrip, test_shard_roundtrip,
-                 test_shard_damage, test_writer_bad_codec, test_jpeg_pick);
-    return s;
+    return TU_TEMP_SUITE("compress", "compress", 120, test_codec_parse, test_codec_roundtrip,
+                         test_shard_roundtrip, test_shard_damage, test_writer_bad_codec,
+                         test_jpeg_pick);
 }
 
 int main(void)

@@ -936,11 +936,10 @@ static int g_require_gpu;               /* SHARDC_REQUIRE_GPU=1 or --require-gpu
 
 static Suite *cuda_suite(void)
 {
-    TCase *tc;
-    Suite *s = tu_temp_suite("cuda", "dispatch", 60, &tc);
-    TU_ADD_TESTS(tc, test_fallback_without_gpu_lib, test_cuda_status, test_ring_memory,
-                 test_dispatcher_errors, test_gpu_open_errors, test_gpu_lib_checks,
-                 test_feed_lib_checks, test_checksum_reference);
+    Suite *s = TU_TEMP_SUITE("cuda", "dispatch", 60, test_fallback_without_gpu_lib,
+                             test_cuda_status, test_ring_memory, test_dispatcher_errors,
+                             test_gpu_open_errors, test_gpu_lib_checks, test_feed_lib_checks,
+                             test_checksum_reference);
     if (g_gpu) {
         TCase *gc = tcase_create("gpu");
         tu_temp_fixtures(gc);

@@ -742,12 +742,10 @@ END_TEST
 
 static Suite *detect_suite(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("detect_read", "detect_read", 300, &tc);
-    TU_ADD_TESTS(tc, test_center_crop_pad, test_random_crop, test_rrc, test_flip, test_combinations,
-                 test_threads_resume, test_dataset_target, test_warps, test_refused,
-                 test_classification, test_batch_view);
-    return s;
+    return TU_SUITE("detect_read", "detect_read", 300, test_center_crop_pad, test_random_crop,
+                    test_rrc, test_flip, test_combinations, test_threads_resume,
+                    test_dataset_target, test_warps, test_refused, test_classification,
+                    test_batch_view);
 }
 
 int main(void)

@@ -211,10 +211,7 @@ END_TEST
 
 static Suite *direct_suite(void)
 {
-    TCase *tc;
-    Suite *s = tu_temp_suite("direct", "direct", 120, &tc);
-    TU_ADD_TESTS(tc, test_layouts, test_damage);
-    return s;
+    return TU_TEMP_SUITE("direct", "direct", 120, test_layouts, test_damage);
 }
 
 int main(void)

@@ -328,12 +328,9 @@ END_TEST
 
 static Suite *fields_suite(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("fields", "fields", 0, &tc);
-    TU_ADD_TESTS(tc, test_layout_and_round_trip, test_corrupt_refused, test_schema_check,
-                 test_manifest_round_trip, test_pair_record, test_manifest_with_targets,
-                 test_check_sample_pair);
-    return s;
+    return TU_SUITE("fields", "fields", 0, test_layout_and_round_trip, test_corrupt_refused,
+                    test_schema_check, test_manifest_round_trip, test_pair_record,
+                    test_manifest_with_targets, test_check_sample_pair);
 }
 
 int main(void)

@@ -238,9 +238,7 @@ END_TEST
 
 int main(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("manifest", "core", 0, &tc);
-    TU_ADD_TESTS(tc, round_trip, rejects_bad_fields, rejects_garbage, write_read_dir,
-                 stage_then_publish, offsets_and_shard_dirs);
+    Suite *s = TU_SUITE("manifest", "core", 0, round_trip, rejects_bad_fields, rejects_garbage,
+                        write_read_dir, stage_then_publish, offsets_and_shard_dirs);
     return tu_run(s);
 }

@@ -152,8 +152,6 @@ END_TEST
 
 int main(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("masks", "core", 0, &tc);
-    TU_ADD_TESTS(tc, round_trip, run_bytes, damage, version1);
+    Suite *s = TU_SUITE("masks", "core", 0, round_trip, run_bytes, damage, version1);
     return tu_run(s);
 }

@@ -388,9 +388,7 @@ END_TEST
 int main(void)
 {
     int rc = build_fixture();
-    TCase *tc;
-    Suite *s = tu_suite("mix", "mix", 600, &tc);
-    TU_ADD_TESTS(tc, test_mix_arithmetic, test_mix_determinism, test_beta_draws, test_erase_noise,
-                 test_refused);
+    Suite *s = TU_SUITE("mix", "mix", 600, test_mix_arithmetic, test_mix_determinism,
+                        test_beta_draws, test_erase_noise, test_refused);
     return tu_run_fixtures(rc, s);
 }

@@ -613,14 +613,11 @@ END_TEST
 
 static Suite *mixture_suite(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("mixture", "core", 120, &tc);
-    TU_ADD_TESTS(tc, test_interleave_tolerance, test_plan_counts_and_refusals,
-                 test_random_access_and_draws, test_sampler_ranks_and_elastic,
-                 test_reader_two_streams, test_reader_refusals,
-                 test_reader_unavailable_every_stream, test_reader_direct_engine,
-                 test_reader_natural_and_multiscale, test_quasi_order);
-    return s;
+    return TU_SUITE("mixture", "core", 120, test_interleave_tolerance,
+                    test_plan_counts_and_refusals, test_random_access_and_draws,
+                    test_sampler_ranks_and_elastic, test_reader_two_streams, test_reader_refusals,
+                    test_reader_unavailable_every_stream, test_reader_direct_engine,
+                    test_reader_natural_and_multiscale, test_quasi_order);
 }
 
 int main(void)

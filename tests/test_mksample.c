@@ -744,12 +744,10 @@ END_TEST
 
 static Suite *mksample_suite(void)
 {
-    TCase *tc;
-    Suite *s = tu_temp_suite("mksample", "core", 120, &tc);
-    TU_ADD_TESTS(tc, test_defaults_and_errors, test_class_names_and_labels, test_plan_mix,
-                 test_render, test_deterministic, test_files_on_disk, test_no_broken_and_photo,
-                 test_write_errors, test_classes_separable);
-    return s;
+    return TU_TEMP_SUITE("mksample", "core", 120, test_defaults_and_errors,
+                         test_class_names_and_labels, test_plan_mix, test_render,
+                         test_deterministic, test_files_on_disk, test_no_broken_and_photo,
+                         test_write_errors, test_classes_separable);
 }
 
 int main(void)

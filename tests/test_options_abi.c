@@ -132,8 +132,7 @@ END_TEST
 int main(void)
 {
     int rc = build_fixture();
-    TCase *tc;
-    Suite *s = tu_suite("options_abi", "core", 120, &tc);
-    TU_ADD_TESTS(tc, test_older_caller, test_refused_sizes, test_no_tail_padding);
+    Suite *s = TU_SUITE("options_abi", "core", 120, test_older_caller, test_refused_sizes,
+                        test_no_tail_padding);
     return tu_run_fixtures(rc, s);
 }

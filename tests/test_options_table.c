@@ -517,9 +517,8 @@ END_TEST
 
 int main(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("options_table", "core", 0, &tc);
-    TU_ADD_TESTS(tc, test_rows_present, test_defaults, test_bounds, test_messages, test_conditions,
-                 test_option_check, test_two_pairs, test_choices, test_choose_messages);
+    Suite *s = TU_SUITE("options_table", "core", 0, test_rows_present, test_defaults, test_bounds,
+                        test_messages, test_conditions, test_option_check, test_two_pairs,
+                        test_choices, test_choose_messages);
     return tu_run(s);
 }

@@ -280,9 +280,8 @@ END_TEST
 int main(void)
 {
     int rc = build_fixture();
-    TCase *tc;
-    Suite *s = tu_suite("pipeline_stats", "core", 120, &tc);
-    TU_ADD_TESTS(tc, test_auto_same_bytes, test_slow_consumer_parks, test_stage_names,
-                 test_rule_probe, test_rule_park);
+    Suite *s = TU_SUITE("pipeline_stats", "core", 120, test_auto_same_bytes,
+                        test_slow_consumer_parks, test_stage_names, test_rule_probe,
+                        test_rule_park);
     return tu_run_fixtures(rc, s);
 }

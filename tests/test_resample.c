@@ -498,10 +498,9 @@ END_TEST
 
 int main(void)
 {
-    TCase *tc;
-    Suite *s = tu_temp_suite("resample", "core", 600, &tc);
-    TU_ADD_TESTS(tc, test_pillow_differential, test_channels_independent, test_paths_agree_random,
-                 test_window_equals_crop, test_switch_forces_plain, test_cache_threads,
-                 test_errors);
+    Suite *s = TU_TEMP_SUITE("resample", "core", 600, test_pillow_differential,
+                             test_channels_independent, test_paths_agree_random,
+                             test_window_equals_crop, test_switch_forces_plain, test_cache_threads,
+                             test_errors);
     return tu_run_suite(s);
 }

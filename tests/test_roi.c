@@ -211,11 +211,8 @@ END_TEST
 
 static Suite *roi_suite(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("roi", "core", 300, &tc);
-    TU_ADD_TESTS(tc, test_roi_equals_full_decode, test_source_rect_arithmetic,
-                 test_roi_damage_same_as_full);
-    return s;
+    return TU_SUITE("roi", "core", 300, test_roi_equals_full_decode, test_source_rect_arithmetic,
+                    test_roi_damage_same_as_full);
 }
 
 int main(void)

@@ -404,9 +404,7 @@ END_TEST
 int main(void)
 {
     int rc = build_fixtures();
-    TCase *tc;
-    Suite *s = tu_suite("scale_read", "core", 300, &tc);
-    TU_ADD_TESTS(tc, test_draws, test_resize_center_crop, test_reader_multi,
-                 test_reader_jitter_letterbox, test_refused);
+    Suite *s = TU_SUITE("scale_read", "core", 300, test_draws, test_resize_center_crop,
+                        test_reader_multi, test_reader_jitter_letterbox, test_refused);
     return tu_run_fixtures(rc, s);
 }

@@ -416,11 +416,9 @@ END_TEST
 
 static Suite *segm_suite(void)
 {
-    TCase *tc;
-    Suite *s = tu_suite("segm_warp", "segm_warp", 0, &tc);
-    TU_ADD_TESTS(tc, test_nearest, test_pad_crop_flip, test_label_map_pads_with_ignore, test_rrc,
-                 test_scale_ops, test_keypoints, test_warps, test_mask_runs, test_map_runs);
-    return s;
+    return TU_SUITE("segm_warp", "segm_warp", 0, test_nearest, test_pad_crop_flip,
+                    test_label_map_pads_with_ignore, test_rrc, test_scale_ops, test_keypoints,
+                    test_warps, test_mask_runs, test_map_runs);
 }
 
 int main(void)

@@ -236,8 +236,7 @@ END_TEST
 
 int main(void)
 {
-    TCase *tc;
-    Suite *s = tu_temp_suite("stream", "core", 60, &tc);
-    TU_ADD_TESTS(tc, paths_bytes_pixels, cancel_leaves_nothing, empty_and_classes);
+    Suite *s = TU_TEMP_SUITE("stream", "core", 60, paths_bytes_pixels, cancel_leaves_nothing,
+                             empty_and_classes);
     return tu_run(s);
 }

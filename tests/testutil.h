@@ -88,6 +88,19 @@ static TU_UNUSED Suite *tu_temp_suite(const char *name, const char *tcname, doub
     return s;
 }
 
+/* TU_SUITE on the temp tree. */
+#define TU_TEMP_SUITE(name, tcname, timeout, ...)                                                 \
+    tu_temp_suite_of((name), (tcname), (timeout), (const TTest *const[]){__VA_ARGS__, NULL})
+
+static TU_UNUSED Suite *tu_temp_suite_of(const char *name, const char *tcname, double timeout,
+                                         const TTest *const *t)
+{
+    TCase *tc;
+    Suite *s = tu_temp_suite(name, tcname, timeout, &tc);
+    tu_add_tests(tc, t);
+    return s;
+}
+
 /* out = g_dir/name. */
 static TU_UNUSED void tu_path(char *out, size_t n, const char *name)
 {

@@ -64,8 +64,20 @@ static __attribute__((unused)) void tu_add_loop_tests(TCase *tc, int start, int 
         tcase_add_loop_test(tc, *t, start, end);
 }
 
+/* tu_suite of the tests given (TU_ADD_TESTS), for a suite of plain tests alone. */
+static __attribute__((unused)) Suite *tu_suite_of(const char *name, const char *tcname,
+                                                  double timeout, const TTest *const *t)
+{
+    TCase *tc;
+    Suite *s = tu_suite(name, tcname, timeout, &tc);
+    tu_add_tests(tc, t);
+    return s;
+}
+
 /* tcase_add_test for each test given, in their order; tcase_add_loop_test(tc, test, start, end)
- * for each. */
+ * for each; TU_SUITE: a suite `name` of the one case tcname with those tests. */
+#define TU_SUITE(name, tcname, timeout, ...)                                                      \
+    tu_suite_of((name), (tcname), (timeout), (const TTest *const[]){__VA_ARGS__, NULL})
 #define TU_ADD_TESTS(tc, ...) tu_add_tests((tc), (const TTest *const[]){__VA_ARGS__, NULL})
 #define TU_ADD_LOOP_TESTS(tc, start, end, ...)                                                    \
     tu_add_loop_tests((tc), (start), (end), (const TTest *const[]){__VA_ARGS__, NULL})
