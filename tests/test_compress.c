@@ -299,14 +299,9 @@ START_TEST(test_jpeg_pick)
 }
 END_TEST
 
-static Suite *compress_suite(void)
-{
-    return TU_TEMP_SUITE("compress", "compress", 120, test_codec_parse, test_codec_roundtrip,
-                         test_shard_roundtrip, test_shard_damage, test_writer_bad_codec,
-                         test_jpeg_pick);
-}
-
 int main(void)
 {
-    return tu_run_suite(compress_suite());
+    return tu_run_suite(TU_TEMP_SUITE("compress", "compress", 120, test_codec_parse,
+                                      test_codec_roundtrip, test_shard_roundtrip, test_shard_damage,
+                                      test_writer_bad_codec, test_jpeg_pick));
 }

@@ -209,12 +209,7 @@ START_TEST(test_damage)
 }
 END_TEST
 
-static Suite *direct_suite(void)
-{
-    return TU_TEMP_SUITE("direct", "direct", 120, test_layouts, test_damage);
-}
-
 int main(void)
 {
-    return tu_run_suite(direct_suite());
+    return tu_run_suite(TU_TEMP_SUITE("direct", "direct", 120, test_layouts, test_damage));
 }

@@ -326,14 +326,10 @@ START_TEST(test_check_sample_pair)
 }
 END_TEST
 
-static Suite *fields_suite(void)
-{
-    return TU_SUITE("fields", "fields", 0, test_layout_and_round_trip, test_corrupt_refused,
-                    test_schema_check, test_manifest_round_trip, test_pair_record,
-                    test_manifest_with_targets, test_check_sample_pair);
-}
-
 int main(void)
 {
-    return tu_run_suite(fields_suite());
+    return tu_run_suite(TU_SUITE("fields", "fields", 0, test_layout_and_round_trip,
+                                 test_corrupt_refused, test_schema_check, test_manifest_round_trip,
+                                 test_pair_record, test_manifest_with_targets,
+                                 test_check_sample_pair));
 }

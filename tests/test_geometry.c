@@ -933,18 +933,14 @@ START_TEST(test_resize_errors)
 }
 END_TEST
 
-static Suite *geometry_suite(void)
-{
-    return TU_SUITE("geometry", "core", 120, test_plan_table, test_plan_invariants,
-                    test_plan_errors, test_plan_decoded, test_min_decode_cases,
-                    test_min_decode_never_upscales, test_resize_constant, test_resize_pad_borders,
-                    test_resize_identity_copies, test_resize_gradient_monotonic,
-                    test_resize_is_resample_then_crop, test_resize_blocks_2x,
-                    test_resize_one_pixel_source, test_resize_deterministic,
-                    test_resize_same_without_simd, test_resize_large_source, test_resize_errors);
-}
-
 int main(void)
 {
-    return tu_run(geometry_suite());
+    return tu_run(TU_SUITE("geometry", "core", 120, test_plan_table, test_plan_invariants,
+                           test_plan_errors, test_plan_decoded, test_min_decode_cases,
+                           test_min_decode_never_upscales, test_resize_constant,
+                           test_resize_pad_borders, test_resize_identity_copies,
+                           test_resize_gradient_monotonic, test_resize_is_resample_then_crop,
+                           test_resize_blocks_2x, test_resize_one_pixel_source,
+                           test_resize_deterministic, test_resize_same_without_simd,
+                           test_resize_large_source, test_resize_errors));
 }

@@ -1348,17 +1348,13 @@ START_TEST(test_no_descriptor_per_shard)
 }
 END_TEST
 
-static Suite *lmdb_suite(void)
-{
-    return TU_TEMP_SUITE("lmdb", "core", 120, test_roundtrip_fixed_gray, test_roundtrip_fixed_rgb,
-                         test_roundtrip_mixed, test_empty_shard, test_large_shard,
-                         test_standard_tools, test_tmp_and_abort, test_replace_existing,
-                         test_writer_bad_args, test_write_failure, test_pixel_damage,
-                         test_header_damage, test_meta_damage, test_truncation, test_garbage,
-                         test_crafted_envs, test_parallel_reads, test_no_descriptor_per_shard);
-}
-
 int main(void)
 {
-    return tu_run(lmdb_suite());
+    return tu_run(TU_TEMP_SUITE("lmdb", "core", 120, test_roundtrip_fixed_gray,
+                                test_roundtrip_fixed_rgb, test_roundtrip_mixed, test_empty_shard,
+                                test_large_shard, test_standard_tools, test_tmp_and_abort,
+                                test_replace_existing, test_writer_bad_args, test_write_failure,
+                                test_pixel_damage, test_header_damage, test_meta_damage,
+                                test_truncation, test_garbage, test_crafted_envs,
+                                test_parallel_reads, test_no_descriptor_per_shard));
 }

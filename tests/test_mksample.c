@@ -742,15 +742,10 @@ START_TEST(test_classes_separable)
 }
 END_TEST
 
-static Suite *mksample_suite(void)
-{
-    return TU_TEMP_SUITE("mksample", "core", 120, test_defaults_and_errors,
-                         test_class_names_and_labels, test_plan_mix, test_render,
-                         test_deterministic, test_files_on_disk, test_no_broken_and_photo,
-                         test_write_errors, test_classes_separable);
-}
-
 int main(void)
 {
-    return tu_run(mksample_suite());
+    return tu_run(TU_TEMP_SUITE("mksample", "core", 120, test_defaults_and_errors,
+                                test_class_names_and_labels, test_plan_mix, test_render,
+                                test_deterministic, test_files_on_disk, test_no_broken_and_photo,
+                                test_write_errors, test_classes_separable));
 }

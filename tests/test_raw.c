@@ -1225,20 +1225,16 @@ START_TEST(test_packed_corruption)
 }
 END_TEST
 
-static Suite *raw_suite(void)
-{
-    return TU_TEMP_SUITE("raw", "raw", 60, test_roundtrip_fixed_gray, test_roundtrip_fixed_rgb,
-                         test_roundtrip_mixed, test_exact_align_payload, test_empty_shard,
-                         test_tmp_and_abort, test_writer_bad_args, test_sample_cost,
-                         test_payload_corruption, test_header_corruption, test_index_corruption,
-                         test_open_parts, test_truncation, test_bad_magic, test_versions,
-                         test_header_codec, test_crafted_headers, test_crafted_fixed_headers,
-                         test_crafted_entries, test_write_failure_fsize, test_write_failure_enospc,
-                         test_rename_failure, test_pixel_sums, test_packed_layout, test_packed_cost,
-                         test_packed_corruption);
-}
-
 int main(void)
 {
-    return tu_run(raw_suite());
+    return tu_run(TU_TEMP_SUITE("raw", "raw", 60, test_roundtrip_fixed_gray,
+                                test_roundtrip_fixed_rgb, test_roundtrip_mixed,
+                                test_exact_align_payload, test_empty_shard, test_tmp_and_abort,
+                                test_writer_bad_args, test_sample_cost, test_payload_corruption,
+                                test_header_corruption, test_index_corruption, test_open_parts,
+                                test_truncation, test_bad_magic, test_versions, test_header_codec,
+                                test_crafted_headers, test_crafted_fixed_headers,
+                                test_crafted_entries, test_write_failure_fsize,
+                                test_write_failure_enospc, test_rename_failure, test_pixel_sums,
+                                test_packed_layout, test_packed_cost, test_packed_corruption));
 }

@@ -209,13 +209,8 @@ START_TEST(test_roi_damage_same_as_full)
 }
 END_TEST
 
-static Suite *roi_suite(void)
-{
-    return TU_SUITE("roi", "core", 300, test_roi_equals_full_decode, test_source_rect_arithmetic,
-                    test_roi_damage_same_as_full);
-}
-
 int main(void)
 {
-    return tu_run(roi_suite());
+    return tu_run(TU_SUITE("roi", "core", 300, test_roi_equals_full_decode,
+                           test_source_rect_arithmetic, test_roi_damage_same_as_full));
 }

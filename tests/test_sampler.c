@@ -748,16 +748,11 @@ START_TEST(test_create_errors)
 }
 END_TEST
 
-static Suite *sampler_suite(void)
-{
-    return TU_SUITE("sampler", "sampler", 120, test_perm_bijection, test_perm_keys,
-                    test_perm_uniform, test_perm_large, test_mix, test_sequential,
-                    test_orders_cover, test_ranks, test_batch_counts, test_quasi_windows,
-                    test_quasi_extremes, test_quasi_copies_counts, test_deterministic,
-                    test_create_errors);
-}
-
 int main(void)
 {
-    return tu_run_suite(sampler_suite());
+    return tu_run_suite(TU_SUITE("sampler", "sampler", 120, test_perm_bijection, test_perm_keys,
+                                 test_perm_uniform, test_perm_large, test_mix, test_sequential,
+                                 test_orders_cover, test_ranks, test_batch_counts,
+                                 test_quasi_windows, test_quasi_extremes, test_quasi_copies_counts,
+                                 test_deterministic, test_create_errors));
 }

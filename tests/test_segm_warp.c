@@ -414,14 +414,9 @@ START_TEST(test_map_runs)
 }
 END_TEST
 
-static Suite *segm_suite(void)
-{
-    return TU_SUITE("segm_warp", "segm_warp", 0, test_nearest, test_pad_crop_flip,
-                    test_label_map_pads_with_ignore, test_rrc, test_scale_ops, test_keypoints,
-                    test_warps, test_mask_runs, test_map_runs);
-}
-
 int main(void)
 {
-    return tu_run(segm_suite());
+    return tu_run(TU_SUITE("segm_warp", "segm_warp", 0, test_nearest, test_pad_crop_flip,
+                           test_label_map_pads_with_ignore, test_rrc, test_scale_ops,
+                           test_keypoints, test_warps, test_mask_runs, test_map_runs));
 }
