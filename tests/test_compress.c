@@ -10,10 +10,7 @@ static uint64_t g_rng = 0x243F6A8885A308D3ull;
 
 static uint64_t rng(void)
 {
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545F4914F6CDD1DULL;
+    return tu_xorshift(&g_rng);
 }
 
 /* Pixels that compress (smooth gradients with a little noise), or noise that does not. */

@@ -14,10 +14,7 @@ static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
 static uint64_t rng(void)
 {
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545F4914F6CDD1DULL;
+    return tu_xorshift(&g_rng);
 }
 
 /* A one-shard dataset in g_dir/name: NS samples of h x w x 3 (compressible when codec is set),

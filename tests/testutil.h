@@ -256,15 +256,21 @@ static TU_UNUSED uint8_t *tu_run_capture(const char *cmd, size_t *len, int *stat
 
 /* ---- deterministic fixtures ---- */
 
-/* xorshift64*: the same fixtures on every run and host; a test seeds tu_rng_state (not 0). */
+/* xorshift64* on the state at s (not 0): the same numbers on every run and host. */
+static TU_UNUSED uint64_t tu_xorshift(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1DULL;
+}
+
+/* tu_xorshift for the fixtures: a test seeds tu_rng_state (not 0). */
 static TU_UNUSED uint64_t tu_rng_state;
 
 static TU_UNUSED uint64_t tu_rng(void)
 {
-    tu_rng_state ^= tu_rng_state >> 12;
-    tu_rng_state ^= tu_rng_state << 25;
-    tu_rng_state ^= tu_rng_state >> 27;
-    return tu_rng_state * 0x2545F4914F6CDD1DULL;
+    return tu_xorshift(&tu_rng_state);
 }
 
 /* A sample for the backend tests: h x w x c pixels (HWC) and an optional aux record. */
