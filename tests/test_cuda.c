@@ -22,6 +22,7 @@
 #include "bench.h"
 #include "cuda_feed.h"
 #include "gpu_api.h"
+#include "mksample.h"
 #include "pinned.h"
 #include "shardread.h"
 #include "step.h"
@@ -47,18 +48,10 @@ static char g_exe_dir[1024];
 
 /* ---- helpers ---- */
 
-static uint64_t mix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static void fill_random(uint8_t *p, size_t n, uint64_t seed)
 {
     for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(mix64(&seed) >> 56);
+        p[i] = (uint8_t)(mks_splitmix(&seed) >> 56);
 }
 
 /* This build's library called name (<exe dir>/../lib), or NULL when it was not built. */
@@ -580,14 +573,15 @@ enum { MC = 4, MH = 12, MW = 12, MN = 48, MBATCHES = 6, MEPOCHS = 6 };
 static void make_images(uint8_t *px, int64_t *lab, size_t count, uint64_t seed)
 {
     for (size_t i = 0; i < count; i++) {
-        int c = (int)(mix64(&seed) % MC);
+        int c = (int)(mks_splitmix(&seed) % MC);
         lab[i] = c;
         uint8_t *img = px + i * MH * MW * 3;
         for (int y = 0; y < MH; y++)
             for (int x = 0; x < MW; x++) {
                 int in = (y < MH / 2) == (c < 2) && (x < MW / 2) == (c % 2 == 0);
                 for (int ch = 0; ch < 3; ch++) {
-                    int v = (int)(mix64(&seed) % 96) + (in ? 120 : 20) + (ch == c % 3 ? 20 : 0);
+                    int v = (int)(mks_splitmix(&seed) % 96) + (in ? 120 : 20) +
+                            (ch == c % 3 ? 20 : 0);
                     img[(y * MW + x) * 3 + ch] = (uint8_t)(v > 255 ? 255 : v);
                 }
             }
@@ -850,11 +844,11 @@ START_TEST(test_gpu_normalize_grids)
     uint64_t seed = 900 + (uint64_t)_i;
     for (uint32_t i = 0; i < p.n; i++) {
         /* origins up to 8 past the last valid one: those are clamped */
-        xy[2 * i] = (uint32_t)(mix64(&seed) % (p.width - (p.out_width ? p.out_width
-                                                                     : p.width) + 9));
-        xy[2 * i + 1] = (uint32_t)(mix64(&seed) % (p.height - (p.out_height ? p.out_height
-                                                                          : p.height) + 9));
-        flip[i] = (uint8_t)(mix64(&seed) & 1);
+        uint32_t ow = p.out_width ? p.out_width : p.width;
+        uint32_t oh = p.out_height ? p.out_height : p.height;
+        xy[2 * i] = (uint32_t)(mks_splitmix(&seed) % (p.width - ow + 9));
+        xy[2 * i + 1] = (uint32_t)(mks_splitmix(&seed) % (p.height - oh + 9));
+        flip[i] = (uint8_t)(mks_splitmix(&seed) & 1);
     }
     if (g_grids[_i].per_sample) {
         p.crop_xy = xy;

@@ -39,13 +39,6 @@ typedef struct {
 
 enum { MKS_TAG_PLAN = 1, MKS_TAG_DRAW = 2, MKS_TAG_NOISE = 3, MKS_TAG_BROKEN = 4 };
 
-static uint64_t mks_mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static mks_rng mks_rng_for(uint64_t seed, unsigned cls, unsigned index, unsigned tag)
 {
     uint64_t s = mks_mix64(seed ^ 0x6a09e667f3bcc909ull);
