@@ -19,16 +19,9 @@
 
 const char *fmt_codec_name(int codec)
 {
-    switch (codec) {
-    case FMT_CODEC_NONE:
-        return "none";
-    case FMT_CODEC_LZ4:
-        return "lz4";
-    case FMT_CODEC_ZSTD:
-        return "zstd";
-    default:
-        return "unknown";
-    }
+    static const char *const names[] = {[FMT_CODEC_NONE] = "none", [FMT_CODEC_LZ4] = "lz4",
+                                        [FMT_CODEC_ZSTD] = "zstd"};
+    return FMT_NAME_IN(names, codec, "unknown");
 }
 
 static int level_ok(int codec, int level)

@@ -8,18 +8,9 @@
 
 const char *fmt_field_type_name(uint32_t type)
 {
-    switch (type) {
-    case FMT_FIELD_INT:
-        return "int";
-    case FMT_FIELD_FLOAT:
-        return "float";
-    case FMT_FIELD_STR:
-        return "str";
-    case FMT_FIELD_BYTES:
-        return "bytes";
-    default:
-        return NULL;
-    }
+    static const char *const names[] = {[FMT_FIELD_INT] = "int", [FMT_FIELD_FLOAT] = "float",
+                                        [FMT_FIELD_STR] = "str", [FMT_FIELD_BYTES] = "bytes"};
+    return FMT_NAME_IN(names, type, NULL);
 }
 
 uint32_t fmt_field_type_parse(const char *s)

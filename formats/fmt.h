@@ -68,6 +68,16 @@ struct shardc_msg {
 #endif
 typedef struct shardc_msg fmt_msg;
 
+/* An enum value's name from a table indexed by the value: names[v] where v is below the table's
+ * length and has a name there, else other. */
+static inline const char *fmt_name_in(const char *const *names, size_t n, uint64_t v,
+                                      const char *other)
+{
+    return v < n && names[v] ? names[v] : other;
+}
+#define FMT_NAME_IN(names, v, other)                                                             \
+    fmt_name_in((names), sizeof(names) / sizeof((names)[0]), (uint64_t)(v), (other))
+
 /* Name of an error code: any listed above, or errno. Never NULL; static storage. */
 const char *fmt_strerror(int rc);
 

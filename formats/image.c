@@ -65,16 +65,9 @@ fmt_image_type fmt_image_sniff(const void *buf, size_t len)
 
 const char *fmt_image_type_name(fmt_image_type t)
 {
-    switch (t) {
-    case FMT_IMG_JPEG:
-        return "jpeg";
-    case FMT_IMG_PNG:
-        return "png";
-    case FMT_IMG_BMP:
-        return "bmp";
-    default:
-        return "unknown";
-    }
+    static const char *const names[] = {[FMT_IMG_JPEG] = "jpeg", [FMT_IMG_PNG] = "png",
+                                        [FMT_IMG_BMP] = "bmp"};
+    return FMT_NAME_IN(names, t, "unknown");
 }
 
 fmt_limits fmt_limits_resolve(const fmt_limits *l)

@@ -376,18 +376,11 @@ fmt_rs_path fmt_rs_scratch_path(const fmt_rs_scratch *s)
 
 const char *fmt_rs_path_name(fmt_rs_path p)
 {
-    switch (p) {
-    case FMT_RS_PATH_PLAIN:
-        return "plain";
-    case FMT_RS_PATH_SSE41:
-        return "sse4.1";
-    case FMT_RS_PATH_AVX2:
-        return "avx2";
-    case FMT_RS_PATH_AVX512:
-        return "avx512";
-    default:
-        return "auto";
-    }
+    static const char *const names[] = {[FMT_RS_PATH_PLAIN] = "plain",
+                                        [FMT_RS_PATH_SSE41] = "sse4.1",
+                                        [FMT_RS_PATH_AVX2] = "avx2",
+                                        [FMT_RS_PATH_AVX512] = "avx512"};
+    return FMT_NAME_IN(names, p, "auto");
 }
 
 /* The table for one axis: from the scratch's memo, else the shared cache, else built (and

@@ -37,6 +37,35 @@ static inline uint8_t rs_clip8(int32_t v)
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+/* Output row yy of a vertical pass over src (whose first row is source row yoff, rows sstride
+ * apart), written at out: its coefficients, the first source row it reads and its tap count. */
+typedef struct {
+    const int32_t *k;
+    const uint8_t *base;
+    int32_t n;
+    uint8_t *out;
+} rs_vrow;
+
+static inline rs_vrow rs_v_row(const rs_table *t, uint32_t yy, const uint8_t *src, size_t sstride,
+                               int32_t yoff, uint8_t *out)
+{
+    rs_vrow r = {t->k + (size_t)yy * t->stride, src + (size_t)(t->span[2 * yy] - yoff) * sstride,
+                 t->span[2 * yy + 1], out};
+    return r;
+}
+
+/* Bytes x .. bytes - 1 of a vertical pass's output row r: Pillow's loop, the one every path ends
+ * its rows with. */
+static inline void rs_v_bytes(const rs_vrow *r, size_t sstride, size_t x, size_t bytes)
+{
+    for (; x < bytes; x++) {
+        int32_t acc = RS_HALF;
+        for (int32_t y = 0; y < r->n; y++)
+            acc += r->base[(size_t)y * sstride + x] * r->k[y];
+        r->out[x] = rs_clip8(acc);
+    }
+}
+
 /* The passes in plain C (resample_plain.c), as fmt_rs_h_pass and fmt_rs_v_pass below with the
  * plain path; the vector passes end their rows with them. */
 void rs_h_plain(const uint8_t *src, size_t sstride, uint32_t rows, uint32_t in_w, uint32_t ch,

@@ -52,16 +52,7 @@ void rs_v_plain(const uint8_t *src, size_t sstride, int32_t yoff, size_t bytes,
                 const rs_table *t, uint32_t y0, uint32_t ny, uint8_t *dst, size_t dstride)
 {
     for (uint32_t i = 0; i < ny; i++) {
-        uint32_t yy = y0 + i;
-        const int32_t *k = t->k + (size_t)yy * t->stride;
-        const uint8_t *base = src + (size_t)(t->span[2 * yy] - yoff) * sstride;
-        int32_t n = t->span[2 * yy + 1];
-        uint8_t *out = dst + (size_t)i * dstride;
-        for (size_t x = 0; x < bytes; x++) {
-            int32_t acc = RS_HALF;
-            for (int32_t y = 0; y < n; y++)
-                acc += base[(size_t)y * sstride + x] * k[y];
-            out[x] = rs_clip8(acc);
-        }
+        const rs_vrow r = rs_v_row(t, y0 + i, src, sstride, yoff, dst + (size_t)i * dstride);
+        rs_v_bytes(&r, sstride, 0, bytes);
     }
 }

@@ -76,40 +76,31 @@ RS_INLINE void v_vec(const uint8_t *src, size_t sstride, int32_t yoff, size_t by
 {
     const v8si half = {RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF};
     for (uint32_t i = 0; i < ny; i++) {
-        uint32_t yy = y0 + i;
-        const int32_t *k = t->k + (size_t)yy * t->stride;
-        const uint8_t *base = src + (size_t)(t->span[2 * yy] - yoff) * sstride;
-        int32_t n = t->span[2 * yy + 1];
-        uint8_t *out = dst + (size_t)i * dstride;
+        const rs_vrow r = rs_v_row(t, y0 + i, src, sstride, yoff, dst + (size_t)i * dstride);
         size_t x = 0;
         for (; x + 32 <= bytes; x += 32) {
             v8si a0 = half, a1 = half, a2 = half, a3 = half;
-            const uint8_t *p = base + x;
-            for (int32_t y = 0; y < n; y++, p += sstride) {
-                int32_t c = k[y];
+            const uint8_t *p = r.base + x;
+            for (int32_t y = 0; y < r.n; y++, p += sstride) {
+                int32_t c = r.k[y];
                 a0 += load8(p) * c;
                 a1 += load8(p + 8) * c;
                 a2 += load8(p + 16) * c;
                 a3 += load8(p + 24) * c;
             }
-            store8(out + x, a0);
-            store8(out + x + 8, a1);
-            store8(out + x + 16, a2);
-            store8(out + x + 24, a3);
+            store8(r.out + x, a0);
+            store8(r.out + x + 8, a1);
+            store8(r.out + x + 16, a2);
+            store8(r.out + x + 24, a3);
         }
         for (; x + 8 <= bytes; x += 8) {
             v8si a0 = half;
-            const uint8_t *p = base + x;
-            for (int32_t y = 0; y < n; y++, p += sstride)
-                a0 += load8(p) * k[y];
-            store8(out + x, a0);
+            const uint8_t *p = r.base + x;
+            for (int32_t y = 0; y < r.n; y++, p += sstride)
+                a0 += load8(p) * r.k[y];
+            store8(r.out + x, a0);
         }
-        for (; x < bytes; x++) {
-            int32_t acc = RS_HALF;
-            for (int32_t y = 0; y < n; y++)
-                acc += base[(size_t)y * sstride + x] * k[y];
-            out[x] = rs_clip8(acc);
-        }
+        rs_v_bytes(&r, sstride, x, bytes);
     }
 }
 
@@ -570,43 +561,35 @@ __attribute__((target("avx2"))) static void v_avx2(const uint8_t *src, size_t ss
 {
     const __m256i half = _mm256_set1_epi32(RS_HALF);
     for (uint32_t i = 0; i < ny; i++) {
-        uint32_t yy = y0 + i;
-        const int32_t *k = t->k + (size_t)yy * t->stride;
-        const uint8_t *base = src + (size_t)(t->span[2 * yy] - yoff) * sstride;
-        int32_t n = t->span[2 * yy + 1];
-        uint8_t *out = dst + (size_t)i * dstride;
+        const rs_vrow r = rs_v_row(t, y0 + i, src, sstride, yoff, dst + (size_t)i * dstride);
         size_t x = 0;
         if (t->kp)
             for (; x + 32 <= bytes; x += 32)
-                v_madd32(base + x, sstride, n, t->kp + (size_t)yy * t->stride, out + x);
+                v_madd32(r.base + x, sstride, r.n, t->kp + (size_t)(y0 + i) * t->stride,
+                         r.out + x);
         for (; x + 32 <= bytes; x += 32) {
             __m256i a0 = half, a1 = half, a2 = half, a3 = half;
-            const uint8_t *p = base + x;
-            for (int32_t y = 0; y < n; y++, p += sstride) {
-                __m256i kt = _mm256_set1_epi32(k[y]);
+            const uint8_t *p = r.base + x;
+            for (int32_t y = 0; y < r.n; y++, p += sstride) {
+                __m256i kt = _mm256_set1_epi32(r.k[y]);
                 a0 = ax_madd(a0, ax_load8(p), kt);
                 a1 = ax_madd(a1, ax_load8(p + 8), kt);
                 a2 = ax_madd(a2, ax_load8(p + 16), kt);
                 a3 = ax_madd(a3, ax_load8(p + 24), kt);
             }
-            ax_store8(out + x, a0);
-            ax_store8(out + x + 8, a1);
-            ax_store8(out + x + 16, a2);
-            ax_store8(out + x + 24, a3);
+            ax_store8(r.out + x, a0);
+            ax_store8(r.out + x + 8, a1);
+            ax_store8(r.out + x + 16, a2);
+            ax_store8(r.out + x + 24, a3);
         }
         for (; x + 8 <= bytes; x += 8) {
             __m256i a0 = half;
-            const uint8_t *p = base + x;
-            for (int32_t y = 0; y < n; y++, p += sstride)
-                a0 = ax_madd(a0, ax_load8(p), _mm256_set1_epi32(k[y]));
-            ax_store8(out + x, a0);
+            const uint8_t *p = r.base + x;
+            for (int32_t y = 0; y < r.n; y++, p += sstride)
+                a0 = ax_madd(a0, ax_load8(p), _mm256_set1_epi32(r.k[y]));
+            ax_store8(r.out + x, a0);
         }
-        for (; x < bytes; x++) {
-            int32_t acc = RS_HALF;
-            for (int32_t y = 0; y < n; y++)
-                acc += base[(size_t)y * sstride + x] * k[y];
-            out[x] = rs_clip8(acc);
-        }
+        rs_v_bytes(&r, sstride, x, bytes);
     }
 }
 
@@ -685,15 +668,12 @@ v_avx512(const uint8_t *src, size_t sstride, int32_t yoff, size_t bytes, const r
         return;
     }
     for (uint32_t i = 0; i < ny; i++) {
-        uint32_t yy = y0 + i;
-        const uint8_t *base = src + (size_t)(t->span[2 * yy] - yoff) * sstride;
-        int32_t n = t->span[2 * yy + 1];
-        const uint32_t *kp = t->kp + (size_t)yy * t->stride;
-        uint8_t *out = dst + (size_t)i * dstride;
+        const rs_vrow r = rs_v_row(t, y0 + i, src, sstride, yoff, dst + (size_t)i * dstride);
+        const uint32_t *kp = t->kp + (size_t)(y0 + i) * t->stride;
         for (size_t x = 0; x < bytes; x += 64) {
             size_t left = bytes - x;
             __mmask64 m = left >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1;
-            v_madd64(base + x, sstride, n, kp, out + x, m);
+            v_madd64(r.base + x, sstride, r.n, kp, r.out + x, m);
         }
     }
     _mm256_zeroupper();

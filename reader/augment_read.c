@@ -10,6 +10,7 @@
  * classification recipes put the geometry first). */
 #include "augment_read.h"
 #include "mirror.h"
+#include "segm_read.h"
 #include "stats.h"
 
 #include <math.h>
@@ -69,21 +70,11 @@ int shr_aug_has_pixels(const shr_params *p)
     return p->jitter || p->gray || p->rotate || p->affine || p->aa_ops;
 }
 
-static int geometric(const shr_params *p)
-{
-    if (p->rotate || p->affine)
-        return 1;
-    for (uint32_t i = 0; i < p->aa_ops && i < SHR_AA_MAX_OPS; i++)
-        if (shr_aa_op_geometric(p->aa_op[i]))
-            return 1;
-    return 0;
-}
-
 int shr_aug_pixels(const shr_aug *a, const shr_params *p, uint8_t *px, uint32_t width,
                    uint32_t height, uint32_t channels, size_t stride, uint8_t *scratch)
 {
     int flip = (int)p->flip;
-    if (flip && geometric(p)) {
+    if (flip && shr_segm_has_warps(p)) {  /* the ops the flip does not commute with */
         shr_mirror_rows(px, width, height, channels, stride);
         flip = 0;
         shr_stage_lap(SHR_STAGE_FLIP);

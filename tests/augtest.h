@@ -53,18 +53,8 @@ static int find_script(void)
 
 static int build_fixtures(void)
 {
-    if (tu_progs_root() != 0 ||
-        tu_mksample("src", "--classes 3 --per-class 8 --min-side 30 --max-side 90") != 0)
+    if (tu_progs_root() != 0 || tu_build_read_sets(g_rgb, g_gray, NULL, 0) != 0)
         return -1;
-    snprintf(g_rgb, sizeof g_rgb, "%s/rgb", g_root);
-    snprintf(g_gray, sizeof g_gray, "%s/gray", g_root);
-    const char *sets[][2] = {
-        {g_rgb, "--short-side 40 --max-side 64 --shard-samples 7 -j 2"},
-        {g_gray, "--short-side 40 --max-side 64 --gray --shard-samples 7 -j 2"},
-    };
-    for (size_t i = 0; i < 2; i++)
-        if (tu_build("src", sets[i][0], sets[i][1]) != 0)
-            return -1;
     if (find_script() != 0) {
         fprintf(stderr, AUGTEST_NAME ": tests/ref/" AUGTEST_SCRIPT " not found (run from the "
                 "repository root)\n");
@@ -108,6 +98,14 @@ static FILE *open_list(const char *dir, const char *name)
     return f;
 }
 
+/* A fresh case folder (make_dir, its path into dir) with its list file `list` there open for
+ * writing. */
+static FILE *open_case(char *dir, size_t len, const char *name, const char *list)
+{
+    make_dir(dir, len, name);
+    return open_list(dir, list);
+}
+
 /* One line of the reader's n draws for sample i: shr_mix words from salt on, in hex. */
 static void put_words(FILE *f, uint64_t seed, uint64_t epoch, uint64_t i, uint32_t salt,
                       uint32_t n)
@@ -145,38 +143,23 @@ typedef struct {
     uint32_t n;
 } rec;
 
+static void keep_rec(const shr_batch *b, size_t one, void *recs)
+{
+    rec *r = tu_vec_add(recs, sizeof *r);
+    r->n = b->n;
+    r->data = tu_memdup(b->data, one * b->n);
+    r->params = tu_memdup(b->params, sizeof(shr_params) * b->n);
+    r->idx = tu_memdup(b->indices, sizeof(int64_t) * b->n);
+}
+
 /* All batches of `epochs` epochs from a reader with options o. */
 static rec *record(const char *ds, const shr_options *o, int epochs, size_t *nrec,
                    size_t *sample_bytes)
 {
-    shr_reader *r;
-    int rc = shr_open(&r, ds, o, tu_fresh());
-    ck_assert_msg(rc == 0, "shr_open: %s", tu_msg.text);
-    shr_info info;
-    shr_get_info(r, &info);
-    size_t one = info.batch_bytes / o->batch_size;
-    *sample_bytes = one;
-    rec *v = NULL;
-    size_t n = 0;
-    for (int e = 0; e < epochs; e++) {
-        const shr_batch *b;
-        while ((rc = shr_next(r, &b)) == 0) {
-            v = realloc(v, (n + 1) * sizeof *v);
-            v[n].n = b->n;
-            v[n].data = malloc(one * b->n);
-            memcpy(v[n].data, b->data, one * b->n);
-            v[n].params = malloc(sizeof(shr_params) * b->n);
-            memcpy(v[n].params, b->params, sizeof(shr_params) * b->n);
-            v[n].idx = malloc(sizeof(int64_t) * b->n);
-            memcpy(v[n].idx, b->indices, sizeof(int64_t) * b->n);
-            n++;
-            shr_release(r, b);
-        }
-        ck_assert_int_eq(rc, SHR_EEND);
-    }
-    shr_close(r);
-    *nrec = n;
-    return v;
+    tu_vec recs = {NULL, 0};
+    *sample_bytes = tu_reader_each(ds, o, epochs, keep_rec, &recs);
+    *nrec = recs.n;
+    return recs.v;
 }
 
 static void free_recs(rec *v, size_t n)
@@ -193,16 +176,7 @@ static void free_recs(rec *v, size_t n)
  * 5. */
 static shr_options reader_options(uint64_t seed, uint32_t w, uint32_t h)
 {
-    shr_options o;
-    shr_options_init(&o);
-    o.batch_size = 5;
-    o.order = SHR_ORDER_RANDOM;
-    o.seed = seed;
-    o.rrc = 1;
-    o.width = w;
-    o.height = h;
-    o.flip = 1;
-    return o;
+    return tu_rrc_options(5, seed, w, h);
 }
 
 #endif

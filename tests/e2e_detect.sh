@@ -6,9 +6,8 @@
 # and entry or a listed reject; damage to a target record is caught; --resume, --part/merge,
 # hdf5 and lmdb give the same targets; cat --boxes draws them.
 . "$(dirname "$0")/lib.sh"
-PY=${SHARDC_PYTHON:-/usr/bin/python3}
+need_python PY numpy "no python3 with numpy (python3-numpy)"
 REF="$ROOT/tests/ref/detect_ref.py"
-if ! "$PY" -c 'import numpy' 2>/dev/null; then echo "$NAME: skipped (no numpy in $PY)"; exit 77; fi
 
 "$MKSAMPLE" "$T/img" --coco "$T/inst.json" --per-class 30 --min-side 40 --max-side 120 --seed 5 \
   --quiet || { echo "mksample failed"; exit 1; }
@@ -149,26 +148,26 @@ bad_coco() {  # bad_coco NAME PYTHON-EXPR-MODIFYING-c
 import json, sys; c = json.load(open(sys.argv[1])); exec(sys.argv[3]); json.dump(c, open(sys.argv[2], "w"))
 ' "$T/inst.json" "$T/$1.json" "$2"
 }
-bad_coco dupimg 'c["images"][1]["id"] = c["images"][0]["id"]'
-expect_exit 2 "duplicate image id" "$SHARDC" build "$T/img" --coco "$T/dupimg.json" -o "$T/x"
-check "  named" grep -q "dupimg.json: images: id 1 appears twice" "$T/err"
-bad_coco dupann 'c["annotations"][3]["id"] = c["annotations"][0]["id"]'
-expect_exit 2 "duplicate annotation id" "$SHARDC" build "$T/img" --coco "$T/dupann.json" -o "$T/x"
-check "  named" grep -q "dupann.json: annotations: id 1 appears twice" "$T/err"
-bad_coco dupcat 'c["categories"][1]["id"] = 1'
-expect_exit 2 "duplicate category id" "$SHARDC" build "$T/img" --coco "$T/dupcat.json" -o "$T/x"
-bad_coco unkimg 'c["annotations"][2]["image_id"] = 999'
-expect_exit 2 "unknown image" "$SHARDC" build "$T/img" --coco "$T/unkimg.json" -o "$T/x"
-check "  named" grep -q "annotations\[2\] (id 3): image_id 999 is not in 'images'" "$T/err"
-bad_coco unkcat 'c["annotations"][0]["category_id"] = 77'
-expect_exit 2 "unknown category" "$SHARDC" build "$T/img" --coco "$T/unkcat.json" -o "$T/x"
-check "  named" grep -q "annotations\[0\] (id 1): category_id 77 is not in 'categories'" "$T/err"
-bad_coco badbox 'c["annotations"][0]["bbox"] = [1, 2, "x", 4]'
-expect_exit 2 "a malformed bbox" "$SHARDC" build "$T/img" --coco "$T/badbox.json" -o "$T/x"
-bad_coco crowd 'c["annotations"][0]["iscrowd"] = 2'
-expect_exit 2 "iscrowd 2" "$SHARDC" build "$T/img" --coco "$T/crowd.json" -o "$T/x"
-bad_coco escape 'c["images"][0]["file_name"] = "../x.png"'
-expect_exit 2 "a file name outside the image folder" "$SHARDC" build "$T/img" --coco "$T/escape.json" -o "$T/x"
+# coco_refused NAME PYTHON-EXPR DESCRIPTION [PATTERN]: the build of the modified file exits 2 (and
+# names the problem as the pattern says)
+coco_refused() {
+  bad_coco "$1" "$2"
+  expect_exit 2 "$3" "$SHARDC" build "$T/img" --coco "$T/$1.json" -o "$T/x"
+  [ $# -lt 4 ] || check "  named" grep -q "$4" "$T/err"
+}
+coco_refused dupimg 'c["images"][1]["id"] = c["images"][0]["id"]' "duplicate image id" \
+  "dupimg.json: images: id 1 appears twice"
+coco_refused dupann 'c["annotations"][3]["id"] = c["annotations"][0]["id"]' \
+  "duplicate annotation id" "dupann.json: annotations: id 1 appears twice"
+coco_refused dupcat 'c["categories"][1]["id"] = 1' "duplicate category id"
+coco_refused unkimg 'c["annotations"][2]["image_id"] = 999' "unknown image" \
+  "annotations\[2\] (id 3): image_id 999 is not in 'images'"
+coco_refused unkcat 'c["annotations"][0]["category_id"] = 77' "unknown category" \
+  "annotations\[0\] (id 1): category_id 77 is not in 'categories'"
+coco_refused badbox 'c["annotations"][0]["bbox"] = [1, 2, "x", 4]' "a malformed bbox"
+coco_refused crowd 'c["annotations"][0]["iscrowd"] = 2' "iscrowd 2"
+coco_refused escape 'c["images"][0]["file_name"] = "../x.png"' \
+  "a file name outside the image folder"
 printf '{"images": [' >"$T/trunc.json"
 expect_exit 2 "malformed JSON" "$SHARDC" build "$T/img" --coco "$T/trunc.json" -o "$T/x"
 check "  named with its line" grep -q "trunc.json:1:.*malformed JSON" "$T/err"

@@ -13,11 +13,7 @@ case "$BUILD:${SAN:-}" in
     # a sanitizer build's module needs its runtime preloaded; the plain build covers the script
     echo "  (gpu-check is tested in the plain build only)"; exit 77 ;;
 esac
-PY=
-for py in ${SHARDC_PYTHON:-} /usr/bin/python3 python3; do
-  if "$py" -c 'import torch, torchvision, pytest' 2>/dev/null; then PY=$py; break; fi
-done
-if [ -z "$PY" ]; then echo "SKIPPED: no python3 with torch, torchvision and pytest"; exit 77; fi
+need_python PY 'torch, torchvision, pytest' "no python3 with torch, torchvision and pytest"
 export PYTHON=$PY
 GC="$ROOT/scripts/gpu-check.sh"
 # the report's correctness row runs test_cuda, which `make all` does not build: bring it up to

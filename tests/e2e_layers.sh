@@ -53,16 +53,22 @@ compiles() {  # OBJ FILE: FILE compiles with OBJ's flags
   (cd "$ROOT" && eval "$flags -fsyntax-only $2") >"$T/out" 2>&1
 }
 
+# refused OBJ FILE PATTERN WHO WHAT: FILE does not compile with OBJ's flags, the error naming
+# PATTERN ("WHO cannot include WHAT"); a FILE that compiles fails ("a WHO file could include WHAT")
+refused() {
+  if compiles "$1" "$2"; then
+    bad "a $4 file could include $5"
+  else
+    grep -q "$3" "$T/out" && ok "$4 cannot include $5 (a compile error)" ||
+      bad "the probe failed for another reason: $(head -2 "$T/out")"
+  fi
+}
+
 # a formats/ file that includes the compiler's header does not compile with formats/'s flags, and
 # a reader file that includes it does not compile with the reader's
 probe "$T/probe.c" build.h
 for obj in formats/raw.o reader/shardread.o; do
-  if compiles $obj "$T/probe.c"; then
-    bad "a ${obj%%/*}/ file could include compiler/build.h"
-  else
-    grep -q "build.h" "$T/out" && ok "${obj%%/*}/ cannot include compiler/build.h (a compile error)" ||
-      bad "the probe failed for another reason: $(head -2 "$T/out")"
-  fi
+  refused $obj "$T/probe.c" build.h "${obj%%/*}/" compiler/build.h
 done
 
 # pixels/ sees itself and formats/'s fmt.h and image.h: no container (raw.h, backend.h, the
@@ -72,12 +78,7 @@ compiles pixels/geometry.o "$T/pix_ok.c" && ok "pixels/ can include fmt.h, image
   bad "pixels/ cannot include its own headers and formats/'s base: $(head -2 "$T/out")"
 for h in raw.h backend.h augment.h build.h shardread.h; do
   probe "$T/pix_$h.c" "$h"
-  if compiles pixels/geometry.o "$T/pix_$h.c"; then
-    bad "a pixels/ file could include $h"
-  else
-    grep -q "$h" "$T/out" && ok "pixels/ cannot include $h (a compile error)" ||
-      bad "the probe failed for another reason: $(head -2 "$T/out")"
-  fi
+  refused pixels/geometry.o "$T/pix_$h.c" "$h" pixels/ "$h"
 done
 # and formats/ sees pixels/ (the pre-augmentation and the codecs use it)
 probe "$T/fmt_pix.c" geometry.h warp.h
@@ -87,12 +88,7 @@ compiles formats/raw.o "$T/fmt_pix.c" && ok "formats/ can include pixels/'s head
 # remote/ (datasets at URLs) sees formats/ and itself: neither the compiler's nor the reader's
 probe "$T/probe3.c" shardread.h
 for p in probe.c:build.h probe3.c:shardread.h; do
-  if compiles remote/cache.o "$T/${p%%:*}"; then
-    bad "a remote/ file could include ${p#*:}"
-  else
-    grep -q "${p#*:}" "$T/out" && ok "remote/ cannot include ${p#*:} (a compile error)" ||
-      bad "the probe failed for another reason: $(head -2 "$T/out")"
-  fi
+  refused remote/cache.o "$T/${p%%:*}" "${p#*:}" remote/ "${p#*:}"
 done
 
 # the reader's Python extension: the public header compiles, an internal one of reader/ does not

@@ -6,9 +6,8 @@
 # keypoints are errors naming the file and entry; hdf5, lmdb and --part/merge store the same
 # records; verify catches a changed byte of a mask.
 . "$(dirname "$0")/lib.sh"
-PY=${SHARDC_PYTHON:-/usr/bin/python3}
+need_python PY numpy "no python3 with numpy (python3-numpy)"
 REF="$ROOT/tests/ref/segm_ref.py"
-if ! "$PY" -c 'import numpy' 2>/dev/null; then echo "$NAME: skipped (no numpy in $PY)"; exit 77; fi
 
 "$MKSAMPLE" "$T/img" --coco "$T/inst.json" --per-class 12 --min-side 30 --max-side 70 --seed 3 \
   --quiet || { echo "mksample failed"; exit 1; }

@@ -5,11 +5,7 @@
 # the manifest must say it was used.
 . "$(dirname "$0")/lib.sh"
 
-PYNP=
-for py in ${SHARDC_PYTHON:-} /usr/bin/python3 python3; do
-  if "$py" -c 'import numpy' 2>/dev/null; then PYNP=$py; break; fi
-done
-if [ -z "$PYNP" ]; then echo "SKIPPED: no python3 with numpy (python3-numpy)"; exit 77; fi
+need_python PYNP numpy "no python3 with numpy (python3-numpy)"
 
 "$MKSAMPLE" "$T/src" --photo --classes 2 --per-class 12 --seed 4 --quiet || { echo "mksample failed"; exit 1; }
 for g in "size:--size 112x112" "crop:--short-side 120 --crop 112x112"; do

@@ -9,11 +9,7 @@
 # and -j1 and -j4 builds must give identical shards.
 . "$(dirname "$0")/lib.sh"
 
-PYTV=
-for py in ${SHARDC_PYTHON:-} /usr/bin/python3 python3; do
-  if "$py" -c 'import torchvision, PIL' 2>/dev/null; then PYTV=$py; break; fi
-done
-if [ -z "$PYTV" ]; then echo "SKIPPED: no python3 with torchvision (python3-torchvision)"; exit 77; fi
+need_python PYTV 'torchvision, PIL' "no python3 with torchvision (python3-torchvision)"
 
 "$MKSAMPLE" "$T/src" --classes 3 --per-class 12 --seed 11 --min-side 17 --max-side 420 --quiet \
   --no-broken || { echo "mksample failed"; exit 1; }

@@ -29,6 +29,16 @@ py_module() {
   esac
 }
 
+# need_python VAR IMPORTS WHY: set VAR to the first python3 (SHARDC_PYTHON, /usr/bin/python3,
+# python3) that can `import IMPORTS` (e.g. 'torchvision, PIL'), or say SKIPPED: WHY and exit 77.
+need_python() {
+  local var=$1 imports=$2 why=$3 py
+  for py in ${SHARDC_PYTHON:-} /usr/bin/python3 python3; do
+    if "$py" -c "import $imports" 2>/dev/null; then printf -v "$var" '%s' "$py"; return 0; fi
+  done
+  echo "SKIPPED: $why"; exit 77
+}
+
 ok() { NPASS=$((NPASS+1)); echo "  ok   $*"; }
 bad() { NFAIL=$((NFAIL+1)); echo "  FAIL $*"; }
 

@@ -245,8 +245,7 @@ END_TEST
 START_TEST(test_draws_torchvision)
 {
     char dir[1200];
-    make_dir(dir, sizeof dir, "draws");
-    FILE *f = open_list(dir, "draws.tsv");
+    FILE *f = open_case(dir, sizeof dir, "draws", "draws.tsv");
     const uint32_t dims[][2] = {{32, 24}, {224, 224}, {7, 5}, {33, 17}};
     const double rot[][2] = {{-30, 30}, {0, 0}, {-180, 180}, {10, 20.5}};
     for (size_t k = 0; k < 4; k++) {
@@ -419,8 +418,7 @@ static int reader_cases(reader_case *c)
 START_TEST(test_reader_pixels)
 {
     char dir[1200];
-    make_dir(dir, sizeof dir, "pixels");
-    FILE *list = open_list(dir, "samples.tsv");
+    FILE *list = open_case(dir, sizeof dir, "pixels", "samples.tsv");
     reader_case cases[8];
     int ncases = reader_cases(cases);
     shr_dataset *ds[2];
@@ -589,17 +587,8 @@ END_TEST
 
 static Suite *affine_suite(void)
 {
-    Suite *s = suite_create("affine");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_ops_pillow);
-    tcase_add_test(tc, test_linspace);
-    tcase_add_test(tc, test_draws_torchvision);
-    tcase_add_test(tc, test_reader_pixels);
-    tcase_add_test(tc, test_threads_and_float);
-    tcase_add_test(tc, test_bad_options);
-    suite_add_tcase(s, tc);
-    return s;
+    return TU_SUITE("affine", "core", 300, test_ops_pillow, test_linspace, test_draws_torchvision,
+                    test_reader_pixels, test_threads_and_float, test_bad_options);
 }
 
 int main(void)

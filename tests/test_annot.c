@@ -122,11 +122,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("annot");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, duplicates);
-    tcase_add_test(tc, many_names);
-    tcase_add_test(tc, names_file);
-    suite_add_tcase(s, tc);
+    Suite *s = TU_SUITE("annot", "core", 0, duplicates, many_names, names_file);
     return tu_run(s);
 }

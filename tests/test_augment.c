@@ -9,6 +9,19 @@
 #include "le.h"
 #include "testutil.h"
 
+/* s is written as want (any text for NULL), which parses back to s. */
+static void formats_back(const fmt_aug_spec *s, const char *want)
+{
+    char buf[256];
+    fmt_aug_spec again;
+    fmt_msg msg;
+    fmt_aug_format(s, buf, sizeof buf);
+    if (want)
+        ck_assert_str_eq(buf, want);
+    ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
+    ck_assert_mem_eq(s, &again, sizeof *s);
+}
+
 START_TEST(parse_spec)
 {
     fmt_aug_spec s;
@@ -34,31 +47,21 @@ START_TEST(parse_spec)
     fmt_aug_format(&s, buf, sizeof buf);
     ck_assert_str_eq(buf, "none");
     ck_assert_int_eq(fmt_aug_parse("rrc=0.25:1:0.5:2,flip=0.3,jitter=0.1", &s, &msg), 0);
-    fmt_aug_format(&s, buf, sizeof buf);
-    ck_assert_str_eq(buf, "rrc=0.25:1:0.5:2,flip=0.3,brightness=0.1,contrast=0.1,saturation=0.1");
-    fmt_aug_spec again;
-    ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
-    ck_assert_mem_eq(&s, &again, sizeof s);
+    formats_back(&s, "rrc=0.25:1:0.5:2,flip=0.3,brightness=0.1,contrast=0.1,saturation=0.1");
     /* hue and gray: not part of jitter (whose meaning is older than them) */
     ck_assert(s.hue == 0 && s.gray_p == 0);
     ck_assert_int_eq(fmt_aug_parse("hue=0.1,gray", &s, &msg), 0);
     ck_assert_double_eq_tol(s.hue, 0.1, 1e-12);
     ck_assert_double_eq_tol(s.gray_p, 0.1, 1e-12); /* RandomGrayscale's default p */
     ck_assert_int_eq(fmt_aug_parse("flip,hue=0.5,gray=0.25", &s, &msg), 0);
-    fmt_aug_format(&s, buf, sizeof buf);
-    ck_assert_str_eq(buf, "flip=0.5,hue=0.5,gray=0.25");
-    ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
-    ck_assert_mem_eq(&s, &again, sizeof s);
+    formats_back(&s, "flip=0.5,hue=0.5,gray=0.25");
     ck_assert_int_eq(fmt_aug_parse("rotate=15", &s, &msg), 0);
     ck_assert(s.rotate == 15 && !s.rotate_bilinear);
     fmt_aug_format(&s, buf, sizeof buf);
     ck_assert_str_eq(buf, "rotate=15");
     ck_assert_int_eq(fmt_aug_parse("rotate=180:bilinear,flip", &s, &msg), 0);
     ck_assert(s.rotate == 180 && s.rotate_bilinear);
-    fmt_aug_format(&s, buf, sizeof buf);
-    ck_assert_str_eq(buf, "flip=0.5,rotate=180:bilinear");
-    ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
-    ck_assert_mem_eq(&s, &again, sizeof s);
+    formats_back(&s, "flip=0.5,rotate=180:bilinear");
     ck_assert_int_eq(fmt_aug_parse("rotate=7.5:nearest", &s, &msg), 0);
     ck_assert(s.rotate == 7.5 && !s.rotate_bilinear);
     ck_assert_int_eq(fmt_aug_parse("affine=15:0.1:0.9:1.1:10", &s, &msg), 0);
@@ -70,19 +73,14 @@ START_TEST(parse_spec)
     ck_assert_str_eq(buf, "affine=15:0.1:0.9:1.1:10");
     ck_assert_int_eq(fmt_aug_parse("flip,affine=0:0:1:1:0:bilinear,hue=0.1", &s, &msg), 0);
     ck_assert(s.affine && s.rotate_bilinear && s.affine_scale_min == 1);
-    fmt_aug_format(&s, buf, sizeof buf);
-    ck_assert_str_eq(buf, "flip=0.5,affine=0:0:1:1:0:bilinear,hue=0.1");
-    ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
-    ck_assert_mem_eq(&s, &again, sizeof s);
+    formats_back(&s, "flip=0.5,affine=0:0:1:1:0:bilinear,hue=0.1");
     ck_assert_int_eq(fmt_aug_parse("rotate=15", &s, &msg), 0);
     ck_assert_uint_eq(fmt_aug_record_size(&s), FMT_AUG_RECORD_SIZE);
     /* rotate=0 rotates nothing: its interpolation is dropped, so the canonical text (which
      * omits rotate=0) reads back to the same spec, and an affine's interpolation stands */
     ck_assert_int_eq(fmt_aug_parse("rotate=0:bilinear", &s, &msg), 0);
     ck_assert(s.rotate == 0 && !s.rotate_bilinear);
-    fmt_aug_format(&s, buf, sizeof buf);
-    ck_assert_int_eq(fmt_aug_parse(buf, &again, &msg), 0);
-    ck_assert_mem_eq(&s, &again, sizeof s);
+    formats_back(&s, NULL);
     ck_assert_int_eq(fmt_aug_parse("affine=5:0:1:1:0:bilinear,rotate=0", &s, &msg), 0);
     ck_assert(s.affine && s.rotate_bilinear);
 
@@ -335,6 +333,26 @@ START_TEST(apply_rejects_bad_params)
 }
 END_TEST
 
+/* The n-byte record rec decodes to p itself, byte for byte. */
+static void decodes_to_itself(const fmt_aug_params *p, const uint8_t *rec, size_t n)
+{
+    fmt_aug_params q;
+    ck_assert_int_eq(fmt_aug_decode(rec, n, &q), 0);
+    ck_assert_mem_eq(p, &q, sizeof *p);
+}
+
+/* p with *field (one of its own) at each of the n values bad: every record refused. */
+static void refuses_values(fmt_aug_params *p, float *field, const float *bad, size_t n,
+                           uint8_t *rec)
+{
+    fmt_aug_params q;
+    for (size_t i = 0; i < n; i++) {
+        *field = bad[i];
+        fmt_aug_encode(p, rec);
+        ck_assert_int_eq(fmt_aug_decode(rec, FMT_AUG_RECORD_SIZE, &q), FMT_ECORRUPT);
+    }
+}
+
 START_TEST(record_round_trip)
 {
     fmt_aug_params p, q;
@@ -354,8 +372,7 @@ START_TEST(record_round_trip)
     uint8_t rec[FMT_AUG_RECORD_MAX];
     const size_t n64 = FMT_AUG_RECORD_SIZE;
     ck_assert_uint_eq(fmt_aug_encode(&p, rec), FMT_AUG_RECORD_SIZE);
-    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), 0);
-    ck_assert_mem_eq(&p, &q, sizeof p);
+    decodes_to_itself(&p, rec, n64);
     ck_assert_int_eq(fmt_aug_decode(rec, n64 - 1, &q), FMT_ECORRUPT);
     ck_assert_int_eq(fmt_aug_decode(rec, FMT_AUG_RECORD_SIZE_AFFINE, &q), FMT_ECORRUPT);
     rec[0] = 'X';
@@ -377,8 +394,7 @@ START_TEST(record_round_trip)
     fmt_aug_encode(&p, rec);
     ck_assert_mem_eq(rec, "AUG2", 4);
     ck_assert_uint_eq(rec[40], 7);
-    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), 0);
-    ck_assert_mem_eq(&p, &q, sizeof p);
+    decodes_to_itself(&p, rec, n64);
     p.hue = 0.0f;   /* applied with a factor of 0 is not "not applied" */
     fmt_aug_encode(&p, rec);
     ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), 0);
@@ -387,15 +403,10 @@ START_TEST(record_round_trip)
     p.gray = 1;
     fmt_aug_encode(&p, rec);
     ck_assert_mem_eq(rec, "AUG2", 4);
-    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), 0);
-    ck_assert_mem_eq(&p, &q, sizeof p);
+    decodes_to_itself(&p, rec, n64);
     const float bad_hue[] = {0.5001f, -0.75f, NAN, INFINITY};
     p.hue_on = 1;
-    for (size_t i = 0; i < sizeof bad_hue / sizeof *bad_hue; i++) {
-        p.hue = bad_hue[i];
-        fmt_aug_encode(&p, rec);
-        ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), FMT_ECORRUPT);
-    }
+    refuses_values(&p, &p.hue, bad_hue, sizeof bad_hue / sizeof *bad_hue, rec);
     p.hue = 0.25f;
     fmt_aug_encode(&p, rec);
     rec[40] = 3; /* a hue factor without the hue flag */
@@ -414,14 +425,9 @@ START_TEST(record_round_trip)
     ck_assert_mem_eq(rec, "AUG2", 4);
     ck_assert_uint_eq(rec[40], 8);
     ck_assert_uint_eq(rec[41], 4);
-    ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), 0);
-    ck_assert_mem_eq(&p, &q, sizeof p);
+    decodes_to_itself(&p, rec, n64);
     const float bad_angle[] = {180.5f, -200.0f, NAN, INFINITY};
-    for (size_t i = 0; i < sizeof bad_angle / sizeof *bad_angle; i++) {
-        p.angle = bad_angle[i];
-        fmt_aug_encode(&p, rec);
-        ck_assert_int_eq(fmt_aug_decode(rec, n64, &q), FMT_ECORRUPT);
-    }
+    refuses_values(&p, &p.angle, bad_angle, sizeof bad_angle / sizeof *bad_angle, rec);
     p.angle = 30.0f;
     fmt_aug_encode(&p, rec);
     rec[41] = FMT_FILTER_COUNT; /* no such resize filter */
@@ -455,8 +461,7 @@ START_TEST(record_round_trip)
     ck_assert(f == -9.5f);
     for (int i = 80; i < 96; i++)
         ck_assert_uint_eq(rec[i], 0);
-    ck_assert_int_eq(fmt_aug_decode(rec, FMT_AUG_RECORD_SIZE_AFFINE, &q), 0);
-    ck_assert_mem_eq(&p, &q, sizeof p);
+    decodes_to_itself(&p, rec, FMT_AUG_RECORD_SIZE_AFFINE);
     ck_assert_int_eq(fmt_aug_decode(rec, FMT_AUG_RECORD_SIZE, &q), FMT_ECORRUPT);
     uint8_t keep[FMT_AUG_RECORD_MAX];
     memcpy(keep, rec, sizeof keep);
@@ -491,18 +496,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("augment");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, parse_spec);
-    tcase_add_test(tc, draw_ranges_and_distribution);
-    tcase_add_test(tc, draws_are_keyed);
-    tcase_add_test(tc, affine_draws);
-    tcase_add_test(tc, draw_fallback);
-    tcase_add_test(tc, flip_mirrors_exactly);
-    tcase_add_test(tc, colour_arithmetic);
-    tcase_add_test(tc, apply_rejects_bad_params);
-    tcase_add_test(tc, record_round_trip);
-    suite_add_tcase(s, tc);
+    Suite *s = TU_SUITE("augment", "core", 60, parse_spec, draw_ranges_and_distribution,
+                        draws_are_keyed, affine_draws, draw_fallback, flip_mirrors_exactly,
+                        colour_arithmetic, apply_rejects_bad_params, record_round_trip);
     return tu_run(s);
 }

@@ -405,11 +405,19 @@ static shr_options base_options(uint64_t seed)
     return o;
 }
 
+/* The ColorJitter ranges j: brightness, contrast, saturation and hue, each (min, max). */
+static void set_jitter(shr_options *o, const double j[8])
+{
+    memcpy(o->jitter_brightness, j, sizeof o->jitter_brightness);
+    memcpy(o->jitter_contrast, j + 2, sizeof o->jitter_contrast);
+    memcpy(o->jitter_saturation, j + 4, sizeof o->jitter_saturation);
+    memcpy(o->jitter_hue, j + 6, sizeof o->jitter_hue);
+}
+
 START_TEST(test_draws_torchvision)
 {
     char dir[1200];
-    make_dir(dir, sizeof dir, "draws");
-    FILE *f = open_list(dir, "draws.tsv");
+    FILE *f = open_case(dir, sizeof dir, "draws", "draws.tsv");
     const double jit[][8] = {
         {0.6, 1.4, 0.6, 1.4, 0.6, 1.4, -0.1, 0.1},          /* ColorJitter(0.4, 0.4, 0.4, 0.1) */
         {1.0, 1.0, 0.0, 3.0, 1.0, 1.0, -0.5, 0.5},          /* brightness and saturation off */
@@ -419,10 +427,7 @@ START_TEST(test_draws_torchvision)
     int n = 0;
     for (size_t k = 0; k < 4; k++) {
         shr_options o = base_options(300 + k);
-        memcpy(o.jitter_brightness, jit[k], sizeof o.jitter_brightness);
-        memcpy(o.jitter_contrast, jit[k] + 2, sizeof o.jitter_contrast);
-        memcpy(o.jitter_saturation, jit[k] + 4, sizeof o.jitter_saturation);
-        memcpy(o.jitter_hue, jit[k] + 6, sizeof o.jitter_hue);
+        set_jitter(&o, jit[k]);
         uint32_t counts[4] = {0};
         for (uint64_t i = 0; i < 1500; i++) {
             shr_params p;
@@ -491,15 +496,9 @@ END_TEST
 
 static shr_options jitter_options(uint64_t seed, uint32_t w, uint32_t h)
 {
+    static const double jitter[8] = {0.6, 1.4, 0.6, 1.4, 0.6, 1.4, -0.1, 0.1};
     shr_options o = reader_options(seed, w, h);
-    o.jitter_brightness[0] = 0.6;
-    o.jitter_brightness[1] = 1.4;
-    o.jitter_contrast[0] = 0.6;
-    o.jitter_contrast[1] = 1.4;
-    o.jitter_saturation[0] = 0.6;
-    o.jitter_saturation[1] = 1.4;
-    o.jitter_hue[0] = -0.1;
-    o.jitter_hue[1] = 0.1;
+    set_jitter(&o, jitter);
     o.grayscale_p = 0.2;
     o.erase_p = 0.5;
     return o;
@@ -508,8 +507,7 @@ static shr_options jitter_options(uint64_t seed, uint32_t w, uint32_t h)
 START_TEST(test_reader_pixels)
 {
     char dir[1200];
-    make_dir(dir, sizeof dir, "pixels");
-    FILE *list = open_list(dir, "samples.tsv");
+    FILE *list = open_case(dir, sizeof dir, "pixels", "samples.tsv");
     const struct {
         const char *dir;
         uint32_t w, h;
@@ -739,20 +737,9 @@ END_TEST
 
 static Suite *augment_suite(void)
 {
-    Suite *s = suite_create("augment_read");
-    TCase *tc = tcase_create("augment_read");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_hsv_all);
-    tcase_add_test(tc, test_hsv_paths);
-    tcase_add_test(tc, test_paths_equal);
-    tcase_add_test(tc, test_ops_pillow);
-    tcase_add_test(tc, test_draws_torchvision);
-    tcase_add_test(tc, test_reader_pixels);
-    tcase_add_test(tc, test_float_erase);
-    tcase_add_test(tc, test_determinism);
-    tcase_add_test(tc, test_bad_options);
-    suite_add_tcase(s, tc);
-    return s;
+    return TU_SUITE("augment_read", "augment_read", 600, test_hsv_all, test_hsv_paths,
+                    test_paths_equal, test_ops_pillow, test_draws_torchvision, test_reader_pixels,
+                    test_float_erase, test_determinism, test_bad_options);
 }
 
 int main(void)

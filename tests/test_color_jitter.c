@@ -284,15 +284,8 @@ END_TEST
 
 static Suite *jitter_suite(void)
 {
-    Suite *s = suite_create("color_jitter");
-    TCase *tc = tcase_create("color_jitter");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_orders);
-    tcase_add_test(tc, test_every_byte);
-    tcase_add_test(tc, test_every_colour);
-    tcase_add_test(tc, test_conversions);
-    suite_add_tcase(s, tc);
-    return s;
+    return TU_SUITE("color_jitter", "color_jitter", 120, test_orders, test_every_byte,
+                    test_every_colour, test_conversions);
 }
 
 int main(void)

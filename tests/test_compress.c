@@ -10,10 +10,7 @@ static uint64_t g_rng = 0x243F6A8885A308D3ull;
 
 static uint64_t rng(void)
 {
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545F4914F6CDD1DULL;
+    return tu_xorshift(&g_rng);
 }
 
 /* Pixels that compress (smooth gradients with a little noise), or noise that does not. */
@@ -299,23 +296,9 @@ START_TEST(test_jpeg_pick)
 }
 END_TEST
 
-static Suite *compress_suite(void)
-{
-    Suite *s = suite_create("compress");
-    TCase *tc = tcase_create("compress");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_codec_parse);
-    tcase_add_test(tc, test_codec_roundtrip);
-    tcase_add_test(tc, test_shard_roundtrip);
-    tcase_add_test(tc, test_shard_damage);
-    tcase_add_test(tc, test_writer_bad_codec);
-    tcase_add_test(tc, test_jpeg_pick);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return tu_run_suite(compress_suite());
+    return tu_run_suite(TU_TEMP_SUITE("compress", "compress", 120, test_codec_parse,
+                                      test_codec_roundtrip, test_shard_roundtrip, test_shard_damage,
+                                      test_writer_bad_codec, test_jpeg_pick));
 }

@@ -22,6 +22,7 @@
 #include "bench.h"
 #include "cuda_feed.h"
 #include "gpu_api.h"
+#include "mksample.h"
 #include "pinned.h"
 #include "shardread.h"
 #include "step.h"
@@ -47,18 +48,10 @@ static char g_exe_dir[1024];
 
 /* ---- helpers ---- */
 
-static uint64_t mix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static void fill_random(uint8_t *p, size_t n, uint64_t seed)
 {
     for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(mix64(&seed) >> 56);
+        p[i] = (uint8_t)(mks_splitmix(&seed) >> 56);
 }
 
 /* This build's library called name (<exe dir>/../lib), or NULL when it was not built. */
@@ -90,11 +83,7 @@ static const shr_feed_api *feed_table(void)
 
 static sb_step_opts emulated_opts(double ms, sb_device dev)
 {
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = SB_STEP_EMULATED;
-    o.step_ms = ms;
-    o.device = dev;
+    sb_step_opts o = {.kind = SB_STEP_EMULATED, .step_ms = ms, .device = dev};
     return o;
 }
 
@@ -102,15 +91,8 @@ static sb_step_opts emulated_opts(double ms, sb_device dev)
 static shr_batch batch_of(uint8_t *data, int64_t *labels, uint32_t n, uint32_t h, uint32_t w,
                           uint32_t c)
 {
-    shr_batch b;
-    memset(&b, 0, sizeof b);
-    b.data = data;
-    b.labels = labels;
-    b.n = n;
-    b.height = h;
-    b.width = w;
-    b.channels = c;
-    return b;
+    return (shr_batch){.data = data, .labels = labels, .n = n, .height = h, .width = w,
+                       .channels = c};
 }
 
 /* A GPU step with hooks: the table and the implementation handle. */
@@ -591,14 +573,15 @@ enum { MC = 4, MH = 12, MW = 12, MN = 48, MBATCHES = 6, MEPOCHS = 6 };
 static void make_images(uint8_t *px, int64_t *lab, size_t count, uint64_t seed)
 {
     for (size_t i = 0; i < count; i++) {
-        int c = (int)(mix64(&seed) % MC);
+        int c = (int)(mks_splitmix(&seed) % MC);
         lab[i] = c;
         uint8_t *img = px + i * MH * MW * 3;
         for (int y = 0; y < MH; y++)
             for (int x = 0; x < MW; x++) {
                 int in = (y < MH / 2) == (c < 2) && (x < MW / 2) == (c % 2 == 0);
                 for (int ch = 0; ch < 3; ch++) {
-                    int v = (int)(mix64(&seed) % 96) + (in ? 120 : 20) + (ch == c % 3 ? 20 : 0);
+                    int v = (int)(mks_splitmix(&seed) % 96) + (in ? 120 : 20) +
+                            (ch == c % 3 ? 20 : 0);
                     img[(y * MW + x) * 3 + ch] = (uint8_t)(v > 255 ? 255 : v);
                 }
             }
@@ -609,15 +592,8 @@ static void make_images(uint8_t *px, int64_t *lab, size_t count, uint64_t seed)
 static void train(sb_device dev, sb_model model, const uint8_t *px, const int64_t *lab,
                   double *loss, double *acc)
 {
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = SB_STEP_MODEL;
-    o.model = model;
-    o.model_side = 6;
-    o.hidden = 32;
-    o.classes = MC;
-    o.lr = 0.1f;
-    o.seed = 7;
+    sb_step_opts o = {.kind = SB_STEP_MODEL, .model = model, .model_side = 6, .hidden = 32,
+                      .classes = MC, .lr = 0.1f, .seed = 7};
     for (int c = 0; c < 3; c++) {
         o.mean[c] = 110;
         o.std[c] = 60;
@@ -672,11 +648,7 @@ END_TEST
 
 START_TEST(test_gpu_model_bad_batches)
 {
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = SB_STEP_MODEL;
-    o.classes = 3;
-    o.device = SB_DEVICE_GPU;
+    sb_step_opts o = {.kind = SB_STEP_MODEL, .classes = 3, .device = SB_DEVICE_GPU};
     sb_step *s = NULL;
     ck_assert_int_eq(sb_step_create(&s, &o), 0);
     uint8_t px[4 * 8 * 8 * 3];
@@ -872,11 +844,11 @@ START_TEST(test_gpu_normalize_grids)
     uint64_t seed = 900 + (uint64_t)_i;
     for (uint32_t i = 0; i < p.n; i++) {
         /* origins up to 8 past the last valid one: those are clamped */
-        xy[2 * i] = (uint32_t)(mix64(&seed) % (p.width - (p.out_width ? p.out_width
-                                                                     : p.width) + 9));
-        xy[2 * i + 1] = (uint32_t)(mix64(&seed) % (p.height - (p.out_height ? p.out_height
-                                                                          : p.height) + 9));
-        flip[i] = (uint8_t)(mix64(&seed) & 1);
+        uint32_t ow = p.out_width ? p.out_width : p.width;
+        uint32_t oh = p.out_height ? p.out_height : p.height;
+        xy[2 * i] = (uint32_t)(mks_splitmix(&seed) % (p.width - ow + 9));
+        xy[2 * i + 1] = (uint32_t)(mks_splitmix(&seed) % (p.height - oh + 9));
+        flip[i] = (uint8_t)(mks_splitmix(&seed) & 1);
     }
     if (g_grids[_i].per_sample) {
         p.crop_xy = xy;
@@ -958,19 +930,10 @@ static int g_require_gpu;               /* SHARDC_REQUIRE_GPU=1 or --require-gpu
 
 static Suite *cuda_suite(void)
 {
-    Suite *s = suite_create("cuda");
-    TCase *tc = tcase_create("dispatch");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_fallback_without_gpu_lib);
-    tcase_add_test(tc, test_cuda_status);
-    tcase_add_test(tc, test_ring_memory);
-    tcase_add_test(tc, test_dispatcher_errors);
-    tcase_add_test(tc, test_gpu_open_errors);
-    tcase_add_test(tc, test_gpu_lib_checks);
-    tcase_add_test(tc, test_feed_lib_checks);
-    tcase_add_test(tc, test_checksum_reference);
-    suite_add_tcase(s, tc);
+    Suite *s = TU_TEMP_SUITE("cuda", "dispatch", 60, test_fallback_without_gpu_lib,
+                             test_cuda_status, test_ring_memory, test_dispatcher_errors,
+                             test_gpu_open_errors, test_gpu_lib_checks, test_feed_lib_checks,
+                             test_checksum_reference);
     if (g_gpu) {
         TCase *gc = tcase_create("gpu");
         tu_temp_fixtures(gc);

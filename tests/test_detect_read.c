@@ -34,22 +34,12 @@ static char g_cls[1100];                /* classification, many sizes */
 
 static int build_fixtures(void)
 {
-    if (find_bins() != 0) {
-        fprintf(stderr, "test_detect_read: shardc not found next to the test (run make all)\n");
+    if (tu_progs_root() != 0)
         return -1;
-    }
-    tu_root_setup();
-    if (!g_root[0])
-        return -1;
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/img' --coco '%s/inst.json' "
-             "--per-class %d --min-side 40 --max-side 120 --seed 7 --quiet", g_bin, g_root,
-             g_root, N_IMAGES);
-    if (run_quiet(cmd) != 0)
-        return -1;
-    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/cimg' --classes 3 --per-class 6 "
-             "--min-side 30 --max-side 90 --no-broken --quiet", g_bin, g_root);
-    if (run_quiet(cmd) != 0)
+    char cmd[4096], args[128];
+    snprintf(args, sizeof args, "--per-class %d --min-side 40 --max-side 120 --seed 7", N_IMAGES);
+    if (tu_mksample_coco(args) != 0 ||
+        tu_mksample("cimg", "--classes 3 --per-class 6 --min-side 30 --max-side 90") != 0)
         return -1;
     snprintf(g_var, sizeof g_var, "%s/var", g_root);
     snprintf(g_fixed, sizeof g_fixed, "%s/fixed", g_root);
@@ -71,11 +61,6 @@ static int build_fixtures(void)
         }
     }
     return 0;
-}
-
-static void remove_fixtures(void)
-{
-    tu_root_teardown();
 }
 
 /* ---- the reference: the documented arithmetic, written apart from the reader's ---- */
@@ -766,32 +751,14 @@ END_TEST
 
 static Suite *detect_suite(void)
 {
-    Suite *s = suite_create("detect_read");
-    TCase *tc = tcase_create("detect_read");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_center_crop_pad);
-    tcase_add_test(tc, test_random_crop);
-    tcase_add_test(tc, test_rrc);
-    tcase_add_test(tc, test_flip);
-    tcase_add_test(tc, test_combinations);
-    tcase_add_test(tc, test_threads_resume);
-    tcase_add_test(tc, test_dataset_target);
-    tcase_add_test(tc, test_warps);
-    tcase_add_test(tc, test_refused);
-    tcase_add_test(tc, test_classification);
-    tcase_add_test(tc, test_batch_view);
-    suite_add_tcase(s, tc);
-    return s;
+    return TU_SUITE("detect_read", "detect_read", 300, test_center_crop_pad, test_random_crop,
+                    test_rrc, test_flip, test_combinations, test_threads_resume,
+                    test_dataset_target, test_warps, test_refused, test_classification,
+                    test_batch_view);
 }
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        remove_fixtures();
-        fprintf(stderr, "test_detect_read: cannot build the fixture datasets\n");
-        return EXIT_FAILURE;
-    }
-    int failed = tu_run(detect_suite()) != EXIT_SUCCESS;
-    remove_fixtures();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, detect_suite());
 }

@@ -14,10 +14,7 @@ static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
 static uint64_t rng(void)
 {
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545F4914F6CDD1DULL;
+    return tu_xorshift(&g_rng);
 }
 
 /* A one-shard dataset in g_dir/name: NS samples of h x w x 3 (compressible when codec is set),
@@ -209,19 +206,7 @@ START_TEST(test_damage)
 }
 END_TEST
 
-static Suite *direct_suite(void)
-{
-    Suite *s = suite_create("direct");
-    TCase *tc = tcase_create("direct");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_layouts);
-    tcase_add_test(tc, test_damage);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return tu_run_suite(direct_suite());
+    return tu_run_suite(TU_TEMP_SUITE("direct", "direct", 120, test_layouts, test_damage));
 }

@@ -170,15 +170,24 @@ static void check_batch(const shr_batch *b, uint64_t number)
     }
 }
 
-static shr_reader *open_reader(const char *dir, shr_access access)
+/* The fault tests' reader: batches of BATCH, one thread, unpinned, read ahead by `prefetch`
+ * (0: the default). */
+static shr_options fault_options(uint32_t prefetch)
 {
     shr_options o;
     shr_options_init(&o);
     o.batch_size = BATCH;
     o.threads = 1;
-    o.prefetch = 2;
-    o.access = access;
+    if (prefetch)
+        o.prefetch = prefetch;
     o.pin = SHR_PIN_OFF;
+    return o;
+}
+
+static shr_reader *open_reader(const char *dir, shr_access access)
+{
+    shr_options o = fault_options(2);
+    o.access = access;
     shr_reader *r = NULL;
     int rc = shr_open(&r, dir, &o, tu_fresh());
     ck_assert_msg(rc == 0, "shr_open: %s", tu_msg.text);
@@ -254,12 +263,7 @@ START_TEST(test_reader_mmap_sigbus)
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = SIG_DFL;
         sigaction(SIGBUS, &sa, NULL);
-        shr_options o;
-        shr_options_init(&o);
-        o.batch_size = BATCH;
-        o.threads = 1;
-        o.prefetch = 2;
-        o.pin = SHR_PIN_OFF;
+        shr_options o = fault_options(2);
         shr_reader *r;
         if (shr_open(&r, dir, &o, tu_fresh()) != 0)
             _exit(2);
@@ -510,12 +514,8 @@ START_TEST(test_hdf5_damaged_reopen)
         ck_assert_int_eq(fmt_dataset_open_ex(&d, dir, (fmt_access)(i % 3), &msg), FMT_EHASH);
         ck_assert_ptr_null(d);
         ck_assert_ptr_nonnull(strstr(msg.text, "shard-00000.h5"));
-        shr_options o;
-        shr_options_init(&o);
-        o.batch_size = BATCH;
-        o.threads = 1;
+        shr_options o = fault_options(0);
         o.access = (shr_access)(i % 3);
-        o.pin = SHR_PIN_OFF;
         shr_reader *r = (shr_reader *)1;
         ck_assert_int_eq(shr_open(&r, dir, &o, tu_fresh()), FMT_EHASH);
         ck_assert_ptr_null(r);
@@ -534,18 +534,13 @@ END_TEST
 
 static Suite *faults_suite(void)
 {
-    Suite *s = suite_create("faults");
-    TCase *tc = tcase_create("faults");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 60);
+    TCase *tc;
+    Suite *s = tu_temp_suite("faults", "faults", 60, &tc);
     tcase_add_loop_test(tc, test_reader_truncated_shard, 0, 4);
     tcase_add_test(tc, test_reader_mmap_sigbus);
     tcase_add_loop_test(tc, test_dataset_truncated_shard, 0, 4);
-    tcase_add_test(tc, test_raw_nomap_same);
-    tcase_add_test(tc, test_raw_nomap_damage);
-    tcase_add_test(tc, test_raw_nomap_truncated_after_open);
-    tcase_add_test(tc, test_hdf5_damaged_reopen);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_raw_nomap_same, test_raw_nomap_damage,
+                 test_raw_nomap_truncated_after_open, test_hdf5_damaged_reopen);
     return s;
 }
 

@@ -326,22 +326,10 @@ START_TEST(test_check_sample_pair)
 }
 END_TEST
 
-static Suite *fields_suite(void)
-{
-    Suite *s = suite_create("fields");
-    TCase *tc = tcase_create("fields");
-    tcase_add_test(tc, test_layout_and_round_trip);
-    tcase_add_test(tc, test_corrupt_refused);
-    tcase_add_test(tc, test_schema_check);
-    tcase_add_test(tc, test_manifest_round_trip);
-    tcase_add_test(tc, test_pair_record);
-    tcase_add_test(tc, test_manifest_with_targets);
-    tcase_add_test(tc, test_check_sample_pair);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return tu_run_suite(fields_suite());
+    return tu_run_suite(TU_SUITE("fields", "fields", 0, test_layout_and_round_trip,
+                                 test_corrupt_refused, test_schema_check, test_manifest_round_trip,
+                                 test_pair_record, test_manifest_with_targets,
+                                 test_check_sample_pair));
 }

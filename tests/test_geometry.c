@@ -46,6 +46,14 @@ static void img_random(fmt_image *im, uint32_t seed)
         im->pixels[i] = (uint8_t)(rng_next(&seed) >> 24);
 }
 
+/* A new w x h x ch image of img_random's pixels from seed. */
+static fmt_image img_noise(uint32_t w, uint32_t h, uint32_t ch, uint32_t seed)
+{
+    fmt_image im = img_new(w, h, ch);
+    img_random(&im, seed);
+    return im;
+}
+
 static uint8_t *px(const fmt_image *im, uint32_t x, uint32_t y)
 {
     return im->pixels + ((size_t)y * im->width + x) * im->channels;
@@ -462,6 +470,14 @@ END_TEST
 
 /* ---- resize ---- */
 
+/* A resizer, or the test fails. */
+static fmt_resizer *resizer_new(void)
+{
+    fmt_resizer *r;
+    ck_assert_int_eq(fmt_resizer_create(&r), 0);
+    return r;
+}
+
 /* Every mode keeps a constant colour exactly (coefficients sum to one), on 1 and 3 channels,
  * including strong reductions and enlargements; pad borders are zero. */
 START_TEST(test_resize_constant)
@@ -489,8 +505,7 @@ START_TEST(test_resize_constant)
         {640, 480, SHORTC(256, 0, 224, 224)},
         {100, 50, KEEPC(0, 120, 61)},
     };
-    fmt_resizer *r;
-    ck_assert_int_eq(fmt_resizer_create(&r), 0);
+    fmt_resizer *r = resizer_new();
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         for (uint32_t ch = 1; ch <= 3; ch += 2) {
             for (size_t k = 0; k < sizeof colours / sizeof colours[0]; k++) {
@@ -525,10 +540,8 @@ END_TEST
 /* Pad borders are zero whatever the picture, and the picture fills its rectangle. */
 START_TEST(test_resize_pad_borders)
 {
-    fmt_resizer *r;
-    ck_assert_int_eq(fmt_resizer_create(&r), 0);
-    fmt_image src = img_new(500, 375, 3);
-    img_random(&src, 7);
+    fmt_resizer *r = resizer_new();
+    fmt_image src = img_noise(500, 375, 3, 7);
     for (size_t i = 0; i < (size_t)500 * 375 * 3; i++)
         src.pixels[i] |= 0x10;      /* no zero pixels, so a zero in the picture is a bug */
     fmt_geom g = geom_size(224, 224, FMT_FIT_PAD);
@@ -558,11 +571,9 @@ END_TEST
 /* Plans that do not scale copy exactly: the identity and a crop without scaling. */
 START_TEST(test_resize_identity_copies)
 {
-    fmt_resizer *r;
-    ck_assert_int_eq(fmt_resizer_create(&r), 0);
+    fmt_resizer *r = resizer_new();
     for (uint32_t ch = 1; ch <= 3; ch += 2) {
-        fmt_image src = img_new(601, 400, ch);
-        img_random(&src, 11 + ch);
+        fmt_image src = img_noise(601, 400, ch, 11 + ch);
         fmt_geom g = geom_keep(0);
         fmt_image out = resize_with(r, &src, &g, NULL);
         ck_assert_mem_eq(out.pixels, src.pixels, (size_t)601 * 400 * ch);
@@ -601,8 +612,7 @@ START_TEST(test_resize_gradient_monotonic)
         {997, 13, SIZE(331, 5, FMT_FIT_STRETCH)},
         {5000, 40, SIZE(50, 40, FMT_FIT_STRETCH)},  /* 100x */
     };
-    fmt_resizer *r;
-    ck_assert_int_eq(fmt_resizer_create(&r), 0);
+    fmt_resizer *r = resizer_new();
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         for (uint32_t ch = 1; ch <= 3; ch += 2) {
             fmt_image src = img_new(cases[ci].sw, cases[ci].sh, ch);
@@ -648,13 +658,11 @@ START_TEST(test_resize_is_resample_then_crop)
         SIZE(224, 224, FMT_FIT_CROP), SIZE(97, 61, FMT_FIT_PAD), SHORTC(150, 0, 128, 100),
         SHORTC(90, 0, 200, 50), SIZE(33, 200, FMT_FIT_STRETCH), KEEPC(0, 77, 500),
     };
-    fmt_resizer *r;
-    ck_assert_int_eq(fmt_resizer_create(&r), 0);
+    fmt_resizer *r = resizer_new();
     fmt_rs_scratch *rs;
     ck_assert_int_eq(fmt_rs_scratch_create(NULL, &rs), 0);
     for (uint32_t ch = 1; ch <= 3; ch += 2) {
-        fmt_image src = img_new(301, 211, ch);
-        img_random(&src, 5 + ch);
+        fmt_image src = img_noise(301, 211, ch, 5 + ch);
         for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++) {
             for (int f = 0; f < FMT_FILTER_COUNT; f++) {
                 fmt_geom g = geoms[gi];
@@ -696,8 +704,7 @@ END_TEST
  * each) gives back the block colours exactly, for any colours. */
 START_TEST(test_resize_blocks_2x)
 {
-    fmt_resizer *r;
-    ck_assert_int_eq(fmt_resizer_create(&r), 0);
+    fmt_resizer *r = resizer_new();
     const uint32_t bw = 40, bh = 30;
     fmt_geom g = geom_size(bw, bh, FMT_FIT_STRETCH);
     g.filter = FMT_FILTER_BOX;
@@ -724,10 +731,8 @@ END_TEST
 /* A single source pixel fills the whole output, whatever the geometry and filter. */
 START_TEST(test_resize_one_pixel_source)
 {
-    fmt_resizer *r;
-    ck_assert_int_eq(fmt_resizer_create(&r), 0);
-    fmt_image src = img_new(1, 1, 3);
-    img_random(&src, 3);
+    fmt_resizer *r = resizer_new();
+    fmt_image src = img_noise(1, 1, 3, 3);
     static const fmt_geom geoms[] = {SIZE(224, 224, FMT_FIT_CROP), SHORTC(9, 0, 4, 3),
                                      SIZE(5, 300, FMT_FIT_STRETCH)};
     for (size_t gi = 0; gi < 3; gi++) {
@@ -792,8 +797,7 @@ START_TEST(test_resize_deterministic)
         SIZE(600, 500, FMT_FIT_STRETCH),
     };
     size_t ng = sizeof geoms / sizeof geoms[0];
-    fmt_image src = img_new(640, 480, 3);
-    img_random(&src, 1234);
+    fmt_image src = img_noise(640, 480, 3, 1234);
     det_job single = {&src, geoms, ng, 2, {0}, 0};
     det_worker(&single);
     ck_assert_int_eq(single.rc, 0);
@@ -835,8 +839,7 @@ START_TEST(test_resize_same_without_simd)
     };
     size_t ng = sizeof geoms / sizeof geoms[0];
     for (uint32_t ch = 1; ch <= 3; ch += 2) {
-        fmt_image src = img_new(640, 480, ch);
-        img_random(&src, 4321 + ch);
+        fmt_image src = img_noise(640, 480, ch, 4321 + ch);
         uint64_t simd[8] = {0}, plain[8] = {0};
         for (int pass = 0; pass < 2; pass++) {
             fmt_simd_set(!pass);
@@ -869,12 +872,9 @@ END_TEST
  * reused): the same source gives the same bytes again. */
 START_TEST(test_resize_large_source)
 {
-    fmt_resizer *r;
-    ck_assert_int_eq(fmt_resizer_create(&r), 0);
-    fmt_image src = img_new(4000, 3000, 3);
-    img_random(&src, 77);
-    fmt_image small = img_new(50, 40, 3);
-    img_random(&small, 78);
+    fmt_resizer *r = resizer_new();
+    fmt_image src = img_noise(4000, 3000, 3, 77);
+    fmt_image small = img_noise(50, 40, 3, 78);
     fmt_geom g = geom_size(224, 224, FMT_FIT_CROP);
     fmt_image a = resize_with(r, &src, &g, NULL);
     fmt_image c = resize_with(r, &small, &g, NULL);
@@ -891,8 +891,7 @@ END_TEST
 
 START_TEST(test_resize_errors)
 {
-    fmt_resizer *r;
-    ck_assert_int_eq(fmt_resizer_create(&r), 0);
+    fmt_resizer *r = resizer_new();
     ck_assert_int_eq(fmt_resizer_create(NULL), FMT_EINVAL);
     fmt_resizer_free(NULL);
     fmt_image src = img_new(100, 80, 3);
@@ -934,33 +933,14 @@ START_TEST(test_resize_errors)
 }
 END_TEST
 
-static Suite *geometry_suite(void)
-{
-    Suite *s = suite_create("geometry");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_plan_table);
-    tcase_add_test(tc, test_plan_invariants);
-    tcase_add_test(tc, test_plan_errors);
-    tcase_add_test(tc, test_plan_decoded);
-    tcase_add_test(tc, test_min_decode_cases);
-    tcase_add_test(tc, test_min_decode_never_upscales);
-    tcase_add_test(tc, test_resize_constant);
-    tcase_add_test(tc, test_resize_pad_borders);
-    tcase_add_test(tc, test_resize_identity_copies);
-    tcase_add_test(tc, test_resize_gradient_monotonic);
-    tcase_add_test(tc, test_resize_is_resample_then_crop);
-    tcase_add_test(tc, test_resize_blocks_2x);
-    tcase_add_test(tc, test_resize_one_pixel_source);
-    tcase_add_test(tc, test_resize_deterministic);
-    tcase_add_test(tc, test_resize_same_without_simd);
-    tcase_add_test(tc, test_resize_large_source);
-    tcase_add_test(tc, test_resize_errors);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return tu_run(geometry_suite());
+    return tu_run(TU_SUITE("geometry", "core", 120, test_plan_table, test_plan_invariants,
+                           test_plan_errors, test_plan_decoded, test_min_decode_cases,
+                           test_min_decode_never_upscales, test_resize_constant,
+                           test_resize_pad_borders, test_resize_identity_copies,
+                           test_resize_gradient_monotonic, test_resize_is_resample_then_crop,
+                           test_resize_blocks_2x, test_resize_one_pixel_source,
+                           test_resize_deterministic, test_resize_same_without_simd,
+                           test_resize_large_source, test_resize_errors));
 }

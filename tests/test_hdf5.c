@@ -29,27 +29,12 @@ static const fmt_backend *be = &fmt_backend_hdf5;
 
 /* ---- fixtures: samples written to a shard ---- */
 
-enum { SHAPES_FIXED_GRAY, SHAPES_FIXED_RGB, SHAPES_MIXED, SHAPES_SAME_HW };
 enum { AUX_NONE, AUX_64, AUX_VARIED };
 
 static tu_sample *make_samples(size_t n, int shapes, int aux)
 {
-    tu_sample *s = tu_samples_new(n);
-    for (size_t i = 0; i < n; i++) {
-        if (shapes == SHAPES_FIXED_GRAY) {
-            s[i].h = 17, s[i].w = 13, s[i].c = 1;
-        } else if (shapes == SHAPES_FIXED_RGB) {
-            s[i].h = 24, s[i].w = 20, s[i].c = 3;
-        } else if (shapes == SHAPES_SAME_HW) {
-            s[i].h = 8, s[i].w = 8, s[i].c = i == 2 ? 3 : 1;  /* one RGB among gray */
-        } else {
-            tu_sample_random_shape(&s[i], 40);
-        }
-        tu_sample_random(&s[i], i);
-        if ((aux == AUX_64) || (aux == AUX_VARIED && i % 3 != 1))
-            tu_sample_random_aux(&s[i], aux == AUX_64 ? 64 : 1 + (uint32_t)(tu_rng() % 70));
-    }
-    return s;
+    return tu_samples_make(n, shapes, 24, 20, 40,
+                           aux == AUX_64 ? 64 : aux == AUX_VARIED ? TU_AUX_VARIED : 0);
 }
 
 #define FIRST 5000u
@@ -465,12 +450,12 @@ static void roundtrip(size_t n, int shapes, int aux)
 
 /* test_roundtrip runs once per row (check names the row's index when one fails). */
 static const struct { size_t n; int shapes, aux; } roundtrips[] = {
-    { 7, SHAPES_FIXED_GRAY, AUX_NONE },
-    { 9, SHAPES_FIXED_RGB, AUX_64 },
-    { 23, SHAPES_MIXED, AUX_VARIED },
-    { 5, SHAPES_SAME_HW, AUX_NONE }, /* same height and width, one RGB among gray: flat layout */
-    { 1, SHAPES_MIXED, AUX_NONE },   /* a single sample */
-    { 0, SHAPES_MIXED, AUX_NONE },   /* the empty shard */
+    { 7, TU_SHAPES_FIXED_GRAY, AUX_NONE },
+    { 9, TU_SHAPES_FIXED_RGB, AUX_64 },
+    { 23, TU_SHAPES_MIXED, AUX_VARIED },
+    { 5, TU_SHAPES_SAME_HW, AUX_NONE }, /* same height and width, one RGB among gray: flat layout */
+    { 1, TU_SHAPES_MIXED, AUX_NONE },   /* a single sample */
+    { 0, TU_SHAPES_MIXED, AUX_NONE },   /* the empty shard */
 };
 
 START_TEST(test_roundtrip)
@@ -485,10 +470,10 @@ START_TEST(test_layout)
 {
     char path[1300];
     struct { int shapes, aux; size_t n; int rank; int offsets; hsize_t aux_w; } cases[] = {
-        { SHAPES_FIXED_RGB, AUX_NONE, 4, 4, 0, 0 },
-        { SHAPES_FIXED_RGB, AUX_64, 4, 4, 0, 64 },
-        { SHAPES_MIXED, AUX_VARIED, 6, 1, 1, 0 },
-        { SHAPES_MIXED, AUX_NONE, 0, 1, 1, 0 },
+        { TU_SHAPES_FIXED_RGB, AUX_NONE, 4, 4, 0, 0 },
+        { TU_SHAPES_FIXED_RGB, AUX_64, 4, 4, 0, 64 },
+        { TU_SHAPES_MIXED, AUX_VARIED, 6, 1, 1, 0 },
+        { TU_SHAPES_MIXED, AUX_NONE, 0, 1, 1, 0 },
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         char name[32];
@@ -554,7 +539,7 @@ END_TEST
 START_TEST(test_deterministic)
 {
     tu_rng_state = 42;
-    tu_sample *s = make_samples(11, SHAPES_MIXED, AUX_VARIED);
+    tu_sample *s = make_samples(11, TU_SHAPES_MIXED, AUX_VARIED);
     fmt_shard_info a, b;
     write_shard("shard-00000", s, 11, &a);
     write_shard("shard-00001", s, 11, &b);
@@ -583,7 +568,7 @@ END_TEST
 START_TEST(test_abort_leaves_nothing)
 {
     tu_rng_state = 7;
-    tu_sample *s = make_samples(3, SHAPES_MIXED, AUX_VARIED);
+    tu_sample *s = make_samples(3, TU_SHAPES_MIXED, AUX_VARIED);
     fmt_writer_opts o = { .dir = g_dir, .name = "shard-00000" };
     void *w;
     ck_assert_int_eq(be->w_open(&w, &o), 0);
@@ -749,7 +734,7 @@ START_TEST(test_zero_copy)
 {
     const size_t n = 6;
     char path[1300], real[PATH_MAX];
-    tu_sample *s = fixture_shard(99, n, SHAPES_FIXED_RGB, AUX_NONE, path, NULL);
+    tu_sample *s = fixture_shard(99, n, TU_SHAPES_FIXED_RGB, AUX_NONE, path, NULL);
     ck_assert_ptr_nonnull(realpath(path, real));
     uint64_t off = h5_pixels_offset(path), stride = tu_sample_len(&s[0]);
     void *sh = open_ok(path, FMT_ACCESS_MMAP);
@@ -786,7 +771,7 @@ START_TEST(test_pixel_damage)
 {
     const size_t n = 8;
     char path[1300];
-    tu_sample *s = fixture_shard(5, n, SHAPES_MIXED, AUX_NONE, path, NULL);
+    tu_sample *s = fixture_shard(5, n, TU_SHAPES_MIXED, AUX_NONE, path, NULL);
     uint64_t at = h5_pixels_offset(path);
     for (size_t i = 0; i < 5; i++)
         at += tu_sample_len(&s[i]);
@@ -831,9 +816,9 @@ static void chunked_copy(int shapes, int aux, size_t n)
 START_TEST(test_chunked)
 {
     if (_i == 0)
-        chunked_copy(SHAPES_FIXED_RGB, AUX_64, 7);
+        chunked_copy(TU_SHAPES_FIXED_RGB, AUX_64, 7);
     else
-        chunked_copy(SHAPES_MIXED, AUX_VARIED, 10);
+        chunked_copy(TU_SHAPES_MIXED, AUX_VARIED, 10);
 }
 END_TEST
 
@@ -868,22 +853,36 @@ static void *reader_thread(void *arg)
     return NULL;
 }
 
+/* n threads of fn over jobs (set by the caller), joined: none saw a bad sample. */
+static void run_jobs(reader_job *jobs, int n, void *(*fn)(void *))
+{
+    pthread_t th[8];
+    ck_assert_int_le(n, 8);
+    for (int t = 0; t < n; t++)
+        ck_assert_int_eq(pthread_create(&th[t], NULL, fn, &jobs[t]), 0);
+    for (int t = 0; t < n; t++) {
+        pthread_join(th[t], NULL);
+        ck_assert_int_eq(jobs[t].bad, 0);
+    }
+}
+
+/* Shard `chunked`, the chunked rewrite of the shard at path (its path into chunked). */
+static void chunked_of(const char *path, char chunked[1300])
+{
+    shard_path(chunked, 1300, "chunked");
+    rewrite(path, chunked, 1, NULL, NULL, NULL);
+}
+
 static void read_parallel(const char *path, const tu_sample *s, size_t n)
 {
     static const fmt_access modes[] = { FMT_ACCESS_MMAP, FMT_ACCESS_PREAD, FMT_ACCESS_DIRECT };
     for (int k = 0; k < 3; k++) {
         void *sh = open_ok(path, modes[k]);
         reader_job jobs[8];
-        pthread_t th[8];
-        for (int t = 0; t < 8; t++) {
+        for (int t = 0; t < 8; t++)
             jobs[t] = (reader_job){ .sh = sh, .s = s, .n = n, .access = modes[k],
                                     .seed = (unsigned)t * 5 };
-            ck_assert_int_eq(pthread_create(&th[t], NULL, reader_thread, &jobs[t]), 0);
-        }
-        for (int t = 0; t < 8; t++) {
-            pthread_join(th[t], NULL);
-            ck_assert_int_eq(jobs[t].bad, 0);
-        }
+        run_jobs(jobs, 8, reader_thread);
         /* and one thread alone gives the same */
         reader_job one = { .sh = sh, .s = s, .n = n, .access = modes[k] };
         reader_thread(&one);
@@ -896,11 +895,10 @@ START_TEST(test_threads)
 {
     const size_t n = 40;
     char path[1300], chunked[1300];
-    tu_sample *s = fixture_shard(77, n, SHAPES_MIXED, AUX_NONE, path, NULL);
+    tu_sample *s = fixture_shard(77, n, TU_SHAPES_MIXED, AUX_NONE, path, NULL);
     read_parallel(path, s, n);
     /* the H5Dread path, serialised by the backend's mutex */
-    shard_path(chunked, sizeof chunked, "chunked");
-    rewrite(path, chunked, 1, NULL, NULL, NULL);
+    chunked_of(path, chunked);
     read_parallel(chunked, s, n);
     tu_samples_free(s, n);
 }
@@ -932,19 +930,12 @@ START_TEST(test_threads_open)
 {
     const size_t n = 12;
     char path[1300], chunked[1300];
-    tu_sample *s = fixture_shard(78, n, SHAPES_FIXED_GRAY, AUX_64, path, NULL);
-    shard_path(chunked, sizeof chunked, "chunked");
-    rewrite(path, chunked, 1, NULL, NULL, NULL);
+    tu_sample *s = fixture_shard(78, n, TU_SHAPES_FIXED_GRAY, AUX_64, path, NULL);
+    chunked_of(path, chunked);
     reader_job jobs[6];
-    pthread_t th[6];
-    for (int t = 0; t < 6; t++) {
+    for (int t = 0; t < 6; t++)
         jobs[t] = (reader_job){ .s = s, .n = n, .access = (fmt_access)(t % 3) };
-        ck_assert_int_eq(pthread_create(&th[t], NULL, open_thread, &jobs[t]), 0);
-    }
-    for (int t = 0; t < 6; t++) {
-        pthread_join(th[t], NULL);
-        ck_assert_int_eq(jobs[t].bad, 0);
-    }
+    run_jobs(jobs, 6, open_thread);
     tu_samples_free(s, n);
 }
 END_TEST
@@ -977,9 +968,8 @@ START_TEST(test_chunked_bounded_files)
 {
     const size_t n = 6;
     char path[1300], chunked[1300];
-    tu_sample *s = fixture_shard(79, n, SHAPES_MIXED, AUX_NONE, path, NULL);
-    shard_path(chunked, sizeof chunked, "chunked");
-    rewrite(path, chunked, 1, NULL, NULL, NULL);
+    tu_sample *s = fixture_shard(79, n, TU_SHAPES_MIXED, AUX_NONE, path, NULL);
+    chunked_of(path, chunked);
     size_t len;
     uint8_t *bytes = tu_slurp(chunked, &len);
     unsigned before = tu_open_fds();
@@ -1003,15 +993,9 @@ START_TEST(test_chunked_bounded_files)
             ck_assert_uint_le(tu_open_fds(), before + 40);
         }
     reader_job jobs[6];
-    pthread_t th[6];
-    for (unsigned t = 0; t < 6; t++) {
+    for (unsigned t = 0; t < 6; t++)
         jobs[t] = (reader_job){.shs = sh, .s = s, .n = n, .seed = t};
-        ck_assert_int_eq(pthread_create(&th[t], NULL, many_thread, &jobs[t]), 0);
-    }
-    for (int t = 0; t < 6; t++) {
-        pthread_join(th[t], NULL);
-        ck_assert_int_eq(jobs[t].bad, 0);
-    }
+    run_jobs(jobs, 6, many_thread);
     ck_assert_uint_le(tu_open_fds(), before + 40);
     /* read the last 40 in order: the first shard's file is closed now; replace it */
     for (int k = MANY - 40; k < MANY; k++)
@@ -1040,7 +1024,7 @@ START_TEST(test_map_cap)
     const size_t n = 5;
     char path[1300];
     fmt_shard_info info;
-    tu_sample *s = fixture_shard(80, n, SHAPES_FIXED_RGB, AUX_NONE, path, &info);
+    tu_sample *s = fixture_shard(80, n, TU_SHAPES_FIXED_RGB, AUX_NONE, path, &info);
     void *mapped = open_ok(path, FMT_ACCESS_MMAP);
     size_t cap = fmt_map_cap();
     fmt_map_cap_set(0);
@@ -1064,7 +1048,7 @@ START_TEST(test_truncated)
 {
     const size_t n = 5;
     char path[1300], cut[1300];
-    tu_sample *s = fixture_shard(11, n, SHAPES_FIXED_RGB, AUX_64, path, NULL);
+    tu_sample *s = fixture_shard(11, n, TU_SHAPES_FIXED_RGB, AUX_64, path, NULL);
     tu_path(cut, sizeof cut, "cut.h5");
     size_t len;
     uint8_t *buf = tu_slurp(path, &len);
@@ -1174,8 +1158,8 @@ static void edit_hash(const char *name, tds *t)
 START_TEST(test_crafted)
 {
     tu_rng_state = 13;
-    tu_sample *fx = make_samples(6, SHAPES_FIXED_GRAY, AUX_64);
-    tu_sample *mx = make_samples(6, SHAPES_MIXED, AUX_VARIED);
+    tu_sample *fx = make_samples(6, TU_SHAPES_FIXED_GRAY, AUX_64);
+    tu_sample *mx = make_samples(6, TU_SHAPES_MIXED, AUX_VARIED);
     fmt_shard_info info;
     write_shard("fixed", fx, 6, &info);
     write_shard("flat", mx, 6, &info);
@@ -1278,7 +1262,7 @@ START_TEST(test_metadata_damage)
     const size_t n = 4;
     char path[1300], bad[1300];
     fmt_shard_info info;
-    tu_sample *s = fixture_shard(17, n, SHAPES_FIXED_GRAY, AUX_64, path, &info);
+    tu_sample *s = fixture_shard(17, n, TU_SHAPES_FIXED_GRAY, AUX_64, path, &info);
     tu_path(bad, sizeof bad, "bad.h5");
     uint64_t off = h5_pixels_offset(path), plen = n * tu_sample_len(&s[0]);
     size_t len;
@@ -1329,7 +1313,7 @@ START_TEST(test_h5dump)
         return;
     }
     char path[1300], cmd[1400];
-    tu_sample *s = fixture_shard(23, 5, SHAPES_MIXED, AUX_VARIED, path, NULL);
+    tu_sample *s = fixture_shard(23, 5, TU_SHAPES_MIXED, AUX_VARIED, path, NULL);
     snprintf(cmd, sizeof cmd, "h5dump -H '%s' 2>&1", path);
     size_t len;
     int status;
@@ -1411,38 +1395,23 @@ static void h5py_check(int shapes)
 /* _i 0: the fixed layout, 1: the flat one */
 START_TEST(test_h5py)
 {
-    h5py_check(_i == 0 ? SHAPES_FIXED_RGB : SHAPES_MIXED);
+    h5py_check(_i == 0 ? TU_SHAPES_FIXED_RGB : TU_SHAPES_MIXED);
 }
 END_TEST
 
 static Suite *hdf5_suite(void)
 {
-    Suite *s = suite_create("hdf5");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tu_temp_fixtures(tc);
+    TCase *tc;
+    Suite *s = tu_temp_suite("hdf5", "core", 120, &tc);
     tcase_add_loop_test(tc, test_roundtrip, 0, (int)(sizeof roundtrips / sizeof *roundtrips));
-    tcase_add_test(tc, test_layout);
-    tcase_add_test(tc, test_deterministic);
-    tcase_add_test(tc, test_abort_leaves_nothing);
-    tcase_add_test(tc, test_writer_bad_args);
-    tcase_add_test(tc, test_write_failure_pixels);
-    tcase_add_test(tc, test_write_failure_hdf5);
-    tcase_add_test(tc, test_zero_copy);
-    tcase_add_test(tc, test_pixel_damage);
+    TU_ADD_TESTS(tc, test_layout, test_deterministic, test_abort_leaves_nothing,
+                 test_writer_bad_args, test_write_failure_pixels, test_write_failure_hdf5,
+                 test_zero_copy, test_pixel_damage);
     tcase_add_loop_test(tc, test_chunked, 0, 2);
-    tcase_add_test(tc, test_threads);
-    tcase_add_test(tc, test_threads_open);
-    tcase_add_test(tc, test_chunked_bounded_files);
-    tcase_add_test(tc, test_map_cap);
-    tcase_add_test(tc, test_truncated);
-    tcase_add_test(tc, test_garbage);
-    tcase_add_test(tc, test_foreign_hdf5);
-    tcase_add_test(tc, test_crafted);
-    tcase_add_test(tc, test_metadata_damage);
-    tcase_add_test(tc, test_h5dump);
+    TU_ADD_TESTS(tc, test_threads, test_threads_open, test_chunked_bounded_files, test_map_cap,
+                 test_truncated, test_garbage, test_foreign_hdf5, test_crafted,
+                 test_metadata_damage, test_h5dump);
     tcase_add_loop_test(tc, test_h5py, 0, 2);
-    suite_add_tcase(s, tc);
     return s;
 }
 

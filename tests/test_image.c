@@ -178,6 +178,24 @@ static void decode_fails(const void *buf, size_t len, const fmt_decode_opts *o, 
         ck_assert_msg(strstr(msg.text, want) != NULL, "message '%s' lacks '%s'", msg.text, want);
 }
 
+/* An image of `pixels` pixels, `side` on its longer side, against limits: a max_side of
+ * small_side refuses it (FMT_ETOOBIG, saying side_msg), then at max_side side one pixel too few
+ * refuses it (pixels_msg), and the exact count decodes it; o keeps the last limits. */
+static void check_limits(const void *buf, size_t len, fmt_decode_opts *o, uint32_t small_side,
+                         uint32_t side, uint64_t pixels, const char *side_msg,
+                         const char *pixels_msg)
+{
+    fmt_image img;
+    o->limits.max_side = small_side;
+    decode_fails(buf, len, o, FMT_ETOOBIG, side_msg);
+    o->limits.max_side = side;
+    o->limits.max_pixels = pixels - 1;
+    decode_fails(buf, len, o, FMT_ETOOBIG, pixels_msg);
+    o->limits.max_pixels = pixels;
+    decode_ok(buf, len, o, &img);
+    fmt_image_free(&img);
+}
+
 /* Decode must succeed with a warning in msg containing want. */
 static void decode_warns(const void *buf, size_t len, const fmt_decode_opts *o, fmt_image *img,
                          const char *want)
@@ -762,13 +780,11 @@ START_TEST(test_jpeg_limits)
     fmt_image src, img;
     make_pattern(&src, 120, 80, 3, 2);
     encode_jpeg(&src, &(fmt_jpeg_opts){0}, &jpg, &len);
-    o.limits.max_side = 119;
-    decode_fails(jpg, len, &o, FMT_ETOOBIG, "exceeds limit of 119 pixels per side");
-    o.limits.max_side = 120;
-    o.limits.max_pixels = 120 * 80 - 1;
-    decode_fails(jpg, len, &o, FMT_ETOOBIG, "exceeds limit of 9599 pixels");
+    check_limits(jpg, len, &o, 119, 120, 120 * 80, "exceeds limit of 119 pixels per side",
+                 "exceeds limit of 9599 pixels");
     /* the limit is on the file, not on the shrunk output */
     o.min_width = o.min_height = 10;
+    o.limits.max_pixels = 120 * 80 - 1;
     decode_fails(jpg, len, &o, FMT_ETOOBIG, "exceeds limit of 9599 pixels");
     o.limits.max_pixels = 120 * 80;
     decode_ok(jpg, len, &o, &img);
@@ -1138,6 +1154,38 @@ static uint8_t *png_with_chunks(const uint8_t *png, size_t len, const struct tch
     return o;
 }
 
+/* buf sniffs as an image of type and probes as one, w x h with ch channels. */
+static void assert_probe(const uint8_t *buf, size_t len, fmt_image_type type, uint32_t w,
+                         uint32_t h, uint32_t ch)
+{
+    fmt_image_info info;
+    fmt_msg msg = {{0}};
+    ck_assert_int_eq(fmt_image_sniff(buf, len), type);
+    ck_assert_int_eq(fmt_image_probe(buf, len, &info, &msg), 0);
+    ck_assert_int_eq(info.type, type);
+    ck_assert_uint_eq(info.width, w);
+    ck_assert_uint_eq(info.height, h);
+    ck_assert_uint_eq(info.channels, ch);
+}
+
+/* png with the chunks before and after it (png_with_chunks): decoded where rc is 0, else refused
+ * with rc, saying want. */
+static void chunks_decode(const uint8_t *png, size_t len, const struct tchunk *before,
+                          const struct tchunk *after, const fmt_decode_opts *o, int rc,
+                          const char *want)
+{
+    size_t n;
+    uint8_t *f = png_with_chunks(png, len, before, after, &n);
+    if (rc == 0) {
+        fmt_image img;
+        decode_ok(f, n, o, &img);
+        fmt_image_free(&img);
+    } else {
+        decode_fails(f, n, o, rc, want);
+    }
+    free(f);
+}
+
 /* Files spng reads and Pillow 9.4 refuses (PngImagePlugin's chunk handlers), and a few that
  * look alike and Pillow opens. */
 START_TEST(test_png_pillow_refuses)
@@ -1167,10 +1215,8 @@ START_TEST(test_png_pillow_refuses)
     fmt_image_free(&img);
     free(f);
     /* the first fcTL numbered 1 */
-    f = png_with_chunks(png, len, (struct tchunk[]){{"acTL", actl, 8}, {"fcTL", fctl1, 26}, {0}},
-                        NULL, &n);
-    decode_fails(f, n, &o, FMT_ECORRUPT, "fcTL chunk with sequence number 1, expected 0");
-    free(f);
+    chunks_decode(png, len, (struct tchunk[]){{"acTL", actl, 8}, {"fcTL", fctl1, 26}, {0}}, NULL,
+                  &o, FMT_ECORRUPT, "fcTL chunk with sequence number 1, expected 0");
     /* one frame: Pillow reads on to IEND, where an fdAT is out of sequence */
     f = png_with_chunks(png, len, (struct tchunk[]){{"acTL", actl1, 8}, {"fcTL", fctl0, 26}, {0}},
                         (struct tchunk[]){{"fdAT", fdat4, 4}, {0}}, &n);
@@ -1179,17 +1225,13 @@ START_TEST(test_png_pillow_refuses)
     fmt_msg msg = {{0}};
     ck_assert_int_eq(fmt_image_probe(f, n, &info, &msg), FMT_ECORRUPT);
     free(f);
-    f = png_with_chunks(png, len, NULL, (struct tchunk[]){{"fdAT", fdat2, 4}, {0}}, &n);
-    decode_fails(f, n, &o, FMT_ECORRUPT, "fdAT chunk before any fcTL");
-    free(f);
-    f = png_with_chunks(png, len, (struct tchunk[]){{"fcTL", fctl0, 20}, {0}}, NULL, &n);
-    decode_fails(f, n, &o, FMT_ECORRUPT, "fcTL chunk of 20 bytes truncated");
-    free(f);
+    chunks_decode(png, len, NULL, (struct tchunk[]){{"fdAT", fdat2, 4}, {0}},
+                  &o, FMT_ECORRUPT, "fdAT chunk before any fcTL");
+    chunks_decode(png, len, (struct tchunk[]){{"fcTL", fctl0, 20}, {0}}, NULL,
+                  &o, FMT_ECORRUPT, "fcTL chunk of 20 bytes truncated");
     put_be32(fctl1 + 4, 21);
-    f = png_with_chunks(png, len, NULL, (struct tchunk[]){{"fcTL", fctl0, 26}, {"fcTL", fctl1, 26},
-                        {0}}, &n);
-    decode_fails(f, n, &o, FMT_ECORRUPT, "APNG contains invalid frames");
-    free(f);
+    chunks_decode(png, len, NULL, (struct tchunk[]){{"fcTL", fctl0, 26}, {"fcTL", fctl1, 26}, {0}},
+                  &o, FMT_ECORRUPT, "APNG contains invalid frames");
 
     /* text: 1 MiB inflated is fine, one byte more is not, nor 65 MiB of text */
     size_t big = 1024 * 1024 + 1;
@@ -1199,42 +1241,27 @@ START_TEST(test_png_pillow_refuses)
     ck_assert_int_eq(compress2(z + 3, &zn, a, big, 9), Z_OK);
     ck_assert_uint_lt(zn, big - 3);
     memcpy(z, "k\0\0", 3);
-    f = png_with_chunks(png, len, (struct tchunk[]){{"zTXt", z, zn + 3}, {0}}, NULL, &n);
-    decode_fails(f, n, &o, FMT_ETOOBIG, "Decompressed Data Too Large");
-    free(f);
-    f = png_with_chunks(png, len, NULL, (struct tchunk[]){{"iCCP", z, zn + 3}, {0}}, &n);
-    decode_fails(f, n, &o, FMT_ETOOBIG, "iCCP chunk inflates to more than 1048576 bytes");
-    free(f);
+    chunks_decode(png, len, (struct tchunk[]){{"zTXt", z, zn + 3}, {0}}, NULL,
+                  &o, FMT_ETOOBIG, "Decompressed Data Too Large");
+    chunks_decode(png, len, NULL, (struct tchunk[]){{"iCCP", z, zn + 3}, {0}},
+                  &o, FMT_ETOOBIG, "iCCP chunk inflates to more than 1048576 bytes");
     zn = big;
     ck_assert_int_eq(compress2(z + 3, &zn, a, big - 1, 9), Z_OK);
-    f = png_with_chunks(png, len, (struct tchunk[]){{"zTXt", z, zn + 3}, {0}}, NULL, &n);
-    decode_ok(f, n, &o, &img);
-    fmt_image_free(&img);
-    free(f);
+    chunks_decode(png, len, (struct tchunk[]){{"zTXt", z, zn + 3}, {0}}, NULL, &o, 0, NULL);
     struct tchunk many[66];
     for (int i = 0; i < 65; i++)
         many[i] = (struct tchunk){"zTXt", z, zn + 3};
     many[65] = (struct tchunk){0};
-    f = png_with_chunks(png, len, many, NULL, &n);
-    decode_fails(f, n, &o, FMT_ETOOBIG, "MAX_TEXT_MEMORY");
-    free(f);
+    chunks_decode(png, len, many, NULL, &o, FMT_ETOOBIG, "MAX_TEXT_MEMORY");
     z[0] = 0; /* no keyword: Pillow does not count the text */
-    f = png_with_chunks(png, len, many + 1, NULL, &n);
-    decode_ok(f, n, &o, &img);
-    fmt_image_free(&img);
-    free(f);
+    chunks_decode(png, len, many + 1, NULL, &o, 0, NULL);
 
     /* compression methods: zTXt's is checked, iCCP's is not (Pillow reads the NUL before it) */
-    f = png_with_chunks(png, len, (struct tchunk[]){{"zTXt", "k\0\1x", 4}, {0}}, NULL, &n);
-    decode_fails(f, n, &o, FMT_ECORRUPT, "zTXt chunk with unknown compression method 1");
-    free(f);
-    f = png_with_chunks(png, len, (struct tchunk[]){{"iCCP", "p\0\1x", 4}, {0}}, NULL, &n);
-    decode_ok(f, n, &o, &img);
-    fmt_image_free(&img);
-    free(f);
-    f = png_with_chunks(png, len, (struct tchunk[]){{"iCCP", "pppp", 4}, {0}}, NULL, &n);
-    decode_fails(f, n, &o, FMT_ECORRUPT, "iCCP chunk without a NUL");
-    free(f);
+    chunks_decode(png, len, (struct tchunk[]){{"zTXt", "k\0\1x", 4}, {0}}, NULL,
+                  &o, FMT_ECORRUPT, "zTXt chunk with unknown compression method 1");
+    chunks_decode(png, len, (struct tchunk[]){{"iCCP", "p\0\1x", 4}, {0}}, NULL, &o, 0, NULL);
+    chunks_decode(png, len, (struct tchunk[]){{"iCCP", "pppp", 4}, {0}}, NULL,
+                  &o, FMT_ECORRUPT, "iCCP chunk without a NUL");
     /* IHDR compression method 1: Pillow ignores it, so do we */
     f = malloc(len);
     memcpy(f, png, len);
@@ -1408,17 +1435,11 @@ START_TEST(test_png_limits)
     decode_fails(png, len, &o, FMT_ETOOBIG, "image 40000x3 exceeds limit of 32768 pixels per side");
     free(png);
 
-    fmt_image src, img;
+    fmt_image src;
     make_pattern(&src, 120, 80, 1, 2);
     ck_assert_int_eq(fmt_png_encode(&src, 1, &png, &len), 0);
-    o.limits.max_side = 100;
-    decode_fails(png, len, &o, FMT_ETOOBIG, "image 120x80 exceeds limit of 100 pixels per side");
-    o.limits.max_side = 120;
-    o.limits.max_pixels = 9599;
-    decode_fails(png, len, &o, FMT_ETOOBIG, "exceeds limit of 9599 pixels");
-    o.limits.max_pixels = 9600;
-    decode_ok(png, len, &o, &img);
-    fmt_image_free(&img);
+    check_limits(png, len, &o, 100, 120, 9600, "image 120x80 exceeds limit of 100 pixels per side",
+                 "exceeds limit of 9599 pixels");
     free(png);
     fmt_image_free(&src);
 }
@@ -1646,14 +1667,8 @@ START_TEST(test_bmp_bad)
     /* limits when set small */
     static const uint8_t px16[16] = {0};
     b = bmp_build(2, 2, 24, 0, NULL, 0, px16, sizeof px16, &len);
-    o.limits.max_side = 1;
-    decode_fails(b, len, &o, FMT_ETOOBIG, "image 2x2 exceeds limit of 1 pixels per side");
-    o.limits.max_side = 2;
-    o.limits.max_pixels = 3;
-    decode_fails(b, len, &o, FMT_ETOOBIG, "image 2x2 exceeds limit of 3 pixels");
-    o.limits.max_pixels = 4;
-    decode_ok(b, len, &o, &img);
-    fmt_image_free(&img);
+    check_limits(b, len, &o, 1, 2, 4, "image 2x2 exceeds limit of 1 pixels per side",
+                 "image 2x2 exceeds limit of 3 pixels");
     free(b);
 }
 END_TEST
@@ -1823,41 +1838,24 @@ START_TEST(test_sniff_and_probe)
     fmt_msg msg = {{0}};
 
     ck_assert_int_eq(fmt_jpeg_encode(&src3, NULL, &buf, &len), 0);
-    ck_assert_int_eq(fmt_image_sniff(buf, len), FMT_IMG_JPEG);
-    ck_assert_int_eq(fmt_image_probe(buf, len, &info, &msg), 0);
-    ck_assert_int_eq(info.type, FMT_IMG_JPEG);
-    ck_assert_uint_eq(info.width, 37);
-    ck_assert_uint_eq(info.height, 23);
-    ck_assert_uint_eq(info.channels, 3);
+    assert_probe(buf, len, FMT_IMG_JPEG, 37, 23, 3);
     ck_assert_int_eq(fmt_image_probe(buf, 100, &info, &msg), FMT_ETRUNC);
     free(buf);
     ck_assert_int_eq(fmt_jpeg_encode(&src1, NULL, &buf, &len), 0);
-    ck_assert_int_eq(fmt_image_probe(buf, len, &info, &msg), 0);
-    ck_assert_uint_eq(info.channels, 1);
+    assert_probe(buf, len, FMT_IMG_JPEG, 37, 23, 1);
     free(buf);
 
     ck_assert_int_eq(fmt_png_encode(&src3, 0, &buf, &len), 0);
-    ck_assert_int_eq(fmt_image_sniff(buf, len), FMT_IMG_PNG);
     ck_assert_int_eq(fmt_image_sniff(buf, 5), FMT_IMG_PNG); /* cut inside the signature */
-    ck_assert_int_eq(fmt_image_probe(buf, len, &info, &msg), 0);
-    ck_assert_int_eq(info.type, FMT_IMG_PNG);
-    ck_assert_uint_eq(info.width, 37);
-    ck_assert_uint_eq(info.height, 23);
-    ck_assert_uint_eq(info.channels, 3);
+    assert_probe(buf, len, FMT_IMG_PNG, 37, 23, 3);
     ck_assert_int_eq(fmt_image_probe(buf, 5, &info, &msg), FMT_ETRUNC);
     free(buf);
     ck_assert_int_eq(fmt_png_encode(&src1, 6, &buf, &len), 0);
-    ck_assert_int_eq(fmt_image_probe(buf, len, &info, &msg), 0);
-    ck_assert_uint_eq(info.channels, 1);
+    assert_probe(buf, len, FMT_IMG_PNG, 37, 23, 1);
     free(buf);
 
     ck_assert_int_eq(fmt_bmp_encode(&src3, &buf, &len), 0);
-    ck_assert_int_eq(fmt_image_sniff(buf, len), FMT_IMG_BMP);
-    ck_assert_int_eq(fmt_image_probe(buf, len, &info, &msg), 0);
-    ck_assert_int_eq(info.type, FMT_IMG_BMP);
-    ck_assert_uint_eq(info.width, 37);
-    ck_assert_uint_eq(info.height, 23);
-    ck_assert_uint_eq(info.channels, 3);
+    assert_probe(buf, len, FMT_IMG_BMP, 37, 23, 3);
     free(buf);
     fmt_image_free(&src3);
     fmt_image_free(&src1);
@@ -1876,33 +1874,17 @@ END_TEST
 
 static Suite *image_suite(void)
 {
-    Suite *s = suite_create("image");
-    TCase *tc = tcase_create("image");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 300);
+    TCase *tc;
+    Suite *s = tu_temp_suite("image", "image", 300, &tc);
     tcase_add_loop_test(tc, test_jpeg_vs_djpeg, 0, (int)(sizeof jsizes / sizeof jsizes[0]));
-    tcase_add_test(tc, test_jpeg_shrink_on_load);
-    tcase_add_test(tc, test_jpeg_vs_pillow);
-    tcase_add_test(tc, test_jpeg_cmyk);
-    tcase_add_test(tc, test_jpeg_truncated);
-    tcase_add_test(tc, test_jpeg_corrupt);
-    tcase_add_test(tc, test_jpeg_scan_limit);
-    tcase_add_test(tc, test_jpeg_limits);
-    tcase_add_test(tc, test_jpeg_encode_args);
+    TU_ADD_TESTS(tc, test_jpeg_shrink_on_load, test_jpeg_vs_pillow, test_jpeg_cmyk,
+                 test_jpeg_truncated, test_jpeg_corrupt, test_jpeg_scan_limit, test_jpeg_limits,
+                 test_jpeg_encode_args);
     tcase_add_loop_test(tc, test_png_vs_libpng, 0, (int)(sizeof pngcases / sizeof pngcases[0]));
-    tcase_add_test(tc, test_png_gray_vs_pillow);
-    tcase_add_test(tc, test_png_roundtrip);
-    tcase_add_test(tc, test_png_pillow_refuses);
-    tcase_add_test(tc, test_jpeg_pillow_segments);
-    tcase_add_test(tc, test_png_damaged);
-    tcase_add_test(tc, test_png_limits);
-    tcase_add_test(tc, test_bmp_known_pixels);
-    tcase_add_test(tc, test_bmp_roundtrip);
-    tcase_add_test(tc, test_bmp_bad);
-    tcase_add_test(tc, test_bmp_pillow_variants);
-    tcase_add_test(tc, test_bad_input);
-    tcase_add_test(tc, test_sniff_and_probe);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_png_gray_vs_pillow, test_png_roundtrip, test_png_pillow_refuses,
+                 test_jpeg_pillow_segments, test_png_damaged, test_png_limits,
+                 test_bmp_known_pixels, test_bmp_roundtrip, test_bmp_bad, test_bmp_pillow_variants,
+                 test_bad_input, test_sniff_and_probe);
     return s;
 }
 

@@ -51,20 +51,12 @@ static size_t entries_under(const char *dir)
 
 /* ---- fixtures ---- */
 
-enum { SHAPES_FIXED_GRAY, SHAPES_FIXED_RGB, SHAPES_MIXED };
-
 /* Smooth gradients with a little noise: typical of photos, so that JPEG stays close to them. */
 static tu_sample *make_samples(size_t n, int shapes, int with_aux, int32_t nlabels)
 {
     tu_sample *s = tu_samples_new(n);
     for (size_t i = 0; i < n; i++) {
-        if (shapes == SHAPES_FIXED_GRAY) {
-            s[i].h = 17, s[i].w = 13, s[i].c = 1;
-        } else if (shapes == SHAPES_FIXED_RGB) {
-            s[i].h = 24, s[i].w = 20, s[i].c = 3;
-        } else {
-            tu_sample_random_shape(&s[i], 40);
-        }
+        tu_sample_shape(&s[i], i, shapes, 24, 20, 40);
         s[i].label = (i % 5 == 4) ? -1 : (int32_t)(i % (size_t)nlabels);
         s[i].source = tu_rng();
         s[i].px = malloc((size_t)s[i].h * s[i].w * s[i].c);
@@ -355,19 +347,19 @@ static void roundtrip(int bi, size_t n, int shapes, int with_aux)
 
 START_TEST(test_roundtrip_fixed_gray)
 {
-    roundtrip(_i, 9, SHAPES_FIXED_GRAY, 0);
+    roundtrip(_i, 9, TU_SHAPES_FIXED_GRAY, 0);
 }
 END_TEST
 
 START_TEST(test_roundtrip_fixed_rgb)
 {
-    roundtrip(_i, 7, SHAPES_FIXED_RGB, 1);
+    roundtrip(_i, 7, TU_SHAPES_FIXED_RGB, 1);
 }
 END_TEST
 
 START_TEST(test_roundtrip_mixed)
 {
-    roundtrip(_i, 23, SHAPES_MIXED, 1);
+    roundtrip(_i, 23, TU_SHAPES_MIXED, 1);
 }
 END_TEST
 
@@ -406,7 +398,7 @@ START_TEST(test_files_independent_decoder)
 {
     const fmt_backend *be = g_backends[_i];
     tu_rng_state = 42 + (uint64_t)_i;
-    tu_sample *s = make_samples(6, SHAPES_MIXED, 0, 3);
+    tu_sample *s = make_samples(6, TU_SHAPES_MIXED, 0, 3);
     s[0].c = 1; /* make sure both kinds are there (pixels stay valid: fewer bytes are read) */
     s[1].c = 3;
     free(s[1].px);
@@ -498,7 +490,7 @@ END_TEST
 START_TEST(test_jpeg_quality)
 {
     tu_rng_state = 99;
-    tu_sample *s = make_samples(1, SHAPES_FIXED_RGB, 0, 3);
+    tu_sample *s = make_samples(1, TU_SHAPES_FIXED_RGB, 0, 3);
     uint64_t sizes[2];
     int q[2] = { 30, 98 };
     for (int k = 0; k < 2; k++) {
@@ -572,7 +564,7 @@ static void *damaged_fixture(const fmt_backend *be, size_t n, tu_sample **sp, ch
                              size_t plen)
 {
     tu_rng_state = 1234;
-    *sp = make_samples(n, SHAPES_MIXED, 1, 3);
+    *sp = make_samples(n, TU_SHAPES_MIXED, 1, 3);
     for (size_t i = 0; i < n; i++) {
         /* big enough that a byte in the middle of the file is pixel data */
         (*sp)[i].h += 16;
@@ -905,7 +897,7 @@ START_TEST(test_abort_leaves_nothing)
 {
     const fmt_backend *be = g_backends[_i];
     tu_rng_state = 7;
-    tu_sample *s = make_samples(6, SHAPES_MIXED, 1, 4);
+    tu_sample *s = make_samples(6, TU_SHAPES_MIXED, 1, 4);
     fmt_writer_opts wo = { .dir = g_dir, .name = "shard-00000", .classes = g_classes,
                            .nclasses = 3 };
     void *w;
@@ -943,7 +935,7 @@ START_TEST(test_rewrite_removes_old_index)
     /* a shard written again: the old index goes at open, before its files are replaced */
     const fmt_backend *be = g_backends[_i];
     tu_rng_state = 8;
-    tu_sample *s = make_samples(3, SHAPES_FIXED_RGB, 0, 3);
+    tu_sample *s = make_samples(3, TU_SHAPES_FIXED_RGB, 0, 3);
     wopts o = { .dir = g_dir, .name = "shard-00000", .classes = g_classes, .nclasses = 3 };
     write_set(be, &o, s, 3, NULL);
     char path[4200];
@@ -1106,7 +1098,7 @@ START_TEST(test_parallel_reads)
     const fmt_backend *be = g_backends[_i];
     tu_rng_state = 31337;
     size_t n = 24;
-    tu_sample *s = make_samples(n, SHAPES_MIXED, 0, 3);
+    tu_sample *s = make_samples(n, TU_SHAPES_MIXED, 0, 3);
     wopts o = { .dir = g_dir, .name = "shard-00000", .classes = g_classes, .nclasses = 3 };
     write_set(be, &o, s, n, NULL);
     char path[4200];
@@ -1168,31 +1160,16 @@ END_TEST
 
 static Suite *imageset_suite(void)
 {
-    Suite *s = suite_create("imageset");
-    TCase *tc = tcase_create("imageset");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 120);
+    TCase *tc;
+    Suite *s = tu_temp_suite("imageset", "imageset", 120, &tc);
     tcase_add_test(tc, test_backend_tables);
-    tcase_add_loop_test(tc, test_roundtrip_fixed_gray, 0, 3);
-    tcase_add_loop_test(tc, test_roundtrip_fixed_rgb, 0, 3);
-    tcase_add_loop_test(tc, test_roundtrip_mixed, 0, 3);
-    tcase_add_loop_test(tc, test_empty_shard, 0, 3);
-    tcase_add_loop_test(tc, test_files_independent_decoder, 0, 3);
-    tcase_add_test(tc, test_png0_is_stored);
-    tcase_add_test(tc, test_bmp_layout);
-    tcase_add_test(tc, test_jpeg_quality);
-    tcase_add_loop_test(tc, test_class_folders, 0, 3);
-    tcase_add_loop_test(tc, test_missing_file, 0, 3);
-    tcase_add_loop_test(tc, test_damaged_file, 0, 3);
-    tcase_add_loop_test(tc, test_shape_mismatch, 0, 3);
-    tcase_add_loop_test(tc, test_index_damage, 0, 3);
-    tcase_add_loop_test(tc, test_abort_leaves_nothing, 0, 3);
-    tcase_add_loop_test(tc, test_rewrite_removes_old_index, 0, 3);
-    tcase_add_loop_test(tc, test_writer_errors, 0, 3);
-    tcase_add_loop_test(tc, test_index_rename_failure, 0, 3);
-    tcase_add_loop_test(tc, test_cost_and_size, 0, 3);
-    tcase_add_loop_test(tc, test_parallel_reads, 0, 3);
-    suite_add_tcase(s, tc);
+    TU_ADD_LOOP_TESTS(tc, 0, 3, test_roundtrip_fixed_gray, test_roundtrip_fixed_rgb,
+                      test_roundtrip_mixed, test_empty_shard, test_files_independent_decoder);
+    TU_ADD_TESTS(tc, test_png0_is_stored, test_bmp_layout, test_jpeg_quality);
+    TU_ADD_LOOP_TESTS(tc, 0, 3, test_class_folders, test_missing_file, test_damaged_file,
+                      test_shape_mismatch, test_index_damage, test_abort_leaves_nothing,
+                      test_rewrite_removes_old_index, test_writer_errors, test_index_rename_failure,
+                      test_cost_and_size, test_parallel_reads);
     return s;
 }
 

@@ -393,18 +393,10 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("inputs");
-    TCase *tc = tcase_create("core");
+    TCase *tc;
+    Suite *s = tu_suite("inputs", "core", 0, &tc);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, class_folders);
-    tcase_add_test(tc, union_of_sources);
-    tcase_add_test(tc, symlink_loops_are_skipped);
-    tcase_add_test(tc, missing_source);
-    tcase_add_test(tc, list_file);
-    tcase_add_test(tc, archive_as_tree);
-    tcase_add_test(tc, archive_names);
-    tcase_add_test(tc, list_line_bound);
-    tcase_add_test(tc, parse_numbers);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, class_folders, union_of_sources, symlink_loops_are_skipped, missing_source,
+                 list_file, archive_as_tree, archive_names, list_line_bound, parse_numbers);
     return tu_run(s);
 }

@@ -119,18 +119,13 @@ END_TEST
 
 static Suite *json_suite(void)
 {
-    Suite *s = suite_create("json");
-    TCase *tc = tcase_create("json");
+    TCase *tc;
+    Suite *s = tu_suite("json", "json", 0, &tc);
     /* tu_python imports torch and torchvision: seconds on a loaded machine, past check's
      * default 4 s */
     tcase_set_timeout(tc, 60);
     tu_temp_fixtures(tc);
-    tcase_add_test(tc, test_escapes);
-    tcase_add_test(tc, test_utf8);
-    tcase_add_test(tc, test_bytes);
-    tcase_add_test(tc, test_python_round_trip);
-    tcase_add_test(tc, test_write_error);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_escapes, test_utf8, test_bytes, test_python_round_trip, test_write_error);
     return s;
 }
 

@@ -33,27 +33,11 @@ static void be64(uint8_t *p, uint64_t v)
 
 /* ---- fixtures: samples written to a shard ---- */
 
-enum { SHAPES_FIXED_GRAY, SHAPES_FIXED_RGB, SHAPES_MIXED, SHAPES_IMAGENET };
-
+/* Fixed RGB is 32x30x3, 2880 bytes: an overflow value; mixed shapes go from 1 byte (a leaf
+ * value) to 60x60x3 (an overflow value). */
 static tu_sample *make_samples(size_t n, int shapes, int with_aux)
 {
-    tu_sample *s = tu_samples_new(n);
-    for (size_t i = 0; i < n; i++) {
-        if (shapes == SHAPES_FIXED_GRAY) {
-            s[i].h = 17, s[i].w = 13, s[i].c = 1;
-        } else if (shapes == SHAPES_FIXED_RGB) {
-            s[i].h = 32, s[i].w = 30, s[i].c = 3;       /* 2880 bytes: an overflow value */
-        } else if (shapes == SHAPES_IMAGENET) {
-            s[i].h = 224, s[i].w = 224, s[i].c = 3;
-        } else {
-            /* from 1 byte (a leaf value) to 60x60x3 (an overflow value) */
-            tu_sample_random_shape(&s[i], 60);
-        }
-        tu_sample_random(&s[i], i);
-        if (with_aux && i % 3 != 1)
-            tu_sample_random_aux(&s[i], 1 + (uint32_t)(tu_rng() % 70));
-    }
-    return s;
+    return tu_samples_make(n, shapes, 32, 30, 60, with_aux ? TU_AUX_VARIED : 0);
 }
 
 typedef struct {
@@ -339,31 +323,31 @@ static void roundtrip(size_t n, int shapes, int with_aux)
 
 START_TEST(test_roundtrip_fixed_gray)
 {
-    roundtrip(7, SHAPES_FIXED_GRAY, 1);
-    roundtrip(5, SHAPES_FIXED_GRAY, 0);
+    roundtrip(7, TU_SHAPES_FIXED_GRAY, 1);
+    roundtrip(5, TU_SHAPES_FIXED_GRAY, 0);
 }
 END_TEST
 
 START_TEST(test_roundtrip_fixed_rgb)
 {
-    roundtrip(9, SHAPES_FIXED_RGB, 0);
-    roundtrip(3, SHAPES_FIXED_RGB, 1);
-    roundtrip(4, SHAPES_IMAGENET, 1);
+    roundtrip(9, TU_SHAPES_FIXED_RGB, 0);
+    roundtrip(3, TU_SHAPES_FIXED_RGB, 1);
+    roundtrip(4, TU_SHAPES_IMAGENET, 1);
 }
 END_TEST
 
 START_TEST(test_roundtrip_mixed)
 {
-    roundtrip(23, SHAPES_MIXED, 1);
-    roundtrip(400, SHAPES_MIXED, 0);    /* several leaf pages and a branch level */
-    roundtrip(1, SHAPES_MIXED, 1);
+    roundtrip(23, TU_SHAPES_MIXED, 1);
+    roundtrip(400, TU_SHAPES_MIXED, 0);    /* several leaf pages and a branch level */
+    roundtrip(1, TU_SHAPES_MIXED, 1);
 }
 END_TEST
 
 START_TEST(test_empty_shard)
 {
-    roundtrip(0, SHAPES_MIXED, 0);
-    roundtrip(0, SHAPES_FIXED_RGB, 1);
+    roundtrip(0, TU_SHAPES_MIXED, 0);
+    roundtrip(0, TU_SHAPES_FIXED_RGB, 1);
     be->r_close(NULL);
 }
 END_TEST
@@ -441,7 +425,7 @@ START_TEST(test_standard_tools)
     }
     tu_rng_state = 7;
     const size_t n = 9;
-    tu_sample *s = make_samples(n, SHAPES_FIXED_GRAY, 1);
+    tu_sample *s = make_samples(n, TU_SHAPES_FIXED_GRAY, 1);
     /* keys 00 01 00 00 00 00 00 'P' .. 'X': escaped bytes and printable ones */
     tshard t = {"shard-00003", 0x0001000000000050ULL, 3, 4, 0};
     fmt_shard_info info;
@@ -494,7 +478,7 @@ END_TEST
 START_TEST(test_tmp_and_abort)
 {
     tu_rng_state = 11;
-    tu_sample *s = make_samples(5, SHAPES_FIXED_RGB, 1);
+    tu_sample *s = make_samples(5, TU_SHAPES_FIXED_RGB, 1);
     char fin[1400], tmp[1400];
     shard_paths("shard-00004", fin, tmp, NULL, sizeof fin);
     fmt_writer_opts o = {.dir = g_dir, .name = "shard-00004", .first_index = 10};
@@ -530,7 +514,7 @@ END_TEST
 START_TEST(test_replace_existing)
 {
     tu_rng_state = 12;
-    tu_sample *a = make_samples(4, SHAPES_MIXED, 0), *b = make_samples(6, SHAPES_FIXED_RGB, 1);
+    tu_sample *a = make_samples(4, TU_SHAPES_MIXED, 0), *b = make_samples(6, TU_SHAPES_FIXED_RGB, 1);
     tshard t = {"shard-00005", 40, 1, 44, 0};
     fmt_shard_info ia, ib;
     write_shard(&t, a, 4, &ia, NULL);
@@ -551,7 +535,7 @@ END_TEST
 START_TEST(test_writer_bad_args)
 {
     tu_rng_state = 13;
-    tu_sample *s = make_samples(2, SHAPES_FIXED_GRAY, 0);
+    tu_sample *s = make_samples(2, TU_SHAPES_FIXED_GRAY, 0);
     fmt_writer_opts o = {.dir = g_dir, .name = "shard-00006", .first_index = 0};
     void *w;
     ck_assert_int_eq(be->w_open(&w, &o), 0);
@@ -648,7 +632,7 @@ static tu_sample *base_shard(size_t *n, uint8_t **buf, size_t *len, fmt_shard_in
 {
     tu_rng_state = 0xABCDEF;
     *n = 12;
-    tu_sample *s = make_samples(*n, SHAPES_MIXED, 1);
+    tu_sample *s = make_samples(*n, TU_SHAPES_MIXED, 1);
     /* sample 3 large enough for an overflow value, samples 0 and 5 leaf values; all three
      * distinct enough to be found in the file by their pixels */
     s[0].h = 5, s[0].w = 5, s[0].c = 3;
@@ -666,6 +650,21 @@ static tu_sample *base_shard(size_t *n, uint8_t **buf, size_t *len, fmt_shard_in
     return s;
 }
 
+/* Open shard folder fin with the backend, the reason in *msg (none wanted: NULL); *r is NULL
+ * when it fails. */
+static int open_fin(const char *fin, fmt_msg *msg, void **r)
+{
+    fmt_msg local;
+    if (!msg)
+        msg = &local;
+    memset(msg, 0, sizeof *msg);
+    *r = (void *)1;
+    int rc = be->r_open(r, g_dir, fin, FMT_ACCESS_MMAP, msg);
+    if (rc != 0)
+        ck_assert_ptr_null(*r);
+    return rc;
+}
+
 /* Open a shard whose data.mdb holds exactly these bytes. */
 static int open_bytes(const uint8_t *buf, size_t len, fmt_msg *msg)
 {
@@ -673,16 +672,10 @@ static int open_bytes(const uint8_t *buf, size_t len, fmt_msg *msg)
     shard_paths("bytes", fin, NULL, data, sizeof fin);
     ck_assert_int_eq(mkdir(fin, 0755), 0);
     tu_spit(data, buf, len);
-    fmt_msg local;
-    if (!msg)
-        msg = &local;
-    memset(msg, 0, sizeof *msg);
-    void *r = (void *)1;
-    int rc = be->r_open(&r, g_dir, fin, FMT_ACCESS_MMAP, msg);
+    void *r;
+    int rc = open_fin(fin, msg, &r);
     if (rc == 0)
         be->r_close(r);
-    else
-        ck_assert_ptr_null(r);
     unlink(data);
     char lock[1500];
     snprintf(lock, sizeof lock, "%s/lock.mdb", fin);
@@ -987,12 +980,8 @@ static int open_crafted(const kvset *set, unsigned dbflags, fmt_msg *msg, fmt_sh
     ck_assert_int_eq(mdb_txn_commit(txn), 0);
     mdb_env_close(env);
 
-    fmt_msg local;
-    if (!msg)
-        msg = &local;
-    memset(msg, 0, sizeof *msg);
-    void *r = (void *)1;
-    int rc = be->r_open(&r, g_dir, fin, FMT_ACCESS_MMAP, msg);
+    void *r;
+    int rc = open_fin(fin, msg, &r);
     if (rc == 0) {
         if (info)
             *info = *be->r_info(r);
@@ -1006,8 +995,6 @@ static int open_crafted(const kvset *set, unsigned dbflags, fmt_msg *msg, fmt_sh
                 ck_assert_uint_eq(smp.aux[k], 0xA0 + k);
         }
         be->r_close(r);
-    } else {
-        ck_assert_ptr_null(r);
     }
     unlink(data);
     ck_assert_int_eq(rmdir(fin), 0);
@@ -1077,37 +1064,33 @@ START_TEST(test_crafted_envs)
     crafted_fails(&set, FMT_EFORMAT, "no __shardc__/meta key (not a shardc lmdb shard)");
     kv_free(&set);
 
-    /* a missing sample: keys 10 and 12 */
-    crafted_base(&set, 10, 2);
-    be64(set.e[1].key, 12);
-    add_meta(&set, 2, 10, m);
-    crafted_fails(&set, FMT_ECORRUPT, "key 12 found where 11 was expected");
-    kv_free(&set);
-
-    /* keys from the wrong first index */
-    crafted_base(&set, 10, 2);
-    add_meta(&set, 2, 11, m);
-    crafted_fails(&set, FMT_ECORRUPT, "key 10 found where 11 was expected");
-    kv_free(&set);
-
-    /* counts that disagree with the keys */
-    crafted_base(&set, 10, 2);
-    add_meta(&set, 3, 10, m);
-    crafted_fails(&set, FMT_ECORRUPT, "metadata says 3 samples, the database holds 3 entries");
-    kv_add(&set, "__shardc__/x", 12, (const uint8_t *)"", 0);
-    crafted_fails(&set, FMT_ECORRUPT, "2 sample keys, the metadata says 3");
-    kv_free(&set);
-    crafted_base(&set, 10, 2);
-    add_meta(&set, 1, 10, m);
-    crafted_fails(&set, FMT_ECORRUPT, "more sample keys than the 1 the metadata says");
-    kv_free(&set);
-
-    /* a key that is neither a sample nor reserved */
-    crafted_base(&set, 10, 2);
-    add_meta(&set, 2, 10, m);
-    kv_add(&set, "hello", 5, (const uint8_t *)"x", 1);
-    crafted_fails(&set, FMT_ECORRUPT, "unexpected key of 5 bytes");
-    kv_free(&set);
+    /* keys 10 and key1 against metadata for count samples from first: a missing sample (keys
+     * 10 and 12), keys from the wrong first index, counts that disagree with the keys (then
+     * also with a reserved key more), a key that is neither a sample nor reserved */
+    static const struct {
+        uint64_t key1, count, first;
+        const char *extra, *text, *reserved_text;
+    } keyed[] = {
+        {12, 2, 10, NULL, "key 12 found where 11 was expected", NULL},
+        {11, 2, 11, NULL, "key 10 found where 11 was expected", NULL},
+        {11, 3, 10, NULL, "metadata says 3 samples, the database holds 3 entries",
+         "2 sample keys, the metadata says 3"},
+        {11, 1, 10, NULL, "more sample keys than the 1 the metadata says", NULL},
+        {11, 2, 10, "hello", "unexpected key of 5 bytes", NULL},
+    };
+    for (size_t k = 0; k < sizeof keyed / sizeof keyed[0]; k++) {
+        crafted_base(&set, 10, 2);
+        be64(set.e[1].key, keyed[k].key1);
+        add_meta(&set, keyed[k].count, keyed[k].first, m);
+        if (keyed[k].extra)
+            kv_add(&set, keyed[k].extra, strlen(keyed[k].extra), (const uint8_t *)"x", 1);
+        crafted_fails(&set, FMT_ECORRUPT, keyed[k].text);
+        if (keyed[k].reserved_text) {
+            kv_add(&set, "__shardc__/x", 12, (const uint8_t *)"", 0);
+            crafted_fails(&set, FMT_ECORRUPT, keyed[k].reserved_text);
+        }
+        kv_free(&set);
+    }
 
     /* metadata: version, size, overflowing range, index hash */
     crafted_base(&set, 10, 2);
@@ -1230,7 +1213,7 @@ START_TEST(test_parallel_reads)
 {
     tu_rng_state = 16;
     const size_t n = 48;
-    tu_sample *s = make_samples(n, SHAPES_MIXED, 1);
+    tu_sample *s = make_samples(n, TU_SHAPES_MIXED, 1);
     /* a few full-size images among the small ones */
     for (size_t i = 0; i < n; i += 8) {
         s[i].h = 224, s[i].w = 224, s[i].c = 3;
@@ -1279,7 +1262,7 @@ START_TEST(test_no_descriptor_per_shard)
 {
     tu_rng_state = 17;
     const size_t n = 40;
-    tu_sample *s = make_samples(n, SHAPES_MIXED, 1);
+    tu_sample *s = make_samples(n, TU_SHAPES_MIXED, 1);
     tshard t = {"shard-00011", 100, 5, 7, 0};
     fmt_shard_info info;
     write_shard(&t, s, n, &info, NULL);
@@ -1365,35 +1348,13 @@ START_TEST(test_no_descriptor_per_shard)
 }
 END_TEST
 
-static Suite *lmdb_suite(void)
-{
-    Suite *s = suite_create("lmdb");
-    TCase *tc = tcase_create("core");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_roundtrip_fixed_gray);
-    tcase_add_test(tc, test_roundtrip_fixed_rgb);
-    tcase_add_test(tc, test_roundtrip_mixed);
-    tcase_add_test(tc, test_empty_shard);
-    tcase_add_test(tc, test_large_shard);
-    tcase_add_test(tc, test_standard_tools);
-    tcase_add_test(tc, test_tmp_and_abort);
-    tcase_add_test(tc, test_replace_existing);
-    tcase_add_test(tc, test_writer_bad_args);
-    tcase_add_test(tc, test_write_failure);
-    tcase_add_test(tc, test_pixel_damage);
-    tcase_add_test(tc, test_header_damage);
-    tcase_add_test(tc, test_meta_damage);
-    tcase_add_test(tc, test_truncation);
-    tcase_add_test(tc, test_garbage);
-    tcase_add_test(tc, test_crafted_envs);
-    tcase_add_test(tc, test_parallel_reads);
-    tcase_add_test(tc, test_no_descriptor_per_shard);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return tu_run(lmdb_suite());
+    return tu_run(TU_TEMP_SUITE("lmdb", "core", 120, test_roundtrip_fixed_gray,
+                                test_roundtrip_fixed_rgb, test_roundtrip_mixed, test_empty_shard,
+                                test_large_shard, test_standard_tools, test_tmp_and_abort,
+                                test_replace_existing, test_writer_bad_args, test_write_failure,
+                                test_pixel_damage, test_header_damage, test_meta_damage,
+                                test_truncation, test_garbage, test_crafted_envs,
+                                test_parallel_reads, test_no_descriptor_per_shard));
 }

@@ -155,6 +155,16 @@ START_TEST(rejects_garbage)
 }
 END_TEST
 
+/* The manifest of dir (NULL name) or the one named reads, with sample_manifest's 10 samples. */
+static void assert_reads_back(const char *dir, const char *name)
+{
+    fmt_manifest r;
+    ck_assert_int_eq(name ? fmt_manifest_read_named(dir, name, &r, NULL)
+                          : fmt_manifest_read(dir, &r, NULL), 0);
+    ck_assert_uint_eq(r.samples, 10);
+    fmt_manifest_free(&r);
+}
+
 START_TEST(write_read_dir)
 {
     char dir[] = "/tmp/test_manifest_XXXXXX";
@@ -167,9 +177,7 @@ START_TEST(write_read_dir)
     char path[256];
     snprintf(path, sizeof path, "%s/manifest.json.tmp", dir);
     ck_assert_int_ne(access(path, F_OK), 0); /* no temp left behind */
-    ck_assert_int_eq(fmt_manifest_read(dir, &r, NULL), 0);
-    ck_assert_uint_eq(r.samples, 10);
-    fmt_manifest_free(&r);
+    assert_reads_back(dir, NULL);
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     unlink(path);
     rmdir(dir);
@@ -187,14 +195,10 @@ START_TEST(stage_then_publish)
     fmt_manifest m = sample_manifest(sh, classes), r;
     ck_assert_int_eq(fmt_manifest_stage(dir, &m), 0);
     ck_assert_int_eq(fmt_manifest_read(dir, &r, NULL), ENOENT);
-    ck_assert_int_eq(fmt_manifest_read_named(dir, FMT_MANIFEST_STAGED_NAME, &r, NULL), 0);
-    ck_assert_uint_eq(r.samples, 10);
-    fmt_manifest_free(&r);
+    assert_reads_back(dir, FMT_MANIFEST_STAGED_NAME);
     ck_assert_int_eq(fmt_manifest_publish(dir), 0);
     ck_assert_int_eq(fmt_manifest_read_named(dir, FMT_MANIFEST_STAGED_NAME, &r, NULL), ENOENT);
-    ck_assert_int_eq(fmt_manifest_read(dir, &r, NULL), 0);
-    ck_assert_uint_eq(r.samples, 10);
-    fmt_manifest_free(&r);
+    assert_reads_back(dir, NULL);
     ck_assert_int_eq(fmt_manifest_publish(dir), ENOENT);    /* nothing staged */
     char path[256];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
@@ -234,14 +238,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("manifest");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, round_trip);
-    tcase_add_test(tc, rejects_bad_fields);
-    tcase_add_test(tc, rejects_garbage);
-    tcase_add_test(tc, write_read_dir);
-    tcase_add_test(tc, stage_then_publish);
-    tcase_add_test(tc, offsets_and_shard_dirs);
-    suite_add_tcase(s, tc);
+    Suite *s = TU_SUITE("manifest", "core", 0, round_trip, rejects_bad_fields, rejects_garbage,
+                        write_read_dir, stage_then_publish, offsets_and_shard_dirs);
     return tu_run(s);
 }

@@ -152,12 +152,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("masks");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, round_trip);
-    tcase_add_test(tc, run_bytes);
-    tcase_add_test(tc, damage);
-    tcase_add_test(tc, version1);
-    suite_add_tcase(s, tc);
+    Suite *s = TU_SUITE("masks", "core", 0, round_trip, run_bytes, damage, version1);
     return tu_run(s);
 }

@@ -90,18 +90,12 @@ START_TEST(test_twice_is_identity)
 }
 END_TEST
 
-static Suite *mirror_suite(void)
-{
-    Suite *s = suite_create("mirror");
-    TCase *tc = tcase_create("mirror");
-    tcase_add_loop_test(tc, test_every_width, 1, 5);
-    tcase_add_test(tc, test_twice_is_identity);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
     fprintf(stderr, "test_mirror: vector path %s\n", fmt_simd() ? "on" : "not available");
-    return tu_run(mirror_suite());
+    TCase *tc;
+    Suite *s = tu_suite("mirror", "mirror", 0, &tc);
+    tcase_add_loop_test(tc, test_every_width, 1, 5);
+    tcase_add_test(tc, test_twice_is_identity);
+    return tu_run(s);
 }

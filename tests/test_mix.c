@@ -28,11 +28,7 @@ static char g_ds[1100];
 
 static int build_fixture(void)
 {
-    if (tu_progs_root() != 0 ||
-        tu_mksample("src", "--classes 4 --per-class 6 --min-side 30 --max-side 60") != 0)
-        return -1;
-    snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
-    return tu_build("src", g_ds, "--size 20x16 --shard-samples 7 -j 2");
+    return tu_build_ds(g_ds, "--classes 4 --per-class 6 --min-side 30 --max-side 60", "--size 20x16 --shard-samples 7 -j 2");
 }
 
 /* one delivered batch, copied */
@@ -45,39 +41,30 @@ typedef struct {
     shr_params params[8];
 } rec;
 
+static void keep_rec(const shr_batch *b, size_t one, void *recs)
+{
+    rec *r = tu_vec_add(recs, sizeof *r);
+    ck_assert_uint_le(b->n, 8);
+    r->n = b->n;
+    r->data = tu_memdup(b->data, one * b->n);
+    memcpy(r->labels, b->labels, b->n * sizeof(int64_t));
+    memcpy(r->params, b->params, b->n * sizeof(shr_params));
+    r->mix = b->mix;
+    if (b->soft_labels) {
+        ck_assert_uint_eq(b->num_classes, 4);
+        memcpy(r->soft, b->soft_labels, b->n * 4 * sizeof(float));
+    } else {
+        ck_assert_uint_eq(b->num_classes, 0);
+    }
+}
+
+/* The batches of one epoch from a reader on g_ds with options o. */
 static rec *record(const shr_options *o, size_t *nrec, size_t *one)
 {
-    shr_reader *r;
-    int rc = shr_open(&r, g_ds, o, tu_fresh());
-    ck_assert_msg(rc == 0, "shr_open: %s", tu_msg.text);
-    shr_info info;
-    shr_get_info(r, &info);
-    *one = info.batch_bytes / o->batch_size;
-    rec *v = NULL;
-    size_t n = 0;
-    const shr_batch *b;
-    while ((rc = shr_next(r, &b)) == 0) {
-        v = realloc(v, (n + 1) * sizeof *v);
-        ck_assert_uint_le(b->n, 8);
-        v[n].n = b->n;
-        v[n].data = malloc(*one * b->n);
-        memcpy(v[n].data, b->data, *one * b->n);
-        memcpy(v[n].labels, b->labels, b->n * sizeof(int64_t));
-        memcpy(v[n].params, b->params, b->n * sizeof(shr_params));
-        v[n].mix = b->mix;
-        if (b->soft_labels) {
-            ck_assert_uint_eq(b->num_classes, 4);
-            memcpy(v[n].soft, b->soft_labels, b->n * 4 * sizeof(float));
-        } else {
-            ck_assert_uint_eq(b->num_classes, 0);
-        }
-        n++;
-        shr_release(r, b);
-    }
-    ck_assert_int_eq(rc, SHR_EEND);
-    shr_close(r);
-    *nrec = n;
-    return v;
+    tu_vec recs = {NULL, 0};
+    *one = tu_reader_each(g_ds, o, 1, keep_rec, &recs);
+    *nrec = recs.n;
+    return recs.v;
 }
 
 static void free_recs(rec *v, size_t n)
@@ -401,14 +388,7 @@ END_TEST
 int main(void)
 {
     int rc = build_fixture();
-    Suite *s = suite_create("mix");
-    TCase *tc = tcase_create("mix");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_mix_arithmetic);
-    tcase_add_test(tc, test_mix_determinism);
-    tcase_add_test(tc, test_beta_draws);
-    tcase_add_test(tc, test_erase_noise);
-    tcase_add_test(tc, test_refused);
-    suite_add_tcase(s, tc);
+    Suite *s = TU_SUITE("mix", "mix", 600, test_mix_arithmetic, test_mix_determinism,
+                        test_beta_draws, test_erase_noise, test_refused);
     return tu_run_fixtures(rc, s);
 }

@@ -26,10 +26,7 @@ static char g_big[1100];    /* 10 RGB samples 32x32 */
 
 static int build_fixtures(void)
 {
-    if (find_bins() != 0)
-        return -1;
-    tu_root_setup();
-    if (!g_root[0])
+    if (tu_progs_root() != 0)
         return -1;
     char cmd[8192];
     const struct {
@@ -616,31 +613,15 @@ END_TEST
 
 static Suite *mixture_suite(void)
 {
-    Suite *s = suite_create("mixture");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_interleave_tolerance);
-    tcase_add_test(tc, test_plan_counts_and_refusals);
-    tcase_add_test(tc, test_random_access_and_draws);
-    tcase_add_test(tc, test_sampler_ranks_and_elastic);
-    tcase_add_test(tc, test_reader_two_streams);
-    tcase_add_test(tc, test_reader_refusals);
-    tcase_add_test(tc, test_reader_unavailable_every_stream);
-    tcase_add_test(tc, test_reader_direct_engine);
-    tcase_add_test(tc, test_reader_natural_and_multiscale);
-    tcase_add_test(tc, test_quasi_order);
-    suite_add_tcase(s, tc);
-    return s;
+    return TU_SUITE("mixture", "core", 120, test_interleave_tolerance,
+                    test_plan_counts_and_refusals, test_random_access_and_draws,
+                    test_sampler_ranks_and_elastic, test_reader_two_streams, test_reader_refusals,
+                    test_reader_unavailable_every_stream, test_reader_direct_engine,
+                    test_reader_natural_and_multiscale, test_quasi_order);
 }
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        tu_root_teardown();
-        fprintf(stderr, "test_mixture: cannot build the fixture datasets\n");
-        return EXIT_FAILURE;
-    }
-    int failed = tu_run(mixture_suite()) != EXIT_SUCCESS;
-    tu_root_teardown();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, mixture_suite());
 }

@@ -288,43 +288,65 @@ END_TEST
 
 /* ---- generated datasets -------------------------------------------------------------------- */
 
-/* Compare every file of dir a with the file of the same relative path under dir b; returns the
- * number of files compared. Subfolders one level deep (the class folders). */
-static unsigned compare_trees(const char *a, const char *b, int *all_equal)
+/* Each of the first `classes` class folders of the generated dataset root holds `entries`
+ * entries. */
+static void assert_class_entries(const char *root, unsigned classes, unsigned entries)
+{
+    for (unsigned c = 0; c < classes; c++) {
+        char dir[1100];
+        snprintf(dir, sizeof dir, "%s/%s", root, mks_class_name(c));
+        ck_assert_uint_eq(tu_dir_entries(dir, NULL, NULL), entries);
+    }
+}
+
+/* The file mks_plan(o, c, i) names in its class folder dir: its plan into it, its path into path,
+ * its bytes returned (len of them). */
+static uint8_t *slurp_planned(const mks_opts *o, unsigned c, unsigned i, const char *dir,
+                              mks_item *it, char *path, size_t n, size_t *len)
+{
+    ck_assert_int_eq(mks_plan(o, c, i, it), 0);
+    snprintf(path, n, "%s/%s", dir, it->name);
+    return tu_slurp(path, len);
+}
+
+/* Compare every file of dir a with the file of the same relative path under dir b (a class
+ * folder, in_class, whose entry count must be b's too, or the dataset's folder of them); returns
+ * the number of files compared. */
+static unsigned compare_dir(const char *a, const char *b, int in_class, int *all_equal)
 {
     unsigned n = 0;
-    *all_equal = 1;
     DIR *d = opendir(a);
     ck_assert_ptr_nonnull(d);
+    if (in_class)
+        ck_assert_uint_eq(tu_dir_entries(a, NULL, NULL), tu_dir_entries(b, NULL, NULL));
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
-        char sa[1024], sb[1024];
-        snprintf(sa, sizeof sa, "%s/%s", a, e->d_name);
-        snprintf(sb, sizeof sb, "%s/%s", b, e->d_name);
-        DIR *sub = opendir(sa);
-        ck_assert_ptr_nonnull(sub);
-        ck_assert_uint_eq(tu_dir_entries(sa, NULL, NULL), tu_dir_entries(sb, NULL, NULL));
-        struct dirent *f;
-        while ((f = readdir(sub)) != NULL) {
-            if (f->d_name[0] == '.')
-                continue;
-            char fa[2048], fb[2048];
-            snprintf(fa, sizeof fa, "%s/%s", sa, f->d_name);
-            snprintf(fb, sizeof fb, "%s/%s", sb, f->d_name);
-            size_t la, lb;
-            uint8_t *ba = tu_slurp(fa, &la), *bb = tu_slurp(fb, &lb);
-            if (la != lb || memcmp(ba, bb, la) != 0)
-                *all_equal = 0;
-            free(ba);
-            free(bb);
-            n++;
+        char pa[2048], pb[2048];
+        snprintf(pa, sizeof pa, "%s/%s", a, e->d_name);
+        snprintf(pb, sizeof pb, "%s/%s", b, e->d_name);
+        if (!in_class) {
+            n += compare_dir(pa, pb, 1, all_equal);
+            continue;
         }
-        closedir(sub);
+        size_t la, lb;
+        uint8_t *ba = tu_slurp(pa, &la), *bb = tu_slurp(pb, &lb);
+        if (la != lb || memcmp(ba, bb, la) != 0)
+            *all_equal = 0;
+        free(ba);
+        free(bb);
+        n++;
     }
     closedir(d);
     return n;
+}
+
+/* compare_dir over two generated datasets: their class folders one level deep. */
+static unsigned compare_trees(const char *a, const char *b, int *all_equal)
+{
+    *all_equal = 1;
+    return compare_dir(a, b, 0, all_equal);
 }
 
 START_TEST(test_deterministic)
@@ -426,11 +448,9 @@ START_TEST(test_files_on_disk)
         ck_assert_uint_eq(tu_dir_entries(dir, NULL, NULL), 24 + nbroken);
         for (unsigned i = 0; i < 24; i++) {
             mks_item it;
-            ck_assert_int_eq(mks_plan(&o, c, i, &it), 0);
             char path[1200];
-            snprintf(path, sizeof path, "%s/%s", dir, it.name);
             size_t len;
-            uint8_t *buf = tu_slurp(path, &len);
+            uint8_t *buf = slurp_planned(&o, c, i, dir, &it, path, sizeof path, &len);
             bytes += len;
             ck_assert_int_eq(fmt_image_sniff(buf, len), it.type);
             jpeg += it.type == FMT_IMG_JPEG;
@@ -554,11 +574,7 @@ START_TEST(test_no_broken_and_photo)
     ck_assert_int_eq(mks_generate(out, &o, &r), 0);
     ck_assert_uint_eq(r.images, 6);
     ck_assert_uint_eq(r.broken, 0);
-    for (unsigned c = 0; c < 2; c++) {
-        char dir[1100];
-        snprintf(dir, sizeof dir, "%s/%s", out, mks_class_name(c));
-        ck_assert_uint_eq(tu_dir_entries(dir, NULL, NULL), 3);
-    }
+    assert_class_entries(out, 2, 3);
 
     mks_opts_init(&o);
     o.photo = 1;
@@ -574,11 +590,9 @@ START_TEST(test_no_broken_and_photo)
         ck_assert_uint_eq(tu_dir_entries(dir, NULL, NULL), 4);
         for (unsigned i = 0; i < 4; i++) {
             mks_item it;
-            ck_assert_int_eq(mks_plan(&o, c, i, &it), 0);
             char path[1200];
-            snprintf(path, sizeof path, "%s/%s", dir, it.name);
             size_t len;
-            uint8_t *buf = tu_slurp(path, &len);
+            uint8_t *buf = slurp_planned(&o, c, i, dir, &it, path, sizeof path, &len);
             /* compressed about as well as a real photo of that size, not like flat art */
             ck_assert_msg(len > 25000 && len < 200000, "%s: %zu bytes", path, len);
             fmt_decode_opts dopts = { .channels = 3 };
@@ -728,26 +742,10 @@ START_TEST(test_classes_separable)
 }
 END_TEST
 
-static Suite *mksample_suite(void)
-{
-    Suite *s = suite_create("mksample");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tu_temp_fixtures(tc);
-    tcase_add_test(tc, test_defaults_and_errors);
-    tcase_add_test(tc, test_class_names_and_labels);
-    tcase_add_test(tc, test_plan_mix);
-    tcase_add_test(tc, test_render);
-    tcase_add_test(tc, test_deterministic);
-    tcase_add_test(tc, test_files_on_disk);
-    tcase_add_test(tc, test_no_broken_and_photo);
-    tcase_add_test(tc, test_write_errors);
-    tcase_add_test(tc, test_classes_separable);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return tu_run(mksample_suite());
+    return tu_run(TU_TEMP_SUITE("mksample", "core", 120, test_defaults_and_errors,
+                                test_class_names_and_labels, test_plan_mix, test_render,
+                                test_deterministic, test_files_on_disk, test_no_broken_and_photo,
+                                test_write_errors, test_classes_separable));
 }

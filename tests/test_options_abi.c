@@ -30,11 +30,7 @@ typedef union {
 
 static int build_fixture(void)
 {
-    if (tu_progs_root() != 0 ||
-        tu_mksample("src", "--classes 3 --per-class 5 --min-side 24 --max-side 48") != 0)
-        return -1;
-    snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
-    return tu_build("src", g_ds, "--size 20x16");
+    return tu_build_ds(g_ds, "--classes 3 --per-class 5 --min-side 24 --max-side 48", "--size 20x16");
 }
 
 /* The bytes of the first batch of o's reader (RandomResizedCrop + flip + jitter, shuffled). */
@@ -136,12 +132,7 @@ END_TEST
 int main(void)
 {
     int rc = build_fixture();
-    Suite *s = suite_create("options_abi");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_older_caller);
-    tcase_add_test(tc, test_refused_sizes);
-    tcase_add_test(tc, test_no_tail_padding);
-    suite_add_tcase(s, tc);
+    Suite *s = TU_SUITE("options_abi", "core", 120, test_older_caller, test_refused_sizes,
+                        test_no_tail_padding);
     return tu_run_fixtures(rc, s);
 }

@@ -517,17 +517,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("options_table");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_rows_present);
-    tcase_add_test(tc, test_defaults);
-    tcase_add_test(tc, test_bounds);
-    tcase_add_test(tc, test_messages);
-    tcase_add_test(tc, test_conditions);
-    tcase_add_test(tc, test_option_check);
-    tcase_add_test(tc, test_two_pairs);
-    tcase_add_test(tc, test_choices);
-    tcase_add_test(tc, test_choose_messages);
-    suite_add_tcase(s, tc);
+    Suite *s = TU_SUITE("options_table", "core", 0, test_rows_present, test_defaults, test_bounds,
+                        test_messages, test_conditions, test_option_check, test_two_pairs,
+                        test_choices, test_choose_messages);
     return tu_run(s);
 }

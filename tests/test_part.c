@@ -440,21 +440,13 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("part");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, ranges_cover_the_list);
-    tcase_add_test(tc, parse_i_of_n);
-    tcase_add_test(tc, auto_from_slurm_arrays);
-    tcase_add_test(tc, auto_from_mpi_launchers);
-    tcase_add_test(tc, names);
-    tcase_add_test(tc, record_round_trip);
-    tcase_add_test(tc, stats_from_sums);
+    TCase *tc;
+    Suite *s = tu_suite("part", "core", 0, &tc);
+    TU_ADD_TESTS(tc, ranges_cover_the_list, parse_i_of_n, auto_from_slurm_arrays,
+                 auto_from_mpi_launchers, names, record_round_trip, stats_from_sums);
     tu_temp_fixtures(tc);
-    tcase_add_test(tc, build_stops_when_asked);
-    tcase_add_test(tc, part_size_from_env);
-    tcase_add_test(tc, crash_is_an_option_not_the_environment);
-    tcase_add_test(tc, merge_upload_without_staging);
-    tcase_add_test(tc, merge_lists_missing_parts_within_the_message);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, build_stops_when_asked, part_size_from_env,
+                 crash_is_an_option_not_the_environment, merge_upload_without_staging,
+                 merge_lists_missing_parts_within_the_message);
     return tu_run(s);
 }

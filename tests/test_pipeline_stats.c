@@ -24,11 +24,7 @@ static char g_ds[1100];
 
 static int build_fixture(void)
 {
-    if (tu_progs_root() != 0 ||
-        tu_mksample("src", "--classes 3 --per-class 6 --min-side 24 --max-side 48") != 0)
-        return -1;
-    snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
-    return tu_build("src", g_ds, "--max-side 40");
+    return tu_build_ds(g_ds, "--classes 3 --per-class 6 --min-side 24 --max-side 48", "--max-side 40");
 }
 
 static void recipe(shr_options *o, uint32_t threads, int automatic)
@@ -284,14 +280,8 @@ END_TEST
 int main(void)
 {
     int rc = build_fixture();
-    Suite *s = suite_create("pipeline_stats");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_auto_same_bytes);
-    tcase_add_test(tc, test_slow_consumer_parks);
-    tcase_add_test(tc, test_stage_names);
-    tcase_add_test(tc, test_rule_probe);
-    tcase_add_test(tc, test_rule_park);
-    suite_add_tcase(s, tc);
+    Suite *s = TU_SUITE("pipeline_stats", "core", 120, test_auto_same_bytes,
+                        test_slow_consumer_parks, test_stage_names, test_rule_probe,
+                        test_rule_park);
     return tu_run_fixtures(rc, s);
 }

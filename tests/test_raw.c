@@ -22,26 +22,9 @@ static uint64_t round_up(uint64_t x, uint64_t a)
 
 /* ---- fixtures: a set of samples written to a shard ---- */
 
-enum { SHAPES_FIXED_GRAY, SHAPES_FIXED_RGB, SHAPES_MIXED, SHAPES_SAME_HW };
-
 static tu_sample *make_samples(size_t n, int shapes, int with_aux)
 {
-    tu_sample *s = tu_samples_new(n);
-    for (size_t i = 0; i < n; i++) {
-        if (shapes == SHAPES_FIXED_GRAY) {
-            s[i].h = 17, s[i].w = 13, s[i].c = 1;
-        } else if (shapes == SHAPES_FIXED_RGB) {
-            s[i].h = 10, s[i].w = 10, s[i].c = 3;
-        } else if (shapes == SHAPES_SAME_HW) {
-            s[i].h = 8, s[i].w = 8, s[i].c = i == 2 ? 3 : 1;  /* one RGB among gray */
-        } else {
-            tu_sample_random_shape(&s[i], 40);
-        }
-        tu_sample_random(&s[i], i);
-        if (with_aux && i % 3 != 1)
-            tu_sample_random_aux(&s[i], 1 + (uint32_t)(tu_rng() % 70));
-    }
-    return s;
+    return tu_samples_make(n, shapes, 10, 10, 40, with_aux ? TU_AUX_VARIED : 0);
 }
 
 /* Write samples to path, asserting the size accounting after every add. */
@@ -125,9 +108,9 @@ static void roundtrip(size_t n, int shapes, int with_aux, uint32_t align)
     ck_assert_uint_eq(h->file_size, align + padded + 64 * n + aux_total);
     int fixed = n > 0 && same_shape;
     ck_assert_uint_eq(h->flags & FMT_RAW_FLAG_FIXED, fixed ? FMT_RAW_FLAG_FIXED : 0);
-    if ((shapes == SHAPES_FIXED_GRAY || shapes == SHAPES_FIXED_RGB) && n > 0)
+    if ((shapes == TU_SHAPES_FIXED_GRAY || shapes == TU_SHAPES_FIXED_RGB) && n > 0)
         ck_assert(fixed);
-    if (shapes == SHAPES_SAME_HW && n > 2)
+    if (shapes == TU_SHAPES_SAME_HW && n > 2)
         ck_assert(!fixed);
     if (fixed) {
         ck_assert_uint_eq(h->fixed_height, s[0].h);
@@ -221,25 +204,25 @@ static void roundtrip(size_t n, int shapes, int with_aux, uint32_t align)
 
 START_TEST(test_roundtrip_fixed_gray)
 {
-    roundtrip(7, SHAPES_FIXED_GRAY, 1, 4096);
-    roundtrip(5, SHAPES_FIXED_GRAY, 0, 256);
+    roundtrip(7, TU_SHAPES_FIXED_GRAY, 1, 4096);
+    roundtrip(5, TU_SHAPES_FIXED_GRAY, 0, 256);
 }
 END_TEST
 
 START_TEST(test_roundtrip_fixed_rgb)
 {
-    roundtrip(9, SHAPES_FIXED_RGB, 0, 256);   /* 300 bytes -> stride 512 */
-    roundtrip(3, SHAPES_FIXED_RGB, 1, 4096);
-    roundtrip(1, SHAPES_FIXED_RGB, 1, 65536);
+    roundtrip(9, TU_SHAPES_FIXED_RGB, 0, 256);   /* 300 bytes -> stride 512 */
+    roundtrip(3, TU_SHAPES_FIXED_RGB, 1, 4096);
+    roundtrip(1, TU_SHAPES_FIXED_RGB, 1, 65536);
 }
 END_TEST
 
 START_TEST(test_roundtrip_mixed)
 {
-    roundtrip(23, SHAPES_MIXED, 1, 256);
-    roundtrip(11, SHAPES_MIXED, 0, 4096);
-    roundtrip(6, SHAPES_MIXED, 1, 512);
-    roundtrip(4, SHAPES_SAME_HW, 0, 256);
+    roundtrip(23, TU_SHAPES_MIXED, 1, 256);
+    roundtrip(11, TU_SHAPES_MIXED, 0, 4096);
+    roundtrip(6, TU_SHAPES_MIXED, 1, 512);
+    roundtrip(4, TU_SHAPES_SAME_HW, 0, 256);
 }
 END_TEST
 
@@ -249,7 +232,7 @@ START_TEST(test_exact_align_payload)
     char path[4200];
     tu_path(path, sizeof path, "exact.raw");
     tu_rng_state = 42;
-    tu_sample *s = make_samples(4, SHAPES_MIXED, 0);
+    tu_sample *s = make_samples(4, TU_SHAPES_MIXED, 0);
     for (int i = 0; i < 4; i++) {
         s[i].h = 16, s[i].w = 16, s[i].c = 1;
         free(s[i].px);
@@ -303,7 +286,7 @@ START_TEST(test_tmp_and_abort)
     tu_path(path, sizeof path, "shard-00003.raw");
     tu_path(tmp, sizeof tmp, "shard-00003.raw.tmp");
     tu_rng_state = 7;
-    tu_sample *s = make_samples(2, SHAPES_FIXED_RGB, 1);
+    tu_sample *s = make_samples(2, TU_SHAPES_FIXED_RGB, 1);
     fmt_raw_writer *w;
     ck_assert_int_eq(fmt_raw_writer_open(&w, path, NULL), 0);
     ck_assert(tu_exists(tmp));
@@ -443,7 +426,7 @@ static void rehash_all(uint8_t *buf, size_t len)
 START_TEST(test_payload_corruption)
 {
     size_t len;
-    uint8_t *buf = base_shard(&len, SHAPES_MIXED);
+    uint8_t *buf = base_shard(&len, TU_SHAPES_MIXED);
     uint64_t index_offset = fmt_le_get64(buf + 32);
     uint8_t *e3 = buf + index_offset + 3 * 64;
     uint64_t off = fmt_le_get64(e3), plen = fmt_le_get64(e3 + 8);
@@ -463,7 +446,7 @@ END_TEST
 START_TEST(test_header_corruption)
 {
     size_t len;
-    uint8_t *buf = base_shard(&len, SHAPES_MIXED);
+    uint8_t *buf = base_shard(&len, TU_SHAPES_MIXED);
     ck_assert_int_eq(open_bytes(buf, len, NULL), 0);
     const size_t spots[] = { 12, 16, 33, 64, 100, 113, 160, 200, 247, 248, 255 };
     for (size_t i = 0; i < sizeof spots / sizeof spots[0]; i++) {
@@ -483,7 +466,7 @@ END_TEST
 START_TEST(test_index_corruption)
 {
     size_t len;
-    uint8_t *buf = base_shard(&len, SHAPES_MIXED);
+    uint8_t *buf = base_shard(&len, TU_SHAPES_MIXED);
     uint64_t index_offset = fmt_le_get64(buf + 32), aux_offset = fmt_le_get64(buf + 40);
     ck_assert_uint_gt(len, aux_offset);
     const uint64_t spots[] = { index_offset, index_offset + 16, index_offset + 64 * 5 + 63,
@@ -506,7 +489,7 @@ END_TEST
 START_TEST(test_open_parts)
 {
     size_t len;
-    uint8_t *buf = base_shard(&len, SHAPES_MIXED);
+    uint8_t *buf = base_shard(&len, TU_SHAPES_MIXED);
     uint64_t index_offset = fmt_le_get64(buf + 32);
     size_t tl = len - (size_t)index_offset;
     char path[4200];
@@ -565,7 +548,7 @@ END_TEST
 START_TEST(test_truncation)
 {
     size_t len;
-    uint8_t *buf = base_shard(&len, SHAPES_MIXED);
+    uint8_t *buf = base_shard(&len, TU_SHAPES_MIXED);
     uint64_t index_offset = fmt_le_get64(buf + 32);
     const size_t cuts[] = { 0, 1, 7, 8, 100, 255, 256, 257, 300, 600, (size_t)index_offset - 1,
                             (size_t)index_offset, (size_t)index_offset + 100,
@@ -588,7 +571,7 @@ END_TEST
 START_TEST(test_bad_magic)
 {
     size_t len;
-    uint8_t *buf = base_shard(&len, SHAPES_MIXED);
+    uint8_t *buf = base_shard(&len, TU_SHAPES_MIXED);
     fmt_msg msg;
     buf[0] = 'X';
     ck_assert_int_eq(open_bytes(buf, len, &msg), FMT_EFORMAT);
@@ -611,7 +594,7 @@ END_TEST
 START_TEST(test_versions)
 {
     size_t len;
-    uint8_t *buf = base_shard(&len, SHAPES_MIXED);
+    uint8_t *buf = base_shard(&len, TU_SHAPES_MIXED);
     fmt_msg msg;
     fmt_le_put16(buf + 8, 3);
     rehash_header(buf);
@@ -729,7 +712,7 @@ static void expect_bad_header(const uint8_t *buf, size_t len, const header_case 
 START_TEST(test_crafted_headers)
 {
     size_t len;
-    uint8_t *buf = base_shard(&len, SHAPES_MIXED);
+    uint8_t *buf = base_shard(&len, TU_SHAPES_MIXED);
     uint64_t n = fmt_le_get64(buf + 16), io = fmt_le_get64(buf + 32), ao = fmt_le_get64(buf + 40), as = fmt_le_get64(buf + 48);
     const int C = FMT_ECORRUPT, T = FMT_ETRUNC;
     ck_assert_uint_ge(as, 64);
@@ -772,7 +755,7 @@ END_TEST
 START_TEST(test_crafted_fixed_headers)
 {
     size_t len;
-    uint8_t *buf = base_shard(&len, SHAPES_FIXED_RGB);   /* 10x10x3, stride 512 at align 256 */
+    uint8_t *buf = base_shard(&len, TU_SHAPES_FIXED_RGB);   /* 10x10x3, stride 512 at align 256 */
     ck_assert_uint_eq(fmt_le_get64(buf + 88), 512);
     ck_assert_int_eq(open_bytes(buf, len, NULL), 0);
     const int C = FMT_ECORRUPT;
@@ -828,7 +811,7 @@ static void expect_bad_entry(const uint8_t *buf, size_t len, uint64_t i, size_t 
 START_TEST(test_crafted_entries)
 {
     size_t len;
-    uint8_t *buf = base_shard(&len, SHAPES_MIXED);
+    uint8_t *buf = base_shard(&len, TU_SHAPES_MIXED);
     const int C = FMT_ECORRUPT;
     uint64_t io = fmt_le_get64(buf + 32), as = fmt_le_get64(buf + 48);
     const uint8_t *ix = buf + io;
@@ -863,7 +846,7 @@ START_TEST(test_crafted_entries)
     free(buf);
 
     /* a FIXED shard whose entry keeps the length but changes the shape */
-    buf = base_shard(&len, SHAPES_FIXED_RGB);
+    buf = base_shard(&len, TU_SHAPES_FIXED_RGB);
     ck_assert_uint_eq(fmt_le_get64(buf + 68) & FMT_RAW_FLAG_FIXED, FMT_RAW_FLAG_FIXED);
     expect_bad_entry(buf, len, 2, 28, 4, 5, C, "fixed: height 5 (then 5x20x3 = 300)");
     uint8_t *copy = malloc(len);
@@ -1242,43 +1225,16 @@ START_TEST(test_packed_corruption)
 }
 END_TEST
 
-static Suite *raw_suite(void)
-{
-    Suite *s = suite_create("raw");
-    TCase *tc = tcase_create("raw");
-    tu_temp_fixtures(tc);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_roundtrip_fixed_gray);
-    tcase_add_test(tc, test_roundtrip_fixed_rgb);
-    tcase_add_test(tc, test_roundtrip_mixed);
-    tcase_add_test(tc, test_exact_align_payload);
-    tcase_add_test(tc, test_empty_shard);
-    tcase_add_test(tc, test_tmp_and_abort);
-    tcase_add_test(tc, test_writer_bad_args);
-    tcase_add_test(tc, test_sample_cost);
-    tcase_add_test(tc, test_payload_corruption);
-    tcase_add_test(tc, test_header_corruption);
-    tcase_add_test(tc, test_index_corruption);
-    tcase_add_test(tc, test_open_parts);
-    tcase_add_test(tc, test_truncation);
-    tcase_add_test(tc, test_bad_magic);
-    tcase_add_test(tc, test_versions);
-    tcase_add_test(tc, test_header_codec);
-    tcase_add_test(tc, test_crafted_headers);
-    tcase_add_test(tc, test_crafted_fixed_headers);
-    tcase_add_test(tc, test_crafted_entries);
-    tcase_add_test(tc, test_write_failure_fsize);
-    tcase_add_test(tc, test_write_failure_enospc);
-    tcase_add_test(tc, test_rename_failure);
-    tcase_add_test(tc, test_pixel_sums);
-    tcase_add_test(tc, test_packed_layout);
-    tcase_add_test(tc, test_packed_cost);
-    tcase_add_test(tc, test_packed_corruption);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return tu_run(raw_suite());
+    return tu_run(TU_TEMP_SUITE("raw", "raw", 60, test_roundtrip_fixed_gray,
+                                test_roundtrip_fixed_rgb, test_roundtrip_mixed,
+                                test_exact_align_payload, test_empty_shard, test_tmp_and_abort,
+                                test_writer_bad_args, test_sample_cost, test_payload_corruption,
+                                test_header_corruption, test_index_corruption, test_open_parts,
+                                test_truncation, test_bad_magic, test_versions, test_header_codec,
+                                test_crafted_headers, test_crafted_fixed_headers,
+                                test_crafted_entries, test_write_failure_fsize,
+                                test_write_failure_enospc, test_rename_failure, test_pixel_sums,
+                                test_packed_layout, test_packed_cost, test_packed_corruption));
 }

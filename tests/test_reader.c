@@ -54,12 +54,7 @@ static int head_lines(const char *src, const char *dst, int n)
 
 static int build_fixtures(void)
 {
-    if (find_bins() != 0) {
-        fprintf(stderr, "test_reader: shardc not found next to the test (run make all first)\n");
-        return -1;
-    }
-    tu_root_setup();
-    if (!g_root[0])
+    if (tu_progs_root() != 0)
         return -1;
     char cmd[4096], list[1200], list23[1200];
     snprintf(list, sizeof list, "%s/list.txt", g_root);
@@ -84,11 +79,6 @@ static int build_fixtures(void)
         }
     }
     return 0;
-}
-
-static void remove_fixtures(void)
-{
-    tu_root_teardown();
 }
 
 /* A copy of a dataset directory (for damaging), at g_root/name. */
@@ -1778,51 +1768,23 @@ END_TEST
 
 static Suite *reader_suite(void)
 {
-    Suite *s = suite_create("reader");
-    TCase *tc = tcase_create("reader");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_sequential_matches_dataset);
-    tcase_add_test(tc, test_random_permutations);
-    tcase_add_test(tc, test_quasi_permutations);
-    tcase_add_test(tc, test_ranks);
-    tcase_add_test(tc, test_resume_everywhere);
-    tcase_add_test(tc, test_threads_identical);
-    tcase_add_test(tc, test_prefetch_bound);
-    tcase_add_test(tc, test_close_with_held_batches);
-    tcase_add_test(tc, test_crop_pad);
-    tcase_add_test(tc, test_flip);
-    tcase_add_test(tc, test_random_crop);
-    tcase_add_test(tc, test_access_modes);
-    tcase_add_test(tc, test_dataset_read);
+    TCase *tc;
+    Suite *s = tu_suite("reader", "reader", 120, &tc);
+    TU_ADD_TESTS(tc, test_sequential_matches_dataset, test_random_permutations,
+                 test_quasi_permutations, test_ranks, test_resume_everywhere,
+                 test_threads_identical, test_prefetch_bound, test_close_with_held_batches,
+                 test_crop_pad, test_flip, test_random_crop, test_access_modes, test_dataset_read);
     tcase_add_loop_test(tc, test_memory_flat, 0, 3);
-    tcase_add_test(tc, test_open_errors);
-    tcase_add_test(tc, test_caller_message);
-    tcase_add_test(tc, test_pinned_reason);
-    tcase_add_test(tc, test_pin_device_from_env);
-    tcase_add_test(tc, test_bad_options);
-    tcase_add_test(tc, test_output_limits);
-    tcase_add_test(tc, test_worker_failure);
-    tcase_add_test(tc, test_recovery);
-    tcase_add_test(tc, test_elastic_resume);
-    tcase_add_test(tc, test_elastic_options);
-    tcase_add_test(tc, test_strerror);
-    tcase_add_test(tc, test_host_alloc);
-    tcase_add_test(tc, test_epoch_order);
-    tcase_add_test(tc, test_manifest_peek);
-    tcase_add_test(tc, test_dataset_pixels);
-    tcase_add_test(tc, test_public_dataset);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_open_errors, test_caller_message, test_pinned_reason,
+                 test_pin_device_from_env, test_bad_options, test_output_limits,
+                 test_worker_failure, test_recovery, test_elastic_resume, test_elastic_options,
+                 test_strerror, test_host_alloc, test_epoch_order, test_manifest_peek,
+                 test_dataset_pixels, test_public_dataset);
     return s;
 }
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        remove_fixtures();
-        fprintf(stderr, "test_reader: cannot build the fixture datasets\n");
-        return EXIT_FAILURE;
-    }
-    int failed = tu_run(reader_suite()) != EXIT_SUCCESS;
-    remove_fixtures();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, reader_suite());
 }

@@ -51,12 +51,7 @@ static const char *const g_mode_names[3] = {"mmap", "pread", "direct"};
 
 static int build_fixture(void)
 {
-    if (find_bins() != 0) {
-        fprintf(stderr, "test_reliability: shardc not found next to the test (run make all)\n");
-        return -1;
-    }
-    tu_root_setup();
-    if (!g_root[0])
+    if (tu_progs_root() != 0)
         return -1;
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/src' --classes 3 --per-class 12 "
@@ -508,17 +503,11 @@ END_TEST
 
 static Suite *reliability_suite(void)
 {
-    Suite *s = suite_create("reliability");
-    TCase *tc = tcase_create("reliability");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_class_name_bytes);
-    tcase_add_test(tc, test_build_odd_class_name);
-    tcase_add_test(tc, test_probe);
-    tcase_add_loop_test(tc, test_index_rewritten, 0, 3);
-    tcase_add_loop_test(tc, test_shard_overwritten, 0, 3);
-    tcase_add_loop_test(tc, test_seeded_trial, 0, 3);
-    tcase_add_loop_test(tc, test_tolerant_open, 0, 3);
-    suite_add_tcase(s, tc);
+    TCase *tc;
+    Suite *s = tu_suite("reliability", "reliability", 60, &tc);
+    TU_ADD_TESTS(tc, test_class_name_bytes, test_build_odd_class_name, test_probe);
+    TU_ADD_LOOP_TESTS(tc, 0, 3, test_index_rewritten, test_shard_overwritten, test_seeded_trial,
+                      test_tolerant_open);
     return s;
 }
 

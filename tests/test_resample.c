@@ -498,17 +498,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("resample");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 600);
-    tu_temp_fixtures(tc);
-    tcase_add_test(tc, test_pillow_differential);
-    tcase_add_test(tc, test_channels_independent);
-    tcase_add_test(tc, test_paths_agree_random);
-    tcase_add_test(tc, test_window_equals_crop);
-    tcase_add_test(tc, test_switch_forces_plain);
-    tcase_add_test(tc, test_cache_threads);
-    tcase_add_test(tc, test_errors);
-    suite_add_tcase(s, tc);
+    Suite *s = TU_TEMP_SUITE("resample", "core", 600, test_pillow_differential,
+                             test_channels_independent, test_paths_agree_random,
+                             test_window_equals_crop, test_switch_forces_plain, test_cache_threads,
+                             test_errors);
     return tu_run_suite(s);
 }

@@ -99,6 +99,14 @@ static void give_back(fixture *f, uint32_t slot)
     ck_assert_int_eq(shr_ring_release(&f->ring, slot), 0);
 }
 
+/* Batches from .. to - 1 taken in stream order and given back at once; returns to. */
+static uint64_t pass_batches(fixture *f, uint64_t from, uint64_t to)
+{
+    for (uint64_t k = from; k < to; k++)
+        give_back(f, take(f, k));
+    return to;
+}
+
 /* Many workers, few slots: every batch arrives in stream order, each exactly once. */
 START_TEST(test_stream_order)
 {
@@ -106,8 +114,7 @@ START_TEST(test_stream_order)
     for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
         fixture f;
         start(&f, shapes[t][0], shapes[t][1], UINT64_MAX, UINT64_MAX);
-        for (uint64_t k = 0; k < 500; k++)
-            give_back(&f, take(&f, k));
+        pass_batches(&f, 0, 500);
         stop(&f);
     }
 }
@@ -162,8 +169,7 @@ START_TEST(test_bad_release)
     ck_assert_int_eq(shr_ring_release(&f.ring, s), EINVAL);
     ck_assert_int_eq(shr_ring_release(&f.ring, 3), EINVAL);
     ck_assert_int_eq(shr_ring_release(&f.ring, UINT32_MAX), EINVAL);
-    for (uint64_t k = 1; k < 50; k++)
-        give_back(&f, take(&f, k));
+    pass_batches(&f, 1, 50);
     stop(&f);
 }
 END_TEST
@@ -174,13 +180,11 @@ START_TEST(test_limit)
 {
     fixture f;
     start(&f, 4, 3, 5, UINT64_MAX);
-    for (uint64_t k = 0; k < 5; k++)
-        give_back(&f, take(&f, k));
+    pass_batches(&f, 0, 5);
     ck_assert_uint_eq(atomic_load(&f.fills), 5);
     ck_assert_uint_eq(f.ring.next_claim, 5);
     shr_ring_set_limit(&f.ring, 12);
-    for (uint64_t k = 5; k < 12; k++)
-        give_back(&f, take(&f, k));
+    pass_batches(&f, 5, 12);
     ck_assert_uint_eq(atomic_load(&f.fills), 12);
     stop(&f);
 }
@@ -193,14 +197,12 @@ START_TEST(test_fill_failure)
     fixture f;
     start(&f, 3, 3, UINT64_MAX, 7);
     uint64_t k = 0;
-    for (; k <= 7; k++)
-        give_back(&f, take(&f, k));
+    k = pass_batches(&f, k, 8);
     join(&f);                           /* returns: the workers saw the failure */
     uint64_t claimed = f.ring.next_claim;
     ck_assert_uint_ge(claimed, 8);
     ck_assert_uint_le(claimed, 8 + 3);  /* at most one slot's worth of claims after the failure */
-    for (; k < claimed; k++)
-        give_back(&f, take(&f, k));
+    k = pass_batches(&f, k, claimed);
     ck_assert_uint_eq(atomic_load(&f.fills), claimed);
     stop(&f);
 }
@@ -262,21 +264,18 @@ START_TEST(test_parking)
     }
     f.nworkers = MAX_WORKERS;
     uint64_t k = 0;
-    for (; k < 200; k++)
-        give_back(&f, take(&f, k));
+    k = pass_batches(&f, k, 200);
     for (uint32_t i = 1; i < MAX_WORKERS; i++)
         ck_assert_uint_eq(atomic_load(&w[i].fills), 0);
     shr_ring_set_active(&f.ring, 3);
-    for (; k < 500; k++)
-        give_back(&f, take(&f, k));
+    k = pass_batches(&f, k, 500);
     ck_assert_uint_eq(atomic_load(&w[3].fills), 0);
     shr_ring_set_active(&f.ring, 0);     /* 0 means 1: worker 0 always serves */
     ck_assert_uint_eq(shr_ring_active(&f.ring), 1);
     uint64_t at[MAX_WORKERS];
     for (uint32_t i = 0; i < MAX_WORKERS; i++)
         at[i] = atomic_load(&w[i].fills);
-    for (; k < 800; k++)
-        give_back(&f, take(&f, k));
+    k = pass_batches(&f, k, 800);
     for (uint32_t i = 1; i < MAX_WORKERS; i++)
         ck_assert_uint_le(atomic_load(&w[i].fills), at[i] + 1);     /* the batch in hand */
     stop(&f);                           /* wakes the parked workers too */
@@ -301,19 +300,12 @@ END_TEST
 
 static Suite *ring_suite(void)
 {
-    Suite *s = suite_create("ring");
-    TCase *tc = tcase_create("ring");
+    TCase *tc;
+    Suite *s = tu_suite("ring", "ring", 0, &tc);
     tcase_set_timeout(tc, 30);          /* a ring that loses a wake-up hangs: fail, do not wait */
-    tcase_add_test(tc, test_stream_order);
-    tcase_add_test(tc, test_release_out_of_order);
-    tcase_add_test(tc, test_all_held_is_ebusy);
-    tcase_add_test(tc, test_bad_release);
-    tcase_add_test(tc, test_limit);
-    tcase_add_test(tc, test_fill_failure);
-    tcase_add_test(tc, test_stop_wakes_waiters);
-    tcase_add_test(tc, test_destroy_zeroed);
-    tcase_add_test(tc, test_parking);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_stream_order, test_release_out_of_order, test_all_held_is_ebusy,
+                 test_bad_release, test_limit, test_fill_failure, test_stop_wakes_waiters,
+                 test_destroy_zeroed, test_parking);
     return s;
 }
 

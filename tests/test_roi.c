@@ -209,19 +209,8 @@ START_TEST(test_roi_damage_same_as_full)
 }
 END_TEST
 
-static Suite *roi_suite(void)
-{
-    Suite *s = suite_create("roi");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_roi_equals_full_decode);
-    tcase_add_test(tc, test_source_rect_arithmetic);
-    tcase_add_test(tc, test_roi_damage_same_as_full);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return tu_run(roi_suite());
+    return tu_run(TU_SUITE("roi", "core", 300, test_roi_equals_full_decode,
+                           test_source_rect_arithmetic, test_roi_damage_same_as_full));
 }

@@ -21,18 +21,9 @@ static shr_sampler_cfg cfg_make(uint64_t n, shr_order order, uint64_t seed, uint
                                 uint32_t world, shr_uneven uneven, uint32_t batch_size,
                                 int drop_last)
 {
-    shr_sampler_cfg c;
-    memset(&c, 0, sizeof c);
-    c.n = n;
-    c.order = order;
-    c.seed = seed;
-    c.rank = rank;
-    c.world = world;
-    c.uneven = uneven;
-    c.batch_size = batch_size;
-    c.drop_last = drop_last;
-    c.window = 1;
-    return c;
+    return (shr_sampler_cfg){.n = n, .order = order, .seed = seed, .rank = rank, .world = world,
+                             .uneven = uneven, .batch_size = batch_size, .drop_last = drop_last,
+                             .window = 1};
 }
 
 static shr_sampler *sampler_new(const shr_sampler_cfg *c)
@@ -757,30 +748,11 @@ START_TEST(test_create_errors)
 }
 END_TEST
 
-static Suite *sampler_suite(void)
-{
-    Suite *s = suite_create("sampler");
-    TCase *tc = tcase_create("sampler");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_perm_bijection);
-    tcase_add_test(tc, test_perm_keys);
-    tcase_add_test(tc, test_perm_uniform);
-    tcase_add_test(tc, test_perm_large);
-    tcase_add_test(tc, test_mix);
-    tcase_add_test(tc, test_sequential);
-    tcase_add_test(tc, test_orders_cover);
-    tcase_add_test(tc, test_ranks);
-    tcase_add_test(tc, test_batch_counts);
-    tcase_add_test(tc, test_quasi_windows);
-    tcase_add_test(tc, test_quasi_extremes);
-    tcase_add_test(tc, test_quasi_copies_counts);
-    tcase_add_test(tc, test_deterministic);
-    tcase_add_test(tc, test_create_errors);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return tu_run_suite(sampler_suite());
+    return tu_run_suite(TU_SUITE("sampler", "sampler", 120, test_perm_bijection, test_perm_keys,
+                                 test_perm_uniform, test_perm_large, test_mix, test_sequential,
+                                 test_orders_cover, test_ranks, test_batch_counts,
+                                 test_quasi_windows, test_quasi_extremes, test_quasi_copies_counts,
+                                 test_deterministic, test_create_errors));
 }

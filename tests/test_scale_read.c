@@ -24,12 +24,9 @@ static int build_fixtures(void)
 {
     if (tu_progs_root() != 0)
         return -1;
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/img' --coco '%s/inst.json' "
-             "--per-class 12 --min-side 30 --max-side 120 --seed 9 --quiet", g_bin, g_root,
-             g_root);
-    if (run_quiet(cmd) != 0)
+    if (tu_mksample_coco("--per-class 12 --min-side 30 --max-side 120 --seed 9") != 0)
         return -1;
+    char cmd[8192];
     snprintf(g_var, sizeof g_var, "%s/var", g_root);
     snprintf(cmd, sizeof cmd, "'%s/shardc' build '%s/img' --coco '%s/inst.json' -o '%s' "
              "--max-side 72 --shard-samples 7 -j 2 --no-progress", g_bin, g_root, g_root, g_var);
@@ -407,14 +404,7 @@ END_TEST
 int main(void)
 {
     int rc = build_fixtures();
-    Suite *s = suite_create("scale_read");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_draws);
-    tcase_add_test(tc, test_resize_center_crop);
-    tcase_add_test(tc, test_reader_multi);
-    tcase_add_test(tc, test_reader_jitter_letterbox);
-    tcase_add_test(tc, test_refused);
-    suite_add_tcase(s, tc);
+    Suite *s = TU_SUITE("scale_read", "core", 300, test_draws, test_resize_center_crop,
+                        test_reader_multi, test_reader_jitter_letterbox, test_refused);
     return tu_run_fixtures(rc, s);
 }

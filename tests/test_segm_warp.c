@@ -153,6 +153,16 @@ START_TEST(test_scale_ops)
 }
 END_TEST
 
+/* shr_segm_keypoints of the three keypoints kp (swap: the flip's pairs, or NULL) under g and p
+ * give want. */
+static void keypoints_are(const shr_box_geom *g, const shr_params *p, const float kp[9],
+                          const uint32_t *swap, const float want[9])
+{
+    float out[9];
+    shr_segm_keypoints(g, p, kp, 3, swap, out);
+    ck_assert_mem_eq(out, want, 9 * sizeof *out);
+}
+
 START_TEST(test_keypoints)
 {
     /* a pad: x' = x - 0 + (7 - 5) / 2 = x + 1; y' = y - 1 (a crop of the first row), the image
@@ -161,22 +171,15 @@ START_TEST(test_keypoints)
     shr_params p = {.x = 0, .y = 1, .w = 5, .h = 3, .src_w = 5, .src_h = 4};
     const float kp[9] = {1.5f, 2.25f, 2, 4.0f, 0.5f, 1, 3.0f, 3.0f, 0};
     const uint32_t swap[3] = {1, 0, 2};
-    float out[9];
-    shr_segm_keypoints(&g, &p, kp, 3, swap, out);
     /* the second leaves the image (y' = -0.5), the third is stored invisible */
-    const float want[9] = {2.5f, 1.25f, 2, 0, 0, 0, 0, 0, 0};
-    ck_assert_mem_eq(out, want, sizeof want);
+    keypoints_are(&g, &p, kp, swap, (const float[9]){2.5f, 1.25f, 2, 0, 0, 0, 0, 0, 0});
     p.flip = 1;
-    shr_segm_keypoints(&g, &p, kp, 3, swap, out);
-    const float flipped[9] = {0, 0, 0, 4.5f, 1.25f, 2, 0, 0, 0};
-    ck_assert_mem_eq(out, flipped, sizeof flipped);
+    keypoints_are(&g, &p, kp, swap, (const float[9]){0, 0, 0, 4.5f, 1.25f, 2, 0, 0, 0});
     /* RandomResizedCrop: (x - 1) * 6 / 3, y * 4 / 2: the first lands at y' = 4.5, below the
      * image; the second at x' = 6, its right edge (closed: kept) */
     shr_box_geom r = {.width = 6, .height = 4, .rrc = 1};
     shr_params q = {.x = 1, .y = 0, .w = 3, .h = 2, .src_w = 5, .src_h = 4};
-    shr_segm_keypoints(&r, &q, kp, 3, NULL, out);
-    const float rrc[9] = {0, 0, 0, 6.0f, 1.0f, 1, 0, 0, 0};
-    ck_assert_mem_eq(out, rrc, sizeof rrc);
+    keypoints_are(&r, &q, kp, NULL, (const float[9]){0, 0, 0, 6.0f, 1.0f, 1, 0, 0, 0});
 }
 END_TEST
 
@@ -220,23 +223,14 @@ START_TEST(test_warps)
     /* keypoints: the turn maps (x, y) to (y, 4 - x), the translation to (x + 1, y) */
     shr_box_geom g = {.width = 4, .height = 4};
     const float kp[9] = {1.0f, 0.5f, 2, 0.5f, 3.5f, 1, 2.0f, 2.0f, 0};
-    float out[9];
-    shr_segm_keypoints(&g, &p, kp, 3, NULL, out);
-    const float want[9] = {0.5f, 3.0f, 2, 3.5f, 3.5f, 1, 0, 0, 0};
-    ck_assert_mem_eq(out, want, sizeof want);
-    shr_segm_keypoints(&g, &q, kp, 3, NULL, out);
-    const float shifted[9] = {2.0f, 0.5f, 2, 1.5f, 3.5f, 1, 0, 0, 0};
-    ck_assert_mem_eq(out, shifted, sizeof shifted);
+    keypoints_are(&g, &p, kp, NULL, (const float[9]){0.5f, 3.0f, 2, 3.5f, 3.5f, 1, 0, 0, 0});
+    keypoints_are(&g, &q, kp, NULL, (const float[9]){2.0f, 0.5f, 2, 1.5f, 3.5f, 1, 0, 0, 0});
     /* pushed by 3: the first lands on the frame's right edge (closed: kept), the second at
      * 3.5; pushed by 4, both leave it */
     q.affine_tx = 3;
-    shr_segm_keypoints(&g, &q, kp, 3, NULL, out);
-    const float edge[9] = {4.0f, 0.5f, 2, 3.5f, 3.5f, 1, 0, 0, 0};
-    ck_assert_mem_eq(out, edge, sizeof edge);
+    keypoints_are(&g, &q, kp, NULL, (const float[9]){4.0f, 0.5f, 2, 3.5f, 3.5f, 1, 0, 0, 0});
     q.affine_tx = 4;
-    shr_segm_keypoints(&g, &q, kp, 3, NULL, out);
-    const float gone[9] = {0};
-    ck_assert_mem_eq(out, gone, sizeof gone);
+    keypoints_are(&g, &q, kp, NULL, (const float[9]){0});
 }
 END_TEST
 
@@ -420,24 +414,9 @@ START_TEST(test_map_runs)
 }
 END_TEST
 
-static Suite *segm_suite(void)
-{
-    Suite *s = suite_create("segm_warp");
-    TCase *tc = tcase_create("segm_warp");
-    tcase_add_test(tc, test_nearest);
-    tcase_add_test(tc, test_pad_crop_flip);
-    tcase_add_test(tc, test_label_map_pads_with_ignore);
-    tcase_add_test(tc, test_rrc);
-    tcase_add_test(tc, test_scale_ops);
-    tcase_add_test(tc, test_keypoints);
-    tcase_add_test(tc, test_warps);
-    tcase_add_test(tc, test_mask_runs);
-    tcase_add_test(tc, test_map_runs);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return tu_run(segm_suite());
+    return tu_run(TU_SUITE("segm_warp", "segm_warp", 0, test_nearest, test_pad_crop_flip,
+                           test_label_map_pads_with_ignore, test_rrc, test_scale_ops,
+                           test_keypoints, test_warps, test_mask_runs, test_map_runs));
 }

@@ -36,15 +36,7 @@ static int build_fixture(void)
 {
     char args[128];
     snprintf(args, sizeof args, "--classes %d --per-class %d --seed 5", DS_CLASSES, DS_PER_CLASS);
-    if (tu_progs_root() != 0 || tu_mksample("src", args) != 0)
-        return -1;
-    snprintf(g_ds, sizeof g_ds, "%s/ds", g_root);
-    return tu_build("src", g_ds, "--size 32x32 -j 2") != 0 ? -1 : 0;
-}
-
-static void remove_fixture(void)
-{
-    tu_root_teardown();
+    return tu_build_ds(g_ds, args, "--size 32x32 -j 2") != 0 ? -1 : 0;
 }
 
 /* ---- helpers ---- */
@@ -58,13 +50,8 @@ static double now_s(void)
 
 static sb_step_opts model_opts(sb_model model, uint32_t classes)
 {
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = SB_STEP_MODEL;
-    o.model = model;
-    o.classes = classes;
-    o.seed = 11;
-    o.device = SB_DEVICE_CPU;
+    sb_step_opts o = {.kind = SB_STEP_MODEL, .model = model, .classes = classes, .seed = 11,
+                      .device = SB_DEVICE_CPU};
     for (int c = 0; c < 3; c++) {
         o.mean[c] = 128;
         o.std[c] = 64;
@@ -159,10 +146,7 @@ static void train_fixture(const sb_step_opts *so_in, int dispatcher, uint32_t ep
 
 START_TEST(test_emulated_duration)
 {
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = SB_STEP_EMULATED;
-    o.step_ms = 15;
+    sb_step_opts o = {.kind = SB_STEP_EMULATED, .step_ms = 15};
     void *s = NULL;
     ck_assert_int_eq(sb_cpu_step_create(&s, &o), 0);
     ck_assert_ptr_nonnull(s);
@@ -200,11 +184,7 @@ END_TEST
 
 START_TEST(test_emulated_dispatcher)
 {
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = SB_STEP_EMULATED;
-    o.step_ms = 12;
-    o.device = SB_DEVICE_CPU;
+    sb_step_opts o = {.kind = SB_STEP_EMULATED, .step_ms = 12, .device = SB_DEVICE_CPU};
     sb_step *s = NULL;
     ck_assert_int_eq(sb_step_create(&s, &o), 0);
     test_batch t;
@@ -358,9 +338,7 @@ END_TEST
 START_TEST(test_bad_options)
 {
     void *s = (void *)1;
-    sb_step_opts o;
-    memset(&o, 0, sizeof o);
-    o.kind = (sb_step_kind)7;
+    sb_step_opts o = {.kind = (sb_step_kind)7};
     ck_assert_int_eq(sb_cpu_step_create(&s, &o), SHR_EINVAL);
     ck_assert_ptr_null(s);
     ck_assert_int_eq(sb_cpu_step_create(&s, NULL), SHR_EINVAL);
@@ -469,29 +447,18 @@ END_TEST
 
 static Suite *step_suite(void)
 {
-    Suite *s = suite_create("step");
-    TCase *tc = tcase_create("step");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_emulated_duration);
-    tcase_add_test(tc, test_emulated_dispatcher);
+    TCase *tc;
+    Suite *s = tu_suite("step", "step", 120, &tc);
+    TU_ADD_TESTS(tc, test_emulated_duration, test_emulated_dispatcher);
     tcase_add_loop_test(tc, test_model_exact_first_steps, 0, 2);
     tcase_add_test(tc, test_model_gray_and_upsampled);
     tcase_add_loop_test(tc, test_model_learns, 0, 2);
-    tcase_add_test(tc, test_model_deterministic);
-    tcase_add_test(tc, test_bad_options);
-    tcase_add_test(tc, test_bad_batches);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_model_deterministic, test_bad_options, test_bad_batches);
     return s;
 }
 
 int main(void)
 {
-    if (build_fixture() != 0) {
-        remove_fixture();
-        fprintf(stderr, "test_step: cannot build the fixture dataset\n");
-        return EXIT_FAILURE;
-    }
-    int failed = tu_run(step_suite()) != EXIT_SUCCESS;
-    remove_fixture();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    int rc = build_fixture();
+    return tu_run_fixtures(rc, step_suite());
 }

@@ -84,45 +84,57 @@ static int add_path(shc_stream *st, const char *path, int32_t label)
     return rc;
 }
 
-/* One class folder of per_class images generated in src, a streamed build into out with a window
- * of `window` items started on st (r, *tid), and the class folder (its path into cls) open. */
-static DIR *start_one_class(const char *src, unsigned per_class, const char *out, size_t window,
-                            shc_stream **st, run *r, pthread_t *tid, char *cls, size_t cls_len)
+/* A streamed build of one class folder: per_class images generated in g_dir/src, built into
+ * g_dir/out with a window of `window` items (st, run r on thread tid), the class folder at cls
+ * open (d) for next_image. */
+typedef struct {
+    char src[700], out[700], cls[960];
+    shc_stream *st;
+    run r;
+    pthread_t tid;
+    DIR *d;
+} one_class;
+
+static void start_one_class(one_class *c, unsigned per_class, size_t window)
 {
+    snprintf(c->src, sizeof c->src, "%s/src", g_dir);
+    snprintf(c->out, sizeof c->out, "%s/out", g_dir);
     mks_opts mo;
     mks_opts_init(&mo);
     mo.classes = 1;
     mo.per_class = per_class;
     mo.broken = 0;
     mks_report rep;
-    ck_assert_int_eq(mks_generate(src, &mo, &rep), 0);
-    ck_assert_int_eq(shc_stream_create(window, 0, NULL, 0, st), 0);
-    start(r, out, *st, tid);
-    class_dir(src, cls, cls_len);
-    DIR *d = opendir(cls);
-    ck_assert_ptr_nonnull(d);
-    return d;
+    ck_assert_int_eq(mks_generate(c->src, &mo, &rep), 0);
+    ck_assert_int_eq(shc_stream_create(window, 0, NULL, 0, &c->st), 0);
+    start(&c->r, c->out, c->st, &c->tid);
+    class_dir(c->src, c->cls, sizeof c->cls);
+    c->d = opendir(c->cls);
+    ck_assert_ptr_nonnull(c->d);
+}
+
+/* The path of the class folder's next image into p: 0 when there is none left. */
+static int next_image(one_class *c, char *p, size_t n)
+{
+    struct dirent *e;
+    while ((e = readdir(c->d)))
+        if (e->d_name[0] != '.') {
+            snprintf(p, n, "%s/%s", c->cls, e->d_name);
+            return 1;
+        }
+    return 0;
 }
 
 /* Files by path and by bytes, pixels and a refused item: every position is a sample or a reject,
  * in order; classes named "0".."2" from the labels. */
 START_TEST(paths_bytes_pixels)
 {
-    char src[700], out[700], p[1100];
-    snprintf(src, sizeof src, "%s/src", g_dir);
-    snprintf(out, sizeof out, "%s/out", g_dir);
-    shc_stream *st;
-    run r;
-    pthread_t tid;
-    char cls[760];
-    DIR *d = start_one_class(src, 4, out, 2, &st, &r, &tid, cls, sizeof cls);
-    struct dirent *e;
+    char p[1300];
+    one_class c;
+    start_one_class(&c, 4, 2);
     int files = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", cls, e->d_name);
-        ck_assert_int_eq(add_path(st, p, files % 3), 0);
+    while (next_image(&c, p, sizeof p)) {
+        ck_assert_int_eq(add_path(c.st, p, files % 3), 0);
         /* the same file's bytes */
         FILE *f = fopen(p, "rb");
         ck_assert_ptr_nonnull(f);
@@ -131,40 +143,40 @@ START_TEST(paths_bytes_pixels)
         fclose(f);
         shc_item it = {.kind = SHC_ITEM_ENCODED, .name = dup_str("<memory>"), .label = 1,
                        .data = buf, .len = n};
-        ck_assert_int_eq(shc_stream_add(st, &it), 0);
+        ck_assert_int_eq(shc_stream_add(c.st, &it), 0);
         ck_assert_ptr_null(it.data);    /* taken */
         files++;
     }
-    closedir(d);
+    closedir(c.d);
     ck_assert_int_eq(files, 4);
     uint8_t *px = calloc(5 * 7 * 4, 1);
     shc_item it = {.kind = SHC_ITEM_PIXELS, .name = dup_str("<px>"), .label = 2, .data = px,
                    .len = 5 * 7 * 4, .width = 7, .height = 5, .channels = 4};
-    ck_assert_int_eq(shc_stream_add(st, &it), 0);
+    ck_assert_int_eq(shc_stream_add(c.st, &it), 0);
     shc_item bad = {.kind = SHC_ITEM_REJECT, .name = dup_str("<bad>"), .label = 0,
                     .data = (uint8_t *)dup_str("not an image"), .len = 12};
-    ck_assert_int_eq(shc_stream_add(st, &bad), 0);
+    ck_assert_int_eq(shc_stream_add(c.st, &bad), 0);
     shc_item junk = {.kind = SHC_ITEM_ENCODED, .name = dup_str("<junk>"), .label = 0,
                      .data = (uint8_t *)dup_str("junk bytes"), .len = 10};
-    ck_assert_int_eq(shc_stream_add(st, &junk), 0);
+    ck_assert_int_eq(shc_stream_add(c.st, &junk), 0);
     /* a label out of range is refused, the item stays the caller's */
     shc_item far = {.kind = SHC_ITEM_PATH, .name = dup_str(p), .label = -1};
-    ck_assert_int_eq(shc_stream_add(st, &far), EINVAL);
+    ck_assert_int_eq(shc_stream_add(c.st, &far), EINVAL);
     free(far.name);
-    ck_assert_uint_eq(shc_stream_added(st), 11);
-    shc_stream_close(st);
-    pthread_join(tid, NULL);
-    ck_assert_int_eq(r.rc, SHC_EREJECTS);
-    ck_assert_uint_eq(r.rejects, 2);
-    ck_assert_uint_eq(r.sum.samples, 9);
-    ck_assert_uint_eq(r.sum.inputs, 11);
-    ck_assert_uint_eq(r.sum.classes, 3);
-    ck_assert_uint_eq(r.sum.shards, 5);
+    ck_assert_uint_eq(shc_stream_added(c.st), 11);
+    shc_stream_close(c.st);
+    pthread_join(c.tid, NULL);
+    ck_assert_int_eq(c.r.rc, SHC_EREJECTS);
+    ck_assert_uint_eq(c.r.rejects, 2);
+    ck_assert_uint_eq(c.r.sum.samples, 9);
+    ck_assert_uint_eq(c.r.sum.inputs, 11);
+    ck_assert_uint_eq(c.r.sum.classes, 3);
+    ck_assert_uint_eq(c.r.sum.shards, 5);
     fmt_dataset *ds = NULL;
-    ck_assert_int_eq(fmt_dataset_open_ex(&ds, out, FMT_ACCESS_PREAD, NULL), 0);
+    ck_assert_int_eq(fmt_dataset_open_ex(&ds, c.out, FMT_ACCESS_PREAD, NULL), 0);
     ck_assert_uint_eq(fmt_dataset_count(ds), 9);
     fmt_dataset_close(ds);
-    shc_stream_free(st);
+    shc_stream_free(c.st);
 }
 END_TEST
 
@@ -172,32 +184,24 @@ END_TEST
  * the output directory keeps nothing of the build. */
 START_TEST(cancel_leaves_nothing)
 {
-    char src[700], out[700], p[1100];
-    snprintf(src, sizeof src, "%s/src", g_dir);
-    snprintf(out, sizeof out, "%s/out", g_dir);
-    shc_stream *st;
-    run r;
-    pthread_t tid;
-    char cls[760];
-    DIR *d = start_one_class(src, 6, out, 3, &st, &r, &tid, cls, sizeof cls);
+    char p[1300];
+    one_class c;
+    start_one_class(&c, 6, 3);
+    while (next_image(&c, p, sizeof p))
+        ck_assert_int_eq(add_path(c.st, p, 0), 0);
+    closedir(c.d);
+    DIR *d;
     struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", cls, e->d_name);
-        ck_assert_int_eq(add_path(st, p, 0), 0);
-    }
-    closedir(d);
-    shc_stream_cancel(st);
-    ck_assert_int_eq(add_path(st, p, 0), ECANCELED);
-    pthread_join(tid, NULL);
-    ck_assert_int_eq(r.rc, SHC_ESTOPPED);
-    ck_assert_ptr_nonnull(d = opendir(out));
+    shc_stream_cancel(c.st);
+    ck_assert_int_eq(add_path(c.st, p, 0), ECANCELED);
+    pthread_join(c.tid, NULL);
+    ck_assert_int_eq(c.r.rc, SHC_ESTOPPED);
+    ck_assert_ptr_nonnull(d = opendir(c.out));
     while ((e = readdir(d)))
         ck_assert_msg(e->d_name[0] == '.' && strcmp(e->d_name, ".rejects.journal") != 0,
                       "left in out: %s", e->d_name);
     closedir(d);
-    shc_stream_free(st);
+    shc_stream_free(c.st);
 }
 END_TEST
 
@@ -232,13 +236,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("stream");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tu_temp_fixtures(tc);
-    tcase_add_test(tc, paths_bytes_pixels);
-    tcase_add_test(tc, cancel_leaves_nothing);
-    tcase_add_test(tc, empty_and_classes);
-    suite_add_tcase(s, tc);
+    Suite *s = TU_TEMP_SUITE("stream", "core", 60, paths_bytes_pixels, cancel_leaves_nothing,
+                             empty_and_classes);
     return tu_run(s);
 }

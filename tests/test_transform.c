@@ -36,21 +36,8 @@ static char g_fixed[1100];              /* RGB samples all 24x20 */
 
 static int build_fixtures(void)
 {
-    if (tu_progs_root() != 0 ||
-        tu_mksample("src", "--classes 3 --per-class 8 --min-side 30 --max-side 90") != 0)
-        return -1;
-    snprintf(g_rgb, sizeof g_rgb, "%s/rgb", g_root);
-    snprintf(g_gray, sizeof g_gray, "%s/gray", g_root);
-    snprintf(g_fixed, sizeof g_fixed, "%s/fixed", g_root);
-    const char *sets[][2] = {
-        {g_rgb, "--short-side 40 --max-side 64 --shard-samples 7 -j 2"},
-        {g_gray, "--short-side 40 --max-side 64 --gray --shard-samples 7 -j 2"},
-        {g_fixed, "--size 24x20 --shard-samples 7 -j 2"},
-    };
-    for (size_t i = 0; i < 3; i++)
-        if (tu_build("src", sets[i][0], sets[i][1]) != 0)
-            return -1;
-    return 0;
+    const tu_set fixed = {g_fixed, sizeof g_fixed, "fixed", "--size 24x20 --shard-samples 7 -j 2"};
+    return tu_progs_root() != 0 ? -1 : tu_build_read_sets(g_rgb, g_gray, &fixed, 1);
 }
 
 /* ---- a reference for the output kernels, written independently of them ---- */
@@ -186,112 +173,52 @@ START_TEST(test_kernels)
 }
 END_TEST
 
-/* float32 CHW RGB, the multi-scale and RandomResizedCrop output: every byte value in every
- * channel, widths around the AVX-512 kernel's blocks of 64 and the 16 of its stores, rows at
- * every float offset from a 64-byte line, mirrored or not, with and without a unit (ToTensor's
- * 255) and a normalisation: each path's floats bit for bit those of ((x [/ unit]) - mean) /
- * std in float32, nothing written outside the sample. */
-START_TEST(test_kernels_f32_chw)
-{
-    const uint32_t widths[] = {1, 2, 15, 16, 17, 63, 64, 65, 79, 127, 128, 129, 191, 257, 601};
-    const float norms[2][2][3] = {{{0.0f, 0.0f, 0.0f}, {255.0f, 255.0f, 255.0f}},
-                                  {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
-    const uint32_t H = 3;
-    int paths = 0;
-    for (shr_tf_path path = SHR_TF_PLAIN; path <= SHR_TF_AVX512; path++)
-        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
-            for (int combo = 0; combo < 2 * 2 * 16; combo++) {
-                uint32_t W = widths[wi];
-                int mirror = combo % 2, n = combo / 2 % 2, off = combo / 4;  /* floats */
-                shr_tf_out o;
-                shr_tf_out_init(&o, SHR_DTYPE_F32, SHR_LAYOUT_NCHW, W, H, 3);
-                if (shr_tf_out_set_path(&o, path) != 0)
-                    continue;
-                paths |= 1 << path;
-                o.unit = n ? 255.0f : 1.0f;
-                memcpy(o.mean, norms[n][0], sizeof norms[n][0]);
-                memcpy(o.std, norms[n][1], sizeof norms[n][1]);
-                size_t stride = (size_t)W * 3 + 5;
-                uint8_t *src = malloc(stride * H);
-                size_t count = (size_t)W * H * 3;
-                /* 64 floats of guard on each side, the sample at float `off` of a line */
-                float *buf = aligned_alloc(64, (count + 144 + 15) / 16 * 64);    /* whole lines */
-                ck_assert(src && buf);
-                for (size_t i = 0; i < stride * H; i++)
-                    src[i] = (uint8_t)(i * 7 + i / 256);     /* every value per channel */
-                for (size_t i = 0; i < count + 144; i++)
-                    memcpy(&buf[i], "\xa5\xa5\xa5\xa5", 4);
-                float *dst = buf + 64 + off;
-                shr_tf_store(&o, src, stride, mirror, dst);
-                for (uint32_t c = 0; c < 3; c++)
-                    for (uint32_t y = 0; y < H; y++)
-                        for (uint32_t x = 0; x < W; x++) {
-                            uint8_t v = src[y * stride + (size_t)(mirror ? W - 1 - x : x) * 3 + c];
-                            float f = (float)v;
-                            if (n)
-                                f = f / 255.0f;
-                            f = (f - norms[n][0][c]) / norms[n][1][c];
-                            float got = dst[((size_t)c * H + y) * W + x];
-                            tu_check(memcmp(&got, &f, 4) == 0,
-                                     "path %d width %u offset %d mirror %d norm %d: (%u, %u, %u) "
-                                     "of value %u is %a, not %a", path, W, off, mirror, n, c, y,
-                                     x, v, (double)got, (double)f);
-                        }
-                const uint8_t *g = (const uint8_t *)buf;
-                for (size_t i = 0; i < (64 + (size_t)off) * 4; i++)
-                    tu_check(g[i] == 0xa5, "path %d width %u: wrote before the sample", path, W);
-                for (size_t i = (64 + off + count) * 4; i < (count + 144) * 4; i++)
-                    tu_check(g[i] == 0xa5, "path %d width %u: wrote past the sample", path, W);
-                free(src);
-                free(buf);
-            }
-    ck_assert(paths & 1);
-#ifdef FMT_AVX512
-    if (fmt_cpu() & FMT_CPU_AVX512)
-        ck_assert_msg(paths & 4, "the CPU has AVX-512 but its path was not checked");
-#endif
-}
-END_TEST
+/* The CHW RGB kernel checks below share their sweep: every path, widths around the AVX-512
+ * kernel's blocks of 64 and the 16 of its stores, each combo (combo % 2 mirrors; off = combo /
+ * off_div elements from a 64-byte line), 64 elements of guard before the sample and the rest of
+ * `guard` after it, none of them written. set() gives o the combo's settings, check() compares
+ * the sample. */
+typedef struct {
+    shr_dtype dt;
+    int combos, off_div;
+    size_t guard;
+    void (*set)(shr_tf_out *o, int combo);
+    void (*check)(const shr_tf_out *o, int path, int combo, int off, const uint8_t *src,
+                  size_t stride, const void *dst);
+} chw_sweep;
 
-/* uint8 CHW: every output kernel against the pixels themselves, byte for byte, over widths around
- * the vector blocks (16 and 64), every byte offset of a 64-byte line, mirrored or not, with
- * guard bytes on both sides. */
-START_TEST(test_kernels_u8_chw)
+static void check_chw_sweep(const chw_sweep *k)
 {
     const uint32_t widths[] = {1, 2, 15, 16, 17, 63, 64, 65, 79, 127, 128, 129, 191, 257, 601};
     const uint32_t H = 3;
+    const size_t es = shr_tf_elem_size(k->dt);
     int paths = 0;
     for (shr_tf_path path = SHR_TF_PLAIN; path <= SHR_TF_AVX512; path++)
         for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
-            for (int combo = 0; combo < 2 * 64; combo++) {
+            for (int combo = 0; combo < k->combos; combo++) {
                 uint32_t W = widths[wi];
-                int mirror = combo % 2, off = combo / 2;   /* bytes */
+                int mirror = combo % 2, off = combo / k->off_div;
                 shr_tf_out o;
-                shr_tf_out_init(&o, SHR_DTYPE_U8, SHR_LAYOUT_NCHW, W, H, 3);
+                shr_tf_out_init(&o, k->dt, SHR_LAYOUT_NCHW, W, H, 3);
                 if (shr_tf_out_set_path(&o, path) != 0)
                     continue;
                 paths |= 1 << path;
+                if (k->set)
+                    k->set(&o, combo);
                 size_t stride = (size_t)W * 3 + 5;
                 uint8_t *src = malloc(stride * H);
-                size_t count = (size_t)W * H * 3;
-                uint8_t *buf = aligned_alloc(64, (count + 192 + 63) / 64 * 64);
+                size_t count = (size_t)W * H * 3, total = (count + k->guard) * es;
+                uint8_t *buf = aligned_alloc(64, (total + 63) / 64 * 64);    /* whole lines */
                 ck_assert(src && buf);
                 for (size_t i = 0; i < stride * H; i++)
                     src[i] = (uint8_t)(i * 7 + i / 256);     /* every value per channel */
-                memset(buf, 0xa5, count + 192);
-                uint8_t *dst = buf + 64 + off;
+                memset(buf, 0xa5, total);
+                uint8_t *dst = buf + (64 + (size_t)off) * es;
                 shr_tf_store(&o, src, stride, mirror, dst);
-                for (uint32_t c = 0; c < 3; c++)
-                    for (uint32_t y = 0; y < H; y++)
-                        for (uint32_t x = 0; x < W; x++) {
-                            uint8_t v = src[y * stride + (size_t)(mirror ? W - 1 - x : x) * 3 + c];
-                            uint8_t got = dst[((size_t)c * H + y) * W + x];
-                            tu_check(got == v, "path %d width %u offset %d mirror %d: (%u, %u, %u) "
-                                     "is %u, not %u", path, W, off, mirror, c, y, x, got, v);
-                        }
-                for (size_t i = 0; i < 64 + (size_t)off; i++)
+                k->check(&o, path, combo, off, src, stride, dst);
+                for (size_t i = 0; i < (64 + (size_t)off) * es; i++)
                     tu_check(buf[i] == 0xa5, "path %d width %u: wrote before the sample", path, W);
-                for (size_t i = 64 + off + count; i < count + 192; i++)
+                for (size_t i = (64 + off + count) * es; i < total; i++)
                     tu_check(buf[i] == 0xa5, "path %d width %u: wrote past the sample", path, W);
                 free(src);
                 free(buf);
@@ -301,6 +228,74 @@ START_TEST(test_kernels_u8_chw)
     if (fmt_cpu() & FMT_CPU_AVX512)
         ck_assert_msg(paths & 4, "the CPU has AVX-512 but its path was not checked");
 #endif
+}
+
+static const float g_chw_norms[2][2][3] = {{{0.0f, 0.0f, 0.0f}, {255.0f, 255.0f, 255.0f}},
+                                           {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
+
+static void f32_chw_set(shr_tf_out *o, int combo)
+{
+    int n = combo / 2 % 2;
+    o->unit = n ? 255.0f : 1.0f;
+    memcpy(o->mean, g_chw_norms[n][0], sizeof g_chw_norms[n][0]);
+    memcpy(o->std, g_chw_norms[n][1], sizeof g_chw_norms[n][1]);
+}
+
+static void f32_chw_check(const shr_tf_out *o, int path, int combo, int off, const uint8_t *src,
+                          size_t stride, const void *out)
+{
+    const uint32_t W = o->width, H = o->height;
+    const float *dst = out;
+    int mirror = combo % 2, n = combo / 2 % 2;
+    for (uint32_t c = 0; c < 3; c++)
+        for (uint32_t y = 0; y < H; y++)
+            for (uint32_t x = 0; x < W; x++) {
+                uint8_t v = src[y * stride + (size_t)(mirror ? W - 1 - x : x) * 3 + c];
+                float f = (float)v;
+                if (n)
+                    f = f / 255.0f;
+                f = (f - g_chw_norms[n][0][c]) / g_chw_norms[n][1][c];
+                float got = dst[((size_t)c * H + y) * W + x];
+                tu_check(memcmp(&got, &f, 4) == 0,
+                         "path %d width %u offset %d mirror %d norm %d: (%u, %u, %u) "
+                         "of value %u is %a, not %a", path, W, off, mirror, n, c, y,
+                         x, v, (double)got, (double)f);
+            }
+}
+
+/* float32 CHW RGB, the multi-scale and RandomResizedCrop output: every byte value in every
+ * channel, rows at every float offset from a 64-byte line, mirrored or not, with and without a
+ * unit (ToTensor's 255) and a normalisation: each path's floats bit for bit those of ((x [/
+ * unit]) - mean) / std in float32, nothing written outside the sample. */
+START_TEST(test_kernels_f32_chw)
+{
+    const chw_sweep k = {SHR_DTYPE_F32, 2 * 2 * 16, 4, 144, f32_chw_set, f32_chw_check};
+    check_chw_sweep(&k);
+}
+END_TEST
+
+static void u8_chw_check(const shr_tf_out *o, int path, int combo, int off, const uint8_t *src,
+                         size_t stride, const void *out)
+{
+    const uint32_t W = o->width, H = o->height;
+    const uint8_t *dst = out;
+    int mirror = combo % 2;
+    for (uint32_t c = 0; c < 3; c++)
+        for (uint32_t y = 0; y < H; y++)
+            for (uint32_t x = 0; x < W; x++) {
+                uint8_t v = src[y * stride + (size_t)(mirror ? W - 1 - x : x) * 3 + c];
+                uint8_t got = dst[((size_t)c * H + y) * W + x];
+                tu_check(got == v, "path %d width %u offset %d mirror %d: (%u, %u, %u) "
+                         "is %u, not %u", path, W, off, mirror, c, y, x, got, v);
+            }
+}
+
+/* uint8 CHW: every output kernel against the pixels themselves, byte for byte, every byte offset
+ * of a 64-byte line, mirrored or not. */
+START_TEST(test_kernels_u8_chw)
+{
+    const chw_sweep k = {SHR_DTYPE_U8, 2 * 64, 2, 192, NULL, u8_chw_check};
+    check_chw_sweep(&k);
 }
 END_TEST
 
@@ -585,39 +580,38 @@ typedef struct {
     uint8_t *data;
 } rec;
 
+typedef struct {
+    const shr_options *o;
+    rec *out;
+    size_t cap, k;
+} recording;
+
+static void keep_rec(const shr_batch *b, size_t one, void *arg)
+{
+    recording *g = arg;
+    ck_assert_uint_lt(g->k, g->cap);
+    ck_assert_uint_le(b->n, 64);
+    ck_assert_int_eq(b->dtype, g->o->dtype);
+    ck_assert_int_eq(b->layout, g->o->layout);
+    rec *r = &g->out[g->k++];
+    r->n = b->n;
+    r->bytes = (uint32_t)(one * b->n);
+    memcpy(r->idx, b->indices, b->n * sizeof *b->indices);
+    memcpy(r->prm, b->params, b->n * sizeof *b->params);
+    r->data = tu_memdup(b->data, r->bytes);
+}
+
 /* Every batch of `epochs` epochs (ends of epoch dropped), copied. */
 static rec *record(const char *dir, const shr_options *o, int epochs, size_t *count)
 {
     shr_reader *r = tu_reader_open(dir, o);
-    size_t cap = (size_t)epochs * shr_batches_per_epoch(r), k = 0;
-    rec *out = calloc(cap, sizeof *out);
-    ck_assert_ptr_nonnull(out);
-    shr_info info;
-    shr_get_info(r, &info);
-    size_t one = info.batch_bytes / o->batch_size;
-    for (int e = 0; e < epochs; e++) {
-        const shr_batch *b;
-        int rc;
-        while ((rc = shr_next(r, &b)) == 0) {
-            ck_assert_uint_lt(k, cap);
-            ck_assert_uint_le(b->n, 64);
-            ck_assert_int_eq(b->dtype, o->dtype);
-            ck_assert_int_eq(b->layout, o->layout);
-            out[k].n = b->n;
-            out[k].bytes = (uint32_t)(one * b->n);
-            memcpy(out[k].idx, b->indices, b->n * sizeof *b->indices);
-            memcpy(out[k].prm, b->params, b->n * sizeof *b->params);
-            out[k].data = malloc(out[k].bytes);
-            ck_assert_ptr_nonnull(out[k].data);
-            memcpy(out[k].data, b->data, out[k].bytes);
-            k++;
-            shr_release(r, b);
-        }
-        ck_assert_int_eq(rc, SHR_EEND);
-    }
+    recording g = {o, NULL, (size_t)epochs * shr_batches_per_epoch(r), 0};
+    g.out = calloc(g.cap, sizeof *g.out);
+    ck_assert_ptr_nonnull(g.out);
+    tu_reader_keep(r, o, epochs, keep_rec, &g);
     shr_close(r);
-    *count = k;
-    return out;
+    *count = g.k;
+    return g.out;
 }
 
 static void recs_free(rec *v, size_t n)
@@ -674,14 +668,7 @@ START_TEST(test_dtype_layout)
 {
     const char *dirs[] = {g_rgb, g_gray};
     for (int k = 0; k < 2; k++) {
-        shr_options o;
-        shr_options_init(&o);
-        o.batch_size = 5;
-        o.order = SHR_ORDER_RANDOM;
-        o.seed = 3;
-        o.width = 48;
-        o.height = 36;
-        o.flip = 1;
+        shr_options o = tu_rrc_options(5, 3, 48, 36);
         o.threads = 3;
         o.rrc = _i;
         size_t nu, nv;
@@ -766,19 +753,11 @@ START_TEST(test_rrc_pixels)
     ck_assert_int_eq(fmt_dataset_open(&ds[1], g_gray, NULL), 0);
     int flips = 0, n = 0;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        shr_options o;
-        shr_options_init(&o);
-        o.batch_size = 5;
-        o.order = SHR_ORDER_RANDOM;
-        o.seed = 40 + k;
-        o.rrc = 1;
-        o.width = cases[k].w;
-        o.height = cases[k].h;
+        shr_options o = tu_rrc_options(5, 40 + k, cases[k].w, cases[k].h);
         o.filter = cases[k].f;
         o.rrc_scale[0] = cases[k].s0;
         o.rrc_ratio[0] = cases[k].r0;
         o.rrc_ratio[1] = cases[k].r1;
-        o.flip = 1;
         o.access = (shr_access)(k % 3);
         size_t nr;
         rec *v = record(cases[k].dir, &o, 2, &nr);
@@ -826,15 +805,7 @@ END_TEST
  * batches that were left; another epoch draws other boxes. */
 START_TEST(test_rrc_determinism_reader)
 {
-    shr_options o;
-    shr_options_init(&o);
-    o.batch_size = 5;
-    o.order = SHR_ORDER_RANDOM;
-    o.seed = 77;
-    o.rrc = 1;
-    o.width = 32;
-    o.height = 32;
-    o.flip = 1;
+    shr_options o = tu_rrc_options(5, 77, 32, 32);
     o.dtype = SHR_DTYPE_F16;
     o.layout = SHR_LAYOUT_NCHW;
     o.normalize = SHR_NORM_DATASET;
@@ -905,15 +876,7 @@ END_TEST
 #endif
 START_TEST(test_rrc_memory_flat)
 {
-    shr_options o;
-    shr_options_init(&o);
-    o.batch_size = 3;
-    o.order = SHR_ORDER_RANDOM;
-    o.seed = 5;
-    o.rrc = 1;
-    o.width = 40;
-    o.height = 30;
-    o.flip = 1;
+    shr_options o = tu_rrc_options(3, 5, 40, 30);
     o.filter = _i == 1 ? SHR_FILTER_LANCZOS : SHR_FILTER_BILINEAR;
     o.dtype = SHR_DTYPE_F32;
     o.layout = SHR_LAYOUT_NCHW;
@@ -1024,26 +987,15 @@ END_TEST
 
 static Suite *transform_suite(void)
 {
-    Suite *s = suite_create("transform");
-    TCase *tc = tcase_create("transform");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_half);
-    tcase_add_test(tc, test_kernels);
-    tcase_add_test(tc, test_kernels_f32_chw);
-    tcase_add_test(tc, test_kernels_u8_chw);
-    tcase_add_test(tc, test_kernel_path_switch);
-    tcase_add_test(tc, test_switch_not_from_environment);
-    tcase_add_test(tc, test_rrc_ranges);
-    tcase_add_test(tc, test_rrc_determinism);
-    tcase_add_test(tc, test_rrc_fallback);
-    tcase_add_test(tc, test_rrc_torchvision);
+    TCase *tc;
+    Suite *s = tu_suite("transform", "transform", 300, &tc);
+    TU_ADD_TESTS(tc, test_half, test_kernels, test_kernels_f32_chw, test_kernels_u8_chw,
+                 test_kernel_path_switch, test_switch_not_from_environment, test_rrc_ranges,
+                 test_rrc_determinism, test_rrc_fallback, test_rrc_torchvision);
     tcase_add_loop_test(tc, test_dtype_layout, 0, 2);
-    tcase_add_test(tc, test_rrc_pixels);
-    tcase_add_test(tc, test_rrc_determinism_reader);
+    TU_ADD_TESTS(tc, test_rrc_pixels, test_rrc_determinism_reader);
     tcase_add_loop_test(tc, test_rrc_memory_flat, 0, 3);
-    tcase_add_test(tc, test_bad_combinations);
-    tcase_add_test(tc, test_ring_bytes);
-    suite_add_tcase(s, tc);
+    TU_ADD_TESTS(tc, test_bad_combinations, test_ring_bytes);
     return s;
 }
 

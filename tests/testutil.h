@@ -79,6 +79,28 @@ static TU_UNUSED void tu_temp_fixtures(TCase *tc)
     tcase_add_checked_fixture(tc, tu_dir_setup, NULL);
 }
 
+/* tu_suite (tuskip.h) on the temp tree: tu_temp_fixtures on its case. */
+static TU_UNUSED Suite *tu_temp_suite(const char *name, const char *tcname, double timeout,
+                                      TCase **tc)
+{
+    Suite *s = tu_suite(name, tcname, timeout, tc);
+    tu_temp_fixtures(*tc);
+    return s;
+}
+
+/* TU_SUITE on the temp tree. */
+#define TU_TEMP_SUITE(name, tcname, timeout, ...)                                                 \
+    tu_temp_suite_of((name), (tcname), (timeout), (const TTest *const[]){__VA_ARGS__, NULL})
+
+static TU_UNUSED Suite *tu_temp_suite_of(const char *name, const char *tcname, double timeout,
+                                         const TTest *const *t)
+{
+    TCase *tc;
+    Suite *s = tu_temp_suite(name, tcname, timeout, &tc);
+    tu_add_tests(tc, t);
+    return s;
+}
+
 /* out = g_dir/name. */
 static TU_UNUSED void tu_path(char *out, size_t n, const char *name)
 {
@@ -234,15 +256,21 @@ static TU_UNUSED uint8_t *tu_run_capture(const char *cmd, size_t *len, int *stat
 
 /* ---- deterministic fixtures ---- */
 
-/* xorshift64*: the same fixtures on every run and host; a test seeds tu_rng_state (not 0). */
+/* xorshift64* on the state at s (not 0): the same numbers on every run and host. */
+static TU_UNUSED uint64_t tu_xorshift(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1DULL;
+}
+
+/* tu_xorshift for the fixtures: a test seeds tu_rng_state (not 0). */
 static TU_UNUSED uint64_t tu_rng_state;
 
 static TU_UNUSED uint64_t tu_rng(void)
 {
-    tu_rng_state ^= tu_rng_state >> 12;
-    tu_rng_state ^= tu_rng_state << 25;
-    tu_rng_state ^= tu_rng_state >> 27;
-    return tu_rng_state * 0x2545F4914F6CDD1DULL;
+    return tu_xorshift(&tu_rng_state);
 }
 
 /* A sample for the backend tests: h x w x c pixels (HWC) and an optional aux record. */
@@ -313,6 +341,48 @@ static TU_UNUSED void tu_sample_random_aux(tu_sample *s, uint32_t len)
     ck_assert_ptr_nonnull(s->aux);
     for (uint32_t k = 0; k < len; k++)
         s->aux[k] = (uint8_t)tu_rng();
+}
+
+/* The kinds of sample set the format suites write: all gray 17x13, all RGB of one size, 8x8 gray
+ * with one RGB (sample 2), random shapes (tu_sample_random_shape), all RGB 224x224. */
+enum { TU_SHAPES_FIXED_GRAY, TU_SHAPES_FIXED_RGB, TU_SHAPES_MIXED, TU_SHAPES_SAME_HW,
+       TU_SHAPES_IMAGENET };
+
+/* Give sample i of a set of kind `shapes` its shape: rgb_h x rgb_w for TU_SHAPES_FIXED_RGB,
+ * sides up to max_side for TU_SHAPES_MIXED. */
+static TU_UNUSED void tu_sample_shape(tu_sample *s, size_t i, int shapes, uint32_t rgb_h,
+                                      uint32_t rgb_w, uint32_t max_side)
+{
+    if (shapes == TU_SHAPES_FIXED_GRAY) {
+        s->h = 17, s->w = 13, s->c = 1;
+    } else if (shapes == TU_SHAPES_FIXED_RGB) {
+        s->h = rgb_h, s->w = rgb_w, s->c = 3;
+    } else if (shapes == TU_SHAPES_SAME_HW) {
+        s->h = 8, s->w = 8, s->c = i == 2 ? 3 : 1;  /* one RGB among gray */
+    } else if (shapes == TU_SHAPES_IMAGENET) {
+        s->h = 224, s->w = 224, s->c = 3;
+    } else {
+        tu_sample_random_shape(s, max_side);
+    }
+}
+
+#define TU_AUX_VARIED UINT32_MAX /* aux of 1..70 bytes, on all samples but every third from 1 */
+
+/* n random samples (tu_sample_random) shaped by tu_sample_shape, with aux records of aux bytes
+ * each (none for 0) or TU_AUX_VARIED. */
+static TU_UNUSED tu_sample *tu_samples_make(size_t n, int shapes, uint32_t rgb_h, uint32_t rgb_w,
+                                            uint32_t max_side, uint32_t aux)
+{
+    tu_sample *s = tu_samples_new(n);
+    for (size_t i = 0; i < n; i++) {
+        tu_sample_shape(&s[i], i, shapes, rgb_h, rgb_w, max_side);
+        tu_sample_random(&s[i], i);
+        if (aux == TU_AUX_VARIED && i % 3 != 1)
+            tu_sample_random_aux(&s[i], 1 + (uint32_t)(tu_rng() % 70));
+        else if (aux && aux != TU_AUX_VARIED)
+            tu_sample_random_aux(&s[i], aux);
+    }
+    return s;
 }
 
 /* What a writer's w_add takes for s: shape, label, source, hash, sums and aux (m->aux points
@@ -411,6 +481,80 @@ static TU_UNUSED int tu_reader_drain(shr_reader *r)
         shr_release(r, b);
     return rc;
 }
+
+/* A shuffled reader's options: batches of `batch`, the seed, RandomResizedCrop to w x h and the
+ * flip. */
+static TU_UNUSED shr_options tu_rrc_options(uint32_t batch, uint64_t seed, uint32_t w, uint32_t h)
+{
+    shr_options o;
+    shr_options_init(&o);
+    o.batch_size = batch;
+    o.order = SHR_ORDER_RANDOM;
+    o.seed = seed;
+    o.rrc = o.flip = 1;
+    o.width = w;
+    o.height = h;
+    return o;
+}
+
+/* A growing array of n elements at v: tu_vec_add gives room for one more, zeroed. */
+typedef struct {
+    void *v;
+    size_t n;
+} tu_vec;
+
+static TU_UNUSED void *tu_vec_add(tu_vec *a, size_t size)
+{
+    char *p = realloc(a->v, (a->n + 1) * size);
+    ck_assert_ptr_nonnull(p);
+    a->v = p;
+    memset(p + a->n * size, 0, size);
+    return p + a->n++ * size;
+}
+
+/* A malloc'd copy of n bytes at p. */
+static TU_UNUSED void *tu_memdup(const void *p, size_t n)
+{
+    void *q = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(q);
+    memcpy(q, p, n);
+    return q;
+}
+
+/* The batches of `epochs` epochs from reader r (options o), given to keep(b, one, arg) before
+ * their release, each epoch ending in SHR_EEND; one, returned, is a sample's bytes in the output
+ * (the batch's over batch_size). */
+static TU_UNUSED size_t tu_reader_keep(shr_reader *r, const shr_options *o, int epochs,
+                                       void (*keep)(const shr_batch *b, size_t one, void *arg),
+                                       void *arg)
+{
+    shr_info info;
+    shr_get_info(r, &info);
+    size_t one = info.batch_bytes / o->batch_size;
+    for (int e = 0; e < epochs; e++) {
+        const shr_batch *b;
+        int rc;
+        while ((rc = shr_next(r, &b)) == 0) {
+            keep(b, one, arg);
+            shr_release(r, b);
+        }
+        ck_assert_int_eq(rc, SHR_EEND);
+    }
+    return one;
+}
+
+/* Every batch of `epochs` epochs from a reader on dir with o (tu_reader_open), given to
+ * keep(b, one, arg) before its release, each epoch ending in SHR_EEND; one, returned, is a
+ * sample's bytes in the output (the batch's over batch_size). */
+static TU_UNUSED size_t tu_reader_each(const char *dir, const shr_options *o, int epochs,
+                                     void (*keep)(const shr_batch *b, size_t one, void *arg),
+                                     void *arg)
+{
+    shr_reader *r = tu_reader_open(dir, o);
+    size_t one = tu_reader_keep(r, o, epochs, keep, arg);
+    shr_close(r);
+    return one;
+}
 #endif
 
 #ifdef PROGS_H
@@ -437,6 +581,16 @@ static TU_UNUSED int tu_mksample(const char *src, const char *args)
     return run_quiet(cmd);
 }
 
+/* shardc-mksample g_root/img --coco g_root/inst.json ARGS --quiet: a detection fixture's images
+ * and their annotations. 0, or its exit status. */
+static TU_UNUSED int tu_mksample_coco(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/shardc-mksample' '%s/img' --coco '%s/inst.json' %s --quiet",
+             g_bin, g_root, g_root, args);
+    return run_quiet(cmd);
+}
+
 /* shardc build g_root/SRC -o OUT ARGS --no-progress: a fixture dataset. 0, or its exit status
  * with the command on stderr. */
 static TU_UNUSED int tu_build(const char *src, const char *out, const char *args)
@@ -448,6 +602,53 @@ static TU_UNUSED int tu_build(const char *src, const char *out, const char *args
     if (rc != 0)
         fprintf(stderr, "%s: failed: %s\n", program_invocation_short_name, cmd);
     return rc;
+}
+
+/* A suite's one fixture dataset (tu_progs_root first): source images by tu_mksample with
+ * src_args in g_root/src, built with build_args at g_root/ds (its path into ds, 1100 bytes). 0,
+ * or -1 / the failing exit status. */
+static TU_UNUSED int tu_build_ds(char ds[1100], const char *src_args, const char *build_args)
+{
+    if (tu_progs_root() != 0 || tu_mksample("src", src_args) != 0)
+        return -1;
+    snprintf(ds, 1100, "%s/ds", g_root);
+    return tu_build("src", ds, build_args);
+}
+
+/* A suite's fixture dataset: path (of size bytes) is set to g_root/name, built with args. */
+typedef struct {
+    char *path;
+    size_t size;
+    const char *name, *args;
+} tu_set;
+
+/* tu_build of each of the n sets from g_root/SRC: 0, or -1 at the first that fails. */
+static TU_UNUSED int tu_build_sets(const char *src, const tu_set *sets, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        snprintf(sets[i].path, sets[i].size, "%s/%s", g_root, sets[i].name);
+        if (tu_build(src, sets[i].path, sets[i].args) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The read-time suites' fixtures (after tu_progs_root): source images in g_root/src, 3 classes
+ * of 8 with sides 30..90, and from them datasets of many sizes (short side 40, max 64, shards of
+ * 7) in RGB at g_root/rgb and gray at g_root/gray (paths into rgb and gray, 1100 bytes each),
+ * and the `more` sets given. 0, or -1 at the first that fails. */
+static TU_UNUSED int tu_build_read_sets(char rgb[1100], char gray[1100], const tu_set *more,
+                                        size_t nmore)
+{
+    if (tu_mksample("src", "--classes 3 --per-class 8 --min-side 30 --max-side 90") != 0)
+        return -1;
+    const tu_set sets[] = {
+        {rgb, 1100, "rgb", "--short-side 40 --max-side 64 --shard-samples 7 -j 2"},
+        {gray, 1100, "gray", "--short-side 40 --max-side 64 --gray --shard-samples 7 -j 2"},
+    };
+    if (tu_build_sets("src", sets, 2) != 0)
+        return -1;
+    return tu_build_sets("src", more, nmore);
 }
 
 /* Their main once the fixtures are built (rc 0) or not: run s, or say the fixtures failed; then

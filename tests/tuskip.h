@@ -6,7 +6,8 @@
  * test processes, and tu_run_suite() makes a run with no failure but some skips exit 77, which
  * scripts/run-tests.sh reports as skipped, or as a failure under SHARDC_NO_SKIP=1 (.ci/run sets it:
  * CI cannot go green without the references). Conditions that are no reference (no GPU, a kernel
- * that refuses io_uring) are not skips: those suites test what the machine has and say so. */
+ * that refuses io_uring) are not skips: those suites test what the machine has and say so.
+ * The suites are made and run here too: tu_suite, TU_ADD_TESTS, tu_run_suite. */
 #ifndef TUSKIP_H
 #define TUSKIP_H
 
@@ -36,6 +37,50 @@ static __attribute__((unused, format(printf, 1, 2))) void tu_skip(const char *fm
     tu_vskip(fmt, ap);
     va_end(ap);
 }
+
+/* A suite `name` of one test case tcname, as most suites are, with a timeout of timeout seconds
+ * (0: check's default); *tc gets the case, for its fixtures and tests. */
+static __attribute__((unused)) Suite *tu_suite(const char *name, const char *tcname,
+                                               double timeout, TCase **tc)
+{
+    Suite *s = suite_create(name);
+    *tc = tcase_create(tcname);
+    if (timeout > 0)
+        tcase_set_timeout(*tc, timeout);
+    suite_add_tcase(s, *tc);
+    return s;
+}
+
+static __attribute__((unused)) void tu_add_tests(TCase *tc, const TTest *const *t)
+{
+    for (; *t; t++)
+        tcase_add_test(tc, *t);
+}
+
+static __attribute__((unused)) void tu_add_loop_tests(TCase *tc, int start, int end,
+                                                      const TTest *const *t)
+{
+    for (; *t; t++)
+        tcase_add_loop_test(tc, *t, start, end);
+}
+
+/* tu_suite of the tests given (TU_ADD_TESTS), for a suite of plain tests alone. */
+static __attribute__((unused)) Suite *tu_suite_of(const char *name, const char *tcname,
+                                                  double timeout, const TTest *const *t)
+{
+    TCase *tc;
+    Suite *s = tu_suite(name, tcname, timeout, &tc);
+    tu_add_tests(tc, t);
+    return s;
+}
+
+/* tcase_add_test for each test given, in their order; tcase_add_loop_test(tc, test, start, end)
+ * for each; TU_SUITE: a suite `name` of the one case tcname with those tests. */
+#define TU_SUITE(name, tcname, timeout, ...)                                                      \
+    tu_suite_of((name), (tcname), (timeout), (const TTest *const[]){__VA_ARGS__, NULL})
+#define TU_ADD_TESTS(tc, ...) tu_add_tests((tc), (const TTest *const[]){__VA_ARGS__, NULL})
+#define TU_ADD_LOOP_TESTS(tc, start, end, ...)                                                    \
+    tu_add_loop_tests((tc), (start), (end), (const TTest *const[]){__VA_ARGS__, NULL})
 
 /* Run every test of s (s is freed): EXIT_FAILURE if any failed, else 77 if any skipped, else 0. */
 static __attribute__((unused)) int tu_run_suite(Suite *s)

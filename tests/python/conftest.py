@@ -44,6 +44,18 @@ def run(*cmd):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def mksample_list(root, classes, per_class, seed, name="list.txt"):
+    """Images from shardc-mksample in root/src (classes x per_class, no broken files) and its
+    list of them, root/name: (the image folder, the list's path, its rows [path, label])."""
+    d = os.path.join(root, "src")
+    lst = os.path.join(root, name)
+    run(MKSAMPLE, d, "--classes", str(classes), "--per-class", str(per_class), "--no-broken",
+        "--quiet", "--list", lst, "--seed", str(seed))
+    with open(lst) as f:
+        rows = [ln.split() for ln in f if ln.strip()]
+    return d, lst, rows
+
+
 def build_detection(root, seed):
     """A detection dataset under root: shardc-mksample --coco shapes (6 images a class, the
     seed's), built with --max-side 64; returns its path."""
@@ -59,12 +71,7 @@ class Fixtures:
 
     def __init__(self, root):
         self.root = str(root)
-        src = os.path.join(self.root, "src")
-        full = os.path.join(self.root, "list-all.txt")
-        run(MKSAMPLE, src, "--classes", "3", "--per-class", "8", "--no-broken", "--quiet",
-            "--list", full, "--seed", "5")
-        with open(full) as f:
-            lines = [ln.split() for ln in f if ln.strip()]
+        src, _, lines = mksample_list(self.root, 3, 8, 5, "list-all.txt")
         # a shuffled list: labels do not follow the sample order
         random.Random(3).shuffle(lines)
         lines = lines[:N_SAMPLES]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import shardread
-from conftest import MKSAMPLE, SHARDC, run
+from conftest import MKSAMPLE, SHARDC, mksample_list, run
 
 BACKENDS = ["raw", "hdf5", "lmdb", "png0"]
 
@@ -22,12 +22,7 @@ def fields_of(i):
 @pytest.fixture(scope="module")
 def src(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("fields"))
-    d = os.path.join(root, "src")
-    lst = os.path.join(root, "list.txt")
-    run(MKSAMPLE, d, "--classes", "2", "--per-class", "4", "--no-broken", "--quiet", "--list",
-        lst, "--seed", "5")
-    with open(lst) as f:
-        rows = [ln.split() for ln in f if ln.strip()]
+    d, lst, rows = mksample_list(root, 2, 4, 5)
     return {"root": root, "dir": d, "list": lst, "rows": rows}
 
 
@@ -96,13 +91,20 @@ def write_jsonl(path, rows, make=fields_of):
             f.write(json.dumps({"path": p, "fields": v}) + "\n")
 
 
-def test_shardc_fields_equal_writer(src, tmp_path):
+def build_with_fields(src, tmp_path, name, size="8x8"):
+    """shardc build of src's list and its fields (write_jsonl into tmp_path/f.jsonl) at
+    tmp_path/name, size: (the fields file, the dataset), the build checked."""
     jl = str(tmp_path / "f.jsonl")
     write_jsonl(jl, src["rows"])
-    cli = str(tmp_path / "cli")
-    p = shardc("build", src["dir"], "--list", src["list"], "--fields", jl, "--size", "16x16",
-               "-o", cli, "--no-progress")
+    out = str(tmp_path / name)
+    p = shardc("build", src["dir"], "--list", src["list"], "--fields", jl, "--size", size,
+               "-o", out, "--no-progress")
     assert p.returncode == 0, p.stderr
+    return jl, out
+
+
+def test_shardc_fields_equal_writer(src, tmp_path):
+    jl, cli = build_with_fields(src, tmp_path, "cli", "16x16")
     items = []
     for i, (path, lab) in enumerate(src["rows"]):
         f = fields_of(i)
@@ -122,11 +124,7 @@ def test_shardc_fields_equal_writer(src, tmp_path):
 
 
 def test_verify_catches_a_flipped_fields_byte(src, tmp_path):
-    jl = str(tmp_path / "f.jsonl")
-    write_jsonl(jl, src["rows"])
-    out = str(tmp_path / "raw")
-    assert shardc("build", src["dir"], "--list", src["list"], "--fields", jl, "--size", "8x8",
-                  "-o", out, "--no-progress").returncode == 0
+    _, out = build_with_fields(src, tmp_path, "raw")
     shard = os.path.join(out, "shard-00000.raw")
     data = bytearray(open(shard, "rb").read())
     pos = data.rfind("a cat 3".encode())
@@ -166,11 +164,7 @@ def test_shardc_fields_bad_input_named(src, tmp_path):
 
 
 def test_parts_merge_and_resume_keep_fields(src, tmp_path):
-    jl = str(tmp_path / "f.jsonl")
-    write_jsonl(jl, src["rows"])
-    whole = str(tmp_path / "whole")
-    assert shardc("build", src["dir"], "--list", src["list"], "--fields", jl, "--size", "8x8",
-                  "-o", whole, "--no-progress").returncode == 0
+    jl, whole = build_with_fields(src, tmp_path, "whole")
     merged = str(tmp_path / "merged")
     for k in (0, 1):
         p = shardc("build", src["dir"], "--list", src["list"], "--fields", jl, "--size", "8x8",

@@ -47,13 +47,9 @@ def lab(tmp_path_factory):
 
 def tv_inverse(center, angle, translate, scale, shear):
     """torchvision's _get_inverse_affine_matrix: the 6 coefficients Pillow samples with."""
-    rot, sx, sy = math.radians(angle), math.radians(shear[0]), math.radians(shear[1])
     cx, cy = center
     tx, ty = translate
-    a = math.cos(rot - sy) / math.cos(sy)
-    b = -math.cos(rot - sy) * math.tan(sx) / math.cos(sy) - math.sin(rot)
-    c = math.sin(rot - sy) / math.cos(sy)
-    d = -math.sin(rot - sy) * math.tan(sx) / math.cos(sy) + math.cos(rot)
+    a, b, c, d = detect_ref.rotate_shear(angle, shear)
     m = [d, -b, 0.0, -c, a, 0.0]
     m = [v / scale for v in m]
     m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import shardread
-from conftest import MKSAMPLE, SHARDC, run
+from conftest import SHARDC, mksample_list
 
 PIL = pytest.importorskip("PIL.Image")
 
@@ -19,12 +19,7 @@ def src(tmp_path_factory):
     """Images of every kind mksample writes (JPEG, PNG, BMP, gray and colour, many sizes), three
     class folders, and a shuffled list of (path, label) over them."""
     root = str(tmp_path_factory.mktemp("writer"))
-    d = os.path.join(root, "src")
-    lst = os.path.join(root, "list.txt")
-    run(MKSAMPLE, d, "--classes", "3", "--per-class", "7", "--no-broken", "--quiet", "--list",
-        lst, "--seed", "11")
-    with open(lst) as f:
-        rows = [ln.split() for ln in f if ln.strip()]
+    d, lst, rows = mksample_list(root, 3, 7, 11)
     rows = rows[5:] + rows[:5]          # labels not in sample order
     with open(lst, "w") as f:
         f.writelines(f"{p} {lab}\n" for p, lab in rows)

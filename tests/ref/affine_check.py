@@ -16,7 +16,7 @@ import torchvision.transforms.autoaugment as A
 import torchvision.transforms.functional as F
 from PIL import Image
 
-from torchref import Words, load, save, words_of
+from torchref import Words, draw_rows, load, save, words_of
 
 MODES = [T.InterpolationMode.NEAREST, T.InterpolationMode.BILINEAR]
 OPS = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
@@ -69,9 +69,7 @@ def cmd_draws(d):
     real = torch.empty, torch.randint, A._apply_op
     n = 0
     try:
-        for line in open(f"{d}/draws.tsv"):
-            f = line.split()
-            kind = f[0]
+        for kind, f in draw_rows(d):
             if kind == "rotate":
                 d0, d1 = float(f[1]), float(f[2])
                 got = float.fromhex(f[3])

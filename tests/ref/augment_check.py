@@ -78,9 +78,7 @@ def cmd_draws(d):
     real = torch.randperm, torch.empty, torch.rand, torch.randint
     n = 0
     try:
-        for line in open(f"{d}/draws.tsv"):
-            f = line.split()
-            kind = f[0]
+        for kind, f in torchref.draw_rows(d):
             if kind == "jitter":
                 b0, b1, c0, c1, s0, s1, h0, h1 = (float(v) for v in f[1:9])
                 order = [int(v) for v in f[9:13]]
@@ -122,7 +120,7 @@ def cmd_draws(d):
                 else:
                     want = (0, 0, 0, 0, 0)
                 if (e, x, y, w, h) != want and not (e == 1 and (w == 0 or h == 0) and want[0] == 0):
-                    fail(f"RandomErasing on {W}x{H} ({line.strip()}): torchvision {want}, the reader "
+                    fail(f"RandomErasing on {W}x{H} ({' '.join(f)}): torchvision {want}, the reader "
                          f"{(e, x, y, w, h)}")
             n += 1
     finally:

@@ -13,7 +13,8 @@ scale_boxes), which tests/python/test_detect_scale.py holds the reader to, and t
 read-time box arithmetic from a sample's Loader(return_params="ops") list (move_boxes: crop,
 pad, resize, RandomResizedCrop, flip and the warps of rotation, affine and auto_augment, with
 the forward maps rotate_map, affine_map and aa_map), which tests/python/test_detect_warp.py
-holds the reader to.
+holds the reader to; rotate_shear, torchvision's rotation and shear matrix, also serves
+tests/python/test_segm_warps.py's inverse maps.
 """
 import math
 import json
@@ -124,16 +125,23 @@ def rotate_map(angle, w, h):
     return np.array([[c, s, cx - c * cx - s * cy], [-s, c, cy + s * cx - c * cy]])
 
 
-def affine_map(angle, translate, scale, shear, center):
-    """F.affine's forward map: torchvision's T * C * RotateScaleShear * C^-1 (its
-    _get_inverse_affine_matrix with inverted=False), center (cx, cy) in pixel edges."""
+def rotate_shear(angle, shear):
+    """torchvision's RotateScaleShear without the scale, as its _get_inverse_affine_matrix
+    writes it: (a, b, c, d) of [[a, b], [c, d]], angle and shear in degrees."""
     rot, sx, sy = math.radians(angle), math.radians(shear[0]), math.radians(shear[1])
-    cx, cy = center
-    tx, ty = translate
     a = math.cos(rot - sy) / math.cos(sy)
     b = -math.cos(rot - sy) * math.tan(sx) / math.cos(sy) - math.sin(rot)
     c = math.sin(rot - sy) / math.cos(sy)
     d = -math.sin(rot - sy) * math.tan(sx) / math.cos(sy) + math.cos(rot)
+    return a, b, c, d
+
+
+def affine_map(angle, translate, scale, shear, center):
+    """F.affine's forward map: torchvision's T * C * RotateScaleShear * C^-1 (its
+    _get_inverse_affine_matrix with inverted=False), center (cx, cy) in pixel edges."""
+    cx, cy = center
+    tx, ty = translate
+    a, b, c, d = rotate_shear(angle, shear)
     m = np.array([[a, b], [c, d]]) * scale
     t = np.array([cx + tx, cy + ty]) - m @ np.array([cx, cy])
     return np.hstack([m, t[:, None]])

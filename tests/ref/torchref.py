@@ -1,6 +1,7 @@
 """What the torchvision reference scripts of tests/ref/ share: raw uint8 images in and out of
 PIL, torch's float32 uniform_ reproduced exactly from one word of its generator, and a stand-in
-for that generator fed the reader's 32-bit words in the order torch draws them.
+for that generator fed the reader's 32-bit words in the order torch draws them, and the rows of
+the draws file a test writes.
 
 Imported by rrc_check.py, augment_check.py and affine_check.py (Python puts a script's folder
 first on sys.path, so they find it beside them).
@@ -39,6 +40,13 @@ def torch_uniform(word, lo, hi):
     lo, hi = np.float32(lo), np.float32(hi)
     x = Fraction(int(word) & 0xFFFFFF, 1 << 24)
     return f32_round(x * Fraction(float(hi - lo)) + Fraction(float(lo)))
+
+
+def draw_rows(d):
+    """The rows of d/draws.tsv, the reader's draws a test wrote: (kind, the row's fields)."""
+    for line in open(f"{d}/draws.tsv"):
+        f = line.split()
+        yield f[0], f
 
 
 def words_of(hexes):

@@ -39,13 +39,6 @@ typedef struct {
 
 enum { MKS_TAG_PLAN = 1, MKS_TAG_DRAW = 2, MKS_TAG_NOISE = 3, MKS_TAG_BROKEN = 4 };
 
-static uint64_t mks_mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static mks_rng mks_rng_for(uint64_t seed, unsigned cls, unsigned index, unsigned tag)
 {
     uint64_t s = mks_mix64(seed ^ 0x6a09e667f3bcc909ull);
@@ -923,6 +916,17 @@ leave:
     return rc;
 }
 
+/* The end of one file: the len bytes at *buf, made when rc is 0, written to path (mks_write);
+ * *buf freed either way. rc, or the write's. */
+static int write_made(int rc, const char *path, uint8_t **buf, size_t len)
+{
+    if (!rc)
+        rc = mks_write(path, *buf, len);
+    free(*buf);
+    *buf = NULL;
+    return rc;
+}
+
 /* The list file: valid images in label order, then index order. */
 static int mks_write_list(const mks_opts *o, char *path, size_t pathcap)
 {
@@ -990,11 +994,7 @@ int mks_generate(const char *out_dir, const mks_opts *o, mks_report *r)
                 rc = mks_path(path, cap, out_dir, mks_names[cls], it.name);
             if (!rc)
                 rc = mks_encode_item(o, cls, i, &it, &buf, &len);
-            if (!rc)
-                rc = mks_write(path, buf, len);
-            free(buf);
-            buf = NULL;
-            if (rc)
+            if ((rc = write_made(rc, path, &buf, len)) != 0)
                 goto leave;
             r->images++;
             r->bytes += len;
@@ -1010,11 +1010,7 @@ int mks_generate(const char *out_dir, const mks_opts *o, mks_report *r)
             rc = mks_path(path, cap, out_dir, mks_names[cls], mks_broken_names[k]);
             if (!rc)
                 rc = mks_make_broken(k, cls, o->seed, &buf, &len);
-            if (!rc)
-                rc = mks_write(path, buf, len);
-            free(buf);
-            buf = NULL;
-            if (rc)
+            if ((rc = write_made(rc, path, &buf, len)) != 0)
                 goto leave;
             r->broken++;
             r->bytes += len;

@@ -30,6 +30,20 @@
 
 #include "image.h"
 
+/* splitmix64's finaliser, and its stream: the next number from the state at st. The generator,
+ * its COCO mode and the tests that want the same numbers draw from these. */
+static inline uint64_t mks_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t mks_splitmix(uint64_t *st)
+{
+    return mks_mix64(*st += 0x9e3779b97f4a7c15ull);
+}
+
 #define MKS_MAX_CLASSES      16u
 #define MKS_MIN_SIDE_LIMIT   8u        /* smallest min_side accepted */
 #define MKS_MAX_SIDE_LIMIT   8192u     /* largest max_side accepted */

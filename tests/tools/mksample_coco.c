@@ -13,18 +13,11 @@
 #include <sys/stat.h>
 
 #include "image.h"
-
-static uint64_t det_next(uint64_t *st)
-{
-    uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+#include "mksample.h"
 
 static uint32_t det_range(uint64_t *st, uint32_t lo, uint32_t hi)
 {
-    return lo + (uint32_t)(det_next(st) % ((uint64_t)hi - lo + 1));
+    return lo + (uint32_t)(mks_splitmix(st) % ((uint64_t)hi - lo + 1));
 }
 
 static const char *const det_names[] = {"rectangle", "ellipse", "frame", "cross"};
@@ -91,7 +84,7 @@ int mks_coco_generate(const char *out, const char *json_path, unsigned count, ui
             break;
         }
         for (size_t k = 0; k < (size_t)w * h * 3; k++)
-            img.pixels[k] = (uint8_t)(96 + det_next(&st) % 32);
+            img.pixels[k] = (uint8_t)(96 + mks_splitmix(&st) % 32);
         unsigned nshapes = i % 5 == 0 ? 0 : det_range(&st, 1, max_shapes ? max_shapes : 4);
         for (unsigned s = 0; s < nshapes; s++) {
             uint32_t cat = det_range(&st, 1, 4);
