@@ -343,10 +343,10 @@ class Loader(_shardread.Loader):
     and pads centered with zeros (the build's --fit pad). resize=S or (S, max_size) with
     size= is torchvision's evaluation geometry Resize(S[, max_size]) then CenterCrop(size)
     (the build's --short-side S --crop), pixel for pixel, for any dataset. flip then mirrors
-    each image. The arithmetic: include/shardread/options.h, "Scale". A detection dataset whose images
-    vary in size (built without --size), read with targets=True and none of size=, rrc=,
-    random_crop= and the three above, gives each image at its stored size, in the same list of
-    per-image views (target 'size' is the stored size; flip mirrors each image within its width;
+    each image. The arithmetic: include/shardread/options.h, "Scale". A detection dataset
+    whose images vary in size (built without --size), read with targets=True and none of size=,
+    rrc=, random_crop= and the three above, gives each image at its stored size, in the same
+    list of per-image views (target 'size' is the stored size; flip mirrors each image within its width;
     erasing= then needs one of the sizes above).
 
     Once torch is imported, a Loader is a torch.utils.data.IterableDataset: use
