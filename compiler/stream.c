@@ -17,6 +17,7 @@
 
 /* shardc.h's public limits and codes of the stream are the formats' */
 _Static_assert(SHC_TARGET_MAX_BOXES == FMT_TARGET_MAX_BOXES, "SHC_TARGET_MAX_BOXES");
+_Static_assert(SHC_ITEM_MAX_LABEL == FMT_MAX_LABEL, "SHC_ITEM_MAX_LABEL");
 _Static_assert(SHC_FIELDS_MAX == FMT_FIELDS_MAX, "SHC_FIELDS_MAX");
 _Static_assert(SHC_FIELDS_MAX_RECORD == FMT_FIELDS_MAX_RECORD, "SHC_FIELDS_MAX_RECORD");
 _Static_assert(SHC_FIELD_INT == FMT_FIELD_INT && SHC_FIELD_FLOAT == FMT_FIELD_FLOAT &&

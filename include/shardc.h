@@ -497,8 +497,8 @@ typedef enum {
 typedef struct {
     int kind;               /* shc_item_kind */
     char *name;             /* malloc'd: the path, or what inputs.tsv and rejects.tsv record */
-    int32_t label;          /* 0..1000000 (below the class count when classes are given); -1
-                             * with targets */
+    int32_t label;          /* 0..SHC_ITEM_MAX_LABEL (below the class count when classes are
+                             * given); -1 with targets */
     uint8_t *data;          /* ENCODED, PIXELS, REJECT: malloc'd */
     size_t len;
     uint32_t width, height, channels;   /* PIXELS */
@@ -517,6 +517,8 @@ typedef struct {
  * n, u32 0, i64 image_id, f64[n][4] boxes (x1, y1, x2, y2 in the source's pixels, edges), i64[n]
  * category ids, f64[n] areas (NaN: the box's area), u8[n] iscrowd (0 or 1). n is at most
  * SHC_TARGET_MAX_BOXES, the boxes a stored target holds at most. */
+#define SHC_ITEM_MAX_LABEL 1000000     /* an item's largest label, as in a list file */
+
 #define SHC_SRC_TARGET_SIZE(n) (16u + 49u * (uint64_t)(n))
 #define SHC_TARGET_MAX_BOXES 65536u
 

@@ -269,6 +269,7 @@ START_TEST(public_fields_schema)
     ck_assert_uint_eq(SHC_FIELDS_MAX, FMT_FIELDS_MAX);
     ck_assert_uint_eq(SHC_FIELDS_MAX_RECORD, FMT_FIELDS_MAX_RECORD);
     ck_assert_uint_eq(SHC_TARGET_MAX_BOXES, FMT_TARGET_MAX_BOXES);
+    ck_assert_int_eq(SHC_ITEM_MAX_LABEL, FMT_MAX_LABEL);
     ck_assert_int_eq(SHC_FIELD_INT, FMT_FIELD_INT);
     ck_assert_int_eq(SHC_FIELD_FLOAT, FMT_FIELD_FLOAT);
     ck_assert_int_eq(SHC_FIELD_STR, FMT_FIELD_STR);
@@ -342,7 +343,8 @@ START_TEST(public_fields_schema)
 END_TEST
 
 /* A bad public schema is refused with the formats' check and words, nothing kept: no fields,
- * too many, a NULL or bad name, an unknown type, a count for str, a name twice. */
+ * too many, a NULL or bad name, an unknown type, a count for str, a name twice. And the public
+ * label bound is the stream's. */
 START_TEST(public_fields_refused)
 {
     shc_stream *st;
@@ -373,6 +375,10 @@ START_TEST(public_fields_refused)
     size_t nf;
     ck_assert_ptr_null(shc_stream_fields(st, &nf));
     ck_assert_uint_eq(nf, 0);
+    /* without a schema, an item's label goes up to SHC_ITEM_MAX_LABEL */
+    ck_assert_int_eq(add_pixels(st, "<far>", SHC_ITEM_MAX_LABEL + 1, NULL, 0, NULL, 0), EINVAL);
+    ck_assert_int_eq(add_pixels(st, "<top>", SHC_ITEM_MAX_LABEL, NULL, 0, NULL, 0), 0);
+    ck_assert_uint_eq(shc_stream_added(st), 1);
     shc_stream_free(st);
 }
 END_TEST
