@@ -105,19 +105,19 @@ $(BUILD)/reader/%.o: INC = $(INC_reader)
 #     the reader's order (shr_epoch_order), pinned buffers (shr_host_alloc) and CUDA probe from
 #     shardread.h, which also reads a dataset's manifest (shr_manifest_peek) and maps the
 #     memcpy baseline's samples (shr_dataset_pixels)
-#   _shardwrite (compiler/python/): the streamed build's items (stream.h: their fields and
-#     targets are the formats' types, so the stream stays internal) and a target's largest size
-#     (target.h); its options go through shardc.h by flag name
+#   _shardwrite (compiler/python/): none. Its options go through shardc.h by flag name, its
+#     items (their fields schema, targets and categories, the limits) through shardc.h's
+#     streamed build (shc_stream_*)
 INTERNAL_shardc :=
 INTERNAL_shardbench := cuda_common.h
-INTERNAL_shardwrite := stream.h target.h
+INTERNAL_shardwrite :=
 # include paths: the public headers and the folder, then the libraries' folders whose internals
 # the list allows (a reader internal only through a link in $(BUILD)/include/bench/: any other
 # header of reader/ is a compile error as well)
 INC_shardc := -Iinclude -Iprograms
 BENCH_READER_H := cuda_common.h
 INC_bench := -Iinclude -Iprograms/shardbench -I$(BUILD)/include/bench
-INC_shardwrite := -Iinclude -Icompiler/python -Iformats -Ipixels -Icompiler
+INC_shardwrite := -Iinclude -Icompiler/python
 INC_pyread := -Iinclude
 check_includes = $(Q)scripts/check-includes.sh $(1) $< $(INTERNAL_$(1))
 CFLAGS ?= $(OPT) -g
@@ -417,8 +417,8 @@ install: all
 PY_PKG := $(BUILD)/python/shardread
 PY_SO := $(PY_PKG)/_shardread.abi3.so
 # the writer (shardread.build): the compiler's pipeline, in its own extension
-# (compiler/python/_shardwrite.c), built like a program: the public headers and the internals of
-# INTERNAL_shardwrite (formats/ and compiler/ headers; never the reader's)
+# (compiler/python/_shardwrite.c), built like a program: the public headers (shardc.h) and its
+# folder, nothing of formats/, compiler/ or the reader (INTERNAL_shardwrite is empty)
 PY_WSO := $(PY_PKG)/_shardwrite.abi3.so
 PY_FILES := $(patsubst reader/python/shardread/%,$(PY_PKG)/%,$(wildcard reader/python/shardread/*))
 # where `make install` puts the package: the interpreter's own place for locally installed

@@ -13,6 +13,16 @@
 #include "annot.h"
 #include "build.h"
 #include "inputs.h"
+#include "target.h"
+
+/* shardc.h's public limits and codes of the stream are the formats' */
+_Static_assert(SHC_TARGET_MAX_BOXES == FMT_TARGET_MAX_BOXES, "SHC_TARGET_MAX_BOXES");
+_Static_assert(SHC_ITEM_MAX_LABEL == FMT_MAX_LABEL, "SHC_ITEM_MAX_LABEL");
+_Static_assert(SHC_FIELDS_MAX == FMT_FIELDS_MAX, "SHC_FIELDS_MAX");
+_Static_assert(SHC_FIELDS_MAX_RECORD == FMT_FIELDS_MAX_RECORD, "SHC_FIELDS_MAX_RECORD");
+_Static_assert(SHC_FIELD_INT == FMT_FIELD_INT && SHC_FIELD_FLOAT == FMT_FIELD_FLOAT &&
+               SHC_FIELD_STR == FMT_FIELD_STR && SHC_FIELD_BYTES == FMT_FIELD_BYTES,
+               "SHC_FIELD_* are the formats' field types");
 
 struct shc_stream {
     pthread_mutex_t mu;
@@ -59,23 +69,33 @@ int shc_stream_create(size_t window, uint64_t budget, const char *const *classes
     return 0;
 }
 
-int shc_stream_set_fields(shc_stream *st, const fmt_field_def *defs, size_t n, fmt_msg *msg)
+static void free_defs(fmt_field_def *defs, size_t n)
 {
-    int rc = fmt_fields_schema_check(defs, n, msg);
-    if (rc)
-        return rc;
+    for (size_t i = 0; defs && i < n; i++)
+        free(defs[i].name);
+    free(defs);
+}
+
+int shc_stream_set_fields(shc_stream *st, const shc_field_def *defs, size_t n, shc_msg *msg)
+{
+    if (n == 0 || n > FMT_FIELDS_MAX)
+        return fmt_fields_schema_check(NULL, n, msg);
+    /* the public schema into the formats' type (a copy the stream keeps), then checked */
     fmt_field_def *copy = calloc(n, sizeof *copy);
-    for (size_t i = 0; copy && i < n; i++) {
-        copy[i] = defs[i];
-        if (!(copy[i].name = strdup(defs[i].name))) {
-            for (size_t j = 0; j < i; j++)
-                free(copy[j].name);
-            free(copy);
-            copy = NULL;
-        }
+    int ok = copy != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        copy[i] = (fmt_field_def){.type = defs[i].type, .count = defs[i].count};
+        ok = !defs[i].name || (copy[i].name = strdup(defs[i].name)) != NULL;
     }
-    if (!copy)
+    if (!ok) {
+        free_defs(copy, n);
         return ENOMEM;
+    }
+    int rc = fmt_fields_schema_check(copy, n, msg);
+    if (rc) {
+        free_defs(copy, n);
+        return rc;
+    }
     pthread_mutex_lock(&st->mu);
     rc = st->added || st->fields ? EBUSY : 0;
     if (rc == 0) {
@@ -84,9 +104,7 @@ int shc_stream_set_fields(shc_stream *st, const fmt_field_def *defs, size_t n, f
     }
     pthread_mutex_unlock(&st->mu);
     if (rc) {
-        for (size_t i = 0; i < n; i++)
-            free(copy[i].name);
-        free(copy);
+        free_defs(copy, n);
         fmt_fail(msg, rc, "the fields' schema is set before the first item, once");
     }
     return rc;
@@ -187,7 +205,7 @@ int shc_stream_set_targets(shc_stream *st)
     return rc;
 }
 
-int shc_stream_set_categories(shc_stream *st, const fmt_category *cats, size_t n)
+int shc_stream_set_categories(shc_stream *st, const shc_category *cats, size_t n)
 {
     for (size_t i = 1; i < n; i++)
         if (cats[i].id <= cats[i - 1].id)
@@ -414,9 +432,7 @@ void shc_stream_free(shc_stream *st)
     for (size_t i = 0; i < st->ncats; i++)
         free(st->cats[i].name);
     free(st->cats);
-    for (size_t i = 0; i < st->nfields; i++)
-        free(st->fields[i].name);
-    free(st->fields);
+    free_defs(st->fields, st->nfields);
     for (size_t i = 0; i < st->nclasses; i++)
         free(st->classes[i]);
     free(st->classes);

@@ -177,7 +177,8 @@ int shc_merge(const char *out, const shc_merge_opts *o, shc_merge_result *res, s
 /* ---- a build's options ---- */
 
 typedef struct shc_build_opts shc_build_opts;
-typedef struct shc_stream shc_stream;   /* a streamed build's inputs (the Python writer) */
+typedef struct shc_stream shc_stream;   /* a streamed build's inputs (the Python writer):
+                                         * its producer's calls end this header */
 
 /* A driver's view of a running build (shardc-mpi): it may stop the build from another thread
  * (the build ends at the next input with SHC_ESTOPPED and no manifest) and watch its progress. */
@@ -464,5 +465,124 @@ typedef struct {
  * for a backend or version this build cannot read), or ENOMEM during it. */
 int shc_verify(const char *dir, void (*report)(void *ctx, const char *line), void *ctx,
                shc_verify_result *res, shc_msg *msg);
+
+/* ---- a streamed build: inputs handed to a running build one at a time (the Python writer,
+ * shardread.build) ----
+ *
+ *     shc_stream *st;
+ *     shc_stream_create(window, budget, classes, nclasses, &st);
+ *     shc_build_set_stream(o, st);             // then shc_build(o, cb) in a thread of its own
+ *     shc_item it = {.kind = SHC_ITEM_PATH, .name = strdup("a.jpg"), .label = 0};
+ *     shc_stream_add(st, &it);                 // the stream owns it.name now
+ *     ...
+ *     shc_stream_close(st);                    // no more items: the build finishes
+ *     (join the build's thread) shc_stream_free(st);
+ *
+ * A producer adds items at positions 0, 1, 2, ... while the build runs; the build's workers
+ * take them by position, in any order, and its writer finishes them in order. Memory: at most
+ * `window` items are held (added, not yet finished by the writer), and their bytes stay within
+ * `budget` unless only one is held, so the producer blocks in shc_stream_add while the build is
+ * that far behind. The item at the lowest position held is always admitted, so a build always
+ * makes progress. Thread-safety: every call from any thread; shc_stream_free once nothing else
+ * uses the stream (the build has returned). */
+
+typedef enum {
+    SHC_ITEM_PATH = 0,      /* name is the file to read (as a build reads its inputs) */
+    SHC_ITEM_ENCODED,       /* data: the bytes of an image file (JPEG, PNG, BMP, ...) */
+    SHC_ITEM_PIXELS,        /* data: height rows of width * channels (1, 3 or 4) bytes */
+    SHC_ITEM_REJECT         /* refused before the build saw it: data is the reason (len bytes,
+                             * a C string), listed as the reject of its position */
+} shc_item_kind;
+
+typedef struct {
+    int kind;               /* shc_item_kind */
+    char *name;             /* malloc'd: the path, or what inputs.tsv and rejects.tsv record */
+    int32_t label;          /* 0..SHC_ITEM_MAX_LABEL (below the class count when classes are
+                             * given); -1 with targets */
+    uint8_t *data;          /* ENCODED, PIXELS, REJECT: malloc'd */
+    size_t len;
+    uint32_t width, height, channels;   /* PIXELS */
+    uint8_t *fields;        /* the item's fields record (the raw format's "Fields record",
+                             * malloc'd, at most SHC_FIELDS_MAX_RECORD bytes), or NULL: with a
+                             * schema set (shc_stream_set_fields) every item but a reject has
+                             * one */
+    uint32_t fields_len;
+    uint8_t *target;        /* the item's detection target in source pixels (malloc'd; the
+                             * SHC_SRC_TARGET layout), or NULL: with shc_stream_set_targets every
+                             * item but a reject has one, and label -1 */
+    uint32_t target_len;
+} shc_item;
+
+/* A streamed item's target as the producer gives it (native byte order, in-process only): u32
+ * n, u32 0, i64 image_id, f64[n][4] boxes (x1, y1, x2, y2 in the source's pixels, edges), i64[n]
+ * category ids, f64[n] areas (NaN: the box's area), u8[n] iscrowd (0 or 1). n is at most
+ * SHC_TARGET_MAX_BOXES, the boxes a stored target holds at most. */
+#define SHC_ITEM_MAX_LABEL 1000000     /* an item's largest label, as in a list file */
+
+#define SHC_SRC_TARGET_SIZE(n) (16u + 49u * (uint64_t)(n))
+#define SHC_TARGET_MAX_BOXES 65536u
+
+/* A streamed build's fields: the schema every item's fields record follows (the manifest's
+ * "fields"). Types, the values of shardread.h's SHR_FIELD_*: */
+#define SHC_FIELD_INT 1         /* int64 values */
+#define SHC_FIELD_FLOAT 2       /* float64 values */
+#define SHC_FIELD_STR 3         /* UTF-8 text (count 0: each sample's own length) */
+#define SHC_FIELD_BYTES 4       /* opaque bytes (count 0) */
+#define SHC_FIELDS_MAX 64u      /* fields in a schema */
+#define SHC_FIELDS_MAX_RECORD (1u << 20)    /* bytes of one item's fields record */
+
+/* One field of the schema. name: 1..64 bytes of letters, digits, '_', '-' and '.', not starting
+ * with a digit or '.'; count: int and float 0 for a scalar, N (1..65536) for a vector of N
+ * values; str and bytes 0. */
+typedef struct {
+    const char *name;
+    uint32_t type;          /* SHC_FIELD_* */
+    uint32_t count;
+} shc_field_def;
+
+/* A detection category of a build with targets: its id as the targets give it, its name. */
+typedef struct {
+    int64_t id;
+    const char *name;
+} shc_category;
+
+/* window: items held at most (>= 1; 0 is taken as 1); budget: their bytes (0: no bound but the
+ * window); classes: the class names (copied; labels must then be below nclasses), or NULL, 0
+ * for none (the manifest then names class L "L", as for a list file). 0 or ENOMEM. */
+int shc_stream_create(size_t window, uint64_t budget, const char *const *classes,
+                      size_t nclasses, shc_stream **out);
+
+/* Add the next item, waiting while the window or the budget is full. On success the stream
+ * owns it->name, it->data, it->fields and it->target (set to NULL here). 0; EINVAL for a label
+ * out of range or a malformed item, a fields record missing, present without a schema or not
+ * of the schema, a target missing, present without shc_stream_set_targets or malformed;
+ * ECANCELED once the stream is cancelled or closed (the item stays the caller's). */
+int shc_stream_add(shc_stream *st, shc_item *it);
+
+/* Before the first item: every item carries a fields record of this schema (copied; defs[0..n),
+ * 1..SHC_FIELDS_MAX fields of distinct names). 0; the storage layer's "invalid argument" code
+ * (shardread.h's SHR_EFMT_INVAL) for a bad schema, msg naming the field; EBUSY once items were
+ * added or a schema was set; ENOMEM. */
+int shc_stream_set_fields(shc_stream *st, const shc_field_def *defs, size_t n, shc_msg *msg);
+
+/* Before the first item: every item carries a detection target (a detection build: the
+ * manifest gets "targets", source "stream"). 0, or EBUSY once items were added. */
+int shc_stream_set_targets(shc_stream *st);
+
+/* Before shc_stream_close of a build with targets: the categories the manifest names (copied;
+ * sorted by id and distinct, else EINVAL; every item's ids must be among them, which the build's
+ * check of the staged dataset holds it to). A later call replaces them. 0, EINVAL, ENOMEM. */
+int shc_stream_set_categories(shc_stream *st, const shc_category *cats, size_t n);
+
+/* No more items: the build finishes those added. */
+void shc_stream_close(shc_stream *st);
+
+/* Stop: a waiting producer gets ECANCELED, the build SHC_ESTOPPED. */
+void shc_stream_cancel(shc_stream *st);
+
+/* Items added so far. */
+uint64_t shc_stream_added(shc_stream *st);
+
+void shc_stream_free(shc_stream *st);   /* accepts NULL */
 
 #endif

@@ -41,7 +41,8 @@ check_layer tests/test_reader.o "-Icompiler -Iformats -Iinclude -Ipixels -Iprogr
 check_layer tests/tools/mksample.o "-Icompiler -Iformats -Iinclude -Ipixels -Iprograms -Iprograms/shardbench -Ireader -Iremote -Itests/tools "
 # the Python extensions: the reader's sees the public headers alone; the writer's is a program
 check_layer python/_shardread.o "-Iinclude "
-check_layer python/_shardwrite.o "-Icompiler -Icompiler/python -Iformats -Iinclude -Ipixels "
+# the writer's: the public headers and its folder (its items go through shardc.h's streamed build)
+check_layer python/_shardwrite.o "-Icompiler/python -Iinclude "
 
 probe() {  # FILE HEADER...: a C file that includes each HEADER
   { for h in "${@:2}"; do printf '#include "%s"\n' "$h"; done
@@ -167,6 +168,22 @@ refused programs/shardbench/train.o image.h "programs/shardbench/"
 # the memcpy baseline maps samples through shardread.h (shr_dataset_pixels)
 refused programs/shardbench/train.o dataset.h "programs/shardbench/"
 refused python/_shardwrite.o ring.h "compiler/python/ (_shardwrite)"
+# the writer's items, their fields schema, targets and categories go through shardc.h
+# (INTERNAL_shardwrite is empty): the compiler's stream and the formats' headers are refused by
+# the check, and are not even on its include path
+for h in stream.h target.h fields.h manifest.h build.h; do
+  refused python/_shardwrite.o $h "compiler/python/ (_shardwrite)"
+done
+probe "$T/pyw_ok.c" shardc.h
+compiles python/_shardwrite.o "$T/pyw_ok.c" && ok "compiler/python/ can include shardc.h" ||
+  bad "compiler/python/ cannot include shardc.h: $(head -2 "$T/out")"
+probe "$T/pyw_stream.c" stream.h
+if compiles python/_shardwrite.o "$T/pyw_stream.c"; then
+  bad "compiler/python/ could include compiler/stream.h"
+else
+  grep -q "stream.h" "$T/out" && ok "compiler/python/ cannot include compiler/stream.h (a compile error)" ||
+    bad "the probe failed for another reason: $(head -2 "$T/out")"
+fi
 # an own header of the folder is checked too: an internal include inside it is found
 mkdir -p "$T/own"
 probe "$T/own/own.h" journal.h

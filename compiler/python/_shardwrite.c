@@ -1,16 +1,15 @@
 /* _shardwrite.c - the C extension under the Python package `shardread` that writes datasets:
  * the `shardc build` pipeline fed from Python (shardread.build, Writer).
  *
- * Built on the compiler's public header (shardc.h: the options set by shardc build's flag names,
- * the callbacks) and its stream of items (stream.h, whose items carry the formats' fields and
- * targets), with CPython's
+ * Built on the compiler's public header alone (shardc.h: the options set by shardc build's flag
+ * names, the callbacks, and the streamed build's items, schema and categories), with CPython's
  * stable ABI (Py_LIMITED_API 3.11) and no numpy C API: pixels come in through the buffer
  * protocol. The package's Python layer (shardread/_writer.py) checks the options and turns each
  * item into one of the calls below; this module knows nothing of PIL or numpy.
  *
  * Objects
  * -------
- * _Build    one build: a thread running shc_build over a shc_stream (stream.h). add_path,
+ * _Build    one build: a thread running shc_build over a shc_stream (shardc.h). add_path,
  *           add_bytes, add_pixels and add_reject hand it the next item (a copy: the caller may
  *           reuse its buffer at once), waiting with the GIL released while the build is a window
  *           of items behind; they return False once the build has ended early (an error, a
@@ -35,8 +34,6 @@
 #include <string.h>
 
 #include "shardc.h"
-#include "stream.h"     /* the items handed to a running build, their fields and targets */
-#include "target.h"     /* FMT_TARGET_MAX_BOXES: a target's largest size */
 
 /* ---- what the build reports (its callbacks, from the build's thread) ---- */
 
@@ -255,15 +252,15 @@ static int copy_record(PyObject *rec, Py_ssize_t min, uint64_t max, const char *
 /* The item's fields record (bytes, or None for none) into it; -1 with an exception. */
 static int item_fields(PyObject *rec, shc_item *it)
 {
-    return rec == Py_None ? 0 : copy_record(rec, 1, FMT_FIELDS_MAX_RECORD, "a fields record",
+    return rec == Py_None ? 0 : copy_record(rec, 1, SHC_FIELDS_MAX_RECORD, "a fields record",
                                             &it->fields, &it->fields_len);
 }
 
-/* The item's target (bytes in stream.h's SHC_SRC_TARGET layout, or None) into it; -1 with an
+/* The item's target (bytes in shardc.h's SHC_SRC_TARGET layout, or None) into it; -1 with an
  * exception. The stream checks it further. */
 static int item_target(PyObject *rec, shc_item *it)
 {
-    return rec == Py_None ? 0 : copy_record(rec, 16, SHC_SRC_TARGET_SIZE(FMT_TARGET_MAX_BOXES),
+    return rec == Py_None ? 0 : copy_record(rec, 16, SHC_SRC_TARGET_SIZE(SHC_TARGET_MAX_BOXES),
                                             "a target", &it->target, &it->target_len);
 }
 
@@ -353,12 +350,12 @@ static PyObject *Build_add_pixels(PyObject *self, PyObject *args)
 static PyObject *Build_set_fields(PyObject *self, PyObject *arg)
 {
     BuildObject *b = (BuildObject *)self;
-    fmt_field_def defs[FMT_FIELDS_MAX];
+    shc_field_def defs[SHC_FIELDS_MAX];
     Py_ssize_t n = PySequence_Size(arg);
     if (n < 0)
         return NULL;
-    if (n == 0 || n > FMT_FIELDS_MAX) {
-        PyErr_Format(PyExc_ValueError, "fields: %zd fields (1..%u)", n, FMT_FIELDS_MAX);
+    if (n == 0 || n > SHC_FIELDS_MAX) {
+        PyErr_Format(PyExc_ValueError, "fields: %zd fields (1..%u)", n, SHC_FIELDS_MAX);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -369,9 +366,9 @@ static PyObject *Build_set_fields(PyObject *self, PyObject *arg)
         Py_XDECREF(t);          /* name stays valid: arg holds the tuple's str */
         if (!ok)
             return NULL;
-        defs[i] = (fmt_field_def){.name = (char *)name, .type = type, .count = count};
+        defs[i] = (shc_field_def){.name = name, .type = type, .count = count};
     }
-    fmt_msg msg = {{0}};
+    shc_msg msg = {{0}};
     if (!b->stream || shc_stream_set_fields(b->stream, defs, (size_t)n, &msg) != 0) {
         PyErr_Format(PyExc_ValueError, "fields: %s", b->stream ? msg.text : "build finished");
         return NULL;
@@ -399,7 +396,7 @@ static PyObject *Build_set_categories(PyObject *self, PyObject *arg)
     Py_ssize_t n = PySequence_Size(arg);
     if (n < 0)
         return NULL;
-    fmt_category *cats = PyMem_Calloc(n ? (size_t)n : 1, sizeof *cats);
+    shc_category *cats = PyMem_Calloc(n ? (size_t)n : 1, sizeof *cats);
     PyObject **held = PyMem_Calloc(n ? (size_t)n : 1, sizeof *held);
     if (!cats || !held) {
         PyMem_Free(cats);
@@ -414,7 +411,7 @@ static PyObject *Build_set_categories(PyObject *self, PyObject *arg)
              PyArg_ParseTuple(held[i], "Ls", &id, &name);
         if (ok) {
             cats[i].id = id;
-            cats[i].name = (char *)name;    /* the item's: the stream copies */
+            cats[i].name = name;    /* the item's: the stream copies */
         }
     }
     int rc = !ok ? -1 : !b->stream ? EINVAL : shc_stream_set_categories(b->stream, cats, (size_t)n);

@@ -63,8 +63,7 @@ setup(
             # absolute: a relative "../../compiler/..." source would put its object file
             # outside the build's temporary folder (inside the source tree)
             sources=[os.path.join(ROOT, "compiler", "python", "_shardwrite.c")],
-            include_dirs=[os.path.join(ROOT, "include"), os.path.join(ROOT, "formats"),
-                          os.path.join(ROOT, "pixels"), os.path.join(ROOT, "compiler")],
+            include_dirs=[os.path.join(ROOT, "include")],   # the public headers only
             define_macros=[("_GNU_SOURCE", None), ("Py_LIMITED_API", "0x030B0000")],
             py_limited_api=True,
             extra_compile_args=["-std=c11", "-fvisibility=hidden"],

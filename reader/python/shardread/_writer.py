@@ -359,7 +359,7 @@ _TARGET_KEYS = {"boxes", "labels", "iscrowd", "area", "image_id"}
 
 
 def _target_blob(t, item):
-    """A detection target dict -> (the build's in-process form, compiler/stream.h
+    """A detection target dict -> (the build's in-process form, include/shardc.h
     SHC_SRC_TARGET, and its category ids). ValueError naming the item and the key."""
     import struct
     import numpy as np
