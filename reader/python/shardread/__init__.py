@@ -346,8 +346,8 @@ class Loader(_shardread.Loader):
     each image. The arithmetic: include/shardread/options.h, "Scale". A detection dataset
     whose images vary in size (built without --size), read with targets=True and none of size=,
     rrc=, random_crop= and the three above, gives each image at its stored size, in the same
-    list of per-image views (target 'size' is the stored size; flip mirrors each image within its width;
-    erasing= then needs one of the sizes above).
+    list of per-image views (target 'size' is the stored size; flip mirrors each image within
+    its width; erasing= then needs one of the sizes above).
 
     Once torch is imported, a Loader is a torch.utils.data.IterableDataset: use
     DataLoader(loader, batch_size=None) with num_workers=0 (the Loader has its own threads);
