@@ -127,6 +127,7 @@ void fmt_h5_meta_free(h5_meta *m)
     free(m->offsets);
     free(m->aux_len);
     free(m->aux);
+    free(m->aux_off);
     memset(m, 0, sizeof *m);
 }
 
@@ -145,8 +146,15 @@ int fmt_h5_meta_alloc(h5_meta *m)
         return ENOMEM;
     if (m->aux_width) {
         m->aux_len = calloc(n, sizeof *m->aux_len);
-        m->aux = calloc(n, m->aux_width);
-        if (!m->aux_len || !m->aux)
+        if (m->packed) {
+            if (m->aux_total > SIZE_MAX)
+                return ENOMEM;
+            m->aux = malloc(m->aux_total ? (size_t)m->aux_total : 1);
+            m->aux_off = calloc(n, sizeof *m->aux_off);
+        } else {
+            m->aux = calloc(n, m->aux_width);
+        }
+        if (!m->aux_len || !m->aux || (m->packed && !m->aux_off))
             return ENOMEM;
     }
     return 0;
@@ -180,7 +188,7 @@ int fmt_h5_content_hash(const h5_meta *m, uint64_t *out)
         return ENOMEM;
     uint8_t head[13 * 8];
     uint64_t f[13] = {
-        H5B_VERSION, m->n, m->first_index, m->fingerprint, m->input_end,
+        m->packed ? H5B_VERSION_PACKED : H5B_VERSION, m->n, m->first_index, m->fingerprint, m->input_end,
         m->sum[0], m->sum[1], m->sum[2], m->sumsq[0], m->sumsq[1], m->sumsq[2],
         m->fixed ? 0 : 1, m->aux_width,
     };
@@ -197,7 +205,7 @@ int fmt_h5_content_hash(const h5_meta *m, uint64_t *out)
         hash_le(st, m->offsets, n, 8);
     if (m->aux_width) {
         hash_le(st, m->aux_len, n, 4);
-        XXH3_64bits_update(st, m->aux, n * m->aux_width);
+        XXH3_64bits_update(st, m->aux, m->packed ? (size_t)m->aux_total : n * m->aux_width);
     }
     *out = XXH3_64bits_digest(st);
     XXH3_freeState(st);
@@ -310,8 +318,9 @@ static uint64_t h5w_size(const void *wp)
     /* an upper bound: the offsets dataset is counted even if the layout ends up fixed */
     uint64_t size = H5B_OVERHEAD + aligned_cost(w->pos) + aligned_cost(4 * n) +
                     aligned_cost(12 * n) + 3 * aligned_cost(8 * n);
-    if (w->aux_width)
-        size += aligned_cost(4 * n) + aligned_cost(n * w->aux_width);
+    if (w->aux_width)   /* the table, or the records end to end past its bound */
+        size += aligned_cost(4 * n) +
+                aligned_cost(w->aux_width > H5B_MAX_AUX ? w->aux_used : n * w->aux_width);
     return size;
 }
 
@@ -329,7 +338,7 @@ static int h5w_add(void *wp, const fmt_sample_meta *m, const void *pixels, uint6
         return FMT_EINVAL;
     uint32_t aux_len = m->aux ? m->aux_len : 0;
     uint64_t len, end;
-    if (aux_len > H5B_MAX_AUX || fmt_shape_bytes(m->height, m->width, m->channels, &len) ||
+    if (aux_len > H5B_MAX_AUX_PACKED || fmt_shape_bytes(m->height, m->width, m->channels, &len) ||
         len > SIZE_MAX || __builtin_add_overflow(w->pos, len, &end) || end > INT64_MAX)
         return FMT_ETOOBIG;
 
@@ -445,6 +454,7 @@ static int h5_create_file(const char *path, const h5_meta *m, uint64_t hash, uin
         goto leave;
 
     hsize_t n = m->n, n3[2] = { m->n, 3 }, naux[2] = { m->n, m->aux_width };
+    hsize_t nflat = m->aux_total;
     hsize_t pdims[4] = { m->n, m->fh, m->fw, m->fc }, tdims[1] = { m->total };
     if (h5_write_dset(file, pcpl, "pixels", H5T_STD_U8LE, H5T_NATIVE_UINT8, m->fixed ? 4 : 1,
                       m->fixed ? pdims : tdims, NULL, &pix) ||
@@ -463,10 +473,11 @@ static int h5_create_file(const char *path, const h5_meta *m, uint64_t hash, uin
     if (m->aux_width &&
         (h5_write_dset(file, dcpl, "aux_len", H5T_STD_U32LE, H5T_NATIVE_UINT32, 1, &n,
                        m->aux_len, NULL) ||
-         h5_write_dset(file, dcpl, "aux", H5T_STD_U8LE, H5T_NATIVE_UINT8, 2, naux, m->aux, NULL)))
+         h5_write_dset(file, dcpl, "aux", H5T_STD_U8LE, H5T_NATIVE_UINT8, m->packed ? 1 : 2,
+                       m->packed ? &nflat : naux, m->aux, NULL)))
         goto leave;
 
-    uint32_t version = H5B_VERSION;
+    uint32_t version = m->packed ? H5B_VERSION_PACKED : H5B_VERSION;
     str = H5Tcopy(H5T_C_S1);
     if (str < 0 || H5Tset_size(str, sizeof H5B_FORMAT - 1) < 0 ||
         H5Tset_strpad(str, H5T_STR_NULLPAD) < 0 ||
@@ -573,6 +584,8 @@ static int h5w_finish(void *wp, uint64_t input_end, fmt_shard_info *info)
     }
     m.total = w->pos;
     m.aux_width = w->aux_width;
+    m.packed = w->aux_width > H5B_MAX_AUX;     /* else the table, as before version 2 */
+    m.aux_total = w->aux_used;
     if ((rc = fmt_h5_meta_alloc(&m)) != 0)
         goto leave;
     for (size_t i = 0; i < w->st.count; i++) {
@@ -587,7 +600,8 @@ static int h5w_finish(void *wp, uint64_t input_end, fmt_shard_info *info)
             m.offsets[i] = e->offset;
         if (m.aux_width) {
             m.aux_len[i] = e->aux_len;
-            memcpy(m.aux + i * m.aux_width, w->aux + e->aux_off, e->aux_len);
+            memcpy(m.packed ? m.aux + e->aux_off : m.aux + i * m.aux_width,
+                   w->aux + e->aux_off, e->aux_len);
         }
     }
     uint64_t hash, pix_off;

@@ -12,8 +12,10 @@
 #include "backend.h"
 
 #define H5B_FORMAT "shardc-hdf5"        /* the `format` attribute */
-#define H5B_VERSION 1u
-#define H5B_MAX_AUX 65536u              /* widest aux record */
+#define H5B_VERSION 1u                  /* aux records in an n x A table (A: the widest) */
+#define H5B_VERSION_PACKED 2u           /* aux records end to end (a record wider than A's bound) */
+#define H5B_MAX_AUX 65536u              /* widest aux record of a version 1 shard's table */
+#define H5B_MAX_AUX_PACKED (256u << 20) /* widest aux record at all (version 2) */
 
 /* ---- the HDF5 lock and error reporting (hdf5.c) ---- */
 
@@ -43,19 +45,23 @@ typedef struct {
     int fixed;                  /* fixed layout: every sample is fh x fw x fc */
     uint32_t fh, fw, fc;
     uint64_t total;             /* pixel bytes */
-    uint32_t aux_width;         /* A, 0 without aux */
+    uint32_t aux_width;         /* A: the widest record, 0 without aux */
+    int packed;                 /* version 2: aux holds the records end to end */
+    uint64_t aux_total;         /* packed: their bytes */
     int32_t *labels;
     uint32_t *shapes;           /* 3n */
     uint64_t *hashes, *sources;
     uint64_t *offsets;          /* flat layout only */
     uint32_t *aux_len;          /* with aux only */
-    uint8_t *aux;               /* n * aux_width */
+    uint8_t *aux;               /* n * aux_width, or aux_total bytes packed */
+    uint64_t *aux_off;          /* packed, the reader's: record i's offset in aux */
 } h5_meta;
 
 /* Free m's arrays and zero it. */
 void fmt_h5_meta_free(h5_meta *m);
 
-/* Allocate the arrays for m->n samples (aux_width and fixed set first). 0 or ENOMEM. */
+/* Allocate the arrays for m->n samples (aux_width, packed with aux_total, and fixed set
+ * first). 0 or ENOMEM. */
 int fmt_h5_meta_alloc(h5_meta *m);
 
 /* The content hash of formats/hdf5.md. 0 or ENOMEM. */

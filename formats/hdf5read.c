@@ -402,11 +402,12 @@ static int h5r_load(h5_shard *s, const char *path, fmt_msg *msg)
         (rc = read_attr_int(file, "version", 4, H5T_SGN_NONE, 1, H5T_NATIVE_UINT32, &version,
                             msg)) != 0)
         goto leave;
-    if (version != H5B_VERSION) {
-        rc = fmt_fail(msg, FMT_EVERSION, "unsupported version %" PRIu32 " (this reader knows %u)",
-                      version, H5B_VERSION);
+    if (version != H5B_VERSION && version != H5B_VERSION_PACKED) {
+        rc = fmt_fail(msg, FMT_EVERSION, "unsupported version %" PRIu32 " (this reader knows %u "
+                      "and %u)", version, H5B_VERSION, H5B_VERSION_PACKED);
         goto leave;
     }
+    m->packed = version == H5B_VERSION_PACKED;
     if ((rc = read_attr_int(file, "sample_count", 8, H5T_SGN_NONE, 1, H5T_NATIVE_UINT64, &m->n,
                             msg)) != 0 ||
         (rc = read_attr_int(file, "first_index", 8, H5T_SGN_NONE, 1, H5T_NATIVE_UINT64,
@@ -470,16 +471,22 @@ static int h5r_load(h5_shard *s, const char *path, fmt_msg *msg)
         goto leave;
     }
     if (has_aux) {
+        /* version 1: an n x A table; version 2: the records end to end, A their widest (from
+         * aux_len, below) */
         hsize_t ad[4] = {0};
-        hid_t a = open_dset(file, "aux", 1, H5T_SGN_NONE, 2, NULL, ad, msg, &rc);
+        hid_t a = open_dset(file, "aux", 1, H5T_SGN_NONE, m->packed ? 1 : 2, NULL, ad, msg, &rc);
         if (a < 0)
             goto leave;
         H5Dclose(a);
-        if (ad[1] < 1 || ad[1] > H5B_MAX_AUX) {
+        if (m->packed) {
+            m->aux_total = ad[0];
+            m->aux_width = 1;       /* for the allocation; the widest record once read */
+        } else if (ad[1] < 1 || ad[1] > H5B_MAX_AUX) {
             rc = fmt_fail(msg, FMT_ECORRUPT, "dataset aux: bad width %" PRIu64, (uint64_t)ad[1]);
             goto leave;
+        } else {
+            m->aux_width = (uint32_t)ad[1];
         }
-        m->aux_width = (uint32_t)ad[1];
     }
     if ((rc = fmt_h5_meta_alloc(m)) != 0) {
         fmt_fail(msg, rc, "cannot allocate the metadata of %" PRIu64 " samples", m->n);
@@ -500,9 +507,25 @@ static int h5r_load(h5_shard *s, const char *path, fmt_msg *msg)
     if (m->aux_width &&
         ((rc = read_dset(file, "aux_len", 4, H5T_SGN_NONE, m->n, 0, H5T_NATIVE_UINT32,
                          m->aux_len, msg)) != 0 ||
-         (rc = read_dset(file, "aux", 1, H5T_SGN_NONE, m->n, m->aux_width, H5T_NATIVE_UINT8,
-                         m->aux, msg)) != 0))
+         (rc = read_dset(file, "aux", 1, H5T_SGN_NONE, m->packed ? m->aux_total : m->n,
+                         m->packed ? 0 : m->aux_width, H5T_NATIVE_UINT8, m->aux, msg)) != 0))
         goto leave;
+    if (m->aux_width && m->packed) {
+        /* each record's offset, and the widest: the records must fill the dataset exactly */
+        uint64_t at = 0;
+        m->aux_width = 0;
+        for (uint64_t i = 0; i < m->n; i++) {
+            m->aux_off[i] = at;
+            at += m->aux_len[i];
+            if (m->aux_len[i] > m->aux_width)
+                m->aux_width = m->aux_len[i];
+        }
+        if (at != m->aux_total || m->aux_width > H5B_MAX_AUX_PACKED || m->aux_width == 0) {
+            rc = fmt_fail(msg, FMT_ECORRUPT, "dataset aux: its records take %" PRIu64 " bytes of "
+                          "%" PRIu64, at, m->aux_total);
+            goto leave;
+        }
+    }
 
     uint64_t want;
     if ((rc = fmt_h5_content_hash(m, &want)) != 0)
@@ -703,7 +726,7 @@ int fmt_h5r_get(const void *sp, uint64_t i, fmt_sample *out)
         .pixels = s->map ? s->map + s->pix_off + off : NULL,
     };
     if (s->m.aux_width && s->m.aux_len[i]) {
-        out->aux = s->m.aux + i * s->m.aux_width;
+        out->aux = s->m.packed ? s->m.aux + s->m.aux_off[i] : s->m.aux + i * s->m.aux_width;
         out->aux_len = s->m.aux_len[i];
     }
     return 0;
