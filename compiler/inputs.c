@@ -14,18 +14,13 @@
 
 #include "arcwalk.h"
 #include "inputs_int.h"
+#include "util.h"
 
 int shc_inputs_add_member(fmt_inputs *in, char *path, int32_t label, uint32_t archive,
                           uint64_t seq, uint64_t size)
 {
-    if (in->n == in->cap) {
-        size_t cap = in->cap ? in->cap * 2 : 256;
-        fmt_input *p = realloc(in->items, cap * sizeof *p);
-        if (!p)
-            return ENOMEM;
-        in->items = p;
-        in->cap = cap;
-    }
+    if (shc_grow_array(&in->items, &in->cap, in->n, sizeof *in->items, 256))
+        return ENOMEM;
     in->items[in->n] = (fmt_input){.path = path, .label = label, .archive = archive,
                                    .seq = seq, .size = size};
     in->n++;
@@ -86,14 +81,8 @@ int shc_inputs_number_classes(fmt_inputs *in, int32_t maxlabel)
 
 int shc_inputs_add_skip(fmt_inputs *in, const char *path, const char *reason)
 {
-    if (in->nskipped == in->skipcap) {
-        size_t cap = in->skipcap ? in->skipcap * 2 : 16;
-        fmt_skip *p = realloc(in->skipped, cap * sizeof *p);
-        if (!p)
-            return ENOMEM;
-        in->skipped = p;
-        in->skipcap = cap;
-    }
+    if (shc_grow_array(&in->skipped, &in->skipcap, in->nskipped, sizeof *in->skipped, 16))
+        return ENOMEM;
     char *a = strdup(path), *b = strdup(reason);
     if (!a || !b) {
         free(a);

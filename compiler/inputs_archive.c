@@ -9,6 +9,7 @@
 
 #include "arcwalk.h"
 #include "inputs_int.h"
+#include "util.h"
 
 /* strcmp with '/' below every other byte: the order of a depth-first walk of sorted folders
  * ("a/x" before "a.jpg", as the folder "a" sorts before the file "a.jpg") */
@@ -108,14 +109,8 @@ static int tree_visit(void *ctx, const shc_arc_member *m, shc_arc_reader *r)
     if (m->type == SHC_ARC_LINK)
         return shc_inputs_skip_member(t->in, t->path, m->name,
                                       "a link (links in archives are not followed)");
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        shc_inputs_tree_entry *p = realloc(t->v, cap * sizeof *p);
-        if (!p)
-            return ENOMEM;
-        t->v = p;
-        t->cap = cap;
-    }
+    if (shc_grow_array(&t->v, &t->cap, t->n, sizeof *t->v, 256))
+        return ENOMEM;
     shc_inputs_tree_entry *e = &t->v[t->n];
     e->cls = strndup(cls, clen);
     e->name = strdup(m->name);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "inputs_int.h"
+#include "util.h"
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -111,15 +112,9 @@ static int walk(fmt_inputs *in, const char *dir, int32_t label, dir_stack *st)
 /* Append name (owned) to the growing array *v of *n (capacity *cap); on ENOMEM name is freed. */
 static int push_name(char ***v, size_t *n, size_t *cap, char *name)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 64;
-        char **q = realloc(*v, c * sizeof *q);
-        if (!q) {
-            free(name);
-            return ENOMEM;
-        }
-        *v = q;
-        *cap = c;
+    if (shc_grow_array(v, cap, *n, sizeof **v, 64)) {
+        free(name);
+        return ENOMEM;
     }
     (*v)[(*n)++] = name;
     return 0;

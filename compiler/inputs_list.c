@@ -34,14 +34,8 @@ static int index_visit(void *ctx, const shc_arc_member *m, shc_arc_reader *r)
     mem_index *x = ctx;
     if (m->type == SHC_ARC_ERROR || m->type == SHC_ARC_BADNAME)
         return 0;
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 256;
-        mem_ent *p = realloc(x->v, cap * sizeof *p);
-        if (!p)
-            return ENOMEM;
-        x->v = p;
-        x->cap = cap;
-    }
+    if (shc_grow_array(&x->v, &x->cap, x->n, sizeof *x->v, 256))
+        return ENOMEM;
     if (!(x->v[x->n].name = strdup(m->name)))
         return ENOMEM;
     x->v[x->n].seq = m->seq;

@@ -157,14 +157,8 @@ static long count_lines(const char *dir, const char *name)
 static int add_input(void *ctx, const shc_inputs_row *row)
 {
     fmt_inputs *in = ctx;
-    if (in->n == in->cap) {
-        size_t nc = in->cap ? in->cap * 2 : 256;
-        fmt_input *v = realloc(in->items, nc * sizeof *v);
-        if (!v)
-            return ENOMEM;
-        in->items = v;
-        in->cap = nc;
-    }
+    if (shc_grow_array(&in->items, &in->cap, in->n, sizeof *in->items, 256))
+        return ENOMEM;
     in->items[in->n].label = row->label;
     if (!(in->items[in->n].path = strdup(row->path)))
         return ENOMEM;

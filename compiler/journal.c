@@ -21,14 +21,8 @@
 
 int shc_reject_add(shc_reject_list *l, uint64_t pos, const char *path, const char *reason)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 32;
-        shc_reject *p = realloc(l->v, cap * sizeof *p);
-        if (!p)
-            return ENOMEM;
-        l->v = p;
-        l->cap = cap;
-    }
+    if (shc_grow_array(&l->v, &l->cap, l->n, sizeof *l->v, 32))
+        return ENOMEM;
     shc_reject *r = &l->v[l->n];
     r->pos = pos;
     r->path = strdup(path);

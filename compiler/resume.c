@@ -157,14 +157,8 @@ int shc_is_set(const fmt_backend *be)
 
 int shc_shard_list_add(shc_shard_list *l, const char *name, const fmt_shard_info *h)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        fmt_manifest_shard *p = realloc(l->v, cap * sizeof *p);
-        if (!p)
-            return ENOMEM;
-        l->v = p;
-        l->cap = cap;
-    }
+    if (shc_grow_array(&l->v, &l->cap, l->n, sizeof *l->v, 16))
+        return ENOMEM;
     fmt_manifest_shard *s = &l->v[l->n];
     memset(s, 0, sizeof *s);
     if (!(s->file = strdup(name)))

@@ -100,6 +100,22 @@ char *shc_human_size(uint64_t bytes, char *buf, size_t len)
     return buf;
 }
 
+int shc_grow_array(void *v, size_t *cap, size_t n, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap : first, bytes;
+    if ((*cap && __builtin_mul_overflow(c, (size_t)2, &c)) ||
+        __builtin_mul_overflow(c, elem, &bytes))
+        return ENOMEM;
+    void *p = realloc(*(void **)v, bytes);
+    if (!p)
+        return ENOMEM;
+    *(void **)v = p;
+    *cap = c;
+    return 0;
+}
+
 double shc_now(void)
 {
     struct timespec ts;

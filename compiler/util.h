@@ -25,6 +25,11 @@ int shc_lock_dir(const char *dir, const char *name, int *fd, long *holder);
 /* The lock file a build takes in the folder it writes (a whole dataset's OUT, or a part's). */
 #define SHC_LOCK_NAME ".shardc.lock"
 
+/* Make room for one more element of elem bytes in the array *v that holds n of *cap: when n
+ * equals *cap, the capacity doubles (first, when it is 0). 0 or ENOMEM (also when the size
+ * overflows); *v and *cap are unchanged on failure. */
+int shc_grow_array(void *v, size_t *cap, size_t n, size_t elem, size_t first);
+
 /* Monotonic seconds. */
 double shc_now(void);
 
