@@ -17,10 +17,7 @@ need_tools "$NGINX" openssl node npm || { finish; exit; }
 need_s3rver
 
 # the dataset: 60 samples in shards of 8
-mkdir -p "$T/www"
-"$MKSAMPLE" "$T/src" --classes 3 --per-class 20 --min-side 20 --max-side 40 --no-broken --quiet
-"$SHARDC" build "$T/src" -o "$T/www/ds" --size 16x12 --shard-samples 8 --no-progress >/dev/null ||
-  { bad "shardc build failed"; finish; exit; }
+serve_ds 20 8 || { finish; exit; }
 nshards=$(ls "$T/www/ds" | grep -c '\.raw$')
 
 # nginx: http and https (self-signed for 127.0.0.1)

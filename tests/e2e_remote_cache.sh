@@ -17,10 +17,7 @@ CHK="$ROOT/tests/remote_cache_check.py"
 need_tools "$NGINX" || { finish; exit; }
 
 # the dataset: 96 samples in 12 shards of 8
-mkdir -p "$T/www"
-"$MKSAMPLE" "$T/src" --classes 3 --per-class 32 --min-side 20 --max-side 40 --no-broken --quiet
-"$SHARDC" build "$T/src" -o "$T/www/ds" --size 16x12 --shard-samples 8 --no-progress >/dev/null ||
-  { bad "shardc build failed"; finish; exit; }
+serve_ds 32 8 || { finish; exit; }
 shard=$(stat -c %s "$T/www/ds/shard-00000.raw")
 HP=$($PY "$HELP" port)
 start_nginx "$HP" || { finish; exit; }

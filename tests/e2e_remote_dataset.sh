@@ -15,11 +15,8 @@
 CHK="$ROOT/tests/remote_cache_check.py"
 need_tools "$NGINX" || { finish; exit; }
 
-mkdir -p "$T/www"
 # one size: 48 samples in 12 shards of 4
-"$MKSAMPLE" "$T/src" --classes 3 --per-class 16 --min-side 20 --max-side 40 --no-broken --quiet
-"$SHARDC" build "$T/src" -o "$T/www/ds" --size 16x12 --shard-samples 4 --no-progress >/dev/null ||
-  { bad "shardc build failed"; finish; exit; }
+serve_ds 16 4 || { finish; exit; }
 # varying sizes with COCO boxes: 24 samples in 6 shards of 4
 "$MKSAMPLE" "$T/img" --coco "$T/inst.json" --per-class 24 --min-side 24 --max-side 64 --seed 5 \
   --quiet || { bad "shardc-mksample failed"; finish; exit; }

@@ -71,6 +71,16 @@ start_s3rver() {
   $PY "$HELP" wait "$1" || { bad "s3rver did not start: $(head -3 "$T/s3rver.log")"; return 1; }
 }
 
+# serve_ds PER SHARD: the served dataset $T/www/ds, 3 classes of PER samples each (20 to 40
+# pixels, from $T/src) at 16x12 in shards of SHARD samples; 1 (after a FAIL line) when the
+# build fails.
+serve_ds() {
+  mkdir -p "$T/www"
+  "$MKSAMPLE" "$T/src" --classes 3 --per-class "$1" --min-side 20 --max-side 40 --no-broken --quiet
+  "$SHARDC" build "$T/src" -o "$T/www/ds" --size 16x12 --shard-samples "$2" --no-progress >/dev/null ||
+    { bad "shardc build failed"; return 1; }
+}
+
 # half DIR: half the bytes of DIR's raw shards (a cache_limit that makes the shards take turns)
 half() { echo $(( $(cat "$1"/shard-*.raw | wc -c) / 2 )); }
 
