@@ -6,13 +6,13 @@
  * libraries proper (cuBLAS alone maps more than half a gigabyte) are never loaded.
  */
 #include "gpu_api.h"
+#include "bench.h"
 #include "step_cpu.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,26 +30,13 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static const sb_gpu_api *g_api;
 static char g_status[1024];
 
-/* why's text from fmt (why NULL: none wanted), rc returned */
-static int gpu_fail(shr_msg *why, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int gpu_fail(shr_msg *why, int rc, const char *fmt, ...)
-{
-    if (why) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why->text, sizeof why->text, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 int sb_gpu_open(const char *path, const sb_gpu_api **api, shr_msg *why)
 {
     *api = NULL;
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *e = dlerror();
-        return gpu_fail(why, ENOENT, "%s", e ? e : path);
+        return sb_fail(why, ENOENT, "%s", e ? e : path);
     }
     /* POSIX guarantees that a function pointer survives the round trip through void * */
     const sb_gpu_api *(*get)(void) =
@@ -57,7 +44,7 @@ int sb_gpu_open(const char *path, const sb_gpu_api **api, shr_msg *why)
     const sb_gpu_api *t = get ? get() : NULL;
     if (!t) {
         dlclose(lib);
-        return gpu_fail(why, ENOEXEC, "%s: no %s symbol", path, SB_GPU_API_SYMBOL);
+        return sb_fail(why, ENOEXEC, "%s: no %s symbol", path, SB_GPU_API_SYMBOL);
     }
     if (t->abi != SB_GPU_ABI || t->opts_size != sizeof(sb_step_opts) ||
         t->batch_size != sizeof(shr_batch) || t->stats_size != sizeof(sb_step_stats)) {
@@ -69,7 +56,7 @@ int sb_gpu_open(const char *path, const sb_gpu_api **api, shr_msg *why)
                  (size_t)t->batch_size, sizeof(shr_batch), (size_t)t->stats_size,
                  sizeof(sb_step_stats));
         dlclose(lib);
-        return gpu_fail(why, ENOEXEC, "%s: built from another version (%s)", path, what);
+        return sb_fail(why, ENOEXEC, "%s: built from another version (%s)", path, what);
     }
     /* never closed: steps and kernels of the table may be in use until the process ends */
     *api = t;
