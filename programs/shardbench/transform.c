@@ -288,23 +288,14 @@ void sb_tf_apply(const sb_tf_opts *t, shr_options *o)
     o->normalize = t->normalize;
     memcpy(o->mean, t->mean, sizeof o->mean);
     memcpy(o->std, t->std, sizeof o->std);
+    /* the augmentations (--color-jitter .. --cutmix), numbers and arrays alike */
     const shr_options *a = &t->aug;
-    memcpy(o->jitter_brightness, a->jitter_brightness, sizeof o->jitter_brightness);
-    memcpy(o->jitter_contrast, a->jitter_contrast, sizeof o->jitter_contrast);
-    memcpy(o->jitter_saturation, a->jitter_saturation, sizeof o->jitter_saturation);
-    memcpy(o->jitter_hue, a->jitter_hue, sizeof o->jitter_hue);
-    o->grayscale_p = a->grayscale_p;
-    o->erase_p = a->erase_p;
-    o->rotation = a->rotation;
-    memcpy(o->rotation_degrees, a->rotation_degrees, sizeof o->rotation_degrees);
-    o->affine = a->affine;
-    memcpy(o->affine_degrees, a->affine_degrees, sizeof o->affine_degrees);
-    memcpy(o->affine_translate, a->affine_translate, sizeof o->affine_translate);
-    memcpy(o->affine_scale, a->affine_scale, sizeof o->affine_scale);
-    memcpy(o->affine_shear, a->affine_shear, sizeof o->affine_shear);
-    o->auto_augment = a->auto_augment;
-    o->mixup_alpha = a->mixup_alpha;
-    o->cutmix_alpha = a->cutmix_alpha;
+#define TAKE(f) memcpy(&o->f, &a->f, sizeof o->f)
+    TAKE(jitter_brightness), TAKE(jitter_contrast), TAKE(jitter_saturation), TAKE(jitter_hue);
+    TAKE(grayscale_p), TAKE(erase_p), TAKE(rotation), TAKE(rotation_degrees);
+    TAKE(affine), TAKE(affine_degrees), TAKE(affine_translate), TAKE(affine_scale);
+    TAKE(affine_shear), TAKE(auto_augment), TAKE(mixup_alpha), TAKE(cutmix_alpha);
+#undef TAKE
 }
 
 const char *sb_tf_describe(const sb_tf_opts *t, char *buf, size_t len)
