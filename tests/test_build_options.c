@@ -338,14 +338,7 @@ static void count_samples(void *ctx, const shc_summary *s)
 START_TEST(public_calls_build)
 {
     char src[700], a[700], b[700], fa[800], fb[800];
-    snprintf(src, sizeof src, "%s/src", g_dir);
-    mks_opts mo;
-    mks_opts_init(&mo);
-    mo.classes = 2;
-    mo.per_class = 3;
-    mo.broken = 0;
-    mks_report rep;
-    ck_assert_int_eq(mks_generate(src, &mo, &rep), 0);
+    tu_mks_src(src, sizeof src, 2, 3, 0, 0, 0);
     tu_path(a, sizeof a, "a");
     tu_path(b, sizeof b, "b");
     char *srcs[] = {src};
@@ -392,16 +385,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("build_options");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, table_lists_every_flag);
-    tcase_add_test(tc, every_flag_is_set_by_its_name);
-    tcase_add_test(tc, values_land_in_the_options);
-    tcase_add_test(tc, derived_fields);
-    tcase_add_test(tc, checks_between_flags);
-    tcase_add_test(tc, defaults_and_view);
-    tu_temp_fixtures(tc);
-    tcase_add_test(tc, public_calls_build);
-    suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tu_run(TU_TEMP_SUITE("build_options", "core", 0,
+                                table_lists_every_flag, every_flag_is_set_by_its_name,
+                                values_land_in_the_options, derived_fields, checks_between_flags,
+                                defaults_and_view, public_calls_build));
 }

@@ -13,16 +13,7 @@
 
 static void make_folder(char *src, size_t len)
 {
-    snprintf(src, len, "%s/src", g_dir);
-    mks_opts mo;
-    mks_opts_init(&mo);
-    mo.classes = 3;
-    mo.per_class = 7;
-    mo.broken = 0;
-    mo.min_side = 20;
-    mo.max_side = 40;
-    mks_report rep;
-    ck_assert_msg(mks_generate(src, &mo, &rep) == 0, "%s", rep.msg.text);
+    tu_mks_src(src, len, 3, 7, 20, 40, 0);
 }
 
 /* epochs of the folder through a feed of threads decoders and depth slots: every batch checked
@@ -133,12 +124,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("feed");
-    TCase *tc = tcase_create("feed");
-    tcase_set_timeout(tc, 120);
-    tu_temp_fixtures(tc);
-    tcase_add_test(tc, test_feed_stream_order);
-    tcase_add_test(tc, test_feed_slots_held);
-    suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tu_run(TU_TEMP_SUITE("feed", "feed", 120, test_feed_stream_order, test_feed_slots_held));
 }

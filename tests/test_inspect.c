@@ -92,14 +92,7 @@ static void add_line(void *ctx, const char *line)
 static void build_aug(const char *name, char *out, size_t len, int aug)
 {
     char src[700];
-    snprintf(src, sizeof src, "%s/src", g_dir);
-    mks_opts mo;
-    mks_opts_init(&mo);
-    mo.classes = 2;
-    mo.per_class = 3;
-    mo.broken = 0;
-    mks_report rep;
-    ck_assert_int_eq(mks_generate(src, &mo, &rep), 0);
+    tu_mks_src(src, sizeof src, 2, 3, 0, 0, 0);
     tu_path(out, len, name);
     char *srcs[] = {src};
     shc_build_opts *o = shc_build_opts_new();
@@ -314,16 +307,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("inspect");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, default_spec_is_the_formats);
-    tcase_add_test(tc, json_strings_are_the_formats);
-    tcase_add_test(tc, urls);
-    tu_temp_fixtures(tc);
-    tcase_add_test(tc, verify_sound_and_damaged);
-    tcase_add_test(tc, verify_refusals);
-    tcase_add_test(tc, sample_record_and_replay);
-    tcase_add_test(tc, write_image);
-    suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tu_run(TU_TEMP_SUITE("inspect", "core", 0,
+                                default_spec_is_the_formats, json_strings_are_the_formats, urls,
+                                verify_sound_and_damaged, verify_refusals, sample_record_and_replay,
+                                write_image));
 }

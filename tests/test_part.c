@@ -262,14 +262,7 @@ END_TEST
 /* g_dir/src: 2 classes of per_class images, none broken */
 static void make_src(char *src, size_t len, unsigned per_class)
 {
-    snprintf(src, len, "%s/src", g_dir);
-    mks_opts mo;
-    mks_opts_init(&mo);
-    mo.classes = 2;
-    mo.per_class = per_class;
-    mo.broken = 0;
-    mks_report rep;
-    ck_assert_int_eq(mks_generate(src, &mo, &rep), 0);
+    tu_mks_src(src, len, 2, per_class, 0, 0, 0);
 }
 
 START_TEST(build_stops_when_asked)

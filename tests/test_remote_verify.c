@@ -429,21 +429,15 @@ static Suite *verify_suite(void)
 /* ds/: 24 samples in 3 shards of 8; bad/: the same, one byte of shard 1's middle changed */
 static int build_fixtures(void)
 {
-    if (find_bins() != 0) {
-        fprintf(stderr, "test_remote_verify: shardc not found next to the test (run make all "
-                "first)\n");
-        return -1;
-    }
-    tu_root_setup();
-    if (!g_root[0])
+    if (tu_progs_root() != 0)
         return -1;
     snprintf(g_www, sizeof g_www, "%s/www", g_root);
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && '%s/shardc-mksample' '%s/src' --classes 3 --per-class 8 "
-             "--min-side 20 --max-side 40 --no-broken --quiet && '%s/shardc' build '%s/src' "
-             "-o '%s/ds' --size 16x12 --shard-samples 8 --no-progress && cp -r '%s/ds' '%s/bad'",
-             g_www, g_bin, g_root, g_bin, g_root, g_www, g_www, g_www);
-    if (run_quiet(cmd) != 0)
+    char ds[1300], cmd[4096];
+    snprintf(ds, sizeof ds, "%s/ds", g_www);
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/bad'", ds, g_www);
+    if (mkdir(g_www, 0755) != 0 ||
+        tu_mksample("src", "--classes 3 --per-class 8 --min-side 20 --max-side 40") != 0 ||
+        tu_build("src", ds, "--size 16x12 --shard-samples 8") != 0 || run_quiet(cmd) != 0)
         return -1;
     char p[1300];
     snprintf(p, sizeof p, "%s/bad/shard-00001.raw", g_www);
@@ -461,12 +455,6 @@ static int build_fixtures(void)
 
 int main(void)
 {
-    if (build_fixtures() != 0) {
-        tu_root_teardown();
-        fprintf(stderr, "test_remote_verify: cannot build the fixture datasets\n");
-        return EXIT_FAILURE;
-    }
-    int failed = tu_run(verify_suite()) != EXIT_SUCCESS;
-    tu_root_teardown();
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    int rc = build_fixtures();
+    return tu_run_fixtures(rc, verify_suite());
 }

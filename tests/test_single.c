@@ -13,16 +13,8 @@
 START_TEST(test_render_as_the_build)
 {
     char src[700], out[700];
-    snprintf(src, sizeof src, "%s/src", g_dir);
     tu_path(out, sizeof out, "ds");
-    mks_opts mo;
-    mks_opts_init(&mo);
-    mo.classes = 3;
-    mo.per_class = 4;
-    mo.min_side = 20;
-    mo.max_side = 50;
-    mks_report rep;
-    ck_assert_msg(mks_generate(src, &mo, &rep) == 0, "%s", rep.msg.text);
+    mks_report rep = tu_mks_src(src, sizeof src, 3, 4, 20, 50, 1);
     ck_assert_uint_gt(rep.broken, 0);
     char *srcs[] = {src};
 
@@ -124,12 +116,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("single");
-    TCase *tc = tcase_create("single");
-    tcase_set_timeout(tc, 120);
-    tu_temp_fixtures(tc);
-    tcase_add_test(tc, test_render_as_the_build);
-    tcase_add_test(tc, test_list_errors);
-    suite_add_tcase(s, tc);
-    return tu_run(s);
+    return tu_run(TU_TEMP_SUITE("single", "single", 120,
+                                test_render_as_the_build, test_list_errors));
 }

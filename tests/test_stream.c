@@ -101,15 +101,8 @@ typedef struct {
 
 static void start_one_class(one_class *c, unsigned per_class, size_t window)
 {
-    snprintf(c->src, sizeof c->src, "%s/src", g_dir);
     snprintf(c->out, sizeof c->out, "%s/out", g_dir);
-    mks_opts mo;
-    mks_opts_init(&mo);
-    mo.classes = 1;
-    mo.per_class = per_class;
-    mo.broken = 0;
-    mks_report rep;
-    ck_assert_int_eq(mks_generate(c->src, &mo, &rep), 0);
+    tu_mks_src(c->src, sizeof c->src, 1, per_class, 0, 0, 0);
     ck_assert_int_eq(shc_stream_create(window, 0, NULL, 0, &c->st), 0);
     start(&c->r, c->out, c->st, &c->tid);
     class_dir(c->src, c->cls, sizeof c->cls);

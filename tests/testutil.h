@@ -668,4 +668,30 @@ static TU_UNUSED int tu_run_fixtures(int rc, Suite *s)
 }
 #endif
 
+#ifdef MKS_MKSAMPLE_H
+/* ---- source folders by the generator (mksample.h included before this header) ---- */
+
+/* g_dir/src (its path into src, len bytes) written by mks_generate: classes of per_class images,
+ * sides from min_side to max_side (0: the generator's default), the broken files too when
+ * broken. Its report. */
+static TU_UNUSED mks_report tu_mks_src(char *src, size_t len, unsigned classes,
+                                       unsigned per_class, unsigned min_side, unsigned max_side,
+                                       int broken)
+{
+    snprintf(src, len, "%s/src", g_dir);
+    mks_opts mo;
+    mks_opts_init(&mo);
+    mo.classes = classes;
+    mo.per_class = per_class;
+    mo.broken = broken;
+    if (min_side)
+        mo.min_side = min_side;
+    if (max_side)
+        mo.max_side = max_side;
+    mks_report rep;
+    ck_assert_msg(mks_generate(src, &mo, &rep) == 0, "mks_generate %s: %s", src, rep.msg.text);
+    return rep;
+}
+#endif
+
 #endif
