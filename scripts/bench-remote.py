@@ -42,15 +42,11 @@ BUILD = os.environ.get("BUILD", "build")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(BUILD, "python"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+import benchlib  # noqa: E402
 import remote_servers  # noqa: E402
 import shardread  # noqa: E402
 
 BUCKET = "bench"
-
-
-def rate_arg(s):
-    mult = {"K": 1e3, "M": 1e6, "G": 1e9}
-    return float(s[:-1]) * mult[s[-1]] if s[-1] in mult else float(s)
 
 
 def human(b):
@@ -61,11 +57,7 @@ def human(b):
 
 
 def start(cmd, port):
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if remote_servers.wait(port):
-        p.kill()
-        sys.exit(f"bench-remote: {cmd[0]} did not start")
-    return p
+    return benchlib.start(cmd, port, "bench-remote")
 
 
 def client(endpoint):
@@ -167,10 +159,7 @@ def main():
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
     bins = os.path.join(BUILD, "bin")
-    s3rver = os.path.join(ROOT, BUILD, "npm", "node_modules", ".bin", "s3rver")
-    if not os.path.exists(s3rver):
-        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix",
-                        os.path.join(ROOT, BUILD, "npm"), "s3rver@3"], check=True)
+    s3rver = benchlib.s3rver(ROOT, BUILD)
     root = tempfile.mkdtemp(prefix="bench-remote.")
     procs = []
     out = {"samples": args.samples, "size": args.size, "runs": args.runs, "rates": {}}
@@ -215,9 +204,8 @@ def main():
               f"{len(man['shards'])} shards of {human(ds_bytes)}")
         out.update(dataset_bytes=ds_bytes, tar_bytes=tar_bytes, images=len(files))
 
-        sp = remote_servers.free_port()
-        procs.append(start([s3rver, "-d", os.path.join(root, "s3"), "-a", "127.0.0.1", "-p",
-                            str(sp), "--silent"], sp))
+        p, sp = benchlib.start_s3rver(s3rver, os.path.join(root, "s3"), "bench-remote")
+        procs.append(p)
         direct = f"http://127.0.0.1:{sp}"
         os.environ.update(AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
                           AWS_REGION="us-east-1")
@@ -230,7 +218,7 @@ def main():
         limit = max(ds_bytes // 2, 8 * max(s["bytes"] for s in man["shards"]))
 
         for rs in args.rates.split(","):
-            rate = rate_arg(rs)
+            rate = benchlib.rate_arg(rs)
             tp = remote_servers.free_port()
             px = start([sys.executable, os.path.join(ROOT, "tests", "remote_servers.py"),
                         "throttle", str(tp), f"127.0.0.1:{sp}", str(rate)], tp)

@@ -27,22 +27,14 @@ import time
 BUILD = os.environ.get("BUILD", "build")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+import benchlib  # noqa: E402
 import remote_servers  # noqa: E402
 
 BUCKET = "bench"
 
 
-def rate_arg(s):
-    mult = {"K": 1e3, "M": 1e6, "G": 1e9}
-    return float(s[:-1]) * mult[s[-1]] if s[-1] in mult else float(s)
-
-
 def start(cmd, port):
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if remote_servers.wait(port):
-        p.kill()
-        sys.exit(f"bench-upload: {cmd[0]} did not start")
-    return p
+    return benchlib.start(cmd, port, "bench-upload")
 
 
 def timed(cmd):
@@ -69,10 +61,7 @@ def main():
     args = ap.parse_args()
     bins = os.path.join(BUILD, "bin")
     shardc = os.path.join(bins, "shardc")
-    s3rver = os.path.join(ROOT, BUILD, "npm", "node_modules", ".bin", "s3rver")
-    if not os.path.exists(s3rver):
-        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix",
-                        os.path.join(ROOT, BUILD, "npm"), "s3rver@3"], check=True)
+    s3rver = benchlib.s3rver(ROOT, BUILD)
     root = tempfile.mkdtemp(prefix="bench-upload.")
     procs = []
     try:
@@ -88,9 +77,8 @@ def main():
         with open(os.path.join(local, "manifest.json")) as f:
             man = json.load(f)
         ds_bytes = sum(s["bytes"] for s in man["shards"])
-        sp = remote_servers.free_port()
-        procs.append(start([s3rver, "-d", os.path.join(root, "s3"), "-a", "127.0.0.1", "-p",
-                            str(sp), "--silent"], sp))
+        p, sp = benchlib.start_s3rver(s3rver, os.path.join(root, "s3"), "bench-upload")
+        procs.append(p)
         os.environ.update(AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
                           AWS_REGION="us-east-1", SHARDREAD_CACHE=os.path.join(root, "cache"))
         for k in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_NO_SIGN_REQUEST", "AWS_ENDPOINT_URL"):
@@ -104,7 +92,7 @@ def main():
         tp = remote_servers.free_port()
         procs.append(start([sys.executable, os.path.join(ROOT, "tests", "remote_servers.py"),
                             "putthrottle", str(tp), f"127.0.0.1:{sp}",
-                            str(rate_arg(args.rate))], tp))
+                            str(benchlib.rate_arg(args.rate))], tp))
         os.environ["AWS_ENDPOINT_URL_S3"] = f"http://127.0.0.1:{tp}"
         lanes = [int(t) for t in args.threads.split(",")]
         times = {t: [] for t in lanes}
@@ -117,7 +105,7 @@ def main():
             times["local"].append(timed([shardc, "build", src, "-o", local] + opts))
         print(f"data: {args.images} JPEGs, {args.min_side}..{args.max_side} px a side; shardc "
               f"raw {args.size}x{args.size}: {len(man['shards'])} shards, {ds_bytes / 1e6:.1f} MB;"
-              f" store: {rate_arg(args.rate) / 1e6:.0f} MB/s per connection; medians of "
+              f" store: {benchlib.rate_arg(args.rate) / 1e6:.0f} MB/s per connection; medians of "
               f"{args.runs}, alternating; load {os.getloadavg()[0]:.2f}")
         print("| build | wall s | MB/s | against --upload-threads "
               f"{lanes[0]} |\n|---|---:|---:|---:|")
@@ -130,7 +118,7 @@ def main():
             res[str(t)] = {"runs": times[t], "median_s": m, "mb_s": ds_bytes / m / 1e6}
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"bytes": ds_bytes, "rate": rate_arg(args.rate), "results": res}, f,
+                json.dump({"bytes": ds_bytes, "rate": benchlib.rate_arg(args.rate), "results": res}, f,
                           indent=1)
     finally:
         for p in procs:

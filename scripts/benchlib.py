@@ -1,6 +1,8 @@
 """Helpers the Python benchmarks share: the generated photo folder bench-augment.py and
 bench-rrc.py measure on, and a dataset's stored samples as PIL images; the COCO annotation index
-and the shardread.Loader timing of bench-detect.py and bench-segm.py."""
+and the shardread.Loader timing of bench-detect.py and bench-segm.py; the local object store of
+bench-remote.py and bench-upload.py (s3rver and the servers of tests/remote_servers.py, which
+they put on sys.path)."""
 import io
 import json
 import os
@@ -66,3 +68,36 @@ def loader_rate(loader, who, check=None):
     if loader.copies != copies:
         print(f"{who}: {loader.copies - copies} batches were copies", file=sys.stderr)
     return rate
+
+
+def rate_arg(s):
+    """A rate in bytes/s as given: a number, or one with K, M or G (10^3, 10^6, 10^9)."""
+    mult = {"K": 1e3, "M": 1e6, "G": 1e9}
+    return float(s[:-1]) * mult[s[-1]] if s[-1] in mult else float(s)
+
+
+def start(cmd, port, who):
+    """cmd started quietly and waited for on port; exits naming who when it does not listen."""
+    import remote_servers
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if remote_servers.wait(port):
+        p.kill()
+        sys.exit(f"{who}: {cmd[0]} did not start")
+    return p
+
+
+def s3rver(root, build):
+    """The s3rver program, npm-installed into build/npm (as the tests install it) when absent."""
+    path = os.path.join(root, build, "npm", "node_modules", ".bin", "s3rver")
+    if not os.path.exists(path):
+        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix",
+                        os.path.join(root, build, "npm"), "s3rver@3"], check=True)
+    return path
+
+
+def start_s3rver(program, data, who):
+    """s3rver on a free loopback port, keeping its buckets in data: (its process, its port)."""
+    import remote_servers
+    port = remote_servers.free_port()
+    return start([program, "-d", data, "-a", "127.0.0.1", "-p", str(port), "--silent"], port,
+                 who), port
