@@ -59,6 +59,20 @@ static void start(run *r, const char *out, shc_stream *st, pthread_t *tid)
     ck_assert_int_eq(pthread_create(tid, NULL, build_thread, r), 0);
 }
 
+/* The stream closed and its build joined: the build succeeded with samples samples; the dataset
+ * it wrote at out, open. */
+static fmt_dataset *finish_ok(shc_stream *st, pthread_t tid, const run *r, uint64_t samples,
+                              const char *out)
+{
+    shc_stream_close(st);
+    pthread_join(tid, NULL);
+    ck_assert_int_eq(r->rc, 0);
+    ck_assert_uint_eq(r->sum.samples, samples);
+    fmt_dataset *ds = NULL;
+    ck_assert_int_eq(fmt_dataset_open_ex(&ds, out, FMT_ACCESS_PREAD, NULL), 0);
+    return ds;
+}
+
 static char *dup_str(const char *s)
 {
     char *p = strdup(s);
@@ -313,12 +327,7 @@ START_TEST(public_fields_schema)
     ck_assert_int_eq(add_pixels(st, "<b>", 1, rec, len, NULL, 0), 0);
     /* set once, before the first item */
     ck_assert_int_eq(shc_stream_set_fields(st, defs, 6, &msg), EBUSY);
-    shc_stream_close(st);
-    pthread_join(tid, NULL);
-    ck_assert_int_eq(r.rc, 0);
-    ck_assert_uint_eq(r.sum.samples, 2);
-    fmt_dataset *ds = NULL;
-    ck_assert_int_eq(fmt_dataset_open_ex(&ds, out, FMT_ACCESS_PREAD, NULL), 0);
+    fmt_dataset *ds = finish_ok(st, tid, &r, 2, out);
     const fmt_manifest *m = fmt_dataset_manifest(ds);
     ck_assert_uint_eq(m->nfields, 6);
     for (size_t i = 0; i < 6; i++) {
@@ -423,12 +432,7 @@ START_TEST(public_categories)
     pthread_t tid;
     start(&r, out, st, &tid);
     ck_assert_int_eq(add_pixels(st, "<a>", -1, NULL, 0, tg, sizeof tg), 0);
-    shc_stream_close(st);
-    pthread_join(tid, NULL);
-    ck_assert_int_eq(r.rc, 0);
-    ck_assert_uint_eq(r.sum.samples, 1);
-    fmt_dataset *ds = NULL;
-    ck_assert_int_eq(fmt_dataset_open_ex(&ds, out, FMT_ACCESS_PREAD, NULL), 0);
+    fmt_dataset *ds = finish_ok(st, tid, &r, 1, out);
     const fmt_manifest *m = fmt_dataset_manifest(ds);
     ck_assert_uint_eq(m->ncategories, 2);
     ck_assert_int_eq(m->categories[0].id, 1);
