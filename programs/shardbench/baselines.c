@@ -5,6 +5,22 @@
 
 /* ---- measurement ---- */
 
+int sb_job_fill(sb_job *job, size_t worker, size_t k, uint8_t *dst)
+{
+    shr_msg msg = {{0}};
+    int rc = job->fill(job, worker, k, dst, &msg);
+    if (rc) {
+        atomic_fetch_add(&job->errors, 1);
+        pthread_mutex_lock(&job->mu);
+        if (!job->first_error[0])
+            snprintf(job->first_error, sizeof job->first_error, "%s: %s",
+                     job->in ? shc_input_list_path(job->in, job->order[k]) : "sample",
+                     sb_reason(&msg, rc));
+        pthread_mutex_unlock(&job->mu);
+    }
+    return rc;
+}
+
 static void run_batches(sb_worker *w, sb_job *job)
 {
     for (;;) {
@@ -16,18 +32,8 @@ static void run_batches(sb_worker *w, sb_job *job)
         size_t filled = 0;
         uint64_t bytes = 0;
         for (size_t k = lo; k < hi; k++) {
-            shr_msg msg = {{0}};
-            int rc = job->fill(job, w->id, k, w->buf + filled * job->slot, &msg);
-            if (rc) {
-                atomic_fetch_add(&job->errors, 1);
-                pthread_mutex_lock(&job->mu);
-                if (!job->first_error[0])
-                    snprintf(job->first_error, sizeof job->first_error, "%s: %s",
-                             job->in ? shc_input_list_path(job->in, job->order[k]) : "sample",
-                             sb_reason(&msg, rc));
-                pthread_mutex_unlock(&job->mu);
+            if (sb_job_fill(job, w->id, k, w->buf + filled * job->slot))
                 continue;
-            }
             filled++;
             bytes += job->slot;
         }

@@ -409,6 +409,9 @@ int sb_cmd_read(int argc, char **argv);
 int sb_run_memcpy(const char *dir, const sb_read_opts *ro, const sb_trace *trace, size_t slot,
                sb_row *row);
 int sb_fill_decode(sb_job *job, size_t worker, size_t item, uint8_t *dst, shr_msg *msg);
+/* job->fill of item k into dst by worker: 0, or its error counted in job->errors and, the
+ * first time, kept in job->first_error naming the input ("sample" without a folder). */
+int sb_job_fill(sb_job *job, size_t worker, size_t k, uint8_t *dst);
 /* The folder dir's images, as shardc build lists them; prints its errors (no images: ENOENT). */
 int sb_list_folder(char *dir, shc_input_list **in);
 /* n renderers of what shardc build --size WxH (--gray for one channel) stores per input. */

@@ -20,17 +20,8 @@ static void feed_fill(sb_feed *f, const sb_feed_worker *w, uint32_t slot, uint64
     size_t hi = lo + job->batch < job->n ? lo + job->batch : job->n;
     uint32_t filled = 0;
     for (size_t i = lo; i < hi; i++) {
-        shr_msg msg = {{0}};
-        int rc = job->fill(job, w->id, i, b->data + filled * job->slot, &msg);
-        if (rc) {
-            atomic_fetch_add(&job->errors, 1);
-            pthread_mutex_lock(&job->mu);
-            if (!job->first_error[0])
-                snprintf(job->first_error, sizeof job->first_error, "%s: %s",
-                         shc_input_list_path(job->in, job->order[i]), sb_reason(&msg, rc));
-            pthread_mutex_unlock(&job->mu);
+        if (sb_job_fill(job, w->id, i, b->data + filled * job->slot))
             continue;
-        }
         size_t item = job->order[i];
         b->labels[filled] = shc_input_list_label(job->in, item);
         b->indices[filled] = (int64_t)item;
