@@ -330,6 +330,23 @@ static void sweep_small_temps(const char *dir)
     closedir(d);
 }
 
+int rmt_cache_manifest_place(char **mtmp, const char *mpath, fmt_msg *msg)
+{
+    if (rename(*mtmp, mpath) != 0)
+        return fmt_fail(msg, errno, "cannot rename %s: %s", *mtmp, strerror(errno));
+    free(*mtmp);
+    *mtmp = NULL;
+    return 0;
+}
+
+void rmt_temp_drop(char **tmp)
+{
+    if (*tmp)
+        unlink(*tmp);
+    free(*tmp);
+    *tmp = NULL;
+}
+
 int rmt_cache_manifest(const rmt_config *c, const char *cache, char **dir, char **mtmp,
                        uint8_t **data, size_t *len, fmt_manifest *m, const fmt_backend **be,
                        rmt_stats *st, fmt_msg *msg)
@@ -372,10 +389,7 @@ int rmt_cache_manifest(const rmt_config *c, const char *cache, char **dir, char 
                       c->url, FMT_MANIFEST_NAME, m->backend, m->backend_version);
 out:
     if (rc) {
-        if (*mtmp)
-            unlink(*mtmp);
-        free(*mtmp);
-        *mtmp = NULL;
+        rmt_temp_drop(mtmp);
         free(*dir);
         *dir = NULL;
         free(*data);
@@ -629,19 +643,13 @@ int rmt_resolve(const char *url, const rmt_options *o, char **out, rmt_stats *st
         if (rc)
             goto out;
     }
-    if (rename(mtmp, mpath) != 0) {
-        rc = fmt_fail(msg, errno, "cannot rename %s: %s", mtmp, strerror(errno));
+    if ((rc = rmt_cache_manifest_place(&mtmp, mpath, msg)) != 0)
         goto out;
-    }
     (void)fmt_fsync_parent(mpath);
-    free(mtmp);
-    mtmp = NULL;
     *out = dir;
     dir = NULL;
 out:
-    if (mtmp)
-        unlink(mtmp);
-    free(mtmp);
+    rmt_temp_drop(&mtmp);
     for (size_t k = 0; sj && k < m.nshards; k++)
         rmt_shard_paths_free(&sj[k]);
     free(sj);

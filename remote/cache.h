@@ -93,4 +93,11 @@ int rmt_cache_manifest(const rmt_config *c, const char *cache, char **dir, char 
                        uint8_t **data, size_t *len, fmt_manifest *m, const fmt_backend **be,
                        rmt_stats *st, fmt_msg *msg);
 
+/* The manifest rmt_cache_manifest fetched into *mtmp renamed to mpath: 0 with *mtmp freed and
+ * NULL, or the error in msg with *mtmp left for rmt_temp_drop. */
+int rmt_cache_manifest_place(char **mtmp, const char *mpath, fmt_msg *msg);
+
+/* A temporary file given up: *tmp (if any) removed, freed and NULL. */
+void rmt_temp_drop(char **tmp);
+
 #endif

@@ -657,12 +657,8 @@ int rmt_lazy_open(rmt_lazy **out, const char *url, const rmt_options *o, char **
         goto out;
     }
     /* the manifest in place now: a shard is used only after its own check against it */
-    if (rename(mtmp, mpath) != 0) {
-        rc = fmt_fail(msg, errno, "cannot rename %s: %s", mtmp, strerror(errno));
+    if ((rc = rmt_cache_manifest_place(&mtmp, mpath, msg)) != 0)
         goto out;
-    }
-    free(mtmp);
-    mtmp = NULL;
     z->sh = calloc(z->m.nshards + 1, sizeof *z->sh);
     z->jobs = calloc(z->parallel, sizeof *z->jobs);
     if (!z->sh || !z->jobs) {
@@ -693,9 +689,7 @@ int rmt_lazy_open(rmt_lazy **out, const char *url, const rmt_options *o, char **
     *out = z;
     z = NULL;
 out:
-    if (mtmp)
-        unlink(mtmp);
-    free(mtmp);
+    rmt_temp_drop(&mtmp);
     free(mpath);
     free(mdata);
     rmt_lazy_close(z);
