@@ -479,6 +479,19 @@ static int mks_canvas_alloc(mks_canvas *cv, uint32_t w, uint32_t h)
     return cv->p ? 0 : ENOMEM;
 }
 
+/* img (the canvas's size, channels) quantised from cv with noise of amplitude amp drawn from the
+ * sample's own noise stream. 0 or ENOMEM. */
+static int mks_canvas_image(const mks_canvas *cv, float amp, uint64_t seed, unsigned cls,
+                            unsigned index, uint32_t channels, fmt_image *img)
+{
+    int rc = fmt_image_alloc(img, cv->w, cv->h, channels);
+    if (rc)
+        return rc;
+    mks_rng nr = mks_rng_for(seed, cls, index, MKS_TAG_NOISE);
+    mks_quantise(cv, &nr, amp, img);
+    return 0;
+}
+
 static int mks_check_geometry(unsigned cls, uint32_t w, uint32_t h, uint32_t channels)
 {
     if (cls >= MKS_MAX_CLASSES || w == 0 || h == 0 || w > 65535 || h > 65535 ||
@@ -512,11 +525,7 @@ int mks_render(unsigned cls, unsigned index, uint64_t seed, uint32_t w, uint32_t
     mks_shape_draw(&sh, cls, &r, w, h);
     mks_paint_shape(&cv, &sh, fg);
     float amp = mks_rng_uniform(&r, 3.0, 10.0);
-    rc = fmt_image_alloc(img, w, h, channels);
-    if (rc)
-        goto leave;
-    mks_rng nr = mks_rng_for(seed, cls, index, MKS_TAG_NOISE);
-    mks_quantise(&cv, &nr, amp, img);
+    rc = mks_canvas_image(&cv, amp, seed, cls, index, channels, img);
 leave:
     free(cv.p);
     return rc;
@@ -628,11 +637,7 @@ int mks_render_photo(unsigned cls, unsigned index, uint64_t seed, uint32_t w, ui
     if (rc)
         goto leave;
     float amp = mks_rng_uniform(&r, 8.0, 14.0);
-    rc = fmt_image_alloc(img, w, h, 3);
-    if (rc)
-        goto leave;
-    mks_rng nr = mks_rng_for(seed, cls, index, MKS_TAG_NOISE);
-    mks_quantise(&cv, &nr, amp, img);
+    rc = mks_canvas_image(&cv, amp, seed, cls, index, 3, img);
 leave:
     free(cv.p);
     return rc;
