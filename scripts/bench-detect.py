@@ -32,7 +32,6 @@ import numpy as np
 import torch
 import torchvision.transforms as T
 import torchvision.transforms.functional as F
-from PIL import Image
 
 import benchlib
 
@@ -56,7 +55,7 @@ def coco_targets(anns, w, scale=None):
             "iscrowd": torch.tensor([a["iscrowd"] for a in anns], dtype=torch.int64)}
 
 
-class Coco(torch.utils.data.Dataset):
+class Coco(benchlib.CocoImages, torch.utils.data.Dataset):
     """torchvision's CocoDetection (its __getitem__: Image.open(path).convert("RGB") and the
     image's annotations), without pycocotools' index, then what a detection recipe adds: a
     horizontal flip of the image and boxes, the target dict, to_tensor."""
@@ -64,16 +63,10 @@ class Coco(torch.utils.data.Dataset):
     def __init__(self, root, ann, multiscale=False, jitter=False):
         self.multiscale = multiscale
         self.jitter = T.ColorJitter(*JITTER) if jitter else None
-        self.root = root
-        self.images, self.anns = benchlib.coco_index(ann)
-
-    def __len__(self):
-        return len(self.images)
+        benchlib.CocoImages.__init__(self, root, ann)
 
     def __getitem__(self, i):
-        info = self.images[i]
-        img = Image.open(os.path.join(self.root, info["file_name"])).convert("RGB")
-        anns = self.anns.get(info["id"], [])
+        img, anns = self.coco_item(i)
         scale = None
         if self.multiscale:
             # references/detection/transforms.py RandomShortestSize

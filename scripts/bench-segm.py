@@ -93,22 +93,17 @@ def nearest(masks, size, crop=None):
     return F.resize(masks, size, interpolation=T.InterpolationMode.NEAREST)
 
 
-class CocoSegm(torch.utils.data.Dataset):
+class CocoSegm(benchlib.CocoImages, torch.utils.data.Dataset):
     """CocoDetection's __getitem__ without pycocotools' index, ConvertCocoPolysToMask, then the
     recipe's geometry on image, masks and boxes together, hflip, to_tensor."""
 
     def __init__(self, root, ann, mode):
         self.mode = mode
-        self.root = root
-        self.images, self.anns = benchlib.coco_index(ann)
-
-    def __len__(self):
-        return len(self.images)
+        benchlib.CocoImages.__init__(self, root, ann)
 
     def __getitem__(self, i):
-        info = self.images[i]
-        img = Image.open(os.path.join(self.root, info["file_name"])).convert("RGB")
-        anns = [a for a in self.anns.get(info["id"], []) if not a.get("iscrowd", 0)]
+        img, anns = self.coco_item(i)
+        anns = [a for a in anns if not a.get("iscrowd", 0)]
         w0, h0 = img.size
         masks = poly_masks(anns, w0, h0)
         boxes = torch.tensor([a["bbox"] for a in anns], dtype=torch.float32).reshape(-1, 4)

@@ -1,6 +1,7 @@
 """Helpers the Python benchmarks share: the generated photo folder bench-augment.py and
 bench-rrc.py measure on, and a dataset's stored samples as PIL images; the COCO annotation index
-and the shardread.Loader timing of bench-detect.py and bench-segm.py; the local object store of
+and the shardread.Loader timing of bench-detect.py and bench-segm.py, and their COCO folder
+as torchvision's CocoDetection reads it; the local object store of
 bench-remote.py and bench-upload.py (s3rver and the servers of tests/remote_servers.py, which
 they put on sys.path)."""
 import io
@@ -47,6 +48,25 @@ def coco_index(ann):
     for a in doc["annotations"]:
         anns.setdefault(a["image_id"], []).append(a)
     return doc["images"], anns
+
+
+class CocoImages:
+    """torchvision's CocoDetection without pycocotools' index: the images the COCO file ann lists
+    under root, each read as Image.open(path).convert("RGB"), with its annotations."""
+
+    def __init__(self, root, ann):
+        self.root = root
+        self.images, self.anns = coco_index(ann)
+
+    def __len__(self):
+        return len(self.images)
+
+    def coco_item(self, i):
+        """Image i in RGB and its annotations (a list, empty for an image without any)."""
+        from PIL import Image
+        info = self.images[i]
+        img = Image.open(os.path.join(self.root, info["file_name"])).convert("RGB")
+        return img, self.anns.get(info["id"], [])
 
 
 def loader_rate(loader, who, check=None):
