@@ -500,15 +500,20 @@ static int mks_check_geometry(unsigned cls, uint32_t w, uint32_t h, uint32_t cha
     return 0;
 }
 
+/* img emptied, the geometry checked and the canvas (w x h) allocated: 0, FMT_EINVAL or ENOMEM. */
+static int mks_canvas_start(mks_canvas *cv, fmt_image *img, unsigned cls, uint32_t w, uint32_t h,
+                            uint32_t channels)
+{
+    memset(img, 0, sizeof *img);
+    int rc = mks_check_geometry(cls, w, h, channels);
+    return rc ? rc : mks_canvas_alloc(cv, w, h);
+}
+
 int mks_render(unsigned cls, unsigned index, uint64_t seed, uint32_t w, uint32_t h,
                uint32_t channels, fmt_image *img)
 {
-    memset(img, 0, sizeof *img);
     mks_canvas cv = { 0 };
-    int rc = mks_check_geometry(cls, w, h, channels);
-    if (rc)
-        goto leave;
-    rc = mks_canvas_alloc(&cv, w, h);
+    int rc = mks_canvas_start(&cv, img, cls, w, h, channels);
     if (rc)
         goto leave;
     mks_rng r = mks_rng_for(seed, cls, index, MKS_TAG_DRAW);
@@ -588,12 +593,8 @@ static int mks_add_value_noise(mks_canvas *cv, mks_rng *r, float cell, float amp
 int mks_render_photo(unsigned cls, unsigned index, uint64_t seed, uint32_t w, uint32_t h,
                      fmt_image *img)
 {
-    memset(img, 0, sizeof *img);
     mks_canvas cv = { 0 };
-    int rc = mks_check_geometry(cls, w, h, 3);
-    if (rc)
-        goto leave;
-    rc = mks_canvas_alloc(&cv, w, h);
+    int rc = mks_canvas_start(&cv, img, cls, w, h, 3);
     if (rc)
         goto leave;
     mks_rng r = mks_rng_for(seed, cls, index, MKS_TAG_DRAW);
