@@ -315,10 +315,7 @@ def main():
             with open(args.json, "w") as f:
                 json.dump(out, f, indent=1)
     finally:
-        for p in procs:
-            p.terminate()
-            p.wait()
-        shutil.rmtree(root, ignore_errors=True)
+        benchlib.stop(procs, root)
     return 0
 
 

@@ -118,13 +118,10 @@ def main():
             res[str(t)] = {"runs": times[t], "median_s": m, "mb_s": ds_bytes / m / 1e6}
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"bytes": ds_bytes, "rate": benchlib.rate_arg(args.rate), "results": res}, f,
-                          indent=1)
+                json.dump({"bytes": ds_bytes, "rate": benchlib.rate_arg(args.rate),
+                           "results": res}, f, indent=1)
     finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-        shutil.rmtree(root, ignore_errors=True)
+        benchlib.stop(procs, root, kill=True)
     return 0
 
 

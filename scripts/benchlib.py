@@ -7,6 +7,7 @@ they put on sys.path)."""
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -104,6 +105,17 @@ def start(cmd, port, who):
         p.kill()
         sys.exit(f"{who}: {cmd[0]} did not start")
     return p
+
+
+def stop(procs, work, kill=False):
+    """The servers stopped (terminated, or killed with kill) and waited for; work removed."""
+    for p in procs:
+        if kill:
+            p.kill()
+        else:
+            p.terminate()
+        p.wait()
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def s3rver(root, build):
