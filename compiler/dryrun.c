@@ -16,6 +16,7 @@
 #include "feed.h"
 #include "fmt.h"
 #include "image.h"
+#include "part.h"
 #include "raw.h"
 #include "render.h"
 #include "report.h"
@@ -47,17 +48,17 @@ uint64_t shc_fingerprint(const shc_build_opts *o, const fmt_inputs *in)
         /* only when compressing, so that the fingerprints of other builds stay what they were */
         char spec[32];
         fmt_codec_format(&o->compress, spec, sizeof spec);
-        XXH3_64bits_update(st, spec, strlen(spec) + 1);
+        shc_hash_str(st, spec);
     }
     if (o->jpeg_fraction > 0) {
         char spec[64];
         snprintf(spec, sizeof spec, "jpeg %.17g q%d", o->jpeg_fraction, o->quality);
-        XXH3_64bits_update(st, spec, strlen(spec) + 1);
+        shc_hash_str(st, spec);
     }
     if (r->augment) {
         char spec[256];
         fmt_aug_format(&r->aug, spec, sizeof spec);
-        XXH3_64bits_update(st, spec, strlen(spec) + 1);
+        shc_hash_str(st, spec);
     }
     if (o->target_hash) {
         /* only for detection builds, so that other fingerprints stay what they were */
@@ -70,12 +71,8 @@ uint64_t shc_fingerprint(const shc_build_opts *o, const fmt_inputs *in)
         XXH3_64bits_update(st, ftag, sizeof ftag);
         XXH3_64bits_update(st, &o->fields_hash, sizeof o->fields_hash);
     }
-    for (size_t i = 0; in && i < in->nclasses; i++)
-        XXH3_64bits_update(st, in->classes[i], strlen(in->classes[i]) + 1);
-    for (size_t i = 0; in && i < in->n; i++) {
-        XXH3_64bits_update(st, in->items[i].path, strlen(in->items[i].path) + 1);
-        XXH3_64bits_update(st, &in->items[i].label, sizeof in->items[i].label);
-    }
+    if (in)
+        shc_inputs_hash_items(st, in);
     uint64_t h = XXH3_64bits_digest(st);
     XXH3_freeState(st);
     return h;

@@ -1,5 +1,6 @@
 /* fieldsin.c - `shardc build --fields FILE.jsonl` (fieldsin.h). */
 #include "fieldsin.h"
+#include "util.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -283,7 +284,7 @@ int shc_fields_load(const char *path, const fmt_inputs *in, char *const *srcs, s
         } else {
             XXH3_64bits_reset(st);
             for (size_t i = 0; i < out->ndefs; i++) {
-                XXH3_64bits_update(st, out->defs[i].name, strlen(out->defs[i].name) + 1);
+                shc_hash_str(st, out->defs[i].name);
                 XXH3_64bits_update(st, &out->defs[i].type, 4);
                 XXH3_64bits_update(st, &out->defs[i].count, 4);
             }

@@ -142,6 +142,16 @@ int shc_part_name_parse(const char *name, shc_part *p)
     return 0;
 }
 
+void shc_inputs_hash_items(void *st, const fmt_inputs *in)
+{
+    for (size_t i = 0; i < in->nclasses; i++)
+        shc_hash_str(st, in->classes[i]);
+    for (size_t i = 0; i < in->n; i++) {
+        shc_hash_str(st, in->items[i].path);
+        XXH3_64bits_update(st, &in->items[i].label, sizeof in->items[i].label);
+    }
+}
+
 uint64_t shc_inputs_hash(const fmt_inputs *in)
 {
     XXH3_state_t *st = XXH3_createState();
@@ -152,15 +162,10 @@ uint64_t shc_inputs_hash(const fmt_inputs *in)
     XXH3_64bits_update(st, tag, sizeof tag);
     uint64_t counts[3] = {in->nclasses, in->n, in->nskipped};
     XXH3_64bits_update(st, counts, sizeof counts);
-    for (size_t i = 0; i < in->nclasses; i++)
-        XXH3_64bits_update(st, in->classes[i], strlen(in->classes[i]) + 1);
-    for (size_t i = 0; i < in->n; i++) {
-        XXH3_64bits_update(st, in->items[i].path, strlen(in->items[i].path) + 1);
-        XXH3_64bits_update(st, &in->items[i].label, sizeof in->items[i].label);
-    }
+    shc_inputs_hash_items(st, in);
     for (size_t i = 0; i < in->nskipped; i++) {
-        XXH3_64bits_update(st, in->skipped[i].path, strlen(in->skipped[i].path) + 1);
-        XXH3_64bits_update(st, in->skipped[i].reason, strlen(in->skipped[i].reason) + 1);
+        shc_hash_str(st, in->skipped[i].path);
+        shc_hash_str(st, in->skipped[i].reason);
     }
     uint64_t h = XXH3_64bits_digest(st);
     XXH3_freeState(st);

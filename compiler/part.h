@@ -37,6 +37,10 @@ int shc_part_name_parse(const char *name, shc_part *p);
  * skipped while listing. Parts of one dataset must agree on it. */
 uint64_t shc_inputs_hash(const fmt_inputs *in);
 
+/* The class names, then each input's path and label, of in into the XXH3 state st: what the
+ * list gives a build's fingerprint (shc_fingerprint) and shc_inputs_hash. */
+void shc_inputs_hash_items(void *st, const fmt_inputs *in);
+
 /* Get OUT ready for a part and give the part's folder OUT/parts/IIIII-of-NNNNN (*dir, malloc'd;
  * not created here). OUT and OUT/parts are created when missing (concurrent parts may race on
  * that: both win). OUT must not hold files other than a dataset's unless force. A merged

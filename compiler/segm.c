@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "target.h"
+#include "util.h"
 
 /* ---- reading ---- */
 
@@ -265,7 +266,7 @@ void shc_segm_hash(const shc_annot *a, void *state)
     uint32_t v[3] = {a->ext, a->nkp, a->nskeleton};
     XXH3_64bits_update(st, v, sizeof v);
     for (uint32_t k = 0; k < a->nkp; k++)
-        XXH3_64bits_update(st, a->kp_names[k], strlen(a->kp_names[k]) + 1);
+        shc_hash_str(st, a->kp_names[k]);
     if (a->nskeleton)
         XXH3_64bits_update(st, a->skeleton, 2 * sizeof *a->skeleton * a->nskeleton);
     for (size_t k = 0; k < a->nboxes; k++) {

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 int shc_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
@@ -114,6 +115,11 @@ int shc_grow_array(void *v, size_t *cap, size_t n, size_t elem, size_t first)
     *(void **)v = p;
     *cap = c;
     return 0;
+}
+
+void shc_hash_str(void *st, const char *s)
+{
+    XXH3_64bits_update(st, s, strlen(s) + 1);
 }
 
 double shc_now(void)

@@ -30,6 +30,9 @@ int shc_lock_dir(const char *dir, const char *name, int *fd, long *holder);
  * overflows); *v and *cap are unchanged on failure. */
 int shc_grow_array(void *v, size_t *cap, size_t n, size_t elem, size_t first);
 
+/* s and its terminating NUL into the XXH3 state st (an XXH3_state_t *): a name in a fingerprint. */
+void shc_hash_str(void *st, const char *s);
+
 /* Monotonic seconds. */
 double shc_now(void);
 
