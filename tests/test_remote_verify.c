@@ -308,18 +308,31 @@ static int exists_in(const rmt_lazy *z, const char *name)
     return file_exists(p);
 }
 
-START_TEST(transfer_ends_while_a_check_is_held)
+/* Every shard of z acquired, each acquisition succeeding. */
+static void acquire_all(rmt_lazy *z)
 {
-    char url[200];          /* shard 1's body only once shard 0's check has begun */
-    rmt_lazy *z = session("ds", NSHARDS, 1, 0, url, sizeof url, NULL);
     fmt_msg msg = {{0}};
     for (size_t k = 0; k < NSHARDS; k++) {
         int rc = rmt_lazy_acquire(z, k, RMT_WAIT, &msg);
         ck_assert_msg(rc == 0, "shard %zu: %s", k, msg.text);
     }
+}
+
+/* *v read under g_mu. */
+static int locked_get(const int *v)
+{
     pthread_mutex_lock(&g_mu);
-    int seen = g_seen1;
+    int x = *v;
     pthread_mutex_unlock(&g_mu);
+    return x;
+}
+
+START_TEST(transfer_ends_while_a_check_is_held)
+{
+    char url[200];          /* shard 1's body only once shard 0's check has begun */
+    rmt_lazy *z = session("ds", NSHARDS, 1, 0, url, sizeof url, NULL);
+    acquire_all(z);
+    int seen = locked_get(&g_seen1);
     ck_assert_msg(seen, "shard 1's transfer did not end while shard 0's check was held");
     rmt_stats st;
     rmt_lazy_stats(z, &st, NULL, NULL);
@@ -391,14 +404,8 @@ START_TEST(stale_part_fetched_again_whole)
 {
     char url[200];
     rmt_lazy *z = session("ds", NSHARDS, 0, 0, url, sizeof url, ".shard-00001.raw.part");
-    fmt_msg msg = {{0}};
-    for (size_t k = 0; k < NSHARDS; k++) {
-        int rc = rmt_lazy_acquire(z, k, RMT_WAIT, &msg);
-        ck_assert_msg(rc == 0, "shard %zu: %s", k, msg.text);
-    }
-    pthread_mutex_lock(&g_mu);
-    int arrivals = g_arrivals1;
-    pthread_mutex_unlock(&g_mu);
+    acquire_all(z);
+    int arrivals = locked_get(&g_arrivals1);
     ck_assert_int_eq(arrivals, 2);      /* resumed, failed its check, then fetched whole */
     for (size_t k = 0; k < NSHARDS; k++) {
         same_as_served(z, k);
