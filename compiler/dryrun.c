@@ -27,12 +27,9 @@
 
 uint64_t shc_fingerprint(const shc_build_opts *o, const fmt_inputs *in)
 {
-    XXH3_state_t *st = XXH3_createState();
+    XXH3_state_t *st = shc_hash_begin("shardc-build-1");
     if (!st)
         return 0;
-    XXH3_64bits_reset(st);
-    const char tag[] = "shardc-build-1";
-    XXH3_64bits_update(st, tag, sizeof tag);
     const shc_render_opts *r = &o->r;
     uint64_t v[] = {r->geom.mode, r->geom.fit, r->geom.width, r->geom.height, r->geom.short_side,
                     r->geom.max_side, r->channels, r->limits.max_side, r->limits.max_pixels,
@@ -73,9 +70,7 @@ uint64_t shc_fingerprint(const shc_build_opts *o, const fmt_inputs *in)
     }
     if (in)
         shc_inputs_hash_items(st, in);
-    uint64_t h = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
-    return h;
+    return shc_hash_end(st);
 }
 
 

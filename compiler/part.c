@@ -154,12 +154,9 @@ void shc_inputs_hash_items(void *st, const fmt_inputs *in)
 
 uint64_t shc_inputs_hash(const fmt_inputs *in)
 {
-    XXH3_state_t *st = XXH3_createState();
+    XXH3_state_t *st = shc_hash_begin("shardc-inputs-1");
     if (!st)
         return 0;
-    XXH3_64bits_reset(st);
-    const char tag[] = "shardc-inputs-1";
-    XXH3_64bits_update(st, tag, sizeof tag);
     uint64_t counts[3] = {in->nclasses, in->n, in->nskipped};
     XXH3_64bits_update(st, counts, sizeof counts);
     shc_inputs_hash_items(st, in);
@@ -167,9 +164,7 @@ uint64_t shc_inputs_hash(const fmt_inputs *in)
         shc_hash_str(st, in->skipped[i].path);
         shc_hash_str(st, in->skipped[i].reason);
     }
-    uint64_t h = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
-    return h;
+    return shc_hash_end(st);
 }
 
 /* ---- OUT for a part ---- */

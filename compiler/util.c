@@ -122,6 +122,23 @@ void shc_hash_str(void *st, const char *s)
     XXH3_64bits_update(st, s, strlen(s) + 1);
 }
 
+void *shc_hash_begin(const char *tag)
+{
+    XXH3_state_t *st = XXH3_createState();
+    if (st) {
+        XXH3_64bits_reset(st);
+        shc_hash_str(st, tag);
+    }
+    return st;
+}
+
+uint64_t shc_hash_end(void *st)
+{
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
 double shc_now(void)
 {
     struct timespec ts;

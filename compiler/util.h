@@ -33,6 +33,11 @@ int shc_grow_array(void *v, size_t *cap, size_t n, size_t elem, size_t first);
 /* s and its terminating NUL into the XXH3 state st (an XXH3_state_t *): a name in a fingerprint. */
 void shc_hash_str(void *st, const char *s);
 
+/* A new XXH3-64 state (an XXH3_state_t *), reset and given tag (a fingerprint's kind and
+ * version) with its NUL; NULL without memory. shc_hash_end: its digest, the state freed. */
+void *shc_hash_begin(const char *tag);
+uint64_t shc_hash_end(void *st);
+
 /* Monotonic seconds. */
 double shc_now(void);
 
