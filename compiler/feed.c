@@ -272,6 +272,17 @@ static void *feeder(void *arg)
     return NULL;
 }
 
+/* What shc_feed_start allocated for the na archives, and f itself, freed (a start that failed). */
+static void feed_discard(shc_feed *f, size_t na)
+{
+    for (size_t a = 0; f->wants && a < na; a++)
+        free(f->wants[a]);
+    free(f->wants);
+    free(f->nwants);
+    free(f->m);
+    free(f);
+}
+
 int shc_feed_start(const fmt_inputs *in, uint64_t lo, uint64_t hi, uint64_t max_member,
                    uint64_t budget, shc_feed **out)
 {
@@ -312,24 +323,13 @@ int shc_feed_start(const fmt_inputs *in, uint64_t lo, uint64_t hi, uint64_t max_
     if (pthread_create(&f->tid, NULL, feeder, f) != 0) {
         pthread_mutex_destroy(&f->mu);
         pthread_cond_destroy(&f->change);
-        f->tid = 0;
-        for (size_t a = 0; a < na; a++)
-            free(f->wants[a]);
-        free(f->wants);
-        free(f->nwants);
-        free(f->m);
-        free(f);
+        feed_discard(f, na);
         return EAGAIN;
     }
     *out = f;
     return 0;
 nomem:
-    for (size_t a = 0; f->wants && a < na; a++)
-        free(f->wants[a]);
-    free(f->wants);
-    free(f->nwants);
-    free(f->m);
-    free(f);
+    feed_discard(f, na);
     return ENOMEM;
 }
 
