@@ -504,25 +504,46 @@ AVX512_FN static inline __mmask64 bytes_mask(ptrdiff_t n)
     return n <= 0 ? 0 : n >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1;
 }
 
+/* n RGB pixels (n <= 64) from p, 3n bytes read exactly, into v[0..2] (zeros past them) */
+AVX512_FN static inline void load64rgb(const uint8_t *p, uint32_t n, __m512i v[3])
+{
+    if (n == 64) {
+        /* plain loads: masked byte loads are several times slower on some CPUs (AMD Zen) */
+        v[0] = _mm512_loadu_si512((const void *)p);
+        v[1] = _mm512_loadu_si512((const void *)(p + 64));
+        v[2] = _mm512_loadu_si512((const void *)(p + 128));
+    } else {
+        ptrdiff_t b = 3 * (ptrdiff_t)n;
+        v[0] = _mm512_maskz_loadu_epi8(bytes_mask(b), p);
+        v[1] = _mm512_maskz_loadu_epi8(bytes_mask(b - 64), p + 64);
+        v[2] = _mm512_maskz_loadu_epi8(bytes_mask(b - 128), p + 128);
+    }
+}
+
 /* One channel of n RGB pixels (n <= 64) from p (3n bytes, read exactly) in the order of idx:
  * byte i is p[idx[i]] (idx[i] < 192), through two byte permutes over the three 64-byte blocks */
 AVX512_FN static inline __m512i chan64(const uint8_t *p, uint32_t n, __m512i idx)
 {
-    ptrdiff_t b = 3 * (ptrdiff_t)n;
-    __m512i v0, v1, v2;
-    if (n == 64) {
-        /* plain loads: masked byte loads are several times slower on some CPUs (AMD Zen) */
-        v0 = _mm512_loadu_si512((const void *)p);
-        v1 = _mm512_loadu_si512((const void *)(p + 64));
-        v2 = _mm512_loadu_si512((const void *)(p + 128));
-    } else {
-        v0 = _mm512_maskz_loadu_epi8(bytes_mask(b), p);
-        v1 = _mm512_maskz_loadu_epi8(bytes_mask(b - 64), p + 64);
-        v2 = _mm512_maskz_loadu_epi8(bytes_mask(b - 128), p + 128);
-    }
-    __m512i r = _mm512_permutex2var_epi8(v0, idx, v1);
+    __m512i v[3];
+    load64rgb(p, n, v);
+    __m512i r = _mm512_permutex2var_epi8(v[0], idx, v[1]);
     __mmask64 hi = _mm512_cmpge_epu8_mask(idx, _mm512_set1_epi8((char)128));
-    return _mm512_mask_permutexvar_epi8(r, hi, idx, v2);
+    return _mm512_mask_permutexvar_epi8(r, hi, idx, v[2]);
+}
+
+/* The byte permutes' indices of channel c of 64 RGB pixels (3 x 64 bytes): fwd[c] in order,
+ * rev[c] mirrored (output i from pixel 63 - i). */
+AVX512_FN static void chw_indices(__m512i fwd[3], __m512i rev[3])
+{
+    for (int c = 0; c < 3; c++) {
+        uint8_t a[64], b[64];
+        for (int i = 0; i < 64; i++) {
+            a[i] = (uint8_t)(3 * i + c);
+            b[i] = (uint8_t)(3 * (63 - i) + c);
+        }
+        fwd[c] = _mm512_loadu_si512(a);
+        rev[c] = _mm512_loadu_si512(b);
+    }
 }
 
 /* uint8 CHW from RGB with AVX-512: each row in blocks of 64 pixels, the block's 192 source bytes
@@ -539,14 +560,8 @@ AVX512_FN static void store_avx512_rgb_chw_u8(const shr_tf_out *o, const uint8_t
     __m512i fwd[3], rev[3];
     __mmask64 fwd_hi[3], rev_hi[3];
     const __m512i top = _mm512_set1_epi8((char)128);
+    chw_indices(fwd, rev);
     for (int c = 0; c < 3; c++) {
-        uint8_t a[64], b[64];
-        for (int i = 0; i < 64; i++) {
-            a[i] = (uint8_t)(3 * i + c);
-            b[i] = (uint8_t)(3 * (63 - i) + c);
-        }
-        fwd[c] = _mm512_loadu_si512(a);
-        rev[c] = _mm512_loadu_si512(b);
         fwd_hi[c] = _mm512_cmpge_epu8_mask(fwd[c], top);
         rev_hi[c] = _mm512_cmpge_epu8_mask(rev[c], top);
     }
@@ -556,19 +571,8 @@ AVX512_FN static void store_avx512_rgb_chw_u8(const shr_tf_out *o, const uint8_t
         for (uint32_t j = 0; j < W; j += 64) {
             uint32_t n = W - j < 64 ? W - j : 64;
             const uint8_t *p = row + 3 * (size_t)(mirror ? W - j - n : j);
-            __m512i v0, v1, v2;
-            if (n == 64) {
-                /* plain loads: masked byte loads are several times slower on some CPUs (AMD
-                 * Zen) */
-                v0 = _mm512_loadu_si512((const void *)p);
-                v1 = _mm512_loadu_si512((const void *)(p + 64));
-                v2 = _mm512_loadu_si512((const void *)(p + 128));
-            } else {
-                ptrdiff_t b = 3 * (ptrdiff_t)n;
-                v0 = _mm512_maskz_loadu_epi8(bytes_mask(b), p);
-                v1 = _mm512_maskz_loadu_epi8(bytes_mask(b - 64), p + 64);
-                v2 = _mm512_maskz_loadu_epi8(bytes_mask(b - 128), p + 128);
-            }
+            __m512i v[3];
+            load64rgb(p, n, v);
             for (uint32_t c = 0; c < 3; c++) {
                 __m512i idx;
                 __mmask64 hi;
@@ -582,13 +586,13 @@ AVX512_FN static void store_avx512_rgb_chw_u8(const shr_tf_out *o, const uint8_t
                     idx = _mm512_sub_epi8(rev[c], _mm512_set1_epi8((char)(3 * (64 - n))));
                     hi = _mm512_cmpge_epu8_mask(idx, top);
                 }
-                __m512i v = _mm512_mask_permutexvar_epi8(_mm512_permutex2var_epi8(v0, idx, v1),
-                                                         hi, idx, v2);
+                __m512i ch = _mm512_mask_permutexvar_epi8(
+                    _mm512_permutex2var_epi8(v[0], idx, v[1]), hi, idx, v[2]);
                 uint8_t *out = d + c * plane + j;
                 if (n == 64)
-                    _mm512_storeu_si512((void *)out, v);
+                    _mm512_storeu_si512((void *)out, ch);
                 else
-                    _mm512_mask_storeu_epi8(out, bytes_mask(n), v);
+                    _mm512_mask_storeu_epi8(out, bytes_mask(n), ch);
             }
         }
     }
@@ -608,15 +612,7 @@ AVX512_FN static void store_avx512_rgb_chw(const shr_tf_out *o, const uint8_t *s
     uint32_t W = o->width, H = o->height;
     size_t plane = (size_t)W * H;
     __m512i fwd[3], rev[3];
-    for (int c = 0; c < 3; c++) {
-        uint8_t a[64], b[64];
-        for (int i = 0; i < 64; i++) {
-            a[i] = (uint8_t)(3 * i + c);
-            b[i] = (uint8_t)(3 * (63 - i) + c);
-        }
-        fwd[c] = _mm512_loadu_si512(a);
-        rev[c] = _mm512_loadu_si512(b);
-    }
+    chw_indices(fwd, rev);
     const __m512 unit = _mm512_set1_ps(o->unit);
     const int scaled = o->unit != 1.0f;
     for (uint32_t c = 0; c < 3; c++) {
