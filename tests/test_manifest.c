@@ -165,22 +165,35 @@ static void assert_reads_back(const char *dir, const char *name)
     fmt_manifest_free(&r);
 }
 
+/* A new folder from the mkdtemp template dir, and sample_manifest with classes a and b. */
+static fmt_manifest temp_manifest(char *dir)
+{
+    static fmt_manifest_shard sh[3];
+    static char *classes[] = {"a", "b"};
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    return sample_manifest(sh, classes);
+}
+
+/* The folder dir and its manifest.json gone. */
+static void remove_manifest_dir(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 START_TEST(write_read_dir)
 {
     char dir[] = "/tmp/test_manifest_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    fmt_manifest_shard sh[3];
-    char *classes[] = {"a", "b"};
-    fmt_manifest m = sample_manifest(sh, classes), r;
+    fmt_manifest m = temp_manifest(dir), r;
     ck_assert_int_eq(fmt_manifest_read(dir, &r, NULL), ENOENT);
     ck_assert_int_eq(fmt_manifest_write(dir, &m), 0);
     char path[256];
     snprintf(path, sizeof path, "%s/manifest.json.tmp", dir);
     ck_assert_int_ne(access(path, F_OK), 0); /* no temp left behind */
     assert_reads_back(dir, NULL);
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    unlink(path);
-    rmdir(dir);
+    remove_manifest_dir(dir);
 }
 END_TEST
 
@@ -189,10 +202,7 @@ END_TEST
 START_TEST(stage_then_publish)
 {
     char dir[] = "/tmp/test_manifest_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    fmt_manifest_shard sh[3];
-    char *classes[] = {"a", "b"};
-    fmt_manifest m = sample_manifest(sh, classes), r;
+    fmt_manifest m = temp_manifest(dir), r;
     ck_assert_int_eq(fmt_manifest_stage(dir, &m), 0);
     ck_assert_int_eq(fmt_manifest_read(dir, &r, NULL), ENOENT);
     assert_reads_back(dir, FMT_MANIFEST_STAGED_NAME);
@@ -200,10 +210,7 @@ START_TEST(stage_then_publish)
     ck_assert_int_eq(fmt_manifest_read_named(dir, FMT_MANIFEST_STAGED_NAME, &r, NULL), ENOENT);
     assert_reads_back(dir, NULL);
     ck_assert_int_eq(fmt_manifest_publish(dir), ENOENT);    /* nothing staged */
-    char path[256];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    unlink(path);
-    rmdir(dir);
+    remove_manifest_dir(dir);
 }
 END_TEST
 
