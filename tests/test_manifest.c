@@ -124,21 +124,25 @@ START_TEST(rejects_bad_fields)
                       "unsafe path %s accepted", unsafe[i]);
     ck_assert_int_eq(parse_edited("shard-00001.raw", "parts/00001-of-00002/shard-00001.raw", &msg),
                      0);
-    /* offsets: a part's own numbering; never past the dataset-wide first index */
-    ck_assert_int_eq(parse_edited("\"first\": 6,", "\"first\": 6, \"offset\": 7,", &msg),
-                     FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"first\": 6,", "\"first\": 6, \"offset\": -1,", &msg),
-                     FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"first\": 6", "\"first\": 7", &msg), FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"channels\": 3,", "\"channels\": 2,", &msg), FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"manifest_version\": 1", "\"manifest_version\": 2", &msg),
-                     FMT_EVERSION);
-    ck_assert_int_eq(parse_edited("\"format\": \"shardc\"", "\"format\": \"other\"", &msg),
-                     FMT_EFORMAT);
-    ck_assert_int_eq(parse_edited("0123456789abcdef", "0123456789abcdeg", &msg), FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"mode\": \"size\"", "\"mode\": \"huge\"", &msg), FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"mean\": [", "\"mean\": [1, ", &msg), FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"tool\"", "\"tool\": 1, \"tool\"", &msg), FMT_ECORRUPT);
+    /* offsets: a part's own numbering; never past the dataset-wide first index; then fields
+     * out of range, versions and formats not this one's, hashes not hex, repeated keys */
+    static const struct {
+        const char *from, *to;
+        int want;
+    } edits[] = {
+        {"\"first\": 6,", "\"first\": 6, \"offset\": 7,", FMT_ECORRUPT},
+        {"\"first\": 6,", "\"first\": 6, \"offset\": -1,", FMT_ECORRUPT},
+        {"\"first\": 6", "\"first\": 7", FMT_ECORRUPT},
+        {"\"channels\": 3,", "\"channels\": 2,", FMT_ECORRUPT},
+        {"\"manifest_version\": 1", "\"manifest_version\": 2", FMT_EVERSION},
+        {"\"format\": \"shardc\"", "\"format\": \"other\"", FMT_EFORMAT},
+        {"0123456789abcdef", "0123456789abcdeg", FMT_ECORRUPT},
+        {"\"mode\": \"size\"", "\"mode\": \"huge\"", FMT_ECORRUPT},
+        {"\"mean\": [", "\"mean\": [1, ", FMT_ECORRUPT},
+        {"\"tool\"", "\"tool\": 1, \"tool\"", FMT_ECORRUPT},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof *edits; i++)
+        ck_assert_int_eq(parse_edited(edits[i].from, edits[i].to, &msg), edits[i].want);
 }
 END_TEST
 
