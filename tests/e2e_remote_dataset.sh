@@ -97,14 +97,9 @@ check "... and nothing of it is in the cache" bash -c "! ls -a '$T'/c9/*/ | grep
 
 # ---- a limit below the largest shard ----
 big=$(stat -c %s "$T"/www/det/shard-*.raw | sort -n | tail -1)
-$PY - "http://127.0.0.1:$HP/det" "$T/c10" $((big - 1)) >"$T/small.out" 2>&1 <<'EOF'
-import sys, shardread
-try:
-    shardread.Dataset(sys.argv[1], cache=sys.argv[2], cache_limit=int(sys.argv[3]))
-    print("opened")
-except shardread.Error as e:
-    print(type(e).__name__, e)
-EOF
+py_open_report "$T/small.out" \
+  'shardread.Dataset(sys.argv[1], cache=sys.argv[2], cache_limit=int(sys.argv[3]))' \
+  "http://127.0.0.1:$HP/det" "$T/c10" $((big - 1))
 check "a limit below the largest shard is refused naming the minimum ($big bytes)" \
   grep -q "cache_limit $((big - 1)) bytes is below the $big bytes this Dataset needs at once" "$T/small.out"
 [ -n "${VERBOSE:-}" ] && cat "$T/bad.out" "$T/small.out"

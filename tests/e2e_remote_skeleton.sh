@@ -145,15 +145,10 @@ off = struct.unpack_from("<Q", b, 32)[0]
 b[off + 24] ^= 1                     # entry 0: a bit of its label
 open(p, "wb").write(b)
 ' "$T/www/bad/shard-00003.raw"
-$PY - "http://127.0.0.1:$HP/bad" "$T/c2" "$LIMIT" >"$T/bad.out" 2>&1 <<'EOF'
-import sys, shardread
-try:
-    shardread.Loader(sys.argv[1], cache=sys.argv[2], cache_limit=int(sys.argv[3]), targets=True,
-                     size=48, pad=True, batch_size=4)
-    print("opened")
-except shardread.Error as e:
-    print(type(e).__name__, e)
-EOF
+py_open_report "$T/bad.out" \
+  'shardread.Loader(sys.argv[1], cache=sys.argv[2], cache_limit=int(sys.argv[3]), targets=True,
+                     size=48, pad=True, batch_size=4)' \
+  "http://127.0.0.1:$HP/bad" "$T/c2" "$LIMIT"
 check "a byte changed in one shard's index is refused at open, naming the object" \
   grep -q "bad/shard-00003.raw: the object fails its check against the manifest: bad index hash" "$T/bad.out"
 check "... and nothing of it is in the cache" bash -c "! ls -a '$T'/c2/*/ | grep -q 'shard-00003'"

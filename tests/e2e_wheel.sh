@@ -67,6 +67,27 @@ else
   fi
 fi
 
+# the libraries of an ldd listing (file $1) that resolve outside the wheel, each with its path,
+# the C library's left out
+libs_outside() {
+  awk '$2 == "=>" {print $1, $3}' "$1" | while read -r n p; do echo "$n $(readlink -f "$p")"; done |
+    grep -vE '^(libc|libm|libpthread|libdl|librt|libutil|libresolv|ld-linux[^ ]*)\.so' |
+    grep -v " $T/unz/shardread.libs/" || true
+}
+
+# ldd of the binary $1 into the file $2: every library it needs resolves, inside the wheel or
+# the C library's; $3 and $4 name the binary in the messages ("X libraries ...", "... of Y")
+libs_inside() {
+  env -u LD_LIBRARY_PATH ldd "$1" >"$2" 2>&1
+  local outside
+  outside=$(libs_outside "$2")
+  if grep -q 'not found' "$2" || [ -n "$outside" ]; then
+    bad "$3 libraries do not all resolve inside the wheel: $(grep 'not found' "$2" | tr '\n' ' ')$outside"
+  else
+    ok "every library of $4 but glibc's resolves inside shardread.libs"
+  fi
+}
+
 # every NEEDED library resolves inside the wheel, or is the C library's
 env -u LD_LIBRARY_PATH ldd "$EXT" >"$T/ldd" 2>&1
 if grep -q 'not found' "$T/ldd"; then
@@ -74,9 +95,7 @@ if grep -q 'not found' "$T/ldd"; then
 else
   ok "ldd resolves every library of the extension"
 fi
-outside=$(awk '$2 == "=>" {print $1, $3}' "$T/ldd" | while read -r n p; do echo "$n $(readlink -f "$p")"; done |
-  grep -vE '^(libc|libm|libpthread|libdl|librt|libutil|libresolv|ld-linux[^ ]*)\.so' |
-  grep -v " $T/unz/shardread.libs/" || true)
+outside=$(libs_outside "$T/ldd")
 if [ -n "$outside" ]; then
   bad "libraries resolved outside the wheel: $outside"
 else
@@ -104,30 +123,14 @@ if [ -s "$T/wextra" ]; then
 else
   ok "the writer's extension uses the stable ABI only"
 fi
-env -u LD_LIBRARY_PATH ldd "$WEXT" >"$T/wldd" 2>&1
-woutside=$(awk '$2 == "=>" {print $1, $3}' "$T/wldd" | while read -r n p; do echo "$n $(readlink -f "$p")"; done |
-  grep -vE '^(libc|libm|libpthread|libdl|librt|libutil|libresolv|ld-linux[^ ]*)\.so' |
-  grep -v " $T/unz/shardread.libs/" || true)
-if grep -q 'not found' "$T/wldd" || [ -n "$woutside" ]; then
-  bad "the writer's libraries do not all resolve inside the wheel: $(grep 'not found' "$T/wldd" | tr '\n' ' ')$woutside"
-else
-  ok "every library of the writer's extension but glibc's resolves inside shardread.libs"
-fi
+libs_inside "$WEXT" "$T/wldd" "the writer's" "the writer's extension"
 
 # the programs: in shardread/bin/, executable, every library inside the wheel, and named as
 # console scripts
 for prog in shardc shardc-mksample; do
   P="$T/unz/shardread/bin/$prog"
   check "the wheel holds $prog" test -f "$P"
-  env -u LD_LIBRARY_PATH ldd "$P" >"$T/pldd" 2>&1
-  poutside=$(awk '$2 == "=>" {print $1, $3}' "$T/pldd" | while read -r n p; do echo "$n $(readlink -f "$p")"; done |
-    grep -vE '^(libc|libm|libpthread|libdl|librt|libutil|libresolv|ld-linux[^ ]*)\.so' |
-    grep -v " $T/unz/shardread.libs/" || true)
-  if grep -q 'not found' "$T/pldd" || [ -n "$poutside" ]; then
-    bad "$prog's libraries do not all resolve inside the wheel: $(grep 'not found' "$T/pldd" | tr '\n' ' ')$poutside"
-  else
-    ok "every library of $prog but glibc's resolves inside shardread.libs"
-  fi
+  libs_inside "$P" "$T/pldd" "$prog's" "$prog"
 done
 check "entry_points.txt names shardc and shardc-mksample as console scripts" bash -c "
   grep -qx 'shardc = shardread._cli:shardc' '$T/unz/shardread-0.1.0.dist-info/entry_points.txt' &&

@@ -99,3 +99,19 @@ with shardread.Writer(sys.argv[1], shard_samples=3) as w:
               {"score": i * 0.5, "name": f"n{i}"})
 ' "$1" "$2"
 }
+
+# py_open_report OUT CALL ARG...: the shardread call CALL (Python, with sys and shardread
+# imported, the ARGs its sys.argv[1:]) made, and into the file OUT "opened", or the
+# shardread.Error it raised as its class name and message
+py_open_report() {
+  local out=$1 call=$2
+  shift 2
+  $PY - "$@" >"$out" 2>&1 <<EOF
+import sys, shardread
+try:
+    $call
+    print("opened")
+except shardread.Error as e:
+    print(type(e).__name__, e)
+EOF
+}

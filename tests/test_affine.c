@@ -242,6 +242,15 @@ END_TEST
 
 /* ---- the draws ---- */
 
+/* The options a draw case starts from: its seed and its output size. */
+static void draw_options(shr_options *o, uint64_t seed, const uint32_t dim[2])
+{
+    shr_options_init(o);
+    o->seed = seed;
+    o->width = dim[0];
+    o->height = dim[1];
+}
+
 START_TEST(test_draws_torchvision)
 {
     char dir[1200];
@@ -274,10 +283,7 @@ START_TEST(test_draws_torchvision)
     for (size_t k = 0; k < 5; k++)
         for (size_t d = 0; d < 4; d++) {
             shr_options o;
-            shr_options_init(&o);
-            o.seed = 800 + k;
-            o.width = dims[d][0];
-            o.height = dims[d][1];
+            draw_options(&o, 800 + k, dims[d]);
             o.affine = 1;
             memcpy(o.affine_degrees, aff[k], 2 * sizeof(double));
             memcpy(o.affine_translate, aff[k] + 2, 2 * sizeof(double));
@@ -309,10 +315,7 @@ START_TEST(test_draws_torchvision)
     for (size_t k = 0; k < 6; k++)
         for (size_t d = 0; d < 4; d++) {
             shr_options o;
-            shr_options_init(&o);
-            o.seed = 900 + k;
-            o.width = dims[d][0];
-            o.height = dims[d][1];
+            draw_options(&o, 900 + k, dims[d]);
             o.auto_augment = (shr_auto_augment)pol[k][0];
             o.aa_bins = pol[k][1];
             if (pol[k][2]) {

@@ -341,6 +341,14 @@ static void decodes_to_itself(const fmt_aug_params *p, const uint8_t *rec, size_
     ck_assert_mem_eq(p, &q, sizeof *p);
 }
 
+/* p encodes as a version-2 record whose flags byte is flags. */
+static void encodes_v2(const fmt_aug_params *p, uint8_t *rec, unsigned flags)
+{
+    fmt_aug_encode(p, rec);
+    ck_assert_mem_eq(rec, "AUG2", 4);
+    ck_assert_uint_eq(rec[40], flags);
+}
+
 /* p with *field (one of its own) at each of the n values bad: every record refused. */
 static void refuses_values(fmt_aug_params *p, float *field, const float *bad, size_t n,
                            uint8_t *rec)
@@ -391,9 +399,7 @@ START_TEST(record_round_trip)
     p.hue_on = 1;
     p.hue = -0.3125f;
     p.gray = 1;
-    fmt_aug_encode(&p, rec);
-    ck_assert_mem_eq(rec, "AUG2", 4);
-    ck_assert_uint_eq(rec[40], 7);
+    encodes_v2(&p, rec, 7);
     decodes_to_itself(&p, rec, n64);
     p.hue = 0.0f;   /* applied with a factor of 0 is not "not applied" */
     fmt_aug_encode(&p, rec);
@@ -421,9 +427,7 @@ START_TEST(record_round_trip)
     p.filter = 4;
     p.angle = -12.5f;
     p.rotate_bilinear = 1;
-    fmt_aug_encode(&p, rec);
-    ck_assert_mem_eq(rec, "AUG2", 4);
-    ck_assert_uint_eq(rec[40], 8);
+    encodes_v2(&p, rec, 8);
     ck_assert_uint_eq(rec[41], 4);
     decodes_to_itself(&p, rec, n64);
     const float bad_angle[] = {180.5f, -200.0f, NAN, INFINITY};

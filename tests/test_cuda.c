@@ -476,6 +476,15 @@ static void make_dataset(char *root, size_t root_len, char *ds, size_t ds_len)
     ck_assert_msg(run_quiet(cmd) == 0, "failed: %s", cmd);
 }
 
+/* The reader options both ring tests open with: batches of 8, three prefetched. */
+static void ring_options(shr_options *ro, uint32_t threads)
+{
+    shr_options_init(ro);
+    ro->batch_size = 8;
+    ro->threads = threads;
+    ro->prefetch = 3;
+}
+
 /* The reader's ring and shardbench's folder feed say whether their buffers are pinned: pinned
  * where a device is and pinning was asked for, never under SHR_PIN_OFF. */
 START_TEST(test_ring_memory)
@@ -485,10 +494,7 @@ START_TEST(test_ring_memory)
     snprintf(src, sizeof src, "%s/src", root);
     for (int pin = 0; pin < 2; pin++) {
         shr_options ro;
-        shr_options_init(&ro);
-        ro.batch_size = 8;
-        ro.threads = 1;
-        ro.prefetch = 3;
+        ring_options(&ro, 1);
         ro.pin = pin ? SHR_PIN_AUTO : SHR_PIN_OFF;
         shr_reader *r = NULL;
         ck_assert_int_eq(shr_open(&r, ds, &ro, tu_fresh()), 0);
@@ -519,10 +525,7 @@ START_TEST(test_gpu_reader_feed)
     make_dataset(root, sizeof root, ds, sizeof ds);
     for (int slow = 0; slow < 2; slow++) {
         shr_options ro;
-        shr_options_init(&ro);
-        ro.batch_size = 8;
-        ro.threads = 2;
-        ro.prefetch = 3;
+        ring_options(&ro, 2);
         ro.order = SHR_ORDER_RANDOM;
         shr_reader *r = NULL;
         ck_assert_int_eq(shr_open(&r, ds, &ro, tu_fresh()), 0);

@@ -33,6 +33,24 @@ static void mk(const char *rel)
     ck_assert_int_eq(mkdir(p, 0755), 0);
 }
 
+/* The inputs of the one source root/rel, which must read. */
+static void inputs_under(const char *rel, fmt_inputs *in)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", root, rel);
+    char *srcs[] = {p};
+    fmt_msg err = {{0}};
+    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, in, &err), 0);
+}
+
+/* in has the n classes names, in that order. */
+static void has_classes(const fmt_inputs *in, const char *const *names, size_t n)
+{
+    ck_assert_uint_eq(in->nclasses, n);
+    for (size_t k = 0; k < n; k++)
+        ck_assert_str_eq(in->classes[k], names[k]);
+}
+
 static void setup(void)
 {
     snprintf(root, sizeof root, "/tmp/test_inputs_XXXXXX");
@@ -66,12 +84,8 @@ START_TEST(class_folders)
     touch("a/apple/.DS_Store.jpg");
     touch("a/.hidden/x.jpg");
     touch("a/top.jpg");
-    char p[256];
-    snprintf(p, sizeof p, "%s/a", root);
-    char *srcs[] = {p};
     fmt_inputs in;
-    fmt_msg err = {{0}};
-    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, &err), 0);
+    inputs_under("a", &in);
     ck_assert_uint_eq(in.nclasses, 2);
     ck_assert_str_eq(in.classes[0], "apple");
     ck_assert_str_eq(in.classes[1], "zebra");
@@ -127,11 +141,8 @@ START_TEST(symlink_loops_are_skipped)
     snprintf(p, sizeof p, "%s/d/c/up", root);
     snprintf(t, sizeof t, "%s/d/c", root);
     ck_assert_int_eq(symlink(t, p), 0); /* directory cycle */
-    snprintf(p, sizeof p, "%s/d", root);
-    char *srcs[] = {p};
     fmt_inputs in;
-    fmt_msg err = {{0}};
-    ck_assert_int_eq(fmt_inputs_from_dirs(srcs, 1, &in, &err), 0);
+    inputs_under("d", &in);
     ck_assert_uint_eq(in.n, 1);
     ck_assert_uint_eq(in.nskipped, 2);
     ck_assert_ptr_nonnull(strstr(in.skipped[0].path, "self.jpg"));
@@ -251,10 +262,7 @@ START_TEST(archive_as_tree)
     fmt_inputs in;
     fmt_msg err = {{0}};
     tar_inputs(members, sizeof members / sizeof *members, &in);
-    ck_assert_uint_eq(in.nclasses, 3);
-    ck_assert_str_eq(in.classes[0], "a");
-    ck_assert_str_eq(in.classes[1], "b");
-    ck_assert_str_eq(in.classes[2], "empty");
+    has_classes(&in, (const char *const[]){"a", "b", "empty"}, 3);
     ck_assert_uint_eq(in.n, 4);
     ck_assert_str_eq(rel(in.items[0].path), "t.tar!a/0.jpg");
     ck_assert_uint_eq(in.items[0].seq, 8);      /* the later a/0.jpg */
@@ -302,10 +310,7 @@ START_TEST(archive_names)
     fmt_msg err = {{0}};
     tar_inputs(members, sizeof members / sizeof *members, &in);
     free(longname);
-    ck_assert_uint_eq(in.nclasses, 3);
-    ck_assert_str_eq(in.classes[0], "c");
-    ck_assert_str_eq(in.classes[1], "d");
-    ck_assert_str_eq(in.classes[2], "h");
+    has_classes(&in, (const char *const[]){"c", "d", "h"}, 3);
     ck_assert_uint_eq(in.n, 3);
     ck_assert_str_eq(rel(in.items[0].path), "t.tar!c/2.jpg");
     ck_assert_str_eq(rel(in.items[1].path), "t.tar!c/3.jpg");

@@ -124,21 +124,25 @@ START_TEST(rejects_bad_fields)
                       "unsafe path %s accepted", unsafe[i]);
     ck_assert_int_eq(parse_edited("shard-00001.raw", "parts/00001-of-00002/shard-00001.raw", &msg),
                      0);
-    /* offsets: a part's own numbering; never past the dataset-wide first index */
-    ck_assert_int_eq(parse_edited("\"first\": 6,", "\"first\": 6, \"offset\": 7,", &msg),
-                     FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"first\": 6,", "\"first\": 6, \"offset\": -1,", &msg),
-                     FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"first\": 6", "\"first\": 7", &msg), FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"channels\": 3,", "\"channels\": 2,", &msg), FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"manifest_version\": 1", "\"manifest_version\": 2", &msg),
-                     FMT_EVERSION);
-    ck_assert_int_eq(parse_edited("\"format\": \"shardc\"", "\"format\": \"other\"", &msg),
-                     FMT_EFORMAT);
-    ck_assert_int_eq(parse_edited("0123456789abcdef", "0123456789abcdeg", &msg), FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"mode\": \"size\"", "\"mode\": \"huge\"", &msg), FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"mean\": [", "\"mean\": [1, ", &msg), FMT_ECORRUPT);
-    ck_assert_int_eq(parse_edited("\"tool\"", "\"tool\": 1, \"tool\"", &msg), FMT_ECORRUPT);
+    /* offsets: a part's own numbering; never past the dataset-wide first index; then fields
+     * out of range, versions and formats not this one's, hashes not hex, repeated keys */
+    static const struct {
+        const char *from, *to;
+        int want;
+    } edits[] = {
+        {"\"first\": 6,", "\"first\": 6, \"offset\": 7,", FMT_ECORRUPT},
+        {"\"first\": 6,", "\"first\": 6, \"offset\": -1,", FMT_ECORRUPT},
+        {"\"first\": 6", "\"first\": 7", FMT_ECORRUPT},
+        {"\"channels\": 3,", "\"channels\": 2,", FMT_ECORRUPT},
+        {"\"manifest_version\": 1", "\"manifest_version\": 2", FMT_EVERSION},
+        {"\"format\": \"shardc\"", "\"format\": \"other\"", FMT_EFORMAT},
+        {"0123456789abcdef", "0123456789abcdeg", FMT_ECORRUPT},
+        {"\"mode\": \"size\"", "\"mode\": \"huge\"", FMT_ECORRUPT},
+        {"\"mean\": [", "\"mean\": [1, ", FMT_ECORRUPT},
+        {"\"tool\"", "\"tool\": 1, \"tool\"", FMT_ECORRUPT},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof *edits; i++)
+        ck_assert_int_eq(parse_edited(edits[i].from, edits[i].to, &msg), edits[i].want);
 }
 END_TEST
 
@@ -165,22 +169,35 @@ static void assert_reads_back(const char *dir, const char *name)
     fmt_manifest_free(&r);
 }
 
+/* A new folder from the mkdtemp template dir, and sample_manifest with classes a and b. */
+static fmt_manifest temp_manifest(char *dir)
+{
+    static fmt_manifest_shard sh[3];
+    static char *classes[] = {"a", "b"};
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    return sample_manifest(sh, classes);
+}
+
+/* The folder dir and its manifest.json gone. */
+static void remove_manifest_dir(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 START_TEST(write_read_dir)
 {
     char dir[] = "/tmp/test_manifest_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    fmt_manifest_shard sh[3];
-    char *classes[] = {"a", "b"};
-    fmt_manifest m = sample_manifest(sh, classes), r;
+    fmt_manifest m = temp_manifest(dir), r;
     ck_assert_int_eq(fmt_manifest_read(dir, &r, NULL), ENOENT);
     ck_assert_int_eq(fmt_manifest_write(dir, &m), 0);
     char path[256];
     snprintf(path, sizeof path, "%s/manifest.json.tmp", dir);
     ck_assert_int_ne(access(path, F_OK), 0); /* no temp left behind */
     assert_reads_back(dir, NULL);
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    unlink(path);
-    rmdir(dir);
+    remove_manifest_dir(dir);
 }
 END_TEST
 
@@ -189,10 +206,7 @@ END_TEST
 START_TEST(stage_then_publish)
 {
     char dir[] = "/tmp/test_manifest_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    fmt_manifest_shard sh[3];
-    char *classes[] = {"a", "b"};
-    fmt_manifest m = sample_manifest(sh, classes), r;
+    fmt_manifest m = temp_manifest(dir), r;
     ck_assert_int_eq(fmt_manifest_stage(dir, &m), 0);
     ck_assert_int_eq(fmt_manifest_read(dir, &r, NULL), ENOENT);
     assert_reads_back(dir, FMT_MANIFEST_STAGED_NAME);
@@ -200,10 +214,7 @@ START_TEST(stage_then_publish)
     ck_assert_int_eq(fmt_manifest_read_named(dir, FMT_MANIFEST_STAGED_NAME, &r, NULL), ENOENT);
     assert_reads_back(dir, NULL);
     ck_assert_int_eq(fmt_manifest_publish(dir), ENOENT);    /* nothing staged */
-    char path[256];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    unlink(path);
-    rmdir(dir);
+    remove_manifest_dir(dir);
 }
 END_TEST
 

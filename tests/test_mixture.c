@@ -375,18 +375,24 @@ static uint32_t read_epoch(shr_reader *r, rec *out, uint32_t max)
     return k;
 }
 
+/* The two-stream reads' options: batches of 5 in random order, flipped, unpinned. */
+static void two_stream_options(shr_options *o, uint64_t seed, uint32_t threads)
+{
+    shr_options_init(o);
+    o->batch_size = 5;
+    o->order = SHR_ORDER_RANDOM;
+    o->seed = seed;
+    o->flip = 1;
+    o->pin = SHR_PIN_OFF;
+    o->threads = threads;
+}
+
 START_TEST(test_reader_two_streams)
 {
     shr_stream st[2] = {{.path = g_a, .weight = 0.7, .on_error = SHR_STREAM_ON_ERROR_DEFAULT},
                         {.path = g_b, .weight = 0.3, .on_error = SHR_STREAM_ON_ERROR_DEFAULT}};
     shr_options o;
-    shr_options_init(&o);
-    o.batch_size = 5;
-    o.order = SHR_ORDER_RANDOM;
-    o.seed = 3;
-    o.flip = 1;
-    o.pin = SHR_PIN_OFF;
-    o.threads = 1;
+    two_stream_options(&o, 3, 1);
     shr_reader *r;
     ck_assert_msg(shr_open_mixture(&r, st, 2, 40, 1, &o, tu_fresh()) == 0, "%s", tu_msg.text);
     shr_info info;
@@ -556,13 +562,7 @@ START_TEST(test_reader_direct_engine)
     shr_stream st[2] = {{.path = g_a, .weight = 0.6, .on_error = -1},
                         {.path = g_b, .weight = 0.4, .on_error = -1}};
     shr_options o;
-    shr_options_init(&o);
-    o.batch_size = 5;
-    o.order = SHR_ORDER_RANDOM;
-    o.seed = 8;
-    o.flip = 1;
-    o.pin = SHR_PIN_OFF;
-    o.threads = 2;
+    two_stream_options(&o, 8, 2);
     o.verify_samples = 1;
     rec want[8], got[8];
     shr_reader *r;

@@ -509,17 +509,25 @@ static int run_check(const char *mode, const char *dir)
     return 1;
 }
 
+/* A new folder g_root/name (its path into dir) and its file `list` there, open for writing. */
+static FILE *fresh_list(char *dir, size_t len, const char *name, const char *list)
+{
+    char path[1300];
+    snprintf(dir, len, "%s/%s", g_root, name);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(path, sizeof path, "%s/%s", dir, list);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    return f;
+}
+
 /* Draws of several option sets on images of many sizes (and some that force the fallback),
  * with the words behind them: torchvision's get_params on the same words must give the same
  * boxes, and on torch's own generator the same distributions. */
 START_TEST(test_rrc_torchvision)
 {
     char dir[1200], path[1300];
-    snprintf(dir, sizeof dir, "%s/draws", g_root);
-    ck_assert_int_eq(mkdir(dir, 0755), 0);
-    snprintf(path, sizeof path, "%s/draws.tsv", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = fresh_list(dir, sizeof dir, "draws", "draws.tsv");
     const double sets[][5] = {
         {0.08, 1.0, 3.0 / 4, 4.0 / 3, 0.5}, {0.5, 0.9, 0.2, 5.0, 0.3}, {0.01, 0.05, 1.0, 1.0, 0.9},
         {0.9, 1.0, 0.1, 0.11, 0.5},
@@ -726,12 +734,8 @@ END_TEST
  * both flips; the stored images, reported boxes and delivered pixels go to rrc_check.py. */
 START_TEST(test_rrc_pixels)
 {
-    char dir[1200], path[1300];
-    snprintf(dir, sizeof dir, "%s/pixels", g_root);
-    ck_assert_int_eq(mkdir(dir, 0755), 0);
-    snprintf(path, sizeof path, "%s/samples.tsv", dir);
-    FILE *list = fopen(path, "w");
-    ck_assert_ptr_nonnull(list);
+    char dir[1200];
+    FILE *list = fresh_list(dir, sizeof dir, "pixels", "samples.tsv");
     const struct {
         const char *dir;
         uint32_t w, h;

@@ -169,6 +169,17 @@ static TU_UNUSED uint8_t *tu_slurp(const char *path, size_t *len)
     return buf;
 }
 
+/* The files a and b hold the same bytes. */
+static TU_UNUSED void tu_assert_same_file(const char *a, const char *b)
+{
+    size_t la, lb;
+    uint8_t *da = tu_slurp(a, &la), *db = tu_slurp(b, &lb);
+    ck_assert_uint_eq(la, lb);
+    ck_assert_mem_eq(da, db, la);
+    free(da);
+    free(db);
+}
+
 /* Create or truncate path and write len bytes to it. */
 static TU_UNUSED void tu_spit(const char *path, const void *buf, size_t len)
 {

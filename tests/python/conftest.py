@@ -5,6 +5,7 @@ import random
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -54,6 +55,24 @@ def mksample_list(root, classes, per_class, seed, name="list.txt"):
     with open(lst) as f:
         rows = [ln.split() for ln in f if ln.strip()]
     return d, lst, rows
+
+
+def crop_boxes(boxes, p, out_w, out_h, rrc):
+    """Stored boxes (n, 4) moved as the reader moves them by a crop or pad (x - p.x +
+    (out_w - p.w) // 2, likewise y) or by RandomResizedCrop's scale ((x - p.x) * out_w / p.w)
+    into the out_w x out_h output, then clipped to it: float64, before any flip; p a
+    return_params row, (x, y, w, h) its first four values."""
+    x, y, w, h = (int(v) for v in p[:4])
+    b = np.asarray(boxes, np.float64).reshape(-1, 4).copy()
+    if rrc:
+        b[:, [0, 2]] = (b[:, [0, 2]] - x) * (out_w / w)
+        b[:, [1, 3]] = (b[:, [1, 3]] - y) * (out_h / h)
+    else:
+        b[:, [0, 2]] += -x + (out_w - w) // 2
+        b[:, [1, 3]] += -y + (out_h - h) // 2
+    b[:, [0, 2]] = b[:, [0, 2]].clip(0, out_w)
+    b[:, [1, 3]] = b[:, [1, 3]].clip(0, out_h)
+    return b
 
 
 def build_detection(root, seed):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import shardread
-from conftest import build_detection
+from conftest import build_detection, crop_boxes
 
 try:
     import torch
@@ -25,16 +25,8 @@ def expected(stored, p, size, rrc):
     or RandomResizedCrop's scale ((x - p.x) * W / p.w) into the size x size output, a clip, then
     the flip (x1' = W - x2); boxes left empty are dropped."""
     W = H = size
-    x, y, w, h, flip = (int(v) for v in p)
-    b = np.asarray(stored["boxes"], np.float64).reshape(-1, 4).copy()
-    if rrc:
-        b[:, [0, 2]] = (b[:, [0, 2]] - x) * (W / w)
-        b[:, [1, 3]] = (b[:, [1, 3]] - y) * (H / h)
-    else:
-        b[:, [0, 2]] += -x + (W - w) // 2
-        b[:, [1, 3]] += -y + (H - h) // 2
-    b[:, [0, 2]] = b[:, [0, 2]].clip(0, W)
-    b[:, [1, 3]] = b[:, [1, 3]].clip(0, H)
+    _, _, _, _, flip = (int(v) for v in p)
+    b = crop_boxes(stored["boxes"], p, W, H, rrc)
     if flip:
         b[:, [0, 2]] = W - b[:, [2, 0]]
     b = b.astype(np.float32)

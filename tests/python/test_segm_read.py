@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import shardread
-from conftest import MKSAMPLE, ROOT, SHARDC, build_detection, run
+from conftest import MKSAMPLE, ROOT, SHARDC, build_detection, crop_boxes, run
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
 import detect_ref  # noqa: E402
@@ -108,17 +108,7 @@ def box_keep(stored, row, out_w, out_h, opts):
     if len(row) > 5:
         multi = "multiscale" in opts or opts.get("list")
         return detect_ref.scale_boxes(stored["boxes"], stored["area"], row, out_w, multi)[2]
-    x, y, w, h, flip = (int(v) for v in row[:5])
-    b = np.asarray(stored["boxes"], np.float64).reshape(-1, 4).copy()
-    if opts.get("rrc"):
-        b[:, [0, 2]] = (b[:, [0, 2]] - x) * (out_w / w)
-        b[:, [1, 3]] = (b[:, [1, 3]] - y) * (out_h / h)
-    else:
-        b[:, [0, 2]] += -x + (out_w - w) // 2
-        b[:, [1, 3]] += -y + (out_h - h) // 2
-    b[:, [0, 2]] = b[:, [0, 2]].clip(0, out_w)
-    b[:, [1, 3]] = b[:, [1, 3]].clip(0, out_h)
-    f = b.astype(np.float32)
+    f = crop_boxes(stored["boxes"], row, out_w, out_h, opts.get("rrc")).astype(np.float32)
     return (f[:, 0] < f[:, 2]) & (f[:, 1] < f[:, 3])
 
 
