@@ -526,6 +526,16 @@ void shr_stream_pos(const shr_reader *r, uint64_t k, uint64_t *epoch, uint64_t *
     *number = t % r->nb;
 }
 
+uint64_t shr_stream_epoch_end(const shr_reader *r, uint64_t k)
+{
+    uint64_t first = r->nb0 - r->c0;
+    if (k < first)
+        return first;
+    if (!r->nb)
+        return UINT64_MAX;
+    return first + ((k - first) / r->nb + 1) * r->nb;
+}
+
 /* on_error substitute: the first candidate that reads cleanly takes position i (see
  * shardread.h, "Read-time recovery"). 0, or the last candidate's error. */
 static int substitute(shr_worker *w, shr_slot *slot, uint64_t epoch, uint64_t bad, uint32_t i,

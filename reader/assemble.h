@@ -21,6 +21,8 @@ int shr_grow_targets(shr_slot *slot, size_t n);
 
 /* Stream batch k is batch *number of *epoch (the first epoch may be a resumed, shorter one). */
 void shr_stream_pos(const shr_reader *r, uint64_t k, uint64_t *epoch, uint64_t *number);
+/* the stream's first batch of the epoch after stream batch k's */
+uint64_t shr_stream_epoch_end(const shr_reader *r, uint64_t k);
 
 /* The ring's fill (ring.h): stream batch k into slot si of the reader ctx, by worker `worker`
  * (a shr_worker). Returns the fill's result, also left in the slot (rc, msg). */

@@ -114,7 +114,7 @@ static int open_lazy(shr_dataset *d, const char *url, const char *cache, uint64_
     if (least > limit)
         return fmt_fail(msg, SHR_EINVAL, "cache_limit %" PRIu64 " bytes is below the %" PRIu64
                         " bytes this Dataset needs at once (its largest shard)", limit, least);
-    rmt_lazy_hooks h = {plan_none, unload_shard, d};
+    rmt_lazy_hooks h = {.plan = plan_none, .unload = unload_shard, .ctx = d};
     return rmt_lazy_start(d->lazy, &h, limit, 1, 1, 1, msg);
 }
 

@@ -69,6 +69,11 @@ static size_t plan_batch(void *ctx, uint64_t b, size_t *out)
     return shr_lazy_shards(r, r->plan_idx, n, out);
 }
 
+static uint64_t epoch_end(void *ctx, uint64_t b)
+{
+    return shr_stream_epoch_end(ctx, b);
+}
+
 static void unload_shard(void *ctx, size_t k)
 {
     shr_reader *r = ctx;
@@ -174,7 +179,8 @@ int shr_lazy_start(shr_reader *r)
     for (size_t i = 0; i < m->nshards; i++)
         most = m->shards[i].samples > most ? m->shards[i].samples : most;
     uint64_t scan = (uint64_t)ahead * most / r->o.batch_size + 2;
-    rmt_lazy_hooks h = {plan_batch, unload_shard, r};
+    rmt_lazy_hooks h = {.plan = plan_batch, .unload = unload_shard, .epoch_end = epoch_end,
+                        .ctx = r};
     fmt_msg msg = {{0}};
     int rc = rmt_lazy_start(r->lazy, &h, limit, (uint32_t)ahead, cap,
                             scan > (1u << 20) ? (1u << 20) : scan, &msg);

@@ -206,7 +206,8 @@ static int make_room(rmt_lazy *z, uint64_t *used, uint64_t need, int may_win)
     return 1;
 }
 
-/* The window: the next `ahead` distinct shards of the plan from the lowest batch in progress. */
+/* The window: the next `ahead` distinct shards of the plan from the lowest batch in progress;
+ * those of the next epoch only when every shard of the rest of this one has arrived (hooks). */
 static size_t window(rmt_lazy *z)
 {
     z->gen++;
@@ -214,8 +215,18 @@ static size_t window(rmt_lazy *z)
     for (uint32_t i = 0; i < z->nactive; i++)
         if (z->active[i] < b)
             b = z->active[i];
+    uint64_t end = z->h.epoch_end ? z->h.epoch_end(z->h.ctx, b) : UINT64_MAX;
     size_t n = 0;
     for (uint64_t scanned = 0; n < z->ahead && scanned < z->scan; b++, scanned++) {
+        if (b == end) {
+            size_t i = 0;
+            while (i < n && (z->sh[z->win[i]].state == Z_PRESENT ||
+                             z->sh[z->win[i]].state == Z_FAILED))
+                i++;
+            if (i < n)
+                break;
+            end = z->h.epoch_end(z->h.ctx, b);
+        }
         size_t got = z->h.plan(z->h.ctx, b, z->plan);
         if (got == 0)
             break;

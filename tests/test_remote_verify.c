@@ -3,7 +3,8 @@
  * download waits in its queue leaves no partial file and no unchecked shard; a download that
  * fails its check fails its acquire naming the object, and the others arrive; a partial
  * download left by an earlier process that is no prefix of the object is resumed, fails its
- * check, and is fetched again whole.
+ * check, and is fetched again whole; a plan of two epochs starts the next epoch's shard only once
+ * the shards of this one have arrived.
  *
  * The dataset (3 raw shards of 8 samples) is built by the build's own shardc (tests/progs.h)
  * before the tests fork; each test serves it over HTTP from a small server of its own (a thread
@@ -44,6 +45,10 @@ static int g_seen1;             /* ... and shard 0's check saw that while it was
 static int g_block0;            /* shard 0's check waits for g_release */
 static int g_release;
 static int g_arrivals1;         /* times shard 1's transfer ended */
+static int g_hold1;             /* the server holds shard-00001.raw until g_release */
+static int g_early2;            /* ... and was asked for shard-00002.raw before that */
+static int g_epochs;            /* the session's plan: epoch 0 reads shards 0 and 1, epoch 1
+                                 * shard 2 (its hooks' epoch_end) */
 
 static void deadline(struct timespec *t)
 {
@@ -104,6 +109,14 @@ static void answer(int fd, const char *path, uint64_t from, uint64_t to)
         pthread_mutex_lock(&g_mu);
         if (g_hold)
             (void)wait_flag(&g_checking0);
+        if (g_hold1)
+            (void)wait_flag(&g_release);
+        pthread_mutex_unlock(&g_mu);
+    }
+    if (pl >= 15 && strcmp(path + pl - 15, "shard-00002.raw") == 0) {
+        pthread_mutex_lock(&g_mu);
+        if (g_hold1 && !g_release)
+            g_early2 = 1;
         pthread_mutex_unlock(&g_mu);
     }
     if (from == 0 && to == UINT64_MAX) {
@@ -214,6 +227,13 @@ static size_t plan_one(void *ctx, uint64_t b, size_t *out)
     return 1;
 }
 
+/* g_epochs: batches 0 and 1 are epoch 0, batch 2 epoch 1 */
+static uint64_t epoch_end_two(void *ctx, uint64_t b)
+{
+    (void)ctx;
+    return b < 2 ? 2 : UINT64_MAX;
+}
+
 static void unload_none(void *ctx, size_t k)
 {
     (void)ctx;
@@ -232,6 +252,10 @@ static void stage(void *ctx, size_t k, int what)
     if (what != RMT_STAGE_CHECK || k != 0)
         return;
     pthread_mutex_lock(&g_mu);
+    if (g_hold1) {              /* next_epoch_waits_for_this_one: no check waits */
+        pthread_mutex_unlock(&g_mu);
+        return;
+    }
     g_checking0 = 1;
     pthread_cond_broadcast(&g_cv);
     if (g_block0)
@@ -278,7 +302,8 @@ static rmt_lazy *session(const char *name, uint32_t ahead, int hold, int block0,
     free(man);
     ck_assert_uint_eq(rmt_lazy_manifest(z)->nshards, NSHARDS);
     rmt_lazy_stage_hook(z, stage, NULL);
-    rmt_lazy_hooks h = {plan_one, unload_none, NULL};
+    rmt_lazy_hooks h = {.plan = plan_one, .unload = unload_none,
+                        .epoch_end = g_epochs ? epoch_end_two : NULL};
     rc = rmt_lazy_start(z, &h, 0, ahead, 1, NSHARDS, &msg);
     ck_assert_msg(rc == 0, "rmt_lazy_start: %s", msg.text);
     return z;
@@ -419,6 +444,41 @@ START_TEST(stale_part_fetched_again_whole)
 }
 END_TEST
 
+START_TEST(next_epoch_waits_for_this_one)
+{
+    char url[200];          /* shard 1's body held until the test lets it go */
+    pthread_mutex_lock(&g_mu);
+    g_hold1 = 1;
+    g_early2 = 0;
+    g_epochs = 1;
+    pthread_mutex_unlock(&g_mu);
+    /* a window of every shard, 2 transfers: shards 0 and 1 start; as shard 0 ends, its
+     * connection would take shard 2, the next epoch's, while shard 1 is still under way */
+    rmt_lazy *z = session("ds", NSHARDS, 0, 0, url, sizeof url, NULL);
+    fmt_msg msg = {{0}};
+    ck_assert_int_eq(rmt_lazy_acquire(z, 0, RMT_WAIT, &msg), 0);
+    struct timespec pause = {0, 200 * 1000 * 1000};   /* time for shard 2's request to come */
+    nanosleep(&pause, NULL);
+    set_flag(&g_release);
+    ck_assert_int_eq(rmt_lazy_acquire(z, 1, RMT_WAIT, &msg), 0);
+    ck_assert_int_eq(rmt_lazy_acquire(z, 2, RMT_WAIT, &msg), 0);
+    pthread_mutex_lock(&g_mu);
+    int early = g_early2;
+    g_hold1 = g_epochs = 0;
+    pthread_mutex_unlock(&g_mu);
+    ck_assert_msg(!early, "the next epoch's shard was asked for before this epoch's last one "
+                  "arrived");
+    rmt_stats st;
+    rmt_lazy_stats(z, &st, NULL, NULL);
+    ck_assert_uint_eq(st.fetched, NSHARDS);
+    for (size_t k = 0; k < NSHARDS; k++) {
+        same_as_served(z, k);
+        rmt_lazy_release(z, k);
+    }
+    rmt_lazy_close(z);
+}
+END_TEST
+
 static Suite *verify_suite(void)
 {
     Suite *s = suite_create("remote_verify");
@@ -429,6 +489,7 @@ static Suite *verify_suite(void)
     tcase_add_test(tc, cancel_while_checking_with_a_queue);
     tcase_add_test(tc, failed_check_names_the_object);
     tcase_add_test(tc, stale_part_fetched_again_whole);
+    tcase_add_test(tc, next_epoch_waits_for_this_one);
     suite_add_tcase(s, tc);
     return s;
 }
