@@ -105,6 +105,14 @@ static void remove_folder(const char *path, const char *data_file)
     rmdir(path);
 }
 
+void rmt_shard_remove(const char *path, const char *data_file)
+{
+    if (data_file)
+        remove_folder(path, data_file);
+    else
+        unlink(path);
+}
+
 /* the download in progress of sj: gone */
 static void remove_part(const rmt_cache_ctx *x, const rmt_shard_job *sj)
 {

@@ -63,6 +63,8 @@ int rmt_lock_file(const char *path, int op);
 
 /* the job's exclusive lock, if held, let go */
 void rmt_shard_unlock(rmt_shard_job *sj);
+/* A shard's file at path gone; a folder shard's (data_file not NULL: lmdb) with its files. */
+void rmt_shard_remove(const char *path, const char *data_file);
 
 /* Shard sj's download, in sj->part (path: the file written, a folder shard's data file), under
  * its exclusive lock: checked fully against the manifest, fsynced and renamed into place (under

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -97,6 +98,16 @@ struct rmt_lazy {
     int started, vstarted, stop;
 };
 
+/* The file at a shard's path p whose size the manifest gives: p, or a folder shard's data file
+ * in it (lmdb), into buf. */
+static const char *data_of(const rmt_lazy *z, const char *p, char *buf, size_t len)
+{
+    if (!z->be->data_file)
+        return p;
+    snprintf(buf, len, "%s/%s", p, z->be->data_file);
+    return buf;
+}
+
 /* the folder's bytes: each shard file, each .part at its shard's full size (under the space
  * lock, which a download's rename into place takes too: a rename between the two looks made a
  * shard count nothing, or twice) */
@@ -104,11 +115,12 @@ static uint64_t folder_bytes(const rmt_lazy *z)
 {
     uint64_t sum = 0;
     struct stat st;
+    char buf[PATH_MAX];
     for (size_t k = 0; k < z->m.nshards; k++) {
-        if (stat(z->sh[k].j.part, &st) == 0)
+        if (stat(data_of(z, z->sh[k].j.part, buf, sizeof buf), &st) == 0)
             sum += z->m.shards[k].bytes > (uint64_t)st.st_size ? z->m.shards[k].bytes
                                                                : (uint64_t)st.st_size;
-        if (stat(z->sh[k].j.final, &st) == 0)
+        if (stat(data_of(z, z->sh[k].j.final, buf, sizeof buf), &st) == 0)
             sum += (uint64_t)st.st_size;
     }
     return sum;
@@ -141,8 +153,8 @@ static int evict_one(rmt_lazy *z, size_t k)
     int fd = rmt_lock_file(s->j.lockp, LOCK_EX | LOCK_NB);
     if (fd < 0)
         return 0;
-    unlink(s->j.final);
-    unlink(s->j.part);
+    rmt_shard_remove(s->j.final, z->be->data_file);
+    rmt_shard_remove(s->j.part, z->be->data_file);
     z->evicted++;
     close(fd);
     return 1;
@@ -422,10 +434,13 @@ static void *verify_main(void *arg)
         if (z->stage)
             z->stage(z->stage_ctx, k, RMT_STAGE_CHECK);
         fmt_msg msg = {{0}};
-        int rc = rmt_shard_publish(&x, &s->j, z->m.shards[k].file, s->j.part, &msg);
-        if (rc == 1 && truncate(s->j.part, 0) != 0) {
-            rc = fmt_fail(&msg, errno, "cannot truncate %s: %s", s->j.part, strerror(errno));
-            unlink(s->j.part);
+        int rc = rmt_shard_publish(&x, &s->j, s->j.obj ? s->j.obj : z->m.shards[k].file,
+                                   s->j.data ? s->j.data : s->j.part, &msg);
+        char buf[PATH_MAX];
+        const char *part = data_of(z, s->j.part, buf, sizeof buf);
+        if (rc == 1 && truncate(part, 0) != 0) {
+            rc = fmt_fail(&msg, errno, "cannot truncate %s: %s", part, strerror(errno));
+            rmt_shard_remove(s->j.part, z->be->data_file);
             rmt_shard_unlock(&s->j);
         }
         pthread_mutex_lock(&z->mu);
@@ -504,7 +519,11 @@ static size_t pick_shards(rmt_lazy *z, size_t *pick, size_t max)
                 s->j.lockfd = lfd;
                 s->j.reserved = 1;
                 s->starved = 0;
-                int fd = open(s->j.part, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                char buf[PATH_MAX];
+                const char *res = data_of(z, s->j.part, buf, sizeof buf);
+                if (s->j.data)
+                    (void)rmt_make_parents(res);
+                int fd = open(res, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
                 if (fd >= 0)
                     close(fd);  /* the reservation */
                 used = folder_bytes(z);
@@ -542,8 +561,8 @@ static int lazy_more(rmt_job *j, int idle, void *ctx)
     }
     if (got) {
         memset(j, 0, sizeof *j);
-        j->name = z->m.shards[k].file;
-        j->path = z->sh[k].j.part;
+        j->name = z->sh[k].j.obj ? z->sh[k].j.obj : z->m.shards[k].file;
+        j->path = z->sh[k].j.data ? z->sh[k].j.data : z->sh[k].j.part;
         j->size = z->m.shards[k].bytes;
         j->user = &z->sh[k].j;
         z->sh[k].j.busy = 0;
@@ -589,8 +608,9 @@ static void lazy_ended(rmt_job *j, void *ctx)
     /* a reservation left by an abandoned or failed download, removed while the exclusive lock
      * is still held (another process could reserve it again the moment it goes) */
     struct stat pst;
-    if (s->state != Z_ABSENT && stat(sj->part, &pst) == 0 && pst.st_size == 0)
-        unlink(sj->part);
+    if (s->state != Z_ABSENT && stat(sj->data ? sj->data : sj->part, &pst) == 0 &&
+        pst.st_size == 0)
+        rmt_shard_remove(sj->part, z->be->data_file);
     rmt_shard_unlock(sj);
     pthread_cond_broadcast(&z->ready);
     pthread_mutex_unlock(&z->mu);
@@ -662,9 +682,10 @@ int rmt_lazy_open(rmt_lazy **out, const char *url, const rmt_options *o, char **
         rc = fmt_fail(msg, ENOMEM, "out of memory");
         goto out;
     }
-    if (strcmp(z->m.backend, "raw") != 0 && strcmp(z->m.backend, "hdf5") != 0) {
-        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s: shards read as they arrive must be raw or "
-                      "hdf5 (this dataset's are %s)", z->c.url, z->m.backend);
+    if (strcmp(z->m.backend, "raw") != 0 && strcmp(z->m.backend, "hdf5") != 0 &&
+        strcmp(z->m.backend, "lmdb") != 0) {
+        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s: shards read as they arrive must be raw, "
+                      "hdf5 or lmdb (this dataset's are %s)", z->c.url, z->m.backend);
         goto out;
     }
     /* the manifest in place now: a shard is used only after its own check against it */
@@ -682,7 +703,7 @@ int rmt_lazy_open(rmt_lazy **out, const char *url, const rmt_options *o, char **
     }
     for (size_t k = 0; k < z->m.nshards; k++) {
         rmt_shard_job *sj = &z->sh[k].j;
-        if ((rc = rmt_shard_paths(sj, z->dir, &z->m, k, NULL, msg)) != 0)
+        if ((rc = rmt_shard_paths(sj, z->dir, &z->m, k, z->be->data_file, msg)) != 0)
             goto out;
         if ((rc = rmt_make_parents(sj->final)) != 0) {
             fmt_fail(msg, rc, "cannot create the folder of %s: %s", sj->final, strerror(rc));
@@ -969,7 +990,7 @@ void rmt_lazy_close(rmt_lazy *z)
         /* a download the close abandoned (or a reservation not yet started): its .part goes,
          * under the lock it still holds, so that a closed reader leaves the folder clean */
         if (s->state == Z_QUEUED && s->j.lockfd >= 0)
-            unlink(s->j.part);
+            rmt_shard_remove(s->j.part, z->be->data_file);
         rmt_shard_paths_free(&s->j);
     }
     free(z->sh);

@@ -10,7 +10,8 @@
 # in the bucket is never delivered (the error names the object); wrong credentials, a missing
 # bucket and a closed port are clear errors that name the endpoint, never the secret; a download
 # on a terminal shows its progress; lmdb shards (a folder each) read and repaired like shard
-# files; per-image sets and cache_limit= on lmdb refused with messages.
+# files, and read as they arrive through a bounded cache; per-image sets, and cache_limit= on
+# lmdb shards of varying sizes, refused with messages.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/remote_lib.sh"
 need_tools "$NGINX" openssl node npm || { finish; exit; }
@@ -168,13 +169,26 @@ expect_exit 0 "verify after a cached data.mdb was truncated and a partial one is
 check "the truncated one was fetched again; the junk resumed, failed, and was fetched whole" \
   test "$(lmgets)" -eq $((b1 + 3))
 check "no partial folder is left" bash -c "! ls -A '$lc' | grep -q part"
-expect_exit 1 "cache_limit= on lmdb shards is refused" $PY -c "
+# read as they arrive, through a cache of half the dataset (its shards of one size)
+lmhalf=$(( $(cat "$T"/www/lm/shard-*.lmdb/data.mdb | wc -c) / 2 ))
+expect_exit 0 "a quasi epoch of the lmdb URL through a cache of half its shards equals the local one" \
+  $PY "$ROOT/tests/remote_cache_check.py" equal "$T/www/lm" "$LM" "$T/cache16" "$lmhalf" \
+  '{"order": "quasi", "seed": 3, "quasi_window": 1, "batch_size": 4, "threads": 1}'
+check "... the folder's data.mdb files within the limit, shards evicted" \
+  grep -Eq "evicted=[1-9]" "$T/out"
+check "... each shard a folder with its data.mdb, no partial folder left" \
+  bash -c "ls '$T'/cache16/*/*.lmdb/data.mdb >/dev/null && ! ls -A '$T'/cache16/*/ | grep -q part"
+# samples of varying sizes: the open would need every shard first, which a limit forbids
+"$SHARDC" build "$T/src" -o "$T/www/lmv" --shard-samples 8 --format lmdb --no-progress \
+  >/dev/null || bad "shardc build --format lmdb (natural sizes) failed"
+expect_exit 1 "cache_limit= on lmdb shards of varying sizes is refused" $PY -c "
 import shardread, sys
 try:
-    shardread.Loader('$LM', batch_size=4, cache='$T/cache16', cache_limit='1GiB')
+    shardread.Loader('http://127.0.0.1:$HP/lmv', batch_size=4, size=16, cache='$T/cache17',
+                     cache_limit='1GiB')
 except shardread.Error as e:
     print(e, file=sys.stderr); sys.exit(1)"
-check "saying what reads as shards arrive" grep -q "shards read as they arrive must be raw or hdf5 (this dataset's are lmdb)" "$T/err"
+check "saying why" grep -q "shards opened as they arrive need samples of one size and no targets.*(needed by cache_limit)" "$T/err"
 "$SHARDC" build "$T/src" -o "$T/www/pn" --size 16x12 --shard-samples 8 --format png0 \
   --no-progress >/dev/null || bad "shardc build --format png0 failed"
 expect_exit 3 "a per-image set at a URL is refused" "$SHARDC" info "http://127.0.0.1:$HP/pn"

@@ -42,7 +42,8 @@ def folder_bytes(cache):
         for f in files:
             # the shards and their downloads (the limit bounds the shards; the manifest's own
             # download, .manifest.json.PID.part, and the tables are a few KiB on top)
-            if f.endswith(".raw") or f.endswith(".raw.part"):
+            # (an lmdb shard is a folder: its data.mdb, in place or in its .part folder)
+            if f.endswith(".raw") or f.endswith(".raw.part") or f == "data.mdb":
                 try:
                     total += os.stat(os.path.join(d, f)).st_size
                 except FileNotFoundError:
