@@ -140,16 +140,19 @@ typedef struct fmt_backend {
 
     /* ---- a shard's metadata before its file arrives (optional: r_tail NULL for none) ----
      * For a dataset whose shards arrive after its open (fmt_dataset_open_lazy): the file's first
-     * r_head bytes; r_tail checks them against the manifest entry ms (raw: the header and its
-     * header_hash) and says which further bytes of the file, [*from, *to), hold the rest of what
-     * r_get needs (raw: the index and aux area); r_open_parts opens a shard of both, checked as
-     * r_open checks a file's. Such a shard answers r_info and r_get (pixels NULL); r_read,
-     * r_check and r_extent return FMT_EUNSUPPORTED or an error of their own. */
+     * r_head bytes, or with r_head_of as many as it says from the manifest entry ms
+     * (FMT_EUNSUPPORTED: the entry does not say where the payload lies); r_tail checks them
+     * against ms (raw: the header and its header_hash) and says which further bytes of the file,
+     * [*from, *to), hold the rest of what r_get needs (raw: the index and aux area; hdf5: all
+     * after the pixels); r_open_parts opens a shard of both (head_len and tail_len bytes),
+     * checked as r_open checks a file's. Such a shard answers r_info and r_get (pixels NULL);
+     * r_read, r_check and r_extent return FMT_EUNSUPPORTED or an error of their own. */
     uint32_t r_head;
+    int (*r_head_of)(const fmt_manifest_shard *ms, uint64_t *len, fmt_msg *msg);
     int (*r_tail)(const uint8_t *head, const fmt_manifest_shard *ms, uint64_t *from,
                   uint64_t *to, fmt_msg *msg);
-    int (*r_open_parts)(void **s, const uint8_t *head, const uint8_t *tail, size_t tail_len,
-                        fmt_msg *msg);
+    int (*r_open_parts)(void **s, const fmt_manifest_shard *ms, const uint8_t *head,
+                        size_t head_len, const uint8_t *tail, size_t tail_len, fmt_msg *msg);
 } fmt_backend;
 
 /* Before be->r_open: be->r_precheck where the backend has one (see there), else 0. */

@@ -235,14 +235,15 @@ static int read_again(const fmt_lazy_source *src, fmt_span *sp, size_t n, const 
 
 /* Shard i's skeleton from its header and tail (d->be->r_open_parts), checked as open_shard checks
  * the shard: against the manifest entry, every sample against the manifest. */
-static int open_skeleton(fmt_dataset *d, size_t i, const uint8_t *head, const fmt_span *tail,
+static int open_skeleton(fmt_dataset *d, size_t i, const fmt_span *head, const fmt_span *tail,
                          fmt_msg *msg)
 {
     ds_shard *s = &d->shards[i];
     d->be->r_close(s->skel);            /* (a copy that failed, read again) */
     s->skel = NULL;
-    int rc = d->be->r_open_parts(&s->skel, head, tail->buf, (size_t)(tail->to - tail->from),
-                                 msg);
+    int rc = d->be->r_open_parts(&s->skel, &d->man.shards[i], head->buf,
+                                 (size_t)(head->to - head->from), tail->buf,
+                                 (size_t)(tail->to - tail->from), msg);
     return rc ? rc : check_shard(d, i, s->skel, 0, msg);
 }
 
@@ -261,7 +262,7 @@ static int check_spans(fmt_dataset *d, const fmt_lazy_source *src, int part, fmt
             if (round && !bad[i])
                 continue;
             fmt_msg w = {{0}};
-            bad[i] = part ? open_skeleton(d, i, hs[i].buf, &ts[i], &w)
+            bad[i] = part ? open_skeleton(d, i, &hs[i], &ts[i], &w)
                           : d->be->r_tail(hs[i].buf, &d->man.shards[i], &ts[i].from, &ts[i].to,
                                           &w);
             if (bad[i] && (!sp[i].local || round || bad[i] == ENOMEM)) {
@@ -279,24 +280,42 @@ static int check_spans(fmt_dataset *d, const fmt_lazy_source *src, int part, fmt
     return rc;
 }
 
+/* The backend reads every shard's metadata apart from its payload (backend.h r_tail): raw's
+ * always, hdf5's where the manifest says where the pixels lie (its pins). */
+static int skeletons_readable(const fmt_dataset *d)
+{
+    if (!d->be->r_tail || !d->be->r_open_parts)
+        return 0;
+    uint64_t hl;
+    for (size_t i = 0; d->be->r_head_of && i < d->man.nshards; i++)
+        if (d->be->r_head_of(&d->man.shards[i], &hl, NULL) != 0)
+            return 0;
+    return 1;
+}
+
 /* Every shard's skeleton through src: the headers, checked against the manifest, then the
  * index and aux bytes they point at (fmt_dataset_open_lazy). */
 static int open_skeletons(fmt_dataset *d, const fmt_lazy_source *src, fmt_msg *msg)
 {
-    size_t n = d->man.nshards, hl = d->be->r_head;
-    uint8_t *heads = calloc(n ? n : 1, hl);
+    size_t n = d->man.nshards;
     fmt_span *hs = calloc(n ? n : 1, sizeof *hs), *ts = calloc(n ? n : 1, sizeof *ts);
     int *bad = calloc(n ? n : 1, sizeof *bad);
     fmt_msg why = {{0}};
     size_t at = 0;              /* the shard at fault */
-    int rc = heads && hs && ts && bad ? 0 : ENOMEM;
+    int rc = hs && ts && bad ? 0 : ENOMEM;
     for (size_t i = 0; !rc && i < n; i++) {
+        uint64_t hl = d->be->r_head;
+        if (d->be->r_head_of)   /* (every shard said yes at the open: skeletons_readable) */
+            (void)d->be->r_head_of(&d->man.shards[i], &hl, NULL);
         if (d->man.shards[i].bytes < hl) {
             at = i;
             rc = fmt_fail(&why, FMT_ETRUNC, "%" PRIu64 " bytes, shorter than its header",
                           d->man.shards[i].bytes);
+        } else if (hl > SIZE_MAX || !(hs[i].buf = malloc(hl ? (size_t)hl : 1))) {
+            rc = ENOMEM;
         }
-        hs[i] = (fmt_span){.shard = i, .from = 0, .to = hl, .buf = heads + i * hl};
+        hs[i].shard = i;
+        hs[i].to = hl;
     }
     if (!rc && !(rc = src->read(src->ctx, hs, n, msg)))
         rc = check_spans(d, src, 0, hs, ts, bad, &at, &why, msg);
@@ -316,7 +335,8 @@ static int open_skeletons(fmt_dataset *d, const fmt_lazy_source *src, fmt_msg *m
         fmt_fail(msg, rc, "out of memory");
     for (size_t i = 0; ts && i < n; i++)
         free(ts[i].buf);
-    free(heads);
+    for (size_t i = 0; hs && i < n; i++)
+        free(hs[i].buf);
     free(hs);
     free(ts);
     free(bad);
@@ -337,9 +357,10 @@ int fmt_dataset_open_lazy(fmt_dataset **out, const char *dir, const char *manife
     if (rc || (rc = ds_find_backend(d, dir, msg)) != 0)
         goto leave;
     int skeletons = !d->man.sample_width || !d->man.sample_height || d->man.targets;
-    if (skeletons && (!src || !d->be->r_tail || !d->be->r_open_parts)) {
+    if (skeletons && (!src || !skeletons_readable(d))) {
         rc = fmt_fail(msg, FMT_EUNSUPPORTED, "shards opened as they arrive need samples of one "
-                      "size and no targets, or shards whose metadata can be read first (raw)");
+                      "size and no targets, or shards whose metadata can be read first (raw; "
+                      "hdf5 whose manifest pins it)");
         goto leave;
     }
     if (!skeletons)

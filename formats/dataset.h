@@ -96,8 +96,9 @@ typedef struct {
  * unload recorded). Samples of one size (the manifest's sample_width and sample_height:
  * fmt_dataset_max_length comes from them) without targets need nothing more. Otherwise (sizes
  * that vary, targets) the open needs every shard's metadata: with src and a backend that reads
- * it apart from the payloads (backend.h r_tail: raw), each shard's header and index with its aux
- * records (its *skeleton*) is read through src (every shard's header at once, then every index),
+ * it apart from the payloads (backend.h r_tail: raw; hdf5 whose manifest pins it), each
+ * shard's header and index with its aux records (its *skeleton*; hdf5: its bytes before and
+ * after the pixels) is read through src (every shard's header at once, then every index),
  * checked as a shard's open checks them (the header against the manifest, the index hash, every
  * entry, every sample against the manifest: a dataset a local open refuses is refused here) and
  * kept; a part src read from a local copy that fails is read again fresh; one that still fails

@@ -692,4 +692,7 @@ const fmt_backend fmt_backend_hdf5 = {
     .r_check = fmt_h5r_check,
     .r_advise = fmt_h5r_advise,
     .r_direct = fmt_h5r_direct,
+    .r_head_of = fmt_h5r_head_of,
+    .r_tail = fmt_h5r_tail,
+    .r_open_parts = fmt_h5r_open_parts,
 };

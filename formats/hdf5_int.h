@@ -72,6 +72,13 @@ int fmt_h5_content_hash(const h5_meta *m, uint64_t *out);
 int fmt_h5r_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg *msg);
 int fmt_h5r_pins(const void *sp, const char *path, fmt_shard_info *info);
 int fmt_h5r_open(void **out, const char *dir, const char *path, fmt_access access, fmt_msg *msg);
+/* A shard before its file arrives (backend.h r_head_of, r_tail, r_open_parts): the bytes before
+ * its pixels and those after them, which its manifest entry's pins locate and hash. */
+int fmt_h5r_head_of(const fmt_manifest_shard *ms, uint64_t *len, fmt_msg *msg);
+int fmt_h5r_tail(const uint8_t *head, const fmt_manifest_shard *ms, uint64_t *from, uint64_t *to,
+                 fmt_msg *msg);
+int fmt_h5r_open_parts(void **out, const fmt_manifest_shard *ms, const uint8_t *head,
+                       size_t head_len, const uint8_t *tail, size_t tail_len, fmt_msg *msg);
 void fmt_h5r_close(void *sp);
 const fmt_shard_info *fmt_h5r_info(const void *sp);
 int fmt_h5r_get(const void *sp, uint64_t i, fmt_sample *out);

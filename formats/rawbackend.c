@@ -419,9 +419,11 @@ static int rb_r_tail(const uint8_t *head, const fmt_manifest_shard *ms, uint64_t
     return 0;
 }
 
-static int rb_r_open_parts(void **out, const uint8_t *head, const uint8_t *tail, size_t tail_len,
-                           fmt_msg *msg)
+static int rb_r_open_parts(void **out, const fmt_manifest_shard *ms, const uint8_t *head,
+                           size_t head_len, const uint8_t *tail, size_t tail_len, fmt_msg *msg)
 {
+    (void)ms;                   /* (r_tail checked the header against it) */
+    (void)head_len;             /* FMT_RAW_HEADER_SIZE: r_head */
     *out = NULL;
     rb_shard *s = calloc(1, sizeof *s);
     if (!s)

@@ -8,7 +8,9 @@
 # bytes, Range requests answered 206) before the first whole shard is fetched; a later open takes
 # those parts from the shards its cache holds and asks only for the others'; a byte changed in
 # one shard's index in the served copy is refused at open naming the object; pair records
-# (targets and fields) of varying sizes, and targets on samples of one size, read the same way.
+# (targets and fields) of varying sizes, and targets on samples of one size, read the same way;
+# hdf5 shards the same way, their open asking only for the bytes before and after each shard's
+# pixels (its manifest pins), a changed byte among them refused at open naming the object.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/remote_lib.sh"
 CHK="$ROOT/tests/remote_cache_check.py"
@@ -153,4 +155,49 @@ check "a byte changed in one shard's index is refused at open, naming the object
   grep -q "bad/shard-00003.raw: the object fails its check against the manifest: bad index hash" "$T/bad.out"
 check "... and nothing of it is in the cache" bash -c "! ls -a '$T'/c2/*/ | grep -q 'shard-00003'"
 [ -n "${VERBOSE:-}" ] && cat "$T/bad.out"
+
+# ---- hdf5 shards: the bytes before and after the pixels, which the manifest's pins locate ----
+"$SHARDC" build "$T/img" --coco "$T/inst.json" -o "$T/www/h5" --format hdf5 --shard-samples 4 \
+  --no-progress >/dev/null || bad "the hdf5 build failed"
+hl=$(( $(cat "$T"/www/h5/shard-*.h5 | wc -c) / 2 ))
+: >"$LOG"
+expect_exit 0 "hdf5, natural sizes with targets, random order, a cache of half the dataset: the local epoch" \
+  $PY "$CHK" equal "$T/www/h5" "http://127.0.0.1:$HP/h5" "$T/c7" "$hl" "$kw"
+check "... within the limit, shards evicted" grep -Eq "evicted=[1-9]" "$T/out"
+check "the open fetched each shard's bytes before and after its pixels only, before any whole shard" $PY -c '
+import json, re, sys
+m = json.load(open(sys.argv[1]))
+want = {}
+for s in m["shards"]:
+    pin = s["pin"]
+    want[s["file"]] = sorted([pin["skip_offset"], s["bytes"] - pin["skip_offset"] - pin["skip_bytes"]])
+reqs = [(m.group(1), int(m.group(2)), int(m.group(3))) for m in
+        (re.search(r"\"GET /h5/(\S+) HTTP/[0-9.]+\" (\d+) (\d+)", l) for l in open(sys.argv[2])) if m]
+assert reqs[0][:2] == ("manifest.json", 200), reqs[0]
+opened, rest = reqs[1:1 + 2 * len(want)], reqs[1 + 2 * len(want):]
+assert all(s == 206 for _, s, _ in opened), opened
+got = {}
+for f, _, n in opened:
+    got.setdefault(f, []).append(n)
+assert {f: sorted(v) for f, v in got.items()} == want, (got, want)
+assert rest and rest[0][1] == 200, rest[:3]
+print(len(opened), "ranges at open, then", len(rest), "whole shards")
+' "$T/www/h5/manifest.json" "$LOG"
+cp -r "$T/www/h5" "$T/www/h5bad"
+$PY -c '
+import json, sys
+m = json.load(open(sys.argv[1] + "/manifest.json"))
+s = m["shards"][2]
+p = sys.argv[1] + "/" + s["file"]
+b = bytearray(open(p, "rb").read())
+b[s["bytes"] - 1] ^= 1               # the last byte after the pixels
+open(p, "wb").write(b)
+' "$T/www/h5bad"
+py_open_report "$T/h5bad.out" \
+  'shardread.Loader(sys.argv[1], cache=sys.argv[2], cache_limit=int(sys.argv[3]), targets=True,
+                     size=48, pad=True, batch_size=4)' \
+  "http://127.0.0.1:$HP/h5bad" "$T/c8" "$hl"
+check "a byte changed after one hdf5 shard's pixels is refused at open, naming the object" \
+  grep -q "h5bad/shard-00002.h5: the object fails its check against the manifest: .*pin" "$T/h5bad.out"
+[ -n "${VERBOSE:-}" ] && cat "$T/h5bad.out"
 finish

@@ -43,7 +43,7 @@ def folder_bytes(cache):
             # the shards and their downloads (the limit bounds the shards; the manifest's own
             # download, .manifest.json.PID.part, and the tables are a few KiB on top)
             # (an lmdb shard is a folder: its data.mdb, in place or in its .part folder)
-            if f.endswith(".raw") or f.endswith(".raw.part") or f == "data.mdb":
+            if f.endswith((".raw", ".raw.part", ".h5", ".h5.part")) or f == "data.mdb":
                 try:
                     total += os.stat(os.path.join(d, f)).st_size
                 except FileNotFoundError:

@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
@@ -1364,6 +1365,91 @@ START_TEST(test_metadata_damage)
 }
 END_TEST
 
+/* A shard before its file arrives (backend.h r_open_parts): from the bytes before and after its
+ * pixels, which its pins locate, the same account and samples as the file's open gives, no
+ * pixel read, no file left behind; a changed byte among them, or a manifest entry without pins,
+ * refused. */
+START_TEST(test_open_parts)
+{
+    const size_t n = 9;
+    char path[1300], tmp[1300];
+    fmt_shard_info info;
+    tu_sample *s = fixture_shard(23, n, TU_SHAPES_MIXED, AUX_VARIED, path, &info);
+    ck_assert_uint_eq(info.pins & FMT_PIN_OPEN, FMT_PIN_OPEN);
+    fmt_manifest_shard ms = {.bytes = info.bytes, .hash = info.hash, .pins = info.pins,
+                             .pin_hash = info.pin_hash, .pin_skip_off = info.pin_skip_off,
+                             .pin_skip_len = info.pin_skip_len};
+    uint64_t hl = 0, from = 0, to = 0;
+    ck_assert_int_eq(be->r_head_of(&ms, &hl, NULL), 0);
+    ck_assert_uint_eq(hl, h5_pixels_offset(path));
+    ck_assert_int_eq(be->r_tail(NULL, &ms, &from, &to, NULL), 0);
+    ck_assert_uint_eq(from, info.pin_skip_off + info.pin_skip_len);
+    ck_assert_uint_eq(to, info.bytes);
+    ck_assert_uint_gt(info.pin_skip_len, 0);
+    size_t len;
+    uint8_t *buf = tu_slurp(path, &len);
+    ck_assert_uint_eq(len, info.bytes);
+    tu_path(tmp, sizeof tmp, "tmp");
+    ck_assert_int_eq(mkdir(tmp, 0755), 0);
+    setenv("TMPDIR", tmp, 1);
+    fmt_msg msg = {{0}};
+    void *sk = NULL, *sh = open_ok(path, FMT_ACCESS_PREAD);
+    ck_assert_msg(be->r_open_parts(&sk, &ms, buf, hl, buf + from, to - from, &msg) == 0, "%s",
+                  msg.text);
+    const fmt_shard_info *a = be->r_info(sk), *b = be->r_info(sh);
+    ck_assert_uint_eq(a->samples, n);
+    ck_assert_uint_eq(a->samples, b->samples);
+    ck_assert_uint_eq(a->first_index, b->first_index);
+    ck_assert_uint_eq(a->hash, b->hash);
+    ck_assert_uint_eq(a->bytes, b->bytes);
+    ck_assert_uint_eq(a->fingerprint, b->fingerprint);
+    for (uint64_t i = 0; i < n; i++) {
+        fmt_sample x, y;
+        ck_assert_int_eq(be->r_get(sk, i, &x), 0);
+        ck_assert_int_eq(be->r_get(sh, i, &y), 0);
+        ck_assert_int_eq(x.label, y.label);
+        ck_assert_uint_eq(x.height, y.height);
+        ck_assert_uint_eq(x.width, y.width);
+        ck_assert_uint_eq(x.channels, y.channels);
+        ck_assert_uint_eq(x.hash, y.hash);
+        ck_assert_uint_eq(x.length, y.length);
+        ck_assert_uint_eq(x.source, y.source);
+        ck_assert_uint_eq(x.aux_len, s[i].aux_len);
+        ck_assert(x.aux_len == 0 || memcmp(x.aux, s[i].aux, x.aux_len) == 0);
+        ck_assert_ptr_null(x.pixels);
+    }
+    uint8_t px[64 * 64 * 3];
+    ck_assert_int_eq(be->r_read(sk, 0, px, NULL, 0), FMT_EUNSUPPORTED);
+    ck_assert_int_eq(be->r_check(sk, 0), FMT_EUNSUPPORTED);
+    be->r_close(sk);
+    be->r_close(sh);
+    DIR *dir = opendir(tmp);
+    ck_assert_ptr_nonnull(dir);
+    struct dirent *e;
+    int left = 0;
+    while ((e = readdir(dir)))
+        left += e->d_name[0] != '.' || strncmp(e->d_name, ".shardc-skeleton", 16) == 0;
+    closedir(dir);
+    ck_assert_int_eq(left, 0);
+    /* a byte changed before the pixels, then after them: the pin refuses both */
+    size_t at[2] = {hl / 2, (size_t)from + (size_t)(to - from) / 2};
+    for (int k = 0; k < 2; k++) {
+        buf[at[k]] ^= 0x10;
+        sk = NULL;
+        int rc = be->r_open_parts(&sk, &ms, buf, hl, buf + from, to - from, &msg);
+        ck_assert_int_ne(rc, 0);
+        ck_assert_ptr_null(sk);
+        ck_assert_msg(strstr(msg.text, "pin") != NULL, "%s", msg.text);
+        buf[at[k]] ^= 0x10;
+    }
+    ms.pins = FMT_PIN_FILE;     /* a manifest of a build before pins */
+    ck_assert_int_eq(be->r_head_of(&ms, &hl, &msg), FMT_EUNSUPPORTED);
+    unsetenv("TMPDIR");
+    free(buf);
+    tu_samples_free(s, n);
+}
+END_TEST
+
 /* ---- standard tools ---- */
 
 START_TEST(test_h5dump)
@@ -1470,7 +1556,7 @@ static Suite *hdf5_suite(void)
     tcase_add_loop_test(tc, test_chunked, 0, 2);
     TU_ADD_TESTS(tc, test_threads, test_threads_open, test_chunked_bounded_files, test_map_cap,
                  test_truncated, test_garbage, test_foreign_hdf5, test_crafted,
-                 test_metadata_damage, test_h5dump);
+                 test_metadata_damage, test_open_parts, test_h5dump);
     tcase_add_loop_test(tc, test_h5py, 0, 2);
     return s;
 }
