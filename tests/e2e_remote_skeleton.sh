@@ -35,6 +35,14 @@ start_nginx "$HP" || { finish; exit; }
 URL=http://127.0.0.1:$HP/det
 LOG="$T/ngx/access.log"
 
+# open_report OUT URL CACHE LIMIT: a Loader (targets, 48x48 batches) opened on URL through a
+# bounded cache, what it raised in OUT
+open_report() {
+  py_open_report "$1" \
+    'shardread.Loader(sys.argv[1], cache=sys.argv[2], cache_limit=int(sys.argv[3]), targets=True,
+                       size=48, pad=True, batch_size=4)' "$2" "$3" "$4"
+}
+
 # ---- epochs through a cache of half the dataset, equal to the local ones ----
 kw='{"order": "random", "seed": 5, "batch_size": 4, "threads": 1, "targets": true, "size": 48, "pad": true}'
 expect_exit 0 "random order with targets, 48x48 batches, a cache of half the dataset: the local epoch" \
@@ -147,10 +155,7 @@ off = struct.unpack_from("<Q", b, 32)[0]
 b[off + 24] ^= 1                     # entry 0: a bit of its label
 open(p, "wb").write(b)
 ' "$T/www/bad/shard-00003.raw"
-py_open_report "$T/bad.out" \
-  'shardread.Loader(sys.argv[1], cache=sys.argv[2], cache_limit=int(sys.argv[3]), targets=True,
-                     size=48, pad=True, batch_size=4)' \
-  "http://127.0.0.1:$HP/bad" "$T/c2" "$LIMIT"
+open_report "$T/bad.out" "http://127.0.0.1:$HP/bad" "$T/c2" "$LIMIT"
 check "a byte changed in one shard's index is refused at open, naming the object" \
   grep -q "bad/shard-00003.raw: the object fails its check against the manifest: bad index hash" "$T/bad.out"
 check "... and nothing of it is in the cache" bash -c "! ls -a '$T'/c2/*/ | grep -q 'shard-00003'"
@@ -193,10 +198,7 @@ b = bytearray(open(p, "rb").read())
 b[s["bytes"] - 1] ^= 1               # the last byte after the pixels
 open(p, "wb").write(b)
 ' "$T/www/h5bad"
-py_open_report "$T/h5bad.out" \
-  'shardread.Loader(sys.argv[1], cache=sys.argv[2], cache_limit=int(sys.argv[3]), targets=True,
-                     size=48, pad=True, batch_size=4)' \
-  "http://127.0.0.1:$HP/h5bad" "$T/c8" "$hl"
+open_report "$T/h5bad.out" "http://127.0.0.1:$HP/h5bad" "$T/c8" "$hl"
 check "a byte changed after one hdf5 shard's pixels is refused at open, naming the object" \
   grep -q "h5bad/shard-00002.h5: the object fails its check against the manifest: .*pin" "$T/h5bad.out"
 [ -n "${VERBOSE:-}" ] && cat "$T/h5bad.out"

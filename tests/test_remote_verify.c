@@ -343,6 +343,19 @@ static void acquire_all(rmt_lazy *z)
     }
 }
 
+/* Every shard fetched once, each file as served; all released, the session closed. */
+static void close_all_served(rmt_lazy *z)
+{
+    rmt_stats st;
+    rmt_lazy_stats(z, &st, NULL, NULL);
+    ck_assert_uint_eq(st.fetched, NSHARDS);
+    for (size_t k = 0; k < NSHARDS; k++) {
+        same_as_served(z, k);
+        rmt_lazy_release(z, k);
+    }
+    rmt_lazy_close(z);
+}
+
 /* *v read under g_mu. */
 static int locked_get(const int *v)
 {
@@ -359,14 +372,7 @@ START_TEST(transfer_ends_while_a_check_is_held)
     acquire_all(z);
     int seen = locked_get(&g_seen1);
     ck_assert_msg(seen, "shard 1's transfer did not end while shard 0's check was held");
-    rmt_stats st;
-    rmt_lazy_stats(z, &st, NULL, NULL);
-    ck_assert_uint_eq(st.fetched, NSHARDS);
-    for (size_t k = 0; k < NSHARDS; k++) {
-        same_as_served(z, k);
-        rmt_lazy_release(z, k);
-    }
-    rmt_lazy_close(z);
+    close_all_served(z);
 }
 END_TEST
 
@@ -432,15 +438,8 @@ START_TEST(stale_part_fetched_again_whole)
     acquire_all(z);
     int arrivals = locked_get(&g_arrivals1);
     ck_assert_int_eq(arrivals, 2);      /* resumed, failed its check, then fetched whole */
-    for (size_t k = 0; k < NSHARDS; k++) {
-        same_as_served(z, k);
-        rmt_lazy_release(z, k);
-    }
     ck_assert(!exists_in(z, ".shard-00001.raw.part"));
-    rmt_stats st;
-    rmt_lazy_stats(z, &st, NULL, NULL);
-    ck_assert_uint_eq(st.fetched, NSHARDS);
-    rmt_lazy_close(z);
+    close_all_served(z);
 }
 END_TEST
 
@@ -468,14 +467,7 @@ START_TEST(next_epoch_waits_for_this_one)
     pthread_mutex_unlock(&g_mu);
     ck_assert_msg(!early, "the next epoch's shard was asked for before this epoch's last one "
                   "arrived");
-    rmt_stats st;
-    rmt_lazy_stats(z, &st, NULL, NULL);
-    ck_assert_uint_eq(st.fetched, NSHARDS);
-    for (size_t k = 0; k < NSHARDS; k++) {
-        same_as_served(z, k);
-        rmt_lazy_release(z, k);
-    }
-    rmt_lazy_close(z);
+    close_all_served(z);
 }
 END_TEST
 
