@@ -142,10 +142,12 @@ SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o, shr_
  * the dataset is made complete in a local cache (shr_options.cache, else ~/.cache/shardread):
  * the manifest is fetched, and every shard the cache lacks is downloaded,
  * checked against the manifest (every sample's hash) and only then renamed into place; the
- * reader then reads the cached files. Raw and hdf5 datasets.
- * shr_open of a single dataset (raw; hdf5 only with samples of one size and no targets)
- * returns once the manifest is fetched instead (and, where samples vary in size or carry
- * targets, each raw shard's header and index, fetched with Range requests and checked): a
+ * reader then reads the cached files. Raw, hdf5 and lmdb datasets.
+ * shr_open of a single dataset (raw; hdf5 with samples of one size and no targets, or whose
+ * manifest pins its shards; lmdb with samples of one size and no targets) returns once the
+ * manifest is fetched instead (and, where samples vary in size or carry targets, each shard's
+ * metadata: a raw shard's header and index, an hdf5 shard's bytes before and after its pixels,
+ * fetched with Range requests and checked): a
  * thread downloads the shards in the order the sampler reads them (prefetch_shards ahead), a
  * worker needing a shard not yet there waits for it, and with cache_limit the folder stays
  * within the limit (shared safely by processes using one cache). A shard that stays
