@@ -27,6 +27,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import remote_servers  # noqa: E402
+import benchlib  # noqa: E402
 
 if len(sys.argv) < 5 or len(sys.argv[1].split(",")) != 2:
     sys.exit(__doc__)
@@ -120,6 +121,4 @@ try:
     print(f"per-run ratio B/A: median {statistics.median(pairs):.3f} "
           f"({min(pairs):.3f} .. {max(pairs):.3f})")
 finally:
-    for p in procs:
-        p.kill()
-    shutil.rmtree(root, ignore_errors=True)
+    benchlib.stop(procs, root)      # (a killed nginx master leaves its worker running)
