@@ -1,6 +1,7 @@
-/* hdf5_int.h - what the two halves of the hdf5 backend share: hdf5.c (the HDF5 lock, error
- * reporting, a shard's metadata and its content hash, the writer, the backend table) and
- * hdf5read.c (the reader, whose entry points the table names). Internal to formats/.
+/* hdf5_int.h - what the parts of the hdf5 backend share: hdf5.c (the HDF5 lock, error
+ * reporting, a shard's metadata and its content hash, the writer, the backend table),
+ * hdf5read.c (the reader, whose entry points the table names), and hdf5skel.c (a shard read
+ * from its parts before its file arrives). Internal to formats/.
  */
 #ifndef FMT_HDF5_INT_H
 #define FMT_HDF5_INT_H
@@ -72,13 +73,17 @@ int fmt_h5_content_hash(const h5_meta *m, uint64_t *out);
 int fmt_h5r_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg *msg);
 int fmt_h5r_pins(const void *sp, const char *path, fmt_shard_info *info);
 int fmt_h5r_open(void **out, const char *dir, const char *path, fmt_access access, fmt_msg *msg);
-/* A shard before its file arrives (backend.h r_head_of, r_tail, r_open_parts): the bytes before
- * its pixels and those after them, which its manifest entry's pins locate and hash. */
+/* (hdf5skel.c) A shard before its file arrives (backend.h r_head_of, r_tail, r_open_parts):
+ * the bytes before its pixels and those after them, which its manifest entry's pins locate
+ * and hash. */
 int fmt_h5r_head_of(const fmt_manifest_shard *ms, uint64_t *len, fmt_msg *msg);
 int fmt_h5r_tail(const uint8_t *head, const fmt_manifest_shard *ms, uint64_t *from, uint64_t *to,
                  fmt_msg *msg);
 int fmt_h5r_open_parts(void **out, const fmt_manifest_shard *ms, const uint8_t *head,
                        size_t head_len, const uint8_t *tail, size_t tail_len, fmt_msg *msg);
+/* (hdf5read.c) A shard fmt_h5r_open opened from such parts made metadata only: its r_read and
+ * r_check FMT_EUNSUPPORTED. 0, or FMT_EUNSUPPORTED when its pixels are not contiguous. */
+int fmt_h5r_as_skeleton(void *s);
 void fmt_h5r_close(void *sp);
 const fmt_shard_info *fmt_h5r_info(const void *sp);
 int fmt_h5r_get(const void *sp, uint64_t i, fmt_sample *out);

@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -908,88 +907,16 @@ int fmt_h5r_advise(const void *sp, fmt_advice advice)
     return 0; /* O_DIRECT has no page cache; HDF5's reads are its own */
 }
 
-/* ---- a shard before its file arrives (backend.h r_head_of, r_tail, r_open_parts) ----
- * A shard's pins (manifest.h) hash every byte HDF5 reads, all but the pixels [pin_skip_off,
- * +pin_skip_len): those bytes, before and after the pixels, are the skeleton. They go into a
- * sparse temporary file of the shard's size ($TMPDIR, else /tmp; HDF5 wants a path it can
- * resolve, which a memfd's is not), the pixels left a hole, which the shard's precheck and open
- * read as they read a shard's file: the pin first, then HDF5 (attributes, index datasets),
- * every check of a local open. What the open keeps is in memory (h5_meta); the file goes as
- * soon as it is open. */
-
-int fmt_h5r_head_of(const fmt_manifest_shard *ms, uint64_t *len, fmt_msg *msg)
+/* fmt_h5r_open_parts's shard (hdf5skel.c): metadata only, its pixels never read (the file it
+ * was opened from goes at once). FMT_EUNSUPPORTED when its pixels are not contiguous (another
+ * tool's file), which only the H5Dread path, reopening that file, could read. */
+int fmt_h5r_as_skeleton(void *sp)
 {
-    if (!(ms->pins & FMT_PIN_OPEN))
-        return fmt_fail(msg, FMT_EUNSUPPORTED, "its manifest entry does not pin the bytes HDF5 "
-                        "reads (a build before pins)");
-    *len = ms->pin_skip_len ? ms->pin_skip_off : ms->bytes;
+    h5_shard *s = sp;
+    if (!s->direct)
+        return FMT_EUNSUPPORTED;
+    fmt_fdfile_free(s->pfile);
+    s->pfile = NULL;
+    s->skeleton = 1;
     return 0;
-}
-
-int fmt_h5r_tail(const uint8_t *head, const fmt_manifest_shard *ms, uint64_t *from, uint64_t *to,
-                 fmt_msg *msg)
-{
-    (void)head;                 /* (checked with the tail, by the pin) */
-    (void)msg;
-    *from = ms->pin_skip_len ? ms->pin_skip_off + ms->pin_skip_len : ms->bytes;
-    *to = ms->bytes;
-    return 0;
-}
-
-static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
-{
-    while (n) {
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? errno : EIO;
-        p += w;
-        n -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return 0;
-}
-
-int fmt_h5r_open_parts(void **out, const fmt_manifest_shard *ms, const uint8_t *head,
-                       size_t head_len, const uint8_t *tail, size_t tail_len, fmt_msg *msg)
-{
-    *out = NULL;
-    if (head_len > ms->bytes || tail_len > ms->bytes - head_len)
-        return fmt_fail(msg, FMT_EINVAL, "parts of %zu and %zu bytes of a %" PRIu64 "-byte file",
-                        head_len, tail_len, ms->bytes);
-    const char *tmp = getenv("TMPDIR");
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/.shardc-skeleton-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    int fd = mkostemp(path, O_CLOEXEC);
-    if (fd < 0)
-        return fmt_fail(msg, errno, "cannot create a file like %s: %s", path, strerror(errno));
-    int rc = 0;
-    if (ftruncate(fd, (off_t)ms->bytes) != 0)
-        rc = errno;
-    if (!rc)
-        rc = pwrite_all(fd, head, head_len, 0);
-    if (!rc)
-        rc = pwrite_all(fd, tail, tail_len, ms->bytes - tail_len);
-    if (rc) {
-        unlink(path);
-        close(fd);
-        return fmt_fail(msg, rc, "cannot write %s: %s", path, strerror(rc));
-    }
-    rc = fmt_h5r_precheck(path, ms, msg);
-    if (!rc)
-        rc = fmt_h5r_open(out, NULL, path, FMT_ACCESS_PREAD, msg);
-    h5_shard *s = *out;
-    if (!rc && !s->direct) {    /* (shardc writes contiguous pixels; another tool may not) */
-        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "its pixels are not contiguous in the file");
-        fmt_h5r_close(s);
-        *out = NULL;
-    } else if (!rc) {
-        fmt_fdfile_free(s->pfile);      /* no pixel read: the path names nothing once it goes */
-        s->pfile = NULL;
-        s->skeleton = 1;
-    }
-    unlink(path);
-    close(fd);
-    return rc;
 }
