@@ -21,6 +21,8 @@ typedef struct {
                                  * hands back misaligned (NULL: none needed) */
     uint64_t ncopy;
     void *skel;                 /* FMT_OPEN_LAZY: the shard's metadata before it arrives */
+    uint8_t **skcopy;           /* ... and the copies its misaligned target records need */
+    uint64_t nskcopy;
 } ds_shard;
 
 struct fmt_dataset {
@@ -41,36 +43,45 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
     return a > b ? a : b;
 }
 
-/* Keep an 8-aligned copy of sample k's target record (fmt_target_view reads it in place). */
-static int copy_target(ds_shard *s, uint64_t n, uint64_t k, const fmt_sample *smp)
+/* Keep an 8-aligned copy of sample k's target record (fmt_target_view reads it in place) in
+ * (*copy)[k], of *ncopy = n entries. */
+static int copy_target(uint8_t ***copy, uint64_t *ncopy, uint64_t n, uint64_t k,
+                       const fmt_sample *smp)
 {
-    if (!s->tcopy) {
-        if (n > SIZE_MAX / sizeof *s->tcopy || !(s->tcopy = calloc((size_t)n, sizeof *s->tcopy)))
+    if (!*copy) {
+        if (n > SIZE_MAX / sizeof **copy || !(*copy = calloc((size_t)n, sizeof **copy)))
             return ENOMEM;
-        s->ncopy = n;
+        *ncopy = n;
     }
     /* malloc's alignment is at least 8 */
-    if (!(s->tcopy[k] = malloc(smp->aux_len)))
+    if (!((*copy)[k] = malloc(smp->aux_len)))
         return ENOMEM;
-    memcpy(s->tcopy[k], smp->aux, smp->aux_len);
+    memcpy((*copy)[k], smp->aux, smp->aux_len);
     return 0;
+}
+
+static void free_copy_array(uint8_t ***copy, uint64_t *ncopy)
+{
+    for (uint64_t k = 0; *copy && k < *ncopy; k++)
+        free((*copy)[k]);
+    free(*copy);
+    *copy = NULL;
+    *ncopy = 0;
 }
 
 static void free_copies(ds_shard *s)
 {
-    for (uint64_t k = 0; s->tcopy && k < s->ncopy; k++)
-        free(s->tcopy[k]);
-    free(s->tcopy);
-    s->tcopy = NULL;
-    s->ncopy = 0;
+    free_copy_array(&s->tcopy, &s->ncopy);
 }
 
 /* Shard i's open handle sh (its file, or its skeleton) against the manifest: its own account,
  * then every sample against what the manifest says of all of them, in one pass over the index
  * (in memory for every backend), so every access mode refuses the same datasets; d->max_length
- * takes its largest payload. With copies, a target record the backend hands back misaligned is
- * copied (copy_target). 0, or the error with msg saying why. */
-static int check_shard(fmt_dataset *d, size_t i, void *sh, int copies, fmt_msg *msg)
+ * takes its largest payload. A target record the backend hands back misaligned is copied into
+ * *copy (copy_target: the shard's tcopy, or its skeleton's skcopy). 0, or the error with msg
+ * saying why. */
+static int check_shard(fmt_dataset *d, size_t i, void *sh, uint8_t ***copy, uint64_t *ncopy,
+                       fmt_msg *msg)
 {
     const fmt_manifest_shard *ms = &d->man.shards[i];
     const fmt_shard_info *h = d->be->r_info(sh);
@@ -83,8 +94,8 @@ static int check_shard(fmt_dataset *d, size_t i, void *sh, int copies, fmt_msg *
             smp.index = ms->first + k;
             rc = fmt_manifest_check_sample(&d->man, &smp, msg);
         }
-        if (rc == 0 && copies && d->man.targets && ((uintptr_t)smp.aux & 7u))
-            rc = copy_target(&d->shards[i], h->samples, k, &smp);
+        if (rc == 0 && d->man.targets && ((uintptr_t)smp.aux & 7u))
+            rc = copy_target(copy, ncopy, h->samples, k, &smp);
         if (rc == 0)
             max = max_u64(max, smp.length);
     }
@@ -107,7 +118,7 @@ static int open_shard(fmt_dataset *d, const char *dir, size_t i, fmt_msg *msg)
     free(sdir);
     if (rc)
         return rc;
-    return check_shard(d, i, s->s, 1, msg);
+    return check_shard(d, i, s->s, &s->tcopy, &s->ncopy, msg);
 }
 
 /* A new dataset for the access mode, or the error (an unknown mode with msg saying so). */
@@ -241,10 +252,11 @@ static int open_skeleton(fmt_dataset *d, size_t i, const fmt_span *head, const f
     ds_shard *s = &d->shards[i];
     d->be->r_close(s->skel);            /* (a copy that failed, read again) */
     s->skel = NULL;
+    free_copy_array(&s->skcopy, &s->nskcopy);
     int rc = d->be->r_open_parts(&s->skel, &d->man.shards[i], head->buf,
                                  (size_t)(head->to - head->from), tail->buf,
                                  (size_t)(tail->to - tail->from), msg);
-    return rc ? rc : check_shard(d, i, s->skel, 0, msg);
+    return rc ? rc : check_shard(d, i, s->skel, &s->skcopy, &s->nskcopy, msg);
 }
 
 /* Check every span (part 0: the headers, which say where the tails are; 1: the tails, which make
@@ -588,6 +600,7 @@ void fmt_dataset_close(fmt_dataset *d)
         d->be->r_close(d->shards[i].s);
         d->be->r_close(d->shards[i].skel);
         free_copies(&d->shards[i]);
+        free_copy_array(&d->shards[i].skcopy, &d->shards[i].nskcopy);
         free(d->shards[i].path);
         free(d->shards[i].why);
     }
@@ -734,6 +747,15 @@ static int sample_parts(const fmt_dataset *d, uint64_t idx, fmt_sample *smp, con
     const ds_shard *sh;
     uint64_t local;
     int rc = locate(d, idx, &sh, &local);
+    /* a skeleton answers whether its shard is there or not: the same bytes (both checked
+     * against the manifest), in memory as long as the dataset is, where a shard's may go with
+     * its eviction */
+    if ((rc == 0 || rc == EAGAIN) && sh->skel) {
+        if ((rc = d->be->r_get(sh->skel, local, smp)) != 0)
+            return rc;
+        const uint8_t *rec = sh->skcopy && sh->skcopy[local] ? sh->skcopy[local] : smp->aux;
+        return aux_parts(&d->man, rec, smp->aux_len, tg, tlen, fl, flen, msg);
+    }
     if (rc)
         return rc == FMT_EINVAL ? fmt_fail(msg, rc, "no sample %" PRIu64, idx) : rc;
     if ((rc = d->be->r_get(sh->s, local, smp)) != 0)

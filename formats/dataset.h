@@ -103,8 +103,10 @@ typedef struct {
  * entry, every sample against the manifest: a dataset a local open refuses is refused here) and
  * kept; a part src read from a local copy that fails is read again fresh; one that still fails
  * is FMT_EHASH / FMT_ETRUNC / FMT_ECORRUPT, naming BASE/FILE. fmt_dataset_get of a sample whose
- * shard is not loaded (and has not failed) then answers from the skeleton (pixels NULL);
- * reads, targets and checks still need the shard loaded. Without src, or another backend:
+ * shard is not loaded (and has not failed) then answers from the skeleton (pixels NULL), and
+ * fmt_dataset_target and fmt_dataset_fields_record always do (the same bytes, checked against
+ * the manifest, kept until the close, where a loaded shard's go with its unload); reads and
+ * checks still need the shard loaded. Without src, or another backend:
  * FMT_EUNSUPPORTED. The caller keeps shards it reads from loaded (load and unload are
  * serialised; reads of a loaded shard are as thread-safe as ever). */
 #define FMT_OPEN_LAZY 4u

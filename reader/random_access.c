@@ -173,6 +173,11 @@ int shr_dataset_hold(const shr_dataset *cd, uint64_t idx, shr_msg *msg)
     return 0;
 }
 
+int shr_dataset_meta_resident(const shr_dataset *d)
+{
+    return d && (!d->lazy || fmt_dataset_skeletons(d->ds));
+}
+
 void shr_dataset_unhold(const shr_dataset *d, uint64_t idx)
 {
     if (!d || !d->lazy)
@@ -194,9 +199,25 @@ static int hold_for(const shr_dataset *d, uint64_t idx, int *held, fmt_msg *msg)
     return rc;
 }
 
+/* Around a call that reads only a sample's metadata or aux record (its target, its fields): a
+ * dataset read on demand whose open kept the shards' skeletons answers from them, under the
+ * lock (*held 2; the skeleton's memory lasts as long as the dataset), and downloads nothing;
+ * any other holds the sample's shard as hold_for does. */
+static int hold_meta(const shr_dataset *d, uint64_t idx, int *held, fmt_msg *msg)
+{
+    if (d && d->lazy && shr_dataset_meta_resident(d)) {
+        pthread_mutex_lock(&((shr_dataset *)d)->mu);
+        *held = 2;
+        return 0;
+    }
+    return hold_for(d, idx, held, msg);
+}
+
 static void unhold_for(const shr_dataset *d, uint64_t idx, int held)
 {
-    if (held)
+    if (held == 2)
+        pthread_mutex_unlock(&((shr_dataset *)d)->mu);
+    else if (held)
         shr_dataset_unhold(d, idx);
 }
 
@@ -404,7 +425,7 @@ static int target_of(const shr_dataset *d, uint64_t idx, shr_target *t, fmt_msg 
 
 int shr_dataset_target(const shr_dataset *d, uint64_t idx, shr_target *t, shr_msg *msg)
 {
-    int held, rc = hold_for(d, idx, &held, msg);
+    int held, rc = hold_meta(d, idx, &held, msg);
     if (rc)
         return rc;
     rc = target_of(d, idx, t, msg);
@@ -447,7 +468,7 @@ int shr_dataset_segm(const shr_dataset *d, uint64_t idx, uint32_t *num_keypoints
                      const float **keypoints, int *has_masks, uint32_t *width, uint32_t *height,
                      uint8_t *masks, size_t cap, shr_msg *msg)
 {
-    int held, rc = hold_for(d, idx, &held, msg);
+    int held, rc = hold_meta(d, idx, &held, msg);
     if (rc)
         return rc;
     rc = segm_of(d, idx, num_keypoints, keypoints, has_masks, width, height, masks, cap, msg);
@@ -501,7 +522,7 @@ static int label_map_of(const shr_dataset *d, uint64_t idx, uint32_t *width,
 int shr_dataset_label_map(const shr_dataset *d, uint64_t idx, uint32_t *width, uint32_t *height,
                           uint32_t *max_value, void *out, size_t cap, int elem, shr_msg *msg)
 {
-    int held, rc = hold_for(d, idx, &held, msg);
+    int held, rc = hold_meta(d, idx, &held, msg);
     if (rc)
         return rc;
     rc = label_map_of(d, idx, width, height, max_value, out, cap, elem, msg);
@@ -557,7 +578,7 @@ static int fields_of(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_
 int shr_dataset_fields(const shr_dataset *d, uint64_t idx, shr_field *out, uint32_t cap,
                        shr_msg *msg)
 {
-    int held, rc = hold_for(d, idx, &held, msg);
+    int held, rc = hold_meta(d, idx, &held, msg);
     if (rc)
         return rc;
     rc = fields_of(d, idx, out, cap, msg);

@@ -12,7 +12,8 @@ remote_cache_check.py refuse URL CACHE LIMIT KWARGS_JSON
     the open is refused (ValueError), the message printed
 remote_cache_check.py dataset LOCAL URL CACHE LIMIT SEED [shared]
     Dataset(URL, cache=CACHE, cache_limit=LIMIT) (fields=True where the dataset has fields):
-    the open leaves no shard in the cache; every index, in an order shuffled by SEED, equals
+    the open leaves no shard in the cache, nor do fields() of every index, equal to the local
+    ones (the skeletons answer them); every index, in an order shuffled by SEED, equals
     Dataset(LOCAL)'s item (pixels, label or target, fields), then from four threads at once,
     then sample(i), targets and fields() of every index; the cache folder, sampled by a thread, never holds more than LIMIT
     bytes, and holds fewer shards than the dataset has at the end; prints 'peak=N shards=S'
@@ -219,6 +220,15 @@ def dataset(local, url, cache, limit, seed, shared=None):
         print(f"{len(got)} samples, the local dataset has {n}", file=sys.stderr)
         return 1
     order = np.random.default_rng(int(seed)).permutation(n)
+    if kw and not shared:
+        # fields from the skeletons the open read: every index's, and no shard downloaded
+        a, b = flat(want.fields([int(i) for i in order])), flat(got.fields([int(i) for i in order]))
+        if len(a) != len(b) or not all(np.array_equal(u, v) for u, v in zip(a, b)):
+            print("fields() before any item differ", file=sys.stderr)
+            return 1
+        if shard_files(cache):
+            print(f"fields() downloaded {shard_files(cache)} shards", file=sys.stderr)
+            return 1
     for i in order:
         a, b = flat(want[int(i)]), flat(got[int(i)])
         if len(a) != len(b) or not all(np.array_equal(u, v) for u, v in zip(a, b)):

@@ -84,7 +84,9 @@ SHR_API int shr_dataset_open_flags(shr_dataset **d, const char *dir, shr_access 
  * at open (SHR_EINVAL), naming the minimum. A shard that cannot be had (after the retries, or
  * failing its check) fails the reads of its samples, naming the object. Pointers a call returns
  * into the dataset's memory (targets, fields, keypoints) stay valid until the next call on d
- * from any thread, or while the caller holds their sample's shard (shr_dataset_hold). */
+ * from any thread, or while the caller holds their sample's shard (shr_dataset_hold); where the
+ * open read the shards' skeletons (shr_dataset_meta_resident), those calls answer from them,
+ * download nothing, and their pointers stay valid until shr_dataset_close. */
 SHR_API int shr_dataset_open_remote(shr_dataset **d, const char *url, const char *cache,
                                     uint64_t cache_limit, shr_access access, unsigned flags,
                                     shr_msg *msg);
@@ -96,6 +98,12 @@ SHR_API int shr_dataset_open_remote(shr_dataset **d, const char *url, const char
  * For a local dataset, 0 and nothing to do. */
 SHR_API int shr_dataset_hold(const shr_dataset *d, uint64_t idx, shr_msg *msg);
 SHR_API void shr_dataset_unhold(const shr_dataset *d, uint64_t idx);
+
+/* 1 when d answers every sample's target, fields and keypoints from memory it keeps until
+ * shr_dataset_close, so that those calls download nothing and need no shr_dataset_hold: a local
+ * dataset, or one read on demand whose open read its shards' skeletons (samples of varying
+ * sizes or with targets, shards whose metadata can be read apart); else 0. */
+SHR_API int shr_dataset_meta_resident(const shr_dataset *d);
 
 /* The dataset's folder: its directory, or for a dataset at a URL its folder in the cache (holding
  * manifest.json). Valid until shr_dataset_close. */

@@ -425,9 +425,12 @@ static PyObject *Dataset_fields(DatasetObject *self, PyObject *indices)
         }
         shr_msg msg = {{0}};
         int rc = idx < 0 ? SHR_EINVAL : 0;
+        /* fields kept in memory (a local dataset, or the skeletons a remote open read): no
+         * shard to hold, nothing downloaded */
+        int resident = shr_dataset_meta_resident(self->d);
         if (rc)
             snprintf(msg.text, sizeof msg.text, "a negative index");
-        else {
+        else if (!resident) {
             Py_BEGIN_ALLOW_THREADS
             rc = shr_dataset_hold(self->d, (uint64_t)idx, &msg);
             Py_END_ALLOW_THREADS
@@ -439,7 +442,7 @@ static PyObject *Dataset_fields(DatasetObject *self, PyObject *indices)
         }
         if (rc || shr_dataset_fields(self->d, (uint64_t)idx, f, 64, &msg) != 0) {
             PyErr_Format(PyExc_IndexError, "Dataset index %lld: %s", idx, msg.text);
-            if (!rc)
+            if (!rc && !resident)
                 shr_dataset_unhold(self->d, (uint64_t)idx);
             Py_CLEAR(out);
             break;
@@ -457,7 +460,8 @@ static PyObject *Dataset_fields(DatasetObject *self, PyObject *indices)
             if (!v || PyList_SetItem(col, i, v) < 0)
                 Py_CLEAR(out);
         }
-        shr_dataset_unhold(self->d, (uint64_t)idx);
+        if (!resident)
+            shr_dataset_unhold(self->d, (uint64_t)idx);
     }
     Py_DECREF(seq);
     return out;
