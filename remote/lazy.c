@@ -76,9 +76,11 @@ struct rmt_lazy {
     rmt_stats st;
     uint64_t peak, evicted, gen, tick, rounds;
     uint64_t pokes;             /* work signalled (readers moved on): counted under mu */
-    int settled;                /* no limit, and every shard present (or failed for good):
-                                 * nothing will ever be fetched or evicted again, so readers
-                                 * moving on no longer wake the download thread */
+    int settled;                /* every shard present (or failed for good): nothing is fetched
+                                 * or evicted, so readers moving on no longer wake the download
+                                 * thread (which still looks every 200 ms whether other
+                                 * processes want room); a shard this process lets go of
+                                 * unsettles it (let_go) */
     atomic_int aborted;         /* closing: the stream leaves its transfers */
     int deferred;               /* the last pick passed over a shard another process held */
     int kept_any;               /* the last make_room failed on shards other processes keep */
@@ -143,6 +145,7 @@ static void let_go(rmt_lazy *z, size_t k)
         close(s->shfd);
     s->shfd = -1;
     s->state = Z_ABSENT;
+    z->settled = 0;
 }
 
 /* Remove shard k from the folder unless another process uses it (or downloads it): 1 removed. */
@@ -470,6 +473,20 @@ static size_t pick_shards(rmt_lazy *z, size_t *pick, size_t max)
 {
     size_t nw = window(z), np = 0;
     double t = mono_now();
+    /* nothing absent that a reader waits for or the window wants: no pick, and no look at the
+     * folder (its size is a stat of every shard's two names: per batch, on many shards, the
+     * readers' cost) */
+    int any = 0;
+    for (size_t i = 0; i < nw && !any; i++)
+        any = z->sh[z->win[i]].state == Z_ABSENT;
+    for (size_t k = 0; k < z->m.nshards && !any; k++)
+        any = z->sh[k].state == Z_ABSENT && z->sh[k].wanted;
+    if (!any) {
+        z->deferred = 0;
+        if (z->limit && room_wanted(z))
+            shed_idle(z);
+        return 0;
+    }
     int sfd = rmt_lock_file(z->spacep, LOCK_EX);
     uint64_t used = z->limit ? folder_bytes(z) : 0;
     if (used > z->peak)
@@ -635,7 +652,7 @@ static void *lazy_main(void *arg)
                                &z->aborted);
         pthread_mutex_lock(&z->mu);
         z->st = lx.st;
-        if (!z->limit && !z->settled) {
+        if (!z->settled) {
             size_t k = 0;
             while (k < z->m.nshards &&
                    (z->sh[k].state == Z_PRESENT || z->sh[k].state == Z_FAILED))
@@ -902,7 +919,7 @@ static void give_back(rmt_lazy *z, size_t k, int go)
         if (go && !s->refs && !s->wanted && z->limit)
             let_go(z, k);
     }
-    if (z->limit || go)         /* room may be made now */
+    if ((z->limit || go) && !z->settled)        /* room may be made now */
         poke(z);
     pthread_mutex_unlock(&z->mu);
 }

@@ -23,7 +23,8 @@ shards (KEY.jpg, KEY.cls) of as many images each. Measured, per rate, medians of
 
 And, once: the cached epoch (the URL again, every shard in the cache) against a local Loader
 of the same files, alternating runs, each a new Loader (its open included); and the later
-epochs of one Loader of each (a training loop's epochs), alternating. Not a test: it prints figures; nothing is asserted.
+epochs of one Loader of each (a training loop's epochs), and of one through a cache_limit that
+holds the whole dataset, alternating. Not a test: it prints figures; nothing is asserted.
 """
 import argparse
 import concurrent.futures
@@ -296,21 +297,28 @@ def main():
         # a training loop's later epochs: one Loader each, opened once, epochs alternating
         lc = shardread.Loader(f"s3://{BUCKET}/ds", cache=cache, **kw)
         ll = shardread.Loader(ds, **kw)
+        # and through a bounded cache that holds the whole dataset (a cache of its own)
+        lb = shardread.Loader(f"s3://{BUCKET}/ds", cache=os.path.join(root, "cache-bounded"),
+                              cache_limit=2 * ds_bytes, **kw)
 
         def rate(ld):
             t0, n = time.perf_counter(), 0
             for images, _ in ld:
                 n += len(images)
             return n / (time.perf_counter() - t0)
-        rate(lc), rate(ll)
-        again_c, again_l = [], []
+        rate(lc), rate(ll), rate(lb)
+        again_c, again_l, again_b = [], [], []
         for _ in range(max(11, args.runs)):
             again_c.append(rate(lc))
             again_l.append(rate(ll))
+            again_b.append(rate(lb))
         c2, l2 = statistics.median(again_c), statistics.median(again_l)
-        out.update(later_cached_img_s=c2, later_local_img_s=l2, later_ratio=c2 / l2)
+        b2 = statistics.median(again_b)
+        out.update(later_cached_img_s=c2, later_local_img_s=l2, later_ratio=c2 / l2,
+                   later_bounded_img_s=b2, later_bounded_ratio=b2 / l2)
         print(f"later epochs of one open: cached {c2:.0f} img/s, local {l2:.0f} img/s: "
-              f"{c2 / l2:.3f}x")
+              f"{c2 / l2:.3f}x; with a cache_limit that holds the dataset {b2:.0f} img/s: "
+              f"{b2 / l2:.3f}x")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(out, f, indent=1)
