@@ -214,7 +214,7 @@ int fmt_h5_content_hash(const h5_meta *m, uint64_t *out)
 
 /* ---- writer ---- */
 
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+int fmt_h5_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
     const uint8_t *p = buf;
     while (len > 0) {
@@ -362,7 +362,7 @@ static int h5w_add(void *wp, const fmt_sample_meta *m, const void *pixels, uint6
         w->aux_cap = ncap;
     }
 
-    int rc = pwrite_all(w->fd, pixels, (size_t)len, w->pos);
+    int rc = fmt_h5_pwrite_all(w->fd, pixels, (size_t)len, w->pos);
     if (rc) {
         w->err = rc;
         return rc;
@@ -553,7 +553,7 @@ static int copy_range(int in, int out, uint64_t off, uint64_t len)
     while (done < len) {
         size_t k = len - done > blen ? blen : (size_t)(len - done);
         if ((rc = fmt_pread_exact(in, buf, k, done)) != 0 ||
-            (rc = pwrite_all(out, buf, k, off + done)) != 0)
+            (rc = fmt_h5_pwrite_all(out, buf, k, off + done)) != 0)
             break;
         done += k;
     }

@@ -73,6 +73,10 @@ int fmt_h5_content_hash(const h5_meta *m, uint64_t *out);
 int fmt_h5r_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg *msg);
 int fmt_h5r_pins(const void *sp, const char *path, fmt_shard_info *info);
 int fmt_h5r_open(void **out, const char *dir, const char *path, fmt_access access, fmt_msg *msg);
+/* len bytes of buf written at offset off of fd, EINTR retried: 0 or the errno (EIO when a write
+ * makes no progress). (hdf5.c) */
+int fmt_h5_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+
 /* (hdf5skel.c) A shard before its file arrives (backend.h r_head_of, r_tail, r_open_parts):
  * the bytes before its pixels and those after them, which its manifest entry's pins locate
  * and hash. */

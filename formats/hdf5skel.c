@@ -40,21 +40,6 @@ int fmt_h5r_tail(const uint8_t *head, const fmt_manifest_shard *ms, uint64_t *fr
     return 0;
 }
 
-static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
-{
-    while (n) {
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? errno : EIO;
-        p += w;
-        n -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return 0;
-}
-
 int fmt_h5r_open_parts(void **out, const fmt_manifest_shard *ms, const uint8_t *head,
                        size_t head_len, const uint8_t *tail, size_t tail_len, fmt_msg *msg)
 {
@@ -72,9 +57,9 @@ int fmt_h5r_open_parts(void **out, const fmt_manifest_shard *ms, const uint8_t *
     if (ftruncate(fd, (off_t)ms->bytes) != 0)
         rc = errno;
     if (!rc)
-        rc = pwrite_all(fd, head, head_len, 0);
+        rc = fmt_h5_pwrite_all(fd, head, head_len, 0);
     if (!rc)
-        rc = pwrite_all(fd, tail, tail_len, ms->bytes - tail_len);
+        rc = fmt_h5_pwrite_all(fd, tail, tail_len, ms->bytes - tail_len);
     if (rc) {
         unlink(path);
         close(fd);
