@@ -100,8 +100,8 @@ struct rmt_lazy {
     int started, vstarted, stop;
 };
 
-/* The file at a shard's path p whose size the manifest gives: p, or a folder shard's data file
- * in it (lmdb), into buf. */
+/* The file at a shard's final path p whose size the manifest gives: p, or a folder shard's data
+ * file in it (lmdb), into buf. (A download's is its job's data, else part: rmt_shard_paths.) */
 static const char *data_of(const rmt_lazy *z, const char *p, char *buf, size_t len)
 {
     if (!z->be->data_file)
@@ -119,10 +119,11 @@ static uint64_t folder_bytes(const rmt_lazy *z)
     struct stat st;
     char buf[PATH_MAX];
     for (size_t k = 0; k < z->m.nshards; k++) {
-        if (stat(data_of(z, z->sh[k].j.part, buf, sizeof buf), &st) == 0)
+        const rmt_shard_job *j = &z->sh[k].j;
+        if (stat(j->data ? j->data : j->part, &st) == 0)
             sum += z->m.shards[k].bytes > (uint64_t)st.st_size ? z->m.shards[k].bytes
                                                                : (uint64_t)st.st_size;
-        if (stat(data_of(z, z->sh[k].j.final, buf, sizeof buf), &st) == 0)
+        if (stat(data_of(z, j->final, buf, sizeof buf), &st) == 0)
             sum += (uint64_t)st.st_size;
     }
     return sum;
@@ -439,8 +440,7 @@ static void *verify_main(void *arg)
         fmt_msg msg = {{0}};
         int rc = rmt_shard_publish(&x, &s->j, s->j.obj ? s->j.obj : z->m.shards[k].file,
                                    s->j.data ? s->j.data : s->j.part, &msg);
-        char buf[PATH_MAX];
-        const char *part = data_of(z, s->j.part, buf, sizeof buf);
+        const char *part = s->j.data ? s->j.data : s->j.part;  /* (the file written) */
         if (rc == 1 && truncate(part, 0) != 0) {
             rc = fmt_fail(&msg, errno, "cannot truncate %s: %s", part, strerror(errno));
             rmt_shard_remove(s->j.part, z->be->data_file);
@@ -536,8 +536,7 @@ static size_t pick_shards(rmt_lazy *z, size_t *pick, size_t max)
                 s->j.lockfd = lfd;
                 s->j.reserved = 1;
                 s->starved = 0;
-                char buf[PATH_MAX];
-                const char *res = data_of(z, s->j.part, buf, sizeof buf);
+                const char *res = s->j.data ? s->j.data : s->j.part;
                 if (s->j.data)
                     (void)rmt_make_parents(res);
                 int fd = open(res, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
