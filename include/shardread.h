@@ -143,18 +143,21 @@ SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o, shr_
  * the manifest is fetched, and every shard the cache lacks is downloaded,
  * checked against the manifest (every sample's hash) and only then renamed into place; the
  * reader then reads the cached files. Raw, hdf5 and lmdb datasets.
- * shr_open of a single dataset (raw; hdf5 with samples of one size and no targets, or whose
- * manifest pins its shards; lmdb with samples of one size and no targets) returns once the
+ * shr_open of a single dataset, and each stream of shr_open_mixture, (raw; hdf5 with samples
+ * of one size and no targets, or whose manifest pins its shards; lmdb with samples of one size
+ * and no targets) returns once the
  * manifest is fetched instead (and, where samples vary in size or carry targets, each shard's
  * metadata: a raw shard's header and index, an hdf5 shard's bytes before and after its pixels,
  * fetched with Range requests and checked): a
  * thread downloads the shards in the order the sampler reads them (prefetch_shards ahead), a
  * worker needing a shard not yet there waits for it, and with cache_limit the folder stays
- * within the limit (shared safely by processes using one cache). A shard that stays
- * unavailable follows on_error like a damaged local one. */
+ * within the limit (shared safely by processes using one cache; a mixture's streams at URLs
+ * share it: each its minimum, the rest by their sizes). A shard that stays unavailable follows
+ * on_error like a damaged local one. */
 
-/* What the cache of a reader over a dataset at a URL read as its shards arrive has done:
- * shr_cache_stats. All zero for other readers. */
+/* What the cache of a reader over a dataset at a URL read as its shards arrive has done
+ * (a mixture's: the sums over its streams read so): shr_cache_stats. All zero for other
+ * readers. */
 typedef struct {
     uint64_t limit;             /* cache_limit (0: none) */
     uint64_t peak_bytes;        /* the cache folder's largest size seen by the download thread,
@@ -165,7 +168,8 @@ typedef struct {
     uint64_t evicted;           /* shards removed to stay within the limit */
     uint64_t bytes;             /* bytes received */
     uint64_t retries;           /* attempts repeated after a transient failure */
-    const char *dir;            /* the dataset's cache folder (valid while r is open), or NULL */
+    const char *dir;            /* the dataset's cache folder (valid while r is open), or NULL
+                                 * (a mixture: shr_stream_info.dir) */
 } shr_cache_info;
 SHR_API int shr_cache_stats(const shr_reader *r, shr_cache_info *info);
 
@@ -236,6 +240,8 @@ typedef struct {
     uint32_t classes;           /* its class count */
     int64_t label_offset;       /* added to its labels */
     shr_on_error on_error;
+    const char *dir;            /* where its manifest.json lies: path, or for a URL its folder
+                                 * in the cache (valid until shr_close) */
 } shr_stream_info;
 
 /* Streams of a mixture reader (0 for one dataset), and stream s's facts: 0 or SHR_EINVAL. */

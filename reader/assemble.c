@@ -549,7 +549,7 @@ static int substitute(shr_worker *w, shr_slot *slot, uint64_t epoch, uint64_t ba
     int rc = SHR_ECORRUPT;
     for (uint32_t a = 0; a < 16; a++) {
         uint64_t c = first + shr_mix(r->o.seed, epoch, bad, SHR_SALT_SUBSTITUTE + a) % n;
-        if (c == bad || (r->lazy && shr_lazy_hold(w, c) != 0))
+        if (c == bad || (r->nlz && shr_lazy_hold(w, c) != 0))
             continue;       /* at a URL: from shards the cache holds now */
         rc = put_sample(w, epoch, c, slot->b.data + (size_t)i * r->sample_bytes, s,
                         &slot->params[i], &msg);
@@ -820,7 +820,7 @@ static int fill_batch(shr_worker *w, shr_slot *slot, uint64_t k)
         rc = fill_targets(w->r, slot);
         shr_stage_lap(SHR_STAGE_TARGETS);
     }
-    if (w->r->lazy)             /* the shards fill held (a dataset at a URL), which the
+    if (w->r->nlz)              /* the shards fill held (a dataset at a URL), which the
                                  * targets point into */
         shr_lazy_release(w, k);
     if (rc == 0 && w->r->mix.on) {
@@ -845,7 +845,7 @@ static int fill(shr_worker *w, shr_slot *slot, uint64_t k)
     b->epoch = epoch;
     b->number = number;
     b->nbad = 0;
-    if (r->lazy) {              /* a dataset at a URL: its shards here, held until the end */
+    if (r->nlz) {               /* datasets at URLs: the shards here, held until the end */
         int rc = shr_lazy_acquire(w, k, n, &slot->msg);
         if (rc)
             return rc;

@@ -345,12 +345,18 @@ void shr_mixture_free(shr_mixture *mx)
 {
     if (!mx)
         return;
+    for (uint32_t s = 0; mx->lazy && s < mx->plan.n; s++)
+        rmt_lazy_close(mx->lazy[s]);
     for (uint32_t s = 1; mx->ds && s < mx->plan.n; s++)
         fmt_dataset_close(mx->ds[s]);
     for (uint32_t s = 0; mx->paths && s < mx->plan.n; s++)
         free(mx->paths[s]);
+    for (uint32_t s = 0; mx->dirs && s < mx->plan.n; s++)
+        free(mx->dirs[s]);
     free(mx->ds);
+    free(mx->lazy);
     free(mx->paths);
+    free(mx->dirs);
     free(mx->on_error);
     free(mx->label_offset);
     free(mx->classes);
@@ -490,13 +496,15 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
     if (mx) {
         mx->plan.n = n;     /* what shr_mixture_free walks until the plan is made */
         mx->ds = calloc(n, sizeof *mx->ds);
+        mx->lazy = calloc(n, sizeof *mx->lazy);
         mx->paths = calloc(n, sizeof *mx->paths);
+        mx->dirs = calloc(n, sizeof *mx->dirs);
         mx->on_error = calloc(n, sizeof *mx->on_error);
         mx->label_offset = calloc(n, sizeof *mx->label_offset);
         mx->classes = calloc(n, sizeof *mx->classes);
     }
-    if (!mx || !sizes || !choose || !weight || !repeat || !mx->ds || !mx->paths ||
-        !mx->on_error || !mx->label_offset || !mx->classes) {
+    if (!mx || !sizes || !choose || !weight || !repeat || !mx->ds || !mx->lazy || !mx->paths ||
+        !mx->dirs || !mx->on_error || !mx->label_offset || !mx->classes) {
         rc = fmt_fail(msg, ENOMEM, "out of memory");
         goto fail;
     }
@@ -522,9 +530,16 @@ int shr_open_mixture(shr_reader **out, const shr_stream *streams, uint32_t n,
             goto fail;
         }
         fmt_msg src = {{0}};
-        /* the same open as a single dataset's (shr_open_source), so a stream is whatever
-         * shr_open takes */
-        rc = shr_open_source(&mx->ds[s], st->path, o.cache, o.access, mx->on_error[s], &src);
+        /* the same open as a single dataset's, so a stream is whatever shr_open takes: at a
+         * URL read as its shards arrive where it can be (else made whole first) */
+        rc = rmt_is_url(st->path) ? shr_lazy_open_url(&mx->lazy[s], &mx->ds[s], st->path,
+                                                      o.cache, o.access, o.cache_limit, &src)
+                                  : 1;
+        if (rc == 0 && !(mx->dirs[s] = strdup(rmt_lazy_dir(mx->lazy[s]))))
+            rc = fmt_fail(&src, ENOMEM, "out of memory");
+        if (rc == 1)
+            rc = shr_open_source(&mx->ds[s], st->path, o.cache, o.access, mx->on_error[s],
+                                 &mx->dirs[s], &src);
         if (rc) {
             fmt_fail(msg, rc, "stream %" PRIu32 ": cannot open dataset %s: %s", s,
                      st->path, fmt_reason(&src, rc));
@@ -601,6 +616,19 @@ fail:
     return rc;
 }
 
+int shr_mixture_lazy(shr_reader *r)
+{
+    shr_mixture *mx = r->mx;
+    for (uint32_t s = 0; s < mx->plan.n; s++) {
+        if (!mx->lazy[s])
+            continue;
+        if (shr_lazy_add(r, mx->lazy[s], mx->ds[s], mx->plan.first[s], mx->on_error[s]))
+            return fmt_fail(r->why, ENOMEM, "out of memory");
+        mx->lazy[s] = NULL;     /* the reader's */
+    }
+    return 0;
+}
+
 uint32_t shr_stream_count(const shr_reader *r)
 {
     return r && r->mx ? r->mx->plan.n : 0;
@@ -618,5 +646,6 @@ int shr_get_stream_info(const shr_reader *r, uint32_t s, shr_stream_info *info)
     info->classes = mx->classes[s];
     info->label_offset = mx->label_offset[s];
     info->on_error = mx->on_error[s];
+    info->dir = mx->dirs[s];
     return 0;
 }

@@ -72,7 +72,10 @@ void shr_mix_plan_fill(const shr_mix_plan *p, shr_order order, uint64_t seed, ui
 typedef struct shr_mixture {
     shr_mix_plan plan;
     fmt_dataset **ds;           /* n; ds[0] is also the reader's r->ds, which closes it */
+    struct rmt_lazy **lazy;     /* n: the session of a stream at a URL read as its shards
+                                 * arrive (else NULL), until the reader takes it (r->lz) */
     char **paths;               /* n, copies */
+    char **dirs;                /* n: where each manifest.json lies (shr_stream_info.dir) */
     shr_on_error *on_error;     /* n */
     int64_t *label_offset;      /* n: added to each label of the stream */
     uint32_t *classes;          /* n: each stream's class count */
@@ -80,7 +83,7 @@ typedef struct shr_mixture {
     int offset;                 /* labels offset */
 } shr_mixture;
 
-/* Close the datasets but ds[0], free everything. Accepts NULL. */
+/* Close the sessions left and the datasets but ds[0], free everything. Accepts NULL. */
 void shr_mixture_free(shr_mixture *mx);
 
 #endif

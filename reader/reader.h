@@ -32,6 +32,23 @@
 #define SHR_BOUNCE_BYTES (1u << 20)     /* per worker: O_DIRECT bounce buffer, compressed bytes */
 #define SHR_MAX_PREFETCH 65536u         /* the most slots a ring has */
 
+/* A dataset at a URL read as its shards arrive (remote_open.c): the reader's one dataset, or a
+ * stream of a mixture; its samples are the reader's global indices [first, end). */
+typedef struct shr_lazy_part {
+    rmt_lazy *z;
+    fmt_dataset *ds;            /* r->ds, or the stream's mx->ds[s] */
+    uint64_t first, end;
+    shr_on_error on_error;
+    size_t cap;                 /* most distinct shards of it one batch touches */
+    uint64_t *plan_idx;         /* its download thread's batch scratch (batch_size) */
+    struct shr_reader *r;
+} shr_lazy_part;
+
+typedef struct {
+    uint32_t part;              /* r->lz[part] */
+    size_t shard;
+} shr_held;
+
 typedef struct {
     shr_batch b;                /* first member: shr_release maps a batch back to its slot */
     void *data;                 /* from shr_host_alloc, b.pinned says how */
@@ -82,7 +99,8 @@ typedef struct {
     void *mix_keep;             /* MixUp / CutMix: one sample at the output dtype */
     uint32_t id;                /* 0 .. threads - 1: the ring parks the highest first */
     shr_wstats st;              /* its counts (stats.h) */
-    size_t *held, nheld, held_cap;  /* a dataset at a URL: the shards the batch holds */
+    shr_held *held;             /* a dataset at a URL: the shards the batch holds */
+    size_t nheld, held_cap;
 } shr_worker;
 
 struct shr_reader {
@@ -117,8 +135,9 @@ struct shr_reader {
     uint64_t nb;                /* batches per epoch (but the resumed one: sampler.h) */
     uint64_t e0, c0;            /* stream batch 0 is batch c0 of epoch e0 (c0 < nb0) */
     uint64_t nb0;               /* batches of epoch e0 */
-    rmt_lazy *lazy;             /* a dataset at a URL read as its shards arrive, else NULL */
-    uint64_t *plan_idx;         /* its download thread's batch scratch */
+    shr_lazy_part *lz;          /* datasets at URLs read as their shards arrive (one dataset's,
+                                 * or a mixture's streams at URLs), else NULL */
+    uint32_t nlz;
 
     shr_ring ring;              /* who owns which slot; the only state the threads share */
     shr_slot *slots;            /* ring slot i is slots[i] */
@@ -167,36 +186,51 @@ SHR_INTERNAL int shr_check_option_value(const char *field, const char *name, dou
 /* Open the dataset at path as every reader opens one (a single dataset, or a stream of a
  * mixture): a URL through its cached directory (cache: NULL for the default, see
  * "Datasets at URLs"); with on_error skip or substitute, shards that do not open are left
- * closed. */
+ * closed. dir (NULL: not wanted): the local directory opened, malloc'd. */
 SHR_INTERNAL int shr_open_source(fmt_dataset **ds, const char *path, const char *cache,
-                                 shr_access access, shr_on_error on_error, fmt_msg *msg);
+                                 shr_access access, shr_on_error on_error, char **dir,
+                                 fmt_msg *msg);
 
 /* shr_open over the mixture mx (NULL: the dataset dir), which it owns from the call on (freed
  * with the reader, or on failure); mx->ds[0] is the reader's dataset. */
 SHR_INTERNAL int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt,
                                shr_mixture *mx, fmt_msg *msg);
 
-/* remote_open.c: a single dataset at a URL read as its shards arrive (r->lazy). shr_lazy_open
- * fetches the manifest and opens r->ds without shards (0), or returns 1 with r->lazy NULL when
- * the dataset cannot be read so and no cache_limit asks for it (then it is made whole first), or
- * the error with r->why set;
- * shr_lazy_start (once the sampler exists) checks cache_limit and starts the downloads. A
- * worker brackets each batch k with shr_lazy_acquire (its shards present, checked, loaded and
- * held; an unavailable one fails the batch, or is left to on_error) and shr_lazy_release;
- * shr_lazy_hold adds the shard of a substitute candidate if the cache holds it now. */
+/* remote_open.c: datasets at URLs read as their shards arrive (r->lz: the reader's one dataset,
+ * or each stream of a mixture at a URL). shr_lazy_open_url fetches url's manifest and opens *ds
+ * without shards with the session *z (0), or returns 1 when the dataset cannot be read so and no
+ * cache_limit asks for it (then it is made whole first: shr_open_source), or the error (msg).
+ * shr_lazy_open does so for the reader's one dataset (the error in r->why), and shr_lazy_add
+ * makes a session one of r->lz (0 or ENOMEM, z then the caller's).
+ * shr_lazy_start (once the sampler exists) shares cache_limit among the parts and starts the
+ * downloads; shr_lazy_later: some part's open read its shards' skeletons, which the downloads'
+ * evictions may not race (started just before the workers then). A worker brackets each batch k
+ * with shr_lazy_acquire (its shards present, checked, loaded and held; an unavailable one fails
+ * the batch, or is left to its stream's on_error) and shr_lazy_release; shr_lazy_hold adds the
+ * shard of a substitute candidate if the cache holds it now. shr_lazy_cancel wakes waiting
+ * workers (before they are joined); shr_lazy_close stops the sessions (before the datasets
+ * close). */
+SHR_INTERNAL int shr_lazy_open_url(rmt_lazy **z, fmt_dataset **ds, const char *url,
+                                   const char *cache, shr_access access, uint64_t cache_limit,
+                                   fmt_msg *msg);
 SHR_INTERNAL int shr_lazy_open(shr_reader *r, const char *url);
+SHR_INTERNAL int shr_lazy_add(shr_reader *r, rmt_lazy *z, fmt_dataset *ds, uint64_t first,
+                              shr_on_error on_error);
 SHR_INTERNAL int shr_lazy_start(shr_reader *r);
+SHR_INTERNAL int shr_lazy_later(const shr_reader *r);
 SHR_INTERNAL int shr_lazy_acquire(shr_worker *w, uint64_t k, uint32_t n, fmt_msg *msg);
 SHR_INTERNAL int shr_lazy_hold(shr_worker *w, uint64_t idx);
 SHR_INTERNAL void shr_lazy_release(shr_worker *w, uint64_t k);
-/* the distinct shards of idx[0..n), in first-use order, into out */
-SHR_INTERNAL size_t shr_lazy_shards(const shr_reader *r, const uint64_t *idx, uint32_t n,
-                                    size_t *out);
+SHR_INTERNAL void shr_lazy_cancel(shr_reader *r);
+SHR_INTERNAL void shr_lazy_close(shr_reader *r);
 
 /* mixture.c: the streams' geometry against the reader's (after set_geometry: the same channels
  * and kind, each deliverable at the output size), the largest stored sample of all; and the
  * largest stored width and height of streams 1.. into *w, *h (RandomResizedCrop's tables). */
 SHR_INTERNAL int shr_mixture_geometry(shr_reader *r, fmt_msg *m);
 SHR_INTERNAL void shr_mixture_largest(const shr_reader *r, uint32_t *w, uint32_t *h);
+/* mixture.c: the reader takes the sessions of the streams at URLs read as their shards arrive
+ * (shr_lazy_add). 0, or ENOMEM with r->why set. */
+SHR_INTERNAL int shr_mixture_lazy(shr_reader *r);
 
 #endif

@@ -503,8 +503,7 @@ static void free_reader(shr_reader *r)
     }
     free(r->slots);
     free(r->flip_idx);
-    rmt_lazy_close(r->lazy);    /* its thread unloads shards of r->ds: stopped first */
-    free(r->plan_idx);
+    shr_lazy_close(r);          /* their threads unload shards of the datasets: stopped first */
     shr_sampler_free(r->sampler);
     fmt_rs_cache_free(r->rs_cache);
     fmt_dataset_close(r->ds);
@@ -639,7 +638,7 @@ static int scale_setup(shr_reader *r, const char *dir)
  * URL is woken first: the shard may never come (a bounded cache another reader keeps full). */
 static void stop_workers(shr_reader *r)
 {
-    rmt_lazy_cancel(r->lazy);
+    shr_lazy_cancel(r);
     shr_ring_stop(&r->ring);
     for (uint32_t i = 0; i < r->nworkers; i++)
         pthread_join(r->workers[i].thread, NULL);
@@ -692,7 +691,7 @@ static int start_workers(shr_reader *r)
             return ENOMEM;
         /* a dataset at a URL: a batch's shards, and as many substitutes' */
         w->held_cap = (size_t)r->o.batch_size * 2;
-        if (r->lazy && !(w->held = calloc(w->held_cap, sizeof *w->held)))
+        if (r->nlz && !(w->held = calloc(w->held_cap + r->o.batch_size, sizeof *w->held)))
             return ENOMEM;
         if (r->o.rrc || r->o.scale != SHR_SCALE_NONE) {
             int rc = fmt_rs_scratch_create(r->rs_cache, &w->rs);
@@ -742,7 +741,7 @@ static void note_unavailable(shr_reader *r)
 }
 
 int shr_open_source(fmt_dataset **ds, const char *path, const char *cache, shr_access access,
-                    shr_on_error on_error, fmt_msg *msg)
+                    shr_on_error on_error, char **dir, fmt_msg *msg)
 {
     char *local = NULL;
     if (rmt_is_url(path)) {
@@ -755,6 +754,15 @@ int shr_open_source(fmt_dataset **ds, const char *path, const char *cache, shr_a
     }
     int rc = fmt_dataset_open_flags(ds, local ? local : path, (fmt_access)access,
                                     on_error != SHR_ON_ERROR_FAIL ? FMT_OPEN_TOLERANT : 0, msg);
+    if (rc == 0 && dir) {
+        *dir = local ? local : strdup(path);
+        local = NULL;
+        if (!*dir) {
+            fmt_dataset_close(*ds);
+            *ds = NULL;
+            rc = fmt_fail(msg, ENOMEM, "out of memory");
+        }
+    }
     free(local);
     return rc;
 }
@@ -807,13 +815,15 @@ int shr_open_with(shr_reader **out, const char *dir, const shr_options *opt, shr
     else if (rmt_is_url(dir) && (rc = shr_lazy_open(r, dir)) != 1)
         goto lazy;              /* the shards arrive as they are read (or the error) */
     else
-        rc = shr_open_source(&r->ds, dir, o.cache, o.access, o.on_error, &src);
+        rc = shr_open_source(&r->ds, dir, o.cache, o.access, o.on_error, NULL, &src);
     if (rc) {
         fmt_fail(&why, rc, "cannot open dataset %s: %s", dir, fmt_reason(&src, rc));
         goto leave;
     }
     note_unavailable(r);
 lazy:
+    if (rc == 0 && mx)
+        rc = shr_mixture_lazy(r);   /* its streams at URLs read as their shards arrive */
     if (rc)
         goto leave;
     r->recovers = !mx && o.on_error != SHR_ON_ERROR_FAIL;
@@ -837,8 +847,8 @@ lazy:
     /* a dataset at a URL: the downloads start now, unless the open still reads something of
      * every sample (the sizes, from the shards' skeletons: fmt_dataset_open_lazy), which no
      * shard unloaded by the download thread may race: then just before the workers */
-    int lazy_later = r->lazy && fmt_dataset_skeletons(r->ds);
-    if (rc == 0 && r->lazy && !lazy_later)
+    int lazy_later = shr_lazy_later(r);
+    if (rc == 0 && r->nlz && !lazy_later)
         rc = shr_lazy_start(r);
     if (rc)
         goto leave;

@@ -36,6 +36,33 @@ for kw in '{"order": "sequential", "batch_size": 8, "threads": 2}' \
   check "... within the limit, shards evicted" grep -Eq "evicted=[1-9]" "$T/out"
 done
 
+# ---- a mixture's streams at URLs share the limit ----
+"$SHARDC" build "$T/src" -o "$T/www/ds2" --size 16x12 --shard-samples 5 --no-progress >/dev/null ||
+  bad "shardc build ds2 failed"
+URL2=http://127.0.0.1:$HP/ds2
+MLIMIT=$(( $(cat "$T"/www/ds/shard-*.raw "$T"/www/ds2/shard-*.raw | wc -c) / 2 ))
+LOCALS="[[\"$T/www/ds\", 0.5], [\"$T/www/ds2\", 0.3], [\"$T/www/ds\", 0.2]]"
+URLS="[[\"$URL\", 0.5], [\"$URL2\", 0.3], [\"$T/www/ds\", 0.2]]"
+n=20
+for kw in '{"order": "random", "seed": 7, "batch_size": 2, "threads": 2}' \
+          '{"order": "sequential", "batch_size": 8, "threads": 1}'; do
+  n=$((n + 1))
+  expect_exit 0 "$kw: a mixture of two datasets at URLs and a local one, through a cache of half the two, equals the local mixture" \
+    $PY "$CHK" mixture "$LOCALS" "$URLS" "$T/c$n" "$MLIMIT" "$kw"
+  check "... within the limit, shards evicted" grep -Eq "evicted=[1-9]" "$T/out"
+done
+expect_exit 0 "a limit below what the mixture's streams need at once is refused" \
+  $PY - "$URL" "$URL2" "$T/c29" $((2 * shard)) <<'EOF'
+import sys, shardread
+try:
+    shardread.Loader([(sys.argv[1], 1), (sys.argv[2], 1)], cache=sys.argv[3],
+                     cache_limit=int(sys.argv[4]), batch_size=8, threads=2)
+except ValueError as e:
+    print(e)
+    sys.exit(0 if "needs at once: for each of its 2 streams at URLs" in str(e) else 1)
+sys.exit(1)
+EOF
+
 # ---- a limit below what the reader needs at once ----
 expect_exit 0 "a limit of 2 shards for 2 threads of batches of 8 is refused" \
   $PY "$CHK" refuse "$URL" "$T/c9" $((2 * shard)) '{"batch_size": 8, "threads": 2}'

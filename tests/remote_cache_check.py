@@ -5,6 +5,12 @@ remote_cache_check.py equal LOCAL URL CACHE LIMIT KWARGS_JSON
     order; with "targets": true in KWARGS every target's arrays too); the cache folder, sampled by a thread after every batch and between them, never
     holds more than LIMIT bytes, nor does the cache's own count (peak_bytes); prints
     'peak=N evicted=E fetched=F'
+remote_cache_check.py mixture LOCALS URLS CACHE LIMIT KWARGS_JSON
+    a mixture: LOCALS and URLS are JSON lists of [path, weight] streams, the same datasets (some
+    of URLS local paths too); one epoch of Loader(URLS, cache_limit=LIMIT) equals
+    Loader(LOCALS), every stream's folder in CACHE sampled together within LIMIT, shards
+    evicted; its state's dataset fingerprint is the local one's (each stream at a URL found in
+    its cache folder); prints 'peak=N evicted=E fetched=F'
 remote_cache_check.py resume LOCAL URL CACHE LIMIT KWARGS_JSON CUT
     CUT batches from the URL in a process of their own, state_dict; then a new Loader on the URL
     loads it and reads the rest: together they equal the local epoch (LIMIT 0: no cache_limit)
@@ -118,6 +124,9 @@ def main(argv):
         return starved(*argv[2:6])
     if cmd == "dataset":
         return dataset(*argv[2:8])
+    if cmd == "mixture":
+        return mixture(json.loads(argv[2]), json.loads(argv[3]), argv[4], int(argv[5]),
+                       json.loads(argv[6]))
     local, url, cache, limit, kw = argv[2], argv[3], argv[4], int(argv[5]), json.loads(argv[6])
     want = batches(shardread.Loader(local, return_indices=True, **kw))
     s = Sampler(cache)
@@ -270,6 +279,30 @@ def dataset(local, url, cache, limit, seed, shared=None):
               "end", file=sys.stderr)
         return 1
     print(f"peak={s.peak} shards={held}")
+    return 0
+
+
+def mixture(locals_, urls, cache, limit, kw):
+    mine = shardread.Loader([tuple(x) for x in locals_], return_indices=True, **kw)
+    want = batches(mine)
+    s = Sampler(cache)
+    s.start()
+    b = shardread.Loader([tuple(x) for x in urls], return_indices=True, cache=cache,
+                         cache_limit=limit, **kw)
+    got = batches(b)
+    info = b._cache_info()
+    s.stop = True
+    s.join()
+    if not same(want, got):
+        return 1
+    if s.peak > limit or info["peak_bytes"] > limit or info["evicted"] == 0:
+        print(f"the cache held {s.peak} bytes (its count {info['peak_bytes']}, limit {limit}), "
+              f"{info['evicted']} evicted", file=sys.stderr)
+        return 1
+    if b.dataset_fingerprint() != mine.dataset_fingerprint():
+        print("the fingerprints differ", file=sys.stderr)
+        return 1
+    print(f"peak={s.peak} evicted={info['evicted']} fetched={info['fetched']}")
     return 0
 
 

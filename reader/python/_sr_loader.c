@@ -450,13 +450,27 @@ static PyObject *Loader_cache_info(LoaderObject *self, PyObject *unused)
         return NULL;
     shr_cache_info c;
     shr_cache_stats(self->ring->r, &c);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:z}", "limit",
+    /* a mixture: where each stream's manifest lies (a stream at a URL: its cache folder) */
+    uint32_t n = shr_stream_count(self->ring->r);
+    PyObject *dirs = PyList_New(n);
+    for (uint32_t s = 0; dirs && s < n; s++) {
+        shr_stream_info si;
+        shr_get_stream_info(self->ring->r, s, &si);
+        PyObject *d = PyUnicode_DecodeFSDefault(si.dir);
+        if (!d || PyList_SetItem(dirs, s, d) < 0) {     /* steals d */
+            Py_CLEAR(dirs);
+            break;
+        }
+    }
+    if (!dirs)
+        return NULL;
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:z,s:N}", "limit",
                          (unsigned long long)c.limit, "peak_bytes",
                          (unsigned long long)c.peak_bytes, "fetched",
                          (unsigned long long)c.fetched, "cached", (unsigned long long)c.cached,
                          "evicted", (unsigned long long)c.evicted, "bytes",
                          (unsigned long long)c.bytes, "retries", (unsigned long long)c.retries,
-                         "dir", c.dir);
+                         "dir", c.dir, "dirs", dirs);
 }
 
 static PyObject *Loader_state_dict(LoaderObject *self, PyObject *unused)
@@ -704,8 +718,10 @@ static PyMethodDef Loader_methods[] = {
      "load_state_dict of a state in this same epoch the loaded cursor is kept, so\n"
      "load_state_dict(s); set_epoch(s['epoch']) resumes mid-epoch."},
     {"_cache_info", (PyCFunction)Loader_cache_info, METH_NOARGS,
-     "_cache_info() -> dict\n\nA dataset at a URL read as its shards arrive: its cache's limit,\n"
-     "peak_bytes, fetched, cached, evicted, bytes, retries and dir (docs/REMOTE.md)."},
+     "_cache_info() -> dict\n\nDatasets at URLs read as their shards arrive: the cache's limit,\n"
+     "peak_bytes, fetched, cached, evicted, bytes, retries (a mixture's: its streams' sums)\n"
+     "and dir (one dataset's folder); dirs: where each stream's manifest lies, for a\n"
+     "mixture (docs/REMOTE.md)."},
     {"state_dict", (PyCFunction)Loader_state_dict, METH_NOARGS,
      "state_dict() -> dict\n"
      "\n"

@@ -368,9 +368,10 @@ class Loader(_shardread.Loader):
                             + (f": did you mean {near[0]!r}?" if near else ""))
         return _shardread.Loader.__new__(_loader_class(cls))
 
-    # cache=: where a dataset at a URL is downloaded (docs/REMOTE.md); for one dataset at a
-    # URL, cache_limit= (bytes, or '200GiB') bounds that folder and prefetch_shards= says how
-    # many shards are downloaded ahead, in the sampler's order, as the epoch is read
+    # cache=: where a dataset at a URL is downloaded (docs/REMOTE.md); for datasets at URLs
+    # (one, or a mixture's streams), cache_limit= (bytes, or '200GiB') bounds their folders
+    # together and prefetch_shards= says how many shards of each are downloaded ahead, in the
+    # sampler's order, as the epoch is read
 
     def __init__(self, path, batch_size=256, shuffle=False, seed=0, threads=None, rank=None,
                  world=None, drop_last=False, size=None, random_crop=False, flip=False,
@@ -392,16 +393,18 @@ class Loader(_shardread.Loader):
         given_args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self._streams = _streams(path)
         remote = {}
-        if self._streams is None and _is_url(path):
-            # read as its shards arrive, in the sampler's order (docs/REMOTE.md)
+        if (_is_url(path) if self._streams is None else
+                any(_is_url(st.path) for st in self._streams)):
+            # read as its shards arrive, in the sampler's order (docs/REMOTE.md); a mixture's
+            # streams at URLs alike, sharing cache_limit
             remote = dict(cache=_cache_dir(cache),
                           cache_limit=_bytes(cache_limit, "cache_limit"),
                           prefetch_shards=prefetch_shards)
         elif cache_limit is not None or prefetch_shards is not None:
-            raise ValueError("cache_limit and prefetch_shards are for one dataset at a URL "
-                             "(s3://, http://, https://)")
+            raise ValueError("cache_limit and prefetch_shards are for datasets at URLs "
+                             "(s3://, http://, https://): one, or a mixture's streams")
         if self._streams is not None:
-            path = _mixture_arg(self._streams, samples_per_epoch, labels, return_streams, cache)
+            path = _mixture_arg(self._streams, samples_per_epoch, labels, return_streams)
         elif samples_per_epoch is not None or labels != "keep" or return_streams:
             raise TypeError("samples_per_epoch, labels and return_streams are for a mixture: "
                             "Loader([(path, weight), ...]) or a list of shardread.Stream")
@@ -603,7 +606,7 @@ class Loader(_shardread.Loader):
             if _is_url(self.path):      # its manifest, in the cache folder
                 return [self._cache_info()["dir"] or _local(self.path, self._kwargs["cache"])]
             return [self.path]
-        return [st.path for st in self._streams]
+        return self._cache_info()["dirs"]    # a stream at a URL: its cache folder
 
     @property
     def streams(self):

@@ -4,7 +4,7 @@ import numbers as _numbers
 import operator as _operator
 import os as _os
 
-from ._dataset import _choice_names, _local
+from ._dataset import _choice_names, _is_url
 
 # a stream's on_error: the options table's names (reader/options.def) by value; None, -1: the
 # Loader's
@@ -59,9 +59,9 @@ def _streams(path):
     return out
 
 
-def _mixture_arg(streams, samples_per_epoch, labels, return_streams, cache=None):
+def _mixture_arg(streams, samples_per_epoch, labels, return_streams):
     """The extension's form: (streams, samples_per_epoch, offset_labels, return_streams); a
-    stream at a URL is read from its cached directory (cache: as for one dataset)."""
+    stream at a URL is given as its URL (the Loader's cache= and cache_limit= apply)."""
     if labels not in ("keep", "offset"):
         raise ValueError(f"labels must be 'keep' or 'offset', not {labels!r}")
     spe = 0 if samples_per_epoch is None else _operator.index(samples_per_epoch)
@@ -83,6 +83,9 @@ def _mixture_arg(streams, samples_per_epoch, labels, return_streams, cache=None)
                                       _operator.index(st.choose) < 1):
             raise ValueError(f"stream {k} ({st.path!r}): choose must be an int >= 1, not "
                              f"{st.choose!r}")
-        rows.append((_os.fspath(_local(st.path, cache)), float(st.weight or 0), float(st.repeat or 0),
+        # a stream at a URL: read as its shards arrive (the library falls back to the whole
+        # dataset first where it cannot be)
+        rows.append((st.path if _is_url(st.path) else _os.fspath(st.path),
+                     float(st.weight or 0), float(st.repeat or 0),
                      int(st.choose or 0), _ON_ERROR[st.on_error]))
     return (tuple(rows), spe, labels == "offset", bool(return_streams))
