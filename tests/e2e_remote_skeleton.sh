@@ -73,12 +73,10 @@ assert sorted((f, n) for f, _, n in opened) == sorted(
     [(f, w[0]) for f, w in want.items()] + [(f, w[1]) for f, w in want.items()]), opened
 rest = reqs[25:]
 # the workers go on into the next epoch, so the last downloads may be cut short by the close
-# (nginx logs a cut transfer when the connection goes: after every whole one)
-whole = 0
-while whole < len(rest) and rest[whole][2] == want[rest[whole][0]][2]:
-    whole += 1
-assert whole and all(s == 200 for _, s, _ in rest), rest
-assert all(n < want[f][2] for f, _, n in rest[whole:]), rest
+# (nginx logs each transfer as it ends, a cut one when its connection goes: in any order with
+# those under way, and at its size when the kernel held all of it)
+whole = sum(n == want[f][2] for f, _, n in rest)
+assert whole >= 12 and all(s == 200 and n <= want[f][2] for f, s, n in rest), rest
 print(len(opened), "ranges at open,", whole, "whole shards after,", len(rest) - whole,
       "cut by the close")
 ' "$T/www/det" "$T/first.log"
