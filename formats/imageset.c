@@ -286,6 +286,26 @@ int fmt_imageset_sample_path(const void *sp, uint64_t i, char *buf, size_t len)
     return n < 0 || (size_t)n >= len ? ENAMETOOLONG : 0;
 }
 
+int fmt_imageset_sample_object(const void *sp, uint64_t i, char *rel, size_t len, uint64_t *size,
+                               uint64_t *file_hash)
+{
+    const set_shard *s = sp;
+    assert(s->tag == SET_SHARD_TAG);
+    if (i >= s->info.samples)
+        return FMT_EINVAL;
+    set_entry e;
+    shard_entry(s, i, &e);
+    const set_name *f = &s->folders[e.folder];
+    char name[IDX_REL_MAX];
+    rel_name(name, f->name, f->len, s->info.first_index + i, s->kind, 0);
+    if (strlen(name) >= len)
+        return ENAMETOOLONG;
+    memcpy(rel, name, strlen(name) + 1);
+    *size = e.file_size;
+    *file_hash = e.file_hash;
+    return 0;
+}
+
 /* Read the file of entry e (exactly its recorded size) and decode it to the recorded shape. With
  * file not NULL (checking) the file's hash is compared first and *file receives its bytes. */
 static int load_sample(const set_entry *e, const char *path, uint8_t **file, fmt_image *img,

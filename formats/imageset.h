@@ -16,6 +16,13 @@
  * bytes). Returns 0, FMT_EINVAL (i out of range), ENAMETOOLONG (buf too small). */
 int fmt_imageset_sample_path(const void *s, uint64_t i, char *buf, size_t len);
 
+/* Sample i's image file as an object of the dataset: its path relative to the shard's folder
+ * (folder/index.ext) into rel (len bytes), its size and the XXH3-64 of its bytes (what a copy
+ * fetched from a URL is checked against before it is used). Returns 0, FMT_EINVAL (i out of
+ * range), ENAMETOOLONG (rel too small). */
+int fmt_imageset_sample_object(const void *s, uint64_t i, char *rel, size_t len, uint64_t *size,
+                               uint64_t *file_hash);
+
 /* r_read with a message: on failure msg (may be NULL) says "PATH: reason". Errors: FMT_EINVAL
  * (i out of range), errno values of reading the file (ENOENT for a missing file), FMT_ETRUNC /
  * FMT_ECORRUPT when the file's size differs from the recorded one, the decoder's errors, and

@@ -142,7 +142,8 @@ SHR_API int shr_open(shr_reader **r, const char *dir, const shr_options *o, shr_
  * the dataset is made complete in a local cache (shr_options.cache, else ~/.cache/shardread):
  * the manifest is fetched, and every shard the cache lacks is downloaded,
  * checked against the manifest (every sample's hash) and only then renamed into place; the
- * reader then reads the cached files. Raw, hdf5 and lmdb datasets.
+ * reader then reads the cached files. Raw, hdf5 and lmdb datasets, and per-image sets (png0,
+ * bmp, jpeg: each shard's index and the image files it names).
  * shr_open of a single dataset, and each stream of shr_open_mixture, (raw; hdf5 with samples
  * of one size and no targets, or whose manifest pins its shards; lmdb with samples of one size
  * and no targets) returns once the

@@ -60,7 +60,8 @@ int rmt_shard_check(const rmt_cache_ctx *x, size_t k, const char *path, const ch
     struct stat st;
     if (stat(data, &st) != 0)
         return fmt_fail(msg, errno, "%s", strerror(errno));
-    if ((uint64_t)st.st_size != ms->bytes)
+    /* (a per-image set's size is its index's and images' together: the open checks it) */
+    if ((uint64_t)st.st_size != ms->bytes && !rmt_is_imageset(x->be))
         return fmt_fail(msg, FMT_ETRUNC, "%" PRIu64 " bytes, the manifest says %" PRIu64,
                         (uint64_t)st.st_size, ms->bytes);
     int rc;
@@ -574,11 +575,12 @@ int rmt_resolve(const char *url, const rmt_options *o, char **out, rmt_stats *st
         rc = fmt_fail(msg, ENOMEM, "out of memory");
         goto out;
     }
-    /* shards of one file, or (lmdb) a folder of one data file; not per-image sets (many files) */
+    /* shards of one file, (lmdb) a folder of one data file, or (per-image sets) an index and
+     * the image files it names (images.c) */
     if (strcmp(m.backend, "raw") != 0 && strcmp(m.backend, "hdf5") != 0 &&
-        strcmp(m.backend, "lmdb") != 0) {
-        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s: a dataset at a URL must have raw, hdf5 or "
-                      "lmdb shards (this one is %s)", c.url, m.backend);
+        strcmp(m.backend, "lmdb") != 0 && !rmt_is_imageset(be)) {
+        rc = fmt_fail(msg, FMT_EUNSUPPORTED, "%s: a dataset at a URL must have raw, hdf5, lmdb, "
+                      "png0, bmp or jpeg shards (this one is %s)", c.url, m.backend);
         goto out;
     }
     /* a changed dataset: its old manifest and files that go with it are no longer it */
@@ -613,7 +615,10 @@ int rmt_resolve(const char *url, const rmt_options *o, char **out, rmt_stats *st
     rmt_cache_ctx x = {&c, &m, be, dir, st, 0, 0, NULL};
     c.progress = o->progress;
     c.progress_ctx = o->progress_ctx;
-    rc = fetch_shards(&x, jobs, sj, m.nshards, o->parallel, o->tries, msg);
+    if (rmt_is_imageset(be))
+        rc = rmt_images_fetch(&x, sj, m.nshards, o->parallel, o->tries, msg);
+    else
+        rc = fetch_shards(&x, jobs, sj, m.nshards, o->parallel, o->tries, msg);
     if (rc)
         goto out;
     /* the shards other processes were downloading: wait for their lock, then use their file

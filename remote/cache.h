@@ -102,4 +102,12 @@ int rmt_cache_manifest_place(char **mtmp, const char *mpath, fmt_msg *msg);
 /* A temporary file given up: *tmp (if any) removed, freed and NULL. */
 void rmt_temp_drop(char **tmp);
 
+/* images.c: per-image sets (png0, bmp, jpeg). rmt_is_imageset: be is one. rmt_images_fetch:
+ * rmt_resolve's download of the n shards of sj (their paths set, no lock held): each shard not
+ * complete in the folder fetched, index and image files, checked, its index renamed into place
+ * last. 0, or the first error (msg names the object). */
+int rmt_is_imageset(const fmt_backend *be);
+int rmt_images_fetch(const rmt_cache_ctx *x, rmt_shard_job *sj, size_t n, unsigned parallel,
+                     unsigned tries, fmt_msg *msg);
+
 #endif

@@ -10,8 +10,9 @@
 # in the bucket is never delivered (the error names the object); wrong credentials, a missing
 # bucket and a closed port are clear errors that name the endpoint, never the secret; a download
 # on a terminal shows its progress; lmdb shards (a folder each) read and repaired like shard
-# files, and read as they arrive through a bounded cache; per-image sets, and cache_limit= on
-# lmdb shards of varying sizes, refused with messages.
+# files, and read as they arrive through a bounded cache; per-image sets (png0, jpeg) read through
+# the cache, a damaged cached image fetched again, a changed served image refused naming it;
+# cache_limit= on per-image sets and on lmdb shards of varying sizes refused with messages.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/remote_lib.sh"
 need_tools "$NGINX" openssl node npm || { finish; exit; }
@@ -189,11 +190,61 @@ try:
 except shardread.Error as e:
     print(e, file=sys.stderr); sys.exit(1)"
 check "saying why" grep -q "shards opened as they arrive need samples of one size and no targets.*(needed by cache_limit)" "$T/err"
-"$SHARDC" build "$T/src" -o "$T/www/pn" --size 16x12 --shard-samples 8 --format png0 \
-  --no-progress >/dev/null || bad "shardc build --format png0 failed"
-expect_exit 3 "a per-image set at a URL is refused" "$SHARDC" info "http://127.0.0.1:$HP/pn"
-check "with a message naming the kinds read" \
-  grep -q "a dataset at a URL must have raw, hdf5 or lmdb shards (this one is png0)" "$T/err"
+
+# ---- per-image sets: each shard's index and the image files it names ----
+for f in png0 jpeg; do
+  "$SHARDC" build "$T/src" -o "$T/www/$f" --size 16x12 --shard-samples 8 --format $f \
+    --no-progress >/dev/null || bad "shardc build --format $f failed"
+  export SHARDREAD_CACHE="$T/cache-$f"
+  "$SHARDC" info "$T/www/$f" >"$T/info.$f"
+  expect_exit 0 "shardc info on a $f set at a URL" "$SHARDC" info "http://127.0.0.1:$HP/$f"
+  check "it prints what the local info prints, but the path" \
+    diff <(grep -v "$T" "$T/info.$f") <(grep -v "$T" "$T/out")
+  imgs=$(grep -c "GET /$f/.*/[0-9]*\.\(png\|jpg\) " "$T/ngx/access.log")
+  check "it fetched each of the 60 images once" test "$imgs" -eq 60
+  expect_exit 0 "shardc verify on it (a second command: nothing fetched again)" \
+    "$SHARDC" verify "http://127.0.0.1:$HP/$f"
+  check "all 60 samples verified" grep -q "all 60 samples in $nshards shard(s) verified" "$T/err"
+  check "no image fetched again" \
+    test "$(grep -c "GET /$f/.*/[0-9]*\.\(png\|jpg\) " "$T/ngx/access.log")" -eq 60
+  expect_exit 0 "a shuffled Loader epoch of the $f URL equals the local one" \
+    $PY "$HELP" epoch "$T/www/$f" "http://127.0.0.1:$HP/$f" "$T/cache-$f" \
+    '{"batch_size": 7, "shuffle": true, "seed": 4}'
+done
+pc=$(ls -d "$T"/cache-png0/*/)
+check "the cache holds each index and image, no partial file left" bash -c \
+  "test \$(ls '$pc'/*.idx | wc -l) -eq $nshards -a \$(find '$pc' -name '*.png' | wc -l) -eq 60 &&
+   ! find '$pc' -name '*.part' | grep -q ."
+# a shard whose index is gone from the cache, one of its images damaged (same size): its index
+# is fetched again, that image again, the others kept
+rm "$pc/shard-00001.idx"
+img=$(find "$pc" -name '00000009.png')
+printf '\x01' | dd of="$img" bs=1 seek=100 conv=notrunc 2>/dev/null
+b1=$(grep -c "GET /png0/.*/[0-9]*\.png " "$T/ngx/access.log")
+export SHARDREAD_CACHE="$T/cache-png0"
+expect_exit 0 "verify after a cached index went and an image was damaged" \
+  "$SHARDC" verify "http://127.0.0.1:$HP/png0"
+check "only the damaged image was fetched again" \
+  test "$(grep -c "GET /png0/.*/[0-9]*\.png " "$T/ngx/access.log")" -eq $((b1 + 1))
+# a byte changed in a served image: refused, naming the image object
+cp -r "$T/www/png0" "$T/www/pbad"
+img=$(find "$T/www/pbad" -name '00000020.png')
+printf '\x01' | dd of="$img" bs=1 seek=100 conv=notrunc 2>/dev/null
+rel=${img#"$T/www/"}
+expect_exit 1 "a changed byte in a served image is refused" \
+  "$SHARDC" info "http://127.0.0.1:$HP/pbad"
+check "naming the image object" \
+  grep -q "http://127.0.0.1:$HP/$rel: the object fails its check against its shard's index: file hash mismatch" "$T/err"
+check "and its shard's index is not in the cache" \
+  bash -c "! ls '$T'/cache-png0/*/shard-00002.idx 2>/dev/null | grep -q pbad"
+expect_exit 1 "cache_limit= on a per-image set is refused" $PY -c "
+import shardread, sys
+try:
+    shardread.Loader('http://127.0.0.1:$HP/png0', batch_size=4, cache='$T/cache-pl',
+                     cache_limit='1GiB')
+except shardread.Error as e:
+    print(e, file=sys.stderr); sys.exit(1)"
+check "saying why" grep -q "shards read as they arrive must be raw, hdf5 or lmdb (this dataset's are png0) (needed by cache_limit)" "$T/err"
 
 # ---- s3rver ----
 S3P=$($PY "$HELP" port)
