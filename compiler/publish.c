@@ -108,6 +108,16 @@ static int ours(const char *name)
     return 0;
 }
 
+/* rel (a name under the build's folder) is one of its objects: ours, at the top, or an lmdb
+ * shard folder's data file (shard-NNNNN.lmdb/data.mdb) */
+static int ours_top(const char *rel)
+{
+    const char *slash = strchr(rel, '/');
+    if (!slash)
+        return ours(rel);
+    return strncmp(rel, "shard-", 6) == 0 && strcmp(slash + 1, fmt_backend_lmdb.data_file) == 0;
+}
+
 static int has(const rmt_object *v, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
@@ -121,6 +131,8 @@ static int has(const rmt_object *v, size_t n, const char *name)
 typedef struct item {
     char *name;                 /* the object's name */
     char *path;                 /* its staged file */
+    char *folder;               /* a folder shard (lmdb): the staged folder, which goes once its
+                                 * data file is up; else NULL */
     uint8_t *journal;           /* the journal when the shard finished */
     size_t jlen;
     uint64_t seq;               /* 1, 2, ...: the order the shards finished in */
@@ -141,6 +153,7 @@ typedef struct {
 
 typedef struct up {
     rmt_writer *w;
+    const char *data_file;      /* a folder shard's one file (lmdb: data.mdb), else NULL */
     const char *url;
     const char *stage;          /* the staging root, which the build sees as OUT */
     char *sub;                  /* "" or "parts/IIIII-of-NNNNN/": the objects' folder */
@@ -183,6 +196,7 @@ static void item_free(item *it)
         return;
     free(it->name);
     free(it->path);
+    free(it->folder);
     free(it->journal);
     free(it);
 }
@@ -251,8 +265,10 @@ static void *uploader(void *arg)
         int rc = journal_first(x, l->w, it, &why);
         if (!rc)
             rc = rmt_put_file(l->w, it->name, it->path, &why);
-        if (!rc)
-            unlink(it->path);           /* up: the staging folder stays small */
+        if (!rc && it->folder)
+            rm_rf(it->folder);          /* up: the staging folder stays small */
+        else if (!rc)
+            unlink(it->path);
         pthread_mutex_lock(&x->mu);
         x->waiting--;
         item_free(it);
@@ -297,11 +313,14 @@ static int on_shard(void *ctx, const char *dir, const char *name)
     char *jpath = NULL;
     struct stat sb;
     int rc = 0;
-    if (!it || asprintf(&it->name, "%s%s", x->sub, name) < 0 ||
-        asprintf(&it->path, "%s/%s", dir, name) < 0 ||
-        asprintf(&jpath, "%s/%s", dir, SHC_JOURNAL_NAME) < 0) {
+    /* a folder shard (lmdb) goes up as its data file, NAME.lmdb/data.mdb */
+    const char *sep = x->data_file ? "/" : "", *file = x->data_file ? x->data_file : "";
+    if (!it || asprintf(&it->name, "%s%s%s%s", x->sub, name, sep, file) < 0 ||
+        asprintf(&it->path, "%s/%s%s%s", dir, name, sep, file) < 0 ||
+        asprintf(&jpath, "%s/%s", dir, SHC_JOURNAL_NAME) < 0 ||
+        (x->data_file && asprintf(&it->folder, "%s/%s", dir, name) < 0)) {
         if (it)
-            it->name = it->path = NULL;
+            it->name = it->path = it->folder = NULL;
         rc = ENOMEM;
     }
     if (!rc && (rc = fmt_read_file(jpath, SIZE_MAX, &it->journal, &it->jlen)) == ENOENT)
@@ -428,12 +447,24 @@ static int fetch_for_resume(up_t *x, const rmt_object *v, size_t n, const char *
     int rc = jobs && paths ? 0 : fmt_fail(msg, ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
         const char *rel = v[i].name + sl;
-        if (strncmp(v[i].name, x->sub, sl) != 0 || strchr(rel, '/') || !ours(rel))
+        if (strncmp(v[i].name, x->sub, sl) != 0 || !ours_top(rel))
             continue;
         if (asprintf(&paths[k], "%s/%s", dir, rel) < 0) {
             paths[k] = NULL;
             rc = fmt_fail(msg, ENOMEM, "out of memory");
             break;
+        }
+        char *slash = strchr(rel, '/') ? strrchr(paths[k], '/') : NULL;
+        if (slash) {            /* an lmdb shard's folder */
+            *slash = '\0';
+            rc = make_dirs(paths[k]);
+            *slash = '/';
+            if (rc) {
+                rc = fmt_fail(msg, rc, "cannot create the folder of %s: %s", paths[k],
+                              strerror(rc));
+                free(paths[k]);
+                break;
+            }
         }
         unlink(paths[k]);
         jobs[k].name = v[i].name;
@@ -525,8 +556,7 @@ static void remove_ours(up_t *x, const shc_build_cb *cb)
         return;
     }
     for (size_t i = 0; i < n; i++)
-        if (ours(v[i].name + sl) && !strchr(v[i].name + sl, '/') &&
-            rmt_delete(x->w, v[i].name, &msg) != 0)
+        if (ours_top(v[i].name + sl) && rmt_delete(x->w, v[i].name, &msg) != 0)
             shc_say(cb, "warning: cannot remove what the failed build uploaded: %s", msg.text);
     rmt_objects_free(v, n);
 }
@@ -586,9 +616,10 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
         shc_say(cb, "cannot write to %s", msg.text);
         return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
     }
-    if (strcmp(o->backend->name, "raw") != 0 && strcmp(o->backend->name, "hdf5") != 0) {
-        shc_say(cb, "cannot write to %s: a dataset at a URL must have raw or hdf5 shards (not %s)",
-                o->out, o->backend->name);
+    if (strcmp(o->backend->name, "raw") != 0 && strcmp(o->backend->name, "hdf5") != 0 &&
+        strcmp(o->backend->name, "lmdb") != 0) {
+        shc_say(cb, "cannot write to %s: a dataset at a URL must have raw, hdf5 or lmdb shards "
+                "(not %s)", o->out, o->backend->name);
         rmt_writer_close(x.w);
         return SHC_EINPUT;
     }
@@ -609,6 +640,7 @@ int shc_build_upload(const shc_build_opts *o, const shc_build_cb *cb)
         return rc == ENOMEM ? ENOMEM : SHC_EINPUT;
     }
     x.stage = stage;
+    x.data_file = o->backend->data_file;
     pthread_mutex_init(&x.mu, NULL);
     pthread_mutex_init(&x.jmu, NULL);
     pthread_cond_init(&x.cv, NULL);
@@ -754,6 +786,16 @@ static int shard_there(void *ctx, const char *part, const fmt_manifest_shard *ms
         return ENOMEM;
     rmt_object key = {.name = name};
     const rmt_object *o = bsearch(&key, m->v, m->n, sizeof *m->v, by_name);
+    if (!o) {                   /* an lmdb shard: its folder's data file */
+        char *data = NULL;
+        if (asprintf(&data, "%s/%s", name, fmt_backend_lmdb.data_file) < 0) {
+            free(name);
+            return ENOMEM;
+        }
+        free(name);
+        key.name = name = data;
+        o = bsearch(&key, m->v, m->n, sizeof *m->v, by_name);
+    }
     int rc = 0;
     if (!o)
         rc = fmt_fail(msg, ENOENT, "%s/%s: no such object", m->url, name);

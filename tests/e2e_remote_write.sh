@@ -9,7 +9,8 @@
 # s3:// equals local parts then merge; an upload that fails halfway leaves no manifest, a second
 # build without --resume is refused, and --resume completes it to the same bytes; the staging
 # folder is empty afterwards; a detection build's summary counts the boxes a local build
-# counts, resumed too (its shards leave as they close); several shards uploaded at once, each
+# counts, resumed too (its shards leave as they close); lmdb shards (a folder each: its data.mdb
+# an object) built, resumed, and as parts merged equal to local ones; several shards uploaded at once, each
 # only once the journal object holds its rejects; shardread.build to a URL; wrong
 # credentials and http(s):// outputs are clear errors that never show the secret.
 . "$(dirname "$0")/lib.sh"
@@ -126,6 +127,36 @@ expect_exit 0 "--resume completes it" "$SHARDC" build "$T/det" -o s3://bkt/dcut 
 check "keeping the shards that went up" grep -q "resuming: kept [1-9] finished shard(s)" "$T/err"
 check "and counting their boxes with the new ones'" bash -c "grep 'boxes stored' '$T/err' | cmp -s - '$T/dboxes'"
 check "to the local build's bytes" same dcut "$T/dlocal"
+
+# ---- lmdb: each shard a folder, its data.mdb one object ----
+LOPTS=(--size 16x12 --shard-samples 8 --format lmdb --no-progress)
+"$SHARDC" build "$T/src" -o "$T/lmlocal" "${LOPTS[@]}" 2>/dev/null || bad "local lmdb build failed"
+for i in 0 1; do
+  "$SHARDC" build "$T/src" -o "$T/lmparts" "${LOPTS[@]}" --part $i/2 2>/dev/null || bad "local lmdb part $i"
+done
+"$SHARDC" merge "$T/lmparts" 2>/dev/null || bad "local lmdb merge failed"
+expect_exit 0 "shardc build --format lmdb -o s3://bkt/lm" "$SHARDC" build "$T/src" -o s3://bkt/lm "${LOPTS[@]}"
+check "its objects (NAME.lmdb/data.mdb) are the local build's files, byte for byte" same lm "$T/lmlocal"
+check "the staging folder is left empty" test -z "$(ls -A "$T/cache/upload" 2>/dev/null)"
+expect_exit 0 "a Loader epoch of it equals the local lmdb build's" \
+  $PY "$HELP" epoch "$T/lmlocal" s3://bkt/lm "$T/cache3" '{"batch_size": 7, "shuffle": true, "seed": 2}'
+faults_proxy 4 "$T/faults4.log"
+expect_exit 3 "an lmdb build whose uploads fail after 4 objects fails" \
+  env AWS_ENDPOINT_URL_S3=http://127.0.0.1:$FPN "$SHARDC" build "$T/src" -o s3://bkt/lmcut \
+  "${LOPTS[@]}" --upload-threads 1
+check "some shards went up, no manifest" \
+  bash -c "keys() { $PY '$HELP' keys http://127.0.0.1:$S3P bkt \$1; }; keys lmcut/ | grep -q 'lmcut/shard-00000.lmdb/data.mdb' && ! keys lmcut/ | grep -q manifest.json"
+expect_exit 0 "--resume completes it" "$SHARDC" build "$T/src" -o s3://bkt/lmcut "${LOPTS[@]}" --resume
+check "keeping the shards that went up" grep -q "resuming: kept [1-9] finished shard(s)" "$T/err"
+check "to the local build's bytes" same lmcut "$T/lmlocal"
+for i in 0 1; do
+  expect_exit 0 "lmdb part $i of 2 to s3://bkt/lmparts" \
+    "$SHARDC" build "$T/src" -o s3://bkt/lmparts "${LOPTS[@]}" --part $i/2
+done
+expect_exit 0 "shardc merge s3://bkt/lmparts" "$SHARDC" merge s3://bkt/lmparts
+check "the bucket holds what local lmdb parts and merge hold" same lmparts "$T/lmparts"
+expect_exit 0 "the merged lmdb dataset verifies from the bucket" "$SHARDC" verify s3://bkt/lmparts
+check "all 60 samples" grep -q "all 60 samples in .* shard(s) verified" "$T/err"
 
 # ---- several uploads at once; each shard's rejects reach the bucket before the shard ----
 "$MKSAMPLE" "$T/rsrc" --classes 3 --per-class 20 --min-side 20 --max-side 40 --seed 3 --quiet
