@@ -172,6 +172,8 @@ int shc_shard_list_add(shc_shard_list *l, const char *name, const fmt_shard_info
     s->pin_hash = h->pin_hash;
     s->pin_skip_off = h->pin_skip_off;
     s->pin_skip_len = h->pin_skip_len;
+    s->skel_off = h->skel_off;
+    s->skel_len = h->skel_len;
     for (int c = 0; c < 3; c++) {
         l->sum[c] += h->sum[c];
         l->sumsq[c] += h->sumsq[c];

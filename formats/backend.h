@@ -43,6 +43,7 @@ typedef struct {
     uint32_t pins;
     uint64_t file_hash;
     uint64_t pin_hash, pin_skip_off, pin_skip_len;
+    uint64_t skel_off, skel_len;    /* the manifest's skeleton range (lmdb), else 0, 0 */
 } fmt_shard_info;
 
 /* What a writer accumulates over the samples it adds, for its shard's header and fmt_shard_info:

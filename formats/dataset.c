@@ -372,7 +372,8 @@ int fmt_dataset_open_lazy(fmt_dataset **out, const char *dir, const char *manife
     if (skeletons && (!src || !skeletons_readable(d))) {
         rc = fmt_fail(msg, FMT_EUNSUPPORTED, "shards opened as they arrive need samples of one "
                       "size and no targets, or shards whose metadata can be read first (raw; "
-                      "hdf5 whose manifest pins it)");
+                      "hdf5 whose manifest pins it; lmdb whose manifest locates its index "
+                      "value)");
         goto leave;
     }
     if (!skeletons)

@@ -168,6 +168,8 @@ typedef struct {
     uint64_t batch;             /* value bytes put in the open transaction */
     fmt_writer_stats st;        /* count, sums */
     XXH3_state_t *index_hash;   /* over value headers and aux records, in key order */
+    uint8_t *index;             /* those records, for the __shardc__/index value */
+    size_t index_len, index_cap;
 } lm_writer;
 
 /* Fixed part of the projection: two meta pages, the main database's root, and room for the
@@ -187,11 +189,14 @@ static uint64_t lm_w_cost(uint64_t payload_len, uint32_t aux_len, uint32_t align
     /* LMDB moves a value out of the leaf when node header (8) + key (8) + data exceed
      * me_nodemax, about half a page */
     uint64_t nodemax = (((ps - LM_PAGE_HEADER) / 2) & ~(uint64_t)1) - 2;
+    /* (plus its record in the __shardc__/index value: header and aux) */
+    uint64_t rec = LM_VALUE_HEADER + (uint64_t)aux_len;
     if (16 + v > nodemax)
-        return fmt_lm_round_up(LM_PAGE_HEADER + v, ps) + 64;    /* 26-byte leaf entry, branches */
+        return fmt_lm_round_up(LM_PAGE_HEADER + v, ps) + 64 + rec;     /* 26-byte leaf entry,
+                                                                         * branches */
     uint64_t node = ((16 + v + 1) & ~(uint64_t)1) + 2;      /* even, plus its index slot */
     uint64_t per_page = (ps - LM_PAGE_HEADER) / node;       /* >= 2: node <= nodemax + 2 */
-    return (ps + per_page - 1) / per_page + 16;             /* a share of the branch pages */
+    return (ps + per_page - 1) / per_page + 16 + rec;       /* a share of the branch pages */
 }
 
 /* LMDB turns a short write into EIO, and the usual cause of a short write is a full filesystem
@@ -284,6 +289,7 @@ static void lm_writer_free(lm_writer *w)
     if (w->env)
         mdb_env_close(w->env);
     XXH3_freeState(w->index_hash);
+    free(w->index);
     free(w->path);
     free(w->tmp);
     free(w->data);
@@ -341,6 +347,27 @@ leave:
     return rc;
 }
 
+/* the sample's header and aux record appended to the index value's records */
+static int index_add(lm_writer *w, const uint8_t *head, const void *aux, uint32_t aux_len)
+{
+    size_t need = w->index_len + LM_VALUE_HEADER + aux_len;
+    if (need > w->index_cap) {
+        size_t cap = w->index_cap ? w->index_cap * 2 : 4096;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *b = realloc(w->index, cap);
+        if (!b)
+            return ENOMEM;
+        w->index = b;
+        w->index_cap = cap;
+    }
+    memcpy(w->index + w->index_len, head, LM_VALUE_HEADER);
+    if (aux_len)
+        memcpy(w->index + w->index_len + LM_VALUE_HEADER, aux, aux_len);
+    w->index_len = need;
+    return 0;
+}
+
 static int lm_w_add(void *p, const fmt_sample_meta *m, const void *pixels, uint64_t *stored_hash)
 {
     lm_writer *w = p;
@@ -385,6 +412,8 @@ static int lm_w_add(void *p, const fmt_sample_meta *m, const void *pixels, uint6
     XXH3_64bits_update(w->index_hash, head, LM_VALUE_HEADER);
     if (aux_len)
         XXH3_64bits_update(w->index_hash, m->aux, aux_len);
+    if ((rc = index_add(w, head, m->aux, aux_len)) != 0)
+        goto fail;
     fmt_writer_stats_add(&w->st, m);
     w->size = size;
     w->batch += vlen;
@@ -454,14 +483,28 @@ static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
     lm_encode_meta(&h, XXH3_64bits_digest(w->index_hash), meta);
     h.hash = fmt_le_get64(meta + LM_META_HASHED);
 
-    rc = lm_room(w, w->size + LM_META_SIZE + fmt_lmdb_page_size());
+    /* the skeleton: the metadata value, then every sample's header and aux record (the bytes
+     * index_hash covers), in one value that a reader of a shard not yet arrived fetches */
+    uint8_t *rec = malloc(LM_META_SIZE + w->index_len);
+    if (!rec) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    memcpy(rec, meta, LM_META_SIZE);
+    if (w->index_len)
+        memcpy(rec + LM_META_SIZE, w->index, w->index_len);
+    rc = lm_room(w, w->size + 2 * LM_META_SIZE + 4 * fmt_lmdb_page_size());
     if (!rc)
         rc = lm_begin(w);
-    if (rc)
-        goto leave;
     MDB_val key = {.mv_size = strlen(LM_META_KEY), .mv_data = LM_META_KEY};
     MDB_val val = {.mv_size = sizeof meta, .mv_data = meta};
-    rc = fmt_lm_code(mdb_put(w->txn, w->dbi, &key, &val, 0));
+    MDB_val ikey = {.mv_size = strlen(LM_INDEX_KEY), .mv_data = LM_INDEX_KEY};
+    MDB_val ival = {.mv_size = LM_META_SIZE + w->index_len, .mv_data = rec};
+    if (!rc)
+        rc = fmt_lm_code(mdb_put(w->txn, w->dbi, &ikey, &ival, 0));
+    if (!rc)
+        rc = fmt_lm_code(mdb_put(w->txn, w->dbi, &key, &val, 0));
+    free(rec);
     if (rc)
         goto leave;
     rc = lm_commit(w);
@@ -477,8 +520,11 @@ static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
     if (!rc)
         rc = lm_fsync_path(w->tmp, 1, NULL);
     /* the pins of the manifest: what LMDB trusts (checked at every open), and the whole file */
+    fmt_lmdb_value skel = {0, 0};
     if (!rc)
-        rc = fmt_lmdb_tree_check(w->data, &h.pin_hash, NULL);
+        rc = fmt_lmdb_tree_check(w->data, &h.pin_hash, &skel, NULL);
+    h.skel_off = skel.off;      /* the manifest's skeleton range: the index value */
+    h.skel_len = skel.size;
     if (!rc)
         rc = fmt_hash_file(w->data, 0, 0, NULL, &h.file_hash, NULL);
     h.pins = FMT_PIN_FILE | FMT_PIN_OPEN;
@@ -531,6 +577,9 @@ const fmt_backend fmt_backend_lmdb = {
     .r_read = fmt_lmr_read,
     .r_check = fmt_lmr_check,
     .r_advise = fmt_lmr_advise,
+    .r_head_of = fmt_lmr_head_of,
+    .r_tail = fmt_lmr_tail,
+    .r_open_parts = fmt_lmr_open_parts,
     /* r_direct, r_sample_path: none (every access mode reads through the map; one directory per
      * shard, not per sample) */
 };

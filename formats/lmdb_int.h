@@ -16,10 +16,11 @@
 #define LM_VALUE_VERSION 1u
 #define LM_VALUE_HEADER 48u
 #define LM_META_KEY "__shardc__/meta"
+#define LM_INDEX_KEY "__shardc__/index"   /* (version 1.1) the shard's skeleton */
 #define LM_RESERVED_PREFIX "__shardc__/"
 #define LM_META_MAGIC "SHARDLMD"
 #define LM_META_MAJOR 1u
-#define LM_META_MINOR 0u
+#define LM_META_MINOR 1u
 #define LM_META_SIZE 128u
 #define LM_META_HASHED 120u         /* meta_hash covers bytes 0..119 */
 
@@ -41,5 +42,11 @@ int fmt_lmr_get(const void *p, uint64_t i, fmt_sample *out);
 int fmt_lmr_read(const void *p, uint64_t i, void *dst, void *scratch, size_t scratch_len);
 int fmt_lmr_check(const void *p, uint64_t i);
 int fmt_lmr_advise(const void *p, fmt_advice advice);
+/* a shard before its file arrives: its skeleton from the manifest's range (lmdbread.c) */
+int fmt_lmr_head_of(const fmt_manifest_shard *ms, uint64_t *len, fmt_msg *msg);
+int fmt_lmr_tail(const uint8_t *head, const fmt_manifest_shard *ms, uint64_t *from, uint64_t *to,
+                 fmt_msg *msg);
+int fmt_lmr_open_parts(void **out, const fmt_manifest_shard *ms, const uint8_t *head,
+                       size_t head_len, const uint8_t *tail, size_t tail_len, fmt_msg *msg);
 
 #endif

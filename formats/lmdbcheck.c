@@ -61,12 +61,18 @@ typedef struct {
     fmt_lmdb_value *vals;       /* NULL: not collected */
     uint64_t nvals, vcap;
     int want_vals;
+    fmt_lmdb_value skel;        /* the __shardc__/index value (size 0: none met) */
     fmt_msg *msg;
 } lm_tree;
 
-/* Record a sample key's value (an 8-byte key; reserved keys are never 8 bytes long). */
-static int lm_tree_value(lm_tree *t, uint64_t ksize, uint64_t off, uint64_t size)
+/* Record a sample key's value (an 8-byte key; reserved keys are never 8 bytes long), or the
+ * index key's. */
+static int lm_tree_value(lm_tree *t, const uint8_t *key, uint64_t ksize, uint64_t off,
+                         uint64_t size)
 {
+    static const char index_key[] = "__shardc__/index";
+    if (ksize == sizeof index_key - 1 && memcmp(key, index_key, sizeof index_key - 1) == 0)
+        t->skel = (fmt_lmdb_value){off, size};
     if (!t->want_vals || ksize != 8)
         return 0;
     if (t->nvals == t->vcap) {
@@ -128,7 +134,7 @@ static int lm_tree_page(lm_tree *t, uint64_t pgno, unsigned depth, unsigned leaf
             if (data + dsize > t->psize)
                 return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": node %u: value "
                                 "runs past the page", pgno, i);
-            if (lm_tree_value(t, ksize, pgno * t->psize + data, dsize) != 0)
+            if (lm_tree_value(t, n + 8, ksize, pgno * t->psize + data, dsize) != 0)
                 return ENOMEM;
             continue;
         }
@@ -148,24 +154,24 @@ static int lm_tree_page(lm_tree *t, uint64_t pgno, unsigned depth, unsigned leaf
             return fmt_fail(t->msg, FMT_ECORRUPT, "lmdb page %" PRIu64 ": bad overflow page "
                             "header", ov);
         XXH3_64bits_update(t->st, o, LM_PAGE_HEADER);
-        if (lm_tree_value(t, ksize, ov * t->psize + LM_PAGE_HEADER, dsize) != 0)
+        if (lm_tree_value(t, n + 8, ksize, ov * t->psize + LM_PAGE_HEADER, dsize) != 0)
             return ENOMEM;
     }
     return 0;
 }
 
-int fmt_lmdb_tree_check(const char *data, uint64_t *pin, fmt_msg *msg)
+int fmt_lmdb_tree_check(const char *data, uint64_t *pin, fmt_lmdb_value *skel, fmt_msg *msg)
 {
     int fd = open(data, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return fmt_fail(msg, errno, "data.mdb: %s", fmt_strerror(errno));
-    int rc = fmt_lmdb_tree_walk(fd, pin, NULL, NULL, msg);
+    int rc = fmt_lmdb_tree_walk(fd, pin, NULL, NULL, skel, msg);
     close(fd);
     return rc;
 }
 
 int fmt_lmdb_tree_walk(int fd, uint64_t *pin, fmt_lmdb_value **vals, uint64_t *nvals,
-                       fmt_msg *msg)
+                       fmt_lmdb_value *skel, fmt_msg *msg)
 {
     const uint32_t magic = 0xBEEFC0DEu;    /* MDB_MAGIC */
     struct stat st;
@@ -257,6 +263,8 @@ int fmt_lmdb_tree_walk(int fd, uint64_t *pin, fmt_lmdb_value **vals, uint64_t *n
                       PRIu64, t.entries, fmt_le_get64(db + LM_DB_ENTRIES));
     if (!rc && pin)
         *pin = XXH3_64bits_digest(t.st);
+    if (!rc && skel)
+        *skel = t.skel;
     if (!rc && vals) {
         *vals = t.vals;
         *nvals = t.nvals;

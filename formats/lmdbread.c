@@ -62,12 +62,10 @@ static void lm_decode_header(const uint8_t *in, lm_header *h)
     h->aux_len = fmt_le_get32(in + 40);
 }
 
-/* Check the value of local sample i (lmdb.md, "What a reader checks", item 5). */
-static int lm_check_value(const uint8_t *v, size_t n, uint64_t i, fmt_msg *msg)
+/* Check the 48-byte header of local sample i's value, and its size into *total (lmdb.md, "What a
+ * reader checks", item 5). */
+static int lm_check_header(const uint8_t *v, uint64_t i, uint64_t *total, fmt_msg *msg)
 {
-    if (n < LM_VALUE_HEADER)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": value of %zu bytes is shorter "
-                        "than its header", i, n);
     if (memcmp(v, LM_VALUE_MAGIC, 4) != 0)
         return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": bad value magic", i);
     if (fmt_le_get16(v + 4) != LM_VALUE_VERSION)
@@ -78,17 +76,35 @@ static int lm_check_value(const uint8_t *v, size_t n, uint64_t i, fmt_msg *msg)
                         fmt_le_get16(v + 6));
     lm_header h;
     lm_decode_header(v, &h);
-    uint64_t len, total;
+    uint64_t len;
     int rc = fmt_sample_shape_check("sample", i, h.height, h.width, h.channels, h.label, msg);
     if (rc)
         return rc;
     if (fmt_shape_bytes(h.height, h.width, h.channels, &len) ||
-        __builtin_add_overflow(len, (uint64_t)LM_VALUE_HEADER + h.aux_len, &total) ||
-        total != n)
-        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": value is %zu bytes, its header "
-                        "says %" PRIu32 "x%" PRIu32 "x%" PRIu32 " pixels and %" PRIu32
-                        " aux bytes", i, n, h.height, h.width, h.channels, h.aux_len);
+        __builtin_add_overflow(len, (uint64_t)LM_VALUE_HEADER + h.aux_len, total) ||
+        *total > UINT32_MAX)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": its header says %" PRIu32 "x%"
+                        PRIu32 "x%" PRIu32 " pixels and %" PRIu32 " aux bytes, too large", i,
+                        h.height, h.width, h.channels, h.aux_len);
     return 0;
+}
+
+/* Check the value of local sample i (n bytes). */
+static int lm_check_value(const uint8_t *v, size_t n, uint64_t i, fmt_msg *msg)
+{
+    if (n < LM_VALUE_HEADER)
+        return fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": value of %zu bytes is shorter "
+                        "than its header", i, n);
+    uint64_t total;
+    int rc = lm_check_header(v, i, &total, msg);
+    if (!rc && total != n) {
+        lm_header h;
+        lm_decode_header(v, &h);
+        rc = fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": value is %zu bytes, its header "
+                      "says %" PRIu32 "x%" PRIu32 "x%" PRIu32 " pixels and %" PRIu32
+                      " aux bytes", i, n, h.height, h.width, h.channels, h.aux_len);
+    }
+    return rc;
 }
 
 /* ---- reading ---- */
@@ -267,10 +283,15 @@ int fmt_lmr_precheck(const char *path, const fmt_manifest_shard *ms, fmt_msg *ms
                       (uint64_t)st.st_size, ms->bytes);
     } else {
         uint64_t pin = 0;
-        rc = fmt_lmdb_tree_check(data, &pin, msg);
+        fmt_lmdb_value skel = {0, 0};
+        rc = fmt_lmdb_tree_check(data, &pin, &skel, msg);
         if (!rc && (ms->pins & FMT_PIN_OPEN) && pin != ms->pin_hash)
             rc = fmt_fail(msg, FMT_EHASH, "lmdb meta or B-tree pages do not match the manifest's "
                           "pin: damaged");
+        if (!rc && ms->skel_len && (skel.off != ms->skel_off || skel.size != ms->skel_len))
+            rc = fmt_fail(msg, FMT_ECORRUPT, "the manifest's skeleton range (%" PRIu64 " bytes at "
+                          "%" PRIu64 ") is not where the index value lies", ms->skel_len,
+                          ms->skel_off);
     }
     free(data);
     return rc;
@@ -373,7 +394,7 @@ int fmt_lmr_open(void **out, const char *dir, const char *path, fmt_access acces
         rc = fmt_fail(msg, FMT_ETOOBIG, "data.mdb too large to map");
         goto leave;
     }
-    if ((rc = fmt_lmdb_tree_walk(fd, NULL, &vals, &nvals, msg)) != 0)
+    if ((rc = fmt_lmdb_tree_walk(fd, NULL, &vals, &nvals, NULL, msg)) != 0)
         goto leave;
 
     mrc = mdb_env_create(&env);
@@ -490,7 +511,10 @@ int fmt_lmr_pins(const void *p, const char *path, fmt_shard_info *info)
     if (!data)
         return ENOMEM;
     info->pin_skip_off = info->pin_skip_len = 0;
-    int rc = fmt_lmdb_tree_check(data, &info->pin_hash, NULL);
+    fmt_lmdb_value skel = {0, 0};
+    int rc = fmt_lmdb_tree_check(data, &info->pin_hash, &skel, NULL);
+    info->skel_off = skel.off;
+    info->skel_len = skel.size;
     if (!rc)
         rc = fmt_hash_file(data, 0, 0, NULL, &info->file_hash, NULL);
     info->pins = rc ? 0 : FMT_PIN_FILE | FMT_PIN_OPEN;
@@ -529,6 +553,8 @@ int fmt_lmr_get(const void *p, uint64_t i, fmt_sample *out)
 static int lm_pixels(const lm_shard *s, uint64_t i, void *dst, size_t len)
 {
     const lm_entry *e = &s->ent[i];
+    if (!s->map && !s->file)
+        return FMT_EUNSUPPORTED;    /* a skeleton (fmt_lmr_open_parts): no pixels */
     if (s->map) {
         memcpy(dst, s->map + e->off + LM_VALUE_HEADER, len);
         return 0;
@@ -587,4 +613,89 @@ int fmt_lmr_advise(const void *p, fmt_advice advice)
     /* the span lies inside the mapping; advice only changes read-ahead */
     return madvise((void *)(s->map + s->lo), (size_t)(s->hi - s->lo), madv[advice]) != 0 ?
            errno : 0;
+}
+
+/* ---- a shard before its file arrives (backend.h r_head_of, r_tail, r_open_parts) ----
+ * The manifest's skeleton range (lmdb 1.1) locates the __shardc__/index value in data.mdb: the
+ * metadata value, then every sample's header and aux record, which the metadata's index_hash
+ * covers and the manifest's content hash (meta_hash) covers in turn. Nothing precedes it: the
+ * head is empty. */
+
+int fmt_lmr_head_of(const fmt_manifest_shard *ms, uint64_t *len, fmt_msg *msg)
+{
+    if (!ms->skel_len)
+        return fmt_fail(msg, FMT_EUNSUPPORTED, "its manifest entry does not say where its index "
+                        "value lies (a build before lmdb 1.1)");
+    *len = 0;
+    return 0;
+}
+
+int fmt_lmr_tail(const uint8_t *head, const fmt_manifest_shard *ms, uint64_t *from, uint64_t *to,
+                 fmt_msg *msg)
+{
+    (void)head;
+    (void)msg;
+    *from = ms->skel_off;
+    *to = ms->skel_off + ms->skel_len;      /* (the manifest's parse keeps it in the file) */
+    return 0;
+}
+
+int fmt_lmr_open_parts(void **out, const fmt_manifest_shard *ms, const uint8_t *head,
+                       size_t head_len, const uint8_t *tail, size_t tail_len, fmt_msg *msg)
+{
+    (void)head;
+    (void)head_len;
+    *out = NULL;
+    lm_shard *s = calloc(1, sizeof *s);
+    if (!s)
+        return ENOMEM;
+    MDB_val v = {.mv_size = tail_len, .mv_data = (void *)tail};
+    uint64_t index_hash = 0;
+    int rc = lm_read_meta(s, &v, UINT64_MAX, ms->bytes, &index_hash, msg);
+    if (rc)
+        goto leave;
+    size_t meta_size = fmt_le_get32(tail + 12), rl = tail_len - meta_size;
+    const uint8_t *r = tail + meta_size;
+    if (XXH3_64bits(r, rl) != index_hash) {
+        rc = fmt_fail(msg, FMT_EHASH, "its index value does not match its metadata's index hash");
+        goto leave;
+    }
+    s->info.bytes = ms->bytes;
+    s->ent = calloc(s->info.samples ? s->info.samples : 1, sizeof *s->ent);
+    s->copy = malloc(rl ? rl : 1);
+    if (!s->ent || !s->copy) {
+        rc = ENOMEM;
+        goto leave;
+    }
+    memcpy(s->copy, r, rl);
+    size_t at = 0;
+    for (uint64_t i = 0; i < s->info.samples; i++) {
+        uint64_t total;
+        if (rl - at < LM_VALUE_HEADER) {
+            rc = fmt_fail(msg, FMT_ECORRUPT, "its index value ends before sample %" PRIu64, i);
+            goto leave;
+        }
+        const uint8_t *p = s->copy + at;
+        if ((rc = lm_check_header(p, i, &total, msg)) != 0)
+            goto leave;
+        uint32_t aux_len = fmt_le_get32(p + 40);
+        if (aux_len > rl - at - LM_VALUE_HEADER) {
+            rc = fmt_fail(msg, FMT_ECORRUPT, "sample %" PRIu64 ": its aux record runs past the "
+                          "index value", i);
+            goto leave;
+        }
+        s->ent[i].head = p;
+        s->ent[i].aux = aux_len ? p + LM_VALUE_HEADER : NULL;
+        s->ent[i].len = total;
+        at += LM_VALUE_HEADER + aux_len;
+    }
+    if (at != rl)
+        rc = fmt_fail(msg, FMT_ECORRUPT, "its index value holds %zu bytes past its last sample",
+                      rl - at);
+leave:
+    if (rc)
+        fmt_lmr_close(s);
+    else
+        *out = s;
+    return rc;
 }

@@ -334,6 +334,12 @@ int fmt_manifest_dump(const fmt_manifest *m, char **out)
             json_object_set_new(p, "skip_bytes", json_integer((json_int_t)s->pin_skip_len));
             json_object_set_new(o, "pin", p);
         }
+        if (s->skel_len) {
+            json_t *k = json_object();
+            json_object_set_new(k, "offset", json_integer((json_int_t)s->skel_off));
+            json_object_set_new(k, "bytes", json_integer((json_int_t)s->skel_len));
+            json_object_set_new(o, "skeleton", k);
+        }
         json_array_append_new(shards, o);
     }
     json_object_set(root, "shards", shards);
@@ -785,6 +791,22 @@ int fmt_manifest_parse(const char *text, size_t len, fmt_manifest *m, fmt_msg *m
                 goto leave;
             }
             s->pins |= FMT_PIN_OPEN;
+        }
+        json_t *skel = json_object_get(o, "skeleton");
+        if (skel) {
+            if (!json_is_object(skel)) {
+                rc = fmt_fail(msg, FMT_ECORRUPT, "manifest shard %zu: 'skeleton' is not an "
+                              "object", i);
+                goto leave;
+            }
+            if ((rc = get_u64(skel, "offset", UINT64_MAX >> 1, &s->skel_off, msg)) ||
+                (rc = get_u64(skel, "bytes", UINT64_MAX >> 1, &s->skel_len, msg)))
+                goto leave;
+            if (!s->skel_len || s->skel_off + s->skel_len > s->bytes) {
+                rc = fmt_fail(msg, FMT_ECORRUPT, "manifest shard %zu: skeleton range empty or "
+                              "past the file", i);
+                goto leave;
+            }
         }
         if (json_object_get(o, "offset") && (rc = get_u64(o, "offset", big, &s->offset, msg)))
             goto leave;

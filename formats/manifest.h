@@ -30,6 +30,11 @@ typedef struct {
     uint32_t pins;
     uint64_t file_hash;
     uint64_t pin_hash, pin_skip_off, pin_skip_len;
+    /* Optional (skel_len 0: absent): where the shard's skeleton lies in its file, the bytes that
+     * give every sample's metadata without the pixels, checked by the content hash (lmdb: its
+     * __shardc__/index value, formats/lmdb.md); what a reader of a shard that has not arrived
+     * fetches (fmt_dataset_open_lazy). */
+    uint64_t skel_off, skel_len;
     uint64_t offset;            /* added to the indexes the shard itself records gives dataset
                                  * indexes: 0, except in a merged build, where each part numbers
                                  * its samples from 0 (then: the samples of the parts before) */

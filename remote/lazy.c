@@ -749,7 +749,8 @@ out:
  * checks the bytes against the manifest all the same: a file of an older dataset fails then) */
 static int span_local(const rmt_lazy *z, fmt_span *sp)
 {
-    int fd = open(z->sh[sp->shard].j.final, O_RDONLY | O_CLOEXEC);
+    char buf[PATH_MAX];         /* (an lmdb shard's bytes are its data.mdb's) */
+    int fd = open(data_of(z, z->sh[sp->shard].j.final, buf, sizeof buf), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     struct stat st;
@@ -780,7 +781,8 @@ int rmt_lazy_spans(rmt_lazy *z, fmt_span *sp, size_t n, fmt_msg *msg)
             sp[i].local = 1;
             continue;
         }
-        jobs[nj].name = z->m.shards[sp[i].shard].file;
+        const rmt_shard_job *sj = &z->sh[sp[i].shard].j;
+        jobs[nj].name = sj->obj ? sj->obj : z->m.shards[sp[i].shard].file;
         jobs[nj].from = sp[i].from;
         jobs[nj].size = sp[i].to;
         jobs[nj].buf = sp[i].buf;

@@ -12,7 +12,8 @@
 # on a terminal shows its progress; lmdb shards (a folder each) read and repaired like shard
 # files, and read as they arrive through a bounded cache; per-image sets (png0, jpeg) read through
 # the cache, a damaged cached image fetched again, a changed served image refused naming it;
-# cache_limit= on per-image sets and on lmdb shards of varying sizes refused with messages.
+# lmdb shards of varying sizes read as they arrive from their index values; cache_limit= on
+# per-image sets and on lmdb manifests without skeleton ranges refused with messages.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/remote_lib.sh"
 need_tools "$NGINX" openssl node npm || { finish; exit; }
@@ -179,13 +180,26 @@ check "... the folder's data.mdb files within the limit, shards evicted" \
   grep -Eq "evicted=[1-9]" "$T/out"
 check "... each shard a folder with its data.mdb, no partial folder left" \
   bash -c "ls '$T'/cache16/*/*.lmdb/data.mdb >/dev/null && ! ls -A '$T'/cache16/*/ | grep -q part"
-# samples of varying sizes: the open would need every shard first, which a limit forbids
+# samples of varying sizes: each shard's index value first (the manifest's skeleton range), a
+# manifest without those ranges (a build before lmdb 1.1) refused with a limit
 "$SHARDC" build "$T/src" -o "$T/www/lmv" --shard-samples 8 --format lmdb --no-progress \
   >/dev/null || bad "shardc build --format lmdb (natural sizes) failed"
-expect_exit 1 "cache_limit= on lmdb shards of varying sizes is refused" $PY -c "
+expect_exit 0 "lmdb shards of varying sizes through a cache of half the dataset equal the local epoch" \
+  $PY "$ROOT/tests/remote_cache_check.py" equal "$T/www/lmv" "http://127.0.0.1:$HP/lmv" \
+  "$T/cache17" $(( $(cat "$T"/www/lmv/shard-*.lmdb/data.mdb | wc -c) / 2 )) \
+  '{"order": "random", "seed": 6, "batch_size": 2, "threads": 1, "size": 16}'
+cp -r "$T/www/lmv" "$T/www/lmold"
+$PY -c '
+import json, sys
+p = sys.argv[1] + "/manifest.json"
+m = json.load(open(p))
+for s in m["shards"]:
+    del s["skeleton"]
+json.dump(m, open(p, "w"))' "$T/www/lmold"
+expect_exit 1 "cache_limit= on lmdb shards of varying sizes without skeleton ranges is refused" $PY -c "
 import shardread, sys
 try:
-    shardread.Loader('http://127.0.0.1:$HP/lmv', batch_size=4, size=16, cache='$T/cache17',
+    shardread.Loader('http://127.0.0.1:$HP/lmold', batch_size=4, size=16, cache='$T/cache18',
                      cache_limit='1GiB')
 except shardread.Error as e:
     print(e, file=sys.stderr); sys.exit(1)"

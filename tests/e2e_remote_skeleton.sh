@@ -9,6 +9,8 @@
 # those parts from the shards its cache holds and asks only for the others'; a byte changed in
 # one shard's index in the served copy is refused at open naming the object; pair records
 # (targets and fields) of varying sizes, and targets on samples of one size, read the same way;
+# lmdb shards (1.1) the same way, their open asking only for each shard's index value (the
+# manifest's skeleton range), a changed byte in it refused naming the object;
 # hdf5 shards the same way, their open asking only for the bytes before and after each shard's
 # pixels (its manifest pins), a changed byte among them refused at open naming the object.
 . "$(dirname "$0")/lib.sh"
@@ -200,4 +202,40 @@ open_report "$T/h5bad.out" "http://127.0.0.1:$HP/h5bad" "$T/c8" "$hl"
 check "a byte changed after one hdf5 shard's pixels is refused at open, naming the object" \
   grep -q "h5bad/shard-00002.h5: the object fails its check against the manifest: .*pin" "$T/h5bad.out"
 [ -n "${VERBOSE:-}" ] && cat "$T/h5bad.out"
+
+# ---- lmdb shards: the index value each manifest entry's skeleton range locates ----
+"$SHARDC" build "$T/img" --coco "$T/inst.json" -o "$T/www/lm" --format lmdb --shard-samples 4 \
+  --no-progress >/dev/null || bad "the lmdb build failed"
+ll=$(( $(cat "$T"/www/lm/shard-*.lmdb/data.mdb | wc -c) / 2 ))
+: >"$LOG"
+expect_exit 0 "lmdb, natural sizes with targets, random order, a cache of half the dataset: the local epoch" \
+  $PY "$CHK" equal "$T/www/lm" "http://127.0.0.1:$HP/lm" "$T/c9" "$ll" "$kw"
+check "... within the limit, shards evicted" grep -Eq "evicted=[1-9]" "$T/out"
+check "the open fetched each shard's index value only (one range), before any whole shard" $PY -c '
+import json, re, sys
+m = json.load(open(sys.argv[1]))
+want = {s["file"] + "/data.mdb": s["skeleton"]["bytes"] for s in m["shards"]}
+reqs = [(m.group(1), int(m.group(2)), int(m.group(3))) for m in
+        (re.search(r"\"GET /lm/(\S+) HTTP/[0-9.]+\" (\d+) (\d+)", l) for l in open(sys.argv[2])) if m]
+assert reqs[0][:2] == ("manifest.json", 200), reqs[0]
+opened, rest = reqs[1:1 + len(want)], reqs[1 + len(want):]
+assert all(s == 206 for _, s, _ in opened), opened
+assert {f: n for f, _, n in opened} == want, (opened, want)
+assert rest and rest[0][1] == 200, rest[:3]
+print(len(opened), "ranges at open, then", len(rest), "whole shards")
+' "$T/www/lm/manifest.json" "$LOG"
+cp -r "$T/www/lm" "$T/www/lmbad"
+$PY -c '
+import json, sys
+m = json.load(open(sys.argv[1] + "/manifest.json"))
+s = m["shards"][2]
+p = sys.argv[1] + "/" + s["file"] + "/data.mdb"
+b = bytearray(open(p, "rb").read())
+b[s["skeleton"]["offset"] + s["skeleton"]["bytes"] - 1] ^= 1    # the last record of its index
+open(p, "wb").write(b)
+' "$T/www/lmbad"
+open_report "$T/lmbad.out" "http://127.0.0.1:$HP/lmbad" "$T/c10" "$ll"
+check "a byte changed in one lmdb shard's index value is refused at open, naming the object" \
+  grep -q "lmbad/shard-00002.lmdb: the object fails its check against the manifest: .*index" "$T/lmbad.out"
+[ -n "${VERBOSE:-}" ] && cat "$T/lmbad.out"
 finish

@@ -185,8 +185,9 @@ static void check_shard(const tshard *t, const tu_sample *s, size_t n, const fmt
 
 /* ---- an independent reading of the layout in formats/lmdb.md, with liblmdb alone ---- */
 
-static void spec_check(const tshard *t, const tu_sample *s, size_t n, uint64_t content_hash)
+static void spec_check(const tshard *t, const tu_sample *s, size_t n, const fmt_shard_info *info)
 {
+    uint64_t content_hash = info->hash;
     char fin[1400];
     shard_paths(t->name, fin, NULL, NULL, sizeof fin);
     MDB_env *env;
@@ -198,7 +199,12 @@ static void spec_check(const tshard *t, const tu_sample *s, size_t n, uint64_t c
     ck_assert_int_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
     ck_assert_int_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
     ck_assert_int_eq(mdb_stat(txn, dbi, &st), 0);
-    ck_assert_uint_eq(st.ms_entries, n + 1);
+    ck_assert_uint_eq(st.ms_entries, n + 2);
+    size_t rcap = 1;            /* every header and aux record, in order */
+    for (size_t i = 0; i < n; i++)
+        rcap += 48 + s[i].aux_len;
+    uint8_t *records = malloc(rcap);
+    size_t rlen = 0;
 
     XXH3_state_t *ih = XXH3_createState();
     XXH3_64bits_reset(ih);
@@ -229,6 +235,9 @@ static void spec_check(const tshard *t, const tu_sample *s, size_t n, uint64_t c
             ck_assert_uint_eq((uintptr_t)(p + 48) % 64, 0);
         XXH3_64bits_update(ih, p, 48);
         XXH3_64bits_update(ih, p + 48 + len, s[i].aux_len);
+        memcpy(records + rlen, p, 48);
+        memcpy(records + rlen + 48, p + 48 + len, s[i].aux_len);
+        rlen += 48 + s[i].aux_len;
     }
     MDB_val k = {15, "__shardc__/meta"}, v;
     ck_assert_int_eq(mdb_get(txn, dbi, &k, &v), 0);
@@ -236,7 +245,7 @@ static void spec_check(const tshard *t, const tu_sample *s, size_t n, uint64_t c
     const uint8_t *m = v.mv_data;
     ck_assert_mem_eq(m, "SHARDLMD", 8);
     ck_assert_uint_eq(fmt_le_get16(m + 8), 1);
-    ck_assert_uint_eq(fmt_le_get16(m + 10), 0);
+    ck_assert_uint_eq(fmt_le_get16(m + 10), 1);
     ck_assert_uint_eq(fmt_le_get32(m + 12), 128);
     ck_assert_uint_eq(fmt_le_get64(m + 16), n);
     ck_assert_uint_eq(fmt_le_get64(m + 24), t->first_index);
@@ -246,8 +255,29 @@ static void spec_check(const tshard *t, const tu_sample *s, size_t n, uint64_t c
     ck_assert_uint_eq(fmt_le_get64(m + 120), XXH3_64bits(m, 120));
     ck_assert_uint_eq(fmt_le_get64(m + 120), content_hash);
     XXH3_freeState(ih);
+    /* 1.1: __shardc__/index, the metadata value then every record, where the shard's info (the
+     * manifest's skeleton range) says it lies in data.mdb */
+    uint8_t meta[128];
+    memcpy(meta, m, 128);
+    MDB_val ik = {16, "__shardc__/index"}, iv;
+    ck_assert_int_eq(mdb_get(txn, dbi, &ik, &iv), 0);
+    ck_assert_uint_eq(iv.mv_size, 128 + rlen);
+    ck_assert_mem_eq(iv.mv_data, meta, 128);
+    if (rlen)
+        ck_assert_mem_eq((const uint8_t *)iv.mv_data + 128, records, rlen);
+    ck_assert_uint_eq(info->skel_len, iv.mv_size);
+    char data[1400];
+    shard_paths(t->name, fin, NULL, data, sizeof fin);
+    int dfd = open(data, O_RDONLY);
+    ck_assert_int_ge(dfd, 0);
+    uint8_t *at = malloc(iv.mv_size);
+    ck_assert_int_eq(pread(dfd, at, iv.mv_size, (off_t)info->skel_off), (ssize_t)iv.mv_size);
+    ck_assert_mem_eq(at, iv.mv_data, iv.mv_size);
+    free(at);
+    close(dfd);
+    free(records);
 
-    /* a cursor walks the samples in order, the metadata last */
+    /* a cursor walks the samples in order, then the index and the metadata */
     MDB_cursor *cur;
     ck_assert_int_eq(mdb_cursor_open(txn, dbi, &cur), 0);
     size_t seen = 0;
@@ -258,12 +288,15 @@ static void spec_check(const tshard *t, const tu_sample *s, size_t n, uint64_t c
             be64(kb, t->first_index + seen);
             ck_assert_uint_eq(k.mv_size, 8);
             ck_assert_mem_eq(k.mv_data, kb, 8);
+        } else if (seen == n) {
+            ck_assert_uint_eq(k.mv_size, 16);
+            ck_assert_mem_eq(k.mv_data, "__shardc__/index", 16);
         } else {
             ck_assert_uint_eq(k.mv_size, 15);
             ck_assert_mem_eq(k.mv_data, "__shardc__/meta", 15);
         }
     }
-    ck_assert_uint_eq(seen, n + 1);
+    ck_assert_uint_eq(seen, n + 2);
     mdb_cursor_close(cur);
     mdb_txn_abort(txn);
     mdb_env_close(env);
@@ -289,7 +322,7 @@ static void roundtrip(size_t n, int shapes, int with_aux)
     check_shard(&t, s, n, &info, FMT_ACCESS_MMAP);
     check_shard(&t, s, n, &info, FMT_ACCESS_PREAD);
     check_shard(&t, s, n, &info, FMT_ACCESS_DIRECT);
-    spec_check(&t, s, n, info.hash);
+    spec_check(&t, s, n, &info);
 
     /* deterministic: the same samples give the same hash and the same bytes */
     tshard t2 = t;
@@ -430,7 +463,7 @@ START_TEST(test_standard_tools)
 
     char *out = run_tool("mdb_stat '%s' 2>&1", fin);
     char want[64];
-    snprintf(want, sizeof want, "Entries: %zu\n", n + 1);
+    snprintf(want, sizeof want, "Entries: %zu\n", n + 2);
     ck_assert_msg(strstr(out, want), "mdb_stat said:\n%s", out);
     free(out);
 
@@ -438,8 +471,9 @@ START_TEST(test_standard_tools)
     char *p = strstr(out, "HEADER=END\n");
     ck_assert_ptr_nonnull(p);
     p += strlen("HEADER=END\n");
-    /* key and value lines alternate; the keys are the samples' in order, then the metadata */
-    for (size_t i = 0; i <= n; i++) {
+    /* key and value lines alternate; the keys are the samples' in order, then the index and the
+     * metadata */
+    for (size_t i = 0; i <= n + 1; i++) {
         char *eol = strchr(p, '\n');
         ck_assert_ptr_nonnull(eol);
         *eol = '\0';
@@ -448,6 +482,8 @@ START_TEST(test_standard_tools)
             uint8_t kb[8];
             be64(kb, t.first_index + i);
             dump_escape(kb, 8, exp);
+        } else if (i == n) {
+            dump_escape((const uint8_t *)"__shardc__/index", 16, exp);
         } else {
             dump_escape((const uint8_t *)"__shardc__/meta", 15, exp);
         }
@@ -571,7 +607,7 @@ START_TEST(test_writer_bad_args)
     ck_assert_uint_lt(be->w_cost(1, 0, 0), be->w_cost(1000, 0, 0));
     ck_assert_uint_lt(be->w_cost(1000, 0, 0), be->w_cost(150528, 0, 0));
     ck_assert_uint_ge(be->w_cost(150528, 0, 0), 150528 + 48);
-    ck_assert_uint_eq(be->w_cost(150528, 0, 0) % 64, 0);
+    ck_assert_uint_eq((be->w_cost(150528, 0, 0) - 48) % 64, 0);     /* + its index record */
     ck_assert_uint_eq(be->w_cost(150528, 0, 4096), be->w_cost(150528, 0, 0));
     ck_assert_uint_eq(be->w_cost((uint64_t)UINT32_MAX, 0, 0), UINT64_MAX);
     ck_assert_uint_eq(be->w_cost(UINT64_MAX - 10, 100, 0), UINT64_MAX);
@@ -1343,6 +1379,85 @@ START_TEST(test_no_descriptor_per_shard)
 }
 END_TEST
 
+/* lmdb 1.1: a shard's skeleton, the __shardc__/index value the manifest's range locates, opens
+ * (r_open_parts) to the same account and samples as the file, without pixels; a byte changed in
+ * it is refused, and so is a manifest whose range does not locate it (precheck). */
+START_TEST(test_open_parts)
+{
+    tu_rng_state = 31;
+    const size_t n = 23;
+    tu_sample *s = make_samples(n, TU_SHAPES_MIXED, 1);
+    tshard t = {"shard-00008", 400, 0xABCDEF, 99, 0};
+    fmt_shard_info info;
+    write_shard(&t, s, n, &info, NULL);
+    fmt_manifest_shard ms = {.bytes = info.bytes, .hash = info.hash, .pins = info.pins,
+                             .pin_hash = info.pin_hash, .skel_off = info.skel_off,
+                             .skel_len = info.skel_len};
+    ck_assert_uint_gt(info.skel_len, 128 + 48 * n);
+    uint64_t hl = 1, from = 0, to = 0;
+    ck_assert_int_eq(be->r_head_of(&ms, &hl, NULL), 0);
+    ck_assert_uint_eq(hl, 0);
+    ck_assert_int_eq(be->r_tail(NULL, &ms, &from, &to, NULL), 0);
+    ck_assert_uint_eq(from, info.skel_off);
+    ck_assert_uint_eq(to, info.skel_off + info.skel_len);
+    char fin[1400], data[1400];
+    shard_paths(t.name, fin, NULL, data, sizeof fin);
+    size_t len;
+    uint8_t *buf = tu_slurp(data, &len);
+    ck_assert_uint_eq(len, info.bytes);
+    fmt_msg msg = {{0}};
+    void *sk = NULL, *sh = open_shard(t.name, FMT_ACCESS_PREAD);
+    ck_assert_msg(be->r_open_parts(&sk, &ms, NULL, 0, buf + from, to - from, &msg) == 0, "%s",
+                  msg.text);
+    const fmt_shard_info *a = be->r_info(sk), *b = be->r_info(sh);
+    ck_assert_uint_eq(a->samples, n);
+    ck_assert_uint_eq(a->first_index, b->first_index);
+    ck_assert_uint_eq(a->hash, b->hash);
+    ck_assert_uint_eq(a->bytes, b->bytes);
+    ck_assert_uint_eq(a->fingerprint, b->fingerprint);
+    ck_assert_uint_eq(a->input_end, b->input_end);
+    for (uint64_t i = 0; i < n; i++) {
+        fmt_sample x, y;
+        tu_get_sample(be, sk, i, &s[i], &x);
+        tu_get_sample(be, sh, i, &s[i], &y);
+        ck_assert_uint_eq(x.hash, y.hash);
+        ck_assert_uint_eq(x.aux_len, s[i].aux_len);
+        ck_assert(x.aux_len == 0 || memcmp(x.aux, s[i].aux, x.aux_len) == 0);
+        ck_assert_ptr_null(x.pixels);
+    }
+    uint8_t px[300 * 300 * 3];
+    ck_assert_int_eq(be->r_read(sk, 0, px, NULL, 0), FMT_EUNSUPPORTED);
+    ck_assert_int_eq(be->r_check(sk, 0), FMT_EUNSUPPORTED);
+    be->r_close(sk);
+    be->r_close(sh);
+    /* a byte changed in the metadata, in a header, in an aux record: refused */
+    size_t at[3] = {(size_t)from + 40, (size_t)from + 128 + 48 * 3 + 12, (size_t)to - 1};
+    int want[3] = {FMT_EHASH, FMT_EHASH, FMT_EHASH};
+    for (int k = 0; k < 3; k++) {
+        buf[at[k]] ^= 0x10;
+        sk = NULL;
+        msg.text[0] = '\0';
+        ck_assert_int_eq(be->r_open_parts(&sk, &ms, NULL, 0, buf + from, to - from, &msg), want[k]);
+        ck_assert_ptr_null(sk);
+        ck_assert(msg.text[0]);
+        buf[at[k]] ^= 0x10;
+    }
+    /* without a range (a build before 1.1): no skeleton */
+    fmt_manifest_shard old = ms;
+    old.skel_off = old.skel_len = 0;
+    ck_assert_int_eq(be->r_head_of(&old, &hl, NULL), FMT_EUNSUPPORTED);
+    /* a range that is not the index value's: the file's open refuses the manifest */
+    ck_assert_int_eq(be->r_precheck(fin, &ms, NULL), 0);
+    fmt_manifest_shard moved = ms;
+    moved.skel_off += 16;
+    msg.text[0] = '\0';
+    ck_assert_int_eq(be->r_precheck(fin, &moved, &msg), FMT_ECORRUPT);
+    ck_assert_msg(strstr(msg.text, "skeleton range"), "%s", msg.text);
+    free(buf);
+    tu_samples_free(s, n);
+}
+END_TEST
+
 int main(void)
 {
     return tu_run(TU_TEMP_SUITE("lmdb", "core", 120, test_roundtrip_fixed_gray,
@@ -1351,5 +1466,6 @@ int main(void)
                                 test_replace_existing, test_writer_bad_args, test_write_failure,
                                 test_pixel_damage, test_header_damage, test_meta_damage,
                                 test_truncation, test_garbage, test_crafted_envs,
-                                test_parallel_reads, test_no_descriptor_per_shard));
+                                test_parallel_reads, test_no_descriptor_per_shard,
+                                test_open_parts));
 }

@@ -40,7 +40,8 @@ static fmt_manifest sample_manifest(fmt_manifest_shard *sh, char **classes)
     sh[1] = (fmt_manifest_shard){.file = "shard-00001.raw", .first = 6, .samples = 0, .bytes = 4096,
                                  .hash = 1};
     sh[2] = (fmt_manifest_shard){.file = "shard-00002.raw", .first = 6, .samples = 4, .bytes = 5678,
-                                 .hash = 0xffffffffffffffffull};
+                                 .hash = 0xffffffffffffffffull, .skel_off = 4096,
+                                 .skel_len = 320};
     m.nshards = 3;
     m.shards = sh;
     m.build_json = "{\"channels\": 3}";
@@ -71,6 +72,11 @@ START_TEST(round_trip)
     ck_assert_uint_eq(r.shards[0].hash, 0x0123456789abcdefull);
     ck_assert_uint_eq(r.shards[2].hash, 0xffffffffffffffffull);
     ck_assert_uint_eq(r.shards[2].first, 6);
+    /* the skeleton range, where one is set, and none where none is */
+    ck_assert_uint_eq(r.shards[2].skel_off, 4096);
+    ck_assert_uint_eq(r.shards[2].skel_len, 320);
+    ck_assert_uint_eq(r.shards[0].skel_len, 0);
+    ck_assert_ptr_null(strstr(json, "\"skeleton\": {\"offset\": 0"));
     ck_assert_double_eq_tol(r.mean[1], 50.25, 1e-9);
     ck_assert_double_eq_tol(r.std[2], 30, 1e-9);
     ck_assert_ptr_nonnull(strstr(r.build_json, "\"channels\""));
@@ -140,6 +146,11 @@ START_TEST(rejects_bad_fields)
         {"\"mode\": \"size\"", "\"mode\": \"huge\"", FMT_ECORRUPT},
         {"\"mean\": [", "\"mean\": [1, ", FMT_ECORRUPT},
         {"\"tool\"", "\"tool\": 1, \"tool\"", FMT_ECORRUPT},
+        /* a skeleton range inside the file, not empty, an object */
+        {"\"offset\": 4096", "\"offset\": 5400", FMT_ECORRUPT},
+        {"\"bytes\": 320", "\"bytes\": 0", FMT_ECORRUPT},
+        {"\"skeleton\": {", "\"skeleton\": 1, \"x\": {", FMT_ECORRUPT},
+        {"\"offset\": 4096", "\"offset\": 5000", 0},
     };
     for (size_t i = 0; i < sizeof edits / sizeof *edits; i++)
         ck_assert_int_eq(parse_edited(edits[i].from, edits[i].to, &msg), edits[i].want);
