@@ -199,7 +199,8 @@ int shc_dry_run(const shc_build_opts *o, const shc_build_cb *cb, const fmt_input
         if (est)
             scale = (double)exact / (double)est;
     }
-    uint64_t header = align ? align : FMT_RAW_DEFAULT_ALIGN;
+    uint64_t header = o->backend->w_base ? o->backend->w_base()
+                                         : align ? align : FMT_RAW_DEFAULT_ALIGN;
     for (size_t i = (size_t)lo; i < hi; i++) {
         if (!cost[i])
             continue;

@@ -88,6 +88,9 @@ typedef struct fmt_backend {
     /* Bytes one more sample of payload_len pixel bytes and aux_len aux bytes adds (an estimate
      * for compressed backends: the uncompressed size). */
     uint64_t (*w_cost)(uint64_t payload_len, uint32_t aux_len, uint32_t align);
+    /* Optional (may be NULL): the bytes a finished shard holds besides its samples' w_cost (its
+     * fixed pages), for shardc build --dry-run; NULL: one page of the raw layout. */
+    uint64_t (*w_base)(void);
     /* Optional (may be NULL): exactly the bytes this sample would add to a shard written with o,
      * found by encoding it in memory, for backends whose size depends on the pixels or the
      * shape where w_cost knows only the payload length (image files, compressed payloads);

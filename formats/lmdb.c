@@ -179,6 +179,14 @@ static uint64_t lm_base_size(void)
     return 8 * fmt_lmdb_page_size();
 }
 
+/* What a finished shard holds besides its samples' costs: the two meta pages, the root page,
+ * and the index value's metadata and its last page (lm_w_cost counts each sample's record in
+ * it). */
+static uint64_t lm_w_base(void)
+{
+    return 4 * fmt_lmdb_page_size() + LM_META_SIZE;
+}
+
 static uint64_t lm_w_cost(uint64_t payload_len, uint32_t aux_len, uint32_t align)
 {
     (void)align;
@@ -565,6 +573,7 @@ const fmt_backend fmt_backend_lmdb = {
     .w_count = lm_w_count,
     .w_size = lm_w_size,
     .w_cost = lm_w_cost,
+    .w_base = lm_w_base,
     .w_finish = lm_w_finish,
     .w_abort = lm_w_abort,
     .r_precheck = fmt_lmr_precheck,

@@ -4,7 +4,7 @@ ways users read object storage today, on the same images and the same link (docs
 "Datasets at URLs").
 
     BUILD=build /usr/bin/python3 scripts/bench-remote.py [--samples 6000] [--rates 100M,1G]
-                                                          [--runs 3]
+                                                          [--runs 3] [--mixture]
 
 Everything on 127.0.0.1: s3rver (npm, into $BUILD/npm as the tests install it) behind the
 token-bucket proxy of tests/remote_servers.py ("throttle": every connection together gets at
@@ -20,6 +20,11 @@ shards (KEY.jpg, KEY.cls) of as many images each. Measured, per rate, medians of
   JPEG with PIL and resizes it to --size (what a training pipeline does per image).
 - whole prefix: the dataset's objects downloaded with boto3 (GetObject), 10 at once (as `aws s3 cp
   --recursive`), then a local Loader epoch; the first batch comes after the whole download.
+
+With --mixture, only this, per rate: the cold epoch of the dataset (cache_limit half of it, as
+above) against a mixture of two datasets at URLs of the same images, half each (weights by
+their sizes: the epoch reads every sample once), through a cache_limit of half the two, runs
+alternating; the mixture's bytes/s over the single dataset's.
 
 And, once: the cached epoch (the URL again, every shard in the cache) against a local Loader
 of the same files, alternating runs, each a new Loader (its open included); and the later
@@ -146,6 +151,71 @@ def prefix_epoch(endpoint, prefix, dest, **kw):
     return down + secs, down + first, n
 
 
+def mixture_bench(args, root, src, ds, ds_bytes, limit, sp, direct, procs, kw):
+    """The cold epoch of ds against a mixture of its images in two datasets, per rate."""
+    bins = os.path.join(BUILD, "bin")
+    classes = sorted(os.listdir(src))
+    halves, sizes = [], []
+    for h, part in enumerate((classes[0::2], classes[1::2])):
+        hsrc, hds = os.path.join(root, f"src{h}"), os.path.join(root, f"half{h}")
+        os.makedirs(hsrc)
+        for c in part:
+            os.symlink(os.path.join(src, c), os.path.join(hsrc, c))
+        subprocess.run([os.path.join(bins, "shardc"), "build", hsrc, "-o", hds, "--size",
+                        f"{args.size}x{args.size}", "--shard-samples", str(args.shard_samples),
+                        "--no-progress"], check=True, stderr=subprocess.DEVNULL)
+        with open(os.path.join(hds, "manifest.json")) as f:
+            m = json.load(f)
+        halves.append(hds)
+        sizes.append((m["samples"], sum(s["bytes"] for s in m["shards"])))
+        with open(os.devnull, "w") as null:
+            so, sys.stdout = sys.stdout, null
+            remote_servers.upload(direct, BUCKET, f"half{h}", hds)
+            sys.stdout = so
+    mix_bytes = sum(b for _, b in sizes)
+    mix_limit = max(mix_bytes // 2, limit)
+    streams = [(f"s3://{BUCKET}/half{h}", float(n)) for h, (n, _) in enumerate(sizes)]
+    print(f"mixture: two datasets of {sizes[0][0]} and {sizes[1][0]} images, "
+          f"{human(mix_bytes)} together, cache_limit {human(mix_limit)}; the single dataset "
+          f"{human(ds_bytes)}, cache_limit {human(limit)}")
+    res = {}
+    for rs in args.rates.split(","):
+        rate = benchlib.rate_arg(rs)
+        tp = remote_servers.free_port()
+        px = start([sys.executable, os.path.join(ROOT, "tests", "remote_servers.py"),
+                    "throttle", str(tp), f"127.0.0.1:{sp}", str(rate)], tp)
+        procs.append(px)
+        os.environ["AWS_ENDPOINT_URL_S3"] = f"http://127.0.0.1:{tp}"
+        one, mix, peaks = [], [], []
+        for run in range(args.runs):
+            cache = os.path.join(root, f"mcache-{rs}-{run}")
+            secs, _, n, ld = loader_epoch(f"s3://{BUCKET}/ds", cache=cache, cache_limit=limit,
+                                          order="quasi", quasi_window=1, **kw)
+            one.append(ds_bytes / secs)
+            del ld
+            shutil.rmtree(cache)
+            secs, _, n, ld = loader_epoch(streams, cache=cache, cache_limit=mix_limit,
+                                          order="quasi", quasi_window=1, **kw)
+            assert n == sum(c for c, _ in sizes), n
+            mix.append(mix_bytes / secs)
+            peaks.append(ld._cache_info()["peak_bytes"])
+            del ld
+            shutil.rmtree(cache)
+        px.terminate()
+        px.wait()
+        procs.remove(px)
+        o, m = statistics.median(one), statistics.median(mix)
+        ratios = sorted(b / a for a, b in zip(one, mix))
+        res[rs] = {"one_Bps": o, "mix_Bps": m, "one_ratio": o / rate, "mix_ratio": m / rate,
+                   "mix_over_one": statistics.median(ratios), "ratios": ratios,
+                   "mix_peak": max(peaks), "mix_limit": mix_limit, "one": one, "mix": mix}
+        print(f"link {rs}B/s: one dataset {human(o)}/s ({o / rate:.2f}x the link), mixture of "
+              f"two {human(m)}/s ({m / rate:.2f}x); per-run mixture/one "
+              f"{statistics.median(ratios):.3f} ({ratios[0]:.3f}..{ratios[-1]:.3f}); the "
+              f"mixture's cache peak {human(max(peaks))} of {human(mix_limit)}", flush=True)
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--samples", type=int, default=6000)
@@ -158,6 +228,8 @@ def main():
     ap.add_argument("--rates", default="100M,1G", help="link rates, bytes/s (K, M, G: 10^3..)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--mixture", action="store_true",
+                    help="only the cold epoch of one dataset against a mixture of two halves")
     args = ap.parse_args()
     bins = os.path.join(BUILD, "bin")
     s3rver = benchlib.s3rver(ROOT, BUILD)
@@ -217,6 +289,13 @@ def main():
             sys.stdout = so
         kw = dict(batch_size=args.batch, threads=args.threads)
         limit = max(ds_bytes // 2, 8 * max(s["bytes"] for s in man["shards"]))
+        if args.mixture:
+            out["mixture"] = mixture_bench(args, root, src, ds, ds_bytes, limit, sp, direct,
+                                           procs, kw)
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump(out, f, indent=1)
+            return 0
 
         for rs in args.rates.split(","):
             rate = benchlib.rate_arg(rs)
