@@ -173,7 +173,10 @@ def mixture_bench(args, root, src, ds, ds_bytes, limit, sp, direct, procs, kw):
             remote_servers.upload(direct, BUCKET, f"half{h}", hds)
             sys.stdout = so
     mix_bytes = sum(b for _, b in sizes)
-    mix_limit = max(mix_bytes // 2, limit)
+    # what the mixture holds at once: each stream's shards of both threads' batches (4 each in
+    # quasi order with a window of 1, a wrap of the stream's pass allowed for), or half the two
+    largest = max(s["bytes"] for h in halves for s in json.load(open(h + "/manifest.json"))["shards"])
+    mix_limit = max(mix_bytes // 2, 2 * 4 * args.threads * largest)
     streams = [(f"s3://{BUCKET}/half{h}", float(n)) for h, (n, _) in enumerate(sizes)]
     print(f"mixture: two datasets of {sizes[0][0]} and {sizes[1][0]} images, "
           f"{human(mix_bytes)} together, cache_limit {human(mix_limit)}; the single dataset "
