@@ -271,6 +271,14 @@ static int set_r_get(const void *sp, uint64_t i, fmt_sample *out)
     return 0;
 }
 
+/* Sample i's entry, and its file's path relative to the dataset directory into rel. */
+static void sample_rel(const set_shard *s, uint64_t i, set_entry *e, char rel[IDX_REL_MAX])
+{
+    shard_entry(s, i, e);
+    const set_name *f = &s->folders[e->folder];
+    rel_name(rel, f->name, f->len, s->info.first_index + i, s->kind, 0);
+}
+
 int fmt_imageset_sample_path(const void *sp, uint64_t i, char *buf, size_t len)
 {
     const set_shard *s = sp;
@@ -278,10 +286,8 @@ int fmt_imageset_sample_path(const void *sp, uint64_t i, char *buf, size_t len)
     if (i >= s->info.samples)
         return FMT_EINVAL;
     set_entry e;
-    shard_entry(s, i, &e);
-    const set_name *f = &s->folders[e.folder];
     char rel[IDX_REL_MAX];
-    rel_name(rel, f->name, f->len, s->info.first_index + i, s->kind, 0);
+    sample_rel(s, i, &e, rel);
     int n = snprintf(buf, len, "%s/%s", s->dir, rel);
     return n < 0 || (size_t)n >= len ? ENAMETOOLONG : 0;
 }
@@ -294,10 +300,8 @@ int fmt_imageset_sample_object(const void *sp, uint64_t i, char *rel, size_t len
     if (i >= s->info.samples)
         return FMT_EINVAL;
     set_entry e;
-    shard_entry(s, i, &e);
-    const set_name *f = &s->folders[e.folder];
     char name[IDX_REL_MAX];
-    rel_name(name, f->name, f->len, s->info.first_index + i, s->kind, 0);
+    sample_rel(s, i, &e, name);
     if (strlen(name) >= len)
         return ENAMETOOLONG;
     memcpy(rel, name, strlen(name) + 1);

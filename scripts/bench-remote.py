@@ -75,6 +75,14 @@ def client(endpoint):
                                       max_pool_connections=16))
 
 
+def throttle(sp, rate, procs):
+    """the token-bucket proxy at rate bytes/s in front of port sp (in procs), its port"""
+    tp = remote_servers.free_port()
+    procs.append(start([sys.executable, os.path.join(ROOT, "tests", "remote_servers.py"),
+                        "throttle", str(tp), f"127.0.0.1:{sp}", str(rate)], tp))
+    return tp
+
+
 def loader_epoch(path, **kw):
     """(seconds, seconds to the first batch, samples, the loader)"""
     t0 = time.perf_counter()
@@ -184,10 +192,8 @@ def mixture_bench(args, root, src, ds, ds_bytes, limit, sp, direct, procs, kw):
     res = {}
     for rs in args.rates.split(","):
         rate = benchlib.rate_arg(rs)
-        tp = remote_servers.free_port()
-        px = start([sys.executable, os.path.join(ROOT, "tests", "remote_servers.py"),
-                    "throttle", str(tp), f"127.0.0.1:{sp}", str(rate)], tp)
-        procs.append(px)
+        tp = throttle(sp, rate, procs)
+        px = procs[-1]
         os.environ["AWS_ENDPOINT_URL_S3"] = f"http://127.0.0.1:{tp}"
         one, mix, peaks = [], [], []
         for run in range(args.runs):
@@ -302,10 +308,8 @@ def main():
 
         for rs in args.rates.split(","):
             rate = benchlib.rate_arg(rs)
-            tp = remote_servers.free_port()
-            px = start([sys.executable, os.path.join(ROOT, "tests", "remote_servers.py"),
-                        "throttle", str(tp), f"127.0.0.1:{sp}", str(rate)], tp)
-            procs.append(px)
+            tp = throttle(sp, rate, procs)
+            px = procs[-1]
             ep = f"http://127.0.0.1:{tp}"
             os.environ["AWS_ENDPOINT_URL_S3"] = ep
             r = {"ours": [], "ours_first": [], "peak": [], "free": [], "wds": [], "wds_first": [],
