@@ -185,40 +185,39 @@ static size_t plan_cap(const shr_reader *r, const shr_lazy_part *p)
     return (size_t)(est < cap ? est : cap);
 }
 
-/* The limit's share of each part: its minimum, and the rest of the limit in proportion to the
- * parts' sizes. 0, or SHR_EINVAL naming what the parts need at once. */
-static int share_limit(shr_reader *r, const size_t *need, uint64_t *limit)
+/* The limit's share of each part: its minimum (its need[i] largest shards), and the rest of the
+ * limit in proportion to the parts' sizes. 0, or SHR_EINVAL naming what the parts need at once
+ * (ahead: the window, for the message). */
+static int share_limit(shr_reader *r, const size_t *need, size_t ahead, uint64_t *limit)
 {
-    uint64_t least = 0, all = 0, *min = limit;
+    uint64_t least = 0, all = 0, bytes[SHR_MAX_STREAMS];
     for (uint32_t i = 0; i < r->nlz; i++) {
-        min[i] = rmt_lazy_minimum(r->lz[i].z, need[i]);
-        least = min[i] > UINT64_MAX - least ? UINT64_MAX : least + min[i];
-        all += rmt_lazy_minimum(r->lz[i].z, SIZE_MAX);
+        limit[i] = rmt_lazy_minimum(r->lz[i].z, need[i]);
+        least = limit[i] > UINT64_MAX - least ? UINT64_MAX : least + limit[i];
+        all += bytes[i] = rmt_lazy_minimum(r->lz[i].z, SIZE_MAX);
     }
     if (least > r->o.cache_limit) {
         if (r->nlz == 1)
             return fmt_fail(r->why, SHR_EINVAL, "cache_limit %" PRIu64 " bytes is below the %"
                             PRIu64 " bytes this reader needs at once (%zu of its largest "
                             "shards: prefetch_shards %zu; %" PRIu32 " threads times %zu shards "
-                            "a batch may touch)", r->o.cache_limit, least, need[0],
-                            need[r->nlz], r->o.threads, r->lz[0].cap);
+                            "a batch may touch)", r->o.cache_limit, least, need[0], ahead,
+                            r->o.threads, r->lz[0].cap);
         return fmt_fail(r->why, SHR_EINVAL, "cache_limit %" PRIu64 " bytes is below the %"
                         PRIu64 " bytes this reader needs at once: for each of its %" PRIu32
                         " streams at URLs, its largest shards (prefetch_shards %zu, or %" PRIu32
                         " threads times the shards of it a batch may touch)", r->o.cache_limit,
-                        least, r->nlz, need[r->nlz], r->o.threads);
+                        least, r->nlz, ahead, r->o.threads);
     }
     unsigned __int128 rest = r->o.cache_limit - least;
-    for (uint32_t i = 0; i < r->nlz; i++) {
-        uint64_t bytes = rmt_lazy_minimum(r->lz[i].z, SIZE_MAX);
-        limit[i] += all ? (uint64_t)(rest * bytes / all) : 0;
-    }
+    for (uint32_t i = 0; i < r->nlz; i++)
+        limit[i] += all ? (uint64_t)(rest * bytes[i] / all) : 0;
     return 0;
 }
 
 int shr_lazy_start(shr_reader *r)
 {
-    size_t need[SHR_MAX_STREAMS + 1], ahead[SHR_MAX_STREAMS];
+    size_t need[SHR_MAX_STREAMS], ahead[SHR_MAX_STREAMS];
     uint64_t limit[SHR_MAX_STREAMS];
     size_t first = r->o.prefetch_shards ? r->o.prefetch_shards : LAZY_AHEAD;
     for (uint32_t i = 0; i < r->nlz; i++) {
@@ -247,9 +246,8 @@ int shr_lazy_start(shr_reader *r)
         for (uint32_t i = 0; i < r->nlz; i++)
             ahead[i] -= ahead[i] > 1;
     }
-    need[r->nlz] = r->nlz ? ahead[0] : 0;      /* for the message */
     if (r->o.cache_limit) {
-        int rc = share_limit(r, need, limit);
+        int rc = share_limit(r, need, r->nlz ? ahead[0] : 0, limit);
         if (rc)
             return rc;
     }

@@ -794,25 +794,30 @@ int rmt_lazy_spans(rmt_lazy *z, fmt_span *sp, size_t n, fmt_msg *msg)
     return rc;
 }
 
+static int by_bytes_down(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
 uint64_t rmt_lazy_minimum(const rmt_lazy *z, size_t shards)
 {
-    /* the `shards` largest shards */
+    /* the `shards` largest shards (all of them: the dataset's bytes) */
     size_t n = z->m.nshards, take = shards < n ? shards : n;
-    uint64_t *b = malloc((n ? n : 1) * sizeof *b), sum = 0;
+    uint64_t sum = 0;
+    if (take == n) {
+        for (size_t k = 0; k < n; k++)
+            sum += z->m.shards[k].bytes;
+        return sum;
+    }
+    uint64_t *b = malloc(n * sizeof *b);
     if (!b)
         return UINT64_MAX;
     for (size_t k = 0; k < n; k++)
         b[k] = z->m.shards[k].bytes;
-    for (size_t i = 0; i < take; i++) {     /* partial selection: take is small */
-        size_t best = i;
-        for (size_t k = i + 1; k < n; k++)
-            if (b[k] > b[best])
-                best = k;
-        uint64_t t = b[i];
-        b[i] = b[best];
-        b[best] = t;
+    qsort(b, n, sizeof *b, by_bytes_down);
+    for (size_t i = 0; i < take; i++)
         sum += b[i];
-    }
     free(b);
     return sum;
 }

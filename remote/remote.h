@@ -94,7 +94,8 @@ typedef struct {
  * bytes (len *mlen), malloc'd), and prepare the session. */
 int rmt_lazy_open(rmt_lazy **z, const char *url, const rmt_options *o, char **dir,
                   uint8_t **manifest, size_t *mlen, fmt_msg *msg);
-/* Bytes of the `shards` largest shards: the least cache that holds any `shards` of them. */
+/* Bytes of the `shards` largest shards: the least cache that holds any `shards` of them (as many
+ * as there are or more: the dataset's bytes). O(n log n) in the shards. */
 uint64_t rmt_lazy_minimum(const rmt_lazy *z, size_t shards);
 /* Parts of shard objects, before rmt_lazy_start (what a reader's open needs before the shards
  * arrive: formats/dataset.h fmt_dataset_open_lazy): for each span, the object's bytes [from, to)
