@@ -167,8 +167,9 @@ typedef struct {
     uint64_t mapsize;
     uint64_t batch;             /* value bytes put in the open transaction */
     fmt_writer_stats st;        /* count, sums */
-    XXH3_state_t *index_hash;   /* over value headers and aux records, in key order */
-    uint8_t *index;             /* those records, for the __shardc__/index value */
+    /* the __shardc__/index value: room for the metadata, then every sample's value header and
+     * aux record in key order (the bytes index_hash covers) */
+    uint8_t *index;
     size_t index_len, index_cap;
 } lm_writer;
 
@@ -296,7 +297,6 @@ static void lm_writer_free(lm_writer *w)
         mdb_txn_abort(w->txn);
     if (w->env)
         mdb_env_close(w->env);
-    XXH3_freeState(w->index_hash);
     free(w->index);
     free(w->path);
     free(w->tmp);
@@ -317,12 +317,13 @@ static int lm_w_open(void **out, const fmt_writer_opts *o)
     w->path = fmt_path_join(o->dir, o->name, ".lmdb");
     w->tmp = fmt_path_join(o->dir, o->name, ".lmdb.tmp");
     w->data = w->tmp ? fmt_path_join(w->tmp, "data.mdb", "") : NULL;
-    w->index_hash = XXH3_createState();
-    if (!w->path || !w->tmp || !w->data || !w->index_hash) {
+    w->index_cap = 4096;
+    w->index_len = LM_META_SIZE;
+    w->index = malloc(w->index_cap);
+    if (!w->path || !w->tmp || !w->data || !w->index) {
         rc = ENOMEM;
         goto leave;
     }
-    XXH3_64bits_reset(w->index_hash);
     /* a killed build may have left a temporary environment behind */
     rc = lm_remove_env(w->tmp);
     if (rc)
@@ -360,7 +361,7 @@ static int index_add(lm_writer *w, const uint8_t *head, const void *aux, uint32_
 {
     size_t need = w->index_len + LM_VALUE_HEADER + aux_len;
     if (need > w->index_cap) {
-        size_t cap = w->index_cap ? w->index_cap * 2 : 4096;
+        size_t cap = w->index_cap * 2;
         while (cap < need)
             cap *= 2;
         uint8_t *b = realloc(w->index, cap);
@@ -417,9 +418,6 @@ static int lm_w_add(void *p, const fmt_sample_meta *m, const void *pixels, uint6
     memcpy(dst + LM_VALUE_HEADER, pixels, (size_t)len);
     if (aux_len)
         memcpy(dst + LM_VALUE_HEADER + len, m->aux, aux_len);
-    XXH3_64bits_update(w->index_hash, head, LM_VALUE_HEADER);
-    if (aux_len)
-        XXH3_64bits_update(w->index_hash, m->aux, aux_len);
     if ((rc = index_add(w, head, m->aux, aux_len)) != 0)
         goto fail;
     fmt_writer_stats_add(&w->st, m);
@@ -487,32 +485,22 @@ static int lm_w_finish(void *p, uint64_t input_end, fmt_shard_info *info)
     };
     memcpy(h.sum, w->st.sum, sizeof h.sum);
     memcpy(h.sumsq, w->st.sumsq, sizeof h.sumsq);
-    uint8_t meta[LM_META_SIZE];
-    lm_encode_meta(&h, XXH3_64bits_digest(w->index_hash), meta);
+    /* the metadata value, and the skeleton: the metadata again, then the records, in one value
+     * that a reader of a shard not yet arrived fetches */
+    uint8_t *meta = w->index;
+    lm_encode_meta(&h, XXH3_64bits(w->index + LM_META_SIZE, w->index_len - LM_META_SIZE), meta);
     h.hash = fmt_le_get64(meta + LM_META_HASHED);
-
-    /* the skeleton: the metadata value, then every sample's header and aux record (the bytes
-     * index_hash covers), in one value that a reader of a shard not yet arrived fetches */
-    uint8_t *rec = malloc(LM_META_SIZE + w->index_len);
-    if (!rec) {
-        rc = ENOMEM;
-        goto leave;
-    }
-    memcpy(rec, meta, LM_META_SIZE);
-    if (w->index_len)
-        memcpy(rec + LM_META_SIZE, w->index, w->index_len);
     rc = lm_room(w, w->size + 2 * LM_META_SIZE + 4 * fmt_lmdb_page_size());
     if (!rc)
         rc = lm_begin(w);
     MDB_val key = {.mv_size = strlen(LM_META_KEY), .mv_data = LM_META_KEY};
-    MDB_val val = {.mv_size = sizeof meta, .mv_data = meta};
+    MDB_val val = {.mv_size = LM_META_SIZE, .mv_data = meta};
     MDB_val ikey = {.mv_size = strlen(LM_INDEX_KEY), .mv_data = LM_INDEX_KEY};
-    MDB_val ival = {.mv_size = LM_META_SIZE + w->index_len, .mv_data = rec};
+    MDB_val ival = {.mv_size = w->index_len, .mv_data = w->index};
     if (!rc)
         rc = fmt_lm_code(mdb_put(w->txn, w->dbi, &ikey, &ival, 0));
     if (!rc)
         rc = fmt_lm_code(mdb_put(w->txn, w->dbi, &key, &val, 0));
-    free(rec);
     if (rc)
         goto leave;
     rc = lm_commit(w);

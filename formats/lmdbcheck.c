@@ -15,6 +15,7 @@
  * Offsets are those of liblmdb's structures (MDB_page, MDB_meta, MDB_db, MDB_node) on a 64-bit
  * little-endian host, the only kind this backend writes and reads. */
 #include "lmdbcheck.h"
+#include "lmdb_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,8 +71,7 @@ typedef struct {
 static int lm_tree_value(lm_tree *t, const uint8_t *key, uint64_t ksize, uint64_t off,
                          uint64_t size)
 {
-    static const char index_key[] = "__shardc__/index";
-    if (ksize == sizeof index_key - 1 && memcmp(key, index_key, sizeof index_key - 1) == 0)
+    if (ksize == strlen(LM_INDEX_KEY) && memcmp(key, LM_INDEX_KEY, ksize) == 0)
         t->skel = (fmt_lmdb_value){off, size};
     if (!t->want_vals || ksize != 8)
         return 0;
