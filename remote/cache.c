@@ -179,6 +179,15 @@ locked:
     return 0;
 }
 
+void rmt_fsync_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
 int rmt_shard_publish(const rmt_cache_ctx *x, rmt_shard_job *sj, const char *name,
                       const char *path, fmt_msg *msg)
 {
@@ -196,11 +205,7 @@ int rmt_shard_publish(const rmt_cache_ctx *x, rmt_shard_job *sj, const char *nam
                         "%s/%s: the object fails its check against the manifest: %s",
                         x->c->url, name, fmt_reason(&why, rc));
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
+    rmt_fsync_file(path);
     if (sj->data)               /* a damaged folder in the way (a file is renamed over) */
         remove_folder(sj->final, x->be->data_file);
     int sfd = x->spacep ? rmt_lock_file(x->spacep, LOCK_EX) : -1;

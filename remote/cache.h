@@ -66,6 +66,9 @@ void rmt_shard_unlock(rmt_shard_job *sj);
 /* A shard's file at path gone; a folder shard's (data_file not NULL: lmdb) with its files. */
 void rmt_shard_remove(const char *path, const char *data_file);
 
+/* path's data made durable (a failure is left to the rename that follows: best effort) */
+void rmt_fsync_file(const char *path);
+
 /* Shard sj's download, in sj->part (path: the file written, a folder shard's data file), under
  * its exclusive lock: checked fully against the manifest, fsynced and renamed into place (under
  * x->spacep, the space lock, when set); with x->keep_shared, its lock then goes from exclusive to

@@ -10,7 +10,6 @@
  * that another process sharing the cache waits for a shard and then finds it complete, and a
  * dataset of any number of shards holds a few descriptors at a time. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -28,7 +27,6 @@
 typedef struct {
     char *name, *part, *final;  /* the object, its download, its place */
     uint64_t size, hash;        /* the index's file size and hash */
-    const char *url;            /* the dataset's, for messages */
 } image_job;
 
 int rmt_is_imageset(const fmt_backend *be)
@@ -36,10 +34,11 @@ int rmt_is_imageset(const fmt_backend *be)
     return be == &fmt_backend_png0 || be == &fmt_backend_bmp || be == &fmt_backend_jpeg;
 }
 
-/* an image file that arrived: its size and hash those of the index, fsynced, renamed into place */
+/* an image file that arrived (ctx: the rmt_cache_ctx): its size and hash those of the index,
+ * fsynced, renamed into place */
 static int image_done(rmt_job *j, void *ctx)
 {
-    (void)ctx;
+    const rmt_cache_ctx *x = ctx;
     image_job *ij = j->user;
     if (j->rc)
         return j->rc;
@@ -49,16 +48,14 @@ static int image_done(rmt_job *j, void *ctx)
         fmt_fail(&j->msg, rc, "%s: %s", ij->part, fmt_strerror(rc));
     else if (size != j->size || h != ij->hash)
         rc = fmt_fail(&j->msg, size != j->size ? FMT_ETRUNC : FMT_EHASH, "%s/%s: the object "
-                      "fails its check against its shard's index: %s", ij->url, ij->name,
+                      "fails its check against its shard's index: %s", x->c->url, ij->name,
                       size != j->size ? "size" : "file hash mismatch");
     if (!rc) {
-        int fd = open(ij->part, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            (void)fsync(fd);
-            close(fd);
-        }
+        rmt_fsync_file(ij->part);
         if (rename(ij->part, ij->final) != 0)
             rc = fmt_fail(&j->msg, errno, "cannot rename %s: %s", ij->part, strerror(errno));
+        else    /* (durable before the index that names it is renamed into place) */
+            (void)fmt_fsync_parent(ij->final);
     }
     if (rc)
         unlink(ij->part);
@@ -75,9 +72,9 @@ static int image_there(const char *path, uint64_t size, uint64_t hash)
 }
 
 /* Shard sj's index (its .part, checked against the manifest) read for the images it names: those
- * the folder lacks appended to *jobs / *ij (grown as needed, *n of them). */
-static int list_images(const rmt_cache_ctx *x, rmt_shard_job *sj, rmt_job **jobs,
-                       image_job **ij, size_t *n, size_t *cap, fmt_msg *msg)
+ * the folder lacks appended to *ij (grown as needed, *n of them). */
+static int list_images(const rmt_cache_ctx *x, rmt_shard_job *sj, image_job **ij, size_t *n,
+                       size_t *cap, fmt_msg *msg)
 {
     const char *file = x->m->shards[sj->k].file, *slash = strrchr(file, '/');
     int fl = slash ? (int)(slash - file + 1) : 0;     /* the shard's folder in the dataset */
@@ -110,17 +107,13 @@ static int list_images(const rmt_cache_ctx *x, rmt_shard_job *sj, rmt_job **jobs
         }
         if (*n == *cap) {
             size_t c2 = *cap ? *cap * 2 : 256;
-            rmt_job *j2 = realloc(*jobs, c2 * sizeof *j2);
-            if (j2)
-                *jobs = j2;
-            image_job *i2 = j2 ? realloc(*ij, c2 * sizeof *i2) : NULL;
-            if (i2)
-                *ij = i2;
-            if (!j2 || !i2) {
+            image_job *i2 = realloc(*ij, c2 * sizeof *i2);
+            if (!i2) {
                 free(final);
                 rc = fmt_fail(msg, ENOMEM, "out of memory");
                 break;
             }
+            *ij = i2;
             *cap = c2;
         }
         const char *base = strrchr(rel, '/');
@@ -129,7 +122,6 @@ static int list_images(const rmt_cache_ctx *x, rmt_shard_job *sj, rmt_job **jobs
         e->final = final;
         e->size = size;
         e->hash = hash;
-        e->url = x->c->url;
         if (asprintf(&e->name, "%.*s%s", fl, file, rel) < 0 ||
             asprintf(&e->part, "%s/%.*s.%s.part", sj->sdir, (int)(base - rel + 1), rel,
                      base + 1) < 0) {
@@ -174,34 +166,20 @@ static int fetch_group(const rmt_cache_ctx *x, rmt_shard_job *sj, size_t n, unsi
     if (!rc && ntodo)
         rc = rmt_fetch(x->c, jobs, ntodo, parallel, tries, NULL, NULL, NULL, x->st, msg);
     for (size_t i = 0; !rc && i < ntodo; i++)
-        rc = list_images(x, todo[i], &ijobs, &ij, &nimg, &cap, msg);
-    for (size_t i = 0; i < nimg; i++)
+        rc = list_images(x, todo[i], &ij, &nimg, &cap, msg);
+    if (!rc && nimg && !(ijobs = calloc(nimg, sizeof *ijobs)))
+        rc = fmt_fail(msg, ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < nimg; i++)
         ijobs[i] = (rmt_job){.name = ij[i].name, .path = ij[i].part, .size = ij[i].size,
                              .user = &ij[i]};
     if (!rc && nimg)
-        rc = rmt_fetch(x->c, ijobs, nimg, parallel, tries, NULL, image_done, NULL, x->st, msg);
-    for (size_t i = 0; !rc && i < ntodo; i++) {
-        fmt_msg why = {{0}};
-        rmt_shard_job *s = todo[i];
-        int e = rmt_shard_check(x, s->k, s->part, s->sdir, 1, &why);
-        if (e) {
-            rc = fmt_fail(msg, e == FMT_ETRUNC || e == FMT_EHASH ? e : FMT_ECORRUPT,
-                          "%s/%s: the shard fails its check against the manifest: %s",
-                          x->c->url, x->m->shards[s->k].file, fmt_reason(&why, e));
-            break;
-        }
-        int fd = open(s->part, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            (void)fsync(fd);
-            close(fd);
-        }
-        if (rename(s->part, s->final) != 0) {
-            rc = fmt_fail(msg, errno, "cannot rename %s: %s", s->part, strerror(errno));
-            break;
-        }
-        (void)fmt_fsync_parent(s->final);
-        x->st->fetched++;
-    }
+        rc = rmt_fetch(x->c, ijobs, nimg, parallel, tries, NULL, image_done, (void *)x, x->st,
+                       msg);
+    /* every sample checked (decoded, its pixel hash), then the index renamed into place */
+    for (size_t i = 0; !rc && i < ntodo; i++)
+        if ((rc = rmt_shard_publish(x, todo[i], x->m->shards[todo[i]->k].file, todo[i]->part,
+                                    msg)) == 0)
+            x->st->fetched++;
     for (size_t i = 0; i < ntodo; i++)
         if (rc)
             unlink(todo[i]->part);
