@@ -77,6 +77,9 @@ START_TEST(round_trip)
     ck_assert_uint_eq(r.shards[2].skel_len, 320);
     ck_assert_uint_eq(r.shards[0].skel_len, 0);
     ck_assert_ptr_null(strstr(json, "\"skeleton\": {\"offset\": 0"));
+    const char *sk = strstr(json, "\"skeleton\"");     /* shard 2's alone */
+    ck_assert_ptr_nonnull(sk);
+    ck_assert_ptr_null(strstr(sk + 1, "\"skeleton\""));
     ck_assert_double_eq_tol(r.mean[1], 50.25, 1e-9);
     ck_assert_double_eq_tol(r.std[2], 30, 1e-9);
     ck_assert_ptr_nonnull(strstr(r.build_json, "\"channels\""));

@@ -438,6 +438,36 @@ static TU_UNUSED void tu_get_sample(const fmt_backend *be, void *sh, uint64_t i,
     ck_assert_uint_eq(smp->length, tu_sample_len(s));
 }
 
+/* A shard's skeleton (sk: r_open_parts, a shard before its file arrives) against the file's open
+ * (sh) and the fixture's n samples: the same account, every sample's metadata, hash and aux
+ * record, no pixels; reading or checking pixels refused. */
+static TU_UNUSED void tu_skeleton_matches(const fmt_backend *be, void *sk, void *sh,
+                                          const tu_sample *s, uint64_t n)
+{
+    const fmt_shard_info *a = be->r_info(sk), *b = be->r_info(sh);
+    ck_assert_uint_eq(a->samples, n);
+    ck_assert_uint_eq(a->samples, b->samples);
+    ck_assert_uint_eq(a->first_index, b->first_index);
+    ck_assert_uint_eq(a->hash, b->hash);
+    ck_assert_uint_eq(a->bytes, b->bytes);
+    ck_assert_uint_eq(a->fingerprint, b->fingerprint);
+    ck_assert_uint_eq(a->input_end, b->input_end);
+    for (uint64_t i = 0; i < n; i++) {
+        fmt_sample x, y;
+        tu_get_sample(be, sk, i, &s[i], &x);
+        tu_get_sample(be, sh, i, &s[i], &y);
+        ck_assert_uint_eq(x.hash, y.hash);
+        ck_assert_uint_eq(x.aux_len, s[i].aux_len);
+        ck_assert(x.aux_len == 0 || memcmp(x.aux, s[i].aux, x.aux_len) == 0);
+        ck_assert_ptr_null(x.pixels);
+    }
+    uint8_t *px = malloc(n ? tu_sample_len(&s[0]) : 1);
+    ck_assert_ptr_nonnull(px);
+    ck_assert_int_eq(be->r_read(sk, 0, px, NULL, 0), FMT_EUNSUPPORTED);
+    ck_assert_int_eq(be->r_check(sk, 0), FMT_EUNSUPPORTED);
+    free(px);
+}
+
 /* ---- the runner ---- */
 
 /* Run every test of s (each in a forked child unless CK_FORK=no); EXIT_SUCCESS when none failed,
