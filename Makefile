@@ -316,8 +316,13 @@ check-unit: $(TEST_BIN)
 
 # the wheel and gpu-check load the module into a plain interpreter: tested in the plain build only
 E2E_PLAIN_ONLY := tests/e2e_wheel.sh tests/e2e_gpu_check.sh
-E2E_TESTS := $(if $(SAN),$(filter-out $(E2E_PLAIN_ONLY),$(wildcard tests/e2e_*.sh)),\
-    $(wildcard tests/e2e_*.sh))
+# and under TSan, not the tests of damaged and bad input and of crash points: what they add to
+# the other tests is error paths, ASan+UBSan's domain, and they are a fifth of TSan's e2e minutes;
+# nor the docs and dependency audits, which check files
+E2E_NOT_TSAN := tests/e2e_damage.sh tests/e2e_crash.sh tests/e2e_bad_input.sh tests/e2e_docs.sh \
+    tests/e2e_deps.sh
+E2E_TESTS := $(filter-out $(if $(SAN),$(E2E_PLAIN_ONLY)) $(if $(findstring thread,$(SAN)),\
+    $(E2E_NOT_TSAN)),$(wildcard tests/e2e_*.sh))
 check-e2e: $(BINS) $(if $(SAN),,$(BUILD)/tests/test_cuda)
 	$(Q)SHARDC_PYTHON=$(PYTHON) BUILD=$(BUILD) scripts/run-tests.sh e2e $(E2E_TESTS)
 
