@@ -317,8 +317,9 @@ check-unit: $(TEST_BIN)
 # the wheel and gpu-check load the module into a plain interpreter: tested in the plain build only
 E2E_PLAIN_ONLY := tests/e2e_wheel.sh tests/e2e_gpu_check.sh
 # and under TSan, not the tests of damaged and bad input and of crash points: what they add to
-# the other tests is error paths, ASan+UBSan's domain, and they are a fifth of TSan's e2e minutes;
-# nor the docs and dependency audits, which check files
+# the other tests is error paths, ASan+UBSan's domain, and they are about a fifth of a sanitizer
+# stage's e2e minutes (202 s of 1,050 under ASan); nor the docs and dependency audits, which check
+# files
 E2E_NOT_TSAN := tests/e2e_damage.sh tests/e2e_crash.sh tests/e2e_bad_input.sh tests/e2e_docs.sh \
     tests/e2e_deps.sh
 E2E_TESTS := $(filter-out $(if $(SAN),$(E2E_PLAIN_ONLY)) $(if $(findstring thread,$(SAN)),\
